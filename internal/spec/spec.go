@@ -1,0 +1,103 @@
+// Package spec holds the plain data that flows through Warden: what to run
+// (Spec), under which limits (Limits) and network policy (NetworkPolicy), and
+// what happened (Result). It has no syscalls, so the API, SDK and CLI can
+// share it on any platform, and every front end validates input the same way.
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Spec describes one sandboxed program run.
+type Spec struct {
+	// Command is the program and its arguments, looked up on the sandbox's PATH.
+	Command []string
+	// Env holds extra KEY=VALUE pairs on top of Warden's clean base
+	// environment; nothing of the host's environment is passed in.
+	Env []string
+	// Workspace is a host directory mounted read-write at /workspace. Empty
+	// means a private tmpfs that vanishes with the sandbox.
+	Workspace string
+	// Limits bound what the program may consume.
+	Limits Limits
+	// Network says what the program may reach.
+	Network NetworkPolicy
+}
+
+// NetMode selects how a sandbox reaches the network.
+type NetMode string
+
+const (
+	// NetNone gives the sandbox only a loopback interface: no route anywhere.
+	NetNone NetMode = "none"
+	// NetProxy routes traffic through Warden's egress proxy and its allowlist.
+	NetProxy NetMode = "proxy"
+)
+
+// NetworkPolicy is the network part of a Spec.
+type NetworkPolicy struct {
+	Mode  NetMode
+	Allow []string
+}
+
+// ErrInvalid marks every validation error, so callers can map them to a
+// "bad request" answer without string matching.
+var ErrInvalid = errors.New("invalid spec")
+
+// Validate reports the first problem in s as one line that names the field
+// and how to fix it. It does not touch the host: whether a workspace exists
+// or a limit can be enforced is the backend's concern.
+func (s *Spec) Validate() error {
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return invalid("no command given: put it after --, e.g. warden run -- python3 -c 'print(1)'")
+	}
+	for _, kv := range s.Env {
+		if err := validateEnv(kv); err != nil {
+			return err
+		}
+	}
+	if s.Workspace != "" && !path.IsAbs(s.Workspace) {
+		return invalid("workspace %q is not an absolute path", s.Workspace)
+	}
+	if err := s.Limits.Validate(); err != nil {
+		return err
+	}
+	return s.Network.Validate()
+}
+
+func validateEnv(kv string) error {
+	name, _, ok := strings.Cut(kv, "=")
+	if !ok {
+		return invalid("env %q is not KEY=VALUE", kv)
+	}
+	if name == "" || strings.ContainsAny(name, "\x00") || strings.ContainsRune(kv, 0) {
+		return invalid("env %q has an empty name or a NUL byte", kv)
+	}
+	return nil
+}
+
+// Validate checks the policy's mode and rules.
+func (n *NetworkPolicy) Validate() error {
+	switch n.Mode {
+	case NetNone:
+		if len(n.Allow) > 0 {
+			return invalid("--allow needs --net proxy; with --net none nothing is reachable")
+		}
+	case NetProxy:
+		for _, a := range n.Allow {
+			if a == "" || strings.ContainsAny(a, " /\x00") {
+				return invalid("allow rule %q is not HOST[:PORT]", a)
+			}
+		}
+	default:
+		return invalid("network mode %q is unknown: use none or proxy", n.Mode)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
