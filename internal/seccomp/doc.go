@@ -1,0 +1,34 @@
+// Package seccomp holds Warden's syscall policy as data and the classic BPF
+// seccomp filter for linux/amd64 compiled from it.
+//
+// The policy starts from Docker's default profile as it applies to a
+// container granted no capabilities (the sandboxed process has none), keeps
+// that allowlist as a static, reviewable Go file (allowlist_test.go), and
+// tightens it: kernel interfaces that hostile code uses to escalate (io_uring, bpf,
+// userfaultfd, keyrings, mounts, namespaces, ptrace, ...) are refused, and a
+// few syscalls are allowed only for argument values a sandboxed program needs
+// (clone without namespace flags, ioctl without terminal injection, sockets
+// of the ordinary families, file modes without set-user-ID or set-group-ID,
+// which would otherwise outlive the sandbox as set-id binaries in host
+// directories it writes to). Anything not allowed fails with EPERM, which
+// programs handle as "not permitted" rather than crashing; calls from another
+// ABI (i386 via int 0x80, x32) kill the process, because nothing in the
+// sandbox legitimately uses them and they are the classic way around a
+// filter written for one syscall table.
+//
+// The policy (policy_test.go, allowlist_test.go) and the assembler that
+// compiles it (build_test.go, assembler_test.go) build only into the tests.
+// Their output is checked in as zprogram_linux.go, the program that
+// Program returns and InstallOnThread loads, so starting a sandbox resolves
+// no syscall names and assembles nothing. After editing the policy,
+// regenerate it with
+//
+//	go test ./internal/seccomp -run TestGenerateProgram -update
+//
+// which the tests demand (TestProgramUpToDate) until it is done.
+//
+// The filter is installed on the calling thread only (no TSYNC): the sandbox
+// init installs it on a locked thread and then forks and execs the user's
+// program from that thread, so the program and all its descendants inherit
+// it while the rest of the init keeps running unfiltered.
+package seccomp

@@ -1,0 +1,452 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+)
+
+const auditArchI386 = 0x40000003 // AUDIT_ARCH_I386
+
+// Actions the tests expect, named for readable failures.
+const (
+	allow  = retAllow
+	deny   = retErrno | eperm
+	nosys  = retErrno | enosys
+	killed = retKillProcess
+)
+
+func actionName(v uint32) string {
+	switch v {
+	case allow:
+		return "ALLOW"
+	case deny:
+		return "ERRNO(EPERM)"
+	case nosys:
+		return "ERRNO(ENOSYS)"
+	case killed:
+		return "KILL_PROCESS"
+	}
+	return fmt.Sprintf("%#x", v)
+}
+
+// seccompData lays out struct seccomp_data as the kernel fills it on
+// x86_64: nr and arch as little-endian u32 at 0 and 4, each argument as a
+// little-endian u64 at 16+8*i (so its low word comes first).
+func seccompData(auditArch, nr uint32, args ...uint64) []byte {
+	b := make([]byte, 64)
+	binary.LittleEndian.PutUint32(b[offNr:], nr)
+	binary.LittleEndian.PutUint32(b[offArch:], auditArch)
+	for i, v := range args {
+		binary.LittleEndian.PutUint64(b[offArgs+8*i:], v)
+	}
+	return b
+}
+
+// forVM adapts kernel-layout seccomp_data to x/net/bpf's VM. The kernel's
+// 32-bit absolute load reads a native-endian word, but the VM reads every
+// word big-endian, as for network packets. Reversing each 4-byte word makes
+// the VM see exactly the values the kernel sees, while every word stays at
+// its offset, so which half of an argument a rule loads is still tested.
+func forVM(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i := 0; i < len(b); i += 4 {
+		binary.BigEndian.PutUint32(out[i:], binary.LittleEndian.Uint32(b[i:]))
+	}
+	return out
+}
+
+// newVM builds the filter and loads it into the emulator.
+func newVM(t *testing.T) *bpf.VM {
+	t.Helper()
+	prog, err := build()
+	if err != nil {
+		t.Fatalf("build() error: %v", err)
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatalf("bpf.NewVM error: %v", err)
+	}
+	return vm
+}
+
+// run returns the seccomp action the filter takes for one syscall.
+func run(t *testing.T, vm *bpf.VM, data []byte) uint32 {
+	t.Helper()
+	got, err := vm.Run(forVM(data))
+	if err != nil {
+		t.Fatalf("running filter: %v", err)
+	}
+	return uint32(got)
+}
+
+// sys returns the x86_64 number of a syscall name.
+func sys(t *testing.T, name string) uint32 {
+	t.Helper()
+	n, ok := arch.X86_64.SyscallNames[name]
+	if !ok {
+		t.Fatalf("unknown x86_64 syscall %q", name)
+	}
+	return uint32(n)
+}
+
+func TestFilter(t *testing.T) {
+	const (
+		sigchld      = 17
+		cloneVM      = 0x100
+		cloneVfork   = 0x4000
+		clonePidfd   = 0x1000
+		cloneNewUser = 0x10000000
+		cloneNewNet  = 0x40000000
+		cloneNewNS   = 0x20000
+		// Go runtime thread creation: CLONE_VM|FS|FILES|SIGHAND|SYSVSEM|THREAD.
+		cloneGoThread = 0x100 | 0x200 | 0x400 | 0x800 | 0x40000 | 0x10000
+
+		tcgets   = 0x5401
+		fionread = 0x541B
+
+		afPacket     = 17
+		afAlg        = 38
+		afVsock      = 40
+		afBluetooth  = 31
+		sockStream   = 1
+		sockRaw      = 3
+		netlinkAudit = 9
+
+		atFDCWD    = 0xFFFFFF9C // AT_FDCWD (-100) as the kernel's int
+		oWronly    = 0o1
+		oCreat     = 0o100
+		oNonblock  = 0o4000 // same value as S_ISUID, in the flags argument
+		oTmpfile   = 0o20200000
+		sIFREG     = 0o100000
+		sIFIFO     = 0o10000
+		setuid755  = 0o4755
+		setgid755  = 0o2755
+		setuidgid  = 0o6755
+		stickyMode = 0o1777 // S_ISVTX alone is not set-id
+
+		high = 0xFFFFFFFF_00000000 // garbage the kernel truncates away
+	)
+	tests := []struct {
+		name string
+		arch uint32 // 0 means x86_64
+		sys  string // syscall name, or "" to use nr
+		nr   uint32
+		args []uint64
+		want uint32
+	}{
+		{name: "read", sys: "read", want: allow},
+		{name: "write", sys: "write", want: allow},
+		{name: "execve", sys: "execve", want: allow},
+		{name: "getpid", sys: "getpid", want: allow},
+		{name: "exit_group", sys: "exit_group", want: allow},
+
+		{name: "mount", sys: "mount", want: deny},
+		{name: "umount2", sys: "umount2", want: deny},
+		{name: "pivot_root", sys: "pivot_root", want: deny},
+		{name: "unshare", sys: "unshare", args: []uint64{cloneNewUser}, want: deny},
+		{name: "setns", sys: "setns", want: deny},
+		{name: "ptrace", sys: "ptrace", want: deny},
+		{name: "process_vm_readv", sys: "process_vm_readv", want: deny},
+		{name: "bpf", sys: "bpf", want: deny},
+		{name: "perf_event_open", sys: "perf_event_open", want: deny},
+		{name: "io_uring_setup", sys: "io_uring_setup", want: deny},
+		{name: "userfaultfd", sys: "userfaultfd", want: deny},
+		{name: "keyctl", sys: "keyctl", want: deny},
+		{name: "add_key", sys: "add_key", want: deny},
+		{name: "kexec_load", sys: "kexec_load", want: deny},
+		{name: "init_module", sys: "init_module", want: deny},
+		{name: "personality (not needed, not allowed)", sys: "personality", want: deny},
+		{name: "unknown syscall 999", nr: 999, want: deny},
+
+		{name: "clone SIGCHLD (fork)", sys: "clone", args: []uint64{sigchld}, want: allow},
+		{name: "clone Go thread", sys: "clone", args: []uint64{cloneGoThread}, want: allow},
+		{name: "clone Go os/exec", sys: "clone", args: []uint64{cloneVfork | cloneVM | clonePidfd | sigchld}, want: allow},
+		{name: "clone high bits ignored by kernel", sys: "clone", args: []uint64{high | sigchld}, want: allow},
+		{name: "clone CLONE_NEWUSER", sys: "clone", args: []uint64{cloneNewUser}, want: deny},
+		{name: "clone CLONE_NEWNET|SIGCHLD", sys: "clone", args: []uint64{cloneNewNet | sigchld}, want: deny},
+		{name: "clone CLONE_NEWNS with high bits", sys: "clone", args: []uint64{high | cloneNewNS}, want: deny},
+		{name: "clone3", sys: "clone3", want: nosys},
+
+		{name: "ioctl TCGETS", sys: "ioctl", args: []uint64{0, tcgets}, want: allow},
+		{name: "ioctl FIONREAD", sys: "ioctl", args: []uint64{0, fionread}, want: allow},
+		{name: "ioctl TCGETS with high bits", sys: "ioctl", args: []uint64{0, high | tcgets}, want: allow},
+		{name: "ioctl TIOCSTI", sys: "ioctl", args: []uint64{0, tiocsti}, want: deny},
+		{name: "ioctl 0xFFFFFFFF00005412 is TIOCSTI", sys: "ioctl", args: []uint64{0, high | tiocsti}, want: deny},
+		{name: "ioctl 0x100005412 is TIOCSTI", sys: "ioctl", args: []uint64{0, 1<<32 | tiocsti}, want: deny},
+		{name: "ioctl TIOCLINUX", sys: "ioctl", args: []uint64{0, tioclinux}, want: deny},
+		{name: "ioctl TIOCLINUX with high bits", sys: "ioctl", args: []uint64{0, high | tioclinux}, want: deny},
+		{name: "ioctl TIOCSTI in fd, not cmd", sys: "ioctl", args: []uint64{tiocsti, tcgets}, want: allow},
+
+		{name: "socket AF_UNIX", sys: "socket", args: []uint64{afUnix, sockStream, 0}, want: allow},
+		{name: "socket AF_INET", sys: "socket", args: []uint64{afInet, sockStream, 0}, want: allow},
+		{name: "socket AF_INET6", sys: "socket", args: []uint64{afInet6, sockStream, 0}, want: allow},
+		{name: "socket AF_INET with high bits", sys: "socket", args: []uint64{high | afInet, sockStream, 0}, want: allow},
+		{name: "socket AF_NETLINK NETLINK_ROUTE", sys: "socket", args: []uint64{afNetlink, sockRaw, netlinkRoute}, want: allow},
+		{name: "socket AF_NETLINK NETLINK_ROUTE with high bits", sys: "socket", args: []uint64{afNetlink, sockRaw, high | netlinkRoute}, want: allow},
+		{name: "socket AF_NETLINK NETLINK_AUDIT", sys: "socket", args: []uint64{afNetlink, sockRaw, netlinkAudit}, want: deny},
+		{name: "socket AF_PACKET", sys: "socket", args: []uint64{afPacket, sockRaw, 0}, want: deny},
+		{name: "socket AF_PACKET with high bits", sys: "socket", args: []uint64{high | afPacket, sockRaw, 0}, want: deny},
+		{name: "socket AF_INET in high word only is AF_UNSPEC", sys: "socket", args: []uint64{afInet << 32, sockStream, 0}, want: deny},
+		{name: "socket AF_ALG", sys: "socket", args: []uint64{afAlg, 5, 0}, want: deny},
+		{name: "socket AF_VSOCK", sys: "socket", args: []uint64{afVsock, sockStream, 0}, want: deny},
+		{name: "socket AF_BLUETOOTH", sys: "socket", args: []uint64{afBluetooth, sockRaw, 0}, want: deny},
+		{name: "socketpair AF_UNIX", sys: "socketpair", args: []uint64{afUnix, sockStream, 0}, want: allow},
+		{name: "socketpair AF_PACKET", sys: "socketpair", args: []uint64{afPacket, sockRaw, 0}, want: deny},
+
+		{name: "openat O_RDONLY", sys: "openat", args: []uint64{atFDCWD, 0, 0, 0}, want: allow},
+		{name: "openat O_CREAT 0644", sys: "openat", args: []uint64{atFDCWD, 0, oCreat | oWronly, 0o644}, want: allow},
+		{name: "openat O_CREAT 01777", sys: "openat", args: []uint64{atFDCWD, 0, oCreat | oWronly, stickyMode}, want: allow},
+		{name: "openat O_CREAT 0644 with high bits", sys: "openat", args: []uint64{atFDCWD, 0, oCreat, high | 0o644}, want: allow},
+		{name: "openat O_NONBLOCK is not S_ISUID", sys: "openat", args: []uint64{atFDCWD, 0, oNonblock, 0}, want: allow},
+		{name: "openat S_ISUID in high word only", sys: "openat", args: []uint64{atFDCWD, 0, oCreat, 0o4000 << 32}, want: allow},
+		{name: "openat O_CREAT 04755", sys: "openat", args: []uint64{atFDCWD, 0, oCreat | oWronly, setuid755}, want: deny},
+		{name: "openat O_CREAT 02755", sys: "openat", args: []uint64{atFDCWD, 0, oCreat | oWronly, setgid755}, want: deny},
+		{name: "openat O_CREAT 06755", sys: "openat", args: []uint64{atFDCWD, 0, oCreat, setuidgid}, want: deny},
+		{name: "openat O_CREAT 04755 with high bits", sys: "openat", args: []uint64{atFDCWD, 0, oCreat, high | setuid755}, want: deny},
+		{name: "openat O_TMPFILE 04755", sys: "openat", args: []uint64{atFDCWD, 0, oTmpfile | oWronly, setuid755}, want: deny},
+		{name: "openat without O_CREAT, stray 04000 mode", sys: "openat", args: []uint64{atFDCWD, 0, 0, 0o4000}, want: deny},
+		{name: "open O_CREAT 0644", sys: "open", args: []uint64{0, oCreat | oWronly, 0o644}, want: allow},
+		{name: "open O_NONBLOCK is not S_ISUID", sys: "open", args: []uint64{0, oNonblock, 0}, want: allow},
+		{name: "open O_CREAT 04755", sys: "open", args: []uint64{0, oCreat | oWronly, setuid755}, want: deny},
+		{name: "creat 0755", sys: "creat", args: []uint64{0, 0o755}, want: allow},
+		{name: "creat 02755", sys: "creat", args: []uint64{0, setgid755}, want: deny},
+		{name: "chmod 0755", sys: "chmod", args: []uint64{0, 0o755}, want: allow},
+		{name: "chmod 04755", sys: "chmod", args: []uint64{0, setuid755}, want: deny},
+		{name: "chmod 02755 with high bits", sys: "chmod", args: []uint64{0, high | setgid755}, want: deny},
+		{name: "fchmod 0600", sys: "fchmod", args: []uint64{0, 0o600}, want: allow},
+		{name: "fchmod fd 04000 is not a mode", sys: "fchmod", args: []uint64{0o4000, 0o600}, want: allow},
+		{name: "fchmod 04755", sys: "fchmod", args: []uint64{3, setuid755}, want: deny},
+		{name: "fchmodat 0755", sys: "fchmodat", args: []uint64{atFDCWD, 0, 0o755}, want: allow},
+		{name: "fchmodat 04755", sys: "fchmodat", args: []uint64{atFDCWD, 0, setuid755}, want: deny},
+		{name: "fchmodat2 0755 AT_SYMLINK_NOFOLLOW", sys: "fchmodat2", args: []uint64{atFDCWD, 0, 0o755, 0x100}, want: allow},
+		{name: "fchmodat2 06755", sys: "fchmodat2", args: []uint64{atFDCWD, 0, setuidgid, 0}, want: deny},
+		{name: "mknod S_IFIFO|0644", sys: "mknod", args: []uint64{0, sIFIFO | 0o644, 0}, want: allow},
+		{name: "mknod S_IFREG|04644", sys: "mknod", args: []uint64{0, sIFREG | 0o4644, 0}, want: deny},
+		{name: "mknodat S_IFREG|0644", sys: "mknodat", args: []uint64{atFDCWD, 0, sIFREG | 0o644, 0}, want: allow},
+		{name: "mknodat S_IFREG|04644", sys: "mknodat", args: []uint64{atFDCWD, 0, sIFREG | 0o4644, 0}, want: deny},
+		{name: "mknodat S_IFIFO|02644", sys: "mknodat", args: []uint64{atFDCWD, 0, sIFIFO | 0o2644, 0}, want: deny},
+		{name: "mkdir 02755 (setgid directory)", sys: "mkdir", args: []uint64{0, setgid755}, want: allow},
+		{name: "mkdirat 06755", sys: "mkdirat", args: []uint64{atFDCWD, 0, setuidgid}, want: allow},
+		{name: "openat2", sys: "openat2", args: []uint64{atFDCWD, 0, 0, 24}, want: nosys},
+		{name: "modify_ldt", sys: "modify_ldt", want: deny},
+
+		{name: "i386 ABI (int 0x80)", arch: auditArchI386, nr: 20, want: killed},
+		{name: "i386 ABI, number of x86_64 read", arch: auditArchI386, nr: 0, want: killed},
+		{name: "other arch (aarch64)", arch: 0xC00000B7, nr: 63, want: killed},
+		{name: "x32 read", nr: x32SyscallBit | 0, want: killed},
+		{name: "x32 execve", nr: x32SyscallBit | 520, want: killed},
+		{name: "x32 mount", nr: x32SyscallBit | 165, want: killed},
+		{name: "nr -1", nr: 0xFFFFFFFF, want: killed},
+	}
+	vm := newVM(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, nr := uint32(auditArchX86_64), tt.nr
+			if tt.arch != 0 {
+				a = tt.arch
+			}
+			if tt.sys != "" {
+				nr = sys(t, tt.sys)
+			}
+			if got := run(t, vm, seccompData(a, nr, tt.args...)); got != tt.want {
+				t.Errorf("filter(arch=%#x nr=%d args=%#x) = %s, want %s", a, nr, tt.args, actionName(got), actionName(tt.want))
+			}
+		})
+	}
+}
+
+// TestFilterEveryName checks the outcome for every syscall the policy
+// names, with all-zero arguments.
+func TestFilterEveryName(t *testing.T) {
+	vm := newVM(t)
+	check := func(name string, want uint32) {
+		t.Helper()
+		if got := run(t, vm, seccompData(auditArchX86_64, sys(t, name))); got != want {
+			t.Errorf("filter(%s) = %s, want %s", name, actionName(got), actionName(want))
+		}
+	}
+	for _, name := range allowlist {
+		check(name, allow)
+	}
+	for _, name := range denied {
+		check(name, deny)
+	}
+}
+
+// TestFilterEveryModeRule checks every syscall setIDRules covers: allowed
+// with a plain mode, refused with either set-id bit in the mode argument,
+// and not refused for set-id bits in any other argument, which would mean
+// the rule reads the wrong one.
+func TestFilterEveryModeRule(t *testing.T) {
+	vm := newVM(t)
+	for _, m := range modeArgs {
+		argsWith := func(mode, others uint64) []uint64 {
+			args := make([]uint64, 6)
+			for i := range args {
+				args[i] = others
+			}
+			args[m.arg] = mode
+			return args
+		}
+		tests := []struct {
+			name string
+			args []uint64
+			want uint32
+		}{
+			{"zero arguments", nil, allow},
+			{"mode 0777", argsWith(0o777, 0), allow},
+			{"mode S_ISUID", argsWith(0o4000, 0), deny},
+			{"mode S_ISGID", argsWith(0o2000, 0), deny},
+			{"set-id bits in every other argument", argsWith(0o644, setIDBits), allow},
+		}
+		for _, tt := range tests {
+			if got := run(t, vm, seccompData(auditArchX86_64, sys(t, m.name), tt.args...)); got != tt.want {
+				t.Errorf("filter(%s, %s: %#o) = %s, want %s", m.name, tt.name, tt.args, actionName(got), actionName(tt.want))
+			}
+		}
+	}
+}
+
+// TestModeArgsMatchRuled checks that modeArgs names each syscall once and
+// that every one is in ruled, as build requires.
+func TestModeArgsMatchRuled(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range modeArgs {
+		if seen[m.name] {
+			t.Errorf("modeArgs lists %q twice", m.name)
+		}
+		seen[m.name] = true
+		if !slices.Contains(ruled, m.name) {
+			t.Errorf("modeArgs has %q, which is not in ruled", m.name)
+		}
+	}
+}
+
+// TestOpenatFastPath pins the cost of the busiest ruled syscalls, whose
+// answer the kernel cannot cache: openat without set-id bits must be
+// allowed in eight instructions (four for the ABI check, then match, load,
+// test, allow), and open in one more.
+func TestOpenatFastPath(t *testing.T) {
+	prog, err := build()
+	if err != nil {
+		t.Fatalf("build() error: %v", err)
+	}
+	const atFDCWD, oCreat = 0xFFFFFF9C, 0o100
+	tests := []struct {
+		name       string
+		data       []byte
+		wantSteps  int
+		wantAction uint32
+	}{
+		{"openat O_RDONLY", seccompData(auditArchX86_64, sys(t, "openat"), atFDCWD, 0, 0, 0), 8, allow},
+		{"openat O_CREAT 0644", seccompData(auditArchX86_64, sys(t, "openat"), atFDCWD, 0, oCreat, 0o644), 8, allow},
+		{"openat O_CREAT 04755", seccompData(auditArchX86_64, sys(t, "openat"), atFDCWD, 0, oCreat, 0o4755), 8, deny},
+		{"open O_CREAT 0644", seccompData(auditArchX86_64, sys(t, "open"), 0, oCreat, 0o644), 9, allow},
+	}
+	vm := newVM(t)
+	for _, tt := range tests {
+		steps, action := trace(t, prog, tt.data)
+		if vmAction := run(t, vm, tt.data); action != vmAction {
+			t.Fatalf("%s: trace answers %s, the BPF VM %s", tt.name, actionName(action), actionName(vmAction))
+		}
+		if steps != tt.wantSteps || action != tt.wantAction {
+			t.Errorf("%s: ran %d instructions to %s, want %d to %s",
+				tt.name, steps, actionName(action), tt.wantSteps, actionName(tt.wantAction))
+		}
+	}
+}
+
+// trace runs prog on kernel-layout data and counts the instructions it
+// executes, which x/net/bpf's VM does not report. It knows only the
+// instructions asm emits and fails the test on any other.
+func trace(t *testing.T, prog []bpf.Instruction, data []byte) (steps int, action uint32) {
+	t.Helper()
+	var acc uint32
+	for pc := 0; pc < len(prog); pc++ {
+		steps++
+		switch ins := prog[pc].(type) {
+		case bpf.LoadAbsolute:
+			acc = binary.LittleEndian.Uint32(data[ins.Off:])
+		case bpf.JumpIf:
+			if jumpTaken(t, ins, acc) {
+				pc += int(ins.SkipTrue)
+			} else {
+				pc += int(ins.SkipFalse)
+			}
+		case bpf.RetConstant:
+			return steps, ins.Val
+		default:
+			t.Fatalf("trace: unsupported instruction %d: %#v", pc, ins)
+		}
+	}
+	t.Fatalf("trace: ran off the end of the program")
+	return 0, 0
+}
+
+// jumpTaken evaluates the conditions asm's callers use.
+func jumpTaken(t *testing.T, ins bpf.JumpIf, acc uint32) bool {
+	t.Helper()
+	switch ins.Cond {
+	case bpf.JumpEqual:
+		return acc == ins.Val
+	case bpf.JumpBitsSet:
+		return acc&ins.Val != 0
+	}
+	t.Fatalf("trace: unsupported jump condition %v", ins.Cond)
+	return false
+}
+
+// TestFilterDefaultDenies walks every x86_64 syscall number: those neither
+// allowlisted nor ruled must get EPERM.
+func TestFilterDefaultDenies(t *testing.T) {
+	vm := newVM(t)
+	known := map[string]bool{}
+	for _, name := range append(append([]string{}, allowlist...), ruled...) {
+		known[name] = true
+	}
+	for nr, name := range arch.X86_64.SyscallNumbers {
+		if known[name] {
+			continue
+		}
+		if got := run(t, vm, seccompData(auditArchX86_64, uint32(nr))); got != deny {
+			t.Errorf("filter(%s) = %s, want %s", name, actionName(got), actionName(deny))
+		}
+	}
+}
+
+// TestSyscallTable spot-checks go-seccomp-bpf's x86_64 table, which the
+// filter trusts for every number, against arch/x86/entry/syscalls/syscall_64.tbl.
+func TestSyscallTable(t *testing.T) {
+	tests := []struct {
+		name string
+		want uint32
+	}{
+		{"read", 0}, {"write", 1}, {"ioctl", 16}, {"socket", 41}, {"socketpair", 53},
+		{"clone", 56}, {"execve", 59}, {"ptrace", 101}, {"mount", 165}, {"unshare", 272},
+		{"setns", 308}, {"bpf", 321}, {"userfaultfd", 323}, {"io_uring_setup", 425},
+		{"clone3", 435}, {"close_range", 436},
+		{"open", 2}, {"chmod", 90}, {"fchmod", 91}, {"creat", 85}, {"mknod", 133}, {"modify_ldt", 154},
+		{"openat", 257}, {"mknodat", 259}, {"fchmodat", 268}, {"openat2", 437}, {"fchmodat2", 452},
+	}
+	for _, tt := range tests {
+		if got := sys(t, tt.name); got != tt.want {
+			t.Errorf("x86_64 number of %s = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestProgramFitsKernelLimit(t *testing.T) {
+	prog, err := build()
+	if err != nil {
+		t.Fatalf("build() error: %v", err)
+	}
+	// BPF_MAXINSNS: the kernel refuses longer classic filters.
+	if got, limit := len(prog), 4096; got > limit {
+		t.Errorf("filter has %d instructions, want at most %d", got, limit)
+	}
+}
