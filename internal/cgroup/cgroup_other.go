@@ -1,0 +1,32 @@
+//go:build !linux
+
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+)
+
+// New is Linux-only: cgroups are a Linux kernel feature.
+func New(name string, l Limits) (Cgroup, error) {
+	return nil, fmt.Errorf("creating cgroup %q: %w", name, errors.ErrUnsupported)
+}
+
+// RemoveStale has nothing to remove where there are no cgroups.
+func RemoveStale(alive func(pid int) bool) error {
+	return errors.ErrUnsupported
+}
+
+// ProcessAlive is Linux-only, like the rest of the package.
+func ProcessAlive(pid int) bool {
+	return false
+}
+
+// Probe reports that this platform has no cgroups.
+func Probe() Report {
+	r := Report{Mode: "none", Reason: "cgroups exist only on Linux"}
+	for _, ctl := range []string{ctlMemory, ctlPids, ctlCPU} {
+		r.Controllers = append(r.Controllers, ControllerReport{Name: ctl, Reason: r.Reason})
+	}
+	return r
+}

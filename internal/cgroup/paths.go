@@ -1,0 +1,125 @@
+package cgroup
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+)
+
+// parentDir is the directory that holds every sandbox's cgroup: under the caller's own cgroup
+// on v1, under the v2 base (see v2Layout) on v2.
+const parentDir = "warden"
+
+// cfsPeriodUS is the CFS bandwidth period: the kernel's default, 100ms. A shorter period
+// throttles more smoothly but costs scheduler overhead; 100ms is what runc and Docker use.
+const cfsPeriodUS = 100000
+
+// minCFSQuotaUS is the smallest quota the kernel accepts (1ms).
+const minCFSQuotaUS = 1000
+
+// ownDir returns the directory of the caller's own cgroup under a mount, given the cgroup's
+// path from /proc/self/cgroup. The mount may show a subtree (a container's bind mount, or a
+// cgroup namespace), whose top is m.Root: the own path must lie inside it.
+func ownDir(m mount, procPath string) (string, error) {
+	rel, err := filepath.Rel(m.Root, procPath)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("own cgroup %q is outside the cgroup mount at %s (which shows %q)", procPath, m.Point, m.Root)
+	}
+	return filepath.Join(m.Point, rel), nil
+}
+
+// findV1Mount returns the first v1 mount holding controller, preferring one whose root
+// contains the process's own cgroup (a host can mount a hierarchy more than once).
+func findV1Mount(mounts []mount, controller, procPath string) (mount, bool) {
+	var first mount
+	found := false
+	for _, m := range mounts {
+		if m.V2 || !contains(m.Controllers, controller) {
+			continue
+		}
+		if _, err := ownDir(m, procPath); err == nil {
+			return m, true
+		}
+		if !found {
+			first, found = m, true
+		}
+	}
+	return first, found
+}
+
+// findV2Mount returns the unified hierarchy's mount, preferring one that contains procPath.
+func findV2Mount(mounts []mount, procPath string) (mount, bool) {
+	var first mount
+	found := false
+	for _, m := range mounts {
+		if !m.V2 {
+			continue
+		}
+		if _, err := ownDir(m, procPath); err == nil {
+			return m, true
+		}
+		if !found {
+			first, found = m, true
+		}
+	}
+	return first, found
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// validateLimits rejects limits the kernel would refuse or that make no sense, so the error
+// names the limit rather than a cgroup file.
+func validateLimits(l Limits) error {
+	if l.MemoryBytes < 0 {
+		return fmt.Errorf("memory limit %d is negative", l.MemoryBytes)
+	}
+	if l.Pids < 0 {
+		return fmt.Errorf("pids limit %d is negative", l.Pids)
+	}
+	if _, err := cfsQuota(l.CPUs); err != nil {
+		return err
+	}
+	return nil
+}
+
+// cfsQuota converts a CPU count into a CFS quota per cfsPeriodUS, in microseconds; 0 means no
+// limit. Fractions of a CPU below the kernel's 1ms minimum are refused, not rounded up, so that
+// the limit applied is the one asked for.
+func cfsQuota(cpus float64) (int64, error) {
+	switch {
+	case math.IsNaN(cpus) || math.IsInf(cpus, 0) || cpus < 0:
+		return 0, fmt.Errorf("cpus limit %v is not a positive number", cpus)
+	case cpus == 0:
+		return 0, nil
+	case cpus > 1<<20:
+		return 0, fmt.Errorf("cpus limit %v is too large", cpus)
+	}
+	q := int64(math.Round(cpus * cfsPeriodUS))
+	if q < minCFSQuotaUS {
+		return 0, fmt.Errorf("cpus limit %v is below the kernel's minimum of %v", cpus, float64(minCFSQuotaUS)/cfsPeriodUS)
+	}
+	return q, nil
+}
+
+// required returns the controllers a sandbox's limits depend on.
+func required(l Limits) map[string]bool {
+	r := make(map[string]bool, 3)
+	if l.MemoryBytes > 0 {
+		r[ctlMemory] = true
+	}
+	if l.Pids > 0 {
+		r[ctlPids] = true
+	}
+	if l.CPUs > 0 {
+		r[ctlCPU] = true
+	}
+	return r
+}
