@@ -1,0 +1,93 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// idmappedWorkspace returns a detached mount of the workspace directory in
+// which the directory's owner appears as the sandbox user: what the
+// sandbox writes lands on disk owned by whoever owns the directory, and the
+// directory's files are the sandbox's to change, while the sandbox's
+// processes keep their own unprivileged host uid. The mount is nosuid and
+// nodev; the seccomp filter also refuses to set set-id mode bits, so no
+// set-uid file for the owner can be planted on the host.
+//
+// Only root can idmap a host file system. It returns (nil, nil) when the
+// file system does not support idmapped mounts; the caller then binds the
+// directory as it is.
+func idmappedWorkspace(dir *os.File, hostUID, hostGID int) (*os.File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("stat workspace: %w", err)
+	}
+	userns, err := mappingNamespace(int(st.Uid), hostUID, int(st.Gid), hostGID)
+	if err != nil {
+		return nil, fmt.Errorf("creating workspace id mapping: %w", err)
+	}
+	defer userns.Close()
+	fd, err := unix.OpenTree(int(dir.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return nil, fmt.Errorf("cloning workspace mount: %w", err)
+	}
+	attr := unix.MountAttr{
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		Userns_fd: uint64(userns.Fd()),
+	}
+	err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+		unix.Close(fd)
+		return nil, nil
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("idmapping workspace mount: %w", err)
+	}
+	return os.NewFile(uintptr(fd), dir.Name()), nil
+}
+
+// mappingNamespace returns a user namespace whose only mapping is the
+// directory owner's ids (inside) to the sandbox's host ids (outside), the
+// shape an idmapped mount needs. The kernel creates user namespaces only
+// with a process, so one is started (the warden binary, parked on a pipe
+// that never delivers) and killed as soon as its namespace is open.
+func mappingNamespace(ownerUID, hostUID, ownerGID, hostGID int) (*os.File, error) {
+	// The parent-death signal is tied to this thread; keep it alive until
+	// the holder is gone.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	defer w.Close()
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{nsinit.Arg0},
+		Env:        []string{"GOMAXPROCS=1"},
+		ExtraFiles: []*os.File{r},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: ownerUID, HostID: hostUID, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: ownerGID, HostID: hostGID, Size: 1}},
+			Pdeathsig:   unix.SIGKILL,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	return os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+}

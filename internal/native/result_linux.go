@@ -1,0 +1,67 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// startError explains why the kernel refused to create the namespaces.
+func startError(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && (errno == syscall.EPERM || errno == syscall.EINVAL || errno == syscall.ENOSPC || errno == syscall.EACCES) {
+		return hostError{fmt.Errorf("creating namespaces: %w; user namespaces may be disabled (kernel.unprivileged_userns_clone, user.max_user_namespaces)", err)}
+	}
+	return fmt.Errorf("starting sandbox init: %w", err)
+}
+
+// result turns the run's outcome into the contract's Result.
+func (b *box) result(o outcome, out, errOut *capture) (spec.Result, error) {
+	r := spec.Result{WallTimeMS: ms(o.wall), TimedOut: o.timedOut}
+	b.stats(&r, o.state)
+	var err error
+	switch st := o.status; {
+	case st != nil && st.NotFound:
+		errOut.keep([]byte("warden: " + st.Error + "\n"))
+		r.ExitCode = st.ExitCode
+	case st != nil && st.Error != "":
+		err = fmt.Errorf("building the sandbox: %s", st.Error)
+	case st != nil && !o.timedOut:
+		r.ExitCode, r.Signal = st.ExitCode, signalName(st.Signal)
+	case o.timedOut || r.OOMKilled:
+		r.ExitCode, r.Signal = 128+int(syscall.SIGKILL), "SIGKILL"
+	case o.canceled:
+		err = errors.New("run canceled before the program ended")
+	default:
+		err = fmt.Errorf("sandbox init ended without reporting: %v", o.state)
+	}
+	r.Stdout, r.StdoutTruncated = out.buf.String(), out.truncated
+	r.Stderr, r.StderrTruncated = errOut.buf.String(), errOut.truncated
+	return r, err
+}
+
+// stats fills CPU, memory and OOM figures from the cgroup, or from the
+// init's rusage (which covers every process it reaped) without one.
+func (b *box) stats(r *spec.Result, state *os.ProcessState) {
+	if b.cg != nil {
+		if st, err := b.cg.Stats(); err == nil {
+			r.CPUTimeMS = ms(st.CPUTime)
+			r.PeakMemoryBytes = st.PeakMemoryBytes
+			r.OOMKilled = st.OOMKills > 0
+			return
+		}
+	}
+	if state == nil {
+		return
+	}
+	r.CPUTimeMS = ms(state.UserTime() + state.SystemTime())
+	if ru, ok := state.SysUsage().(*syscall.Rusage); ok {
+		r.PeakMemoryBytes = ru.Maxrss * 1024
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,207 @@
+package nsinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/rootfs"
+)
+
+// newRoot is where the sandbox root is assembled before pivot_root. The
+// mount namespace is private, so covering the host's /tmp here hides it
+// from nobody but the sandbox.
+const newRoot = "/tmp"
+
+// Main runs the init and never returns. It must be called before anything
+// else in the process starts goroutines that could migrate between threads:
+// every credential and namespace change below is per thread, and the user's
+// program is forked from this same locked thread so it inherits them.
+func Main() {
+	runtime.LockOSThread()
+	os.Exit(run())
+}
+
+func run() int {
+	ctl := os.NewFile(ControlFD, "control")
+	// Non-dumpable: the user's code may share our uid (rootless) and must
+	// not read our memory or descriptors through /proc/1.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Catch (and drop) the signals whose default would end or stop the
+	// init, so nothing inside the sandbox can kill it and lose the exit
+	// status. Caught, not ignored: an ignored disposition would be
+	// inherited by the program across exec, a caught one is reset.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
+		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGTTIN,
+		syscall.SIGTTOU, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGPIPE)
+
+	dec := json.NewDecoder(ctl)
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		return 111
+	}
+	st := start(&cfg, func() error { return dec.Decode(&Release{}) })
+	if err := json.NewEncoder(ctl).Encode(st); err != nil {
+		return 111
+	}
+	return 0
+}
+
+// start builds the sandbox, waits to be released into its cgroup, runs
+// the program and waits for it.
+func start(cfg *Config, released func() error) Status {
+	if err := setup(cfg); err != nil {
+		return Status{Error: err.Error()}
+	}
+	if err := released(); err != nil {
+		return Status{Error: fmt.Sprintf("waiting for release: %v", err)}
+	}
+	// Entered only now, so the namespace's root is the sandbox's cgroup.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return Status{Error: fmt.Sprintf("entering a cgroup namespace: %v", err)}
+	}
+	path, err := lookPath(cfg.Command[0], cfg.Env)
+	if err != nil {
+		return Status{ExitCode: 127, NotFound: true, Error: err.Error()}
+	}
+	pid, err := spawn(path, cfg)
+	if err != nil {
+		return Status{ExitCode: 126, Error: fmt.Sprintf("starting %q: %v", cfg.Command[0], err)}
+	}
+	return reap(pid)
+}
+
+// setup takes the init from "fresh namespaces" to "ready to exec": each
+// step names itself in the error so a host problem is easy to diagnose.
+func setup(cfg *Config) error {
+	steps := []struct {
+		what string
+		fn   func(*Config) error
+	}{
+		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
+		{"setting file identity", setFileIdentity},
+		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
+		{"setting hostname", func(c *Config) error { return unix.Sethostname([]byte(c.Hostname)) }},
+		{"bringing up lo", func(*Config) error { return loopbackUp() }},
+		{"building the root", buildRoot},
+		{"setting rlimits", setRlimits},
+	}
+	for _, s := range steps {
+		if err := s.fn(cfg); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+func buildRoot(cfg *Config) error {
+	ws := -1
+	if cfg.Workspace {
+		ws = WorkspaceFD
+	}
+	return rootfs.Build(newRoot, rootfs.Options{
+		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount,
+		UID: SandboxUID, GID: SandboxGID, Hostname: cfg.Hostname,
+	})
+}
+
+// setFileIdentity drops the supplementary groups inherited from the host
+// and makes files the init creates belong to the sandbox user, the only id
+// mapped into the user namespace. Both are per thread, like everything the
+// child inherits from this locked thread.
+func setFileIdentity(*Config) error {
+	if b, err := os.ReadFile("/proc/self/setgroups"); err == nil && string(b) == "allow\n" {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			return fmt.Errorf("setgroups: %w", e)
+		}
+	}
+	unix.Setfsgid(SandboxGID)
+	unix.Setfsuid(SandboxUID)
+	return nil
+}
+
+// dieWithHost makes the kernel kill the init, and so the whole PID
+// namespace, when the host process goes. It must follow every credential
+// change (the kernel clears the setting when euid or fsuid change), and a
+// host that died before it took effect shows as a hung-up control socket.
+func dieWithHost() error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return err
+	}
+	fds := []unix.PollFd{{Fd: ControlFD, Events: unix.POLLRDHUP}}
+	if n, err := unix.Poll(fds, 0); err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0 {
+		return errors.New("the host process is gone")
+	}
+	return nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+func setRlimits(cfg *Config) error {
+	limits := []struct {
+		res int
+		val uint64
+	}{
+		{unix.RLIMIT_CPU, cfg.Rlimits.CPUSeconds},
+		{unix.RLIMIT_FSIZE, cfg.Rlimits.FileSizeBytes},
+		{unix.RLIMIT_NOFILE, cfg.Rlimits.OpenFiles},
+		{unix.RLIMIT_NPROC, cfg.Rlimits.Processes},
+		{unix.RLIMIT_CORE, 0},
+	}
+	for _, l := range limits {
+		if l.val == 0 && l.res != unix.RLIMIT_CORE {
+			continue
+		}
+		// syscall.Setrlimit, not unix: Go remembers RLIMIT_NOFILE for its
+		// children and must see the new value.
+		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.val, Max: l.val}); err != nil {
+			return fmt.Errorf("rlimit %d: %w", l.res, err)
+		}
+	}
+	return nil
+}
+
+// reap waits for the program while reaping every orphan the PID namespace
+// hands to its init; the rest of the sandbox dies when the init exits.
+func reap(pid int) Status {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return Status{Error: fmt.Sprintf("waiting for the program: %v", err)}
+		}
+		if got != pid {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return Status{ExitCode: ws.ExitStatus()}
+		case ws.Signaled():
+			return Status{ExitCode: 128 + int(ws.Signal()), Signal: int(ws.Signal())}
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/seccomp"
+)
+
+// keptCaps are what this thread still needs after lockdown: setting the
+// child's ids between fork and exec, and signalling the sandbox's
+// processes. The child loses them at exec (its uid is not root here, the
+// bounding, inheritable and ambient sets are empty).
+var keptCaps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL}
+
+// spawn locks down this thread in the order the kernel requires
+// (capabilities, then no_new_privs, then seccomp, last so it covers
+// everything after) and forks the program from it.
+func spawn(path string, cfg *Config) (int, error) {
+	if err := lockdown(); err != nil {
+		return 0, err
+	}
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   cfg.Command,
+		Env:    cfg.Env,
+		Dir:    "/workspace",
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:     true,
+			Credential: &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: true},
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	return cmd.Process.Pid, nil
+}
+
+func lockdown() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("dropping bounding capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	if err := keepOnly(keptCaps); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	if err := seccomp.InstallOnThread(); err != nil {
+		return fmt.Errorf("installing seccomp filter: %w", err)
+	}
+	return nil
+}
+
+// keepOnly sets this thread's permitted and effective capabilities to caps
+// and its inheritable set to nothing.
+func keepOnly(caps []uintptr) error {
+	var data [2]unix.CapUserData
+	for _, c := range caps {
+		data[c/32].Permitted |= 1 << (c % 32)
+	}
+	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// lookPath finds the command on the PATH the program will get, inside the
+// new root, so "not found" means not found in the sandbox.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, checkExecutable(name)
+	}
+	path := "/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if checkExecutable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found in the sandbox (PATH=%s); the sandbox sees the host's /usr and the workspace", name, path)
+}
+
+func checkExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("command %q not found in the sandbox; the sandbox sees the host's /usr and the workspace", p)
+		}
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("command %q is not an executable file", p)
+	}
+	return nil
+}

@@ -1,0 +1,279 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// scratchDir is where the shared writable tmpfs sits while its
+// subdirectories are bound into place; it is unmounted before pivot_root.
+const scratchDir = ".scratch"
+
+// Build assembles the sandbox root under newRoot, which must be an empty
+// directory in a private mount namespace, then pivots into it and detaches
+// the host's tree. The caller must hold CAP_SYS_ADMIN in the namespace's
+// owning user namespace and run as PID 1 of a new PID namespace.
+func Build(newRoot string, o Options) error {
+	steps := []struct {
+		what string
+		fn   func(string, Options) error
+	}{
+		{"making mounts private", func(string, Options) error { return mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
+		{"mounting root tmpfs", mountRoot},
+		{"binding /usr", bindUsr},
+		{"building /etc", buildEtc},
+		{"building writable dirs", buildScratch},
+		{"building /dev", buildDev},
+		{"mounting /proc", buildProc},
+		{"pivoting root", pivot},
+	}
+	for _, s := range steps {
+		if err := s.fn(newRoot, o); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+func mountRoot(root string, o Options) error {
+	if err := mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", 4*1024*1024, 4096, o.UID, o.GID)); err != nil {
+		return err
+	}
+	for _, d := range []string{"usr", "etc", "dev", "proc", "tmp", "workspace", "home", "home/sandbox", "var", "run", scratchDir} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return os.Symlink("../tmp", filepath.Join(root, "var/tmp"))
+}
+
+func bindUsr(root string, _ Options) error {
+	if err := bindRO("/usr", filepath.Join(root, "usr"), true); err != nil {
+		return err
+	}
+	for _, name := range UsrMergeLinks {
+		if err := mirror("/"+name, filepath.Join(root, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mirror recreates host path src at dst: the same symlink, a copy of a
+// small file, or a read-only bind. A missing source is skipped, and so is
+// one the sandbox user could not read on the host (the init reads as that
+// user), so nothing private is ever copied in.
+func mirror(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+		return bindRO(src, dst, true)
+	case fi.Mode().IsRegular() && fi.Size() <= maxCopiedFile:
+		return copyFile(src, dst)
+	default:
+		if err := touch(dst); err != nil {
+			return err
+		}
+		return bindRO(src, dst, false)
+	}
+}
+
+// maxCopiedFile bounds the host files copied into the root rather than
+// bound: a copy costs two syscalls and a few pages, a bind two mount
+// operations under the namespace lock, the main cost of building /etc.
+const maxCopiedFile = 256 << 10
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if errors.Is(err, os.ErrPermission) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+func buildEtc(root string, o Options) error {
+	etc := filepath.Join(root, "etc")
+	for _, name := range EtcAllowlist {
+		dst := filepath.Join(etc, name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := mirror("/etc/"+name, dst); err != nil {
+			return err
+		}
+	}
+	for name, content := range GeneratedEtc(o.Hostname) {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildScratch mounts one tmpfs with the disk and inode limits and binds its
+// subdirectories to /workspace, /tmp, /home/sandbox and /dev/shm later, so
+// the limit bounds them together rather than each.
+func buildScratch(root string, o Options) error {
+	scratch := filepath.Join(root, scratchDir)
+	if err := mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", o.DiskBytes, o.Inodes, o.UID, o.GID)); err != nil {
+		return err
+	}
+	dirs := map[string]os.FileMode{"tmp": 0o1777 | os.ModeSticky, "home": 0o755, "shm": 0o1777 | os.ModeSticky, "workspace": 0o755}
+	for d, mode := range dirs {
+		p := filepath.Join(scratch, d)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+	}
+	binds := map[string]string{"tmp": "tmp", "home": "home/sandbox"}
+	if o.WorkspaceFD < 0 {
+		binds["workspace"] = "workspace"
+	} else if err := attachWorkspace(o, filepath.Join(root, "workspace")); err != nil {
+		return err
+	}
+	for src, dst := range binds {
+		if err := mount(filepath.Join(scratch, src), filepath.Join(root, dst), "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attachWorkspace puts the host's workspace at dst, read-write, without
+// set-uid or device files taking effect: a detached mount is moved into
+// place as it is, a directory is bound.
+func attachWorkspace(o Options, dst string) error {
+	if o.WorkspaceIsMount {
+		if err := unix.MoveMount(o.WorkspaceFD, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("moving workspace mount to %q: %w", dst, err)
+		}
+		return nil
+	}
+	src := "/proc/self/fd/" + strconv.Itoa(o.WorkspaceFD)
+	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return remount(dst, unix.MS_NOSUID|unix.MS_NODEV)
+}
+
+func buildDev(root string, _ Options) error {
+	dev := filepath.Join(root, "dev")
+	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, tmpfsData("0755", 64*1024, 64, -1, -1)); err != nil {
+		return err
+	}
+	for _, d := range Devices {
+		p := filepath.Join(dev, d)
+		if err := touch(p); err != nil {
+			return err
+		}
+		if err := mount("/dev/"+d, p, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	for name, target := range DevLinks {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o755); err != nil {
+		return err
+	}
+	if err := mount(filepath.Join(root, scratchDir, "shm"), shm, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	if err := unix.Unmount(filepath.Join(root, scratchDir), unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching scratch: %w", err)
+	}
+	if err := os.Remove(filepath.Join(root, scratchDir)); err != nil {
+		return err
+	}
+	return remount(dev, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC)
+}
+
+// buildProc mounts the PID namespace's own /proc while the host's is still
+// visible (the kernel refuses a new proc mount in a user namespace unless an
+// unobstructed one exists), then masks what leaks host state.
+func buildProc(root string, _ Options) error {
+	proc := filepath.Join(root, "proc")
+	if err := mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	for _, name := range MaskedProcPaths {
+		if err := mask(filepath.Join(proc, name), filepath.Join(root, "dev/null")); err != nil {
+			return err
+		}
+	}
+	for _, name := range ReadonlyProcPaths {
+		p := filepath.Join(proc, name)
+		if err := mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return err
+		}
+		if err := remount(p, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mask(p, devNull string) error {
+	fi, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,nr_inodes=1,mode=0555")
+	}
+	return mount(devNull, p, "", unix.MS_BIND, "")
+}
+
+// pivot makes root the new "/" and detaches the host tree. pivot_root(".",
+// ".") stacks the old root on top of the new one, so one lazy unmount of "."
+// removes every host mount from the namespace.
+func pivot(root string, _ Options) error {
+	if err := unix.Chdir(root); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching old root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	return remount("/", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+}

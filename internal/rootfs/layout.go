@@ -1,0 +1,101 @@
+// Package rootfs decides what a sandbox sees of the file system and builds it.
+//
+// The layout is data (which host paths are bound read-only, which /etc files
+// are safe to show, which /proc paths are masked) so it can be reviewed and
+// tested without privileges; the _linux.go files turn it into mounts inside
+// the sandbox's own mount namespace and pivot_root into it.
+package rootfs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// UsrMergeLinks are the top-level directories that a usr-merged system makes
+// symlinks into /usr. Each is recreated as the host has it: a symlink when
+// the host has one, a read-only bind when the host has a real directory.
+var UsrMergeLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// EtcAllowlist names the host /etc entries an ordinary program needs: the
+// dynamic loader's cache, TLS roots, name-service and locale data, and the
+// config of interpreters shipped by the distribution. Anything else, and
+// above all shadow, ssh keys, TLS private keys (ssl/private), machine-id and
+// credentials, stays out. An entry may name a path below /etc.
+var EtcAllowlist = []string{
+	"alternatives", "ca-certificates", "ca-certificates.conf", "debian_version",
+	"fonts", "gai.conf", "host.conf", "inputrc", "ld.so.cache", "ld.so.conf",
+	"ld.so.conf.d", "locale.alias", "localtime", "magic", "magic.mime",
+	"matplotlibrc", "mime.types", "networks", "os-release", "protocols",
+	"python3", "python3.11", "python3.12", "python3.13", "services",
+	"ssl/certs", "ssl/openssl.cnf", "timezone", "xdg",
+}
+
+// GeneratedEtc are files Warden writes itself, because the host's versions
+// would name host users or point at resolvers the sandbox cannot reach.
+func GeneratedEtc(hostname string) map[string]string {
+	return map[string]string{
+		"passwd":        "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group":         "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n",
+		"hostname":      hostname + "\n",
+		"hosts":         fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", hostname),
+		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\nservices: files\nprotocols: files\n",
+		"resolv.conf":   "# The sandbox resolves no names itself.\n",
+	}
+}
+
+// Devices are the host device nodes bound into the sandbox's /dev. They
+// carry no state and reach no hardware.
+var Devices = []string{"null", "zero", "full", "random", "urandom"}
+
+// DevLinks are the conventional /dev symlinks into /proc.
+var DevLinks = map[string]string{
+	"fd":     "/proc/self/fd",
+	"stdin":  "/proc/self/fd/0",
+	"stdout": "/proc/self/fd/1",
+	"stderr": "/proc/self/fd/2",
+}
+
+// MaskedProcPaths are hidden (a file gets /dev/null bound over it, a
+// directory an empty read-only tmpfs): they leak host kernel state or are
+// known stepping stones in container escapes.
+var MaskedProcPaths = []string{
+	"acpi", "asound", "interrupts", "kcore", "keys", "key-users", "latency_stats",
+	"sched_debug", "scsi", "timer_list", "timer_stats", "kallsyms", "kpagecgroup",
+	"kpagecount", "kpageflags", "sysrq-trigger", "config.gz", "buddyinfo", "pagetypeinfo",
+	"slabinfo", "vmallocinfo", "zoneinfo",
+}
+
+// ReadonlyProcPaths stay visible but read-only: programs read them, and no
+// sandbox may write kernel-wide settings through them.
+var ReadonlyProcPaths = []string{"bus", "fs", "irq", "sys"}
+
+// Options is what the caller knows about one sandbox's file system.
+type Options struct {
+	// DiskBytes and Inodes size the tmpfs shared by /workspace, /tmp,
+	// /home/sandbox and /dev/shm.
+	DiskBytes int64
+	Inodes    int64
+	// WorkspaceFD is an open descriptor of the host directory to bind at
+	// /workspace, or -1 for a private tmpfs. A descriptor rather than a path
+	// so the directory the host checked is the one that gets mounted.
+	WorkspaceFD int
+	// WorkspaceIsMount says WorkspaceFD is a detached mount (made by the
+	// host, idmapped) to move into place instead of a directory to bind.
+	WorkspaceIsMount bool
+	// UID and GID own the writable directories.
+	UID, GID int
+	// Hostname goes into /etc/hostname and /etc/hosts.
+	Hostname string
+}
+
+// tmpfsData formats tmpfs mount options.
+func tmpfsData(mode string, size, inodes int64, uid, gid int) string {
+	opts := []string{"mode=" + mode, fmt.Sprintf("size=%d", size)}
+	if inodes > 0 {
+		opts = append(opts, fmt.Sprintf("nr_inodes=%d", inodes))
+	}
+	if uid >= 0 {
+		opts = append(opts, fmt.Sprintf("uid=%d,gid=%d", uid, gid))
+	}
+	return strings.Join(opts, ",")
+}
