@@ -1,0 +1,47 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/warden-sandbox/warden/internal/doctor"
+)
+
+func newDoctorCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Report what this host supports, and how to fix what it lacks",
+		Long: `Check every isolation layer warden needs on this host, as the current user,
+and end with a real sandbox run. Each line is ok, warn or missing, with the fix.
+Exits 1 when something a default run needs is missing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			checks := doctor.Run(cmd.Context())
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := json.NewEncoder(out).Encode(checks); err != nil {
+					return err
+				}
+			} else {
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				for _, c := range checks {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Status, c.Name, c.Detail)
+					if c.Fix != "" {
+						fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
+					}
+				}
+				tw.Flush()
+			}
+			if !doctor.Healthy(checks) {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	return cmd
+}

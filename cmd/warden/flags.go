@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// sizeFlag is a pflag.Value that parses sizes like 256MiB, so a bad value
+// is refused by the flag parser with a message naming the flag.
+type sizeFlag struct{ v *int64 }
+
+func (f sizeFlag) String() string {
+	if f.v == nil || *f.v == 0 {
+		return "0"
+	}
+	return spec.FormatSize(*f.v)
+}
+func (f sizeFlag) Set(s string) (err error) { *f.v, err = spec.ParseSize(s); return err }
+func (f sizeFlag) Type() string             { return "size" }
+
+// durationFlag parses Go durations and refuses bare numbers.
+type durationFlag struct{ v *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.v == nil {
+		return "0"
+	}
+	return f.v.String()
+}
+func (f durationFlag) Set(s string) (err error) { *f.v, err = spec.ParseDuration(s); return err }
+func (f durationFlag) Type() string             { return "duration" }
+
+// cpusFlag parses a fractional core count.
+type cpusFlag struct{ v *float64 }
+
+func (f cpusFlag) String() string {
+	if f.v == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(*f.v, 'f', -1, 64)
+}
+func (f cpusFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errCPUs(s)
+	}
+	*f.v = v
+	return nil
+}
+func (f cpusFlag) Type() string { return "cores" }
+
+type errCPUs string
+
+func (e errCPUs) Error() string {
+	return "cpus " + strconv.Quote(string(e)) + " is not a number of cores: write e.g. 1, 0.5 or 2"
+}

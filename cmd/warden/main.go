@@ -1,0 +1,25 @@
+// Command warden runs untrusted code in an isolated Linux sandbox.
+//
+// The same binary is also the sandbox's init: the native backend re-executes
+// /proc/self/exe with argv[0] set to nsinit.Arg0, and main hands control to
+// the init before any flag parsing or CLI setup can run.
+package main
+
+import (
+	"os"
+	"runtime"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// init pins main to the process's main thread. The sandbox init relies on
+// it: its parent-death signal and credentials are per thread, and the
+// kernel delivers that signal to the thread the host cloned.
+func init() { runtime.LockOSThread() }
+
+func main() {
+	if len(os.Args) > 0 && os.Args[0] == nsinit.Arg0 {
+		nsinit.Main()
+	}
+	os.Exit(execute(os.Args[1:]))
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of warden itself, beside the program's own (see README).
+const (
+	exitWardenFailed = 125 // Warden could not run the program (bad input, host problem)
+	exitNotFound     = 127 // the command does not exist in the sandbox
+	exitTimeout      = 124 // the wall-clock limit killed the sandbox
+)
+
+// exitError carries an exit code up through cobra without printing twice.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func execute(args []string) int {
+	root := &cobra.Command{
+		Use:           "warden",
+		Short:         "Run untrusted code in an isolated Linux sandbox",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCmd(), newDoctorCmd(), newVersionCmd())
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(os.Stderr, "warden: %v\n", err)
+		return exitWardenFailed
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/warden-sandbox/warden/internal/native"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// runOptions are the `warden run` flags; their names are a contract.
+type runOptions struct {
+	spec    spec.Spec
+	net     string
+	backend string
+	json    bool
+}
+
+func newRunCmd() *cobra.Command {
+	o := &runOptions{spec: spec.Spec{Limits: spec.DefaultLimits}}
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARGS...]",
+		Short: "Run one program in a fresh sandbox",
+		Long: `Run one program in a fresh sandbox and remove every trace of it afterwards.
+
+Output streams live and warden exits with the program's exit code (128+N when
+signal N killed it, 124 on timeout, 127 when the command does not exist in the
+sandbox, 125 when warden itself failed). With --json, warden prints one Result
+object and exits 0, or 125 when it could not run the program.`,
+		Example: `  warden run -- python3 -c 'print(1)'
+  warden run --memory 256MiB --timeout 10s -- sh -c 'echo hi'
+  warden run --workspace "$PWD/out" -- python3 plot.py`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("no command given: put it after --, e.g. warden run -- python3 -c 'print(1)'")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	l := &o.spec.Limits
+	f.Var(durationFlag{&l.Timeout}, "timeout", "wall-clock limit; the whole sandbox is killed at it (0: none)")
+	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit, tmpfs included, no swap (0: none)")
+	f.Int64Var(&l.Pids, "pids", l.Pids, "limit on the program's processes and threads (0: none)")
+	f.Var(cpusFlag{&l.CPUs}, "cpus", "CPU bandwidth in cores (0: none)")
+	f.Var(sizeFlag{&l.DiskBytes}, "disk", "size of the writable tmpfs (/workspace, /tmp, home)")
+	f.Var(sizeFlag{&l.OutputBytes}, "output-limit", "bytes captured per output stream; the rest is drained")
+	f.Var(durationFlag{&l.CPUTime}, "cpu-time", "CPU time per process, whole seconds (0: none)")
+	f.Var(sizeFlag{&l.FileSizeBytes}, "file-size", "largest file a process may write (0: none)")
+	f.Int64Var(&l.OpenFiles, "open-files", l.OpenFiles, "open file descriptors per process (0: inherited)")
+	f.StringVar(&o.net, "net", string(spec.NetNone), "network: none (only lo) or proxy (egress allowlist)")
+	f.StringArrayVar(&o.spec.Network.Allow, "allow", nil, "with --net proxy: allowed HOST[:PORT], repeatable, *.example.com wildcards")
+	f.StringVar(&o.spec.Workspace, "workspace", "", "host directory mounted read-write at /workspace (default: a private tmpfs)")
+	f.StringArrayVar(&o.spec.Env, "env", nil, "KEY=VALUE added to the sandbox's clean environment, repeatable")
+	f.StringVar(&o.backend, "backend", "native", "isolation backend: native, gvisor or docker")
+	f.BoolVar(&o.json, "json", false, "print one JSON Result instead of streaming output")
+	return cmd
+}
+
+func (o *runOptions) run(cmd *cobra.Command, args []string) error {
+	o.spec.Command = args
+	o.spec.Network.Mode = spec.NetMode(o.net)
+	if o.spec.Workspace != "" {
+		abs, err := filepath.Abs(o.spec.Workspace)
+		if err != nil {
+			return fmt.Errorf("workspace %q: %w", o.spec.Workspace, err)
+		}
+		o.spec.Workspace = abs
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stdio := native.IO{Stdin: os.Stdin}
+	if !o.json {
+		stdio.Stdout, stdio.Stderr = os.Stdout, os.Stderr
+	}
+	r, err := native.Run(ctx, o.spec, stdio)
+	if o.json {
+		return printJSON(cmd.OutOrStdout(), r, err)
+	}
+	if err != nil {
+		return err
+	}
+	return exitError{code: o.report(r)}
+}
+
+// check refuses what this build cannot do yet, rather than pretending.
+func (o *runOptions) check() error {
+	if o.backend != "native" {
+		if o.backend == "gvisor" || o.backend == "docker" {
+			return fmt.Errorf("backend %q is not available in this build yet: use --backend native", o.backend)
+		}
+		return fmt.Errorf("backend %q is unknown: use native, gvisor or docker", o.backend)
+	}
+	if o.spec.Network.Mode == spec.NetProxy {
+		if err := o.spec.Network.Validate(); err != nil {
+			return err
+		}
+		return errors.New("--net proxy is not available in this build yet: the egress proxy is not built; use --net none")
+	}
+	return o.spec.Validate()
+}
+
+// report prints warden's one-line notes about how the run ended and
+// returns the exit code of the CLI convention.
+func (o *runOptions) report(r spec.Result) int {
+	limit := spec.FormatSize(o.spec.Limits.OutputBytes)
+	if r.StdoutTruncated {
+		fmt.Fprintf(os.Stderr, "warden: stdout truncated at %s (--output-limit)\n", limit)
+	}
+	if r.StderrTruncated {
+		fmt.Fprintf(os.Stderr, "warden: stderr truncated at %s (--output-limit)\n", limit)
+	}
+	switch {
+	case r.TimedOut:
+		fmt.Fprintf(os.Stderr, "warden: timed out after %s (--timeout); the sandbox was killed\n", o.spec.Limits.Timeout)
+		return exitTimeout
+	case r.OOMKilled:
+		fmt.Fprintf(os.Stderr, "warden: out of memory at %s (--memory); the kernel killed the program\n", spec.FormatSize(o.spec.Limits.MemoryBytes))
+	}
+	return r.ExitCode
+}
+
+func printJSON(w io.Writer, r spec.Result, runErr error) error {
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	if runErr != nil {
+		fmt.Fprintf(os.Stderr, "warden: %v\n", runErr)
+		return exitError{code: exitWardenFailed}
+	}
+	return nil
+}
