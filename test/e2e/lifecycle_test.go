@@ -1,0 +1,458 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// In root mode Warden maps the sandbox user to a host uid leased from this
+// pool (internal/native/idpool_linux.go); every process of a sandbox runs
+// under one of them on the host.
+const (
+	poolUIDBase = 0x7E000000
+	poolUIDSize = 0x10000
+)
+
+// sandboxMark returns a unique --env pair. Other sandboxes may run on this
+// host at the same time (other tests, other people), so a test recognises
+// its own processes by pool uid and this mark in their environment.
+func sandboxMark() string { return "WARDEN_E2E_MARK=" + rand.Text() }
+
+// poolProcs lists the pids of live processes that run under a pool uid and
+// carry mark in their environment.
+func poolProcs(mark string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil || !poolUID(status) {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if bytes.Contains(env, []byte(mark+"\x00")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// poolUID tells whether any of the uids on a /proc/PID/status Uid line is
+// in the pool.
+func poolUID(status []byte) bool {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "Uid:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if u, err := strconv.ParseUint(f, 10, 32); err == nil && u >= poolUIDBase && u < poolUIDBase+poolUIDSize {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitFor polls cond every 20ms until it holds or d has passed, and
+// reports whether it held.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// requireNoSandboxProcs fails t if processes marked with mark are still
+// alive 5 s after their run ended (the kernel tears a PID namespace down
+// asynchronously), and kills them so they do not outlive the test.
+func requireNoSandboxProcs(t *testing.T, mark string) {
+	t.Helper()
+	var left []int
+	if waitFor(5*time.Second, func() bool { left = poolProcs(mark); return len(left) == 0 }) {
+		return
+	}
+	t.Errorf("%d sandbox processes outlived their run: %s", len(left), describeProcs(left))
+	for _, pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func describeProcs(pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		b.WriteString("\n  pid " + strconv.Itoa(pid) + ": " + strings.ReplaceAll(string(bytes.TrimRight(cmd, "\x00")), "\x00", " "))
+	}
+	return b.String()
+}
+
+// TestLifecycleNothingOutlivesRun runs programs that try to leave something
+// behind. Each run must return as soon as the main program ends, with its
+// output, and no process of it may remain on the host.
+func TestLifecycleNothingOutlivesRun(t *testing.T) {
+	requireSandbox(t)
+	tests := []struct {
+		name   string
+		script string
+	}{
+		{"background child", `sleep 1000 & echo hi`},
+		{"background child holding stdout and stderr", `sh -c 'exec sleep 1000' >&1 2>&2 & echo hi`},
+		{"setsid double fork", `(setsid sh -c 'sleep 1000' &) ; echo hi`},
+		{"ignores SIGTERM and SIGHUP", `(trap '' TERM HUP; exec sleep 1000) & echo hi`},
+		{"setsid double fork ignoring SIGTERM", `(setsid sh -c 'trap "" TERM HUP; sleep 1000 & sleep 1000' &) ; echo hi`},
+		{"stopped child", `sh -c 'kill -STOP $$; exec sleep 1000' & c=$!
+i=0; while [ $i -lt 200 ] && ! grep -q '^State:.*T' /proc/$c/status; do sleep 0.01; i=$((i+1)); done
+grep -q '^State:.*T' /proc/$c/status && echo hi`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mark := sandboxMark()
+			// --timeout only stops a broken Warden from waiting for the
+			// children for a minute; the run must end with the main program.
+			r := sh(t, tt.script, "--env", mark, "--timeout", "20s")
+			if r.Stdout != "hi\n" || r.ExitCode != 0 || r.TimedOut {
+				t.Errorf("stdout %q exit %d timed_out %v, want \"hi\\n\" 0 false (stderr %q)", r.Stdout, r.ExitCode, r.TimedOut, r.Stderr)
+			}
+			requireNoSandboxProcs(t, mark)
+		})
+	}
+}
+
+// TestLifecycleWardenKilled kills warden with SIGKILL while its program
+// runs. Warden gets no chance to clean up, so the kernel must take the
+// sandbox down with it (the init's parent-death signal), and the next
+// warden run must remove the cgroup the dead one left (RemoveStale).
+func TestLifecycleWardenKilled(t *testing.T) {
+	requireSandbox(t)
+	mark := sandboxMark()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, wardenBin, "run", "--env", mark, "--timeout", "60s", "--", "sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wpid := cmd.Process.Pid
+	var initPid int
+	t.Cleanup(func() {
+		// Whatever the outcome, end what this test started.
+		if initPid > 0 {
+			_ = syscall.Kill(initPid, syscall.SIGKILL)
+		}
+		for _, pid := range poolProcs(mark) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if !waitFor(10*time.Second, func() bool { return len(poolProcs(mark)) > 0 }) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the sandboxed sleep never appeared on the host")
+	}
+	initPid = childOf(wpid)
+	if len(cgroupDirsOf(t, wpid)) == 0 {
+		t.Errorf("no cgroup %d-* exists while warden %d runs", wpid, wpid)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	var left []int
+	if !waitFor(10*time.Second, func() bool { left = poolProcs(mark); return len(left) == 0 && !alive(initPid) }) {
+		init := ""
+		if alive(initPid) {
+			init = "\nand the sandbox init is still alive:" + describeProcs([]int{initPid})
+		}
+		t.Errorf("10 s after warden was SIGKILLed, %d sandbox processes remain:%s%s", len(left), describeProcs(left), init)
+		// Kill them so the stale cgroup below becomes removable.
+		if initPid > 0 {
+			_ = syscall.Kill(initPid, syscall.SIGKILL)
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		waitFor(5*time.Second, func() bool { return len(poolProcs(mark)) == 0 && !alive(initPid) })
+	}
+
+	if r := runJSON(t, "--", "true"); r.ExitCode != 0 || r.Error != "" {
+		t.Fatalf("the next run failed: exit %d error %q", r.ExitCode, r.Error)
+	}
+	if dirs := cgroupDirsOf(t, wpid); len(dirs) > 0 {
+		t.Errorf("the next warden run left the killed warden's cgroups behind: %q", dirs)
+	}
+}
+
+// childOf returns the pid of a child of ppid, or 0.
+func childOf(ppid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/task/" + strconv.Itoa(ppid) + "/children")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			pid, _ := strconv.Atoi(f[0])
+			return pid
+		}
+	}
+	// The init may have been cloned from another thread of warden.
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(ppid) + "/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/task/" + task.Name() + "/children")
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			pid, _ := strconv.Atoi(f[0])
+			return pid
+		}
+	}
+	return 0
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// TestLifecycleLeavesNoHostTraces checks that runs which end in different
+// ways leave no cgroup, mount or temporary directory on the host.
+func TestLifecycleLeavesNoHostTraces(t *testing.T) {
+	requireSandbox(t)
+	mountsBefore := mountLines(t)
+	tmpBefore := wardenTmpEntries(t)
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"plain", []string{"--", "true"}},
+		{"failing program", []string{"--", "sh", "-c", "exit 3"}},
+		{"host workspace", []string{"--workspace", ws, "--", "sh", "-c", "echo x > /workspace/f"}},
+		{"killed at timeout", []string{"--timeout", "1s", "--", "sh", "-c", "sleep 1000 & sleep 1000"}},
+		{"killed at memory limit", []string{"--memory", "32MiB", "--", "python3", "-c", "b = b'x' * (256 << 20)"}},
+		{"command not found", []string{"--", "no-such-command-e2e"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, wardenBin, append([]string{"run", "--json"}, tt.args...)...)
+			out, err := cmd.Output()
+			var ee *exec.ExitError
+			if ctx.Err() != nil {
+				t.Fatalf("warden did not return within 30 s")
+			}
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatalf("running warden: %v", err)
+			}
+			if !bytes.Contains(out, []byte(`"error":""`)) {
+				t.Errorf("warden failed itself: %s", out)
+			}
+			if dirs := cgroupDirsOf(t, cmd.Process.Pid); len(dirs) > 0 {
+				t.Errorf("warden %d left its cgroups behind: %q", cmd.Process.Pid, dirs)
+			}
+		})
+	}
+	// Only additions count: other people's work on this host may unmount
+	// things meanwhile, and that is no trace of Warden's.
+	if added := addedLines(mountsBefore, mountLines(t)); len(added) > 0 {
+		t.Errorf("the runs left %d mounts in the host's mount table: %q", len(added), added)
+	}
+	if added := addedLines(tmpBefore, wardenTmpEntries(t)); len(added) > 0 {
+		t.Errorf("the runs left entries in the host's %s: %q", os.TempDir(), added)
+	}
+}
+
+// addedLines returns the lines of after that before does not hold, counting
+// duplicates.
+func addedLines(before, after []string) []string {
+	n := make(map[string]int)
+	for _, l := range before {
+		n[l]++
+	}
+	var out []string
+	for _, l := range after {
+		if n[l] > 0 {
+			n[l]--
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// mountLines returns the host mount table without the mount ids, which
+// the kernel may reuse.
+func mountLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			out = append(out, strings.Join(f[3:], " "))
+		}
+	}
+	return out
+}
+
+// wardenTmpEntries lists the entries of the host's /tmp named warden*,
+// except the build directories of e2e suites (TestMain's, and those of
+// other people running the suite on this host at the same time).
+func wardenTmpEntries(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(strings.ToLower(n), "warden") && !strings.HasPrefix(n, "warden-e2e-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// cgroupHierarchy is where Warden makes sandbox cgroups in one hierarchy:
+// base is <this process's cgroup>/warden.
+type cgroupHierarchy struct {
+	controllers []string
+	base        string
+	v2          bool
+}
+
+var (
+	cgroupOnce  sync.Once
+	cgroupHiers []cgroupHierarchy
+	cgroupIsV2  bool
+)
+
+// cgroupV2 reports whether Warden uses the unified hierarchy here: only
+// when no v1 hierarchy holds a controller it uses.
+func cgroupV2(t *testing.T) bool {
+	cgroupHierarchies(t)
+	return cgroupIsV2
+}
+
+// cgroupHierarchies finds the warden/ directory in each hierarchy Warden
+// uses: memory, pids, cpu, cpuacct and freezer on v1, or the unified one.
+// warden runs in this test's cgroup, so its cgroups are under ours.
+func cgroupHierarchies(t *testing.T) []cgroupHierarchy {
+	t.Helper()
+	cgroupOnce.Do(func() {
+		own := map[string]string{} // controller ("" for v2) -> path
+		b, _ := os.ReadFile("/proc/self/cgroup")
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			f := strings.SplitN(l, ":", 3)
+			if len(f) != 3 {
+				continue
+			}
+			if f[1] == "" {
+				own[""] = f[2]
+			}
+			for _, c := range strings.Split(f[1], ",") {
+				own[c] = f[2]
+			}
+		}
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		type mnt struct {
+			root, point string
+			ctls        []string
+			v2          bool
+		}
+		var v1, v2 []mnt
+		for _, l := range strings.Split(string(mi), "\n") {
+			pre, post, ok := strings.Cut(l, " - ")
+			pf, qf := strings.Fields(pre), strings.Fields(post)
+			if !ok || len(pf) < 5 || len(qf) < 3 {
+				continue
+			}
+			switch qf[0] {
+			case "cgroup":
+				v1 = append(v1, mnt{root: pf[3], point: pf[4], ctls: strings.Split(qf[2], ",")})
+			case "cgroup2":
+				v2 = append(v2, mnt{root: pf[3], point: pf[4], v2: true})
+			}
+		}
+		dir := func(m mnt, path string) (string, bool) {
+			rel, err := filepath.Rel(m.root, path)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				return "", false
+			}
+			return filepath.Join(m.point, rel, "warden"), true
+		}
+		seen := map[string]bool{}
+		for _, ctl := range []string{"memory", "pids", "cpu", "cpuacct", "freezer"} {
+			path, ok := own[ctl]
+			if !ok {
+				continue
+			}
+			for _, m := range v1 {
+				if !slices.Contains(m.ctls, ctl) {
+					continue
+				}
+				if base, ok := dir(m, path); ok && !seen[base] {
+					seen[base] = true
+					cgroupHiers = append(cgroupHiers, cgroupHierarchy{controllers: m.ctls, base: base})
+				}
+				break
+			}
+		}
+		if len(cgroupHiers) > 0 {
+			return
+		}
+		for _, m := range v2 {
+			if base, ok := dir(m, own[""]); ok {
+				cgroupHiers = append(cgroupHiers, cgroupHierarchy{base: base, v2: true})
+				cgroupIsV2 = true
+				break
+			}
+		}
+	})
+	if len(cgroupHiers) == 0 {
+		t.Fatalf("found no cgroup hierarchy for this process in /proc/self/mountinfo")
+	}
+	return cgroupHiers
+}
+
+// cgroupDirsOf lists the sandbox cgroups named after warden process pid.
+func cgroupDirsOf(t *testing.T, pid int) []string {
+	t.Helper()
+	var out []string
+	for _, h := range cgroupHierarchies(t) {
+		dirs, _ := filepath.Glob(filepath.Join(h.base, strconv.Itoa(pid)+"-*"))
+		out = append(out, dirs...)
+	}
+	return out
+}
