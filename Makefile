@@ -1,0 +1,35 @@
+# Two commands do all set-up on a fresh Debian machine (run as root):
+#   make run   builds warden and runs a first sandboxed program
+#   make test  installs what the tests need and runs the whole suite
+GO      ?= go
+BIN     := bin/warden
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+DEPS    := python3 python3-numpy python3-matplotlib bubblewrap util-linux
+
+.PHONY: build run test deps bench vet clean
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
+
+run: build
+	$(BIN) doctor || true
+	$(BIN) run -- python3 -c 'import platform, os; print("hello from", platform.node(), "as uid", os.getuid())'
+
+# deps installs the Debian packages the tests use (needs root and apt).
+deps:
+	@missing=$$(for p in $(DEPS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else echo "missing packages: $$missing (install them, or tests that need them skip)"; fi; \
+	fi
+
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 15m ./...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 40x -count 1 ./bench/
+
+clean:
+	rm -rf bin
