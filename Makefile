@@ -9,7 +9,7 @@ DEPS    := python3 python3-numpy python3-matplotlib bubblewrap util-linux
 .PHONY: build run test deps bench vet clean
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
 
 run: build
 	$(BIN) doctor || true

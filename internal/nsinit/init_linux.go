@@ -33,13 +33,7 @@ func run() int {
 	// Non-dumpable: the user's code may share our uid (rootless) and must
 	// not read our memory or descriptors through /proc/1.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// Catch (and drop) the signals whose default would end or stop the
-	// init, so nothing inside the sandbox can kill it and lose the exit
-	// status. Caught, not ignored: an ignored disposition would be
-	// inherited by the program across exec, a caught one is reset.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
-		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGTTIN,
-		syscall.SIGTTOU, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGPIPE)
+	guardSignals()
 
 	dec := json.NewDecoder(ctl)
 	var cfg Config
@@ -51,6 +45,23 @@ func run() int {
 		return 111
 	}
 	return 0
+}
+
+// guardSignals makes the init immune to signals from the program when the
+// program could send them: only when both run as the same host uid (the
+// rootless mapping). As root, the init keeps the host's uid, which is not
+// mapped in the sandbox, and the kernel already refuses the program's kill.
+// The guard costs a signal-handling thread, over a millisecond of start-up,
+// hence the condition. It catches and drops rather than ignores: an ignored
+// disposition would be inherited by the program across exec, a caught one
+// is reset to the default.
+func guardSignals() {
+	if os.Geteuid() != SandboxUID {
+		return
+	}
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
+		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGTTIN,
+		syscall.SIGTTOU, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGPIPE)
 }
 
 // start builds the sandbox, waits to be released into its cgroup, runs
