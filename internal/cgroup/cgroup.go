@@ -84,6 +84,24 @@ type Cgroup interface {
 	Delete() error
 	// Path is where the cgroup lives, for messages and logs.
 	Path() string
+	// Placement says how to start a process directly inside the cgroup, sparing the
+	// migration AddProc does: on v1 that takes a global lock which may wait for an RCU
+	// grace period (measured here: 0.1 ms typically, up to 8 ms).
+	Placement() Placement
+}
+
+// Placement is how a new process is born inside a cgroup. Exactly one field is set.
+type Placement struct {
+	// CloneInto (v2) is the cgroup directory: open it and pass the descriptor to clone3
+	// with CLONE_INTO_CGROUP (SysProcAttr.UseCgroupFD), so the child starts inside.
+	CloneInto string
+	// ThreadFiles (v1) are the "tasks" files of every hierarchy. Opened by the parent and
+	// passed to the child, which writes "0" to each before doing anything else: that moves
+	// only the writing thread, which the kernel does without the global lock, and every
+	// process that thread forks starts inside. The kernel checks the opener's
+	// credentials, so an unprivileged child can use descriptors root opened; the child
+	// must close them before running anything untrusted, or that could move itself out.
+	ThreadFiles []string
 }
 
 var (

@@ -335,6 +335,15 @@ func (c *v1Cgroup) Delete() error {
 }
 
 // Path is the memory hierarchy's directory, or the first one there is.
+// Placement lists the tasks file of each hierarchy directory.
+func (c *v1Cgroup) Placement() Placement {
+	p := Placement{ThreadFiles: make([]string, len(c.dirs))}
+	for i, d := range c.dirs {
+		p.ThreadFiles[i] = filepath.Join(d.path, "tasks")
+	}
+	return p
+}
+
 func (c *v1Cgroup) Path() string {
 	if c.memory != "" {
 		return c.memory

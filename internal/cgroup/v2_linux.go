@@ -455,3 +455,6 @@ func (c *v2Cgroup) Delete() error {
 
 // Path is the cgroup's directory.
 func (c *v2Cgroup) Path() string { return c.dir }
+
+// Placement names the directory for CLONE_INTO_CGROUP.
+func (c *v2Cgroup) Placement() Placement { return Placement{CloneInto: c.dir} }

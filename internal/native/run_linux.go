@@ -52,26 +52,46 @@ type box struct {
 	spec  *spec.Spec
 	stdio IO
 
-	ids       *idMapping
-	cg        cgroup.Cgroup
-	workspace *os.File
-	// detachedWorkspace says workspace is a detached mount to move into
-	// place rather than a directory to bind.
+	ids *idMapping
+	cg  cgroup.Cgroup
+	// detachedWorkspace says child.workspace is a detached mount to move
+	// into place rather than a directory to bind.
 	detachedWorkspace bool
-	ctlHost           *os.File
-	ctlInit           *os.File
-	// childFiles are the init's ends of the pipes, closed once it started.
-	childFiles []*os.File
-	stdin      *os.File
-	stdinW     *os.File
-	stdout     *os.File
-	stderr     *os.File
+	// child holds the init's ends, closed here once it has started.
+	child initFiles
+	// The host's ends.
+	ctlHost, stdinW, stdout, stderr *os.File
+}
+
+// initFiles are the descriptors the init inherits.
+type initFiles struct {
+	stdin, stdout, stderr, control *os.File
+	workspace                      *os.File
+	// cgroupDir (v2) is passed to clone3; tasks (v1) become the init's
+	// descriptors from nsinit.CgroupFD on.
+	cgroupDir *os.File
+	tasks     []*os.File
+}
+
+// extra lists the descriptors from fd 3 on, in nsinit's order; a nil
+// workspace leaves its number closed.
+func (f *initFiles) extra() []*os.File {
+	return append([]*os.File{f.control, f.workspace}, f.tasks...)
+}
+
+func (f *initFiles) close() {
+	for _, file := range append(f.extra(), f.stdin, f.stdout, f.stderr, f.cgroupDir) {
+		if file != nil {
+			file.Close()
+		}
+	}
+	*f = initFiles{}
 }
 
 func (b *box) prepare() error {
 	var err error
 	if b.spec.Workspace != "" {
-		if b.workspace, err = openWorkspace(b.spec.Workspace); err != nil {
+		if b.child.workspace, err = openWorkspace(b.spec.Workspace); err != nil {
 			return err
 		}
 	}
@@ -81,6 +101,12 @@ func (b *box) prepare() error {
 	if err := b.mapWorkspace(); err != nil {
 		return err
 	}
+	if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {
+		return err
+	}
+	if err := b.openPlacement(); err != nil {
+		return err
+	}
 	return b.makePipes()
 }
 
@@ -88,15 +114,15 @@ func (b *box) prepare() error {
 // when running as root (see idmappedWorkspace). Rootless runs need none:
 // the invoking user's own ids are the ones mapped to the sandbox user.
 func (b *box) mapWorkspace() error {
-	if b.workspace == nil || b.ids.rootless {
+	if b.child.workspace == nil || b.ids.rootless {
 		return nil
 	}
-	m, err := idmappedWorkspace(b.workspace, b.ids.uid, b.ids.gid)
+	m, err := idmappedWorkspace(b.child.workspace, b.ids.uid, b.ids.gid)
 	if err != nil || m == nil {
 		return err
 	}
-	b.workspace.Close()
-	b.workspace, b.detachedWorkspace = m, true
+	b.child.workspace.Close()
+	b.child.workspace, b.detachedWorkspace = m, true
 	return nil
 }
 
@@ -119,7 +145,7 @@ func openWorkspace(dir string) (*os.File, error) {
 // per-sandbox, and its figures come from rusage.
 func newCgroup(l spec.Limits, rootless bool) (cgroup.Cgroup, error) {
 	if !rootless {
-		_ = cgroup.RemoveStale(processAlive)
+		_ = cgroup.RemoveStale(cgroup.ProcessAlive)
 	}
 	want := cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs}
 	if l.Pids > 0 {
@@ -137,9 +163,28 @@ func newCgroup(l spec.Limits, rootless bool) (cgroup.Cgroup, error) {
 	return nil, fmt.Errorf("creating cgroup: %w", err)
 }
 
-func processAlive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
+// openPlacement opens what lets the init start inside its cgroup rather
+// than be migrated there (see cgroup.Placement).
+func (b *box) openPlacement() error {
+	if b.cg == nil {
+		return nil
+	}
+	p := b.cg.Placement()
+	if p.CloneInto != "" {
+		f, err := os.OpenFile(p.CloneInto, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening cgroup: %w", err)
+		}
+		b.child.cgroupDir = f
+	}
+	for _, path := range p.ThreadFiles {
+		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening cgroup file %q: %w", path, err)
+		}
+		b.child.tasks = append(b.child.tasks, os.NewFile(uintptr(fd), path))
+	}
+	return nil
 }
 
 func (b *box) makePipes() error {
@@ -147,20 +192,17 @@ func (b *box) makePipes() error {
 	if err != nil {
 		return fmt.Errorf("creating control socket: %w", err)
 	}
-	b.ctlHost, b.ctlInit = os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
-	var outW, errW *os.File
-	if b.stdout, outW, err = os.Pipe(); err != nil {
+	b.ctlHost, b.child.control = os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	if b.stdout, b.child.stdout, err = os.Pipe(); err != nil {
 		return err
 	}
-	b.childFiles = append(b.childFiles, outW)
-	if b.stderr, errW, err = os.Pipe(); err != nil {
+	if b.stderr, b.child.stderr, err = os.Pipe(); err != nil {
 		return err
 	}
-	b.childFiles = append(b.childFiles, errW)
 	if b.stdio.Stdin == nil {
-		b.stdin, err = os.Open(os.DevNull)
+		b.child.stdin, err = os.Open(os.DevNull)
 	} else {
-		b.stdin, b.stdinW, err = os.Pipe()
+		b.child.stdin, b.stdinW, err = os.Pipe()
 	}
 	return err
 }
@@ -175,8 +217,9 @@ func (b *box) config() nsinit.Config {
 		Command:          b.spec.Command,
 		Env:              buildEnv(b.spec.Env),
 		Hostname:         Hostname,
-		Workspace:        b.workspace != nil,
+		Workspace:        b.child.workspace != nil,
 		WorkspaceIsMount: b.detachedWorkspace,
+		CgroupFiles:      len(b.child.tasks),
 		DiskBytes:        l.DiskBytes,
 		Inodes:           l.Inodes(),
 		Rlimits: nsinit.Rlimits{
@@ -189,7 +232,8 @@ func (b *box) config() nsinit.Config {
 }
 
 func (b *box) cleanup() {
-	for _, f := range append(b.childFiles, b.ctlHost, b.ctlInit, b.workspace, b.stdin, b.stdinW, b.stdout, b.stderr) {
+	b.child.close()
+	for _, f := range []*os.File{b.ctlHost, b.stdinW, b.stdout, b.stderr} {
 		if f != nil {
 			f.Close()
 		}
@@ -211,10 +255,8 @@ type outcome struct {
 	wall     time.Duration
 }
 
-// execute starts the init, then creates and joins the cgroup while the
-// init boots and builds the root, which it may do outside the cgroup: it is
-// Warden's own code. The program starts only after Release, once the init
-// is inside every limit.
+// execute starts the init inside its cgroup, hands it the config and
+// waits for the program to end.
 func (b *box) execute(ctx context.Context) (spec.Result, error) {
 	cfg := b.config()
 	begin := time.Now()
@@ -222,43 +264,17 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 	if err != nil {
 		return spec.Result{}, err
 	}
-	for _, f := range append(b.childFiles, b.ctlInit, b.workspace, b.stdin) {
-		if f != nil {
-			f.Close()
-		}
-	}
-	b.childFiles, b.ctlInit, b.workspace, b.stdin = nil, nil, nil, nil
-	if err := b.handOver(proc.pid, cfg); err != nil {
+	b.child.close()
+	if err := json.NewEncoder(b.ctlHost).Encode(cfg); err != nil {
 		proc.kill()
 		<-proc.exited
-		return spec.Result{}, err
+		return spec.Result{}, fmt.Errorf("sending sandbox config: %w", err)
 	}
 	out, errOut, drained := b.drain()
 	o := b.await(ctx, proc)
 	o.wall = time.Since(begin)
 	drained.Wait()
 	return b.result(o, out, errOut)
-}
-
-// handOver sends the config, places the init in its cgroup, and releases it.
-func (b *box) handOver(pid int, cfg nsinit.Config) error {
-	enc := json.NewEncoder(b.ctlHost)
-	if err := enc.Encode(cfg); err != nil {
-		return fmt.Errorf("sending sandbox config: %w", err)
-	}
-	var err error
-	if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {
-		return err
-	}
-	if b.cg != nil {
-		if err := b.cg.AddProc(pid); err != nil {
-			return fmt.Errorf("placing sandbox in cgroup: %w", err)
-		}
-	}
-	// A failed send means the init is gone (it may have failed to build
-	// the root and said why); await reads its status either way.
-	_ = enc.Encode(nsinit.Release{})
-	return nil
 }
 
 func (b *box) drain() (*capture, *capture, *sync.WaitGroup) {

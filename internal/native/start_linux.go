@@ -38,15 +38,14 @@ func (p *initProc) kill() { _ = unix.Kill(p.pid, unix.SIGKILL) }
 // the kernel ties a child's parent-death signal to the creating thread
 // (golang/go#27505): a thread exiting early would kill the sandbox.
 func startInit(b *box) (*initProc, error) {
-	files := append([]*os.File{b.ctlInit}, optional(b.workspace)...)
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{nsinit.Arg0},
 		Env:        []string{"GOMAXPROCS=1"},
-		Stdin:      b.stdin,
-		Stdout:     b.childFiles[0],
-		Stderr:     b.childFiles[1],
-		ExtraFiles: files,
+		Stdin:      b.child.stdin,
+		Stdout:     b.child.stdout,
+		Stderr:     b.child.stderr,
+		ExtraFiles: b.child.extra(),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 namespaces,
 			UidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxUID, HostID: b.ids.uid, Size: 1}},
@@ -54,6 +53,10 @@ func startInit(b *box) (*initProc, error) {
 			GidMappingsEnableSetgroups: !b.ids.rootless,
 			AmbientCaps:                initCaps,
 		},
+	}
+	if b.child.cgroupDir != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(b.child.cgroupDir.Fd())
 	}
 	started := make(chan error, 1)
 	p := &initProc{exited: make(chan *os.ProcessState, 1)}
@@ -73,11 +76,4 @@ func startInit(b *box) (*initProc, error) {
 		return nil, startError(err)
 	}
 	return p, nil
-}
-
-func optional(f *os.File) []*os.File {
-	if f == nil {
-		return nil
-	}
-	return []*os.File{f}
 }

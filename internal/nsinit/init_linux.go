@@ -35,12 +35,11 @@ func run() int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	guardSignals()
 
-	dec := json.NewDecoder(ctl)
 	var cfg Config
-	if err := dec.Decode(&cfg); err != nil {
+	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
 		return 111
 	}
-	st := start(&cfg, func() error { return dec.Decode(&Release{}) })
+	st := start(&cfg)
 	if err := json.NewEncoder(ctl).Encode(st); err != nil {
 		return 111
 	}
@@ -64,18 +63,10 @@ func guardSignals() {
 		syscall.SIGTTOU, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGPIPE)
 }
 
-// start builds the sandbox, waits to be released into its cgroup, runs
-// the program and waits for it.
-func start(cfg *Config, released func() error) Status {
+// start builds the sandbox, runs the program and waits for it.
+func start(cfg *Config) Status {
 	if err := setup(cfg); err != nil {
 		return Status{Error: err.Error()}
-	}
-	if err := released(); err != nil {
-		return Status{Error: fmt.Sprintf("waiting for release: %v", err)}
-	}
-	// Entered only now, so the namespace's root is the sandbox's cgroup.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return Status{Error: fmt.Sprintf("entering a cgroup namespace: %v", err)}
 	}
 	path, err := lookPath(cfg.Command[0], cfg.Env)
 	if err != nil {
@@ -95,6 +86,8 @@ func setup(cfg *Config) error {
 		what string
 		fn   func(*Config) error
 	}{
+		{"joining the cgroup", joinCgroup},
+		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
 		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
 		{"setting file identity", setFileIdentity},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
@@ -120,6 +113,21 @@ func buildRoot(cfg *Config) error {
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount,
 		UID: SandboxUID, GID: SandboxGID, Hostname: cfg.Hostname,
 	})
+}
+
+// joinCgroup moves this thread, the one the program will be forked from,
+// into the sandbox's cgroup v1 hierarchies, and closes the descriptors:
+// the program must never hold them, or it could move itself out.
+func joinCgroup(cfg *Config) error {
+	for i := range cfg.CgroupFiles {
+		fd := CgroupFD + i
+		_, err := unix.Write(fd, []byte("0"))
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("writing tasks file %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // setFileIdentity drops the supplementary groups inherited from the host

@@ -4,12 +4,11 @@
 // installs the seccomp filter and starts the user's program, then reports
 // how it ended to the host over a socket.
 //
-// The host and the init talk in JSON lines over a socketpair passed as fd 3.
-// The host sends the Config at once, and the init builds the sandbox while
-// the host creates its cgroup; the host sends Release once the init is in
-// the cgroup, and only then does the user's program start, so none of its
-// work escapes the limits. The init answers with one Status when the
-// program has ended (or the sandbox could not be built).
+// The host and the init talk in JSON lines over a socketpair passed as fd 3:
+// the host sends one Config, the init answers with one Status when the
+// program has ended (or the sandbox could not be built). The init is inside
+// its cgroup before it does any work: born there on cgroup v2, or on v1
+// moved there by its own first write to the descriptors at CgroupFD.
 package nsinit
 
 // Arg0 is the argv[0] that makes the warden binary run as the init. main
@@ -23,6 +22,9 @@ const (
 	// WorkspaceFD, when Config.Workspace is set, is an O_PATH descriptor of
 	// the host directory to bind at /workspace, or a detached mount of it.
 	WorkspaceFD = 4
+	// CgroupFD is the first of Config.CgroupFiles descriptors of cgroup v1
+	// "tasks" files, opened by the host, into which the init writes "0".
+	CgroupFD = 5
 )
 
 // SandboxUID and SandboxGID are the identity of the user's code inside the
@@ -41,14 +43,13 @@ type Config struct {
 	Workspace bool     `json:"workspace"`
 	// WorkspaceIsMount says the workspace descriptor is a detached,
 	// already idmapped mount rather than a directory.
-	WorkspaceIsMount bool    `json:"workspace_is_mount"`
-	DiskBytes        int64   `json:"disk_bytes"`
-	Inodes           int64   `json:"inodes"`
-	Rlimits          Rlimits `json:"rlimits"`
+	WorkspaceIsMount bool `json:"workspace_is_mount"`
+	// CgroupFiles is how many cgroup v1 tasks descriptors start at CgroupFD.
+	CgroupFiles int     `json:"cgroup_files"`
+	DiskBytes   int64   `json:"disk_bytes"`
+	Inodes      int64   `json:"inodes"`
+	Rlimits     Rlimits `json:"rlimits"`
 }
-
-// Release tells the init it is inside its cgroup and may start the program.
-type Release struct{}
 
 // Rlimits are per-process limits set before the program starts; zero
 // leaves a limit as inherited.
