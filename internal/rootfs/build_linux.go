@@ -179,7 +179,7 @@ func attachWorkspace(o Options, dst string) error {
 	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 		return err
 	}
-	return remount(dst, unix.MS_NOSUID|unix.MS_NODEV)
+	return restrict(dst, noDevice, false)
 }
 
 func buildDev(root string, _ Options) error {
@@ -214,7 +214,7 @@ func buildDev(root string, _ Options) error {
 	if err := os.Remove(filepath.Join(root, scratchDir)); err != nil {
 		return err
 	}
-	return remount(dev, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC)
+	return restrict(dev, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
 }
 
 // buildProc mounts the PID namespace's own /proc while the host's is still
@@ -238,7 +238,7 @@ func buildProc(root string, _ Options) error {
 			}
 			return err
 		}
-		if err := remount(p, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		if err := restrict(p, readOnly|unix.MOUNT_ATTR_NOEXEC, true); err != nil {
 			return err
 		}
 	}
@@ -275,5 +275,5 @@ func pivot(root string, _ Options) error {
 	if err := unix.Chdir("/"); err != nil {
 		return err
 	}
-	return remount("/", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+	return restrict("/", readOnly, false)
 }

@@ -22,12 +22,11 @@ var UsrMergeLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 // above all shadow, ssh keys, TLS private keys (ssl/private), machine-id and
 // credentials, stays out. An entry may name a path below /etc.
 var EtcAllowlist = []string{
-	"alternatives", "ca-certificates", "ca-certificates.conf", "debian_version",
-	"fonts", "gai.conf", "host.conf", "inputrc", "ld.so.cache", "ld.so.conf",
-	"ld.so.conf.d", "locale.alias", "localtime", "magic", "magic.mime",
-	"matplotlibrc", "mime.types", "networks", "os-release", "protocols",
-	"python3", "python3.11", "python3.12", "python3.13", "services",
-	"ssl/certs", "ssl/openssl.cnf", "timezone", "xdg",
+	"alternatives", "debian_version", "fonts", "gai.conf", "host.conf",
+	"inputrc", "ld.so.cache", "locale.alias", "localtime", "magic",
+	"magic.mime", "matplotlibrc", "mime.types", "networks", "os-release",
+	"protocols", "python3", "python3.11", "python3.12", "python3.13",
+	"services", "ssl/certs", "ssl/openssl.cnf", "timezone",
 }
 
 // GeneratedEtc are files Warden writes itself, because the host's versions

@@ -14,7 +14,14 @@ func mount(src, dst, fstype string, flags uintptr, data string) error {
 	return nil
 }
 
-// bindRO binds src at dst and makes the bind read-only, nosuid and nodev.
+// Attribute sets for restrict.
+const (
+	readOnly = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	noDevice = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+)
+
+// bindRO binds src at dst, read-only, nosuid and nodev; recursive binds
+// the mounts below src too, and restricts every one of them.
 func bindRO(src, dst string, recursive bool) error {
 	flags := uintptr(unix.MS_BIND)
 	if recursive {
@@ -23,20 +30,21 @@ func bindRO(src, dst string, recursive bool) error {
 	if err := mount(src, dst, "", flags, ""); err != nil {
 		return err
 	}
-	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+	return restrict(dst, readOnly, recursive)
 }
 
-// remount changes a bind mount's flags. Flags the kernel locked when the
-// mount crossed into this user namespace (noexec on the source, say) must be
-// repeated or the remount fails with EPERM, so they are read back first.
-func remount(dst string, flags uintptr) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dst, &st); err != nil {
-		return fmt.Errorf("statfs %q: %w", dst, err)
+// restrict adds attributes (MOUNT_ATTR_*) to the mount at dst and, with
+// recursive, to every mount below it, in one mount_setattr call. Adding a
+// restriction is allowed even where the kernel locked a mount's flags when
+// it crossed into this user namespace, which a remount would have to
+// repeat; and a remount never reaches submounts.
+func restrict(dst string, attrs uint64, recursive bool) error {
+	var flags uint
+	if recursive {
+		flags = unix.AT_RECURSIVE
 	}
-	keep := uintptr(st.Flags) & (unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME | unix.MS_RDONLY)
-	if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|flags|keep, ""); err != nil {
-		return fmt.Errorf("remounting %q: %w", dst, err)
+	if err := unix.MountSetattr(unix.AT_FDCWD, dst, flags, &unix.MountAttr{Attr_set: attrs}); err != nil {
+		return fmt.Errorf("restricting mount %q: %w", dst, err)
 	}
 	return nil
 }
