@@ -28,8 +28,9 @@ test: deps build
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 
+# bench compares cold starts: bare python3, warden, bubblewrap (see bench/README.md).
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 40x -count 1 ./bench/
+	$(GO) run ./bench/coldstart -warden $(BIN) -n 60
 
 clean:
 	rm -rf bin

@@ -62,6 +62,7 @@ func main() {
 		}
 	}
 	report(cs)
+	measureNamespaces(*n)
 }
 
 func bwrap(prog []string) *contender {
