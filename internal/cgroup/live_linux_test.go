@@ -17,45 +17,28 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // The live tests create real cgroups where Warden would. They need root and a mounted
 // hierarchy; they skip with the reason otherwise, and fail instead under WARDEN_CI=1, where a
 // skip would hide a broken CI machine.
 
-// skipOrFail skips the test with reason, or fails it under WARDEN_CI=1.
-func skipOrFail(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("WARDEN_CI") == "1" {
-		t.Fatalf("WARDEN_CI=1 and %s", reason)
-	}
-	t.Skip(reason)
-}
-
 // requireCgroups is the RequiresRoot-style guard of the live tests. It returns what New will
 // see on this host.
 func requireCgroups(t testing.TB) host {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "test needs root to create cgroups")
+		testhost.SkipOrFail(t, "test needs root to create cgroups")
 	}
 	h, err := detect()
 	if err != nil {
-		skipOrFail(t, "cannot read this host's cgroups: "+err.Error())
+		testhost.SkipOrFail(t, "cannot read this host's cgroups: "+err.Error())
 	}
 	if h.version == "" {
-		skipOrFail(t, "no cgroup hierarchy is mounted")
+		testhost.SkipOrFail(t, "no cgroup hierarchy is mounted")
 	}
 	return h
-}
-
-func requireBinary(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		skipOrFail(t, name+" is not installed")
-	}
-	return p
 }
 
 func readTrim(t *testing.T, path string) string {
@@ -214,7 +197,7 @@ func TestLiveLimitsAddKillDelete(t *testing.T) {
 
 func TestLiveThreadsMove(t *testing.T) {
 	requireCgroups(t)
-	python := requireBinary(t, "python3")
+	python := testhost.RequireTool(t, "python3")
 	c, err := New(NewName(), Limits{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -257,7 +240,7 @@ func TestLiveThreadsMove(t *testing.T) {
 
 func TestLiveOOM(t *testing.T) {
 	requireCgroups(t)
-	python := requireBinary(t, "python3")
+	python := testhost.RequireTool(t, "python3")
 	const limit = 64 << 20
 	c, err := New(NewName(), Limits{MemoryBytes: limit, Pids: 16})
 	if err != nil {
@@ -547,7 +530,7 @@ func TestLiveV2Unified(t *testing.T) {
 	h.version = versionV2
 	lay := newV2Layout(h, writable)
 	if lay.err != nil {
-		skipOrFail(t, "no usable cgroup v2 hierarchy: "+lay.err.Error())
+		testhost.SkipOrFail(t, "no usable cgroup v2 hierarchy: "+lay.err.Error())
 	}
 	if !lay.top || lay.base != lay.mount.Point {
 		t.Errorf("root's v2 layout: base %q (top %v), want the hierarchy's top %q", lay.base, lay.top, lay.mount.Point)
