@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
