@@ -79,10 +79,18 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 		o.spec.Workspace = abs
 	}
 	if err := o.check(); err != nil {
+		if o.json {
+			return printJSON(cmd.OutOrStdout(), spec.Result{Error: err.Error()}, err)
+		}
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A reader of our output that goes away (warden run ... | head) must
+	// not kill warden before it has cleaned up: with SIGPIPE caught, the
+	// write fails with EPIPE and the run goes on to its end. Caught, not
+	// ignored, so the sandbox does not inherit an ignored SIGPIPE.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stdio := native.IO{Stdin: os.Stdin}
 	if !o.json {
 		stdio.Stdout, stdio.Stderr = os.Stdout, os.Stderr

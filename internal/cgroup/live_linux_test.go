@@ -108,6 +108,9 @@ func TestLiveLimitsAddKillDelete(t *testing.T) {
 			filepath.Join(cpu, "cpu.cfs_period_us"):     "100000",
 			filepath.Join(cpu, "cpu.cfs_quota_us"):      "50000",
 		}
+		if exists(filepath.Join(mem, "memory.kmem.tcp.limit_in_bytes")) {
+			want[filepath.Join(mem, "memory.kmem.tcp.limit_in_bytes")] = "67108864"
+		}
 		if exists(filepath.Join(mem, "memory.memsw.limit_in_bytes")) {
 			want[filepath.Join(mem, "memory.memsw.limit_in_bytes")] = "67108864"
 		}

@@ -200,6 +200,12 @@ func (lay *v1Layout) setLimits(c *v1Cgroup, l Limits) error {
 				return err
 			}
 		}
+		// v1 does not charge socket buffers to the memory limit unless told to: without
+		// this, a sandbox could queue gigabytes in loopback TCP connections (and push the
+		// whole host into TCP memory pressure) while its own usage read a few MiB.
+		if err := writeControl(ctlMemory, dir, "memory.kmem.tcp.limit_in_bytes", v); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 		// A v1 memory cgroup inherits a disabled OOM killer from its parent, and would then
 		// hang at its limit instead of killing. Whether warden/ has it disabled is read once.
 		lay.oomOnce.Do(func() {

@@ -25,7 +25,7 @@ func (b *box) result(o outcome, out, errOut *capture) (spec.Result, error) {
 	b.stats(&r, o.state)
 	var err error
 	switch st := o.status; {
-	case st != nil && st.NotFound:
+	case st != nil && st.StartFailed:
 		errOut.keep([]byte("warden: " + st.Error + "\n"))
 		r.ExitCode = st.ExitCode
 	case st != nil && st.Error != "":

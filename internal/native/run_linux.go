@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -126,13 +127,22 @@ func (b *box) mapWorkspace() error {
 	return nil
 }
 
+// openWorkspace opens the workspace directory once, following no link on
+// the way: a link planted by an earlier sandbox in a directory the caller
+// later passes as a workspace must not lead the next one to /etc.
 func openWorkspace(dir string) (*os.File, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, fmt.Errorf("workspace %q does not exist: create it first, or leave out --workspace for a private one", dir)
 	case errors.Is(err, unix.ENOTDIR):
 		return nil, fmt.Errorf("workspace %q is not a directory", dir)
+	case errors.Is(err, unix.ELOOP):
+		real, _ := filepath.EvalSymlinks(dir)
+		return nil, fmt.Errorf("workspace %q goes through a symbolic link, which Warden does not follow: give the real path (%s)", dir, real)
 	case err != nil:
 		return nil, fmt.Errorf("opening workspace %q: %w", dir, err)
 	}
@@ -218,6 +228,7 @@ func (b *box) config() nsinit.Config {
 		Env:              buildEnv(b.spec.Env),
 		Hostname:         Hostname,
 		Workspace:        b.child.workspace != nil,
+		WorkspacePath:    b.spec.Workspace,
 		WorkspaceIsMount: b.detachedWorkspace,
 		CgroupFiles:      len(b.child.tasks),
 		DiskBytes:        l.DiskBytes,
@@ -296,13 +307,17 @@ func (b *box) drain() (*capture, *capture, *sync.WaitGroup) {
 	return out, errOut, &wg
 }
 
+// maxStatus bounds what the host reads from the init: a Status is a few
+// hundred bytes, and the host never trusts the sandbox side with more.
+const maxStatus = 64 << 10
+
 // await waits for the init's status, killing the sandbox at the deadline.
 // The status read ends at EOF if the init dies without reporting.
 func (b *box) await(ctx context.Context, proc *initProc) outcome {
 	statusc := make(chan *nsinit.Status, 1)
 	go func() {
 		var st nsinit.Status
-		if err := json.NewDecoder(b.ctlHost).Decode(&st); err != nil {
+		if err := json.NewDecoder(io.LimitReader(b.ctlHost, maxStatus)).Decode(&st); err != nil {
 			statusc <- nil
 			return
 		}

@@ -27,11 +27,13 @@ var initCaps = []uintptr{
 
 // initProc is a started init; exited delivers its state once reaped.
 type initProc struct {
-	pid    int
+	proc   *os.Process
 	exited chan *os.ProcessState
 }
 
-func (p *initProc) kill() { _ = unix.Kill(p.pid, unix.SIGKILL) }
+// kill goes through os.Process, which uses a pidfd: after the init has
+// been reaped its pid may belong to someone else.
+func (p *initProc) kill() { _ = p.proc.Kill() }
 
 // startInit clones the init into new namespaces. The clone and the wait
 // happen on one locked OS thread that lives as long as the init, because
@@ -67,7 +69,7 @@ func startInit(b *box) (*initProc, error) {
 			started <- err
 			return
 		}
-		p.pid = cmd.Process.Pid
+		p.proc = cmd.Process
 		started <- nil
 		_ = cmd.Wait()
 		p.exited <- cmd.ProcessState

@@ -58,9 +58,9 @@ func guardSignals() {
 	if os.Geteuid() != SandboxUID {
 		return
 	}
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
-		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGTTIN,
-		syscall.SIGTTOU, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGPIPE)
+	// Every catchable signal: a SIGABRT or SIGSEGV sent with kill would
+	// otherwise make the Go runtime crash the init with a stack dump.
+	signal.Notify(make(chan os.Signal, 1))
 }
 
 // start builds the sandbox, runs the program and waits for it.
@@ -69,12 +69,21 @@ func start(cfg *Config) Status {
 		return Status{Error: err.Error()}
 	}
 	path, err := lookPath(cfg.Command[0], cfg.Env)
-	if err != nil {
-		return Status{ExitCode: 127, NotFound: true, Error: err.Error()}
+	switch {
+	case errors.Is(err, errNotExecutable):
+		return Status{ExitCode: 126, StartFailed: true, Error: err.Error()}
+	case err != nil:
+		return Status{ExitCode: 127, StartFailed: true, Error: err.Error()}
 	}
 	pid, err := spawn(path, cfg)
-	if err != nil {
-		return Status{ExitCode: 126, Error: fmt.Sprintf("starting %q: %v", cfg.Command[0], err)}
+	var lock lockdownError
+	switch {
+	case errors.As(err, &lock):
+		return Status{Error: err.Error()}
+	case errors.Is(err, os.ErrNotExist):
+		return Status{ExitCode: 127, StartFailed: true, Error: fmt.Sprintf("starting %q: %v (a missing interpreter?)", cfg.Command[0], err)}
+	case err != nil:
+		return Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: %v", cfg.Command[0], err)}
 	}
 	return reap(pid)
 }
@@ -89,6 +98,7 @@ func setup(cfg *Config) error {
 		{"joining the cgroup", joinCgroup},
 		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
 		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
+		{"reopening the workspace", reopenWorkspace},
 		{"setting file identity", setFileIdentity},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"setting hostname", func(c *Config) error { return unix.Sethostname([]byte(c.Hostname)) }},
@@ -113,6 +123,36 @@ func buildRoot(cfg *Config) error {
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount,
 		UID: SandboxUID, GID: SandboxGID, Hostname: cfg.Hostname,
 	})
+}
+
+// reopenWorkspace replaces the host's workspace descriptor with the same
+// directory opened in this mount namespace, because the kernel refuses to
+// bind a directory from another one. The path is opened without following
+// any link and must lead to the very directory the host opened; a detached
+// idmapped mount needs none of this.
+func reopenWorkspace(cfg *Config) error {
+	if !cfg.Workspace || cfg.WorkspaceIsMount {
+		return nil
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, cfg.WorkspacePath, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return fmt.Errorf("opening %q: %w", cfg.WorkspacePath, err)
+	}
+	defer unix.Close(fd)
+	var mine, hosts unix.Stat_t
+	if err := unix.Fstat(fd, &mine); err != nil {
+		return err
+	}
+	if err := unix.Fstat(WorkspaceFD, &hosts); err != nil {
+		return err
+	}
+	if mine.Dev != hosts.Dev || mine.Ino != hosts.Ino {
+		return fmt.Errorf("%q changed while the sandbox started", cfg.WorkspacePath)
+	}
+	return unix.Dup3(fd, WorkspaceFD, unix.O_CLOEXEC)
 }
 
 // joinCgroup moves this thread, the one the program will be forked from,
@@ -186,10 +226,13 @@ func setRlimits(cfg *Config) error {
 		{unix.RLIMIT_FSIZE, cfg.Rlimits.FileSizeBytes},
 		{unix.RLIMIT_NOFILE, cfg.Rlimits.OpenFiles},
 		{unix.RLIMIT_NPROC, cfg.Rlimits.Processes},
-		{unix.RLIMIT_CORE, 0},
+		// 1, not 0: a core_pattern that pipes to a host helper ignores a
+		// zero limit, but the kernel reads 1 as "never dump", and a file
+		// dump needs at least a page.
+		{unix.RLIMIT_CORE, 1},
 	}
 	for _, l := range limits {
-		if l.val == 0 && l.res != unix.RLIMIT_CORE {
+		if l.val == 0 {
 			continue
 		}
 		// syscall.Setrlimit, not unix: Go remembers RLIMIT_NOFILE for its

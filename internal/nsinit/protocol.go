@@ -41,6 +41,8 @@ type Config struct {
 	Env       []string `json:"env"`
 	Hostname  string   `json:"hostname"`
 	Workspace bool     `json:"workspace"`
+	// WorkspacePath is the host path of the workspace, free of links.
+	WorkspacePath string `json:"workspace_path"`
 	// WorkspaceIsMount says the workspace descriptor is a detached,
 	// already idmapped mount rather than a directory.
 	WorkspaceIsMount bool `json:"workspace_is_mount"`
@@ -66,8 +68,12 @@ type Status struct {
 	ExitCode int `json:"exit_code"`
 	// Signal is the number of the signal that killed it, or 0.
 	Signal int `json:"signal"`
-	// NotFound is set when the command does not exist in the sandbox.
-	NotFound bool `json:"not_found,omitempty"`
-	// Error says why the sandbox could not be built; the step is named.
+	// StartFailed is set when the program could not be started (not found,
+	// not executable, a missing interpreter): a failure of the program, not
+	// of Warden. ExitCode is then 127 or 126, as a shell would say, and
+	// Error says why.
+	StartFailed bool `json:"start_failed,omitempty"`
+	// Error says why the sandbox could not be built (the step is named),
+	// or with StartFailed why the program could not start.
 	Error string `json:"error,omitempty"`
 }

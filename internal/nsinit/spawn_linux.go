@@ -25,13 +25,13 @@ var keptCaps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL}
 // everything after) and forks the program from it.
 func spawn(path string, cfg *Config) (int, error) {
 	if err := lockdown(); err != nil {
-		return 0, err
+		return 0, lockdownError{err}
 	}
 	cmd := &exec.Cmd{
 		Path:   path,
 		Args:   cfg.Command,
 		Env:    cfg.Env,
-		Dir:    "/workspace",
+		Dir:    workdir,
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
@@ -45,6 +45,12 @@ func spawn(path string, cfg *Config) (int, error) {
 	}
 	return cmd.Process.Pid, nil
 }
+
+// lockdownError is a failure to lock down, which is Warden's, unlike a
+// failure to start the program.
+type lockdownError struct{ error }
+
+func (e lockdownError) Unwrap() error { return e.error }
 
 func lockdown() error {
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
@@ -82,10 +88,20 @@ func keepOnly(caps []uintptr) error {
 	return nil
 }
 
+// errNotExecutable is a command that exists but cannot be run: exit 126,
+// as a shell would say, rather than 127 for one that does not exist.
+var errNotExecutable = errors.New("not an executable file")
+
+// workdir is the program's working directory.
+const workdir = "/workspace"
+
 // lookPath finds the command on the PATH the program will get, inside the
 // new root, so "not found" means not found in the sandbox.
 func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(workdir, name)
+		}
 		return name, checkExecutable(name)
 	}
 	path := "/usr/bin:/bin"
@@ -112,7 +128,7 @@ func checkExecutable(p string) error {
 		return err
 	}
 	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("command %q is not an executable file", p)
+		return fmt.Errorf("command %q: %w", p, errNotExecutable)
 	}
 	return nil
 }

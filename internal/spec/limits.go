@@ -1,6 +1,9 @@
 package spec
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Limits bound a sandbox's resources. A zero field means "no limit" except
 // where Default says otherwise; DefaultLimits holds the values a run gets
@@ -49,6 +52,9 @@ const (
 	MaxOpenFiles   = 1 << 20
 	MinDiskBytes   = 1 * MiB
 	MaxCPUs        = 1024
+	// MinCPUs is the smallest CPU share the kernel's CFS quota can express
+	// (1 ms per 100 ms period).
+	MinCPUs = 0.01
 )
 
 // Validate reports the first limit out of its bounds.
@@ -61,8 +67,8 @@ func (l *Limits) Validate() error {
 			FormatSize(l.MemoryBytes), FormatSize(MinMemoryBytes))
 	case l.Pids < 0 || l.Pids > MaxPids:
 		return invalid("pids %d is out of range: use 0 (none) up to %d", l.Pids, MaxPids)
-	case l.CPUs < 0 || l.CPUs > MaxCPUs:
-		return invalid("cpus %g is out of range: use 0 (none) up to %d", l.CPUs, MaxCPUs)
+	case math.IsNaN(l.CPUs) || l.CPUs < 0 || l.CPUs > MaxCPUs || (l.CPUs > 0 && l.CPUs < MinCPUs):
+		return invalid("cpus %g is out of range: use 0 (none) or %g up to %d", l.CPUs, MinCPUs, MaxCPUs)
 	case l.DiskBytes < MinDiskBytes:
 		return invalid("disk %s is too small: use at least %s", FormatSize(l.DiskBytes), FormatSize(MinDiskBytes))
 	case l.OutputBytes < 0:

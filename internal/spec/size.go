@@ -43,8 +43,13 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q is not a size: write a number with an optional unit, e.g. 256MiB", s)
 	}
 	v := f * float64(mult)
-	if v >= math.MaxInt64/2 {
+	switch {
+	case v >= math.MaxInt64/2:
 		return 0, fmt.Errorf("size %q is too large", s)
+	case v != math.Trunc(v) || (v == 0 && f != 0):
+		// "0.5" with no unit is a typo for 0.5GiB far more often than
+		// half a byte; rounding it to 0 would mean "no limit".
+		return 0, fmt.Errorf("size %q is not a whole number of bytes: add a unit, e.g. %sGiB", s, num)
 	}
 	return int64(v), nil
 }

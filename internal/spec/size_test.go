@@ -31,6 +31,9 @@ func TestParseSize(t *testing.T) {
 		{"-1M", 0, "not a size"},
 		{"1.2.3M", 0, "not a size"},
 		{"99999999TiB", 0, "too large"},
+		{"0.5", 0, "not a whole number"},
+		{"0.9b", 0, "not a whole number"},
+		{"0.5KiB", 512, ""},
 	}
 	for _, tt := range tests {
 		got, err := ParseSize(tt.in)

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ func TestValidate(t *testing.T) {
 		{"memory zero ok", func(s *Spec) { s.Limits.MemoryBytes = 0 }, ""},
 		{"negative pids", func(s *Spec) { s.Limits.Pids = -1 }, "pids"},
 		{"too many cpus", func(s *Spec) { s.Limits.CPUs = 5000 }, "cpus"},
+		{"NaN cpus", func(s *Spec) { s.Limits.CPUs = math.NaN() }, "cpus"},
+		{"too few cpus", func(s *Spec) { s.Limits.CPUs = 0.001 }, "cpus"},
 		{"disk too small", func(s *Spec) { s.Limits.DiskBytes = 10 }, "disk"},
 		{"fractional cpu time", func(s *Spec) { s.Limits.CPUTime = 1500 * time.Millisecond }, "whole seconds"},
 		{"unknown net", func(s *Spec) { s.Network.Mode = "bridge" }, "unknown"},

@@ -247,11 +247,14 @@ func TestEscapeSetIDInWorkspace(t *testing.T) {
 	requireSandbox(t)
 	ws := probeTestWorkspace(t)
 	probeIn(t, ws)
-	// A set-uid-root file the host left in the workspace: writing it from
-	// the sandbox must clear the bit, or the sandbox would choose the code
-	// of a set-uid-root binary.
+	// A set-uid file of the workspace's owner, left by the host: writing it
+	// from the sandbox must clear the bit, or the sandbox would choose the
+	// code of a set-uid binary.
 	victim := filepath.Join(ws, "victim")
 	if err := os.WriteFile(victim, []byte("data\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(victim, workspaceOwner, workspaceOwner); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(victim, 0o755|os.ModeSetuid); err != nil {

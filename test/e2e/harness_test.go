@@ -113,6 +113,26 @@ func sh(t *testing.T, script string, flags ...string) spec.Result {
 	return runJSON(t, append(flags, "--", "sh", "-c", script)...)
 }
 
+// workspaceOwner owns the host directories the tests pass as --workspace.
+// As root, Warden refuses a root-owned workspace (the sandbox writes as the
+// directory's owner), so test directories are given to this ordinary uid.
+const workspaceOwner = 4242
+
+// hostWorkspace makes dir a usable workspace: readable by everyone and,
+// as root, owned by workspaceOwner.
+func hostWorkspace(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, workspaceOwner, workspaceOwner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // requireSandbox skips or fails unless sandboxes can be built here (root).
 func requireSandbox(t *testing.T) {
 	t.Helper()

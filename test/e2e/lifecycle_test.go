@@ -245,10 +245,7 @@ func TestLifecycleLeavesNoHostTraces(t *testing.T) {
 	requireSandbox(t)
 	mountsBefore := mountLines(t)
 	tmpBefore := wardenTmpEntries(t)
-	ws := t.TempDir()
-	if err := os.Chmod(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	ws := hostWorkspace(t, t.TempDir())
 	tests := []struct {
 		name string
 		args []string

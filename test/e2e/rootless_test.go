@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -172,5 +174,40 @@ func TestRootlessDefaultLimitsRefused(t *testing.T) {
 	}
 	if !strings.Contains(msg, "warden doctor") && !strings.Contains(msg, "--memory 0") {
 		t.Errorf("stderr %q: want a pointer to `warden doctor` or --memory 0", msg)
+	}
+}
+
+// TestRootlessWorkspace checks that an ordinary user's --workspace works (a
+// plain bind, reopened inside the sandbox's own mount namespace) and that
+// the files land owned by that user.
+func TestRootlessWorkspace(t *testing.T) {
+	prefix := asNobody(t)
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	r := runRootless(t, prefix, append(rootlessFlags, "--workspace", dir, "--", "sh", "-c", "echo hi > /workspace/f && stat -c %u /workspace/f")...)
+	if r.ExitCode != 0 || r.Stdout != "1000\n" {
+		t.Fatalf("exit %d stdout %q stderr %q, want 0 and a file owned by 1000 inside", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "f"), &st); err != nil || st.Uid != 65534 {
+		t.Errorf("host file: %v, uid %d; want it owned by the invoking user 65534", err, st.Uid)
+	}
+}
+
+// TestRootlessInitSurvivesSignals is the attack of a program that shares
+// the init's uid (rootless) and signals PID 1 with everything that would
+// kill or crash a Go program: the init must survive and report the
+// program's own exit status.
+func TestRootlessInitSurvivesSignals(t *testing.T) {
+	prefix := asNobody(t)
+	script := `for s in TERM INT HUP QUIT ABRT SEGV BUS FPE ILL TRAP SYS USR1 USR2 PIPE ALRM TSTP; do kill -$s 1 || echo "kill $s failed"; done; sleep 0.2; exit 7`
+	r := runRootless(t, prefix, append(rootlessFlags, "--", "sh", "-c", script)...)
+	if r.ExitCode != 7 || r.Stdout != "" {
+		t.Errorf("exit %d stdout %q stderr %q, want the program's own exit 7 with every kill delivered", r.ExitCode, r.Stdout, r.Stderr)
 	}
 }

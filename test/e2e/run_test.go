@@ -260,10 +260,7 @@ func TestRunResultJSONFields(t *testing.T) {
 // sandbox's pool uid). The ownership part needs the idmapped workspace mount.
 func TestRunPythonPlotToWorkspace(t *testing.T) {
 	requireSandbox(t)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := hostWorkspace(t, t.TempDir())
 	var dirSt syscall.Stat_t
 	if err := syscall.Stat(dir, &dirSt); err != nil {
 		t.Fatal(err)
@@ -309,8 +306,8 @@ func TestRunWorkspaceOwnership(t *testing.T) {
 		name     string
 		uid, gid int
 	}{
-		{"owned by root", 0, 0},
 		{"owned by an ordinary user", 4242, 4343},
+		{"owned by another user", 1000, 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -334,6 +331,38 @@ func TestRunWorkspaceOwnership(t *testing.T) {
 				if int(st.Uid) != tt.uid || int(st.Gid) != tt.gid {
 					t.Errorf("%s is owned by %d:%d on the host, want the workspace owner %d:%d", name, st.Uid, st.Gid, tt.uid, tt.gid)
 				}
+			}
+		})
+	}
+}
+
+// TestRunWorkspaceRefused checks the two workspaces Warden will not mount:
+// one owned by root (as root, the sandbox would write as root on the host:
+// --workspace / would hand it the machine) and one reached through a
+// symbolic link (an earlier sandbox could have planted it to redirect the
+// next run's workspace to /etc).
+func TestRunWorkspaceRefused(t *testing.T) {
+	requireSandbox(t)
+	rootOwned := t.TempDir()
+	if err := os.Chmod(rootOwned, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(hostWorkspace(t, t.TempDir()), "out")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, dir, want string
+	}{
+		{"owned by root", rootOwned, "owned by root"},
+		{"through a symbolic link", link, "symbolic link"},
+		{"root of the host", "/", "owned by root"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := warden(t, "", "run", "--workspace", tt.dir, "--", "true")
+			if inv.code != 125 || !strings.Contains(inv.stderr, tt.want) || strings.Count(inv.stderr, "\n") != 1 {
+				t.Errorf("exit %d stderr %q, want 125 and one line containing %q", inv.code, inv.stderr, tt.want)
 			}
 		})
 	}
@@ -408,6 +437,47 @@ func TestRunOutputLimit(t *testing.T) {
 			}
 			if strings.Count(note, "\n") != 1 || !strings.Contains(note, "truncated") {
 				t.Errorf("streaming: stderr note after the output is %q, want one line saying it was truncated", note)
+			}
+		})
+	}
+}
+
+// TestRunStartFailures checks that a program that cannot start is the
+// program's failure (exit 127 or 126 with a reason), not Warden's (125).
+func TestRunStartFailures(t *testing.T) {
+	requireSandbox(t)
+	ws := hostWorkspace(t, t.TempDir())
+	scripts := map[string]string{
+		"hello.sh": "#!/bin/sh\necho hello\n",
+		"nointerp": "#!/nonexistent/interpreter\n",
+		"notexec":  "echo never\n",
+	}
+	for name, body := range scripts {
+		mode := os.FileMode(0o755)
+		if name == "notexec" {
+			mode = 0o644
+		}
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name     string
+		cmd      string
+		code     int
+		stdout   string
+		inStderr string
+	}{
+		{"relative path runs from /workspace", "./hello.sh", 0, "hello\n", ""},
+		{"missing interpreter", "./nointerp", 127, "", "nointerp"},
+		{"not executable", "./notexec", 126, "", "notexec"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runJSON(t, "--workspace", ws, "--", tt.cmd)
+			if r.Error != "" || r.ExitCode != tt.code || r.Stdout != tt.stdout || !strings.Contains(r.Stderr, tt.inStderr) {
+				t.Errorf("exit %d stdout %q stderr %q error %q, want exit %d stdout %q and stderr naming %q",
+					r.ExitCode, r.Stdout, r.Stderr, r.Error, tt.code, tt.stdout, tt.inStderr)
 			}
 		})
 	}

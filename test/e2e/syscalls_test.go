@@ -37,6 +37,9 @@ func probeWorkspace(t *testing.T) string {
 		if probeErr = os.Chmod(dir, 0o755); probeErr != nil {
 			return
 		}
+		if probeErr = os.Chown(dir, workspaceOwner, workspaceOwner); probeErr != nil {
+			return
+		}
 		var out []byte
 		if out, probeErr = goBuild(filepath.Join(dir, "probe"), "./testdata/probe", nil); probeErr != nil {
 			probeErr = &buildError{err: probeErr, out: out}
@@ -86,10 +89,7 @@ func probeTestWorkspace(t *testing.T) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return hostWorkspace(t, dir)
 }
 
 // runProbe runs `/workspace/probe ARGS...` in a sandbox with flags, the
