@@ -3,9 +3,9 @@ package native
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,39 +19,57 @@ const (
 	idPoolSize = 1 << 16
 )
 
-// hostID is one lease from the pool. The lease is an abstract unix socket
-// bound to a name derived from the id: the kernel releases it when the
-// process dies, however it dies, so a crash never leaks an id and there is
-// no state file to clean.
+// idPoolFile is where leases are taken: byte N of it, locked, is id
+// idPoolBase+N. The directory and file are root's alone, so no other user
+// can squat the pool; the locks are open-file-description locks, which the
+// kernel drops when the holder dies however it dies, so a crash never
+// leaks an id. The file stays empty.
+const idPoolFile = "/run/warden/idpool"
+
+// hostID is one lease from the pool.
 type hostID struct {
 	id   uint32
-	lock int
+	pool *os.File
 }
 
 // leaseHostID takes a free id, starting at a random slot so concurrent
 // warden processes rarely collide.
 func leaseHostID() (*hostID, error) {
+	pool, err := openPool()
+	if err != nil {
+		return nil, fmt.Errorf("leasing a host uid: %w", err)
+	}
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
+		pool.Close()
 		return nil, err
 	}
 	start := binary.LittleEndian.Uint32(b[:]) % idPoolSize
 	for i := uint32(0); i < idPoolSize; i++ {
-		id := idPoolBase + (start+i)%idPoolSize
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
+		slot := (start + i) % idPoolSize
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(slot), Len: 1}
+		err := unix.FcntlFlock(pool.Fd(), unix.F_OFD_SETLK, &lk)
+		if err == nil {
+			return &hostID{id: idPoolBase + slot, pool: pool}, nil
+		}
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+			pool.Close()
 			return nil, fmt.Errorf("leasing a host uid: %w", err)
 		}
-		name := "\x00warden/id/" + strconv.FormatUint(uint64(id), 10)
-		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: name}); err == nil {
-			return &hostID{id: id, lock: fd}, nil
-		}
-		unix.Close(fd)
 	}
+	pool.Close()
 	return nil, fmt.Errorf("leasing a host uid: all %d ids of the pool are in use", idPoolSize)
 }
 
-func (h *hostID) release() { unix.Close(h.lock) }
+func openPool() (*os.File, error) {
+	if err := os.MkdirAll("/run/warden", 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(idPoolFile, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+}
+
+// release gives the id back: closing the file description drops its lock.
+func (h *hostID) release() { h.pool.Close() }
 
 // idMapping says which host ids the sandbox user maps to. Root leases one
 // from the pool; an ordinary user can only map its own ids (the rootless
