@@ -440,3 +440,37 @@ func liveCgroup(t *testing.T, flags ...string) cgroupLimits {
 	}
 	return l
 }
+
+// TestLimitMemoryCountsSocketBuffers is the attack of a program that
+// queues data in loopback TCP connections nobody reads: kernel socket
+// buffers belong to no process, and unless the memory limit counts them
+// a 64 MiB sandbox could pin gigabytes of host memory. The program stops
+// by itself at 400 MiB or when every send would block.
+func TestLimitMemoryCountsSocketBuffers(t *testing.T) {
+	requireSandbox(t)
+	script := `
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(512)
+port = srv.getsockname()[1]
+total, conns, chunk = 0, [], b"x" * 65536
+for i in range(100):
+    c = socket.create_connection(("127.0.0.1", port)); s, _ = srv.accept()
+    c.setblocking(False); conns.append((c, s))
+    while total < 400 << 20:
+        try:
+            total += c.send(chunk)
+        except OSError:
+            break
+    if total >= 400 << 20:
+        break
+print(total >> 20)
+`
+	r := runJSON(t, "--memory", "64MiB", "--timeout", "30s", "--", "python3", "-c", script)
+	queued, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+	if r.Error != "" || err != nil {
+		t.Fatalf("exit %d stdout %q stderr %q error %q", r.ExitCode, r.Stdout, r.Stderr, r.Error)
+	}
+	if queued > 128 {
+		t.Errorf("a --memory 64MiB sandbox queued %d MiB in socket buffers, want at most about the limit", queued)
+	}
+}
