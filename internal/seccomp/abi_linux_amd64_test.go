@@ -28,6 +28,11 @@ func TestABIConstants(t *testing.T) {
 		{"AF_INET6", afInet6, unix.AF_INET6},
 		{"AF_NETLINK", afNetlink, unix.AF_NETLINK},
 		{"NETLINK_ROUTE", netlinkRoute, unix.NETLINK_ROUTE},
+		{"IPPROTO_IP", ipprotoIP, unix.IPPROTO_IP},
+		{"IPPROTO_ICMP", ipprotoICMP, unix.IPPROTO_ICMP},
+		{"IPPROTO_TCP", ipprotoTCP, unix.IPPROTO_TCP},
+		{"IPPROTO_UDP", ipprotoUDP, unix.IPPROTO_UDP},
+		{"IPPROTO_ICMPV6", ipprotoICMPv6, unix.IPPROTO_ICMPV6},
 		{"S_ISUID|S_ISGID", setIDBits, unix.S_ISUID | unix.S_ISGID},
 		{"namespace clone flags", cloneNamespaceFlags, unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 			unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET},

@@ -177,7 +177,6 @@ var allowlist = []string{
 	"pread64",
 	"preadv",
 	"preadv2",
-	"prlimit64",
 	"process_mrelease",
 	"pselect6",
 	"pwrite64",

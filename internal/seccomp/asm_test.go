@@ -90,3 +90,26 @@ func TestAsmErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestFieldName checks the names the generated program's comments give
+// the words of struct seccomp_data, including an argument's high word,
+// which only pointer tests load.
+func TestFieldName(t *testing.T) {
+	tests := []struct {
+		off  uint32
+		want string
+	}{
+		{offNr, "nr"},
+		{offArch, "arch"},
+		{argLow(0), "args[0]"},
+		{argLow(2), "args[2]"},
+		{argHigh(2), "args[2] >> 32"},
+		{argHigh(5), "args[5] >> 32"},
+		{8, "seccomp_data[8]"}, // instruction_pointer
+	}
+	for _, tt := range tests {
+		if got := fieldName(tt.off); got != tt.want {
+			t.Errorf("fieldName(%d) = %q, want %q", tt.off, got, tt.want)
+		}
+	}
+}

@@ -133,6 +133,8 @@ func fieldName(off uint32) string {
 		return "arch"
 	case off >= offArgs && (off-offArgs)%8 == 0:
 		return fmt.Sprintf("args[%d]", (off-offArgs)/8)
+	case off >= offArgs && (off-offArgs)%8 == 4:
+		return fmt.Sprintf("args[%d] >> 32", (off-offArgs)/8)
 	}
 	return fmt.Sprintf("seccomp_data[%d]", off)
 }

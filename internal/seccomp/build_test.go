@@ -43,6 +43,12 @@ const allowChunk = 128
 // check and still be TIOCSTI to the kernel.
 func argLow(i uint32) uint32 { return offArgs + 8*i }
 
+// argHigh returns the offset of the high 32 bits of syscall argument i.
+// Only a test on a pointer reads it: the kernel uses all 64 bits of a
+// pointer, so a NULL test on the low word alone would take 0x100000000 for
+// NULL.
+func argHigh(i uint32) uint32 { return argLow(i) + 4 }
+
 // build assembles the whole filter from the policy. It is the source of
 // truth for the program Warden installs: TestGenerateProgram writes its
 // output to zprogram_linux.go and TestProgramUpToDate fails while that file
@@ -92,6 +98,8 @@ func buildAsm() (*asm, error) {
 	cloneRules(&a, nr)
 	ioctlRule(&a, nr)
 	socketRule(&a, nr)
+	prlimitRule(&a, nr)
+	personalityRule(&a, nr)
 	allowRules(&a, nr)
 	// Default: anything not allowed above, including every name in denied,
 	// fails with EPERM, which programs treat as an ordinary refusal.
@@ -220,26 +228,86 @@ func ioctlRule(a *asm, nr map[string]uint32) {
 	a.label("ioctl.next")
 }
 
-// socketRule allows socket and socketpair for AF_UNIX, AF_INET and AF_INET6,
-// and AF_NETLINK only with NETLINK_ROUTE. Every other family (AF_PACKET,
-// AF_ALG, AF_VSOCK, ...) is rarely needed and is where socket-layer kernel
-// bugs keep turning up. Domain and protocol are ints: low words only.
+// socketRule allows socket and socketpair for AF_UNIX with any protocol
+// (the kernel accepts only 0), AF_INET and AF_INET6 with the protocols in
+// inetProtocols, which keeps unprivileged callers from making the kernel
+// load protocol modules, and AF_NETLINK only with NETLINK_ROUTE. Every
+// other family (AF_PACKET, AF_ALG, AF_VSOCK, ...) is rarely needed and is
+// where socket-layer kernel bugs keep turning up. Domain and protocol are
+// ints: low words only.
 func socketRule(a *asm, nr map[string]uint32) {
 	a.jump("nr == socket", bpf.JumpEqual, nr["socket"], "socket", "")
 	a.jump("nr == socketpair", bpf.JumpEqual, nr["socketpair"], "", "socket.next")
 	a.label("socket")
 	a.load(argLow(0)) // domain
 	a.jump("args[0] == AF_UNIX", bpf.JumpEqual, afUnix, "socket.allow", "")
-	a.jump("args[0] == AF_INET", bpf.JumpEqual, afInet, "socket.allow", "")
-	a.jump("args[0] == AF_INET6", bpf.JumpEqual, afInet6, "socket.allow", "")
+	a.jump("args[0] == AF_INET", bpf.JumpEqual, afInet, "socket.inet", "")
+	a.jump("args[0] == AF_INET6", bpf.JumpEqual, afInet6, "socket.inet", "")
 	a.jump("args[0] == AF_NETLINK", bpf.JumpEqual, afNetlink, "", "socket.deny")
 	a.load(argLow(2)) // protocol
 	a.jump("args[2] == NETLINK_ROUTE", bpf.JumpEqual, netlinkRoute, "socket.allow", "socket.deny")
+	a.label("socket.inet")
+	a.load(argLow(2)) // protocol
+	for i, p := range inetProtocols {
+		jf := ""
+		if i == len(inetProtocols)-1 {
+			jf = "socket.deny"
+		}
+		a.jump("args[2] == "+p.name, bpf.JumpEqual, p.val, "socket.allow", jf)
+	}
 	a.label("socket.allow")
 	a.ret(retAllow)
 	a.label("socket.deny")
 	a.ret(retErrno | eperm)
 	a.label("socket.next")
+}
+
+// prlimitRule refuses prlimit64 calls that would change another process's
+// resource limits: pid (a pid_t, so its low word) not 0 and new_limit (a
+// pointer, so both words) not NULL. In rootless mode the program shares its
+// uid with the sandbox's init, PID 1, which the kernel's own check
+// (same uid, or CAP_SYS_RESOURCE) would then let it cripple, say by
+// lowering RLIMIT_NOFILE or RLIMIT_NPROC under it.
+//
+// prlimit64(0, ...), which glibc's getrlimit and setrlimit and Go's
+// syscall package use, stays allowed, and so does reading any process's
+// limits (new_limit NULL), which the kernel checks as it would without the
+// filter. A process that names itself by its pid to change its own limits
+// is refused too, since the filter cannot know the caller's pid; nothing
+// common does that, and the same call with pid 0 works.
+func prlimitRule(a *asm, nr map[string]uint32) {
+	a.jump("nr == prlimit64", bpf.JumpEqual, nr["prlimit64"], "", "prlimit.next")
+	a.load(argLow(0)) // pid
+	a.jump("args[0] == 0", bpf.JumpEqual, 0, "prlimit.allow", "")
+	a.load(argLow(2)) // new_limit
+	a.jump("args[2] == 0", bpf.JumpEqual, 0, "", "prlimit.deny")
+	a.load(argHigh(2))
+	a.jump("args[2] >> 32 == 0", bpf.JumpEqual, 0, "prlimit.allow", "prlimit.deny")
+	a.label("prlimit.allow")
+	a.ret(retAllow)
+	a.label("prlimit.deny")
+	a.ret(retErrno | eperm)
+	a.label("prlimit.next")
+}
+
+// personalityRule allows personality only for the values in personas,
+// Docker's: the query and the personas that change what uname reports.
+// Refusing every call broke programs that merely query their persona.
+func personalityRule(a *asm, nr map[string]uint32) {
+	a.jump("nr == personality", bpf.JumpEqual, nr["personality"], "", "personality.next")
+	a.load(argLow(0)) // persona
+	for i, p := range personas {
+		jf := ""
+		if i == len(personas)-1 {
+			jf = "personality.deny"
+		}
+		a.jump("args[0] == "+p.name, bpf.JumpEqual, p.val, "personality.allow", jf)
+	}
+	a.label("personality.allow")
+	a.ret(retAllow)
+	a.label("personality.deny")
+	a.ret(retErrno | eperm)
+	a.label("personality.next")
 }
 
 // allowRules allows every syscall in allowlist unconditionally, in number

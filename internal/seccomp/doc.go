@@ -8,9 +8,12 @@
 // userfaultfd, keyrings, mounts, namespaces, ptrace, ...) are refused, and a
 // few syscalls are allowed only for argument values a sandboxed program needs
 // (clone without namespace flags, ioctl without terminal injection, sockets
-// of the ordinary families, file modes without set-user-ID or set-group-ID,
-// which would otherwise outlive the sandbox as set-id binaries in host
-// directories it writes to). Anything not allowed fails with EPERM, which
+// of the ordinary families and, for IP, the ordinary protocols, so that no
+// call makes the kernel load a protocol module, personality only for
+// Docker's personas, prlimit64 without changing another process's limits,
+// file modes without set-user-ID or set-group-ID, which would otherwise
+// outlive the sandbox as set-id binaries in host directories it writes to).
+// Anything not allowed fails with EPERM, which
 // programs handle as "not permitted" rather than crashing; calls from another
 // ABI (i386 via int 0x80, x32) kill the process, because nothing in the
 // sandbox legitimately uses them and they are the classic way around a

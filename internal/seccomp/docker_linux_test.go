@@ -150,3 +150,31 @@ func TestDeniedNotAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestPersonasMatchDocker checks personas against the personality rules of
+// Docker's profile: Warden allows exactly Docker's values, each of which
+// Docker expresses as one "argument 0 equals" test.
+func TestPersonasMatchDocker(t *testing.T) {
+	var docker []uint64
+	for _, rule := range moby.DefaultProfile().Syscalls {
+		if !appliesToNoCapsAMD64(rule) || rule.Action != specs.ActAllow {
+			continue
+		}
+		if rule.Name != "personality" && !slices.Contains(rule.Names, "personality") {
+			continue
+		}
+		if len(rule.Args) != 1 || rule.Args[0].Index != 0 || rule.Args[0].Op != specs.OpEqualTo {
+			t.Fatalf("Docker allows personality with arguments %+v, not one test of argument 0 for equality: review personas and this test", rule.Args)
+		}
+		docker = append(docker, rule.Args[0].Value)
+	}
+	var ours []uint64
+	for _, p := range personas {
+		ours = append(ours, uint64(p.val))
+	}
+	slices.Sort(docker)
+	slices.Sort(ours)
+	if !slices.Equal(ours, docker) {
+		t.Errorf("personas = %#x, want Docker's %#x", ours, docker)
+	}
+}

@@ -67,7 +67,8 @@ func programSource(prog []unix.SockFilter, listing []string) ([]byte, error) {
 // allowlist_test.go; TestProgramUpToDate fails while the two differ. Each
 // comment gives the instruction's index and what it does: A is the
 // accumulator, nr and arch are fields of struct seccomp_data, args[i] is the
-// low 32 bits of syscall argument i (the only half the rules read).
+// low 32 bits of syscall argument i (the half the kernel reads of an int)
+// and args[i] >> 32 its high 32 bits (read only to test a pointer).
 `)
 	b.WriteString("var program = [...]unix.SockFilter{\n")
 	for i, ins := range prog {

@@ -119,6 +119,8 @@ var ruled = []string{
 	"open",
 	"openat",
 	"openat2",
+	"personality",
+	"prlimit64",
 	"socket",
 	"socketpair",
 }
@@ -170,7 +172,79 @@ const (
 	// ...) reach host-wide kernel subsystems.
 	netlinkRoute = 0
 
+	// Protocols of AF_INET and AF_INET6 sockets, see inetProtocols.
+	ipprotoIP     = 0  // IPPROTO_IP: the type's default, TCP or UDP
+	ipprotoICMP   = 1  // IPPROTO_ICMP: ICMP echo ("ping") sockets
+	ipprotoTCP    = 6  // IPPROTO_TCP
+	ipprotoUDP    = 17 // IPPROTO_UDP
+	ipprotoICMPv6 = 58 // IPPROTO_ICMPV6: ICMPv6 echo sockets
+
+	// Personas, see personas. x/sys/unix does not define them; the values
+	// are include/uapi/linux/personality.h's, and TestPersonasMatchDocker
+	// checks the set against Docker's profile.
+	perLinux     = 0x0000000  // PER_LINUX: the default persona
+	perLinux32   = 0x0000008  // PER_LINUX32: uname reports a 32-bit machine
+	uname26      = 0x0020000  // UNAME26: uname reports a 2.6.x kernel release
+	personaQuery = 0xFFFFFFFF // not a persona: reads the current one, changes nothing
+
 	// setIDBits is S_ISUID|S_ISGID (04000|02000). A file carrying either
 	// runs with its owner's or group's identity, whoever executes it.
 	setIDBits = 0o6000
 )
+
+// inetProtocols lists the protocols socket and socketpair accept for AF_INET
+// and AF_INET6, busiest first, since socketRule tests them in this order.
+//
+// Naming a protocol the kernel has not registered makes it load the module
+// that provides it (the alias net-pf-2-proto-132 for SCTP over IPv4), on
+// behalf of an unprivileged caller, on any host that ships one. SCTP, DCCP,
+// L2TP and the like are large, rarely exercised, and a recurring source of
+// kernel privilege escalations that become reachable this way; nothing a
+// sandboxed program runs needs them.
+//
+// Left out on purpose, each failing with EPERM:
+//   - IPPROTO_UDPLITE (136): deprecated by the kernel, which warns on first
+//     use and means to remove it; next to nothing uses it.
+//   - IPPROTO_MPTCP (262): built in rather than a module, but a young,
+//     complex subsystem with a steady run of memory-safety fixes. Go 1.24+
+//     listeners try it by default and fall back to plain TCP on any error,
+//     so refusing it costs a Go server one failed socket call per listener.
+//   - SOCK_RAW protocols such as IPPROTO_RAW (255): raw sockets need
+//     CAP_NET_RAW, which the sandbox lacks, so the kernel refuses them
+//     anyway; the filter only refuses them first.
+//
+// The list is shared by both families, so AF_INET also accepts
+// IPPROTO_ICMPV6 and AF_INET6 IPPROTO_ICMP: no module provides either
+// pairing, so the kernel answers EPROTONOSUPPORT, and one list keeps the
+// rule short.
+var inetProtocols = []struct {
+	name string
+	val  uint32
+}{
+	{"IPPROTO_IP", ipprotoIP},     // socket(AF_INET, SOCK_STREAM, 0), what most callers write
+	{"IPPROTO_TCP", ipprotoTCP},   // the same, spelled out
+	{"IPPROTO_UDP", ipprotoUDP},   // the same for datagrams
+	{"IPPROTO_ICMP", ipprotoICMP}, // unprivileged ping, where net.ipv4.ping_group_range admits the caller
+	{"IPPROTO_ICMPV6", ipprotoICMPv6},
+}
+
+// personas lists the values personality accepts: exactly those Docker's
+// default profile allows (TestPersonasMatchDocker), the query first as the
+// commonest call. PER_LINUX32 and UNAME26 only change what uname reports
+// (setarch i686, linux32, and old build scripts that expect a 2.6 kernel).
+// The other flags mostly change how the kernel maps the next exec'd
+// program, and several weaken it: READ_IMPLIES_EXEC makes all readable
+// memory executable, ADDR_NO_RANDOMIZE turns off ASLR, MMAP_PAGE_ZERO maps
+// page zero, the trick behind CVE-2009-1895's null-dereference exploits.
+// personality's argument is an unsigned int, so only the low word is
+// compared.
+var personas = []struct {
+	name string
+	val  uint32
+}{
+	{"0xffffffff (query)", personaQuery},
+	{"PER_LINUX", perLinux},
+	{"PER_LINUX32", perLinux32},
+	{"UNAME26", uname26},
+	{"PER_LINUX32|UNAME26", perLinux32 | uname26},
+}

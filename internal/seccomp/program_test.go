@@ -116,6 +116,23 @@ func TestFilter(t *testing.T) {
 		sockStream   = 1
 		sockRaw      = 3
 		netlinkAudit = 9
+		sockDgram    = 2
+		sockSeqpack  = 5
+
+		ipprotoSCTP    = 132
+		ipprotoDCCP    = 33
+		ipprotoL2TP    = 115
+		ipprotoUDPLite = 136
+		ipprotoMPTCP   = 262
+		ipprotoRaw     = 255
+
+		addrNoRandomize = 0x0040000 // ADDR_NO_RANDOMIZE (setarch -R)
+		readImpliesExec = 0x0400000 // READ_IMPLIES_EXEC
+		mmapPageZero    = 0x0100000 // MMAP_PAGE_ZERO
+
+		rlimitNofile = 7
+		ptr          = 0x00007FFD_12345678 // a user stack address
+		ptrHighOnly  = 0x00000001_00000000 // not NULL, though its low word is
 
 		atFDCWD    = 0xFFFFFF9C // AT_FDCWD (-100) as the kernel's int
 		oWronly    = 0o1
@@ -160,7 +177,6 @@ func TestFilter(t *testing.T) {
 		{name: "add_key", sys: "add_key", want: deny},
 		{name: "kexec_load", sys: "kexec_load", want: deny},
 		{name: "init_module", sys: "init_module", want: deny},
-		{name: "personality (not needed, not allowed)", sys: "personality", want: deny},
 		{name: "unknown syscall 999", nr: 999, want: deny},
 
 		{name: "clone SIGCHLD (fork)", sys: "clone", args: []uint64{sigchld}, want: allow},
@@ -197,6 +213,53 @@ func TestFilter(t *testing.T) {
 		{name: "socket AF_BLUETOOTH", sys: "socket", args: []uint64{afBluetooth, sockRaw, 0}, want: deny},
 		{name: "socketpair AF_UNIX", sys: "socketpair", args: []uint64{afUnix, sockStream, 0}, want: allow},
 		{name: "socketpair AF_PACKET", sys: "socketpair", args: []uint64{afPacket, sockRaw, 0}, want: deny},
+		{name: "socket AF_INET IPPROTO_TCP", sys: "socket", args: []uint64{afInet, sockStream, ipprotoTCP}, want: allow},
+		{name: "socket AF_INET IPPROTO_UDP", sys: "socket", args: []uint64{afInet, sockDgram, ipprotoUDP}, want: allow},
+		{name: "socket AF_INET IPPROTO_ICMP (ping)", sys: "socket", args: []uint64{afInet, sockDgram, ipprotoICMP}, want: allow},
+		{name: "socket AF_INET6 IPPROTO_ICMPV6 (ping)", sys: "socket", args: []uint64{afInet6, sockDgram, ipprotoICMPv6}, want: allow},
+		{name: "socket AF_INET6 IPPROTO_TCP with high bits", sys: "socket", args: []uint64{afInet6, sockStream, high | ipprotoTCP}, want: allow},
+		{name: "socket AF_INET IPPROTO_SCTP", sys: "socket", args: []uint64{afInet, sockStream, ipprotoSCTP}, want: deny},
+		{name: "socket AF_INET6 IPPROTO_SCTP seqpacket", sys: "socket", args: []uint64{afInet6, sockSeqpack, ipprotoSCTP}, want: deny},
+		{name: "socket AF_INET IPPROTO_DCCP", sys: "socket", args: []uint64{afInet, 6, ipprotoDCCP}, want: deny},
+		{name: "socket AF_INET IPPROTO_L2TP", sys: "socket", args: []uint64{afInet, sockDgram, ipprotoL2TP}, want: deny},
+		{name: "socket AF_INET IPPROTO_UDPLITE", sys: "socket", args: []uint64{afInet, sockDgram, ipprotoUDPLite}, want: deny},
+		{name: "socket AF_INET IPPROTO_MPTCP", sys: "socket", args: []uint64{afInet, sockStream, ipprotoMPTCP}, want: deny},
+		{name: "socket AF_INET SOCK_RAW IPPROTO_RAW", sys: "socket", args: []uint64{afInet, sockRaw, ipprotoRaw}, want: deny},
+		{name: "socket AF_INET IPPROTO_SCTP with high bits", sys: "socket", args: []uint64{afInet, sockStream, high | ipprotoSCTP}, want: deny},
+		{name: "socket AF_INET IPPROTO_TCP in high word only is IPPROTO_IP", sys: "socket", args: []uint64{afInet, sockStream, ipprotoTCP << 32}, want: allow},
+		{name: "socket AF_INET SCTP number in type, not protocol", sys: "socket", args: []uint64{afInet, ipprotoSCTP, 0}, want: allow},
+		{name: "socket AF_UNIX protocol 132 (kernel refuses it)", sys: "socket", args: []uint64{afUnix, sockStream, ipprotoSCTP}, want: allow},
+		{name: "socketpair AF_INET IPPROTO_SCTP", sys: "socketpair", args: []uint64{afInet, sockStream, ipprotoSCTP}, want: deny},
+		{name: "socketpair AF_INET6 IPPROTO_TCP", sys: "socketpair", args: []uint64{afInet6, sockStream, ipprotoTCP}, want: allow},
+
+		{name: "personality query", sys: "personality", args: []uint64{personaQuery}, want: allow},
+		{name: "personality query, 64-bit -1", sys: "personality", args: []uint64{0xFFFFFFFF_FFFFFFFF}, want: allow},
+		{name: "personality PER_LINUX", sys: "personality", args: []uint64{perLinux}, want: allow},
+		{name: "personality PER_LINUX32", sys: "personality", args: []uint64{perLinux32}, want: allow},
+		{name: "personality UNAME26", sys: "personality", args: []uint64{uname26}, want: allow},
+		{name: "personality PER_LINUX32|UNAME26", sys: "personality", args: []uint64{perLinux32 | uname26}, want: allow},
+		{name: "personality PER_LINUX32 with high bits", sys: "personality", args: []uint64{high | perLinux32}, want: allow},
+		{name: "personality ADDR_NO_RANDOMIZE", sys: "personality", args: []uint64{addrNoRandomize}, want: deny},
+		{name: "personality READ_IMPLIES_EXEC", sys: "personality", args: []uint64{readImpliesExec}, want: deny},
+		{name: "personality MMAP_PAGE_ZERO", sys: "personality", args: []uint64{mmapPageZero}, want: deny},
+		{name: "personality PER_LINUX32|ADDR_NO_RANDOMIZE", sys: "personality", args: []uint64{perLinux32 | addrNoRandomize}, want: deny},
+		{name: "personality ADDR_NO_RANDOMIZE with high bits", sys: "personality", args: []uint64{high | addrNoRandomize}, want: deny},
+		{name: "personality 0xfffffffe", sys: "personality", args: []uint64{0xFFFFFFFE}, want: deny},
+
+		{name: "prlimit64 self get", sys: "prlimit64", args: []uint64{0, rlimitNofile, 0, ptr}, want: allow},
+		{name: "prlimit64 self set", sys: "prlimit64", args: []uint64{0, rlimitNofile, ptr, 0}, want: allow},
+		{name: "prlimit64 self set and get", sys: "prlimit64", args: []uint64{0, rlimitNofile, ptr, ptr}, want: allow},
+		{name: "prlimit64 pid 1 get", sys: "prlimit64", args: []uint64{1, rlimitNofile, 0, ptr}, want: allow},
+		{name: "prlimit64 pid 1 set", sys: "prlimit64", args: []uint64{1, rlimitNofile, ptr, 0}, want: deny},
+		{name: "prlimit64 pid 1 set and get", sys: "prlimit64", args: []uint64{1, rlimitNofile, ptr, ptr}, want: deny},
+		{name: "prlimit64 pid 1 set, pointer's low word 0", sys: "prlimit64", args: []uint64{1, rlimitNofile, ptrHighOnly, 0}, want: deny},
+		{name: "prlimit64 pid 1 set, pointer's high word 0", sys: "prlimit64", args: []uint64{1, rlimitNofile, 0x12345678, 0}, want: deny},
+		{name: "prlimit64 pid 0 with high bits is self", sys: "prlimit64", args: []uint64{high, rlimitNofile, ptr, 0}, want: allow},
+		{name: "prlimit64 pid 1 with high bits", sys: "prlimit64", args: []uint64{high | 1, rlimitNofile, ptr, 0}, want: deny},
+		{name: "prlimit64 pid -1", sys: "prlimit64", args: []uint64{0xFFFFFFFF, rlimitNofile, ptr, 0}, want: deny},
+		{name: "prlimit64 pid 1 in resource, not pid", sys: "prlimit64", args: []uint64{0, 1, ptr, 0}, want: allow},
+		{name: "prlimit64 pid 1, pointer in old only", sys: "prlimit64", args: []uint64{1, rlimitNofile, 0, ptrHighOnly}, want: allow},
+		{name: "setrlimit is not prlimit64", sys: "setrlimit", args: []uint64{rlimitNofile, ptr}, want: allow},
 
 		{name: "openat O_RDONLY", sys: "openat", args: []uint64{atFDCWD, 0, 0, 0}, want: allow},
 		{name: "openat O_CREAT 0644", sys: "openat", args: []uint64{atFDCWD, 0, oCreat | oWronly, 0o644}, want: allow},
@@ -312,6 +375,134 @@ func TestFilterEveryModeRule(t *testing.T) {
 	}
 }
 
+// TestFilterEverySocketProtocol walks protocol numbers 0 to 1023 and a few
+// odd ones, for socket and socketpair, for each family socketRule lets
+// through, with and without garbage in the high word: AF_INET and AF_INET6
+// must accept exactly inetProtocols, AF_UNIX any protocol (the kernel
+// itself refuses all but 0) and AF_NETLINK only NETLINK_ROUTE.
+func TestFilterEverySocketProtocol(t *testing.T) {
+	inet := map[uint32]bool{}
+	for _, p := range inetProtocols {
+		inet[p.val] = true
+	}
+	families := []struct {
+		name    string
+		family  uint32
+		allowed func(proto uint32) bool
+	}{
+		{"AF_INET", afInet, func(p uint32) bool { return inet[p] }},
+		{"AF_INET6", afInet6, func(p uint32) bool { return inet[p] }},
+		{"AF_UNIX", afUnix, func(uint32) bool { return true }},
+		{"AF_NETLINK", afNetlink, func(p uint32) bool { return p == netlinkRoute }},
+	}
+	protos := []uint32{0xFFFFFFFF, 0x80000000, 1<<16 | ipprotoTCP, 1<<8 | ipprotoTCP}
+	for p := range uint32(1024) {
+		protos = append(protos, p)
+	}
+	vm := newVM(t)
+	for _, call := range []string{"socket", "socketpair"} {
+		for _, f := range families {
+			for _, proto := range protos {
+				want := uint32(deny)
+				if f.allowed(proto) {
+					want = allow
+				}
+				for _, high := range []uint64{0, 0xFFFFFFFF_00000000} {
+					args := []uint64{uint64(f.family), 1, high | uint64(proto)}
+					if got := run(t, vm, seccompData(auditArchX86_64, sys(t, call), args...)); got != want {
+						t.Errorf("filter(%s(%s, 1, %#x)) = %s, want %s", call, f.name, args[2], actionName(got), actionName(want))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFilterEveryPersona checks personality around every value in personas:
+// each allowed value, its complement, and every value one bit away from it
+// (which covers every single flag alone, next to PER_LINUX), with and
+// without garbage in the high word. Exactly the values in personas pass.
+func TestFilterEveryPersona(t *testing.T) {
+	allowed := map[uint32]bool{}
+	var values []uint32
+	for _, p := range personas {
+		allowed[p.val] = true
+		values = append(values, p.val, ^p.val)
+		for bit := range 32 {
+			values = append(values, p.val^1<<bit)
+		}
+	}
+	vm := newVM(t)
+	for _, v := range values {
+		want := uint32(deny)
+		if allowed[v] {
+			want = allow
+		}
+		for _, high := range []uint64{0, 1 << 32, 0xFFFFFFFF_00000000} {
+			arg := high | uint64(v)
+			if got := run(t, vm, seccompData(auditArchX86_64, sys(t, "personality"), arg)); got != want {
+				t.Errorf("filter(personality(%#x)) = %s, want %s", arg, actionName(got), actionName(want))
+			}
+		}
+	}
+}
+
+// TestFilterEveryPrlimit checks prlimit64 over combinations of pid,
+// new_limit and old_limit: refused exactly when the pid's low word is not 0
+// (another process, as the kernel reads a pid_t) and new_limit, all 64 bits
+// of it, is not NULL.
+func TestFilterEveryPrlimit(t *testing.T) {
+	pids := []uint64{0, 1, 2, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 32, 0xFFFFFFFF_00000000, 1<<32 | 1}
+	news := []uint64{0, 1, 0x12345678, 0x00007FFD_12345678, 1 << 32, 1 << 63, 0xFFFFFFFF_FFFFFFFF}
+	olds := []uint64{0, 0x00007FFD_12345678, 1 << 32}
+	vm := newVM(t)
+	for _, pid := range pids {
+		for _, newLim := range news {
+			for _, old := range olds {
+				want := uint32(allow)
+				if uint32(pid) != 0 && newLim != 0 {
+					want = deny
+				}
+				args := []uint64{pid, 7 /* RLIMIT_NOFILE */, newLim, old}
+				if got := run(t, vm, seccompData(auditArchX86_64, sys(t, "prlimit64"), args...)); got != want {
+					t.Errorf("filter(prlimit64(%#x, 7, %#x, %#x)) = %s, want %s", pid, newLim, old, actionName(got), actionName(want))
+				}
+			}
+		}
+	}
+}
+
+// TestUnruledSyscallsReadNoArguments checks the property the rule order
+// relies on: every syscall without an argument rule is answered from its
+// number alone, never after loading an argument, so the kernel's
+// per-syscall action cache (which gives up on any path that reads an
+// argument) covers it wherever its check sits. It walks every x86_64
+// syscall and a range of unassigned numbers, with every argument bit set.
+func TestUnruledSyscallsReadNoArguments(t *testing.T) {
+	prog, err := build()
+	if err != nil {
+		t.Fatalf("build() error: %v", err)
+	}
+	check := func(name string, nr uint32) {
+		t.Helper()
+		const ones = 0xFFFFFFFF_FFFFFFFF
+		data := seccompData(auditArchX86_64, nr, ones, ones, ones, ones, ones, ones)
+		if _, action, readArgs := trace(t, prog, data); readArgs {
+			t.Errorf("filter(%s) read an argument before answering %s; want an answer from the number alone", name, actionName(action))
+		}
+	}
+	for nr, name := range arch.X86_64.SyscallNumbers {
+		if !slices.Contains(ruled, name) {
+			check(name, uint32(nr))
+		}
+	}
+	for nr := range uint32(1024) {
+		if _, ok := arch.X86_64.SyscallNumbers[int(nr)]; !ok {
+			check(fmt.Sprintf("unassigned nr %d", nr), nr)
+		}
+	}
+}
+
 // TestModeArgsMatchRuled checks that modeArgs names each syscall once and
 // that every one is in ruled, as build requires.
 func TestModeArgsMatchRuled(t *testing.T) {
@@ -350,7 +541,7 @@ func TestOpenatFastPath(t *testing.T) {
 	}
 	vm := newVM(t)
 	for _, tt := range tests {
-		steps, action := trace(t, prog, tt.data)
+		steps, action, _ := trace(t, prog, tt.data)
 		if vmAction := run(t, vm, tt.data); action != vmAction {
 			t.Fatalf("%s: trace answers %s, the BPF VM %s", tt.name, actionName(action), actionName(vmAction))
 		}
@@ -361,10 +552,11 @@ func TestOpenatFastPath(t *testing.T) {
 	}
 }
 
-// trace runs prog on kernel-layout data and counts the instructions it
-// executes, which x/net/bpf's VM does not report. It knows only the
-// instructions asm emits and fails the test on any other.
-func trace(t *testing.T, prog []bpf.Instruction, data []byte) (steps int, action uint32) {
+// trace runs prog on kernel-layout data, counts the instructions it
+// executes, which x/net/bpf's VM does not report, and says whether it
+// loaded any word of a syscall argument. It knows only the instructions
+// asm emits and fails the test on any other.
+func trace(t *testing.T, prog []bpf.Instruction, data []byte) (steps int, action uint32, readArgs bool) {
 	t.Helper()
 	var acc uint32
 	for pc := 0; pc < len(prog); pc++ {
@@ -372,6 +564,7 @@ func trace(t *testing.T, prog []bpf.Instruction, data []byte) (steps int, action
 		switch ins := prog[pc].(type) {
 		case bpf.LoadAbsolute:
 			acc = binary.LittleEndian.Uint32(data[ins.Off:])
+			readArgs = readArgs || ins.Off >= offArgs
 		case bpf.JumpIf:
 			if jumpTaken(t, ins, acc) {
 				pc += int(ins.SkipTrue)
@@ -379,13 +572,13 @@ func trace(t *testing.T, prog []bpf.Instruction, data []byte) (steps int, action
 				pc += int(ins.SkipFalse)
 			}
 		case bpf.RetConstant:
-			return steps, ins.Val
+			return steps, ins.Val, readArgs
 		default:
 			t.Fatalf("trace: unsupported instruction %d: %#v", pc, ins)
 		}
 	}
 	t.Fatalf("trace: ran off the end of the program")
-	return 0, 0
+	return 0, 0, false
 }
 
 // jumpTaken evaluates the conditions asm's callers use.
@@ -432,6 +625,7 @@ func TestSyscallTable(t *testing.T) {
 		{"clone3", 435}, {"close_range", 436},
 		{"open", 2}, {"chmod", 90}, {"fchmod", 91}, {"creat", 85}, {"mknod", 133}, {"modify_ldt", 154},
 		{"openat", 257}, {"mknodat", 259}, {"fchmodat", 268}, {"openat2", 437}, {"fchmodat2", 452},
+		{"personality", 135}, {"prlimit64", 302},
 	}
 	for _, tt := range tests {
 		if got := sys(t, tt.name); got != tt.want {

@@ -87,6 +87,18 @@ func TestInstallOnThread(t *testing.T) {
 		"mknodat(S_IFREG|04644)":            "EPERM",
 		"openat2":                           "ENOSYS",
 		"modify_ldt":                        "EPERM",
+		"socket(AF_INET, IPPROTO_TCP)":      "ok",
+		"socket(AF_INET, IPPROTO_SCTP)":     "EPERM",
+		"socket(AF_INET6, IPPROTO_UDPLITE)": "EPERM",
+		"socketpair(AF_INET, IPPROTO_SCTP)": "EPERM",
+		"personality(query)":                "ok",
+		"personality(PER_LINUX32)":          "ok",
+		"personality(ADDR_NO_RANDOMIZE)":    "EPERM",
+		"prlimit64(0, set)":                 "ok",
+		"prlimit64(getpid(), get)":          "ok",
+		"prlimit64(getpid(), set)":          "EPERM",
+		"prlimit64(getppid(), set)":         "EPERM",
+		"prlimit64(getppid(), set 1<<63)":   "EPERM",
 		"exec":                              "ok",
 		"child.seccomp":                     "2",
 		"child.unshare(CLONE_NEWUSER)":      "EPERM",
@@ -185,6 +197,9 @@ func probe() {
 	report("bpf", rawSys(unix.SYS_BPF, invalidFD, 0, 0, false))
 	report("io_uring_setup", rawSys(unix.SYS_IO_URING_SETUP, 0, 0, 0, false))
 	report("modify_ldt", rawSys(unix.SYS_MODIFY_LDT, 0, 0, 0, false)) // read 0 bytes of LDT if it got through
+	probeSockets()
+	probePersonality()
+	probePrlimit()
 	probeSetID(os.Getenv(dirEnv))
 
 	// Go's os/exec forks (clone with CLONE_VFORK|CLONE_VM|CLONE_PIDFD) and
@@ -208,6 +223,78 @@ func probe() {
 		}
 	}
 	report("x32", err)
+}
+
+// badSockType is past SOCK_MAX: a socket call the filter lets through
+// fails with EINVAL before the kernel looks for the protocol, so probing a
+// refused protocol never loads its module even if the filter were missing.
+const badSockType = 15
+
+// probeSockets tries AF_INET and AF_INET6 protocols from the filtered thread.
+func probeSockets() {
+	report("socket(AF_INET, IPPROTO_TCP)", rawSys(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP, true))
+	report("socket(AF_INET, IPPROTO_SCTP)", rawSys(unix.SYS_SOCKET, unix.AF_INET, badSockType, unix.IPPROTO_SCTP, true))
+	report("socket(AF_INET6, IPPROTO_UDPLITE)", rawSys(unix.SYS_SOCKET, unix.AF_INET6, badSockType, unix.IPPROTO_UDPLITE, true))
+	var fds [2]int32
+	_, _, e := unix.RawSyscall6(unix.SYS_SOCKETPAIR, unix.AF_INET, badSockType, unix.IPPROTO_SCTP, uintptr(unsafe.Pointer(&fds)), 0, 0)
+	report("socketpair(AF_INET, IPPROTO_SCTP)", errnoErr(e))
+}
+
+// probePersonality queries the persona, then sets an allowed and a refused
+// one, each time restoring the old persona (the grandchildren exec'd later
+// inherit it). personality itself never fails, so an error is the filter's.
+func probePersonality() {
+	const (
+		perLinux32      = 0x0008
+		addrNoRandomize = 0x0040000
+	)
+	setPersona := func(p uintptr) error {
+		old, _, e := unix.RawSyscall(unix.SYS_PERSONALITY, p, 0, 0)
+		if e != 0 {
+			return e
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_PERSONALITY, old, 0, 0); e != 0 {
+			return fmt.Errorf("restoring persona %#x: %w", old, e)
+		}
+		return nil
+	}
+	report("personality(query)", rawSys(unix.SYS_PERSONALITY, 0xFFFFFFFF, 0, 0, false))
+	report("personality(PER_LINUX32)", setPersona(perLinux32))
+	report("personality(ADDR_NO_RANDOMIZE)", setPersona(addrNoRandomize))
+}
+
+// probePrlimit changes its own RLIMIT_NOFILE to what it already is through
+// pid 0, which must work, and tries to change the parent test process's
+// through an invalid pointer, so that a call the filter let through would
+// fail with EFAULT before touching any limit.
+func probePrlimit() {
+	prlimit := func(pid int, newLim, old uintptr) error {
+		_, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, uintptr(pid), unix.RLIMIT_NOFILE, newLim, old, 0, 0)
+		return errnoErr(e)
+	}
+	var cur unix.Rlimit
+	if err := prlimit(0, 0, uintptr(unsafe.Pointer(&cur))); err != nil {
+		report("prlimit64(0, set)", fmt.Errorf("getting RLIMIT_NOFILE: %w", err))
+	} else {
+		report("prlimit64(0, set)", prlimit(0, uintptr(unsafe.Pointer(&cur)), 0))
+	}
+	var old unix.Rlimit
+	report("prlimit64(getpid(), get)", prlimit(unix.Getpid(), 0, uintptr(unsafe.Pointer(&old))))
+	// Refused although it would only set the same value again: the filter
+	// cannot tell the caller's own pid from another's.
+	report("prlimit64(getpid(), set)", prlimit(unix.Getpid(), uintptr(unsafe.Pointer(&cur)), 0))
+	report("prlimit64(getppid(), set)", prlimit(unix.Getppid(), 1, 0))
+	// Low word 0, and non-canonical: EFAULT if the filter looked at the
+	// low word alone.
+	report("prlimit64(getppid(), set 1<<63)", prlimit(unix.Getppid(), 1<<63, 0))
+}
+
+// errnoErr turns a raw syscall's errno into an error, nil for success.
+func errnoErr(e unix.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
 }
 
 // probeSetID tries, from the filtered thread, to give files in dir set-id

@@ -146,7 +146,9 @@ func (w oneOf) match(got string) bool { return slices.Contains(w, got) }
 // the comments in testdata/probe), clone with a namespace flag fails with
 // EPERM and clone3 with ENOSYS, TIOCSTI and TIOCLINUX with EPERM whatever
 // the high word, socket families outside unix/inet/inet6/netlink-route
-// with EPERM. The allowed controls prove the filter is not "deny all".
+// with EPERM, and so do inet protocols other than TCP, UDP and ICMP echo,
+// personas other than Docker's, and prlimit64 setting another process's
+// limits. The allowed controls prove the filter is not "deny all".
 var syscallPolicy = map[string]oneOf{
 	"io_uring_setup":    {"errno=EPERM"},
 	"io_uring_enter":    {"errno=EPERM"},
@@ -255,6 +257,39 @@ var syscallPolicy = map[string]oneOf{
 	"socket_packet_highword":        {"errno=EPERM"},
 	"socket_netlink_audit_highword": {"errno=EPERM"},
 	"socketpair_packet":             {"errno=EPERM"},
+
+	"socket_inet_tcp":           {"ok"},
+	"socket_inet_udp":           {"ok"},
+	"socket_inet6_tcp":          {"ok"},
+	"socket_inet_icmp":          {"ok", "errno=EACCES"}, // allowed; the kernel checks net.ipv4.ping_group_range
+	"socket_inet6_icmpv6":       {"ok", "errno=EACCES"},
+	"socket_inet_tcp_badtype":   {"errno=EINVAL"}, // allowed
+	"socket_inet_sctp":          {"errno=EPERM"},
+	"socket_inet6_sctp":         {"errno=EPERM"},
+	"socket_inet_dccp":          {"errno=EPERM"},
+	"socket_inet_l2tp":          {"errno=EPERM"},
+	"socket_inet_udplite":       {"errno=EPERM"},
+	"socket_inet_mptcp":         {"errno=EPERM"},
+	"socket_inet_sctp_highword": {"errno=EPERM"},
+	"socketpair_inet_sctp":      {"errno=EPERM"},
+
+	"personality_query":                      {"ok"},
+	"personality_linux":                      {"ok"},
+	"personality_linux32":                    {"ok"},
+	"personality_uname26":                    {"ok"},
+	"personality_linux32_highword":           {"ok"},
+	"personality_addr_no_randomize":          {"errno=EPERM"},
+	"personality_read_implies_exec":          {"errno=EPERM"},
+	"personality_addr_no_randomize_highword": {"errno=EPERM"},
+
+	"prlimit_self_get":          {"ok"},
+	"prlimit_self_set":          {"ok"},
+	"prlimit_pid_get":           {"ok"},
+	"prlimit_init_set":          {"errno=EPERM"},
+	"prlimit_init_set_noncanon": {"errno=EPERM"},
+	"prlimit_init_highword_set": {"errno=EPERM"},
+	"prlimit_zero_highword_set": {"errno=EFAULT"}, // allowed: pid 0 is the caller
+	"prlimit_self_pid_set":      {"errno=EPERM"},  // refused: the filter cannot tell its own pid
 }
 
 // TestSyscallPolicy runs every attack of the syscall table in one sandbox

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -383,10 +384,10 @@ func socket(domain, typ, proto uintptr) func() error {
 	}
 }
 
-func socketpair(domain, typ uintptr) func() error {
+func socketpair(domain, typ, proto uintptr) func() error {
 	return func() error {
 		var fds [2]int32
-		_, _, e := unix.RawSyscall6(unix.SYS_SOCKETPAIR, domain, typ|unix.SOCK_CLOEXEC, 0, uintptr(unsafe.Pointer(&fds)), 0, 0)
+		_, _, e := unix.RawSyscall6(unix.SYS_SOCKETPAIR, domain, typ|unix.SOCK_CLOEXEC, proto, uintptr(unsafe.Pointer(&fds)), 0, 0)
 		if e != 0 {
 			return e
 		}
@@ -395,6 +396,51 @@ func socketpair(domain, typ uintptr) func() error {
 		return nil
 	}
 }
+
+// persona calls personality(p) and, if that could have changed the
+// persona, sets the old one back, so the checks after it run as before.
+// The persona belongs to the thread, hence the lock. personality itself
+// never fails: an error can only come from the filter.
+func persona(p uintptr) func() error {
+	return func() error {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		old, _, e := unix.RawSyscall(unix.SYS_PERSONALITY, p, 0, 0)
+		if e != 0 {
+			return e
+		}
+		if uint32(p) != 0xFFFFFFFF {
+			if _, _, e := unix.RawSyscall(unix.SYS_PERSONALITY, old, 0, 0); e != 0 {
+				return fmt.Errorf("restoring persona %#x: %w", old, e)
+			}
+		}
+		return nil
+	}
+}
+
+// prlimitGet reads pid's RLIMIT_NOFILE, new_limit NULL.
+func prlimitGet(pid int) func() error {
+	return func() error {
+		var old unix.Rlimit
+		_, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, uintptr(pid), unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&old)), 0, 0)
+		return errnoErr(e)
+	}
+}
+
+// prlimitSelfSet sets its own RLIMIT_NOFILE, through pid 0, to what it
+// already is.
+func prlimitSelfSet() error {
+	var cur unix.Rlimit
+	if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&cur)), 0, 0); e != 0 {
+		return fmt.Errorf("getting RLIMIT_NOFILE: %w", e)
+	}
+	_, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&cur)), 0, 0, 0)
+	return errnoErr(e)
+}
+
+// noncanon is a non-canonical x86_64 address whose low word is 0: not NULL,
+// and never readable, so the kernel fails a copy from it with EFAULT.
+const noncanon = uintptr(1) << 63
 
 // cloneNS asks for a namespace together with CLONE_THREAD but without
 // CLONE_SIGHAND, which the kernel rejects with EINVAL before anything else:
@@ -504,7 +550,7 @@ var checks = []check{
 	{"socket_inet6", socket(unix.AF_INET6, unix.SOCK_DGRAM, 0)},                          // ok
 	{"socket_unix", socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)},                           // ok
 	{"socket_netlink_route", socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)}, // ok
-	{"socketpair_unix", socketpair(unix.AF_UNIX, unix.SOCK_STREAM)},                      // ok
+	{"socketpair_unix", socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)},                   // ok
 	{"socket_packet", socket(unix.AF_PACKET, badSockType, 0)},                            // EINVAL
 	{"socket_alg", socket(unix.AF_ALG, unix.SOCK_SEQPACKET, 0)},                          // ok or EAFNOSUPPORT
 	{"socket_vsock", socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)},                         // ok or EAFNOSUPPORT
@@ -520,5 +566,48 @@ var checks = []check{
 	{"socket_netlink_sock_diag", socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_SOCK_DIAG)},
 	{"socket_packet_highword", socket(1<<32|unix.AF_PACKET, badSockType, 0)},                            // EINVAL
 	{"socket_netlink_audit_highword", socket(unix.AF_NETLINK, unix.SOCK_RAW, 1<<32|unix.NETLINK_AUDIT)}, // ok
-	{"socketpair_packet", socketpair(unix.AF_PACKET, badSockType)},                                      // EINVAL
+	{"socketpair_packet", socketpair(unix.AF_PACKET, badSockType, 0)},                                   // EINVAL
+
+	// AF_INET and AF_INET6 protocols: the everyday ones allowed, the rest
+	// refused before the kernel could load a module for them. The refused
+	// ones ask for a bad type, which the kernel rejects before the lookup.
+	{"socket_inet_tcp", socket(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP)},             // ok
+	{"socket_inet_udp", socket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDP)},              // ok
+	{"socket_inet6_tcp", socket(unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_TCP)},           // ok
+	{"socket_inet_icmp", socket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)},            // ok, or EACCES outside ping_group_range
+	{"socket_inet6_icmpv6", socket(unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_ICMPV6)},      // ok, or EACCES
+	{"socket_inet_tcp_badtype", socket(unix.AF_INET, badSockType, unix.IPPROTO_TCP)},          // EINVAL: allowed
+	{"socket_inet_sctp", socket(unix.AF_INET, badSockType, unix.IPPROTO_SCTP)},                // EINVAL
+	{"socket_inet6_sctp", socket(unix.AF_INET6, badSockType, unix.IPPROTO_SCTP)},              // EINVAL
+	{"socket_inet_dccp", socket(unix.AF_INET, badSockType, unix.IPPROTO_DCCP)},                // EINVAL
+	{"socket_inet_l2tp", socket(unix.AF_INET, badSockType, unix.IPPROTO_L2TP)},                // EINVAL
+	{"socket_inet_udplite", socket(unix.AF_INET, badSockType, unix.IPPROTO_UDPLITE)},          // EINVAL
+	{"socket_inet_mptcp", socket(unix.AF_INET, badSockType, unix.IPPROTO_MPTCP)},              // EINVAL
+	{"socket_inet_sctp_highword", socket(unix.AF_INET, badSockType, 1<<32|unix.IPPROTO_SCTP)}, // EINVAL
+	{"socketpair_inet_sctp", socketpair(unix.AF_INET, badSockType, unix.IPPROTO_SCTP)},        // EINVAL
+
+	// personality: Docker's personas only (the query, PER_LINUX,
+	// PER_LINUX32, UNAME26); flags that change how the next program is
+	// mapped are refused. Each change is undone at once.
+	{"personality_query", persona(0xFFFFFFFF)},                             // ok
+	{"personality_linux", persona(0)},                                      // ok
+	{"personality_linux32", persona(0x0008)},                               // ok
+	{"personality_uname26", persona(0x0020000)},                            // ok
+	{"personality_linux32_highword", persona(1<<32 | 0x0008)},              // ok: the kernel ignores the high word
+	{"personality_addr_no_randomize", persona(0x0040000)},                  // ok
+	{"personality_read_implies_exec", persona(0x0400000)},                  // ok
+	{"personality_addr_no_randomize_highword", persona(1<<32 | 0x0040000)}, // ok
+
+	// prlimit64: changing another process's limits is refused, reading
+	// them and changing one's own through pid 0 are not. The refused calls
+	// pass an invalid new limit, which the kernel reads before it looks up
+	// the process.
+	{"prlimit_self_get", prlimitGet(0)},                                                                    // ok
+	{"prlimit_self_set", prlimitSelfSet},                                                                   // ok
+	{"prlimit_pid_get", prlimitGet(os.Getpid())},                                                           // ok
+	{"prlimit_init_set", sys(unix.SYS_PRLIMIT64, 1, unix.RLIMIT_NOFILE, tiny, nul)},                        // EFAULT
+	{"prlimit_init_set_noncanon", sys(unix.SYS_PRLIMIT64, 1, unix.RLIMIT_NOFILE, noncanon, nul)},           // EFAULT
+	{"prlimit_init_highword_set", sys(unix.SYS_PRLIMIT64, 1<<32|1, unix.RLIMIT_NOFILE, tiny, nul)},         // EFAULT
+	{"prlimit_zero_highword_set", sys(unix.SYS_PRLIMIT64, 1<<32, unix.RLIMIT_NOFILE, tiny, nul)},           // EFAULT: allowed, pid 0 to the kernel
+	{"prlimit_self_pid_set", sys(unix.SYS_PRLIMIT64, uintptr(os.Getpid()), unix.RLIMIT_NOFILE, tiny, nul)}, // EFAULT (refused: the filter cannot know its own pid)
 }
