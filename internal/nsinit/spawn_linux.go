@@ -40,7 +40,10 @@ func spawn(path string, cfg *Config) (int, error) {
 			Credential: &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: true},
 		},
 	}
-	if err := cmd.Start(); err != nil {
+	restore := unignoreSignals()
+	err := cmd.Start()
+	restore()
+	if err != nil {
 		return 0, err
 	}
 	return cmd.Process.Pid, nil
