@@ -1,7 +1,7 @@
 # Two commands do all set-up on a fresh Debian machine (run as root):
 #   make run   builds warden and runs a first sandboxed program
 #   make test  installs what the tests need and runs the whole suite
-GO      ?= go
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DEPS    := python3 python3-numpy python3-matplotlib bubblewrap util-linux
