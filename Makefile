@@ -4,20 +4,20 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-DEPS    := python3 python3-numpy python3-matplotlib bubblewrap util-linux
+DEPS    := python3 python3-numpy python3-matplotlib bubblewrap util-linux ssl-cert
 
 .PHONY: build run test deps bench vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
 
-run: build
+run: deps build
 	$(BIN) doctor || true
 	$(BIN) run -- python3 -c 'import platform, os; print("hello from", platform.node(), "as uid", os.getuid())'
 
 # deps installs the Debian packages the tests use (needs root and apt).
 deps:
-	@missing=$$(for p in $(DEPS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -94,6 +94,10 @@ func timeRun(argv []string) (time.Duration, error) {
 }
 
 func report(cs []*contender) {
+	if cs[0].skip != "" {
+		fmt.Printf("no baseline: the bare process %s\n", cs[0].skip)
+		return
+	}
 	base := median(cs[0].samples)
 	fmt.Printf("| contender | median ms | p90 ms | ratio to bare |\n|---|---:|---:|---:|\n")
 	for _, c := range cs {

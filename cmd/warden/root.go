@@ -11,7 +11,6 @@ import (
 // Exit codes of warden itself, beside the program's own (see README).
 const (
 	exitWardenFailed = 125 // Warden could not run the program (bad input, host problem)
-	exitNotFound     = 127 // the command does not exist in the sandbox
 	exitTimeout      = 124 // the wall-clock limit killed the sandbox
 )
 
@@ -26,6 +25,9 @@ func execute(args []string) int {
 		Short:         "Run untrusted code in an isolated Linux sandbox",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Suggestions ("Did you mean this?") would make a bad command a
+		// multi-line error; every warden error is one line.
+		DisableSuggestions: true,
 	}
 	root.AddCommand(newRunCmd(), newDoctorCmd(), newVersionCmd())
 	root.SetArgs(args)

@@ -39,12 +39,6 @@ object and exits 0, or 125 when it could not run the program.`,
 		Example: `  warden run -- python3 -c 'print(1)'
   warden run --memory 256MiB --timeout 10s -- sh -c 'echo hi'
   warden run --workspace "$PWD/out" -- python3 plot.py`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("no command given: put it after --, e.g. warden run -- python3 -c 'print(1)'")
-			}
-			return nil
-		},
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
 	}
 	f := cmd.Flags()

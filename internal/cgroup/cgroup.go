@@ -70,9 +70,9 @@ type Stats struct {
 // Cgroup is one sandbox's control group, in every hierarchy Warden uses. Its methods are safe
 // to call from several goroutines.
 type Cgroup interface {
-	// AddProc moves a process, with all its threads, into the cgroup in every controller.
-	// On cgroup v1 the caller must do this before the process does anything worth limiting,
-	// since v1 has no way to start a process inside a cgroup.
+	// AddProc moves a running process, with all its threads, into the cgroup in every
+	// controller. Starting a process inside instead (see Placement) is cheaper and leaves no
+	// moment outside the limits; AddProc is for processes that already exist.
 	AddProc(pid int) error
 	// Stats reads what the cgroup counted; call it after the sandbox ended, before Delete.
 	Stats() (Stats, error)

@@ -14,7 +14,7 @@ func New(name string, l Limits) (Cgroup, error) {
 
 // RemoveStale has nothing to remove where there are no cgroups.
 func RemoveStale(alive func(pid int) bool) error {
-	return errors.ErrUnsupported
+	return nil
 }
 
 // ProcessAlive is Linux-only, like the rest of the package.
@@ -30,3 +30,6 @@ func Probe() Report {
 	}
 	return r
 }
+
+// Parents is empty where there are no cgroups.
+func Parents() []string { return nil }

@@ -93,3 +93,23 @@ func probeFill(r Report, skipped map[string]*ControllerError) Report {
 	}
 	return r
 }
+
+// Parents lists the directories under which New creates cgroups for this process: one per v1
+// hierarchy Warden uses, or the one on v2. A sandbox's cgroup is <dir>/<NewName()>, so this
+// is where leak checks look for cgroups a crashed warden left behind.
+func Parents() []string {
+	s := current()
+	switch {
+	case s.err != nil:
+		return nil
+	case s.v1 != nil:
+		dirs := make([]string, len(s.v1.hiers))
+		for i, hr := range s.v1.hiers {
+			dirs[i] = hr.base
+		}
+		return dirs
+	case s.v2 != nil && s.v2.err == nil:
+		return []string{s.v2.base + "/" + parentDir}
+	}
+	return nil
+}

@@ -123,7 +123,7 @@ type v1Cgroup struct {
 // besides the cgroup, why each optional controller was skipped (for Probe). On failure it
 // removes what it made.
 //
-// Per sandbox that is one mkdir per hierarchy and one write per limit (two for memory); the
+// Per sandbox that is one mkdir per hierarchy and one write per limit (three for memory: limit, swap, socket buffers); the
 // CFS period is not written, since a new cpu cgroup always starts with the kernel's default
 // of 100ms (it is not inherited), which is the cfsPeriodUS the quota is computed for.
 func createV1(lay *v1Layout, name string, l Limits) (_ *v1Cgroup, skipped map[string]*ControllerError, err error) {

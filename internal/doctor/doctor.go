@@ -14,7 +14,6 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/native"
-	"github.com/warden-sandbox/warden/internal/seccomp"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -40,9 +39,10 @@ type Check struct {
 // Run performs every check, the last one a real sandbox run, so the report
 // never claims a layer works that has not been seen working.
 func Run(ctx context.Context) []Check {
+	rep := cgroup.Probe()
 	checks := []Check{userNamespaces(), seccompCheck()}
-	checks = append(checks, cgroupChecks()...)
-	checks = append(checks, liveSandbox(ctx))
+	checks = append(checks, cgroupChecks(rep)...)
+	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
 	return checks
 }
 
@@ -90,29 +90,7 @@ func userNamespaces() Check {
 	return c
 }
 
-func seccompCheck() Check {
-	c := Check{Name: "seccomp filter"}
-	b, err := os.ReadFile("/proc/sys/kernel/seccomp/actions_avail")
-	if err != nil {
-		return Check{Name: c.Name, Status: Missing, Detail: "seccomp is not available: " + err.Error(),
-			Fix: "use a kernel built with CONFIG_SECCOMP_FILTER"}
-	}
-	for _, a := range []string{"kill_process", "errno"} {
-		if !strings.Contains(string(b), a) {
-			return Check{Name: c.Name, Status: Missing, Detail: "the kernel lacks the seccomp action " + a,
-				Fix: "use Linux 4.14 or newer"}
-		}
-	}
-	prog, err := seccomp.Program()
-	if err != nil {
-		return Check{Name: c.Name, Status: Missing, Detail: "compiling the policy: " + err.Error()}
-	}
-	c.Status, c.Detail = OK, fmt.Sprintf("policy compiles to %d BPF instructions", len(prog))
-	return c
-}
-
-func cgroupChecks() []Check {
-	rep := cgroup.Probe()
+func cgroupChecks(rep cgroup.Report) []Check {
 	where := rep.Where
 	if where == "" {
 		where = "nowhere"
@@ -150,11 +128,11 @@ func flagOf(controller string) string {
 
 // liveSandbox builds a real sandbox and runs /bin/true in it: the one check
 // that proves namespaces, mounts, pivot_root, /proc and seccomp all work.
-func liveSandbox(ctx context.Context) Check {
+func liveSandbox(ctx context.Context, cgroups bool) Check {
 	c := Check{Name: "sandbox run"}
 	l := spec.DefaultLimits
 	l.Timeout = 20 * time.Second
-	if !cgroup.Probe().CanCreate {
+	if !cgroups {
 		l.MemoryBytes, l.CPUs = 0, 0
 	}
 	r, err := native.Run(ctx, spec.Spec{Command: []string{"true"}, Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}}, native.IO{})

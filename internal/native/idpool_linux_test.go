@@ -1,16 +1,24 @@
 package native
 
 import (
+	"errors"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // TestHostIDLeasesAreExclusive takes many leases at once: no id may be
-// handed out twice while held, and a released id is free again.
+// handed out twice while held.
 func TestHostIDLeasesAreExclusive(t *testing.T) {
 	testhost.RequireRoot(t)
 	held := map[uint32]*hostID{}
+	defer func() {
+		for _, h := range held {
+			h.release()
+		}
+	}()
 	for range 200 {
 		h, err := leaseHostID()
 		if err != nil {
@@ -24,7 +32,30 @@ func TestHostIDLeasesAreExclusive(t *testing.T) {
 		}
 		held[h.id] = h
 	}
-	for _, h := range held {
-		h.release()
+}
+
+// TestHostIDLeaseLock checks the lock itself: while a lease is held another
+// open of the pool cannot take its byte, and once released it can.
+func TestHostIDLeaseLock(t *testing.T) {
+	testhost.RequireRoot(t)
+	h, err := leaseHostID()
+	if err != nil {
+		t.Fatalf("leaseHostID() = %v", err)
+	}
+	other, err := openPool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lock := func() error {
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Start: int64(h.id - idPoolBase), Len: 1}
+		return unix.FcntlFlock(other.Fd(), unix.F_OFD_SETLK, &lk)
+	}
+	if err := lock(); !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+		t.Fatalf("locking a held id from another open = %v, want EAGAIN", err)
+	}
+	h.release()
+	if err := lock(); err != nil {
+		t.Fatalf("locking a released id = %v, want success", err)
 	}
 }

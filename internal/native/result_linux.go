@@ -44,22 +44,24 @@ func (b *box) result(o outcome, out, errOut *capture) (spec.Result, error) {
 	return r, err
 }
 
-// stats fills CPU, memory and OOM figures from the cgroup, or from the
-// init's rusage (which covers every process it reaped) without one.
+// stats fills CPU, memory and OOM figures from the cgroup, and any figure
+// it lacks (no cgroup, or no cpuacct or memory controller) from the init's
+// rusage, which covers every process the init reaped.
 func (b *box) stats(r *spec.Result, state *os.ProcessState) {
 	if b.cg != nil {
 		if st, err := b.cg.Stats(); err == nil {
 			r.CPUTimeMS = ms(st.CPUTime)
 			r.PeakMemoryBytes = st.PeakMemoryBytes
 			r.OOMKilled = st.OOMKills > 0
-			return
 		}
 	}
 	if state == nil {
 		return
 	}
-	r.CPUTimeMS = ms(state.UserTime() + state.SystemTime())
-	if ru, ok := state.SysUsage().(*syscall.Rusage); ok {
+	if r.CPUTimeMS == 0 {
+		r.CPUTimeMS = ms(state.UserTime() + state.SystemTime())
+	}
+	if ru, ok := state.SysUsage().(*syscall.Rusage); ok && r.PeakMemoryBytes == 0 {
 		r.PeakMemoryBytes = ru.Maxrss * 1024
 	}
 }

@@ -131,10 +131,7 @@ func (b *box) mapWorkspace() error {
 // the way: a link planted by an earlier sandbox in a directory the caller
 // later passes as a workspace must not lead the next one to /etc.
 func openWorkspace(dir string) (*os.File, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := nsinit.OpenWorkspace(dir)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, fmt.Errorf("workspace %q does not exist: create it first, or leave out --workspace for a private one", dir)

@@ -134,10 +134,7 @@ func reopenWorkspace(cfg *Config) error {
 	if !cfg.Workspace || cfg.WorkspaceIsMount {
 		return nil
 	}
-	fd, err := unix.Openat2(unix.AT_FDCWD, cfg.WorkspacePath, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := OpenWorkspace(cfg.WorkspacePath)
 	if err != nil {
 		return fmt.Errorf("opening %q: %w", cfg.WorkspacePath, err)
 	}

@@ -240,8 +240,9 @@ func TestEscapePrivilegeGain(t *testing.T) {
 
 // TestEscapeSetIDInWorkspace: the workspace is a host directory, and files
 // the sandbox makes there land on disk owned by the directory's owner
-// (root here). A set-uid bit or file capability planted there would be a
-// root-owned privileged binary on the host. The workspace is the test's
+// (an ordinary user here; Warden refuses root-owned workspaces). A set-uid
+// bit or file capability planted there would be a privileged binary of
+// that user on the host. The workspace is the test's
 // own, under a 0700 directory, so nothing planted is reachable by others.
 func TestEscapeSetIDInWorkspace(t *testing.T) {
 	requireSandbox(t)

@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
 )
 
 // In root mode Warden maps the sandbox user to a host uid leased from this
@@ -341,114 +341,16 @@ func wardenTmpEntries(t *testing.T) []string {
 	return out
 }
 
-// cgroupHierarchy is where Warden makes sandbox cgroups in one hierarchy:
-// base is <this process's cgroup>/warden.
-type cgroupHierarchy struct {
-	controllers []string
-	base        string
-	v2          bool
-}
-
-var (
-	cgroupOnce  sync.Once
-	cgroupHiers []cgroupHierarchy
-	cgroupIsV2  bool
-)
-
-// cgroupV2 reports whether Warden uses the unified hierarchy here: only
-// when no v1 hierarchy holds a controller it uses.
-func cgroupV2(t *testing.T) bool {
-	cgroupHierarchies(t)
-	return cgroupIsV2
-}
-
-// cgroupHierarchies finds the warden/ directory in each hierarchy Warden
-// uses: memory, pids, cpu, cpuacct and freezer on v1, or the unified one.
-// warden runs in this test's cgroup, so its cgroups are under ours.
-func cgroupHierarchies(t *testing.T) []cgroupHierarchy {
-	t.Helper()
-	cgroupOnce.Do(func() {
-		own := map[string]string{} // controller ("" for v2) -> path
-		b, _ := os.ReadFile("/proc/self/cgroup")
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			f := strings.SplitN(l, ":", 3)
-			if len(f) != 3 {
-				continue
-			}
-			if f[1] == "" {
-				own[""] = f[2]
-			}
-			for _, c := range strings.Split(f[1], ",") {
-				own[c] = f[2]
-			}
-		}
-		mi, _ := os.ReadFile("/proc/self/mountinfo")
-		type mnt struct {
-			root, point string
-			ctls        []string
-			v2          bool
-		}
-		var v1, v2 []mnt
-		for _, l := range strings.Split(string(mi), "\n") {
-			pre, post, ok := strings.Cut(l, " - ")
-			pf, qf := strings.Fields(pre), strings.Fields(post)
-			if !ok || len(pf) < 5 || len(qf) < 3 {
-				continue
-			}
-			switch qf[0] {
-			case "cgroup":
-				v1 = append(v1, mnt{root: pf[3], point: pf[4], ctls: strings.Split(qf[2], ",")})
-			case "cgroup2":
-				v2 = append(v2, mnt{root: pf[3], point: pf[4], v2: true})
-			}
-		}
-		dir := func(m mnt, path string) (string, bool) {
-			rel, err := filepath.Rel(m.root, path)
-			if err != nil || strings.HasPrefix(rel, "..") {
-				return "", false
-			}
-			return filepath.Join(m.point, rel, "warden"), true
-		}
-		seen := map[string]bool{}
-		for _, ctl := range []string{"memory", "pids", "cpu", "cpuacct", "freezer"} {
-			path, ok := own[ctl]
-			if !ok {
-				continue
-			}
-			for _, m := range v1 {
-				if !slices.Contains(m.ctls, ctl) {
-					continue
-				}
-				if base, ok := dir(m, path); ok && !seen[base] {
-					seen[base] = true
-					cgroupHiers = append(cgroupHiers, cgroupHierarchy{controllers: m.ctls, base: base})
-				}
-				break
-			}
-		}
-		if len(cgroupHiers) > 0 {
-			return
-		}
-		for _, m := range v2 {
-			if base, ok := dir(m, own[""]); ok {
-				cgroupHiers = append(cgroupHiers, cgroupHierarchy{base: base, v2: true})
-				cgroupIsV2 = true
-				break
-			}
-		}
-	})
-	if len(cgroupHiers) == 0 {
-		t.Fatalf("found no cgroup hierarchy for this process in /proc/self/mountinfo")
-	}
-	return cgroupHiers
-}
-
 // cgroupDirsOf lists the sandbox cgroups named after warden process pid.
 func cgroupDirsOf(t *testing.T, pid int) []string {
 	t.Helper()
 	var out []string
-	for _, h := range cgroupHierarchies(t) {
-		dirs, _ := filepath.Glob(filepath.Join(h.base, strconv.Itoa(pid)+"-*"))
+	parents := cgroup.Parents()
+	if len(parents) == 0 {
+		t.Fatal("found no cgroup hierarchy Warden would use")
+	}
+	for _, parent := range parents {
+		dirs, _ := filepath.Glob(filepath.Join(parent, strconv.Itoa(pid)+"-*"))
 		out = append(out, dirs...)
 	}
 	return out

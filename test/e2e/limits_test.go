@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -392,22 +392,19 @@ func liveCgroup(t *testing.T, flags ...string) cgroupLimits {
 		t.Fatalf("sandbox under %q did not start: %q %v, stderr %q", flags, line, err, stderr.String())
 	}
 	prefix := strconv.Itoa(cmd.Process.Pid) + "-"
-	read := func(ctl, file string) string {
-		for _, h := range cgroupHierarchies(t) {
-			if !h.v2 && !slices.Contains(h.controllers, ctl) {
-				continue
-			}
-			dirs, _ := filepath.Glob(filepath.Join(h.base, prefix+"*"))
+	// read finds file in the sandbox's cgroup, in whichever hierarchy has it.
+	read := func(file string) string {
+		for _, parent := range cgroup.Parents() {
+			dirs, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
 			if len(dirs) != 1 {
-				t.Fatalf("want one cgroup %s* for the sandbox in %s, found %q", prefix, h.base, dirs)
+				t.Fatalf("want one cgroup %s* for the sandbox in %s, found %q", prefix, parent, dirs)
 			}
 			b, err := os.ReadFile(filepath.Join(dirs[0], file))
-			if err != nil {
-				t.Fatalf("reading the sandbox's cgroup: %v", err)
+			if err == nil {
+				return strings.TrimSpace(string(b))
 			}
-			return strings.TrimSpace(string(b))
 		}
-		t.Fatalf("no %s cgroup hierarchy found for this process", ctl)
+		t.Fatalf("no cgroup of the sandbox has %s", file)
 		return ""
 	}
 	num := func(s string) int64 {
@@ -424,19 +421,19 @@ func liveCgroup(t *testing.T, flags ...string) cgroupLimits {
 		return n
 	}
 	var l cgroupLimits
-	if cgroupV2(t) {
-		l.memory = num(read("memory", "memory.max"))
-		l.pids = num(read("pids", "pids.max"))
-		f := strings.Fields(read("cpu", "cpu.max"))
+	if cgroup.Probe().Version == "v2" {
+		l.memory = num(read("memory.max"))
+		l.pids = num(read("pids.max"))
+		f := strings.Fields(read("cpu.max"))
 		if len(f) == 2 && f[0] != "max" {
 			l.cpus = float64(num(f[0])) / float64(num(f[1]))
 		}
 		return l
 	}
-	l.memory = num(read("memory", "memory.limit_in_bytes"))
-	l.pids = num(read("pids", "pids.max"))
-	if q := num(read("cpu", "cpu.cfs_quota_us")); q > 0 {
-		l.cpus = float64(q) / float64(num(read("cpu", "cpu.cfs_period_us")))
+	l.memory = num(read("memory.limit_in_bytes"))
+	l.pids = num(read("pids.max"))
+	if q := num(read("cpu.cfs_quota_us")); q > 0 {
+		l.cpus = float64(q) / float64(num(read("cpu.cfs_period_us")))
 	}
 	return l
 }
