@@ -74,7 +74,9 @@ func removeKey(env []string, key string) []string {
 	return out
 }
 
-// initTasks is the head-room given to Warden's own init (PID 1 and its
-// runtime threads) on top of the caller's --pids, which counts only the
-// user's tasks.
+// initTasks is the head-room the pids cgroup gives Warden's own init on
+// top of the caller's --pids, which RLIMIT_NPROC enforces exactly for the
+// program's tasks. On v2 the whole init is in the cgroup: its main thread
+// and the Go runtime's few others (GOMAXPROCS=1 keeps them to about five);
+// on v1 only its main thread is. Eight covers both with room to spare.
 const initTasks = 8

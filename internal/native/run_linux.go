@@ -201,17 +201,20 @@ func (b *box) makePipes() error {
 	}
 	b.ctlHost, b.child.control = os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
 	if b.stdout, b.child.stdout, err = os.Pipe(); err != nil {
-		return err
+		return fmt.Errorf("creating stdout pipe: %w", err)
 	}
 	if b.stderr, b.child.stderr, err = os.Pipe(); err != nil {
-		return err
+		return fmt.Errorf("creating stderr pipe: %w", err)
 	}
 	if b.stdio.Stdin == nil {
 		b.child.stdin, err = os.Open(os.DevNull)
 	} else {
 		b.child.stdin, b.stdinW, err = os.Pipe()
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("creating stdin: %w", err)
+	}
+	return nil
 }
 
 func (b *box) config() nsinit.Config {

@@ -19,6 +19,11 @@ import (
 // from nobody but the sandbox.
 const newRoot = "/tmp"
 
+// exitNoHost is the init's exit status when it cannot talk to the host.
+// The host never reads it (it learns the same from the socket's EOF); it
+// only has to differ from the statuses a program's end is reported with.
+const exitNoHost = 111
+
 // Main runs the init and never returns. It must be called before anything
 // else in the process starts goroutines that could migrate between threads:
 // every credential and namespace change below is per thread, and the user's
@@ -37,11 +42,11 @@ func run() int {
 
 	var cfg Config
 	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
-		return 111
+		return exitNoHost
 	}
 	st := start(&cfg)
 	if err := json.NewEncoder(ctl).Encode(st); err != nil {
-		return 111
+		return exitNoHost
 	}
 	return 0
 }
@@ -216,17 +221,18 @@ func loopbackUp() error {
 
 func setRlimits(cfg *Config) error {
 	limits := []struct {
-		res int
-		val uint64
+		name string
+		res  int
+		val  uint64
 	}{
-		{unix.RLIMIT_CPU, cfg.Rlimits.CPUSeconds},
-		{unix.RLIMIT_FSIZE, cfg.Rlimits.FileSizeBytes},
-		{unix.RLIMIT_NOFILE, cfg.Rlimits.OpenFiles},
-		{unix.RLIMIT_NPROC, cfg.Rlimits.Processes},
+		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.Rlimits.CPUSeconds},
+		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.Rlimits.FileSizeBytes},
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.Rlimits.OpenFiles},
+		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, cfg.Rlimits.Processes},
 		// 1, not 0: a core_pattern that pipes to a host helper ignores a
 		// zero limit, but the kernel reads 1 as "never dump", and a file
 		// dump needs at least a page.
-		{unix.RLIMIT_CORE, 1},
+		{"RLIMIT_CORE", unix.RLIMIT_CORE, 1},
 	}
 	for _, l := range limits {
 		if l.val == 0 {
@@ -235,7 +241,7 @@ func setRlimits(cfg *Config) error {
 		// syscall.Setrlimit, not unix: Go remembers RLIMIT_NOFILE for its
 		// children and must see the new value.
 		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.val, Max: l.val}); err != nil {
-			return fmt.Errorf("rlimit %d: %w", l.res, err)
+			return fmt.Errorf("%s=%d: %w", l.name, l.val, err)
 		}
 	}
 	return nil

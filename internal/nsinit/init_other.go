@@ -10,5 +10,5 @@ import (
 // Main exits at once: the init exists only on Linux.
 func Main() {
 	fmt.Fprintln(os.Stderr, "warden: the sandbox init runs only on Linux")
-	os.Exit(111)
+	os.Exit(1)
 }
