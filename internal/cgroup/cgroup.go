@@ -135,7 +135,7 @@ type ControllerError struct {
 // warden doctor)".
 func (e *ControllerError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s limit needs the %s cgroup controller, which %s", limitName(e.Controller), e.Controller, e.Problem)
+	fmt.Fprintf(&b, "%s limit needs the %s cgroup controller, which %s", FlagName(e.Controller), e.Controller, e.Problem)
 	if e.Err != nil {
 		fmt.Fprintf(&b, ": %v", e.Err)
 	}
@@ -165,8 +165,9 @@ func (e *ControllerError) Unwrap() []error {
 	return []error{ErrControllerUnavailable, e.Err}
 }
 
-// limitName is how the user asked for what the controller enforces (the CLI's flag names).
-func limitName(controller string) string {
+// FlagName is the warden flag that sets the limit a controller enforces:
+// "cpus" for cpu, the controller's own name otherwise.
+func FlagName(controller string) string {
 	switch controller {
 	case ctlCPU:
 		return "cpus"

@@ -102,12 +102,6 @@ func current() *system {
 	return &sysVal
 }
 
-// detect returns what current learnt about the host.
-func detect() (host, error) {
-	s := current()
-	return s.h, s.err
-}
-
 // readHost reads the mount table and the caller's own cgroups.
 func readHost() (host, error) {
 	b, err := readSmall("/proc/self/mountinfo")

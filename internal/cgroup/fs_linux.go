@@ -163,7 +163,7 @@ func writeControl(ctl, dir, file, value string) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return &ControllerError{Controller: ctl, Problem: "is not enabled in " + dir + " (it has no " + file + ")", Fix: fixDoctor, Err: unwrapPath(err)}
 	}
-	return fmt.Errorf("setting %s limit: writing %q to %s: %w", limitName(ctl), value, path, unwrapPath(err))
+	return fmt.Errorf("setting %s limit: writing %q to %s: %w", FlagName(ctl), value, path, unwrapPath(err))
 }
 
 // isPermission tells errors that mean "this user may not", as opposed to a kernel refusing a

@@ -31,7 +31,8 @@ func requireCgroups(t testing.TB) host {
 	if os.Geteuid() != 0 {
 		testhost.SkipOrFail(t, "test needs root to create cgroups")
 	}
-	h, err := detect()
+	s := current()
+	h, err := s.h, s.err
 	if err != nil {
 		testhost.SkipOrFail(t, "cannot read this host's cgroups: "+err.Error())
 	}

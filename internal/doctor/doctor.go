@@ -109,7 +109,7 @@ func cgroupChecks(rep cgroup.Report) []Check {
 			c.Detail = "no pids cgroup; --pids is enforced by RLIMIT_NPROC, which the user namespace makes per-sandbox"
 		default:
 			c.Status = Missing
-			c.Fix = "a --" + flagOf(ctl.Name) + " limit will be refused; pass --" + flagOf(ctl.Name) + " 0 to run without it"
+			c.Fix = "a --" + cgroup.FlagName(ctl.Name) + " limit will be refused; pass --" + cgroup.FlagName(ctl.Name) + " 0 to run without it"
 		}
 		if c.Detail == "" {
 			c.Detail = "enforced by the " + ctl.Name + " controller"
@@ -117,13 +117,6 @@ func cgroupChecks(rep cgroup.Report) []Check {
 		out = append(out, c)
 	}
 	return out
-}
-
-func flagOf(controller string) string {
-	if controller == "cpu" {
-		return "cpus"
-	}
-	return controller
 }
 
 // liveSandbox builds a real sandbox and runs /bin/true in it: the one check
