@@ -66,6 +66,10 @@ func guardSignals() {
 	// Every catchable signal: a SIGABRT or SIGSEGV sent with kill would
 	// otherwise make the Go runtime crash the init with a stack dump.
 	signal.Notify(make(chan os.Signal, 1))
+	// The few Go will not relay (glibc's 32 and 33, among others) stay at
+	// their deadly default; ignore those. unignoreSignals undoes it for
+	// the program.
+	ignoreDefaulted()
 }
 
 // start builds the sandbox, runs the program and waits for it.

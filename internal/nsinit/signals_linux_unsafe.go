@@ -33,6 +33,19 @@ func sigaction(sig int, act, old *kernelSigaction) error {
 	return nil
 }
 
+// ignoreDefaulted ignores every signal still at its default disposition.
+func ignoreDefaulted() {
+	for sig := 1; sig <= lastSignal; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		var old kernelSigaction
+		if sigaction(sig, nil, &old) == nil && old.handler == sigDFL {
+			_ = sigaction(sig, &kernelSigaction{handler: sigIGN}, nil)
+		}
+	}
+}
+
 // unignoreSignals sets every signal the init inherited as ignored back to
 // its default, because an ignored disposition survives exec and the
 // program must start with none (whoever started warden may have ignored
