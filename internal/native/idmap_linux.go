@@ -29,10 +29,11 @@ func idmappedWorkspace(dir *os.File, hostUID, hostGID int) (*os.File, error) {
 	if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("stat workspace: %w", err)
 	}
-	if st.Uid == 0 {
+	if st.Uid == 0 || st.Gid == 0 {
 		// The sandbox would own every root-owned file below it: a
-		// workspace of / or /etc would hand the host to the program.
-		return nil, fmt.Errorf("workspace %q is owned by root, and the sandbox writes as the workspace's owner: give it to a regular user first (chown USER %[1]q)", dir.Name())
+		// workspace of / or /etc would hand the host to the program. The
+		// group counts too: it would write files of group root.
+		return nil, fmt.Errorf("workspace %q is owned by root (user or group), and the sandbox writes as the workspace's owner: give it to a regular user and group first (chown USER: %[1]q)", dir.Name())
 	}
 	userns, err := mappingNamespace(int(st.Uid), hostUID, int(st.Gid), hostGID)
 	if err != nil {

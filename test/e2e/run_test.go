@@ -337,7 +337,7 @@ func TestRunWorkspaceOwnership(t *testing.T) {
 }
 
 // TestRunWorkspaceRefused checks the two workspaces Warden will not mount:
-// one owned by root (as root, the sandbox would write as root on the host:
+// one owned by root, user or group (as root, the sandbox would write as root on the host:
 // --workspace / would hand it the machine) and one reached through a
 // symbolic link (an earlier sandbox could have planted it to redirect the
 // next run's workspace to /etc).
@@ -345,6 +345,10 @@ func TestRunWorkspaceRefused(t *testing.T) {
 	requireSandbox(t)
 	rootOwned := t.TempDir()
 	if err := os.Chmod(rootOwned, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootGroup := t.TempDir()
+	if err := os.Chown(rootGroup, workspaceOwner, 0); err != nil {
 		t.Fatal(err)
 	}
 	link := filepath.Join(hostWorkspace(t, t.TempDir()), "out")
@@ -355,6 +359,7 @@ func TestRunWorkspaceRefused(t *testing.T) {
 		name, dir, want string
 	}{
 		{"owned by root", rootOwned, "owned by root"},
+		{"group root", rootGroup, "owned by root"},
 		{"through a symbolic link", link, "symbolic link"},
 		{"root of the host", "/", "owned by root"},
 	}
