@@ -70,7 +70,6 @@ func fakeKernel(t *testing.T, fail func(path string) error) {
 	}
 }
 
-
 func writeFake(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
