@@ -232,3 +232,16 @@ func RemoveStale(alive func(pid int) bool) error {
 func ProcessAlive(pid int) bool {
 	return processAlive(pid)
 }
+
+// Version is the hierarchy New uses on this host: "v1", "v2", or "" when
+// none is mounted. It is cheap (the host is read once per process), so a
+// caller can decide how a process will be placed before creating anything:
+// on v2 the cgroup must exist before the clone (CLONE_INTO_CGROUP), on v1
+// it may be created while the process starts (see Placement.ThreadFiles).
+func Version() string {
+	s := current()
+	if s.err != nil {
+		return ""
+	}
+	return s.h.version
+}

@@ -33,3 +33,6 @@ func Probe() Report {
 
 // Parents is empty where there are no cgroups.
 func Parents() []string { return nil }
+
+// Version is empty: no cgroup hierarchy exists off Linux.
+func Version() string { return "" }

@@ -58,6 +58,9 @@ type box struct {
 	// detachedWorkspace says child.workspace is a detached mount to move
 	// into place rather than a directory to bind.
 	detachedWorkspace bool
+	// lateCgroup (cgroup v1) says the cgroup is made while the init boots
+	// and sent to it after the config; on v2 it must exist before the clone.
+	lateCgroup bool
 	// child holds the init's ends, closed here once it has started.
 	child initFiles
 	// The host's ends.
@@ -68,16 +71,14 @@ type box struct {
 type initFiles struct {
 	stdin, stdout, stderr, control *os.File
 	workspace                      *os.File
-	// cgroupDir (v2) is passed to clone3; tasks (v1) become the init's
-	// descriptors from nsinit.CgroupFD on.
+	// cgroupDir (v2) is passed to clone3 to start the init inside.
 	cgroupDir *os.File
-	tasks     []*os.File
 }
 
 // extra lists the descriptors from fd 3 on, in nsinit's order; a nil
 // workspace leaves its number closed.
 func (f *initFiles) extra() []*os.File {
-	return append([]*os.File{f.control, f.workspace}, f.tasks...)
+	return []*os.File{f.control, f.workspace}
 }
 
 func (f *initFiles) close() {
@@ -102,11 +103,14 @@ func (b *box) prepare() error {
 	if err := b.mapWorkspace(); err != nil {
 		return err
 	}
-	if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {
-		return err
-	}
-	if err := b.openPlacement(); err != nil {
-		return err
+	b.lateCgroup = cgroup.Version() == "v1"
+	if !b.lateCgroup {
+		if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {
+			return err
+		}
+		if err := b.openCloneInto(); err != nil {
+			return err
+		}
 	}
 	return b.makePipes()
 }
@@ -170,26 +174,51 @@ func newCgroup(l spec.Limits, rootless bool) (cgroup.Cgroup, error) {
 	return nil, fmt.Errorf("creating cgroup: %w", err)
 }
 
-// openPlacement opens what lets the init start inside its cgroup rather
-// than be migrated there (see cgroup.Placement).
-func (b *box) openPlacement() error {
+// openCloneInto opens the v2 cgroup for CLONE_INTO_CGROUP, so the init
+// starts inside it rather than being migrated there.
+func (b *box) openCloneInto() error {
 	if b.cg == nil {
 		return nil
 	}
-	p := b.cg.Placement()
-	if p.CloneInto != "" {
-		f, err := os.OpenFile(p.CloneInto, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("opening cgroup: %w", err)
-		}
-		b.child.cgroupDir = f
+	dir := b.cg.Placement().CloneInto
+	f, err := os.OpenFile(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening cgroup %q: %w", dir, err)
 	}
-	for _, path := range p.ThreadFiles {
-		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("opening cgroup file %q: %w", path, err)
+	b.child.cgroupDir = f
+	return nil
+}
+
+// sendCgroup (v1) creates the cgroup while the init boots, then sends the
+// init the tasks files to join, attached to one byte; with no cgroup the
+// byte goes alone. Opened here, checked by the kernel with these
+// credentials: the init may use them though it could not open them.
+func (b *box) sendCgroup() error {
+	var err error
+	if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {
+		return err
+	}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
-		b.child.tasks = append(b.child.tasks, os.NewFile(uintptr(fd), path))
+	}()
+	if b.cg != nil {
+		for _, path := range b.cg.Placement().ThreadFiles {
+			fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("opening cgroup file %q: %w", path, err)
+			}
+			fds = append(fds, fd)
+		}
+	}
+	var rights []byte
+	if len(fds) > 0 {
+		rights = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(int(b.ctlHost.Fd()), []byte{1}, rights, nil, 0); err != nil {
+		return fmt.Errorf("sending the cgroup to the sandbox: %w", err)
 	}
 	return nil
 }
@@ -230,7 +259,7 @@ func (b *box) config() nsinit.Config {
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.spec.Workspace,
 		WorkspaceIsMount: b.detachedWorkspace,
-		CgroupFiles:      len(b.child.tasks),
+		AwaitCgroup:      b.lateCgroup,
 		DiskBytes:        l.DiskBytes,
 		Inodes:           l.Inodes(),
 		Rlimits: nsinit.Rlimits{
@@ -266,7 +295,7 @@ type outcome struct {
 	wall     time.Duration
 }
 
-// execute starts the init inside its cgroup, hands it the config and
+// execute starts the init, hands it the config and (v1) its cgroup, and
 // waits for the program to end.
 func (b *box) execute(ctx context.Context) (spec.Result, error) {
 	cfg := b.config()
@@ -276,16 +305,28 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 		return spec.Result{}, err
 	}
 	b.child.close()
-	if err := json.NewEncoder(b.ctlHost).Encode(cfg); err != nil {
+	if err := b.handOver(cfg); err != nil {
 		proc.kill()
 		<-proc.exited
-		return spec.Result{}, fmt.Errorf("sending sandbox config: %w", err)
+		return spec.Result{}, err
 	}
 	out, errOut, drained := b.drain()
 	o := b.await(ctx, proc)
 	o.wall = time.Since(begin)
 	drained.Wait()
 	return b.result(o, out, errOut)
+}
+
+// handOver sends the config and, on v1, the cgroup the init must join
+// before it does anything else.
+func (b *box) handOver(cfg nsinit.Config) error {
+	if err := nsinit.WriteConfig(b.ctlHost, cfg); err != nil {
+		return fmt.Errorf("sending sandbox config: %w", err)
+	}
+	if b.lateCgroup {
+		return b.sendCgroup()
+	}
+	return nil
 }
 
 func (b *box) drain() (*capture, *capture, *sync.WaitGroup) {

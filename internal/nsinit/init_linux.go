@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -40,8 +41,8 @@ func run() int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	guardSignals()
 
-	var cfg Config
-	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
+	cfg, err := readConfig(ctl)
+	if err != nil {
 		return exitNoHost
 	}
 	st := start(&cfg)
@@ -161,19 +162,61 @@ func reopenWorkspace(cfg *Config) error {
 	return unix.Dup3(fd, WorkspaceFD, unix.O_CLOEXEC)
 }
 
-// joinCgroup moves this thread, the one the program will be forked from,
-// into the sandbox's cgroup v1 hierarchies, and closes the descriptors:
-// the program must never hold them, or it could move itself out.
+// joinCgroup waits for the cgroup v1 tasks descriptors the host sends once
+// it has made the cgroup, moves this thread (the one the program will be
+// forked from) into every hierarchy, and closes them: the program must
+// never hold them, or it could move itself out.
 func joinCgroup(cfg *Config) error {
-	for i := range cfg.CgroupFiles {
-		fd := CgroupFD + i
-		_, err := unix.Write(fd, []byte("0"))
-		unix.Close(fd)
-		if err != nil {
-			return fmt.Errorf("writing tasks file %d: %w", i, err)
-		}
+	if !cfg.AwaitCgroup {
+		return nil
 	}
-	return nil
+	fds, err := receiveFDs(ControlFD)
+	if err != nil {
+		return fmt.Errorf("receiving the cgroup: %w", err)
+	}
+	var first error
+	for i, fd := range fds {
+		if _, err := unix.Write(fd, []byte("0")); err != nil && first == nil {
+			first = fmt.Errorf("writing tasks file %d: %w", i, err)
+		}
+		unix.Close(fd)
+	}
+	return first
+}
+
+// maxCgroupFiles bounds the descriptors accepted with the cgroup: one per
+// v1 hierarchy Warden uses, four today.
+const maxCgroupFiles = 8
+
+// receiveFDs reads the one byte the host sends with descriptors attached.
+func receiveFDs(sock int) ([]int, error) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(maxCgroupFiles*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, err
+		}
+		var fds []int
+		for i := range msgs {
+			rights, err := unix.ParseUnixRights(&msgs[i])
+			if err != nil {
+				return nil, err
+			}
+			fds = append(fds, rights...)
+		}
+		return fds, nil
+	}
 }
 
 // setFileIdentity drops the supplementary groups inherited from the host

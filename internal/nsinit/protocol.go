@@ -4,12 +4,21 @@
 // installs the seccomp filter and starts the user's program, then reports
 // how it ended to the host over a socket.
 //
-// The host and the init talk in JSON lines over a socketpair passed as fd 3:
-// the host sends one Config, the init answers with one Status when the
-// program has ended (or the sandbox could not be built). The init is inside
-// its cgroup before it does any work: born there on cgroup v2, or on v1
-// moved there by its own first write to the descriptors at CgroupFD.
+// The host and the init talk over a socketpair passed as fd 3. The host
+// sends one Config (WriteConfig: a length, then JSON); on cgroup v1 it then
+// creates the sandbox's cgroup while the init boots and sends one byte
+// carrying the cgroup's "tasks" descriptors (SCM_RIGHTS), into which the
+// init writes "0" before any other work (on v2 the init is born inside,
+// by CLONE_INTO_CGROUP). The init answers with one Status, as a JSON line,
+// when the program has ended or the sandbox could not be built.
 package nsinit
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+)
 
 // Arg0 is the argv[0] that makes the warden binary run as the init. main
 // checks it before anything else, so the init never parses CLI flags.
@@ -22,9 +31,6 @@ const (
 	// WorkspaceFD, when Config.Workspace is set, is an O_PATH descriptor of
 	// the host directory to bind at /workspace, or a detached mount of it.
 	WorkspaceFD = 4
-	// CgroupFD is the first of Config.CgroupFiles descriptors of cgroup v1
-	// "tasks" files, opened by the host, into which the init writes "0".
-	CgroupFD = 5
 )
 
 // SandboxUID and SandboxGID are the identity of the user's code inside the
@@ -46,8 +52,9 @@ type Config struct {
 	// WorkspaceIsMount says the workspace descriptor is a detached,
 	// already idmapped mount rather than a directory.
 	WorkspaceIsMount bool `json:"workspace_is_mount"`
-	// CgroupFiles is how many cgroup v1 tasks descriptors start at CgroupFD.
-	CgroupFiles int     `json:"cgroup_files"`
+	// AwaitCgroup says the host sends the cgroup's tasks descriptors
+	// after the Config, and the init must join before any work.
+	AwaitCgroup bool    `json:"await_cgroup"`
 	DiskBytes   int64   `json:"disk_bytes"`
 	Inodes      int64   `json:"inodes"`
 	Rlimits     Rlimits `json:"rlimits"`
@@ -76,4 +83,39 @@ type Status struct {
 	// Error says why the sandbox could not be built (the step is named),
 	// or with StartFailed why the program could not start.
 	Error string `json:"error,omitempty"`
+}
+
+// maxConfig bounds a Config on the wire: far above any command line and
+// environment execve accepts, far below memory worth worrying about.
+const maxConfig = 16 << 20
+
+// WriteConfig sends c as one frame: its length, then its JSON. The frame
+// lets the init read exactly the Config and nothing after it, so the bytes
+// that carry descriptors (see AwaitCgroup) are left for recvmsg.
+func WriteConfig(w io.Writer, c Config) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
+	_, err = w.Write(append(frame, b...))
+	return err
+}
+
+// readConfig reads one frame written by WriteConfig.
+func readConfig(r io.Reader) (Config, error) {
+	var c Config
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return c, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxConfig {
+		return c, fmt.Errorf("config of %d bytes is larger than %d", size, maxConfig)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return c, err
+	}
+	return c, json.Unmarshal(b, &c)
 }
