@@ -33,9 +33,11 @@ func newRunCmd() *cobra.Command {
 		Long: `Run one program in a fresh sandbox and remove every trace of it afterwards.
 
 Output streams live and warden exits with the program's exit code (128+N when
-signal N killed it, 124 on timeout, 127 when the command does not exist in the
-sandbox, 125 when warden itself failed). With --json, warden prints one Result
-object and exits 0, or 125 when it could not run the program.`,
+signal N killed it, 124 on timeout, 127 when the command or its interpreter
+does not exist in the sandbox, 126 when it cannot be executed, 125 when warden
+itself failed). With --json, warden prints one Result object and exits 0, or
+prints one whose "error" says why and exits 125 when it could not run the
+program.`,
 		Example: `  warden run -- python3 -c 'print(1)'
   warden run --memory 256MiB --timeout 10s -- sh -c 'echo hi'
   warden run --workspace "$PWD/out" -- python3 plot.py`,
@@ -48,8 +50,8 @@ object and exits 0, or 125 when it could not run the program.`,
 	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit, tmpfs included, no swap (0: none)")
 	f.Int64Var(&l.Pids, "pids", l.Pids, "limit on the program's processes and threads (0: none)")
 	f.Var(cpusFlag{&l.CPUs}, "cpus", "CPU bandwidth in cores (0: none)")
-	f.Var(sizeFlag{&l.DiskBytes}, "disk", "size of the writable tmpfs (/workspace, /tmp, home)")
-	f.Var(sizeFlag{&l.OutputBytes}, "output-limit", "bytes captured per output stream; the rest is drained")
+	f.Var(sizeFlag{&l.DiskBytes}, "disk", "size of the writable tmpfs (/tmp, home, /dev/shm, and /workspace without --workspace)")
+	f.Var(sizeFlag{&l.OutputBytes}, "output-limit", "bytes captured per output stream; the rest is drained (0: keep nothing)")
 	f.Var(durationFlag{&l.CPUTime}, "cpu-time", "CPU time per process, whole seconds (0: none)")
 	f.Var(sizeFlag{&l.FileSizeBytes}, "file-size", "largest file a process may write (0: none)")
 	f.Int64Var(&l.OpenFiles, "open-files", l.OpenFiles, "open file descriptors per process (0: inherited)")
