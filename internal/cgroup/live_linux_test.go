@@ -162,14 +162,7 @@ func TestLiveLimitsAddKillDelete(t *testing.T) {
 	}
 
 	start := time.Now()
-	if err := c.Kill(); err != nil {
-		t.Fatalf("Kill: %v", err)
-	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Errorf("shell ended with %v, want SIGKILL", err)
-	}
+	killAndWait(t, c, cmd)
 	t.Logf("Kill and wait took %v", time.Since(start))
 
 	s, err := c.Stats()
@@ -568,14 +561,7 @@ func TestLiveV2Unified(t *testing.T) {
 		p, _ := readPids(c.dir)
 		t.Fatalf("cgroup.procs = %v, want the shell and two sleeps", p)
 	}
-	if err := c.Kill(); err != nil {
-		t.Fatalf("Kill: %v", err)
-	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Errorf("shell ended with %v, want SIGKILL", err)
-	}
+	killAndWait(t, c, cmd)
 	s, err := c.Stats()
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
@@ -792,5 +778,19 @@ func TestLiveV2SupervisorHelper(t *testing.T) {
 	fmt.Printf("moved=%s\ncontrollers=%s\nskipped=%d\ncgroup=%s\n", lay.moved, strings.TrimSpace(string(ctl)), len(skipped), v2Line)
 	for ctl, e := range skipped {
 		fmt.Printf("skip %s: %v\n", ctl, e)
+	}
+}
+
+// killAndWait kills everything in c and checks that cmd, the shell the test
+// started in it, died of SIGKILL.
+func killAndWait(t *testing.T, c Cgroup, cmd *exec.Cmd) {
+	t.Helper()
+	if err := c.Kill(); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("shell ended with %v, want SIGKILL", err)
 	}
 }

@@ -41,8 +41,6 @@ type oomControl struct {
 	// KillDisable is true when the OOM killer is off: tasks then hang at the limit
 	// instead of being killed, which Warden never wants.
 	KillDisable bool
-	// UnderOOM is true while the cgroup sits at its limit with the killer disabled.
-	UnderOOM bool
 	// Kills counts OOM kills (Linux 4.13 and later; 0 before).
 	Kills uint64
 }
@@ -55,7 +53,6 @@ func parseOOMControl(r io.Reader) (oomControl, error) {
 	}
 	return oomControl{
 		KillDisable: kv["oom_kill_disable"] != 0,
-		UnderOOM:    kv["under_oom"] != 0,
 		Kills:       kv["oom_kill"],
 	}, nil
 }

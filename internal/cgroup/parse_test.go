@@ -43,7 +43,7 @@ func TestParseOOMControl(t *testing.T) {
 	}{
 		{"fresh", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n", oomControl{}},
 		{"killed twice", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n", oomControl{Kills: 2}},
-		{"killer disabled and stuck", "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n", oomControl{KillDisable: true, UnderOOM: true}},
+		{"killer disabled and stuck", "oom_kill_disable 1\nunder_oom 1\noom_kill 0\n", oomControl{KillDisable: true}},
 		{"kernel before 4.13 has no oom_kill", "oom_kill_disable 0\nunder_oom 0\n", oomControl{}},
 	}
 	for _, tt := range tests {

@@ -209,8 +209,8 @@ func (lay *v1Layout) setLimits(c *v1Cgroup, l Limits) error {
 		// A v1 memory cgroup inherits a disabled OOM killer from its parent, and would then
 		// hang at its limit instead of killing. Whether warden/ has it disabled is read once.
 		lay.oomOnce.Do(func() {
-			oc, err := readKeyed(filepath.Dir(dir) + "/memory.oom_control")
-			lay.oomReset = err == nil && oc["oom_kill_disable"] != 0
+			oc, err := readOOMControl(filepath.Dir(dir))
+			lay.oomReset = err == nil && oc.KillDisable
 		})
 		if lay.oomReset {
 			if err := writeControl(ctlMemory, dir, "memory.oom_control", "0"); err != nil {
@@ -283,13 +283,9 @@ func (c *v1Cgroup) Stats() (Stats, error) {
 			return Stats{}, fmt.Errorf("reading peak memory: %w", err)
 		}
 		s.PeakMemoryBytes = int64(min(peak, 1<<63-1))
-		b, err := readSmall(c.memory + "/memory.oom_control")
+		oc, err := readOOMControl(c.memory)
 		if err != nil {
 			return Stats{}, fmt.Errorf("reading OOM kills: %w", err)
-		}
-		oc, err := parseOOMControl(strings.NewReader(string(b)))
-		if err != nil {
-			return Stats{}, fmt.Errorf("reading OOM kills in %s: %w", c.memory, err)
 		}
 		s.OOMKills = oc.Kills
 	}
@@ -358,4 +354,17 @@ func (c *v1Cgroup) Path() string {
 		return c.dirs[0].path
 	}
 	return c.name
+}
+
+// readOOMControl reads memory.oom_control of the v1 memory cgroup at dir.
+func readOOMControl(dir string) (oomControl, error) {
+	b, err := readSmall(dir + "/memory.oom_control")
+	if err != nil {
+		return oomControl{}, err
+	}
+	oc, err := parseOOMControl(strings.NewReader(string(b)))
+	if err != nil {
+		return oomControl{}, fmt.Errorf("parsing %s/memory.oom_control: %w", dir, err)
+	}
+	return oc, nil
 }
