@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -162,7 +163,7 @@ func chooseVersion(mode string, mounts []mount) string {
 	}
 	for _, m := range mounts {
 		for _, c := range m.Controllers {
-			if contains(v1Controllers, c) {
+			if slices.Contains(v1Controllers, c) {
 				return versionV1
 			}
 		}

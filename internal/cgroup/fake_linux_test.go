@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -477,7 +478,7 @@ func TestNewV2Layout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := host{version: versionV2, mounts: []mount{m}, self: procCgroup{V2: tt.own, HasV2: true}}
-			lay := newV2Layout(h, func(dir string) bool { return contains(tt.writable, dir) })
+			lay := newV2Layout(h, func(dir string) bool { return slices.Contains(tt.writable, dir) })
 			if lay.err != nil || lay.base != tt.wantBase || lay.top != tt.wantTop {
 				t.Errorf("layout = base %q, top %v, err %v; want %q, %v", lay.base, lay.top, lay.err, tt.wantBase, tt.wantTop)
 			}

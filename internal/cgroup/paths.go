@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -32,28 +33,23 @@ func ownDir(m mount, procPath string) (string, error) {
 // findV1Mount returns the first v1 mount holding controller, preferring one whose root
 // contains the process's own cgroup (a host can mount a hierarchy more than once).
 func findV1Mount(mounts []mount, controller, procPath string) (mount, bool) {
-	var first mount
-	found := false
-	for _, m := range mounts {
-		if m.V2 || !contains(m.Controllers, controller) {
-			continue
-		}
-		if _, err := ownDir(m, procPath); err == nil {
-			return m, true
-		}
-		if !found {
-			first, found = m, true
-		}
-	}
-	return first, found
+	return findMount(mounts, procPath, func(m mount) bool {
+		return !m.V2 && slices.Contains(m.Controllers, controller)
+	})
 }
 
 // findV2Mount returns the unified hierarchy's mount, preferring one that contains procPath.
 func findV2Mount(mounts []mount, procPath string) (mount, bool) {
+	return findMount(mounts, procPath, func(m mount) bool { return m.V2 })
+}
+
+// findMount returns the first mount that match accepts, preferring one whose root contains
+// procPath.
+func findMount(mounts []mount, procPath string, match func(mount) bool) (mount, bool) {
 	var first mount
 	found := false
 	for _, m := range mounts {
-		if !m.V2 {
+		if !match(m) {
 			continue
 		}
 		if _, err := ownDir(m, procPath); err == nil {
@@ -64,15 +60,6 @@ func findV2Mount(mounts []mount, procPath string) (mount, bool) {
 		}
 	}
 	return first, found
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // validateLimits rejects limits the kernel would refuse or that make no sense, so the error
