@@ -88,6 +88,12 @@ type Cgroup interface {
 	// migration AddProc does: on v1 that takes a global lock which may wait for an RCU
 	// grace period (measured here: 0.1 ms typically, up to 8 ms).
 	Placement() Placement
+	// Child makes a cgroup inside this one, with no limits of its own (the parent's bind
+	// it), to count and kill one group of the sandbox's processes apart from the rest: a
+	// session's exec. Only v1 offers it, because only v1 lets a process that may not use
+	// clone3 start a child inside (see Placement.ThreadFiles); v2 answers
+	// errors.ErrUnsupported. Delete the child before the parent.
+	Child(name string) (Cgroup, error)
 }
 
 // Placement is how a new process is born inside a cgroup. Exactly one field is set.
@@ -228,4 +234,18 @@ func ownerPID(name string) (int, bool) {
 		return 0, false
 	}
 	return pid, true
+}
+
+// validChildName accepts the short names Child is meant for: one path element of letters,
+// digits and dashes.
+func validChildName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

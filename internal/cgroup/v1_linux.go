@@ -368,3 +368,24 @@ func readOOMControl(dir string) (oomControl, error) {
 	}
 	return oc, nil
 }
+
+// Child makes <dir>/<name> in each of c's hierarchies.
+func (c *v1Cgroup) Child(name string) (Cgroup, error) {
+	if !validChildName(name) {
+		return nil, fmt.Errorf("invalid child cgroup name %q: use letters, digits and dashes", name)
+	}
+	child := &v1Cgroup{name: name, dirs: make([]v1Dir, 0, len(c.dirs)), byCtl: make(map[string]string, len(c.byCtl))}
+	for _, d := range c.dirs {
+		dir := d.path + "/" + name
+		if err := mkdirCgroup(dir); err != nil {
+			_ = child.Delete()
+			return nil, fmt.Errorf("creating cgroup %s: %w", dir, unwrapPath(err))
+		}
+		child.dirs = append(child.dirs, v1Dir{path: dir, ctls: d.ctls})
+		for ctl := range strings.SplitSeq(d.ctls, ",") {
+			child.byCtl[ctl] = dir
+		}
+	}
+	child.memory, child.cpuacct = child.byCtl[ctlMemory], child.byCtl[ctlCPUAcct]
+	return child, nil
+}

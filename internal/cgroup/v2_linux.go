@@ -458,3 +458,6 @@ func (c *v2Cgroup) Path() string { return c.dir }
 
 // Placement names the directory for CLONE_INTO_CGROUP.
 func (c *v2Cgroup) Placement() Placement { return Placement{CloneInto: c.dir} }
+
+// Child is not offered on v2 (see Cgroup.Child).
+func (c *v2Cgroup) Child(string) (Cgroup, error) { return nil, errors.ErrUnsupported }

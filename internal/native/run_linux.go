@@ -52,6 +52,9 @@ func run(ctx context.Context, s *spec.Spec, stdio IO) (spec.Result, error) {
 type box struct {
 	spec  *spec.Spec
 	stdio IO
+	// session keeps the init as an agent (see StartSession); its own
+	// standard streams are then /dev/null.
+	session bool
 
 	ids *idMapping
 	cg  cgroup.Cgroup
@@ -229,6 +232,9 @@ func (b *box) makePipes() error {
 		return fmt.Errorf("creating control socket: %w", err)
 	}
 	b.ctlHost, b.child.control = os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	if b.session {
+		return b.nullStdio()
+	}
 	if b.stdout, b.child.stdout, err = os.Pipe(); err != nil {
 		return fmt.Errorf("creating stdout pipe: %w", err)
 	}
@@ -242,6 +248,19 @@ func (b *box) makePipes() error {
 	}
 	if err != nil {
 		return fmt.Errorf("creating stdin: %w", err)
+	}
+	return nil
+}
+
+// nullStdio gives a session's agent /dev/null for its standard streams:
+// each process it starts gets streams of its own.
+func (b *box) nullStdio() error {
+	for _, f := range []**os.File{&b.child.stdin, &b.child.stdout, &b.child.stderr} {
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", os.DevNull, err)
+		}
+		*f = null
 	}
 	return nil
 }
@@ -260,6 +279,7 @@ func (b *box) config() nsinit.Config {
 		WorkspacePath:    b.spec.Workspace,
 		WorkspaceIsMount: b.detachedWorkspace,
 		AwaitCgroup:      b.lateCgroup,
+		Session:          b.session,
 		DiskBytes:        l.DiskBytes,
 		Inodes:           l.Inodes(),
 		Rlimits: nsinit.Rlimits{

@@ -45,6 +45,9 @@ func run() int {
 	if err != nil {
 		return exitNoHost
 	}
+	if cfg.Session {
+		return session(&cfg, ctl)
+	}
 	st := start(&cfg)
 	if err := json.NewEncoder(ctl).Encode(st); err != nil {
 		return exitNoHost
@@ -96,6 +99,15 @@ func start(cfg *Config) Status {
 		return Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: %v", cfg.Command[0], err)}
 	}
 	return reap(pid)
+}
+
+// session builds the sandbox and serves it as a session's agent.
+func session(cfg *Config, ctl *os.File) int {
+	if err := setup(cfg); err != nil {
+		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: err.Error()}})
+		return 0
+	}
+	return serveSession(ctl)
 }
 
 // setup takes the init from "fresh namespaces" to "ready to exec": each

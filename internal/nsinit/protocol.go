@@ -11,6 +11,12 @@
 // init writes "0" before any other work (on v2 the init is born inside,
 // by CLONE_INTO_CGROUP). The init answers with one Status, as a JSON line,
 // when the program has ended or the sandbox could not be built.
+//
+// A session (Config.Session) keeps the init running as the sandbox's agent:
+// instead of one Status it answers with Events, one JSON line each, the
+// first being EventReady (or one Status-bearing EventFailed), and it serves
+// Requests the host sends as frames like the Config's, each with the new
+// process's descriptors attached (see SendRequest).
 package nsinit
 
 import (
@@ -54,10 +60,13 @@ type Config struct {
 	WorkspaceIsMount bool `json:"workspace_is_mount"`
 	// AwaitCgroup says the host sends the cgroup's tasks descriptors
 	// after the Config, and the init must join before any work.
-	AwaitCgroup bool    `json:"await_cgroup"`
-	DiskBytes   int64   `json:"disk_bytes"`
-	Inodes      int64   `json:"inodes"`
-	Rlimits     Rlimits `json:"rlimits"`
+	AwaitCgroup bool `json:"await_cgroup"`
+	// Session makes the init stay as the sandbox's agent, starting a
+	// process for each Request, instead of running Command once.
+	Session   bool    `json:"session,omitempty"`
+	DiskBytes int64   `json:"disk_bytes"`
+	Inodes    int64   `json:"inodes"`
+	Rlimits   Rlimits `json:"rlimits"`
 }
 
 // Rlimits are per-process limits set before the program starts; zero

@@ -101,9 +101,14 @@ const workdir = "/workspace"
 // lookPath finds the command on the PATH the program will get, inside the
 // new root, so "not found" means not found in the sandbox.
 func lookPath(name string, env []string) (string, error) {
+	return lookPathIn(name, env, workdir)
+}
+
+// lookPathIn is lookPath for a program whose working directory is dir.
+func lookPathIn(name string, env []string, dir string) (string, error) {
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) {
-			name = filepath.Join(workdir, name)
+			name = filepath.Join(dir, name)
 		}
 		return name, checkExecutable(name)
 	}
@@ -134,4 +139,50 @@ func checkExecutable(p string) error {
 		return fmt.Errorf("command %q: %w", p, errNotExecutable)
 	}
 	return nil
+}
+
+// startProcess forks one session process from this locked-down thread. It
+// returns a Status instead of a pid when the process could not start, with
+// the exit code a shell would give.
+// It owns files and closes them.
+func startProcess(req Request, files []int) (int, *Status) {
+	osFiles := make([]*os.File, len(files))
+	for i, fd := range files {
+		osFiles[i] = os.NewFile(uintptr(fd), "")
+	}
+	defer func() {
+		for _, f := range osFiles {
+			f.Close()
+		}
+	}()
+	dir := req.Dir
+	if dir == "" {
+		dir = workdir
+	}
+	path, err := lookPathIn(req.Argv[0], req.Env, dir)
+	if err != nil {
+		code := 127
+		if errors.Is(err, errNotExecutable) {
+			code = 126
+		}
+		return 0, &Status{ExitCode: code, StartFailed: true, Error: err.Error()}
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return 0, &Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("working directory %q does not exist in the sandbox", dir)}
+	}
+	cmd := &exec.Cmd{
+		Path: path, Args: req.Argv, Env: req.Env, Dir: dir,
+		Stdin: osFiles[0], Stdout: osFiles[1], Stderr: osFiles[2], ExtraFiles: osFiles[3:],
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:     true,
+			Credential: &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: true},
+		},
+	}
+	restore := unignoreSignals()
+	err = cmd.Start()
+	restore()
+	if err != nil {
+		return 0, &Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: %v", req.Argv[0], err)}
+	}
+	return cmd.Process.Pid, nil
 }

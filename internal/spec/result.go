@@ -28,4 +28,40 @@ type Result struct {
 	// Error is set only when Warden itself failed; the user's code failing
 	// is a normal result with a non-zero ExitCode.
 	Error string `json:"error"`
+
+	// The fields below are set only by code run in a persistent
+	// interpreter (a session exec with a language).
+
+	// Value is the repr of the code's trailing expression, as a notebook
+	// cell shows it; empty when the code ends in a statement or None.
+	Value string `json:"value,omitempty"`
+	// Exception describes the error the code raised, if it raised one.
+	Exception *Exception `json:"exception,omitempty"`
+	// Outputs are the rich results the code produced, in order: every
+	// figure it drew and every object it displayed.
+	Outputs []Output `json:"outputs,omitempty"`
+	// InterpreterRestarted says the interpreter died or was killed during
+	// this exec (a timeout, a crash, the memory limit): its variables are
+	// gone and the next exec starts a fresh one. Files stay.
+	InterpreterRestarted bool `json:"interpreter_restarted,omitempty"`
+}
+
+// Exception is an error raised by code in an interpreter, in the shape
+// notebooks use: the type's name, its message and the formatted traceback.
+type Exception struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+}
+
+// Output is one rich result: a PNG chart, an SVG, an HTML table. Binary
+// types (image/png, image/jpeg) carry base64 in Data; text types (SVG,
+// HTML, plain text, JSON) carry the text itself, as Encoding says.
+type Output struct {
+	// MimeType is the result's type, such as "image/png".
+	MimeType string `json:"mime_type"`
+	// Data is the content, encoded as Encoding says.
+	Data string `json:"data"`
+	// Encoding is "base64" for binary types and "utf-8" for text.
+	Encoding string `json:"encoding"`
 }

@@ -54,10 +54,14 @@ func (s *Spec) Validate() error {
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		return invalid("no command given: put it after --, e.g. warden run -- python3 -c 'print(1)'")
 	}
-	for _, kv := range s.Env {
-		if err := validateEnv(kv); err != nil {
-			return err
-		}
+	return s.ValidateSandbox()
+}
+
+// ValidateSandbox checks everything but the command: what a session, which
+// gets its commands later, is built from.
+func (s *Spec) ValidateSandbox() error {
+	if err := ValidateEnv(s.Env); err != nil {
+		return err
 	}
 	if s.Workspace != "" && !path.IsAbs(s.Workspace) {
 		return invalid("workspace %q is not an absolute path", s.Workspace)
@@ -66,6 +70,16 @@ func (s *Spec) Validate() error {
 		return err
 	}
 	return s.Network.Validate()
+}
+
+// ValidateEnv checks KEY=VALUE pairs.
+func ValidateEnv(env []string) error {
+	for _, kv := range env {
+		if err := validateEnv(kv); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func validateEnv(kv string) error {

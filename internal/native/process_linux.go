@@ -1,0 +1,212 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// Process is one process a Session started. It implements interp.Process.
+type Process struct {
+	s  *Session
+	id uint64
+	// cg is the process's own cgroup (v1), or nil.
+	cg cgroup.Cgroup
+
+	started chan struct{}
+	done    chan struct{}
+	once    sync.Once
+
+	mu     sync.Mutex
+	pid    int
+	status *nsinit.Status
+	stats  cgroup.Stats
+	// rusage figures from the agent, the fallback for missing stats.
+	cpuUS, rssKiB int64
+}
+
+// Spawn starts c in the sandbox. It returns once the process runs, or with
+// an error (a *StartError when the program could not be started).
+func (s *Session) Spawn(ctx context.Context, c interp.Command) (interp.Process, error) {
+	p, err := s.launch(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// StartError is a program that could not be started in the sandbox: not
+// found, not executable, a bad working directory. Code is what a shell
+// would exit with (127 or 126).
+type StartError struct {
+	Code    int
+	Message string
+}
+
+func (e *StartError) Error() string { return e.Message }
+
+func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error) {
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return nil, fmt.Errorf("no command given")
+	}
+	if len(c.Files) < 3 {
+		return nil, fmt.Errorf("a process needs at least stdin, stdout and stderr, got %d files", len(c.Files))
+	}
+	s.mu.Lock()
+	if s.err != nil || s.closed {
+		err := s.err
+		s.mu.Unlock()
+		if err == nil {
+			err = ErrSessionEnded
+		}
+		return nil, err
+	}
+	s.nextID++
+	p := &Process{s: s, id: s.nextID, started: make(chan struct{}), done: make(chan struct{})}
+	s.procs[p.id] = p
+	s.mu.Unlock()
+
+	cg, tasks, err := s.execCgroup(p.id)
+	if err != nil {
+		s.forget(p)
+		return nil, err
+	}
+	p.cg = cg
+	fds := make([]int, 0, len(c.Files)+2*len(tasks))
+	for _, f := range c.Files {
+		fds = append(fds, int(f.Fd()))
+	}
+	req := nsinit.Request{Op: nsinit.OpSpawn, ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, Files: len(c.Files)}
+	if len(tasks) > 0 {
+		fds = append(append(fds, tasks...), s.sessionTasks...)
+		req.Cgroup = 2 * len(tasks)
+	}
+	err = s.send(req, fds)
+	closeFDs(tasks)
+	if err != nil {
+		s.forget(p)
+		p.settle(nil, nsinit.Event{})
+		return nil, err
+	}
+	return p, p.awaitStart(ctx)
+}
+
+// forget drops a process the agent never heard of.
+func (s *Session) forget(p *Process) {
+	s.mu.Lock()
+	delete(s.procs, p.id)
+	s.mu.Unlock()
+}
+
+// awaitStart waits for the agent to say the process runs or could not
+// start. A context that ends first kills it.
+func (p *Process) awaitStart(ctx context.Context) error {
+	select {
+	case <-p.started:
+	case <-p.done:
+	case <-ctx.Done():
+		_ = p.Kill()
+		<-p.done
+		return fmt.Errorf("starting process: %w", ctx.Err())
+	}
+	select {
+	case <-p.done:
+	default:
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.status == nil:
+		return p.s.Err()
+	case p.status.StartFailed:
+		return &StartError{Code: p.status.ExitCode, Message: p.status.Error}
+	}
+	return nil
+}
+
+func (p *Process) markStarted(pid int) {
+	p.mu.Lock()
+	p.pid = pid
+	p.mu.Unlock()
+	select {
+	case <-p.started:
+	default:
+		close(p.started)
+	}
+}
+
+// settle records the end (st is nil when the session ended first), reads
+// the process's cgroup figures, kills what it left behind there and
+// removes the cgroup, then releases its waiters.
+func (p *Process) settle(st *nsinit.Status, e nsinit.Event) {
+	p.once.Do(func() {
+		if p.cg != nil {
+			stats, _ := p.cg.Stats()
+			_ = p.cg.Kill()
+			_ = p.cg.Delete()
+			p.mu.Lock()
+			p.stats = stats
+			p.mu.Unlock()
+		}
+		p.mu.Lock()
+		p.status, p.cpuUS, p.rssKiB = st, e.CPUTimeUS, e.MaxRSSKiB
+		p.mu.Unlock()
+		close(p.done)
+	})
+}
+
+// Wait blocks until the process has ended. Its error is set when the
+// session ended first, so there is no status to report.
+func (p *Process) Wait() (interp.ExitStatus, error) {
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status == nil {
+		return interp.ExitStatus{Code: 128 + int(unix.SIGKILL), Signal: int(unix.SIGKILL)}, p.s.Err()
+	}
+	return interp.ExitStatus{Code: p.status.ExitCode, Signal: p.status.Signal}, nil
+}
+
+// Done is closed when the process has ended and its cgroup is gone.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Kill sends SIGKILL to the process's group through the agent, and to
+// everything in its cgroup, which also finds what left the group.
+func (p *Process) Kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	err := p.s.send(nsinit.Request{Op: nsinit.OpKill, ID: p.id, Signal: int(syscall.SIGKILL)}, nil)
+	if p.cg != nil {
+		if cerr := p.cg.Kill(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// usage is the process's CPU time and peak memory: its cgroup's figures
+// where it had one, its rusage otherwise.
+func (p *Process) usage() (cpu time.Duration, peak int64, ooms uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cpu, peak, ooms = p.stats.CPUTime, p.stats.PeakMemoryBytes, p.stats.OOMKills
+	if cpu == 0 {
+		cpu = time.Duration(p.cpuUS) * time.Microsecond
+	}
+	if peak == 0 {
+		peak = p.rssKiB * 1024
+	}
+	return cpu, peak, ooms
+}

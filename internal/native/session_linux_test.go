@@ -1,0 +1,103 @@
+package native
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+func startTestSession(t *testing.T) *Session {
+	t.Helper()
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.Timeout = 20 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func execSh(t *testing.T, s *Session, script string, timeout time.Duration) spec.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := s.Exec(ctx, ExecSpec{Command: []string{"sh", "-c", script}, Timeout: timeout}, IO{})
+	if err != nil {
+		t.Fatalf("Exec(%q) = %v", script, err)
+	}
+	return r
+}
+
+// TestSessionKeepsFiles checks that execs share the sandbox: a file one
+// writes, the next reads, as the sandbox user.
+func TestSessionKeepsFiles(t *testing.T) {
+	s := startTestSession(t)
+	if r := execSh(t, s, "echo kept > /workspace/f; id -u", 0); r.ExitCode != 0 || r.Stdout != "1000\n" {
+		t.Fatalf("first exec = exit %d, stdout %q, stderr %q; want 0, 1000", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	if r := execSh(t, s, "cat /workspace/f", 0); r.Stdout != "kept\n" {
+		t.Errorf("second exec stdout = %q, want %q", r.Stdout, "kept\n")
+	}
+}
+
+// TestSessionExecTimeout checks that a timeout kills the exec and what it
+// started, in its group or out of it, and leaves the session working.
+func TestSessionExecTimeout(t *testing.T) {
+	s := startTestSession(t)
+	r := execSh(t, s, "setsid sleep 300 & sleep 300", 300*time.Millisecond)
+	if !r.TimedOut || r.Signal != "SIGKILL" {
+		t.Fatalf("exec = timed_out %v, signal %q; want true, SIGKILL", r.TimedOut, r.Signal)
+	}
+	r = execSh(t, s, "cat /proc/[0-9]*/comm", 0)
+	if strings.Contains(r.Stdout, "sleep") {
+		t.Errorf("after the timeout the sandbox still runs:\n%s", r.Stdout)
+	}
+	if r := execSh(t, s, "echo alive", 0); r.Stdout != "alive\n" {
+		t.Errorf("exec after timeout stdout = %q, want alive", r.Stdout)
+	}
+}
+
+func TestSessionStartFailure(t *testing.T) {
+	s := startTestSession(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := s.Exec(ctx, ExecSpec{Command: []string{"no-such-program"}}, IO{})
+	if err != nil || r.ExitCode != 127 || !strings.Contains(r.Stderr, "not found") {
+		t.Errorf("Exec(no-such-program) = exit %d, stderr %q, err %v; want 127 and a not-found message", r.ExitCode, r.Stderr, err)
+	}
+}
+
+// TestSessionClose checks that Close ends the sandbox and is idempotent.
+func TestSessionClose(t *testing.T) {
+	s := startTestSession(t)
+	path := ""
+	if s.b.cg != nil {
+		path = s.b.cg.Path()
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Error("Done not closed after Close")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close() = %v", err)
+	}
+	if _, err := os.Stat(path); path != "" && err == nil {
+		t.Errorf("cgroup %s left after Close", path)
+	}
+	if _, err := s.Exec(context.Background(), ExecSpec{Command: []string{"true"}}, IO{}); err == nil {
+		t.Error("Exec after Close succeeded, want an error")
+	}
+}

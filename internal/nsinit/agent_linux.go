@@ -1,0 +1,289 @@
+package nsinit
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// agent is a session's init after setup: PID 1 of the sandbox, starting a
+// process for each spawn request and reporting each one's end. Processes
+// are forked only from the locked, locked-down main thread, so each one
+// inherits its seccomp filter and empty capability sets; the agent's other
+// threads keep the capabilities it needs to signal and reap.
+type agent struct {
+	ctl int
+
+	sendMu sync.Mutex
+	enc    *json.Encoder
+
+	// mu orders registration after a fork against the reaper's lookup, so
+	// a process that ends at once is never mistaken for an orphan.
+	mu      sync.Mutex
+	running map[int]uint64
+	pgids   map[uint64]int
+	// started gets a token after each fork, waking a reaper that found no
+	// child to wait for.
+	started chan struct{}
+}
+
+// spawnJob is a request handed to the main thread with its descriptors.
+type spawnJob struct {
+	req Request
+	fds []int
+}
+
+// serve reports readiness and runs the agent until the host goes; it never
+// returns normally, because the host ends a session by killing the init.
+func serveSession(ctl *os.File) int {
+	if err := lockdown(); err != nil {
+		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
+		return 0
+	}
+	a := &agent{ctl: ControlFD, enc: json.NewEncoder(ctl), running: map[int]uint64{}, pgids: map[uint64]int{}, started: make(chan struct{}, 1)}
+	if err := a.send(Event{Kind: EventReady}); err != nil {
+		return exitNoHost
+	}
+	jobs := make(chan spawnJob)
+	go a.reap()
+	go a.readRequests(jobs)
+	for job := range jobs {
+		a.spawn(job)
+	}
+	return exitNoHost
+}
+
+func (a *agent) send(e Event) error {
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
+	return a.enc.Encode(e)
+}
+
+// readRequests passes spawns to the main thread and carries out kills;
+// it closes jobs when the host hangs up, which ends the agent.
+func (a *agent) readRequests(jobs chan<- spawnJob) {
+	defer close(jobs)
+	for {
+		req, fds, err := readRequest(a.ctl)
+		if err != nil {
+			return
+		}
+		switch req.Op {
+		case OpSpawn:
+			jobs <- spawnJob{req, fds}
+		case OpKill:
+			closeAll(fds)
+			a.kill(req.ID, req.Signal)
+		default:
+			closeAll(fds)
+		}
+	}
+}
+
+// kill signals the process group the spawn created (the process is its
+// leader, by setsid). Descendants that left the group are the host's to
+// find, through the exec's cgroup.
+func (a *agent) kill(id uint64, sig int) {
+	a.mu.Lock()
+	pgid, ok := a.pgids[id]
+	a.mu.Unlock()
+	if ok && sig > 0 {
+		_ = unix.Kill(-pgid, unix.Signal(sig))
+	}
+}
+
+// spawn runs on the locked main thread. With a v1 exec cgroup, the thread
+// joins it, forks (the child is born inside) and returns to the session's
+// cgroup, whose tasks descriptor the host sends as the last one.
+func (a *agent) spawn(job spawnJob) {
+	req := job.req
+	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 {
+		closeAll(job.fds)
+		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"}))
+		return
+	}
+	files, tasks := job.fds[:req.Files], job.fds[req.Files:]
+	defer closeAll(tasks)
+	if err := enterCgroup(tasks); err != nil {
+		closeAll(files)
+		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
+		return
+	}
+	a.mu.Lock()
+	pid, st := startProcess(req, files)
+	if st == nil {
+		a.running[pid] = req.ID
+		a.pgids[req.ID] = pid
+	}
+	a.mu.Unlock()
+	if err := leaveCgroup(tasks); err != nil && st == nil {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+	}
+	if st != nil {
+		_ = a.send(exitedEvent(req.ID, *st))
+		return
+	}
+	select {
+	case a.started <- struct{}{}:
+	default:
+	}
+	_ = a.send(Event{Kind: EventStarted, ID: req.ID, Pid: pid})
+}
+
+// enterCgroup moves this thread into the exec's cgroup: the first half of
+// the descriptors are its tasks files, one per hierarchy, and the second
+// half the session's own, to return to.
+func enterCgroup(tasks []int) error {
+	return writeTasks(tasks[:len(tasks)/2])
+}
+
+func leaveCgroup(tasks []int) error {
+	return writeTasks(tasks[len(tasks)/2:])
+}
+
+func writeTasks(fds []int) error {
+	for i, fd := range fds {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("joining the exec's cgroup (file %d): %w", i, err)
+		}
+	}
+	return nil
+}
+
+func exitedEvent(id uint64, st Status) Event {
+	return Event{Kind: EventExited, ID: id, Status: &st}
+}
+
+// reap waits for every child: the processes the agent started, whose ends
+// it reports, and the orphans the PID namespace hands to its init.
+func (a *agent) reap() {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, 0, &ru)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ECHILD) {
+			// Every child descends from a spawn, so none can appear
+			// before the next one.
+			<-a.started
+			continue
+		}
+		if err != nil {
+			return
+		}
+		a.mu.Lock()
+		id, ok := a.running[pid]
+		delete(a.running, pid)
+		delete(a.pgids, id)
+		a.mu.Unlock()
+		if !ok {
+			continue
+		}
+		e := exitedEvent(id, statusOf(ws))
+		e.CPUTimeUS = ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
+		e.MaxRSSKiB = ru.Maxrss
+		_ = a.send(e)
+	}
+}
+
+func statusOf(ws unix.WaitStatus) Status {
+	if ws.Signaled() {
+		return Status{ExitCode: 128 + int(ws.Signal()), Signal: int(ws.Signal())}
+	}
+	return Status{ExitCode: ws.ExitStatus()}
+}
+
+// readRequest reads one frame and the descriptors attached to its start.
+func readRequest(fd int) (Request, []int, error) {
+	var req Request
+	head := make([]byte, 4)
+	oob := make([]byte, unix.CmsgSpace(maxRequestFDs*4))
+	n, oobn, _, _, err := recvmsgRetry(fd, head, oob)
+	if err != nil {
+		return req, nil, err
+	}
+	fds, err := parseRights(oob[:oobn])
+	if err != nil {
+		return req, nil, err
+	}
+	if n == 0 {
+		closeAll(fds)
+		return req, nil, io.EOF
+	}
+	if err := readFull(fd, head[n:]); err != nil {
+		closeAll(fds)
+		return req, nil, err
+	}
+	size := binary.BigEndian.Uint32(head)
+	if size > maxConfig {
+		closeAll(fds)
+		return req, nil, fmt.Errorf("request of %d bytes is larger than %d", size, maxConfig)
+	}
+	body := make([]byte, size)
+	if err := readFull(fd, body); err != nil {
+		closeAll(fds)
+		return req, nil, err
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		closeAll(fds)
+		return req, nil, err
+	}
+	return req, fds, nil
+}
+
+func recvmsgRetry(fd int, p, oob []byte) (int, int, int, unix.Sockaddr, error) {
+	for {
+		n, oobn, flags, from, err := unix.Recvmsg(fd, p, oob, unix.MSG_CMSG_CLOEXEC)
+		if !errors.Is(err, unix.EINTR) {
+			return n, oobn, flags, from, err
+		}
+	}
+}
+
+func readFull(fd int, p []byte) error {
+	for len(p) > 0 {
+		n, err := unix.Read(fd, p)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for i := range msgs {
+		rights, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			closeAll(fds)
+			return nil, err
+		}
+		fds = append(fds, rights...)
+	}
+	return fds, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

@@ -1,0 +1,77 @@
+package nsinit
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+)
+
+// Request operations.
+const (
+	// OpSpawn starts a process of the sandbox user.
+	OpSpawn = "spawn"
+	// OpKill signals a process started by OpSpawn, and its process group.
+	OpKill = "kill"
+)
+
+// Request is one order from the host to a session's agent. A spawn's
+// descriptors travel attached to the frame: first Files descriptors that
+// become the process's fds 0, 1, 2, ..., then Cgroup "tasks" descriptors
+// of the exec's own cgroup (v1) to start it in.
+type Request struct {
+	Op string `json:"op"`
+	// ID names the process in the host's books; the agent echoes it.
+	ID   uint64   `json:"id"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	// Dir is the working directory; empty means /workspace.
+	Dir    string `json:"dir,omitempty"`
+	Files  int    `json:"files,omitempty"`
+	Cgroup int    `json:"cgroup,omitempty"`
+	// Signal is what OpKill sends.
+	Signal int `json:"signal,omitempty"`
+}
+
+// Event kinds the agent reports.
+const (
+	// EventReady: the sandbox is built and the agent takes requests.
+	EventReady = "ready"
+	// EventFailed: the sandbox could not be built; Status.Error says why.
+	EventFailed = "failed"
+	// EventStarted: process ID runs as Pid (in the sandbox's PID namespace).
+	EventStarted = "started"
+	// EventExited: process ID has ended, or never started (Status.StartFailed).
+	EventExited = "exited"
+)
+
+// Event is one line from the agent.
+type Event struct {
+	Kind   string  `json:"kind"`
+	ID     uint64  `json:"id,omitempty"`
+	Pid    int     `json:"pid,omitempty"`
+	Status *Status `json:"status,omitempty"`
+	// CPUTimeUS and MaxRSSKiB come from the process's rusage, which covers
+	// it and every descendant it waited for: the fallback when no cgroup
+	// counts the exec.
+	CPUTimeUS int64 `json:"cpu_time_us,omitempty"`
+	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
+}
+
+// maxRequestFDs bounds the descriptors one Request may carry.
+const maxRequestFDs = 16
+
+// EncodeRequest frames r for SendRequest's single sendmsg: its length,
+// then its JSON.
+func EncodeRequest(r Request) ([]byte, error) {
+	if r.Files+r.Cgroup > maxRequestFDs {
+		return nil, fmt.Errorf("request carries %d descriptors, more than %d", r.Files+r.Cgroup, maxRequestFDs)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfig {
+		return nil, fmt.Errorf("request of %d bytes is larger than %d", len(b), maxConfig)
+	}
+	return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...), nil
+}
