@@ -101,3 +101,28 @@ func TestSessionClose(t *testing.T) {
 		t.Error("Exec after Close succeeded, want an error")
 	}
 }
+
+// TestSessionOOM checks that an exec over the session's memory limit is
+// killed and reported, and the session (its agent spared) lives on.
+func TestSessionOOM(t *testing.T) {
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.MemoryBytes = 64 * spec.MiB
+	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	defer s.Close()
+	if s.b.cg == nil {
+		t.Fatal("no cgroup: the memory limit is not in force, refusing to run the bomb")
+	}
+	// At most 256 MiB: four times the limit, and it stops by itself.
+	bomb := "b = []\nfor _ in range(256): b.append(bytearray(1 << 20))"
+	r, err := s.Exec(context.Background(), ExecSpec{Command: []string{"python3", "-c", bomb}}, IO{})
+	if err != nil || !r.OOMKilled || r.Signal != "SIGKILL" {
+		t.Fatalf("bomb = oom_killed %v, signal %q, err %v; want an OOM kill", r.OOMKilled, r.Signal, err)
+	}
+	if r := execSh(t, s, "echo alive", 0); r.Stdout != "alive\n" {
+		t.Errorf("after the OOM kill stdout = %q, want the session alive", r.Stdout)
+	}
+}
