@@ -1,0 +1,131 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Dir is an open workspace. Its methods may run concurrently; Close waits
+// for them.
+type Dir struct {
+	mu   sync.RWMutex
+	fd   int // the workspace, O_PATH; -1 once closed
+	id   identity
+	lim  Limits
+	name string
+}
+
+// Open opens dir, the workspace as the host sees it (for a running sandbox
+// /proc/<init-pid>/root/workspace), once, as the caller: root, which can
+// follow the magic /proc/<pid>/root link. The final element is not
+// followed if it is a symbolic link. Every later operation resolves below
+// this descriptor, as host uid and gid (the sandbox user's), and within
+// lim. When uid is the process's own (rootless), operations keep the
+// process's identity.
+func Open(dir string, uid, gid int, lim Limits) (*Dir, error) {
+	if uid < 0 || gid < 0 {
+		return nil, fmt.Errorf("opening workspace %q: invalid uid %d or gid %d", dir, uid, gid)
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening workspace %q: %w", dir, err)
+	}
+	probe, err := openBeneath(fd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.ENOSYS) {
+			return nil, fmt.Errorf("opening workspace %q: openat2 is missing; Warden needs Linux 5.6 or later", dir)
+		}
+		return nil, fmt.Errorf("opening workspace %q: %w", dir, err)
+	}
+	unix.Close(probe)
+	return &Dir{
+		fd:   fd,
+		id:   identity{uid: uid, gid: gid, skip: uid == os.Geteuid()},
+		lim:  lim.withDefaults(),
+		name: dir,
+	}, nil
+}
+
+// Close releases the workspace descriptor. Readers returned by Read stay
+// valid: they hold their own descriptors.
+func (d *Dir) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fd < 0 {
+		return nil
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	if err != nil {
+		return fmt.Errorf("closing workspace %q: %w", d.name, err)
+	}
+	return nil
+}
+
+// do runs fn as the sandbox user with the workspace descriptor, and keeps
+// Close from closing it meanwhile.
+func (d *Dir) do(fn func(root int) error) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.fd < 0 {
+		return fmt.Errorf("workspace %q: %w", d.name, os.ErrClosed)
+	}
+	return d.id.run(func() error { return fn(d.fd) })
+}
+
+// resolveFlags make the kernel refuse, during the open itself, any
+// symbolic link (final one included), any magic /proc link, any step out
+// of the starting directory and any mount crossing.
+const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+// openBeneath opens rel below dirfd with openat2 and resolveFlags. It
+// retries EAGAIN, which openat2 returns when a concurrent rename might
+// have raced the walk, and EINTR, a few times.
+func openBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolveFlags}
+	for try := 0; ; try++ {
+		fd, err := unix.Openat2(dirfd, rel, &how)
+		if (err == unix.EAGAIN || err == unix.EINTR) && try < 16 {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// fsError turns an errno from operation op on p into a one-line error
+// naming p that wraps the matching sentinel.
+func fsError(op string, p wsPath, err error) error {
+	var errno unix.Errno
+	if !errors.As(err, &errno) {
+		return fmt.Errorf("%s %q: %w", op, p, err)
+	}
+	switch errno {
+	case unix.ENOENT:
+		return errorf(ErrNotFound, "%s %q: no such file or directory in /workspace", op, p)
+	case unix.EEXIST:
+		return errorf(ErrExists, "%s %q: it already exists", op, p)
+	case unix.EISDIR:
+		return errorf(ErrIsDir, "%s %q: it is a directory", op, p)
+	case unix.ENOTDIR:
+		return errorf(ErrNotDir, "%s %q: it, or one of its parents, is not a directory", op, p)
+	case unix.ENOTEMPTY:
+		return errorf(ErrNotEmpty, "%s %q: the directory is not empty; remove it recursively", op, p)
+	case unix.ELOOP:
+		return linkError(p)
+	case unix.EXDEV:
+		return errorf(ErrLink, "path %q leaves the workspace or crosses a mount point, which Warden never does from the host", p)
+	case unix.ENAMETOOLONG:
+		return errorf(ErrBadPath, "%s %q: the path is too long; use a shorter one", op, p)
+	}
+	return errorf(errno, "%s %q: %v", op, p, errno)
+}
+
+// linkError is the error for a symbolic link met on the way to p.
+func linkError(p wsPath) error {
+	return errorf(ErrLink, "path %q goes through a symbolic link, which Warden never follows from the host", p)
+}
