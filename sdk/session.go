@@ -1,0 +1,119 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+)
+
+// Session is a handle on a long-lived sandbox: files in /workspace and the
+// state of its language interpreters persist from one call to the next.
+// Its methods may be called from several goroutines, but the server runs
+// one exec at a time per session and answers a second with a conflict.
+type Session struct {
+	c  *Client
+	id string
+}
+
+// ID returns the session's id ("ses_…"), to log it or to pick the session
+// up again later with Client.Session.
+func (s *Session) ID() string { return s.id }
+
+// Info fetches the session's current state, timestamps, effective limits
+// and exec count.
+func (s *Session) Info(ctx context.Context) (*SessionInfo, error) {
+	resp, err := s.c.api.GetSession(ctx, s.id)
+	return decodeJSON[SessionInfo]("getting session "+s.id, resp, err, http.StatusOK)
+}
+
+// Exec runs one command or snippet of code in the session and waits for it.
+// A program that fails is not an error here: check the Result's ExitCode,
+// TimedOut, OOMKilled and Exception.
+func (s *Session) Exec(ctx context.Context, req ExecRequest) (*Result, error) {
+	resp, err := s.c.api.ExecInSession(ctx, s.id, req)
+	return decodeJSON[Result]("exec in session "+s.id, resp, err, http.StatusOK)
+}
+
+// Run runs argv directly (no shell; use "bash", "-c", script for shell
+// syntax) in the session's /workspace.
+func (s *Session) Run(ctx context.Context, argv ...string) (*Result, error) {
+	return s.Exec(ctx, ExecRequest{Command: argv})
+}
+
+// RunCode runs code in the session's persistent interpreter for language,
+// like a notebook cell: variables and imports survive to the next call,
+// and the Result carries the trailing expression's Value, any Exception
+// and rich Outputs such as matplotlib figures (see Result.PNGs).
+func (s *Session) RunCode(ctx context.Context, language Language, code string) (*Result, error) {
+	return s.Exec(ctx, ExecRequest{Language: language, Code: code})
+}
+
+// WriteFile uploads r to path (relative to /workspace or absolute under
+// it), replacing any file there and creating parent directories. mode sets
+// the permission bits (0 means the server's default, 0644); use 0755 for a
+// script. A *bytes.Reader or *strings.Reader sends a Content-Length; other
+// readers are streamed.
+func (s *Session) WriteFile(ctx context.Context, path string, r io.Reader, mode fs.FileMode) (*FileEntry, error) {
+	params := &UploadFileParams{Path: path}
+	if mode != 0 {
+		params.Mode = fmt.Sprintf("%04o", mode.Perm())
+	}
+	resp, err := s.c.api.UploadFileWithBody(ctx, s.id, params, "application/octet-stream", r)
+	return decodeJSON[FileEntry]("writing "+path, resp, err, http.StatusCreated)
+}
+
+// ReadFile downloads the file at path whole, as os.ReadFile does for a
+// local file.
+func (s *Session) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	resp, err := s.c.api.DownloadFile(ctx, s.id, &DownloadFileParams{Path: path})
+	if err := check("reading "+path, resp, err, http.StatusOK); err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("warden: reading %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// ListFiles lists the directory at path ("" or "." for /workspace), sorted
+// by name; FileList.Truncated says the server cut a huge directory short.
+func (s *Session) ListFiles(ctx context.Context, path string) (*FileList, error) {
+	resp, err := s.c.api.ListFiles(ctx, s.id, &ListFilesParams{Path: path})
+	return decodeJSON[FileList]("listing "+path, resp, err, http.StatusOK)
+}
+
+// Mkdir creates the directory path and any missing parents, like
+// os.MkdirAll: an existing directory is not an error.
+func (s *Session) Mkdir(ctx context.Context, path string) (*FileEntry, error) {
+	resp, err := s.c.api.MakeDirectory(ctx, s.id, &MakeDirectoryParams{Path: path})
+	return decodeJSON[FileEntry]("creating directory "+path, resp, err, http.StatusCreated)
+}
+
+// Remove deletes a file, symlink or empty directory, like os.Remove; a
+// non-empty directory answers a conflict.
+func (s *Session) Remove(ctx context.Context, path string) error {
+	resp, err := s.c.api.DeleteFile(ctx, s.id, &DeleteFileParams{Path: path})
+	return expectNoContent("removing "+path, resp, err)
+}
+
+// RemoveAll deletes path and everything under it, like os.RemoveAll.
+func (s *Session) RemoveAll(ctx context.Context, path string) error {
+	resp, err := s.c.api.DeleteFile(ctx, s.id, &DeleteFileParams{Path: path, Recursive: true})
+	return expectNoContent("removing "+path, resp, err)
+}
+
+// Close ends the session, killing what runs in it and discarding its
+// files, and frees its slot of the server's session limit at once. A
+// session that has already ended is not an error, so Close is safe to
+// defer and to call twice.
+func (s *Session) Close(ctx context.Context) error {
+	resp, err := s.c.api.DeleteSession(ctx, s.id)
+	if err := expectNoContent("closing session "+s.id, resp, err); err != nil && !IsNotFound(err) {
+		return err
+	}
+	return nil
+}
