@@ -1,0 +1,182 @@
+// Package interp runs code in persistent language interpreters inside a
+// sandbox, the way a notebook runs cells: variables, imports and the working
+// directory survive from one run to the next, and each run reports the value
+// of its trailing expression, the exception it raised and the rich outputs
+// (charts, HTML tables) it produced.
+//
+// The interpreter process lives inside the sandbox and is started through a
+// Spawner; this package is the host side. It talks to a small driver program
+// over two pipes (requests on the child's descriptor 3, replies on 4) and
+// reads the user's output from descriptors 1 and 2 until a per-run token
+// shows that the run's output is complete.
+package interp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Interpreter is one persistent interpreter in one sandbox. It starts its
+// process on the first Run, so a session that never uses a language pays
+// nothing for it, and starts a fresh one on the Run after the process died.
+// Runs are serialised: a Run waits for the one before it.
+type Interpreter interface {
+	// Run executes code and returns what it did. The code's stdout and
+	// stderr are written to the writers as they arrive (either may be nil
+	// to drop them); every byte of this run's output has been written when
+	// Run returns, and none is written after. When ctx ends first, the
+	// interpreter is killed and the Outcome says so. The error is only for
+	// Warden's own failures (the interpreter cannot start, its protocol
+	// broke); code that fails is a normal Outcome.
+	Run(ctx context.Context, code string, stdout, stderr io.Writer) (Outcome, error)
+	// Close kills the interpreter and everything it started. Runs after
+	// Close fail with ErrClosed.
+	Close() error
+}
+
+// Outcome is what one Run did.
+type Outcome struct {
+	// Value is the repr of the code's trailing expression, as a notebook
+	// shows it; empty when the code ends in a statement or the value is
+	// None (undefined in JavaScript).
+	Value string
+	// Exception is the error the code raised, if any.
+	Exception *spec.Exception
+	// Outputs are the rich results in the order the code produced them.
+	Outputs []spec.Output
+	// Restarted says the interpreter died or was killed during this run
+	// (timeout, crash, exit, the memory limit): its state is gone and the
+	// next Run starts a fresh one.
+	Restarted bool
+	// TimedOut says ctx's deadline passed and the interpreter was killed.
+	TimedOut bool
+	// ExitCode is the status of the last command for bash, or the
+	// interpreter's exit status (128+N for signal N) when it died.
+	ExitCode int
+	// Signal is the signal that killed the interpreter, or 0.
+	Signal int
+}
+
+// Errors New and Run return, for callers to tell apart without matching
+// strings.
+var (
+	// ErrUnknownLanguage: New was asked for a language this package has no
+	// driver for.
+	ErrUnknownLanguage = errors.New("unknown language")
+	// ErrClosed: the Interpreter was closed.
+	ErrClosed = errors.New("interpreter closed")
+	// ErrProtocol: the driver broke the protocol; the interpreter was
+	// killed and the next Run starts a fresh one.
+	ErrProtocol = errors.New("interpreter protocol error")
+)
+
+// Limits bound what one run may send back, so a runaway cell cannot make
+// the host hold unbounded memory.
+const (
+	// DefaultMaxOutputBytes caps one rich output (its encoded data).
+	DefaultMaxOutputBytes = 8 << 20
+	// DefaultMaxTotalOutputBytes caps all rich outputs of one run.
+	DefaultMaxTotalOutputBytes = 32 << 20
+	// DefaultMaxValueBytes caps the Value and each Exception field.
+	DefaultMaxValueBytes = 1 << 20
+)
+
+// config is what the options set.
+type config struct {
+	maxOutput      int
+	maxTotalOutput int
+	maxValue       int
+	dir            string
+}
+
+// Option changes how New builds an Interpreter.
+type Option func(*config)
+
+// WithMaxOutputBytes caps the encoded size of one rich output; larger ones
+// are dropped with a note on stderr. Zero or less keeps the default.
+func WithMaxOutputBytes(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxOutput = n
+		}
+	}
+}
+
+// WithMaxTotalOutputBytes caps the encoded size of all rich outputs of one
+// run; outputs past it are dropped with a note on stderr. Zero or less
+// keeps the default.
+func WithMaxTotalOutputBytes(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxTotalOutput = n
+		}
+	}
+}
+
+// WithMaxValueBytes caps the Value and the Exception's message and
+// traceback, which are cut with a note. Zero or less keeps the default.
+func WithMaxValueBytes(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxValue = n
+		}
+	}
+}
+
+// WithDir sets the interpreter's working directory inside the sandbox;
+// empty (the default) means the spawner's default, /workspace.
+func WithDir(dir string) Option {
+	return func(c *config) { c.dir = dir }
+}
+
+// languages maps each supported language to its driver.
+var languages = map[string]*language{
+	"python":     pythonLanguage,
+	"bash":       bashLanguage,
+	"javascript": javascriptLanguage,
+}
+
+// Languages returns the languages New accepts, sorted, for help texts and
+// error messages. A language may still be unsupported on a host that lacks
+// its interpreter; New says so.
+func Languages() []string {
+	names := make([]string, 0, len(languages))
+	for name := range languages {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New returns an Interpreter for language whose processes sp starts with
+// env (the sandbox environment, KEY=VALUE). Nothing starts until the first
+// Run. It fails with ErrUnknownLanguage for a language this package does
+// not know, and with errors.ErrUnsupported when the host (whose /usr the
+// sandbox sees) has no interpreter for it.
+func New(language string, sp Spawner, env []string, opts ...Option) (Interpreter, error) {
+	lang, ok := languages[language]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (supported: %s)", ErrUnknownLanguage, language, strings.Join(Languages(), ", "))
+	}
+	if sp == nil {
+		return nil, fmt.Errorf("%s interpreter: no spawner", language)
+	}
+	if !lang.available() {
+		return nil, fmt.Errorf("%s interpreter: %s not found in %s: %w", language, lang.program, strings.Join(lang.hostPaths, ", "), errors.ErrUnsupported)
+	}
+	cfg := config{
+		maxOutput:      DefaultMaxOutputBytes,
+		maxTotalOutput: DefaultMaxTotalOutputBytes,
+		maxValue:       DefaultMaxValueBytes,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return newInterpreter(lang, sp, env, cfg), nil
+}

@@ -1,0 +1,190 @@
+package interp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bounds on waiting for a dying interpreter, so a Run never blocks forever
+// even when a spawner or a leftover process misbehaves.
+const (
+	// exitGrace is how long to wait for the process to end after Kill.
+	exitGrace = 5 * time.Second
+	// startupStderr is how much of the stderr of an interpreter that died
+	// before it was ready goes into the error.
+	startupStderr = 4 << 10
+)
+
+// proc is one live interpreter process and the goroutines that read it.
+type proc struct {
+	p       Process
+	ctl     *os.File // requests, host end
+	rep     *os.File // replies, host end
+	stdout  *pump
+	stderr  *pump
+	replies chan reply // closed when the reply pipe ends
+	quit    chan struct{}
+	exited  chan struct{} // closed when Wait has returned
+	status  ExitStatus    // valid once exited is closed
+	stopped sync.Once
+}
+
+// pipePair is a pipe whose child end is given to the interpreter.
+type pipePair struct{ host, child *os.File }
+
+// start spawns the interpreter with stdin at EOF, stdout and stderr on
+// pumps, requests on descriptor 3 and replies on descriptor 4.
+func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg config) (*proc, error) {
+	var pairs [5]pipePair // stdin, stdout, stderr, ctl, rep
+	closeAll := func(hostToo bool) {
+		for _, pp := range pairs {
+			if pp.child != nil {
+				pp.child.Close()
+			}
+			if hostToo && pp.host != nil {
+				pp.host.Close()
+			}
+		}
+	}
+	for i := range pairs {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(true)
+			return nil, fmt.Errorf("making pipes: %w", err)
+		}
+		if i == 0 || i == 3 {
+			pairs[i] = pipePair{host: w, child: r}
+		} else {
+			pairs[i] = pipePair{host: r, child: w}
+		}
+		// Fd puts the child's end in blocking mode: the interpreter
+		// expects ordinary blocking descriptors.
+		pairs[i].child.Fd()
+	}
+	// Closing the stdin pipe's host end now makes every read of the
+	// interpreter's stdin see end of file.
+	pairs[0].host.Close()
+	pairs[0].host = nil
+
+	files := make([]*os.File, len(pairs))
+	for i, pp := range pairs {
+		files[i] = pp.child
+	}
+	cmd := Command{
+		Argv:  append([]string{lang.program}, lang.args...),
+		Env:   lang.environ(env),
+		Dir:   cfg.dir,
+		Files: files,
+	}
+	// The interpreter outlives the Run that starts it, so the spawn must
+	// not be cancelled with that Run's context.
+	process, err := sp.Spawn(context.WithoutCancel(ctx), cmd)
+	closeAll(err != nil)
+	if err != nil {
+		return nil, fmt.Errorf("spawning %s: %w", lang.program, err)
+	}
+	p := &proc{
+		p:       process,
+		ctl:     pairs[3].host,
+		rep:     pairs[4].host,
+		stdout:  newPump(pairs[1].host),
+		stderr:  newPump(pairs[2].host),
+		replies: make(chan reply),
+		quit:    make(chan struct{}),
+		exited:  make(chan struct{}),
+	}
+	go func() {
+		p.status, _ = process.Wait()
+		close(p.exited)
+	}()
+	go readReplies(p.rep, 2*cfg.maxOutput+4*cfg.maxValue+64<<10, p.replies, p.quit)
+	return p, nil
+}
+
+// ready waits for the driver's "ready" reply. When the interpreter dies
+// first, the error carries its exit status and the start of its stderr.
+func (p *proc) ready(ctx context.Context) error {
+	var errBuf limitedBuffer
+	errBuf.limit = startupStderr
+	p.stderr.arm("", &errBuf)
+	defer p.stderr.disarm()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case r, ok := <-p.replies:
+		if ok && r.T == "ready" {
+			return nil
+		}
+		if ok {
+			return fmt.Errorf("%w: driver sent %q before ready", ErrProtocol, r.T)
+		}
+	case <-p.exited:
+	}
+	p.kill()
+	st, _ := p.wait()
+	<-awaitOrTimeout(p.stderr.eof, exitGrace)
+	p.stderr.disarm()
+	return fmt.Errorf("interpreter exited with status %d before it was ready: %s", st.Code, strings.TrimSpace(errBuf.String()))
+}
+
+// kill ends the interpreter and everything it started; it does not wait.
+func (p *proc) kill() {
+	_ = p.p.Kill()
+}
+
+// wait returns the exit status once the process has ended, giving up
+// after exitGrace.
+func (p *proc) wait() (ExitStatus, bool) {
+	select {
+	case <-p.exited:
+		return p.status, true
+	case <-time.After(exitGrace):
+		return ExitStatus{}, false
+	}
+}
+
+// stop kills the interpreter and releases the pipes and goroutines.
+func (p *proc) stop() {
+	p.stopped.Do(func() {
+		p.kill()
+		p.wait()
+		close(p.quit)
+		p.ctl.Close()
+		p.rep.Close()
+		p.stdout.r.Close()
+		p.stderr.r.Close()
+	})
+}
+
+// awaitOrTimeout returns a channel closed when c is closed or after d.
+func awaitOrTimeout(c <-chan struct{}, d time.Duration) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-c:
+		case <-t.C:
+		}
+	}()
+	return out
+}
+
+// limitedBuffer keeps the first limit bytes written to it.
+type limitedBuffer struct {
+	bytes.Buffer
+	limit int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.limit - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}

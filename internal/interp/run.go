@@ -1,0 +1,295 @@
+package interp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// interpreter implements Interpreter for any language.
+type interpreter struct {
+	lang *language
+	sp   Spawner
+	env  []string
+	cfg  config
+	sem  chan struct{} // held by the one Run (or Close) at work
+
+	mu     sync.Mutex
+	cur    *proc // nil until the first Run and after a death
+	closed bool
+}
+
+func newInterpreter(lang *language, sp Spawner, env []string, cfg config) *interpreter {
+	return &interpreter{lang: lang, sp: sp, env: append([]string(nil), env...), cfg: cfg, sem: make(chan struct{}, 1)}
+}
+
+// Run implements Interpreter. A ctx that has ended before the run could
+// start (an earlier Run still held the interpreter) returns a TimedOut
+// Outcome, on a deadline, without touching the interpreter.
+func (it *interpreter) Run(ctx context.Context, code string, stdout, stderr io.Writer) (Outcome, error) {
+	select {
+	case it.sem <- struct{}{}:
+	case <-ctx.Done():
+		return Outcome{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}, nil
+	}
+	defer func() { <-it.sem }()
+	if ctx.Err() != nil {
+		return Outcome{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}, nil
+	}
+
+	it.mu.Lock()
+	p, closed := it.cur, it.closed
+	it.mu.Unlock()
+	if closed {
+		return Outcome{}, ErrClosed
+	}
+	if p == nil {
+		var err error
+		if p, err = it.startProc(ctx); err != nil {
+			if ctx.Err() != nil {
+				return Outcome{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), Restarted: true}, nil
+			}
+			return Outcome{}, fmt.Errorf("starting %s: %w", it.lang.name, err)
+		}
+	}
+	o, err := it.exec(ctx, p, code, stdout, stderr)
+	if o.Restarted {
+		it.drop(p)
+	}
+	if err != nil {
+		return o, fmt.Errorf("running %s: %w", it.lang.name, err)
+	}
+	return o, nil
+}
+
+// startProc starts a process and waits until its driver is ready.
+func (it *interpreter) startProc(ctx context.Context) (*proc, error) {
+	p, err := start(ctx, it.lang, it.sp, it.env, it.cfg)
+	if err != nil {
+		return nil, err
+	}
+	it.mu.Lock()
+	closed := it.closed
+	if !closed {
+		it.cur = p
+	}
+	it.mu.Unlock()
+	if closed {
+		p.stop()
+		return nil, ErrClosed
+	}
+	if err := p.ready(ctx); err != nil {
+		it.drop(p)
+		it.mu.Lock()
+		closed = it.closed
+		it.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// drop forgets a dead (or doomed) process so the next Run starts afresh.
+func (it *interpreter) drop(p *proc) {
+	it.mu.Lock()
+	if it.cur == p {
+		it.cur = nil
+	}
+	it.mu.Unlock()
+	p.stop()
+}
+
+// Close implements Interpreter: it kills the process at once, so a Run in
+// progress ends with Restarted, then waits for that Run to return.
+func (it *interpreter) Close() error {
+	it.mu.Lock()
+	if it.closed {
+		it.mu.Unlock()
+		return nil
+	}
+	it.closed = true
+	p := it.cur
+	it.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+	it.sem <- struct{}{}
+	defer func() { <-it.sem }()
+	it.mu.Lock()
+	p, it.cur = it.cur, nil
+	it.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+	return nil
+}
+
+// run is the state of one Run: what came back so far, within the caps.
+type run struct {
+	cfg   config
+	o     Outcome
+	total int
+	// notes say what Warden dropped; they go to the run's stderr at its
+	// end, after the stream itself, so the writer never has two writers.
+	notes []string
+}
+
+// exec sends code to a ready process and gathers the run: rich outputs as
+// they come, the "done" reply, and the token on both output streams.
+func (it *interpreter) exec(ctx context.Context, p *proc, code string, stdout, stderr io.Writer) (Outcome, error) {
+	token := newToken()
+	outDone := p.stdout.arm(token, stdout)
+	errDone := p.stderr.arm(token, stderr)
+	r := &run{cfg: it.cfg}
+	req := request{Code: code, Token: token, MaxOutput: it.cfg.maxOutput, MaxValue: it.cfg.maxValue}
+	err := r.wait(ctx, p, it.lang.send, req, outDone, errDone)
+	p.stdout.disarm()
+	p.stderr.disarm()
+	if stderr != nil {
+		for _, n := range r.notes {
+			_, _ = io.WriteString(stderr, "warden: "+n+"\n")
+		}
+	}
+	return r.o, err
+}
+
+// wait sends the request and waits for the end of the run, or of the
+// interpreter.
+func (r *run) wait(ctx context.Context, p *proc, send func(io.Writer, request) error, req request, outDone, errDone <-chan struct{}) error {
+	sent := make(chan error, 1)
+	go func() { sent <- send(p.ctl, req) }()
+	done := false
+	for !done || outDone != nil || errDone != nil {
+		select {
+		case <-ctx.Done():
+			r.o.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+			r.died(p)
+			return nil
+		case <-p.exited:
+			r.died(p)
+			return nil
+		case err := <-sent:
+			sent = nil
+			if err != nil {
+				r.died(p)
+				return nil
+			}
+		case rep, ok := <-p.replies:
+			if !ok {
+				r.died(p)
+				return nil
+			}
+			done = done || rep.T == "done"
+			if err := r.take(rep); err != nil {
+				r.died(p)
+				return err
+			}
+		case <-outDone:
+			outDone = nil
+		case <-errDone:
+			errDone = nil
+		}
+	}
+	return nil
+}
+
+// take applies one reply to the run.
+func (r *run) take(rep reply) error {
+	switch rep.T {
+	case "done":
+		// The drivers cut long values with a note of their own; the host
+		// only guards against a driver that did not.
+		n := r.cfg.maxValue + 256
+		r.o.Value = clip(rep.Value, n)
+		if rep.Exc != nil {
+			r.o.Exception = &spec.Exception{
+				Type:      clip(rep.Exc.Type, n),
+				Message:   clip(rep.Exc.Message, n),
+				Traceback: clip(rep.Exc.Traceback, n),
+			}
+		}
+		r.o.ExitCode = rep.ExitCode
+	case "output":
+		r.output(spec.Output{MimeType: rep.Mime, Data: rep.Data, Encoding: rep.Enc})
+	case "dropped":
+		r.notes = append(r.notes, fmt.Sprintf("a reply of %d bytes was dropped (over the limit)", rep.size))
+	default:
+		return fmt.Errorf("%w: unexpected reply %q", ErrProtocol, rep.T)
+	}
+	return nil
+}
+
+// output keeps one rich output if it fits the caps.
+func (r *run) output(out spec.Output) {
+	n := len(out.Data)
+	switch {
+	case out.Encoding != "base64" && out.Encoding != "utf-8":
+		r.notes = append(r.notes, fmt.Sprintf("%s output with encoding %q dropped", out.MimeType, out.Encoding))
+	case n > r.cfg.maxOutput:
+		r.notes = append(r.notes, fmt.Sprintf("%s output of %d bytes dropped (limit %d)", out.MimeType, n, r.cfg.maxOutput))
+	case r.total+n > r.cfg.maxTotalOutput:
+		r.notes = append(r.notes, fmt.Sprintf("%s output of %d bytes dropped (outputs of this run are limited to %d bytes)", out.MimeType, n, r.cfg.maxTotalOutput))
+	default:
+		r.total += n
+		r.o.Outputs = append(r.o.Outputs, out)
+	}
+}
+
+// died finishes a run whose interpreter ended (or must end): it kills
+// what is left, keeps the output already on its way, and records how the
+// process ended. Every wait is bounded.
+func (r *run) died(p *proc) {
+	p.kill()
+	deadline := time.NewTimer(exitGrace)
+	defer deadline.Stop()
+	replies, exited := p.replies, p.exited
+	outEOF, errEOF := p.stdout.eof, p.stderr.eof
+	for replies != nil || exited != nil || outEOF != nil || errEOF != nil {
+		select {
+		case rep, ok := <-replies:
+			if !ok {
+				replies = nil
+			} else if rep.T == "output" {
+				r.output(spec.Output{MimeType: rep.Mime, Data: rep.Data, Encoding: rep.Enc})
+			}
+		case <-exited:
+			exited = nil
+		case <-outEOF:
+			outEOF = nil
+		case <-errEOF:
+			errEOF = nil
+		case <-deadline.C:
+			replies, exited, outEOF, errEOF = nil, nil, nil, nil
+		}
+	}
+	r.o.Restarted = true
+	if st, ok := p.wait(); ok {
+		r.o.ExitCode, r.o.Signal = st.Code, st.Signal
+	}
+}
+
+// clip cuts s to at most n bytes, saying so.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("... [%d bytes cut]", len(s)-n)
+}
+
+// newToken returns a random string that marks the end of one run's output;
+// no program can print it by chance.
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "\x1e@warden-end-" + hex.EncodeToString(b) + "@"
+}
