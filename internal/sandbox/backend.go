@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Backend is one way of isolating code: the native namespaces backend
+// today, gVisor and Docker later. The Manager holds sessions in any.
+type Backend interface {
+	// Name is the backend's name in flags and messages ("native").
+	Name() string
+	// Start builds a long-lived sandbox from s; its Command is ignored.
+	// ctx bounds the start only.
+	Start(ctx context.Context, s spec.Spec) (Box, error)
+	// Run runs s once in a fresh sandbox, as `warden run` does.
+	Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error)
+}
+
+// Command is one command run in a Box.
+type Command struct {
+	Argv    []string
+	Env     []string
+	Dir     string
+	Stdin   io.Reader
+	Timeout time.Duration
+}
+
+// Box is a running long-lived sandbox.
+type Box interface {
+	// Spawner starts the processes of persistent interpreters.
+	interp.Spawner
+	// Exec runs one command to its end and reports it; whatever it left
+	// running is killed. Its timeout kills only it.
+	Exec(ctx context.Context, c Command, live Stream) (spec.Result, error)
+	// Env is a process's whole environment: the base, the box's, extra.
+	Env(extra ...string) []string
+	// WorkspacePath is the box's /workspace as the host reaches it, and
+	// FileOwner the host ids that access there must act as.
+	WorkspacePath() string
+	FileOwner() (uid, gid int)
+	// OOMKills counts processes killed at the box's memory limit so far.
+	OOMKills() uint64
+	// Done is closed when the box has ended, by Close or by dying.
+	Done() <-chan struct{}
+	// Close kills everything in the box and removes every trace of it.
+	Close() error
+}

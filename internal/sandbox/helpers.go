@@ -1,0 +1,83 @@
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"golang.org/x/sys/unix"
+)
+
+// limited keeps the first max bytes written (zero: no limit) and passes
+// every byte on to live; it never fails a write, so output past the limit
+// never stops the program.
+type limited struct {
+	max       int64
+	live      io.Writer
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if l.live != nil {
+		if _, err := l.live.Write(p); err != nil {
+			l.live = nil
+		}
+	}
+	keep := p
+	if l.max > 0 {
+		room := l.max - int64(l.buf.Len())
+		if int64(len(keep)) > room {
+			keep, l.truncated = keep[:max(room, 0)], true
+		}
+	}
+	l.buf.Write(keep)
+	return len(p), nil
+}
+
+func (l *limited) String() string { return l.buf.String() }
+
+func signalName(n int) string {
+	if n == 0 {
+		return ""
+	}
+	if name := unix.SignalName(syscall.Signal(n)); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", n)
+}
+
+func readerOrNil(b []byte) io.Reader {
+	if b == nil {
+		return nil
+	}
+	return bytes.NewReader(b)
+}
+
+func sortInfos(infos []Info) {
+	sort.Slice(infos, func(i, j int) bool { return infos[i].CreatedAt.Before(infos[j].CreatedAt) })
+}
+
+// oneShotCommand is the command a one-shot run of req executes: the
+// command itself, or the language's interpreter given the code.
+func oneShotCommand(req ExecRequest) ([]string, error) {
+	if err := validateExec(ExecRequest{Command: req.Command, Language: req.Language, Code: req.Code, Timeout: req.Timeout}); err != nil {
+		return nil, err
+	}
+	if len(req.Command) > 0 {
+		return req.Command, nil
+	}
+	switch req.Language {
+	case "python":
+		return []string{"python3", "-c", req.Code}, nil
+	case "bash":
+		return []string{"bash", "-c", req.Code}, nil
+	case "javascript":
+		return []string{"node", "-e", req.Code}, nil
+	}
+	return nil, fmt.Errorf("%w: language %q is unknown: use %s", spec.ErrInvalid, req.Language, strings.Join([]string{"python", "bash", "javascript"}, ", "))
+}

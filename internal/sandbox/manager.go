@@ -1,0 +1,316 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// Config tunes a Manager; zero fields take the defaults in parentheses.
+type Config struct {
+	// MaxSessions caps sessions and one-shot runs alive at once (64);
+	// past it Create and Run fail at once with ErrTooMany, never queue.
+	MaxSessions int
+	// DefaultTTL (1h) and MaxTTL (24h) bound a session's life.
+	DefaultTTL, MaxTTL time.Duration
+	// DefaultIdle (10m) ends a session no one used for that long.
+	DefaultIdle time.Duration
+	// ReapEvery is how often expiry is checked (1s).
+	ReapEvery time.Duration
+	// Pool keeps this many sandboxes built ahead with the default
+	// options, so a Create asking for those is served at once.
+	Pool int
+	// PoolSpec is what pooled sandboxes are built from (default limits,
+	// no network).
+	PoolSpec spec.Spec
+	// Files bounds host-side file access.
+	Files workspace.Limits
+	// OnReap is told each session the reaper ended, and why ("ttl",
+	// "idle", "died"); it must not block.
+	OnReap func(reason string)
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 64
+	}
+	if c.DefaultTTL <= 0 {
+		c.DefaultTTL = time.Hour
+	}
+	if c.MaxTTL <= 0 {
+		c.MaxTTL = 24 * time.Hour
+	}
+	if c.DefaultIdle <= 0 {
+		c.DefaultIdle = 10 * time.Minute
+	}
+	if c.ReapEvery <= 0 {
+		c.ReapEvery = time.Second
+	}
+	if c.PoolSpec.Network.Mode == "" {
+		c.PoolSpec.Limits = spec.DefaultLimits
+		c.PoolSpec.Network.Mode = spec.NetNone
+	}
+	if c.OnReap == nil {
+		c.OnReap = func(string) {}
+	}
+	return c
+}
+
+// Manager owns every session of one Warden process: it creates them,
+// routes execs and file access to them, ends them on request or expiry,
+// and keeps a caller from seeing another's sessions.
+type Manager struct {
+	backend Backend
+	cfg     Config
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	// active counts sessions and one-shot runs holding a slot.
+	active int
+	closed bool
+
+	pool *pool
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// NewManager starts a Manager and its reaper (and pool, if configured).
+func NewManager(b Backend, cfg Config) *Manager {
+	cfg = cfg.withDefaults()
+	m := &Manager{backend: b, cfg: cfg, sessions: map[string]*session{}, stop: make(chan struct{})}
+	m.pool = newPool(b, cfg.PoolSpec, cfg.Pool)
+	m.wg.Add(1)
+	go m.reapLoop()
+	return m
+}
+
+// acquire takes a slot for a session or run, or fails with ErrTooMany.
+func (m *Manager) acquire() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
+	if m.active >= m.cfg.MaxSessions {
+		return fmt.Errorf("%w: %d sessions and runs are active, the limit is %d; delete a session or retry later", ErrTooMany, m.active, m.cfg.MaxSessions)
+	}
+	m.active++
+	return nil
+}
+
+func (m *Manager) release() {
+	m.mu.Lock()
+	m.active--
+	m.mu.Unlock()
+}
+
+// Create builds a session for owner and returns it ready.
+func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (Info, error) {
+	s, err := m.newSessionSpec(o)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := m.acquire(); err != nil {
+		return Info{}, err
+	}
+	box := m.pool.take(s)
+	if box == nil {
+		box, err = m.backend.Start(ctx, s)
+		if err != nil {
+			m.release()
+			return Info{}, err
+		}
+	}
+	now := time.Now()
+	ses := &session{
+		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files,
+		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
+	}
+	m.mu.Lock()
+	m.sessions[ses.id] = ses
+	m.mu.Unlock()
+	return ses.info(), nil
+}
+
+func (m *Manager) newSessionSpec(o SessionOptions) (spec.Spec, error) {
+	s := spec.Spec{Env: o.Env, Limits: o.Limits, Network: o.Network}
+	if s.Network.Mode == "" {
+		s.Network.Mode = spec.NetNone
+	}
+	if o.TTL < 0 || o.TTL > m.cfg.MaxTTL {
+		return s, fmt.Errorf("%w: ttl %v is out of range: use up to %v", spec.ErrInvalid, o.TTL, m.cfg.MaxTTL)
+	}
+	if o.IdleTimeout < 0 || o.IdleTimeout > m.cfg.MaxTTL {
+		return s, fmt.Errorf("%w: idle timeout %v is out of range: use up to %v", spec.ErrInvalid, o.IdleTimeout, m.cfg.MaxTTL)
+	}
+	if s.Network.Mode == spec.NetProxy {
+		return s, fmt.Errorf("%w: network mode proxy is not available yet: the egress proxy is not built; use none", ErrUnsupported)
+	}
+	return s, s.ValidateSandbox()
+}
+
+func (m *Manager) ttl(d time.Duration) time.Duration {
+	if d == 0 {
+		return m.cfg.DefaultTTL
+	}
+	return d
+}
+
+func (m *Manager) idle(d time.Duration) time.Duration {
+	if d == 0 {
+		return m.cfg.DefaultIdle
+	}
+	return d
+}
+
+// newID makes a session id: 24 random bytes, so ids cannot be guessed.
+func newID() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return "ses_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// lookup finds owner's session; another owner's answers ErrNotFound, the
+// same as one that does not exist.
+func (m *Manager) lookup(owner, id string) (*session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok || s.owner != owner {
+		return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	return s, nil
+}
+
+// Get returns what is known of a session.
+func (m *Manager) Get(owner, id string) (Info, error) {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return Info{}, err
+	}
+	return s.info(), nil
+}
+
+// List returns owner's sessions, oldest first.
+func (m *Manager) List(owner string) []Info {
+	m.mu.Lock()
+	var list []*session
+	for _, s := range m.sessions {
+		if s.owner == owner {
+			list = append(list, s)
+		}
+	}
+	m.mu.Unlock()
+	infos := make([]Info, 0, len(list))
+	for _, s := range list {
+		infos = append(infos, s.info())
+	}
+	sortInfos(infos)
+	return infos
+}
+
+// Counts returns how many sessions are in each state, for metrics.
+func (m *Manager) Counts() map[State]int {
+	m.mu.Lock()
+	list := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		list = append(list, s)
+	}
+	m.mu.Unlock()
+	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StateStopping: 0}
+	for _, s := range list {
+		counts[s.currentState()]++
+	}
+	return counts
+}
+
+// Delete ends a session, killing whatever runs in it, and removes every
+// trace of it on the host.
+func (m *Manager) Delete(ctx context.Context, owner, id string) error {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return err
+	}
+	return m.end(s)
+}
+
+// end stops s and forgets it; a second call for the same session waits
+// for the first.
+func (m *Manager) end(s *session) error {
+	if !s.stopping() {
+		<-s.box.Done()
+		return nil
+	}
+	err := s.close()
+	m.mu.Lock()
+	delete(m.sessions, s.id)
+	m.mu.Unlock()
+	m.release()
+	return err
+}
+
+// Exec runs one step in owner's session.
+func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, live Stream) (spec.Result, error) {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return spec.Result{}, err
+	}
+	return s.exec(ctx, req, live)
+}
+
+// Files opens owner's session's /workspace for host-side access.
+func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.workspace()
+}
+
+// Run runs a command or code once in a fresh sandbox built from o.
+func (m *Manager) Run(ctx context.Context, o SessionOptions, req ExecRequest, live Stream) (spec.Result, error) {
+	s, err := m.newSessionSpec(o)
+	if err != nil {
+		return spec.Result{}, err
+	}
+	if s.Command, err = oneShotCommand(req); err != nil {
+		return spec.Result{}, err
+	}
+	s.Env = append(s.Env, req.Env...)
+	if req.Timeout > 0 {
+		s.Limits.Timeout = req.Timeout
+	}
+	if err := m.acquire(); err != nil {
+		return spec.Result{}, err
+	}
+	defer m.release()
+	var stdin []byte
+	if len(req.Stdin) > 0 {
+		stdin = req.Stdin
+	}
+	return m.backend.Run(ctx, s, readerOrNil(stdin), live)
+}
+
+// Close ends every session and the pool; the Manager takes no more work.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	list := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		list = append(list, s)
+	}
+	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
+	for _, s := range list {
+		_ = m.end(s)
+	}
+	m.pool.close()
+	return nil
+}

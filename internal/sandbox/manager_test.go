@@ -1,0 +1,259 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// fakeBackend builds fakeBoxes and counts the live ones.
+type fakeBackend struct {
+	mu     sync.Mutex
+	live   int
+	starts int
+}
+
+func (f *fakeBackend) Name() string { return "fake" }
+
+func (f *fakeBackend) Start(context.Context, spec.Spec) (Box, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.live++
+	f.starts++
+	return &fakeBox{b: f, done: make(chan struct{})}, nil
+}
+
+func (f *fakeBackend) Run(ctx context.Context, s spec.Spec, _ io.Reader, _ Stream) (spec.Result, error) {
+	return spec.Result{Stdout: strings.Join(s.Command, " ")}, nil
+}
+
+func (f *fakeBackend) alive() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.live
+}
+
+type fakeBox struct {
+	b    *fakeBackend
+	done chan struct{}
+	once sync.Once
+	// block makes Exec wait until released or its context ends.
+	block chan struct{}
+}
+
+func (x *fakeBox) Spawn(context.Context, interp.Command) (interp.Process, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func (x *fakeBox) Exec(ctx context.Context, c Command, _ Stream) (spec.Result, error) {
+	if x.block != nil {
+		select {
+		case <-x.block:
+		case <-ctx.Done():
+		}
+	}
+	return spec.Result{Stdout: strings.Join(c.Argv, " ")}, nil
+}
+
+func (x *fakeBox) Env(extra ...string) []string { return extra }
+func (x *fakeBox) WorkspacePath() string        { return "/nonexistent" }
+func (x *fakeBox) FileOwner() (int, int)        { return 0, 0 }
+func (x *fakeBox) OOMKills() uint64             { return 0 }
+func (x *fakeBox) Done() <-chan struct{}        { return x.done }
+func (x *fakeBox) Close() error {
+	x.once.Do(func() {
+		x.b.mu.Lock()
+		x.b.live--
+		x.b.mu.Unlock()
+		close(x.done)
+	})
+	return nil
+}
+
+func newTestManager(t *testing.T, cfg Config) (*Manager, *fakeBackend) {
+	t.Helper()
+	b := &fakeBackend{}
+	m := NewManager(b, cfg)
+	t.Cleanup(func() { m.Close() })
+	return m, b
+}
+
+func defaultOptions() SessionOptions {
+	return SessionOptions{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+}
+
+func TestManagerLifecycle(t *testing.T) {
+	m, b := newTestManager(t, Config{})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatalf("Create() = %v", err)
+	}
+	if !strings.HasPrefix(info.ID, "ses_") || len(info.ID) < 26 || info.State != StateReady {
+		t.Errorf("Create() = %+v, want a long ses_ id, ready", info)
+	}
+	r, err := m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"echo", "hi"}}, Stream{})
+	if err != nil || r.Stdout != "echo hi" {
+		t.Errorf("Exec() = %+v, %v; want the command run", r, err)
+	}
+	if got, _ := m.Get("alice", info.ID); got.Execs != 1 || got.State != StateReady {
+		t.Errorf("after one exec Get() = %+v, want 1 exec, ready", got)
+	}
+	if _, err := m.Get("bob", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another owner's Get() = %v, want ErrNotFound", err)
+	}
+	if err := m.Delete(ctx, "bob", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another owner's Delete() = %v, want ErrNotFound", err)
+	}
+	if len(m.List("bob")) != 0 || len(m.List("alice")) != 1 {
+		t.Errorf("List() = bob %d, alice %d; want 0 and 1", len(m.List("bob")), len(m.List("alice")))
+	}
+	if err := m.Delete(ctx, "alice", info.ID); err != nil {
+		t.Fatalf("Delete() = %v", err)
+	}
+	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get() after Delete = %v, want ErrNotFound", err)
+	}
+	if b.alive() != 0 {
+		t.Errorf("%d boxes alive after Delete, want 0", b.alive())
+	}
+}
+
+func TestManagerLimitAndBusy(t *testing.T) {
+	m, b := newTestManager(t, Config{MaxSessions: 1})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, "alice", defaultOptions()); !errors.Is(err, ErrTooMany) {
+		t.Errorf("second Create() = %v, want ErrTooMany", err)
+	}
+	if _, err := m.Run(ctx, defaultOptions(), ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrTooMany) {
+		t.Errorf("Run() at the limit = %v, want ErrTooMany", err)
+	}
+	s, _ := m.lookup("alice", info.ID)
+	box := s.box.(*fakeBox)
+	box.block = make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		_, _ = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"sleep"}}, Stream{})
+	}()
+	<-started
+	deadline := time.Now().Add(10 * time.Second)
+	for s.currentState() != StateBusy && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrBusy) {
+		t.Errorf("Exec() while busy = %v, want ErrBusy", err)
+	}
+	close(box.block)
+	if err := m.Delete(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, "alice", defaultOptions()); err != nil {
+		t.Errorf("Create() after Delete freed the slot = %v", err)
+	}
+	_ = b
+}
+
+func TestManagerReaper(t *testing.T) {
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	m, b := newTestManager(t, Config{ReapEvery: 5 * time.Millisecond, OnReap: func(r string) {
+		mu.Lock()
+		reasons[r]++
+		mu.Unlock()
+	}})
+	ctx := context.Background()
+	ttl := defaultOptions()
+	ttl.TTL = 20 * time.Millisecond
+	idle := defaultOptions()
+	idle.IdleTimeout = 20 * time.Millisecond
+	for _, o := range []SessionOptions{ttl, idle, defaultOptions()} {
+		if _, err := m.Create(ctx, "alice", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	died, _ := m.Create(ctx, "alice", defaultOptions())
+	s, _ := m.lookup("alice", died.ID)
+	_ = s.box.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.List("alice")) > 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(m.List("alice")); n != 1 {
+		t.Fatalf("%d sessions left, want only the one without expiry", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range []string{"ttl", "idle", "died"} {
+		if reasons[r] != 1 {
+			t.Errorf("reaped for %s %d times, want 1 (all: %v)", r, reasons[r], reasons)
+		}
+	}
+	if b.alive() != 1 {
+		t.Errorf("%d boxes alive, want 1", b.alive())
+	}
+}
+
+func TestManagerPool(t *testing.T) {
+	m, b := newTestManager(t, Config{Pool: 2})
+	deadline := time.Now().Add(10 * time.Second)
+	for b.alive() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := m.Create(context.Background(), "alice", defaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	for b.alive() < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if b.alive() != 3 {
+		t.Errorf("%d boxes alive, want 3: one taken from the pool and the pool refilled", b.alive())
+	}
+	custom := defaultOptions()
+	custom.Limits.Pids = 7
+	if _, err := m.Create(context.Background(), "alice", custom); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	starts := b.starts
+	b.mu.Unlock()
+	if starts != 4 {
+		t.Errorf("%d starts, want 4: a non-default session is built, not pooled", starts)
+	}
+}
+
+func TestValidateExec(t *testing.T) {
+	tests := []struct {
+		name string
+		req  ExecRequest
+		want string
+	}{
+		{"command", ExecRequest{Command: []string{"ls"}}, ""},
+		{"code", ExecRequest{Language: "python", Code: "1"}, ""},
+		{"nothing", ExecRequest{}, "nothing to run"},
+		{"both", ExecRequest{Command: []string{"ls"}, Language: "python"}, "not both"},
+		{"empty program", ExecRequest{Command: []string{""}}, "command[0] is empty"},
+		{"stdin with code", ExecRequest{Language: "python", Code: "1", Stdin: []byte("x")}, "apply to commands"},
+		{"bad env", ExecRequest{Command: []string{"ls"}, Env: []string{"NOEQUALS"}}, "KEY=VALUE"},
+	}
+	for _, tt := range tests {
+		err := validateExec(tt.req)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: validateExec() = %v, want nil", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, spec.ErrInvalid)):
+			t.Errorf("%s: validateExec() = %v, want ErrInvalid containing %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,36 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+
+	"github.com/warden-sandbox/warden/internal/native"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Native is the Linux namespaces backend.
+type Native struct{}
+
+// Name is "native".
+func (Native) Name() string { return "native" }
+
+// Start starts a native session.
+func (Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
+	sess, err := native.StartSession(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return nativeBox{sess}, nil
+}
+
+// Run is native.Run.
+func (Native) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
+	return native.Run(ctx, s, native.IO{Stdin: stdin, Stdout: live.Stdout, Stderr: live.Stderr})
+}
+
+type nativeBox struct{ *native.Session }
+
+func (b nativeBox) Exec(ctx context.Context, c Command, live Stream) (spec.Result, error) {
+	return b.Session.Exec(ctx, native.ExecSpec{Command: c.Argv, Env: c.Env, Dir: c.Dir, Timeout: c.Timeout},
+		native.IO{Stdin: c.Stdin, Stdout: live.Stdout, Stderr: live.Stderr})
+}

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Native is the Linux namespaces backend; elsewhere it refuses to start.
+type Native struct{}
+
+// Name is "native".
+func (Native) Name() string { return "native" }
+
+// Start returns errors.ErrUnsupported: namespaces exist only on Linux.
+func (Native) Start(context.Context, spec.Spec) (Box, error) { return nil, errors.ErrUnsupported }
+
+// Run returns errors.ErrUnsupported: namespaces exist only on Linux.
+func (Native) Run(context.Context, spec.Spec, io.Reader, Stream) (spec.Result, error) {
+	return spec.Result{}, errors.ErrUnsupported
+}

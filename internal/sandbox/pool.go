@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// poolStartTimeout bounds building one pooled sandbox.
+const poolStartTimeout = time.Minute
+
+// pool keeps sandboxes built ahead from one spec, so a Create that asks
+// for exactly that spec skips the build. A background filler replaces
+// each one taken; a failing build is retried after a pause.
+type pool struct {
+	backend Backend
+	spec    spec.Spec
+	size    int
+
+	mu     sync.Mutex
+	boxes  []Box
+	closed bool
+	want   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func newPool(b Backend, s spec.Spec, size int) *pool {
+	p := &pool{backend: b, spec: s, size: size, want: make(chan struct{}, 1)}
+	if size > 0 {
+		p.wg.Add(1)
+		go p.fill()
+		p.wake()
+	}
+	return p
+}
+
+// take returns a ready box built from s, or nil when the pool has none.
+func (p *pool) take(s spec.Spec) Box {
+	if p.size == 0 || !reflect.DeepEqual(s, p.spec) {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	for len(p.boxes) > 0 {
+		b := p.boxes[0]
+		p.boxes = p.boxes[1:]
+		select {
+		case <-b.Done():
+			continue
+		default:
+		}
+		p.wake()
+		return b
+	}
+	p.wake()
+	return nil
+}
+
+func (p *pool) wake() {
+	select {
+	case p.want <- struct{}{}:
+	default:
+	}
+}
+
+// fill builds boxes until the pool is full, each time it is woken.
+func (p *pool) fill() {
+	defer p.wg.Done()
+	for range p.want {
+		for p.missing() {
+			ctx, cancel := context.WithTimeout(context.Background(), poolStartTimeout)
+			b, err := p.backend.Start(ctx, p.spec)
+			cancel()
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			if !p.add(b) {
+				_ = b.Close()
+				return
+			}
+		}
+	}
+}
+
+func (p *pool) missing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && len(p.boxes) < p.size
+}
+
+func (p *pool) add(b Box) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.boxes = append(p.boxes, b)
+	return true
+}
+
+// close stops the filler and closes every pooled box.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	boxes := p.boxes
+	p.boxes = nil
+	p.mu.Unlock()
+	if p.size > 0 {
+		close(p.want)
+		p.wg.Wait()
+	}
+	for _, b := range boxes {
+		_ = b.Close()
+	}
+}

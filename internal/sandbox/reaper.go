@@ -1,0 +1,61 @@
+package sandbox
+
+import "time"
+
+// reapLoop ends sessions past their TTL, idle past their idle timeout, or
+// whose sandbox died, until the Manager closes.
+func (m *Manager) reapLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.ReapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			m.reap(now)
+		}
+	}
+}
+
+// reap ends every expired session; each ends in its own goroutine, so a
+// slow teardown never delays the others' expiry.
+func (m *Manager) reap(now time.Time) {
+	m.mu.Lock()
+	var due []*session
+	var reasons []string
+	for _, s := range m.sessions {
+		if reason := s.expired(now); reason != "" {
+			due, reasons = append(due, s), append(reasons, reason)
+		}
+	}
+	m.mu.Unlock()
+	for i, s := range due {
+		m.cfg.OnReap(reasons[i])
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			_ = m.end(s)
+		}()
+	}
+}
+
+// expired says why s must end now, or "".
+func (s *session) expired(now time.Time) string {
+	select {
+	case <-s.box.Done():
+		return "died"
+	default:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.state == StateStopping || s.state == StateGone:
+		return ""
+	case !now.Before(s.expires):
+		return "ttl"
+	case s.state == StateReady && now.Sub(s.lastUsed) >= s.idle:
+		return "idle"
+	}
+	return ""
+}

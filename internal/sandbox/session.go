@@ -1,0 +1,213 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// session is one session's state; mu guards everything that changes.
+type session struct {
+	id, owner string
+	box       Box
+	spec      spec.Spec
+	files     workspace.Limits
+
+	mu       sync.Mutex
+	state    State
+	created  time.Time
+	lastUsed time.Time
+	expires  time.Time
+	idle     time.Duration
+	execs    int64
+	interps  map[string]interp.Interpreter
+	dir      *workspace.Dir
+}
+
+func (s *session) info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Info{
+		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
+		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs,
+	}
+}
+
+func (s *session) currentState() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// begin moves ready → busy, or says why the session cannot take an exec.
+func (s *session) begin() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case StateReady:
+		s.state = StateBusy
+		return nil
+	case StateBusy:
+		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
+	}
+	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
+}
+
+// finish moves busy → ready, unless the session began stopping meanwhile.
+func (s *session) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateBusy {
+		s.state = StateReady
+	}
+	s.lastUsed = time.Now()
+	s.execs++
+}
+
+// stopping moves the session to stopping; false if it already was.
+func (s *session) stopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateStopping || s.state == StateGone {
+		return false
+	}
+	s.state = StateStopping
+	return true
+}
+
+// close kills the interpreters and the box and marks the session gone.
+func (s *session) close() error {
+	s.mu.Lock()
+	interps, dir := s.interps, s.dir
+	s.interps, s.dir = nil, nil
+	s.mu.Unlock()
+	for _, in := range interps {
+		_ = in.Close()
+	}
+	if dir != nil {
+		_ = dir.Close()
+	}
+	err := s.box.Close()
+	s.mu.Lock()
+	s.state = StateGone
+	s.mu.Unlock()
+	return err
+}
+
+func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
+	if err := validateExec(req); err != nil {
+		return spec.Result{}, err
+	}
+	if err := s.begin(); err != nil {
+		return spec.Result{}, err
+	}
+	defer s.finish()
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = s.spec.Limits.Timeout
+	}
+	if req.Language == "" {
+		return s.box.Exec(ctx, Command{Argv: req.Command, Env: req.Env, Dir: req.Cwd, Stdin: readerOrNil(req.Stdin), Timeout: timeout}, live)
+	}
+	in, err := s.interpreter(req.Language)
+	if err != nil {
+		return spec.Result{}, err
+	}
+	return s.runCode(ctx, in, req.Code, timeout, live)
+}
+
+// runCode runs code in a persistent interpreter and reports it as a Result.
+func (s *session) runCode(ctx context.Context, in interp.Interpreter, code string, timeout time.Duration, live Stream) (spec.Result, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	limit := s.spec.Limits.OutputBytes
+	out := &limited{max: limit, live: live.Stdout}
+	errOut := &limited{max: limit, live: live.Stderr}
+	ooms := s.box.OOMKills()
+	begin := time.Now()
+	o, err := in.Run(ctx, code, out, errOut)
+	r := spec.Result{
+		ExitCode: o.ExitCode, Signal: signalName(o.Signal), TimedOut: o.TimedOut,
+		OOMKilled: s.box.OOMKills() > ooms, WallTimeMS: float64(time.Since(begin).Microseconds()) / 1000,
+		Stdout: out.String(), Stderr: errOut.String(), StdoutTruncated: out.truncated, StderrTruncated: errOut.truncated,
+		Value: o.Value, Exception: o.Exception, Outputs: o.Outputs, InterpreterRestarted: o.Restarted,
+	}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	return r, err
+}
+
+// interpreter returns the session's interpreter for language, made on
+// first use; its process starts on its first run.
+func (s *session) interpreter(language string) (interp.Interpreter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in, ok := s.interps[language]; ok {
+		return in, nil
+	}
+	in, err := interp.New(language, s.box, s.box.Env())
+	switch {
+	case errors.Is(err, interp.ErrUnknownLanguage):
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+	case errors.Is(err, errors.ErrUnsupported):
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	case err != nil:
+		return nil, err
+	}
+	if s.interps == nil {
+		s.interps = map[string]interp.Interpreter{}
+	}
+	s.interps[language] = in
+	return in, nil
+}
+
+// workspace opens the session's /workspace once, and marks the session
+// used: file access counts as activity for the idle timeout.
+func (s *session) workspace() (*workspace.Dir, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateStopping || s.state == StateGone {
+		return nil, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
+	}
+	s.lastUsed = time.Now()
+	if s.dir != nil {
+		return s.dir, nil
+	}
+	uid, gid := s.box.FileOwner()
+	dir, err := workspace.Open(s.box.WorkspacePath(), uid, gid, s.files)
+	if err != nil {
+		return nil, fmt.Errorf("opening the session's workspace: %w", err)
+	}
+	s.dir = dir
+	return dir, nil
+}
+
+// validateExec checks that a request is a command or code, not both.
+func validateExec(req ExecRequest) error {
+	switch {
+	case len(req.Command) > 0 && (req.Language != "" || req.Code != ""):
+		return fmt.Errorf("%w: give either command or language and code, not both", spec.ErrInvalid)
+	case len(req.Command) > 0:
+		if req.Command[0] == "" {
+			return fmt.Errorf("%w: command[0] is empty: name the program to run", spec.ErrInvalid)
+		}
+	case req.Language == "":
+		return fmt.Errorf("%w: nothing to run: give command, or language and code", spec.ErrInvalid)
+	case len(req.Stdin) > 0 || len(req.Env) > 0 || req.Cwd != "":
+		return fmt.Errorf("%w: stdin, env and cwd apply to commands; an interpreter keeps the session's environment (change directory or variables in the code itself)", spec.ErrInvalid)
+	}
+	if req.Timeout < 0 {
+		return fmt.Errorf("%w: timeout %v is negative", spec.ErrInvalid, req.Timeout)
+	}
+	return spec.ValidateEnv(req.Env)
+}

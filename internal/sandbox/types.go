@@ -1,0 +1,97 @@
+// Package sandbox is the layer between Warden's front ends (CLI, HTTP API,
+// MCP) and its backends: the Backend and Sandbox interfaces every isolation
+// backend implements, and the Manager that turns sandboxes into sessions
+// with a lifecycle, an owner, expiry and a warm pool.
+package sandbox
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// State is where a session is in its life. The only moves are
+// creating → ready ⇄ busy → stopping → gone; creating may also go straight
+// to gone when the sandbox cannot be built.
+type State string
+
+const (
+	StateCreating State = "creating"
+	StateReady    State = "ready"
+	StateBusy     State = "busy"
+	StateStopping State = "stopping"
+	StateGone     State = "gone"
+)
+
+// SessionOptions say how to build a session.
+type SessionOptions struct {
+	// Limits bound the whole session; Limits.Timeout is the default
+	// per-exec timeout.
+	Limits spec.Limits
+	// Network is the session's network policy.
+	Network spec.NetworkPolicy
+	// Env is added to every exec's environment (KEY=VALUE).
+	Env []string
+	// TTL is the session's longest life; zero means the Manager's default.
+	TTL time.Duration
+	// IdleTimeout ends a session no exec has used for this long; zero
+	// means the Manager's default.
+	IdleTimeout time.Duration
+}
+
+// Info is what a caller may know about a session.
+type Info struct {
+	ID          string
+	State       State
+	CreatedAt   time.Time
+	LastUsedAt  time.Time
+	ExpiresAt   time.Time
+	IdleTimeout time.Duration
+	Limits      spec.Limits
+	Network     spec.NetworkPolicy
+	// Execs counts the execs the session has run.
+	Execs int64
+}
+
+// ExecRequest is one step in a session: a command, or code in a language.
+type ExecRequest struct {
+	// Command is argv to run; exactly one of Command and Code is set.
+	Command []string
+	// Language is "python", "bash" or "javascript"; with Code.
+	Language string
+	// Code is run in the session's persistent interpreter for Language.
+	Code string
+	// Stdin is the command's standard input (commands only).
+	Stdin []byte
+	// Env is added to the session's environment for this exec.
+	Env []string
+	// Cwd is the working directory inside the sandbox; empty is /workspace.
+	Cwd string
+	// Timeout bounds this exec; zero means the session's Limits.Timeout.
+	// At the timeout only this exec's processes are killed.
+	Timeout time.Duration
+}
+
+// Errors the Manager returns; front ends map them to answers (404, 429,
+// 409, 400) without matching strings.
+var (
+	// ErrNotFound: no session with that id belongs to the caller.
+	ErrNotFound = errors.New("session not found")
+	// ErrTooMany: the concurrent-session limit is reached.
+	ErrTooMany = errors.New("too many sessions")
+	// ErrBusy: the session is running another exec.
+	ErrBusy = errors.New("session is busy")
+	// ErrClosed: the session is stopping or gone.
+	ErrClosed = errors.New("session is closed")
+	// ErrUnsupported: the language or feature is not available here.
+	ErrUnsupported = errors.New("not supported")
+)
+
+// Stream receives an exec's output as it happens. Either writer may be
+// nil; the two may be called from different goroutines at once.
+type Stream struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
