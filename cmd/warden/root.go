@@ -29,7 +29,7 @@ func execute(args []string) int {
 		// multi-line error; every warden error is one line.
 		DisableSuggestions: true,
 	}
-	root.AddCommand(newRunCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newServeCmd(), newDoctorCmd(), newVersionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	var ee exitError

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/server"
+)
+
+// serveOptions are warden serve's flags.
+type serveOptions struct {
+	listen      string
+	keyFile     string
+	maxSessions int
+	pool        int
+	ttl         time.Duration
+	idle        time.Duration
+	verbose     bool
+}
+
+func newServeCmd() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP API: sessions, execs, files, one-shot runs",
+		Long: `Serve Warden's HTTP API (spec at /openapi.yaml). API keys come from
+--api-key-file (one per line) or WARDEN_API_KEYS (comma-separated); each key
+sees only the sessions it created. Without keys the server accepts anyone, so
+it refuses to listen anywhere but loopback.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
+	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
+	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
+	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
+	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
+	f.BoolVar(&o.verbose, "verbose", false, "log every request")
+	return cmd
+}
+
+func serve(ctx context.Context, o serveOptions) error {
+	keys, err := loadKeys(o.keyFile)
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 && !isLoopback(o.listen) {
+		return fmt.Errorf("--listen %s without API keys would serve sandboxes to anyone: set WARDEN_API_KEYS or --api-key-file, or listen on 127.0.0.1", o.listen)
+	}
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var srv *server.Server
+	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{
+		MaxSessions: o.maxSessions, Pool: o.pool, DefaultTTL: o.ttl, DefaultIdle: o.idle,
+		OnReap: func(reason string) {
+			if srv != nil {
+				srv.ObserveReap(reason)
+			}
+		},
+	})
+	defer mgr.Close()
+	srv, err = server.New(mgr, server.Config{Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", o.listen, err)
+	}
+	auth := fmt.Sprintf("%d API keys", len(keys))
+	if len(keys) == 0 {
+		auth = "no API keys: anyone on this machine can use it (loopback only)"
+	}
+	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
+	return run(ctx, ln, srv.Handler())
+}
+
+// run serves until SIGINT or SIGTERM, then stops taking requests and lets
+// the ones in flight finish for a few seconds.
+func run(ctx context.Context, ln net.Listener, h http.Handler) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// loadKeys reads API keys from file (one per line, # comments) and from
+// WARDEN_API_KEYS (comma-separated).
+func loadKeys(file string) ([]string, error) {
+	var keys []string
+	if env := os.Getenv("WARDEN_API_KEYS"); env != "" {
+		for k := range strings.SplitSeq(env, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if file == "" {
+		return keys, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading API keys: %w", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			keys = append(keys, line)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("API key file %s has no keys", file)
+	}
+	return keys, nil
+}
+
+// isLoopback says whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// Error codes of the API's error body. Clients switch on the code, never on
+// the message, so these strings are a contract with the spec and the SDK.
+const (
+	codeBadRequest      = "bad_request"
+	codeUnauthorized    = "unauthorized"
+	codeNotFound        = "not_found"
+	codeConflict        = "conflict"
+	codePayloadTooLarge = "payload_too_large"
+	codeTooMany         = "too_many_sessions"
+	codeInternal        = "internal"
+	codeUnsupported     = "unsupported"
+)
+
+// apiError is an answer the server chose to give: an HTTP status, the
+// code clients switch on and one line a human can act on.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, codeBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func tooLarge(limit int64) *apiError {
+	return &apiError{http.StatusRequestEntityTooLarge, codePayloadTooLarge,
+		fmt.Sprintf("request body is larger than the %s limit", spec.FormatSize(limit))}
+}
+
+func notFound(format string, args ...any) *apiError {
+	return &apiError{http.StatusNotFound, codeNotFound, fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON every error answer carries:
+// {"error":{"code":...,"message":...}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// toAPIError maps an error from the Manager, the workspace or the request
+// decoding to the answer the client gets. Sentinels are matched with
+// errors.Is, never by their text; anything unknown is a 500 that carries
+// the error's message (one line, never a stack).
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &mbe):
+		return tooLarge(mbe.Limit)
+	case errors.Is(err, sandbox.ErrNotFound):
+		return &apiError{http.StatusNotFound, codeNotFound, "session not found"}
+	case errors.Is(err, sandbox.ErrTooMany):
+		return &apiError{http.StatusTooManyRequests, codeTooMany, "too many sessions: delete one or wait for one to expire"}
+	case errors.Is(err, sandbox.ErrBusy):
+		return &apiError{http.StatusConflict, codeConflict, "session is busy running another exec"}
+	case errors.Is(err, sandbox.ErrClosed):
+		// A stopping session will never serve again, so it answers as an
+		// ended one does (the spec's 404: "or it has ended"), with a
+		// message that says why.
+		return &apiError{http.StatusNotFound, codeNotFound, "session is stopping"}
+	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, errors.ErrUnsupported):
+		return &apiError{http.StatusNotImplemented, codeUnsupported, oneLine(err)}
+	case errors.Is(err, spec.ErrInvalid):
+		return badRequest("%s", strings.TrimPrefix(oneLine(err), spec.ErrInvalid.Error()+": "))
+	}
+	if ae := workspaceError(err); ae != nil {
+		return ae
+	}
+	return &apiError{http.StatusInternalServerError, codeInternal, oneLine(err)}
+}
+
+// workspaceError maps the workspace package's sentinels: a missing file
+// is 404, a file over the size limit 413, a clash with what is there 409,
+// and every other refusal (a bad path or mode, a link, a special file, a
+// file the sandbox user may not touch) 400.
+func workspaceError(err error) *apiError {
+	switch {
+	case errors.Is(err, workspace.ErrNotFound):
+		return &apiError{http.StatusNotFound, codeNotFound, oneLine(err)}
+	case errors.Is(err, workspace.ErrTooLarge):
+		return &apiError{http.StatusRequestEntityTooLarge, codePayloadTooLarge, oneLine(err)}
+	case errors.Is(err, workspace.ErrExists), errors.Is(err, workspace.ErrNotEmpty),
+		errors.Is(err, workspace.ErrIsDir), errors.Is(err, workspace.ErrNotDir):
+		return &apiError{http.StatusConflict, codeConflict, oneLine(err)}
+	case errors.Is(err, workspace.ErrBadPath), errors.Is(err, workspace.ErrBadMode),
+		errors.Is(err, workspace.ErrNotRegular), errors.Is(err, workspace.ErrHardLink),
+		errors.Is(err, workspace.ErrLink), errors.Is(err, fs.ErrPermission):
+		return badRequest("%s", oneLine(err))
+	}
+	return nil
+}
+
+// oneLine keeps an error's message to its first line, so a multi-line
+// error from a library never spills internals into an answer.
+func oneLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return strings.TrimSpace(msg)
+}
+
+// writeError answers with err mapped to its status and JSON body, and
+// counts refusals for warden_denied_requests_total.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	ae := toAPIError(err)
+	s.metrics.denied(ae.status)
+	if ae.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="warden"`)
+	}
+	writeJSON(w, ae.status, errorBody{errorDetail{ae.code, ae.message}})
+}
+
+// writeJSON answers with v as JSON. An encoding error can only come from
+// the connection by then, so there is nobody left to tell.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// The real Manager must keep satisfying what the server needs.
+var _ Sessions = (*sandbox.Manager)(nil)
+
+// fakeSessions is an in-memory Sessions: sessions are records, an exec
+// runs the exec hook (by default it writes to both streams and returns a
+// Result), and Files opens a real workspace.Dir over a temporary directory.
+type fakeSessions struct {
+	mu       sync.Mutex
+	root     string
+	max      int
+	next     int
+	sessions map[string]*fakeSession
+	dirs     map[string]*workspace.Dir
+	// err, when set, is what every call that can fail returns.
+	err error
+	// exec replaces the default exec behaviour.
+	exec func(ctx context.Context, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+	// lastExec and lastOptions are what the server passed last.
+	lastExec    sandbox.ExecRequest
+	lastOptions sandbox.SessionOptions
+}
+
+type fakeSession struct {
+	owner string
+	info  sandbox.Info
+}
+
+func newFake(root string) *fakeSessions {
+	return &fakeSessions{root: root, max: 4, sessions: map[string]*fakeSession{}, dirs: map[string]*workspace.Dir{}}
+}
+
+func (f *fakeSessions) Create(_ context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastOptions = o
+	if f.err != nil {
+		return sandbox.Info{}, f.err
+	}
+	if len(f.sessions) >= f.max {
+		return sandbox.Info{}, sandbox.ErrTooMany
+	}
+	f.next++
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	info := sandbox.Info{
+		ID:          fmt.Sprintf("ses_%022d", f.next),
+		State:       sandbox.StateReady,
+		CreatedAt:   now,
+		LastUsedAt:  now,
+		ExpiresAt:   now.Add(time.Hour),
+		IdleTimeout: 10 * time.Minute,
+		Limits:      o.Limits,
+		Network:     o.Network,
+	}
+	f.sessions[info.ID] = &fakeSession{owner: owner, info: info}
+	return info, nil
+}
+
+// lookup returns owner's session id; another owner's session is missing.
+func (f *fakeSessions) lookup(owner, id string) (*fakeSession, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	s, ok := f.sessions[id]
+	if !ok || s.owner != owner {
+		return nil, sandbox.ErrNotFound
+	}
+	return s, nil
+}
+
+func (f *fakeSessions) Get(owner, id string) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.lookup(owner, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return s.info, nil
+}
+
+func (f *fakeSessions) List(owner string) []sandbox.Info {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sandbox.Info
+	for _, s := range f.sessions {
+		if s.owner == owner {
+			out = append(out, s.info)
+		}
+	}
+	return out
+}
+
+func (f *fakeSessions) Delete(_ context.Context, owner, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.lookup(owner, id); err != nil {
+		return err
+	}
+	delete(f.sessions, id)
+	return nil
+}
+
+func (f *fakeSessions) Exec(ctx context.Context, owner, id string, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
+	f.mu.Lock()
+	s, err := f.lookup(owner, id)
+	if err == nil {
+		if s.info.State == sandbox.StateBusy {
+			err = sandbox.ErrBusy
+		} else {
+			s.info.Execs++
+		}
+	}
+	f.lastExec = req
+	exec := f.exec
+	f.mu.Unlock()
+	if err != nil {
+		return spec.Result{}, err
+	}
+	if exec != nil {
+		return exec(ctx, req, live)
+	}
+	return echo(live)
+}
+
+// echo is the default exec: one chunk to stdout, one to stderr.
+func echo(live sandbox.Stream) (spec.Result, error) {
+	if live.Stdout != nil {
+		io.WriteString(live.Stdout, "out\n")
+	}
+	if live.Stderr != nil {
+		io.WriteString(live.Stderr, "err\n")
+	}
+	return spec.Result{Stdout: "out\n", Stderr: "err\n", WallTimeMS: 1.5}, nil
+}
+
+func (f *fakeSessions) Files(owner, id string) (*workspace.Dir, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.lookup(owner, id); err != nil {
+		return nil, err
+	}
+	if d := f.dirs[id]; d != nil {
+		return d, nil
+	}
+	path := filepath.Join(f.root, id)
+	if err := os.Mkdir(path, 0o755); err != nil {
+		return nil, err
+	}
+	d, err := workspace.Open(path, os.Getuid(), os.Getgid(), workspace.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	f.dirs[id] = d
+	return d, nil
+}
+
+func (f *fakeSessions) Run(ctx context.Context, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
+	f.mu.Lock()
+	f.lastOptions, f.lastExec = o, req
+	err, exec := f.err, f.exec
+	f.mu.Unlock()
+	if err != nil {
+		return spec.Result{}, err
+	}
+	if exec != nil {
+		return exec(ctx, req, live)
+	}
+	return echo(live)
+}
+
+func (f *fakeSessions) Counts() map[sandbox.State]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	counts := map[sandbox.State]int{}
+	for _, s := range f.sessions {
+		counts[s.info.State]++
+	}
+	return counts
+}
+
+// setState moves a session to st (to make it busy, say).
+func (f *fakeSessions) setState(id string, st sandbox.State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sessions[id].info.State = st
+}
+
+func (f *fakeSessions) closeDirs() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for _, d := range f.dirs {
+		errs = append(errs, d.Close())
+	}
+	return errors.Join(errs...)
+}

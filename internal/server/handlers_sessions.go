@@ -1,0 +1,88 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// decode reads the JSON body into v strictly: unknown fields and data
+// after the value are 400, so a typo never falls back to a default. The
+// validator has already checked the same body against the spec; this is
+// the second line of defence for anything it let through.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var mbe *http.MaxBytesError
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		if end := dec.InputOffset(); !atEOF(dec) {
+			return badRequest("request body has more data after its JSON value at byte %d", end)
+		}
+		return nil
+	case errors.Is(err, io.EOF):
+		return badRequest("request body: is required (send {} for the defaults)")
+	case errors.As(err, &mbe):
+		return tooLarge(mbe.Limit)
+	case errors.As(err, &te):
+		return badRequest("%s: must be %s, not %s", te.Field, te.Type, te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return badRequest("request body is not valid JSON: %s", jsonError(err, dec.InputOffset()))
+}
+
+// CreateSession builds a session for the caller with the server's default
+// limits overridden by the fields given, and answers 201 with it.
+func (a api) CreateSession(w http.ResponseWriter, r *http.Request) {
+	var body sessionCreateJSON
+	if err := a.s.decode(w, r, &body); err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	o, err := body.options()
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	info, err := a.s.sessions.Create(r.Context(), owner(r), o)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toSessionJSON(info))
+}
+
+// ListSessions answers the caller's live sessions, never another
+// tenant's.
+func (a api) ListSessions(w http.ResponseWriter, r *http.Request) {
+	infos := a.s.sessions.List(owner(r))
+	out := sessionListJSON{Sessions: make([]sessionJSON, 0, len(infos))}
+	for _, i := range infos {
+		out.Sessions = append(out.Sessions, toSessionJSON(i))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// GetSession answers one of the caller's sessions.
+func (a api) GetSession(w http.ResponseWriter, r *http.Request, id string) {
+	info, err := a.s.sessions.Get(owner(r), id)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionJSON(info))
+}
+
+// DeleteSession ends one of the caller's sessions and answers 204.
+func (a api) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
+	if err := a.s.sessions.Delete(r.Context(), owner(r), id); err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

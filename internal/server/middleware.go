@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"time"
+)
+
+// recorder remembers the status a handler answered with, for the log and
+// for knowing whether a recovered panic can still be answered. Unwrap lets
+// http.ResponseController reach the real writer to flush streams.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// withLogAndRecover logs one line per request and turns a panic in any
+// handler into a 500, so one bad request never takes the daemon down. The
+// log names the route's pattern, not the raw path, and never the
+// Authorization header or a body.
+func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		info := &requestInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				buf := make([]byte, 16<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				s.log.Error("handler panicked", "method", r.Method, "route", s.route(r),
+					"panic", fmt.Sprint(v), "stack", string(buf))
+				if rec.status == 0 {
+					s.writeError(rec, &apiError{http.StatusInternalServerError, codeInternal, "internal error"})
+				}
+			}
+			level := slog.LevelDebug
+			switch {
+			case rec.status >= http.StatusInternalServerError:
+				level = slog.LevelWarn
+			case rec.status >= http.StatusBadRequest:
+				level = slog.LevelInfo
+			}
+			s.log.Log(r.Context(), level, "request", "method", r.Method, "route", s.route(r),
+				"status", rec.status, "duration", time.Since(start), "owner", info.owner)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// route is the pattern that serves r ("POST /v1/sessions/{id}/exec"), so
+// logs group by route and carry no ids or file paths.
+func (s *Server) route(r *http.Request) string {
+	if _, pattern := s.mux.Handler(r); pattern != "" && pattern != "/" {
+		return pattern
+	}
+	return r.Method + " (unmatched)"
+}
+
+// requestInfo is what inner layers learn about a request that the log line
+// needs: the tenant, set by authentication.
+type requestInfo struct {
+	owner string
+}
+
+type requestInfoKey struct{}

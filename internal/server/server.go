@@ -1,0 +1,156 @@
+// Package server is the HTTP API of `warden serve`: the routes of
+// api/openapi.yaml over a session manager, with API-key auth and tenancy,
+// request validation against the embedded spec, NDJSON streaming of exec
+// output, Prometheus metrics and panic recovery.
+//
+// A request passes, in order: logging and panic recovery, authentication
+// (so an unauthenticated caller learns nothing else), the body size limit
+// and OpenAPI validation, then the handler, which decodes strictly again
+// and calls the Sessions.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// Sessions is what the server needs of sandbox.Manager. Every method
+// takes the owner (the tenant of the request's API key) where a session is
+// named, and answers sandbox.ErrNotFound for another owner's session
+// exactly as for a missing one, so ids cannot be probed across tenants.
+type Sessions interface {
+	// Create builds a session for owner.
+	Create(ctx context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error)
+	// Get describes one of owner's sessions.
+	Get(owner, id string) (sandbox.Info, error)
+	// List describes owner's live sessions, oldest first.
+	List(owner string) []sandbox.Info
+	// Delete ends one of owner's sessions and frees its sandbox.
+	Delete(ctx context.Context, owner, id string) error
+	// Exec runs one step in a session; live, when its writers are set,
+	// receives the output as it happens. Cancelling ctx kills the exec.
+	Exec(ctx context.Context, owner, id string, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+	// Files gives access to a session's /workspace and marks the session
+	// used; its errors are those of Get.
+	Files(owner, id string) (*workspace.Dir, error)
+	// Run is a one-shot run in a fresh sandbox, destroyed after.
+	Run(ctx context.Context, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+	// Counts is how many sessions are in each state, for metrics.
+	Counts() map[sandbox.State]int
+}
+
+// Defaults of Config.
+const (
+	// DefaultMaxBodyBytes bounds a JSON request body: enough for 4 MiB of
+	// code plus escaping, small enough that a flood of requests cannot
+	// exhaust memory.
+	DefaultMaxBodyBytes int64 = 8 << 20
+	// DefaultMaxUploadBytes bounds one uploaded file, matching the
+	// workspace's own default file limit.
+	DefaultMaxUploadBytes int64 = 64 << 20
+)
+
+// Config says how the server authenticates, what it accepts and where it
+// reports. The zero value of each optional field takes its default.
+type Config struct {
+	// Keys are the API keys accepted as "Authorization: Bearer <key>".
+	// Each key is its own tenant: it sees only the sessions it created.
+	Keys []string
+	// AllowAnonymous serves every request without a key, as the single
+	// owner "". It must not be combined with Keys; the caller should then
+	// listen on loopback only.
+	AllowAnonymous bool
+	// MaxBodyBytes bounds JSON request bodies (default 8 MiB); a larger
+	// body is answered 413.
+	MaxBodyBytes int64
+	// MaxUploadBytes bounds an uploaded file (default 64 MiB); a larger
+	// upload is answered 413.
+	MaxUploadBytes int64
+	// Logger receives one line per request and every recovered panic
+	// (default: slog.Default()). Keys and bodies are never logged.
+	Logger *slog.Logger
+	// Registry receives the server's metrics and is what /metrics serves
+	// (default: a new registry of its own, not the global one).
+	Registry Registry
+}
+
+// Server is the HTTP API over a Sessions. It is safe for concurrent use;
+// build it with New and serve Handler.
+type Server struct {
+	sessions Sessions
+	cfg      Config
+	keys     []apiKey
+	log      *slog.Logger
+	metrics  *metrics
+	gatherer prometheus.Gatherer
+	// mux routes the API's paths; its patterns are the spec's paths, which
+	// is how validation finds each request's operation.
+	mux     *http.ServeMux
+	checker *validator
+	handler http.Handler
+}
+
+// New builds a server over s. It refuses a configuration without keys
+// unless AllowAnonymous says that is intended, so a forgotten flag never
+// serves sandboxes to anyone who can connect.
+func New(s Sessions, cfg Config) (*Server, error) {
+	if s == nil {
+		return nil, errors.New("server: no Sessions")
+	}
+	switch {
+	case len(cfg.Keys) == 0 && !cfg.AllowAnonymous:
+		return nil, errors.New("server: no API keys; set Keys, or AllowAnonymous to serve without auth on loopback")
+	case len(cfg.Keys) > 0 && cfg.AllowAnonymous:
+		return nil, errors.New("server: Keys and AllowAnonymous together; choose one")
+	}
+	keys, err := parseKeys(cfg.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(cfg.Registry, s)
+	if err != nil {
+		return nil, fmt.Errorf("server: registering metrics: %w", err)
+	}
+	checker, err := newValidator()
+	if err != nil {
+		return nil, fmt.Errorf("server: loading the API spec: %w", err)
+	}
+	srv := &Server{
+		sessions: s,
+		cfg:      cfg,
+		keys:     keys,
+		log:      cfg.Logger,
+		metrics:  m,
+		gatherer: cfg.Registry,
+		checker:  checker,
+	}
+	srv.mux = srv.routes()
+	srv.handler = srv.withLogAndRecover(srv.withAuth(srv.withValidation(srv.mux)))
+	return srv, nil
+}
+
+// Handler is the whole API, ready for an http.Server. The caller sets the
+// server's timeouts; WriteTimeout bounds streamed execs too, so leave it
+// at zero or above the longest exec timeout.
+func (s *Server) Handler() http.Handler { return s.handler }

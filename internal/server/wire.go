@@ -1,0 +1,292 @@
+package server
+
+import (
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// The JSON shapes of api/openapi.yaml. Request fields are pointers where
+// "absent" must differ from zero, so an omitted limit takes the default
+// and never a silent 0. The tests check every answer against the spec.
+
+// limitsJSON is the spec's Limits. In answers a zero limit ("none") is
+// omitted, since the spec's minimums leave 0 no meaning.
+type limitsJSON struct {
+	MemoryBytes    *int64   `json:"memory_bytes,omitempty"`
+	Pids           *int64   `json:"pids,omitempty"`
+	CPUs           *float64 `json:"cpus,omitempty"`
+	DiskBytes      *int64   `json:"disk_bytes,omitempty"`
+	OutputBytes    *int64   `json:"output_bytes,omitempty"`
+	CPUTimeSeconds *float64 `json:"cpu_time_seconds,omitempty"`
+	FileSizeBytes  *int64   `json:"file_size_bytes,omitempty"`
+	OpenFiles      *int64   `json:"open_files,omitempty"`
+	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
+}
+
+type networkJSON struct {
+	Mode  string   `json:"mode,omitempty"`
+	Allow []string `json:"allow,omitempty"`
+}
+
+type sessionCreateJSON struct {
+	Limits             *limitsJSON       `json:"limits"`
+	Network            *networkJSON      `json:"network"`
+	Env                map[string]string `json:"env"`
+	TTLSeconds         *float64          `json:"ttl_seconds"`
+	IdleTimeoutSeconds *float64          `json:"idle_timeout_seconds"`
+}
+
+type sessionJSON struct {
+	ID                 string      `json:"id"`
+	State              string      `json:"state"`
+	CreatedAt          time.Time   `json:"created_at"`
+	LastUsedAt         time.Time   `json:"last_used_at"`
+	ExpiresAt          time.Time   `json:"expires_at"`
+	IdleTimeoutSeconds float64     `json:"idle_timeout_seconds"`
+	Limits             limitsJSON  `json:"limits"`
+	Network            networkJSON `json:"network"`
+	Execs              int64       `json:"execs"`
+}
+
+type sessionListJSON struct {
+	Sessions []sessionJSON `json:"sessions"`
+}
+
+// codeJSON is what ExecRequest and RunRequest share: what to run.
+type codeJSON struct {
+	Command  []string          `json:"command"`
+	Language string            `json:"language"`
+	Code     string            `json:"code"`
+	Stdin    string            `json:"stdin"`
+	Env      map[string]string `json:"env"`
+}
+
+type execJSON struct {
+	codeJSON
+	Cwd            string   `json:"cwd"`
+	TimeoutSeconds *float64 `json:"timeout_seconds"`
+}
+
+type runJSON struct {
+	codeJSON
+	Limits  *limitsJSON  `json:"limits"`
+	Network *networkJSON `json:"network"`
+}
+
+// maxSeconds bounds every duration field before conversion, so no float
+// can overflow a time.Duration; the spec's own bound is lower.
+const maxSeconds = float64(spec.MaxTimeout / time.Second)
+
+func seconds(field string, f float64) (time.Duration, error) {
+	if math.IsNaN(f) || f < 0 || f > maxSeconds {
+		return 0, badRequest("%s: %g is out of range: use 0 up to %g seconds", field, f, maxSeconds)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// limits overrides base with the fields the client gave and checks the
+// result as the CLI does, so both front ends accept the same limits.
+func (l *limitsJSON) limits(base spec.Limits) (spec.Limits, error) {
+	if l == nil {
+		return base, base.Validate()
+	}
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&base.MemoryBytes, l.MemoryBytes)
+	set(&base.Pids, l.Pids)
+	set(&base.DiskBytes, l.DiskBytes)
+	set(&base.OutputBytes, l.OutputBytes)
+	set(&base.FileSizeBytes, l.FileSizeBytes)
+	set(&base.OpenFiles, l.OpenFiles)
+	if l.CPUs != nil {
+		base.CPUs = *l.CPUs
+	}
+	var err error
+	if l.CPUTimeSeconds != nil {
+		if base.CPUTime, err = seconds("limits.cpu_time_seconds", *l.CPUTimeSeconds); err != nil {
+			return base, err
+		}
+	}
+	if l.TimeoutSeconds != nil {
+		if base.Timeout, err = seconds("limits.timeout_seconds", *l.TimeoutSeconds); err != nil {
+			return base, err
+		}
+	}
+	return base, base.Validate()
+}
+
+func (n *networkJSON) policy() (spec.NetworkPolicy, error) {
+	p := spec.NetworkPolicy{Mode: spec.NetNone}
+	if n != nil {
+		if n.Mode != "" {
+			p.Mode = spec.NetMode(n.Mode)
+		}
+		p.Allow = n.Allow
+	}
+	return p, p.Validate()
+}
+
+// envName is the spec's rule for names, which OpenAPI 3.0 cannot state
+// for map keys.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
+
+// envList turns the env map into sorted KEY=VALUE pairs: sorted so the
+// same request always builds the same environment.
+func envList(env map[string]string) ([]string, error) {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		if !envName.MatchString(k) {
+			return nil, badRequest("env: name %q is not valid: use letters, digits and _, not starting with a digit", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return nil, badRequest("env.%s: value contains a NUL byte", k)
+		}
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (c *sessionCreateJSON) options() (sandbox.SessionOptions, error) {
+	var o sandbox.SessionOptions
+	var err error
+	if o.Limits, err = c.Limits.limits(spec.DefaultLimits); err != nil {
+		return o, err
+	}
+	if o.Network, err = c.Network.policy(); err != nil {
+		return o, err
+	}
+	if o.Env, err = envList(c.Env); err != nil {
+		return o, err
+	}
+	if c.TTLSeconds != nil {
+		if o.TTL, err = seconds("ttl_seconds", *c.TTLSeconds); err != nil {
+			return o, err
+		}
+	}
+	if c.IdleTimeoutSeconds != nil {
+		if o.IdleTimeout, err = seconds("idle_timeout_seconds", *c.IdleTimeoutSeconds); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// languages are those the spec's Language enum names.
+var languages = map[string]bool{"python": true, "bash": true, "javascript": true}
+
+// request checks that exactly one of command and language+code is given
+// (the spec cannot say so in a way every client generator understands)
+// and builds the ExecRequest.
+func (c *codeJSON) request() (sandbox.ExecRequest, error) {
+	hasCommand, hasCode := len(c.Command) > 0, c.Language != "" || c.Code != ""
+	switch {
+	case hasCommand == hasCode:
+		return sandbox.ExecRequest{}, badRequest("give exactly one of command, or language with code")
+	case hasCommand && c.Command[0] == "":
+		return sandbox.ExecRequest{}, badRequest("command[0]: the program name is empty")
+	case hasCode && (c.Language == "" || c.Code == ""):
+		return sandbox.ExecRequest{}, badRequest("language and code go together: give both")
+	case hasCode && !languages[c.Language]:
+		return sandbox.ExecRequest{}, badRequest("language: %q is unknown: use python, bash or javascript", c.Language)
+	case hasCode && c.Stdin != "":
+		return sandbox.ExecRequest{}, badRequest("stdin: only a command reads stdin; pass data to code in the code or a file")
+	}
+	env, err := envList(c.Env)
+	if err != nil {
+		return sandbox.ExecRequest{}, err
+	}
+	req := sandbox.ExecRequest{Command: c.Command, Language: c.Language, Code: c.Code, Env: env}
+	if c.Stdin != "" {
+		req.Stdin = []byte(c.Stdin)
+	}
+	return req, nil
+}
+
+func (e *execJSON) request() (sandbox.ExecRequest, error) {
+	req, err := e.codeJSON.request()
+	if err != nil {
+		return req, err
+	}
+	req.Cwd = e.Cwd
+	if e.TimeoutSeconds != nil {
+		if req.Timeout, err = seconds("timeout_seconds", *e.TimeoutSeconds); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+func (rj *runJSON) request() (sandbox.SessionOptions, sandbox.ExecRequest, error) {
+	var o sandbox.SessionOptions
+	req, err := rj.codeJSON.request()
+	if err != nil {
+		return o, req, err
+	}
+	if o.Limits, err = rj.Limits.limits(spec.DefaultLimits); err != nil {
+		return o, req, err
+	}
+	o.Network, err = rj.Network.policy()
+	return o, req, err
+}
+
+// kind labels an exec in metrics: its language, or "command".
+func kind(req sandbox.ExecRequest) string {
+	if req.Language != "" {
+		return req.Language
+	}
+	return "command"
+}
+
+func toLimitsJSON(l spec.Limits) limitsJSON {
+	var j limitsJSON
+	i64 := func(v int64) *int64 {
+		if v == 0 {
+			return nil
+		}
+		return &v
+	}
+	f64 := func(v float64) *float64 {
+		if v == 0 {
+			return nil
+		}
+		return &v
+	}
+	j.MemoryBytes = i64(l.MemoryBytes)
+	j.Pids = i64(l.Pids)
+	j.CPUs = f64(l.CPUs)
+	j.DiskBytes = i64(l.DiskBytes)
+	j.OutputBytes = i64(l.OutputBytes)
+	j.CPUTimeSeconds = f64(l.CPUTime.Seconds())
+	j.FileSizeBytes = i64(l.FileSizeBytes)
+	j.OpenFiles = i64(l.OpenFiles)
+	j.TimeoutSeconds = f64(l.Timeout.Seconds())
+	return j
+}
+
+func toSessionJSON(i sandbox.Info) sessionJSON {
+	mode := string(i.Network.Mode)
+	if mode == "" {
+		mode = string(spec.NetNone)
+	}
+	return sessionJSON{
+		ID:                 i.ID,
+		State:              string(i.State),
+		CreatedAt:          i.CreatedAt.UTC(),
+		LastUsedAt:         i.LastUsedAt.UTC(),
+		ExpiresAt:          i.ExpiresAt.UTC(),
+		IdleTimeoutSeconds: i.IdleTimeout.Seconds(),
+		Limits:             toLimitsJSON(i.Limits),
+		Network:            networkJSON{Mode: mode, Allow: i.Network.Allow},
+		Execs:              i.Execs,
+	}
+}
