@@ -162,16 +162,7 @@ func benchExec(a *api, n int) error {
 }
 
 func benchCreate(a *api, creates int) error {
-	create := func(a *api) func() error {
-		return func() error {
-			id, err := a.create()
-			if err == nil {
-				defer a.call("DELETE", "/v1/sessions/"+id, nil, nil)
-			}
-			return err
-		}
-	}
-	cold, err := sample(creates, create(a))
+	cold, err := sampleCreates(a, creates, 0)
 	if err != nil {
 		return err
 	}
@@ -189,16 +180,32 @@ func benchCreate(a *api, creates int) error {
 	}
 	defer pooled.close()
 	time.Sleep(2 * time.Second)
-	warm, err := sample(creates, func() error {
-		err := create(pooled)()
-		time.Sleep(300 * time.Millisecond) // let the pool refill, untimed
-		return err
-	})
+	warm, err := sampleCreates(pooled, creates, 300*time.Millisecond)
 	if err != nil {
 		return err
 	}
-	row("session create → ready (--pool 4)", subtract(warm, 300*time.Millisecond), oneShot, "one-shot run of /bin/true")
+	row("session create → ready (--pool 4)", warm, oneShot, "one-shot run of /bin/true")
 	return nil
+}
+
+// sampleCreates times session creates alone; each session is deleted
+// after its sample, and pause (untimed) lets a pool refill.
+func sampleCreates(a *api, n int, pause time.Duration) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		id, err := a.create()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+		if err := a.call("DELETE", "/v1/sessions/"+id, nil, nil); err != nil {
+			return nil, err
+		}
+		time.Sleep(pause)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // benchMemory reports what idle sessions cost the host: MemAvailable's
@@ -245,13 +252,6 @@ func sample(n int, f func() error) ([]time.Duration, error) {
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-func subtract(ds []time.Duration, d time.Duration) []time.Duration {
-	for i := range ds {
-		ds[i] -= d
-	}
-	return ds
 }
 
 func row(name string, got, base []time.Duration, baseName string) {

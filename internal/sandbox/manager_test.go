@@ -211,7 +211,9 @@ func TestManagerPool(t *testing.T) {
 	for b.alive() < 2 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := m.Create(context.Background(), "alice", defaultOptions()); err != nil {
+	fromAPI := defaultOptions()
+	fromAPI.Env, fromAPI.Network.Allow = []string{}, []string{}
+	if _, err := m.Create(context.Background(), "alice", fromAPI); err != nil {
 		t.Fatal(err)
 	}
 	for b.alive() < 3 && time.Now().Before(deadline) {

@@ -2,7 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,7 +39,7 @@ func newPool(b Backend, s spec.Spec, size int) *pool {
 
 // take returns a ready box built from s, or nil when the pool has none.
 func (p *pool) take(s spec.Spec) Box {
-	if p.size == 0 || !reflect.DeepEqual(s, p.spec) {
+	if p.size == 0 || !sameSandbox(s, p.spec) {
 		return nil
 	}
 	p.mu.Lock()
@@ -119,4 +119,11 @@ func (p *pool) close() {
 	for _, b := range boxes {
 		_ = b.Close()
 	}
+}
+
+// sameSandbox says whether a and b build the same sandbox; a nil list and
+// an empty one are the same.
+func sameSandbox(a, b spec.Spec) bool {
+	return a.Limits == b.Limits && a.Workspace == b.Workspace && a.Network.Mode == b.Network.Mode &&
+		slices.Equal(a.Network.Allow, b.Network.Allow) && slices.Equal(a.Env, b.Env) && slices.Equal(a.Command, b.Command)
 }
