@@ -126,3 +126,23 @@ func TestSessionOOM(t *testing.T) {
 		t.Errorf("after the OOM kill stdout = %q, want the session alive", r.Stdout)
 	}
 }
+
+func TestSessionWorkingDirectory(t *testing.T) {
+	s := startTestSession(t)
+	execSh(t, s, "mkdir -p /workspace/sub", 0)
+	tests := []struct{ dir, want string }{
+		{"", "/workspace\n"},
+		{"sub", "/workspace/sub\n"},
+		{"/tmp", "/tmp\n"},
+	}
+	for _, tt := range tests {
+		r, err := s.Exec(context.Background(), ExecSpec{Command: []string{"pwd"}, Dir: tt.dir}, IO{})
+		if err != nil || r.Stdout != tt.want {
+			t.Errorf("pwd in %q = %q, %v; want %q", tt.dir, r.Stdout, err, tt.want)
+		}
+	}
+	r, _ := s.Exec(context.Background(), ExecSpec{Command: []string{"pwd"}, Dir: "missing"}, IO{})
+	if r.ExitCode != 126 || !strings.Contains(r.Stderr, "does not exist") {
+		t.Errorf("pwd in a missing directory = exit %d, stderr %q; want 126 and why", r.ExitCode, r.Stderr)
+	}
+}

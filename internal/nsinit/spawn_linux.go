@@ -156,8 +156,8 @@ func startProcess(req Request, files []int) (int, *Status) {
 		}
 	}()
 	dir := req.Dir
-	if dir == "" {
-		dir = workdir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(workdir, dir)
 	}
 	path, err := lookPathIn(req.Argv[0], req.Env, dir)
 	if err != nil {
