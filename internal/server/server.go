@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	apispec "github.com/warden-sandbox/warden/api"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
@@ -93,10 +94,10 @@ type Server struct {
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 	// mux routes the API's paths; its patterns are the spec's paths, which
-	// is how validation finds each request's operation.
-	mux     *http.ServeMux
-	checker *validator
-	handler http.Handler
+	// is how validation finds each request's operation in operations.
+	mux        *http.ServeMux
+	operations map[string]*operation
+	handler    http.Handler
 }
 
 // New builds a server over s. It refuses a configuration without keys
@@ -132,18 +133,20 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
-	checker, err := newValidator()
+	// The spec is read here rather than at package init: the warden binary
+	// is also the init of every sandbox, and each start pays for init.
+	ops, err := loadOperations(apispec.OpenAPIYAML)
 	if err != nil {
 		return nil, fmt.Errorf("server: loading the API spec: %w", err)
 	}
 	srv := &Server{
-		sessions: s,
-		cfg:      cfg,
-		keys:     keys,
-		log:      cfg.Logger,
-		metrics:  m,
-		gatherer: cfg.Registry,
-		checker:  checker,
+		sessions:   s,
+		cfg:        cfg,
+		keys:       keys,
+		log:        cfg.Logger,
+		metrics:    m,
+		gatherer:   cfg.Registry,
+		operations: ops,
 	}
 	srv.mux = srv.routes()
 	srv.handler = srv.withLogAndRecover(srv.withAuth(srv.withValidation(srv.mux)))

@@ -2,154 +2,142 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-
-	"github.com/warden-sandbox/warden/internal/server/apigen"
 )
 
-// validator checks requests against the embedded OpenAPI document, so
-// every bound the spec promises (types, ranges, patterns, unknown fields)
-// is enforced in one place before a handler runs.
-type validator struct {
-	// routes maps a ServeMux pattern ("GET /v1/sessions/{id}") to its
-	// operation; the mux's patterns are the spec's paths, so the route the
-	// mux will serve and the operation validated are always the same.
-	routes  map[string]*routers.Route
-	options *openapi3filter.Options
-	// bodyless is the same options without body validation, for uploads,
-	// whose body is a stream of bytes the handler bounds itself.
-	bodyless *openapi3filter.Options
-}
-
-func newValidator() (*validator, error) {
-	doc, err := apigen.GetSpec()
-	if err != nil {
-		return nil, err
-	}
-	if err := doc.Validate(context.Background()); err != nil {
-		return nil, fmt.Errorf("embedded spec: %w", err)
-	}
-	v := &validator{
-		routes: map[string]*routers.Route{},
-		options: &openapi3filter.Options{
-			// Defaults are applied from spec.DefaultLimits by the handler;
-			// the body the handler decodes is the one the client sent.
-			SkipSettingDefaults: true,
-		},
-	}
-	bodyless := *v.options
-	bodyless.ExcludeRequestBody = true
-	v.bodyless = &bodyless
-	for path, item := range doc.Paths.Map() {
-		for method, op := range item.Operations() {
-			// Authentication has already run. Left to the validator, the
-			// security check would also read the whole body into memory
-			// (for an authentication function that might want it), which
-			// for an upload has no bound.
-			checked := *op
-			checked.Security = &openapi3.SecurityRequirements{}
-			v.routes[method+" "+path] = &routers.Route{
-				Spec: doc, Path: path, PathItem: item, Method: method, Operation: &checked,
-			}
-		}
-	}
-	return v, nil
-}
-
-// isUpload says whether an operation takes a raw byte stream rather than
-// JSON: its body is neither read into memory nor validated here.
-func isUpload(op *openapi3.Operation) bool {
-	return op.RequestBody != nil && op.RequestBody.Value != nil &&
-		op.RequestBody.Value.Content.Get("application/octet-stream") != nil
-}
-
 // withValidation bounds and validates each request that matches an
-// operation of the spec; unmatched paths go on to the mux's 404. It runs
-// after authentication, so only a tenant ever sees a validation message.
+// operation of the spec (see loadOperations); unmatched paths go on to
+// the mux's 404. It runs after authentication, so only a tenant ever sees
+// a validation message.
 func (s *Server) withValidation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := s.mux.Handler(r)
-		route := s.checker.routes[pattern]
-		if route == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		options, upload := s.checker.options, isUpload(route.Operation)
-		var body []byte
-		if upload {
-			options = s.checker.bodyless
-		} else {
-			var err error
-			if body, err = readBody(w, r, s.cfg.MaxBodyBytes); err != nil {
+		if op := s.operations[pattern]; op != nil {
+			if err := s.validate(w, r, op); err != nil {
 				s.writeError(w, err)
 				return
 			}
-			if len(body) > 0 && r.Header.Get("Content-Type") == "" {
-				// Many HTTP libraries send JSON without saying so; every
-				// JSON route takes only JSON, so assume it.
-				r.Header.Set("Content-Type", "application/json")
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		in := &openapi3filter.RequestValidationInput{
-			Request:    r,
-			PathParams: pathParams(route.Path, r.URL.EscapedPath()),
-			Route:      route,
-			Options:    options,
-		}
-		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
-			s.writeError(w, badRequest("%s", describeValidation(err)))
-			return
-		}
-		if !upload {
-			// The validator consumed the body; the handler reads it again.
-			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// readBody reads a JSON body up to limit bytes and checks that it is one
-// well-formed JSON value, so malformed input gets a short message naming
-// the byte offset instead of the validator's dump. An empty body is
-// returned as is: the spec says whether the operation needs one.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// validate checks r's parameters and JSON body against op. A JSON body is
+// read in full first (bounded, so a flood cannot exhaust memory), and r's
+// body is replaced by the same bytes for the handler; an upload's body is
+// a stream the handler bounds itself, and is left alone.
+func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation) error {
+	if op.body != nil && op.body.upload {
+		return op.checkParams(r)
+	}
+	body, value, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err := op.checkParams(r); err != nil {
+		return err
+	}
+	return op.checkBody(r.Header.Get("Content-Type"), body != nil, value)
+}
+
+// checkParams checks every path and query parameter op declares. Every
+// value of a repeated query parameter is checked.
+func (op *operation) checkParams(r *http.Request) error {
+	path := pathParams(op.path, r.URL.EscapedPath())
+	query := r.URL.Query()
+	for _, p := range op.params {
+		where := p.in + " parameter " + p.name
+		values := query[p.name]
+		if p.in == "path" {
+			values = nil
+			if v, ok := path[p.name]; ok {
+				values = []string{v}
+			}
+		}
+		if len(values) == 0 && p.required {
+			return badRequest("%s: value is required but missing", where)
+		}
+		for _, raw := range values {
+			var v any = raw
+			if p.schema.typ == "boolean" {
+				b, err := strconv.ParseBool(raw)
+				if err != nil {
+					return badRequest("%s: value must be a boolean (true or false)", where)
+				}
+				v = b
+			}
+			if err := p.schema.check(v, ""); err != nil {
+				return err.in(where)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBody checks a JSON body, given as decoded by readBody. An
+// operation without a request body ignores any body sent.
+func (op *operation) checkBody(contentType string, present bool, value any) error {
+	b := op.body
+	switch {
+	case b == nil:
+		return nil
+	case !present && b.required:
+		return badRequest("request body: is required")
+	case !present:
+		return nil
+	}
+	// Many HTTP libraries send JSON without saying so, so no Content-Type
+	// is taken as JSON; a different one is a mistake worth naming.
+	if contentType != "" {
+		if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != "application/json" {
+			return badRequest("request body: header Content-Type has unexpected value %q; send application/json", contentType)
+		}
+	}
+	if err := b.schema.check(value, ""); err != nil {
+		return err.in("request body")
+	}
+	return nil
+}
+
+// readBody reads a JSON body up to limit bytes and decodes it, with
+// numbers kept as written so int64 bounds compare exactly. It checks that
+// the body is one well-formed JSON value, so malformed input gets a short
+// message naming the byte offset. An empty body is returned as nil: the
+// spec says whether the operation needs one.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, any, error) {
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, nil, tooLarge(limit)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge(limit)
+			return nil, nil, tooLarge(limit)
 		}
-		return nil, badRequest("reading the request body: %s", oneLine(err))
+		return nil, nil, badRequest("reading the request body: %s", oneLine(err))
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, badRequest("request body is not valid JSON: %s", jsonError(err, dec.InputOffset()))
+		return nil, nil, badRequest("request body is not valid JSON: %s", jsonError(err, dec.InputOffset()))
 	}
 	if end := dec.InputOffset(); !atEOF(dec) {
-		return nil, badRequest("request body has more data after its JSON value at byte %d", end)
+		return nil, nil, badRequest("request body has more data after its JSON value at byte %d", end)
 	}
-	return body, nil
+	return body, v, nil
 }
 
 // atEOF says whether nothing but white space follows the decoded value.
@@ -190,69 +178,4 @@ func pathParams(template, path string) map[string]string {
 		}
 	}
 	return params
-}
-
-// describeValidation turns the validator's error, which spans lines and
-// dumps the schema, into one line that names the field and the bound:
-// "limits.memory_bytes: number must be at least 4194304".
-func describeValidation(err error) string {
-	var re *openapi3filter.RequestError
-	if !errors.As(err, &re) {
-		return oneLine(err)
-	}
-	where := "request body"
-	if p := re.Parameter; p != nil {
-		where = p.In + " parameter " + p.Name
-	}
-	var se *openapi3.SchemaError
-	if errors.As(re.Err, &se) {
-		if ptr := se.JSONPointer(); re.Parameter == nil && len(ptr) > 0 {
-			where = fieldName(ptr)
-		}
-		return where + ": " + plainNumbers(se.Reason)
-	}
-	var pe *openapi3filter.ParseError
-	if errors.As(re.Err, &pe) {
-		return where + ": " + oneLine(pe)
-	}
-	reason := re.Reason
-	if re.Err != nil {
-		reason = oneLine(re.Err)
-	}
-	if errors.Is(re.Err, openapi3filter.ErrInvalidRequired) && re.RequestBody != nil {
-		reason = "is required"
-	}
-	return where + ": " + reason
-}
-
-// sciNumber is a number the validator printed in e-notation.
-var sciNumber = regexp.MustCompile(`-?\d+(\.\d+)?e[+-]\d+`)
-
-// plainNumbers rewrites e-notation bounds ("at least 4.194304e+06") as
-// the plain numbers the spec states ("at least 4194304").
-func plainNumbers(reason string) string {
-	return sciNumber.ReplaceAllStringFunc(reason, func(n string) string {
-		f, err := strconv.ParseFloat(n, 64)
-		if err != nil {
-			return n
-		}
-		return strconv.FormatFloat(f, 'f', -1, 64)
-	})
-}
-
-// fieldName writes a JSON pointer as a field path: limits.memory_bytes,
-// command[2], env.HOME.
-func fieldName(ptr []string) string {
-	var b strings.Builder
-	for _, p := range ptr {
-		if p != "" && strings.Trim(p, "0123456789") == "" && b.Len() > 0 {
-			b.WriteString("[" + p + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(p)
-	}
-	return b.String()
 }

@@ -68,6 +68,30 @@ func TestValidation(t *testing.T) {
 			"timeout_seconds: number must be at most 86400"},
 		{"run with two forms", "POST", "/v1/run", `{"command":["ls"],"code":"1"}`, 400,
 			"give exactly one of command, or language with code"},
+		{"command item not a string", "POST", exec, `{"command":["ls",1]}`, 400,
+			"command[1]: value must be a string"},
+		{"empty allowed host", "POST", "/v1/sessions", `{"network":{"mode":"proxy","allow":[""]}}`, 400,
+			"network.allow[0]: minimum string length is 1"},
+		{"memory one above its int64 bound", "POST", "/v1/sessions", `{"limits":{"memory_bytes":68719476737}}`, 400,
+			"limits.memory_bytes: number must be at most 68719476736"},
+		{"integer beyond int64", "POST", "/v1/sessions", `{"limits":{"memory_bytes":1e30}}`, 400,
+			"limits.memory_bytes: number must be at most 68719476736"},
+		{"fractional pids", "POST", "/v1/sessions", `{"limits":{"pids":1.5}}`, 400,
+			"limits.pids: value must be an integer"},
+		{"cpus below a fractional bound", "POST", "/v1/sessions", `{"limits":{"cpus":0.009}}`, 400,
+			"limits.cpus: number must be at least 0.01"},
+		{"null limit", "POST", "/v1/sessions", `{"ttl_seconds":null}`, 400,
+			"ttl_seconds: value must be a number, not null"},
+		{"env value not a string", "POST", "/v1/sessions", `{"env":{"A":1}}`, 400,
+			"env.A: value must be a string"},
+		{"body not an object", "POST", "/v1/sessions", `[]`, 400,
+			"request body: value must be an object"},
+		{"bad boolean", "DELETE", "/v1/sessions/" + id + "/files?path=a&recursive=maybe", ``, 400,
+			"query parameter recursive: value must be a boolean (true or false)"},
+		{"empty query value", "GET", "/v1/sessions/" + id + "/files?path=", ``, 400,
+			"query parameter path: minimum string length is 1"},
+		{"repeated query value", "PUT", "/v1/sessions/" + id + "/files?path=a&mode=644&mode=999", ``, 400,
+			`query parameter mode: string doesn't match the regular expression "^0?[0-7]{3}$"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,18 +137,58 @@ func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
 
-func TestFieldName(t *testing.T) {
+func TestMember(t *testing.T) {
 	tests := []struct {
-		ptr  []string
-		want string
+		field, key, want string
 	}{
-		{[]string{"limits", "memory_bytes"}, "limits.memory_bytes"},
-		{[]string{"command", "2"}, "command[2]"},
-		{[]string{"env", "HOME"}, "env.HOME"},
+		{"", "limits", "limits"},
+		{"limits", "memory_bytes", "limits.memory_bytes"},
+		{"env", "HOME", "env.HOME"},
+		{"env", "1X", `env["1X"]`},
+		{"env", "A.B", `env["A.B"]`},
+		{"env", "A\nB", `env["A\nB"]`},
+		{"env", "", `env[""]`},
 	}
 	for _, tt := range tests {
-		if got := fieldName(tt.ptr); got != tt.want {
-			t.Errorf("fieldName(%q): got %q, want %q", tt.ptr, got, tt.want)
+		if got := member(tt.field, tt.key); got != tt.want {
+			t.Errorf("member(%q, %q): got %q, want %q", tt.field, tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestValidationContentType(t *testing.T) {
+	h := newHarness(t, nil)
+	tests := []struct {
+		contentType string
+		wantStatus  int
+		wantMessage string
+	}{
+		{"", http.StatusCreated, ""},
+		{"application/json", http.StatusCreated, ""},
+		{"Application/JSON; charset=utf-8", http.StatusCreated, ""},
+		{"text/plain", http.StatusBadRequest,
+			`request body: header Content-Type has unexpected value "text/plain"; send application/json`},
+	}
+	for _, tt := range tests {
+		req := newRequest("POST", "/v1/sessions", "{}")
+		req.Header.Del("Content-Type")
+		if tt.contentType != "" {
+			req.Header.Set("Content-Type", tt.contentType)
+		}
+		resp := h.send(req, keyA)
+		if _, msg := resp.errorMessage(); resp.status != tt.wantStatus || msg != tt.wantMessage {
+			t.Errorf("Content-Type %q: got %d %q, want %d %q", tt.contentType, resp.status, msg, tt.wantStatus, tt.wantMessage)
+		}
+	}
+}
+
+func TestValidEnvName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"HOME": true, "_": true, "a_1": true, strings.Repeat("A", 256): true,
+		"": false, "1X": false, "A-B": false, "A B": false, "É": false, strings.Repeat("A", 257): false,
+	} {
+		if got := validEnvName(name); got != want {
+			t.Errorf("validEnvName(%q): got %v, want %v", name, got, want)
 		}
 	}
 }
