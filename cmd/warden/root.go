@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -29,7 +30,7 @@ func execute(args []string) int {
 		// multi-line error; every warden error is one line.
 		DisableSuggestions: true,
 	}
-	root.AddCommand(newRunCmd(), newServeCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newServeCmd(), newSessionCmd(), newDoctorCmd(), newVersionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	var ee exitError
@@ -39,7 +40,11 @@ func execute(args []string) int {
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(os.Stderr, "warden: %v\n", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "warden: ") {
+			msg = "warden: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		return exitWardenFailed
 	}
 }

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/warden-sandbox/warden/sdk"
+)
+
+// clientOptions are how the session commands reach a warden serve.
+type clientOptions struct {
+	server string
+	key    string
+}
+
+func (o *clientOptions) client() (*sdk.Client, error) {
+	var opts []sdk.Option
+	if o.key != "" {
+		opts = append(opts, sdk.WithAPIKey(o.key))
+	}
+	return sdk.New(o.server, opts...)
+}
+
+func newSessionCmd() *cobra.Command {
+	o := &clientOptions{}
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Create, use and remove sessions on a running warden serve",
+		Long: `Talk to a running warden serve. A session is a sandbox that keeps its files
+and interpreter state between execs. The server is --server (or WARDEN_URL),
+the key --api-key (or WARDEN_API_KEY).`,
+	}
+	server := os.Getenv("WARDEN_URL")
+	if server == "" {
+		server = "http://127.0.0.1:8080"
+	}
+	cmd.PersistentFlags().StringVar(&o.server, "server", server, "URL of warden serve")
+	cmd.PersistentFlags().StringVar(&o.key, "api-key", os.Getenv("WARDEN_API_KEY"), "API key")
+	cmd.AddCommand(newSessionCreateCmd(o), newSessionExecCmd(o), newSessionCpCmd(o), newSessionRmCmd(o), newSessionLsCmd(o))
+	return cmd
+}
+
+func newSessionCreateCmd(o *clientOptions) *cobra.Command {
+	var ttl, idle time.Duration
+	var env []string
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a session and print its id",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			req := &sdk.SessionCreate{TTLSeconds: ttl.Seconds(), IdleTimeoutSeconds: idle.Seconds()}
+			if req.Env, err = envMap(env); err != nil {
+				return err
+			}
+			s, err := c.NewSession(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), s.ID())
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "session lifetime (server default if unset)")
+	cmd.Flags().DurationVar(&idle, "idle-timeout", 0, "end the session after this long unused")
+	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE for every exec (repeatable)")
+	return cmd
+}
+
+func newSessionExecCmd(o *clientOptions) *cobra.Command {
+	var language, code string
+	var timeout time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "exec ID [--language L --code CODE | -- COMMAND [ARGS...]]",
+		Short: "Run a command, or code in the session's interpreter, streaming its output",
+		Long: `Run a command in a session, or code in its persistent interpreter (python,
+bash, javascript; --code - reads the code from stdin). Output streams as it
+happens; the exit code is the command's. With --json, print the Result.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := execRequest(args[1:], language, code, timeout)
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			return sessionExec(cmd.Context(), c.Session(args[0]), req, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&language, "language", "", "interpreter for --code: python, bash or javascript")
+	cmd.Flags().StringVar(&code, "code", "", "code to run (- reads stdin)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "timeout of this exec (session default if unset)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the Result as JSON instead of streaming")
+	return cmd
+}
+
+func execRequest(command []string, language, code string, timeout time.Duration) (sdk.ExecRequest, error) {
+	req := sdk.ExecRequest{Command: command, TimeoutSeconds: timeout.Seconds()}
+	switch {
+	case language == "" && code == "" && len(command) == 0:
+		return req, errors.New("nothing to run: give -- COMMAND, or --language and --code")
+	case (language == "") != (code == ""):
+		return req, errors.New("--language and --code go together")
+	case language != "" && len(command) > 0:
+		return req, errors.New("give either a command or --language/--code, not both")
+	case code == "-":
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return req, fmt.Errorf("reading code from stdin: %w", err)
+		}
+		code = string(b)
+	}
+	req.Language, req.Code = sdk.Language(language), code
+	return req, nil
+}
+
+// sessionExec streams an exec's output and exits with its code.
+func sessionExec(ctx context.Context, s *sdk.Session, req sdk.ExecRequest, asJSON bool) error {
+	if asJSON {
+		r, err := s.Exec(ctx, req)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	r, err := s.Stream(ctx, req, func(e sdk.Event) error {
+		switch e.Type {
+		case "stdout":
+			_, _ = io.WriteString(os.Stdout, e.Data)
+		case "stderr":
+			_, _ = io.WriteString(os.Stderr, e.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	printRich(r)
+	if r.TimedOut {
+		fmt.Fprintln(os.Stderr, "warden: exec timed out")
+		return exitError{exitTimeout}
+	}
+	if r.ExitCode != 0 {
+		return exitError{r.ExitCode}
+	}
+	return nil
+}
+
+// printRich shows what a terminal can of an interpreter's result: the
+// value, the exception, and one line per rich output.
+func printRich(r *sdk.Result) {
+	if r.Value != "" {
+		fmt.Println(r.Value)
+	}
+	if r.Exception != nil {
+		fmt.Fprint(os.Stderr, r.Exception.Traceback)
+	}
+	for i, out := range r.Outputs {
+		fmt.Fprintf(os.Stderr, "warden: output %d: %s (%d bytes; use --json to get it)\n", i+1, out.MimeType, len(out.Data))
+	}
+}
+
+func newSessionCpCmd(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cp SRC DST",
+		Short: "Copy a file into or out of a session: ID:PATH names a session's file, - is stdin/stdout",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			return sessionCopy(cmd.Context(), c, args[0], args[1])
+		},
+	}
+}
+
+func sessionCopy(ctx context.Context, c *sdk.Client, src, dst string) error {
+	srcID, srcPath, srcRemote := strings.Cut(src, ":")
+	dstID, dstPath, dstRemote := strings.Cut(dst, ":")
+	switch {
+	case srcRemote && !dstRemote:
+		b, err := c.Session(srcID).ReadFile(ctx, srcPath)
+		if err != nil {
+			return err
+		}
+		if dst == "-" {
+			_, err = os.Stdout.Write(b)
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	case dstRemote && !srcRemote:
+		var r io.Reader = os.Stdin
+		var mode os.FileMode
+		if src != "-" {
+			b, err := os.ReadFile(src)
+			if err != nil {
+				return err
+			}
+			if fi, err := os.Stat(src); err == nil {
+				mode = fi.Mode().Perm()
+			}
+			r = bytes.NewReader(b)
+		}
+		_, err := c.Session(dstID).WriteFile(ctx, dstPath, r, mode)
+		return err
+	}
+	return errors.New("exactly one of SRC and DST must be ID:PATH in a session")
+}
+
+func newSessionRmCmd(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm ID...",
+		Short: "End sessions and remove every trace of them",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				errs = append(errs, c.Session(id).Close(cmd.Context()))
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func newSessionLsCmd(o *clientOptions) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List your sessions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.Sessions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(list)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tEXECS\tCREATED\tEXPIRES")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.ID, s.State, s.Execs, s.CreatedAt.Format(time.RFC3339), s.ExpiresAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// envMap turns KEY=VALUE flags into the API's map.
+func envMap(env []string) (map[string]string, error) {
+	if len(env) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--env %q is not KEY=VALUE", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
