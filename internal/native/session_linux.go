@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -25,6 +26,8 @@ type Session struct {
 	b    *box
 	proc *initProc
 	ctl  int
+	// workspace is the sandbox's /workspace (see Workspace).
+	workspace *os.File
 	// sessionTasks (v1) are the session cgroup's tasks files, sent with
 	// each spawn for the agent's thread to return to.
 	sessionTasks []int
@@ -88,7 +91,29 @@ func (s *Session) start(ctx context.Context) error {
 		return err
 	}
 	s.shieldFromOOM()
+	if err := s.openWorkspace(); err != nil {
+		return err
+	}
 	return s.openSessionTasks()
+}
+
+// openWorkspace opens the sandbox's /workspace through the init's root and
+// then checks, through the init's pidfd, that the init is still there: a
+// pid is not reused before its process is reaped, so the descriptor is
+// this sandbox's workspace and no one else's, which a path looked up later
+// could not promise.
+func (s *Session) openWorkspace() error {
+	path := "/proc/" + strconv.Itoa(s.Pid()) + "/root/workspace"
+	f, err := os.OpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the sandbox's workspace: %w", err)
+	}
+	if err := s.proc.proc.Signal(syscall.Signal(0)); err != nil {
+		f.Close()
+		return fmt.Errorf("opening the sandbox's workspace: the sandbox ended: %w", err)
+	}
+	s.workspace = f
+	return nil
 }
 
 // shieldFromOOM makes the kernel's OOM killer pass over the agent when the
@@ -218,12 +243,10 @@ func (s *Session) Err() error {
 // Pid is the host pid of the sandbox's init.
 func (s *Session) Pid() int { return s.proc.proc.Pid }
 
-// WorkspacePath is the sandbox's /workspace as the host reaches it,
-// through the init's root. Open it once and resolve nothing through it
-// without a link-refusing lookup: the sandbox writes there.
-func (s *Session) WorkspacePath() string {
-	return "/proc/" + strconv.Itoa(s.Pid()) + "/root/workspace"
-}
+// Workspace is the sandbox's /workspace, an O_PATH descriptor opened while
+// the sandbox was known alive; it stays valid until Close. Resolve nothing
+// below it without a link-refusing lookup: the sandbox writes there.
+func (s *Session) Workspace() *os.File { return s.workspace }
 
 // FileOwner is the host uid and gid of the sandbox user, which host-side
 // access to the workspace must act as.
@@ -280,6 +303,10 @@ func (s *Session) teardown() error {
 	s.finishing.Wait()
 	closeFDs(s.sessionTasks)
 	s.sessionTasks = nil
+	if s.workspace != nil {
+		s.workspace.Close()
+		s.workspace = nil
+	}
 	if s.b.cg != nil {
 		_ = s.b.cg.Kill()
 	}

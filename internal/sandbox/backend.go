@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
@@ -39,9 +40,9 @@ type Box interface {
 	Exec(ctx context.Context, c Command, live Stream) (spec.Result, error)
 	// Env is a process's whole environment: the base, the box's, extra.
 	Env(extra ...string) []string
-	// WorkspacePath is the box's /workspace as the host reaches it, and
+	// Workspace is the box's /workspace, held open by the box, and
 	// FileOwner the host ids that access there must act as.
-	WorkspacePath() string
+	Workspace() *os.File
 	FileOwner() (uid, gid int)
 	// OOMKills counts processes killed at the box's memory limit so far.
 	OOMKills() uint64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -63,7 +64,7 @@ func (x *fakeBox) Exec(ctx context.Context, c Command, _ Stream) (spec.Result, e
 }
 
 func (x *fakeBox) Env(extra ...string) []string { return extra }
-func (x *fakeBox) WorkspacePath() string        { return "/nonexistent" }
+func (x *fakeBox) Workspace() *os.File          { return nil }
 func (x *fakeBox) FileOwner() (int, int)        { return 0, 0 }
 func (x *fakeBox) OOMKills() uint64             { return 0 }
 func (x *fakeBox) Done() <-chan struct{}        { return x.done }

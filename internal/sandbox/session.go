@@ -184,7 +184,7 @@ func (s *session) workspace() (*workspace.Dir, error) {
 		return s.dir, nil
 	}
 	uid, gid := s.box.FileOwner()
-	dir, err := workspace.Open(s.box.WorkspacePath(), uid, gid, s.files)
+	dir, err := workspace.FromFile(s.box.Workspace(), "/workspace of "+s.id, uid, gid, s.files)
 	if err != nil {
 		return nil, fmt.Errorf("opening the session's workspace: %w", err)
 	}

@@ -34,6 +34,29 @@ func Open(dir string, uid, gid int, lim Limits) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening workspace %q: %w", dir, err)
 	}
+	return fromFD(fd, dir, uid, gid, lim)
+}
+
+// FromFile is Open for a workspace the caller already holds open (an
+// O_PATH or ordinary directory descriptor), named name in messages. The
+// Dir keeps its own duplicate; the caller still owns f. A caller that
+// opened the directory through /proc/<pid>/root and then checked that pid
+// is still its process knows the descriptor is that process's workspace,
+// which a path could not promise once the pid might be reused.
+func FromFile(f *os.File, name string, uid, gid int, lim Limits) (*Dir, error) {
+	if uid < 0 || gid < 0 {
+		return nil, fmt.Errorf("opening workspace %q: invalid uid %d or gid %d", name, uid, gid)
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening workspace %q: %w", name, err)
+	}
+	return fromFD(fd, name, uid, gid, lim)
+}
+
+// fromFD checks that fd is a directory openat2 can resolve below, and
+// makes the Dir that owns it.
+func fromFD(fd int, dir string, uid, gid int, lim Limits) (*Dir, error) {
 	probe, err := openBeneath(fd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		unix.Close(fd)

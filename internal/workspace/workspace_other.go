@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 )
 
 // Dir is an open workspace; off Linux there is none to open.
@@ -16,6 +17,11 @@ type Dir struct{}
 // identities.
 func Open(dir string, uid, gid int, lim Limits) (*Dir, error) {
 	return nil, fmt.Errorf("opening workspace %q: %w", dir, errors.ErrUnsupported)
+}
+
+// FromFile is Linux-only, like Open.
+func FromFile(f *os.File, name string, uid, gid int, lim Limits) (*Dir, error) {
+	return nil, fmt.Errorf("opening workspace %q: %w", name, errors.ErrUnsupported)
 }
 
 // Close has nothing to release.
