@@ -96,7 +96,7 @@ func (s *Session) execResult(r spec.Result, p *Process, out, errOut *capture, ct
 	case ctxErr != nil:
 		return r, fmt.Errorf("exec canceled before the command ended: %w", ctxErr)
 	default:
-		r.ExitCode, r.Signal = st.Code, signalName(st.Signal)
+		r.ExitCode, r.Signal = st.Code, spec.SignalName(st.Signal)
 	}
 	r.Stdout, r.StdoutTruncated = out.buf.String(), out.truncated
 	r.Stderr, r.StderrTruncated = errOut.buf.String(), errOut.truncated

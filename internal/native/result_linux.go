@@ -31,7 +31,7 @@ func (b *box) result(o outcome, out, errOut *capture) (spec.Result, error) {
 	case st != nil && st.Error != "":
 		err = fmt.Errorf("building the sandbox: %s", st.Error)
 	case st != nil && !o.timedOut:
-		r.ExitCode, r.Signal = st.ExitCode, signalName(st.Signal)
+		r.ExitCode, r.Signal = st.ExitCode, spec.SignalName(st.Signal)
 	case o.timedOut || r.OOMKilled:
 		r.ExitCode, r.Signal = 128+int(syscall.SIGKILL), "SIGKILL"
 	case o.canceled:

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -397,14 +396,4 @@ func (b *box) await(ctx context.Context, proc *initProc) outcome {
 	}
 	o.state = <-proc.exited
 	return o
-}
-
-func signalName(n int) string {
-	if n == 0 {
-		return ""
-	}
-	if name := unix.SignalName(syscall.Signal(n)); name != "" {
-		return name
-	}
-	return fmt.Sprintf("signal %d", n)
 }

@@ -204,31 +204,16 @@ const maxCgroupFiles = 8
 func receiveFDs(sock int) ([]int, error) {
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(maxCgroupFiles*4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, io.ErrUnexpectedEOF
-		}
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil {
-			return nil, err
-		}
-		var fds []int
-		for i := range msgs {
-			rights, err := unix.ParseUnixRights(&msgs[i])
-			if err != nil {
-				return nil, err
-			}
-			fds = append(fds, rights...)
-		}
-		return fds, nil
+	n, oobn, _, _, err := recvmsgRetry(sock, buf, oob)
+	if err != nil {
+		return nil, err
 	}
+	fds, err := parseRights(oob[:oobn])
+	if err == nil && n == 0 {
+		closeAll(fds)
+		return nil, io.ErrUnexpectedEOF
+	}
+	return fds, err
 }
 
 // setFileIdentity drops the supplementary groups inherited from the host

@@ -102,13 +102,25 @@ const maxConfig = 16 << 20
 // lets the init read exactly the Config and nothing after it, so the bytes
 // that carry descriptors (see AwaitCgroup) are left for recvmsg.
 func WriteConfig(w io.Writer, c Config) error {
-	b, err := json.Marshal(c)
+	frame, err := encodeFrame(c)
 	if err != nil {
 		return err
 	}
-	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
-	_, err = w.Write(append(frame, b...))
+	_, err = w.Write(frame)
 	return err
+}
+
+// encodeFrame is v's JSON behind its 4-byte length, the framing of every
+// message the host sends.
+func encodeFrame(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfig {
+		return nil, fmt.Errorf("message of %d bytes is larger than %d", len(b), maxConfig)
+	}
+	return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...), nil
 }
 
 // readConfig reads one frame written by WriteConfig.

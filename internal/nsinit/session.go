@@ -1,10 +1,6 @@
 package nsinit
 
-import (
-	"encoding/binary"
-	"encoding/json"
-	"fmt"
-)
+import "fmt"
 
 // Request operations.
 const (
@@ -66,12 +62,5 @@ func EncodeRequest(r Request) ([]byte, error) {
 	if r.Files+r.Cgroup > maxRequestFDs {
 		return nil, fmt.Errorf("request carries %d descriptors, more than %d", r.Files+r.Cgroup, maxRequestFDs)
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxConfig {
-		return nil, fmt.Errorf("request of %d bytes is larger than %d", len(b), maxConfig)
-	}
-	return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...), nil
+	return encodeFrame(r)
 }

@@ -6,10 +6,8 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/warden-sandbox/warden/internal/spec"
-	"golang.org/x/sys/unix"
 )
 
 // limited keeps the first max bytes written (zero: no limit) and passes
@@ -40,16 +38,6 @@ func (l *limited) Write(p []byte) (int, error) {
 }
 
 func (l *limited) String() string { return l.buf.String() }
-
-func signalName(n int) string {
-	if n == 0 {
-		return ""
-	}
-	if name := unix.SignalName(syscall.Signal(n)); name != "" {
-		return name
-	}
-	return fmt.Sprintf("signal %d", n)
-}
 
 func readerOrNil(b []byte) io.Reader {
 	if b == nil {

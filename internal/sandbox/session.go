@@ -136,7 +136,7 @@ func (s *session) runCode(ctx context.Context, in interp.Interpreter, code strin
 	begin := time.Now()
 	o, err := in.Run(ctx, code, out, errOut)
 	r := spec.Result{
-		ExitCode: o.ExitCode, Signal: signalName(o.Signal), TimedOut: o.TimedOut,
+		ExitCode: o.ExitCode, Signal: spec.SignalName(o.Signal), TimedOut: o.TimedOut,
 		OOMKilled: s.box.OOMKills() > ooms, WallTimeMS: float64(time.Since(begin).Microseconds()) / 1000,
 		Stdout: out.String(), Stderr: errOut.String(), StdoutTruncated: out.truncated, StderrTruncated: errOut.truncated,
 		Value: o.Value, Exception: o.Exception, Outputs: o.Outputs, InterpreterRestarted: o.Restarted,
