@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	apispec "github.com/warden-sandbox/warden/api"
 )
 
@@ -16,7 +14,7 @@ func (a api) Healthz(w http.ResponseWriter, _ *http.Request) {
 
 // GetMetrics serves the server's registry in the Prometheus text format.
 func (a api) GetMetrics(w http.ResponseWriter, r *http.Request) {
-	promhttp.HandlerFor(a.s.gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	a.s.registry.ServeHTTP(w, r)
 }
 
 // GetOpenAPISpec serves api/openapi.yaml byte for byte, so clients and

@@ -4,28 +4,19 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
+	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// Registry is where the server registers its metrics and what /metrics
-// exposes. A *prometheus.Registry is both; the default is a fresh one, so
-// two servers in one process (tests) never collide on the global registry.
-type Registry interface {
-	prometheus.Registerer
-	prometheus.Gatherer
-}
-
-// metrics are the server's Prometheus series. Label values come from
-// small fixed sets, never from user input, so cardinality stays bounded.
-type metrics struct {
-	execs    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	kills    *prometheus.CounterVec
-	refused  *prometheus.CounterVec
+// serverMetrics are the server's Prometheus series. Label values come
+// from small fixed sets, never from user input, so cardinality stays
+// bounded.
+type serverMetrics struct {
+	execs    *metrics.CounterVec
+	duration *metrics.HistogramVec
+	kills    *metrics.CounterVec
+	refused  *metrics.CounterVec
 }
 
 // allStates are reported even at zero, so a dashboard's series never
@@ -35,53 +26,38 @@ var allStates = []sandbox.State{
 	sandbox.StateStopping, sandbox.StateGone,
 }
 
-// sessionsCollector reads the Manager's counts at scrape time, so the
-// gauge is never stale and the Manager needs no hook into the server.
-type sessionsCollector struct {
-	s    Sessions
-	desc *prometheus.Desc
-}
-
-func (c *sessionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *sessionsCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := c.s.Counts()
-	for _, st := range allStates {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), string(st))
-	}
-}
-
-func newMetrics(reg prometheus.Registerer, s Sessions) (*metrics, error) {
-	m := &metrics{
-		execs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warden_execs_total",
-			Help: "Execs and one-shot runs by kind (command, python, bash, javascript, run) and outcome.",
-		}, []string{"kind", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "warden_exec_duration_seconds",
-			Help: "Wall time of execs and one-shot runs, as the server saw them.",
+// newMetrics registers the server's series, the process figures and a
+// sessions gauge that reads s's counts at scrape time, so the gauge is
+// never stale and the Manager needs no hook into the server.
+func newMetrics(reg *metrics.Registry, s Sessions) (*serverMetrics, error) {
+	m := &serverMetrics{
+		execs: metrics.NewCounterVec("warden_execs_total",
+			"Execs and one-shot runs by kind (command, python, bash, javascript, run) and outcome.",
+			"kind", "outcome"),
+		duration: metrics.NewHistogramVec("warden_exec_duration_seconds",
+			"Wall time of execs and one-shot runs, as the server saw them.",
 			// 1 ms up to 60 s, about three buckets per decade.
-			Buckets: prometheus.ExponentialBucketsRange(0.001, 60, 16),
-		}, []string{"kind"}),
-		kills: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warden_kills_total",
-			Help: "Sandboxes or execs Warden killed, by reason (timeout, oom, ttl, idle).",
-		}, []string{"reason"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warden_denied_requests_total",
-			Help: "Requests refused, by reason (unauthorized, invalid, too_large, too_many_sessions, not_found).",
-		}, []string{"reason"}),
+			metrics.ExponentialBucketsRange(0.001, 60, 16), "kind"),
+		kills: metrics.NewCounterVec("warden_kills_total",
+			"Sandboxes or execs Warden killed, by reason (timeout, oom, ttl, idle).",
+			"reason"),
+		refused: metrics.NewCounterVec("warden_denied_requests_total",
+			"Requests refused, by reason (unauthorized, invalid, too_large, too_many_sessions, not_found).",
+			"reason"),
 	}
-	cs := []prometheus.Collector{
-		m.execs, m.duration, m.kills, m.refused,
-		&sessionsCollector{s: s, desc: prometheus.NewDesc("warden_sessions",
-			"Sessions by state, read from the session manager at scrape time.", []string{"state"}, nil)},
-		collectors.NewGoCollector(),
-	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	sessions := metrics.NewGaugeFunc("warden_sessions",
+		"Sessions by state, read from the session manager at scrape time.", []string{"state"},
+		func() []metrics.Sample {
+			counts := s.Counts()
+			samples := make([]metrics.Sample, len(allStates))
+			for i, st := range allStates {
+				samples[i] = metrics.Sample{LabelValues: []string{string(st)}, Value: float64(counts[st])}
+			}
+			return samples
+		})
+	cs := append([]metrics.Collector{m.execs, m.duration, m.kills, m.refused, sessions}, metrics.ProcessMetrics()...)
+	if err := reg.Register(cs...); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -96,30 +72,30 @@ var deniedReasons = map[int]string{
 	http.StatusNotFound:              "not_found",
 }
 
-func (m *metrics) denied(status int) {
+func (m *serverMetrics) denied(status int) {
 	if reason, ok := deniedReasons[status]; ok {
-		m.refused.WithLabelValues(reason).Inc()
+		m.refused.With(reason).Inc()
 	}
 }
 
 // exec records one exec or run: its outcome, its duration and, when
 // Warden killed it, why.
-func (m *metrics) exec(kind string, res spec.Result, err error, took time.Duration) {
+func (m *serverMetrics) exec(kind string, res spec.Result, err error, took time.Duration) {
 	outcome := "ok"
 	switch {
 	case err != nil || res.Error != "":
 		outcome = "error"
 	case res.TimedOut:
 		outcome = "timeout"
-		m.kills.WithLabelValues("timeout").Inc()
+		m.kills.With("timeout").Inc()
 	case res.OOMKilled:
 		outcome = "oom"
-		m.kills.WithLabelValues("oom").Inc()
+		m.kills.With("oom").Inc()
 	case res.ExitCode != 0 || res.Exception != nil:
 		outcome = "failed"
 	}
-	m.execs.WithLabelValues(kind, outcome).Inc()
-	m.duration.WithLabelValues(kind).Observe(took.Seconds())
+	m.execs.With(kind, outcome).Inc()
+	m.duration.With(kind).Observe(took.Seconds())
 }
 
 // ObserveReap counts a session the Manager's reaper ended, with reason
@@ -131,5 +107,5 @@ func (s *Server) ObserveReap(reason string) {
 	if reason != "ttl" && reason != "idle" {
 		reason = "other"
 	}
-	s.metrics.kills.WithLabelValues(reason).Inc()
+	s.metrics.kills.With(reason).Inc()
 }

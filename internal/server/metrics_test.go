@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,6 +31,10 @@ func TestMetrics(t *testing.T) {
 	if resp.status != http.StatusOK {
 		t.Fatalf("metrics: got %d %s", resp.status, resp.body)
 	}
+	if ct := resp.header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Errorf("metrics Content-Type %q", ct)
+	}
+	checkExposition(t, string(resp.body))
 	for _, want := range []string{
 		`warden_sessions{state="ready"} 1`,
 		`warden_sessions{state="busy"} 0`,
@@ -40,9 +46,57 @@ func TestMetrics(t *testing.T) {
 		`warden_denied_requests_total{reason="unauthorized"} 1`,
 		`warden_denied_requests_total{reason="invalid"} 1`,
 		"go_goroutines ",
+		"go_memstats_heap_alloc_bytes ",
+		"process_start_time_seconds ",
 	} {
 		if !bytes.Contains(resp.body, []byte(want)) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// sampleLine is `name{label="value",...} value` of the text format 0.0.4,
+// with the label braces optional and values escaped.
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)` +
+	`(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*\})? (\S+)$`)
+
+// checkExposition parses a /metrics body: every sample line is well
+// formed with a float value, and belongs to a family whose HELP and TYPE
+// came before it.
+func checkExposition(t *testing.T, body string) {
+	t.Helper()
+	help, typ := map[string]bool{}, map[string]string{}
+	for line := range strings.Lines(body) {
+		line = strings.TrimSuffix(line, "\n")
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			help[name] = true
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, kind, _ := strings.Cut(rest, " ")
+			if typ[name] != "" {
+				t.Errorf("TYPE of %s repeated", name)
+			}
+			typ[name] = kind
+			continue
+		}
+		m := sampleLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("malformed line %q", line)
+			continue
+		}
+		if _, err := strconv.ParseFloat(m[3], 64); err != nil {
+			t.Errorf("line %q: value: %v", line, err)
+		}
+		family := m[1]
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(family, suffix); ok && typ[base] == "histogram" {
+				family = base
+			}
+		}
+		if !help[family] || typ[family] == "" {
+			t.Errorf("line %q: family %s lacks HELP or TYPE before it", line, family)
 		}
 	}
 }

@@ -16,9 +16,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	apispec "github.com/warden-sandbox/warden/api"
+	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
@@ -80,8 +79,10 @@ type Config struct {
 	// (default: slog.Default()). Keys and bodies are never logged.
 	Logger *slog.Logger
 	// Registry receives the server's metrics and is what /metrics serves
-	// (default: a new registry of its own, not the global one).
-	Registry Registry
+	// (default: a new registry of its own). A caller may register its own
+	// series there to serve them alongside; one registry serves one server,
+	// since a second would register the same names again.
+	Registry *metrics.Registry
 }
 
 // Server is the HTTP API over a Sessions. It is safe for concurrent use;
@@ -91,8 +92,8 @@ type Server struct {
 	cfg      Config
 	keys     []apiKey
 	log      *slog.Logger
-	metrics  *metrics
-	gatherer prometheus.Gatherer
+	metrics  *serverMetrics
+	registry *metrics.Registry
 	// mux routes the API's paths; its patterns are the spec's paths, which
 	// is how validation finds each request's operation in operations.
 	mux        *http.ServeMux
@@ -127,7 +128,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry = metrics.NewRegistry()
 	}
 	m, err := newMetrics(cfg.Registry, s)
 	if err != nil {
@@ -145,7 +146,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 		keys:       keys,
 		log:        cfg.Logger,
 		metrics:    m,
-		gatherer:   cfg.Registry,
+		registry:   cfg.Registry,
 		operations: ops,
 	}
 	srv.mux = srv.routes()
