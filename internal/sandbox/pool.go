@@ -12,6 +12,10 @@ import (
 // poolStartTimeout bounds building one pooled sandbox.
 const poolStartTimeout = time.Minute
 
+// refillDelay is how long the pool waits after a box is taken before it
+// builds the next.
+const refillDelay = 20 * time.Millisecond
+
 // pool keeps sandboxes built ahead from one spec, so a Create that asks
 // for exactly that spec skips the build. A background filler replaces
 // each one taken; a failing build is retried after a pause.
@@ -73,6 +77,10 @@ func (p *pool) wake() {
 func (p *pool) fill() {
 	defer p.wg.Done()
 	for range p.want {
+		// Building a sandbox forks this process, which stalls its other
+		// threads while the page tables are copied: let the request that
+		// took a box finish first.
+		time.Sleep(refillDelay)
 		for p.missing() {
 			ctx, cancel := context.WithTimeout(context.Background(), poolStartTimeout)
 			b, err := p.backend.Start(ctx, p.spec)
