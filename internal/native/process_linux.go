@@ -156,6 +156,9 @@ func (p *Process) settle(st *nsinit.Status, e nsinit.Event) {
 			p.mu.Lock()
 			p.stats = stats
 			p.mu.Unlock()
+			p.s.mu.Lock()
+			p.s.settledOOMs += stats.OOMKills
+			p.s.mu.Unlock()
 		}
 		p.mu.Lock()
 		p.status, p.cpuUS, p.rssKiB = st, e.CPUTimeUS, e.MaxRSSKiB

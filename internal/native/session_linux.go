@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -38,6 +39,8 @@ type Session struct {
 	procs  map[uint64]*Process
 	nextID uint64
 	closed bool
+	// settledOOMs counts OOM kills in exec cgroups already removed.
+	settledOOMs uint64
 
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
@@ -261,17 +264,34 @@ func (s *Session) Env(extra ...string) []string {
 	return buildEnv(append(append([]string(nil), s.b.spec.Env...), extra...))
 }
 
-// OOMKills is how many processes the kernel has killed at the session's
-// memory limit so far.
-func (s *Session) OOMKills() uint64 {
+// Usage is what the session's cgroup has counted so far: the CPU time of
+// every process that ran in it (v1 and v2 count child cgroups in their
+// parent), and how many processes the OOM killer ended, in the session's
+// cgroup and in its execs' (counted where the victim was, even after the
+// exec's cgroup was removed). Zero without a cgroup.
+func (s *Session) Usage() (cpu time.Duration, ooms uint64) {
 	if s.b.cg == nil {
-		return 0
+		return 0, 0
 	}
-	st, err := s.b.cg.Stats()
-	if err != nil {
-		return 0
+	if st, err := s.b.cg.Stats(); err == nil {
+		cpu, ooms = st.CPUTime, st.OOMKills
 	}
-	return st.OOMKills
+	s.mu.Lock()
+	ooms += s.settledOOMs
+	live := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		live = append(live, p)
+	}
+	s.mu.Unlock()
+	for _, p := range live {
+		if p.cg == nil {
+			continue
+		}
+		if st, err := p.cg.Stats(); err == nil {
+			ooms += st.OOMKills
+		}
+	}
+	return cpu, ooms
 }
 
 // Close kills everything in the sandbox and removes every trace of it on

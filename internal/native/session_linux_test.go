@@ -125,6 +125,9 @@ func TestSessionOOM(t *testing.T) {
 	if r := execSh(t, s, "echo alive", 0); r.Stdout != "alive\n" {
 		t.Errorf("after the OOM kill stdout = %q, want the session alive", r.Stdout)
 	}
+	if cpu, ooms := s.Usage(); ooms != 1 || cpu <= 0 {
+		t.Errorf("Usage() = cpu %v, %d OOM kills; want some CPU and exactly the one kill", cpu, ooms)
+	}
 }
 
 func TestSessionWorkingDirectory(t *testing.T) {

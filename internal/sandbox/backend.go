@@ -44,8 +44,9 @@ type Box interface {
 	// FileOwner the host ids that access there must act as.
 	Workspace() *os.File
 	FileOwner() (uid, gid int)
-	// OOMKills counts processes killed at the box's memory limit so far.
-	OOMKills() uint64
+	// Usage is the CPU time the box's processes used and how many the OOM
+	// killer ended, so far; an interpreter's run reports the difference.
+	Usage() (cpu time.Duration, ooms uint64)
 	// Done is closed when the box has ended, by Close or by dying.
 	Done() <-chan struct{}
 	// Close kills everything in the box and removes every trace of it.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -69,3 +70,6 @@ func oneShotCommand(req ExecRequest) ([]string, error) {
 	}
 	return nil, fmt.Errorf("%w: language %q is unknown: use %s", spec.ErrInvalid, req.Language, strings.Join([]string{"python", "bash", "javascript"}, ", "))
 }
+
+// ms is d in milliseconds, as Result's times are.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

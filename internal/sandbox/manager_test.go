@@ -63,11 +63,11 @@ func (x *fakeBox) Exec(ctx context.Context, c Command, _ Stream) (spec.Result, e
 	return spec.Result{Stdout: strings.Join(c.Argv, " ")}, nil
 }
 
-func (x *fakeBox) Env(extra ...string) []string { return extra }
-func (x *fakeBox) Workspace() *os.File          { return nil }
-func (x *fakeBox) FileOwner() (int, int)        { return 0, 0 }
-func (x *fakeBox) OOMKills() uint64             { return 0 }
-func (x *fakeBox) Done() <-chan struct{}        { return x.done }
+func (x *fakeBox) Env(extra ...string) []string   { return extra }
+func (x *fakeBox) Workspace() *os.File            { return nil }
+func (x *fakeBox) FileOwner() (int, int)          { return 0, 0 }
+func (x *fakeBox) Usage() (time.Duration, uint64) { return 0, 0 }
+func (x *fakeBox) Done() <-chan struct{}          { return x.done }
 func (x *fakeBox) Close() error {
 	x.once.Do(func() {
 		x.b.mu.Lock()

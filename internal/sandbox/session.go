@@ -108,6 +108,14 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 		return spec.Result{}, err
 	}
 	defer s.finish()
+	r, err := s.run(ctx, req, live)
+	if s.ended() {
+		return spec.Result{}, fmt.Errorf("%w: session %s ended during the exec (deleted, expired or its sandbox died)", ErrClosed, s.id)
+	}
+	return r, err
+}
+
+func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
 	timeout := req.Timeout
 	if timeout == 0 {
 		timeout = s.spec.Limits.Timeout
@@ -122,6 +130,18 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 	return s.runCode(ctx, in, req.Code, timeout, live)
 }
 
+// ended says whether the session began stopping or its sandbox is gone.
+func (s *session) ended() bool {
+	select {
+	case <-s.box.Done():
+		return true
+	default:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == StateStopping || s.state == StateGone
+}
+
 // runCode runs code in a persistent interpreter and reports it as a Result.
 func (s *session) runCode(ctx context.Context, in interp.Interpreter, code string, timeout time.Duration, live Stream) (spec.Result, error) {
 	if timeout > 0 {
@@ -132,12 +152,14 @@ func (s *session) runCode(ctx context.Context, in interp.Interpreter, code strin
 	limit := s.spec.Limits.OutputBytes
 	out := &limited{max: limit, live: live.Stdout}
 	errOut := &limited{max: limit, live: live.Stderr}
-	ooms := s.box.OOMKills()
+	cpu, ooms := s.box.Usage()
 	begin := time.Now()
 	o, err := in.Run(ctx, code, out, errOut)
+	wall := time.Since(begin)
+	cpuAfter, oomsAfter := s.box.Usage()
 	r := spec.Result{
 		ExitCode: o.ExitCode, Signal: spec.SignalName(o.Signal), TimedOut: o.TimedOut,
-		OOMKilled: s.box.OOMKills() > ooms, WallTimeMS: float64(time.Since(begin).Microseconds()) / 1000,
+		OOMKilled: oomsAfter > ooms, WallTimeMS: ms(wall), CPUTimeMS: ms(cpuAfter - cpu),
 		Stdout: out.String(), Stderr: errOut.String(), StdoutTruncated: out.truncated, StderrTruncated: errOut.truncated,
 		Value: o.Value, Exception: o.Exception, Outputs: o.Outputs, InterpreterRestarted: o.Restarted,
 	}
@@ -184,12 +206,26 @@ func (s *session) workspace() (*workspace.Dir, error) {
 		return s.dir, nil
 	}
 	uid, gid := s.box.FileOwner()
-	dir, err := workspace.FromFile(s.box.Workspace(), "/workspace of "+s.id, uid, gid, s.files)
+	dir, err := workspace.FromFile(s.box.Workspace(), "/workspace of "+s.id, uid, gid, s.fileLimits())
 	if err != nil {
 		return nil, fmt.Errorf("opening the session's workspace: %w", err)
 	}
 	s.dir = dir
 	return dir, nil
+}
+
+// fileLimits are the Manager's file limits, with an upload held to the
+// session's own largest-file limit, which its code would meet too.
+func (s *session) fileLimits() workspace.Limits {
+	lim := s.files
+	most := lim.MaxFileBytes
+	if most == 0 {
+		most = workspace.DefaultMaxFileBytes
+	}
+	if fs := s.spec.Limits.FileSizeBytes; fs > 0 && fs < most {
+		lim.MaxFileBytes = fs
+	}
+	return lim
 }
 
 // validateExec checks that a request is a command or code, not both.

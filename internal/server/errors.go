@@ -82,7 +82,7 @@ func toAPIError(err error) *apiError {
 		// A stopping session will never serve again, so it answers as an
 		// ended one does (the spec's 404: "or it has ended"), with a
 		// message that says why.
-		return &apiError{http.StatusNotFound, codeNotFound, "session is stopping"}
+		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
 	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, errors.ErrUnsupported):
 		return &apiError{http.StatusNotImplemented, codeUnsupported, oneLine(err)}
 	case errors.Is(err, spec.ErrInvalid):

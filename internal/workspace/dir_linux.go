@@ -138,6 +138,8 @@ func fsError(op string, p wsPath, err error) error {
 		return errorf(ErrNotDir, "%s %q: it, or one of its parents, is not a directory", op, p)
 	case unix.ENOTEMPTY:
 		return errorf(ErrNotEmpty, "%s %q: the directory is not empty; remove it recursively", op, p)
+	case unix.ENOSPC, unix.EDQUOT:
+		return errorf(ErrTooLarge, "%s %q: the workspace is full (its disk limit); free space or create the session with a larger disk_bytes", op, p)
 	case unix.ELOOP:
 		return linkError(p)
 	case unix.EXDEV:

@@ -295,3 +295,64 @@ func TestSessionStream(t *testing.T) {
 		t.Errorf("streamed stdout %q stderr %q, want one/three and two", stdout, stderr)
 	}
 }
+
+// TestSessionUploadLimits checks that an upload meets the session's own
+// limits: its largest file and its disk, each a 413 leaving nothing behind.
+func TestSessionUploadLimits(t *testing.T) {
+	srv := startServer(t)
+	id := srv.newSession(t, keyA, map[string]any{"limits": map[string]any{"disk_bytes": 2 << 20, "file_size_bytes": 1 << 20}})
+	put := func(name string, size int) (int, []byte) {
+		return srv.call(t, keyA, "PUT", sessionPath(id, "/files?path="+name), bytes.NewReader(make([]byte, size)), "application/octet-stream")
+	}
+	if code, b := put("big", 1<<20+1); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("upload over file_size_bytes = %d %s, want 413", code, b)
+	}
+	if code, b := put("a", 1<<20-4096); code != http.StatusCreated {
+		t.Fatalf("upload under the limits = %d %s, want 201", code, b)
+	}
+	if code, b := put("b", 1<<20-4096); code != http.StatusCreated {
+		t.Fatalf("second upload = %d %s, want 201", code, b)
+	}
+	if code, b := put("c", 1<<20-4096); code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "disk_bytes") {
+		t.Errorf("upload past disk_bytes = %d %s, want 413 naming disk_bytes", code, b)
+	}
+	var r spec.Result
+	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{"command": []string{"ls", "-A"}}, http.StatusOK, &r)
+	if r.Stdout != "a\nb\n" {
+		t.Errorf("workspace after the refusals = %q, want only a and b", r.Stdout)
+	}
+}
+
+// TestSessionDeletedDuringExec checks that an exec cut short by its
+// session's deletion says so (404), not that Warden failed (500).
+func TestSessionDeletedDuringExec(t *testing.T) {
+	srv := startServer(t)
+	id := srv.newSession(t, keyA, nil)
+	type answer struct {
+		code int
+		body []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, b := srv.call(t, keyA, "POST", sessionPath(id, "/exec"), strings.NewReader(`{"command":["sleep","30"]}`), "application/json")
+		done <- answer{code, b}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var s session
+		srv.jsonCall(t, keyA, "GET", sessionPath(id), nil, http.StatusOK, &s)
+		if s.State == "busy" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.jsonCall(t, keyA, "DELETE", sessionPath(id), nil, http.StatusNoContent, nil)
+	select {
+	case a := <-done:
+		if a.code != http.StatusNotFound || !strings.Contains(string(a.body), "ended during the exec") {
+			t.Errorf("exec of a deleted session = %d %s, want 404 saying it ended", a.code, a.body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the exec did not end when its session was deleted")
+	}
+}
