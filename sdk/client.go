@@ -41,11 +41,30 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("warden: server URL %q must be http:// or https:// with a host", baseURL)
 	}
-	api, err := NewClientWithResponses(baseURL, opts...)
+	api, err := NewClientWithResponses(baseURL, append([]Option{WithRequestEditorFn(dropEmptyQuery)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("warden: creating client: %w", err)
 	}
 	return &Client{api: api}, nil
+}
+
+// dropEmptyQuery removes query parameters with an empty value. The
+// generated client sends every optional parameter, set or not, and the
+// server rightly refuses an empty path or mode; an empty one means "not
+// set" in every helper.
+func dropEmptyQuery(_ context.Context, req *http.Request) error {
+	q := req.URL.Query()
+	changed := false
+	for k, vs := range q {
+		if len(vs) == 1 && vs[0] == "" {
+			q.Del(k)
+			changed = true
+		}
+	}
+	if changed {
+		req.URL.RawQuery = q.Encode()
+	}
+	return nil
 }
 
 // API returns the generated client, for the endpoints the helpers do not

@@ -186,6 +186,12 @@ func TestSessionHappyPath(t *testing.T) {
 	if l, err := s.ListFiles(ctx, "."); err != nil || len(l.Entries) != 1 {
 		t.Errorf("ListFiles() = %+v, %v", l, err)
 	}
+	if _, err := s.ListFiles(ctx, ""); err != nil {
+		t.Errorf("ListFiles(\"\") = %v", err)
+	}
+	if _, err := s.WriteFile(ctx, "plain.txt", strings.NewReader("x"), 0); err != nil {
+		t.Errorf("WriteFile(mode 0) = %v", err)
+	}
 	if e, err := s.Mkdir(ctx, "out/plots"); err != nil || e.Type != FileTypeDir {
 		t.Errorf("Mkdir() = %+v, %v", e, err)
 	}
@@ -198,7 +204,7 @@ func TestSessionHappyPath(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Errorf("Close() = %v", err)
 	}
-	wantQueries := []string{"", "", "", "", "path=run.sh&mode=0755", "path=run.sh", "path=.", "path=out%2Fplots", "path=run.sh&recursive=false", "path=out&recursive=true", ""}
+	wantQueries := []string{"", "", "", "", "path=run.sh&mode=0755", "path=run.sh", "path=.", "path=.", "path=plain.txt", "path=out%2Fplots", "path=run.sh&recursive=false", "path=out&recursive=true", ""}
 	if diff := cmp.Diff(wantQueries, f.queries); diff != "" {
 		t.Errorf("queries (-want +got):\n%s", diff)
 	}

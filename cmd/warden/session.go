@@ -25,8 +25,12 @@ type clientOptions struct {
 
 func (o *clientOptions) client() (*sdk.Client, error) {
 	var opts []sdk.Option
-	if o.key != "" {
-		opts = append(opts, sdk.WithAPIKey(o.key))
+	key := o.key
+	if key == "" {
+		key = os.Getenv("WARDEN_API_KEY")
+	}
+	if key != "" {
+		opts = append(opts, sdk.WithAPIKey(key))
 	}
 	return sdk.New(o.server, opts...)
 }
@@ -45,7 +49,8 @@ the key --api-key (or WARDEN_API_KEY).`,
 		server = "http://127.0.0.1:8080"
 	}
 	cmd.PersistentFlags().StringVar(&o.server, "server", server, "URL of warden serve")
-	cmd.PersistentFlags().StringVar(&o.key, "api-key", os.Getenv("WARDEN_API_KEY"), "API key")
+	// The key's default is read at use, not shown in --help.
+	cmd.PersistentFlags().StringVar(&o.key, "api-key", "", "API key (default $WARDEN_API_KEY)")
 	cmd.AddCommand(newSessionCreateCmd(o), newSessionExecCmd(o), newSessionCpCmd(o), newSessionRmCmd(o), newSessionLsCmd(o))
 	return cmd
 }
@@ -83,18 +88,25 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 func newSessionExecCmd(o *clientOptions) *cobra.Command {
 	var language, code string
 	var timeout time.Duration
-	var asJSON bool
+	var asJSON, interactive bool
 	cmd := &cobra.Command{
-		Use:   "exec ID [--language L --code CODE | -- COMMAND [ARGS...]]",
+		Use:   "exec ID [--language L --code CODE | [-i] -- COMMAND [ARGS...]]",
 		Short: "Run a command, or code in the session's interpreter, streaming its output",
 		Long: `Run a command in a session, or code in its persistent interpreter (python,
 bash, javascript; --code - reads the code from stdin). Output streams as it
-happens; the exit code is the command's. With --json, print the Result.`,
+happens; the exit code is the command's (1 when code raised an exception).
+-i passes this command's stdin to the command (up to 4 MiB). With --json,
+print the Result.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := execRequest(args[1:], language, code, timeout)
 			if err != nil {
 				return err
+			}
+			if interactive {
+				if req.Stdin, err = readStdin(len(req.Command) > 0); err != nil {
+					return err
+				}
 			}
 			c, err := o.client()
 			if err != nil {
@@ -107,7 +119,27 @@ happens; the exit code is the command's. With --json, print the Result.`,
 	cmd.Flags().StringVar(&code, "code", "", "code to run (- reads stdin)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "timeout of this exec (session default if unset)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the Result as JSON instead of streaming")
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass stdin to the command")
 	return cmd
+}
+
+// maxStdin is the API's bound on an exec's stdin.
+const maxStdin = 4 << 20
+
+// readStdin reads this process's stdin for a command's, within the API's
+// bound; code has no stdin.
+func readStdin(isCommand bool) (string, error) {
+	if !isCommand {
+		return "", errors.New("-i passes stdin to a command; code reads none (use --code - to send the code itself)")
+	}
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, maxStdin+1))
+	if err != nil {
+		return "", fmt.Errorf("reading stdin: %w", err)
+	}
+	if len(b) > maxStdin {
+		return "", fmt.Errorf("stdin is larger than %d MiB, the API's limit: copy the data in with warden session cp", maxStdin>>20)
+	}
+	return string(b), nil
 }
 
 func execRequest(command []string, language, code string, timeout time.Duration) (sdk.ExecRequest, error) {
@@ -158,6 +190,9 @@ func sessionExec(ctx context.Context, s *sdk.Session, req sdk.ExecRequest, asJSO
 	}
 	if r.ExitCode != 0 {
 		return exitError{r.ExitCode}
+	}
+	if r.Exception != nil {
+		return exitError{1}
 	}
 	return nil
 }

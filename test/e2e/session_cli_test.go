@@ -27,6 +27,15 @@ func TestSessionCLI(t *testing.T) {
 	if inv := warden(t, "", "session", "exec", id, "--", "sh", "-c", "echo $GREETING; exit 3"); inv.code != 3 || inv.stdout != "hi\n" {
 		t.Errorf("exec sh = %d %q, want 3 and the session's env", inv.code, inv.stdout)
 	}
+	if inv := warden(t, "piped\n", "session", "exec", "-i", id, "--", "cat"); inv.stdout != "piped\n" {
+		t.Errorf("exec -i cat = %q %q, want stdin passed through", inv.stdout, inv.stderr)
+	}
+	if inv := warden(t, "", "session", "exec", id, "--language", "python", "--code", "1/0"); inv.code != 1 || !strings.Contains(inv.stderr, "ZeroDivisionError") {
+		t.Errorf("exec of code that raises = %d %q, want 1 and the traceback", inv.code, inv.stderr)
+	}
+	if inv := warden(t, "streamed", "session", "cp", "-", id+":from-stdin.txt"); inv.code != 0 {
+		t.Errorf("cp - = %d %q, want the upload from stdin", inv.code, inv.stderr)
+	}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.txt")
 	if err := os.WriteFile(in, []byte("round trip\n"), 0o644); err != nil {
