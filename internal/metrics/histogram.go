@@ -91,19 +91,3 @@ func (h *Histogram) snapshot() ([]uint64, float64) {
 	defer h.mu.Unlock()
 	return slices.Clone(h.counts), h.sum
 }
-
-// ExponentialBucketsRange returns count bounds from lo to hi, each a
-// constant factor above the last, as client_golang's function of the same
-// name does, so dashboards built on its bucket bounds keep working.
-// It panics when count < 1 or lo is not positive.
-func ExponentialBucketsRange(lo, hi float64, count int) []float64 {
-	if count < 1 || lo <= 0 {
-		panic(fmt.Sprintf("metrics: ExponentialBucketsRange(%v, %v, %d): need lo > 0 and count >= 1", lo, hi, count))
-	}
-	factor := math.Pow(hi/lo, 1/float64(count-1))
-	buckets := make([]float64, count)
-	for i := range buckets {
-		buckets[i] = lo * math.Pow(factor, float64(i))
-	}
-	return buckets
-}

@@ -36,8 +36,8 @@ func newMetrics(reg *metrics.Registry, s Sessions) (*serverMetrics, error) {
 			"kind", "outcome"),
 		duration: metrics.NewHistogramVec("warden_exec_duration_seconds",
 			"Wall time of execs and one-shot runs, as the server saw them.",
-			// 1 ms up to 60 s, about three buckets per decade.
-			metrics.ExponentialBucketsRange(0.001, 60, 16), "kind"),
+			// 1 ms up to 60 s, three round bounds per decade.
+			[]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}, "kind"),
 		kills: metrics.NewCounterVec("warden_kills_total",
 			"Sandboxes or execs Warden killed, by reason (timeout, oom, ttl, idle).",
 			"reason"),
