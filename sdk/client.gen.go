@@ -258,7 +258,9 @@ type Exception struct {
 
 // ExecRequest One step in a session. Set exactly one of `command` (an argv, run
 // directly without a shell) or `language` with `code`; anything else
-// is a 400. `stdin` applies to commands only.
+// is a 400. `stdin`, `env` and `cwd` apply to commands only: an
+// interpreter keeps the session's environment (change directories or
+// variables in the code itself).
 type ExecRequest struct {
 	// Code Source code for `language`, at most 4 MiB. For python, the value of a trailing expression is returned in `value`.
 	Code string `json:"code,omitempty,omitzero"`
@@ -266,7 +268,7 @@ type ExecRequest struct {
 	// Command The program and its arguments, e.g. `["python3", "main.py"]`. Use `["bash", "-c", "..."]` for shell syntax.
 	Command []string `json:"command,omitempty,omitzero"`
 
-	// Cwd Working directory, relative to `/workspace` or absolute under it; defaults to `/workspace`.
+	// Cwd Working directory inside the sandbox, relative to `/workspace` or absolute; defaults to `/workspace`.
 	Cwd string `json:"cwd,omitempty,omitzero"`
 
 	// Env Environment variables, name to value, at most 256. Names must match
@@ -279,7 +281,7 @@ type ExecRequest struct {
 	// rich displays as `outputs`.
 	Language Language `json:"language,omitempty,omitzero"`
 
-	// Stdin Standard input for `command`, at most 16 MiB; empty means none.
+	// Stdin Standard input for `command`, at most 4 MiB; empty means none.
 	Stdin string `json:"stdin,omitempty,omitzero"`
 
 	// TimeoutSeconds Timeout of this exec in seconds; defaults to the session's `limits.timeout_seconds`. Only this exec's processes are killed at it.
@@ -334,7 +336,8 @@ type Language string
 // server's default, and responses report the effective values. A
 // limit that is exceeded ends the program, never the host: memory →
 // OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+// Result keeps the first `output_bytes` (`stdout_truncated`/
+// `stderr_truncated`), while a stream still carries all of it.
 type Limits struct {
 	// CPUTimeSeconds CPU seconds each process may use (RLIMIT_CPU); whole seconds.
 	CPUTimeSeconds float64 `json:"cpu_time_seconds,omitempty,omitzero"`
@@ -354,7 +357,7 @@ type Limits struct {
 	// OpenFiles Open file descriptors per process (RLIMIT_NOFILE).
 	OpenFiles int `json:"open_files,omitempty,omitzero"`
 
-	// OutputBytes How many bytes of each of stdout and stderr are captured per exec; the rest is discarded.
+	// OutputBytes How many bytes of each of stdout and stderr a Result keeps per exec; the rest is read and discarded (a stream still carries it).
 	OutputBytes int64 `json:"output_bytes,omitempty,omitzero"`
 
 	// Pids Maximum number of processes and threads at once (stops fork bombs).
@@ -409,9 +412,11 @@ type Result struct {
 	// Exception An exception raised by code, as a notebook shows it. Absent when the code raised none.
 	Exception *Exception `json:"exception,omitempty"`
 
-	// ExitCode The program's exit status; 128+N when signal N killed it, 124 on
-	// timeout, 126 not executable, 127 not found, 125 when Warden
-	// itself failed.
+	// ExitCode The program's exit status; 128+N when signal N killed it (137,
+	// SIGKILL, with `timed_out` or `oom_killed` when Warden's limits
+	// did), 126 not executable, 127 not found. For code in an
+	// interpreter, the status of bash's last command, or 0 (an
+	// exception is reported in `exception`).
 	ExitCode int `json:"exit_code"`
 
 	// InterpreterRestarted The interpreter died or was killed during this exec (timeout,
@@ -425,7 +430,7 @@ type Result struct {
 	// Outputs For code, rich results in order, such as each matplotlib figure as a PNG.
 	Outputs []Output `json:"outputs,omitempty,omitzero"`
 
-	// PeakMemoryBytes Highest memory use in bytes.
+	// PeakMemoryBytes Highest memory use in bytes of the exec's processes; 0 where not measured (code run in an interpreter).
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 
 	// Signal The signal that killed the program, such as `SIGKILL`; empty if none.
@@ -455,7 +460,9 @@ type Result struct {
 
 // RunRequest A one-shot run. Set exactly one of `command` or `language` with
 // `code`, as in ExecRequest. `limits.timeout_seconds` bounds the whole
-// run.
+// run. Code runs as a fresh `python3 -c`, `bash -c` or `node -e`, so
+// its Result has no `value`, `exception` or `outputs` (those come from
+// a session's persistent interpreter).
 type RunRequest struct {
 	// Code Source code for `language`, at most 4 MiB.
 	Code string `json:"code,omitempty,omitzero"`
@@ -477,7 +484,8 @@ type RunRequest struct {
 	// server's default, and responses report the effective values. A
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-	// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+	// Result keeps the first `output_bytes` (`stdout_truncated`/
+	// `stderr_truncated`), while a stream still carries all of it.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -486,7 +494,7 @@ type RunRequest struct {
 	// the hosts in `allow`.
 	Network Network `json:"network,omitempty,omitzero"`
 
-	// Stdin Standard input for `command`, at most 16 MiB.
+	// Stdin Standard input for `command`, at most 4 MiB.
 	Stdin string `json:"stdin,omitempty,omitzero"`
 }
 
@@ -513,7 +521,8 @@ type SessionInfo struct {
 	// server's default, and responses report the effective values. A
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-	// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+	// Result keeps the first `output_bytes` (`stdout_truncated`/
+	// `stderr_truncated`), while a stream still carries all of it.
 	Limits Limits `json:"limits"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -542,7 +551,8 @@ type SessionCreate struct {
 	// server's default, and responses report the effective values. A
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-	// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+	// Result keeps the first `output_bytes` (`stdout_truncated`/
+	// `stderr_truncated`), while a stream still carries all of it.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -926,7 +936,10 @@ type ClientInterface interface {
 	//
 	// Writes the request body to `path`, replacing any existing file and
 	// creating missing parent directories. The file is owned by the
-	// sandbox user, so code in the session can read and change it.
+	// sandbox user, so code in the session can read and change it. A file
+	// larger than the upload limit (64 MiB by default) or the session's
+	// `file_size_bytes`, or one that does not fit in its `disk_bytes`, is
+	// a 413 and leaves nothing behind.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1304,7 +1317,10 @@ func (c *RawClient) DownloadFile(ctx context.Context, id SessionID, params *Down
 //
 // Writes the request body to `path`, replacing any existing file and
 // creating missing parent directories. The file is owned by the
-// sandbox user, so code in the session can read and change it.
+// sandbox user, so code in the session can read and change it. A file
+// larger than the upload limit (64 MiB by default) or the session's
+// `file_size_bytes`, or one that does not fit in its `disk_bytes`, is
+// a 413 and leaves nothing behind.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2264,7 +2280,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Writes the request body to `path`, replacing any existing file and
 	// creating missing parent directories. The file is owned by the
-	// sandbox user, so code in the session can read and change it.
+	// sandbox user, so code in the session can read and change it. A file
+	// larger than the upload limit (64 MiB by default) or the session's
+	// `file_size_bytes`, or one that does not fit in its `disk_bytes`, is
+	// a 413 and leaves nothing behind.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3640,7 +3659,10 @@ func (c *ClientWithResponses) DownloadFileWithResponse(ctx context.Context, id S
 //
 // Writes the request body to `path`, replacing any existing file and
 // creating missing parent directories. The file is owned by the
-// sandbox user, so code in the session can read and change it.
+// sandbox user, so code in the session can read and change it. A file
+// larger than the upload limit (64 MiB by default) or the session's
+// `file_size_bytes`, or one that does not fit in its `disk_bytes`, is
+// a 413 and leaves nothing behind.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

@@ -253,7 +253,9 @@ type Exception struct {
 
 // ExecRequest One step in a session. Set exactly one of `command` (an argv, run
 // directly without a shell) or `language` with `code`; anything else
-// is a 400. `stdin` applies to commands only.
+// is a 400. `stdin`, `env` and `cwd` apply to commands only: an
+// interpreter keeps the session's environment (change directories or
+// variables in the code itself).
 type ExecRequest struct {
 	// Code Source code for `language`, at most 4 MiB. For python, the value of a trailing expression is returned in `value`.
 	Code string `json:"code,omitempty,omitzero"`
@@ -261,7 +263,7 @@ type ExecRequest struct {
 	// Command The program and its arguments, e.g. `["python3", "main.py"]`. Use `["bash", "-c", "..."]` for shell syntax.
 	Command []string `json:"command,omitempty,omitzero"`
 
-	// Cwd Working directory, relative to `/workspace` or absolute under it; defaults to `/workspace`.
+	// Cwd Working directory inside the sandbox, relative to `/workspace` or absolute; defaults to `/workspace`.
 	Cwd string `json:"cwd,omitempty,omitzero"`
 
 	// Env Environment variables, name to value, at most 256. Names must match
@@ -274,7 +276,7 @@ type ExecRequest struct {
 	// rich displays as `outputs`.
 	Language Language `json:"language,omitempty,omitzero"`
 
-	// Stdin Standard input for `command`, at most 16 MiB; empty means none.
+	// Stdin Standard input for `command`, at most 4 MiB; empty means none.
 	Stdin string `json:"stdin,omitempty,omitzero"`
 
 	// TimeoutSeconds Timeout of this exec in seconds; defaults to the session's `limits.timeout_seconds`. Only this exec's processes are killed at it.
@@ -329,7 +331,8 @@ type Language string
 // server's default, and responses report the effective values. A
 // limit that is exceeded ends the program, never the host: memory →
 // OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+// Result keeps the first `output_bytes` (`stdout_truncated`/
+// `stderr_truncated`), while a stream still carries all of it.
 type Limits struct {
 	// CPUTimeSeconds CPU seconds each process may use (RLIMIT_CPU); whole seconds.
 	CPUTimeSeconds float64 `json:"cpu_time_seconds,omitempty,omitzero"`
@@ -349,7 +352,7 @@ type Limits struct {
 	// OpenFiles Open file descriptors per process (RLIMIT_NOFILE).
 	OpenFiles int `json:"open_files,omitempty,omitzero"`
 
-	// OutputBytes How many bytes of each of stdout and stderr are captured per exec; the rest is discarded.
+	// OutputBytes How many bytes of each of stdout and stderr a Result keeps per exec; the rest is read and discarded (a stream still carries it).
 	OutputBytes int64 `json:"output_bytes,omitempty,omitzero"`
 
 	// Pids Maximum number of processes and threads at once (stops fork bombs).
@@ -404,9 +407,11 @@ type Result struct {
 	// Exception An exception raised by code, as a notebook shows it. Absent when the code raised none.
 	Exception *Exception `json:"exception,omitempty"`
 
-	// ExitCode The program's exit status; 128+N when signal N killed it, 124 on
-	// timeout, 126 not executable, 127 not found, 125 when Warden
-	// itself failed.
+	// ExitCode The program's exit status; 128+N when signal N killed it (137,
+	// SIGKILL, with `timed_out` or `oom_killed` when Warden's limits
+	// did), 126 not executable, 127 not found. For code in an
+	// interpreter, the status of bash's last command, or 0 (an
+	// exception is reported in `exception`).
 	ExitCode int `json:"exit_code"`
 
 	// InterpreterRestarted The interpreter died or was killed during this exec (timeout,
@@ -420,7 +425,7 @@ type Result struct {
 	// Outputs For code, rich results in order, such as each matplotlib figure as a PNG.
 	Outputs []Output `json:"outputs,omitempty,omitzero"`
 
-	// PeakMemoryBytes Highest memory use in bytes.
+	// PeakMemoryBytes Highest memory use in bytes of the exec's processes; 0 where not measured (code run in an interpreter).
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 
 	// Signal The signal that killed the program, such as `SIGKILL`; empty if none.
@@ -450,7 +455,9 @@ type Result struct {
 
 // RunRequest A one-shot run. Set exactly one of `command` or `language` with
 // `code`, as in ExecRequest. `limits.timeout_seconds` bounds the whole
-// run.
+// run. Code runs as a fresh `python3 -c`, `bash -c` or `node -e`, so
+// its Result has no `value`, `exception` or `outputs` (those come from
+// a session's persistent interpreter).
 type RunRequest struct {
 	// Code Source code for `language`, at most 4 MiB.
 	Code string `json:"code,omitempty,omitzero"`
@@ -472,7 +479,8 @@ type RunRequest struct {
 	// server's default, and responses report the effective values. A
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-	// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+	// Result keeps the first `output_bytes` (`stdout_truncated`/
+	// `stderr_truncated`), while a stream still carries all of it.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -481,7 +489,7 @@ type RunRequest struct {
 	// the hosts in `allow`.
 	Network Network `json:"network,omitempty,omitzero"`
 
-	// Stdin Standard input for `command`, at most 16 MiB.
+	// Stdin Standard input for `command`, at most 4 MiB.
 	Stdin string `json:"stdin,omitempty,omitzero"`
 }
 
@@ -508,7 +516,8 @@ type SessionInfo struct {
 	// server's default, and responses report the effective values. A
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-	// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+	// Result keeps the first `output_bytes` (`stdout_truncated`/
+	// `stderr_truncated`), while a stream still carries all of it.
 	Limits Limits `json:"limits"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -537,7 +546,8 @@ type SessionCreate struct {
 	// server's default, and responses report the effective values. A
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
-	// rest is discarded (`stdout_truncated`/`stderr_truncated`).
+	// Result keeps the first `output_bytes` (`stdout_truncated`/
+	// `stderr_truncated`), while a stream still carries all of it.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
