@@ -71,25 +71,28 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	}
 	s.nextID++
 	p := &Process{s: s, id: s.nextID, started: make(chan struct{}), done: make(chan struct{})}
-	s.procs[p.id] = p
 	s.mu.Unlock()
 
 	cg, tasks, err := s.execCgroup(p.id)
 	if err != nil {
-		s.forget(p)
 		return nil, err
 	}
+	// Published only now, with its cgroup set: from here on events and
+	// Usage may read it.
 	p.cg = cg
-	fds := make([]int, 0, len(c.Files)+2*len(tasks))
+	s.mu.Lock()
+	s.procs[p.id] = p
+	s.mu.Unlock()
+	fds := make([]int, 0, len(c.Files)+len(tasks))
 	for _, f := range c.Files {
 		fds = append(fds, int(f.Fd()))
 	}
 	req := nsinit.Request{Op: nsinit.OpSpawn, ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, Files: len(c.Files)}
 	if len(tasks) > 0 {
-		fds = append(append(fds, tasks...), s.sessionTasks...)
+		fds = append(fds, tasks...)
 		req.Cgroup = 2 * len(tasks)
 	}
-	err = s.send(req, fds)
+	err = s.send(req, fds, len(tasks) > 0)
 	closeFDs(tasks)
 	if err != nil {
 		s.forget(p)
@@ -190,7 +193,7 @@ func (p *Process) Kill() error {
 		return nil
 	default:
 	}
-	err := p.s.send(nsinit.Request{Op: nsinit.OpKill, ID: p.id, Signal: int(syscall.SIGKILL)}, nil)
+	err := p.s.send(nsinit.Request{Op: nsinit.OpKill, ID: p.id, Signal: int(syscall.SIGKILL)}, nil, false)
 	if p.cg != nil {
 		if cerr := p.cg.Kill(); cerr != nil && err == nil {
 			err = cerr

@@ -29,11 +29,17 @@ type Session struct {
 	ctl  int
 	// workspace is the sandbox's /workspace (see Workspace).
 	workspace *os.File
-	// sessionTasks (v1) are the session cgroup's tasks files, sent with
-	// each spawn for the agent's thread to return to.
-	sessionTasks []int
+	// hierarchies (v1) is how many tasks files a cgroup has, fixed at start.
+	hierarchies int
 
-	sendMu sync.Mutex
+	// sendMu serialises requests and guards the descriptors they use:
+	// ctl, the control socket's number, and sessionTasks, the session
+	// cgroup's tasks files sent with each spawn for the agent's thread to
+	// return to. teardown closes them under it, so no request can go to a
+	// number the kernel has meanwhile given to another file.
+	sendMu       sync.Mutex
+	ctlClosed    bool
+	sessionTasks []int
 
 	mu     sync.Mutex
 	procs  map[uint64]*Process
@@ -143,6 +149,7 @@ func (s *Session) openSessionTasks() error {
 		}
 		s.sessionTasks = append(s.sessionTasks, fd)
 	}
+	s.hierarchies = len(s.sessionTasks)
 	return nil
 }
 
@@ -313,16 +320,11 @@ func (s *Session) teardown() error {
 		s.proc.kill()
 		<-s.proc.exited
 	}
-	if s.b.ctlHost != nil {
-		s.b.ctlHost.Close()
-		s.b.ctlHost = nil
-	}
+	s.closeControl()
 	if s.proc != nil {
 		<-s.done
 	}
 	s.finishing.Wait()
-	closeFDs(s.sessionTasks)
-	s.sessionTasks = nil
 	if s.workspace != nil {
 		s.workspace.Close()
 		s.workspace = nil
@@ -334,6 +336,20 @@ func (s *Session) teardown() error {
 	return nil
 }
 
+// closeControl closes the control socket and the session's tasks files,
+// after which send fails instead of writing to a reused number.
+func (s *Session) closeControl() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.ctlClosed = true
+	if s.b.ctlHost != nil {
+		s.b.ctlHost.Close()
+		s.b.ctlHost = nil
+	}
+	closeFDs(s.sessionTasks)
+	s.sessionTasks = nil
+}
+
 func closeFDs(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
@@ -343,7 +359,7 @@ func closeFDs(fds []int) {
 // execCgroup makes the child cgroup a process starts in, or nil where
 // there is none to make (v2, or no cgroup at all).
 func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
-	if s.b.cg == nil || len(s.sessionTasks) == 0 {
+	if s.b.cg == nil || s.hierarchies == 0 {
 		return nil, nil, nil
 	}
 	cg, err := s.b.cg.Child("e" + strconv.FormatUint(id, 10))
@@ -363,27 +379,34 @@ func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
 		}
 		fds = append(fds, fd)
 	}
-	if len(fds) != len(s.sessionTasks) {
+	if len(fds) != s.hierarchies {
 		closeFDs(fds)
 		_ = cg.Delete()
-		return nil, nil, fmt.Errorf("exec cgroup has %d hierarchies, the session %d", len(fds), len(s.sessionTasks))
+		return nil, nil, fmt.Errorf("exec cgroup has %d hierarchies, the session %d", len(fds), s.hierarchies)
 	}
 	return cg, fds, nil
 }
 
 // send writes one request with its descriptors in a single sendmsg, so the
-// descriptors arrive with the frame's first bytes.
-func (s *Session) send(req nsinit.Request, fds []int) error {
+// descriptors arrive with the frame's first bytes; withSessionTasks adds
+// the session cgroup's tasks files after them.
+func (s *Session) send(req nsinit.Request, fds []int, withSessionTasks bool) error {
 	frame, err := nsinit.EncodeRequest(req)
 	if err != nil {
 		return err
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.ctlClosed {
+		return ErrSessionEnded
+	}
+	if withSessionTasks {
+		fds = append(fds, s.sessionTasks...)
 	}
 	var rights []byte
 	if len(fds) > 0 {
 		rights = unix.UnixRights(fds...)
 	}
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
 	n, err := sendmsg(s.ctl, frame, rights)
 	if err != nil {
 		return fmt.Errorf("sending to the sandbox: %w", err)

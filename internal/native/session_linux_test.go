@@ -149,3 +149,22 @@ func TestSessionWorkingDirectory(t *testing.T) {
 		t.Errorf("pwd in a missing directory = exit %d, stderr %q; want 126 and why", r.ExitCode, r.Stderr)
 	}
 }
+
+// TestSessionManyExecsFewFiles runs more execs than the session may hold
+// descriptors: the agent must not keep one per exec (os/exec's pidfd).
+func TestSessionManyExecsFewFiles(t *testing.T) {
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.OpenFiles = 32
+	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	defer s.Close()
+	for i := range 100 {
+		r, err := s.Exec(context.Background(), ExecSpec{Command: []string{"true"}}, IO{})
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
+		}
+	}
+}

@@ -164,9 +164,7 @@ func exitedEvent(id uint64, st Status) Event {
 // it reports, and the orphans the PID namespace hands to its init.
 func (a *agent) reap() {
 	for {
-		var ws unix.WaitStatus
-		var ru unix.Rusage
-		pid, err := unix.Wait4(-1, &ws, 0, &ru)
+		pid, err := waitExited()
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -184,13 +182,29 @@ func (a *agent) reap() {
 		delete(a.running, pid)
 		delete(a.pgids, id)
 		a.mu.Unlock()
-		if !ok {
+		if ok {
+			// What the process left in its group ends with it; the
+			// unreaped leader keeps the group's id from being reused.
+			_ = unix.Kill(-pid, unix.SIGKILL)
+		}
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		if _, err := wait4(pid, &ws, &ru); err != nil || !ok {
 			continue
 		}
 		e := exitedEvent(id, statusOf(ws))
 		e.CPUTimeUS = ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
 		e.MaxRSSKiB = ru.Maxrss
 		_ = a.send(e)
+	}
+}
+
+func wait4(pid int, ws *unix.WaitStatus, ru *unix.Rusage) (int, error) {
+	for {
+		got, err := unix.Wait4(pid, ws, 0, ru)
+		if !errors.Is(err, unix.EINTR) {
+			return got, err
+		}
 	}
 }
 

@@ -184,5 +184,9 @@ func startProcess(req Request, files []int) (int, *Status) {
 	if err != nil {
 		return 0, &Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: %v", req.Argv[0], err)}
 	}
-	return cmd.Process.Pid, nil
+	pid := cmd.Process.Pid
+	// The agent reaps with wait4; the pidfd os/exec holds would only pile
+	// up until a garbage collection, against the session's open-files limit.
+	_ = cmd.Process.Release()
+	return pid, nil
 }

@@ -42,16 +42,17 @@ func (m *Manager) reap(now time.Time) {
 
 // expired says why s must end now, or "".
 func (s *session) expired(now time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateStopping || s.state == StateGone {
+		return ""
+	}
 	select {
 	case <-s.box.Done():
 		return "died"
 	default:
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch {
-	case s.state == StateStopping || s.state == StateGone:
-		return ""
 	case !now.Before(s.expires):
 		return "ttl"
 	case s.state == StateReady && now.Sub(s.lastUsed) >= s.idle:
