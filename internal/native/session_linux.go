@@ -99,7 +99,6 @@ func (s *Session) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.shieldFromOOM()
 	if err := s.openWorkspace(); err != nil {
 		return err
 	}
@@ -125,16 +124,6 @@ func (s *Session) openWorkspace() error {
 	return nil
 }
 
-// shieldFromOOM makes the kernel's OOM killer pass over the agent when the
-// session hits its memory limit, so it kills the code that used the memory
-// rather than the session. Only root can; elsewhere a memory bomb may end
-// the whole session, which the Manager then reports and reaps.
-func (s *Session) shieldFromOOM() {
-	if s.b.ids.rootless {
-		return
-	}
-	_ = os.WriteFile("/proc/"+strconv.Itoa(s.Pid())+"/oom_score_adj", []byte("-1000"), 0)
-}
 
 // openSessionTasks opens the tasks files the agent's thread returns to
 // after starting a process in a child cgroup.

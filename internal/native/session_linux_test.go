@@ -168,3 +168,13 @@ func TestSessionManyExecsFewFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionOOMScore checks that the code a session runs is the OOM
+// killer's first choice and the agent its last.
+func TestSessionOOMScore(t *testing.T) {
+	s := startTestSession(t)
+	r := execSh(t, s, "cat /proc/self/oom_score_adj /proc/1/oom_score_adj", 0)
+	if r.Stdout != "1000\n0\n" {
+		t.Errorf("oom_score_adj of an exec and the agent = %q, want 1000 and 0", r.Stdout)
+	}
+}

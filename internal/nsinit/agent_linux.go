@@ -116,7 +116,9 @@ func (a *agent) spawn(job spawnJob) {
 		return
 	}
 	a.mu.Lock()
+	restore := raiseOOMScore()
 	pid, st := startProcess(req, files)
+	restore()
 	if st == nil {
 		a.running[pid] = req.ID
 		a.pgids[req.ID] = pid
@@ -300,4 +302,45 @@ func closeAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+}
+
+// oomScore is the agent's /proc/self/oom_score_adj, opened before the
+// thread's file identity changes (the file belongs to the init's own
+// uid), or -1 outside a session.
+var oomScore = -1
+
+// openOOMScore opens oom_score_adj for a session's agent; see
+// raiseOOMScore.
+func openOOMScore(cfg *Config) error {
+	if !cfg.Session {
+		return nil
+	}
+	fd, err := unix.Open("/proc/self/oom_score_adj", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	oomScore = fd
+	return nil
+}
+
+// raiseOOMScore makes the next process forked start with the highest OOM
+// score, and returns how to put the agent's back: when a session reaches
+// its memory limit the kernel then kills the code, never the agent that
+// keeps the session. Raising needs no privilege, unlike sparing the agent
+// with a negative score (CAP_SYS_RESOURCE, which containers often lack
+// and whose floor children would inherit). The agent holds the high score
+// only for the fork.
+func raiseOOMScore() (restore func()) {
+	if oomScore < 0 {
+		return func() {}
+	}
+	old := make([]byte, 8)
+	n, err := unix.Pread(oomScore, old, 0)
+	if err != nil || n == 0 {
+		return func() {}
+	}
+	if _, err := unix.Pwrite(oomScore, []byte("1000"), 0); err != nil {
+		return func() {}
+	}
+	return func() { _, _ = unix.Pwrite(oomScore, old[:n], 0) }
 }

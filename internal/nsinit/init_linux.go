@@ -121,6 +121,7 @@ func setup(cfg *Config) error {
 		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
 		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
 		{"reopening the workspace", reopenWorkspace},
+		{"opening oom_score_adj", openOOMScore},
 		{"setting file identity", setFileIdentity},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"setting hostname", func(c *Config) error { return unix.Sethostname([]byte(c.Hostname)) }},
