@@ -24,6 +24,7 @@ type serveOptions struct {
 	listen      string
 	keyFile     string
 	maxSessions int
+	maxPerKey   int
 	pool        int
 	ttl         time.Duration
 	idle        time.Duration
@@ -46,6 +47,7 @@ it refuses to listen anywhere but loopback.`,
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
+	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: only --max-sessions)")
 	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
 	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
@@ -68,7 +70,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var srv *server.Server
 	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{
-		MaxSessions: o.maxSessions, Pool: o.pool, DefaultTTL: o.ttl, DefaultIdle: o.idle,
+		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Pool: o.pool, DefaultTTL: o.ttl, DefaultIdle: o.idle,
 		OnReap: func(reason string) {
 			if srv != nil {
 				srv.ObserveReap(reason)
@@ -97,7 +99,12 @@ func serve(ctx context.Context, o serveOptions) error {
 func run(ctx context.Context, ln net.Listener, h http.Handler) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

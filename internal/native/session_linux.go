@@ -124,7 +124,6 @@ func (s *Session) openWorkspace() error {
 	return nil
 }
 
-
 // openSessionTasks opens the tasks files the agent's thread returns to
 // after starting a process in a child cgroup.
 func (s *Session) openSessionTasks() error {

@@ -17,6 +17,10 @@ type Config struct {
 	// MaxSessions caps sessions and one-shot runs alive at once (64);
 	// past it Create and Run fail at once with ErrTooMany, never queue.
 	MaxSessions int
+	// MaxPerOwner caps what one owner (one API key) may hold of
+	// MaxSessions, so one tenant cannot take every slot; zero means no
+	// cap of its own.
+	MaxPerOwner int
 	// DefaultTTL (1h) and MaxTTL (24h) bound a session's life.
 	DefaultTTL, MaxTTL time.Duration
 	// DefaultIdle (10m) ends a session no one used for that long.
@@ -71,9 +75,11 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	// active counts sessions and one-shot runs holding a slot.
-	active int
-	closed bool
+	// active counts sessions and one-shot runs holding a slot, in all and
+	// by owner.
+	active  int
+	byOwner map[string]int
+	closed  bool
 
 	pool *pool
 	stop chan struct{}
@@ -83,15 +89,16 @@ type Manager struct {
 // NewManager starts a Manager and its reaper (and pool, if configured).
 func NewManager(b Backend, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
-	m := &Manager{backend: b, cfg: cfg, sessions: map[string]*session{}, stop: make(chan struct{})}
+	m := &Manager{backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, stop: make(chan struct{})}
 	m.pool = newPool(b, cfg.PoolSpec, cfg.Pool)
 	m.wg.Add(1)
 	go m.reapLoop()
 	return m
 }
 
-// acquire takes a slot for a session or run, or fails with ErrTooMany.
-func (m *Manager) acquire() error {
+// acquire takes a slot for owner's session or run, or fails with
+// ErrTooMany.
+func (m *Manager) acquire(owner string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -100,13 +107,20 @@ func (m *Manager) acquire() error {
 	if m.active >= m.cfg.MaxSessions {
 		return fmt.Errorf("%w: %d sessions and runs are active, the limit is %d; delete a session or retry later", ErrTooMany, m.active, m.cfg.MaxSessions)
 	}
+	if n := m.byOwner[owner]; m.cfg.MaxPerOwner > 0 && n >= m.cfg.MaxPerOwner {
+		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d; delete a session or retry later", ErrTooMany, n, m.cfg.MaxPerOwner)
+	}
 	m.active++
+	m.byOwner[owner]++
 	return nil
 }
 
-func (m *Manager) release() {
+func (m *Manager) release(owner string) {
 	m.mu.Lock()
 	m.active--
+	if m.byOwner[owner]--; m.byOwner[owner] <= 0 {
+		delete(m.byOwner, owner)
+	}
 	m.mu.Unlock()
 }
 
@@ -116,14 +130,14 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if err != nil {
 		return Info{}, err
 	}
-	if err := m.acquire(); err != nil {
+	if err := m.acquire(owner); err != nil {
 		return Info{}, err
 	}
 	box := m.pool.take(s)
 	if box == nil {
 		box, err = m.backend.Start(ctx, s)
 		if err != nil {
-			m.release()
+			m.release(owner)
 			return Info{}, err
 		}
 	}
@@ -251,7 +265,7 @@ func (m *Manager) end(s *session) error {
 	m.mu.Lock()
 	delete(m.sessions, s.id)
 	m.mu.Unlock()
-	m.release()
+	m.release(s.owner)
 	return err
 }
 
@@ -273,8 +287,9 @@ func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
 	return s.workspace()
 }
 
-// Run runs a command or code once in a fresh sandbox built from o.
-func (m *Manager) Run(ctx context.Context, o SessionOptions, req ExecRequest, live Stream) (spec.Result, error) {
+// Run runs a command or code once in a fresh sandbox built from o, for
+// owner (it holds one of owner's slots while it runs).
+func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req ExecRequest, live Stream) (spec.Result, error) {
 	s, err := m.newSessionSpec(o)
 	if err != nil {
 		return spec.Result{}, err
@@ -286,10 +301,10 @@ func (m *Manager) Run(ctx context.Context, o SessionOptions, req ExecRequest, li
 	if req.Timeout > 0 {
 		s.Limits.Timeout = req.Timeout
 	}
-	if err := m.acquire(); err != nil {
+	if err := m.acquire(owner); err != nil {
 		return spec.Result{}, err
 	}
-	defer m.release()
+	defer m.release(owner)
 	var stdin []byte
 	if len(req.Stdin) > 0 {
 		stdin = req.Stdin

@@ -137,7 +137,7 @@ func TestManagerLimitAndBusy(t *testing.T) {
 	if _, err := m.Create(ctx, "alice", defaultOptions()); !errors.Is(err, ErrTooMany) {
 		t.Errorf("second Create() = %v, want ErrTooMany", err)
 	}
-	if _, err := m.Run(ctx, defaultOptions(), ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrTooMany) {
+	if _, err := m.Run(ctx, "alice", defaultOptions(), ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrTooMany) {
 		t.Errorf("Run() at the limit = %v, want ErrTooMany", err)
 	}
 	s, _ := m.lookup("alice", info.ID)
@@ -258,5 +258,30 @@ func TestValidateExec(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, spec.ErrInvalid)):
 			t.Errorf("%s: validateExec() = %v, want ErrInvalid containing %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+func TestManagerPerOwnerLimit(t *testing.T) {
+	m, _ := newTestManager(t, Config{MaxSessions: 4, MaxPerOwner: 2})
+	ctx := context.Background()
+	var first Info
+	for i := range 2 {
+		info, err := m.Create(ctx, "alice", defaultOptions())
+		if err != nil {
+			t.Fatalf("alice's session %d: %v", i, err)
+		}
+		first = info
+	}
+	if _, err := m.Create(ctx, "alice", defaultOptions()); !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "this key") {
+		t.Errorf("alice's third Create() = %v, want ErrTooMany for the key", err)
+	}
+	if _, err := m.Create(ctx, "bob", defaultOptions()); err != nil {
+		t.Errorf("bob's Create() = %v, want a session: alice's cap is hers", err)
+	}
+	if err := m.Delete(ctx, "alice", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, "alice", defaultOptions()); err != nil {
+		t.Errorf("alice's Create() after a Delete = %v", err)
 	}
 }

@@ -24,6 +24,7 @@ const (
 	codeTooMany         = "too_many_sessions"
 	codeInternal        = "internal"
 	codeUnsupported     = "unsupported"
+	codeUnavailable     = "unavailable"
 )
 
 // apiError is an answer the server chose to give: an HTTP status, the

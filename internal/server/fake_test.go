@@ -170,7 +170,7 @@ func (f *fakeSessions) Files(owner, id string) (*workspace.Dir, error) {
 	return d, nil
 }
 
-func (f *fakeSessions) Run(ctx context.Context, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
+func (f *fakeSessions) Run(ctx context.Context, _ string, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
 	f.mu.Lock()
 	f.lastOptions, f.lastExec = o, req
 	err, exec := f.err, f.exec

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -27,16 +28,19 @@ func (a api) ExecInSession(w http.ResponseWriter, r *http.Request, id string) {
 
 // StreamExecInSession runs one command or snippet and streams its output
 // as NDJSON events while it runs, ending with the Result. A client that
-// disconnects cancels the request's context, and the Manager kills the
-// exec.
+// disconnects cancels the request's context, and one that stops reading
+// breaks the stream, which cancels the exec's; either way the Manager
+// kills the exec.
 func (a api) StreamExecInSession(w http.ResponseWriter, r *http.Request, id string) {
 	req, ok := a.execRequest(w, r)
 	if !ok {
 		return
 	}
-	stream := newNDJSONStream(w)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stream := newNDJSONStream(w, a.s.cfg.StreamWriteTimeout, cancel)
 	res, err := a.s.observe(kind(req), func() (spec.Result, error) {
-		return a.s.sessions.Exec(r.Context(), owner(r), id, req, stream.live())
+		return a.s.sessions.Exec(ctx, owner(r), id, req, stream.live())
 	})
 	if !stream.finish(res, err) {
 		a.s.writeError(w, err)
@@ -71,7 +75,7 @@ func (a api) RunOnce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.s.observe("run", func() (spec.Result, error) {
-		return a.s.sessions.Run(r.Context(), o, req, sandbox.Stream{})
+		return a.s.sessions.Run(r.Context(), owner(r), o, req, sandbox.Stream{})
 	})
 	if err != nil {
 		a.s.writeError(w, err)

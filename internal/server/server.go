@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	apispec "github.com/warden-sandbox/warden/api"
 	"github.com/warden-sandbox/warden/internal/metrics"
@@ -43,7 +44,7 @@ type Sessions interface {
 	// used; its errors are those of Get.
 	Files(owner, id string) (*workspace.Dir, error)
 	// Run is a one-shot run in a fresh sandbox, destroyed after.
-	Run(ctx context.Context, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+	Run(ctx context.Context, owner string, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
 	// Counts is how many sessions are in each state, for metrics.
 	Counts() map[sandbox.State]int
 }
@@ -57,6 +58,13 @@ const (
 	// DefaultMaxUploadBytes bounds one uploaded file, matching the
 	// workspace's own default file limit.
 	DefaultMaxUploadBytes int64 = 64 << 20
+	// DefaultMaxInFlightBodyBytes bounds the JSON body bytes of all
+	// requests being read and validated at once: eight full bodies.
+	DefaultMaxInFlightBodyBytes int64 = 64 << 20
+	// DefaultStreamWriteTimeout is how long one event of an exec stream
+	// may take to reach a client that stopped reading before the stream is
+	// given up and the exec killed.
+	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
 // Config says how the server authenticates, what it accepts and where it
@@ -75,6 +83,17 @@ type Config struct {
 	// MaxUploadBytes bounds an uploaded file (default 64 MiB); a larger
 	// upload is answered 413.
 	MaxUploadBytes int64
+	// MaxInFlightBodyBytes bounds the JSON body bytes held by all requests
+	// at once (default 64 MiB, and never less than MaxBodyBytes). Each
+	// request takes its Content-Length, or MaxBodyBytes when unknown,
+	// before its body is read, until its handler has decoded it; a request
+	// that finds no room within a few seconds is answered 503.
+	MaxInFlightBodyBytes int64
+	// StreamWriteTimeout bounds the write of each event of an exec stream
+	// (default 30s). A client that reads none of it for that long breaks
+	// the stream: the rest is dropped and the exec killed, so a stalled
+	// client cannot keep a session busy.
+	StreamWriteTimeout time.Duration
 	// Logger receives one line per request and every recovered panic
 	// (default: slog.Default()). Keys and bodies are never logged.
 	Logger *slog.Logger
@@ -98,7 +117,11 @@ type Server struct {
 	// is how validation finds each request's operation in operations.
 	mux        *http.ServeMux
 	operations map[string]*operation
-	handler    http.Handler
+	// shape bounds every JSON request body, as the largest any operation
+	// allows; bodies is the budget of MaxInFlightBodyBytes.
+	shape   shape
+	bodies  *byteBudget
+	handler http.Handler
 }
 
 // New builds a server over s. It refuses a configuration without keys
@@ -124,6 +147,14 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = DefaultMaxUploadBytes
 	}
+	if cfg.MaxInFlightBodyBytes <= 0 {
+		cfg.MaxInFlightBodyBytes = DefaultMaxInFlightBodyBytes
+	}
+	// A body must fit the budget on its own, or it would wait in vain.
+	cfg.MaxInFlightBodyBytes = max(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes)
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -140,6 +171,10 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: loading the API spec: %w", err)
 	}
+	sh, err := requestShape(ops)
+	if err != nil {
+		return nil, fmt.Errorf("server: bounding request bodies: %w", err)
+	}
 	srv := &Server{
 		sessions:   s,
 		cfg:        cfg,
@@ -148,6 +183,8 @@ func New(s Sessions, cfg Config) (*Server, error) {
 		metrics:    m,
 		registry:   cfg.Registry,
 		operations: ops,
+		shape:      sh,
+		bodies:     newByteBudget(cfg.MaxInFlightBodyBytes),
 	}
 	srv.mux = srv.routes()
 	srv.handler = srv.withLogAndRecover(srv.withAuth(srv.withValidation(srv.mux)))
@@ -155,6 +192,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 }
 
 // Handler is the whole API, ready for an http.Server. The caller sets the
-// server's timeouts; WriteTimeout bounds streamed execs too, so leave it
-// at zero or above the longest exec timeout.
+// server's timeouts; WriteTimeout bounds whole answers, execs included,
+// so leave it at zero or above the longest exec timeout. A streamed exec
+// replaces it with StreamWriteTimeout for each event.
 func (s *Server) Handler() http.Handler { return s.handler }

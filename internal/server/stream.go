@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -30,20 +31,30 @@ type event struct {
 // The status line is sent with the first event. Until then an error (the
 // session is busy, missing, over a limit) can still be answered with its
 // proper status and JSON error body.
+//
+// Each event must reach the client within timeout. One that does not, or
+// any write error, breaks the stream: every later event is dropped
+// unwritten, so the exec's output never blocks again, and onBreak is
+// called to kill the exec.
 type ndjsonStream struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	onBreak func()
 
 	mu      sync.Mutex
 	started bool
-	failed  bool
+	broken  bool
 	// pending holds the start of a UTF-8 sequence a chunk ended in the
 	// middle of, per stream, to be completed by the next chunk.
 	pending map[string][]byte
 }
 
-func newNDJSONStream(w http.ResponseWriter) *ndjsonStream {
-	return &ndjsonStream{w: w, rc: http.NewResponseController(w), pending: map[string][]byte{}}
+func newNDJSONStream(w http.ResponseWriter, timeout time.Duration, onBreak func()) *ndjsonStream {
+	return &ndjsonStream{
+		w: w, rc: http.NewResponseController(w), timeout: timeout, onBreak: onBreak,
+		pending: map[string][]byte{},
+	}
 }
 
 // live is the sandbox.Stream that feeds this stream.
@@ -57,9 +68,10 @@ type chunkWriter struct {
 	typ string
 }
 
-// Write never fails: a client that went away is noticed through the
-// request's context, which the Manager watches to kill the exec, and an
-// error here could cut short capture of the Result the exec still needs.
+// Write never fails, and never blocks once the stream is broken: a client
+// that went away or stopped reading is noticed through the exec's
+// context, which the Manager watches to kill the exec, and an error here
+// could cut short capture of the Result the exec still needs.
 func (c chunkWriter) Write(p []byte) (int, error) {
 	c.n.mu.Lock()
 	defer c.n.mu.Unlock()
@@ -113,10 +125,9 @@ func (n *ndjsonStream) finish(res spec.Result, err error) bool {
 	return true
 }
 
-// emit writes one event and flushes it; n.mu is held. After a write
-// error the client is gone and the rest is dropped.
+// emit writes one event; n.mu is held.
 func (n *ndjsonStream) emit(e event) {
-	if n.failed {
+	if n.broken {
 		return
 	}
 	if !n.started {
@@ -127,16 +138,36 @@ func (n *ndjsonStream) emit(e event) {
 		h.Set("X-Content-Type-Options", "nosniff")
 		n.w.WriteHeader(http.StatusOK)
 	}
+	if err := n.write(e); err != nil {
+		n.broken = true
+		n.onBreak()
+	}
+}
+
+// write sends one event line and flushes it within n.timeout. A writer
+// that cannot flush or take deadlines (a test's recorder) is written to
+// without.
+func (n *ndjsonStream) write(e event) error {
 	line, err := json.Marshal(e)
 	if err != nil {
-		n.failed = true
-		return
+		return err
+	}
+	if err := supported(n.rc.SetWriteDeadline(time.Now().Add(n.timeout))); err != nil {
+		return err
 	}
 	if _, err := n.w.Write(append(line, '\n')); err != nil {
-		n.failed = true
-		return
+		return err
 	}
-	if err := n.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		n.failed = true
+	if err := supported(n.rc.Flush()); err != nil {
+		return err
 	}
+	return supported(n.rc.SetWriteDeadline(time.Time{}))
+}
+
+// supported is err, unless it says the writer cannot do what was asked.
+func supported(err error) error {
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	return err
 }

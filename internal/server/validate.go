@@ -21,7 +21,9 @@ func (s *Server) withValidation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := s.mux.Handler(r)
 		if op := s.operations[pattern]; op != nil {
-			if err := s.validate(w, r, op); err != nil {
+			release, err := s.validate(w, r, op)
+			defer release()
+			if err != nil {
 				s.writeError(w, err)
 				return
 			}
@@ -31,22 +33,33 @@ func (s *Server) withValidation(next http.Handler) http.Handler {
 }
 
 // validate checks r's parameters and JSON body against op. A JSON body is
-// read in full first (bounded, so a flood cannot exhaust memory), and r's
-// body is replaced by the same bytes for the handler; an upload's body is
-// a stream the handler bounds itself, and is left alone.
-func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation) error {
-	if op.body != nil && op.body.upload {
-		return op.checkParams(r)
+// read in full first, bounded in size, in the bytes all requests may hold
+// at once (holdBody) and in shape (prescan), so a flood cannot exhaust
+// memory; r's body is replaced by the same bytes for the handler. The
+// returned func, to be called when the request is done, gives back the
+// body's share of MaxInFlightBodyBytes if the handler has not read it to
+// the end already.
+//
+// An upload's body is a stream the handler bounds itself, and is left
+// alone; so is any body sent to an operation that takes none, which its
+// handler never reads.
+func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation) (func(), error) {
+	if op.body == nil || op.body.upload {
+		return func() {}, op.checkParams(r)
 	}
-	body, value, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	release, err := s.holdBody(r)
 	if err != nil {
-		return err
+		return release, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	body, value, err := s.readBody(w, r)
+	if err != nil {
+		return release, err
+	}
+	r.Body = &heldBody{rest: body, release: release}
 	if err := op.checkParams(r); err != nil {
-		return err
+		return release, err
 	}
-	return op.checkBody(r.Header.Get("Content-Type"), body != nil, value)
+	return release, op.checkBody(r.Header.Get("Content-Type"), body != nil, value)
 }
 
 // checkParams checks every path and query parameter op declares. Every
@@ -83,13 +96,11 @@ func (op *operation) checkParams(r *http.Request) error {
 	return nil
 }
 
-// checkBody checks a JSON body, given as decoded by readBody. An
-// operation without a request body ignores any body sent.
+// checkBody checks a JSON body, given as decoded by readBody, for an
+// operation that takes one.
 func (op *operation) checkBody(contentType string, present bool, value any) error {
 	b := op.body
 	switch {
-	case b == nil:
-		return nil
 	case !present && b.required:
 		return badRequest("request body: is required")
 	case !present:
@@ -108,25 +119,31 @@ func (op *operation) checkBody(contentType string, present bool, value any) erro
 	return nil
 }
 
-// readBody reads a JSON body up to limit bytes and decodes it, with
-// numbers kept as written so int64 bounds compare exactly. It checks that
-// the body is one well-formed JSON value, so malformed input gets a short
-// message naming the byte offset. An empty body is returned as nil: the
-// spec says whether the operation needs one.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, any, error) {
-	if r.ContentLength > limit {
-		return nil, nil, tooLarge(limit)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
+// readBody reads a JSON body of up to MaxBodyBytes and decodes it, with
+// numbers kept as written so int64 bounds compare exactly. Before it is
+// decoded, prescan refuses a body no request schema could match in shape,
+// as decoding multiplies its size in memory. It checks that the body is
+// one well-formed JSON value, so malformed input gets a short message
+// naming the byte offset. An empty body is returned as nil: the spec says
+// whether the operation needs one.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, any, error) {
+	limit := s.cfg.MaxBodyBytes
+	// Sized to the Content-Length, the buffer never grows by doubling
+	// past the share holdBody took for it.
+	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, nil, tooLarge(limit)
 		}
 		return nil, nil, badRequest("reading the request body: %s", oneLine(err))
 	}
+	body := buf.Bytes()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil, nil
+	}
+	if err := s.shape.prescan(body); err != nil {
+		return nil, nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
