@@ -9,6 +9,16 @@
 // over two pipes (requests on the child's descriptor 3, replies on 4) and
 // reads the user's output from descriptors 1 and 2 until a per-run token
 // shows that the run's output is complete.
+//
+// The driver runs the sandbox's code, so the host treats every reply as
+// hostile: it checks each field and bounds what it keeps of one run,
+// however many replies come and however long they are.
+//
+// One session is one trust domain. Its execs and interpreters run as one
+// user in one sandbox, so one exec may affect another's interpreter (the
+// Python driver makes itself non-dumpable, so other processes cannot reach
+// its pipes through /proc or ptrace, but bash and Node.js have no portable
+// way to), never the host or other sessions.
 package interp
 
 import (
@@ -81,7 +91,8 @@ var (
 const (
 	// DefaultMaxOutputBytes caps one rich output (its encoded data).
 	DefaultMaxOutputBytes = 8 << 20
-	// DefaultMaxTotalOutputBytes caps all rich outputs of one run.
+	// DefaultMaxTotalOutputBytes caps all rich outputs of one run: their
+	// data, their MIME types and 64 bytes for each.
 	DefaultMaxTotalOutputBytes = 32 << 20
 	// DefaultMaxValueBytes caps the Value and each Exception field.
 	DefaultMaxValueBytes = 1 << 20
@@ -108,9 +119,9 @@ func WithMaxOutputBytes(n int) Option {
 	}
 }
 
-// WithMaxTotalOutputBytes caps the encoded size of all rich outputs of one
-// run; outputs past it are dropped with a note on stderr. Zero or less
-// keeps the default.
+// WithMaxTotalOutputBytes caps the size of all rich outputs of one run
+// (encoded data, MIME type and 64 bytes for each output); outputs past it
+// are dropped with a note on stderr. Zero or less keeps the default.
 func WithMaxTotalOutputBytes(n int) Option {
 	return func(c *config) {
 		if n > 0 {

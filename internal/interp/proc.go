@@ -22,16 +22,19 @@ const (
 
 // proc is one live interpreter process and the goroutines that read it.
 type proc struct {
-	p       Process
-	ctl     *os.File // requests, host end
-	rep     *os.File // replies, host end
-	stdout  *pump
-	stderr  *pump
-	replies chan reply // closed when the reply pipe ends
-	quit    chan struct{}
-	exited  chan struct{} // closed when Wait has returned
-	status  ExitStatus    // valid once exited is closed
-	stopped sync.Once
+	p      Process
+	ctl    *os.File // requests, host end
+	rep    *os.File // replies, host end
+	stdout *pump
+	stderr *pump
+	// startErr holds the start of stderr until the driver is ready,
+	// for the error when it dies first.
+	startErr *limitedBuffer
+	replies  chan reply // closed when the reply pipe ends
+	quit     chan struct{}
+	exited   chan struct{} // closed when Wait has returned
+	status   ExitStatus    // valid once exited is closed
+	stopped  sync.Once
 }
 
 // pipePair is a pipe whose child end is given to the interpreter.
@@ -88,30 +91,29 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	if err != nil {
 		return nil, fmt.Errorf("spawning %s: %w", lang.program, err)
 	}
+	startErr := &limitedBuffer{limit: startupStderr}
 	p := &proc{
-		p:       process,
-		ctl:     pairs[3].host,
-		rep:     pairs[4].host,
-		stdout:  newPump(pairs[1].host),
-		stderr:  newPump(pairs[2].host),
-		replies: make(chan reply),
-		quit:    make(chan struct{}),
-		exited:  make(chan struct{}),
+		p:        process,
+		ctl:      pairs[3].host,
+		rep:      pairs[4].host,
+		stdout:   newPump(pairs[1].host, nil),
+		stderr:   newPump(pairs[2].host, startErr),
+		startErr: startErr,
+		replies:  make(chan reply),
+		quit:     make(chan struct{}),
+		exited:   make(chan struct{}),
 	}
 	go func() {
 		p.status, _ = process.Wait()
 		close(p.exited)
 	}()
-	go readReplies(p.rep, 2*cfg.maxOutput+4*cfg.maxValue+64<<10, p.replies, p.quit)
+	go readReplies(p.rep, maxReplyLine(cfg), p.replies, p.quit)
 	return p, nil
 }
 
 // ready waits for the driver's "ready" reply. When the interpreter dies
 // first, the error carries its exit status and the start of its stderr.
 func (p *proc) ready(ctx context.Context) error {
-	var errBuf limitedBuffer
-	errBuf.limit = startupStderr
-	p.stderr.arm("", &errBuf)
 	defer p.stderr.disarm()
 	select {
 	case <-ctx.Done():
@@ -121,7 +123,7 @@ func (p *proc) ready(ctx context.Context) error {
 			return nil
 		}
 		if ok {
-			return fmt.Errorf("%w: driver sent %q before ready", ErrProtocol, r.T)
+			return fmt.Errorf("%w: driver sent %s before ready", ErrProtocol, excerpt(r.T))
 		}
 	case <-p.exited:
 	}
@@ -129,7 +131,7 @@ func (p *proc) ready(ctx context.Context) error {
 	st, _ := p.wait()
 	<-awaitOrTimeout(p.stderr.eof, exitGrace)
 	p.stderr.disarm()
-	return fmt.Errorf("interpreter exited with status %d before it was ready: %s", st.Code, strings.TrimSpace(errBuf.String()))
+	return fmt.Errorf("interpreter exited with status %d before it was ready: %s", st.Code, strings.TrimSpace(p.startErr.String()))
 }
 
 // kill ends the interpreter and everything it started; it does not wait.

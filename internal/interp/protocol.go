@@ -2,10 +2,12 @@ package interp
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -31,7 +33,9 @@ func writeJSONRequest(w io.Writer, r request) error {
 
 // reply is one JSON line from a driver: "ready" once at start, "output"
 // for each rich output, "done" at the end of each run. "dropped" is made
-// by the host for a line past the size limit.
+// by the host for a line past the size limit. The driver runs the
+// sandbox's code, so every field is hostile: the run checks and clips each
+// one before it keeps it.
 type reply struct {
 	T        string          `json:"t"`
 	Value    string          `json:"value"`
@@ -40,13 +44,38 @@ type reply struct {
 	Data     string          `json:"data"`
 	Enc      string          `json:"enc"`
 	ExitCode int             `json:"exit_code"`
-	size     int
+	// size is the length of a line past the limit: a "dropped" reply, or
+	// a "done" one whose fields were dropped.
+	size int
 }
+
+// Bounds on reading replies.
+const (
+	// replySlack is what a reply line may hold besides its data, value and
+	// exception: the JSON syntax, the MIME type, the encoding.
+	replySlack = 64 << 10
+	// lineHead is how much of a line past the limit is kept, to tell a
+	// "done" reply that ends the run from one that does not.
+	lineHead = 64
+)
+
+// maxReplyLine returns the longest reply line the host reads for cfg: an
+// output of maxOutput bytes with room for JSON escapes, or a value and an
+// exception's three fields of maxValue each. Longer lines are dropped
+// unread, so one line never costs more than this.
+func maxReplyLine(cfg config) int {
+	return cfg.maxOutput + cfg.maxOutput/3 + 4*cfg.maxValue + replySlack
+}
+
+// doneHead matches the start of a "done" reply as the drivers write it
+// ("t" first), so a done reply too long to read still ends the run.
+var doneHead = regexp.MustCompile(`^\{\s*"t"\s*:\s*"done"`)
 
 // readReplies sends each reply read from r on out until r ends or quit is
 // closed, then closes out. Lines longer than max are skipped (read and
-// discarded, never held) and reported as "dropped"; a line that is not
-// JSON is reported as a reply of type "" so the run can fail.
+// discarded, never held) and reported as "dropped", or as a "done" with no
+// fields when they start as one; a line that is not JSON is reported as a
+// reply of type "" so the run can fail.
 func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 	defer close(out)
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -56,9 +85,12 @@ func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 			return
 		}
 		var rep reply
-		if line == nil {
+		switch {
+		case size > max && doneHead.Match(line):
+			rep = reply{T: "done", size: size}
+		case size > max:
 			rep = reply{T: "dropped", size: size}
-		} else if json.Unmarshal(line, &rep) != nil {
+		case json.Unmarshal(line, &rep) != nil:
 			rep = reply{}
 		}
 		select {
@@ -69,23 +101,26 @@ func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 	}
 }
 
-// readLine reads one line without its newline; a line longer than max is
-// consumed and returned as nil with its size.
+// readLine reads one line and returns it without its newline, with its
+// size. A line longer than max is consumed without being held: only its
+// first lineHead bytes are returned.
 func readLine(br *bufio.Reader, max int) ([]byte, int, error) {
 	var line []byte
 	size := 0
 	for {
 		chunk, err := br.ReadSlice('\n')
+		prev := size
 		size += len(chunk)
-		if size <= max+1 {
+		switch {
+		case size <= max+1:
 			line = append(line, chunk...)
-		} else {
-			line = nil
+		case prev <= max+1:
+			line = head(line, chunk)
 		}
 		switch {
 		case err == nil:
 			if size > max+1 {
-				return nil, size - 1, nil
+				return bytes.TrimSuffix(line, []byte{'\n'}), size - 1, nil
 			}
 			return line[:len(line)-1], size - 1, nil
 		case errors.Is(err, bufio.ErrBufferFull):
@@ -96,4 +131,11 @@ func readLine(br *bufio.Reader, max int) ([]byte, int, error) {
 			return nil, 0, err
 		}
 	}
+}
+
+// head returns a copy of the first lineHead bytes of a followed by b.
+func head(a, b []byte) []byte {
+	h := make([]byte, 0, lineHead)
+	h = append(h, a[:min(len(a), lineHead)]...)
+	return append(h, b[:min(len(b), lineHead-len(h))]...)
 }

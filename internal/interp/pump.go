@@ -23,8 +23,10 @@ type pump struct {
 	pend  []byte        // a tail that may be the start of token
 }
 
-func newPump(r *os.File) *pump {
-	p := &pump{r: r, eof: make(chan struct{})}
+// newPump starts reading r. What it reads before the first arm goes to
+// sink; a nil sink drops it.
+func newPump(r *os.File, sink io.Writer) *pump {
+	p := &pump{r: r, eof: make(chan struct{}), sink: sink}
 	go p.run()
 	return p
 }

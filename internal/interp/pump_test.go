@@ -38,7 +38,7 @@ func TestPumpSplitToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := newPump(r)
+		p := newPump(r, nil)
 		var sink syncBuffer
 		found := p.arm(token, &sink)
 		p.feed([]byte(stream[:cut]))
@@ -58,29 +58,33 @@ func TestPumpSplitToken(t *testing.T) {
 }
 
 func TestReadLine(t *testing.T) {
+	long := strings.Repeat("z", 100<<10)
 	tests := []struct {
 		name, in string
 		max      int
-		want     []string // "" marks a dropped line
+		want     []string // "!" and its head marks a dropped line
 	}{
 		{"short", "a\nbb\n", 10, []string{"a", "bb"}},
 		{"at limit", "abcd\nx\n", 4, []string{"abcd", "x"}},
-		{"over limit", "abcde\nx\n", 4, []string{"", "x"}},
-		{"over buffer", strings.Repeat("z", 100<<10) + "\nx\n", 1 << 10, []string{"", "x"}},
+		{"over limit", "abcde\nx\n", 4, []string{"!abcde", "x"}},
+		{"over buffer", long + "\nx\n", 1 << 10, []string{"!" + long[:lineHead], "x"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			br := bufio.NewReaderSize(strings.NewReader(tt.in), 16)
 			var got []string
 			for {
-				line, _, err := readLine(br, tt.max)
+				line, size, err := readLine(br, tt.max)
 				if err != nil {
 					break
+				}
+				if size > tt.max {
+					line = append([]byte("!"), line...)
 				}
 				got = append(got, string(line))
 			}
 			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-				t.Errorf("lines %q, want %q", got, tt.want)
+				t.Errorf("lines %.200q, want %.200q", got, tt.want)
 			}
 		})
 	}

@@ -2,8 +2,10 @@ package interp
 
 import (
 	"encoding/base64"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -187,5 +189,31 @@ func TestOutputLimits(t *testing.T) {
 	}
 	if len(r.Value) > 200 || !strings.Contains(r.Value, "characters cut") {
 		t.Errorf("value of %d bytes %q..., want it cut near 100", len(r.Value), r.Value[:min(len(r.Value), 20)])
+	}
+}
+
+// TestPythonUndumpable: another process of the sandbox user cannot reach
+// the driver's descriptors through /proc, though it can reach those of an
+// ordinary process of that user (a child that has run, so its exec has
+// made it dumpable).
+func TestPythonUndumpable(t *testing.T) {
+	sp := hostSpawner{dir: t.TempDir()}
+	if os.Geteuid() == 0 {
+		// Root may read any process's descriptors: run both as nobody.
+		sp = hostSpawner{dir: "/", cred: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	pid := mustRun(t, newTestOn(t, sp, "python"), "import os\nos.getpid()").Value
+	probe := newTestOn(t, sp, "python")
+	r := mustRun(t, probe, "import os, subprocess\n"+
+		"def fds(pid):\n"+
+		"    try:\n        os.listdir('/proc/%d/fd' % pid)\n        return 'open'\n"+
+		"    except PermissionError:\n        return 'denied'\n"+
+		"child = subprocess.Popen(['sh', '-c', 'echo up; exec sleep 60'], stdout=subprocess.PIPE)\n"+
+		"child.stdout.readline()\n"+
+		"try:\n    seen = (fds(child.pid), fds("+pid+"))\n"+
+		"finally:\n    child.kill()\n    child.wait()\n"+
+		"seen")
+	if r.Value != "('open', 'denied')" {
+		t.Errorf("/proc/<pid>/fd of a child and of the driver: %s (exception %+v), want ('open', 'denied')", r.Value, r.Exception)
 	}
 }

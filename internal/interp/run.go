@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,6 +135,24 @@ func (it *interpreter) Close() error {
 	return nil
 }
 
+// Bounds on what one run keeps of its replies besides the configured caps,
+// so no number or size of replies makes the host hold more.
+const (
+	// maxNotes caps the notes of one run; later ones are only counted.
+	maxNotes = 16
+	// maxMime is the longest MIME type an output may have.
+	maxMime = 255
+	// mimePunct are the characters besides letters and digits a MIME type
+	// and subtype may hold (RFC 6838 restricted names).
+	mimePunct = "!#$&^_.+-"
+	// outputCost is what each kept output counts against the run's total
+	// besides its data and MIME type, so that empty outputs add up too.
+	outputCost = 64
+	// excerptLen is how much of a string from the driver a note or an
+	// error quotes.
+	excerptLen = 64
+)
+
 // run is the state of one Run: what came back so far, within the caps.
 type run struct {
 	cfg   config
@@ -141,7 +160,9 @@ type run struct {
 	total int
 	// notes say what Warden dropped; they go to the run's stderr at its
 	// end, after the stream itself, so the writer never has two writers.
+	// Past maxNotes they are only counted in more.
 	notes []string
+	more  int
 }
 
 // exec sends code to a ready process and gathers the run: rich outputs as
@@ -156,9 +177,7 @@ func (it *interpreter) exec(ctx context.Context, p *proc, code string, stdout, s
 	p.stdout.disarm()
 	p.stderr.disarm()
 	if stderr != nil {
-		for _, n := range r.notes {
-			_, _ = io.WriteString(stderr, "warden: "+n+"\n")
-		}
+		r.writeNotes(stderr)
 	}
 	return r.o, err
 }
@@ -207,41 +226,73 @@ func (r *run) wait(ctx context.Context, p *proc, send func(io.Writer, request) e
 func (r *run) take(rep reply) error {
 	switch rep.T {
 	case "done":
-		// The drivers cut long values with a note of their own; the host
-		// only guards against a driver that did not.
-		n := r.cfg.maxValue + 256
-		r.o.Value = clip(rep.Value, n)
-		if rep.Exc != nil {
-			r.o.Exception = &spec.Exception{
-				Type:      clip(rep.Exc.Type, n),
-				Message:   clip(rep.Exc.Message, n),
-				Traceback: clip(rep.Exc.Traceback, n),
-			}
-		}
-		r.o.ExitCode = rep.ExitCode
+		r.finish(rep)
 	case "output":
-		r.output(spec.Output{MimeType: rep.Mime, Data: rep.Data, Encoding: rep.Enc})
+		r.output(rep)
 	case "dropped":
-		r.notes = append(r.notes, fmt.Sprintf("a reply of %d bytes was dropped (over the limit)", rep.size))
+		r.note("a reply of %d bytes was dropped (over the limit of %d)", rep.size, maxReplyLine(r.cfg))
 	default:
-		return fmt.Errorf("%w: unexpected reply %q", ErrProtocol, rep.T)
+		return fmt.Errorf("%w: unexpected reply %s", ErrProtocol, excerpt(rep.T))
 	}
 	return nil
 }
 
-// output keeps one rich output if it fits the caps.
-func (r *run) output(out spec.Output) {
-	n := len(out.Data)
+// finish applies the "done" reply. The drivers cut long values with a
+// note of their own; the host only guards against a driver that did not.
+func (r *run) finish(rep reply) {
+	if rep.size > 0 {
+		r.note("the value and exception were dropped: their reply of %d bytes is over the limit of %d", rep.size, maxReplyLine(r.cfg))
+	}
+	n := r.cfg.maxValue + 256
+	r.o.Value = clip(rep.Value, n)
+	if rep.Exc != nil {
+		r.o.Exception = &spec.Exception{
+			Type:      clip(rep.Exc.Type, n),
+			Message:   clip(rep.Exc.Message, n),
+			Traceback: clip(rep.Exc.Traceback, n),
+		}
+	}
+	r.o.ExitCode = rep.ExitCode
+}
+
+// output keeps one rich output if it is well formed and fits the caps.
+// Each output counts its data, its MIME type and outputCost against the
+// run's total.
+func (r *run) output(rep reply) {
+	enc, encOK := encoding(rep.Enc)
+	n := len(rep.Data)
+	cost := n + len(rep.Mime) + outputCost
 	switch {
-	case out.Encoding != "base64" && out.Encoding != "utf-8":
-		r.notes = append(r.notes, fmt.Sprintf("%s output with encoding %q dropped", out.MimeType, out.Encoding))
+	case !validMime(rep.Mime):
+		r.note("an output with the invalid MIME type %s dropped", excerpt(rep.Mime))
+	case !encOK:
+		r.note("%s output with the unknown encoding %s dropped", rep.Mime, excerpt(rep.Enc))
 	case n > r.cfg.maxOutput:
-		r.notes = append(r.notes, fmt.Sprintf("%s output of %d bytes dropped (limit %d)", out.MimeType, n, r.cfg.maxOutput))
-	case r.total+n > r.cfg.maxTotalOutput:
-		r.notes = append(r.notes, fmt.Sprintf("%s output of %d bytes dropped (outputs of this run are limited to %d bytes)", out.MimeType, n, r.cfg.maxTotalOutput))
+		r.note("%s output of %d bytes dropped (limit %d)", rep.Mime, n, r.cfg.maxOutput)
+	case r.total+cost > r.cfg.maxTotalOutput:
+		r.note("%s output of %d bytes dropped (outputs of this run are limited to %d bytes)", rep.Mime, n, r.cfg.maxTotalOutput)
 	default:
-		r.total += n
-		r.o.Outputs = append(r.o.Outputs, out)
+		r.total += cost
+		r.o.Outputs = append(r.o.Outputs, spec.Output{MimeType: rep.Mime, Data: rep.Data, Encoding: enc})
+	}
+}
+
+// note records what Warden dropped, or only counts it past maxNotes.
+func (r *run) note(format string, args ...any) {
+	if len(r.notes) >= maxNotes {
+		r.more++
+		return
+	}
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// writeNotes writes the run's notes to w, one line each.
+func (r *run) writeNotes(w io.Writer) {
+	for _, n := range r.notes {
+		_, _ = io.WriteString(w, "warden: "+n+"\n")
+	}
+	if r.more > 0 {
+		_, _ = fmt.Fprintf(w, "warden: +%d more notes\n", r.more)
 	}
 }
 
@@ -260,7 +311,7 @@ func (r *run) died(p *proc) {
 			if !ok {
 				replies = nil
 			} else if rep.T == "output" {
-				r.output(spec.Output{MimeType: rep.Mime, Data: rep.Data, Encoding: rep.Enc})
+				r.output(rep)
 			}
 		case <-exited:
 			exited = nil
@@ -284,6 +335,49 @@ func clip(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("... [%d bytes cut]", len(s)-n)
+}
+
+// encoding returns the Output encoding enc names, as the package's own
+// constant, and whether it is one.
+func encoding(enc string) (string, bool) {
+	switch enc {
+	case "base64":
+		return "base64", true
+	case "utf-8":
+		return "utf-8", true
+	}
+	return "", false
+}
+
+// validMime reports whether s looks like a MIME type: type/subtype of
+// RFC 6838 name characters, at most maxMime bytes, no parameters.
+func validMime(s string) bool {
+	typ, sub, ok := strings.Cut(s, "/")
+	return ok && len(s) <= maxMime && mimeName(typ) && mimeName(sub)
+}
+
+// mimeName reports whether s is a non-empty MIME type or subtype name.
+func mimeName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && strings.IndexByte(mimePunct, c) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// excerpt quotes the start of a string from the driver for a note or an
+// error: at most excerptLen bytes, control characters escaped.
+func excerpt(s string) string {
+	if len(s) <= excerptLen {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:excerptLen]), len(s))
 }
 
 // newToken returns a random string that marks the end of one run's output;

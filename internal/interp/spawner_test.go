@@ -21,7 +21,8 @@ var testEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C
 // hostSpawner runs commands as plain host processes, each in its own
 // process group so Kill reaches everything they started.
 type hostSpawner struct {
-	dir string // the working directory when Command.Dir is empty
+	dir  string              // the working directory when Command.Dir is empty
+	cred *syscall.Credential // the user to run as; nil for the test's own
 }
 
 func (s hostSpawner) Spawn(_ context.Context, c Command) (Process, error) {
@@ -41,7 +42,7 @@ func (s hostSpawner) Spawn(_ context.Context, c Command) (Process, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Files[0], c.Files[1], c.Files[2]
 	cmd.ExtraFiles = c.Files[3:]
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -102,7 +103,13 @@ func (p *hostProcess) Kill() error {
 // the test ends. A language the host lacks skips the test (fails in CI).
 func newTest(t *testing.T, lang string, opts ...Option) Interpreter {
 	t.Helper()
-	it, err := New(lang, hostSpawner{dir: t.TempDir()}, testEnv, opts...)
+	return newTestOn(t, hostSpawner{dir: t.TempDir()}, lang, opts...)
+}
+
+// newTestOn is newTest with the given spawner.
+func newTestOn(t *testing.T, sp Spawner, lang string, opts ...Option) Interpreter {
+	t.Helper()
+	it, err := New(lang, sp, testEnv, opts...)
 	if errors.Is(err, errors.ErrUnsupported) {
 		testhost.SkipOrFail(t, err.Error())
 	}

@@ -19,6 +19,21 @@ import types
 _DRIVER_FILE = sys._getframe().f_code.co_filename
 
 
+def _undumpable():
+    """Makes this process non-dumpable (prctl PR_SET_DUMPABLE 0), so other
+    processes of the sandbox user cannot open /proc/<pid>/fd or ptrace it to
+    reach the control pipes. Programs the code starts are dumpable again
+    after exec. Without ctypes the driver runs as it is."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
+_undumpable()
+
+
 def _hide(fd):
     """Moves fd to a high close-on-exec descriptor, so user subprocesses do
     not inherit it and user code does not find it at a well-known number."""
