@@ -44,6 +44,30 @@ type Result struct {
 	// this exec (a timeout, a crash, the memory limit): its variables are
 	// gone and the next exec starts a fresh one. Files stay.
 	InterpreterRestarted bool `json:"interpreter_restarted,omitempty"`
+
+	// Network lists every connection the sandbox asked the egress proxy
+	// for, allowed or denied, in order (with --net proxy only).
+	Network []NetworkEvent `json:"network,omitempty"`
+}
+
+// NetworkEvent is one decision of the egress proxy: what the sandbox asked
+// for, where it led, whether it was allowed and why, and the bytes moved.
+type NetworkEvent struct {
+	// Time is when the request arrived, RFC 3339 with nanoseconds.
+	Time string `json:"time"`
+	// Method is CONNECT, or the HTTP method of a plain-HTTP request.
+	Method string `json:"method"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	// Address is the IP address dialled (or refused), empty when the
+	// request was refused before resolving.
+	Address string `json:"address,omitempty"`
+	Allowed bool   `json:"allowed"`
+	// Reason says which rule allowed it, or why it was denied (no rule,
+	// a deny rule, the address class, a limit).
+	Reason    string `json:"reason"`
+	BytesUp   int64  `json:"bytes_up"`
+	BytesDown int64  `json:"bytes_down"`
 }
 
 // Exception is an error raised by code in an interpreter, in the shape

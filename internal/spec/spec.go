@@ -39,8 +39,12 @@ const (
 
 // NetworkPolicy is the network part of a Spec.
 type NetworkPolicy struct {
-	Mode  NetMode
+	Mode NetMode
+	// Allow and Deny are HOST[:PORT] rules for NetProxy: exact names,
+	// *.example.com wildcards or IP literals; a port defaults to 80 and
+	// 443. A Deny rule wins over every Allow rule.
 	Allow []string
+	Deny  []string
 }
 
 // ErrInvalid marks every validation error, so callers can map them to a
@@ -97,13 +101,13 @@ func validateEnv(kv string) error {
 func (n *NetworkPolicy) Validate() error {
 	switch n.Mode {
 	case NetNone:
-		if len(n.Allow) > 0 {
-			return invalid("--allow needs --net proxy; with --net none nothing is reachable")
+		if len(n.Allow) > 0 || len(n.Deny) > 0 {
+			return invalid("--allow and --deny need --net proxy; with --net none nothing is reachable")
 		}
 	case NetProxy:
-		for _, a := range n.Allow {
+		for _, a := range append(append([]string(nil), n.Allow...), n.Deny...) {
 			if a == "" || strings.ContainsAny(a, " /\x00") {
-				return invalid("allow rule %q is not HOST[:PORT]", a)
+				return invalid("network rule %q is not HOST[:PORT]", a)
 			}
 		}
 	default:

@@ -34,7 +34,7 @@ func TestValidate(t *testing.T) {
 		{"disk too small", func(s *Spec) { s.Limits.DiskBytes = 10 }, "disk"},
 		{"fractional cpu time", func(s *Spec) { s.Limits.CPUTime = 1500 * time.Millisecond }, "whole seconds"},
 		{"unknown net", func(s *Spec) { s.Network.Mode = "bridge" }, "unknown"},
-		{"allow without proxy", func(s *Spec) { s.Network.Allow = []string{"example.com"} }, "--allow needs --net proxy"},
+		{"allow without proxy", func(s *Spec) { s.Network.Allow = []string{"example.com"} }, "--allow and --deny need --net proxy"},
 		{"bad allow rule", func(s *Spec) { s.Network = NetworkPolicy{Mode: NetProxy, Allow: []string{"http://x/"}} }, "HOST[:PORT]"},
 		{"proxy ok", func(s *Spec) { s.Network = NetworkPolicy{Mode: NetProxy, Allow: []string{"*.example.com:443"}} }, ""},
 	}
