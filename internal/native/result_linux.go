@@ -39,6 +39,9 @@ func (b *box) result(o outcome, out, errOut *capture) (spec.Result, error) {
 	default:
 		err = fmt.Errorf("sandbox init ended without reporting: %v", o.state)
 	}
+	if b.egress != nil {
+		r.Network = b.egress.Events()
+	}
 	r.Stdout, r.StdoutTruncated = out.buf.String(), out.truncated
 	r.Stderr, r.StderrTruncated = errOut.buf.String(), errOut.truncated
 	return r, err

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -57,6 +58,8 @@ type box struct {
 
 	ids *idMapping
 	cg  cgroup.Cgroup
+	// egress is the sandbox's socket on the egress proxy (--net proxy).
+	egress *egress.Attachment
 	// detachedWorkspace says child.workspace is a detached mount to move
 	// into place rather than a directory to bind.
 	detachedWorkspace bool
@@ -73,6 +76,8 @@ type box struct {
 type initFiles struct {
 	stdin, stdout, stderr, control *os.File
 	workspace                      *os.File
+	// egress is an O_PATH descriptor of the proxy's socket for the bridge.
+	egress *os.File
 	// cgroupDir (v2) is passed to clone3 to start the init inside.
 	cgroupDir *os.File
 }
@@ -80,7 +85,7 @@ type initFiles struct {
 // extra lists the descriptors from fd 3 on, in nsinit's order; a nil
 // workspace leaves its number closed.
 func (f *initFiles) extra() []*os.File {
-	return []*os.File{f.control, f.workspace}
+	return []*os.File{f.control, f.workspace, f.egress}
 }
 
 func (f *initFiles) close() {
@@ -100,6 +105,9 @@ func (b *box) prepare() error {
 		}
 	}
 	if b.ids, err = newIDMapping(); err != nil {
+		return err
+	}
+	if err := b.attachEgress(fmt.Sprintf("sandbox-%d", b.ids.uid)); err != nil {
 		return err
 	}
 	if err := b.mapWorkspace(); err != nil {
@@ -272,13 +280,14 @@ func (b *box) config() nsinit.Config {
 	}
 	return nsinit.Config{
 		Command:          b.spec.Command,
-		Env:              buildEnv(b.spec.Env),
+		Env:              b.env(b.spec.Env),
 		Hostname:         Hostname,
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.spec.Workspace,
 		WorkspaceIsMount: b.detachedWorkspace,
 		AwaitCgroup:      b.lateCgroup,
 		Session:          b.session,
+		EgressPort:       b.egressPort(),
 		DiskBytes:        l.DiskBytes,
 		Inodes:           l.Inodes(),
 		Rlimits: nsinit.Rlimits{
@@ -292,6 +301,9 @@ func (b *box) config() nsinit.Config {
 
 func (b *box) cleanup() {
 	b.child.close()
+	if b.egress != nil {
+		_ = b.egress.Close()
+	}
 	for _, f := range []*os.File{b.ctlHost, b.stdinW, b.stdout, b.stderr} {
 		if f != nil {
 			f.Close()

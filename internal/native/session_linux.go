@@ -256,7 +256,7 @@ func (s *Session) Spec() spec.Spec { return *s.b.spec }
 // Env is the environment of a process the session starts: the base
 // environment, the session's, then extra.
 func (s *Session) Env(extra ...string) []string {
-	return buildEnv(append(append([]string(nil), s.b.spec.Env...), extra...))
+	return s.b.env(append(append([]string(nil), s.b.spec.Env...), extra...))
 }
 
 // Usage is what the session's cgroup has counted so far: the CPU time of

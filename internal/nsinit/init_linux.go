@@ -126,6 +126,7 @@ func setup(cfg *Config) error {
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"setting hostname", func(c *Config) error { return unix.Sethostname([]byte(c.Hostname)) }},
 		{"bringing up lo", func(*Config) error { return loopbackUp() }},
+		{"starting the egress bridge", startBridge},
 		{"building the root", buildRoot},
 		{"setting rlimits", setRlimits},
 	}

@@ -37,6 +37,9 @@ const (
 	// WorkspaceFD, when Config.Workspace is set, is an O_PATH descriptor of
 	// the host directory to bind at /workspace, or a detached mount of it.
 	WorkspaceFD = 4
+	// EgressFD, when Config.EgressPort is set, is an O_PATH descriptor of
+	// the unix socket of the sandbox's egress proxy, outside its root.
+	EgressFD = 5
 )
 
 // SandboxUID and SandboxGID are the identity of the user's code inside the
@@ -61,6 +64,9 @@ type Config struct {
 	// AwaitCgroup says the host sends the cgroup's tasks descriptors
 	// after the Config, and the init must join before any work.
 	AwaitCgroup bool `json:"await_cgroup"`
+	// EgressPort, when not zero, is the port on the sandbox's loopback
+	// where the init bridges each connection to the egress proxy.
+	EgressPort int `json:"egress_port,omitempty"`
 	// Session makes the init stay as the sandbox's agent, starting a
 	// process for each Request, instead of running Command once.
 	Session   bool    `json:"session,omitempty"`

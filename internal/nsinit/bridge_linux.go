@@ -1,0 +1,78 @@
+package nsinit
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The bridge is the sandbox's only way out with --net proxy: the sandbox
+// has no interface but lo, and the init listens on a port there and hands
+// each connection it accepts to the egress proxy: it connects to the
+// proxy's unix socket, which it reaches through EgressFD (the socket lives
+// outside the sandbox's root, and nothing but the init holds a way to it),
+// and sends the accepted socket's descriptor on it, attached to one NUL
+// byte. The proxy then talks to the sandbox's socket directly and knows
+// the sandbox by the unix socket the descriptor came on; the bridge never
+// touches the bytes.
+
+// egressSocket is how the init names the proxy's socket: its own O_PATH
+// descriptor, through /proc, which needs no path inside the sandbox.
+var egressSocket = "/proc/self/fd/" + strconv.Itoa(EgressFD)
+
+// startBridge listens on the sandbox's loopback before any user code runs,
+// so nothing else can take the port, and serves it from other threads
+// than the one the user's code is forked from.
+func startBridge(cfg *Config) error {
+	if cfg.EgressPort == 0 {
+		return nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.EgressPort)))
+	if err != nil {
+		return err
+	}
+	go serveBridge(ln)
+	return nil
+}
+
+// bridgeDialTimeout bounds reaching the proxy, which lives on this host.
+const bridgeDialTimeout = 10 * time.Second
+
+func serveBridge(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		go handOff(c)
+	}
+}
+
+// handOff gives one accepted connection to the proxy. Failing that, the
+// client sees the connection close; the proxy answers every refusal
+// itself, once it has the connection.
+func handOff(c net.Conn) {
+	defer c.Close()
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	f, err := tc.File()
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	p, err := net.DialTimeout("unix", egressSocket, bridgeDialTimeout)
+	if err != nil {
+		return
+	}
+	defer p.Close()
+	_, _, _ = p.(*net.UnixConn).WriteMsgUnix([]byte{0}, unix.UnixRights(int(f.Fd())), nil)
+}
