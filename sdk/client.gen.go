@@ -376,15 +376,59 @@ type Limits struct {
 type Network struct {
 	// Allow Hosts reachable under `proxy`, as `HOST` or `HOST:PORT`
 	// (`pypi.org`, `api.example.com:8443`); `*.example.com` matches
-	// every subdomain.
+	// every subdomain; a port defaults to 80 and 443. An IP literal is
+	// reachable only when a rule names it. Loopback, private,
+	// link-local (cloud metadata), CGNAT, unique-local, multicast and
+	// broadcast addresses are never reachable, whatever the rules.
 	Allow []string `json:"allow,omitempty,omitzero"`
+
+	// Deny Rules in the same form as `allow`; a matching deny rule wins over every allow rule.
+	Deny []string `json:"deny,omitempty,omitzero"`
 
 	// Mode `none`: no network. `proxy`: HTTP(S) to allowed hosts through Warden's egress proxy.
 	Mode NetworkMode `json:"mode,omitempty,omitzero"`
 }
 
+// NetworkEvent One decision of the egress proxy.
+type NetworkEvent struct {
+	// Address The IP address dialled or refused; empty when refused before resolving.
+	Address   string `json:"address,omitempty,omitzero"`
+	Allowed   bool   `json:"allowed"`
+	BytesDown int64  `json:"bytes_down"`
+	BytesUp   int64  `json:"bytes_up"`
+	Host      string `json:"host"`
+
+	// Method `CONNECT`, or the method of a plain-HTTP request.
+	Method string `json:"method"`
+	Port   int    `json:"port"`
+
+	// Reason The rule that allowed it, or why it was denied (no rule, a deny rule, the address class, a limit).
+	Reason string `json:"reason"`
+
+	// Time When the request arrived (RFC 3339).
+	Time string `json:"time"`
+}
+
+// NetworkLog defines model for NetworkLog.
+type NetworkLog struct {
+	// Events Every egress decision so far, oldest first (at most 10000 are kept).
+	Events []NetworkEvent `json:"events"`
+
+	// Network Network policy. `none` (the default) leaves the sandbox only a
+	// loopback interface. `proxy` routes HTTP(S) through Warden's egress
+	// proxy (`HTTP_PROXY`/`HTTPS_PROXY` are set), which only lets through
+	// the hosts in `allow`.
+	Network Network `json:"network"`
+}
+
 // NetworkMode `none`: no network. `proxy`: HTTP(S) to allowed hosts through Warden's egress proxy.
 type NetworkMode string
+
+// NetworkRules A session's new allow and deny rules (see Network).
+type NetworkRules struct {
+	Allow []string `json:"allow,omitempty,omitzero"`
+	Deny  []string `json:"deny,omitempty,omitzero"`
+}
 
 // Output One rich result. Binary types (`image/png`, `image/jpeg`) are base64; text types (SVG, HTML, JSON, plain text) are the text itself.
 type Output struct {
@@ -423,6 +467,9 @@ type Result struct {
 	// crash, memory limit): its variables are gone and the next exec
 	// starts a fresh one. Files stay.
 	InterpreterRestarted bool `json:"interpreter_restarted,omitempty,omitzero"`
+
+	// Network The egress proxy's decisions during this exec or run (network `proxy` only).
+	Network []NetworkEvent `json:"network,omitempty,omitzero"`
 
 	// OOMKilled The kernel killed a process at the memory limit.
 	OOMKilled bool `json:"oom_killed"`
@@ -665,6 +712,9 @@ type ExecInSessionJSONRequestBody = ExecRequest
 
 // StreamExecInSessionJSONRequestBody defines body for StreamExecInSession for application/json ContentType.
 type StreamExecInSessionJSONRequestBody = ExecRequest
+
+// SetSessionNetworkJSONRequestBody defines body for SetSessionNetwork for application/json ContentType.
+type SetSessionNetworkJSONRequestBody = NetworkRules
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -959,6 +1009,37 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{id}/files/mkdir (the `MakeDirectory` operationId).
 	MakeDirectory(ctx context.Context, id SessionID, params *MakeDirectoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSessionNetwork The session's network policy and egress log
+	//
+	// Returns the session's network policy and every decision the egress
+	// proxy made for it so far (host, port, address, allowed or denied and
+	// why, bytes each way). Empty for a session with network `none`.
+	//
+	// Corresponds with GET /v1/sessions/{id}/network (the `GetSessionNetwork` operationId).
+	GetSessionNetwork(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSessionNetworkWithBody Change the session's allow and deny rules
+	//
+	// Replaces the `allow` and `deny` rules of a session created with
+	// network `proxy`; new connections meet the new rules, open ones go
+	// on. A session created with `none` has no way out to open (400).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+	SetSessionNetworkWithBody(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSessionNetwork Change the session's allow and deny rules
+	//
+	// Replaces the `allow` and `deny` rules of a session created with
+	// network `proxy`; new connections meet the new rules, open ones go
+	// on. A session created with `none` has no way out to open (400).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+	SetSessionNetwork(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness check
@@ -1361,6 +1442,67 @@ func (c *RawClient) ListFiles(ctx context.Context, id SessionID, params *ListFil
 // Corresponds with POST /v1/sessions/{id}/files/mkdir (the `MakeDirectory` operationId).
 func (c *RawClient) MakeDirectory(ctx context.Context, id SessionID, params *MakeDirectoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMakeDirectoryRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSessionNetwork The session's network policy and egress log
+//
+// Returns the session's network policy and every decision the egress
+// proxy made for it so far (host, port, address, allowed or denied and
+// why, bytes each way). Empty for a session with network `none`.
+//
+// Corresponds with GET /v1/sessions/{id}/network (the `GetSessionNetwork` operationId).
+func (c *RawClient) GetSessionNetwork(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSessionNetworkRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSessionNetworkWithBody Change the session's allow and deny rules
+//
+// Replaces the `allow` and `deny` rules of a session created with
+// network `proxy`; new connections meet the new rules, open ones go
+// on. A session created with `none` has no way out to open (400).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+func (c *RawClient) SetSessionNetworkWithBody(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSessionNetworkRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSessionNetwork Change the session's allow and deny rules
+//
+// Replaces the `allow` and `deny` rules of a session created with
+// network `proxy`; new connections meet the new rules, open ones go
+// on. A session created with `none` has no way out to open (400).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+func (c *RawClient) SetSessionNetwork(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSessionNetworkRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2024,6 +2166,87 @@ func NewMakeDirectoryRequest(server string, id SessionID, params *MakeDirectoryP
 	return req, nil
 }
 
+// NewGetSessionNetworkRequest constructs an http.Request for the GetSessionNetwork method
+func NewGetSessionNetworkRequest(server string, id SessionID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/network", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetSessionNetworkRequest calls the generic SetSessionNetwork builder with application/json body
+func NewSetSessionNetworkRequest(server string, id SessionID, body SetSessionNetworkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetSessionNetworkRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSetSessionNetworkRequestWithBody constructs an http.Request for the SetSessionNetwork method, with any body, and a specified content type
+func NewSetSessionNetworkRequestWithBody(server string, id SessionID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/network", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *RawClient) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -2307,6 +2530,39 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{id}/files/mkdir (the `MakeDirectory` operationId).
 	MakeDirectoryWithResponse(ctx context.Context, id SessionID, params *MakeDirectoryParams, reqEditors ...RequestEditorFn) (*MakeDirectoryResponse, error)
+
+	// GetSessionNetworkWithResponse The session's network policy and egress log
+	//
+	// Returns the session's network policy and every decision the egress
+	// proxy made for it so far (host, port, address, allowed or denied and
+	// why, bytes each way). Empty for a session with network `none`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{id}/network (the `GetSessionNetwork` operationId).
+	GetSessionNetworkWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*GetSessionNetworkResponse, error)
+
+	// SetSessionNetworkWithBodyWithResponse Change the session's allow and deny rules
+	//
+	// Replaces the `allow` and `deny` rules of a session created with
+	// network `proxy`; new connections meet the new rules, open ones go
+	// on. A session created with `none` has no way out to open (400).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+	SetSessionNetworkWithBodyWithResponse(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSessionNetworkResponse, error)
+
+	// SetSessionNetworkWithResponse Change the session's allow and deny rules
+	//
+	// Replaces the `allow` and `deny` rules of a session created with
+	// network `proxy`; new connections meet the new rules, open ones go
+	// on. A session created with `none` has no way out to open (400).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+	SetSessionNetworkWithResponse(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSessionNetworkResponse, error)
 }
 
 type HealthzResponse struct {
@@ -3351,6 +3607,151 @@ func (r MakeDirectoryResponse) ContentType() string {
 	return ""
 }
 
+type GetSessionNetworkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NetworkLog
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSessionNetworkResponse) GetJSON200() *NetworkLog {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetSessionNetworkResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSessionNetworkResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSessionNetworkResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSessionNetworkResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSessionNetworkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSessionNetworkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSessionNetworkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSessionNetworkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetSessionNetworkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SessionInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetSessionNetworkResponse) GetJSON200() *SessionInfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetSessionNetworkResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetSessionNetworkResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetSessionNetworkResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SetSessionNetworkResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SetSessionNetworkResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SetSessionNetworkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetSessionNetworkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetSessionNetworkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetSessionNetworkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness check
 //
 // Answers 200 while the server is up. Needs no auth.
@@ -3703,6 +4104,57 @@ func (c *ClientWithResponses) MakeDirectoryWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseMakeDirectoryResponse(rsp)
+}
+
+// GetSessionNetworkWithResponse The session's network policy and egress log
+//
+// Returns the session's network policy and every decision the egress
+// proxy made for it so far (host, port, address, allowed or denied and
+// why, bytes each way). Empty for a session with network `none`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{id}/network (the `GetSessionNetwork` operationId).
+func (c *ClientWithResponses) GetSessionNetworkWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*GetSessionNetworkResponse, error) {
+	rsp, err := c.GetSessionNetwork(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSessionNetworkResponse(rsp)
+}
+
+// SetSessionNetworkWithBodyWithResponse Change the session's allow and deny rules
+//
+// Replaces the `allow` and `deny` rules of a session created with
+// network `proxy`; new connections meet the new rules, open ones go
+// on. A session created with `none` has no way out to open (400).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+func (c *ClientWithResponses) SetSessionNetworkWithBodyWithResponse(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSessionNetworkResponse, error) {
+	rsp, err := c.SetSessionNetworkWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSessionNetworkResponse(rsp)
+}
+
+// SetSessionNetworkWithResponse Change the session's allow and deny rules
+//
+// Replaces the `allow` and `deny` rules of a session created with
+// network `proxy`; new connections meet the new rules, open ones go
+// on. A session created with `none` has no way out to open (400).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
+func (c *ClientWithResponses) SetSessionNetworkWithResponse(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSessionNetworkResponse, error) {
+	rsp, err := c.SetSessionNetwork(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSessionNetworkResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -4515,6 +4967,121 @@ func ParseMakeDirectoryResponse(rsp *http.Response) (*MakeDirectoryResponse, err
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSessionNetworkResponse parses an HTTP response from a GetSessionNetworkWithResponse call
+func ParseGetSessionNetworkResponse(rsp *http.Response) (*GetSessionNetworkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSessionNetworkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NetworkLog
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetSessionNetworkResponse parses an HTTP response from a SetSessionNetworkWithResponse call
+func ParseSetSessionNetworkResponse(rsp *http.Response) (*SetSessionNetworkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetSessionNetworkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SessionInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal

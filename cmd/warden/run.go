@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,6 +56,7 @@ program.`,
 	f.Int64Var(&l.OpenFiles, "open-files", l.OpenFiles, "open file descriptors per process (0: inherited)")
 	f.StringVar(&o.net, "net", string(spec.NetNone), "network: none (only lo) or proxy (egress allowlist)")
 	f.StringArrayVar(&o.spec.Network.Allow, "allow", nil, "with --net proxy: allowed HOST[:PORT], repeatable, *.example.com wildcards")
+	f.StringArrayVar(&o.spec.Network.Deny, "deny", nil, "with --net proxy: refused HOST[:PORT], repeatable; wins over --allow")
 	f.StringVar(&o.spec.Workspace, "workspace", "", "host directory mounted read-write at /workspace (default: a private tmpfs)")
 	f.StringArrayVar(&o.spec.Env, "env", nil, "KEY=VALUE added to the sandbox's clean environment, repeatable")
 	f.StringVar(&o.backend, "backend", "native", "isolation backend: native, gvisor or docker")
@@ -108,12 +108,6 @@ func (o *runOptions) check() error {
 			return fmt.Errorf("backend %q is not available in this build yet: use --backend native", o.backend)
 		}
 		return fmt.Errorf("backend %q is unknown: use native, gvisor or docker", o.backend)
-	}
-	if o.spec.Network.Mode == spec.NetProxy {
-		if err := o.spec.Network.Validate(); err != nil {
-			return err
-		}
-		return errors.New("--net proxy is not available in this build yet: the egress proxy is not built; use --net none")
 	}
 	return o.spec.Validate()
 }

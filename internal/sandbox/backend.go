@@ -47,6 +47,10 @@ type Box interface {
 	// Usage is the CPU time the box's processes used and how many the OOM
 	// killer ended, so far; an interpreter's run reports the difference.
 	Usage() (cpu time.Duration, ooms uint64)
+	// SetNetwork replaces the egress rules of a box made with the proxy.
+	SetNetwork(allow, deny []string) error
+	// NetworkEvents are the egress proxy's decisions for the box so far.
+	NetworkEvents() []spec.NetworkEvent
 	// Done is closed when the box has ended, by Close or by dying.
 	Done() <-chan struct{}
 	// Close kills everything in the box and removes every trace of it.

@@ -163,9 +163,6 @@ func (m *Manager) newSessionSpec(o SessionOptions) (spec.Spec, error) {
 	if o.IdleTimeout < 0 || o.IdleTimeout > m.cfg.MaxTTL {
 		return s, fmt.Errorf("%w: idle timeout %v is out of range: use up to %v", spec.ErrInvalid, o.IdleTimeout, m.cfg.MaxTTL)
 	}
-	if s.Network.Mode == spec.NetProxy {
-		return s, fmt.Errorf("%w: network mode proxy is not available yet: the egress proxy is not built; use none", ErrUnsupported)
-	}
 	return s, s.ValidateSandbox()
 }
 
@@ -276,6 +273,31 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, l
 		return spec.Result{}, err
 	}
 	return s.exec(ctx, req, live)
+}
+
+// SetNetwork replaces the allow and deny rules of owner's session, which
+// must have been made with the egress proxy.
+func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, error) {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := s.box.SetNetwork(allow, deny); err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	s.spec.Network.Allow, s.spec.Network.Deny = allow, deny
+	s.mu.Unlock()
+	return s.info(), nil
+}
+
+// NetworkEvents are the egress proxy's decisions for owner's session.
+func (m *Manager) NetworkEvents(owner, id string) ([]spec.NetworkEvent, error) {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.box.NetworkEvents(), nil
 }
 
 // Files opens owner's session's /workspace for host-side access.

@@ -68,6 +68,10 @@ func (x *fakeBox) Workspace() *os.File            { return nil }
 func (x *fakeBox) FileOwner() (int, int)          { return 0, 0 }
 func (x *fakeBox) Usage() (time.Duration, uint64) { return 0, 0 }
 func (x *fakeBox) Done() <-chan struct{}          { return x.done }
+func (x *fakeBox) SetNetwork(allow, deny []string) error {
+	return nil
+}
+func (x *fakeBox) NetworkEvents() []spec.NetworkEvent { return nil }
 func (x *fakeBox) Close() error {
 	x.once.Do(func() {
 		x.b.mu.Lock()

@@ -108,7 +108,11 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 		return spec.Result{}, err
 	}
 	defer s.finish()
+	seen := len(s.box.NetworkEvents())
 	r, err := s.run(ctx, req, live)
+	if events := s.box.NetworkEvents(); len(events) > seen {
+		r.Network = events[seen:]
+	}
 	if s.ended() {
 		return spec.Result{}, fmt.Errorf("%w: session %s ended during the exec (deleted, expired or its sandbox died)", ErrClosed, s.id)
 	}

@@ -210,3 +210,19 @@ func (f *fakeSessions) closeDirs() error {
 	}
 	return errors.Join(errs...)
 }
+
+func (f *fakeSessions) SetNetwork(owner, id string, allow, deny []string) (sandbox.Info, error) {
+	info, err := f.Get(owner, id)
+	if err != nil {
+		return info, err
+	}
+	info.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: allow, Deny: deny}
+	return info, nil
+}
+
+func (f *fakeSessions) NetworkEvents(owner, id string) ([]spec.NetworkEvent, error) {
+	if _, err := f.Get(owner, id); err != nil {
+		return nil, err
+	}
+	return []spec.NetworkEvent{{Method: "CONNECT", Host: "pypi.org", Port: 443, Allowed: true, Reason: "allowed by pypi.org"}}, nil
+}

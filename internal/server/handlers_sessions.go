@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // decode reads the JSON body into v strictly: unknown fields and data
@@ -85,4 +87,38 @@ func (a api) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// GetSessionNetwork answers a session's network policy and the egress
+// proxy's decisions for it so far.
+func (a api) GetSessionNetwork(w http.ResponseWriter, r *http.Request, id string) {
+	info, err := a.s.sessions.Get(owner(r), id)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	events, err := a.s.sessions.NetworkEvents(owner(r), id)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	if events == nil {
+		events = []spec.NetworkEvent{}
+	}
+	writeJSON(w, http.StatusOK, networkLogJSON{Network: toNetworkJSON(info.Network), Events: events})
+}
+
+// SetSessionNetwork replaces a live session's allow and deny rules.
+func (a api) SetSessionNetwork(w http.ResponseWriter, r *http.Request, id string) {
+	var body networkRulesJSON
+	if err := a.s.decode(w, r, &body); err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	info, err := a.s.sessions.SetNetwork(owner(r), id, body.Allow, body.Deny)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionJSON(info))
 }

@@ -45,6 +45,11 @@ type Sessions interface {
 	Files(owner, id string) (*workspace.Dir, error)
 	// Run is a one-shot run in a fresh sandbox, destroyed after.
 	Run(ctx context.Context, owner string, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+	// SetNetwork replaces the allow and deny rules of a session made with
+	// the egress proxy.
+	SetNetwork(owner, id string, allow, deny []string) (sandbox.Info, error)
+	// NetworkEvents are the egress proxy's decisions for a session.
+	NetworkEvents(owner, id string) ([]spec.NetworkEvent, error)
 	// Counts is how many sessions are in each state, for metrics.
 	Counts() map[sandbox.State]int
 }

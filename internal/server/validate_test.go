@@ -39,7 +39,7 @@ func TestValidation(t *testing.T) {
 		{"no body", "POST", "/v1/sessions", ``, 400,
 			"request body: is required"},
 		{"allow without proxy", "POST", "/v1/sessions", `{"network":{"allow":["pypi.org"]}}`, 400,
-			"--allow needs --net proxy; with --net none nothing is reachable"},
+			"--allow and --deny need --net proxy; with --net none nothing is reachable"},
 		{"cpu time not whole", "POST", "/v1/sessions", `{"limits":{"cpu_time_seconds":1.5}}`, 400,
 			"cpu time 1.5s must be whole seconds (the kernel counts seconds)"},
 		{"bad env name", "POST", "/v1/sessions", `{"env":{"1X":"y"}}`, 400,

@@ -31,6 +31,19 @@ type limitsJSON struct {
 type networkJSON struct {
 	Mode  string   `json:"mode,omitempty"`
 	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// networkRulesJSON is a live session's new rules.
+type networkRulesJSON struct {
+	Allow []string `json:"allow"`
+	Deny  []string `json:"deny"`
+}
+
+// networkLogJSON is a session's policy and its egress decisions.
+type networkLogJSON struct {
+	Network networkJSON         `json:"network"`
+	Events  []spec.NetworkEvent `json:"events"`
 }
 
 type sessionCreateJSON struct {
@@ -129,7 +142,7 @@ func (n *networkJSON) policy() (spec.NetworkPolicy, error) {
 		if n.Mode != "" {
 			p.Mode = spec.NetMode(n.Mode)
 		}
-		p.Allow = n.Allow
+		p.Allow, p.Deny = n.Allow, n.Deny
 	}
 	return p, p.Validate()
 }
@@ -274,11 +287,15 @@ func toLimitsJSON(l spec.Limits) limitsJSON {
 	return j
 }
 
-func toSessionJSON(i sandbox.Info) sessionJSON {
-	mode := string(i.Network.Mode)
+func toNetworkJSON(n spec.NetworkPolicy) networkJSON {
+	mode := string(n.Mode)
 	if mode == "" {
 		mode = string(spec.NetNone)
 	}
+	return networkJSON{Mode: mode, Allow: n.Allow, Deny: n.Deny}
+}
+
+func toSessionJSON(i sandbox.Info) sessionJSON {
 	return sessionJSON{
 		ID:                 i.ID,
 		State:              string(i.State),
@@ -287,7 +304,7 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		ExpiresAt:          i.ExpiresAt.UTC(),
 		IdleTimeoutSeconds: i.IdleTimeout.Seconds(),
 		Limits:             toLimitsJSON(i.Limits),
-		Network:            networkJSON{Mode: mode, Allow: i.Network.Allow},
+		Network:            toNetworkJSON(i.Network),
 		Execs:              i.Execs,
 	}
 }

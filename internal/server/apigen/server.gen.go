@@ -371,15 +371,59 @@ type Limits struct {
 type Network struct {
 	// Allow Hosts reachable under `proxy`, as `HOST` or `HOST:PORT`
 	// (`pypi.org`, `api.example.com:8443`); `*.example.com` matches
-	// every subdomain.
+	// every subdomain; a port defaults to 80 and 443. An IP literal is
+	// reachable only when a rule names it. Loopback, private,
+	// link-local (cloud metadata), CGNAT, unique-local, multicast and
+	// broadcast addresses are never reachable, whatever the rules.
 	Allow []string `json:"allow,omitempty,omitzero"`
+
+	// Deny Rules in the same form as `allow`; a matching deny rule wins over every allow rule.
+	Deny []string `json:"deny,omitempty,omitzero"`
 
 	// Mode `none`: no network. `proxy`: HTTP(S) to allowed hosts through Warden's egress proxy.
 	Mode NetworkMode `json:"mode,omitempty,omitzero"`
 }
 
+// NetworkEvent One decision of the egress proxy.
+type NetworkEvent struct {
+	// Address The IP address dialled or refused; empty when refused before resolving.
+	Address   string `json:"address,omitempty,omitzero"`
+	Allowed   bool   `json:"allowed"`
+	BytesDown int64  `json:"bytes_down"`
+	BytesUp   int64  `json:"bytes_up"`
+	Host      string `json:"host"`
+
+	// Method `CONNECT`, or the method of a plain-HTTP request.
+	Method string `json:"method"`
+	Port   int    `json:"port"`
+
+	// Reason The rule that allowed it, or why it was denied (no rule, a deny rule, the address class, a limit).
+	Reason string `json:"reason"`
+
+	// Time When the request arrived (RFC 3339).
+	Time string `json:"time"`
+}
+
+// NetworkLog defines model for NetworkLog.
+type NetworkLog struct {
+	// Events Every egress decision so far, oldest first (at most 10000 are kept).
+	Events []NetworkEvent `json:"events"`
+
+	// Network Network policy. `none` (the default) leaves the sandbox only a
+	// loopback interface. `proxy` routes HTTP(S) through Warden's egress
+	// proxy (`HTTP_PROXY`/`HTTPS_PROXY` are set), which only lets through
+	// the hosts in `allow`.
+	Network Network `json:"network"`
+}
+
 // NetworkMode `none`: no network. `proxy`: HTTP(S) to allowed hosts through Warden's egress proxy.
 type NetworkMode string
+
+// NetworkRules A session's new allow and deny rules (see Network).
+type NetworkRules struct {
+	Allow []string `json:"allow,omitempty,omitzero"`
+	Deny  []string `json:"deny,omitempty,omitzero"`
+}
 
 // Output One rich result. Binary types (`image/png`, `image/jpeg`) are base64; text types (SVG, HTML, JSON, plain text) are the text itself.
 type Output struct {
@@ -418,6 +462,9 @@ type Result struct {
 	// crash, memory limit): its variables are gone and the next exec
 	// starts a fresh one. Files stay.
 	InterpreterRestarted bool `json:"interpreter_restarted,omitempty,omitzero"`
+
+	// Network The egress proxy's decisions during this exec or run (network `proxy` only).
+	Network []NetworkEvent `json:"network,omitempty,omitzero"`
 
 	// OOMKilled The kernel killed a process at the memory limit.
 	OOMKilled bool `json:"oom_killed"`
@@ -661,6 +708,9 @@ type ExecInSessionJSONRequestBody = ExecRequest
 // StreamExecInSessionJSONRequestBody defines body for StreamExecInSession for application/json ContentType.
 type StreamExecInSessionJSONRequestBody = ExecRequest
 
+// SetSessionNetworkJSONRequestBody defines body for SetSessionNetwork for application/json ContentType.
+type SetSessionNetworkJSONRequestBody = NetworkRules
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// Healthz Liveness check
@@ -708,6 +758,12 @@ type ServerInterface interface {
 	// MakeDirectory Create a directory
 	// (POST /v1/sessions/{id}/files/mkdir)
 	MakeDirectory(w http.ResponseWriter, r *http.Request, id SessionID, params MakeDirectoryParams)
+	// GetSessionNetwork The session's network policy and egress log
+	// (GET /v1/sessions/{id}/network)
+	GetSessionNetwork(w http.ResponseWriter, r *http.Request, id SessionID)
+	// SetSessionNetwork Change the session's allow and deny rules
+	// (PUT /v1/sessions/{id}/network)
+	SetSessionNetwork(w http.ResponseWriter, r *http.Request, id SessionID)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -1143,6 +1199,58 @@ func (siw *ServerInterfaceWrapper) MakeDirectory(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// GetSessionNetwork operation middleware
+func (siw *ServerInterfaceWrapper) GetSessionNetwork(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSessionNetwork(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetSessionNetwork operation middleware
+func (siw *ServerInterfaceWrapper) SetSessionNetwork(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetSessionNetwork(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1270,6 +1378,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions", wrapper.CreateSession)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/sessions/{id}", wrapper.DeleteSession)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sessions/{id}", wrapper.GetSession)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.GetSessionNetwork)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.SetSessionNetwork)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/exec", wrapper.ExecInSession)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/exec/stream", wrapper.StreamExecInSession)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/sessions/{id}/files", wrapper.DeleteFile)
