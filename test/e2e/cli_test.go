@@ -29,7 +29,7 @@ func TestCLIRejectsBadInput(t *testing.T) {
 		{"missing command", []string{"run"}, false, 125, []string{"no command"}},
 		{"missing command after --", []string{"run", "--timeout", "5s", "--"}, false, 125, []string{"no command"}},
 		{"nonexistent workspace", []string{"run", "--workspace", "/nonexistent-warden-e2e", "--", "true"}, false, 125, []string{"/nonexistent-warden-e2e", "does not exist"}},
-		{"net proxy not built", []string{"run", "--net", "proxy", "--", "true"}, false, 125, []string{"--net proxy"}},
+		{"deny without proxy", []string{"run", "--deny", "example.com", "--", "true"}, false, 125, []string{"--deny need --net proxy"}},
 		{"unknown net mode", []string{"run", "--net", "host", "--", "true"}, false, 125, []string{`"host"`}},
 		{"backend gvisor not built", []string{"run", "--backend", "gvisor", "--", "true"}, false, 125, []string{`"gvisor"`}},
 		{"unknown backend", []string{"run", "--backend", "bogus", "--", "true"}, false, 125, []string{`"bogus"`, "unknown"}},

@@ -27,6 +27,10 @@ import (
 var wardenBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(inetEnv) == "1" {
+		serveInternet()
+		return
+	}
 	dir, err := os.MkdirTemp("", "warden-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -37,6 +38,9 @@ func startServer(t *testing.T, flags ...string) *apiServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, wardenBin, append([]string{"serve", "--listen", "127.0.0.1:0"}, flags...)...)
 	cmd.Env = []string{"WARDEN_API_KEYS=" + keyA + "," + keyB, "PATH=/usr/local/bin:/usr/bin:/bin"}
+	if hosts, ok := os.LookupEnv("WARDEN_EGRESS_HOSTS"); ok {
+		cmd.Env = append(cmd.Env, "WARDEN_EGRESS_HOSTS="+hosts)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
