@@ -98,6 +98,7 @@ func TestEgressDenied(t *testing.T) {
 		{"metadata", "http://169.254.169.254/latest/meta-data/", "link-local"},
 		{"metadata decimal", "http://2852039166/", "link-local"},
 		{"private", "http://10.0.0.1/", "private"},
+		{"the proxy itself", "http://127.0.0.1:3128/", "loopback"},
 	}
 	rules := []string{"--allow", "allowed.test", "--allow", "rebind.test:" + lp, "--allow", "local.test:" + lp,
 		"--allow", "example.com:" + hp, "--deny", "example.com"}
