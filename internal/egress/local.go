@@ -14,13 +14,41 @@ import (
 // asks the kernel.
 const ClassHost Class = "host"
 
-// hostClass is Classify, with the host's own addresses as ClassHost.
+// hostClass is Classify, with the host's own addresses as ClassHost,
+// also when carried inside an IPv6 form that embeds IPv4 (a NAT64 or
+// 6to4 translator on the way would deliver it to the host).
 func hostClass(a netip.Addr) Class {
 	c := Classify(a)
-	if c == ClassPublic && localAddrs.has(a) {
-		return ClassHost
+	if c != ClassPublic {
+		return c
+	}
+	for _, e := range embedded(a) {
+		if localAddrs.has(e) {
+			return ClassHost
+		}
 	}
 	return c
+}
+
+// embedded is a and every IPv4 address an IPv6 form of it carries, the
+// forms Classify judges by their IPv4 address.
+func embedded(a netip.Addr) []netip.Addr {
+	a = a.Unmap().WithZone("")
+	out := []netip.Addr{a}
+	if !a.Is6() {
+		return out
+	}
+	b := a.As16()
+	switch {
+	case a == addrV6Unspecified || a == addrV6Loopback:
+	case addrCompat.Contains(a), addrNAT64.Contains(a), addrNAT64Local.Contains(a):
+		out = append(out, addrV4(b[12:16]))
+	case addrTeredo.Contains(a):
+		out = append(out, addrV4([]byte{^b[12], ^b[13], ^b[14], ^b[15]}), addrV4(b[4:8]))
+	case addr6to4.Contains(a):
+		out = append(out, addrV4(b[2:6]))
+	}
+	return out
 }
 
 // localAddrsTTL is how long the host's address list is reused: addresses

@@ -70,10 +70,12 @@ func (pol *Policy) checkAddr(ap netip.AddrPort) (string, bool) {
 	if c := classify(ap.Addr()); !c.Allowed() {
 		return string(c), false
 	}
-	host := ap.Addr().Unmap().String()
-	for _, r := range pol.Deny {
-		if r.Host == host && (r.Port == 0 || r.Port == int(ap.Port())) {
-			return "--deny rule " + r.String(), false
+	for _, e := range embedded(ap.Addr()) {
+		host := e.String()
+		for _, r := range pol.Deny {
+			if r.Host == host && (r.Port == 0 || r.Port == int(ap.Port())) {
+				return "--deny rule " + r.String(), false
+			}
 		}
 	}
 	return "", true

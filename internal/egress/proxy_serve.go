@@ -22,7 +22,7 @@ const (
 	maxHeaderBytes = 64 << 10
 	// headerTimeout bounds the wait for a complete request header, so an
 	// idle connection cannot hold a slot for long.
-	headerTimeout = 10 * time.Second
+	headerTimeout = 5 * time.Second
 	// lingerTimeout and lingerBytes bound the draining of what a refused
 	// client still sends: closing a unix socket with unread data makes
 	// the peer's read fail with ECONNRESET, which would hide the answer.
@@ -64,6 +64,13 @@ func (a *Attachment) serve(uc *net.UnixConn) {
 	defer a.untrack(c)
 	open := a.conns.Add(1)
 	defer a.conns.Add(-1)
+	// Connections still sending their header count too: past twice the
+	// cap (room for the 429s) or the process-wide cap, close at once,
+	// before anything is read or buffered.
+	if open > 2*int64(a.policy.Load().MaxConns) || !acquireConn() {
+		return
+	}
+	defer releaseConn()
 
 	x := &exchange{a: a, c: c, first: first, ev: spec.NetworkEvent{Time: time.Now().UTC().Format(time.RFC3339Nano)}}
 	req, status, reason := x.readRequest()
@@ -73,13 +80,13 @@ func (a *Attachment) serve(uc *net.UnixConn) {
 		}
 		return
 	}
-	x.ev.Method = req.Method
+	x.ev.Method = clip(req.Method)
 	host, port, err := target(req)
 	if err != nil {
 		x.refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	x.ev.Host, x.ev.Port = host, port
+	x.ev.Host, x.ev.Port = clip(host), port
 	pol := a.policy.Load()
 	v := pol.check(host, port)
 	if v.literal.IsValid() {
@@ -218,3 +225,33 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// maxEventField bounds the text an audit event keeps of what the sandbox
+// sent: the log is the sandbox's to fill, and must not grow the Warden
+// process by more than a few MiB.
+const maxEventField = 256
+
+func clip(s string) string {
+	if len(s) <= maxEventField {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxEventField], "") + "..."
+}
+
+// maxOpenConns bounds the client connections of every sandbox together,
+// far below the descriptors a Warden process has: one sandbox opening
+// connections by the thousand must not starve the others, or the API.
+const maxOpenConns = 4096
+
+var openConns = make(chan struct{}, maxOpenConns)
+
+func acquireConn() bool {
+	select {
+	case openConns <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func releaseConn() { <-openConns }

@@ -41,17 +41,37 @@ func startBridge(cfg *Config) error {
 // bridgeDialTimeout bounds reaching the proxy, which lives on this host.
 const bridgeDialTimeout = 10 * time.Second
 
+// maxHandOffs bounds hand-offs in progress: each holds three descriptors
+// for a moment, counted against the sandbox's own open-files limit, which
+// the init shares. A connection past it is closed at once.
+const maxHandOffs = 64
+
+// serveBridge accepts until the listener closes; an error such as running
+// out of descriptors only pauses it, so a burst of connections cannot
+// take the sandbox's way out down for good.
 func serveBridge(ln net.Listener) {
+	slots := make(chan struct{}, maxHandOffs)
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		go handOff(c)
+		if err != nil {
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		select {
+		case slots <- struct{}{}:
+			go func() {
+				defer func() { <-slots }()
+				handOff(c)
+			}()
+		default:
+			c.Close()
+		}
 	}
 }
 
