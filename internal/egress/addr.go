@@ -52,6 +52,11 @@ const (
 	//     assignments, Teredo excepted), 2001:db8::/32 and 3fff::/20
 	//     (documentation).
 	ClassReserved Class = "reserved"
+	// ClassMetadata is a cloud platform's metadata or agent endpoint at a
+	// public-looking address: Azure's WireServer, 168.63.129.16, which
+	// hands out the VM's configuration (the usual metadata address,
+	// 169.254.169.254, is link-local already).
+	ClassMetadata Class = "cloud-metadata"
 )
 
 // Allowed says whether the proxy may connect to an address of class c: only
@@ -126,6 +131,7 @@ var addrV4Ranges = []addrRange{
 	{netip.MustParsePrefix("10.0.0.0/8"), ClassPrivate},
 	{netip.MustParsePrefix("100.64.0.0/10"), ClassCGNAT},
 	{netip.MustParsePrefix("127.0.0.0/8"), ClassLoopback},
+	{netip.MustParsePrefix("168.63.129.16/32"), ClassMetadata},
 	{netip.MustParsePrefix("169.254.0.0/16"), ClassLinkLocal},
 	{netip.MustParsePrefix("172.16.0.0/12"), ClassPrivate},
 	{netip.MustParsePrefix("192.0.0.0/24"), ClassReserved},

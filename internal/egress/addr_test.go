@@ -35,7 +35,10 @@ var addrCases = []addrCase{
 	{"169.253.255.255", ClassPublic},
 	{"169.254.0.0", ClassLinkLocal},
 	{"169.254.169.254", ClassLinkLocal}, // AWS, GCP, Azure metadata
-	{"169.254.170.2", ClassLinkLocal},   // ECS task metadata
+	{"168.63.129.16", ClassMetadata},    // Azure WireServer
+	{"168.63.129.15", ClassPublic},
+	{"168.63.129.17", ClassPublic},
+	{"169.254.170.2", ClassLinkLocal}, // ECS task metadata
 	{"169.254.255.255", ClassLinkLocal},
 	{"169.255.0.0", ClassPublic},
 	{"172.15.255.255", ClassPublic},

@@ -100,6 +100,8 @@ func addrRefClass4(b [4]byte) Class {
 		return ClassPrivate
 	case x == 169 && y == 254:
 		return ClassLinkLocal
+	case b == [4]byte{168, 63, 129, 16}:
+		return ClassMetadata
 	case x == 100 && y>>6 == 1:
 		return ClassCGNAT
 	case x>>4 == 14:
