@@ -88,7 +88,12 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 
 // owner is the tenant the authenticated request acts for ("" when the
 // server runs without keys).
-func owner(r *http.Request) string {
-	o, _ := r.Context().Value(ownerKey{}).(string)
+func owner(r *http.Request) string { return OwnerFrom(r.Context()) }
+
+// OwnerFrom is the tenant the authenticated request acts for, for a
+// handler mounted with Config.Mount, which sees only the request: the
+// tenant of its API key, or "" when the server runs without keys.
+func OwnerFrom(ctx context.Context) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
 	return o
 }

@@ -16,14 +16,18 @@ type api struct {
 var _ apigen.ServerInterface = api{}
 
 // routes registers the spec's operations, through the generated wrapper
-// that binds path and query parameters, plus a JSON 404 for everything
-// else (the mux's own 404 and 405 are plain text).
+// that binds path and query parameters, then Config.Mount's handlers,
+// plus a JSON 404 for everything else (the mux's own 404 and 405 are
+// plain text).
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	apigen.HandlerWithOptions(api{s}, apigen.StdHTTPServerOptions{
 		BaseRouter:       mux,
 		ErrorHandlerFunc: s.paramError,
 	})
+	for pattern, h := range s.cfg.Mount {
+		mux.Handle(pattern, h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, notFound("no route for %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})

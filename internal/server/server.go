@@ -102,6 +102,11 @@ type Config struct {
 	// Logger receives one line per request and every recovered panic
 	// (default: slog.Default()). Keys and bodies are never logged.
 	Logger *slog.Logger
+	// Mount serves extra handlers at their ServeMux patterns (such as
+	// "/mcp") behind the same logging, recovery and authentication, but
+	// outside the spec: they are not validated against it and bound
+	// their own bodies. OwnerFrom gives them the request's tenant.
+	Mount map[string]http.Handler
 	// Registry receives the server's metrics and is what /metrics serves
 	// (default: a new registry of its own). A caller may register its own
 	// series there to serve them alongside; one registry serves one server,

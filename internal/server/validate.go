@@ -14,8 +14,8 @@ import (
 )
 
 // withValidation bounds and validates each request that matches an
-// operation of the spec (see loadOperations); unmatched paths go on to
-// the mux's 404. It runs after authentication, so only a tenant ever sees
+// operation of the spec (see loadOperations); other paths go on to the
+// mux's 404 or to a handler of Config.Mount, which bounds its own input. It runs after authentication, so only a tenant ever sees
 // a validation message.
 func (s *Server) withValidation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
