@@ -15,8 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	wardenmcp "github.com/warden-sandbox/warden/internal/mcp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // serveOptions are warden serve's flags.
@@ -36,7 +38,8 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API: sessions, execs, files, one-shot runs",
-		Long: `Serve Warden's HTTP API (spec at /openapi.yaml). API keys come from
+		Long: `Serve Warden's HTTP API (spec at /openapi.yaml), and its MCP tools over
+Streamable HTTP at /mcp. API keys come from
 --api-key-file (one per line) or WARDEN_API_KEYS (comma-separated); each key
 sees only the sessions it created. Without keys the server accepts anyone, so
 it refuses to listen anywhere but loopback.`,
@@ -78,7 +81,14 @@ func serve(ctx context.Context, o serveOptions) error {
 		},
 	})
 	defer mgr.Close()
-	srv, err = server.New(mgr, server.Config{Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log})
+	// MCP clients get the API's own defaults and, as the API lets a key
+	// ask for an egress allowlist, so may they; a key's tenant owns them.
+	mcpHandler := wardenmcp.HTTPHandler(mgr, wardenmcp.Options{
+		Limits: spec.DefaultLimits, AllowNetwork: true, Version: version, Logger: log,
+	}, server.OwnerFrom)
+	srv, err = server.New(mgr, server.Config{
+		Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
+	})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	wardenmcp "github.com/warden-sandbox/warden/internal/mcp"
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// mcpOwner owns every session of a `warden mcp` process: its one client.
+const mcpOwner = "mcp"
+
+// mcpOptions are warden mcp's flags.
+type mcpOptions struct {
+	limits       spec.Limits
+	maxTimeout   time.Duration
+	maxSessions  int
+	ttl, idle    time.Duration
+	allowNetwork bool
+	verbose      bool
+}
+
+func newMCPCmd() *cobra.Command {
+	o := &mcpOptions{limits: spec.DefaultLimits, maxTimeout: wardenmcp.DefaultMaxTimeout}
+	o.limits.Timeout = 30 * time.Second
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve sandboxes to an AI agent over the Model Context Protocol (stdio)",
+		Long: `Serve Warden's tools (run_code, run_command, create_session, close_session,
+write_file, read_file, list_files) to one MCP client over stdin and stdout.
+Sandboxes run in this process; the client starts it as a command, e.g.
+  claude mcp add warden -- warden mcp
+Sessions the client creates are deleted when it disconnects. Logs go to
+stderr. Sandboxes have no network unless --allow-network lets a session ask
+for an allowlist. The same tools are served over HTTP at /mcp by warden serve.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
+	}
+	f := cmd.Flags()
+	l := &o.limits
+	f.Var(durationFlag{&l.Timeout}, "timeout", "default time limit of each tool call")
+	f.Var(durationFlag{&o.maxTimeout}, "max-timeout", "longest timeout_seconds a call may ask for")
+	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit of each sandbox, tmpfs included (0: none)")
+	f.Var(cpusFlag{&l.CPUs}, "cpus", "CPU bandwidth of each sandbox in cores (0: none)")
+	f.Int64Var(&l.Pids, "pids", l.Pids, "processes and threads of each sandbox (0: none)")
+	f.Var(sizeFlag{&l.DiskBytes}, "disk", "writable disk of each sandbox: /workspace, /tmp and home")
+	f.IntVar(&o.maxSessions, "max-sessions", 8, "sessions and one-off runs alive at once")
+	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
+	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
+	f.BoolVar(&o.allowNetwork, "allow-network", false, "let create_session give a sandbox egress to an allowlist of hosts")
+	f.BoolVar(&o.verbose, "verbose", false, "log MCP sessions connecting and ending, not just warnings, to stderr")
+	return cmd
+}
+
+// run serves one client on stdio until it disconnects or a signal comes.
+func (o *mcpOptions) run(ctx context.Context) error {
+	if err := o.limits.Validate(); err != nil {
+		return err
+	}
+	if o.limits.Timeout <= 0 {
+		return errors.New("--timeout must be positive: a call without a time limit could hold its sandbox forever")
+	}
+	if o.maxTimeout < time.Second {
+		return fmt.Errorf("--max-timeout %s is too short: calls ask for whole seconds, so use at least 1s", o.maxTimeout)
+	}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle})
+	defer mgr.Close()
+	err := wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{
+		Owner: mcpOwner, Limits: o.limits, MaxTimeout: o.maxTimeout, AllowNetwork: o.allowNetwork, Version: version, Logger: log,
+	})
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return nil // a signal is the ordinary way to stop
+	}
+	return err
+}

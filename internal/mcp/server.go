@@ -1,0 +1,110 @@
+// Package mcp serves Warden's sandboxes as tools over the Model Context
+// Protocol, so any MCP client (Claude Desktop and Code, Cursor, agent
+// frameworks) can run untrusted code with one line of configuration. The
+// same tools are served over stdio by `warden mcp`, with sandboxes run in
+// that process, and over Streamable HTTP at /mcp on `warden serve`, behind
+// its API keys.
+package mcp
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// Sessions is what the tools need of sandbox.Manager, kept small so tests
+// can fake it. Every method takes the owner, and another owner's session
+// answers sandbox.ErrNotFound.
+type Sessions interface {
+	// Create builds a session for owner.
+	Create(ctx context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error)
+	// Get describes one of owner's sessions.
+	Get(owner, id string) (sandbox.Info, error)
+	// Delete ends one of owner's sessions and frees its sandbox.
+	Delete(ctx context.Context, owner, id string) error
+	// Exec runs one command or snippet in a session; cancelling ctx kills it.
+	Exec(ctx context.Context, owner, id string, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+	// Files gives access to a session's /workspace.
+	Files(owner, id string) (*workspace.Dir, error)
+	// Run runs a command once in a fresh sandbox, destroyed after.
+	Run(ctx context.Context, owner string, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+}
+
+// The real Manager must keep satisfying what the tools need.
+var _ Sessions = (*sandbox.Manager)(nil)
+
+// DefaultMaxTimeout is the default cap on a call's timeout_seconds: long
+// enough for a model fitting or a package build, short enough that a
+// forgotten loop cannot hold a session for long.
+const DefaultMaxTimeout = 10 * time.Minute
+
+// Options say whom sandboxes belong to and what they may use. Zero fields
+// take safe defaults: spec.DefaultLimits, no network.
+type Options struct {
+	// Owner owns the sessions of a client the transport does not
+	// authenticate: the one fixed owner of a stdio server, or the single
+	// tenant of an HTTP server without keys. An authenticated HTTP
+	// request's own tenant always wins.
+	Owner string
+	// Limits bound every sandbox the tools build; Limits.Timeout is a
+	// call's timeout when it asks for none.
+	Limits spec.Limits
+	// MaxTimeout caps what a call may ask for as timeout_seconds
+	// (DefaultMaxTimeout).
+	MaxTimeout time.Duration
+	// AllowNetwork lets create_session ask for the egress proxy with an
+	// allowlist. Without it every sandbox has no network at all.
+	AllowNetwork bool
+	// Version is the server version reported to clients.
+	Version string
+	// Logger receives the SDK's and the tools' logs (default: none). A
+	// stdio server must not log to stdout, which carries the protocol.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Limits == (spec.Limits{}) {
+		o.Limits = spec.DefaultLimits
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = DefaultMaxTimeout
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// instructions tell the model what the server is for and how the tools
+// fit together; clients show them to the model once per connection.
+const instructions = `Warden runs code in isolated Linux sandboxes (no network unless a session asks for an allowlist, bounded memory, CPU, processes, disk and time).
+For a quick, stateless computation call run_code or run_command without a session_id.
+For multi-step work (variables, files, installed packages that must persist) call create_session once, pass its session_id to every later call, and close_session when done.
+Files live in /workspace inside the sandbox; use write_file, read_file and list_files to move them. Charts drawn with matplotlib come back as images.`
+
+// New builds the MCP server with Warden's tools over m. Sessions its
+// clients create are left to the Manager's TTL and idle timeout; Run also
+// deletes them when the client disconnects.
+func New(m Sessions, opts Options) *sdk.Server {
+	return newServer(m, opts, nil)
+}
+
+func newServer(m Sessions, opts Options, created *tracker) *sdk.Server {
+	opts = opts.withDefaults()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "warden", Title: "Warden sandbox", Version: opts.Version},
+		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &sdk.ServerCapabilities{}})
+	t := &tools{m: m, opts: opts, created: created}
+	t.register(srv)
+	srv.AddReceivingMiddleware(argumentErrors)
+	return srv
+}
