@@ -73,6 +73,9 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	if o.maxTimeout < time.Second {
 		return fmt.Errorf("--max-timeout %s is too short: calls ask for whole seconds, so use at least 1s", o.maxTimeout)
 	}
+	if o.limits.Timeout > o.maxTimeout {
+		return fmt.Errorf("--timeout %s is longer than --max-timeout %s: raise --max-timeout or lower --timeout", o.limits.Timeout, o.maxTimeout)
+	}
 	level := slog.LevelWarn
 	if o.verbose {
 		level = slog.LevelDebug

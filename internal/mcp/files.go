@@ -19,12 +19,15 @@ import (
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
-// maxReadBytes bounds what read_file returns and maxWriteBytes what
-// write_file accepts: a megabyte of text is already more than a model's
-// context holds, and bigger data belongs in code that reads it in place.
+// maxReadBytes bounds the text or bytes read_file returns (a model reads
+// far less; more belongs in code that reads it in place), maxImageBytes
+// an image it returns whole (charts at a high dpi pass a megabyte), and
+// maxWriteBytes what write_file accepts: as base64 in a JSON-RPC message it
+// must fit the transports' bounds (4 MiB per HTTP request in the SDK).
 const (
 	maxReadBytes  = 1 << 20
-	maxWriteBytes = 16 << 20
+	maxImageBytes = 4 << 20
+	maxWriteBytes = 2 << 20
 )
 
 type writeFileIn struct {
@@ -117,12 +120,15 @@ func (t *tools) readFile(_ context.Context, req *sdk.CallToolRequest, in readFil
 		return nil, readOut{}, fmt.Errorf("read_file: %w", err)
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, maxReadBytes))
+	data, err := io.ReadAll(io.LimitReader(rc, maxImageBytes))
 	if err != nil {
 		return nil, readOut{}, fmt.Errorf("read_file %s: %w", in.Path, err)
 	}
-	out := readOut{Path: sandboxPath(ent.Path), Size: ent.Size, Truncated: ent.Size > int64(len(data))}
 	mime := http.DetectContentType(data)
+	if !images[mime] && len(data) > maxReadBytes {
+		data = data[:maxReadBytes]
+	}
+	out := readOut{Path: sandboxPath(ent.Path), Size: ent.Size, Truncated: ent.Size > int64(len(data))}
 	switch {
 	case images[mime] && !out.Truncated:
 		out.Encoding = "image"

@@ -55,6 +55,14 @@ type outcome struct {
 // images are the output types MCP clients can show as images.
 var images = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
+// maxImages and maxImagesBytes bound the images one result carries: a
+// cell drawing sixty large figures must not make a message no client can
+// read (the stdio transport's frames stop at 16 MiB).
+const (
+	maxImages      = 8
+	maxImagesBytes = 8 << 20
+)
+
 // render turns a Result into content for the model: one text block that
 // says what happened first, then what was printed, then every image. A
 // call that failed in any way (status, signal, exception, timeout, memory)
@@ -73,12 +81,17 @@ func render(res spec.Result, o outcome) *sdk.CallToolResult {
 	}
 	out := &sdk.CallToolResult{IsError: failed(res)}
 	var imgs []sdk.Content
+	imgBytes := 0
 	for i, o := range res.Outputs {
 		data, err := decodeOutput(o)
 		switch {
 		case err != nil:
 			fmt.Fprintf(&b, "\n[output %d (%s) could not be decoded: %v]", i+1, o.MimeType, err)
+		case images[o.MimeType] && (len(imgs) == maxImages || imgBytes+len(data) > maxImagesBytes):
+			fmt.Fprintf(&b, "\n[output %d (%s, %d bytes) left out: a result carries at most %d images and %d MiB of them; save figures to files and read_file the ones you need]",
+				i+1, o.MimeType, len(data), maxImages, maxImagesBytes>>20)
 		case images[o.MimeType]:
+			imgBytes += len(data)
 			imgs = append(imgs, &sdk.ImageContent{Data: data, MIMEType: o.MimeType})
 		default:
 			section(&b, o.MimeType+" output", string(data))

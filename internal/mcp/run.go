@@ -24,7 +24,7 @@ type runCommandIn struct {
 	Shell          string   `json:"shell,omitempty" jsonschema:"a command line run with sh -c, for pipes, redirections and globs, e.g. \"ls -la | head\"; give this or argv"`
 	SessionID      string   `json:"session_id,omitempty" jsonschema:"a session from create_session, to see and keep its files; omit for a one-off run in a fresh sandbox"`
 	Stdin          string   `json:"stdin,omitempty" jsonschema:"text given to the command's standard input"`
-	Cwd            string   `json:"cwd,omitempty" jsonschema:"working directory relative to /workspace (default /workspace)"`
+	Cwd            string   `json:"cwd,omitempty" jsonschema:"working directory inside the sandbox, relative to /workspace or absolute (default /workspace)"`
 	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"wall-clock limit for this call in seconds; omit for the server's default"`
 }
 

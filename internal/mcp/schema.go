@@ -50,8 +50,11 @@ func argumentErrors(next sdk.MethodHandler) sdk.MethodHandler {
 			return res, err
 		}
 		tc, ok := ctr.Content[0].(*sdk.TextContent)
+		if !ok {
+			return res, err
+		}
 		rest, found := strings.CutPrefix(tc.Text, `validating "arguments": `)
-		if !ok || !found {
+		if !found {
 			return res, err
 		}
 		rest = strings.TrimPrefix(rest, "validating root: ")

@@ -34,7 +34,7 @@ func ServeStdio(ctx context.Context, m Sessions, opts Options) error {
 // httpSessionIdle ends an MCP session over HTTP that has seen no request
 // for this long, so abandoned clients do not pile up; the sandboxes'
 // own idle timeout and TTL end their sessions.
-const httpSessionIdle = time.Hour
+const httpSessionIdle = 15 * time.Minute
 
 // HTTPHandler serves the tools over Streamable HTTP. It expects to sit
 // behind the API's authentication: owner returns the tenant that
@@ -53,11 +53,12 @@ func HTTPHandler(m Sessions, opts Options, owner func(context.Context) string) h
 	tenant := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		return &auth.TokenInfo{UserID: owner(ctx)}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serve := func(w http.ResponseWriter, r *http.Request) {
 		if owner(r.Context()) == "" {
 			h.ServeHTTP(w, r)
 			return
 		}
 		tenant.ServeHTTP(w, r)
-	})
+	}
+	return newSessionCap(owner).wrap(http.HandlerFunc(serve))
 }
