@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -197,6 +198,9 @@ func TestSessionExpiry(t *testing.T) {
 	srv := startServer(t)
 	ttl := srv.newSession(t, keyA, map[string]any{"ttl_seconds": 1})
 	idle := srv.newSession(t, keyA, map[string]any{"idle_timeout_seconds": 1})
+	if len(srv.cgroups(t)) == 0 {
+		t.Fatal("the live sessions' cgroups are not where the leftover check looks")
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		c1, _ := srv.call(t, keyA, "GET", sessionPath(ttl), nil, "")
@@ -211,11 +215,8 @@ func TestSessionExpiry(t *testing.T) {
 			t.Errorf("session %s still answers %d after expiry, want 404", id, code)
 		}
 	}
-	prefix := strconv.Itoa(srv.pid) + "-"
-	leftovers, _ := filepath.Glob("/sys/fs/cgroup/*/*/warden/" + prefix + "*")
-	more, _ := filepath.Glob("/sys/fs/cgroup/*/warden/" + prefix + "*")
-	if all := append(leftovers, more...); len(all) > 0 {
-		t.Errorf("cgroups left after expiry: %v", all)
+	if left := srv.cgroups(t); len(left) > 0 {
+		t.Errorf("cgroups left after expiry: %v", left)
 	}
 }
 
@@ -355,4 +356,20 @@ func TestSessionDeletedDuringExec(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the exec did not end when its session was deleted")
 	}
+}
+
+// cgroups lists the server's sandbox cgroups: it shares this test's
+// cgroups, so they live under the same parents, named after its pid.
+func (s *apiServer) cgroups(t *testing.T) []string {
+	t.Helper()
+	parents := cgroup.Parents()
+	if len(parents) == 0 {
+		t.Fatal("no cgroup parents found to look for sandbox cgroups in")
+	}
+	var all []string
+	for _, p := range parents {
+		found, _ := filepath.Glob(filepath.Join(p, strconv.Itoa(s.pid)+"-*"))
+		all = append(all, found...)
+	}
+	return all
 }
