@@ -6,7 +6,7 @@ BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert
 
-.PHONY: build run test deps bench vet clean
+.PHONY: build run test fuzz deps bench vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -27,6 +27,20 @@ deps:
 test: deps build
 	$(GO) vet ./...
 	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 15m ./...
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# fuzz runs every fuzz target for FUZZTIME (briefly in make test; longer
+# by hand, e.g. make fuzz FUZZTIME=10m). Seeds live in the tests.
+FUZZTIME ?= 4s
+FUZZ := internal/spec:FuzzParseSize internal/spec:FuzzParseDuration internal/spec:FuzzLimitsValidate \
+	internal/workspace:FuzzParsePath internal/server:FuzzRequestBody \
+	internal/egress:FuzzClassify internal/egress:FuzzParseHostLiteral
+fuzz:
+	@for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		out=$$($(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) ./$$pkg 2>&1) || { echo "$$out"; echo "fuzz $$pkg $$name failed"; exit 1; }; \
+		echo "fuzz $$pkg $$name: ok ($(FUZZTIME))"; \
+	done
 
 # bench compares cold starts: bare python3, warden, bubblewrap (see bench/README.md).
 bench: build

@@ -97,18 +97,6 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
-func FuzzParseSize(f *testing.F) {
-	for _, s := range []string{"256MiB", "1.5G", "0", "abc", "1e9", "..M"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseSize(s)
-		if err == nil && n < 0 {
-			t.Fatalf("ParseSize(%q) = %d, a negative size without error", s, n)
-		}
-	})
-}
-
 func TestValidateErrorsAreInvalid(t *testing.T) {
 	s := Spec{Limits: DefaultLimits, Network: NetworkPolicy{Mode: NetNone}}
 	if err := s.Validate(); !errors.Is(err, ErrInvalid) {
