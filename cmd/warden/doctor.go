@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -11,7 +12,7 @@ import (
 )
 
 func newDoctorCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, leaks bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this host supports, and how to fix what it lacks",
@@ -20,6 +21,9 @@ and end with a real sandbox run. Each line is ok, warn or missing, with the fix.
 Exits 1 when something a default run needs is missing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if leaks {
+				return reportLeaks(cmd.OutOrStdout(), asJSON)
+			}
 			checks := doctor.Run(cmd.Context())
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -43,5 +47,34 @@ Exits 1 when something a default run needs is missing.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets); exit 1 if anything")
 	return cmd
+}
+
+// reportLeaks prints what dead Wardens left behind, one line each, and
+// fails when there is anything.
+func reportLeaks(out io.Writer, asJSON bool) error {
+	found, err := doctor.Leaks()
+	if err != nil {
+		return fmt.Errorf("looking for leftovers: %w", err)
+	}
+	if asJSON {
+		if found == nil {
+			found = []doctor.Leak{}
+		}
+		if err := json.NewEncoder(out).Encode(found); err != nil {
+			return err
+		}
+	} else {
+		if len(found) == 0 {
+			fmt.Fprintln(out, "ok  nothing left behind by Wardens that are gone")
+		}
+		for _, l := range found {
+			fmt.Fprintf(out, "leak  %s  %s: %s\n", l.Kind, l.What, l.Why)
+		}
+	}
+	if len(found) > 0 {
+		return exitError{code: 1}
+	}
+	return nil
 }

@@ -201,11 +201,26 @@ func (s *system) staleBases() []string {
 // so Wardens in different pid namespaces need different places (as root on v2, different
 // cgroup namespaces).
 func RemoveStale(alive func(pid int) bool) error {
+	stale, err := Stale(alive)
+	errs := []error{err}
+	for _, dir := range stale {
+		if err := removeStaleDir(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stale lists what RemoveStale would remove: the cgroup directories, in
+// every hierarchy, named after an owner pid that is not alive (and not
+// this process). They may still hold processes, which RemoveStale leaves.
+func Stale(alive func(pid int) bool) ([]string, error) {
 	s := current()
 	if s.err != nil {
-		return s.err
+		return nil, s.err
 	}
 	self := os.Getpid()
+	var stale []string
 	var errs []error
 	for _, base := range s.staleBases() {
 		entries, err := os.ReadDir(base)
@@ -217,15 +232,12 @@ func RemoveStale(alive func(pid int) bool) error {
 		}
 		for _, e := range entries {
 			pid, ok := ownerPID(e.Name())
-			if !e.IsDir() || !ok || pid == self || alive(pid) {
-				continue
-			}
-			if err := removeStaleDir(base + "/" + e.Name()); err != nil {
-				errs = append(errs, err)
+			if e.IsDir() && ok && pid != self && !alive(pid) {
+				stale = append(stale, base+"/"+e.Name())
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return stale, errors.Join(errs...)
 }
 
 // ProcessAlive reports whether a process with this pid exists (in this pid namespace), for

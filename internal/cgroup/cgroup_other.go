@@ -36,3 +36,6 @@ func Parents() []string { return nil }
 
 // Version is empty: no cgroup hierarchy exists off Linux.
 func Version() string { return "" }
+
+// Stale finds nothing: no cgroup hierarchy exists off Linux.
+func Stale(func(pid int) bool) ([]string, error) { return nil, nil }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,8 @@ import (
 type apiServer struct {
 	url string
 	pid int
+	// stop ends the server (SIGTERM, then SIGKILL after 20s) and waits.
+	stop func()
 }
 
 // Test keys: each is its own tenant.
@@ -49,16 +52,20 @@ func startServer(t *testing.T, flags ...string) *apiServer {
 		t.Fatalf("starting warden serve: %v", err)
 	}
 	done := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cancel()
+				<-done
+			}
 			cancel()
-			<-done
-		}
-		cancel()
-	})
+		})
+	}
+	t.Cleanup(stop)
 	lines := bufio.NewScanner(stderr)
 	addr := make(chan string, 1)
 	go func() {
@@ -73,7 +80,7 @@ func startServer(t *testing.T, flags ...string) *apiServer {
 	}()
 	select {
 	case u := <-addr:
-		return &apiServer{url: u, pid: cmd.Process.Pid}
+		return &apiServer{url: u, pid: cmd.Process.Pid, stop: stop}
 	case <-done:
 		t.Fatal("warden serve exited before listening")
 	case <-time.After(30 * time.Second):

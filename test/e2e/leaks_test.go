@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// TestNoLeaks runs one-shot runs and session cycles, stops the server with
+// a session still open, and expects warden doctor --leaks to find nothing.
+func TestNoLeaks(t *testing.T) {
+	requireSandbox(t)
+	for range 5 {
+		if r := sh(t, "true"); r.ExitCode != 0 {
+			t.Fatalf("one-shot run = %+v", r)
+		}
+	}
+	srv := startServer(t)
+	for range 5 {
+		id := srv.newSession(t, keyA, nil)
+		var r spec.Result
+		srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{"language": "python", "code": "1"}, http.StatusOK, &r)
+		srv.jsonCall(t, keyA, "DELETE", sessionPath(id), nil, http.StatusNoContent, nil)
+	}
+	srv.newSession(t, keyA, nil)
+	srv.stop()
+	inv := warden(t, "", "doctor", "--leaks", "--json")
+	var leaks []map[string]string
+	if err := json.Unmarshal([]byte(inv.stdout), &leaks); err != nil || inv.code != 0 || len(leaks) != 0 {
+		t.Errorf("doctor --leaks = %d %q %q, want nothing left", inv.code, inv.stdout, inv.stderr)
+	}
+}
+
+// TestLeaksFound plants a cgroup named after a Warden that cannot exist
+// and expects warden doctor --leaks to name it and fail.
+func TestLeaksFound(t *testing.T) {
+	requireSandbox(t)
+	parents := cgroup.Parents()
+	if len(parents) == 0 {
+		t.Fatal("no cgroup parents")
+	}
+	// Above the largest pid_max Linux allows, so its owner is never alive.
+	planted := filepath.Join(parents[0], "4194305-0123456789abcdef")
+	if err := os.MkdirAll(planted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(planted) })
+	inv := warden(t, "", "doctor", "--leaks")
+	if inv.code != 1 || !strings.Contains(inv.stdout, planted) {
+		t.Errorf("doctor --leaks = %d %q, want exit 1 naming %s", inv.code, inv.stdout, planted)
+	}
+}
