@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	wardenmcp "github.com/warden-sandbox/warden/internal/mcp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
@@ -31,6 +34,7 @@ type serveOptions struct {
 	ttl         time.Duration
 	idle        time.Duration
 	verbose     bool
+	shutdown    time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -55,6 +59,7 @@ it refuses to listen anywhere but loopback.`,
 	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
+	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
 	return cmd
 }
 
@@ -101,12 +106,31 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	return run(ctx, ln, srv.Handler())
+	err = run(ctx, ln, srv.Handler(), o.shutdown)
+	_ = mgr.Close()
+	if left := leftBehind(); len(left) > 0 {
+		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))
+	}
+	if err == nil {
+		fmt.Fprintln(os.Stderr, "warden: stopped; every session ended and was cleaned up")
+	}
+	return err
+}
+
+// leftBehind lists this process's sandbox cgroups that still exist.
+func leftBehind() []string {
+	var left []string
+	for _, p := range cgroup.Parents() {
+		found, _ := filepath.Glob(filepath.Join(p, strconv.Itoa(os.Getpid())+"-*"))
+		left = append(left, found...)
+	}
+	return left
 }
 
 // run serves until SIGINT or SIGTERM, then stops taking requests and lets
-// the ones in flight finish for a few seconds.
-func run(ctx context.Context, ln net.Listener, h http.Handler) error {
+// the ones in flight (running execs) finish for up to grace; the caller
+// then ends every session.
+func run(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hs := &http.Server{
@@ -122,7 +146,8 @@ func run(ctx context.Context, ln net.Listener, h http.Handler) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	fmt.Fprintf(os.Stderr, "warden: stopping: no new requests; running ones have %s to finish\n", grace)
+	shutdown, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err

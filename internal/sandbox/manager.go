@@ -335,8 +335,13 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 }
 
 // Close ends every session and the pool; the Manager takes no more work.
+// Calling it again does nothing.
 func (m *Manager) Close() error {
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
 	m.closed = true
 	list := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {

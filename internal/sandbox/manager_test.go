@@ -289,3 +289,22 @@ func TestManagerPerOwnerLimit(t *testing.T) {
 		t.Errorf("alice's Create() after a Delete = %v", err)
 	}
 }
+
+func TestManagerCloseTwice(t *testing.T) {
+	m, b := newTestManager(t, Config{})
+	if _, err := m.Create(context.Background(), "alice", defaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close() = %v", err)
+	}
+	if b.alive() != 0 {
+		t.Errorf("%d boxes alive after Close, want 0", b.alive())
+	}
+	if _, err := m.Create(context.Background(), "alice", defaultOptions()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Create() after Close = %v, want ErrClosed", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -54,5 +55,38 @@ func TestLeaksFound(t *testing.T) {
 	inv := warden(t, "", "doctor", "--leaks")
 	if inv.code != 1 || !strings.Contains(inv.stdout, planted) {
 		t.Errorf("doctor --leaks = %d %q, want exit 1 naming %s", inv.code, inv.stdout, planted)
+	}
+}
+
+// TestGracefulShutdown: on SIGTERM a running exec finishes, then every
+// session ends, and the server exits 0 saying everything was cleaned.
+func TestGracefulShutdown(t *testing.T) {
+	srv := startServer(t)
+	id := srv.newSession(t, keyA, nil)
+	srv.newSession(t, keyB, nil)
+	done := make(chan int, 1)
+	go func() {
+		code, _ := srv.call(t, keyA, "POST", sessionPath(id, "/exec"), strings.NewReader(`{"command":["sh","-c","sleep 1; echo finished"]}`), "application/json")
+		done <- code
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var s session
+		srv.jsonCall(t, keyA, "GET", sessionPath(id), nil, http.StatusOK, &s)
+		if s.State == "busy" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.stop()
+	if code := <-done; code != http.StatusOK {
+		t.Errorf("the exec running at SIGTERM answered %d, want 200: running requests finish", code)
+	}
+	err, logs := srv.exit()
+	if err != nil || !strings.Contains(logs, "every session ended and was cleaned up") {
+		t.Errorf("warden serve exited with %v, logs:\n%s\nwant 0 and the all-clean line", err, logs)
+	}
+	if left := srv.cgroups(t); len(left) > 0 {
+		t.Errorf("cgroups left after shutdown: %v", left)
 	}
 }

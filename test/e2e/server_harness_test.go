@@ -25,6 +25,9 @@ type apiServer struct {
 	pid int
 	// stop ends the server (SIGTERM, then SIGKILL after 20s) and waits.
 	stop func()
+	// exit reports, once stop returned, the server's exit error and what
+	// it wrote on stderr.
+	exit func() (error, string)
 }
 
 // Test keys: each is its own tenant.
@@ -68,19 +71,26 @@ func startServer(t *testing.T, flags ...string) *apiServer {
 	t.Cleanup(stop)
 	lines := bufio.NewScanner(stderr)
 	addr := make(chan string, 1)
+	var logs strings.Builder
+	var waitErr error
 	go func() {
 		defer close(done)
 		for lines.Scan() {
 			line := lines.Text()
+			logs.WriteString(line + "\n")
 			if _, rest, ok := strings.Cut(line, "serving on "); ok {
 				addr <- strings.Fields(rest)[0]
 			}
 		}
-		_ = cmd.Wait()
+		waitErr = cmd.Wait()
 	}()
+	exit := func() (error, string) {
+		<-done
+		return waitErr, logs.String()
+	}
 	select {
 	case u := <-addr:
-		return &apiServer{url: u, pid: cmd.Process.Pid, stop: stop}
+		return &apiServer{url: u, pid: cmd.Process.Pid, stop: stop, exit: exit}
 	case <-done:
 		t.Fatal("warden serve exited before listening")
 	case <-time.After(30 * time.Second):
