@@ -182,9 +182,6 @@ func (p *Process) Wait() (interp.ExitStatus, error) {
 	return interp.ExitStatus{Code: p.status.ExitCode, Signal: p.status.Signal}, nil
 }
 
-// Done is closed when the process has ended and its cgroup is gone.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
 // Kill sends SIGKILL to the process's group through the agent, and to
 // everything in its cgroup, which also finds what left the group.
 func (p *Process) Kill() error {

@@ -250,9 +250,6 @@ func (s *Session) Workspace() *os.File { return s.workspace }
 // access to the workspace must act as.
 func (s *Session) FileOwner() (uid, gid int) { return s.b.ids.uid, s.b.ids.gid }
 
-// Spec is the spec the session was built from.
-func (s *Session) Spec() spec.Spec { return *s.b.spec }
-
 // Env is the environment of a process the session starts: the base
 // environment, the session's, then extra.
 func (s *Session) Env(extra ...string) []string {
