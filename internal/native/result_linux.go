@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -20,13 +21,13 @@ func startError(err error) error {
 }
 
 // result turns the run's outcome into the contract's Result.
-func (b *box) result(o outcome, out, errOut *capture) (spec.Result, error) {
+func (b *box) result(o outcome, out, errOut *agent.Capture) (spec.Result, error) {
 	r := spec.Result{WallTimeMS: ms(o.wall), TimedOut: o.timedOut}
 	b.stats(&r, o.state)
 	var err error
 	switch st := o.status; {
 	case st != nil && st.StartFailed:
-		errOut.keep([]byte("warden: " + st.Error + "\n"))
+		errOut.Keep([]byte("warden: " + st.Error + "\n"))
 		r.ExitCode = st.ExitCode
 	case st != nil && st.Error != "":
 		err = fmt.Errorf("building the sandbox: %s", st.Error)
@@ -42,8 +43,8 @@ func (b *box) result(o outcome, out, errOut *capture) (spec.Result, error) {
 	if b.egress != nil {
 		r.Network = b.egress.Events()
 	}
-	r.Stdout, r.StdoutTruncated = out.buf.String(), out.truncated
-	r.Stderr, r.StderrTruncated = errOut.buf.String(), errOut.truncated
+	r.Stdout, r.StdoutTruncated = out.Output()
+	r.Stderr, r.StderrTruncated = errOut.Output()
 	return r, err
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
@@ -281,7 +282,7 @@ func (b *box) config() nsinit.Config {
 	return nsinit.Config{
 		Command:          b.spec.Command,
 		Env:              b.env(b.spec.Env),
-		Hostname:         Hostname,
+		Hostname:         agent.Hostname,
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.spec.Workspace,
 		WorkspaceIsMount: b.detachedWorkspace,
@@ -360,14 +361,14 @@ func (b *box) handOver(cfg nsinit.Config) error {
 	return nil
 }
 
-func (b *box) drain() (*capture, *capture, *sync.WaitGroup) {
+func (b *box) drain() (*agent.Capture, *agent.Capture, *sync.WaitGroup) {
 	limit := b.spec.Limits.OutputBytes
-	out := &capture{limit: limit, live: b.stdio.Stdout}
-	errOut := &capture{limit: limit, live: b.stdio.Stderr}
+	out := agent.NewCapture(limit, b.stdio.Stdout)
+	errOut := agent.NewCapture(limit, b.stdio.Stderr)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); out.drain(b.stdout) }()
-	go func() { defer wg.Done(); errOut.drain(b.stderr) }()
+	go func() { defer wg.Done(); out.Drain(b.stdout) }()
+	go func() { defer wg.Done(); errOut.Drain(b.stderr) }()
 	if b.stdinW != nil {
 		w := b.stdinW
 		b.stdinW = nil

@@ -1,419 +1,81 @@
 package native
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/cgroup"
-	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// Session is a sandbox that outlives one program: its init stays as PID 1
-// and starts a process for each Spawn, under the same root, seccomp filter
-// and limits, until Close. On cgroup v1 every process gets a child cgroup
-// of the session's, so it can be counted and killed alone.
-type Session struct {
-	b    *box
-	proc *initProc
-	ctl  int
-	// workspace is the sandbox's /workspace (see Workspace).
-	workspace *os.File
-	// hierarchies (v1) is how many tasks files a cgroup has, fixed at start.
-	hierarchies int
-
-	// sendMu serialises requests and guards the descriptors they use:
-	// ctl, the control socket's number, and sessionTasks, the session
-	// cgroup's tasks files sent with each spawn for the agent's thread to
-	// return to. teardown closes them under it, so no request can go to a
-	// number the kernel has meanwhile given to another file.
-	sendMu       sync.Mutex
-	ctlClosed    bool
-	sessionTasks []int
-
-	mu     sync.Mutex
-	procs  map[uint64]*Process
-	nextID uint64
-	closed bool
-	// settledOOMs counts OOM kills in exec cgroups already removed.
-	settledOOMs uint64
-
-	// finishing counts processes whose cgroup is still being torn down.
-	finishing sync.WaitGroup
-	// done is closed when the agent is gone; err then says why.
-	done chan struct{}
-	err  error
-}
-
-// ErrSessionEnded is returned by a Session whose sandbox has ended.
-var ErrSessionEnded = errors.New("the sandbox has ended")
-
 // StartSession builds a sandbox from s (its Command is ignored) and returns
 // once the agent inside is ready. ctx bounds the start only.
-func StartSession(ctx context.Context, s spec.Spec) (*Session, error) {
+func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 	if err := s.ValidateSandbox(); err != nil {
 		return nil, err
 	}
 	b := &box{spec: &s, session: true}
-	sess := &Session{b: b, procs: map[uint64]*Process{}, done: make(chan struct{})}
-	if err := sess.start(ctx); err != nil {
-		sess.teardown()
-		return nil, err
-	}
-	return sess, nil
-}
-
-func (s *Session) start(ctx context.Context) error {
-	b := s.b
 	if err := b.prepare(); err != nil {
-		return err
+		b.cleanup()
+		return nil, err
 	}
 	cfg := b.config()
 	proc, err := startInit(b)
 	if err != nil {
-		return err
+		b.cleanup()
+		return nil, err
 	}
-	s.proc = proc
 	b.child.close()
-	s.ctl = int(b.ctlHost.Fd())
+	// On v1 the cgroup is made here, while the init boots.
 	if err := b.handOver(cfg); err != nil {
-		return err
+		proc.kill()
+		<-proc.exited
+		b.cleanup()
+		return nil, err
 	}
-	ready := make(chan error, 1)
-	go s.readEvents(ready)
-	select {
-	case err = <-ready:
-	case <-ctx.Done():
-		err = fmt.Errorf("starting the session: %w", ctx.Err())
+	f := agent.Frame{
+		Spec: s, Control: b.ctlHost, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
+		Env:           b.env,
+		OpenWorkspace: func() (*os.File, error) { return openInitWorkspace(proc) },
+		Kill:          proc.kill,
+		Exited:        exitedChan(proc),
+		Cleanup: func() {
+			b.ctlHost = nil // the session closed it
+			b.cleanup()
+		},
 	}
-	if err != nil {
-		return err
-	}
-	if err := s.openWorkspace(); err != nil {
-		return err
-	}
-	return s.openSessionTasks()
+	return agent.Attach(ctx, f)
 }
 
-// openWorkspace opens the sandbox's /workspace through the init's root and
-// then checks, through the init's pidfd, that the init is still there: a
-// pid is not reused before its process is reaped, so the descriptor is
+// exitedChan is closed once the init has been reaped.
+func exitedChan(p *initProc) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		<-p.exited
+		close(c)
+	}()
+	return c
+}
+
+// openInitWorkspace opens the sandbox's /workspace through the init's root
+// and then checks, through the init's pidfd, that the init is still there:
+// a pid is not reused before its process is reaped, so the descriptor is
 // this sandbox's workspace and no one else's, which a path looked up later
 // could not promise.
-func (s *Session) openWorkspace() error {
-	path := "/proc/" + strconv.Itoa(s.Pid()) + "/root/workspace"
+func openInitWorkspace(p *initProc) (*os.File, error) {
+	path := "/proc/" + strconv.Itoa(p.proc.Pid) + "/root/workspace"
 	f, err := os.OpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("opening the sandbox's workspace: %w", err)
+		return nil, err
 	}
-	if err := s.proc.proc.Signal(syscall.Signal(0)); err != nil {
+	if err := p.proc.Signal(syscall.Signal(0)); err != nil {
 		f.Close()
-		return fmt.Errorf("opening the sandbox's workspace: the sandbox ended: %w", err)
+		return nil, fmt.Errorf("the sandbox ended: %w", err)
 	}
-	s.workspace = f
-	return nil
-}
-
-// openSessionTasks opens the tasks files the agent's thread returns to
-// after starting a process in a child cgroup.
-func (s *Session) openSessionTasks() error {
-	if s.b.cg == nil {
-		return nil
-	}
-	for _, path := range s.b.cg.Placement().ThreadFiles {
-		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("opening cgroup file %q: %w", path, err)
-		}
-		s.sessionTasks = append(s.sessionTasks, fd)
-	}
-	s.hierarchies = len(s.sessionTasks)
-	return nil
-}
-
-// maxEventLine bounds one line from the agent; events are tiny, and the
-// host never lets the sandbox side make it buffer more.
-const maxEventLine = 64 << 10
-
-// readEvents reports the first event on ready, then dispatches the rest
-// until the agent hangs up, which ends the session.
-func (s *Session) readEvents(ready chan<- error) {
-	r := bufio.NewReaderSize(s.b.ctlHost, maxEventLine)
-	first := true
-	var end error
-	for {
-		line, err := r.ReadSlice('\n')
-		if err != nil {
-			end = fmt.Errorf("reading from the sandbox: %w", err)
-			break
-		}
-		var e nsinit.Event
-		if err := json.Unmarshal(line, &e); err != nil {
-			end = fmt.Errorf("reading from the sandbox: %w", err)
-			break
-		}
-		if first {
-			first = false
-			if e.Kind != nsinit.EventReady {
-				end = bootError(e)
-				break
-			}
-			ready <- nil
-			continue
-		}
-		s.dispatch(e)
-	}
-	if first {
-		ready <- end
-	}
-	s.end(end)
-}
-
-func bootError(e nsinit.Event) error {
-	if e.Status != nil && e.Status.Error != "" {
-		return fmt.Errorf("building the sandbox: %s", e.Status.Error)
-	}
-	return fmt.Errorf("the sandbox answered %q instead of ready", e.Kind)
-}
-
-// end marks the session over and releases every process still waiting.
-func (s *Session) end(err error) {
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
-	}
-	procs := s.procs
-	s.procs = map[uint64]*Process{}
-	s.mu.Unlock()
-	for _, p := range procs {
-		p.settle(nil, nsinit.Event{})
-	}
-	select {
-	case <-s.done:
-	default:
-		close(s.done)
-	}
-}
-
-func (s *Session) dispatch(e nsinit.Event) {
-	s.mu.Lock()
-	p := s.procs[e.ID]
-	if e.Kind == nsinit.EventExited {
-		delete(s.procs, e.ID)
-	}
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	switch e.Kind {
-	case nsinit.EventStarted:
-		p.markStarted(e.Pid)
-	case nsinit.EventExited:
-		st := *e.Status
-		s.finishing.Add(1)
-		go func() {
-			defer s.finishing.Done()
-			p.settle(&st, e)
-		}()
-	}
-}
-
-// Done is closed when the sandbox has ended: closed, or its init died.
-func (s *Session) Done() <-chan struct{} { return s.done }
-
-// Err says why the session ended, once Done is closed.
-func (s *Session) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// Pid is the host pid of the sandbox's init.
-func (s *Session) Pid() int { return s.proc.proc.Pid }
-
-// Workspace is the sandbox's /workspace, an O_PATH descriptor opened while
-// the sandbox was known alive; it stays valid until Close. Resolve nothing
-// below it without a link-refusing lookup: the sandbox writes there.
-func (s *Session) Workspace() *os.File { return s.workspace }
-
-// FileOwner is the host uid and gid of the sandbox user, which host-side
-// access to the workspace must act as.
-func (s *Session) FileOwner() (uid, gid int) { return s.b.ids.uid, s.b.ids.gid }
-
-// Env is the environment of a process the session starts: the base
-// environment, the session's, then extra.
-func (s *Session) Env(extra ...string) []string {
-	return s.b.env(append(append([]string(nil), s.b.spec.Env...), extra...))
-}
-
-// Usage is what the session's cgroup has counted so far: the CPU time of
-// every process that ran in it (v1 and v2 count child cgroups in their
-// parent), and how many processes the OOM killer ended, in the session's
-// cgroup and in its execs' (counted where the victim was, even after the
-// exec's cgroup was removed). Zero without a cgroup.
-func (s *Session) Usage() (cpu time.Duration, ooms uint64) {
-	if s.b.cg == nil {
-		return 0, 0
-	}
-	if st, err := s.b.cg.Stats(); err == nil {
-		cpu, ooms = st.CPUTime, st.OOMKills
-	}
-	s.mu.Lock()
-	ooms += s.settledOOMs
-	live := make([]*Process, 0, len(s.procs))
-	for _, p := range s.procs {
-		live = append(live, p)
-	}
-	s.mu.Unlock()
-	for _, p := range live {
-		if p.cg == nil {
-			continue
-		}
-		if st, err := p.cg.Stats(); err == nil {
-			ooms += st.OOMKills
-		}
-	}
-	return cpu, ooms
-}
-
-// Close kills everything in the sandbox and removes every trace of it on
-// the host: cgroups, the id lease, descriptors.
-func (s *Session) Close() error {
-	s.mu.Lock()
-	already := s.closed
-	s.closed = true
-	s.mu.Unlock()
-	if already {
-		<-s.done
-		return nil
-	}
-	return s.teardown()
-}
-
-func (s *Session) teardown() error {
-	if s.proc != nil {
-		s.proc.kill()
-		<-s.proc.exited
-	}
-	s.closeControl()
-	if s.proc != nil {
-		<-s.done
-	}
-	s.finishing.Wait()
-	if s.workspace != nil {
-		s.workspace.Close()
-		s.workspace = nil
-	}
-	if s.b.cg != nil {
-		_ = s.b.cg.Kill()
-	}
-	s.b.cleanup()
-	return nil
-}
-
-// closeControl closes the control socket and the session's tasks files,
-// after which send fails instead of writing to a reused number.
-func (s *Session) closeControl() {
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	s.ctlClosed = true
-	if s.b.ctlHost != nil {
-		s.b.ctlHost.Close()
-		s.b.ctlHost = nil
-	}
-	closeFDs(s.sessionTasks)
-	s.sessionTasks = nil
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
-}
-
-// execCgroup makes the child cgroup a process starts in, or nil where
-// there is none to make (v2, or no cgroup at all).
-func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
-	if s.b.cg == nil || s.hierarchies == 0 {
-		return nil, nil, nil
-	}
-	cg, err := s.b.cg.Child("e" + strconv.FormatUint(id, 10))
-	if errors.Is(err, errors.ErrUnsupported) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	var fds []int
-	for _, path := range cg.Placement().ThreadFiles {
-		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			closeFDs(fds)
-			_ = cg.Delete()
-			return nil, nil, fmt.Errorf("opening cgroup file %q: %w", path, err)
-		}
-		fds = append(fds, fd)
-	}
-	if len(fds) != s.hierarchies {
-		closeFDs(fds)
-		_ = cg.Delete()
-		return nil, nil, fmt.Errorf("exec cgroup has %d hierarchies, the session %d", len(fds), s.hierarchies)
-	}
-	return cg, fds, nil
-}
-
-// send writes one request with its descriptors in a single sendmsg, so the
-// descriptors arrive with the frame's first bytes; withSessionTasks adds
-// the session cgroup's tasks files after them.
-func (s *Session) send(req nsinit.Request, fds []int, withSessionTasks bool) error {
-	frame, err := nsinit.EncodeRequest(req)
-	if err != nil {
-		return err
-	}
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	if s.ctlClosed {
-		return ErrSessionEnded
-	}
-	if withSessionTasks {
-		fds = append(fds, s.sessionTasks...)
-	}
-	var rights []byte
-	if len(fds) > 0 {
-		rights = unix.UnixRights(fds...)
-	}
-	n, err := sendmsg(s.ctl, frame, rights)
-	if err != nil {
-		return fmt.Errorf("sending to the sandbox: %w", err)
-	}
-	for rest := frame[n:]; len(rest) > 0; {
-		m, err := unix.Write(s.ctl, rest)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("sending to the sandbox: %w", err)
-		}
-		rest = rest[m:]
-	}
-	return nil
-}
-
-func sendmsg(fd int, p, rights []byte) (int, error) {
-	for {
-		n, err := unix.SendmsgN(fd, p, rights, nil, unix.MSG_NOSIGNAL)
-		if !errors.Is(err, unix.EINTR) {
-			return n, err
-		}
-	}
+	return f, nil
 }

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
-func startTestSession(t *testing.T) *Session {
+func startTestSession(t *testing.T) *agent.Session {
 	t.Helper()
 	testhost.RequireRoot(t)
 	l := spec.DefaultLimits
@@ -26,11 +27,11 @@ func startTestSession(t *testing.T) *Session {
 	return s
 }
 
-func execSh(t *testing.T, s *Session, script string, timeout time.Duration) spec.Result {
+func execSh(t *testing.T, s *agent.Session, script string, timeout time.Duration) spec.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := s.Exec(ctx, ExecSpec{Command: []string{"sh", "-c", script}, Timeout: timeout}, IO{})
+	r, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", script}, Timeout: timeout}, IO{})
 	if err != nil {
 		t.Fatalf("Exec(%q) = %v", script, err)
 	}
@@ -70,7 +71,7 @@ func TestSessionStartFailure(t *testing.T) {
 	s := startTestSession(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := s.Exec(ctx, ExecSpec{Command: []string{"no-such-program"}}, IO{})
+	r, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"no-such-program"}}, IO{})
 	if err != nil || r.ExitCode != 127 || !strings.Contains(r.Stderr, "not found") {
 		t.Errorf("Exec(no-such-program) = exit %d, stderr %q, err %v; want 127 and a not-found message", r.ExitCode, r.Stderr, err)
 	}
@@ -80,8 +81,8 @@ func TestSessionStartFailure(t *testing.T) {
 func TestSessionClose(t *testing.T) {
 	s := startTestSession(t)
 	path := ""
-	if s.b.cg != nil {
-		path = s.b.cg.Path()
+	if s.Cgroup() != nil {
+		path = s.Cgroup().Path()
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
@@ -97,7 +98,7 @@ func TestSessionClose(t *testing.T) {
 	if _, err := os.Stat(path); path != "" && err == nil {
 		t.Errorf("cgroup %s left after Close", path)
 	}
-	if _, err := s.Exec(context.Background(), ExecSpec{Command: []string{"true"}}, IO{}); err == nil {
+	if _, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"true"}}, IO{}); err == nil {
 		t.Error("Exec after Close succeeded, want an error")
 	}
 }
@@ -113,12 +114,12 @@ func TestSessionOOM(t *testing.T) {
 		t.Fatalf("StartSession() = %v", err)
 	}
 	defer s.Close()
-	if s.b.cg == nil {
+	if s.Cgroup() == nil {
 		t.Fatal("no cgroup: the memory limit is not in force, refusing to run the bomb")
 	}
 	// At most 256 MiB: four times the limit, and it stops by itself.
 	bomb := "b = []\nfor _ in range(256): b.append(bytearray(1 << 20))"
-	r, err := s.Exec(context.Background(), ExecSpec{Command: []string{"python3", "-c", bomb}}, IO{})
+	r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"python3", "-c", bomb}}, IO{})
 	if err != nil || !r.OOMKilled || r.Signal != "SIGKILL" {
 		t.Fatalf("bomb = oom_killed %v, signal %q, err %v; want an OOM kill", r.OOMKilled, r.Signal, err)
 	}
@@ -139,12 +140,12 @@ func TestSessionWorkingDirectory(t *testing.T) {
 		{"/tmp", "/tmp\n"},
 	}
 	for _, tt := range tests {
-		r, err := s.Exec(context.Background(), ExecSpec{Command: []string{"pwd"}, Dir: tt.dir}, IO{})
+		r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"pwd"}, Dir: tt.dir}, IO{})
 		if err != nil || r.Stdout != tt.want {
 			t.Errorf("pwd in %q = %q, %v; want %q", tt.dir, r.Stdout, err, tt.want)
 		}
 	}
-	r, _ := s.Exec(context.Background(), ExecSpec{Command: []string{"pwd"}, Dir: "missing"}, IO{})
+	r, _ := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"pwd"}, Dir: "missing"}, IO{})
 	if r.ExitCode != 126 || !strings.Contains(r.Stderr, "does not exist") {
 		t.Errorf("pwd in a missing directory = exit %d, stderr %q; want 126 and why", r.ExitCode, r.Stderr)
 	}
@@ -162,7 +163,7 @@ func TestSessionManyExecsFewFiles(t *testing.T) {
 	}
 	defer s.Close()
 	for i := range 100 {
-		r, err := s.Exec(context.Background(), ExecSpec{Command: []string{"true"}}, IO{})
+		r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"true"}}, IO{})
 		if err != nil || r.ExitCode != 0 {
 			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
 		}

@@ -20,17 +20,10 @@ func (Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nativeBox{sess}, nil
+	return agentBox{sess}, nil
 }
 
 // Run is native.Run.
 func (Native) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
 	return native.Run(ctx, s, native.IO{Stdin: stdin, Stdout: live.Stdout, Stderr: live.Stderr})
-}
-
-type nativeBox struct{ *native.Session }
-
-func (b nativeBox) Exec(ctx context.Context, c Command, live Stream) (spec.Result, error) {
-	return b.Session.Exec(ctx, native.ExecSpec{Command: c.Argv, Env: c.Env, Dir: c.Dir, Timeout: c.Timeout},
-		native.IO{Stdin: c.Stdin, Stdout: live.Stdout, Stderr: live.Stderr})
 }

@@ -1,4 +1,4 @@
-package native
+package agent
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	}
 	timeout := e.Timeout
 	if timeout == 0 {
-		timeout = s.b.spec.Limits.Timeout
+		timeout = s.f.Spec.Limits.Timeout
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -66,9 +66,9 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	if err != nil {
 		return spec.Result{}, err
 	}
-	limit := s.b.spec.Limits.OutputBytes
-	out := &capture{limit: limit, live: stdio.Stdout}
-	errOut := &capture{limit: limit, live: stdio.Stderr}
+	limit := s.f.Spec.Limits.OutputBytes
+	out := &Capture{limit: limit, live: stdio.Stdout}
+	errOut := &Capture{limit: limit, live: stdio.Stderr}
 	drained := x.drain(out, errOut, stdio.Stdin)
 	r := spec.Result{}
 	select {
@@ -83,7 +83,7 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	return s.execResult(r, p, out, errOut, ctx.Err())
 }
 
-func (s *Session) execResult(r spec.Result, p *Process, out, errOut *capture, ctxErr error) (spec.Result, error) {
+func (s *Session) execResult(r spec.Result, p *Process, out, errOut *Capture, ctxErr error) (spec.Result, error) {
 	st, err := p.Wait()
 	if err != nil {
 		return r, err
@@ -150,11 +150,11 @@ func (x *execPipes) close() {
 }
 
 // drain copies stdin in and both outputs out until their writers close.
-func (x *execPipes) drain(out, errOut *capture, stdin io.Reader) *sync.WaitGroup {
+func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); out.drain(x.stdout) }()
-	go func() { defer wg.Done(); errOut.drain(x.stderr) }()
+	go func() { defer wg.Done(); out.Drain(x.stdout) }()
+	go func() { defer wg.Done(); errOut.Drain(x.stderr) }()
 	if x.stdinW != nil {
 		w := x.stdinW
 		x.stdinW = nil

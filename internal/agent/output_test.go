@@ -1,4 +1,4 @@
-package native
+package agent
 
 import (
 	"bytes"
@@ -23,8 +23,8 @@ func TestCaptureLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var live bytes.Buffer
-			c := &capture{limit: tt.limit, live: &live}
-			c.drain(strings.NewReader(tt.input))
+			c := &Capture{limit: tt.limit, live: &live}
+			c.Drain(strings.NewReader(tt.input))
 			if got := c.buf.String(); got != tt.want {
 				t.Errorf("captured %q, want %q", got, tt.want)
 			}

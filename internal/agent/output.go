@@ -1,26 +1,34 @@
-package native
+package agent
 
 import (
 	"bytes"
 	"io"
 )
 
-// capture reads a stream to its end, keeping the first limit bytes and
+// Capture reads a stream to its end, keeping the first limit bytes and
 // passing them on to live as they arrive. Past the limit it keeps reading
 // and discarding, so the program never blocks on a full pipe.
-type capture struct {
+type Capture struct {
 	limit     int64
 	live      io.Writer
 	buf       bytes.Buffer
 	truncated bool
 }
 
-func (c *capture) drain(r io.Reader) {
+// NewCapture keeps up to limit bytes of a stream and copies them to live,
+// which may be nil.
+func NewCapture(limit int64, live io.Writer) *Capture { return &Capture{limit: limit, live: live} }
+
+// Output is what was kept, and whether the stream went past the limit.
+func (c *Capture) Output() (string, bool) { return c.buf.String(), c.truncated }
+
+// Drain reads r to its end or first error; run it on its own goroutine.
+func (c *Capture) Drain(r io.Reader) {
 	chunk := make([]byte, 32*1024)
 	for {
 		n, err := r.Read(chunk)
 		if n > 0 {
-			c.keep(chunk[:n])
+			c.Keep(chunk[:n])
 		}
 		if err != nil {
 			return
@@ -28,7 +36,8 @@ func (c *capture) drain(r io.Reader) {
 	}
 }
 
-func (c *capture) keep(p []byte) {
+// Keep adds p as if it came from the stream.
+func (c *Capture) Keep(p []byte) {
 	room := c.limit - int64(c.buf.Len())
 	if int64(len(p)) > room {
 		p, c.truncated = p[:max(room, 0)], true

@@ -1,4 +1,4 @@
-package native
+package agent
 
 import (
 	"context"

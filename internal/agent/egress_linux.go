@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// The one egress proxy of this Warden process, started on first use.
+var (
+	proxyOnce sync.Once
+	proxy     *egress.Proxy
+	proxyErr  error
+)
+
+// HostsEnv names the environment variable that pins names for the egress
+// proxy ("name=ip,name=ip"), as /etc/hosts would: for tests and for
+// operators who must not depend on DNS. Pinned addresses are classified
+// like any other; a pin cannot open a private address.
+const HostsEnv = "WARDEN_EGRESS_HOSTS"
+
+func sharedProxy() (*egress.Proxy, error) {
+	proxyOnce.Do(func() {
+		cfg := egress.Config{Dir: egressDir()}
+		if cfg.Hosts, proxyErr = parseHosts(os.Getenv(HostsEnv)); proxyErr != nil {
+			return
+		}
+		proxy, proxyErr = egress.New(cfg)
+	})
+	return proxy, proxyErr
+}
+
+// egressDir holds the proxy's sockets: under /run as root, in the user's
+// own temporary directory otherwise.
+func egressDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/warden/egress"
+	}
+	return filepath.Join(os.TempDir(), "warden-egress-"+strconv.Itoa(os.Geteuid()))
+}
+
+// parseHosts reads "name=ip,name=ip".
+func parseHosts(s string) (map[string][]netip.Addr, error) {
+	hosts := map[string][]netip.Addr{}
+	for pair := range strings.SplitSeq(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		name, ip, ok := strings.Cut(pair, "=")
+		addr, err := netip.ParseAddr(ip)
+		if !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("%s: %q is not name=ip", HostsEnv, pair)
+		}
+		name = strings.ToLower(strings.TrimSuffix(name, "."))
+		hosts[name] = append(hosts[name], addr)
+	}
+	return hosts, nil
+}
+
+// AttachEgress gives the sandbox named name its own socket on this
+// process's egress proxy, with n's rules, starting the proxy on first use.
+func AttachEgress(name string, n spec.NetworkPolicy) (*egress.Attachment, error) {
+	pol, err := egress.ParsePolicy(n.Allow, n.Deny)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+	}
+	p, err := sharedProxy()
+	if err != nil {
+		return nil, fmt.Errorf("starting the egress proxy: %w", err)
+	}
+	a, err := p.Attach(name, pol)
+	if err != nil {
+		return nil, fmt.Errorf("attaching to the egress proxy: %w", err)
+	}
+	return a, nil
+}
+
+// SetNetwork replaces a session's allow and deny rules; connections
+// already open keep going, new ones meet the new rules. A session made
+// without the proxy has no way out to open: it must be created with it.
+func (s *Session) SetNetwork(allow, deny []string) error {
+	if s.f.Egress == nil {
+		return fmt.Errorf("%w: the session was created with network none, which has no way out to open; create a session with network proxy", spec.ErrInvalid)
+	}
+	n := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: allow, Deny: deny}
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	pol, err := egress.ParsePolicy(allow, deny)
+	if err != nil {
+		return fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+	}
+	s.f.Egress.SetPolicy(pol)
+	s.mu.Lock()
+	s.f.Spec.Network = n
+	s.mu.Unlock()
+	return nil
+}
+
+// NetworkEvents are the egress proxy's decisions for the session so far.
+func (s *Session) NetworkEvents() []spec.NetworkEvent {
+	if s.f.Egress == nil {
+		return nil
+	}
+	return s.f.Egress.Events()
+}

@@ -1,0 +1,41 @@
+package agent
+
+import (
+	"os"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Frame is what a backend built around a session's agent, and everything
+// the host side of the protocol needs from it. Building and tearing down
+// the box is the backend's whole job; the agent inside and this package
+// are the same whatever the box is (namespaces, gVisor, a container).
+type Frame struct {
+	// Spec is the sandbox's spec; its Limits bound every exec.
+	Spec spec.Spec
+	// Control is the host's end of the connection to the agent, which has
+	// already been sent its Config. The session owns it from Attach on.
+	Control *os.File
+	// Cgroup is the box's cgroup when the host manages one it can divide
+	// (per-exec children on v1), or nil: execs are then killed by process
+	// group and measured by rusage.
+	Cgroup cgroup.Cgroup
+	// UID and GID are the host ids host-side access to the workspace must
+	// act as (see Session.FileOwner).
+	UID, GID int
+	// Egress is the box's attachment to the egress proxy, or nil.
+	Egress *egress.Attachment
+	// Env makes a process's environment from the spec's and extra ones.
+	Env func(extra []string) []string
+	// OpenWorkspace opens the box's /workspace, once the agent is ready,
+	// as an O_PATH directory the host reaches files through; it must make
+	// sure the descriptor is this box's and no one else's.
+	OpenWorkspace func() (*os.File, error)
+	// Kill kills everything in the box; Exited is closed once its agent
+	// has ended. Cleanup then removes every trace of the box on the host.
+	Kill    func()
+	Exited  <-chan struct{}
+	Cleanup func()
+}

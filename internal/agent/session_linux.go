@@ -1,0 +1,381 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// Session is a sandbox that outlives one program: its agent stays as PID 1
+// and starts a process for each Spawn, under the same root, seccomp filter
+// and limits, until Close. Where the box has a cgroup the host can divide
+// (v1), every process gets a child cgroup of the session's, so it can be
+// counted and killed alone.
+type Session struct {
+	f   Frame
+	ctl int
+	// workspace is the sandbox's /workspace (see Workspace).
+	workspace *os.File
+	// hierarchies (v1) is how many tasks files a cgroup has, fixed at start.
+	hierarchies int
+
+	// sendMu serialises requests and guards the descriptors they use:
+	// ctl, the control socket's number, and sessionTasks, the session
+	// cgroup's tasks files sent with each spawn for the agent's thread to
+	// return to. teardown closes them under it, so no request can go to a
+	// number the kernel has meanwhile given to another file.
+	sendMu       sync.Mutex
+	ctlClosed    bool
+	sessionTasks []int
+
+	mu     sync.Mutex
+	procs  map[uint64]*Process
+	nextID uint64
+	closed bool
+	// settledOOMs counts OOM kills in exec cgroups already removed.
+	settledOOMs uint64
+
+	// finishing counts processes whose cgroup is still being torn down.
+	finishing sync.WaitGroup
+	// done is closed when the agent is gone; err then says why.
+	done chan struct{}
+	err  error
+}
+
+// ErrSessionEnded is returned by a Session whose sandbox has ended.
+var ErrSessionEnded = errors.New("the sandbox has ended")
+
+// Attach waits for the agent in f to say it is ready and returns the
+// session it serves. ctx bounds the wait only. On failure everything in f
+// is torn down, as Close would.
+func Attach(ctx context.Context, f Frame) (*Session, error) {
+	s := &Session{f: f, ctl: int(f.Control.Fd()), procs: map[uint64]*Process{}, done: make(chan struct{})}
+	if err := s.start(ctx); err != nil {
+		s.teardown()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) start(ctx context.Context) error {
+	ready := make(chan error, 1)
+	go s.readEvents(ready)
+	var err error
+	select {
+	case err = <-ready:
+	case <-ctx.Done():
+		err = fmt.Errorf("starting the session: %w", ctx.Err())
+	}
+	if err != nil {
+		return err
+	}
+	if s.workspace, err = s.f.OpenWorkspace(); err != nil {
+		return fmt.Errorf("opening the sandbox's workspace: %w", err)
+	}
+	return s.openSessionTasks()
+}
+
+// openSessionTasks opens the tasks files the agent's thread returns to
+// after starting a process in a child cgroup.
+func (s *Session) openSessionTasks() error {
+	if s.f.Cgroup == nil {
+		return nil
+	}
+	for _, path := range s.f.Cgroup.Placement().ThreadFiles {
+		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening cgroup file %q: %w", path, err)
+		}
+		s.sessionTasks = append(s.sessionTasks, fd)
+	}
+	s.hierarchies = len(s.sessionTasks)
+	return nil
+}
+
+// maxEventLine bounds one line from the agent; events are tiny, and the
+// host never lets the sandbox side make it buffer more.
+const maxEventLine = 64 << 10
+
+// readEvents reports the first event on ready, then dispatches the rest
+// until the agent hangs up, which ends the session.
+func (s *Session) readEvents(ready chan<- error) {
+	r := bufio.NewReaderSize(s.f.Control, maxEventLine)
+	first := true
+	var end error
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			end = fmt.Errorf("reading from the sandbox: %w", err)
+			break
+		}
+		var e nsinit.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			end = fmt.Errorf("reading from the sandbox: %w", err)
+			break
+		}
+		if first {
+			first = false
+			if e.Kind != nsinit.EventReady {
+				end = bootError(e)
+				break
+			}
+			ready <- nil
+			continue
+		}
+		s.dispatch(e)
+	}
+	if first {
+		ready <- end
+	}
+	s.end(end)
+}
+
+func bootError(e nsinit.Event) error {
+	if e.Status != nil && e.Status.Error != "" {
+		return fmt.Errorf("building the sandbox: %s", e.Status.Error)
+	}
+	return fmt.Errorf("the sandbox answered %q instead of ready", e.Kind)
+}
+
+// end marks the session over and releases every process still waiting.
+func (s *Session) end(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
+	}
+	procs := s.procs
+	s.procs = map[uint64]*Process{}
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.settle(nil, nsinit.Event{})
+	}
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
+}
+
+func (s *Session) dispatch(e nsinit.Event) {
+	s.mu.Lock()
+	p := s.procs[e.ID]
+	if e.Kind == nsinit.EventExited {
+		delete(s.procs, e.ID)
+	}
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	switch e.Kind {
+	case nsinit.EventStarted:
+		p.markStarted(e.Pid)
+	case nsinit.EventExited:
+		st := *e.Status
+		s.finishing.Add(1)
+		go func() {
+			defer s.finishing.Done()
+			p.settle(&st, e)
+		}()
+	}
+}
+
+// Done is closed when the sandbox has ended: closed, or its init died.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err says why the session ended, once Done is closed.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Workspace is the sandbox's /workspace, an O_PATH descriptor opened while
+// the sandbox was known alive; it stays valid until Close. Resolve nothing
+// below it without a link-refusing lookup: the sandbox writes there.
+func (s *Session) Workspace() *os.File { return s.workspace }
+
+// FileOwner is the host uid and gid of the sandbox user, which host-side
+// access to the workspace must act as.
+func (s *Session) FileOwner() (uid, gid int) { return s.f.UID, s.f.GID }
+
+// Env is the environment of a process the session starts: the base
+// environment, the session's, then extra.
+func (s *Session) Env(extra ...string) []string {
+	s.mu.Lock()
+	env := append(append([]string(nil), s.f.Spec.Env...), extra...)
+	s.mu.Unlock()
+	return s.f.Env(env)
+}
+
+// Usage is what the session's cgroup has counted so far: the CPU time of
+// every process that ran in it (v1 and v2 count child cgroups in their
+// parent), and how many processes the OOM killer ended, in the session's
+// cgroup and in its execs' (counted where the victim was, even after the
+// exec's cgroup was removed). Zero without a cgroup.
+func (s *Session) Usage() (cpu time.Duration, ooms uint64) {
+	if s.f.Cgroup == nil {
+		return 0, 0
+	}
+	if st, err := s.f.Cgroup.Stats(); err == nil {
+		cpu, ooms = st.CPUTime, st.OOMKills
+	}
+	s.mu.Lock()
+	ooms += s.settledOOMs
+	live := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		live = append(live, p)
+	}
+	s.mu.Unlock()
+	for _, p := range live {
+		if p.cg == nil {
+			continue
+		}
+		if st, err := p.cg.Stats(); err == nil {
+			ooms += st.OOMKills
+		}
+	}
+	return cpu, ooms
+}
+
+// Close kills everything in the sandbox and removes every trace of it on
+// the host: cgroups, the id lease, descriptors.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	already := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if already {
+		<-s.done
+		return nil
+	}
+	return s.teardown()
+}
+
+func (s *Session) teardown() error {
+	s.f.Kill()
+	<-s.f.Exited
+	s.closeControl()
+	<-s.done
+	s.finishing.Wait()
+	if s.workspace != nil {
+		s.workspace.Close()
+		s.workspace = nil
+	}
+	if s.f.Cgroup != nil {
+		_ = s.f.Cgroup.Kill()
+	}
+	s.f.Cleanup()
+	return nil
+}
+
+// closeControl closes the control socket and the session's tasks files,
+// after which send fails instead of writing to a reused number.
+func (s *Session) closeControl() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.ctlClosed = true
+	if s.f.Control != nil {
+		s.f.Control.Close()
+		s.f.Control = nil
+	}
+	closeFDs(s.sessionTasks)
+	s.sessionTasks = nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// execCgroup makes the child cgroup a process starts in, or nil where
+// there is none to make (v2, or no cgroup at all).
+func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
+	if s.f.Cgroup == nil || s.hierarchies == 0 {
+		return nil, nil, nil
+	}
+	cg, err := s.f.Cgroup.Child("e" + strconv.FormatUint(id, 10))
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var fds []int
+	for _, path := range cg.Placement().ThreadFiles {
+		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeFDs(fds)
+			_ = cg.Delete()
+			return nil, nil, fmt.Errorf("opening cgroup file %q: %w", path, err)
+		}
+		fds = append(fds, fd)
+	}
+	if len(fds) != s.hierarchies {
+		closeFDs(fds)
+		_ = cg.Delete()
+		return nil, nil, fmt.Errorf("exec cgroup has %d hierarchies, the session %d", len(fds), s.hierarchies)
+	}
+	return cg, fds, nil
+}
+
+// send writes one request with its descriptors in a single sendmsg, so the
+// descriptors arrive with the frame's first bytes; withSessionTasks adds
+// the session cgroup's tasks files after them.
+func (s *Session) send(req nsinit.Request, fds []int, withSessionTasks bool) error {
+	frame, err := nsinit.EncodeRequest(req)
+	if err != nil {
+		return err
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.ctlClosed {
+		return ErrSessionEnded
+	}
+	if withSessionTasks {
+		fds = append(fds, s.sessionTasks...)
+	}
+	var rights []byte
+	if len(fds) > 0 {
+		rights = unix.UnixRights(fds...)
+	}
+	n, err := sendmsg(s.ctl, frame, rights)
+	if err != nil {
+		return fmt.Errorf("sending to the sandbox: %w", err)
+	}
+	for rest := frame[n:]; len(rest) > 0; {
+		m, err := unix.Write(s.ctl, rest)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sending to the sandbox: %w", err)
+		}
+		rest = rest[m:]
+	}
+	return nil
+}
+
+func sendmsg(fd int, p, rights []byte) (int, error) {
+	for {
+		n, err := unix.SendmsgN(fd, p, rights, nil, unix.MSG_NOSIGNAL)
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
+}
+
+// Cgroup is the box's cgroup as its backend made it, or nil when the host
+// manages none it can divide.
+func (s *Session) Cgroup() cgroup.Cgroup { return s.f.Cgroup }

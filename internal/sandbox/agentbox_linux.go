@@ -1,0 +1,17 @@
+package sandbox
+
+import (
+	"context"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// agentBox is a Box served by Warden's agent, whatever backend built it:
+// every backend's boxes are this, and differ only in how they were made.
+type agentBox struct{ *agent.Session }
+
+func (b agentBox) Exec(ctx context.Context, c Command, live Stream) (spec.Result, error) {
+	return b.Session.Exec(ctx, agent.ExecSpec{Command: c.Argv, Env: c.Env, Dir: c.Dir, Timeout: c.Timeout},
+		agent.IO{Stdin: c.Stdin, Stdout: live.Stdout, Stderr: live.Stderr})
+}
