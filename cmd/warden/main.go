@@ -18,7 +18,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	if len(os.Args) > 0 && os.Args[0] == nsinit.Arg0 {
+	if nsinit.IsInit(os.Args) {
 		nsinit.Main()
 	}
 	os.Exit(execute(os.Args[1:]))

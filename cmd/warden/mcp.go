@@ -22,6 +22,8 @@ const mcpOwner = "mcp"
 
 // mcpOptions are warden mcp's flags.
 type mcpOptions struct {
+	backend      string
+	backendOpts  sandbox.BackendOptions
 	limits       spec.Limits
 	maxTimeout   time.Duration
 	maxSessions  int
@@ -47,6 +49,8 @@ for an allowlist. The same tools are served over HTTP at /mcp by warden serve.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.backend, "backend", "native", "isolation backend of every sandbox: native, gvisor or docker")
+	addBackendFlags(f, &o.backendOpts)
 	l := &o.limits
 	f.Var(durationFlag{&l.Timeout}, "timeout", "default time limit of each tool call")
 	f.Var(durationFlag{&o.maxTimeout}, "max-timeout", "longest timeout_seconds a call may ask for")
@@ -83,9 +87,13 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle})
+	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
+	if err != nil {
+		return err
+	}
+	mgr := sandbox.NewManager(backend, sandbox.Config{MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle})
 	defer mgr.Close()
-	err := wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{
+	err = wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{
 		Owner: mcpOwner, Limits: o.limits, MaxTimeout: o.maxTimeout, AllowNetwork: o.allowNetwork, Version: version, Logger: log,
 	})
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {

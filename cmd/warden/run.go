@@ -13,15 +13,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warden-sandbox/warden/internal/native"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // runOptions are the `warden run` flags; their names are a contract.
 type runOptions struct {
-	spec    spec.Spec
-	net     string
-	backend string
-	json    bool
+	spec        spec.Spec
+	net         string
+	backend     string
+	backendOpts sandbox.BackendOptions
+	json        bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -60,6 +62,7 @@ program.`,
 	f.StringVar(&o.spec.Workspace, "workspace", "", "host directory mounted read-write at /workspace (default: a private tmpfs)")
 	f.StringArrayVar(&o.spec.Env, "env", nil, "KEY=VALUE added to the sandbox's clean environment, repeatable")
 	f.StringVar(&o.backend, "backend", "native", "isolation backend: native, gvisor or docker")
+	addBackendFlags(f, &o.backendOpts)
 	f.BoolVar(&o.json, "json", false, "print one JSON Result instead of streaming output")
 	return cmd
 }
@@ -91,7 +94,7 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 	if !o.json {
 		stdio.Stdout, stdio.Stderr = os.Stdout, os.Stderr
 	}
-	r, err := native.Run(ctx, o.spec, stdio)
+	r, err := o.execute(ctx, stdio)
 	if o.json {
 		return printJSON(cmd.OutOrStdout(), r, err)
 	}
@@ -101,15 +104,25 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 	return exitError{code: o.report(r)}
 }
 
-// check refuses what this build cannot do yet, rather than pretending.
+// check refuses a bad request before anything is built.
 func (o *runOptions) check() error {
-	if o.backend != "native" {
-		if o.backend == "gvisor" || o.backend == "docker" {
-			return fmt.Errorf("backend %q is not available in this build yet: use --backend native", o.backend)
-		}
-		return fmt.Errorf("backend %q is unknown: use native, gvisor or docker", o.backend)
+	if _, err := sandbox.NewBackend(o.backend, o.backendOpts); err != nil {
+		return err
 	}
 	return o.spec.Validate()
+}
+
+// execute runs the spec on the chosen backend; native runs directly,
+// without a session's agent.
+func (o *runOptions) execute(ctx context.Context, stdio native.IO) (spec.Result, error) {
+	if o.backend == "native" {
+		return native.Run(ctx, o.spec, stdio)
+	}
+	b, err := sandbox.NewBackend(o.backend, o.backendOpts)
+	if err != nil {
+		return spec.Result{}, err
+	}
+	return b.Run(ctx, o.spec, stdio.Stdin, sandbox.Stream{Stdout: stdio.Stdout, Stderr: stdio.Stderr})
 }
 
 // report prints warden's one-line notes about how the run ended and

@@ -26,6 +26,8 @@ import (
 
 // serveOptions are warden serve's flags.
 type serveOptions struct {
+	backend     string
+	backendOpts sandbox.BackendOptions
 	listen      string
 	keyFile     string
 	maxSessions int
@@ -51,6 +53,8 @@ it refuses to listen anywhere but loopback.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.backend, "backend", "native", "isolation backend of every sandbox: native, gvisor or docker")
+	addBackendFlags(f, &o.backendOpts)
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
@@ -77,7 +81,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var srv *server.Server
-	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{
+	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
+	if err != nil {
+		return err
+	}
+	mgr := sandbox.NewManager(backend, sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Pool: o.pool, DefaultTTL: o.ttl, DefaultIdle: o.idle,
 		OnReap: func(reason string) {
 			if srv != nil {

@@ -2,12 +2,15 @@ package agent
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -110,4 +113,35 @@ func (s *Session) NetworkEvents() []spec.NetworkEvent {
 		return nil
 	}
 	return s.f.Egress.Events()
+}
+
+// ServeEgressLink answers a boxed init's egress link (see nsinit's
+// egressLink) until it closes: each request byte gets one byte back with
+// a fresh connection to a's socket attached. The box cannot reach the
+// socket by a path, and the link is held by its init alone.
+func ServeEgressLink(link *os.File, a *egress.Attachment) {
+	defer link.Close()
+	fd := int(link.Fd())
+	req := make([]byte, 1)
+	for {
+		if n, err := link.Read(req); n == 0 || err != nil {
+			return
+		}
+		c, err := net.Dial("unix", a.SocketPath())
+		if err != nil {
+			_, _ = link.Write([]byte{0})
+			continue
+		}
+		f, err := c.(*net.UnixConn).File()
+		c.Close()
+		if err != nil {
+			_, _ = link.Write([]byte{0})
+			continue
+		}
+		err = unix.Sendmsg(fd, []byte{0}, unix.UnixRights(int(f.Fd())), nil, unix.MSG_NOSIGNAL)
+		f.Close()
+		if err != nil {
+			return
+		}
+	}
 }

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"os"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -38,4 +40,29 @@ type Frame struct {
 	Kill    func()
 	Exited  <-chan struct{}
 	Cleanup func()
+}
+
+// BoxedConfig is the Config a boxed init gets for a session of s: the
+// same limits as native's, the box itself built by the runtime. Processes
+// is left to the box's pids cgroup where uid 1000 is shared with other
+// boxes on the host (a container without a user namespace), since
+// RLIMIT_NPROC counts per host user.
+func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
+	l := s.Limits
+	cfg := nsinit.Config{
+		Session: true, Boxed: true, Hostname: Hostname,
+		Env: Env(s.Network.Mode == spec.NetProxy, s.Env),
+		Rlimits: nsinit.Rlimits{
+			CPUSeconds:    uint64(l.CPUTime / time.Second),
+			FileSizeBytes: uint64(l.FileSizeBytes),
+			OpenFiles:     uint64(l.OpenFiles),
+		},
+	}
+	if nproc {
+		cfg.Rlimits.Processes = uint64(l.Pids)
+	}
+	if s.Network.Mode == spec.NetProxy {
+		cfg.EgressPort, cfg.EgressRelay = EgressPort, relay
+	}
+	return cfg
 }

@@ -74,6 +74,10 @@ func (s *Session) start(ctx context.Context) error {
 	var err error
 	select {
 	case err = <-ready:
+	case <-s.f.Exited:
+		// A runtime may end the box without its socket reporting EOF at
+		// once (gVisor), so the box's end is watched too.
+		err = errors.New("building the sandbox: the sandbox ended before it was ready")
 	case <-ctx.Done():
 		err = fmt.Errorf("starting the session: %w", ctx.Err())
 	}

@@ -21,7 +21,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 0 && os.Args[0] == nsinit.Arg0 {
+	if nsinit.IsInit(os.Args) {
 		nsinit.Main()
 	}
 	os.Exit(m.Run())

@@ -34,7 +34,15 @@ func startBridge(cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	go serveBridge(ln)
+	dial := dialEgress
+	if cfg.Boxed {
+		dial = (&egressLink{fd: EgressFD}).dial
+	}
+	pass := handOffConn
+	if cfg.EgressRelay {
+		pass = relay
+	}
+	go serveBridge(ln, func(c net.Conn) { bridge(c, dial, pass) })
 	return nil
 }
 
@@ -49,7 +57,7 @@ const maxHandOffs = 64
 // serveBridge accepts until the listener closes; an error such as running
 // out of descriptors only pauses it, so a burst of connections cannot
 // take the sandbox's way out down for good.
-func serveBridge(ln net.Listener) {
+func serveBridge(ln net.Listener, handle func(net.Conn)) {
 	slots := make(chan struct{}, maxHandOffs)
 	backoff := 5 * time.Millisecond
 	for {
@@ -67,7 +75,7 @@ func serveBridge(ln net.Listener) {
 		case slots <- struct{}{}:
 			go func() {
 				defer func() { <-slots }()
-				handOff(c)
+				handle(c)
 			}()
 		default:
 			c.Close()
@@ -75,11 +83,30 @@ func serveBridge(ln net.Listener) {
 	}
 }
 
-// handOff gives one accepted connection to the proxy. Failing that, the
-// client sees the connection close; the proxy answers every refusal
-// itself, once it has the connection.
-func handOff(c net.Conn) {
+// bridge gives one accepted connection to the proxy over a connection
+// from dial. Failing that, the client sees the connection close; the
+// proxy answers every refusal itself, once it has the connection.
+func bridge(c net.Conn, dial func() (*net.UnixConn, error), pass func(c net.Conn, p *net.UnixConn)) {
 	defer c.Close()
+	p, err := dial()
+	if err != nil {
+		return
+	}
+	defer p.Close()
+	pass(c, p)
+}
+
+// dialEgress connects to the proxy's socket through EgressFD.
+func dialEgress() (*net.UnixConn, error) {
+	p, err := net.DialTimeout("unix", egressSocket, bridgeDialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return p.(*net.UnixConn), nil
+}
+
+// handOffConn sends c's descriptor to the proxy on p.
+func handOffConn(c net.Conn, p *net.UnixConn) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return
@@ -89,10 +116,5 @@ func handOff(c net.Conn) {
 		return
 	}
 	defer f.Close()
-	p, err := net.DialTimeout("unix", egressSocket, bridgeDialTimeout)
-	if err != nil {
-		return
-	}
-	defer p.Close()
-	_, _, _ = p.(*net.UnixConn).WriteMsgUnix([]byte{0}, unix.UnixRights(int(f.Fd())), nil)
+	_, _, _ = p.WriteMsgUnix([]byte{0}, unix.UnixRights(int(f.Fd())), nil)
 }

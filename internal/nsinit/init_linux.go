@@ -31,6 +31,12 @@ const exitNoHost = 111
 // program is forked from this same locked thread so it inherits them.
 func Main() {
 	runtime.LockOSThread()
+	if isBoxed() {
+		if err := boxedControl(os.Args[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)
+			os.Exit(exitNoHost)
+		}
+	}
 	os.Exit(run())
 }
 
@@ -105,6 +111,11 @@ func start(cfg *Config) Status {
 func session(cfg *Config, ctl *os.File) int {
 	if err := setup(cfg); err != nil {
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: err.Error()}})
+		if cfg.Boxed {
+			// Also where the runtime logs, which the host reads when the
+			// box ends before the event arrives.
+			fmt.Fprintf(os.Stderr, "warden-init: building the sandbox: %v\n", err)
+		}
 		return 0
 	}
 	return serveSession(ctl)
@@ -113,10 +124,27 @@ func session(cfg *Config, ctl *os.File) int {
 // setup takes the init from "fresh namespaces" to "ready to exec": each
 // step names itself in the error so a host problem is easy to diagnose.
 func setup(cfg *Config) error {
-	steps := []struct {
-		what string
-		fn   func(*Config) error
-	}{
+	steps := nativeSteps()
+	if cfg.Boxed {
+		steps = boxedSteps()
+	}
+	for _, s := range steps {
+		if err := s.fn(cfg); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+// setupStep is one step of setup, named for its error.
+type setupStep struct {
+	what string
+	fn   func(*Config) error
+}
+
+// nativeSteps build the box from fresh namespaces.
+func nativeSteps() []setupStep {
+	return []setupStep{
 		{"joining the cgroup", joinCgroup},
 		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
 		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
@@ -130,12 +158,6 @@ func setup(cfg *Config) error {
 		{"building the root", buildRoot},
 		{"setting rlimits", setRlimits},
 	}
-	for _, s := range steps {
-		if err := s.fn(cfg); err != nil {
-			return fmt.Errorf("%s: %w", s.what, err)
-		}
-	}
-	return nil
 }
 
 func buildRoot(cfg *Config) error {

@@ -30,6 +30,23 @@ import (
 // checks it before anything else, so the init never parses CLI flags.
 const Arg0 = "warden-init"
 
+// BoxedPath is where backends built on container runtimes put the warden
+// binary in the box, and its argv[0] there: PID 1 runs it as
+// "BoxedPath BoxedStdin" (the control connection is its stdin) or
+// "BoxedPath BoxedConnect SOCKET" (it connects to the host there).
+const BoxedPath = "/.warden/warden-init"
+
+// How a boxed init finds its control connection.
+const (
+	BoxedStdin   = "stdin"
+	BoxedConnect = "connect"
+)
+
+// IsInit says argv is the init's, native or boxed.
+func IsInit(argv []string) bool {
+	return len(argv) > 0 && (argv[0] == Arg0 || argv[0] == BoxedPath)
+}
+
 // Descriptors the host passes to the init after stdin, stdout and stderr.
 const (
 	// ControlFD carries the Config in and the Status out.
@@ -69,10 +86,21 @@ type Config struct {
 	EgressPort int `json:"egress_port,omitempty"`
 	// Session makes the init stay as the sandbox's agent, starting a
 	// process for each Request, instead of running Command once.
-	Session   bool    `json:"session,omitempty"`
-	DiskBytes int64   `json:"disk_bytes"`
-	Inodes    int64   `json:"inodes"`
-	Rlimits   Rlimits `json:"rlimits"`
+	Session bool `json:"session,omitempty"`
+	// Boxed says a container runtime built the box (see BoxedPath): the
+	// init skips the steps that build it. With EgressPort, the host then
+	// sends a connection to its egress link after the Config, and
+	// EgressRelay says the bridge must copy bytes to the proxy because
+	// the box cannot hand a socket to the host (gVisor's are its own).
+	Boxed       bool `json:"boxed,omitempty"`
+	EgressRelay bool `json:"egress_relay,omitempty"`
+	// StatxENOSYS makes statx fail with ENOSYS in the box, so programs
+	// use fstatat: the statx of Debian 12's gVisor refuses coreutils'
+	// calls with EINVAL.
+	StatxENOSYS bool    `json:"statx_enosys,omitempty"`
+	DiskBytes   int64   `json:"disk_bytes"`
+	Inodes      int64   `json:"inodes"`
+	Rlimits     Rlimits `json:"rlimits"`
 }
 
 // Rlimits are per-process limits set before the program starts; zero

@@ -61,7 +61,9 @@ func lockdown() error {
 			return fmt.Errorf("dropping bounding capability %d: %w", c, err)
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+	// EINVAL: a kernel without ambient capabilities (gVisor's among
+	// them), where there are none to clear.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
 	if err := keepOnly(keptCaps); err != nil {

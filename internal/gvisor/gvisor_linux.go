@@ -1,0 +1,300 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Runtime starts boxes with one runsc binary. Its zero value finds runsc
+// on PATH and keeps state under StateDir.
+type Runtime struct {
+	// Runsc is the runsc binary; empty means "runsc" on PATH.
+	Runsc string
+	// Platform is runsc's platform (ptrace, systrap, kvm); empty is
+	// runsc's default.
+	Platform string
+
+	once     sync.Once
+	template rootfs.Template
+	err      error
+}
+
+// StateDir holds runsc's own state (runsc/), the shared root template
+// (template-*/) and one directory per box (box-*/).
+const StateDir = "/run/warden/gvisor"
+
+// LabelPrefix starts every container id Warden gives runsc, so leftovers
+// of a Warden that died can be told from other users' containers.
+const LabelPrefix = "warden-"
+
+// runscPath is the binary to run.
+func (r *Runtime) runscPath() (string, error) {
+	name := r.Runsc
+	if name == "" {
+		name = "runsc"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("the gvisor backend needs runsc (Debian package runsc, or --runsc PATH): %w", err)
+	}
+	return p, nil
+}
+
+// args are runsc's global flags, then rest.
+func (r *Runtime) args(rest ...string) []string {
+	a := []string{"--root", filepath.Join(StateDir, "runsc"), "--network=none"}
+	if r.Platform != "" {
+		a = append(a, "--platform="+r.Platform)
+	}
+	return append(a, rest...)
+}
+
+// prepare writes the root template once per process, replacing any left
+// by an earlier Warden (the host's /etc may have changed since).
+func (r *Runtime) prepare() (rootfs.Template, error) {
+	r.once.Do(func() {
+		if r.err = os.MkdirAll(StateDir, 0o700); r.err != nil {
+			return
+		}
+		dir := filepath.Join(StateDir, fmt.Sprintf("template-%d", os.Getpid()))
+		_ = os.RemoveAll(dir)
+		r.template, r.err = rootfs.WriteTemplate(dir)
+		if r.err != nil {
+			r.err = fmt.Errorf("writing the root template: %w", r.err)
+		}
+	})
+	return r.template, r.err
+}
+
+// box is one runsc container and what the host keeps for it.
+type box struct {
+	r     *Runtime
+	runsc string
+	id    string
+	dir   string
+	cmd   *exec.Cmd
+	log   *os.File
+	att   *egress.Attachment
+	// exited is closed when runsc run has returned.
+	exited chan struct{}
+	// logTail is the end of runsc's log, kept by cleanup for explain.
+	logTail []byte
+}
+
+// Start builds a box for a session of s and returns once its agent is
+// ready; ctx bounds the start only.
+func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error) {
+	if err := s.ValidateSandbox(); err != nil {
+		return nil, err
+	}
+	if s.Workspace != "" {
+		return nil, fmt.Errorf("%w: the gvisor backend does not mount a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
+	}
+	runsc, err := r.runscPath()
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := r.prepare()
+	if err != nil {
+		return nil, err
+	}
+	b := &box{r: r, runsc: runsc, id: LabelPrefix + cgroup.NewName(), exited: make(chan struct{})}
+	b.dir = filepath.Join(StateDir, "box-"+b.id)
+	ctl, err := b.start(s, tmpl)
+	if err != nil {
+		b.cleanup()
+		return nil, err
+	}
+	f := agent.Frame{
+		Spec: s, Control: ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
+		Env: func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		OpenWorkspace: func() (*os.File, error) {
+			return os.OpenFile(filepath.Join(b.dir, "scratch", "workspace"), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		},
+		Kill:    b.kill,
+		Exited:  b.exited,
+		Cleanup: b.cleanup,
+	}
+	sess, err := agent.Attach(ctx, f)
+	if err != nil {
+		return nil, b.explain(err)
+	}
+	return sess, nil
+}
+
+// start writes the bundle and starts runsc with the control socket as the
+// init's stdin; it returns the host's end.
+func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := rootfs.MountScratch(filepath.Join(b.dir, "scratch"), s.Limits.DiskBytes, s.Limits.Inodes(), nsinit.SandboxUID, nsinit.SandboxGID); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	bundle := Bundle{
+		Root: tmpl.Dir, Binds: tmpl.Binds, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
+		Init: self, InitPath: nsinit.BoxedPath, Args: []string{nsinit.BoxedPath, nsinit.BoxedStdin},
+		CgroupsPath: cgroupsPath(b.id), Limits: s.Limits,
+	}
+	cfgJSON, err := json.Marshal(bundle.Spec())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, "config.json"), cfgJSON, 0o600); err != nil {
+		return nil, err
+	}
+	if s.Network.Mode == spec.NetProxy {
+		if b.att, err = agent.AttachEgress(b.id, s.Network); err != nil {
+			return nil, err
+		}
+	}
+	host, child, err := socketpair()
+	if err != nil {
+		return nil, err
+	}
+	defer child.Close()
+	if b.log, err = os.Create(filepath.Join(b.dir, "runsc.log")); err != nil {
+		host.Close()
+		return nil, err
+	}
+	b.cmd = exec.Command(b.runsc, b.r.args("run", "--bundle", b.dir, b.id)...)
+	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = child, b.log, b.log
+	b.cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	if err := b.cmd.Start(); err != nil {
+		host.Close()
+		return nil, fmt.Errorf("starting runsc: %w", err)
+	}
+	go func() {
+		_ = b.cmd.Wait()
+		close(b.exited)
+	}()
+	if err := b.handOver(host, s); err != nil {
+		host.Close()
+		return nil, err
+	}
+	return host, nil
+}
+
+// handOver sends the init its Config and, with the proxy, its egress link.
+func (b *box) handOver(ctl *os.File, s spec.Spec) error {
+	cfg := agent.BoxedConfig(s, true, true)
+	if err := nsinit.WriteConfig(ctl, cfg); err != nil {
+		return fmt.Errorf("sending sandbox config: %w", err)
+	}
+	if b.att == nil {
+		return nil
+	}
+	mine, theirs, err := socketpair()
+	if err != nil {
+		return err
+	}
+	defer theirs.Close()
+	if err := unix.Sendmsg(int(ctl.Fd()), []byte{0}, unix.UnixRights(int(theirs.Fd())), nil, unix.MSG_NOSIGNAL); err != nil {
+		mine.Close()
+		return fmt.Errorf("sending the egress link: %w", err)
+	}
+	go agent.ServeEgressLink(mine, b.att)
+	return nil
+}
+
+func socketpair() (host, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control"), nil
+}
+
+// cgroupsPath puts the box's cgroup next to the native sandboxes'.
+func cgroupsPath(id string) string { return "/warden/" + id }
+
+// killTimeout bounds each runsc command the host runs to end a box.
+const killTimeout = 10 * time.Second
+
+// kill ends every process of the box: runsc kills the container's
+// processes, and the run process goes with them.
+func (b *box) kill() {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return
+	}
+	_ = b.runscCmd("kill", "--all", b.id, "KILL")
+	_ = b.cmd.Process.Kill()
+}
+
+func (b *box) runscCmd(args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, b.runsc, b.r.args(args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("runsc %s: %w: %s", args[0], err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// cleanup removes the container, the scratch tmpfs and the box's
+// directory; it is safe at any stage of start.
+func (b *box) cleanup() {
+	if b.cmd != nil && b.cmd.Process != nil {
+		select {
+		case <-b.exited:
+		default:
+			b.kill()
+			<-b.exited
+		}
+		_ = b.runscCmd("delete", "--force", b.id)
+	}
+	if b.att != nil {
+		_ = b.att.Close()
+	}
+	if b.log != nil {
+		b.logTail = tail(b.log)
+		b.log.Close()
+	}
+	_ = rootfs.UnmountScratch(filepath.Join(b.dir, "scratch"))
+	_ = os.RemoveAll(b.dir)
+}
+
+// explain adds what runsc said to an error of a box that never became
+// ready; runsc reports its own failures only in its log.
+func (b *box) explain(err error) error {
+	if len(b.logTail) == 0 {
+		return err
+	}
+	return errors.Join(err, fmt.Errorf("runsc: %s", b.logTail))
+}
+
+// maxLogTail bounds what of runsc's log an error repeats.
+const maxLogTail = 2048
+
+func tail(f *os.File) []byte {
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		return nil
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > maxLogTail {
+		b = b[len(b)-maxLogTail:]
+	}
+	return b
+}

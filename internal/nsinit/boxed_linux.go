@@ -1,0 +1,130 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// A boxed init runs in a box a container runtime built (gVisor's runsc, a
+// Docker container): namespaces, root, mounts, cgroups and the hostname
+// are already in place, and the init has only the capabilities it keeps
+// after lockdown (keptCaps) and CAP_SETPCAP to drop the rest. It skips
+// the steps that build the box and does every other one as the native
+// init does, so the agent and what it forks are the same in every box.
+
+// boxedControl puts the control connection at ControlFD before anything
+// reads it. A runtime passes it one of two ways: as the init's stdin
+// (runsc hands a host socket through as it is), or as the path of a unix
+// socket bound into the box, which the host listens on for this one
+// connection and removes once it has it (Docker).
+func boxedControl(args []string) error {
+	var fd int
+	switch {
+	case len(args) == 1 && args[0] == BoxedStdin:
+		var err error
+		if fd, err = unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, ControlFD); err != nil {
+			return err
+		}
+	case len(args) == 2 && args[0] == BoxedConnect:
+		c, err := net.Dial("unix", args[1])
+		if err != nil {
+			return err
+		}
+		f, err := c.(*net.UnixConn).File()
+		c.Close()
+		if err != nil {
+			return err
+		}
+		fd = int(f.Fd())
+		defer f.Close()
+	default:
+		return fmt.Errorf("usage: %s %s | %s PATH", BoxedPath, BoxedStdin, BoxedConnect)
+	}
+	if fd != ControlFD {
+		if err := unix.Dup3(fd, ControlFD, unix.O_CLOEXEC); err != nil {
+			return err
+		}
+		unix.Close(fd)
+	}
+	return nullStdin()
+}
+
+// nullStdin points fd 0 at /dev/null: the init reads nothing there, and
+// a stdin that was the control socket must not stay open twice.
+func nullStdin() error {
+	null, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(null)
+	return unix.Dup3(null, 0, 0)
+}
+
+// boxedSteps are setup's steps for a box a runtime built.
+func boxedSteps() []setupStep {
+	return []setupStep{
+		{"receiving the egress link", receiveEgressLink},
+		{"closing inherited descriptors", func(*Config) error { return closeInherited() }},
+		{"opening oom_score_adj", openOOMScore},
+		{"setting file identity", setFileIdentity},
+		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
+		{"starting the egress bridge", startBridge},
+		{"setting rlimits", setRlimits},
+	}
+}
+
+// receiveEgressLink takes the connection to the egress proxy the host
+// sends after the Config, when the sandbox has the proxy: a boxed init
+// cannot reach the proxy's socket by a path, so the host dials it and
+// hands the connection over, and the bridge asks for more on it.
+func receiveEgressLink(cfg *Config) error {
+	if cfg.EgressPort == 0 {
+		return nil
+	}
+	fds, err := receiveFDs(ControlFD)
+	if err != nil {
+		return err
+	}
+	if len(fds) != 1 {
+		closeAll(fds)
+		return fmt.Errorf("got %d descriptors, want 1", len(fds))
+	}
+	if err := unix.Dup3(fds[0], EgressFD, unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	unix.Close(fds[0])
+	return nil
+}
+
+// closeInherited marks every descriptor past the ones the init uses
+// close-on-exec, so none of the runtime's reaches the user's code. gVisor
+// (2022) lacks CLOSE_RANGE_CLOEXEC, so where it is refused each open
+// descriptor is marked by itself.
+func closeInherited() error {
+	err := unix.CloseRange(EgressFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return err
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= EgressFD {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return err
+		}
+	}
+	return nil
+}
+
+// isBoxed says this process was started as a boxed init.
+func isBoxed() bool { return len(os.Args) > 0 && os.Args[0] == BoxedPath }

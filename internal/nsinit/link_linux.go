@@ -1,0 +1,67 @@
+package nsinit
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// egressLink is a boxed init's way to the egress proxy: a connection to
+// the host, on which each request (one byte) is answered with one byte
+// carrying a fresh connection to the sandbox's proxy socket. Requests are
+// answered in order, so one is in flight at a time.
+type egressLink struct {
+	mu sync.Mutex
+	fd int
+}
+
+// linkRequest is the byte that asks the host for a proxy connection.
+const linkRequest = 'c'
+
+func (l *egressLink) dial() (*net.UnixConn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := unix.Write(l.fd, []byte{linkRequest}); err != nil {
+		return nil, err
+	}
+	fds, err := receiveFDs(l.fd)
+	if err != nil {
+		return nil, err
+	}
+	if len(fds) != 1 {
+		closeAll(fds)
+		return nil, errors.New("the host sent no proxy connection")
+	}
+	f := os.NewFile(uintptr(fds[0]), "egress")
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("the host's proxy connection is not a unix socket")
+	}
+	return uc, nil
+}
+
+// relay copies bytes both ways between c and the proxy connection p until
+// both directions end: the box's sockets cannot be handed to the host.
+func relay(c net.Conn, p *net.UnixConn) {
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(p, c)
+		_ = p.CloseWrite()
+		close(done)
+	}()
+	_, _ = io.Copy(c, p)
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	<-done
+}

@@ -1,0 +1,58 @@
+package rootfs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ScratchDirs are the writable directories of a box a runtime builds, and
+// where each is mounted: all four live on one host tmpfs, so DiskBytes and
+// Inodes bound them together, as in the native root.
+var ScratchDirs = map[string]string{
+	"workspace": "/workspace",
+	"tmp":       "/tmp",
+	"home":      "/home/sandbox",
+	"shm":       "/dev/shm",
+}
+
+// MountScratch mounts a tmpfs of size bytes and inodes inodes at dir (made
+// if missing) with ScratchDirs in it, owned by uid and gid. The host can
+// then reach the box's workspace at dir/workspace whatever the runtime.
+func MountScratch(dir string, size, inodes int64, uid, gid int) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	data := tmpfsData("0755", size, inodes, uid, gid)
+	if err := unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return fmt.Errorf("mounting tmpfs at %q: %w", dir, err)
+	}
+	for name := range ScratchDirs {
+		p := filepath.Join(dir, name)
+		mode := os.FileMode(0o755)
+		if name == "tmp" || name == "shm" {
+			mode = 0o777 | os.ModeSticky
+		}
+		if err := os.Mkdir(p, mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UnmountScratch detaches the tmpfs at dir and removes dir; the memory
+// is freed once nothing holds a file there.
+func UnmountScratch(dir string) error {
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("unmounting %q: %w", dir, err)
+	}
+	return os.Remove(dir)
+}

@@ -1,0 +1,93 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Template is the native root as data on the host, for backends whose
+// runtime builds the box from a directory and a list of mounts (gVisor,
+// Docker): the same symlinks, the same curated /etc, the same empty
+// mount points. Dir holds the small files; Binds are host directories
+// (and the few special files) to bind read-only at the same path.
+type Template struct {
+	Dir   string
+	Binds []string
+}
+
+// MountPoints are the directories a runtime mounts over in every box.
+var MountPoints = []string{"proc", "dev", "dev/shm", "tmp", "workspace", "home/sandbox", "usr", ".warden", "run"}
+
+// WriteTemplate writes the template into dir, which must not exist yet.
+// Only what every user of the host may read is copied or bound, as the
+// native init, reading as the sandbox user, would see it.
+func WriteTemplate(dir string) (Template, error) {
+	t := Template{Dir: dir, Binds: []string{"/usr"}}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return t, err
+	}
+	for _, d := range append(MountPoints, "etc") {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return t, err
+		}
+	}
+	for _, name := range UsrMergeLinks {
+		if err := t.mirrorTo("/"+name, filepath.Join(dir, name)); err != nil {
+			return t, fmt.Errorf("mirroring /%s: %w", name, err)
+		}
+	}
+	for _, name := range EtcAllowlist {
+		dst := filepath.Join(dir, "etc", name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return t, err
+		}
+		if err := t.mirrorTo("/etc/"+name, dst); err != nil {
+			return t, fmt.Errorf("mirroring /etc/%s: %w", name, err)
+		}
+	}
+	for name, content := range GeneratedEtc("sandbox") {
+		if err := os.WriteFile(filepath.Join(dir, "etc", name), []byte(content), 0o644); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// mirrorTo is mirror for a template: a symlink is recreated, a small
+// world-readable file copied, a world-readable directory made a mount
+// point and listed in Binds; anything else is left out.
+func (t *Template) mirrorTo(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case fi.Mode().Perm()&0o004 == 0:
+		return nil
+	case fi.IsDir():
+		t.Binds = append(t.Binds, src)
+		return os.MkdirAll(dst, 0o755)
+	case fi.Mode().IsRegular() && fi.Size() <= maxCopiedFile:
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	case fi.Mode().IsRegular():
+		t.Binds = append(t.Binds, src)
+		return os.WriteFile(dst, nil, 0o644)
+	}
+	return nil
+}
