@@ -14,6 +14,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/native"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -43,7 +44,7 @@ func Run(ctx context.Context) []Check {
 	checks := []Check{userNamespaces(), seccompCheck()}
 	checks = append(checks, cgroupChecks(rep)...)
 	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
-	return checks
+	return append(checks, gvisorCheck(ctx, sandbox.BackendOptions{}))
 }
 
 // Healthy reports whether no check is missing.

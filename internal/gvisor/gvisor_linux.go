@@ -66,13 +66,14 @@ func (r *Runtime) args(rest ...string) []string {
 	return append(a, rest...)
 }
 
-// prepare writes the root template once per process, replacing any left
-// by an earlier Warden (the host's /etc may have changed since).
-func (r *Runtime) prepare() (rootfs.Template, error) {
+// prepare removes what dead Wardens left and writes this process's root
+// template, once (the host's /etc may have changed since another's).
+func (r *Runtime) prepare(runsc string) (rootfs.Template, error) {
 	r.once.Do(func() {
 		if r.err = os.MkdirAll(StateDir, 0o700); r.err != nil {
 			return
 		}
+		r.removeStale(runsc)
 		dir := filepath.Join(StateDir, fmt.Sprintf("template-%d", os.Getpid()))
 		_ = os.RemoveAll(dir)
 		r.template, r.err = rootfs.WriteTemplate(dir)
@@ -111,7 +112,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := r.prepare()
+	tmpl, err := r.prepare(runsc)
 	if err != nil {
 		return nil, err
 	}

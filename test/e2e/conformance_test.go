@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"flag"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// backendFlag picks the backends the conformance suite runs on; empty
+// means every backend Warden has (WARDEN_BACKENDS may set it too).
+var backendFlag = flag.String("backend", "", "comma-separated backends for the conformance suite (default: all)")
+
+// allBackends are the backends built so far.
+var allBackends = []string{"native", "gvisor"}
+
+// conformanceBackends lists the backends to test, each checked usable
+// here: a missing runtime skips, or fails in CI.
+func conformanceBackends(t *testing.T) []string {
+	t.Helper()
+	requireSandbox(t)
+	list := *backendFlag
+	if list == "" {
+		list = os.Getenv("WARDEN_BACKENDS")
+	}
+	names := allBackends
+	if list != "" {
+		names = strings.Split(list, ",")
+	}
+	return names
+}
+
+// requireBackend skips (fails in CI) when the host lacks b's runtime.
+func requireBackend(t *testing.T, b string) {
+	t.Helper()
+	if b == "gvisor" {
+		if _, err := exec.LookPath("runsc"); err != nil {
+			testhost.SkipOrFail(t, "runsc is not installed (apt-get install runsc)")
+		}
+	}
+}
+
+// conformanceCase is one behaviour every backend must show the same way.
+type conformanceCase struct {
+	name  string
+	flags []string
+	// script runs under sh -c.
+	script string
+	check  func(t *testing.T, r spec.Result)
+}
+
+func wantExit(code int, stdout string) func(*testing.T, spec.Result) {
+	return func(t *testing.T, r spec.Result) {
+		t.Helper()
+		if r.ExitCode != code || r.Error != "" || (stdout != "" && strings.TrimSpace(r.Stdout) != stdout) {
+			t.Errorf("exit %d, stdout %q, stderr %q, error %q; want exit %d, stdout %q", r.ExitCode, r.Stdout, r.Stderr, r.Error, code, stdout)
+		}
+	}
+}
+
+var conformanceCases = []conformanceCase{
+	{name: "output and exit code", script: "echo out; echo err >&2; exit 3", check: func(t *testing.T, r spec.Result) {
+		if r.ExitCode != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
+			t.Errorf("got exit %d, %q, %q; want 3, \"out\\n\", \"err\\n\"", r.ExitCode, r.Stdout, r.Stderr)
+		}
+	}},
+	{name: "sandbox user", script: "id -u; id -g", check: wantExit(0, "1000\n1000")},
+	{name: "no capabilities", script: "grep CapEff /proc/self/status | tr -d '\\t'", check: wantExit(0, "CapEff:0000000000000000")},
+	{name: "seccomp filter on", script: "grep Seccomp: /proc/self/status | tr -d '\\t'", check: wantExit(0, "Seccomp:2")},
+	{name: "hostname", script: "hostname", check: wantExit(0, "sandbox")},
+	{name: "environment", script: "echo $HOME $USER $PWD ${HTTP_PROXY:-none}", check: wantExit(0, "/home/sandbox sandbox /workspace none")},
+	{name: "read-only root", script: "for p in /usr/x /etc/x /x; do touch $p 2>/dev/null && echo wrote $p; done; echo done", check: wantExit(0, "done")},
+	{name: "writable workspace and tmp", script: "echo a > /workspace/f && echo b > /tmp/f && cat /workspace/f /tmp/f | tr -d '\\n'", check: wantExit(0, "ab")},
+	{name: "host secrets hidden", script: "test -e /etc/shadow && echo shadow; test -e /root/.ssh && echo ssh; echo done", check: wantExit(0, "done")},
+	{name: "sysrq not writable", script: "(echo > /proc/sysrq-trigger) 2>/dev/null && echo opened; echo done", check: wantExit(0, "done")},
+	{name: "only loopback", script: "python3 -c 'import socket; print(sorted(n for _, n in socket.if_nameindex()))'", check: wantExit(0, "['lo']")},
+	{name: "no route out", script: "python3 -c '\nimport socket\ntry:\n socket.create_connection((\"192.0.2.1\", 80), timeout=3)\n print(\"connected\")\nexcept OSError as e:\n print(\"refused\")'", check: wantExit(0, "refused")},
+	{name: "not found", script: "exec no-such-program", check: func(t *testing.T, r spec.Result) {
+		if r.ExitCode != 127 {
+			t.Errorf("exit %d, want 127", r.ExitCode)
+		}
+	}},
+	{name: "timeout kills the tree", flags: []string{"--timeout", "1s"}, script: "sleep 60 & setsid sleep 60 & sleep 60", check: func(t *testing.T, r spec.Result) {
+		if !r.TimedOut || r.ExitCode != 137 {
+			t.Errorf("timed_out %v, exit %d; want true, 137", r.TimedOut, r.ExitCode)
+		}
+	}},
+	{name: "pids limit", flags: []string{"--pids", "20"}, script: "python3 -c '\nimport os, time\nn = 0\ntry:\n for i in range(100):\n  if os.fork() == 0:\n   time.sleep(2); os._exit(0)\n  n += 1\nexcept OSError:\n print(\"limited\")\nelse:\n print(\"forked\", n)'", check: wantExit(0, "limited")},
+	{name: "disk limit", flags: []string{"--disk", "8MiB"}, script: "dd if=/dev/zero of=/workspace/f bs=1M count=20 2>/dev/null || echo full", check: wantExit(0, "full")},
+	{name: "output limit", flags: []string{"--output-limit", "1KiB"}, script: "head -c 100000 /dev/zero | tr '\\0' a", check: func(t *testing.T, r spec.Result) {
+		if !r.StdoutTruncated || len(r.Stdout) != 1024 {
+			t.Errorf("truncated %v, %d bytes; want true, 1024", r.StdoutTruncated, len(r.Stdout))
+		}
+	}},
+	{name: "proxy refuses what the rules do not allow", flags: []string{"--net", "proxy", "--allow", "example.org"}, script: "curl -s -o /dev/null -w '%{http_code}' -m 10 http://169.254.169.254/; echo; curl -s -o /dev/null -w '%{http_code}' -m 10 http://api.github.com/", check: wantExit(0, "403\n403")},
+}
+
+// TestConformance runs every case on every backend: the same request
+// must behave the same whatever isolates it (README lists where the
+// technology forces a difference, and those cases are not here).
+func TestConformance(t *testing.T) {
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			for _, c := range conformanceCases {
+				t.Run(c.name, func(t *testing.T) {
+					r := sh(t, c.script, append([]string{"--backend", b}, c.flags...)...)
+					c.check(t, r)
+				})
+			}
+		})
+	}
+}
+
+// TestConformanceStdin checks stdin reaches a one-shot run.
+func TestConformanceStdin(t *testing.T) {
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			inv := warden(t, "hello\n", "run", "--backend", b, "--", "cat")
+			if inv.code != 0 || inv.stdout != "hello\n" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 0, \"hello\\n\"", inv.code, inv.stdout, inv.stderr)
+			}
+		})
+	}
+}
+
+// TestConformanceSession checks a session's state, charts and files on
+// every backend, through the HTTP API.
+func TestConformanceSession(t *testing.T) {
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			s := startServer(t, "--backend", b)
+			id := s.newSession(t, keyA, nil)
+			s.code(t, keyA, id, "python", "x = 21", nil)
+			if r := s.code(t, keyA, id, "python", "x * 2", nil); r.Value != "42" {
+				t.Errorf("x * 2 = %q (stderr %q), want 42", r.Value, r.Stderr)
+			}
+			code, _ := s.call(t, keyA, http.MethodPut, "/v1/sessions/"+id+"/files?path=in.txt", strings.NewReader("uploaded"), "application/octet-stream")
+			if code != http.StatusOK && code != http.StatusCreated {
+				t.Fatalf("upload = %d", code)
+			}
+			if r := s.code(t, keyA, id, "python", "open('/workspace/in.txt').read() + '!'", nil); r.Value != "'uploaded!'" {
+				t.Errorf("reading the upload = %q (stderr %q)", r.Value, r.Stderr)
+			}
+			s.code(t, keyA, id, "python", "open('/workspace/out.txt', 'w').write('made')", nil)
+			if code, body := s.call(t, keyA, http.MethodGet, "/v1/sessions/"+id+"/files?path=out.txt", nil, ""); code != http.StatusOK || string(body) != "made" {
+				t.Errorf("download = %d %q, want 200 \"made\"", code, body)
+			}
+			r := s.code(t, keyA, id, "python", "import time; time.sleep(30)", map[string]any{"timeout_seconds": 1})
+			if !r.TimedOut {
+				t.Errorf("sleep past the timeout: timed_out false")
+			}
+			if r := s.code(t, keyA, id, "python", "x", nil); r.Value != "21" && r.Value != "" {
+				t.Errorf("after a timeout x = %q", r.Value)
+			}
+			if code, _ := s.call(t, keyA, http.MethodDelete, "/v1/sessions/"+id, nil, ""); code != http.StatusNoContent {
+				t.Errorf("delete = %d, want 204", code)
+			}
+		})
+	}
+}
