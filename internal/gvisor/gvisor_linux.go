@@ -95,6 +95,10 @@ type box struct {
 	att   *egress.Attachment
 	// exited is closed when runsc run has returned.
 	exited chan struct{}
+	// ctl is the host's end of the control connection.
+	ctl *os.File
+	// forced says runsc run was killed rather than left to return.
+	forced bool
 	// logTail is the end of runsc's log, kept by cleanup for explain.
 	logTail []byte
 }
@@ -194,6 +198,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		host.Close()
 		return nil, err
 	}
+	b.ctl = host
 	return host, nil
 }
 
@@ -234,14 +239,40 @@ func cgroupsPath(id string) string { return "/warden/" + id }
 const killTimeout = 10 * time.Second
 
 // kill ends every process of the box: runsc kills the container's
-// processes, and the run process goes with them.
+// processes and runsc run, seeing its container end, deletes it and
+// returns. Only a run that does not return soon is killed itself, which
+// leaves the deletion to cleanup (a killed run makes it slow).
 func (b *box) kill() {
 	if b.cmd == nil || b.cmd.Process == nil {
 		return
 	}
+	select {
+	case <-b.exited:
+		return
+	default:
+	}
+	// The agent is PID 1: once its control connection shuts, it exits and
+	// gVisor ends every process of the box with it, without a runsc kill.
+	if b.ctl != nil {
+		_ = unix.Shutdown(int(b.ctl.Fd()), unix.SHUT_RDWR)
+	}
+	select {
+	case <-b.exited:
+		return
+	case <-time.After(runExitGrace):
+	}
 	_ = b.runscCmd("kill", "--all", b.id, "KILL")
-	_ = b.cmd.Process.Kill()
+	select {
+	case <-b.exited:
+	case <-time.After(runExitGrace):
+		b.forced = true
+		_ = b.cmd.Process.Kill()
+	}
 }
+
+// runExitGrace is how long runsc run gets to return once its container
+// was killed.
+const runExitGrace = 3 * time.Second
 
 func (b *box) runscCmd(args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
@@ -257,13 +288,11 @@ func (b *box) runscCmd(args ...string) error {
 // directory; it is safe at any stage of start.
 func (b *box) cleanup() {
 	if b.cmd != nil && b.cmd.Process != nil {
-		select {
-		case <-b.exited:
-		default:
-			b.kill()
-			<-b.exited
+		b.kill()
+		<-b.exited
+		if b.forced {
+			_ = b.runscCmd("delete", "--force", b.id)
 		}
-		_ = b.runscCmd("delete", "--force", b.id)
 	}
 	if b.att != nil {
 		_ = b.att.Close()
