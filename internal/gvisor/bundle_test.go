@@ -14,7 +14,7 @@ func TestBundleSpec(t *testing.T) {
 	b := Bundle{
 		Root: "/r", Binds: []string{"/usr", "/etc/ssl/certs"}, Scratch: "/s",
 		ScratchDirs: map[string]string{"shm": "/dev/shm", "workspace": "/workspace"},
-		Init: "/bin/warden", InitPath: "/.warden/warden-init", Args: []string{"/.warden/warden-init", "stdin"},
+		Init:        "/bin/warden", InitPath: "/.warden/warden-init", Args: []string{"/.warden/warden-init", "stdin"},
 		CgroupsPath: "/warden/x", Limits: l,
 	}
 	s := b.Spec()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 )
 
+// newDocker refuses: the Docker backend is not built yet, and a refusal
+// that says so beats a backend that pretends.
 func newDocker(BackendOptions) (Backend, error) {
-	return nil, fmt.Errorf("backend docker: %w", errors.ErrUnsupported)
+	return nil, fmt.Errorf("backend docker is not built yet: use --backend native or gvisor: %w", errors.ErrUnsupported)
 }
