@@ -46,3 +46,29 @@ func gvisorCheck(ctx context.Context, o sandbox.BackendOptions) Check {
 	}
 	return c
 }
+
+// dockerCheck runs /bin/true on the docker backend when an engine
+// answers; the backend is optional, so its absence is only a warning.
+func dockerCheck(ctx context.Context) Check {
+	c := Check{Name: "backend docker"}
+	b, err := sandbox.NewBackend("docker", sandbox.BackendOptions{})
+	if err != nil {
+		c.Status, c.Detail = Warn, err.Error()
+		return c
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	l := spec.DefaultLimits
+	l.Timeout = 30 * time.Second
+	r, err := b.Run(ctx, spec.Spec{Command: []string{"true"}, Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}}, nil, sandbox.Stream{})
+	switch {
+	case err != nil:
+		c.Status, c.Detail = Warn, "--backend docker is unavailable: "+err.Error()
+		c.Fix = "apt-get install docker.io and start dockerd (here: dockerd --iptables=false --bridge=none), or set DOCKER_HOST"
+	case r.ExitCode != 0:
+		c.Status, c.Detail = Warn, fmt.Sprintf("true exited %d in a container: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	default:
+		c.Status, c.Detail = OK, fmt.Sprintf("ran true in a container in %.0f ms", r.WallTimeMS)
+	}
+	return c
+}

@@ -44,7 +44,7 @@ func Run(ctx context.Context) []Check {
 	checks := []Check{userNamespaces(), seccompCheck()}
 	checks = append(checks, cgroupChecks(rep)...)
 	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
-	return append(checks, gvisorCheck(ctx, sandbox.BackendOptions{}))
+	return append(checks, gvisorCheck(ctx, sandbox.BackendOptions{}), dockerCheck(ctx))
 }
 
 // Healthy reports whether no check is missing.

@@ -35,21 +35,22 @@ func boxedControl(args []string) error {
 		if err != nil {
 			return err
 		}
+		// File dups the socket; both Go wrappers close their own.
 		f, err := c.(*net.UnixConn).File()
 		c.Close()
 		if err != nil {
 			return err
 		}
-		fd = int(f.Fd())
-		defer f.Close()
+		fd, err = unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, ControlFD)
+		f.Close()
+		if err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("usage: %s %s | %s PATH", BoxedPath, BoxedStdin, BoxedConnect)
 	}
-	if fd != ControlFD {
-		if err := unix.Dup3(fd, ControlFD, unix.O_CLOEXEC); err != nil {
-			return err
-		}
-		unix.Close(fd)
+	if err := moveFD(fd, ControlFD); err != nil {
+		return err
 	}
 	return nullStdin()
 }
@@ -94,11 +95,19 @@ func receiveEgressLink(cfg *Config) error {
 		closeAll(fds)
 		return fmt.Errorf("got %d descriptors, want 1", len(fds))
 	}
-	if err := unix.Dup3(fds[0], EgressFD, unix.O_CLOEXEC); err != nil {
+	return moveFD(fds[0], EgressFD)
+}
+
+// moveFD makes fd number to (close-on-exec) and closes fd, if they differ.
+func moveFD(fd, to int) error {
+	if fd == to {
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 		return err
 	}
-	unix.Close(fds[0])
-	return nil
+	if err := unix.Dup3(fd, to, unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	return unix.Close(fd)
 }
 
 // closeInherited marks every descriptor past the ones the init uses

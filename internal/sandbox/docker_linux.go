@@ -1,12 +1,33 @@
 package sandbox
 
 import (
-	"errors"
-	"fmt"
+	"context"
+	"io"
+
+	"github.com/warden-sandbox/warden/internal/docker"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// newDocker refuses: the Docker backend is not built yet, and a refusal
-// that says so beats a backend that pretends.
-func newDocker(BackendOptions) (Backend, error) {
-	return nil, fmt.Errorf("backend %q is not built yet: use --backend native or gvisor: %w", "docker", errors.ErrUnsupported)
+// Docker is the Docker backend: boxes are containers of one engine.
+type Docker struct{ rt *docker.Runtime }
+
+func newDocker(o BackendOptions) (Backend, error) {
+	return &Docker{rt: &docker.Runtime{Image: o.Image}}, nil
+}
+
+// Name is "docker".
+func (*Docker) Name() string { return "docker" }
+
+// Start starts a session in a container.
+func (d *Docker) Start(ctx context.Context, s spec.Spec) (Box, error) {
+	sess, err := d.rt.Start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return agentBox{sess}, nil
+}
+
+// Run runs s once in a fresh container.
+func (d *Docker) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
+	return runOnce(ctx, d, s, stdin, live)
 }

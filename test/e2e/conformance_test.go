@@ -17,7 +17,7 @@ import (
 var backendFlag = flag.String("backend", "", "comma-separated backends for the conformance suite (default: all)")
 
 // allBackends are the backends built so far.
-var allBackends = []string{"native", "gvisor"}
+var allBackends = []string{"native", "gvisor", "docker"}
 
 // conformanceBackends lists the backends to test, each checked usable
 // here: a missing runtime skips, or fails in CI.
@@ -38,9 +38,14 @@ func conformanceBackends(t *testing.T) []string {
 // requireBackend skips (fails in CI) when the host lacks b's runtime.
 func requireBackend(t *testing.T, b string) {
 	t.Helper()
-	if b == "gvisor" {
+	switch b {
+	case "gvisor":
 		if _, err := exec.LookPath("runsc"); err != nil {
 			testhost.SkipOrFail(t, "runsc is not installed (apt-get install runsc)")
+		}
+	case "docker":
+		if err := exec.Command("docker", "version").Run(); err != nil {
+			testhost.SkipOrFail(t, "no Docker engine answers (apt-get install docker.io; dockerd --iptables=false --bridge=none)")
 		}
 	}
 }

@@ -1,0 +1,135 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// ContainerConfig is the part of the Engine API's create body Warden uses.
+type ContainerConfig struct {
+	Image      string
+	Entrypoint []string
+	Cmd        []string `json:",omitempty"`
+	User       string
+	Hostname   string
+	Env        []string
+	WorkingDir string
+	Labels     map[string]string
+	HostConfig HostConfig
+	// NetworkDisabled keeps the container off every network but lo.
+	NetworkDisabled bool
+}
+
+// HostConfig is the part of the Engine API's HostConfig Warden uses.
+type HostConfig struct {
+	Binds          []string
+	NetworkMode    string
+	IpcMode        string
+	CapDrop        []string
+	CapAdd         []string
+	SecurityOpt    []string `json:",omitempty"`
+	ReadonlyRootfs bool
+	Memory         int64 `json:",omitempty"`
+	MemorySwap     int64 `json:",omitempty"`
+	NanoCPUs       int64 `json:",omitempty"`
+	PidsLimit      int64 `json:",omitempty"`
+	Init           bool
+}
+
+// Create makes a container named name and returns its id.
+func (e *Engine) Create(ctx context.Context, name string, c ContainerConfig) (string, error) {
+	var out struct {
+		ID string `json:"Id"`
+	}
+	err := e.call(ctx, http.MethodPost, "/containers/create", url.Values{"name": {name}}, c, &out)
+	return out.ID, err
+}
+
+// Start starts a created container.
+func (e *Engine) Start(ctx context.Context, id string) error {
+	return e.call(ctx, http.MethodPost, "/containers/"+id+"/start", nil, nil, nil)
+}
+
+// Kill sends SIGKILL to the container's PID 1.
+func (e *Engine) Kill(ctx context.Context, id string) error {
+	return e.call(ctx, http.MethodPost, "/containers/"+id+"/kill", url.Values{"signal": {"KILL"}}, nil, nil)
+}
+
+// Remove removes a container, killing it first, with its anonymous volumes.
+func (e *Engine) Remove(ctx context.Context, id string) error {
+	err := e.call(ctx, http.MethodDelete, "/containers/"+id, url.Values{"force": {"1"}, "v": {"1"}}, nil, nil)
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Wait blocks until the container next stops; called before Start, it
+// sees the container's whole run.
+func (e *Engine) Wait(ctx context.Context, id string) error {
+	return e.call(ctx, http.MethodPost, "/containers/"+id+"/wait", url.Values{"condition": {"next-exit"}}, nil, nil)
+}
+
+// Pid is the host pid of the container's PID 1, or 0 when it is not running.
+func (e *Engine) Pid(ctx context.Context, id string) (int, error) {
+	var out struct{ State struct{ Pid int } }
+	err := e.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, nil, &out)
+	return out.State.Pid, err
+}
+
+// Container is one entry of List.
+type Container struct {
+	ID     string `json:"Id"`
+	Labels map[string]string
+}
+
+// List lists every container, running or not, carrying label.
+func (e *Engine) List(ctx context.Context, label string) ([]Container, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {label}})
+	var out []Container
+	err := e.call(ctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(f)}}, nil, &out)
+	return out, err
+}
+
+// HasImage says the engine has the image ref.
+func (e *Engine) HasImage(ctx context.Context, ref string) (bool, error) {
+	err := e.call(ctx, http.MethodGet, "/images/"+ref+"/json", nil, nil, nil)
+	if IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Import makes image repo:tag from a tar of a root file system.
+func (e *Engine) Import(ctx context.Context, repo, tag string, tarball io.Reader) error {
+	q := url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}}
+	return e.call(ctx, http.MethodPost, "/images/create", q, tarball, nil)
+}
+
+// Logs is the end of what the container's PID 1 wrote, for errors.
+func (e *Engine) Logs(ctx context.Context, id string) (string, error) {
+	q := url.Values{"stdout": {"1"}, "stderr": {"1"}, "tail": {"20"}}
+	var raw rawBody
+	if err := e.call(ctx, http.MethodGet, "/containers/"+id+"/logs", q, nil, &raw); err != nil {
+		return "", err
+	}
+	return demux(raw), nil
+}
+
+// rawBody, as call's out, takes an answer that is not JSON as it came.
+type rawBody []byte
+
+// demux strips the 8-byte frame headers of a non-TTY log stream.
+func demux(b []byte) string {
+	var out []byte
+	for len(b) >= 8 {
+		n := int(b[4])<<24 | int(b[5])<<16 | int(b[6])<<8 | int(b[7])
+		b = b[8:]
+		n = min(n, len(b))
+		out, b = append(out, b[:n]...), b[n:]
+	}
+	return string(out)
+}

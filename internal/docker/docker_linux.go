@@ -1,0 +1,320 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Runtime starts boxes as containers of one engine.
+type Runtime struct {
+	// Image is the boxes' image; empty means Warden's own root image.
+	Image string
+
+	once   sync.Once
+	engine *Engine
+	tmpl   rootfs.Template
+	image  string
+	err    error
+}
+
+// StateDir holds the root template and one directory per box (its
+// scratch tmpfs and the control socket's directory).
+const StateDir = "/run/warden/docker"
+
+// Label marks every container Warden makes; its value is the pid of the
+// Warden that made it, so a dead Warden's leftovers can be found.
+const Label = "warden.sandbox"
+
+// controlDir is where the box finds the host's control socket.
+const controlDir = "/.warden/run"
+
+// prepare connects to the engine, removes dead Wardens' leftovers and
+// makes sure the image exists, once per process.
+func (r *Runtime) prepare(ctx context.Context) error {
+	r.once.Do(func() {
+		if r.engine, r.err = NewEngine(); r.err != nil {
+			return
+		}
+		if r.err = r.engine.Ping(ctx); r.err != nil {
+			r.err = fmt.Errorf("the docker backend needs a running Docker engine: %w", r.err)
+			return
+		}
+		if r.err = os.MkdirAll(StateDir, 0o700); r.err != nil {
+			return
+		}
+		r.removeStale(ctx)
+		dir := filepath.Join(StateDir, "template-"+strconv.Itoa(os.Getpid()))
+		_ = os.RemoveAll(dir)
+		if r.tmpl, r.err = rootfs.WriteTemplate(dir); r.err != nil {
+			r.err = fmt.Errorf("writing the root template: %w", r.err)
+			return
+		}
+		r.image = r.Image
+		if r.image == "" {
+			r.image, r.err = r.engine.rootImage(ctx, r.tmpl)
+		}
+	})
+	return r.err
+}
+
+// box is one container and what the host keeps for it.
+type box struct {
+	r      *Runtime
+	name   string
+	dir    string
+	id     string
+	ctl    *os.File
+	att    *egress.Attachment
+	exited chan struct{}
+	// keepLogs makes cleanup keep the container's last words in logs,
+	// for the error of a box that never became ready.
+	keepLogs bool
+	logs     string
+}
+
+// Start makes a container for a session of s and returns once its agent
+// is ready; ctx bounds the start only.
+func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error) {
+	if err := s.ValidateSandbox(); err != nil {
+		return nil, err
+	}
+	if s.Workspace != "" {
+		return nil, fmt.Errorf("%w: the docker backend does not mount a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
+	}
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
+	}
+	b := &box{r: r, name: "warden-" + cgroup.NewName(), exited: make(chan struct{})}
+	b.dir = filepath.Join(StateDir, "box-"+b.name)
+	if err := b.start(ctx, s); err != nil {
+		b.cleanup()
+		return nil, err
+	}
+	f := agent.Frame{
+		Spec: s, Control: b.ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
+		Env: func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		OpenWorkspace: func() (*os.File, error) {
+			return os.OpenFile(filepath.Join(b.dir, "scratch", "workspace"), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		},
+		Kill: b.kill, Exited: b.exited, Cleanup: b.cleanup,
+	}
+	b.keepLogs = true
+	sess, err := agent.Attach(ctx, f)
+	if err != nil && b.logs != "" {
+		return nil, fmt.Errorf("%w: the container said: %s", err, b.logs)
+	}
+	b.keepLogs = false
+	return sess, err
+}
+
+// start makes the scratch tmpfs and the control socket, creates and
+// starts the container, and takes the init's connection.
+func (b *box) start(ctx context.Context, s spec.Spec) error {
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return err
+	}
+	scratch := filepath.Join(b.dir, "scratch")
+	if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), nsinit.SandboxUID, nsinit.SandboxGID); err != nil {
+		return err
+	}
+	run := filepath.Join(b.dir, "run")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		return err
+	}
+	sock := filepath.Join(run, "ctl.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	// Only the init, as root, may connect; the socket goes once it has.
+	if err := os.Chmod(sock, 0o600); err != nil {
+		return err
+	}
+	if s.Network.Mode == spec.NetProxy {
+		if b.att, err = agent.AttachEgress(b.name, s.Network); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := b.config(s, self, scratch, run)
+	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
+		return fmt.Errorf("creating the container: %w", err)
+	}
+	go b.watch()
+	if err := b.r.engine.Start(ctx, b.id); err != nil {
+		return fmt.Errorf("starting the container: %w", err)
+	}
+	if b.ctl, err = b.accept(ctx, ln); err != nil {
+		return err
+	}
+	os.Remove(sock)
+	return b.handOver(s)
+}
+
+// acceptTimeout bounds the wait for the init to connect.
+const acceptTimeout = 30 * time.Second
+
+// accept takes the init's connection and checks, by the peer's
+// credentials, that it is the container's PID 1.
+func (b *box) accept(ctx context.Context, ln *net.UnixListener) (*os.File, error) {
+	_ = ln.SetDeadline(time.Now().Add(acceptTimeout))
+	c, err := ln.AcceptUnix()
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the container's init: %w", err)
+	}
+	defer c.Close()
+	f, err := c.File()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := unix.GetsockoptUcred(int(f.Fd()), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	pid, err := b.r.engine.Pid(ctx, b.id)
+	if err != nil || pid == 0 || int(cred.Pid) != pid {
+		f.Close()
+		return nil, fmt.Errorf("the control socket was reached by pid %d, not the container's init (%d): %v", cred.Pid, pid, err)
+	}
+	return f, nil
+}
+
+// config is the container: Warden's init as PID 1 with only the
+// capabilities it keeps, read-only root, no network, the limits.
+func (b *box) config(s spec.Spec, self, scratch, run string) ContainerConfig {
+	l := s.Limits
+	binds := []string{self + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro"}
+	for name, dst := range rootfs.ScratchDirs {
+		// The scratch tmpfs is nosuid,nodev on the host, which its binds keep.
+		binds = append(binds, filepath.Join(scratch, name)+":"+dst+":rw")
+	}
+	if b.r.Image == "" {
+		for _, p := range b.r.tmpl.Binds {
+			binds = append(binds, p+":"+p+":ro")
+		}
+	}
+	hc := HostConfig{
+		Binds: binds, NetworkMode: "none", IpcMode: "private",
+		CapDrop: []string{"ALL"}, CapAdd: []string{"SETUID", "SETGID", "KILL", "SETPCAP"},
+		SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
+	}
+	if l.MemoryBytes > 0 {
+		hc.Memory, hc.MemorySwap = l.MemoryBytes, l.MemoryBytes
+	}
+	if l.CPUs > 0 {
+		hc.NanoCPUs = int64(l.CPUs * 1e9)
+	}
+	if l.Pids > 0 {
+		hc.PidsLimit = l.Pids + initTasks
+	}
+	return ContainerConfig{
+		Image: b.r.image, User: "0:0", Hostname: agent.Hostname, WorkingDir: "/",
+		Entrypoint: []string{nsinit.BoxedPath, nsinit.BoxedConnect, controlDir + "/ctl.sock"},
+		Env:        []string{"GOMAXPROCS=1"},
+		Labels:     map[string]string{Label: strconv.Itoa(os.Getpid())},
+		HostConfig: hc, NetworkDisabled: true,
+	}
+}
+
+// initTasks is the head-room the pids cgroup gives the init's threads on
+// top of --pids; uid 1000 is the host's in a container without a user
+// namespace, so RLIMIT_NPROC would count other boxes and is not set.
+const initTasks = 8
+
+// handOver sends the init its Config and, with the proxy, its egress link.
+func (b *box) handOver(s spec.Spec) error {
+	if err := nsinit.WriteConfig(b.ctl, agent.BoxedConfig(s, false, false)); err != nil {
+		return fmt.Errorf("sending sandbox config: %w", err)
+	}
+	if b.att == nil {
+		return nil
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "link"), os.NewFile(uintptr(fds[1]), "link")
+	defer theirs.Close()
+	if err := unix.Sendmsg(int(b.ctl.Fd()), []byte{0}, unix.UnixRights(int(theirs.Fd())), nil, unix.MSG_NOSIGNAL); err != nil {
+		mine.Close()
+		return fmt.Errorf("sending the egress link: %w", err)
+	}
+	go agent.ServeEgressLink(mine, b.att)
+	return nil
+}
+
+// watch closes exited once the container has stopped.
+func (b *box) watch() {
+	defer close(b.exited)
+	for {
+		err := b.r.engine.Wait(context.Background(), b.id)
+		if err == nil || IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stopGrace is how long the container gets to stop once its agent's
+// control connection is shut, before the engine kills it.
+const stopGrace = 3 * time.Second
+
+// kill ends the box: the agent, PID 1, exits when its control connection
+// shuts, and the container with it; the engine's kill is the fallback.
+func (b *box) kill() {
+	if b.id == "" {
+		return
+	}
+	if b.ctl != nil {
+		_ = unix.Shutdown(int(b.ctl.Fd()), unix.SHUT_RDWR)
+	}
+	select {
+	case <-b.exited:
+		return
+	case <-time.After(stopGrace):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+	defer cancel()
+	_ = b.r.engine.Kill(ctx, b.id)
+}
+
+// cleanup removes the container, the scratch tmpfs and the box's
+// directory; it is safe at any stage of start.
+func (b *box) cleanup() {
+	if b.id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if b.keepLogs {
+			logs, _ := b.r.engine.Logs(ctx, b.id)
+			b.logs = strings.TrimSpace(logs)
+		}
+		_ = b.r.engine.Remove(ctx, b.id)
+		cancel()
+		<-b.exited
+	}
+	if b.att != nil {
+		_ = b.att.Close()
+	}
+	_ = rootfs.UnmountScratch(filepath.Join(b.dir, "scratch"))
+	_ = os.RemoveAll(b.dir)
+}
