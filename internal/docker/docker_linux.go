@@ -264,10 +264,13 @@ func (b *box) handOver(s spec.Spec) error {
 	return nil
 }
 
-// watch closes exited once the container has stopped.
+// watch closes exited once the container has stopped, or once the
+// engine has failed to say so for waitRetries tries in a row (an engine
+// that went away): a box nobody can reach counts as ended, so closing a
+// session never hangs on it.
 func (b *box) watch() {
 	defer close(b.exited)
-	for {
+	for i := 0; i < waitRetries; i++ {
 		err := b.r.engine.Wait(context.Background(), b.id)
 		if err == nil || IsNotFound(err) {
 			return
@@ -275,6 +278,9 @@ func (b *box) watch() {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// waitRetries bounds watch's retries, 100 ms apart.
+const waitRetries = 100
 
 // stopGrace is how long the container gets to stop once its agent's
 // control connection is shut, before the engine kills it.
