@@ -59,9 +59,7 @@ func (r *Runtime) prepare(ctx context.Context) error {
 			return
 		}
 		r.removeStale(ctx)
-		dir := filepath.Join(StateDir, "template-"+strconv.Itoa(os.Getpid()))
-		_ = os.RemoveAll(dir)
-		if r.tmpl, r.err = rootfs.WriteTemplate(dir); r.err != nil {
+		if r.tmpl, r.err = rootfs.SharedTemplate(StateDir); r.err != nil {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
 		}

@@ -3,36 +3,37 @@ package docker
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
-	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/gvisor"
 )
 
-// removeStale removes the containers and directories of Wardens that
-// died: their label, and the names of their directories, carry their pid.
-func (r *Runtime) removeStale(ctx context.Context) {
-	if cs, err := r.engine.List(ctx, Label); err == nil {
-		for _, c := range cs {
-			if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && pid != os.Getpid() && !cgroup.ProcessAlive(pid) {
-				_ = r.engine.Remove(ctx, c.ID)
-			}
-		}
-	}
-	ents, err := os.ReadDir(StateDir)
+// StaleContainers lists the containers of Wardens that died, by the pid
+// in their label.
+func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
+	cs, err := e.List(ctx, Label)
 	if err != nil {
-		return
+		return nil, err
 	}
-	for _, e := range ents {
-		rest := strings.TrimPrefix(strings.TrimPrefix(e.Name(), "template-"), "box-warden-")
-		pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
-		if err != nil || pid == os.Getpid() || cgroup.ProcessAlive(pid) {
-			continue
+	var out []string
+	for _, c := range cs {
+		if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && pid != os.Getpid() && !cgroup.ProcessAlive(pid) {
+			out = append(out, c.ID)
 		}
-		dir := filepath.Join(StateDir, e.Name())
-		_ = rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
-		_ = os.RemoveAll(dir)
+	}
+	return out, nil
+}
+
+// removeStale removes the containers and directories of Wardens that
+// died. The directories are named as gVisor's are.
+func (r *Runtime) removeStale(ctx context.Context) {
+	if ids, err := StaleContainers(ctx, r.engine); err == nil {
+		for _, id := range ids {
+			_ = r.engine.Remove(ctx, id)
+		}
+	}
+	for _, dir := range gvisor.Stale(StateDir) {
+		_ = gvisor.RemoveStaleDir(dir)
 	}
 }

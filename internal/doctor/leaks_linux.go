@@ -32,6 +32,7 @@ func Leaks() ([]Leak, error) {
 	}
 	procs, perr := orphanInits()
 	leaks = append(leaks, procs...)
+	leaks = append(leaks, backendLeaks()...)
 	return append(leaks, staleSockets()...), errors.Join(err, perr)
 }
 

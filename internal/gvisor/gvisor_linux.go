@@ -36,8 +36,8 @@ type Runtime struct {
 	err      error
 }
 
-// StateDir holds runsc's own state (runsc/), the shared root template
-// (template-*/) and one directory per box (box-*/).
+// StateDir holds runsc's own state (runsc/), the shared root templates
+// (root-<hash>/) and one directory per box (box-*/).
 const StateDir = "/run/warden/gvisor"
 
 // LabelPrefix starts every container id Warden gives runsc, so leftovers
@@ -66,17 +66,15 @@ func (r *Runtime) args(rest ...string) []string {
 	return append(a, rest...)
 }
 
-// prepare removes what dead Wardens left and writes this process's root
-// template, once (the host's /etc may have changed since another's).
+// prepare removes what dead Wardens left and finds or writes the root
+// template, once per process.
 func (r *Runtime) prepare(runsc string) (rootfs.Template, error) {
 	r.once.Do(func() {
 		if r.err = os.MkdirAll(StateDir, 0o700); r.err != nil {
 			return
 		}
 		r.removeStale(runsc)
-		dir := filepath.Join(StateDir, fmt.Sprintf("template-%d", os.Getpid()))
-		_ = os.RemoveAll(dir)
-		r.template, r.err = rootfs.WriteTemplate(dir)
+		r.template, r.err = rootfs.SharedTemplate(StateDir)
 		if r.err != nil {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 		}

@@ -10,29 +10,50 @@ import (
 	"github.com/warden-sandbox/warden/internal/rootfs"
 )
 
-// removeStale removes what Wardens that died left in StateDir: their
-// containers (runsc delete), scratch mounts and directories. Names carry
-// the creating Warden's pid (cgroup.NewName), so a live Warden's boxes
-// are never touched.
-func (r *Runtime) removeStale(runsc string) {
-	ents, err := os.ReadDir(StateDir)
+// Stale lists what Wardens that died left in dir (StateDir, or the docker
+// backend's): boxes and half-written templates whose names carry the pid
+// of a Warden that is gone (cgroup.NewName), never a live Warden's, and
+// the per-process templates of older Wardens (template-<pid>).
+func Stale(dir string) []string {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return nil
 	}
+	var out []string
 	for _, e := range ents {
-		name := e.Name()
-		id, isBox := strings.CutPrefix(name, "box-")
-		pidPart := strings.TrimPrefix(strings.TrimPrefix(name, "template-"), "box-"+LabelPrefix)
-		pid, err := strconv.Atoi(strings.SplitN(pidPart, "-", 2)[0])
+		rest, ok := "", false
+		for _, prefix := range []string{"tmp-", "template-", "box-" + LabelPrefix} {
+			if rest, ok = strings.CutPrefix(e.Name(), prefix); ok {
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
 		if err != nil || pid == os.Getpid() || cgroup.ProcessAlive(pid) {
 			continue
 		}
-		dir := filepath.Join(StateDir, name)
-		if isBox {
+		out = append(out, filepath.Join(dir, e.Name()))
+	}
+	return out
+}
+
+// RemoveStaleDir removes one entry Stale listed: its scratch mount, if
+// any, then the directory.
+func RemoveStaleDir(dir string) error {
+	_ = rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
+	return os.RemoveAll(dir)
+}
+
+// removeStale removes what dead Wardens left in StateDir, their runsc
+// containers first.
+func (r *Runtime) removeStale(runsc string) {
+	for _, dir := range Stale(StateDir) {
+		if id, ok := strings.CutPrefix(filepath.Base(dir), "box-"); ok {
 			b := &box{r: r, runsc: runsc, id: id}
 			_ = b.runscCmd("delete", "--force", id)
-			_ = rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
 		}
-		_ = os.RemoveAll(dir)
+		_ = RemoveStaleDir(dir)
 	}
 }

@@ -1,6 +1,8 @@
 package rootfs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -90,4 +92,66 @@ func (t *Template) mirrorTo(src, dst string) error {
 		return os.WriteFile(dst, nil, 0o644)
 	}
 	return nil
+}
+
+// SharedTemplate writes the template under base once for every Warden:
+// it is written to base/tmp-<pid>, named by a hash of its content
+// (base/root-<hash>), and an identical one already there is used instead,
+// so concurrent and later Wardens share it and a host whose /etc changed
+// gets a new one. A Warden that dies mid-write leaves only its tmp-<pid>.
+func SharedTemplate(base string) (Template, error) {
+	tmp := filepath.Join(base, fmt.Sprintf("tmp-%d", os.Getpid()))
+	_ = os.RemoveAll(tmp)
+	t, err := WriteTemplate(tmp)
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return t, err
+	}
+	sum, err := hashTree(tmp)
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return t, err
+	}
+	t.Dir = filepath.Join(base, "root-"+sum)
+	if err := os.Rename(tmp, t.Dir); err != nil {
+		_ = os.RemoveAll(tmp)
+		if _, serr := os.Stat(t.Dir); serr != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// hashTree is a digest of every path, mode, link target and file content
+// under dir, in walk order.
+func hashTree(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%o\x00", rel, fi.Mode())
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s\x00", target)
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%d\x00", len(b))
+			h.Write(b)
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)[:8]), err
 }

@@ -1,0 +1,32 @@
+package doctor
+
+import (
+	"context"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/docker"
+	"github.com/warden-sandbox/warden/internal/gvisor"
+)
+
+// backendLeaks lists what dead Wardens left for the gvisor and docker
+// backends: state directories (scratch mounts among them) and containers.
+// The next Warden using the backend removes them itself.
+func backendLeaks() []Leak {
+	var leaks []Leak
+	for _, dir := range append(gvisor.Stale(gvisor.StateDir), gvisor.Stale(docker.StateDir)...) {
+		leaks = append(leaks, Leak{Kind: "backend state", What: dir,
+			Why: "its Warden (the pid in its name) is gone; the next Warden on that backend removes it"})
+	}
+	e, err := docker.NewEngine()
+	if err != nil {
+		return leaks
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ids, _ := docker.StaleContainers(ctx, e)
+	for _, id := range ids {
+		leaks = append(leaks, Leak{Kind: "container", What: id,
+			Why: "labelled " + docker.Label + " by a Warden that is gone; docker rm -f it, or start Warden with --backend docker"})
+	}
+	return leaks
+}
