@@ -37,6 +37,9 @@ type HostConfig struct {
 	NanoCPUs       int64 `json:",omitempty"`
 	PidsLimit      int64 `json:",omitempty"`
 	Init           bool
+	// MaskedPaths replace Docker's default list, so they include it.
+	MaskedPaths   []string
+	ReadonlyPaths []string
 }
 
 // Create makes a container named name and returns its id.
@@ -92,6 +95,21 @@ func (e *Engine) List(ctx context.Context, label string) ([]Container, error) {
 	var out []Container
 	err := e.call(ctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(f)}}, nil, &out)
 	return out, err
+}
+
+// ImageVolumes lists the paths image ref declares as volumes.
+func (e *Engine) ImageVolumes(ctx context.Context, ref string) ([]string, error) {
+	var out struct {
+		Config struct{ Volumes map[string]struct{} }
+	}
+	if err := e.call(ctx, http.MethodGet, "/images/"+ref+"/json", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	var vs []string
+	for v := range out.Config.Volumes {
+		vs = append(vs, v)
+	}
+	return vs, nil
 }
 
 // HasImage says the engine has the image ref.

@@ -16,6 +16,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -66,9 +67,24 @@ func (r *Runtime) prepare(ctx context.Context) error {
 		r.image = r.Image
 		if r.image == "" {
 			r.image, r.err = r.engine.rootImage(ctx, r.tmpl)
+			return
 		}
+		r.err = r.checkImage(ctx)
 	})
 	return r.err
+}
+
+// checkImage refuses an image that declares volumes: Docker would put
+// each on the host's disk, outside --disk, writable and executable.
+func (r *Runtime) checkImage(ctx context.Context) error {
+	vols, err := r.engine.ImageVolumes(ctx, r.image)
+	if err != nil {
+		return fmt.Errorf("inspecting --image %s: %w", r.image, err)
+	}
+	if len(vols) > 0 {
+		return fmt.Errorf("--image %s declares volumes %v, which would bypass --disk on the host's disk; use an image without VOLUME", r.image, vols)
+	}
+	return nil
 }
 
 // box is one container and what the host keeps for it.
@@ -80,6 +96,11 @@ type box struct {
 	ctl    *os.File
 	att    *egress.Attachment
 	exited chan struct{}
+	// lease is the host uid and gid of the box's user: a container has
+	// no user namespace, so each box gets ids no one else has.
+	lease *hostid.Lease
+	// stopWatch ends watch's wait once the container is removed.
+	stopWatch context.CancelFunc
 	// keepLogs makes cleanup keep the container's last words in logs,
 	// for the error of a box that never became ready.
 	keepLogs bool
@@ -101,11 +122,14 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	b := &box{r: r, name: "warden-" + cgroup.NewName(), exited: make(chan struct{})}
 	b.dir = filepath.Join(StateDir, "box-"+b.name)
 	if err := b.start(ctx, s); err != nil {
+		if b.ctl != nil {
+			b.ctl.Close()
+		}
 		b.cleanup()
 		return nil, err
 	}
 	f := agent.Frame{
-		Spec: s, Control: b.ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
+		Spec: s, Control: b.ctl, UID: b.lease.ID(), GID: b.lease.ID(), Egress: b.att,
 		Env: func(extra []string) []string { return agent.Env(b.att != nil, extra) },
 		OpenWorkspace: func() (*os.File, error) {
 			return os.OpenFile(filepath.Join(b.dir, "scratch", "workspace"), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -127,8 +151,12 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err := os.Mkdir(b.dir, 0o700); err != nil {
 		return err
 	}
+	var err error
+	if b.lease, err = hostid.Take(); err != nil {
+		return err
+	}
 	scratch := filepath.Join(b.dir, "scratch")
-	if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), nsinit.SandboxUID, nsinit.SandboxGID); err != nil {
+	if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
 		return err
 	}
 	run := filepath.Join(b.dir, "run")
@@ -136,7 +164,8 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 		return err
 	}
 	sock := filepath.Join(run, "ctl.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	var ln *net.UnixListener
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		return err
 	}
@@ -158,10 +187,13 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
 		return fmt.Errorf("creating the container: %w", err)
 	}
-	go b.watch()
 	if err := b.r.engine.Start(ctx, b.id); err != nil {
+		close(b.exited)
 		return fmt.Errorf("starting the container: %w", err)
 	}
+	var wctx context.Context
+	wctx, b.stopWatch = context.WithCancel(context.Background())
+	go b.watch(wctx)
 	if b.ctl, err = b.accept(ctx, ln); err != nil {
 		return err
 	}
@@ -176,6 +208,17 @@ const acceptTimeout = 30 * time.Second
 // credentials, that it is the container's PID 1.
 func (b *box) accept(ctx context.Context, ln *net.UnixListener) (*os.File, error) {
 	_ = ln.SetDeadline(time.Now().Add(acceptTimeout))
+	accepted := make(chan struct{})
+	defer close(accepted)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-b.exited:
+		case <-accepted:
+			return
+		}
+		ln.Close()
+	}()
 	c, err := ln.AcceptUnix()
 	if err != nil {
 		return nil, fmt.Errorf("waiting for the container's init: %w", err)
@@ -216,6 +259,7 @@ func (b *box) config(s spec.Spec, self, scratch, run string) ContainerConfig {
 		Binds: binds, NetworkMode: "none", IpcMode: "private",
 		CapDrop: []string{"ALL"}, CapAdd: []string{"SETUID", "SETGID", "KILL", "SETPCAP"},
 		SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
+		MaskedPaths: maskedPaths(), ReadonlyPaths: readonlyPaths(),
 	}
 	if l.MemoryBytes > 0 {
 		hc.Memory, hc.MemorySwap = l.MemoryBytes, l.MemoryBytes
@@ -235,14 +279,36 @@ func (b *box) config(s spec.Spec, self, scratch, run string) ContainerConfig {
 	}
 }
 
+// maskedPaths hides what the native root hides in /proc, all of /sys
+// (native mounts none) and /dev/mqueue (shared with nothing, but native
+// has none), covering Docker's own default list.
+func maskedPaths() []string {
+	ps := []string{"/sys", "/dev/mqueue", "/proc/scsi"}
+	for _, p := range rootfs.MaskedProcPaths {
+		ps = append(ps, "/proc/"+p)
+	}
+	return ps
+}
+
+// readonlyPaths are /proc's kernel-wide settings, as in the native root.
+func readonlyPaths() []string {
+	var ps []string
+	for _, p := range rootfs.ReadonlyProcPaths {
+		ps = append(ps, "/proc/"+p)
+	}
+	return ps
+}
+
 // initTasks is the head-room the pids cgroup gives the init's threads on
-// top of --pids; uid 1000 is the host's in a container without a user
-// namespace, so RLIMIT_NPROC would count other boxes and is not set.
+// top of --pids, which RLIMIT_NPROC enforces exactly: the box's uid is
+// its own (hostid), so the kernel counts only its processes.
 const initTasks = 8
 
 // handOver sends the init its Config and, with the proxy, its egress link.
 func (b *box) handOver(s spec.Spec) error {
-	if err := nsinit.WriteConfig(b.ctl, agent.BoxedConfig(s, false, false)); err != nil {
+	cfg := agent.BoxedConfig(s, false, true)
+	cfg.UID, cfg.GID = b.lease.ID(), b.lease.ID()
+	if err := nsinit.WriteConfig(b.ctl, cfg); err != nil {
 		return fmt.Errorf("sending sandbox config: %w", err)
 	}
 	if b.att == nil {
@@ -266,10 +332,10 @@ func (b *box) handOver(s spec.Spec) error {
 // engine has failed to say so for waitRetries tries in a row (an engine
 // that went away): a box nobody can reach counts as ended, so closing a
 // session never hangs on it.
-func (b *box) watch() {
+func (b *box) watch(ctx context.Context) {
 	defer close(b.exited)
-	for i := 0; i < waitRetries; i++ {
-		err := b.r.engine.Wait(context.Background(), b.id)
+	for i := 0; i < waitRetries && ctx.Err() == nil; i++ {
+		err := b.r.engine.Wait(ctx, b.id)
 		if err == nil || IsNotFound(err) {
 			return
 		}
@@ -314,7 +380,17 @@ func (b *box) cleanup() {
 		}
 		_ = b.r.engine.Remove(ctx, b.id)
 		cancel()
-		<-b.exited
+		select {
+		case <-b.exited:
+		case <-time.After(stopGrace):
+		}
+		if b.stopWatch != nil {
+			b.stopWatch()
+			<-b.exited
+		}
+	}
+	if b.lease != nil {
+		b.lease.Release()
 	}
 	if b.att != nil {
 		_ = b.att.Close()

@@ -46,10 +46,10 @@ func NewEngine() (*Engine, error) {
 			return d.DialContext(ctx, "unix", path)
 		}
 		e.base = "http://docker/" + apiVersion
-	case "tcp", "http":
-		e.base = "http://" + u.Host + "/" + apiVersion
 	default:
-		return nil, fmt.Errorf("DOCKER_HOST %q: only unix:// and tcp:// are supported", host)
+		// A remote engine would resolve the box's bind paths on its own
+		// host, and plain tcp:// is an unauthenticated root API.
+		return nil, fmt.Errorf("DOCKER_HOST %q: the docker backend needs the engine of this host, on a unix:// socket", host)
 	}
 	return e, nil
 }

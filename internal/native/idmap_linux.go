@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
@@ -96,4 +97,30 @@ func mappingNamespace(ownerUID, hostUID, ownerGID, hostGID int) (*os.File, error
 		_ = cmd.Wait()
 	}()
 	return os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+}
+
+// idMapping says which host ids the sandbox user maps to. Root leases one
+// from the pool; an ordinary user can only map its own ids (the rootless
+// mode), which the kernel permits without setuid helpers.
+type idMapping struct {
+	uid, gid int
+	rootless bool
+	lease    *hostid.Lease
+}
+
+func newIDMapping() (*idMapping, error) {
+	if os.Geteuid() != 0 {
+		return &idMapping{uid: os.Geteuid(), gid: os.Getegid(), rootless: true}, nil
+	}
+	h, err := hostid.Take()
+	if err != nil {
+		return nil, err
+	}
+	return &idMapping{uid: h.ID(), gid: h.ID(), lease: h}, nil
+}
+
+func (m *idMapping) release() {
+	if m.lease != nil {
+		m.lease.Release()
+	}
 }

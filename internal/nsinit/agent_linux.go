@@ -28,6 +28,9 @@ type agent struct {
 	mu      sync.Mutex
 	running map[int]uint64
 	pgids   map[uint64]int
+	// sweep lists the processes started without an exec cgroup, whose
+	// end sweeps the orphans (sweepOrphans).
+	sweep map[uint64]bool
 	// started gets a token after each fork, waking a reaper that found no
 	// child to wait for.
 	started chan struct{}
@@ -46,7 +49,7 @@ func serveSession(ctl *os.File) int {
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
 		return 0
 	}
-	a := &agent{ctl: ControlFD, enc: json.NewEncoder(ctl), running: map[int]uint64{}, pgids: map[uint64]int{}, started: make(chan struct{}, 1)}
+	a := &agent{ctl: ControlFD, enc: json.NewEncoder(ctl), running: map[int]uint64{}, pgids: map[uint64]int{}, sweep: map[uint64]bool{}, started: make(chan struct{}, 1)}
 	if err := a.send(Event{Kind: EventReady}); err != nil {
 		return exitNoHost
 	}
@@ -122,6 +125,7 @@ func (a *agent) spawn(job spawnJob) {
 	if st == nil {
 		a.running[pid] = req.ID
 		a.pgids[req.ID] = pid
+		a.sweep[req.ID] = req.Cgroup == 0
 	}
 	a.mu.Unlock()
 	if err := leaveCgroup(tasks); err != nil && st == nil {
@@ -181,13 +185,18 @@ func (a *agent) reap() {
 		}
 		a.mu.Lock()
 		id, ok := a.running[pid]
+		sweep := a.sweep[id]
 		delete(a.running, pid)
 		delete(a.pgids, id)
+		delete(a.sweep, id)
 		a.mu.Unlock()
 		if ok {
 			// What the process left in its group ends with it; the
 			// unreaped leader keeps the group's id from being reused.
 			_ = unix.Kill(-pid, unix.SIGKILL)
+		}
+		if ok && sweep {
+			sweepOrphans(a.isRunning)
 		}
 		var ws unix.WaitStatus
 		var ru unix.Rusage
@@ -199,6 +208,14 @@ func (a *agent) reap() {
 		e.MaxRSSKiB = ru.Maxrss
 		_ = a.send(e)
 	}
+}
+
+// isRunning says pid is a process the agent started and has not reaped.
+func (a *agent) isRunning(pid int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.running[pid]
+	return ok
 }
 
 func wait4(pid int, ws *unix.WaitStatus, ru *unix.Rusage) (int, error) {

@@ -66,9 +66,34 @@ func nullStdin() error {
 	return unix.Dup3(null, 0, 0)
 }
 
+// userUID and userGID are the ids the user's processes run as: the
+// sandbox user's, or in a box whose uids are the host's (a container
+// without a user namespace) the host ids the host leased for the box
+// (Config.UID), so no two boxes and no real user share one.
+var userUID, userGID = SandboxUID, SandboxGID
+
+// nullOutput points fds 1 and 2 at /dev/null.
+func nullOutput() error {
+	null, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(null)
+	if err := unix.Dup3(null, 1, 0); err != nil {
+		return err
+	}
+	return unix.Dup3(null, 2, 0)
+}
+
 // boxedSteps are setup's steps for a box a runtime built.
 func boxedSteps() []setupStep {
 	return []setupStep{
+		{"choosing the user", func(c *Config) error {
+			if c.UID > 0 {
+				userUID, userGID = c.UID, c.GID
+			}
+			return nil
+		}},
 		{"receiving the egress link", receiveEgressLink},
 		{"closing inherited descriptors", func(*Config) error { return closeInherited() }},
 		{"opening oom_score_adj", openOOMScore},
@@ -110,12 +135,13 @@ func moveFD(fd, to int) error {
 	return unix.Close(fd)
 }
 
-// closeInherited marks every descriptor past the ones the init uses
-// close-on-exec, so none of the runtime's reaches the user's code. gVisor
+// closeInherited marks every descriptor from ControlFD on close-on-exec
+// (the init's own already are), so none of the runtime's reaches the
+// user's code. gVisor
 // (2022) lacks CLOSE_RANGE_CLOEXEC, so where it is refused each open
 // descriptor is marked by itself.
 func closeInherited() error {
-	err := unix.CloseRange(EgressFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	err := unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
 		return err
 	}
@@ -125,7 +151,7 @@ func closeInherited() error {
 	}
 	for _, e := range ents {
 		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= EgressFD {
+		if err != nil || fd < ControlFD {
 			continue
 		}
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {

@@ -118,6 +118,15 @@ func session(cfg *Config, ctl *os.File) int {
 		}
 		return 0
 	}
+	if cfg.Boxed {
+		// The runtime's log was only for the failure above; gVisor shows
+		// the init's descriptors to the user, so nothing of the host's
+		// stays open.
+		if err := nullOutput(); err != nil {
+			_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "closing the runtime's log: " + err.Error()}})
+			return 0
+		}
+	}
 	return serveSession(ctl)
 }
 
@@ -250,8 +259,8 @@ func setFileIdentity(*Config) error {
 			return fmt.Errorf("setgroups: %w", e)
 		}
 	}
-	unix.Setfsgid(SandboxGID)
-	unix.Setfsuid(SandboxUID)
+	unix.Setfsgid(userGID)
+	unix.Setfsuid(userUID)
 	return nil
 }
 

@@ -94,13 +94,13 @@ type Config struct {
 	// the box cannot hand a socket to the host (gVisor's are its own).
 	Boxed       bool `json:"boxed,omitempty"`
 	EgressRelay bool `json:"egress_relay,omitempty"`
-	// StatxENOSYS makes statx fail with ENOSYS in the box, so programs
-	// use fstatat: the statx of Debian 12's gVisor refuses coreutils'
-	// calls with EINVAL.
-	StatxENOSYS bool    `json:"statx_enosys,omitempty"`
-	DiskBytes   int64   `json:"disk_bytes"`
-	Inodes      int64   `json:"inodes"`
-	Rlimits     Rlimits `json:"rlimits"`
+	// UID and GID, when set in a boxed Config, replace SandboxUID and
+	// SandboxGID for the user's processes (see userUID).
+	UID       int     `json:"uid,omitempty"`
+	GID       int     `json:"gid,omitempty"`
+	DiskBytes int64   `json:"disk_bytes"`
+	Inodes    int64   `json:"inodes"`
+	Rlimits   Rlimits `json:"rlimits"`
 }
 
 // Rlimits are per-process limits set before the program starts; zero

@@ -37,7 +37,7 @@ func spawn(path string, cfg *Config) (int, error) {
 		Stderr: os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:     true,
-			Credential: &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: true},
+			Credential: &syscall.Credential{Uid: uint32(userUID), Gid: uint32(userGID), NoSetGroups: true},
 		},
 	}
 	restore := unignoreSignals()
@@ -177,7 +177,7 @@ func startProcess(req Request, files []int) (int, *Status) {
 		Stdin: osFiles[0], Stdout: osFiles[1], Stderr: osFiles[2], ExtraFiles: osFiles[3:],
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:     true,
-			Credential: &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, NoSetGroups: true},
+			Credential: &syscall.Credential{Uid: uint32(userUID), Gid: uint32(userGID), NoSetGroups: true},
 		},
 	}
 	restore := unignoreSignals()

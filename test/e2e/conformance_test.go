@@ -74,7 +74,7 @@ var conformanceCases = []conformanceCase{
 			t.Errorf("got exit %d, %q, %q; want 3, \"out\\n\", \"err\\n\"", r.ExitCode, r.Stdout, r.Stderr)
 		}
 	}},
-	{name: "sandbox user", script: "id -u; id -g", check: wantExit(0, "1000\n1000")},
+	{name: "unprivileged user owning the workspace", script: "python3 -c 'import os; st = os.stat(\"/workspace\"); print(os.getuid() == st.st_uid == os.getgid() == st.st_gid != 0, os.getgroups() in ([], [os.getgid()]))'", check: wantExit(0, "True True")},
 	{name: "no capabilities", script: "grep CapEff /proc/self/status | tr -d '\\t'", check: wantExit(0, "CapEff:0000000000000000")},
 	{name: "seccomp filter on", script: "grep Seccomp: /proc/self/status | tr -d '\\t'", check: wantExit(0, "Seccomp:2")},
 	{name: "hostname", script: "hostname", check: wantExit(0, "sandbox")},
@@ -164,6 +164,12 @@ func TestConformanceSession(t *testing.T) {
 			}
 			if r := s.code(t, keyA, id, "python", "x", nil); r.Value != "21" && r.Value != "" {
 				t.Errorf("after a timeout x = %q", r.Value)
+			}
+			var r2 spec.Result
+			s.jsonCall(t, keyA, http.MethodPost, "/v1/sessions/"+id+"/exec", map[string]any{"command": []string{"sh", "-c", "setsid sleep 30 & sleep 30"}, "timeout_seconds": 1}, http.StatusOK, &r2)
+			count := "import glob\nsum(open(p).read().strip() == 'sleep' for p in glob.glob('/proc/[0-9]*/comm'))"
+			if r := s.code(t, keyA, id, "python", count, nil); r.Value != "0" {
+				t.Errorf("sleeps left after the exec that started them timed out: %q (stderr %q)", r.Value, r.Stderr)
 			}
 			if code, _ := s.call(t, keyA, http.MethodDelete, "/v1/sessions/"+id, nil, ""); code != http.StatusNoContent {
 				t.Errorf("delete = %d, want 204", code)

@@ -1,4 +1,4 @@
-package native
+package hostid
 
 import (
 	"errors"
@@ -13,16 +13,16 @@ import (
 // handed out twice while held.
 func TestHostIDLeasesAreExclusive(t *testing.T) {
 	testhost.RequireRoot(t)
-	held := map[uint32]*hostID{}
+	held := map[uint32]*Lease{}
 	defer func() {
 		for _, h := range held {
-			h.release()
+			h.Release()
 		}
 	}()
 	for range 200 {
-		h, err := leaseHostID()
+		h, err := Take()
 		if err != nil {
-			t.Fatalf("leaseHostID() = %v", err)
+			t.Fatalf("Take() = %v", err)
 		}
 		if h.id < idPoolBase || h.id >= idPoolBase+idPoolSize {
 			t.Fatalf("lease %#x is outside the pool", h.id)
@@ -38,9 +38,9 @@ func TestHostIDLeasesAreExclusive(t *testing.T) {
 // open of the pool cannot take its byte, and once released it can.
 func TestHostIDLeaseLock(t *testing.T) {
 	testhost.RequireRoot(t)
-	h, err := leaseHostID()
+	h, err := Take()
 	if err != nil {
-		t.Fatalf("leaseHostID() = %v", err)
+		t.Fatalf("Take() = %v", err)
 	}
 	other, err := openPool()
 	if err != nil {
@@ -54,7 +54,7 @@ func TestHostIDLeaseLock(t *testing.T) {
 	if err := lock(); !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
 		t.Fatalf("locking a held id from another open = %v, want EAGAIN", err)
 	}
-	h.release()
+	h.Release()
 	if err := lock(); err != nil {
 		t.Fatalf("locking a released id = %v, want success", err)
 	}

@@ -1,4 +1,4 @@
-package native
+package hostid
 
 import (
 	"crypto/rand"
@@ -26,15 +26,18 @@ const (
 // leaks an id. The file stays empty.
 const idPoolFile = "/run/warden/idpool"
 
-// hostID is one lease from the pool.
-type hostID struct {
+// Lease is one id from the pool, held until Release.
+type Lease struct {
 	id   uint32
 	pool *os.File
 }
 
-// leaseHostID takes a free id, starting at a random slot so concurrent
-// warden processes rarely collide.
-func leaseHostID() (*hostID, error) {
+// ID is the leased host id, used as both uid and gid.
+func (h *Lease) ID() int { return int(h.id) }
+
+// Take leases a free id, starting at a random slot so concurrent warden
+// processes rarely collide.
+func Take() (*Lease, error) {
 	pool, err := openPool()
 	if err != nil {
 		return nil, fmt.Errorf("leasing a host uid: %w", err)
@@ -50,7 +53,7 @@ func leaseHostID() (*hostID, error) {
 		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(slot), Len: 1}
 		err := unix.FcntlFlock(pool.Fd(), unix.F_OFD_SETLK, &lk)
 		if err == nil {
-			return &hostID{id: idPoolBase + slot, pool: pool}, nil
+			return &Lease{id: idPoolBase + slot, pool: pool}, nil
 		}
 		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
 			pool.Close()
@@ -68,31 +71,5 @@ func openPool() (*os.File, error) {
 	return os.OpenFile(idPoolFile, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 }
 
-// release gives the id back: closing the file description drops its lock.
-func (h *hostID) release() { h.pool.Close() }
-
-// idMapping says which host ids the sandbox user maps to. Root leases one
-// from the pool; an ordinary user can only map its own ids (the rootless
-// mode), which the kernel permits without setuid helpers.
-type idMapping struct {
-	uid, gid int
-	rootless bool
-	lease    *hostID
-}
-
-func newIDMapping() (*idMapping, error) {
-	if os.Geteuid() != 0 {
-		return &idMapping{uid: os.Geteuid(), gid: os.Getegid(), rootless: true}, nil
-	}
-	h, err := leaseHostID()
-	if err != nil {
-		return nil, err
-	}
-	return &idMapping{uid: int(h.id), gid: int(h.id), lease: h}, nil
-}
-
-func (m *idMapping) release() {
-	if m.lease != nil {
-		m.lease.release()
-	}
-}
+// Release gives the id back: closing the file description drops its lock.
+func (h *Lease) Release() { h.pool.Close() }
