@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -230,8 +231,11 @@ func socketpair() (host, child *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control"), nil
 }
 
-// cgroupsPath puts the box's cgroup next to the native sandboxes'.
-func cgroupsPath(id string) string { return "/warden/" + id }
+// cgroupsPath puts the box's cgroup next to the native sandboxes', under
+// this process's own cgroup in each hierarchy (runsc reads a relative
+// path so), named as theirs are (<pid>-<hex>), so cgroup.Stale and
+// doctor --leaks find it if this Warden dies.
+func cgroupsPath(id string) string { return "warden/" + strings.TrimPrefix(id, LabelPrefix) }
 
 // killTimeout bounds each runsc command the host runs to end a box.
 const killTimeout = 10 * time.Second
