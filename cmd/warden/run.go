@@ -146,6 +146,11 @@ func (o *runOptions) report(r spec.Result) int {
 }
 
 func printJSON(w io.Writer, r spec.Result, runErr error) error {
+	if runErr != nil && r.Error == "" {
+		// The Result says Warden failed, so a reader of the JSON alone
+		// never takes it for an exit 0.
+		r.Error = runErr.Error()
+	}
 	enc := json.NewEncoder(w)
 	if err := enc.Encode(r); err != nil {
 		return err

@@ -35,6 +35,16 @@ func NewBackend(name string, o BackendOptions) (Backend, error) {
 	return nil, fmt.Errorf("%w: backend %q is unknown: use native, gvisor or docker", spec.ErrInvalid, name)
 }
 
+// ended says the box has ended.
+func ended(b Box) bool {
+	select {
+	case <-b.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // runOnce is Run for a backend whose boxes only exist as sessions: a box
 // for one exec, closed after it. Timeouts and kills are then exactly a
 // session exec's, the same in every backend.
@@ -53,6 +63,9 @@ func runOnce(ctx context.Context, b Backend, s spec.Spec, stdin io.Reader, live 
 		timeout = spec.MaxTimeout
 	}
 	r, err := box.Exec(ctx, Command{Argv: s.Command, Stdin: stdin, Timeout: timeout}, live)
+	if err != nil && ended(box) && s.Limits.MemoryBytes > 0 {
+		err = fmt.Errorf("%w (the whole sandbox ended during the run; on the %s backend a program over --memory %s ends it)", err, b.Name(), spec.FormatSize(s.Limits.MemoryBytes))
+	}
 	r.Network = box.NetworkEvents()
 	r.WallTimeMS = float64(time.Since(begin).Microseconds()) / 1000
 	return r, err
