@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/egress"
@@ -65,4 +68,28 @@ func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
 		cfg.EgressPort, cfg.EgressRelay = EgressPort, relay
 	}
 	return cfg
+}
+
+// HandOverBoxed sends a boxed init its Config on ctl and, when the box
+// has the egress proxy (att), the egress link it asks for connections on,
+// which is then served until the init closes it.
+func HandOverBoxed(ctl *os.File, cfg nsinit.Config, att *egress.Attachment) error {
+	if err := nsinit.WriteConfig(ctl, cfg); err != nil {
+		return fmt.Errorf("sending sandbox config: %w", err)
+	}
+	if att == nil {
+		return nil
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "egress link"), os.NewFile(uintptr(fds[1]), "egress link")
+	defer theirs.Close()
+	if err := unix.Sendmsg(int(ctl.Fd()), []byte{0}, unix.UnixRights(int(theirs.Fd())), nil, unix.MSG_NOSIGNAL); err != nil {
+		mine.Close()
+		return fmt.Errorf("sending the egress link: %w", err)
+	}
+	go ServeEgressLink(mine, att)
+	return nil
 }

@@ -198,7 +198,9 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 		return err
 	}
 	os.Remove(sock)
-	return b.handOver(s)
+	boot := agent.BoxedConfig(s, false, true)
+	boot.UID, boot.GID = b.lease.ID(), b.lease.ID()
+	return agent.HandOverBoxed(b.ctl, boot, b.att)
 }
 
 // acceptTimeout bounds the wait for the init to connect.
@@ -303,30 +305,6 @@ func readonlyPaths() []string {
 // top of --pids, which RLIMIT_NPROC enforces exactly: the box's uid is
 // its own (hostid), so the kernel counts only its processes.
 const initTasks = 8
-
-// handOver sends the init its Config and, with the proxy, its egress link.
-func (b *box) handOver(s spec.Spec) error {
-	cfg := agent.BoxedConfig(s, false, true)
-	cfg.UID, cfg.GID = b.lease.ID(), b.lease.ID()
-	if err := nsinit.WriteConfig(b.ctl, cfg); err != nil {
-		return fmt.Errorf("sending sandbox config: %w", err)
-	}
-	if b.att == nil {
-		return nil
-	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "link"), os.NewFile(uintptr(fds[1]), "link")
-	defer theirs.Close()
-	if err := unix.Sendmsg(int(b.ctl.Fd()), []byte{0}, unix.UnixRights(int(theirs.Fd())), nil, unix.MSG_NOSIGNAL); err != nil {
-		mine.Close()
-		return fmt.Errorf("sending the egress link: %w", err)
-	}
-	go agent.ServeEgressLink(mine, b.att)
-	return nil
-}
 
 // watch closes exited once the container has stopped, or once the
 // engine has failed to say so for waitRetries tries in a row (an engine

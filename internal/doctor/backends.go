@@ -25,33 +25,21 @@ func gvisorCheck(ctx context.Context, o sandbox.BackendOptions) Check {
 		c.Fix = "apt-get install runsc (or pass --runsc PATH)"
 		return c
 	}
-	b, err := sandbox.NewBackend("gvisor", o)
-	if err != nil {
-		c.Status, c.Detail = Warn, err.Error()
-		return c
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	l := spec.DefaultLimits
-	l.Timeout = 30 * time.Second
-	r, err := b.Run(ctx, spec.Spec{Command: []string{"true"}, Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}}, nil, sandbox.Stream{})
-	switch {
-	case err != nil:
-		c.Status, c.Detail = Warn, "runsc does not work here: "+err.Error()
-		c.Fix = "run as root with cgroups; try --runsc-platform ptrace (kvm needs a guest-capable /dev/kvm)"
-	case r.ExitCode != 0:
-		c.Status, c.Detail = Warn, fmt.Sprintf("true exited %d in gVisor: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
-	default:
-		c.Status, c.Detail = OK, fmt.Sprintf("ran true in gVisor in %.0f ms", r.WallTimeMS)
-	}
-	return c
+	return runOn(ctx, c, "gvisor", o, "in gVisor",
+		"run as root with cgroups; try --runsc-platform ptrace (kvm needs a guest-capable /dev/kvm)")
 }
 
 // dockerCheck runs /bin/true on the docker backend when an engine
 // answers; the backend is optional, so its absence is only a warning.
 func dockerCheck(ctx context.Context) Check {
-	c := Check{Name: "backend docker"}
-	b, err := sandbox.NewBackend("docker", sandbox.BackendOptions{})
+	return runOn(ctx, Check{Name: "backend docker"}, "docker", sandbox.BackendOptions{}, "in a container",
+		"apt-get install docker.io and start dockerd (here: dockerd --iptables=false --bridge=none), or set DOCKER_HOST")
+}
+
+// runOn fills c with the outcome of running /bin/true on backend name:
+// an optional backend that does not work is a warning, with fix.
+func runOn(ctx context.Context, c Check, name string, o sandbox.BackendOptions, where, fix string) Check {
+	b, err := sandbox.NewBackend(name, o)
 	if err != nil {
 		c.Status, c.Detail = Warn, err.Error()
 		return c
@@ -63,12 +51,11 @@ func dockerCheck(ctx context.Context) Check {
 	r, err := b.Run(ctx, spec.Spec{Command: []string{"true"}, Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}}, nil, sandbox.Stream{})
 	switch {
 	case err != nil:
-		c.Status, c.Detail = Warn, "--backend docker is unavailable: "+err.Error()
-		c.Fix = "apt-get install docker.io and start dockerd (here: dockerd --iptables=false --bridge=none), or set DOCKER_HOST"
+		c.Status, c.Detail, c.Fix = Warn, "--backend "+name+" does not work here: "+err.Error(), fix
 	case r.ExitCode != 0:
-		c.Status, c.Detail = Warn, fmt.Sprintf("true exited %d in a container: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+		c.Status, c.Detail = Warn, fmt.Sprintf("true exited %d %s: %s", r.ExitCode, where, strings.TrimSpace(r.Stderr))
 	default:
-		c.Status, c.Detail = OK, fmt.Sprintf("ran true in a container in %.0f ms", r.WallTimeMS)
+		c.Status, c.Detail = OK, fmt.Sprintf("ran true %s in %.0f ms", where, r.WallTimeMS)
 	}
 	return c
 }

@@ -193,34 +193,12 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		_ = b.cmd.Wait()
 		close(b.exited)
 	}()
-	if err := b.handOver(host, s); err != nil {
+	if err := agent.HandOverBoxed(host, agent.BoxedConfig(s, true, true), b.att); err != nil {
 		host.Close()
 		return nil, err
 	}
 	b.ctl = host
 	return host, nil
-}
-
-// handOver sends the init its Config and, with the proxy, its egress link.
-func (b *box) handOver(ctl *os.File, s spec.Spec) error {
-	cfg := agent.BoxedConfig(s, true, true)
-	if err := nsinit.WriteConfig(ctl, cfg); err != nil {
-		return fmt.Errorf("sending sandbox config: %w", err)
-	}
-	if b.att == nil {
-		return nil
-	}
-	mine, theirs, err := socketpair()
-	if err != nil {
-		return err
-	}
-	defer theirs.Close()
-	if err := unix.Sendmsg(int(ctl.Fd()), []byte{0}, unix.UnixRights(int(theirs.Fd())), nil, unix.MSG_NOSIGNAL); err != nil {
-		mine.Close()
-		return fmt.Errorf("sending the egress link: %w", err)
-	}
-	go agent.ServeEgressLink(mine, b.att)
-	return nil
 }
 
 func socketpair() (host, child *os.File, err error) {

@@ -1,0 +1,46 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/docker"
+	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// boxed is a backend whose boxes a runtime builds around Warden's agent
+// (gVisor, Docker): start makes one, and a one-shot run is a box with one
+// exec (runOnce).
+type boxed struct {
+	name  string
+	start func(context.Context, spec.Spec) (*agent.Session, error)
+}
+
+func newGVisor(o BackendOptions) (Backend, error) {
+	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform}
+	return boxed{name: "gvisor", start: rt.Start}, nil
+}
+
+func newDocker(o BackendOptions) (Backend, error) {
+	rt := &docker.Runtime{Image: o.Image}
+	return boxed{name: "docker", start: rt.Start}, nil
+}
+
+// Name is the backend's name.
+func (b boxed) Name() string { return b.name }
+
+// Start starts a session in a new box.
+func (b boxed) Start(ctx context.Context, s spec.Spec) (Box, error) {
+	sess, err := b.start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return agentBox{sess}, nil
+}
+
+// Run runs s once in a fresh box.
+func (b boxed) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
+	return runOnce(ctx, b, s, stdin, live)
+}
