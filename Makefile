@@ -4,9 +4,9 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io
+DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc
 
-.PHONY: build run test fuzz deps dockerd bench vet clean
+.PHONY: build run test fuzz deps dockerd bench benchmark vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -59,3 +59,9 @@ bench: build
 
 clean:
 	rm -rf bin
+
+# benchmark runs the harness: Warden next to the bare process, bubblewrap,
+# runc, runsc and docker on every workload, into bench/results/
+# (QUICK=1: the short form, under two minutes).
+benchmark: deps build
+	$(GO) run ./bench/harness $(if $(QUICK),--quick)

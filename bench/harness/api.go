@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// server is one warden serve on loopback.
+type server struct {
+	base string
+	cmd  *exec.Cmd
+}
+
+func startServer(warden, backend string, extra ...string) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	args := append([]string{"serve", "--backend", backend, "--listen", addr, "--max-sessions", "1024"}, extra...)
+	cmd := exec.Command(warden, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{base: "http://" + addr, cmd: cmd}
+	for i := 0; i < 200; i++ {
+		if resp, err := http.Get(s.base + "/healthz"); err == nil {
+			resp.Body.Close()
+			return s, nil
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	s.stop()
+	return nil, fmt.Errorf("warden serve --backend %s did not answer", backend)
+}
+
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// post sends body as JSON and decodes the answer into out.
+func (s *server) post(path string, body any, out any) error {
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(s.base+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e struct{ Error struct{ Message string } }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, e.Error.Message)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
+
+func (s *server) create() (string, error) {
+	var out struct{ ID string }
+	err := s.post("/v1/sessions", map[string]any{}, &out)
+	return out.ID, err
+}
+
+func (s *server) remove(id string) {
+	req, _ := http.NewRequest(http.MethodDelete, s.base+"/v1/sessions/"+id, nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// python runs code in the session and fails on an exception.
+func (s *server) python(id, code string) error {
+	var r struct {
+		ExitCode int    `json:"exit_code"`
+		Stderr   string `json:"stderr"`
+		Error    string `json:"error"`
+	}
+	if err := s.post("/v1/sessions/"+id+"/exec", map[string]any{"language": "python", "code": code}, &r); err != nil {
+		return err
+	}
+	if r.ExitCode != 0 || r.Error != "" {
+		return fmt.Errorf("python %q: exit %d: %s%s", code, r.ExitCode, r.Error, tail([]byte(r.Stderr)))
+	}
+	return nil
+}
+
+// notebook is a 10-step analysis: data, transforms, statistics, a chart.
+var notebook = []string{
+	"import numpy as np",
+	"rng = np.random.default_rng(7)",
+	"x = np.linspace(0, 10, 2000)",
+	"y = np.sin(x) + rng.normal(0, 0.1, x.size)",
+	"m = y.reshape(40, 50).mean(axis=1)",
+	"coef = np.polyfit(x, y, 5)",
+	"fit = np.polyval(coef, x)",
+	"float(((y - fit) ** 2).mean())",
+	"import matplotlib.pyplot as plt\nplt.plot(x, y, ',')\nplt.plot(x, fit)",
+	"plt.show()",
+}
+
+// sessionWorkloads measures (c), (d) and (f) on backend b.
+func sessionWorkloads(o options, b string) []Section {
+	c := Section{ID: "c", Title: "exec of 1+1 in a warm Python session through the API (" + b + ")", Baseline: "bare python3 -c 1+1 (cold)"}
+	d := Section{ID: "d", Title: "a 10-step notebook in a new Python session (" + b + ")"}
+	f := Section{ID: "f", Title: "session create → ready (" + b + ")"}
+	bare := Row{Workload: "c", Contender: c.Baseline, Unit: "ms"}
+	for i := 0; i < o.rounds; i++ {
+		if ms, err := timeArgv([]string{python, "-c", "1+1"}); err == nil {
+			bare.Samples = append(bare.Samples, ms)
+		}
+	}
+	srv, err := startServer(o.warden, b)
+	if err != nil {
+		skip := err.Error()
+		c.Rows = []Row{bare, {Contender: "warden " + b, Skipped: skip}}
+		d.Rows = []Row{{Contender: "warden " + b, Skipped: skip}}
+		f.Rows = []Row{{Contender: "warden " + b + " cold", Skipped: skip}}
+		return []Section{c, d, f}
+	}
+	defer srv.stop()
+	c.Rows = []Row{bare, warmExecs(srv, o.execs, b)}
+	d.Rows = []Row{notebooks(srv, o.notebooks, b)}
+	f.Rows = []Row{creates(srv, o.creates, b, "cold", 0)}
+	if pooled, err := startServer(o.warden, b, "--pool", "2"); err == nil {
+		f.Rows = append(f.Rows, creates(pooled, o.creates, b, "from the warm pool", poolRefill))
+		pooled.stop()
+	}
+	return []Section{c, d, f}
+}
+
+// poolRefill is the pause between creates from the pool, so each finds a
+// box built ahead as a client pacing its requests would.
+const poolRefill = 500 * time.Millisecond
+
+func warmExecs(srv *server, n int, b string) Row {
+	row := Row{Workload: "c", Contender: "warden " + b + " session exec", Unit: "ms"}
+	id, err := srv.create()
+	if err == nil {
+		err = srv.python(id, "1")
+	}
+	if err != nil {
+		row.Skipped = err.Error()
+		return row
+	}
+	defer srv.remove(id)
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if err := srv.python(id, "1+1"); err != nil {
+			row.Errors++
+			continue
+		}
+		row.Samples = append(row.Samples, ms(time.Since(start)))
+	}
+	return row
+}
+
+func notebooks(srv *server, n int, b string) Row {
+	row := Row{Workload: "d", Contender: "warden " + b, Unit: "ms", Note: "10 cells, interpreter start included"}
+	for i := 0; i < n; i++ {
+		id, err := srv.create()
+		if err != nil {
+			row.Errors++
+			continue
+		}
+		start := time.Now()
+		for _, cell := range notebook {
+			if err = srv.python(id, cell); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			row.Errors++
+			row.Note = err.Error()
+		} else {
+			row.Samples = append(row.Samples, ms(time.Since(start)))
+		}
+		srv.remove(id)
+	}
+	return row
+}
+
+func creates(srv *server, n int, b, how string, pause time.Duration) Row {
+	row := Row{Workload: "f", Contender: "warden " + b + " " + how, Unit: "ms"}
+	time.Sleep(pause)
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		id, err := srv.create()
+		if err != nil {
+			row.Errors++
+			continue
+		}
+		row.Samples = append(row.Samples, ms(time.Since(start)))
+		srv.remove(id)
+		time.Sleep(pause)
+	}
+	return row
+}
+
+// idleMemory is (g): the drop of MemAvailable per idle native session.
+func idleMemory(o options) Section {
+	s := Section{ID: "g", Title: "host memory per idle session (native)"}
+	srv, err := startServer(o.warden, "native")
+	if err != nil {
+		s.Rows = []Row{{Contender: "warden native", Skipped: err.Error()}}
+		return s
+	}
+	defer srv.stop()
+	for _, n := range o.sessionCounts {
+		row := Row{Workload: "g", Contender: "warden native", Unit: "MiB", X: n}
+		before := memAvailable()
+		var ids []string
+		for i := 0; i < n; i++ {
+			id, err := srv.create()
+			if err != nil {
+				row.Errors++
+				continue
+			}
+			ids = append(ids, id)
+		}
+		time.Sleep(time.Second)
+		if len(ids) > 0 {
+			row.Samples = []float64{float64(before-memAvailable()) / float64(len(ids)) / (1 << 20)}
+		}
+		for _, id := range ids {
+			srv.remove(id)
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	return s
+}
+
+func memAvailable() int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
