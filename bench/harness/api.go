@@ -215,9 +215,12 @@ func creates(srv *server, n int, b, how string, pause time.Duration) Row {
 	return row
 }
 
-// idleMemory is (g): the drop of MemAvailable per idle native session.
+// idleMemory is (g): what each idle native session adds to the
+// proportional set size (PSS) of the server and every process under it
+// (the sessions' inits): PSS splits shared pages fairly among their
+// users, and unlike MemAvailable it is not moved by the page cache.
 func idleMemory(o options) Section {
-	s := Section{ID: "g", Title: "host memory per idle session (native)"}
+	s := Section{ID: "g", Title: "host memory per idle session (native; PSS of the server and its sandboxes)"}
 	srv, err := startServer(o.warden, "native")
 	if err != nil {
 		s.Rows = []Row{{Contender: "warden native", Skipped: err.Error()}}
@@ -226,7 +229,7 @@ func idleMemory(o options) Section {
 	defer srv.stop()
 	for _, n := range o.sessionCounts {
 		row := Row{Workload: "g", Contender: "warden native", Unit: "MiB", X: n}
-		before := memAvailable()
+		before := treePSS(srv.cmd.Process.Pid)
 		var ids []string
 		for i := 0; i < n; i++ {
 			id, err := srv.create()
@@ -238,7 +241,7 @@ func idleMemory(o options) Section {
 		}
 		time.Sleep(time.Second)
 		if len(ids) > 0 {
-			row.Samples = []float64{float64(before-memAvailable()) / float64(len(ids)) / (1 << 20)}
+			row.Samples = []float64{float64(treePSS(srv.cmd.Process.Pid)-before) / float64(len(ids)) / (1 << 20)}
 		}
 		for _, id := range ids {
 			srv.remove(id)
@@ -248,10 +251,39 @@ func idleMemory(o options) Section {
 	return s
 }
 
-func memAvailable() int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
+// treePSS is the PSS in bytes of root and all its descendants.
+func treePSS(root int) int64 {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var total int64
+	for todo := []int{root}; len(todo) > 0; {
+		pid := todo[0]
+		todo = append(todo[1:], children[pid]...)
+		total += pss(pid)
+	}
+	return total
+}
+
+// pss reads a process's PSS from smaps_rollup.
+func pss(pid int) int64 {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb * 1024
 		}
