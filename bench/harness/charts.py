@@ -28,8 +28,8 @@ def latency(report, out):
         ax.invert_yaxis()
         ax.set_xlabel("ms (median, whisker to p99)")
         ax.set_title(s["title"], fontsize=10)
-        for y, m in enumerate(med):
-            ax.text(m, y, f" {m:.0f}", va="center", fontsize=8)
+        for y, (m, e) in enumerate(zip(med, err)):
+            ax.text(m + e, y, f"  {m:.0f}", va="center", fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "latency_by_contender.png"), dpi=110)
 
