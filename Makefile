@@ -10,6 +10,7 @@ DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblew
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
+	CGO_ENABLED=0 $(GO) build -o $(dir $(BIN))warden-init ./cmd/warden-init
 
 run: deps build
 	$(BIN) doctor || true

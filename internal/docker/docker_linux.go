@@ -179,10 +179,7 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 			return err
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	self := nsinit.BinaryPath()
 	cfg := b.config(s, self, scratch, run)
 	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
 		return fmt.Errorf("creating the container: %w", err)

@@ -41,7 +41,7 @@ func (p *initProc) kill() { _ = p.proc.Kill() }
 // (golang/go#27505): a thread exiting early would kill the sandbox.
 func startInit(b *box) (*initProc, error) {
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       nsinit.Binary(),
 		Args:       []string{nsinit.Arg0},
 		Env:        []string{"GOMAXPROCS=1"},
 		Stdin:      b.child.stdin,

@@ -1,0 +1,25 @@
+// Command warden-init is the sandbox init alone: what warden starts as
+// each sandbox's PID 1 when this binary sits next to it (see
+// nsinit.InitName). It links only the init's packages, so each sandbox
+// loads a third of warden's size; warden can still be its own init.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// init pins main to the process's main thread, as warden's main does:
+// the init's parent-death signal and credentials are per thread.
+func init() { runtime.LockOSThread() }
+
+func main() {
+	if nsinit.IsInit(os.Args) {
+		nsinit.Main()
+	}
+	fmt.Fprintln(os.Stderr, "warden-init is started by warden as a sandbox's init; run warden instead")
+	os.Exit(2)
+}
