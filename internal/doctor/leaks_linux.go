@@ -37,9 +37,10 @@ func Leaks() ([]Leak, error) {
 }
 
 // orphanInits finds sandbox inits whose Warden is gone: an init is its
-// Warden's own executable started again, as that Warden's child, and the
-// kernel kills it when that parent dies; so an init whose parent runs
-// another executable (init, a subreaper) was adopted, and is a leak.
+// Warden's own executable (or the warden-init next to it) started as that
+// Warden's child, and the kernel kills it when that parent dies; so an
+// init whose parent runs anything else (init, a subreaper) was adopted,
+// and is a leak.
 func orphanInits() ([]Leak, error) {
 	stats, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
@@ -55,7 +56,7 @@ func orphanInits() ([]Leak, error) {
 		ppid := parentPid(dir)
 		own, _ := os.Readlink(dir + "/exe")
 		parent, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", ppid))
-		if ppid > 1 && own != "" && own == parent {
+		if ppid > 1 && own != "" && (own == parent || own == filepath.Join(filepath.Dir(parent), nsinit.InitName)) {
 			continue
 		}
 		leaks = append(leaks, Leak{Kind: "process", What: filepath.Base(dir) + " " + nsinit.Arg0,
