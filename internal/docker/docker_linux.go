@@ -130,11 +130,9 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	}
 	f := agent.Frame{
 		Spec: s, Control: b.ctl, UID: b.lease.ID(), GID: b.lease.ID(), Egress: b.att,
-		Env: func(extra []string) []string { return agent.Env(b.att != nil, extra) },
-		OpenWorkspace: func() (*os.File, error) {
-			return os.OpenFile(filepath.Join(b.dir, "scratch", "workspace"), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		},
-		Kill: b.kill, Exited: b.exited, Cleanup: b.cleanup,
+		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
+		Kill:          b.kill, Exited: b.exited, Cleanup: b.cleanup,
 	}
 	b.keepLogs = true
 	sess, err := agent.Attach(ctx, f)

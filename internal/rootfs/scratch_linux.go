@@ -56,3 +56,10 @@ func UnmountScratch(dir string) error {
 	}
 	return os.Remove(dir)
 }
+
+// OpenScratchWorkspace opens the workspace of the scratch tmpfs at dir as
+// an O_PATH directory, the way the host reaches a box's files: without
+// following a link the box may have put in its place.
+func OpenScratchWorkspace(dir string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(dir, "workspace"), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
