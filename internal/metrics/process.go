@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"strconv"
 	"sync"
 )
 
 // ProcessMetrics returns gauges of the figures client_golang's Go and
 // process collectors gave that dashboards use, computed at scrape time
-// with cheap calls: go_goroutines, go_memstats_heap_alloc_bytes and
-// process_start_time_seconds. The start time is read from /proc once, at
+// with cheap calls: go_goroutines, go_memstats_heap_alloc_bytes,
+// go_gc_heap_live_bytes and process_start_time_seconds. The start time is read from /proc once, at
 // the first scrape; where /proc cannot tell it, it is left out.
 func ProcessMetrics() []Collector {
 	var once sync.Once
@@ -26,6 +27,15 @@ func ProcessMetrics() []Collector {
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				return []Sample{{Value: float64(ms.HeapAlloc)}}
+			}),
+		NewGaugeFunc("go_gc_heap_live_bytes", "Heap bytes the last garbage collection found reachable: what the process really holds, unlike RSS, which lags while freed memory is returned to the kernel.", nil,
+			func() []Sample {
+				s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+				rtmetrics.Read(s)
+				if s[0].Value.Kind() != rtmetrics.KindUint64 {
+					return nil
+				}
+				return []Sample{{Value: float64(s[0].Value.Uint64())}}
 			}),
 		NewGaugeFunc("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", nil,
 			func() []Sample {

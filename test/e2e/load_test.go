@@ -24,6 +24,9 @@ import (
 // the short forms.
 var longLoad = flag.Bool("long", false, "run the long forms of the load and leak tests")
 
+// loadFor, when set, overrides how long the hostile load lasts.
+var loadFor = flag.Duration("load-for", 0, "how long TestHostileLoad's load lasts (default 15s, 3m with -long)")
+
 // client is a plain API client whose calls return errors, for goroutines.
 type client struct {
 	url string
@@ -127,6 +130,9 @@ func TestHostileLoad(t *testing.T) {
 	if *longLoad {
 		hostile, dur = 50, 3*time.Minute
 	}
+	if *loadFor > 0 {
+		dur = *loadFor
+	}
 	s := startServer(t, "--max-sessions", "128")
 	c := newClient(s)
 	if lim := hostileLimits["pids"]; lim == nil {
@@ -180,10 +186,10 @@ func TestHostileLoad(t *testing.T) {
 	// returns freed memory to the kernel lazily), but the second must not
 	// add to it, or it grows per flood.
 	loaded := benignLoop(t, c, benign, payload, time.Now().Add(dur/2), probe)
-	rssHalf := rssKiB(s.pid)
+	rssHalf, liveHalf := rssKiB(s.pid), c.heapLive()
 	second := benignLoop(t, c, benign, payload, time.Now().Add(dur/2), probe)
 	loaded.lat, loaded.errs = append(loaded.lat, second.lat...), append(loaded.errs, second.errs...)
-	rssEnd := rssKiB(s.pid)
+	rssEnd, liveEnd := rssKiB(s.pid), c.heapLive()
 	stop.Store(true)
 	wg.Wait()
 	rss1 := rssKiB(s.pid)
@@ -193,15 +199,20 @@ func TestHostileLoad(t *testing.T) {
 	t.Logf("benign exec 1+1 loaded:   n=%d p50=%.2f ms p99=%.2f ms, errors %d", len(loaded.lat), pctl(loaded.lat, 50), pctl(loaded.lat, 99), len(loaded.errs))
 	t.Logf("/healthz loaded: n=%d p50=%.2f ms p99=%.2f ms, errors %d", len(health), pctl(health, 50), pctl(health, 99), healthErrs)
 	t.Logf("server RSS: before %d KiB, after the first half %d KiB, after the second %d KiB, max %d KiB, after the load %d KiB", rss0, rssHalf, rssEnd, rssMax, rss1)
+	t.Logf("server live heap (after its last GC): %d KiB after the first half, %d KiB after the second", liveHalf>>10, liveEnd>>10)
 	if len(loaded.errs) > 0 || len(unloaded.errs) > 0 {
 		t.Errorf("the benign client saw errors: %q", append(unloaded.errs, loaded.errs...))
 	}
 	if healthErrs > 0 {
 		t.Errorf("/healthz failed %d times under load", healthErrs)
 	}
-	// Floods pass through the server but none of them may stay in it.
-	if rssEnd > rssHalf+maxGrowthKiB {
-		t.Errorf("server RSS grew from %d KiB after the first half of the load to %d KiB after the second", rssHalf, rssEnd)
+	// Floods pass through the server but none of them may stay in it: the
+	// heap the collector finds live must not grow from one half to the
+	// next (RSS may, as Go returns freed memory to the kernel lazily).
+	if liveHalf <= 0 || liveEnd <= 0 {
+		t.Errorf("could not read go_gc_heap_live_bytes from /metrics (%d, %d)", liveHalf, liveEnd)
+	} else if liveEnd > liveHalf+maxGrowthKiB<<10 {
+		t.Errorf("the server's live heap grew from %d KiB after the first half of the load to %d KiB after the second", liveHalf>>10, liveEnd>>10)
 	}
 	if rssMax > maxServerKiB {
 		t.Errorf("server RSS reached %d KiB, over %d", rssMax, maxServerKiB)
@@ -209,13 +220,30 @@ func TestHostileLoad(t *testing.T) {
 }
 
 // Bounds on the server's memory under the hostile load: a second half of
-// floods may add at most maxGrowthKiB to what the first left, and the
-// server never holds more than maxServerKiB (each flood's Result is at
-// most a few MiB of JSON in flight).
+// floods may add at most maxGrowthKiB to the live heap the first left
+// (floods in flight at either moment differ by a few MiB of JSON each),
+// and the server's RSS never passes maxServerKiB.
 const (
 	maxGrowthKiB = 48 << 10
 	maxServerKiB = 1 << 20
 )
+
+// heapLive reads the server's go_gc_heap_live_bytes, or -1.
+func (c *client) heapLive() int64 {
+	code, b, err := c.do("GET", "/metrics", "", nil)
+	if err != nil || code != http.StatusOK {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_gc_heap_live_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return int64(f)
+			}
+		}
+	}
+	return -1
+}
 
 type benignStats struct {
 	lat  []float64

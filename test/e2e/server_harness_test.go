@@ -44,8 +44,10 @@ func startServer(t *testing.T, flags ...string) *apiServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, wardenBin, append([]string{"serve", "--listen", "127.0.0.1:0"}, flags...)...)
 	cmd.Env = []string{"WARDEN_API_KEYS=" + keyA + "," + keyB, "PATH=/usr/local/bin:/usr/bin:/bin"}
-	if hosts, ok := os.LookupEnv("WARDEN_EGRESS_HOSTS"); ok {
-		cmd.Env = append(cmd.Env, "WARDEN_EGRESS_HOSTS="+hosts)
+	for _, k := range []string{"WARDEN_EGRESS_HOSTS", "GODEBUG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
