@@ -36,7 +36,6 @@ type HostConfig struct {
 	MemorySwap     int64 `json:",omitempty"`
 	NanoCPUs       int64 `json:",omitempty"`
 	PidsLimit      int64 `json:",omitempty"`
-	Init           bool
 	// MaskedPaths replace Docker's default list, so they include it.
 	MaskedPaths   []string
 	ReadonlyPaths []string
