@@ -10,15 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Host ids for sandboxes run by root come from a block no distribution
-// hands out (subordinate ranges start at 100000 and grow by 65536), so a
-// sandbox's files and processes never share an identity with a real user,
-// and no two live sandboxes share one with each other.
-const (
-	idPoolBase = 0x7E000000
-	idPoolSize = 1 << 16
-)
-
 // idPoolFile is where leases are taken: byte N of it, locked, is id
 // idPoolBase+N. The directory and file are root's alone, so no other user
 // can squat the pool; the locks are open-file-description locks, which the

@@ -25,9 +25,8 @@ func MountScratch(dir string, size, inodes int64, uid, gid int) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	data := tmpfsData("0755", size, inodes, uid, gid)
-	if err := unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-		return fmt.Errorf("mounting tmpfs at %q: %w", dir, err)
+	if err := MountTmpfs(dir, "0755", size, inodes, uid, gid); err != nil {
+		return err
 	}
 	for name := range ScratchDirs {
 		p := filepath.Join(dir, name)
@@ -44,6 +43,17 @@ func MountScratch(dir string, size, inodes int64, uid, gid int) error {
 		if err := os.Lchown(p, uid, gid); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// MountTmpfs mounts a tmpfs at dir of size bytes and inodes inodes (zero:
+// the kernel's default), its root of mode (octal) owned by uid and gid,
+// without set-id programs or device nodes.
+func MountTmpfs(dir, mode string, size, inodes int64, uid, gid int) error {
+	data := tmpfsData(mode, size, inodes, uid, gid)
+	if err := unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		return fmt.Errorf("mounting tmpfs at %q: %w", dir, err)
 	}
 	return nil
 }

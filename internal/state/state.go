@@ -1,0 +1,73 @@
+// Package state is the small directory a Warden server keeps so that its
+// sessions outlive a crash of the server: one record per session (its id,
+// owner, limits, expiry and workspace) and each session's workspace, a
+// tmpfs mounted on the host rather than inside the sandbox. When the
+// server dies without cleaning up, the next one finds the records, reports
+// those sessions as dead through the API, and still serves their files.
+//
+// Records are written to a temporary file and renamed into place, never
+// fsync'd: they guard against the server dying, which leaves the page
+// cache intact, not against the host dying, which also empties every
+// workspace tmpfs.
+package state
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Version is the record format; a record of another version is reported
+// and left alone.
+const Version = 1
+
+// ErrStorage marks a state directory that cannot be written: full, read
+// only, or failing. The server answers it as 507 and keeps serving what
+// needs no new state.
+var ErrStorage = errors.New("state directory unusable")
+
+// Session is one session's record.
+type Session struct {
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	// Owner is the tenant id of the API key that made it (a digest, never
+	// the key).
+	Owner   string `json:"owner"`
+	Backend string `json:"backend"`
+	// Workspace names the session's persistent workspace; empty when the
+	// backend keeps /workspace inside the sandbox, where a crash loses it.
+	Workspace string `json:"workspace,omitempty"`
+	// ServerPID is the pid of the server that made the session.
+	ServerPID   int                `json:"server_pid"`
+	CreatedAt   time.Time          `json:"created_at"`
+	ExpiresAt   time.Time          `json:"expires_at"`
+	IdleTimeout time.Duration      `json:"idle_timeout_ns"`
+	Limits      spec.Limits        `json:"limits"`
+	Network     spec.NetworkPolicy `json:"network"`
+	// DiedAt and Reason are set once the session's sandbox has died.
+	DiedAt time.Time `json:"died_at,omitzero"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// storageError explains an error writing in the state directory at dir:
+// a full disk or a read-only mount gets a message that says what to do,
+// and ErrStorage so callers can answer it without matching text.
+func storageError(dir, doing string, err error) error {
+	var why string
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		why = "is full: free some space there or choose another with --state-dir"
+	case errors.Is(err, syscall.EROFS):
+		why = "is read-only: remount it read-write or choose another with --state-dir"
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		why = "is not writable by this user: fix its permissions or choose another with --state-dir"
+	case errors.Is(err, syscall.EIO):
+		why = "has an I/O error: check the disk or choose another with --state-dir"
+	default:
+		return fmt.Errorf("%s in state directory %s: %w", doing, dir, err)
+	}
+	return fmt.Errorf("%w: %s: %s %s (%w)", ErrStorage, doing, dir, why, err)
+}
