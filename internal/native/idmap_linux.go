@@ -124,3 +124,23 @@ func (m *idMapping) release() {
 		m.lease.Release()
 	}
 }
+
+// IdmapsTmpfs says whether the kernel can idmap a tmpfs mount, which
+// persistent session workspaces need: Linux 6.3 added it.
+func IdmapsTmpfs() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 6, 3)
+}
+
+// kernelAtLeast compares a release string ("6.1.0-18-amd64") with
+// major.minor.
+func kernelAtLeast(release string, major, minor int) bool {
+	var maj, min int
+	if _, err := fmt.Sscanf(release, "%d.%d", &maj, &min); err != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
+}

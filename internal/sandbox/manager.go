@@ -38,6 +38,15 @@ type Config struct {
 	// OnReap is told each session the reaper ended, and why ("ttl",
 	// "idle", "died"); it must not block.
 	OnReap func(reason string)
+	// Store, when set, keeps a record of every session and, where the
+	// backend allows, its workspace outside the sandbox, so both outlive
+	// a crash of this process (see Persistence).
+	Store Store
+	// OnStoreError is told of a Store failure nobody waits on: removing a
+	// deleted session's record, or updating one. The session itself is
+	// served (or gone) as asked; only what a crash would recover differs.
+	// It must not block.
+	OnStoreError func(error)
 }
 
 func (c Config) withDefaults() Config {
@@ -63,6 +72,9 @@ func (c Config) withDefaults() Config {
 	if c.OnReap == nil {
 		c.OnReap = func(string) {}
 	}
+	if c.OnStoreError == nil {
+		c.OnStoreError = func(error) {}
+	}
 	return c
 }
 
@@ -84,17 +96,34 @@ type Manager struct {
 	pool *pool
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// persist says sessions get workspaces from the Store.
+	persist  bool
+	recovery Recovery
 }
 
 // NewManager starts a Manager and its reaper (and pool, if configured).
+// With a Store it first brings back the sessions a crashed server left
+// there, as dead ones (see Recovered).
 func NewManager(b Backend, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
 	m := &Manager{backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, stop: make(chan struct{})}
-	m.pool = newPool(b, cfg.PoolSpec, cfg.Pool)
+	m.persist = persistsWorkspaces(b, cfg.Store)
+	if cfg.Store != nil {
+		m.recovery = m.recoverSessions()
+	}
+	m.pool = newPool(m.startBox, m.discardBox, cfg.PoolSpec, cfg.Pool)
 	m.wg.Add(1)
 	go m.reapLoop()
 	return m
 }
+
+// Recovered says what NewManager found in the Store.
+func (m *Manager) Recovered() Recovery { return m.recovery }
+
+// PersistsWorkspaces says whether session workspaces outlive a crash of
+// this process.
+func (m *Manager) PersistsWorkspaces() bool { return m.persist }
 
 // acquire takes a slot for owner's session or run, or fails with
 // ErrTooMany.
@@ -133,9 +162,9 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if err := m.acquire(owner); err != nil {
 		return Info{}, err
 	}
-	box := m.pool.take(s)
+	box, ws := m.pool.take(s)
 	if box == nil {
-		box, err = m.backend.Start(ctx, s)
+		box, ws, err = m.startBox(ctx, s)
 		if err != nil {
 			m.release(owner)
 			return Info{}, err
@@ -143,8 +172,14 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	}
 	now := time.Now()
 	ses := &session{
-		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files,
+		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
+		ws: ws, slot: true, gone: make(chan struct{}),
+	}
+	if err := m.save(ses); err != nil {
+		m.discardBox(box, ws)
+		m.release(owner)
+		return Info{}, err
 	}
 	m.mu.Lock()
 	m.sessions[ses.id] = ses
@@ -234,7 +269,7 @@ func (m *Manager) Counts() map[State]int {
 		list = append(list, s)
 	}
 	m.mu.Unlock()
-	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StateStopping: 0}
+	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StateStopping: 0, StateDead: 0}
 	for _, s := range list {
 		counts[s.currentState()]++
 	}
@@ -255,14 +290,23 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 // for the first.
 func (m *Manager) end(s *session) error {
 	if !s.stopping() {
-		<-s.box.Done()
+		<-s.gone
 		return nil
 	}
+	s.mu.Lock()
+	slot := s.slot
+	s.slot = false
+	s.mu.Unlock()
 	err := s.close()
+	if ferr := m.forget(s); ferr != nil {
+		m.cfg.OnStoreError(ferr)
+	}
 	m.mu.Lock()
 	delete(m.sessions, s.id)
 	m.mu.Unlock()
-	m.release(s.owner)
+	if slot {
+		m.release(s.owner)
+	}
 	return err
 }
 
@@ -282,12 +326,20 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 	if err != nil {
 		return Info{}, err
 	}
+	if s.currentState() == StateDead {
+		return Info{}, s.deadError()
+	}
 	if err := s.box.SetNetwork(allow, deny); err != nil {
 		return Info{}, err
 	}
 	s.mu.Lock()
 	s.spec.Network.Allow, s.spec.Network.Deny = allow, deny
 	s.mu.Unlock()
+	// The rules are in force; a record the Store cannot update only
+	// reports older rules should this server crash.
+	if err := m.save(s); err != nil {
+		m.cfg.OnStoreError(err)
+	}
 	return s.info(), nil
 }
 

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"io"
+	"os"
 
 	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -26,4 +27,11 @@ func (Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
 // Run is native.Run.
 func (Native) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
 	return native.Run(ctx, s, native.IO{Stdin: stdin, Stdout: live.Stdout, Stderr: live.Stderr})
+}
+
+// HostWorkspaces says whether sessions can have persistent workspaces:
+// they are tmpfs mounts idmapped into the sandbox, which takes root and a
+// kernel that can idmap tmpfs (6.3 or later).
+func (Native) HostWorkspaces() bool {
+	return os.Geteuid() == 0 && native.IdmapsTmpfs()
 }

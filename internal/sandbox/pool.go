@@ -20,19 +20,29 @@ const refillDelay = 20 * time.Millisecond
 // for exactly that spec skips the build. A background filler replaces
 // each one taken; a failing build is retried after a pause.
 type pool struct {
-	backend Backend
+	start   startFunc
+	discard func(Box, string)
 	spec    spec.Spec
 	size    int
 
 	mu     sync.Mutex
-	boxes  []Box
+	boxes  []pooled
 	closed bool
 	want   chan struct{}
 	wg     sync.WaitGroup
 }
 
-func newPool(b Backend, s spec.Spec, size int) *pool {
-	p := &pool{backend: b, spec: s, size: size, want: make(chan struct{}, 1)}
+// startFunc builds a box and names its persistent workspace, if any.
+type startFunc func(context.Context, spec.Spec) (Box, string, error)
+
+// pooled is a box built ahead and its workspace's name.
+type pooled struct {
+	box Box
+	ws  string
+}
+
+func newPool(start startFunc, discard func(Box, string), s spec.Spec, size int) *pool {
+	p := &pool{start: start, discard: discard, spec: s, size: size, want: make(chan struct{}, 1)}
 	if size > 0 {
 		p.wg.Add(1)
 		go p.fill()
@@ -41,29 +51,31 @@ func newPool(b Backend, s spec.Spec, size int) *pool {
 	return p
 }
 
-// take returns a ready box built from s, or nil when the pool has none.
-func (p *pool) take(s spec.Spec) Box {
+// take returns a ready box built from s and its workspace's name, or a
+// nil box when the pool has none.
+func (p *pool) take(s spec.Spec) (Box, string) {
 	if p.size == 0 || !sameSandbox(s, p.spec) {
-		return nil
+		return nil, ""
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil
+		return nil, ""
 	}
 	for len(p.boxes) > 0 {
 		b := p.boxes[0]
 		p.boxes = p.boxes[1:]
 		select {
-		case <-b.Done():
+		case <-b.box.Done():
+			go p.discard(b.box, b.ws)
 			continue
 		default:
 		}
 		p.wake()
-		return b
+		return b.box, b.ws
 	}
 	p.wake()
-	return nil
+	return nil, ""
 }
 
 func (p *pool) wake() {
@@ -83,14 +95,14 @@ func (p *pool) fill() {
 		time.Sleep(refillDelay)
 		for p.missing() {
 			ctx, cancel := context.WithTimeout(context.Background(), poolStartTimeout)
-			b, err := p.backend.Start(ctx, p.spec)
+			b, ws, err := p.start(ctx, p.spec)
 			cancel()
 			if err != nil {
 				time.Sleep(time.Second)
 				continue
 			}
-			if !p.add(b) {
-				_ = b.Close()
+			if !p.add(pooled{b, ws}) {
+				p.discard(b, ws)
 				return
 			}
 		}
@@ -103,7 +115,7 @@ func (p *pool) missing() bool {
 	return !p.closed && len(p.boxes) < p.size
 }
 
-func (p *pool) add(b Box) bool {
+func (p *pool) add(b pooled) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -125,7 +137,7 @@ func (p *pool) close() {
 		p.wg.Wait()
 	}
 	for _, b := range boxes {
-		_ = b.Close()
+		p.discard(b.box, b.ws)
 	}
 }
 

@@ -35,6 +35,10 @@ func (m *Manager) reap(now time.Time) {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
+			if reasons[i] == "died" && s.ws != "" {
+				m.bury(s, "its sandbox ended unexpectedly")
+				return
+			}
 			_ = m.end(s)
 		}()
 	}
@@ -47,15 +51,17 @@ func (s *session) expired(now time.Time) string {
 	if s.state == StateStopping || s.state == StateGone {
 		return ""
 	}
-	select {
-	case <-s.box.Done():
-		return "died"
-	default:
+	if s.state != StateDead {
+		select {
+		case <-s.box.Done():
+			return "died"
+		default:
+		}
 	}
 	switch {
 	case !now.Before(s.expires):
 		return "ttl"
-	case s.state == StateReady && now.Sub(s.lastUsed) >= s.idle:
+	case (s.state == StateReady || s.state == StateDead) && now.Sub(s.lastUsed) >= s.idle:
 		return "idle"
 	}
 	return ""

@@ -18,6 +18,7 @@ type session struct {
 	box       Box
 	spec      spec.Spec
 	files     workspace.Limits
+	store     Store
 
 	mu       sync.Mutex
 	state    State
@@ -28,6 +29,17 @@ type session struct {
 	execs    int64
 	interps  map[string]interp.Interpreter
 	dir      *workspace.Dir
+	// ws names the session's persistent workspace in the Store ("" when
+	// /workspace lives in the sandbox).
+	ws string
+	// slot says the session holds one of the Manager's slots; a dead one
+	// gives it back.
+	slot bool
+	// diedAt and reason say when and why a dead session died.
+	diedAt time.Time
+	reason string
+	// gone is closed once close has finished.
+	gone chan struct{}
 }
 
 func (s *session) info() Info {
@@ -35,7 +47,7 @@ func (s *session) info() Info {
 	defer s.mu.Unlock()
 	return Info{
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
-		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs,
+		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
 	}
 }
 
@@ -55,6 +67,8 @@ func (s *session) begin() error {
 		return nil
 	case StateBusy:
 		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
+	case StateDead:
+		return s.deadError()
 	}
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
@@ -97,7 +111,17 @@ func (s *session) close() error {
 	s.mu.Lock()
 	s.state = StateGone
 	s.mu.Unlock()
+	close(s.gone)
 	return err
+}
+
+// deadError says that s is dead, why, and what can still be done.
+func (s *session) deadError() error {
+	files := "its files can still be read"
+	if s.ws == "" {
+		files = "nothing of it is left"
+	}
+	return fmt.Errorf("%w: session %s died at %s: %s; %s; delete it when done", ErrDead, s.id, s.diedAt.UTC().Format(time.RFC3339), s.reason, files)
 }
 
 func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
@@ -209,10 +233,28 @@ func (s *session) workspace() (*workspace.Dir, error) {
 	if s.dir != nil {
 		return s.dir, nil
 	}
+	if s.state == StateDead {
+		return s.deadWorkspace()
+	}
 	uid, gid := s.box.FileOwner()
 	dir, err := workspace.FromFile(s.box.Workspace(), "/workspace of "+s.id, uid, gid, s.fileLimits())
 	if err != nil {
 		return nil, fmt.Errorf("opening the session's workspace: %w", err)
+	}
+	s.dir = dir
+	return dir, nil
+}
+
+// deadWorkspace opens a dead session's workspace where the Store keeps
+// it, read-only (see Store.SealWorkspace); s.mu is held.
+func (s *session) deadWorkspace() (*workspace.Dir, error) {
+	if s.ws == "" || s.store == nil {
+		return nil, s.deadError()
+	}
+	uid, gid := s.box.FileOwner()
+	dir, err := workspace.Open(s.store.WorkspacePath(s.ws), uid, gid, s.fileLimits())
+	if err != nil {
+		return nil, fmt.Errorf("opening the dead session's workspace: %w", err)
 	}
 	s.dir = dir
 	return dir, nil

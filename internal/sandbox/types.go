@@ -14,7 +14,9 @@ import (
 
 // State is where a session is in its life. The only moves are
 // creating → ready ⇄ busy → stopping → gone; creating may also go straight
-// to gone when the sandbox cannot be built.
+// to gone when the sandbox cannot be built. With a Store, a session whose
+// sandbox died (or whose server crashed) moves to dead instead of gone:
+// its workspace stays readable until it is deleted or expires.
 type State string
 
 const (
@@ -23,6 +25,7 @@ const (
 	StateBusy     State = "busy"
 	StateStopping State = "stopping"
 	StateGone     State = "gone"
+	StateDead     State = "dead"
 )
 
 // SessionOptions say how to build a session.
@@ -53,6 +56,8 @@ type Info struct {
 	Network     spec.NetworkPolicy
 	// Execs counts the execs the session has run.
 	Execs int64
+	// Reason says why a dead session died.
+	Reason string
 }
 
 // ExecRequest is one step in a session: a command, or code in a language.
@@ -85,6 +90,8 @@ var (
 	ErrBusy = errors.New("session is busy")
 	// ErrClosed: the session is stopping or gone.
 	ErrClosed = errors.New("session is closed")
+	// ErrDead: the session's sandbox died; only its files can be read.
+	ErrDead = errors.New("session is dead")
 	// ErrUnsupported: the language or feature is not available here.
 	ErrUnsupported = errors.New("not supported")
 )

@@ -1,0 +1,224 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/hostid"
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
+)
+
+// Store keeps sessions across a crash of the server: a record per session
+// and persistent workspaces. *state.Dir is the real one.
+type Store interface {
+	SaveSession(state.Session) error
+	RemoveSession(id string) error
+	Sessions() ([]state.Session, error)
+	NewWorkspace(size, inodes int64) (state.Workspace, error)
+	WorkspacePath(name string) string
+	DropWorkspace(name string) error
+	SealWorkspace(name string) error
+	Mounted(name string) bool
+	Workspaces() ([]string, error)
+}
+
+// HostWorkspaces is implemented by a backend that can bind a host
+// directory as a session's /workspace (spec.Workspace), which persistent
+// workspaces need; with other backends a Store keeps records only.
+type HostWorkspaces interface {
+	HostWorkspaces() bool
+}
+
+// Recovery is what a Manager found in its Store at start: the sessions of
+// a server that died without ending them.
+type Recovery struct {
+	// Sessions is how many came back, all dead; Lost is how many of those
+	// had lost their workspace (the host restarted, or the backend kept
+	// it inside the sandbox).
+	Sessions, Lost int
+	// Dropped counts workspaces no record named (a create or a pooled
+	// sandbox the crash cut short), now removed.
+	Dropped int
+	// Err lists records that could not be read or updated.
+	Err error
+}
+
+// persistsWorkspaces says whether sessions get workspaces from the Store.
+func persistsWorkspaces(b Backend, st Store) bool {
+	hw, ok := b.(HostWorkspaces)
+	return st != nil && ok && hw.HostWorkspaces()
+}
+
+// startBox builds a sandbox from s; with persistent workspaces it makes
+// one first and binds it in. The workspace's name is returned with it.
+func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error) {
+	if !m.persist {
+		b, err := m.backend.Start(ctx, s)
+		return b, "", err
+	}
+	ws, err := m.cfg.Store.NewWorkspace(s.Limits.DiskBytes, s.Limits.Inodes())
+	if err != nil {
+		return nil, "", err
+	}
+	s.Workspace = ws.Path
+	b, err := m.backend.Start(ctx, s)
+	if err != nil {
+		_ = m.cfg.Store.DropWorkspace(ws.Name)
+		return nil, "", err
+	}
+	return b, ws.Name, nil
+}
+
+// discardBox closes a box nobody will use and drops its workspace.
+func (m *Manager) discardBox(b Box, ws string) {
+	_ = b.Close()
+	if ws != "" {
+		_ = m.cfg.Store.DropWorkspace(ws)
+	}
+}
+
+// record is s as the Store keeps it.
+func (m *Manager) record(s *session) state.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return state.Session{
+		ID: s.id, Owner: s.owner, Backend: m.backend.Name(), Workspace: s.ws, ServerPID: os.Getpid(),
+		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
+		Limits: s.spec.Limits, Network: s.spec.Network, DiedAt: s.diedAt, Reason: s.reason,
+	}
+}
+
+// save writes s's record, if there is a Store.
+func (m *Manager) save(s *session) error {
+	if m.cfg.Store == nil {
+		return nil
+	}
+	return m.cfg.Store.SaveSession(m.record(s))
+}
+
+// forget removes s's record and workspace from the Store.
+func (m *Manager) forget(s *session) error {
+	if m.cfg.Store == nil {
+		return nil
+	}
+	err := m.cfg.Store.RemoveSession(s.id)
+	if s.ws != "" {
+		err = errors.Join(err, m.cfg.Store.DropWorkspace(s.ws))
+	}
+	return err
+}
+
+// bury turns a session whose sandbox died into a dead one: its processes
+// and box are gone, its workspace stays, read-only, for its files to be
+// fetched until it is deleted or expires. It gives back the session's slot.
+func (m *Manager) bury(s *session, why string) {
+	s.mu.Lock()
+	if s.state == StateStopping || s.state == StateGone || s.state == StateDead {
+		s.mu.Unlock()
+		return
+	}
+	s.state = StateDead
+	s.diedAt, s.reason, s.lastUsed = time.Now(), why, time.Now()
+	interps, dir := s.interps, s.dir
+	s.interps, s.dir = nil, nil
+	slot := s.slot
+	s.slot = false
+	s.mu.Unlock()
+	for _, in := range interps {
+		_ = in.Close()
+	}
+	if dir != nil {
+		_ = dir.Close()
+	}
+	_ = s.box.Close()
+	if err := errors.Join(m.cfg.Store.SealWorkspace(s.ws), m.save(s)); err != nil {
+		m.cfg.OnStoreError(err)
+	}
+	if slot {
+		m.release(s.owner)
+	}
+}
+
+// recoverSessions brings back the sessions a crashed server left in the
+// Store, as dead ones, and drops workspaces no session owns. It runs
+// before the pool starts making workspaces of its own.
+func (m *Manager) recoverSessions() Recovery {
+	var r Recovery
+	recs, err := m.cfg.Store.Sessions()
+	r.Err = err
+	owned := map[string]bool{}
+	now := time.Now()
+	for _, rec := range recs {
+		s := m.revive(rec, now)
+		if rec.Workspace != "" && s.ws == "" || rec.Workspace == "" {
+			r.Lost++
+		}
+		owned[s.ws] = true
+		if err := m.save(s); err != nil {
+			r.Err = errors.Join(r.Err, err)
+		}
+		m.sessions[s.id] = s
+		r.Sessions++
+	}
+	names, err := m.cfg.Store.Workspaces()
+	r.Err = errors.Join(r.Err, err)
+	for _, name := range names {
+		if !owned[name] {
+			r.Err = errors.Join(r.Err, m.cfg.Store.DropWorkspace(name))
+			r.Dropped++
+		}
+	}
+	return r
+}
+
+// revive makes the dead session rec describes. Its workspace is kept if
+// it is still mounted (the server died, the host did not), and sealed.
+func (m *Manager) revive(rec state.Session, now time.Time) *session {
+	s := &session{
+		id: rec.ID, owner: rec.Owner, box: deadBox{}, state: StateDead, files: m.cfg.Files, store: m.cfg.Store,
+		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network},
+		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: rec.IdleTimeout,
+		ws: rec.Workspace, diedAt: rec.DiedAt, reason: rec.Reason, gone: make(chan struct{}),
+	}
+	if s.diedAt.IsZero() {
+		s.diedAt = now
+		s.reason = fmt.Sprintf("the server (pid %d) stopped without ending the session, and its sandbox was killed", rec.ServerPID)
+	}
+	switch {
+	case rec.Workspace == "":
+		s.reason += "; its workspace was inside the sandbox and is gone"
+	case !m.cfg.Store.Mounted(rec.Workspace):
+		_ = m.cfg.Store.DropWorkspace(rec.Workspace)
+		s.ws = ""
+		s.reason += "; its workspace was lost (the host restarted)"
+	default:
+		_ = m.cfg.Store.SealWorkspace(rec.Workspace)
+	}
+	return s
+}
+
+// deadBox stands for the sandbox of a session recovered dead: there is
+// nothing left to run in or to close.
+type deadBox struct{}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (deadBox) Spawn(context.Context, interp.Command) (interp.Process, error) {
+	return nil, ErrDead
+}
+func (deadBox) Exec(context.Context, Command, Stream) (spec.Result, error) {
+	return spec.Result{}, ErrDead
+}
+func (deadBox) Env(extra ...string) []string       { return extra }
+func (deadBox) Workspace() *os.File                { return nil }
+func (deadBox) FileOwner() (int, int)              { return hostid.WorkspaceOwner, hostid.WorkspaceOwner }
+func (deadBox) Usage() (time.Duration, uint64)     { return 0, 0 }
+func (deadBox) SetNetwork(_, _ []string) error     { return ErrDead }
+func (deadBox) NetworkEvents() []spec.NetworkEvent { return nil }
+func (deadBox) Done() <-chan struct{}              { return closedChan }
+func (deadBox) Close() error                       { return nil }
