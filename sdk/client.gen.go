@@ -21,15 +21,16 @@ import (
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeBadRequest      ErrorCode = "bad_request"
-	ErrorCodeConflict        ErrorCode = "conflict"
-	ErrorCodeInternal        ErrorCode = "internal"
-	ErrorCodeNotFound        ErrorCode = "not_found"
-	ErrorCodePayloadTooLarge ErrorCode = "payload_too_large"
-	ErrorCodeTooManySessions ErrorCode = "too_many_sessions"
-	ErrorCodeUnauthorized    ErrorCode = "unauthorized"
-	ErrorCodeUnavailable     ErrorCode = "unavailable"
-	ErrorCodeUnsupported     ErrorCode = "unsupported"
+	ErrorCodeBadRequest          ErrorCode = "bad_request"
+	ErrorCodeConflict            ErrorCode = "conflict"
+	ErrorCodeInsufficientStorage ErrorCode = "insufficient_storage"
+	ErrorCodeInternal            ErrorCode = "internal"
+	ErrorCodeNotFound            ErrorCode = "not_found"
+	ErrorCodePayloadTooLarge     ErrorCode = "payload_too_large"
+	ErrorCodeTooManySessions     ErrorCode = "too_many_sessions"
+	ErrorCodeUnauthorized        ErrorCode = "unauthorized"
+	ErrorCodeUnavailable         ErrorCode = "unavailable"
+	ErrorCodeUnsupported         ErrorCode = "unsupported"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -38,6 +39,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeBadRequest:
 		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeInsufficientStorage:
 		return true
 	case ErrorCodeInternal:
 		return true
@@ -182,6 +185,7 @@ func (e OutputEncoding) Valid() bool {
 const (
 	SessionStateBusy     SessionState = "busy"
 	SessionStateCreating SessionState = "creating"
+	SessionStateDead     SessionState = "dead"
 	SessionStateGone     SessionState = "gone"
 	SessionStateReady    SessionState = "ready"
 	SessionStateStopping SessionState = "stopping"
@@ -193,6 +197,8 @@ func (e SessionState) Valid() bool {
 	case SessionStateBusy:
 		return true
 	case SessionStateCreating:
+		return true
+	case SessionStateDead:
 		return true
 	case SessionStateGone:
 		return true
@@ -210,12 +216,12 @@ func (e SessionState) Valid() bool {
 // cannot bound map keys).
 type Env map[string]string
 
-// ErrorCode A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503).
+// ErrorCode A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503, 507).
 type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	// Code A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503).
+	// Code A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503, 507).
 	Code ErrorCode `json:"code"`
 
 	// Message A human-readable explanation, e.g. `session ses_… not found`.
@@ -549,7 +555,7 @@ type RunRequest struct {
 type SessionInfo struct {
 	CreatedAt time.Time `json:"created_at"`
 
-	// Execs How many execs the session has run.
+	// Execs How many execs the session has run (counted since the server started).
 	Execs int64 `json:"execs"`
 
 	// ExpiresAt When the TTL ends the session.
@@ -578,9 +584,16 @@ type SessionInfo struct {
 	// the hosts in `allow`.
 	Network Network `json:"network"`
 
+	// Reason Why a `dead` session died; absent otherwise.
+	Reason string `json:"reason,omitempty,omitzero"`
+
 	// State `creating`: the sandbox is being built. `ready`: idle, accepts an
 	// exec. `busy`: an exec is running (another answers 409). `stopping`:
-	// being closed. `gone`: closed; it will soon answer 404.
+	// being closed. `gone`: closed; it will soon answer 404. `dead`: its
+	// sandbox died (it crashed, or the server stopped without ending it);
+	// `reason` says why. Its files can still be listed and downloaded
+	// (read-only) until it is deleted or expires; execs and changes
+	// answer 409.
 	State SessionState `json:"state"`
 }
 
@@ -624,7 +637,11 @@ type SessionList struct {
 
 // SessionState `creating`: the sandbox is being built. `ready`: idle, accepts an
 // exec. `busy`: an exec is running (another answers 409). `stopping`:
-// being closed. `gone`: closed; it will soon answer 404.
+// being closed. `gone`: closed; it will soon answer 404. `dead`: its
+// sandbox died (it crashed, or the server stopped without ending it);
+// `reason` says why. Its files can still be listed and downloaded
+// (read-only) until it is deleted or expires; execs and changes
+// answer 409.
 type SessionState string
 
 // FilePath defines model for FilePath.
@@ -635,6 +652,9 @@ type BadRequest = ErrorResponse
 
 // Conflict The body of every error answer.
 type Conflict = ErrorResponse
+
+// InsufficientStorage The body of every error answer.
+type InsufficientStorage = ErrorResponse
 
 // Internal The body of every error answer.
 type Internal = ErrorResponse
@@ -2859,6 +2879,8 @@ type CreateSessionResponse struct {
 	JSON501 *Unsupported
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// JSON507 the response for an HTTP 507 `application/json` response
+	JSON507 *InsufficientStorage
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -2899,6 +2921,11 @@ func (r CreateSessionResponse) GetJSON501() *Unsupported {
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r CreateSessionResponse) GetJSON503() *Unavailable {
 	return r.JSON503
+}
+
+// GetJSON507 returns the response for an HTTP 507 `application/json` response
+func (r CreateSessionResponse) GetJSON507() *InsufficientStorage {
+	return r.JSON507
 }
 
 // GetBody returns the raw response body bytes
@@ -3687,6 +3714,8 @@ type SetSessionNetworkResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3711,6 +3740,11 @@ func (r SetSessionNetworkResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r SetSessionNetworkResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetSessionNetworkResponse) GetJSON409() *Conflict {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -4427,6 +4461,13 @@ func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, err
 		}
 		response.JSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON507 = &dest
+
 	}
 
 	return response, nil
@@ -5075,6 +5116,13 @@ func ParseSetSessionNetworkResponse(rsp *http.Response) (*SetSessionNetworkRespo
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge

@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"syscall"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -25,6 +27,7 @@ const (
 	codeInternal        = "internal"
 	codeUnsupported     = "unsupported"
 	codeUnavailable     = "unavailable"
+	codeStorage         = "insufficient_storage"
 )
 
 // apiError is an answer the server chose to give: an HTTP status, the
@@ -77,6 +80,10 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusNotFound, codeNotFound, "session not found"}
 	case errors.Is(err, sandbox.ErrTooMany):
 		return &apiError{http.StatusTooManyRequests, codeTooMany, "too many sessions: delete one or wait for one to expire"}
+	case errors.Is(err, sandbox.ErrDead):
+		return &apiError{http.StatusConflict, codeConflict, oneLine(err)}
+	case errors.Is(err, state.ErrStorage):
+		return &apiError{http.StatusInsufficientStorage, codeStorage, oneLine(err)}
 	case errors.Is(err, sandbox.ErrBusy):
 		return &apiError{http.StatusConflict, codeConflict, "session is busy running another exec"}
 	case errors.Is(err, sandbox.ErrClosed):
@@ -101,6 +108,8 @@ func toAPIError(err error) *apiError {
 // file the sandbox user may not touch) 400.
 func workspaceError(err error) *apiError {
 	switch {
+	case errors.Is(err, syscall.EROFS):
+		return &apiError{http.StatusConflict, codeConflict, oneLine(err) + ": the session is dead and its files are read-only"}
 	case errors.Is(err, workspace.ErrNotFound):
 		return &apiError{http.StatusNotFound, codeNotFound, oneLine(err)}
 	case errors.Is(err, workspace.ErrTooLarge):

@@ -23,7 +23,7 @@ type serverMetrics struct {
 // vanish when no session is in a state.
 var allStates = []sandbox.State{
 	sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy,
-	sandbox.StateStopping, sandbox.StateGone,
+	sandbox.StateStopping, sandbox.StateGone, sandbox.StateDead,
 }
 
 // newMetrics registers the server's series, the process figures and a

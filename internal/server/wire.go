@@ -64,6 +64,7 @@ type sessionJSON struct {
 	Limits             limitsJSON  `json:"limits"`
 	Network            networkJSON `json:"network"`
 	Execs              int64       `json:"execs"`
+	Reason             string      `json:"reason,omitempty"`
 }
 
 type sessionListJSON struct {
@@ -306,5 +307,6 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		Limits:             toLimitsJSON(i.Limits),
 		Network:            toNetworkJSON(i.Network),
 		Execs:              i.Execs,
+		Reason:             i.Reason,
 	}
 }

@@ -16,15 +16,16 @@ import (
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeBadRequest      ErrorCode = "bad_request"
-	ErrorCodeConflict        ErrorCode = "conflict"
-	ErrorCodeInternal        ErrorCode = "internal"
-	ErrorCodeNotFound        ErrorCode = "not_found"
-	ErrorCodePayloadTooLarge ErrorCode = "payload_too_large"
-	ErrorCodeTooManySessions ErrorCode = "too_many_sessions"
-	ErrorCodeUnauthorized    ErrorCode = "unauthorized"
-	ErrorCodeUnavailable     ErrorCode = "unavailable"
-	ErrorCodeUnsupported     ErrorCode = "unsupported"
+	ErrorCodeBadRequest          ErrorCode = "bad_request"
+	ErrorCodeConflict            ErrorCode = "conflict"
+	ErrorCodeInsufficientStorage ErrorCode = "insufficient_storage"
+	ErrorCodeInternal            ErrorCode = "internal"
+	ErrorCodeNotFound            ErrorCode = "not_found"
+	ErrorCodePayloadTooLarge     ErrorCode = "payload_too_large"
+	ErrorCodeTooManySessions     ErrorCode = "too_many_sessions"
+	ErrorCodeUnauthorized        ErrorCode = "unauthorized"
+	ErrorCodeUnavailable         ErrorCode = "unavailable"
+	ErrorCodeUnsupported         ErrorCode = "unsupported"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -33,6 +34,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeBadRequest:
 		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeInsufficientStorage:
 		return true
 	case ErrorCodeInternal:
 		return true
@@ -177,6 +180,7 @@ func (e OutputEncoding) Valid() bool {
 const (
 	SessionStateBusy     SessionState = "busy"
 	SessionStateCreating SessionState = "creating"
+	SessionStateDead     SessionState = "dead"
 	SessionStateGone     SessionState = "gone"
 	SessionStateReady    SessionState = "ready"
 	SessionStateStopping SessionState = "stopping"
@@ -188,6 +192,8 @@ func (e SessionState) Valid() bool {
 	case SessionStateBusy:
 		return true
 	case SessionStateCreating:
+		return true
+	case SessionStateDead:
 		return true
 	case SessionStateGone:
 		return true
@@ -205,12 +211,12 @@ func (e SessionState) Valid() bool {
 // cannot bound map keys).
 type Env map[string]string
 
-// ErrorCode A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503).
+// ErrorCode A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503, 507).
 type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	// Code A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503).
+	// Code A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503, 507).
 	Code ErrorCode `json:"code"`
 
 	// Message A human-readable explanation, e.g. `session ses_… not found`.
@@ -544,7 +550,7 @@ type RunRequest struct {
 type SessionInfo struct {
 	CreatedAt time.Time `json:"created_at"`
 
-	// Execs How many execs the session has run.
+	// Execs How many execs the session has run (counted since the server started).
 	Execs int64 `json:"execs"`
 
 	// ExpiresAt When the TTL ends the session.
@@ -573,9 +579,16 @@ type SessionInfo struct {
 	// the hosts in `allow`.
 	Network Network `json:"network"`
 
+	// Reason Why a `dead` session died; absent otherwise.
+	Reason string `json:"reason,omitempty,omitzero"`
+
 	// State `creating`: the sandbox is being built. `ready`: idle, accepts an
 	// exec. `busy`: an exec is running (another answers 409). `stopping`:
-	// being closed. `gone`: closed; it will soon answer 404.
+	// being closed. `gone`: closed; it will soon answer 404. `dead`: its
+	// sandbox died (it crashed, or the server stopped without ending it);
+	// `reason` says why. Its files can still be listed and downloaded
+	// (read-only) until it is deleted or expires; execs and changes
+	// answer 409.
 	State SessionState `json:"state"`
 }
 
@@ -619,7 +632,11 @@ type SessionList struct {
 
 // SessionState `creating`: the sandbox is being built. `ready`: idle, accepts an
 // exec. `busy`: an exec is running (another answers 409). `stopping`:
-// being closed. `gone`: closed; it will soon answer 404.
+// being closed. `gone`: closed; it will soon answer 404. `dead`: its
+// sandbox died (it crashed, or the server stopped without ending it);
+// `reason` says why. Its files can still be listed and downloaded
+// (read-only) until it is deleted or expires; execs and changes
+// answer 409.
 type SessionState string
 
 // FilePath defines model for FilePath.
@@ -630,6 +647,9 @@ type BadRequest = ErrorResponse
 
 // Conflict The body of every error answer.
 type Conflict = ErrorResponse
+
+// InsufficientStorage The body of every error answer.
+type InsufficientStorage = ErrorResponse
 
 // Internal The body of every error answer.
 type Internal = ErrorResponse
