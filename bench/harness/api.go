@@ -15,8 +15,9 @@ import (
 
 // server is one warden serve on loopback.
 type server struct {
-	base string
-	cmd  *exec.Cmd
+	base  string
+	cmd   *exec.Cmd
+	state string
 }
 
 func startServer(warden, backend string, extra ...string) (*server, error) {
@@ -26,12 +27,17 @@ func startServer(warden, backend string, extra ...string) (*server, error) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	args := append([]string{"serve", "--backend", backend, "--listen", addr, "--max-sessions", "1024"}, extra...)
-	cmd := exec.Command(warden, args...)
-	if err := cmd.Start(); err != nil {
+	state, err := os.MkdirTemp("", "bench-state-")
+	if err != nil {
 		return nil, err
 	}
-	s := &server{base: "http://" + addr, cmd: cmd}
+	args := append([]string{"serve", "--backend", backend, "--listen", addr, "--max-sessions", "1024", "--state-dir", state}, extra...)
+	cmd := exec.Command(warden, args...)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(state)
+		return nil, err
+	}
+	s := &server{base: "http://" + addr, cmd: cmd, state: state}
 	for i := 0; i < 200; i++ {
 		if resp, err := http.Get(s.base + "/healthz"); err == nil {
 			resp.Body.Close()
@@ -53,6 +59,9 @@ func (s *server) stop() {
 		_ = s.cmd.Process.Kill()
 		<-done
 	}
+	// A server stopped in time removed its sessions' workspaces; one that
+	// was killed left them mounted, and RemoveAll stops at them.
+	_ = os.RemoveAll(s.state)
 }
 
 // post sends body as JSON and decodes the answer into out.

@@ -37,6 +37,7 @@ type serveOptions struct {
 	idle        time.Duration
 	verbose     bool
 	shutdown    time.Duration
+	stateDir    string
 }
 
 func newServeCmd() *cobra.Command {
@@ -64,6 +65,7 @@ it refuses to listen anywhere but loopback.`,
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
+	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), `where session records and workspaces are kept, so they outlive a crash of the server ("none": keep nothing)`)
 	return cmd
 }
 
@@ -85,15 +87,29 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	mgr := sandbox.NewManager(backend, sandbox.Config{
+	store, err := openState(o.stateDir)
+	if err != nil {
+		return err
+	}
+	sweepCgroups(log)
+	if store != nil {
+		defer store.Close()
+	}
+	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Pool: o.pool, DefaultTTL: o.ttl, DefaultIdle: o.idle,
 		OnReap: func(reason string) {
 			if srv != nil {
 				srv.ObserveReap(reason)
 			}
 		},
-	})
+	}
+	if store != nil {
+		cfg.Store = store
+		cfg.OnStoreError = func(err error) { log.Error("state directory", "err", err) }
+	}
+	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
+	reportState(log, store, mgr)
 	// MCP clients get the API's own defaults and, as the API lets a key
 	// ask for an egress allowlist, so may they; a key's tenant owns them.
 	mcpHandler := wardenmcp.HTTPHandler(mgr, wardenmcp.Options{

@@ -41,7 +41,7 @@ type Check struct {
 // never claims a layer works that has not been seen working.
 func Run(ctx context.Context) []Check {
 	rep := cgroup.Probe()
-	checks := []Check{userNamespaces(), seccompCheck()}
+	checks := []Check{userNamespaces(), seccompCheck(), persistCheck()}
 	checks = append(checks, cgroupChecks(rep)...)
 	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
 	return append(checks, gvisorCheck(ctx, sandbox.BackendOptions{}), dockerCheck(ctx))

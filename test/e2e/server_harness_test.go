@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,10 +39,14 @@ const (
 )
 
 // startServer runs `warden serve` with the test keys and extra flags, and
-// stops it (SIGTERM, then waits) when the test ends.
+// stops it (SIGTERM, then waits) when the test ends. Without a
+// --state-dir flag it gets its own, removed after it stops.
 func startServer(t *testing.T, flags ...string) *apiServer {
 	t.Helper()
 	requireSandbox(t)
+	if !slices.Contains(flags, "--state-dir") {
+		flags = append(flags, "--state-dir", filepath.Join(t.TempDir(), "state"))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, wardenBin, append([]string{"serve", "--listen", "127.0.0.1:0"}, flags...)...)
 	cmd.Env = []string{"WARDEN_API_KEYS=" + keyA + "," + keyB, "PATH=/usr/local/bin:/usr/bin:/bin"}
