@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -50,6 +51,20 @@ func sweepCgroups(log *slog.Logger) {
 		return
 	}
 	log.Info("removed the cgroups of Wardens that died", "count", len(stale))
+}
+
+// stateLeft describes the session records and workspaces still in the
+// state directory after every session was ended ("" if none).
+func stateLeft(store *state.Dir) string {
+	if store == nil {
+		return ""
+	}
+	recs, _ := store.Sessions()
+	names, _ := store.Workspaces()
+	if len(recs) == 0 && len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d session records and %d workspaces", len(recs), len(names))
 }
 
 // reportState logs what the server keeps and what it found of a previous

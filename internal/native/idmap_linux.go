@@ -64,8 +64,8 @@ func idmappedWorkspace(dir *os.File, hostUID, hostGID int) (*os.File, error) {
 // mappingNamespace returns a user namespace whose only mapping is the
 // directory owner's ids (inside) to the sandbox's host ids (outside), the
 // shape an idmapped mount needs. The kernel creates user namespaces only
-// with a process, so one is started (the warden binary, parked on a pipe
-// that never delivers) and killed as soon as its namespace is open.
+// with a process, so one is started (the init binary, parked on a pipe that
+// never delivers) and killed as soon as its namespace is open.
 func mappingNamespace(ownerUID, hostUID, ownerGID, hostGID int) (*os.File, error) {
 	// The parent-death signal is tied to this thread; keep it alive until
 	// the holder is gone.
@@ -78,7 +78,7 @@ func mappingNamespace(ownerUID, hostUID, ownerGID, hostGID int) (*os.File, error
 	defer r.Close()
 	defer w.Close()
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       nsinit.Binary(),
 		Args:       []string{nsinit.Arg0},
 		Env:        []string{"GOMAXPROCS=1"},
 		ExtraFiles: []*os.File{r},
