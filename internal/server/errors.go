@@ -108,7 +108,7 @@ func toAPIError(err error) *apiError {
 // file the sandbox user may not touch) 400.
 func workspaceError(err error) *apiError {
 	switch {
-	case errors.Is(err, syscall.EROFS):
+	case errors.Is(err, workspace.ErrReadOnly), errors.Is(err, syscall.EROFS):
 		return &apiError{http.StatusConflict, codeConflict, oneLine(err) + ": the session is dead and its files are read-only"}
 	case errors.Is(err, workspace.ErrNotFound):
 		return &apiError{http.StatusNotFound, codeNotFound, oneLine(err)}

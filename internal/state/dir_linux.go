@@ -43,7 +43,11 @@ func Open(path string) (*Dir, error) {
 			return nil, storageError(path, "making "+d, err)
 		}
 	}
-	d := &Dir{path: path}
+	real, err := secure(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dir{path: real}
 	if err := d.takeLock(); err != nil {
 		return nil, err
 	}

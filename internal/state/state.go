@@ -21,7 +21,7 @@ import (
 )
 
 // Version is the record format; a record of another version is reported
-// and left alone.
+// and moved aside (see Sessions), and its workspace is kept.
 const Version = 1
 
 // ErrStorage marks a state directory that cannot be written: full, read

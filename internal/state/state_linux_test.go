@@ -228,3 +228,63 @@ func TestWorkspaceLifecycle(t *testing.T) {
 		t.Error("DropWorkspace(\"../x\") = nil, want an error")
 	}
 }
+
+func TestUnsafeDirectories(t *testing.T) {
+	testhost.RequireRoot(t)
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, parent string) string
+		want    string
+	}{
+		{"parent writable by others", func(t *testing.T, parent string) string {
+			must(t, os.Chmod(parent, 0o777))
+			return filepath.Join(parent, "state")
+		}, "writable by other users"},
+		{"parent owned by another user", func(t *testing.T, parent string) string {
+			must(t, os.Chown(parent, 4242, 4242))
+			return filepath.Join(parent, "state")
+		}, "belongs to uid 4242"},
+		{"state directory owned by another user", func(t *testing.T, parent string) string {
+			dir := filepath.Join(parent, "state")
+			must(t, os.Mkdir(dir, 0o700))
+			must(t, os.Chown(dir, 4242, 4242))
+			return dir
+		}, "belongs to uid 4242"},
+		{"a file in place of sessions", func(t *testing.T, parent string) string {
+			dir := filepath.Join(parent, "state")
+			must(t, os.Mkdir(dir, 0o700))
+			must(t, os.WriteFile(filepath.Join(dir, sessionsDir), nil, 0o600))
+			return dir
+		}, "making"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := filepath.Join(t.TempDir(), "parent")
+			must(t, os.Mkdir(parent, 0o755))
+			_, err := Open(tt.prepare(t, parent))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLooseStateDirectoryIsMadePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	must(t, os.Mkdir(dir, 0o755))
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
+	}
+	defer d.Close()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory mode = %v, %v; want 0700", fi.Mode().Perm(), err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -55,3 +55,6 @@ func (d *Dir) Mounted(string) bool { return false }
 
 // Workspaces is Linux-only, like Open.
 func (d *Dir) Workspaces() ([]string, error) { return nil, errors.ErrUnsupported }
+
+// HasWorkspace is Linux-only, like Open.
+func (d *Dir) HasWorkspace(string) bool { return false }

@@ -33,7 +33,7 @@ func (d *Dir) NewWorkspace(size, inodes int64) (Workspace, error) {
 	if err := os.Mkdir(w.Path, 0o700); err != nil {
 		return Workspace{}, storageError(d.path, "making workspace "+w.Name, err)
 	}
-	if err := rootfs.MountTmpfs(w.Path, "0755", size, inodes, hostid.WorkspaceOwner, hostid.WorkspaceOwner); err != nil {
+	if err := rootfs.MountTmpfs(w.Path, "0700", size, inodes, hostid.WorkspaceOwner, hostid.WorkspaceOwner); err != nil {
 		_ = os.Remove(w.Path)
 		return Workspace{}, fmt.Errorf("making workspace %s: %w", w.Name, err)
 	}
@@ -102,4 +102,11 @@ func (d *Dir) Workspaces() ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// HasWorkspace says whether workspace name's mount point exists, mounted
+// or not: DropWorkspace removes it, a restart of the host does not.
+func (d *Dir) HasWorkspace(name string) bool {
+	var st unix.Stat_t
+	return validName(name) && unix.Lstat(d.WorkspacePath(name), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }

@@ -54,6 +54,16 @@ func FromFile(f *os.File, name string, uid, gid int, lim Limits) (*Dir, error) {
 	return fromFD(fd, name, uid, gid, lim)
 }
 
+// changing parses the path of an operation that changes the workspace,
+// refusing it on a read-only one.
+func (d *Dir) changing(doing, p string) (wsPath, error) {
+	wp, err := parsePath(p)
+	if err == nil && d.lim.ReadOnly {
+		err = errorf(ErrReadOnly, "%s %q: this workspace is read-only", doing, wp)
+	}
+	return wp, err
+}
+
 // fromFD checks that fd is a directory openat2 can resolve below, and
 // makes the Dir that owns it.
 func fromFD(fd int, dir string, uid, gid int, lim Limits) (*Dir, error) {

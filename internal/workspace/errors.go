@@ -10,6 +10,8 @@ import (
 // errors wrap the errno and so match fs.ErrPermission.
 var (
 	// ErrNotFound: the path, or one of its directories, does not exist.
+	// ErrReadOnly: the workspace may be read, not changed.
+	ErrReadOnly = errors.New("read-only")
 	ErrNotFound = errors.New("not found")
 	// ErrExists: the path exists where it must not (Mkdir over a file).
 	ErrExists = errors.New("already exists")

@@ -23,7 +23,7 @@ const (
 // ErrTooLarge (what was removed so far stays removed). The workspace
 // itself cannot be removed (ErrBadPath).
 func (d *Dir) Remove(p string, recursive bool) error {
-	wp, err := parsePath(p)
+	wp, err := d.changing("removing", p)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ type Limits struct {
 	// MaxEntries is the most entries List returns (default 10000), so a
 	// directory of millions of files costs one bounded answer.
 	MaxEntries int
+	// ReadOnly refuses Write, Mkdir and Remove with ErrReadOnly: the files
+	// of a session that no longer runs are only to be fetched.
+	ReadOnly bool
 }
 
 // Defaults of Limits.

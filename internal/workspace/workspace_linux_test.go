@@ -3,6 +3,8 @@ package workspace
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -369,4 +371,32 @@ func TestOpenErrors(t *testing.T) {
 	d.Close()
 	_, err = d.Stat(".")
 	wantErr(t, "Stat after Close", err, os.ErrClosed)
+}
+
+func TestReadOnlyWorkspace(t *testing.T) {
+	e := newEnv(t, os.Geteuid(), os.Getegid(), Limits{ReadOnly: true})
+	if err := os.WriteFile(filepath.Join(e.ws, "kept.txt"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changes := map[string]func() error{
+		"Write":  func() error { _, err := e.d.Write("new.txt", strings.NewReader("x"), 0); return err },
+		"Mkdir":  func() error { _, err := e.d.Mkdir("dir"); return err },
+		"Remove": func() error { return e.d.Remove("kept.txt", false) },
+	}
+	for name, change := range changes {
+		if err := change(); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("%s() on a read-only workspace = %v, want ErrReadOnly", name, err)
+		}
+	}
+	rc, _, err := e.d.Read("kept.txt")
+	if err != nil {
+		t.Fatalf("Read() on a read-only workspace = %v", err)
+	}
+	defer rc.Close()
+	if b, _ := io.ReadAll(rc); string(b) != "kept" {
+		t.Errorf("Read() = %q, want the file", b)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "kept.txt")); err != nil {
+		t.Errorf("the file is gone after a refused Remove: %v", err)
+	}
 }

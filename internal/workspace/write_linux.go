@@ -20,7 +20,7 @@ import (
 // holds permission bits only; zero means 0644. The file belongs to the
 // sandbox user.
 func (d *Dir) Write(p string, r io.Reader, mode fs.FileMode) (Entry, error) {
-	wp, err := parsePath(p)
+	wp, err := d.changing("writing", p)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -107,7 +107,7 @@ func (d *Dir) createTemp(wp wsPath) (dirfd int, tmp string, f *os.File, err erro
 // ErrNotDir), on the way ErrNotDir. New directories are 0755 less the
 // process's umask, and belong to the sandbox user.
 func (d *Dir) Mkdir(p string) (Entry, error) {
-	wp, err := parsePath(p)
+	wp, err := d.changing("making directory", p)
 	if err != nil {
 		return Entry{}, err
 	}
