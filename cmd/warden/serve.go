@@ -136,7 +136,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))
 	}
 	if left := stateLeft(store); left != "" {
-		return errors.Join(err, fmt.Errorf("shutting down left %s in %s; the next warden serve there reports or removes them", left, store.Path()))
+		return errors.Join(err, fmt.Errorf("shutting down left %s in %s; the next warden serve there reports them as dead or removes them", left, store.Path()))
 	}
 	if err == nil {
 		fmt.Fprintln(os.Stderr, "warden: stopped; every session ended and was cleaned up")

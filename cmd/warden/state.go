@@ -53,18 +53,35 @@ func sweepCgroups(log *slog.Logger) {
 	log.Info("removed the cgroups of Wardens that died", "count", len(stale))
 }
 
-// stateLeft describes the session records and workspaces still in the
-// state directory after every session was ended ("" if none).
+// stateLeft describes what the state directory still holds of sessions
+// that should have ended with the server ("" if nothing): records of live
+// sessions, and workspaces no record names. Dead sessions stay on
+// purpose, for their owners to fetch their files after a restart.
 func stateLeft(store *state.Dir) string {
 	if store == nil {
 		return ""
 	}
 	recs, _ := store.Sessions()
 	names, _ := store.Workspaces()
-	if len(recs) == 0 && len(names) == 0 {
+	kept := map[string]bool{}
+	live := 0
+	for _, r := range recs {
+		if r.DiedAt.IsZero() {
+			live++
+		} else {
+			kept[r.Workspace] = true
+		}
+	}
+	unowned := 0
+	for _, n := range names {
+		if !kept[n] {
+			unowned++
+		}
+	}
+	if live == 0 && unowned == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d session records and %d workspaces", len(recs), len(names))
+	return fmt.Sprintf("%d records of live sessions and %d workspaces of no dead session", live, unowned)
 }
 
 // reportState logs what the server keeps and what it found of a previous
@@ -78,9 +95,10 @@ func reportState(log *slog.Logger, store *state.Dir, mgr *sandbox.Manager) {
 		log.Warn("session workspaces live inside their sandboxes: a crash of the server loses them (persistent workspaces need the native backend, root and Linux 6.3 or later)", "state_dir", store.Path())
 	}
 	r := mgr.Recovered()
-	if r.Sessions > 0 || r.Dropped > 0 {
-		log.Warn("recovered the sessions of a server that stopped without ending them: they are dead, their files readable until deleted or expired",
-			"state_dir", store.Path(), "sessions", r.Sessions, "workspaces_lost", r.Lost, "orphan_workspaces_removed", r.Dropped)
+	if r.Sessions > 0 || r.Dropped > 0 || r.Stale > 0 {
+		log.Warn("recovered dead sessions: their files are readable until they are deleted or expire",
+			"state_dir", store.Path(), "sessions", r.Sessions, "workspaces_lost", r.Lost,
+			"orphan_workspaces_removed", r.Dropped, "records_of_deleted_sessions_removed", r.Stale)
 	}
 	if r.Err != nil {
 		log.Error("some session records could not be recovered", "err", r.Err)

@@ -182,8 +182,16 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		return Info{}, err
 	}
 	m.mu.Lock()
-	m.sessions[ses.id] = ses
+	closed := m.closed
+	if !closed {
+		m.sessions[ses.id] = ses
+	}
 	m.mu.Unlock()
+	if closed {
+		// Close has already ended the sessions it knew of.
+		_ = m.end(ses)
+		return Info{}, fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
 	return ses.info(), nil
 }
 
@@ -387,6 +395,8 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 }
 
 // Close ends every session and the pool; the Manager takes no more work.
+// Dead sessions are left in the Store, as they are: their files are kept
+// for their owners until deleted or expired, whatever restarts between.
 // Calling it again does nothing.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -397,7 +407,9 @@ func (m *Manager) Close() error {
 	m.closed = true
 	list := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		list = append(list, s)
+		if s.currentState() != StateDead {
+			list = append(list, s)
+		}
 	}
 	m.mu.Unlock()
 	close(m.stop)

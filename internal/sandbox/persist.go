@@ -24,6 +24,7 @@ type Store interface {
 	DropWorkspace(name string) error
 	SealWorkspace(name string) error
 	Mounted(name string) bool
+	HasWorkspace(name string) bool
 	Workspaces() ([]string, error)
 }
 
@@ -42,8 +43,9 @@ type Recovery struct {
 	// it inside the sandbox).
 	Sessions, Lost int
 	// Dropped counts workspaces no record named (a create or a pooled
-	// sandbox the crash cut short), now removed.
-	Dropped int
+	// sandbox the crash cut short), now removed; Stale counts records of
+	// sessions deleted when their record could not be removed, removed now.
+	Dropped, Stale int
 	// Err lists records that could not be read or updated.
 	Err error
 }
@@ -86,6 +88,11 @@ func (m *Manager) discardBox(b Box, ws string) {
 func (m *Manager) record(s *session) state.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return m.recordLocked(s)
+}
+
+// recordLocked is record with s.mu held.
+func (m *Manager) recordLocked(s *session) state.Session {
 	return state.Session{
 		ID: s.id, Owner: s.owner, Backend: m.backend.Name(), Workspace: s.ws, ServerPID: os.Getpid(),
 		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
@@ -116,9 +123,19 @@ func (m *Manager) forget(s *session) error {
 // bury turns a session whose sandbox died into a dead one: its processes
 // and box are gone, its workspace stays, read-only, for its files to be
 // fetched until it is deleted or expires. It gives back the session's slot.
+//
+// The workspace is sealed before the session is marked dead, so no one
+// writes through a dead session; the record is written with s.mu held and
+// only while the session is still dead, so a Delete racing with the
+// burial (which removes the record once it has marked the session
+// stopping) is never undone.
 func (m *Manager) bury(s *session, why string) {
+	if st := s.currentState(); st != StateReady && st != StateBusy {
+		return
+	}
+	sealErr := m.cfg.Store.SealWorkspace(s.ws)
 	s.mu.Lock()
-	if s.state == StateStopping || s.state == StateGone || s.state == StateDead {
+	if s.state != StateReady && s.state != StateBusy {
 		s.mu.Unlock()
 		return
 	}
@@ -136,7 +153,13 @@ func (m *Manager) bury(s *session, why string) {
 		_ = dir.Close()
 	}
 	_ = s.box.Close()
-	if err := errors.Join(m.cfg.Store.SealWorkspace(s.ws), m.save(s)); err != nil {
+	s.mu.Lock()
+	var saveErr error
+	if s.state == StateDead {
+		saveErr = m.cfg.Store.SaveSession(m.recordLocked(s))
+	}
+	s.mu.Unlock()
+	if err := errors.Join(sealErr, saveErr); err != nil {
 		m.cfg.OnStoreError(err)
 	}
 	if slot {
@@ -147,6 +170,11 @@ func (m *Manager) bury(s *session, why string) {
 // recoverSessions brings back the sessions a crashed server left in the
 // Store, as dead ones, and drops workspaces no session owns. It runs
 // before the pool starts making workspaces of its own.
+//
+// A record whose workspace directory is gone altogether belongs to a
+// session that was deleted when its record could not be removed (a
+// read-only directory): the record is removed now. When any record could
+// not be read, no workspace is dropped: it may be that record's.
 func (m *Manager) recoverSessions() Recovery {
 	var r Recovery
 	recs, err := m.cfg.Store.Sessions()
@@ -154,6 +182,11 @@ func (m *Manager) recoverSessions() Recovery {
 	owned := map[string]bool{}
 	now := time.Now()
 	for _, rec := range recs {
+		if rec.Workspace != "" && !m.cfg.Store.HasWorkspace(rec.Workspace) {
+			r.Err = errors.Join(r.Err, m.cfg.Store.RemoveSession(rec.ID))
+			r.Stale++
+			continue
+		}
 		s := m.revive(rec, now)
 		if rec.Workspace != "" && s.ws == "" || rec.Workspace == "" {
 			r.Lost++
@@ -164,6 +197,9 @@ func (m *Manager) recoverSessions() Recovery {
 		}
 		m.sessions[s.id] = s
 		r.Sessions++
+	}
+	if r.Err != nil {
+		return r
 	}
 	names, err := m.cfg.Store.Workspaces()
 	r.Err = errors.Join(r.Err, err)
@@ -197,7 +233,11 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 		s.ws = ""
 		s.reason += "; its workspace was lost (the host restarted)"
 	default:
-		_ = m.cfg.Store.SealWorkspace(rec.Workspace)
+		// A workspace that cannot be sealed is still served read-only
+		// (see deadWorkspace); the error reaches the operator.
+		if err := m.cfg.Store.SealWorkspace(rec.Workspace); err != nil {
+			m.cfg.OnStoreError(err)
+		}
 	}
 	return s
 }

@@ -27,6 +27,9 @@ type fakeStore struct {
 	mounted map[string]bool
 	sealed  map[string]bool
 	n       int
+	// readErr is what Sessions reports besides the records, as for a
+	// record it could not read.
+	readErr error
 }
 
 func newFakeStore(t *testing.T) *fakeStore {
@@ -54,7 +57,7 @@ func (f *fakeStore) Sessions() ([]state.Session, error) {
 	for _, s := range f.records {
 		list = append(list, s)
 	}
-	return list, nil
+	return list, f.readErr
 }
 
 func (f *fakeStore) NewWorkspace(size, inodes int64) (state.Workspace, error) {
@@ -87,6 +90,11 @@ func (f *fakeStore) Mounted(name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.mounted[name]
+}
+
+func (f *fakeStore) HasWorkspace(name string) bool {
+	_, err := os.Stat(f.WorkspacePath(name))
+	return err == nil
 }
 
 func (f *fakeStore) Workspaces() ([]string, error) {
@@ -325,5 +333,51 @@ func TestPoolAndCloseWithStore(t *testing.T) {
 	}
 	if r, w := st.count(); r != 0 || w != 0 {
 		t.Errorf("after Close the store holds %d records and %d workspaces, want none", r, w)
+	}
+}
+
+func TestDeadSessionsOutliveClose(t *testing.T) {
+	st, a, _ := crashedStore(t)
+	m, _ := newStoreManager(t, st, Config{})
+	if _, err := m.Create(context.Background(), "carol", defaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.records[a.ID]; !ok || !st.Mounted(a.Workspace) {
+		t.Error("Close() removed a dead session's record or workspace; its owner may still fetch its files")
+	}
+	if r, _ := st.count(); r != 2 {
+		t.Errorf("after Close the store holds %d records, want the 2 dead ones (carol's live one removed)", r)
+	}
+}
+
+func TestRecoveryKeepsWorkspacesOfUnreadableRecords(t *testing.T) {
+	st, _, _ := crashedStore(t)
+	st.readErr = errors.New("session record ses_x.json (moved aside): parsing: bad")
+	m, _ := newStoreManager(t, st, Config{})
+	if r := m.Recovered(); r.Dropped != 0 || r.Err == nil {
+		t.Errorf("Recovered() = %+v, want the read error and no workspace dropped", r)
+	}
+	if _, w := st.count(); w != 2 {
+		t.Errorf("%d workspaces left, want 2 (the kept one and the unowned one that may be the unreadable record's)", w)
+	}
+}
+
+func TestRecoveryRemovesRecordsOfDeletedSessions(t *testing.T) {
+	st, a, _ := crashedStore(t)
+	if err := st.DropWorkspace(a.Workspace); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := newStoreManager(t, st, Config{})
+	if r := m.Recovered(); r.Stale != 1 || r.Sessions != 1 {
+		t.Errorf("Recovered() = %+v, want 1 stale record removed and 1 session", r)
+	}
+	if _, err := m.Get("alice", a.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a session deleted before the crash came back: Get() = %v", err)
+	}
+	if _, ok := st.records[a.ID]; ok {
+		t.Error("the stale record is still in the store")
 	}
 }

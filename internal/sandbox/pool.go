@@ -67,7 +67,11 @@ func (p *pool) take(s spec.Spec) (Box, string) {
 		p.boxes = p.boxes[1:]
 		select {
 		case <-b.box.Done():
-			go p.discard(b.box, b.ws)
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.discard(b.box, b.ws)
+			}()
 			continue
 		default:
 		}

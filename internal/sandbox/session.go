@@ -252,7 +252,9 @@ func (s *session) deadWorkspace() (*workspace.Dir, error) {
 		return nil, s.deadError()
 	}
 	uid, gid := s.box.FileOwner()
-	dir, err := workspace.Open(s.store.WorkspacePath(s.ws), uid, gid, s.fileLimits())
+	lim := s.fileLimits()
+	lim.ReadOnly = true
+	dir, err := workspace.Open(s.store.WorkspacePath(s.ws), uid, gid, lim)
 	if err != nil {
 		return nil, fmt.Errorf("opening the dead session's workspace: %w", err)
 	}

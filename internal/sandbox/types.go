@@ -14,9 +14,10 @@ import (
 
 // State is where a session is in its life. The only moves are
 // creating → ready ⇄ busy → stopping → gone; creating may also go straight
-// to gone when the sandbox cannot be built. With a Store, a session whose
-// sandbox died (or whose server crashed) moves to dead instead of gone:
-// its workspace stays readable until it is deleted or expires.
+// to gone when the sandbox cannot be built. A session with a persistent
+// workspace (see Store) whose sandbox died moves to dead instead, as do
+// the sessions of a crashed server when the next one starts: the
+// workspace stays readable until the session is deleted or expires.
 type State string
 
 const (

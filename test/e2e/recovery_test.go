@@ -40,7 +40,8 @@ func requirePersistentWorkspaces(t *testing.T) {
 // uploaded file, a file its code wrote and a running interpreter. After a
 // restart on the same state directory nothing of the old sandbox may run,
 // its cgroups must be gone, and the session must answer as dead with both
-// files readable, read-only, until it is deleted.
+// files readable, read-only, across a further graceful restart, until it
+// is deleted.
 func TestCrashRecovery(t *testing.T) {
 	requirePersistentWorkspaces(t)
 	stateDir := filepath.Join(t.TempDir(), "state")
@@ -98,7 +99,17 @@ func TestCrashRecovery(t *testing.T) {
 	if !mountsUnder(t, stateDir) {
 		t.Error("the dead session's workspace is not mounted under the state directory")
 	}
-	if code, b := s2.call(t, keyA, "DELETE", sessionPath(id), nil, ""); code != http.StatusNoContent {
+
+	// A graceful restart keeps the dead session for its owner.
+	s2.stop()
+	if err, logs := s2.exit(); err != nil {
+		t.Errorf("SIGTERM of a server holding only a dead session: %v\n%s", err, logs)
+	}
+	s3 := startServer(t, "--state-dir", stateDir)
+	if code, b := s3.call(t, keyA, "GET", sessionPath(id, "/files?path=made.txt"), nil, ""); code != http.StatusOK || string(b) != "made inside" {
+		t.Errorf("after a graceful restart GET made.txt = %d %q, want the file", code, b)
+	}
+	if code, b := s3.call(t, keyA, "DELETE", sessionPath(id), nil, ""); code != http.StatusNoContent {
 		t.Fatalf("DELETE of the dead session = %d %s", code, b)
 	}
 	if mountsUnder(t, stateDir) {
