@@ -391,6 +391,9 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if len(req.Stdin) > 0 {
 		stdin = req.Stdin
 	}
+	if box, ws := m.pool.take(m.runShape(s)); box != nil {
+		return m.runPooled(ctx, box, ws, s, readerOrNil(stdin), live)
+	}
 	return m.backend.Run(ctx, s, readerOrNil(stdin), live)
 }
 

@@ -19,6 +19,7 @@ type fakeBackend struct {
 	mu     sync.Mutex
 	live   int
 	starts int
+	runs   int
 }
 
 func (f *fakeBackend) Name() string { return "fake" }
@@ -32,6 +33,9 @@ func (f *fakeBackend) Start(context.Context, spec.Spec) (Box, error) {
 }
 
 func (f *fakeBackend) Run(ctx context.Context, s spec.Spec, _ io.Reader, _ Stream) (spec.Result, error) {
+	f.mu.Lock()
+	f.runs++
+	f.mu.Unlock()
 	return spec.Result{Stdout: strings.Join(s.Command, " ")}, nil
 }
 
@@ -307,4 +311,49 @@ func TestManagerCloseTwice(t *testing.T) {
 	if _, err := m.Create(context.Background(), "alice", defaultOptions()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Create() after Close = %v, want ErrClosed", err)
 	}
+}
+
+func TestRunTakesAPooledBox(t *testing.T) {
+	m, b := newTestManager(t, Config{Pool: 1})
+	if !waitUntil(func() bool { return b.alive() == 1 }) {
+		t.Fatal("the pool never built its box")
+	}
+	ctx := context.Background()
+	o := defaultOptions()
+	o.Env = []string{"A=1"}
+	r, err := m.Run(ctx, "alice", o, ExecRequest{Command: []string{"echo", "pooled"}, Timeout: time.Second}, Stream{})
+	if err != nil || r.Stdout != "echo pooled" {
+		t.Fatalf("Run() = %+v, %v", r, err)
+	}
+	b.mu.Lock()
+	runs := b.runs
+	b.mu.Unlock()
+	if runs != 0 {
+		t.Errorf("Run() built a sandbox (%d backend runs) while the pool had one of the same shape", runs)
+	}
+	if !waitUntil(func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.starts == 2 && b.live == 1 }) {
+		t.Errorf("after the run the pooled box was not thrown away and replaced (starts %d, alive %d)", b.starts, b.alive())
+	}
+	o.Limits.MemoryBytes *= 2
+	if _, err := m.Run(ctx, "alice", o, ExecRequest{Command: []string{"true"}}, Stream{}); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	runs = b.runs
+	b.mu.Unlock()
+	if runs != 1 {
+		t.Errorf("a run with other limits made %d backend runs, want 1 (a pooled box has the pool's limits)", runs)
+	}
+}
+
+// waitUntil polls cond for up to 5 s.
+func waitUntil(cond func() bool) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cond()
 }
