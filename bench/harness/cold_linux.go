@@ -28,8 +28,11 @@ var (
 // contender runs a program cold. argv gives the command line for one
 // run of prog; skipped says why it cannot run here.
 type contender struct {
-	name    string
-	argv    func(prog []string) []string
+	name string
+	argv func(prog []string) []string
+	// run, when set, runs prog in-process instead of argv (an API call)
+	// and returns its wall time in ms.
+	run     func(prog []string) (float64, error)
 	skipped string
 	cleanup func()
 }
@@ -47,7 +50,7 @@ func coldContenders(warden string) []*contender {
 	}
 	cs := []*contender{
 		{name: "bare", argv: func(p []string) []string { return p }},
-		w("native"), w("gvisor"), w("docker"),
+		w("native"), apiContender(warden, 0), apiContender(warden, apiPool), w("gvisor"), w("docker"),
 		bwrap(), ociContender("runc", warden), ociContender("runsc", warden), dockerRun(warden),
 	}
 	return cs
@@ -171,6 +174,14 @@ func dockerRun(warden string) *contender {
 	return c
 }
 
+// time runs prog once on c and returns its wall time in ms.
+func (c *contender) time(prog []string) (float64, error) {
+	if c.run != nil {
+		return c.run(prog)
+	}
+	return timeArgv(c.argv(prog))
+}
+
 // coldStart times prog on every contender, interleaved, after warm-ups.
 func coldStart(cs []*contender, id, title string, prog []string, rounds int) Section {
 	s := Section{ID: id, Title: title, Baseline: "bare"}
@@ -183,7 +194,7 @@ func coldStart(cs []*contender, id, title string, prog []string, rounds int) Sec
 			if rows[i].Skipped != "" {
 				continue
 			}
-			d, err := timeArgv(c.argv(prog))
+			d, err := c.time(prog)
 			switch {
 			case err != nil && round < 0:
 				rows[i].Skipped = err.Error()

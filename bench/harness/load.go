@@ -1,30 +1,33 @@
 package main
 
 import (
-	"os/exec"
 	"sync"
 	"time"
 )
 
 // concurrency is (e): N workers running one-shot python3 -c 'print(1)'
-// until a fixed number of runs is done, bare and under warden native:
+// until a fixed number of runs is done, bare, under warden run, and
+// through warden serve's API (pool of apiPool, drained by the burst):
 // throughput (runs/s) and each run's latency.
 func concurrency(o options) []Section {
 	lat := Section{ID: "e", Title: "latency of N concurrent one-shot runs", Baseline: ""}
 	thr := Section{ID: "e", Title: "throughput of N concurrent one-shot runs (runs/s)"}
+	api := apiContender(o.warden, apiPool)
+	defer cleanupContenders([]*contender{api})
 	for _, n := range o.concurrency {
 		total := max(2*n, 32)
 		if o.quick {
 			total = max(n, 16)
 		}
-		for _, c := range []struct {
-			name string
-			argv []string
-		}{
-			{"bare", printOne},
-			{"warden native", append([]string{o.warden, "run", "--"}, printOne...)},
+		for _, c := range []*contender{
+			{name: "bare", argv: func([]string) []string { return printOne }},
+			{name: "warden native", argv: func([]string) []string { return append([]string{o.warden, "run", "--"}, printOne...) }},
+			api,
 		} {
-			l, rate, errs := burst(c.argv, n, total)
+			if c.skipped != "" {
+				continue
+			}
+			l, rate, errs := burst(c, n, total)
 			lat.Rows = append(lat.Rows, Row{Workload: "e", Contender: c.name, Unit: "ms", X: n, Samples: l, Errors: errs})
 			thr.Rows = append(thr.Rows, Row{Workload: "e", Contender: c.name, Unit: "runs/s", X: n, Samples: []float64{rate}, Errors: errs})
 		}
@@ -32,8 +35,8 @@ func concurrency(o options) []Section {
 	return []Section{lat, thr}
 }
 
-// burst runs argv total times with n at once.
-func burst(argv []string, n, total int) (lat []float64, rate float64, errs int) {
+// burst runs printOne on c total times with n at once.
+func burst(c *contender, n, total int) (lat []float64, rate float64, errs int) {
 	jobs := make(chan struct{}, total)
 	for i := 0; i < total; i++ {
 		jobs <- struct{}{}
@@ -47,13 +50,12 @@ func burst(argv []string, n, total int) (lat []float64, rate float64, errs int) 
 		go func() {
 			defer wg.Done()
 			for range jobs {
-				t := time.Now()
-				err := exec.Command(argv[0], argv[1:]...).Run()
+				d, err := c.time(printOne)
 				mu.Lock()
 				if err != nil {
 					errs++
 				} else {
-					lat = append(lat, ms(time.Since(t)))
+					lat = append(lat, d)
 				}
 				mu.Unlock()
 			}

@@ -10,7 +10,8 @@
 // session create, cold and from the warm pool; (g) host memory per idle
 // session; (h) proxy throughput against a direct download.
 //
-// Contenders: the bare process, Warden native, gvisor and docker,
+// Contenders: the bare process, Warden native (warden run, and the
+// one-shot API of warden serve with and without a pool), gvisor and docker,
 // bubblewrap --unshare-all, runc run, runsc run and docker run, each
 // skipped with its reason where it cannot run. Rounds are interleaved
 // after warm-ups, and each table reports the noise (p99 and the spread of
@@ -75,9 +76,9 @@ func (o *options) scale() {
 func run(o options) (*Report, error) {
 	r := newReport(o)
 	cs := coldContenders(o.warden)
-	defer cleanupContenders(cs)
 	r.add(coldStart(cs, "a", "cold one-shot python3 -c 'print(1)'", printOne, o.rounds))
 	r.add(coldStart(cs, "b", "cold one-shot numpy + a small matplotlib PNG", plotPNG, o.heavyRounds))
+	cleanupContenders(cs)
 	for _, b := range []string{"native", "gvisor", "docker"} {
 		r.add(sessionWorkloads(o, b)...)
 	}
