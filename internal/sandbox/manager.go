@@ -96,6 +96,9 @@ type Manager struct {
 	pool *pool
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// discards counts pooled run boxes being thrown away after their
+	// answer was given; Close waits for them.
+	discards sync.WaitGroup
 
 	// persist says sessions get workspaces from the Store.
 	persist  bool
@@ -386,14 +389,14 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if err := m.acquire(owner); err != nil {
 		return spec.Result{}, err
 	}
-	defer m.release(owner)
 	var stdin []byte
 	if len(req.Stdin) > 0 {
 		stdin = req.Stdin
 	}
 	if box, ws := m.pool.take(m.runShape(s)); box != nil {
-		return m.runPooled(ctx, box, ws, s, readerOrNil(stdin), live)
+		return m.runPooled(ctx, owner, box, ws, s, readerOrNil(stdin), live)
 	}
+	defer m.release(owner)
 	return m.backend.Run(ctx, s, readerOrNil(stdin), live)
 }
 
@@ -421,5 +424,6 @@ func (m *Manager) Close() error {
 		_ = m.end(s)
 	}
 	m.pool.close()
+	m.discards.Wait()
 	return nil
 }

@@ -21,9 +21,10 @@ func (m *Manager) runShape(s spec.Spec) spec.Spec {
 // runPooled is a one-shot run in a box the pool built ahead, then thrown
 // away: a fresh sandbox as Run promises, without the build in the run's
 // time. It is a session exec, as runOnce is for runtimes, so timeouts
-// and kills behave as there.
-func (m *Manager) runPooled(ctx context.Context, box Box, ws string, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
-	defer m.discardBox(box, ws)
+// and kills behave as there. The box is closed after the answer, and
+// owner's slot is held until it is.
+func (m *Manager) runPooled(ctx context.Context, owner string, box Box, ws string, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
+	defer m.discardLater(owner, box, ws)
 	timeout := s.Limits.Timeout
 	if timeout <= 0 {
 		timeout = spec.MaxTimeout
@@ -32,4 +33,26 @@ func (m *Manager) runPooled(ctx context.Context, box Box, ws string, s spec.Spec
 	r, err := box.Exec(ctx, Command{Argv: s.Command, Env: env, Stdin: stdin, Timeout: timeout}, live)
 	r.Network = box.NetworkEvents()
 	return r, err
+}
+
+// discardLater throws a used box away in the background, then gives back
+// owner's slot; once the Manager is closing it does so at once, so Close
+// never misses one.
+func (m *Manager) discardLater(owner string, box Box, ws string) {
+	m.mu.Lock()
+	closed := m.closed
+	if !closed {
+		m.discards.Add(1)
+	}
+	m.mu.Unlock()
+	if closed {
+		m.discardBox(box, ws)
+		m.release(owner)
+		return
+	}
+	go func() {
+		defer m.discards.Done()
+		m.discardBox(box, ws)
+		m.release(owner)
+	}()
 }
