@@ -10,6 +10,7 @@ import (
 	"runtime"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spawn"
 )
 
 // init pins main to the process's main thread, as warden's main does:
@@ -19,6 +20,9 @@ func init() { runtime.LockOSThread() }
 func main() {
 	if nsinit.IsInit(os.Args) {
 		nsinit.Main()
+	}
+	if spawn.IsSpawner(os.Args) {
+		spawn.Main()
 	}
 	fmt.Fprintln(os.Stderr, "warden-init is started by warden as a sandbox's init; run warden instead")
 	os.Exit(2)

@@ -10,6 +10,7 @@ import (
 	"runtime"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spawn"
 )
 
 // init pins main to the process's main thread. The sandbox init relies on
@@ -20,6 +21,9 @@ func init() { runtime.LockOSThread() }
 func main() {
 	if nsinit.IsInit(os.Args) {
 		nsinit.Main()
+	}
+	if spawn.IsSpawner(os.Args) {
+		spawn.Main()
 	}
 	os.Exit(execute(os.Args[1:]))
 }

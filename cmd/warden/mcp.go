@@ -87,6 +87,7 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	o.backendOpts.Server = true
 	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {
 		return err

@@ -83,6 +83,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var srv *server.Server
+	o.backendOpts.Server = true
 	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {
 		return err

@@ -4,14 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"runtime"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/hostid"
-	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spawn"
 )
 
 // idmappedWorkspace returns a detached mount of the workspace directory in
@@ -63,40 +60,12 @@ func idmappedWorkspace(dir *os.File, hostUID, hostGID int) (*os.File, error) {
 
 // mappingNamespace returns a user namespace whose only mapping is the
 // directory owner's ids (inside) to the sandbox's host ids (outside), the
-// shape an idmapped mount needs. The kernel creates user namespaces only
-// with a process, so one is started (the init binary, parked on a pipe that
-// never delivers) and killed as soon as its namespace is open.
+// shape an idmapped mount needs: made by the spawner when there is one.
 func mappingNamespace(ownerUID, hostUID, ownerGID, hostGID int) (*os.File, error) {
-	// The parent-death signal is tied to this thread; keep it alive until
-	// the holder is gone.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
+	if spawner != nil {
+		return spawner.UserNamespace(ownerUID, hostUID, ownerGID, hostGID)
 	}
-	defer r.Close()
-	defer w.Close()
-	cmd := &exec.Cmd{
-		Path:       nsinit.Binary(),
-		Args:       []string{nsinit.Arg0},
-		Env:        []string{"GOMAXPROCS=1"},
-		ExtraFiles: []*os.File{r},
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:  unix.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: ownerUID, HostID: hostUID, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: ownerGID, HostID: hostGID, Size: 1}},
-			Pdeathsig:   unix.SIGKILL,
-		},
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	return os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	return spawn.UserNamespace(ownerUID, hostUID, ownerGID, hostGID)
 }
 
 // idMapping says which host ids the sandbox user maps to. Root leases one

@@ -68,12 +68,12 @@ func exitedChan(p *initProc) <-chan struct{} {
 // this sandbox's workspace and no one else's, which a path looked up later
 // could not promise.
 func openInitWorkspace(p *initProc) (*os.File, error) {
-	path := "/proc/" + strconv.Itoa(p.proc.Pid) + "/root/workspace"
+	path := "/proc/" + strconv.Itoa(p.pid) + "/root/workspace"
 	f, err := os.OpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.proc.Signal(syscall.Signal(0)); err != nil {
+	if err := p.signal(syscall.Signal(0)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("the sandbox ended: %w", err)
 	}

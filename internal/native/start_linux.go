@@ -2,13 +2,12 @@ package native
 
 import (
 	"os"
-	"os/exec"
 	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spawn"
 )
 
 // namespaces are created together when the init is cloned. The cgroup
@@ -25,41 +24,51 @@ var initCaps = []uintptr{
 	unix.CAP_SETPCAP, unix.CAP_KILL,
 }
 
-// initProc is a started init; exited delivers its state once reaped.
+// initProc is a started init; exited delivers its state once reaped (nil
+// when the spawner reaped it).
 type initProc struct {
-	proc   *os.Process
+	pid int
+	// signal goes through a pidfd: after the init has been reaped its pid
+	// may belong to someone else.
+	signal func(syscall.Signal) error
 	exited chan *os.ProcessState
 }
 
-// kill goes through os.Process, which uses a pidfd: after the init has
-// been reaped its pid may belong to someone else.
-func (p *initProc) kill() { _ = p.proc.Kill() }
+func (p *initProc) kill() { _ = p.signal(syscall.SIGKILL) }
 
-// startInit clones the init into new namespaces. The clone and the wait
+// spawner, when set (UseSpawner), starts sessions' inits and mapping
+// namespaces instead of this process.
+var spawner *spawn.Client
+
+// UseSpawner makes this process start sessions' inits (and the user
+// namespaces of idmapped workspaces) from a small helper process rather
+// than by forking itself (see package spawn). A long-lived server with
+// many sessions calls it once at start; warden run, which starts one
+// sandbox, has no use for it.
+func UseSpawner() { spawner = &spawn.Client{} }
+
+func (b *box) initSpec() spawn.Init {
+	return spawn.Init{
+		UID: b.ids.uid, GID: b.ids.gid, Setgroups: !b.ids.rootless,
+		Cloneflags: namespaces, AmbientCaps: initCaps,
+	}
+}
+
+// startInit clones the init into new namespaces: through the spawner for
+// a session when there is one, else from this process.
+func startInit(b *box) (*initProc, error) {
+	if b.session && spawner != nil {
+		return startSpawned(b)
+	}
+	return startDirect(b)
+}
+
+// startDirect forks the init from this process. The clone and the wait
 // happen on one locked OS thread that lives as long as the init, because
 // the kernel ties a child's parent-death signal to the creating thread
 // (golang/go#27505): a thread exiting early would kill the sandbox.
-func startInit(b *box) (*initProc, error) {
-	cmd := &exec.Cmd{
-		Path:       nsinit.Binary(),
-		Args:       []string{nsinit.Arg0},
-		Env:        []string{"GOMAXPROCS=1"},
-		Stdin:      b.child.stdin,
-		Stdout:     b.child.stdout,
-		Stderr:     b.child.stderr,
-		ExtraFiles: b.child.extra(),
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:                 namespaces,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxUID, HostID: b.ids.uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxGID, HostID: b.ids.gid, Size: 1}},
-			GidMappingsEnableSetgroups: !b.ids.rootless,
-			AmbientCaps:                initCaps,
-		},
-	}
-	if b.child.cgroupDir != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(b.child.cgroupDir.Fd())
-	}
+func startDirect(b *box) (*initProc, error) {
+	cmd := spawn.Command(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
 	started := make(chan error, 1)
 	p := &initProc{exited: make(chan *os.ProcessState, 1)}
 	go func() {
@@ -69,7 +78,7 @@ func startInit(b *box) (*initProc, error) {
 			started <- err
 			return
 		}
-		p.proc = cmd.Process
+		p.pid, p.signal = cmd.Process.Pid, func(s syscall.Signal) error { return cmd.Process.Signal(s) }
 		started <- nil
 		_ = cmd.Wait()
 		p.exited <- cmd.ProcessState
@@ -77,5 +86,20 @@ func startInit(b *box) (*initProc, error) {
 	if err := <-started; err != nil {
 		return nil, startError(err)
 	}
+	return p, nil
+}
+
+// startSpawned has the spawner start the init.
+func startSpawned(b *box) (*initProc, error) {
+	proc, err := spawner.Start(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
+	if err != nil {
+		return nil, startError(err)
+	}
+	p := &initProc{pid: proc.Pid, signal: proc.Signal, exited: make(chan *os.ProcessState, 1)}
+	go func() {
+		<-proc.Exited
+		proc.Release()
+		p.exited <- nil
+	}()
 	return p, nil
 }

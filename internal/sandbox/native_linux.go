@@ -35,3 +35,5 @@ func (Native) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream
 func (Native) HostWorkspaces() bool {
 	return os.Geteuid() == 0 && native.IdmapsTmpfs()
 }
+
+func useSpawner() { native.UseSpawner() }

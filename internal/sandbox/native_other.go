@@ -23,3 +23,6 @@ func (Native) Start(context.Context, spec.Spec) (Box, error) { return nil, error
 func (Native) Run(context.Context, spec.Spec, io.Reader, Stream) (spec.Result, error) {
 	return spec.Result{}, errors.ErrUnsupported
 }
+
+// useSpawner has nothing to do off Linux.
+func useSpawner() {}

@@ -17,6 +17,10 @@ type BackendOptions struct {
 	Platform string
 	// Image is the docker backend's image ("" builds Warden's own root).
 	Image string
+	// Server says the process will hold many sandboxes at once (warden
+	// serve, warden mcp): the native backend then starts sessions from a
+	// small spawner process instead of forking this large one.
+	Server bool
 }
 
 // BackendNames are the backends by name, in the order flags list them.
@@ -26,6 +30,9 @@ var BackendNames = []string{"native", "gvisor", "docker"}
 func NewBackend(name string, o BackendOptions) (Backend, error) {
 	switch name {
 	case "native", "":
+		if o.Server {
+			useSpawner()
+		}
 		return Native{}, nil
 	case "gvisor":
 		return newGVisor(o)

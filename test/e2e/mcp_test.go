@@ -241,15 +241,39 @@ func mcpSessionID(t *testing.T, res *mcp.CallToolResult) string {
 	return out.SessionID
 }
 
-// childInits are the pids of parent's children that are sandbox inits
-// (argv[0] "warden-init").
+// childInits lists the sandbox inits a warden process started: its own
+// children named warden-init, or those of its spawner (warden-spawner).
 func childInits(t *testing.T, parent int) []int {
+	t.Helper()
+	var pids []int
+	for _, c := range children(t, parent) {
+		switch c.arg0 {
+		case "warden-init":
+			pids = append(pids, c.pid)
+		case "warden-spawner":
+			for _, g := range children(t, c.pid) {
+				if g.arg0 == "warden-init" {
+					pids = append(pids, g.pid)
+				}
+			}
+		}
+	}
+	return pids
+}
+
+type proc struct {
+	pid  int
+	arg0 string
+}
+
+// children lists parent's child processes with their argv[0].
+func children(t *testing.T, parent int) []proc {
 	t.Helper()
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
+	var out []proc
 	for _, p := range stats {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -262,10 +286,9 @@ func childInits(t *testing.T, parent int) []int {
 		}
 		dir := filepath.Dir(p)
 		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if arg0, _, _ := bytes.Cut(cmdline, []byte{0}); string(arg0) == "warden-init" {
-			pid, _ := strconv.Atoi(filepath.Base(dir))
-			pids = append(pids, pid)
-		}
+		arg0, _, _ := bytes.Cut(cmdline, []byte{0})
+		pid, _ := strconv.Atoi(filepath.Base(dir))
+		out = append(out, proc{pid: pid, arg0: string(arg0)})
 	}
-	return pids
+	return out
 }

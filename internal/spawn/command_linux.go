@@ -1,0 +1,85 @@
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// Command is the command that starts a sandbox init as i says, with
+// stdio, the descriptors from fd 3 on (a nil one leaves its number
+// closed) and, when not nil, the cgroup directory to clone it into. The
+// spawner and warden run (which forks its one init itself) both start
+// inits this way. The init ties itself to its parent thread's life.
+func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:       nsinit.Binary(),
+		Args:       []string{nsinit.Arg0},
+		Env:        []string{"GOMAXPROCS=1"},
+		Stdin:      stdio[0],
+		Stdout:     stdio[1],
+		Stderr:     stdio[2],
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 i.Cloneflags,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxUID, HostID: i.UID, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxGID, HostID: i.GID, Size: 1}},
+			GidMappingsEnableSetgroups: i.Setgroups,
+			AmbientCaps:                i.AmbientCaps,
+		},
+	}
+	if cgroupDir != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cgroupDir.Fd())
+	}
+	return cmd
+}
+
+// UserNamespace returns a user namespace whose only mapping is insideUID
+// and insideGID to hostUID and hostGID, the shape an idmapped mount needs.
+// The kernel creates user namespaces only with a process, so one is
+// started (the init binary, parked on a pipe that never delivers) and
+// killed as soon as its namespace is open.
+func UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.File, error) {
+	// The parked process's parent-death signal is tied to this thread;
+	// keep it until the process is gone.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	defer w.Close()
+	cmd := &exec.Cmd{
+		Path:       nsinit.Binary(),
+		Args:       []string{nsinit.Arg0},
+		Env:        []string{"GOMAXPROCS=1"},
+		ExtraFiles: []*os.File{r},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: insideUID, HostID: hostUID, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: insideGID, HostID: hostGID, Size: 1}},
+			Pdeathsig:   unix.SIGKILL,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	if err != nil {
+		return nil, errors.Join(errors.New("opening the mapping namespace"), err)
+	}
+	return ns, nil
+}

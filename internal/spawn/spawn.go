@@ -1,0 +1,76 @@
+// Package spawn starts sandbox inits for a long-lived Warden process (warden
+// serve, warden mcp) from a small helper process, the spawner, instead of
+// from the server itself.
+//
+// An init is cloned into a new user namespace, so the clone cannot use
+// vfork: the whole parent is forked, page tables and all, and the parent
+// then takes copy-on-write faults on every page it touches. A server
+// holding hundreds of sessions is a large, busy process; the spawner is a
+// copy of warden-init (a few MiB) that does nothing else. The server keeps
+// one, connected by a socket pair; the spawner forks each init, hands back
+// its pid and a pidfd, reaps it, and says when it has exited.
+//
+// Lifetimes chain: the spawner carries a parent-death signal tied to the
+// server, and each init one tied to the spawner, so however the server
+// dies, everything it started dies too. If the spawner dies, every init
+// dies with it (their sessions end), and the next start makes a new one.
+package spawn
+
+import (
+	"errors"
+)
+
+// Arg0 is the argv[0] that makes warden or warden-init run as the spawner.
+const Arg0 = "warden-spawner"
+
+// IsSpawner says whether argv asks this process to be the spawner.
+func IsSpawner(argv []string) bool { return len(argv) > 0 && argv[0] == Arg0 }
+
+// Init is how to start one sandbox init: its id mappings, namespaces and
+// capabilities; the spawner runs its own init binary with argv[0]
+// nsinit.Arg0, as the server would.
+type Init struct {
+	// UID and GID are the host ids the sandbox user maps to.
+	UID, GID int
+	// Setgroups allows setgroups(2) in the user namespace (not rootless).
+	Setgroups   bool
+	Cloneflags  uintptr
+	AmbientCaps []uintptr
+}
+
+// ErrDied reports that the spawner died with requests outstanding; the
+// inits it had started died with it.
+var ErrDied = errors.New("the sandbox spawner process died")
+
+// request and reply are the messages on the socket pair, one JSON object
+// per datagram with its descriptors beside it.
+type request struct {
+	ID   uint64 `json:"id"`
+	Kind string `json:"kind"` // "init" or "userns"
+	Init Init   `json:"init"`
+	// Extra says which of the init's descriptors from fd 3 on were sent
+	// (false leaves that number closed); Cgroup, that a cgroup directory
+	// to clone into follows them.
+	Extra  []bool `json:"extra,omitempty"`
+	Cgroup bool   `json:"cgroup,omitempty"`
+	// Map is the userns kind's one mapping: inside ids to host ids.
+	Map idMap `json:"map"`
+}
+
+type idMap struct {
+	InsideUID, HostUID, InsideGID, HostGID int
+}
+
+type reply struct {
+	ID     uint64 `json:"id"`
+	Pid    int    `json:"pid,omitempty"`
+	Exited bool   `json:"exited,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Sizes of one datagram: a request or reply is well under this, and an
+// init takes at most eight descriptors.
+const (
+	maxMessage = 16 << 10
+	maxFDs     = 16
+)

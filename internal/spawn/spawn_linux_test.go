@@ -1,0 +1,142 @@
+package spawn
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// init pins the main goroutine to the main thread, as cmd/warden does:
+// the test binary is also the spawner and the parked init these tests
+// start.
+func init() { runtime.LockOSThread() }
+
+func TestMain(m *testing.M) {
+	if nsinit.IsInit(os.Args) {
+		nsinit.Main()
+	}
+	if IsSpawner(os.Args) {
+		Main()
+	}
+	os.Exit(m.Run())
+}
+
+func TestInitCommandDescriptors(t *testing.T) {
+	f := func() *os.File { r, w, _ := os.Pipe(); w.Close(); t.Cleanup(func() { r.Close() }); return r }
+	a, b, c, d, e, g := f(), f(), f(), f(), f(), f()
+	tests := []struct {
+		name      string
+		req       request
+		files     []*os.File
+		wantExtra []bool
+		wantErr   string
+	}{
+		{"all extras", request{Extra: []bool{true, true}}, []*os.File{a, b, c, d, e}, []bool{true, true}, ""},
+		{"a gap", request{Extra: []bool{true, false, true}}, []*os.File{a, b, c, d, e}, []bool{true, false, true}, ""},
+		{"cgroup last", request{Extra: []bool{true}, Cgroup: true}, []*os.File{a, b, c, d, e}, []bool{true}, ""},
+		{"too few", request{Extra: []bool{true, true}}, []*os.File{a, b, c, d}, nil, "got 4 descriptors"},
+		{"too many", request{Extra: []bool{true}}, []*os.File{a, b, c, d, e, g}, nil, "got 6 descriptors"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, err := initCommand(tt.req, tt.files)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("initCommand() = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("initCommand() = %v", err)
+			}
+			var got []bool
+			for _, x := range cmd.ExtraFiles {
+				got = append(got, x != nil)
+			}
+			if !slicesEqual(got, tt.wantExtra) {
+				t.Errorf("extra files present = %v, want %v", got, tt.wantExtra)
+			}
+			if cmd.SysProcAttr.UseCgroupFD != tt.req.Cgroup || (tt.req.Cgroup && cmd.SysProcAttr.CgroupFD != int(e.Fd())) {
+				t.Errorf("cgroup fd = %v %d, want %v", cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD, tt.req.Cgroup)
+			}
+		})
+	}
+}
+
+func slicesEqual(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSpawnerRestartsAfterDying asks the spawner for mapping namespaces,
+// kills it, and expects the next request to be served by a new one.
+func TestSpawnerRestartsAfterDying(t *testing.T) {
+	testhost.RequireRoot(t)
+	var c Client
+	own, _ := os.Readlink("/proc/self/ns/user")
+	ns, err := c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
+	if err != nil {
+		t.Fatalf("UserNamespace() = %v", err)
+	}
+	got, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(ns.Fd())))
+	ns.Close()
+	if !strings.HasPrefix(got, "user:[") || got == own {
+		t.Errorf("UserNamespace() gave %q, want a new user namespace (ours is %q)", got, own)
+	}
+	first := c.conn.pid
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.conn.isDead() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ns, err = c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
+	if err != nil {
+		t.Fatalf("UserNamespace() after the spawner died = %v", err)
+	}
+	ns.Close()
+	if c.conn.pid == first {
+		t.Error("the dead spawner was used again")
+	}
+	_ = syscall.Kill(c.conn.pid, syscall.SIGKILL)
+}
+
+func TestDeadSpawnerFailsOpenRequests(t *testing.T) {
+	cn := &conn{pending: map[uint64]*pending{}}
+	r, w, _ := os.Pipe()
+	defer w.Close()
+	cn.fd = r
+	p := &pending{started: make(chan result, 1), exited: make(chan struct{})}
+	started := &pending{started: make(chan result, 1), exited: make(chan struct{}), answered: true}
+	cn.pending[1], cn.pending[2] = p, started
+	cn.die()
+	if res := <-p.started; !errors.Is(res.err, ErrDied) {
+		t.Errorf("an unanswered request got %v, want ErrDied", res.err)
+	}
+	for _, q := range []*pending{p, started} {
+		select {
+		case <-q.exited:
+		default:
+			t.Error("an init of the dead spawner is not reported exited")
+		}
+	}
+	if _, err := cn.send(request{}, nil); !errors.Is(err, ErrDied) {
+		t.Errorf("send() on a dead spawner = %v, want ErrDied", err)
+	}
+}

@@ -1,0 +1,126 @@
+package spawn
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// connFD is the spawner's end of the socket pair.
+const connFD = 3
+
+// Main runs the spawner until the server closes its end, and never
+// returns. Each request is served on its own goroutine, locked to its
+// thread for as long as the init it started lives: an init's parent-death
+// signal is tied to the thread that forked it.
+func Main() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	s := &spawner{fd: connFD}
+	for {
+		var req request
+		files, err := recv(s.fd, &req)
+		if err != nil {
+			// The server is gone or spoke nonsense: end, and every init
+			// with this process.
+			os.Exit(0)
+		}
+		go s.serve(req, files)
+	}
+}
+
+type spawner struct {
+	fd int
+	mu sync.Mutex // one reply at a time
+}
+
+func (s *spawner) reply(r reply, files ...*os.File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = send(s.fd, r, files...)
+}
+
+func (s *spawner) serve(req request, files []*os.File) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	switch req.Kind {
+	case "init":
+		s.startInit(req, files)
+	case "userns":
+		closeAll(files)
+		ns, err := UserNamespace(req.Map.InsideUID, req.Map.HostUID, req.Map.InsideGID, req.Map.HostGID)
+		if err != nil {
+			s.reply(reply{ID: req.ID, Error: err.Error()})
+			return
+		}
+		s.reply(reply{ID: req.ID}, ns)
+		ns.Close()
+	default:
+		closeAll(files)
+		s.reply(reply{ID: req.ID, Error: fmt.Sprintf("unknown request %q", req.Kind)})
+	}
+}
+
+// startInit starts the init, answers with its pid and pidfd, then reaps
+// it and says so.
+func (s *spawner) startInit(req request, files []*os.File) {
+	cmd, err := initCommand(req, files)
+	if err == nil {
+		err = cmd.Start()
+	}
+	closeAll(files)
+	if err != nil {
+		s.reply(reply{ID: req.ID, Error: err.Error()})
+		return
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		s.reply(reply{ID: req.ID, Error: fmt.Sprintf("opening a pidfd: %v", err)})
+		return
+	}
+	pf := os.NewFile(uintptr(pidfd), "pidfd")
+	s.reply(reply{ID: req.ID, Pid: cmd.Process.Pid}, pf)
+	pf.Close()
+	_ = cmd.Wait()
+	s.reply(reply{ID: req.ID, Exited: true})
+}
+
+// initCommand is the init's command with the descriptors that came with
+// req: stdin, stdout, stderr, the extras that were sent (nil for those
+// that were not), and the cgroup directory last when asked for.
+func initCommand(req request, files []*os.File) (*exec.Cmd, error) {
+	sent := 0
+	for _, ok := range req.Extra {
+		sent += boolInt(ok)
+	}
+	if len(req.Extra) > 8 || len(files) != 3+sent+boolInt(req.Cgroup) {
+		return nil, fmt.Errorf("got %d descriptors for an init that was sent %d", len(files), 3+sent+boolInt(req.Cgroup))
+	}
+	next := 3
+	var extra []*os.File
+	for _, ok := range req.Extra {
+		var f *os.File
+		if ok {
+			f = files[next]
+			next++
+		}
+		extra = append(extra, f)
+	}
+	var cgroupDir *os.File
+	if req.Cgroup {
+		cgroupDir = files[next]
+	}
+	return Command(req.Init, [3]*os.File{files[0], files[1], files[2]}, extra, cgroupDir), nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
