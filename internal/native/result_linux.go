@@ -3,11 +3,11 @@ package native
 import (
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -51,7 +51,7 @@ func (b *box) result(o outcome, out, errOut *agent.Capture) (spec.Result, error)
 // stats fills CPU, memory and OOM figures from the cgroup, and any figure
 // it lacks (no cgroup, or no cpuacct or memory controller) from the init's
 // rusage, which covers every process the init reaped.
-func (b *box) stats(r *spec.Result, state *os.ProcessState) {
+func (b *box) stats(r *spec.Result, state *spawn.Exit) {
 	if b.cg != nil {
 		if st, err := b.cg.Stats(); err == nil {
 			r.CPUTimeMS = ms(st.CPUTime)
@@ -63,10 +63,10 @@ func (b *box) stats(r *spec.Result, state *os.ProcessState) {
 		return
 	}
 	if r.CPUTimeMS == 0 {
-		r.CPUTimeMS = ms(state.UserTime() + state.SystemTime())
+		r.CPUTimeMS = ms(state.CPU())
 	}
-	if ru, ok := state.SysUsage().(*syscall.Rusage); ok && r.PeakMemoryBytes == 0 {
-		r.PeakMemoryBytes = ru.Maxrss * 1024
+	if r.PeakMemoryBytes == 0 {
+		r.PeakMemoryBytes = state.Rusage.Maxrss * 1024
 	}
 }
 

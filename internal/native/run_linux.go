@@ -17,6 +17,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -321,7 +322,7 @@ func (b *box) cleanup() {
 // outcome is what the run's goroutines learn about its end.
 type outcome struct {
 	status   *nsinit.Status
-	state    *os.ProcessState
+	state    *spawn.Exit
 	timedOut bool
 	canceled bool
 	wall     time.Duration

@@ -24,14 +24,14 @@ var initCaps = []uintptr{
 	unix.CAP_SETPCAP, unix.CAP_KILL,
 }
 
-// initProc is a started init; exited delivers its state once reaped (nil
-// when the spawner reaped it).
+// initProc is a started init; exited delivers how it ended once reaped
+// (nil if that is unknown: its spawner died).
 type initProc struct {
 	pid int
 	// signal goes through a pidfd: after the init has been reaped its pid
 	// may belong to someone else.
 	signal func(syscall.Signal) error
-	exited chan *os.ProcessState
+	exited chan *spawn.Exit
 }
 
 func (p *initProc) kill() { _ = p.signal(syscall.SIGKILL) }
@@ -40,10 +40,10 @@ func (p *initProc) kill() { _ = p.signal(syscall.SIGKILL) }
 // namespaces instead of this process.
 var spawner *spawn.Client
 
-// UseSpawner makes this process start sessions' inits (and the user
+// UseSpawner makes this process start sandbox inits (and the user
 // namespaces of idmapped workspaces) from a small helper process rather
 // than by forking itself (see package spawn). A long-lived server with
-// many sessions calls it once at start; warden run, which starts one
+// many sandboxes calls it once at start; warden run, which starts one
 // sandbox, has no use for it.
 func UseSpawner() { spawner = &spawn.Client{} }
 
@@ -54,10 +54,10 @@ func (b *box) initSpec() spawn.Init {
 	}
 }
 
-// startInit clones the init into new namespaces: through the spawner for
-// a session when there is one, else from this process.
+// startInit clones the init into new namespaces: through the spawner when
+// there is one, else from this process.
 func startInit(b *box) (*initProc, error) {
-	if b.session && spawner != nil {
+	if spawner != nil {
 		return startSpawned(b)
 	}
 	return startDirect(b)
@@ -70,7 +70,7 @@ func startInit(b *box) (*initProc, error) {
 func startDirect(b *box) (*initProc, error) {
 	cmd := spawn.Command(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
 	started := make(chan error, 1)
-	p := &initProc{exited: make(chan *os.ProcessState, 1)}
+	p := &initProc{exited: make(chan *spawn.Exit, 1)}
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -81,7 +81,7 @@ func startDirect(b *box) (*initProc, error) {
 		p.pid, p.signal = cmd.Process.Pid, func(s syscall.Signal) error { return cmd.Process.Signal(s) }
 		started <- nil
 		_ = cmd.Wait()
-		p.exited <- cmd.ProcessState
+		p.exited <- spawn.ExitOf(cmd.ProcessState)
 	}()
 	if err := <-started; err != nil {
 		return nil, startError(err)
@@ -95,11 +95,11 @@ func startSpawned(b *box) (*initProc, error) {
 	if err != nil {
 		return nil, startError(err)
 	}
-	p := &initProc{pid: proc.Pid, signal: proc.Signal, exited: make(chan *os.ProcessState, 1)}
+	p := &initProc{pid: proc.Pid, signal: proc.Signal, exited: make(chan *spawn.Exit, 1)}
 	go func() {
-		<-proc.Exited
+		e := proc.Exit()
 		proc.Release()
-		p.exited <- nil
+		p.exited <- e
 	}()
 	return p, nil
 }

@@ -27,6 +27,14 @@ type Proc struct {
 	pidfd *os.File
 	// Exited is closed once the spawner reaped the init (or died).
 	Exited <-chan struct{}
+	p      *pending
+}
+
+// Exit is how the init ended, once Exited is closed; nil if the spawner
+// died first.
+func (p *Proc) Exit() *Exit {
+	<-p.Exited
+	return p.p.exit
 }
 
 // Signal sends sig to the init through its pidfd: after the init is
@@ -59,7 +67,7 @@ func (c *Client) Start(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *o
 		closeAll(res.files)
 		return nil, fmt.Errorf("the spawner answered a start without a pid and pidfd")
 	}
-	return &Proc{Pid: res.r.Pid, pidfd: res.files[0], Exited: cl.exited}, nil
+	return &Proc{Pid: res.r.Pid, pidfd: res.files[0], Exited: cl.exited, p: cl}, nil
 }
 
 // UserNamespace has the spawner make a user namespace (see the function
@@ -129,6 +137,7 @@ type pending struct {
 	exited  chan struct{}
 	// answered says the first reply came; the next one is the exit.
 	answered bool
+	exit     *Exit
 }
 
 type result struct {
@@ -229,6 +238,7 @@ func (cn *conn) deliver(r reply, files []*os.File) {
 		}
 	default:
 		closeAll(files)
+		p.exit = r.Exit
 		close(p.exited)
 		delete(cn.pending, r.ID)
 	}

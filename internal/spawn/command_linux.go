@@ -42,6 +42,18 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) *e
 	return cmd
 }
 
+// ExitOf is how a reaped process ended.
+func ExitOf(ps *os.ProcessState) *Exit {
+	e := &Exit{}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		e.Status = ws
+	}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		e.Rusage = *ru
+	}
+	return e
+}
+
 // UserNamespace returns a user namespace whose only mapping is insideUID
 // and insideGID to hostUID and hostGID, the shape an idmapped mount needs.
 // The kernel creates user namespaces only with a process, so one is

@@ -18,6 +18,9 @@ package spawn
 
 import (
 	"errors"
+	"fmt"
+	"syscall"
+	"time"
 )
 
 // Arg0 is the argv[0] that makes warden or warden-init run as the spawner.
@@ -65,7 +68,33 @@ type reply struct {
 	ID     uint64 `json:"id"`
 	Pid    int    `json:"pid,omitempty"`
 	Exited bool   `json:"exited,omitempty"`
+	Exit   *Exit  `json:"exit,omitempty"`
 	Error  string `json:"error,omitempty"`
+}
+
+// Exit is how an init ended, as the process that reaped it saw it.
+type Exit struct {
+	Status syscall.WaitStatus
+	Rusage syscall.Rusage
+}
+
+// CPU is the user and system time of the init and everything it reaped.
+func (e *Exit) CPU() time.Duration {
+	return time.Duration(e.Rusage.Utime.Nano() + e.Rusage.Stime.Nano())
+}
+
+// String says how the init ended, as os.ProcessState does.
+func (e *Exit) String() string {
+	if e == nil {
+		return "unknown (its spawner died)"
+	}
+	switch s := e.Status; {
+	case s.Exited():
+		return fmt.Sprintf("exit status %d", s.ExitStatus())
+	case s.Signaled():
+		return "signal: " + s.Signal().String()
+	}
+	return fmt.Sprintf("wait status %#x", int(e.Status))
 }
 
 // Sizes of one datagram: a request or reply is well under this, and an

@@ -24,6 +24,9 @@ type Proc struct {
 	Exited <-chan struct{}
 }
 
+// Exit is Linux-only, like Main.
+func (p *Proc) Exit() *Exit { return nil }
+
 // Signal is Linux-only, like Main.
 func (p *Proc) Signal(syscall.Signal) error { return errors.ErrUnsupported }
 

@@ -87,7 +87,7 @@ func (s *spawner) startInit(req request, files []*os.File) {
 	s.reply(reply{ID: req.ID, Pid: cmd.Process.Pid}, pf)
 	pf.Close()
 	_ = cmd.Wait()
-	s.reply(reply{ID: req.ID, Exited: true})
+	s.reply(reply{ID: req.ID, Exited: true, Exit: ExitOf(cmd.ProcessState)})
 }
 
 // initCommand is the init's command with the descriptors that came with
