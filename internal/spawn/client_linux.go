@@ -23,11 +23,14 @@ type Client struct {
 
 // Proc is an init the spawner started.
 type Proc struct {
-	Pid   int
-	pidfd *os.File
+	Pid int
 	// Exited is closed once the spawner reaped the init (or died).
 	Exited <-chan struct{}
 	p      *pending
+
+	mu sync.Mutex
+	// pidfd is nil once released: its number may then be another's.
+	pidfd *os.File
 }
 
 // Exit is how the init ended, once Exited is closed; nil if the spawner
@@ -38,13 +41,26 @@ func (p *Proc) Exit() *Exit {
 }
 
 // Signal sends sig to the init through its pidfd: after the init is
-// reaped its pid may be someone else's, its pidfd never is.
+// reaped its pid may be someone else's, its pidfd never is. Once the
+// pidfd is released it reports os.ErrProcessDone.
 func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pidfd == nil {
+		return os.ErrProcessDone
+	}
 	return unix.PidfdSendSignal(int(p.pidfd.Fd()), sig, nil, 0)
 }
 
 // Release closes the pidfd; call it once the init has exited.
-func (p *Proc) Release() { p.pidfd.Close() }
+func (p *Proc) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pidfd != nil {
+		p.pidfd.Close()
+		p.pidfd = nil
+	}
+}
 
 // Start has the spawner start an init (see Command for the arguments).
 func (c *Client) Start(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*Proc, error) {
@@ -85,17 +101,26 @@ func (c *Client) UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.
 	return res.files[0], nil
 }
 
-// call sends req and waits for its first answer.
+// call sends req and waits for its first answer. A spawner that dies
+// before answering is replaced and asked once more: nothing was started.
 func (c *Client) call(req request, files []*os.File) (*pending, result, error) {
-	cn, err := c.current()
-	if err != nil {
-		return nil, result{}, err
+	var p *pending
+	var res result
+	for attempt := 0; attempt < 2; attempt++ {
+		cn, err := c.current()
+		if err != nil {
+			return nil, result{}, err
+		}
+		if p, err = cn.send(req, files); err != nil && !errors.Is(err, ErrDied) {
+			return nil, result{}, err
+		}
+		if err == nil {
+			if res = <-p.started; !errors.Is(res.err, ErrDied) {
+				break
+			}
+		}
+		res = result{err: ErrDied}
 	}
-	p, err := cn.send(req, files)
-	if err != nil {
-		return nil, result{}, err
-	}
-	res := <-p.started
 	if res.err != nil {
 		return nil, result{}, res.err
 	}
@@ -163,6 +188,7 @@ func startSpawner() (*conn, error) {
 			Path:        nsinit.Binary(),
 			Args:        []string{Arg0},
 			Env:         []string{},
+			Stderr:      os.Stderr, // where a crash of it can be read
 			ExtraFiles:  []*os.File{theirs},
 			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL},
 		}
@@ -174,6 +200,9 @@ func startSpawner() (*conn, error) {
 		started <- err
 		if err == nil {
 			_ = cmd.Wait()
+			// It only ends on its own by dying: this process never
+			// closes its end while it lives.
+			fmt.Fprintf(os.Stderr, "warden: the sandbox spawner (pid %d) ended (%v); its sandboxes ended with it, and the next one starts a new spawner\n", pid, cmd.ProcessState)
 		}
 	}()
 	if err := <-started; err != nil {

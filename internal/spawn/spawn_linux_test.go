@@ -140,3 +140,14 @@ func TestDeadSpawnerFailsOpenRequests(t *testing.T) {
 		t.Errorf("send() on a dead spawner = %v, want ErrDied", err)
 	}
 }
+
+func TestReleasedProcIsNotSignalled(t *testing.T) {
+	r, w, _ := os.Pipe()
+	defer w.Close()
+	p := &Proc{pidfd: r}
+	p.Release()
+	if err := p.Signal(syscall.SIGKILL); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("Signal() after Release = %v, want os.ErrProcessDone (the descriptor number may be another's)", err)
+	}
+	p.Release()
+}

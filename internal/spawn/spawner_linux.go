@@ -19,6 +19,9 @@ const connFD = 3
 // signal is tied to the thread that forked it.
 func Main() {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Each init gets its own descriptors from fd 3 on; this one must not
+	// reach an init that was sent fewer.
+	unix.CloseOnExec(connFD)
 	s := &spawner{fd: connFD}
 	for {
 		var req request
