@@ -97,8 +97,13 @@ type Manager struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	// discards counts pooled run boxes being thrown away after their
-	// answer was given; Close waits for them.
+	// answer was given (their slots already free); Close waits for them.
 	discards sync.WaitGroup
+	// runs counts one-shot runs in flight; Close cancels them through
+	// endRuns and waits, so none outlives it with a sandbox half removed.
+	runs    sync.WaitGroup
+	runsEnd context.Context
+	endRuns context.CancelFunc
 
 	// persist says sessions get workspaces from the Store.
 	persist  bool
@@ -111,6 +116,7 @@ type Manager struct {
 func NewManager(b Backend, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
 	m := &Manager{backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, stop: make(chan struct{})}
+	m.runsEnd, m.endRuns = context.WithCancel(context.Background())
 	m.persist = persistsWorkspaces(b, cfg.Store)
 	if cfg.Store != nil {
 		m.recovery = m.recoverSessions()
@@ -129,8 +135,8 @@ func (m *Manager) Recovered() Recovery { return m.recovery }
 func (m *Manager) PersistsWorkspaces() bool { return m.persist }
 
 // acquire takes a slot for owner's session or run, or fails with
-// ErrTooMany.
-func (m *Manager) acquire(owner string) error {
+// ErrTooMany. A run is also counted in m.runs, which Close waits for.
+func (m *Manager) acquire(owner string, run bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -144,6 +150,9 @@ func (m *Manager) acquire(owner string) error {
 	}
 	m.active++
 	m.byOwner[owner]++
+	if run {
+		m.runs.Add(1)
+	}
 	return nil
 }
 
@@ -162,7 +171,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if err != nil {
 		return Info{}, err
 	}
-	if err := m.acquire(owner); err != nil {
+	if err := m.acquire(owner, false); err != nil {
 		return Info{}, err
 	}
 	box, ws := m.pool.take(s)
@@ -386,9 +395,16 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if req.Timeout > 0 {
 		s.Limits.Timeout = req.Timeout
 	}
-	if err := m.acquire(owner); err != nil {
+	if err := s.Validate(); err != nil {
 		return spec.Result{}, err
 	}
+	if err := m.acquire(owner, true); err != nil {
+		return spec.Result{}, err
+	}
+	defer m.runs.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.runsEnd, cancel)()
 	var stdin []byte
 	if len(req.Stdin) > 0 {
 		stdin = req.Stdin
@@ -424,6 +440,8 @@ func (m *Manager) Close() error {
 		_ = m.end(s)
 	}
 	m.pool.close()
+	m.endRuns()
+	m.runs.Wait()
 	m.discards.Wait()
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,10 @@ type fakeBackend struct {
 	live   int
 	starts int
 	runs   int
+	// lastExec is the box that ran the last Exec.
+	lastExec *fakeBox
+	// holdRuns makes Run last until its context ends.
+	holdRuns bool
 }
 
 func (f *fakeBackend) Name() string { return "fake" }
@@ -35,7 +40,12 @@ func (f *fakeBackend) Start(context.Context, spec.Spec) (Box, error) {
 func (f *fakeBackend) Run(ctx context.Context, s spec.Spec, _ io.Reader, _ Stream) (spec.Result, error) {
 	f.mu.Lock()
 	f.runs++
+	hold := f.holdRuns
 	f.mu.Unlock()
+	if hold {
+		<-ctx.Done()
+		return spec.Result{}, ctx.Err()
+	}
 	return spec.Result{Stdout: strings.Join(s.Command, " ")}, nil
 }
 
@@ -51,6 +61,8 @@ type fakeBox struct {
 	once sync.Once
 	// block makes Exec wait until released or its context ends.
 	block chan struct{}
+	// ran is the last command Exec ran.
+	ran Command
 }
 
 func (x *fakeBox) Spawn(context.Context, interp.Command) (interp.Process, error) {
@@ -58,6 +70,10 @@ func (x *fakeBox) Spawn(context.Context, interp.Command) (interp.Process, error)
 }
 
 func (x *fakeBox) Exec(ctx context.Context, c Command, _ Stream) (spec.Result, error) {
+	x.b.mu.Lock()
+	x.ran = c
+	x.b.lastExec = x
+	x.b.mu.Unlock()
 	if x.block != nil {
 		select {
 		case <-x.block:
@@ -314,7 +330,7 @@ func TestManagerCloseTwice(t *testing.T) {
 }
 
 func TestRunTakesAPooledBox(t *testing.T) {
-	m, b := newTestManager(t, Config{Pool: 1})
+	m, b := newTestManager(t, Config{Pool: 1, MaxSessions: 1})
 	if !waitUntil(func() bool { return b.alive() == 1 }) {
 		t.Fatal("the pool never built its box")
 	}
@@ -326,13 +342,24 @@ func TestRunTakesAPooledBox(t *testing.T) {
 		t.Fatalf("Run() = %+v, %v", r, err)
 	}
 	b.mu.Lock()
-	runs := b.runs
+	runs, ran := b.runs, b.lastExec
 	b.mu.Unlock()
-	if runs != 0 {
-		t.Errorf("Run() built a sandbox (%d backend runs) while the pool had one of the same shape", runs)
+	if runs != 0 || ran == nil {
+		t.Fatalf("Run() built a sandbox (%d backend runs) while the pool had one of the same shape", runs)
+	}
+	if !slices.Equal(ran.ran.Env, []string{"A=1"}) || ran.ran.Timeout != time.Second {
+		t.Errorf("the pooled box ran %+v, want env A=1 and a 1s timeout", ran.ran)
 	}
 	if !waitUntil(func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.starts == 2 && b.live == 1 }) {
 		t.Errorf("after the run the pooled box was not thrown away and replaced (starts %d, alive %d)", b.starts, b.alive())
+	}
+	// The slot comes back with the answer: at MaxSessions 1 the next run
+	// is not refused while the used box is thrown away.
+	if !waitUntil(func() bool { return b.alive() == 1 }) {
+		t.Fatal("the pool did not refill")
+	}
+	if _, err := m.Run(ctx, "alice", o, ExecRequest{Command: []string{"true"}}, Stream{}); err != nil {
+		t.Errorf("a second run right after the first = %v", err)
 	}
 	o.Limits.MemoryBytes *= 2
 	if _, err := m.Run(ctx, "alice", o, ExecRequest{Command: []string{"true"}}, Stream{}); err != nil {
@@ -356,4 +383,35 @@ func waitUntil(cond func() bool) bool {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return cond()
+}
+
+func TestCloseEndsRunsInFlight(t *testing.T) {
+	b := &fakeBackend{holdRuns: true}
+	m := NewManager(b, Config{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Run(context.Background(), "alice", defaultOptions(), ExecRequest{Command: []string{"sleep", "1000"}}, Stream{})
+		done <- err
+	}()
+	if !waitUntil(func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.runs == 1 }) {
+		t.Fatal("the run never started")
+	}
+	closed := make(chan struct{})
+	go func() { m.Close(); close(closed) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("a run in flight at Close ended with %v, want it canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the run in flight")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return once the run ended")
+	}
+	if _, err := m.Run(context.Background(), "alice", defaultOptions(), ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run() after Close = %v, want ErrClosed", err)
+	}
 }

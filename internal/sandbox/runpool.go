@@ -21,10 +21,12 @@ func (m *Manager) runShape(s spec.Spec) spec.Spec {
 // runPooled is a one-shot run in a box the pool built ahead, then thrown
 // away: a fresh sandbox as Run promises, without the build in the run's
 // time. It is a session exec, as runOnce is for runtimes, so timeouts
-// and kills behave as there. The box is closed after the answer, and
-// owner's slot is held until it is.
+// and kills behave as there. The box is closed after the answer, in the
+// background; owner's slot is given back with the answer, as a fresh
+// run's is, so a caller at its limit can send the next run at once.
 func (m *Manager) runPooled(ctx context.Context, owner string, box Box, ws string, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
-	defer m.discardLater(owner, box, ws)
+	defer m.release(owner)
+	defer m.discardLater(box, ws)
 	timeout := s.Limits.Timeout
 	if timeout <= 0 {
 		timeout = spec.MaxTimeout
@@ -35,10 +37,9 @@ func (m *Manager) runPooled(ctx context.Context, owner string, box Box, ws strin
 	return r, err
 }
 
-// discardLater throws a used box away in the background, then gives back
-// owner's slot; once the Manager is closing it does so at once, so Close
-// never misses one.
-func (m *Manager) discardLater(owner string, box Box, ws string) {
+// discardLater throws a used box away in the background; once the
+// Manager is closing it does so at once, so Close never misses one.
+func (m *Manager) discardLater(box Box, ws string) {
 	m.mu.Lock()
 	closed := m.closed
 	if !closed {
@@ -47,12 +48,10 @@ func (m *Manager) discardLater(owner string, box Box, ws string) {
 	m.mu.Unlock()
 	if closed {
 		m.discardBox(box, ws)
-		m.release(owner)
 		return
 	}
 	go func() {
 		defer m.discards.Done()
 		m.discardBox(box, ws)
-		m.release(owner)
 	}()
 }
