@@ -351,7 +351,7 @@ type Limits struct {
 	// CPUs CPU bandwidth in cores; 1.5 is one and a half cores.
 	CPUs float64 `json:"cpus,omitempty,omitzero"`
 
-	// DiskBytes Size in bytes of the writable space shared by `/tmp`, `HOME` and `/dev/shm`, and of `/workspace`. Where sessions have persistent workspaces (see `warden doctor`) `/workspace` is its own tmpfs of this size, apart from the rest; otherwise all four share it.
+	// DiskBytes Size in bytes of the writable space shared by `/workspace`, `/tmp`, `HOME` and `/dev/shm`.
 	DiskBytes int64 `json:"disk_bytes,omitempty,omitzero"`
 
 	// FileSizeBytes Largest file a process may write (RLIMIT_FSIZE).

@@ -111,6 +111,9 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	if s.Workspace != "" {
 		return nil, fmt.Errorf("%w: the gvisor backend does not mount a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
 	}
+	if s.Scratch != "" {
+		return nil, fmt.Errorf("%w: the gvisor backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
+	}
 	runsc, err := r.runscPath()
 	if err != nil {
 		return nil, err

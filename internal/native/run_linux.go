@@ -101,8 +101,8 @@ func (f *initFiles) close() {
 
 func (b *box) prepare() error {
 	var err error
-	if b.spec.Workspace != "" {
-		if b.child.workspace, err = openWorkspace(b.spec.Workspace); err != nil {
+	if host := b.hostDir(); host != "" {
+		if b.child.workspace, err = openWorkspace(host); err != nil {
 			return err
 		}
 	}
@@ -125,6 +125,15 @@ func (b *box) prepare() error {
 		}
 	}
 	return b.makePipes()
+}
+
+// hostDir is the host directory the sandbox takes in: the workspace, or
+// the whole scratch.
+func (b *box) hostDir() string {
+	if b.spec.Scratch != "" {
+		return b.spec.Scratch
+	}
+	return b.spec.Workspace
 }
 
 // mapWorkspace swaps the workspace directory for an idmapped mount of it
@@ -285,8 +294,9 @@ func (b *box) config() nsinit.Config {
 		Env:              b.env(b.spec.Env),
 		Hostname:         agent.Hostname,
 		Workspace:        b.child.workspace != nil,
-		WorkspacePath:    b.spec.Workspace,
+		WorkspacePath:    b.hostDir(),
 		WorkspaceIsMount: b.detachedWorkspace,
+		HostScratch:      b.spec.Scratch != "",
 		AwaitCgroup:      b.lateCgroup,
 		Session:          b.session,
 		EgressPort:       b.egressPort(),

@@ -175,7 +175,7 @@ func buildRoot(cfg *Config) error {
 		ws = WorkspaceFD
 	}
 	return rootfs.Build(newRoot, rootfs.Options{
-		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount,
+		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
 		UID: SandboxUID, GID: SandboxGID, Hostname: cfg.Hostname,
 	})
 }

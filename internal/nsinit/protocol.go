@@ -78,6 +78,10 @@ type Config struct {
 	// WorkspaceIsMount says the workspace descriptor is a detached,
 	// already idmapped mount rather than a directory.
 	WorkspaceIsMount bool `json:"workspace_is_mount"`
+	// HostScratch says the workspace descriptor is a whole scratch tmpfs
+	// from the host (spec.Spec.Scratch), whose subdirectories become
+	// /workspace, /tmp, HOME and /dev/shm.
+	HostScratch bool `json:"host_scratch"`
 	// AwaitCgroup says the host sends the cgroup's tasks descriptors
 	// after the Config, and the init must join before any work.
 	AwaitCgroup bool `json:"await_cgroup"`

@@ -138,6 +138,9 @@ func buildEtc(root string, o Options) error {
 // the limit bounds them together rather than each.
 func buildScratch(root string, o Options) error {
 	scratch := filepath.Join(root, scratchDir)
+	if o.HostScratch {
+		return bindHostScratch(root, o)
+	}
 	if err := mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", o.DiskBytes, o.Inodes, o.UID, o.GID)); err != nil {
 		return err
 	}
@@ -158,6 +161,28 @@ func buildScratch(root string, o Options) error {
 		return err
 	}
 	for src, dst := range binds {
+		if err := mount(filepath.Join(scratch, src), filepath.Join(root, dst), "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindHostScratch puts the host's scratch tmpfs where the sandbox's own
+// would be and binds its directories in place: the host made them (see
+// MountScratch), and its size is the disk limit.
+func bindHostScratch(root string, o Options) error {
+	scratch := filepath.Join(root, scratchDir)
+	if err := attachWorkspace(o, scratch); err != nil {
+		return err
+	}
+	for _, d := range []string{"tmp", "home", "workspace", "shm"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(scratch, d), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return fmt.Errorf("the host's scratch has no directory %q", d)
+		}
+	}
+	for src, dst := range map[string]string{"tmp": "tmp", "home": "home/sandbox", "workspace": "workspace"} {
 		if err := mount(filepath.Join(scratch, src), filepath.Join(root, dst), "", unix.MS_BIND, ""); err != nil {
 			return err
 		}

@@ -81,6 +81,9 @@ type Options struct {
 	// WorkspaceIsMount says WorkspaceFD is a detached mount (made by the
 	// host, idmapped) to move into place instead of a directory to bind.
 	WorkspaceIsMount bool
+	// HostScratch says WorkspaceFD is the whole scratch tmpfs, made by the
+	// host with ScratchDirs in it, rather than the workspace alone.
+	HostScratch bool
 	// UID and GID own the writable directories.
 	UID, GID int
 	// Hostname goes into /etc/hostname and /etc/hosts.

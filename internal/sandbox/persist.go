@@ -21,6 +21,7 @@ type Store interface {
 	Sessions() ([]state.Session, error)
 	NewWorkspace(size, inodes int64) (state.Workspace, error)
 	WorkspacePath(name string) string
+	OpenFiles(name string) (*os.File, error)
 	DropWorkspace(name string) error
 	SealWorkspace(name string) error
 	Mounted(name string) bool
@@ -67,7 +68,7 @@ func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error
 	if err != nil {
 		return nil, "", err
 	}
-	s.Workspace = ws.Path
+	s.Scratch = ws.Path
 	b, err := m.backend.Start(ctx, s)
 	if err != nil {
 		_ = m.cfg.Store.DropWorkspace(ws.Name)

@@ -67,10 +67,14 @@ func (f *fakeStore) NewWorkspace(size, inodes int64) (state.Workspace, error) {
 	w := state.Workspace{Name: "ws_" + strings.Repeat("a", f.n)}
 	w.Path = f.WorkspacePath(w.Name)
 	f.mounted[w.Name] = true
-	return w, os.Mkdir(w.Path, 0o755)
+	return w, os.MkdirAll(filepath.Join(w.Path, "workspace"), 0o755)
 }
 
 func (f *fakeStore) WorkspacePath(name string) string { return filepath.Join(f.dir, name) }
+
+func (f *fakeStore) OpenFiles(name string) (*os.File, error) {
+	return os.Open(filepath.Join(f.WorkspacePath(name), "workspace"))
+}
 
 func (f *fakeStore) DropWorkspace(name string) error {
 	f.mu.Lock()
@@ -125,7 +129,7 @@ func (h *hostBackend) HostWorkspaces() bool { return true }
 
 func (h *hostBackend) Start(ctx context.Context, s spec.Spec) (Box, error) {
 	h.mu.Lock()
-	h.workspaces = append(h.workspaces, s.Workspace)
+	h.workspaces = append(h.workspaces, s.Scratch)
 	h.mu.Unlock()
 	return h.fakeBackend.Start(ctx, s)
 }
@@ -232,7 +236,7 @@ func TestRecoveredSessionsAreDead(t *testing.T) {
 func TestRecoveredWorkspaceIsReadable(t *testing.T) {
 	testhost.RequireRoot(t)
 	st, a, _ := crashedStore(t)
-	ws := st.WorkspacePath(a.Workspace)
+	ws := filepath.Join(st.WorkspacePath(a.Workspace), "workspace")
 	if err := os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("still here"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -254,7 +254,12 @@ func (s *session) deadWorkspace() (*workspace.Dir, error) {
 	uid, gid := s.box.FileOwner()
 	lim := s.fileLimits()
 	lim.ReadOnly = true
-	dir, err := workspace.Open(s.store.WorkspacePath(s.ws), uid, gid, lim)
+	f, err := s.store.OpenFiles(s.ws)
+	if err != nil {
+		return nil, fmt.Errorf("opening the dead session's workspace: %w", err)
+	}
+	defer f.Close()
+	dir, err := workspace.FromFile(f, "/workspace of "+s.id, uid, gid, lim)
 	if err != nil {
 		return nil, fmt.Errorf("opening the dead session's workspace: %w", err)
 	}

@@ -21,6 +21,12 @@ type Spec struct {
 	// Workspace is a host directory mounted read-write at /workspace. Empty
 	// means a private tmpfs that vanishes with the sandbox.
 	Workspace string
+	// Scratch is a host tmpfs Warden made, with the directories of
+	// rootfs.ScratchDirs in it, that the sandbox takes for all its writable
+	// space (/workspace, /tmp, HOME, /dev/shm) instead of a tmpfs of its
+	// own: DiskBytes still bounds them together, and the files outlive the
+	// sandbox (a session's persistent workspace). Not with Workspace.
+	Scratch string
 	// Limits bound what the program may consume.
 	Limits Limits
 	// Network says what the program may reach.
@@ -69,6 +75,9 @@ func (s *Spec) ValidateSandbox() error {
 	}
 	if s.Workspace != "" && !path.IsAbs(s.Workspace) {
 		return invalid("workspace %q is not an absolute path", s.Workspace)
+	}
+	if s.Scratch != "" && (!path.IsAbs(s.Scratch) || s.Workspace != "") {
+		return invalid("scratch %q must be an absolute path, and without a workspace", s.Scratch)
 	}
 	if err := s.Limits.Validate(); err != nil {
 		return err

@@ -5,6 +5,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Dir is a state directory; off Linux there is none.
@@ -43,6 +44,9 @@ func (d *Dir) NewWorkspace(size, inodes int64) (Workspace, error) {
 
 // WorkspacePath is Linux-only, like Open.
 func (d *Dir) WorkspacePath(string) string { return "" }
+
+// OpenFiles is Linux-only, like Open.
+func (d *Dir) OpenFiles(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 
 // DropWorkspace is Linux-only, like Open.
 func (d *Dir) DropWorkspace(string) error { return errors.ErrUnsupported }

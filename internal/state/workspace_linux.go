@@ -15,10 +15,13 @@ import (
 	"github.com/warden-sandbox/warden/internal/rootfs"
 )
 
-// Workspace is a session's persistent /workspace: a tmpfs the server
-// mounts in its own mount namespace, so it survives the server, and binds
-// into the sandbox. On the host its files belong to hostid.WorkspaceOwner;
-// the sandbox sees them as its user's through an idmapped bind.
+// Workspace is a session's persistent writable space: a tmpfs the server
+// mounts in its own mount namespace, so it survives the server, holding
+// the directories of rootfs.ScratchDirs, which the sandbox binds as its
+// /workspace, /tmp, HOME and /dev/shm (one size bounds them together, as
+// in a sandbox of its own). On the host its files belong to
+// hostid.WorkspaceOwner; the sandbox sees them as its user's through an
+// idmapped bind. Files are fetched from its workspace directory.
 type Workspace struct {
 	Name string
 	Path string
@@ -33,7 +36,8 @@ func (d *Dir) NewWorkspace(size, inodes int64) (Workspace, error) {
 	if err := os.Mkdir(w.Path, 0o700); err != nil {
 		return Workspace{}, storageError(d.path, "making workspace "+w.Name, err)
 	}
-	if err := rootfs.MountTmpfs(w.Path, "0700", size, inodes, hostid.WorkspaceOwner, hostid.WorkspaceOwner); err != nil {
+	if err := rootfs.MountScratch(w.Path, size, inodes, hostid.WorkspaceOwner, hostid.WorkspaceOwner); err != nil {
+		_ = unix.Unmount(w.Path, unix.MNT_DETACH)
 		_ = os.Remove(w.Path)
 		return Workspace{}, fmt.Errorf("making workspace %s: %w", w.Name, err)
 	}
@@ -43,6 +47,15 @@ func (d *Dir) NewWorkspace(size, inodes int64) (Workspace, error) {
 // WorkspacePath is where workspace name is mounted.
 func (d *Dir) WorkspacePath(name string) string {
 	return filepath.Join(d.path, workspacesDir, name)
+}
+
+// OpenFiles opens the directory of workspace name that is the sandbox's
+// /workspace, as an O_PATH descriptor that follows no link.
+func (d *Dir) OpenFiles(name string) (*os.File, error) {
+	if !validName(name) {
+		return nil, fmt.Errorf("opening workspace %q: not a workspace name", name)
+	}
+	return rootfs.OpenScratchWorkspace(d.WorkspacePath(name))
 }
 
 // DropWorkspace unmounts workspace name and removes its mount point; the

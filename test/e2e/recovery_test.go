@@ -198,3 +198,22 @@ func TestStateDirReadOnly(t *testing.T) {
 		t.Errorf("serve on a read-only state directory = %v, %q; want a failure with one line saying it is read-only", err, msg)
 	}
 }
+
+// TestPersistentWorkspaceSharesDisk checks that a session's persistent
+// workspace and its /tmp draw on one disk_bytes, as in a sandbox that
+// keeps its writable space to itself.
+func TestPersistentWorkspaceSharesDisk(t *testing.T) {
+	requirePersistentWorkspaces(t)
+	srv := startServer(t)
+	id := srv.newSession(t, keyA, map[string]any{"limits": map[string]any{"disk_bytes": 8 << 20}})
+	var r struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+		Stderr   string `json:"stderr"`
+	}
+	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{"command": []string{"sh", "-c",
+		"head -c 6000000 /dev/zero > /tmp/a && echo tmp-ok; head -c 6000000 /dev/zero > /workspace/b && echo ws-ok; df -k /workspace | tail -1"}}, http.StatusOK, &r)
+	if !strings.Contains(r.Stdout, "tmp-ok") || strings.Contains(r.Stdout, "ws-ok") || !strings.Contains(r.Stderr, "No space left") {
+		t.Errorf("6 MB in /tmp then 6 MB in /workspace under an 8 MiB disk: stdout %q stderr %q; want the second refused", r.Stdout, r.Stderr)
+	}
+}
