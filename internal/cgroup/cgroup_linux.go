@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Which hierarchy Warden uses; also Report.Version.
@@ -209,6 +210,36 @@ func RemoveStale(alive func(pid int) bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReapStale kills what still runs in the cgroups of dead Wardens (their
+// sandboxes' processes, which the kernel may still be tearing down after
+// their init died) and removes the cgroups, retrying for up to wait while
+// they empty. It is for a server's start, which must leave nothing of a
+// crashed predecessor; RemoveStale, on every sandbox's start, only
+// removes what is already empty. It returns how many directories (one
+// per hierarchy) were stale.
+func ReapStale(alive func(pid int) bool, wait time.Duration) (int, error) {
+	stale, err := Stale(alive)
+	if err != nil || len(stale) == 0 {
+		return 0, err
+	}
+	var errs []error
+	for _, dir := range stale {
+		if err := killAll(func() ([]int, error) { return treePids(dir) }); err != nil {
+			errs = append(errs, fmt.Errorf("killing what runs in stale cgroup %s: %w", dir, err))
+		}
+	}
+	gone := waitFor(wait, func() bool {
+		_ = RemoveStale(alive)
+		left, _ := Stale(alive)
+		return len(left) == 0
+	})
+	if !gone {
+		left, _ := Stale(alive)
+		errs = append(errs, fmt.Errorf("%d stale cgroups still busy after %s: %s", len(left), wait, strings.Join(left, ", ")))
+	}
+	return len(stale), errors.Join(errs...)
 }
 
 // Stale lists what RemoveStale would remove: the cgroup directories, in

@@ -362,6 +362,38 @@ func TestLiveRequiredControllerMissing(t *testing.T) {
 }
 
 func TestLiveRemoveStale(t *testing.T) {
+	f := newStaleFixture(t)
+	start := time.Now()
+	if err := RemoveStale(ProcessAlive); err != nil {
+		t.Fatalf("RemoveStale: %v", err)
+	}
+	t.Logf("RemoveStale took %v", time.Since(start))
+	f.check(t, f.stale)
+}
+
+// TestLiveReapStale checks that a server's start-up sweep also empties and
+// removes a dead Warden's cgroup that still holds a process.
+func TestLiveReapStale(t *testing.T) {
+	f := newStaleFixture(t)
+	n, err := ReapStale(ProcessAlive, 5*time.Second)
+	// Other dead Wardens' leftovers on this host may count too.
+	if want := len(dirsOf(f.stale)) + len(dirsOf(f.busy)); err != nil || n < want {
+		t.Fatalf("ReapStale() = %d, %v; want at least %d stale directories and no error", n, err, want)
+	}
+	f.check(t, f.stale, f.busy)
+	if err := f.cmd.Wait(); err == nil {
+		t.Error("the process in the busy stale cgroup was not killed")
+	}
+}
+
+// staleFixture is a dead Warden's empty cgroup, another of its cgroups
+// still holding a process, one of ours and one not named by Warden.
+type staleFixture struct {
+	stale, busy, live, notOurs Cgroup
+	cmd                        *exec.Cmd
+}
+
+func newStaleFixture(t *testing.T) *staleFixture {
 	h := requireCgroups(t)
 	// A pid that is surely dead: a process that ran and was reaped.
 	dead := exec.Command("true")
@@ -387,29 +419,32 @@ func TestLiveRemoveStale(t *testing.T) {
 		t.Cleanup(func() { _ = c.Kill(); _ = c.Delete() })
 		return c
 	}
-	stale := mk(fmt.Sprintf("%d-stale", deadPID))    // a crashed Warden's leftover
-	busy := mk(fmt.Sprintf("%d-busy", deadPID))      // owner dead, but a process still in it
-	live := mk(fmt.Sprintf("%d-live", os.Getpid()))  // ours
-	notOurs := mk(fmt.Sprintf("x%d-other", deadPID)) // not a name Warden makes
+	f := &staleFixture{
+		stale:   mk(fmt.Sprintf("%d-stale", deadPID)),    // a crashed Warden's leftover
+		busy:    mk(fmt.Sprintf("%d-busy", deadPID)),     // owner dead, but a process still in it
+		live:    mk(fmt.Sprintf("%d-live", os.Getpid())), // ours
+		notOurs: mk(fmt.Sprintf("x%d-other", deadPID)),   // not a name Warden makes
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	cmd, release := gated(t, ctx, "exec sleep 30")
-	if err := busy.AddProc(cmd.Process.Pid); err != nil {
+	if err := f.busy.AddProc(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	t.Cleanup(release)
+	f.cmd = cmd
+	return f
+}
 
-	start := time.Now()
-	if err := RemoveStale(ProcessAlive); err != nil {
-		t.Fatalf("RemoveStale: %v", err)
-	}
-	t.Logf("RemoveStale took %v", time.Since(start))
-	for _, c := range []Cgroup{stale, busy, live, notOurs} {
+// check fails t unless exactly the cgroups in gone are gone.
+func (f *staleFixture) check(t *testing.T, gone ...Cgroup) {
+	t.Helper()
+	for _, c := range []Cgroup{f.stale, f.busy, f.live, f.notOurs} {
 		for _, d := range dirsOf(c) {
 			_, err := os.Stat(d)
-			gone := errors.Is(err, os.ErrNotExist)
-			if wantGone := c == stale; gone != wantGone {
-				t.Errorf("%s: gone = %v, want %v", d, gone, wantGone)
+			isGone := errors.Is(err, os.ErrNotExist)
+			if want := slices.Contains(gone, c); isGone != want {
+				t.Errorf("%s: gone = %v, want %v", d, isGone, want)
 			}
 		}
 	}
