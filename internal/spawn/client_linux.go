@@ -155,6 +155,9 @@ type conn struct {
 	next    uint64
 	pending map[uint64]*pending
 	dead    bool
+	// dying makes die run once, whether the reader or a sender finds
+	// the spawner gone first.
+	dying sync.Once
 }
 
 type pending struct {
@@ -222,17 +225,25 @@ func (cn *conn) isDead() bool {
 
 func (cn *conn) send(req request, files []*os.File) (*pending, error) {
 	cn.mu.Lock()
-	defer cn.mu.Unlock()
 	if cn.dead {
+		cn.mu.Unlock()
 		return nil, ErrDied
 	}
 	cn.next++
 	req.ID = cn.next
 	p := &pending{started: make(chan result, 1), exited: make(chan struct{})}
-	if err := send(int(cn.fd.Fd()), req, files...); err != nil {
+	err := send(int(cn.fd.Fd()), req, files...)
+	if err == nil {
+		cn.pending[req.ID] = p
+	}
+	cn.mu.Unlock()
+	switch {
+	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
+		cn.die()
+		return nil, ErrDied
+	case err != nil:
 		return nil, fmt.Errorf("asking the sandbox spawner: %w", err)
 	}
-	cn.pending[req.ID] = p
 	return p, nil
 }
 
@@ -274,6 +285,10 @@ func (cn *conn) deliver(r reply, files []*os.File) {
 }
 
 func (cn *conn) die() {
+	cn.dying.Do(cn.fail)
+}
+
+func (cn *conn) fail() {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	cn.dead = true
