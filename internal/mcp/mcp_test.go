@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -236,5 +237,21 @@ func remarshal(t *testing.T, from, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
+
+func TestWardenErrorHints(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: session ses_x died", sandbox.ErrDead), "read_file"},
+		{fmt.Errorf("%w: no session", sandbox.ErrNotFound), "create_session"},
+		{fmt.Errorf("%w: busy", sandbox.ErrBusy), "one call at a time"},
+	}
+	for _, tt := range tests {
+		if got := wardenError("running", tt.err).Error(); !strings.Contains(got, tt.want) {
+			t.Errorf("wardenError(%v) = %q, want a hint containing %q", tt.err, got, tt.want)
+		}
 	}
 }

@@ -128,6 +128,8 @@ func wardenError(what string, err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrClosed):
 		hint = "; sessions end on close_session, after their idle timeout or lifetime, or when the client disconnects: call create_session for a new one"
+	case errors.Is(err, sandbox.ErrDead):
+		hint = "; its files can still be read with read_file and list_files; call create_session for a new sandbox, and close_session this one when done"
 	case errors.Is(err, sandbox.ErrBusy):
 		hint = "; a session runs one call at a time: wait for the other call to finish, or use another session"
 	case errors.Is(err, sandbox.ErrTooMany):
