@@ -286,8 +286,9 @@ func TestLiveCPUTime(t *testing.T) {
 	t.Cleanup(func() { _ = c.Kill(); _ = c.Delete() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Busy for about 300ms of CPU.
-	cmd, release := gated(t, ctx, `i=0; end=$(($(date +%s%N)+300000000)); while [ $(date +%s%N) -lt $end ]; do i=$((i+1)); done`)
+	// About 300ms of CPU as a fixed amount of work, which a loaded machine
+	// slows down but does not shorten (a wall-time loop would get less CPU).
+	cmd, release := gated(t, ctx, `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`)
 	if err := c.AddProc(cmd.Process.Pid); err != nil {
 		t.Fatalf("AddProc: %v", err)
 	}
@@ -587,7 +588,9 @@ func TestLiveV2Unified(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd, release := gated(t, ctx, `end=$(($(date +%s%N)+100000000)); while [ $(date +%s%N) -lt $end ]; do :; done; sleep 30 & sleep 30 & wait`)
+	// A fixed amount of work (about 0.1 s of CPU here), not a fixed wall
+	// time: under load a busy loop of 100 ms gets less CPU than that.
+	cmd, release := gated(t, ctx, `i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sleep 30 & sleep 30 & wait`)
 	if err := c.AddProc(cmd.Process.Pid); err != nil {
 		t.Fatalf("AddProc: %v", err)
 	}
