@@ -177,7 +177,7 @@ func openWorkspace(dir string) (*os.File, error) {
 // per-sandbox, and its figures come from rusage.
 func newCgroup(l spec.Limits, rootless bool) (cgroup.Cgroup, error) {
 	if !rootless {
-		_ = cgroup.RemoveStale(cgroup.ProcessAlive)
+		sweepStale()
 	}
 	want := cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs}
 	if l.Pids > 0 {
@@ -193,6 +193,30 @@ func newCgroup(l spec.Limits, rootless bool) (cgroup.Cgroup, error) {
 		return nil, hostError{fmt.Errorf("pass --memory 0 --cpus 0 to run without memory and CPU limits, or: %w", err)}
 	}
 	return nil, fmt.Errorf("creating cgroup: %w", err)
+}
+
+// sweepEvery spaces the sweeps of dead Wardens' cgroups one process
+// makes: each lists every sandbox cgroup of the host, which beside
+// hundreds of sessions costs more than the rest of a cgroup's creation.
+const sweepEvery = time.Second
+
+var (
+	sweepMu   sync.Mutex
+	lastSweep time.Time
+)
+
+// sweepStale removes dead Wardens' cgroups, at most once per sweepEvery
+// (warden run, which makes one sandbox, always sweeps).
+func sweepStale() {
+	sweepMu.Lock()
+	due := time.Since(lastSweep) >= sweepEvery
+	if due {
+		lastSweep = time.Now()
+	}
+	sweepMu.Unlock()
+	if due {
+		_ = cgroup.RemoveStale(cgroup.ProcessAlive)
+	}
 }
 
 // openCloneInto opens the v2 cgroup for CLONE_INTO_CGROUP, so the init
