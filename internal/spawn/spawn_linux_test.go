@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +62,7 @@ func TestInitCommandDescriptors(t *testing.T) {
 			for _, x := range cmd.ExtraFiles {
 				got = append(got, x != nil)
 			}
-			if !slicesEqual(got, tt.wantExtra) {
+			if !slices.Equal(got, tt.wantExtra) {
 				t.Errorf("extra files present = %v, want %v", got, tt.wantExtra)
 			}
 			if cmd.SysProcAttr.UseCgroupFD != tt.req.Cgroup || (tt.req.Cgroup && cmd.SysProcAttr.CgroupFD != int(e.Fd())) {
@@ -69,18 +70,6 @@ func TestInitCommandDescriptors(t *testing.T) {
 			}
 		})
 	}
-}
-
-func slicesEqual(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestSpawnerRestartsAfterDying asks the spawner for mapping namespaces,

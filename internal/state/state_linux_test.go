@@ -127,21 +127,8 @@ func TestRelativePathIsRefused(t *testing.T) {
 	}
 }
 
-// mountTmpfs mounts a small tmpfs for a state directory the test can
-// fill or make read-only.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	testhost.RequireRoot(t)
-	dir := t.TempDir()
-	if err := unix.Mount("test", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Fatalf("mounting a test tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
 func TestReadOnlyDirectoryFailsAtOpen(t *testing.T) {
-	dir := mountTmpfs(t, "1m")
+	dir := testhost.Tmpfs(t, "1m")
 	if err := os.Mkdir(filepath.Join(dir, "state"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -155,13 +142,13 @@ func TestReadOnlyDirectoryFailsAtOpen(t *testing.T) {
 }
 
 func TestFullDirectory(t *testing.T) {
-	dir := mountTmpfs(t, "64k")
+	dir := testhost.Tmpfs(t, "64k")
 	d, err := Open(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
 	defer d.Close()
-	fill(t, filepath.Join(dir, "filler"))
+	testhost.Fill(t, filepath.Join(dir, "filler"))
 	err = d.SaveSession(Session{ID: "ses_full_0123456789abcdefghij", Limits: spec.DefaultLimits})
 	if !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "is full") {
 		t.Errorf("SaveSession() on a full disk = %v, want ErrStorage, \"is full\"", err)
@@ -171,23 +158,6 @@ func TestFullDirectory(t *testing.T) {
 	if !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "is full") {
 		t.Errorf("Open() on a full disk = %v, want ErrStorage, \"is full\"", err)
 	}
-}
-
-// fill writes p until the file system is full (bounded by the tmpfs).
-func fill(t *testing.T, p string) {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for range 1 << 12 {
-		if _, err := f.Write(buf); err != nil {
-			return
-		}
-	}
-	t.Fatal("the test tmpfs never filled up")
 }
 
 func TestWorkspaceLifecycle(t *testing.T) {

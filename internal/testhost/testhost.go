@@ -1,7 +1,8 @@
 // Package testhost holds the test helpers that decide whether this host can
 // run a test. A test that needs something the host lacks skips with the
 // reason, except under WARDEN_CI=1, where CI must run the whole suite and
-// the same condition fails the test instead.
+// the same condition fails the test instead. It also makes the small file
+// systems tests fill up or make read-only (Tmpfs, Fill).
 package testhost
 
 import (

@@ -130,39 +130,17 @@ func mountsUnder(t *testing.T, dir string) bool {
 	return false
 }
 
-// smallTmpfs mounts a tmpfs of size for a state directory a test can fill
-// or make read-only, and unmounts it when the test ends.
-func smallTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("warden-test", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Fatalf("mounting a test tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
 // TestStateDirFull fills the state directory's file system under a running
 // server: a new session is refused with 507 and a message that says so,
 // the existing session keeps working, and creating works again once there
 // is room.
 func TestStateDirFull(t *testing.T) {
 	requireSandbox(t)
-	fs := smallTmpfs(t, "256k")
+	fs := testhost.Tmpfs(t, "256k")
 	srv := startServer(t, "--state-dir", filepath.Join(fs, "state"))
 	id := srv.newSession(t, keyA, nil)
 	filler := filepath.Join(fs, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	for range 1 << 10 {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	f.Close()
+	testhost.Fill(t, filler)
 	code, b := srv.call(t, keyA, "POST", "/v1/sessions", strings.NewReader("{}"), "application/json")
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
@@ -186,7 +164,7 @@ func TestStateDirFull(t *testing.T) {
 // must refuse to start with one line that says why, not crash.
 func TestStateDirReadOnly(t *testing.T) {
 	requireSandbox(t)
-	fs := smallTmpfs(t, "64k")
+	fs := testhost.Tmpfs(t, "64k")
 	if err := unix.Mount("", fs, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
 	}
