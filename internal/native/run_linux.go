@@ -17,6 +17,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -60,6 +61,8 @@ type box struct {
 
 	ids *idMapping
 	cg  cgroup.Cgroup
+	// etc is the host's /etc template the init binds.
+	etc rootfs.EtcTemplate
 	// egress is the sandbox's socket on the egress proxy (--net proxy).
 	egress *egress.Attachment
 	// detachedWorkspace says child.workspace is a detached mount to move
@@ -108,6 +111,9 @@ func (b *box) prepare() error {
 	}
 	if b.ids, err = newIDMapping(); err != nil {
 		return err
+	}
+	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname); err != nil {
+		return fmt.Errorf("preparing the sandbox's /etc: %w", err)
 	}
 	if err := b.attachEgress(fmt.Sprintf("sandbox-%d", b.ids.uid)); err != nil {
 		return err
@@ -317,6 +323,7 @@ func (b *box) config() nsinit.Config {
 		Command:          b.spec.Command,
 		Env:              b.env(b.spec.Env),
 		Hostname:         agent.Hostname,
+		Etc:              b.etc,
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.hostDir(),
 		WorkspaceIsMount: b.detachedWorkspace,

@@ -176,7 +176,7 @@ func buildRoot(cfg *Config) error {
 	}
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
-		UID: SandboxUID, GID: SandboxGID, Hostname: cfg.Hostname,
+		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc,
 	})
 }
 

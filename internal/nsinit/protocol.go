@@ -24,6 +24,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/warden-sandbox/warden/internal/rootfs"
 )
 
 // Arg0 is the argv[0] that makes the warden binary run as the init. main
@@ -69,10 +71,13 @@ const (
 // Config is everything the init needs to build the sandbox and start the
 // program. It is plain data: the host decides, the init carries out.
 type Config struct {
-	Command   []string `json:"command"`
-	Env       []string `json:"env"`
-	Hostname  string   `json:"hostname"`
-	Workspace bool     `json:"workspace"`
+	Command  []string `json:"command"`
+	Env      []string `json:"env"`
+	Hostname string   `json:"hostname"`
+	// Etc is the host's /etc template for this hostname, bound read-only
+	// at /etc (see rootfs.SharedEtc); a boxed init has none.
+	Etc       rootfs.EtcTemplate `json:"etc,omitzero"`
+	Workspace bool               `json:"workspace"`
 	// WorkspacePath is the host path of the workspace, free of links.
 	WorkspacePath string `json:"workspace_path"`
 	// WorkspaceIsMount says the workspace descriptor is a detached,

@@ -32,6 +32,17 @@ func Build(newRoot string, o Options) error {
 		{"mounting /proc", buildProc},
 		{"pivoting root", pivot},
 	}
+	if o.Etc.Dir == "" {
+		return errors.New("building /etc: no /etc template was given")
+	}
+	// The template may sit where the root tmpfs is about to be mounted
+	// (a rootless user's is in /tmp): hold it by a descriptor.
+	etc, err := unix.Open(o.Etc.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the /etc template %q: %w", o.Etc.Dir, err)
+	}
+	defer unix.Close(etc)
+	o.etcFD = etc
 	for _, s := range steps {
 		if err := s.fn(newRoot, o); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
@@ -64,69 +75,34 @@ func bindUsr(root string, _ Options) error {
 	return nil
 }
 
-// mirror recreates host path src at dst: the same symlink, a copy of a
-// small file, or a read-only bind. A missing source is skipped, and so is
-// one the sandbox user could not read on the host (the init reads as that
-// user), so nothing private is ever copied in.
+// mirror recreates host path src at dst as a template has it (see
+// classify), binding a bound entry at once: a usr-merged host's links, or
+// the directories of one that is not.
 func mirror(src, dst string) error {
-	fi, err := os.Lstat(src)
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
-		return nil
-	}
-	if err != nil {
+	e, _ := classify(src)
+	if err := writeEntry(dst, src, e); err != nil {
 		return err
 	}
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		return os.Symlink(target, dst)
-	case fi.IsDir():
-		if err := os.Mkdir(dst, 0o755); err != nil {
-			return err
-		}
+	if e.kind == entryBound {
 		return bindRO(src, dst, true)
-	case fi.Mode().IsRegular() && fi.Size() <= maxCopiedFile:
-		return copyFile(src, dst)
-	default:
-		if err := touch(dst); err != nil {
-			return err
-		}
-		return bindRO(src, dst, false)
 	}
+	return nil
 }
 
-// maxCopiedFile bounds the host files copied into the root rather than
-// bound: a copy costs two syscalls and a few pages, a bind two mount
-// operations under the namespace lock, the main cost of building /etc.
+// maxCopiedFile bounds the host files a template copies rather than binds:
+// a copy costs a few pages once per host, a bind two mount operations
+// under the namespace lock in every sandbox.
 const maxCopiedFile = 256 << 10
 
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if errors.Is(err, os.ErrPermission) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o644)
-}
-
+// buildEtc binds the host's /etc template read-only, then binds the
+// host entries it leaves to be bound over their mount points.
 func buildEtc(root string, o Options) error {
 	etc := filepath.Join(root, "etc")
-	for _, name := range EtcAllowlist {
-		dst := filepath.Join(etc, name)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		if err := mirror("/etc/"+name, dst); err != nil {
-			return err
-		}
+	if err := bindRO("/proc/self/fd/"+strconv.Itoa(o.etcFD), etc, false); err != nil {
+		return err
 	}
-	for name, content := range GeneratedEtc(o.Hostname) {
-		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+	for _, name := range o.Etc.Binds {
+		if err := bindRO(filepath.Join("/etc", name), filepath.Join(etc, name), true); err != nil {
 			return err
 		}
 	}

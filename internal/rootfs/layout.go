@@ -86,8 +86,22 @@ type Options struct {
 	HostScratch bool
 	// UID and GID own the writable directories.
 	UID, GID int
-	// Hostname goes into /etc/hostname and /etc/hosts.
-	Hostname string
+	// Etc is the host's /etc template (see SharedEtc) to bind at /etc.
+	Etc EtcTemplate
+	// etcFD holds Etc.Dir open while Build runs.
+	etcFD int
+}
+
+// EtcTemplate is a sandbox's curated /etc, written once on the host and
+// bound read-only into every native sandbox. Each init used to copy about
+// 190 kB of allowlisted files into its own root: the largest single cost
+// of building a sandbox, and pages every idle sandbox kept. Dir holds the
+// copies, the generated files and empty mount points; Binds names the
+// entries (directories and large files) bound live from the host's /etc
+// over those mount points, as before.
+type EtcTemplate struct {
+	Dir   string   `json:"dir"`
+	Binds []string `json:"binds,omitempty"`
 }
 
 // tmpfsData formats tmpfs mount options.

@@ -3,7 +3,6 @@ package rootfs
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -58,40 +57,14 @@ func WriteTemplate(dir string) (Template, error) {
 	return t, nil
 }
 
-// mirrorTo is mirror for a template: a symlink is recreated, a small
-// world-readable file copied, a world-readable directory made a mount
-// point and listed in Binds; anything else is left out.
+// mirrorTo is mirror for a template: what classify says, with every
+// bound entry listed in Binds to be bound at the same path.
 func (t *Template) mirrorTo(src, dst string) error {
-	fi, err := os.Lstat(src)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		return os.Symlink(target, dst)
-	case fi.Mode().Perm()&0o004 == 0:
-		return nil
-	case fi.IsDir():
+	e, _ := classify(src)
+	if e.kind == entryBound {
 		t.Binds = append(t.Binds, src)
-		return os.MkdirAll(dst, 0o755)
-	case fi.Mode().IsRegular() && fi.Size() <= maxCopiedFile:
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, 0o644)
-	case fi.Mode().IsRegular():
-		t.Binds = append(t.Binds, src)
-		return os.WriteFile(dst, nil, 0o644)
 	}
-	return nil
+	return writeEntry(dst, src, e)
 }
 
 // SharedTemplate writes the template under base once for every Warden:

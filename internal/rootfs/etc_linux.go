@@ -1,0 +1,188 @@
+package rootfs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// etcFormat is part of every template's name: a change to how templates
+// are written must not reuse one written the old way.
+const etcFormat = "etc-v1"
+
+// SharedEtc returns the /etc template for hostname under base, writing it
+// if this host's /etc has none yet. A template is named by the metadata
+// of every allowlisted entry (inode, size, mode, change and modification
+// times, link target) and the generated files, so finding the current one
+// costs a few dozen lstat calls; an /etc that changed gets a new template
+// and running sandboxes keep the one they bound. base must belong to this
+// user and be writable by nobody else; it is made 0755 if missing, as the
+// sandbox's mapped user must reach the template.
+func SharedEtc(base, hostname string) (EtcTemplate, error) {
+	if err := ownedDir(base); err != nil {
+		return EtcTemplate{}, err
+	}
+	entries, sum := planEtc(hostname)
+	t := EtcTemplate{Dir: filepath.Join(base, "etc-"+sum)}
+	for _, e := range entries {
+		if e.kind == entryBound {
+			t.Binds = append(t.Binds, e.name)
+		}
+	}
+	if fi, err := os.Lstat(t.Dir); err == nil && fi.IsDir() {
+		return t, nil
+	}
+	tmp, err := os.MkdirTemp(base, "tmp-")
+	if err != nil {
+		return t, err
+	}
+	defer os.RemoveAll(tmp)
+	if err := writeEtc(tmp, entries, hostname); err != nil {
+		return t, fmt.Errorf("writing /etc template: %w", err)
+	}
+	if err := os.Rename(tmp, t.Dir); err != nil {
+		if fi, serr := os.Lstat(t.Dir); serr != nil || !fi.IsDir() {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// ownedDir makes dir (0755) if missing and refuses it unless it is a real
+// directory of this user that no one else may write: anyone who could
+// would choose what every sandbox sees as /etc.
+func ownedDir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory: remove it", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s belongs to uid %d, not to this user: remove it", dir, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s may be written by others (mode %o): remove it", dir, st.Mode&0o777)
+	}
+	return nil
+}
+
+// entryKind is what a template does with one host entry.
+type entryKind int
+
+const (
+	entrySkipped entryKind = iota // missing, or not for every user's eyes
+	entryLink                     // a symlink, recreated
+	entryCopied                   // a small regular file, copied
+	entryBound                    // a directory or large file, bound live
+)
+
+// etcEntry is one allowlisted /etc entry as the host has it.
+type etcEntry struct {
+	name   string
+	kind   entryKind
+	target string // a link's
+	dir    bool   // a bound entry is a directory
+}
+
+// classify says what a template does with host path src: a symlink is
+// recreated, a small world-readable file copied, a world-readable
+// directory or large file bound, anything else left out. Only what every
+// user of the host may read goes in, as a sandbox user reading it would
+// see it. st is src's metadata.
+func classify(src string) (e etcEntry, st unix.Stat_t) {
+	if unix.Lstat(src, &st) != nil {
+		return e, st
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		if target, err := os.Readlink(src); err == nil {
+			e.kind, e.target = entryLink, target
+		}
+	case unix.S_IFDIR:
+		if st.Mode&0o004 != 0 {
+			e.kind, e.dir = entryBound, true
+		}
+	case unix.S_IFREG:
+		switch {
+		case st.Mode&0o004 == 0:
+		case st.Size <= maxCopiedFile:
+			e.kind = entryCopied
+		default:
+			e.kind = entryBound
+		}
+	}
+	return e, st
+}
+
+// planEtc classifies every allowlisted entry and names the result.
+func planEtc(hostname string) ([]etcEntry, string) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00", etcFormat, maxCopiedFile)
+	var entries []etcEntry
+	for _, name := range EtcAllowlist {
+		e, st := classify("/etc/" + name)
+		e.name = name
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%d %d %o %d %d.%d %d.%d\x00", name, e.kind, e.target,
+			st.Dev, st.Ino, st.Mode, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+		if e.kind != entrySkipped {
+			entries = append(entries, e)
+		}
+	}
+	gen := GeneratedEtc(hostname)
+	for _, name := range slices.Sorted(maps.Keys(gen)) {
+		fmt.Fprintf(h, "%s\x00%s\x00", name, gen[name])
+	}
+	return entries, hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// writeEtc fills dir with the template's entries and generated files.
+func writeEtc(dir string, entries []etcEntry, hostname string) error {
+	for _, e := range entries {
+		dst := filepath.Join(dir, e.name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := writeEntry(dst, "/etc/"+e.name, e); err != nil {
+			return fmt.Errorf("/etc/%s: %w", e.name, err)
+		}
+	}
+	for name, content := range GeneratedEtc(hostname) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(dir, 0o755)
+}
+
+// writeEntry makes what e says at dst: a link, a copy of src, or a mount
+// point for src's bind (an empty directory or file).
+func writeEntry(dst, src string, e etcEntry) error {
+	switch e.kind {
+	case entryLink:
+		return os.Symlink(e.target, dst)
+	case entryCopied:
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	case entryBound:
+		if e.dir {
+			return os.MkdirAll(dst, 0o755)
+		}
+		return os.WriteFile(dst, nil, 0o644)
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package rootfs
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSharedEtcWritesOnce(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "etc")
+	first, err := SharedEtc(base, "box")
+	if err != nil {
+		t.Fatalf("SharedEtc: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(first.Dir, "hostname")); err != nil || string(got) != "box\n" {
+		t.Errorf("hostname = %q, %v; want %q", got, err, "box\n")
+	}
+	for _, name := range first.Binds {
+		if !slices.Contains(EtcAllowlist, name) {
+			t.Errorf("bind %q is not on the allowlist", name)
+		}
+		if _, err := os.Lstat(filepath.Join(first.Dir, name)); err != nil {
+			t.Errorf("bind %q has no mount point: %v", name, err)
+		}
+	}
+	if fi, err := os.Stat(first.Dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("template mode = %v, %v; want 0755", fi.Mode().Perm(), err)
+	}
+	again, err := SharedEtc(base, "box")
+	if err != nil || again.Dir != first.Dir {
+		t.Errorf("second SharedEtc = %q, %v; want %q", again.Dir, err, first.Dir)
+	}
+	other, err := SharedEtc(base, "other")
+	if err != nil || other.Dir == first.Dir {
+		t.Errorf("another hostname got %q, %v; want a template of its own", other.Dir, err)
+	}
+	entries, _ := os.ReadDir(base)
+	if len(entries) != 2 {
+		t.Errorf("base holds %d entries, want the 2 templates (no temporary left)", len(entries))
+	}
+}
+
+func TestSharedEtcLeavesOutPrivateFiles(t *testing.T) {
+	base := t.TempDir()
+	tmpl, err := SharedEtc(filepath.Join(base, "etc"), "box")
+	if err != nil {
+		t.Fatalf("SharedEtc: %v", err)
+	}
+	for _, name := range []string{"shadow", "ssl/private", "machine-id", "ssh"} {
+		if _, err := os.Lstat(filepath.Join(tmpl.Dir, name)); err == nil {
+			t.Errorf("template holds /etc/%s", name)
+		}
+	}
+}
+
+func TestSharedEtcRefusesUnsafeBase(t *testing.T) {
+	dir := t.TempDir()
+	loose := filepath.Join(dir, "loose")
+	if err := os.Mkdir(loose, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(dir, "foreign")
+	if err := os.Mkdir(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(foreign, 1234, 1234); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, base, want string
+	}{
+		{"writable by others", loose, "written by others"},
+		{"a link", link, "not a directory"},
+		{"a file", file, "not a directory"},
+		{"another user's", foreign, "belongs to uid 1234"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.base == foreign && os.Geteuid() != 0 {
+				t.Skip("needs root to give a directory away")
+			}
+			_, err := SharedEtc(tt.base, "box")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("SharedEtc(%s) = %v; want an error saying %q", tt.name, err, tt.want)
+			}
+		})
+	}
+}
