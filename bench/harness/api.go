@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -224,21 +225,43 @@ func creates(srv *server, n int, b, how string, pause time.Duration) Row {
 	return row
 }
 
-// idleMemory is (g): what each idle native session adds to the
-// proportional set size (PSS) of the server and every process under it
-// (the sessions' inits): PSS splits shared pages fairly among their
-// users, and unlike MemAvailable it is not moved by the page cache.
+// idleMemory is (g): what each idle session adds to host memory on each
+// backend, as the proportional set size (PSS) of the server and every
+// process under it (native inits; gVisor's sandboxes and gofers), and for
+// Docker also of the engine (dockerd, containerd, and each container's
+// shim with what runs under it), which starts the containers outside the
+// server's tree. PSS splits shared pages fairly among their users, and
+// unlike MemAvailable it is not moved by the page cache. gVisor and Docker
+// stop at maxBoxedSessions: each of their sessions is a runtime's worth.
 func idleMemory(o options) Section {
-	s := Section{ID: "g", Title: "host memory per idle session (native; PSS of the server and its sandboxes)"}
-	srv, err := startServer(o.warden, "native")
+	s := Section{ID: "g", Title: "host memory per idle session (PSS of the server, its sandboxes and, for Docker, the engine)"}
+	for _, b := range []string{"native", "gvisor", "docker"} {
+		s.Rows = append(s.Rows, backendMemory(o, b)...)
+	}
+	return s
+}
+
+// maxBoxedSessions bounds the idle gVisor and Docker sessions measured,
+// and quickBoxedSessions with --quick.
+const maxBoxedSessions, quickBoxedSessions = 100, 10
+
+func backendMemory(o options, b string) []Row {
+	srv, err := startServer(o.warden, b)
 	if err != nil {
-		s.Rows = []Row{{Contender: "warden native", Skipped: err.Error()}}
-		return s
+		return []Row{{Contender: "warden " + b, Skipped: err.Error()}}
 	}
 	defer srv.stop()
+	limit := maxBoxedSessions
+	if o.quick {
+		limit = quickBoxedSessions
+	}
+	var rows []Row
 	for _, n := range o.sessionCounts {
-		row := Row{Workload: "g", Contender: "warden native", Unit: "MiB", X: n}
-		before := treePSS(srv.cmd.Process.Pid)
+		if b != "native" && n > limit {
+			continue
+		}
+		row := Row{Workload: "g", Contender: "warden " + b, Unit: "MiB", X: n}
+		before := footprint(srv.cmd.Process.Pid, b == "docker")
 		var ids []string
 		for i := 0; i < n; i++ {
 			id, err := srv.create()
@@ -250,19 +273,24 @@ func idleMemory(o options) Section {
 		}
 		time.Sleep(time.Second)
 		if len(ids) > 0 {
-			row.Samples = []float64{float64(treePSS(srv.cmd.Process.Pid)-before) / float64(len(ids)) / (1 << 20)}
+			row.Samples = []float64{float64(footprint(srv.cmd.Process.Pid, b == "docker")-before) / float64(len(ids)) / (1 << 20)}
 		}
 		for _, id := range ids {
 			srv.remove(id)
 		}
-		s.Rows = append(s.Rows, row)
+		rows = append(rows, row)
 	}
-	return s
+	return rows
 }
 
-// treePSS is the PSS in bytes of root and all its descendants.
-func treePSS(root int) int64 {
+// engineComms are the Docker engine's processes (comm is cut to 15 bytes).
+var engineComms = []string{"dockerd", "containerd", "containerd-shim"}
+
+// footprint is the PSS in bytes of root and all its descendants, with the
+// Docker engine's processes and theirs when engine is set.
+func footprint(root int, engine bool) int64 {
 	children := map[int][]int{}
+	todo := []int{root}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -273,17 +301,28 @@ func treePSS(root int) int64 {
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		lp, rp := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if lp < 0 || rp < lp {
+			continue
+		}
+		if engine && slices.Contains(engineComms, string(b[lp+1:rp])) {
+			todo = append(todo, pid)
+		}
+		f := strings.Fields(string(b[rp+1:]))
 		if len(f) > 1 {
 			ppid, _ := strconv.Atoi(f[1])
 			children[ppid] = append(children[ppid], pid)
 		}
 	}
 	var total int64
-	for todo := []int{root}; len(todo) > 0; {
+	seen := map[int]bool{}
+	for len(todo) > 0 {
 		pid := todo[0]
 		todo = append(todo[1:], children[pid]...)
-		total += pss(pid)
+		if !seen[pid] {
+			seen[pid] = true
+			total += pss(pid)
+		}
 	}
 	return total
 }

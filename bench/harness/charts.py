@@ -58,14 +58,20 @@ def memory(report, out):
     mem = sections(report, "g")
     if not mem:
         return
-    rows = [r for r in mem[0]["rows"] if not r.get("skipped")]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["x"] for r in rows], [r["median"] for r in rows], marker="o")
+    by = {}
+    for r in mem[0]["rows"]:
+        if not r.get("skipped"):
+            by.setdefault(r["contender"], []).append((r["x"], r["median"]))
+    for name, pts in by.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
     ax.set_xscale("log")
-    ax.set_ylim(bottom=0)
+    ax.set_yscale("log")
     ax.set_xlabel("idle sessions")
     ax.set_ylabel("MiB of host memory per session")
-    ax.set_title("host memory per idle native session", fontsize=10)
+    ax.set_title("host memory per idle session", fontsize=10)
+    ax.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(out, "memory_vs_sessions.png"), dpi=110)
 

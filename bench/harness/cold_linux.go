@@ -39,21 +39,29 @@ type contender struct {
 
 // coldContenders are every way to start a program cold, baseline first.
 func coldContenders(warden string) []*contender {
-	w := func(backend string) *contender {
-		c := &contender{name: "warden " + backend, argv: func(p []string) []string {
-			return append([]string{warden, "run", "--backend", backend, "--"}, p...)
-		}}
-		if out, err := exec.Command(warden, "run", "--backend", backend, "--", "true").CombinedOutput(); err != nil {
-			c.skipped = fmt.Sprintf("%v: %s", err, tail(out))
-		}
-		return c
-	}
 	cs := []*contender{
-		{name: "bare", argv: func(p []string) []string { return p }},
-		w("native"), apiContender(warden, 0), apiContender(warden, apiPool), w("gvisor"), w("docker"),
+		bare(), wardenRun(warden, "native"), apiContender(warden, 0), apiContender(warden, apiPool),
+		wardenRun(warden, "gvisor"), wardenRun(warden, "docker"),
 		bwrap(), ociContender("runc", warden), ociContender("runsc", warden), dockerRun(warden),
 	}
 	return cs
+}
+
+// bare runs the program without isolation: every ratio's baseline.
+func bare() *contender {
+	return &contender{name: "bare", argv: func(p []string) []string { return p }}
+}
+
+// wardenRun runs the program with warden run on backend, skipped when a
+// trial run fails.
+func wardenRun(warden, backend string) *contender {
+	c := &contender{name: "warden " + backend, argv: func(p []string) []string {
+		return append([]string{warden, "run", "--backend", backend, "--"}, p...)
+	}}
+	if out, err := exec.Command(warden, "run", "--backend", backend, "--", "true").CombinedOutput(); err != nil {
+		c.skipped = fmt.Sprintf("%v: %s", err, tail(out))
+	}
+	return c
 }
 
 func cleanupContenders(cs []*contender) {

@@ -1,30 +1,35 @@
 package main
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
 
 // concurrency is (e): N workers running one-shot python3 -c 'print(1)'
-// until a fixed number of runs is done, bare, under warden run, and
-// through warden serve's API (pool of apiPool, drained by the burst):
-// throughput (runs/s) and each run's latency.
+// until a fixed number of runs is done, bare, under warden run on each
+// backend, through warden serve's API (pool of apiPool, drained by the
+// burst) and under bubblewrap: throughput (runs/s) and each run's latency.
+// gVisor and Docker take ten times as long per run, so they do N runs
+// rather than 2N, and with --quick only quickBoxedRuns one at a time.
 func concurrency(o options) []Section {
 	lat := Section{ID: "e", Title: "latency of N concurrent one-shot runs", Baseline: ""}
 	thr := Section{ID: "e", Title: "throughput of N concurrent one-shot runs (runs/s)"}
 	api := apiContender(o.warden, apiPool)
 	defer cleanupContenders([]*contender{api})
+	light := []*contender{bare(), wardenRun(o.warden, "native"), api, bwrap()}
+	boxed := []*contender{wardenRun(o.warden, "gvisor"), wardenRun(o.warden, "docker")}
 	for _, n := range o.concurrency {
-		total := max(2*n, 32)
-		if o.quick {
-			total = max(n, 16)
-		}
-		for _, c := range []*contender{
-			{name: "bare", argv: func([]string) []string { return printOne }},
-			{name: "warden native", argv: func([]string) []string { return append([]string{o.warden, "run", "--"}, printOne...) }},
-			api,
-		} {
-			if c.skipped != "" {
+		for _, c := range append(light, boxed...) {
+			isBoxed := slices.Contains(boxed, c)
+			total := max(2*n, 32)
+			switch {
+			case o.quick && isBoxed:
+				total = quickBoxedRuns
+			case o.quick || isBoxed:
+				total = max(n, 16)
+			}
+			if c.skipped != "" || (o.quick && isBoxed && n > 1) {
 				continue
 			}
 			l, rate, errs := burst(c, n, total)
@@ -34,6 +39,9 @@ func concurrency(o options) []Section {
 	}
 	return []Section{lat, thr}
 }
+
+// quickBoxedRuns is how many runs --quick makes on gVisor and Docker.
+const quickBoxedRuns = 8
 
 // burst runs printOne on c total times with n at once.
 func burst(c *contender, n, total int) (lat []float64, rate float64, errs int) {
