@@ -1,8 +1,8 @@
 package seccomp
 
 import (
-	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -30,10 +30,6 @@ const (
 	eperm  = 1  // EPERM on Linux
 	enosys = 38 // ENOSYS on Linux
 )
-
-// allowChunk bounds how many allowlist comparisons share one "allow" return,
-// keeping every jump to it within a conditional jump's 255-instruction reach.
-const allowChunk = 128
 
 // argLow returns the offset of the low 32 bits of syscall argument i. The
 // kernel passes each argument as a u64; on little-endian x86_64 the low word
@@ -310,36 +306,68 @@ func personalityRule(a *asm, nr map[string]uint32) {
 	a.label("personality.next")
 }
 
-// allowRules allows every syscall in allowlist unconditionally, in number
-// order. A linear list is fine: the result depends on nothing but the
-// syscall number, so kernels since 5.11 cache it per syscall and never run
-// this part of the filter again for an allowed call.
+// allowRules allows every syscall in allowlist unconditionally. The
+// allowed numbers fall into a few dozen runs of consecutive numbers, which
+// are searched as a balanced binary tree: a number walks through about a
+// dozen instructions rather than up to one per allowed syscall. The
+// answer depends on the number alone, so kernels since 5.11 cache it per
+// syscall and never run this part again for an allowed call; but they
+// fill that cache by running the filter once for every syscall number
+// when it is installed, once per sandbox, and a list of ~300 comparisons
+// made that the costliest part of installing it.
 func allowRules(a *asm, nr map[string]uint32) {
-	type syscall struct {
-		nr   uint32
-		name string
-	}
-	calls := make([]syscall, 0, len(allowlist))
+	searchRuns(a, allowedRuns(nr), 0, "allow.yes", "allow.no")
+	a.label("allow.yes")
+	a.ret(retAllow)
+	a.label("allow.no")
+}
+
+// numRun is a range of consecutive syscall numbers, every one allowlisted.
+type numRun struct {
+	lo, hi         uint32
+	loName, hiName string
+}
+
+// allowedRuns are the allowlist's numbers as maximal runs, in order.
+func allowedRuns(nr map[string]uint32) []numRun {
+	names := make(map[uint32]string, len(allowlist))
 	for _, name := range allowlist {
-		calls = append(calls, syscall{nr[name], name})
+		names[nr[name]] = name
 	}
-	slices.SortFunc(calls, func(x, y syscall) int {
-		return cmp.Or(cmp.Compare(x.nr, y.nr), cmp.Compare(x.name, y.name))
-	})
-	for chunk := range slices.Chunk(calls, allowChunk) {
-		allow := fmt.Sprintf("allow.%d", chunk[0].nr)
-		next := fmt.Sprintf("allow.after.%d", chunk[0].nr)
-		for i, c := range chunk {
-			jf := ""
-			if i == len(chunk)-1 {
-				jf = next
-			}
-			a.jump("nr == "+c.name, bpf.JumpEqual, c.nr, allow, jf)
+	nums := slices.Sorted(maps.Keys(names))
+	var runs []numRun
+	for _, n := range nums {
+		if last := len(runs) - 1; last >= 0 && runs[last].hi+1 == n {
+			runs[last].hi, runs[last].hiName = n, names[n]
+			continue
 		}
-		a.label(allow)
-		a.ret(retAllow)
-		a.label(next)
+		runs = append(runs, numRun{lo: n, hi: n, loName: names[n], hiName: names[n]})
 	}
+	return runs
+}
+
+// searchRuns continues at yes if nr lies in one of runs, else at no,
+// halving runs at each comparison. floor is the least nr can be on this
+// path, which spares a leaf's lower-bound test where the split made it.
+func searchRuns(a *asm, runs []numRun, floor uint32, yes, no string) {
+	if len(runs) == 1 {
+		r := runs[0]
+		switch {
+		case r.lo == r.hi && floor < r.lo:
+			a.jump("nr == "+r.loName, bpf.JumpEqual, r.lo, yes, no)
+			return
+		case floor < r.lo:
+			a.jump("nr >= "+r.loName, bpf.JumpGreaterOrEqual, r.lo, "", no)
+		}
+		a.jump("nr > "+r.hiName, bpf.JumpGreaterThan, r.hi, no, yes)
+		return
+	}
+	mid := len(runs) / 2
+	upper := fmt.Sprintf("allow.from.%d", runs[mid].lo)
+	a.jump("nr >= "+runs[mid].loName, bpf.JumpGreaterOrEqual, runs[mid].lo, upper, "")
+	searchRuns(a, runs[:mid], floor, yes, no)
+	a.label(upper)
+	searchRuns(a, runs[mid:], runs[mid].lo, yes, no)
 }
 
 // resolve maps every name the policy mentions to its x86_64 syscall number,

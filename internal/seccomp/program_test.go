@@ -589,13 +589,18 @@ func jumpTaken(t *testing.T, ins bpf.JumpIf, acc uint32) bool {
 		return acc == ins.Val
 	case bpf.JumpBitsSet:
 		return acc&ins.Val != 0
+	case bpf.JumpGreaterOrEqual:
+		return acc >= ins.Val
+	case bpf.JumpGreaterThan:
+		return acc > ins.Val
 	}
 	t.Fatalf("trace: unsupported jump condition %v", ins.Cond)
 	return false
 }
 
 // TestFilterDefaultDenies walks every x86_64 syscall number: those neither
-// allowlisted nor ruled must get EPERM.
+// allowlisted nor ruled must get EPERM, and so must every unassigned
+// number up to 1024, which no range of allowed numbers may take in.
 func TestFilterDefaultDenies(t *testing.T) {
 	vm := newVM(t)
 	known := map[string]bool{}
@@ -608,6 +613,14 @@ func TestFilterDefaultDenies(t *testing.T) {
 		}
 		if got := run(t, vm, seccompData(auditArchX86_64, uint32(nr))); got != deny {
 			t.Errorf("filter(%s) = %s, want %s", name, actionName(got), actionName(deny))
+		}
+	}
+	for nr := range uint32(1024) {
+		if _, ok := arch.X86_64.SyscallNumbers[int(nr)]; ok {
+			continue
+		}
+		if got := run(t, vm, seccompData(auditArchX86_64, nr)); got != deny {
+			t.Errorf("filter(unassigned nr %d) = %s, want %s", nr, actionName(got), actionName(deny))
 		}
 	}
 }

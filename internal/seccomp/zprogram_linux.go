@@ -85,296 +85,89 @@ var program = [...]unix.SockFilter{
 	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00020008},   // 70: if args[0] == PER_LINUX32|UNAME26 goto 71 else 72
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 71: return ALLOW
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 72: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 127, Jf: 0, K: 0x00000000}, // 73: if nr == read goto 201
-	{Code: 0x15, Jt: 126, Jf: 0, K: 0x00000001}, // 74: if nr == write goto 201
-	{Code: 0x15, Jt: 125, Jf: 0, K: 0x00000003}, // 75: if nr == close goto 201
-	{Code: 0x15, Jt: 124, Jf: 0, K: 0x00000004}, // 76: if nr == stat goto 201
-	{Code: 0x15, Jt: 123, Jf: 0, K: 0x00000005}, // 77: if nr == fstat goto 201
-	{Code: 0x15, Jt: 122, Jf: 0, K: 0x00000006}, // 78: if nr == lstat goto 201
-	{Code: 0x15, Jt: 121, Jf: 0, K: 0x00000007}, // 79: if nr == poll goto 201
-	{Code: 0x15, Jt: 120, Jf: 0, K: 0x00000008}, // 80: if nr == lseek goto 201
-	{Code: 0x15, Jt: 119, Jf: 0, K: 0x00000009}, // 81: if nr == mmap goto 201
-	{Code: 0x15, Jt: 118, Jf: 0, K: 0x0000000a}, // 82: if nr == mprotect goto 201
-	{Code: 0x15, Jt: 117, Jf: 0, K: 0x0000000b}, // 83: if nr == munmap goto 201
-	{Code: 0x15, Jt: 116, Jf: 0, K: 0x0000000c}, // 84: if nr == brk goto 201
-	{Code: 0x15, Jt: 115, Jf: 0, K: 0x0000000d}, // 85: if nr == rt_sigaction goto 201
-	{Code: 0x15, Jt: 114, Jf: 0, K: 0x0000000e}, // 86: if nr == rt_sigprocmask goto 201
-	{Code: 0x15, Jt: 113, Jf: 0, K: 0x0000000f}, // 87: if nr == rt_sigreturn goto 201
-	{Code: 0x15, Jt: 112, Jf: 0, K: 0x00000011}, // 88: if nr == pread64 goto 201
-	{Code: 0x15, Jt: 111, Jf: 0, K: 0x00000012}, // 89: if nr == pwrite64 goto 201
-	{Code: 0x15, Jt: 110, Jf: 0, K: 0x00000013}, // 90: if nr == readv goto 201
-	{Code: 0x15, Jt: 109, Jf: 0, K: 0x00000014}, // 91: if nr == writev goto 201
-	{Code: 0x15, Jt: 108, Jf: 0, K: 0x00000015}, // 92: if nr == access goto 201
-	{Code: 0x15, Jt: 107, Jf: 0, K: 0x00000016}, // 93: if nr == pipe goto 201
-	{Code: 0x15, Jt: 106, Jf: 0, K: 0x00000017}, // 94: if nr == select goto 201
-	{Code: 0x15, Jt: 105, Jf: 0, K: 0x00000018}, // 95: if nr == sched_yield goto 201
-	{Code: 0x15, Jt: 104, Jf: 0, K: 0x00000019}, // 96: if nr == mremap goto 201
-	{Code: 0x15, Jt: 103, Jf: 0, K: 0x0000001a}, // 97: if nr == msync goto 201
-	{Code: 0x15, Jt: 102, Jf: 0, K: 0x0000001b}, // 98: if nr == mincore goto 201
-	{Code: 0x15, Jt: 101, Jf: 0, K: 0x0000001c}, // 99: if nr == madvise goto 201
-	{Code: 0x15, Jt: 100, Jf: 0, K: 0x0000001d}, // 100: if nr == shmget goto 201
-	{Code: 0x15, Jt: 99, Jf: 0, K: 0x0000001e},  // 101: if nr == shmat goto 201
-	{Code: 0x15, Jt: 98, Jf: 0, K: 0x0000001f},  // 102: if nr == shmctl goto 201
-	{Code: 0x15, Jt: 97, Jf: 0, K: 0x00000020},  // 103: if nr == dup goto 201
-	{Code: 0x15, Jt: 96, Jf: 0, K: 0x00000021},  // 104: if nr == dup2 goto 201
-	{Code: 0x15, Jt: 95, Jf: 0, K: 0x00000022},  // 105: if nr == pause goto 201
-	{Code: 0x15, Jt: 94, Jf: 0, K: 0x00000023},  // 106: if nr == nanosleep goto 201
-	{Code: 0x15, Jt: 93, Jf: 0, K: 0x00000024},  // 107: if nr == getitimer goto 201
-	{Code: 0x15, Jt: 92, Jf: 0, K: 0x00000025},  // 108: if nr == alarm goto 201
-	{Code: 0x15, Jt: 91, Jf: 0, K: 0x00000026},  // 109: if nr == setitimer goto 201
-	{Code: 0x15, Jt: 90, Jf: 0, K: 0x00000027},  // 110: if nr == getpid goto 201
-	{Code: 0x15, Jt: 89, Jf: 0, K: 0x00000028},  // 111: if nr == sendfile goto 201
-	{Code: 0x15, Jt: 88, Jf: 0, K: 0x0000002a},  // 112: if nr == connect goto 201
-	{Code: 0x15, Jt: 87, Jf: 0, K: 0x0000002b},  // 113: if nr == accept goto 201
-	{Code: 0x15, Jt: 86, Jf: 0, K: 0x0000002c},  // 114: if nr == sendto goto 201
-	{Code: 0x15, Jt: 85, Jf: 0, K: 0x0000002d},  // 115: if nr == recvfrom goto 201
-	{Code: 0x15, Jt: 84, Jf: 0, K: 0x0000002e},  // 116: if nr == sendmsg goto 201
-	{Code: 0x15, Jt: 83, Jf: 0, K: 0x0000002f},  // 117: if nr == recvmsg goto 201
-	{Code: 0x15, Jt: 82, Jf: 0, K: 0x00000030},  // 118: if nr == shutdown goto 201
-	{Code: 0x15, Jt: 81, Jf: 0, K: 0x00000031},  // 119: if nr == bind goto 201
-	{Code: 0x15, Jt: 80, Jf: 0, K: 0x00000032},  // 120: if nr == listen goto 201
-	{Code: 0x15, Jt: 79, Jf: 0, K: 0x00000033},  // 121: if nr == getsockname goto 201
-	{Code: 0x15, Jt: 78, Jf: 0, K: 0x00000034},  // 122: if nr == getpeername goto 201
-	{Code: 0x15, Jt: 77, Jf: 0, K: 0x00000036},  // 123: if nr == setsockopt goto 201
-	{Code: 0x15, Jt: 76, Jf: 0, K: 0x00000037},  // 124: if nr == getsockopt goto 201
-	{Code: 0x15, Jt: 75, Jf: 0, K: 0x00000039},  // 125: if nr == fork goto 201
-	{Code: 0x15, Jt: 74, Jf: 0, K: 0x0000003a},  // 126: if nr == vfork goto 201
-	{Code: 0x15, Jt: 73, Jf: 0, K: 0x0000003b},  // 127: if nr == execve goto 201
-	{Code: 0x15, Jt: 72, Jf: 0, K: 0x0000003c},  // 128: if nr == exit goto 201
-	{Code: 0x15, Jt: 71, Jf: 0, K: 0x0000003d},  // 129: if nr == wait4 goto 201
-	{Code: 0x15, Jt: 70, Jf: 0, K: 0x0000003e},  // 130: if nr == kill goto 201
-	{Code: 0x15, Jt: 69, Jf: 0, K: 0x0000003f},  // 131: if nr == uname goto 201
-	{Code: 0x15, Jt: 68, Jf: 0, K: 0x00000040},  // 132: if nr == semget goto 201
-	{Code: 0x15, Jt: 67, Jf: 0, K: 0x00000041},  // 133: if nr == semop goto 201
-	{Code: 0x15, Jt: 66, Jf: 0, K: 0x00000042},  // 134: if nr == semctl goto 201
-	{Code: 0x15, Jt: 65, Jf: 0, K: 0x00000043},  // 135: if nr == shmdt goto 201
-	{Code: 0x15, Jt: 64, Jf: 0, K: 0x00000044},  // 136: if nr == msgget goto 201
-	{Code: 0x15, Jt: 63, Jf: 0, K: 0x00000045},  // 137: if nr == msgsnd goto 201
-	{Code: 0x15, Jt: 62, Jf: 0, K: 0x00000046},  // 138: if nr == msgrcv goto 201
-	{Code: 0x15, Jt: 61, Jf: 0, K: 0x00000047},  // 139: if nr == msgctl goto 201
-	{Code: 0x15, Jt: 60, Jf: 0, K: 0x00000048},  // 140: if nr == fcntl goto 201
-	{Code: 0x15, Jt: 59, Jf: 0, K: 0x00000049},  // 141: if nr == flock goto 201
-	{Code: 0x15, Jt: 58, Jf: 0, K: 0x0000004a},  // 142: if nr == fsync goto 201
-	{Code: 0x15, Jt: 57, Jf: 0, K: 0x0000004b},  // 143: if nr == fdatasync goto 201
-	{Code: 0x15, Jt: 56, Jf: 0, K: 0x0000004c},  // 144: if nr == truncate goto 201
-	{Code: 0x15, Jt: 55, Jf: 0, K: 0x0000004d},  // 145: if nr == ftruncate goto 201
-	{Code: 0x15, Jt: 54, Jf: 0, K: 0x0000004e},  // 146: if nr == getdents goto 201
-	{Code: 0x15, Jt: 53, Jf: 0, K: 0x0000004f},  // 147: if nr == getcwd goto 201
-	{Code: 0x15, Jt: 52, Jf: 0, K: 0x00000050},  // 148: if nr == chdir goto 201
-	{Code: 0x15, Jt: 51, Jf: 0, K: 0x00000051},  // 149: if nr == fchdir goto 201
-	{Code: 0x15, Jt: 50, Jf: 0, K: 0x00000052},  // 150: if nr == rename goto 201
-	{Code: 0x15, Jt: 49, Jf: 0, K: 0x00000053},  // 151: if nr == mkdir goto 201
-	{Code: 0x15, Jt: 48, Jf: 0, K: 0x00000054},  // 152: if nr == rmdir goto 201
-	{Code: 0x15, Jt: 47, Jf: 0, K: 0x00000056},  // 153: if nr == link goto 201
-	{Code: 0x15, Jt: 46, Jf: 0, K: 0x00000057},  // 154: if nr == unlink goto 201
-	{Code: 0x15, Jt: 45, Jf: 0, K: 0x00000058},  // 155: if nr == symlink goto 201
-	{Code: 0x15, Jt: 44, Jf: 0, K: 0x00000059},  // 156: if nr == readlink goto 201
-	{Code: 0x15, Jt: 43, Jf: 0, K: 0x0000005c},  // 157: if nr == chown goto 201
-	{Code: 0x15, Jt: 42, Jf: 0, K: 0x0000005d},  // 158: if nr == fchown goto 201
-	{Code: 0x15, Jt: 41, Jf: 0, K: 0x0000005e},  // 159: if nr == lchown goto 201
-	{Code: 0x15, Jt: 40, Jf: 0, K: 0x0000005f},  // 160: if nr == umask goto 201
-	{Code: 0x15, Jt: 39, Jf: 0, K: 0x00000060},  // 161: if nr == gettimeofday goto 201
-	{Code: 0x15, Jt: 38, Jf: 0, K: 0x00000061},  // 162: if nr == getrlimit goto 201
-	{Code: 0x15, Jt: 37, Jf: 0, K: 0x00000062},  // 163: if nr == getrusage goto 201
-	{Code: 0x15, Jt: 36, Jf: 0, K: 0x00000063},  // 164: if nr == sysinfo goto 201
-	{Code: 0x15, Jt: 35, Jf: 0, K: 0x00000064},  // 165: if nr == times goto 201
-	{Code: 0x15, Jt: 34, Jf: 0, K: 0x00000066},  // 166: if nr == getuid goto 201
-	{Code: 0x15, Jt: 33, Jf: 0, K: 0x00000068},  // 167: if nr == getgid goto 201
-	{Code: 0x15, Jt: 32, Jf: 0, K: 0x00000069},  // 168: if nr == setuid goto 201
-	{Code: 0x15, Jt: 31, Jf: 0, K: 0x0000006a},  // 169: if nr == setgid goto 201
-	{Code: 0x15, Jt: 30, Jf: 0, K: 0x0000006b},  // 170: if nr == geteuid goto 201
-	{Code: 0x15, Jt: 29, Jf: 0, K: 0x0000006c},  // 171: if nr == getegid goto 201
-	{Code: 0x15, Jt: 28, Jf: 0, K: 0x0000006d},  // 172: if nr == setpgid goto 201
-	{Code: 0x15, Jt: 27, Jf: 0, K: 0x0000006e},  // 173: if nr == getppid goto 201
-	{Code: 0x15, Jt: 26, Jf: 0, K: 0x0000006f},  // 174: if nr == getpgrp goto 201
-	{Code: 0x15, Jt: 25, Jf: 0, K: 0x00000070},  // 175: if nr == setsid goto 201
-	{Code: 0x15, Jt: 24, Jf: 0, K: 0x00000071},  // 176: if nr == setreuid goto 201
-	{Code: 0x15, Jt: 23, Jf: 0, K: 0x00000072},  // 177: if nr == setregid goto 201
-	{Code: 0x15, Jt: 22, Jf: 0, K: 0x00000073},  // 178: if nr == getgroups goto 201
-	{Code: 0x15, Jt: 21, Jf: 0, K: 0x00000074},  // 179: if nr == setgroups goto 201
-	{Code: 0x15, Jt: 20, Jf: 0, K: 0x00000075},  // 180: if nr == setresuid goto 201
-	{Code: 0x15, Jt: 19, Jf: 0, K: 0x00000076},  // 181: if nr == getresuid goto 201
-	{Code: 0x15, Jt: 18, Jf: 0, K: 0x00000077},  // 182: if nr == setresgid goto 201
-	{Code: 0x15, Jt: 17, Jf: 0, K: 0x00000078},  // 183: if nr == getresgid goto 201
-	{Code: 0x15, Jt: 16, Jf: 0, K: 0x00000079},  // 184: if nr == getpgid goto 201
-	{Code: 0x15, Jt: 15, Jf: 0, K: 0x0000007a},  // 185: if nr == setfsuid goto 201
-	{Code: 0x15, Jt: 14, Jf: 0, K: 0x0000007b},  // 186: if nr == setfsgid goto 201
-	{Code: 0x15, Jt: 13, Jf: 0, K: 0x0000007c},  // 187: if nr == getsid goto 201
-	{Code: 0x15, Jt: 12, Jf: 0, K: 0x0000007d},  // 188: if nr == capget goto 201
-	{Code: 0x15, Jt: 11, Jf: 0, K: 0x0000007e},  // 189: if nr == capset goto 201
-	{Code: 0x15, Jt: 10, Jf: 0, K: 0x0000007f},  // 190: if nr == rt_sigpending goto 201
-	{Code: 0x15, Jt: 9, Jf: 0, K: 0x00000080},   // 191: if nr == rt_sigtimedwait goto 201
-	{Code: 0x15, Jt: 8, Jf: 0, K: 0x00000081},   // 192: if nr == rt_sigqueueinfo goto 201
-	{Code: 0x15, Jt: 7, Jf: 0, K: 0x00000082},   // 193: if nr == rt_sigsuspend goto 201
-	{Code: 0x15, Jt: 6, Jf: 0, K: 0x00000083},   // 194: if nr == sigaltstack goto 201
-	{Code: 0x15, Jt: 5, Jf: 0, K: 0x00000084},   // 195: if nr == utime goto 201
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000089},   // 196: if nr == statfs goto 201
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x0000008a},   // 197: if nr == fstatfs goto 201
-	{Code: 0x15, Jt: 2, Jf: 0, K: 0x0000008c},   // 198: if nr == getpriority goto 201
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x0000008d},   // 199: if nr == setpriority goto 201
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x0000008e},   // 200: if nr == sched_setparam goto 201 else 202
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 201: return ALLOW
-	{Code: 0x15, Jt: 127, Jf: 0, K: 0x0000008f}, // 202: if nr == sched_getparam goto 330
-	{Code: 0x15, Jt: 126, Jf: 0, K: 0x00000090}, // 203: if nr == sched_setscheduler goto 330
-	{Code: 0x15, Jt: 125, Jf: 0, K: 0x00000091}, // 204: if nr == sched_getscheduler goto 330
-	{Code: 0x15, Jt: 124, Jf: 0, K: 0x00000092}, // 205: if nr == sched_get_priority_max goto 330
-	{Code: 0x15, Jt: 123, Jf: 0, K: 0x00000093}, // 206: if nr == sched_get_priority_min goto 330
-	{Code: 0x15, Jt: 122, Jf: 0, K: 0x00000094}, // 207: if nr == sched_rr_get_interval goto 330
-	{Code: 0x15, Jt: 121, Jf: 0, K: 0x00000095}, // 208: if nr == mlock goto 330
-	{Code: 0x15, Jt: 120, Jf: 0, K: 0x00000096}, // 209: if nr == munlock goto 330
-	{Code: 0x15, Jt: 119, Jf: 0, K: 0x00000097}, // 210: if nr == mlockall goto 330
-	{Code: 0x15, Jt: 118, Jf: 0, K: 0x00000098}, // 211: if nr == munlockall goto 330
-	{Code: 0x15, Jt: 117, Jf: 0, K: 0x0000009d}, // 212: if nr == prctl goto 330
-	{Code: 0x15, Jt: 116, Jf: 0, K: 0x0000009e}, // 213: if nr == arch_prctl goto 330
-	{Code: 0x15, Jt: 115, Jf: 0, K: 0x0000009f}, // 214: if nr == adjtimex goto 330
-	{Code: 0x15, Jt: 114, Jf: 0, K: 0x000000a0}, // 215: if nr == setrlimit goto 330
-	{Code: 0x15, Jt: 113, Jf: 0, K: 0x000000a2}, // 216: if nr == sync goto 330
-	{Code: 0x15, Jt: 112, Jf: 0, K: 0x000000ba}, // 217: if nr == gettid goto 330
-	{Code: 0x15, Jt: 111, Jf: 0, K: 0x000000bb}, // 218: if nr == readahead goto 330
-	{Code: 0x15, Jt: 110, Jf: 0, K: 0x000000bc}, // 219: if nr == setxattr goto 330
-	{Code: 0x15, Jt: 109, Jf: 0, K: 0x000000bd}, // 220: if nr == lsetxattr goto 330
-	{Code: 0x15, Jt: 108, Jf: 0, K: 0x000000be}, // 221: if nr == fsetxattr goto 330
-	{Code: 0x15, Jt: 107, Jf: 0, K: 0x000000bf}, // 222: if nr == getxattr goto 330
-	{Code: 0x15, Jt: 106, Jf: 0, K: 0x000000c0}, // 223: if nr == lgetxattr goto 330
-	{Code: 0x15, Jt: 105, Jf: 0, K: 0x000000c1}, // 224: if nr == fgetxattr goto 330
-	{Code: 0x15, Jt: 104, Jf: 0, K: 0x000000c2}, // 225: if nr == listxattr goto 330
-	{Code: 0x15, Jt: 103, Jf: 0, K: 0x000000c3}, // 226: if nr == llistxattr goto 330
-	{Code: 0x15, Jt: 102, Jf: 0, K: 0x000000c4}, // 227: if nr == flistxattr goto 330
-	{Code: 0x15, Jt: 101, Jf: 0, K: 0x000000c5}, // 228: if nr == removexattr goto 330
-	{Code: 0x15, Jt: 100, Jf: 0, K: 0x000000c6}, // 229: if nr == lremovexattr goto 330
-	{Code: 0x15, Jt: 99, Jf: 0, K: 0x000000c7},  // 230: if nr == fremovexattr goto 330
-	{Code: 0x15, Jt: 98, Jf: 0, K: 0x000000c8},  // 231: if nr == tkill goto 330
-	{Code: 0x15, Jt: 97, Jf: 0, K: 0x000000c9},  // 232: if nr == time goto 330
-	{Code: 0x15, Jt: 96, Jf: 0, K: 0x000000ca},  // 233: if nr == futex goto 330
-	{Code: 0x15, Jt: 95, Jf: 0, K: 0x000000cb},  // 234: if nr == sched_setaffinity goto 330
-	{Code: 0x15, Jt: 94, Jf: 0, K: 0x000000cc},  // 235: if nr == sched_getaffinity goto 330
-	{Code: 0x15, Jt: 93, Jf: 0, K: 0x000000cd},  // 236: if nr == set_thread_area goto 330
-	{Code: 0x15, Jt: 92, Jf: 0, K: 0x000000ce},  // 237: if nr == io_setup goto 330
-	{Code: 0x15, Jt: 91, Jf: 0, K: 0x000000cf},  // 238: if nr == io_destroy goto 330
-	{Code: 0x15, Jt: 90, Jf: 0, K: 0x000000d0},  // 239: if nr == io_getevents goto 330
-	{Code: 0x15, Jt: 89, Jf: 0, K: 0x000000d1},  // 240: if nr == io_submit goto 330
-	{Code: 0x15, Jt: 88, Jf: 0, K: 0x000000d2},  // 241: if nr == io_cancel goto 330
-	{Code: 0x15, Jt: 87, Jf: 0, K: 0x000000d3},  // 242: if nr == get_thread_area goto 330
-	{Code: 0x15, Jt: 86, Jf: 0, K: 0x000000d5},  // 243: if nr == epoll_create goto 330
-	{Code: 0x15, Jt: 85, Jf: 0, K: 0x000000d6},  // 244: if nr == epoll_ctl_old goto 330
-	{Code: 0x15, Jt: 84, Jf: 0, K: 0x000000d7},  // 245: if nr == epoll_wait_old goto 330
-	{Code: 0x15, Jt: 83, Jf: 0, K: 0x000000d8},  // 246: if nr == remap_file_pages goto 330
-	{Code: 0x15, Jt: 82, Jf: 0, K: 0x000000d9},  // 247: if nr == getdents64 goto 330
-	{Code: 0x15, Jt: 81, Jf: 0, K: 0x000000da},  // 248: if nr == set_tid_address goto 330
-	{Code: 0x15, Jt: 80, Jf: 0, K: 0x000000db},  // 249: if nr == restart_syscall goto 330
-	{Code: 0x15, Jt: 79, Jf: 0, K: 0x000000dc},  // 250: if nr == semtimedop goto 330
-	{Code: 0x15, Jt: 78, Jf: 0, K: 0x000000dd},  // 251: if nr == fadvise64 goto 330
-	{Code: 0x15, Jt: 77, Jf: 0, K: 0x000000de},  // 252: if nr == timer_create goto 330
-	{Code: 0x15, Jt: 76, Jf: 0, K: 0x000000df},  // 253: if nr == timer_settime goto 330
-	{Code: 0x15, Jt: 75, Jf: 0, K: 0x000000e0},  // 254: if nr == timer_gettime goto 330
-	{Code: 0x15, Jt: 74, Jf: 0, K: 0x000000e1},  // 255: if nr == timer_getoverrun goto 330
-	{Code: 0x15, Jt: 73, Jf: 0, K: 0x000000e2},  // 256: if nr == timer_delete goto 330
-	{Code: 0x15, Jt: 72, Jf: 0, K: 0x000000e4},  // 257: if nr == clock_gettime goto 330
-	{Code: 0x15, Jt: 71, Jf: 0, K: 0x000000e5},  // 258: if nr == clock_getres goto 330
-	{Code: 0x15, Jt: 70, Jf: 0, K: 0x000000e6},  // 259: if nr == clock_nanosleep goto 330
-	{Code: 0x15, Jt: 69, Jf: 0, K: 0x000000e7},  // 260: if nr == exit_group goto 330
-	{Code: 0x15, Jt: 68, Jf: 0, K: 0x000000e8},  // 261: if nr == epoll_wait goto 330
-	{Code: 0x15, Jt: 67, Jf: 0, K: 0x000000e9},  // 262: if nr == epoll_ctl goto 330
-	{Code: 0x15, Jt: 66, Jf: 0, K: 0x000000ea},  // 263: if nr == tgkill goto 330
-	{Code: 0x15, Jt: 65, Jf: 0, K: 0x000000eb},  // 264: if nr == utimes goto 330
-	{Code: 0x15, Jt: 64, Jf: 0, K: 0x000000f0},  // 265: if nr == mq_open goto 330
-	{Code: 0x15, Jt: 63, Jf: 0, K: 0x000000f1},  // 266: if nr == mq_unlink goto 330
-	{Code: 0x15, Jt: 62, Jf: 0, K: 0x000000f2},  // 267: if nr == mq_timedsend goto 330
-	{Code: 0x15, Jt: 61, Jf: 0, K: 0x000000f3},  // 268: if nr == mq_timedreceive goto 330
-	{Code: 0x15, Jt: 60, Jf: 0, K: 0x000000f4},  // 269: if nr == mq_notify goto 330
-	{Code: 0x15, Jt: 59, Jf: 0, K: 0x000000f5},  // 270: if nr == mq_getsetattr goto 330
-	{Code: 0x15, Jt: 58, Jf: 0, K: 0x000000f7},  // 271: if nr == waitid goto 330
-	{Code: 0x15, Jt: 57, Jf: 0, K: 0x000000fb},  // 272: if nr == ioprio_set goto 330
-	{Code: 0x15, Jt: 56, Jf: 0, K: 0x000000fc},  // 273: if nr == ioprio_get goto 330
-	{Code: 0x15, Jt: 55, Jf: 0, K: 0x000000fd},  // 274: if nr == inotify_init goto 330
-	{Code: 0x15, Jt: 54, Jf: 0, K: 0x000000fe},  // 275: if nr == inotify_add_watch goto 330
-	{Code: 0x15, Jt: 53, Jf: 0, K: 0x000000ff},  // 276: if nr == inotify_rm_watch goto 330
-	{Code: 0x15, Jt: 52, Jf: 0, K: 0x00000102},  // 277: if nr == mkdirat goto 330
-	{Code: 0x15, Jt: 51, Jf: 0, K: 0x00000104},  // 278: if nr == fchownat goto 330
-	{Code: 0x15, Jt: 50, Jf: 0, K: 0x00000105},  // 279: if nr == futimesat goto 330
-	{Code: 0x15, Jt: 49, Jf: 0, K: 0x00000106},  // 280: if nr == newfstatat goto 330
-	{Code: 0x15, Jt: 48, Jf: 0, K: 0x00000107},  // 281: if nr == unlinkat goto 330
-	{Code: 0x15, Jt: 47, Jf: 0, K: 0x00000108},  // 282: if nr == renameat goto 330
-	{Code: 0x15, Jt: 46, Jf: 0, K: 0x00000109},  // 283: if nr == linkat goto 330
-	{Code: 0x15, Jt: 45, Jf: 0, K: 0x0000010a},  // 284: if nr == symlinkat goto 330
-	{Code: 0x15, Jt: 44, Jf: 0, K: 0x0000010b},  // 285: if nr == readlinkat goto 330
-	{Code: 0x15, Jt: 43, Jf: 0, K: 0x0000010d},  // 286: if nr == faccessat goto 330
-	{Code: 0x15, Jt: 42, Jf: 0, K: 0x0000010e},  // 287: if nr == pselect6 goto 330
-	{Code: 0x15, Jt: 41, Jf: 0, K: 0x0000010f},  // 288: if nr == ppoll goto 330
-	{Code: 0x15, Jt: 40, Jf: 0, K: 0x00000111},  // 289: if nr == set_robust_list goto 330
-	{Code: 0x15, Jt: 39, Jf: 0, K: 0x00000112},  // 290: if nr == get_robust_list goto 330
-	{Code: 0x15, Jt: 38, Jf: 0, K: 0x00000113},  // 291: if nr == splice goto 330
-	{Code: 0x15, Jt: 37, Jf: 0, K: 0x00000114},  // 292: if nr == tee goto 330
-	{Code: 0x15, Jt: 36, Jf: 0, K: 0x00000115},  // 293: if nr == sync_file_range goto 330
-	{Code: 0x15, Jt: 35, Jf: 0, K: 0x00000116},  // 294: if nr == vmsplice goto 330
-	{Code: 0x15, Jt: 34, Jf: 0, K: 0x00000118},  // 295: if nr == utimensat goto 330
-	{Code: 0x15, Jt: 33, Jf: 0, K: 0x00000119},  // 296: if nr == epoll_pwait goto 330
-	{Code: 0x15, Jt: 32, Jf: 0, K: 0x0000011a},  // 297: if nr == signalfd goto 330
-	{Code: 0x15, Jt: 31, Jf: 0, K: 0x0000011b},  // 298: if nr == timerfd_create goto 330
-	{Code: 0x15, Jt: 30, Jf: 0, K: 0x0000011c},  // 299: if nr == eventfd goto 330
-	{Code: 0x15, Jt: 29, Jf: 0, K: 0x0000011d},  // 300: if nr == fallocate goto 330
-	{Code: 0x15, Jt: 28, Jf: 0, K: 0x0000011e},  // 301: if nr == timerfd_settime goto 330
-	{Code: 0x15, Jt: 27, Jf: 0, K: 0x0000011f},  // 302: if nr == timerfd_gettime goto 330
-	{Code: 0x15, Jt: 26, Jf: 0, K: 0x00000120},  // 303: if nr == accept4 goto 330
-	{Code: 0x15, Jt: 25, Jf: 0, K: 0x00000121},  // 304: if nr == signalfd4 goto 330
-	{Code: 0x15, Jt: 24, Jf: 0, K: 0x00000122},  // 305: if nr == eventfd2 goto 330
-	{Code: 0x15, Jt: 23, Jf: 0, K: 0x00000123},  // 306: if nr == epoll_create1 goto 330
-	{Code: 0x15, Jt: 22, Jf: 0, K: 0x00000124},  // 307: if nr == dup3 goto 330
-	{Code: 0x15, Jt: 21, Jf: 0, K: 0x00000125},  // 308: if nr == pipe2 goto 330
-	{Code: 0x15, Jt: 20, Jf: 0, K: 0x00000126},  // 309: if nr == inotify_init1 goto 330
-	{Code: 0x15, Jt: 19, Jf: 0, K: 0x00000127},  // 310: if nr == preadv goto 330
-	{Code: 0x15, Jt: 18, Jf: 0, K: 0x00000128},  // 311: if nr == pwritev goto 330
-	{Code: 0x15, Jt: 17, Jf: 0, K: 0x00000129},  // 312: if nr == rt_tgsigqueueinfo goto 330
-	{Code: 0x15, Jt: 16, Jf: 0, K: 0x0000012b},  // 313: if nr == recvmmsg goto 330
-	{Code: 0x15, Jt: 15, Jf: 0, K: 0x0000012d},  // 314: if nr == fanotify_mark goto 330
-	{Code: 0x15, Jt: 14, Jf: 0, K: 0x0000012f},  // 315: if nr == name_to_handle_at goto 330
-	{Code: 0x15, Jt: 13, Jf: 0, K: 0x00000131},  // 316: if nr == clock_adjtime goto 330
-	{Code: 0x15, Jt: 12, Jf: 0, K: 0x00000132},  // 317: if nr == syncfs goto 330
-	{Code: 0x15, Jt: 11, Jf: 0, K: 0x00000133},  // 318: if nr == sendmmsg goto 330
-	{Code: 0x15, Jt: 10, Jf: 0, K: 0x00000135},  // 319: if nr == getcpu goto 330
-	{Code: 0x15, Jt: 9, Jf: 0, K: 0x0000013a},   // 320: if nr == sched_setattr goto 330
-	{Code: 0x15, Jt: 8, Jf: 0, K: 0x0000013b},   // 321: if nr == sched_getattr goto 330
-	{Code: 0x15, Jt: 7, Jf: 0, K: 0x0000013c},   // 322: if nr == renameat2 goto 330
-	{Code: 0x15, Jt: 6, Jf: 0, K: 0x0000013d},   // 323: if nr == seccomp goto 330
-	{Code: 0x15, Jt: 5, Jf: 0, K: 0x0000013e},   // 324: if nr == getrandom goto 330
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x0000013f},   // 325: if nr == memfd_create goto 330
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000142},   // 326: if nr == execveat goto 330
-	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000144},   // 327: if nr == membarrier goto 330
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000145},   // 328: if nr == mlock2 goto 330
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000146},   // 329: if nr == copy_file_range goto 330 else 331
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 330: return ALLOW
-	{Code: 0x15, Jt: 31, Jf: 0, K: 0x00000147},  // 331: if nr == preadv2 goto 363
-	{Code: 0x15, Jt: 30, Jf: 0, K: 0x00000148},  // 332: if nr == pwritev2 goto 363
-	{Code: 0x15, Jt: 29, Jf: 0, K: 0x00000149},  // 333: if nr == pkey_mprotect goto 363
-	{Code: 0x15, Jt: 28, Jf: 0, K: 0x0000014a},  // 334: if nr == pkey_alloc goto 363
-	{Code: 0x15, Jt: 27, Jf: 0, K: 0x0000014b},  // 335: if nr == pkey_free goto 363
-	{Code: 0x15, Jt: 26, Jf: 0, K: 0x0000014c},  // 336: if nr == statx goto 363
-	{Code: 0x15, Jt: 25, Jf: 0, K: 0x0000014d},  // 337: if nr == io_pgetevents goto 363
-	{Code: 0x15, Jt: 24, Jf: 0, K: 0x0000014e},  // 338: if nr == rseq goto 363
-	{Code: 0x15, Jt: 23, Jf: 0, K: 0x0000014f},  // 339: if nr == uretprobe goto 363
-	{Code: 0x15, Jt: 22, Jf: 0, K: 0x000001a8},  // 340: if nr == pidfd_send_signal goto 363
-	{Code: 0x15, Jt: 21, Jf: 0, K: 0x000001b2},  // 341: if nr == pidfd_open goto 363
-	{Code: 0x15, Jt: 20, Jf: 0, K: 0x000001b4},  // 342: if nr == close_range goto 363
-	{Code: 0x15, Jt: 19, Jf: 0, K: 0x000001b7},  // 343: if nr == faccessat2 goto 363
-	{Code: 0x15, Jt: 18, Jf: 0, K: 0x000001b9},  // 344: if nr == epoll_pwait2 goto 363
-	{Code: 0x15, Jt: 17, Jf: 0, K: 0x000001bc},  // 345: if nr == landlock_create_ruleset goto 363
-	{Code: 0x15, Jt: 16, Jf: 0, K: 0x000001bd},  // 346: if nr == landlock_add_rule goto 363
-	{Code: 0x15, Jt: 15, Jf: 0, K: 0x000001be},  // 347: if nr == landlock_restrict_self goto 363
-	{Code: 0x15, Jt: 14, Jf: 0, K: 0x000001bf},  // 348: if nr == memfd_secret goto 363
-	{Code: 0x15, Jt: 13, Jf: 0, K: 0x000001c0},  // 349: if nr == process_mrelease goto 363
-	{Code: 0x15, Jt: 12, Jf: 0, K: 0x000001c1},  // 350: if nr == futex_waitv goto 363
-	{Code: 0x15, Jt: 11, Jf: 0, K: 0x000001c3},  // 351: if nr == cachestat goto 363
-	{Code: 0x15, Jt: 10, Jf: 0, K: 0x000001c5},  // 352: if nr == map_shadow_stack goto 363
-	{Code: 0x15, Jt: 9, Jf: 0, K: 0x000001c6},   // 353: if nr == futex_wake goto 363
-	{Code: 0x15, Jt: 8, Jf: 0, K: 0x000001c7},   // 354: if nr == futex_wait goto 363
-	{Code: 0x15, Jt: 7, Jf: 0, K: 0x000001c8},   // 355: if nr == futex_requeue goto 363
-	{Code: 0x15, Jt: 6, Jf: 0, K: 0x000001c9},   // 356: if nr == statmount goto 363
-	{Code: 0x15, Jt: 5, Jf: 0, K: 0x000001ca},   // 357: if nr == listmount goto 363
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x000001ce},   // 358: if nr == mseal goto 363
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x000001cf},   // 359: if nr == setxattrat goto 363
-	{Code: 0x15, Jt: 2, Jf: 0, K: 0x000001d0},   // 360: if nr == getxattrat goto 363
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x000001d1},   // 361: if nr == listxattrat goto 363
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x000001d2},   // 362: if nr == removexattrat goto 363 else 364
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 363: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 364: return ERRNO(EPERM)
+	{Code: 0x35, Jt: 41, Jf: 0, K: 0x00000104},  // 73: if nr >= fchownat goto 115
+	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000089},  // 74: if nr >= statfs goto 94
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x00000039},   // 75: if nr >= fork goto 85
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000011},   // 76: if nr >= pread64 goto 80
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000003},   // 77: if nr >= close goto 79
+	{Code: 0x25, Jt: 78, Jf: 77, K: 0x00000001}, // 78: if nr > write goto 157 else 156
+	{Code: 0x25, Jt: 77, Jf: 76, K: 0x0000000f}, // 79: if nr > rt_sigreturn goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000002a},   // 80: if nr >= connect goto 82
+	{Code: 0x25, Jt: 75, Jf: 74, K: 0x00000028}, // 81: if nr > sendfile goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000036},   // 82: if nr >= setsockopt goto 84
+	{Code: 0x25, Jt: 73, Jf: 72, K: 0x00000034}, // 83: if nr > getpeername goto 157 else 156
+	{Code: 0x25, Jt: 72, Jf: 71, K: 0x00000037}, // 84: if nr > getsockopt goto 157 else 156
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000005c},   // 85: if nr >= chown goto 89
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000056},   // 86: if nr >= link goto 88
+	{Code: 0x25, Jt: 69, Jf: 68, K: 0x00000054}, // 87: if nr > rmdir goto 157 else 156
+	{Code: 0x25, Jt: 68, Jf: 67, K: 0x00000059}, // 88: if nr > readlink goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000066},   // 89: if nr >= getuid goto 91
+	{Code: 0x25, Jt: 66, Jf: 65, K: 0x00000064}, // 90: if nr > times goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000068},   // 91: if nr >= getgid goto 93
+	{Code: 0x25, Jt: 64, Jf: 63, K: 0x00000066}, // 92: if nr > getuid goto 157 else 156
+	{Code: 0x25, Jt: 63, Jf: 62, K: 0x00000084}, // 93: if nr > utime goto 157 else 156
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000000d5},   // 94: if nr >= epoll_create goto 104
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000009d},   // 95: if nr >= prctl goto 99
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000008c},   // 96: if nr >= getpriority goto 98
+	{Code: 0x25, Jt: 59, Jf: 58, K: 0x0000008a}, // 97: if nr > fstatfs goto 157 else 156
+	{Code: 0x25, Jt: 58, Jf: 57, K: 0x00000098}, // 98: if nr > munlockall goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000a2},   // 99: if nr >= sync goto 101
+	{Code: 0x25, Jt: 56, Jf: 55, K: 0x000000a0}, // 100: if nr > setrlimit goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000ba},   // 101: if nr >= gettid goto 103
+	{Code: 0x25, Jt: 54, Jf: 53, K: 0x000000a2}, // 102: if nr > sync goto 157 else 156
+	{Code: 0x25, Jt: 53, Jf: 52, K: 0x000000d3}, // 103: if nr > get_thread_area goto 157 else 156
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000000f7},   // 104: if nr >= waitid goto 110
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000e4},   // 105: if nr >= clock_gettime goto 107
+	{Code: 0x25, Jt: 50, Jf: 49, K: 0x000000e2}, // 106: if nr > timer_delete goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000f0},   // 107: if nr >= mq_open goto 109
+	{Code: 0x25, Jt: 48, Jf: 47, K: 0x000000eb}, // 108: if nr > utimes goto 157 else 156
+	{Code: 0x25, Jt: 47, Jf: 46, K: 0x000000f5}, // 109: if nr > mq_getsetattr goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000fb},   // 110: if nr >= ioprio_set goto 112
+	{Code: 0x25, Jt: 45, Jf: 44, K: 0x000000f7}, // 111: if nr > waitid goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000102},   // 112: if nr >= mkdirat goto 114
+	{Code: 0x25, Jt: 43, Jf: 42, K: 0x000000ff}, // 113: if nr > inotify_rm_watch goto 157 else 156
+	{Code: 0x25, Jt: 42, Jf: 41, K: 0x00000102}, // 114: if nr > mkdirat goto 157 else 156
+	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000142},  // 115: if nr >= execveat goto 135
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x0000012d},   // 116: if nr >= fanotify_mark goto 126
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000111},   // 117: if nr >= set_robust_list goto 121
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000010d},   // 118: if nr >= faccessat goto 120
+	{Code: 0x25, Jt: 37, Jf: 36, K: 0x0000010b}, // 119: if nr > readlinkat goto 157 else 156
+	{Code: 0x25, Jt: 36, Jf: 35, K: 0x0000010f}, // 120: if nr > ppoll goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000118},   // 121: if nr >= utimensat goto 123
+	{Code: 0x25, Jt: 34, Jf: 33, K: 0x00000116}, // 122: if nr > vmsplice goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012b},   // 123: if nr >= recvmmsg goto 125
+	{Code: 0x25, Jt: 32, Jf: 31, K: 0x00000129}, // 124: if nr > rt_tgsigqueueinfo goto 157 else 156
+	{Code: 0x25, Jt: 31, Jf: 30, K: 0x0000012b}, // 125: if nr > recvmmsg goto 157 else 156
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000131},   // 126: if nr >= clock_adjtime goto 130
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012f},   // 127: if nr >= name_to_handle_at goto 129
+	{Code: 0x25, Jt: 28, Jf: 27, K: 0x0000012d}, // 128: if nr > fanotify_mark goto 157 else 156
+	{Code: 0x25, Jt: 27, Jf: 26, K: 0x0000012f}, // 129: if nr > name_to_handle_at goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000135},   // 130: if nr >= getcpu goto 132
+	{Code: 0x25, Jt: 25, Jf: 24, K: 0x00000133}, // 131: if nr > sendmmsg goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000013a},   // 132: if nr >= sched_setattr goto 134
+	{Code: 0x25, Jt: 23, Jf: 22, K: 0x00000135}, // 133: if nr > getcpu goto 157 else 156
+	{Code: 0x25, Jt: 22, Jf: 21, K: 0x0000013f}, // 134: if nr > memfd_create goto 157 else 156
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000001b7},   // 135: if nr >= faccessat2 goto 145
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x000001a8},   // 136: if nr >= pidfd_send_signal goto 140
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000144},   // 137: if nr >= membarrier goto 139
+	{Code: 0x25, Jt: 18, Jf: 17, K: 0x00000142}, // 138: if nr > execveat goto 157 else 156
+	{Code: 0x25, Jt: 17, Jf: 16, K: 0x0000014f}, // 139: if nr > uretprobe goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b2},   // 140: if nr >= pidfd_open goto 142
+	{Code: 0x25, Jt: 15, Jf: 14, K: 0x000001a8}, // 141: if nr > pidfd_send_signal goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b4},   // 142: if nr >= close_range goto 144
+	{Code: 0x25, Jt: 13, Jf: 12, K: 0x000001b2}, // 143: if nr > pidfd_open goto 157 else 156
+	{Code: 0x25, Jt: 12, Jf: 11, K: 0x000001b4}, // 144: if nr > close_range goto 157 else 156
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000001c3},   // 145: if nr >= cachestat goto 151
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b9},   // 146: if nr >= epoll_pwait2 goto 148
+	{Code: 0x25, Jt: 9, Jf: 8, K: 0x000001b7},   // 147: if nr > faccessat2 goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001bc},   // 148: if nr >= landlock_create_ruleset goto 150
+	{Code: 0x25, Jt: 7, Jf: 6, K: 0x000001b9},   // 149: if nr > epoll_pwait2 goto 157 else 156
+	{Code: 0x25, Jt: 6, Jf: 5, K: 0x000001c1},   // 150: if nr > futex_waitv goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001c5},   // 151: if nr >= map_shadow_stack goto 153
+	{Code: 0x25, Jt: 4, Jf: 3, K: 0x000001c3},   // 152: if nr > cachestat goto 157 else 156
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001ce},   // 153: if nr >= mseal goto 155
+	{Code: 0x25, Jt: 2, Jf: 1, K: 0x000001ca},   // 154: if nr > listmount goto 157 else 156
+	{Code: 0x25, Jt: 1, Jf: 0, K: 0x000001d2},   // 155: if nr > removexattrat goto 157
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 156: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 157: return ERRNO(EPERM)
 }
