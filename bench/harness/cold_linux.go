@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/rootfs"
@@ -113,26 +114,26 @@ func ociContender(tool, warden string) *contender {
 		return c
 	}
 	abs, _ := filepath.Abs(warden)
-	bundles := map[string]string{}
+	var mu sync.Mutex
 	n := 0
+	// Each run gets a bundle of its own, as each Warden box gets a cgroup
+	// of its own, so that concurrent runs do not share one.
 	c.argv = func(p []string) []string {
-		key := strings.Join(p, "\x00")
-		b, ok := bundles[key]
-		if !ok {
-			b = filepath.Join(dir, fmt.Sprintf("b%d", len(bundles)))
-			bundle := gvisor.Bundle{Root: t.Dir, Binds: t.Binds, Scratch: scratch, ScratchDirs: rootfs.ScratchDirs,
-				Init: abs, InitPath: "/.warden/warden-init", Args: p, CgroupsPath: "warden/harness-" + tool, Limits: spec.DefaultLimits}
-			if err := writeBundle(b, bundle); err != nil {
-				return []string{"sh", "-c", "echo " + err.Error() + "; exit 1"}
-			}
-			bundles[key] = b
-		}
+		mu.Lock()
 		n++
+		id := fmt.Sprintf("h%d-%d", os.Getpid(), n)
+		mu.Unlock()
+		b := filepath.Join(dir, id)
+		bundle := gvisor.Bundle{Root: t.Dir, Binds: t.Binds, Scratch: scratch, ScratchDirs: rootfs.ScratchDirs,
+			Init: abs, InitPath: "/.warden/warden-init", Args: p, CgroupsPath: "warden/harness-" + id, Limits: spec.DefaultLimits}
+		if err := writeBundle(b, bundle); err != nil {
+			return []string{"sh", "-c", "echo " + err.Error() + "; exit 1"}
+		}
 		argv := []string{tool, "--root", filepath.Join(dir, "state")}
 		if tool == "runsc" {
 			argv = append(argv, "--network=none")
 		}
-		return append(argv, "run", "--bundle", b, fmt.Sprintf("h%d-%d", os.Getpid(), n))
+		return append(argv, "run", "--bundle", b, id)
 	}
 	if out, err := exec.Command(c.argv([]string{"/bin/true"})[0], c.argv([]string{"/bin/true"})[1:]...).CombinedOutput(); err != nil {
 		c.skipped = fmt.Sprintf("%s does not run here: %v: %s", tool, err, tail(out))

@@ -7,29 +7,31 @@ import (
 )
 
 // concurrency is (e): N workers running one-shot python3 -c 'print(1)'
-// until a fixed number of runs is done, bare, under warden run on each
-// backend, through warden serve's API (pool of apiPool, drained by the
-// burst) and under bubblewrap: throughput (runs/s) and each run's latency.
-// gVisor and Docker take ten times as long per run, so they do N runs
-// rather than 2N, and with --quick only quickBoxedRuns one at a time.
+// until a fixed number of runs is done: throughput (runs/s) and each
+// run's latency. The main contenders (bare, warden run, warden serve's API
+// with a pool of apiPool, which the burst drains, and bubblewrap) make 2N
+// runs at every N. The others (runc, gVisor and Docker, through Warden and
+// directly) take up to ten times as long per run, so they make N; with
+// --quick they make only quickOtherRuns, one at a time.
 func concurrency(o options) []Section {
 	lat := Section{ID: "e", Title: "latency of N concurrent one-shot runs", Baseline: ""}
 	thr := Section{ID: "e", Title: "throughput of N concurrent one-shot runs (runs/s)"}
-	api := apiContender(o.warden, apiPool)
-	defer cleanupContenders([]*contender{api})
-	light := []*contender{bare(), wardenRun(o.warden, "native"), api, bwrap()}
-	boxed := []*contender{wardenRun(o.warden, "gvisor"), wardenRun(o.warden, "docker")}
+	core := []*contender{bare(), wardenRun(o.warden, "native"), apiContender(o.warden, apiPool), bwrap()}
+	others := []*contender{ociContender("runc", o.warden), wardenRun(o.warden, "gvisor"), ociContender("runsc", o.warden),
+		wardenRun(o.warden, "docker"), dockerRun(o.warden)}
+	all := append(core, others...)
+	defer cleanupContenders(all)
 	for _, n := range o.concurrency {
-		for _, c := range append(light, boxed...) {
-			isBoxed := slices.Contains(boxed, c)
+		for _, c := range all {
+			other := slices.Contains(others, c)
 			total := max(2*n, 32)
 			switch {
-			case o.quick && isBoxed:
-				total = quickBoxedRuns
-			case o.quick || isBoxed:
+			case o.quick && other:
+				total = quickOtherRuns
+			case o.quick || other:
 				total = max(n, 16)
 			}
-			if c.skipped != "" || (o.quick && isBoxed && n > 1) {
+			if c.skipped != "" || (o.quick && other && n > 1) {
 				continue
 			}
 			l, rate, errs := burst(c, n, total)
@@ -40,8 +42,8 @@ func concurrency(o options) []Section {
 	return []Section{lat, thr}
 }
 
-// quickBoxedRuns is how many runs --quick makes on gVisor and Docker.
-const quickBoxedRuns = 8
+// quickOtherRuns is how many runs --quick makes on the other contenders.
+const quickOtherRuns = 8
 
 // burst runs printOne on c total times with n at once.
 func burst(c *contender, n, total int) (lat []float64, rate float64, errs int) {
