@@ -38,7 +38,7 @@ def throughput(report, out):
     thr = [s for s in sections(report, "e") if "throughput" in s["title"]]
     if not thr:
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     by = {}
     for r in thr[0]["rows"]:
         by.setdefault(r["contender"], []).append((r["x"], r["median"]))
@@ -46,10 +46,11 @@ def throughput(report, out):
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
     ax.set_xlabel("concurrent runs")
-    ax.set_ylabel("runs/s")
+    ax.set_ylabel("runs/s (log scale)")
     ax.set_title("python3 -c 'print(1)': throughput against concurrency", fontsize=10)
-    ax.legend()
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "throughput_vs_concurrency.png"), dpi=110)
 
