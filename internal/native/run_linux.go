@@ -121,6 +121,9 @@ func (b *box) prepare() error {
 	if err := b.mapWorkspace(); err != nil {
 		return err
 	}
+	if err := refuseEtcOverlap(b.hostDir(), etcBase()); err != nil {
+		return err
+	}
 	b.lateCgroup = cgroup.Version() == "v1"
 	if !b.lateCgroup {
 		if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {

@@ -15,17 +15,19 @@ import (
 )
 
 // etcFormat is part of every template's name: a change to how templates
-// are written must not reuse one written the old way.
-const etcFormat = "etc-v1"
+// are written must not reuse one written the old way (v1 could be written
+// with the creator's umask).
+const etcFormat = "etc-v2"
 
 // SharedEtc returns the /etc template for hostname under base, writing it
 // if this host's /etc has none yet. A template is named by the metadata
 // of every allowlisted entry (inode, size, mode, change and modification
 // times, link target) and the generated files, so finding the current one
 // costs a few dozen lstat calls; an /etc that changed gets a new template
-// and running sandboxes keep the one they bound. base must belong to this
-// user and be writable by nobody else; it is made 0755 if missing, as the
-// sandbox's mapped user must reach the template.
+// and running sandboxes keep the one they bound. One that lost entries
+// (a temporary-file cleaner ages out what nobody reads) is replaced.
+// base must belong to this user and be writable by nobody else; it is
+// made 0755, as the sandbox's mapped user must reach the template.
 func SharedEtc(base, hostname string) (EtcTemplate, error) {
 	if err := ownedDir(base); err != nil {
 		return EtcTemplate{}, err
@@ -37,23 +39,60 @@ func SharedEtc(base, hostname string) (EtcTemplate, error) {
 			t.Binds = append(t.Binds, e.name)
 		}
 	}
-	if fi, err := os.Lstat(t.Dir); err == nil && fi.IsDir() {
+	if intact(t.Dir, entries, hostname) {
 		return t, nil
 	}
+	discard(t.Dir)
+	if err := publishEtc(base, t.Dir, entries, hostname); err != nil {
+		return t, fmt.Errorf("writing /etc template: %w", err)
+	}
+	return t, nil
+}
+
+// publishEtc writes the template into a temporary directory and renames
+// it to dir; if another Warden got there first, its template is used.
+func publishEtc(base, dir string, entries []etcEntry, hostname string) error {
 	tmp, err := os.MkdirTemp(base, "tmp-")
 	if err != nil {
-		return t, err
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	if err := writeEtc(tmp, entries, hostname); err != nil {
-		return t, fmt.Errorf("writing /etc template: %w", err)
+		return err
 	}
-	if err := os.Rename(tmp, t.Dir); err != nil {
-		if fi, serr := os.Lstat(t.Dir); serr != nil || !fi.IsDir() {
-			return t, err
+	if err := os.Rename(tmp, dir); err != nil && !intact(dir, entries, hostname) {
+		return err
+	}
+	return nil
+}
+
+// intact says dir holds every entry of the template as it was written.
+func intact(dir string, entries []etcEntry, hostname string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	for _, e := range entries {
+		if unix.Lstat(filepath.Join(dir, e.name), &st) != nil || st.Mode&unix.S_IFMT != e.fileType() {
+			return false
 		}
 	}
-	return t, nil
+	for name := range GeneratedEtc(hostname) {
+		if unix.Lstat(filepath.Join(dir, name), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return false
+		}
+	}
+	return true
+}
+
+// discard moves a damaged template aside and removes it. Sandboxes that
+// bound it keep what they have; a concurrent Warden that moved it first
+// leaves nothing to do.
+func discard(dir string) {
+	aside := fmt.Sprintf("%s.damaged-%d", dir, os.Getpid())
+	if os.Rename(dir, aside) == nil {
+		_ = os.RemoveAll(aside)
+	}
 }
 
 // ownedDir makes dir (0755) if missing and refuses it unless it is a real
@@ -74,6 +113,9 @@ func ownedDir(dir string) error {
 		return fmt.Errorf("%s belongs to uid %d, not to this user: remove it", dir, st.Uid)
 	case st.Mode&0o022 != 0:
 		return fmt.Errorf("%s may be written by others (mode %o): remove it", dir, st.Mode&0o777)
+	case st.Mode&0o777 != 0o755:
+		// Made under a strict umask: the sandboxes could not reach it.
+		return os.Chmod(dir, 0o755)
 	}
 	return nil
 }
@@ -96,13 +138,25 @@ type etcEntry struct {
 	dir    bool   // a bound entry is a directory
 }
 
+// fileType is the S_IFMT type of the entry's stand-in in a template.
+func (e etcEntry) fileType() uint32 {
+	switch {
+	case e.kind == entryLink:
+		return unix.S_IFLNK
+	case e.dir:
+		return unix.S_IFDIR
+	}
+	return unix.S_IFREG
+}
+
 // classify says what a template does with host path src: a symlink is
 // recreated, a small world-readable file copied, a world-readable
 // directory or large file bound, anything else left out. Only what every
 // user of the host may read goes in, as a sandbox user reading it would
-// see it. st is src's metadata.
+// see it, so every directory above src must let others through as well.
+// st is src's metadata.
 func classify(src string) (e etcEntry, st unix.Stat_t) {
-	if unix.Lstat(src, &st) != nil {
+	if !reachable(filepath.Dir(src)) || unix.Lstat(src, &st) != nil {
 		return e, st
 	}
 	switch st.Mode & unix.S_IFMT {
@@ -124,6 +178,20 @@ func classify(src string) (e etcEntry, st unix.Stat_t) {
 		}
 	}
 	return e, st
+}
+
+// reachable says every user may search dir and each directory above it.
+func reachable(dir string) bool {
+	for {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) != nil || st.Mode&0o001 == 0 {
+			return false
+		}
+		if dir == "/" || dir == "." {
+			return true
+		}
+		dir = filepath.Dir(dir)
+	}
 }
 
 // planEtc classifies every allowlisted entry and names the result.
@@ -163,7 +231,24 @@ func writeEtc(dir string, entries []etcEntry, hostname string) error {
 			return err
 		}
 	}
-	return os.Chmod(dir, 0o755)
+	return fixModes(dir)
+}
+
+// fixModes makes every directory in the template 0755 and every file
+// 0644 whatever the umask they were created under: the sandbox's mapped
+// user reads them as "others".
+func fixModes(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir():
+			return os.Chmod(p, 0o755)
+		case d.Type().IsRegular():
+			return os.Chmod(p, 0o644)
+		}
+		return nil
+	})
 }
 
 // writeEntry makes what e says at dst: a link, a copy of src, or a mount

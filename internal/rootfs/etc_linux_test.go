@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestSharedEtcWritesOnce(t *testing.T) {
@@ -99,5 +101,84 @@ func TestSharedEtcRefusesUnsafeBase(t *testing.T) {
 				t.Errorf("SharedEtc(%s) = %v; want an error saying %q", tt.name, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSharedEtcIgnoresUmask(t *testing.T) {
+	old := unix.Umask(0o077)
+	defer unix.Umask(old)
+	base := filepath.Join(t.TempDir(), "etc")
+	tmpl, err := SharedEtc(base, "box")
+	if err != nil {
+		t.Fatalf("SharedEtc: %v", err)
+	}
+	for _, tt := range []struct {
+		path string
+		want os.FileMode
+	}{
+		{base, 0o755}, {tmpl.Dir, 0o755}, {filepath.Join(tmpl.Dir, "passwd"), 0o644},
+	} {
+		if fi, err := os.Stat(tt.path); err != nil || fi.Mode().Perm() != tt.want {
+			t.Errorf("mode of %s = %v, %v; want %v", tt.path, fi.Mode().Perm(), err, tt.want)
+		}
+	}
+}
+
+func TestSharedEtcReplacesDamaged(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "etc")
+	first, err := SharedEtc(base, "box")
+	if err != nil {
+		t.Fatalf("SharedEtc: %v", err)
+	}
+	lost := filepath.Join(first.Dir, "passwd")
+	if len(first.Binds) > 0 {
+		lost = filepath.Join(first.Dir, first.Binds[0])
+	}
+	if err := os.RemoveAll(lost); err != nil {
+		t.Fatal(err)
+	}
+	again, err := SharedEtc(base, "box")
+	if err != nil || again.Dir != first.Dir {
+		t.Fatalf("SharedEtc after damage = %q, %v; want %q", again.Dir, err, first.Dir)
+	}
+	if _, err := os.Lstat(lost); err != nil {
+		t.Errorf("%s was not restored: %v", lost, err)
+	}
+	if entries, _ := os.ReadDir(base); len(entries) != 1 {
+		t.Errorf("base holds %d entries, want the one template", len(entries))
+	}
+}
+
+func TestClassifyNeedsReachableParents(t *testing.T) {
+	dir := t.TempDir()
+	// t.TempDir's directories let no one else through.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := filepath.Join(dir, "closed")
+	open := filepath.Join(dir, "open")
+	for _, d := range []string{closed, open} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path string
+		want entryKind
+	}{
+		{filepath.Join(open, "f"), entryCopied},
+		{filepath.Join(closed, "f"), entrySkipped},
+	} {
+		if e, _ := classify(tt.path); e.kind != tt.want {
+			t.Errorf("classify(%s) = %v, want %v", tt.path, e.kind, tt.want)
+		}
 	}
 }

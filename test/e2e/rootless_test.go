@@ -211,3 +211,16 @@ func TestRootlessInitSurvivesSignals(t *testing.T) {
 		t.Errorf("exit %d stdout %q stderr %q, want the program's own exit 7 with every kill delivered", r.ExitCode, r.Stdout, r.Stderr)
 	}
 }
+
+// TestRootlessWorkspaceHoldingEtcRefused: a rootless user's /etc templates
+// are that user's own files, so a workspace holding them would let one
+// sandbox rewrite the /etc of every later one.
+func TestRootlessWorkspaceHoldingEtcRefused(t *testing.T) {
+	prefix := asNobody(t)
+	runRootless(t, prefix, append(rootlessFlags, "--", "true")...)
+	args := append(append([]string{"run"}, rootlessFlags...), "--workspace", os.TempDir(), "--", "true")
+	inv := wardenAs(t, prefix, "", args...)
+	if inv.code != 125 || !strings.Contains(inv.stderr, "where Warden keeps the /etc") {
+		t.Errorf("rootless run with --workspace %s: exit %d, stderr %q; want 125 and a refusal naming the /etc templates", os.TempDir(), inv.code, inv.stderr)
+	}
+}
