@@ -79,7 +79,7 @@ func bindUsr(root string, _ Options) error {
 // classify), binding a bound entry at once: a usr-merged host's links, or
 // the directories of one that is not.
 func mirror(src, dst string) error {
-	e, _ := classify(src)
+	e, _ := classify(src, searchable{})
 	if err := writeEntry(dst, src, e); err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,14 +41,39 @@ func SharedEtc(base, hostname string) (EtcTemplate, error) {
 			t.Binds = append(t.Binds, e.name)
 		}
 	}
-	if intact(t.Dir, entries, hostname) {
+	if checked.recent(t.Dir) || intact(t.Dir, entries, hostname) {
+		checked.mark(t.Dir)
 		return t, nil
 	}
 	discard(t.Dir)
 	if err := publishEtc(base, t.Dir, entries, hostname); err != nil {
 		return t, fmt.Errorf("writing /etc template: %w", err)
 	}
+	checked.mark(t.Dir)
 	return t, nil
+}
+
+// checked is the template last found intact and when, so that a server
+// starting many sandboxes looks it over at most once a second: damage
+// comes from slow things such as a cleaner of temporary files.
+var checked lastCheck
+
+type lastCheck struct {
+	mu  sync.Mutex
+	dir string
+	at  time.Time
+}
+
+func (c *lastCheck) recent(dir string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dir == dir && time.Since(c.at) < time.Second
+}
+
+func (c *lastCheck) mark(dir string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dir, c.at = dir, time.Now()
 }
 
 // publishEtc writes the template into a temporary directory and renames
@@ -155,8 +182,8 @@ func (e etcEntry) fileType() uint32 {
 // user of the host may read goes in, as a sandbox user reading it would
 // see it, so every directory above src must let others through as well.
 // st is src's metadata.
-func classify(src string) (e etcEntry, st unix.Stat_t) {
-	if !reachable(filepath.Dir(src)) || unix.Lstat(src, &st) != nil {
+func classify(src string, open searchable) (e etcEntry, st unix.Stat_t) {
+	if !open.reach(filepath.Dir(src)) || unix.Lstat(src, &st) != nil {
 		return e, st
 	}
 	switch st.Mode & unix.S_IFMT {
@@ -180,18 +207,23 @@ func classify(src string) (e etcEntry, st unix.Stat_t) {
 	return e, st
 }
 
-// reachable says every user may search dir and each directory above it.
-func reachable(dir string) bool {
-	for {
-		var st unix.Stat_t
-		if unix.Stat(dir, &st) != nil || st.Mode&0o001 == 0 {
-			return false
-		}
-		if dir == "/" || dir == "." {
-			return true
-		}
-		dir = filepath.Dir(dir)
+// searchable remembers which directories every user may search, together
+// with each directory above them, over one pass: the allowlist's entries
+// share a few parents.
+type searchable map[string]bool
+
+// reach says every user may search dir and each directory above it.
+func (m searchable) reach(dir string) bool {
+	if ok, seen := m[dir]; seen {
+		return ok
 	}
+	var st unix.Stat_t
+	ok := unix.Stat(dir, &st) == nil && st.Mode&0o001 != 0
+	if ok && dir != "/" && dir != "." {
+		ok = m.reach(filepath.Dir(dir))
+	}
+	m[dir] = ok
+	return ok
 }
 
 // planEtc classifies every allowlisted entry and names the result.
@@ -199,8 +231,9 @@ func planEtc(hostname string) ([]etcEntry, string) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00", etcFormat, maxCopiedFile)
 	var entries []etcEntry
+	open := searchable{}
 	for _, name := range EtcAllowlist {
-		e, st := classify("/etc/" + name)
+		e, st := classify("/etc/"+name, open)
 		e.name = name
 		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%d %d %o %d %d.%d %d.%d\x00", name, e.kind, e.target,
 			st.Dev, st.Ino, st.Mode, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)

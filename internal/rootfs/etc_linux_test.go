@@ -137,6 +137,7 @@ func TestSharedEtcReplacesDamaged(t *testing.T) {
 	if err := os.RemoveAll(lost); err != nil {
 		t.Fatal(err)
 	}
+	checked.mark("") // as if a second had passed since the last look
 	again, err := SharedEtc(base, "box")
 	if err != nil || again.Dir != first.Dir {
 		t.Fatalf("SharedEtc after damage = %q, %v; want %q", again.Dir, err, first.Dir)
@@ -177,7 +178,7 @@ func TestClassifyNeedsReachableParents(t *testing.T) {
 		{filepath.Join(open, "f"), entryCopied},
 		{filepath.Join(closed, "f"), entrySkipped},
 	} {
-		if e, _ := classify(tt.path); e.kind != tt.want {
+		if e, _ := classify(tt.path, searchable{}); e.kind != tt.want {
 			t.Errorf("classify(%s) = %v, want %v", tt.path, e.kind, tt.want)
 		}
 	}

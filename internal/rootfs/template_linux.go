@@ -60,7 +60,7 @@ func WriteTemplate(dir string) (Template, error) {
 // mirrorTo is mirror for a template: what classify says, with every
 // bound entry listed in Binds to be bound at the same path.
 func (t *Template) mirrorTo(src, dst string) error {
-	e, _ := classify(src)
+	e, _ := classify(src, searchable{})
 	if e.kind == entryBound {
 		t.Binds = append(t.Binds, src)
 	}
