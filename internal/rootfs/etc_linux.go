@@ -35,12 +35,7 @@ func SharedEtc(base, hostname string) (EtcTemplate, error) {
 		return EtcTemplate{}, err
 	}
 	entries, sum := planEtc(hostname)
-	t := EtcTemplate{Dir: filepath.Join(base, "etc-"+sum)}
-	for _, e := range entries {
-		if e.kind == entryBound {
-			t.Binds = append(t.Binds, e.name)
-		}
-	}
+	t := EtcTemplate{Dir: filepath.Join(base, "etc-"+sum), Binds: boundNames(entries)}
 	if checked.recent(t.Dir) || intact(t.Dir, entries, hostname) {
 		checked.mark(t.Dir)
 		return t, nil
@@ -91,6 +86,17 @@ func publishEtc(base, dir string, entries []etcEntry, hostname string) error {
 		return err
 	}
 	return nil
+}
+
+// boundNames are the entries bound live from the host rather than copied.
+func boundNames(entries []etcEntry) []string {
+	var names []string
+	for _, e := range entries {
+		if e.kind == entryBound {
+			names = append(names, e.name)
+		}
+	}
+	return names
 }
 
 // intact says dir holds every entry of the template as it was written.

@@ -40,19 +40,12 @@ func WriteTemplate(dir string) (Template, error) {
 			return t, fmt.Errorf("mirroring /%s: %w", name, err)
 		}
 	}
-	for _, name := range EtcAllowlist {
-		dst := filepath.Join(dir, "etc", name)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return t, err
-		}
-		if err := t.mirrorTo("/etc/"+name, dst); err != nil {
-			return t, fmt.Errorf("mirroring /etc/%s: %w", name, err)
-		}
+	entries, _ := planEtc("sandbox")
+	if err := writeEtc(filepath.Join(dir, "etc"), entries, "sandbox"); err != nil {
+		return t, fmt.Errorf("writing /etc: %w", err)
 	}
-	for name, content := range GeneratedEtc("sandbox") {
-		if err := os.WriteFile(filepath.Join(dir, "etc", name), []byte(content), 0o644); err != nil {
-			return t, err
-		}
+	for _, name := range boundNames(entries) {
+		t.Binds = append(t.Binds, "/etc/"+name)
 	}
 	return t, nil
 }
