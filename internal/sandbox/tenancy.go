@@ -35,8 +35,9 @@ func Share(maxSessions, owners int) int {
 // DefaultCeilings are what `warden serve` and `warden mcp` let one
 // sandbox ask for unless the operator says otherwise, sized for this
 // host: memory and disk (a tmpfs, so memory too) a quarter of its RAM,
-// CPUs no more than its cores, and counts, times and output well above
-// the defaults but far from what would hurt the host or other tenants.
+// CPUs no more than its cores, open files and pids within this process's
+// hard limits, and counts, times and output well above the defaults but
+// far from what would hurt the host or other tenants.
 // No ceiling is below spec.DefaultLimits, so a request asking for
 // nothing always fits.
 func DefaultCeilings() spec.Ceilings {
@@ -44,7 +45,7 @@ func DefaultCeilings() spec.Ceilings {
 	if ram, err := hostMemory(); err == nil {
 		quarter = roundDown(ram / 4)
 	}
-	return spec.Ceilings{
+	c := spec.Ceilings{
 		Timeout:       DefaultMaxTimeout,
 		MemoryBytes:   max(quarter, spec.DefaultLimits.MemoryBytes),
 		DiskBytes:     max(quarter, spec.DefaultLimits.DiskBytes),
@@ -55,6 +56,17 @@ func DefaultCeilings() spec.Ceilings {
 		OutputBytes:   16 * spec.MiB,
 		CPUTime:       time.Hour,
 	}
+	// A native sandbox's init inherits this process's hard limits and
+	// cannot raise them, so the ceilings stay within them (never below the
+	// defaults, which a start would then refuse with the bound named).
+	files, procs := hardLimits()
+	if files >= 0 {
+		c.OpenFiles = max(min(c.OpenFiles, files), spec.DefaultLimits.OpenFiles)
+	}
+	if procs >= 0 {
+		c.Pids = max(min(c.Pids, procs), spec.DefaultLimits.Pids)
+	}
+	return c
 }
 
 // roundDown rounds n down to whole GiB, or MiB below one GiB, so the
