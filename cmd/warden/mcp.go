@@ -81,11 +81,11 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	if t := o.ceilings.Timeout; t != 0 && t < time.Second {
 		return fmt.Errorf("--max-timeout %s is too short: calls ask for whole seconds, so use at least 1s", t)
 	}
-	if err := o.ceilings.Check(o.limits); err != nil {
-		return fmt.Errorf("the sandbox limits (--timeout, --memory, --cpus, --pids, --disk) must fit the ceilings: %w", err)
-	}
+	// The pool's spec is what the tools build, so Validate checks the
+	// limit flags against the ceilings.
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
+		PoolSpec: spec.Spec{Limits: o.limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

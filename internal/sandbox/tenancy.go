@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -93,7 +94,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-sessions-per-key %d is negative: use 0 for the default share, or a count", c.MaxPerOwner)
 	}
 	if err := c.Ceilings.Check(c.PoolSpec.Limits); err != nil {
-		return fmt.Errorf("the default limits every sandbox and the pool start from do not fit the ceilings: %w", err)
+		return fmt.Errorf("the default limits every sandbox and the pool start from do not fit the ceilings: %s",
+			strings.TrimPrefix(err.Error(), spec.ErrInvalid.Error()+": "))
 	}
 	return nil
 }

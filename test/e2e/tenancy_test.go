@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestHugeRlimitsRunOrAreRefused: pids and open files at the spec's
@@ -73,5 +75,27 @@ func TestServeHugeRlimitsWithoutCeilings(t *testing.T) {
 		if code != http.StatusCreated && (code != http.StatusBadRequest || !strings.Contains(string(b), "the hard RLIMIT_")) {
 			t.Errorf("POST /v1/sessions %s = %d %s, want 201, or 400 naming the hard limit", body, code, b)
 		}
+	}
+}
+
+// TestMCPHTTPShare: serve's /mcp acts for the key's tenant under the same
+// share and ceilings as the API.
+func TestMCPHTTPShare(t *testing.T) {
+	srv := startServer(t, "--max-sessions", "4")
+	cs := mcpConnect(t, &mcp.StreamableClientTransport{
+		Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{keyA}}, MaxRetries: -1,
+	})
+	for range 2 {
+		mcpSessionID(t, mcpCall(t, cs, "create_session", map[string]any{}))
+	}
+	if res := mcpCall(t, cs, "create_session", map[string]any{}); !res.IsError || !strings.Contains(mcpText(t, res), "this key holds 2 sessions and runs, its limit is 2") {
+		t.Errorf("keyA's third create_session = error %v %q, want its share of 2 named", res.IsError, mcpText(t, res))
+	}
+	if code, b := srv.call(t, keyA, "POST", "/v1/sessions", strings.NewReader(`{}`), "application/json"); code != http.StatusTooManyRequests {
+		t.Errorf("keyA's API session past its share = %d %s, want 429", code, b)
+	}
+	srv.newSession(t, keyB, nil)
+	if res := mcpCall(t, cs, "create_session", map[string]any{"ttl_seconds": 86400}); !res.IsError || !strings.Contains(mcpText(t, res), "--max-ttl") {
+		t.Errorf("create_session with a day's ttl = error %v %q, want --max-ttl named", res.IsError, mcpText(t, res))
 	}
 }
