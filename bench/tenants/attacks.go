@@ -141,18 +141,23 @@ func (s *sessions) list() []string {
 	return append([]string(nil), s.ids...)
 }
 
-// createN makes n sessions of key B with opts, or none and an error.
-func createN(e *env, n int, opts map[string]any) ([]string, error) {
-	var ids []string
+// createN makes up to n sessions of key B with opts. A 429 after the
+// first ends the list early (a per-key share may be smaller than an
+// attack asks), and says so in note; any other failure, or none made, is
+// an error.
+func createN(e *env, n int, opts map[string]any) (ids []string, note string, err error) {
 	for i := 0; i < n; i++ {
 		id, err := e.t.b.Create(opts)
+		if err != nil && len(ids) > 0 && isStatus(err, http.StatusTooManyRequests) {
+			return ids, fmt.Sprintf("; %d of %d sessions (then %v)", len(ids), n, err), nil
+		}
 		if err != nil {
 			e.t.removeAll(ids)
-			return nil, fmt.Errorf("creating key B's session %d of %d: %w", i+1, n, err)
+			return nil, "", fmt.Errorf("creating key B's session %d of %d: %w", i+1, n, err)
 		}
 		ids = append(ids, id)
 	}
-	return ids, nil
+	return ids, "", nil
 }
 
 func isStatus(err error, status int) bool {
@@ -273,7 +278,7 @@ func execLoops(ctx context.Context, e *env, ids []string, prog func(i int) []str
 
 // outputFloods (5): yes and 1-byte writes in B's sessions, two of each.
 func outputFloods(ctx context.Context, e *env) (func() string, error) {
-	ids, err := createN(e, 4, nil)
+	ids, short, err := createN(e, 4, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -284,24 +289,28 @@ func outputFloods(ctx context.Context, e *env) (func() string, error) {
 		return byteWrites(e.programSecs())
 	})
 	time.Sleep(rampWait)
-	return func() string { wait(); e.t.removeAll(ids); return "2 sessions of yes, 2 of 1-byte writes" }, nil
+	return func() string {
+		wait()
+		e.t.removeAll(ids)
+		return "sessions alternate yes and 1-byte writes" + short
+	}, nil
 }
 
 // egressAttack (6): connections refused by the egress proxy, as fast as
 // two proxy sessions can open them.
 func egressAttack(ctx context.Context, e *env) (func() string, error) {
-	ids, err := createN(e, 2, map[string]any{"network": map[string]any{"mode": "proxy"}})
+	ids, short, err := createN(e, 2, map[string]any{"network": map[string]any{"mode": "proxy"}})
 	if err != nil {
 		return nil, err
 	}
 	wait := execLoops(ctx, e, ids, func(int) []string { return egressFlood(e.programSecs()) })
 	time.Sleep(rampWait)
-	return func() string { wait(); e.t.removeAll(ids); return "2 proxy sessions" }, nil
+	return func() string { wait(); e.t.removeAll(ids); return fmt.Sprintf("%d proxy sessions%s", len(ids), short) }, nil
 }
 
 // tinyExecAttack (7): `true` as the exec of four sessions, back to back.
 func tinyExecAttack(ctx context.Context, e *env) (func() string, error) {
-	ids, err := createN(e, 4, nil)
+	ids, short, err := createN(e, 4, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -321,14 +330,14 @@ func tinyExecAttack(ctx context.Context, e *env) (func() string, error) {
 		wait()
 		d := time.Since(start)
 		e.t.removeAll(ids)
-		return fmt.Sprintf("4 sessions, %d execs (%.0f/s), %d failed", n.Load(), float64(n.Load())/d.Seconds(), failed.Load())
+		return fmt.Sprintf("%d sessions, %d execs (%.0f/s), %d failed%s", len(ids), n.Load(), float64(n.Load())/d.Seconds(), failed.Load(), short)
 	}, nil
 }
 
 // stalledStreams (4): B streams yes from two sessions and stops reading
 // after the first bytes.
 func stalledStreams(ctx context.Context, e *env) (func() string, error) {
-	ids, err := createN(e, e.o.streams, nil)
+	ids, short, err := createN(e, e.o.streams, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -344,5 +353,5 @@ func stalledStreams(ctx context.Context, e *env) (func() string, error) {
 		h.dial(e.t.srv.Addr, req)
 	}
 	time.Sleep(rampWait)
-	return func() string { note := h.close(); e.t.removeAll(ids); return note }, nil
+	return func() string { note := h.close(); e.t.removeAll(ids); return note + short }, nil
 }

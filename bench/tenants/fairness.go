@@ -26,9 +26,11 @@ type FairRow struct {
 	LastError string `json:"last_error,omitempty"`
 	// Ratio is P50 over the unloaded P50.
 	Ratio float64 `json:"ratio,omitempty"`
-	// Pass: within fairRatio of unloaded, and no errors.
-	Pass bool   `json:"pass"`
-	Note string `json:"note,omitempty"`
+	// Pass: within fairRatio of unloaded, and no errors (attacks only).
+	Pass bool `json:"pass"`
+	// Baseline marks an unloaded row, which has no target.
+	Baseline bool   `json:"baseline,omitempty"`
+	Note     string `json:"note,omitempty"`
 	// Skipped says why the attack could not be mounted.
 	Skipped string `json:"skipped,omitempty"`
 }
@@ -72,7 +74,7 @@ func fairness(o options, t *tenants) ([]FairRow, error) {
 	}
 	e := &env{t: t, o: o, window: o.window}
 	base := probe(t.a, id, o.window, o.probeMax)
-	base.Attack = "none (unloaded)"
+	base.Attack, base.Baseline = "none (unloaded)", true
 	rows := []FairRow{base}
 	for _, a := range attacks() {
 		if !o.wantsAttack(a.name) {
@@ -82,12 +84,12 @@ func fairness(o options, t *tenants) ([]FairRow, error) {
 		rows = append(rows, underAttack(e, a, id))
 	}
 	end := probe(t.a, id, o.window, o.probeMax)
-	end.Attack = "none (unloaded, at the end)"
+	end.Attack, end.Baseline = "none (unloaded, at the end)", true
 	rows = append(rows, end)
 	for i := range rows {
 		if rows[i].Skipped == "" && base.P50 > 0 {
 			rows[i].Ratio = rows[i].P50 / base.P50
-			rows[i].Pass = rows[i].Ratio <= fairRatio && rows[i].Errors == 0 && len(rows[i].Samples) > 0
+			rows[i].Pass = !rows[i].Baseline && rows[i].Ratio <= fairRatio && rows[i].Errors == 0 && len(rows[i].Samples) > 0
 		}
 	}
 	return rows, nil

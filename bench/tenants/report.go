@@ -64,8 +64,12 @@ func (r *Report) write(dir, label string) (string, error) {
 	return md, os.WriteFile(md, []byte(r.markdown()), 0o644)
 }
 
-func mark(pass bool) string {
-	if pass {
+// mark says whether a row met its target; a baseline row has none.
+func mark(pass, baseline bool) string {
+	switch {
+	case baseline:
+		return "(baseline)"
+	case pass:
 		return "yes"
 	}
 	return "**no**"
@@ -84,10 +88,50 @@ func (r *Report) markdown() string {
 	if len(r.ServeArgs)+len(r.Dropped) > 0 {
 		fmt.Fprintf(&b, "\nwarden serve flags: %v; dropped (not in this binary): %v.\n", r.ServeArgs, r.Dropped)
 	}
+	r.summaryMD(&b)
 	r.fairnessMD(&b)
 	r.hostMD(&b)
 	r.neighboursMD(&b)
 	return b.String()
+}
+
+// summaryMD counts the rows that met their targets.
+func (r *Report) summaryMD(b *strings.Builder) {
+	count := func(n, met int, what string) {
+		if n > 0 {
+			fmt.Fprintf(b, "- %s: %d of %d meet the target\n", what, met, n)
+		}
+	}
+	b.WriteString("\n## Summary\n\n")
+	n, met := 0, 0
+	for _, row := range r.Fairness {
+		if !row.Baseline {
+			n++
+			met += btoi(row.Pass)
+		}
+	}
+	count(n, met, "attacks on key A's exec latency")
+	n, met = 0, 0
+	for _, row := range r.HostCPU {
+		n++
+		met += btoi(row.Pass)
+	}
+	count(n, met, "host-CPU rows")
+	n, met = 0, 0
+	for _, row := range r.Neighbours {
+		if !row.Baseline {
+			n++
+			met += btoi(row.Pass)
+		}
+	}
+	count(n, met, "benign runs beside the neighbours (CLI, API)")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (r *Report) fairnessMD(b *strings.Builder) {
@@ -107,11 +151,11 @@ func (r *Report) fairnessMD(b *strings.Builder) {
 				measure.Pct(row.ErrorMS, 50), row.LastError)
 		}
 		if len(row.Samples) == 0 {
-			fmt.Fprintf(b, "| %s | 0 | | | | | %d | %s | %s |\n", row.Attack, row.Errors, mark(row.Pass), cell(note))
+			fmt.Fprintf(b, "| %s | 0 | | | | | %d | %s | %s |\n", row.Attack, row.Errors, mark(row.Pass, row.Baseline), cell(note))
 			continue
 		}
 		fmt.Fprintf(b, "| %s | %d | %.2f | %.2f | %.2f | %.2fx | %d | %s | %s |\n", row.Attack, len(row.Samples), row.P50, row.P90, row.P99,
-			row.Ratio, row.Errors, mark(row.Pass), cell(note))
+			row.Ratio, row.Errors, mark(row.Pass, row.Baseline), cell(note))
 	}
 }
 
@@ -135,7 +179,7 @@ func (r *Report) hostMD(b *strings.Builder) {
 			note = fmt.Sprintf("warden run %.3f s; ", row.SelfS) + note
 		}
 		fmt.Fprintf(b, "| %s | %s | %g | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", row.Mode, row.Pattern, row.CPUs, row.WallS,
-			row.QuotaS, row.SandboxS, row.HostS, row.Ratio, row.Excess, row.HostS/max(row.SandboxS, 1e-3), mark(row.Pass), cell(note))
+			row.QuotaS, row.SandboxS, row.HostS, row.Ratio, row.Excess, row.HostS/max(row.SandboxS, 1e-3), mark(row.Pass, false), cell(note))
 	}
 }
 
@@ -149,7 +193,7 @@ func (r *Report) neighboursMD(b *strings.Builder) {
 	b.WriteString("| mode | phase | n | p50 | p90 | ratio | errors | target met | note |\n|---|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, row := range r.Neighbours {
 		fmt.Fprintf(b, "| %s | %s | %d | %.2f | %.2f | %.2fx | %d | %s | %s |\n", row.Mode, row.Phase, len(row.Samples), row.P50, row.P90,
-			row.Ratio, row.Errors, mark(row.Pass), cell(row.Note))
+			row.Ratio, row.Errors, mark(row.Pass, row.Baseline), cell(row.Note))
 	}
 }
 
