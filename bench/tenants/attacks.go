@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -48,9 +49,10 @@ type heldConns struct {
 func (h *heldConns) dial(addr, request string) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err == nil {
-		_, err = c.Write([]byte(request))
-		if err != nil {
-			c.Close()
+		if _, err = c.Write([]byte(request)); err != nil {
+			if cerr := c.Close(); cerr != nil {
+				log.Printf("closing a connection that failed: %v", cerr)
+			}
 		}
 	}
 	h.mu.Lock()
@@ -80,7 +82,9 @@ func (h *heldConns) close() string {
 	conns := h.conns
 	h.mu.Unlock()
 	for _, c := range conns {
-		c.Close()
+		if err := c.Close(); err != nil {
+			log.Printf("closing a held connection: %v", err)
+		}
 	}
 	h.wg.Wait()
 	s := fmt.Sprintf("%d connections held", len(conns))

@@ -137,7 +137,11 @@ func run(o *options, extra []string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer slog.Close()
+	defer func() {
+		if err := slog.Close(); err != nil {
+			log.Printf("closing the server log: %v", err)
+		}
+	}()
 	t, err := startTenants(*o, slog)
 	if err != nil {
 		return nil, fmt.Errorf("starting warden serve: %w", err)

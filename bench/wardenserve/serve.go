@@ -104,7 +104,9 @@ const stopWait = 60 * time.Second
 // exited within stopWait, and removes its state directory (unmounting
 // workspaces a killed server left behind).
 func (s *Server) Stop() {
-	_ = s.Cmd.Process.Signal(os.Interrupt)
+	if err := s.Cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		log.Printf("interrupting warden serve (pid %d): %v", s.Cmd.Process.Pid, err)
+	}
 	select {
 	case <-s.done:
 	case <-time.After(stopWait):
@@ -120,7 +122,11 @@ func (s *Server) Stop() {
 	}
 	// Anything left in the group (nothing, when the server stopped in
 	// time) is the server's and goes with it.
-	_ = syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGKILL)
+	if err := syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGKILL); err == nil {
+		log.Printf("killed what warden serve (pid %d) left in its group", s.Cmd.Process.Pid)
+	} else if !errors.Is(err, syscall.ESRCH) {
+		log.Printf("killing warden serve's group %d: %v", s.Cmd.Process.Pid, err)
+	}
 	removeState(s.State)
 }
 
