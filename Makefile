@@ -6,7 +6,7 @@ BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc
 
-.PHONY: build run test fuzz deps dockerd bench benchmark vet clean
+.PHONY: build run test fuzz deps dockerd bench benchmark benchmark-tenants vet clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -71,3 +71,9 @@ clean:
 # (QUICK=1: the short form, under two minutes).
 benchmark: deps build
 	$(GO) run ./bench/harness $(if $(QUICK),--quick)
+
+# benchmark-tenants measures what hostile tenants cost each other and the
+# host (bench/README.md) into bench/results/tenants[-LABEL].md
+# (QUICK=1: the short form, under three minutes; LABEL=before|after|...).
+benchmark-tenants: build
+	$(GO) run ./bench/tenants --warden $(BIN) $(if $(QUICK),--quick) $(if $(LABEL),--label $(LABEL))

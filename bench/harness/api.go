@@ -1,117 +1,39 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warden-sandbox/warden/bench/wardenserve"
 )
 
-// server is one warden serve on loopback.
+// server is one warden serve on loopback, used without an API key.
 type server struct {
-	base  string
-	cmd   *exec.Cmd
-	state string
+	*wardenserve.Server
+	*wardenserve.Client
 }
+
+// requestTimeout bounds each request of the harness.
+const requestTimeout = 10 * time.Minute
 
 func startServer(warden, backend string, extra ...string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := wardenserve.Start(wardenserve.Options{Warden: warden, Backend: backend, Args: append([]string{"--max-sessions", "1024"}, extra...)})
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	state, err := os.MkdirTemp("", "bench-state-")
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"serve", "--backend", backend, "--listen", addr, "--max-sessions", "1024", "--state-dir", state}, extra...)
-	cmd := exec.Command(warden, args...)
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(state)
-		return nil, err
-	}
-	s := &server{base: "http://" + addr, cmd: cmd, state: state}
-	for i := 0; i < 200; i++ {
-		if resp, err := http.Get(s.base + "/healthz"); err == nil {
-			resp.Body.Close()
-			return s, nil
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	s.stop()
-	return nil, fmt.Errorf("warden serve --backend %s did not answer", backend)
+	return &server{Server: s, Client: s.Client("", requestTimeout)}, nil
 }
 
-func (s *server) stop() {
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-	// A server stopped in time removed its sessions' workspaces; one that
-	// was killed left them mounted, and RemoveAll stops at them.
-	_ = os.RemoveAll(s.state)
-}
+func (s *server) stop() { s.Stop() }
 
-// post sends body as JSON and decodes the answer into out.
-func (s *server) post(path string, body any, out any) error {
-	b, _ := json.Marshal(body)
-	resp, err := http.Post(s.base+path, "application/json", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e struct{ Error struct{ Message string } }
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, e.Error.Message)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
-}
+func (s *server) create() (string, error) { return s.Create(nil) }
 
-func (s *server) create() (string, error) {
-	var out struct{ ID string }
-	err := s.post("/v1/sessions", map[string]any{}, &out)
-	return out.ID, err
-}
+func (s *server) remove(id string) { s.Remove(id) }
 
-func (s *server) remove(id string) {
-	req, _ := http.NewRequest(http.MethodDelete, s.base+"/v1/sessions/"+id, nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
-	}
-}
-
-// python runs code in the session and fails on an exception.
-func (s *server) python(id, code string) error {
-	var r struct {
-		ExitCode int    `json:"exit_code"`
-		Stderr   string `json:"stderr"`
-		Error    string `json:"error"`
-	}
-	if err := s.post("/v1/sessions/"+id+"/exec", map[string]any{"language": "python", "code": code}, &r); err != nil {
-		return err
-	}
-	if r.ExitCode != 0 || r.Error != "" {
-		return fmt.Errorf("python %q: exit %d: %s%s", code, r.ExitCode, r.Error, tail([]byte(r.Stderr)))
-	}
-	return nil
-}
+func (s *server) python(id, code string) error { return s.Python(id, code) }
 
 // notebook is a 10-step analysis: data, transforms, statistics, a chart.
 var notebook = []string{
@@ -261,7 +183,7 @@ func backendMemory(o options, b string) []Row {
 			continue
 		}
 		row := Row{Workload: "g", Contender: "warden " + b, Unit: "MiB", X: n}
-		before := footprint(srv.cmd.Process.Pid, b == "docker")
+		before := footprint(srv.Cmd.Process.Pid, b == "docker")
 		var ids []string
 		for i := 0; i < n; i++ {
 			id, err := srv.create()
@@ -273,7 +195,7 @@ func backendMemory(o options, b string) []Row {
 		}
 		time.Sleep(time.Second)
 		if len(ids) > 0 {
-			row.Samples = []float64{float64(footprint(srv.cmd.Process.Pid, b == "docker")-before) / float64(len(ids)) / (1 << 20)}
+			row.Samples = []float64{float64(footprint(srv.Cmd.Process.Pid, b == "docker")-before) / float64(len(ids)) / (1 << 20)}
 		}
 		for _, id := range ids {
 			srv.remove(id)

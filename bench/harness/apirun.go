@@ -1,10 +1,6 @@
 package main
 
-import (
-	"fmt"
-	"strings"
-	"time"
-)
+import "fmt"
 
 // apiPool is the --pool of the API contenders: enough for the rounds of a
 // cold-start table, where the pool refills between runs; a burst of
@@ -13,22 +9,7 @@ const apiPool = 8
 
 // oneShot runs prog through POST /v1/run and returns the request's wall
 // time in ms, failing on anything but exit 0.
-func (s *server) oneShot(prog []string) (float64, error) {
-	var r struct {
-		ExitCode int    `json:"exit_code"`
-		Stderr   string `json:"stderr"`
-		Error    string `json:"error"`
-	}
-	start := time.Now()
-	if err := s.post("/v1/run", map[string]any{"command": prog}, &r); err != nil {
-		return 0, err
-	}
-	d := ms(time.Since(start))
-	if r.ExitCode != 0 || r.Error != "" {
-		return 0, fmt.Errorf("%s: exit %d: %s%s", strings.Join(prog, " "), r.ExitCode, r.Error, tail([]byte(r.Stderr)))
-	}
-	return d, nil
-}
+func (s *server) oneShot(prog []string) (float64, error) { return s.OneShot(prog) }
 
 // apiContender runs programs through a warden serve's one-shot API, with
 // pool sandboxes built ahead (or none): what an agent that calls Warden

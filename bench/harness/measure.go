@@ -6,10 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/warden-sandbox/warden/bench/measure"
 )
 
 // Row is one contender on one workload.
@@ -84,35 +84,9 @@ func (r *Report) add(ss ...Section) {
 	}
 }
 
-// machine describes where the run happened.
-func machine() string {
-	var uts [3]string
-	for i, f := range []string{"/proc/sys/kernel/osrelease", "/etc/debian_version", "/proc/meminfo"} {
-		b, _ := os.ReadFile(f)
-		uts[i] = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
-	}
-	return fmt.Sprintf("%d cores, Linux %s, Debian %s, %s, cgroup %s", runtime.NumCPU(), uts[0], uts[1],
-		strings.Join(strings.Fields(uts[2])[1:], " "), cgroupMode())
-}
+func machine() string { return measure.Machine() }
 
-func cgroupMode() string {
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		b, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
-		if len(strings.TrimSpace(string(b))) > 0 {
-			return "v2"
-		}
-	}
-	return "v1"
-}
-
-func pct(xs []float64, p int) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[min(len(s)-1, len(s)*p/100)]
-}
+func pct(xs []float64, p int) float64 { return measure.Pct(xs, p) }
 
 // timeArgv runs argv to its end and returns its wall time in ms.
 func timeArgv(argv []string) (float64, error) {
@@ -124,15 +98,9 @@ func timeArgv(argv []string) (float64, error) {
 	return ms(time.Since(start)), nil
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func ms(d time.Duration) float64 { return measure.MS(d) }
 
-func tail(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 300 {
-		s = "..." + s[len(s)-300:]
-	}
-	return s
-}
+func tail(b []byte) string { return measure.Tail(b) }
 
 // write puts results.json, results.md and the charts in dir. The charts
 // need Debian's python3 with matplotlib (make deps), not whatever

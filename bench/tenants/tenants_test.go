@@ -1,0 +1,60 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestParseFlags(t *testing.T) {
+	help := "Usage:\n  warden serve [flags]\n\nFlags:\n      --api-key-file string   file of API keys\n" +
+		"  -h, --help                  help for serve\n      --max-sessions-per-key int   sessions per key\n"
+	got := parseFlags(help)
+	for _, want := range []string{"api-key-file", "help", "max-sessions-per-key"} {
+		if !got[want] {
+			t.Errorf("parseFlags: %q missing from %v", want, got)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("parseFlags: got %v, want 3 flags", got)
+	}
+}
+
+func TestWantsAttack(t *testing.T) {
+	names := []string{"1a slow", "1b slow", "2 flood", "8 loris"}
+	for _, tc := range []struct {
+		attacks string
+		want    []string
+	}{
+		{"", names},
+		{"1", []string{"1a slow", "1b slow"}},
+		{"1b, 8", []string{"1b slow", "8 loris"}},
+		{"9", nil},
+	} {
+		o := options{attacks: tc.attacks}
+		var got []string
+		for _, n := range names {
+			if o.wantsAttack(n) {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("wantsAttack(%q): got %v, want %v", tc.attacks, got, tc.want)
+		}
+	}
+}
+
+func TestSpent(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after map[string]float64
+		want          float64
+	}{
+		{"growth", map[string]float64{"a": 1, "b": 2}, map[string]float64{"a": 1.5, "b": 2.25}, 0.75},
+		{"new thread counts from zero", map[string]float64{"a": 1}, map[string]float64{"a": 1, "c": 0.5}, 0.5},
+		{"gone thread counts nothing", map[string]float64{"a": 1, "b": 9}, map[string]float64{"a": 2}, 1},
+	} {
+		if got := spent(tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: spent = %g, want %g", tc.name, got, tc.want)
+		}
+	}
+}
