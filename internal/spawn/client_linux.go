@@ -254,15 +254,20 @@ func (cn *conn) read() {
 	for {
 		var r reply
 		files, err := recv(int(cn.fd.Fd()), &r)
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrNoDescriptors) {
 			cn.die()
 			return
 		}
-		cn.deliver(r, files)
+		cn.deliver(r, files, err)
 	}
 }
 
-func (cn *conn) deliver(r reply, files []*os.File) {
+// deliver hands a reply to its request. lost (ErrNoDescriptors) says the
+// descriptors that came with it are gone: the request fails with it, and
+// an init that was started nonetheless stays pending until its exit,
+// which follows once its caller, failing, closes the init's control
+// socket.
+func (cn *conn) deliver(r reply, files []*os.File, lost error) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	p, ok := cn.pending[r.ID]
@@ -271,7 +276,7 @@ func (cn *conn) deliver(r reply, files []*os.File) {
 		closeAll(files)
 	case !p.answered:
 		p.answered = true
-		p.started <- result{r: r, files: files}
+		p.started <- result{r: r, files: files, err: lost}
 		if r.Error != "" || r.Pid == 0 {
 			close(p.exited)
 			delete(cn.pending, r.ID)
