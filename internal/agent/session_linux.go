@@ -45,6 +45,9 @@ type Session struct {
 	closed bool
 	// settledOOMs counts OOM kills in exec cgroups already removed.
 	settledOOMs uint64
+	// stranded are exec cgroups that could not be cleared for want of
+	// descriptors (see retire).
+	stranded []cgroup.Cgroup
 
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
@@ -276,6 +279,7 @@ func (s *Session) teardown() error {
 		s.workspace.Close()
 		s.workspace = nil
 	}
+	s.clearStranded()
 	if s.f.Cgroup != nil {
 		_ = s.f.Cgroup.Kill()
 	}

@@ -158,7 +158,7 @@ func TestSpawnerSurvivesFullDescriptorTable(t *testing.T) {
 	first := c.conn.pid
 	t.Cleanup(func() { _ = syscall.Kill(c.conn.pid, syscall.SIGKILL) })
 
-	release := testhost.ExhaustFDs(t)
+	release := testhost.ExhaustFDs(t, 0)
 	ns, err = c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
 	release()
 	if err == nil {
@@ -194,7 +194,7 @@ func TestRecvKeepsAMessageWhoseDescriptorsWereLost(t *testing.T) {
 	if err := send(pair[0], request{ID: 7, Kind: "userns"}, os.Stdin); err != nil {
 		t.Fatal(err)
 	}
-	release := testhost.ExhaustFDs(t)
+	release := testhost.ExhaustFDs(t, 0)
 	var got request
 	files, err := recv(pair[1], &got)
 	release()

@@ -15,10 +15,11 @@ const maxFill = 4096
 // ExhaustFDs fills this process's descriptor table, as a server at its
 // RLIMIT_NOFILE under a flood of connections is: it lowers the soft limit
 // to just above the highest descriptor open now and opens copies of
-// /dev/null until the kernel answers EMFILE. The returned function (also
-// run at the test's end) closes them and restores the limit; call it
-// before anything else the test needs descriptors for.
-func ExhaustFDs(t testing.TB) (release func()) {
+// /dev/null until the kernel answers EMFILE, then closes spare of them, so
+// that exactly spare descriptors can still be opened. The returned
+// function (also run at the test's end) closes them and restores the
+// limit; call it before anything else the test needs descriptors for.
+func ExhaustFDs(t testing.TB, spare int) (release func()) {
 	t.Helper()
 	var old unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
@@ -48,6 +49,10 @@ func ExhaustFDs(t testing.TB) (release func()) {
 	for range maxFill {
 		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.EMFILE) {
+			for ; spare > 0 && len(held) > 0; spare-- {
+				unix.Close(held[len(held)-1])
+				held = held[:len(held)-1]
+			}
 			return release
 		}
 		if err != nil {
