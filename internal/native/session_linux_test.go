@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,5 +279,34 @@ while [ ! -e /tmp/ready ]; do sleep 0.01; done`
 		if e.IsDir() {
 			t.Errorf("exec cgroup %s is left after the exec ended", filepath.Join(dir, e.Name()))
 		}
+	}
+}
+
+// TestSessionDeathNamesItsCause kills a session's init from outside: the
+// session's error must say how the init ended, not only that the
+// connection to it closed.
+func TestSessionDeathNamesItsCause(t *testing.T) {
+	s := startTestSession(t)
+	if s.Cgroup() == nil || len(s.Cgroup().Placement().ThreadFiles) == 0 {
+		testhost.SkipOrFail(t, "no session cgroup to find the init in (cgroup v1 needed)")
+	}
+	procs, err := os.ReadFile(filepath.Join(filepath.Dir(s.Cgroup().Placement().ThreadFiles[0]), "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(procs)))
+	if err != nil {
+		t.Fatalf("the session cgroup holds %q, want the init's pid alone", procs)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session did not end after its init was killed")
+	}
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "its init ended: signal: killed") {
+		t.Errorf("Err() = %v, want it to say the init was killed", err)
 	}
 }

@@ -249,13 +249,17 @@ func (cn *conn) send(req request, files []*os.File) (*pending, error) {
 
 // read delivers replies until the spawner's end closes; then every
 // request still open fails, and every init it started counts as exited
-// (they die with the spawner).
+// (they die with the spawner). It alone closes the socket, once marked
+// dead: it receives on the descriptor's number, which, closed under it by
+// another goroutine, could meanwhile be a client's connection.
 func (cn *conn) read() {
+	fd := int(cn.fd.Fd())
 	for {
 		var r reply
-		files, err := recv(int(cn.fd.Fd()), &r)
+		files, err := recv(fd, &r)
 		if err != nil && !errors.Is(err, ErrNoDescriptors) {
 			cn.die()
+			cn.fd.Close()
 			return
 		}
 		cn.deliver(r, files, err)
@@ -304,5 +308,6 @@ func (cn *conn) fail() {
 		close(p.exited)
 		delete(cn.pending, id)
 	}
-	cn.fd.Close()
+	// Wakes read, which closes the socket.
+	_ = unix.Shutdown(int(cn.fd.Fd()), unix.SHUT_RDWR)
 }
