@@ -5,35 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
-
-// TestPacerWaits: a burst goes through at once, then each start waits for
-// its token, and time refills the bucket up to the burst only.
-func TestPacerWaits(t *testing.T) {
-	clock := time.Unix(0, 0)
-	p := newPacer(4, 2, func() time.Time { return clock })
-	steps := []struct {
-		advance time.Duration
-		want    time.Duration
-	}{
-		{0, 0},                      // burst
-		{0, 0},                      // burst
-		{0, 250 * time.Millisecond}, // one token at 4/s
-		{250 * time.Millisecond, 250 * time.Millisecond},
-		{10 * time.Second, 0}, // refilled, but to the burst only
-		{0, 0},
-		{0, 250 * time.Millisecond},
-	}
-	for i, st := range steps {
-		clock = clock.Add(st.advance)
-		if got := p.reserve(); got != st.want {
-			t.Errorf("step %d (after %v): wait %v, want %v", i, st.advance, got, st.want)
-		}
-	}
-}
 
 // TestExecPacedByQuota sends tiny execs to a session with the smallest
 // CPU quota: the burst runs at once, the next exec waits for its turn

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/pace"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -41,7 +42,7 @@ type session struct {
 	// gone is closed once close has finished.
 	gone chan struct{}
 	// pace paces exec starts (see execsPerCPUSecond); made on first use.
-	pace *pacer
+	pace *pace.Bucket
 }
 
 func (s *session) info() Info {
@@ -142,7 +143,7 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 	if err := s.begin(); err != nil {
 		return spec.Result{}, err
 	}
-	if err := s.pacer().wait(ctx); err != nil {
+	if err := s.pacer().Wait(ctx); err != nil {
 		s.abandon()
 		return spec.Result{}, err
 	}
@@ -174,7 +175,7 @@ func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.R
 }
 
 // pacer is the session's exec pacer, made on first use.
-func (s *session) pacer() *pacer {
+func (s *session) pacer() *pace.Bucket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pace == nil {
