@@ -344,6 +344,12 @@ type Language string
 // OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 // Result keeps the first `output_bytes` (`stdout_truncated`/
 // `stderr_truncated`), while a stream still carries all of it.
+// The maximums here are what any host could honour; the server's
+// operator sets lower ceilings (`warden serve --max-memory`, ...),
+// and a limit above one is a 400 whose message names the limit, the
+// ceiling and the flag that sets it. `pids` and `open_files` are
+// also at most the hard RLIMIT_NPROC and RLIMIT_NOFILE the server
+// was started with, which no sandbox can raise.
 type Limits struct {
 	// CPUTimeSeconds CPU seconds each process may use (RLIMIT_CPU); whole seconds.
 	CPUTimeSeconds float64 `json:"cpu_time_seconds,omitempty,omitzero"`
@@ -539,6 +545,12 @@ type RunRequest struct {
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
 	// `stderr_truncated`), while a stream still carries all of it.
+	// The maximums here are what any host could honour; the server's
+	// operator sets lower ceilings (`warden serve --max-memory`, ...),
+	// and a limit above one is a 400 whose message names the limit, the
+	// ceiling and the flag that sets it. `pids` and `open_files` are
+	// also at most the hard RLIMIT_NPROC and RLIMIT_NOFILE the server
+	// was started with, which no sandbox can raise.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -576,6 +588,12 @@ type SessionInfo struct {
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
 	// `stderr_truncated`), while a stream still carries all of it.
+	// The maximums here are what any host could honour; the server's
+	// operator sets lower ceilings (`warden serve --max-memory`, ...),
+	// and a limit above one is a 400 whose message names the limit, the
+	// ceiling and the flag that sets it. `pids` and `open_files` are
+	// also at most the hard RLIMIT_NPROC and RLIMIT_NOFILE the server
+	// was started with, which no sandbox can raise.
 	Limits Limits `json:"limits"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -604,7 +622,7 @@ type SessionCreate struct {
 	// cannot bound map keys).
 	Env Env `json:"env,omitempty,omitzero"`
 
-	// IdleTimeoutSeconds Close the session after this many seconds without an exec or file operation.
+	// IdleTimeoutSeconds Close the session after this many seconds without an exec or file operation. At most the server's `--max-idle-timeout` (an hour by default).
 	IdleTimeoutSeconds float64 `json:"idle_timeout_seconds,omitempty,omitzero"`
 
 	// Limits Resource limits. Every field is optional; an omitted field gets the
@@ -613,6 +631,12 @@ type SessionCreate struct {
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
 	// `stderr_truncated`), while a stream still carries all of it.
+	// The maximums here are what any host could honour; the server's
+	// operator sets lower ceilings (`warden serve --max-memory`, ...),
+	// and a limit above one is a 400 whose message names the limit, the
+	// ceiling and the flag that sets it. `pids` and `open_files` are
+	// also at most the hard RLIMIT_NPROC and RLIMIT_NOFILE the server
+	// was started with, which no sandbox can raise.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -621,7 +645,7 @@ type SessionCreate struct {
 	// the hosts in `allow`.
 	Network Network `json:"network,omitempty,omitzero"`
 
-	// TTLSeconds The session's longest life in seconds, counted from creation; it is closed at `expires_at` even if busy.
+	// TTLSeconds The session's longest life in seconds, counted from creation; it is closed at `expires_at` even if busy. At most the server's `--max-ttl` (6 hours by default).
 	TTLSeconds float64 `json:"ttl_seconds,omitempty,omitzero"`
 }
 

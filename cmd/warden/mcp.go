@@ -25,15 +25,16 @@ type mcpOptions struct {
 	backend      string
 	backendOpts  sandbox.BackendOptions
 	limits       spec.Limits
-	maxTimeout   time.Duration
+	ceilings     spec.Ceilings
 	maxSessions  int
 	ttl, idle    time.Duration
+	caps         sessionCaps
 	allowNetwork bool
 	verbose      bool
 }
 
 func newMCPCmd() *cobra.Command {
-	o := &mcpOptions{limits: spec.DefaultLimits, maxTimeout: wardenmcp.DefaultMaxTimeout}
+	o := &mcpOptions{limits: spec.DefaultLimits, ceilings: sandbox.DefaultCeilings()}
 	o.limits.Timeout = 30 * time.Second
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -44,7 +45,9 @@ Sandboxes run in this process; the client starts it as a command, e.g.
   claude mcp add warden -- warden mcp
 Sessions the client creates are deleted when it disconnects. Logs go to
 stderr. Sandboxes have no network unless --allow-network lets a session ask
-for an allowlist. The same tools are served over HTTP at /mcp by warden serve.`,
+for an allowlist. The same tools are served over HTTP at /mcp by warden serve.
+The limits (--memory, --timeout, ...) must fit the ceilings (--max-*, defaults
+sized for this host), which also bound what a call may ask for.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
 	}
@@ -53,7 +56,6 @@ for an allowlist. The same tools are served over HTTP at /mcp by warden serve.`,
 	addBackendFlags(f, &o.backendOpts)
 	l := &o.limits
 	f.Var(durationFlag{&l.Timeout}, "timeout", "default time limit of each tool call")
-	f.Var(durationFlag{&o.maxTimeout}, "max-timeout", "longest timeout_seconds a call may ask for")
 	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit of each sandbox, tmpfs included (0: none)")
 	f.Var(cpusFlag{&l.CPUs}, "cpus", "CPU bandwidth of each sandbox in cores (0: none)")
 	f.Int64Var(&l.Pids, "pids", l.Pids, "processes and threads of each sandbox (0: none)")
@@ -61,6 +63,8 @@ for an allowlist. The same tools are served over HTTP at /mcp by warden serve.`,
 	f.IntVar(&o.maxSessions, "max-sessions", 8, "sessions and one-off runs alive at once")
 	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
+	addSessionCapFlags(f, &o.caps)
+	addCeilingFlags(f, &o.ceilings)
 	f.BoolVar(&o.allowNetwork, "allow-network", false, "let create_session give a sandbox egress to an allowlist of hosts")
 	f.BoolVar(&o.verbose, "verbose", false, "log MCP sessions connecting and ending, not just warnings, to stderr")
 	return cmd
@@ -74,11 +78,17 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	if o.limits.Timeout <= 0 {
 		return errors.New("--timeout must be positive: a call without a time limit could hold its sandbox forever")
 	}
-	if o.maxTimeout < time.Second {
-		return fmt.Errorf("--max-timeout %s is too short: calls ask for whole seconds, so use at least 1s", o.maxTimeout)
+	if t := o.ceilings.Timeout; t != 0 && t < time.Second {
+		return fmt.Errorf("--max-timeout %s is too short: calls ask for whole seconds, so use at least 1s", t)
 	}
-	if o.limits.Timeout > o.maxTimeout {
-		return fmt.Errorf("--timeout %s is longer than --max-timeout %s: raise --max-timeout or lower --timeout", o.limits.Timeout, o.maxTimeout)
+	// The pool's spec is what the tools build, so Validate checks the
+	// limit flags against the ceilings.
+	cfg := sandbox.Config{
+		MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
+		PoolSpec: spec.Spec{Limits: o.limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	if o.verbose {
@@ -92,10 +102,10 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mgr := sandbox.NewManager(backend, sandbox.Config{MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle})
+	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	err = wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{
-		Owner: mcpOwner, Limits: o.limits, MaxTimeout: o.maxTimeout, AllowNetwork: o.allowNetwork, Version: version, Logger: log,
+		Owner: mcpOwner, Limits: o.limits, MaxTimeout: mcpMaxTimeout(o.ceilings), AllowNetwork: o.allowNetwork, Version: version, Logger: log,
 	})
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return nil // a signal is the ordinary way to stop

@@ -35,13 +35,15 @@ type serveOptions struct {
 	pool        int
 	ttl         time.Duration
 	idle        time.Duration
+	caps        sessionCaps
+	ceilings    spec.Ceilings
 	verbose     bool
 	shutdown    time.Duration
 	stateDir    string
 }
 
 func newServeCmd() *cobra.Command {
-	var o serveOptions
+	o := serveOptions{ceilings: sandbox.DefaultCeilings()}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API: sessions, execs, files, one-shot runs",
@@ -49,7 +51,16 @@ func newServeCmd() *cobra.Command {
 Streamable HTTP at /mcp. API keys come from
 --api-key-file (one per line) or WARDEN_API_KEYS (comma-separated); each key
 sees only the sessions it created. Without keys the server accepts anyone, so
-it refuses to listen anywhere but loopback.`,
+it refuses to listen anywhere but loopback.
+
+No key can starve the others: unless --max-sessions-per-key says otherwise,
+each key may hold --max-sessions divided by the number of keys, rounded down
+(at least 1), so whatever the other keys hold, every key can still create its
+whole share (the share is logged at start). Sandboxes built ahead (--pool)
+count for no key. The /mcp endpoint acts for the key's tenant under the same
+share. A request may not ask for more than the operator's ceilings (--max-*,
+defaults sized for this host: memory and disk a quarter of its RAM, CPUs its
+cores); above one it is answered 400 naming the limit and the flag.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), o) },
 	}
@@ -59,10 +70,12 @@ it refuses to listen anywhere but loopback.`,
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
-	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: only --max-sessions)")
+	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: --max-sessions divided by the number of keys, rounded down)")
 	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
 	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
+	addSessionCapFlags(f, &o.caps)
+	addCeilingFlags(f, &o.ceilings)
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), `where session records and workspaces are kept, so they outlive a crash of the server ("none": keep nothing)`)
@@ -83,6 +96,18 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var srv *server.Server
+	cfg := sandbox.Config{
+		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: countKeys(keys), Pool: o.pool,
+		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
+		OnReap: func(reason string) {
+			if srv != nil {
+				srv.ObserveReap(reason)
+			}
+		},
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	o.backendOpts.Server = true
 	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {
@@ -96,14 +121,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	if store != nil {
 		defer store.Close()
 	}
-	cfg := sandbox.Config{
-		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Pool: o.pool, DefaultTTL: o.ttl, DefaultIdle: o.idle,
-		OnReap: func(reason string) {
-			if srv != nil {
-				srv.ObserveReap(reason)
-			}
-		},
-	}
 	if store != nil {
 		cfg.Store = store
 		cfg.OnStoreError = func(err error) { log.Error("state directory", "err", err) }
@@ -111,10 +128,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	reportState(log, store, mgr)
+	reportShare(log, cfg.Owners, o.maxSessions, mgr.PerOwner())
 	// MCP clients get the API's own defaults and, as the API lets a key
 	// ask for an egress allowlist, so may they; a key's tenant owns them.
 	mcpHandler := wardenmcp.HTTPHandler(mgr, wardenmcp.Options{
-		Limits: spec.DefaultLimits, AllowNetwork: true, Version: version, Logger: log,
+		Limits: spec.DefaultLimits, MaxTimeout: mcpMaxTimeout(o.ceilings), AllowNetwork: true, Version: version, Logger: log,
 	}, server.OwnerFrom)
 	srv, err = server.New(mgr, server.Config{
 		Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
@@ -143,6 +161,26 @@ func serve(ctx context.Context, o serveOptions) error {
 		fmt.Fprintln(os.Stderr, "warden: stopped; every session ended and was cleaned up")
 	}
 	return err
+}
+
+// countKeys is how many tenants keys make: a key listed twice is one.
+func countKeys(keys []string) int {
+	seen := map[string]bool{}
+	for _, k := range keys {
+		seen[k] = true
+	}
+	return len(seen)
+}
+
+// reportShare logs how many sessions and runs each key may hold, and
+// warns when the shares add up to more than there are slots, so a key
+// may find them all taken by the others.
+func reportShare(log *slog.Logger, keys, maxSessions, share int) {
+	log.Info("sessions and runs per API key", "share", share, "keys", keys, "max_sessions", maxSessions)
+	if keys > 1 && keys*share > maxSessions {
+		log.Warn("the keys' shares add up to more than --max-sessions: a key may find every slot taken by the others; raise --max-sessions or lower --max-sessions-per-key",
+			"keys", keys, "share", share, "max_sessions", maxSessions)
+	}
 }
 
 // leftBehind lists this process's sandbox cgroups that still exist.

@@ -40,10 +40,9 @@ type Sessions interface {
 // The real Manager must keep satisfying what the tools need.
 var _ Sessions = (*sandbox.Manager)(nil)
 
-// DefaultMaxTimeout is the default cap on a call's timeout_seconds: long
-// enough for a model fitting or a package build, short enough that a
-// forgotten loop cannot hold a session for long.
-const DefaultMaxTimeout = 10 * time.Minute
+// DefaultMaxTimeout is the default cap on a call's timeout_seconds, the
+// Manager's own default timeout ceiling.
+const DefaultMaxTimeout = sandbox.DefaultMaxTimeout
 
 // Options say whom sandboxes belong to and what they may use. Zero fields
 // take safe defaults: spec.DefaultLimits, no network.

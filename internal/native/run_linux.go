@@ -112,6 +112,9 @@ func (b *box) prepare() error {
 	if b.ids, err = newIDMapping(); err != nil {
 		return err
 	}
+	if err := checkHardLimits(b.spec.Limits, b.nproc()); err != nil {
+		return err
+	}
 	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname); err != nil {
 		return fmt.Errorf("preparing the sandbox's /etc: %w", err)
 	}
@@ -316,12 +319,19 @@ func (b *box) nullStdio() error {
 	return nil
 }
 
-func (b *box) config() nsinit.Config {
-	l := b.spec.Limits
-	nproc := uint64(l.Pids)
+// nproc is the init's RLIMIT_NPROC: the program's pids, plus the init's
+// own tasks rootless, where the user namespace's count includes them.
+func (b *box) nproc() uint64 {
+	nproc := uint64(b.spec.Limits.Pids)
 	if nproc > 0 && b.ids.rootless {
 		nproc += initTasks
 	}
+	return nproc
+}
+
+func (b *box) config() nsinit.Config {
+	l := b.spec.Limits
+	nproc := b.nproc()
 	return nsinit.Config{
 		Command:          b.spec.Command,
 		Env:              b.env(b.spec.Env),

@@ -18,13 +18,23 @@ type Config struct {
 	// past it Create and Run fail at once with ErrTooMany, never queue.
 	MaxSessions int
 	// MaxPerOwner caps what one owner (one API key) may hold of
-	// MaxSessions, so one tenant cannot take every slot; zero means no
-	// cap of its own.
+	// MaxSessions, so one tenant cannot take every slot; zero means
+	// Share(MaxSessions, Owners). Pooled boxes count for nobody.
 	MaxPerOwner int
-	// DefaultTTL (1h) and MaxTTL (24h) bound a session's life.
+	// Owners is how many owners (API keys) may use the Manager, for the
+	// default share; zero or one leaves the one owner every slot.
+	Owners int
+	// DefaultTTL (1h) is a session's life when it asks for none; MaxTTL
+	// (DefaultMaxTTL) is the longest it may ask for.
 	DefaultTTL, MaxTTL time.Duration
-	// DefaultIdle (10m) ends a session no one used for that long.
-	DefaultIdle time.Duration
+	// DefaultIdle (10m) ends a session no one used for that long; MaxIdle
+	// (DefaultMaxIdle) is the longest idle timeout it may ask for.
+	DefaultIdle, MaxIdle time.Duration
+	// Ceilings bound the limits any sandbox, session or exec may ask for
+	// (none when zero; see DefaultCeilings). Every front end's request
+	// passes through the Manager, so this is the one place they are
+	// checked.
+	Ceilings spec.Ceilings
 	// ReapEvery is how often expiry is checked (1s).
 	ReapEvery time.Duration
 	// Pool keeps this many sandboxes built ahead with the default
@@ -53,14 +63,20 @@ func (c Config) withDefaults() Config {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 64
 	}
+	if c.MaxPerOwner == 0 {
+		c.MaxPerOwner = Share(c.MaxSessions, c.Owners)
+	}
 	if c.DefaultTTL <= 0 {
 		c.DefaultTTL = time.Hour
 	}
 	if c.MaxTTL <= 0 {
-		c.MaxTTL = 24 * time.Hour
+		c.MaxTTL = DefaultMaxTTL
 	}
 	if c.DefaultIdle <= 0 {
 		c.DefaultIdle = 10 * time.Minute
+	}
+	if c.MaxIdle <= 0 {
+		c.MaxIdle = DefaultMaxIdle
 	}
 	if c.ReapEvery <= 0 {
 		c.ReapEvery = time.Second
@@ -126,6 +142,9 @@ func NewManager(b Backend, cfg Config) *Manager {
 	go m.reapLoop()
 	return m
 }
+
+// PerOwner is how many sessions and runs one owner may hold at once.
+func (m *Manager) PerOwner() int { return m.cfg.MaxPerOwner }
 
 // Recovered says what NewManager found in the Store.
 func (m *Manager) Recovered() Recovery { return m.recovery }
@@ -213,12 +232,15 @@ func (m *Manager) newSessionSpec(o SessionOptions) (spec.Spec, error) {
 		s.Network.Mode = spec.NetNone
 	}
 	if o.TTL < 0 || o.TTL > m.cfg.MaxTTL {
-		return s, fmt.Errorf("%w: ttl %v is out of range: use up to %v", spec.ErrInvalid, o.TTL, m.cfg.MaxTTL)
+		return s, fmt.Errorf("%w: ttl %v is out of range: use up to %v, this server's ceiling (set by --max-ttl)", spec.ErrInvalid, o.TTL, m.cfg.MaxTTL)
 	}
-	if o.IdleTimeout < 0 || o.IdleTimeout > m.cfg.MaxTTL {
-		return s, fmt.Errorf("%w: idle timeout %v is out of range: use up to %v", spec.ErrInvalid, o.IdleTimeout, m.cfg.MaxTTL)
+	if o.IdleTimeout < 0 || o.IdleTimeout > m.cfg.MaxIdle {
+		return s, fmt.Errorf("%w: idle timeout %v is out of range: use up to %v, this server's ceiling (set by --max-idle-timeout)", spec.ErrInvalid, o.IdleTimeout, m.cfg.MaxIdle)
 	}
-	return s, s.ValidateSandbox()
+	if err := s.ValidateSandbox(); err != nil {
+		return s, err
+	}
+	return s, m.cfg.Ceilings.Check(s.Limits)
 }
 
 func (m *Manager) ttl(d time.Duration) time.Duration {
@@ -330,8 +352,12 @@ func (m *Manager) end(s *session) error {
 	return err
 }
 
-// Exec runs one step in owner's session.
+// Exec runs one step in owner's session; its own timeout must be under
+// the timeout ceiling, as the session's was.
 func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, live Stream) (spec.Result, error) {
+	if err := m.cfg.Ceilings.CheckTimeout(req.Timeout); err != nil {
+		return spec.Result{}, err
+	}
 	s, err := m.lookup(owner, id)
 	if err != nil {
 		return spec.Result{}, err
@@ -396,6 +422,9 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 		s.Limits.Timeout = req.Timeout
 	}
 	if err := s.Validate(); err != nil {
+		return spec.Result{}, err
+	}
+	if err := m.cfg.Ceilings.CheckTimeout(req.Timeout); err != nil {
 		return spec.Result{}, err
 	}
 	if err := m.acquire(owner, true); err != nil {

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// addCeilingFlags adds a flag per spec.CeilingFields entry (--max-memory,
+// --max-pids, ...) setting c, whose values are the defaults shown.
+func addCeilingFlags(f *pflag.FlagSet, c *spec.Ceilings) {
+	l := (*spec.Limits)(c)
+	for _, cf := range spec.CeilingFields {
+		usage := cf.Usage + " (0: no ceiling)"
+		switch p := cf.Field(l).(type) {
+		case *int64:
+			if cf.Size {
+				f.Var(sizeFlag{p}, cf.Flag, usage)
+			} else {
+				f.Int64Var(p, cf.Flag, *p, usage)
+			}
+		case *float64:
+			f.Var(cpusFlag{p}, cf.Flag, usage)
+		case *time.Duration:
+			f.Var(durationFlag{p}, cf.Flag, usage)
+		default:
+			panic(fmt.Sprintf("ceiling %s has a field of type %T", cf.Name, p))
+		}
+	}
+}
+
+// sessionCaps are the longest ttl and idle timeout a session may ask for.
+type sessionCaps struct{ ttl, idle time.Duration }
+
+func addSessionCapFlags(f *pflag.FlagSet, c *sessionCaps) {
+	c.ttl, c.idle = sandbox.DefaultMaxTTL, sandbox.DefaultMaxIdle
+	f.DurationVar(&c.ttl, "max-ttl", c.ttl, "longest lifetime a session may ask for")
+	f.DurationVar(&c.idle, "max-idle-timeout", c.idle, "longest idle timeout a session may ask for")
+}
+
+// mcpMaxTimeout is the longest timeout_seconds the MCP tools offer: the
+// timeout ceiling, or the spec's own bound when there is none.
+func mcpMaxTimeout(c spec.Ceilings) time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return spec.MaxTimeout
+}

@@ -1,0 +1,185 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// fill creates sessions for owner until the Manager refuses one, and
+// returns how many it got; it stops after limit tries.
+func fill(t *testing.T, m *Manager, owner string, limit int) int {
+	t.Helper()
+	for n := range limit {
+		if _, err := m.Create(context.Background(), owner, defaultOptions()); err != nil {
+			if !errors.Is(err, ErrTooMany) {
+				t.Fatalf("%s's session %d: %v, want a session or ErrTooMany", owner, n, err)
+			}
+			return n
+		}
+	}
+	return limit
+}
+
+// TestDefaultShareLeavesEveryOwnerRoom: with the default share, owners
+// that take all they can never leave the last one less than its share.
+func TestDefaultShareLeavesEveryOwnerRoom(t *testing.T) {
+	tests := []struct{ sessions, owners, share int }{
+		{64, 1, 64},
+		{64, 2, 32},
+		{64, 3, 21},
+		{10, 4, 2},
+		{64, 40, 1},
+		{5, 5, 1},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d sessions %d owners", tt.sessions, tt.owners), func(t *testing.T) {
+			m, _ := newTestManager(t, Config{MaxSessions: tt.sessions, Owners: tt.owners})
+			if got := m.PerOwner(); got != tt.share {
+				t.Errorf("PerOwner() = %d, want %d", got, tt.share)
+			}
+			for i := range tt.owners - 1 {
+				if got := fill(t, m, fmt.Sprint("greedy", i), tt.sessions+1); got != tt.share {
+					t.Errorf("greedy owner %d got %d sessions, want its share %d", i, got, tt.share)
+				}
+			}
+			if got := fill(t, m, "last", tt.sessions+1); got != tt.share {
+				t.Errorf("the last owner got %d sessions, want its share %d", got, tt.share)
+			}
+		})
+	}
+}
+
+func TestShareMessageNamesTheKey(t *testing.T) {
+	m, _ := newTestManager(t, Config{MaxSessions: 4, Owners: 2})
+	fill(t, m, "alice", 3)
+	_, err := m.Run(context.Background(), "alice", defaultOptions(), ExecRequest{Command: []string{"true"}}, Stream{})
+	if !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "this key holds 2 sessions and runs, its limit is 2") {
+		t.Errorf("Run() past the share = %v, want ErrTooMany naming the key's limit", err)
+	}
+	if _, err := m.Run(context.Background(), "bob", defaultOptions(), ExecRequest{Command: []string{"true"}}, Stream{}); err != nil {
+		t.Errorf("bob's Run() = %v, want a run", err)
+	}
+}
+
+// TestPooledBoxesCountForNobody: boxes built ahead take no owner's slot.
+func TestPooledBoxesCountForNobody(t *testing.T) {
+	m, b := newTestManager(t, Config{MaxSessions: 2, Owners: 2, Pool: 2})
+	if !waitUntil(func() bool { return b.alive() == 2 }) {
+		t.Fatalf("%d boxes alive, want the pool's 2", b.alive())
+	}
+	if got := fill(t, m, "alice", 3); got != 1 {
+		t.Errorf("alice got %d sessions beside a full pool, want her share 1", got)
+	}
+}
+
+func TestSessionLifeCaps(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		o    func(*SessionOptions)
+		want string
+	}{
+		{"a day's ttl by default", Config{}, func(o *SessionOptions) { o.TTL = 24 * time.Hour }, "ttl 24h0m0s is out of range: use up to 6h0m0s, this server's ceiling (set by --max-ttl)"},
+		{"ttl at the cap", Config{}, func(o *SessionOptions) { o.TTL = DefaultMaxTTL }, ""},
+		{"a day's idle by default", Config{}, func(o *SessionOptions) { o.IdleTimeout = 24 * time.Hour }, "idle timeout 24h0m0s is out of range: use up to 1h0m0s, this server's ceiling (set by --max-idle-timeout)"},
+		{"idle at the cap", Config{}, func(o *SessionOptions) { o.IdleTimeout = DefaultMaxIdle }, ""},
+		{"idle over a set cap", Config{MaxIdle: time.Minute}, func(o *SessionOptions) { o.IdleTimeout = 2 * time.Minute }, "use up to 1m0s"},
+		{"ttl over a set cap", Config{MaxTTL: time.Minute}, func(o *SessionOptions) { o.TTL = 2 * time.Minute }, "use up to 1m0s"},
+	}
+	for _, tt := range tests {
+		m, _ := newTestManager(t, tt.cfg)
+		o := defaultOptions()
+		tt.o(&o)
+		_, err := m.Create(context.Background(), "alice", o)
+		checkInvalid(t, tt.name, err, tt.want)
+	}
+}
+
+// checkInvalid wants err nil when want is empty, else ErrInvalid with
+// want in its message.
+func checkInvalid(t *testing.T, name string, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%s: got %v, want no error", name, err)
+	case want != "" && (err == nil || !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), want)):
+		t.Errorf("%s: got %v, want ErrInvalid containing %q", name, err, want)
+	}
+}
+
+// TestManagerCeilings: every way in (a session, a run, an exec's own
+// timeout) meets the same ceilings.
+func TestManagerCeilings(t *testing.T) {
+	ceilings := spec.Ceilings{Timeout: time.Minute, MemoryBytes: spec.GiB, Pids: 512}
+	m, _ := newTestManager(t, Config{Ceilings: ceilings})
+	ctx := context.Background()
+	big := defaultOptions()
+	big.Limits.MemoryBytes = 64 * spec.GiB
+	const wantMemory = "memory 64GiB is above this server's ceiling of 1GiB (set by --max-memory): ask for at most 1GiB"
+	_, err := m.Create(ctx, "alice", big)
+	checkInvalid(t, "Create", err, wantMemory)
+	_, err = m.Run(ctx, "alice", big, ExecRequest{Command: []string{"true"}}, Stream{})
+	checkInvalid(t, "Run", err, wantMemory)
+	_, err = m.Run(ctx, "alice", defaultOptions(), ExecRequest{Command: []string{"true"}, Timeout: time.Hour}, Stream{})
+	checkInvalid(t, "Run's timeout", err, "timeout 1h0m0s is above this server's ceiling of 1m0s (set by --max-timeout)")
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatalf("Create() with the defaults = %v", err)
+	}
+	_, err = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}, Timeout: time.Hour}, Stream{})
+	checkInvalid(t, "Exec's timeout", err, "timeout 1h0m0s is above this server's ceiling of 1m0s (set by --max-timeout)")
+	_, err = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}, Timeout: time.Minute}, Stream{})
+	checkInvalid(t, "Exec at the ceiling", err, "")
+	m.mu.Lock()
+	n := m.active
+	m.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d slots held after the refusals, want 1", n)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"defaults", Config{Ceilings: DefaultCeilings()}, ""},
+		{"ttl over its cap", Config{DefaultTTL: 8 * time.Hour}, "the default ttl 8h0m0s is longer than --max-ttl 6h0m0s"},
+		{"idle over its cap", Config{DefaultIdle: 2 * time.Hour}, "longer than --max-idle-timeout 1h0m0s"},
+		{"negative share", Config{MaxPerOwner: -1}, "--max-sessions-per-key -1 is negative"},
+		{"pool over a ceiling", Config{Ceilings: spec.Ceilings{MemoryBytes: 256 * spec.MiB}},
+			"memory 512MiB is above this server's ceiling of 256MiB (set by --max-memory)"},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: Validate() = %v, want nil", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: Validate() = %v, want an error containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestDefaultCeilingsFitTheHost: CPUs no more than the host's cores, and
+// nothing below what a request asking for nothing gets.
+func TestDefaultCeilingsFitTheHost(t *testing.T) {
+	c := DefaultCeilings()
+	if c.CPUs < 1 || c.CPUs > float64(runtime.NumCPU()) {
+		t.Errorf("cpus ceiling %g, want 1 up to the host's %d cores", c.CPUs, runtime.NumCPU())
+	}
+	if ram, err := hostMemory(); err == nil && c.MemoryBytes > max(ram/4, spec.DefaultLimits.MemoryBytes) {
+		t.Errorf("memory ceiling %s is more than a quarter of the host's %s", spec.FormatSize(c.MemoryBytes), spec.FormatSize(ram))
+	}
+	if err := c.Check(spec.DefaultLimits); err != nil {
+		t.Errorf("the default limits do not fit the default ceilings: %v", err)
+	}
+}
