@@ -53,7 +53,7 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	}
 	x, err := newExecPipes(stdio.Stdin != nil)
 	if err != nil {
-		return spec.Result{}, err
+		return spec.Result{}, descriptorError(err)
 	}
 	defer x.close()
 	begin := time.Now()

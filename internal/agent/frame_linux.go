@@ -43,6 +43,10 @@ type Frame struct {
 	Kill    func()
 	Exited  <-chan struct{}
 	Cleanup func()
+	// Ended says how the box's init ended ("signal: killed"), once
+	// Exited is closed, for the session's Err; nil where the backend
+	// cannot tell.
+	Ended func() string
 }
 
 // BoxedConfig is the Config a boxed init gets for a session of s: the
@@ -66,6 +70,8 @@ func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
 	}
 	if s.Network.Mode == spec.NetProxy {
 		cfg.EgressPort, cfg.EgressRelay = EgressPort, relay
+		cfg.EgressRate = egress.ConnRate(l.CPUs)
+		cfg.EgressBurst = egress.ConnBurst(cfg.EgressRate)
 	}
 	return cfg
 }

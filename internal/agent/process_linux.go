@@ -71,11 +71,15 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	}
 	s.nextID++
 	p := &Process{s: s, id: s.nextID, started: make(chan struct{}), done: make(chan struct{})}
+	stranded := len(s.stranded) > 0
 	s.mu.Unlock()
+	if stranded {
+		s.clearStranded()
+	}
 
 	cg, tasks, err := s.execCgroup(p.id)
 	if err != nil {
-		return nil, err
+		return nil, descriptorError(err)
 	}
 	// Published only now, with its cgroup set: from here on events and
 	// Usage may read it.
@@ -97,7 +101,7 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	if err != nil {
 		s.forget(p)
 		p.settle(nil, nsinit.Event{})
-		return nil, err
+		return nil, descriptorError(err)
 	}
 	return p, p.awaitStart(ctx)
 }
@@ -153,9 +157,7 @@ func (p *Process) markStarted(pid int) {
 func (p *Process) settle(st *nsinit.Status, e nsinit.Event) {
 	p.once.Do(func() {
 		if p.cg != nil {
-			stats, _ := p.cg.Stats()
-			_ = p.cg.Kill()
-			_ = p.cg.Delete()
+			stats := p.s.retire(p.cg)
 			p.mu.Lock()
 			p.stats = stats
 			p.mu.Unlock()

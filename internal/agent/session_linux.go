@@ -45,6 +45,9 @@ type Session struct {
 	closed bool
 	// settledOOMs counts OOM kills in exec cgroups already removed.
 	settledOOMs uint64
+	// stranded are exec cgroups that could not be cleared for want of
+	// descriptors (see retire).
+	stranded []cgroup.Cgroup
 
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
@@ -141,8 +144,31 @@ func (s *Session) readEvents(ready chan<- error) {
 	}
 	if first {
 		ready <- end
+	} else {
+		end = s.withInitEnd(end)
 	}
 	s.end(end)
+}
+
+// initEndWait bounds the wait for the init to be reaped once its agent
+// hung up, to say how it ended.
+const initEndWait = 2 * time.Second
+
+// withInitEnd adds to err, why the agent stopped answering, how the init
+// ended where the backend can tell: a session that died is then reported
+// with its real cause (killed, exited, its spawner gone).
+func (s *Session) withInitEnd(err error) error {
+	if s.f.Ended == nil {
+		return err
+	}
+	t := time.NewTimer(initEndWait)
+	defer t.Stop()
+	select {
+	case <-s.f.Exited:
+		return fmt.Errorf("%w; its init ended: %s", err, s.f.Ended())
+	case <-t.C:
+		return fmt.Errorf("%w; its init is still running", err)
+	}
 }
 
 func bootError(e nsinit.Event) error {
@@ -276,6 +302,7 @@ func (s *Session) teardown() error {
 		s.workspace.Close()
 		s.workspace = nil
 	}
+	s.clearStranded()
 	if s.f.Cgroup != nil {
 		_ = s.f.Cgroup.Kill()
 	}

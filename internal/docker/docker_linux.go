@@ -176,7 +176,7 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 		return err
 	}
 	if s.Network.Mode == spec.NetProxy {
-		if b.att, err = agent.AttachEgress(b.name, s.Network); err != nil {
+		if b.att, err = agent.AttachEgress(b.name, s.Network, s.Limits.CPUs); err != nil {
 			return err
 		}
 	}

@@ -92,9 +92,10 @@ func New(cfg Config) (*Proxy, error) {
 }
 
 // Attach starts serving one sandbox under pol on a new socket, which the
-// caller binds into the sandbox for its bridge. A sandbox is attached at
-// most once at a time.
-func (p *Proxy) Attach(sandbox string, pol Policy) (*Attachment, error) {
+// caller binds into the sandbox for its bridge, accepting at most rate
+// connections a second after a burst (see ConnRate and ConnBurst; 0 for
+// no pacing). A sandbox is attached at most once at a time.
+func (p *Proxy) Attach(sandbox string, pol Policy, rate float64) (*Attachment, error) {
 	if !validSandbox(sandbox) {
 		return nil, fmt.Errorf("egress: sandbox name %q must be 1..64 letters, digits, '_', '-' or '.'", sandbox)
 	}
@@ -110,7 +111,7 @@ func (p *Proxy) Attach(sandbox string, pol Policy) (*Attachment, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := newAttachment(p, sandbox, ln, dir, pol)
+	a := newAttachment(p, sandbox, ln, dir, pol, rate)
 	p.attached[sandbox] = a
 	return a, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/pace"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -27,6 +28,9 @@ type Attachment struct {
 	conns atomic.Int64
 	used  atomic.Int64
 
+	// pace paces accepts (nil: not paced).
+	pace *pace.Bucket
+
 	// ctx ends with the attachment, cancelling resolves and dials.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -39,8 +43,11 @@ type Attachment struct {
 	err    error
 }
 
-func newAttachment(p *Proxy, sandbox string, ln *net.UnixListener, dir string, pol Policy) *Attachment {
+func newAttachment(p *Proxy, sandbox string, ln *net.UnixListener, dir string, pol Policy, rate float64) *Attachment {
 	a := &Attachment{p: p, sandbox: sandbox, ln: ln, dir: dir, open: map[io.Closer]struct{}{}}
+	if rate > 0 {
+		a.pace = pace.New(rate, ConnBurst(rate))
+	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.SetPolicy(pol)
 	a.wg.Add(1)
@@ -85,11 +92,16 @@ func (a *Attachment) shutdown() error {
 	return errors.Join(err, os.RemoveAll(a.dir))
 }
 
-// accept serves each connection in its own goroutine until Close.
+// accept serves each connection in its own goroutine until Close. Past
+// its pace it accepts nothing: connections wait in the socket's backlog,
+// at no cost to the host.
 func (a *Attachment) accept() {
 	defer a.wg.Done()
 	backoff := 5 * time.Millisecond
 	for {
+		if a.pace.Wait(a.ctx) != nil {
+			return
+		}
 		c, err := a.ln.AcceptUnix()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {

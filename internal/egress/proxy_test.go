@@ -34,8 +34,14 @@ func addrs(ss ...string) []netip.Addr {
 }
 
 // attach starts a proxy with a short socket directory (sun_path is
-// short) and attaches one sandbox; both close with the test.
+// short) and attaches one sandbox, unpaced; both close with the test.
 func attach(t testing.TB, cfg Config, pol Policy) (*Proxy, *Attachment) {
+	t.Helper()
+	return attachPaced(t, cfg, pol, 0)
+}
+
+// attachPaced is attach with a connection rate (see Attach).
+func attachPaced(t testing.TB, cfg Config, pol Policy, rate float64) (*Proxy, *Attachment) {
 	t.Helper()
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "eg")
@@ -52,7 +58,7 @@ func attach(t testing.TB, cfg Config, pol Policy) (*Proxy, *Attachment) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := p.Attach("sbx1", pol)
+	a, err := p.Attach("sbx1", pol, rate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +243,10 @@ func TestAttachAndClose(t *testing.T) {
 	if fi, err := os.Stat(p.cfg.Dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("proxy directory: %v, %v; want 0700", fi.Mode(), err)
 	}
-	if _, err := p.Attach("sbx1", Policy{}); err == nil {
+	if _, err := p.Attach("sbx1", Policy{}, 0); err == nil {
 		t.Error("attaching sbx1 twice succeeded")
 	}
-	if _, err := p.Attach("../x", Policy{}); err == nil {
+	if _, err := p.Attach("../x", Policy{}, 0); err == nil {
 		t.Error(`attaching "../x" succeeded`)
 	}
 	// An idle client is closed with the attachment.
@@ -264,7 +270,7 @@ func TestAttachAndClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	b, err := p.Attach("sbx1", Policy{})
+	b, err := p.Attach("sbx1", Policy{}, 0)
 	if err != nil {
 		t.Fatalf("attaching again after Close: %v", err)
 	}
@@ -274,7 +280,7 @@ func TestAttachAndClose(t *testing.T) {
 	if _, err := os.Stat(b.SocketPath()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket after Proxy.Close: %v, want it gone", err)
 	}
-	if _, err := p.Attach("sbx2", Policy{}); err == nil {
+	if _, err := p.Attach("sbx2", Policy{}, 0); err == nil {
 		t.Error("Attach after Close succeeded")
 	}
 }

@@ -167,7 +167,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		return nil, err
 	}
 	if s.Network.Mode == spec.NetProxy {
-		if b.att, err = agent.AttachEgress(b.id, s.Network); err != nil {
+		if b.att, err = agent.AttachEgress(b.id, s.Network, s.Limits.CPUs); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -18,7 +19,7 @@ func (b *box) attachEgress(name string) error {
 		return nil
 	}
 	var err error
-	if b.egress, err = agent.AttachEgress(name, n); err != nil {
+	if b.egress, err = agent.AttachEgress(name, n, b.spec.Limits.CPUs); err != nil {
 		return err
 	}
 	fd, err := unix.Open(b.egress.SocketPath(), unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -33,6 +34,15 @@ func (b *box) attachEgress(name string) error {
 // when there is one, then extra.
 func (b *box) env(extra []string) []string {
 	return agent.Env(b.egress != nil, extra)
+}
+
+// egressRate paces the bridge's accepts (see egress.ConnRate), or is 0
+// without the proxy.
+func (b *box) egressRate() float64 {
+	if b.egress == nil {
+		return 0
+	}
+	return egress.ConnRate(b.spec.Limits.CPUs)
 }
 
 // egressPort is the bridge's port, or 0 without the proxy.

@@ -344,6 +344,8 @@ func (b *box) config() nsinit.Config {
 		AwaitCgroup:      b.lateCgroup,
 		Session:          b.session,
 		EgressPort:       b.egressPort(),
+		EgressRate:       b.egressRate(),
+		EgressBurst:      egress.ConnBurst(b.egressRate()),
 		DiskBytes:        l.DiskBytes,
 		Inodes:           l.Inodes(),
 		Rlimits: nsinit.Rlimits{

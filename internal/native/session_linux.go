@@ -38,12 +38,14 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 		b.cleanup()
 		return nil, err
 	}
+	exited, ended := watchExit(proc)
 	f := agent.Frame{
 		Spec: s, Control: b.ctlHost, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
 		Env:           b.env,
 		OpenWorkspace: func() (*os.File, error) { return openInitWorkspace(proc) },
 		Kill:          proc.kill,
-		Exited:        exitedChan(proc),
+		Exited:        exited,
+		Ended:         ended,
 		Cleanup: func() {
 			b.ctlHost = nil // the session closed it
 			b.cleanup()
@@ -52,14 +54,16 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 	return agent.Attach(ctx, f)
 }
 
-// exitedChan is closed once the init has been reaped.
-func exitedChan(p *initProc) <-chan struct{} {
+// watchExit returns a channel closed once the init has been reaped, and
+// how it ended, valid once that channel is closed.
+func watchExit(p *initProc) (<-chan struct{}, func() string) {
 	c := make(chan struct{})
+	var how string
 	go func() {
-		<-p.exited
+		how = (<-p.exited).String()
 		close(c)
 	}()
-	return c
+	return c, func() string { return how }
 }
 
 // openInitWorkspace opens the sandbox's /workspace through the init's root

@@ -2,12 +2,18 @@ package native
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -177,5 +183,130 @@ func TestSessionOOMScore(t *testing.T) {
 	r := execSh(t, s, "cat /proc/self/oom_score_adj /proc/1/oom_score_adj", 0)
 	if r.Stdout != "1000\n0\n" {
 		t.Errorf("oom_score_adj of an exec and the agent = %q, want 1000 and 0", r.Stdout)
+	}
+}
+
+// TestSessionSurvivesFullDescriptorTable runs execs while this process
+// (the server) can open only a few more descriptors, from none to enough
+// for a whole exec, as a server at its RLIMIT_NOFILE under a flood of
+// connections is. Each exec either runs or fails with
+// spawn.ErrNoDescriptors; the session must live on and serve the next.
+func TestSessionSurvivesFullDescriptorTable(t *testing.T) {
+	s := startTestSession(t)
+	for spare := range 12 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		release := testhost.ExhaustFDs(t, spare)
+		r, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", "echo ran"}}, IO{})
+		release()
+		cancel()
+		if err != nil && !errors.Is(err, spawn.ErrNoDescriptors) {
+			t.Errorf("exec with %d descriptors free = %v, want success or ErrNoDescriptors", spare, err)
+		}
+		if err == nil && r.Stdout != "ran\n" {
+			t.Errorf("exec with %d descriptors free = stdout %q, stderr %q, want ran", spare, r.Stdout, r.Stderr)
+		}
+		select {
+		case <-s.Done():
+			t.Fatalf("the session ended after an exec with %d descriptors free: %v", spare, s.Err())
+		default:
+		}
+		if r := execSh(t, s, "echo again", 0); r.Stdout != "again\n" {
+			t.Fatalf("exec after one with %d descriptors free = stdout %q, stderr %q", spare, r.Stdout, r.Stderr)
+		}
+	}
+}
+
+// signalWriter closes started on its first write.
+type signalWriter struct {
+	once    sync.Once
+	started chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.started) })
+	return len(p), nil
+}
+
+// TestExecEndsCleanlyWithFullDescriptorTable ends an exec, which left a
+// process outside its group, while the server cannot open a descriptor:
+// the exec's cgroup must still be emptied and removed once descriptors
+// are free again (at the latest when the next exec starts), and the
+// process must not live on into the next exec.
+func TestExecEndsCleanlyWithFullDescriptorTable(t *testing.T) {
+	s := startTestSession(t)
+	if s.Cgroup() == nil || len(s.Cgroup().Placement().ThreadFiles) == 0 {
+		testhost.SkipOrFail(t, "no per-exec cgroups on this host (cgroup v1 needed)")
+	}
+	// The exec leaves a process in a session of its own, which only its
+	// cgroup can find, and ends a second after it started.
+	script := `echo started; sleep 1; setsid sh -c 'echo > /tmp/ready; exec sleep 300' </dev/null >/dev/null 2>&1 &
+while [ ! -e /tmp/ready ]; do sleep 0.01; done`
+	out := &signalWriter{started: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", script}, Timeout: 20 * time.Second}, IO{Stdout: out})
+		done <- err
+	}()
+	select {
+	case <-out.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the exec did not start")
+	}
+	// No descriptor of the exec closes before its end is settled.
+	release := testhost.ExhaustFDs(t, 0)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		release()
+		t.Fatal("the exec did not end")
+	}
+	release()
+	if err != nil {
+		t.Fatalf("Exec() = %v", err)
+	}
+	if r := execSh(t, s, "ps -eo args | grep -c '^sleep 300' || true", 0); r.Stdout != "0\n" {
+		t.Errorf("processes the exec left = %q, want none", r.Stdout)
+	}
+	dir := filepath.Dir(s.Cgroup().Placement().ThreadFiles[0])
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			t.Errorf("exec cgroup %s is left after the exec ended", filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// TestSessionDeathNamesItsCause kills a session's init from outside: the
+// session's error must say how the init ended, not only that the
+// connection to it closed.
+func TestSessionDeathNamesItsCause(t *testing.T) {
+	s := startTestSession(t)
+	if s.Cgroup() == nil || len(s.Cgroup().Placement().ThreadFiles) == 0 {
+		testhost.SkipOrFail(t, "no session cgroup to find the init in (cgroup v1 needed)")
+	}
+	procs, err := os.ReadFile(filepath.Join(filepath.Dir(s.Cgroup().Placement().ThreadFiles[0]), "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(procs)))
+	if err != nil {
+		t.Fatalf("the session cgroup holds %q, want the init's pid alone", procs)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session did not end after its init was killed")
+	}
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "its init ended: signal: killed") {
+		t.Errorf("Err() = %v, want it to say the init was killed", err)
 	}
 }

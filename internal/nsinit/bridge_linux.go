@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/pace"
 )
 
 // The bridge is the sandbox's only way out with --net proxy: the sandbox
@@ -42,7 +44,11 @@ func startBridge(cfg *Config) error {
 	if cfg.EgressRelay {
 		pass = relay
 	}
-	go serveBridge(ln, func(c net.Conn) { bridge(c, dial, pass) })
+	var b *pace.Bucket
+	if cfg.EgressRate > 0 {
+		b = pace.New(cfg.EgressRate, max(cfg.EgressBurst, 1))
+	}
+	go serveBridge(ln, b, func(c net.Conn) { bridge(c, dial, pass) })
 	return nil
 }
 
@@ -56,11 +62,15 @@ const maxHandOffs = 64
 
 // serveBridge accepts until the listener closes; an error such as running
 // out of descriptors only pauses it, so a burst of connections cannot
-// take the sandbox's way out down for good.
-func serveBridge(ln net.Listener, handle func(net.Conn)) {
+// take the sandbox's way out down for good. Past its pace (b) it does not
+// accept: the work each connection costs on threads outside the
+// sandbox's cgroup, and the proxy's, waits, and the connections wait in
+// the listen backlog, at the sandbox's own cost.
+func serveBridge(ln net.Listener, b *pace.Bucket, handle func(net.Conn)) {
 	slots := make(chan struct{}, maxHandOffs)
 	backoff := 5 * time.Millisecond
 	for {
+		time.Sleep(b.Reserve())
 		c, err := ln.Accept()
 		if errors.Is(err, net.ErrClosed) {
 			return

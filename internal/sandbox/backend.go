@@ -51,8 +51,11 @@ type Box interface {
 	SetNetwork(allow, deny []string) error
 	// NetworkEvents are the egress proxy's decisions for the box so far.
 	NetworkEvents() []spec.NetworkEvent
-	// Done is closed when the box has ended, by Close or by dying.
+	// Done is closed when the box has ended, by Close or by dying; Err
+	// then says why (how its agent and init ended), so a session that
+	// died is reported with its real cause.
 	Done() <-chan struct{}
+	Err() error
 	// Close kills everything in the box and removes every trace of it.
 	Close() error
 }

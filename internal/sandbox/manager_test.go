@@ -63,6 +63,8 @@ type fakeBox struct {
 	block chan struct{}
 	// ran is the last command Exec ran.
 	ran Command
+	// err is why the box ended, set before it is closed.
+	err error
 }
 
 func (x *fakeBox) Spawn(context.Context, interp.Command) (interp.Process, error) {
@@ -88,6 +90,7 @@ func (x *fakeBox) Workspace() *os.File            { return nil }
 func (x *fakeBox) FileOwner() (int, int)          { return 0, 0 }
 func (x *fakeBox) Usage() (time.Duration, uint64) { return 0, 0 }
 func (x *fakeBox) Done() <-chan struct{}          { return x.done }
+func (x *fakeBox) Err() error                     { return x.err }
 func (x *fakeBox) SetNetwork(allow, deny []string) error {
 	return nil
 }

@@ -262,4 +262,5 @@ func (deadBox) Usage() (time.Duration, uint64)     { return 0, 0 }
 func (deadBox) SetNetwork(_, _ []string) error     { return ErrDead }
 func (deadBox) NetworkEvents() []spec.NetworkEvent { return nil }
 func (deadBox) Done() <-chan struct{}              { return closedChan }
+func (deadBox) Err() error                         { return ErrDead }
 func (deadBox) Close() error                       { return nil }

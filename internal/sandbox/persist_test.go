@@ -288,6 +288,7 @@ func TestDiedSessionIsBuried(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := m.lookup("alice", info.ID)
+	s.box.(*fakeBox).err = errors.New("its init was killed by SIGKILL")
 	_ = s.box.Close() // the sandbox dies on its own
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -297,8 +298,8 @@ func TestDiedSessionIsBuried(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	got, err := m.Get("alice", info.ID)
-	if err != nil || got.State != StateDead || got.Reason == "" {
-		t.Fatalf("Get() after the sandbox died = %+v, %v; want dead with a reason", got, err)
+	if err != nil || got.State != StateDead || !strings.Contains(got.Reason, "its init was killed by SIGKILL") {
+		t.Fatalf("Get() after the sandbox died = %+v, %v; want dead with the box's cause as reason", got, err)
 	}
 	if rec := st.records[info.ID]; rec.DiedAt.IsZero() || !st.sealed[rec.Workspace] {
 		t.Errorf("record = %+v, sealed %v; want it marked dead and its workspace sealed", rec, st.sealed[rec.Workspace])

@@ -36,12 +36,22 @@ func (m *Manager) reap(now time.Time) {
 		go func() {
 			defer m.wg.Done()
 			if reasons[i] == "died" && s.ws != "" {
-				m.bury(s, "its sandbox ended unexpectedly")
+				m.bury(s, deathCause(s.box))
 				return
 			}
 			_ = m.end(s)
 		}()
 	}
+}
+
+// deathCause is a dead session's reason: that its sandbox ended on its
+// own, and why, as far as the box can tell.
+func deathCause(b Box) string {
+	const died = "its sandbox ended unexpectedly"
+	if err := b.Err(); err != nil {
+		return died + ": " + err.Error()
+	}
+	return died
 }
 
 // expired says why s must end now, or "".

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/pace"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -40,6 +41,8 @@ type session struct {
 	reason string
 	// gone is closed once close has finished.
 	gone chan struct{}
+	// pace paces exec starts (see execsPerCPUSecond); made on first use.
+	pace *pace.Bucket
 }
 
 func (s *session) info() Info {
@@ -82,6 +85,15 @@ func (s *session) finish() {
 	}
 	s.lastUsed = time.Now()
 	s.execs++
+}
+
+// abandon moves busy → ready for an exec that never started.
+func (s *session) abandon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateBusy {
+		s.state = StateReady
+	}
 }
 
 // stopping moves the session to stopping; false if it already was.
@@ -131,6 +143,10 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 	if err := s.begin(); err != nil {
 		return spec.Result{}, err
 	}
+	if err := s.pacer().Wait(ctx); err != nil {
+		s.abandon()
+		return spec.Result{}, err
+	}
 	defer s.finish()
 	seen := len(s.box.NetworkEvents())
 	r, err := s.run(ctx, req, live)
@@ -156,6 +172,16 @@ func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.R
 		return spec.Result{}, err
 	}
 	return s.runCode(ctx, in, req.Code, timeout, live)
+}
+
+// pacer is the session's exec pacer, made on first use.
+func (s *session) pacer() *pace.Bucket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pace == nil {
+		s.pace = newExecPacer(s.spec.Limits.CPUs)
+	}
+	return s.pace
 }
 
 // ended says whether the session began stopping or its sandbox is gone.

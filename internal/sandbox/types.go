@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -95,6 +96,10 @@ var (
 	ErrDead = errors.New("session is dead")
 	// ErrUnsupported: the language or feature is not available here.
 	ErrUnsupported = errors.New("not supported")
+	// ErrNoDescriptors: the server is at its RLIMIT_NOFILE (a flood of
+	// connections) and could not open what a request needs; nothing was
+	// harmed, and the same request can be retried.
+	ErrNoDescriptors = spawn.ErrNoDescriptors
 )
 
 // Stream receives an exec's output as it happens. Either writer may be

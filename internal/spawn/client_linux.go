@@ -249,20 +249,29 @@ func (cn *conn) send(req request, files []*os.File) (*pending, error) {
 
 // read delivers replies until the spawner's end closes; then every
 // request still open fails, and every init it started counts as exited
-// (they die with the spawner).
+// (they die with the spawner). It alone closes the socket, once marked
+// dead: it receives on the descriptor's number, which, closed under it by
+// another goroutine, could meanwhile be a client's connection.
 func (cn *conn) read() {
+	fd := int(cn.fd.Fd())
 	for {
 		var r reply
-		files, err := recv(int(cn.fd.Fd()), &r)
-		if err != nil {
+		files, err := recv(fd, &r)
+		if err != nil && !errors.Is(err, ErrNoDescriptors) {
 			cn.die()
+			cn.fd.Close()
 			return
 		}
-		cn.deliver(r, files)
+		cn.deliver(r, files, err)
 	}
 }
 
-func (cn *conn) deliver(r reply, files []*os.File) {
+// deliver hands a reply to its request. lost (ErrNoDescriptors) says the
+// descriptors that came with it are gone: the request fails with it, and
+// an init that was started nonetheless stays pending until its exit,
+// which follows once its caller, failing, closes the init's control
+// socket.
+func (cn *conn) deliver(r reply, files []*os.File, lost error) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	p, ok := cn.pending[r.ID]
@@ -271,7 +280,7 @@ func (cn *conn) deliver(r reply, files []*os.File) {
 		closeAll(files)
 	case !p.answered:
 		p.answered = true
-		p.started <- result{r: r, files: files}
+		p.started <- result{r: r, files: files, err: lost}
 		if r.Error != "" || r.Pid == 0 {
 			close(p.exited)
 			delete(cn.pending, r.ID)
@@ -299,5 +308,6 @@ func (cn *conn) fail() {
 		close(p.exited)
 		delete(cn.pending, id)
 	}
-	cn.fd.Close()
+	// Wakes read, which closes the socket.
+	_ = unix.Shutdown(int(cn.fd.Fd()), unix.SHUT_RDWR)
 }

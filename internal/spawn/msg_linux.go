@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -26,11 +27,14 @@ func send(fd int, v any, files ...*os.File) error {
 }
 
 // recv reads one datagram from fd into v and returns the descriptors that
-// came with it. io.EOF-like end is reported as errClosed.
+// came with it. The end of the connection is errClosed. A datagram whose
+// descriptors were dropped (this process is at its RLIMIT_NOFILE) is
+// still decoded into v, and reported as ErrNoDescriptors, so the caller
+// can fail that one message and keep the connection.
 func recv(fd int, v any) ([]*os.File, error) {
 	buf := make([]byte, maxMessage)
 	oob := make([]byte, unix.CmsgSpace(maxFDs*4))
-	n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, flags, err := recvmsg(fd, buf, oob)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +45,7 @@ func recv(fd int, v any) ([]*os.File, error) {
 	switch {
 	case n == 0 && oobn == 0:
 		return nil, errClosed
-	case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
+	case flags&unix.MSG_TRUNC != 0:
 		closeAll(files)
 		return nil, fmt.Errorf("a message was truncated")
 	}
@@ -49,7 +53,20 @@ func recv(fd int, v any) ([]*os.File, error) {
 		closeAll(files)
 		return nil, fmt.Errorf("decoding a message: %w", err)
 	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		closeAll(files)
+		return nil, ErrNoDescriptors
+	}
 	return files, nil
+}
+
+func recvmsg(fd int, buf, oob []byte) (n, oobn, flags int, err error) {
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if !errors.Is(err, unix.EINTR) {
+			return n, oobn, flags, err
+		}
+	}
 }
 
 var errClosed = fmt.Errorf("connection closed")

@@ -45,6 +45,12 @@ type Init struct {
 // inits it had started died with it.
 var ErrDied = errors.New("the sandbox spawner process died")
 
+// ErrNoDescriptors reports that a message arrived whole but the
+// descriptors sent beside it could not be taken: the receiving process was
+// at its RLIMIT_NOFILE (the kernel drops them and sets MSG_CTRUNC). Only
+// that request fails; the connection and every init stay as they were.
+var ErrNoDescriptors = errors.New("the server is out of file descriptors (EMFILE); retry once connections have closed")
+
 // request and reply are the messages on the socket pair, one JSON object
 // per datagram with its descriptors beside it.
 type request struct {

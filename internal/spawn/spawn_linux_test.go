@@ -140,3 +140,66 @@ func TestReleasedProcIsNotSignalled(t *testing.T) {
 	}
 	p.Release()
 }
+
+// TestSpawnerSurvivesFullDescriptorTable asks for a mapping namespace
+// while this process cannot take another descriptor, as a server at its
+// RLIMIT_NOFILE is: the namespace sent back cannot be received. The
+// request must fail with the reason, and the spawner (with every init it
+// started) must live on; it used to take the lost descriptor for a broken
+// connection and hang up, which killed every sandbox.
+func TestSpawnerSurvivesFullDescriptorTable(t *testing.T) {
+	testhost.RequireRoot(t)
+	var c Client
+	ns, err := c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
+	if err != nil {
+		t.Fatalf("UserNamespace() = %v", err)
+	}
+	ns.Close()
+	first := c.conn.pid
+	t.Cleanup(func() { _ = syscall.Kill(c.conn.pid, syscall.SIGKILL) })
+
+	release := testhost.ExhaustFDs(t, 0)
+	ns, err = c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
+	release()
+	if err == nil {
+		ns.Close()
+		t.Fatal("UserNamespace() with a full descriptor table succeeded; the test did not fill the table")
+	}
+	if !errors.Is(err, ErrNoDescriptors) {
+		t.Errorf("UserNamespace() with a full descriptor table = %v, want ErrNoDescriptors", err)
+	}
+	if c.conn.isDead() || c.conn.pid != first {
+		t.Fatalf("the spawner (pid %d) was dropped after a lost descriptor (now %d, dead %v)", first, c.conn.pid, c.conn.isDead())
+	}
+	ns, err = c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
+	if err != nil {
+		t.Fatalf("UserNamespace() once descriptors were free = %v", err)
+	}
+	ns.Close()
+	if c.conn.pid != first {
+		t.Errorf("a new spawner (pid %d) replaced pid %d", c.conn.pid, first)
+	}
+}
+
+// TestRecvKeepsAMessageWhoseDescriptorsWereLost: a datagram received
+// while the table is full keeps its body (so the spawner can answer the
+// request with the reason) and reports ErrNoDescriptors.
+func TestRecvKeepsAMessageWhoseDescriptorsWereLost(t *testing.T) {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(pair[0])
+	defer syscall.Close(pair[1])
+	if err := send(pair[0], request{ID: 7, Kind: "userns"}, os.Stdin); err != nil {
+		t.Fatal(err)
+	}
+	release := testhost.ExhaustFDs(t, 0)
+	var got request
+	files, err := recv(pair[1], &got)
+	release()
+	closeAll(files)
+	if !errors.Is(err, ErrNoDescriptors) || got.ID != 7 {
+		t.Errorf("recv() with a full table = id %d, %v; want id 7, ErrNoDescriptors", got.ID, err)
+	}
+}

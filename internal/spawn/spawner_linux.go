@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +27,12 @@ func Main() {
 	for {
 		var req request
 		files, err := recv(s.fd, &req)
+		if errors.Is(err, ErrNoDescriptors) {
+			// The request came whole, its descriptors did not: this
+			// process is at its RLIMIT_NOFILE. Only that request fails.
+			s.reply(reply{ID: req.ID, Error: "the sandbox spawner is out of file descriptors (EMFILE); retry"})
+			continue
+		}
 		if err != nil {
 			// The server is gone or spoke nonsense: end, and every init
 			// with this process.

@@ -1,0 +1,31 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+)
+
+// TestOutOfDescriptorsIsRetryable: a request the server could not serve
+// for want of descriptors is a 503 (retry), not a 500.
+func TestOutOfDescriptorsIsRetryable(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"named", fmt.Errorf("exec: %w", sandbox.ErrNoDescriptors)},
+		{"EMFILE", &os.PathError{Op: "open", Path: "/dev/null", Err: syscall.EMFILE}},
+		{"ENFILE", fmt.Errorf("pipe: %w", syscall.ENFILE)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := toAPIError(tt.err); got.status != http.StatusServiceUnavailable || got.code != codeUnavailable {
+				t.Errorf("toAPIError(%v) = %d %s, want 503 %s", tt.err, got.status, got.code, codeUnavailable)
+			}
+		})
+	}
+}
