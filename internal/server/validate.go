@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // withValidation bounds and validates each request that matches an
@@ -33,8 +35,8 @@ func (s *Server) withValidation(next http.Handler) http.Handler {
 }
 
 // validate checks r's parameters and JSON body against op. A JSON body is
-// read in full first, bounded in size, in the bytes all requests may hold
-// at once (holdBody) and in shape (prescan), so a flood cannot exhaust
+// read in full first, bounded in size, in the bytes its tenant may hold at
+// once (readCharged) and in shape (prescan), so a flood cannot exhaust
 // memory; r's body is replaced by the same bytes for the handler. The
 // returned func, to be called when the request is done, gives back the
 // body's share of MaxInFlightBodyBytes if the handler has not read it to
@@ -47,11 +49,9 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation)
 	if op.body == nil || op.body.upload {
 		return func() {}, op.checkParams(r)
 	}
-	release, err := s.holdBody(r)
-	if err != nil {
-		return release, err
-	}
-	body, value, err := s.readBody(w, r)
+	c := &charge{budget: s.bodies, owner: owner(r)}
+	release := sync.OnceFunc(c.release)
+	body, value, err := s.readBody(w, r, c)
 	if err != nil {
 		return release, err
 	}
@@ -119,26 +119,24 @@ func (op *operation) checkBody(contentType string, present bool, value any) erro
 	return nil
 }
 
-// readBody reads a JSON body of up to MaxBodyBytes and decodes it, with
-// numbers kept as written so int64 bounds compare exactly. Before it is
-// decoded, prescan refuses a body no request schema could match in shape,
-// as decoding multiplies its size in memory. It checks that the body is
-// one well-formed JSON value, so malformed input gets a short message
-// naming the byte offset. An empty body is returned as nil: the spec says
-// whether the operation needs one.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, any, error) {
-	limit := s.cfg.MaxBodyBytes
-	// Sized to the Content-Length, the buffer never grows by doubling
-	// past the share holdBody took for it.
-	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, nil, tooLarge(limit)
-		}
-		return nil, nil, badRequest("reading the request body: %s", oneLine(err))
+// readBody reads a JSON body of up to MaxBodyBytes, charged to c as it
+// arrives, and decodes it, with numbers kept as written so int64 bounds
+// compare exactly. Before it is decoded, prescan refuses a body no request
+// schema could match in shape, as decoding multiplies its size in memory.
+// It checks that the body is one well-formed JSON value, so malformed
+// input gets a short message naming the byte offset. An empty body is
+// returned as nil: the spec says whether the operation needs one.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *charge) ([]byte, any, error) {
+	if r.ContentLength == 0 {
+		return nil, nil, nil
 	}
-	body := buf.Bytes()
+	body, err := s.readCharged(w, r, c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The body is all here: clear its deadline, which must not cut the
+	// connection under a long exec.
+	s.setReadDeadline(w, time.Time{})
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil, nil
 	}
