@@ -5,14 +5,15 @@
 // its egress proxy's sockets), and a failure to open one fails a tenant's
 // work.
 //
-// At the cap a new connection evicts the one that has waited longest
-// without a request in flight: one still sending its first request's
-// headers (http.StateNew) or an idle keep-alive connection
-// (http.StateIdle), never one whose request is being served
-// (http.StateActive). So a flood of half-open or idle connections costs
-// its own connections, not other clients' requests, and a request that
-// has reached a handler runs to its end. When every connection is active
-// the new one is closed at once.
+// At the cap a new connection evicts one that has waited longest without
+// a request in flight: one still sending its first request's headers
+// (http.StateNew) or an idle keep-alive connection (http.StateIdle),
+// never one whose request is being served (http.StateActive). It evicts
+// one from its own host (IPv4 address or IPv6 /64) if that host has any,
+// else the longest waiting of all. So a flood of half-open or idle
+// connections costs its own connections, not other clients' requests,
+// and a request that has reached a handler runs to its end. When every
+// connection is active the new one is closed at once.
 package connlimit
 
 import (
@@ -34,8 +35,8 @@ type Listener struct {
 	log *slog.Logger
 
 	mu    sync.Mutex
-	open  int       // connections accepted and not yet closed
-	spare list.List // *conn without a request in flight, longest waiting first
+	open  int // connections accepted and not yet closed
+	spare spares
 	stats Stats
 	// Evictions and refusals since the last log line, which is written at
 	// most once a second so a flood cannot flood the log.
@@ -68,9 +69,9 @@ func New(ln net.Listener, n int, log *slog.Logger) *Listener {
 // Max is the number of connections l holds at most.
 func (l *Listener) Max() int { return l.max }
 
-// Accept waits for the next connection, making room for it by evicting
-// the longest-waiting connection without a request in flight when l is
-// full. A connection that finds every other one active is closed at once
+// Accept waits for the next connection, making room for it when l is
+// full by evicting a connection without a request in flight: the longest
+// waiting of the same host's, else of all. A connection that finds every other one active is closed at once
 // and the next one awaited.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
@@ -90,8 +91,7 @@ func (l *Listener) admit(nc net.Conn) *conn {
 	l.stats.Accepted++
 	var victim *conn
 	if l.open >= l.max {
-		if front := l.spare.Front(); front != nil {
-			victim = front.Value.(*conn)
+		if victim = l.spare.victim(peerOf(nc.RemoteAddr())); victim != nil {
 			l.forgetLocked(victim)
 			l.evicted++
 			l.stats.Evicted++
@@ -102,8 +102,8 @@ func (l *Listener) admit(nc net.Conn) *conn {
 	}
 	var c *conn
 	if l.open < l.max {
-		c = &conn{Conn: nc, l: l}
-		c.spare = l.spare.PushBack(c)
+		c = &conn{Conn: nc, l: l, peer: peerOf(nc.RemoteAddr())}
+		l.spare.add(c)
 		l.open++
 	}
 	report := l.reportLocked()
@@ -133,15 +133,9 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	}
 	switch state {
 	case http.StateNew, http.StateIdle:
-		if c.spare != nil {
-			l.spare.Remove(c.spare)
-		}
-		c.spare = l.spare.PushBack(c)
+		l.spare.add(c)
 	case http.StateActive, http.StateHijacked:
-		if c.spare != nil {
-			l.spare.Remove(c.spare)
-			c.spare = nil
-		}
+		l.spare.remove(c)
 	case http.StateClosed:
 		l.forgetLocked(c)
 	}
@@ -153,10 +147,7 @@ func (l *Listener) forgetLocked(c *conn) {
 		return
 	}
 	c.closed = true
-	if c.spare != nil {
-		l.spare.Remove(c.spare)
-		c.spare = nil
-	}
+	l.spare.remove(c)
 	l.open--
 }
 
@@ -187,9 +178,11 @@ func (l *Listener) closeQuietly(nc net.Conn, why string) {
 // are guarded by the listener's mutex.
 type conn struct {
 	net.Conn
-	l      *Listener
-	spare  *list.Element // in l.spare while no request is in flight
-	closed bool
+	l    *Listener
+	peer string // peerOf its remote address
+	// Its places in l.spare while no request is in flight.
+	inAll, inPeer *list.Element
+	closed        bool
 }
 
 // Close frees the connection's place and closes it.

@@ -77,10 +77,15 @@ func newTestServer(t *testing.T, max int) *testServer {
 func (ts *testServer) unblock() { ts.once.Do(func() { close(ts.release) }) }
 
 // dial opens a connection and waits until the listener has taken it.
-func (ts *testServer) dial() net.Conn {
+func (ts *testServer) dial() net.Conn { return ts.dialFrom("127.0.0.1") }
+
+// dialFrom opens a connection from a loopback address of its own, as if
+// from another host.
+func (ts *testServer) dialFrom(ip string) net.Conn {
 	ts.t.Helper()
 	before := ts.l.Stats().Accepted
-	c, err := net.Dial("tcp", ts.l.Addr().String())
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.Dial("tcp", ts.l.Addr().String())
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -134,7 +139,7 @@ func answer(t *testing.T, c net.Conn) int {
 func (ts *testServer) spare() int {
 	ts.l.mu.Lock()
 	defer ts.l.mu.Unlock()
-	return ts.l.spare.Len()
+	return ts.l.spare.len()
 }
 
 func (ts *testServer) waitFor(what string, cond func() bool) {
@@ -190,6 +195,28 @@ func TestEvictsLongestWaiting(t *testing.T) {
 	if st := ts.l.Stats(); st.Open != 3 || st.Evicted != 2 || st.Refused != 0 || st.Accepted != 5 {
 		t.Errorf("stats: got %+v, want 3 open, 5 accepted, 2 evicted, none refused", st)
 	}
+}
+
+// TestEvictsOwnHostsFirst checks a host's new connection evicts that
+// host's own spare connections before another host's older one, so a
+// host flooding the server does not take other hosts' places.
+func TestEvictsOwnHostsFirst(t *testing.T) {
+	ts := newTestServer(t, 2)
+	other := ts.dialFrom("127.0.0.1")
+	flooder := ts.dialFrom("127.0.0.2")
+	for i := range 5 {
+		next := ts.dialFrom("127.0.0.2")
+		if !closed(t, flooder) {
+			t.Fatalf("flood connection %d: the flooder's own older connection was not evicted", i)
+		}
+		flooder = next
+	}
+	third := ts.dialFrom("127.0.0.3")
+	if !closed(t, other) {
+		t.Error("a host without spare connections did not evict the longest waiting one")
+	}
+	ts.get(third, "/")
+	ts.get(flooder, "/")
 }
 
 // TestRefusesWhenAllBusy checks a connection that finds every other one
