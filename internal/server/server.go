@@ -121,8 +121,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Mount serves extra handlers at their ServeMux patterns (such as
 	// "/mcp") behind the same logging, recovery and authentication, but
-	// outside the spec: they are not validated against it and bound
-	// their own bodies. OwnerFrom gives them the request's tenant.
+	// outside the spec: they are not validated against it. Their bodies
+	// are read first as JSON bodies are, within MaxBodyBytes, the key's
+	// share of MaxInFlightBodyBytes and BodyReadTimeout. OwnerFrom gives
+	// them the request's tenant.
 	Mount map[string]http.Handler
 	// Registry receives the server's metrics and is what /metrics serves
 	// (default: a new registry of its own). A caller may register its own

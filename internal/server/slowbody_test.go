@@ -153,12 +153,23 @@ func readAnswer(t *testing.T, c net.Conn) (*http.Response, errorBody) {
 // TestStalledBodyTimesOut checks a body that stops arriving is cut off at
 // BodyReadTimeout with 408, its charge given back and its connection
 // closed, wherever it stalls: a JSON body, an upload, a body the handler
-// never reads, a body of a request without a valid key.
+// never reads, a mounted handler's body, a body of a request without a
+// valid key.
 func TestStalledBodyTimesOut(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	h := newHarness(t, func(c *Config) { c.BodyReadTimeout = timeout })
+	h := newHarness(t, func(c *Config) {
+		c.BodyReadTimeout = timeout
+		c.Mount = map[string]http.Handler{"/mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				t.Errorf("the mounted handler got a body that failed: %v", err)
+			}
+			w.WriteHeader(http.StatusAccepted)
+		})}
+	})
 	id := h.create(keyA)
 	ls := h.serveLive()
+	mcp := "POST /mcp HTTP/1.1\r\nHost: warden.test\r\nAuthorization: Bearer " + keyA +
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
 	upload := "PUT /v1/sessions/" + id + "/files?path=f HTTP/1.1\r\nHost: warden.test\r\nAuthorization: Bearer " + keyA +
 		"\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000\r\n\r\npartial"
 	list := "GET /v1/sessions HTTP/1.1\r\nHost: warden.test\r\nAuthorization: Bearer " + keyA +
@@ -173,6 +184,7 @@ func TestStalledBodyTimesOut(t *testing.T) {
 		{"chunked JSON", stalledHead(keyA, "Transfer-Encoding: chunked") + "5\r\n{\"com", http.StatusRequestTimeout, codeTimeout},
 		{"upload", upload, http.StatusRequestTimeout, codeTimeout},
 		{"unread body", list, http.StatusOK, ""},
+		{"mounted handler's body", mcp, http.StatusRequestTimeout, codeTimeout},
 		{"no key", stalledHead("wrong", "Content-Length: 100000"), http.StatusUnauthorized, codeUnauthorized},
 	}
 	for _, tt := range tests {

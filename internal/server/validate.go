@@ -16,22 +16,53 @@ import (
 )
 
 // withValidation bounds and validates each request that matches an
-// operation of the spec (see loadOperations); other paths go on to the
-// mux's 404 or to a handler of Config.Mount, which bounds its own input. It runs after authentication, so only a tenant ever sees
-// a validation message.
+// operation of the spec (see loadOperations), and bounds the body of one
+// for a handler of Config.Mount (holdMounted); other paths go on to the
+// mux's 404. It runs after authentication, so only a tenant ever sees a
+// validation message.
 func (s *Server) withValidation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := s.mux.Handler(r)
-		if op := s.operations[pattern]; op != nil {
-			release, err := s.validate(w, r, op)
-			defer release()
-			if err != nil {
-				s.writeError(w, err)
-				return
-			}
+		release, err := s.check(w, r, pattern)
+		defer release()
+		if err != nil {
+			s.writeError(w, err)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// check bounds and validates r, which the mux serves at pattern; the
+// returned func is to be called when the request is done.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, pattern string) (func(), error) {
+	switch {
+	case s.operations[pattern] != nil:
+		return s.validate(w, r, s.operations[pattern])
+	case s.cfg.Mount[pattern] != nil:
+		return s.holdMounted(w, r)
+	}
+	return func() {}, nil
+}
+
+// holdMounted reads the body of a request for a mounted handler (such as
+// /mcp) as a JSON body is read: within MaxBodyBytes and charged to its
+// key's share of MaxInFlightBodyBytes as it arrives, so a key cannot hold
+// more request memory through a mounted handler than through the API. The
+// handler gets the same bytes, unchecked.
+func (s *Server) holdMounted(w http.ResponseWriter, r *http.Request) (func(), error) {
+	if r.ContentLength == 0 {
+		return func() {}, nil
+	}
+	c := &charge{budget: s.bodies, owner: owner(r)}
+	release := sync.OnceFunc(c.release)
+	body, err := s.readCharged(w, r, c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return release, err
+	}
+	s.setReadDeadline(w, time.Time{})
+	r.Body = &heldBody{rest: body, release: release}
+	return release, nil
 }
 
 // validate checks r's parameters and JSON body against op. A JSON body is
