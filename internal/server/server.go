@@ -97,12 +97,12 @@ type Config struct {
 	// max(MaxBodyBytes, MaxInFlightBodyBytes / number of keys). A body is
 	// charged as it arrives, not by the length it declares: it holds the
 	// buffer it is read into, which starts at 1 KiB and doubles as bytes
-	// come, until its handler has decoded it. So a key with at most
-	// MaxInFlightBodyBytes/MaxBodyBytes keys configured (8 by default)
-	// always finds its whole share free whatever the others send; with
-	// more keys one key still holds at most MaxBodyBytes. A request that
-	// finds no room in its key's share within a few seconds is answered
-	// 503.
+	// come, until its handler has decoded it. So while there are at most
+	// MaxInFlightBodyBytes/MaxBodyBytes keys (8 by default) each key
+	// always finds its whole share free, whatever the others declare or
+	// send; with more keys one key still holds at most MaxBodyBytes. A
+	// request that finds no room in its key's share within a few seconds
+	// is answered 503.
 	MaxInFlightBodyBytes int64
 	// BodyReadTimeout bounds how long a request body may take to arrive
 	// (default 30s): a JSON body must arrive whole within it, an upload
