@@ -26,7 +26,7 @@ const firstCharge = 1 << 10
 // for "retry later", whereas 413 would say this body is never accepted
 // and 429 too_many_sessions is about sessions.
 var errBusy = &apiError{http.StatusServiceUnavailable, codeUnavailable,
-	"server busy: this API key's requests hold their whole share of request memory; retry"}
+	"server busy: this API key's request bodies (or all keys') fill the memory set aside for them; retry"}
 
 // byteBudget is a weighted semaphore over the bytes of request bodies in
 // memory at once: all owners together may hold total bytes and each owner
