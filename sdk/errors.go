@@ -48,6 +48,7 @@ var (
 	ErrUnauthorized    = &APIError{StatusCode: http.StatusUnauthorized, Code: ErrorCodeUnauthorized, Message: "unauthorized"}
 	ErrNotFound        = &APIError{StatusCode: http.StatusNotFound, Code: ErrorCodeNotFound, Message: "not found"}
 	ErrConflict        = &APIError{StatusCode: http.StatusConflict, Code: ErrorCodeConflict, Message: "conflict"}
+	ErrRequestTimeout  = &APIError{StatusCode: http.StatusRequestTimeout, Code: ErrorCodeRequestTimeout, Message: "request timeout"}
 	ErrPayloadTooLarge = &APIError{StatusCode: http.StatusRequestEntityTooLarge, Code: ErrorCodePayloadTooLarge, Message: "payload too large"}
 	ErrTooManySessions = &APIError{StatusCode: http.StatusTooManyRequests, Code: ErrorCodeTooManySessions, Message: "too many sessions"}
 	ErrUnsupported     = &APIError{StatusCode: http.StatusNotImplemented, Code: ErrorCodeUnsupported, Message: "unsupported"}

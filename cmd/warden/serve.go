@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/connlimit"
 	wardenmcp "github.com/warden-sandbox/warden/internal/mcp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
@@ -149,7 +150,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	err = run(ctx, ln, srv.Handler(), o.shutdown)
+	err = run(ctx, connlimit.ForSandboxes(ln, o.maxSessions+o.pool, log), srv.Handler(), o.shutdown)
 	_ = mgr.Close()
 	if left := leftBehind(); len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))
@@ -195,12 +196,14 @@ func leftBehind() []string {
 
 // run serves until SIGINT or SIGTERM, then stops taking requests and lets
 // the ones in flight (running execs) finish for up to grace; the caller
-// then ends every session.
-func run(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
+// then ends every session. ln's cap on connections keeps descriptors for
+// the sandboxes, and needs the server's view of each connection.
+func run(ctx context.Context, ln *connlimit.Listener, h http.Handler, grace time.Duration) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hs := &http.Server{
 		Handler:           h,
+		ConnState:         ln.ConnState,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

@@ -37,6 +37,19 @@ func parseKeys(keys []string) ([]apiKey, error) {
 	return out, nil
 }
 
+// countOwners is how many tenants can send requests: one per distinct
+// key (a key listed twice is one tenant), or the single anonymous one.
+func countOwners(keys []apiKey, anonymous bool) int {
+	if anonymous {
+		return 1
+	}
+	owners := map[string]bool{}
+	for _, k := range keys {
+		owners[k.owner] = true
+	}
+	return len(owners)
+}
+
 // authenticate returns the owner of the request's bearer key. Every
 // configured key is compared, whichever matches, so the time taken does
 // not tell an attacker how close a guess was.

@@ -22,6 +22,7 @@ const (
 	codeUnauthorized    = "unauthorized"
 	codeNotFound        = "not_found"
 	codeConflict        = "conflict"
+	codeTimeout         = "request_timeout"
 	codePayloadTooLarge = "payload_too_large"
 	codeTooMany         = "too_many_sessions"
 	codeInternal        = "internal"

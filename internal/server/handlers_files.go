@@ -114,7 +114,8 @@ func (c *capped) Read(p []byte) (int, error) {
 }
 
 // UploadFile writes the request body to a file, streaming it without
-// holding it in memory, and answers 201 with the new file's entry.
+// holding it in memory, and answers 201 with the new file's entry. An
+// upload that stops sending for BodyReadTimeout is cut off with 408.
 func (a api) UploadFile(w http.ResponseWriter, r *http.Request, id string, params apigen.UploadFileParams) {
 	limit := a.s.cfg.MaxUploadBytes
 	if r.ContentLength > limit {
@@ -134,11 +135,14 @@ func (a api) UploadFile(w http.ResponseWriter, r *http.Request, id string, param
 	if !ok {
 		return
 	}
-	body := &capped{r: http.MaxBytesReader(w, r.Body, limit)}
+	paced := &pacedBody{r: r.Body, rc: http.NewResponseController(w), timeout: a.s.cfg.BodyReadTimeout}
+	body := &capped{r: http.MaxBytesReader(w, paced, limit)}
 	e, err := dir.Write(params.Path, body, mode)
 	switch {
 	case body.over:
 		a.s.writeError(w, tooLarge(limit))
+	case paced.stalled:
+		a.s.writeError(w, errBodyTimeout(a.s.cfg.BodyReadTimeout))
 	case err != nil:
 		a.s.writeError(w, err)
 	default:

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,19 +17,25 @@ func (b *byteBudget) available() int64 {
 	return b.free
 }
 
+func (b *byteBudget) heldBy(owner string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held[owner]
+}
+
 func TestByteBudget(t *testing.T) {
-	b := newByteBudget(10)
-	if err := b.acquire(context.Background(), 6); err != nil {
+	b := newByteBudget(10, 10)
+	if err := b.acquire(context.Background(), "a", 6); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := b.acquire(ctx, 5); err == nil {
+	if err := b.acquire(ctx, "b", 5); err == nil {
 		t.Fatal("took 5 of the 4 bytes left")
 	}
 	got := make(chan error, 1)
-	go func() { got <- b.acquire(context.Background(), 5) }()
-	b.release(6)
+	go func() { got <- b.acquire(context.Background(), "b", 5) }()
+	b.release("a", 6)
 	select {
 	case err := <-got:
 		if err != nil || b.available() != 5 {
@@ -39,28 +46,77 @@ func TestByteBudget(t *testing.T) {
 	}
 }
 
-// TestBodyBudget fills the budget and checks a request then waits and is
-// answered 503, and that every request gives its share back, the handler
-// as soon as it has decoded the body rather than once its exec is done.
+// TestByteBudgetShares checks one owner never holds more than its share,
+// however it asks, while another owner's share stays free.
+func TestByteBudgetShares(t *testing.T) {
+	b := newByteBudget(100, 50)
+	for _, n := range []int64{30, 20} {
+		if err := b.acquire(context.Background(), "greedy", n); err != nil {
+			t.Fatalf("greedy's %d bytes within its share: %v", n, err)
+		}
+	}
+	for _, n := range []int64{1, 50, 51} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		if err := b.acquire(ctx, "greedy", n); err == nil {
+			t.Errorf("greedy took %d more bytes past its share of 50", n)
+		}
+		cancel()
+	}
+	if err := b.acquire(context.Background(), "other", 50); err != nil {
+		t.Errorf("other's whole share with greedy's spent: %v", err)
+	}
+	b.release("greedy", 50)
+	b.release("other", 50)
+	if got := b.available(); got != 100 || len(b.held) != 0 {
+		t.Errorf("after every release: %d free, held %v; want 100 free, none held", got, b.held)
+	}
+}
+
+func TestFairShare(t *testing.T) {
+	tests := []struct {
+		total, maxBody int64
+		owners         int
+		want           int64
+	}{
+		{64, 8, 1, 64},  // one key may use it all
+		{64, 8, 2, 32},  // two keys split it
+		{64, 8, 8, 8},   // eight keys: one body each
+		{64, 8, 100, 8}, // many keys: still one whole body
+		{64, 8, 0, 64},  // no owners counted: as one
+	}
+	for _, tt := range tests {
+		if got := fairShare(tt.total, tt.maxBody, tt.owners); got != tt.want {
+			t.Errorf("fairShare(%d, %d, %d) = %d, want %d", tt.total, tt.maxBody, tt.owners, got, tt.want)
+		}
+	}
+}
+
+// TestBodyBudget fills a key's share and checks its next request then
+// waits and is answered 503, and that every request gives its charge
+// back, the handler as soon as it has decoded the body rather than once
+// its exec is done.
 func TestBodyBudget(t *testing.T) {
 	const size = 1024
-	h := newHarness(t, func(c *Config) { c.MaxBodyBytes, c.MaxInFlightBodyBytes = size, size })
+	h := newHarness(t, func(c *Config) { c.MaxBodyBytes, c.MaxInFlightBodyBytes = size, 2*size })
 	id := h.create(keyA)
-	if err := h.srv.bodies.acquire(context.Background(), size); err != nil {
+	if err := h.srv.bodies.acquire(context.Background(), ownerOf(keyA), size); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	resp := h.send(newRequest("POST", "/v1/sessions", "{}").WithContext(ctx), keyA)
 	code, msg := resp.errorMessage()
-	if resp.status != http.StatusServiceUnavailable || code != "unavailable" || msg != "server busy: too many large requests at once; retry" {
-		t.Errorf("with the budget spent: got %d %s", resp.status, resp.body)
+	if resp.status != http.StatusServiceUnavailable || code != "unavailable" || !strings.HasPrefix(msg, "server busy: ") {
+		t.Errorf("with its share spent: got %d %s, want 503 unavailable, server busy", resp.status, resp.body)
 	}
-	h.srv.bodies.release(size)
+	if resp := h.do("POST", "/v1/sessions", keyB, "{}"); resp.status != http.StatusCreated {
+		t.Errorf("another key with the first one's share spent: got %d %s, want 201", resp.status, resp.body)
+	}
+	h.srv.bodies.release(ownerOf(keyA), size)
 
 	h.fake.exec = func(context.Context, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
-		if n := h.srv.bodies.available(); n != size {
-			t.Errorf("during the exec %d of %d bytes are free", n, size)
+		if n := h.srv.bodies.available(); n != 2*size {
+			t.Errorf("during the exec %d of %d bytes are free", n, 2*size)
 		}
 		return spec.Result{}, nil
 	}
@@ -69,10 +125,55 @@ func TestBodyBudget(t *testing.T) {
 		{"/v1/sessions/" + id + "/exec/stream", `{"command":["true"]}`},
 		{"/v1/sessions", `{"ttl_seconds":"x"}`},
 		{"/v1/sessions", `{"env":{"1X":"y"}}`}, // refused by the handler
+		{"/v1/sessions", strings.Repeat(" ", size+1)},
 	} {
 		h.do("POST", req.target, keyA, req.body)
-		if n := h.srv.bodies.available(); n != size {
-			t.Errorf("%s %s: %d of %d bytes are free after it", req.target, req.body, n, size)
+		if n := h.srv.bodies.available(); n != 2*size {
+			t.Errorf("%s %.20q: %d of %d bytes are free after it", req.target, req.body, n, 2*size)
 		}
+	}
+}
+
+// TestBodyCharge checks what a body holds of the budget while it is read:
+// its buffer, never more than about twice what arrived nor than it
+// declared, and the whole body arrives intact.
+func TestBodyCharge(t *testing.T) {
+	const limit = 64 << 10
+	tests := []struct {
+		name     string
+		size     int
+		declared bool
+		want     int64 // charge once the whole body is read
+	}{
+		{"empty chunked", 0, false, firstCharge},
+		{"small declared", 10, true, 10},
+		{"small chunked", 10, false, firstCharge},
+		{"1 KiB + 1 chunked", firstCharge + 1, false, 2 * firstCharge},
+		{"40 KiB declared", 40 << 10, true, 40 << 10},
+		{"40 KiB chunked", 40 << 10, false, 64 << 10},
+		{"at the limit chunked", limit, false, limit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.MaxBodyBytes = limit })
+			body := strings.Repeat("x", tt.size)
+			req := newRequest("POST", "/", body)
+			req.ContentLength = -1
+			if tt.declared {
+				req.ContentLength = int64(tt.size)
+			}
+			c := &charge{budget: h.srv.bodies, owner: "o"}
+			got, err := h.srv.readCharged(nil, req, c, limit)
+			if err != nil || string(got) != body {
+				t.Fatalf("read %d bytes, %v; want the %d sent", len(got), err, tt.size)
+			}
+			if c.held != tt.want || h.srv.bodies.heldBy("o") != tt.want {
+				t.Errorf("charged %d (budget says %d), want %d", c.held, h.srv.bodies.heldBy("o"), tt.want)
+			}
+			c.release()
+			if n := h.srv.bodies.heldBy("o"); n != 0 {
+				t.Errorf("after release %d bytes still held", n)
+			}
+		})
 	}
 }

@@ -66,6 +66,9 @@ const (
 	// DefaultMaxInFlightBodyBytes bounds the JSON body bytes of all
 	// requests being read and validated at once: eight full bodies.
 	DefaultMaxInFlightBodyBytes int64 = 64 << 20
+	// DefaultBodyReadTimeout is how long a JSON body may take to arrive
+	// whole (8 MiB at about 2 Mbit/s) and an upload may pause.
+	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultStreamWriteTimeout is how long one event of an exec stream
 	// may take to reach a client that stopped reading before the stream is
 	// given up and the exec killed.
@@ -89,11 +92,25 @@ type Config struct {
 	// upload is answered 413.
 	MaxUploadBytes int64
 	// MaxInFlightBodyBytes bounds the JSON body bytes held by all requests
-	// at once (default 64 MiB, and never less than MaxBodyBytes). Each
-	// request takes its Content-Length, or MaxBodyBytes when unknown,
-	// before its body is read, until its handler has decoded it; a request
-	// that finds no room within a few seconds is answered 503.
+	// at once (default 64 MiB, and never less than MaxBodyBytes), shared
+	// fairly among the API keys: the requests of one key hold at most
+	// max(MaxBodyBytes, MaxInFlightBodyBytes / number of keys). A body is
+	// charged as it arrives, not by the length it declares: it holds the
+	// buffer it is read into, which starts at 1 KiB and doubles as bytes
+	// come, until its handler has decoded it. So while there are at most
+	// MaxInFlightBodyBytes/MaxBodyBytes keys (8 by default) each key
+	// always finds its whole share free, whatever the others declare or
+	// send; with more keys one key still holds at most MaxBodyBytes. A
+	// request that finds no room in its key's share within a few seconds
+	// is answered 503.
 	MaxInFlightBodyBytes int64
+	// BodyReadTimeout bounds how long a request body may take to arrive
+	// (default 30s): a JSON body must arrive whole within it, an upload
+	// must not pause for longer; else the request is answered 408 and its
+	// connection closed. It holds for every request with a body, before
+	// authentication too, so nobody can hold a connection open by
+	// announcing a body and never sending it.
+	BodyReadTimeout time.Duration
 	// StreamWriteTimeout bounds the write of each event of an exec stream
 	// (default 30s). A client that reads none of it for that long breaks
 	// the stream: the rest is dropped and the exec killed, so a stalled
@@ -104,8 +121,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Mount serves extra handlers at their ServeMux patterns (such as
 	// "/mcp") behind the same logging, recovery and authentication, but
-	// outside the spec: they are not validated against it and bound
-	// their own bodies. OwnerFrom gives them the request's tenant.
+	// outside the spec: they are not validated against it. Their bodies
+	// are read first as JSON bodies are, within MaxBodyBytes, the key's
+	// share of MaxInFlightBodyBytes and BodyReadTimeout. OwnerFrom gives
+	// them the request's tenant.
 	Mount map[string]http.Handler
 	// Registry receives the server's metrics and is what /metrics serves
 	// (default: a new registry of its own). A caller may register its own
@@ -128,7 +147,8 @@ type Server struct {
 	mux        *http.ServeMux
 	operations map[string]*operation
 	// shape bounds every JSON request body, as the largest any operation
-	// allows; bodies is the budget of MaxInFlightBodyBytes.
+	// allows; bodies is the budget of MaxInFlightBodyBytes, shared by
+	// the keys' owners.
 	shape   shape
 	bodies  *byteBudget
 	handler http.Handler
@@ -162,6 +182,9 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	}
 	// A body must fit the budget on its own, or it would wait in vain.
 	cfg.MaxInFlightBodyBytes = max(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes)
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
@@ -194,10 +217,11 @@ func New(s Sessions, cfg Config) (*Server, error) {
 		registry:   cfg.Registry,
 		operations: ops,
 		shape:      sh,
-		bodies:     newByteBudget(cfg.MaxInFlightBodyBytes),
+		bodies: newByteBudget(cfg.MaxInFlightBodyBytes,
+			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, countOwners(keys, cfg.AllowAnonymous))),
 	}
 	srv.mux = srv.routes()
-	srv.handler = srv.withLogAndRecover(srv.withAuth(srv.withValidation(srv.mux)))
+	srv.handler = srv.withLogAndRecover(srv.withBodyDeadline(srv.withAuth(srv.withValidation(srv.mux))))
 	return srv, nil
 }
 

@@ -11,30 +11,63 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // withValidation bounds and validates each request that matches an
-// operation of the spec (see loadOperations); other paths go on to the
-// mux's 404 or to a handler of Config.Mount, which bounds its own input. It runs after authentication, so only a tenant ever sees
-// a validation message.
+// operation of the spec (see loadOperations), and bounds the body of one
+// for a handler of Config.Mount (holdMounted); other paths go on to the
+// mux's 404. It runs after authentication, so only a tenant ever sees a
+// validation message.
 func (s *Server) withValidation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := s.mux.Handler(r)
-		if op := s.operations[pattern]; op != nil {
-			release, err := s.validate(w, r, op)
-			defer release()
-			if err != nil {
-				s.writeError(w, err)
-				return
-			}
+		release, err := s.check(w, r, pattern)
+		defer release()
+		if err != nil {
+			s.writeError(w, err)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// check bounds and validates r, which the mux serves at pattern; the
+// returned func is to be called when the request is done.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, pattern string) (func(), error) {
+	switch {
+	case s.operations[pattern] != nil:
+		return s.validate(w, r, s.operations[pattern])
+	case s.cfg.Mount[pattern] != nil:
+		return s.holdMounted(w, r)
+	}
+	return func() {}, nil
+}
+
+// holdMounted reads the body of a request for a mounted handler (such as
+// /mcp) as a JSON body is read: within MaxBodyBytes and charged to its
+// key's share of MaxInFlightBodyBytes as it arrives, so a key cannot hold
+// more request memory through a mounted handler than through the API. The
+// handler gets the same bytes, unchecked.
+func (s *Server) holdMounted(w http.ResponseWriter, r *http.Request) (func(), error) {
+	if r.ContentLength == 0 {
+		return func() {}, nil
+	}
+	c := &charge{budget: s.bodies, owner: owner(r)}
+	release := sync.OnceFunc(c.release)
+	body, err := s.readCharged(w, r, c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return release, err
+	}
+	s.setReadDeadline(w, time.Time{})
+	r.Body = &heldBody{rest: body, release: release}
+	return release, nil
+}
+
 // validate checks r's parameters and JSON body against op. A JSON body is
-// read in full first, bounded in size, in the bytes all requests may hold
-// at once (holdBody) and in shape (prescan), so a flood cannot exhaust
+// read in full first, bounded in size, in the bytes its tenant may hold at
+// once (readCharged) and in shape (prescan), so a flood cannot exhaust
 // memory; r's body is replaced by the same bytes for the handler. The
 // returned func, to be called when the request is done, gives back the
 // body's share of MaxInFlightBodyBytes if the handler has not read it to
@@ -47,11 +80,9 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation)
 	if op.body == nil || op.body.upload {
 		return func() {}, op.checkParams(r)
 	}
-	release, err := s.holdBody(r)
-	if err != nil {
-		return release, err
-	}
-	body, value, err := s.readBody(w, r)
+	c := &charge{budget: s.bodies, owner: owner(r)}
+	release := sync.OnceFunc(c.release)
+	body, value, err := s.readBody(w, r, c)
 	if err != nil {
 		return release, err
 	}
@@ -119,26 +150,24 @@ func (op *operation) checkBody(contentType string, present bool, value any) erro
 	return nil
 }
 
-// readBody reads a JSON body of up to MaxBodyBytes and decodes it, with
-// numbers kept as written so int64 bounds compare exactly. Before it is
-// decoded, prescan refuses a body no request schema could match in shape,
-// as decoding multiplies its size in memory. It checks that the body is
-// one well-formed JSON value, so malformed input gets a short message
-// naming the byte offset. An empty body is returned as nil: the spec says
-// whether the operation needs one.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, any, error) {
-	limit := s.cfg.MaxBodyBytes
-	// Sized to the Content-Length, the buffer never grows by doubling
-	// past the share holdBody took for it.
-	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, nil, tooLarge(limit)
-		}
-		return nil, nil, badRequest("reading the request body: %s", oneLine(err))
+// readBody reads a JSON body of up to MaxBodyBytes, charged to c as it
+// arrives, and decodes it, with numbers kept as written so int64 bounds
+// compare exactly. Before it is decoded, prescan refuses a body no request
+// schema could match in shape, as decoding multiplies its size in memory.
+// It checks that the body is one well-formed JSON value, so malformed
+// input gets a short message naming the byte offset. An empty body is
+// returned as nil: the spec says whether the operation needs one.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *charge) ([]byte, any, error) {
+	if r.ContentLength == 0 {
+		return nil, nil, nil
 	}
-	body := buf.Bytes()
+	body, err := s.readCharged(w, r, c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The body is all here: clear its deadline, which must not cut the
+	// connection under a long exec.
+	s.setReadDeadline(w, time.Time{})
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil, nil
 	}

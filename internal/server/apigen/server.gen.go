@@ -22,6 +22,7 @@ const (
 	ErrorCodeInternal            ErrorCode = "internal"
 	ErrorCodeNotFound            ErrorCode = "not_found"
 	ErrorCodePayloadTooLarge     ErrorCode = "payload_too_large"
+	ErrorCodeRequestTimeout      ErrorCode = "request_timeout"
 	ErrorCodeTooManySessions     ErrorCode = "too_many_sessions"
 	ErrorCodeUnauthorized        ErrorCode = "unauthorized"
 	ErrorCodeUnavailable         ErrorCode = "unavailable"
@@ -42,6 +43,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeNotFound:
 		return true
 	case ErrorCodePayloadTooLarge:
+		return true
+	case ErrorCodeRequestTimeout:
 		return true
 	case ErrorCodeTooManySessions:
 		return true
@@ -211,12 +214,12 @@ func (e SessionState) Valid() bool {
 // cannot bound map keys).
 type Env map[string]string
 
-// ErrorCode A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503, 507).
+// ErrorCode A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 408, 413, 429, 501, 500, 503, 507).
 type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	// Code A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 413, 429, 501, 500, 503, 507).
+	// Code A stable, machine-readable error code; each maps to one HTTP status (400, 401, 404, 409, 408, 413, 429, 501, 500, 503, 507).
 	Code ErrorCode `json:"code"`
 
 	// Message A human-readable explanation, e.g. `session ses_… not found`.
@@ -683,6 +686,9 @@ type NotFound = ErrorResponse
 
 // PayloadTooLarge The body of every error answer.
 type PayloadTooLarge = ErrorResponse
+
+// RequestTimeout The body of every error answer.
+type RequestTimeout = ErrorResponse
 
 // TooManySessions The body of every error answer.
 type TooManySessions = ErrorResponse

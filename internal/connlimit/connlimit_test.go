@@ -1,0 +1,293 @@
+package connlimit
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testServer is an HTTP server behind a Listener of a small cap, over real
+// loopback connections. GET /block is answered only once release is
+// closed.
+type testServer struct {
+	t       *testing.T
+	l       *Listener
+	logs    *syncBuffer
+	entered chan struct{} // a /block request reached its handler
+	release chan struct{}
+	once    sync.Once
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newTestServer(t *testing.T, max int) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, logs: &syncBuffer{}, entered: make(chan struct{}, 64), release: make(chan struct{})}
+	ts.l = New(ln, max, slog.New(slog.NewTextHandler(ts.logs, nil)))
+	hs := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/block" {
+				ts.entered <- struct{}{}
+				<-ts.release
+			}
+			io.WriteString(w, "ok")
+		}),
+		ConnState:         ts.l.ConnState,
+		ReadHeaderTimeout: time.Minute,
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ts.l) }()
+	t.Cleanup(func() {
+		ts.unblock()
+		hs.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ts
+}
+
+func (ts *testServer) unblock() { ts.once.Do(func() { close(ts.release) }) }
+
+// dial opens a connection and waits until the listener has taken it.
+func (ts *testServer) dial() net.Conn { return ts.dialFrom("127.0.0.1") }
+
+// dialFrom opens a connection from a loopback address of its own, as if
+// from another host.
+func (ts *testServer) dialFrom(ip string) net.Conn {
+	ts.t.Helper()
+	before := ts.l.Stats().Accepted
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.Dial("tcp", ts.l.Addr().String())
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	ts.t.Cleanup(func() { c.Close() })
+	ts.waitFor("the connection to be accepted", func() bool { return ts.l.Stats().Accepted > before })
+	return c
+}
+
+// get sends GET path on c, and for any path but /block reads the answer.
+func (ts *testServer) get(c net.Conn, path string) {
+	ts.t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+		ts.t.Fatalf("sending GET %s: %v", path, err)
+	}
+	if path == "/block" {
+		select {
+		case <-ts.entered:
+		case <-time.After(time.Minute):
+			ts.t.Fatal("the /block request never reached its handler")
+		}
+		return
+	}
+	if status := answer(ts.t, c); status != http.StatusOK {
+		ts.t.Fatalf("GET %s: got %d, want 200", path, status)
+	}
+}
+
+// answer reads one answer from c, waiting at most a minute, and returns
+// its status, or 0 when the connection was closed instead.
+func answer(t *testing.T, c net.Conn) int {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("no answer within a minute: %v", err)
+		}
+		return 0
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatalf("reading the answer's body: %v", err)
+	}
+	return resp.StatusCode
+}
+
+// spare is how many connections without a request in flight l holds.
+func (ts *testServer) spare() int {
+	ts.l.mu.Lock()
+	defer ts.l.mu.Unlock()
+	return ts.l.spare.len()
+}
+
+func (ts *testServer) waitFor(what string, cond func() bool) {
+	ts.t.Helper()
+	for range 3000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ts.t.Fatalf("gave up waiting for %s", what)
+}
+
+// closed says whether the server closed c, waiting at most a minute.
+func closed(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestEvictsLongestWaiting fills the cap with a half-open connection, an
+// idle keep-alive one and one with a request in flight, and checks each
+// new connection evicts the one without a request that has waited
+// longest, and the request in flight is answered.
+func TestEvictsLongestWaiting(t *testing.T) {
+	ts := newTestServer(t, 3)
+	halfOpen := ts.dial()
+	idle := ts.dial()
+	ts.get(idle, "/")
+	busy := ts.dial()
+	ts.get(busy, "/block")
+	ts.waitFor("the idle connection to be idle again", func() bool { return ts.spare() == 2 })
+
+	first := ts.dial()
+	if !closed(t, halfOpen) {
+		t.Error("the half-open connection, the longest waiting, was not evicted")
+	}
+	ts.get(first, "/")
+	ts.waitFor("the new connection to be idle", func() bool { return ts.spare() == 2 })
+	second := ts.dial()
+	if !closed(t, idle) {
+		t.Error("the idle keep-alive connection was not evicted next")
+	}
+	ts.get(second, "/")
+	ts.unblock()
+	if status := answer(t, busy); status != http.StatusOK {
+		t.Errorf("the request in flight during the evictions: got %d, want 200", status)
+	}
+	if st := ts.l.Stats(); st.Open != 3 || st.Evicted != 2 || st.Refused != 0 || st.Accepted != 5 {
+		t.Errorf("stats: got %+v, want 3 open, 5 accepted, 2 evicted, none refused", st)
+	}
+}
+
+// TestEvictsOwnHostsFirst checks a host's new connection evicts that
+// host's own spare connections before another host's older one, so a
+// host flooding the server does not take other hosts' places.
+func TestEvictsOwnHostsFirst(t *testing.T) {
+	ts := newTestServer(t, 2)
+	other := ts.dialFrom("127.0.0.1")
+	flooder := ts.dialFrom("127.0.0.2")
+	for i := range 5 {
+		next := ts.dialFrom("127.0.0.2")
+		if !closed(t, flooder) {
+			t.Fatalf("flood connection %d: the flooder's own older connection was not evicted", i)
+		}
+		flooder = next
+	}
+	third := ts.dialFrom("127.0.0.3")
+	if !closed(t, other) {
+		t.Error("a host without spare connections did not evict the longest waiting one")
+	}
+	ts.get(third, "/")
+	ts.get(flooder, "/")
+}
+
+// TestRefusesWhenAllBusy checks a connection that finds every other one
+// with a request in flight is closed, those requests are answered, and
+// the place of a closed connection is free again.
+func TestRefusesWhenAllBusy(t *testing.T) {
+	ts := newTestServer(t, 2)
+	var busy []net.Conn
+	for range 2 {
+		c := ts.dial()
+		ts.get(c, "/block")
+		busy = append(busy, c)
+	}
+	late := ts.dial()
+	if !closed(t, late) {
+		t.Error("a connection over the cap with every other one busy was not closed")
+	}
+	ts.unblock()
+	for i, c := range busy {
+		if status := answer(t, c); status != http.StatusOK {
+			t.Errorf("busy request %d: got %d, want 200", i, status)
+		}
+		c.Close()
+	}
+	ts.waitFor("the closed connections to be forgotten", func() bool { return ts.l.Stats().Open == 0 })
+	ts.get(ts.dial(), "/")
+	if st := ts.l.Stats(); st.Refused != 1 || st.Evicted != 0 {
+		t.Errorf("stats: got %+v, want 1 refused, none evicted", st)
+	}
+}
+
+// TestEvictionLogIsRateLimited floods a full listener and checks the log
+// says so at most once a second.
+func TestEvictionLogIsRateLimited(t *testing.T) {
+	const flood = 50
+	ts := newTestServer(t, 1)
+	ts.get(ts.dial(), "/block")
+	start := time.Now()
+	for range flood {
+		c := ts.dial()
+		c.Close()
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(ts.logs.String(), "connection limit reached")
+	if lines < 1 || lines > 1+int(elapsed/time.Second) {
+		t.Errorf("%d refusals in %v logged %d lines, want 1 to %d:\n%s", flood, elapsed, lines, 1+int(elapsed/time.Second), ts.logs)
+	}
+	if st := ts.l.Stats(); st.Refused != flood {
+		t.Errorf("refused %d, want %d", st.Refused, flood)
+	}
+}
+
+func TestCap(t *testing.T) {
+	tests := []struct {
+		nofile     uint64
+		sandboxes  int
+		want       int
+		wantEnough bool
+	}{
+		{20000, 64, 20000 - Base - 64*PerSession, true},
+		{20000, 0, 20000 - Base - 64*PerSession, true}, // the manager's default
+		{1 << 20, 8, 1<<20 - Base - 8*PerSession, true},
+		{1024, 64, MinConns, false},
+		{Base + PerSession + MinConns, 1, MinConns, true},
+		{Base + PerSession + MinConns - 1, 1, MinConns, false},
+		{0, 1, MinConns, false},
+	}
+	for _, tt := range tests {
+		got, enough := Cap(tt.nofile, tt.sandboxes)
+		if got != tt.want || enough != tt.wantEnough {
+			t.Errorf("Cap(%d, %d) = %d, %v; want %d, %v", tt.nofile, tt.sandboxes, got, enough, tt.want, tt.wantEnough)
+		}
+	}
+}
