@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -84,6 +85,10 @@ func (c *Config) fitHard(hc HardCeiling) (string, error) {
 		was = fmt.Sprint(*p)
 	}
 	*p = hc.Value
+	if c.hardBounds == nil {
+		c.hardBounds = map[string]string{}
+	}
+	c.hardBounds[hc.Field] = hc.Source
 	return fmt.Sprintf("the %s ceiling (--%s) is lowered from %s to %d, %s, which no sandbox can exceed (raise it with %s)",
 		hc.Field, f.Flag, was, hc.Value, hc.Source, hc.Raise), nil
 }
@@ -169,4 +174,15 @@ func (m *Manager) keptDisk(s *session) int64 {
 		return 0
 	}
 	return s.spec.Limits.DiskBytes
+}
+
+// checkCeilings is Ceilings.Check, a refusal naming the backend's bound
+// where Fit lowered the ceiling to one.
+func (m *Manager) checkCeilings(l spec.Limits) error {
+	err := m.cfg.Ceilings.Check(l)
+	var ce *spec.CeilingError
+	if errors.As(err, &ce) {
+		ce.SetBy = m.cfg.hardBounds[ce.Field.Name]
+	}
+	return err
 }

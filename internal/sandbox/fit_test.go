@@ -75,6 +75,13 @@ func TestFitHardCeilings(t *testing.T) {
 	if got, _, _ := (Config{}).Fit(b); got.Ceilings.OpenFiles != 512 {
 		t.Errorf("no ceiling set: open files ceiling %d, want the hard 512", got.Ceilings.OpenFiles)
 	}
+	m := NewManager(b, Config{})
+	t.Cleanup(func() { m.Close() })
+	o := defaultOptions()
+	o.Limits.OpenFiles = 513
+	_, err = m.Create(context.Background(), "alice", o)
+	checkInvalid(t, "open files above the hard bound", err,
+		"open files 513 is above this server's ceiling of 512 (set by warden's hard RLIMIT_NOFILE): ask for at most 512")
 	nofile.Value = 20
 	b.hard = []HardCeiling{nofile}
 	_, _, err = Config{}.Fit(b)

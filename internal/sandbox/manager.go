@@ -67,6 +67,10 @@ type Config struct {
 	// served (or gone) as asked; only what a crash would recover differs.
 	// It must not block.
 	OnStoreError func(error)
+
+	// hardBounds names, by limit, the backend bound Fit lowered a ceiling
+	// to, so a refusal names it rather than the flag.
+	hardBounds map[string]string
 }
 
 func (c Config) withDefaults() Config {
@@ -316,7 +320,7 @@ func (m *Manager) newSessionSpec(o SessionOptions) (spec.Spec, error) {
 	if err := s.ValidateSandbox(); err != nil {
 		return s, err
 	}
-	if err := m.cfg.Ceilings.Check(s.Limits); err != nil {
+	if err := m.checkCeilings(s.Limits); err != nil {
 		return s, err
 	}
 	return s, m.checkBudget(s.Limits)

@@ -58,12 +58,19 @@ type CeilingError struct {
 	Value, Ceiling string
 	// Unlimited says the value asked for was 0, no limit at all.
 	Unlimited bool
+	// SetBy, when set, names what set the ceiling instead of the flag
+	// (a bound of the host the flag was lowered to).
+	SetBy string
 }
 
 // Error words the refusal for a client, who can only ask for less.
 func (e *CeilingError) Error() string {
-	return fmt.Sprintf("%v: %s %s is above this server's ceiling of %s (set by --%s): ask for at most %s",
-		ErrInvalid, e.Field.Name, e.asked(), e.Ceiling, e.Field.Flag, e.Ceiling)
+	by := "--" + e.Field.Flag
+	if e.SetBy != "" {
+		by = e.SetBy
+	}
+	return fmt.Sprintf("%v: %s %s is above this server's ceiling of %s (set by %s): ask for at most %s",
+		ErrInvalid, e.Field.Name, e.asked(), e.Ceiling, by, e.Ceiling)
 }
 
 // Unwrap makes the error ErrInvalid: the request, not the server, is wrong.
