@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -38,15 +39,14 @@ type sessionCaps struct{ ttl, idle time.Duration }
 
 func addSessionCapFlags(f *pflag.FlagSet, c *sessionCaps) {
 	c.ttl, c.idle = sandbox.DefaultMaxTTL, sandbox.DefaultMaxIdle
-	f.DurationVar(&c.ttl, "max-ttl", c.ttl, "longest lifetime a session may ask for")
-	f.DurationVar(&c.idle, "max-idle-timeout", c.idle, "longest idle timeout a session may ask for")
+	f.DurationVar(&c.ttl, "max-ttl", c.ttl, "longest lifetime a session may ask for (0: the API's own maximum, 24h)")
+	f.DurationVar(&c.idle, "max-idle-timeout", c.idle, "longest idle timeout a session may ask for (0: the API's own maximum, 24h)")
 }
 
-// mcpMaxTimeout is the longest timeout_seconds the MCP tools offer: the
-// timeout ceiling, or the spec's own bound when there is none.
-func mcpMaxTimeout(c spec.Ceilings) time.Duration {
-	if c.Timeout > 0 {
-		return c.Timeout
+// logFit logs what Config.Fit lowered, so the operator sees every limit
+// that is not what the flags said, and why.
+func logFit(log *slog.Logger, notes []string) {
+	for _, n := range notes {
+		log.Warn(n)
 	}
-	return spec.MaxTimeout
 }

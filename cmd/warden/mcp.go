@@ -47,18 +47,19 @@ Sessions the client creates are deleted when it disconnects. Logs go to
 stderr. Sandboxes have no network unless --allow-network lets a session ask
 for an allowlist. The same tools are served over HTTP at /mcp by warden serve.
 The limits (--memory, --timeout, ...) must fit the ceilings (--max-*, defaults
-sized for this host), which also bound what a call may ask for.`,
+sized for this host), which also bound what a call may ask for: a limit flag
+given above its ceiling is refused, a default one above it is lowered to it.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.Flags().Changed) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.backend, "backend", "native", "isolation backend of every sandbox: native, gvisor or docker")
 	addBackendFlags(f, &o.backendOpts)
 	l := &o.limits
 	f.Var(durationFlag{&l.Timeout}, "timeout", "default time limit of each tool call")
-	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit of each sandbox, tmpfs included (0: none)")
-	f.Var(cpusFlag{&l.CPUs}, "cpus", "CPU bandwidth of each sandbox in cores (0: none)")
-	f.Int64Var(&l.Pids, "pids", l.Pids, "processes and threads of each sandbox (0: none)")
+	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit of each sandbox, tmpfs included (0: none, only with --max-memory 0)")
+	f.Var(cpusFlag{&l.CPUs}, "cpus", "CPU bandwidth of each sandbox in cores (0: none, only with --max-cpus 0)")
+	f.Int64Var(&l.Pids, "pids", l.Pids, "processes and threads of each sandbox (0: none, only with --max-pids 0)")
 	f.Var(sizeFlag{&l.DiskBytes}, "disk", "writable disk of each sandbox: /workspace, /tmp and home")
 	f.IntVar(&o.maxSessions, "max-sessions", 8, "sessions and one-off runs alive at once")
 	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
@@ -70,24 +71,20 @@ sized for this host), which also bound what a call may ask for.`,
 	return cmd
 }
 
-// run serves one client on stdio until it disconnects or a signal comes.
-func (o *mcpOptions) run(ctx context.Context) error {
-	if err := o.limits.Validate(); err != nil {
-		return err
-	}
+// run serves one client on stdio until it disconnects or a signal comes;
+// given says whether a flag was on the command line.
+func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) error {
 	if o.limits.Timeout <= 0 {
 		return errors.New("--timeout must be positive: a call without a time limit could hold its sandbox forever")
 	}
-	if t := o.ceilings.Timeout; t != 0 && t < time.Second {
-		return fmt.Errorf("--max-timeout %s is too short: calls ask for whole seconds, so use at least 1s", t)
-	}
-	// The pool's spec is what the tools build, so Validate checks the
-	// limit flags against the ceilings.
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
-		PoolSpec: spec.Spec{Limits: o.limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
+		DefaultLimits: o.limits, MaxBytesPerOwner: sandbox.ShareOfMemory,
 	}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := checkGivenLimits(o.limits, o.ceilings, given); err != nil {
 		return err
 	}
 	level := slog.LevelWarn
@@ -102,13 +99,41 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	_, notes, err := cfg.Fit(backend)
+	if err != nil {
+		return err
+	}
+	logFit(log, notes)
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	err = wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{
-		Owner: mcpOwner, Limits: o.limits, MaxTimeout: mcpMaxTimeout(o.ceilings), AllowNetwork: o.allowNetwork, Version: version, Logger: log,
+		Owner: mcpOwner, AllowNetwork: o.allowNetwork, Version: version, Logger: log,
 	})
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return nil // a signal is the ordinary way to stop
 	}
 	return err
+}
+
+// mcpLimitFlags are the limit flags of warden mcp, by the name
+// spec.CeilingFields gives their limit.
+var mcpLimitFlags = map[string]string{"timeout": "timeout", "memory": "memory", "cpus": "cpus", "pids": "pids", "disk": "disk"}
+
+// checkGivenLimits refuses a limit flag the operator gave above its
+// ceiling, naming both flags; one left at its default is lowered to the
+// ceiling instead (by Config.Fit, which logs it).
+func checkGivenLimits(l spec.Limits, c spec.Ceilings, given func(flag string) bool) error {
+	_, above := c.Clamp(l)
+	for _, e := range above {
+		flag, ok := mcpLimitFlags[e.Field.Name]
+		if !ok || !given(flag) {
+			continue
+		}
+		value := e.Value
+		if e.Unlimited {
+			value = "0 (no limit)"
+		}
+		return fmt.Errorf("--%s %s is above --%s %s: lower --%s or raise --%s (0: no ceiling)", flag, value, e.Field.Flag, e.Ceiling, flag, e.Field.Flag)
+	}
+	return nil
 }

@@ -33,14 +33,17 @@ type serveOptions struct {
 	keyFile     string
 	maxSessions int
 	maxPerKey   int
-	pool        int
-	ttl         time.Duration
-	idle        time.Duration
-	caps        sessionCaps
-	ceilings    spec.Ceilings
-	verbose     bool
-	shutdown    time.Duration
-	stateDir    string
+	// maxBytesPerKey is --max-memory-per-key, or sandbox.ShareOfMemory
+	// when not given.
+	maxBytesPerKey int64
+	pool           int
+	ttl            time.Duration
+	idle           time.Duration
+	caps           sessionCaps
+	ceilings       spec.Ceilings
+	verbose        bool
+	shutdown       time.Duration
+	stateDir       string
 }
 
 func newServeCmd() *cobra.Command {
@@ -60,10 +63,20 @@ each key may hold --max-sessions divided by the number of keys, rounded down
 whole share (the share is logged at start). Sandboxes built ahead (--pool)
 count for no key. The /mcp endpoint acts for the key's tenant under the same
 share. A request may not ask for more than the operator's ceilings (--max-*,
-defaults sized for this host: memory and disk a quarter of its RAM, CPUs its
-cores); above one it is answered 400 naming the limit and the flag.`,
+defaults sized for the memory and CPUs warden may use, its cgroup's limits
+included: memory and disk a quarter of that memory, CPUs all of them); above
+one it is answered 400 naming the limit and the flag. What a request leaves
+out takes the default limits, lowered to the ceilings (and, on the native
+backend, to warden's hard rlimits), each lowering logged at start. Nor can a
+key fill the memory: the memory plus disk of all its sandboxes, dead sessions'
+kept files included, is bounded by --max-memory-per-key (429 past it).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("max-memory-per-key") {
+				o.maxBytesPerKey = sandbox.ShareOfMemory
+			}
+			return serve(cmd.Context(), o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.backend, "backend", "native", "isolation backend of every sandbox: native, gvisor or docker")
@@ -72,6 +85,7 @@ cores); above one it is answered 400 naming the limit and the flag.`,
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
 	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: --max-sessions divided by the number of keys, rounded down)")
+	f.Var(sizeFlag{&o.maxBytesPerKey}, "max-memory-per-key", "memory plus disk the sandboxes of one API key may hold together, dead sessions' kept files included (default: the memory available to warden divided by the number of keys; 0: no budget)")
 	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
 	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
@@ -100,6 +114,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: countKeys(keys), Pool: o.pool,
 		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
+		MaxBytesPerOwner: o.maxBytesPerKey,
+		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
 		OnReap: func(reason string) {
 			if srv != nil {
 				srv.ObserveReap(reason)
@@ -114,6 +130,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	_, notes, err := cfg.Fit(backend)
+	if err != nil {
+		return err
+	}
+	logFit(log, notes)
 	store, err := openState(o.stateDir)
 	if err != nil {
 		return err
@@ -129,11 +150,12 @@ func serve(ctx context.Context, o serveOptions) error {
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	reportState(log, store, mgr)
-	reportShare(log, cfg.Owners, o.maxSessions, mgr.PerOwner())
+	reportShare(log, cfg.Owners, mgr.MaxSessions(), mgr.PerOwner())
+	reportBudget(log, mgr.BytesPerOwner())
 	// MCP clients get the API's own defaults and, as the API lets a key
 	// ask for an egress allowlist, so may they; a key's tenant owns them.
 	mcpHandler := wardenmcp.HTTPHandler(mgr, wardenmcp.Options{
-		Limits: spec.DefaultLimits, MaxTimeout: mcpMaxTimeout(o.ceilings), AllowNetwork: true, Version: version, Logger: log,
+		AllowNetwork: true, Version: version, Logger: log,
 	}, server.OwnerFrom)
 	srv, err = server.New(mgr, server.Config{
 		Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
@@ -182,6 +204,15 @@ func reportShare(log *slog.Logger, keys, maxSessions, share int) {
 		log.Warn("the keys' shares add up to more than --max-sessions: a key may find every slot taken by the others; raise --max-sessions or lower --max-sessions-per-key",
 			"keys", keys, "share", share, "max_sessions", maxSessions)
 	}
+}
+
+// reportBudget logs the memory and disk each key's sandboxes may hold.
+func reportBudget(log *slog.Logger, budget int64) {
+	if budget == 0 {
+		log.Info("memory and disk per API key: no budget (--max-memory-per-key 0)")
+		return
+	}
+	log.Info("memory and disk per API key", "budget", spec.FormatSize(budget))
 }
 
 // leftBehind lists this process's sandbox cgroups that still exist.

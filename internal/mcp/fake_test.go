@@ -41,6 +41,16 @@ func newFake(t *testing.T) *fakeSessions {
 	return f
 }
 
+func (f *fakeSessions) DefaultLimits() spec.Limits { return spec.DefaultLimits }
+
+// Ceilings are those of a host with a 10 minute timeout ceiling.
+func (f *fakeSessions) Ceilings() spec.Ceilings { return spec.Ceilings{Timeout: 10 * time.Minute} }
+
+// LifeCaps are the flags' defaults.
+func (f *fakeSessions) LifeCaps() (ttl, idle time.Duration) {
+	return sandbox.DefaultMaxTTL, sandbox.DefaultMaxIdle
+}
+
 func (f *fakeSessions) Create(_ context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

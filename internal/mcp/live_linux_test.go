@@ -32,11 +32,11 @@ func TestMain(m *testing.M) {
 // that keeps the session, and the client's sessions gone when it leaves.
 func TestMCPLiveNotebook(t *testing.T) {
 	testhost.RequireRoot(t)
-	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{MaxSessions: 4})
-	t.Cleanup(func() { mgr.Close() })
 	limits := spec.DefaultLimits
 	limits.Timeout = 30 * time.Second
-	cs, done := connect(t, mgr, Options{Owner: "mcp", Limits: limits})
+	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{MaxSessions: 4, DefaultLimits: limits})
+	t.Cleanup(func() { mgr.Close() })
+	cs, done := connect(t, mgr, Options{Owner: "mcp"})
 
 	id := sessionID(t, call(t, cs, "create_session", nil))
 	if res := call(t, cs, "run_code", map[string]any{"language": "python", "code": "x = 41", "session_id": id}); res.IsError {

@@ -255,3 +255,29 @@ func TestWardenErrorHints(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPSchemaBoundsAreTheManagers: the schemas offer no more than the
+// Manager allows: its timeout ceiling, ttl and idle caps.
+func TestMCPSchemaBoundsAreTheManagers(t *testing.T) {
+	cs, _ := connect(t, newFake(t), Options{Owner: "mcp"})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]float64{
+		"create_session": {"ttl_seconds": sandbox.DefaultMaxTTL.Seconds(), "idle_timeout_seconds": sandbox.DefaultMaxIdle.Seconds()},
+		"run_code":       {"timeout_seconds": 600},
+		"run_command":    {"timeout_seconds": 600},
+	}
+	for _, tool := range list.Tools {
+		props, _ := tool.InputSchema.(map[string]any)["properties"].(map[string]any)
+		for name, most := range want[tool.Name] {
+			p, _ := props[name].(map[string]any)
+			if got, _ := p["maximum"].(float64); got != most {
+				t.Errorf("%s.%s: maximum %v, want %v", tool.Name, name, p["maximum"], most)
+			}
+		}
+	}
+}

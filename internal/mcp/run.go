@@ -111,12 +111,12 @@ func (t *tools) timeout(asked time.Duration, info sandbox.Info) time.Duration {
 	case info.Limits.Timeout > 0:
 		return info.Limits.Timeout
 	}
-	return t.opts.Limits.Timeout
+	return t.limits.Timeout
 }
 
 // sessionOptions are what every sandbox the tools build starts from.
 func (t *tools) sessionOptions() sandbox.SessionOptions {
-	return sandbox.SessionOptions{Limits: t.opts.Limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	return sandbox.SessionOptions{Limits: t.limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 }
 
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }

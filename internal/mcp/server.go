@@ -35,29 +35,26 @@ type Sessions interface {
 	Files(owner, id string) (*workspace.Dir, error)
 	// Run runs a command once in a fresh sandbox, destroyed after.
 	Run(ctx context.Context, owner string, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
+	// DefaultLimits bound every sandbox the tools build; their Timeout is
+	// a call's timeout when it asks for none.
+	DefaultLimits() spec.Limits
+	// Ceilings bound what a call may ask for: the tools' schemas say so.
+	Ceilings() spec.Ceilings
+	// LifeCaps are the longest ttl and idle timeout a session may ask for.
+	LifeCaps() (ttl, idle time.Duration)
 }
 
 // The real Manager must keep satisfying what the tools need.
 var _ Sessions = (*sandbox.Manager)(nil)
 
-// DefaultMaxTimeout is the default cap on a call's timeout_seconds, the
-// Manager's own default timeout ceiling.
-const DefaultMaxTimeout = sandbox.DefaultMaxTimeout
-
-// Options say whom sandboxes belong to and what they may use. Zero fields
-// take safe defaults: spec.DefaultLimits, no network.
+// Options say whom sandboxes belong to and whether they may have network
+// (none by default). Limits, ceilings and caps are the Manager's.
 type Options struct {
 	// Owner owns the sessions of a client the transport does not
 	// authenticate: the one fixed owner of a stdio server, or the single
 	// tenant of an HTTP server without keys. An authenticated HTTP
 	// request's own tenant always wins.
 	Owner string
-	// Limits bound every sandbox the tools build; Limits.Timeout is a
-	// call's timeout when it asks for none.
-	Limits spec.Limits
-	// MaxTimeout caps what a call may ask for as timeout_seconds
-	// (DefaultMaxTimeout).
-	MaxTimeout time.Duration
 	// AllowNetwork lets create_session ask for the egress proxy with an
 	// allowlist. Without it every sandbox has no network at all.
 	AllowNetwork bool
@@ -69,12 +66,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Limits == (spec.Limits{}) {
-		o.Limits = spec.DefaultLimits
-	}
-	if o.MaxTimeout <= 0 {
-		o.MaxTimeout = DefaultMaxTimeout
-	}
 	if o.Version == "" {
 		o.Version = "dev"
 	}
@@ -102,7 +93,7 @@ func newServer(m Sessions, opts Options, created *tracker) *sdk.Server {
 	opts = opts.withDefaults()
 	srv := sdk.NewServer(&sdk.Implementation{Name: "warden", Title: "Warden sandbox", Version: opts.Version},
 		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &sdk.ServerCapabilities{}})
-	t := &tools{m: m, opts: opts, created: created}
+	t := &tools{m: m, opts: opts, created: created, limits: m.DefaultLimits()}
 	t.register(srv)
 	srv.AddReceivingMiddleware(argumentErrors)
 	return srv

@@ -15,6 +15,8 @@ type tools struct {
 	m       Sessions
 	opts    Options
 	created *tracker
+	// limits are the Manager's default limits, read once.
+	limits spec.Limits
 }
 
 // owner is whom a call acts for: the tenant of the HTTP request's API key
@@ -32,7 +34,7 @@ var languages = []string{"python", "bash", "javascript"}
 // register adds every tool to srv with its schema and description. The
 // descriptions are written for the model that picks and calls the tools.
 func (t *tools) register(srv *sdk.Server) {
-	maxTimeout := int64(t.opts.MaxTimeout.Seconds())
+	maxTimeout, maxTTL, maxIdle := t.bounds()
 	timeouts := func(p map[string]*jsonschema.Schema) { bounds(p["timeout_seconds"], 1, maxTimeout) }
 	sandboxed := func(readOnly bool) *sdk.ToolAnnotations {
 		return &sdk.ToolAnnotations{ReadOnlyHint: readOnly, OpenWorldHint: ptr(false)}
@@ -45,7 +47,7 @@ func (t *tools) register(srv *sdk.Server) {
 With session_id the code runs in that session's persistent interpreter, like a notebook cell: variables, imports and functions stay for the next run_code call in the same language, and a trailing expression's value is returned (as in Jupyter). Without session_id it runs once in a fresh sandbox that is discarded after; nothing persists.
 Python has numpy and matplotlib: every figure left open is returned as a PNG image (no savefig or show needed). An exception comes back with its type, message and traceback.
 Each call is limited to %s unless timeout_seconds says otherwise (at most %ds); at the timeout the code is killed, the interpreter restarts empty, and the session's files are kept. There is no network access unless the session was created with an allowlist.
-Example: {"language": "python", "code": "import math\nmath.sqrt(2)"}`, t.opts.Limits.Timeout, maxTimeout),
+Example: {"language": "python", "code": "import math\nmath.sqrt(2)"}`, t.limits.Timeout, maxTimeout),
 		Annotations: sandboxed(false),
 		InputSchema: inputSchema[runCodeIn](func(p map[string]*jsonschema.Schema) {
 			enum(p["language"], languages...)
@@ -61,7 +63,7 @@ Example: {"language": "python", "code": "import math\nmath.sqrt(2)"}`, t.opts.Li
 Give exactly one of argv (the program and its arguments, no shell: ["ls", "-la"]) or shell (a command line run with sh -c, for pipes, redirections and globs: "ls *.csv | wc -l").
 With session_id the command runs in that session, in /workspace, and sees the files earlier calls left there; without it, in a fresh sandbox discarded after.
 Limited to %s unless timeout_seconds says otherwise (at most %ds); at the timeout only this command is killed. No network unless the session was created with an allowlist.
-Example: {"shell": "python3 --version && nproc", "session_id": "ses_..."}`, t.opts.Limits.Timeout, maxTimeout),
+Example: {"shell": "python3 --version && nproc", "session_id": "ses_..."}`, t.limits.Timeout, maxTimeout),
 		Annotations: sandboxed(false),
 		InputSchema: inputSchema[runCommandIn](func(p map[string]*jsonschema.Schema) {
 			p["argv"].MinItems = ptr(1)
@@ -78,8 +80,8 @@ The sandbox has no network by default. network {"mode": "proxy", "allow": ["pypi
 Example: {} or {"idle_timeout_seconds": 1800}`,
 		Annotations: sandboxed(false),
 		InputSchema: inputSchema[createSessionIn](func(p map[string]*jsonschema.Schema) {
-			bounds(p["ttl_seconds"], 1, 24*3600)
-			bounds(p["idle_timeout_seconds"], 1, 24*3600)
+			bounds(p["ttl_seconds"], 1, maxTTL)
+			bounds(p["idle_timeout_seconds"], 1, maxIdle)
 			enum(p["network"].Properties["mode"], "none", "proxy")
 		}),
 	}, t.createSession)
@@ -124,4 +126,16 @@ Example: {"session_id": "ses_...", "path": "results"}`,
 		Annotations: sandboxed(true),
 		InputSchema: inputSchema[listFilesIn](nil),
 	}, t.listFiles)
+}
+
+// bounds are the most seconds a call's timeout and a session's ttl and
+// idle timeout may ask for: the Manager's ceiling and caps, or the
+// spec's own bound where the operator set no ceiling.
+func (t *tools) bounds() (timeout, ttl, idle int64) {
+	maxTimeout := t.m.Ceilings().Timeout
+	if maxTimeout <= 0 {
+		maxTimeout = spec.MaxTimeout
+	}
+	maxTTL, maxIdle := t.m.LifeCaps()
+	return int64(maxTimeout.Seconds()), int64(maxTTL.Seconds()), int64(maxIdle.Seconds())
 }

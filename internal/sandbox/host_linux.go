@@ -1,25 +1,34 @@
 package sandbox
 
-import "golang.org/x/sys/unix"
+import (
+	"runtime"
 
-// hostMemory is the host's RAM in bytes.
-func hostMemory() (int64, error) {
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
+)
+
+// AvailableMemory is the memory this process may use, in bytes: the
+// host's RAM, or less when a cgroup warden runs in (a container, a
+// systemd slice) has a lower limit.
+func AvailableMemory() (int64, error) {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return 0, err
 	}
-	return int64(si.Totalram) * int64(si.Unit), nil
+	ram := int64(si.Totalram) * int64(si.Unit)
+	if limit, _, err := cgroup.OwnLimits(); err == nil && limit > 0 {
+		ram = min(ram, limit)
+	}
+	return ram, nil
 }
 
-// hardLimits are this process's hard RLIMIT_NOFILE and RLIMIT_NPROC,
-// which no sandbox it starts can raise (-1 for none).
-func hardLimits() (openFiles, procs int64) {
-	get := func(res int) int64 {
-		var lim unix.Rlimit
-		if unix.Getrlimit(res, &lim) != nil || lim.Max == unix.RLIM_INFINITY || lim.Max > 1<<62 {
-			return -1
-		}
-		return int64(lim.Max)
+// availableCPUs is the CPU cores this process may use: the host's, or
+// fewer when a cgroup warden runs in has a CPU quota.
+func availableCPUs() float64 {
+	cpus := float64(runtime.NumCPU())
+	if _, quota, err := cgroup.OwnLimits(); err == nil && quota > 0 {
+		cpus = min(cpus, quota)
 	}
-	return get(unix.RLIMIT_NOFILE), get(unix.RLIMIT_NPROC)
+	return cpus
 }

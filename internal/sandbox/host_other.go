@@ -2,10 +2,13 @@
 
 package sandbox
 
-import "errors"
+import (
+	"errors"
+	"runtime"
+)
 
-// hostMemory is unknown off Linux.
-func hostMemory() (int64, error) { return 0, errors.ErrUnsupported }
+// AvailableMemory is unknown off Linux.
+func AvailableMemory() (int64, error) { return 0, errors.ErrUnsupported }
 
-// hardLimits are unknown off Linux.
-func hardLimits() (openFiles, procs int64) { return -1, -1 }
+// availableCPUs is the host's cores: there are no cgroups off Linux.
+func availableCPUs() float64 { return float64(runtime.NumCPU()) }

@@ -25,24 +25,34 @@ type Config struct {
 	// default share; zero or one leaves the one owner every slot.
 	Owners int
 	// DefaultTTL (1h) is a session's life when it asks for none; MaxTTL
-	// (DefaultMaxTTL) is the longest it may ask for.
+	// (MaxSessionLife, the API's own bound) is the longest it may ask for.
 	DefaultTTL, MaxTTL time.Duration
 	// DefaultIdle (10m) ends a session no one used for that long; MaxIdle
-	// (DefaultMaxIdle) is the longest idle timeout it may ask for.
+	// (MaxSessionLife) is the longest idle timeout it may ask for.
 	DefaultIdle, MaxIdle time.Duration
 	// Ceilings bound the limits any sandbox, session or exec may ask for
 	// (none when zero; see DefaultCeilings). Every front end's request
 	// passes through the Manager, so this is the one place they are
 	// checked.
 	Ceilings spec.Ceilings
+	// DefaultLimits (spec.DefaultLimits) are what a request asking for no
+	// limits gets and what the pool builds, lowered to the Ceilings (see
+	// Fit); front ends read the result from Manager.DefaultLimits.
+	DefaultLimits spec.Limits
+	// MaxBytesPerOwner caps the memory plus disk of every sandbox one
+	// owner holds at once, dead sessions' kept disk included (0: none;
+	// ShareOfMemory: the memory available divided by Owners), so one key
+	// cannot fill the host's memory within the per-sandbox ceilings.
+	MaxBytesPerOwner int64
 	// ReapEvery is how often expiry is checked (1s).
 	ReapEvery time.Duration
 	// Pool keeps this many sandboxes built ahead with the default
-	// options, so a Create asking for those is served at once.
+	// limits and no network, so a Create asking for those is served at
+	// once.
 	Pool int
-	// PoolSpec is what pooled sandboxes are built from (default limits,
-	// no network).
-	PoolSpec spec.Spec
+	// OnPoolError is told why the pool could not build a sandbox, at most
+	// once a minute while it keeps failing; it must not block.
+	OnPoolError func(error)
 	// Files bounds host-side file access.
 	Files workspace.Limits
 	// OnReap is told each session the reaper ended, and why ("ttl",
@@ -57,6 +67,10 @@ type Config struct {
 	// served (or gone) as asked; only what a crash would recover differs.
 	// It must not block.
 	OnStoreError func(error)
+
+	// hardBounds names, by limit, the backend bound Fit lowered a ceiling
+	// to, so a refusal names it rather than the flag.
+	hardBounds map[string]string
 }
 
 func (c Config) withDefaults() Config {
@@ -69,21 +83,23 @@ func (c Config) withDefaults() Config {
 	if c.DefaultTTL <= 0 {
 		c.DefaultTTL = time.Hour
 	}
-	if c.MaxTTL <= 0 {
-		c.MaxTTL = DefaultMaxTTL
+	if c.MaxTTL == 0 {
+		c.MaxTTL = MaxSessionLife
 	}
 	if c.DefaultIdle <= 0 {
 		c.DefaultIdle = 10 * time.Minute
 	}
-	if c.MaxIdle <= 0 {
-		c.MaxIdle = DefaultMaxIdle
+	if c.MaxIdle == 0 {
+		c.MaxIdle = MaxSessionLife
 	}
 	if c.ReapEvery <= 0 {
 		c.ReapEvery = time.Second
 	}
-	if c.PoolSpec.Network.Mode == "" {
-		c.PoolSpec.Limits = spec.DefaultLimits
-		c.PoolSpec.Network.Mode = spec.NetNone
+	if c.DefaultLimits == (spec.Limits{}) {
+		c.DefaultLimits = spec.DefaultLimits
+	}
+	if c.OnPoolError == nil {
+		c.OnPoolError = func(error) {}
 	}
 	if c.OnReap == nil {
 		c.OnReap = func(string) {}
@@ -107,7 +123,15 @@ type Manager struct {
 	// by owner.
 	active  int
 	byOwner map[string]int
-	closed  bool
+	// bytesByOwner is what each owner's sandboxes count against
+	// MaxBytesPerOwner, and held what each session counts of it, by id:
+	// its memory and disk while alive, its kept disk once dead.
+	bytesByOwner map[string]int64
+	held         map[string]int64
+	closed       bool
+
+	// poolSpec is what the pool builds: the default limits, no network.
+	poolSpec spec.Spec
 
 	pool *pool
 	stop chan struct{}
@@ -129,15 +153,22 @@ type Manager struct {
 // NewManager starts a Manager and its reaper (and pool, if configured).
 // With a Store it first brings back the sessions a crashed server left
 // there, as dead ones (see Recovered).
+//
+// cfg is applied as Fit makes it hold on b; callers check Fit's error
+// first, as a Manager made anyway would refuse what Fit names.
 func NewManager(b Backend, cfg Config) *Manager {
-	cfg = cfg.withDefaults()
-	m := &Manager{backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, stop: make(chan struct{})}
+	cfg, _, _ = cfg.Fit(b)
+	m := &Manager{
+		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
+		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
+		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
+	}
 	m.runsEnd, m.endRuns = context.WithCancel(context.Background())
 	m.persist = persistsWorkspaces(b, cfg.Store)
 	if cfg.Store != nil {
 		m.recovery = m.recoverSessions()
 	}
-	m.pool = newPool(m.startBox, m.discardBox, cfg.PoolSpec, cfg.Pool)
+	m.pool = newPool(m.startBox, m.discardBox, m.poolSpec, cfg.Pool, cfg.OnPoolError)
 	m.wg.Add(1)
 	go m.reapLoop()
 	return m
@@ -146,6 +177,24 @@ func NewManager(b Backend, cfg Config) *Manager {
 // PerOwner is how many sessions and runs one owner may hold at once.
 func (m *Manager) PerOwner() int { return m.cfg.MaxPerOwner }
 
+// MaxSessions is how many sessions and runs may be alive at once.
+func (m *Manager) MaxSessions() int { return m.cfg.MaxSessions }
+
+// BytesPerOwner is the memory and disk one owner's sandboxes may hold
+// together (0: no budget).
+func (m *Manager) BytesPerOwner() int64 { return m.cfg.MaxBytesPerOwner }
+
+// DefaultLimits are what a request asking for no limits gets: the one
+// value every front end (the API, /mcp, the pool) starts from, already
+// within the ceilings.
+func (m *Manager) DefaultLimits() spec.Limits { return m.cfg.DefaultLimits }
+
+// Ceilings bound what any request may ask for.
+func (m *Manager) Ceilings() spec.Ceilings { return m.cfg.Ceilings }
+
+// LifeCaps are the longest ttl and idle timeout a session may ask for.
+func (m *Manager) LifeCaps() (ttl, idle time.Duration) { return m.cfg.MaxTTL, m.cfg.MaxIdle }
+
 // Recovered says what NewManager found in the Store.
 func (m *Manager) Recovered() Recovery { return m.recovery }
 
@@ -153,35 +202,64 @@ func (m *Manager) Recovered() Recovery { return m.recovery }
 // this process.
 func (m *Manager) PersistsWorkspaces() bool { return m.persist }
 
-// acquire takes a slot for owner's session or run, or fails with
-// ErrTooMany. A run is also counted in m.runs, which Close waits for.
-func (m *Manager) acquire(owner string, run bool) error {
+// acquire takes a slot and bytes of the memory budget for owner's
+// session or run, or fails with ErrTooMany; under m.mu, so concurrent
+// requests cannot together pass a limit. A run is also counted in m.runs,
+// which Close waits for.
+func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	if m.active >= m.cfg.MaxSessions {
-		return fmt.Errorf("%w: %d sessions and runs are active, the limit is %d; delete a session or retry later", ErrTooMany, m.active, m.cfg.MaxSessions)
+		return fmt.Errorf("%w: the server is at its limit of sessions and runs (this key holds %d); delete a session or retry later", ErrTooMany, m.byOwner[owner])
 	}
 	if n := m.byOwner[owner]; m.cfg.MaxPerOwner > 0 && n >= m.cfg.MaxPerOwner {
 		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d; delete a session or retry later", ErrTooMany, n, m.cfg.MaxPerOwner)
 	}
+	if n, b := m.bytesByOwner[owner], m.cfg.MaxBytesPerOwner; b > 0 && n+bytes > b {
+		return fmt.Errorf("%w: this key's sessions and runs hold %s of memory and disk, dead sessions' files included, and this one asks for %s more; the key's budget is %s (set by --max-memory-per-key): delete a session or ask for less",
+			ErrTooMany, spec.FormatSize(n), spec.FormatSize(bytes), spec.FormatSize(b))
+	}
 	m.active++
 	m.byOwner[owner]++
+	m.bytesByOwner[owner] += bytes
 	if run {
 		m.runs.Add(1)
 	}
 	return nil
 }
 
-func (m *Manager) release(owner string) {
+// release gives back a slot and bytes of owner's budget.
+func (m *Manager) release(owner string, bytes int64) {
 	m.mu.Lock()
 	m.active--
 	if m.byOwner[owner]--; m.byOwner[owner] <= 0 {
 		delete(m.byOwner, owner)
 	}
+	m.unchargeLocked(owner, bytes)
 	m.mu.Unlock()
+}
+
+func (m *Manager) unchargeLocked(owner string, bytes int64) {
+	if m.bytesByOwner[owner] -= bytes; m.bytesByOwner[owner] <= 0 {
+		delete(m.bytesByOwner, owner)
+	}
+}
+
+// keep lowers what session s counts against its owner's budget to
+// bytes (its kept disk once dead, nothing once gone).
+func (m *Manager) keep(s *session, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if held, ok := m.held[s.id]; ok && bytes < held {
+		m.unchargeLocked(s.owner, held-bytes)
+		m.held[s.id] = bytes
+	}
+	if bytes == 0 {
+		delete(m.held, s.id)
+	}
 }
 
 // Create builds a session for owner and returns it ready.
@@ -190,14 +268,15 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if err != nil {
 		return Info{}, err
 	}
-	if err := m.acquire(owner, false); err != nil {
+	bytes := m.charge(s.Limits)
+	if err := m.acquire(owner, false, bytes); err != nil {
 		return Info{}, err
 	}
 	box, ws := m.pool.take(s)
 	if box == nil {
 		box, ws, err = m.startBox(ctx, s)
 		if err != nil {
-			m.release(owner)
+			m.release(owner, bytes)
 			return Info{}, err
 		}
 	}
@@ -209,7 +288,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)
-		m.release(owner)
+		m.release(owner, bytes)
 		return Info{}, err
 	}
 	m.mu.Lock()
@@ -217,6 +296,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if !closed {
 		m.sessions[ses.id] = ses
 	}
+	m.held[ses.id] = bytes // end, even the one below, gives it back
 	m.mu.Unlock()
 	if closed {
 		// Close has already ended the sessions it knew of.
@@ -240,7 +320,10 @@ func (m *Manager) newSessionSpec(o SessionOptions) (spec.Spec, error) {
 	if err := s.ValidateSandbox(); err != nil {
 		return s, err
 	}
-	return s, m.cfg.Ceilings.Check(s.Limits)
+	if err := m.checkCeilings(s.Limits); err != nil {
+		return s, err
+	}
+	return s, m.checkBudget(s.Limits)
 }
 
 func (m *Manager) ttl(d time.Duration) time.Duration {
@@ -347,8 +430,9 @@ func (m *Manager) end(s *session) error {
 	delete(m.sessions, s.id)
 	m.mu.Unlock()
 	if slot {
-		m.release(s.owner)
+		m.release(s.owner, 0)
 	}
+	m.keep(s, 0)
 	return err
 }
 
@@ -427,7 +511,8 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if err := m.cfg.Ceilings.CheckTimeout(req.Timeout); err != nil {
 		return spec.Result{}, err
 	}
-	if err := m.acquire(owner, true); err != nil {
+	bytes := m.charge(s.Limits)
+	if err := m.acquire(owner, true, bytes); err != nil {
 		return spec.Result{}, err
 	}
 	defer m.runs.Done()
@@ -441,7 +526,7 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if box, ws := m.pool.take(m.runShape(s)); box != nil {
 		return m.runPooled(ctx, owner, box, ws, s, readerOrNil(stdin), live)
 	}
-	defer m.release(owner)
+	defer m.release(owner, bytes)
 	return m.backend.Run(ctx, s, readerOrNil(stdin), live)
 }
 

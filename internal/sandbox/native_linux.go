@@ -37,3 +37,17 @@ func (Native) HostWorkspaces() bool {
 }
 
 func useSpawner() { native.UseSpawner() }
+
+// HardCeilings are the bounds warden's hard rlimits put on every native
+// sandbox: its init inherits them and cannot raise them.
+func (Native) HardCeilings() []HardCeiling {
+	var out []HardCeiling
+	for _, h := range native.HardCeilings() {
+		out = append(out, HardCeiling{Field: h.Name, Value: h.Value, Least: leastOf[h.Name], Source: "warden's hard " + h.Rlimit, Raise: h.Raise})
+	}
+	return out
+}
+
+// leastOf is the fewest of a hard-bounded limit a sandbox needs to run an
+// interpreter at all.
+var leastOf = map[string]int64{"open files": 64, "pids": 16}

@@ -164,8 +164,9 @@ func (m *Manager) bury(s *session, why string) {
 		m.cfg.OnStoreError(err)
 	}
 	if slot {
-		m.release(s.owner)
+		m.release(s.owner, 0)
 	}
+	m.keep(s, m.keptDisk(s))
 }
 
 // recoverSessions brings back the sessions a crashed server left in the
@@ -197,6 +198,10 @@ func (m *Manager) recoverSessions() Recovery {
 			r.Err = errors.Join(r.Err, err)
 		}
 		m.sessions[s.id] = s
+		if kept := m.keptDisk(s); kept > 0 {
+			m.held[s.id] = kept
+			m.bytesByOwner[s.owner] += kept
+		}
 		r.Sessions++
 	}
 	if r.Err != nil {
@@ -222,6 +227,11 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: rec.IdleTimeout,
 		ws: rec.Workspace, diedAt: rec.DiedAt, reason: rec.Reason, gone: make(chan struct{}),
 	}
+	// The caps of this server bind sessions a former one made, too.
+	if last := rec.CreatedAt.Add(m.cfg.MaxTTL); s.expires.After(last) {
+		s.expires = last
+	}
+	s.idle = min(s.idle, m.cfg.MaxIdle)
 	if s.diedAt.IsZero() {
 		s.diedAt = now
 		s.reason = fmt.Sprintf("the server (pid %d) stopped without ending the session, and its sandbox was killed", rec.ServerPID)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -11,6 +12,9 @@ import (
 
 // poolStartTimeout bounds building one pooled sandbox.
 const poolStartTimeout = time.Minute
+
+// poolErrorEvery is how often a pool that keeps failing to build says why.
+const poolErrorEvery = time.Minute
 
 // refillDelay is how long the pool waits after a box is taken before it
 // builds the next.
@@ -24,6 +28,9 @@ type pool struct {
 	discard func(Box, string)
 	spec    spec.Spec
 	size    int
+	// onError is told why a build failed, rate-limited by lastError.
+	onError   func(error)
+	lastError time.Time
 
 	mu     sync.Mutex
 	boxes  []pooled
@@ -41,8 +48,8 @@ type pooled struct {
 	ws  string
 }
 
-func newPool(start startFunc, discard func(Box, string), s spec.Spec, size int) *pool {
-	p := &pool{start: start, discard: discard, spec: s, size: size, want: make(chan struct{}, 1)}
+func newPool(start startFunc, discard func(Box, string), s spec.Spec, size int, onError func(error)) *pool {
+	p := &pool{start: start, discard: discard, spec: s, size: size, onError: onError, want: make(chan struct{}, 1)}
 	if size > 0 {
 		p.wg.Add(1)
 		go p.fill()
@@ -102,6 +109,7 @@ func (p *pool) fill() {
 			b, ws, err := p.start(ctx, p.spec)
 			cancel()
 			if err != nil {
+				p.failed(err)
 				time.Sleep(time.Second)
 				continue
 			}
@@ -110,6 +118,16 @@ func (p *pool) fill() {
 				return
 			}
 		}
+	}
+}
+
+// failed reports a failed build, unless one was reported within
+// poolErrorEvery: a pool that cannot build retries every second, and the
+// operator needs the reason once, not a flood.
+func (p *pool) failed(err error) {
+	if now := time.Now(); p.lastError.IsZero() || now.Sub(p.lastError) >= poolErrorEvery {
+		p.lastError = now
+		p.onError(fmt.Errorf("building a pooled sandbox (retried every second): %w", err))
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 // which a box takes per exec.
 func (m *Manager) runShape(s spec.Spec) spec.Spec {
 	shape := s
-	shape.Command, shape.Env = nil, m.cfg.PoolSpec.Env
-	shape.Limits.Timeout = m.cfg.PoolSpec.Limits.Timeout
+	shape.Command, shape.Env = nil, m.poolSpec.Env
+	shape.Limits.Timeout = m.poolSpec.Limits.Timeout
 	return shape
 }
 
@@ -25,7 +25,7 @@ func (m *Manager) runShape(s spec.Spec) spec.Spec {
 // background; owner's slot is given back with the answer, as a fresh
 // run's is, so a caller at its limit can send the next run at once.
 func (m *Manager) runPooled(ctx context.Context, owner string, box Box, ws string, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
-	defer m.release(owner)
+	defer m.release(owner, m.charge(s.Limits))
 	defer m.discardLater(box, ws)
 	timeout := s.Limits.Timeout
 	if timeout <= 0 {

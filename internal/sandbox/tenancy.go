@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -33,41 +31,40 @@ func Share(maxSessions, owners int) int {
 	return max(maxSessions/owners, 1)
 }
 
+// MaxSessionLife is the API's own bound on a session's ttl and idle
+// timeout (ttl_seconds, idle_timeout_seconds up to 86400): --max-ttl and
+// --max-idle-timeout may not go above it, and 0 means it.
+const MaxSessionLife = 24 * time.Hour
+
+// ShareOfMemory, as Config.MaxBytesPerOwner, gives each owner the memory
+// available to warden divided by the number of owners (the share rule of
+// sessions), though never less than one sandbox with the default limits.
+const ShareOfMemory = -1
+
 // DefaultCeilings are what `warden serve` and `warden mcp` let one
 // sandbox ask for unless the operator says otherwise, sized for this
-// host: memory and disk (a tmpfs, so memory too) a quarter of its RAM,
-// CPUs no more than its cores, open files and pids within this process's
-// hard limits, and counts, times and output well above the defaults but
-// far from what would hurt the host or other tenants.
-// No ceiling is below spec.DefaultLimits, so a request asking for
-// nothing always fits.
+// host: memory and disk (a tmpfs, so memory too) a quarter of the memory
+// available to warden (its cgroup's limit, if lower than the RAM), CPUs
+// no more than it may use, and counts, times and output well above the
+// defaults but far from what would hurt the host or other tenants. A
+// backend's own hard bounds lower them further (see Config.Fit), and the
+// default limits are lowered to fit them.
 func DefaultCeilings() spec.Ceilings {
 	quarter := 8 * spec.DefaultLimits.MemoryBytes
-	if ram, err := hostMemory(); err == nil {
+	if ram, err := AvailableMemory(); err == nil {
 		quarter = roundDown(ram / 4)
 	}
-	c := spec.Ceilings{
+	return spec.Ceilings{
 		Timeout:       DefaultMaxTimeout,
-		MemoryBytes:   max(quarter, spec.DefaultLimits.MemoryBytes),
-		DiskBytes:     max(quarter, spec.DefaultLimits.DiskBytes),
-		FileSizeBytes: max(quarter, spec.DefaultLimits.FileSizeBytes),
-		CPUs:          float64(runtime.NumCPU()),
+		MemoryBytes:   quarter,
+		DiskBytes:     quarter,
+		FileSizeBytes: quarter,
+		CPUs:          availableCPUs(),
 		Pids:          4096,
 		OpenFiles:     65536,
 		OutputBytes:   16 * spec.MiB,
 		CPUTime:       time.Hour,
 	}
-	// A native sandbox's init inherits this process's hard limits and
-	// cannot raise them, so the ceilings stay within them (never below the
-	// defaults, which a start would then refuse with the bound named).
-	files, procs := hardLimits()
-	if files >= 0 {
-		c.OpenFiles = max(min(c.OpenFiles, files), spec.DefaultLimits.OpenFiles)
-	}
-	if procs >= 0 {
-		c.Pids = max(min(c.Pids, procs), spec.DefaultLimits.Pids)
-	}
-	return c
 }
 
 // roundDown rounds n down to whole GiB, or MiB below one GiB, so the
@@ -79,11 +76,23 @@ func roundDown(n int64) int64 {
 	return n / spec.MiB * spec.MiB
 }
 
-// Validate checks that c is consistent: defaults within their caps, and
-// the pool's sandboxes (built with the limits a request gets when it
-// asks for none) within the ceilings, since no request could take one
-// otherwise. Each message names the flag to change.
+// Validate checks that c makes sense on its own: ceilings and caps
+// neither negative nor NaN nor infinite, caps within the API's own 24h,
+// defaults within their caps. Each message names the flag to change. The
+// limits against the ceilings and the backend are Fit's to reconcile.
 func (c Config) Validate() error {
+	if err := c.Ceilings.Validate(); err != nil {
+		return err
+	}
+	if err := checkLifeCap("--max-ttl", c.MaxTTL); err != nil {
+		return err
+	}
+	if err := checkLifeCap("--max-idle-timeout", c.MaxIdle); err != nil {
+		return err
+	}
+	if c.MaxBytesPerOwner < 0 && c.MaxBytesPerOwner != ShareOfMemory {
+		return fmt.Errorf("--max-memory-per-key %s is negative: use a size, or 0 for no budget", spec.FormatSize(c.MaxBytesPerOwner))
+	}
 	c = c.withDefaults()
 	switch {
 	case c.DefaultTTL > c.MaxTTL:
@@ -93,9 +102,14 @@ func (c Config) Validate() error {
 	case c.MaxPerOwner < 0:
 		return fmt.Errorf("--max-sessions-per-key %d is negative: use 0 for the default share, or a count", c.MaxPerOwner)
 	}
-	if err := c.Ceilings.Check(c.PoolSpec.Limits); err != nil {
-		return fmt.Errorf("the default limits every sandbox and the pool start from do not fit the ceilings: %s",
-			strings.TrimPrefix(err.Error(), spec.ErrInvalid.Error()+": "))
+	return c.DefaultLimits.Validate()
+}
+
+// checkLifeCap refuses a ttl or idle cap that is negative or above the
+// API's own bound; 0 means that bound.
+func checkLifeCap(flag string, d time.Duration) error {
+	if d < 0 || d > MaxSessionLife {
+		return fmt.Errorf("%s %v is out of range: use up to %v, the API's own maximum (0 means it)", flag, d, MaxSessionLife)
 	}
 	return nil
 }

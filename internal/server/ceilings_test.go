@@ -31,7 +31,7 @@ func (noBoxes) Run(context.Context, spec.Spec, io.Reader, sandbox.Stream) (spec.
 // the real Manager, is a 400 whose message names the limit, the value,
 // the ceiling and the flag, before any sandbox is built.
 func TestCeilingsAnswer400(t *testing.T) {
-	mgr := sandbox.NewManager(noBoxes{}, sandbox.Config{Owners: 2, Ceilings: spec.Ceilings{
+	mgr := sandbox.NewManager(noBoxes{}, sandbox.Config{Owners: 2, MaxTTL: sandbox.DefaultMaxTTL, MaxIdle: sandbox.DefaultMaxIdle, Ceilings: spec.Ceilings{
 		Timeout: 10 * time.Minute, MemoryBytes: 6 * spec.GiB, DiskBytes: 6 * spec.GiB, CPUs: 2, Pids: 4096, OpenFiles: 65536,
 	}})
 	t.Cleanup(func() { mgr.Close() })
@@ -64,5 +64,35 @@ func TestCeilingsAnswer400(t *testing.T) {
 		if resp.status != http.StatusBadRequest || code != codeBadRequest || msg != tt.want {
 			t.Errorf("POST %s %s: got %d %s %q, want 400 %s %q", tt.target, tt.body, resp.status, code, msg, codeBadRequest, tt.want)
 		}
+	}
+}
+
+// TestCeilingsBelowDefaults: ceilings below the built-in defaults lower
+// what a request leaving limits out gets, so such a request is served
+// (here: reaches the backend) instead of answered 400, on /v1/sessions and
+// /v1/run alike, and the session is built with the lowered limits.
+func TestCeilingsBelowDefaults(t *testing.T) {
+	mgr := sandbox.NewManager(noBoxes{}, sandbox.Config{Ceilings: spec.Ceilings{
+		Timeout: 30 * time.Second, MemoryBytes: 256 * spec.MiB, CPUs: 0.5, OpenFiles: 512,
+	}})
+	t.Cleanup(func() { mgr.Close() })
+	srv, err := New(mgr, Config{AllowAnonymous: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, srv: srv}
+	for _, tt := range []struct{ target, body string }{
+		{"/v1/sessions", `{}`},
+		{"/v1/run", `{"command":["true"]}`},
+	} {
+		resp := h.do("POST", tt.target, "", tt.body)
+		if _, msg := resp.errorMessage(); resp.status != http.StatusInternalServerError || msg != errNoBoxes.Error() {
+			t.Errorf("POST %s %s: got %d %q, want the request to reach the backend (500 %q)", tt.target, tt.body, resp.status, msg, errNoBoxes)
+		}
+	}
+	want := spec.DefaultLimits
+	want.Timeout, want.MemoryBytes, want.CPUs, want.OpenFiles = 30*time.Second, 256*spec.MiB, 0.5, 512
+	if got := mgr.DefaultLimits(); got != want {
+		t.Errorf("DefaultLimits() = %+v, want %+v", got, want)
 	}
 }

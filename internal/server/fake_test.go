@@ -184,6 +184,8 @@ func (f *fakeSessions) Run(ctx context.Context, _ string, o sandbox.SessionOptio
 	return echo(live)
 }
 
+func (f *fakeSessions) DefaultLimits() spec.Limits { return spec.DefaultLimits }
+
 func (f *fakeSessions) Counts() map[sandbox.State]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

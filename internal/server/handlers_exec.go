@@ -69,7 +69,7 @@ func (a api) RunOnce(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, err)
 		return
 	}
-	o, req, err := body.request()
+	o, req, err := body.request(a.s.sessions.DefaultLimits())
 	if err != nil {
 		a.s.writeError(w, err)
 		return

@@ -46,7 +46,7 @@ func (a api) CreateSession(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, err)
 		return
 	}
-	o, err := body.options()
+	o, err := body.options(a.s.sessions.DefaultLimits())
 	if err != nil {
 		a.s.writeError(w, err)
 		return

@@ -52,6 +52,9 @@ type Sessions interface {
 	NetworkEvents(owner, id string) ([]spec.NetworkEvent, error)
 	// Counts is how many sessions are in each state, for metrics.
 	Counts() map[sandbox.State]int
+	// DefaultLimits are what a request gets for the limits it leaves out:
+	// the Manager's one value, within the operator's ceilings.
+	DefaultLimits() spec.Limits
 }
 
 // Defaults of Config.

@@ -171,10 +171,11 @@ func envList(env map[string]string) ([]string, error) {
 	return out, nil
 }
 
-func (c *sessionCreateJSON) options() (sandbox.SessionOptions, error) {
+// options builds the session's options, limits not given taking defaults.
+func (c *sessionCreateJSON) options(defaults spec.Limits) (sandbox.SessionOptions, error) {
 	var o sandbox.SessionOptions
 	var err error
-	if o.Limits, err = c.Limits.limits(spec.DefaultLimits); err != nil {
+	if o.Limits, err = c.Limits.limits(defaults); err != nil {
 		return o, err
 	}
 	if o.Network, err = c.Network.policy(); err != nil {
@@ -241,13 +242,14 @@ func (e *execJSON) request() (sandbox.ExecRequest, error) {
 	return req, nil
 }
 
-func (rj *runJSON) request() (sandbox.SessionOptions, sandbox.ExecRequest, error) {
+// request builds the run, limits not given taking defaults.
+func (rj *runJSON) request(defaults spec.Limits) (sandbox.SessionOptions, sandbox.ExecRequest, error) {
 	var o sandbox.SessionOptions
 	req, err := rj.codeJSON.request()
 	if err != nil {
 		return o, req, err
 	}
-	if o.Limits, err = rj.Limits.limits(spec.DefaultLimits); err != nil {
+	if o.Limits, err = rj.Limits.limits(defaults); err != nil {
 		return o, req, err
 	}
 	o.Network, err = rj.Network.policy()

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -48,9 +49,43 @@ var CeilingFields = []CeilingField{
 	{"cpu time", "max-cpu-time", "most CPU time per process a sandbox may ask for", func(l *Limits) any { return &l.CPUTime }, false},
 }
 
-// Check refuses the first limit of l above its ceiling with one line that
-// names the limit, the value asked for, the ceiling and the flag that sets
-// it. The error wraps ErrInvalid: the request, not the server, is wrong.
+// CeilingError is a limit above its ceiling: which limit, the value
+// asked for, the ceiling and the flag that sets it, so each front end can
+// word the refusal for whoever can act on it (a client's request, an
+// operator's flags). It wraps ErrInvalid.
+type CeilingError struct {
+	Field          CeilingField
+	Value, Ceiling string
+	// Unlimited says the value asked for was 0, no limit at all.
+	Unlimited bool
+	// SetBy, when set, names what set the ceiling instead of the flag
+	// (a bound of the host the flag was lowered to).
+	SetBy string
+}
+
+// Error words the refusal for a client, who can only ask for less.
+func (e *CeilingError) Error() string {
+	by := "--" + e.Field.Flag
+	if e.SetBy != "" {
+		by = e.SetBy
+	}
+	return fmt.Sprintf("%v: %s %s is above this server's ceiling of %s (set by %s): ask for at most %s",
+		ErrInvalid, e.Field.Name, e.asked(), e.Ceiling, by, e.Ceiling)
+}
+
+// Unwrap makes the error ErrInvalid: the request, not the server, is wrong.
+func (e *CeilingError) Unwrap() error { return ErrInvalid }
+
+func (e *CeilingError) asked() string {
+	if e.Unlimited {
+		return "0 (no limit)"
+	}
+	return e.Value
+}
+
+// Check refuses the first limit of l above its ceiling with a
+// *CeilingError, one line that names the limit, the value asked for, the
+// ceiling and the flag that sets it.
 func (c *Ceilings) Check(l Limits) error {
 	ceil := Limits(*c)
 	for _, f := range CeilingFields {
@@ -61,26 +96,68 @@ func (c *Ceilings) Check(l Limits) error {
 	return nil
 }
 
+// Clamp lowers each limit of l above its ceiling (0, no limit, included)
+// to the ceiling, and returns what it lowered, so an operator's defaults
+// always fit the operator's ceilings.
+func (c *Ceilings) Clamp(l Limits) (Limits, []*CeilingError) {
+	ceil := Limits(*c)
+	var clamped []*CeilingError
+	for _, f := range CeilingFields {
+		if err := f.check(f.Field(&l), f.Field(&ceil)); err != nil {
+			clamped = append(clamped, err)
+			f.set(f.Field(&l), f.Field(&ceil))
+		}
+	}
+	return l, clamped
+}
+
+// Validate refuses ceilings that make no sense: negative, NaN or infinite
+// ones, and a timeout ceiling under a second, which no request (in whole
+// seconds) could fit. Each message names the flag.
+func (c *Ceilings) Validate() error {
+	l := Limits(*c)
+	for _, f := range CeilingFields {
+		if v := f.number(f.Field(&l)); v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("--%s %s is not a ceiling: use a positive value, or 0 for no ceiling", f.Flag, f.format(f.Field(&l)))
+		}
+	}
+	if c.Timeout > 0 && c.Timeout < time.Second {
+		return fmt.Errorf("--max-timeout %s is too short: requests ask for whole seconds, so use at least 1s (or 0 for no ceiling)", c.Timeout)
+	}
+	return nil
+}
+
 // CheckTimeout refuses an exec's own timeout above the timeout ceiling;
 // zero asks for the session's, which Check has already bounded.
 func (c *Ceilings) CheckTimeout(d time.Duration) error {
 	if d == 0 {
 		return nil
 	}
-	return timeoutCeiling.check(&d, &c.Timeout)
+	if err := timeoutCeiling.check(&d, &c.Timeout); err != nil {
+		return err // not the nil *CeilingError, which is a non-nil error
+	}
+	return nil
 }
 
-func (f CeilingField) check(value, ceiling any) error {
+// check returns a *CeilingError if value is above ceiling, else nil.
+func (f CeilingField) check(value, ceiling any) *CeilingError {
 	v, max := f.number(value), f.number(ceiling)
 	if max == 0 || (v > 0 && v <= max) {
 		return nil
 	}
-	asked := f.format(value)
-	if v == 0 {
-		asked = "0 (no limit)"
+	return &CeilingError{Field: f, Value: f.format(value), Ceiling: f.format(ceiling), Unlimited: v == 0}
+}
+
+// set copies the limit at from to the one at to, both f.Field's type.
+func (f CeilingField) set(to, from any) {
+	switch to := to.(type) {
+	case *int64:
+		*to = *from.(*int64)
+	case *float64:
+		*to = *from.(*float64)
+	case *time.Duration:
+		*to = *from.(*time.Duration)
 	}
-	return invalid("%s %s is above this server's ceiling of %s (set by --%s): ask for at most %s",
-		f.Name, asked, f.format(ceiling), f.Flag, f.format(ceiling))
 }
 
 func (f CeilingField) number(p any) float64 {

@@ -2,6 +2,8 @@ package spec
 
 import (
 	"errors"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -84,22 +86,74 @@ func TestCheckTimeout(t *testing.T) {
 	}
 }
 
-// TestCeilingFieldsCoverLimits: every limit but none has a ceiling, each
-// with its own flag, so a new limit cannot slip past the check.
+// TestCeilingFieldsCoverLimits: every field of Limits has a ceiling,
+// each with its own flag, so a new limit cannot slip past the check. The
+// fields are found by reflection, not listed by hand.
 func TestCeilingFieldsCoverLimits(t *testing.T) {
-	seen := map[any]bool{}
+	seen := map[uintptr]bool{}
 	flags := map[string]bool{}
 	var l Limits
+	base := reflect.ValueOf(&l).Pointer()
 	for _, f := range CeilingFields {
-		seen[f.Field(&l)] = true
+		seen[reflect.ValueOf(f.Field(&l)).Pointer()-base] = true
 		if flags[f.Flag] || !strings.HasPrefix(f.Flag, "max-") {
 			t.Errorf("ceiling %s: flag %q is repeated or not max-...", f.Name, f.Flag)
 		}
 		flags[f.Flag] = true
 	}
-	for _, p := range []any{&l.Timeout, &l.MemoryBytes, &l.Pids, &l.CPUs, &l.DiskBytes, &l.OutputBytes, &l.CPUTime, &l.FileSizeBytes, &l.OpenFiles} {
-		if !seen[p] {
-			t.Errorf("a limit at %p has no ceiling", p)
+	typ := reflect.TypeOf(l)
+	for i := range typ.NumField() {
+		if fld := typ.Field(i); !seen[fld.Offset] {
+			t.Errorf("Limits.%s has no ceiling in CeilingFields", fld.Name)
+		}
+	}
+}
+
+// TestClamp: limits above their ceilings, "no limit" included, are
+// lowered to them and reported; the others are kept.
+func TestClamp(t *testing.T) {
+	c := Ceilings{Timeout: 30 * time.Second, MemoryBytes: 256 * MiB, CPUs: 0.5}
+	l := DefaultLimits
+	l.OpenFiles = 0
+	got, clamped := c.Clamp(l)
+	want := DefaultLimits
+	want.Timeout, want.MemoryBytes, want.CPUs, want.OpenFiles = 30*time.Second, 256*MiB, 0.5, 0
+	if got != want {
+		t.Errorf("Clamp() = %+v, want %+v", got, want)
+	}
+	var names []string
+	for _, e := range clamped {
+		names = append(names, e.Field.Name+" "+e.Value+"->"+e.Ceiling)
+	}
+	if g, w := strings.Join(names, ", "), "timeout 1m0s->30s, memory 512MiB->256MiB, cpus 1->0.5"; g != w {
+		t.Errorf("Clamp() lowered %q, want %q", g, w)
+	}
+	if err := c.Check(got); err != nil {
+		t.Errorf("Check(Clamp()) = %v, want nil", err)
+	}
+}
+
+// TestCeilingsValidate: negative, NaN and infinite ceilings, and a
+// timeout ceiling under a second, are refused naming the flag.
+func TestCeilingsValidate(t *testing.T) {
+	tests := []struct {
+		c    Ceilings
+		want string
+	}{
+		{Ceilings{}, ""},
+		{Ceilings(DefaultLimits), ""},
+		{Ceilings{Pids: -5}, "--max-pids -5 is not a ceiling: use a positive value, or 0 for no ceiling"},
+		{Ceilings{CPUs: -1}, "--max-cpus -1 is not a ceiling"},
+		{Ceilings{CPUs: math.NaN()}, "--max-cpus NaN is not a ceiling"},
+		{Ceilings{CPUs: math.Inf(1)}, "--max-cpus +Inf is not a ceiling"},
+		{Ceilings{MemoryBytes: -1}, "--max-memory"},
+		{Ceilings{CPUTime: -time.Second}, "--max-cpu-time -1s is not a ceiling"},
+		{Ceilings{Timeout: 500 * time.Millisecond}, "--max-timeout 500ms is too short: requests ask for whole seconds, so use at least 1s"},
+	}
+	for _, tt := range tests {
+		err := tt.c.Validate()
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("Validate(%+v) = %v, want %q", tt.c, err, tt.want)
 		}
 	}
 }

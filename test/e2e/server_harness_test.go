@@ -43,12 +43,20 @@ const (
 // --state-dir flag it gets its own, removed after it stops.
 func startServer(t *testing.T, flags ...string) *apiServer {
 	t.Helper()
+	return startServerAs(t, nil, flags...)
+}
+
+// startServerAs is startServer under a prefix command (prlimit, to
+// start it with lower hard rlimits).
+func startServerAs(t *testing.T, prefix []string, flags ...string) *apiServer {
+	t.Helper()
 	requireSandbox(t)
 	if !slices.Contains(flags, "--state-dir") {
 		flags = append(flags, "--state-dir", filepath.Join(t.TempDir(), "state"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, wardenBin, append([]string{"serve", "--listen", "127.0.0.1:0"}, flags...)...)
+	argv := append(append(append([]string{}, prefix...), wardenBin, "serve", "--listen", "127.0.0.1:0"), flags...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = []string{"WARDEN_API_KEYS=" + keyA + "," + keyB, "PATH=/usr/local/bin:/usr/bin:/bin"}
 	for _, k := range []string{"WARDEN_EGRESS_HOSTS", "GODEBUG"} {
 		if v, ok := os.LookupEnv(k); ok {

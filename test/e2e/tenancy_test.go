@@ -35,8 +35,11 @@ func TestHugeRlimitsRunOrAreRefused(t *testing.T) {
 // TestServeSharesAndCeilings is the red team's two-key attack on the
 // defaults: one key cannot take every slot, and limits above the host's
 // ceilings are a 400 naming the flag, not a sandbox.
+//
+// The memory and CPU ceilings are given: their defaults follow the host,
+// and the test must not.
 func TestServeSharesAndCeilings(t *testing.T) {
-	srv := startServer(t, "--max-sessions", "4")
+	srv := startServer(t, "--max-sessions", "4", "--max-memory", "6GiB", "--max-cpus", "2")
 	for range 2 {
 		srv.newSession(t, keyA, nil)
 	}
@@ -72,7 +75,7 @@ func TestServeHugeRlimitsWithoutCeilings(t *testing.T) {
 	srv := startServer(t, "--max-pids", "0", "--max-open-files", "0")
 	for _, body := range []string{`{"limits":{"pids":1048576}}`, `{"limits":{"open_files":1048576}}`} {
 		code, b := srv.call(t, keyA, "POST", "/v1/sessions", strings.NewReader(body), "application/json")
-		if code != http.StatusCreated && (code != http.StatusBadRequest || !strings.Contains(string(b), "the hard RLIMIT_")) {
+		if code != http.StatusCreated && (code != http.StatusBadRequest || !strings.Contains(string(b), "(set by warden's hard RLIMIT_")) {
 			t.Errorf("POST /v1/sessions %s = %d %s, want 201, or 400 naming the hard limit", body, code, b)
 		}
 	}
@@ -95,7 +98,61 @@ func TestMCPHTTPShare(t *testing.T) {
 		t.Errorf("keyA's API session past its share = %d %s, want 429", code, b)
 	}
 	srv.newSession(t, keyB, nil)
-	if res := mcpCall(t, cs, "create_session", map[string]any{"ttl_seconds": 86400}); !res.IsError || !strings.Contains(mcpText(t, res), "--max-ttl") {
-		t.Errorf("create_session with a day's ttl = error %v %q, want --max-ttl named", res.IsError, mcpText(t, res))
+	// The schema offers no more than the Manager's cap (6h, the default).
+	if res := mcpCall(t, cs, "create_session", map[string]any{"ttl_seconds": 86400}); !res.IsError || !strings.Contains(mcpText(t, res), "21600") {
+		t.Errorf("create_session with a day's ttl = error %v %q, want the cap of 21600 named", res.IsError, mcpText(t, res))
+	}
+}
+
+// TestServeCeilingsBelowDefaults: ceilings under the built-in defaults
+// start a server whose defaults are lowered to them, so a request asking
+// for nothing is served, on the API and through the pool.
+func TestServeCeilingsBelowDefaults(t *testing.T) {
+	srv := startServer(t, "--max-timeout", "30s", "--max-memory", "256MiB", "--max-cpus", "0.5", "--max-open-files", "512", "--pool", "1")
+	id := srv.newSession(t, keyA, nil)
+	code, b := srv.call(t, keyA, "GET", "/v1/sessions/"+id, nil, "")
+	if code != http.StatusOK || !strings.Contains(string(b), `"memory_bytes":268435456`) || !strings.Contains(string(b), `"open_files":512`) {
+		t.Errorf("GET the session = %d %s, want the lowered memory and open files", code, b)
+	}
+	if code, b := srv.call(t, keyA, "POST", "/v1/run", strings.NewReader(`{"command":["true"]}`), "application/json"); code != http.StatusOK {
+		t.Errorf("POST /v1/run with no limits = %d %s, want 200", code, b)
+	}
+	srv.stop()
+	if _, logs := srv.exit(); !strings.Contains(logs, "the default memory limit is lowered from 512MiB to 256MiB, the ceiling set by --max-memory") {
+		t.Errorf("serve's log does not tell of the lowered default memory:\n%s", logs)
+	}
+}
+
+// TestServeUnderLowHardRlimit: under `ulimit -Hn 512` the open files
+// ceiling and default become 512 and the server serves; under 20, which
+// no sandbox can work with, it refuses to start naming the fix.
+func TestServeUnderLowHardRlimit(t *testing.T) {
+	srv := startServerAs(t, []string{"prlimit", "--nofile=512:512", "--"}, "--pool", "1")
+	srv.newSession(t, keyA, nil)
+	if code, b := srv.call(t, keyA, "POST", "/v1/run", strings.NewReader(`{"command":["true"]}`), "application/json"); code != http.StatusOK {
+		t.Errorf("POST /v1/run under a hard limit of 512 files = %d %s, want 200", code, b)
+	}
+	srv.stop()
+	if _, logs := srv.exit(); !strings.Contains(logs, "lowered from 65536 to 512, warden's hard RLIMIT_NOFILE") {
+		t.Errorf("serve's log does not tell of the lowered ceiling:\n%s", logs)
+	}
+	inv := wardenAs(t, []string{"prlimit", "--nofile=20:20", "--"}, "", "serve", "--listen", "127.0.0.1:0", "--state-dir", "none")
+	if inv.code == 0 || !strings.Contains(inv.stderr, "warden's hard RLIMIT_NOFILE is 20, below the 64 open files a sandbox needs") || !strings.Contains(inv.stderr, "ulimit -Hn") {
+		t.Errorf("serve under 20 open files: exit %d, stderr %q; want a refusal naming the limit and ulimit -Hn", inv.code, inv.stderr)
+	}
+}
+
+// TestCLIMCPLimitFlagAboveCeiling: warden mcp refuses a limit flag given
+// above its ceiling with both flags named, before serving anything.
+func TestCLIMCPLimitFlagAboveCeiling(t *testing.T) {
+	requireSandbox(t)
+	inv := warden(t, "", "mcp", "--memory", "100GiB", "--max-memory", "5GiB")
+	const want = "--memory 100GiB is above --max-memory 5GiB: lower --memory or raise --max-memory (0: no ceiling)"
+	if inv.code == 0 || !strings.Contains(inv.stderr, want) {
+		t.Errorf("warden mcp --memory 100GiB --max-memory 5GiB: exit %d, stderr %q; want %q", inv.code, inv.stderr, want)
+	}
+	inv = warden(t, "", "serve", "--max-ttl", "48h", "--listen", "127.0.0.1:0", "--state-dir", "none")
+	if inv.code == 0 || !strings.Contains(inv.stderr, "--max-ttl 48h0m0s is out of range: use up to 24h0m0s") {
+		t.Errorf("warden serve --max-ttl 48h: exit %d, stderr %q; want the API's 24h named", inv.code, inv.stderr)
 	}
 }
