@@ -85,3 +85,65 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 }
 
 func (p *pacedBody) Close() error { return p.r.Close() }
+
+// answering bounds the connection of an answer that is about to be
+// written. The answer must reach the client within the write timeout (a
+// stream and a download renew it as they go), so a client that never
+// reads, pipelining requests or not, cannot hold its connection and the
+// handler's goroutine forever. An answer given before the request's body
+// was read to its end (a 401, a 404, a 413, a handler that takes no
+// body) closes the connection and stops reading it at once: net/http
+// would otherwise first read and drop up to 256 KiB of the body for as
+// long as BodyReadTimeout lets it, with the connection busy all along.
+func (r *recorder) answering() {
+	if r.body != nil && !r.body.ended {
+		r.Header().Set("Connection", "close")
+		r.s.setReadDeadline(r.ResponseWriter, time.Now())
+	}
+	r.s.setWriteDeadline(r.ResponseWriter, time.Now().Add(r.timeout))
+}
+
+// setWriteDeadline sets the connection's write deadline, as
+// setReadDeadline does the read deadline.
+func (s *Server) setWriteDeadline(w http.ResponseWriter, t time.Time) {
+	err := http.NewResponseController(w).SetWriteDeadline(t)
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.log.Warn("setting the write deadline of an answer", "err", err)
+	}
+}
+
+// trackedBody is a request's body that knows whether it was read to its
+// end (or failed), so the answer knows whether a part is still unread.
+type trackedBody struct {
+	io.ReadCloser
+	ended bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.ended = true
+	}
+	return n, err
+}
+
+// renewingWriter is a download's writer: each write gets timeout from its
+// start, so a download of any size goes on while the client reads and is
+// cut once it has not for timeout.
+type renewingWriter struct {
+	w       io.Writer
+	dl      writeDeadliner
+	timeout time.Duration
+	now     func() time.Time
+}
+
+// writeDeadliner is what renewingWriter needs of a connection
+// (http.ResponseController has it).
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+func (rw *renewingWriter) Write(p []byte) (int, error) {
+	if err := supported(rw.dl.SetWriteDeadline(rw.now().Add(rw.timeout))); err != nil {
+		return 0, fmt.Errorf("setting the download's write deadline: %w", err)
+	}
+	return rw.w.Write(p)
+}

@@ -64,7 +64,9 @@ func (a api) files(w http.ResponseWriter, r *http.Request, id string) (*workspac
 
 // DownloadFile streams a regular file's bytes. Exactly the size the
 // workspace checked is sent, so a file the sandbox grows meanwhile cannot
-// push more than was announced in Content-Length.
+// push more than was announced in Content-Length. A client that stops
+// reading for StreamWriteTimeout is cut off, which frees the connection
+// and the open file.
 func (a api) DownloadFile(w http.ResponseWriter, r *http.Request, id string, params apigen.DownloadFileParams) {
 	dir, ok := a.files(w, r, id)
 	if !ok {
@@ -81,7 +83,8 @@ func (a api) DownloadFile(w http.ResponseWriter, r *http.Request, id string, par
 	h.Set("Content-Length", strconv.FormatInt(e.Size, 10))
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.CopyN(w, rc, e.Size); err != nil {
+	out := &renewingWriter{w: w, dl: http.NewResponseController(w), timeout: a.s.cfg.StreamWriteTimeout, now: time.Now}
+	if _, err := io.CopyN(out, rc, e.Size); err != nil {
 		a.s.log.Debug("download cut short", "session", id, "err", err)
 	}
 }

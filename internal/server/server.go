@@ -72,9 +72,9 @@ const (
 	// DefaultBodyReadTimeout is how long a JSON body may take to arrive
 	// whole (8 MiB at about 2 Mbit/s) and an upload may pause.
 	DefaultBodyReadTimeout = 30 * time.Second
-	// DefaultStreamWriteTimeout is how long one event of an exec stream
-	// may take to reach a client that stopped reading before the stream is
-	// given up and the exec killed.
+	// DefaultStreamWriteTimeout is how long an answer (one event of an
+	// exec stream, one chunk of a download) may take to reach a client that
+	// stopped reading before it is given up (and a streamed exec killed).
 	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
@@ -114,10 +114,12 @@ type Config struct {
 	// authentication too, so nobody can hold a connection open by
 	// announcing a body and never sending it.
 	BodyReadTimeout time.Duration
-	// StreamWriteTimeout bounds the write of each event of an exec stream
-	// (default 30s). A client that reads none of it for that long breaks
-	// the stream: the rest is dropped and the exec killed, so a stalled
-	// client cannot keep a session busy.
+	// StreamWriteTimeout bounds the writing of every answer (default
+	// 30s): a whole answer, each event of an exec stream, each chunk of a
+	// download. A client that reads none of it for that long loses its
+	// connection (a stream's exec is killed), so a client that stops
+	// reading, with a key or without, cannot keep a connection, a session
+	// or an open file busy.
 	StreamWriteTimeout time.Duration
 	// Logger receives one line per request and every recovered panic
 	// (default: slog.Default()). Keys and bodies are never logged.
@@ -229,7 +231,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 }
 
 // Handler is the whole API, ready for an http.Server. The caller sets the
-// server's timeouts; WriteTimeout bounds whole answers, execs included,
-// so leave it at zero or above the longest exec timeout. A streamed exec
-// replaces it with StreamWriteTimeout for each event.
+// server's timeouts; leave its WriteTimeout at zero, since it would bound
+// whole requests, execs included: the handler bounds each answer's
+// writing itself (StreamWriteTimeout).
 func (s *Server) Handler() http.Handler { return s.handler }

@@ -19,15 +19,18 @@ import (
 // have all reached the server.
 type liveServer struct {
 	*httptest.Server
-	active atomic.Int64
+	active, closed atomic.Int64
 }
 
 func (h *harness) serveLive() *liveServer {
 	h.t.Helper()
 	ls := &liveServer{Server: httptest.NewUnstartedServer(h.srv.Handler())}
 	ls.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateActive {
+		switch s {
+		case http.StateActive:
 			ls.active.Add(1)
+		case http.StateClosed:
+			ls.closed.Add(1)
 		}
 	}
 	ls.Start()
