@@ -172,7 +172,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	err = run(ctx, connlimit.ForSandboxes(ln, o.maxSessions+o.pool, log), srv.Handler(), o.shutdown)
+	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox}
+	err = run(ctx, connlimit.ForSandboxes(ln, reserve, 0, log), srv.Handler(), o.shutdown)
 	_ = mgr.Close()
 	if left := leftBehind(); len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))
@@ -228,19 +229,18 @@ func leftBehind() []string {
 // run serves until SIGINT or SIGTERM, then stops taking requests and lets
 // the ones in flight (running execs) finish for up to grace; the caller
 // then ends every session. ln's cap on connections keeps descriptors for
-// the sandboxes, and needs the server's view of each connection.
+// the sandboxes.
 func run(ctx context.Context, ln *connlimit.Listener, h http.Handler, grace time.Duration) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hs := &http.Server{
 		Handler:           h,
-		ConnState:         ln.ConnState,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- ln.Serve(hs) }()
 	select {
 	case err := <-errc:
 		return err

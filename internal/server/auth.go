@@ -8,6 +8,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/warden-sandbox/warden/internal/connlimit"
 )
 
 // apiKey is one configured key, kept as its digest: comparing digests of
@@ -95,6 +97,9 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 		if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
 			info.owner = owner
 		}
+		// A tenant's request runs to its end; a stranger's connection
+		// stays evictable when the server is full of connections.
+		connlimit.Authenticated(r.Context())
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
 	})
 }
