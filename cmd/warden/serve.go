@@ -44,6 +44,8 @@ type serveOptions struct {
 	verbose        bool
 	shutdown       time.Duration
 	stateDir       string
+	bodyTimeout    time.Duration
+	maxConns       int
 }
 
 func newServeCmd() *cobra.Command {
@@ -93,11 +95,19 @@ kept files included, is bounded by --max-memory-per-key (429 past it).`,
 	addCeilingFlags(f, &o.ceilings)
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
+	f.DurationVar(&o.bodyTimeout, "body-timeout", server.DefaultBodyReadTimeout, "longest pause in a request body (which must also average 64 KiB/s); past it the answer is 408")
+	f.IntVar(&o.maxConns, "max-connections", 0, "connections held at once, at most (0: as many as the descriptor limit leaves beside the sandboxes' reserve)")
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), `where session records and workspaces are kept, so they outlive a crash of the server ("none": keep nothing)`)
 	return cmd
 }
 
 func serve(ctx context.Context, o serveOptions) error {
+	switch {
+	case o.bodyTimeout <= 0:
+		return fmt.Errorf("--body-timeout %s: must be positive, such as 30s", o.bodyTimeout)
+	case o.maxConns < 0:
+		return fmt.Errorf("--max-connections %d: must be 0 (no cap but the descriptor limit's) or positive", o.maxConns)
+	}
 	keys, err := loadKeys(o.keyFile)
 	if err != nil {
 		return err
@@ -159,6 +169,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, server.OwnerFrom)
 	srv, err = server.New(mgr, server.Config{
 		Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
+		BodyReadTimeout: o.bodyTimeout,
 	})
 	if err != nil {
 		return err
@@ -173,7 +184,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
 	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox}
-	err = run(ctx, connlimit.ForSandboxes(ln, reserve, 0, log), srv.Handler(), o.shutdown)
+	err = run(ctx, connlimit.ForSandboxes(ln, reserve, o.maxConns, log), srv.Handler(), o.shutdown)
 	_ = mgr.Close()
 	if left := leftBehind(); len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))

@@ -118,7 +118,8 @@ func (c *capped) Read(p []byte) (int, error) {
 
 // UploadFile writes the request body to a file, streaming it without
 // holding it in memory, and answers 201 with the new file's entry. An
-// upload that stops sending for BodyReadTimeout is cut off with 408.
+// upload that stops sending for BodyReadTimeout, or falls below
+// minBodyRate on average, is cut off with 408.
 func (a api) UploadFile(w http.ResponseWriter, r *http.Request, id string, params apigen.UploadFileParams) {
 	limit := a.s.cfg.MaxUploadBytes
 	if r.ContentLength > limit {
@@ -138,7 +139,7 @@ func (a api) UploadFile(w http.ResponseWriter, r *http.Request, id string, param
 	if !ok {
 		return
 	}
-	paced := &pacedBody{r: r.Body, rc: http.NewResponseController(w), timeout: a.s.cfg.BodyReadTimeout}
+	paced := a.s.pace(w, r, limit)
 	body := &capped{r: http.MaxBytesReader(w, paced, limit)}
 	e, err := dir.Write(params.Path, body, mode)
 	switch {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -176,4 +177,71 @@ func TestBodyCharge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestByteBudgetWakesOwnWaiters checks a release wakes the waiters of
+// its own owner only: a key's parked bodies cost nothing when another
+// key's bodies come and go.
+func TestByteBudgetWakesOwnWaiters(t *testing.T) {
+	b := newByteBudget(100, 50)
+	if err := b.acquire(context.Background(), "b", 50); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- b.acquire(context.Background(), "b", 10) }()
+	waitFor(t, "b's body to wait", func() bool { return b.waiting("b") == 1 })
+	for range 100 {
+		if err := b.acquire(context.Background(), "a", 10); err != nil {
+			t.Fatal(err)
+		}
+		b.release("a", 10)
+	}
+	if n := b.woken.Load(); n != 0 {
+		t.Errorf("a's 100 releases woke b's waiter %d times, want 0", n)
+	}
+	b.release("b", 10)
+	if err := <-got; err != nil {
+		t.Errorf("b's waiter after b's release: %v", err)
+	}
+}
+
+// TestByteBudgetRefusesExcessWaiters checks an owner whose share is full
+// may park no more bodies than its share could serve; the next is
+// refused at once rather than parked.
+func TestByteBudgetRefusesExcessWaiters(t *testing.T) {
+	const share = 4 * firstCharge
+	b := newByteBudget(4*share, share)
+	if err := b.acquire(context.Background(), "b", share); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, share/firstCharge)
+	for range share / firstCharge {
+		go func() { errs <- b.acquire(ctx, "b", firstCharge) }()
+	}
+	waitFor(t, "b's bodies to wait", func() bool { return b.waiting("b") == share/firstCharge })
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	if err := b.acquire(ctx2, "b", firstCharge); !errors.Is(err, errTooManyWaiters) {
+		t.Errorf("one waiter too many: got %v, want %v", err, errTooManyWaiters)
+	}
+	if err := b.acquire(context.Background(), "a", share); err != nil {
+		t.Errorf("another owner's share: %v", err)
+	}
+	cancel()
+	for range share / firstCharge {
+		<-errs
+	}
+	if n := b.waiting("b"); n != 0 {
+		t.Errorf("%d waiters still counted after they gave up", n)
+	}
+}
+
+func (b *byteBudget) waiting(owner string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w := b.owners[owner]; w != nil {
+		return w.waiters
+	}
+	return 0
 }

@@ -69,8 +69,7 @@ const (
 	// DefaultMaxInFlightBodyBytes bounds the JSON body bytes of all
 	// requests being read and validated at once: eight full bodies.
 	DefaultMaxInFlightBodyBytes int64 = 64 << 20
-	// DefaultBodyReadTimeout is how long a JSON body may take to arrive
-	// whole (8 MiB at about 2 Mbit/s) and an upload may pause.
+	// DefaultBodyReadTimeout is how long a request body may pause.
 	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultStreamWriteTimeout is how long an answer (one event of an
 	// exec stream, one chunk of a download) may take to reach a client that
@@ -99,7 +98,8 @@ type Config struct {
 	// fairly among the API keys: the requests of one key hold at most
 	// max(MaxBodyBytes, MaxInFlightBodyBytes / number of keys). A body is
 	// charged as it arrives, not by the length it declares: it holds the
-	// buffer it is read into, which starts at 1 KiB and doubles as bytes
+	// buffer it is read into, which starts at 1 KiB and then takes the
+	// rest of a declared length, or doubles as bytes of a chunked one
 	// come, until its handler has decoded it. So while there are at most
 	// MaxInFlightBodyBytes/MaxBodyBytes keys (8 by default) each key
 	// always finds its whole share free, whatever the others declare or
@@ -107,10 +107,10 @@ type Config struct {
 	// request that finds no room in its key's share within a few seconds
 	// is answered 503.
 	MaxInFlightBodyBytes int64
-	// BodyReadTimeout bounds how long a request body may take to arrive
-	// (default 30s): a JSON body must arrive whole within it, an upload
-	// must not pause for longer; else the request is answered 408 and its
-	// connection closed. It holds for every request with a body, before
+	// BodyReadTimeout bounds how long a request body may pause (default
+	// 30s); a body of n bytes must also be whole within BodyReadTimeout +
+	// n / 64 KiB/s. Else the request is answered 408 and its connection
+	// closed. It holds for every request with a body, before
 	// authentication too, so nobody can hold a connection open by
 	// announcing a body and never sending it.
 	BodyReadTimeout time.Duration
