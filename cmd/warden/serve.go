@@ -183,7 +183,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox}
+	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox + server.TransferDescriptors}
 	err = run(ctx, connlimit.ForSandboxes(ln, reserve, o.maxConns, log), srv.Handler(), o.shutdown)
 	_ = mgr.Close()
 	if left := leftBehind(); len(left) > 0 {

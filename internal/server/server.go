@@ -154,9 +154,11 @@ type Server struct {
 	// shape bounds every JSON request body, as the largest any operation
 	// allows; bodies is the budget of MaxInFlightBodyBytes, shared by
 	// the keys' owners.
-	shape   shape
-	bodies  *byteBudget
-	handler http.Handler
+	shape  shape
+	bodies *byteBudget
+	// transfers bounds each session's uploads and downloads at once.
+	transfers transfers
+	handler   http.Handler
 }
 
 // New builds a server over s. It refuses a configuration without keys
