@@ -20,6 +20,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/connlimit"
 	wardenmcp "github.com/warden-sandbox/warden/internal/mcp"
+	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -167,9 +168,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	mcpHandler := wardenmcp.HTTPHandler(mgr, wardenmcp.Options{
 		AllowNetwork: true, Version: version, Logger: log,
 	}, server.OwnerFrom)
+	registry := metrics.NewRegistry()
 	srv, err = server.New(mgr, server.Config{
 		Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
-		BodyReadTimeout: o.bodyTimeout,
+		BodyReadTimeout: o.bodyTimeout, Registry: registry,
 	})
 	if err != nil {
 		return err
@@ -184,7 +186,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
 	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox + server.TransferDescriptors}
-	err = run(ctx, connlimit.ForSandboxes(ln, reserve, o.maxConns, log), srv.Handler(), o.shutdown)
+	limited := connlimit.ForSandboxes(ln, reserve, o.maxConns, log)
+	if err := registry.Register(limited.Collectors()...); err != nil {
+		return fmt.Errorf("registering the connection metrics: %w", err)
+	}
+	err = run(ctx, limited, srv.Handler(), o.shutdown)
 	_ = mgr.Close()
 	if left := leftBehind(); len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -332,6 +333,32 @@ func TestPeerOf(t *testing.T) {
 	for _, tt := range tests {
 		if got := peerOf(tt.addr); got != tt.want {
 			t.Errorf("peerOf(%v) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
+// TestCollectors checks the listener's series say what its Stats do.
+func TestCollectors(t *testing.T) {
+	ts := newTestServer(t, 1)
+	ts.get(ts.dial(), "/block")
+	if status := answer(t, ts.dial()); status != http.StatusServiceUnavailable {
+		t.Fatalf("over the cap: got %d, want 503", status)
+	}
+	reg := metrics.NewRegistry()
+	if err := reg.Register(ts.l.Collectors()...); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if _, err := reg.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`warden_connections{state="open"} 1`, "warden_connections_max 1",
+		"warden_connections_evicted_total 0", "warden_connections_refused_total 1",
+		"# TYPE warden_connections_refused_total counter",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, out.String())
 		}
 	}
 }
