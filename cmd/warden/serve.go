@@ -123,7 +123,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var srv *server.Server
 	cfg := sandbox.Config{
-		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: countKeys(keys), Pool: o.pool,
+		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
 		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
 		MaxBytesPerOwner: o.maxBytesPerKey,
 		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
@@ -202,15 +202,6 @@ func serve(ctx context.Context, o serveOptions) error {
 		fmt.Fprintln(os.Stderr, "warden: stopped; every session ended and was cleaned up")
 	}
 	return err
-}
-
-// countKeys is how many tenants keys make: a key listed twice is one.
-func countKeys(keys []string) int {
-	seen := map[string]bool{}
-	for _, k := range keys {
-		seen[k] = true
-	}
-	return len(seen)
 }
 
 // reportShare logs how many sessions and runs each key may hold, and

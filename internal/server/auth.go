@@ -39,15 +39,13 @@ func parseKeys(keys []string) ([]apiKey, error) {
 	return out, nil
 }
 
-// countOwners is how many tenants can send requests: one per distinct
-// key (a key listed twice is one tenant), or the single anonymous one.
-func countOwners(keys []apiKey, anonymous bool) int {
-	if anonymous {
-		return 1
-	}
+// Tenants is how many tenants keys make: one per distinct key (a key
+// listed twice is one tenant), 0 for none. The server shares its body
+// memory among them, and `warden serve` its sessions.
+func Tenants(keys []string) int {
 	owners := map[string]bool{}
 	for _, k := range keys {
-		owners[k.owner] = true
+		owners[ownerOf(k)] = true
 	}
 	return len(owners)
 }

@@ -225,7 +225,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 		operations: ops,
 		shape:      sh,
 		bodies: newByteBudget(cfg.MaxInFlightBodyBytes,
-			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, countOwners(keys, cfg.AllowAnonymous))),
+			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, Tenants(cfg.Keys))),
 	}
 	srv.mux = srv.routes()
 	srv.handler = srv.withLogAndRecover(srv.withBodyDeadline(srv.withAuth(srv.withValidation(srv.mux))))
