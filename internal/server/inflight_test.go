@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -244,4 +245,30 @@ func (b *byteBudget) waiting(owner string) int {
 		return w.waiters
 	}
 	return 0
+}
+
+// panickyBody panics on its first read, as a bug in reading a body might.
+type panickyBody struct{}
+
+func (panickyBody) Read([]byte) (int, error) { panic("reading the body") }
+func (panickyBody) Close() error             { return nil }
+
+// TestBodyChargeSurvivesPanic checks a panic while a body is read (after
+// its first charge) still gives the charge back: the recovered request
+// must not leak its key's share.
+func TestBodyChargeSurvivesPanic(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Mount = map[string]http.Handler{"/mcp": http.NotFoundHandler()} })
+	for _, target := range []string{"/v1/sessions", "/mcp"} {
+		req := newRequest("POST", target, "")
+		req.Body, req.ContentLength = panickyBody{}, -1
+		req.Header.Set("Authorization", "Bearer "+keyA)
+		rec := httptest.NewRecorder()
+		h.srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusInternalServerError {
+			t.Errorf("%s: got %d, want 500 from the recovered panic", target, rec.Code)
+		}
+		if n := h.srv.bodies.heldBy(ownerOf(keyA)); n != 0 {
+			t.Errorf("%s: after the panic the key still holds %d bytes", target, n)
+		}
+	}
 }

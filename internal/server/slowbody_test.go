@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // liveServer serves h over real loopback connections and counts those
@@ -53,18 +55,9 @@ func (ls *liveServer) dial(t *testing.T, raw string) net.Conn {
 	return c
 }
 
-// waitFor polls cond for at most 30 s; the server works in goroutines the
-// test cannot join.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range 3000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("gave up waiting for %s", what)
-}
+// waitFor waits for work the server does in goroutines a test cannot
+// join (testhost.WaitFor).
+var waitFor = testhost.WaitFor
 
 // stalledHead is the head of a POST /v1/run by key with the given framing
 // header, whose body the caller sends (some of) or not.
