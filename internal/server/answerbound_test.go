@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -66,35 +67,65 @@ func TestNonReaderIsCut(t *testing.T) {
 	waitFor(t, "the server to give up the connection", func() bool { return ls.closed.Load() > 0 })
 }
 
-// fakeDeadline records the write deadlines set on it.
-type fakeDeadline struct{ set []time.Time }
+// fakeWriter is a ResponseWriter that records the write deadlines set
+// on it, as http.ResponseController finds them.
+type fakeWriter struct {
+	http.ResponseWriter
+	set []time.Time
+}
 
-func (f *fakeDeadline) SetWriteDeadline(t time.Time) error {
+func (f *fakeWriter) SetWriteDeadline(t time.Time) error {
 	f.set = append(f.set, t)
 	return nil
 }
 
-// TestDownloadRenewsDeadline checks every write of a download moves the
-// write deadline to the timeout from that write's start, so a download
-// is bounded per chunk, not as a whole.
-func TestDownloadRenewsDeadline(t *testing.T) {
+// TestEveryWriteRenewsDeadline checks every write of an answer moves the
+// write deadline to the timeout from that write, so a long answer (a
+// download, an event stream) is bounded per write, not as a whole.
+func TestEveryWriteRenewsDeadline(t *testing.T) {
+	h := newHarness(t, nil)
 	clock := time.Unix(1000, 0)
-	dl := &fakeDeadline{}
-	rw := &renewingWriter{w: io.Discard, dl: dl, timeout: time.Minute, now: func() time.Time { return clock }}
+	fw := &fakeWriter{ResponseWriter: httptest.NewRecorder()}
+	rec := &recorder{ResponseWriter: fw, timeout: time.Minute, now: func() time.Time { return clock }, s: h.srv}
 	var want []time.Time
 	for i := range 3 {
 		clock = clock.Add(time.Duration(i+1) * time.Hour)
-		if _, err := rw.Write([]byte("chunk")); err != nil {
+		if _, err := rec.Write([]byte("chunk")); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, clock.Add(time.Minute))
 	}
-	if len(dl.set) != len(want) {
-		t.Fatalf("set %d deadlines, want %d", len(dl.set), len(want))
+	if len(fw.set) != len(want) {
+		t.Fatalf("set deadlines %v, want %v", fw.set, want)
 	}
 	for i := range want {
-		if !dl.set[i].Equal(want[i]) {
-			t.Errorf("write %d: deadline %v, want %v", i, dl.set[i], want[i])
+		if !fw.set[i].Equal(want[i]) {
+			t.Errorf("write %d: deadline %v, want %v", i, fw.set[i], want[i])
 		}
 	}
+}
+
+// TestUnreadDownloadIsCut has a client start a large download and never
+// read it, and checks the server gives up the connection and the
+// transfer (and with it the open file).
+func TestUnreadDownloadIsCut(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.StreamWriteTimeout = 100 * time.Millisecond })
+	id := h.create(keyA)
+	if resp := h.upload(id, "path=big", strings.Repeat("x", 32<<20)); resp.status != http.StatusCreated {
+		t.Fatalf("upload: %d %s", resp.status, resp.body)
+	}
+	ls := h.serveLive()
+	c, err := net.Dial("tcp", ls.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "GET /v1/sessions/"+id+"/files?path=big HTTP/1.1\r\nHost: warden.test\r\nAuthorization: Bearer "+keyA+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the download to start", func() bool { return ls.active.Load() > 0 })
+	waitFor(t, "the server to give up the download", func() bool { return ls.closed.Load() > 0 && h.srv.transfers.count(id) == 0 })
 }

@@ -125,21 +125,27 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 func (p *pacedBody) Close() error { return p.r.Close() }
 
 // answering bounds the connection of an answer that is about to be
-// written. The answer must reach the client within the write timeout (a
-// stream and a download renew it as they go), so a client that never
-// reads, pipelining requests or not, cannot hold its connection and the
-// handler's goroutine forever. An answer given before the request's body
-// was read to its end (a 401, a 404, a 413, a handler that takes no
-// body) closes the connection and stops reading it at once: net/http
-// would otherwise first read and drop up to 256 KiB of the body for as
-// long as BodyReadTimeout lets it, with the connection busy all along.
+// written. Each write of the answer must reach the client within the
+// write timeout (renew), whatever the handler (a JSON answer, a download,
+// an exec stream, /mcp's event streams), so a client that never reads,
+// pipelining requests or not, cannot hold its connection, the handler's
+// goroutine and what it holds (an open file) forever, while a long
+// answer goes on as long as the client reads. An answer given before the
+// request's body was read to its end (a 401, a 404, a 413, a handler that
+// takes no body) closes the connection and stops reading it at once:
+// net/http would otherwise first read and drop up to 256 KiB of the body
+// for as long as BodyReadTimeout lets it, with the connection busy all
+// along.
 func (r *recorder) answering() {
 	if r.body != nil && !r.body.ended {
 		r.Header().Set("Connection", "close")
-		r.s.setReadDeadline(r.ResponseWriter, time.Now())
+		r.s.setReadDeadline(r.ResponseWriter, r.now())
 	}
-	r.s.setWriteDeadline(r.ResponseWriter, time.Now().Add(r.timeout))
+	r.renew()
 }
+
+// renew moves the write deadline to the write timeout from now.
+func (r *recorder) renew() { r.s.setWriteDeadline(r.ResponseWriter, r.now().Add(r.timeout)) }
 
 // setWriteDeadline sets the connection's write deadline, as
 // setReadDeadline does the read deadline.
@@ -163,25 +169,4 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 		b.ended = true
 	}
 	return n, err
-}
-
-// renewingWriter is a download's writer: each write gets timeout from its
-// start, so a download of any size goes on while the client reads and is
-// cut once it has not for timeout.
-type renewingWriter struct {
-	w       io.Writer
-	dl      writeDeadliner
-	timeout time.Duration
-	now     func() time.Time
-}
-
-// writeDeadliner is what renewingWriter needs of a connection
-// (http.ResponseController has it).
-type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
-
-func (rw *renewingWriter) Write(p []byte) (int, error) {
-	if err := supported(rw.dl.SetWriteDeadline(rw.now().Add(rw.timeout))); err != nil {
-		return 0, fmt.Errorf("setting the download's write deadline: %w", err)
-	}
-	return rw.w.Write(p)
 }

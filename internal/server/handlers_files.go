@@ -101,8 +101,7 @@ func (a api) DownloadFile(w http.ResponseWriter, r *http.Request, id string, par
 	h.Set("Content-Length", strconv.FormatInt(e.Size, 10))
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	out := &renewingWriter{w: w, dl: http.NewResponseController(w), timeout: a.s.cfg.StreamWriteTimeout, now: time.Now}
-	if _, err := io.CopyN(out, rc, e.Size); err != nil {
+	if _, err := io.CopyN(w, rc, e.Size); err != nil {
 		a.s.log.Debug("download cut short", "session", id, "err", err)
 	}
 }

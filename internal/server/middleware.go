@@ -13,14 +13,16 @@ import (
 // for knowing whether a recovered panic can still be answered. Unwrap lets
 // http.ResponseController reach the real writer to flush streams.
 //
-// It also bounds the answer's connection (see answering): the first write
-// of an answer sets a write deadline, and an answer given before the
-// request's body was read closes the connection at once.
+// It also bounds the answer's connection (see answering): every write of
+// an answer moves the write deadline to the write timeout from then, and
+// an answer given before the request's body was read closes the
+// connection at once.
 type recorder struct {
 	http.ResponseWriter
 	status  int
 	body    *trackedBody // nil when the request has no body
 	timeout time.Duration
+	now     func() time.Time
 	s       *Server
 }
 
@@ -36,6 +38,8 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 		r.answering()
+	} else {
+		r.renew()
 	}
 	return r.ResponseWriter.Write(p)
 }
@@ -49,7 +53,7 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, timeout: s.cfg.StreamWriteTimeout, s: s}
+		rec := &recorder{ResponseWriter: w, timeout: s.cfg.StreamWriteTimeout, now: time.Now, s: s}
 		if r.Body != nil && r.Body != http.NoBody {
 			rec.body = &trackedBody{ReadCloser: r.Body}
 			r.Body = rec.body

@@ -114,9 +114,9 @@ type Config struct {
 	// authentication too, so nobody can hold a connection open by
 	// announcing a body and never sending it.
 	BodyReadTimeout time.Duration
-	// StreamWriteTimeout bounds the writing of every answer (default
-	// 30s): a whole answer, each event of an exec stream, each chunk of a
-	// download. A client that reads none of it for that long loses its
+	// StreamWriteTimeout bounds each write of every answer (default
+	// 30s): a JSON answer, each event of an exec or /mcp stream, each
+	// chunk of a download. A client that reads none of it for that long loses its
 	// connection (a stream's exec is killed), so a client that stops
 	// reading, with a key or without, cannot keep a connection, a session
 	// or an open file busy.
