@@ -186,7 +186,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
 	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox + server.TransferDescriptors}
-	limited := connlimit.ForSandboxes(ln, reserve, o.maxConns, log)
+	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: cfg.Owners, Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)
 	}

@@ -13,8 +13,10 @@
 // (IPv4 address or IPv6 /64) if that host has any, else the longest
 // waiting of all. So a flood of half-open, idle or unauthenticated
 // connections costs its own connections, not other clients' requests,
-// and a tenant's request that has reached a handler runs to its end. When
-// every connection is protected the new one is answered 503 and closed.
+// and a tenant's request that has reached a handler runs to its end. A
+// tenant protects at most the cap divided by the number of tenants at
+// once, so no key can make every connection unevictable. When every
+// connection is protected the new one is answered 503 and closed.
 package connlimit
 
 import (
@@ -34,12 +36,16 @@ import (
 type Listener struct {
 	net.Listener
 	max int
-	log *slog.Logger
+	// perTenant is how many connections one tenant's requests may
+	// protect at once: max divided among the tenants.
+	perTenant int
+	log       *slog.Logger
 
-	mu    sync.Mutex
-	open  int // connections accepted and not yet closed
-	spare spares
-	stats Stats
+	mu        sync.Mutex
+	open      int // connections accepted and not yet closed
+	spare     spares
+	protected map[string]int // by tenant, connections Authenticated protects now
+	stats     Stats
 	// Evictions and refusals since the last log line, which is written at
 	// most once a second so a flood cannot flood the log.
 	evicted, refused int
@@ -65,9 +71,11 @@ func (l *Listener) Stats() Stats {
 }
 
 // newListener wraps ln so that it holds at most n connections (at least
-// one).
-func newListener(ln net.Listener, n int, log *slog.Logger) *Listener {
-	return &Listener{Listener: ln, max: max(n, 1), log: log}
+// one), of which each of tenants (at least one) may protect an even
+// share.
+func newListener(ln net.Listener, n, tenants int, log *slog.Logger) *Listener {
+	n = max(n, 1)
+	return &Listener{Listener: ln, max: n, perTenant: max(n/max(tenants, 1), 1), log: log, protected: map[string]int{}}
 }
 
 // Serve serves hs on l until l is closed, as hs.Serve(l) does, with hs's
@@ -97,19 +105,39 @@ type connKey struct{}
 
 // Authenticated protects the connection of the request whose context is
 // ctx from eviction until its request ends: call it once the request has
-// shown a valid key. Until then a stranger's busy connection (pipelined
-// requests, a body it never sends) may be evicted like an idle one. A
+// shown tenant's valid key. Until then a stranger's busy connection
+// (pipelined requests, a body it never sends) may be evicted like an idle
+// one. A tenant protects at most its share of the cap at once (the cap
+// divided by the number of tenants); its requests past that stay
+// evictable, so one key cannot make every connection unevictable. A
 // context that did not come from Serve is ignored.
-func Authenticated(ctx context.Context) {
+func Authenticated(ctx context.Context, tenant string) {
 	c, ok := ctx.Value(connKey{}).(*conn)
 	if !ok {
 		return
 	}
-	c.l.mu.Lock()
-	defer c.l.mu.Unlock()
-	if !c.closed {
-		c.l.spare.remove(c)
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.closed || c.protectedBy != nil || l.protected[tenant] >= l.perTenant {
+		return
 	}
+	l.spare.remove(c)
+	l.protected[tenant]++
+	c.protectedBy = &tenant
+}
+
+// unprotectLocked ends c's protection, when its request is over.
+func (l *Listener) unprotectLocked(c *conn) {
+	if c.protectedBy == nil {
+		return
+	}
+	if t := *c.protectedBy; l.protected[t] <= 1 {
+		delete(l.protected, t)
+	} else {
+		l.protected[t]--
+	}
+	c.protectedBy = nil
 }
 
 // Accept waits for the next connection, making room for it when l is
@@ -191,6 +219,7 @@ func (l *Listener) connState(nc net.Conn, state http.ConnState) {
 	if c.closed {
 		return
 	}
+	l.unprotectLocked(c)
 	switch state {
 	case http.StateNew, http.StateActive:
 		l.spare.add(c, pending)
@@ -210,6 +239,7 @@ func (l *Listener) forgetLocked(c *conn) {
 	}
 	c.closed = true
 	l.spare.remove(c)
+	l.unprotectLocked(c)
 	l.open--
 }
 
@@ -246,6 +276,7 @@ type conn struct {
 	class         class
 	inAll, inPeer *list.Element
 	closed        bool
+	protectedBy   *string // the tenant whose request protects it, if one does
 }
 
 // Close frees the connection's place and closes it.

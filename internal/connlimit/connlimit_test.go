@@ -36,12 +36,12 @@ func newTestServer(t *testing.T, max int) *testServer {
 		t.Fatal(err)
 	}
 	ts := &testServer{t: t, logs: &testhost.SyncBuffer{}, entered: make(chan struct{}, 64), release: make(chan struct{})}
-	ts.l = newListener(ln, max, slog.New(slog.NewTextHandler(ts.logs, nil)))
+	ts.l = newListener(ln, max, 1, slog.New(slog.NewTextHandler(ts.logs, nil)))
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/block":
-				Authenticated(r.Context())
+				Authenticated(r.Context(), r.URL.Query().Get("tenant"))
 				fallthrough
 			case "/stranger":
 				ts.entered <- struct{}{}
@@ -89,7 +89,7 @@ func (ts *testServer) get(c net.Conn, path string) {
 	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
 		ts.t.Fatalf("sending GET %s: %v", path, err)
 	}
-	if path == "/block" || path == "/stranger" {
+	if strings.HasPrefix(path, "/block") || path == "/stranger" {
 		select {
 		case <-ts.entered:
 		case <-time.After(time.Minute):
@@ -361,4 +361,36 @@ func TestCollectors(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// TestTenantProtectsItsShare checks one tenant's requests protect at most
+// its share of the cap: its request past the share stays evictable, and
+// the protection ends with the request.
+func TestTenantProtectsItsShare(t *testing.T) {
+	ts := newTestServer(t, 4)
+	ts.l.perTenant = 2 // the cap of 4 shared by 2 tenants
+	var held []net.Conn
+	for range 3 {
+		c := ts.dialFrom("127.0.0.1")
+		ts.get(c, "/block?tenant=a")
+		held = append(held, c)
+	}
+	other := ts.dialFrom("127.0.0.2")
+	ts.get(other, "/block?tenant=b")
+	newcomer := ts.dialFrom("127.0.0.3")
+	if !closed(t, held[2]) {
+		t.Error("the tenant's request past its share of protected connections was not evicted")
+	}
+	ts.unblock()
+	for i, c := range append(held[:2], other) {
+		if status := answer(t, c); status != http.StatusOK {
+			t.Errorf("protected request %d: got %d, want 200", i, status)
+		}
+	}
+	ts.waitFor("the protections to end with their requests", func() bool {
+		ts.l.mu.Lock()
+		defer ts.l.mu.Unlock()
+		return len(ts.l.protected) == 0
+	})
+	ts.get(newcomer, "/")
 }

@@ -46,24 +46,37 @@ func capFor(nofile uint64, r Reserve) (conns int, need uint64) {
 
 const maxInt = int(^uint(0) >> 1)
 
-// ForSandboxes wraps ln with the cap that keeps r under the process's
-// descriptor limit, which it first raises as far as it may
-// (RLIMIT_NOFILE's soft limit to the hard one), and at most maxConns
-// connections when that is positive (each connection costs memory too,
-// which a high descriptor limit does not bound). It logs the cap, and
-// warns, naming the limit needed, when the descriptor limit is too low
-// to keep the whole reserve.
-func ForSandboxes(ln net.Listener, r Reserve, maxConns int, log *slog.Logger) *Listener {
+// Options say how ForSandboxes caps connections.
+type Options struct {
+	// Reserve is what to keep of the descriptors for the sandboxes.
+	Reserve Reserve
+	// MaxConns caps connections further when positive: each costs memory
+	// too, which a high descriptor limit does not bound.
+	MaxConns int
+	// Tenants is how many API keys share the connections that requests
+	// protect (see Authenticated); 0 counts as one.
+	Tenants int
+	// Log receives the cap at start and the evictions and refusals.
+	Log *slog.Logger
+}
+
+// ForSandboxes wraps ln with the cap that keeps o.Reserve under the
+// process's descriptor limit, which it first raises as far as it may
+// (RLIMIT_NOFILE's soft limit to the hard one), and at most o.MaxConns.
+// It logs the cap, and warns, naming the limit needed, when the
+// descriptor limit is too low to keep the whole reserve.
+func ForSandboxes(ln net.Listener, o Options) *Listener {
+	log, r := o.Log, o.Reserve
 	nofile, err := raiseFileLimit()
 	if err != nil && nofile > 0 {
 		log.Warn("keeping the descriptor limit", "err", err)
 	} else if err != nil {
 		log.Warn("reading the descriptor limit; connections capped at the minimum", "err", err, "max_connections", minConns)
-		return newListener(ln, minConns, log)
+		return newListener(ln, minConns, o.Tenants, log)
 	}
 	conns, need := capFor(nofile, r)
-	if maxConns > 0 {
-		conns = min(conns, maxConns)
+	if o.MaxConns > 0 {
+		conns = min(conns, o.MaxConns)
 	}
 	if nofile < need {
 		log.Warn(fmt.Sprintf("the descriptor limit (RLIMIT_NOFILE) is too low to keep a reserve for every sandbox beside the minimum of connections; raise it to %d or more (ulimit -n %d, systemd LimitNOFILE=%d) or lower --max-sessions", need, need, need),
@@ -72,5 +85,5 @@ func ForSandboxes(ln net.Listener, r Reserve, maxConns int, log *slog.Logger) *L
 		log.Info("connections capped to keep descriptors for sandboxes", "nofile", nofile, "sandboxes", r.Sandboxes,
 			"per_sandbox", r.PerSandbox, "max_connections", conns)
 	}
-	return newListener(ln, conns, log)
+	return newListener(ln, conns, o.Tenants, log)
 }

@@ -97,7 +97,7 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 		}
 		// A tenant's request runs to its end; a stranger's connection
 		// stays evictable when the server is full of connections.
-		connlimit.Authenticated(r.Context())
+		connlimit.Authenticated(r.Context(), owner)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
 	})
 }
