@@ -3413,6 +3413,8 @@ type DownloadFileResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -3433,6 +3435,11 @@ func (r DownloadFileResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r DownloadFileResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DownloadFileResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3483,6 +3490,8 @@ type UploadFileResponse struct {
 	JSON413 *ErrorResponse
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -3523,6 +3532,11 @@ func (r UploadFileResponse) GetJSON413() *ErrorResponse {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r UploadFileResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UploadFileResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4940,6 +4954,13 @@ func ParseDownloadFileResponse(rsp *http.Response) (*DownloadFileResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	return response, nil
@@ -5014,6 +5035,13 @@ func ParseUploadFileResponse(rsp *http.Response) (*UploadFileResponse, error) {
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

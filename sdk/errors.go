@@ -54,6 +54,9 @@ var (
 	ErrUnsupported     = &APIError{StatusCode: http.StatusNotImplemented, Code: ErrorCodeUnsupported, Message: "unsupported"}
 	ErrInternal        = &APIError{StatusCode: http.StatusInternalServerError, Code: ErrorCodeInternal, Message: "internal error"}
 	ErrUnavailable     = &APIError{StatusCode: http.StatusServiceUnavailable, Code: ErrorCodeUnavailable, Message: "unavailable"}
+	// ErrInsufficientStorage says the server cannot record a new session:
+	// its state directory is full or read-only.
+	ErrInsufficientStorage = &APIError{StatusCode: http.StatusInsufficientStorage, Code: ErrorCodeInsufficientStorage, Message: "insufficient storage"}
 )
 
 // IsNotFound reports whether err says the session (or file) does not exist,

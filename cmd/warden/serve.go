@@ -20,6 +20,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/connlimit"
 	wardenmcp "github.com/warden-sandbox/warden/internal/mcp"
+	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -44,6 +45,8 @@ type serveOptions struct {
 	verbose        bool
 	shutdown       time.Duration
 	stateDir       string
+	bodyTimeout    time.Duration
+	maxConns       int
 }
 
 func newServeCmd() *cobra.Command {
@@ -93,11 +96,19 @@ kept files included, is bounded by --max-memory-per-key (429 past it).`,
 	addCeilingFlags(f, &o.ceilings)
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
+	f.DurationVar(&o.bodyTimeout, "body-timeout", server.DefaultBodyReadTimeout, "longest pause in a request body (which must also average 64 KiB/s); past it the answer is 408")
+	f.IntVar(&o.maxConns, "max-connections", 0, "connections held at once, at most (0: as many as the descriptor limit leaves beside the sandboxes' reserve)")
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), `where session records and workspaces are kept, so they outlive a crash of the server ("none": keep nothing)`)
 	return cmd
 }
 
 func serve(ctx context.Context, o serveOptions) error {
+	switch {
+	case o.bodyTimeout <= 0:
+		return fmt.Errorf("--body-timeout %s: must be positive, such as 30s", o.bodyTimeout)
+	case o.maxConns < 0:
+		return fmt.Errorf("--max-connections %d: must be 0 (no cap but the descriptor limit's) or positive", o.maxConns)
+	}
 	keys, err := loadKeys(o.keyFile)
 	if err != nil {
 		return err
@@ -112,7 +123,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var srv *server.Server
 	cfg := sandbox.Config{
-		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: countKeys(keys), Pool: o.pool,
+		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
 		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
 		MaxBytesPerOwner: o.maxBytesPerKey,
 		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
@@ -157,8 +168,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	mcpHandler := wardenmcp.HTTPHandler(mgr, wardenmcp.Options{
 		AllowNetwork: true, Version: version, Logger: log,
 	}, server.OwnerFrom)
+	registry := metrics.NewRegistry()
 	srv, err = server.New(mgr, server.Config{
 		Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
+		BodyReadTimeout: o.bodyTimeout, Registry: registry,
 	})
 	if err != nil {
 		return err
@@ -172,7 +185,12 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	err = run(ctx, connlimit.ForSandboxes(ln, o.maxSessions+o.pool, log), srv.Handler(), o.shutdown)
+	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox + server.TransferDescriptors}
+	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: cfg.Owners, Log: log})
+	if err := registry.Register(limited.Collectors()...); err != nil {
+		return fmt.Errorf("registering the connection metrics: %w", err)
+	}
+	err = run(ctx, limited, srv.Handler(), o.shutdown)
 	_ = mgr.Close()
 	if left := leftBehind(); len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))
@@ -184,15 +202,6 @@ func serve(ctx context.Context, o serveOptions) error {
 		fmt.Fprintln(os.Stderr, "warden: stopped; every session ended and was cleaned up")
 	}
 	return err
-}
-
-// countKeys is how many tenants keys make: a key listed twice is one.
-func countKeys(keys []string) int {
-	seen := map[string]bool{}
-	for _, k := range keys {
-		seen[k] = true
-	}
-	return len(seen)
 }
 
 // reportShare logs how many sessions and runs each key may hold, and
@@ -228,19 +237,18 @@ func leftBehind() []string {
 // run serves until SIGINT or SIGTERM, then stops taking requests and lets
 // the ones in flight (running execs) finish for up to grace; the caller
 // then ends every session. ln's cap on connections keeps descriptors for
-// the sandboxes, and needs the server's view of each connection.
+// the sandboxes.
 func run(ctx context.Context, ln *connlimit.Listener, h http.Handler, grace time.Duration) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hs := &http.Server{
 		Handler:           h,
-		ConnState:         ln.ConnState,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- ln.Serve(hs) }()
 	select {
 	case err := <-errc:
 		return err

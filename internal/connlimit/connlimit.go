@@ -5,19 +5,23 @@
 // its egress proxy's sockets), and a failure to open one fails a tenant's
 // work.
 //
-// At the cap a new connection evicts one that has waited longest without
-// a request in flight: one still sending its first request's headers
-// (http.StateNew) or an idle keep-alive connection (http.StateIdle),
-// never one whose request is being served (http.StateActive). It evicts
-// one from its own host (IPv4 address or IPv6 /64) if that host has any,
-// else the longest waiting of all. So a flood of half-open or idle
+// At the cap a new connection evicts one that nobody has vouched for:
+// first one still sending its request's headers (http.StateNew) or whose
+// request has not passed authentication (see Authenticated), then an idle
+// keep-alive connection (http.StateIdle); never one whose request passed
+// authentication and is being served. It evicts one from its own host
+// (IPv4 address or IPv6 /64) if that host has any, else the longest
+// waiting of all. So a flood of half-open, idle or unauthenticated
 // connections costs its own connections, not other clients' requests,
-// and a request that has reached a handler runs to its end. When every
-// connection is active the new one is closed at once.
+// and a tenant's request that has reached a handler runs to its end. A
+// tenant protects at most the cap divided by the number of tenants at
+// once, so no key can make every connection unevictable. When every
+// connection is protected the new one is answered 503 and closed.
 package connlimit
 
 import (
 	"container/list"
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -26,18 +30,22 @@ import (
 	"time"
 )
 
-// Listener is a net.Listener that holds at most max connections; set its
-// ConnState as the http.Server's ConnState so it knows which connections
-// have a request in flight. It is safe for concurrent use.
+// Listener is a net.Listener that holds at most max connections. Serve
+// an http.Server with it through its Serve method, which lets it follow
+// the server's view of each connection. It is safe for concurrent use.
 type Listener struct {
 	net.Listener
 	max int
-	log *slog.Logger
+	// perTenant is how many connections one tenant's requests may
+	// protect at once: max divided among the tenants.
+	perTenant int
+	log       *slog.Logger
 
-	mu    sync.Mutex
-	open  int // connections accepted and not yet closed
-	spare spares
-	stats Stats
+	mu        sync.Mutex
+	open      int // connections accepted and not yet closed
+	spare     spares
+	protected map[string]int // by tenant, connections Authenticated protects now
+	stats     Stats
 	// Evictions and refusals since the last log line, which is written at
 	// most once a second so a flood cannot flood the log.
 	evicted, refused int
@@ -47,9 +55,10 @@ type Listener struct {
 // Stats count what a Listener did since it was made.
 type Stats struct {
 	Open     int    // connections held now
+	Max      int    // connections held at most
 	Accepted uint64 // connections accepted from the kernel
-	Evicted  uint64 // connections without a request in flight closed to make room
-	Refused  uint64 // new connections closed because every other one was busy
+	Evicted  uint64 // unprotected connections closed to make room
+	Refused  uint64 // new connections closed because every other one was protected
 }
 
 // Stats says what l holds and has done.
@@ -57,22 +66,84 @@ func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.stats
-	st.Open = l.open
+	st.Open, st.Max = l.open, l.max
 	return st
 }
 
-// New wraps ln so that it holds at most n connections (at least one).
-func New(ln net.Listener, n int, log *slog.Logger) *Listener {
-	return &Listener{Listener: ln, max: max(n, 1), log: log}
+// newListener wraps ln so that it holds at most n connections (at least
+// one), of which each of tenants (at least one) may protect an even
+// share.
+func newListener(ln net.Listener, n, tenants int, log *slog.Logger) *Listener {
+	n = max(n, 1)
+	return &Listener{Listener: ln, max: n, perTenant: max(n/max(tenants, 1), 1), log: log, protected: map[string]int{}}
 }
 
-// Max is the number of connections l holds at most.
-func (l *Listener) Max() int { return l.max }
+// Serve serves hs on l until l is closed, as hs.Serve(l) does, with hs's
+// ConnState and ConnContext chained to l's own, without which l would
+// take every connection for one waiting for its headers and evict it.
+func (l *Listener) Serve(hs *http.Server) error {
+	state, connCtx := hs.ConnState, hs.ConnContext
+	hs.ConnState = func(nc net.Conn, s http.ConnState) {
+		l.connState(nc, s)
+		if state != nil {
+			state(nc, s)
+		}
+	}
+	hs.ConnContext = func(ctx context.Context, nc net.Conn) context.Context {
+		if connCtx != nil {
+			ctx = connCtx(ctx, nc)
+		}
+		if c, ok := nc.(*conn); ok {
+			ctx = context.WithValue(ctx, connKey{}, c)
+		}
+		return ctx
+	}
+	return hs.Serve(l)
+}
+
+type connKey struct{}
+
+// Authenticated protects the connection of the request whose context is
+// ctx from eviction until its request ends: call it once the request has
+// shown tenant's valid key. Until then a stranger's busy connection
+// (pipelined requests, a body it never sends) may be evicted like an idle
+// one. A tenant protects at most its share of the cap at once (the cap
+// divided by the number of tenants); its requests past that stay
+// evictable, so one key cannot make every connection unevictable. A
+// context that did not come from Serve is ignored.
+func Authenticated(ctx context.Context, tenant string) {
+	c, ok := ctx.Value(connKey{}).(*conn)
+	if !ok {
+		return
+	}
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.closed || c.protectedBy != nil || l.protected[tenant] >= l.perTenant {
+		return
+	}
+	l.spare.remove(c)
+	l.protected[tenant]++
+	c.protectedBy = &tenant
+}
+
+// unprotectLocked ends c's protection, when its request is over.
+func (l *Listener) unprotectLocked(c *conn) {
+	if c.protectedBy == nil {
+		return
+	}
+	if t := *c.protectedBy; l.protected[t] <= 1 {
+		delete(l.protected, t)
+	} else {
+		l.protected[t]--
+	}
+	c.protectedBy = nil
+}
 
 // Accept waits for the next connection, making room for it when l is
-// full by evicting a connection without a request in flight: the longest
-// waiting of the same host's, else of all. A connection that finds every other one active is closed at once
-// and the next one awaited.
+// full by evicting an unprotected connection: the longest waiting of the
+// same host's, else of all. A connection that finds every other one
+// protected is answered 503 and closed, and the next one awaited.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		nc, err := l.Listener.Accept()
@@ -85,13 +156,15 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit tracks nc, or closes it and returns nil when there is no room.
+// admit tracks nc, or answers it 503, closes it and returns nil when
+// there is no room.
 func (l *Listener) admit(nc net.Conn) *conn {
+	peer := peerOf(nc.RemoteAddr())
 	l.mu.Lock()
 	l.stats.Accepted++
 	var victim *conn
 	if l.open >= l.max {
-		if victim = l.spare.victim(peerOf(nc.RemoteAddr())); victim != nil {
+		if victim = l.spare.victim(peer); victim != nil {
 			l.forgetLocked(victim)
 			l.evicted++
 			l.stats.Evicted++
@@ -102,8 +175,8 @@ func (l *Listener) admit(nc net.Conn) *conn {
 	}
 	var c *conn
 	if l.open < l.max {
-		c = &conn{Conn: nc, l: l, peer: peerOf(nc.RemoteAddr())}
-		l.spare.add(c)
+		c = &conn{Conn: nc, l: l, peer: peer}
+		l.spare.add(c, pending)
 		l.open++
 	}
 	report := l.reportLocked()
@@ -112,16 +185,31 @@ func (l *Listener) admit(nc net.Conn) *conn {
 		l.closeQuietly(victim.Conn, "evicted")
 	}
 	if c == nil {
-		l.closeQuietly(nc, "refused")
+		l.refuse(nc)
 	}
 	report()
 	return c
 }
 
-// ConnState follows the http.Server's view of each connection: one
-// without a request in flight joins the end of the eviction queue, one
-// whose request is being served leaves it.
-func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
+// refusal is the whole answer to a connection over the cap: one short
+// write into a fresh socket's empty buffer, so it never blocks the
+// accept loop, and a client learns why rather than seeing a reset.
+const refusal = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"Connection: close\r\nContent-Length: 54\r\n\r\nserver busy: too many connections in use; retry later\n"
+
+// refuse answers nc 503 and closes it.
+func (l *Listener) refuse(nc net.Conn) {
+	if err := nc.SetWriteDeadline(time.Now().Add(time.Second)); err == nil {
+		_, _ = io.WriteString(nc, refusal) // the peer may be gone; it is closed either way
+	}
+	l.closeQuietly(nc, "refused")
+}
+
+// connState follows the http.Server's view of each connection: one
+// sending its request joins the pending queue (its request has yet to
+// pass authentication), an idle one the idle queue, a closed one is
+// forgotten.
+func (l *Listener) connState(nc net.Conn, state http.ConnState) {
 	c, ok := nc.(*conn)
 	if !ok {
 		return
@@ -131,10 +219,13 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	if c.closed {
 		return
 	}
+	l.unprotectLocked(c)
 	switch state {
-	case http.StateNew, http.StateIdle:
-		l.spare.add(c)
-	case http.StateActive, http.StateHijacked:
+	case http.StateNew, http.StateActive:
+		l.spare.add(c, pending)
+	case http.StateIdle:
+		l.spare.add(c, idle)
+	case http.StateHijacked:
 		l.spare.remove(c)
 	case http.StateClosed:
 		l.forgetLocked(c)
@@ -148,6 +239,7 @@ func (l *Listener) forgetLocked(c *conn) {
 	}
 	c.closed = true
 	l.spare.remove(c)
+	l.unprotectLocked(c)
 	l.open--
 }
 
@@ -161,7 +253,7 @@ func (l *Listener) reportLocked() func() {
 	evicted, refused := l.evicted, l.refused
 	l.evicted, l.refused, l.logged = 0, 0, now
 	return func() {
-		l.log.Warn("connection limit reached: closed connections that had no request in flight, and new ones when every connection was busy",
+		l.log.Warn("connection limit reached: closed connections no tenant's request was using, and new ones when every connection was",
 			"evicted", evicted, "refused", refused, "max_connections", l.max)
 	}
 }
@@ -180,9 +272,11 @@ type conn struct {
 	net.Conn
 	l    *Listener
 	peer string // peerOf its remote address
-	// Its places in l.spare while no request is in flight.
+	// Its queue and places in l.spare while it is unprotected.
+	class         class
 	inAll, inPeer *list.Element
 	closed        bool
+	protectedBy   *string // the tenant whose request protects it, if one does
 }
 
 // Close frees the connection's place and closes it.

@@ -2,7 +2,6 @@ package connlimit
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,35 +11,22 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/metrics"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // testServer is an HTTP server behind a Listener of a small cap, over real
-// loopback connections. GET /block is answered only once release is
-// closed.
+// loopback connections. GET /block (a tenant's request: it passes
+// authentication) and GET /stranger (one that never does) are answered
+// only once release is closed.
 type testServer struct {
 	t       *testing.T
 	l       *Listener
-	logs    *syncBuffer
+	logs    *testhost.SyncBuffer
 	entered chan struct{} // a /block request reached its handler
 	release chan struct{}
 	once    sync.Once
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newTestServer(t *testing.T, max int) *testServer {
@@ -49,21 +35,24 @@ func newTestServer(t *testing.T, max int) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{t: t, logs: &syncBuffer{}, entered: make(chan struct{}, 64), release: make(chan struct{})}
-	ts.l = New(ln, max, slog.New(slog.NewTextHandler(ts.logs, nil)))
+	ts := &testServer{t: t, logs: &testhost.SyncBuffer{}, entered: make(chan struct{}, 64), release: make(chan struct{})}
+	ts.l = newListener(ln, max, 1, slog.New(slog.NewTextHandler(ts.logs, nil)))
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/block" {
+			switch r.URL.Path {
+			case "/block":
+				Authenticated(r.Context(), r.URL.Query().Get("tenant"))
+				fallthrough
+			case "/stranger":
 				ts.entered <- struct{}{}
 				<-ts.release
 			}
 			io.WriteString(w, "ok")
 		}),
-		ConnState:         ts.l.ConnState,
 		ReadHeaderTimeout: time.Minute,
 	}
 	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ts.l) }()
+	go func() { done <- ts.l.Serve(hs) }()
 	t.Cleanup(func() {
 		ts.unblock()
 		hs.Close()
@@ -100,7 +89,7 @@ func (ts *testServer) get(c net.Conn, path string) {
 	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
 		ts.t.Fatalf("sending GET %s: %v", path, err)
 	}
-	if path == "/block" {
+	if strings.HasPrefix(path, "/block") || path == "/stranger" {
 		select {
 		case <-ts.entered:
 		case <-time.After(time.Minute):
@@ -139,18 +128,16 @@ func answer(t *testing.T, c net.Conn) int {
 func (ts *testServer) spare() int {
 	ts.l.mu.Lock()
 	defer ts.l.mu.Unlock()
-	return ts.l.spare.len()
+	n := 0
+	for k := range classes {
+		n += ts.l.spare[k].all.Len()
+	}
+	return n
 }
 
 func (ts *testServer) waitFor(what string, cond func() bool) {
 	ts.t.Helper()
-	for range 3000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	ts.t.Fatalf("gave up waiting for %s", what)
+	testhost.WaitFor(ts.t, what, cond)
 }
 
 // closed says whether the server closed c, waiting at most a minute.
@@ -231,6 +218,9 @@ func TestRefusesWhenAllBusy(t *testing.T) {
 		busy = append(busy, c)
 	}
 	late := ts.dial()
+	if status := answer(t, late); status != http.StatusServiceUnavailable {
+		t.Errorf("a connection over the cap with every other one busy: got %d, want 503", status)
+	}
 	if !closed(t, late) {
 		t.Error("a connection over the cap with every other one busy was not closed")
 	}
@@ -269,25 +259,138 @@ func TestEvictionLogIsRateLimited(t *testing.T) {
 	}
 }
 
-func TestCap(t *testing.T) {
+func TestCapFor(t *testing.T) {
+	r := Reserve{Sandboxes: 64, PerSandbox: 200}
 	tests := []struct {
-		nofile     uint64
-		sandboxes  int
-		want       int
-		wantEnough bool
+		nofile uint64
+		r      Reserve
+		want   int
 	}{
-		{20000, 64, 20000 - Base - 64*PerSession, true},
-		{20000, 0, 20000 - Base - 64*PerSession, true}, // the manager's default
-		{1 << 20, 8, 1<<20 - Base - 8*PerSession, true},
-		{1024, 64, MinConns, false},
-		{Base + PerSession + MinConns, 1, MinConns, true},
-		{Base + PerSession + MinConns - 1, 1, MinConns, false},
-		{0, 1, MinConns, false},
+		{20000, r, 20000 - base - 64*200},
+		{1 << 20, Reserve{8, 200}, 1<<20 - base - 8*200},
+		{1024, r, minConns},
+		{base + 200 + minConns, Reserve{1, 200}, minConns},
+		{base + 200 + minConns - 1, Reserve{1, 200}, minConns},
+		{0, Reserve{1, 200}, minConns},
 	}
 	for _, tt := range tests {
-		got, enough := Cap(tt.nofile, tt.sandboxes)
-		if got != tt.want || enough != tt.wantEnough {
-			t.Errorf("Cap(%d, %d) = %d, %v; want %d, %v", tt.nofile, tt.sandboxes, got, enough, tt.want, tt.wantEnough)
+		got, need := capFor(tt.nofile, tt.r)
+		if got != tt.want || need != tt.r.descriptors()+minConns {
+			t.Errorf("capFor(%d, %+v) = %d, %d; want %d, %d", tt.nofile, tt.r, got, need, tt.want, tt.r.descriptors()+minConns)
 		}
 	}
+}
+
+// TestStrangersAreEvictable checks a request that never passed
+// authentication does not protect its connection: at the cap a new
+// connection evicts it, while a tenant's request in flight is kept.
+func TestStrangersAreEvictable(t *testing.T) {
+	ts := newTestServer(t, 2)
+	tenant := ts.dialFrom("127.0.0.1")
+	ts.get(tenant, "/block")
+	stranger := ts.dialFrom("127.0.0.2")
+	ts.get(stranger, "/stranger")
+	next := ts.dialFrom("127.0.0.3")
+	if !closed(t, stranger) {
+		t.Error("the stranger's busy connection was not evicted")
+	}
+	ts.unblock()
+	if status := answer(t, tenant); status != http.StatusOK {
+		t.Errorf("the tenant's request in flight: got %d, want 200", status)
+	}
+	ts.get(next, "/")
+}
+
+// TestEvictsPendingBeforeIdle checks a new connection evicts one still
+// sending its headers before an idle keep-alive one that waited longer,
+// whose tenant's next request may be on its way.
+func TestEvictsPendingBeforeIdle(t *testing.T) {
+	ts := newTestServer(t, 2)
+	idle := ts.dialFrom("127.0.0.1")
+	ts.get(idle, "/")
+	ts.waitFor("the keep-alive connection to be idle", func() bool { return ts.spare() == 1 })
+	halfOpen := ts.dialFrom("127.0.0.2")
+	next := ts.dialFrom("127.0.0.3")
+	if !closed(t, halfOpen) {
+		t.Error("the half-open connection was not evicted before the idle one")
+	}
+	ts.get(idle, "/")
+	ts.get(next, "/")
+}
+
+// TestPeerOf checks the host a connection is put with, and that an
+// address the listener cannot tell does not panic in the accept loop.
+func TestPeerOf(t *testing.T) {
+	tests := []struct {
+		addr net.Addr
+		want string
+	}{
+		{nil, ""},
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 9}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3:4:5:6"), Port: 9}, "2001:db8:1:2::"},
+		{&net.UnixAddr{Name: "@x", Net: "unix"}, "@x"},
+	}
+	for _, tt := range tests {
+		if got := peerOf(tt.addr); got != tt.want {
+			t.Errorf("peerOf(%v) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
+// TestCollectors checks the listener's series say what its Stats do.
+func TestCollectors(t *testing.T) {
+	ts := newTestServer(t, 1)
+	ts.get(ts.dial(), "/block")
+	if status := answer(t, ts.dial()); status != http.StatusServiceUnavailable {
+		t.Fatalf("over the cap: got %d, want 503", status)
+	}
+	reg := metrics.NewRegistry()
+	if err := reg.Register(ts.l.Collectors()...); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if _, err := reg.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`warden_connections{state="open"} 1`, "warden_connections_max 1",
+		"warden_connections_evicted_total 0", "warden_connections_refused_total 1",
+		"# TYPE warden_connections_refused_total counter",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestTenantProtectsItsShare checks one tenant's requests protect at most
+// its share of the cap: its request past the share stays evictable, and
+// the protection ends with the request.
+func TestTenantProtectsItsShare(t *testing.T) {
+	ts := newTestServer(t, 4)
+	ts.l.perTenant = 2 // the cap of 4 shared by 2 tenants
+	var held []net.Conn
+	for range 3 {
+		c := ts.dialFrom("127.0.0.1")
+		ts.get(c, "/block?tenant=a")
+		held = append(held, c)
+	}
+	other := ts.dialFrom("127.0.0.2")
+	ts.get(other, "/block?tenant=b")
+	newcomer := ts.dialFrom("127.0.0.3")
+	if !closed(t, held[2]) {
+		t.Error("the tenant's request past its share of protected connections was not evicted")
+	}
+	ts.unblock()
+	for i, c := range append(held[:2], other) {
+		if status := answer(t, c); status != http.StatusOK {
+			t.Errorf("protected request %d: got %d, want 200", i, status)
+		}
+	}
+	ts.waitFor("the protections to end with their requests", func() bool {
+		ts.l.mu.Lock()
+		defer ts.l.mu.Unlock()
+		return len(ts.l.protected) == 0
+	})
+	ts.get(newcomer, "/")
 }

@@ -1,67 +1,89 @@
 package connlimit
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 )
 
-// Descriptors the cap leaves for everything but connections.
+// Descriptors the cap leaves for everything but connections and sandboxes.
 const (
-	// PerSession is what one session or one-shot run may hold in the
-	// server: measured, an idle session holds 10 descriptors (control
-	// socket, workspace directory, cgroup files, pidfds), an exec 3 more
-	// (its pipes) and an egress proxy 9 more; each of the proxy's at most
-	// 64 tunnels (egress.DefaultMaxConns) holds 2. So 32 for all but the
-	// tunnels, and 128 for them.
-	PerSession = 32 + 2*64
-	// Base is what the server holds besides sessions and connections: its
+	// base is what the server holds besides sessions and connections: its
 	// listener, logs, state directory, the spawner's pipes, epoll, and
 	// the files it opens for a moment.
-	Base = 256
-	// MinConns is the fewest connections the cap allows, however low the
+	base = 256
+	// minConns is the fewest connections the cap allows, however low the
 	// descriptor limit, so a server on a small limit still serves.
-	MinConns = 64
-	// defaultSessions is the session manager's own default, taken when
-	// the caller's session count is not positive.
-	defaultSessions = 64
+	minConns = 64
 )
 
-// Cap is how many connections a server may hold under a descriptor limit
-// of nofile while keeping Base + PerSession per sandbox for the rest:
-// nofile - Base - PerSession*sandboxes, and MinConns at least. enough is
-// false when that floor takes descriptors from the sandboxes' reserve.
-func Cap(nofile uint64, sandboxes int) (conns int, enough bool) {
-	if sandboxes <= 0 {
-		sandboxes = defaultSessions
+// Reserve is what a server keeps of its descriptors for its sandboxes.
+type Reserve struct {
+	// Sandboxes is how many sessions and runs may be alive at once, the
+	// ones built ahead included.
+	Sandboxes int
+	// PerSandbox is how many descriptors one of them may hold in the
+	// server at most.
+	PerSandbox int
+}
+
+// descriptors is the reserve in descriptors, the server's own included.
+func (r Reserve) descriptors() uint64 {
+	return base + uint64(max(r.PerSandbox, 0))*uint64(max(r.Sandboxes, 0))
+}
+
+// capFor is how many connections a server may hold under a descriptor
+// limit of nofile while keeping r for the rest: nofile minus r, and
+// minConns at least. need is the limit that keeps r whole beside
+// minConns connections; nofile < need says the floor eats into r.
+func capFor(nofile uint64, r Reserve) (conns int, need uint64) {
+	need = r.descriptors() + minConns
+	if nofile < need {
+		return minConns, need
 	}
-	reserve := uint64(Base) + uint64(PerSession)*uint64(sandboxes)
-	if nofile < reserve+MinConns {
-		return MinConns, false
-	}
-	return int(min(nofile-reserve, uint64(maxInt))), true
+	return int(min(nofile-r.descriptors(), uint64(maxInt))), need
 }
 
 const maxInt = int(^uint(0) >> 1)
 
-// ForSandboxes wraps ln with the cap for a server of at most sandboxes
-// sessions and runs at once (0: the session manager's default of 64),
-// under the process's descriptor limit, which it first raises as far as
-// it may (RLIMIT_NOFILE's soft limit to the hard one). It logs the cap,
-// and warns when the limit is too low to keep the whole reserve.
-func ForSandboxes(ln net.Listener, sandboxes int, log *slog.Logger) *Listener {
-	nofile, err := RaiseFileLimit()
+// Options say how ForSandboxes caps connections.
+type Options struct {
+	// Reserve is what to keep of the descriptors for the sandboxes.
+	Reserve Reserve
+	// MaxConns caps connections further when positive: each costs memory
+	// too, which a high descriptor limit does not bound.
+	MaxConns int
+	// Tenants is how many API keys share the connections that requests
+	// protect (see Authenticated); 0 counts as one.
+	Tenants int
+	// Log receives the cap at start and the evictions and refusals.
+	Log *slog.Logger
+}
+
+// ForSandboxes wraps ln with the cap that keeps o.Reserve under the
+// process's descriptor limit, which it first raises as far as it may
+// (RLIMIT_NOFILE's soft limit to the hard one), and at most o.MaxConns.
+// It logs the cap, and warns, naming the limit needed, when the
+// descriptor limit is too low to keep the whole reserve.
+func ForSandboxes(ln net.Listener, o Options) *Listener {
+	log, r := o.Log, o.Reserve
+	nofile, err := raiseFileLimit()
 	if err != nil && nofile > 0 {
 		log.Warn("keeping the descriptor limit", "err", err)
 	} else if err != nil {
-		log.Warn("reading the descriptor limit; connections capped at the minimum", "err", err, "max_connections", MinConns)
-		return New(ln, MinConns, log)
+		log.Warn("reading the descriptor limit; connections capped at the minimum", "err", err, "max_connections", minConns)
+		return newListener(ln, minConns, o.Tenants, log)
 	}
-	conns, enough := Cap(nofile, sandboxes)
-	if !enough {
-		log.Warn("the descriptor limit (RLIMIT_NOFILE) is too low to keep a reserve for every sandbox beside the minimum of connections; raise it (ulimit -n, systemd LimitNOFILE=) or lower --max-sessions",
-			"nofile", nofile, "sandboxes", sandboxes, "max_connections", conns)
+	conns, need := capFor(nofile, r)
+	if o.MaxConns > 0 {
+		conns = min(conns, o.MaxConns)
+	}
+	if nofile < need {
+		log.Warn(fmt.Sprintf("the descriptor limit (RLIMIT_NOFILE) is too low to keep a reserve for every sandbox beside the minimum of connections; raise it to %d or more (ulimit -n %d, systemd LimitNOFILE=%d) or lower --max-sessions", need, need, need),
+			"nofile", nofile, "need", need, "sandboxes", r.Sandboxes, "max_connections", conns)
 	} else {
-		log.Info("connections capped to keep descriptors for sandboxes", "nofile", nofile, "sandboxes", sandboxes, "max_connections", conns)
+		log.Info("connections capped to keep descriptors for sandboxes", "nofile", nofile, "sandboxes", r.Sandboxes,
+			"per_sandbox", r.PerSandbox, "max_connections", conns)
 	}
-	return New(ln, conns, log)
+	return newListener(ln, conns, o.Tenants, log)
 }

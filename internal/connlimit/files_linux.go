@@ -5,11 +5,11 @@ import (
 	"syscall"
 )
 
-// RaiseFileLimit raises RLIMIT_NOFILE's soft limit to its hard limit and
+// raiseFileLimit raises RLIMIT_NOFILE's soft limit to its hard limit and
 // returns the soft limit now in force (Go's runtime usually has raised it
 // already at start). When raising fails it returns the error with the
 // soft limit that stands, which is then what counts.
-func RaiseFileLimit() (uint64, error) {
+func raiseFileLimit() (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return 0, fmt.Errorf("getting RLIMIT_NOFILE: %w", err)

@@ -4,5 +4,5 @@ package connlimit
 
 import "errors"
 
-// RaiseFileLimit is Linux-only, as Warden's server is.
-func RaiseFileLimit() (uint64, error) { return 0, errors.ErrUnsupported }
+// raiseFileLimit is Linux-only, as Warden's server is.
+func raiseFileLimit() (uint64, error) { return 0, errors.ErrUnsupported }

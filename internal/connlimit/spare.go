@@ -5,26 +5,42 @@ import (
 	"net"
 )
 
-// spares are the connections without a request in flight, the ones that
-// may be evicted, in the order they began to wait: all of them, and those
-// of each peer apart, so a peer's new connection can evict its own.
-type spares struct {
+// class orders the unprotected connections for eviction.
+type class int
+
+const (
+	// pending connections are sending a request nobody vouched for yet:
+	// its headers, or a request that has not passed authentication.
+	pending class = iota
+	// idle connections are keep-alive ones between requests, which a
+	// tenant's next request may be arriving on; they go after pending ones.
+	idle
+	classes
+)
+
+// queue is one class of spare connections in the order they joined it:
+// all of them, and those of each peer apart.
+type queue struct {
 	all    list.List
 	byPeer map[string]*list.List
 }
 
-// add puts c at the end of the queues, as the one that waited least.
-func (s *spares) add(c *conn) {
+// spares are the connections that may be evicted, by class.
+type spares [classes]queue
+
+// add puts c at the end of class k's queues, as the one that waited least.
+func (s *spares) add(c *conn, k class) {
 	s.remove(c)
-	if s.byPeer == nil {
-		s.byPeer = map[string]*list.List{}
+	q := &s[k]
+	if q.byPeer == nil {
+		q.byPeer = map[string]*list.List{}
 	}
-	q := s.byPeer[c.peer]
-	if q == nil {
-		q = list.New()
-		s.byPeer[c.peer] = q
+	pq := q.byPeer[c.peer]
+	if pq == nil {
+		pq = list.New()
+		q.byPeer[c.peer] = pq
 	}
-	c.inAll, c.inPeer = s.all.PushBack(c), q.PushBack(c)
+	c.class, c.inAll, c.inPeer = k, q.all.PushBack(c), pq.PushBack(c)
 }
 
 // remove takes c out of the queues, if it is in them.
@@ -32,36 +48,43 @@ func (s *spares) remove(c *conn) {
 	if c.inAll == nil {
 		return
 	}
-	s.all.Remove(c.inAll)
-	q := s.byPeer[c.peer]
-	q.Remove(c.inPeer)
-	if q.Len() == 0 {
-		delete(s.byPeer, c.peer)
+	q := &s[c.class]
+	q.all.Remove(c.inAll)
+	pq := q.byPeer[c.peer]
+	pq.Remove(c.inPeer)
+	if pq.Len() == 0 {
+		delete(q.byPeer, c.peer)
 	}
 	c.inAll, c.inPeer = nil, nil
 }
 
 // victim is the connection a new one from peer evicts: the longest
-// waiting of peer's own, else the longest waiting of all; nil when every
-// connection has a request in flight. A peer that floods the server with
-// connections thus evicts its own, and only a peer without spare ones
-// takes another peer's place.
+// waiting of peer's own, pending before idle, else the longest waiting
+// of all, pending before idle; nil when every connection is protected. A
+// peer that floods the server with connections thus evicts its own, and
+// only a peer without spare ones takes another peer's place.
 func (s *spares) victim(peer string) *conn {
-	if q := s.byPeer[peer]; q != nil {
-		return q.Front().Value.(*conn)
+	for k := range classes {
+		if pq := s[k].byPeer[peer]; pq != nil {
+			return pq.Front().Value.(*conn)
+		}
 	}
-	if front := s.all.Front(); front != nil {
-		return front.Value.(*conn)
+	for k := range classes {
+		if front := s[k].all.Front(); front != nil {
+			return front.Value.(*conn)
+		}
 	}
 	return nil
 }
 
-func (s *spares) len() int { return s.all.Len() }
-
 // peerOf names the host a connection comes from: its IPv4 address, or
 // the /64 network of its IPv6 address, since one host commonly holds a
-// whole /64.
+// whole /64. A connection without an address (which a listener should
+// never give) is put with every other such one.
 func peerOf(addr net.Addr) string {
+	if addr == nil {
+		return ""
+	}
 	ta, ok := addr.(*net.TCPAddr)
 	if !ok {
 		return addr.String()

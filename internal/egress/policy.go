@@ -13,6 +13,13 @@ const (
 	// enough for parallel package downloads, few enough that one sandbox
 	// cannot exhaust the Warden process's descriptors.
 	DefaultMaxConns = 64
+	// ServerDescriptors bounds the descriptors one sandbox's proxy holds
+	// in the Warden process with DefaultMaxConns: up to twice that many
+	// client connections while their headers arrive (the ones past the
+	// cap are answered 429), an upstream one for each of at most
+	// DefaultMaxConns tunnels and requests, and 9 of its own (listener,
+	// pipes, and files it opens for a moment).
+	ServerDescriptors = 3*DefaultMaxConns + 9
 	// DefaultMaxBytes bounds what one sandbox moves in total, both ways.
 	DefaultMaxBytes int64 = 1 << 30
 )

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Sample is one value of a GaugeFunc, with its label values in the order
+// Sample is one value of a GaugeFunc (or counter func), with its label values in the order
 // of the family's label names.
 type Sample struct {
 	LabelValues []string
@@ -25,6 +25,14 @@ type GaugeFunc struct {
 // panics on an invalid metric or label name.
 func NewGaugeFunc(name, help string, labels []string, read func() []Sample) *GaugeFunc {
 	return &GaugeFunc{desc: newDesc(name, help, "gauge", labels), read: read}
+}
+
+// NewCounterFunc builds a counter family whose samples read gives on
+// every scrape, for counts another component already keeps; read must
+// never give a smaller value than before. It is a GaugeFunc in all but
+// the type it declares.
+func NewCounterFunc(name, help string, labels []string, read func() []Sample) *GaugeFunc {
+	return &GaugeFunc{desc: newDesc(name, help, "counter", labels), read: read}
 }
 
 // appendSamples writes read's samples ordered by label values. Samples

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/warden-sandbox/warden/internal/connlimit"
 )
 
 // apiKey is one configured key, kept as its digest: comparing digests of
@@ -37,15 +39,13 @@ func parseKeys(keys []string) ([]apiKey, error) {
 	return out, nil
 }
 
-// countOwners is how many tenants can send requests: one per distinct
-// key (a key listed twice is one tenant), or the single anonymous one.
-func countOwners(keys []apiKey, anonymous bool) int {
-	if anonymous {
-		return 1
-	}
+// Tenants is how many tenants keys make: one per distinct key (a key
+// listed twice is one tenant), 0 for none. The server shares its body
+// memory among them, and `warden serve` its sessions.
+func Tenants(keys []string) int {
 	owners := map[string]bool{}
 	for _, k := range keys {
-		owners[k.owner] = true
+		owners[ownerOf(k)] = true
 	}
 	return len(owners)
 }
@@ -95,6 +95,9 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 		if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
 			info.owner = owner
 		}
+		// A tenant's request runs to its end; a stranger's connection
+		// stays evictable when the server is full of connections.
+		connlimit.Authenticated(r.Context(), owner)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
 	})
 }

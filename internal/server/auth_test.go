@@ -135,3 +135,19 @@ func newRequest(method, target, body string) *http.Request {
 	}
 	return req
 }
+
+func TestTenants(t *testing.T) {
+	tests := []struct {
+		keys []string
+		want int
+	}{
+		{nil, 0},
+		{[]string{"a"}, 1},
+		{[]string{"a", "b", "a"}, 2},
+	}
+	for _, tt := range tests {
+		if got := Tenants(tt.keys); got != tt.want {
+			t.Errorf("Tenants(%q) = %d, want %d", tt.keys, got, tt.want)
+		}
+	}
+}

@@ -62,14 +62,34 @@ func (a api) files(w http.ResponseWriter, r *http.Request, id string) (*workspac
 	return dir, true
 }
 
+// transfer opens the caller's session's workspace for an upload or a
+// download, which counts against MaxTransfersPerSession until done is
+// called, or answers the error.
+func (a api) transfer(w http.ResponseWriter, r *http.Request, id string) (dir *workspace.Dir, done func(), ok bool) {
+	dir, ok = a.files(w, r, id)
+	if !ok {
+		return nil, nil, false
+	}
+	done, err := a.s.transfers.start(id)
+	if err != nil {
+		a.s.writeError(w, err)
+		return nil, nil, false
+	}
+	return dir, done, true
+}
+
 // DownloadFile streams a regular file's bytes. Exactly the size the
 // workspace checked is sent, so a file the sandbox grows meanwhile cannot
-// push more than was announced in Content-Length.
+// push more than was announced in Content-Length. A client that stops
+// reading for StreamWriteTimeout is cut off, which frees the connection
+// and the open file; a session has at most MaxTransfersPerSession
+// uploads and downloads at once (503 past them).
 func (a api) DownloadFile(w http.ResponseWriter, r *http.Request, id string, params apigen.DownloadFileParams) {
-	dir, ok := a.files(w, r, id)
+	dir, done, ok := a.transfer(w, r, id)
 	if !ok {
 		return
 	}
+	defer done()
 	rc, e, err := dir.Read(params.Path)
 	if err != nil {
 		a.s.writeError(w, wrongKind(err))
@@ -115,7 +135,8 @@ func (c *capped) Read(p []byte) (int, error) {
 
 // UploadFile writes the request body to a file, streaming it without
 // holding it in memory, and answers 201 with the new file's entry. An
-// upload that stops sending for BodyReadTimeout is cut off with 408.
+// upload that stops sending for BodyReadTimeout, or falls below
+// minBodyRate on average, is cut off with 408.
 func (a api) UploadFile(w http.ResponseWriter, r *http.Request, id string, params apigen.UploadFileParams) {
 	limit := a.s.cfg.MaxUploadBytes
 	if r.ContentLength > limit {
@@ -131,11 +152,12 @@ func (a api) UploadFile(w http.ResponseWriter, r *http.Request, id string, param
 		}
 		mode = fs.FileMode(m)
 	}
-	dir, ok := a.files(w, r, id)
+	dir, done, ok := a.transfer(w, r, id)
 	if !ok {
 		return
 	}
-	paced := &pacedBody{r: r.Body, rc: http.NewResponseController(w), timeout: a.s.cfg.BodyReadTimeout}
+	defer done()
+	paced := a.s.pace(w, r, limit)
 	body := &capped{r: http.MaxBytesReader(w, paced, limit)}
 	e, err := dir.Write(params.Path, body, mode)
 	switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	apispec "github.com/warden-sandbox/warden/api"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 const (
@@ -32,23 +33,8 @@ type harness struct {
 	logs *syncBuffer
 }
 
-// syncBuffer collects log output written from handler goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output written from other goroutines.
+type syncBuffer = testhost.SyncBuffer
 
 func newHarness(t *testing.T, configure func(*Config)) *harness {
 	t.Helper()

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +177,98 @@ func TestBodyCharge(t *testing.T) {
 				t.Errorf("after release %d bytes still held", n)
 			}
 		})
+	}
+}
+
+// TestByteBudgetWakesOwnWaiters checks a release wakes the waiters of
+// its own owner only: a key's parked bodies cost nothing when another
+// key's bodies come and go.
+func TestByteBudgetWakesOwnWaiters(t *testing.T) {
+	b := newByteBudget(100, 50)
+	if err := b.acquire(context.Background(), "b", 50); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- b.acquire(context.Background(), "b", 10) }()
+	waitFor(t, "b's body to wait", func() bool { return b.waiting("b") == 1 })
+	for range 100 {
+		if err := b.acquire(context.Background(), "a", 10); err != nil {
+			t.Fatal(err)
+		}
+		b.release("a", 10)
+	}
+	if n := b.woken.Load(); n != 0 {
+		t.Errorf("a's 100 releases woke b's waiter %d times, want 0", n)
+	}
+	b.release("b", 10)
+	if err := <-got; err != nil {
+		t.Errorf("b's waiter after b's release: %v", err)
+	}
+}
+
+// TestByteBudgetRefusesExcessWaiters checks an owner whose share is full
+// may park no more bodies than its share could serve; the next is
+// refused at once rather than parked.
+func TestByteBudgetRefusesExcessWaiters(t *testing.T) {
+	const share = 4 * firstCharge
+	b := newByteBudget(4*share, share)
+	if err := b.acquire(context.Background(), "b", share); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, share/firstCharge)
+	for range share / firstCharge {
+		go func() { errs <- b.acquire(ctx, "b", firstCharge) }()
+	}
+	waitFor(t, "b's bodies to wait", func() bool { return b.waiting("b") == share/firstCharge })
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	if err := b.acquire(ctx2, "b", firstCharge); !errors.Is(err, errTooManyWaiters) {
+		t.Errorf("one waiter too many: got %v, want %v", err, errTooManyWaiters)
+	}
+	if err := b.acquire(context.Background(), "a", share); err != nil {
+		t.Errorf("another owner's share: %v", err)
+	}
+	cancel()
+	for range share / firstCharge {
+		<-errs
+	}
+	if n := b.waiting("b"); n != 0 {
+		t.Errorf("%d waiters still counted after they gave up", n)
+	}
+}
+
+func (b *byteBudget) waiting(owner string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w := b.owners[owner]; w != nil {
+		return w.waiters
+	}
+	return 0
+}
+
+// panickyBody panics on its first read, as a bug in reading a body might.
+type panickyBody struct{}
+
+func (panickyBody) Read([]byte) (int, error) { panic("reading the body") }
+func (panickyBody) Close() error             { return nil }
+
+// TestBodyChargeSurvivesPanic checks a panic while a body is read (after
+// its first charge) still gives the charge back: the recovered request
+// must not leak its key's share.
+func TestBodyChargeSurvivesPanic(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Mount = map[string]http.Handler{"/mcp": http.NotFoundHandler()} })
+	for _, target := range []string{"/v1/sessions", "/mcp"} {
+		req := newRequest("POST", target, "")
+		req.Body, req.ContentLength = panickyBody{}, -1
+		req.Header.Set("Authorization", "Bearer "+keyA)
+		rec := httptest.NewRecorder()
+		h.srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusInternalServerError {
+			t.Errorf("%s: got %d, want 500 from the recovered panic", target, rec.Code)
+		}
+		if n := h.srv.bodies.heldBy(ownerOf(keyA)); n != 0 {
+			t.Errorf("%s: after the panic the key still holds %d bytes", target, n)
+		}
 	}
 }

@@ -12,14 +12,24 @@ import (
 // recorder remembers the status a handler answered with, for the log and
 // for knowing whether a recovered panic can still be answered. Unwrap lets
 // http.ResponseController reach the real writer to flush streams.
+//
+// It also bounds the answer's connection (see answering): every write of
+// an answer moves the write deadline to the write timeout from then, and
+// an answer given before the request's body was read closes the
+// connection at once.
 type recorder struct {
 	http.ResponseWriter
-	status int
+	status  int
+	body    *trackedBody // nil when the request has no body
+	timeout time.Duration
+	now     func() time.Time
+	s       *Server
 }
 
 func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
+		r.answering()
 	}
 	r.ResponseWriter.WriteHeader(status)
 }
@@ -27,6 +37,9 @@ func (r *recorder) WriteHeader(status int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+		r.answering()
+	} else {
+		r.renew()
 	}
 	return r.ResponseWriter.Write(p)
 }
@@ -40,7 +53,14 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
+		rec := &recorder{ResponseWriter: w, timeout: s.cfg.StreamWriteTimeout, now: time.Now, s: s}
+		if r.Body != nil && r.Body != http.NoBody {
+			rec.body = &trackedBody{ReadCloser: r.Body}
+			r.Body = rec.body
+		}
+		// Whatever the last answer on this connection left behind, this
+		// request's writes (a 100 Continue too) get a bound of their own.
+		s.setWriteDeadline(w, time.Now().Add(rec.timeout))
 		info := &requestInfo{}
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		defer func() {

@@ -69,12 +69,11 @@ const (
 	// DefaultMaxInFlightBodyBytes bounds the JSON body bytes of all
 	// requests being read and validated at once: eight full bodies.
 	DefaultMaxInFlightBodyBytes int64 = 64 << 20
-	// DefaultBodyReadTimeout is how long a JSON body may take to arrive
-	// whole (8 MiB at about 2 Mbit/s) and an upload may pause.
+	// DefaultBodyReadTimeout is how long a request body may pause.
 	DefaultBodyReadTimeout = 30 * time.Second
-	// DefaultStreamWriteTimeout is how long one event of an exec stream
-	// may take to reach a client that stopped reading before the stream is
-	// given up and the exec killed.
+	// DefaultStreamWriteTimeout is how long an answer (one event of an
+	// exec stream, one chunk of a download) may take to reach a client that
+	// stopped reading before it is given up (and a streamed exec killed).
 	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
@@ -99,7 +98,8 @@ type Config struct {
 	// fairly among the API keys: the requests of one key hold at most
 	// max(MaxBodyBytes, MaxInFlightBodyBytes / number of keys). A body is
 	// charged as it arrives, not by the length it declares: it holds the
-	// buffer it is read into, which starts at 1 KiB and doubles as bytes
+	// buffer it is read into, which starts at 1 KiB and then takes the
+	// rest of a declared length, or doubles as bytes of a chunked one
 	// come, until its handler has decoded it. So while there are at most
 	// MaxInFlightBodyBytes/MaxBodyBytes keys (8 by default) each key
 	// always finds its whole share free, whatever the others declare or
@@ -107,17 +107,19 @@ type Config struct {
 	// request that finds no room in its key's share within a few seconds
 	// is answered 503.
 	MaxInFlightBodyBytes int64
-	// BodyReadTimeout bounds how long a request body may take to arrive
-	// (default 30s): a JSON body must arrive whole within it, an upload
-	// must not pause for longer; else the request is answered 408 and its
-	// connection closed. It holds for every request with a body, before
+	// BodyReadTimeout bounds how long a request body may pause (default
+	// 30s); a body of n bytes must also be whole within BodyReadTimeout +
+	// n / 64 KiB/s. Else the request is answered 408 and its connection
+	// closed. It holds for every request with a body, before
 	// authentication too, so nobody can hold a connection open by
 	// announcing a body and never sending it.
 	BodyReadTimeout time.Duration
-	// StreamWriteTimeout bounds the write of each event of an exec stream
-	// (default 30s). A client that reads none of it for that long breaks
-	// the stream: the rest is dropped and the exec killed, so a stalled
-	// client cannot keep a session busy.
+	// StreamWriteTimeout bounds each write of every answer (default
+	// 30s): a JSON answer, each event of an exec or /mcp stream, each
+	// chunk of a download. A client that reads none of it for that long loses its
+	// connection (a stream's exec is killed), so a client that stops
+	// reading, with a key or without, cannot keep a connection, a session
+	// or an open file busy.
 	StreamWriteTimeout time.Duration
 	// Logger receives one line per request and every recovered panic
 	// (default: slog.Default()). Keys and bodies are never logged.
@@ -152,9 +154,11 @@ type Server struct {
 	// shape bounds every JSON request body, as the largest any operation
 	// allows; bodies is the budget of MaxInFlightBodyBytes, shared by
 	// the keys' owners.
-	shape   shape
-	bodies  *byteBudget
-	handler http.Handler
+	shape  shape
+	bodies *byteBudget
+	// transfers bounds each session's uploads and downloads at once.
+	transfers transfers
+	handler   http.Handler
 }
 
 // New builds a server over s. It refuses a configuration without keys
@@ -221,7 +225,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 		operations: ops,
 		shape:      sh,
 		bodies: newByteBudget(cfg.MaxInFlightBodyBytes,
-			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, countOwners(keys, cfg.AllowAnonymous))),
+			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, Tenants(cfg.Keys))),
 	}
 	srv.mux = srv.routes()
 	srv.handler = srv.withLogAndRecover(srv.withBodyDeadline(srv.withAuth(srv.withValidation(srv.mux))))
@@ -229,7 +233,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 }
 
 // Handler is the whole API, ready for an http.Server. The caller sets the
-// server's timeouts; WriteTimeout bounds whole answers, execs included,
-// so leave it at zero or above the longest exec timeout. A streamed exec
-// replaces it with StreamWriteTimeout for each event.
+// server's timeouts; leave its WriteTimeout at zero, since it would bound
+// whole requests, execs included: the handler bounds each answer's
+// writing itself (StreamWriteTimeout).
 func (s *Server) Handler() http.Handler { return s.handler }

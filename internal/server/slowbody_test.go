@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // liveServer serves h over real loopback connections and counts those
@@ -19,15 +21,18 @@ import (
 // have all reached the server.
 type liveServer struct {
 	*httptest.Server
-	active atomic.Int64
+	active, closed atomic.Int64
 }
 
 func (h *harness) serveLive() *liveServer {
 	h.t.Helper()
 	ls := &liveServer{Server: httptest.NewUnstartedServer(h.srv.Handler())}
 	ls.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateActive {
+		switch s {
+		case http.StateActive:
 			ls.active.Add(1)
+		case http.StateClosed:
+			ls.closed.Add(1)
 		}
 	}
 	ls.Start()
@@ -50,18 +55,9 @@ func (ls *liveServer) dial(t *testing.T, raw string) net.Conn {
 	return c
 }
 
-// waitFor polls cond for at most 30 s; the server works in goroutines the
-// test cannot join.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range 3000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("gave up waiting for %s", what)
-}
+// waitFor waits for work the server does in goroutines a test cannot
+// join (testhost.WaitFor).
+var waitFor = testhost.WaitFor
 
 // stalledHead is the head of a POST /v1/run by key with the given framing
 // header, whose body the caller sends (some of) or not.
@@ -213,22 +209,28 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
-// TestUploadGoesOnWhileItSends checks an upload that keeps sending outlives
-// BodyReadTimeout: the deadline bounds a pause, not the whole upload.
-func TestUploadGoesOnWhileItSends(t *testing.T) {
-	const timeout, pieces, gap = 2 * time.Second, 25, 100 * time.Millisecond // 2.5 s in all
-	h := newHarness(t, func(c *Config) { c.BodyReadTimeout = timeout })
-	id := h.create(keyA)
+// TestTwoBodiesOfOneKey sends two bodies of one key that together need
+// its whole share, each first in part and the rest once both are
+// charged: both must be served, not each hold half the share and wait
+// for the other until one is refused.
+func TestTwoBodiesOfOneKey(t *testing.T) {
+	const share, size, first = 64 << 10, 60 << 10, 20 << 10
+	h := newHarness(t, func(c *Config) { c.MaxBodyBytes, c.MaxInFlightBodyBytes = share, share })
 	ls := h.serveLive()
-	c := ls.dial(t, fmt.Sprintf("PUT /v1/sessions/%s/files?path=f HTTP/1.1\r\nHost: warden.test\r\nAuthorization: Bearer %s"+
-		"\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", id, keyA, pieces))
-	for range pieces {
-		time.Sleep(gap)
-		if _, err := c.Write([]byte("x")); err != nil {
-			t.Fatalf("the server stopped the upload: %v", err)
+	body := `{"command":["true"],"stdin":"` + strings.Repeat("x", size-32) + `"}`
+	var conns []net.Conn
+	for range 2 {
+		conns = append(conns, ls.dial(t, stalledHead(keyA, fmt.Sprintf("Content-Length: %d", len(body)))+body[:first]))
+	}
+	waitFor(t, "both bodies to be charged", func() bool { return h.srv.bodies.heldBy(ownerOf(keyA)) >= share-4*firstCharge })
+	for i, c := range conns {
+		if _, err := io.WriteString(c, body[first:]); err != nil {
+			t.Fatalf("body %d: %v", i, err)
 		}
 	}
-	if resp, e := readAnswer(t, c); resp.StatusCode != http.StatusCreated {
-		t.Errorf("slow but steady upload: got %d %q, want 201", resp.StatusCode, e.Error.Message)
+	for i, c := range conns {
+		if resp, e := readAnswer(t, c); resp.StatusCode != http.StatusOK {
+			t.Errorf("body %d: got %d %q, want 200", i, resp.StatusCode, e.Error.Message)
+		}
 	}
 }

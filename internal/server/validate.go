@@ -23,9 +23,12 @@ import (
 func (s *Server) withValidation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := s.mux.Handler(r)
-		release, err := s.check(w, r, pattern)
-		defer release()
-		if err != nil {
+		// The body's charge is given back when the request is done, even
+		// if reading or checking it panics.
+		b := &body{charge: charge{budget: s.bodies, owner: owner(r)}}
+		b.release = sync.OnceFunc(b.charge.release)
+		defer b.release()
+		if err := s.check(w, r, pattern, b); err != nil {
 			s.writeError(w, err)
 			return
 		}
@@ -33,16 +36,24 @@ func (s *Server) withValidation(next http.Handler) http.Handler {
 	})
 }
 
-// check bounds and validates r, which the mux serves at pattern; the
-// returned func is to be called when the request is done.
-func (s *Server) check(w http.ResponseWriter, r *http.Request, pattern string) (func(), error) {
+// body is the charge a request's JSON body holds of the budget, and the
+// func that gives it back once: when the handler has read the body, or
+// when the request is done.
+type body struct {
+	charge  charge
+	release func()
+}
+
+// check bounds and validates r, which the mux serves at pattern, charging
+// its JSON body to b.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, pattern string, b *body) error {
 	switch {
 	case s.operations[pattern] != nil:
-		return s.validate(w, r, s.operations[pattern])
+		return s.validate(w, r, s.operations[pattern], b)
 	case s.cfg.Mount[pattern] != nil:
-		return s.holdMounted(w, r)
+		return s.holdMounted(w, r, b)
 	}
-	return func() {}, nil
+	return nil
 }
 
 // holdMounted reads the body of a request for a mounted handler (such as
@@ -50,47 +61,42 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, pattern string) (
 // key's share of MaxInFlightBodyBytes as it arrives, so a key cannot hold
 // more request memory through a mounted handler than through the API. The
 // handler gets the same bytes, unchecked.
-func (s *Server) holdMounted(w http.ResponseWriter, r *http.Request) (func(), error) {
+func (s *Server) holdMounted(w http.ResponseWriter, r *http.Request, b *body) error {
 	if r.ContentLength == 0 {
-		return func() {}, nil
+		return nil
 	}
-	c := &charge{budget: s.bodies, owner: owner(r)}
-	release := sync.OnceFunc(c.release)
-	body, err := s.readCharged(w, r, c, s.cfg.MaxBodyBytes)
+	buf, err := s.readCharged(w, r, &b.charge, s.cfg.MaxBodyBytes)
 	if err != nil {
-		return release, err
+		return err
 	}
 	s.setReadDeadline(w, time.Time{})
-	r.Body = &heldBody{rest: body, release: release}
-	return release, nil
+	r.Body = &heldBody{rest: buf, release: b.release}
+	return nil
 }
 
 // validate checks r's parameters and JSON body against op. A JSON body is
 // read in full first, bounded in size, in the bytes its tenant may hold at
-// once (readCharged) and in shape (prescan), so a flood cannot exhaust
-// memory; r's body is replaced by the same bytes for the handler. The
-// returned func, to be called when the request is done, gives back the
-// body's share of MaxInFlightBodyBytes if the handler has not read it to
-// the end already.
+// once (readCharged, charged to b) and in shape (prescan), so a flood
+// cannot exhaust memory; r's body is replaced by the same bytes for the
+// handler, which gives back the body's share of MaxInFlightBodyBytes once
+// it has read it to the end.
 //
 // An upload's body is a stream the handler bounds itself, and is left
 // alone; so is any body sent to an operation that takes none, which its
 // handler never reads.
-func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation) (func(), error) {
+func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation, b *body) error {
 	if op.body == nil || op.body.upload {
-		return func() {}, op.checkParams(r)
+		return op.checkParams(r)
 	}
-	c := &charge{budget: s.bodies, owner: owner(r)}
-	release := sync.OnceFunc(c.release)
-	body, value, err := s.readBody(w, r, c)
+	buf, value, err := s.readBody(w, r, &b.charge)
 	if err != nil {
-		return release, err
+		return err
 	}
-	r.Body = &heldBody{rest: body, release: release}
+	r.Body = &heldBody{rest: buf, release: b.release}
 	if err := op.checkParams(r); err != nil {
-		return release, err
+		return err
 	}
-	return release, op.checkBody(r.Header.Get("Content-Type"), body != nil, value)
+	return op.checkBody(r.Header.Get("Content-Type"), buf != nil, value)
 }
 
 // checkParams checks every path and query parameter op declares. Every

@@ -1,0 +1,43 @@
+package testhost
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond every 10 ms for at most 30 s, and fails t naming
+// what it waited for if cond never held: for work done in goroutines a
+// test cannot join, never as a timed assertion.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for range 3000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("gave up waiting for %s", what)
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent use, for a log that
+// goroutines write while a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
