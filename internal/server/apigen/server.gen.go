@@ -230,8 +230,9 @@ type ErrorResponse struct {
 
 // Event One line of a streamed exec. `stdout`/`stderr` carry the next chunk
 // of that stream in `data`; chunks split at arbitrary points, so
-// concatenate them to rebuild the output. The last event is either
-// `result` (with `result`) or `error` (with `error`).
+// concatenate them to rebuild the output, which is exactly the
+// `Result`'s `stdout` or `stderr` (the first `output_bytes`). The last
+// event is either `result` (with `result`) or `error` (with `error`).
 type Event struct {
 	Data string `json:"data,omitempty,omitzero"`
 
@@ -338,7 +339,7 @@ type Language string
 // limit that is exceeded ends the program, never the host: memory →
 // OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 // Result keeps the first `output_bytes` (`stdout_truncated`/
-// `stderr_truncated`), while a stream still carries all of it.
+// `stderr_truncated`), and a stream carries those same bytes.
 type Limits struct {
 	// CPUTimeSeconds CPU seconds each process may use (RLIMIT_CPU); whole seconds.
 	CPUTimeSeconds float64 `json:"cpu_time_seconds,omitempty,omitzero"`
@@ -358,7 +359,7 @@ type Limits struct {
 	// OpenFiles Open file descriptors per process (RLIMIT_NOFILE).
 	OpenFiles int `json:"open_files,omitempty,omitzero"`
 
-	// OutputBytes How many bytes of each of stdout and stderr a Result keeps per exec; the rest is read and discarded (a stream still carries it).
+	// OutputBytes How many bytes of each of stdout and stderr an exec keeps, in its Result and its stream alike; the rest is discarded without being sent, at a bounded pace, so the program runs on and ends at its own time.
 	OutputBytes int64 `json:"output_bytes,omitempty,omitzero"`
 
 	// Pids Maximum number of processes and threads at once (stops fork bombs).
@@ -533,7 +534,7 @@ type RunRequest struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -570,7 +571,7 @@ type SessionInfo struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	Limits Limits `json:"limits"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
@@ -607,7 +608,7 @@ type SessionCreate struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	Limits Limits `json:"limits,omitempty,omitzero"`
 
 	// Network Network policy. `none` (the default) leaves the sandbox only a
