@@ -70,7 +70,7 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	limit := s.f.Spec.Limits.OutputBytes
 	out := &Capture{limit: limit, live: stdio.Stdout}
 	errOut := &Capture{limit: limit, live: stdio.Stderr}
-	drained, err := x.drain(out, errOut, stdio.Stdin, p.done)
+	drained, err := x.drain(out, errOut, stdio.Stdin, p.done, s.f.Spec.Limits.CPUs)
 	if err != nil {
 		_ = p.Kill()
 		<-p.done
@@ -163,14 +163,15 @@ func (x *execPipes) close() {
 }
 
 // drain copies stdin in and both outputs out until their writers close;
-// ended is closed when the command has ended.
-func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader, ended <-chan struct{}) (*sync.WaitGroup, error) {
+// ended is closed when the command has ended, and cpus is the session's
+// CPU quota, which sets the pace (drain.Pacing).
+func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader, ended <-chan struct{}, cpus float64) (*sync.WaitGroup, error) {
 	var err error
-	if x.outPipe, err = drain.New(x.stdout, ended); err != nil {
+	if x.outPipe, err = drain.New(x.stdout, ended, cpus); err != nil {
 		return nil, err
 	}
 	x.stdout = nil
-	if x.errPipe, err = drain.New(x.stderr, ended); err != nil {
+	if x.errPipe, err = drain.New(x.stderr, ended, cpus); err != nil {
 		return nil, err
 	}
 	x.stderr = nil

@@ -21,7 +21,7 @@ func drainPipe(t *testing.T, c *Capture, write func(w io.Writer)) {
 	wrote := make(chan struct{})
 	go func() { defer close(wrote); write(w); w.Close() }()
 	ended := make(chan struct{})
-	p, err := drain.New(r, ended)
+	p, err := drain.New(r, ended, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

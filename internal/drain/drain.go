@@ -5,7 +5,7 @@
 // cgroup is charged for. A Pipe bounds both: after a short read it waits a
 // moment so small writes gather in the pipe (Batch), and past what the
 // caller keeps it throws output away without copying it, at most once per
-// Pace, while the writer simply blocks on its full pipe, which costs
+// Pace (both stretched for a sandbox given less than a core), while the writer simply blocks on its full pipe, which costs
 // nothing. Every wait ends early once the writer's program has ended, so a
 // quick program's output is read at once.
 //
@@ -22,10 +22,12 @@ import (
 	"time"
 )
 
-// The pace. On the 2-core VM Warden was measured on, one wake of a Go
-// program from a timer cost about 0.14 ms of CPU (a bare 10 ms sleep loop
-// used 13.5 ms a second), so the waits are long enough that a flood costs
-// the host under a tenth of even a 0.1-core sandbox (docs/architecture.md,
+// The pace, for a sandbox given at least one core. A sandbox given less
+// is paced in proportion (Pacing), so that what its output costs the host
+// stays a share of its own CPU quota: on the 2-core VM Warden was measured
+// on, one wake of a Go process from a timer cost 0.14 ms of CPU or more (a
+// bare 10 ms sleep loop used 13.5 ms a second), which a 0.1-core sandbox
+// could not be charged for at one-core rates (docs/architecture.md,
 // "Output").
 const (
 	// PipeSize is what New grows the pipe to, so a flood moves in large
@@ -34,24 +36,40 @@ const (
 	// Small is the read size under which a read counts as small.
 	Small = 4 << 10
 	// Batch is how long a read waits after two small ones in a row, so
-	// that a program writing a byte at a time wakes the host at most 40
+	// that a program writing a byte at a time wakes the host at most 200
 	// times a second rather than once per write. The first small read
 	// never waits, so a quick program's few lines (or an interpreter's
 	// end token right after them) are read at once; output of a program
 	// that writes little and often may arrive this late.
-	Batch = 25 * time.Millisecond
+	Batch = 5 * time.Millisecond
 	// Pace is the least time between two reads of output that is thrown
-	// away: a flood then costs the host 20 cheap system calls a second,
+	// away: a flood then costs the host 100 cheap system calls a second,
 	// whatever the program's CPU, and output past the limit drains at up
-	// to PipeSize per Pace (20 MiB/s) while the program runs.
-	Pace = 50 * time.Millisecond
+	// to PipeSize per Pace (100 MiB/s) while the program runs.
+	Pace = 10 * time.Millisecond
+	// maxSlowdown bounds the scaling for tiny quotas (0.05 cores and
+	// less), so that their output still drains at 5 MiB/s.
+	maxSlowdown = 20
 )
+
+// Pacing returns the Batch and Pace for a sandbox given cpus cores: the
+// constants at one core or more (or an unknown quota, zero), stretched by
+// 1/cpus below, up to maxSlowdown times.
+func Pacing(cpus float64) (batch, pace time.Duration) {
+	scale := 1.0
+	if cpus > 0 && cpus < 1 {
+		scale = min(1/cpus, maxSlowdown)
+	}
+	return time.Duration(float64(Batch) * scale), time.Duration(float64(Pace) * scale)
+}
 
 // Pipe is the host's reading end of one output pipe. Use it from one
 // goroutine; Kick and Close may be called from any.
 type Pipe struct {
 	raw       *rawPipe
 	done      <-chan struct{}
+	batch     time.Duration
+	pace      time.Duration
 	kick      chan struct{}
 	stop      chan struct{}
 	closing   sync.Once
@@ -63,16 +81,18 @@ type Pipe struct {
 	discarded int64
 }
 
-// New takes over f, the host end of a pipe: f is closed, and the Pipe
-// reads the pipe until Close. It grows the pipe to PipeSize. Waits end at
-// once after done is closed: close it when the writing program has ended.
-// A nil done never ends them.
-func New(f *os.File, done <-chan struct{}) (*Pipe, error) {
+// New takes over f, the host end of a pipe written by a sandbox given cpus
+// cores (zero: unknown): f is closed, and the Pipe reads the pipe until
+// Close. It grows the pipe to PipeSize. Waits end at once after done is
+// closed: close it when the writing program has ended. A nil done never
+// ends them.
+func New(f *os.File, done <-chan struct{}, cpus float64) (*Pipe, error) {
 	raw, err := newRawPipe(f)
 	if err != nil {
 		return nil, err
 	}
-	return &Pipe{raw: raw, done: done, kick: make(chan struct{}, 1), stop: make(chan struct{})}, nil
+	batch, pace := Pacing(cpus)
+	return &Pipe{raw: raw, done: done, batch: batch, pace: pace, kick: make(chan struct{}, 1), stop: make(chan struct{})}, nil
 }
 
 // Close ends the Pipe: a read or wait in progress returns os.ErrClosed,
@@ -103,15 +123,15 @@ func (p *Pipe) Read(b []byte) (int, error) {
 		p.smalls = 0
 	}
 	if p.smalls >= 2 {
-		p.pause(Batch)
+		p.pause(p.batch)
 	}
 	return p.read(b)
 }
 
-// ReadPaced reads into b after waiting up to Pace: for output the caller
-// throws away but must still look through.
+// ReadPaced reads into b after waiting up to the pace: for output the
+// caller throws away but must still look through.
 func (p *Pipe) ReadPaced(b []byte) (int, error) {
-	p.pause(Pace)
+	p.pause(p.pace)
 	return p.read(b)
 }
 
@@ -123,11 +143,11 @@ func (p *Pipe) ReadNow(b []byte) (int, error) {
 	return n, err
 }
 
-// Discard waits up to Pace, then throws away what the pipe holds without
+// Discard waits up to the pace, then throws away what the pipe holds without
 // copying it (splice to /dev/null where the system has it). It returns how
 // many bytes it threw away, and io.EOF at the pipe's end.
 func (p *Pipe) Discard() (int64, error) {
-	p.pause(Pace)
+	p.pause(p.pace)
 	n, err := p.raw.discard(p.stop)
 	if errors.Is(err, errors.ErrUnsupported) {
 		if p.scratch == nil {

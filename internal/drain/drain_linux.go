@@ -71,28 +71,21 @@ func (r *rawPipe) readNow(b []byte) (int, error) {
 }
 
 func (r *rawPipe) readOrWait(b []byte, stop <-chan struct{}, wait bool) (int, error) {
-	for {
-		var n int
-		again, err := r.try(func(fd int) error {
-			var err error
-			n, err = unix.Read(fd, b)
-			return err
-		})
-		switch {
-		case again && !wait:
-			return 0, nil
-		case again:
-		case err != nil:
-			return 0, err
-		case n == 0 && len(b) > 0:
-			return 0, io.EOF
-		default:
-			return n, nil
-		}
-		if err := r.await(stop); err != nil {
-			return 0, err
-		}
+	var n int
+	again, err := r.do(func(fd int) error {
+		var err error
+		n, err = unix.Read(fd, b)
+		return err
+	}, wait, stop)
+	switch {
+	case err != nil:
+		return 0, err
+	case again:
+		return 0, nil
+	case n == 0 && len(b) > 0:
+		return 0, io.EOF
 	}
+	return n, nil
 }
 
 // discard splices what the pipe holds into /dev/null, which frees the
@@ -104,28 +97,39 @@ func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: opening %s: %v", errors.ErrUnsupported, os.DevNull, err)
 	}
-	for {
-		var n int64
-		again, err := r.try(func(fd int) error {
-			var err error
-			n, err = unix.Splice(fd, nil, null, nil, PipeSize, unix.SPLICE_F_NONBLOCK)
-			return err
-		})
-		switch {
-		case again:
-		case errors.Is(err, unix.EINVAL):
-			return 0, fmt.Errorf("%w: splice: %v", errors.ErrUnsupported, err)
-		case err != nil:
-			return 0, err
-		case n == 0:
-			return 0, io.EOF
-		default:
-			return n, nil
-		}
-		if err := r.await(stop); err != nil {
-			return 0, err
-		}
+	var n int64
+	_, err = r.do(func(fd int) error {
+		var err error
+		n, err = unix.Splice(fd, nil, null, nil, PipeSize, unix.SPLICE_F_NONBLOCK)
+		return err
+	}, true, stop)
+	switch {
+	case errors.Is(err, unix.EINVAL):
+		return 0, fmt.Errorf("%w: splice: %v", errors.ErrUnsupported, err)
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
 	}
+	return n, nil
+}
+
+// do runs op on the descriptor and, while the pipe is empty and wait is
+// set, again whenever the pipe may have become readable. It says whether
+// the pipe was still empty (EAGAIN) when do returned.
+func (r *rawPipe) do(op func(fd int) error, wait bool, stop <-chan struct{}) (bool, error) {
+	again, err := r.try(op)
+	if !again || !wait {
+		return again, err
+	}
+	werr := r.await(func() bool {
+		again, err = r.try(op)
+		return !again
+	}, stop)
+	if werr != nil {
+		return false, werr
+	}
+	return again, err
 }
 
 // try runs op on the descriptor unless it is closed, and says whether op
@@ -150,9 +154,12 @@ func (r *rawPipe) try(op func(fd int) error) (bool, error) {
 	}
 }
 
-// await waits until the pipe is readable (data, or its writers gone), on
-// a pollable duplicate of the descriptor that lives only for this wait.
-func (r *rawPipe) await(stop <-chan struct{}) error {
+// await calls done each time the pipe may have become readable (data, or
+// its writers gone) until it returns true, waiting in Go's poller on a
+// duplicate of the descriptor that lives only for this wait. done must
+// make the attempt itself: the poller forgets readiness that arrives
+// before its wait begins, so only a failed attempt proves it must wait.
+func (r *rawPipe) await(done func() bool, stop <-chan struct{}) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -178,13 +185,7 @@ func (r *rawPipe) await(stop <-chan struct{}) error {
 	if err != nil {
 		return fmt.Errorf("waiting for output: %w", err)
 	}
-	// Return false once so that the poller waits for readability; the
-	// caller then reads its own descriptor.
-	waited := false
-	err = rc.Read(func(uintptr) bool {
-		defer func() { waited = true }()
-		return waited
-	})
+	err = rc.Read(func(uintptr) bool { return done() })
 	select {
 	case <-stop:
 		return os.ErrClosed

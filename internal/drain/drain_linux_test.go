@@ -16,7 +16,7 @@ func newTestPipe(t *testing.T, done <-chan struct{}) (*Pipe, *os.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(r, done)
+	p, err := New(r, done, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +114,27 @@ func TestCloseEndsWaits(t *testing.T) {
 	}
 	if _, err := p.Discard(); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Discard after Close = %v, want os.ErrClosed", err)
+	}
+}
+
+// TestPacing: a sandbox given a core or more is paced at the constants,
+// one given less in proportion, up to maxSlowdown.
+func TestPacing(t *testing.T) {
+	tests := []struct {
+		cpus        float64
+		batch, pace time.Duration
+	}{
+		{0, Batch, Pace},
+		{1, Batch, Pace},
+		{4, Batch, Pace},
+		{0.5, 2 * Batch, 2 * Pace},
+		{0.1, 10 * Batch, 10 * Pace},
+		{0.01, maxSlowdown * Batch, maxSlowdown * Pace},
+	}
+	for _, tt := range tests {
+		batch, pace := Pacing(tt.cpus)
+		if batch != tt.batch || pace != tt.pace {
+			t.Errorf("Pacing(%v) = %v, %v; want %v, %v", tt.cpus, batch, pace, tt.batch, tt.pace)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // up in the stream. Output between runs (a background job still printing)
 // belongs to no run and is dropped. Output nobody keeps (between runs, or
 // once the run's writer is Full) is read only to find the token, in large
-// pieces at drain.Pace, so a flood costs the host little: the interpreter
+// pieces at the sandbox's pace (drain.Pacing), so a flood costs the host little: the interpreter
 // waits on its full pipe instead.
 type pump struct {
 	pipe *drain.Pipe
@@ -41,9 +41,10 @@ var pacedBuffers = sync.Pool{New: func() any { return new([drain.PipeSize]byte) 
 
 // newPump starts reading r, which it takes over (see drain.New); close
 // the pump to end it. What it reads before the first arm goes to sink; a
-// nil sink drops it. Waits end early once exited is closed.
-func newPump(r *os.File, sink io.Writer, exited <-chan struct{}) (*pump, error) {
-	pipe, err := drain.New(r, exited)
+// nil sink drops it. Waits end early once exited is closed; cpus is the
+// sandbox's CPU quota, which sets the pace (zero: unknown).
+func newPump(r *os.File, sink io.Writer, exited <-chan struct{}, cpus float64) (*pump, error) {
+	pipe, err := drain.New(r, exited, cpus)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func TestPumpSplitToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := newPump(r, nil, nil)
+		p, err := newPump(r, nil, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestPumpPacesPastFullSink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newPump(r, nil, nil)
+	p, err := newPump(r, nil, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

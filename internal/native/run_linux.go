@@ -420,12 +420,12 @@ func (b *box) drain(ended <-chan struct{}) (*agent.Capture, *agent.Capture, *syn
 	limit := b.spec.Limits.OutputBytes
 	out := agent.NewCapture(limit, b.stdio.Stdout)
 	errOut := agent.NewCapture(limit, b.stdio.Stderr)
-	outPipe, err := drain.New(b.stdout, ended)
+	outPipe, err := drain.New(b.stdout, ended, b.spec.Limits.CPUs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	b.stdout = nil
-	errPipe, err := drain.New(b.stderr, ended)
+	errPipe, err := drain.New(b.stderr, ended, b.spec.Limits.CPUs)
 	if err != nil {
 		outPipe.Close()
 		return nil, nil, nil, err
