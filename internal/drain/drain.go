@@ -117,7 +117,7 @@ func (p *Pipe) Kick() {
 }
 
 // Read reads into b as a file would (io.EOF at the end), first waiting up
-// to Batch after two small reads in a row.
+// to the batch time (Pacing) after two small reads in a row.
 func (p *Pipe) Read(b []byte) (int, error) {
 	if p.fresh.Swap(false) {
 		p.smalls = 0
