@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command hostcost measures the host CPU Warden spends reading a sandbox's
 // output, outside the sandbox's cgroup, per unit of the CPU the sandbox is
 // given (its quota times the wall time) and per unit it used (its Result's
