@@ -238,8 +238,9 @@ type ErrorResponse struct {
 
 // Event One line of a streamed exec. `stdout`/`stderr` carry the next chunk
 // of that stream in `data`; chunks split at arbitrary points, so
-// concatenate them to rebuild the output. The last event is either
-// `result` (with `result`) or `error` (with `error`).
+// concatenate them to rebuild the output, which is exactly the
+// `Result`'s `stdout` or `stderr` (the first `output_bytes`). The last
+// event is either `result` (with `result`) or `error` (with `error`).
 type Event struct {
 	Data string `json:"data,omitempty,omitzero"`
 
@@ -346,7 +347,7 @@ type Language string
 // limit that is exceeded ends the program, never the host: memory →
 // OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 // Result keeps the first `output_bytes` (`stdout_truncated`/
-// `stderr_truncated`), while a stream still carries all of it.
+// `stderr_truncated`), and a stream carries those same bytes.
 // The maximums here are what any host could honour; the server's
 // operator sets lower ceilings (`warden serve --max-memory`, ...),
 // and a limit above one is a 400 whose message names the limit, the
@@ -372,7 +373,7 @@ type Limits struct {
 	// OpenFiles Open file descriptors per process (RLIMIT_NOFILE).
 	OpenFiles int `json:"open_files,omitempty,omitzero"`
 
-	// OutputBytes How many bytes of each of stdout and stderr a Result keeps per exec; the rest is read and discarded (a stream still carries it).
+	// OutputBytes How many bytes of each of stdout and stderr an exec keeps, in its Result and its stream alike; the rest is discarded without being sent, at a bounded pace, so the program runs on and ends at its own time.
 	OutputBytes int64 `json:"output_bytes,omitempty,omitzero"`
 
 	// Pids Maximum number of processes and threads at once (stops fork bombs).
@@ -547,7 +548,7 @@ type RunRequest struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	// The maximums here are what any host could honour; the server's
 	// operator sets lower ceilings (`warden serve --max-memory`, ...),
 	// and a limit above one is a 400 whose message names the limit, the
@@ -590,7 +591,7 @@ type SessionInfo struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	// The maximums here are what any host could honour; the server's
 	// operator sets lower ceilings (`warden serve --max-memory`, ...),
 	// and a limit above one is a 400 whose message names the limit, the
@@ -633,7 +634,7 @@ type SessionCreate struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	// The maximums here are what any host could honour; the server's
 	// operator sets lower ceilings (`warden serve --max-memory`, ...),
 	// and a limit above one is a 400 whose message names the limit, the
@@ -975,9 +976,13 @@ type ClientInterface interface {
 	// Same as `execInSession`, but the answer is a stream of `Event`
 	// objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 	// each line ending in `\n`. `stdout` and `stderr` events carry output
-	// as it happens; the stream ends with exactly one `result` event (the
-	// same `Result` as `execInSession`) or one `error` event (Warden could
-	// not finish the exec; `error` has the usual code and message).
+	// as it happens: exactly the bytes the `Result` keeps, the first
+	// `output_bytes` of each stream, for commands and interpreters alike.
+	// Past that limit nothing more is sent, and the final `result`'s
+	// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+	// ends with exactly one `result` event (the same `Result` as
+	// `execInSession`) or one `error` event (Warden could not finish the
+	// exec; `error` has the usual code and message).
 	//
 	// NDJSON rather than Server-Sent Events because it is simpler to parse
 	// (split on newlines, decode each line as JSON), works with any HTTP
@@ -999,9 +1004,13 @@ type ClientInterface interface {
 	// Same as `execInSession`, but the answer is a stream of `Event`
 	// objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 	// each line ending in `\n`. `stdout` and `stderr` events carry output
-	// as it happens; the stream ends with exactly one `result` event (the
-	// same `Result` as `execInSession`) or one `error` event (Warden could
-	// not finish the exec; `error` has the usual code and message).
+	// as it happens: exactly the bytes the `Result` keeps, the first
+	// `output_bytes` of each stream, for commands and interpreters alike.
+	// Past that limit nothing more is sent, and the final `result`'s
+	// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+	// ends with exactly one `result` event (the same `Result` as
+	// `execInSession`) or one `error` event (Warden could not finish the
+	// exec; `error` has the usual code and message).
 	//
 	// NDJSON rather than Server-Sent Events because it is simpler to parse
 	// (split on newlines, decode each line as JSON), works with any HTTP
@@ -1347,9 +1356,13 @@ func (c *RawClient) ExecInSession(ctx context.Context, id SessionID, body ExecIn
 // Same as `execInSession`, but the answer is a stream of `Event`
 // objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 // each line ending in `\n`. `stdout` and `stderr` events carry output
-// as it happens; the stream ends with exactly one `result` event (the
-// same `Result` as `execInSession`) or one `error` event (Warden could
-// not finish the exec; `error` has the usual code and message).
+// as it happens: exactly the bytes the `Result` keeps, the first
+// `output_bytes` of each stream, for commands and interpreters alike.
+// Past that limit nothing more is sent, and the final `result`'s
+// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+// ends with exactly one `result` event (the same `Result` as
+// `execInSession`) or one `error` event (Warden could not finish the
+// exec; `error` has the usual code and message).
 //
 // NDJSON rather than Server-Sent Events because it is simpler to parse
 // (split on newlines, decode each line as JSON), works with any HTTP
@@ -1381,9 +1394,13 @@ func (c *RawClient) StreamExecInSessionWithBody(ctx context.Context, id SessionI
 // Same as `execInSession`, but the answer is a stream of `Event`
 // objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 // each line ending in `\n`. `stdout` and `stderr` events carry output
-// as it happens; the stream ends with exactly one `result` event (the
-// same `Result` as `execInSession`) or one `error` event (Warden could
-// not finish the exec; `error` has the usual code and message).
+// as it happens: exactly the bytes the `Result` keeps, the first
+// `output_bytes` of each stream, for commands and interpreters alike.
+// Past that limit nothing more is sent, and the final `result`'s
+// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+// ends with exactly one `result` event (the same `Result` as
+// `execInSession`) or one `error` event (Warden could not finish the
+// exec; `error` has the usual code and message).
 //
 // NDJSON rather than Server-Sent Events because it is simpler to parse
 // (split on newlines, decode each line as JSON), works with any HTTP
@@ -2488,9 +2505,13 @@ type ClientWithResponsesInterface interface {
 	// Same as `execInSession`, but the answer is a stream of `Event`
 	// objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 	// each line ending in `\n`. `stdout` and `stderr` events carry output
-	// as it happens; the stream ends with exactly one `result` event (the
-	// same `Result` as `execInSession`) or one `error` event (Warden could
-	// not finish the exec; `error` has the usual code and message).
+	// as it happens: exactly the bytes the `Result` keeps, the first
+	// `output_bytes` of each stream, for commands and interpreters alike.
+	// Past that limit nothing more is sent, and the final `result`'s
+	// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+	// ends with exactly one `result` event (the same `Result` as
+	// `execInSession`) or one `error` event (Warden could not finish the
+	// exec; `error` has the usual code and message).
 	//
 	// NDJSON rather than Server-Sent Events because it is simpler to parse
 	// (split on newlines, decode each line as JSON), works with any HTTP
@@ -2512,9 +2533,13 @@ type ClientWithResponsesInterface interface {
 	// Same as `execInSession`, but the answer is a stream of `Event`
 	// objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 	// each line ending in `\n`. `stdout` and `stderr` events carry output
-	// as it happens; the stream ends with exactly one `result` event (the
-	// same `Result` as `execInSession`) or one `error` event (Warden could
-	// not finish the exec; `error` has the usual code and message).
+	// as it happens: exactly the bytes the `Result` keeps, the first
+	// `output_bytes` of each stream, for commands and interpreters alike.
+	// Past that limit nothing more is sent, and the final `result`'s
+	// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+	// ends with exactly one `result` event (the same `Result` as
+	// `execInSession`) or one `error` event (Warden could not finish the
+	// exec; `error` has the usual code and message).
 	//
 	// NDJSON rather than Server-Sent Events because it is simpler to parse
 	// (split on newlines, decode each line as JSON), works with any HTTP
@@ -4098,9 +4123,13 @@ func (c *ClientWithResponses) ExecInSessionWithResponse(ctx context.Context, id 
 // Same as `execInSession`, but the answer is a stream of `Event`
 // objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 // each line ending in `\n`. `stdout` and `stderr` events carry output
-// as it happens; the stream ends with exactly one `result` event (the
-// same `Result` as `execInSession`) or one `error` event (Warden could
-// not finish the exec; `error` has the usual code and message).
+// as it happens: exactly the bytes the `Result` keeps, the first
+// `output_bytes` of each stream, for commands and interpreters alike.
+// Past that limit nothing more is sent, and the final `result`'s
+// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+// ends with exactly one `result` event (the same `Result` as
+// `execInSession`) or one `error` event (Warden could not finish the
+// exec; `error` has the usual code and message).
 //
 // NDJSON rather than Server-Sent Events because it is simpler to parse
 // (split on newlines, decode each line as JSON), works with any HTTP
@@ -4128,9 +4157,13 @@ func (c *ClientWithResponses) StreamExecInSessionWithBodyWithResponse(ctx contex
 // Same as `execInSession`, but the answer is a stream of `Event`
 // objects in NDJSON (`application/x-ndjson`): one JSON object per line,
 // each line ending in `\n`. `stdout` and `stderr` events carry output
-// as it happens; the stream ends with exactly one `result` event (the
-// same `Result` as `execInSession`) or one `error` event (Warden could
-// not finish the exec; `error` has the usual code and message).
+// as it happens: exactly the bytes the `Result` keeps, the first
+// `output_bytes` of each stream, for commands and interpreters alike.
+// Past that limit nothing more is sent, and the final `result`'s
+// `stdout_truncated`/`stderr_truncated` say there was more. The stream
+// ends with exactly one `result` event (the same `Result` as
+// `execInSession`) or one `error` event (Warden could not finish the
+// exec; `error` has the usual code and message).
 //
 // NDJSON rather than Server-Sent Events because it is simpler to parse
 // (split on newlines, decode each line as JSON), works with any HTTP

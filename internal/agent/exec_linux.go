@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/drain"
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -69,7 +70,12 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	limit := s.f.Spec.Limits.OutputBytes
 	out := &Capture{limit: limit, live: stdio.Stdout}
 	errOut := &Capture{limit: limit, live: stdio.Stderr}
-	drained := x.drain(out, errOut, stdio.Stdin)
+	drained, err := x.drain(out, errOut, stdio.Stdin, p.done, s.f.Spec.Limits.CPUs)
+	if err != nil {
+		_ = p.Kill()
+		<-p.done
+		return spec.Result{}, err
+	}
 	r := spec.Result{}
 	select {
 	case <-p.done:
@@ -108,6 +114,8 @@ func (s *Session) execResult(r spec.Result, p *Process, out, errOut *Capture, ct
 type execPipes struct {
 	child                  [3]*os.File
 	stdinW, stdout, stderr *os.File
+	// outPipe and errPipe read stdout and stderr once drain took them over.
+	outPipe, errPipe *drain.Pipe
 }
 
 func newExecPipes(withStdin bool) (*execPipes, error) {
@@ -147,14 +155,30 @@ func (x *execPipes) close() {
 			f.Close()
 		}
 	}
+	for _, p := range []*drain.Pipe{x.outPipe, x.errPipe} {
+		if p != nil {
+			p.Close()
+		}
+	}
 }
 
-// drain copies stdin in and both outputs out until their writers close.
-func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader) *sync.WaitGroup {
+// drain copies stdin in and both outputs out until their writers close;
+// ended is closed when the command has ended, and cpus is the session's
+// CPU quota, which sets the pace (drain.Pacing).
+func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader, ended <-chan struct{}, cpus float64) (*sync.WaitGroup, error) {
+	var err error
+	if x.outPipe, err = drain.New(x.stdout, ended, cpus); err != nil {
+		return nil, err
+	}
+	x.stdout = nil
+	if x.errPipe, err = drain.New(x.stderr, ended, cpus); err != nil {
+		return nil, err
+	}
+	x.stderr = nil
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); out.Drain(x.stdout) }()
-	go func() { defer wg.Done(); errOut.Drain(x.stderr) }()
+	go func() { defer wg.Done(); out.Drain(x.outPipe) }()
+	go func() { defer wg.Done(); errOut.Drain(x.errPipe) }()
 	if x.stdinW != nil {
 		w := x.stdinW
 		x.stdinW = nil
@@ -163,7 +187,7 @@ func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader) *sync.WaitGroup
 			w.Close()
 		}()
 	}
-	return &wg
+	return &wg, nil
 }
 
 // finishDrain waits for the outputs' ends, for at most drainGrace: a
@@ -177,8 +201,8 @@ func (x *execPipes) finishDrain(wg *sync.WaitGroup) {
 	select {
 	case <-done:
 	case <-t.C:
-		_ = x.stdout.SetReadDeadline(time.Now())
-		_ = x.stderr.SetReadDeadline(time.Now())
+		x.outPipe.Close()
+		x.errPipe.Close()
 		<-done
 	}
 }

@@ -43,7 +43,12 @@ type Interpreter interface {
 	// Run returns, and none is written after. When ctx ends first, the
 	// interpreter is killed and the Outcome says so. The error is only for
 	// Warden's own failures (the interpreter cannot start, its protocol
-	// broke); code that fails is a normal Outcome.
+	// broke); code that fails is a normal Outcome. A writer with a
+	// `Full() bool` method that reports true keeps no more: from then on
+	// that stream is read only to find the run's end, in large pieces at
+	// the sandbox's pace (drain.Pacing, for the quota of a Spawner with a
+	// `CPUQuota() float64` method), so a flood costs the host little and
+	// the interpreter waits on its full pipe.
 	Run(ctx context.Context, code string, stdout, stderr io.Writer) (Outcome, error)
 	// Close kills the interpreter and everything it started. Runs after
 	// Close fail with ErrClosed.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -92,16 +93,26 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 		return nil, fmt.Errorf("spawning %s: %w", lang.program, err)
 	}
 	startErr := &limitedBuffer{limit: startupStderr}
+	exited := make(chan struct{})
+	stdout, stderr, err := startPumps(pairs[1].host, pairs[2].host, startErr, exited, cpuQuota(sp))
+	if err != nil {
+		_ = process.Kill()
+		go func() { _, _ = process.Wait() }()
+		for _, f := range []*os.File{pairs[3].host, pairs[4].host} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("reading %s's output: %w", lang.program, err)
+	}
 	p := &proc{
 		p:        process,
 		ctl:      pairs[3].host,
 		rep:      pairs[4].host,
-		stdout:   newPump(pairs[1].host, nil),
-		stderr:   newPump(pairs[2].host, startErr),
+		stdout:   stdout,
+		stderr:   stderr,
 		startErr: startErr,
 		replies:  make(chan reply),
 		quit:     make(chan struct{}),
-		exited:   make(chan struct{}),
+		exited:   exited,
 	}
 	go func() {
 		p.status, _ = process.Wait()
@@ -109,6 +120,31 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	}()
 	go readReplies(p.rep, maxReplyLine(cfg), p.replies, p.quit)
 	return p, nil
+}
+
+// cpuQuota is the CPU quota in cores of the sandbox sp spawns in, when it
+// says (a `CPUQuota() float64` method), or zero.
+func cpuQuota(sp Spawner) float64 {
+	if q, ok := sp.(interface{ CPUQuota() float64 }); ok {
+		return q.CPUQuota()
+	}
+	return 0
+}
+
+// startPumps starts the pumps of the interpreter's stdout and stderr; the
+// start of stderr goes to startErr until the driver is ready.
+func startPumps(out, errOut *os.File, startErr io.Writer, exited <-chan struct{}, cpus float64) (*pump, *pump, error) {
+	stdout, err := newPump(out, nil, exited, cpus)
+	if err != nil {
+		errOut.Close()
+		return nil, nil, err
+	}
+	stderr, err := newPump(errOut, startErr, exited, cpus)
+	if err != nil {
+		stdout.close()
+		return nil, nil, err
+	}
+	return stdout, stderr, nil
 }
 
 // ready waits for the driver's "ready" reply. When the interpreter dies
@@ -158,8 +194,8 @@ func (p *proc) stop() {
 		close(p.quit)
 		p.ctl.Close()
 		p.rep.Close()
-		p.stdout.r.Close()
-		p.stderr.r.Close()
+		p.stdout.close()
+		p.stderr.close()
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPartialSuffix(t *testing.T) {
@@ -38,7 +39,10 @@ func TestPumpSplitToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := newPump(r, nil)
+		p, err := newPump(r, nil, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var sink syncBuffer
 		found := p.arm(token, &sink)
 		p.feed([]byte(stream[:cut]))
@@ -53,7 +57,7 @@ func TestPumpSplitToken(t *testing.T) {
 		}
 		w.Close()
 		<-p.eof
-		r.Close()
+		p.close()
 	}
 }
 
@@ -87,5 +91,69 @@ func TestReadLine(t *testing.T) {
 				t.Errorf("lines %.200q, want %.200q", got, tt.want)
 			}
 		})
+	}
+}
+
+// fullAfter keeps the first n bytes written and then reports Full, as the
+// sandbox's output limit does.
+type fullAfter struct {
+	syncBuffer
+	n int
+}
+
+func (f *fullAfter) Write(p []byte) (int, error) {
+	if room := f.n - len(f.String()); room > 0 {
+		return f.syncBuffer.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (f *fullAfter) Full() bool { return len(f.String()) >= f.n }
+
+// TestPumpPacesPastFullSink floods a run whose writer is Full after a few
+// bytes: the writer must complete, the token must still be found, the sink
+// must get exactly what it keeps, and once it is full the pump must read
+// only at the pace (in large pieces), not as an ordinary reader.
+func TestPumpPacesPastFullSink(t *testing.T) {
+	const token, limit, flood = "<TOKEN>", 1000, 16 << 20
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPump(r, nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	sink := &fullAfter{n: limit}
+	found := p.arm(token, sink)
+	wrote := make(chan error, 1)
+	go func() {
+		defer w.Close()
+		chunk := []byte(strings.Repeat("y\n", 32<<10))
+		for written := 0; written < flood; written += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		_, err := w.Write([]byte(token + "after"))
+		wrote <- err
+	}()
+	for what, c := range map[string]<-chan struct{}{"the token was not found": found, "the stream did not end": p.eof} {
+		select {
+		case <-c:
+		case <-time.After(time.Minute):
+			t.Fatalf("a minute after a %d-byte flood began, %s", flood, what)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Errorf("writing the flood: %v", err)
+	}
+	if got := sink.String(); got != strings.Repeat("y\n", limit/2) {
+		t.Errorf("the sink got %d bytes, want exactly its %d", len(got), limit)
+	}
+	if max := int64(limit + pumpChunk); p.readKeeping > max {
+		t.Errorf("read %d bytes as an ordinary reader, want at most %d: past the full sink the pump must pace", p.readKeeping, max)
 	}
 }

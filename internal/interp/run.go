@@ -208,7 +208,12 @@ func (r *run) wait(ctx context.Context, p *proc, send func(io.Writer, request) e
 				r.died(p)
 				return nil
 			}
-			done = done || rep.T == "done"
+			if rep.T == "done" {
+				// The driver wrote the tokens before this reply.
+				done = true
+				p.stdout.hurry()
+				p.stderr.hurry()
+			}
 			if err := r.take(rep); err != nil {
 				r.died(p)
 				return err

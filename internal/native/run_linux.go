@@ -15,6 +15,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/drain"
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
@@ -399,9 +400,16 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 		<-proc.exited
 		return spec.Result{}, err
 	}
-	out, errOut, drained := b.drain()
+	ended := make(chan struct{})
+	out, errOut, drained, err := b.drain(ended)
+	if err != nil {
+		proc.kill()
+		<-proc.exited
+		return spec.Result{}, err
+	}
 	o := b.await(ctx, proc)
 	o.wall = time.Since(begin)
+	close(ended)
 	drained.Wait()
 	return b.result(o, out, errOut)
 }
@@ -418,14 +426,27 @@ func (b *box) handOver(cfg nsinit.Config) error {
 	return nil
 }
 
-func (b *box) drain() (*agent.Capture, *agent.Capture, *sync.WaitGroup) {
+// drain captures both outputs until their writers close; ended is closed
+// when the program has ended. The pipes are closed when the drain ends.
+func (b *box) drain(ended <-chan struct{}) (*agent.Capture, *agent.Capture, *sync.WaitGroup, error) {
 	limit := b.spec.Limits.OutputBytes
 	out := agent.NewCapture(limit, b.stdio.Stdout)
 	errOut := agent.NewCapture(limit, b.stdio.Stderr)
+	outPipe, err := drain.New(b.stdout, ended, b.spec.Limits.CPUs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b.stdout = nil
+	errPipe, err := drain.New(b.stderr, ended, b.spec.Limits.CPUs)
+	if err != nil {
+		outPipe.Close()
+		return nil, nil, nil, err
+	}
+	b.stderr = nil
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); out.Drain(b.stdout) }()
-	go func() { defer wg.Done(); errOut.Drain(b.stderr) }()
+	go func() { defer wg.Done(); defer outPipe.Close(); out.Drain(outPipe) }()
+	go func() { defer wg.Done(); defer errPipe.Close(); errOut.Drain(errPipe) }()
 	if b.stdinW != nil {
 		w := b.stdinW
 		b.stdinW = nil
@@ -434,7 +455,7 @@ func (b *box) drain() (*agent.Capture, *agent.Capture, *sync.WaitGroup) {
 			w.Close()
 		}()
 	}
-	return out, errOut, &wg
+	return out, errOut, &wg, nil
 }
 
 // maxStatus bounds what the host reads from the init: a Status is a few

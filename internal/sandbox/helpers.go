@@ -12,8 +12,10 @@ import (
 )
 
 // limited keeps the first max bytes written (zero: no limit) and passes
-// every byte on to live; it never fails a write, so output past the limit
-// never stops the program.
+// exactly those on to live, so a stream carries what the Result keeps; it
+// never fails a write, so output past the limit never stops the program.
+// Once it is Full, the interpreter reads the rest only to find the run's
+// end, at a pace (interp.Interpreter.Run).
 type limited struct {
 	max       int64
 	live      io.Writer
@@ -22,11 +24,6 @@ type limited struct {
 }
 
 func (l *limited) Write(p []byte) (int, error) {
-	if l.live != nil {
-		if _, err := l.live.Write(p); err != nil {
-			l.live = nil
-		}
-	}
 	keep := p
 	if l.max > 0 {
 		room := l.max - int64(l.buf.Len())
@@ -34,9 +31,20 @@ func (l *limited) Write(p []byte) (int, error) {
 			keep, l.truncated = keep[:max(room, 0)], true
 		}
 	}
+	if len(keep) == 0 {
+		return len(p), nil
+	}
 	l.buf.Write(keep)
+	if l.live != nil {
+		if _, err := l.live.Write(keep); err != nil {
+			l.live = nil
+		}
+	}
 	return len(p), nil
 }
+
+// Full says whether l keeps nothing more.
+func (l *limited) Full() bool { return l.max > 0 && int64(l.buf.Len()) >= l.max }
 
 func (l *limited) String() string { return l.buf.String() }
 

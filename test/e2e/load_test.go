@@ -112,7 +112,8 @@ var hostileScripts = []string{
 	"while :; do :; done",
 	// disk filler: until the tmpfs is full, at most 256 MiB.
 	"dd if=/dev/zero of=/workspace/fill bs=1M count=256 2>/dev/null; rm -f /workspace/fill",
-	// output flood: 1 GiB, of which the output limit keeps 1 MiB.
+	// output flood: 1 GiB, of which the output limit keeps 1 MiB; the rest
+	// drains at a pace (50 MiB/s at 0.5 cores), so the exec's timeout ends it.
 	"head -c 1073741824 /dev/zero",
 }
 

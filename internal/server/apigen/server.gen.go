@@ -233,8 +233,9 @@ type ErrorResponse struct {
 
 // Event One line of a streamed exec. `stdout`/`stderr` carry the next chunk
 // of that stream in `data`; chunks split at arbitrary points, so
-// concatenate them to rebuild the output. The last event is either
-// `result` (with `result`) or `error` (with `error`).
+// concatenate them to rebuild the output, which is exactly the
+// `Result`'s `stdout` or `stderr` (the first `output_bytes`). The last
+// event is either `result` (with `result`) or `error` (with `error`).
 type Event struct {
 	Data string `json:"data,omitempty,omitzero"`
 
@@ -341,7 +342,7 @@ type Language string
 // limit that is exceeded ends the program, never the host: memory →
 // OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 // Result keeps the first `output_bytes` (`stdout_truncated`/
-// `stderr_truncated`), while a stream still carries all of it.
+// `stderr_truncated`), and a stream carries those same bytes.
 // The maximums here are what any host could honour; the server's
 // operator sets lower ceilings (`warden serve --max-memory`, ...),
 // and a limit above one is a 400 whose message names the limit, the
@@ -367,7 +368,7 @@ type Limits struct {
 	// OpenFiles Open file descriptors per process (RLIMIT_NOFILE).
 	OpenFiles int `json:"open_files,omitempty,omitzero"`
 
-	// OutputBytes How many bytes of each of stdout and stderr a Result keeps per exec; the rest is read and discarded (a stream still carries it).
+	// OutputBytes How many bytes of each of stdout and stderr an exec keeps, in its Result and its stream alike; the rest is discarded without being sent, at a bounded pace, so the program runs on and ends at its own time.
 	OutputBytes int64 `json:"output_bytes,omitempty,omitzero"`
 
 	// Pids Maximum number of processes and threads at once (stops fork bombs).
@@ -542,7 +543,7 @@ type RunRequest struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	// The maximums here are what any host could honour; the server's
 	// operator sets lower ceilings (`warden serve --max-memory`, ...),
 	// and a limit above one is a 400 whose message names the limit, the
@@ -585,7 +586,7 @@ type SessionInfo struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	// The maximums here are what any host could honour; the server's
 	// operator sets lower ceilings (`warden serve --max-memory`, ...),
 	// and a limit above one is a 400 whose message names the limit, the
@@ -628,7 +629,7 @@ type SessionCreate struct {
 	// limit that is exceeded ends the program, never the host: memory →
 	// OOM kill (`oom_killed`), time → kill (`timed_out`), output → the
 	// Result keeps the first `output_bytes` (`stdout_truncated`/
-	// `stderr_truncated`), while a stream still carries all of it.
+	// `stderr_truncated`), and a stream carries those same bytes.
 	// The maximums here are what any host could honour; the server's
 	// operator sets lower ceilings (`warden serve --max-memory`, ...),
 	// and a limit above one is a 400 whose message names the limit, the

@@ -1,0 +1,209 @@
+// Package drain reads the output pipes of sandboxed programs at a cost to
+// the host that the program cannot drive up. A program that floods its
+// output, or writes it one byte at a time, would otherwise make the host
+// copy every byte and wake for every write, on CPU that no sandbox's
+// cgroup is charged for. A Pipe bounds both: after a short read it waits a
+// moment so small writes gather in the pipe (Batch), and past what the
+// caller keeps it throws output away without copying it, at most once per
+// Pace (both stretched for a sandbox given less than a core), while the writer simply blocks on its full pipe, which costs
+// nothing. Every wait ends early once the writer's program has ended, so a
+// quick program's output is read at once.
+//
+// A Pipe waits for its pipe outside Go's network poller, which would wake
+// the process for every single write (see rawPipe on Linux): between two
+// of its reads, a write costs the host nothing.
+package drain
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The pace, for a sandbox given at least one core. A sandbox given less
+// is paced in proportion (Pacing), so that what its output costs the host
+// stays a share of its own CPU quota: on the 2-core VM Warden was measured
+// on, one wake of a Go process from a timer cost 0.14 ms of CPU or more (a
+// bare 10 ms sleep loop used 13.5 ms a second), which a 0.1-core sandbox
+// could not be charged for at one-core rates (docs/architecture.md,
+// "Output").
+const (
+	// PipeSize is what New grows the pipe to, so a flood moves in large
+	// pieces; the pipe's pages are charged to the writer's memory cgroup.
+	PipeSize = 1 << 20
+	// Small is the read size under which a read counts as small.
+	Small = 4 << 10
+	// Batch is how long a read waits after two small ones in a row, so
+	// that a program writing a byte at a time wakes the host at most 200
+	// times a second rather than once per write. The first small read
+	// never waits, so a quick program's few lines (or an interpreter's
+	// end token right after them) are read at once; output of a program
+	// that writes little and often may arrive this late.
+	Batch = 5 * time.Millisecond
+	// Pace is the least time between two reads of output that is thrown
+	// away: a flood then costs the host 100 cheap system calls a second,
+	// whatever the program's CPU, and output past the limit drains at up
+	// to PipeSize per Pace (100 MiB/s) while the program runs.
+	Pace = 10 * time.Millisecond
+	// maxSlowdown bounds the scaling for tiny quotas (0.05 cores and
+	// less), so that their output still drains at 5 MiB/s.
+	maxSlowdown = 20
+)
+
+// Pacing returns the Batch and Pace for a sandbox given cpus cores: the
+// constants at one core or more (or an unknown quota, zero), stretched by
+// 1/cpus below, up to maxSlowdown times.
+func Pacing(cpus float64) (batch, pace time.Duration) {
+	scale := 1.0
+	if cpus > 0 && cpus < 1 {
+		scale = min(1/cpus, maxSlowdown)
+	}
+	return time.Duration(float64(Batch) * scale), time.Duration(float64(Pace) * scale)
+}
+
+// Pipe is the host's reading end of one output pipe. Use it from one
+// goroutine; Kick and Close may be called from any.
+type Pipe struct {
+	raw       *rawPipe
+	done      <-chan struct{}
+	batch     time.Duration
+	pace      time.Duration
+	kick      chan struct{}
+	stop      chan struct{}
+	closing   sync.Once
+	timer     *time.Timer
+	smalls    int         // small reads in a row, since the last Kick
+	fresh     atomic.Bool // Kick was called: smalls starts again
+	scratch   []byte
+	copied    int64
+	discarded int64
+}
+
+// New takes over f, the host end of a pipe written by a sandbox given cpus
+// cores (zero: unknown): f is closed, and the Pipe reads the pipe until
+// Close. It grows the pipe to PipeSize. Waits end at once after done is
+// closed: close it when the writing program has ended. A nil done never
+// ends them.
+func New(f *os.File, done <-chan struct{}, cpus float64) (*Pipe, error) {
+	raw, err := newRawPipe(f)
+	if err != nil {
+		return nil, err
+	}
+	batch, pace := Pacing(cpus)
+	return &Pipe{raw: raw, done: done, batch: batch, pace: pace, kick: make(chan struct{}, 1), stop: make(chan struct{})}, nil
+}
+
+// Close ends the Pipe: a read or wait in progress returns os.ErrClosed,
+// and so does every later one. Closing a pipe's reading end has no
+// failure to report (the kernel frees it whatever happens).
+func (p *Pipe) Close() {
+	p.closing.Do(func() {
+		close(p.stop)
+		p.raw.close()
+	})
+}
+
+// Kick ends the current or next wait early, and starts the count of small
+// reads again: call it when the reader must see what is in the pipe now
+// (an interpreter's run begins, or has ended and its end token is there).
+func (p *Pipe) Kick() {
+	p.fresh.Store(true)
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Read reads into b as a file would (io.EOF at the end), first waiting up
+// to the batch time (Pacing) after two small reads in a row.
+func (p *Pipe) Read(b []byte) (int, error) {
+	if p.fresh.Swap(false) {
+		p.smalls = 0
+	}
+	if p.smalls >= 2 {
+		p.pause(p.batch)
+	}
+	return p.read(b)
+}
+
+// ReadPaced reads into b after waiting up to the pace: for output the
+// caller throws away but must still look through.
+func (p *Pipe) ReadPaced(b []byte) (int, error) {
+	p.pause(p.pace)
+	return p.read(b)
+}
+
+// ReadNow reads what the pipe holds now into b, without waiting: 0 bytes
+// when it is empty. Use it to take a large buffer only once there is data.
+func (p *Pipe) ReadNow(b []byte) (int, error) {
+	n, err := p.raw.readNow(b)
+	p.copied += int64(n)
+	return n, err
+}
+
+// Discard waits up to the pace, then throws away what the pipe holds without
+// copying it (splice to /dev/null where the system has it). It returns how
+// many bytes it threw away, and io.EOF at the pipe's end.
+func (p *Pipe) Discard() (int64, error) {
+	p.pause(p.pace)
+	n, err := p.raw.discard(p.stop)
+	if errors.Is(err, errors.ErrUnsupported) {
+		if p.scratch == nil {
+			p.scratch = make([]byte, 64<<10)
+		}
+		var m int
+		m, err = p.raw.read(p.scratch, p.stop)
+		p.copied += int64(m)
+		n = int64(m)
+	}
+	p.discarded += n
+	return n, err
+}
+
+// Copied is how many bytes Read, ReadPaced and Discard copied into this
+// process: what the host paid to look at.
+func (p *Pipe) Copied() int64 { return p.copied }
+
+// Discarded is how many bytes Discard threw away, copied or not.
+func (p *Pipe) Discarded() int64 { return p.discarded }
+
+func (p *Pipe) read(b []byte) (int, error) {
+	n, err := p.raw.read(b, p.stop)
+	p.copied += int64(n)
+	if n < Small {
+		p.smalls++
+	} else {
+		p.smalls = 0
+	}
+	return n, err
+}
+
+// pause waits d, or less when the program has ended, Kick was called or
+// the Pipe is closing.
+func (p *Pipe) pause(d time.Duration) {
+	select {
+	case <-p.done:
+		return
+	case <-p.kick:
+		return
+	case <-p.stop:
+		return
+	default:
+	}
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	select {
+	case <-p.timer.C:
+	case <-p.done:
+		p.timer.Stop()
+	case <-p.kick:
+		p.timer.Stop()
+	case <-p.stop:
+		p.timer.Stop()
+	}
+}

@@ -1,0 +1,219 @@
+package drain
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawPipe is a pipe's reading end kept out of Go's network poller
+// between reads. The poller registers a descriptor edge-triggered for its
+// whole life, and the kernel then wakes it for every write to the pipe,
+// each costing the host a context switch: a program writing a byte at a
+// time kept a quarter of a core busy that way while the reader slept. A
+// rawPipe reads its own descriptor, which no poller knows, and only when a
+// read finds the pipe empty does it wait on a pollable duplicate, dropped
+// as soon as the pipe is readable: a write while the reader pauses wakes
+// nobody.
+type rawPipe struct {
+	mu      sync.Mutex // held around every use of fd
+	fd      int
+	waiting *os.File // the pollable duplicate a read waits on, if any
+	closed  bool
+}
+
+// newRawPipe duplicates f's descriptor, closes f (which takes it out of
+// Go's poller), and grows the pipe to PipeSize.
+func newRawPipe(f *os.File) (*rawPipe, error) {
+	fd, err := dupOf(f)
+	if err != nil {
+		return nil, fmt.Errorf("taking over the output pipe: %w", err)
+	}
+	// f's own descriptor goes; the duplicate shares its non-blocking
+	// open file description. f's close cannot fail but for a bug.
+	_ = f.Close()
+	// A pipe that cannot grow (the system's pipe limits) still works: its
+	// writer blocks sooner, at the same pace.
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, PipeSize)
+	return &rawPipe{fd: fd}, nil
+}
+
+// dupOf duplicates f's descriptor, close-on-exec.
+func dupOf(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(old uintptr) {
+		fd, derr = unix.FcntlInt(old, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	return fd, derr
+}
+
+// read reads into b once the pipe has data or has ended (io.EOF). It
+// returns os.ErrClosed once stop is closed.
+func (r *rawPipe) read(b []byte, stop <-chan struct{}) (int, error) {
+	return r.readOrWait(b, stop, true)
+}
+
+// readNow reads what the pipe holds now into b, 0 bytes (and no error)
+// when it holds nothing.
+func (r *rawPipe) readNow(b []byte) (int, error) {
+	return r.readOrWait(b, nil, false)
+}
+
+func (r *rawPipe) readOrWait(b []byte, stop <-chan struct{}, wait bool) (int, error) {
+	var n int
+	again, err := r.do(func(fd int) error {
+		var err error
+		n, err = unix.Read(fd, b)
+		return err
+	}, wait, stop)
+	switch {
+	case err != nil:
+		return 0, err
+	case again:
+		return 0, nil
+	case n == 0 && len(b) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// discard splices what the pipe holds into /dev/null, which frees the
+// pipe's pages without copying them, once the pipe has data or has ended.
+// It returns errors.ErrUnsupported when /dev/null cannot take it, for
+// the caller to read instead.
+func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
+	null, err := devNull()
+	if err != nil {
+		return 0, fmt.Errorf("%w: opening %s: %v", errors.ErrUnsupported, os.DevNull, err)
+	}
+	var n int64
+	_, err = r.do(func(fd int) error {
+		var err error
+		n, err = unix.Splice(fd, nil, null, nil, PipeSize, unix.SPLICE_F_NONBLOCK)
+		return err
+	}, true, stop)
+	switch {
+	case errors.Is(err, unix.EINVAL):
+		return 0, fmt.Errorf("%w: splice: %v", errors.ErrUnsupported, err)
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// do runs op on the descriptor and, while the pipe is empty and wait is
+// set, again whenever the pipe may have become readable. It says whether
+// the pipe was still empty (EAGAIN) when do returned.
+func (r *rawPipe) do(op func(fd int) error, wait bool, stop <-chan struct{}) (bool, error) {
+	again, err := r.try(op)
+	if !again || !wait {
+		return again, err
+	}
+	werr := r.await(func() bool {
+		again, err = r.try(op)
+		return !again
+	}, stop)
+	if werr != nil {
+		return false, werr
+	}
+	return again, err
+}
+
+// try runs op on the descriptor unless it is closed, and says whether op
+// must wait for the pipe (EAGAIN); EINTR is retried.
+func (r *rawPipe) try(op func(fd int) error) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false, os.ErrClosed
+	}
+	for {
+		err := op(r.fd)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("reading output: %w", err)
+		}
+		return false, nil
+	}
+}
+
+// await calls done each time the pipe may have become readable (data, or
+// its writers gone) until it returns true, waiting in Go's poller on a
+// duplicate of the descriptor that lives only for this wait. done must
+// make the attempt itself: the poller forgets readiness that arrives
+// before its wait begins, so only a failed attempt proves it must wait.
+func (r *rawPipe) await(done func() bool, stop <-chan struct{}) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return os.ErrClosed
+	}
+	fd, err := unix.FcntlInt(uintptr(r.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("waiting for output: %w", err)
+	}
+	// The description is non-blocking, so the new File joins the poller.
+	f := os.NewFile(uintptr(fd), "output pipe")
+	r.waiting = f
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.waiting = nil
+		r.mu.Unlock()
+		// Closing a pipe's descriptor has nothing to report.
+		_ = f.Close()
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("waiting for output: %w", err)
+	}
+	err = rc.Read(func(uintptr) bool { return done() })
+	select {
+	case <-stop:
+		return os.ErrClosed
+	default:
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for output: %w", err)
+	}
+	return nil
+}
+
+// close closes the descriptor, ending a wait in progress.
+func (r *rawPipe) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if r.waiting != nil {
+		_ = r.waiting.Close()
+	}
+	// Closing a pipe's reading end frees it whatever close returns.
+	_ = unix.Close(r.fd)
+}
+
+// devNull is /dev/null's descriptor, opened for writing once per process:
+// the target of every splice.
+var devNull = sync.OnceValues(func() (int, error) {
+	return unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+})

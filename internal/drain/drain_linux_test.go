@@ -1,0 +1,140 @@
+package drain
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+)
+
+// newTestPipe returns a Pipe over a fresh pipe and its writing end.
+func newTestPipe(t *testing.T, done <-chan struct{}) (*Pipe, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(r, done, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(); w.Close() })
+	return p, w
+}
+
+// within fails the test if c is not closed within a minute: bounds every
+// wait without asserting on timing.
+func within(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(time.Minute):
+		t.Fatalf("after a minute: %s", what)
+	}
+}
+
+// TestDiscardCopiesNothing floods a pipe and discards it all: the writer
+// completes, every byte is counted as discarded and none was copied into
+// the host.
+func TestDiscardCopiesNothing(t *testing.T) {
+	const writes, size = 64, 256 << 10
+	p, w := newTestPipe(t, nil)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		defer w.Close()
+		chunk := bytes.Repeat([]byte{'y'}, size)
+		for range writes {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	ended := make(chan struct{})
+	var err error
+	go func() {
+		defer close(ended)
+		for err == nil {
+			_, err = p.Discard()
+		}
+	}()
+	within(t, wrote, "the writer is still blocked: the discard does not drain the pipe")
+	within(t, ended, "the discard did not reach the end of the pipe")
+	if !errors.Is(err, io.EOF) {
+		t.Errorf("Discard ended with %v, want io.EOF", err)
+	}
+	if got, want := p.Discarded(), int64(writes*size); got != want || p.Copied() != 0 {
+		t.Errorf("discarded %d bytes and copied %d, want %d and 0", got, p.Copied(), want)
+	}
+}
+
+// TestReadEndsAfterDone: once done is closed, reads after small ones do
+// not wait, and the reader sees everything and the end.
+func TestReadEndsAfterDone(t *testing.T) {
+	done := make(chan struct{})
+	close(done)
+	p, w := newTestPipe(t, done)
+	ended := make(chan struct{})
+	var got bytes.Buffer
+	go func() {
+		defer close(ended)
+		_, _ = io.Copy(&got, p)
+	}()
+	for _, s := range []string{"a", "b", "c"} {
+		if _, err := w.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	within(t, ended, "the reader did not see the end of the pipe")
+	if got.String() != "abc" {
+		t.Errorf("read %q, want %q", got.String(), "abc")
+	}
+}
+
+// TestCloseEndsWaits: Close ends a read that waits for data no writer
+// will send, and every later read fails.
+func TestCloseEndsWaits(t *testing.T) {
+	p, _ := newTestPipe(t, nil)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := p.Read(make([]byte, 16))
+		ended <- err
+	}()
+	p.Close()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("a read during Close returned %v, want os.ErrClosed", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a read still waits a minute after Close")
+	}
+	if _, err := p.Discard(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Discard after Close = %v, want os.ErrClosed", err)
+	}
+}
+
+// TestPacing: a sandbox given a core or more is paced at the constants,
+// one given less in proportion, up to maxSlowdown.
+func TestPacing(t *testing.T) {
+	tests := []struct {
+		cpus        float64
+		batch, pace time.Duration
+	}{
+		{0, Batch, Pace},
+		{1, Batch, Pace},
+		{4, Batch, Pace},
+		{0.5, 2 * Batch, 2 * Pace},
+		{0.1, 10 * Batch, 10 * Pace},
+		{0.01, maxSlowdown * Batch, maxSlowdown * Pace},
+	}
+	for _, tt := range tests {
+		batch, pace := Pacing(tt.cpus)
+		if batch != tt.batch || pace != tt.pace {
+			t.Errorf("Pacing(%v) = %v, %v; want %v, %v", tt.cpus, batch, pace, tt.batch, tt.pace)
+		}
+	}
+}

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package drain
+
+import (
+	"errors"
+	"os"
+)
+
+// rawPipe reads through the os.File where pipes cannot be kept out of the
+// runtime's poller; only Linux runs sandboxes.
+type rawPipe struct{ f *os.File }
+
+func newRawPipe(f *os.File) (*rawPipe, error) { return &rawPipe{f: f}, nil }
+
+func (r *rawPipe) read(b []byte, _ <-chan struct{}) (int, error) { return r.f.Read(b) }
+
+// readNow reads as read does: it may wait.
+func (r *rawPipe) readNow(b []byte) (int, error) { return r.f.Read(b) }
+
+// discard is unsupported: without splice the caller reads instead.
+func (r *rawPipe) discard(<-chan struct{}) (int64, error) { return 0, errors.ErrUnsupported }
+
+// close closes the file; a pipe's close has nothing to report.
+func (r *rawPipe) close() { _ = r.f.Close() }
