@@ -85,7 +85,7 @@ func writeFake(t *testing.T, path, content string) {
 var fakeV1Files = map[string][]string{
 	"memory":  {"memory.limit_in_bytes", "memory.swappiness", "memory.oom_control", "memory.max_usage_in_bytes"},
 	"pids":    {"pids.max"},
-	"cpu":     {"cpu.cfs_period_us", "cpu.cfs_quota_us"},
+	"cpu":     {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares"},
 	"cpuacct": {"cpuacct.usage"},
 	"freezer": {"freezer.state"},
 }
@@ -149,6 +149,7 @@ func TestCreateV1Fake(t *testing.T) {
 		"pids/warden/1-x/pids.max":                          "32",
 		"cpu/warden/1-x/cpu.cfs_period_us":                  "", // a new cgroup's is the default
 		"cpu/warden/1-x/cpu.cfs_quota_us":                   "150000",
+		"cpu/warden/1-x/cpu.shares":                         "1536",
 	}
 	var files []string
 	for f := range want {
@@ -337,7 +338,7 @@ func TestCreateV1FakeWriteError(t *testing.T) {
 
 // fakeV2Files are the interface files of a fake v2 cgroup with every controller enabled.
 var fakeV2Files = []string{"cgroup.procs", "cgroup.subtree_control", "cgroup.kill", "cpu.stat",
-	"memory.max", "memory.peak", "memory.events", "pids.max", "cpu.max"}
+	"memory.max", "memory.peak", "memory.events", "pids.max", "cpu.max", "cpu.weight"}
 
 // fakeV2 makes a v2 hierarchy whose top and own cgroup /own offer the given controllers, and a
 // layout for a process in /own that may (top) or may not write the top.
@@ -378,7 +379,7 @@ func TestCreateV2Fake(t *testing.T) {
 			if c.Path() != dir {
 				t.Errorf("Path() = %q, want %q", c.Path(), dir)
 			}
-			want := map[string]string{"memory.max": "67108864", "pids.max": "32", "cpu.max": "150000 100000"}
+			want := map[string]string{"memory.max": "67108864", "pids.max": "32", "cpu.max": "150000 100000", "cpu.weight": "150"}
 			got := map[string]string{}
 			for f := range want {
 				got[f] = readTrim(t, filepath.Join(dir, f))

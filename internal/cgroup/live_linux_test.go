@@ -108,6 +108,7 @@ func TestLiveLimitsAddKillDelete(t *testing.T) {
 			filepath.Join(pids, "pids.max"):             "32",
 			filepath.Join(cpu, "cpu.cfs_period_us"):     "100000",
 			filepath.Join(cpu, "cpu.cfs_quota_us"):      "50000",
+			filepath.Join(cpu, "cpu.shares"):            "512",
 		}
 		if exists(filepath.Join(mem, "memory.kmem.tcp.limit_in_bytes")) {
 			want[filepath.Join(mem, "memory.kmem.tcp.limit_in_bytes")] = "67108864"
@@ -123,6 +124,7 @@ func TestLiveLimitsAddKillDelete(t *testing.T) {
 			filepath.Join(c.dir, "memory.max"): "67108864",
 			filepath.Join(c.dir, "pids.max"):   "32",
 			filepath.Join(c.dir, "cpu.max"):    "50000 100000",
+			filepath.Join(c.dir, "cpu.weight"): "50",
 		}
 		if _, err := os.Stat(filepath.Join(c.dir, "memory.swap.max")); err == nil {
 			want[filepath.Join(c.dir, "memory.swap.max")] = "0"

@@ -96,6 +96,26 @@ func cfsQuota(cpus float64) (int64, error) {
 	return q, nil
 }
 
+// cpuWeight is the scheduling weight of a sandbox with a CPU limit of
+// cpus, in the kernel's units where one CPU's worth is unit (v1
+// cpu.shares 1024, v2 cpu.weight 100), within [lo, hi]: proportional to
+// its quota, as Kubernetes derives cpu.shares from a pod's CPU request.
+// The quota caps what a sandbox may use; the weight says who runs first
+// while capped sandboxes contend, so twelve neighbours capped at 0.1 CPU
+// each weigh 1.2 CPUs against one sandbox of a whole CPU rather than
+// twelve to one. Zero means leave the kernel's default: no limit, or a
+// weight equal to the default, which spares a write per sandbox.
+func cpuWeight(cpus float64, unit, lo, hi int64) int64 {
+	if cpus <= 0 || math.IsNaN(cpus) || math.IsInf(cpus, 0) {
+		return 0
+	}
+	w := min(max(int64(math.Round(cpus*float64(unit))), lo), hi)
+	if w == unit {
+		return 0
+	}
+	return w
+}
+
 // required returns the controllers a sandbox's limits depend on.
 func required(l Limits) map[string]bool {
 	r := make(map[string]bool, 3)

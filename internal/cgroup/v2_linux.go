@@ -318,7 +318,8 @@ func createV2(lay *v2Layout, name string, l Limits) (_ *v2Cgroup, skipped map[st
 }
 
 // setLimits writes memory.max with memory.swap.max 0 (where the kernel accounts swap, which is
-// when the cgroup has that file), pids.max, and cpu.max as "quota period".
+// when the cgroup has that file), pids.max, cpu.max as "quota period" and cpu.weight in
+// proportion to it (cpuWeight).
 func (lay *v2Layout) setLimits(dir string, l Limits) error {
 	if l.MemoryBytes > 0 {
 		if err := writeControl(ctlMemory, dir, "memory.max", itoa(l.MemoryBytes)); err != nil {
@@ -340,6 +341,11 @@ func (lay *v2Layout) setLimits(dir string, l Limits) error {
 	}
 	if q, _ := cfsQuota(l.CPUs); q > 0 {
 		if err := writeControl(ctlCPU, dir, "cpu.max", itoa(q)+" "+itoa(cfsPeriodUS)); err != nil {
+			return err
+		}
+	}
+	if w := cpuWeight(l.CPUs, 100, 1, 10000); w > 0 {
+		if err := writeControl(ctlCPU, dir, "cpu.weight", itoa(w)); err != nil {
 			return err
 		}
 	}
