@@ -92,7 +92,7 @@ func (e *Exit) CPU() time.Duration {
 // String says how the init ended, as os.ProcessState does.
 func (e *Exit) String() string {
 	if e == nil {
-		return "unknown (its spawner died)"
+		return "how is unknown: its spawner died"
 	}
 	switch s := e.Status; {
 	case s.Exited():
