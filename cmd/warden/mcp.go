@@ -102,6 +102,7 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cfg.OnCleanupError = func(err error) { log.Error("cleaning up a sandbox", "err", err) }
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	err = wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{

@@ -126,6 +126,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		cfg.Store = store
 		cfg.OnStoreError = func(err error) { log.Error("state directory", "err", err) }
 	}
+	cfg.OnCleanupError = func(err error) { log.Error("cleaning up a sandbox", "err", err) }
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	reportState(log, store, mgr)

@@ -57,6 +57,10 @@ type Config struct {
 	// served (or gone) as asked; only what a crash would recover differs.
 	// It must not block.
 	OnStoreError func(error)
+	// OnCleanupError is told of a failure cleaning up after a sandbox
+	// that has ended (a cgroup left, figures that could not be read); the
+	// session is gone as asked. It must not block.
+	OnCleanupError func(error)
 }
 
 func (c Config) withDefaults() Config {
@@ -90,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnStoreError == nil {
 		c.OnStoreError = func(error) {}
+	}
+	if c.OnCleanupError == nil {
+		c.OnCleanupError = func(error) {}
 	}
 	return c
 }
@@ -339,7 +346,7 @@ func (m *Manager) end(s *session) error {
 	slot := s.slot
 	s.slot = false
 	s.mu.Unlock()
-	err := s.close()
+	m.cleanedUp(s, s.close())
 	if ferr := m.forget(s); ferr != nil {
 		m.cfg.OnStoreError(ferr)
 	}
@@ -349,7 +356,15 @@ func (m *Manager) end(s *session) error {
 	if slot {
 		m.release(s.owner)
 	}
-	return err
+	return nil
+}
+
+// cleanedUp reports what closing s's sandbox failed to clean up, if anything:
+// the session is gone all the same.
+func (m *Manager) cleanedUp(s *session, err error) {
+	if err != nil {
+		m.cfg.OnCleanupError(fmt.Errorf("closing session %s: %w", s.id, err))
+	}
 }
 
 // Exec runs one step in owner's session; its own timeout must be under
@@ -465,9 +480,14 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	close(m.stop)
 	m.wg.Wait()
+	// In parallel: a sandbox's teardown may wait (its init's exit, a
+	// cgroup's last tasks), and a server going down with many sessions
+	// must not wait for each in turn.
+	var ended sync.WaitGroup
 	for _, s := range list {
-		_ = m.end(s)
+		ended.Go(func() { _ = m.end(s) })
 	}
+	ended.Wait()
 	m.pool.close()
 	m.endRuns()
 	m.runs.Wait()

@@ -154,9 +154,18 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 		r.Network = events[seen:]
 	}
 	if s.ended() {
-		return spec.Result{}, fmt.Errorf("%w: session %s ended during the exec (deleted, expired or its sandbox died)", ErrClosed, s.id)
+		return spec.Result{}, s.endedError()
 	}
 	return r, err
+}
+
+// endedError says that s ended during an exec, and why: deleted or
+// expired, or its sandbox died, with the cause.
+func (s *session) endedError() error {
+	if st := s.currentState(); st == StateStopping || st == StateGone {
+		return fmt.Errorf("%w: session %s ended during the exec (deleted or expired)", ErrClosed, s.id)
+	}
+	return fmt.Errorf("%w: session %s ended during the exec: %s", ErrClosed, s.id, deathCause(s.box))
 }
 
 func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
