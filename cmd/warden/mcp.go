@@ -31,6 +31,7 @@ type mcpOptions struct {
 	caps         sessionCaps
 	allowNetwork bool
 	verbose      bool
+	execPace     float64
 }
 
 func newMCPCmd() *cobra.Command {
@@ -65,6 +66,7 @@ sized for this host), which also bound what a call may ask for.`,
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	addSessionCapFlags(f, &o.caps)
 	addCeilingFlags(f, &o.ceilings)
+	addExecPaceFlag(f, &o.execPace)
 	f.BoolVar(&o.allowNetwork, "allow-network", false, "let create_session give a sandbox egress to an allowlist of hosts")
 	f.BoolVar(&o.verbose, "verbose", false, "log MCP sessions connecting and ending, not just warnings, to stderr")
 	return cmd
@@ -81,10 +83,15 @@ func (o *mcpOptions) run(ctx context.Context) error {
 	if t := o.ceilings.Timeout; t != 0 && t < time.Second {
 		return fmt.Errorf("--max-timeout %s is too short: calls ask for whole seconds, so use at least 1s", t)
 	}
+	pace, err := execPace(o.execPace)
+	if err != nil {
+		return err
+	}
 	// The pool's spec is what the tools build, so Validate checks the
 	// limit flags against the ceilings.
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
+		ExecPace: pace,
 		PoolSpec: spec.Spec{Limits: o.limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 	}
 	if err := cfg.Validate(); err != nil {

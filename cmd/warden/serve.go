@@ -41,6 +41,7 @@ type serveOptions struct {
 	verbose     bool
 	shutdown    time.Duration
 	stateDir    string
+	execPace    float64
 }
 
 func newServeCmd() *cobra.Command {
@@ -77,6 +78,7 @@ cores); above one it is answered 400 naming the limit and the flag.`,
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	addSessionCapFlags(f, &o.caps)
 	addCeilingFlags(f, &o.ceilings)
+	addExecPaceFlag(f, &o.execPace)
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), `where session records and workspaces are kept, so they outlive a crash of the server ("none": keep nothing)`)
@@ -96,10 +98,14 @@ func serve(ctx context.Context, o serveOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	pace, err := execPace(o.execPace)
+	if err != nil {
+		return err
+	}
 	var srv *server.Server
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: countKeys(keys), Pool: o.pool,
-		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
+		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings, ExecPace: pace,
 		OnReap: func(reason string) {
 			if srv != nil {
 				srv.ObserveReap(reason)

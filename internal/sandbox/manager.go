@@ -57,6 +57,10 @@ type Config struct {
 	// served (or gone) as asked; only what a crash would recover differs.
 	// It must not block.
 	OnStoreError func(error)
+	// ExecPace is the fraction of a session's CPU quota the host may
+	// spend on starting its execs, which no cgroup charges (see
+	// DefaultExecPace, used when zero); negative turns pacing off.
+	ExecPace float64
 	// OnCleanupError is told of a failure cleaning up after a sandbox
 	// that has ended (a cgroup left, figures that could not be read); the
 	// session is gone as asked. It must not block.
@@ -94,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnStoreError == nil {
 		c.OnStoreError = func(error) {}
+	}
+	if c.ExecPace == 0 {
+		c.ExecPace = DefaultExecPace
 	}
 	if c.OnCleanupError == nil {
 		c.OnCleanupError = func(error) {}
@@ -212,7 +219,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	ses := &session{
 		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
-		ws: ws, slot: true, gone: make(chan struct{}),
+		ws: ws, slot: true, gone: make(chan struct{}), pace: newExecPacer(s.Limits.CPUs, m.cfg.ExecPace),
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)

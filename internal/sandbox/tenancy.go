@@ -93,6 +93,9 @@ func (c Config) Validate() error {
 	case c.MaxPerOwner < 0:
 		return fmt.Errorf("--max-sessions-per-key %d is negative: use 0 for the default share, or a count", c.MaxPerOwner)
 	}
+	if err := validExecPace(c.ExecPace); err != nil {
+		return err
+	}
 	if err := c.Ceilings.Check(c.PoolSpec.Limits); err != nil {
 		return fmt.Errorf("the default limits every sandbox and the pool start from do not fit the ceilings: %s",
 			strings.TrimPrefix(err.Error(), spec.ErrInvalid.Error()+": "))

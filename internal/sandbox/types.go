@@ -100,6 +100,10 @@ var (
 	// connections) and could not open what a request needs; nothing was
 	// harmed, and the same request can be retried.
 	ErrNoDescriptors = spawn.ErrNoDescriptors
+	// ErrPaced: the session's execs have used the host CPU allowed for
+	// starting them (see Config.ExecPace), and the exec could not wait
+	// for its turn; the error says when to retry and how to avoid it.
+	ErrPaced = errors.New("exec pacing")
 )
 
 // Stream receives an exec's output as it happens. Either writer may be
