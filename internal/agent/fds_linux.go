@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/spawn"
 )
@@ -17,10 +15,8 @@ import (
 // exec's processes running. An exec that cannot get its descriptors fails
 // with spawn.ErrNoDescriptors, which front ends answer as retryable.
 
-// outOfDescriptors says err is the kernel refusing a new descriptor.
-func outOfDescriptors(err error) bool {
-	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
-}
+// outOfDescriptors says err is a shortage of descriptors.
+var outOfDescriptors = spawn.OutOfDescriptors
 
 // descriptorError names a shortage of descriptors as such, and leaves any
 // other error as it is.

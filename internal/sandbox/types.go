@@ -106,6 +106,11 @@ var (
 	ErrPaced = errors.New("exec pacing")
 )
 
+// OutOfDescriptors says err is a shortage of file descriptors in the
+// server (ErrNoDescriptors, EMFILE or ENFILE): nothing was harmed, and the
+// request can be retried.
+func OutOfDescriptors(err error) bool { return spawn.OutOfDescriptors(err) }
+
 // Stream receives an exec's output as it happens. Either writer may be
 // nil; the two may be called from different goroutines at once.
 type Stream struct {

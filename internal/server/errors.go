@@ -94,7 +94,7 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
 	case errors.Is(err, sandbox.ErrPaced):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
-	case errors.Is(err, sandbox.ErrNoDescriptors), errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+	case sandbox.OutOfDescriptors(err):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
 	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, errors.ErrUnsupported):
 		return &apiError{http.StatusNotImplemented, codeUnsupported, oneLine(err)}
