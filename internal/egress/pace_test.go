@@ -67,3 +67,4 @@ func TestConnPace(t *testing.T) {
 		}
 	}
 }
+
