@@ -30,6 +30,13 @@ func TestLostHandOffIsTheServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer handed.Close()
+	// Wait for the proxy to accept it: that takes a descriptor too.
+	for i := 0; a.tracked() == 0; i++ {
+		if i == 10000 {
+			t.Fatal("the proxy did not accept the connection")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	release := testhost.DenyFDs(t)
 	_, _, err = uc.WriteMsgUnix([]byte{handoffMarker}, unix.UnixRights(int(handed.Fd())), nil)
 	var events []spec.NetworkEvent
@@ -46,4 +53,11 @@ func TestLostHandOffIsTheServers(t *testing.T) {
 	if len(events) != 1 || events[0].Allowed || !strings.Contains(events[0].Reason, "out of file descriptors") {
 		t.Errorf("events = %+v, want one saying the server is out of file descriptors", events)
 	}
+}
+
+// tracked counts the attachment's open connections.
+func (a *Attachment) tracked() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.open)
 }

@@ -67,4 +67,3 @@ func TestConnPace(t *testing.T) {
 		}
 	}
 }
-
