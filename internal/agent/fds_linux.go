@@ -38,7 +38,8 @@ const retireBudget = 1300 * time.Millisecond
 // cleared at the next start, or removed at the session's end (teardown).
 // Once the session is ending nothing is retried and nothing killed: its
 // init is dying, with every process of the sandbox, and teardown removes
-// the cgroup once it has exited. Errors are kept for teardown to report.
+// the cgroup once it has exited. Figures that could not be read are
+// reported by teardown, as is a cgroup that it cannot remove either.
 func (s *Session) retire(cg cgroup.Cgroup) cgroup.Stats {
 	var stats cgroup.Stats
 	readStats := func() error {
@@ -53,8 +54,7 @@ func (s *Session) retire(cg cgroup.Cgroup) cgroup.Stats {
 	}
 	r := newRetrier(retireBudget)
 	s.note(wrapCleanup(cg, "reading the figures of", r.do(readStats)))
-	if err := r.do(func() error { return clearCgroup(cg) }); err != nil {
-		s.note(wrapCleanup(cg, "clearing", err))
+	if r.do(func() error { return clearCgroup(cg) }) != nil {
 		s.strand(cg)
 	}
 	return stats
