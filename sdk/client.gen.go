@@ -496,6 +496,13 @@ type Result struct {
 	// PeakMemoryBytes Highest memory use in bytes of the exec's processes; 0 where not measured (code run in an interpreter).
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 
+	// QueuedMS How long a session exec waited for its turn before it started, in
+	// milliseconds (not counted in `wall_time_ms`). Exec starts cost the
+	// host CPU no cgroup charges, so they are paced per session in
+	// proportion to its `cpus` (`warden serve --exec-pace`); a burst of
+	// a couple of hundred execs never waits. Always 0 for `/v1/run`.
+	QueuedMS float64 `json:"queued_ms,omitempty,omitzero"`
+
 	// Signal The signal that killed the program, such as `SIGKILL`; empty if none.
 	Signal string `json:"signal"`
 
@@ -3371,6 +3378,8 @@ type DeleteFileResponse struct {
 	JSON409 *Conflict
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -3396,6 +3405,11 @@ func (r DeleteFileResponse) GetJSON409() *Conflict {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r DeleteFileResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteFileResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3606,6 +3620,8 @@ type ListFilesResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3631,6 +3647,11 @@ func (r ListFilesResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ListFilesResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListFilesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3677,6 +3698,8 @@ type MakeDirectoryResponse struct {
 	JSON409 *Conflict
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -3707,6 +3730,11 @@ func (r MakeDirectoryResponse) GetJSON409() *Conflict {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r MakeDirectoryResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r MakeDirectoryResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4940,6 +4968,13 @@ func ParseDeleteFileResponse(rsp *http.Response) (*DeleteFileResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	return response, nil
@@ -5130,6 +5165,13 @@ func ParseListFilesResponse(rsp *http.Response) (*ListFilesResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	return response, nil
@@ -5190,6 +5232,13 @@ func ParseMakeDirectoryResponse(rsp *http.Response) (*MakeDirectoryResponse, err
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

@@ -31,6 +31,7 @@ type mcpOptions struct {
 	caps         sessionCaps
 	allowNetwork bool
 	verbose      bool
+	execPace     float64
 }
 
 func newMCPCmd() *cobra.Command {
@@ -66,6 +67,7 @@ given above its ceiling is refused, a default one above it is lowered to it.`,
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	addSessionCapFlags(f, &o.caps)
 	addCeilingFlags(f, &o.ceilings)
+	addExecPaceFlag(f, &o.execPace)
 	f.BoolVar(&o.allowNetwork, "allow-network", false, "let create_session give a sandbox egress to an allowlist of hosts")
 	f.BoolVar(&o.verbose, "verbose", false, "log MCP sessions connecting and ending, not just warnings, to stderr")
 	return cmd
@@ -77,9 +79,13 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 	if o.limits.Timeout <= 0 {
 		return errors.New("--timeout must be positive: a call without a time limit could hold its sandbox forever")
 	}
+	pace, err := execPace(o.execPace)
+	if err != nil {
+		return err
+	}
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
-		DefaultLimits: o.limits, MaxBytesPerOwner: sandbox.ShareOfMemory,
+		DefaultLimits: o.limits, MaxBytesPerOwner: sandbox.ShareOfMemory, ExecPace: pace,
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -104,6 +110,7 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 		return err
 	}
 	logFit(log, notes)
+	cfg.OnCleanupError = func(err error) { log.Error("cleaning up a sandbox", "err", err) }
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	err = wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{

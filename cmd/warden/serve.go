@@ -47,6 +47,7 @@ type serveOptions struct {
 	stateDir       string
 	bodyTimeout    time.Duration
 	maxConns       int
+	execPace       float64
 }
 
 func newServeCmd() *cobra.Command {
@@ -94,6 +95,7 @@ kept files included, is bounded by --max-memory-per-key (429 past it).`,
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	addSessionCapFlags(f, &o.caps)
 	addCeilingFlags(f, &o.ceilings)
+	addExecPaceFlag(f, &o.execPace)
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
 	f.DurationVar(&o.bodyTimeout, "body-timeout", server.DefaultBodyReadTimeout, "longest pause in a request body (which must also average 64 KiB/s); past it the answer is 408")
@@ -121,10 +123,14 @@ func serve(ctx context.Context, o serveOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	pace, err := execPace(o.execPace)
+	if err != nil {
+		return err
+	}
 	var srv *server.Server
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
-		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
+		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings, ExecPace: pace,
 		MaxBytesPerOwner: o.maxBytesPerKey,
 		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
 		OnReap: func(reason string) {
@@ -158,6 +164,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		cfg.Store = store
 		cfg.OnStoreError = func(err error) { log.Error("state directory", "err", err) }
 	}
+	cfg.OnCleanupError = func(err error) { log.Error("cleaning up a sandbox", "err", err) }
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	reportState(log, store, mgr)

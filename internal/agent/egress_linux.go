@@ -69,7 +69,7 @@ func parseHosts(s string) (map[string][]netip.Addr, error) {
 
 // AttachEgress gives the sandbox named name its own socket on this
 // process's egress proxy, with n's rules and the connection pace of cpus
-// cores of quota (egress.ConnRate), starting the proxy on first use.
+// cores of quota (egress.ConnPace), starting the proxy on first use.
 func AttachEgress(name string, n spec.NetworkPolicy, cpus float64) (*egress.Attachment, error) {
 	pol, err := egress.ParsePolicy(n.Allow, n.Deny)
 	if err != nil {
@@ -79,7 +79,7 @@ func AttachEgress(name string, n spec.NetworkPolicy, cpus float64) (*egress.Atta
 	if err != nil {
 		return nil, fmt.Errorf("starting the egress proxy: %w", err)
 	}
-	a, err := p.Attach(name, pol, egress.ConnRate(cpus))
+	a, err := p.Attach(name, pol, egress.ConnPace(cpus))
 	if err != nil {
 		return nil, fmt.Errorf("attaching to the egress proxy: %w", err)
 	}

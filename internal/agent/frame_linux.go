@@ -70,8 +70,8 @@ func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
 	}
 	if s.Network.Mode == spec.NetProxy {
 		cfg.EgressPort, cfg.EgressRelay = EgressPort, relay
-		cfg.EgressRate = egress.ConnRate(l.CPUs)
-		cfg.EgressBurst = egress.ConnBurst(cfg.EgressRate)
+		pace := egress.ConnPace(l.CPUs)
+		cfg.EgressRate, cfg.EgressBurst = pace.Rate, pace.Burst
 	}
 	return cfg
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -48,6 +49,10 @@ type Session struct {
 	// stranded are exec cgroups that could not be cleared for want of
 	// descriptors (see retire).
 	stranded []cgroup.Cgroup
+	// cleanupErrs are cleanup failures teardown reports (see note), and
+	// moreErrs counts those past the first maxNoted.
+	cleanupErrs []error
+	moreErrs    int
 
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
@@ -122,6 +127,10 @@ func (s *Session) readEvents(ready chan<- error) {
 	var end error
 	for {
 		line, err := r.ReadSlice('\n')
+		if errors.Is(err, io.EOF) {
+			end = errors.New("its agent hung up")
+			break
+		}
 		if err != nil {
 			end = fmt.Errorf("reading from the sandbox: %w", err)
 			break
@@ -144,31 +153,8 @@ func (s *Session) readEvents(ready chan<- error) {
 	}
 	if first {
 		ready <- end
-	} else {
-		end = s.withInitEnd(end)
 	}
 	s.end(end)
-}
-
-// initEndWait bounds the wait for the init to be reaped once its agent
-// hung up, to say how it ended.
-const initEndWait = 2 * time.Second
-
-// withInitEnd adds to err, why the agent stopped answering, how the init
-// ended where the backend can tell: a session that died is then reported
-// with its real cause (killed, exited, its spawner gone).
-func (s *Session) withInitEnd(err error) error {
-	if s.f.Ended == nil {
-		return err
-	}
-	t := time.NewTimer(initEndWait)
-	defer t.Stop()
-	select {
-	case <-s.f.Exited:
-		return fmt.Errorf("%w; its init ended: %s", err, s.f.Ended())
-	case <-t.C:
-		return fmt.Errorf("%w; its init is still running", err)
-	}
 }
 
 func bootError(e nsinit.Event) error {
@@ -182,7 +168,7 @@ func bootError(e nsinit.Event) error {
 func (s *Session) end(err error) {
 	s.mu.Lock()
 	if s.err == nil {
-		s.err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
+		s.err = &endedError{cause: err.Error()}
 	}
 	procs := s.procs
 	s.procs = map[uint64]*Process{}
@@ -223,12 +209,37 @@ func (s *Session) dispatch(e nsinit.Event) {
 // Done is closed when the sandbox has ended: closed, or its init died.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-// Err says why the session ended, once Done is closed.
+// Err says why the session ended, once Done is closed: ErrSessionEnded
+// with one clause of cause, how its init ended where the backend can tell
+// by the time Err is called ("its init ended (signal: killed)"), or else
+// what the host saw ("its agent hung up"). A session that died is then
+// reported with its real cause: killed, exited, its spawner gone.
 func (s *Session) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	err := s.err
+	s.mu.Unlock()
+	if err == nil || s.f.Ended == nil {
+		return err
+	}
+	select {
+	case <-s.f.Exited:
+		return &endedError{cause: "its init ended (" + s.f.Ended() + ")"}
+	default:
+		return err
+	}
 }
+
+// endedError is why a session ended: ErrSessionEnded and a cause.
+type endedError struct{ cause string }
+
+func (e *endedError) Error() string { return ErrSessionEnded.Error() + ": " + e.cause }
+
+// Is makes the error match ErrSessionEnded.
+func (e *endedError) Is(target error) bool { return target == ErrSessionEnded }
+
+// Cause is the cause alone, one clause ("its init ended (signal:
+// killed)"), for a dead session's reason.
+func (e *endedError) Cause() string { return e.cause }
 
 // Workspace is the sandbox's /workspace, an O_PATH descriptor opened while
 // the sandbox was known alive; it stays valid until Close. Resolve nothing
@@ -302,12 +313,30 @@ func (s *Session) teardown() error {
 		s.workspace.Close()
 		s.workspace = nil
 	}
-	s.clearStranded()
-	if s.f.Cgroup != nil {
-		_ = s.f.Cgroup.Kill()
-	}
+	err := errors.Join(s.takeNoted(), s.removeCgroups())
 	s.f.Cleanup()
-	return nil
+	return err
+}
+
+// removeCgroups removes the stranded exec cgroups, then the session's
+// cgroup, once the init has exited: every process of its PID namespace
+// died with it, so they are empty (or their last tasks are exiting, which
+// the removal waits out), and removing them needs no descriptor, unlike
+// the kill, a mere backstop here. What still cannot be removed is left to
+// the sweeper rather than forgotten.
+func (s *Session) removeCgroups() error {
+	cgs := s.takeStranded()
+	var kerr error
+	if s.f.Cgroup != nil {
+		kerr = s.f.Cgroup.Kill()
+		cgs = append(cgs, s.f.Cgroup)
+	}
+	left, err := removeInOrder(cgs)
+	if err == nil {
+		return nil
+	}
+	leftovers.add(left...)
+	return fmt.Errorf("removing the session's cgroups: %w (%d left to retry in the background)", errors.Join(kerr, err), len(left))
 }
 
 // closeControl closes the control socket and the session's tasks files,

@@ -30,6 +30,11 @@ type clientConn interface {
 // handoffTimeout bounds the wait for a connection's first byte.
 const handoffTimeout = 10 * time.Second
 
+// errLostHandOff is a hand-off whose descriptor the kernel dropped
+// (MSG_CTRUNC) because this process was at its RLIMIT_NOFILE: the
+// sandbox did nothing wrong, and its connection is lost.
+var errLostHandOff = errors.New("the server is out of file descriptors: a connection the sandbox opened was lost on its way to the proxy; retry it")
+
 // receive takes the first message on c: a handed-over TCP connection
 // (c is then closed), or the start of an HTTP request, returned to be
 // read first.
@@ -37,7 +42,7 @@ func receive(c *net.UnixConn) (clientConn, []byte, error) {
 	buf := make([]byte, 512)
 	oob := make([]byte, unix.CmsgSpace(4))
 	_ = c.SetReadDeadline(time.Now().Add(handoffTimeout))
-	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
 		return nil, nil, err
@@ -46,12 +51,14 @@ func receive(c *net.UnixConn) (clientConn, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		closeFDs(fds)
+		return nil, nil, errLostHandOff
+	}
 	if len(fds) == 0 {
 		return c, buf[:n], nil
 	}
-	for _, fd := range fds[1:] {
-		unix.Close(fd)
-	}
+	closeFDs(fds[1:])
 	if n != 1 || buf[0] != handoffMarker {
 		unix.Close(fds[0])
 		return nil, nil, errors.New("a descriptor came without the hand-off marker")
@@ -94,4 +101,10 @@ func rights(oob []byte) ([]int, error) {
 		fds = append(fds, r...)
 	}
 	return fds, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 }

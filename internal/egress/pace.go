@@ -1,6 +1,14 @@
 package egress
 
-import "runtime"
+import (
+	"context"
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
 
 // Each connection a sandbox opens to its bridge costs the host CPU that
 // no cgroup charges: the init's bridge threads (outside the sandbox's
@@ -12,28 +20,60 @@ import "runtime"
 // so a sandbox at cpus 0.1 looping on refused connections spent 3.4 to
 // 3.9x its own quota on the host. Connections are therefore paced per
 // sandbox, by both the bridge and the proxy, in proportion to the
-// sandbox's CPU quota: past the rate neither accepts, and the connections
-// wait in the sandbox's own listen backlog, which costs the host nothing.
+// sandbox's CPU quota: past the pace neither hands a connection on, and
+// the connections wait in the sandbox's own listen backlog, which costs
+// the host nothing.
 const (
-	// ConnsPerCPUSecond is how many connections a sandbox may open per
+	// connsPerCPUSecond is how many connections a sandbox may open per
 	// second per core of its CPU quota: 50 at up to 1.5 ms each is at
 	// most 0.075 s of host CPU per core-second.
-	ConnsPerCPUSecond = 50
+	connsPerCPUSecond = 50
 	// minConnBurst is the smallest burst, for the smallest quotas.
 	minConnBurst = 5
 )
 
-// ConnRate is the connection rate of a sandbox with cpus cores of quota
-// (0: no quota, so the host's cores).
-func ConnRate(cpus float64) float64 {
-	if cpus <= 0 {
-		cpus = float64(runtime.NumCPU())
-	}
-	return ConnsPerCPUSecond * cpus
+// Pace is how fast a sandbox may open connections: Rate a second, after
+// a burst of Burst. The zero Pace paces nothing.
+type Pace struct {
+	Rate  float64
+	Burst int
 }
 
-// ConnBurst is how many connections a sandbox paced at rate may open at
-// once after a quiet spell: a second's worth, at least minConnBurst.
-func ConnBurst(rate float64) float64 {
-	return max(minConnBurst, rate)
+// ConnPace is the pace of a sandbox with cpus cores of quota
+// (spec.QuotaCPUs): connsPerCPUSecond a second per core, after a burst of
+// a second's worth, at least minConnBurst. The bridge and the proxy both
+// pace by it.
+func ConnPace(cpus float64) Pace {
+	r := connsPerCPUSecond * spec.QuotaCPUs(cpus)
+	return Pace{Rate: r, Burst: max(minConnBurst, int(math.Ceil(r)))}
+}
+
+// Limiter is p as a token bucket, or nil (no pacing) unless its rate is
+// positive and finite.
+func (p Pace) Limiter() *rate.Limiter {
+	if !(p.Rate > 0) || math.IsInf(p.Rate, 0) {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(p.Rate), max(p.Burst, 1))
+}
+
+// turn takes a token of lim and says how long to wait for it (0 with no
+// pacing).
+func turn(lim *rate.Limiter) time.Duration {
+	if lim == nil {
+		return 0
+	}
+	return lim.Reserve().Delay()
+}
+
+// sleep waits d or until ctx ends, and says which (ctx's error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

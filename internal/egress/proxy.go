@@ -61,6 +61,10 @@ type Proxy struct {
 	cfg   Config
 	hosts map[string][]netip.Addr
 
+	// paceWait waits for a paced connection's turn (sleep; tests park
+	// it instead).
+	paceWait func(context.Context, time.Duration) error
+
 	mu       sync.Mutex
 	attached map[string]*Attachment
 	closed   bool
@@ -88,14 +92,14 @@ func New(cfg Config) (*Proxy, error) {
 	if err := prepareDir(cfg.Dir); err != nil {
 		return nil, err
 	}
-	return &Proxy{cfg: cfg, hosts: hosts, attached: map[string]*Attachment{}}, nil
+	return &Proxy{cfg: cfg, hosts: hosts, attached: map[string]*Attachment{}, paceWait: sleep}, nil
 }
 
 // Attach starts serving one sandbox under pol on a new socket, which the
-// caller binds into the sandbox for its bridge, accepting at most rate
-// connections a second after a burst (see ConnRate and ConnBurst; 0 for
-// no pacing). A sandbox is attached at most once at a time.
-func (p *Proxy) Attach(sandbox string, pol Policy, rate float64) (*Attachment, error) {
+// caller binds into the sandbox for its bridge, handing on connections at
+// pace (see ConnPace; the zero Pace for none). A sandbox is attached at
+// most once at a time.
+func (p *Proxy) Attach(sandbox string, pol Policy, pace Pace) (*Attachment, error) {
 	if !validSandbox(sandbox) {
 		return nil, fmt.Errorf("egress: sandbox name %q must be 1..64 letters, digits, '_', '-' or '.'", sandbox)
 	}
@@ -111,7 +115,7 @@ func (p *Proxy) Attach(sandbox string, pol Policy, rate float64) (*Attachment, e
 	if err != nil {
 		return nil, err
 	}
-	a := newAttachment(p, sandbox, ln, dir, pol, rate)
+	a := newAttachment(p, sandbox, ln, dir, pol, pace)
 	p.attached[sandbox] = a
 	return a, nil
 }

@@ -11,7 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warden-sandbox/warden/internal/pace"
+	"golang.org/x/time/rate"
+
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -28,8 +29,10 @@ type Attachment struct {
 	conns atomic.Int64
 	used  atomic.Int64
 
-	// pace paces accepts (nil: not paced).
-	pace *pace.Bucket
+	// pace paces the connections handed on (nil: not paced), and wait
+	// waits for a turn (Proxy.paceWait).
+	pace *rate.Limiter
+	wait func(context.Context, time.Duration) error
 
 	// ctx ends with the attachment, cancelling resolves and dials.
 	ctx    context.Context
@@ -43,11 +46,8 @@ type Attachment struct {
 	err    error
 }
 
-func newAttachment(p *Proxy, sandbox string, ln *net.UnixListener, dir string, pol Policy, rate float64) *Attachment {
-	a := &Attachment{p: p, sandbox: sandbox, ln: ln, dir: dir, open: map[io.Closer]struct{}{}}
-	if rate > 0 {
-		a.pace = pace.New(rate, ConnBurst(rate))
-	}
+func newAttachment(p *Proxy, sandbox string, ln *net.UnixListener, dir string, pol Policy, pace Pace) *Attachment {
+	a := &Attachment{p: p, sandbox: sandbox, ln: ln, dir: dir, open: map[io.Closer]struct{}{}, pace: pace.Limiter(), wait: p.paceWait}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.SetPolicy(pol)
 	a.wg.Add(1)
@@ -93,15 +93,13 @@ func (a *Attachment) shutdown() error {
 }
 
 // accept serves each connection in its own goroutine until Close. Past
-// its pace it accepts nothing: connections wait in the socket's backlog,
-// at no cost to the host.
+// its pace it waits, with the connection it has just accepted, for that
+// connection's turn: the others wait in the socket's backlog, at no cost
+// to the host. A failed accept takes no turn.
 func (a *Attachment) accept() {
 	defer a.wg.Done()
 	backoff := 5 * time.Millisecond
 	for {
-		if a.pace.Wait(a.ctx) != nil {
-			return
-		}
 		c, err := a.ln.AcceptUnix()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -114,6 +112,10 @@ func (a *Attachment) accept() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
+		if d := turn(a.pace); d > 0 && a.wait(a.ctx, d) != nil {
+			c.Close()
+			return
+		}
 		a.wg.Add(1)
 		go a.serve(c)
 	}

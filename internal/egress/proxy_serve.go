@@ -51,6 +51,9 @@ func (a *Attachment) serve(uc *net.UnixConn) {
 		return
 	}
 	c, first, err := receive(uc)
+	if errors.Is(err, errLostHandOff) {
+		a.log.add(spec.NetworkEvent{Time: time.Now().UTC().Format(time.RFC3339Nano), Reason: err.Error()})
+	}
 	if err != nil {
 		a.untrack(uc)
 		return

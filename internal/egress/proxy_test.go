@@ -37,11 +37,12 @@ func addrs(ss ...string) []netip.Addr {
 // short) and attaches one sandbox, unpaced; both close with the test.
 func attach(t testing.TB, cfg Config, pol Policy) (*Proxy, *Attachment) {
 	t.Helper()
-	return attachPaced(t, cfg, pol, 0)
+	return attachPaced(t, cfg, pol, Pace{}, nil)
 }
 
-// attachPaced is attach with a connection rate (see Attach).
-func attachPaced(t testing.TB, cfg Config, pol Policy, rate float64) (*Proxy, *Attachment) {
+// attachPaced is attach with a connection pace (see Attach), and wait, if
+// not nil, in place of the wait for a paced connection's turn.
+func attachPaced(t testing.TB, cfg Config, pol Policy, pace Pace, wait func(context.Context, time.Duration) error) (*Proxy, *Attachment) {
 	t.Helper()
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "eg")
@@ -58,7 +59,10 @@ func attachPaced(t testing.TB, cfg Config, pol Policy, rate float64) (*Proxy, *A
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := p.Attach("sbx1", pol, rate)
+	if wait != nil {
+		p.paceWait = wait
+	}
+	a, err := p.Attach("sbx1", pol, pace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,10 +247,10 @@ func TestAttachAndClose(t *testing.T) {
 	if fi, err := os.Stat(p.cfg.Dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("proxy directory: %v, %v; want 0700", fi.Mode(), err)
 	}
-	if _, err := p.Attach("sbx1", Policy{}, 0); err == nil {
+	if _, err := p.Attach("sbx1", Policy{}, Pace{}); err == nil {
 		t.Error("attaching sbx1 twice succeeded")
 	}
-	if _, err := p.Attach("../x", Policy{}, 0); err == nil {
+	if _, err := p.Attach("../x", Policy{}, Pace{}); err == nil {
 		t.Error(`attaching "../x" succeeded`)
 	}
 	// An idle client is closed with the attachment.
@@ -270,7 +274,7 @@ func TestAttachAndClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	b, err := p.Attach("sbx1", Policy{}, 0)
+	b, err := p.Attach("sbx1", Policy{}, Pace{})
 	if err != nil {
 		t.Fatalf("attaching again after Close: %v", err)
 	}
@@ -280,7 +284,7 @@ func TestAttachAndClose(t *testing.T) {
 	if _, err := os.Stat(b.SocketPath()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket after Proxy.Close: %v, want it gone", err)
 	}
-	if _, err := p.Attach("sbx2", Policy{}, 0); err == nil {
+	if _, err := p.Attach("sbx2", Policy{}, Pace{}); err == nil {
 		t.Error("Attach after Close succeeded")
 	}
 }

@@ -36,13 +36,13 @@ func (b *box) env(extra []string) []string {
 	return agent.Env(b.egress != nil, extra)
 }
 
-// egressRate paces the bridge's accepts (see egress.ConnRate), or is 0
+// egressPace paces the bridge (see egress.ConnPace), or is the zero Pace
 // without the proxy.
-func (b *box) egressRate() float64 {
+func (b *box) egressPace() egress.Pace {
 	if b.egress == nil {
-		return 0
+		return egress.Pace{}
 	}
-	return egress.ConnRate(b.spec.Limits.CPUs)
+	return egress.ConnPace(b.spec.Limits.CPUs)
 }
 
 // egressPort is the bridge's port, or 0 without the proxy.

@@ -345,8 +345,8 @@ func (b *box) config() nsinit.Config {
 		AwaitCgroup:      b.lateCgroup,
 		Session:          b.session,
 		EgressPort:       b.egressPort(),
-		EgressRate:       b.egressRate(),
-		EgressBurst:      egress.ConnBurst(b.egressRate()),
+		EgressRate:       b.egressPace().Rate,
+		EgressBurst:      b.egressPace().Burst,
 		DiskBytes:        l.DiskBytes,
 		Inodes:           l.Inodes(),
 		Rlimits: nsinit.Rlimits{

@@ -239,7 +239,7 @@ func readRequest(fd int) (Request, []int, error) {
 	var req Request
 	head := make([]byte, 4)
 	oob := make([]byte, unix.CmsgSpace(maxRequestFDs*4))
-	n, oobn, _, _, err := recvmsgRetry(fd, head, oob)
+	n, oobn, _, _, err := RecvmsgRetry(fd, head, oob)
 	if err != nil {
 		return req, nil, err
 	}
@@ -272,7 +272,10 @@ func readRequest(fd int) (Request, []int, error) {
 	return req, fds, nil
 }
 
-func recvmsgRetry(fd int, p, oob []byte) (int, int, int, unix.Sockaddr, error) {
+// RecvmsgRetry is recvmsg(2) with MSG_CMSG_CLOEXEC, retried on EINTR: the
+// one receive of messages with descriptors, for the agent, the init and
+// the spawner's client.
+func RecvmsgRetry(fd int, p, oob []byte) (int, int, int, unix.Sockaddr, error) {
 	for {
 		n, oobn, flags, from, err := unix.Recvmsg(fd, p, oob, unix.MSG_CMSG_CLOEXEC)
 		if !errors.Is(err, unix.EINTR) {

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/time/rate"
 
-	"github.com/warden-sandbox/warden/internal/pace"
+	"github.com/warden-sandbox/warden/internal/egress"
 )
 
 // The bridge is the sandbox's only way out with --net proxy: the sandbox
@@ -44,11 +45,8 @@ func startBridge(cfg *Config) error {
 	if cfg.EgressRelay {
 		pass = relay
 	}
-	var b *pace.Bucket
-	if cfg.EgressRate > 0 {
-		b = pace.New(cfg.EgressRate, max(cfg.EgressBurst, 1))
-	}
-	go serveBridge(ln, b, func(c net.Conn) { bridge(c, dial, pass) })
+	lim := egress.Pace{Rate: cfg.EgressRate, Burst: cfg.EgressBurst}.Limiter()
+	go serveBridge(ln, lim, time.Sleep, func(c net.Conn) { bridge(c, dial, pass) })
 	return nil
 }
 
@@ -62,15 +60,16 @@ const maxHandOffs = 64
 
 // serveBridge accepts until the listener closes; an error such as running
 // out of descriptors only pauses it, so a burst of connections cannot
-// take the sandbox's way out down for good. Past its pace (b) it does not
-// accept: the work each connection costs on threads outside the
-// sandbox's cgroup, and the proxy's, waits, and the connections wait in
-// the listen backlog, at the sandbox's own cost.
-func serveBridge(ln net.Listener, b *pace.Bucket, handle func(net.Conn)) {
+// take the sandbox's way out down for good. Past its pace (lim; nil: not
+// paced) it waits (with wait), holding the connection it has just
+// accepted, for that connection's turn: the work each connection costs on
+// threads outside the sandbox's cgroup, and the proxy's, waits, and the
+// later connections wait in the listen backlog, at the sandbox's own
+// cost. A failed accept takes no turn.
+func serveBridge(ln net.Listener, lim *rate.Limiter, wait func(time.Duration), handle func(net.Conn)) {
 	slots := make(chan struct{}, maxHandOffs)
 	backoff := 5 * time.Millisecond
 	for {
-		time.Sleep(b.Reserve())
 		c, err := ln.Accept()
 		if errors.Is(err, net.ErrClosed) {
 			return
@@ -81,6 +80,11 @@ func serveBridge(ln net.Listener, b *pace.Bucket, handle func(net.Conn)) {
 			continue
 		}
 		backoff = 5 * time.Millisecond
+		if lim != nil {
+			if d := lim.Reserve().Delay(); d > 0 {
+				wait(d)
+			}
+		}
 		select {
 		case slots <- struct{}{}:
 			go func() {

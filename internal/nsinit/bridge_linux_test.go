@@ -5,43 +5,52 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warden-sandbox/warden/internal/pace"
+	"golang.org/x/time/rate"
 )
 
-// TestBridgePacesAccepts floods a bridge whose pace is next to nothing:
-// the burst is handed on, and the connection after it is not accepted
-// (it waits in the listen backlog), so nothing outside the sandbox's
-// cgroup works for it.
-func TestBridgePacesAccepts(t *testing.T) {
+// TestBridgePacesConnections floods a bridge whose pace is next to
+// nothing: exactly the burst is handed on, then the loop waits for the
+// next connection's turn, holding it, so nothing outside the sandbox's
+// cgroup works for it or for the ones behind it in the backlog; once the
+// wait is over it is handed on.
+func TestBridgePacesConnections(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	const burst = 2
-	handled := make(chan struct{}, burst+1)
-	go serveBridge(ln, pace.New(1e-6, burst), func(c net.Conn) {
+	handled := make(chan struct{}, burst+2)
+	parked, resume := make(chan time.Duration), make(chan struct{})
+	wait := func(d time.Duration) {
+		parked <- d
+		<-resume
+	}
+	go serveBridge(ln, rate.NewLimiter(1e-6, burst), wait, func(c net.Conn) {
 		c.Close()
 		handled <- struct{}{}
 	})
-	for range burst + 1 {
+	for range burst + 2 {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 	}
-	for i := range burst {
-		select {
-		case <-handled:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("connection %d of the burst was not handled", i)
-		}
+	if d := <-parked; d <= 0 {
+		t.Errorf("the wait past the burst is %v, want a positive wait", d)
 	}
-	// A slow host only makes this pass.
-	select {
-	case <-handled:
-		t.Error("a connection past the burst was accepted and handed on")
-	case <-time.After(300 * time.Millisecond):
+	for range burst {
+		<-handled
 	}
+	// The loop is parked: nothing more can have been handed on.
+	if extra := len(handled); extra != 0 {
+		t.Errorf("%d connections past the burst of %d were handed on while the loop waited", extra, burst)
+	}
+	resume <- struct{}{}
+	<-handled
+	if d := <-parked; d <= 0 {
+		t.Errorf("the wait for the next connection is %v, want a positive wait", d)
+	}
+	close(resume)
 }

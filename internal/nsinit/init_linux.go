@@ -237,7 +237,7 @@ const maxCgroupFiles = 8
 func receiveFDs(sock int) ([]int, error) {
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(maxCgroupFiles*4))
-	n, oobn, _, _, err := recvmsgRetry(sock, buf, oob)
+	n, oobn, _, _, err := RecvmsgRetry(sock, buf, oob)
 	if err != nil {
 		return nil, err
 	}

@@ -93,12 +93,12 @@ type Config struct {
 	// EgressPort, when not zero, is the port on the sandbox's loopback
 	// where the init bridges each connection to the egress proxy.
 	EgressPort int `json:"egress_port,omitempty"`
-	// EgressRate and EgressBurst pace the bridge's accepts (connections
-	// a second, after a burst; see egress.ConnRate): past them the bridge
-	// accepts nothing and connections wait in the sandbox's own backlog.
-	// Zero rate: not paced.
+	// EgressRate and EgressBurst pace the bridge (connections a second,
+	// after a burst; see egress.ConnPace): past them it hands nothing on
+	// and connections wait in the sandbox's own backlog. Zero rate: not
+	// paced.
 	EgressRate  float64 `json:"egress_rate,omitempty"`
-	EgressBurst float64 `json:"egress_burst,omitempty"`
+	EgressBurst int     `json:"egress_burst,omitempty"`
 	// Session makes the init stay as the sandbox's agent, starting a
 	// process for each Request, instead of running Command once.
 	Session bool `json:"session,omitempty"`

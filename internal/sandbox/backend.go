@@ -51,10 +51,12 @@ type Box interface {
 	SetNetwork(allow, deny []string) error
 	// NetworkEvents are the egress proxy's decisions for the box so far.
 	NetworkEvents() []spec.NetworkEvent
-	// Done is closed when the box has ended, by Close or by dying; Err
-	// then says why (how its agent and init ended), so a session that
-	// died is reported with its real cause.
+	// Done is closed when the box has ended, by Close or by dying.
 	Done() <-chan struct{}
+	// Err says why the box ended, once Done is closed (nil before): how
+	// its init ended where the backend can tell, so a session that died
+	// is reported with its real cause. An error with a Cause() string
+	// method gives that cause as one clause for the session's reason.
 	Err() error
 	// Close kills everything in the box and removes every trace of it.
 	Close() error

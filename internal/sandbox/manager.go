@@ -67,6 +67,14 @@ type Config struct {
 	// served (or gone) as asked; only what a crash would recover differs.
 	// It must not block.
 	OnStoreError func(error)
+	// ExecPace is the fraction of a session's CPU quota the host may
+	// spend on starting its execs, which no cgroup charges (see
+	// DefaultExecPace, used when zero); negative turns pacing off.
+	ExecPace float64
+	// OnCleanupError is told of a failure cleaning up after a sandbox
+	// that has ended (a cgroup left, figures that could not be read); the
+	// session is gone as asked. It must not block.
+	OnCleanupError func(error)
 
 	// hardBounds names, by limit, the backend bound Fit lowered a ceiling
 	// to, so a refusal names it rather than the flag.
@@ -106,6 +114,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnStoreError == nil {
 		c.OnStoreError = func(error) {}
+	}
+	if c.ExecPace == 0 {
+		c.ExecPace = DefaultExecPace
+	}
+	if c.OnCleanupError == nil {
+		c.OnCleanupError = func(error) {}
 	}
 	return c
 }
@@ -284,7 +298,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	ses := &session{
 		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
-		ws: ws, slot: true, gone: make(chan struct{}),
+		ws: ws, slot: true, gone: make(chan struct{}), pace: newExecPacer(s.Limits.CPUs, m.cfg.ExecPace),
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)
@@ -422,7 +436,7 @@ func (m *Manager) end(s *session) error {
 	slot := s.slot
 	s.slot = false
 	s.mu.Unlock()
-	err := s.close()
+	m.cleanedUp(s, s.close())
 	if ferr := m.forget(s); ferr != nil {
 		m.cfg.OnStoreError(ferr)
 	}
@@ -433,7 +447,15 @@ func (m *Manager) end(s *session) error {
 		m.release(s.owner, 0)
 	}
 	m.keep(s, 0)
-	return err
+	return nil
+}
+
+// cleanedUp reports what closing s's sandbox failed to clean up, if anything:
+// the session is gone all the same.
+func (m *Manager) cleanedUp(s *session, err error) {
+	if err != nil {
+		m.cfg.OnCleanupError(fmt.Errorf("closing session %s: %w", s.id, err))
+	}
 }
 
 // Exec runs one step in owner's session; its own timeout must be under
@@ -550,9 +572,14 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	close(m.stop)
 	m.wg.Wait()
+	// In parallel: a sandbox's teardown may wait (its init's exit, a
+	// cgroup's last tasks), and a server going down with many sessions
+	// must not wait for each in turn.
+	var ended sync.WaitGroup
 	for _, s := range list {
-		_ = m.end(s)
+		ended.Go(func() { _ = m.end(s) })
 	}
+	ended.Wait()
 	m.pool.close()
 	m.endRuns()
 	m.runs.Wait()

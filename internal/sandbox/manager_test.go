@@ -65,6 +65,8 @@ type fakeBox struct {
 	ran Command
 	// err is why the box ended, set before it is closed.
 	err error
+	// closeErr is what Close returns: what it failed to clean up.
+	closeErr error
 }
 
 func (x *fakeBox) Spawn(context.Context, interp.Command) (interp.Process, error) {
@@ -102,7 +104,7 @@ func (x *fakeBox) Close() error {
 		x.b.mu.Unlock()
 		close(x.done)
 	})
-	return nil
+	return x.closeErr
 }
 
 func newTestManager(t *testing.T, cfg Config) (*Manager, *fakeBackend) {

@@ -1,35 +1,119 @@
 package sandbox
 
 import (
-	"runtime"
+	"context"
+	"fmt"
+	"math"
+	"time"
 
-	"github.com/warden-sandbox/warden/internal/pace"
+	"golang.org/x/time/rate"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // Every exec costs the host CPU outside the sandbox's cgroup, where no
-// limit charges it: the request, the exec's cgroup and pipes, the agent
-// protocol, the result (2.4 to 3.3 ms of warden serve's CPU per `true`,
-// measured on a loaded two-core host). A client sending tiny execs as
-// fast as it can would spend several times its session's CPU quota on
-// the host. So exec starts are paced per session, in proportion to the
-// quota, so the host spends at most about a tenth of it on them; a burst
-// lets an agent that works in short steps never notice.
+// limit charges it: the request, the agent protocol and the result, and
+// for a command its own cgroup and pipes. Measured with warden serve on a
+// loaded two-core host: about 1 ms for code in a persistent interpreter,
+// 2.5 to 3.3 ms for a command. A client sending tiny execs as fast as it
+// can would spend several times its session's CPU quota on the host. So
+// exec starts are paced per session by that cost: tokens are milliseconds
+// of host CPU, each exec takes its cost, and they come at the exec pace
+// (the fraction of the quota the host may spend on execs; DefaultExecPace
+// is a tenth, so 100 a second per core of quota). The burst, two seconds
+// of the rate and at least minExecBurst, lets interactive use and a
+// benchmark of a couple of hundred execs never wait.
 const (
-	// execsPerCPUSecond is how many execs a session may start per second
-	// per core of its CPU quota: 30 at ~3.3 ms each is 0.1 s of host CPU
-	// per core-second.
-	execsPerCPUSecond = 30
-	// execBurst is how many execs a session may start at once, with no
-	// wait, after it has been quiet.
-	execBurst = 20
+	// DefaultExecPace is the fraction of a session's CPU quota the host
+	// may spend on its execs when Config.ExecPace is zero.
+	DefaultExecPace = 0.1
+	// MaxExecPace bounds Config.ExecPace: ten times the quota.
+	MaxExecPace = 10
+	// codeExecCost and commandExecCost are what an exec of code in a
+	// persistent interpreter and a command exec cost the host, in ms.
+	codeExecCost    = 1
+	commandExecCost = 3
+	// execBurstSeconds is the burst in seconds of the rate, at least
+	// minExecBurst tokens.
+	execBurstSeconds = 2
+	minExecBurst     = 200
 )
 
+// execPacer paces one session's exec starts; nil paces nothing.
+type execPacer struct {
+	lim *rate.Limiter
+	// rate is the tokens (ms of host CPU) a second, for messages.
+	rate  float64
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+}
+
 // newExecPacer paces the execs of a session with cpus cores of quota
-// (0: no quota, so the host's cores). One exec at a time waits per
-// session (the others are busy), so a wait is at most one token's time.
-func newExecPacer(cpus float64) *pace.Bucket {
-	if cpus <= 0 {
-		cpus = float64(runtime.NumCPU())
+// (spec.QuotaCPUs) at pace (see Config.ExecPace; negative: not paced).
+func newExecPacer(cpus, pace float64) *execPacer {
+	if !(pace > 0) || math.IsInf(pace, 0) {
+		return nil
 	}
-	return pace.New(execsPerCPUSecond*cpus, execBurst)
+	r := pace * 1000 * spec.QuotaCPUs(cpus)
+	burst := max(minExecBurst, int(math.Ceil(execBurstSeconds*r)))
+	return &execPacer{lim: rate.NewLimiter(rate.Limit(r), burst), rate: r, now: time.Now, after: time.After}
+}
+
+// execCost is what req costs the host, in the pacer's tokens.
+func execCost(req ExecRequest) int {
+	if req.Language != "" {
+		return codeExecCost
+	}
+	return commandExecCost
+}
+
+// wait takes cost tokens, waiting for them while ctx allows, and says how
+// long it waited. A wait that ctx would end first fails at once, and one
+// it ends fails then, with ErrPaced, giving the tokens back. One exec at a
+// time waits per session (the others are busy), so a wait is at most
+// one exec's cost of time.
+func (p *execPacer) wait(ctx context.Context, cost int) (time.Duration, error) {
+	if p == nil {
+		return 0, nil
+	}
+	now := p.now()
+	r := p.lim.ReserveN(now, cost)
+	if !r.OK() {
+		return 0, p.refusal(0, fmt.Errorf("an exec costs %d, more than the burst of %d", cost, p.lim.Burst()))
+	}
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return 0, nil
+	}
+	if end, ok := ctx.Deadline(); ok && end.Before(now.Add(d)) {
+		r.CancelAt(now)
+		return 0, p.refusal(d, nil)
+	}
+	select {
+	case <-p.after(d):
+		return d, nil
+	case <-ctx.Done():
+		r.CancelAt(p.now())
+		return 0, p.refusal(d, ctx.Err())
+	}
+}
+
+// refusal says that the exec was not started for exec pacing, and how to
+// avoid it.
+func (p *execPacer) refusal(d time.Duration, cause error) error {
+	err := fmt.Errorf("%w: this session's execs have used the host CPU allowed for them (%g ms a second, after a burst), "+
+		"and the next may start in %v; send fewer, larger execs (a script, or more code in one exec), ask for more cpus, "+
+		"or have the operator raise --exec-pace", ErrPaced, p.rate, d.Round(time.Millisecond))
+	if cause != nil {
+		return fmt.Errorf("%w (%w)", err, cause)
+	}
+	return err
+}
+
+// validExecPace checks Config.ExecPace.
+func validExecPace(pace float64) error {
+	if math.IsNaN(pace) || pace > MaxExecPace {
+		return fmt.Errorf("--exec-pace %g is out of range: use 0 (no pacing) up to %g, the fraction of a sandbox's CPU quota the host may spend on its execs", pace, float64(MaxExecPace))
+	}
+	return nil
 }

@@ -4,15 +4,83 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// TestExecPacedByQuota sends tiny execs to a session with the smallest
-// CPU quota: the burst runs at once, the next exec waits for its turn
-// (here until its context ends, without running) and the session stays
-// usable.
+// fakeClock drives a pacer: time moves only when a wait is taken (by the
+// wait's length), and every wait is recorded.
+type fakeClock struct {
+	t     time.Time
+	waits []time.Duration
+}
+
+func (c *fakeClock) install(p *execPacer) {
+	c.t = time.Unix(1000, 0)
+	p.now = func() time.Time { return c.t }
+	p.after = func(d time.Duration) <-chan time.Time {
+		c.waits = append(c.waits, d)
+		c.t = c.t.Add(d)
+		ch := make(chan time.Time, 1)
+		ch <- c.t
+		return ch
+	}
+}
+
+// TestExecPacerWeighsCost: at one core and the default pace, tokens are
+// 100 ms of host CPU a second after a burst of 200; a command costs 3,
+// code 1, and only what goes past the burst waits, for its cost's time.
+func TestExecPacerWeighsCost(t *testing.T) {
+	p := newExecPacer(1, DefaultExecPace)
+	var clock fakeClock
+	clock.install(p)
+	for i := range minExecBurst {
+		if d, err := p.wait(context.Background(), codeExecCost); d != 0 || err != nil {
+			t.Fatalf("code exec %d of the burst waited %v, %v; want no wait", i, d, err)
+		}
+	}
+	steps := []struct {
+		cost    int
+		advance time.Duration
+		want    time.Duration
+	}{
+		{commandExecCost, 0, 30 * time.Millisecond},
+		{codeExecCost, 0, 10 * time.Millisecond},
+		{commandExecCost, 30 * time.Millisecond, 0},
+		{codeExecCost, 10 * time.Second, 0}, // refilled, to the burst only
+	}
+	for i, st := range steps {
+		clock.t = clock.t.Add(st.advance)
+		if got, err := p.wait(context.Background(), st.cost); got != st.want || err != nil {
+			t.Errorf("step %d (cost %d, %v later): waited %v, %v; want %v", i, st.cost, st.advance, got, err, st.want)
+		}
+	}
+}
+
+// TestExecPacerOff: a negative or non-finite pace paces nothing, and
+// Validate refuses what is not a fraction in range.
+func TestExecPacerOff(t *testing.T) {
+	for _, pace := range []float64{-1, math.Inf(1)} {
+		if p := newExecPacer(1, pace); p != nil {
+			t.Errorf("newExecPacer(1, %g) = %+v, want nil (no pacing)", pace, p)
+		}
+	}
+	for _, pace := range []float64{math.NaN(), MaxExecPace + 1} {
+		if err := (Config{ExecPace: pace}).Validate(); err == nil || !strings.Contains(err.Error(), "--exec-pace") {
+			t.Errorf("Validate() with ExecPace %g = %v, want an error naming --exec-pace", pace, err)
+		}
+	}
+}
+
+// TestExecPacedByQuota sends command execs to a session with the
+// smallest CPU quota: the burst runs at once; the next exec waits its
+// turn (queued_ms says how long), or, when its deadline comes first,
+// fails at once with ErrPaced saying how to avoid it, without running,
+// and the session stays usable.
 func TestExecPacedByQuota(t *testing.T) {
 	m, b := newTestManager(t, Config{})
 	opts := defaultOptions()
@@ -21,16 +89,20 @@ func TestExecPacedByQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range execBurst {
+	s, _ := m.lookup("alice", info.ID)
+	var clock fakeClock
+	clock.install(s.pace)
+	burst := minExecBurst / commandExecCost
+	for i := range burst {
 		if _, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{"true", fmt.Sprint(i)}}, Stream{}); err != nil {
 			t.Fatalf("exec %d of the burst = %v", i, err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	ctx, cancel := context.WithDeadline(context.Background(), clock.t.Add(500*time.Millisecond))
+	defer cancel()
 	_, err = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true", "past the burst"}}, Stream{})
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("exec past the burst with its context ended = %v, want it to wait (context.Canceled)", err)
+	if !errors.Is(err, ErrPaced) || !strings.Contains(err.Error(), "--exec-pace") {
+		t.Errorf("exec past the burst with a deadline before its turn = %v, want ErrPaced naming --exec-pace", err)
 	}
 	b.mu.Lock()
 	ran := b.lastExec.ran.Argv
@@ -38,7 +110,13 @@ func TestExecPacedByQuota(t *testing.T) {
 	if ran[1] == "past the burst" {
 		t.Error("the exec past the burst ran without waiting")
 	}
-	if got, _ := m.Get("alice", info.ID); got.State != StateReady || got.Execs != execBurst {
-		t.Errorf("session after a canceled wait = %s with %d execs, want ready with %d", got.State, got.Execs, execBurst)
+	if got, _ := m.Get("alice", info.ID); got.State != StateReady || got.Execs != int64(burst) {
+		t.Errorf("session after a refused exec = %s with %d execs, want ready with %d", got.State, got.Execs, burst)
+	}
+	r, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{"true", "queued"}}, Stream{})
+	// At 0.01 cores, 1 ms of host CPU a second: of its 3 tokens, 2 are
+	// left of the burst, the third comes in a second.
+	if err != nil || r.QueuedMS != 1000 {
+		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 1000 ms", r.QueuedMS, err)
 	}
 }

@@ -79,7 +79,9 @@ func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error
 
 // discardBox closes a box nobody will use and drops its workspace.
 func (m *Manager) discardBox(b Box, ws string) {
-	_ = b.Close()
+	if err := b.Close(); err != nil {
+		m.cfg.OnCleanupError(fmt.Errorf("closing an unused sandbox: %w", err))
+	}
 	if ws != "" {
 		_ = m.cfg.Store.DropWorkspace(ws)
 	}
@@ -153,7 +155,7 @@ func (m *Manager) bury(s *session, why string) {
 	if dir != nil {
 		_ = dir.Close()
 	}
-	_ = s.box.Close()
+	m.cleanedUp(s, s.box.Close())
 	s.mu.Lock()
 	var saveErr error
 	if s.state == StateDead {

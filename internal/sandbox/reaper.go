@@ -1,6 +1,9 @@
 package sandbox
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // reapLoop ends sessions past their TTL, idle past their idle timeout, or
 // whose sandbox died, until the Manager closes.
@@ -45,10 +48,14 @@ func (m *Manager) reap(now time.Time) {
 }
 
 // deathCause is a dead session's reason: that its sandbox ended on its
-// own, and why, as far as the box can tell.
+// own, and why, as far as the box can tell, in one clause.
 func deathCause(b Box) string {
 	const died = "its sandbox ended unexpectedly"
-	if err := b.Err(); err != nil {
+	var c interface{ Cause() string }
+	switch err := b.Err(); {
+	case errors.As(err, &c):
+		return died + ": " + c.Cause()
+	case err != nil:
 		return died + ": " + err.Error()
 	}
 	return died

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
-	"github.com/warden-sandbox/warden/internal/pace"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -41,8 +40,8 @@ type session struct {
 	reason string
 	// gone is closed once close has finished.
 	gone chan struct{}
-	// pace paces exec starts (see execsPerCPUSecond); made on first use.
-	pace *pace.Bucket
+	// pace paces exec starts (see execPacer); nil paces nothing.
+	pace *execPacer
 }
 
 func (s *session) info() Info {
@@ -76,18 +75,18 @@ func (s *session) begin() error {
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
 
-// finish moves busy → ready, unless the session began stopping meanwhile.
+// finish moves busy → ready after an exec, unless the session began
+// stopping meanwhile, and counts the exec.
 func (s *session) finish() {
+	s.abandon()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state == StateBusy {
-		s.state = StateReady
-	}
 	s.lastUsed = time.Now()
 	s.execs++
 }
 
-// abandon moves busy → ready for an exec that never started.
+// abandon moves busy → ready, unless the session began stopping
+// meanwhile, for an exec that never started.
 func (s *session) abandon() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -143,20 +142,31 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 	if err := s.begin(); err != nil {
 		return spec.Result{}, err
 	}
-	if err := s.pacer().Wait(ctx); err != nil {
+	queued, err := s.pace.wait(ctx, execCost(req))
+	if err != nil {
 		s.abandon()
 		return spec.Result{}, err
 	}
 	defer s.finish()
 	seen := len(s.box.NetworkEvents())
 	r, err := s.run(ctx, req, live)
+	r.QueuedMS = ms(queued)
 	if events := s.box.NetworkEvents(); len(events) > seen {
 		r.Network = events[seen:]
 	}
 	if s.ended() {
-		return spec.Result{}, fmt.Errorf("%w: session %s ended during the exec (deleted, expired or its sandbox died)", ErrClosed, s.id)
+		return spec.Result{}, s.endedError()
 	}
 	return r, err
+}
+
+// endedError says that s ended during an exec, and why: deleted or
+// expired, or its sandbox died, with the cause.
+func (s *session) endedError() error {
+	if st := s.currentState(); st == StateStopping || st == StateGone {
+		return fmt.Errorf("%w: session %s ended during the exec (deleted or expired)", ErrClosed, s.id)
+	}
+	return fmt.Errorf("%w: session %s ended during the exec: %s", ErrClosed, s.id, deathCause(s.box))
 }
 
 func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
@@ -172,16 +182,6 @@ func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.R
 		return spec.Result{}, err
 	}
 	return s.runCode(ctx, in, req.Code, timeout, live)
-}
-
-// pacer is the session's exec pacer, made on first use.
-func (s *session) pacer() *pace.Bucket {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pace == nil {
-		s.pace = newExecPacer(s.spec.Limits.CPUs)
-	}
-	return s.pace
 }
 
 // ended says whether the session began stopping or its sandbox is gone.

@@ -102,6 +102,9 @@ func (c Config) Validate() error {
 	case c.MaxPerOwner < 0:
 		return fmt.Errorf("--max-sessions-per-key %d is negative: use 0 for the default share, or a count", c.MaxPerOwner)
 	}
+	if err := validExecPace(c.ExecPace); err != nil {
+		return err
+	}
 	return c.DefaultLimits.Validate()
 }
 

@@ -100,7 +100,16 @@ var (
 	// connections) and could not open what a request needs; nothing was
 	// harmed, and the same request can be retried.
 	ErrNoDescriptors = spawn.ErrNoDescriptors
+	// ErrPaced: the session's execs have used the host CPU allowed for
+	// starting them (see Config.ExecPace), and the exec could not wait
+	// for its turn; the error says when to retry and how to avoid it.
+	ErrPaced = errors.New("exec pacing")
 )
+
+// OutOfDescriptors says err is a shortage of file descriptors in the
+// server (ErrNoDescriptors, EMFILE or ENFILE): nothing was harmed, and the
+// request can be retried.
+func OutOfDescriptors(err error) bool { return spawn.OutOfDescriptors(err) }
 
 // Stream receives an exec's output as it happens. Either writer may be
 // nil; the two may be called from different goroutines at once.

@@ -93,7 +93,9 @@ func toAPIError(err error) *apiError {
 		// ended one does (the spec's 404: "or it has ended"), with a
 		// message that says why.
 		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
-	case errors.Is(err, sandbox.ErrNoDescriptors), errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+	case errors.Is(err, sandbox.ErrPaced):
+		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
+	case sandbox.OutOfDescriptors(err):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
 	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, errors.ErrUnsupported):
 		return &apiError{http.StatusNotImplemented, codeUnsupported, oneLine(err)}

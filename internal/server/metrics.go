@@ -17,6 +17,7 @@ type serverMetrics struct {
 	duration *metrics.HistogramVec
 	kills    *metrics.CounterVec
 	refused  *metrics.CounterVec
+	paced    *metrics.CounterVec
 }
 
 // allStates are reported even at zero, so a dashboard's series never
@@ -44,6 +45,9 @@ func newMetrics(reg *metrics.Registry, s Sessions) (*serverMetrics, error) {
 		refused: metrics.NewCounterVec("warden_denied_requests_total",
 			"Requests refused, by reason (unauthorized, invalid, too_large, too_many_sessions, not_found).",
 			"reason"),
+		paced: metrics.NewCounterVec("warden_exec_paced_seconds_total",
+			"Time session execs waited for their turn under exec pacing (--exec-pace), by kind: how much the pacing slows clients.",
+			"kind"),
 	}
 	sessions := metrics.NewGaugeFunc("warden_sessions",
 		"Sessions by state, read from the session manager at scrape time.", []string{"state"},
@@ -55,7 +59,7 @@ func newMetrics(reg *metrics.Registry, s Sessions) (*serverMetrics, error) {
 			}
 			return samples
 		})
-	cs := append([]metrics.Collector{m.execs, m.duration, m.kills, m.refused, sessions}, metrics.ProcessMetrics()...)
+	cs := append([]metrics.Collector{m.execs, m.duration, m.kills, m.refused, m.paced, sessions}, metrics.ProcessMetrics()...)
 	if err := reg.Register(cs...); err != nil {
 		return nil, err
 	}
@@ -96,6 +100,9 @@ func (m *serverMetrics) exec(kind string, res spec.Result, err error, took time.
 	}
 	m.execs.With(kind, outcome).Inc()
 	m.duration.With(kind).Observe(took.Seconds())
+	if res.QueuedMS > 0 {
+		m.paced.With(kind).Add(res.QueuedMS / 1000)
+	}
 }
 
 // ObserveReap counts a session the Manager's reaper ended, with reason

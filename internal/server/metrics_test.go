@@ -20,7 +20,7 @@ func TestMetrics(t *testing.T) {
 	id := h.create(keyA)
 	h.do("POST", "/v1/sessions/"+id+"/exec", keyA, `{"command":["true"]}`)
 	h.fake.exec = func(context.Context, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
-		return spec.Result{ExitCode: 124, TimedOut: true}, nil
+		return spec.Result{ExitCode: 124, TimedOut: true, QueuedMS: 250}, nil
 	}
 	h.do("POST", "/v1/sessions/"+id+"/exec", keyA, `{"language":"python","code":"while 1: pass"}`)
 	h.do("GET", "/v1/sessions", "", "")
@@ -42,6 +42,7 @@ func TestMetrics(t *testing.T) {
 		`warden_execs_total{kind="python",outcome="timeout"} 1`,
 		`warden_exec_duration_seconds_bucket{kind="command",le="0.001"}`,
 		`warden_kills_total{reason="timeout"} 1`,
+		`warden_exec_paced_seconds_total{kind="python"} 0.25`,
 		`warden_kills_total{reason="idle"} 1`,
 		`warden_denied_requests_total{reason="unauthorized"} 1`,
 		`warden_denied_requests_total{reason="invalid"} 1`,

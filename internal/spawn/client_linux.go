@@ -126,7 +126,7 @@ func (c *Client) call(req request, files []*os.File) (*pending, result, error) {
 	}
 	if res.r.Error != "" {
 		closeAll(res.files)
-		return nil, result{}, errors.New(res.r.Error)
+		return nil, result{}, res.r.err()
 	}
 	return p, res, nil
 }

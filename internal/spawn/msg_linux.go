@@ -2,11 +2,12 @@ package spawn
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
 // send writes v as one datagram on fd with files beside it.
@@ -34,7 +35,7 @@ func send(fd int, v any, files ...*os.File) error {
 func recv(fd int, v any) ([]*os.File, error) {
 	buf := make([]byte, maxMessage)
 	oob := make([]byte, unix.CmsgSpace(maxFDs*4))
-	n, oobn, flags, err := recvmsg(fd, buf, oob)
+	n, oobn, flags, _, err := nsinit.RecvmsgRetry(fd, buf, oob)
 	if err != nil {
 		return nil, err
 	}
@@ -58,15 +59,6 @@ func recv(fd int, v any) ([]*os.File, error) {
 		return nil, ErrNoDescriptors
 	}
 	return files, nil
-}
-
-func recvmsg(fd int, buf, oob []byte) (n, oobn, flags int, err error) {
-	for {
-		n, oobn, flags, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if !errors.Is(err, unix.EINTR) {
-			return n, oobn, flags, err
-		}
-	}
 }
 
 var errClosed = fmt.Errorf("connection closed")

@@ -45,11 +45,19 @@ type Init struct {
 // inits it had started died with it.
 var ErrDied = errors.New("the sandbox spawner process died")
 
-// ErrNoDescriptors reports that a message arrived whole but the
-// descriptors sent beside it could not be taken: the receiving process was
-// at its RLIMIT_NOFILE (the kernel drops them and sets MSG_CTRUNC). Only
-// that request fails; the connection and every init stay as they were.
+// ErrNoDescriptors reports that the server (or its spawner) could not open
+// or receive a descriptor a request needed: it was at its RLIMIT_NOFILE,
+// or the host at its file limit. A message whose descriptors the kernel
+// dropped for that (MSG_CTRUNC) still arrives whole. Only that request
+// fails; the connection and every init stay as they were.
 var ErrNoDescriptors = errors.New("the server is out of file descriptors (EMFILE); retry once connections have closed")
+
+// OutOfDescriptors says err is a shortage of descriptors: ErrNoDescriptors,
+// or the kernel refusing a new one (EMFILE for the process, ENFILE for
+// the host). It is the one list of them.
+func OutOfDescriptors(err error) bool {
+	return errors.Is(err, ErrNoDescriptors) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
 
 // request and reply are the messages on the socket pair, one JSON object
 // per datagram with its descriptors beside it.
@@ -76,7 +84,38 @@ type reply struct {
 	Exited bool   `json:"exited,omitempty"`
 	Exit   *Exit  `json:"exit,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// NoDescriptors says the request failed for want of descriptors in
+	// the spawner (see ErrNoDescriptors), which the client reports as
+	// such: retryable.
+	NoDescriptors bool `json:"no_descriptors,omitempty"`
 }
+
+// failure is the reply to request id that failed with err.
+func failure(id uint64, err error) reply {
+	if OutOfDescriptors(err) {
+		return reply{ID: id, NoDescriptors: true,
+			Error: "the sandbox spawner is out of file descriptors (" + err.Error() + "); retry once connections have closed"}
+	}
+	return reply{ID: id, Error: err.Error()}
+}
+
+// err is the error a failed reply stands for, which matches
+// ErrNoDescriptors when the spawner ran out of them.
+func (r reply) err() error {
+	if r.NoDescriptors {
+		return spawnerShortage(r.Error)
+	}
+	return errors.New(r.Error)
+}
+
+// spawnerShortage is the spawner's failure for want of descriptors, in its
+// own words.
+type spawnerShortage string
+
+func (e spawnerShortage) Error() string { return string(e) }
+
+// Is makes it match ErrNoDescriptors.
+func (e spawnerShortage) Is(target error) bool { return target == ErrNoDescriptors }
 
 // Exit is how an init ended, as the process that reaped it saw it.
 type Exit struct {
@@ -92,7 +131,7 @@ func (e *Exit) CPU() time.Duration {
 // String says how the init ended, as os.ProcessState does.
 func (e *Exit) String() string {
 	if e == nil {
-		return "unknown (its spawner died)"
+		return "how is unknown: its spawner died"
 	}
 	switch s := e.Status; {
 	case s.Exited():

@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/testhost"
@@ -201,5 +204,67 @@ func TestRecvKeepsAMessageWhoseDescriptorsWereLost(t *testing.T) {
 	closeAll(files)
 	if !errors.Is(err, ErrNoDescriptors) || got.ID != 7 {
 		t.Errorf("recv() with a full table = id %d, %v; want id 7, ErrNoDescriptors", got.ID, err)
+	}
+}
+
+// TestSpawnerOutOfDescriptors holds the spawner itself at a descriptor
+// limit of zero: a request it cannot serve for that must fail with
+// ErrNoDescriptors (retryable, a 503), not a plain error (a 500), and the
+// spawner must serve again once its limit is back.
+func TestSpawnerOutOfDescriptors(t *testing.T) {
+	testhost.RequireRoot(t)
+	var c Client
+	ns, err := c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
+	if err != nil {
+		t.Fatalf("UserNamespace() = %v", err)
+	}
+	ns.Close()
+	pid := c.conn.pid
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	var old unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+		t.Fatal(err)
+	}
+	denied := old
+	denied.Cur = 0
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &denied, nil); err != nil {
+		t.Fatal(err)
+	}
+	ns, err = c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001)
+	if perr := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &old, nil); perr != nil {
+		t.Fatal(perr)
+	}
+	if err == nil {
+		ns.Close()
+		t.Fatal("UserNamespace() from a spawner at a limit of 0 descriptors succeeded")
+	}
+	if !errors.Is(err, ErrNoDescriptors) || !strings.Contains(err.Error(), "spawner is out of file descriptors") {
+		t.Errorf("UserNamespace() from a spawner out of descriptors = %v, want ErrNoDescriptors saying so", err)
+	}
+	if ns, err = c.UserNamespace(4242, 0x7E000001, 4242, 0x7E000001); err != nil {
+		t.Fatalf("UserNamespace() once the limit is back = %v", err)
+	}
+	ns.Close()
+}
+
+// TestFailureReply: the reply to a failed request says whether it failed
+// for want of descriptors, and the client's error matches
+// ErrNoDescriptors exactly then.
+func TestFailureReply(t *testing.T) {
+	tests := []struct {
+		err     error
+		noFDs   bool
+		message string
+	}{
+		{fmt.Errorf("fork/exec: %w", unix.EMFILE), true, "the sandbox spawner is out of file descriptors (fork/exec: too many open files); retry once connections have closed"},
+		{fmt.Errorf("open: %w", unix.ENFILE), true, "the sandbox spawner is out of file descriptors (open: too many open files in system); retry once connections have closed"},
+		{errors.New("unknown request"), false, "unknown request"},
+	}
+	for _, tt := range tests {
+		r := failure(7, tt.err)
+		got := r.err()
+		if r.ID != 7 || r.NoDescriptors != tt.noFDs || errors.Is(got, ErrNoDescriptors) != tt.noFDs || got.Error() != tt.message {
+			t.Errorf("failure(%v) = %+v, err %v; want no_descriptors %v, message %q", tt.err, r, got, tt.noFDs, tt.message)
+		}
 	}
 }

@@ -30,7 +30,7 @@ func Main() {
 		if errors.Is(err, ErrNoDescriptors) {
 			// The request came whole, its descriptors did not: this
 			// process is at its RLIMIT_NOFILE. Only that request fails.
-			s.reply(reply{ID: req.ID, Error: "the sandbox spawner is out of file descriptors (EMFILE); retry"})
+			s.reply(failure(req.ID, fmt.Errorf("receiving the request's descriptors: %w", unix.EMFILE)))
 			continue
 		}
 		if err != nil {
@@ -63,7 +63,7 @@ func (s *spawner) serve(req request, files []*os.File) {
 		closeAll(files)
 		ns, err := UserNamespace(req.Map.InsideUID, req.Map.HostUID, req.Map.InsideGID, req.Map.HostGID)
 		if err != nil {
-			s.reply(reply{ID: req.ID, Error: err.Error()})
+			s.reply(failure(req.ID, err))
 			return
 		}
 		s.reply(reply{ID: req.ID}, ns)
@@ -83,14 +83,14 @@ func (s *spawner) startInit(req request, files []*os.File) {
 	}
 	closeAll(files)
 	if err != nil {
-		s.reply(reply{ID: req.ID, Error: err.Error()})
+		s.reply(failure(req.ID, err))
 		return
 	}
 	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		s.reply(reply{ID: req.ID, Error: fmt.Sprintf("opening a pidfd: %v", err)})
+		s.reply(failure(req.ID, fmt.Errorf("opening a pidfd: %w", err)))
 		return
 	}
 	pf := os.NewFile(uintptr(pidfd), "pidfd")

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"math"
+	"runtime"
 	"time"
 )
 
@@ -56,6 +57,17 @@ const (
 	// (1 ms per 100 ms period).
 	MinCPUs = 0.01
 )
+
+// QuotaCPUs is how many cores' worth of CPU a sandbox with cpus may use:
+// cpus, or the host's cores when it has no quota (0). What the host spends
+// on a sandbox's behalf (exec starts, egress connections) is paced in
+// proportion to it.
+func QuotaCPUs(cpus float64) float64 {
+	if cpus <= 0 {
+		return float64(runtime.NumCPU())
+	}
+	return cpus
+}
 
 // Validate reports the first limit out of its bounds.
 func (l *Limits) Validate() error {

@@ -20,6 +20,9 @@ type Result struct {
 	StderrTruncated bool `json:"stderr_truncated"`
 	// WallTimeMS is the run's elapsed time in milliseconds.
 	WallTimeMS float64 `json:"wall_time_ms"`
+	// QueuedMS is how long a session exec waited for its turn under exec
+	// pacing before it started, in milliseconds (not in WallTimeMS).
+	QueuedMS float64 `json:"queued_ms"`
 	// CPUTimeMS is the CPU time of every process of the sandbox.
 	CPUTimeMS float64 `json:"cpu_time_ms"`
 	// PeakMemoryBytes is the sandbox's highest memory use (cgroup peak, or

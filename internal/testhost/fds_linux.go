@@ -81,3 +81,33 @@ func highestFD(t testing.TB) int {
 	}
 	return top
 }
+
+// DenyFDs makes every new descriptor of this process fail with EMFILE,
+// even in numbers freed meanwhile: it sets the soft RLIMIT_NOFILE to 0.
+// That is a server under a flood of connections whose accept loop takes
+// back each descriptor as soon as it is freed. The returned function
+// (also run at the test's end) restores the limit.
+func DenyFDs(t testing.TB) (release func()) {
+	t.Helper()
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatalf("reading RLIMIT_NOFILE: %v", err)
+	}
+	denied := old
+	denied.Cur = 0
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &denied); err != nil {
+		t.Fatalf("lowering RLIMIT_NOFILE: %v", err)
+	}
+	done := false
+	release = func() {
+		if done {
+			return
+		}
+		done = true
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+			t.Errorf("restoring RLIMIT_NOFILE: %v", err)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -29,23 +26,7 @@ func TestSessionsSurviveDescriptorExhaustion(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 5 * time.Minute}}
 	do := func(method, path string, v any) (int, []byte) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		var body io.Reader
-		if v != nil {
-			b, _ := json.Marshal(v)
-			body = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, srv.url+path, body)
-		req.Header.Set("Authorization", "Bearer "+keyA)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return srv.callWith(t, client, keyA, method, path, jsonBody(t, v), "application/json")
 	}
 	var ses session
 	if code, b := do("POST", "/v1/sessions", map[string]any{}); code != http.StatusCreated || json.Unmarshal(b, &ses) != nil {

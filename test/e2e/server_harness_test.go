@@ -118,6 +118,12 @@ func startServerAs(t *testing.T, prefix []string, flags ...string) *apiServer {
 // call sends one request as key and returns the status and body.
 func (s *apiServer) call(t *testing.T, key, method, path string, body io.Reader, contentType string) (int, []byte) {
 	t.Helper()
+	return s.callWith(t, http.DefaultClient, key, method, path, body, contentType)
+}
+
+// callWith is call through client.
+func (s *apiServer) callWith(t *testing.T, client *http.Client, key, method, path string, body io.Reader, contentType string) (int, []byte) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, s.url+path, body)
@@ -130,7 +136,7 @@ func (s *apiServer) call(t *testing.T, key, method, path string, body io.Reader,
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -146,15 +152,7 @@ func (s *apiServer) call(t *testing.T, key, method, path string, body io.Reader,
 // a status other than want fails the test.
 func (s *apiServer) jsonCall(t *testing.T, key, method, path string, v any, want int, out any) {
 	t.Helper()
-	var body io.Reader
-	if v != nil {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body = bytes.NewReader(b)
-	}
-	code, b := s.call(t, key, method, path, body, "application/json")
+	code, b := s.call(t, key, method, path, jsonBody(t, v), "application/json")
 	if code != want {
 		t.Fatalf("%s %s = %d %s, want %d", method, path, code, b, want)
 	}
@@ -163,6 +161,19 @@ func (s *apiServer) jsonCall(t *testing.T, key, method, path string, v any, want
 			t.Fatalf("%s %s: answer %s: %v", method, path, b, err)
 		}
 	}
+}
+
+// jsonBody is v as a JSON request body, or nil for a nil v.
+func jsonBody(t *testing.T, v any) io.Reader {
+	t.Helper()
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.NewReader(b)
 }
 
 // session is the part of the Session object the tests read.

@@ -491,6 +491,13 @@ type Result struct {
 	// PeakMemoryBytes Highest memory use in bytes of the exec's processes; 0 where not measured (code run in an interpreter).
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 
+	// QueuedMS How long a session exec waited for its turn before it started, in
+	// milliseconds (not counted in `wall_time_ms`). Exec starts cost the
+	// host CPU no cgroup charges, so they are paced per session in
+	// proportion to its `cpus` (`warden serve --exec-pace`); a burst of
+	// a couple of hundred execs never waits. Always 0 for `/v1/run`.
+	QueuedMS float64 `json:"queued_ms,omitempty,omitzero"`
+
 	// Signal The signal that killed the program, such as `SIGKILL`; empty if none.
 	Signal string `json:"signal"`
 
