@@ -197,19 +197,26 @@ func (r *rawPipe) await(done func() bool, stop <-chan struct{}) error {
 	return nil
 }
 
-// close closes the descriptor, ending a wait in progress.
+// close closes the descriptor, ending a wait in progress. The waiting
+// duplicate is closed after mu is released: File.Close waits for the
+// wait on it to return, and a wait that the pipe just woke is about to
+// take mu for its next attempt (which then finds the pipe closed), so
+// closing it under mu would deadlock.
 func (r *rawPipe) close() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return
 	}
 	r.closed = true
-	if r.waiting != nil {
-		_ = r.waiting.Close()
-	}
+	waiting := r.waiting
 	// Closing a pipe's reading end frees it whatever close returns.
 	_ = unix.Close(r.fd)
+	r.mu.Unlock()
+	if waiting != nil {
+		// A second close of the duplicate (await's own) only says so.
+		_ = waiting.Close()
+	}
 }
 
 // devNull is /dev/null's descriptor, opened for writing once per process:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -136,5 +137,59 @@ func TestPacing(t *testing.T) {
 		if batch != tt.batch || pace != tt.pace {
 			t.Errorf("Pacing(%v) = %v, %v; want %v, %v", tt.cpus, batch, pace, tt.batch, tt.pace)
 		}
+	}
+}
+
+// TestCloseWhileWoken closes Pipes whose reader is waiting just as a write
+// wakes it, many times: Close must never wait on a wait that is itself
+// waiting for Close's lock (a deadlock seen once in a few dozen interpreter
+// shutdowns).
+func TestCloseWhileWoken(t *testing.T) {
+	const rounds = 2000
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for range rounds {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			p, err := New(r, nil, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			read := make(chan struct{})
+			go func() {
+				defer close(read)
+				b := make([]byte, 16)
+				for {
+					if _, err := p.Read(b); err != nil {
+						return
+					}
+				}
+			}()
+			waitParked(p)
+			go func() { _, _ = w.Write([]byte{'x'}) }()
+			p.Close()
+			<-read
+			w.Close()
+		}
+	}()
+	within(t, finished, "Pipes closed while their reader was woken")
+}
+
+// waitParked returns once p's reader waits in the poller, or after a
+// bounded number of looks.
+func waitParked(p *Pipe) {
+	for range 100000 {
+		p.raw.mu.Lock()
+		parked := p.raw.waiting != nil
+		p.raw.mu.Unlock()
+		if parked {
+			return
+		}
+		runtime.Gosched()
 	}
 }
