@@ -22,7 +22,9 @@ type Result struct {
 	WallTimeMS float64 `json:"wall_time_ms"`
 	// QueuedMS is how long a session exec waited for its turn under exec
 	// pacing before it started, in milliseconds (not in WallTimeMS).
-	QueuedMS float64 `json:"queued_ms"`
+	// It is left out when zero, as in every one-shot run's Result, whose
+	// fields are the CLI's contract.
+	QueuedMS float64 `json:"queued_ms,omitempty"`
 	// CPUTimeMS is the CPU time of every process of the sandbox.
 	CPUTimeMS float64 `json:"cpu_time_ms"`
 	// PeakMemoryBytes is the sandbox's highest memory use (cgroup peak, or

@@ -495,7 +495,8 @@ type Result struct {
 	// milliseconds (not counted in `wall_time_ms`). Exec starts cost the
 	// host CPU no cgroup charges, so they are paced per session in
 	// proportion to its `cpus` (`warden serve --exec-pace`); a burst of
-	// a couple of hundred execs never waits. Always 0 for `/v1/run`.
+	// a couple of hundred execs never waits. Left out when 0, as it
+	// always is for `/v1/run`.
 	QueuedMS float64 `json:"queued_ms,omitempty,omitzero"`
 
 	// Signal The signal that killed the program, such as `SIGKILL`; empty if none.
