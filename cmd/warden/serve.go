@@ -151,11 +151,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	logFit(log, notes)
+	// A state directory that cannot be used fails the start in one line,
+	// before anything is logged.
 	store, err := openState(o.stateDir)
 	if err != nil {
 		return err
 	}
+	logFit(log, notes)
 	sweepCgroups(log)
 	if store != nil {
 		defer store.Close()
