@@ -167,14 +167,17 @@ func (x *execPipes) close() {
 // CPU quota, which sets the pace (drain.Pacing).
 func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader, ended <-chan struct{}, cpus float64) (*sync.WaitGroup, error) {
 	var err error
-	if x.outPipe, err = drain.New(x.stdout, ended, cpus); err != nil {
-		return nil, err
-	}
+	// drain.New closes the file it is given, even when it fails.
+	x.outPipe, err = drain.New(x.stdout, ended, cpus)
 	x.stdout = nil
-	if x.errPipe, err = drain.New(x.stderr, ended, cpus); err != nil {
+	if err != nil {
 		return nil, err
 	}
+	x.errPipe, err = drain.New(x.stderr, ended, cpus)
 	x.stderr = nil
+	if err != nil {
+		return nil, err
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); out.Drain(x.outPipe) }()

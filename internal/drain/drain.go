@@ -16,6 +16,7 @@ package drain
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,9 @@ import (
 // could not be charged for at one-core rates (docs/architecture.md,
 // "Output").
 const (
-	// PipeSize is what New grows the pipe to, so a flood moves in large
-	// pieces; the pipe's pages are charged to the writer's memory cgroup.
+	// PipeSize is what a Pipe grows its pipe to on its first paced read
+	// or Discard, so a flood moves in large pieces. Only a flood needs it:
+	// every grown pipe counts against its user's fs.pipe-user-pages-soft.
 	PipeSize = 1 << 20
 	// Small is the read size under which a read counts as small.
 	Small = 4 << 10
@@ -74,6 +76,7 @@ type Pipe struct {
 	stop      chan struct{}
 	closing   sync.Once
 	timer     *time.Timer
+	grown     bool        // the pipe was grown (or failed to grow)
 	smalls    int         // small reads in a row, since the last Kick
 	fresh     atomic.Bool // Kick was called: smalls starts again
 	scratch   []byte
@@ -82,16 +85,16 @@ type Pipe struct {
 }
 
 // New takes over f, the host end of a pipe written by a sandbox given cpus
-// cores (zero: unknown): f is closed, and the Pipe reads the pipe until
-// Close. It grows the pipe to PipeSize. Waits end at once after done is
+// cores (zero: unknown): f is closed, whether New fails or not, and the
+// Pipe reads the pipe until Close. Waits end at once after done is
 // closed: close it when the writing program has ended. A nil done never
 // ends them.
 func New(f *os.File, done <-chan struct{}, cpus float64) (*Pipe, error) {
-	raw, err := newRawPipe(f)
+	batch, pace := Pacing(cpus)
+	raw, err := newRawPipe(f, pace)
 	if err != nil {
 		return nil, err
 	}
-	batch, pace := Pacing(cpus)
 	return &Pipe{raw: raw, done: done, batch: batch, pace: pace, kick: make(chan struct{}, 1), stop: make(chan struct{})}, nil
 }
 
@@ -131,6 +134,7 @@ func (p *Pipe) Read(b []byte) (int, error) {
 // ReadPaced reads into b after waiting up to the pace: for output the
 // caller throws away but must still look through.
 func (p *Pipe) ReadPaced(b []byte) (int, error) {
+	p.grow()
 	p.pause(p.pace)
 	return p.read(b)
 }
@@ -147,6 +151,7 @@ func (p *Pipe) ReadNow(b []byte) (int, error) {
 // copying it (splice to /dev/null where the system has it). It returns how
 // many bytes it threw away, and io.EOF at the pipe's end.
 func (p *Pipe) Discard() (int64, error) {
+	p.grow()
 	p.pause(p.pace)
 	n, err := p.raw.discard(p.stop)
 	if errors.Is(err, errors.ErrUnsupported) {
@@ -168,6 +173,26 @@ func (p *Pipe) Copied() int64 { return p.copied }
 
 // Discarded is how many bytes Discard threw away, copied or not.
 func (p *Pipe) Discarded() int64 { return p.discarded }
+
+// grow grows the pipe to PipeSize the first time it is read at the pace.
+// A pipe that cannot grow (its user is past fs.pipe-user-pages-soft, or
+// the system's pipe-max-size is lower) still works, its writer blocking
+// sooner at the same pace, so the failure is only logged, once per
+// process.
+func (p *Pipe) grow() {
+	if p.grown {
+		return
+	}
+	p.grown = true
+	if err := p.raw.grow(); err != nil {
+		growFailure.Do(func() {
+			slog.Warn("output of sandboxes past their limit drains slower", "err", err)
+		})
+	}
+}
+
+// growFailure logs the first pipe that could not grow.
+var growFailure sync.Once
 
 func (p *Pipe) read(b []byte) (int, error) {
 	n, err := p.raw.read(b, p.stop)

@@ -5,13 +5,17 @@ package drain
 import (
 	"errors"
 	"os"
+	"time"
 )
 
 // rawPipe reads through the os.File where pipes cannot be kept out of the
 // runtime's poller; only Linux runs sandboxes.
 type rawPipe struct{ f *os.File }
 
-func newRawPipe(f *os.File) (*rawPipe, error) { return &rawPipe{f: f}, nil }
+func newRawPipe(f *os.File, _ time.Duration) (*rawPipe, error) { return &rawPipe{f: f}, nil }
+
+// grow has nothing to do: the pipe keeps the system's size.
+func (r *rawPipe) grow() error { return nil }
 
 func (r *rawPipe) read(b []byte, _ <-chan struct{}) (int, error) { return r.f.Read(b) }
 

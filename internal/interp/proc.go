@@ -132,7 +132,8 @@ func cpuQuota(sp Spawner) float64 {
 }
 
 // startPumps starts the pumps of the interpreter's stdout and stderr; the
-// start of stderr goes to startErr until the driver is ready.
+// start of stderr goes to startErr until the driver is ready. It takes
+// over out and errOut: both are closed when it fails.
 func startPumps(out, errOut *os.File, startErr io.Writer, exited <-chan struct{}, cpus float64) (*pump, *pump, error) {
 	stdout, err := newPump(out, nil, exited, cpus)
 	if err != nil {

@@ -1,0 +1,145 @@
+package drain
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pipeSize is the size of the pipe p reads.
+func pipeSize(t *testing.T, p *Pipe) int {
+	t.Helper()
+	n, err := unix.FcntlInt(uintptr(p.raw.fd), unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestGrowsOnlyForFlood checks that a pipe keeps its size until it is
+// first read at the pace: each grown pipe counts against its user's
+// fs.pipe-user-pages-soft, so only a flood may grow one.
+func TestGrowsOnlyForFlood(t *testing.T) {
+	p, w := newTestPipe(t, nil)
+	if _, err := w.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Read(make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if got := pipeSize(t, p); got >= PipeSize {
+		t.Fatalf("after a plain read: pipe size %d, want less than %d", got, PipeSize)
+	}
+	if _, err := w.Write([]byte("flood\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if got := pipeSize(t, p); got != PipeSize {
+		t.Fatalf("after a discard: pipe size %d, want %d", got, PipeSize)
+	}
+}
+
+// exhaustDescriptors lowers the process's descriptor limit and fills it,
+// so that the next new descriptor fails with EMFILE; release undoes both.
+func exhaustDescriptors(t *testing.T) (release func()) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	var held []int
+	release = func() {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
+		held = nil
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+			t.Errorf("restoring the descriptor limit: %v", err)
+		}
+	}
+	probe, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(probe)
+	low := old
+	low.Cur = uint64(probe) + 64
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	for range 1 << 16 {
+		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.EMFILE) {
+			return release
+		}
+		if err != nil {
+			release()
+			t.Fatal(err)
+		}
+		held = append(held, fd)
+	}
+	release()
+	t.Fatal("the descriptor limit never ran out")
+	return nil
+}
+
+// TestNewClosesFileOnFailure checks that New closes the file it takes
+// over when it cannot: the pipe's writer then sees it has no reader.
+func TestNewClosesFileOnFailure(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	release := exhaustDescriptors(t)
+	_, err = New(r, nil, 0)
+	release()
+	if err == nil {
+		t.Fatal("New succeeded without a descriptor to spare")
+	}
+	if _, err := w.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("write after New failed: got %v, want EPIPE (the reading end closed)", err)
+	}
+}
+
+// TestWaitSurvivesDescriptorShortage checks that a read which cannot get
+// a duplicate to wait on (the process is out of descriptors) tries again
+// rather than fail: the reader must not end for good over a passing
+// shortage.
+func TestWaitSurvivesDescriptorShortage(t *testing.T) {
+	p, w := newTestPipe(t, nil)
+	release := exhaustDescriptors(t)
+	type result struct {
+		n   int
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		n, err := p.Read(make([]byte, 64))
+		got <- result{n, err}
+	}()
+	select {
+	case r := <-got:
+		release()
+		t.Fatalf("read during the shortage returned %d, %v; want it to wait", r.n, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if _, err := w.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil || r.n != 6 {
+			t.Fatalf("read after the shortage: got %d, %v; want 6, nil", r.n, r.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("after a minute: the read never saw the write")
+	}
+}
