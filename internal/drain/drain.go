@@ -5,9 +5,10 @@
 // cgroup is charged for. A Pipe bounds both: after a short read it waits a
 // moment so small writes gather in the pipe (Batch), and past what the
 // caller keeps it throws output away without copying it, at most once per
-// Pace (both stretched for a sandbox given less than a core), while the writer simply blocks on its full pipe, which costs
-// nothing. Every wait ends early once the writer's program has ended, so a
-// quick program's output is read at once.
+// Pace (both stretched for a sandbox given less than a core), while the
+// writer simply blocks on its full pipe, which costs nothing: a flood is
+// slowed to the pace. Every wait ends early once the writer's program has
+// ended, so a quick program's output is read at once.
 //
 // A Pipe waits for its pipe outside Go's network poller, which would wake
 // the process for every single write (see rawPipe on Linux): between two
@@ -95,7 +96,10 @@ func New(f *os.File, done <-chan struct{}, cpus float64) (*Pipe, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pipe{raw: raw, done: done, batch: batch, pace: pace, kick: make(chan struct{}, 1), stop: make(chan struct{})}, nil
+	return &Pipe{
+		raw: raw, done: done, batch: batch, pace: pace,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+	}, nil
 }
 
 // Close ends the Pipe: a read or wait in progress returns os.ErrClosed,
@@ -140,7 +144,8 @@ func (p *Pipe) ReadPaced(b []byte) (int, error) {
 }
 
 // ReadNow reads what the pipe holds now into b, without waiting: 0 bytes
-// when it is empty. Use it to take a large buffer only once there is data.
+// when it is empty (always, where the system has no read that cannot
+// wait). Use it to take a large buffer only once there is data.
 func (p *Pipe) ReadNow(b []byte) (int, error) {
 	n, err := p.raw.readNow(b)
 	p.copied += int64(n)
@@ -167,8 +172,8 @@ func (p *Pipe) Discard() (int64, error) {
 	return n, err
 }
 
-// Copied is how many bytes Read, ReadPaced and Discard copied into this
-// process: what the host paid to look at.
+// Copied is how many bytes Read, ReadPaced, ReadNow and Discard copied
+// into this process: what the host paid to look at.
 func (p *Pipe) Copied() int64 { return p.copied }
 
 // Discarded is how many bytes Discard threw away, copied or not.

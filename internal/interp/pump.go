@@ -10,13 +10,14 @@ import (
 )
 
 // pump reads one of the interpreter's output streams for the process's
-// whole life, so the interpreter never blocks on a full pipe, and hands
-// what it reads to the running Run's writer until that run's token shows
-// up in the stream. Output between runs (a background job still printing)
-// belongs to no run and is dropped. Output nobody keeps (between runs, or
-// once the run's writer is Full) is read only to find the token, in large
-// pieces at the sandbox's pace (drain.Pacing), so a flood costs the host little: the interpreter
-// waits on its full pipe instead.
+// whole life, so the interpreter never blocks for good on a full pipe,
+// and hands what it reads to the running Run's writer until that run's
+// token shows up in the stream. Output between runs (a background job
+// still printing) belongs to no run and is dropped. Output nobody keeps
+// (between runs, or once the run's writer is Full) is read only to find
+// the token, in large pieces at the sandbox's pace (drain.Pacing), so a
+// flood costs the host little: the interpreter waits on its full pipe
+// between reads.
 type pump struct {
 	pipe *drain.Pipe
 	eof  chan struct{} // closed when the stream ends
