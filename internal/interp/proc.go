@@ -94,7 +94,7 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	}
 	startErr := &limitedBuffer{limit: startupStderr}
 	exited := make(chan struct{})
-	stdout, stderr, err := startPumps(pairs[1].host, pairs[2].host, startErr, exited, cpuQuota(sp))
+	stdout, stderr, err := startPumps(pairs[1].host, pairs[2].host, startErr, exited, cfg.cpus)
 	if err != nil {
 		_ = process.Kill()
 		go func() { _, _ = process.Wait() }()
@@ -120,15 +120,6 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	}()
 	go readReplies(p.rep, maxReplyLine(cfg), p.replies, p.quit)
 	return p, nil
-}
-
-// cpuQuota is the CPU quota in cores of the sandbox sp spawns in, when it
-// says (a `CPUQuota() float64` method), or zero.
-func cpuQuota(sp Spawner) float64 {
-	if q, ok := sp.(interface{ CPUQuota() float64 }); ok {
-		return q.CPUQuota()
-	}
-	return 0
 }
 
 // startPumps starts the pumps of the interpreter's stdout and stderr; the
