@@ -164,7 +164,7 @@ func (x *execPipes) close() {
 
 // drain copies stdin in and both outputs out until their writers close;
 // ended is closed when the command has ended, and cpus is the session's
-// CPU quota, which sets the pace (drain.Pacing).
+// CPU quota, which sets the pace (see package drain).
 func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader, ended <-chan struct{}, cpus float64) (*sync.WaitGroup, error) {
 	var err error
 	// drain.New closes the file it is given, even when it fails.

@@ -3,9 +3,9 @@
 // output, or writes it one byte at a time, would otherwise make the host
 // copy every byte and wake for every write, on CPU that no sandbox's
 // cgroup is charged for. A Pipe bounds both: after a short read it waits a
-// moment so small writes gather in the pipe (Batch), and past what the
+// moment so small writes gather in the pipe (batchTime), and past what the
 // caller keeps it throws output away without copying it, at most once per
-// Pace (both stretched for a sandbox given less than a core), while the
+// paceTime (both stretched for a sandbox given less than a core), while the
 // writer simply blocks on its full pipe, which costs nothing: a flood is
 // slowed to the pace. Every wait ends early once the writer's program has
 // ended, so a quick program's output is read at once.
@@ -25,45 +25,45 @@ import (
 )
 
 // The pace, for a sandbox given at least one core. A sandbox given less
-// is paced in proportion (Pacing), so that what its output costs the host
+// is paced in proportion (pacing), so that what its output costs the host
 // stays a share of its own CPU quota: on the 2-core VM Warden was measured
 // on, one wake of a Go process from a timer cost 0.14 ms of CPU or more (a
 // bare 10 ms sleep loop used 13.5 ms a second), which a 0.1-core sandbox
 // could not be charged for at one-core rates (docs/architecture.md,
 // "Output").
 const (
-	// PipeSize is what a Pipe grows its pipe to on its first paced read
+	// pipeSize is what a Pipe grows its pipe to on its first paced read
 	// or Discard, so a flood moves in large pieces. Only a flood needs it:
 	// every grown pipe counts against its user's fs.pipe-user-pages-soft.
-	PipeSize = 1 << 20
-	// Small is the read size under which a read counts as small.
-	Small = 4 << 10
-	// Batch is how long a read waits after two small ones in a row, so
+	pipeSize = 1 << 20
+	// smallRead is the read size under which a read counts as small.
+	smallRead = 4 << 10
+	// batchTime is how long a read waits after two small ones in a row, so
 	// that a program writing a byte at a time wakes the host at most 200
 	// times a second rather than once per write. The first small read
 	// never waits, so a quick program's few lines (or an interpreter's
 	// end token right after them) are read at once; output of a program
 	// that writes little and often may arrive this late.
-	Batch = 5 * time.Millisecond
-	// Pace is the least time between two reads of output that is thrown
+	batchTime = 5 * time.Millisecond
+	// paceTime is the least time between two reads of output that is thrown
 	// away: a flood then costs the host 100 cheap system calls a second,
 	// whatever the program's CPU, and output past the limit drains at up
-	// to PipeSize per Pace (100 MiB/s) while the program runs.
-	Pace = 10 * time.Millisecond
+	// to pipeSize per paceTime (100 MiB/s) while the program runs.
+	paceTime = 10 * time.Millisecond
 	// maxSlowdown bounds the scaling for tiny quotas (0.05 cores and
 	// less), so that their output still drains at 5 MiB/s.
 	maxSlowdown = 20
 )
 
-// Pacing returns the Batch and Pace for a sandbox given cpus cores: the
+// pacing returns the batchTime and paceTime for a sandbox given cpus cores: the
 // constants at one core or more (or an unknown quota, zero), stretched by
 // 1/cpus below, up to maxSlowdown times.
-func Pacing(cpus float64) (batch, pace time.Duration) {
+func pacing(cpus float64) (batch, pace time.Duration) {
 	scale := 1.0
 	if cpus > 0 && cpus < 1 {
 		scale = min(1/cpus, maxSlowdown)
 	}
-	return time.Duration(float64(Batch) * scale), time.Duration(float64(Pace) * scale)
+	return time.Duration(float64(batchTime) * scale), time.Duration(float64(paceTime) * scale)
 }
 
 // Pipe is the host's reading end of one output pipe. Use it from one
@@ -91,7 +91,7 @@ type Pipe struct {
 // closed: close it when the writing program has ended. A nil done never
 // ends them.
 func New(f *os.File, done <-chan struct{}, cpus float64) (*Pipe, error) {
-	batch, pace := Pacing(cpus)
+	batch, pace := pacing(cpus)
 	raw, err := newRawPipe(f, pace)
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (p *Pipe) Kick() {
 }
 
 // Read reads into b as a file would (io.EOF at the end), first waiting up
-// to the batch time (Pacing) after two small reads in a row.
+// to the batch time (pacing) after two small reads in a row.
 func (p *Pipe) Read(b []byte) (int, error) {
 	if p.fresh.Swap(false) {
 		p.smalls = 0
@@ -135,18 +135,39 @@ func (p *Pipe) Read(b []byte) (int, error) {
 	return p.read(b)
 }
 
-// ReadPaced reads into b after waiting up to the pace: for output the
-// caller throws away but must still look through.
-func (p *Pipe) ReadPaced(b []byte) (int, error) {
+// Skim reads output the caller throws away but must still look through
+// (an interpreter's end token), at the pace: after waiting up to the pace
+// it reads into b, and, if that filled b, the rest of what the pipe holds
+// into a large buffer taken from a shared pool only for that read, so an
+// idle Pipe holds none. look sees each piece read and must not keep it.
+// Skim returns io.EOF at the pipe's end.
+func (p *Pipe) Skim(b []byte, look func([]byte)) error {
+	n, err := p.readPaced(b)
+	look(b[:n])
+	if err != nil || n < len(b) {
+		return err
+	}
+	big := skimBuffers.Get().(*[pipeSize]byte)
+	defer skimBuffers.Put(big)
+	n, err = p.readNow(big[:])
+	look(big[:n])
+	return err
+}
+
+// skimBuffers hold Skim's large reads, up to a full grown pipe.
+var skimBuffers = sync.Pool{New: func() any { return new([pipeSize]byte) }}
+
+// readPaced reads into b after waiting up to the pace.
+func (p *Pipe) readPaced(b []byte) (int, error) {
 	p.grow()
 	p.pause(p.pace)
 	return p.read(b)
 }
 
-// ReadNow reads what the pipe holds now into b, without waiting: 0 bytes
+// readNow reads what the pipe holds now into b, without waiting: 0 bytes
 // when it is empty (always, where the system has no read that cannot
-// wait). Use it to take a large buffer only once there is data.
-func (p *Pipe) ReadNow(b []byte) (int, error) {
+// wait).
+func (p *Pipe) readNow(b []byte) (int, error) {
 	n, err := p.raw.readNow(b)
 	p.copied += int64(n)
 	return n, err
@@ -172,14 +193,15 @@ func (p *Pipe) Discard() (int64, error) {
 	return n, err
 }
 
-// Copied is how many bytes Read, ReadPaced, ReadNow and Discard copied
-// into this process: what the host paid to look at.
+// Copied is how many bytes Read, Skim and Discard copied into this
+// process: what the host paid to look at. With Discarded it is the only
+// way a caller's tests can see that output past its limit is not copied.
 func (p *Pipe) Copied() int64 { return p.copied }
 
 // Discarded is how many bytes Discard threw away, copied or not.
 func (p *Pipe) Discarded() int64 { return p.discarded }
 
-// grow grows the pipe to PipeSize the first time it is read at the pace.
+// grow grows the pipe to pipeSize the first time it is read at the pace.
 // A pipe that cannot grow (its user is past fs.pipe-user-pages-soft, or
 // the system's pipe-max-size is lower) still works, its writer blocking
 // sooner at the same pace, so the failure is only logged, once per
@@ -202,7 +224,7 @@ var growFailure sync.Once
 func (p *Pipe) read(b []byte) (int, error) {
 	n, err := p.raw.read(b, p.stop)
 	p.copied += int64(n)
-	if n < Small {
+	if n < smallRead {
 		p.smalls++
 	} else {
 		p.smalls = 0

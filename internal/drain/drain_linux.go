@@ -42,7 +42,7 @@ func newRawPipe(f *os.File, retry time.Duration) (*rawPipe, error) {
 	return &rawPipe{fd: fd, retry: retry}, nil
 }
 
-// grow grows the pipe to PipeSize, so a flood moves in large pieces. It
+// grow grows the pipe to pipeSize, so a flood moves in large pieces. It
 // is done only for a flood: every grown pipe counts against its user's
 // fs.pipe-user-pages-soft, past which each new pipe of that user gets a
 // single page.
@@ -52,8 +52,8 @@ func (r *rawPipe) grow() error {
 	if r.closed {
 		return nil
 	}
-	if _, err := unix.FcntlInt(uintptr(r.fd), unix.F_SETPIPE_SZ, PipeSize); err != nil {
-		return fmt.Errorf("growing the output pipe to %d bytes: %w", PipeSize, err)
+	if _, err := unix.FcntlInt(uintptr(r.fd), unix.F_SETPIPE_SZ, pipeSize); err != nil {
+		return fmt.Errorf("growing the output pipe to %d bytes: %w", pipeSize, err)
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
 	var n int64
 	_, err = r.do(func(fd int) error {
 		var err error
-		n, err = unix.Splice(fd, nil, null, nil, PipeSize, unix.SPLICE_F_NONBLOCK)
+		n, err = unix.Splice(fd, nil, null, nil, pipeSize, unix.SPLICE_F_NONBLOCK)
 		return err
 	}, true, stop)
 	switch {

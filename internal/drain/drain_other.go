@@ -20,7 +20,7 @@ func (r *rawPipe) grow() error { return nil }
 func (r *rawPipe) read(b []byte, _ <-chan struct{}) (int, error) { return r.f.Read(b) }
 
 // readNow reads nothing: without a read that cannot wait it cannot tell
-// whether the pipe holds data, and ReadNow must not wait. The caller's
+// whether the pipe holds data, and readNow must not wait. The caller's
 // next read takes what is there.
 func (r *rawPipe) readNow([]byte) (int, error) { return 0, nil }
 

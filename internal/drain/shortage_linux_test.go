@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pipeSize is the size of the pipe p reads.
-func pipeSize(t *testing.T, p *Pipe) int {
+// sizeOf is the size of the pipe p reads.
+func sizeOf(t *testing.T, p *Pipe) int {
 	t.Helper()
 	n, err := unix.FcntlInt(uintptr(p.raw.fd), unix.F_GETPIPE_SZ, 0)
 	if err != nil {
@@ -31,8 +31,8 @@ func TestGrowsOnlyForFlood(t *testing.T) {
 	if _, err := p.Read(make([]byte, 64)); err != nil {
 		t.Fatal(err)
 	}
-	if got := pipeSize(t, p); got >= PipeSize {
-		t.Fatalf("after a plain read: pipe size %d, want less than %d", got, PipeSize)
+	if got := sizeOf(t, p); got >= pipeSize {
+		t.Fatalf("after a plain read: pipe size %d, want less than %d", got, pipeSize)
 	}
 	if _, err := w.Write([]byte("flood\n")); err != nil {
 		t.Fatal(err)
@@ -40,8 +40,8 @@ func TestGrowsOnlyForFlood(t *testing.T) {
 	if _, err := p.Discard(); err != nil {
 		t.Fatal(err)
 	}
-	if got := pipeSize(t, p); got != PipeSize {
-		t.Fatalf("after a discard: pipe size %d, want %d", got, PipeSize)
+	if got := sizeOf(t, p); got != pipeSize {
+		t.Fatalf("after a discard: pipe size %d, want %d", got, pipeSize)
 	}
 }
 

@@ -46,7 +46,7 @@ type Interpreter interface {
 	// broke); code that fails is a normal Outcome. A writer with a
 	// `Full() bool` method that reports true keeps no more: from then on
 	// that stream is read only to find the run's end, in large pieces at
-	// the sandbox's pace (drain.Pacing, for the quota WithCPUs gives), so
+	// the sandbox's pace (see package drain; the quota WithCPUs gives), so
 	// a flood costs the host little and the interpreter waits on its full
 	// pipe between reads.
 	Run(ctx context.Context, code string, stdout, stderr io.Writer) (Outcome, error)
@@ -154,7 +154,7 @@ func WithDir(dir string) Option {
 
 // WithCPUs gives the CPU quota in cores of the sandbox the interpreter
 // runs in, which sets the pace at which its output nobody keeps is read
-// (drain.Pacing): a sandbox given less than a core is read more slowly,
+// (see package drain): a sandbox given less than a core is read more slowly,
 // so what its floods cost the host stays a share of its quota. Zero or
 // less (the default) means unknown, paced as one core.
 func WithCPUs(cpus float64) Option {
