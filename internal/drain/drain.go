@@ -32,10 +32,14 @@ import (
 // could not be charged for at one-core rates (docs/architecture.md,
 // "Output").
 const (
-	// pipeSize is what a Pipe grows its pipe to on its first paced read
-	// or Discard, so a flood moves in large pieces. Only a flood needs it:
-	// every grown pipe counts against its user's fs.pipe-user-pages-soft.
+	// pipeSize is what a Pipe grows its pipe to once a paced read or
+	// Discard finds it full (floodRead), so a flood moves in large
+	// pieces. Only a flood needs it: every grown pipe counts against its
+	// user's fs.pipe-user-pages-soft, even an idle interpreter's.
 	pipeSize = 1 << 20
+	// floodRead is the size of a pipe that was never grown: a paced read
+	// or Discard that takes as much found the pipe full, a flood.
+	floodRead = 64 << 10
 	// smallRead is the read size under which a read counts as small.
 	smallRead = 4 << 10
 	// batchTime is how long a read waits after two small ones in a row, so
@@ -159,9 +163,10 @@ var skimBuffers = sync.Pool{New: func() any { return new([pipeSize]byte) }}
 
 // readPaced reads into b after waiting up to the pace.
 func (p *Pipe) readPaced(b []byte) (int, error) {
-	p.grow()
 	p.pause(p.pace)
-	return p.read(b)
+	n, err := p.read(b)
+	p.grow(int64(n))
+	return n, err
 }
 
 // readNow reads what the pipe holds now into b, without waiting: 0 bytes
@@ -177,7 +182,6 @@ func (p *Pipe) readNow(b []byte) (int, error) {
 // copying it (splice to /dev/null where the system has it). It returns how
 // many bytes it threw away, and io.EOF at the pipe's end.
 func (p *Pipe) Discard() (int64, error) {
-	p.grow()
 	p.pause(p.pace)
 	n, err := p.raw.discard(p.stop)
 	if errors.Is(err, errors.ErrUnsupported) {
@@ -189,6 +193,7 @@ func (p *Pipe) Discard() (int64, error) {
 		p.copied += int64(m)
 		n = int64(m)
 	}
+	p.grow(n)
 	p.discarded += n
 	return n, err
 }
@@ -201,13 +206,13 @@ func (p *Pipe) Copied() int64 { return p.copied }
 // Discarded is how many bytes Discard threw away, copied or not.
 func (p *Pipe) Discarded() int64 { return p.discarded }
 
-// grow grows the pipe to pipeSize the first time it is read at the pace.
-// A pipe that cannot grow (its user is past fs.pipe-user-pages-soft, or
-// the system's pipe-max-size is lower) still works, its writer blocking
-// sooner at the same pace, so the failure is only logged, once per
-// process.
-func (p *Pipe) grow() {
-	if p.grown {
+// grow grows the pipe to pipeSize the first time a paced read of n bytes
+// finds it full. A pipe that cannot grow (its user is past
+// fs.pipe-user-pages-soft, or the system's pipe-max-size is lower) still
+// works, its writer blocking sooner at the same pace, so the failure is
+// only logged, once per process.
+func (p *Pipe) grow(n int64) {
+	if p.grown || n < floodRead {
 		return
 	}
 	p.grown = true

@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"syscall"
@@ -20,30 +21,38 @@ func sizeOf(t *testing.T, p *Pipe) int {
 	return n
 }
 
-// TestGrowsOnlyForFlood checks that a pipe keeps its size until it is
-// first read at the pace: each grown pipe counts against its user's
-// fs.pipe-user-pages-soft, so only a flood may grow one.
+// TestGrowsOnlyForFlood checks that a pipe keeps its size until a paced
+// read or Discard finds it full: each grown pipe counts against its
+// user's fs.pipe-user-pages-soft, so only a flood may grow one, not a
+// short output past the limit nor an idle interpreter's skimmed stream.
 func TestGrowsOnlyForFlood(t *testing.T) {
 	p, w := newTestPipe(t, nil)
-	if _, err := w.Write([]byte("hello\n")); err != nil {
-		t.Fatal(err)
+	steps := []struct {
+		what string
+		n    int
+		read func() error
+		want func(int) bool
+	}{
+		{"a plain read", 6, func() error { _, err := p.Read(make([]byte, 64)); return err }, notGrown},
+		{"a short discard", 6, func() error { _, err := p.Discard(); return err }, notGrown},
+		{"a short skim", 6, func() error { return p.Skim(make([]byte, 64), func([]byte) {}) }, notGrown},
+		{"a discard of a full pipe", floodRead, func() error { _, err := p.Discard(); return err }, grown},
 	}
-	if _, err := p.Read(make([]byte, 64)); err != nil {
-		t.Fatal(err)
-	}
-	if got := sizeOf(t, p); got >= pipeSize {
-		t.Fatalf("after a plain read: pipe size %d, want less than %d", got, pipeSize)
-	}
-	if _, err := w.Write([]byte("flood\n")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Discard(); err != nil {
-		t.Fatal(err)
-	}
-	if got := sizeOf(t, p); got != pipeSize {
-		t.Fatalf("after a discard: pipe size %d, want %d", got, pipeSize)
+	for _, s := range steps {
+		if _, err := w.Write(bytes.Repeat([]byte{'x'}, s.n)); err != nil {
+			t.Fatalf("before %s: %v", s.what, err)
+		}
+		if err := s.read(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		if got := sizeOf(t, p); !s.want(got) {
+			t.Errorf("after %s: pipe size %d", s.what, got)
+		}
 	}
 }
+
+func notGrown(size int) bool { return size < pipeSize }
+func grown(size int) bool    { return size == pipeSize }
 
 // exhaustDescriptors lowers the process's descriptor limit and fills it,
 // so that the next new descriptor fails with EMFILE; release undoes both.
