@@ -49,8 +49,8 @@ const (
 	// end token right after them) are read at once; output of a program
 	// that writes little and often may arrive this late.
 	batchTime = 5 * time.Millisecond
-	// paceTime is the least time between two reads of output that is thrown
-	// away: a flood then costs the host 100 cheap system calls a second,
+	// paceTime is the least time between two reads of output that is
+	// thrown away: a flood then costs the host 100 cheap system calls a second,
 	// whatever the program's CPU, and output past the limit drains at up
 	// to pipeSize per paceTime (100 MiB/s) while the program runs.
 	paceTime = 10 * time.Millisecond
@@ -59,9 +59,9 @@ const (
 	maxSlowdown = 20
 )
 
-// pacing returns the batchTime and paceTime for a sandbox given cpus cores: the
-// constants at one core or more (or an unknown quota, zero), stretched by
-// 1/cpus below, up to maxSlowdown times.
+// pacing returns the batch and pace times for a sandbox given cpus cores:
+// the constants at one core or more (or an unknown quota, zero),
+// stretched by 1/cpus below, up to maxSlowdown times.
 func pacing(cpus float64) (batch, pace time.Duration) {
 	scale := 1.0
 	if cpus > 0 && cpus < 1 {
