@@ -164,17 +164,20 @@ func (x *execPipes) close() {
 
 // drain copies stdin in and both outputs out until their writers close;
 // ended is closed when the command has ended, and cpus is the session's
-// CPU quota, which sets the pace (drain.Pacing).
+// CPU quota, which sets the pace (see package drain).
 func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader, ended <-chan struct{}, cpus float64) (*sync.WaitGroup, error) {
 	var err error
-	if x.outPipe, err = drain.New(x.stdout, ended, cpus); err != nil {
-		return nil, err
-	}
+	// drain.New closes the file it is given, even when it fails.
+	x.outPipe, err = drain.New(x.stdout, ended, cpus)
 	x.stdout = nil
-	if x.errPipe, err = drain.New(x.stderr, ended, cpus); err != nil {
+	if err != nil {
 		return nil, err
 	}
+	x.errPipe, err = drain.New(x.stderr, ended, cpus)
 	x.stderr = nil
+	if err != nil {
+		return nil, err
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); out.Drain(x.outPipe) }()

@@ -436,10 +436,6 @@ func sendmsg(fd int, p, rights []byte) (int, error) {
 	}
 }
 
-// CPUQuota is the session's CPU quota in cores: interpreters read their
-// output at a pace that follows it (drain.Pacing).
-func (s *Session) CPUQuota() float64 { return s.f.Spec.Limits.CPUs }
-
 // Cgroup is the box's cgroup as its backend made it, or nil when the host
 // manages none it can divide.
 func (s *Session) Cgroup() cgroup.Cgroup { return s.f.Cgroup }

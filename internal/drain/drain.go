@@ -3,11 +3,12 @@
 // output, or writes it one byte at a time, would otherwise make the host
 // copy every byte and wake for every write, on CPU that no sandbox's
 // cgroup is charged for. A Pipe bounds both: after a short read it waits a
-// moment so small writes gather in the pipe (Batch), and past what the
+// moment so small writes gather in the pipe (batchTime), and past what the
 // caller keeps it throws output away without copying it, at most once per
-// Pace (both stretched for a sandbox given less than a core), while the writer simply blocks on its full pipe, which costs
-// nothing. Every wait ends early once the writer's program has ended, so a
-// quick program's output is read at once.
+// paceTime (both stretched for a sandbox given less than a core), while the
+// writer simply blocks on its full pipe, which costs nothing: a flood is
+// slowed to the pace. Every wait ends early once the writer's program has
+// ended, so a quick program's output is read at once.
 //
 // A Pipe waits for its pipe outside Go's network poller, which would wake
 // the process for every single write (see rawPipe on Linux): between two
@@ -16,6 +17,7 @@ package drain
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -23,44 +25,49 @@ import (
 )
 
 // The pace, for a sandbox given at least one core. A sandbox given less
-// is paced in proportion (Pacing), so that what its output costs the host
+// is paced in proportion (pacing), so that what its output costs the host
 // stays a share of its own CPU quota: on the 2-core VM Warden was measured
 // on, one wake of a Go process from a timer cost 0.14 ms of CPU or more (a
 // bare 10 ms sleep loop used 13.5 ms a second), which a 0.1-core sandbox
 // could not be charged for at one-core rates (docs/architecture.md,
 // "Output").
 const (
-	// PipeSize is what New grows the pipe to, so a flood moves in large
-	// pieces; the pipe's pages are charged to the writer's memory cgroup.
-	PipeSize = 1 << 20
-	// Small is the read size under which a read counts as small.
-	Small = 4 << 10
-	// Batch is how long a read waits after two small ones in a row, so
+	// pipeSize is what a Pipe grows its pipe to once a paced read or
+	// Discard finds it full (floodRead), so a flood moves in large
+	// pieces. Only a flood needs it: every grown pipe counts against its
+	// user's fs.pipe-user-pages-soft, even an idle interpreter's.
+	pipeSize = 1 << 20
+	// floodRead is the size of a pipe that was never grown: a paced read
+	// or Discard that takes as much found the pipe full, a flood.
+	floodRead = 64 << 10
+	// smallRead is the read size under which a read counts as small.
+	smallRead = 4 << 10
+	// batchTime is how long a read waits after two small ones in a row, so
 	// that a program writing a byte at a time wakes the host at most 200
 	// times a second rather than once per write. The first small read
 	// never waits, so a quick program's few lines (or an interpreter's
 	// end token right after them) are read at once; output of a program
 	// that writes little and often may arrive this late.
-	Batch = 5 * time.Millisecond
-	// Pace is the least time between two reads of output that is thrown
-	// away: a flood then costs the host 100 cheap system calls a second,
+	batchTime = 5 * time.Millisecond
+	// paceTime is the least time between two reads of output that is
+	// thrown away: a flood then costs the host 100 cheap system calls a second,
 	// whatever the program's CPU, and output past the limit drains at up
-	// to PipeSize per Pace (100 MiB/s) while the program runs.
-	Pace = 10 * time.Millisecond
+	// to pipeSize per paceTime (100 MiB/s) while the program runs.
+	paceTime = 10 * time.Millisecond
 	// maxSlowdown bounds the scaling for tiny quotas (0.05 cores and
 	// less), so that their output still drains at 5 MiB/s.
 	maxSlowdown = 20
 )
 
-// Pacing returns the Batch and Pace for a sandbox given cpus cores: the
-// constants at one core or more (or an unknown quota, zero), stretched by
-// 1/cpus below, up to maxSlowdown times.
-func Pacing(cpus float64) (batch, pace time.Duration) {
+// pacing returns the batch and pace times for a sandbox given cpus cores:
+// the constants at one core or more (or an unknown quota, zero),
+// stretched by 1/cpus below, up to maxSlowdown times.
+func pacing(cpus float64) (batch, pace time.Duration) {
 	scale := 1.0
 	if cpus > 0 && cpus < 1 {
 		scale = min(1/cpus, maxSlowdown)
 	}
-	return time.Duration(float64(Batch) * scale), time.Duration(float64(Pace) * scale)
+	return time.Duration(float64(batchTime) * scale), time.Duration(float64(paceTime) * scale)
 }
 
 // Pipe is the host's reading end of one output pipe. Use it from one
@@ -74,6 +81,7 @@ type Pipe struct {
 	stop      chan struct{}
 	closing   sync.Once
 	timer     *time.Timer
+	grown     bool        // the pipe was grown (or failed to grow)
 	smalls    int         // small reads in a row, since the last Kick
 	fresh     atomic.Bool // Kick was called: smalls starts again
 	scratch   []byte
@@ -82,17 +90,20 @@ type Pipe struct {
 }
 
 // New takes over f, the host end of a pipe written by a sandbox given cpus
-// cores (zero: unknown): f is closed, and the Pipe reads the pipe until
-// Close. It grows the pipe to PipeSize. Waits end at once after done is
+// cores (zero: unknown): f is closed, whether New fails or not, and the
+// Pipe reads the pipe until Close. Waits end at once after done is
 // closed: close it when the writing program has ended. A nil done never
 // ends them.
 func New(f *os.File, done <-chan struct{}, cpus float64) (*Pipe, error) {
-	raw, err := newRawPipe(f)
+	batch, pace := pacing(cpus)
+	raw, err := newRawPipe(f, pace)
 	if err != nil {
 		return nil, err
 	}
-	batch, pace := Pacing(cpus)
-	return &Pipe{raw: raw, done: done, batch: batch, pace: pace, kick: make(chan struct{}, 1), stop: make(chan struct{})}, nil
+	return &Pipe{
+		raw: raw, done: done, batch: batch, pace: pace,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+	}, nil
 }
 
 // Close ends the Pipe: a read or wait in progress returns os.ErrClosed,
@@ -117,7 +128,7 @@ func (p *Pipe) Kick() {
 }
 
 // Read reads into b as a file would (io.EOF at the end), first waiting up
-// to the batch time (Pacing) after two small reads in a row.
+// to the batch time (pacing) after two small reads in a row.
 func (p *Pipe) Read(b []byte) (int, error) {
 	if p.fresh.Swap(false) {
 		p.smalls = 0
@@ -128,16 +139,40 @@ func (p *Pipe) Read(b []byte) (int, error) {
 	return p.read(b)
 }
 
-// ReadPaced reads into b after waiting up to the pace: for output the
-// caller throws away but must still look through.
-func (p *Pipe) ReadPaced(b []byte) (int, error) {
-	p.pause(p.pace)
-	return p.read(b)
+// Skim reads output the caller throws away but must still look through
+// (an interpreter's end token), at the pace: after waiting up to the pace
+// it reads into b, and, if that filled b, the rest of what the pipe holds
+// into a large buffer taken from a shared pool only for that read, so an
+// idle Pipe holds none. look sees each piece read and must not keep it.
+// Skim returns io.EOF at the pipe's end.
+func (p *Pipe) Skim(b []byte, look func([]byte)) error {
+	n, err := p.readPaced(b)
+	look(b[:n])
+	if err != nil || n < len(b) {
+		return err
+	}
+	big := skimBuffers.Get().(*[pipeSize]byte)
+	defer skimBuffers.Put(big)
+	n, err = p.readNow(big[:])
+	look(big[:n])
+	return err
 }
 
-// ReadNow reads what the pipe holds now into b, without waiting: 0 bytes
-// when it is empty. Use it to take a large buffer only once there is data.
-func (p *Pipe) ReadNow(b []byte) (int, error) {
+// skimBuffers hold Skim's large reads, up to a full grown pipe.
+var skimBuffers = sync.Pool{New: func() any { return new([pipeSize]byte) }}
+
+// readPaced reads into b after waiting up to the pace.
+func (p *Pipe) readPaced(b []byte) (int, error) {
+	p.pause(p.pace)
+	n, err := p.read(b)
+	p.grow(int64(n))
+	return n, err
+}
+
+// readNow reads what the pipe holds now into b, without waiting: 0 bytes
+// when it is empty (always, where the system has no read that cannot
+// wait).
+func (p *Pipe) readNow(b []byte) (int, error) {
 	n, err := p.raw.readNow(b)
 	p.copied += int64(n)
 	return n, err
@@ -158,21 +193,43 @@ func (p *Pipe) Discard() (int64, error) {
 		p.copied += int64(m)
 		n = int64(m)
 	}
+	p.grow(n)
 	p.discarded += n
 	return n, err
 }
 
-// Copied is how many bytes Read, ReadPaced and Discard copied into this
-// process: what the host paid to look at.
+// Copied is how many bytes Read, Skim and Discard copied into this
+// process: what the host paid to look at. With Discarded it is the only
+// way a caller's tests can see that output past its limit is not copied.
 func (p *Pipe) Copied() int64 { return p.copied }
 
 // Discarded is how many bytes Discard threw away, copied or not.
 func (p *Pipe) Discarded() int64 { return p.discarded }
 
+// grow grows the pipe to pipeSize the first time a paced read of n bytes
+// finds it full. A pipe that cannot grow (its user is past
+// fs.pipe-user-pages-soft, or the system's pipe-max-size is lower) still
+// works, its writer blocking sooner at the same pace, so the failure is
+// only logged, once per process.
+func (p *Pipe) grow(n int64) {
+	if p.grown || n < floodRead {
+		return
+	}
+	p.grown = true
+	if err := p.raw.grow(); err != nil {
+		growFailure.Do(func() {
+			slog.Warn("output of sandboxes past their limit drains slower", "err", err)
+		})
+	}
+}
+
+// growFailure logs the first pipe that could not grow.
+var growFailure sync.Once
+
 func (p *Pipe) read(b []byte) (int, error) {
 	n, err := p.raw.read(b, p.stop)
 	p.copied += int64(n)
-	if n < Small {
+	if n < smallRead {
 		p.smalls++
 	} else {
 		p.smalls = 0

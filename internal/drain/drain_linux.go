@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,22 +25,37 @@ type rawPipe struct {
 	fd      int
 	waiting *os.File // the pollable duplicate a read waits on, if any
 	closed  bool
+	retry   time.Duration // the wait before another try at a duplicate
 }
 
-// newRawPipe duplicates f's descriptor, closes f (which takes it out of
-// Go's poller), and grows the pipe to PipeSize.
-func newRawPipe(f *os.File) (*rawPipe, error) {
+// newRawPipe duplicates f's descriptor and closes f (which takes it out
+// of Go's poller), on failure too. A wait whose duplicate the system
+// refuses for want of descriptors tries again after retry.
+func newRawPipe(f *os.File, retry time.Duration) (*rawPipe, error) {
 	fd, err := dupOf(f)
+	// f's own descriptor goes; the duplicate shares its non-blocking
+	// open file description. A pipe's close has nothing to report.
+	_ = f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("taking over the output pipe: %w", err)
 	}
-	// f's own descriptor goes; the duplicate shares its non-blocking
-	// open file description. f's close cannot fail but for a bug.
-	_ = f.Close()
-	// A pipe that cannot grow (the system's pipe limits) still works: its
-	// writer blocks sooner, at the same pace.
-	_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, PipeSize)
-	return &rawPipe{fd: fd}, nil
+	return &rawPipe{fd: fd, retry: retry}, nil
+}
+
+// grow grows the pipe to pipeSize, so a flood moves in large pieces. It
+// is done only for a flood: every grown pipe counts against its user's
+// fs.pipe-user-pages-soft, past which each new pipe of that user gets a
+// single page.
+func (r *rawPipe) grow() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	if _, err := unix.FcntlInt(uintptr(r.fd), unix.F_SETPIPE_SZ, pipeSize); err != nil {
+		return fmt.Errorf("growing the output pipe to %d bytes: %w", pipeSize, err)
+	}
+	return nil
 }
 
 // dupOf duplicates f's descriptor, close-on-exec.
@@ -100,7 +116,7 @@ func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
 	var n int64
 	_, err = r.do(func(fd int) error {
 		var err error
-		n, err = unix.Splice(fd, nil, null, nil, PipeSize, unix.SPLICE_F_NONBLOCK)
+		n, err = unix.Splice(fd, nil, null, nil, pipeSize, unix.SPLICE_F_NONBLOCK)
 		return err
 	}, true, stop)
 	switch {
@@ -160,20 +176,10 @@ func (r *rawPipe) try(op func(fd int) error) (bool, error) {
 // make the attempt itself: the poller forgets readiness that arrives
 // before its wait begins, so only a failed attempt proves it must wait.
 func (r *rawPipe) await(done func() bool, stop <-chan struct{}) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return os.ErrClosed
-	}
-	fd, err := unix.FcntlInt(uintptr(r.fd), unix.F_DUPFD_CLOEXEC, 0)
+	f, err := r.duplicate(stop)
 	if err != nil {
-		r.mu.Unlock()
-		return fmt.Errorf("waiting for output: %w", err)
+		return err
 	}
-	// The description is non-blocking, so the new File joins the poller.
-	f := os.NewFile(uintptr(fd), "output pipe")
-	r.waiting = f
-	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.waiting = nil
@@ -195,6 +201,45 @@ func (r *rawPipe) await(done func() bool, stop <-chan struct{}) error {
 		return fmt.Errorf("waiting for output: %w", err)
 	}
 	return nil
+}
+
+// duplicate returns a pollable duplicate of the descriptor, recorded as
+// the one a read waits on. While the process or the system is out of
+// descriptors it tries again every retry until stop is closed, rather
+// than end the reading for good over a passing shortage: meanwhile the
+// writer waits on its full pipe, as it would at the pace.
+func (r *rawPipe) duplicate(stop <-chan struct{}) (*os.File, error) {
+	var timer *time.Timer
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, os.ErrClosed
+		}
+		fd, err := unix.FcntlInt(uintptr(r.fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err == nil {
+			// The description is non-blocking, so the File joins the poller.
+			f := os.NewFile(uintptr(fd), "output pipe")
+			r.waiting = f
+			r.mu.Unlock()
+			return f, nil
+		}
+		r.mu.Unlock()
+		if err != unix.EMFILE && err != unix.ENFILE {
+			return nil, fmt.Errorf("waiting for output: %w", err)
+		}
+		if timer == nil {
+			timer = time.NewTimer(r.retry)
+			defer timer.Stop()
+		} else {
+			timer.Reset(r.retry)
+		}
+		select {
+		case <-timer.C:
+		case <-stop:
+			return nil, os.ErrClosed
+		}
+	}
 }
 
 // close closes the descriptor, ending a wait in progress. The waiting
@@ -219,8 +264,26 @@ func (r *rawPipe) close() {
 	}
 }
 
-// devNull is /dev/null's descriptor, opened for writing once per process:
-// the target of every splice.
-var devNull = sync.OnceValues(func() (int, error) {
-	return unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-})
+// null is /dev/null's descriptor, opened for writing once per process:
+// the target of every splice. Only a success is kept, so that a passing
+// shortage of descriptors does not disable splicing for good.
+var null struct {
+	mu     sync.Mutex
+	fd     int
+	opened bool
+}
+
+// devNull returns null's descriptor, opening it if it is not yet open.
+func devNull() (int, error) {
+	null.mu.Lock()
+	defer null.mu.Unlock()
+	if null.opened {
+		return null.fd, nil
+	}
+	fd, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	null.fd, null.opened = fd, true
+	return fd, nil
+}

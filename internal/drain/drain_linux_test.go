@@ -125,17 +125,17 @@ func TestPacing(t *testing.T) {
 		cpus        float64
 		batch, pace time.Duration
 	}{
-		{0, Batch, Pace},
-		{1, Batch, Pace},
-		{4, Batch, Pace},
-		{0.5, 2 * Batch, 2 * Pace},
-		{0.1, 10 * Batch, 10 * Pace},
-		{0.01, maxSlowdown * Batch, maxSlowdown * Pace},
+		{0, batchTime, paceTime},
+		{1, batchTime, paceTime},
+		{4, batchTime, paceTime},
+		{0.5, 2 * batchTime, 2 * paceTime},
+		{0.1, 10 * batchTime, 10 * paceTime},
+		{0.01, maxSlowdown * batchTime, maxSlowdown * paceTime},
 	}
 	for _, tt := range tests {
-		batch, pace := Pacing(tt.cpus)
+		batch, pace := pacing(tt.cpus)
 		if batch != tt.batch || pace != tt.pace {
-			t.Errorf("Pacing(%v) = %v, %v; want %v, %v", tt.cpus, batch, pace, tt.batch, tt.pace)
+			t.Errorf("pacing(%v) = %v, %v; want %v, %v", tt.cpus, batch, pace, tt.batch, tt.pace)
 		}
 	}
 }
@@ -191,5 +191,43 @@ func waitParked(p *Pipe) {
 			return
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestSkimSeesEveryByte floods a pipe and skims it to its end: look must
+// see every byte once, in order, whatever the pieces.
+func TestSkimSeesEveryByte(t *testing.T) {
+	const total = 3 << 20
+	p, w := newTestPipe(t, nil)
+	go func() {
+		defer w.Close()
+		b := make([]byte, 256<<10)
+		for off := 0; off < total; off += len(b) {
+			for i := range b {
+				b[i] = byte((off + i) % 251)
+			}
+			if _, err := w.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	seen, bad := 0, -1
+	look := func(b []byte) {
+		for i, c := range b {
+			if bad < 0 && c != byte((seen+i)%251) {
+				bad = seen + i
+			}
+		}
+		seen += len(b)
+	}
+	buf := make([]byte, 64<<10)
+	var err error
+	for range total {
+		if err = p.Skim(buf, look); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, io.EOF) || seen != total || bad >= 0 {
+		t.Errorf("skimmed %d bytes (first wrong at %d) ending in %v, want %d, none wrong and EOF", seen, bad, err, total)
 	}
 }

@@ -46,9 +46,9 @@ type Interpreter interface {
 	// broke); code that fails is a normal Outcome. A writer with a
 	// `Full() bool` method that reports true keeps no more: from then on
 	// that stream is read only to find the run's end, in large pieces at
-	// the sandbox's pace (drain.Pacing, for the quota of a Spawner with a
-	// `CPUQuota() float64` method), so a flood costs the host little and
-	// the interpreter waits on its full pipe.
+	// the sandbox's pace (see package drain; the quota WithCPUs gives), so
+	// a flood costs the host little and the interpreter waits on its full
+	// pipe between reads.
 	Run(ctx context.Context, code string, stdout, stderr io.Writer) (Outcome, error)
 	// Close kills the interpreter and everything it started. Runs after
 	// Close fail with ErrClosed.
@@ -109,6 +109,7 @@ type config struct {
 	maxTotalOutput int
 	maxValue       int
 	dir            string
+	cpus           float64
 }
 
 // Option changes how New builds an Interpreter.
@@ -149,6 +150,15 @@ func WithMaxValueBytes(n int) Option {
 // empty (the default) means the spawner's default, /workspace.
 func WithDir(dir string) Option {
 	return func(c *config) { c.dir = dir }
+}
+
+// WithCPUs gives the CPU quota in cores of the sandbox the interpreter
+// runs in, which sets the pace at which its output nobody keeps is read
+// (see package drain): a sandbox given less than a core is read more slowly,
+// so what its floods cost the host stays a share of its quota. Zero or
+// less (the default) means unknown, paced as one core.
+func WithCPUs(cpus float64) Option {
+	return func(c *config) { c.cpus = max(cpus, 0) }
 }
 
 // languages maps each supported language to its driver.

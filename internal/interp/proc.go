@@ -94,7 +94,7 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	}
 	startErr := &limitedBuffer{limit: startupStderr}
 	exited := make(chan struct{})
-	stdout, stderr, err := startPumps(pairs[1].host, pairs[2].host, startErr, exited, cpuQuota(sp))
+	stdout, stderr, err := startPumps(pairs[1].host, pairs[2].host, startErr, exited, cfg.cpus)
 	if err != nil {
 		_ = process.Kill()
 		go func() { _, _ = process.Wait() }()
@@ -122,17 +122,9 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	return p, nil
 }
 
-// cpuQuota is the CPU quota in cores of the sandbox sp spawns in, when it
-// says (a `CPUQuota() float64` method), or zero.
-func cpuQuota(sp Spawner) float64 {
-	if q, ok := sp.(interface{ CPUQuota() float64 }); ok {
-		return q.CPUQuota()
-	}
-	return 0
-}
-
 // startPumps starts the pumps of the interpreter's stdout and stderr; the
-// start of stderr goes to startErr until the driver is ready.
+// start of stderr goes to startErr until the driver is ready. It takes
+// over out and errOut: both are closed when it fails.
 func startPumps(out, errOut *os.File, startErr io.Writer, exited <-chan struct{}, cpus float64) (*pump, *pump, error) {
 	stdout, err := newPump(out, nil, exited, cpus)
 	if err != nil {

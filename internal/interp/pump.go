@@ -10,18 +10,21 @@ import (
 )
 
 // pump reads one of the interpreter's output streams for the process's
-// whole life, so the interpreter never blocks on a full pipe, and hands
-// what it reads to the running Run's writer until that run's token shows
-// up in the stream. Output between runs (a background job still printing)
-// belongs to no run and is dropped. Output nobody keeps (between runs, or
-// once the run's writer is Full) is read only to find the token, in large
-// pieces at the sandbox's pace (drain.Pacing), so a flood costs the host little: the interpreter
-// waits on its full pipe instead.
+// whole life, so the interpreter never blocks for good on a full pipe,
+// and hands what it reads to the running Run's writer until that run's
+// token shows up in the stream. Output between runs (a background job
+// still printing) belongs to no run and is dropped. Output nobody keeps
+// (between runs, or once the run's writer is Full) is read only to find
+// the token, in large pieces at the sandbox's pace (see package drain), so a
+// flood costs the host little: the interpreter waits on its full pipe
+// between reads.
 type pump struct {
 	pipe *drain.Pipe
 	eof  chan struct{} // closed when the stream ends
 	// readKeeping counts the bytes read while a sink kept them, the rest
-	// having been read at the pace: the run goroutine's alone.
+	// having been skimmed at the pace: the run goroutine's alone. It is
+	// kept for the tests, the only way they can see that a pump past a
+	// full sink reads at the pace.
 	readKeeping int64
 
 	mu    sync.Mutex
@@ -33,11 +36,6 @@ type pump struct {
 
 // pumpChunk is the most one read of kept output takes.
 const pumpChunk = 64 << 10
-
-// pacedBuffers hold the large reads of output nobody keeps; they are
-// shared and taken only when there is data, so an idle interpreter holds
-// none.
-var pacedBuffers = sync.Pool{New: func() any { return new([drain.PipeSize]byte) }}
 
 // newPump starts reading r, which it takes over (see drain.New); close
 // the pump to end it. What it reads before the first arm goes to sink; a
@@ -67,7 +65,7 @@ func (p *pump) run() {
 			p.readKeeping += int64(n)
 			p.feed(buf[:n])
 		} else {
-			err = p.readPaced(buf)
+			err = p.pipe.Skim(buf, p.feed)
 		}
 		if err != nil {
 			p.mu.Lock()
@@ -77,22 +75,6 @@ func (p *pump) run() {
 			return
 		}
 	}
-}
-
-// readPaced reads output nobody keeps at the pace: a first piece into
-// buf, which waits for data, then, if there is more, the rest of what the
-// pipe holds into a large buffer taken only for that read.
-func (p *pump) readPaced(buf []byte) error {
-	n, err := p.pipe.ReadPaced(buf)
-	p.feed(buf[:n])
-	if err != nil || n < len(buf) {
-		return err
-	}
-	big := pacedBuffers.Get().(*[drain.PipeSize]byte)
-	defer pacedBuffers.Put(big)
-	n, err = p.pipe.ReadNow(big[:])
-	p.feed(big[:n])
-	return err
 }
 
 // keeping says whether anyone keeps what the stream holds now: a sink that

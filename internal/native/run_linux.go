@@ -432,17 +432,18 @@ func (b *box) drain(ended <-chan struct{}) (*agent.Capture, *agent.Capture, *syn
 	limit := b.spec.Limits.OutputBytes
 	out := agent.NewCapture(limit, b.stdio.Stdout)
 	errOut := agent.NewCapture(limit, b.stdio.Stderr)
+	// drain.New closes the file it is given, even when it fails.
 	outPipe, err := drain.New(b.stdout, ended, b.spec.Limits.CPUs)
+	b.stdout = nil
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	b.stdout = nil
 	errPipe, err := drain.New(b.stderr, ended, b.spec.Limits.CPUs)
+	b.stderr = nil
 	if err != nil {
 		outPipe.Close()
 		return nil, nil, nil, err
 	}
-	b.stderr = nil
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); defer outPipe.Close(); out.Drain(outPipe) }()

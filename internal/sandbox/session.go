@@ -231,7 +231,7 @@ func (s *session) interpreter(language string) (interp.Interpreter, error) {
 	if in, ok := s.interps[language]; ok {
 		return in, nil
 	}
-	in, err := interp.New(language, s.box, s.box.Env())
+	in, err := interp.New(language, s.box, s.box.Env(), interp.WithCPUs(s.spec.Limits.CPUs))
 	switch {
 	case errors.Is(err, interp.ErrUnknownLanguage):
 		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)

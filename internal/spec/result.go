@@ -15,7 +15,8 @@ type Result struct {
 	Stdout string `json:"stdout"`
 	Stderr string `json:"stderr"`
 	// StdoutTruncated and StderrTruncated say that output went past the
-	// limit; the rest was read and discarded so the program never blocked.
+	// limit; the rest was discarded at a bounded pace (see package drain), so
+	// the program ran on, slowed to that pace while it flooded.
 	StdoutTruncated bool `json:"stdout_truncated"`
 	StderrTruncated bool `json:"stderr_truncated"`
 	// WallTimeMS is the run's elapsed time in milliseconds.

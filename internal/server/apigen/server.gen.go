@@ -368,7 +368,7 @@ type Limits struct {
 	// OpenFiles Open file descriptors per process (RLIMIT_NOFILE).
 	OpenFiles int `json:"open_files,omitempty,omitzero"`
 
-	// OutputBytes How many bytes of each of stdout and stderr an exec keeps, in its Result and its stream alike; the rest is discarded without being sent, at a bounded pace, so the program runs on and ends at its own time.
+	// OutputBytes How many bytes of each of stdout and stderr an exec keeps, in its Result and its stream alike; the rest is discarded without being sent, at a bounded pace of up to 100 MiB/s per stream (times `cpus` below one core, at least 5 MiB/s). A program writing much more than this is slowed to that rate while it writes, and may reach its timeout.
 	OutputBytes int64 `json:"output_bytes,omitempty,omitzero"`
 
 	// Pids Maximum number of processes and threads at once (stops fork bombs).
