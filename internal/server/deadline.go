@@ -132,23 +132,25 @@ func (p *pacedBody) Close() error { return p.r.Close() }
 // goroutine and what it holds (an open file) forever, while a long
 // answer goes on as long as the client reads. An answer given before the
 // request's body was read to its end (a 401, a 404, a 413, a handler that
-// takes no body) closes the connection and reads on for at most
-// answerLinger: net/http would otherwise first read and drop up to
-// 256 KiB of the body for as long as BodyReadTimeout lets it, with the
-// connection busy all along.
+// takes no body) lets net/http read on for at most answerLinger: it first
+// reads and drops up to 256 KiB of the body, for as long as
+// BodyReadTimeout would let it, with the connection busy all along. A
+// body that stalls then closes the connection; one that goes on past
+// 256 KiB makes net/http close it gently (the answer first, then a
+// pause), so a client still sending reads its answer rather than a reset.
+// (Saying Connection: close would skip that read, and the close would
+// reset a socket that still holds the client's data, answer and all.)
 func (r *recorder) answering() {
 	if r.body != nil && !r.body.ended {
-		r.Header().Set("Connection", "close")
 		r.s.setReadDeadline(r.ResponseWriter, r.now().Add(answerLinger))
 	}
 	r.renew()
 }
 
 // answerLinger is how long the rest of a body is still read after its
-// answer went out before it ended (a 413 to an oversized upload, a 401):
-// long enough for a client still sending to read its answer rather than
-// meet a reset from a socket closed under its data, short enough that a
-// stranger's unread body holds a connection for about a second.
+// answer went out before it ended: long enough for a client still sending
+// to read its answer, short enough that an unread body holds a connection
+// for about a second.
 const answerLinger = time.Second
 
 // renew moves the write deadline to the write timeout from now.
