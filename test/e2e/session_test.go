@@ -268,29 +268,9 @@ func TestSessionStream(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("stream = %d %s, want 200", code, b)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	var stdout, stderr string
-	for i, line := range lines {
-		var e struct {
-			Type   string       `json:"type"`
-			Data   string       `json:"data"`
-			Result *spec.Result `json:"result"`
-		}
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("line %d %q: %v", i, line, err)
-		}
-		switch {
-		case e.Type == "stdout":
-			stdout += e.Data
-		case e.Type == "stderr":
-			stderr += e.Data
-		case e.Type == "result" && i == len(lines)-1:
-			if e.Result == nil || e.Result.Stdout != "one\nthree\n" {
-				t.Errorf("result event = %+v, want the whole stdout", e.Result)
-			}
-		default:
-			t.Errorf("line %d: unexpected event %q", i, line)
-		}
+	stdout, stderr, r := streamEvents(t, b)
+	if r.Stdout != "one\nthree\n" {
+		t.Errorf("result event = %+v, want the whole stdout", r)
 	}
 	if stdout != "one\nthree\n" || stderr != "two\n" {
 		t.Errorf("streamed stdout %q stderr %q, want one/three and two", stdout, stderr)
