@@ -149,7 +149,7 @@ func TestCreateV1Fake(t *testing.T) {
 		"pids/warden/1-x/pids.max":                          "32",
 		"cpu/warden/1-x/cpu.cfs_period_us":                  "", // a new cgroup's is the default
 		"cpu/warden/1-x/cpu.cfs_quota_us":                   "150000",
-		"cpu/warden/1-x/cpu.shares":                         "1536",
+		"cpu/warden/1-x/cpu.shares":                         "", // 1.5 CPUs weigh the default
 	}
 	var files []string
 	for f := range want {
@@ -379,7 +379,7 @@ func TestCreateV2Fake(t *testing.T) {
 			if c.Path() != dir {
 				t.Errorf("Path() = %q, want %q", c.Path(), dir)
 			}
-			want := map[string]string{"memory.max": "67108864", "pids.max": "32", "cpu.max": "150000 100000", "cpu.weight": "150"}
+			want := map[string]string{"memory.max": "67108864", "pids.max": "32", "cpu.max": "150000 100000", "cpu.weight": ""}
 			got := map[string]string{}
 			for f := range want {
 				got[f] = readTrim(t, filepath.Join(dir, f))

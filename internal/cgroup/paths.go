@@ -98,22 +98,21 @@ func cfsQuota(cpus float64) (int64, error) {
 
 // cpuWeight is the scheduling weight of a sandbox with a CPU limit of
 // cpus, in the kernel's units where one CPU's worth is unit (v1
-// cpu.shares 1024, v2 cpu.weight 100), within [lo, hi]: proportional to
-// its quota, as Kubernetes derives cpu.shares from a pod's CPU request.
-// The quota caps what a sandbox may use; the weight says who runs first
-// while capped sandboxes contend, so twelve neighbours capped at 0.1 CPU
-// each weigh 1.2 CPUs against one sandbox of a whole CPU rather than
-// twelve to one. Zero means leave the kernel's default: no limit, or a
-// weight equal to the default, which spares a write per sandbox.
-func cpuWeight(cpus float64, unit, lo, hi int64) int64 {
-	if cpus <= 0 || math.IsNaN(cpus) || math.IsInf(cpus, 0) {
+// cpu.shares 1024, v2 cpu.weight 100), at least lo: proportional to its
+// quota below one CPU, and the default at one CPU or more. The quota caps
+// what a sandbox may use; the weight says who runs first while capped
+// sandboxes contend, so twelve neighbours capped at 0.1 CPU each weigh
+// 1.2 CPUs against one sandbox of a whole CPU rather than twelve to one.
+// It never rises above the default: a quota is whatever a tenant asks for
+// under the ceiling, admitted against no one's capacity, so a sandbox
+// asking for sixteen CPUs must not outweigh its neighbours sixteen to one.
+// Zero means leave the kernel's default: no limit, or one CPU or more,
+// which also spares a write per sandbox.
+func cpuWeight(cpus float64, unit, lo int64) int64 {
+	if cpus <= 0 || cpus >= 1 || math.IsNaN(cpus) {
 		return 0
 	}
-	w := min(max(int64(math.Round(cpus*float64(unit))), lo), hi)
-	if w == unit {
-		return 0
-	}
-	return w
+	return max(int64(math.Round(cpus*float64(unit))), lo)
 }
 
 // required returns the controllers a sandbox's limits depend on.

@@ -242,26 +242,27 @@ func TestControllerError(t *testing.T) {
 
 func TestCPUWeight(t *testing.T) {
 	tests := []struct {
-		cpus         float64
-		unit, lo, hi int64
-		want         int64
+		cpus     float64
+		unit, lo int64
+		want     int64
 	}{
-		{0, 1024, 2, 262144, 0},
-		{-1, 1024, 2, 262144, 0},
-		{math.NaN(), 1024, 2, 262144, 0},
-		{1, 1024, 2, 262144, 0}, // the default: nothing to write
-		{0.1, 1024, 2, 262144, 102},
-		{0.001, 1024, 2, 262144, 2},
-		{1.5, 1024, 2, 262144, 1536},
-		{1024, 1024, 2, 262144, 262144},
-		{0.1, 100, 1, 10000, 10},
-		{0.001, 100, 1, 10000, 1},
-		{1, 100, 1, 10000, 0},
-		{200, 100, 1, 10000, 10000},
+		{0, 1024, 2, 0},
+		{-1, 1024, 2, 0},
+		{math.NaN(), 1024, 2, 0},
+		{1, 1024, 2, 0}, // the default: nothing to write
+		{0.1, 1024, 2, 102},
+		{0.5, 1024, 2, 512},
+		{0.001, 1024, 2, 2},
+		{1.5, 1024, 2, 0}, // never above the default
+		{1024, 1024, 2, 0},
+		{0.1, 100, 1, 10},
+		{0.001, 100, 1, 1},
+		{1, 100, 1, 0},
+		{200, 100, 1, 0},
 	}
 	for _, tt := range tests {
-		if got := cpuWeight(tt.cpus, tt.unit, tt.lo, tt.hi); got != tt.want {
-			t.Errorf("cpuWeight(%v, %d, %d, %d) = %d, want %d", tt.cpus, tt.unit, tt.lo, tt.hi, got, tt.want)
+		if got := cpuWeight(tt.cpus, tt.unit, tt.lo); got != tt.want {
+			t.Errorf("cpuWeight(%v, %d, %d) = %d, want %d", tt.cpus, tt.unit, tt.lo, got, tt.want)
 		}
 	}
 }

@@ -228,7 +228,7 @@ func (lay *v1Layout) setLimits(c *v1Cgroup, l Limits) error {
 			return err
 		}
 	}
-	if w := cpuWeight(l.CPUs, 1024, 2, 262144); w > 0 {
+	if w := cpuWeight(l.CPUs, 1024, 2); w > 0 {
 		if err := writeControl(ctlCPU, c.byCtl[ctlCPU], "cpu.shares", itoa(w)); err != nil {
 			return err
 		}

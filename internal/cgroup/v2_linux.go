@@ -344,7 +344,7 @@ func (lay *v2Layout) setLimits(dir string, l Limits) error {
 			return err
 		}
 	}
-	if w := cpuWeight(l.CPUs, 100, 1, 10000); w > 0 {
+	if w := cpuWeight(l.CPUs, 100, 1); w > 0 {
 		if err := writeControl(ctlCPU, dir, "cpu.weight", itoa(w)); err != nil {
 			return err
 		}

@@ -15,8 +15,8 @@ import (
 //
 // It also bounds the answer's connection (see answering): every write of
 // an answer moves the write deadline to the write timeout from then, and
-// an answer given before the request's body was read closes the
-// connection at once.
+// an answer given before the request's body was read lets the rest of the
+// body be read for at most a second (answerLinger).
 type recorder struct {
 	http.ResponseWriter
 	status  int
