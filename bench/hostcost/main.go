@@ -23,6 +23,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -40,6 +41,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/bench/wardenserve"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
@@ -252,31 +254,11 @@ func (a *api) post(path string, body any) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
-// call sends method with body as JSON and decodes the answer into out.
+// call sends method with body as JSON and decodes the answer into out,
+// through the benchmarks' shared client.
 func (a *api) call(method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, a.url+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	c := wardenserve.Client{Base: a.url, HTTP: http.DefaultClient}
+	return c.Do(context.Background(), method, path, body, out)
 }
 
 func (a *api) create(cpus float64) (string, error) {
