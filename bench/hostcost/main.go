@@ -28,7 +28,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,7 +43,6 @@ import (
 	"github.com/warden-sandbox/warden/bench/wardenserve"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/sandbox"
-	"github.com/warden-sandbox/warden/internal/server"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -112,7 +110,7 @@ func run(warden string, d time.Duration, cpuList string) error {
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.Close()
 	fmt.Println("| flood | path | cpus | host CPU | wall | host / quota | host / sandbox CPU |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
 	for _, c := range strings.Split(cpuList, ",") {
@@ -214,30 +212,14 @@ func selfCPU() time.Duration {
 }
 
 // api is one in-process server on loopback.
-type api struct {
-	url string
-	mgr *sandbox.Manager
-	hs  *http.Server
-}
+type api struct{ *wardenserve.InProcess }
 
 func startAPI() (*api, error) {
-	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{MaxSessions: 8})
-	srv, err := server.New(mgr, server.Config{AllowAnonymous: true})
+	p, err := wardenserve.StartInProcess(sandbox.Config{MaxSessions: 8})
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hs := &http.Server{Handler: srv.Handler()}
-	go func() { _ = hs.Serve(ln) }()
-	return &api{url: "http://" + ln.Addr().String(), mgr: mgr, hs: hs}, nil
-}
-
-func (a *api) close() {
-	_ = a.hs.Close()
-	_ = a.mgr.Close()
+	return &api{p}, nil
 }
 
 func (a *api) post(path string, body any) (*http.Response, error) {
@@ -246,7 +228,7 @@ func (a *api) post(path string, body any) (*http.Response, error) {
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest("POST", a.url+path, r)
+	req, err := http.NewRequest("POST", a.Base+path, r)
 	if err != nil {
 		return nil, err
 	}
@@ -255,10 +237,9 @@ func (a *api) post(path string, body any) (*http.Response, error) {
 }
 
 // call sends method with body as JSON and decodes the answer into out,
-// through the benchmarks' shared client.
+// call sends method with body as JSON and decodes the answer into out.
 func (a *api) call(method, path string, body, out any) error {
-	c := wardenserve.Client{Base: a.url, HTTP: http.DefaultClient}
-	return c.Do(context.Background(), method, path, body, out)
+	return a.Do(context.Background(), method, path, body, out)
 }
 
 func (a *api) create(cpus float64) (string, error) {
@@ -312,7 +293,7 @@ func quick(n int) error {
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.Close()
 	id, err := a.create(1)
 	if err != nil {
 		return err

@@ -12,22 +12,18 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/warden-sandbox/warden/bench/wardenserve"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/sandbox"
-	"github.com/warden-sandbox/warden/internal/server"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -49,57 +45,19 @@ func main() {
 }
 
 // api is one in-process server on loopback.
-type api struct {
-	url string
-	mgr *sandbox.Manager
-	hs  *http.Server
-}
+type api struct{ *wardenserve.InProcess }
 
 func startAPI(pool, maxSessions int) (*api, error) {
-	mgr := sandbox.NewManager(sandbox.Native{}, sandbox.Config{Pool: pool, MaxSessions: maxSessions})
-	srv, err := server.New(mgr, server.Config{AllowAnonymous: true})
+	p, err := wardenserve.StartInProcess(sandbox.Config{Pool: pool, MaxSessions: maxSessions})
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hs := &http.Server{Handler: srv.Handler()}
-	go func() { _ = hs.Serve(ln) }()
-	return &api{url: "http://" + ln.Addr().String(), mgr: mgr, hs: hs}, nil
+	return &api{p}, nil
 }
 
-func (a *api) close() {
-	_ = a.hs.Close()
-	_ = a.mgr.Close()
-}
-
-// call posts body as JSON (or sends method with no body) and decodes out.
+// call sends method with body as JSON and decodes the answer into out.
 func (a *api) call(method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, a.url+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return a.Do(context.Background(), method, path, body, out)
 }
 
 func (a *api) create() (string, error) {
@@ -119,7 +77,7 @@ func bench(n, creates, idle int) error {
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.Close()
 	fmt.Println("| measure | median | p90 | baseline median | ratio |")
 	fmt.Println("|---|---|---|---|---|")
 	if err := benchExec(a, n); err != nil {
@@ -178,7 +136,7 @@ func benchCreate(a *api, creates int) error {
 	if err != nil {
 		return err
 	}
-	defer pooled.close()
+	defer pooled.Close()
 	time.Sleep(2 * time.Second)
 	warm, err := sampleCreates(pooled, creates, 300*time.Millisecond)
 	if err != nil {
