@@ -53,14 +53,7 @@ func TestUnreadBodyIsNotAwaited(t *testing.T) {
 func TestNonReaderIsCut(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.StreamWriteTimeout = 100 * time.Millisecond })
 	ls := h.serveLive()
-	c, err := net.Dial("tcp", ls.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
+	c := dialSlowReader(t, ls.Listener.Addr().String())
 	// Enough answers to fill any socket buffers many times over.
 	req := "GET /openapi.yaml HTTP/1.1\r\nHost: warden.test\r\n\r\n"
 	go func() { _, _ = io.WriteString(c, strings.Repeat(req, 2000)) }()
@@ -115,17 +108,25 @@ func TestUnreadDownloadIsCut(t *testing.T) {
 		t.Fatalf("upload: %d %s", resp.status, resp.body)
 	}
 	ls := h.serveLive()
-	c, err := net.Dial("tcp", ls.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
+	c := dialSlowReader(t, ls.Listener.Addr().String())
 	if _, err := io.WriteString(c, "GET /v1/sessions/"+id+"/files?path=big HTTP/1.1\r\nHost: warden.test\r\nAuthorization: Bearer "+keyA+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the download to start", func() bool { return ls.active.Load() > 0 })
 	waitFor(t, "the server to give up the download", func() bool { return ls.closed.Load() > 0 && h.srv.transfers.count(id) == 0 })
+}
+
+// dialSlowReader connects to addr with a 4 KiB receive buffer, so a
+// client that reads nothing fills up at once; the test closes it.
+func dialSlowReader(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,14 +43,7 @@ func TestStalledStreamClientKillsExec(t *testing.T) {
 	}))
 	defer ts.Close()
 
-	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
+	conn := dialSlowReader(t, ts.Listener.Addr().String())
 	body := `{"command":["yes"]}`
 	fmt.Fprintf(conn, "POST /v1/sessions/%s/exec/stream HTTP/1.1\r\nHost: warden\r\nAuthorization: Bearer %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", id, keyA, len(body), body)
