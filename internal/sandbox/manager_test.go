@@ -198,7 +198,7 @@ func TestManagerLimitAndBusy(t *testing.T) {
 func TestManagerReaper(t *testing.T) {
 	var mu sync.Mutex
 	reasons := map[string]int{}
-	m, b := newTestManager(t, Config{ReapEvery: 5 * time.Millisecond, OnReap: func(r string) {
+	m, b := newTestManager(t, Config{ReapEvery: 5 * time.Millisecond, OnReap: func(_, r string) {
 		mu.Lock()
 		reasons[r]++
 		mu.Unlock()

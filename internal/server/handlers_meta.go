@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 
 	apispec "github.com/warden-sandbox/warden/api"
@@ -12,9 +13,22 @@ func (a api) Healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// GetMetrics serves the server's registry in the Prometheus text format.
+// GetMetrics serves, in the Prometheus text format, the whole server's
+// registry to an operator (a metrics key, or anyone on a server without
+// keys) and a tenant's own series to its key, so no tenant learns what
+// others do or how loaded the server is.
 func (a api) GetMetrics(w http.ResponseWriter, r *http.Request) {
-	a.s.registry.ServeHTTP(w, r)
+	o := owner(r)
+	if a.s.cfg.AllowAnonymous || o == operatorOwner {
+		a.s.registry.ServeHTTP(w, r)
+		return
+	}
+	t, ok := a.s.metrics.tenants[o]
+	if !ok {
+		a.s.writeError(w, fmt.Errorf("no metrics for tenant %s", o))
+		return
+	}
+	t.reg.ServeHTTP(w, r)
 }
 
 // GetOpenAPISpec serves api/openapi.yaml byte for byte, so clients and

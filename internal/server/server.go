@@ -52,6 +52,9 @@ type Sessions interface {
 	NetworkEvents(owner, id string) ([]spec.NetworkEvent, error)
 	// Counts is how many sessions are in each state, for metrics.
 	Counts() map[sandbox.State]int
+	// CountsOf is how many of owner's sessions are in each state, for
+	// that tenant's metrics.
+	CountsOf(owner string) map[sandbox.State]int
 	// DefaultLimits are what a request gets for the limits it leaves out:
 	// the Manager's one value, within the operator's ceilings.
 	DefaultLimits() spec.Limits
@@ -81,8 +84,14 @@ const (
 // reports. The zero value of each optional field takes its default.
 type Config struct {
 	// Keys are the API keys accepted as "Authorization: Bearer <key>".
-	// Each key is its own tenant: it sees only the sessions it created.
+	// Each key is its own tenant: it sees only the sessions it created,
+	// and on /metrics only its own figures.
 	Keys []string
+	// MetricsKeys are the operator's keys: they read /metrics only, and
+	// there the whole server's figures (every tenant's sessions and execs,
+	// connections, the process). Without keys the one anonymous owner is
+	// the operator.
+	MetricsKeys []string
 	// AllowAnonymous serves every request without a key, as the single
 	// owner "". It must not be combined with Keys; the caller should then
 	// listen on loopback only.
@@ -174,7 +183,10 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	case len(cfg.Keys) > 0 && cfg.AllowAnonymous:
 		return nil, errors.New("server: Keys and AllowAnonymous together; choose one")
 	}
-	keys, err := parseKeys(cfg.Keys)
+	if len(cfg.MetricsKeys) > 0 && len(cfg.Keys) == 0 {
+		return nil, errors.New("server: MetricsKeys without Keys; a server without keys shows its metrics to anyone who can connect")
+	}
+	keys, err := parseKeys(cfg.Keys, cfg.MetricsKeys)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -201,7 +213,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = metrics.NewRegistry()
 	}
-	m, err := newMetrics(cfg.Registry, s)
+	m, err := newMetrics(cfg.Registry, s, owners(cfg.Keys))
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
