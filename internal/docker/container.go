@@ -25,9 +25,12 @@ type ContainerConfig struct {
 
 // HostConfig is the part of the Engine API's HostConfig Warden uses.
 type HostConfig struct {
-	Binds          []string
-	NetworkMode    string
-	IpcMode        string
+	Binds       []string
+	NetworkMode string
+	IpcMode     string
+	// CgroupnsMode "private" gives the container its own cgroup
+	// namespace (API 1.41).
+	CgroupnsMode   string
 	CapDrop        []string
 	CapAdd         []string
 	SecurityOpt    []string `json:",omitempty"`

@@ -31,7 +31,9 @@ type Runtime struct {
 	engine *Engine
 	tmpl   rootfs.Template
 	image  string
-	err    error
+	// init is the boxes' copy of warden-init (installInit).
+	init string
+	err  error
 }
 
 // StateDir holds the root template and one directory per box (its
@@ -60,6 +62,9 @@ func (r *Runtime) prepare(ctx context.Context) error {
 			return
 		}
 		r.removeStale(ctx)
+		if r.init, r.err = installInit(nsinit.BinaryPath()); r.err != nil {
+			return
+		}
 		if r.tmpl, r.err = rootfs.SharedTemplate(StateDir); r.err != nil {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
@@ -160,8 +165,14 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
 		return err
 	}
-	run := filepath.Join(b.dir, "run")
+	// The socket's directory and the hostname live in the scratch tmpfs,
+	// outside the directories the box sees of it, so the box's mountinfo
+	// names them by their paths in it, not by host paths.
+	run := filepath.Join(scratch, "run")
 	if err := os.Mkdir(run, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
 		return err
 	}
 	sock := filepath.Join(run, "ctl.sock")
@@ -180,8 +191,7 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 			return err
 		}
 	}
-	self := nsinit.BinaryPath()
-	cfg := b.config(s, self, scratch, run)
+	cfg := b.config(s, scratch, run)
 	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
 		return fmt.Errorf("creating the container: %w", err)
 	}
@@ -242,10 +252,16 @@ func (b *box) accept(ctx context.Context, ln *net.UnixListener) (*os.File, error
 }
 
 // config is the container: Warden's init as PID 1 with only the
-// capabilities it keeps, read-only root, no network, the limits.
-func (b *box) config(s spec.Spec, self, scratch, run string) ContainerConfig {
+// capabilities it keeps, read-only root, no network, the limits, its own
+// cgroup namespace (so its cgroup paths do not name the container), and
+// an /etc/hostname of Warden's (Docker's own names the container's id in
+// its host path).
+func (b *box) config(s spec.Spec, scratch, run string) ContainerConfig {
 	l := s.Limits
-	binds := []string{self + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro"}
+	binds := []string{
+		b.r.init + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro",
+		filepath.Join(scratch, "hostname") + ":/etc/hostname:ro",
+	}
 	for name, dst := range rootfs.ScratchDirs {
 		// The scratch tmpfs is nosuid,nodev on the host, which its binds keep.
 		binds = append(binds, filepath.Join(scratch, name)+":"+dst+":rw")
@@ -256,7 +272,7 @@ func (b *box) config(s spec.Spec, self, scratch, run string) ContainerConfig {
 		}
 	}
 	hc := HostConfig{
-		Binds: binds, NetworkMode: "none", IpcMode: "private",
+		Binds: binds, NetworkMode: "none", IpcMode: "private", CgroupnsMode: "private",
 		CapDrop: []string{"ALL"}, CapAdd: []string{"SETUID", "SETGID", "KILL", "SETPCAP"},
 		SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
 		MaskedPaths: maskedPaths(), ReadonlyPaths: readonlyPaths(),
