@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // postureCases are, per backend, what a sandbox of that backend must not
@@ -20,6 +23,14 @@ func postureCases() map[string][]conformanceCase {
 				check: wantExit(0, "done")},
 			{name: "own cgroup namespace", script: "grep -v ':/$' /proc/self/cgroup; echo done", check: wantExit(0, "done")},
 			{name: "hostname file is Warden's", script: "cat /etc/hostname", check: wantExit(0, "sandbox")},
+		},
+		"gvisor": {
+			// runsc (2022) shows PID 1's files to every user by their mode
+			// alone: the agent, uid 0, hides its /proc/1.
+			{name: "agent's proc files unreadable", script: "for f in environ maps smaps auxv status; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; echo done",
+				check: wantExit(0, "done")},
+			{name: "no devices beyond the native box's", script: "python3 -c '\nimport os\nfor d in (\"/dev/fuse\", \"/dev/net/tun\", \"/dev/ptmx\", \"/dev/pts/ptmx\", \"/dev/tty\"):\n try:\n  os.close(os.open(d, os.O_RDWR)); print(\"opened\", d)\n except OSError:\n  pass\nprint(\"done\")'",
+				check: wantExit(0, "done")},
 		},
 	}
 }
@@ -39,5 +50,34 @@ func TestBackendPosture(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// schedProbe prints the niceness and the number of CPUs a fresh process
+// of the session starts with.
+const schedProbe = "import os; print(os.getpriority(os.PRIO_PROCESS, 0), len(os.sched_getaffinity(0)))"
+
+// TestGVisorAgentSchedulingDoesNotReachExecs: runsc (2022) lets the user
+// set PID 1's niceness and CPU affinity, which every process the agent
+// forks would inherit; the agent restores its own before each fork, so an
+// exec that changed them leaves the next exec as the first began.
+func TestGVisorAgentSchedulingDoesNotReachExecs(t *testing.T) {
+	requireBackend(t, "gvisor")
+	srv := startServer(t, "--backend", "gvisor")
+	id := srv.newSession(t, keyA, nil)
+	run := func(code string) string {
+		t.Helper()
+		var r spec.Result
+		srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{"command": []string{"python3", "-c", code}}, http.StatusOK, &r)
+		if r.ExitCode != 0 {
+			t.Fatalf("exec %q: exit %d, stderr %q", code, r.ExitCode, r.Stderr)
+		}
+		return strings.TrimSpace(r.Stdout)
+	}
+	before := run(schedProbe)
+	tamper := "import os\ntry:\n os.setpriority(os.PRIO_PROCESS, 1, -20); os.sched_setaffinity(1, {0}); print('changed')\nexcept OSError as e:\n print('refused', e.errno)"
+	t.Logf("changing PID 1's scheduling: %s", run(tamper))
+	if after := run(schedProbe); after != before {
+		t.Errorf("niceness and CPUs of a new exec: %q after PID 1's were changed, %q before; want them unchanged", after, before)
 	}
 }
