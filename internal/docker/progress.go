@@ -51,7 +51,8 @@ func progressError(stream []byte) error {
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		s = s[:n] + "…"
+		// A cut may split a character; what is left of it goes.
+		s = strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
 }

@@ -28,6 +28,7 @@ func TestProgressError(t *testing.T) {
 		{"not JSON", `{"status":"Importing"}` + "\nHTTP/1.1 500 oops", "docker: reading the engine's progress stream"},
 		{"cut short", `{"status":"Import`, "docker: reading the engine's progress stream"},
 		{"long error", `{"error":"` + long + `"}`, "docker: " + long[:maxProgressError] + "…"},
+		{"cut inside a character", `{"error":"` + long[:maxProgressError-1] + `é"}`, "docker: " + long[:maxProgressError-1] + "…"},
 	}
 	for _, tt := range tests {
 		err := progressError([]byte(tt.stream))
