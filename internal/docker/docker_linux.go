@@ -31,9 +31,7 @@ type Runtime struct {
 	engine *Engine
 	tmpl   rootfs.Template
 	image  string
-	// init is the boxes' copy of warden-init (installInit).
-	init string
-	err  error
+	err    error
 }
 
 // StateDir holds the root template and one directory per box (its
@@ -62,9 +60,6 @@ func (r *Runtime) prepare(ctx context.Context) error {
 			return
 		}
 		r.removeStale(ctx)
-		if r.init, r.err = installInit(nsinit.BinaryPath()); r.err != nil {
-			return
-		}
 		if r.tmpl, r.err = rootfs.SharedTemplate(StateDir); r.err != nil {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
@@ -191,13 +186,16 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 			return err
 		}
 	}
-	cfg := b.config(s, scratch, run)
-	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
-		return fmt.Errorf("creating the container: %w", err)
+	init, release, err := leaseInit(nsinit.BinaryPath())
+	if err != nil {
+		return err
 	}
-	if err := b.r.engine.Start(ctx, b.id); err != nil {
-		close(b.exited)
-		return fmt.Errorf("starting the container: %w", err)
+	err = b.run(ctx, b.config(s, init, scratch, run))
+	if rerr := release(); rerr != nil && err == nil {
+		err = fmt.Errorf("releasing %s: %w", initLock, rerr)
+	}
+	if err != nil {
+		return err
 	}
 	var wctx context.Context
 	wctx, b.stopWatch = context.WithCancel(context.Background())
@@ -209,6 +207,20 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	boot := agent.BoxedConfig(s, false, true)
 	boot.UID, boot.GID = b.lease.ID(), b.lease.ID()
 	return agent.HandOverBoxed(b.ctl, boot, b.att)
+}
+
+// run creates and starts the container; once it has started, its init's
+// copy is bound and may go from initDir.
+func (b *box) run(ctx context.Context, cfg ContainerConfig) error {
+	var err error
+	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
+		return fmt.Errorf("creating the container: %w", err)
+	}
+	if err := b.r.engine.Start(ctx, b.id); err != nil {
+		close(b.exited)
+		return fmt.Errorf("starting the container: %w", err)
+	}
+	return nil
 }
 
 // acceptTimeout bounds the wait for the init to connect.
@@ -256,10 +268,10 @@ func (b *box) accept(ctx context.Context, ln *net.UnixListener) (*os.File, error
 // cgroup namespace (so its cgroup paths do not name the container), and
 // an /etc/hostname of Warden's (Docker's own names the container's id in
 // its host path).
-func (b *box) config(s spec.Spec, scratch, run string) ContainerConfig {
+func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 	l := s.Limits
 	binds := []string{
-		b.r.init + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro",
+		init + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro",
 		filepath.Join(scratch, "hostname") + ":/etc/hostname:ro",
 	}
 	for name, dst := range rootfs.ScratchDirs {

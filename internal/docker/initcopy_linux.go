@@ -3,77 +3,160 @@ package docker
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
 
-// initDir holds copies of warden-init, one per version, on a tmpfs of its
-// own that every box binds its init from. The kernel names a bind in the
-// box's /proc/self/mountinfo by its path inside its file system, so a
-// bind of the installed binary would show the host's install path; a
-// copy here shows only "/warden-init-<hash>" on tmpfs "warden-lib".
+// initDir holds a copy of warden-init on a tmpfs of its own, which every
+// box binds its init from. The kernel names a bind in the box's
+// /proc/self/mountinfo by its path inside its file system, so a bind of
+// the installed binary would show the host's install path; a copy here
+// shows only "/warden-init-<id>" on tmpfs "warden-lib".
 const initDir = StateDir + "/lib"
 
-// initDirSize bounds initDir's tmpfs: room for a few versions' copies.
+// initDirSize bounds initDir's tmpfs: room for a few copies at once.
 const initDirSize = 256 << 20
 
-// installInit copies the init at src into initDir, named by its content,
-// unless it is there already, and returns the copy's path. A lock file
-// keeps two Wardens from mounting initDir twice or writing one copy
-// together. Copies of other versions stay: a running older Warden may
-// still start boxes from its own.
-func installInit(src string) (string, error) {
-	lock, err := os.OpenFile(filepath.Join(StateDir, "lib.lock"), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+// initLock is the lock file that orders the Wardens using initDir: a box
+// holds it shared from finding its copy until its container has bound
+// it; installing a copy and removing the others takes it exclusively.
+const initLock = StateDir + "/lib.lock"
+
+// leaseInit makes sure initDir holds the copy of the init at src, and
+// only it, and returns the copy's path and the release of the shared
+// lock that keeps it there, to be called once the container has started.
+// The copy is named by the source file's identity (device, inode, size,
+// change time), which an fstat tells without reading 6.5 MB: a rebuilt
+// or reinstalled init gets a new copy, and the old one goes. Two versions
+// of Warden starting boxes at once would each replace the other's copy;
+// boxes already started keep theirs.
+func leaseInit(src string) (string, func() error, error) {
+	f, err := os.Open(src)
 	if err != nil {
-		return "", fmt.Errorf("opening the init copy's lock: %w", err)
+		return "", nil, fmt.Errorf("opening the init: %w", err)
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", nil, fmt.Errorf("stat %s: %w", src, err)
 	}
-	if err := mountInitDir(); err != nil {
-		return "", err
-	}
-	b, err := os.ReadFile(src)
+	id := sha256.Sum256(fmt.Appendf(nil, "%d %d %d %d.%d", st.Dev, st.Ino, st.Size, st.Ctim.Sec, st.Ctim.Nsec))
+	name := "warden-init-" + hex.EncodeToString(id[:8])
+	lock, err := os.OpenFile(initLock, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return "", fmt.Errorf("reading the init: %w", err)
+		return "", nil, fmt.Errorf("opening %s: %w", initLock, err)
 	}
-	sum := sha256.Sum256(b)
-	dst := filepath.Join(initDir, "warden-init-"+hex.EncodeToString(sum[:8]))
-	if fi, err := os.Stat(dst); err == nil && fi.Size() == int64(len(b)) && fi.Mode().Perm() == 0o555 {
-		return dst, nil
+	if err = installInit(lock, f, name, st.Size); err != nil {
+		return "", nil, errors.Join(err, lock.Close())
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o555); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("copying the init to %s: %w", initDir, err)
-	}
-	if err := os.Chmod(tmp, 0o555); err != nil {
-		return "", fmt.Errorf("copying the init to %s: %w", initDir, err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return "", fmt.Errorf("copying the init to %s: %w", initDir, err)
-	}
-	return dst, nil
+	return filepath.Join(initDir, name), lock.Close, nil
 }
 
-// mountInitDir mounts initDir's tmpfs unless it is mounted already (its
-// device then differs from StateDir's).
+// installInit leaves lock held shared with initDir holding name, of size
+// bytes, and nothing else, copying it from f if need be.
+func installInit(lock, f *os.File, name string, size int64) error {
+	fd := int(lock.Fd())
+	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+		return fmt.Errorf("locking %s: %w", initLock, err)
+	}
+	if onlyCopy(name, size) {
+		return nil
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", initLock, err)
+	}
+	if !onlyCopy(name, size) {
+		if err := mountInitDir(); err != nil {
+			return err
+		}
+		if err := replaceCopies(f, name, size); err != nil {
+			return fmt.Errorf("copying the init to %s: %w", initDir, err)
+		}
+	}
+	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+		return fmt.Errorf("locking %s: %w", initLock, err)
+	}
+	return nil
+}
+
+// onlyCopy says initDir is mounted and holds name, whole, and nothing else.
+func onlyCopy(name string, size int64) bool {
+	ents, err := os.ReadDir(initDir)
+	if err != nil || len(ents) != 1 || ents[0].Name() != name || !mounted() {
+		return false
+	}
+	fi, err := ents[0].Info()
+	return err == nil && fi.Size() == size && fi.Mode().Perm() == 0o555
+}
+
+// replaceCopies writes f to name, mode 0555, through a temporary name so
+// no box binds half a copy, unless it is there whole, and removes every
+// other entry: boxes that bound one keep it until they end.
+func replaceCopies(f *os.File, name string, size int64) error {
+	dst := filepath.Join(initDir, name)
+	if fi, err := os.Stat(dst); err != nil || fi.Size() != size || fi.Mode().Perm() != 0o555 {
+		if err := copyExecutable(f, dst); err != nil {
+			return err
+		}
+	}
+	ents, err := os.ReadDir(initDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Name() != name {
+			if err := os.Remove(filepath.Join(initDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyExecutable writes r to dst, mode 0555, through dst.tmp.
+func copyExecutable(r io.Reader, dst string) error {
+	tmp := dst + ".tmp"
+	w, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|unix.O_CLOEXEC, 0o555)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(w, r)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o555)
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+// mounted says initDir is a mount of its own: its device is not
+// StateDir's.
+func mounted() bool {
+	var dir, parent unix.Stat_t
+	return unix.Stat(initDir, &dir) == nil && unix.Stat(StateDir, &parent) == nil && dir.Dev != parent.Dev
+}
+
+// mountInitDir mounts initDir's tmpfs unless it is mounted already.
 func mountInitDir() error {
 	if err := os.MkdirAll(initDir, 0o755); err != nil {
 		return err
 	}
-	var dir, parent unix.Stat_t
-	if err := unix.Stat(initDir, &dir); err != nil {
-		return fmt.Errorf("stat %s: %w", initDir, err)
-	}
-	if err := unix.Stat(StateDir, &parent); err != nil {
-		return fmt.Errorf("stat %s: %w", StateDir, err)
-	}
-	if dir.Dev != parent.Dev {
+	if mounted() {
 		return nil
 	}
 	data := fmt.Sprintf("mode=0755,size=%d", initDirSize)
