@@ -21,12 +21,14 @@ func TestProgressError(t *testing.T) {
 		name, stream, want string // want "" means no error
 	}{
 		{"done", `{"status":"sha256:0123"}` + "\n", ""},
-		{"empty", "", ""},
+		{"empty", "", "docker: the engine's import progress ended without the image's id"},
+		{"no id at the end", `{"status":"Importing"}` + "\n", "docker: the engine's import progress ended without the image's id"},
+		{"id then more", `{"status":"sha256:0123"}{"status":"Importing"}`, "docker: the engine's import progress ended without the image's id"},
 		{"failed after progress", tarFailure, "docker: Error processing tar file(exit status 1): archive/tar: invalid tar header"},
 		{"error without detail", `{"status":"Importing"}{"error":"no space left on device"}`, "docker: no space left on device"},
 		{"detail on many lines", `{"errorDetail":{"message":"line one\nline two\r\n\tthree"}}`, "docker: line one line two three"},
-		{"not JSON", `{"status":"Importing"}` + "\nHTTP/1.1 500 oops", "docker: reading the engine's progress stream"},
-		{"cut short", `{"status":"Import`, "docker: reading the engine's progress stream"},
+		{"not JSON", `{"status":"Importing"}` + "\nHTTP/1.1 500 oops", "docker: reading the engine's import progress"},
+		{"cut short", `{"status":"Import`, "docker: reading the engine's import progress"},
 		{"long error", `{"error":"` + long + `"}`, "docker: " + long[:maxProgressError] + "…"},
 		{"cut inside a character", `{"error":"` + long[:maxProgressError-1] + `é"}`, "docker: " + long[:maxProgressError-1] + "…"},
 	}
@@ -36,8 +38,8 @@ func TestProgressError(t *testing.T) {
 		if err != nil {
 			got = err.Error()
 		}
-		if tt.want == "" && got != "" || tt.want != "" && !strings.HasPrefix(got, tt.want) || strings.Contains(got, "\n") {
-			t.Errorf("%s: progressError = %q, want %q", tt.name, got, tt.want)
+		if tt.want == "" && got != "" || tt.want != "" && (!strings.HasPrefix(got, tt.want) || !strings.HasSuffix(got, seeLog)) || strings.Contains(got, "\n") {
+			t.Errorf("%s: progressError = %q, want %q ending %q", tt.name, got, tt.want, seeLog)
 		}
 	}
 }
@@ -67,6 +69,7 @@ func TestImportReadsTheStream(t *testing.T) {
 	}{
 		{"imported", 200, `{"status":"Importing"}` + "\n" + `{"status":"sha256:0123"}` + "\n", ""},
 		{"failed inside a 200", 200, tarFailure, "invalid tar header"},
+		{"empty 200", 200, "", "ended without the image's id"},
 		{"refused", 500, `{"message":"Error processing tar file(exit status 1): unexpected EOF"}`, "unexpected EOF (HTTP 500)"},
 		{"endless", 200, strings.Repeat(`{"status":"Importing"}`, maxAnswer/20), "longer than 8 MiB"},
 	}
