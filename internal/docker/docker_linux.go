@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -190,11 +191,7 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err != nil {
 		return err
 	}
-	err = b.run(ctx, b.config(s, init, scratch, run))
-	if rerr := release(); rerr != nil && err == nil {
-		err = fmt.Errorf("releasing %s: %w", initLock, rerr)
-	}
-	if err != nil {
+	if err := withReleased(b.run(ctx, b.config(s, init, scratch, run)), release); err != nil {
 		return err
 	}
 	var wctx context.Context
@@ -221,6 +218,16 @@ func (b *box) run(ctx context.Context, cfg ContainerConfig) error {
 		return fmt.Errorf("starting the container: %w", err)
 	}
 	return nil
+}
+
+// withReleased calls release, of the init's lease, and returns err with
+// release's error joined to it: a failed start must not hide that the
+// lock could not be released, nor the lock's error the start's.
+func withReleased(err error, release func() error) error {
+	if rerr := release(); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("releasing %s: %w", initLock, rerr))
+	}
+	return err
 }
 
 // acceptTimeout bounds the wait for the init to connect.
