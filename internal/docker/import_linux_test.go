@@ -2,12 +2,15 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // TestRealImportFailureIsReported has this host's engine import a tar
@@ -16,12 +19,12 @@ import (
 func TestRealImportFailureIsReported(t *testing.T) {
 	e, err := NewEngine()
 	if err != nil {
-		t.Skip(err)
+		testhost.SkipOrFail(t, err.Error())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := e.Ping(ctx); err != nil {
-		t.Skipf("no Docker engine (make dockerd starts one): %v", err)
+		testhost.SkipOrFail(t, fmt.Sprintf("no Docker engine (make dockerd starts one): %v", err))
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(strings.Repeat("not a tar ", 300)))
