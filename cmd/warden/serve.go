@@ -129,8 +129,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(metricsKeys) > 0 && len(keys) == 0 {
-		return errors.New("metrics keys without API keys: a server without keys shows its metrics to anyone; set WARDEN_API_KEYS or --api-key-file too")
+	if err := checkKeys(keys, metricsKeys); err != nil {
+		return err
 	}
 	level := slog.LevelInfo
 	if o.verbose {
@@ -209,7 +209,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
 	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox + server.TransferDescriptors}
-	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: cfg.Owners, Log: log})
+	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)
 	}
@@ -282,6 +282,16 @@ func run(ctx context.Context, ln *connlimit.Listener, h http.Handler, grace time
 	defer cancel()
 	if err := hs.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	return nil
+}
+
+// checkKeys checks the keys as the server will, before anything starts,
+// and says in a refusal where each kind of key comes from.
+func checkKeys(keys, metricsKeys []string) error {
+	err := server.Config{Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0}.CheckKeys()
+	if err != nil {
+		return fmt.Errorf("%w (API keys come from --api-key-file or WARDEN_API_KEYS, metrics keys from --metrics-key-file or WARDEN_METRICS_KEYS)", err)
 	}
 	return nil
 }

@@ -75,6 +75,19 @@ func owners(keys []string) []string {
 // memory among them, and `warden serve` its sessions.
 func Tenants(keys []string) int { return len(owners(keys)) }
 
+// ConnectionOwners is how many owners may protect connections from
+// eviction (connlimit's Tenants): each API key's tenant, and the operator
+// when there are metrics keys, since an operator's request protects its
+// connection as a tenant's does. Counting the operator keeps every
+// tenant's share of protected connections from overlapping its own.
+func ConnectionOwners(keys, metricsKeys []string) int {
+	n := Tenants(keys)
+	if len(metricsKeys) > 0 {
+		n++
+	}
+	return n
+}
+
 // authenticate returns the owner of the request's bearer key. Every
 // configured key is compared, whichever matches, so the time taken does
 // not tell an attacker how close a guess was.

@@ -140,10 +140,13 @@ type Config struct {
 	// share of MaxInFlightBodyBytes and BodyReadTimeout. OwnerFrom gives
 	// them the request's tenant.
 	Mount map[string]http.Handler
-	// Registry receives the server's metrics and is what /metrics serves
+	// Registry receives the whole server's metrics and is what /metrics
+	// serves to an operator (a metrics key, or anyone on a server without
+	// keys); a tenant's key reads only its own series, kept apart
 	// (default: a new registry of its own). A caller may register its own
-	// series there to serve them alongside; one registry serves one server,
-	// since a second would register the same names again.
+	// series there to serve them alongside, to operators only; one registry
+	// serves one server, since a second would register the same names
+	// again.
 	Registry *metrics.Registry
 }
 
@@ -170,6 +173,31 @@ type Server struct {
 	handler   http.Handler
 }
 
+// CheckKeys checks c's keys as New does, so that a caller such as warden
+// serve learns of bad keys before it starts anything, from the one place
+// the rules are kept.
+func (c Config) CheckKeys() error {
+	_, err := c.keys()
+	return err
+}
+
+// keys checks c's keys and parses them.
+func (c Config) keys() ([]apiKey, error) {
+	switch {
+	case len(c.Keys) == 0 && !c.AllowAnonymous:
+		return nil, errors.New("server: no API keys; set Keys, or AllowAnonymous to serve without auth on loopback")
+	case len(c.Keys) > 0 && c.AllowAnonymous:
+		return nil, errors.New("server: Keys and AllowAnonymous together; choose one")
+	case len(c.MetricsKeys) > 0 && len(c.Keys) == 0:
+		return nil, errors.New("server: MetricsKeys without Keys; a server without keys shows its metrics to anyone who can connect")
+	}
+	keys, err := parseKeys(c.Keys, c.MetricsKeys)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return keys, nil
+}
+
 // New builds a server over s. It refuses a configuration without keys
 // unless AllowAnonymous says that is intended, so a forgotten flag never
 // serves sandboxes to anyone who can connect.
@@ -177,18 +205,9 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if s == nil {
 		return nil, errors.New("server: no Sessions")
 	}
-	switch {
-	case len(cfg.Keys) == 0 && !cfg.AllowAnonymous:
-		return nil, errors.New("server: no API keys; set Keys, or AllowAnonymous to serve without auth on loopback")
-	case len(cfg.Keys) > 0 && cfg.AllowAnonymous:
-		return nil, errors.New("server: Keys and AllowAnonymous together; choose one")
-	}
-	if len(cfg.MetricsKeys) > 0 && len(cfg.Keys) == 0 {
-		return nil, errors.New("server: MetricsKeys without Keys; a server without keys shows its metrics to anyone who can connect")
-	}
-	keys, err := parseKeys(cfg.Keys, cfg.MetricsKeys)
+	keys, err := cfg.keys()
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
