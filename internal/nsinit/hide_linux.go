@@ -27,10 +27,13 @@ var bootSched struct {
 }
 
 // hideAgent puts the agent out of the user's reach where the box's kernel
-// does not (Config.HideAgent): an empty, read-only directory no one may
-// open over /proc/1, so the user reads nothing of PID 1 (its environment,
-// maps, descriptors), no extra devices, and the scheduling the agent's
-// forks inherit recorded, to be restored before each. It runs after every
+// does not (Config.HideAgent), as far as it can from inside: an empty,
+// read-only directory no one may open over /proc/1, so the user reads
+// nothing there, no extra devices, and the scheduling the agent's forks
+// inherit recorded, to be restored before each. The agent's other
+// threads stay readable as /proc/<tid> (docs/architecture.md lists what
+// they show); only a PID namespace of the user's own would hide them. It
+// runs after every
 // step that reads /proc/self, which is /proc/1 to the agent, and needs
 // CAP_SYS_ADMIN in the box, which it then takes from every thread.
 func hideAgent(cfg *Config) error {
@@ -99,8 +102,10 @@ func recordSched() error {
 var hidden bool
 
 // restoreSched gives this thread back its boot niceness and CPU affinity
-// before a fork, so that whatever the user set on PID 1 through a kernel
-// that does not refuse it never reaches its next process.
+// before a fork, undoing whatever the user set on the agent through a
+// kernel that does not refuse it before the restore; a user's process
+// running concurrently can still change them between the restore and the
+// fork, so the next process may start with the user's own choice.
 func restoreSched() error {
 	if !hidden {
 		return nil
