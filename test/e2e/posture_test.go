@@ -22,18 +22,60 @@ func postureCases() map[string][]conformanceCase {
 			{name: "mountinfo names no host path", script: "awk '$5 != \"/\"' /proc/self/mountinfo | grep -E '/var/lib/docker|/run/warden|/docker/|" + bin + "'; echo done",
 				check: wantExit(0, "done")},
 			{name: "own cgroup namespace", script: "grep -v ':/$' /proc/self/cgroup; echo done", check: wantExit(0, "done")},
-			{name: "hostname file is Warden's", script: "cat /etc/hostname", check: wantExit(0, "sandbox")},
+			// Docker's own hostname file would be bound from its container
+			// directory, named in mountinfo by its host path and the
+			// container id; Warden's comes from the box's scratch tmpfs.
+			{name: "hostname file is Warden's", script: "awk '$5 == \"/etc/hostname\" {print $4}' /proc/self/mountinfo; cat /etc/hostname",
+				check: wantExit(0, "/hostname\nsandbox")},
 		},
 		"gvisor": {
 			// runsc (2022) shows PID 1's files to every user by their mode
 			// alone: the agent, uid 0, hides its /proc/1.
 			{name: "agent's proc files unreadable", script: "for f in environ maps smaps auxv status; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; echo done",
 				check: wantExit(0, "done")},
+			// The agent's other threads stay readable as /proc/<tid>
+			// (documented); what the user may do to them stays bounded.
+			{name: "agent's threads out of reach", script: agentThreadsProbe, check: wantExit(0, "done")},
 			{name: "no devices beyond the native box's", script: "python3 -c '\nimport os\nfor d in (\"/dev/fuse\", \"/dev/net/tun\", \"/dev/ptmx\", \"/dev/pts/ptmx\", \"/dev/tty\"):\n try:\n  os.close(os.open(d, os.O_RDWR)); print(\"opened\", d)\n except OSError:\n  pass\nprint(\"done\")'",
 				check: wantExit(0, "done")},
 		},
 	}
 }
+
+// agentThreadsProbe prints what the user can do to a uid-0 thread of the
+// agent beyond reading its documented /proc files: its memory, its exe,
+// cwd and root links, a descriptor other than /dev/null, a signal. It
+// expects runsc to list the agent's thread ids in /proc/2/task, and
+// prints "no agent threads" if it does not, which fails the case so that
+// a change of runsc is noticed.
+const agentThreadsProbe = `python3 -c '
+import os
+try:
+    tids = [t for t in os.listdir("/proc/2/task") if t != "1"]
+except OSError:
+    tids = []
+if not tids:
+    print("no agent threads")
+for t in tids:
+    p = "/proc/" + t
+    for f in ("mem", "exe", "cwd", "root"):
+        try:
+            open(p + "/" + f, "rb").close(); print("opened", t, f)
+        except OSError:
+            pass
+    for fd in os.listdir(p + "/fd"):
+        try:
+            x = os.open(p + "/fd/" + fd, os.O_RDONLY)
+        except OSError:
+            continue
+        if not os.path.samefile("/proc/self/fd/%d" % x, "/dev/null") and os.readlink(p + "/fd/" + fd) != "/proc/1/oom_score_adj":
+            print("opened", t, "fd", fd, os.readlink(p + "/fd/" + fd))
+        os.close(x)
+    try:
+        os.kill(int(t), 0); print("signalled", t)
+    except OSError:
+        pass
+print("done")'`
 
 // TestBackendPosture runs each backend's posture cases on it.
 func TestBackendPosture(t *testing.T) {
