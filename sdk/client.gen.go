@@ -858,7 +858,10 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// Server metrics (sessions, execs, durations, errors) in the Prometheus text exposition format.
+	// Metrics in the Prometheus text exposition format. A tenant's API key
+	// sees only its own figures (its sessions by state, execs, durations,
+	// kills, refusals); an operator's metrics key (which opens nothing
+	// else) sees the whole server's, with connections and process figures.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1128,7 +1131,10 @@ func (c *RawClient) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // GetMetrics Prometheus metrics
 //
-// Server metrics (sessions, execs, durations, errors) in the Prometheus text exposition format.
+// Metrics in the Prometheus text exposition format. A tenant's API key
+// sees only its own figures (its sessions by state, execs, durations,
+// kills, refusals); an operator's metrics key (which opens nothing
+// else) sees the whole server's, with connections and process figures.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *RawClient) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2377,7 +2383,10 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// Server metrics (sessions, execs, durations, errors) in the Prometheus text exposition format.
+	// Metrics in the Prometheus text exposition format. A tenant's API key
+	// sees only its own figures (its sessions by state, execs, durations,
+	// kills, refusals); an operator's metrics key (which opens nothing
+	// else) sees the whole server's, with connections and process figures.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3950,7 +3959,10 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// Server metrics (sessions, execs, durations, errors) in the Prometheus text exposition format.
+// Metrics in the Prometheus text exposition format. A tenant's API key
+// sees only its own figures (its sessions by state, execs, durations,
+// kills, refusals); an operator's metrics key (which opens nothing
+// else) sees the whole server's, with connections and process figures.
 //
 // Returns a wrapper object for the known response body format(s).
 //

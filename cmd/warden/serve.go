@@ -32,8 +32,11 @@ type serveOptions struct {
 	backendOpts sandbox.BackendOptions
 	listen      string
 	keyFile     string
-	maxSessions int
-	maxPerKey   int
+	// metricsKeyFile is --metrics-key-file: the operator's keys, which
+	// read the whole server's /metrics and nothing else.
+	metricsKeyFile string
+	maxSessions    int
+	maxPerKey      int
 	// maxBytesPerKey is --max-memory-per-key, or sandbox.ShareOfMemory
 	// when not given.
 	maxBytesPerKey int64
@@ -58,8 +61,11 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve Warden's HTTP API (spec at /openapi.yaml), and its MCP tools over
 Streamable HTTP at /mcp. API keys come from
 --api-key-file (one per line) or WARDEN_API_KEYS (comma-separated); each key
-sees only the sessions it created. Without keys the server accepts anyone, so
-it refuses to listen anywhere but loopback.
+sees only the sessions it created, and on /metrics only its own figures.
+The whole server's metrics (every key's, connections, the process) need an
+operator's key, from --metrics-key-file or WARDEN_METRICS_KEYS (read the same
+way), which opens /metrics only. Without keys the server accepts anyone, and
+shows anyone the whole metrics, so it refuses to listen anywhere but loopback.
 
 No key can starve the others: unless --max-sessions-per-key says otherwise,
 each key may hold --max-sessions divided by the number of keys, rounded down
@@ -87,6 +93,7 @@ kept files included, is bounded by --max-memory-per-key (429 past it).`,
 	addBackendFlags(f, &o.backendOpts)
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
+	f.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "file of the operator's keys, one per line, which read the whole server's /metrics and nothing else (a tenant's key sees its own figures)")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
 	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: --max-sessions divided by the number of keys, rounded down)")
 	f.Var(sizeFlag{&o.maxBytesPerKey}, "max-memory-per-key", "memory plus disk the sandboxes of one API key may hold together, dead sessions' kept files included (default: the memory available to warden divided by the number of keys; 0: no budget)")
@@ -111,12 +118,19 @@ func serve(ctx context.Context, o serveOptions) error {
 	case o.maxConns < 0:
 		return fmt.Errorf("--max-connections %d: must be 0 (no cap but the descriptor limit's) or positive", o.maxConns)
 	}
-	keys, err := loadKeys(o.keyFile)
+	keys, err := loadKeys(o.keyFile, "WARDEN_API_KEYS", "API keys")
 	if err != nil {
 		return err
 	}
 	if len(keys) == 0 && !isLoopback(o.listen) {
 		return fmt.Errorf("--listen %s without API keys would serve sandboxes to anyone: set WARDEN_API_KEYS or --api-key-file, or listen on 127.0.0.1", o.listen)
+	}
+	metricsKeys, err := loadKeys(o.metricsKeyFile, "WARDEN_METRICS_KEYS", "metrics keys")
+	if err != nil {
+		return err
+	}
+	if err := checkKeys(keys, metricsKeys); err != nil {
+		return err
 	}
 	level := slog.LevelInfo
 	if o.verbose {
@@ -133,9 +147,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings, ExecPace: pace,
 		MaxBytesPerOwner: o.maxBytesPerKey,
 		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
-		OnReap: func(reason string) {
+		OnReap: func(owner, reason string) {
 			if srv != nil {
-				srv.ObserveReap(reason)
+				srv.ObserveReap(owner, reason)
 			}
 		},
 	}
@@ -179,7 +193,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, server.OwnerFrom)
 	registry := metrics.NewRegistry()
 	srv, err = server.New(mgr, server.Config{
-		Keys: keys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
+		Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
 		BodyReadTimeout: o.bodyTimeout, Registry: registry,
 	})
 	if err != nil {
@@ -189,13 +203,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", o.listen, err)
 	}
-	auth := fmt.Sprintf("%d API keys", len(keys))
+	auth := fmt.Sprintf("%d API keys, %d metrics keys", len(keys), len(metricsKeys))
 	if len(keys) == 0 {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
 	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox + server.TransferDescriptors}
-	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: cfg.Owners, Log: log})
+	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)
 	}
@@ -272,11 +286,22 @@ func run(ctx context.Context, ln *connlimit.Listener, h http.Handler, grace time
 	return nil
 }
 
-// loadKeys reads API keys from file (one per line, # comments) and from
-// WARDEN_API_KEYS (comma-separated).
-func loadKeys(file string) ([]string, error) {
+// checkKeys checks the keys as the server will, before anything starts,
+// and says in a refusal where each kind of key comes from.
+func checkKeys(keys, metricsKeys []string) error {
+	err := server.Config{Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0}.CheckKeys()
+	if err != nil {
+		return fmt.Errorf("%w (API keys come from --api-key-file or WARDEN_API_KEYS, metrics keys from --metrics-key-file or WARDEN_METRICS_KEYS)", err)
+	}
+	return nil
+}
+
+// loadKeys reads keys (what names them in errors) from file (one per
+// line, # comments) and from the environment variable env
+// (comma-separated): the one way every kind of key is given.
+func loadKeys(file, env, what string) ([]string, error) {
 	var keys []string
-	if env := os.Getenv("WARDEN_API_KEYS"); env != "" {
+	if env := os.Getenv(env); env != "" {
 		for k := range strings.SplitSeq(env, ",") {
 			if k = strings.TrimSpace(k); k != "" {
 				keys = append(keys, k)
@@ -288,7 +313,7 @@ func loadKeys(file string) ([]string, error) {
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("reading API keys: %w", err)
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
@@ -296,7 +321,7 @@ func loadKeys(file string) ([]string, error) {
 		}
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("API key file %s has no keys", file)
+		return nil, fmt.Errorf("%s file %s has no keys", what, file)
 	}
 	return keys, nil
 }

@@ -25,9 +25,12 @@ type ContainerConfig struct {
 
 // HostConfig is the part of the Engine API's HostConfig Warden uses.
 type HostConfig struct {
-	Binds          []string
-	NetworkMode    string
-	IpcMode        string
+	Binds       []string
+	NetworkMode string
+	IpcMode     string
+	// CgroupnsMode "private" gives the container its own cgroup
+	// namespace (API 1.41).
+	CgroupnsMode   string
 	CapDrop        []string
 	CapAdd         []string
 	SecurityOpt    []string `json:",omitempty"`
@@ -122,8 +125,17 @@ func (e *Engine) HasImage(ctx context.Context, ref string) (bool, error) {
 
 // Import makes image repo:tag from a tar of a root file system.
 func (e *Engine) Import(ctx context.Context, repo, tag string, tarball io.Reader) error {
-	q := url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}}
-	return e.call(ctx, http.MethodPost, "/images/create", q, tarball, nil)
+	return e.createImage(ctx, url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}}, tarball)
+}
+
+// createImage calls images/create and reads its progress stream, where
+// an import that fails after the engine has answered 200 says so.
+func (e *Engine) createImage(ctx context.Context, q url.Values, body io.Reader) error {
+	var stream rawBody
+	if err := e.call(ctx, http.MethodPost, "/images/create", q, body, &stream); err != nil {
+		return err
+	}
+	return progressError(stream)
 }
 
 // Logs is the end of what the container's PID 1 wrote, for errors.

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -160,8 +161,14 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
 		return err
 	}
-	run := filepath.Join(b.dir, "run")
+	// The socket's directory and the hostname live in the scratch tmpfs,
+	// outside the directories the box sees of it, so the box's mountinfo
+	// names them by their paths in it, not by host paths.
+	run := filepath.Join(scratch, "run")
 	if err := os.Mkdir(run, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
 		return err
 	}
 	sock := filepath.Join(run, "ctl.sock")
@@ -180,14 +187,12 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 			return err
 		}
 	}
-	self := nsinit.BinaryPath()
-	cfg := b.config(s, self, scratch, run)
-	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
-		return fmt.Errorf("creating the container: %w", err)
+	init, release, err := leaseInit(nsinit.BinaryPath())
+	if err != nil {
+		return err
 	}
-	if err := b.r.engine.Start(ctx, b.id); err != nil {
-		close(b.exited)
-		return fmt.Errorf("starting the container: %w", err)
+	if err := withReleased(b.run(ctx, b.config(s, init, scratch, run)), release); err != nil {
+		return err
 	}
 	var wctx context.Context
 	wctx, b.stopWatch = context.WithCancel(context.Background())
@@ -199,6 +204,30 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	boot := agent.BoxedConfig(s, false, true)
 	boot.UID, boot.GID = b.lease.ID(), b.lease.ID()
 	return agent.HandOverBoxed(b.ctl, boot, b.att)
+}
+
+// run creates and starts the container; once it has started, its init's
+// copy is bound and may go from initDir.
+func (b *box) run(ctx context.Context, cfg ContainerConfig) error {
+	var err error
+	if b.id, err = b.r.engine.Create(ctx, b.name, cfg); err != nil {
+		return fmt.Errorf("creating the container: %w", err)
+	}
+	if err := b.r.engine.Start(ctx, b.id); err != nil {
+		close(b.exited)
+		return fmt.Errorf("starting the container: %w", err)
+	}
+	return nil
+}
+
+// withReleased calls release, of the init's lease, and returns err with
+// release's error joined to it: a failed start must not hide that the
+// lock could not be released, nor the lock's error the start's.
+func withReleased(err error, release func() error) error {
+	if rerr := release(); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("releasing %s: %w", initLock, rerr))
+	}
+	return err
 }
 
 // acceptTimeout bounds the wait for the init to connect.
@@ -242,10 +271,16 @@ func (b *box) accept(ctx context.Context, ln *net.UnixListener) (*os.File, error
 }
 
 // config is the container: Warden's init as PID 1 with only the
-// capabilities it keeps, read-only root, no network, the limits.
-func (b *box) config(s spec.Spec, self, scratch, run string) ContainerConfig {
+// capabilities it keeps, read-only root, no network, the limits, its own
+// cgroup namespace (so its cgroup paths do not name the container), and
+// an /etc/hostname of Warden's (Docker's own names the container's id in
+// its host path).
+func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 	l := s.Limits
-	binds := []string{self + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro"}
+	binds := []string{
+		init + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro",
+		filepath.Join(scratch, "hostname") + ":/etc/hostname:ro",
+	}
 	for name, dst := range rootfs.ScratchDirs {
 		// The scratch tmpfs is nosuid,nodev on the host, which its binds keep.
 		binds = append(binds, filepath.Join(scratch, name)+":"+dst+":rw")
@@ -256,7 +291,7 @@ func (b *box) config(s spec.Spec, self, scratch, run string) ContainerConfig {
 		}
 	}
 	hc := HostConfig{
-		Binds: binds, NetworkMode: "none", IpcMode: "private",
+		Binds: binds, NetworkMode: "none", IpcMode: "private", CgroupnsMode: "private",
 		CapDrop: []string{"ALL"}, CapAdd: []string{"SETUID", "SETGID", "KILL", "SETPCAP"},
 		SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
 		MaskedPaths: maskedPaths(), ReadonlyPaths: readonlyPaths(),

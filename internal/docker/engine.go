@@ -103,9 +103,12 @@ func (e *Engine) call(ctx context.Context, method, path string, q url.Values, bo
 		return fmt.Errorf("docker: %w (is dockerd running? DOCKER_HOST=%s)", err, os.Getenv("DOCKER_HOST"))
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
-		return err
+		return fmt.Errorf("docker: reading the answer to %s %s: %w", method, path, err)
+	}
+	if len(data) > maxAnswer {
+		return fmt.Errorf("docker: the answer to %s %s is longer than %d MiB", method, path, maxAnswer>>20)
 	}
 	if resp.StatusCode >= 300 {
 		var m struct{ Message string }

@@ -30,9 +30,12 @@ type Bundle struct {
 }
 
 // keptCaps are the init's capabilities in the box: what its agent keeps
-// after lockdown (setting the user's ids, signalling), and CAP_SETPCAP to
-// drop the rest from its bounding set, as the native init does.
-var keptCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETPCAP"}
+// after lockdown (setting the user's ids, signalling), CAP_SETPCAP to
+// drop the rest from its bounding set, as the native init does, and
+// CAP_SYS_ADMIN, gVisor's own (it grants nothing on the host), for the
+// mount that hides the agent's /proc/1 from the user (Config.HideAgent)
+// before lockdown drops it.
+var keptCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETPCAP", "CAP_SYS_ADMIN"}
 
 // sentryTasks is the head-room the box's pids cgroup gives gVisor itself
 // (the sentry's and the gofer's threads) on top of the user's tasks.

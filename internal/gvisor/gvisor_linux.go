@@ -191,7 +191,11 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		_ = b.cmd.Wait()
 		close(b.exited)
 	}()
-	if err := agent.HandOverBoxed(host, agent.BoxedConfig(s, true, true), b.att); err != nil {
+	// gVisor (2022) lets every user read PID 1's /proc files and change
+	// its scheduling, so the agent hides itself (nsinit.Config.HideAgent).
+	boot := agent.BoxedConfig(s, true, true)
+	boot.HideAgent = true
+	if err := agent.HandOverBoxed(host, boot, b.att); err != nil {
 		host.Close()
 		return nil, err
 	}

@@ -113,6 +113,11 @@ func (a *agent) spawn(job spawnJob) {
 	}
 	files, tasks := job.fds[:req.Files], job.fds[req.Files:]
 	defer closeAll(tasks)
+	if err := restoreSched(); err != nil {
+		closeAll(files)
+		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
+		return
+	}
 	if err := enterCgroup(tasks); err != nil {
 		closeAll(files)
 		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))

@@ -13,7 +13,10 @@ import (
 // A boxed init runs in a box a container runtime built (gVisor's runsc, a
 // Docker container): namespaces, root, mounts, cgroups and the hostname
 // are already in place, and the init has only the capabilities it keeps
-// after lockdown (keptCaps) and CAP_SETPCAP to drop the rest. It skips
+// after lockdown (keptCaps) and CAP_SETPCAP to drop the rest; under gVisor
+// also CAP_SYS_ADMIN, gVisor's own (nothing on the host), which hiding the
+// agent needs and which every thread gives up once it is hidden
+// (hideAgent). It skips
 // the steps that build the box and does every other one as the native
 // init does, so the agent and what it forks are the same in every box.
 
@@ -101,6 +104,7 @@ func boxedSteps() []setupStep {
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"starting the egress bridge", startBridge},
 		{"setting rlimits", setRlimits},
+		{"hiding the agent", hideAgent},
 	}
 }
 

@@ -109,6 +109,12 @@ type Config struct {
 	// the box cannot hand a socket to the host (gVisor's are its own).
 	Boxed       bool `json:"boxed,omitempty"`
 	EgressRelay bool `json:"egress_relay,omitempty"`
+	// HideAgent, in a boxed Config, says the box's kernel does not keep
+	// the agent from the user (gVisor's: /proc/1 readable by every user,
+	// setpriority and sched_setaffinity of any task allowed, devices the
+	// native box lacks), so the agent must (hideAgent); the runtime gives
+	// it CAP_SYS_ADMIN for that, which lockdown drops.
+	HideAgent bool `json:"hide_agent,omitempty"`
 	// UID and GID, when set in a boxed Config, replace SandboxUID and
 	// SandboxGID for the user's processes (see userUID).
 	UID       int     `json:"uid,omitempty"`

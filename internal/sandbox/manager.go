@@ -55,9 +55,9 @@ type Config struct {
 	OnPoolError func(error)
 	// Files bounds host-side file access.
 	Files workspace.Limits
-	// OnReap is told each session the reaper ended, and why ("ttl",
-	// "idle", "died"); it must not block.
-	OnReap func(reason string)
+	// OnReap is told each session the reaper ended: its owner, and why
+	// ("ttl", "idle", "died"); it must not block.
+	OnReap func(owner, reason string)
 	// Store, when set, keeps a record of every session and, where the
 	// backend allows, its workspace outside the sandbox, so both outlive
 	// a crash of this process (see Persistence).
@@ -110,7 +110,7 @@ func (c Config) withDefaults() Config {
 		c.OnPoolError = func(error) {}
 	}
 	if c.OnReap == nil {
-		c.OnReap = func(string) {}
+		c.OnReap = func(string, string) {}
 	}
 	if c.OnStoreError == nil {
 		c.OnStoreError = func(error) {}
@@ -402,10 +402,23 @@ func (m *Manager) List(owner string) []Info {
 
 // Counts returns how many sessions are in each state, for metrics.
 func (m *Manager) Counts() map[State]int {
+	return m.counts(func(*session) bool { return true })
+}
+
+// CountsOf returns how many of owner's sessions are in each state, for
+// the metrics that owner's key may see.
+func (m *Manager) CountsOf(owner string) map[State]int {
+	return m.counts(func(s *session) bool { return s.owner == owner })
+}
+
+// counts returns how many of the sessions keep picks are in each state.
+func (m *Manager) counts(keep func(*session) bool) map[State]int {
 	m.mu.Lock()
 	list := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		list = append(list, s)
+		if keep(s) {
+			list = append(list, s)
+		}
 	}
 	m.mu.Unlock()
 	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StateStopping: 0, StateDead: 0}

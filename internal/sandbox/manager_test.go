@@ -195,12 +195,15 @@ func TestManagerLimitAndBusy(t *testing.T) {
 	_ = b
 }
 
+// TestManagerReaper has the reaper end sessions of three owners, one for
+// each reason, and checks OnReap is told each once, with the owner that
+// created the session (the per-tenant metrics count it for that owner).
 func TestManagerReaper(t *testing.T) {
 	var mu sync.Mutex
-	reasons := map[string]int{}
-	m, b := newTestManager(t, Config{ReapEvery: 5 * time.Millisecond, OnReap: func(r string) {
+	reaped := map[string]int{}
+	m, b := newTestManager(t, Config{ReapEvery: 5 * time.Millisecond, OnReap: func(owner, r string) {
 		mu.Lock()
-		reasons[r]++
+		reaped[owner+" "+r]++
 		mu.Unlock()
 	}})
 	ctx := context.Background()
@@ -208,26 +211,34 @@ func TestManagerReaper(t *testing.T) {
 	ttl.TTL = 20 * time.Millisecond
 	idle := defaultOptions()
 	idle.IdleTimeout = 20 * time.Millisecond
-	for _, o := range []SessionOptions{ttl, idle, defaultOptions()} {
-		if _, err := m.Create(ctx, "alice", o); err != nil {
+	for _, c := range []struct {
+		owner string
+		o     SessionOptions
+	}{{"alice", ttl}, {"bob", idle}, {"alice", defaultOptions()}} {
+		if _, err := m.Create(ctx, c.owner, c.o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	died, _ := m.Create(ctx, "alice", defaultOptions())
-	s, _ := m.lookup("alice", died.ID)
+	died, _ := m.Create(ctx, "carol", defaultOptions())
+	s, _ := m.lookup("carol", died.ID)
 	_ = s.box.Close()
+	left := func() int { return len(m.List("alice")) + len(m.List("bob")) + len(m.List("carol")) }
 	deadline := time.Now().Add(10 * time.Second)
-	for len(m.List("alice")) > 1 && time.Now().Before(deadline) {
+	for left() > 1 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := len(m.List("alice")); n != 1 {
+	if n := left(); n != 1 {
 		t.Fatalf("%d sessions left, want only the one without expiry", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for _, r := range []string{"ttl", "idle", "died"} {
-		if reasons[r] != 1 {
-			t.Errorf("reaped for %s %d times, want 1 (all: %v)", r, reasons[r], reasons)
+	want := map[string]int{"alice ttl": 1, "bob idle": 1, "carol died": 1}
+	if len(reaped) != len(want) {
+		t.Errorf("OnReap was told %v, want %v", reaped, want)
+	}
+	for k, n := range want {
+		if reaped[k] != n {
+			t.Errorf("OnReap(%s) %d times, want %d (all: %v)", k, reaped[k], n, reaped)
 		}
 	}
 	if b.alive() != 1 {

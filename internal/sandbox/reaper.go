@@ -34,7 +34,7 @@ func (m *Manager) reap(now time.Time) {
 	}
 	m.mu.Unlock()
 	for i, s := range due {
-		m.cfg.OnReap(reasons[i])
+		m.cfg.OnReap(s.owner, reasons[i])
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()

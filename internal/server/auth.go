@@ -19,6 +19,11 @@ type apiKey struct {
 	owner  string
 }
 
+// operatorOwner is the owner of every metrics key's requests: no tenant's
+// (a tenant is 16 hex digits), and one, so all of them together protect
+// at most one tenant's share of connections.
+const operatorOwner = "operator"
+
 // ownerOf derives the tenant id of a key: the first 16 hex digits of its
 // SHA-256. It is stable across restarts, so a tenant keeps its sessions'
 // ownership, and it is safe to log or show because it does not reveal the
@@ -28,26 +33,59 @@ func ownerOf(key string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func parseKeys(keys []string) ([]apiKey, error) {
-	out := make([]apiKey, 0, len(keys))
+// parseKeys digests the tenants' keys and the operator's metrics keys,
+// refusing a key that is in both lists, since it could not say which it is.
+func parseKeys(keys, metricsKeys []string) ([]apiKey, error) {
+	out := make([]apiKey, 0, len(keys)+len(metricsKeys))
+	tenant := map[string]bool{}
 	for _, k := range keys {
 		if strings.TrimSpace(k) == "" {
 			return nil, errors.New("an API key is empty")
 		}
 		out = append(out, apiKey{digest: sha256.Sum256([]byte(k)), owner: ownerOf(k)})
+		tenant[k] = true
+	}
+	for _, k := range metricsKeys {
+		switch {
+		case strings.TrimSpace(k) == "":
+			return nil, errors.New("a metrics key is empty")
+		case tenant[k]:
+			return nil, errors.New("a key is both an API key and a metrics key; give the operator a key of its own")
+		}
+		out = append(out, apiKey{digest: sha256.Sum256([]byte(k)), owner: operatorOwner})
 	}
 	return out, nil
+}
+
+// owners are the tenants keys make, each once.
+func owners(keys []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if o := ownerOf(k); !seen[o] {
+			seen[o] = true
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Tenants is how many tenants keys make: one per distinct key (a key
 // listed twice is one tenant), 0 for none. The server shares its body
 // memory among them, and `warden serve` its sessions.
-func Tenants(keys []string) int {
-	owners := map[string]bool{}
-	for _, k := range keys {
-		owners[ownerOf(k)] = true
+func Tenants(keys []string) int { return len(owners(keys)) }
+
+// ConnectionOwners is how many owners may protect connections from
+// eviction (connlimit's Tenants): each API key's tenant, and the operator
+// when there are metrics keys, since an operator's request protects its
+// connection as a tenant's does. Counting the operator keeps every
+// tenant's share of protected connections from overlapping its own.
+func ConnectionOwners(keys, metricsKeys []string) int {
+	n := Tenants(keys)
+	if len(metricsKeys) > 0 {
+		n++
 	}
-	return len(owners)
+	return n
 }
 
 // authenticate returns the owner of the request's bearer key. Every
@@ -71,6 +109,9 @@ func (s *Server) authenticate(r *http.Request) (string, bool) {
 	return owner, found
 }
 
+// metricsPath is the one path a metrics key may read.
+const metricsPath = "/metrics"
+
 // publicPaths answer without a key: a liveness probe and the contract
 // carry nothing a tenant owns.
 var publicPaths = map[string]bool{"/healthz": true, "/openapi.yaml": true}
@@ -90,6 +131,11 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 		if !ok {
 			s.writeError(w, &apiError{http.StatusUnauthorized, codeUnauthorized,
 				"missing or invalid API key: send Authorization: Bearer <key>"})
+			return
+		}
+		if owner == operatorOwner && r.URL.Path != metricsPath {
+			s.writeError(w, &apiError{http.StatusUnauthorized, codeUnauthorized,
+				"a metrics key reads " + metricsPath + " only: send an API key for the sessions API"})
 			return
 		}
 		if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {

@@ -151,3 +151,23 @@ func TestTenants(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionOwners: the operator protects connections as a tenant
+// does, so it is counted when there are metrics keys (Tenants alone, what
+// warden serve passed before, left it out).
+func TestConnectionOwners(t *testing.T) {
+	tests := []struct {
+		keys, metricsKeys []string
+		want              int
+	}{
+		{nil, nil, 0},
+		{[]string{"a", "b"}, nil, 2},
+		{[]string{"a", "b", "a"}, []string{"op"}, 3},
+		{[]string{"a"}, []string{"op", "op2"}, 2},
+	}
+	for _, tt := range tests {
+		if got := ConnectionOwners(tt.keys, tt.metricsKeys); got != tt.want {
+			t.Errorf("ConnectionOwners(%q, %q) = %d, want %d", tt.keys, tt.metricsKeys, got, tt.want)
+		}
+	}
+}

@@ -138,11 +138,10 @@ func oneLine(err error) string {
 	return strings.TrimSpace(msg)
 }
 
-// writeError answers with err mapped to its status and JSON body, and
-// counts refusals for warden_denied_requests_total.
+// writeError answers with err mapped to its status and JSON body; the
+// log layer counts the refusal, for the request's tenant.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := toAPIError(err)
-	s.metrics.denied(ae.status)
 	if ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warden"`)
 	}

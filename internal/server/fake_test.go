@@ -187,11 +187,21 @@ func (f *fakeSessions) Run(ctx context.Context, _ string, o sandbox.SessionOptio
 func (f *fakeSessions) DefaultLimits() spec.Limits { return spec.DefaultLimits }
 
 func (f *fakeSessions) Counts() map[sandbox.State]int {
+	return f.counts(func(*fakeSession) bool { return true })
+}
+
+func (f *fakeSessions) CountsOf(owner string) map[sandbox.State]int {
+	return f.counts(func(s *fakeSession) bool { return s.owner == owner })
+}
+
+func (f *fakeSessions) counts(keep func(*fakeSession) bool) map[sandbox.State]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	counts := map[sandbox.State]int{}
 	for _, s := range f.sessions {
-		counts[s.info.State]++
+		if keep(s) {
+			counts[s.info.State]++
+		}
 	}
 	return counts
 }

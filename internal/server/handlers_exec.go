@@ -16,7 +16,7 @@ func (a api) ExecInSession(w http.ResponseWriter, r *http.Request, id string) {
 	if !ok {
 		return
 	}
-	res, err := a.s.observe(kind(req), func() (spec.Result, error) {
+	res, err := a.s.observe(owner(r), kind(req), func() (spec.Result, error) {
 		return a.s.sessions.Exec(r.Context(), owner(r), id, req, sandbox.Stream{})
 	})
 	if err != nil {
@@ -39,7 +39,7 @@ func (a api) StreamExecInSession(w http.ResponseWriter, r *http.Request, id stri
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stream := newNDJSONStream(w, a.s.cfg.StreamWriteTimeout, cancel)
-	res, err := a.s.observe(kind(req), func() (spec.Result, error) {
+	res, err := a.s.observe(owner(r), kind(req), func() (spec.Result, error) {
 		return a.s.sessions.Exec(ctx, owner(r), id, req, stream.live())
 	})
 	if !stream.finish(res, err) {
@@ -74,7 +74,7 @@ func (a api) RunOnce(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, err)
 		return
 	}
-	res, err := a.s.observe("run", func() (spec.Result, error) {
+	res, err := a.s.observe(owner(r), "run", func() (spec.Result, error) {
 		return a.s.sessions.Run(r.Context(), owner(r), o, req, sandbox.Stream{})
 	})
 	if err != nil {
@@ -88,11 +88,11 @@ func (a api) RunOnce(w http.ResponseWriter, r *http.Request) {
 // session is missing or busy) is no exec and is counted only as a denied
 // request; a failure of Warden itself counts as an exec with outcome
 // "error".
-func (s *Server) observe(kind string, exec func() (spec.Result, error)) (spec.Result, error) {
+func (s *Server) observe(owner, kind string, exec func() (spec.Result, error)) (spec.Result, error) {
 	start := time.Now()
 	res, err := exec()
 	if err == nil || toAPIError(err).status >= http.StatusInternalServerError {
-		s.metrics.exec(kind, res, err, time.Since(start))
+		s.metrics.exec(owner, kind, res, err, time.Since(start))
 	}
 	return res, err
 }

@@ -12,9 +12,18 @@ func (a api) Healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// GetMetrics serves the server's registry in the Prometheus text format.
+// GetMetrics serves, in the Prometheus text format, the whole server's
+// registry to an operator (a metrics key, or anyone on a server without
+// keys) and a tenant's own series to its key, so no tenant learns what
+// others do or how loaded the server is.
 func (a api) GetMetrics(w http.ResponseWriter, r *http.Request) {
-	a.s.registry.ServeHTTP(w, r)
+	o := owner(r)
+	if a.s.cfg.AllowAnonymous || o == operatorOwner {
+		a.s.registry.ServeHTTP(w, r)
+		return
+	}
+	// Every key's owner has its series, built in New from the keys.
+	a.s.metrics.tenants[o].reg.ServeHTTP(w, r)
 }
 
 // GetOpenAPISpec serves api/openapi.yaml byte for byte, so clients and

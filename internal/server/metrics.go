@@ -9,10 +9,21 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// serverMetrics are the server's Prometheus series. Label values come
-// from small fixed sets, never from user input, so cardinality stays
-// bounded.
+// serverMetrics are the server's Prometheus series, kept twice: once for
+// the whole server, which only an operator (a metrics key, or anyone when
+// the server runs without keys) reads, and once per tenant, which that
+// tenant's key reads, so no key learns what other tenants do. Label
+// values come from small fixed sets, never from user input, and tenants
+// are the configured keys' owners, so cardinality stays bounded.
 type serverMetrics struct {
+	all *familySet
+	// tenants is built in New from the keys and only read after.
+	tenants map[string]*familySet
+}
+
+// familySet is one view's series and the registry that serves them.
+type familySet struct {
+	reg      *metrics.Registry
 	execs    *metrics.CounterVec
 	duration *metrics.HistogramVec
 	kills    *metrics.CounterVec
@@ -27,11 +38,29 @@ var allStates = []sandbox.State{
 	sandbox.StateStopping, sandbox.StateGone, sandbox.StateDead,
 }
 
-// newMetrics registers the server's series, the process figures and a
-// sessions gauge that reads s's counts at scrape time, so the gauge is
-// never stale and the Manager needs no hook into the server.
-func newMetrics(reg *metrics.Registry, s Sessions) (*serverMetrics, error) {
-	m := &serverMetrics{
+// newMetrics registers the whole server's series and the process figures
+// in reg, and builds each owner's series in a registry of its own. The
+// sessions gauges read s's counts at scrape time, so they are never stale
+// and the Manager needs no hook into the server.
+func newMetrics(reg *metrics.Registry, s Sessions, owners []string) (*serverMetrics, error) {
+	all, err := newFamilySet(reg, s.Counts, metrics.ProcessMetrics()...)
+	if err != nil {
+		return nil, err
+	}
+	m := &serverMetrics{all: all, tenants: make(map[string]*familySet, len(owners))}
+	for _, o := range owners {
+		if m.tenants[o], err = newFamilySet(metrics.NewRegistry(), func() map[sandbox.State]int { return s.CountsOf(o) }); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// newFamilySet registers one view's series, its sessions gauge reading
+// counts, and extra, in reg.
+func newFamilySet(reg *metrics.Registry, counts func() map[sandbox.State]int, extra ...metrics.Collector) (*familySet, error) {
+	f := &familySet{
+		reg: reg,
 		execs: metrics.NewCounterVec("warden_execs_total",
 			"Execs and one-shot runs by kind (command, python, bash, javascript, run) and outcome.",
 			"kind", "outcome"),
@@ -52,18 +81,27 @@ func newMetrics(reg *metrics.Registry, s Sessions) (*serverMetrics, error) {
 	sessions := metrics.NewGaugeFunc("warden_sessions",
 		"Sessions by state, read from the session manager at scrape time.", []string{"state"},
 		func() []metrics.Sample {
-			counts := s.Counts()
+			c := counts()
 			samples := make([]metrics.Sample, len(allStates))
 			for i, st := range allStates {
-				samples[i] = metrics.Sample{LabelValues: []string{string(st)}, Value: float64(counts[st])}
+				samples[i] = metrics.Sample{LabelValues: []string{string(st)}, Value: float64(c[st])}
 			}
 			return samples
 		})
-	cs := append([]metrics.Collector{m.execs, m.duration, m.kills, m.refused, m.paced, sessions}, metrics.ProcessMetrics()...)
+	cs := append([]metrics.Collector{f.execs, f.duration, f.kills, f.refused, f.paced, sessions}, extra...)
 	if err := reg.Register(cs...); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return f, nil
+}
+
+// views are the sets a figure of owner's counts in: the whole server's,
+// and owner's own when owner is a tenant.
+func (m *serverMetrics) views(owner string) []*familySet {
+	if t, ok := m.tenants[owner]; ok {
+		return []*familySet{m.all, t}
+	}
+	return []*familySet{m.all}
 }
 
 // deniedReasons names the refusals worth watching: auth probing, bad
@@ -76,43 +114,54 @@ var deniedReasons = map[int]string{
 	http.StatusNotFound:              "not_found",
 }
 
-func (m *serverMetrics) denied(status int) {
-	if reason, ok := deniedReasons[status]; ok {
-		m.refused.With(reason).Inc()
+// denied counts a refusal of owner's request ("" before authentication,
+// which only the whole server's view counts).
+func (m *serverMetrics) denied(owner string, status int) {
+	reason, ok := deniedReasons[status]
+	if !ok {
+		return
+	}
+	for _, v := range m.views(owner) {
+		v.refused.With(reason).Inc()
 	}
 }
 
-// exec records one exec or run: its outcome, its duration and, when
-// Warden killed it, why.
-func (m *serverMetrics) exec(kind string, res spec.Result, err error, took time.Duration) {
-	outcome := "ok"
+// exec records one exec or run of owner: its outcome, its duration and,
+// when Warden killed it, why.
+func (m *serverMetrics) exec(owner, kind string, res spec.Result, err error, took time.Duration) {
+	outcome, kill := "ok", ""
 	switch {
 	case err != nil || res.Error != "":
 		outcome = "error"
 	case res.TimedOut:
-		outcome = "timeout"
-		m.kills.With("timeout").Inc()
+		outcome, kill = "timeout", "timeout"
 	case res.OOMKilled:
-		outcome = "oom"
-		m.kills.With("oom").Inc()
+		outcome, kill = "oom", "oom"
 	case res.ExitCode != 0 || res.Exception != nil:
 		outcome = "failed"
 	}
-	m.execs.With(kind, outcome).Inc()
-	m.duration.With(kind).Observe(took.Seconds())
-	if res.QueuedMS > 0 {
-		m.paced.With(kind).Add(res.QueuedMS / 1000)
+	for _, v := range m.views(owner) {
+		if kill != "" {
+			v.kills.With(kill).Inc()
+		}
+		v.execs.With(kind, outcome).Inc()
+		v.duration.With(kind).Observe(took.Seconds())
+		if res.QueuedMS > 0 {
+			v.paced.With(kind).Add(res.QueuedMS / 1000)
+		}
 	}
 }
 
-// ObserveReap counts a session the Manager's reaper ended, with reason
-// "ttl" or "idle", in warden_kills_total. The Manager calls it because
-// only it sees those kills; timeouts and OOM kills the server counts
-// itself from the Results it hands out. Any other reason is counted as
-// "other", so a caller cannot grow the label set without bound.
-func (s *Server) ObserveReap(reason string) {
+// ObserveReap counts a session of owner that the Manager's reaper ended,
+// with reason "ttl" or "idle", in warden_kills_total. The Manager calls
+// it because only it sees those kills; timeouts and OOM kills the server
+// counts itself from the Results it hands out. Any other reason is
+// counted as "other", so a caller cannot grow the label set without bound.
+func (s *Server) ObserveReap(owner, reason string) {
 	if reason != "ttl" && reason != "idle" {
 		reason = "other"
 	}
-	s.metrics.kills.With(reason).Inc()
+	for _, v := range s.metrics.views(owner) {
+		v.kills.With(reason).Inc()
+	}
 }

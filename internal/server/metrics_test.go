@@ -16,7 +16,7 @@ import (
 )
 
 func TestMetrics(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, func(c *Config) { c.MetricsKeys = []string{keyOperator} })
 	id := h.create(keyA)
 	h.do("POST", "/v1/sessions/"+id+"/exec", keyA, `{"command":["true"]}`)
 	h.fake.exec = func(context.Context, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
@@ -25,9 +25,9 @@ func TestMetrics(t *testing.T) {
 	h.do("POST", "/v1/sessions/"+id+"/exec", keyA, `{"language":"python","code":"while 1: pass"}`)
 	h.do("GET", "/v1/sessions", "", "")
 	h.do("POST", "/v1/sessions", keyA, `{"limits":{"pids":0}}`)
-	h.srv.ObserveReap("idle")
+	h.srv.ObserveReap(ownerOf(keyA), "idle")
 
-	resp := h.do("GET", "/metrics", keyA, "")
+	resp := h.do("GET", "/metrics", keyOperator, "")
 	if resp.status != http.StatusOK {
 		t.Fatalf("metrics: got %d %s", resp.status, resp.body)
 	}

@@ -46,8 +46,10 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// withLogAndRecover logs one line per request and turns a panic in any
-// handler into a 500, so one bad request never takes the daemon down. The
+// withLogAndRecover logs one line per request, counts it in
+// warden_denied_requests_total when refused (for its tenant, known once
+// authentication has run), and turns a panic in any handler into a 500,
+// so one bad request never takes the daemon down. The
 // log names the route's pattern, not the raw path, and never the
 // Authorization header or a body.
 func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
@@ -76,6 +78,7 @@ func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
 					s.writeError(rec, &apiError{http.StatusInternalServerError, codeInternal, "internal error"})
 				}
 			}
+			s.metrics.denied(info.owner, rec.status)
 			level := slog.LevelDebug
 			switch {
 			case rec.status >= http.StatusInternalServerError:

@@ -52,6 +52,9 @@ type Sessions interface {
 	NetworkEvents(owner, id string) ([]spec.NetworkEvent, error)
 	// Counts is how many sessions are in each state, for metrics.
 	Counts() map[sandbox.State]int
+	// CountsOf is how many of owner's sessions are in each state, for
+	// that tenant's metrics.
+	CountsOf(owner string) map[sandbox.State]int
 	// DefaultLimits are what a request gets for the limits it leaves out:
 	// the Manager's one value, within the operator's ceilings.
 	DefaultLimits() spec.Limits
@@ -81,8 +84,14 @@ const (
 // reports. The zero value of each optional field takes its default.
 type Config struct {
 	// Keys are the API keys accepted as "Authorization: Bearer <key>".
-	// Each key is its own tenant: it sees only the sessions it created.
+	// Each key is its own tenant: it sees only the sessions it created,
+	// and on /metrics only its own figures.
 	Keys []string
+	// MetricsKeys are the operator's keys: they read /metrics only, and
+	// there the whole server's figures (every tenant's sessions and execs,
+	// connections, the process). Without keys the one anonymous owner is
+	// the operator.
+	MetricsKeys []string
 	// AllowAnonymous serves every request without a key, as the single
 	// owner "". It must not be combined with Keys; the caller should then
 	// listen on loopback only.
@@ -131,10 +140,13 @@ type Config struct {
 	// share of MaxInFlightBodyBytes and BodyReadTimeout. OwnerFrom gives
 	// them the request's tenant.
 	Mount map[string]http.Handler
-	// Registry receives the server's metrics and is what /metrics serves
+	// Registry receives the whole server's metrics and is what /metrics
+	// serves to an operator (a metrics key, or anyone on a server without
+	// keys); a tenant's key reads only its own series, kept apart
 	// (default: a new registry of its own). A caller may register its own
-	// series there to serve them alongside; one registry serves one server,
-	// since a second would register the same names again.
+	// series there to serve them alongside, to operators only; one registry
+	// serves one server, since a second would register the same names
+	// again.
 	Registry *metrics.Registry
 }
 
@@ -161,6 +173,31 @@ type Server struct {
 	handler   http.Handler
 }
 
+// CheckKeys checks c's keys as New does, so that a caller such as warden
+// serve learns of bad keys before it starts anything, from the one place
+// the rules are kept.
+func (c Config) CheckKeys() error {
+	_, err := c.keys()
+	return err
+}
+
+// keys checks c's keys and parses them.
+func (c Config) keys() ([]apiKey, error) {
+	switch {
+	case len(c.Keys) == 0 && !c.AllowAnonymous:
+		return nil, errors.New("server: no API keys; set Keys, or AllowAnonymous to serve without auth on loopback")
+	case len(c.Keys) > 0 && c.AllowAnonymous:
+		return nil, errors.New("server: Keys and AllowAnonymous together; choose one")
+	case len(c.MetricsKeys) > 0 && len(c.Keys) == 0:
+		return nil, errors.New("server: MetricsKeys without Keys; a server without keys shows its metrics to anyone who can connect")
+	}
+	keys, err := parseKeys(c.Keys, c.MetricsKeys)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return keys, nil
+}
+
 // New builds a server over s. It refuses a configuration without keys
 // unless AllowAnonymous says that is intended, so a forgotten flag never
 // serves sandboxes to anyone who can connect.
@@ -168,15 +205,9 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if s == nil {
 		return nil, errors.New("server: no Sessions")
 	}
-	switch {
-	case len(cfg.Keys) == 0 && !cfg.AllowAnonymous:
-		return nil, errors.New("server: no API keys; set Keys, or AllowAnonymous to serve without auth on loopback")
-	case len(cfg.Keys) > 0 && cfg.AllowAnonymous:
-		return nil, errors.New("server: Keys and AllowAnonymous together; choose one")
-	}
-	keys, err := parseKeys(cfg.Keys)
+	keys, err := cfg.keys()
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -201,7 +232,7 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = metrics.NewRegistry()
 	}
-	m, err := newMetrics(cfg.Registry, s)
+	m, err := newMetrics(cfg.Registry, s, owners(cfg.Keys))
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}

@@ -231,8 +231,18 @@ const (
 
 // heapLive reads the server's go_gc_heap_live_bytes, or -1.
 func (c *client) heapLive() int64 {
-	code, b, err := c.do("GET", "/metrics", "", nil)
-	if err != nil || code != http.StatusOK {
+	req, err := http.NewRequest("GET", c.url+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	req.Header.Set("Authorization", "Bearer "+keyOperator)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
 		return -1
 	}
 	for _, line := range strings.Split(string(b), "\n") {

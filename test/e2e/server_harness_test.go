@@ -32,10 +32,12 @@ type apiServer struct {
 	exit func() (error, string)
 }
 
-// Test keys: each is its own tenant.
+// Test keys: each is its own tenant; keyOperator is the operator's
+// metrics key, which reads the whole server's /metrics and nothing else.
 const (
-	keyA = "test-key-a-0123456789abcdef"
-	keyB = "test-key-b-0123456789abcdef"
+	keyA        = "test-key-a-0123456789abcdef"
+	keyB        = "test-key-b-0123456789abcdef"
+	keyOperator = "test-key-operator-0123456789abcdef"
 )
 
 // startServer runs `warden serve` with the test keys and extra flags, and
@@ -57,7 +59,7 @@ func startServerAs(t *testing.T, prefix []string, flags ...string) *apiServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	argv := append(append(append([]string{}, prefix...), wardenBin, "serve", "--listen", "127.0.0.1:0"), flags...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = []string{"WARDEN_API_KEYS=" + keyA + "," + keyB, "PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.Env = []string{"WARDEN_API_KEYS=" + keyA + "," + keyB, "WARDEN_METRICS_KEYS=" + keyOperator, "PATH=/usr/local/bin:/usr/bin:/bin"}
 	for _, k := range []string{"WARDEN_EGRESS_HOSTS", "GODEBUG"} {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)

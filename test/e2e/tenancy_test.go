@@ -156,3 +156,39 @@ func TestCLIMCPLimitFlagAboveCeiling(t *testing.T) {
 		t.Errorf("warden serve --max-ttl 48h: exit %d, stderr %q; want the API's 24h named", inv.code, inv.stderr)
 	}
 }
+
+// TestServeMetricsPerTenant: through `warden serve` and its
+// WARDEN_METRICS_KEYS, a tenant's /metrics has no trace of another
+// tenant's session nor any server-wide figure, and the operator's key
+// sees the whole server.
+func TestServeMetricsPerTenant(t *testing.T) {
+	srv := startServer(t)
+	srv.newSession(t, keyB, nil)
+	tests := []struct {
+		key       string
+		want, not []string
+	}{
+		{keyA, []string{`warden_sessions{state="ready"} 0`}, []string{`warden_sessions{state="ready"} 1`, "go_", "process_", "warden_connections"}},
+		{keyB, []string{`warden_sessions{state="ready"} 1`}, []string{"go_", "process_", "warden_connections"}},
+		{keyOperator, []string{`warden_sessions{state="ready"} 1`, "go_goroutines ", "warden_connections_max "}, nil},
+	}
+	for _, tt := range tests {
+		code, b := srv.call(t, tt.key, "GET", "/metrics", nil, "")
+		if code != http.StatusOK {
+			t.Fatalf("/metrics for %s: %d %s, want 200", tt.key, code, b)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("/metrics for %s lacks %q", tt.key, w)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(string(b), n) {
+				t.Errorf("/metrics for %s shows %q", tt.key, n)
+			}
+		}
+	}
+	if code, b := srv.call(t, keyOperator, "GET", "/v1/sessions", nil, ""); code != http.StatusUnauthorized {
+		t.Errorf("the metrics key on /v1/sessions: %d %s, want 401", code, b)
+	}
+}
