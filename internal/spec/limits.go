@@ -59,12 +59,15 @@ const (
 )
 
 // QuotaCPUs is how many cores' worth of CPU a sandbox with cpus may use:
-// cpus, or the host's cores when it has no quota (0). What the host spends
-// on a sandbox's behalf (exec starts, egress connections) is paced in
-// proportion to it.
+// cpus, or the host's cores when it has no quota (0) or asks for more
+// than the host has, since a quota above the host's cores is never
+// given. What the host spends on a sandbox's behalf (exec starts, egress
+// connections) is paced in proportion to it, so a tenant allowed to ask
+// for 1024 CPUs on a 2-core host is paced as one with 2.
 func QuotaCPUs(cpus float64) float64 {
-	if cpus <= 0 {
-		return float64(runtime.NumCPU())
+	host := float64(runtime.NumCPU())
+	if cpus <= 0 || cpus > host {
+		return host
 	}
 	return cpus
 }
