@@ -338,6 +338,7 @@ func (b *box) config() nsinit.Config {
 		Env:              b.env(b.spec.Env),
 		Hostname:         agent.Hostname,
 		Etc:              b.etc,
+		View:             agent.View(l),
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.hostDir(),
 		WorkspaceIsMount: b.detachedWorkspace,

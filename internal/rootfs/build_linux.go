@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,7 @@ func Build(newRoot string, o Options) error {
 		{"building writable dirs", buildScratch},
 		{"building /dev", buildDev},
 		{"mounting /proc", buildProc},
+		{"showing the sandbox its own /proc and /sys", buildView},
 		{"pivoting root", pivot},
 	}
 	if o.Etc.Dir == "" {
@@ -43,6 +45,9 @@ func Build(newRoot string, o Options) error {
 	}
 	defer unix.Close(etc)
 	o.etcFD = etc
+	if o.View.CPUs < 1 {
+		o.View.CPUs = ViewCPUs(0, runtime.NumCPU())
+	}
 	for _, s := range steps {
 		if err := s.fn(newRoot, o); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)

@@ -86,6 +86,8 @@ type Options struct {
 	HostScratch bool
 	// UID and GID own the writable directories.
 	UID, GID int
+	// View is what /proc and /sys show of the machine (see View).
+	View View
 	// Etc is the host's /etc template (see SharedEtc) to bind at /etc.
 	Etc EtcTemplate
 	// etcFD holds Etc.Dir open while Build runs.

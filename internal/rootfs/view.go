@@ -1,0 +1,177 @@
+package rootfs
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// View is the sandbox's own world as /proc and /sys show it to programs
+// that size themselves by the machine (a worker pool, a JVM, a build
+// tool): memory is the sandbox's limit and the CPUs are its quota, as
+// LXCFS shows a container. The values are fixed when the sandbox starts;
+// the files never change afterwards.
+type View struct {
+	// MemoryBytes is the memory limit shown as MemTotal; zero shows none
+	// of the host's memory either, only a nominal figure (see Meminfo).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// CPUs is how many CPUs the sandbox sees: its quota rounded up, at
+	// most the host's, at least one (see ViewCPUs).
+	CPUs int `json:"cpus,omitempty"`
+}
+
+// ViewCPUs is how many CPUs a sandbox with a quota of cpus cores sees on
+// a host with host of them: the quota rounded up, since 1.5 cores of time
+// keep two workers busy, never more than the host has and at least one.
+// No quota (0) shows the host's count.
+func ViewCPUs(cpus float64, host int) int {
+	if host < 1 {
+		host = 1
+	}
+	if cpus <= 0 {
+		return host
+	}
+	n := int(math.Ceil(cpus))
+	return max(1, min(n, host))
+}
+
+// ProcView are the /proc files replaced by the sandbox's own, with why:
+// each shows a host-wide figure or an identifier of the host otherwise.
+// Their contents come from ProcFiles.
+var ProcView = []string{
+	"cmdline",                   // the host kernel's command line
+	"loadavg",                   // host-wide load and task count
+	"uptime",                    // the host's uptime
+	"diskstats",                 // the host's disks and their traffic
+	"partitions",                // the host's disks
+	"swaps",                     // the host's swap devices by path
+	"meminfo",                   // the host's memory, instead of the limit
+	"cpuinfo",                   // every host CPU, instead of the quota
+	"stat",                      // host CPU count and times, boot time, fork count
+	"softirqs",                  // per-CPU host counters
+	"sys/kernel/random/boot_id", // the same for every sandbox of one boot
+}
+
+// viewCmdline is the kernel command line a sandbox reads.
+const viewCmdline = "warden\n"
+
+// ProcFiles are the contents of the ProcView files for v: hostCPUInfo is
+// the host's /proc/cpuinfo (its first v.CPUs entries are shown,
+// renumbered), bootID a fresh random id, bootTime the Unix second the
+// sandbox started (its "btime").
+func ProcFiles(v View, hostCPUInfo []byte, bootID string, bootTime int64) map[string]string {
+	return map[string]string{
+		"cmdline":                   viewCmdline,
+		"loadavg":                   "0.00 0.00 0.00 1/1 1\n",
+		"uptime":                    "0.00 0.00\n",
+		"diskstats":                 "",
+		"partitions":                "major minor  #blocks  name\n\n",
+		"swaps":                     "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+		"meminfo":                   Meminfo(v.MemoryBytes),
+		"cpuinfo":                   CPUInfo(hostCPUInfo, v.CPUs),
+		"stat":                      Stat(v.CPUs, bootTime),
+		"softirqs":                  Softirqs(v.CPUs),
+		"sys/kernel/random/boot_id": bootID + "\n",
+	}
+}
+
+// nominalMemory is MemTotal when the sandbox has no memory limit: a
+// round figure, so the host's RAM is not shown.
+const nominalMemory = 1 << 30
+
+// Meminfo is a /proc/meminfo for a sandbox limited to limit bytes: all of
+// it free (the file is written once, at start), no swap, since the
+// sandbox has none. free(1) and programs sizing caches read these lines.
+func Meminfo(limit int64) string {
+	if limit <= 0 {
+		limit = nominalMemory
+	}
+	kb := limit / 1024
+	var b strings.Builder
+	for _, l := range []struct {
+		name string
+		kb   int64
+	}{
+		{"MemTotal", kb}, {"MemFree", kb}, {"MemAvailable", kb}, {"Buffers", 0},
+		{"Cached", 0}, {"SwapCached", 0}, {"Active", 0}, {"Inactive", 0},
+		{"SwapTotal", 0}, {"SwapFree", 0}, {"Dirty", 0}, {"Writeback", 0},
+		{"AnonPages", 0}, {"Mapped", 0}, {"Shmem", 0}, {"Slab", 0},
+		{"SReclaimable", 0}, {"SUnreclaim", 0}, {"CommitLimit", kb}, {"Committed_AS", 0},
+	} {
+		fmt.Fprintf(&b, "%-16s%8d kB\n", l.name+":", l.kb)
+	}
+	return b.String()
+}
+
+// CPUInfo is the host's /proc/cpuinfo cut to its first n entries (so the
+// model and flags programs check stay true) and numbered 0 to n-1, as the
+// sandbox's CPUs are; the entries' physical and core ids are the host's.
+func CPUInfo(host []byte, n int) string {
+	entries := bytes.SplitAfter(host, []byte("\n\n"))
+	var b strings.Builder
+	shown := 0
+	for _, e := range entries {
+		if shown == n || !bytes.HasPrefix(e, []byte("processor")) {
+			continue
+		}
+		lines := strings.SplitAfter(string(e), "\n")
+		for _, l := range lines {
+			switch {
+			case strings.HasPrefix(l, "processor"):
+				fmt.Fprintf(&b, "processor\t: %d\n", shown)
+			case strings.HasPrefix(l, "siblings"):
+				fmt.Fprintf(&b, "siblings\t: %d\n", n)
+			case strings.HasPrefix(l, "cpu cores"):
+				fmt.Fprintf(&b, "cpu cores\t: %d\n", n)
+			default:
+				b.WriteString(l)
+			}
+		}
+		shown++
+	}
+	return b.String()
+}
+
+// Stat is a /proc/stat of n idle CPUs with no history: glibc counts its
+// "cpuN" lines for the online CPUs when /sys is absent, and ps reads the
+// boot time from it.
+func Stat(n int, bootTime int64) string {
+	var b strings.Builder
+	b.WriteString("cpu  0 0 0 0 0 0 0 0 0 0\n")
+	for i := range n {
+		fmt.Fprintf(&b, "cpu%d 0 0 0 0 0 0 0 0 0 0\n", i)
+	}
+	fmt.Fprintf(&b, "intr 0\nctxt 0\nbtime %d\nprocesses 1\nprocs_running 1\nprocs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n", bootTime)
+	return b.String()
+}
+
+// softirqNames are the rows of /proc/softirqs.
+var softirqNames = []string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
+
+// Softirqs is a /proc/softirqs of n CPUs with no counts.
+func Softirqs(n int) string {
+	var b strings.Builder
+	b.WriteString("         ")
+	for i := range n {
+		fmt.Fprintf(&b, " %10s", fmt.Sprintf("CPU%d", i))
+	}
+	b.WriteString("\n")
+	for _, name := range softirqNames {
+		fmt.Fprintf(&b, "%9s", name+":")
+		for range n {
+			fmt.Fprintf(&b, " %10d", 0)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// CPURange is the "0-N" list the kernel writes in
+// /sys/devices/system/cpu/online for n CPUs.
+func CPURange(n int) string {
+	if n <= 1 {
+		return "0\n"
+	}
+	return fmt.Sprintf("0-%d\n", n-1)
+}

@@ -1,0 +1,108 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// viewDir is where the view's files are written before each is bound over
+// its /proc entry; it is unmounted and removed before pivot_root.
+const viewDir = ".view"
+
+// buildView shows the sandbox its own world (see View): the ProcView
+// files, written to a small tmpfs that is then made read-only and bound
+// over /proc's, and /sys/devices/system/cpu with the sandbox's CPUs. The
+// program cannot undo a bind: unmounting needs CAP_SYS_ADMIN in the
+// sandbox's user namespace, and its seccomp filter refuses umount anyway.
+func buildView(root string, o Options) error {
+	proc := filepath.Join(root, "proc")
+	cpuinfo, err := os.ReadFile(filepath.Join(proc, "cpuinfo"))
+	if err != nil {
+		return err
+	}
+	id, err := randomID()
+	if err != nil {
+		return err
+	}
+	files := ProcFiles(o.View, cpuinfo, id, time.Now().Unix())
+	stage := filepath.Join(root, viewDir)
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, tmpfsData("0755", 256*1024, 64, -1, -1)); err != nil {
+		return err
+	}
+	if err := bindView(stage, proc, files); err != nil {
+		return err
+	}
+	if err := unix.Unmount(stage, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the view's files: %w", err)
+	}
+	if err := os.Remove(stage); err != nil {
+		return err
+	}
+	return buildSysCPU(root, o.View.CPUs)
+}
+
+// bindView writes files into the tmpfs at stage, makes its superblock
+// read-only (a bind of a file cannot be made writable again without
+// remounting it, which needs CAP_SYS_ADMIN), and binds each over proc.
+func bindView(stage, proc string, files map[string]string) error {
+	for _, name := range ProcView {
+		p := filepath.Join(stage, filepath.Base(name))
+		if err := os.WriteFile(p, []byte(files[name]), 0o444); err != nil {
+			return err
+		}
+	}
+	if err := mount("", stage, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	for _, name := range ProcView {
+		dst := filepath.Join(proc, name)
+		if err := mount(filepath.Join(stage, filepath.Base(name)), dst, "", unix.MS_BIND, ""); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // a kernel without the entry shows nothing to hide
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// buildSysCPU makes /sys/devices/system/cpu list n CPUs, all online: glibc
+// reads it for sysconf(_SC_NPROCESSORS_ONLN) and _CONF (Python's
+// os.cpu_count()). It lives in the root tmpfs, read-only once pivoted.
+func buildSysCPU(root string, n int) error {
+	dir := filepath.Join(root, "sys/devices/system/cpu")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := range n {
+		if err := os.Mkdir(filepath.Join(dir, "cpu"+strconv.Itoa(i)), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"online", "possible", "present"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(CPURange(n)), 0o444); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// randomID is a random UUID (version 4), a boot_id of the sandbox's own.
+func randomID() (string, error) {
+	var b [16]byte
+	if _, err := unix.Getrandom(b[:], 0); err != nil {
+		return "", fmt.Errorf("getrandom: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
