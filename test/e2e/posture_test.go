@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// postureScript prints, section by section, what a program learns of its
+// machine: the /proc files that name the host or count host-wide, its
+// ids, hostname, and what sizing tools read.
+const postureScript = `for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/diskstats /proc/partitions /proc/swaps \
+	/proc/meminfo /proc/cpuinfo /proc/stat /proc/softirqs /proc/sys/kernel/random/boot_id /etc/hostname; do
+	echo "== $f"; cat "$f" 2>&1
+done
+echo "== hostname"; hostname
+echo "== nproc"; nproc
+echo "== cpu_count"; python3 -c 'import os; print(os.cpu_count())'
+echo "== free"; free -m | awk '/^Mem:/ {print $2}'
+`
+
+// postureSections splits the probe's output into its sections.
+func postureSections(out string) map[string]string {
+	sec := map[string]string{}
+	name := ""
+	for _, l := range strings.SplitAfter(out, "\n") {
+		if n, ok := strings.CutPrefix(l, "== "); ok {
+			name = strings.TrimSpace(n)
+			continue
+		}
+		sec[name] += l
+	}
+	return sec
+}
+
+// hostFile is a host file's contents, trimmed; the test fails without it.
+func hostFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("reading the host's %s: %v", p, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// postureCheck is one thing a sandbox on backends must not show of the
+// host, or must show of itself.
+type postureCheck struct {
+	name     string
+	backends []string
+	check    func(sec map[string]string, whole string) (got string, ok bool)
+}
+
+// postureChecks are TestPosture's assertions. The docker box's own
+// /proc, mounts and cgroup path are the docker backend's to hide; its
+// init narrows the affinity, so nproc counts the quota there too.
+func postureChecks(t *testing.T) []postureCheck {
+	bootID := hostFile(t, "/proc/sys/kernel/random/boot_id")
+	cmdline := hostFile(t, "/proc/cmdline")
+	memTotal := strings.Fields(hostFile(t, "/proc/meminfo"))[1]
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent := func(host string) func(map[string]string, string) (string, bool) {
+		return func(_ map[string]string, whole string) (string, bool) {
+			return "the output contains " + host, !strings.Contains(whole, host)
+		}
+	}
+	section := func(name, want string) func(map[string]string, string) (string, bool) {
+		return func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec[name])
+			return got, got == want
+		}
+	}
+	native := []string{"native"}
+	return []postureCheck{
+		{"the host's boot_id", native, absent(bootID)},
+		{"the host's kernel command line", native, absent(cmdline)},
+		{"the host's MemTotal", native, absent("MemTotal:       " + memTotal)},
+		{"the host's task count in loadavg", native, section("/proc/loadavg", "0.00 0.00 0.00 1/1 1")},
+		{"the host's hostname", []string{"native", "docker"}, func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec["hostname"])
+			return got, got != host && got == "sandbox"
+		}},
+		{"nproc at --cpus 1", []string{"native", "docker"}, section("nproc", "1")},
+		{"os.cpu_count() at --cpus 1", native, section("cpu_count", "1")},
+		{"free -m total at --memory 256m", native, section("free", "256")},
+	}
+}
+
+// TestPosture runs a probe of what the sandbox sees of its machine and
+// checks it finds no host identifier and sees its own limits.
+func TestPosture(t *testing.T) {
+	checks := postureChecks(t)
+	for _, b := range conformanceBackends(t) {
+		if b == "gvisor" {
+			continue // gVisor's /proc is its own kernel's by design
+		}
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			r := runJSON(t, "--backend", b, "--cpus", "1", "--memory", "256m", "--", "sh", "-c", postureScript)
+			if r.ExitCode != 0 {
+				t.Fatalf("probe: exit %d, stderr %q, error %q", r.ExitCode, r.Stderr, r.Error)
+			}
+			checkPosture(t, b, checks, r)
+		})
+	}
+}
+
+func checkPosture(t *testing.T, backend string, checks []postureCheck, r spec.Result) {
+	t.Helper()
+	sec := postureSections(r.Stdout)
+	for _, c := range checks {
+		if !slices.Contains(c.backends, backend) {
+			continue
+		}
+		if got, ok := c.check(sec, r.Stdout); !ok {
+			t.Errorf("%s: got %q", c.name, got)
+		}
+	}
+}
