@@ -156,6 +156,9 @@ func nativeSteps() []setupStep {
 	return []setupStep{
 		{"joining the cgroup", joinCgroup},
 		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
+		// Before the file identity changes: the init's /proc files are
+		// root's, as it is not dumpable.
+		{"starting the sandbox's clocks", ownClock},
 		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
 		{"reopening the workspace", reopenWorkspace},
 		{"opening oom_score_adj", openOOMScore},
