@@ -180,7 +180,7 @@ func buildRoot(cfg *Config) error {
 	}
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
-		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View,
+		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices,
 	})
 }
 

@@ -80,8 +80,11 @@ type Config struct {
 	// View is the machine the sandbox sees: its memory limit and CPU
 	// count in /proc and /sys (native), and as many CPUs in the
 	// affinity of every process it starts (every backend).
-	View      rootfs.View `json:"view,omitzero"`
-	Workspace bool        `json:"workspace"`
+	View rootfs.View `json:"view,omitzero"`
+	// Devices is the host directory the init binds its device nodes
+	// from (rootfs.SharedDevices); empty means the host's /dev.
+	Devices   string `json:"devices,omitempty"`
+	Workspace bool   `json:"workspace"`
 	// WorkspacePath is the host path of the workspace, free of links.
 	WorkspacePath string `json:"workspace_path"`
 	// WorkspaceIsMount says the workspace descriptor is a detached,

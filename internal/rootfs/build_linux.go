@@ -188,8 +188,12 @@ func attachWorkspace(o Options, dst string) error {
 	return restrict(dst, noDevice, false)
 }
 
-func buildDev(root string, _ Options) error {
+func buildDev(root string, o Options) error {
 	dev := filepath.Join(root, "dev")
+	from := o.Devices
+	if from == "" {
+		from = "/dev"
+	}
 	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, tmpfsData("0755", 64*1024, 64, -1, -1)); err != nil {
 		return err
 	}
@@ -198,7 +202,7 @@ func buildDev(root string, _ Options) error {
 		if err := touch(p); err != nil {
 			return err
 		}
-		if err := mount("/dev/"+d, p, "", unix.MS_BIND, ""); err != nil {
+		if err := mount(filepath.Join(from, d), p, "", unix.MS_BIND, ""); err != nil {
 			return err
 		}
 	}

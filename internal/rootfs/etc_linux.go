@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 
 // etcFormat is part of every template's name: a change to how templates
 // are written must not reuse one written the old way (v1 could be written
-// with the creator's umask).
-const etcFormat = "etc-v2"
+// with the creator's umask; v3 is root's own mount, which a v2 directory
+// of the same content is not).
+const etcFormat = "etc-v3"
 
 // SharedEtc returns the /etc template for hostname under base, writing it
 // if this host's /etc has none yet. A template is named by the metadata
@@ -30,7 +32,10 @@ const etcFormat = "etc-v2"
 // (a temporary-file cleaner ages out what nobody reads) is replaced.
 // base must belong to this user and be writable by nobody else; it is
 // made 0755, as the sandbox's mapped user must reach the template.
-func SharedEtc(base, hostname string) (EtcTemplate, error) {
+// With ownMounts (root only) each template is a read-only tmpfs of its
+// own: a sandbox's /proc/self/mountinfo shows a bind's path within its
+// file system, which is then "/" rather than the template's host path.
+func SharedEtc(base, hostname string, ownMounts bool) (EtcTemplate, error) {
 	if err := ownedDir(base); err != nil {
 		return EtcTemplate{}, err
 	}
@@ -41,7 +46,11 @@ func SharedEtc(base, hostname string) (EtcTemplate, error) {
 		return t, nil
 	}
 	discard(t.Dir)
-	if err := publishEtc(base, t.Dir, entries, hostname); err != nil {
+	publish := publishEtc
+	if ownMounts {
+		publish = mountEtc
+	}
+	if err := publish(base, t.Dir, entries, hostname); err != nil {
 		return t, fmt.Errorf("writing /etc template: %w", err)
 	}
 	checked.mark(t.Dir)
@@ -84,6 +93,33 @@ func publishEtc(base, dir string, entries []etcEntry, hostname string) error {
 	}
 	if err := os.Rename(tmp, dir); err != nil && !intact(dir, entries, hostname) {
 		return err
+	}
+	return nil
+}
+
+// mountEtc writes the template into a detached tmpfs, makes it read-only
+// and attaches it at dir. A Warden that finds dir already intact leaves
+// it; two attaching at once stack identical templates, and either serves.
+func mountEtc(_, dir string, entries []etcEntry, hostname string) error {
+	mnt, err := detachedTmpfs(map[string]string{"mode": "0755", "size": "16m", "nr_inodes": "4096"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mnt)
+	if err := writeEtc("/proc/self/fd/"+strconv.Itoa(mnt), entries, hostname); err != nil {
+		return err
+	}
+	if err := unix.MountSetattr(mnt, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("making the template read-only: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if intact(dir, entries, hostname) {
+		return nil
+	}
+	if err := unix.MoveMount(mnt, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching the template at %q: %w", dir, err)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 func TestSharedEtcWritesOnce(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	first, err := SharedEtc(base, "box")
+	first, err := SharedEtc(base, "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -30,11 +30,11 @@ func TestSharedEtcWritesOnce(t *testing.T) {
 	if fi, err := os.Stat(first.Dir); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("template mode = %v, %v; want 0755", fi.Mode().Perm(), err)
 	}
-	again, err := SharedEtc(base, "box")
+	again, err := SharedEtc(base, "box", false)
 	if err != nil || again.Dir != first.Dir {
 		t.Errorf("second SharedEtc = %q, %v; want %q", again.Dir, err, first.Dir)
 	}
-	other, err := SharedEtc(base, "other")
+	other, err := SharedEtc(base, "other", false)
 	if err != nil || other.Dir == first.Dir {
 		t.Errorf("another hostname got %q, %v; want a template of its own", other.Dir, err)
 	}
@@ -46,7 +46,7 @@ func TestSharedEtcWritesOnce(t *testing.T) {
 
 func TestSharedEtcLeavesOutPrivateFiles(t *testing.T) {
 	base := t.TempDir()
-	tmpl, err := SharedEtc(filepath.Join(base, "etc"), "box")
+	tmpl, err := SharedEtc(filepath.Join(base, "etc"), "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestSharedEtcRefusesUnsafeBase(t *testing.T) {
 			if tt.base == foreign && os.Geteuid() != 0 {
 				t.Skip("needs root to give a directory away")
 			}
-			_, err := SharedEtc(tt.base, "box")
+			_, err := SharedEtc(tt.base, "box", false)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("SharedEtc(%s) = %v; want an error saying %q", tt.name, err, tt.want)
 			}
@@ -108,7 +108,7 @@ func TestSharedEtcIgnoresUmask(t *testing.T) {
 	old := unix.Umask(0o077)
 	defer unix.Umask(old)
 	base := filepath.Join(t.TempDir(), "etc")
-	tmpl, err := SharedEtc(base, "box")
+	tmpl, err := SharedEtc(base, "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -126,7 +126,7 @@ func TestSharedEtcIgnoresUmask(t *testing.T) {
 
 func TestSharedEtcReplacesDamaged(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	first, err := SharedEtc(base, "box")
+	first, err := SharedEtc(base, "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestSharedEtcReplacesDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked.mark("") // as if a second had passed since the last look
-	again, err := SharedEtc(base, "box")
+	again, err := SharedEtc(base, "box", false)
 	if err != nil || again.Dir != first.Dir {
 		t.Fatalf("SharedEtc after damage = %q, %v; want %q", again.Dir, err, first.Dir)
 	}

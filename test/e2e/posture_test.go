@@ -17,6 +17,7 @@ const postureScript = `for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/d
 	/proc/meminfo /proc/cpuinfo /proc/stat /proc/softirqs /proc/sys/kernel/random/boot_id /etc/hostname; do
 	echo "== $f"; cat "$f" 2>&1
 done
+echo "== mountinfo"; cat /proc/self/mountinfo
 echo "== hostname"; hostname
 echo "== nproc"; nproc
 echo "== cpu_count"; python3 -c 'import os; print(os.cpu_count())'
@@ -70,6 +71,9 @@ func postureChecks(t *testing.T) []postureCheck {
 	}
 	absent := func(host string) func(map[string]string, string) (string, bool) {
 		return func(_ map[string]string, whole string) (string, bool) {
+			if host == "" {
+				return "", true
+			}
 			return "the output contains " + host, !strings.Contains(whole, host)
 		}
 	}
@@ -84,6 +88,8 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"the host's boot_id", native, absent(bootID)},
 		{"the host's kernel command line", native, absent(cmdline)},
 		{"the host's MemTotal", native, absent("MemTotal:       " + memTotal)},
+		{"the host's devtmpfs size (its memory)", native, absent(devtmpfsSize(t))},
+		{"the host paths of Warden's state (/etc template, devices)", native, absent("/run/warden")},
 		{"the host's task count in loadavg", native, section("/proc/loadavg", "0.00 0.00 0.00 1/1 1")},
 		{"the host's hostname", []string{"native", "docker"}, func(sec map[string]string, _ string) (string, bool) {
 			got := strings.TrimSpace(sec["hostname"])
@@ -95,6 +101,22 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"the host's uptime in the boot and monotonic clocks", native, youngerThan("clocks", hostUptime(t))},
 		{"the host's uptime in a process's start time", native, youngerThan("start", hostUptime(t))},
 	}
+}
+
+// devtmpfsSize is the size option of the host's /dev, which the kernel
+// sizes by the host's memory.
+func devtmpfsSize(t *testing.T) string {
+	t.Helper()
+	for _, l := range strings.Split(hostFile(t, "/proc/self/mountinfo"), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == "/dev" && strings.Contains(l, " devtmpfs ") {
+			for _, opt := range strings.Split(f[len(f)-1], ",") {
+				if strings.HasPrefix(opt, "size=") {
+					return opt
+				}
+			}
+		}
+	}
+	return "" // not a devtmpfs with a size: nothing to look for
 }
 
 // hostUptime is the host's uptime in seconds, read before the sandbox
