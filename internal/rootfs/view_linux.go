@@ -11,15 +11,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// viewDir is where the view's files are written before each is bound over
-// its /proc entry; it is unmounted and removed before pivot_root.
+// viewDir is where the view's files are written, in the root tmpfs,
+// before each is bound over its /proc entry; it is removed before
+// pivot_root, the binds keeping the files.
 const viewDir = ".view"
 
 // buildView shows the sandbox its own world (see View): the ProcView
-// files, written to a small tmpfs that is then made read-only and bound
-// over /proc's, and /sys/devices/system/cpu with the sandbox's CPUs. The
+// files bound read-only over /proc's, and /sys/devices/system/cpu with
+// the sandbox's CPUs. The files are written into the root tmpfs and
+// unlinked once bound, rather than on a tmpfs of their own: unmounting
+// that would wait for an RCU grace period in every sandbox start. The
 // program cannot undo a bind: unmounting needs CAP_SYS_ADMIN in the
-// sandbox's user namespace, and its seccomp filter refuses umount anyway.
+// sandbox's user namespace, which it never has, and its seccomp filter
+// refuses umount anyway. The files are the sandbox user's (0444): it may
+// chmod and rewrite its own copy, which lies to itself alone, and which
+// saves a mount_setattr per file under the host-wide mount lock.
 func buildView(root string, o Options) error {
 	proc := filepath.Join(root, "proc")
 	cpuinfo, err := os.ReadFile(filepath.Join(proc, "cpuinfo"))
@@ -35,37 +41,24 @@ func buildView(root string, o Options) error {
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		return err
 	}
-	if err := mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, tmpfsData("0755", 256*1024, 64, -1, -1)); err != nil {
-		return err
-	}
 	if err := bindView(stage, proc, files); err != nil {
 		return err
 	}
-	if err := unix.Unmount(stage, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detaching the view's files: %w", err)
-	}
-	if err := os.Remove(stage); err != nil {
+	if err := os.RemoveAll(stage); err != nil {
 		return err
 	}
 	return buildSysCPU(root, o.View.CPUs)
 }
 
-// bindView writes files into the tmpfs at stage, makes its superblock
-// read-only (a bind of a file cannot be made writable again without
-// remounting it, which needs CAP_SYS_ADMIN), and binds each over proc.
+// bindView writes files into stage and binds each over proc.
 func bindView(stage, proc string, files map[string]string) error {
 	for _, name := range ProcView {
-		p := filepath.Join(stage, filepath.Base(name))
-		if err := os.WriteFile(p, []byte(files[name]), 0o444); err != nil {
+		src := filepath.Join(stage, filepath.Base(name))
+		if err := os.WriteFile(src, []byte(files[name]), 0o444); err != nil {
 			return err
 		}
-	}
-	if err := mount("", stage, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return err
-	}
-	for _, name := range ProcView {
 		dst := filepath.Join(proc, name)
-		if err := mount(filepath.Join(stage, filepath.Base(name)), dst, "", unix.MS_BIND, ""); err != nil {
+		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // a kernel without the entry shows nothing to hide
 			}
