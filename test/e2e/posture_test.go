@@ -18,6 +18,7 @@ const postureScript = `for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/d
 	echo "== $f"; cat "$f" 2>&1
 done
 echo "== mountinfo"; cat /proc/self/mountinfo
+echo "== counters"; cat /proc/vmstat /proc/schedstat /proc/locks /proc/pressure/* 2>/dev/null | wc -c
 echo "== hostname"; hostname
 echo "== nproc"; nproc
 echo "== cpu_count"; python3 -c 'import os; print(os.cpu_count())'
@@ -90,6 +91,7 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"the host's MemTotal", native, absent("MemTotal:       " + memTotal)},
 		{"the host's devtmpfs size (its memory)", native, absent(devtmpfsSize(t))},
 		{"the host paths of Warden's state (/etc template, devices)", native, absent("/run/warden")},
+		{"host-wide counters (vmstat, schedstat, locks, pressure)", []string{"native", "docker"}, section("counters", "0")},
 		{"the host's task count in loadavg", native, section("/proc/loadavg", "0.00 0.00 0.00 1/1 1")},
 		{"the host's hostname", []string{"native", "docker"}, func(sec map[string]string, _ string) (string, bool) {
 			got := strings.TrimSpace(sec["hostname"])
