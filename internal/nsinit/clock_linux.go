@@ -32,8 +32,23 @@ func ownClock(*Config) error {
 	// Whole seconds back: the clocks read a fraction of a second at start,
 	// never less than zero, which the kernel refuses.
 	offsets := fmt.Sprintf("monotonic %d 0\nboottime %d 0\n", -mono.Sec, -boot.Sec)
-	if err := os.WriteFile("/proc/self/timens_offsets", []byte(offsets), 0); err != nil {
-		return fmt.Errorf("setting the clocks' offsets: %w", err)
+	return writeOwnProc("timens_offsets", offsets)
+}
+
+// writeOwnProc writes one of the init's own /proc files. A process that
+// is not dumpable has them owned by the host's root, which a rootless
+// init is not, so it is dumpable for the write: nothing else runs in the
+// sandbox yet to read the init's memory meanwhile.
+func writeOwnProc(name, content string) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the init dumpable: %w", err)
+	}
+	err := os.WriteFile("/proc/self/"+name, []byte(content), 0)
+	if e := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); e != nil {
+		return fmt.Errorf("making the init not dumpable again: %w", e)
+	}
+	if err != nil {
+		return fmt.Errorf("writing /proc/self/%s: %w", name, err)
 	}
 	return nil
 }
