@@ -19,11 +19,9 @@ const namespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 // initCaps survive the init's exec as ambient capabilities. Its uid is not
 // root inside the user namespace (only the sandbox user is mapped), so
 // without them the exec would leave it powerless to mount or set ids.
-// CAP_SYS_TIME sets its time namespace's offsets (in a user namespace it
-// allows nothing else; the host's clocks need it in the host's).
 var initCaps = []uintptr{
 	unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID,
-	unix.CAP_SETPCAP, unix.CAP_KILL, unix.CAP_SYS_TIME,
+	unix.CAP_SETPCAP, unix.CAP_KILL,
 }
 
 // initProc is a started init; exited delivers how it ended once reaped

@@ -156,9 +156,6 @@ func nativeSteps() []setupStep {
 	return []setupStep{
 		{"joining the cgroup", joinCgroup},
 		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
-		// Before the file identity changes, so the init owns its /proc
-		// files while it writes one.
-		{"starting the sandbox's clocks", ownClock},
 		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
 		{"reopening the workspace", reopenWorkspace},
 		{"opening oom_score_adj", openOOMScore},

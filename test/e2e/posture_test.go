@@ -25,6 +25,7 @@ echo "== cpu_count"; python3 -c 'import os; print(os.cpu_count())'
 echo "== free"; free -m | awk '/^Mem:/ {print $2}'
 echo "== clocks"; python3 -c 'import time; print(time.clock_gettime(time.CLOCK_BOOTTIME), time.monotonic())'
 echo "== start"; awk -v hz="$(getconf CLK_TCK)" '{print $22 / hz}' /proc/self/stat
+echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
 `
 
 // postureSections splits the probe's output into its sections.
@@ -100,8 +101,11 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"nproc at --cpus 1", []string{"native", "docker"}, section("nproc", "1")},
 		{"os.cpu_count() at --cpus 1", native, section("cpu_count", "1")},
 		{"free -m total at --memory 256m", native, section("free", "256")},
-		{"the host's uptime in the boot and monotonic clocks", native, youngerThan("clocks", hostUptime(t))},
-		{"the host's uptime in a process's start time", native, youngerThan("start", hostUptime(t))},
+		// KNOWN-VISIBLE (documented): the host's clocks, as no time
+		// namespace is used.
+		{"the host's uptime in the boot and monotonic clocks", native, atLeast("clocks", hostUptime(t))},
+		{"the host's uptime in a process's start time", native, atLeast("start", hostUptime(t))},
+		{"no time namespace offsets", native, section("timens", "0 0\n0 0")},
 	}
 }
 
@@ -122,7 +126,7 @@ func devtmpfsSize(t *testing.T) string {
 }
 
 // hostUptime is the host's uptime in seconds, read before the sandbox
-// starts: a sandbox's clocks that count from its own start read less.
+// starts: the sandbox shares the host's clocks, which then read more.
 func hostUptime(t *testing.T) float64 {
 	t.Helper()
 	up, err := strconv.ParseFloat(strings.Fields(hostFile(t, "/proc/uptime"))[0], 64)
@@ -132,14 +136,14 @@ func hostUptime(t *testing.T) float64 {
 	return up
 }
 
-// youngerThan checks that every number in section name is below limit.
-func youngerThan(name string, limit float64) func(map[string]string, string) (string, bool) {
+// atLeast checks that every number in section name is at least limit.
+func atLeast(name string, limit float64) func(map[string]string, string) (string, bool) {
 	return func(sec map[string]string, _ string) (string, bool) {
 		got := strings.TrimSpace(sec[name])
 		fields := strings.Fields(got)
 		for _, f := range fields {
 			v, err := strconv.ParseFloat(f, 64)
-			if err != nil || v >= limit {
+			if err != nil || v < limit {
 				return got + " (the host's uptime is " + strconv.FormatFloat(limit, 'f', 0, 64) + ")", false
 			}
 		}
