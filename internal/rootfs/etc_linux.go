@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 // etcFormat is part of every template's name: a change to how templates
 // are written must not reuse one written the old way (v1 could be written
 // with the creator's umask; v3 is root's own mount, which a v2 directory
-// of the same content is not).
-const etcFormat = "etc-v3"
+// of the same content is not; v3 mounts could be written with the umask).
+const etcFormat = "etc-v4"
 
 // SharedEtc returns the /etc template for hostname under base, writing it
 // if this host's /etc has none yet. A template is named by the metadata
@@ -135,21 +136,41 @@ func boundNames(entries []etcEntry) []string {
 	return names
 }
 
-// intact says dir holds every entry of the template as it was written.
+// intact says dir holds every entry of the template as it was written,
+// with the modes fixModes gives (a template written under a strict umask
+// is unreadable to the sandboxes and must not be reused).
 func intact(dir string, entries []etcEntry, hostname string) bool {
-	var st unix.Stat_t
-	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if !hasMode(dir, unix.S_IFDIR) {
 		return false
 	}
 	for _, e := range entries {
-		if unix.Lstat(filepath.Join(dir, e.name), &st) != nil || st.Mode&unix.S_IFMT != e.fileType() {
+		if strings.Contains(e.name, "/") && !hasMode(filepath.Join(dir, filepath.Dir(e.name)), unix.S_IFDIR) {
+			return false
+		}
+		if !hasMode(filepath.Join(dir, e.name), e.fileType()) {
 			return false
 		}
 	}
 	for name := range GeneratedEtc(hostname) {
-		if unix.Lstat(filepath.Join(dir, name), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if !hasMode(filepath.Join(dir, name), unix.S_IFREG) {
 			return false
 		}
+	}
+	return true
+}
+
+// hasMode says p is of type typ (S_IFMT) with the permissions fixModes
+// gives that type: 0755 for a directory, 0644 for a file (a link has none).
+func hasMode(p string, typ uint32) bool {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != typ {
+		return false
+	}
+	switch typ {
+	case unix.S_IFDIR:
+		return st.Mode&0o7777 == 0o755
+	case unix.S_IFREG:
+		return st.Mode&0o7777 == 0o644
 	}
 	return true
 }
@@ -311,9 +332,11 @@ func writeEtc(dir string, entries []etcEntry, hostname string) error {
 
 // fixModes makes every directory in the template 0755 and every file
 // 0644 whatever the umask they were created under: the sandbox's mapped
-// user reads them as "others".
+// user reads them as "others". The walk starts at dir's contents ("dir/"):
+// a detached template is reached through /proc/self/fd/N, a symlink that
+// WalkDir would not descend.
 func fixModes(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(dir+string(filepath.Separator), func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err

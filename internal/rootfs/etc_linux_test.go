@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 func TestSharedEtcWritesOnce(t *testing.T) {
@@ -105,22 +108,52 @@ func TestSharedEtcRefusesUnsafeBase(t *testing.T) {
 }
 
 func TestSharedEtcIgnoresUmask(t *testing.T) {
-	old := unix.Umask(0o077)
-	defer unix.Umask(old)
+	for _, ownMounts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ownMounts=%v", ownMounts), func(t *testing.T) {
+			if ownMounts {
+				testhost.RequireRoot(t)
+			}
+			old := unix.Umask(0o077)
+			defer unix.Umask(old)
+			base := filepath.Join(t.TempDir(), "etc")
+			tmpl, err := SharedEtc(base, "box", ownMounts)
+			if err != nil {
+				t.Fatalf("SharedEtc: %v", err)
+			}
+			if ownMounts {
+				unmountAll(t, tmpl.Dir)
+			}
+			for _, tt := range []struct {
+				path string
+				want os.FileMode
+			}{
+				{base, 0o755}, {tmpl.Dir, 0o755}, {filepath.Join(tmpl.Dir, "passwd"), 0o644},
+				{filepath.Join(tmpl.Dir, "ssl"), 0o755},
+			} {
+				if fi, err := os.Stat(tt.path); err != nil || fi.Mode().Perm() != tt.want {
+					t.Errorf("mode of %s = %v, %v; want %v", tt.path, fi.Mode().Perm(), err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestSharedEtcReplacesBadModes(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	tmpl, err := SharedEtc(base, "box", false)
+	first, err := SharedEtc(base, "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
-	for _, tt := range []struct {
-		path string
-		want os.FileMode
-	}{
-		{base, 0o755}, {tmpl.Dir, 0o755}, {filepath.Join(tmpl.Dir, "passwd"), 0o644},
-	} {
-		if fi, err := os.Stat(tt.path); err != nil || fi.Mode().Perm() != tt.want {
-			t.Errorf("mode of %s = %v, %v; want %v", tt.path, fi.Mode().Perm(), err, tt.want)
-		}
+	passwd := filepath.Join(first.Dir, "passwd")
+	if err := os.Chmod(passwd, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checked.mark("") // as if a second had passed since the last look
+	if again, err := SharedEtc(base, "box", false); err != nil || again.Dir != first.Dir {
+		t.Fatalf("SharedEtc after a chmod = %q, %v; want %q", again.Dir, err, first.Dir)
+	}
+	if fi, err := os.Stat(passwd); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode of %s = %v, %v; want a rewritten template's 0644", passwd, fi.Mode().Perm(), err)
 	}
 }
 
