@@ -56,15 +56,17 @@ var DevLinks = map[string]string{
 
 // MaskedProcPaths are hidden (a file gets /dev/null bound over it, a
 // directory an empty read-only tmpfs): they leak host kernel state or are
-// known stepping stones in container escapes. The last four are host-wide
+// known stepping stones in container escapes. The last six are host-wide
 // counters (pressure stalls, scheduler and memory statistics, every
-// process's file locks) that no program needs to size itself.
+// process's file locks, and two figures the kernel sizes by the host's
+// memory) that no program needs to size itself; those some program reads
+// are replaced instead (ProcView).
 var MaskedProcPaths = []string{
 	"acpi", "asound", "interrupts", "kcore", "keys", "key-users", "latency_stats",
 	"sched_debug", "scsi", "timer_list", "timer_stats", "kallsyms", "kpagecgroup",
 	"kpagecount", "kpageflags", "sysrq-trigger", "config.gz", "buddyinfo", "pagetypeinfo",
 	"slabinfo", "vmallocinfo", "zoneinfo",
-	"pressure", "schedstat", "vmstat", "locks",
+	"pressure", "schedstat", "vmstat", "locks", "sys/kernel/threads-max", "sys/vm/min_free_kbytes",
 }
 
 // ReadonlyProcPaths stay visible but read-only: programs read them, and no

@@ -36,44 +36,84 @@ func ViewCPUs(cpus float64, host int) int {
 	return max(1, min(n, host))
 }
 
+// ViewSource is what the ProcView files are made from when a sandbox
+// starts: its View and what the host shows that is cut to it.
+type ViewSource struct {
+	View View
+	// HostCPUInfo is the host's /proc/cpuinfo (its first View.CPUs
+	// entries are shown, renumbered).
+	HostCPUInfo []byte
+	// HostCgroups is the host's /proc/cgroups (its controllers are shown,
+	// each with one cgroup).
+	HostCgroups []byte
+	// BootID is a fresh random id; BootTime the Unix second the sandbox
+	// started (its "btime").
+	BootID   string
+	BootTime int64
+}
+
+// ProcFile is one /proc file replaced by the sandbox's own: Name is its
+// path under /proc, Content makes what the sandbox reads there.
+type ProcFile struct {
+	Name    string
+	Content func(ViewSource) string
+}
+
+// fixed is a ProcFile content that is always s.
+func fixed(s string) func(ViewSource) string { return func(ViewSource) string { return s } }
+
+// nominalFileMax is the file-max the sandbox reads: the kernel sizes the
+// host's by its memory, and this is what systemd sets on most hosts.
+const nominalFileMax = "9223372036854775807"
+
 // ProcView are the /proc files replaced by the sandbox's own, with why:
 // each shows a host-wide figure or an identifier of the host otherwise.
-// Their contents come from ProcFiles.
-var ProcView = []string{
-	"cmdline",                   // the host kernel's command line
-	"loadavg",                   // host-wide load and task count
-	"uptime",                    // the host's uptime
-	"diskstats",                 // the host's disks and their traffic
-	"partitions",                // the host's disks
-	"swaps",                     // the host's swap devices by path
-	"meminfo",                   // the host's memory, instead of the limit
-	"cpuinfo",                   // every host CPU, instead of the quota
-	"stat",                      // host CPU count and times, boot time, fork count
-	"softirqs",                  // per-CPU host counters
-	"sys/kernel/random/boot_id", // the same for every sandbox of one boot
+// Files no program needs at all are in MaskedProcPaths instead.
+var ProcView = []ProcFile{
+	{"cmdline", fixed(viewCmdline)},                                                       // the host kernel's command line
+	{"loadavg", fixed("0.00 0.00 0.00 1/1 1\n")},                                          // host-wide load and task count
+	{"uptime", fixed("0.00 0.00\n")},                                                      // the host's uptime
+	{"diskstats", fixed("")},                                                              // the host's disks and their traffic
+	{"partitions", fixed("major minor  #blocks  name\n\n")},                               // the host's disks
+	{"swaps", fixed("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n")},                // the host's swap devices by path
+	{"meminfo", func(s ViewSource) string { return Meminfo(s.View.MemoryBytes) }},         // the host's memory, instead of the limit
+	{"cpuinfo", func(s ViewSource) string { return CPUInfo(s.HostCPUInfo, s.View.CPUs) }}, // every host CPU, instead of the quota
+	{"stat", func(s ViewSource) string { return Stat(s.View.CPUs, s.BootTime) }},          // host CPU count and times, boot time, fork count
+	{"softirqs", func(s ViewSource) string { return Softirqs(s.View.CPUs) }},              // per-CPU host counters
+	{"cgroups", func(s ViewSource) string { return Cgroups(s.HostCgroups) }},              // cgroup counts that move with other tenants
+	{"sys/kernel/random/boot_id", func(s ViewSource) string { return s.BootID + "\n" }},   // the same for every sandbox of one boot
+	{"sys/fs/file-max", fixed(nominalFileMax + "\n")},                                     // sized by the host's memory
+	{"sys/fs/file-nr", fixed("0\t0\t" + nominalFileMax + "\n")},                           // host-wide open files
+	{"sys/fs/inode-nr", fixed("0\t0\n")},                                                  // host-wide inode cache
+	{"sys/fs/dentry-state", fixed("0\t0\t45\t0\t0\t0\n")},                                 // host-wide dentry cache
 }
 
 // viewCmdline is the kernel command line a sandbox reads.
 const viewCmdline = "warden\n"
 
-// ProcFiles are the contents of the ProcView files for v: hostCPUInfo is
-// the host's /proc/cpuinfo (its first v.CPUs entries are shown,
-// renumbered), bootID a fresh random id, bootTime the Unix second the
-// sandbox started (its "btime").
-func ProcFiles(v View, hostCPUInfo []byte, bootID string, bootTime int64) map[string]string {
-	return map[string]string{
-		"cmdline":                   viewCmdline,
-		"loadavg":                   "0.00 0.00 0.00 1/1 1\n",
-		"uptime":                    "0.00 0.00\n",
-		"diskstats":                 "",
-		"partitions":                "major minor  #blocks  name\n\n",
-		"swaps":                     "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
-		"meminfo":                   Meminfo(v.MemoryBytes),
-		"cpuinfo":                   CPUInfo(hostCPUInfo, v.CPUs),
-		"stat":                      Stat(v.CPUs, bootTime),
-		"softirqs":                  Softirqs(v.CPUs),
-		"sys/kernel/random/boot_id": bootID + "\n",
+// ProcFiles are the contents of the ProcView files made from src, by name.
+func ProcFiles(src ViewSource) map[string]string {
+	files := make(map[string]string, len(ProcView))
+	for _, f := range ProcView {
+		files[f.Name] = f.Content(src)
 	}
+	return files
+}
+
+// Cgroups is the host's /proc/cgroups with every controller counting one
+// cgroup, the sandbox's own: the host's counts move as other sandboxes
+// start and stop. The header and the other columns are kept.
+func Cgroups(host []byte) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(string(host), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 4 && !strings.HasPrefix(l, "#") {
+			fmt.Fprintf(&b, "%s\t%s\t1\t%s\n", f[0], f[1], f[3])
+			continue
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 // nominalMemory is MemTotal when the sandbox has no memory limit: a

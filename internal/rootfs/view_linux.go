@@ -28,15 +28,18 @@ const viewDir = ".view"
 // saves a mount_setattr per file under the host-wide mount lock.
 func buildView(root string, o Options) error {
 	proc := filepath.Join(root, "proc")
-	cpuinfo, err := os.ReadFile(filepath.Join(proc, "cpuinfo"))
-	if err != nil {
+	src := ViewSource{View: o.View, BootTime: time.Now().Unix()}
+	var err error
+	if src.HostCPUInfo, err = os.ReadFile(filepath.Join(proc, "cpuinfo")); err != nil {
 		return err
 	}
-	id, err := randomID()
-	if err != nil {
+	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	files := ProcFiles(o.View, cpuinfo, id, time.Now().Unix())
+	if src.BootID, err = randomID(); err != nil {
+		return err
+	}
+	files := ProcFiles(src)
 	stage := filepath.Join(root, viewDir)
 	if err := os.Mkdir(stage, 0o755); err != nil {
 		return err
@@ -52,12 +55,12 @@ func buildView(root string, o Options) error {
 
 // bindView writes files into stage and binds each over proc.
 func bindView(stage, proc string, files map[string]string) error {
-	for _, name := range ProcView {
-		src := filepath.Join(stage, filepath.Base(name))
-		if err := os.WriteFile(src, []byte(files[name]), 0o444); err != nil {
+	for i, f := range ProcView {
+		src := filepath.Join(stage, strconv.Itoa(i))
+		if err := os.WriteFile(src, []byte(files[f.Name]), 0o444); err != nil {
 			return err
 		}
-		dst := filepath.Join(proc, name)
+		dst := filepath.Join(proc, f.Name)
 		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // a kernel without the entry shows nothing to hide

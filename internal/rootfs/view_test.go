@@ -23,8 +23,11 @@ const hostCPUInfo = "processor\t: 0\nmodel name\t: X\nsiblings\t: 4\ncpu cores\t
 	"processor\t: 1\nmodel name\t: X\nsiblings\t: 4\ncpu cores\t: 4\n\n" +
 	"processor\t: 2\nmodel name\t: X\nsiblings\t: 4\ncpu cores\t: 4\n\n"
 
+const hostCgroups = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t12\t1\nmemory\t4\t80\t1\n"
+
 func TestProcFilesShowTheView(t *testing.T) {
-	files := ProcFiles(View{MemoryBytes: 256 << 20, CPUs: 2}, []byte(hostCPUInfo), "id", 42)
+	files := ProcFiles(ViewSource{View: View{MemoryBytes: 256 << 20, CPUs: 2}, HostCPUInfo: []byte(hostCPUInfo),
+		HostCgroups: []byte(hostCgroups), BootID: "id", BootTime: 42})
 	for _, c := range []struct {
 		file, want string
 		count      int
@@ -39,15 +42,18 @@ func TestProcFilesShowTheView(t *testing.T) {
 		{"stat", "btime 42\n", 1},
 		{"softirqs", "CPU1", 1},
 		{"sys/kernel/random/boot_id", "id\n", 1},
+		{"cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\n", 1},
+		{"cgroups", "cpu\t1\t1\t1\n", 1},
+		{"cgroups", "\t12\t", 0},
+		{"sys/fs/file-nr", "0\t0\t", 1},
+		{"sys/fs/file-max", nominalFileMax, 1},
 	} {
 		if got := strings.Count(files[c.file], c.want); got != c.count {
 			t.Errorf("%s has %q %d times, want %d:\n%s", c.file, c.want, got, c.count, files[c.file])
 		}
 	}
-	for _, name := range ProcView {
-		if _, ok := files[name]; !ok {
-			t.Errorf("ProcFiles has no %s", name)
-		}
+	if len(files) != len(ProcView) {
+		t.Errorf("ProcFiles made %d files, want one per ProcView entry (%d): a name is listed twice", len(files), len(ProcView))
 	}
 }
 

@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -18,7 +21,13 @@ const postureScript = `for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/d
 	echo "== $f"; cat "$f" 2>&1
 done
 echo "== mountinfo"; cat /proc/self/mountinfo
-echo "== counters"; cat /proc/vmstat /proc/schedstat /proc/locks /proc/pressure/* 2>/dev/null | wc -c
+echo "== counters"; cat /proc/vmstat /proc/schedstat /proc/locks /proc/pressure/* /proc/sys/kernel/threads-max \
+	/proc/sys/vm/min_free_kbytes 2>/dev/null | wc -c
+echo "== cgroups"; awk 'NR > 1 {print $3}' /proc/cgroups | sort -u
+echo "== fs"; cat /proc/sys/fs/file-nr /proc/sys/fs/inode-nr /proc/sys/fs/dentry-state /proc/sys/fs/file-max
+echo "== sysinfo"; python3 -c 'import os; print(os.sysconf("SC_PHYS_PAGES"))'
+echo "== sched"; awk '/^se.exec_start/ {print $3 / 1000}' /proc/self/sched
+echo "== uid_map"; awk '{print $1, $2, $3}' /proc/self/uid_map
 echo "== hostname"; hostname
 echo "== nproc"; nproc
 echo "== cpu_count"; python3 -c 'import os; print(os.cpu_count())'
@@ -92,7 +101,20 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"the host's MemTotal", native, absent("MemTotal:       " + memTotal)},
 		{"the host's devtmpfs size (its memory)", native, absent(devtmpfsSize(t))},
 		{"the host paths of Warden's state (/etc template, devices)", native, absent("/run/warden")},
-		{"host-wide counters (vmstat, schedstat, locks, pressure)", []string{"native", "docker"}, section("counters", "0")},
+		{"host-wide counters (vmstat, schedstat, locks, pressure, threads-max, min_free_kbytes)", []string{"native", "docker"}, section("counters", "0")},
+		{"other tenants' cgroups in /proc/cgroups", native, section("cgroups", "1")},
+		{"host-wide file and cache counts in /proc/sys/fs", native, section("fs", "0\t0\t9223372036854775807\n0\t0\n0\t0\t45\t0\t0\t0\n9223372036854775807")},
+		// KNOWN-VISIBLE (documented): sysinfo(2), which glibc's
+		// _SC_PHYS_PAGES reads, shows the host's memory.
+		{"the host's memory in sysinfo(2)", native, section("sysinfo", hostPhysPages(t))},
+		// KNOWN-VISIBLE (documented): /proc/PID/sched counts from the host's boot.
+		{"the host's uptime in /proc/self/sched", native, atLeast("sched", hostUptime(t))},
+		// KNOWN-VISIBLE (documented): uid_map names the sandbox user's host uid.
+		{"one uid mapped, the sandbox user's, to a host uid", native, func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec["uid_map"])
+			f := strings.Fields(got)
+			return got, len(f) == 3 && f[0] == "1000" && f[2] == "1"
+		}},
 		{"the host's task count in loadavg", native, section("/proc/loadavg", "0.00 0.00 0.00 1/1 1")},
 		{"the host's hostname", []string{"native", "docker"}, func(sec map[string]string, _ string) (string, bool) {
 			got := strings.TrimSpace(sec["hostname"])
@@ -123,6 +145,17 @@ func devtmpfsSize(t *testing.T) string {
 		}
 	}
 	return "" // not a devtmpfs with a size: nothing to look for
+}
+
+// hostPhysPages is the host's memory in pages as sysinfo(2) gives it,
+// which is what glibc's sysconf(_SC_PHYS_PAGES) computes.
+func hostPhysPages(t *testing.T) string {
+	t.Helper()
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatalf("sysinfo: %v", err)
+	}
+	return strconv.FormatUint(uint64(si.Totalram)*uint64(si.Unit)/uint64(os.Getpagesize()), 10)
 }
 
 // hostUptime is the host's uptime in seconds, read before the sandbox
@@ -181,4 +214,48 @@ func checkPosture(t *testing.T, backend string, checks []postureCheck, r spec.Re
 			t.Errorf("%s: got %q", c.name, got)
 		}
 	}
+}
+
+// mountRoots are the root fields (the path within the file system) of
+// the probe's mountinfo section, one per line.
+func mountRoots(sec map[string]string) string {
+	var roots []string
+	for _, l := range strings.Split(sec["mountinfo"], "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			roots = append(roots, f[3]+" on "+f[4])
+		}
+	}
+	return strings.Join(roots, "\n")
+}
+
+// TestPostureKnownVisible checks what the docs say a native sandbox still
+// sees of the host in two set-ups, so that a change is noticed: a
+// --workspace directory's host path, and a rootless sandbox's host uid,
+// devtmpfs size (the host's memory) and /etc template path.
+func TestPostureKnownVisible(t *testing.T) {
+	requireSandbox(t)
+	t.Run("workspace", func(t *testing.T) {
+		ws := hostWorkspace(t, t.TempDir())
+		r := runJSON(t, "--cpus", "1", "--workspace", ws, "--", "sh", "-c", postureScript)
+		if r.ExitCode != 0 || r.Error != "" {
+			t.Fatalf("probe: exit %d, stderr %q, error %q", r.ExitCode, r.Stderr, r.Error)
+		}
+		if roots := mountRoots(postureSections(r.Stdout)); !strings.Contains(roots, filepath.Base(ws)+" on /workspace") {
+			t.Errorf("mountinfo roots %q: want the workspace's host path (%s) on /workspace, as documented", roots, ws)
+		}
+	})
+	t.Run("rootless", func(t *testing.T) {
+		prefix := asNobody(t)
+		r := runRootless(t, prefix, append(rootlessFlags, "--", "sh", "-c", postureScript)...)
+		sec := postureSections(r.Stdout)
+		if got, want := strings.TrimSpace(sec["uid_map"]), "1000 65534 1"; got != want {
+			t.Errorf("uid_map: got %q, want the host uid as documented, %q", got, want)
+		}
+		if size := devtmpfsSize(t); size != "" && !strings.Contains(sec["mountinfo"], size) {
+			t.Errorf("mountinfo: want the host devtmpfs's %s as documented:\n%s", size, sec["mountinfo"])
+		}
+		if roots := mountRoots(sec); !strings.Contains(roots, "warden-etc-65534/etc-") {
+			t.Errorf("mountinfo roots %q: want the /etc template's host path as documented", roots)
+		}
+	})
 }
