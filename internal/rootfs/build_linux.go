@@ -198,12 +198,8 @@ func buildDev(root string, o Options) error {
 		return err
 	}
 	for _, d := range Devices {
-		p := filepath.Join(dev, d)
-		if err := touch(p); err != nil {
-			return err
-		}
-		if err := mount(filepath.Join(from, d), p, "", unix.MS_BIND, ""); err != nil {
-			return err
+		if err := bindDevice(filepath.Join(from, d.Name), filepath.Join(dev, d.Name), d); err != nil {
+			return fmt.Errorf("/dev/%s: %w", d.Name, err)
 		}
 	}
 	for name, target := range DevLinks {
@@ -225,6 +221,29 @@ func buildDev(root string, o Options) error {
 		return err
 	}
 	return restrict(dev, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+}
+
+// bindDevice binds the node src at dst read-only, refusing anything but
+// d's character device. Writes to a device on a read-only mount still
+// work; changing its times does not (EROFS): the node's inode is shared
+// with every other sandbox (and the host's, rootless), so its mtime would
+// be a channel between them.
+func bindDevice(src, dst string, d Device) error {
+	if err := touch(dst); err != nil {
+		return err
+	}
+	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dst, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(d.Major, d.Minor) {
+		return fmt.Errorf("%s is not the character device %d:%d (mode %o, device %d:%d)", src, d.Major, d.Minor,
+			st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	return restrict(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
 }
 
 // buildProc mounts the PID namespace's own /proc while the host's is still

@@ -32,7 +32,7 @@ func SharedDevices(dir string) (string, error) {
 }
 
 // devicesIntact says dir is a root-owned tmpfs, writable only by root,
-// holding each of Devices as the host's own node.
+// holding each of Devices as a character node of its known number.
 func devicesIntact(dir string) bool {
 	var fs unix.Statfs_t
 	var st unix.Stat_t
@@ -43,35 +43,38 @@ func devicesIntact(dir string) bool {
 		return false
 	}
 	for _, d := range Devices {
-		var host unix.Stat_t
-		if unix.Stat("/dev/"+d, &host) != nil || unix.Lstat(filepath.Join(dir, d), &st) != nil {
-			return false
-		}
-		if st.Mode != host.Mode || st.Rdev != host.Rdev || st.Uid != 0 {
+		if unix.Lstat(filepath.Join(dir, d.Name), &st) != nil || !isDevice(&st, d) || st.Uid != 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// mountDevices makes a detached tmpfs, writes the nodes into it and only
+// deviceMode is every device node's mode: a character device all may
+// read and write.
+const deviceMode = unix.S_IFCHR | 0o666
+
+// isDevice says st is d's node: a character device of d's number and
+// deviceMode's permissions.
+func isDevice(st *unix.Stat_t, d Device) bool {
+	return st.Mode == deviceMode && st.Rdev == unix.Mkdev(d.Major, d.Minor)
+}
+
+// mountDevices makes a detached tmpfs, makes the nodes in it by their
+// known numbers (never copying whatever the host's /dev holds) and only
 // then attaches it at dir, so no one ever sees it half made.
 func mountDevices(dir string) error {
 	mnt, err := detachedTmpfs(map[string]string{"mode": "0755", "size": "4k", "nr_inodes": "16"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(mnt)
+	defer closeFD(mnt, "the devices' tmpfs")
 	for _, d := range Devices {
-		var host unix.Stat_t
-		if err := unix.Stat("/dev/"+d, &host); err != nil {
-			return err
+		if err := unix.Mknodat(mnt, d.Name, deviceMode, int(unix.Mkdev(d.Major, d.Minor))); err != nil {
+			return fmt.Errorf("mknod %s: %w", d.Name, err)
 		}
-		if err := unix.Mknodat(mnt, d, host.Mode, int(host.Rdev)); err != nil {
-			return fmt.Errorf("mknod %s: %w", d, err)
-		}
-		if err := unix.Fchmodat(mnt, d, host.Mode&0o7777, 0); err != nil {
-			return fmt.Errorf("chmod %s: %w", d, err)
+		if err := unix.Fchmodat(mnt, d.Name, deviceMode&0o7777, 0); err != nil {
+			return fmt.Errorf("chmod %s: %w", d.Name, err)
 		}
 	}
 	return unix.MoveMount(mnt, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH)

@@ -38,6 +38,23 @@ func mountsAt(t *testing.T, dir string) int {
 	return n
 }
 
+// mountRootField is the root field (the path within its file system) of the
+// last mount on dir in this process's mount table.
+func mountRootField(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == dir {
+			root = f[3]
+		}
+	}
+	return root
+}
+
 func TestSharedDevicesMountsOnce(t *testing.T) {
 	testhost.RequireRoot(t)
 	dir := filepath.Join(t.TempDir(), "dev")
@@ -52,10 +69,52 @@ func TestSharedDevicesMountsOnce(t *testing.T) {
 		t.Errorf("%d mounts on %s after two calls, want 1", n, dir)
 	}
 	for _, d := range Devices {
-		var st, host unix.Stat_t
-		if err := unix.Stat(filepath.Join(dir, d), &st); err != nil || unix.Stat("/dev/"+d, &host) != nil || st.Rdev != host.Rdev || st.Mode != host.Mode {
-			t.Errorf("%s: mode %o rdev %d, %v; want the host's mode %o rdev %d", d, st.Mode, st.Rdev, err, host.Mode, host.Rdev)
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, d.Name), &st); err != nil || st.Mode != deviceMode || st.Rdev != unix.Mkdev(d.Major, d.Minor) {
+			t.Errorf("%s: mode %o device %d:%d, %v; want mode %o device %d:%d", d.Name, st.Mode,
+				unix.Major(st.Rdev), unix.Minor(st.Rdev), err, deviceMode, d.Major, d.Minor)
 		}
+	}
+}
+
+func TestSharedDevicesRefusesOtherNodes(t *testing.T) {
+	testhost.RequireRoot(t)
+	for _, tt := range []struct {
+		name string
+		mode uint32
+		dev  uint64
+	}{
+		{"a block device", unix.S_IFBLK | 0o666, unix.Mkdev(1, 3)},
+		{"another character device", unix.S_IFCHR | 0o666, unix.Mkdev(1, 1)},
+		{"other permissions", unix.S_IFCHR | 0o777, unix.Mkdev(1, 3)},
+		{"a regular file", unix.S_IFREG | 0o666, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "dev")
+			unmountAll(t, dir)
+			if _, err := SharedDevices(dir); err != nil {
+				t.Fatalf("SharedDevices: %v", err)
+			}
+			// A tmpfs on top, holding the right nodes but null replaced.
+			if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0755"); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range Devices {
+				mode, dev := uint32(deviceMode), unix.Mkdev(d.Major, d.Minor)
+				if d.Name == "null" {
+					mode, dev = tt.mode, tt.dev
+				}
+				if err := unix.Mknod(filepath.Join(dir, d.Name), mode, int(dev)); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Chmod(filepath.Join(dir, d.Name), mode&0o7777); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if devicesIntact(dir) {
+				t.Errorf("devicesIntact with null as %s (mode %o): got true, want false", tt.name, tt.mode)
+			}
+		})
 	}
 }
 
@@ -88,11 +147,15 @@ func TestSharedEtcOwnMountsShowNoHostPath(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(tmpl.Dir, "hostname")); err != nil || string(got) != "box\n" {
 		t.Errorf("hostname = %q, %v; want %q", got, err, "box\n")
 	}
+	checked.mark("") // so the second call looks the mounted template over
 	if again, err := SharedEtc(base, "box", true); err != nil || again.Dir != tmpl.Dir {
 		t.Errorf("second SharedEtc = %q, %v; want %q", again.Dir, err, tmpl.Dir)
 	}
 	if n := mountsAt(t, tmpl.Dir); n != 1 {
 		t.Errorf("%d mounts on %s, want the template's own 1", n, tmpl.Dir)
+	}
+	if root := mountRootField(t, tmpl.Dir); root != "/" {
+		t.Errorf("mountinfo root of %s = %q, want \"/\": a bind of it shows that path to the sandbox", tmpl.Dir, root)
 	}
 	if err := os.WriteFile(filepath.Join(tmpl.Dir, "hostname"), []byte("x\n"), 0o644); err == nil {
 		t.Errorf("writing into the template succeeded; want a read-only mount")

@@ -106,7 +106,7 @@ func mountEtc(_, dir string, entries []etcEntry, hostname string) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(mnt)
+	defer closeFD(mnt, "the /etc template's tmpfs")
 	if err := writeEtc("/proc/self/fd/"+strconv.Itoa(mnt), entries, hostname); err != nil {
 		return err
 	}

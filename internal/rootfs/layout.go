@@ -42,9 +42,19 @@ func GeneratedEtc(hostname string) map[string]string {
 	}
 }
 
-// Devices are the host device nodes bound into the sandbox's /dev. They
-// carry no state and reach no hardware.
-var Devices = []string{"null", "zero", "full", "random", "urandom"}
+// Device is a character device node by name and number.
+type Device struct {
+	Name         string
+	Major, Minor uint32
+}
+
+// Devices are the device nodes bound into the sandbox's /dev, with the
+// numbers the kernel gives them (Documentation/admin-guide/devices.txt):
+// a node with any other number is not one of them. They carry no state
+// and reach no hardware.
+var Devices = []Device{
+	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9},
+}
 
 // DevLinks are the conventional /dev symlinks into /proc.
 var DevLinks = map[string]string{

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"fmt"
+	"log"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -66,7 +67,7 @@ func detachedTmpfs(opts map[string]string, attrs int) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("fsopen: %w", err)
 	}
-	defer unix.Close(fsfd)
+	defer closeFD(fsfd, "the tmpfs context")
 	if err := unix.FsconfigSetString(fsfd, "source", "tmpfs"); err != nil {
 		return -1, fmt.Errorf("tmpfs source: %w", err)
 	}
@@ -83,4 +84,12 @@ func detachedTmpfs(opts map[string]string, attrs int) (int, error) {
 		return -1, fmt.Errorf("fsmount: %w", err)
 	}
 	return mnt, nil
+}
+
+// closeFD closes fd, logging a failure (what names it): a cleanup error is
+// never dropped silently, and it cannot undo what was done with fd.
+func closeFD(fd int, what string) {
+	if err := unix.Close(fd); err != nil {
+		log.Printf("closing %s (fd %d): %v", what, fd, err)
+	}
 }

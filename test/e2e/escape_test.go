@@ -448,3 +448,31 @@ func TestEscapeWorkspaceSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// deviceTimesScript writes to each device node and tries to change its
+// times: the node's inode is shared with every other sandbox (and the
+// host, rootless), so a time it could set would be a channel to them.
+const deviceTimesScript = `for d in null zero full random urandom; do
+	echo x > /dev/$d 2>/dev/null && echo "$d write=ok"
+	touch /dev/$d 2>/dev/null && echo "$d touch=ok"
+	touch -d @0 /dev/$d 2>/dev/null && echo "$d touch-past=ok"
+done; true`
+
+// TestEscapeDeviceTimes checks that the sandbox can write to its device
+// nodes but not change their times, as root and rootless.
+func TestEscapeDeviceTimes(t *testing.T) {
+	requireSandbox(t)
+	want := "null write=ok\nzero write=ok\nrandom write=ok\nurandom write=ok\n" // full: ENOSPC
+	t.Run("root", func(t *testing.T) {
+		r := runJSON(t, "--", "sh", "-c", deviceTimesScript)
+		if r.Error != "" || r.Stdout != want {
+			t.Errorf("got %q (error %q), want %q", r.Stdout, r.Error, want)
+		}
+	})
+	t.Run("rootless", func(t *testing.T) {
+		r := runRootless(t, asNobody(t), append(rootlessFlags, "--", "sh", "-c", deviceTimesScript)...)
+		if r.Stdout != want {
+			t.Errorf("got %q, want %q", r.Stdout, want)
+		}
+	})
+}
