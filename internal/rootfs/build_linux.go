@@ -45,9 +45,7 @@ func Build(newRoot string, o Options) error {
 	}
 	defer unix.Close(etc)
 	o.etcFD = etc
-	if o.View.CPUs < 1 {
-		o.View.CPUs = ViewCPUs(0, runtime.NumCPU())
-	}
+	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
 	for _, s := range steps {
 		if err := s.fn(newRoot, o); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)

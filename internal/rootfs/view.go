@@ -16,24 +16,32 @@ type View struct {
 	// MemoryBytes is the memory limit shown as MemTotal; zero shows none
 	// of the host's memory either, only a nominal figure (see Meminfo).
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
-	// CPUs is how many CPUs the sandbox sees: its quota rounded up, at
-	// most the host's, at least one (see ViewCPUs).
+	// CPUs is how many CPUs the sandbox sees: its quota rounded up (see
+	// ViewCPUs), 0 for all the init may use; the init clamps it to those.
 	CPUs int `json:"cpus,omitempty"`
 }
 
-// ViewCPUs is how many CPUs a sandbox with a quota of cpus cores sees on
-// a host with host of them: the quota rounded up, since 1.5 cores of time
-// keep two workers busy, never more than the host has and at least one.
-// No quota (0) shows the host's count.
-func ViewCPUs(cpus float64, host int) int {
-	if host < 1 {
-		host = 1
-	}
+// ViewCPUs is how many CPUs a sandbox with a quota of cpus cores is
+// shown: the quota rounded up, since 1.5 cores of time keep two workers
+// busy; 0 for no quota, which shows every CPU the init may use. It is
+// decided from the quota alone: the host process's own CPU affinity says
+// nothing of the sandbox's, and the init clamps the figure to its own
+// (ClampCPUs).
+func ViewCPUs(cpus float64) int {
 	if cpus <= 0 {
-		return host
+		return 0
 	}
-	n := int(math.Ceil(cpus))
-	return max(1, min(n, host))
+	return max(1, int(math.Ceil(cpus)))
+}
+
+// ClampCPUs is the CPU count a sandbox sees when it is to see want (0:
+// all) and its init may use have: never more than have, at least one.
+func ClampCPUs(want, have int) int {
+	have = max(1, have)
+	if want <= 0 || want > have {
+		return have
+	}
+	return want
 }
 
 // ViewSource is what the ProcView files are made from when a sandbox

@@ -8,13 +8,22 @@ import (
 func TestViewCPUs(t *testing.T) {
 	for _, c := range []struct {
 		cpus float64
-		host int
 		want int
 	}{
-		{1, 64, 1}, {0.1, 64, 1}, {1.5, 64, 2}, {8, 2, 2}, {0, 16, 16}, {2, 0, 1},
+		{1, 1}, {0.1, 1}, {1.5, 2}, {8, 8}, {0, 0}, {-1, 0},
 	} {
-		if got := ViewCPUs(c.cpus, c.host); got != c.want {
-			t.Errorf("ViewCPUs(%g, %d) = %d, want %d", c.cpus, c.host, got, c.want)
+		if got := ViewCPUs(c.cpus); got != c.want {
+			t.Errorf("ViewCPUs(%g) = %d, want %d", c.cpus, got, c.want)
+		}
+	}
+}
+
+func TestClampCPUs(t *testing.T) {
+	for _, c := range []struct{ want, have, got int }{
+		{0, 16, 16}, {2, 16, 2}, {8, 2, 2}, {1, 0, 1}, {0, 0, 1},
+	} {
+		if got := ClampCPUs(c.want, c.have); got != c.got {
+			t.Errorf("ClampCPUs(%d, %d) = %d, want %d", c.want, c.have, got, c.got)
 		}
 	}
 }
