@@ -101,11 +101,11 @@ type Options struct {
 	HostScratch bool
 	// UID and GID own the writable directories.
 	UID, GID int
-	// View is what /proc and /sys show of the machine (see View).
 	// Devices is the host directory the Devices are bound from (see
 	// SharedDevices); empty binds the host's /dev ones (rootless).
 	Devices string
-	View    View
+	// View is what /proc and /sys show of the machine (see View).
+	View View
 	// Etc is the host's /etc template (see SharedEtc) to bind at /etc.
 	Etc EtcTemplate
 	// etcFD holds Etc.Dir open while Build runs.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -13,8 +14,8 @@ import (
 // LXCFS shows a container. The values are fixed when the sandbox starts;
 // the files never change afterwards.
 type View struct {
-	// MemoryBytes is the memory limit shown as MemTotal; zero shows none
-	// of the host's memory either, only a nominal figure (see Meminfo).
+	// MemoryBytes is the memory limit shown as MemTotal; zero shows the
+	// host's MemTotal (see Meminfo).
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// CPUs is how many CPUs the sandbox sees: its quota rounded up (see
 	// ViewCPUs), 0 for all the init may use; the init clamps it to those.
@@ -51,6 +52,9 @@ type ViewSource struct {
 	// HostCPUInfo is the host's /proc/cpuinfo (its first View.CPUs
 	// entries are shown, renumbered).
 	HostCPUInfo []byte
+	// HostMeminfo is the host's /proc/meminfo (its MemTotal is shown when
+	// the sandbox has no memory limit).
+	HostMeminfo []byte
 	// HostCgroups is the host's /proc/cgroups (its controllers are shown,
 	// each with one cgroup).
 	HostCgroups []byte
@@ -78,22 +82,22 @@ const nominalFileMax = "9223372036854775807"
 // each shows a host-wide figure or an identifier of the host otherwise.
 // Files no program needs at all are in MaskedProcPaths instead.
 var ProcView = []ProcFile{
-	{"cmdline", fixed(viewCmdline)},                                                       // the host kernel's command line
-	{"loadavg", fixed("0.00 0.00 0.00 1/1 1\n")},                                          // host-wide load and task count
-	{"uptime", fixed("0.00 0.00\n")},                                                      // the host's uptime
-	{"diskstats", fixed("")},                                                              // the host's disks and their traffic
-	{"partitions", fixed("major minor  #blocks  name\n\n")},                               // the host's disks
-	{"swaps", fixed("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n")},                // the host's swap devices by path
-	{"meminfo", func(s ViewSource) string { return Meminfo(s.View.MemoryBytes) }},         // the host's memory, instead of the limit
-	{"cpuinfo", func(s ViewSource) string { return CPUInfo(s.HostCPUInfo, s.View.CPUs) }}, // every host CPU, instead of the quota
-	{"stat", func(s ViewSource) string { return Stat(s.View.CPUs, s.BootTime) }},          // host CPU count and times, boot time, fork count
-	{"softirqs", func(s ViewSource) string { return Softirqs(s.View.CPUs) }},              // per-CPU host counters
-	{"cgroups", func(s ViewSource) string { return Cgroups(s.HostCgroups) }},              // cgroup counts that move with other tenants
-	{"sys/kernel/random/boot_id", func(s ViewSource) string { return s.BootID + "\n" }},   // the same for every sandbox of one boot
-	{"sys/fs/file-max", fixed(nominalFileMax + "\n")},                                     // sized by the host's memory
-	{"sys/fs/file-nr", fixed("0\t0\t" + nominalFileMax + "\n")},                           // host-wide open files
-	{"sys/fs/inode-nr", fixed("0\t0\n")},                                                  // host-wide inode cache
-	{"sys/fs/dentry-state", fixed("0\t0\t45\t0\t0\t0\n")},                                 // host-wide dentry cache
+	{"cmdline", fixed(viewCmdline)},                                                              // the host kernel's command line
+	{"loadavg", fixed("0.00 0.00 0.00 1/1 1\n")},                                                 // host-wide load and task count
+	{"uptime", fixed("0.00 0.00\n")},                                                             // the host's uptime
+	{"diskstats", fixed("")},                                                                     // the host's disks and their traffic
+	{"partitions", fixed("major minor  #blocks  name\n\n")},                                      // the host's disks
+	{"swaps", fixed("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n")},                       // the host's swap devices by path
+	{"meminfo", func(s ViewSource) string { return Meminfo(s.View.MemoryBytes, s.HostMeminfo) }}, // the host's memory, instead of the limit
+	{"cpuinfo", func(s ViewSource) string { return CPUInfo(s.HostCPUInfo, s.View.CPUs) }},        // every host CPU, instead of the quota
+	{"stat", func(s ViewSource) string { return Stat(s.View.CPUs, s.BootTime) }},                 // host CPU count and times, boot time, fork count
+	{"softirqs", func(s ViewSource) string { return Softirqs(s.View.CPUs) }},                     // per-CPU host counters
+	{"cgroups", func(s ViewSource) string { return Cgroups(s.HostCgroups) }},                     // cgroup counts that move with other tenants
+	{"sys/kernel/random/boot_id", func(s ViewSource) string { return s.BootID + "\n" }},          // the same for every sandbox of one boot
+	{"sys/fs/file-max", fixed(nominalFileMax + "\n")},                                            // sized by the host's memory
+	{"sys/fs/file-nr", fixed("0\t0\t" + nominalFileMax + "\n")},                                  // host-wide open files
+	{"sys/fs/inode-nr", fixed("0\t0\n")},                                                         // host-wide inode cache
+	{"sys/fs/dentry-state", fixed("0\t0\t45\t0\t0\t0\n")},                                        // host-wide dentry cache
 }
 
 // viewCmdline is the kernel command line a sandbox reads.
@@ -124,16 +128,15 @@ func Cgroups(host []byte) string {
 	return b.String()
 }
 
-// nominalMemory is MemTotal when the sandbox has no memory limit: a
-// round figure, so the host's RAM is not shown.
-const nominalMemory = 1 << 30
-
 // Meminfo is a /proc/meminfo for a sandbox limited to limit bytes: all of
 // it free (the file is written once, at start), no swap, since the
 // sandbox has none. free(1) and programs sizing caches read these lines.
-func Meminfo(limit int64) string {
+// Without a limit (0) the sandbox may use all of the host's memory, so
+// MemTotal is the host's (hostMeminfo's), which sysinfo(2) shows anyway:
+// a smaller nominal figure would have programs size themselves too small.
+func Meminfo(limit int64, hostMeminfo []byte) string {
 	if limit <= 0 {
-		limit = nominalMemory
+		limit = hostMemTotal(hostMeminfo)
 	}
 	kb := limit / 1024
 	var b strings.Builder
@@ -150,6 +153,25 @@ func Meminfo(limit int64) string {
 		fmt.Fprintf(&b, "%-16s%8d kB\n", l.name+":", l.kb)
 	}
 	return b.String()
+}
+
+// hostMemTotal is the MemTotal of a /proc/meminfo in bytes, 0 if it has
+// none.
+func hostMemTotal(meminfo []byte) int64 {
+	for _, l := range strings.Split(string(meminfo), "\n") {
+		if rest, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil || kb < 0 {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 // CPUInfo is the host's /proc/cpuinfo cut to its first n entries (so the

@@ -33,6 +33,9 @@ func buildView(root string, o Options) error {
 	if src.HostCPUInfo, err = os.ReadFile(filepath.Join(proc, "cpuinfo")); err != nil {
 		return err
 	}
+	if src.HostMeminfo, err = os.ReadFile(filepath.Join(proc, "meminfo")); err != nil {
+		return err
+	}
 	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

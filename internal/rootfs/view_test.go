@@ -66,9 +66,20 @@ func TestProcFilesShowTheView(t *testing.T) {
 	}
 }
 
-func TestMeminfoWithoutLimitHidesTheHost(t *testing.T) {
-	if got, want := Meminfo(0), Meminfo(nominalMemory); got != want {
-		t.Errorf("Meminfo(0) = %q, want the nominal %q", got, want)
+func TestMeminfoWithoutLimitShowsTheHost(t *testing.T) {
+	host := []byte("MemTotal:       24683548 kB\nMemFree:         1000 kB\n")
+	for _, c := range []struct {
+		limit int64
+		host  []byte
+		want  string
+	}{
+		{0, host, "MemTotal:       24683548 kB\n"},
+		{256 << 20, host, "MemTotal:         262144 kB\n"},
+		{0, []byte("garbage"), "MemTotal:              0 kB\n"},
+	} {
+		if got := Meminfo(c.limit, c.host); !strings.HasPrefix(got, c.want) {
+			t.Errorf("Meminfo(%d, %q) starts %q, want %q", c.limit, c.host, got[:min(len(got), 30)], c.want)
+		}
 	}
 }
 

@@ -248,6 +248,11 @@ func TestPostureKnownVisible(t *testing.T) {
 		prefix := asNobody(t)
 		r := runRootless(t, prefix, append(rootlessFlags, "--", "sh", "-c", postureScript)...)
 		sec := postureSections(r.Stdout)
+		// --memory 0 (rootlessFlags): the sandbox may use all the host's
+		// memory, and meminfo says so.
+		if got, want := strings.Fields(sec["/proc/meminfo"]), strings.Fields(hostFile(t, "/proc/meminfo"))[1]; len(got) < 2 || got[1] != want {
+			t.Errorf("MemTotal at --memory 0: got %q, want the host's %s kB", got[:min(len(got), 3)], want)
+		}
 		if got, want := strings.TrimSpace(sec["uid_map"]), "1000 65534 1"; got != want {
 			t.Errorf("uid_map: got %q, want the host uid as documented, %q", got, want)
 		}
