@@ -57,7 +57,7 @@ type Frame struct {
 func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
 	l := s.Limits
 	cfg := nsinit.Config{
-		Session: true, Boxed: true, Hostname: Hostname,
+		Session: true, Boxed: true, Hostname: Hostname, View: View(l),
 		Env: Env(s.Network.Mode == spec.NetProxy, s.Env),
 		Rlimits: nsinit.Rlimits{
 			CPUSeconds:    uint64(l.CPUTime / time.Second),

@@ -20,6 +20,10 @@ func etcBase() string {
 	return filepath.Join(os.TempDir(), "warden-etc-"+strconv.Itoa(os.Geteuid()))
 }
 
+// devicesDir is where root's sandboxes bind their device nodes from
+// (rootfs.SharedDevices); rootless sandboxes bind the host's /dev ones.
+const devicesDir = "/run/warden-dev"
+
 // refuseEtcOverlap refuses a workspace that holds the /etc templates'
 // directory or lies inside it: the sandbox could rewrite the /etc that
 // every later sandbox binds (a rootless user's templates are that user's

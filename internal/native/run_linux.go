@@ -64,6 +64,8 @@ type box struct {
 	cg  cgroup.Cgroup
 	// etc is the host's /etc template the init binds.
 	etc rootfs.EtcTemplate
+	// devices is where the init binds its device nodes from ("" for /dev).
+	devices string
 	// egress is the sandbox's socket on the egress proxy (--net proxy).
 	egress *egress.Attachment
 	// detachedWorkspace says child.workspace is a detached mount to move
@@ -116,8 +118,13 @@ func (b *box) prepare() error {
 	if err := checkHardLimits(b.spec.Limits, b.nproc()); err != nil {
 		return err
 	}
-	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname); err != nil {
+	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0); err != nil {
 		return fmt.Errorf("preparing the sandbox's /etc: %w", err)
+	}
+	if !b.ids.rootless {
+		if b.devices, err = rootfs.SharedDevices(devicesDir); err != nil {
+			return fmt.Errorf("preparing the sandbox's /dev: %w", err)
+		}
 	}
 	if err := b.attachEgress(fmt.Sprintf("sandbox-%d", b.ids.uid)); err != nil {
 		return err
@@ -338,6 +345,8 @@ func (b *box) config() nsinit.Config {
 		Env:              b.env(b.spec.Env),
 		Hostname:         agent.Hostname,
 		Etc:              b.etc,
+		View:             agent.View(l),
+		Devices:          b.devices,
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.hostDir(),
 		WorkspaceIsMount: b.detachedWorkspace,

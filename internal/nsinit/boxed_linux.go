@@ -104,6 +104,7 @@ func boxedSteps() []setupStep {
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"starting the egress bridge", startBridge},
 		{"setting rlimits", setRlimits},
+		{"limiting the CPUs in view", limitCPUs},
 		{"hiding the agent", hideAgent},
 	}
 }

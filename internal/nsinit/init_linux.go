@@ -165,6 +165,7 @@ func nativeSteps() []setupStep {
 		{"bringing up lo", func(*Config) error { return loopbackUp() }},
 		{"starting the egress bridge", startBridge},
 		{"building the root", buildRoot},
+		{"limiting the CPUs in view", limitCPUs},
 		{"setting rlimits", setRlimits},
 	}
 }
@@ -176,7 +177,7 @@ func buildRoot(cfg *Config) error {
 	}
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
-		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc,
+		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices,
 	})
 }
 

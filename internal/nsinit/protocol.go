@@ -76,8 +76,15 @@ type Config struct {
 	Hostname string   `json:"hostname"`
 	// Etc is the host's /etc template for this hostname, bound read-only
 	// at /etc (see rootfs.SharedEtc); a boxed init has none.
-	Etc       rootfs.EtcTemplate `json:"etc,omitzero"`
-	Workspace bool               `json:"workspace"`
+	Etc rootfs.EtcTemplate `json:"etc,omitzero"`
+	// View is the machine the sandbox sees: its memory limit and CPU
+	// count in /proc and /sys (native), and as many CPUs in the
+	// affinity of every process it starts (every backend).
+	View rootfs.View `json:"view,omitzero"`
+	// Devices is the host directory the init binds its device nodes
+	// from (rootfs.SharedDevices); empty means the host's /dev.
+	Devices   string `json:"devices,omitempty"`
+	Workspace bool   `json:"workspace"`
 	// WorkspacePath is the host path of the workspace, free of links.
 	WorkspacePath string `json:"workspace_path"`
 	// WorkspaceIsMount says the workspace descriptor is a detached,

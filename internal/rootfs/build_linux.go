@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,7 @@ func Build(newRoot string, o Options) error {
 		{"building writable dirs", buildScratch},
 		{"building /dev", buildDev},
 		{"mounting /proc", buildProc},
+		{"showing the sandbox its own /proc and /sys", buildView},
 		{"pivoting root", pivot},
 	}
 	if o.Etc.Dir == "" {
@@ -43,6 +45,7 @@ func Build(newRoot string, o Options) error {
 	}
 	defer unix.Close(etc)
 	o.etcFD = etc
+	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
 	for _, s := range steps {
 		if err := s.fn(newRoot, o); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
@@ -183,18 +186,18 @@ func attachWorkspace(o Options, dst string) error {
 	return restrict(dst, noDevice, false)
 }
 
-func buildDev(root string, _ Options) error {
+func buildDev(root string, o Options) error {
 	dev := filepath.Join(root, "dev")
+	from := o.Devices
+	if from == "" {
+		from = "/dev"
+	}
 	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, tmpfsData("0755", 64*1024, 64, -1, -1)); err != nil {
 		return err
 	}
 	for _, d := range Devices {
-		p := filepath.Join(dev, d)
-		if err := touch(p); err != nil {
-			return err
-		}
-		if err := mount("/dev/"+d, p, "", unix.MS_BIND, ""); err != nil {
-			return err
+		if err := bindDevice(filepath.Join(from, d.Name), filepath.Join(dev, d.Name), d); err != nil {
+			return fmt.Errorf("/dev/%s: %w", d.Name, err)
 		}
 	}
 	for name, target := range DevLinks {
@@ -216,6 +219,29 @@ func buildDev(root string, _ Options) error {
 		return err
 	}
 	return restrict(dev, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+}
+
+// bindDevice binds the node src at dst read-only, refusing anything but
+// d's character device. Writes to a device on a read-only mount still
+// work; changing its times does not (EROFS): the node's inode is shared
+// with every other sandbox (and the host's, rootless), so its mtime would
+// be a channel between them.
+func bindDevice(src, dst string, d Device) error {
+	if err := touch(dst); err != nil {
+		return err
+	}
+	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dst, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(d.Major, d.Minor) {
+		return fmt.Errorf("%s is not the character device %d:%d (mode %o, device %d:%d)", src, d.Major, d.Minor,
+			st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	return restrict(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
 }
 
 // buildProc mounts the PID namespace's own /proc while the host's is still

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +20,9 @@ import (
 
 // etcFormat is part of every template's name: a change to how templates
 // are written must not reuse one written the old way (v1 could be written
-// with the creator's umask).
-const etcFormat = "etc-v2"
+// with the creator's umask; v3 is root's own mount, which a v2 directory
+// of the same content is not; v3 mounts could be written with the umask).
+const etcFormat = "etc-v4"
 
 // SharedEtc returns the /etc template for hostname under base, writing it
 // if this host's /etc has none yet. A template is named by the metadata
@@ -30,7 +33,10 @@ const etcFormat = "etc-v2"
 // (a temporary-file cleaner ages out what nobody reads) is replaced.
 // base must belong to this user and be writable by nobody else; it is
 // made 0755, as the sandbox's mapped user must reach the template.
-func SharedEtc(base, hostname string) (EtcTemplate, error) {
+// With ownMounts (root only) each template is a read-only tmpfs of its
+// own: a sandbox's /proc/self/mountinfo shows a bind's path within its
+// file system, which is then "/" rather than the template's host path.
+func SharedEtc(base, hostname string, ownMounts bool) (EtcTemplate, error) {
 	if err := ownedDir(base); err != nil {
 		return EtcTemplate{}, err
 	}
@@ -41,7 +47,11 @@ func SharedEtc(base, hostname string) (EtcTemplate, error) {
 		return t, nil
 	}
 	discard(t.Dir)
-	if err := publishEtc(base, t.Dir, entries, hostname); err != nil {
+	publish := publishEtc
+	if ownMounts {
+		publish = mountEtc
+	}
+	if err := publish(base, t.Dir, entries, hostname); err != nil {
 		return t, fmt.Errorf("writing /etc template: %w", err)
 	}
 	checked.mark(t.Dir)
@@ -88,6 +98,33 @@ func publishEtc(base, dir string, entries []etcEntry, hostname string) error {
 	return nil
 }
 
+// mountEtc writes the template into a detached tmpfs, makes it read-only
+// and attaches it at dir. A Warden that finds dir already intact leaves
+// it; two attaching at once stack identical templates, and either serves.
+func mountEtc(_, dir string, entries []etcEntry, hostname string) error {
+	mnt, err := detachedTmpfs(map[string]string{"mode": "0755", "size": "16m", "nr_inodes": "4096"}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return err
+	}
+	defer closeFD(mnt, "the /etc template's tmpfs")
+	if err := writeEtc("/proc/self/fd/"+strconv.Itoa(mnt), entries, hostname); err != nil {
+		return err
+	}
+	if err := unix.MountSetattr(mnt, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("making the template read-only: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if intact(dir, entries, hostname) {
+		return nil
+	}
+	if err := unix.MoveMount(mnt, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching the template at %q: %w", dir, err)
+	}
+	return nil
+}
+
 // boundNames are the entries bound live from the host rather than copied.
 func boundNames(entries []etcEntry) []string {
 	var names []string
@@ -99,21 +136,41 @@ func boundNames(entries []etcEntry) []string {
 	return names
 }
 
-// intact says dir holds every entry of the template as it was written.
+// intact says dir holds every entry of the template as it was written,
+// with the modes fixModes gives (a template written under a strict umask
+// is unreadable to the sandboxes and must not be reused).
 func intact(dir string, entries []etcEntry, hostname string) bool {
-	var st unix.Stat_t
-	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if !hasMode(dir, unix.S_IFDIR) {
 		return false
 	}
 	for _, e := range entries {
-		if unix.Lstat(filepath.Join(dir, e.name), &st) != nil || st.Mode&unix.S_IFMT != e.fileType() {
+		if strings.Contains(e.name, "/") && !hasMode(filepath.Join(dir, filepath.Dir(e.name)), unix.S_IFDIR) {
+			return false
+		}
+		if !hasMode(filepath.Join(dir, e.name), e.fileType()) {
 			return false
 		}
 	}
 	for name := range GeneratedEtc(hostname) {
-		if unix.Lstat(filepath.Join(dir, name), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if !hasMode(filepath.Join(dir, name), unix.S_IFREG) {
 			return false
 		}
+	}
+	return true
+}
+
+// hasMode says p is of type typ (S_IFMT) with the permissions fixModes
+// gives that type: 0755 for a directory, 0644 for a file (a link has none).
+func hasMode(p string, typ uint32) bool {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != typ {
+		return false
+	}
+	switch typ {
+	case unix.S_IFDIR:
+		return st.Mode&0o7777 == 0o755
+	case unix.S_IFREG:
+		return st.Mode&0o7777 == 0o644
 	}
 	return true
 }
@@ -275,9 +332,11 @@ func writeEtc(dir string, entries []etcEntry, hostname string) error {
 
 // fixModes makes every directory in the template 0755 and every file
 // 0644 whatever the umask they were created under: the sandbox's mapped
-// user reads them as "others".
+// user reads them as "others". The walk starts at dir's contents ("dir/"):
+// a detached template is reached through /proc/self/fd/N, a symlink that
+// WalkDir would not descend.
 func fixModes(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(dir+string(filepath.Separator), func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err

@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,11 +9,13 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 func TestSharedEtcWritesOnce(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	first, err := SharedEtc(base, "box")
+	first, err := SharedEtc(base, "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -30,11 +33,11 @@ func TestSharedEtcWritesOnce(t *testing.T) {
 	if fi, err := os.Stat(first.Dir); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("template mode = %v, %v; want 0755", fi.Mode().Perm(), err)
 	}
-	again, err := SharedEtc(base, "box")
+	again, err := SharedEtc(base, "box", false)
 	if err != nil || again.Dir != first.Dir {
 		t.Errorf("second SharedEtc = %q, %v; want %q", again.Dir, err, first.Dir)
 	}
-	other, err := SharedEtc(base, "other")
+	other, err := SharedEtc(base, "other", false)
 	if err != nil || other.Dir == first.Dir {
 		t.Errorf("another hostname got %q, %v; want a template of its own", other.Dir, err)
 	}
@@ -46,7 +49,7 @@ func TestSharedEtcWritesOnce(t *testing.T) {
 
 func TestSharedEtcLeavesOutPrivateFiles(t *testing.T) {
 	base := t.TempDir()
-	tmpl, err := SharedEtc(filepath.Join(base, "etc"), "box")
+	tmpl, err := SharedEtc(filepath.Join(base, "etc"), "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -96,7 +99,7 @@ func TestSharedEtcRefusesUnsafeBase(t *testing.T) {
 			if tt.base == foreign && os.Geteuid() != 0 {
 				t.Skip("needs root to give a directory away")
 			}
-			_, err := SharedEtc(tt.base, "box")
+			_, err := SharedEtc(tt.base, "box", false)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("SharedEtc(%s) = %v; want an error saying %q", tt.name, err, tt.want)
 			}
@@ -105,28 +108,58 @@ func TestSharedEtcRefusesUnsafeBase(t *testing.T) {
 }
 
 func TestSharedEtcIgnoresUmask(t *testing.T) {
-	old := unix.Umask(0o077)
-	defer unix.Umask(old)
+	for _, ownMounts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ownMounts=%v", ownMounts), func(t *testing.T) {
+			if ownMounts {
+				testhost.RequireRoot(t)
+			}
+			old := unix.Umask(0o077)
+			defer unix.Umask(old)
+			base := filepath.Join(t.TempDir(), "etc")
+			tmpl, err := SharedEtc(base, "box", ownMounts)
+			if err != nil {
+				t.Fatalf("SharedEtc: %v", err)
+			}
+			if ownMounts {
+				unmountAll(t, tmpl.Dir)
+			}
+			for _, tt := range []struct {
+				path string
+				want os.FileMode
+			}{
+				{base, 0o755}, {tmpl.Dir, 0o755}, {filepath.Join(tmpl.Dir, "passwd"), 0o644},
+				{filepath.Join(tmpl.Dir, "ssl"), 0o755},
+			} {
+				if fi, err := os.Stat(tt.path); err != nil || fi.Mode().Perm() != tt.want {
+					t.Errorf("mode of %s = %v, %v; want %v", tt.path, fi.Mode().Perm(), err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestSharedEtcReplacesBadModes(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	tmpl, err := SharedEtc(base, "box")
+	first, err := SharedEtc(base, "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
-	for _, tt := range []struct {
-		path string
-		want os.FileMode
-	}{
-		{base, 0o755}, {tmpl.Dir, 0o755}, {filepath.Join(tmpl.Dir, "passwd"), 0o644},
-	} {
-		if fi, err := os.Stat(tt.path); err != nil || fi.Mode().Perm() != tt.want {
-			t.Errorf("mode of %s = %v, %v; want %v", tt.path, fi.Mode().Perm(), err, tt.want)
-		}
+	passwd := filepath.Join(first.Dir, "passwd")
+	if err := os.Chmod(passwd, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checked.mark("") // as if a second had passed since the last look
+	if again, err := SharedEtc(base, "box", false); err != nil || again.Dir != first.Dir {
+		t.Fatalf("SharedEtc after a chmod = %q, %v; want %q", again.Dir, err, first.Dir)
+	}
+	if fi, err := os.Stat(passwd); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode of %s = %v, %v; want a rewritten template's 0644", passwd, fi.Mode().Perm(), err)
 	}
 }
 
 func TestSharedEtcReplacesDamaged(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	first, err := SharedEtc(base, "box")
+	first, err := SharedEtc(base, "box", false)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -138,7 +171,7 @@ func TestSharedEtcReplacesDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked.mark("") // as if a second had passed since the last look
-	again, err := SharedEtc(base, "box")
+	again, err := SharedEtc(base, "box", false)
 	if err != nil || again.Dir != first.Dir {
 		t.Fatalf("SharedEtc after damage = %q, %v; want %q", again.Dir, err, first.Dir)
 	}

@@ -42,9 +42,19 @@ func GeneratedEtc(hostname string) map[string]string {
 	}
 }
 
-// Devices are the host device nodes bound into the sandbox's /dev. They
-// carry no state and reach no hardware.
-var Devices = []string{"null", "zero", "full", "random", "urandom"}
+// Device is a character device node by name and number.
+type Device struct {
+	Name         string
+	Major, Minor uint32
+}
+
+// Devices are the device nodes bound into the sandbox's /dev, with the
+// numbers the kernel gives them (Documentation/admin-guide/devices.txt):
+// a node with any other number is not one of them. They carry no state
+// and reach no hardware.
+var Devices = []Device{
+	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9},
+}
 
 // DevLinks are the conventional /dev symlinks into /proc.
 var DevLinks = map[string]string{
@@ -56,12 +66,17 @@ var DevLinks = map[string]string{
 
 // MaskedProcPaths are hidden (a file gets /dev/null bound over it, a
 // directory an empty read-only tmpfs): they leak host kernel state or are
-// known stepping stones in container escapes.
+// known stepping stones in container escapes. The last six are host-wide
+// counters (pressure stalls, scheduler and memory statistics, every
+// process's file locks, and two figures the kernel sizes by the host's
+// memory) that no program needs to size itself; those some program reads
+// are replaced instead (ProcView).
 var MaskedProcPaths = []string{
 	"acpi", "asound", "interrupts", "kcore", "keys", "key-users", "latency_stats",
 	"sched_debug", "scsi", "timer_list", "timer_stats", "kallsyms", "kpagecgroup",
 	"kpagecount", "kpageflags", "sysrq-trigger", "config.gz", "buddyinfo", "pagetypeinfo",
 	"slabinfo", "vmallocinfo", "zoneinfo",
+	"pressure", "schedstat", "vmstat", "locks", "sys/kernel/threads-max", "sys/vm/min_free_kbytes",
 }
 
 // ReadonlyProcPaths stay visible but read-only: programs read them, and no
@@ -86,6 +101,11 @@ type Options struct {
 	HostScratch bool
 	// UID and GID own the writable directories.
 	UID, GID int
+	// Devices is the host directory the Devices are bound from (see
+	// SharedDevices); empty binds the host's /dev ones (rootless).
+	Devices string
+	// View is what /proc and /sys show of the machine (see View).
+	View View
 	// Etc is the host's /etc template (see SharedEtc) to bind at /etc.
 	Etc EtcTemplate
 	// etcFD holds Etc.Dir open while Build runs.

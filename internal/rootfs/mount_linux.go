@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"fmt"
+	"log"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -55,4 +56,40 @@ func touch(p string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// detachedTmpfs is a new tmpfs with opts, mounted nowhere yet with attrs
+// (MOUNT_ATTR_*): its descriptor reaches it (as /proc/self/fd/N, or as
+// the directory of *at calls) so it can be filled before anyone sees it,
+// then attached with move_mount. The caller closes it.
+func detachedTmpfs(opts map[string]string, attrs int) (int, error) {
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen: %w", err)
+	}
+	defer closeFD(fsfd, "the tmpfs context")
+	if err := unix.FsconfigSetString(fsfd, "source", "tmpfs"); err != nil {
+		return -1, fmt.Errorf("tmpfs source: %w", err)
+	}
+	for k, v := range opts {
+		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
+			return -1, fmt.Errorf("tmpfs option %s=%s: %w", k, v, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("creating the tmpfs: %w", err)
+	}
+	mnt, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attrs)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount: %w", err)
+	}
+	return mnt, nil
+}
+
+// closeFD closes fd, logging a failure (what names it): a cleanup error is
+// never dropped silently, and it cannot undo what was done with fd.
+func closeFD(fd int, what string) {
+	if err := unix.Close(fd); err != nil {
+		log.Printf("closing %s (fd %d): %v", what, fd, err)
+	}
 }

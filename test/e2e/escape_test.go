@@ -344,10 +344,12 @@ func TestEscapeKernelInterfaces(t *testing.T) {
 		checkProbe(t, args, read)
 	})
 
-	t.Run("/sys absent or empty", func(t *testing.T) {
-		r := sh(t, "ls -A /sys 2>/dev/null | wc -l")
-		if got := strings.TrimSpace(r.Stdout); got != "0" {
-			t.Errorf("entries in /sys: got %s, want 0", got)
+	t.Run("/sys holds only the sandbox's CPUs", func(t *testing.T) {
+		r := sh(t, "find /sys | sort | tr '\\n' ' '", "--cpus", "1")
+		want := "/sys /sys/devices /sys/devices/system /sys/devices/system/cpu /sys/devices/system/cpu/cpu0 " +
+			"/sys/devices/system/cpu/online /sys/devices/system/cpu/possible /sys/devices/system/cpu/present"
+		if got := strings.TrimSpace(r.Stdout); got != want {
+			t.Errorf("entries in /sys: got %q, want %q", got, want)
 		}
 	})
 }
@@ -445,4 +447,32 @@ func TestEscapeWorkspaceSymlinks(t *testing.T) {
 			t.Errorf("read %s: got %s, want %s", p, got[p], w)
 		}
 	}
+}
+
+// deviceTimesScript writes to each device node and tries to change its
+// times: the node's inode is shared with every other sandbox (and the
+// host, rootless), so a time it could set would be a channel to them.
+const deviceTimesScript = `for d in null zero full random urandom; do
+	echo x > /dev/$d 2>/dev/null && echo "$d write=ok"
+	touch /dev/$d 2>/dev/null && echo "$d touch=ok"
+	touch -d @0 /dev/$d 2>/dev/null && echo "$d touch-past=ok"
+done; true`
+
+// TestEscapeDeviceTimes checks that the sandbox can write to its device
+// nodes but not change their times, as root and rootless.
+func TestEscapeDeviceTimes(t *testing.T) {
+	requireSandbox(t)
+	want := "null write=ok\nzero write=ok\nrandom write=ok\nurandom write=ok\n" // full: ENOSPC
+	t.Run("root", func(t *testing.T) {
+		r := runJSON(t, "--", "sh", "-c", deviceTimesScript)
+		if r.Error != "" || r.Stdout != want {
+			t.Errorf("got %q (error %q), want %q", r.Stdout, r.Error, want)
+		}
+	})
+	t.Run("rootless", func(t *testing.T) {
+		r := runRootless(t, asNobody(t), append(rootlessFlags, "--", "sh", "-c", deviceTimesScript)...)
+		if r.Stdout != want {
+			t.Errorf("got %q, want %q", r.Stdout, want)
+		}
+	})
 }

@@ -128,7 +128,7 @@ func TestLeakCheck(t *testing.T) {
 			t.Errorf("%s: %d before, %d after", c.what, c.before, c.after)
 		}
 	}
-	if added := addedLines(before.mounts, after.mounts); len(added) > 0 {
+	if added := addedMounts(t, before.mounts, after.mounts); len(added) > 0 {
 		t.Errorf("mounts left: %q", added)
 	}
 	if added := addedLines(before.tmp, after.tmp); len(added) > 0 {

@@ -280,7 +280,7 @@ func TestLifecycleLeavesNoHostTraces(t *testing.T) {
 	}
 	// Only additions count: other people's work on this host may unmount
 	// things meanwhile, and that is no trace of Warden's.
-	if added := addedLines(mountsBefore, mountLines(t)); len(added) > 0 {
+	if added := addedMounts(t, mountsBefore, mountLines(t)); len(added) > 0 {
 		t.Errorf("the runs left %d mounts in the host's mount table: %q", len(added), added)
 	}
 	if added := addedLines(tmpBefore, wardenTmpEntries(t)); len(added) > 0 {
@@ -321,6 +321,38 @@ func mountLines(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// sharedMount says a mount point holds what root's sandboxes share on
+// purpose and the first sandbox of a boot (or of a changed /etc) mounts:
+// the device nodes and the /etc templates.
+func sharedMount(dir string) bool {
+	return dir == "/run/warden-dev" || strings.HasPrefix(dir, "/run/warden-etc/")
+}
+
+// addedMounts are the mountLines of after that before does not hold,
+// except the shared mounts (sharedMount), which may appear but at most
+// once per path: a second would be a mount made again per sandbox.
+func addedMounts(t *testing.T, before, after []string) []string {
+	t.Helper()
+	per := map[string]int{}
+	var added []string
+	for _, l := range after {
+		if f := strings.Fields(l); len(f) > 1 && sharedMount(f[1]) {
+			per[f[1]]++
+		}
+	}
+	for dir, n := range per {
+		if n > 1 {
+			t.Errorf("%d mounts on %s, want at most one (shared by every sandbox)", n, dir)
+		}
+	}
+	for _, l := range addedLines(before, after) {
+		if f := strings.Fields(l); len(f) < 2 || !sharedMount(f[1]) {
+			added = append(added, l)
+		}
+	}
+	return added
 }
 
 // wardenTmpEntries lists the entries of the host's /tmp named warden*,

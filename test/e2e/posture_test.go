@@ -1,125 +1,266 @@
 package e2e
 
 import (
-	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// postureCases are, per backend, what a sandbox of that backend must not
-// learn about the host or reach of Warden's agent, beyond the common
-// conformance cases: each backend hides what its technology lets it
-// (docs/architecture.md says what each cannot).
-func postureCases() map[string][]conformanceCase {
-	bin := filepath.Dir(wardenBin)
-	return map[string][]conformanceCase{
-		"docker": {
-			// The root's overlay mount names Docker's layer directories and
-			// cannot be hidden; every other mount names no host path.
-			{name: "mountinfo names no host path", script: "awk '$5 != \"/\"' /proc/self/mountinfo | grep -E '/var/lib/docker|/run/warden|/docker/|" + bin + "'; echo done",
-				check: wantExit(0, "done")},
-			{name: "own cgroup namespace", script: "grep -v ':/$' /proc/self/cgroup; echo done", check: wantExit(0, "done")},
-			// Docker's own hostname file would be bound from its container
-			// directory, named in mountinfo by its host path and the
-			// container id; Warden's comes from the box's scratch tmpfs.
-			{name: "hostname file is Warden's", script: "awk '$5 == \"/etc/hostname\" {print $4}' /proc/self/mountinfo; cat /etc/hostname",
-				check: wantExit(0, "/hostname\nsandbox")},
-		},
-		"gvisor": {
-			// runsc (2022) shows PID 1's files to every user by their mode
-			// alone: the agent, uid 0, hides its /proc/1.
-			{name: "agent's proc files unreadable", script: "for f in environ maps smaps auxv status; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; echo done",
-				check: wantExit(0, "done")},
-			// The agent's other threads stay readable as /proc/<tid>
-			// (documented); what the user may do to them stays bounded.
-			{name: "agent's threads out of reach", script: agentThreadsProbe, check: wantExit(0, "done")},
-			{name: "no devices beyond the native box's", script: "python3 -c '\nimport os\nfor d in (\"/dev/fuse\", \"/dev/net/tun\", \"/dev/ptmx\", \"/dev/pts/ptmx\", \"/dev/tty\"):\n try:\n  os.close(os.open(d, os.O_RDWR)); print(\"opened\", d)\n except OSError:\n  pass\nprint(\"done\")'",
-				check: wantExit(0, "done")},
-		},
+// postureScript prints, section by section, what a program learns of its
+// machine: the /proc files that name the host or count host-wide, its
+// ids, hostname, and what sizing tools read.
+const postureScript = `for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/diskstats /proc/partitions /proc/swaps \
+	/proc/meminfo /proc/cpuinfo /proc/stat /proc/softirqs /proc/sys/kernel/random/boot_id /etc/hostname; do
+	echo "== $f"; cat "$f" 2>&1
+done
+echo "== mountinfo"; cat /proc/self/mountinfo
+echo "== counters"; cat /proc/vmstat /proc/schedstat /proc/locks /proc/pressure/* /proc/sys/kernel/threads-max \
+	/proc/sys/vm/min_free_kbytes 2>/dev/null | wc -c
+echo "== cgroups"; awk 'NR > 1 {print $3}' /proc/cgroups | sort -u
+echo "== fs"; cat /proc/sys/fs/file-nr /proc/sys/fs/inode-nr /proc/sys/fs/dentry-state /proc/sys/fs/file-max
+echo "== sysinfo"; python3 -c 'import os; print(os.sysconf("SC_PHYS_PAGES"))'
+echo "== sched"; awk '/^se.exec_start/ {print $3 / 1000}' /proc/self/sched
+echo "== uid_map"; awk '{print $1, $2, $3}' /proc/self/uid_map
+echo "== hostname"; hostname
+echo "== nproc"; nproc
+echo "== cpu_count"; python3 -c 'import os; print(os.cpu_count())'
+echo "== free"; free -m | awk '/^Mem:/ {print $2}'
+echo "== clocks"; python3 -c 'import time; print(time.clock_gettime(time.CLOCK_BOOTTIME), time.monotonic())'
+echo "== start"; awk -v hz="$(getconf CLK_TCK)" '{print $22 / hz}' /proc/self/stat
+echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
+`
+
+// postureSections splits the probe's output into its sections.
+func postureSections(out string) map[string]string {
+	sec := map[string]string{}
+	name := ""
+	for _, l := range strings.SplitAfter(out, "\n") {
+		if n, ok := strings.CutPrefix(l, "== "); ok {
+			name = strings.TrimSpace(n)
+			continue
+		}
+		sec[name] += l
+	}
+	return sec
+}
+
+// hostFile is a host file's contents, trimmed; the test fails without it.
+func hostFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("reading the host's %s: %v", p, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// postureCheck is one thing a sandbox on backends must not show of the
+// host, or must show of itself.
+type postureCheck struct {
+	name     string
+	backends []string
+	check    func(sec map[string]string, whole string) (got string, ok bool)
+}
+
+// postureChecks are TestPosture's assertions. The docker box's own
+// /proc, mounts and cgroup path are the docker backend's to hide; its
+// init narrows the affinity, so nproc counts the quota there too.
+func postureChecks(t *testing.T) []postureCheck {
+	bootID := hostFile(t, "/proc/sys/kernel/random/boot_id")
+	cmdline := hostFile(t, "/proc/cmdline")
+	memTotal := strings.Fields(hostFile(t, "/proc/meminfo"))[1]
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent := func(host string) func(map[string]string, string) (string, bool) {
+		return func(_ map[string]string, whole string) (string, bool) {
+			if host == "" {
+				return "", true
+			}
+			return "the output contains " + host, !strings.Contains(whole, host)
+		}
+	}
+	section := func(name, want string) func(map[string]string, string) (string, bool) {
+		return func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec[name])
+			return got, got == want
+		}
+	}
+	native := []string{"native"}
+	return []postureCheck{
+		{"the host's boot_id", native, absent(bootID)},
+		{"the host's kernel command line", native, absent(cmdline)},
+		{"the host's MemTotal", native, absent("MemTotal:       " + memTotal)},
+		{"the host's devtmpfs size (its memory)", native, absent(devtmpfsSize(t))},
+		{"the host paths of Warden's state (/etc template, devices)", native, absent("/run/warden")},
+		{"host-wide counters (vmstat, schedstat, locks, pressure, threads-max, min_free_kbytes)", []string{"native", "docker"}, section("counters", "0")},
+		{"other tenants' cgroups in /proc/cgroups", native, section("cgroups", "1")},
+		{"host-wide file and cache counts in /proc/sys/fs", native, section("fs", "0\t0\t9223372036854775807\n0\t0\n0\t0\t45\t0\t0\t0\n9223372036854775807")},
+		// KNOWN-VISIBLE (documented): sysinfo(2), which glibc's
+		// _SC_PHYS_PAGES reads, shows the host's memory.
+		{"the host's memory in sysinfo(2)", native, section("sysinfo", hostPhysPages(t))},
+		// KNOWN-VISIBLE (documented): /proc/PID/sched counts from the host's boot.
+		{"the host's uptime in /proc/self/sched", native, atLeast("sched", hostUptime(t))},
+		// KNOWN-VISIBLE (documented): uid_map names the sandbox user's host uid.
+		{"one uid mapped, the sandbox user's, to a host uid", native, func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec["uid_map"])
+			f := strings.Fields(got)
+			return got, len(f) == 3 && f[0] == "1000" && f[2] == "1"
+		}},
+		{"the host's task count in loadavg", native, section("/proc/loadavg", "0.00 0.00 0.00 1/1 1")},
+		{"the host's hostname", []string{"native", "docker"}, func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec["hostname"])
+			return got, got != host && got == "sandbox"
+		}},
+		{"nproc at --cpus 1", []string{"native", "docker"}, section("nproc", "1")},
+		{"os.cpu_count() at --cpus 1", native, section("cpu_count", "1")},
+		{"free -m total at --memory 256m", native, section("free", "256")},
+		// KNOWN-VISIBLE (documented): the host's clocks, as no time
+		// namespace is used.
+		{"the host's uptime in the boot and monotonic clocks", native, atLeast("clocks", hostUptime(t))},
+		{"the host's uptime in a process's start time", native, atLeast("start", hostUptime(t))},
+		{"no time namespace offsets", native, section("timens", "0 0\n0 0")},
 	}
 }
 
-// agentThreadsProbe prints what the user can do to a uid-0 thread of the
-// agent beyond reading its documented /proc files: its memory, its exe,
-// cwd and root links, a descriptor other than /dev/null, a signal. It
-// expects runsc to list the agent's thread ids in /proc/2/task, and
-// prints "no agent threads" if it does not, which fails the case so that
-// a change of runsc is noticed.
-const agentThreadsProbe = `python3 -c '
-import os
-try:
-    tids = [t for t in os.listdir("/proc/2/task") if t != "1"]
-except OSError:
-    tids = []
-if not tids:
-    print("no agent threads")
-for t in tids:
-    p = "/proc/" + t
-    for f in ("mem", "exe", "cwd", "root"):
-        try:
-            open(p + "/" + f, "rb").close(); print("opened", t, f)
-        except OSError:
-            pass
-    for fd in os.listdir(p + "/fd"):
-        try:
-            x = os.open(p + "/fd/" + fd, os.O_RDONLY)
-        except OSError:
-            continue
-        if not os.path.samefile("/proc/self/fd/%d" % x, "/dev/null") and os.readlink(p + "/fd/" + fd) != "/proc/1/oom_score_adj":
-            print("opened", t, "fd", fd, os.readlink(p + "/fd/" + fd))
-        os.close(x)
-    try:
-        os.kill(int(t), 0); print("signalled", t)
-    except OSError:
-        pass
-print("done")'`
+// devtmpfsSize is the size option of the host's /dev, which the kernel
+// sizes by the host's memory.
+func devtmpfsSize(t *testing.T) string {
+	t.Helper()
+	for _, l := range strings.Split(hostFile(t, "/proc/self/mountinfo"), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == "/dev" && strings.Contains(l, " devtmpfs ") {
+			for _, opt := range strings.Split(f[len(f)-1], ",") {
+				if strings.HasPrefix(opt, "size=") {
+					return opt
+				}
+			}
+		}
+	}
+	return "" // not a devtmpfs with a size: nothing to look for
+}
 
-// TestBackendPosture runs each backend's posture cases on it.
-func TestBackendPosture(t *testing.T) {
-	cases := postureCases()
+// hostPhysPages is the host's memory in pages as sysinfo(2) gives it,
+// which is what glibc's sysconf(_SC_PHYS_PAGES) computes.
+func hostPhysPages(t *testing.T) string {
+	t.Helper()
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatalf("sysinfo: %v", err)
+	}
+	return strconv.FormatUint(uint64(si.Totalram)*uint64(si.Unit)/uint64(os.Getpagesize()), 10)
+}
+
+// hostUptime is the host's uptime in seconds, read before the sandbox
+// starts: the sandbox shares the host's clocks, which then read more.
+func hostUptime(t *testing.T) float64 {
+	t.Helper()
+	up, err := strconv.ParseFloat(strings.Fields(hostFile(t, "/proc/uptime"))[0], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up
+}
+
+// atLeast checks that every number in section name is at least limit.
+func atLeast(name string, limit float64) func(map[string]string, string) (string, bool) {
+	return func(sec map[string]string, _ string) (string, bool) {
+		got := strings.TrimSpace(sec[name])
+		fields := strings.Fields(got)
+		for _, f := range fields {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil || v < limit {
+				return got + " (the host's uptime is " + strconv.FormatFloat(limit, 'f', 0, 64) + ")", false
+			}
+		}
+		return got, len(fields) > 0
+	}
+}
+
+// TestPosture runs a probe of what the sandbox sees of its machine and
+// checks it finds no host identifier and sees its own limits.
+func TestPosture(t *testing.T) {
+	checks := postureChecks(t)
 	for _, b := range conformanceBackends(t) {
-		if len(cases[b]) == 0 {
-			continue
+		if b == "gvisor" {
+			continue // gVisor's /proc is its own kernel's by design
 		}
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			for _, c := range cases[b] {
-				t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-					c.check(t, sh(t, c.script, append([]string{"--backend", b}, c.flags...)...))
-				})
+			r := runJSON(t, "--backend", b, "--cpus", "1", "--memory", "256m", "--", "sh", "-c", postureScript)
+			if r.ExitCode != 0 {
+				t.Fatalf("probe: exit %d, stderr %q, error %q", r.ExitCode, r.Stderr, r.Error)
 			}
+			checkPosture(t, b, checks, r)
 		})
 	}
 }
 
-// schedProbe prints the niceness and the number of CPUs a fresh process
-// of the session starts with.
-const schedProbe = "import os; print(os.getpriority(os.PRIO_PROCESS, 0), len(os.sched_getaffinity(0)))"
-
-// TestGVisorAgentSchedulingDoesNotReachExecs: runsc (2022) lets the user
-// set PID 1's niceness and CPU affinity, which every process the agent
-// forks would inherit; the agent restores its own before each fork, so an
-// exec that changed them leaves the next exec as the first began.
-func TestGVisorAgentSchedulingDoesNotReachExecs(t *testing.T) {
-	requireBackend(t, "gvisor")
-	srv := startServer(t, "--backend", "gvisor")
-	id := srv.newSession(t, keyA, nil)
-	run := func(code string) string {
-		t.Helper()
-		var r spec.Result
-		srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{"command": []string{"python3", "-c", code}}, http.StatusOK, &r)
-		if r.ExitCode != 0 {
-			t.Fatalf("exec %q: exit %d, stderr %q", code, r.ExitCode, r.Stderr)
+func checkPosture(t *testing.T, backend string, checks []postureCheck, r spec.Result) {
+	t.Helper()
+	sec := postureSections(r.Stdout)
+	for _, c := range checks {
+		if !slices.Contains(c.backends, backend) {
+			continue
 		}
-		return strings.TrimSpace(r.Stdout)
+		if got, ok := c.check(sec, r.Stdout); !ok {
+			t.Errorf("%s: got %q", c.name, got)
+		}
 	}
-	before := run(schedProbe)
-	tamper := "import os\ntry:\n os.setpriority(os.PRIO_PROCESS, 1, -20); os.sched_setaffinity(1, {0}); print('changed')\nexcept OSError as e:\n print('refused', e.errno)"
-	t.Logf("changing PID 1's scheduling: %s", run(tamper))
-	if after := run(schedProbe); after != before {
-		t.Errorf("niceness and CPUs of a new exec: %q after PID 1's were changed, %q before; want them unchanged", after, before)
+}
+
+// mountRoots are the root fields (the path within the file system) of
+// the probe's mountinfo section, one per line.
+func mountRoots(sec map[string]string) string {
+	var roots []string
+	for _, l := range strings.Split(sec["mountinfo"], "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			roots = append(roots, f[3]+" on "+f[4])
+		}
 	}
+	return strings.Join(roots, "\n")
+}
+
+// TestPostureKnownVisible checks what the docs say a native sandbox still
+// sees of the host in two set-ups, so that a change is noticed: a
+// --workspace directory's host path, and a rootless sandbox's host uid,
+// devtmpfs size (the host's memory) and /etc template path.
+func TestPostureKnownVisible(t *testing.T) {
+	requireSandbox(t)
+	t.Run("workspace", func(t *testing.T) {
+		ws := hostWorkspace(t, t.TempDir())
+		r := runJSON(t, "--cpus", "1", "--workspace", ws, "--", "sh", "-c", postureScript)
+		if r.ExitCode != 0 || r.Error != "" {
+			t.Fatalf("probe: exit %d, stderr %q, error %q", r.ExitCode, r.Stderr, r.Error)
+		}
+		if roots := mountRoots(postureSections(r.Stdout)); !strings.Contains(roots, filepath.Base(ws)+" on /workspace") {
+			t.Errorf("mountinfo roots %q: want the workspace's host path (%s) on /workspace, as documented", roots, ws)
+		}
+	})
+	t.Run("rootless", func(t *testing.T) {
+		prefix := asNobody(t)
+		r := runRootless(t, prefix, append(rootlessFlags, "--", "sh", "-c", postureScript)...)
+		sec := postureSections(r.Stdout)
+		// --memory 0 (rootlessFlags): the sandbox may use all the host's
+		// memory, and meminfo says so.
+		if got, want := strings.Fields(sec["/proc/meminfo"]), strings.Fields(hostFile(t, "/proc/meminfo"))[1]; len(got) < 2 || got[1] != want {
+			t.Errorf("MemTotal at --memory 0: got %q, want the host's %s kB", got[:min(len(got), 3)], want)
+		}
+		if got, want := strings.TrimSpace(sec["uid_map"]), "1000 65534 1"; got != want {
+			t.Errorf("uid_map: got %q, want the host uid as documented, %q", got, want)
+		}
+		if size := devtmpfsSize(t); size != "" && !strings.Contains(sec["mountinfo"], size) {
+			t.Errorf("mountinfo: want the host devtmpfs's %s as documented:\n%s", size, sec["mountinfo"])
+		}
+		if roots := mountRoots(sec); !strings.Contains(roots, "warden-etc-65534/etc-") {
+			t.Errorf("mountinfo roots %q: want the /etc template's host path as documented", roots)
+		}
+	})
 }

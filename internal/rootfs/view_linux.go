@@ -1,0 +1,107 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// viewDir is where the view's files are written, in the root tmpfs,
+// before each is bound over its /proc entry; it is removed before
+// pivot_root, the binds keeping the files.
+const viewDir = ".view"
+
+// buildView shows the sandbox its own world (see View): the ProcView
+// files bound read-only over /proc's, and /sys/devices/system/cpu with
+// the sandbox's CPUs. The files are written into the root tmpfs and
+// unlinked once bound, rather than on a tmpfs of their own: unmounting
+// that would wait for an RCU grace period in every sandbox start. The
+// program cannot undo a bind: unmounting needs CAP_SYS_ADMIN in the
+// sandbox's user namespace, which it never has, and its seccomp filter
+// refuses umount anyway. The files are the sandbox user's (0444): it may
+// chmod and rewrite its own copy, which lies to itself alone, and which
+// saves a mount_setattr per file under the host-wide mount lock.
+func buildView(root string, o Options) error {
+	proc := filepath.Join(root, "proc")
+	src := ViewSource{View: o.View, BootTime: time.Now().Unix()}
+	var err error
+	if src.HostCPUInfo, err = os.ReadFile(filepath.Join(proc, "cpuinfo")); err != nil {
+		return err
+	}
+	if src.HostMeminfo, err = os.ReadFile(filepath.Join(proc, "meminfo")); err != nil {
+		return err
+	}
+	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if src.BootID, err = randomID(); err != nil {
+		return err
+	}
+	files := ProcFiles(src)
+	stage := filepath.Join(root, viewDir)
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		return err
+	}
+	if err := bindView(stage, proc, files); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(stage); err != nil {
+		return err
+	}
+	return buildSysCPU(root, o.View.CPUs)
+}
+
+// bindView writes files into stage and binds each over proc.
+func bindView(stage, proc string, files map[string]string) error {
+	for i, f := range ProcView {
+		src := filepath.Join(stage, strconv.Itoa(i))
+		if err := os.WriteFile(src, []byte(files[f.Name]), 0o444); err != nil {
+			return err
+		}
+		dst := filepath.Join(proc, f.Name)
+		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // a kernel without the entry shows nothing to hide
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// buildSysCPU makes /sys/devices/system/cpu list n CPUs, all online: glibc
+// reads it for sysconf(_SC_NPROCESSORS_ONLN) and _CONF (Python's
+// os.cpu_count()). It lives in the root tmpfs, read-only once pivoted.
+func buildSysCPU(root string, n int) error {
+	dir := filepath.Join(root, "sys/devices/system/cpu")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := range n {
+		if err := os.Mkdir(filepath.Join(dir, "cpu"+strconv.Itoa(i)), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"online", "possible", "present"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(CPURange(n)), 0o444); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// randomID is a random UUID (version 4), a boot_id of the sandbox's own.
+func randomID() (string, error) {
+	var b [16]byte
+	if _, err := unix.Getrandom(b[:], 0); err != nil {
+		return "", fmt.Errorf("getrandom: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
