@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -270,5 +272,75 @@ func TestBodyChargeSurvivesPanic(t *testing.T) {
 		if n := h.srv.bodies.heldBy(ownerOf(keyA)); n != 0 {
 			t.Errorf("%s: after the panic the key still holds %d bytes", target, n)
 		}
+	}
+}
+
+// TestChunkedBodiesShareAKey sends two chunked bodies of one key that
+// together fit in its share, interleaved so that each has filled its
+// buffer before either sends the rest: neither may wait for the other
+// (each used to ask for as much again as it held, which the share could
+// not give both, and one got 503 after bodyWait).
+func TestChunkedBodiesShareAKey(t *testing.T) {
+	const half = 2 << 10 // each body sends this twice, then its tail
+	tests := []struct {
+		name  string
+		share int64
+		tail  int
+	}{
+		{"ending where its buffer ends", 4 * half, 0},
+		{"ending in the room left", 5 * half, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.MaxBodyBytes = 4 * half })
+			h.srv.bodies = newByteBudget(tt.share, tt.share)
+			var pws [2]*io.PipeWriter
+			results := make(chan error, 2)
+			want := strings.Repeat("x", 2*half+tt.tail)
+			for i := range pws {
+				pr, pw := io.Pipe()
+				pws[i] = pw
+				req := newRequest("POST", "/", "")
+				req.Body, req.ContentLength = pr, -1
+				go func() {
+					c := &charge{budget: h.srv.bodies, owner: "o"}
+					got, err := h.srv.readCharged(nil, req, c, 4*half)
+					c.release()
+					pr.CloseWithError(errors.New("read ended")) // unblocks the writer after a failure
+					if err == nil && string(got) != want {
+						err = fmt.Errorf("read %d bytes, want the %d sent", len(got), len(want))
+					}
+					results <- err
+				}()
+			}
+			go func() {
+				for range 2 { // each body fills its buffer in turn
+					for _, pw := range pws {
+						if _, err := pw.Write([]byte(want[:half])); err != nil {
+							return // its reader failed, and says why
+						}
+					}
+				}
+				for _, pw := range pws {
+					go func() {
+						_, err := pw.Write([]byte(want[2*half:]))
+						pw.CloseWithError(err)
+					}()
+				}
+			}()
+			for i := range 2 {
+				select {
+				case err := <-results:
+					if err != nil {
+						t.Errorf("body %d: %v, want both read whole", i, err)
+					}
+				case <-time.After(time.Minute):
+					t.Fatal("the bodies were still being read after a minute")
+				}
+			}
+			if n := h.srv.bodies.heldBy("o"); n != 0 {
+				t.Errorf("after both bodies %d bytes still held", n)
+			}
+		})
 	}
 }
