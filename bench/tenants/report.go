@@ -27,6 +27,7 @@ type Report struct {
 	Dropped    []string    `json:"dropped_serve_args,omitempty"`
 	Fairness   []FairRow   `json:"fairness,omitempty"`
 	HostCPU    []CPURow    `json:"host_cpu,omitempty"`
+	Starts     []StartRow  `json:"starts,omitempty"`
 	Neighbours []BenignRow `json:"neighbours,omitempty"`
 }
 
@@ -91,6 +92,7 @@ func (r *Report) markdown() string {
 	r.summaryMD(&b)
 	r.fairnessMD(&b)
 	r.hostMD(&b)
+	r.startsMD(&b)
 	r.neighboursMD(&b)
 	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -157,6 +158,8 @@ func (s *Server) Client(key string, timeout time.Duration) *Client {
 type APIError struct {
 	Status  int
 	Message string
+	// RetryAfter is the answer's Retry-After in seconds (0: none).
+	RetryAfter int
 }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Message) }
@@ -206,7 +209,8 @@ func (c *Client) Open(ctx context.Context, method, path string, body any) (*http
 		defer resp.Body.Close()
 		var e struct{ Error struct{ Message string } }
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return nil, &APIError{Status: resp.StatusCode, Message: e.Error.Message}
+		retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return nil, &APIError{Status: resp.StatusCode, Message: e.Error.Message, RetryAfter: retry}
 	}
 	return resp, nil
 }

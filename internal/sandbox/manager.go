@@ -71,6 +71,11 @@ type Config struct {
 	// spend on starting its execs, which no cgroup charges (see
 	// DefaultExecPace, used when zero); negative turns pacing off.
 	ExecPace float64
+	// StartRate is how many sessions and one-shot runs each owner may
+	// start a second after a burst, as a start costs the host CPU that
+	// no cgroup charges (see DefaultStartRate, used when zero); negative
+	// turns pacing off.
+	StartRate float64
 	// OnCleanupError is told of a failure cleaning up after a sandbox
 	// that has ended (a cgroup left, figures that could not be read); the
 	// session is gone as asked. It must not block.
@@ -118,6 +123,9 @@ func (c Config) withDefaults() Config {
 	if c.ExecPace == 0 {
 		c.ExecPace = DefaultExecPace
 	}
+	if c.StartRate == 0 {
+		c.StartRate = DefaultStartRate
+	}
 	if c.OnCleanupError == nil {
 		c.OnCleanupError = func(error) {}
 	}
@@ -148,8 +156,10 @@ type Manager struct {
 	poolSpec spec.Spec
 
 	pool *pool
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// starts paces each owner's Creates and Runs (nil: not paced).
+	starts *startPacer
+	stop   chan struct{}
+	wg     sync.WaitGroup
 	// discards counts pooled run boxes being thrown away after their
 	// answer was given (their slots already free); Close waits for them.
 	discards sync.WaitGroup
@@ -176,6 +186,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
+		starts:   newStartPacer(cfg.StartRate),
 	}
 	m.runsEnd, m.endRuns = context.WithCancel(context.Background())
 	m.persist = persistsWorkspaces(b, cfg.Store)
@@ -245,6 +256,21 @@ func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 	return nil
 }
 
+// acquireStart takes one of owner's starts (startPacer) and then a slot
+// and bytes (acquire); a start refused a slot is given back, as it cost
+// nothing.
+func (m *Manager) acquireStart(owner string, run bool, bytes int64) error {
+	undo, err := m.starts.take(owner)
+	if err != nil {
+		return err
+	}
+	if err := m.acquire(owner, run, bytes); err != nil {
+		undo()
+		return err
+	}
+	return nil
+}
+
 // release gives back a slot and bytes of owner's budget.
 func (m *Manager) release(owner string, bytes int64) {
 	m.mu.Lock()
@@ -283,7 +309,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		return Info{}, err
 	}
 	bytes := m.charge(s.Limits)
-	if err := m.acquire(owner, false, bytes); err != nil {
+	if err := m.acquireStart(owner, false, bytes); err != nil {
 		return Info{}, err
 	}
 	box, ws := m.pool.take(s)
@@ -534,7 +560,7 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 		return spec.Result{}, err
 	}
 	bytes := m.charge(s.Limits)
-	if err := m.acquire(owner, true, bytes); err != nil {
+	if err := m.acquireStart(owner, true, bytes); err != nil {
 		return spec.Result{}, err
 	}
 	defer m.runs.Done()

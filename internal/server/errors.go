@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -73,11 +75,14 @@ type errorDetail struct {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var mbe *http.MaxBytesError
+	var paced *sandbox.StartPacedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &mbe):
 		return tooLarge(mbe.Limit)
+	case errors.As(err, &paced):
+		return &apiError{http.StatusTooManyRequests, codeTooMany, oneLine(err)}
 	case errors.Is(err, sandbox.ErrNotFound):
 		return &apiError{http.StatusNotFound, codeNotFound, "session not found"}
 	case errors.Is(err, sandbox.ErrTooMany):
@@ -139,14 +144,29 @@ func oneLine(err error) string {
 }
 
 // writeError answers with err mapped to its status and JSON body, and
-// counts refusals for warden_denied_requests_total.
+// counts refusals for warden_denied_requests_total. A start refused for
+// start pacing says in Retry-After when the next may come.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := toAPIError(err)
 	s.metrics.denied(ae.status)
 	if ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warden"`)
 	}
+	if secs, ok := retryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
 	writeJSON(w, ae.status, errorBody{errorDetail{ae.code, ae.message}})
+}
+
+// retryAfter is the Retry-After of a start refused for start pacing:
+// whole seconds, rounded up, so a client that waits that long is not
+// refused again for it.
+func retryAfter(err error) (int, bool) {
+	var paced *sandbox.StartPacedError
+	if !errors.As(err, &paced) {
+		return 0, false
+	}
+	return max(1, int(math.Ceil(paced.Wait.Seconds()))), true
 }
 
 // writeJSON answers with v as JSON. An encoding error can only come from

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+)
+
+// TestStartPacedAnswer: a start the Manager refuses for start pacing is a
+// 429 too_many_sessions whose message names the flag, with Retry-After in
+// whole seconds rounded up, on both paths that start a sandbox.
+func TestStartPacedAnswer(t *testing.T) {
+	tests := []struct {
+		wait time.Duration
+		want string
+	}{
+		{1500 * time.Millisecond, "2"},
+		{10 * time.Millisecond, "1"},
+		{3 * time.Second, "3"},
+	}
+	for _, tt := range tests {
+		h := newHarness(t, nil)
+		h.fake.err = &sandbox.StartPacedError{Rate: 5, Burst: 100, Wait: tt.wait}
+		for _, req := range []struct{ target, body string }{
+			{"/v1/sessions", "{}"},
+			{"/v1/run", `{"command":["true"]}`},
+		} {
+			resp := h.do("POST", req.target, keyA, req.body)
+			code, msg := resp.errorMessage()
+			if resp.status != http.StatusTooManyRequests || code != codeTooMany || !strings.Contains(msg, "--start-rate") {
+				t.Errorf("%s paced for %v: got %d %s, want 429 %s naming --start-rate", req.target, tt.wait, resp.status, resp.body, codeTooMany)
+			}
+			if got := resp.header.Get("Retry-After"); got != tt.want {
+				t.Errorf("%s paced for %v: Retry-After %q, want %q", req.target, tt.wait, got, tt.want)
+			}
+		}
+	}
+}
