@@ -86,7 +86,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, sandbox.ErrNotFound):
 		return &apiError{http.StatusNotFound, codeNotFound, "session not found"}
 	case errors.Is(err, sandbox.ErrTooMany):
-		return &apiError{http.StatusTooManyRequests, codeTooMany, "too many sessions: delete one or wait for one to expire"}
+		return &apiError{http.StatusTooManyRequests, codeTooMany, tooManyMessage(err)}
 	case errors.Is(err, sandbox.ErrDead):
 		return &apiError{http.StatusConflict, codeConflict, oneLine(err)}
 	case errors.Is(err, state.ErrStorage):
@@ -111,6 +111,18 @@ func toAPIError(err error) *apiError {
 		return ae
 	}
 	return &apiError{http.StatusInternalServerError, codeInternal, oneLine(err)}
+}
+
+// tooManyMessage is what a client is told of an ErrTooMany: the
+// Manager's own line, which says which bound was reached (the server's
+// slots, the key's share, the key's memory budget and its flag) and
+// counts only the caller's own sessions, or a generic line for the bare
+// sentinel.
+func tooManyMessage(err error) string {
+	if msg := oneLine(err); msg != sandbox.ErrTooMany.Error() {
+		return msg
+	}
+	return "too many sessions: delete one or wait for one to expire"
 }
 
 // workspaceError maps the workspace package's sentinels: a missing file

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -36,6 +37,28 @@ func TestStartPacedAnswer(t *testing.T) {
 			if got := resp.header.Get("Retry-After"); got != tt.want {
 				t.Errorf("%s paced for %v: Retry-After %q, want %q", req.target, tt.wait, got, tt.want)
 			}
+		}
+	}
+}
+
+// TestTooManySaysWhich: a 429 carries the Manager's line, which names
+// the bound that was reached (the key's memory budget and its flag, the
+// key's share), not one generic line for all of them.
+func TestTooManySaysWhich(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: this key's sessions and runs hold 12GiB of memory and disk; the key's budget is 12GiB (set by --max-memory-per-key): delete a session or ask for less", sandbox.ErrTooMany), "--max-memory-per-key"},
+		{fmt.Errorf("%w: this key holds 32 sessions and runs, its limit is 32; delete a session or retry later", sandbox.ErrTooMany), "its limit is 32"},
+		{sandbox.ErrTooMany, "too many sessions: delete one or wait for one to expire"},
+	}
+	for _, tt := range tests {
+		h := newHarness(t, nil)
+		h.fake.err = tt.err
+		resp := h.do("POST", "/v1/sessions", keyA, "{}")
+		if code, msg := resp.errorMessage(); resp.status != http.StatusTooManyRequests || code != codeTooMany || !strings.Contains(msg, tt.want) {
+			t.Errorf("%v: got %d %s, want 429 %s saying %q", tt.err, resp.status, resp.body, codeTooMany, tt.want)
 		}
 	}
 }
