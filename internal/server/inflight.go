@@ -25,9 +25,8 @@ const bodyWait = 5 * time.Second
 // it has sent. A growth takes what room its owner's share has left when
 // that is less than it asked and at least an eighth of the buffer (a
 // bound on copies), so two bodies of one key that fit its share with that
-// to spare do not wait for each other. A
-// client that sends headers and then nothing holds this much, whatever it
-// declared.
+// to spare do not wait for each other. A client that sends headers and
+// then nothing holds this much, whatever it declared.
 const firstCharge = 1 << 10
 
 // errBusy answers a request whose body found no room within bodyWait.
@@ -94,7 +93,7 @@ func (b *byteBudget) acquire(ctx context.Context, owner string, n int64) error {
 // waiting until at least least are (or ctx is done), and says how many
 // it took. A body that grows takes what room is left rather than wait
 // for more than it may need, so two bodies of one owner that together
-// fit its share never wait for each other.
+// fit its share need not wait for each other.
 func (b *byteBudget) acquireUpTo(ctx context.Context, owner string, least, most int64) (int64, error) {
 	if least > b.perOwner {
 		return 0, fmt.Errorf("%d bytes is more than an owner's share of %d", least, b.perOwner)
