@@ -227,10 +227,12 @@ func (m *Manager) Recovered() Recovery { return m.recovery }
 // this process.
 func (m *Manager) PersistsWorkspaces() bool { return m.persist }
 
-// acquire takes a slot and bytes of the memory budget for owner's
-// session or run, or fails with ErrTooMany; under m.mu, so concurrent
-// requests cannot together pass a limit. A run is also counted in m.runs,
-// which Close waits for.
+// acquire takes a slot, bytes of the memory budget and one of the
+// start pacer's tokens for owner's session or run, or fails with
+// ErrTooMany; under m.mu, so concurrent requests cannot together pass a
+// limit. The token is taken last, once the slot and budget checks have
+// passed, so a start refused for them costs none of the owner's starts.
+// A run is also counted in m.runs, which Close waits for.
 func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -247,26 +249,14 @@ func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 		return fmt.Errorf("%w: this key's sessions and runs hold %s of memory and disk, dead sessions' files included, and this one asks for %s more; the key's budget is %s (set by --max-memory-per-key): delete a session or ask for less",
 			ErrTooMany, spec.FormatSize(n), spec.FormatSize(bytes), spec.FormatSize(b))
 	}
+	if err := m.starts.take(owner); err != nil {
+		return err
+	}
 	m.active++
 	m.byOwner[owner]++
 	m.bytesByOwner[owner] += bytes
 	if run {
 		m.runs.Add(1)
-	}
-	return nil
-}
-
-// acquireStart takes one of owner's starts (startPacer) and then a slot
-// and bytes (acquire); a start refused a slot is given back, as it cost
-// nothing.
-func (m *Manager) acquireStart(owner string, run bool, bytes int64) error {
-	undo, err := m.starts.take(owner)
-	if err != nil {
-		return err
-	}
-	if err := m.acquire(owner, run, bytes); err != nil {
-		undo()
-		return err
 	}
 	return nil
 }
@@ -309,7 +299,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		return Info{}, err
 	}
 	bytes := m.charge(s.Limits)
-	if err := m.acquireStart(owner, false, bytes); err != nil {
+	if err := m.acquire(owner, false, bytes); err != nil {
 		return Info{}, err
 	}
 	box, ws := m.pool.take(s)
@@ -560,7 +550,7 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 		return spec.Result{}, err
 	}
 	bytes := m.charge(s.Limits)
-	if err := m.acquireStart(owner, true, bytes); err != nil {
+	if err := m.acquire(owner, true, bytes); err != nil {
 		return spec.Result{}, err
 	}
 	defer m.runs.Done()

@@ -77,12 +77,12 @@ func newStartPacer(r float64) *startPacer {
 }
 
 // take takes one start of owner's, or refuses it with a
-// *StartPacedError saying how long to wait. The func it returns gives
-// the start back, for one refused for another reason before it cost
-// anything.
-func (p *startPacer) take(owner string) (undo func(), err error) {
+// *StartPacedError saying how long to wait. The Manager calls it last,
+// under its lock, once nothing else can refuse the start: a token once
+// taken is never given back.
+func (p *startPacer) take(owner string) error {
 	if p == nil {
-		return func() {}, nil
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -93,12 +93,11 @@ func (p *startPacer) take(owner string) (undo func(), err error) {
 		lim = rate.NewLimiter(rate.Limit(p.rate), p.burst)
 		p.owners[owner] = lim
 	}
-	r := lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return nil, &StartPacedError{Rate: p.rate, Burst: p.burst, Wait: d}
+	if lim.AllowN(now, 1) {
+		return nil
 	}
-	return func() { r.CancelAt(p.now()) }, nil
+	wait := time.Duration((1 - lim.TokensAt(now)) / p.rate * float64(time.Second))
+	return &StartPacedError{Rate: p.rate, Burst: p.burst, Wait: wait}
 }
 
 // prune drops the buckets of owners that are full again, once there are

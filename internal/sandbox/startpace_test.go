@@ -12,12 +12,18 @@ import (
 // a fake clock: the burst passes, the next start is refused with
 // ErrTooMany saying how long to wait and naming the flag, another owner
 // is not held back, time brings starts back at the rate, and a start
-// refused a slot costs none of the owner's starts.
+// refused a slot costs none of the owner's starts. The clock moves a
+// tick on every reading, as a real one does, so a start taken and given
+// back later would show.
 func TestStartPacing(t *testing.T) {
 	const share = 10
+	const tick = time.Microsecond
 	m, _ := newTestManager(t, Config{MaxSessions: 4 * share, MaxPerOwner: share, StartRate: 2})
 	clock := time.Unix(1000, 0)
-	m.starts.now = func() time.Time { return clock }
+	m.starts.now = func() time.Time {
+		clock = clock.Add(tick)
+		return clock
+	}
 	ctx := context.Background()
 	start := func(owner string, i int) error {
 		if i%2 == 0 {
@@ -55,8 +61,8 @@ func TestStartPacing(t *testing.T) {
 		case st.want == 0 && err != nil:
 			t.Errorf("step %d: %s's start %v later: %v, want it started", i, st.owner, st.advance, err)
 		case st.want == 0:
-		case !errors.As(err, &paced) || !errors.Is(err, ErrTooMany) || paced.Wait != st.want || !strings.Contains(err.Error(), "--start-rate"):
-			t.Errorf("step %d: %s's start %v later: %v, want ErrTooMany, a wait of %v, naming --start-rate", i, st.owner, st.advance, err, st.want)
+		case !errors.As(err, &paced) || !errors.Is(err, ErrTooMany) || paced.Wait > st.want || paced.Wait < st.want-time.Millisecond || !strings.Contains(err.Error(), "--start-rate"):
+			t.Errorf("step %d: %s's start %v later: %v, want ErrTooMany, a wait of %v (less the clock's ticks), naming --start-rate", i, st.owner, st.advance, err, st.want)
 		}
 	}
 
@@ -82,6 +88,31 @@ func TestStartPacing(t *testing.T) {
 	}
 }
 
+// TestRefusedStartsCostNothing on the real clock: an owner at her share
+// of one is refused many Creates, more than her burst of starts; once she
+// deletes her session, her next Create starts, as none of those refused
+// took a start.
+func TestRefusedStartsCostNothing(t *testing.T) {
+	m, _ := newTestManager(t, Config{MaxSessions: 4, MaxPerOwner: 1, StartRate: 0.1})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatalf("alice's first Create: %v", err)
+	}
+	for i := range 2 * minStartBurst {
+		var paced *StartPacedError
+		if _, err := m.Create(ctx, "alice", defaultOptions()); !errors.Is(err, ErrTooMany) || errors.As(err, &paced) {
+			t.Fatalf("alice's Create %d past her share of 1: %v, want ErrTooMany for the share, not pacing", i, err)
+		}
+	}
+	if err := m.Delete(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, "alice", defaultOptions()); err != nil {
+		t.Errorf("alice's Create after her Delete, %d refused before it: %v, want it started", 2*minStartBurst, err)
+	}
+}
+
 // TestStartPacerOff: a negative rate paces nothing, and Validate refuses
 // a rate out of range naming the flag.
 func TestStartPacerOff(t *testing.T) {
@@ -89,7 +120,7 @@ func TestStartPacerOff(t *testing.T) {
 		t.Errorf("newStartPacer(-1) = %+v, want nil (not paced)", p)
 	}
 	var p *startPacer
-	if _, err := p.take("alice"); err != nil {
+	if err := p.take("alice"); err != nil {
 		t.Errorf("a nil pacer refused a start: %v", err)
 	}
 	for _, r := range []float64{MaxStartRate + 1} {
