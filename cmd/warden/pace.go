@@ -23,8 +23,9 @@ func addPaceFlags(f *pflag.FlagSet, p *paces) {
 		"fraction of a session's CPU quota (cpus) the host may spend starting its execs, which no cgroup charges: "+
 			"past a burst of a couple of hundred, execs wait their turn (0: no pacing)")
 	f.Float64Var(&p.start, "start-rate", sandbox.DefaultStartRate,
-		"sessions and one-shot runs one key may start a second, each costing the host CPU no cgroup charges: "+
-			"past a burst of 100 (or 10 s of the rate), a start is answered 429 with Retry-After (0: no pacing)")
+		fmt.Sprintf("sessions and one-shot runs one key may start a second (%.4g, one a minute, up to %d), each costing the host CPU no cgroup charges: "+
+			"past a burst of %d (or %d s of the rate), a start is answered 429 with Retry-After (0: no pacing)",
+			float64(sandbox.MinStartRate), sandbox.MaxStartRate, sandbox.MinStartBurst, sandbox.StartBurstSeconds))
 }
 
 // apply sets c's ExecPace and StartRate from the flags: 0 turns pacing

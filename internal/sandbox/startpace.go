@@ -17,8 +17,8 @@ import (
 // outside any cgroup, uncharged, whatever its share of sessions. So
 // starts (Create and Run, the one path of the API, /mcp and warden mcp)
 // are paced per owner by a token bucket: DefaultStartRate starts a second
-// after a burst of startBurstSeconds of the rate and at least
-// minStartBurst, which interactive use, an agent's tool calls and a
+// after a burst of StartBurstSeconds of the rate and at least
+// MinStartBurst, which interactive use, an agent's tool calls and a
 // benchmark of a hundred starts never reach. A start past the rate is
 // refused at once (never queued), with the wait in a *StartPacedError.
 const (
@@ -28,10 +28,17 @@ const (
 	DefaultStartRate = 5
 	// MaxStartRate bounds Config.StartRate.
 	MaxStartRate = 10000
-	// startBurstSeconds is the burst in seconds of the rate, at least
-	// minStartBurst starts.
-	startBurstSeconds = 10
-	minStartBurst     = 100
+	// MinStartRate is the lowest Config.StartRate that paces (one start
+	// a minute): a rate lower still would make a key wait hours for its
+	// next start after a burst, which no operator means.
+	MinStartRate = 1.0 / 60
+	// StartBurstSeconds is the burst, in seconds of the rate, that an
+	// owner may start before the rate holds, as an agent's bursts of
+	// tool calls come in bunches.
+	StartBurstSeconds = 10
+	// MinStartBurst is the least burst, so a low rate still lets a
+	// benchmark or a batch of a hundred starts through at once.
+	MinStartBurst = 100
 	// maxIdlePacers is how many owners' buckets are kept before those
 	// that are full again (which hold nothing) are dropped.
 	maxIdlePacers = 1024
@@ -72,7 +79,7 @@ func newStartPacer(r float64) *startPacer {
 	if !(r > 0) || math.IsInf(r, 0) {
 		return nil
 	}
-	burst := max(minStartBurst, int(math.Ceil(startBurstSeconds*r)))
+	burst := max(MinStartBurst, int(math.Ceil(StartBurstSeconds*r)))
 	return &startPacer{rate: r, burst: burst, owners: map[string]*rate.Limiter{}, now: time.Now}
 }
 
@@ -114,10 +121,12 @@ func (p *startPacer) prune(now time.Time) {
 	}
 }
 
-// validStartRate checks Config.StartRate.
+// validStartRate checks Config.StartRate: negative (off), zero (the
+// default) or from MinStartRate to MaxStartRate.
 func validStartRate(r float64) error {
-	if math.IsNaN(r) || r > MaxStartRate {
-		return fmt.Errorf("--start-rate %g is out of range: use 0 (no pacing) up to %d, the sessions and runs one key may start a second", r, MaxStartRate)
+	if math.IsNaN(r) || r > MaxStartRate || (r > 0 && r < MinStartRate) {
+		return fmt.Errorf("--start-rate %g is out of range: use 0 (no pacing) or %.4g (one a minute) up to %d, the sessions and runs one key may start a second",
+			r, float64(MinStartRate), MaxStartRate)
 	}
 	return nil
 }

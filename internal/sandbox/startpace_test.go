@@ -36,9 +36,9 @@ func TestStartPacing(t *testing.T) {
 		}
 		return err
 	}
-	for i := range minStartBurst {
+	for i := range MinStartBurst {
 		if err := start("alice", i); err != nil {
-			t.Fatalf("alice's start %d of the burst of %d: %v", i, minStartBurst, err)
+			t.Fatalf("alice's start %d of the burst of %d: %v", i, MinStartBurst, err)
 		}
 	}
 	steps := []struct {
@@ -74,7 +74,7 @@ func TestStartPacing(t *testing.T) {
 		}
 		held = append(held, info.ID)
 	}
-	for i := range 2 * minStartBurst { // past her burst, had they taken starts
+	for i := range 2 * MinStartBurst { // past her burst, had they taken starts
 		var paced *StartPacedError
 		if _, err := m.Create(ctx, "carol", defaultOptions()); !errors.Is(err, ErrTooMany) || errors.As(err, &paced) {
 			t.Fatalf("carol's Create %d past her share: %v, want ErrTooMany for the share, not pacing", i, err)
@@ -93,13 +93,13 @@ func TestStartPacing(t *testing.T) {
 // deletes her session, her next Create starts, as none of those refused
 // took a start.
 func TestRefusedStartsCostNothing(t *testing.T) {
-	m, _ := newTestManager(t, Config{MaxSessions: 4, MaxPerOwner: 1, StartRate: 0.1})
+	m, _ := newTestManager(t, Config{MaxSessions: 4, MaxPerOwner: 1, StartRate: MinStartRate})
 	ctx := context.Background()
 	info, err := m.Create(ctx, "alice", defaultOptions())
 	if err != nil {
 		t.Fatalf("alice's first Create: %v", err)
 	}
-	for i := range 2 * minStartBurst {
+	for i := range 2 * MinStartBurst {
 		var paced *StartPacedError
 		if _, err := m.Create(ctx, "alice", defaultOptions()); !errors.Is(err, ErrTooMany) || errors.As(err, &paced) {
 			t.Fatalf("alice's Create %d past her share of 1: %v, want ErrTooMany for the share, not pacing", i, err)
@@ -109,12 +109,13 @@ func TestRefusedStartsCostNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := m.Create(ctx, "alice", defaultOptions()); err != nil {
-		t.Errorf("alice's Create after her Delete, %d refused before it: %v, want it started", 2*minStartBurst, err)
+		t.Errorf("alice's Create after her Delete, %d refused before it: %v, want it started", 2*MinStartBurst, err)
 	}
 }
 
 // TestStartPacerOff: a negative rate paces nothing, and Validate refuses
-// a rate out of range naming the flag.
+// a rate out of range (above MaxStartRate, or below MinStartRate but not
+// off) naming the flag.
 func TestStartPacerOff(t *testing.T) {
 	if p := newStartPacer(-1); p != nil {
 		t.Errorf("newStartPacer(-1) = %+v, want nil (not paced)", p)
@@ -123,9 +124,14 @@ func TestStartPacerOff(t *testing.T) {
 	if err := p.take("alice"); err != nil {
 		t.Errorf("a nil pacer refused a start: %v", err)
 	}
-	for _, r := range []float64{MaxStartRate + 1} {
+	for _, r := range []float64{MaxStartRate + 1, MinStartRate / 2, 1e-9} {
 		if err := (Config{StartRate: r}).Validate(); err == nil || !strings.Contains(err.Error(), "--start-rate") {
 			t.Errorf("Validate with StartRate %g = %v, want an error naming --start-rate", r, err)
+		}
+	}
+	for _, r := range []float64{-1, 0, MinStartRate, 1, MaxStartRate} {
+		if err := (Config{StartRate: r}).Validate(); err != nil {
+			t.Errorf("Validate with StartRate %g = %v, want it accepted", r, err)
 		}
 	}
 }

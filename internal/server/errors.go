@@ -170,15 +170,20 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, ae.status, errorBody{errorDetail{ae.code, ae.message}})
 }
 
+// maxRetryAfter bounds Retry-After, in seconds: a client told to wait
+// longer than an hour would better ask the operator, and a header with a
+// huge number is a bug's, not an answer.
+const maxRetryAfter = 3600
+
 // retryAfter is the Retry-After of a start refused for start pacing:
 // whole seconds, rounded up, so a client that waits that long is not
-// refused again for it.
+// refused again for it, and at most maxRetryAfter.
 func retryAfter(err error) (int, bool) {
 	var paced *sandbox.StartPacedError
 	if !errors.As(err, &paced) {
 		return 0, false
 	}
-	return max(1, int(math.Ceil(paced.Wait.Seconds()))), true
+	return min(maxRetryAfter, max(1, int(math.Ceil(paced.Wait.Seconds())))), true
 }
 
 // writeJSON answers with v as JSON. An encoding error can only come from

@@ -12,7 +12,7 @@ import (
 
 // TestStartPacedAnswer: a start the Manager refuses for start pacing is a
 // 429 too_many_sessions whose message names the flag, with Retry-After in
-// whole seconds rounded up, on both paths that start a sandbox.
+// whole seconds rounded up and at most an hour, on both paths that start a sandbox.
 func TestStartPacedAnswer(t *testing.T) {
 	tests := []struct {
 		wait time.Duration
@@ -21,6 +21,8 @@ func TestStartPacedAnswer(t *testing.T) {
 		{1500 * time.Millisecond, "2"},
 		{10 * time.Millisecond, "1"},
 		{3 * time.Second, "3"},
+		{2 * time.Hour, "3600"},
+		{1<<63 - 1, "3600"},
 	}
 	for _, tt := range tests {
 		h := newHarness(t, nil)
