@@ -82,13 +82,6 @@ func fairShare(total, maxBody int64, n int) int64 {
 	return max(maxBody, total/int64(max(n, 1)))
 }
 
-// acquire takes n bytes for owner, waiting until both the owner's share
-// and the total have room, or ctx is done.
-func (b *byteBudget) acquire(ctx context.Context, owner string, n int64) error {
-	_, err := b.acquireUpTo(ctx, owner, n, n)
-	return err
-}
-
 // acquireUpTo takes as many bytes for owner as are free, up to most,
 // waiting until at least least are (or ctx is done), and says how many
 // it took. A body that grows takes what room is left rather than wait

@@ -29,16 +29,16 @@ func (b *byteBudget) heldBy(owner string) int64 {
 
 func TestByteBudget(t *testing.T) {
 	b := newByteBudget(10, 10)
-	if err := b.acquire(context.Background(), "a", 6); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "a", 6, 6); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := b.acquire(ctx, "b", 5); err == nil {
+	if _, err := b.acquireUpTo(ctx, "b", 5, 5); err == nil {
 		t.Fatal("took 5 of the 4 bytes left")
 	}
 	got := make(chan error, 1)
-	go func() { got <- b.acquire(context.Background(), "b", 5) }()
+	go func() { _, err := b.acquireUpTo(context.Background(), "b", 5, 5); got <- err }()
 	b.release("a", 6)
 	select {
 	case err := <-got:
@@ -55,18 +55,18 @@ func TestByteBudget(t *testing.T) {
 func TestByteBudgetShares(t *testing.T) {
 	b := newByteBudget(100, 50)
 	for _, n := range []int64{30, 20} {
-		if err := b.acquire(context.Background(), "greedy", n); err != nil {
+		if _, err := b.acquireUpTo(context.Background(), "greedy", n, n); err != nil {
 			t.Fatalf("greedy's %d bytes within its share: %v", n, err)
 		}
 	}
 	for _, n := range []int64{1, 50, 51} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		if err := b.acquire(ctx, "greedy", n); err == nil {
+		if _, err := b.acquireUpTo(ctx, "greedy", n, n); err == nil {
 			t.Errorf("greedy took %d more bytes past its share of 50", n)
 		}
 		cancel()
 	}
-	if err := b.acquire(context.Background(), "other", 50); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "other", 50, 50); err != nil {
 		t.Errorf("other's whole share with greedy's spent: %v", err)
 	}
 	b.release("greedy", 50)
@@ -103,7 +103,7 @@ func TestBodyBudget(t *testing.T) {
 	const size = 1024
 	h := newHarness(t, func(c *Config) { c.MaxBodyBytes, c.MaxInFlightBodyBytes = size, 2*size })
 	id := h.create(keyA)
-	if err := h.srv.bodies.acquire(context.Background(), ownerOf(keyA), size); err != nil {
+	if _, err := h.srv.bodies.acquireUpTo(context.Background(), ownerOf(keyA), size, size); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -187,14 +187,14 @@ func TestBodyCharge(t *testing.T) {
 // key's bodies come and go.
 func TestByteBudgetWakesOwnWaiters(t *testing.T) {
 	b := newByteBudget(100, 50)
-	if err := b.acquire(context.Background(), "b", 50); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "b", 50, 50); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
-	go func() { got <- b.acquire(context.Background(), "b", 10) }()
+	go func() { _, err := b.acquireUpTo(context.Background(), "b", 10, 10); got <- err }()
 	waitFor(t, "b's body to wait", func() bool { return b.waiting("b") == 1 })
 	for range 100 {
-		if err := b.acquire(context.Background(), "a", 10); err != nil {
+		if _, err := b.acquireUpTo(context.Background(), "a", 10, 10); err != nil {
 			t.Fatal(err)
 		}
 		b.release("a", 10)
@@ -214,21 +214,21 @@ func TestByteBudgetWakesOwnWaiters(t *testing.T) {
 func TestByteBudgetRefusesExcessWaiters(t *testing.T) {
 	const share = 4 * firstCharge
 	b := newByteBudget(4*share, share)
-	if err := b.acquire(context.Background(), "b", share); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "b", share, share); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, share/firstCharge)
 	for range share / firstCharge {
-		go func() { errs <- b.acquire(ctx, "b", firstCharge) }()
+		go func() { _, err := b.acquireUpTo(ctx, "b", firstCharge, firstCharge); errs <- err }()
 	}
 	waitFor(t, "b's bodies to wait", func() bool { return b.waiting("b") == share/firstCharge })
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
-	if err := b.acquire(ctx2, "b", firstCharge); !errors.Is(err, errTooManyWaiters) {
+	if _, err := b.acquireUpTo(ctx2, "b", firstCharge, firstCharge); !errors.Is(err, errTooManyWaiters) {
 		t.Errorf("one waiter too many: got %v, want %v", err, errTooManyWaiters)
 	}
-	if err := b.acquire(context.Background(), "a", share); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "a", share, share); err != nil {
 		t.Errorf("another owner's share: %v", err)
 	}
 	cancel()
