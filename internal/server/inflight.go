@@ -22,11 +22,17 @@ const bodyWait = 5 * time.Second
 // declared its length asks for the rest of it at once when this much has
 // arrived and another byte follows; a chunked body's buffer doubles, each
 // growth charged before it is made, so it holds at most about twice what
-// it has sent. A growth takes what room its owner's share has left when
-// that is less than it asked and at least an eighth of the buffer (a
-// bound on copies), so two bodies of one key that fit its share with that
-// to spare do not wait for each other. A client that sends headers and
-// then nothing holds this much, whatever it declared.
+// it has sent. When its owner's share has less room than a growth asks,
+// the growth takes only an eighth of the buffer (at least firstCharge, a
+// bound on copies) and waits if even that is not there: a growth made in
+// a tight share charges at most that much the body has not yet sent. Two
+// bodies of one key whose sizes together, plus an eighth of the larger
+// (at least firstCharge), fit its share never both wait for it (the
+// total aside); one may still
+// wait for the other's release when the other took a doubling while the
+// share was roomy, and gets 503 if that takes more than bodyWait. A
+// client that sends headers and then nothing holds firstCharge, whatever
+// it declared.
 const firstCharge = 1 << 10
 
 // errBusy answers a request whose body found no room within bodyWait.
@@ -82,11 +88,11 @@ func fairShare(total, maxBody int64, n int) int64 {
 	return max(maxBody, total/int64(max(n, 1)))
 }
 
-// acquireUpTo takes as many bytes for owner as are free, up to most,
+// acquireUpTo takes most bytes for owner if they are free, else least,
 // waiting until at least least are (or ctx is done), and says how many
-// it took. A body that grows takes what room is left rather than wait
-// for more than it may need, so two bodies of one owner that together
-// fit its share need not wait for each other.
+// it took. A body that grows in a tight share takes only the least it
+// needs rather than wait for more, or take all the room left and charge
+// its owner for bytes that have not arrived.
 func (b *byteBudget) acquireUpTo(ctx context.Context, owner string, least, most int64) (int64, error) {
 	if least > b.perOwner {
 		return 0, fmt.Errorf("%d bytes is more than an owner's share of %d", least, b.perOwner)
@@ -107,9 +113,9 @@ func (b *byteBudget) acquireUpTo(ctx context.Context, owner string, least, most 
 	}
 }
 
-// try takes up to most bytes for owner if at least least are free; else
-// it returns the channel to wait on and the func to call once the wait
-// is over.
+// try takes most bytes for owner if that many are free, else least if
+// that many are; else it returns the channel to wait on and the func to
+// call once the wait is over.
 func (b *byteBudget) try(owner string, least, most int64) (int64, <-chan struct{}, func(), error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -131,7 +137,10 @@ func (b *byteBudget) try(owner string, least, most int64) (int64, <-chan struct{
 		}
 		return 0, b.total, func() {}, nil
 	}
-	n := min(most, b.perOwner-b.held[owner], b.free)
+	n := most
+	if room := min(b.perOwner-b.held[owner], b.free); room < most {
+		n = least // a tight share gives each growth what it needs, no more
+	}
 	b.free -= n
 	b.held[owner] += n
 	return n, nil, nil, nil
@@ -240,10 +249,10 @@ func (s *Server) readCharged(w http.ResponseWriter, r *http.Request, c *charge, 
 
 // grow makes room in buf, which is full, for more of a body that may end
 // at end: first it reads one more byte, so a body that ends where its
-// buffer does asks for nothing more, then it takes what the budget has,
-// up to nextSize, at least an eighth of the buffer (or firstCharge).
-// Only a body's bytes, never its buffer's slack, can then fill its
-// owner's share. It returns nil and no error when the body has ended.
+// buffer does asks for nothing more, then it takes room up to
+// nextSize, or only an eighth of the buffer (at least firstCharge) when
+// the owner's share has less than that. It returns nil and no error
+// when the body has ended.
 func (s *Server) grow(ctx context.Context, buf []byte, src io.Reader, paced *pacedBody, c *charge, end, limit int64, declared bool) ([]byte, error) {
 	var next [1]byte
 	if len(buf) > 0 {

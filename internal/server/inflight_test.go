@@ -279,7 +279,9 @@ func TestBodyChargeSurvivesPanic(t *testing.T) {
 // together fit in its share, interleaved so that each has filled its
 // buffer before either sends the rest: neither may wait for the other
 // (each used to ask for as much again as it held, which the share could
-// not give both, and one got 503 after bodyWait).
+// not give both, and one got 503 after bodyWait). The shares leave room
+// for both tails once each growth takes only the least it needs when the
+// share is tight, so no release is ever waited for.
 func TestChunkedBodiesShareAKey(t *testing.T) {
 	const half = 2 << 10 // each body sends this twice, then its tail
 	tests := []struct {
@@ -298,20 +300,7 @@ func TestChunkedBodiesShareAKey(t *testing.T) {
 			results := make(chan error, 2)
 			want := strings.Repeat("x", 2*half+tt.tail)
 			for i := range pws {
-				pr, pw := io.Pipe()
-				pws[i] = pw
-				req := newRequest("POST", "/", "")
-				req.Body, req.ContentLength = pr, -1
-				go func() {
-					c := &charge{budget: h.srv.bodies, owner: "o"}
-					got, err := h.srv.readCharged(nil, req, c, 4*half)
-					c.release()
-					pr.CloseWithError(errors.New("read ended")) // unblocks the writer after a failure
-					if err == nil && string(got) != want {
-						err = fmt.Errorf("read %d bytes, want the %d sent", len(got), len(want))
-					}
-					results <- err
-				}()
+				pws[i] = readChunked(h, "o", 4*half, want, results)
 			}
 			go func() {
 				for range 2 { // each body fills its buffer in turn
@@ -329,18 +318,95 @@ func TestChunkedBodiesShareAKey(t *testing.T) {
 				}
 			}()
 			for i := range 2 {
-				select {
-				case err := <-results:
-					if err != nil {
-						t.Errorf("body %d: %v, want both read whole", i, err)
-					}
-				case <-time.After(time.Minute):
-					t.Fatal("the bodies were still being read after a minute")
+				if err := awaitRead(t, results); err != nil {
+					t.Errorf("body %d: %v, want both read whole", i, err)
 				}
+			}
+			if n := h.srv.bodies.woken.Load(); n != 0 {
+				t.Errorf("a body waited for the other's release (%d wakes), want neither to wait", n)
 			}
 			if n := h.srv.bodies.heldBy("o"); n != 0 {
 				t.Errorf("after both bodies %d bytes still held", n)
 			}
 		})
+	}
+}
+
+// TestChunkedBodyEndsBesideASender: in a key's share of 9 KiB, body A has
+// sent 4097 bytes and goes on sending, and body B then ends at 2049
+// bytes. B must be read whole at once: A's growth past 4 KiB, with the
+// share too tight for its doubling, took only what it needed, leaving B
+// the room for its last byte (A used to take all the room left, 3 KiB
+// it had no bytes for, and B got 503 after bodyWait).
+func TestChunkedBodyEndsBesideASender(t *testing.T) {
+	const share, limit = 9 << 10, 8 << 10
+	h := newHarness(t, func(c *Config) { c.MaxBodyBytes = limit })
+	h.srv.bodies = newByteBudget(share, share)
+	wantA, wantB := strings.Repeat("a", 4097+100), strings.Repeat("b", 2049)
+	resultsA, resultsB := make(chan error, 1), make(chan error, 1)
+	pwA, pwB := readChunked(h, "o", limit, wantA, resultsA), readChunked(h, "o", limit, wantB, resultsB)
+	defer pwA.Close()
+	defer pwB.Close()
+	steps := []struct {
+		pw   *io.PipeWriter
+		data string
+		held int64 // the key's charge to wait for after the step
+	}{
+		{pwB, wantB[:2048], 2 << 10},
+		{pwA, wantA[:4097], (2 << 10) + (4 << 10) + firstCharge},
+	}
+	for _, st := range steps {
+		if _, err := st.pw.Write([]byte(st.data)); err != nil {
+			t.Fatalf("sending %d bytes: %v", len(st.data), err)
+		}
+		waitFor(t, fmt.Sprintf("the key to hold %d bytes", st.held), func() bool { return h.srv.bodies.heldBy("o") >= st.held })
+	}
+	go func() {
+		_, err := pwB.Write([]byte(wantB[2048:]))
+		pwB.CloseWithError(err)
+	}()
+	if err := awaitRead(t, resultsB); err != nil {
+		t.Errorf("B, ending while A still sends: %v, want it read whole at once", err)
+	}
+	go func() {
+		_, err := pwA.Write([]byte(wantA[4097:]))
+		pwA.CloseWithError(err)
+	}()
+	if err := awaitRead(t, resultsA); err != nil {
+		t.Errorf("A, after B: %v, want it read whole", err)
+	}
+	if n := h.srv.bodies.woken.Load(); n != 0 {
+		t.Errorf("a body waited for the other's release (%d wakes), want neither to wait", n)
+	}
+}
+
+// readChunked reads a chunked body of owner's from the pipe it returns,
+// in a goroutine, and sends on results whether it read want.
+func readChunked(h *harness, owner string, limit int64, want string, results chan<- error) *io.PipeWriter {
+	pr, pw := io.Pipe()
+	req := newRequest("POST", "/", "")
+	req.Body, req.ContentLength = pr, -1
+	go func() {
+		c := &charge{budget: h.srv.bodies, owner: owner}
+		got, err := h.srv.readCharged(nil, req, c, limit)
+		c.release()
+		pr.CloseWithError(errors.New("read ended")) // unblocks the writer after a failure
+		if err == nil && string(got) != want {
+			err = fmt.Errorf("read %d bytes, want the %d sent", len(got), len(want))
+		}
+		results <- err
+	}()
+	return pw
+}
+
+// awaitRead waits, at most a minute, for a body's reader to end.
+func awaitRead(t *testing.T, results <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-results:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("a body was still being read after a minute")
+		return nil
 	}
 }
