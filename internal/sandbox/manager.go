@@ -240,10 +240,12 @@ func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	if m.active >= m.cfg.MaxSessions {
-		return fmt.Errorf("%w: the server is at its limit of sessions and runs (this key holds %d); delete a session or retry later", ErrTooMany, m.byOwner[owner])
+		return fmt.Errorf("%w: the server is at its limit of sessions and runs (set by --max-sessions; this key holds %d); delete a session or retry later",
+			ErrTooMany, m.byOwner[owner])
 	}
 	if n := m.byOwner[owner]; m.cfg.MaxPerOwner > 0 && n >= m.cfg.MaxPerOwner {
-		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d; delete a session or retry later", ErrTooMany, n, m.cfg.MaxPerOwner)
+		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d (--max-sessions-per-key, by default --max-sessions divided by the number of keys); delete a session or retry later",
+			ErrTooMany, n, m.cfg.MaxPerOwner)
 	}
 	if n, b := m.bytesByOwner[owner], m.cfg.MaxBytesPerOwner; b > 0 && n+bytes > b {
 		return fmt.Errorf("%w: this key's sessions and runs hold %s of memory and disk, dead sessions' files included, and this one asks for %s more; the key's budget is %s (set by --max-memory-per-key): delete a session or ask for less",
