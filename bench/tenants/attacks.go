@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/bench/wardenserve"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // attacks are key B's hostile patterns, in the issue's order.
@@ -192,7 +193,7 @@ func isStatus(err error, status int) bool {
 // that `warden serve`'s --max-ttl and --max-idle-timeout allow by
 // default, so the server takes them and the flood meets the per-key
 // share rather than a 400 for a life past the caps.
-var floodLife = map[string]any{"ttl_seconds": 6 * 3600, "idle_timeout_seconds": 3600}
+var floodLife = map[string]any{"ttl_seconds": sandbox.DefaultMaxTTL.Seconds(), "idle_timeout_seconds": sandbox.DefaultMaxIdle.Seconds()}
 
 // sessionFlood (2): B creates long-lived sessions as fast as it can,
 // first until the server answers 429 (or floodCap), then goes on asking
