@@ -54,9 +54,11 @@ type options struct {
 	cpuSecs    float64
 	cpuRepeats int
 	// startSecs is each start loop's length, startRefill the pause
-	// before it that gives the key back its whole burst.
-	startSecs   float64
-	startRefill time.Duration
+	// before a paced one that gives the key back its whole burst, and
+	// startRepeats the runs of each loop.
+	startSecs    float64
+	startRefill  time.Duration
+	startRepeats int
 	// benignRuns is N of the neighbours table.
 	benignRuns int
 }
@@ -76,6 +78,7 @@ func main() {
 	flag.StringVar(&o.parts, "parts", "fairness,host,starts,neighbours", "the parts to run, comma-separated")
 	flag.StringVar(&o.attacks, "attacks", "", "the fairness attacks to run by number, comma-separated (1 is 1a and 1b; default all)")
 	flag.StringVar(&o.serveLog, "serve-log", "", "write warden serve's log to this file")
+	flag.Float64Var(&o.startSecs, "start-secs", 0, "each start loop's length in seconds (0: 40, or 25 with --quick); longer shows the rate past the burst of 100")
 	flag.Var(&extra, "serve-flag", "a flag for warden serve as --name=value, repeatable; dropped (and reported) when the binary lacks it")
 	flag.Parse()
 	o.scale()
@@ -97,11 +100,15 @@ func main() {
 func (o *options) scale() {
 	o.window, o.probeMax, o.slowBodies, o.loris, o.floodCap, o.hugeSessions, o.streams = 10*time.Second, 2000, 32, 2000, 1024, 8, 4
 	o.rampMax, o.cpuSecs, o.cpuRepeats, o.benignRuns = 60*time.Second, 10, 2, 40
-	o.startSecs, o.startRefill = 40, 20*time.Second
+	secs := o.startSecs
+	o.startSecs, o.startRefill, o.startRepeats = 40, 20*time.Second, 3
 	if o.quick {
 		o.startSecs = 25
 		o.window, o.probeMax, o.slowBodies, o.floodCap, o.hugeSessions, o.streams = 2500*time.Millisecond, 500, 8, 256, 4, 2
 		o.rampMax, o.cpuSecs, o.cpuRepeats, o.benignRuns = 20*time.Second, 2, 1, 10
+	}
+	if secs > 0 {
+		o.startSecs = secs
 	}
 }
 
@@ -165,7 +172,9 @@ func run(o *options, extra []string) (*Report, error) {
 		r.HostCPU = hostCost(*o, t)
 	}
 	if o.wantsPart("starts") {
-		r.Starts = startCosts(*o, t)
+		if r.Starts, err = startCosts(*o, slog); err != nil {
+			return nil, err
+		}
 	}
 	if o.wantsPart("neighbours") {
 		r.Neighbours = neighbours(*o, t)
