@@ -10,21 +10,23 @@ import (
 )
 
 // Starting a sandbox costs warden serve and its spawner host CPU that no
-// cgroup charges, far more than an exec: measured on a loaded two-core
-// host, about 13 ms for a one-shot run of `true` and 24 ms for a
-// session's create and delete, against about 3 ms for a command exec. A
-// client starting sandboxes back to back kept 0.2 to 0.4 of a core busy
-// outside any cgroup, uncharged, whatever its share of sessions. So
-// starts (Create and Run, the one path of the API, /mcp and warden mcp)
-// are paced per owner by a token bucket: DefaultStartRate starts a second
-// after a burst of StartBurstSeconds of the rate and at least
-// MinStartBurst, which interactive use, an agent's tool calls and a
-// benchmark of a hundred starts never reach. A start past the rate is
-// refused at once (never queued), with the wait in a *StartPacedError.
+// cgroup charges, far more than an exec (measured with bench/tenants;
+// the figures are in docs/architecture.md, Tenants' shares, Starts, the one
+// place they are kept). A client starting sandboxes back to back kept
+// half a core busy outside any cgroup, uncharged, whatever its share of
+// sessions. So starts (Create and Run, the one path of the API, /mcp
+// and warden mcp) are paced per owner by a token bucket:
+// DefaultStartRate starts a second after a burst of StartBurstSeconds of
+// the rate and at least MinStartBurst, which interactive use, an agent's
+// tool calls and a benchmark of a hundred starts never reach. A start
+// past the rate is refused at once (never queued), with the wait in a
+// *StartPacedError. Pacing bounds starts, not requests: a client that
+// asks again at once costs the host each refusal's request.
 const (
 	// DefaultStartRate is the starts a second each owner may make after
-	// its burst when Config.StartRate is zero: about 0.1 of a core of
-	// host CPU at the measured cost of a session's create and delete.
+	// its burst when Config.StartRate is zero: past the burst, a key's
+	// starts cost the host at most the rate times the measured cost of
+	// a start (docs/architecture.md, Starts: about a quarter of a core).
 	DefaultStartRate = 5
 	// MaxStartRate bounds Config.StartRate.
 	MaxStartRate = 10000
