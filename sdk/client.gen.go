@@ -2787,6 +2787,11 @@ func (r GetOpenAPISpecResponse) ContentType() string {
 	return ""
 }
 
+// RunOnceResponse429Headers the declared response headers of an HTTP 429 response for RunOnce
+type RunOnceResponse429Headers struct {
+	RetryAfter int
+}
+
 type RunOnceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2808,6 +2813,8 @@ type RunOnceResponse struct {
 	JSON501 *Unsupported
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RunOnceResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2939,6 +2946,11 @@ func (r ListSessionsResponse) ContentType() string {
 	return ""
 }
 
+// CreateSessionResponse429Headers the declared response headers of an HTTP 429 response for CreateSession
+type CreateSessionResponse429Headers struct {
+	RetryAfter int
+}
+
 type CreateSessionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2962,6 +2974,8 @@ type CreateSessionResponse struct {
 	JSON503 *Unavailable
 	// JSON507 the response for an HTTP 507 `application/json` response
 	JSON507 *InsufficientStorage
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSessionResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -4522,6 +4536,19 @@ func ParseRunOnceResponse(rsp *http.Response) (*RunOnceResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RunOnceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
 	return response, nil
 }
 
@@ -4649,6 +4676,19 @@ func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, err
 		}
 		response.JSON507 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil

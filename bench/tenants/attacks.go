@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/bench/wardenserve"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // attacks are key B's hostile patterns, in the issue's order.
@@ -22,7 +23,7 @@ func attacks() []attack {
 	return []attack{
 		{"1a slow bodies: Content-Length 8 MiB, then nothing", func(ctx context.Context, e *env) (func() string, error) { return slowBodies(e, false) }},
 		{"1b slow bodies: chunked, then nothing", func(ctx context.Context, e *env) (func() string, error) { return slowBodies(e, true) }},
-		{"2 session flood up to 429 (TTL and idle 1 day)", sessionFlood},
+		{"2 session flood up to 429 (TTL 6 h, idle 1 h: the longest allowed)", sessionFlood},
 		{"3 huge limits (64 GiB memory and disk, 1024 CPUs), spinning", hugeLimits},
 		{"4 streamed yes, client stops reading", stalledStreams},
 		{"5 output floods (yes, 1-byte writes)", outputFloods},
@@ -164,16 +165,42 @@ func createN(e *env, n int, opts map[string]any) (ids []string, note string, err
 	return ids, "", nil
 }
 
+// keyAGets creates sessions of key A, with the flood's life, until the
+// server refuses one (or floodCap), removes them and says how many it got.
+func keyAGets(e *env) string {
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			e.t.a.Remove(id)
+		}
+	}()
+	for len(ids) < e.o.floodCap {
+		id, err := e.t.a.Create(floodLife)
+		if err != nil {
+			return fmt.Sprintf("A then created %d sessions (1 more already held), then: %v", len(ids), err)
+		}
+		ids = append(ids, id)
+	}
+	return fmt.Sprintf("A then created %d sessions (cap %d) and was never refused", len(ids), e.o.floodCap)
+}
+
 func isStatus(err error, status int) bool {
 	var ae *wardenserve.APIError
 	return errors.As(err, &ae) && ae.Status == status
 }
 
+// floodLife is the life B's flood asks for each session: the longest
+// that `warden serve`'s --max-ttl and --max-idle-timeout allow by
+// default, so the server takes them and the flood meets the per-key
+// share rather than a 400 for a life past the caps.
+var floodLife = map[string]any{"ttl_seconds": sandbox.DefaultMaxTTL.Seconds(), "idle_timeout_seconds": sandbox.DefaultMaxIdle.Seconds()}
+
 // sessionFlood (2): B creates long-lived sessions as fast as it can,
 // first until the server answers 429 (or floodCap), then goes on asking
-// while A measures.
+// while A measures. Once B is full, A creates sessions until it too is
+// refused: what a key still gets beside a flooding one.
 func sessionFlood(ctx context.Context, e *env) (func() string, error) {
-	opts := map[string]any{"ttl_seconds": 86400, "idle_timeout_seconds": 86400}
+	opts := floodLife
 	var s sessions
 	var refused, failed, made atomic.Int64
 	var lastErr atomic.Value
@@ -208,12 +235,7 @@ func sessionFlood(ctx context.Context, e *env) (func() string, error) {
 	}
 	ramp := time.Since(rampStart)
 	held := len(s.list())
-	aCreate := "A's create: ok"
-	if id, err := e.t.a.Create(nil); err != nil {
-		aCreate = "A's create: " + err.Error()
-	} else {
-		e.t.a.Remove(id)
-	}
+	aCreate := keyAGets(e)
 	return func() string {
 		wait()
 		ids := s.list()

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
 	"os/exec"
 	"time"
 
@@ -43,20 +46,31 @@ type CPURow struct {
 // fraction of the sandbox's quota.
 const hostRatio = 0.1
 
-// pattern is a hostile program of the host-CPU table.
+// pattern is a hostile program of the host-CPU table: a command (prog),
+// run on the CLI and as a session's exec, or a Python cell (code), which
+// only a session runs. A stalled pattern is also streamed to a client
+// that stops reading after the first event.
 type pattern struct {
-	name  string
-	prog  func(secs float64) []string
-	proxy bool
+	name    string
+	prog    func(secs float64) []string
+	code    func(secs float64) string
+	proxy   bool
+	stalled bool
 }
 
 var patterns = []pattern{
-	{name: "yes flood", prog: yesFlood},
+	{name: "yes flood", prog: yesFlood, stalled: true},
 	{name: "1-byte writes", prog: byteWrites},
 	{name: "refused egress connections", prog: egressFlood, proxy: true},
 	{name: "tiny execs (/bin/true loop in the sandbox)", prog: tinyExecs},
+	{name: `os.system("yes") in a Python cell`, code: pyYes, stalled: true},
+	{name: "print loop in a Python cell", code: pyPrint, stalled: true},
 	{name: controlPattern, prog: spinner},
 }
+
+// stalledMode is the mode of rows streamed to a client that stops
+// reading; their control is the API's spinner.
+const stalledMode = "API stream, client stops reading"
 
 // controlPattern names the pattern whose host cost is Warden's fixed
 // cost alone.
@@ -73,8 +87,13 @@ func hostCost(o options, t *tenants) []CPURow {
 	for _, p := range patterns {
 		for _, c := range cpuLevels {
 			log.Printf("host cpu: %s at %g cpus", p.name, c)
-			rows = append(rows, medianRun(o.cpuRepeats, func() CPURow { return cliCost(o, p, c) }))
+			if p.prog != nil {
+				rows = append(rows, medianRun(o.cpuRepeats, func() CPURow { return cliCost(o, p, c) }))
+			}
 			rows = append(rows, medianRun(o.cpuRepeats, func() CPURow { return apiCost(o, t, p, c) }))
+			if p.stalled {
+				rows = append(rows, medianRun(o.cpuRepeats, func() CPURow { return apiStalled(o, t, p, c) }))
+			}
 		}
 	}
 	for _, c := range cpuLevels {
@@ -93,7 +112,11 @@ func hostCost(o options, t *tenants) []CPURow {
 		}
 	}
 	for i := range rows {
-		rows[i].Excess = rows[i].Ratio - control[fmt.Sprint(rows[i].Mode, rows[i].CPUs)]
+		mode := rows[i].Mode
+		if mode == stalledMode {
+			mode = "API"
+		}
+		rows[i].Excess = rows[i].Ratio - control[fmt.Sprint(mode, rows[i].CPUs)]
 	}
 	return rows
 }
@@ -152,24 +175,50 @@ func cliCost(o options, p pattern, cpus float64) CPURow {
 	return row
 }
 
-// apiCost runs the pattern as one exec in a session of key B and takes
-// the server's host CPU across the exec.
-func apiCost(o options, t *tenants, p pattern, cpus float64) CPURow {
-	row := CPURow{Mode: "API", Pattern: p.name, CPUs: cpus}
+// apiSession makes key B's session for pattern p at cpus, with its
+// interpreter started when p is a cell (the start is not the pattern's
+// cost), and returns its id and a func that removes it.
+func apiSession(t *tenants, p pattern, cpus float64) (string, func(), error) {
 	opts := map[string]any{"limits": map[string]any{"cpus": cpus}}
 	if p.proxy {
 		opts["network"] = map[string]any{"mode": "proxy"}
 	}
 	id, err := t.b.Create(opts)
 	if err != nil {
+		return "", nil, err
+	}
+	remove := func() { t.b.Remove(id) }
+	if p.code != nil {
+		if err := t.b.Python(id, "1"); err != nil {
+			remove()
+			return "", nil, fmt.Errorf("starting the interpreter: %w", err)
+		}
+	}
+	return id, remove, nil
+}
+
+// execBody is the exec request that runs pattern p for secs.
+func execBody(p pattern, secs float64) map[string]any {
+	if p.code != nil {
+		return map[string]any{"language": "python", "code": p.code(secs), "timeout_seconds": secs + 10}
+	}
+	return map[string]any{"command": p.prog(secs), "timeout_seconds": secs + 10}
+}
+
+// apiCost runs the pattern as one exec in a session of key B and takes
+// the server's host CPU across the exec.
+func apiCost(o options, t *tenants, p pattern, cpus float64) CPURow {
+	row := CPURow{Mode: "API", Pattern: p.name, CPUs: cpus}
+	id, remove, err := apiSession(t, p, cpus)
+	if err != nil {
 		row.Failed = err.Error()
 		return row
 	}
-	defer t.b.Remove(id)
+	defer remove()
 	pid := t.srv.Cmd.Process.Pid
 	before := hostCPU(pid)
 	var r wardenserve.Result
-	err = t.b.Post("/v1/sessions/"+id+"/exec", map[string]any{"command": p.prog(o.cpuSecs), "timeout_seconds": o.cpuSecs + 10}, &r)
+	err = t.b.Post("/v1/sessions/"+id+"/exec", execBody(p, o.cpuSecs), &r)
 	after := hostCPU(pid)
 	if err != nil || r.Error != "" {
 		row.Failed = fmt.Sprintf("%v %s", err, r.Error)
@@ -178,6 +227,39 @@ func apiCost(o options, t *tenants, p pattern, cpus float64) CPURow {
 	row.WallS, row.SandboxS = r.WallMS/1000, r.CPUTimeMS/1000
 	row.QuotaS = cpus * row.WallS
 	row.HostS = spent(before, after)
+	return row
+}
+
+// apiStalled streams the pattern from a session of key B, reads the
+// first event and stops reading until the program has ended by itself,
+// and takes the server's host CPU meanwhile. No Result arrives, so the
+// sandbox's own use is not known.
+func apiStalled(o options, t *tenants, p pattern, cpus float64) CPURow {
+	row := CPURow{Mode: stalledMode, Pattern: p.name, CPUs: cpus}
+	id, remove, err := apiSession(t, p, cpus)
+	if err != nil {
+		row.Failed = err.Error()
+		return row
+	}
+	defer remove()
+	pid := t.srv.Cmd.Process.Pid
+	before := hostCPU(pid)
+	start := time.Now()
+	resp, err := t.b.Open(context.Background(), http.MethodPost, "/v1/sessions/"+id+"/exec/stream", execBody(p, o.cpuSecs))
+	if err != nil {
+		row.Failed = err.Error()
+		return row
+	}
+	defer resp.Body.Close()
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		row.Failed = fmt.Sprintf("reading the first event: %v", err)
+		return row
+	}
+	time.Sleep(time.Until(start.Add(time.Duration((o.cpuSecs + 0.5) * float64(time.Second)))))
+	row.HostS = spent(before, hostCPU(pid))
+	row.WallS = time.Since(start).Seconds()
+	row.QuotaS = cpus * row.WallS
+	row.Note = "first event read, then none until the program's end"
 	return row
 }
 

@@ -10,6 +10,8 @@
 //   - host CPU: CPU the host spends outside a sandbox's cgroups per unit
 //     of the sandbox's CPU quota, for each hostile pattern at 0.1 and 1
 //     CPU, on the CLI and through the API; target: at most 0.1;
+//   - starts: host CPU per one-shot run of `true` and per session
+//     create and delete, a client of key B starting them back to back;
 //   - neighbours: a benign one-shot `python3 -c 'print(1)'` alone and
 //     beside twelve hostile neighbours (fork bombs, memory bombs, output
 //     floods, spinners at 0.1 CPU each); target: at most 3x slower.
@@ -51,6 +53,12 @@ type options struct {
 	// cpuSecs is each host-CPU run's length; cpuRepeats runs per row.
 	cpuSecs    float64
 	cpuRepeats int
+	// startSecs is each start loop's length, startRefill the pause
+	// before a paced one that gives the key back its whole burst, and
+	// startRepeats the runs of each loop.
+	startSecs    float64
+	startRefill  time.Duration
+	startRepeats int
 	// benignRuns is N of the neighbours table.
 	benignRuns int
 }
@@ -66,10 +74,11 @@ func main() {
 	flag.StringVar(&o.warden, "warden", "bin/warden", "the warden binary (warden-init beside it)")
 	flag.StringVar(&o.out, "out", "bench/results", "where tenants[-LABEL].md and .json go")
 	flag.StringVar(&o.label, "label", "", "a name for this run (before, after, a branch), added to the file names")
-	flag.BoolVar(&o.quick, "quick", false, "the short form: under three minutes")
-	flag.StringVar(&o.parts, "parts", "fairness,host,neighbours", "the parts to run, comma-separated")
+	flag.BoolVar(&o.quick, "quick", false, "the short form: under three minutes, and three more for the starts part")
+	flag.StringVar(&o.parts, "parts", "fairness,host,starts,neighbours", "the parts to run, comma-separated")
 	flag.StringVar(&o.attacks, "attacks", "", "the fairness attacks to run by number, comma-separated (1 is 1a and 1b; default all)")
 	flag.StringVar(&o.serveLog, "serve-log", "", "write warden serve's log to this file")
+	flag.Float64Var(&o.startSecs, "start-secs", 0, "each start loop's length in seconds (0: 40, or 25 with --quick); longer shows the rate past the burst of 100")
 	flag.Var(&extra, "serve-flag", "a flag for warden serve as --name=value, repeatable; dropped (and reported) when the binary lacks it")
 	flag.Parse()
 	o.scale()
@@ -91,9 +100,15 @@ func main() {
 func (o *options) scale() {
 	o.window, o.probeMax, o.slowBodies, o.loris, o.floodCap, o.hugeSessions, o.streams = 10*time.Second, 2000, 32, 2000, 1024, 8, 4
 	o.rampMax, o.cpuSecs, o.cpuRepeats, o.benignRuns = 60*time.Second, 10, 2, 40
+	secs := o.startSecs
+	o.startSecs, o.startRefill, o.startRepeats = 40, 20*time.Second, 3
 	if o.quick {
+		o.startSecs = 25
 		o.window, o.probeMax, o.slowBodies, o.floodCap, o.hugeSessions, o.streams = 2500*time.Millisecond, 500, 8, 256, 4, 2
 		o.rampMax, o.cpuSecs, o.cpuRepeats, o.benignRuns = 20*time.Second, 2, 1, 10
+	}
+	if secs > 0 {
+		o.startSecs = secs
 	}
 }
 
@@ -155,6 +170,11 @@ func run(o *options, extra []string) (*Report, error) {
 	}
 	if o.wantsPart("host") {
 		r.HostCPU = hostCost(*o, t)
+	}
+	if o.wantsPart("starts") {
+		if r.Starts, err = startCosts(*o, slog); err != nil {
+			return nil, err
+		}
 	}
 	if o.wantsPart("neighbours") {
 		r.Neighbours = neighbours(*o, t)

@@ -133,6 +133,27 @@ func hostCPU(root int) map[string]float64 {
 	return out
 }
 
+// reapedCPU is, for root and each process under it whose threads all
+// share root's cpu cgroup (the server and its spawner), the CPU time of
+// the children it has reaped: an init's whole life, in its sandbox's
+// cgroup and out of it, lands there once the spawner reaps it.
+func reapedCPU(root int) map[string]float64 {
+	own := cpuCgroup(fmt.Sprintf("/proc/%d/cgroup", root))
+	out := map[string]float64{}
+	for _, pid := range descendants(root) {
+		dir := fmt.Sprintf("/proc/%d", pid)
+		tasks, _ := filepath.Glob(dir + "/task/*")
+		whole := len(tasks) > 0
+		for _, t := range tasks {
+			whole = whole && cpuCgroup(t+"/cgroup") == own
+		}
+		if f, err := statFields(dir + "/stat"); whole && err == nil {
+			out[dir] = ticks(f, fieldCUTime, fieldCSTime)
+		}
+	}
+	return out
+}
+
 // descendants are root and every process under it.
 func descendants(root int) []int {
 	children := map[int][]int{}

@@ -57,6 +57,19 @@ while time.monotonic() < end:
 print(n, "connections")
 `
 
+// pyYes is a Python cell that runs yes through os.system: a flood from
+// a child of the interpreter, whose output the interpreter's pipes carry.
+func pyYes(s float64) string {
+	return "import os\nos.system('timeout " + secs(s) + " yes')"
+}
+
+// pyPrint is a Python cell printing a short line in a loop: a flood
+// through the interpreter's own stdout.
+func pyPrint(s float64) string {
+	return "import time\nend = time.monotonic() + " + secs(s) +
+		"\nwhile time.monotonic() < end:\n    for _ in range(1000):\n        print('x')"
+}
+
 // spinner burns CPU and nothing else: the control, whose host cost
 // should be nil.
 func spinner(s float64) []string { return []string{python, "-c", spinnerPy, secs(s)} }

@@ -27,6 +27,7 @@ type Report struct {
 	Dropped    []string    `json:"dropped_serve_args,omitempty"`
 	Fairness   []FairRow   `json:"fairness,omitempty"`
 	HostCPU    []CPURow    `json:"host_cpu,omitempty"`
+	Starts     []StartRow  `json:"starts,omitempty"`
 	Neighbours []BenignRow `json:"neighbours,omitempty"`
 }
 
@@ -91,6 +92,7 @@ func (r *Report) markdown() string {
 	r.summaryMD(&b)
 	r.fairnessMD(&b)
 	r.hostMD(&b)
+	r.startsMD(&b)
 	r.neighboursMD(&b)
 	return b.String()
 }
@@ -178,8 +180,12 @@ func (r *Report) hostMD(b *strings.Builder) {
 		if row.Mode == "CLI" {
 			note = fmt.Sprintf("warden run %.3f s; ", row.SelfS) + note
 		}
-		fmt.Fprintf(b, "| %s | %s | %g | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", row.Mode, row.Pattern, row.CPUs, row.WallS,
-			row.QuotaS, row.SandboxS, row.HostS, row.Ratio, row.Excess, row.HostS/max(row.SandboxS, 1e-3), mark(row.Pass, false), cell(note))
+		used, perUsed := "-", "-" // a stalled stream brings no Result
+		if row.Mode != stalledMode {
+			used, perUsed = fmt.Sprintf("%.3f", row.SandboxS), fmt.Sprintf("%.3f", row.HostS/max(row.SandboxS, 1e-3))
+		}
+		fmt.Fprintf(b, "| %s | %s | %g | %.2f | %.3f | %s | %.3f | %.3f | %.3f | %s | %s | %s |\n", row.Mode, row.Pattern, row.CPUs, row.WallS,
+			row.QuotaS, used, row.HostS, row.Ratio, row.Excess, perUsed, mark(row.Pass, false), cell(note))
 	}
 }
 

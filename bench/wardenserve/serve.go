@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -157,6 +158,8 @@ func (s *Server) Client(key string, timeout time.Duration) *Client {
 type APIError struct {
 	Status  int
 	Message string
+	// RetryAfter is the answer's Retry-After in seconds (0: none).
+	RetryAfter int
 }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Message) }
@@ -164,17 +167,33 @@ func (e *APIError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Mes
 // Do sends body (JSON, or none when nil) with method to path and decodes
 // a 2xx answer into out; any other answer is an *APIError.
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.Open(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}
+
+// Open sends body (JSON, or none when nil) with method to path and
+// returns a 2xx answer unread, for the caller to read (a stream) and
+// close; any other answer is an *APIError.
+func (c *Client) Open(ctx context.Context, method, path string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("encoding %s %s: %w", method, path, err)
+			return nil, fmt.Errorf("encoding %s %s: %w", method, path, err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -184,19 +203,16 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
 		var e struct{ Error struct{ Message string } }
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return &APIError{Status: resp.StatusCode, Message: e.Error.Message}
+		retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return nil, &APIError{Status: resp.StatusCode, Message: e.Error.Message, RetryAfter: retry}
 	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return nil
+	return resp, nil
 }
 
 // Post sends body as JSON to path and decodes the answer into out.

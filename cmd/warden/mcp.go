@@ -31,7 +31,7 @@ type mcpOptions struct {
 	caps         sessionCaps
 	allowNetwork bool
 	verbose      bool
-	execPace     float64
+	paces        paces
 }
 
 func newMCPCmd() *cobra.Command {
@@ -67,7 +67,7 @@ given above its ceiling is refused, a default one above it is lowered to it.`,
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	addSessionCapFlags(f, &o.caps)
 	addCeilingFlags(f, &o.ceilings)
-	addExecPaceFlag(f, &o.execPace)
+	addPaceFlags(f, &o.paces)
 	f.BoolVar(&o.allowNetwork, "allow-network", false, "let create_session give a sandbox egress to an allowlist of hosts")
 	f.BoolVar(&o.verbose, "verbose", false, "log MCP sessions connecting and ending, not just warnings, to stderr")
 	return cmd
@@ -79,13 +79,12 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 	if o.limits.Timeout <= 0 {
 		return errors.New("--timeout must be positive: a call without a time limit could hold its sandbox forever")
 	}
-	pace, err := execPace(o.execPace)
-	if err != nil {
-		return err
-	}
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
-		DefaultLimits: o.limits, MaxBytesPerOwner: sandbox.ShareOfMemory, ExecPace: pace,
+		DefaultLimits: o.limits, MaxBytesPerOwner: sandbox.ShareOfMemory,
+	}
+	if err := o.paces.apply(&cfg); err != nil {
+		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

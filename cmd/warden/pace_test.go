@@ -1,24 +1,37 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
 
-// TestExecPace: --exec-pace 0 turns pacing off (a negative ExecPace),
-// a fraction passes as it is, and a negative value is refused.
-func TestExecPace(t *testing.T) {
+	"github.com/warden-sandbox/warden/internal/sandbox"
+)
+
+// TestPaces: --exec-pace and --start-rate 0 turn pacing off (a negative
+// value in the Config), others pass as they are, and a negative flag is
+// refused naming it.
+func TestPaces(t *testing.T) {
 	tests := []struct {
-		flag    float64
-		want    float64
-		wantErr bool
+		flags           paces
+		wantExec, wantS float64
+		wantErr         string
 	}{
-		{0.1, 0.1, false},
-		{0, -1, false},
-		{2, 2, false},
-		{-0.5, 0, true},
+		{paces{0.1, 5}, 0.1, 5, ""},
+		{paces{0, 0}, -1, -1, ""},
+		{paces{2, 0.5}, 2, 0.5, ""},
+		{paces{-0.5, 5}, 0, 0, "--exec-pace -0.5 is negative"},
+		{paces{0.1, -1}, 0, 0, "--start-rate -1 is negative"},
 	}
 	for _, tt := range tests {
-		got, err := execPace(tt.flag)
-		if got != tt.want || (err != nil) != tt.wantErr {
-			t.Errorf("execPace(%g) = %g, %v; want %g, error %v", tt.flag, got, err, tt.want, tt.wantErr)
+		var c sandbox.Config
+		err := tt.flags.apply(&c)
+		switch {
+		case tt.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%+v: got %v, want an error with %q", tt.flags, err, tt.wantErr)
+			}
+		case err != nil || c.ExecPace != tt.wantExec || c.StartRate != tt.wantS:
+			t.Errorf("%+v: ExecPace %g, StartRate %g, %v; want %g, %g", tt.flags, c.ExecPace, c.StartRate, err, tt.wantExec, tt.wantS)
 		}
 	}
 }

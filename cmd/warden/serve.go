@@ -50,7 +50,7 @@ type serveOptions struct {
 	stateDir       string
 	bodyTimeout    time.Duration
 	maxConns       int
-	execPace       float64
+	paces          paces
 }
 
 func newServeCmd() *cobra.Command {
@@ -79,7 +79,10 @@ one it is answered 400 naming the limit and the flag. What a request leaves
 out takes the default limits, lowered to the ceilings (and, on the native
 backend, to warden's hard rlimits), each lowering logged at start. Nor can a
 key fill the memory: the memory plus disk of all its sandboxes, dead sessions'
-kept files included, is bounded by --max-memory-per-key (429 past it).`,
+kept files included, is bounded by --max-memory-per-key (429 past it), nor
+make the host start sandboxes for it without end: each key may start
+--start-rate sessions and runs a second after a burst (429 with Retry-After
+past it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("max-memory-per-key") {
@@ -102,7 +105,7 @@ kept files included, is bounded by --max-memory-per-key (429 past it).`,
 	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
 	addSessionCapFlags(f, &o.caps)
 	addCeilingFlags(f, &o.ceilings)
-	addExecPaceFlag(f, &o.execPace)
+	addPaceFlags(f, &o.paces)
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
 	f.DurationVar(&o.bodyTimeout, "body-timeout", server.DefaultBodyReadTimeout, "longest pause in a request body (which must also average 64 KiB/s); past it the answer is 408")
@@ -137,14 +140,10 @@ func serve(ctx context.Context, o serveOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	pace, err := execPace(o.execPace)
-	if err != nil {
-		return err
-	}
 	var srv *server.Server
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
-		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings, ExecPace: pace,
+		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
 		MaxBytesPerOwner: o.maxBytesPerKey,
 		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
 		OnReap: func(owner, reason string) {
@@ -152,6 +151,9 @@ func serve(ctx context.Context, o serveOptions) error {
 				srv.ObserveReap(owner, reason)
 			}
 		},
+	}
+	if err := o.paces.apply(&cfg); err != nil {
+		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -248,6 +248,7 @@ func TestWardenErrorHints(t *testing.T) {
 		{fmt.Errorf("%w: session ses_x died", sandbox.ErrDead), "read_file"},
 		{fmt.Errorf("%w: no session", sandbox.ErrNotFound), "create_session"},
 		{fmt.Errorf("%w: busy", sandbox.ErrBusy), "one call at a time"},
+		{&sandbox.StartPacedError{Rate: 5, Burst: 100, Wait: time.Second}, "keep using the sessions you have"},
 	}
 	for _, tt := range tests {
 		if got := wardenError("running", tt.err).Error(); !strings.Contains(got, tt.want) {

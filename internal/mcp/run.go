@@ -125,7 +125,10 @@ func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 // what to do next. The SDK turns it into a result with isError set.
 func wardenError(what string, err error) error {
 	hint := ""
+	var paced *sandbox.StartPacedError
 	switch {
+	case errors.As(err, &paced):
+		hint = "; keep using the sessions you have rather than starting new ones"
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrClosed):
 		hint = "; sessions end on close_session, after their idle timeout or lifetime, or when the client disconnects: call create_session for a new one"
 	case errors.Is(err, sandbox.ErrDead):

@@ -71,6 +71,11 @@ type Config struct {
 	// spend on starting its execs, which no cgroup charges (see
 	// DefaultExecPace, used when zero); negative turns pacing off.
 	ExecPace float64
+	// StartRate is how many sessions and one-shot runs each owner may
+	// start a second after a burst, as a start costs the host CPU that
+	// no cgroup charges (see DefaultStartRate, used when zero); negative
+	// turns pacing off.
+	StartRate float64
 	// OnCleanupError is told of a failure cleaning up after a sandbox
 	// that has ended (a cgroup left, figures that could not be read); the
 	// session is gone as asked. It must not block.
@@ -118,6 +123,9 @@ func (c Config) withDefaults() Config {
 	if c.ExecPace == 0 {
 		c.ExecPace = DefaultExecPace
 	}
+	if c.StartRate == 0 {
+		c.StartRate = DefaultStartRate
+	}
 	if c.OnCleanupError == nil {
 		c.OnCleanupError = func(error) {}
 	}
@@ -148,8 +156,10 @@ type Manager struct {
 	poolSpec spec.Spec
 
 	pool *pool
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// starts paces each owner's Creates and Runs (nil: not paced).
+	starts *startPacer
+	stop   chan struct{}
+	wg     sync.WaitGroup
 	// discards counts pooled run boxes being thrown away after their
 	// answer was given (their slots already free); Close waits for them.
 	discards sync.WaitGroup
@@ -176,6 +186,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
+		starts:   newStartPacer(cfg.StartRate),
 	}
 	m.runsEnd, m.endRuns = context.WithCancel(context.Background())
 	m.persist = persistsWorkspaces(b, cfg.Store)
@@ -216,10 +227,12 @@ func (m *Manager) Recovered() Recovery { return m.recovery }
 // this process.
 func (m *Manager) PersistsWorkspaces() bool { return m.persist }
 
-// acquire takes a slot and bytes of the memory budget for owner's
-// session or run, or fails with ErrTooMany; under m.mu, so concurrent
-// requests cannot together pass a limit. A run is also counted in m.runs,
-// which Close waits for.
+// acquire takes a slot, bytes of the memory budget and one of the
+// start pacer's tokens for owner's session or run, or fails with
+// ErrTooMany; under m.mu, so concurrent requests cannot together pass a
+// limit. The token is taken last, once the slot and budget checks have
+// passed, so a start refused for them costs none of the owner's starts.
+// A run is also counted in m.runs, which Close waits for.
 func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -227,14 +240,19 @@ func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	if m.active >= m.cfg.MaxSessions {
-		return fmt.Errorf("%w: the server is at its limit of sessions and runs (this key holds %d); delete a session or retry later", ErrTooMany, m.byOwner[owner])
+		return fmt.Errorf("%w: the server is at its limit of sessions and runs (set by --max-sessions; this key holds %d); delete a session or retry later",
+			ErrTooMany, m.byOwner[owner])
 	}
 	if n := m.byOwner[owner]; m.cfg.MaxPerOwner > 0 && n >= m.cfg.MaxPerOwner {
-		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d; delete a session or retry later", ErrTooMany, n, m.cfg.MaxPerOwner)
+		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d (--max-sessions-per-key, by default --max-sessions divided by the number of keys); delete a session or retry later",
+			ErrTooMany, n, m.cfg.MaxPerOwner)
 	}
 	if n, b := m.bytesByOwner[owner], m.cfg.MaxBytesPerOwner; b > 0 && n+bytes > b {
 		return fmt.Errorf("%w: this key's sessions and runs hold %s of memory and disk, dead sessions' files included, and this one asks for %s more; the key's budget is %s (set by --max-memory-per-key): delete a session or ask for less",
 			ErrTooMany, spec.FormatSize(n), spec.FormatSize(bytes), spec.FormatSize(b))
+	}
+	if err := m.starts.take(owner); err != nil {
+		return err
 	}
 	m.active++
 	m.byOwner[owner]++

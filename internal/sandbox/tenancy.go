@@ -105,6 +105,9 @@ func (c Config) Validate() error {
 	if err := validExecPace(c.ExecPace); err != nil {
 		return err
 	}
+	if err := validStartRate(c.StartRate); err != nil {
+		return err
+	}
 	return c.DefaultLimits.Validate()
 }
 

@@ -69,6 +69,27 @@ func TestShareMessageNamesTheKey(t *testing.T) {
 	}
 }
 
+// TestTooManyNamesTheFlag: each 429 for a count says which flag sets
+// it: the key's share --max-sessions-per-key, the server's limit
+// --max-sessions (warden mcp's too, whose only count it is).
+func TestTooManyNamesTheFlag(t *testing.T) {
+	m, _ := newTestManager(t, Config{MaxSessions: 2, MaxPerOwner: 1})
+	tests := []struct {
+		holds            string // who takes a session first
+		owner, want, not string
+	}{
+		{"alice", "alice", "its limit is 1 (--max-sessions-per-key", ""},
+		{"bob", "carol", "--max-sessions", "--max-sessions-per-key"},
+	}
+	for _, tt := range tests {
+		fill(t, m, tt.holds, 1)
+		_, err := m.Create(context.Background(), tt.owner, defaultOptions())
+		if !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), tt.want) || (tt.not != "" && strings.Contains(err.Error(), tt.not)) {
+			t.Errorf("%s's Create: got %v, want ErrTooMany naming %q", tt.owner, err, tt.want)
+		}
+	}
+}
+
 // TestPooledBoxesCountForNobody: boxes built ahead take no owner's slot.
 func TestPooledBoxesCountForNobody(t *testing.T) {
 	m, b := newTestManager(t, Config{MaxSessions: 2, Owners: 2, Pool: 2})

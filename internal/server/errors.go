@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -73,15 +75,18 @@ type errorDetail struct {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var mbe *http.MaxBytesError
+	var paced *sandbox.StartPacedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &mbe):
 		return tooLarge(mbe.Limit)
+	case errors.As(err, &paced):
+		return &apiError{http.StatusTooManyRequests, codeTooMany, oneLine(err)}
 	case errors.Is(err, sandbox.ErrNotFound):
 		return &apiError{http.StatusNotFound, codeNotFound, "session not found"}
 	case errors.Is(err, sandbox.ErrTooMany):
-		return &apiError{http.StatusTooManyRequests, codeTooMany, "too many sessions: delete one or wait for one to expire"}
+		return &apiError{http.StatusTooManyRequests, codeTooMany, tooManyMessage(err)}
 	case errors.Is(err, sandbox.ErrDead):
 		return &apiError{http.StatusConflict, codeConflict, oneLine(err)}
 	case errors.Is(err, state.ErrStorage):
@@ -106,6 +111,18 @@ func toAPIError(err error) *apiError {
 		return ae
 	}
 	return &apiError{http.StatusInternalServerError, codeInternal, oneLine(err)}
+}
+
+// tooManyMessage is what a client is told of an ErrTooMany: the
+// Manager's own line, which says which bound was reached (the server's
+// slots, the key's share, the key's memory budget and its flag) and
+// counts only the caller's own sessions, or a generic line for the bare
+// sentinel.
+func tooManyMessage(err error) string {
+	if msg := oneLine(err); msg != sandbox.ErrTooMany.Error() {
+		return msg
+	}
+	return "too many sessions: delete one or wait for one to expire"
 }
 
 // workspaceError maps the workspace package's sentinels: a missing file
@@ -139,13 +156,33 @@ func oneLine(err error) string {
 }
 
 // writeError answers with err mapped to its status and JSON body; the
-// log layer counts the refusal, for the request's tenant.
+// log layer counts the refusal, for the request's tenant. A start refused
+// for start pacing says in Retry-After when the next may come.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := toAPIError(err)
 	if ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warden"`)
 	}
+	if secs, ok := retryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
 	writeJSON(w, ae.status, errorBody{errorDetail{ae.code, ae.message}})
+}
+
+// maxRetryAfter bounds Retry-After, in seconds: a client told to wait
+// longer than an hour would better ask the operator, and a header with a
+// huge number is a bug's, not an answer.
+const maxRetryAfter = 3600
+
+// retryAfter is the Retry-After of a start refused for start pacing:
+// whole seconds, rounded up, so a client that waits that long is not
+// refused again for it, and at most maxRetryAfter.
+func retryAfter(err error) (int, bool) {
+	var paced *sandbox.StartPacedError
+	if !errors.As(err, &paced) {
+		return 0, false
+	}
+	return min(maxRetryAfter, max(1, int(math.Ceil(paced.Wait.Seconds())))), true
 }
 
 // writeJSON answers with v as JSON. An encoding error can only come from

@@ -19,12 +19,20 @@ const bodyWait = 5 * time.Second
 
 // firstCharge is the buffer a JSON body of unknown or large length starts
 // in, charged to the budget before its first byte arrives. A body that
-// declared its length is charged the rest of it at once when this much
-// has arrived: it is sending, and two such bodies of one key must not each
-// hold half of the key's share and wait for the other. A chunked body's
-// buffer doubles as bytes arrive, each growth charged before it is made,
-// so it holds at most about twice what it has sent. A client that sends
-// headers and then nothing holds this much, whatever it declared.
+// declared its length asks for the rest of it at once when this much has
+// arrived and another byte follows; a chunked body's buffer doubles, each
+// growth charged before it is made, so it holds at most about twice what
+// it has sent. When its owner's share has less room than a growth asks,
+// the growth takes only an eighth of the buffer (at least firstCharge, a
+// bound on copies) and waits if even that is not there: a growth made in
+// a tight share charges at most that much the body has not yet sent. Two
+// bodies of one key whose sizes together, plus an eighth of the larger
+// (at least firstCharge), fit its share never both wait for it (the
+// total aside); one may still
+// wait for the other's release when the other took a doubling while the
+// share was roomy, and gets 503 if that takes more than bodyWait. A
+// client that sends headers and then nothing holds firstCharge, whatever
+// it declared.
 const firstCharge = 1 << 10
 
 // errBusy answers a request whose body found no room within bodyWait.
@@ -80,16 +88,19 @@ func fairShare(total, maxBody int64, n int) int64 {
 	return max(maxBody, total/int64(max(n, 1)))
 }
 
-// acquire takes n bytes for owner, waiting until both the owner's share
-// and the total have room, or ctx is done.
-func (b *byteBudget) acquire(ctx context.Context, owner string, n int64) error {
-	if n > b.perOwner {
-		return fmt.Errorf("%d bytes is more than an owner's share of %d", n, b.perOwner)
+// acquireUpTo takes most bytes for owner if they are free, else least,
+// waiting until at least least are (or ctx is done), and says how many
+// it took. A body that grows in a tight share takes only the least it
+// needs rather than wait for more, or take all the room left and charge
+// its owner for bytes that have not arrived.
+func (b *byteBudget) acquireUpTo(ctx context.Context, owner string, least, most int64) (int64, error) {
+	if least > b.perOwner {
+		return 0, fmt.Errorf("%d bytes is more than an owner's share of %d", least, b.perOwner)
 	}
 	for {
-		wait, done, err := b.try(owner, n)
+		got, wait, done, err := b.try(owner, least, most)
 		if wait == nil {
-			return err
+			return got, err
 		}
 		select {
 		case <-wait:
@@ -97,37 +108,42 @@ func (b *byteBudget) acquire(ctx context.Context, owner string, n int64) error {
 			done()
 		case <-ctx.Done():
 			done()
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 	}
 }
 
-// try takes n bytes for owner if they are free; else it returns the
-// channel to wait on and the func to call once the wait is over.
-func (b *byteBudget) try(owner string, n int64) (<-chan struct{}, func(), error) {
+// try takes most bytes for owner if that many are free, else least if
+// that many are; else it returns the channel to wait on and the func to
+// call once the wait is over.
+func (b *byteBudget) try(owner string, least, most int64) (int64, <-chan struct{}, func(), error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.held[owner]+n > b.perOwner {
+	if b.held[owner]+least > b.perOwner {
 		w := b.owners[owner]
 		if w == nil {
 			w = &ownerWait{freed: make(chan struct{})}
 			b.owners[owner] = w
 		}
 		if int64(w.waiters) >= max(b.perOwner/firstCharge, 1) {
-			return nil, nil, errTooManyWaiters
+			return 0, nil, nil, errTooManyWaiters
 		}
 		w.waiters++
-		return w.freed, func() { b.stopWaiting(owner, w) }, nil
+		return 0, w.freed, func() { b.stopWaiting(owner, w) }, nil
 	}
-	if n > b.free {
+	if least > b.free {
 		if b.total == nil {
 			b.total = make(chan struct{})
 		}
-		return b.total, func() {}, nil
+		return 0, b.total, func() {}, nil
+	}
+	n := most
+	if room := min(b.perOwner-b.held[owner], b.free); room < most {
+		n = least // a tight share gives each growth what it needs, no more
 	}
 	b.free -= n
 	b.held[owner] += n
-	return nil, nil, nil
+	return n, nil, nil, nil
 }
 
 // stopWaiting counts a waiter of owner's out.
@@ -169,15 +185,17 @@ type charge struct {
 	held   int64
 }
 
-// grow takes n more bytes, waiting at most bodyWait for them.
-func (c *charge) grow(ctx context.Context, n int64) error {
+// grow takes up to most more bytes, at least least, waiting at most
+// bodyWait for them, and says how many it took.
+func (c *charge) grow(ctx context.Context, least, most int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, bodyWait)
 	defer cancel()
-	if err := c.budget.acquire(ctx, c.owner, n); err != nil {
-		return errBusy
+	n, err := c.budget.acquireUpTo(ctx, c.owner, least, most)
+	if err != nil {
+		return 0, errBusy
 	}
 	c.held += n
-	return nil
+	return n, nil
 }
 
 // release gives back everything the body holds; once the buffer is
@@ -209,14 +227,14 @@ func (s *Server) readCharged(w http.ResponseWriter, r *http.Request, c *charge, 
 			if int64(len(buf)) == end {
 				return buf, s.atEnd(src, limit)
 			}
-			size := nextSize(int64(cap(buf)), end, r.ContentLength >= 0)
-			start := time.Now()
-			err := c.grow(r.Context(), size-int64(cap(buf)))
-			paced.extend(time.Since(start))
-			if err != nil {
+			grown, err := s.grow(r.Context(), buf, src, paced, c, end, limit, r.ContentLength >= 0)
+			switch {
+			case err != nil:
 				return nil, err
+			case grown == nil: // the body ended where its buffer did
+				return buf, nil
 			}
-			buf = append(make([]byte, 0, size), buf...)
+			buf = grown
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -227,6 +245,52 @@ func (s *Server) readCharged(w http.ResponseWriter, r *http.Request, c *charge, 
 			return nil, s.bodyReadError(err, limit)
 		}
 	}
+}
+
+// grow makes room in buf, which is full, for more of a body that may end
+// at end: first it reads one more byte, so a body that ends where its
+// buffer does asks for nothing more, then it takes room up to
+// nextSize, or only an eighth of the buffer (at least firstCharge) when
+// the owner's share has less than that. It returns nil and no error
+// when the body has ended.
+func (s *Server) grow(ctx context.Context, buf []byte, src io.Reader, paced *pacedBody, c *charge, end, limit int64, declared bool) ([]byte, error) {
+	var next [1]byte
+	if len(buf) > 0 {
+		more, err := s.more(src, next[:], limit)
+		if err != nil || !more {
+			return nil, err
+		}
+	}
+	size := int64(cap(buf))
+	want := nextSize(size, end, declared) - size
+	start := time.Now()
+	n, err := c.grow(ctx, min(want, max(firstCharge, size/8)), want)
+	paced.extend(time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	grown := append(make([]byte, 0, size+n), buf...)
+	if len(buf) > 0 {
+		grown = append(grown, next[0])
+	}
+	return grown, nil
+}
+
+// more reads one byte of src into next, saying whether there was one: a
+// body that ends there (io.EOF) has no more.
+func (s *Server) more(src io.Reader, next []byte, limit int64) (bool, error) {
+	for range 8 { // a Reader may return nothing and no error; not forever
+		n, err := src.Read(next)
+		switch {
+		case n > 0:
+			return true, nil
+		case errors.Is(err, io.EOF):
+			return false, nil
+		case err != nil:
+			return false, s.bodyReadError(err, limit)
+		}
+	}
+	return false, badRequest("reading the request body: it neither ends nor sends more")
 }
 
 // nextSize is the buffer a body read into one of size has to grow to:
@@ -245,18 +309,11 @@ func nextSize(size, end int64, declared bool) int64 {
 // atEnd checks that a body that filled its buffer has nothing more.
 func (s *Server) atEnd(src io.Reader, limit int64) error {
 	var probe [1]byte
-	for range 8 { // a Reader may return nothing and no error; not forever
-		n, err := src.Read(probe[:])
-		switch {
-		case n > 0:
-			return tooLarge(limit)
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return s.bodyReadError(err, limit)
-		}
+	more, err := s.more(src, probe[:], limit)
+	if more {
+		return tooLarge(limit)
 	}
-	return badRequest("reading the request body: it neither ends nor sends more")
+	return err
 }
 
 // heldBody is a validated JSON body handed on to the handler. Once the

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,16 +29,16 @@ func (b *byteBudget) heldBy(owner string) int64 {
 
 func TestByteBudget(t *testing.T) {
 	b := newByteBudget(10, 10)
-	if err := b.acquire(context.Background(), "a", 6); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "a", 6, 6); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := b.acquire(ctx, "b", 5); err == nil {
+	if _, err := b.acquireUpTo(ctx, "b", 5, 5); err == nil {
 		t.Fatal("took 5 of the 4 bytes left")
 	}
 	got := make(chan error, 1)
-	go func() { got <- b.acquire(context.Background(), "b", 5) }()
+	go func() { _, err := b.acquireUpTo(context.Background(), "b", 5, 5); got <- err }()
 	b.release("a", 6)
 	select {
 	case err := <-got:
@@ -53,18 +55,18 @@ func TestByteBudget(t *testing.T) {
 func TestByteBudgetShares(t *testing.T) {
 	b := newByteBudget(100, 50)
 	for _, n := range []int64{30, 20} {
-		if err := b.acquire(context.Background(), "greedy", n); err != nil {
+		if _, err := b.acquireUpTo(context.Background(), "greedy", n, n); err != nil {
 			t.Fatalf("greedy's %d bytes within its share: %v", n, err)
 		}
 	}
 	for _, n := range []int64{1, 50, 51} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		if err := b.acquire(ctx, "greedy", n); err == nil {
+		if _, err := b.acquireUpTo(ctx, "greedy", n, n); err == nil {
 			t.Errorf("greedy took %d more bytes past its share of 50", n)
 		}
 		cancel()
 	}
-	if err := b.acquire(context.Background(), "other", 50); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "other", 50, 50); err != nil {
 		t.Errorf("other's whole share with greedy's spent: %v", err)
 	}
 	b.release("greedy", 50)
@@ -101,7 +103,7 @@ func TestBodyBudget(t *testing.T) {
 	const size = 1024
 	h := newHarness(t, func(c *Config) { c.MaxBodyBytes, c.MaxInFlightBodyBytes = size, 2*size })
 	id := h.create(keyA)
-	if err := h.srv.bodies.acquire(context.Background(), ownerOf(keyA), size); err != nil {
+	if _, err := h.srv.bodies.acquireUpTo(context.Background(), ownerOf(keyA), size, size); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -185,14 +187,14 @@ func TestBodyCharge(t *testing.T) {
 // key's bodies come and go.
 func TestByteBudgetWakesOwnWaiters(t *testing.T) {
 	b := newByteBudget(100, 50)
-	if err := b.acquire(context.Background(), "b", 50); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "b", 50, 50); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
-	go func() { got <- b.acquire(context.Background(), "b", 10) }()
+	go func() { _, err := b.acquireUpTo(context.Background(), "b", 10, 10); got <- err }()
 	waitFor(t, "b's body to wait", func() bool { return b.waiting("b") == 1 })
 	for range 100 {
-		if err := b.acquire(context.Background(), "a", 10); err != nil {
+		if _, err := b.acquireUpTo(context.Background(), "a", 10, 10); err != nil {
 			t.Fatal(err)
 		}
 		b.release("a", 10)
@@ -212,21 +214,21 @@ func TestByteBudgetWakesOwnWaiters(t *testing.T) {
 func TestByteBudgetRefusesExcessWaiters(t *testing.T) {
 	const share = 4 * firstCharge
 	b := newByteBudget(4*share, share)
-	if err := b.acquire(context.Background(), "b", share); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "b", share, share); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, share/firstCharge)
 	for range share / firstCharge {
-		go func() { errs <- b.acquire(ctx, "b", firstCharge) }()
+		go func() { _, err := b.acquireUpTo(ctx, "b", firstCharge, firstCharge); errs <- err }()
 	}
 	waitFor(t, "b's bodies to wait", func() bool { return b.waiting("b") == share/firstCharge })
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
-	if err := b.acquire(ctx2, "b", firstCharge); !errors.Is(err, errTooManyWaiters) {
+	if _, err := b.acquireUpTo(ctx2, "b", firstCharge, firstCharge); !errors.Is(err, errTooManyWaiters) {
 		t.Errorf("one waiter too many: got %v, want %v", err, errTooManyWaiters)
 	}
-	if err := b.acquire(context.Background(), "a", share); err != nil {
+	if _, err := b.acquireUpTo(context.Background(), "a", share, share); err != nil {
 		t.Errorf("another owner's share: %v", err)
 	}
 	cancel()
@@ -270,5 +272,141 @@ func TestBodyChargeSurvivesPanic(t *testing.T) {
 		if n := h.srv.bodies.heldBy(ownerOf(keyA)); n != 0 {
 			t.Errorf("%s: after the panic the key still holds %d bytes", target, n)
 		}
+	}
+}
+
+// TestChunkedBodiesShareAKey sends two chunked bodies of one key that
+// together fit in its share, interleaved so that each has filled its
+// buffer before either sends the rest: neither may wait for the other
+// (each used to ask for as much again as it held, which the share could
+// not give both, and one got 503 after bodyWait). The shares leave room
+// for both tails once each growth takes only the least it needs when the
+// share is tight, so no release is ever waited for.
+func TestChunkedBodiesShareAKey(t *testing.T) {
+	const half = 2 << 10 // each body sends this twice, then its tail
+	tests := []struct {
+		name  string
+		share int64
+		tail  int
+	}{
+		{"ending where its buffer ends", 4 * half, 0},
+		{"ending in the room left", 5 * half, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.MaxBodyBytes = 4 * half })
+			h.srv.bodies = newByteBudget(tt.share, tt.share)
+			var pws [2]*io.PipeWriter
+			results := make(chan error, 2)
+			want := strings.Repeat("x", 2*half+tt.tail)
+			for i := range pws {
+				pws[i] = readChunked(h, "o", 4*half, want, results)
+			}
+			go func() {
+				for range 2 { // each body fills its buffer in turn
+					for _, pw := range pws {
+						if _, err := pw.Write([]byte(want[:half])); err != nil {
+							return // its reader failed, and says why
+						}
+					}
+				}
+				for _, pw := range pws {
+					go func() {
+						_, err := pw.Write([]byte(want[2*half:]))
+						pw.CloseWithError(err)
+					}()
+				}
+			}()
+			for i := range 2 {
+				if err := awaitRead(t, results); err != nil {
+					t.Errorf("body %d: %v, want both read whole", i, err)
+				}
+			}
+			if n := h.srv.bodies.woken.Load(); n != 0 {
+				t.Errorf("a body waited for the other's release (%d wakes), want neither to wait", n)
+			}
+			if n := h.srv.bodies.heldBy("o"); n != 0 {
+				t.Errorf("after both bodies %d bytes still held", n)
+			}
+		})
+	}
+}
+
+// TestChunkedBodyEndsBesideASender: in a key's share of 9 KiB, body A has
+// sent 4097 bytes and goes on sending, and body B then ends at 2049
+// bytes. B must be read whole at once: A's growth past 4 KiB, with the
+// share too tight for its doubling, took only what it needed, leaving B
+// the room for its last byte (A used to take all the room left, 3 KiB
+// it had no bytes for, and B got 503 after bodyWait).
+func TestChunkedBodyEndsBesideASender(t *testing.T) {
+	const share, limit = 9 << 10, 8 << 10
+	h := newHarness(t, func(c *Config) { c.MaxBodyBytes = limit })
+	h.srv.bodies = newByteBudget(share, share)
+	wantA, wantB := strings.Repeat("a", 4097+100), strings.Repeat("b", 2049)
+	resultsA, resultsB := make(chan error, 1), make(chan error, 1)
+	pwA, pwB := readChunked(h, "o", limit, wantA, resultsA), readChunked(h, "o", limit, wantB, resultsB)
+	defer pwA.Close()
+	defer pwB.Close()
+	steps := []struct {
+		pw   *io.PipeWriter
+		data string
+		held int64 // the key's charge to wait for after the step
+	}{
+		{pwB, wantB[:2048], 2 << 10},
+		{pwA, wantA[:4097], (2 << 10) + (4 << 10) + firstCharge},
+	}
+	for _, st := range steps {
+		if _, err := st.pw.Write([]byte(st.data)); err != nil {
+			t.Fatalf("sending %d bytes: %v", len(st.data), err)
+		}
+		waitFor(t, fmt.Sprintf("the key to hold %d bytes", st.held), func() bool { return h.srv.bodies.heldBy("o") >= st.held })
+	}
+	go func() {
+		_, err := pwB.Write([]byte(wantB[2048:]))
+		pwB.CloseWithError(err)
+	}()
+	if err := awaitRead(t, resultsB); err != nil {
+		t.Errorf("B, ending while A still sends: %v, want it read whole at once", err)
+	}
+	go func() {
+		_, err := pwA.Write([]byte(wantA[4097:]))
+		pwA.CloseWithError(err)
+	}()
+	if err := awaitRead(t, resultsA); err != nil {
+		t.Errorf("A, after B: %v, want it read whole", err)
+	}
+	if n := h.srv.bodies.woken.Load(); n != 0 {
+		t.Errorf("a body waited for the other's release (%d wakes), want neither to wait", n)
+	}
+}
+
+// readChunked reads a chunked body of owner's from the pipe it returns,
+// in a goroutine, and sends on results whether it read want.
+func readChunked(h *harness, owner string, limit int64, want string, results chan<- error) *io.PipeWriter {
+	pr, pw := io.Pipe()
+	req := newRequest("POST", "/", "")
+	req.Body, req.ContentLength = pr, -1
+	go func() {
+		c := &charge{budget: h.srv.bodies, owner: owner}
+		got, err := h.srv.readCharged(nil, req, c, limit)
+		c.release()
+		pr.CloseWithError(errors.New("read ended")) // unblocks the writer after a failure
+		if err == nil && string(got) != want {
+			err = fmt.Errorf("read %d bytes, want the %d sent", len(got), len(want))
+		}
+		results <- err
+	}()
+	return pw
+}
+
+// awaitRead waits, at most a minute, for a body's reader to end.
+func awaitRead(t *testing.T, results <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-results:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("a body was still being read after a minute")
+		return nil
 	}
 }
