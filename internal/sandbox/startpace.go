@@ -26,8 +26,8 @@ const (
 	// DefaultStartRate is the starts a second each owner may make after
 	// its burst when Config.StartRate is zero: past the burst, a key's
 	// starts cost the host at most the rate times the measured cost of
-	// a start (docs/architecture.md, Starts: about a quarter of a core).
-	DefaultStartRate = 5
+	// a start (docs/architecture.md, Starts: about a tenth of a core).
+	DefaultStartRate = 2
 	// MaxStartRate bounds Config.StartRate.
 	MaxStartRate = 10000
 	// MinStartRate is the lowest Config.StartRate that paces (one start
