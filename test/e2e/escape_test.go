@@ -449,13 +449,15 @@ func TestEscapeWorkspaceSymlinks(t *testing.T) {
 	}
 }
 
-// deviceTimesScript writes to each device node and tries to change its
+// deviceTimesScript writes to each device node and tries to set its
 // times: the node's inode is shared with every other sandbox (and the
-// host, rootless), so a time it could set would be a channel to them.
+// host, rootless), so a time it could set would be a channel to them. It
+// only asks for the current time (what write permission alone allows),
+// never a chosen one, so a sandbox that wrongly may do so leaves nothing
+// stranger than a fresh time behind.
 const deviceTimesScript = `for d in null zero full random urandom; do
 	echo x > /dev/$d 2>/dev/null && echo "$d write=ok"
 	touch /dev/$d 2>/dev/null && echo "$d touch=ok"
-	touch -d @0 /dev/$d 2>/dev/null && echo "$d touch-past=ok"
 done; true`
 
 // TestEscapeDeviceTimes checks that the sandbox can write to its device
