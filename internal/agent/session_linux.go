@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,10 +81,13 @@ func (s *Session) start(ctx context.Context) error {
 	var err error
 	select {
 	case err = <-ready:
+		if errors.Is(err, errHungUp) {
+			err = s.endedBeforeReady(ctx)
+		}
 	case <-s.f.Exited:
 		// A runtime may end the box without its socket reporting EOF at
 		// once (gVisor), so the box's end is watched too.
-		err = errors.New("building the sandbox: the sandbox ended before it was ready")
+		err = s.endedBeforeReady(ctx)
 	case <-ctx.Done():
 		err = fmt.Errorf("starting the session: %w", ctx.Err())
 	}
@@ -96,6 +98,26 @@ func (s *Session) start(ctx context.Context) error {
 		return fmt.Errorf("opening the sandbox's workspace: %w", err)
 	}
 	return s.openSessionTasks()
+}
+
+// errHungUp is the agent closing its end of the connection.
+var errHungUp = errors.New("its agent hung up")
+
+// endedBeforeReady says how a box ended that never said it was ready,
+// waiting for its end while ctx allows where the backend can tell it: an
+// init that exits by itself there is most likely from another build.
+func (s *Session) endedBeforeReady(ctx context.Context) error {
+	const msg = "building the sandbox: the sandbox ended before it was ready"
+	if s.f.Ended == nil {
+		return errors.New(msg)
+	}
+	select {
+	case <-s.f.Exited:
+	case <-ctx.Done():
+		return errors.New(msg)
+	}
+	how := s.f.Ended()
+	return fmt.Errorf("%s (its init ended: %s)%s", msg, how, nsinit.ExplainEnd(how))
 }
 
 // openSessionTasks opens the tasks files the agent's thread returns to
@@ -120,36 +142,31 @@ func (s *Session) openSessionTasks() error {
 const maxEventLine = 64 << 10
 
 // readEvents reports the first event on ready, then dispatches the rest
-// until the agent hangs up, which ends the session.
+// until the agent hangs up, which ends the session. Every line is the
+// sandbox's and may be anything: one that breaks the protocol kills the
+// box, and the session ends with what was wrong (see violation).
 func (s *Session) readEvents(ready chan<- error) {
 	r := bufio.NewReaderSize(s.f.Control, maxEventLine)
 	first := true
 	var end error
-	for {
+	for end == nil {
 		line, err := r.ReadSlice('\n')
-		if errors.Is(err, io.EOF) {
-			end = errors.New("its agent hung up")
-			break
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, io.EOF):
+			end = errHungUp
+		case errors.Is(err, bufio.ErrBufferFull):
+			end = fmt.Errorf("%w: an event line longer than %d bytes", nsinit.ErrProtocol, maxEventLine)
+		case err != nil:
 			end = fmt.Errorf("reading from the sandbox: %w", err)
-			break
-		}
-		var e nsinit.Event
-		if err := json.Unmarshal(line, &e); err != nil {
-			end = fmt.Errorf("reading from the sandbox: %w", err)
-			break
-		}
-		if first {
+		case first:
 			first = false
-			if e.Kind != nsinit.EventReady {
-				end = bootError(e)
-				break
-			}
-			ready <- nil
-			continue
+			end = s.boot(line, ready)
+		default:
+			end = s.dispatchLine(line)
 		}
-		s.dispatch(e)
+	}
+	if errors.Is(end, nsinit.ErrProtocol) {
+		s.f.Kill()
 	}
 	if first {
 		ready <- end
@@ -157,18 +174,35 @@ func (s *Session) readEvents(ready chan<- error) {
 	s.end(end)
 }
 
-func bootError(e nsinit.Event) error {
-	if e.Status != nil && e.Status.Error != "" {
+// boot reads the agent's first line: ready, or why not.
+func (s *Session) boot(line []byte, ready chan<- error) error {
+	e, err := nsinit.ParseEvent(line, true)
+	switch {
+	case err != nil:
+		return err
+	case e.Kind != nsinit.EventReady:
 		return fmt.Errorf("building the sandbox: %s", e.Status.Error)
 	}
-	return fmt.Errorf("the sandbox answered %q instead of ready", e.Kind)
+	ready <- nil
+	return nil
+}
+
+// dispatchLine parses and dispatches one event after ready.
+func (s *Session) dispatchLine(line []byte) error {
+	e, err := nsinit.ParseEvent(line, false)
+	if err != nil {
+		return err
+	}
+	return s.dispatch(e)
 }
 
 // end marks the session over and releases every process still waiting.
+// An end for a broken protocol is final: Err reports it even once the
+// box's own end is known, since that end was the host's doing.
 func (s *Session) end(err error) {
 	s.mu.Lock()
 	if s.err == nil {
-		s.err = &endedError{cause: err.Error()}
+		s.err = &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
 	}
 	procs := s.procs
 	s.procs = map[uint64]*Process{}
@@ -183,15 +217,22 @@ func (s *Session) end(err error) {
 	}
 }
 
-func (s *Session) dispatch(e nsinit.Event) {
+// dispatch hands a valid event to its process. An ID the host never gave
+// out breaks the protocol; one it gave out and has done with (a process
+// forgotten when its request failed) is ignored.
+func (s *Session) dispatch(e nsinit.Event) error {
 	s.mu.Lock()
+	if e.ID > s.nextID {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: event for process %d, which the host never started", nsinit.ErrProtocol, e.ID)
+	}
 	p := s.procs[e.ID]
 	if e.Kind == nsinit.EventExited {
 		delete(s.procs, e.ID)
 	}
 	s.mu.Unlock()
 	if p == nil {
-		return
+		return nil
 	}
 	switch e.Kind {
 	case nsinit.EventStarted:
@@ -204,6 +245,7 @@ func (s *Session) dispatch(e nsinit.Event) {
 			p.settle(&st, e)
 		}()
 	}
+	return nil
 }
 
 // Done is closed when the sandbox has ended: closed, or its init died.
@@ -213,12 +255,14 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // with one clause of cause, how its init ended where the backend can tell
 // by the time Err is called ("its init ended (signal: killed)"), or else
 // what the host saw ("its agent hung up"). A session that died is then
-// reported with its real cause: killed, exited, its spawner gone.
+// reported with its real cause: killed, exited, its spawner gone, or the
+// broken message for which the host killed it.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	err := s.err
 	s.mu.Unlock()
-	if err == nil || s.f.Ended == nil {
+	var ended *endedError
+	if err == nil || s.f.Ended == nil || errors.As(err, &ended) && ended.final {
 		return err
 	}
 	select {
@@ -230,7 +274,11 @@ func (s *Session) Err() error {
 }
 
 // endedError is why a session ended: ErrSessionEnded and a cause.
-type endedError struct{ cause string }
+type endedError struct {
+	cause string
+	// final says the cause stands even once the box's end is known.
+	final bool
+}
 
 func (e *endedError) Error() string { return ErrSessionEnded.Error() + ": " + e.cause }
 

@@ -2,7 +2,6 @@ package native
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -383,6 +382,9 @@ type outcome struct {
 	timedOut bool
 	canceled bool
 	wall     time.Duration
+	// err is why there is no status: io.EOF when the init ended without
+	// one, or how its answer broke the protocol.
+	err error
 }
 
 // execute starts the init, hands it the config and (v1) its cgroup, and
@@ -459,25 +461,33 @@ func (b *box) drain(ended <-chan struct{}) (*agent.Capture, *agent.Capture, *syn
 	return out, errOut, &wg, nil
 }
 
-// maxStatus bounds what the host reads from the init: a Status is a few
-// hundred bytes, and the host never trusts the sandbox side with more.
-const maxStatus = 64 << 10
-
 // await waits for the init's status, killing the sandbox at the deadline.
-// The status read ends at EOF if the init dies without reporting.
+// The status read ends at EOF if the init dies without reporting; a status
+// that breaks the protocol kills the sandbox and is the run's error.
 func (b *box) await(ctx context.Context, proc *initProc) outcome {
-	statusc := make(chan *nsinit.Status, 1)
+	type answer struct {
+		st  *nsinit.Status
+		err error
+	}
+	statusc := make(chan answer, 1)
 	go func() {
-		var st nsinit.Status
-		if err := json.NewDecoder(io.LimitReader(b.ctlHost, maxStatus)).Decode(&st); err != nil {
-			statusc <- nil
+		st, err := nsinit.ReadStatus(b.ctlHost)
+		if err != nil {
+			statusc <- answer{err: err}
 			return
 		}
-		statusc <- &st
+		statusc <- answer{st: &st}
 	}()
 	var o outcome
 	select {
-	case o.status = <-statusc:
+	case a := <-statusc:
+		o.status, o.err = a.st, a.err
+		if o.err != nil && !errors.Is(o.err, io.EOF) {
+			proc.kill()
+			if b.cg != nil {
+				_ = b.cg.Kill()
+			}
+		}
 	case <-ctx.Done():
 		o.timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		o.canceled = !o.timedOut

@@ -5,12 +5,14 @@
 // how it ended to the host over a socket.
 //
 // The host and the init talk over a socketpair passed as fd 3. The host
-// sends one Config (WriteConfig: a length, then JSON); on cgroup v1 it then
-// creates the sandbox's cgroup while the init boots and sends one byte
-// carrying the cgroup's "tasks" descriptors (SCM_RIGHTS), into which the
-// init writes "0" before any other work (on v2 the init is born inside,
-// by CLONE_INTO_CGROUP). The init answers with one Status, as a JSON line,
-// when the program has ended or the sandbox could not be built.
+// sends one Config (WriteConfig: a magic, the protocol Version, a length,
+// then JSON); an init of another version refuses it with one Refusal
+// line. On cgroup v1 the host then creates the sandbox's cgroup while the
+// init boots and sends one byte carrying the cgroup's "tasks" descriptors
+// (SCM_RIGHTS), into which the init writes "0" before any other work (on
+// v2 the init is born inside, by CLONE_INTO_CGROUP). The init answers with
+// one Status, as a JSON line, when the program has ended or the sandbox
+// could not be built.
 //
 // A session (Config.Session) keeps the init running as the sandbox's agent:
 // instead of one Status it answers with Events, one JSON line each, the
@@ -20,8 +22,10 @@
 package nsinit
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -147,15 +151,31 @@ type Status struct {
 // environment execve accepts, far below memory worth worrying about.
 const maxConfig = 16 << 20
 
-// WriteConfig sends c as one frame: its length, then its JSON. The frame
-// lets the init read exactly the Config and nothing after it, so the bytes
-// that carry descriptors (see AwaitCgroup) are left for recvmsg.
+// Version is the version of the host <-> init protocol: Config, Status,
+// Event and Request. warden-init is a separate file beside warden and may
+// come from another build, so the host sends its version in front of the
+// Config and an init of any other version refuses the sandbox rather than
+// run with settings it reads differently. Bump it with every change to
+// those messages. (Version 1 was the unversioned protocol.)
+const Version = 2
+
+// configMagic opens every Config frame, before the version. An init from
+// before versioning reads it as a length far past maxConfig and exits
+// without running anything, so no init ever acts on a Config it cannot
+// read whole.
+var configMagic = [4]byte{'W', 'D', 'N', 'C'}
+
+// WriteConfig sends c as one frame: configMagic, Version, its length, then
+// its JSON. The frame lets the init read exactly the Config and nothing
+// after it, so the bytes that carry descriptors (see AwaitCgroup) are left
+// for recvmsg.
 func WriteConfig(w io.Writer, c Config) error {
 	frame, err := encodeFrame(c)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(frame)
+	head := binary.BigEndian.AppendUint32(configMagic[:], Version)
+	_, err = w.Write(append(head, frame...))
 	return err
 }
 
@@ -172,20 +192,66 @@ func encodeFrame(v any) ([]byte, error) {
 	return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...), nil
 }
 
-// readConfig reads one frame written by WriteConfig.
+// reinstall is what to do about an init that does not speak the host's
+// protocol.
+const reinstall = "reinstall warden-init from the same build as warden"
+
+// readConfig reads one frame written by WriteConfig. An init of another
+// version, or a Config with a field this build does not know, is an error
+// that says to reinstall warden-init.
 func readConfig(r io.Reader) (Config, error) {
 	var c Config
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return c, err
+	}
+	if head != configMagic {
+		return c, fmt.Errorf("warden-init (protocol version %d) got a configuration it cannot read, from an older warden: %s", Version, reinstall)
+	}
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return c, err
+	}
+	if v := binary.BigEndian.Uint32(head[:]); v != Version {
+		return c, fmt.Errorf("warden-init speaks protocol version %d but warden sent version %d: %s", Version, v, reinstall)
+	}
+	body, err := readFrame(r)
+	if err != nil {
+		return c, err
+	}
+	if err := decodeStrict(body, &c); err != nil {
+		return c, fmt.Errorf("reading the configuration: %w (%s)", err, reinstall)
+	}
+	return c, nil
+}
+
+// readFrame reads one length-prefixed frame's body.
+func readFrame(r io.Reader) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return c, err
+		return nil, err
 	}
 	size := binary.BigEndian.Uint32(n[:])
 	if size > maxConfig {
-		return c, fmt.Errorf("config of %d bytes is larger than %d", size, maxConfig)
+		return nil, fmt.Errorf("config of %d bytes is larger than %d", size, maxConfig)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return c, err
+		return nil, err
 	}
-	return c, json.Unmarshal(b, &c)
+	return b, nil
+}
+
+// decodeStrict decodes exactly one JSON value into v and refuses a field v
+// does not have: a message from another build must fail loudly, never
+// lose a setting.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }

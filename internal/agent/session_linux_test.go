@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// testWait bounds every wait in these tests; none asserts on timing.
+const testWait = 20 * time.Second
+
+// fakeBox is a Frame whose agent is the test: it writes the agent's lines
+// on box and sees whether the host killed it.
+type fakeBox struct {
+	box    *os.File
+	killed chan struct{}
+	once   sync.Once
+}
+
+// attachFake attaches a Session to a fake box that has said it is ready,
+// with process 1 started and waiting for its end.
+func attachFake(t *testing.T) (*Session, *fakeBox, *Process) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
+	fb := &fakeBox{box: box, killed: make(chan struct{})}
+	t.Cleanup(func() { box.Close() })
+	dir := t.TempDir()
+	f := Frame{
+		Control:       host,
+		OpenWorkspace: func() (*os.File, error) { return os.Open(dir) },
+		Kill:          func() { fb.once.Do(func() { close(fb.killed); box.Close() }) },
+		Exited:        fb.killed,
+		Cleanup:       func() {},
+	}
+	fb.write(t, `{"kind":"ready"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	s, err := Attach(ctx, f)
+	if err != nil {
+		t.Fatalf("Attach() = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	p := &Process{s: s, id: 1, started: make(chan struct{}), done: make(chan struct{})}
+	s.mu.Lock()
+	s.nextID, s.procs[1] = 1, p
+	s.mu.Unlock()
+	fb.write(t, `{"kind":"started","id":1,"pid":7}`)
+	return s, fb, p
+}
+
+func (fb *fakeBox) write(t *testing.T, line string) {
+	t.Helper()
+	if _, err := fb.box.WriteString(line + "\n"); err != nil {
+		t.Fatalf("writing %q: %v", line, err)
+	}
+}
+
+// TestHostileEvents: whatever a box sends after ready, the host neither
+// panics nor believes it. A line that breaks the protocol kills the box,
+// and the session ends with what was wrong, which stands after the box's
+// own end; the process waiting on it is released.
+func TestHostileEvents(t *testing.T) {
+	tests := []struct{ name, line, want string }{
+		{"exited without a status", `{"kind":"exited","id":1}`, "exited event needs an id, a status"},
+		{"exited with a null status", `{"kind":"exited","id":1,"status":null}`, "exited event needs an id, a status"},
+		{"exit code out of range", `{"kind":"exited","id":1,"status":{"exit_code":-7}}`, "exit code -7"},
+		{"process never started", `{"kind":"exited","id":99,"status":{"exit_code":0}}`, "process 99, which the host never started"},
+		{"pid of the agent", `{"kind":"started","id":1,"pid":1}`, "pid 2-"},
+		{"ready again", `{"kind":"ready"}`, "out of turn"},
+		{"unknown field", `{"kind":"started","id":1,"pid":9,"uid":0}`, `unknown field "uid"`},
+		{"garbage", "\x00\x01\xff not json", "invalid character"},
+		{"line too long", strings.Repeat("x", maxEventLine+10), "longer than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, fb, p := attachFake(t)
+			fb.write(t, tt.line)
+			select {
+			case <-s.Done():
+			case <-time.After(testWait):
+				t.Fatalf("the session still runs %s after %q", testWait, tt.line)
+			}
+			select {
+			case <-fb.killed:
+			default:
+				t.Errorf("the box was not killed after %q", tt.line)
+			}
+			err := s.Err()
+			if !errors.Is(err, ErrSessionEnded) || !strings.Contains(err.Error(), "broke the host protocol") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Err() = %v, want the session ended for a broken protocol: %q", err, tt.want)
+			}
+			if _, werr := p.Wait(); werr == nil {
+				t.Errorf("the waiting process got a status after %q, want the session's end", tt.line)
+			}
+		})
+	}
+}
+
+// TestValidExit: a well-formed end reaches its process and the session
+// lives on.
+func TestValidExit(t *testing.T) {
+	s, fb, p := attachFake(t)
+	fb.write(t, `{"kind":"exited","id":1,"status":{"exit_code":3,"signal":0}}`)
+	st, err := p.Wait()
+	if err != nil || st.Code != 3 {
+		t.Errorf("Wait() = %+v, %v, want exit code 3", st, err)
+	}
+	select {
+	case <-s.Done():
+		t.Errorf("the session ended after a valid event: %v", s.Err())
+	default:
+	}
+}

@@ -1,0 +1,203 @@
+package nsinit
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Refusal is the one line an init answers a Config it cannot take with
+// (another protocol version, a field it does not know), in place of a
+// Status or the first Event. Its shape is frozen across versions so that a
+// host of any build reports it as a failure: hosts from before versioning
+// read it as a Status with an Error (one-shot) or a failed Event (session),
+// later ones by Refused.
+type Refusal struct {
+	Refused  bool    `json:"refused"`
+	Kind     string  `json:"kind"`
+	ExitCode int     `json:"exit_code"`
+	Error    string  `json:"error"`
+	Status   *Status `json:"status"`
+}
+
+// refusalCode is the exit code a Refusal carries for older hosts: Warden
+// itself failed.
+const refusalCode = 125
+
+// NewRefusal is the Refusal that says why.
+func NewRefusal(why string) Refusal {
+	return Refusal{Refused: true, Kind: EventFailed, ExitCode: refusalCode, Error: why,
+		Status: &Status{ExitCode: refusalCode, Error: why}}
+}
+
+// RefusedError is an init's Refusal as the host reports it.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return "warden-init refused the sandbox: " + e.Reason }
+
+// ErrProtocol marks a message from the sandbox side that breaks the
+// protocol: the host kills a box that sends one.
+var ErrProtocol = errors.New("the sandbox broke the host protocol")
+
+// protocolError is a broken message with what is wrong with it.
+func protocolError(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, a...))
+}
+
+// refusal returns the Refusal in line, if line is one.
+func refusal(line []byte) error {
+	var r Refusal
+	if decodeStrict(line, &r) != nil || !r.Refused {
+		return nil
+	}
+	if r.Error == "" {
+		r.Error = "no reason given"
+	}
+	return &RefusedError{Reason: r.Error}
+}
+
+// ParseStatus reads the one line a one-shot init answers with: a valid
+// Status, or a *RefusedError, or an error matching ErrProtocol. line is
+// the sandbox's and may be anything.
+func ParseStatus(line []byte) (Status, error) {
+	var st Status
+	if err := refusal(line); err != nil {
+		return st, err
+	}
+	if err := decodeStrict(line, &st); err != nil {
+		return Status{}, protocolError("status: %v", err)
+	}
+	if err := st.validate(); err != nil {
+		return Status{}, err
+	}
+	return st, nil
+}
+
+// Bounds of the numbers in a Status and an Event.
+const (
+	maxSignal = 64
+	// maxPid is PID_MAX_LIMIT on 64-bit Linux.
+	maxPid = 1 << 22
+)
+
+// validate says what is wrong with a Status, as its producers never make
+// it: exit codes are a byte, a signal's is 128 plus its number, a program
+// that could not start ended 126 or 127 with a reason.
+func (st *Status) validate() error {
+	switch {
+	case st.ExitCode < 0 || st.ExitCode > 255:
+		return protocolError("exit code %d is not 0-255", st.ExitCode)
+	case st.Signal < 0 || st.Signal > maxSignal:
+		return protocolError("signal %d is not 0-%d", st.Signal, maxSignal)
+	case st.Signal != 0 && st.ExitCode != 128+st.Signal:
+		return protocolError("exit code %d for signal %d is not 128+%d", st.ExitCode, st.Signal, st.Signal)
+	case st.StartFailed && (st.ExitCode != 126 && st.ExitCode != 127 || st.Signal != 0 || st.Error == ""):
+		return protocolError("a start failure must have exit code 126 or 127, no signal and a reason")
+	}
+	return nil
+}
+
+// ParseEvent reads one line from a session's agent: a valid Event, or a
+// *RefusedError (first is set for the first line, the only one a Refusal
+// may be), or an error matching ErrProtocol. Whether the ID is one the
+// host gave out is the session's to check.
+func ParseEvent(line []byte, first bool) (Event, error) {
+	var e Event
+	if first {
+		if err := refusal(line); err != nil {
+			return e, err
+		}
+	}
+	if err := decodeStrict(line, &e); err != nil {
+		return Event{}, protocolError("event: %v", err)
+	}
+	if err := e.validate(first); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// validate says what is wrong with an Event: its kind out of turn, a
+// field its kind never has or lacks, a number out of range.
+func (e *Event) validate(first bool) error {
+	if first != (e.Kind == EventReady || e.Kind == EventFailed) {
+		return protocolError("event %.40q out of turn", e.Kind)
+	}
+	switch e.Kind {
+	case EventReady:
+		if e.ID != 0 || e.Pid != 0 || e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0 {
+			return protocolError("ready event with fields")
+		}
+	case EventFailed:
+		if e.ID != 0 || e.Pid != 0 || e.Status == nil || e.Status.Error == "" {
+			return protocolError("failed event needs a reason and nothing else")
+		}
+		return e.Status.validate()
+	case EventStarted:
+		if e.ID == 0 || e.Pid < 2 || e.Pid > maxPid || e.Status != nil {
+			return protocolError("started event needs an id, a pid 2-%d and no status", maxPid)
+		}
+	case EventExited:
+		if e.ID == 0 || e.Pid != 0 || e.Status == nil || e.CPUTimeUS < 0 || e.MaxRSSKiB < 0 {
+			return protocolError("exited event needs an id, a status and no negative figure")
+		}
+		return e.Status.validate()
+	default:
+		return protocolError("unknown event %.40q", e.Kind)
+	}
+	return nil
+}
+
+// MaxStatusLine bounds the line a one-shot init answers with: a Status is
+// a few hundred bytes, and the host never trusts the sandbox side with
+// more.
+const MaxStatusLine = 64 << 10
+
+// ReadStatus reads and parses the one line a one-shot init answers with
+// (see ParseStatus). It returns io.EOF when the init ended without a
+// whole line: it was killed, or never got to answer.
+func ReadStatus(r io.Reader) (Status, error) {
+	line, err := bufio.NewReaderSize(r, MaxStatusLine).ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return Status{}, protocolError("status line longer than %d bytes", MaxStatusLine)
+	case err != nil:
+		return Status{}, io.EOF
+	}
+	return ParseStatus(line)
+}
+
+// exitNoHost is the init's exit status when it cannot talk to the host.
+// The host reads it only to explain an init that never answered (see
+// SilentExit); it only has to differ from the statuses a program's end is
+// reported with.
+const exitNoHost = 111
+
+// exitRefused is the init's exit status when it refused its Config (see
+// Refusal), which the host reads only if the line never arrived.
+const exitRefused = 112
+
+// SilentExit explains the exit code of an init that ended without
+// answering, as a clause to append ("" for codes it has no word for). An
+// init from before protocol versioning exits exitNoHost on a versioned
+// Config, so that is the likely cause.
+func SilentExit(code int) string {
+	switch code {
+	case exitNoHost:
+		return " (warden-init could not read its configuration or reach warden: if it is from another build, " + reinstall + ")"
+	case exitRefused:
+		return " (warden-init refused its configuration: " + reinstall + ")"
+	}
+	return ""
+}
+
+// ExplainEnd is SilentExit for an init's end as the host describes it
+// ("exit status 111").
+func ExplainEnd(how string) string {
+	var code int
+	if _, err := fmt.Sscanf(how, "exit status %d", &code); err != nil {
+		return ""
+	}
+	return SilentExit(code)
+}

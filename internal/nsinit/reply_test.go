@@ -1,0 +1,169 @@
+package nsinit
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// eventLines are lines an agent could send, with what the host must make
+// of them: "" for a valid event, else part of the error.
+var eventLines = []struct {
+	name, line string
+	first      bool
+	want       string
+}{
+	{"ready", `{"kind":"ready"}`, true, ""},
+	{"failed", `{"kind":"failed","status":{"exit_code":0,"signal":0,"error":"mounting /proc: EPERM"}}`, true, ""},
+	{"started", `{"kind":"started","id":3,"pid":42}`, false, ""},
+	{"exited", `{"kind":"exited","id":3,"status":{"exit_code":137,"signal":9},"cpu_time_us":5,"max_rss_kib":1024}`, false, ""},
+	{"start failure", `{"kind":"exited","id":3,"status":{"exit_code":127,"signal":0,"start_failed":true,"error":"no such file"}}`, false, ""},
+	{"exited without a status", `{"kind":"exited","id":1}`, false, "exited event needs an id, a status"},
+	{"exited with a null status", `{"kind":"exited","id":1,"status":null}`, false, "exited event needs an id, a status"},
+	{"exited without an id", `{"kind":"exited","status":{"exit_code":0}}`, false, "exited event needs an id"},
+	{"negative cpu", `{"kind":"exited","id":1,"status":{"exit_code":0},"cpu_time_us":-1}`, false, "no negative figure"},
+	{"exit code past a byte", `{"kind":"exited","id":1,"status":{"exit_code":256}}`, false, "exit code 256 is not 0-255"},
+	{"negative exit code", `{"kind":"exited","id":1,"status":{"exit_code":-1}}`, false, "exit code -1"},
+	{"signal past 64", `{"kind":"exited","id":1,"status":{"exit_code":193,"signal":65}}`, false, "signal 65"},
+	{"signal code mismatch", `{"kind":"exited","id":1,"status":{"exit_code":0,"signal":9}}`, false, "is not 128+9"},
+	{"start failure exiting 0", `{"kind":"exited","id":1,"status":{"exit_code":0,"start_failed":true,"error":"x"}}`, false, "start failure must have"},
+	{"start failure without a reason", `{"kind":"exited","id":1,"status":{"exit_code":127,"start_failed":true}}`, false, "start failure must have"},
+	{"started pid 1", `{"kind":"started","id":1,"pid":1}`, false, "pid 2-"},
+	{"started pid past pid_max", `{"kind":"started","id":1,"pid":4194305}`, false, "pid 2-"},
+	{"started with a status", `{"kind":"started","id":1,"pid":5,"status":{"exit_code":0}}`, false, "no status"},
+	{"ready twice", `{"kind":"ready"}`, false, "out of turn"},
+	{"started before ready", `{"kind":"started","id":1,"pid":5}`, true, "out of turn"},
+	{"ready with fields", `{"kind":"ready","id":4}`, true, "ready event with fields"},
+	{"failed without a reason", `{"kind":"failed"}`, true, "failed event needs a reason"},
+	{"unknown kind", `{"kind":"hello"}`, false, "unknown event"},
+	{"unknown field", `{"kind":"started","id":1,"pid":5,"extra":1}`, false, `unknown field "extra"`},
+	{"wrong type", `{"kind":"started","id":"1","pid":5}`, false, "cannot unmarshal"},
+	{"negative id", `{"kind":"started","id":-1,"pid":5}`, false, "cannot unmarshal"},
+	{"two values", `{"kind":"ready"} {"kind":"ready"}`, true, "more than one JSON value"},
+	{"not json", "\x00\xff garbage", false, "invalid character"},
+	{"empty", "", false, "EOF"},
+	{"null", "null", false, "unknown event"},
+	{"refusal after ready", `{"refused":true,"kind":"failed","exit_code":125,"error":"x","status":{"exit_code":125,"error":"x"}}`, false, `unknown field "refused"`},
+}
+
+func TestParseEvent(t *testing.T) {
+	for _, tt := range eventLines {
+		e, err := ParseEvent([]byte(tt.line+"\n"), tt.first)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: ParseEvent(%q) = %v, want a valid event", tt.name, tt.line, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: ParseEvent(%q) = %+v, %v, want an error containing %q", tt.name, tt.line, e, err, tt.want)
+		case tt.want != "" && !errors.Is(err, ErrProtocol):
+			t.Errorf("%s: ParseEvent(%q) = %v, which does not match ErrProtocol", tt.name, tt.line, err)
+		}
+	}
+}
+
+// TestRefusal checks that a Refusal reads as one for this host, and as a
+// failure with its reason for a host from before versioning, which reads
+// a Status or an Event with plain json.Unmarshal.
+func TestRefusal(t *testing.T) {
+	const why = "warden-init speaks protocol version 3 but warden sent version 2: reinstall warden-init from the same build as warden"
+	line, err := json.Marshal(NewRefusal(why))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "warden-init refused the sandbox: " + why
+	var refused *RefusedError
+	if _, err := ParseStatus(line); !errors.As(err, &refused) || err.Error() != want {
+		t.Errorf("ParseStatus(refusal) = %v, want %q", err, want)
+	}
+	if _, err := ParseEvent(line, true); !errors.As(err, &refused) || err.Error() != want {
+		t.Errorf("ParseEvent(refusal) = %v, want %q", err, want)
+	}
+	var st Status
+	if err := json.Unmarshal(line, &st); err != nil || st.Error != why || st.ExitCode != 125 {
+		t.Errorf("an older host reads the refusal as Status %+v (%v), want exit code 125 and the reason", st, err)
+	}
+	var e Event
+	if err := json.Unmarshal(line, &e); err != nil || e.Kind != EventFailed || e.Status == nil || e.Status.Error != why {
+		t.Errorf("an older host reads the refusal as Event %+v (%v), want failed with the reason", e, err)
+	}
+}
+
+func TestReadStatus(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"exit", `{"exit_code":3,"signal":0}` + "\n", ""},
+		{"killed before answering", "", "EOF"},
+		{"cut short", `{"exit_code":3`, "EOF"},
+		{"unknown field", `{"exit_code":3,"pid":1}` + "\n", `unknown field "pid"`},
+		{"bad exit code", `{"exit_code":1000}` + "\n", "exit code 1000"},
+		{"too long", strings.Repeat(" ", MaxStatusLine+1) + "{}\n", "longer than"},
+	}
+	for _, tt := range tests {
+		_, err := ReadStatus(strings.NewReader(tt.in))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: ReadStatus() = %v, want a status", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: ReadStatus() = %v, want an error containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestExplainEnd(t *testing.T) {
+	tests := []struct{ how, want string }{
+		{"exit status 111", "reinstall warden-init"},
+		{"exit status 112", "refused its configuration"},
+		{"exit status 1", ""},
+		{"signal: killed", ""},
+	}
+	for _, tt := range tests {
+		if got := ExplainEnd(tt.how); (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("ExplainEnd(%q) = %q, want it to contain %q", tt.how, got, tt.want)
+		}
+	}
+}
+
+// FuzzParseEvent feeds the host's reader of agent events anything: it
+// must never panic, and an event it accepts must be whole for its kind.
+func FuzzParseEvent(f *testing.F) {
+	for _, tt := range eventLines {
+		f.Add([]byte(tt.line), tt.first)
+	}
+	f.Fuzz(func(t *testing.T, line []byte, first bool) {
+		e, err := ParseEvent(line, first)
+		if err != nil {
+			var refused *RefusedError
+			if !errors.Is(err, ErrProtocol) && !errors.As(err, &refused) {
+				t.Fatalf("ParseEvent(%q) = %v, neither a protocol error nor a refusal", line, err)
+			}
+			return
+		}
+		if e.validate(first) != nil || (e.Kind == EventExited || e.Kind == EventFailed) && e.Status == nil {
+			t.Fatalf("ParseEvent(%q) accepted %+v", line, e)
+		}
+	})
+}
+
+// FuzzReadStatus does the same for the one-shot init's status line.
+func FuzzReadStatus(f *testing.F) {
+	f.Add([]byte(`{"exit_code":3,"signal":0}` + "\n"))
+	f.Add([]byte(`{"exit_code":137,"signal":9}` + "\n"))
+	f.Add([]byte(`{"exit_code":127,"start_failed":true,"error":"x"}` + "\n"))
+	f.Add([]byte(`{"refused":true,"kind":"failed","exit_code":125,"error":"x","status":{"exit_code":125,"error":"x"}}` + "\n"))
+	f.Add([]byte(`{"exit_code":3`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		st, err := ReadStatus(strings.NewReader(string(in)))
+		if err != nil {
+			var refused *RefusedError
+			if !errors.Is(err, ErrProtocol) && !errors.As(err, &refused) && !errors.Is(err, io.EOF) {
+				t.Fatalf("ReadStatus(%q) = %v, not a protocol error, a refusal or EOF", in, err)
+			}
+			return
+		}
+		if st.validate() != nil {
+			t.Fatalf("ReadStatus(%q) accepted %+v", in, st)
+		}
+	})
+}
