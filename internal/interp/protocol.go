@@ -90,7 +90,7 @@ func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 			rep = reply{T: "done", size: size}
 		case size > max:
 			rep = reply{T: "dropped", size: size}
-		case json.Unmarshal(line, &rep) != nil:
+		case decodeReply(line, &rep) != nil:
 			rep = reply{}
 		}
 		select {
@@ -99,6 +99,21 @@ func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// decodeReply decodes one reply line, refusing fields no driver writes: a
+// line the drivers would never send is a broken protocol, not a partial
+// reply.
+func decodeReply(line []byte, rep *reply) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(rep); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }
 
 // readLine reads one line and returns it without its newline, with its

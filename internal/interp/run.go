@@ -231,6 +231,9 @@ func (r *run) wait(ctx context.Context, p *proc, send func(io.Writer, request) e
 func (r *run) take(rep reply) error {
 	switch rep.T {
 	case "done":
+		if rep.ExitCode < 0 || rep.ExitCode > 255 {
+			return fmt.Errorf("%w: exit code %d is not 0-255", ErrProtocol, rep.ExitCode)
+		}
 		r.finish(rep)
 	case "output":
 		r.output(rep)
