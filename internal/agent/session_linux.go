@@ -152,7 +152,8 @@ func (s *Session) readEvents(ready chan<- error) {
 	for end == nil {
 		line, err := r.ReadSlice('\n')
 		switch {
-		case errors.Is(err, io.EOF):
+		case errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET):
+			// A reset is an agent that exited with bytes of ours unread.
 			end = errHungUp
 		case errors.Is(err, bufio.ErrBufferFull):
 			end = fmt.Errorf("%w: an event line longer than %d bytes", nsinit.ErrProtocol, maxEventLine)
