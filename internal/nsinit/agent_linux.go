@@ -265,7 +265,7 @@ func readRequest(fd int) (Request, []int, error) {
 		closeAll(fds)
 		return req, nil, err
 	}
-	if err := decodeStrict(body, &req); err != nil {
+	if err := DecodeStrict(body, &req); err != nil {
 		closeAll(fds)
 		return req, nil, err
 	}

@@ -218,7 +218,7 @@ func readConfig(r io.Reader) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if err := decodeStrict(body, &c); err != nil {
+	if err := DecodeStrict(body, &c); err != nil {
 		return c, fmt.Errorf("reading the configuration: %w (%s)", err, reinstall)
 	}
 	return c, nil
@@ -241,10 +241,11 @@ func readFrame(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
-// decodeStrict decodes exactly one JSON value into v and refuses a field v
+// DecodeStrict decodes exactly one JSON value into v and refuses a field v
 // does not have: a message from another build must fail loudly, never
-// lose a setting.
-func decodeStrict(b []byte, v any) error {
+// lose a setting. Every reader of the protocols between warden and
+// warden-init uses it.
+func DecodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

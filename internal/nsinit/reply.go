@@ -48,7 +48,7 @@ func protocolError(format string, a ...any) error {
 // refusal returns the Refusal in line, if line is one.
 func refusal(line []byte) error {
 	var r Refusal
-	if decodeStrict(line, &r) != nil || !r.Refused {
+	if DecodeStrict(line, &r) != nil || !r.Refused {
 		return nil
 	}
 	if r.Error == "" {
@@ -65,7 +65,7 @@ func ParseStatus(line []byte) (Status, error) {
 	if err := refusal(line); err != nil {
 		return st, err
 	}
-	if err := decodeStrict(line, &st); err != nil {
+	if err := DecodeStrict(line, &st); err != nil {
 		return Status{}, protocolError("status: %v", err)
 	}
 	if err := st.validate(); err != nil {
@@ -109,7 +109,7 @@ func ParseEvent(line []byte, first bool) (Event, error) {
 			return e, err
 		}
 	}
-	if err := decodeStrict(line, &e); err != nil {
+	if err := DecodeStrict(line, &e); err != nil {
 		return Event{}, protocolError("event: %v", err)
 	}
 	if err := e.validate(first); err != nil {
