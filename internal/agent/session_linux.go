@@ -103,16 +103,25 @@ func (s *Session) start(ctx context.Context) error {
 // errHungUp is the agent closing its end of the connection.
 var errHungUp = errors.New("its agent hung up")
 
+// endedWait bounds how long a box that hung up before it was ready is
+// given to end, so that how it ended can be told.
+const endedWait = 5 * time.Second
+
 // endedBeforeReady says how a box ended that never said it was ready,
-// waiting for its end while ctx allows where the backend can tell it: an
-// init that exits by itself there is most likely from another build.
+// waiting for its end (while ctx allows, and at most endedWait) where the
+// backend can tell it: an init that exits by itself there is most likely
+// from another build.
 func (s *Session) endedBeforeReady(ctx context.Context) error {
 	const msg = "building the sandbox: the sandbox ended before it was ready"
 	if s.f.Ended == nil {
 		return errors.New(msg)
 	}
+	wait := time.NewTimer(endedWait)
+	defer wait.Stop()
 	select {
 	case <-s.f.Exited:
+	case <-wait.C:
+		return errors.New(msg)
 	case <-ctx.Done():
 		return errors.New(msg)
 	}
