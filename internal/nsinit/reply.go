@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Refusal is the one line an init answers a Config it cannot take with
@@ -40,9 +41,18 @@ func (e *RefusedError) Error() string { return "warden-init refused the sandbox:
 // protocol: the host kills a box that sends one.
 var ErrProtocol = errors.New("the sandbox broke the host protocol")
 
+// maxProtocolError bounds what a protocol error says: it may quote the
+// sandbox's bytes (a field's name), and it becomes a session's dead
+// reason.
+const maxProtocolError = 200
+
 // protocolError is a broken message with what is wrong with it.
 func protocolError(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, a...))
+	what := fmt.Sprintf(format, a...)
+	if len(what) > maxProtocolError {
+		what = strings.ToValidUTF8(what[:maxProtocolError], "") + "..."
+	}
+	return fmt.Errorf("%w: %s", ErrProtocol, what)
 }
 
 // refusal returns the Refusal in line, if line is one.

@@ -45,6 +45,7 @@ var eventLines = []struct {
 	{"not json", "\x00\xff garbage", false, "invalid character"},
 	{"empty", "", false, "EOF"},
 	{"null", "null", false, "unknown event"},
+	{"long unknown field", `{"kind":"ready","` + strings.Repeat(`\u001b`, 5000) + `":1}`, true, `unknown field "\x1b\x1b`},
 	{"refusal after ready", `{"refused":true,"kind":"failed","exit_code":125,"error":"x","status":{"exit_code":125,"error":"x"}}`, false, `unknown field "refused"`},
 }
 
@@ -58,6 +59,8 @@ func TestParseEvent(t *testing.T) {
 			t.Errorf("%s: ParseEvent(%q) = %+v, %v, want an error containing %q", tt.name, tt.line, e, err, tt.want)
 		case tt.want != "" && !errors.Is(err, ErrProtocol):
 			t.Errorf("%s: ParseEvent(%q) = %v, which does not match ErrProtocol", tt.name, tt.line, err)
+		case err != nil && (len(err.Error()) > 300 || strings.ContainsAny(err.Error(), "\x1b\n")):
+			t.Errorf("%s: ParseEvent() error of %d bytes %.80q, want one short line without the sandbox's control bytes", tt.name, len(err.Error()), err)
 		}
 	}
 }

@@ -73,9 +73,11 @@ func TestHostileBoxKilled(t *testing.T) {
 	for _, mode := range []string{"exited-without-status", "garbage"} {
 		t.Run(mode, func(t *testing.T) {
 			bad := srv.newSession(t, keyA, map[string]any{"env": map[string]string{"WARDEN_TEST_BOX": mode}})
-			if code, b := srv.call(t, keyA, "POST", sessionPath(bad, "/exec"), strings.NewReader(`{"command":["true"]}`), "application/json"); code == http.StatusOK {
+			code, b := srv.call(t, keyA, "POST", sessionPath(bad, "/exec"), strings.NewReader(`{"command":["true"]}`), "application/json")
+			if code == http.StatusOK {
 				t.Errorf("exec in the hostile box = %d %s, want an error", code, b)
 			}
+			t.Logf("exec in the hostile box: %d %s", code, b)
 			var got sessionState
 			dead := waitFor(30*time.Second, func() bool {
 				code, b := srv.call(t, keyA, "GET", sessionPath(bad), nil, "")
@@ -84,6 +86,7 @@ func TestHostileBoxKilled(t *testing.T) {
 			if !dead || !strings.Contains(got.Reason, "broke the host protocol") {
 				t.Errorf("hostile session = %+v, want dead with the broken protocol as its reason", got)
 			}
+			t.Logf("hostile session: %+v", got)
 			// A dead session keeps its workspace mounted until deleted.
 			if code, b := srv.call(t, keyA, "DELETE", sessionPath(bad), nil, ""); code != http.StatusNoContent {
 				t.Errorf("DELETE of the hostile session = %d %s, want 204", code, b)
