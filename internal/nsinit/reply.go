@@ -72,10 +72,10 @@ func refusal(line []byte) error {
 // the sandbox's and may be anything.
 func ParseStatus(line []byte) (Status, error) {
 	var st Status
-	if err := refusal(line); err != nil {
-		return st, err
-	}
 	if err := DecodeStrict(line, &st); err != nil {
+		if rerr := refusal(line); rerr != nil {
+			return Status{}, rerr
+		}
 		return Status{}, protocolError("status: %v", err)
 	}
 	if err := st.validate(); err != nil {
@@ -114,12 +114,13 @@ func (st *Status) validate() error {
 // host gave out is the session's to check.
 func ParseEvent(line []byte, first bool) (Event, error) {
 	var e Event
-	if first {
-		if err := refusal(line); err != nil {
-			return e, err
-		}
-	}
 	if err := DecodeStrict(line, &e); err != nil {
+		// A Refusal has a field no Event has.
+		if first {
+			if rerr := refusal(line); rerr != nil {
+				return Event{}, rerr
+			}
+		}
 		return Event{}, protocolError("event: %v", err)
 	}
 	if err := e.validate(first); err != nil {
@@ -168,14 +169,21 @@ const MaxStatusLine = 64 << 10
 // (see ParseStatus). It returns io.EOF when the init ended without a
 // whole line: it was killed, or never got to answer.
 func ReadStatus(r io.Reader) (Status, error) {
-	line, err := bufio.NewReaderSize(r, MaxStatusLine).ReadSlice('\n')
-	switch {
-	case errors.Is(err, bufio.ErrBufferFull):
-		return Status{}, protocolError("status line longer than %d bytes", MaxStatusLine)
-	case err != nil:
-		return Status{}, io.EOF
+	// A small buffer: every one-shot run reads one status, which is short.
+	br := bufio.NewReaderSize(r, 512)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		switch {
+		case len(line) > MaxStatusLine:
+			return Status{}, protocolError("status line longer than %d bytes", MaxStatusLine)
+		case err == nil:
+			return ParseStatus(line)
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return Status{}, io.EOF
+		}
 	}
-	return ParseStatus(line)
 }
 
 // exitNoHost is the init's exit status when it cannot talk to the host.
