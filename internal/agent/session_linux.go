@@ -87,7 +87,10 @@ func (s *Session) start(ctx context.Context) error {
 	case <-s.f.Exited:
 		// A runtime may end the box without its socket reporting EOF at
 		// once (gVisor), so the box's end is watched too.
-		err = s.endedBeforeReady(ctx)
+		err = s.lastWords(ready)
+		if err == nil || errors.Is(err, errHungUp) {
+			err = s.endedBeforeReady(ctx)
+		}
 	case <-ctx.Done():
 		err = fmt.Errorf("starting the session: %w", ctx.Err())
 	}
@@ -98,6 +101,23 @@ func (s *Session) start(ctx context.Context) error {
 		return fmt.Errorf("opening the sandbox's workspace: %w", err)
 	}
 	return s.openSessionTasks()
+}
+
+// lastWordsWait bounds the wait for what a box that has ended left in
+// its socket; it is there already, if at all.
+const lastWordsWait = time.Second
+
+// lastWords is the agent's first answer when it came before its end (a
+// refusal says more than the end does), or errHungUp.
+func (s *Session) lastWords(ready <-chan error) error {
+	wait := time.NewTimer(lastWordsWait)
+	defer wait.Stop()
+	select {
+	case err := <-ready:
+		return err
+	case <-wait.C:
+		return errHungUp
+	}
 }
 
 // errHungUp is the agent closing its end of the connection.
@@ -126,7 +146,7 @@ func (s *Session) endedBeforeReady(ctx context.Context) error {
 		return errors.New(msg)
 	}
 	how := s.f.Ended()
-	return fmt.Errorf("%s (its init ended: %s)%s", msg, how, nsinit.ExplainEnd(how))
+	return fmt.Errorf("%s (its init ended: %s%s)", msg, how, nsinit.ExplainEnd(how))
 }
 
 // openSessionTasks opens the tasks files the agent's thread returns to
@@ -153,7 +173,7 @@ const maxEventLine = 64 << 10
 // readEvents reports the first event on ready, then dispatches the rest
 // until the agent hangs up, which ends the session. Every line is the
 // sandbox's and may be anything: one that breaks the protocol kills the
-// box, and the session ends with what was wrong (see violation).
+// box, and the session ends with what was wrong (see end).
 func (s *Session) readEvents(ready chan<- error) {
 	r := bufio.NewReaderSize(s.f.Control, maxEventLine)
 	first := true
@@ -169,8 +189,10 @@ func (s *Session) readEvents(ready chan<- error) {
 		case err != nil:
 			end = fmt.Errorf("reading from the sandbox: %w", err)
 		case first:
-			first = false
-			end = s.boot(line, ready)
+			if end = s.boot(line); end == nil {
+				first = false
+				ready <- nil
+			}
 		default:
 			end = s.dispatchLine(line)
 		}
@@ -184,8 +206,8 @@ func (s *Session) readEvents(ready chan<- error) {
 	s.end(end)
 }
 
-// boot reads the agent's first line: ready, or why not.
-func (s *Session) boot(line []byte, ready chan<- error) error {
+// boot reads the agent's first line: nil for ready, or why not.
+func (s *Session) boot(line []byte) error {
 	e, err := nsinit.ParseEvent(line, true)
 	switch {
 	case err != nil:
@@ -193,7 +215,6 @@ func (s *Session) boot(line []byte, ready chan<- error) error {
 	case e.Kind != nsinit.EventReady:
 		return fmt.Errorf("building the sandbox: %s", e.Status.Error)
 	}
-	ready <- nil
 	return nil
 }
 

@@ -121,3 +121,37 @@ func TestValidExit(t *testing.T) {
 	default:
 	}
 }
+
+// TestBootAnswers: what a box answers first, and then ends, is what
+// Attach reports, rather than that the box ended.
+func TestBootAnswers(t *testing.T) {
+	tests := []struct{ name, line, want string }{
+		{"refusal", `{"refused":true,"kind":"failed","exit_code":125,"error":"why","status":{"exit_code":125,"error":"why"}}`, "warden-init refused the sandbox: why"},
+		{"failed", `{"kind":"failed","status":{"exit_code":0,"signal":0,"error":"mounting /proc"}}`, "building the sandbox: mounting /proc"},
+		{"garbage", `{"kind":"started","id":1,"pid":5}`, "broke the host protocol: event \"started\" out of turn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
+			if _, err := box.WriteString(tt.line + "\n"); err != nil {
+				t.Fatal(err)
+			}
+			box.Close()
+			exited := make(chan struct{})
+			close(exited)
+			f := Frame{
+				Control: host, Kill: func() {}, Exited: exited, Cleanup: func() {},
+				Ended: func() string { return "exit status 112" },
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), testWait)
+			defer cancel()
+			if _, err := Attach(ctx, f); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Attach() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}

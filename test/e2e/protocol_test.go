@@ -185,8 +185,8 @@ func TestMismatchedInitReported(t *testing.T) {
 			}
 			body := strings.NewReader(`{"env":{"WARDEN_TEST_BOX":"` + tt.mode + `"}}`)
 			code, b := srv.call(t, keyA, "POST", "/v1/sessions", body, "application/json")
-			if code == http.StatusCreated || !strings.Contains(string(b), reinstallAdvice) {
-				t.Errorf("session create = %d %s, want an error saying %q", code, b, reinstallAdvice)
+			if code == http.StatusCreated || !strings.Contains(string(b), tt.want) || !strings.Contains(string(b), reinstallAdvice) {
+				t.Errorf("session create = %d %s, want an error saying %q and %q", code, b, tt.want, reinstallAdvice)
 			}
 		})
 	}
