@@ -146,7 +146,10 @@ func (s *Session) endedBeforeReady(ctx context.Context) error {
 		return errors.New(msg)
 	}
 	how := s.f.Ended()
-	return fmt.Errorf("%s (its init ended: %s%s)", msg, how, nsinit.ExplainEnd(how))
+	if hint := nsinit.ExplainEnd(how); hint != "" {
+		return fmt.Errorf("building the sandbox: its init ended before it was ready (%s): %s", how, hint)
+	}
+	return fmt.Errorf("%s (its init ended: %s)", msg, how)
 }
 
 // openSessionTasks opens the tasks files the agent's thread returns to

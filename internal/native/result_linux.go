@@ -42,7 +42,7 @@ func (b *box) result(o outcome, out, errOut *agent.Capture) (spec.Result, error)
 	case o.canceled:
 		err = errors.New("run canceled before the program ended")
 	default:
-		err = fmt.Errorf("sandbox init ended without reporting: %v%s", o.state, silentExit(o.state))
+		err = silentEnd(o.state)
 	}
 	if b.egress != nil {
 		r.Network = b.egress.Events()
@@ -76,10 +76,13 @@ func (b *box) stats(r *spec.Result, state *spawn.Exit) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// silentExit explains an init that exited by itself without a word.
-func silentExit(e *spawn.Exit) string {
-	if e == nil || !e.Status.Exited() {
-		return ""
+// silentEnd is the error for an init that ended without reporting,
+// with what its exit code says where it says something.
+func silentEnd(e *spawn.Exit) error {
+	if e != nil && e.Status.Exited() {
+		if hint := nsinit.SilentExit(e.Status.ExitStatus()); hint != "" {
+			return fmt.Errorf("sandbox init ended without reporting (%v): %s", e, hint)
+		}
 	}
-	return nsinit.SilentExit(e.Status.ExitStatus())
+	return fmt.Errorf("sandbox init ended without reporting: %v", e)
 }

@@ -197,15 +197,15 @@ const exitNoHost = 111
 const exitRefused = 112
 
 // SilentExit explains the exit code of an init that ended without
-// answering, as a clause to append ("" for codes it has no word for). An
-// init from before protocol versioning exits exitNoHost on a versioned
-// Config, so that is the likely cause.
+// answering, in one clause ("" for codes it has no word for). An init
+// from before protocol versioning exits exitNoHost on a versioned Config,
+// so that is the likely cause.
 func SilentExit(code int) string {
 	switch code {
 	case exitNoHost:
-		return " (warden-init could not read its configuration or reach warden: if it is from another build, " + reinstall + ")"
+		return "warden-init could not read its configuration or reach warden; if it is from another build, " + reinstall
 	case exitRefused:
-		return " (warden-init refused its configuration: " + reinstall + ")"
+		return "warden-init refused its configuration; " + reinstall
 	}
 	return ""
 }

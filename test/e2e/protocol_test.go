@@ -170,7 +170,7 @@ func TestMismatchedInitReported(t *testing.T) {
 	bin := hostileWarden(t)
 	tests := []struct{ mode, want string }{
 		{"refuse", "warden-init refused the sandbox: warden-init speaks protocol version"},
-		{"unversioned", "exit status 111 (warden-init could not read its configuration"},
+		{"unversioned", "(exit status 111): warden-init could not read its configuration"},
 	}
 	srv := startServerBin(t, nil, bin)
 	for _, tt := range tests {
