@@ -56,8 +56,9 @@ type Session struct {
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
 	// done is closed when the agent is gone; err then says why.
-	done chan struct{}
-	err  error
+	done     chan struct{}
+	doneOnce sync.Once
+	err      error
 }
 
 // ErrSessionEnded is returned by a Session whose sandbox has ended.
@@ -75,9 +76,28 @@ func Attach(ctx context.Context, f Frame) (*Session, error) {
 	return s, nil
 }
 
+// sendTimeout bounds one request's wait for room in the control socket.
+// Requests are small and the agent reads them as they come; a box that
+// leaves them unread would otherwise hold send's lock, and with it every
+// other request of the session, for ever.
+const sendTimeout = 10 * time.Second
+
+// boundSends makes a send that cannot go on within sendTimeout fail with
+// EAGAIN, which send takes for a breach of the protocol.
+func (s *Session) boundSends() error {
+	tv := unix.NsecToTimeval(sendTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(s.ctl, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return fmt.Errorf("setting the control socket's send timeout: %w", err)
+	}
+	return nil
+}
+
 func (s *Session) start(ctx context.Context) error {
 	ready := make(chan error, 1)
 	go s.readEvents(ready)
+	if err := s.boundSends(); err != nil {
+		return err
+	}
 	var err error
 	select {
 	case err = <-ready:
@@ -209,6 +229,16 @@ func (s *Session) readEvents(ready chan<- error) {
 	s.end(end)
 }
 
+// breach ends the session for a box that broke the protocol (err matches
+// nsinit.ErrProtocol): the box is killed, since nothing it says can be
+// believed any more, and err is the session's final cause.
+func (s *Session) breach(err error) {
+	// Ended first, so that the hang-up the kill causes is not taken for
+	// the cause.
+	s.end(err)
+	s.f.Kill()
+}
+
 // boot reads the agent's first line: nil for ready, or why not.
 func (s *Session) boot(line []byte) error {
 	e, err := nsinit.ParseEvent(line, true)
@@ -244,11 +274,9 @@ func (s *Session) end(err error) {
 	for _, p := range procs {
 		p.settle(nil, nsinit.Event{})
 	}
-	select {
-	case <-s.done:
-	default:
-		close(s.done)
-	}
+	// end runs from the event reader and from a breach the host finds
+	// itself (see breach), possibly at once.
+	s.doneOnce.Do(func() { close(s.done) })
 }
 
 // dispatch hands a valid event to its process. An ID the host never gave
@@ -474,12 +502,22 @@ func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
 
 // send writes one request with its descriptors in a single sendmsg, so the
 // descriptors arrive with the frame's first bytes; withSessionTasks adds
-// the session cgroup's tasks files after them.
+// the session cgroup's tasks files after them. A box that does not take
+// the request within sendTimeout breaks the protocol.
 func (s *Session) send(req nsinit.Request, fds []int, withSessionTasks bool) error {
 	frame, err := nsinit.EncodeRequest(req)
 	if err != nil {
 		return err
 	}
+	err = s.sendFrame(frame, fds, withSessionTasks)
+	if errors.Is(err, unix.EAGAIN) {
+		err = fmt.Errorf("%w: did not read a request within %d s", nsinit.ErrProtocol, sendTimeout/time.Second)
+		s.breach(err)
+	}
+	return err
+}
+
+func (s *Session) sendFrame(frame []byte, fds []int, withSessionTasks bool) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if s.ctlClosed {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
 // testWait bounds every wait in these tests; none asserts on timing.
@@ -153,5 +155,51 @@ func TestBootAnswers(t *testing.T) {
 				t.Errorf("Attach() = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSilentBox: a box that takes the host's requests and then says
+// nothing cannot hold the session. A killed process whose end it does not
+// report within killGrace, or a request it leaves unread for sendTimeout,
+// ends the session as a broken protocol, kills the box and releases every
+// waiter.
+func TestSilentBox(t *testing.T) {
+	tests := []struct {
+		name string
+		act  func(s *Session, p *Process)
+		want string
+	}{
+		{"end of a killed process", func(_ *Session, p *Process) { _ = p.Kill() },
+			"did not report process 1's end within 5 s of its kill"},
+		{"requests left unread", fillControl, "did not read a request within 10 s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, fb, p := attachFake(t)
+			go tt.act(s, p)
+			select {
+			case <-p.done:
+			case <-time.After(testWait):
+				t.Fatalf("process 1 still waited on %s after the box fell silent", testWait)
+			}
+			select {
+			case <-fb.killed:
+			case <-time.After(testWait):
+				t.Errorf("the silent box was not killed")
+			}
+			if err := s.Err(); err == nil || !strings.Contains(err.Error(), "broke the host protocol: "+tt.want) {
+				t.Errorf("Err() = %v, want the session ended for a broken protocol: %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// fillControl sends kill requests, which the fake box never reads, until
+// a send fails; bounded by a count far above what a socket buffer holds.
+func fillControl(s *Session, _ *Process) {
+	for range 1 << 20 {
+		if s.send(nsinit.Request{Op: nsinit.OpKill, ID: 1, Signal: 9}, nil, false) != nil {
+			return
+		}
 	}
 }

@@ -64,16 +64,22 @@ func hostileWarden(t *testing.T) string {
 
 // TestHostileBoxKilled runs a server whose init, for one session, breaks
 // the protocol after the handshake (the issue's crash: an exited event
-// without a status). That session must be killed and reported dead with
-// the reason, and the server and its other session must go on.
+// without a status), or falls silent so that an exec's timeout cannot end
+// it. That session must be killed and reported dead with the reason, and
+// the server and its other session must go on.
 func TestHostileBoxKilled(t *testing.T) {
 	requirePersistentWorkspaces(t)
 	srv := startServerBin(t, nil, hostileWarden(t))
 	good := srv.newSession(t, keyA, nil)
-	for _, mode := range []string{"exited-without-status", "garbage"} {
-		t.Run(mode, func(t *testing.T) {
-			bad := srv.newSession(t, keyA, map[string]any{"env": map[string]string{"WARDEN_TEST_BOX": mode}})
-			code, b := srv.call(t, keyA, "POST", sessionPath(bad, "/exec"), strings.NewReader(`{"command":["true"]}`), "application/json")
+	tests := []struct{ mode, exec, want string }{
+		{"exited-without-status", `{"command":["true"]}`, "exited event needs an id, a status"},
+		{"garbage", `{"command":["true"]}`, "invalid character"},
+		{"silent", `{"command":["true"],"timeout_seconds":1}`, "end within 5 s of its kill"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			bad := srv.newSession(t, keyA, map[string]any{"env": map[string]string{"WARDEN_TEST_BOX": tt.mode}})
+			code, b := srv.call(t, keyA, "POST", sessionPath(bad, "/exec"), strings.NewReader(tt.exec), "application/json")
 			if code == http.StatusOK {
 				t.Errorf("exec in the hostile box = %d %s, want an error", code, b)
 			}
@@ -83,8 +89,8 @@ func TestHostileBoxKilled(t *testing.T) {
 				code, b := srv.call(t, keyA, "GET", sessionPath(bad), nil, "")
 				return code == http.StatusOK && json.Unmarshal(b, &got) == nil && got.State == "dead"
 			})
-			if !dead || !strings.Contains(got.Reason, "broke the host protocol") {
-				t.Errorf("hostile session = %+v, want dead with the broken protocol as its reason", got)
+			if !dead || !strings.Contains(got.Reason, "broke the host protocol") || !strings.Contains(got.Reason, tt.want) {
+				t.Errorf("hostile session = %+v, want dead with the broken protocol as its reason: %q", got, tt.want)
 			}
 			t.Logf("hostile session: %+v", got)
 			// A dead session keeps its workspace mounted until deleted.

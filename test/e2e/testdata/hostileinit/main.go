@@ -7,6 +7,9 @@
 //     /workspace the host can open), then answers the first spawn request
 //     with an exited event that has no status, or with bytes that are not
 //     JSON; then it waits to be killed (at most two minutes);
+//   - silent: it speaks the handshake, reports the first spawn started
+//     (a pid that does not exist) and then says nothing more, leaving
+//     every later request unread, until killed (at most two minutes);
 //   - refuse: it refuses the Config as an init of the next protocol
 //     version would;
 //   - unversioned: it exits as an init from before versioning does, having
@@ -113,6 +116,8 @@ func hostile(mode string) int {
 		return 1
 	}
 	switch mode {
+	case "silent":
+		fmt.Fprintf(ctl, `{"kind":"started","id":%d,"pid":2}`+"\n", id)
 	case "exited-without-status":
 		fmt.Fprintf(ctl, `{"kind":"exited","id":%d}`+"\n", id)
 	case "garbage":
