@@ -88,6 +88,7 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	p.cg = cg
 	s.mu.Lock()
 	s.procs[p.id] = p
+	s.seen[p.id] = 0
 	s.mu.Unlock()
 	fds := make([]int, 0, len(c.Files)+len(tasks))
 	for _, f := range c.Files {
@@ -108,10 +109,12 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	return p, p.awaitStart(ctx)
 }
 
-// forget drops a process the agent never heard of.
+// forget drops a process the agent never heard of: an event for it
+// breaks the protocol.
 func (s *Session) forget(p *Process) {
 	s.mu.Lock()
 	delete(s.procs, p.id)
+	delete(s.seen, p.id)
 	s.mu.Unlock()
 }
 

@@ -42,6 +42,9 @@ type Session struct {
 	mu     sync.Mutex
 	procs  map[uint64]*Process
 	nextID uint64
+	// seen holds the events (sawStarted, sawExited) each process the
+	// agent was told of has reported, until it has reported all it may.
+	seen map[uint64]uint8
 	closed bool
 	// settledOOMs counts OOM kills in exec cgroups already removed.
 	settledOOMs uint64
@@ -68,7 +71,7 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 // session it serves. ctx bounds the wait only. On failure everything in f
 // is torn down, as Close would.
 func Attach(ctx context.Context, f Frame) (*Session, error) {
-	s := &Session{f: f, ctl: int(f.Control.Fd()), procs: map[uint64]*Process{}, done: make(chan struct{})}
+	s := &Session{f: f, ctl: int(f.Control.Fd()), procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		s.teardown()
 		return nil, err
@@ -279,22 +282,27 @@ func (s *Session) end(err error) {
 	s.doneOnce.Do(func() { close(s.done) })
 }
 
-// dispatch hands a valid event to its process. An ID the host never gave
-// out breaks the protocol; one it gave out and has done with (a process
-// forgotten when its request failed) is ignored.
+// The events a process reports: one started (none when it could not
+// start) and one exited, which may come first, since the agent's reaper
+// and the thread that started the process both write.
+const (
+	sawStarted uint8 = 1 << iota
+	sawExited
+)
+
+// dispatch hands a valid event to its process. An event for an ID the
+// host never gave out, or never sent (its request failed), or one its
+// process has already reported, breaks the protocol.
 func (s *Session) dispatch(e nsinit.Event) error {
 	s.mu.Lock()
-	if e.ID > s.nextID {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: event for process %d, which the host never started", nsinit.ErrProtocol, e.ID)
-	}
+	err := s.record(e)
 	p := s.procs[e.ID]
-	if e.Kind == nsinit.EventExited {
+	if err == nil && e.Kind == nsinit.EventExited {
 		delete(s.procs, e.ID)
 	}
 	s.mu.Unlock()
-	if p == nil {
-		return nil
+	if err != nil || p == nil {
+		return err
 	}
 	switch e.Kind {
 	case nsinit.EventStarted:
@@ -306,6 +314,35 @@ func (s *Session) dispatch(e nsinit.Event) error {
 			defer s.finishing.Done()
 			p.settle(&st, e)
 		}()
+	}
+	return nil
+}
+
+// record checks e against what its process has reported so far and
+// records it; s.mu is held.
+func (s *Session) record(e nsinit.Event) error {
+	if e.ID > s.nextID {
+		return fmt.Errorf("%w: event for process %d, which the host never started", nsinit.ErrProtocol, e.ID)
+	}
+	saw, ok := s.seen[e.ID]
+	if !ok {
+		return fmt.Errorf("%w: %q event for process %d, which has already ended or was never sent", nsinit.ErrProtocol, e.Kind, e.ID)
+	}
+	bit := sawStarted
+	if e.Kind == nsinit.EventExited {
+		bit = sawExited
+	}
+	switch {
+	case saw&bit != 0:
+		return fmt.Errorf("%w: a second %q event for process %d", nsinit.ErrProtocol, e.Kind, e.ID)
+	case saw&sawStarted != 0 && e.Kind == nsinit.EventExited && e.Status.StartFailed:
+		return fmt.Errorf("%w: process %d failed to start after it started", nsinit.ErrProtocol, e.ID)
+	}
+	saw |= bit
+	if saw == sawStarted|sawExited || e.Kind == nsinit.EventExited && e.Status.StartFailed {
+		delete(s.seen, e.ID)
+	} else {
+		s.seen[e.ID] = saw
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func attachFake(t *testing.T) (*Session, *fakeBox, *Process) {
 	t.Cleanup(func() { s.Close() })
 	p := &Process{s: s, id: 1, started: make(chan struct{}), done: make(chan struct{})}
 	s.mu.Lock()
-	s.nextID, s.procs[1] = 1, p
+	s.nextID, s.procs[1], s.seen[1] = 1, p, 0
 	s.mu.Unlock()
 	fb.write(t, `{"kind":"started","id":1,"pid":7}`)
 	return s, fb, p
@@ -66,6 +66,9 @@ func (fb *fakeBox) write(t *testing.T, line string) {
 		t.Fatalf("writing %q: %v", line, err)
 	}
 }
+
+// exited1 is a valid end of process 1.
+const exited1 = `{"kind":"exited","id":1,"status":{"exit_code":0}}`
 
 // TestHostileEvents: whatever a box sends after ready, the host neither
 // panics nor believes it. A line that breaks the protocol kills the box,
@@ -82,6 +85,9 @@ func TestHostileEvents(t *testing.T) {
 		{"unknown field", `{"kind":"started","id":1,"pid":9,"uid":0}`, `unknown field "uid"`},
 		{"garbage", "\x00\x01\xff not json", "invalid character"},
 		{"line too long", strings.Repeat("x", maxEventLine+10), "longer than"},
+		{"started twice", `{"kind":"started","id":1,"pid":8}`, `a second "started" event for process 1`},
+		{"start failure after the start", `{"kind":"exited","id":1,"status":{"exit_code":127,"start_failed":true,"error":"x"}}`, "process 1 failed to start after it started"},
+		{"exited twice", exited1 + "\n" + exited1, `"exited" event for process 1, which has already ended`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +107,7 @@ func TestHostileEvents(t *testing.T) {
 			if !errors.Is(err, ErrSessionEnded) || !strings.Contains(err.Error(), "broke the host protocol") || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Err() = %v, want the session ended for a broken protocol: %q", err, tt.want)
 			}
-			if _, werr := p.Wait(); werr == nil {
+			if _, werr := p.Wait(); werr == nil && !strings.HasPrefix(tt.line, exited1) {
 				t.Errorf("the waiting process got a status after %q, want the session's end", tt.line)
 			}
 		})
@@ -109,18 +115,42 @@ func TestHostileEvents(t *testing.T) {
 }
 
 // TestValidExit: a well-formed end reaches its process and the session
-// lives on.
+// lives on, whether the start was reported before the end or after it
+// (the agent's reaper may write first), or never for a start failure.
 func TestValidExit(t *testing.T) {
-	s, fb, p := attachFake(t)
-	fb.write(t, `{"kind":"exited","id":1,"status":{"exit_code":3,"signal":0}}`)
-	st, err := p.Wait()
-	if err != nil || st.Code != 3 {
-		t.Errorf("Wait() = %+v, %v, want exit code 3", st, err)
+	tests := []struct {
+		name  string
+		lines []string
+		want  int
+	}{
+		{"after its start", []string{`{"kind":"exited","id":2,"status":{"exit_code":3,"signal":0}}`}, 3},
+		{"before its start", []string{`{"kind":"exited","id":2,"status":{"exit_code":4}}`, `{"kind":"started","id":2,"pid":9}`}, 4},
+		{"a start failure", []string{`{"kind":"exited","id":2,"status":{"exit_code":127,"start_failed":true,"error":"not found"}}`}, 127},
 	}
-	select {
-	case <-s.Done():
-		t.Errorf("the session ended after a valid event: %v", s.Err())
-	default:
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, fb, p1 := attachFake(t)
+			p := &Process{s: s, id: 2, started: make(chan struct{}), done: make(chan struct{})}
+			s.mu.Lock()
+			s.nextID, s.procs[2], s.seen[2] = 2, p, 0
+			s.mu.Unlock()
+			if tt.name == "after its start" {
+				fb.write(t, `{"kind":"started","id":2,"pid":8}`)
+			}
+			for _, l := range tt.lines {
+				fb.write(t, l)
+			}
+			st, err := p.Wait()
+			if err != nil || st.Code != tt.want {
+				t.Errorf("Wait() = %+v, %v, want exit code %d", st, err, tt.want)
+			}
+			// A round trip: once process 1's end arrives, every event
+			// before it has been read.
+			fb.write(t, exited1)
+			if _, err := p1.Wait(); err != nil {
+				t.Errorf("the session ended after valid events: %v", err)
+			}
+		})
 	}
 }
 
