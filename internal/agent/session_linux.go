@@ -44,7 +44,7 @@ type Session struct {
 	nextID uint64
 	// seen holds the events (sawStarted, sawExited) each process the
 	// agent was told of has reported, until it has reported all it may.
-	seen map[uint64]uint8
+	seen   map[uint64]uint8
 	closed bool
 	// settledOOMs counts OOM kills in exec cgroups already removed.
 	settledOOMs uint64

@@ -76,11 +76,11 @@ const exited1 = `{"kind":"exited","id":1,"status":{"exit_code":0}}`
 // own end; the process waiting on it is released.
 func TestHostileEvents(t *testing.T) {
 	tests := []struct{ name, line, want string }{
-		{"exited without a status", `{"kind":"exited","id":1}`, "exited event needs an id, a status"},
-		{"exited with a null status", `{"kind":"exited","id":1,"status":null}`, "exited event needs an id, a status"},
+		{"exited without a status", `{"kind":"exited","id":1}`, "exited event without a status"},
+		{"exited with a null status", `{"kind":"exited","id":1,"status":null}`, "exited event without a status"},
 		{"exit code out of range", `{"kind":"exited","id":1,"status":{"exit_code":-7}}`, "exit code -7"},
 		{"process never started", `{"kind":"exited","id":99,"status":{"exit_code":0}}`, "process 99, which the host never started"},
-		{"pid of the agent", `{"kind":"started","id":1,"pid":1}`, "pid 2-"},
+		{"pid of the agent", `{"kind":"started","id":1,"pid":1}`, "is not 2-"},
 		{"ready again", `{"kind":"ready"}`, "out of turn"},
 		{"unknown field", `{"kind":"started","id":1,"pid":9,"uid":0}`, `unknown field "uid"`},
 		{"garbage", "\x00\x01\xff not json", "invalid character"},

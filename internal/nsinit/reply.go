@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -87,8 +88,13 @@ func ParseStatus(line []byte) (Status, error) {
 // Bounds of the numbers in a Status and an Event.
 const (
 	maxSignal = 64
-	// maxPid is PID_MAX_LIMIT on 64-bit Linux.
-	maxPid = 1 << 22
+	// maxPid is the highest pid on 64-bit Linux: PID_MAX_LIMIT less one.
+	maxPid = 1<<22 - 1
+	// maxCPUTimeUS and maxRSSKiB keep the figures of an exited event
+	// within what the host converts them to (nanoseconds, bytes) without
+	// overflowing to a negative number.
+	maxCPUTimeUS = math.MaxInt64 / 1000
+	maxRSSKiB    = math.MaxInt64 / 1024
 )
 
 // validate says what is wrong with a Status, as its producers never make
@@ -141,23 +147,53 @@ func (e *Event) validate(first bool) error {
 			return protocolError("ready event with fields")
 		}
 	case EventFailed:
-		if e.ID != 0 || e.Pid != 0 || e.Status == nil || e.Status.Error == "" {
-			return protocolError("failed event needs a reason and nothing else")
-		}
-		return e.Status.validate()
+		return e.validateFailed()
 	case EventStarted:
-		if e.ID == 0 || e.Pid < 2 || e.Pid > maxPid || e.Status != nil {
-			return protocolError("started event needs an id, a pid 2-%d and no status", maxPid)
-		}
+		return e.validateStarted()
 	case EventExited:
-		if e.ID == 0 || e.Pid != 0 || e.Status == nil || e.CPUTimeUS < 0 || e.MaxRSSKiB < 0 {
-			return protocolError("exited event needs an id, a status and no negative figure")
-		}
-		return e.Status.validate()
+		return e.validateExited()
 	default:
 		return protocolError("unknown event %.40q", e.Kind)
 	}
 	return nil
+}
+
+func (e *Event) validateFailed() error {
+	switch {
+	case e.ID != 0 || e.Pid != 0 || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0:
+		return protocolError("failed event with an id, a pid or figures")
+	case e.Status == nil || e.Status.Error == "":
+		return protocolError("failed event without a reason")
+	}
+	return e.Status.validate()
+}
+
+func (e *Event) validateStarted() error {
+	switch {
+	case e.ID == 0:
+		return protocolError("started event without an id")
+	case e.Pid < 2 || e.Pid > maxPid:
+		return protocolError("started event's pid %d is not 2-%d", e.Pid, maxPid)
+	case e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0:
+		return protocolError("started event with a status or figures")
+	}
+	return nil
+}
+
+func (e *Event) validateExited() error {
+	switch {
+	case e.ID == 0:
+		return protocolError("exited event without an id")
+	case e.Pid != 0:
+		return protocolError("exited event with a pid")
+	case e.Status == nil:
+		return protocolError("exited event without a status")
+	case e.CPUTimeUS < 0 || e.CPUTimeUS > maxCPUTimeUS:
+		return protocolError("exited event's cpu_time_us %d is not 0-%d", e.CPUTimeUS, int64(maxCPUTimeUS))
+	case e.MaxRSSKiB < 0 || e.MaxRSSKiB > maxRSSKiB:
+		return protocolError("exited event's max_rss_kib %d is not 0-%d", e.MaxRSSKiB, int64(maxRSSKiB))
+	}
+	return e.Status.validate()
 }
 
 // MaxStatusLine bounds the line a one-shot init answers with: a Status is

@@ -72,7 +72,7 @@ func TestHostileBoxKilled(t *testing.T) {
 	srv := startServerBin(t, nil, hostileWarden(t))
 	good := srv.newSession(t, keyA, nil)
 	tests := []struct{ mode, exec, want string }{
-		{"exited-without-status", `{"command":["true"]}`, "exited event needs an id, a status"},
+		{"exited-without-status", `{"command":["true"]}`, "exited event without a status"},
 		{"garbage", `{"command":["true"]}`, "invalid character"},
 		{"silent", `{"command":["true"],"timeout_seconds":1}`, "end within 5 s of its kill"},
 	}
