@@ -65,7 +65,30 @@ func refusal(line []byte) error {
 	if r.Error == "" {
 		r.Error = "no reason given"
 	}
-	return &RefusedError{Reason: r.Error}
+	return &RefusedError{Reason: boxText(r.Error)}
+}
+
+// maxBoxText bounds a text from the box (a refusal's reason, a status's
+// error) that the host puts in an error or a result's stderr.
+const maxBoxText = 200
+
+// boxText is s, which the box wrote, made fit for a one-line error:
+// control characters quoted (\x1b), cut to maxBoxText bytes with "..."
+// where it was longer.
+func boxText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		q := string(r)
+		if r < 0x20 || r == 0x7f {
+			q = fmt.Sprintf(`\x%02x`, r)
+		}
+		if b.Len()+len(q) > maxBoxText {
+			b.WriteString("...")
+			break
+		}
+		b.WriteString(q)
+	}
+	return b.String()
 }
 
 // ParseStatus reads the one line a one-shot init answers with: a valid
@@ -82,6 +105,7 @@ func ParseStatus(line []byte) (Status, error) {
 	if err := st.validate(); err != nil {
 		return Status{}, err
 	}
+	st.Error = boxText(st.Error)
 	return st, nil
 }
 
@@ -131,6 +155,9 @@ func ParseEvent(line []byte, first bool) (Event, error) {
 	}
 	if err := e.validate(first); err != nil {
 		return Event{}, err
+	}
+	if e.Status != nil {
+		e.Status.Error = boxText(e.Status.Error)
 	}
 	return e, nil
 }

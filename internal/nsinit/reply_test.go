@@ -3,6 +3,7 @@ package nsinit
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -179,4 +180,48 @@ func FuzzReadStatus(f *testing.F) {
 			t.Fatalf("ReadStatus(%q) accepted %+v", in, st)
 		}
 	})
+}
+
+// TestBoxTextBounded: a reason or error from the box reaches the host's
+// errors and results cut to maxBoxText bytes, its control characters
+// quoted, whichever message carries it.
+func TestBoxTextBounded(t *testing.T) {
+	long := strings.Repeat("\x1b[2J\n", 2000)
+	js, _ := json.Marshal(long)
+	tests := []struct {
+		name string
+		got  func() string
+	}{
+		{"refusal", func() string {
+			_, err := ParseStatus([]byte(`{"refused":true,"kind":"failed","exit_code":125,"error":` + string(js) + `,"status":null}`))
+			return fmt.Sprint(err)
+		}},
+		{"failed event", func() string {
+			e, err := ParseEvent([]byte(`{"kind":"failed","status":{"exit_code":0,"error":`+string(js)+`}}`), true)
+			if err != nil {
+				return err.Error()
+			}
+			return e.Status.Error
+		}},
+		{"start failure", func() string {
+			e, err := ParseEvent([]byte(`{"kind":"exited","id":1,"status":{"exit_code":127,"start_failed":true,"error":`+string(js)+`}}`), false)
+			if err != nil {
+				return err.Error()
+			}
+			return e.Status.Error
+		}},
+		{"one-shot status", func() string {
+			st, err := ParseStatus([]byte(`{"exit_code":0,"error":` + string(js) + `}`))
+			if err != nil {
+				return err.Error()
+			}
+			return st.Error
+		}},
+	}
+	for _, tt := range tests {
+		got := tt.got()
+		if len(got) > maxBoxText+len("warden-init refused the sandbox: ...") || strings.ContainsAny(got, "\x1b\n") || !strings.Contains(got, `\x1b[2J\x0a`) || !strings.HasSuffix(got, "...") {
+			t.Errorf("%s: got %d bytes %.80q, want at most %d with control characters quoted and cut with ...", tt.name, len(got), got, maxBoxText)
+		}
+	}
 }
