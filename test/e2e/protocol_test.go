@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,5 +196,43 @@ func TestMismatchedInitReported(t *testing.T) {
 				t.Errorf("session create = %d %s, want an error saying %q and %q", code, b, tt.want, reinstallAdvice)
 			}
 		})
+	}
+}
+
+// TestHostileInitOutsideBox: the hostile init, started outside a box (not
+// PID 1), refuses to act out its mode rather than mount over /tmp. It
+// runs in a mount namespace of its own all the same, so that a broken
+// hostileinit harms nothing.
+func TestHostileInitOutsideBox(t *testing.T) {
+	bin := filepath.Join(filepath.Dir(hostileWarden(t)), "warden-init")
+	body := `{"env":["WARDEN_TEST_BOX=garbage"]}`
+	frame := binary.BigEndian.AppendUint32([]byte("WDNC"), nsinit.Version)
+	frame = append(binary.BigEndian.AppendUint32(frame, uint32(len(body))), body...)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
+	defer host.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Args[0] = nsinit.Arg0
+	cmd.ExtraFiles = []*os.File{box}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	box.Close()
+	if _, err := host.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	// Whatever it does, it gets no spawn request.
+	host.Close()
+	err = cmd.Wait()
+	if err == nil || !strings.Contains(stderr.String(), "refusing to build a fake root as pid") {
+		t.Errorf("hostileinit outside a box: %v, stderr %q, want it to refuse", err, stderr.String())
 	}
 }

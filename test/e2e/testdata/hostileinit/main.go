@@ -15,14 +15,15 @@
 //   - unversioned: it exits as an init from before versioning does, having
 //     read the magic as a length too large to take.
 //
-// It only ever talks to its own control socket and touches nothing outside
-// its own mount namespace.
+// It only ever talks to its own control socket, and mounts only as PID 1
+// (of a box's PID namespace) in a mount namespace it unshares first.
 package main
 
 import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,7 +42,12 @@ func init() { runtime.LockOSThread() }
 
 func main() {
 	if nsinit.IsInit(os.Args) {
-		if mode := peekMode(); mode != "" {
+		mode, err := peekMode()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hostileinit: %v\n", err)
+			os.Exit(1)
+		}
+		if mode != "" {
 			os.Exit(hostile(mode))
 		}
 		nsinit.Main()
@@ -56,22 +62,38 @@ func main() {
 // modeRE finds the mode in the Config's JSON.
 var modeRE = regexp.MustCompile(`"WARDEN_TEST_BOX=([a-z-]+)"`)
 
+// peekWait bounds the wait for the whole Config frame.
+const peekWait = 60 * time.Second
+
 // peekMode reads the Config frame without taking it off the socket and
-// returns the mode it names, or "". It waits at most two seconds for the
-// whole frame.
-func peekMode() string {
+// returns the mode it names, or "" for none or a socket that ended first
+// (the real init then reports it). It waits for the whole frame for at
+// most peekWait and fails after that, rather than run as the real init
+// with a mode unread.
+func peekMode() (string, error) {
 	buf := make([]byte, 1<<20)
-	for range 200 {
-		n, _, err := unix.Recvfrom(nsinit.ControlFD, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if err == nil && n >= 12 && n >= 12+int(binary.BigEndian.Uint32(buf[8:12])) {
-			if m := modeRE.FindSubmatch(buf[:n]); m != nil {
-				return string(m[1])
-			}
-			return ""
+	deadline := time.Now().Add(peekWait)
+	for time.Now().Before(deadline) {
+		fds := []unix.PollFd{{Fd: nsinit.ControlFD, Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			return "", fmt.Errorf("waiting for the config: %w", err)
 		}
+		n, _, err := unix.Recvfrom(nsinit.ControlFD, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case err == nil && n == 0:
+			return "", nil
+		case err == nil && n >= 12 && n >= 12+int(binary.BigEndian.Uint32(buf[8:12])):
+			if m := modeRE.FindSubmatch(buf[:n]); m != nil {
+				return string(m[1]), nil
+			}
+			return "", nil
+		case err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR):
+			return "", fmt.Errorf("peeking at the config: %w", err)
+		}
+		// Part of the frame: wait for the rest, which the poll would not.
 		time.Sleep(10 * time.Millisecond)
 	}
-	return ""
+	return "", fmt.Errorf("no whole config frame within %s", peekWait)
 }
 
 // hostile acts out mode on the control socket and returns the exit code.
@@ -131,6 +153,14 @@ func hostile(mode string) int {
 // through /proc/PID/root: a tmpfs on /tmp of this mount namespace alone,
 // made by the main thread, which is the one locked and acting.
 func fakeRoot() error {
+	// Mounting over /tmp and pivoting is only harmless inside a box: as
+	// PID 1 of its own PID namespace, and in a mount namespace of its own.
+	if os.Getpid() != 1 {
+		return fmt.Errorf("refusing to build a fake root as pid %d: not in a box", os.Getpid())
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unsharing the mount namespace: %w", err)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
