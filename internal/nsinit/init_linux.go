@@ -24,8 +24,13 @@ const newRoot = "/tmp"
 // else in the process starts goroutines that could migrate between threads:
 // every credential and namespace change below is per thread, and the user's
 // program is forked from this same locked thread so it inherits them.
+// Asked for its version (IsProbe), it prints Version and exits instead.
 func Main() {
 	runtime.LockOSThread()
+	if IsProbe(os.Args) {
+		fmt.Println(Version)
+		os.Exit(0)
+	}
 	if isBoxed() {
 		if err := boxedControl(os.Args[1:]); err != nil {
 			fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)

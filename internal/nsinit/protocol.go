@@ -53,6 +53,17 @@ func IsInit(argv []string) bool {
 	return len(argv) > 0 && (argv[0] == Arg0 || argv[0] == BoxedPath)
 }
 
+// ProbeArg, as an init's only argument after Arg0, makes it print its
+// protocol Version and exit: how warden checks the warden-init beside it
+// before it trusts it with a sandbox. An init from before versioning has
+// no such argument and exits 111 for want of its control socket.
+const ProbeArg = "--protocol-version"
+
+// IsProbe says argv asks an init for its protocol version.
+func IsProbe(argv []string) bool {
+	return len(argv) == 2 && argv[0] == Arg0 && argv[1] == ProbeArg
+}
+
 // Descriptors the host passes to the init after stdin, stdout and stderr.
 const (
 	// ControlFD carries the Config in and the Status out.

@@ -236,3 +236,33 @@ func TestHostileInitOutsideBox(t *testing.T) {
 		t.Errorf("hostileinit outside a box: %v, stderr %q, want it to refuse", err, stderr.String())
 	}
 }
+
+// TestOldInitFoundAtStart: beside a warden-init from before protocol
+// versioning (here a script that exits 111, as one does for any Config),
+// a runtime backend, which cannot see how its box's init ended, finds it
+// by the version probe before building the box: warden warns and binds
+// itself in as the init, so the run succeeds.
+func TestOldInitFoundAtStart(t *testing.T) {
+	requireBackend(t, "gvisor")
+	dir := filepath.Join(t.TempDir(), "old")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(wardenBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "warden")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, nsinit.InitName), []byte("#!/bin/sh\nexit 111\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "run", "--backend", "gvisor", "--", "echo", "ran").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ran\n") || !strings.Contains(string(out), "not using the warden-init beside warden") || !strings.Contains(string(out), reinstallAdvice) {
+		t.Errorf("warden run --backend gvisor beside an old warden-init = %v, %q, want the run to succeed with a warning and %q", err, out, reinstallAdvice)
+	}
+}

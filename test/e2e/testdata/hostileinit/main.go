@@ -41,6 +41,9 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
+	if nsinit.IsProbe(os.Args) {
+		nsinit.Main()
+	}
 	if nsinit.IsInit(os.Args) {
 		mode, err := peekMode()
 		if err != nil {
