@@ -205,7 +205,7 @@ func TestMismatchedInitReported(t *testing.T) {
 // hostileinit harms nothing.
 func TestHostileInitOutsideBox(t *testing.T) {
 	bin := filepath.Join(filepath.Dir(hostileWarden(t)), "warden-init")
-	body := `{"env":["WARDEN_TEST_BOX=garbage"]}`
+	body := `{"session":true,"env":["WARDEN_TEST_BOX=garbage"]}`
 	frame := binary.BigEndian.AppendUint32([]byte("WDNC"), nsinit.Version)
 	frame = append(binary.BigEndian.AppendUint32(frame, uint32(len(body))), body...)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -264,5 +264,27 @@ func TestOldInitFoundAtStart(t *testing.T) {
 	out, err := exec.CommandContext(ctx, bin, "run", "--backend", "gvisor", "--", "echo", "ran").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ran\n") || !strings.Contains(string(out), "not using the warden-init beside warden") || !strings.Contains(string(out), reinstallAdvice) {
 		t.Errorf("warden run --backend gvisor beside an old warden-init = %v, %q, want the run to succeed with a warning and %q", err, out, reinstallAdvice)
+	}
+}
+
+// TestHostileStatusReported: a one-shot init that answers with no status
+// or with bytes that are not JSON makes warden run fail with the broken
+// protocol as the reason, not run on or report an exit code of its own.
+func TestHostileStatusReported(t *testing.T) {
+	bin := hostileWarden(t)
+	tests := []struct{ mode, want string }{
+		{"exited-without-status", "broke the host protocol: status: EOF"},
+		{"garbage", "broke the host protocol: status: invalid character"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, bin, "run", "--env", "WARDEN_TEST_BOX="+tt.mode, "--", "true").CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), tt.want) {
+				t.Errorf("warden run = %v, %q, want exit 125 saying %q", err, out, tt.want)
+			}
+		})
 	}
 }

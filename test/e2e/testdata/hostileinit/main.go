@@ -3,10 +3,12 @@
 // WARDEN_TEST_BOX=MODE in its environment, where it acts as a broken or
 // hostile box would:
 //
-//   - exited-without-status, garbage: it speaks the handshake (ready, with a
-//     /workspace the host can open), then answers the first spawn request
-//     with an exited event that has no status, or with bytes that are not
-//     JSON; then it waits to be killed (at most two minutes);
+//   - exited-without-status, garbage: in a session it speaks the handshake
+//     (ready, with a /workspace the host can open), then answers the first
+//     spawn request with an exited event that has no status, or with bytes
+//     that are not JSON; then it waits to be killed (at most two minutes).
+//     In a one-shot run it answers with an empty status line, or with those
+//     bytes, and exits;
 //   - silent: it speaks the handshake, reports the first spawn started
 //     (a pid that does not exist) and then says nothing more, leaving
 //     every later request unread, until killed (at most two minutes);
@@ -124,6 +126,9 @@ func hostile(mode string) int {
 		_ = json.NewEncoder(ctl).Encode(nsinit.NewRefusal(why))
 		return 112
 	}
+	if !cfg.Session {
+		return oneShot(ctl, mode)
+	}
 	if cfg.AwaitCgroup {
 		// The cgroup's tasks descriptors, which a plain read discards.
 		var b [1]byte
@@ -149,6 +154,20 @@ func hostile(mode string) int {
 		_, _ = ctl.Write([]byte("\x00\xff{not json at all\n"))
 	}
 	time.Sleep(2 * time.Minute)
+	return 0
+}
+
+// oneShot acts out mode for a one-shot run, whose init answers with one
+// status line: an empty one for exited-without-status, bytes that are not
+// JSON for garbage.
+func oneShot(ctl *os.File, mode string) int {
+	line := "\n"
+	if mode == "garbage" {
+		line = "\x00\xff{not json at all\n"
+	}
+	if _, err := ctl.WriteString(line); err != nil {
+		return 1
+	}
 	return 0
 }
 
