@@ -162,12 +162,16 @@ type Status struct {
 // environment execve accepts, far below memory worth worrying about.
 const maxConfig = 16 << 20
 
-// Version is the version of the host <-> init protocol: Config, Status,
-// Event and Request. warden-init is a separate file beside warden and may
-// come from another build, so the host sends its version in front of the
-// Config and an init of any other version refuses the sandbox rather than
-// run with settings it reads differently. Bump it with every change to
-// those messages. (Version 1 was the unversioned protocol.)
+// Version is the version of the protocol between warden and warden-init:
+// the init's messages (Config with Rlimits and rootfs.EtcTemplate, Status,
+// Refusal, Event, Request) and the spawner's (package spawn: its request
+// with Init and idMap, its reply with Exit). warden-init is a separate
+// file beside warden and may come from another build, so the host sends
+// its version in front of the Config and each spawner request, and an init
+// of any other version refuses rather than run with settings it reads
+// differently. Bump it with every change to those messages; the golden
+// test in package spawn (testdata/protocol.golden) fails until then. A
+// warden from before protocol versioning sends no version at all.
 const Version = 2
 
 // configMagic opens every Config frame, before the version. An init from
@@ -217,7 +221,7 @@ func readConfig(r io.Reader) (Config, error) {
 		return c, err
 	}
 	if head != configMagic {
-		return c, fmt.Errorf("warden-init (protocol version %d) got a configuration it cannot read, from an older warden: %s", Version, reinstall)
+		return c, fmt.Errorf("warden-init (protocol version %d) got a configuration it cannot read, from a warden from before protocol versioning: %s", Version, reinstall)
 	}
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return c, err

@@ -50,7 +50,7 @@ func TestConfigFrameErrors(t *testing.T) {
 		{"short body", head(Version, "\x00\x00\x00\x10{}"), "unexpected EOF"},
 		{"too large", huge, "larger than"},
 		{"not json", frame("abc"), "invalid character"},
-		{"unversioned, from an older warden", "\x00\x00\x00\x02{}", "from an older warden: reinstall warden-init from the same build as warden"},
+		{"unversioned, from an older warden", "\x00\x00\x00\x02{}", "from a warden from before protocol versioning: reinstall warden-init from the same build as warden"},
 		{"older version", head(Version-1, ""), fmt.Sprintf("speaks protocol version %d but warden sent version %d: reinstall warden-init", Version, Version-1)},
 		{"newer version", head(Version+1, ""), fmt.Sprintf("speaks protocol version %d but warden sent version %d: reinstall warden-init", Version, Version+1)},
 		{"unknown field", frame(`{"command":["true"],"no_such_setting":true}`), `unknown field "no_such_setting"`},

@@ -84,6 +84,11 @@ type idMap struct {
 	InsideUID, HostUID, InsideGID, HostGID int
 }
 
+// reply is the spawner's answer to a request. Its id and error fields are
+// frozen across versions, like nsinit.Refusal: a spawner of another build
+// answers every request with a reply that has only them, saying to
+// reinstall, and a server of any build must read that as the request's
+// failure.
 type reply struct {
 	ID     uint64 `json:"id"`
 	Pid    int    `json:"pid,omitempty"`
@@ -121,10 +126,15 @@ func unreadable(raw []byte, err error) reply {
 }
 
 // versionMismatch is the reply to request id from a server of another
-// protocol version.
+// protocol version, or from before protocol versioning (version 0: the
+// field is missing).
 func versionMismatch(id uint64, version uint32) reply {
-	return reply{ID: id, Error: fmt.Sprintf("the sandbox spawner (warden-init) speaks protocol version %d but warden sent version %d: %s",
-		nsinit.Version, version, reinstall)}
+	sent := fmt.Sprintf("warden sent version %d", version)
+	if version == 0 {
+		sent = "warden is from before protocol versioning"
+	}
+	return reply{ID: id, Error: fmt.Sprintf("the sandbox spawner (warden-init) speaks protocol version %d but %s: %s",
+		nsinit.Version, sent, reinstall)}
 }
 
 // reinstall is what to do about a spawner of another build.

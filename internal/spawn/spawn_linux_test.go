@@ -282,7 +282,7 @@ func TestSpawnerRefusesOtherVersion(t *testing.T) {
 	}
 	tests := []struct{ name, body, want string }{
 		{"newer server", `{"id":%d,"version":%d,"kind":"userns"}`, fmt.Sprintf("speaks protocol version %d but warden sent version %d", nsinit.Version, nsinit.Version+1)},
-		{"server from before versioning", `{"id":%d,"kind":"userns"}`, fmt.Sprintf("speaks protocol version %d but warden sent version 0", nsinit.Version)},
+		{"server from before versioning", `{"id":%d,"kind":"userns"}`, fmt.Sprintf("speaks protocol version %d but warden is from before protocol versioning", nsinit.Version)},
 		{"unknown field", `{"id":%d,"version":%d,"kind":"userns","setting":1}`, `unknown field "setting"`},
 	}
 	for i, tt := range tests {
