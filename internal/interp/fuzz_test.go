@@ -31,11 +31,11 @@ func TestReplyChecks(t *testing.T) {
 	}{
 		{"done", `{"t":"done","value":"1","exit_code":3}`, ""},
 		{"output", `{"t":"output","mime":"text/plain","data":"x","enc":"utf-8"}`, ""},
-		{"unknown field", `{"t":"done","pid":1}`, "unexpected reply"},
-		{"two values", `{"t":"done"}{"t":"done"}`, "unexpected reply"},
+		{"unknown field", `{"t":"done","pid":1}`, `unknown field \"pid\"`},
+		{"two values", `{"t":"done"}{"t":"done"}`, "more than one JSON value"},
 		{"exit code past a byte", `{"t":"done","exit_code":256}`, "exit code 256 is not 0-255"},
 		{"negative exit code", `{"t":"done","exit_code":-1}`, "exit code -1 is not 0-255"},
-		{"exit code of the wrong type", `{"t":"done","exit_code":"0"}`, "unexpected reply"},
+		{"exit code of the wrong type", `{"t":"done","exit_code":"0"}`, "cannot unmarshal string"},
 	}
 	for _, tt := range tests {
 		_, errs := takeAll([]byte(tt.line + "\n"))

@@ -153,8 +153,11 @@ func (p *proc) ready(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case r, ok := <-p.replies:
-		if ok && r.T == "ready" {
+		if ok && r.err == nil && r.T == "ready" {
 			return nil
+		}
+		if ok && r.err != nil {
+			return fmt.Errorf("%w: a reply that does not decode: %s", ErrProtocol, excerpt(r.err.Error()))
 		}
 		if ok {
 			return fmt.Errorf("%w: driver sent %s before ready", ErrProtocol, excerpt(r.T))

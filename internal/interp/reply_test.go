@@ -173,6 +173,28 @@ func TestHostileReplyCount(t *testing.T) {
 	}
 }
 
+// TestUndecodableReply: a reply line that does not decode is a protocol
+// error that says why, quoted and cut, never a bare unexpected reply.
+func TestUndecodableReply(t *testing.T) {
+	tests := []struct{ name, code, want string }{
+		{"unknown field", `['{"t":"done","x":1}']`, `unknown field \"x\"`},
+		{"not JSON", `['not json']`, "invalid character"},
+		{"two values", `['{"t":"done"} {"t":"done"}']`, "more than one JSON value"},
+		{"long field name", `['{"' + "\\u001b"*5000 + '":1}']`, "unknown field"},
+	}
+	it := newHostile(t, hostileLimits)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testRunTimeout)
+			defer cancel()
+			o, err := it.Run(ctx, tt.code, nil, nil)
+			if !errors.Is(err, ErrProtocol) || !o.Restarted || !strings.Contains(fmt.Sprint(err), tt.want) || len(fmt.Sprint(err)) > 300 || strings.Contains(fmt.Sprint(err), "\x1b") {
+				t.Errorf("Run: restarted %v err %.300v, want a short ErrProtocol containing %q", o.Restarted, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestHostileRepro is the reported attack at the default limits, cut from
 // 40 lines to 4 to keep the test fast: lines of 12 MiB MIME types with an
 // unknown encoding made the host keep every MIME type in a note.

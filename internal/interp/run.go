@@ -249,6 +249,9 @@ func (r *run) count() bool {
 
 // take applies one reply to the run.
 func (r *run) take(rep reply) error {
+	if rep.err != nil {
+		return fmt.Errorf("%w: a reply that does not decode: %s", ErrProtocol, excerpt(rep.err.Error()))
+	}
 	switch rep.T {
 	case "done":
 		if rep.ExitCode < 0 || rep.ExitCode > 255 {

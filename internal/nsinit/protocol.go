@@ -22,14 +22,13 @@
 package nsinit
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // Arg0 is the argv[0] that makes the warden binary run as the init. main
@@ -233,7 +232,7 @@ func readConfig(r io.Reader) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if err := DecodeStrict(body, &c); err != nil {
+	if err := strictjson.Decode(body, &c); err != nil {
 		return c, fmt.Errorf("reading the configuration: %w (%s)", err, reinstall)
 	}
 	return c, nil
@@ -254,20 +253,4 @@ func readFrame(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
-}
-
-// DecodeStrict decodes exactly one JSON value into v and refuses a field v
-// does not have: a message from another build must fail loudly, never
-// lose a setting. Every reader of the protocols between warden and
-// warden-init uses it.
-func DecodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("more than one JSON value")
-	}
-	return nil
 }

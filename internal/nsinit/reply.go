@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // Refusal is the one line an init answers a Config it cannot take with
@@ -59,7 +61,7 @@ func protocolError(format string, a ...any) error {
 // refusal returns the Refusal in line, if line is one.
 func refusal(line []byte) error {
 	var r Refusal
-	if DecodeStrict(line, &r) != nil || !r.Refused {
+	if strictjson.Decode(line, &r) != nil || !r.Refused {
 		return nil
 	}
 	if r.Error == "" {
@@ -96,7 +98,7 @@ func boxText(s string) string {
 // the sandbox's and may be anything.
 func ParseStatus(line []byte) (Status, error) {
 	var st Status
-	if err := DecodeStrict(line, &st); err != nil {
+	if err := strictjson.Decode(line, &st); err != nil {
 		if rerr := refusal(line); rerr != nil {
 			return Status{}, rerr
 		}
@@ -144,7 +146,7 @@ func (st *Status) validate() error {
 // host gave out is the session's to check.
 func ParseEvent(line []byte, first bool) (Event, error) {
 	var e Event
-	if err := DecodeStrict(line, &e); err != nil {
+	if err := strictjson.Decode(line, &e); err != nil {
 		// A Refusal has a field no Event has.
 		if first {
 			if rerr := refusal(line); rerr != nil {

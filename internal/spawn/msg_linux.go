@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // send writes v as one datagram on fd with files beside it.
@@ -50,7 +51,7 @@ func recv(fd int, v any) ([]*os.File, error) {
 		closeAll(files)
 		return nil, fmt.Errorf("a message was truncated")
 	}
-	if err := nsinit.DecodeStrict(buf[:n], v); err != nil {
+	if err := strictjson.Decode(buf[:n], v); err != nil {
 		closeAll(files)
 		return nil, &decodeError{raw: append([]byte(nil), buf[:n]...), err: err}
 	}
