@@ -196,7 +196,10 @@ var (
 	maxModTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 
-// modTime is ts clamped to [minModTime, maxModTime].
+// modTime is ts clamped to [minModTime, maxModTime]: by its seconds
+// first, which time.Unix could overflow on, then whole, since nanoseconds
+// outside 0-999999999 (which no kernel reports, but a fuzzer does) move
+// it across a bound.
 func modTime(ts unix.Timespec) time.Time {
 	switch sec, _ := ts.Unix(); {
 	case sec < minModTime.Unix():
@@ -204,7 +207,14 @@ func modTime(ts unix.Timespec) time.Time {
 	case sec > maxModTime.Unix():
 		return maxModTime
 	}
-	return time.Unix(ts.Unix())
+	switch t := time.Unix(ts.Unix()); {
+	case t.Before(minModTime):
+		return minModTime
+	case t.After(maxModTime):
+		return maxModTime
+	default:
+		return t
+	}
 }
 
 func entryType(mode uint32) string {
