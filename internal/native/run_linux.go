@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -483,19 +484,26 @@ func (b *box) await(ctx context.Context, proc *initProc) outcome {
 	case a := <-statusc:
 		o.status, o.err = a.st, a.err
 		if o.err != nil && !errors.Is(o.err, io.EOF) {
-			proc.kill()
-			if b.cg != nil {
-				_ = b.cg.Kill()
-			}
+			b.killAll(proc)
 		}
 	case <-ctx.Done():
 		o.timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		o.canceled = !o.timedOut
-		proc.kill()
-		if b.cg != nil {
-			_ = b.cg.Kill()
-		}
+		b.killAll(proc)
 	}
 	o.state = <-proc.exited
 	return o
+}
+
+// killAll kills the init and everything in the box's cgroup, which also
+// finds what left the init's tree. A cgroup that cannot be killed is
+// logged: the init's death still ends its PID namespace.
+func (b *box) killAll(proc *initProc) {
+	proc.kill()
+	if b.cg == nil {
+		return
+	}
+	if err := b.cg.Kill(); err != nil {
+		slog.Warn("killing the sandbox's cgroup", "err", err)
+	}
 }

@@ -35,10 +35,10 @@ func NewRefusal(why string) Refusal {
 		Status: &Status{ExitCode: refusalCode, Error: why}}
 }
 
-// RefusedError is an init's Refusal as the host reports it.
-type RefusedError struct{ Reason string }
+// refusedError is an init's Refusal as the host reports it.
+type refusedError struct{ Reason string }
 
-func (e *RefusedError) Error() string { return "warden-init refused the sandbox: " + e.Reason }
+func (e *refusedError) Error() string { return "warden-init refused the sandbox: " + e.Reason }
 
 // ErrProtocol marks a message from the sandbox side that breaks the
 // protocol: the host kills a box that sends one.
@@ -67,7 +67,7 @@ func refusal(line []byte) error {
 	if r.Error == "" {
 		r.Error = "no reason given"
 	}
-	return &RefusedError{Reason: boxText(r.Error)}
+	return &refusedError{Reason: boxText(r.Error)}
 }
 
 // maxBoxText bounds a text from the box (a refusal's reason, a status's
@@ -93,10 +93,10 @@ func boxText(s string) string {
 	return b.String()
 }
 
-// ParseStatus reads the one line a one-shot init answers with: a valid
-// Status, or a *RefusedError, or an error matching ErrProtocol. line is
+// parseStatus reads the one line a one-shot init answers with: a valid
+// Status, or a *refusedError, or an error matching ErrProtocol. line is
 // the sandbox's and may be anything.
-func ParseStatus(line []byte) (Status, error) {
+func parseStatus(line []byte) (Status, error) {
 	var st Status
 	if err := strictjson.Decode(line, &st); err != nil {
 		if rerr := refusal(line); rerr != nil {
@@ -141,7 +141,7 @@ func (st *Status) validate() error {
 }
 
 // ParseEvent reads one line from a session's agent: a valid Event, or a
-// *RefusedError (first is set for the first line, the only one a Refusal
+// *refusedError (first is set for the first line, the only one a Refusal
 // may be), or an error matching ErrProtocol. Whether the ID is one the
 // host gave out is the session's to check.
 func ParseEvent(line []byte, first bool) (Event, error) {
@@ -225,13 +225,13 @@ func (e *Event) validateExited() error {
 	return e.Status.validate()
 }
 
-// MaxStatusLine bounds the line a one-shot init answers with: a Status is
+// maxStatusLine bounds the line a one-shot init answers with: a Status is
 // a few hundred bytes, and the host never trusts the sandbox side with
 // more.
-const MaxStatusLine = 64 << 10
+const maxStatusLine = 64 << 10
 
 // ReadStatus reads and parses the one line a one-shot init answers with
-// (see ParseStatus). It returns io.EOF when the init ended without a
+// (see parseStatus). It returns io.EOF when the init ended without a
 // whole line: it was killed, or never got to answer.
 func ReadStatus(r io.Reader) (Status, error) {
 	// A small buffer: every one-shot run reads one status, which is short.
@@ -241,10 +241,10 @@ func ReadStatus(r io.Reader) (Status, error) {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
 		switch {
-		case len(line) > MaxStatusLine:
-			return Status{}, protocolError("status line longer than %d bytes", MaxStatusLine)
+		case len(line) > maxStatusLine:
+			return Status{}, protocolError("status line longer than %d bytes", maxStatusLine)
 		case err == nil:
-			return ParseStatus(line)
+			return parseStatus(line)
 		case !errors.Is(err, bufio.ErrBufferFull):
 			return Status{}, io.EOF
 		}

@@ -86,9 +86,9 @@ func TestRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "warden-init refused the sandbox: " + why
-	var refused *RefusedError
-	if _, err := ParseStatus(line); !errors.As(err, &refused) || err.Error() != want {
-		t.Errorf("ParseStatus(refusal) = %v, want %q", err, want)
+	var refused *refusedError
+	if _, err := parseStatus(line); !errors.As(err, &refused) || err.Error() != want {
+		t.Errorf("parseStatus(refusal) = %v, want %q", err, want)
 	}
 	if _, err := ParseEvent(line, true); !errors.As(err, &refused) || err.Error() != want {
 		t.Errorf("ParseEvent(refusal) = %v, want %q", err, want)
@@ -112,7 +112,7 @@ func TestReadStatus(t *testing.T) {
 		{"cut short", `{"exit_code":3`, "EOF"},
 		{"unknown field", `{"exit_code":3,"pid":1}` + "\n", `unknown field "pid"`},
 		{"bad exit code", `{"exit_code":1000}` + "\n", "exit code 1000"},
-		{"too long", strings.Repeat(" ", MaxStatusLine+1) + "{}\n", "longer than"},
+		{"too long", strings.Repeat(" ", maxStatusLine+1) + "{}\n", "longer than"},
 	}
 	for _, tt := range tests {
 		_, err := ReadStatus(strings.NewReader(tt.in))
@@ -148,7 +148,7 @@ func FuzzParseEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte, first bool) {
 		e, err := ParseEvent(line, first)
 		if err != nil {
-			var refused *RefusedError
+			var refused *refusedError
 			if !errors.Is(err, ErrProtocol) && !errors.As(err, &refused) {
 				t.Fatalf("ParseEvent(%q) = %v, neither a protocol error nor a refusal", line, err)
 			}
@@ -170,7 +170,7 @@ func FuzzReadStatus(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		st, err := ReadStatus(strings.NewReader(string(in)))
 		if err != nil {
-			var refused *RefusedError
+			var refused *refusedError
 			if !errors.Is(err, ErrProtocol) && !errors.As(err, &refused) && !errors.Is(err, io.EOF) {
 				t.Fatalf("ReadStatus(%q) = %v, not a protocol error, a refusal or EOF", in, err)
 			}
@@ -193,7 +193,7 @@ func TestBoxTextBounded(t *testing.T) {
 		got  func() string
 	}{
 		{"refusal", func() string {
-			_, err := ParseStatus([]byte(`{"refused":true,"kind":"failed","exit_code":125,"error":` + string(js) + `,"status":null}`))
+			_, err := parseStatus([]byte(`{"refused":true,"kind":"failed","exit_code":125,"error":` + string(js) + `,"status":null}`))
 			return fmt.Sprint(err)
 		}},
 		{"failed event", func() string {
@@ -211,7 +211,7 @@ func TestBoxTextBounded(t *testing.T) {
 			return e.Status.Error
 		}},
 		{"one-shot status", func() string {
-			st, err := ParseStatus([]byte(`{"exit_code":0,"error":` + string(js) + `}`))
+			st, err := parseStatus([]byte(`{"exit_code":0,"error":` + string(js) + `}`))
 			if err != nil {
 				return err.Error()
 			}
