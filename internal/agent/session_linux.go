@@ -169,10 +169,19 @@ func (s *Session) endedBeforeReady(ctx context.Context) error {
 		return errors.New(msg)
 	}
 	how := s.f.Ended()
-	if hint := nsinit.ExplainEnd(how); hint != "" {
+	if hint := s.silentExit(); hint != "" {
 		return fmt.Errorf("building the sandbox: its init ended before it was ready (%s): %s", how, hint)
 	}
 	return fmt.Errorf("%s (its init ended: %s)", msg, how)
+}
+
+// silentExit explains the exit code of an init that ended before it was
+// ready, where the backend tells it (see nsinit.SilentExit).
+func (s *Session) silentExit() string {
+	if s.f.ExitCode == nil {
+		return ""
+	}
+	return nsinit.SilentExit(s.f.ExitCode())
 }
 
 // openSessionTasks opens the tasks files the agent's thread returns to

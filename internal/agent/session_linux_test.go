@@ -177,7 +177,7 @@ func TestBootAnswers(t *testing.T) {
 			close(exited)
 			f := Frame{
 				Control: host, Kill: func() {}, Exited: exited, Cleanup: func() {},
-				Ended: func() string { return "exit status 112" },
+				Ended: func() string { return "exit status 112" }, ExitCode: func() int { return 112 },
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), testWait)
 			defer cancel()

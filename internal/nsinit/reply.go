@@ -274,13 +274,3 @@ func SilentExit(code int) string {
 	}
 	return ""
 }
-
-// ExplainEnd is SilentExit for an init's end as the host describes it
-// ("exit status 111").
-func ExplainEnd(how string) string {
-	var code int
-	if _, err := fmt.Sscanf(how, "exit status %d", &code); err != nil {
-		return ""
-	}
-	return SilentExit(code)
-}
