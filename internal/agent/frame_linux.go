@@ -47,6 +47,10 @@ type Frame struct {
 	// Exited is closed, for the session's Err; nil where the backend
 	// cannot tell.
 	Ended func() string
+	// ExitCode is the box's init's exit code once Exited is closed (-1
+	// when a signal ended it), which tells an init of another build; nil
+	// where the backend cannot tell.
+	ExitCode func() int
 }
 
 // BoxedConfig is the Config a boxed init gets for a session of s: the

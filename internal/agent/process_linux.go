@@ -24,6 +24,8 @@ type Process struct {
 	started chan struct{}
 	done    chan struct{}
 	once    sync.Once
+	// watchOnce starts the one watchKill of the process's first Kill.
+	watchOnce sync.Once
 
 	mu     sync.Mutex
 	pid    int
@@ -86,6 +88,7 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	p.cg = cg
 	s.mu.Lock()
 	s.procs[p.id] = p
+	s.seen[p.id] = 0
 	s.mu.Unlock()
 	fds := make([]int, 0, len(c.Files)+len(tasks))
 	for _, f := range c.Files {
@@ -106,10 +109,12 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	return p, p.awaitStart(ctx)
 }
 
-// forget drops a process the agent never heard of.
+// forget drops a process the agent never heard of: an event for it
+// breaks the protocol.
 func (s *Session) forget(p *Process) {
 	s.mu.Lock()
 	delete(s.procs, p.id)
+	delete(s.seen, p.id)
 	s.mu.Unlock()
 }
 
@@ -185,13 +190,16 @@ func (p *Process) Wait() (interp.ExitStatus, error) {
 }
 
 // Kill sends SIGKILL to the process's group through the agent, and to
-// everything in its cgroup, which also finds what left the group.
+// everything in its cgroup, which also finds what left the group. The box
+// then has killGrace to report the process's end (see watchKill), so a
+// wait for it after Kill is bounded.
 func (p *Process) Kill() error {
 	select {
 	case <-p.done:
 		return nil
 	default:
 	}
+	p.watchOnce.Do(func() { go p.watchKill() })
 	err := p.s.send(nsinit.Request{Op: nsinit.OpKill, ID: p.id, Signal: int(syscall.SIGKILL)}, nil, false)
 	if p.cg != nil {
 		if cerr := p.cg.Kill(); cerr != nil && err == nil {
@@ -199,6 +207,28 @@ func (p *Process) Kill() error {
 		}
 	}
 	return err
+}
+
+// killGrace is how long a box has to report the end of a process the
+// host killed. The agent reports it as soon as it reaps the process, which
+// SIGKILL makes prompt; a box that stays silent longer would otherwise
+// hold its exec, and whoever waits on it, for the session's whole life.
+const killGrace = 5 * time.Second
+
+// watchKill waits killGrace for the end of p, which the host has killed.
+// A box that does not report it within that breaks the protocol: it is
+// killed and the session ends with the reason, which releases p and
+// everyone waiting on it.
+func (p *Process) watchKill() {
+	grace := time.NewTimer(killGrace)
+	defer grace.Stop()
+	select {
+	case <-p.done:
+		return
+	case <-grace.C:
+	}
+	p.s.breach(fmt.Errorf("%w: did not report process %d's end within %d s of its kill",
+		nsinit.ErrProtocol, p.id, killGrace/time.Second))
 }
 
 // usage is the process's CPU time and peak memory: its cgroup's figures

@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +42,9 @@ type Session struct {
 	mu     sync.Mutex
 	procs  map[uint64]*Process
 	nextID uint64
+	// seen holds the events (sawStarted, sawExited) each process the
+	// agent was told of has reported, until it has reported all it may.
+	seen   map[uint64]uint8
 	closed bool
 	// settledOOMs counts OOM kills in exec cgroups already removed.
 	settledOOMs uint64
@@ -57,8 +59,9 @@ type Session struct {
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
 	// done is closed when the agent is gone; err then says why.
-	done chan struct{}
-	err  error
+	done     chan struct{}
+	doneOnce sync.Once
+	err      error
 }
 
 // ErrSessionEnded is returned by a Session whose sandbox has ended.
@@ -68,7 +71,7 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 // session it serves. ctx bounds the wait only. On failure everything in f
 // is torn down, as Close would.
 func Attach(ctx context.Context, f Frame) (*Session, error) {
-	s := &Session{f: f, ctl: int(f.Control.Fd()), procs: map[uint64]*Process{}, done: make(chan struct{})}
+	s := &Session{f: f, ctl: int(f.Control.Fd()), procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		s.teardown()
 		return nil, err
@@ -76,16 +79,41 @@ func Attach(ctx context.Context, f Frame) (*Session, error) {
 	return s, nil
 }
 
+// sendTimeout bounds one request's wait for room in the control socket.
+// Requests are small and the agent reads them as they come; a box that
+// leaves them unread would otherwise hold send's lock, and with it every
+// other request of the session, for ever.
+const sendTimeout = 10 * time.Second
+
+// boundSends makes a send that cannot go on within sendTimeout fail with
+// EAGAIN, which send takes for a breach of the protocol.
+func (s *Session) boundSends() error {
+	tv := unix.NsecToTimeval(sendTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(s.ctl, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return fmt.Errorf("setting the control socket's send timeout: %w", err)
+	}
+	return nil
+}
+
 func (s *Session) start(ctx context.Context) error {
 	ready := make(chan error, 1)
 	go s.readEvents(ready)
+	if err := s.boundSends(); err != nil {
+		return err
+	}
 	var err error
 	select {
 	case err = <-ready:
+		if errors.Is(err, errHungUp) {
+			err = s.endedBeforeReady(ctx)
+		}
 	case <-s.f.Exited:
 		// A runtime may end the box without its socket reporting EOF at
 		// once (gVisor), so the box's end is watched too.
-		err = errors.New("building the sandbox: the sandbox ended before it was ready")
+		err = s.lastWords(ready)
+		if err == nil || errors.Is(err, errHungUp) {
+			err = s.endedBeforeReady(ctx)
+		}
 	case <-ctx.Done():
 		err = fmt.Errorf("starting the session: %w", ctx.Err())
 	}
@@ -96,6 +124,64 @@ func (s *Session) start(ctx context.Context) error {
 		return fmt.Errorf("opening the sandbox's workspace: %w", err)
 	}
 	return s.openSessionTasks()
+}
+
+// lastWordsWait bounds the wait for what a box that has ended left in
+// its socket; it is there already, if at all.
+const lastWordsWait = time.Second
+
+// lastWords is the agent's first answer when it came before its end (a
+// refusal says more than the end does), or errHungUp.
+func (s *Session) lastWords(ready <-chan error) error {
+	wait := time.NewTimer(lastWordsWait)
+	defer wait.Stop()
+	select {
+	case err := <-ready:
+		return err
+	case <-wait.C:
+		return errHungUp
+	}
+}
+
+// errHungUp is the agent closing its end of the connection.
+var errHungUp = errors.New("its agent hung up")
+
+// endedWait bounds how long a box that hung up before it was ready is
+// given to end, so that how it ended can be told.
+const endedWait = 5 * time.Second
+
+// endedBeforeReady says how a box ended that never said it was ready,
+// waiting for its end (while ctx allows, and at most endedWait) where the
+// backend can tell it: an init that exits by itself there is most likely
+// from another build.
+func (s *Session) endedBeforeReady(ctx context.Context) error {
+	const msg = "building the sandbox: the sandbox ended before it was ready"
+	if s.f.Ended == nil {
+		return errors.New(msg)
+	}
+	wait := time.NewTimer(endedWait)
+	defer wait.Stop()
+	select {
+	case <-s.f.Exited:
+	case <-wait.C:
+		return errors.New(msg)
+	case <-ctx.Done():
+		return errors.New(msg)
+	}
+	how := s.f.Ended()
+	if hint := s.silentExit(); hint != "" {
+		return fmt.Errorf("building the sandbox: its init ended before it was ready (%s): %s", how, hint)
+	}
+	return fmt.Errorf("%s (its init ended: %s)", msg, how)
+}
+
+// silentExit explains the exit code of an init that ended before it was
+// ready, where the backend tells it (see nsinit.SilentExit).
+func (s *Session) silentExit() string {
+	if s.f.ExitCode == nil {
+		return ""
+	}
+	return nsinit.SilentExit(s.f.ExitCode())
 }
 
 // openSessionTasks opens the tasks files the agent's thread returns to
@@ -120,36 +206,34 @@ func (s *Session) openSessionTasks() error {
 const maxEventLine = 64 << 10
 
 // readEvents reports the first event on ready, then dispatches the rest
-// until the agent hangs up, which ends the session.
+// until the agent hangs up, which ends the session. Every line is the
+// sandbox's and may be anything: one that breaks the protocol kills the
+// box, and the session ends with what was wrong (see end).
 func (s *Session) readEvents(ready chan<- error) {
 	r := bufio.NewReaderSize(s.f.Control, maxEventLine)
 	first := true
 	var end error
-	for {
+	for end == nil {
 		line, err := r.ReadSlice('\n')
-		if errors.Is(err, io.EOF) {
-			end = errors.New("its agent hung up")
-			break
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET):
+			// A reset is an agent that exited with bytes of ours unread.
+			end = errHungUp
+		case errors.Is(err, bufio.ErrBufferFull):
+			end = fmt.Errorf("%w: an event line longer than %d bytes", nsinit.ErrProtocol, maxEventLine)
+		case err != nil:
 			end = fmt.Errorf("reading from the sandbox: %w", err)
-			break
-		}
-		var e nsinit.Event
-		if err := json.Unmarshal(line, &e); err != nil {
-			end = fmt.Errorf("reading from the sandbox: %w", err)
-			break
-		}
-		if first {
-			first = false
-			if e.Kind != nsinit.EventReady {
-				end = bootError(e)
-				break
+		case first:
+			if end = s.boot(line); end == nil {
+				first = false
+				ready <- nil
 			}
-			ready <- nil
-			continue
+		default:
+			end = s.dispatchLine(line)
 		}
-		s.dispatch(e)
+	}
+	if errors.Is(end, nsinit.ErrProtocol) {
+		s.f.Kill()
 	}
 	if first {
 		ready <- end
@@ -157,18 +241,44 @@ func (s *Session) readEvents(ready chan<- error) {
 	s.end(end)
 }
 
-func bootError(e nsinit.Event) error {
-	if e.Status != nil && e.Status.Error != "" {
+// breach ends the session for a box that broke the protocol (err matches
+// nsinit.ErrProtocol): the box is killed, since nothing it says can be
+// believed any more, and err is the session's final cause.
+func (s *Session) breach(err error) {
+	// Ended first, so that the hang-up the kill causes is not taken for
+	// the cause.
+	s.end(err)
+	s.f.Kill()
+}
+
+// boot reads the agent's first line: nil for ready, or why not.
+func (s *Session) boot(line []byte) error {
+	e, err := nsinit.ParseEvent(line, true)
+	switch {
+	case err != nil:
+		return err
+	case e.Kind != nsinit.EventReady:
 		return fmt.Errorf("building the sandbox: %s", e.Status.Error)
 	}
-	return fmt.Errorf("the sandbox answered %q instead of ready", e.Kind)
+	return nil
+}
+
+// dispatchLine parses and dispatches one event after ready.
+func (s *Session) dispatchLine(line []byte) error {
+	e, err := nsinit.ParseEvent(line, false)
+	if err != nil {
+		return err
+	}
+	return s.dispatch(e)
 }
 
 // end marks the session over and releases every process still waiting.
+// An end for a broken protocol is final: Err reports it even once the
+// box's own end is known, since that end was the host's doing.
 func (s *Session) end(err error) {
 	s.mu.Lock()
 	if s.err == nil {
-		s.err = &endedError{cause: err.Error()}
+		s.err = &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
 	}
 	procs := s.procs
 	s.procs = map[uint64]*Process{}
@@ -176,22 +286,32 @@ func (s *Session) end(err error) {
 	for _, p := range procs {
 		p.settle(nil, nsinit.Event{})
 	}
-	select {
-	case <-s.done:
-	default:
-		close(s.done)
-	}
+	// end runs from the event reader and from a breach the host finds
+	// itself (see breach), possibly at once.
+	s.doneOnce.Do(func() { close(s.done) })
 }
 
-func (s *Session) dispatch(e nsinit.Event) {
+// The events a process reports: one started (none when it could not
+// start) and one exited, which may come first, since the agent's reaper
+// and the thread that started the process both write.
+const (
+	sawStarted uint8 = 1 << iota
+	sawExited
+)
+
+// dispatch hands a valid event to its process. An event for an ID the
+// host never gave out, or never sent (its request failed), or one its
+// process has already reported, breaks the protocol.
+func (s *Session) dispatch(e nsinit.Event) error {
 	s.mu.Lock()
+	err := s.record(e)
 	p := s.procs[e.ID]
-	if e.Kind == nsinit.EventExited {
+	if err == nil && e.Kind == nsinit.EventExited {
 		delete(s.procs, e.ID)
 	}
 	s.mu.Unlock()
-	if p == nil {
-		return
+	if err != nil || p == nil {
+		return err
 	}
 	switch e.Kind {
 	case nsinit.EventStarted:
@@ -204,6 +324,36 @@ func (s *Session) dispatch(e nsinit.Event) {
 			p.settle(&st, e)
 		}()
 	}
+	return nil
+}
+
+// record checks e against what its process has reported so far and
+// records it; s.mu is held.
+func (s *Session) record(e nsinit.Event) error {
+	if e.ID > s.nextID {
+		return fmt.Errorf("%w: event for process %d, which the host never started", nsinit.ErrProtocol, e.ID)
+	}
+	saw, ok := s.seen[e.ID]
+	if !ok {
+		return fmt.Errorf("%w: %q event for process %d, which has already ended or was never sent", nsinit.ErrProtocol, e.Kind, e.ID)
+	}
+	bit := sawStarted
+	if e.Kind == nsinit.EventExited {
+		bit = sawExited
+	}
+	switch {
+	case saw&bit != 0:
+		return fmt.Errorf("%w: a second %q event for process %d", nsinit.ErrProtocol, e.Kind, e.ID)
+	case saw&sawStarted != 0 && e.Kind == nsinit.EventExited && e.Status.StartFailed:
+		return fmt.Errorf("%w: process %d failed to start after it started", nsinit.ErrProtocol, e.ID)
+	}
+	saw |= bit
+	if saw == sawStarted|sawExited || e.Kind == nsinit.EventExited && e.Status.StartFailed {
+		delete(s.seen, e.ID)
+	} else {
+		s.seen[e.ID] = saw
+	}
+	return nil
 }
 
 // Done is closed when the sandbox has ended: closed, or its init died.
@@ -213,12 +363,14 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // with one clause of cause, how its init ended where the backend can tell
 // by the time Err is called ("its init ended (signal: killed)"), or else
 // what the host saw ("its agent hung up"). A session that died is then
-// reported with its real cause: killed, exited, its spawner gone.
+// reported with its real cause: killed, exited, its spawner gone, or the
+// broken message for which the host killed it.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	err := s.err
 	s.mu.Unlock()
-	if err == nil || s.f.Ended == nil {
+	var ended *endedError
+	if err == nil || s.f.Ended == nil || errors.As(err, &ended) && ended.final {
 		return err
 	}
 	select {
@@ -230,7 +382,11 @@ func (s *Session) Err() error {
 }
 
 // endedError is why a session ended: ErrSessionEnded and a cause.
-type endedError struct{ cause string }
+type endedError struct {
+	cause string
+	// final says the cause stands even once the box's end is known.
+	final bool
+}
 
 func (e *endedError) Error() string { return ErrSessionEnded.Error() + ": " + e.cause }
 
@@ -392,12 +548,22 @@ func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
 
 // send writes one request with its descriptors in a single sendmsg, so the
 // descriptors arrive with the frame's first bytes; withSessionTasks adds
-// the session cgroup's tasks files after them.
+// the session cgroup's tasks files after them. A box that does not take
+// the request within sendTimeout breaks the protocol.
 func (s *Session) send(req nsinit.Request, fds []int, withSessionTasks bool) error {
 	frame, err := nsinit.EncodeRequest(req)
 	if err != nil {
 		return err
 	}
+	err = s.sendFrame(frame, fds, withSessionTasks)
+	if errors.Is(err, unix.EAGAIN) {
+		err = fmt.Errorf("%w: did not read a request within %d s", nsinit.ErrProtocol, sendTimeout/time.Second)
+		s.breach(err)
+	}
+	return err
+}
+
+func (s *Session) sendFrame(frame []byte, fds []int, withSessionTasks bool) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if s.ctlClosed {

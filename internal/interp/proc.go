@@ -16,6 +16,10 @@ import (
 const (
 	// exitGrace is how long to wait for the process to end after Kill.
 	exitGrace = 5 * time.Second
+	// spawnLimit bounds the spawn of an interpreter: the sandbox's word
+	// that it runs, not the driver's start. A spawn that cannot be
+	// cancelled with the Run that asks for it must still end.
+	spawnLimit = 30 * time.Second
 	// startupStderr is how much of the stderr of an interpreter that died
 	// before it was ready goes into the error.
 	startupStderr = 4 << 10
@@ -86,8 +90,10 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 		Files: files,
 	}
 	// The interpreter outlives the Run that starts it, so the spawn must
-	// not be cancelled with that Run's context.
-	process, err := sp.Spawn(context.WithoutCancel(ctx), cmd)
+	// not be cancelled with that Run's context, but it is bounded alone.
+	spawnCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnLimit)
+	process, err := sp.Spawn(spawnCtx, cmd)
+	cancel()
 	closeAll(err != nil)
 	if err != nil {
 		return nil, fmt.Errorf("spawning %s: %w", lang.program, err)
@@ -147,8 +153,11 @@ func (p *proc) ready(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case r, ok := <-p.replies:
-		if ok && r.T == "ready" {
+		if ok && r.err == nil && r.T == "ready" {
 			return nil
+		}
+		if ok && r.err != nil {
+			return fmt.Errorf("%w: a reply that does not decode: %s", ErrProtocol, excerpt(r.err.Error()))
 		}
 		if ok {
 			return fmt.Errorf("%w: driver sent %s before ready", ErrProtocol, excerpt(r.T))

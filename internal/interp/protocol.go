@@ -10,6 +10,7 @@ import (
 	"regexp"
 
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // request is one run sent to a driver.
@@ -47,6 +48,9 @@ type reply struct {
 	// size is the length of a line past the limit: a "dropped" reply, or
 	// a "done" one whose fields were dropped.
 	size int
+	// err is why a line could not be decoded: the reply is then a broken
+	// protocol, whatever its fields.
+	err error
 }
 
 // Bounds on reading replies.
@@ -74,8 +78,8 @@ var doneHead = regexp.MustCompile(`^\{\s*"t"\s*:\s*"done"`)
 // readReplies sends each reply read from r on out until r ends or quit is
 // closed, then closes out. Lines longer than max are skipped (read and
 // discarded, never held) and reported as "dropped", or as a "done" with no
-// fields when they start as one; a line that is not JSON is reported as a
-// reply of type "" so the run can fail.
+// fields when they start as one; a line that does not decode is reported as a
+// reply with its err set so the run can fail.
 func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 	defer close(out)
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -90,8 +94,10 @@ func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 			rep = reply{T: "done", size: size}
 		case size > max:
 			rep = reply{T: "dropped", size: size}
-		case json.Unmarshal(line, &rep) != nil:
-			rep = reply{}
+		default:
+			if err := decodeReply(line, &rep); err != nil {
+				rep = reply{err: err}
+			}
 		}
 		select {
 		case out <- rep:
@@ -99,6 +105,13 @@ func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// decodeReply decodes one reply line, refusing fields no driver writes: a
+// line the drivers would never send is a broken protocol, not a partial
+// reply.
+func decodeReply(line []byte, rep *reply) error {
+	return strictjson.Decode(line, rep)
 }
 
 // readLine reads one line and returns it without its newline, with its

@@ -3,6 +3,7 @@ package interp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -90,7 +91,7 @@ func TestHostileReplies(t *testing.T) {
 					t.Errorf("stderr %q, want escaped notes one a line", r.stderr)
 				}
 			}},
-		{"many empty outputs", `[json.dumps({"t":"output","enc":"utf-8","data":"","mime":"a/b"})]*20000` + done,
+		{"many empty outputs", `[json.dumps({"t":"output","enc":"utf-8","data":"","mime":"a/b"})]*5000` + done,
 			func(t *testing.T, r result) {
 				if n := len(r.Outputs); n == 0 || n > 4000/(3+outputCost) {
 					t.Errorf("kept %d outputs, want some but no more than the total allows", n)
@@ -141,6 +142,56 @@ func TestHostileReplyType(t *testing.T) {
 	o, err := it.Run(ctx, `[json.dumps({"t":"\x1b"*5000})]`, nil, nil)
 	if !errors.Is(err, ErrProtocol) || !o.Restarted || len(err.Error()) > 1000 || strings.Contains(err.Error(), "\x1b") {
 		t.Errorf("Run: restarted %v err %.200v, want a short ErrProtocol", o.Restarted, err)
+	}
+}
+
+// TestHostileReplyCount: past maxReplies replies in one run, small as
+// they are, the driver is taken for broken: each costs the host a decode.
+func TestHostileReplyCount(t *testing.T) {
+	tests := []struct {
+		name    string
+		replies int
+		wantErr bool
+	}{
+		{"at the cap", maxReplies - 1, false},
+		{"past the cap", 50 * maxReplies, true},
+	}
+	it := newHostile(t, hostileLimits)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testRunTimeout)
+			defer cancel()
+			code := fmt.Sprintf(`[json.dumps({"t":"output","enc":"utf-8","data":"","mime":"a/b"})]*%d + ['{"t":"done"}']`, tt.replies)
+			o, err := it.Run(ctx, code, nil, nil)
+			if got := errors.Is(err, ErrProtocol) && o.Restarted; got != tt.wantErr {
+				t.Errorf("%d replies: err %v restarted %v, want a protocol error %v", tt.replies, err, o.Restarted, tt.wantErr)
+			}
+			if tt.wantErr && !strings.Contains(fmt.Sprint(err), "more than 10000 replies in one run") {
+				t.Errorf("%d replies: err %v, want it to say the cap", tt.replies, err)
+			}
+		})
+	}
+}
+
+// TestUndecodableReply: a reply line that does not decode is a protocol
+// error that says why, quoted and cut, never a bare unexpected reply.
+func TestUndecodableReply(t *testing.T) {
+	tests := []struct{ name, code, want string }{
+		{"unknown field", `['{"t":"done","x":1}']`, `unknown field \"x\"`},
+		{"not JSON", `['not json']`, "invalid character"},
+		{"two values", `['{"t":"done"} {"t":"done"}']`, "more than one JSON value"},
+		{"long field name", `['{"' + "\\u001b"*5000 + '":1}']`, "unknown field"},
+	}
+	it := newHostile(t, hostileLimits)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testRunTimeout)
+			defer cancel()
+			o, err := it.Run(ctx, tt.code, nil, nil)
+			if !errors.Is(err, ErrProtocol) || !o.Restarted || !strings.Contains(fmt.Sprint(err), tt.want) || len(fmt.Sprint(err)) > 300 || strings.Contains(fmt.Sprint(err), "\x1b") {
+				t.Errorf("Run: restarted %v err %.300v, want a short ErrProtocol containing %q", o.Restarted, err, tt.want)
+			}
+		})
 	}
 }
 

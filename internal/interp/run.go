@@ -151,6 +151,11 @@ const (
 	// excerptLen is how much of a string from the driver a note or an
 	// error quotes.
 	excerptLen = 64
+	// maxReplies caps the replies of one run. Code in the sandbox can
+	// write to the reply pipe, and each line costs the host a decode
+	// (some microseconds) for a few bytes the writer hardly pays for, so
+	// past this many the driver is taken for broken and killed.
+	maxReplies = 10000
 )
 
 // run is the state of one Run: what came back so far, within the caps.
@@ -163,6 +168,8 @@ type run struct {
 	// Past maxNotes they are only counted in more.
 	notes []string
 	more  int
+	// replies counts the replies taken, up to maxReplies.
+	replies int
 }
 
 // exec sends code to a ready process and gathers the run: rich outputs as
@@ -208,6 +215,10 @@ func (r *run) wait(ctx context.Context, p *proc, send func(io.Writer, request) e
 				r.died(p)
 				return nil
 			}
+			if !r.count() {
+				r.died(p)
+				return fmt.Errorf("%w: more than %d replies in one run", ErrProtocol, maxReplies)
+			}
 			if rep.T == "done" {
 				// The driver wrote the tokens before this reply.
 				done = true
@@ -227,10 +238,25 @@ func (r *run) wait(ctx context.Context, p *proc, send func(io.Writer, request) e
 	return nil
 }
 
+// count counts one more reply and says whether the run may take it.
+func (r *run) count() bool {
+	if r.replies >= maxReplies {
+		return false
+	}
+	r.replies++
+	return true
+}
+
 // take applies one reply to the run.
 func (r *run) take(rep reply) error {
+	if rep.err != nil {
+		return fmt.Errorf("%w: a reply that does not decode: %s", ErrProtocol, excerpt(rep.err.Error()))
+	}
 	switch rep.T {
 	case "done":
+		if rep.ExitCode < 0 || rep.ExitCode > 255 {
+			return fmt.Errorf("%w: exit code %d is not 0-255", ErrProtocol, rep.ExitCode)
+		}
 		r.finish(rep)
 	case "output":
 		r.output(rep)
@@ -313,9 +339,10 @@ func (r *run) died(p *proc) {
 	for replies != nil || exited != nil || outEOF != nil || errEOF != nil {
 		select {
 		case rep, ok := <-replies:
-			if !ok {
+			switch {
+			case !ok || !r.count():
 				replies = nil
-			} else if rep.T == "output" {
+			case rep.T == "output":
 				r.output(rep)
 			}
 		case <-exited:

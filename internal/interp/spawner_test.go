@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -145,4 +146,30 @@ func mustRunCtx(t *testing.T, ctx context.Context, it Interpreter, code string) 
 		t.Fatalf("Run(%q) timed out with a live context", code)
 	}
 	return result{Outcome: o, stdout: out.String(), stderr: errb.String()}
+}
+
+// deadlineSpawner records the deadline of the context a spawn gets and
+// fails it.
+type deadlineSpawner struct{ deadline chan time.Time }
+
+func (s deadlineSpawner) Spawn(ctx context.Context, _ Command) (Process, error) {
+	d, _ := ctx.Deadline()
+	s.deadline <- d
+	return nil, errors.New("no sandbox in this test")
+}
+
+// TestSpawnBounded: an interpreter's spawn outlives its Run's
+// cancellation but not spawnLimit, so a sandbox that never reports the
+// interpreter started cannot hold the Run for ever.
+func TestSpawnBounded(t *testing.T) {
+	sp := deadlineSpawner{deadline: make(chan time.Time, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := start(ctx, bashLanguage, sp, testEnv, config{}); err == nil {
+		t.Fatal("start() = nil error, want the spawner's")
+	}
+	d := <-sp.deadline
+	if d.IsZero() || time.Until(d) > spawnLimit {
+		t.Errorf("spawn context deadline = %v, want one within %s", d, spawnLimit)
+	}
 }

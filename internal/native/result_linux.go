@@ -3,10 +3,12 @@ package native
 import (
 	"errors"
 	"fmt"
+	"io"
 	"syscall"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -26,6 +28,8 @@ func (b *box) result(o outcome, out, errOut *agent.Capture) (spec.Result, error)
 	b.stats(&r, o.state)
 	var err error
 	switch st := o.status; {
+	case o.err != nil && !errors.Is(o.err, io.EOF):
+		err = o.err
 	case st != nil && st.StartFailed:
 		errOut.Keep([]byte("warden: " + st.Error + "\n"))
 		r.ExitCode = st.ExitCode
@@ -38,7 +42,7 @@ func (b *box) result(o outcome, out, errOut *agent.Capture) (spec.Result, error)
 	case o.canceled:
 		err = errors.New("run canceled before the program ended")
 	default:
-		err = fmt.Errorf("sandbox init ended without reporting: %v", o.state)
+		err = silentEnd(o.state)
 	}
 	if b.egress != nil {
 		r.Network = b.egress.Events()
@@ -71,3 +75,14 @@ func (b *box) stats(r *spec.Result, state *spawn.Exit) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// silentEnd is the error for an init that ended without reporting,
+// with what its exit code says where it says something.
+func silentEnd(e *spawn.Exit) error {
+	if e != nil && e.Status.Exited() {
+		if hint := nsinit.SilentExit(e.Status.ExitStatus()); hint != "" {
+			return fmt.Errorf("sandbox init ended without reporting (%v): %s", e, hint)
+		}
+	}
+	return fmt.Errorf("sandbox init ended without reporting: %v", e)
+}

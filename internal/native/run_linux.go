@@ -2,10 +2,10 @@ package native
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -392,6 +392,9 @@ type outcome struct {
 	timedOut bool
 	canceled bool
 	wall     time.Duration
+	// err is why there is no status: io.EOF when the init ended without
+	// one, or how its answer broke the protocol.
+	err error
 }
 
 // execute starts the init, hands it the config and (v1) its cgroup, and
@@ -468,33 +471,48 @@ func (b *box) drain(ended <-chan struct{}) (*agent.Capture, *agent.Capture, *syn
 	return out, errOut, &wg, nil
 }
 
-// maxStatus bounds what the host reads from the init: a Status is a few
-// hundred bytes, and the host never trusts the sandbox side with more.
-const maxStatus = 64 << 10
-
 // await waits for the init's status, killing the sandbox at the deadline.
-// The status read ends at EOF if the init dies without reporting.
+// The status read ends at EOF if the init dies without reporting; a status
+// that breaks the protocol kills the sandbox and is the run's error.
 func (b *box) await(ctx context.Context, proc *initProc) outcome {
-	statusc := make(chan *nsinit.Status, 1)
+	type answer struct {
+		st  *nsinit.Status
+		err error
+	}
+	statusc := make(chan answer, 1)
 	go func() {
-		var st nsinit.Status
-		if err := json.NewDecoder(io.LimitReader(b.ctlHost, maxStatus)).Decode(&st); err != nil {
-			statusc <- nil
+		st, err := nsinit.ReadStatus(b.ctlHost)
+		if err != nil {
+			statusc <- answer{err: err}
 			return
 		}
-		statusc <- &st
+		statusc <- answer{st: &st}
 	}()
 	var o outcome
 	select {
-	case o.status = <-statusc:
+	case a := <-statusc:
+		o.status, o.err = a.st, a.err
+		if o.err != nil && !errors.Is(o.err, io.EOF) {
+			b.killAll(proc)
+		}
 	case <-ctx.Done():
 		o.timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		o.canceled = !o.timedOut
-		proc.kill()
-		if b.cg != nil {
-			_ = b.cg.Kill()
-		}
+		b.killAll(proc)
 	}
 	o.state = <-proc.exited
 	return o
+}
+
+// killAll kills the init and everything in the box's cgroup, which also
+// finds what left the init's tree. A cgroup that cannot be killed is
+// logged: the init's death still ends its PID namespace.
+func (b *box) killAll(proc *initProc) {
+	proc.kill()
+	if b.cg == nil {
+		return
+	}
+	if err := b.cg.Kill(); err != nil {
+		slog.Warn("killing the sandbox's cgroup", "err", err)
+	}
 }

@@ -38,7 +38,7 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 		b.cleanup()
 		return nil, err
 	}
-	exited, ended := watchExit(proc)
+	exited, ended, code := watchExit(proc)
 	f := agent.Frame{
 		Spec: s, Control: b.ctlHost, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
 		Env:           b.env,
@@ -46,6 +46,7 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 		Kill:          proc.kill,
 		Exited:        exited,
 		Ended:         ended,
+		ExitCode:      code,
 		Cleanup: func() {
 			b.ctlHost = nil // the session closed it
 			b.cleanup()
@@ -55,15 +56,18 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 }
 
 // watchExit returns a channel closed once the init has been reaped, and
-// how it ended, valid once that channel is closed.
-func watchExit(p *initProc) (<-chan struct{}, func() string) {
+// how it ended and its exit code (-1 for a signal), valid once that
+// channel is closed.
+func watchExit(p *initProc) (<-chan struct{}, func() string, func() int) {
 	c := make(chan struct{})
 	var how string
+	code := -1
 	go func() {
-		how = (<-p.exited).String()
+		e := <-p.exited
+		how, code = e.String(), e.Status.ExitStatus()
 		close(c)
 	}()
-	return c, func() string { return how }
+	return c, func() string { return how }, func() int { return code }
 }
 
 // openInitWorkspace opens the sandbox's /workspace through the init's root

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // agent is a session's init after setup: PID 1 of the sandbox, starting a
@@ -270,7 +272,7 @@ func readRequest(fd int) (Request, []int, error) {
 		closeAll(fds)
 		return req, nil, err
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := strictjson.Decode(body, &req); err != nil {
 		closeAll(fds)
 		return req, nil, err
 	}

@@ -1,10 +1,17 @@
 package nsinit
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // InitName is the small init binary (cmd/warden-init) that Warden starts
@@ -34,6 +41,30 @@ func findInit() {
 	})
 }
 
+// probeWait bounds the protocol version probe of an init.
+const probeWait = 10 * time.Second
+
+// probeInit asks the init at p for its protocol version (see IsProbe),
+// once per process, so that an init from another build is found before
+// any sandbox, on every backend, even those that cannot tell how a box's
+// init ended.
+func probeInit(p string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeWait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p, ProbeArg)
+	cmd.Args[0] = Arg0
+	cmd.Env = []string{"GOMAXPROCS=1"}
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("asking %s for its protocol version: %w (an init from before protocol versioning, or a broken one)", p, err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 32)
+	if err != nil || uint32(v) != Version {
+		return fmt.Errorf("%s speaks protocol version %.20q but warden speaks version %d", p, out, Version)
+	}
+	return nil
+}
+
 // Binary is what to execute as a sandbox's init from this process: the
 // small init if there is one, or /proc/self/exe, which stays this very
 // binary even if the file is replaced while Warden runs.
@@ -45,12 +76,33 @@ func Binary() string {
 	return "/proc/self/exe"
 }
 
+var (
+	probeOnce sync.Once
+	// boxedLean is lean once it answered the version probe, or "".
+	boxedLean string
+)
+
 // BinaryPath is the init as a path another process can open (a runtime
-// binding it into a box): the small init, or this executable's path.
+// binding it into a box): the small init if it speaks this build's
+// protocol (see probeInit), or this executable's path. A runtime's box
+// does not tell how its init ended, so an init of another build is found
+// here, once per process, rather than by a box that ends unexplained; the
+// native path (Binary) reads the init's exit status instead, and pays no
+// probe on a one-shot run's start.
 func BinaryPath() string {
 	findInit()
-	if lean != "" {
-		return lean
+	probeOnce.Do(func() {
+		if lean == "" {
+			return
+		}
+		if err := probeInit(lean); err != nil {
+			slog.Warn("not using the warden-init beside warden in runtime boxes: warden is bound in as the init instead; "+reinstall, "err", err)
+			return
+		}
+		boxedLean = lean
+	})
+	if boxedLean != "" {
+		return boxedLean
 	}
 	return self
 }

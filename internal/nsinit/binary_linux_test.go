@@ -1,8 +1,10 @@
 package nsinit
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +45,31 @@ func TestTrustedInit(t *testing.T) {
 			}
 			if got := trustedInit(p); got != tt.wantTrust {
 				t.Errorf("trustedInit(%s) = %v, want %v", tt.name, got, tt.wantTrust)
+			}
+		})
+	}
+}
+
+// TestProbeInit: an init beside warden is used only if it answers the
+// probe with this build's protocol version; one from before versioning
+// (which exits 111 unasked) or from another build is found before any
+// sandbox starts.
+func TestProbeInit(t *testing.T) {
+	tests := []struct{ name, script, want string }{
+		{"this build", fmt.Sprintf("echo %d", Version), ""},
+		{"another build", fmt.Sprintf("echo %d", Version+1), fmt.Sprintf("speaks protocol version \"%d\\n\" but warden speaks version %d", Version+1, Version)},
+		{"before versioning", "exit 111", "an init from before protocol versioning"},
+		{"garbage", "echo hello", "speaks protocol version \"hello\\n\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), InitName)
+			if err := os.WriteFile(p, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			err := probeInit(p)
+			if got := fmt.Sprint(err); tt.want == "" && err != nil || tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Errorf("probeInit() = %v, want %q", err, tt.want)
 			}
 		})
 	}

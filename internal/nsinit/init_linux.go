@@ -20,17 +20,17 @@ import (
 // from nobody but the sandbox.
 const newRoot = "/tmp"
 
-// exitNoHost is the init's exit status when it cannot talk to the host.
-// The host never reads it (it learns the same from the socket's EOF); it
-// only has to differ from the statuses a program's end is reported with.
-const exitNoHost = 111
-
 // Main runs the init and never returns. It must be called before anything
 // else in the process starts goroutines that could migrate between threads:
 // every credential and namespace change below is per thread, and the user's
 // program is forked from this same locked thread so it inherits them.
+// Asked for its version (IsProbe), it prints Version and exits instead.
 func Main() {
 	runtime.LockOSThread()
+	if IsProbe(os.Args) {
+		fmt.Println(Version)
+		os.Exit(0)
+	}
 	if isBoxed() {
 		if err := boxedControl(os.Args[1:]); err != nil {
 			fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)
@@ -49,7 +49,7 @@ func run() int {
 
 	cfg, err := readConfig(ctl)
 	if err != nil {
-		return exitNoHost
+		return refuse(ctl, err)
 	}
 	if cfg.Session {
 		return session(&cfg, ctl)
@@ -59,6 +59,21 @@ func run() int {
 		return exitNoHost
 	}
 	return 0
+}
+
+// refuse answers a Config the init could not read with one Refusal line,
+// unless the host hung up before sending it whole.
+func refuse(ctl *os.File, err error) int {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return exitNoHost
+	}
+	_ = json.NewEncoder(ctl).Encode(NewRefusal(err.Error()))
+	if isBoxed() {
+		// Also where the runtime logs, which the host reads when the box
+		// ends before the line arrives.
+		fmt.Fprintf(os.Stderr, "warden-init: %v\n", err)
+	}
+	return exitRefused
 }
 
 // guardSignals makes the init immune to signals from the program when the

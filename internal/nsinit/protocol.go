@@ -5,12 +5,14 @@
 // how it ended to the host over a socket.
 //
 // The host and the init talk over a socketpair passed as fd 3. The host
-// sends one Config (WriteConfig: a length, then JSON); on cgroup v1 it then
-// creates the sandbox's cgroup while the init boots and sends one byte
-// carrying the cgroup's "tasks" descriptors (SCM_RIGHTS), into which the
-// init writes "0" before any other work (on v2 the init is born inside,
-// by CLONE_INTO_CGROUP). The init answers with one Status, as a JSON line,
-// when the program has ended or the sandbox could not be built.
+// sends one Config (WriteConfig: a magic, the protocol Version, a length,
+// then JSON); an init of another version refuses it with one Refusal
+// line. On cgroup v1 the host then creates the sandbox's cgroup while the
+// init boots and sends one byte carrying the cgroup's "tasks" descriptors
+// (SCM_RIGHTS), into which the init writes "0" before any other work (on
+// v2 the init is born inside, by CLONE_INTO_CGROUP). The init answers with
+// one Status, as a JSON line, when the program has ended or the sandbox
+// could not be built.
 //
 // A session (Config.Session) keeps the init running as the sandbox's agent:
 // instead of one Status it answers with Events, one JSON line each, the
@@ -26,6 +28,7 @@ import (
 	"io"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // Arg0 is the argv[0] that makes the warden binary run as the init. main
@@ -47,6 +50,17 @@ const (
 // IsInit says argv is the init's, native or boxed.
 func IsInit(argv []string) bool {
 	return len(argv) > 0 && (argv[0] == Arg0 || argv[0] == BoxedPath)
+}
+
+// ProbeArg, as an init's only argument after Arg0, makes it print its
+// protocol Version and exit: how warden checks the warden-init beside it
+// before it trusts it with a sandbox. An init from before versioning has
+// no such argument and exits 111 for want of its control socket.
+const ProbeArg = "--protocol-version"
+
+// IsProbe says argv asks an init for its protocol version.
+func IsProbe(argv []string) bool {
+	return len(argv) == 2 && argv[0] == Arg0 && argv[1] == ProbeArg
 }
 
 // Descriptors the host passes to the init after stdin, stdout and stderr.
@@ -160,15 +174,35 @@ type Status struct {
 // environment execve accepts, far below memory worth worrying about.
 const maxConfig = 16 << 20
 
-// WriteConfig sends c as one frame: its length, then its JSON. The frame
-// lets the init read exactly the Config and nothing after it, so the bytes
-// that carry descriptors (see AwaitCgroup) are left for recvmsg.
+// Version is the version of the protocol between warden and warden-init:
+// the init's messages (Config with Rlimits and rootfs.EtcTemplate, Status,
+// Refusal, Event, Request) and the spawner's (package spawn: its request
+// with Init and idMap, its reply with Exit). warden-init is a separate
+// file beside warden and may come from another build, so the host sends
+// its version in front of the Config and each spawner request, and an init
+// of any other version refuses rather than run with settings it reads
+// differently. Bump it with every change to those messages; the golden
+// test in package spawn (testdata/protocol.golden) fails until then. A
+// warden from before protocol versioning sends no version at all.
+const Version = 2
+
+// configMagic opens every Config frame, before the version. An init from
+// before versioning reads it as a length far past maxConfig and exits
+// without running anything, so no init ever acts on a Config it cannot
+// read whole.
+var configMagic = [4]byte{'W', 'D', 'N', 'C'}
+
+// WriteConfig sends c as one frame: configMagic, Version, its length, then
+// its JSON. The frame lets the init read exactly the Config and nothing
+// after it, so the bytes that carry descriptors (see AwaitCgroup) are left
+// for recvmsg.
 func WriteConfig(w io.Writer, c Config) error {
 	frame, err := encodeFrame(c)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(frame)
+	head := binary.BigEndian.AppendUint32(configMagic[:], Version)
+	_, err = w.Write(append(head, frame...))
 	return err
 }
 
@@ -185,20 +219,51 @@ func encodeFrame(v any) ([]byte, error) {
 	return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...), nil
 }
 
-// readConfig reads one frame written by WriteConfig.
+// reinstall is what to do about an init that does not speak the host's
+// protocol.
+const reinstall = "reinstall warden-init from the same build as warden"
+
+// readConfig reads one frame written by WriteConfig. An init of another
+// version, or a Config with a field this build does not know, is an error
+// that says to reinstall warden-init.
 func readConfig(r io.Reader) (Config, error) {
 	var c Config
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return c, err
+	}
+	if head != configMagic {
+		return c, fmt.Errorf("warden-init (protocol version %d) got a configuration it cannot read, from a warden from before protocol versioning: %s", Version, reinstall)
+	}
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return c, err
+	}
+	if v := binary.BigEndian.Uint32(head[:]); v != Version {
+		return c, fmt.Errorf("warden-init speaks protocol version %d but warden sent version %d: %s", Version, v, reinstall)
+	}
+	body, err := readFrame(r)
+	if err != nil {
+		return c, err
+	}
+	if err := strictjson.Decode(body, &c); err != nil {
+		return c, fmt.Errorf("reading the configuration: %w (%s)", err, reinstall)
+	}
+	return c, nil
+}
+
+// readFrame reads one length-prefixed frame's body.
+func readFrame(r io.Reader) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return c, err
+		return nil, err
 	}
 	size := binary.BigEndian.Uint32(n[:])
 	if size > maxConfig {
-		return c, fmt.Errorf("config of %d bytes is larger than %d", size, maxConfig)
+		return nil, fmt.Errorf("config of %d bytes is larger than %d", size, maxConfig)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return c, err
+		return nil, err
 	}
-	return c, json.Unmarshal(b, &c)
+	return b, nil
 }

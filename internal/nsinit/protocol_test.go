@@ -3,6 +3,7 @@ package nsinit
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -33,15 +34,27 @@ func TestConfigFrame(t *testing.T) {
 }
 
 func TestConfigFrameErrors(t *testing.T) {
-	huge := binary.BigEndian.AppendUint32(nil, maxConfig+1)
+	head := func(version uint32, body string) string {
+		return string(binary.BigEndian.AppendUint32(configMagic[:], version)) + body
+	}
+	frame := func(body string) string {
+		return head(Version, string(binary.BigEndian.AppendUint32(nil, uint32(len(body))))+body)
+	}
+	huge := head(Version, string(binary.BigEndian.AppendUint32(nil, maxConfig+1)))
 	tests := []struct {
 		name, in, want string
 	}{
 		{"empty", "", "EOF"},
-		{"short length", "\x00\x00", "unexpected EOF"},
-		{"short body", "\x00\x00\x00\x10{}", "unexpected EOF"},
-		{"too large", string(huge), "larger than"},
-		{"not json", "\x00\x00\x00\x03abc", "invalid character"},
+		{"short head", "WDN", "unexpected EOF"},
+		{"short length", head(Version, "\x00\x00"), "unexpected EOF"},
+		{"short body", head(Version, "\x00\x00\x00\x10{}"), "unexpected EOF"},
+		{"too large", huge, "larger than"},
+		{"not json", frame("abc"), "invalid character"},
+		{"unversioned, from an older warden", "\x00\x00\x00\x02{}", "from a warden from before protocol versioning: reinstall warden-init from the same build as warden"},
+		{"older version", head(Version-1, ""), fmt.Sprintf("speaks protocol version %d but warden sent version %d: reinstall warden-init", Version, Version-1)},
+		{"newer version", head(Version+1, ""), fmt.Sprintf("speaks protocol version %d but warden sent version %d: reinstall warden-init", Version, Version+1)},
+		{"unknown field", frame(`{"command":["true"],"no_such_setting":true}`), `unknown field "no_such_setting"`},
+		{"two values", frame(`{}{}`), "more than one JSON value"},
 	}
 	for _, tt := range tests {
 		_, err := readConfig(strings.NewReader(tt.in))

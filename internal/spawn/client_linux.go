@@ -230,7 +230,7 @@ func (cn *conn) send(req request, files []*os.File) (*pending, error) {
 		return nil, ErrDied
 	}
 	cn.next++
-	req.ID = cn.next
+	req.ID, req.Version = cn.next, nsinit.Version
 	p := &pending{started: make(chan result, 1), exited: make(chan struct{})}
 	err := send(int(cn.fd.Fd()), req, files...)
 	if err == nil {

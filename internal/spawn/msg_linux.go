@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // send writes v as one datagram on fd with files beside it.
@@ -50,9 +51,9 @@ func recv(fd int, v any) ([]*os.File, error) {
 		closeAll(files)
 		return nil, fmt.Errorf("a message was truncated")
 	}
-	if err := json.Unmarshal(buf[:n], v); err != nil {
+	if err := strictjson.Decode(buf[:n], v); err != nil {
 		closeAll(files)
-		return nil, fmt.Errorf("decoding a message: %w", err)
+		return nil, &decodeError{raw: append([]byte(nil), buf[:n]...), err: err}
 	}
 	if flags&unix.MSG_CTRUNC != 0 {
 		closeAll(files)
@@ -62,6 +63,17 @@ func recv(fd int, v any) ([]*os.File, error) {
 }
 
 var errClosed = fmt.Errorf("connection closed")
+
+// decodeError is a message that arrived whole but could not be decoded
+// (another build's, or nonsense), with its bytes for a lenient look.
+type decodeError struct {
+	raw []byte
+	err error
+}
+
+func (e *decodeError) Error() string { return "decoding a message: " + e.err.Error() }
+
+func (e *decodeError) Unwrap() error { return e.err }
 
 func parseRights(oob []byte) ([]*os.File, error) {
 	msgs, err := unix.ParseSocketControlMessage(oob)

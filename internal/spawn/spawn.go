@@ -17,10 +17,13 @@
 package spawn
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
 // Arg0 is the argv[0] that makes warden or warden-init run as the spawner.
@@ -62,9 +65,12 @@ func OutOfDescriptors(err error) bool {
 // request and reply are the messages on the socket pair, one JSON object
 // per datagram with its descriptors beside it.
 type request struct {
-	ID   uint64 `json:"id"`
-	Kind string `json:"kind"` // "init" or "userns"
-	Init Init   `json:"init"`
+	ID uint64 `json:"id"`
+	// Version is the server's nsinit.Version: the spawner is warden-init,
+	// which may come from another build, and refuses any other.
+	Version uint32 `json:"version"`
+	Kind    string `json:"kind"` // "init" or "userns"
+	Init    Init   `json:"init"`
 	// Extra says which of the init's descriptors from fd 3 on were sent
 	// (false leaves that number closed); Cgroup, that a cgroup directory
 	// to clone into follows them.
@@ -78,6 +84,11 @@ type idMap struct {
 	InsideUID, HostUID, InsideGID, HostGID int
 }
 
+// reply is the spawner's answer to a request. Its id and error fields are
+// frozen across versions, like nsinit.Refusal: a spawner of another build
+// answers every request with a reply that has only them, saying to
+// reinstall, and a server of any build must read that as the request's
+// failure.
 type reply struct {
 	ID     uint64 `json:"id"`
 	Pid    int    `json:"pid,omitempty"`
@@ -98,6 +109,36 @@ func failure(id uint64, err error) reply {
 	}
 	return reply{ID: id, Error: err.Error()}
 }
+
+// unreadable is the reply to a request the spawner could not decode: of
+// another version, or with a field it does not know. Its ID is read
+// leniently, as the one field every version has.
+func unreadable(raw []byte, err error) reply {
+	var head struct {
+		ID      uint64 `json:"id"`
+		Version uint32 `json:"version"`
+	}
+	_ = json.Unmarshal(raw, &head)
+	if head.Version != nsinit.Version {
+		return versionMismatch(head.ID, head.Version)
+	}
+	return reply{ID: head.ID, Error: fmt.Sprintf("the sandbox spawner could not read the request: %v (%s)", err, reinstall)}
+}
+
+// versionMismatch is the reply to request id from a server of another
+// protocol version, or from before protocol versioning (version 0: the
+// field is missing).
+func versionMismatch(id uint64, version uint32) reply {
+	sent := fmt.Sprintf("warden sent version %d", version)
+	if version == 0 {
+		sent = "warden is from before protocol versioning"
+	}
+	return reply{ID: id, Error: fmt.Sprintf("the sandbox spawner (warden-init) speaks protocol version %d but %s: %s",
+		nsinit.Version, sent, reinstall)}
+}
+
+// reinstall is what to do about a spawner of another build.
+const reinstall = "reinstall warden-init from the same build as warden"
 
 // err is the error a failed reply stands for, which matches
 // ErrNoDescriptors when the spawner ran out of them.

@@ -268,3 +268,54 @@ func TestFailureReply(t *testing.T) {
 		}
 	}
 }
+
+// TestSpawnerRefusesOtherVersion: the spawner is warden-init, perhaps of
+// another build. A request of another protocol version, or with a field
+// it does not know, starts nothing and is answered with what to do; the
+// spawner serves on.
+func TestSpawnerRefusesOtherVersion(t *testing.T) {
+	testhost.RequireRoot(t)
+	var c Client
+	cn, err := c.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, body, want string }{
+		{"newer server", `{"id":%d,"version":%d,"kind":"userns"}`, fmt.Sprintf("speaks protocol version %d but warden sent version %d", nsinit.Version, nsinit.Version+1)},
+		{"server from before versioning", `{"id":%d,"kind":"userns"}`, fmt.Sprintf("speaks protocol version %d but warden is from before protocol versioning", nsinit.Version)},
+		{"unknown field", `{"id":%d,"version":%d,"kind":"userns","setting":1}`, `unknown field "setting"`},
+	}
+	for i, tt := range tests {
+		version := nsinit.Version
+		if i == 0 {
+			version++
+		}
+		cn.mu.Lock()
+		cn.next++
+		id := cn.next
+		p := &pending{started: make(chan result, 1), exited: make(chan struct{})}
+		cn.pending[id] = p
+		cn.mu.Unlock()
+		body := fmt.Sprintf(tt.body, id, version)
+		if strings.Count(tt.body, "%d") == 1 {
+			body = fmt.Sprintf(tt.body, id)
+		}
+		if err := unix.Sendmsg(int(cn.fd.Fd()), []byte(body), nil, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case res := <-p.started:
+			closeAll(res.files)
+			if !strings.Contains(res.r.Error, tt.want) || !strings.Contains(res.r.Error, reinstall) || res.r.Pid != 0 {
+				t.Errorf("%s: the spawner answered %+v, want an error containing %q and %q", tt.name, res.r, tt.want, reinstall)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: no answer from the spawner in 20 s", tt.name)
+		}
+	}
+	ns, err := c.UserNamespace(1000, 100000, 1000, 100000)
+	if err != nil {
+		t.Fatalf("the spawner stopped serving after the refusals: %v", err)
+	}
+	ns.Close()
+}

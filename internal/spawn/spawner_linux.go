@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
 // connFD is the spawner's end of the socket pair.
@@ -33,9 +35,14 @@ func Main() {
 			s.reply(failure(req.ID, fmt.Errorf("receiving the request's descriptors: %w", unix.EMFILE)))
 			continue
 		}
+		var undecoded *decodeError
+		if errors.As(err, &undecoded) {
+			// A server of another build: it hears why, and nothing starts.
+			s.reply(unreadable(undecoded.raw, undecoded.err))
+			continue
+		}
 		if err != nil {
-			// The server is gone or spoke nonsense: end, and every init
-			// with this process.
+			// The server is gone: end, and every init with this process.
 			os.Exit(0)
 		}
 		go s.serve(req, files)
@@ -56,6 +63,11 @@ func (s *spawner) reply(r reply, files ...*os.File) {
 func (s *spawner) serve(req request, files []*os.File) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if req.Version != nsinit.Version {
+		closeAll(files)
+		s.reply(versionMismatch(req.ID, req.Version))
+		return
+	}
 	switch req.Kind {
 	case "init":
 		s.startInit(req, files)

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -398,5 +401,57 @@ func TestReadOnlyWorkspace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.ws, "kept.txt")); err != nil {
 		t.Errorf("the file is gone after a refused Remove: %v", err)
+	}
+}
+
+// TestListOutlandishTimes: a sandbox may set any mtime on its files, and
+// its workspace is a tmpfs, which keeps times far past the years JSON can
+// carry. Listing and stat must still describe them in a form every caller
+// can encode, clamped to the nearest time that is.
+func TestListOutlandishTimes(t *testing.T) {
+	tests := []struct {
+		name string
+		sec  int64
+		want time.Time
+	}{
+		{"year 10001", 253433923200, maxModTime},
+		{"largest time", 1<<63 - 1, maxModTime},
+		{"before year 0", -62198755200, minModTime},
+		{"ordinary", 1700000000, time.Unix(1700000000, 0)},
+	}
+	ws := testhost.Tmpfs(t, "1m")
+	for _, tt := range tests {
+		p := filepath.Join(ws, tt.name)
+		writeFile(t, p, "x", 0o600)
+		ts := []unix.Timespec{{Sec: tt.sec}, {Sec: tt.sec}}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
+			t.Fatalf("setting an mtime of %d s: %v", tt.sec, err)
+		}
+	}
+	d, err := Open(ws, os.Geteuid(), os.Getegid(), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	list, err := d.List(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		st, err := d.Stat(tt.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range append([]Entry{st}, list...) {
+			if got.Name != tt.name {
+				continue
+			}
+			if !got.ModTime.Equal(tt.want) {
+				t.Errorf("%s: mtime %v, want %v", tt.name, got.ModTime, tt.want)
+			}
+			if _, err := json.Marshal(got); err != nil {
+				t.Errorf("%s: the entry cannot be encoded: %v", tt.name, err)
+			}
+		}
 	}
 }

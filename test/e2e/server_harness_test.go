@@ -52,12 +52,19 @@ func startServer(t *testing.T, flags ...string) *apiServer {
 // start it with lower hard rlimits).
 func startServerAs(t *testing.T, prefix []string, flags ...string) *apiServer {
 	t.Helper()
+	return startServerBin(t, prefix, wardenBin, flags...)
+}
+
+// startServerBin is startServerAs with another warden binary (with its
+// own warden-init beside it).
+func startServerBin(t *testing.T, prefix []string, bin string, flags ...string) *apiServer {
+	t.Helper()
 	requireSandbox(t)
 	if !slices.Contains(flags, "--state-dir") {
 		flags = append(flags, "--state-dir", filepath.Join(t.TempDir(), "state"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	argv := append(append(append([]string{}, prefix...), wardenBin, "serve", "--listen", "127.0.0.1:0"), flags...)
+	argv := append(append(append([]string{}, prefix...), bin, "serve", "--listen", "127.0.0.1:0"), flags...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = []string{"WARDEN_API_KEYS=" + keyA + "," + keyB, "WARDEN_METRICS_KEYS=" + keyOperator, "PATH=/usr/local/bin:/usr/bin:/bin"}
 	for _, k := range []string{"WARDEN_EGRESS_HOSTS", "GODEBUG"} {
