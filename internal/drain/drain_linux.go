@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +39,13 @@ func newRawPipe(f *os.File, retry time.Duration) (*rawPipe, error) {
 	_ = f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("taking over the output pipe: %w", err)
+	}
+	// Every read is a raw system call that must never block (readNonblock):
+	// make sure of it, whoever made the pipe.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		// A pipe's close has nothing to report.
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("making the output pipe non-blocking: %w", err)
 	}
 	return &rawPipe{fd: fd, retry: retry}, nil
 }
@@ -90,7 +98,7 @@ func (r *rawPipe) readOrWait(b []byte, stop <-chan struct{}, wait bool) (int, er
 	var n int
 	again, err := r.do(func(fd int) error {
 		var err error
-		n, err = unix.Read(fd, b)
+		n, err = readNonblock(fd, b)
 		return err
 	}, wait, stop)
 	switch {
@@ -116,7 +124,7 @@ func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
 	var n int64
 	_, err = r.do(func(fd int) error {
 		var err error
-		n, err = unix.Splice(fd, nil, null, nil, pipeSize, unix.SPLICE_F_NONBLOCK)
+		n, err = spliceNonblock(fd, null, pipeSize)
 		return err
 	}, true, stop)
 	switch {
@@ -286,4 +294,32 @@ func devNull() (int, error) {
 	}
 	null.fd, null.opened = fd, true
 	return fd, nil
+}
+
+// readNonblock is read(2) on a non-blocking descriptor, made as a raw
+// system call: one that cannot block need not tell Go's scheduler, which
+// on every system call wakes its monitor thread (sysmon) if it sleeps, a
+// context switch or more per read that a flood would make the host pay
+// at every pace.
+func readNonblock(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// spliceNonblock moves up to n bytes from the pipe in to out without
+// waiting (SPLICE_F_NONBLOCK, on a non-blocking pipe), as a raw system
+// call for the same reason as readNonblock.
+func spliceNonblock(in, out, n int) (int64, error) {
+	m, _, errno := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), unix.SPLICE_F_NONBLOCK)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int64(m), nil
 }
