@@ -152,8 +152,21 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 // writeJSON answers with v as JSON. An encoding error can only come from
 // the connection by then, so there is nobody left to tell.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	jsonHeader(w, status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// jsonHeader sends the header of a JSON answer.
+func jsonHeader(w http.ResponseWriter, status int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeResult answers 200 with an exec's Result, its output streamed
+// rather than built in memory first (spec.Result.WriteJSON). As in
+// writeJSON, an error can only come from the connection by then.
+func writeResult(w http.ResponseWriter, r spec.Result) {
+	jsonHeader(w, http.StatusOK)
+	_ = r.WriteJSON(w)
 }
