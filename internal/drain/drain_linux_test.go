@@ -119,8 +119,7 @@ func TestCloseEndsWaits(t *testing.T) {
 }
 
 // TestPacing: a sandbox given a core or more is paced at the constants;
-// below, the batch stretches in proportion and the pace with the square,
-// each up to maxSlowdown.
+// below, both stretch with the square of the quota, up to maxSlowdown.
 func TestPacing(t *testing.T) {
 	tests := []struct {
 		cpus        float64
@@ -129,9 +128,9 @@ func TestPacing(t *testing.T) {
 		{0, batchTime, paceTime},
 		{1, batchTime, paceTime},
 		{4, batchTime, paceTime},
-		{0.5, 2 * batchTime, 4 * paceTime},
-		{0.2, 5 * batchTime, maxSlowdown * paceTime},
-		{0.1, 10 * batchTime, maxSlowdown * paceTime},
+		{0.5, 4 * batchTime, 4 * paceTime},
+		{0.2, maxSlowdown * batchTime, maxSlowdown * paceTime},
+		{0.1, maxSlowdown * batchTime, maxSlowdown * paceTime},
 		{0.01, maxSlowdown * batchTime, maxSlowdown * paceTime},
 	}
 	for _, tt := range tests {
