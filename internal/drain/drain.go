@@ -25,7 +25,7 @@ import (
 )
 
 // The pace, for a sandbox given at least one core. A sandbox given less
-// is paced in proportion (pacing), so that what its output costs the host
+// is paced slower (pacing), so that what its output costs the host
 // stays a share of its own CPU quota: on the 2-core VM Warden was measured
 // on, one wake of a Go process from a timer cost 0.14 ms of CPU or more (a
 // bare 10 ms sleep loop used 13.5 ms a second), which a 0.1-core sandbox
