@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,8 +39,8 @@ func newRawPipe(f *os.File, retry time.Duration) (*rawPipe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taking over the output pipe: %w", err)
 	}
-	// Every read is a raw system call that must never block (readNonblock):
-	// make sure of it, whoever made the pipe.
+	// A read or splice must return EAGAIN on an empty pipe rather than
+	// wait for a writer: make sure of it, whoever made the pipe.
 	if err := unix.SetNonblock(fd, true); err != nil {
 		// A pipe's close has nothing to report.
 		_ = unix.Close(fd)
@@ -98,7 +97,7 @@ func (r *rawPipe) readOrWait(b []byte, stop <-chan struct{}, wait bool) (int, er
 	var n int
 	again, err := r.do(func(fd int) error {
 		var err error
-		n, err = readNonblock(fd, b)
+		n, err = unix.Read(fd, b)
 		return err
 	}, wait, stop)
 	switch {
@@ -124,7 +123,7 @@ func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
 	var n int64
 	_, err = r.do(func(fd int) error {
 		var err error
-		n, err = spliceNonblock(fd, null, pipeSize)
+		n, err = unix.Splice(fd, nil, null, nil, pipeSize, unix.SPLICE_F_NONBLOCK)
 		return err
 	}, true, stop)
 	switch {
@@ -157,7 +156,13 @@ func (r *rawPipe) do(op func(fd int) error, wait bool, stop <-chan struct{}) (bo
 }
 
 // try runs op on the descriptor unless it is closed, and says whether op
-// must wait for the pipe (EAGAIN); EINTR is retried.
+// must wait for the pipe (EAGAIN); EINTR is retried. op must make its
+// system call through Go's scheduler (unix.Read, unix.Splice), never as a
+// raw call: O_NONBLOCK does not keep a read or splice from waiting,
+// uninterruptibly, for the pipe's lock, which the sandbox can hold as long
+// as it likes (a splice into the pipe from an empty socket), and a raw
+// call that waits keeps its P, so a stop-the-world collection and every
+// timer of the process wait with it (TestLockedPipeBlocksNobody).
 func (r *rawPipe) try(op func(fd int) error) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -294,32 +299,4 @@ func devNull() (int, error) {
 	}
 	null.fd, null.opened = fd, true
 	return fd, nil
-}
-
-// readNonblock is read(2) on a non-blocking descriptor, made as a raw
-// system call: one that cannot block need not tell Go's scheduler, which
-// on every system call wakes its monitor thread (sysmon) if it sleeps, a
-// context switch or more per read that a flood would make the host pay
-// at every pace.
-func readNonblock(fd int, b []byte) (int, error) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
-
-// spliceNonblock moves up to n bytes from the pipe in to out without
-// waiting (SPLICE_F_NONBLOCK, on a non-blocking pipe), as a raw system
-// call for the same reason as readNonblock.
-func spliceNonblock(in, out, n int) (int64, error) {
-	m, _, errno := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), unix.SPLICE_F_NONBLOCK)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int64(m), nil
 }
