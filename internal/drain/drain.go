@@ -54,26 +54,29 @@ const (
 	// whatever the program's CPU, and output past the limit drains at up
 	// to pipeSize per paceTime (100 MiB/s) while the program runs.
 	paceTime = 10 * time.Millisecond
-	// maxSlowdown bounds the scaling for small quotas (0.22 cores and
-	// less), so that their output still drains at 5 MiB/s.
+	// maxSlowdown bounds the scaling for small quotas (of the pace from
+	// 0.22 cores down), so that their output still drains at 5 MiB/s.
 	maxSlowdown = 20
 )
 
 // pacing returns the batch and pace times for a sandbox given cpus cores:
-// the constants at one core or more (or an unknown quota, zero), both
-// stretched by 1/cpus² below, up to maxSlowdown times (from 0.22 cores
-// down). The square, not the quota's own ratio, because each wake costs
-// the host about the same whatever the quota (some 0.2-0.3 ms of the Go
-// runtime's own on the 2-core VM, once the rest was cut): at 0.1 cores,
-// 10 paces or 20 batches a second were still a fifth of the tenth of the
-// quota aimed at. Output past the limit still drains at 5 MiB/s or more,
-// and a trickle of small writes arrives at most 100 ms late.
+// the constants at one core or more (or an unknown quota, zero); below,
+// the batch stretched by 1/cpus and the pace by 1/cpus², each up to
+// maxSlowdown times (the pace from 0.22 cores down, the batch from 0.05).
+// The pace takes the square, not the quota's own ratio, because each wake
+// costs the host about the same whatever the quota (some 0.2-0.3 ms of
+// the Go runtime's own on the 2-core VM): at 0.1 cores, 10 paces a second
+// were still a fifth of the tenth of the quota aimed at. Output past the
+// limit still drains at 5 MiB/s or more. The batch keeps the quota's own
+// ratio: it bounds how fast kept output written in small pieces moves, and
+// squared it halved that at half a core (docs/architecture.md, "Output").
 func pacing(cpus float64) (batch, pace time.Duration) {
-	scale := 1.0
+	batchScale, paceScale := 1.0, 1.0
 	if cpus > 0 && cpus < 1 {
-		scale = min(1/(cpus*cpus), maxSlowdown)
+		batchScale = min(1/cpus, maxSlowdown)
+		paceScale = min(1/(cpus*cpus), maxSlowdown)
 	}
-	return time.Duration(float64(batchTime) * scale), time.Duration(float64(paceTime) * scale)
+	return time.Duration(float64(batchTime) * batchScale), time.Duration(float64(paceTime) * paceScale)
 }
 
 // Pipe is the host's reading end of one output pipe. Use it from one

@@ -119,7 +119,8 @@ func TestCloseEndsWaits(t *testing.T) {
 }
 
 // TestPacing: a sandbox given a core or more is paced at the constants;
-// below, both stretch with the square of the quota, up to maxSlowdown.
+// below, the batch stretches with the quota and the pace with its square,
+// each up to maxSlowdown.
 func TestPacing(t *testing.T) {
 	tests := []struct {
 		cpus        float64
@@ -128,9 +129,10 @@ func TestPacing(t *testing.T) {
 		{0, batchTime, paceTime},
 		{1, batchTime, paceTime},
 		{4, batchTime, paceTime},
-		{0.5, 4 * batchTime, 4 * paceTime},
-		{0.2, maxSlowdown * batchTime, maxSlowdown * paceTime},
-		{0.1, maxSlowdown * batchTime, maxSlowdown * paceTime},
+		{0.5, 2 * batchTime, 4 * paceTime},
+		{0.25, 4 * batchTime, 16 * paceTime},
+		{0.2, 5 * batchTime, maxSlowdown * paceTime},
+		{0.1, 10 * batchTime, maxSlowdown * paceTime},
 		{0.01, maxSlowdown * batchTime, maxSlowdown * paceTime},
 	}
 	for _, tt := range tests {
