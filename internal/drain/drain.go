@@ -37,9 +37,13 @@ const (
 	// pieces. Only a flood needs it: every grown pipe counts against its
 	// user's fs.pipe-user-pages-soft, even an idle interpreter's.
 	pipeSize = 1 << 20
-	// floodRead is the size of a pipe that was never grown: a paced read
-	// or Discard that takes as much found the pipe full, a flood.
-	floodRead = 64 << 10
+	// floodRead is half the size of a pipe that was never grown (64 KiB):
+	// a paced read or Discard that takes as much found the pipe full, a
+	// flood. Half, because a full pipe holds less than its size when the
+	// writes do not fill its pages: the kernel starts a new page for a
+	// write that does not fit in the last one's rest, so 1000-byte writes
+	// fill it at 64000 bytes and 2049-byte ones at just over 32 KiB.
+	floodRead = 32 << 10
 	// smallRead is the read size under which a read counts as small.
 	smallRead = 4 << 10
 	// batchTime is how long a read waits after two small ones in a row, so
