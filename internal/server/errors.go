@@ -164,9 +164,17 @@ func jsonHeader(w http.ResponseWriter, status int) {
 }
 
 // writeResult answers 200 with an exec's Result, its output streamed
-// rather than built in memory first (spec.Result.WriteJSON). As in
-// writeJSON, an error can only come from the connection by then.
-func writeResult(w http.ResponseWriter, r spec.Result) {
+// rather than built in memory first (spec.Result.WriteJSON). The small
+// fields are encoded before the status is sent, so that a Result that
+// cannot be encoded gets an error answer rather than a 200 with a cut
+// body; once the status is sent, as in writeJSON, an error can only come
+// from the connection.
+func (s *Server) writeResult(w http.ResponseWriter, r spec.Result) {
+	j, err := r.EncodeJSON()
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	jsonHeader(w, http.StatusOK)
-	_ = r.WriteJSON(w)
+	_ = j.Write(w)
 }

@@ -18,25 +18,50 @@ import (
 // a garbage collection), no sandbox's cgroup paying for it; streamed, it
 // costs a tenth of that (docs/architecture.md, "Output").
 func (r Result) WriteJSON(w io.Writer) error {
+	j, err := r.EncodeJSON()
+	if err != nil {
+		return err
+	}
+	return j.Write(w)
+}
+
+// ResultJSON is a Result whose small fields are already encoded, ready to
+// be written with its output streamed (Write). Encoding comes first so
+// that a caller learns of an encoding error (a NaN time, say) before it
+// has written anything, such as an HTTP answer's 200 status.
+type ResultJSON struct {
+	r   Result
+	doc []byte // r without its output, as json.Marshal writes it
+	at  int    // where outputFields begins in doc
+}
+
+// EncodeJSON encodes every field of r but its output, which Write streams.
+func (r Result) EncodeJSON() (ResultJSON, error) {
 	rest := r
 	rest.Stdout, rest.Stderr = "", ""
 	doc, err := json.Marshal(rest)
 	if err != nil {
-		return fmt.Errorf("encoding the result: %w", err)
+		return ResultJSON{}, fmt.Errorf("encoding the result: %w", err)
 	}
 	// The output fields follow four scalars and a signal name, and no
 	// string value can hold `,"` unescaped, so the first match is theirs.
 	at := bytes.Index(doc, outputFields)
 	if at < 0 {
-		return fmt.Errorf("encoding the result: no %s in %.80s", outputFields, doc)
+		return ResultJSON{}, fmt.Errorf("encoding the result: no %s in %.80s", outputFields, doc)
 	}
+	return ResultJSON{r: r, doc: doc, at: at}, nil
+}
+
+// Write writes the Result to w as json.NewEncoder(w).Encode would; an
+// error can only come from w.
+func (j ResultJSON) Write(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
-	bw.Write(doc[:at])
+	bw.Write(j.doc[:j.at])
 	bw.WriteString(`,"stdout":`)
-	writeJSONString(bw, r.Stdout)
+	writeJSONString(bw, j.r.Stdout)
 	bw.WriteString(`,"stderr":`)
-	writeJSONString(bw, r.Stderr)
-	bw.Write(doc[at+len(outputFields):])
+	writeJSONString(bw, j.r.Stderr)
+	bw.Write(j.doc[j.at+len(outputFields):])
 	bw.WriteByte('\n')
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("writing the result: %w", err)

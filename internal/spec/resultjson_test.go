@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,7 @@ func TestResultWriteJSONMatchesEncoder(t *testing.T) {
 			Network:   []NetworkEvent{{Host: `,"stdout":"","stderr":""`}},
 		}},
 		{"interpreter", Result{Value: "1", Outputs: []Output{{MimeType: "text/plain", Data: "x", Encoding: "utf-8"}}, InterpreterRestarted: true}},
+		{"every field set", everyFieldSet(t)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,6 +47,47 @@ func TestResultWriteJSONMatchesEncoder(t *testing.T) {
 				t.Errorf("WriteJSON wrote\n%.300q\nwant (encoding/json)\n%.300q", got.String(), want)
 			}
 		})
+	}
+}
+
+// everyFieldSet returns a Result with every field, and every field of
+// what it points to or holds, set to a value other than its zero, so that
+// a field added later is covered without editing the test.
+func everyFieldSet(t *testing.T) Result {
+	var r Result
+	fill(t, reflect.ValueOf(&r).Elem(), "r")
+	v := reflect.ValueOf(r)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("everyFieldSet left %s zero", v.Type().Field(i).Name)
+		}
+	}
+	return r
+}
+
+// fill sets v, named path, to a value other than its kind's zero.
+func fill(t *testing.T, v reflect.Value, path string) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(path + " <&>\n")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Float64:
+		v.SetFloat(1.5)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), path)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(t, v.Index(0), path+"[0]")
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(t, v.Field(i), path+"."+v.Type().Field(i).Name)
+		}
+	default:
+		t.Fatalf("fill: %s is a %s, which it cannot set", path, v.Kind())
 	}
 }
 
