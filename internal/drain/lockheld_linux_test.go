@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,4 +153,69 @@ func waitInSplice(t *testing.T, pid int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("after a minute, the child still does not wait in splice")
+}
+
+// TestBlockingPipeStillCloses: a pipe handed over in blocking mode is made
+// non-blocking, so a read with nothing to read waits in the poller, and
+// Close ends it with os.ErrClosed. A blocking read would wait in the
+// kernel with the Pipe's lock held, and Close with it.
+func TestBlockingPipeStillCloses(t *testing.T) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	w := os.NewFile(uintptr(fds[1]), "writer")
+	defer w.Close()
+	p, err := New(os.NewFile(uintptr(fds[0]), "blocking reader"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := p.Read(make([]byte, 16))
+		ended <- err
+	}()
+	waitReading(t, p)
+	go p.Close()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("a read during Close returned %v, want os.ErrClosed", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("a read of a pipe handed over blocking still waits a minute after Close")
+		// Free the read, and with it Close, so the test ends.
+		_, _ = w.Write([]byte("x"))
+		<-ended
+	}
+}
+
+// waitReading returns once p's reader waits, in the poller or blocked in
+// read(2) on its descriptor, or after a bounded number of looks. It never
+// waits for p's lock, which a blocked read holds.
+func waitReading(t *testing.T, p *Pipe) {
+	t.Helper()
+	fd := "0x" + strconv.FormatInt(int64(p.raw.fd), 16)
+	read := strconv.Itoa(unix.SYS_READ)
+	for range 60000 {
+		if p.raw.mu.TryLock() {
+			parked := p.raw.waiting != nil
+			p.raw.mu.Unlock()
+			if parked {
+				return
+			}
+		}
+		tasks, err := filepath.Glob("/proc/self/task/*/syscall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if fields := strings.Fields(string(b)); err == nil && len(fields) > 1 && fields[0] == read && fields[1] == fd {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the reader neither waits in the poller nor reads after a minute")
 }
