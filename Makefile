@@ -49,7 +49,8 @@ test: deps build
 # Go 1.27). Seeds live in the tests.
 FUZZTIME ?=
 FUZZ := internal/spec:FuzzParseSize:150000x internal/spec:FuzzParseDuration:200000x \
-	internal/spec:FuzzLimitsValidate:200000x internal/workspace:FuzzParsePath:100000x \
+	internal/spec:FuzzLimitsValidate:200000x internal/spec:FuzzResultWriteJSON:50000x \
+	internal/workspace:FuzzParsePath:100000x \
 	internal/server:FuzzRequestBody:6000x internal/egress:FuzzClassify:20000x \
 	internal/egress:FuzzParseHostLiteral:25000x internal/nsinit:FuzzParseEvent:20000x \
 	internal/nsinit:FuzzReadStatus:30000x internal/interp:FuzzReplies:8000x \

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -83,6 +83,9 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		return err
 	}
+	if onePSuffices(o.spec) {
+		runtime.GOMAXPROCS(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A reader of our output that goes away (warden run ... | head) must
@@ -102,6 +105,17 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	return exitError{code: o.report(r)}
+}
+
+// onePSuffices says whether a run keeps to one P. A run without a proxy
+// does serial work, and a second P only costs: each time a goroutine wakes
+// (a pace of the output drain, tens a second while a sandbox floods), the
+// scheduler wakes another thread to look for work it never finds, host
+// CPU no cgroup is charged for (docs/architecture.md, "Output"). With
+// --net proxy the egress proxy runs in this process beside the output
+// drains, and one P would make the sandbox's connections wait on them.
+func onePSuffices(s spec.Spec) bool {
+	return s.Network.Mode != spec.NetProxy
 }
 
 // check refuses a bad request before anything is built.
@@ -151,8 +165,7 @@ func printJSON(w io.Writer, r spec.Result, runErr error) error {
 		// never takes it for an exit 0.
 		r.Error = runErr.Error()
 	}
-	enc := json.NewEncoder(w)
-	if err := enc.Encode(r); err != nil {
+	if err := r.WriteJSON(w); err != nil {
 		return err
 	}
 	if runErr != nil {

@@ -25,7 +25,7 @@ import (
 )
 
 // The pace, for a sandbox given at least one core. A sandbox given less
-// is paced in proportion (pacing), so that what its output costs the host
+// is paced slower (pacing), so that what its output costs the host
 // stays a share of its own CPU quota: on the 2-core VM Warden was measured
 // on, one wake of a Go process from a timer cost 0.14 ms of CPU or more (a
 // bare 10 ms sleep loop used 13.5 ms a second), which a 0.1-core sandbox
@@ -37,9 +37,13 @@ const (
 	// pieces. Only a flood needs it: every grown pipe counts against its
 	// user's fs.pipe-user-pages-soft, even an idle interpreter's.
 	pipeSize = 1 << 20
-	// floodRead is the size of a pipe that was never grown: a paced read
-	// or Discard that takes as much found the pipe full, a flood.
-	floodRead = 64 << 10
+	// floodRead is half the size of a pipe that was never grown (64 KiB):
+	// a paced read or Discard that takes as much found the pipe full, a
+	// flood. Half, because a full pipe holds less than its size when the
+	// writes do not fill its pages: the kernel starts a new page for a
+	// write that does not fit in the last one's rest, so 1000-byte writes
+	// fill it at 64000 bytes and 2049-byte ones at just over 32 KiB.
+	floodRead = 32 << 10
 	// smallRead is the read size under which a read counts as small.
 	smallRead = 4 << 10
 	// batchTime is how long a read waits after two small ones in a row, so
@@ -54,20 +58,29 @@ const (
 	// whatever the program's CPU, and output past the limit drains at up
 	// to pipeSize per paceTime (100 MiB/s) while the program runs.
 	paceTime = 10 * time.Millisecond
-	// maxSlowdown bounds the scaling for tiny quotas (0.05 cores and
-	// less), so that their output still drains at 5 MiB/s.
+	// maxSlowdown bounds the scaling for small quotas (of the pace from
+	// 0.22 cores down), so that their output still drains at 5 MiB/s.
 	maxSlowdown = 20
 )
 
 // pacing returns the batch and pace times for a sandbox given cpus cores:
-// the constants at one core or more (or an unknown quota, zero),
-// stretched by 1/cpus below, up to maxSlowdown times.
+// the constants at one core or more (or an unknown quota, zero); below,
+// the batch stretched by 1/cpus and the pace by 1/cpus², each up to
+// maxSlowdown times (the pace from 0.22 cores down, the batch from 0.05).
+// The pace takes the square, not the quota's own ratio, because each wake
+// costs the host about the same whatever the quota (some 0.2-0.3 ms of
+// the Go runtime's own on the 2-core VM): at 0.1 cores, 10 paces a second
+// were still a fifth of the tenth of the quota aimed at. Output past the
+// limit still drains at 5 MiB/s or more. The batch keeps the quota's own
+// ratio: it bounds how fast kept output written in small pieces moves, and
+// squared it halved that at half a core (docs/architecture.md, "Output").
 func pacing(cpus float64) (batch, pace time.Duration) {
-	scale := 1.0
+	batchScale, paceScale := 1.0, 1.0
 	if cpus > 0 && cpus < 1 {
-		scale = min(1/cpus, maxSlowdown)
+		batchScale = min(1/cpus, maxSlowdown)
+		paceScale = min(1/(cpus*cpus), maxSlowdown)
 	}
-	return time.Duration(float64(batchTime) * scale), time.Duration(float64(paceTime) * scale)
+	return time.Duration(float64(batchTime) * batchScale), time.Duration(float64(paceTime) * paceScale)
 }
 
 // Pipe is the host's reading end of one output pipe. Use it from one

@@ -39,6 +39,13 @@ func newRawPipe(f *os.File, retry time.Duration) (*rawPipe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taking over the output pipe: %w", err)
 	}
+	// A read or splice must return EAGAIN on an empty pipe rather than
+	// wait for a writer: make sure of it, whoever made the pipe.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		// A pipe's close has nothing to report.
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("making the output pipe non-blocking: %w", err)
+	}
 	return &rawPipe{fd: fd, retry: retry}, nil
 }
 
@@ -149,7 +156,13 @@ func (r *rawPipe) do(op func(fd int) error, wait bool, stop <-chan struct{}) (bo
 }
 
 // try runs op on the descriptor unless it is closed, and says whether op
-// must wait for the pipe (EAGAIN); EINTR is retried.
+// must wait for the pipe (EAGAIN); EINTR is retried. op must make its
+// system call through Go's scheduler (unix.Read, unix.Splice), never as a
+// raw call: O_NONBLOCK does not keep a read or splice from waiting,
+// uninterruptibly, for the pipe's lock, which the sandbox can hold as long
+// as it likes (a splice into the pipe from an empty socket), and a raw
+// call that waits keeps its P, so a stop-the-world collection and every
+// timer of the process wait with it (TestLockedPipeBlocksNobody).
 func (r *rawPipe) try(op func(fd int) error) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

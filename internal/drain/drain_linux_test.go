@@ -118,8 +118,9 @@ func TestCloseEndsWaits(t *testing.T) {
 	}
 }
 
-// TestPacing: a sandbox given a core or more is paced at the constants,
-// one given less in proportion, up to maxSlowdown.
+// TestPacing: a sandbox given a core or more is paced at the constants;
+// below, the batch stretches with the quota and the pace with its square,
+// each up to maxSlowdown.
 func TestPacing(t *testing.T) {
 	tests := []struct {
 		cpus        float64
@@ -128,8 +129,10 @@ func TestPacing(t *testing.T) {
 		{0, batchTime, paceTime},
 		{1, batchTime, paceTime},
 		{4, batchTime, paceTime},
-		{0.5, 2 * batchTime, 2 * paceTime},
-		{0.1, 10 * batchTime, 10 * paceTime},
+		{0.5, 2 * batchTime, 4 * paceTime},
+		{0.25, 4 * batchTime, 16 * paceTime},
+		{0.2, 5 * batchTime, maxSlowdown * paceTime},
+		{0.1, 10 * batchTime, maxSlowdown * paceTime},
 		{0.01, maxSlowdown * batchTime, maxSlowdown * paceTime},
 	}
 	for _, tt := range tests {

@@ -152,3 +152,47 @@ func TestWaitSurvivesDescriptorShortage(t *testing.T) {
 		t.Fatal("after a minute: the read never saw the write")
 	}
 }
+
+// TestGrowsForFloodOfSmallWrites: a pipe filled by writes of 1000 bytes
+// holds less than its size (the kernel fits four in a page, not four and
+// a bit), and a discard of it must still count as a flood's and grow the
+// pipe, or such a flood drains at a sixteenth of the speed.
+func TestGrowsForFloodOfSmallWrites(t *testing.T) {
+	tests := []struct {
+		write int
+	}{{1000}, {2049}, {4096}}
+	for _, tt := range tests {
+		p, w := newTestPipe(t, nil)
+		held := fillPipe(t, w, tt.write)
+		if _, err := p.Discard(); err != nil {
+			t.Fatalf("discarding %d bytes of %d-byte writes: %v", held, tt.write, err)
+		}
+		if got := sizeOf(t, p); !grown(got) {
+			t.Errorf("after a discard of a pipe full of %d-byte writes (%d bytes): pipe size %d, want %d", tt.write, held, got, pipeSize)
+		}
+	}
+}
+
+// fillPipe writes pieces of size bytes into w until the pipe is full, and
+// returns how many bytes it holds.
+func fillPipe(t *testing.T, w *os.File, size int) int {
+	t.Helper()
+	rc, err := w.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	piece := bytes.Repeat([]byte{'x'}, size)
+	if err := rc.Control(func(fd uintptr) {
+		for range 1 << 16 {
+			n, err := unix.Write(int(fd), piece)
+			if err != nil {
+				return
+			}
+			held += n
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return held
+}

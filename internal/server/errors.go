@@ -188,8 +188,29 @@ func retryAfter(err error) (int, bool) {
 // writeJSON answers with v as JSON. An encoding error can only come from
 // the connection by then, so there is nobody left to tell.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	jsonHeader(w, status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// jsonHeader sends the header of a JSON answer.
+func jsonHeader(w http.ResponseWriter, status int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeResult answers 200 with an exec's Result, its output streamed
+// rather than built in memory first (spec.Result.WriteJSON). The small
+// fields are encoded before the status is sent, so that a Result that
+// cannot be encoded gets an error answer rather than a 200 with a cut
+// body; once the status is sent, as in writeJSON, an error can only come
+// from the connection.
+func (s *Server) writeResult(w http.ResponseWriter, r spec.Result) {
+	j, err := r.EncodeJSON()
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	jsonHeader(w, http.StatusOK)
+	_ = j.Write(w)
 }

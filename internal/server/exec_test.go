@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -265,5 +266,33 @@ func TestCompleteUTF8(t *testing.T) {
 		if got := completeUTF8(tt.in); got != tt.want {
 			t.Errorf("completeUTF8(% x): got %d, want %d", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestUnencodableResultIsAnError: a Result that encoding/json refuses (a
+// NaN time) gets a one-line 500 answer, not a 200 with a cut body.
+func TestUnencodableResultIsAnError(t *testing.T) {
+	tests := []struct {
+		name, target string
+	}{
+		{"exec", "/exec"},
+		{"run", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.fake.exec = func(context.Context, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
+				return spec.Result{Stdout: "out\n", WallTimeMS: math.NaN()}, nil
+			}
+			target := "/v1/run"
+			if tt.target != "" {
+				target = "/v1/sessions/" + h.create(keyA) + tt.target
+			}
+			resp := h.do("POST", target, keyA, `{"command":["true"]}`)
+			code, msg := resp.errorMessage()
+			if resp.status != http.StatusInternalServerError || !strings.Contains(msg, "encoding the result") {
+				t.Errorf("got %d %s %q, want 500 naming the encoding of the result; body %.200q", resp.status, code, msg, resp.body)
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ func (a api) ExecInSession(w http.ResponseWriter, r *http.Request, id string) {
 		a.s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	a.s.writeResult(w, res)
 }
 
 // StreamExecInSession runs one command or snippet and streams its output
@@ -81,7 +81,7 @@ func (a api) RunOnce(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	a.s.writeResult(w, res)
 }
 
 // observe runs one exec and records it in the metrics. A refusal (the
