@@ -35,9 +35,9 @@ import (
 type options struct {
 	warden, out, label, serveLog string
 	quick                        bool
-	// parts and attacks select what runs (comma-separated).
-	parts, attacks         string
-	serveArgs, droppedArgs []string
+	// parts, attacks and patterns select what runs (comma-separated).
+	parts, attacks, patterns string
+	serveArgs, droppedArgs   []string
 
 	// window is how long A measures per attack; probeMax bounds its
 	// execs there.
@@ -69,6 +69,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "the short form: under three minutes")
 	flag.StringVar(&o.parts, "parts", "fairness,host,neighbours", "the parts to run, comma-separated")
 	flag.StringVar(&o.attacks, "attacks", "", "the fairness attacks to run by number, comma-separated (1 is 1a and 1b; default all)")
+	flag.StringVar(&o.patterns, "patterns", "", "the host-CPU rows to run: words their pattern must contain, comma-separated (e.g. \"egress,client loop\"; default all)")
 	flag.StringVar(&o.serveLog, "serve-log", "", "write warden serve's log to this file")
 	flag.Var(&extra, "serve-flag", "a flag for warden serve as --name=value, repeatable; dropped (and reported) when the binary lacks it")
 	flag.Parse()
@@ -114,6 +115,20 @@ func (o *options) wantsAttack(name string) bool {
 	}
 	for _, a := range strings.Split(o.attacks, ",") {
 		if a = strings.TrimSpace(a); a != "" && strings.HasPrefix(name, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// wantsPattern says whether the host-CPU rows of the pattern named name
+// run: some word of o.patterns is part of it (any case).
+func (o *options) wantsPattern(name string) bool {
+	if o.patterns == "" {
+		return true
+	}
+	for _, w := range strings.Split(o.patterns, ",") {
+		if w = strings.TrimSpace(w); w != "" && strings.Contains(strings.ToLower(name), strings.ToLower(w)) {
 			return true
 		}
 	}

@@ -43,6 +43,30 @@ func TestWantsAttack(t *testing.T) {
 	}
 }
 
+func TestWantsPattern(t *testing.T) {
+	names := []string{"yes flood", "refused egress connections", execLoopPattern}
+	for _, tc := range []struct {
+		patterns string
+		want     []string
+	}{
+		{"", names},
+		{"egress", []string{"refused egress connections"}},
+		{"Client Loop, yes", []string{"yes flood", execLoopPattern}},
+		{"fork", nil},
+	} {
+		o := options{patterns: tc.patterns}
+		var got []string
+		for _, n := range names {
+			if o.wantsPattern(n) {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("wantsPattern(%q): got %v, want %v", tc.patterns, got, tc.want)
+		}
+	}
+}
+
 func TestSpent(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
