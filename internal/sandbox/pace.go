@@ -13,16 +13,23 @@ import (
 
 // Every exec costs the host CPU outside the sandbox's cgroup, where no
 // limit charges it: the request, the agent protocol and the result, and
-// for a command its own cgroup and pipes. Measured with warden serve on a
-// loaded two-core host: about 1 ms for code in a persistent interpreter,
-// 2.5 to 3.3 ms for a command. A client sending tiny execs as fast as it
-// can would spend several times its session's CPU quota on the host. So
-// exec starts are paced per session by that cost: tokens are milliseconds
-// of host CPU, each exec takes its cost, and they come at the exec pace
-// (the fraction of the quota the host may spend on execs; DefaultExecPace
-// is a tenth, so 100 a second per core of quota). The burst, two seconds
-// of the rate and at least minExecBurst, lets interactive use and a
-// benchmark of a couple of hundred execs never wait.
+// for a command its own cgroup and pipes. A client sending tiny execs as
+// fast as it can would spend several times its session's CPU quota on
+// the host. So exec starts are paced per session by that cost: tokens are
+// milliseconds of host CPU, each exec takes its cost, and they come at the
+// exec pace (the fraction of the quota the host may spend on execs;
+// DefaultExecPace is a tenth, so 100 a second per core of quota).
+//
+// The costs are what an exec costs when execs come one at a time, as
+// pacing makes them come at small quotas: each then wakes the server's
+// idle threads, and costs more than in a tight loop. Measured with warden
+// serve on a loaded two-core host (the server, its spawner and the init's
+// threads outside the cgroups): a command 6 to 6.7 ms at 2 to 5 a second
+// (3.5 to 4.5 ms at 20 to 50), code in a persistent interpreter 2.2 to
+// 3.6 ms (1 to 1.3 ms). The burst, two seconds of the rate and at least
+// minBurstExecs execs of code, lets interactive use and a benchmark of a
+// couple of hundred execs never wait; it is a one-time allowance of host
+// CPU, 600 ms at the least.
 const (
 	// DefaultExecPace is the fraction of a session's CPU quota the host
 	// may spend on its execs when Config.ExecPace is zero.
@@ -31,12 +38,13 @@ const (
 	MaxExecPace = 10
 	// codeExecCost and commandExecCost are what an exec of code in a
 	// persistent interpreter and a command exec cost the host, in ms.
-	codeExecCost    = 1
-	commandExecCost = 3
+	codeExecCost    = 3
+	commandExecCost = 8
 	// execBurstSeconds is the burst in seconds of the rate, at least
-	// minExecBurst tokens.
+	// minBurstExecs execs of code.
 	execBurstSeconds = 2
-	minExecBurst     = 200
+	minBurstExecs    = 200
+	minExecBurst     = minBurstExecs * codeExecCost
 )
 
 // execPacer paces one session's exec starts; nil paces nothing.

@@ -32,31 +32,34 @@ func (c *fakeClock) install(p *execPacer) {
 }
 
 // TestExecPacerWeighsCost: at one core and the default pace, tokens are
-// 100 ms of host CPU a second after a burst of 200; a command costs 3,
-// code 1, and only what goes past the burst waits, for its cost's time.
+// 100 ms of host CPU a second after a burst of 200 execs of code (600);
+// a command costs 8, code 3 (what each costs the host when they come one
+// at a time), and only what goes past the burst waits, for its cost's
+// time.
 func TestExecPacerWeighsCost(t *testing.T) {
 	p := newExecPacer(1, DefaultExecPace)
 	var clock fakeClock
 	clock.install(p)
-	for i := range minExecBurst {
-		if d, err := p.wait(context.Background(), codeExecCost); d != 0 || err != nil {
+	for i := range 200 {
+		if d, err := p.wait(context.Background(), execCost(ExecRequest{Language: "python"})); d != 0 || err != nil {
 			t.Fatalf("code exec %d of the burst waited %v, %v; want no wait", i, d, err)
 		}
 	}
+	command, code := ExecRequest{Command: []string{"true"}}, ExecRequest{Language: "python", Code: "1+1"}
 	steps := []struct {
-		cost    int
+		req     ExecRequest
 		advance time.Duration
 		want    time.Duration
 	}{
-		{commandExecCost, 0, 30 * time.Millisecond},
-		{codeExecCost, 0, 10 * time.Millisecond},
-		{commandExecCost, 30 * time.Millisecond, 0},
-		{codeExecCost, 10 * time.Second, 0}, // refilled, to the burst only
+		{command, 0, 80 * time.Millisecond},
+		{code, 0, 30 * time.Millisecond},
+		{command, 80 * time.Millisecond, 0},
+		{code, 10 * time.Second, 0}, // refilled, to the burst only
 	}
 	for i, st := range steps {
 		clock.t = clock.t.Add(st.advance)
-		if got, err := p.wait(context.Background(), st.cost); got != st.want || err != nil {
-			t.Errorf("step %d (cost %d, %v later): waited %v, %v; want %v", i, st.cost, st.advance, got, err, st.want)
+		if got, err := p.wait(context.Background(), execCost(st.req)); got != st.want || err != nil {
+			t.Errorf("step %d (%v, %v later): waited %v, %v; want %v", i, st.req.Command, st.advance, got, err, st.want)
 		}
 	}
 }
@@ -114,9 +117,9 @@ func TestExecPacedByQuota(t *testing.T) {
 		t.Errorf("session after a refused exec = %s with %d execs, want ready with %d", got.State, got.Execs, burst)
 	}
 	r, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{"true", "queued"}}, Stream{})
-	// At 0.01 cores, 1 ms of host CPU a second: of its 3 tokens, 2 are
-	// left of the burst, the third comes in a second.
-	if err != nil || r.QueuedMS != 1000 {
-		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 1000 ms", r.QueuedMS, err)
+	// At 0.01 cores, 1 ms of host CPU a second: the burst of 600 went to
+	// 75 commands of 8, and the next 8 tokens come in 8 s.
+	if err != nil || r.QueuedMS != 8000 {
+		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 8000 ms", r.QueuedMS, err)
 	}
 }
