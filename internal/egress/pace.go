@@ -13,21 +13,23 @@ import (
 // Each connection a sandbox opens to its bridge costs the host CPU that
 // no cgroup charges: the init's bridge threads (outside the sandbox's
 // cgroup) accept it and hand it over, and the proxy receives it, reads
-// the request, decides and answers. Measured on a loaded two-core host,
-// a refused CONNECT costs 0.7 ms of it in a flood (0.45 ms in warden
-// serve, 0.23 ms in the init's other threads) and up to 1.5 ms when
-// connections come one at a time (each wakes both sides' idle threads),
-// so a sandbox at cpus 0.1 looping on refused connections spent 3.4 to
-// 3.9x its own quota on the host. Connections are therefore paced per
-// sandbox, by both the bridge and the proxy, in proportion to the
-// sandbox's CPU quota: past the pace neither hands a connection on, and
-// the connections wait in the sandbox's own listen backlog, which costs
-// the host nothing.
+// the request, decides and answers. A refused CONNECT costs 0.7 ms of it
+// in a flood through warden serve, but more when connections come one at
+// a time, as pacing makes them come, since each wakes both sides' idle
+// threads: measured with `warden run` on a loaded two-core host (its own
+// CPU and its init's outside the cgroup), 1.5 to 2.9 ms each at 50 a
+// second, 2.2 ms at 5 and 3.6 ms at 1.5. Unpaced, a sandbox at cpus 0.1
+// looping on refused connections spent 3.4 to 3.9x its own quota on the
+// host. Connections are therefore paced per sandbox, by both the bridge
+// and the proxy, in proportion to the sandbox's CPU quota: past the pace
+// neither hands a connection on, and the connections wait in the
+// sandbox's own listen backlog, which costs the host nothing.
 const (
 	// connsPerCPUSecond is how many connections a sandbox may open per
-	// second per core of its CPU quota: 50 at up to 1.5 ms each is at
-	// most 0.075 s of host CPU per core-second.
-	connsPerCPUSecond = 50
+	// second per core of its CPU quota: 10 at up to 4 ms each is at most
+	// 0.04 s of host CPU per core-second, leaving room at small quotas
+	// for the run's own start and stop (0.03x of a 10 s run at cpus 0.1).
+	connsPerCPUSecond = 10
 	// minConnBurst is the smallest burst, for the smallest quotas.
 	minConnBurst = 5
 )

@@ -44,7 +44,7 @@ func TestAttachmentPacesConnections(t *testing.T) {
 	}
 }
 
-// TestConnPace: 50 connections a second per core of quota, after a
+// TestConnPace: 10 connections a second per core of quota, after a
 // second's worth, at least 5; a Pace that is not positive and finite
 // paces nothing.
 func TestConnPace(t *testing.T) {
@@ -52,9 +52,9 @@ func TestConnPace(t *testing.T) {
 		cpus float64
 		want Pace
 	}{
-		{1, Pace{50, 50}},
-		{0.01, Pace{0.5, 5}},
-		{2.5, Pace{125, 125}},
+		{1, Pace{10, 10}},
+		{0.1, Pace{1, 5}},
+		{2.5, Pace{25, 25}},
 	}
 	for _, tt := range tests {
 		if got := ConnPace(tt.cpus); got != tt.want {
