@@ -51,6 +51,8 @@ type options struct {
 	// cpuSecs is each host-CPU run's length; cpuRepeats runs per row.
 	cpuSecs    float64
 	cpuRepeats int
+	// cpuSecsFlag, when positive, replaces cpuSecs.
+	cpuSecsFlag float64
 	// benignRuns is N of the neighbours table.
 	benignRuns int
 }
@@ -71,6 +73,7 @@ func main() {
 	flag.StringVar(&o.attacks, "attacks", "", "the fairness attacks to run by number, comma-separated (1 is 1a and 1b; default all)")
 	flag.StringVar(&o.patterns, "patterns", "", "the host-CPU rows to run: words their pattern must contain, comma-separated (e.g. \"egress,client loop\"; default all)")
 	flag.StringVar(&o.serveLog, "serve-log", "", "write warden serve's log to this file")
+	flag.Float64Var(&o.cpuSecsFlag, "cpu-secs", 0, "length of each host-CPU run in seconds (default 10, or 2 with --quick): longer runs blur /proc's 10 ms ticks less")
 	flag.Var(&extra, "serve-flag", "a flag for warden serve as --name=value, repeatable; dropped (and reported) when the binary lacks it")
 	flag.Parse()
 	o.scale()
@@ -95,6 +98,9 @@ func (o *options) scale() {
 	if o.quick {
 		o.window, o.probeMax, o.slowBodies, o.floodCap, o.hugeSessions, o.streams = 2500*time.Millisecond, 500, 8, 256, 4, 2
 		o.rampMax, o.cpuSecs, o.cpuRepeats, o.benignRuns = 20*time.Second, 2, 1, 10
+	}
+	if o.cpuSecsFlag > 0 {
+		o.cpuSecs = o.cpuSecsFlag
 	}
 }
 
