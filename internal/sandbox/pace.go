@@ -24,12 +24,15 @@ import (
 // pacing makes them come at small quotas: each then wakes the server's
 // idle threads, and costs more than in a tight loop. Measured with warden
 // serve on a loaded two-core host (the server, its spawner and the init's
-// threads outside the cgroups): a command 6 to 6.7 ms at 2 to 5 a second
-// (3.5 to 4.5 ms at 20 to 50), code in a persistent interpreter 2.2 to
-// 3.6 ms (1 to 1.3 ms). The burst, two seconds of the rate and at least
-// minBurstExecs execs of code, lets interactive use and a benchmark of a
-// couple of hundred execs never wait; it is a one-time allowance of host
-// CPU, 600 ms at the least.
+// threads outside the cgroups): a command 6 to 7.3 ms at 1 to 5 a second
+// (3.5 to 4.6 ms at 20 to 50), code in a persistent interpreter 2.2 to
+// 3.6 ms (1.1 to 1.3 ms), of which the idle server and session account
+// for about 1 ms a second. The charges leave a margin over that, since
+// at small quotas the server's own idle cost takes part of the tenth.
+// The burst, two seconds of the rate and at least minBurstExecs execs of
+// code, lets interactive use and a benchmark of a couple of hundred
+// execs never wait; it is a one-time allowance of host CPU, 800 ms at
+// the least.
 const (
 	// DefaultExecPace is the fraction of a session's CPU quota the host
 	// may spend on its execs when Config.ExecPace is zero.
@@ -38,8 +41,8 @@ const (
 	MaxExecPace = 10
 	// codeExecCost and commandExecCost are what an exec of code in a
 	// persistent interpreter and a command exec cost the host, in ms.
-	codeExecCost    = 3
-	commandExecCost = 8
+	codeExecCost    = 4
+	commandExecCost = 10
 	// execBurstSeconds is the burst in seconds of the rate, at least
 	// minBurstExecs execs of code.
 	execBurstSeconds = 2

@@ -32,10 +32,10 @@ func (c *fakeClock) install(p *execPacer) {
 }
 
 // TestExecPacerWeighsCost: at one core and the default pace, tokens are
-// 100 ms of host CPU a second after a burst of 200 execs of code (600);
-// a command costs 8, code 3 (what each costs the host when they come one
-// at a time), and only what goes past the burst waits, for its cost's
-// time.
+// 100 ms of host CPU a second after a burst of 200 execs of code (800);
+// a command costs 10, code 4 (what each costs the host when they come one
+// at a time, with a margin), and only what goes past the burst waits, for
+// its cost's time.
 func TestExecPacerWeighsCost(t *testing.T) {
 	p := newExecPacer(1, DefaultExecPace)
 	var clock fakeClock
@@ -51,9 +51,9 @@ func TestExecPacerWeighsCost(t *testing.T) {
 		advance time.Duration
 		want    time.Duration
 	}{
-		{command, 0, 80 * time.Millisecond},
-		{code, 0, 30 * time.Millisecond},
-		{command, 80 * time.Millisecond, 0},
+		{command, 0, 100 * time.Millisecond},
+		{code, 0, 40 * time.Millisecond},
+		{command, 100 * time.Millisecond, 0},
 		{code, 10 * time.Second, 0}, // refilled, to the burst only
 	}
 	for i, st := range steps {
@@ -117,9 +117,9 @@ func TestExecPacedByQuota(t *testing.T) {
 		t.Errorf("session after a refused exec = %s with %d execs, want ready with %d", got.State, got.Execs, burst)
 	}
 	r, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{"true", "queued"}}, Stream{})
-	// At 0.01 cores, 1 ms of host CPU a second: the burst of 600 went to
-	// 75 commands of 8, and the next 8 tokens come in 8 s.
-	if err != nil || r.QueuedMS != 8000 {
-		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 8000 ms", r.QueuedMS, err)
+	// At 0.01 cores, 1 ms of host CPU a second: the burst of 800 went to
+	// 80 commands of 10, and the next 10 tokens come in 10 s.
+	if err != nil || r.QueuedMS != 10000 {
+		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 10000 ms", r.QueuedMS, err)
 	}
 }
