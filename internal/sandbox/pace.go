@@ -43,6 +43,12 @@ const (
 	// persistent interpreter and a command exec cost the host, in ms.
 	codeExecCost    = 4
 	commandExecCost = 10
+	// interpStartCost is what an exec of code that starts its interpreter
+	// (the first, or the first after user code or a limit ended it)
+	// costs on top of codeExecCost: a start spawns a process with its
+	// pipes and pumps and waits for a handshake, measured at about 7 ms,
+	// so the exec is charged as a command.
+	interpStartCost = commandExecCost - codeExecCost
 	// execBurstSeconds is the burst in seconds of the rate, at least
 	// minBurstExecs execs of code.
 	execBurstSeconds = 2
@@ -107,6 +113,16 @@ func (p *execPacer) wait(ctx context.Context, cost int) (time.Duration, error) {
 		r.CancelAt(p.now())
 		return 0, p.refusal(d, ctx.Err())
 	}
+}
+
+// charge takes cost tokens for work already done, without waiting: the
+// tokens may go below zero, and the next exec waits for them. It is for
+// a cost known only once an exec has run (an interpreter it started).
+func (p *execPacer) charge(cost int) {
+	if p == nil {
+		return
+	}
+	p.lim.ReserveN(p.now(), cost)
 }
 
 // refusal says that the exec was not started for exec pacing, and how to

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -121,5 +123,56 @@ func TestExecPacedByQuota(t *testing.T) {
 	// 80 commands of 10, and the next 10 tokens come in 10 s.
 	if err != nil || r.QueuedMS != 10000 {
 		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 10000 ms", r.QueuedMS, err)
+	}
+}
+
+// fakeInterp stands for a persistent interpreter: a run starts its
+// process when none is live, and "exit 0" ends it, as in bash.
+type fakeInterp struct{ live bool }
+
+func (f *fakeInterp) Run(_ context.Context, code string, _, _ io.Writer) (interp.Outcome, error) {
+	o := interp.Outcome{Started: !f.live, Restarted: code == "exit 0"}
+	f.live = !o.Restarted
+	return o, nil
+}
+
+func (f *fakeInterp) Close() error { return nil }
+
+// TestExecPacerChargesInterpreterStarts: an exec of code that starts its
+// interpreter (the first, or each after user code ended it) costs the
+// host a spawn and a handshake, and is charged what a command is; only
+// an exec in a live interpreter costs codeExecCost.
+func TestExecPacerChargesInterpreterStarts(t *testing.T) {
+	tests := []struct {
+		name  string
+		codes []string
+		want  int // tokens taken
+	}{
+		{"first exec starts it", []string{"1"}, commandExecCost},
+		{"then live", []string{"1", "2", "3"}, commandExecCost + 2*codeExecCost},
+		{"exit 0 in a loop", []string{"exit 0", "exit 0", "exit 0"}, 3 * commandExecCost},
+		{"restart after exit", []string{"1", "exit 0", "2", "3"}, commandExecCost + codeExecCost + commandExecCost + codeExecCost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _ := newTestManager(t, Config{})
+			info, err := m.Create(context.Background(), "alice", defaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := m.lookup("alice", info.ID)
+			var clock fakeClock
+			clock.install(s.pace)
+			s.interps = map[string]interp.Interpreter{"bash": &fakeInterp{}}
+			before := s.pace.lim.TokensAt(clock.t)
+			for _, code := range tt.codes {
+				if _, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Language: "bash", Code: code}, Stream{}); err != nil {
+					t.Fatalf("exec %q = %v", code, err)
+				}
+			}
+			if got := before - s.pace.lim.TokensAt(clock.t); got != float64(tt.want) {
+				t.Errorf("execs %q took %g tokens, want %d", tt.codes, got, tt.want)
+			}
+		})
 	}
 }
