@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -60,12 +61,28 @@ func (p Pace) Limiter() *rate.Limiter {
 }
 
 // turn takes a token of lim and says how long to wait for it (0 with no
-// pacing).
-func turn(lim *rate.Limiter) time.Duration {
+// pacing), and whether the burst is spent: less than a token is left, so
+// the next connection waits its turn.
+func turn(lim *rate.Limiter) (wait time.Duration, spent bool) {
 	if lim == nil {
-		return 0
+		return 0, false
 	}
-	return lim.Reserve().Delay()
+	now := time.Now()
+	wait = lim.ReserveN(now, 1).DelayFrom(now)
+	return wait, lim.TokensAt(now) < 1
+}
+
+// paceNote is the network event recorded when a sandbox's connections
+// reach their pace: past it a connection waits unanswered, and a client
+// whose timeout is shorter than its turn sees only a timeout, so the log
+// says why and what to do.
+func paceNote(lim *rate.Limiter) spec.NetworkEvent {
+	return spec.NetworkEvent{
+		Time: time.Now().UTC().Format(time.RFC3339Nano),
+		Reason: fmt.Sprintf("connection pace reached: this sandbox may open %g connections a second (%d a second per core of its cpus) "+
+			"after a burst of %d; later ones wait their turn unanswered, and a client's timeout may end them first: "+
+			"open fewer connections at once (reuse them), or ask for more cpus", float64(lim.Limit()), connsPerCPUSecond, lim.Burst()),
+	}
 }
 
 // sleep waits d or until ctx ends, and says which (ctx's error).

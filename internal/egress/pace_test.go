@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,8 +40,41 @@ func TestAttachmentPacesConnections(t *testing.T) {
 	if d := <-parked; d <= 0 {
 		t.Errorf("the wait for the connection past the burst is %v, want a positive wait", d)
 	}
-	if got := len(a.Events()); got != burst {
-		t.Errorf("%d connections served while the accept loop waits, want the burst of %d", got, burst)
+	var served, notes int
+	for _, ev := range a.Events() {
+		if strings.HasPrefix(ev.Reason, "connection pace reached") {
+			notes++
+			if !strings.Contains(ev.Reason, "after a burst of 3") || !strings.Contains(ev.Reason, "more cpus") {
+				t.Errorf("pace note %q, want the burst and the way out", ev.Reason)
+			}
+			continue
+		}
+		served++
+	}
+	if served != burst || notes != 1 {
+		t.Errorf("%d connections served and %d pace notes while the accept loop waits, want the burst of %d and 1 note", served, notes, burst)
+	}
+}
+
+// TestNotePace: the pace note is logged when a connection spends the
+// burst, once until a connection leaves a token again.
+func TestNotePace(t *testing.T) {
+	tests := []struct {
+		spent []bool
+		want  int
+	}{
+		{[]bool{false, false}, 0},
+		{[]bool{false, true, true, true}, 1},
+		{[]bool{true, false, true, true, false}, 2},
+	}
+	for _, tt := range tests {
+		a := &Attachment{pace: Pace{Rate: 1, Burst: 5}.Limiter()}
+		for _, spent := range tt.spent {
+			a.notePace(spent)
+		}
+		if got := len(a.Events()); got != tt.want {
+			t.Errorf("connections spending the burst %v: %d pace notes, want %d", tt.spent, got, tt.want)
+		}
 	}
 }
 
