@@ -30,9 +30,10 @@ import (
 // for about 1 ms a second. The charges leave a margin over that, since
 // at small quotas the server's own idle cost takes part of the tenth.
 // The burst, two seconds of the rate and at least minBurstExecs execs of
-// code, lets interactive use and a benchmark of a couple of hundred
-// execs never wait; it is a one-time allowance of host CPU, 800 ms at
-// the least.
+// code (the first starting the interpreter) or 80 commands, lets
+// interactive use and a benchmark of 200 execs never wait; it is an
+// allowance of host CPU, 806 ms at the least, that each session gets once,
+// when it is created.
 const (
 	// DefaultExecPace is the fraction of a session's CPU quota the host
 	// may spend on its execs when Config.ExecPace is zero.
@@ -50,10 +51,10 @@ const (
 	// so the exec is charged as a command.
 	interpStartCost = commandExecCost - codeExecCost
 	// execBurstSeconds is the burst in seconds of the rate, at least
-	// minBurstExecs execs of code.
+	// minBurstExecs execs of code in one interpreter, its start included.
 	execBurstSeconds = 2
 	minBurstExecs    = 200
-	minExecBurst     = minBurstExecs * codeExecCost
+	minExecBurst     = minBurstExecs*codeExecCost + interpStartCost
 )
 
 // execPacer paces one session's exec starts; nil paces nothing.
