@@ -55,6 +55,8 @@ type options struct {
 	cpuSecsFlag float64
 	// benignRuns is N of the neighbours table.
 	benignRuns int
+	// args are the command line's arguments, for the report.
+	args []string
 }
 
 type listFlag []string
@@ -76,6 +78,7 @@ func main() {
 	flag.Float64Var(&o.cpuSecsFlag, "cpu-secs", 0, "length of each host-CPU run in seconds (default 10, or 2 with --quick): longer runs blur /proc's 10 ms ticks less")
 	flag.Var(&extra, "serve-flag", "a flag for warden serve as --name=value, repeatable; dropped (and reported) when the binary lacks it")
 	flag.Parse()
+	o.args = os.Args[1:]
 	o.scale()
 	log.SetPrefix("tenants: ")
 	log.SetFlags(log.Ltime)

@@ -31,16 +31,32 @@ type Report struct {
 }
 
 func newReport(o options) *Report {
-	cmd := "go run ./bench/tenants --warden " + o.warden
-	if o.quick {
-		cmd += " --quick"
-	}
-	if o.label != "" {
-		cmd += " --label " + o.label
-	}
 	v, _ := exec.Command(o.warden, "version").CombinedOutput()
-	return &Report{Machine: measure.Machine(), Command: cmd, Version: strings.TrimSpace(string(v)), Label: o.label,
+	return &Report{Machine: measure.Machine(), Command: commandLine(o.args), Version: strings.TrimSpace(string(v)), Label: o.label,
 		Quick: o.quick, Date: time.Now().UTC().Format(time.RFC3339), ServeArgs: o.serveArgs, Dropped: o.droppedArgs}
+}
+
+// commandLine is the command that made a report: this program run with
+// args, every flag as it was given, each quoted for a POSIX shell where
+// it needs it, so that a result file says how to run it again.
+func commandLine(args []string) string {
+	parts := []string{"go", "run", "./bench/tenants"}
+	for _, a := range args {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell unless it holds only characters
+// no shell treats specially.
+func shellQuote(s string) string {
+	plain := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // write puts tenants[-label].json and .md in dir and returns the

@@ -82,3 +82,24 @@ func TestSpent(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandLine: a report's command holds every flag as it was given,
+// quoted where a shell needs it, so a result file says how it was made.
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "go run ./bench/tenants"},
+		{[]string{"--warden", "/tmp/w", "--label", "after-1"}, "go run ./bench/tenants --warden /tmp/w --label after-1"},
+		{[]string{"--parts", "host", "--patterns", "egress,client loop,spinner", "--cpu-secs", "20"},
+			"go run ./bench/tenants --parts host --patterns 'egress,client loop,spinner' --cpu-secs 20"},
+		{[]string{"--serve-flag=--exec-pace=0.2", "--label", "it's", "--out", ""},
+			`go run ./bench/tenants --serve-flag=--exec-pace=0.2 --label 'it'\''s' --out ''`},
+	}
+	for _, tt := range tests {
+		if got := commandLine(tt.args); got != tt.want {
+			t.Errorf("commandLine(%q) = %s, want %s", tt.args, got, tt.want)
+		}
+	}
+}
