@@ -79,9 +79,12 @@ func main() {
 	flag.Var(&extra, "serve-flag", "a flag for warden serve as --name=value, repeatable; dropped (and reported) when the binary lacks it")
 	flag.Parse()
 	o.args = os.Args[1:]
-	o.scale()
 	log.SetPrefix("tenants: ")
 	log.SetFlags(log.Ltime)
+	if err := checkCPUSecs(isSet("cpu-secs"), o.cpuSecsFlag); err != nil {
+		log.Fatal(err)
+	}
+	o.scale()
 	start := time.Now()
 	r, err := run(&o, extra)
 	if err != nil {
@@ -94,6 +97,25 @@ func main() {
 	}
 	fmt.Printf("wrote %s in %.0f s\n", md, r.Seconds)
 }
+
+// isSet says whether the flag name was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// checkCPUSecs refuses a --cpu-secs given that is not a positive, finite
+// number of seconds; left out, the default applies.
+func checkCPUSecs(set bool, secs float64) error {
+	if set && !(secs > 0 && secs <= maxCPUSecs) {
+		return fmt.Errorf("--cpu-secs %g is out of range: give each host-CPU run's length in seconds, above 0 and at most %d, or leave it out (10, or 2 with --quick)", secs, maxCPUSecs)
+	}
+	return nil
+}
+
+// maxCPUSecs bounds --cpu-secs: an hour per run.
+const maxCPUSecs = 3600
 
 func (o *options) scale() {
 	o.window, o.probeMax, o.slowBodies, o.loris, o.floodCap, o.hugeSessions, o.streams = 10*time.Second, 2000, 32, 2000, 1024, 8, 4

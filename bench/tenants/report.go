@@ -128,11 +128,19 @@ func (r *Report) summaryMD(b *strings.Builder) {
 	}
 	count(n, met, "attacks on key A's exec latency")
 	n, met = 0, 0
+	incomparable := 0
 	for _, row := range r.HostCPU {
+		if row.NotComparable != "" {
+			incomparable++
+			continue
+		}
 		n++
 		met += btoi(row.Pass)
 	}
 	count(n, met, "host-CPU rows")
+	if incomparable > 0 {
+		fmt.Fprintf(b, "- host-CPU rows not comparable (see their notes): %d\n", incomparable)
+	}
 	n, met = 0, 0
 	for _, row := range r.Neighbours {
 		if !row.Baseline {
@@ -190,12 +198,19 @@ func (r *Report) hostMD(b *strings.Builder) {
 			fmt.Fprintf(b, "| %s | %s | %g | | | | | | | | | failed: %s |\n", row.Mode, row.Pattern, row.CPUs, cell(row.Failed))
 			continue
 		}
-		note := row.Note
+		note, met := row.Note, mark(row.Pass, false)
 		if row.Mode == "CLI" {
 			note = fmt.Sprintf("warden run %.3f s; ", row.SelfS) + note
 		}
-		fmt.Fprintf(b, "| %s | %s | %g | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %s |\n", row.Mode, row.Pattern, row.CPUs, row.WallS,
-			row.QuotaS, row.SandboxS, row.HostS, row.Ratio, row.Excess, row.HostS/max(row.SandboxS, 1e-3), mark(row.Pass, false), cell(note))
+		if row.NotComparable != "" {
+			note, met = "not comparable: "+row.NotComparable+"; "+note, "not comparable"
+		}
+		excess := ""
+		if row.Excess != nil {
+			excess = fmt.Sprintf("%.3f", *row.Excess)
+		}
+		fmt.Fprintf(b, "| %s | %s | %g | %.2f | %.3f | %.3f | %.3f | %.3f | %s | %.3f | %s | %s |\n", row.Mode, row.Pattern, row.CPUs, row.WallS,
+			row.QuotaS, row.SandboxS, row.HostS, row.Ratio, excess, row.HostS/max(row.SandboxS, 1e-3), met, cell(note))
 	}
 }
 

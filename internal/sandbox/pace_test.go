@@ -53,19 +53,20 @@ func TestExecPacerWeighsCost(t *testing.T) {
 	}
 	command, code := ExecRequest{Command: []string{"true"}}, ExecRequest{Language: "python", Code: "1+1"}
 	steps := []struct {
+		name    string
 		req     ExecRequest
 		advance time.Duration
 		want    time.Duration
 	}{
-		{command, 0, 100 * time.Millisecond},
-		{code, 0, 40 * time.Millisecond},
-		{command, 100 * time.Millisecond, 0},
-		{code, 10 * time.Second, 0}, // refilled, to the burst only
+		{"command past the burst", command, 0, 100 * time.Millisecond},
+		{"code past the burst", code, 0, 40 * time.Millisecond},
+		{"command after its cost's time", command, 100 * time.Millisecond, 0},
+		{"code after a refill to the burst", code, 10 * time.Second, 0},
 	}
 	for i, st := range steps {
 		clock.t = clock.t.Add(st.advance)
 		if got, err := p.wait(context.Background(), execCost(st.req)); got != st.want || err != nil {
-			t.Errorf("step %d (%v, %v later): waited %v, %v; want %v", i, st.req.Command, st.advance, got, err, st.want)
+			t.Errorf("step %d (%s, %v later): waited %v, %v; want %v", i, st.name, st.advance, got, err, st.want)
 		}
 	}
 }
