@@ -13,7 +13,7 @@ import (
 func addExecPaceFlag(f *pflag.FlagSet, pace *float64) {
 	f.Float64Var(pace, "exec-pace", sandbox.DefaultExecPace,
 		"fraction of a session's CPU quota (cpus) the host may spend starting its execs, which no cgroup charges: "+
-			"past a burst of a couple of hundred, execs wait their turn (0: no pacing)")
+			"past a burst of 200 code or 80 command execs per session, execs wait their turn (0: no pacing)")
 }
 
 // execPace is --exec-pace as sandbox.Config.ExecPace takes it: 0 turns
