@@ -84,12 +84,14 @@ func hostCost(o options, t *tenants) []CPURow {
 			rows = append(rows, medianRun(o.cpuRepeats, func() CPURow { return apiCost(o, t, p, c) }))
 		}
 	}
-	for _, c := range cpuLevels {
-		if !o.wantsPattern(execLoopPattern) {
-			break
+	for _, l := range clientLoops {
+		if !o.wantsPattern(l.name) {
+			continue
 		}
-		log.Printf("host cpu: API exec loop at %g cpus", c)
-		rows = append(rows, medianRun(o.cpuRepeats, func() CPURow { return apiExecLoop(o, t, c) }))
+		for _, c := range cpuLevels {
+			log.Printf("host cpu: %s at %g cpus", l.name, c)
+			rows = append(rows, medianRun(o.cpuRepeats, func() CPURow { return apiExecLoop(o, t, c, l) }))
+		}
 	}
 	scoreHost(rows)
 	return rows
@@ -202,16 +204,33 @@ func apiCost(o options, t *tenants, p pattern, cpus float64) CPURow {
 	return row
 }
 
-// execLoopPattern names the rows of apiExecLoop.
-const execLoopPattern = "tiny execs (client loop of exec `true`), after the burst"
+// execLoopPattern and restartLoopPattern name the rows of apiExecLoop.
+const (
+	execLoopPattern    = "tiny execs (client loop of exec `true`), after the burst"
+	restartLoopPattern = "interpreter restarts (client loop of bash `exit 0`), after the burst"
+)
 
-// apiExecLoop is tiny execs driven by the client: `true` in a session of
-// key B, back to back. Exec pacing lets a session's first execs through
-// at once (a burst, a bounded one-time allowance), so the loop first
-// spends it, until an exec reports a wait, and only then measures the
-// sustained rate for cpuSecs; the burst's host CPU is noted apart.
-func apiExecLoop(o options, t *tenants, cpus float64) CPURow {
-	row := CPURow{Mode: "API", Pattern: execLoopPattern, CPUs: cpus}
+// execLoop is one client-driven loop of a tiny exec: its row's name and
+// the exec request.
+type execLoop struct {
+	name string
+	body map[string]any
+}
+
+// clientLoops are the client loops: a command, and code that ends its
+// interpreter, so that each exec starts a new one.
+var clientLoops = []execLoop{
+	{execLoopPattern, map[string]any{"command": []string{"true"}}},
+	{restartLoopPattern, map[string]any{"language": "bash", "code": "exit 0"}},
+}
+
+// apiExecLoop is tiny execs driven by the client: l's exec in a session
+// of key B, back to back. Exec pacing lets a session's first execs
+// through at once (a burst, which each session gets once), so the loop
+// first spends it, until an exec reports a wait, and only then measures
+// the sustained rate for cpuSecs; the burst's host CPU is noted apart.
+func apiExecLoop(o options, t *tenants, cpus float64, l execLoop) CPURow {
+	row := CPURow{Mode: "API", Pattern: l.name, CPUs: cpus}
 	id, err := t.b.Create(map[string]any{"limits": map[string]any{"cpus": cpus}})
 	if err != nil {
 		row.Failed = err.Error()
@@ -220,7 +239,7 @@ func apiExecLoop(o options, t *tenants, cpus float64) CPURow {
 	defer t.b.Remove(id)
 	pid := t.srv.Cmd.Process.Pid
 	before := hostCPU(pid)
-	burst, spentBurst, err := spendBurst(t, id)
+	burst, spentBurst, err := spendBurst(t, id, l.body)
 	if err != nil {
 		row.Failed = err.Error()
 		return row
@@ -232,7 +251,7 @@ func apiExecLoop(o options, t *tenants, cpus float64) CPURow {
 	start := time.Now()
 	n := 0
 	for time.Since(start).Seconds() < o.cpuSecs {
-		r, err := execTrue(t, id)
+		r, err := execOnce(t, id, l.body)
 		if err != nil {
 			row.Failed = err.Error()
 			return row
@@ -254,13 +273,13 @@ const (
 	maxBurstTime  = 60 * time.Second
 )
 
-// spendBurst runs `true` in session id until an exec waited for exec
-// pacing (its burst is spent), at most maxBurstExecs times or for
+// spendBurst runs the exec body in session id until an exec waited for
+// exec pacing (its burst is spent), at most maxBurstExecs times or for
 // maxBurstTime, and says how many ran at once and whether one waited.
-func spendBurst(t *tenants, id string) (string, bool, error) {
+func spendBurst(t *tenants, id string, body map[string]any) (string, bool, error) {
 	start := time.Now()
 	for n := 1; n <= maxBurstExecs && time.Since(start) < maxBurstTime; n++ {
-		r, err := execTrue(t, id)
+		r, err := execOnce(t, id, body)
 		if err != nil {
 			return "", false, err
 		}
@@ -271,11 +290,17 @@ func spendBurst(t *tenants, id string) (string, bool, error) {
 	return fmt.Sprintf("no wait in %v (no exec pacing?)", time.Since(start).Round(time.Second)), false, nil
 }
 
-// execTrue runs `true` in session id of key B.
-func execTrue(t *tenants, id string) (wardenserve.Result, error) {
+// execOnce runs the exec body in session id of key B; an exec that
+// reports an error of Warden's fails.
+func execOnce(t *tenants, id string, body map[string]any) (wardenserve.Result, error) {
 	var r wardenserve.Result
-	err := t.b.Post("/v1/sessions/"+id+"/exec", map[string]any{"command": []string{"true"}}, &r)
-	return r, err
+	if err := t.b.Post("/v1/sessions/"+id+"/exec", body, &r); err != nil {
+		return r, err
+	}
+	if r.Error != "" {
+		return r, fmt.Errorf("exec %v: %s", body, r.Error)
+	}
+	return r, nil
 }
 
 // spent is the CPU time between two hostCPU snapshots; a process or
