@@ -89,7 +89,8 @@ func execCost(req ExecRequest) int {
 // long it waited. A wait that ctx would end first fails at once, and one
 // it ends fails then, with ErrPaced, giving the tokens back. One exec at a
 // time waits per session (the others are busy), so a wait is at most
-// one exec's cost of time.
+// one exec's cost of time, and an interpreter start's charged after the
+// exec before (see charge).
 func (p *execPacer) wait(ctx context.Context, cost int) (time.Duration, error) {
 	if p == nil {
 		return 0, nil
