@@ -79,7 +79,7 @@ func turn(lim *rate.Limiter) (wait time.Duration, spent bool) {
 func paceNote(lim *rate.Limiter) spec.NetworkEvent {
 	return spec.NetworkEvent{
 		Time: time.Now().UTC().Format(time.RFC3339Nano),
-		Reason: fmt.Sprintf("connection pace reached: this sandbox may open %g connections a second (%d a second per core of its cpus) "+
+		Reason: fmt.Sprintf("connection pace reached: this sandbox may open connections at %g a second (%d a second per core of its cpus) "+
 			"after a burst of %d; later ones wait their turn unanswered, and a client's timeout may end them first: "+
 			"open fewer connections at once (reuse them), or ask for more cpus", float64(lim.Limit()), connsPerCPUSecond, lim.Burst()),
 	}
