@@ -405,7 +405,11 @@ type Network struct {
 	Mode NetworkMode `json:"mode,omitempty,omitzero"`
 }
 
-// NetworkEvent One decision of the egress proxy.
+// NetworkEvent One decision of the egress proxy, or a note with no method or host
+// whose reason says what happened: events left out of a full log, a
+// connection lost in hand-off, or the sandbox's connections reaching
+// their pace (later ones wait unanswered, and a client's timeout may
+// end them first).
 type NetworkEvent struct {
 	// Address The IP address dialled or refused; empty when refused before resolving.
 	Address   string `json:"address,omitempty,omitzero"`
