@@ -37,9 +37,9 @@ import (
 type options struct {
 	warden, out, label, serveLog string
 	quick                        bool
-	// parts and attacks select what runs (comma-separated).
-	parts, attacks         string
-	serveArgs, droppedArgs []string
+	// parts, attacks and patterns select what runs (comma-separated).
+	parts, attacks, patterns string
+	serveArgs, droppedArgs   []string
 
 	// window is how long A measures per attack; probeMax bounds its
 	// execs there.
@@ -59,8 +59,12 @@ type options struct {
 	startSecs    float64
 	startRefill  time.Duration
 	startRepeats int
+	// cpuSecsFlag, when positive, replaces cpuSecs.
+	cpuSecsFlag float64
 	// benignRuns is N of the neighbours table.
 	benignRuns int
+	// args are the command line's arguments, for the report.
+	args []string
 }
 
 type listFlag []string
@@ -77,13 +81,19 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "the short form: under three minutes, and three more for the starts part")
 	flag.StringVar(&o.parts, "parts", "fairness,host,starts,neighbours", "the parts to run, comma-separated")
 	flag.StringVar(&o.attacks, "attacks", "", "the fairness attacks to run by number, comma-separated (1 is 1a and 1b; default all)")
+	flag.StringVar(&o.patterns, "patterns", "", "the host-CPU rows to run: words their pattern must contain, comma-separated (e.g. \"egress,client loop\"; default all)")
 	flag.StringVar(&o.serveLog, "serve-log", "", "write warden serve's log to this file")
 	flag.Float64Var(&o.startSecs, "start-secs", 0, "each start loop's length in seconds (0: 40, or 25 with --quick); longer shows the rate past the burst of 100")
+	flag.Float64Var(&o.cpuSecsFlag, "cpu-secs", 0, "length of each host-CPU run in seconds (default 10, or 2 with --quick): longer runs blur /proc's 10 ms ticks less")
 	flag.Var(&extra, "serve-flag", "a flag for warden serve as --name=value, repeatable; dropped (and reported) when the binary lacks it")
 	flag.Parse()
-	o.scale()
+	o.args = os.Args[1:]
 	log.SetPrefix("tenants: ")
 	log.SetFlags(log.Ltime)
+	if err := checkCPUSecs(isSet("cpu-secs"), o.cpuSecsFlag); err != nil {
+		log.Fatal(err)
+	}
+	o.scale()
 	start := time.Now()
 	r, err := run(&o, extra)
 	if err != nil {
@@ -97,6 +107,25 @@ func main() {
 	fmt.Printf("wrote %s in %.0f s\n", md, r.Seconds)
 }
 
+// isSet says whether the flag name was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// checkCPUSecs refuses a --cpu-secs given that is not a positive, finite
+// number of seconds; left out, the default applies.
+func checkCPUSecs(set bool, secs float64) error {
+	if set && !(secs > 0 && secs <= maxCPUSecs) {
+		return fmt.Errorf("--cpu-secs %g is out of range: give each host-CPU run's length in seconds, above 0 and at most %d, or leave it out (10, or 2 with --quick)", secs, maxCPUSecs)
+	}
+	return nil
+}
+
+// maxCPUSecs bounds --cpu-secs: an hour per run.
+const maxCPUSecs = 3600
+
 func (o *options) scale() {
 	o.window, o.probeMax, o.slowBodies, o.loris, o.floodCap, o.hugeSessions, o.streams = 10*time.Second, 2000, 32, 2000, 1024, 8, 4
 	o.rampMax, o.cpuSecs, o.cpuRepeats, o.benignRuns = 60*time.Second, 10, 2, 40
@@ -109,6 +138,9 @@ func (o *options) scale() {
 	}
 	if secs > 0 {
 		o.startSecs = secs
+	}
+	if o.cpuSecsFlag > 0 {
+		o.cpuSecs = o.cpuSecsFlag
 	}
 }
 
@@ -129,6 +161,20 @@ func (o *options) wantsAttack(name string) bool {
 	}
 	for _, a := range strings.Split(o.attacks, ",") {
 		if a = strings.TrimSpace(a); a != "" && strings.HasPrefix(name, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// wantsPattern says whether the host-CPU rows of the pattern named name
+// run: some word of o.patterns is part of it (any case).
+func (o *options) wantsPattern(name string) bool {
+	if o.patterns == "" {
+		return true
+	}
+	for _, w := range strings.Split(o.patterns, ",") {
+		if w = strings.TrimSpace(w); w != "" && strings.Contains(strings.ToLower(name), strings.ToLower(w)) {
 			return true
 		}
 	}

@@ -32,16 +32,32 @@ type Report struct {
 }
 
 func newReport(o options) *Report {
-	cmd := "go run ./bench/tenants --warden " + o.warden
-	if o.quick {
-		cmd += " --quick"
-	}
-	if o.label != "" {
-		cmd += " --label " + o.label
-	}
 	v, _ := exec.Command(o.warden, "version").CombinedOutput()
-	return &Report{Machine: measure.Machine(), Command: cmd, Version: strings.TrimSpace(string(v)), Label: o.label,
+	return &Report{Machine: measure.Machine(), Command: commandLine(o.args), Version: strings.TrimSpace(string(v)), Label: o.label,
 		Quick: o.quick, Date: time.Now().UTC().Format(time.RFC3339), ServeArgs: o.serveArgs, Dropped: o.droppedArgs}
+}
+
+// commandLine is the command that made a report: this program run with
+// args, every flag as it was given, each quoted for a POSIX shell where
+// it needs it, so that a result file says how to run it again.
+func commandLine(args []string) string {
+	parts := []string{"go", "run", "./bench/tenants"}
+	for _, a := range args {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell unless it holds only characters
+// no shell treats specially.
+func shellQuote(s string) string {
+	plain := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // write puts tenants[-label].json and .md in dir and returns the
@@ -114,11 +130,19 @@ func (r *Report) summaryMD(b *strings.Builder) {
 	}
 	count(n, met, "attacks on key A's exec latency")
 	n, met = 0, 0
+	incomparable := 0
 	for _, row := range r.HostCPU {
+		if row.NotComparable != "" {
+			incomparable++
+			continue
+		}
 		n++
 		met += btoi(row.Pass)
 	}
 	count(n, met, "host-CPU rows")
+	if incomparable > 0 {
+		fmt.Fprintf(b, "- host-CPU rows not comparable (see their notes): %d\n", incomparable)
+	}
 	n, met = 0, 0
 	for _, row := range r.Neighbours {
 		if !row.Baseline {
@@ -176,16 +200,23 @@ func (r *Report) hostMD(b *strings.Builder) {
 			fmt.Fprintf(b, "| %s | %s | %g | | | | | | | | | failed: %s |\n", row.Mode, row.Pattern, row.CPUs, cell(row.Failed))
 			continue
 		}
-		note := row.Note
+		note, met := row.Note, mark(row.Pass, false)
 		if row.Mode == "CLI" {
 			note = fmt.Sprintf("warden run %.3f s; ", row.SelfS) + note
+		}
+		if row.NotComparable != "" {
+			note, met = "not comparable: "+row.NotComparable+"; "+note, "not comparable"
+		}
+		excess := ""
+		if row.Excess != nil {
+			excess = fmt.Sprintf("%.3f", *row.Excess)
 		}
 		used, perUsed := "-", "-" // a stalled stream brings no Result
 		if row.Mode != stalledMode {
 			used, perUsed = fmt.Sprintf("%.3f", row.SandboxS), fmt.Sprintf("%.3f", row.HostS/max(row.SandboxS, 1e-3))
 		}
-		fmt.Fprintf(b, "| %s | %s | %g | %.2f | %.3f | %s | %.3f | %.3f | %.3f | %s | %s | %s |\n", row.Mode, row.Pattern, row.CPUs, row.WallS,
-			row.QuotaS, used, row.HostS, row.Ratio, row.Excess, perUsed, mark(row.Pass, false), cell(note))
+		fmt.Fprintf(b, "| %s | %s | %g | %.2f | %.3f | %s | %.3f | %.3f | %s | %s | %s | %s |\n", row.Mode, row.Pattern, row.CPUs, row.WallS,
+			row.QuotaS, used, row.HostS, row.Ratio, excess, perUsed, met, cell(note))
 	}
 }
 

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +46,30 @@ func TestWantsAttack(t *testing.T) {
 	}
 }
 
+func TestWantsPattern(t *testing.T) {
+	names := []string{"yes flood", "refused egress connections", execLoopPattern}
+	for _, tc := range []struct {
+		patterns string
+		want     []string
+	}{
+		{"", names},
+		{"egress", []string{"refused egress connections"}},
+		{"Client Loop, yes", []string{"yes flood", execLoopPattern}},
+		{"fork", nil},
+	} {
+		o := options{patterns: tc.patterns}
+		var got []string
+		for _, n := range names {
+			if o.wantsPattern(n) {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("wantsPattern(%q): got %v, want %v", tc.patterns, got, tc.want)
+		}
+	}
+}
+
 func TestSpent(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
@@ -55,6 +82,76 @@ func TestSpent(t *testing.T) {
 	} {
 		if got := spent(tc.before, tc.after); got != tc.want {
 			t.Errorf("%s: spent = %g, want %g", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCommandLine: a report's command holds every flag as it was given,
+// quoted where a shell needs it, so a result file says how it was made.
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "go run ./bench/tenants"},
+		{[]string{"--warden", "/tmp/w", "--label", "after-1"}, "go run ./bench/tenants --warden /tmp/w --label after-1"},
+		{[]string{"--parts", "host", "--patterns", "egress,client loop,spinner", "--cpu-secs", "20"},
+			"go run ./bench/tenants --parts host --patterns 'egress,client loop,spinner' --cpu-secs 20"},
+		{[]string{"--serve-flag=--exec-pace=0.2", "--label", "it's", "--out", ""},
+			`go run ./bench/tenants --serve-flag=--exec-pace=0.2 --label 'it'\''s' --out ''`},
+	}
+	for _, tt := range tests {
+		if got := commandLine(tt.args); got != tt.want {
+			t.Errorf("commandLine(%q) = %s, want %s", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestCheckCPUSecs: a --cpu-secs given must be a positive, finite number
+// of seconds; left out, anything goes to the default.
+func TestCheckCPUSecs(t *testing.T) {
+	tests := []struct {
+		set  bool
+		secs float64
+		ok   bool
+	}{
+		{false, 0, true},
+		{true, 20, true},
+		{true, 0, false},
+		{true, -5, false},
+		{true, math.NaN(), false},
+		{true, math.Inf(1), false},
+	}
+	for _, tt := range tests {
+		err := checkCPUSecs(tt.set, tt.secs)
+		if got := err == nil; got != tt.ok || (err != nil && !strings.Contains(err.Error(), "--cpu-secs")) {
+			t.Errorf("checkCPUSecs(%v, %g) = %v, want ok %v (an error naming --cpu-secs)", tt.set, tt.secs, err, tt.ok)
+		}
+	}
+}
+
+// TestScoreHost: a row's excess is over the control at its mode and cpus
+// only where that control ran (none: left empty, not measured against
+// 0), and a row that is not comparable meets no target.
+func TestScoreHost(t *testing.T) {
+	rows := []CPURow{
+		{Mode: "API", Pattern: controlPattern, CPUs: 1, QuotaS: 10, HostS: 0.1},
+		{Mode: "API", Pattern: "yes flood", CPUs: 1, QuotaS: 10, HostS: 0.5},
+		{Mode: "API", Pattern: "yes flood", CPUs: 0.1, QuotaS: 1, HostS: 0.05},
+		{Mode: "API", Pattern: execLoopPattern, CPUs: 0.1, QuotaS: 1, HostS: 0.01, NotComparable: "burst never spent"},
+	}
+	scoreHost(rows)
+	tests := []struct {
+		excess string
+		pass   bool
+	}{{"0.000", true}, {"0.040", true}, {"", true}, {"", false}}
+	for i, tt := range tests {
+		excess := ""
+		if rows[i].Excess != nil {
+			excess = fmt.Sprintf("%.3f", *rows[i].Excess)
+		}
+		if excess != tt.excess || rows[i].Pass != tt.pass {
+			t.Errorf("row %d (%s at %g): excess %q pass %v, want %q %v", i, rows[i].Pattern, rows[i].CPUs, excess, rows[i].Pass, tt.excess, tt.pass)
 		}
 	}
 }

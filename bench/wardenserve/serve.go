@@ -247,6 +247,8 @@ type Result struct {
 	TimedOut  bool    `json:"timed_out"`
 	WallMS    float64 `json:"wall_time_ms"`
 	CPUTimeMS float64 `json:"cpu_time_ms"`
+	// QueuedMS is how long the exec waited for exec pacing.
+	QueuedMS float64 `json:"queued_ms"`
 }
 
 // Python runs code in the session and fails on an exception or an error.

@@ -21,7 +21,7 @@ type paces struct {
 func addPaceFlags(f *pflag.FlagSet, p *paces) {
 	f.Float64Var(&p.exec, "exec-pace", sandbox.DefaultExecPace,
 		"fraction of a session's CPU quota (cpus) the host may spend starting its execs, which no cgroup charges: "+
-			"past a burst of a couple of hundred, execs wait their turn (0: no pacing)")
+			"past a burst of 200 code or 80 command execs per session, execs wait their turn (0: no pacing)")
 	f.Float64Var(&p.start, "start-rate", sandbox.DefaultStartRate,
 		fmt.Sprintf("sessions and one-shot runs one key may start a second (%.4g, one a minute, up to %d), each costing the host CPU no cgroup charges: "+
 			"past a burst of %d (or %d s of the rate), a start is answered 429 with Retry-After (0: no pacing)",

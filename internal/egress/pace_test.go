@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"net"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,12 +41,45 @@ func TestAttachmentPacesConnections(t *testing.T) {
 	if d := <-parked; d <= 0 {
 		t.Errorf("the wait for the connection past the burst is %v, want a positive wait", d)
 	}
-	if got := len(a.Events()); got != burst {
-		t.Errorf("%d connections served while the accept loop waits, want the burst of %d", got, burst)
+	var served, notes int
+	for _, ev := range a.Events() {
+		if strings.HasPrefix(ev.Reason, "connection pace reached") {
+			notes++
+			if !strings.Contains(ev.Reason, "after a burst of 3") || !strings.Contains(ev.Reason, "more cpus") {
+				t.Errorf("pace note %q, want the burst and the way out", ev.Reason)
+			}
+			continue
+		}
+		served++
+	}
+	if served != burst || notes != 1 {
+		t.Errorf("%d connections served and %d pace notes while the accept loop waits, want the burst of %d and 1 note", served, notes, burst)
 	}
 }
 
-// TestConnPace: 50 connections a second per core of quota, after a
+// TestNotePace: the pace note is logged when a connection spends the
+// burst, once until a connection leaves a token again.
+func TestNotePace(t *testing.T) {
+	tests := []struct {
+		spent []bool
+		want  int
+	}{
+		{[]bool{false, false}, 0},
+		{[]bool{false, true, true, true}, 1},
+		{[]bool{true, false, true, true, false}, 2},
+	}
+	for _, tt := range tests {
+		a := &Attachment{pace: Pace{Rate: 1, Burst: 5}.Limiter()}
+		for _, spent := range tt.spent {
+			a.notePace(spent)
+		}
+		if got := len(a.Events()); got != tt.want {
+			t.Errorf("connections spending the burst %v: %d pace notes, want %d", tt.spent, got, tt.want)
+		}
+	}
+}
+
+// TestConnPace: 10 connections a second per core of quota, after a
 // second's worth, at least 5; a Pace that is not positive and finite
 // paces nothing.
 func TestConnPace(t *testing.T) {
@@ -52,9 +87,11 @@ func TestConnPace(t *testing.T) {
 		cpus float64
 		want Pace
 	}{
-		{1, Pace{50, 50}},
-		{0.01, Pace{0.5, 5}},
-		{2.5, Pace{125, 125}},
+		{1, Pace{10, 10}},
+		{0.1, Pace{1, 5}},
+		{0.5, Pace{5, 5}},
+		// A quota above the host's cores paces as the host's cores.
+		{float64(runtime.NumCPU()) + 0.5, Pace{10 * float64(runtime.NumCPU()), 10 * runtime.NumCPU()}},
 	}
 	for _, tt := range tests {
 		if got := ConnPace(tt.cpus); got != tt.want {

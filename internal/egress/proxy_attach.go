@@ -33,6 +33,9 @@ type Attachment struct {
 	// waits for a turn (Proxy.paceWait).
 	pace *rate.Limiter
 	wait func(context.Context, time.Duration) error
+	// atPace says the last connection accepted spent the burst; only
+	// accept uses it.
+	atPace bool
 
 	// ctx ends with the attachment, cancelling resolves and dials.
 	ctx    context.Context
@@ -112,13 +115,27 @@ func (a *Attachment) accept() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		if d := turn(a.pace); d > 0 && a.wait(a.ctx, d) != nil {
+		d, spent := turn(a.pace)
+		a.notePace(spent)
+		if d > 0 && a.wait(a.ctx, d) != nil {
 			c.Close()
 			return
 		}
 		a.wg.Add(1)
 		go a.serve(c)
 	}
+}
+
+// notePace logs a paceNote when a connection spends the burst, once
+// until the sandbox's connections fall below their pace again (a token
+// left after a connection), so the log says why later connections hang:
+// the bridge inside the sandbox paces them the same way, so a connection
+// that spends this attachment's burst has spent the bridge's too.
+func (a *Attachment) notePace(spent bool) {
+	if spent && !a.atPace {
+		a.log.add(paceNote(a.pace))
+	}
+	a.atPace = spent
 }
 
 // track registers c to be closed by Close; it reports false, having

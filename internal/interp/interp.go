@@ -69,6 +69,12 @@ type Outcome struct {
 	// (timeout, crash, exit, the memory limit): its state is gone and the
 	// next Run starts a fresh one.
 	Restarted bool
+	// Started says this run started a new interpreter process (the first
+	// run, or the first after a death), whether or not it came up: a start
+	// costs the host a spawn, pipes and a handshake, several times what a
+	// run in a live interpreter costs, so callers that charge for runs
+	// charge it.
+	Started bool
 	// TimedOut says ctx's deadline passed and the interpreter was killed.
 	TimedOut bool
 	// ExitCode is the status of the last command for bash, or the

@@ -32,6 +32,8 @@ type step struct {
 	stdout    string
 	exitCode  int
 	restarted bool
+	// started: this run starts a new interpreter process.
+	started bool
 }
 
 func TestStatePersists(t *testing.T) {
@@ -40,20 +42,20 @@ func TestStatePersists(t *testing.T) {
 		steps []step
 	}{
 		{"python", []step{
-			{code: "import math\nx = 41", value: ""},
+			{code: "import math\nx = 41", value: "", started: true},
 			{code: "def f(): return x + 1\nf()", value: "42"},
 			{code: "print(math.pi > 3, __name__)", stdout: "True __main__\n"},
 		}},
 		{"bash", []step{
-			{code: "cd /tmp\nexport GREETING=hi\nn=3"},
+			{code: "cd /tmp\nexport GREETING=hi\nn=3", started: true},
 			{code: "echo \"$PWD $GREETING $n\"", stdout: "/tmp hi 3\n"},
 			{code: "f() { echo \"f$1\"; }"},
 			{code: "f 1; false", stdout: "f1\n", exitCode: 1},
 			{code: "exit 4", exitCode: 4, restarted: true},
-			{code: "echo \"[$GREETING]\"", stdout: "[]\n"},
+			{code: "echo \"[$GREETING]\"", stdout: "[]\n", started: true},
 		}},
 		{"javascript", []step{
-			{code: "let a = 1; const b = 2; var c = 3; function f() { return a + b + c }"},
+			{code: "let a = 1; const b = 2; var c = 3; function f() { return a + b + c }", started: true},
 			{code: "a += 10; f()", value: "16"},
 			{code: "console.log(typeof require, [a, b, c])", stdout: "function [ 11, 2, 3 ]\n"},
 		}},
@@ -66,9 +68,9 @@ func TestStatePersists(t *testing.T) {
 				if r.Exception != nil {
 					t.Fatalf("step %d: exception %+v", i, r.Exception)
 				}
-				if r.Value != s.value || r.stdout != s.stdout || r.ExitCode != s.exitCode || r.Restarted != s.restarted {
-					t.Errorf("step %d (%q): got value %q stdout %q exit %d restarted %v, want %q %q %d %v",
-						i, s.code, r.Value, r.stdout, r.ExitCode, r.Restarted, s.value, s.stdout, s.exitCode, s.restarted)
+				if r.Value != s.value || r.stdout != s.stdout || r.ExitCode != s.exitCode || r.Restarted != s.restarted || r.Started != s.started {
+					t.Errorf("step %d (%q): got value %q stdout %q exit %d restarted %v started %v, want %q %q %d %v %v",
+						i, s.code, r.Value, r.stdout, r.ExitCode, r.Restarted, r.Started, s.value, s.stdout, s.exitCode, s.restarted, s.started)
 				}
 			}
 		})
@@ -232,9 +234,9 @@ func TestStartFailure(t *testing.T) {
 			defer it.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), testRunTimeout)
 			defer cancel()
-			_, err := it.Run(ctx, "1", nil, nil)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Run error = %v, want one holding %q", err, tt.want)
+			o, err := it.Run(ctx, "1", nil, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !o.Started {
+				t.Errorf("Run = started %v, error %v; want started (a start was tried) and an error holding %q", o.Started, err, tt.want)
 			}
 		})
 	}

@@ -52,16 +52,18 @@ func (it *interpreter) Run(ctx context.Context, code string, stdout, stderr io.W
 	if closed {
 		return Outcome{}, ErrClosed
 	}
-	if p == nil {
+	started := p == nil
+	if started {
 		var err error
 		if p, err = it.startProc(ctx); err != nil {
 			if ctx.Err() != nil {
-				return Outcome{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), Restarted: true}, nil
+				return Outcome{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), Restarted: true, Started: true}, nil
 			}
-			return Outcome{}, fmt.Errorf("starting %s: %w", it.lang.name, err)
+			return Outcome{Started: true}, fmt.Errorf("starting %s: %w", it.lang.name, err)
 		}
 	}
 	o, err := it.exec(ctx, p, code, stdout, stderr)
+	o.Started = started
 	if o.Restarted {
 		it.drop(p)
 	}

@@ -13,16 +13,27 @@ import (
 
 // Every exec costs the host CPU outside the sandbox's cgroup, where no
 // limit charges it: the request, the agent protocol and the result, and
-// for a command its own cgroup and pipes. Measured with warden serve on a
-// loaded two-core host: about 1 ms for code in a persistent interpreter,
-// 2.5 to 3.3 ms for a command. A client sending tiny execs as fast as it
-// can would spend several times its session's CPU quota on the host. So
-// exec starts are paced per session by that cost: tokens are milliseconds
-// of host CPU, each exec takes its cost, and they come at the exec pace
-// (the fraction of the quota the host may spend on execs; DefaultExecPace
-// is a tenth, so 100 a second per core of quota). The burst, two seconds
-// of the rate and at least minExecBurst, lets interactive use and a
-// benchmark of a couple of hundred execs never wait.
+// for a command its own cgroup and pipes. A client sending tiny execs as
+// fast as it can would spend several times its session's CPU quota on
+// the host. So exec starts are paced per session by that cost: tokens are
+// milliseconds of host CPU, each exec takes its cost, and they come at the
+// exec pace (the fraction of the quota the host may spend on execs;
+// DefaultExecPace is a tenth, so 100 a second per core of quota).
+//
+// The costs are what an exec costs when execs come one at a time, as
+// pacing makes them come at small quotas: each then wakes the server's
+// idle threads, and costs more than in a tight loop. Measured with warden
+// serve on a loaded two-core host (the server, its spawner and the init's
+// threads outside the cgroups): a command 6 to 7.3 ms at 1 to 5 a second
+// (3.5 to 4.6 ms at 20 to 50), code in a persistent interpreter 2.2 to
+// 3.6 ms (1.1 to 1.3 ms), of which the idle server and session account
+// for about 1 ms a second. The charges leave a margin over that, since
+// at small quotas the server's own idle cost takes part of the tenth.
+// The burst, two seconds of the rate and at least minBurstExecs execs of
+// code (the first starting the interpreter) or 80 commands, lets
+// interactive use and a benchmark of 200 execs never wait; it is an
+// allowance of host CPU, 806 ms at the least, that each session gets once,
+// when it is created.
 const (
 	// DefaultExecPace is the fraction of a session's CPU quota the host
 	// may spend on its execs when Config.ExecPace is zero.
@@ -31,12 +42,19 @@ const (
 	MaxExecPace = 10
 	// codeExecCost and commandExecCost are what an exec of code in a
 	// persistent interpreter and a command exec cost the host, in ms.
-	codeExecCost    = 1
-	commandExecCost = 3
+	codeExecCost    = 4
+	commandExecCost = 10
+	// interpStartCost is what an exec of code that starts its interpreter
+	// (the first, or the first after user code or a limit ended it)
+	// costs on top of codeExecCost: a start spawns a process with its
+	// pipes and pumps and waits for a handshake, measured at about 7 ms,
+	// so the exec is charged as a command.
+	interpStartCost = commandExecCost - codeExecCost
 	// execBurstSeconds is the burst in seconds of the rate, at least
-	// minExecBurst tokens.
+	// minBurstExecs execs of code in one interpreter, its start included.
 	execBurstSeconds = 2
-	minExecBurst     = 200
+	minBurstExecs    = 200
+	minExecBurst     = minBurstExecs*codeExecCost + interpStartCost
 )
 
 // execPacer paces one session's exec starts; nil paces nothing.
@@ -71,7 +89,8 @@ func execCost(req ExecRequest) int {
 // long it waited. A wait that ctx would end first fails at once, and one
 // it ends fails then, with ErrPaced, giving the tokens back. One exec at a
 // time waits per session (the others are busy), so a wait is at most
-// one exec's cost of time.
+// one exec's cost of time, and an interpreter start's charged after the
+// exec before (see charge).
 func (p *execPacer) wait(ctx context.Context, cost int) (time.Duration, error) {
 	if p == nil {
 		return 0, nil
@@ -96,6 +115,16 @@ func (p *execPacer) wait(ctx context.Context, cost int) (time.Duration, error) {
 		r.CancelAt(p.now())
 		return 0, p.refusal(d, ctx.Err())
 	}
+}
+
+// charge takes cost tokens for work already done, without waiting: the
+// tokens may go below zero, and the next exec waits for them. It is for
+// a cost known only once an exec has run (an interpreter it started).
+func (p *execPacer) charge(cost int) {
+	if p == nil {
+		return
+	}
+	p.lim.ReserveN(p.now(), cost)
 }
 
 // refusal says that the exec was not started for exec pacing, and how to

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -32,31 +34,39 @@ func (c *fakeClock) install(p *execPacer) {
 }
 
 // TestExecPacerWeighsCost: at one core and the default pace, tokens are
-// 100 ms of host CPU a second after a burst of 200; a command costs 3,
-// code 1, and only what goes past the burst waits, for its cost's time.
+// 100 ms of host CPU a second after a burst of 200 execs of code, the
+// first starting its interpreter (806);
+// a command costs 10, code 4 (what each costs the host when they come one
+// at a time, with a margin), and only what goes past the burst waits, for
+// its cost's time.
 func TestExecPacerWeighsCost(t *testing.T) {
 	p := newExecPacer(1, DefaultExecPace)
 	var clock fakeClock
 	clock.install(p)
-	for i := range minExecBurst {
-		if d, err := p.wait(context.Background(), codeExecCost); d != 0 || err != nil {
+	for i := range 200 {
+		if d, err := p.wait(context.Background(), execCost(ExecRequest{Language: "python"})); d != 0 || err != nil {
 			t.Fatalf("code exec %d of the burst waited %v, %v; want no wait", i, d, err)
 		}
+		if i == 0 {
+			p.charge(interpStartCost)
+		}
 	}
+	command, code := ExecRequest{Command: []string{"true"}}, ExecRequest{Language: "python", Code: "1+1"}
 	steps := []struct {
-		cost    int
+		name    string
+		req     ExecRequest
 		advance time.Duration
 		want    time.Duration
 	}{
-		{commandExecCost, 0, 30 * time.Millisecond},
-		{codeExecCost, 0, 10 * time.Millisecond},
-		{commandExecCost, 30 * time.Millisecond, 0},
-		{codeExecCost, 10 * time.Second, 0}, // refilled, to the burst only
+		{"command past the burst", command, 0, 100 * time.Millisecond},
+		{"code past the burst", code, 0, 40 * time.Millisecond},
+		{"command after its cost's time", command, 100 * time.Millisecond, 0},
+		{"code after a refill to the burst", code, 10 * time.Second, 0},
 	}
 	for i, st := range steps {
 		clock.t = clock.t.Add(st.advance)
-		if got, err := p.wait(context.Background(), st.cost); got != st.want || err != nil {
-			t.Errorf("step %d (cost %d, %v later): waited %v, %v; want %v", i, st.cost, st.advance, got, err, st.want)
+		if got, err := p.wait(context.Background(), execCost(st.req)); got != st.want || err != nil {
+			t.Errorf("step %d (%s, %v later): waited %v, %v; want %v", i, st.name, st.advance, got, err, st.want)
 		}
 	}
 }
@@ -114,9 +124,60 @@ func TestExecPacedByQuota(t *testing.T) {
 		t.Errorf("session after a refused exec = %s with %d execs, want ready with %d", got.State, got.Execs, burst)
 	}
 	r, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{"true", "queued"}}, Stream{})
-	// At 0.01 cores, 1 ms of host CPU a second: of its 3 tokens, 2 are
-	// left of the burst, the third comes in a second.
-	if err != nil || r.QueuedMS != 1000 {
-		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 1000 ms", r.QueuedMS, err)
+	// At 0.01 cores, 1 ms of host CPU a second: the burst of 806 went to
+	// 80 commands of 10, and the other 4 tokens of the next come in 4 s.
+	if err != nil || r.QueuedMS != 4000 {
+		t.Errorf("exec past the burst = queued %v ms, %v; want it to wait 4000 ms", r.QueuedMS, err)
+	}
+}
+
+// fakeInterp stands for a persistent interpreter: a run starts its
+// process when none is live, and "exit 0" ends it, as in bash.
+type fakeInterp struct{ live bool }
+
+func (f *fakeInterp) Run(_ context.Context, code string, _, _ io.Writer) (interp.Outcome, error) {
+	o := interp.Outcome{Started: !f.live, Restarted: code == "exit 0"}
+	f.live = !o.Restarted
+	return o, nil
+}
+
+func (f *fakeInterp) Close() error { return nil }
+
+// TestExecPacerChargesInterpreterStarts: an exec of code that starts its
+// interpreter (the first, or each after user code ended it) costs the
+// host a spawn and a handshake, and is charged what a command is; only
+// an exec in a live interpreter costs codeExecCost.
+func TestExecPacerChargesInterpreterStarts(t *testing.T) {
+	tests := []struct {
+		name  string
+		codes []string
+		want  int // tokens taken
+	}{
+		{"first exec starts it", []string{"1"}, commandExecCost},
+		{"then live", []string{"1", "2", "3"}, commandExecCost + 2*codeExecCost},
+		{"exit 0 in a loop", []string{"exit 0", "exit 0", "exit 0"}, 3 * commandExecCost},
+		{"restart after exit", []string{"1", "exit 0", "2", "3"}, commandExecCost + codeExecCost + commandExecCost + codeExecCost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _ := newTestManager(t, Config{})
+			info, err := m.Create(context.Background(), "alice", defaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := m.lookup("alice", info.ID)
+			var clock fakeClock
+			clock.install(s.pace)
+			s.interps = map[string]interp.Interpreter{"bash": &fakeInterp{}}
+			before := s.pace.lim.TokensAt(clock.t)
+			for _, code := range tt.codes {
+				if _, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Language: "bash", Code: code}, Stream{}); err != nil {
+					t.Fatalf("exec %q = %v", code, err)
+				}
+			}
+			if got := before - s.pace.lim.TokensAt(clock.t); got != float64(tt.want) {
+				t.Errorf("execs %q took %g tokens, want %d", tt.codes, got, tt.want)
+			}
+		})
 	}
 }

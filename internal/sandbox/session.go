@@ -210,6 +210,9 @@ func (s *session) runCode(ctx context.Context, in interp.Interpreter, code strin
 	begin := time.Now()
 	o, err := in.Run(ctx, code, out, errOut)
 	wall := time.Since(begin)
+	if o.Started {
+		s.pace.charge(interpStartCost)
+	}
 	cpuAfter, oomsAfter := s.box.Usage()
 	r := spec.Result{
 		ExitCode: o.ExitCode, Signal: spec.SignalName(o.Signal), TimedOut: o.TimedOut,

@@ -400,7 +400,11 @@ type Network struct {
 	Mode NetworkMode `json:"mode,omitempty,omitzero"`
 }
 
-// NetworkEvent One decision of the egress proxy.
+// NetworkEvent One decision of the egress proxy, or a note with no method or host
+// whose reason says what happened: events left out of a full log, a
+// connection lost in hand-off, or the sandbox's connections reaching
+// their pace (later ones wait unanswered, and a client's timeout may
+// end them first).
 type NetworkEvent struct {
 	// Address The IP address dialled or refused; empty when refused before resolving.
 	Address   string `json:"address,omitempty,omitzero"`
@@ -494,9 +498,9 @@ type Result struct {
 	// QueuedMS How long a session exec waited for its turn before it started, in
 	// milliseconds (not counted in `wall_time_ms`). Exec starts cost the
 	// host CPU no cgroup charges, so they are paced per session in
-	// proportion to its `cpus` (`warden serve --exec-pace`); a burst of
-	// a couple of hundred execs never waits. Left out when 0, as it
-	// always is for `/v1/run`.
+	// proportion to its `cpus` (`warden serve --exec-pace`); the first
+	// 200 execs of code or 80 command execs of a session never wait.
+	// Left out when 0, as it always is for `/v1/run`.
 	QueuedMS float64 `json:"queued_ms,omitempty,omitzero"`
 
 	// Signal The signal that killed the program, such as `SIGKILL`; empty if none.
