@@ -158,6 +158,8 @@ type Manager struct {
 	pool *pool
 	// starts paces each owner's Creates and Runs (nil: not paced).
 	starts *startPacer
+	// bursts holds each owner's exec bursts for its new sessions.
+	bursts *execBursts
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	// discards counts pooled run boxes being thrown away after their
@@ -186,7 +188,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
-		starts:   newStartPacer(cfg.StartRate),
+		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
 	m.runsEnd, m.endRuns = context.WithCancel(context.Background())
 	m.persist = persistsWorkspaces(b, cfg.Store)
@@ -313,10 +315,12 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		}
 	}
 	now := time.Now()
+	pace := newExecPacer(s.Limits.CPUs, m.cfg.ExecPace)
+	pace.startWith(m.bursts.take(owner, pace.burst()))
 	ses := &session{
 		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
-		ws: ws, slot: true, gone: make(chan struct{}), pace: newExecPacer(s.Limits.CPUs, m.cfg.ExecPace),
+		ws: ws, slot: true, gone: make(chan struct{}), pace: pace,
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)

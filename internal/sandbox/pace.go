@@ -33,7 +33,8 @@ import (
 // code (the first starting the interpreter) or 80 commands, lets
 // interactive use and a benchmark of 200 execs never wait; it is an
 // allowance of host CPU, 806 ms at the least, that each session gets once,
-// when it is created.
+// when it is created, from its owner's reservoir (see execBursts), so that
+// creating sessions anew does not renew it.
 const (
 	// DefaultExecPace is the fraction of a session's CPU quota the host
 	// may spend on its execs when Config.ExecPace is zero.
@@ -75,6 +76,24 @@ func newExecPacer(cpus, pace float64) *execPacer {
 	r := pace * 1000 * spec.QuotaCPUs(cpus)
 	burst := max(minExecBurst, int(math.Ceil(execBurstSeconds*r)))
 	return &execPacer{lim: rate.NewLimiter(rate.Limit(r), burst), rate: r, now: time.Now, after: time.After}
+}
+
+// burst is the most tokens p holds: what a new session may be given.
+func (p *execPacer) burst() int {
+	if p == nil {
+		return 0
+	}
+	return p.lim.Burst()
+}
+
+// startWith leaves p only the granted tokens of its burst (those its
+// owner's reservoir gave), so a session created when the reservoir is low
+// starts with a smaller burst.
+func (p *execPacer) startWith(granted int) {
+	if p == nil || granted >= p.lim.Burst() {
+		return
+	}
+	p.lim.AllowN(p.now(), p.lim.Burst()-max(granted, 0))
 }
 
 // execCost is what req costs the host, in the pacer's tokens.
