@@ -407,7 +407,7 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 		return spec.Result{}, err
 	}
 	b.child.close()
-	if err := b.handOver(cfg); err != nil {
+	if err := b.handOver(cfg); err != nil && !initEnded(err) {
 		proc.kill()
 		<-proc.exited
 		return spec.Result{}, err
@@ -424,6 +424,14 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 	close(ended)
 	drained.Wait()
 	return b.result(o, out, errOut)
+}
+
+// initEnded says that a hand-over failed because the init had already
+// ended (a refusal, a config it could not read, an init of another
+// build): what it said, or how it ended, explains that better than the
+// broken pipe, so the caller reads its answer as for any end.
+func initEnded(err error) bool {
+	return errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)
 }
 
 // handOver sends the config and, on v1, the cgroup the init must join

@@ -31,8 +31,9 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 		return nil, err
 	}
 	b.child.close()
-	// On v1 the cgroup is made here, while the init boots.
-	if err := b.handOver(cfg); err != nil {
+	// On v1 the cgroup is made here, while the init boots. An init that
+	// ended before taking it is explained by Attach, from its answer.
+	if err := b.handOver(cfg); err != nil && !initEnded(err) {
 		proc.kill()
 		<-proc.exited
 		b.cleanup()
