@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -200,14 +199,7 @@ func (p *Process) Kill() error {
 		return nil
 	default:
 	}
-	running := p.isStarted()
-	p.watchOnce.Do(func() { go p.watchKill(running) })
-	return p.kill()
-}
-
-// kill sends the kill of Kill: SIGKILL to the group through the agent and
-// to the process's cgroup.
-func (p *Process) kill() error {
+	p.watchOnce.Do(func() { go p.watchKill() })
 	err := p.s.send(nsinit.Request{Op: nsinit.OpKill, ID: p.id, Signal: int(syscall.SIGKILL)}, nil, false)
 	if p.cg != nil {
 		if cerr := p.cg.Kill(); cerr != nil && err == nil {
@@ -215,16 +207,6 @@ func (p *Process) kill() error {
 		}
 	}
 	return err
-}
-
-// isStarted says whether the agent has said the process runs.
-func (p *Process) isStarted() bool {
-	select {
-	case <-p.started:
-		return true
-	default:
-		return false
-	}
 }
 
 // killGrace is how long a box has to report the end of a process the
@@ -236,26 +218,8 @@ const killGrace = 5 * time.Second
 // watchKill waits killGrace for the end of p, which the host has killed.
 // A box that does not report it within that breaks the protocol: it is
 // killed and the session ends with the reason, which releases p and
-// everyone waiting on it. A kill sent before the agent said the process
-// runs (a client gone during an exec's start) may reach the agent before
-// it knows the process's group, and the agent drops a kill for a group it
-// does not know; so once the process is reported running, the kill is
-// sent again and the grace counts from then.
-func (p *Process) watchKill(running bool) {
-	if !running {
-		select {
-		case <-p.done:
-			return
-		case <-p.started:
-			if err := p.kill(); err != nil {
-				slog.Warn("killing a process again once the agent says it runs", "process", p.id, "err", err)
-			}
-		case <-time.After(killGrace):
-			p.s.breach(fmt.Errorf("%w: did not report process %d's start or end within %d s of its kill",
-				nsinit.ErrProtocol, p.id, killGrace/time.Second))
-			return
-		}
-	}
+// everyone waiting on it.
+func (p *Process) watchKill() {
 	grace := time.NewTimer(killGrace)
 	defer grace.Stop()
 	select {
