@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
@@ -169,6 +170,40 @@ func TestSessionManyExecsFewFiles(t *testing.T) {
 	}
 	defer s.Close()
 	for i := range 100 {
+		r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"true"}}, IO{})
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
+		}
+	}
+}
+
+// TestSessionManyExecsBesideLiveProcess runs short execs while another
+// process of the session lives on, as a session's interpreter does. The
+// agent's reaper then waits in the kernel and can report an exec's end
+// the moment it comes, which once could be before the agent's spawning
+// thread had left the exec's cgroup: the host's kill of that cgroup then
+// killed the agent and the session died within a few dozen execs. A small
+// CPU quota widens that window.
+func TestSessionManyExecsBesideLiveProcess(t *testing.T) {
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.CPUs = 0.1
+	l.Timeout = 20 * time.Second
+	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	defer s.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	files := []*os.File{null, null, null}
+	if _, err := s.Spawn(context.Background(), interp.Command{Argv: []string{"sleep", "3600"}, Env: s.Env(), Files: files}); err != nil {
+		t.Fatalf("Spawn(sleep) = %v", err)
+	}
+	for i := range 200 {
 		r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"true"}}, IO{})
 		if err != nil || r.ExitCode != 0 {
 			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
