@@ -211,6 +211,54 @@ func TestSessionManyExecsBesideLiveProcess(t *testing.T) {
 	}
 }
 
+// TestSessionSurvivesCanceledStarts cancels execs while the agent is
+// starting them. Until the agent says a process started (or ended), it may
+// not know the process's group yet, so a kill request could be lost (a
+// sleep lived on, and the host took the box for broken when its end did
+// not come within killGrace), and its spawning thread may still be in the
+// process's cgroup, so killing that cgroup killed the agent. Each exec
+// must fail and return, and the session live on.
+func TestSessionSurvivesCanceledStarts(t *testing.T) {
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.CPUs = 0.1
+	l.Timeout = 20 * time.Second
+	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	defer s.Close()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 100 {
+		argv := []string{"true"}
+		if i%2 == 1 {
+			argv = []string{"sleep", "3600"}
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Exec(canceled, agent.ExecSpec{Command: argv}, IO{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("exec %d (%q) with a canceled context = nil error, want one", i, argv)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("exec %d (%q) with a canceled context still running after 2 minutes: its kill was lost", i, argv)
+		}
+		select {
+		case <-s.Done():
+			t.Fatalf("the session ended after %d canceled execs: %v", i+1, s.Err())
+		default:
+		}
+	}
+	if r := execSh(t, s, "echo alive", 0); r.Stdout != "alive\n" {
+		t.Fatalf("exec after the canceled ones = stdout %q, stderr %q, want alive", r.Stdout, r.Stderr)
+	}
+}
+
 // TestSessionOOMScore checks that the code a session runs is the OOM
 // killer's first choice and the agent its last.
 func TestSessionOOMScore(t *testing.T) {
