@@ -190,9 +190,13 @@ func (p *Process) Wait() (interp.ExitStatus, error) {
 }
 
 // Kill sends SIGKILL to the process's group through the agent, and to
-// everything in its cgroup, which also finds what left the group. The box
-// then has killGrace to report the process's end (see watchKill), so a
-// wait for it after Kill is bounded.
+// everything in its cgroup, which also finds what left the group. It
+// first waits for the agent to report the start or the end: before that
+// the agent may not know the group yet and drop the kill, and its spawning
+// thread may still be in the cgroup, where the cgroup's kill would end the
+// agent itself. The box has killGrace from the call to report the
+// process's end (see watchKill), so that wait and one after Kill are
+// bounded.
 func (p *Process) Kill() error {
 	select {
 	case <-p.done:
@@ -200,6 +204,11 @@ func (p *Process) Kill() error {
 	default:
 	}
 	p.watchOnce.Do(func() { go p.watchKill() })
+	select {
+	case <-p.started:
+	case <-p.done:
+		return nil
+	}
 	err := p.s.send(nsinit.Request{Op: nsinit.OpKill, ID: p.id, Signal: int(syscall.SIGKILL)}, nil, false)
 	if p.cg != nil {
 		if cerr := p.cg.Kill(); cerr != nil && err == nil {

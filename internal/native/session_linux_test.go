@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
@@ -173,6 +174,88 @@ func TestSessionManyExecsFewFiles(t *testing.T) {
 		if err != nil || r.ExitCode != 0 {
 			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
 		}
+	}
+}
+
+// TestSessionManyExecsBesideLiveProcess runs short execs while another
+// process of the session lives on, as a session's interpreter does. The
+// agent's reaper then waits in the kernel and can report an exec's end
+// the moment it comes, which once could be before the agent's spawning
+// thread had left the exec's cgroup: the host's kill of that cgroup then
+// killed the agent and the session died within a few dozen execs. A small
+// CPU quota widens that window.
+func TestSessionManyExecsBesideLiveProcess(t *testing.T) {
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.CPUs = 0.1
+	l.Timeout = 20 * time.Second
+	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	defer s.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	files := []*os.File{null, null, null}
+	if _, err := s.Spawn(context.Background(), interp.Command{Argv: []string{"sleep", "3600"}, Env: s.Env(), Files: files}); err != nil {
+		t.Fatalf("Spawn(sleep) = %v", err)
+	}
+	for i := range 200 {
+		r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"true"}}, IO{})
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
+		}
+	}
+}
+
+// TestSessionSurvivesCanceledStarts cancels execs while the agent is
+// starting them. Until the agent says a process started (or ended), it may
+// not know the process's group yet, so a kill request could be lost (a
+// sleep lived on, and the host took the box for broken when its end did
+// not come within killGrace), and its spawning thread may still be in the
+// process's cgroup, so killing that cgroup killed the agent. Each exec
+// must fail and return, and the session live on.
+func TestSessionSurvivesCanceledStarts(t *testing.T) {
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.CPUs = 0.1
+	l.Timeout = 20 * time.Second
+	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	defer s.Close()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 100 {
+		argv := []string{"true"}
+		if i%2 == 1 {
+			argv = []string{"sleep", "3600"}
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Exec(canceled, agent.ExecSpec{Command: argv}, IO{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("exec %d (%q) with a canceled context = nil error, want one", i, argv)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("exec %d (%q) with a canceled context still running after 2 minutes: its kill was lost", i, argv)
+		}
+		select {
+		case <-s.Done():
+			t.Fatalf("the session ended after %d canceled execs: %v", i+1, s.Err())
+		default:
+		}
+	}
+	if r := execSh(t, s, "echo alive", 0); r.Stdout != "alive\n" {
+		t.Fatalf("exec after the canceled ones = stdout %q, stderr %q, want alive", r.Stdout, r.Stderr)
 	}
 }
 

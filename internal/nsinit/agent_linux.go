@@ -105,7 +105,9 @@ func (a *agent) kill(id uint64, sig int) {
 
 // spawn runs on the locked main thread. With a v1 exec cgroup, the thread
 // joins it, forks (the child is born inside) and returns to the session's
-// cgroup, whose tasks descriptor the host sends as the last one.
+// cgroup, whose tasks descriptor the host sends as the last one. It
+// returns before the process's start or end is reported: the host kills
+// the exec's cgroup only after one of them, so never this thread.
 func (a *agent) spawn(job spawnJob) {
 	req := job.req
 	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 {
@@ -129,13 +131,17 @@ func (a *agent) spawn(job spawnJob) {
 	restore := raiseOOMScore()
 	pid, st := startProcess(req, files)
 	restore()
+	// Leave before a.mu lets the reaper look the process up: once the
+	// host has its end it kills everything in the exec's cgroup, and
+	// this thread must be out of it by then or the host kills the agent.
+	lerr := leaveCgroup(tasks)
 	if st == nil {
 		a.running[pid] = req.ID
 		a.pgids[req.ID] = pid
 		a.sweep[req.ID] = req.Cgroup == 0
 	}
 	a.mu.Unlock()
-	if err := leaveCgroup(tasks); err != nil && st == nil {
+	if lerr != nil && st == nil {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 	}
 	if st != nil {
