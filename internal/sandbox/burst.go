@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -27,9 +26,7 @@ const (
 // execBursts is the reservoir of each owner's exec bursts; nil gives
 // every session its whole burst.
 type execBursts struct {
-	mu     sync.Mutex
-	owners map[string]*rate.Limiter
-	now    func() time.Time
+	buckets *ownerBuckets
 }
 
 // newExecBursts makes the reservoirs when execs are paced at pace (see
@@ -38,7 +35,7 @@ func newExecBursts(pace float64) *execBursts {
 	if !(pace > 0) {
 		return nil
 	}
-	return &execBursts{owners: map[string]*rate.Limiter{}, now: time.Now}
+	return &execBursts{newOwnerBuckets(rate.Limit(float64(minExecBurst)/burstRefillSeconds), burstReservoirs*minExecBurst)}
 }
 
 // take takes up to want tokens of owner's reservoir and says how many.
@@ -46,31 +43,11 @@ func (b *execBursts) take(owner string, want int) int {
 	if b == nil {
 		return want
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	lim := b.owners[owner]
-	if lim == nil {
-		b.prune(now)
-		lim = rate.NewLimiter(rate.Limit(float64(minExecBurst)/burstRefillSeconds), burstReservoirs*minExecBurst)
-		b.owners[owner] = lim
-	}
-	n := min(want, int(lim.TokensAt(now)))
-	if n <= 0 || !lim.AllowN(now, n) {
-		return 0
-	}
-	return n
-}
-
-// prune drops full reservoirs, once there are many: a full one is what a
-// new one would be.
-func (b *execBursts) prune(now time.Time) {
-	if len(b.owners) < maxIdlePacers {
-		return
-	}
-	for owner, lim := range b.owners {
-		if lim.TokensAt(now) >= float64(lim.Burst()) {
-			delete(b.owners, owner)
+	n := 0
+	b.buckets.with(owner, func(lim *rate.Limiter, now time.Time) {
+		if k := min(want, int(lim.TokensAt(now))); k > 0 && lim.AllowN(now, k) {
+			n = k
 		}
-	}
+	})
+	return n
 }

@@ -12,7 +12,7 @@ import (
 func TestExecBurstsReservoir(t *testing.T) {
 	b := newExecBursts(DefaultExecPace)
 	clock := time.Unix(1000, 0)
-	b.now = func() time.Time { return clock }
+	b.buckets.now = func() time.Time { return clock }
 	steps := []struct {
 		owner   string
 		advance time.Duration

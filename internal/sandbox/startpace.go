@@ -3,7 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -68,11 +67,9 @@ func (e *StartPacedError) Unwrap() error { return ErrTooMany }
 
 // startPacer paces each owner's starts; nil paces nothing.
 type startPacer struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  int
-	owners map[string]*rate.Limiter
-	now    func() time.Time
+	rate    float64
+	burst   int
+	buckets *ownerBuckets
 }
 
 // newStartPacer paces starts at r a second per owner (see
@@ -82,7 +79,7 @@ func newStartPacer(r float64) *startPacer {
 		return nil
 	}
 	burst := max(MinStartBurst, int(math.Ceil(StartBurstSeconds*r)))
-	return &startPacer{rate: r, burst: burst, owners: map[string]*rate.Limiter{}, now: time.Now}
+	return &startPacer{rate: r, burst: burst, buckets: newOwnerBuckets(rate.Limit(r), burst)}
 }
 
 // take takes one start of owner's, or refuses it with a
@@ -93,34 +90,15 @@ func (p *startPacer) take(owner string) error {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	lim := p.owners[owner]
-	if lim == nil {
-		p.prune(now)
-		lim = rate.NewLimiter(rate.Limit(p.rate), p.burst)
-		p.owners[owner] = lim
-	}
-	if lim.AllowN(now, 1) {
-		return nil
-	}
-	wait := time.Duration((1 - lim.TokensAt(now)) / p.rate * float64(time.Second))
-	return &StartPacedError{Rate: p.rate, Burst: p.burst, Wait: wait}
-}
-
-// prune drops the buckets of owners that are full again, once there are
-// many: a full bucket is what a new one would be, so the memory the map
-// holds stays bounded by the owners that started something recently.
-func (p *startPacer) prune(now time.Time) {
-	if len(p.owners) < maxIdlePacers {
-		return
-	}
-	for owner, lim := range p.owners {
-		if lim.TokensAt(now) >= float64(p.burst) {
-			delete(p.owners, owner)
+	var err error
+	p.buckets.with(owner, func(lim *rate.Limiter, now time.Time) {
+		if lim.AllowN(now, 1) {
+			return
 		}
-	}
+		wait := time.Duration((1 - lim.TokensAt(now)) / p.rate * float64(time.Second))
+		err = &StartPacedError{Rate: p.rate, Burst: p.burst, Wait: wait}
+	})
+	return err
 }
 
 // validStartRate checks Config.StartRate: negative (off), zero (the

@@ -20,7 +20,7 @@ func TestStartPacing(t *testing.T) {
 	const tick = time.Microsecond
 	m, _ := newTestManager(t, Config{MaxSessions: 4 * share, MaxPerOwner: share, StartRate: 2})
 	clock := time.Unix(1000, 0)
-	m.starts.now = func() time.Time {
+	m.starts.buckets.now = func() time.Time {
 		clock = clock.Add(tick)
 		return clock
 	}
