@@ -187,7 +187,11 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 			return err
 		}
 	}
-	init, release, err := leaseInit(nsinit.BinaryPath())
+	path, err := nsinit.BinaryPath()
+	if err != nil {
+		return err
+	}
+	init, release, err := leaseInit(path)
 	if err != nil {
 		return err
 	}

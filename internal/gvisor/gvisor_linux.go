@@ -153,7 +153,10 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	if err := rootfs.MountScratch(filepath.Join(b.dir, "scratch"), s.Limits.DiskBytes, s.Limits.Inodes(), nsinit.SandboxUID, nsinit.SandboxGID); err != nil {
 		return nil, err
 	}
-	self := nsinit.BinaryPath()
+	self, err := nsinit.BinaryPath()
+	if err != nil {
+		return nil, err
+	}
 	bundle := Bundle{
 		Root: tmpl.Dir, Binds: tmpl.Binds, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
 		Init: self, InitPath: nsinit.BoxedPath, Args: []string{nsinit.BoxedPath, nsinit.BoxedStdin},

@@ -88,8 +88,11 @@ var (
 // does not tell how its init ended, so an init of another build is found
 // here, once per process, rather than by a box that ends unexplained; the
 // native path (Binary) reads the init's exit status instead, and pays no
-// probe on a one-shot run's start.
-func BinaryPath() string {
+// probe on a one-shot run's start. This executable's path is held to the
+// same trust as the small init's (trustedInit): whoever could replace the
+// file at it would run code as every later box's init, and the path,
+// unlike /proc/self/exe, is opened anew for each box.
+func BinaryPath() (string, error) {
 	findInit()
 	probeOnce.Do(func() {
 		if lean == "" {
@@ -102,9 +105,12 @@ func BinaryPath() string {
 		boxedLean = lean
 	})
 	if boxedLean != "" {
-		return boxedLean
+		return boxedLean, nil
 	}
-	return self
+	if self == "" || !trustedInit(self) {
+		return "", fmt.Errorf("no trusted init to bind into a runtime's box: %q (and any warden-init beside it) must be owned by root or this user and writable, with its directory, by its owner alone: reinstall warden there", self)
+	}
+	return self, nil
 }
 
 // trustedInit accepts an init only if no one but its owner, who must be

@@ -74,3 +74,38 @@ func TestProbeInit(t *testing.T) {
 		})
 	}
 }
+
+// TestBinaryPathTrustsSelfOnlyIfSafe: with no small init to bind, a
+// runtime's box gets warden's own path only when no other user could
+// replace the file there, as the small init is held to.
+func TestBinaryPathTrustsSelfOnlyIfSafe(t *testing.T) {
+	findInit()
+	probeOnce.Do(func() {})
+	savedLean, savedBoxed, savedSelf := lean, boxedLean, self
+	t.Cleanup(func() { lean, boxedLean, self = savedLean, savedBoxed, savedSelf })
+	lean, boxedLean = "", ""
+	tests := []struct {
+		dirMode os.FileMode
+		wantErr bool
+	}{
+		{0o755, false},
+		{0o777, true},
+	}
+	for _, tt := range tests {
+		dir := filepath.Join(t.TempDir(), "bin")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		self = filepath.Join(dir, "warden")
+		if err := os.WriteFile(self, []byte("#!/bin/true\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, tt.dirMode); err != nil {
+			t.Fatal(err)
+		}
+		got, err := BinaryPath()
+		if (err != nil) != tt.wantErr || (err == nil && got != self) {
+			t.Errorf("directory %o: BinaryPath() = %q, %v; want error %v", tt.dirMode, got, err, tt.wantErr)
+		}
+	}
+}
