@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"unicode"
 
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
@@ -75,14 +76,18 @@ func refusal(line []byte) error {
 const maxBoxText = 200
 
 // boxText is s, which the box wrote, made fit for a one-line error:
-// control characters quoted (\x1b), cut to maxBoxText bytes with "..."
-// where it was longer.
+// control characters, and any other rune that does not print (C1
+// controls, bidirectional overrides, line separators), quoted (\x1b,
+// \u202e), cut to maxBoxText bytes with "..." where it was longer.
 func boxText(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		q := string(r)
-		if r < 0x20 || r == 0x7f {
+		switch {
+		case r < 0x80 && !unicode.IsPrint(r):
 			q = fmt.Sprintf(`\x%02x`, r)
+		case !unicode.IsPrint(r):
+			q = fmt.Sprintf(`\u%04x`, r)
 		}
 		if b.Len()+len(q) > maxBoxText {
 			b.WriteString("...")

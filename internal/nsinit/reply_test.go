@@ -230,3 +230,21 @@ func TestBoxTextBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestBoxTextQuotesWhatDoesNotPrint: a box's text reaches errors and logs
+// with every rune that does not print quoted, C1 controls and bidi
+// overrides too, which could disguise the rest of a line.
+func TestBoxTextQuotesWhatDoesNotPrint(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain text, é ok", "plain text, é ok"},
+		{"\x1b[2J\n", `\x1b[2J\x0a`},
+		{"a\u009bb", `a\u009bb`},
+		{"evil\u202etxt.exe", `evil\u202etxt.exe`},
+		{"line\u2028break", `line\u2028break`},
+	}
+	for _, tt := range tests {
+		if got := boxText(tt.in); got != tt.want {
+			t.Errorf("boxText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

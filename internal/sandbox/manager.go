@@ -246,7 +246,7 @@ func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 			ErrTooMany, m.byOwner[owner])
 	}
 	if n := m.byOwner[owner]; m.cfg.MaxPerOwner > 0 && n >= m.cfg.MaxPerOwner {
-		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d (--max-sessions-per-key, by default --max-sessions divided by the number of keys); delete a session or retry later",
+		return fmt.Errorf("%w: this key holds %d sessions and runs, its limit is %d (set by --max-sessions-per-key); delete a session or retry later",
 			ErrTooMany, n, m.cfg.MaxPerOwner)
 	}
 	if n, b := m.bytesByOwner[owner], m.cfg.MaxBytesPerOwner; b > 0 && n+bytes > b {

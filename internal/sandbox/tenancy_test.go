@@ -78,7 +78,7 @@ func TestTooManyNamesTheFlag(t *testing.T) {
 		holds            string // who takes a session first
 		owner, want, not string
 	}{
-		{"alice", "alice", "its limit is 1 (--max-sessions-per-key", ""},
+		{"alice", "alice", "its limit is 1 (set by --max-sessions-per-key", ""},
 		{"bob", "carol", "--max-sessions", "--max-sessions-per-key"},
 	}
 	for _, tt := range tests {
