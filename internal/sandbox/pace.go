@@ -96,6 +96,25 @@ func (p *execPacer) startWith(granted int) {
 	p.lim.AllowN(p.now(), p.lim.Burst()-max(granted, 0))
 }
 
+// outputBytesPerMS is how many bytes of an exec's output cost the host
+// about a millisecond to send back: a Result holding 1 MiB of NUL bytes in
+// each stream (12.6 MB of JSON, each NUL written as \u0000) measured
+// 41 ms of warden serve's CPU, some 50 KiB of output a ms at the worst
+// escaping. Plain text costs less; the charge is for the worst.
+const outputBytesPerMS = 48 << 10
+
+// outputCost is what sending r's output (both streams and rich outputs)
+// costs the host, in the pacer's tokens: charged after the exec, since
+// only then is it known, so a session whose execs print megabytes is
+// paced by that rather than by their number alone.
+func outputCost(r spec.Result) int {
+	n := len(r.Stdout) + len(r.Stderr)
+	for _, o := range r.Outputs {
+		n += len(o.Data)
+	}
+	return n / outputBytesPerMS // what is below a ms costs nothing
+}
+
 // execCost is what req costs the host, in the pacer's tokens.
 func execCost(req ExecRequest) int {
 	if req.Language != "" {

@@ -181,3 +181,40 @@ func TestExecPacerChargesInterpreterStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestExecPacerChargesOutput: an exec's output is charged after it, by
+// its size, so the next exec waits for what sending it cost the host.
+func TestExecPacerChargesOutput(t *testing.T) {
+	tests := []struct {
+		r    spec.Result
+		want int
+	}{
+		{spec.Result{}, 0},
+		{spec.Result{Stdout: "hi"}, 0},
+		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS-1)}, 0},
+		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS), Stderr: "y"}, 1},
+		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS), Stderr: strings.Repeat("y", outputBytesPerMS)}, 2},
+		{spec.Result{Outputs: []spec.Output{{Data: strings.Repeat("A", 3*outputBytesPerMS)}}}, 3},
+	}
+	for _, tt := range tests {
+		if got := outputCost(tt.r); got != tt.want {
+			t.Errorf("outputCost(%d+%d bytes, %d outputs) = %d, want %d", len(tt.r.Stdout), len(tt.r.Stderr), len(tt.r.Outputs), got, tt.want)
+		}
+	}
+	m, _ := newTestManager(t, Config{})
+	info, err := m.Create(context.Background(), "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.lookup("alice", info.ID)
+	var clock fakeClock
+	clock.install(s.pace)
+	before := s.pace.lim.TokensAt(clock.t)
+	big := strings.Repeat("x", 20*outputBytesPerMS) // the fake box echoes its argv
+	if _, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{big}}, Stream{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := before-s.pace.lim.TokensAt(clock.t), float64(commandExecCost+20); got != want {
+		t.Errorf("an exec printing 20 x %d bytes took %g tokens, want %g (the command and its output)", outputBytesPerMS, got, want)
+	}
+}
