@@ -407,10 +407,12 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 		return spec.Result{}, err
 	}
 	b.child.close()
-	if err := b.handOver(cfg); err != nil && !initEnded(err) {
-		proc.kill()
-		<-proc.exited
-		return spec.Result{}, err
+	if err := b.handOver(cfg); err != nil {
+		proc.kill() // a no-op when the init has ended, as initEnded says
+		if !initEnded(err) {
+			<-proc.exited
+			return spec.Result{}, err
+		}
 	}
 	ended := make(chan struct{})
 	out, errOut, drained, err := b.drain(ended)
@@ -429,7 +431,9 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 // initEnded says that a hand-over failed because the init had already
 // ended (a refusal, a config it could not read, an init of another
 // build): what it said, or how it ended, explains that better than the
-// broken pipe, so the caller reads its answer as for any end.
+// broken pipe, so the caller reads its answer as for any end. The caller
+// still kills the init, which changes nothing for one that has ended (its
+// exit status stands) and bounds the wait for one that has not.
 func initEnded(err error) bool {
 	return errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)
 }

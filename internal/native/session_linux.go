@@ -33,11 +33,13 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 	b.child.close()
 	// On v1 the cgroup is made here, while the init boots. An init that
 	// ended before taking it is explained by Attach, from its answer.
-	if err := b.handOver(cfg); err != nil && !initEnded(err) {
-		proc.kill()
-		<-proc.exited
-		b.cleanup()
-		return nil, err
+	if err := b.handOver(cfg); err != nil {
+		proc.kill() // a no-op when the init has ended, as initEnded says
+		if !initEnded(err) {
+			<-proc.exited
+			b.cleanup()
+			return nil, err
+		}
 	}
 	exited, ended, code := watchExit(proc)
 	f := agent.Frame{

@@ -108,7 +108,7 @@ func BinaryPath() (string, error) {
 		return boxedLean, nil
 	}
 	if self == "" || !trustedInit(self) {
-		return "", fmt.Errorf("no trusted init to bind into a runtime's box: %q (and any warden-init beside it) must be owned by root or this user and writable, with its directory, by its owner alone: reinstall warden there", self)
+		return "", fmt.Errorf("no trusted init to bind into a runtime's box: %q (and any warden-init beside it) must be owned by root or this user, and neither it nor its directory writable by group or others: reinstall warden where that holds", self)
 	}
 	return self, nil
 }

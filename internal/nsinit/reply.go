@@ -86,8 +86,10 @@ func boxText(s string) string {
 		switch {
 		case r < 0x80 && !unicode.IsPrint(r):
 			q = fmt.Sprintf(`\x%02x`, r)
-		case !unicode.IsPrint(r):
+		case r <= 0xffff && !unicode.IsPrint(r):
 			q = fmt.Sprintf(`\u%04x`, r)
+		case !unicode.IsPrint(r):
+			q = fmt.Sprintf(`\U%08x`, r)
 		}
 		if b.Len()+len(q) > maxBoxText {
 			b.WriteString("...")

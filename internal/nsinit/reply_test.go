@@ -241,6 +241,7 @@ func TestBoxTextQuotesWhatDoesNotPrint(t *testing.T) {
 		{"a\u009bb", `a\u009bb`},
 		{"evil\u202etxt.exe", `evil\u202etxt.exe`},
 		{"line\u2028break", `line\u2028break`},
+		{"tag\U000E0041", `tag\U000e0041`},
 	}
 	for _, tt := range tests {
 		if got := boxText(tt.in); got != tt.want {

@@ -103,12 +103,20 @@ func (p *execPacer) startWith(granted int) {
 // escaping. Plain text costs less; the charge is for the worst.
 const outputBytesPerMS = 48 << 10
 
-// outputCost is what sending r's output (both streams and rich outputs)
-// costs the host, in the pacer's tokens: charged after the exec, since
-// only then is it known, so a session whose execs print megabytes is
-// paced by that rather than by their number alone.
-func outputCost(r spec.Result) int {
+// outputCost is what sending r's output (both streams, twice when they
+// were streamed, the value, the exception and rich outputs) costs the
+// host, in the pacer's tokens: charged after the exec, since only then is
+// it known, so a session whose execs print megabytes is paced by that
+// rather than by their number alone.
+func outputCost(r spec.Result, streamed bool) int {
 	n := len(r.Stdout) + len(r.Stderr)
+	if streamed { // sent as the stream's events, then again in the Result
+		n *= 2
+	}
+	n += len(r.Value)
+	if e := r.Exception; e != nil {
+		n += len(e.Type) + len(e.Message) + len(e.Traceback)
+	}
 	for _, o := range r.Outputs {
 		n += len(o.Data)
 	}
@@ -157,12 +165,19 @@ func (p *execPacer) wait(ctx context.Context, cost int) (time.Duration, error) {
 
 // charge takes cost tokens for work already done, without waiting: the
 // tokens may go below zero, and the next exec waits for them. It is for
-// a cost known only once an exec has run (an interpreter it started).
+// a cost known only once an exec has run (an interpreter it started, its
+// output). The bucket refuses, and so would not charge, a take above its
+// burst, so a larger cost is taken in pieces of at most the burst.
 func (p *execPacer) charge(cost int) {
 	if p == nil {
 		return
 	}
-	p.lim.ReserveN(p.now(), cost)
+	now := p.now()
+	for cost > 0 {
+		n := min(cost, p.lim.Burst())
+		p.lim.ReserveN(now, n)
+		cost -= n
+	}
 }
 
 // refusal says that the exec was not started for exec pacing, and how to

@@ -186,18 +186,21 @@ func TestExecPacerChargesInterpreterStarts(t *testing.T) {
 // its size, so the next exec waits for what sending it cost the host.
 func TestExecPacerChargesOutput(t *testing.T) {
 	tests := []struct {
-		r    spec.Result
-		want int
+		r        spec.Result
+		streamed bool
+		want     int
 	}{
-		{spec.Result{}, 0},
-		{spec.Result{Stdout: "hi"}, 0},
-		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS-1)}, 0},
-		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS), Stderr: "y"}, 1},
-		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS), Stderr: strings.Repeat("y", outputBytesPerMS)}, 2},
-		{spec.Result{Outputs: []spec.Output{{Data: strings.Repeat("A", 3*outputBytesPerMS)}}}, 3},
+		{spec.Result{}, false, 0},
+		{spec.Result{Stdout: "hi"}, false, 0},
+		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS-1)}, false, 0},
+		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS), Stderr: "y"}, false, 1},
+		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS), Stderr: strings.Repeat("y", outputBytesPerMS)}, false, 2},
+		{spec.Result{Stdout: strings.Repeat("x", outputBytesPerMS)}, true, 2},
+		{spec.Result{Value: strings.Repeat("v", outputBytesPerMS), Exception: &spec.Exception{Traceback: strings.Repeat("t", outputBytesPerMS)}}, false, 2},
+		{spec.Result{Outputs: []spec.Output{{Data: strings.Repeat("A", 3*outputBytesPerMS)}}}, false, 3},
 	}
 	for _, tt := range tests {
-		if got := outputCost(tt.r); got != tt.want {
+		if got := outputCost(tt.r, tt.streamed); got != tt.want {
 			t.Errorf("outputCost(%d+%d bytes, %d outputs) = %d, want %d", len(tt.r.Stdout), len(tt.r.Stderr), len(tt.r.Outputs), got, tt.want)
 		}
 	}
@@ -216,5 +219,12 @@ func TestExecPacerChargesOutput(t *testing.T) {
 	}
 	if got, want := before-s.pace.lim.TokensAt(clock.t), float64(commandExecCost+20); got != want {
 		t.Errorf("an exec printing 20 x %d bytes took %g tokens, want %g (the command and its output)", outputBytesPerMS, got, want)
+	}
+	p := newExecPacer(1, DefaultExecPace)
+	var c fakeClock
+	c.install(p)
+	p.charge(3 * p.burst())
+	if got, want := p.lim.TokensAt(c.t), float64(-2*p.burst()); got != want {
+		t.Errorf("charging 3 bursts left %g tokens, want %g: a cost above the burst is charged whole", got, want)
 	}
 }

@@ -150,7 +150,7 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 	defer s.finish()
 	seen := len(s.box.NetworkEvents())
 	r, err := s.run(ctx, req, live)
-	s.pace.charge(outputCost(r))
+	s.pace.charge(outputCost(r, live.Stdout != nil || live.Stderr != nil))
 	r.QueuedMS = ms(queued)
 	if events := s.box.NetworkEvents(); len(events) > seen {
 		r.Network = events[seen:]
