@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -372,7 +373,9 @@ func (b *box) kill() {
 		return
 	}
 	if b.ctl != nil {
-		_ = unix.Shutdown(int(b.ctl.Fd()), unix.SHUT_RDWR)
+		if err := agent.ShutdownControl(b.ctl); err != nil && !errors.Is(err, os.ErrClosed) {
+			slog.Warn("shutting the box's control connection", "err", err)
+		}
 	}
 	select {
 	case <-b.exited:

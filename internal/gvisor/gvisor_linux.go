@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,7 +240,9 @@ func (b *box) kill() {
 	// The agent is PID 1: once its control connection shuts, it exits and
 	// gVisor ends every process of the box with it, without a runsc kill.
 	if b.ctl != nil {
-		_ = unix.Shutdown(int(b.ctl.Fd()), unix.SHUT_RDWR)
+		if err := agent.ShutdownControl(b.ctl); err != nil && !errors.Is(err, os.ErrClosed) {
+			slog.Warn("shutting the box's control connection", "err", err)
+		}
 	}
 	select {
 	case <-b.exited:
