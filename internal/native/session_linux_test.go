@@ -169,7 +169,29 @@ func TestSessionManyExecsFewFiles(t *testing.T) {
 		t.Fatalf("StartSession() = %v", err)
 	}
 	defer s.Close()
-	for i := range 100 {
+	execTrue(t, s, 100)
+}
+
+// startSlowSession starts a session of a tenth of a core, which widens
+// the windows of races between the host and the agent; it ends with t.
+func startSlowSession(t *testing.T) *agent.Session {
+	t.Helper()
+	testhost.RequireRoot(t)
+	l := spec.DefaultLimits
+	l.CPUs = 0.1
+	l.Timeout = 20 * time.Second
+	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	if err != nil {
+		t.Fatalf("StartSession() = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// execTrue runs n execs of `true` in s, each of which must succeed.
+func execTrue(t *testing.T, s *agent.Session, n int) {
+	t.Helper()
+	for i := range n {
 		r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"true"}}, IO{})
 		if err != nil || r.ExitCode != 0 {
 			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
@@ -185,15 +207,7 @@ func TestSessionManyExecsFewFiles(t *testing.T) {
 // killed the agent and the session died within a few dozen execs. A small
 // CPU quota widens that window.
 func TestSessionManyExecsBesideLiveProcess(t *testing.T) {
-	testhost.RequireRoot(t)
-	l := spec.DefaultLimits
-	l.CPUs = 0.1
-	l.Timeout = 20 * time.Second
-	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
-	if err != nil {
-		t.Fatalf("StartSession() = %v", err)
-	}
-	defer s.Close()
+	s := startSlowSession(t)
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
@@ -203,12 +217,7 @@ func TestSessionManyExecsBesideLiveProcess(t *testing.T) {
 	if _, err := s.Spawn(context.Background(), interp.Command{Argv: []string{"sleep", "3600"}, Env: s.Env(), Files: files}); err != nil {
 		t.Fatalf("Spawn(sleep) = %v", err)
 	}
-	for i := range 200 {
-		r, err := s.Exec(context.Background(), agent.ExecSpec{Command: []string{"true"}}, IO{})
-		if err != nil || r.ExitCode != 0 {
-			t.Fatalf("exec %d = exit %d, stderr %q, err %v", i, r.ExitCode, r.Stderr, err)
-		}
-	}
+	execTrue(t, s, 200)
 }
 
 // TestSessionSurvivesCanceledStarts cancels execs while the agent is
@@ -219,15 +228,7 @@ func TestSessionManyExecsBesideLiveProcess(t *testing.T) {
 // process's cgroup, so killing that cgroup killed the agent. Each exec
 // must fail and return, and the session live on.
 func TestSessionSurvivesCanceledStarts(t *testing.T) {
-	testhost.RequireRoot(t)
-	l := spec.DefaultLimits
-	l.CPUs = 0.1
-	l.Timeout = 20 * time.Second
-	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
-	if err != nil {
-		t.Fatalf("StartSession() = %v", err)
-	}
-	defer s.Close()
+	s := startSlowSession(t)
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i := range 100 {

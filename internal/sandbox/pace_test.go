@@ -33,6 +33,21 @@ func (c *fakeClock) install(p *execPacer) {
 	}
 }
 
+// pacedSession is a session of alice's with default limits whose exec
+// pacer runs on a fake clock.
+func pacedSession(t *testing.T) (*Manager, Info, *session, *fakeClock) {
+	t.Helper()
+	m, _ := newTestManager(t, Config{})
+	info, err := m.Create(context.Background(), "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.lookup("alice", info.ID)
+	clock := &fakeClock{}
+	clock.install(s.pace)
+	return m, info, s, clock
+}
+
 // TestExecPacerWeighsCost: at one core and the default pace, tokens are
 // 100 ms of host CPU a second after a burst of 200 execs of code, the
 // first starting its interpreter (806);
@@ -160,14 +175,7 @@ func TestExecPacerChargesInterpreterStarts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, _ := newTestManager(t, Config{})
-			info, err := m.Create(context.Background(), "alice", defaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, _ := m.lookup("alice", info.ID)
-			var clock fakeClock
-			clock.install(s.pace)
+			m, info, s, clock := pacedSession(t)
 			s.interps = map[string]interp.Interpreter{"bash": &fakeInterp{}}
 			before := s.pace.lim.TokensAt(clock.t)
 			for _, code := range tt.codes {
@@ -204,14 +212,7 @@ func TestExecPacerChargesOutput(t *testing.T) {
 			t.Errorf("outputCost(%d+%d bytes, %d outputs) = %d, want %d", len(tt.r.Stdout), len(tt.r.Stderr), len(tt.r.Outputs), got, tt.want)
 		}
 	}
-	m, _ := newTestManager(t, Config{})
-	info, err := m.Create(context.Background(), "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := m.lookup("alice", info.ID)
-	var clock fakeClock
-	clock.install(s.pace)
+	m, info, s, clock := pacedSession(t)
 	before := s.pace.lim.TokensAt(clock.t)
 	big := strings.Repeat("x", 20*outputBytesPerMS) // the fake box echoes its argv
 	if _, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{big}}, Stream{}); err != nil {
