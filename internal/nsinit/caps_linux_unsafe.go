@@ -15,12 +15,7 @@ import (
 // other than the one lockdown locks down keep what the runtime gave the
 // init otherwise. It needs a binary built without cgo, as warden's are.
 func capsetAllThreads(caps []uintptr) error {
-	var data [2]unix.CapUserData
-	for _, c := range caps {
-		data[c/32].Permitted |= 1 << (c % 32)
-	}
-	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	hdr, data := capSets(caps)
 	_, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 	if e != 0 {
 		return fmt.Errorf("capset on every thread: %w", e)

@@ -78,15 +78,21 @@ func lockdown() error {
 	return nil
 }
 
-// keepOnly sets this thread's permitted and effective capabilities to caps
-// and its inheritable set to nothing.
-func keepOnly(caps []uintptr) error {
+// capSets are the capset(2) header and data that make caps the permitted
+// and effective sets, and the inheritable set empty.
+func capSets(caps []uintptr) (unix.CapUserHeader, [2]unix.CapUserData) {
 	var data [2]unix.CapUserData
 	for _, c := range caps {
 		data[c/32].Permitted |= 1 << (c % 32)
 	}
 	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	return unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, data
+}
+
+// keepOnly sets this thread's permitted and effective capabilities to caps
+// and its inheritable set to nothing.
+func keepOnly(caps []uintptr) error {
+	hdr, data := capSets(caps)
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
