@@ -28,18 +28,8 @@ const viewDir = ".view"
 // saves a mount_setattr per file under the host-wide mount lock.
 func buildView(root string, o Options) error {
 	proc := filepath.Join(root, "proc")
-	src := ViewSource{View: o.View, BootTime: time.Now().Unix()}
-	var err error
-	if src.HostCPUInfo, err = os.ReadFile(filepath.Join(proc, "cpuinfo")); err != nil {
-		return err
-	}
-	if src.HostMeminfo, err = os.ReadFile(filepath.Join(proc, "meminfo")); err != nil {
-		return err
-	}
-	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if src.BootID, err = randomID(); err != nil {
+	src, err := ReadViewSource(proc, o.View)
+	if err != nil {
 		return err
 	}
 	files := ProcFiles(src)
@@ -54,6 +44,29 @@ func buildView(root string, o Options) error {
 		return err
 	}
 	return buildSysCPU(root, o.View.CPUs)
+}
+
+// ReadViewSource is what a sandbox's ProcView files are made from when it
+// starts with view v: the host's figures read from proc (a mounted
+// procfs), a fresh boot id and the time now. The native init reads its
+// new root's /proc; the docker backend, whose init cannot mount, reads
+// the host's and binds the files at the container's creation.
+func ReadViewSource(proc string, v View) (ViewSource, error) {
+	src := ViewSource{View: v, BootTime: time.Now().Unix()}
+	var err error
+	if src.HostCPUInfo, err = os.ReadFile(filepath.Join(proc, "cpuinfo")); err != nil {
+		return src, err
+	}
+	if src.HostMeminfo, err = os.ReadFile(filepath.Join(proc, "meminfo")); err != nil {
+		return src, err
+	}
+	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return src, err
+	}
+	if src.BootID, err = randomID(); err != nil {
+		return src, err
+	}
+	return src, nil
 }
 
 // bindView writes files into stage and binds each over proc.
