@@ -31,7 +31,7 @@ func TestMakeView(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One CPU of several is a cpuset of one; the only CPU needs none.
-	if one := !strings.Contains(bv.cpuset, ","); !one || (bv.cpuset == "") != (runtime.NumCPU() == 1) {
+	if strings.Contains(bv.cpuset, ",") || (bv.cpuset != "") != (runtime.NumCPU() > 1) {
 		t.Errorf("cpuset %q at --cpus 1 on %d CPUs: want one CPU (none if the host has one)", bv.cpuset, runtime.NumCPU())
 	}
 	if len(bv.binds) == 0 {

@@ -27,6 +27,10 @@ func postureCases() map[string][]conformanceCase {
 			// container id; Warden's comes from the box's scratch tmpfs.
 			{name: "hostname file is Warden's", script: "awk '$5 == \"/etc/hostname\" {print $4}' /proc/self/mountinfo; cat /etc/hostname",
 				check: wantExit(0, "/hostname\nsandbox")},
+			// The box's view files are the host root's and bound
+			// read-only: neither its user nor its uid-0 init may change them.
+			{name: "view files unwritable", script: "{ echo 1 >/proc/meminfo || chmod 666 /proc/meminfo; } 2>/dev/null && echo wrote; stat -c %a:%u /proc/meminfo",
+				check: wantExit(0, "444:0")},
 		},
 		"gvisor": {
 			// runsc (2022) shows PID 1's files to every user by their mode
