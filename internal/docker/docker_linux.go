@@ -168,10 +168,10 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	// outside the directories the box sees of it, so the box's mountinfo
 	// names them by their paths in it, not by host paths.
 	run := filepath.Join(scratch, "run")
-	if err := os.Mkdir(run, 0o755); err != nil {
+	if err := mkdirMode(run, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
+	if err := writeFileMode(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
 		return err
 	}
 	if b.view, err = makeView(scratch, s.Limits); err != nil {

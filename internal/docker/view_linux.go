@@ -6,11 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/warden-sandbox/warden/internal/agent"
-	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -31,19 +28,19 @@ const viewDir = "view"
 // /proc files and the cpuset that confines it to the CPUs they count.
 type boxView struct {
 	binds []string
-	// cpuset is the container's CpusetCpus, empty for every CPU.
+	// cpuset is the container's CpusetCpus (boxCPUs).
 	cpuset string
 }
 
 // makeView writes the box's view files (the same rootfs.ProcFile
-// contents the native init writes) into scratch and picks its CPUs as
-// the native init narrows its affinity: ceil(--cpus) of Warden's, from
-// the one this thread runs on. The files belong to root, mode 0444, and
-// are bound read-only, so the box reads them and cannot change them.
+// contents the native init writes) into scratch and picks its CPUs
+// (boxCPUs: ceil(--cpus) of Warden's, all of them without a quota). The
+// files belong to root, mode 0444 whatever the umask, and are bound
+// read-only, so the box reads them and cannot change them.
 func makeView(scratch string, l spec.Limits) (boxView, error) {
-	cpus, narrowed, err := nsinit.SandboxCPUs(rootfs.ViewCPUs(l.CPUs))
+	cpus, err := boxCPUs(rootfs.ViewCPUs(l.CPUs))
 	if err != nil {
-		return boxView{}, err
+		return boxView{}, fmt.Errorf("choosing the box's CPUs: %w", err)
 	}
 	v := agent.View(l)
 	v.CPUs = len(cpus)
@@ -52,22 +49,19 @@ func makeView(scratch string, l spec.Limits) (boxView, error) {
 		return boxView{}, fmt.Errorf("reading the host's /proc for the box's view: %w", err)
 	}
 	dir := filepath.Join(scratch, viewDir)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := mkdirMode(dir, 0o755); err != nil {
 		return boxView{}, err
 	}
-	var bv boxView
+	bv := boxView{cpuset: cpuList(cpus)}
 	for _, f := range bindableView() {
 		if _, err := os.Stat(filepath.Join("/proc", f.Name)); errors.Is(err, os.ErrNotExist) {
 			continue // a kernel without the entry shows nothing to hide
 		}
 		p := filepath.Join(dir, f.Name)
-		if err := os.WriteFile(p, []byte(f.Content(src)), 0o444); err != nil {
+		if err := writeFileMode(p, []byte(f.Content(src)), 0o444); err != nil {
 			return boxView{}, err
 		}
 		bv.binds = append(bv.binds, p+":/proc/"+f.Name+":ro")
-	}
-	if narrowed {
-		bv.cpuset = cpuList(cpus)
 	}
 	return bv, nil
 }
@@ -95,11 +89,26 @@ func unbindableView() []string {
 	return ps
 }
 
-// cpuList is cpus as a cpuset list ("0,3").
-func cpuList(cpus []int) string {
-	s := make([]string, len(cpus))
-	for i, c := range cpus {
-		s[i] = strconv.Itoa(c)
+// mkdirMode makes dir with exactly mode, which os.Mkdir leaves to the
+// umask.
+func mkdirMode(dir string, mode os.FileMode) error {
+	if err := os.Mkdir(dir, mode); err != nil {
+		return err
 	}
-	return strings.Join(s, ",")
+	if err := os.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("chmod %q: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileMode writes p with exactly mode, which os.WriteFile leaves to
+// the umask.
+func writeFileMode(p string, b []byte, mode os.FileMode) error {
+	if err := os.WriteFile(p, b, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		return fmt.Errorf("chmod %q: %w", p, err)
+	}
+	return nil
 }

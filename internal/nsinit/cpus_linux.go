@@ -21,43 +21,14 @@ func limitCPUs(cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	narrowed, ok := narrowAffinity(mask, want)
-	if !ok {
+	allowed := cpusIn(mask)
+	if want >= len(allowed) {
 		return nil
 	}
-	if err := setAffinity(narrowed); err != nil {
+	if err := setAffinity(narrow(allowed, currentCPU(), want, len(mask))); err != nil {
 		return fmt.Errorf("sched_setaffinity: %w", err)
 	}
 	return nil
-}
-
-// SandboxCPUs are the CPUs a box shown want CPUs (rootfs.View.CPUs) gets,
-// chosen as limitCPUs chooses them, from this thread's CPUs: a runtime
-// that confines the box to them (the docker backend's cpuset) also keeps
-// a program that widens its affinity from counting the host's cores.
-// narrowed is false, with every allowed CPU, when want is 0 (no quota) or
-// not fewer than those.
-func SandboxCPUs(want int) (cpus []int, narrowed bool, err error) {
-	mask, err := affinity()
-	if err != nil {
-		return nil, false, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	if want > 0 {
-		if n, ok := narrowAffinity(mask, want); ok {
-			return cpusIn(n), true, nil
-		}
-	}
-	return cpusIn(mask), false, nil
-}
-
-// narrowAffinity is mask narrowed to want of its CPUs from the one this
-// thread runs on, and false if it holds no more than want.
-func narrowAffinity(mask []uint64, want int) ([]uint64, bool) {
-	allowed := cpusIn(mask)
-	if want >= len(allowed) {
-		return nil, false
-	}
-	return narrow(allowed, currentCPU(), want, len(mask)), true
 }
 
 // cpusIn lists the CPUs set in mask, a kernel CPU mask of 64-bit words.

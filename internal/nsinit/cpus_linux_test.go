@@ -29,30 +29,3 @@ func TestAffinityReadsThisThread(t *testing.T) {
 		t.Fatalf("affinity() = %v, %v; want at least one CPU", mask, err)
 	}
 }
-
-func TestSandboxCPUs(t *testing.T) {
-	mask, err := affinity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := cpusIn(mask)
-	for _, c := range []struct {
-		want, n  int
-		narrowed bool
-	}{
-		{0, len(all), false},
-		{1, 1, len(all) > 1},
-		{len(all), len(all), false},
-		{len(all) + 1, len(all), false},
-	} {
-		cpus, narrowed, err := SandboxCPUs(c.want)
-		if err != nil || len(cpus) != c.n || narrowed != c.narrowed {
-			t.Errorf("SandboxCPUs(%d) = %v, %v, %v; want %d CPUs of %v, narrowed %v", c.want, cpus, narrowed, err, c.n, all, c.narrowed)
-		}
-		for _, cpu := range cpus {
-			if !slices.Contains(all, cpu) {
-				t.Errorf("SandboxCPUs(%d) = %v: CPU %d is not this thread's (%v)", c.want, cpus, cpu, all)
-			}
-		}
-	}
-}
