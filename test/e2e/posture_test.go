@@ -37,6 +37,8 @@ echo "== free"; free -m | awk '/^Mem:/ {print $2}'
 echo "== clocks"; python3 -c 'import time; print(time.clock_gettime(time.CLOCK_BOOTTIME), time.monotonic())'
 echo "== start"; awk -v hz="$(getconf CLK_TCK)" '{print $22 / hz}' /proc/self/stat
 echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
+echo "== irq_fs"; python3 -c 'import os; print(sum(len(os.listdir(d)) for d in ("/proc/irq", "/proc/fs")))'
+echo "== cpus_allowed"; awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status
 `
 
 // postureSections splits the probe's output into its sections.
@@ -118,7 +120,7 @@ func postureChecks(t *testing.T) []postureCheck {
 		// _SC_PHYS_PAGES reads, shows the host's memory.
 		{"the host's memory in sysinfo(2)", native, section("sysinfo", hostPhysPages(t))},
 		// KNOWN-VISIBLE (documented): /proc/PID/sched counts from the host's boot.
-		{"the host's uptime in /proc/self/sched", native, atLeast("sched", hostUptime(t))},
+		{"the host's uptime in /proc/self/sched", both, atLeast("sched", hostUptime(t))},
 		// KNOWN-VISIBLE (documented): uid_map names the sandbox user's host uid.
 		{"one uid mapped, the sandbox user's, to a host uid", native, func(sec map[string]string, _ string) (string, bool) {
 			got := strings.TrimSpace(sec["uid_map"])
@@ -139,9 +141,18 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"free -m total at --memory 256m", both, section("free", "256")},
 		// KNOWN-VISIBLE (documented): the host's clocks, as no time
 		// namespace is used.
-		{"the host's uptime in the boot and monotonic clocks", native, atLeast("clocks", hostUptime(t))},
-		{"the host's uptime in a process's start time", native, atLeast("start", hostUptime(t))},
-		{"no time namespace offsets", native, section("timens", "0 0\n0 0")},
+		{"the host's uptime in the boot and monotonic clocks", both, atLeast("clocks", hostUptime(t))},
+		{"the host's uptime in a process's start time", both, atLeast("start", hostUptime(t))},
+		{"no time namespace offsets", both, section("timens", "0 0\n0 0")},
+		// /proc/irq shows the host's CPU mask, /proc/fs its disks.
+		{"/proc/irq and /proc/fs masked", both, section("irq_fs", "0")},
+		// KNOWN-VISIBLE (documented): the number of the host CPU the
+		// sandbox may run on.
+		{"one host CPU in Cpus_allowed_list at --cpus 1", both, func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec["cpus_allowed"])
+			n, err := strconv.Atoi(got)
+			return got, err == nil && n >= 0 && n < runtime.NumCPU()
+		}},
 	}
 }
 
