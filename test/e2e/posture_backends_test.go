@@ -27,10 +27,13 @@ func postureCases() map[string][]conformanceCase {
 			// container id; Warden's comes from the box's scratch tmpfs.
 			{name: "hostname file is Warden's", script: "awk '$5 == \"/etc/hostname\" {print $4}' /proc/self/mountinfo; cat /etc/hostname",
 				check: wantExit(0, "/hostname\nsandbox")},
-			// The box's view files are the host root's and bound
-			// read-only: neither its user nor its uid-0 init may change them.
-			{name: "view files unwritable", script: "{ echo 1 >/proc/meminfo || chmod 666 /proc/meminfo; } 2>/dev/null && echo wrote; stat -c %a:%u /proc/meminfo",
-				check: wantExit(0, "444:0")},
+			// The box's view files are root's, mode 0444, bound read-only
+			// from its scratch tmpfs (a box without the view shows the
+			// host's meminfo, unbound), so its user cannot change them.
+			{name: "view files unwritable", flags: []string{"--memory", "256m"},
+				script: "{ echo 1 >/proc/meminfo || chmod 666 /proc/meminfo; } 2>/dev/null && echo wrote; stat -c %a:%u /proc/meminfo; " +
+					"awk '$5 == \"/proc/meminfo\" {split($6, o, \",\"); print $4, o[1]}' /proc/self/mountinfo; awk '/^MemTotal:/ {print $2}' /proc/meminfo",
+				check: wantExit(0, "444:0\n/view/meminfo ro\n262144")},
 		},
 		"gvisor": {
 			// runsc (2022) shows PID 1's files to every user by their mode
