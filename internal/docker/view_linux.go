@@ -12,11 +12,11 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// procBindable are the /proc files runc lets a container bind over (its
-// checkProcMount allows the files LXCFS replaces, and refuses every other
-// path in /proc): the rootfs.ProcView files among them are written for
-// each box, the others are masked (maskedPaths), since the boxed init
-// cannot mount its own.
+// procBindable are the rootfs.ProcView files runc lets a container bind
+// over (its checkProcMount allows the files LXCFS replaces and a few the
+// view does not replace, such as slabinfo and net/dev, and refuses every
+// other path in /proc): they are written for each box, the view's others
+// are masked (maskedPaths), since the boxed init cannot mount its own.
 var procBindable = []string{"cpuinfo", "diskstats", "meminfo", "stat", "swaps", "uptime", "loadavg"}
 
 // viewDir holds a box's view files in its scratch tmpfs, beside the

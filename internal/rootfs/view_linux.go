@@ -32,6 +32,12 @@ func buildView(root string, o Options) error {
 	if err != nil {
 		return err
 	}
+	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if src.BootID, err = randomID(); err != nil {
+		return err
+	}
 	files := ProcFiles(src)
 	stage := filepath.Join(root, viewDir)
 	if err := os.Mkdir(stage, 0o755); err != nil {
@@ -46,11 +52,13 @@ func buildView(root string, o Options) error {
 	return buildSysCPU(root, o.View.CPUs)
 }
 
-// ReadViewSource is what a sandbox's ProcView files are made from when it
-// starts with view v: the host's figures read from proc (a mounted
-// procfs), a fresh boot id and the time now. The native init reads its
-// new root's /proc; the docker backend, whose init cannot mount, reads
-// the host's and binds the files at the container's creation.
+// ReadViewSource is what a sandbox's ProcView files other than cgroups
+// and boot_id are made from when it starts with view v: the host's CPUs
+// and memory read from proc (a mounted procfs) and the time now. The
+// native init reads its new root's /proc and adds the other two; the
+// docker backend, whose init cannot mount, reads the host's and binds the
+// files runc allows, which are not those two, at the container's
+// creation.
 func ReadViewSource(proc string, v View) (ViewSource, error) {
 	src := ViewSource{View: v, BootTime: time.Now().Unix()}
 	var err error
@@ -58,12 +66,6 @@ func ReadViewSource(proc string, v View) (ViewSource, error) {
 		return src, err
 	}
 	if src.HostMeminfo, err = os.ReadFile(filepath.Join(proc, "meminfo")); err != nil {
-		return src, err
-	}
-	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return src, err
-	}
-	if src.BootID, err = randomID(); err != nil {
 		return src, err
 	}
 	return src, nil
