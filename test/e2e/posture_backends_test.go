@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -128,5 +131,35 @@ func TestGVisorAgentSchedulingDoesNotReachExecs(t *testing.T) {
 	t.Logf("changing PID 1's scheduling: %s", run(tamper))
 	if after := run(schedProbe); after != before {
 		t.Errorf("niceness and CPUs of a new exec: %q after PID 1's were changed, %q before; want them unchanged", after, before)
+	}
+}
+
+// TestCPUsWithinWardens: a sandbox never sees or gets CPUs Warden may not
+// use. Under `taskset -c 0` a box at --cpus 2, or with no quota, counts
+// and runs on CPU 0 alone: native's init inherits Warden's affinity, and
+// docker's cpuset is chosen from it.
+func TestCPUsWithinWardens(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs a host of two CPUs or more")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset is not installed (apt-get install util-linux)")
+	}
+	const probe = "nproc; grep -c ^processor /proc/cpuinfo; awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status"
+	for _, b := range conformanceBackends(t) {
+		if b == "gvisor" {
+			continue // gVisor's CPUs are its own kernel's
+		}
+		for _, cpus := range []string{"2", "0"} {
+			t.Run(b+"_cpus_"+cpus, func(t *testing.T) {
+				requireBackend(t, b)
+				inv := wardenAs(t, []string{"taskset", "-c", "0"}, "", "run", "--json", "--backend", b, "--cpus", cpus, "--", "sh", "-c", probe)
+				var r spec.Result
+				if err := json.Unmarshal([]byte(inv.stdout), &r); err != nil {
+					t.Fatalf("exit %d, stdout %q, stderr %q: not a Result: %v", inv.code, inv.stdout, inv.stderr, err)
+				}
+				wantExit(0, "1\n1\n0")(t, r)
+			})
+		}
 	}
 }
