@@ -39,6 +39,8 @@ type HostConfig struct {
 	MemorySwap     int64 `json:",omitempty"`
 	NanoCPUs       int64 `json:",omitempty"`
 	PidsLimit      int64 `json:",omitempty"`
+	// CpusetCpus confines the container to these CPUs ("0,3").
+	CpusetCpus string `json:",omitempty"`
 	// MaskedPaths replace Docker's default list, so they include it.
 	MaskedPaths   []string
 	ReadonlyPaths []string

@@ -107,6 +107,8 @@ type box struct {
 	// for the error of a box that never became ready.
 	keepLogs bool
 	logs     string
+	// view is the box's own /proc files and CPUs.
+	view boxView
 }
 
 // Start makes a container for a session of s and returns once its agent
@@ -166,11 +168,14 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	// outside the directories the box sees of it, so the box's mountinfo
 	// names them by their paths in it, not by host paths.
 	run := filepath.Join(scratch, "run")
-	if err := os.Mkdir(run, 0o755); err != nil {
+	if err := mkdirMode(run, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
+	if err := writeFileMode(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
 		return err
+	}
+	if b.view, err = makeView(scratch, s.Limits); err != nil {
+		return fmt.Errorf("showing the box its own /proc: %w", err)
 	}
 	sock := filepath.Join(run, "ctl.sock")
 	var ln *net.UnixListener
@@ -286,6 +291,7 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 		init + ":" + nsinit.BoxedPath + ":ro", run + ":" + controlDir + ":ro",
 		filepath.Join(scratch, "hostname") + ":/etc/hostname:ro",
 	}
+	binds = append(binds, b.view.binds...)
 	for name, dst := range rootfs.ScratchDirs {
 		// The scratch tmpfs is nosuid,nodev on the host, which its binds keep.
 		binds = append(binds, filepath.Join(scratch, name)+":"+dst+":rw")
@@ -300,6 +306,7 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 		CapDrop: []string{"ALL"}, CapAdd: []string{"SETUID", "SETGID", "KILL", "SETPCAP"},
 		SecurityOpt: []string{"no-new-privileges"}, ReadonlyRootfs: true,
 		MaskedPaths: maskedPaths(), ReadonlyPaths: readonlyPaths(),
+		CpusetCpus: b.view.cpuset,
 	}
 	if l.MemoryBytes > 0 {
 		hc.Memory, hc.MemorySwap = l.MemoryBytes, l.MemoryBytes
@@ -319,11 +326,12 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 	}
 }
 
-// maskedPaths hides what the native root hides in /proc, all of /sys
-// (native mounts none) and /dev/mqueue (shared with nothing, but native
-// has none), covering Docker's own default list.
+// maskedPaths hides what the native root hides in /proc, the native
+// view's files runc will not bind (unbindableView), all of /sys (native
+// mounts none) and /dev/mqueue (shared with nothing, but native has
+// none), covering Docker's own default list.
 func maskedPaths() []string {
-	ps := []string{"/sys", "/dev/mqueue", "/proc/scsi"}
+	ps := append([]string{"/sys", "/dev/mqueue", "/proc/scsi"}, unbindableView()...)
 	for _, p := range rootfs.MaskedProcPaths {
 		ps = append(ps, "/proc/"+p)
 	}

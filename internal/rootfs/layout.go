@@ -66,22 +66,24 @@ var DevLinks = map[string]string{
 
 // MaskedProcPaths are hidden (a file gets /dev/null bound over it, a
 // directory an empty read-only tmpfs): they leak host kernel state or are
-// known stepping stones in container escapes. The last six are host-wide
-// counters (pressure stalls, scheduler and memory statistics, every
-// process's file locks, and two figures the kernel sizes by the host's
-// memory) that no program needs to size itself; those some program reads
-// are replaced instead (ProcView).
+// known stepping stones in container escapes. The six after zoneinfo are
+// host-wide counters (pressure stalls, scheduler and memory statistics,
+// every process's file locks, and two figures the kernel sizes by the
+// host's memory) that no program needs to size itself; those some program
+// reads are replaced instead (ProcView). irq shows the host's CPU masks
+// and fs its disks (ext4/vda), and no program needs either.
 var MaskedProcPaths = []string{
 	"acpi", "asound", "interrupts", "kcore", "keys", "key-users", "latency_stats",
 	"sched_debug", "scsi", "timer_list", "timer_stats", "kallsyms", "kpagecgroup",
 	"kpagecount", "kpageflags", "sysrq-trigger", "config.gz", "buddyinfo", "pagetypeinfo",
 	"slabinfo", "vmallocinfo", "zoneinfo",
 	"pressure", "schedstat", "vmstat", "locks", "sys/kernel/threads-max", "sys/vm/min_free_kbytes",
+	"irq", "fs",
 }
 
 // ReadonlyProcPaths stay visible but read-only: programs read them, and no
 // sandbox may write kernel-wide settings through them.
-var ReadonlyProcPaths = []string{"bus", "fs", "irq", "sys"}
+var ReadonlyProcPaths = []string{"bus", "sys"}
 
 // Options is what the caller knows about one sandbox's file system.
 type Options struct {

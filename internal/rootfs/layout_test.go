@@ -38,7 +38,7 @@ func TestGeneratedEtc(t *testing.T) {
 }
 
 func TestMasksCoverKnownLeaks(t *testing.T) {
-	for _, p := range []string{"kcore", "keys", "sysrq-trigger", "timer_list", "sched_debug", "kallsyms"} {
+	for _, p := range []string{"kcore", "keys", "sysrq-trigger", "timer_list", "sched_debug", "kallsyms", "irq", "fs"} {
 		if !slices.Contains(MaskedProcPaths, p) {
 			t.Errorf("MaskedProcPaths lacks %q", p)
 		}

@@ -28,12 +28,8 @@ const viewDir = ".view"
 // saves a mount_setattr per file under the host-wide mount lock.
 func buildView(root string, o Options) error {
 	proc := filepath.Join(root, "proc")
-	src := ViewSource{View: o.View, BootTime: time.Now().Unix()}
-	var err error
-	if src.HostCPUInfo, err = os.ReadFile(filepath.Join(proc, "cpuinfo")); err != nil {
-		return err
-	}
-	if src.HostMeminfo, err = os.ReadFile(filepath.Join(proc, "meminfo")); err != nil {
+	src, err := ReadViewSource(proc, o.View)
+	if err != nil {
 		return err
 	}
 	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -54,6 +50,25 @@ func buildView(root string, o Options) error {
 		return err
 	}
 	return buildSysCPU(root, o.View.CPUs)
+}
+
+// ReadViewSource is what a sandbox's ProcView files other than cgroups
+// and boot_id are made from when it starts with view v: the host's CPUs
+// and memory read from proc (a mounted procfs) and the time now. The
+// native init reads its new root's /proc and adds the other two; the
+// docker backend, whose init cannot mount, reads the host's and binds the
+// files runc allows, which are not those two, at the container's
+// creation.
+func ReadViewSource(proc string, v View) (ViewSource, error) {
+	src := ViewSource{View: v, BootTime: time.Now().Unix()}
+	var err error
+	if src.HostCPUInfo, err = os.ReadFile(filepath.Join(proc, "cpuinfo")); err != nil {
+		return src, err
+	}
+	if src.HostMeminfo, err = os.ReadFile(filepath.Join(proc, "meminfo")); err != nil {
+		return src, err
+	}
+	return src, nil
 }
 
 // bindView writes files into stage and binds each over proc.

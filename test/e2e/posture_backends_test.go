@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -27,6 +30,13 @@ func postureCases() map[string][]conformanceCase {
 			// container id; Warden's comes from the box's scratch tmpfs.
 			{name: "hostname file is Warden's", script: "awk '$5 == \"/etc/hostname\" {print $4}' /proc/self/mountinfo; cat /etc/hostname",
 				check: wantExit(0, "/hostname\nsandbox")},
+			// The box's view files are root's, mode 0444, bound read-only
+			// from its scratch tmpfs (a box without the view shows the
+			// host's meminfo, unbound), so its user cannot change them.
+			{name: "view files unwritable", flags: []string{"--memory", "256m"},
+				script: "{ echo 1 >/proc/meminfo || chmod 666 /proc/meminfo; } 2>/dev/null && echo wrote; stat -c %a:%u /proc/meminfo; " +
+					"awk '$5 == \"/proc/meminfo\" {split($6, o, \",\"); print $4, o[1]}' /proc/self/mountinfo; awk '/^MemTotal:/ {print $2}' /proc/meminfo",
+				check: wantExit(0, "444:0\n/view/meminfo ro\n262144")},
 		},
 		"gvisor": {
 			// runsc (2022) shows PID 1's files to every user by their mode
@@ -121,5 +131,35 @@ func TestGVisorAgentSchedulingDoesNotReachExecs(t *testing.T) {
 	t.Logf("changing PID 1's scheduling: %s", run(tamper))
 	if after := run(schedProbe); after != before {
 		t.Errorf("niceness and CPUs of a new exec: %q after PID 1's were changed, %q before; want them unchanged", after, before)
+	}
+}
+
+// TestCPUsWithinWardens: a sandbox never sees or gets CPUs Warden may not
+// use. Under `taskset -c 0` a box at --cpus 2, or with no quota, counts
+// and runs on CPU 0 alone: native's init inherits Warden's affinity, and
+// docker's cpuset is chosen from it.
+func TestCPUsWithinWardens(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs a host of two CPUs or more")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset is not installed (apt-get install util-linux)")
+	}
+	const probe = "nproc; grep -c ^processor /proc/cpuinfo; awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status"
+	for _, b := range conformanceBackends(t) {
+		if b == "gvisor" {
+			continue // gVisor's CPUs are its own kernel's
+		}
+		for _, cpus := range []string{"2", "0"} {
+			t.Run(b+"_cpus_"+cpus, func(t *testing.T) {
+				requireBackend(t, b)
+				inv := wardenAs(t, []string{"taskset", "-c", "0"}, "", "run", "--json", "--backend", b, "--cpus", cpus, "--", "sh", "-c", probe)
+				var r spec.Result
+				if err := json.Unmarshal([]byte(inv.stdout), &r); err != nil {
+					t.Fatalf("exit %d, stdout %q, stderr %q: not a Result: %v", inv.code, inv.stdout, inv.stderr, err)
+				}
+				wantExit(0, "1\n1\n0")(t, r)
+			})
+		}
 	}
 }

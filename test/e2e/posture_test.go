@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,10 +32,13 @@ echo "== uid_map"; awk '{print $1, $2, $3}' /proc/self/uid_map
 echo "== hostname"; hostname
 echo "== nproc"; nproc
 echo "== cpu_count"; python3 -c 'import os; print(os.cpu_count())'
+echo "== widened"; python3 -c 'import os; os.sched_setaffinity(0, range(1024)); print(len(os.sched_getaffinity(0)))'
 echo "== free"; free -m | awk '/^Mem:/ {print $2}'
 echo "== clocks"; python3 -c 'import time; print(time.clock_gettime(time.CLOCK_BOOTTIME), time.monotonic())'
 echo "== start"; awk -v hz="$(getconf CLK_TCK)" '{print $22 / hz}' /proc/self/stat
 echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
+echo "== irq_fs"; python3 -c 'import os; print(sum(len(os.listdir(d)) for d in ("/proc/irq", "/proc/fs")))'
+echo "== cpus_allowed"; awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status
 `
 
 // postureSections splits the probe's output into its sections.
@@ -69,9 +73,10 @@ type postureCheck struct {
 	check    func(sec map[string]string, whole string) (got string, ok bool)
 }
 
-// postureChecks are TestPosture's assertions. The docker box's own
-// /proc, mounts and cgroup path are the docker backend's to hide; its
-// init narrows the affinity, so nproc counts the quota there too.
+// postureChecks are TestPosture's assertions. The docker box's mounts
+// and cgroup path are the docker backend's to hide (TestBackendPosture);
+// its /proc shows the same view as native's where runc lets a file be
+// bound over, and is masked where it does not.
 func postureChecks(t *testing.T) []postureCheck {
 	bootID := hostFile(t, "/proc/sys/kernel/random/boot_id")
 	cmdline := hostFile(t, "/proc/cmdline")
@@ -95,39 +100,59 @@ func postureChecks(t *testing.T) []postureCheck {
 		}
 	}
 	native := []string{"native"}
+	both := []string{"native", "docker"}
+	docker := []string{"docker"}
 	return []postureCheck{
-		{"the host's boot_id", native, absent(bootID)},
-		{"the host's kernel command line", native, absent(cmdline)},
-		{"the host's MemTotal", native, absent("MemTotal:       " + memTotal)},
+		{"the host's boot_id", both, absent(bootID)},
+		{"the host's kernel command line", both, absent(cmdline)},
+		{"the kernel command line masked", docker, section("/proc/cmdline", "")},
+		{"the host's MemTotal", both, absent("MemTotal:       " + memTotal)},
+		{"the host's uptime in /proc/uptime", both, section("/proc/uptime", "0.00 0.00")},
+		{"the host's disks in /proc/diskstats", both, section("/proc/diskstats", "")},
 		{"the host's devtmpfs size (its memory)", native, absent(devtmpfsSize(t))},
 		{"the host paths of Warden's state (/etc template, devices)", native, absent("/run/warden")},
-		{"host-wide counters (vmstat, schedstat, locks, pressure, threads-max, min_free_kbytes)", []string{"native", "docker"}, section("counters", "0")},
+		{"host-wide counters (vmstat, schedstat, locks, pressure, threads-max, min_free_kbytes)", both, section("counters", "0")},
 		{"other tenants' cgroups in /proc/cgroups", native, section("cgroups", "1")},
+		{"/proc/cgroups masked", docker, section("cgroups", "")},
 		{"host-wide file and cache counts in /proc/sys/fs", native, section("fs", "0\t0\t9223372036854775807\n0\t0\n0\t0\t45\t0\t0\t0\n9223372036854775807")},
+		{"/proc/sys/fs's counts masked", docker, section("fs", "")},
 		// KNOWN-VISIBLE (documented): sysinfo(2), which glibc's
 		// _SC_PHYS_PAGES reads, shows the host's memory.
 		{"the host's memory in sysinfo(2)", native, section("sysinfo", hostPhysPages(t))},
 		// KNOWN-VISIBLE (documented): /proc/PID/sched counts from the host's boot.
-		{"the host's uptime in /proc/self/sched", native, atLeast("sched", hostUptime(t))},
+		{"the host's uptime in /proc/self/sched", both, atLeast("sched", hostUptime(t))},
 		// KNOWN-VISIBLE (documented): uid_map names the sandbox user's host uid.
 		{"one uid mapped, the sandbox user's, to a host uid", native, func(sec map[string]string, _ string) (string, bool) {
 			got := strings.TrimSpace(sec["uid_map"])
 			f := strings.Fields(got)
 			return got, len(f) == 3 && f[0] == "1000" && f[2] == "1"
 		}},
-		{"the host's task count in loadavg", native, section("/proc/loadavg", "0.00 0.00 0.00 1/1 1")},
-		{"the host's hostname", []string{"native", "docker"}, func(sec map[string]string, _ string) (string, bool) {
+		{"the host's task count in loadavg", both, section("/proc/loadavg", "0.00 0.00 0.00 1/1 1")},
+		{"the host's hostname", both, func(sec map[string]string, _ string) (string, bool) {
 			got := strings.TrimSpace(sec["hostname"])
 			return got, got != host && got == "sandbox"
 		}},
-		{"nproc at --cpus 1", []string{"native", "docker"}, section("nproc", "1")},
-		{"os.cpu_count() at --cpus 1", native, section("cpu_count", "1")},
-		{"free -m total at --memory 256m", native, section("free", "256")},
+		{"nproc at --cpus 1", both, section("nproc", "1")},
+		{"os.cpu_count() at --cpus 1", both, section("cpu_count", "1")},
+		// The docker box's cpuset holds its CPUs; KNOWN-VISIBLE
+		// (documented): a native program may widen its affinity.
+		{"the CPUs a widened affinity gets at --cpus 1", docker, section("widened", "1")},
+		{"the host's CPUs to a widened affinity", native, section("widened", strconv.Itoa(runtime.NumCPU()))},
+		{"free -m total at --memory 256m", both, section("free", "256")},
 		// KNOWN-VISIBLE (documented): the host's clocks, as no time
 		// namespace is used.
-		{"the host's uptime in the boot and monotonic clocks", native, atLeast("clocks", hostUptime(t))},
-		{"the host's uptime in a process's start time", native, atLeast("start", hostUptime(t))},
-		{"no time namespace offsets", native, section("timens", "0 0\n0 0")},
+		{"the host's uptime in the boot and monotonic clocks", both, atLeast("clocks", hostUptime(t))},
+		{"the host's uptime in a process's start time", both, atLeast("start", hostUptime(t))},
+		{"no time namespace offsets", both, section("timens", "0 0\n0 0")},
+		// /proc/irq shows the host's CPU mask, /proc/fs its disks.
+		{"/proc/irq and /proc/fs masked", both, section("irq_fs", "0")},
+		// KNOWN-VISIBLE (documented): the number of the host CPU the
+		// sandbox may run on.
+		{"one host CPU in Cpus_allowed_list at --cpus 1", both, func(sec map[string]string, _ string) (string, bool) {
+			got := strings.TrimSpace(sec["cpus_allowed"])
+			n, err := strconv.Atoi(got)
+			return got, err == nil && n >= 0 && n < runtime.NumCPU()
+		}},
 	}
 }
 
