@@ -15,10 +15,12 @@ func seccompCheck() Check {
 		return Check{Name: c.Name, Status: Missing, Detail: "seccomp is not available: " + err.Error(),
 			Fix: "use a kernel built with CONFIG_SECCOMP_FILTER"}
 	}
-	for _, a := range []string{"kill_process", "errno"} {
+	// user_notif: native boxes answer sysinfo(2) through it
+	// (seccomp.InstallNotifying).
+	for _, a := range []string{"kill_process", "errno", "user_notif"} {
 		if !strings.Contains(string(b), a) {
 			return Check{Name: c.Name, Status: Missing, Detail: "the kernel lacks the seccomp action " + a,
-				Fix: "use Linux 4.14 or newer"}
+				Fix: "use Linux 5.0 or newer"}
 		}
 	}
 	prog, err := seccomp.Program()

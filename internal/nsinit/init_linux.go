@@ -41,6 +41,7 @@ func Main() {
 }
 
 func run() int {
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &bootClock)
 	ctl := os.NewFile(ControlFD, "control")
 	// Non-dumpable: the user's code may share our uid (rootless) and must
 	// not read our memory or descriptors through /proc/1.
@@ -142,7 +143,7 @@ func session(cfg *Config, ctl *os.File) int {
 			return 0
 		}
 	}
-	return serveSession(ctl)
+	return serveSession(cfg, ctl)
 }
 
 // setup takes the init from "fresh namespaces" to "ready to exec": each
@@ -226,7 +227,8 @@ func reopenWorkspace(cfg *Config) error {
 // joinCgroup waits for the cgroup v1 tasks descriptors the host sends once
 // it has made the cgroup, moves this thread (the one the program will be
 // forked from) into every hierarchy, and closes them: the program must
-// never hold them, or it could move itself out.
+// never hold them, or it could move itself out. The thread that answers
+// sysinfo(2) joins too (startAnswerer), so its CPU is the sandbox's.
 func joinCgroup(cfg *Config) error {
 	if !cfg.AwaitCgroup {
 		return nil
@@ -234,6 +236,12 @@ func joinCgroup(cfg *Config) error {
 	fds, err := receiveFDs(ControlFD)
 	if err != nil {
 		return fmt.Errorf("receiving the cgroup: %w", err)
+	}
+	if !cfg.KernelSysinfo {
+		if err := startAnswerer(fds, cfg.View.MemoryBytes); err != nil {
+			closeAll(fds)
+			return err
+		}
 	}
 	var first error
 	for i, fd := range fds {

@@ -30,6 +30,14 @@
 //
 // which the tests demand (TestProgramUpToDate) until it is done.
 //
+// The policy compiles to two programs that differ in one respect: the
+// syscalls the sandbox's init answers itself (sysinfo, which would
+// otherwise show the host's memory, load, uptime and process count).
+// InstallNotifying loads the one that sends them to a listener it returns
+// (SECCOMP_RET_USER_NOTIF), for boxes whose kernel is the host's;
+// InstallOnThread the one that allows them, for gVisor, whose kernel
+// answers them with the box's own figures.
+//
 // The filter is installed on the calling thread only (no TSYNC): the sandbox
 // init installs it on a locked thread and then forks and execs the user's
 // program from that thread, so the program and all its descendants inherit

@@ -10,10 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// InstallOnThread loads the filter on the calling OS thread only. It does not
-// use SECCOMP_FILTER_FLAG_TSYNC: the sandbox init keeps its other threads
-// unfiltered and confines only the thread that forks and execs the user's
-// program, which then inherits the filter together with all its descendants.
+// InstallOnThread loads the filter that lets the kernel answer every
+// allowed syscall (program) on the calling OS thread only: the one for
+// gVisor boxes, whose kernel answers sysinfo(2) with the box's own
+// figures. It does not use SECCOMP_FILTER_FLAG_TSYNC: the sandbox init
+// keeps its other threads unfiltered and confines only the thread that
+// forks and execs the user's program, which then inherits the filter
+// together with all its descendants.
 //
 // The caller must already have locked the goroutine to its thread
 // (runtime.LockOSThread) and set no_new_privs (PR_SET_NO_NEW_PRIVS); without
@@ -28,18 +31,36 @@ import (
 // It installs the precompiled program (zprogram_linux.go) as it is: no
 // policy is resolved or assembled at run time.
 func InstallOnThread() error {
+	_, err := install(program[:], 0)
+	return err
+}
+
+// InstallNotifying is InstallOnThread with the filter for boxes whose
+// kernel is the host's (programNotifying): the syscalls the init answers
+// itself (sysinfo) wait for an answer on the listener it returns, a
+// close-on-exec descriptor that the caller must serve for as long as any
+// filtered process lives (a call whose listener is gone fails with
+// ENOSYS). The kernel allows one listener per filter chain: a thread whose
+// chain already has one gets EBUSY.
+func InstallNotifying() (listener int, err error) {
+	return install(programNotifying[:], unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+}
+
+// install loads prog on the calling thread with flags, returning what the
+// kernel returns on success (a listener with NEW_LISTENER, else 0).
+func install(prog []unix.SockFilter, flags uintptr) (int, error) {
 	if err := checkArch(); err != nil {
-		return err
+		return -1, err
 	}
-	// The kernel copies the program; program itself is never written.
-	fprog := unix.SockFprog{Len: uint16(len(program)), Filter: &program[0]}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	// The kernel copies the program; prog itself is never written.
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
 	switch {
 	case errno == 0:
-		return nil
+		return int(r), nil
 	case errors.Is(errno, unix.EACCES):
-		return fmt.Errorf("installing seccomp filter (is no_new_privs set?): %w", errno)
+		return -1, fmt.Errorf("installing seccomp filter (is no_new_privs set?): %w", errno)
 	default:
-		return fmt.Errorf("installing seccomp filter: %w", errno)
+		return -1, fmt.Errorf("installing seccomp filter: %w", errno)
 	}
 }

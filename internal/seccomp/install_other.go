@@ -9,3 +9,8 @@ import "errors"
 func InstallOnThread() error {
 	return errors.ErrUnsupported
 }
+
+// InstallNotifying is unsupported outside Linux, as InstallOnThread is.
+func InstallNotifying() (int, error) {
+	return -1, errors.ErrUnsupported
+}

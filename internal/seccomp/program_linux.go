@@ -9,7 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Program returns the filter for linux/amd64, ready for
+// Program returns the filter for linux/amd64 that InstallOnThread loads
+// (InstallNotifying's differs only in the syscalls the init answers), ready for
 // seccomp(SECCOMP_SET_MODE_FILTER). The filter is compiled from the policy
 // at development time into zprogram_linux.go, so this only copies it; each
 // call returns a fresh copy so no caller can alter what InstallOnThread
@@ -34,4 +35,7 @@ func checkArch() error {
 // The kernel refuses classic BPF programs longer than BPF_MAXINSNS (4096)
 // instructions, and sock_fprog counts them in a uint16: a program that
 // outgrew either would not compile.
-var _ [4096 - len(program)]struct{}
+var (
+	_ [4096 - len(program)]struct{}
+	_ [4096 - len(programNotifying)]struct{}
+)

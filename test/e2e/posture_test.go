@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,15 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // postureScript prints, section by section, what a program learns of its
 // machine: the /proc files that name the host or count host-wide, its
 // ids, hostname, and what sizing tools read.
-const postureScript = `for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/diskstats /proc/partitions /proc/swaps \
+const postureScript = `sysinfo_py='` + sysinfoPy + `'
+for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/diskstats /proc/partitions /proc/swaps \
 	/proc/meminfo /proc/cpuinfo /proc/stat /proc/softirqs /proc/sys/kernel/random/boot_id /etc/hostname; do
 	echo "== $f"; cat "$f" 2>&1
 done
@@ -25,7 +25,8 @@ echo "== counters"; cat /proc/vmstat /proc/schedstat /proc/locks /proc/pressure/
 	/proc/sys/vm/min_free_kbytes 2>/dev/null | wc -c
 echo "== cgroups"; awk 'NR > 1 {print $3}' /proc/cgroups | sort -u
 echo "== fs"; cat /proc/sys/fs/file-nr /proc/sys/fs/inode-nr /proc/sys/fs/dentry-state /proc/sys/fs/file-max
-echo "== sysinfo"; python3 -c 'import os; print(os.sysconf("SC_PHYS_PAGES"))'
+echo "== sysinfo"; python3 -c "$sysinfo_py"
+echo "== phys_pages"; python3 -c 'import os; print(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))'
 echo "== sched"; awk '/^se.exec_start/ {print $3 / 1000}' /proc/self/sched
 echo "== uid_map"; awk '{print $1, $2, $3}' /proc/self/uid_map
 echo "== hostname"; hostname
@@ -36,6 +37,20 @@ echo "== clocks"; python3 -c 'import time; print(time.clock_gettime(time.CLOCK_B
 echo "== start"; awk -v hz="$(getconf CLK_TCK)" '{print $22 / hz}' /proc/self/stat
 echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
 `
+
+// sysinfoPy prints what sysinfo(2) answers: its return value and errno,
+// then total and free RAM in bytes, total swap, the three loads summed,
+// the uptime in seconds and the process count. It holds no single quote,
+// for postureScript's.
+const sysinfoPy = `import ctypes as c
+L = c.c_ulong
+class S(c.Structure):
+    _fields_ = [("up", c.c_long), ("loads", L * 3), ("total", L), ("free", L), ("shared", L), ("buf", L),
+                ("tswap", L), ("fswap", L), ("procs", c.c_ushort), ("th", L), ("fh", L), ("unit", c.c_uint), ("pad", c.c_char * 8)]
+s = S()
+libc = c.CDLL(None, use_errno=True)
+r = libc.sysinfo(c.byref(s))
+print(r, c.get_errno(), s.total * s.unit, s.free * s.unit, s.tswap * s.unit, sum(s.loads), s.up, s.procs)`
 
 // postureSections splits the probe's output into its sections.
 func postureSections(out string) map[string]string {
@@ -104,9 +119,8 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"host-wide counters (vmstat, schedstat, locks, pressure, threads-max, min_free_kbytes)", []string{"native", "docker"}, section("counters", "0")},
 		{"other tenants' cgroups in /proc/cgroups", native, section("cgroups", "1")},
 		{"host-wide file and cache counts in /proc/sys/fs", native, section("fs", "0\t0\t9223372036854775807\n0\t0\n0\t0\t45\t0\t0\t0\n9223372036854775807")},
-		// KNOWN-VISIBLE (documented): sysinfo(2), which glibc's
-		// _SC_PHYS_PAGES reads, shows the host's memory.
-		{"the host's memory in sysinfo(2)", native, section("sysinfo", hostPhysPages(t))},
+		{"sysinfo(2) of the sandbox's own world (--memory 256m)", []string{"native", "docker"}, ownSysinfo(hostUptime(t))},
+		{"glibc's _SC_PHYS_PAGES at --memory 256m", []string{"native", "docker"}, section("phys_pages", "268435456")},
 		// KNOWN-VISIBLE (documented): /proc/PID/sched counts from the host's boot.
 		{"the host's uptime in /proc/self/sched", native, atLeast("sched", hostUptime(t))},
 		// KNOWN-VISIBLE (documented): uid_map names the sandbox user's host uid.
@@ -147,15 +161,24 @@ func devtmpfsSize(t *testing.T) string {
 	return "" // not a devtmpfs with a size: nothing to look for
 }
 
-// hostPhysPages is the host's memory in pages as sysinfo(2) gives it,
-// which is what glibc's sysconf(_SC_PHYS_PAGES) computes.
-func hostPhysPages(t *testing.T) string {
-	t.Helper()
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil {
-		t.Fatalf("sysinfo: %v", err)
+// ownSysinfo checks sysinfoPy's line: the call succeeded with the
+// sandbox's memory limit as total and free RAM, no swap, no load, an
+// uptime below the host's and a handful of processes (the init, sh and
+// python), where the host's answer has its own figures.
+func ownSysinfo(hostUp float64) func(map[string]string, string) (string, bool) {
+	return func(sec map[string]string, _ string) (string, bool) {
+		got := strings.TrimSpace(sec["sysinfo"])
+		f := strings.Fields(got)
+		if len(f) != 8 || strings.Join(f[:6], " ") != "0 0 268435456 268435456 0 0" {
+			return got + " (want: 0 0 268435456 268435456 0 0 UPTIME PROCS)", false
+		}
+		up, err1 := strconv.ParseFloat(f[6], 64)
+		procs, err2 := strconv.Atoi(f[7])
+		if err1 != nil || err2 != nil || up >= hostUp || procs < 1 || procs > 16 {
+			return fmt.Sprintf("%s (want an uptime below the host's %.0f s and 1 to 16 processes)", got, hostUp), false
+		}
+		return got, true
 	}
-	return strconv.FormatUint(uint64(si.Totalram)*uint64(si.Unit)/uint64(os.Getpagesize()), 10)
 }
 
 // hostUptime is the host's uptime in seconds, read before the sandbox

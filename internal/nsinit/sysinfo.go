@@ -1,0 +1,73 @@
+package nsinit
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// sysinfoSize is sizeof(struct sysinfo) on x86_64, the only ABI the
+// seccomp filter lets a sandbox call: what the kernel writes, and so what
+// the init writes in its place.
+const sysinfoSize = 112
+
+// Offsets of struct sysinfo's fields on x86_64 (include/uapi/linux/sysinfo.h:
+// long uptime, unsigned long loads[3], totalram, freeram, sharedram,
+// bufferram, totalswap, freeswap, unsigned short procs, unsigned long
+// totalhigh, freehigh, unsigned int mem_unit); a test holds them to
+// unix.Sysinfo_t.
+const (
+	siUptime   = 0
+	siLoads    = 8
+	siTotalram = 32
+	siFreeram  = 40
+	siProcs    = 80
+	siMemUnit  = 104
+)
+
+// sysinfoFigures are what a sandbox's sysinfo(2) says of its own world,
+// in place of the host's: its memory limit and what is free of it, its
+// own uptime and its own processes. Everything else (loads, shared and
+// buffer memory, swap, high memory) is zero: a sandbox has no swap, and
+// /proc/loadavg in its view says 0.
+type sysinfoFigures struct {
+	// UptimeSeconds is how long the box has run.
+	UptimeSeconds int64
+	// TotalRAM is the box's memory limit in bytes; FreeRAM what is left
+	// of it.
+	TotalRAM, FreeRAM uint64
+	// Procs counts the processes of the box's PID namespace.
+	Procs int
+}
+
+// encodeSysinfo lays f out as the kernel's struct sysinfo in dst, with
+// mem_unit 1 (every figure in bytes). Fields it does not set are zero,
+// padding included, so nothing of the init's memory reaches the sandbox.
+func encodeSysinfo(dst *[sysinfoSize]byte, f sysinfoFigures) {
+	*dst = [sysinfoSize]byte{}
+	le := binary.LittleEndian
+	le.PutUint64(dst[siUptime:], uint64(max(f.UptimeSeconds, 0)))
+	le.PutUint64(dst[siTotalram:], f.TotalRAM)
+	le.PutUint64(dst[siFreeram:], min(f.FreeRAM, f.TotalRAM))
+	le.PutUint16(dst[siProcs:], uint16(min(max(f.Procs, 0), math.MaxUint16)))
+	le.PutUint32(dst[siMemUnit:], 1)
+}
+
+// countPids counts the entries of a getdents64 listing whose names are
+// process ids (they start with 1 to 9). Each record is a u64 inode, a u64
+// offset, a u16 record length, a u8 type, then the name; a record too
+// short or too long for the buffer ends the count.
+func countPids(b []byte) int {
+	const nameAt = 19
+	n := 0
+	for len(b) > nameAt {
+		reclen := int(binary.LittleEndian.Uint16(b[16:]))
+		if reclen <= nameAt || reclen > len(b) {
+			break
+		}
+		if c := b[nameAt]; c >= '1' && c <= '9' {
+			n++
+		}
+		b = b[reclen:]
+	}
+	return n
+}

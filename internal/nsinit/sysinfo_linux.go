@@ -1,0 +1,224 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// answerer answers the sandbox's sysinfo(2) calls, which the seccomp
+// filter of native and Docker boxes (seccomp.InstallNotifying) sends to
+// the init, with the box's own world (sysinfoFigures) instead of the
+// host's. It runs on a thread of its own, locked and never given back,
+// that:
+//   - is in the sandbox's cgroup (on cgroup v1 it joins with the init's
+//     main thread; elsewhere the whole init is born there), so a flood of
+//     calls costs the sandbox's CPU quota, not the host's;
+//   - has the sandbox user's file identity and no capability: it opens the
+//     caller's /proc/PID/mem, which the kernel lets a thread whose fsuid
+//     and fsgid are the caller's ids open (PTRACE_MODE_ATTACH_FSCREDS; no
+//     CAP_SYS_PTRACE, which no init thread has, and no Yama exception:
+//     the init is every caller's ancestor), and it reads hostile input;
+//   - answers one call at a time, into buffers it owns, so a flood
+//     allocates nothing and queues in the kernel, where each caller
+//     waits, and the init's other threads go on.
+//
+// It lives as long as the init: were the listener closed, every later
+// call would fail with ENOSYS.
+type answerer struct {
+	// listener gets the listener's descriptor once lockdown has it.
+	listener chan int
+	// start is the box's start on CLOCK_BOOTTIME; total its memory.
+	start unix.Timespec
+	total uint64
+	// procfd is the sandbox's /proc, opened once the root is built.
+	procfd int
+	// procs is the last count of the box's processes, made at counted.
+	procs   int
+	counted time.Duration
+	// Buffers of one answer: the path of the caller's mem file, the
+	// listing of /proc, and the struct written to the caller.
+	path    [32]byte
+	dirents [8192]byte
+	info    [sysinfoSize]byte
+}
+
+// sysinfoAnswerer is the init's answerer, once started.
+var sysinfoAnswerer *answerer
+
+// bootClock is CLOCK_BOOTTIME when the init started: the box's uptime
+// counts from it.
+var bootClock unix.Timespec
+
+// startAnswerer starts the answerer's thread unless it runs already, and
+// waits until it is ready. tasks are the cgroup v1 tasks descriptors the
+// thread joins first (nil: the init is in the sandbox's cgroup already);
+// memoryBytes is the box's memory limit (0: the host's memory, which the
+// sandbox may use whole).
+func startAnswerer(tasks []int, memoryBytes int64) error {
+	if sysinfoAnswerer != nil {
+		return nil
+	}
+	a := &answerer{listener: make(chan int, 1), start: bootClock, total: uint64(max(memoryBytes, 0)), procfd: -1}
+	ready := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread keeps an identity and capabilities
+		// of its own, and ends with the goroutine should it end.
+		runtime.LockOSThread()
+		err := a.prepare(tasks)
+		ready <- err
+		if err == nil {
+			a.serve(<-a.listener)
+		}
+	}()
+	if err := <-ready; err != nil {
+		return fmt.Errorf("starting the sysinfo answerer: %w", err)
+	}
+	sysinfoAnswerer = a
+	return nil
+}
+
+// prepare gives the calling thread what answering needs and nothing
+// more: the sandbox's cgroup, the sandbox user's file identity, no
+// capability.
+func (a *answerer) prepare(tasks []int) error {
+	for i, fd := range tasks {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("joining the cgroup (file %d): %w", i, err)
+		}
+	}
+	if a.total == 0 {
+		var si unix.Sysinfo_t
+		if err := unix.Sysinfo(&si); err != nil {
+			return fmt.Errorf("reading the host's memory: %w", err)
+		}
+		a.total = si.Totalram * uint64(si.Unit)
+	}
+	_ = unix.Setfsgid(userGID)
+	_ = unix.Setfsuid(userUID)
+	if gid, _ := unix.SetfsgidRetGid(-1); gid != userGID {
+		return fmt.Errorf("setting the file group to %d: it is %d", userGID, gid)
+	}
+	if uid, _ := unix.SetfsuidRetUid(-1); uid != userUID {
+		return fmt.Errorf("setting the file owner to %d: it is %d", userUID, uid)
+	}
+	return keepOnly(nil)
+}
+
+// serve answers calls on listener for the rest of the init's life.
+func (a *answerer) serve(listener int) {
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		a.procfd = fd
+	}
+	notifSyncWakeUp(listener)
+	for {
+		var req seccompNotif
+		if err := notifRecv(listener, &req); err != nil {
+			// ENOENT: the caller went away before its call was read.
+			if !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ENOENT) {
+				time.Sleep(recvBackoff)
+			}
+			continue
+		}
+		errno, ok := a.answer(listener, &req)
+		if !ok {
+			continue
+		}
+		// ENOENT here too: the caller was killed, or its call interrupted
+		// by a signal, while the answer was made.
+		_ = notifSend(listener, &seccompNotifResp{ID: req.ID, Error: errno})
+	}
+}
+
+// recvBackoff paces the answerer after a failure it does not expect,
+// which could otherwise repeat at once forever.
+const recvBackoff = 10 * time.Millisecond
+
+// auditArchX86_64 is the one ABI the filter lets through.
+const auditArchX86_64 = 0xC000003E
+
+// answer writes the box's struct sysinfo at the caller's pointer and
+// returns 0, or the negative errno the call fails with; ok is false when
+// the call no longer waits, and nothing must be written or sent.
+func (a *answerer) answer(listener int, req *seccompNotif) (errno int32, ok bool) {
+	if req.Nr != unix.SYS_SYSINFO || req.Arch != auditArchX86_64 {
+		return -int32(unix.ENOSYS), true
+	}
+	mem, err := a.openMem(req.Pid)
+	if err != nil {
+		// A caller gone between the notification and the open, or one
+		// whose memory its user may not write (it made itself
+		// non-dumpable).
+		return -int32(unix.EPERM), notifIDValid(listener, req.ID)
+	}
+	defer unix.Close(mem)
+	if !notifIDValid(listener, req.ID) {
+		return 0, false // the thread id may now name another process
+	}
+	addr := req.Args[0]
+	if addr > math.MaxInt64 {
+		return -int32(unix.EFAULT), true
+	}
+	encodeSysinfo(&a.info, a.figures())
+	if n, err := unix.Pwrite(mem, a.info[:], int64(addr)); err != nil || n != len(a.info) {
+		return -int32(unix.EFAULT), true
+	}
+	return 0, true
+}
+
+// openMem opens the mem file of the caller's thread, for writing.
+func (a *answerer) openMem(tid uint32) (int, error) {
+	if a.procfd < 0 {
+		return -1, unix.ENOENT
+	}
+	p := strconv.AppendUint(a.path[:0], uint64(tid), 10)
+	p = append(p, "/mem\x00"...)
+	return openAt(a.procfd, p, unix.O_WRONLY|unix.O_CLOEXEC)
+}
+
+// figures are the box's world now.
+func (a *answerer) figures() sysinfoFigures {
+	var now unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &now)
+	if at := time.Duration(now.Nano()); a.procs == 0 || at-a.counted >= procsEvery {
+		a.procs, a.counted = a.countProcs(), at
+	}
+	return sysinfoFigures{
+		UptimeSeconds: now.Sec - a.start.Sec,
+		TotalRAM:      a.total,
+		// The view's /proc/meminfo says all of it is free: the init does
+		// not read the cgroup's usage (see docs/architecture.md).
+		FreeRAM: a.total,
+		Procs:   a.procs,
+	}
+}
+
+// procsEvery is how long a count of the box's processes serves: listing
+// /proc was a third of the answerer's CPU in a flood of calls, and no
+// program needs the count exact to the moment.
+const procsEvery = 100 * time.Millisecond
+
+// countProcs counts the processes of the box's PID namespace, the
+// numbered entries of its /proc, at least the init.
+func (a *answerer) countProcs() int {
+	if a.procfd < 0 {
+		return 1
+	}
+	if _, err := unix.Seek(a.procfd, 0, 0); err != nil {
+		return 1
+	}
+	n := 0
+	for {
+		got, err := unix.Getdents(a.procfd, a.dirents[:])
+		if err != nil || got <= 0 {
+			return max(n, 1)
+		}
+		n += countPids(a.dirents[:got])
+	}
+}

@@ -1,0 +1,46 @@
+package nsinit
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// dirent is one getdents64 record named name, padded to 8 bytes.
+func dirent(name string) []byte {
+	size := (19 + len(name) + 1 + 7) &^ 7
+	b := make([]byte, size)
+	binary.LittleEndian.PutUint16(b[16:], uint16(size))
+	copy(b[19:], name)
+	return b
+}
+
+func TestCountPids(t *testing.T) {
+	join := func(names ...string) []byte {
+		var b []byte
+		for _, n := range names {
+			b = append(b, dirent(n)...)
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		want int
+	}{
+		{"empty", nil, 0},
+		{"pids among other entries", join(".", "..", "1", "self", "42", "thread-self", "sys", "1000"), 3},
+		{"a record claiming more than the buffer ends the count", append(join("1", "2"), 0xff, 0xff), 2},
+		{"a record too short to hold a name ends the count", func() []byte {
+			b := join("7", "8")
+			binary.LittleEndian.PutUint16(b[16:], 19)
+			return b
+		}(), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := countPids(tt.in); got != tt.want {
+				t.Errorf("countPids = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

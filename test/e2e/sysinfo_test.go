@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// sysinfoFloodPy calls sysinfo(2) from four threads, checking each answer
+// (0, and the session's 256 MiB), until the shell says its other work is
+// done or each thread has made 200 000 calls, so the flood stops by
+// itself. It prints the calls made, the wrong answers and whether every
+// thread saw the other work end while it flooded.
+const sysinfoFloodPy = `import ctypes as c, os, threading
+L = c.c_ulong
+class S(c.Structure):
+    _fields_ = [("up", c.c_long), ("loads", L * 3), ("total", L), ("free", L), ("shared", L), ("buf", L),
+                ("tswap", L), ("fswap", L), ("procs", c.c_ushort), ("th", L), ("fh", L), ("unit", c.c_uint), ("pad", c.c_char * 8)]
+libc = c.CDLL(None, use_errno=True)
+stats = []
+def flood():
+    s = S(); n = bad = 0
+    while n < 200000 and not os.path.exists("other.done"):
+        for _ in range(100):
+            if libc.sysinfo(c.byref(s)) != 0 or s.total * s.unit != 268435456:
+                bad += 1
+        n += 100
+        if n == 100:
+            open("flood.started", "w").close()
+    stats.append((n, bad, os.path.exists("other.done")))
+ts = [threading.Thread(target=flood) for _ in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("flood", sum(x[0] for x in stats), sum(x[1] for x in stats), all(x[2] for x in stats))`
+
+// sysinfoFloodScript starts the flood, waits (bounded) for its first
+// answers, then does the box's other work while it runs: 100 orphans
+// for the agent to reap, and their end reported.
+const sysinfoFloodScript = `rm -f flood.started other.done
+python3 -c "$1" > flood.out &
+i=0; while [ ! -e flood.started ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done
+[ -e flood.started ] || echo "the flood never started"
+for i in $(seq 100); do (true &); done
+echo other work done
+touch other.done
+wait
+cat flood.out`
+
+// TestSysinfoFlood checks that a flood of sysinfo(2) calls, which the
+// init answers one at a time on a thread of its own, holds up none of the
+// box's other work: the agent reaps orphans and the shell goes on while
+// the flood runs, every answer is the sandbox's, and the session serves
+// the next exec.
+func TestSysinfoFlood(t *testing.T) {
+	srv := startServer(t)
+	id := srv.newSession(t, keyA, map[string]any{"limits": map[string]any{"memory_bytes": 256 << 20}})
+	var r spec.Result
+	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{
+		"command": []string{"sh", "-c", sysinfoFloodScript, "sh", sysinfoFloodPy}, "timeout_seconds": 120,
+	}, http.StatusOK, &r)
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if r.ExitCode != 0 || len(lines) != 2 || lines[0] != "other work done" {
+		t.Fatalf("flood exec: exit %d, stdout %q, stderr %q; want the other work done, then the flood's figures", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	f := strings.Fields(lines[1])
+	if len(f) != 4 || f[0] != "flood" || f[2] != "0" || f[3] != "True" || len(f[1]) < 3 {
+		t.Errorf("flood = %q, want \"flood CALLS 0 True\": at least 400 calls, every answer the sandbox's, the other work done while they ran", lines[1])
+	}
+	t.Logf("%s", lines[1])
+	var next spec.Result
+	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{"command": []string{"echo", "alive"}}, http.StatusOK, &next)
+	if next.ExitCode != 0 || next.Stdout != "alive\n" {
+		t.Errorf("exec after the flood = exit %d, stdout %q, want alive", next.ExitCode, next.Stdout)
+	}
+}
