@@ -200,7 +200,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	boot := agent.BoxedConfig(s, true, true)
 	boot.HideAgent = true
 	// gVisor's own kernel answers sysinfo(2) with the box's figures, and
-	// it has no seccomp user notification for the init to answer with.
+	// it refuses the seccomp listener the init would answer it through.
 	boot.KernelSysinfo = true
 	if err := agent.HandOverBoxed(host, boot, b.att); err != nil {
 		host.Close()

@@ -81,15 +81,13 @@ func lockdown(cfg *Config) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}
+	// The seccomp package's errors say what failed.
 	if cfg.KernelSysinfo {
-		if err := seccomp.InstallOnThread(); err != nil {
-			return fmt.Errorf("installing seccomp filter: %w", err)
-		}
-		return nil
+		return seccomp.InstallOnThread()
 	}
 	listener, err := seccomp.InstallNotifying()
 	if err != nil {
-		return fmt.Errorf("installing seccomp filter: %w", err)
+		return err
 	}
 	sysinfoAnswerer.listener <- listener
 	return nil
