@@ -238,8 +238,9 @@ func joinCgroup(cfg *Config) error {
 		return fmt.Errorf("receiving the cgroup: %w", err)
 	}
 	if !cfg.KernelSysinfo {
-		if err := startAnswerer(fds, cfg.View.MemoryBytes); err != nil {
-			closeAll(fds)
+		usage := openMemoryUsage(fds)
+		if err := startAnswerer(fds, usage, cfg.View.MemoryBytes); err != nil {
+			closeAll(append(fds, usage))
 			return err
 		}
 	}

@@ -61,7 +61,7 @@ func (e lockdownError) Unwrap() error { return e.error }
 // did not, so that no call ever waits for an answerer that is not there.
 func lockdown(cfg *Config) error {
 	if !cfg.KernelSysinfo {
-		if err := startAnswerer(nil, cfg.View.MemoryBytes); err != nil {
+		if err := startAnswerer(nil, -1, cfg.View.MemoryBytes); err != nil {
 			return err
 		}
 	}

@@ -71,3 +71,25 @@ func countPids(b []byte) int {
 	}
 	return n
 }
+
+// parseUsage reads a cgroup's memory usage file: a decimal byte count
+// and a newline. Anything else reads as 0, so free memory is then the
+// whole limit, as the view's /proc/meminfo says.
+func parseUsage(b []byte) uint64 {
+	var n uint64
+	digits := 0
+	for _, c := range b {
+		if c == '\n' && digits > 0 {
+			return n
+		}
+		if c < '0' || c > '9' || digits == 19 {
+			return 0
+		}
+		n = n*10 + uint64(c-'0')
+		digits++
+	}
+	if digits == 0 {
+		return 0
+	}
+	return n
+}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +38,11 @@ type answerer struct {
 	// start is the box's start on CLOCK_BOOTTIME; total its memory.
 	start unix.Timespec
 	total uint64
+	// usage is the sandbox's memory.usage_in_bytes (cgroup v1), read
+	// for what is free of total, or -1: free is then all of it, as the
+	// view's /proc/meminfo says.
+	usage    int
+	usageBuf [24]byte
 	// procfd is the sandbox's /proc, opened once the root is built.
 	procfd int
 	// procs is the last count of the box's processes, made at counted.
@@ -58,13 +65,14 @@ var bootClock unix.Timespec
 // startAnswerer starts the answerer's thread unless it runs already, and
 // waits until it is ready. tasks are the cgroup v1 tasks descriptors the
 // thread joins first (nil: the init is in the sandbox's cgroup already);
-// memoryBytes is the box's memory limit (0: the host's memory, which the
-// sandbox may use whole).
-func startAnswerer(tasks []int, memoryBytes int64) error {
+// usage is the cgroup's memory usage file, which the answerer then owns,
+// or -1; memoryBytes is the box's memory limit (0: the host's memory,
+// which the sandbox may use whole).
+func startAnswerer(tasks []int, usage int, memoryBytes int64) error {
 	if sysinfoAnswerer != nil {
 		return nil
 	}
-	a := &answerer{listener: make(chan int, 1), start: bootClock, total: uint64(max(memoryBytes, 0)), procfd: -1}
+	a := &answerer{listener: make(chan int, 1), start: bootClock, total: uint64(max(memoryBytes, 0)), procfd: -1, usage: usage}
 	ready := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread keeps an identity and capabilities
@@ -192,11 +200,41 @@ func (a *answerer) figures() sysinfoFigures {
 	return sysinfoFigures{
 		UptimeSeconds: now.Sec - a.start.Sec,
 		TotalRAM:      a.total,
-		// The view's /proc/meminfo says all of it is free: the init does
-		// not read the cgroup's usage (see docs/architecture.md).
-		FreeRAM: a.total,
-		Procs:   a.procs,
+		FreeRAM:       a.total - min(a.used(), a.total),
+		Procs:         a.procs,
 	}
+}
+
+// used is the sandbox's memory use in bytes (cgroup v1's usage, which
+// counts its tmpfs files too), or 0 when it cannot be read.
+func (a *answerer) used() uint64 {
+	if a.usage < 0 {
+		return 0
+	}
+	n, err := unix.Pread(a.usage, a.usageBuf[:], 0)
+	if err != nil {
+		return 0
+	}
+	return parseUsage(a.usageBuf[:n])
+}
+
+// openMemoryUsage opens the memory.usage_in_bytes beside whichever of
+// the cgroup v1 tasks files is the memory controller's, or returns -1.
+// It runs before the root is built, when the init's mount namespace
+// still holds the host's cgroup mounts; the path comes from the host's
+// descriptor, not from anything the sandbox wrote.
+func openMemoryUsage(tasks []int) int {
+	for _, fd := range tasks {
+		link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+		if err != nil || !strings.HasSuffix(link, "/tasks") {
+			continue
+		}
+		p := strings.TrimSuffix(link, "tasks") + "memory.usage_in_bytes"
+		if u, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err == nil {
+			return u
+		}
+	}
+	return -1
 }
 
 // procsEvery is how long a count of the box's processes serves: listing

@@ -44,3 +44,25 @@ func TestCountPids(t *testing.T) {
 		})
 	}
 }
+
+func TestParseUsage(t *testing.T) {
+	tests := []struct {
+		in   string
+		want uint64
+	}{
+		{"4096\n", 4096},
+		{"123", 123},
+		{"0\n", 0},
+		{"", 0},
+		{"\n", 0},
+		{"-1\n", 0},
+		{"12 34\n", 0},
+		{"9999999999999999999\n", 9999999999999999999},
+		{"99999999999999999999\n", 0}, // past 19 digits: would overflow
+	}
+	for _, tt := range tests {
+		if got := parseUsage([]byte(tt.in)); got != tt.want {
+			t.Errorf("parseUsage(%q) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}

@@ -162,20 +162,22 @@ func devtmpfsSize(t *testing.T) string {
 }
 
 // ownSysinfo checks sysinfoPy's line: the call succeeded with the
-// sandbox's memory limit as total and free RAM, no swap, no load, an
-// uptime below the host's and a handful of processes (the init, sh and
-// python), where the host's answer has its own figures.
+// sandbox's memory limit as total RAM and most of it free (a little is
+// in use, by the probe itself where the cgroup's usage is read), no swap,
+// no load, an uptime below the host's and a handful of processes (the
+// init, sh and python), where the host's answer has its own figures.
 func ownSysinfo(hostUp float64) func(map[string]string, string) (string, bool) {
 	return func(sec map[string]string, _ string) (string, bool) {
 		got := strings.TrimSpace(sec["sysinfo"])
 		f := strings.Fields(got)
-		if len(f) != 8 || strings.Join(f[:6], " ") != "0 0 268435456 268435456 0 0" {
-			return got + " (want: 0 0 268435456 268435456 0 0 UPTIME PROCS)", false
+		if len(f) != 8 || strings.Join(f[:3], " ") != "0 0 268435456" || strings.Join(f[4:6], " ") != "0 0" {
+			return got + " (want: 0 0 268435456 FREE 0 0 UPTIME PROCS)", false
 		}
+		free, err0 := strconv.ParseUint(f[3], 10, 64)
 		up, err1 := strconv.ParseFloat(f[6], 64)
 		procs, err2 := strconv.Atoi(f[7])
-		if err1 != nil || err2 != nil || up >= hostUp || procs < 1 || procs > 16 {
-			return fmt.Sprintf("%s (want an uptime below the host's %.0f s and 1 to 16 processes)", got, hostUp), false
+		if err0 != nil || err1 != nil || err2 != nil || free > 256<<20 || free < 128<<20 || up >= hostUp || procs < 1 || procs > 16 {
+			return fmt.Sprintf("%s (want 128 to 256 MiB free, an uptime below the host's %.0f s and 1 to 16 processes)", got, hostUp), false
 		}
 		return got, true
 	}

@@ -49,13 +49,24 @@ touch other.done
 wait
 cat flood.out`
 
-// TestSysinfoFlood checks that a flood of sysinfo(2) calls, which the
-// init answers one at a time on a thread of its own, holds up none of the
-// box's other work: the agent reaps orphans and the shell goes on while
-// the flood runs, every answer is the sandbox's, and the session serves
-// the next exec.
+// TestSysinfoFlood checks, on each backend whose init answers sysinfo(2)
+// (native and Docker), that a flood of calls, answered one at a time on
+// a thread of the init's own, holds up none of the box's other work: the
+// agent reaps orphans and the shell goes on while the flood runs, every
+// answer is the sandbox's, and the session serves the next exec.
 func TestSysinfoFlood(t *testing.T) {
-	srv := startServer(t)
+	for _, b := range conformanceBackends(t) {
+		if b == "gvisor" {
+			continue // its kernel answers the call
+		}
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			sysinfoFlood(t, startServer(t, "--backend", b))
+		})
+	}
+}
+
+func sysinfoFlood(t *testing.T, srv *apiServer) {
 	id := srv.newSession(t, keyA, map[string]any{"limits": map[string]any{"memory_bytes": 256 << 20}})
 	var r spec.Result
 	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{
