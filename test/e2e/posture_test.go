@@ -40,7 +40,8 @@ echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
 
 // sysinfoPy prints what sysinfo(2) answers: its return value and errno,
 // then total and free RAM in bytes, total swap, the three loads summed,
-// the uptime in seconds and the process count. It holds no single quote,
+// the uptime in seconds and the process count, and last the errno of a
+// call with a pointer to nowhere (EFAULT, 14). It holds no single quote,
 // for postureScript's.
 const sysinfoPy = `import ctypes as c
 L = c.c_ulong
@@ -50,7 +51,9 @@ class S(c.Structure):
 s = S()
 libc = c.CDLL(None, use_errno=True)
 r = libc.sysinfo(c.byref(s))
-print(r, c.get_errno(), s.total * s.unit, s.free * s.unit, s.tswap * s.unit, sum(s.loads), s.up, s.procs)`
+print(r, c.get_errno(), s.total * s.unit, s.free * s.unit, s.tswap * s.unit, sum(s.loads), s.up, s.procs, end=" ")
+libc.sysinfo(c.c_void_p(8))
+print(c.get_errno())`
 
 // postureSections splits the probe's output into its sections.
 func postureSections(out string) map[string]string {
@@ -165,13 +168,14 @@ func devtmpfsSize(t *testing.T) string {
 // sandbox's memory limit as total RAM and most of it free (a little is
 // in use, by the probe itself where the cgroup's usage is read), no swap,
 // no load, an uptime below the host's and a handful of processes (the
-// init, sh and python), where the host's answer has its own figures.
+// init, sh and python), where the host's answer has its own figures; and
+// EFAULT for a bad pointer, as the kernel answers.
 func ownSysinfo(hostUp float64) func(map[string]string, string) (string, bool) {
 	return func(sec map[string]string, _ string) (string, bool) {
 		got := strings.TrimSpace(sec["sysinfo"])
 		f := strings.Fields(got)
-		if len(f) != 8 || strings.Join(f[:3], " ") != "0 0 268435456" || strings.Join(f[4:6], " ") != "0 0" {
-			return got + " (want: 0 0 268435456 FREE 0 0 UPTIME PROCS)", false
+		if len(f) != 9 || strings.Join(f[:3], " ") != "0 0 268435456" || strings.Join(f[4:6], " ") != "0 0" || f[8] != "14" {
+			return got + " (want: 0 0 268435456 FREE 0 0 UPTIME PROCS 14)", false
 		}
 		free, err0 := strconv.ParseUint(f[3], 10, 64)
 		up, err1 := strconv.ParseFloat(f[6], 64)

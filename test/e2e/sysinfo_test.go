@@ -92,7 +92,8 @@ func sysinfoFlood(t *testing.T, srv *apiServer) {
 // every backend: native and Docker boxes get the init's answer (their
 // filter sends the call to it), gVisor's kernel answers with the box's
 // own figures (its filter lets the call through). Each is the box's
-// memory, no swap, an uptime below the host's and a handful of processes.
+// memory, no swap, an uptime below the host's and a handful of processes,
+// and EFAULT for a bad pointer.
 func TestSysinfoEveryBackend(t *testing.T) {
 	hostUp := hostUptime(t)
 	for _, b := range conformanceBackends(t) {
@@ -100,13 +101,13 @@ func TestSysinfoEveryBackend(t *testing.T) {
 			requireBackend(t, b)
 			r := runJSON(t, "--backend", b, "--memory", "256m", "--", "python3", "-c", sysinfoPy)
 			f := strings.Fields(r.Stdout)
-			if r.ExitCode != 0 || len(f) != 8 {
+			if r.ExitCode != 0 || len(f) != 9 {
 				t.Fatalf("sysinfo probe: exit %d, stdout %q, stderr %q, error %q", r.ExitCode, r.Stdout, r.Stderr, r.Error)
 			}
 			up, err1 := strconv.ParseFloat(f[6], 64)
 			procs, err2 := strconv.Atoi(f[7])
-			if f[0] != "0" || f[2] != "268435456" || f[4] != "0" || err1 != nil || err2 != nil || up >= hostUp || procs < 1 || procs > 16 {
-				t.Errorf("sysinfo = %q, want 0, 256 MiB total, no swap, an uptime below the host's %.0f s and 1 to 16 processes", strings.TrimSpace(r.Stdout), hostUp)
+			if f[0] != "0" || f[2] != "268435456" || f[4] != "0" || f[8] != "14" || err1 != nil || err2 != nil || up >= hostUp || procs < 1 || procs > 16 {
+				t.Errorf("sysinfo = %q, want 0, 256 MiB total, no swap, an uptime below the host's %.0f s, 1 to 16 processes and EFAULT (14) for a bad pointer", strings.TrimSpace(r.Stdout), hostUp)
 			}
 		})
 	}
