@@ -238,11 +238,12 @@ func joinCgroup(cfg *Config) error {
 		return fmt.Errorf("receiving the cgroup: %w", err)
 	}
 	if !cfg.KernelSysinfo {
-		usage := openMemoryUsage(fds)
-		if err := startAnswerer(fds, usage, cfg.View.MemoryBytes); err != nil {
-			closeAll(append(fds, usage))
+		dups, err := dupAll(fds)
+		if err != nil {
+			closeAll(fds)
 			return err
 		}
+		startAnswerer(dups, openMemoryUsage(fds), cfg.View.MemoryBytes)
 	}
 	var first error
 	for i, fd := range fds {
@@ -252,6 +253,20 @@ func joinCgroup(cfg *Config) error {
 		unix.Close(fd)
 	}
 	return first
+}
+
+// dupAll duplicates fds (close-on-exec), all or none.
+func dupAll(fds []int) ([]int, error) {
+	dups := make([]int, 0, len(fds))
+	for _, fd := range fds {
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			closeAll(dups)
+			return nil, fmt.Errorf("duplicating the cgroup's descriptors: %w", err)
+		}
+		dups = append(dups, d)
+	}
+	return dups, nil
 }
 
 // maxCgroupFiles bounds the descriptors accepted with the cgroup: one per

@@ -57,11 +57,13 @@ func (e lockdownError) Unwrap() error { return e.error }
 
 // lockdown drops this thread's privileges and installs the seccomp
 // filter: in a box whose kernel is the host's, the one that sends
-// sysinfo(2) to the init's answerer, which it starts first if joinCgroup
-// did not, so that no call ever waits for an answerer that is not there.
+// sysinfo(2) to the init's answerer, which it waits for first (starting
+// it if joinCgroup did not), so that no call ever waits for an answerer
+// that is not there.
 func lockdown(cfg *Config) error {
 	if !cfg.KernelSysinfo {
-		if err := startAnswerer(nil, -1, cfg.View.MemoryBytes); err != nil {
+		startAnswerer(nil, -1, cfg.View.MemoryBytes)
+		if err := awaitAnswerer(); err != nil {
 			return err
 		}
 	}

@@ -33,8 +33,10 @@ import (
 // It lives as long as the init: were the listener closed, every later
 // call would fail with ENOSYS.
 type answerer struct {
-	// listener gets the listener's descriptor once lockdown has it.
+	// listener gets the listener's descriptor once lockdown has it;
+	// ready the outcome of the thread's preparation.
 	listener chan int
+	ready    chan error
 	// start is the box's start on CLOCK_BOOTTIME; total its memory.
 	start unix.Timespec
 	total uint64
@@ -62,32 +64,38 @@ var sysinfoAnswerer *answerer
 // counts from it.
 var bootClock unix.Timespec
 
-// startAnswerer starts the answerer's thread unless it runs already, and
-// waits until it is ready. tasks are the cgroup v1 tasks descriptors the
-// thread joins first (nil: the init is in the sandbox's cgroup already);
-// usage is the cgroup's memory usage file, which the answerer then owns,
-// or -1; memoryBytes is the box's memory limit (0: the host's memory,
-// which the sandbox may use whole).
-func startAnswerer(tasks []int, usage int, memoryBytes int64) error {
+// startAnswerer starts the answerer's thread unless it runs already;
+// awaitAnswerer waits until it is ready, so that its start overlaps the
+// rest of setup. tasks are cgroup v1 tasks descriptors the thread joins
+// first and then closes (nil: the init is in the sandbox's cgroup
+// already); usage is the cgroup's memory usage file, or -1; the answerer
+// owns both. memoryBytes is the box's memory limit (0: the host's
+// memory, which the sandbox may use whole).
+func startAnswerer(tasks []int, usage int, memoryBytes int64) {
 	if sysinfoAnswerer != nil {
-		return nil
+		closeAll(append(tasks, usage))
+		return
 	}
-	a := &answerer{listener: make(chan int, 1), start: bootClock, total: uint64(max(memoryBytes, 0)), procfd: -1, usage: usage}
-	ready := make(chan error, 1)
+	a := &answerer{listener: make(chan int, 1), ready: make(chan error, 1), start: bootClock, total: uint64(max(memoryBytes, 0)), procfd: -1, usage: usage}
+	sysinfoAnswerer = a
 	go func() {
 		// Never unlocked: the thread keeps an identity and capabilities
 		// of its own, and ends with the goroutine should it end.
 		runtime.LockOSThread()
 		err := a.prepare(tasks)
-		ready <- err
+		closeAll(tasks)
+		a.ready <- err
 		if err == nil {
 			a.serve(<-a.listener)
 		}
 	}()
-	if err := <-ready; err != nil {
+}
+
+// awaitAnswerer waits for the answerer startAnswerer started.
+func awaitAnswerer() error {
+	if err := <-sysinfoAnswerer.ready; err != nil {
 		return fmt.Errorf("starting the sysinfo answerer: %w", err)
 	}
-	sysinfoAnswerer = a
 	return nil
 }
 
