@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,5 +113,30 @@ func TestSysinfoEveryBackend(t *testing.T) {
 				t.Errorf("sysinfo = %q, want 0, 256 MiB total, no swap, an uptime below the host's %.0f s, 1 to 16 processes and EFAULT (14) for a bad pointer", strings.TrimSpace(r.Stdout), hostUp)
 			}
 		})
+	}
+}
+
+// TestSysinfoAnswererInCgroup checks that the init's thread answering
+// sysinfo(2) is in the sandbox's cgroup with the thread that forks the
+// program, so a flood of calls costs the sandbox's CPU quota, not the
+// host's: on cgroup v1 the init's other threads stay outside, so at
+// least two of its threads must share its main thread's cgroups.
+func TestSysinfoAnswererInCgroup(t *testing.T) {
+	srv := startServer(t)
+	id := srv.newSession(t, keyA, map[string]any{"limits": map[string]any{"memory_bytes": 256 << 20, "cpus": 1}})
+	pid := srv.sessionInitPid(t, id)
+	main := hostFile(t, fmt.Sprintf("/proc/%d/task/%d/cgroup", pid, pid))
+	tids, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := 0
+	for _, p := range tids {
+		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == main {
+			inside++
+		}
+	}
+	if inside < 2 {
+		t.Errorf("%d of the init's %d threads are in its main thread's cgroups, want at least 2 (it and the sysinfo answerer)", inside, len(tids))
 	}
 }
