@@ -20,7 +20,7 @@ func seccompCheck() Check {
 	for _, a := range []string{"kill_process", "errno", "user_notif"} {
 		if !strings.Contains(string(b), a) {
 			return Check{Name: c.Name, Status: Missing, Detail: "the kernel lacks the seccomp action " + a,
-				Fix: "use Linux 5.0 or newer"}
+				Fix: "use Linux " + seccomp.MinNotifyingKernel + " or newer"}
 		}
 	}
 	prog, err := seccomp.Program()

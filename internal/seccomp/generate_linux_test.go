@@ -97,11 +97,36 @@ func programSource(progs [][]unix.SockFilter, listings [][]string) ([]byte, erro
 		}
 		b.WriteString("}\n")
 	}
+	if err := notifiedSource(&b); err != nil {
+		return nil, err
+	}
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("formatting %s: %w", programFile, err)
 	}
 	return src, nil
+}
+
+// notifiedSource renders Notified: the numbers of notified, resolved as
+// the programs resolve them, so the init answers exactly what its filter
+// sends it.
+func notifiedSource(b *bytes.Buffer) error {
+	nr, err := resolve()
+	if err != nil {
+		return fmt.Errorf("resolving the notified syscalls: %w", err)
+	}
+	b.WriteString(`
+// Notified are the numbers of the syscalls (x86_64) that programNotifying
+// sends to the init's listener, generated from notified (policy_test.go):
+// the init must answer each (internal/nsinit's answer table, which a test
+// checks against this list).
+`)
+	b.WriteString("var Notified = [...]int32{\n")
+	for _, name := range notified {
+		fmt.Fprintf(b, "\t%d, // %s\n", nr[name], name)
+	}
+	b.WriteString("}\n")
+	return nil
 }
 
 // encodeAll encodes each of programs.

@@ -42,9 +42,33 @@ func InstallOnThread() error {
 // filtered process lives (a call whose listener is gone fails with
 // ENOSYS). The kernel allows one listener per filter chain: a thread whose
 // chain already has one gets EBUSY.
+//
+// It asks for SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19): once
+// the init has read a call, only a fatal signal ends the caller's wait,
+// so a signal can neither make the call fail with EINTR, which the
+// kernel's own sysinfo never does, nor return it while the init still
+// writes its answer into the caller's memory. On an older kernel, which
+// refuses the flag with EINVAL, it installs without it: a signal between
+// the init's check that the call waits and its write can then let the
+// write land after the call has returned, into memory the caller may
+// have reused (docs/architecture.md).
 func InstallNotifying() (listener int, err error) {
-	return install(programNotifying[:], unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+	listener, err = install(programNotifying[:], unix.SECCOMP_FILTER_FLAG_NEW_LISTENER|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
+	if !errors.Is(err, unix.EINVAL) {
+		return listener, err
+	}
+	listener, err = install(programNotifying[:], unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+	if errors.Is(err, unix.EINVAL) {
+		return -1, fmt.Errorf("installing seccomp filter: the kernel lacks seccomp user notification; use Linux %s or newer: %w", MinNotifyingKernel, unix.EINVAL)
+	}
+	return listener, err
 }
+
+// MinNotifyingKernel is the oldest Linux whose seccomp user notification
+// the init can serve: 5.0 brought the listener; before 5.9 the kernel
+// knows SECCOMP_IOCTL_NOTIF_ID_VALID only by its old number, which the
+// init retries with.
+const MinNotifyingKernel = "5.0"
 
 // install loads prog on the calling thread with flags, returning what the
 // kernel returns on success (a listener with NEW_LISTENER, else 0).

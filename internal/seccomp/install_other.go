@@ -14,3 +14,8 @@ func InstallOnThread() error {
 func InstallNotifying() (int, error) {
 	return -1, errors.ErrUnsupported
 }
+
+// MinNotifyingKernel is the oldest Linux whose seccomp user notification
+// the sandbox init can serve; it is named on every system for doctor's
+// advice.
+const MinNotifyingKernel = "5.0"

@@ -339,3 +339,11 @@ var programNotifying = [...]unix.SockFilter{
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 158: return ALLOW
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 159: return ERRNO(EPERM)
 }
+
+// Notified are the numbers of the syscalls (x86_64) that programNotifying
+// sends to the init's listener, generated from notified (policy_test.go):
+// the init must answer each (internal/nsinit's answer table, which a test
+// checks against this list).
+var Notified = [...]int32{
+	99, // sysinfo
+}
