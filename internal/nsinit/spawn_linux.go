@@ -66,6 +66,9 @@ func lockdown(cfg *Config) error {
 		if err := awaitAnswerer(); err != nil {
 			return err
 		}
+		if err := sysinfoAnswerer.openProc(); err != nil {
+			return err
+		}
 	}
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {

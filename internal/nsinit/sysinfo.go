@@ -17,7 +17,6 @@ const sysinfoSize = 112
 // unix.Sysinfo_t.
 const (
 	siUptime   = 0
-	siLoads    = 8
 	siTotalram = 32
 	siFreeram  = 40
 	siProcs    = 80

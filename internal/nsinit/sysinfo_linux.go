@@ -50,6 +50,10 @@ type answerer struct {
 	// procs is the last count of the box's processes, made at counted.
 	procs   int
 	counted time.Duration
+	// answered is the answers given since windowStart (CLOCK_MONOTONIC),
+	// for pace.
+	answered    int
+	windowStart time.Duration
 	// Buffers of one answer: the path of the caller's mem file, the
 	// listing of /proc, and the struct written to the caller.
 	path    [32]byte
@@ -126,55 +130,121 @@ func (a *answerer) prepare(tasks []int) error {
 	return keepOnly(nil)
 }
 
-// serve answers calls on listener for the rest of the init's life.
-func (a *answerer) serve(listener int) {
-	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		a.procfd = fd
+// openProc opens the sandbox's /proc for the answerer, once the root is
+// built and before the filter is installed: a failure fails the start,
+// rather than every call's answer.
+func (a *answerer) openProc() error {
+	if a.procfd >= 0 {
+		return nil
 	}
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /proc for the sysinfo answerer: %w", err)
+	}
+	a.procfd = fd
+	return nil
+}
+
+// serve answers calls on listener for the rest of the init's life, or
+// until receiving fails maxRecvFailures times in a row for a reason it
+// does not expect: it then closes the listener, so that every later call
+// fails with ENOSYS rather than waiting for an answer that never comes.
+func (a *answerer) serve(listener int) {
 	notifSyncWakeUp(listener)
-	for {
+	failures := 0
+	for failures < maxRecvFailures {
 		var req seccompNotif
 		if err := notifRecv(listener, &req); err != nil {
 			// ENOENT: the caller went away before its call was read.
 			if !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ENOENT) {
+				failures++
 				time.Sleep(recvBackoff)
 			}
 			continue
 		}
+		failures = 0
+		a.pace()
 		errno, ok := a.answer(listener, &req)
 		if !ok {
 			continue
 		}
-		// ENOENT here too: the caller was killed, or its call interrupted
-		// by a signal, while the answer was made.
+		// ENOENT here too: the caller was killed, or (on kernels before
+		// 5.19) its call interrupted by a signal, while the answer was made.
 		_ = notifSend(listener, &seccompNotifResp{ID: req.ID, Error: errno})
+	}
+	if err := unix.Close(listener); err != nil {
+		fmt.Fprintf(os.Stderr, "warden-init: closing the sysinfo listener: %v\n", err)
 	}
 }
 
 // recvBackoff paces the answerer after a failure it does not expect,
-// which could otherwise repeat at once forever.
-const recvBackoff = 10 * time.Millisecond
+// which could otherwise repeat at once forever; maxRecvFailures such
+// failures in a row (a second of them) end its service.
+const (
+	recvBackoff     = 10 * time.Millisecond
+	maxRecvFailures = 100
+)
 
-// auditArchX86_64 is the one ABI the filter lets through.
-const auditArchX86_64 = 0xC000003E
+// maxAnswersPerSecond bounds the answers a box gets, far above what any
+// real program needs (programs call sysinfo a few times, at start):
+// callers beyond it simply wait. It bounds the CPU a flood costs, and
+// with it the part the Go runtime's own threads spend outside the
+// sandbox's cgroup on cgroup v1 (docs/architecture.md).
+const maxAnswersPerSecond = 2000
 
-// answer writes the box's struct sysinfo at the caller's pointer and
-// returns 0, or the negative errno the call fails with; ok is false when
-// the call no longer waits, and nothing must be written or sent.
+// pace waits, when the box has had maxAnswersPerSecond answers in the
+// current second, until the next second begins.
+func (a *answerer) pace() {
+	var now unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
+	at := time.Duration(now.Nano())
+	if at-a.windowStart >= time.Second {
+		a.windowStart, a.answered = at, 0
+	}
+	if a.answered >= maxAnswersPerSecond {
+		time.Sleep(a.windowStart + time.Second - at)
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
+		a.windowStart, a.answered = time.Duration(now.Nano()), 0
+	}
+	a.answered++
+}
+
+// answerFunc answers one call: 0 or the negative errno it fails with,
+// and ok false when the call no longer waits, and nothing must be sent.
+type answerFunc func(a *answerer, listener int, req *seccompNotif) (errno int32, ok bool)
+
+// answers holds the answer to each syscall the filter sends the init,
+// keyed by number: every one of seccomp.Notified must be here
+// (TestAnswersCoverNotified).
+var answers = map[int32]answerFunc{
+	unix.SYS_SYSINFO: (*answerer).sysinfo,
+}
+
+// answer answers req from answers; a call of another ABI or number,
+// which the filter never sends, fails with ENOSYS.
 func (a *answerer) answer(listener int, req *seccompNotif) (errno int32, ok bool) {
-	if req.Nr != unix.SYS_SYSINFO || req.Arch != auditArchX86_64 {
+	f, known := answers[req.Nr]
+	if !known || req.Arch != unix.AUDIT_ARCH_X86_64 {
 		return -int32(unix.ENOSYS), true
 	}
+	return f(a, listener, req)
+}
+
+// sysinfo writes the box's struct sysinfo at the caller's pointer.
+func (a *answerer) sysinfo(listener int, req *seccompNotif) (errno int32, ok bool) {
 	mem, err := a.openMem(req.Pid)
 	if err != nil {
 		// A caller gone between the notification and the open, or one
 		// whose memory its user may not write (it made itself
 		// non-dumpable).
-		return -int32(unix.EPERM), notifIDValid(listener, req.ID)
+		valid, err := notifIDValid(listener, req.ID)
+		return -int32(unix.EPERM), valid || err != nil
 	}
 	defer unix.Close(mem)
-	if !notifIDValid(listener, req.ID) {
+	switch valid, err := notifIDValid(listener, req.ID); {
+	case err != nil:
+		return -int32(unix.EPERM), true // nothing is written unchecked
+	case !valid:
 		return 0, false // the thread id may now name another process
 	}
 	addr := req.Args[0]

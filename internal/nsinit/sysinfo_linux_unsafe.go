@@ -3,6 +3,7 @@
 package nsinit
 
 import (
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,20 +31,18 @@ type seccompNotifResp struct {
 	Flags uint32
 }
 
-// ioctlNotifIDValid is SECCOMP_IOCTL_NOTIF_ID_VALID (_IOW('!', 2, __u64)),
-// which x/sys lacks.
-const ioctlNotifIDValid = 0x40082102
-
-// ioctlNotifSetFlags is SECCOMP_IOCTL_NOTIF_SET_FLAGS (_IOW('!', 4,
-// __u64)), which x/sys lacks.
-const ioctlNotifSetFlags = 0x40082104
+// ioctlNotifIDValidOld is SECCOMP_IOCTL_NOTIF_ID_VALID's number before
+// Linux 5.9 (and 5.4.59), _IOR rather than _IOW: those kernels answer
+// unix.SECCOMP_IOCTL_NOTIF_ID_VALID with EINVAL, and later ones still
+// accept this number.
+const ioctlNotifIDValidOld = 0x80082102
 
 // notifSyncWakeUp asks the kernel (6.6 and later) to wake the answerer
 // and then its caller synchronously, each on the CPU of the other's
 // wake-up, as a round trip between two threads wants. An older kernel's
 // refusal changes nothing else.
 func notifSyncWakeUp(listener int) {
-	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(listener), ioctlNotifSetFlags, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 }
 
 // Sizes the kernel encodes in the ioctl numbers.
@@ -65,12 +64,30 @@ func notifSend(listener int, r *seccompNotifResp) error {
 	return errnoErr(e)
 }
 
-// notifIDValid says the call id still waits, so the thread id it named
-// is still its caller's (seccomp_unotify(2): check after opening
-// anything by that id, before using it).
-func notifIDValid(listener int, id uint64) bool {
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), ioctlNotifIDValid, uintptr(unsafe.Pointer(&id)))
-	return e == 0
+// notifIDValid says whether the call id still waits, so the thread id it
+// named is still its caller's (seccomp_unotify(2): check after opening
+// anything by that id, before using it). Only ENOENT means the call is
+// gone; any other failure is returned, and the caller must not use what
+// it opened.
+func notifIDValid(listener int, id uint64) (bool, error) {
+	e := idValid(listener, unix.SECCOMP_IOCTL_NOTIF_ID_VALID, id)
+	if e == unix.EINVAL {
+		e = idValid(listener, ioctlNotifIDValidOld, id)
+	}
+	switch e {
+	case 0:
+		return true, nil
+	case unix.ENOENT:
+		return false, nil
+	default:
+		return false, fmt.Errorf("checking seccomp notification %d: %w", id, e)
+	}
+}
+
+// idValid is SECCOMP_IOCTL_NOTIF_ID_VALID by the ioctl number nr.
+func idValid(listener int, nr uintptr, id uint64) unix.Errno {
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), nr, uintptr(unsafe.Pointer(&id)))
+	return e
 }
 
 // openAt is openat(2) of a NUL-terminated path held in a caller's buffer,

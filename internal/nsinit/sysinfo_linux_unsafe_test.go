@@ -19,7 +19,6 @@ func TestSysinfoLayout(t *testing.T) {
 	}{
 		{"size", sysinfoSize, unsafe.Sizeof(si)},
 		{"uptime", siUptime, unsafe.Offsetof(si.Uptime)},
-		{"loads", siLoads, unsafe.Offsetof(si.Loads)},
 		{"totalram", siTotalram, unsafe.Offsetof(si.Totalram)},
 		{"freeram", siFreeram, unsafe.Offsetof(si.Freeram)},
 		{"procs", siProcs, unsafe.Offsetof(si.Procs)},
