@@ -43,17 +43,21 @@ echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
 // the uptime in seconds and the process count, and last the errno of a
 // call with a pointer to nowhere (EFAULT, 14). It holds no single quote,
 // for postureScript's.
-const sysinfoPy = `import ctypes as c
-L = c.c_ulong
-class S(c.Structure):
-    _fields_ = [("up", c.c_long), ("loads", L * 3), ("total", L), ("free", L), ("shared", L), ("buf", L),
-                ("tswap", L), ("fswap", L), ("procs", c.c_ushort), ("th", L), ("fh", L), ("unit", c.c_uint), ("pad", c.c_char * 8)]
+const sysinfoPy = sysinfoStructPy + `
 s = S()
 libc = c.CDLL(None, use_errno=True)
 r = libc.sysinfo(c.byref(s))
 print(r, c.get_errno(), s.total * s.unit, s.free * s.unit, s.tswap * s.unit, sum(s.loads), s.up, s.procs, end=" ")
 libc.sysinfo(c.c_void_p(8))
 print(c.get_errno())`
+
+// sysinfoStructPy defines struct sysinfo (x86_64) for ctypes as S, and
+// imports ctypes as c, for the probes that call sysinfo(2).
+const sysinfoStructPy = `import ctypes as c
+L = c.c_ulong
+class S(c.Structure):
+    _fields_ = [("up", c.c_long), ("loads", L * 3), ("total", L), ("free", L), ("shared", L), ("buf", L),
+                ("tswap", L), ("fswap", L), ("procs", c.c_ushort), ("th", L), ("fh", L), ("unit", c.c_uint), ("pad", c.c_char * 8)]`
 
 // postureSections splits the probe's output into its sections.
 func postureSections(out string) map[string]string {
