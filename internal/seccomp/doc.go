@@ -21,9 +21,10 @@
 //
 // The policy (policy_test.go, allowlist_test.go) and the assembler that
 // compiles it (build_test.go, assembler_test.go) build only into the tests.
-// Their output is checked in as zprogram_linux.go, the program that
-// Program returns and InstallOnThread loads, so starting a sandbox resolves
-// no syscall names and assembles nothing. After editing the policy,
+// Their output is checked in as zprogram_linux.go: the two programs
+// below (Program returns the first) and Notified, the numbers of the
+// syscalls the init answers, so starting a sandbox resolves no syscall
+// names and assembles nothing. After editing the policy,
 // regenerate it with
 //
 //	go test ./internal/seccomp -run TestGenerateProgram -update

@@ -44,16 +44,18 @@ func encode(notify bool) ([]unix.SockFilter, []string, error) {
 }
 
 // generated is one program of programFile: its variable, whether
-// buildNotifying makes it, and its doc comment.
+// buildNotifying makes it, its current contents and its doc comment.
 type generated struct {
 	name   string
 	notify bool
-	doc    string
+	// installed is the program as programFile holds it now.
+	installed []unix.SockFilter
+	doc       string
 }
 
 // programs are the programs programFile holds, in order.
 var programs = []generated{
-	{"program", false, `// program is the seccomp filter that InstallOnThread loads in gVisor
+	{"program", false, program[:], `// program is the seccomp filter that InstallOnThread loads in gVisor
 // boxes, whose kernel answers sysinfo(2) with the box's own figures,
 // compiled by build (build_test.go) from the policy in policy_test.go and
 // allowlist_test.go; TestProgramUpToDate fails while the two differ. Each
@@ -62,7 +64,7 @@ var programs = []generated{
 // low 32 bits of syscall argument i (the half the kernel reads of an int)
 // and args[i] >> 32 its high 32 bits (read only to test a pointer).
 `},
-	{"programNotifying", true, `// programNotifying is the seccomp filter that InstallNotifying loads in
+	{"programNotifying", true, programNotifying[:], `// programNotifying is the seccomp filter that InstallNotifying loads in
 // native and Docker boxes, compiled by buildNotifying: program, except
 // that the syscalls in notified (policy_test.go) go to the init's
 // listener. Comments as program's.
@@ -176,9 +178,8 @@ func TestProgramUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installed := [][]unix.SockFilter{program[:], programNotifying[:]}
 	for p, g := range programs {
-		got, want, listing := installed[p], progs[p], listings[p]
+		got, want, listing := g.installed, progs[p], listings[p]
 		if slices.Equal(got, want) {
 			continue
 		}

@@ -24,6 +24,12 @@ func Program() ([]unix.SockFilter, error) {
 	return slices.Clone(program[:]), nil
 }
 
+// NotifyingLen is the length in instructions of the filter that
+// InstallNotifying loads (native and Docker boxes), for doctor's report.
+func NotifyingLen() int {
+	return len(programNotifying)
+}
+
 // checkArch refuses every GOARCH but amd64 (see Program).
 func checkArch() error {
 	if runtime.GOARCH != "amd64" {

@@ -694,4 +694,21 @@ func TestNotifyingProgramDiffers(t *testing.T) {
 			}
 		}
 	}
+	// sysinfo of the other ABIs is killed by both, never sent to the init,
+	// which answers x86_64 only.
+	for _, c := range []struct {
+		name     string
+		arch, nr uint32
+	}{
+		{"i386 sysinfo", auditArchI386, 116},
+		{"i386 ABI, x86_64's sysinfo number", auditArchI386, 99},
+		{"x32 sysinfo", auditArchX86_64, x32SyscallBit | 99},
+	} {
+		data := seccompData(c.arch, c.nr)
+		for p, vm := range map[string]*bpf.VM{"build": plain, "buildNotifying": notifying} {
+			if got := run(t, vm, data); got != killed {
+				t.Errorf("%s's filter(%s) = %s, want %s", p, c.name, actionName(got), actionName(killed))
+			}
+		}
+	}
 }
