@@ -105,7 +105,7 @@ func awaitAnswerer() error {
 
 // prepare gives the calling thread what answering needs and nothing
 // more: the sandbox's cgroup, the sandbox user's file identity, no
-// capability.
+// supplementary group, no capability.
 func (a *answerer) prepare(tasks []int) error {
 	for i, fd := range tasks {
 		if _, err := unix.Write(fd, []byte("0")); err != nil {
@@ -118,6 +118,11 @@ func (a *answerer) prepare(tasks []int) error {
 			return fmt.Errorf("reading the host's memory: %w", err)
 		}
 		a.total = si.Totalram * uint64(si.Unit)
+	}
+	// setgroups, raw: x/sys's (through the Go runtime) changes every
+	// thread, and the init's main thread did so only for itself.
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+		return fmt.Errorf("dropping the supplementary groups: %w", e)
 	}
 	_ = unix.Setfsgid(userGID)
 	_ = unix.Setfsuid(userUID)

@@ -95,9 +95,21 @@ func kernelAtLeast(t *testing.T, major, minor int) bool {
 // whose file identity is the sandbox user's, the sysinfo answerer, which
 // reads what the sandbox sends: it has no capability, effective or
 // permitted, no supplementary group, and its real uid is not the sandbox
-// user's, so no sandbox process may signal or ptrace it.
+// user's, so no sandbox process may signal or ptrace it; on native and
+// Docker boxes.
 func TestSysinfoAnswererPrivileges(t *testing.T) {
-	srv := startServer(t)
+	for _, b := range conformanceBackends(t) {
+		if b == "gvisor" {
+			continue // its kernel answers the call
+		}
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			answererPrivileges(t, startServer(t, "--backend", b))
+		})
+	}
+}
+
+func answererPrivileges(t *testing.T, srv *apiServer) {
 	id := srv.newSession(t, keyA, nil)
 	pid := srv.sessionInitPid(t, id)
 	var st syscall.Stat_t
