@@ -92,3 +92,37 @@ func parseUsage(b []byte) uint64 {
 	}
 	return n
 }
+
+// parseMapsLine reads the range and whether it is writable from one line
+// of /proc/PID/maps ("start-end perms ..."), which the kernel writes; ok
+// is false for a line of another form.
+func parseMapsLine(line []byte) (lo, hi uint64, writable, ok bool) {
+	lo, rest, ok1 := parseHex(line)
+	if !ok1 || len(rest) == 0 || rest[0] != '-' {
+		return 0, 0, false, false
+	}
+	hi, rest, ok1 = parseHex(rest[1:])
+	if !ok1 || len(rest) < 5 || rest[0] != ' ' || hi < lo {
+		return 0, 0, false, false
+	}
+	return lo, hi, rest[2] == 'w', true
+}
+
+// parseHex reads a lower-case hexadecimal number of at most 16 digits at
+// the start of b and returns it with the rest of b.
+func parseHex(b []byte) (uint64, []byte, bool) {
+	var n uint64
+	i := 0
+	for ; i < len(b) && i < 17; i++ {
+		c := b[i]
+		switch {
+		case c >= '0' && c <= '9':
+			n = n<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			n = n<<4 | uint64(c-'a'+10)
+		default:
+			return n, b[i:], i > 0
+		}
+	}
+	return n, b[i:], i > 0 && i <= 16
+}

@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -58,6 +59,7 @@ type answerer struct {
 	// listing of /proc, and the struct written to the caller.
 	path    [32]byte
 	dirents [8192]byte
+	maps    [8192]byte
 	info    [sysinfoSize]byte
 }
 
@@ -246,21 +248,70 @@ func (a *answerer) sysinfo(listener int, req *seccompNotif) (errno int32, ok boo
 		return -int32(unix.EPERM), valid || err != nil
 	}
 	defer unix.Close(mem)
+	addr := req.Args[0]
+	// The mem file writes through page protections (FOLL_FORCE); the
+	// kernel's own call gives EFAULT for a read-only or PROT_NONE page.
+	if addr > math.MaxInt64-sysinfoSize || !a.writable(req.Pid, addr, sysinfoSize) {
+		valid, err := notifIDValid(listener, req.ID)
+		return -int32(unix.EFAULT), valid || err != nil
+	}
 	switch valid, err := notifIDValid(listener, req.ID); {
 	case err != nil:
 		return -int32(unix.EPERM), true // nothing is written unchecked
 	case !valid:
 		return 0, false // the thread id may now name another process
 	}
-	addr := req.Args[0]
-	if addr > math.MaxInt64 {
-		return -int32(unix.EFAULT), true
-	}
 	encodeSysinfo(&a.info, a.figures())
 	if n, err := unix.Pwrite(mem, a.info[:], int64(addr)); err != nil || n != len(a.info) {
 		return -int32(unix.EFAULT), true
 	}
 	return 0, true
+}
+
+// maxMapsBytes bounds how much of a caller's /proc/TID/maps is read
+// looking for its pointer: a pointer mapped beyond it (a process with
+// tens of thousands of mappings) gets EFAULT.
+const maxMapsBytes = 1 << 20
+
+// writable says whether the n bytes at addr are mapped writable in the
+// caller's thread tid, from its /proc/TID/maps: the mappings that hold
+// them must follow one another without a gap, each writable.
+func (a *answerer) writable(tid uint32, addr, n uint64) bool {
+	p := strconv.AppendUint(a.path[:0], uint64(tid), 10)
+	p = append(p, "/maps\x00"...)
+	fd, err := openAt(a.procfd, p, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	covered, end, kept := addr, addr+n, 0
+	for read := 0; read < maxMapsBytes; {
+		got, err := unix.Read(fd, a.maps[kept:])
+		if err != nil || got <= 0 {
+			return false
+		}
+		read += got
+		buf := a.maps[:kept+got]
+		for i := bytes.IndexByte(buf, '\n'); i >= 0; i = bytes.IndexByte(buf, '\n') {
+			lo, hi, w, ok := parseMapsLine(buf[:i])
+			buf = buf[i+1:]
+			switch {
+			case !ok || lo > covered:
+				return false // a gap before the struct's end
+			case hi > covered && !w:
+				return false
+			case hi > covered:
+				covered = hi
+			}
+			if covered >= end {
+				return true
+			}
+		}
+		if kept = copy(a.maps[:], buf); kept == len(a.maps) {
+			return false // a line longer than the buffer
+		}
+	}
+	return false
 }
 
 // openMem opens the mem file of the caller's thread, for writing.

@@ -66,3 +66,25 @@ func TestParseUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMapsLine(t *testing.T) {
+	tests := []struct {
+		line         string
+		lo, hi       uint64
+		writable, ok bool
+	}{
+		{"7f0000001000-7f0000002000 rw-p 00000000 00:00 0 ", 0x7f0000001000, 0x7f0000002000, true, true},
+		{"55d4c0a00000-55d4c0a21000 r--p 00000000 08:01 12 /usr/bin/python3", 0x55d4c0a00000, 0x55d4c0a21000, false, true},
+		{"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]", 0xffffffffff600000, 0xffffffffff601000, false, true},
+		{"7f0000002000-7f0000001000 rw-p 0 0 0", 0, 0, false, false},
+		{"10000000000000000-1 rw-p", 0, 0, false, false},
+		{"garbage", 0, 0, false, false},
+		{"1000-2000", 0, 0, false, false},
+	}
+	for _, tt := range tests {
+		lo, hi, w, ok := parseMapsLine([]byte(tt.line))
+		if lo != tt.lo || hi != tt.hi || w != tt.writable || ok != tt.ok {
+			t.Errorf("parseMapsLine(%q) = %#x, %#x, %v, %v, want %#x, %#x, %v, %v", tt.line, lo, hi, w, ok, tt.lo, tt.hi, tt.writable, tt.ok)
+		}
+	}
+}

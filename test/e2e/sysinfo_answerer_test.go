@@ -169,3 +169,39 @@ func statusFields(status string) map[string]string {
 	}
 	return m
 }
+
+// sysinfoProtPy calls sysinfo(2) at a page mapped PROT_READ, at one
+// mapped PROT_NONE, at the last 100 bytes of a writable page followed by
+// a read-only one, and at a writable page, and prints each errno (0 for
+// success).
+const sysinfoProtPy = `import ctypes as c, mmap
+libc = c.CDLL(None, use_errno=True)
+libc.mmap.restype = c.c_void_p
+libc.mmap.argtypes = [c.c_void_p, c.c_size_t, c.c_int, c.c_int, c.c_int, c.c_long]
+libc.mprotect.argtypes = [c.c_void_p, c.c_size_t, c.c_int]
+anon = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+def call(p):
+    c.set_errno(0)
+    return 0 if libc.sysinfo(c.c_void_p(p)) == 0 else c.get_errno()
+ro = libc.mmap(None, 4096, mmap.PROT_READ, anon, -1, 0)
+none = libc.mmap(None, 4096, 0, anon, -1, 0)
+two = libc.mmap(None, 8192, mmap.PROT_READ | mmap.PROT_WRITE, anon, -1, 0)
+libc.mprotect(two + 4096, 4096, mmap.PROT_READ)
+print(call(ro), call(none), call(two + 4096 - 100), call(two))`
+
+// TestSysinfoProtection checks that the init, which writes through the
+// caller's /proc/TID/mem (and so through page protections), answers as
+// the kernel does: EFAULT (14) for a read-only page, a PROT_NONE page and
+// a struct that runs from a writable page into a read-only one, and 0 for
+// a writable page.
+func TestSysinfoProtection(t *testing.T) {
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			r := runJSON(t, "--backend", b, "--", "python3", "-c", sysinfoProtPy)
+			if got := strings.TrimSpace(r.Stdout); r.ExitCode != 0 || got != "14 14 14 0" {
+				t.Errorf("sysinfo at read-only, PROT_NONE, straddling and writable pages: exit %d, errnos %q, stderr %q; want \"14 14 14 0\"", r.ExitCode, got, r.Stderr)
+			}
+		})
+	}
+}
