@@ -122,9 +122,13 @@ func (a *answerer) prepare(tasks []int) error {
 		a.total = si.Totalram * uint64(si.Unit)
 	}
 	// setgroups, raw: x/sys's (through the Go runtime) changes every
-	// thread, and the init's main thread did so only for itself.
-	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
-		return fmt.Errorf("dropping the supplementary groups: %w", e)
+	// thread, and the init's main thread did so only for itself. Where
+	// the user namespace denies it (rootless), the main thread kept its
+	// groups too (setFileIdentity).
+	if b, err := os.ReadFile("/proc/self/setgroups"); err == nil && string(b) == "allow\n" {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			return fmt.Errorf("dropping the supplementary groups: %w", e)
+		}
 	}
 	_ = unix.Setfsgid(userGID)
 	_ = unix.Setfsuid(userUID)
