@@ -349,8 +349,11 @@ func readonlyPaths() []string {
 
 // initTasks is the head-room the pids cgroup gives the init's threads on
 // top of --pids, which RLIMIT_NPROC enforces exactly: the box's uid is
-// its own (hostid), so the kernel counts only its processes.
-const initTasks = 8
+// its own (hostid), so the kernel counts only its processes. The whole
+// init is in the container's cgroup: its main thread, the sysinfo
+// answerer's locked thread (and the one the Go runtime may start in its
+// place) and the runtime's few others (a session's init had seven).
+const initTasks = 10
 
 // watch closes exited once the container has stopped, or once the
 // engine has failed to say so for waitRetries tries in a row (an engine

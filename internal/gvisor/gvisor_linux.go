@@ -199,6 +199,9 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	// its scheduling, so the agent hides itself (nsinit.Config.HideAgent).
 	boot := agent.BoxedConfig(s, true, true)
 	boot.HideAgent = true
+	// gVisor's own kernel answers sysinfo(2) with the box's figures, and
+	// it refuses the seccomp listener the init would answer it through.
+	boot.KernelSysinfo = true
 	if err := agent.HandOverBoxed(host, boot, b.att); err != nil {
 		host.Close()
 		return nil, err

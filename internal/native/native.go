@@ -35,7 +35,9 @@ func (e hostError) Unwrap() []error { return []error{ErrHostUnsupported, e.err} 
 
 // initTasks is the head-room the pids cgroup gives Warden's own init on
 // top of the caller's --pids, which RLIMIT_NPROC enforces exactly for the
-// program's tasks. On v2 the whole init is in the cgroup: its main thread
-// and the Go runtime's few others (GOMAXPROCS=1 keeps them to about five);
-// on v1 only its main thread is. Eight covers both with room to spare.
-const initTasks = 8
+// program's tasks. On v2 the whole init is in the cgroup: its main thread,
+// the sysinfo answerer's locked thread (and the one the Go runtime may
+// start in its place) and the runtime's few others (GOMAXPROCS=1 keeps
+// them to about five; a session's init had seven); on v1 only its main
+// thread and the answerer are. Ten covers both with room to spare.
+const initTasks = 10

@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestCheckHardLimits(t *testing.T) {
 		{spec.Limits{OpenFiles: files + 1}, 0,
 			"open files 513 is above 512, the hard RLIMIT_NOFILE this warden was started with, which no sandbox can raise: ask for at most 512, or start warden with a higher hard limit (ulimit -Hn"},
 		{spec.Limits{Pids: procs + 1}, procs + 1, "pids 1001 is above 1000, the hard RLIMIT_NPROC"},
-		{spec.Limits{Pids: procs}, procs + initTasks, "ask for at most 992"},
+		{spec.Limits{Pids: procs}, procs + initTasks, fmt.Sprintf("ask for at most %d", procs-initTasks)},
 	}
 	for _, tt := range tests {
 		err := checkUnder(tt.l, tt.nproc, files, procs)

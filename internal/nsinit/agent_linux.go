@@ -46,8 +46,8 @@ type spawnJob struct {
 
 // serve reports readiness and runs the agent until the host goes; it never
 // returns normally, because the host ends a session by killing the init.
-func serveSession(ctl *os.File) int {
-	if err := lockdown(); err != nil {
+func serveSession(cfg *Config, ctl *os.File) int {
+	if err := lockdown(cfg); err != nil {
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
 		return 0
 	}

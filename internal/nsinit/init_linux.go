@@ -41,6 +41,7 @@ func Main() {
 }
 
 func run() int {
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &bootClock)
 	ctl := os.NewFile(ControlFD, "control")
 	// Non-dumpable: the user's code may share our uid (rootless) and must
 	// not read our memory or descriptors through /proc/1.
@@ -142,7 +143,7 @@ func session(cfg *Config, ctl *os.File) int {
 			return 0
 		}
 	}
-	return serveSession(ctl)
+	return serveSession(cfg, ctl)
 }
 
 // setup takes the init from "fresh namespaces" to "ready to exec": each
@@ -226,7 +227,8 @@ func reopenWorkspace(cfg *Config) error {
 // joinCgroup waits for the cgroup v1 tasks descriptors the host sends once
 // it has made the cgroup, moves this thread (the one the program will be
 // forked from) into every hierarchy, and closes them: the program must
-// never hold them, or it could move itself out.
+// never hold them, or it could move itself out. The thread that answers
+// sysinfo(2) joins too (startAnswerer), so its CPU is the sandbox's.
 func joinCgroup(cfg *Config) error {
 	if !cfg.AwaitCgroup {
 		return nil
@@ -234,6 +236,14 @@ func joinCgroup(cfg *Config) error {
 	fds, err := receiveFDs(ControlFD)
 	if err != nil {
 		return fmt.Errorf("receiving the cgroup: %w", err)
+	}
+	if !cfg.KernelSysinfo {
+		dups, err := dupAll(fds)
+		if err != nil {
+			closeAll(fds)
+			return err
+		}
+		startAnswerer(dups, openMemoryUsage(fds), cfg.View.MemoryBytes)
 	}
 	var first error
 	for i, fd := range fds {
@@ -243,6 +253,20 @@ func joinCgroup(cfg *Config) error {
 		unix.Close(fd)
 	}
 	return first
+}
+
+// dupAll duplicates fds (close-on-exec), all or none.
+func dupAll(fds []int) ([]int, error) {
+	dups := make([]int, 0, len(fds))
+	for _, fd := range fds {
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			closeAll(dups)
+			return nil, fmt.Errorf("duplicating the cgroup's descriptors: %w", err)
+		}
+		dups = append(dups, d)
+	}
+	return dups, nil
 }
 
 // maxCgroupFiles bounds the descriptors accepted with the cgroup: one per

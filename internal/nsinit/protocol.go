@@ -136,6 +136,12 @@ type Config struct {
 	// native box lacks), so the agent must (hideAgent); the runtime gives
 	// it CAP_SYS_ADMIN for that, which lockdown drops.
 	HideAgent bool `json:"hide_agent,omitempty"`
+	// KernelSysinfo, in a boxed Config, says the box's kernel answers
+	// sysinfo(2) with the box's own figures (gVisor's), so the seccomp
+	// filter lets it through (seccomp.InstallOnThread). Otherwise the
+	// kernel is the host's, and the init answers the call itself
+	// (seccomp.InstallNotifying, answerer).
+	KernelSysinfo bool `json:"kernel_sysinfo,omitempty"`
 	// UID and GID, when set in a boxed Config, replace SandboxUID and
 	// SandboxGID for the user's processes (see userUID).
 	UID       int     `json:"uid,omitempty"`
@@ -184,7 +190,7 @@ const maxConfig = 16 << 20
 // differently. Bump it with every change to those messages; the golden
 // test in package spawn (testdata/protocol.golden) fails until then. A
 // warden from before protocol versioning sends no version at all.
-const Version = 2
+const Version = 3
 
 // configMagic opens every Config frame, before the version. An init from
 // before versioning reads it as a length far past maxConfig and exits

@@ -24,7 +24,7 @@ var keptCaps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL}
 // (capabilities, then no_new_privs, then seccomp, last so it covers
 // everything after) and forks the program from it.
 func spawn(path string, cfg *Config) (int, error) {
-	if err := lockdown(); err != nil {
+	if err := lockdown(cfg); err != nil {
 		return 0, lockdownError{err}
 	}
 	cmd := &exec.Cmd{
@@ -55,7 +55,21 @@ type lockdownError struct{ error }
 
 func (e lockdownError) Unwrap() error { return e.error }
 
-func lockdown() error {
+// lockdown drops this thread's privileges and installs the seccomp
+// filter: in a box whose kernel is the host's, the one that sends
+// sysinfo(2) to the init's answerer, which it waits for first (starting
+// it if joinCgroup did not), so that no call ever waits for an answerer
+// that is not there.
+func lockdown(cfg *Config) error {
+	if !cfg.KernelSysinfo {
+		startAnswerer(nil, -1, cfg.View.MemoryBytes)
+		if err := awaitAnswerer(); err != nil {
+			return err
+		}
+		if err := sysinfoAnswerer.openProc(); err != nil {
+			return err
+		}
+	}
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("dropping bounding capability %d: %w", c, err)
@@ -72,9 +86,15 @@ func lockdown() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}
-	if err := seccomp.InstallOnThread(); err != nil {
-		return fmt.Errorf("installing seccomp filter: %w", err)
+	// The seccomp package's errors say what failed.
+	if cfg.KernelSysinfo {
+		return seccomp.InstallOnThread()
 	}
+	listener, err := seccomp.InstallNotifying()
+	if err != nil {
+		return err
+	}
+	sysinfoAnswerer.listener <- listener
 	return nil
 }
 

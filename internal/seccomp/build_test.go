@@ -26,6 +26,7 @@ const (
 	retKillProcess = 0x80000000 // SECCOMP_RET_KILL_PROCESS
 	retErrno       = 0x00050000 // SECCOMP_RET_ERRNO; the low 16 bits are the errno
 	retAllow       = 0x7FFF0000 // SECCOMP_RET_ALLOW
+	retUserNotif   = 0x7FC00000 // SECCOMP_RET_USER_NOTIF
 
 	eperm  = 1  // EPERM on Linux
 	enosys = 38 // ENOSYS on Linux
@@ -45,31 +46,45 @@ func argLow(i uint32) uint32 { return offArgs + 8*i }
 // NULL.
 func argHigh(i uint32) uint32 { return argLow(i) + 4 }
 
-// build assembles the whole filter from the policy. It is the source of
-// truth for the program Warden installs: TestGenerateProgram writes its
+// build assembles the whole filter from the policy, with the syscalls in
+// notified allowed: the program for gVisor, whose kernel answers them
+// with the box's own figures. It and buildNotifying are the source of
+// truth for the programs Warden installs: TestGenerateProgram writes their
 // output to zprogram_linux.go and TestProgramUpToDate fails while that file
 // differs. It is pure data processing, so tests can run it in a BPF emulator
 // without privileges.
 func build() ([]bpf.Instruction, error) {
-	a, err := buildAsm()
+	a, err := buildAsm(false)
 	if err != nil {
 		return nil, err
 	}
 	return a.prog, nil
 }
 
-// buildListing is build that also describes each instruction in a few
-// words (see asm.listing).
-func buildListing() ([]bpf.Instruction, []string, error) {
-	a, err := buildAsm()
+// buildNotifying is build with the syscalls in notified sent to the
+// init's listener instead: the program for native and Docker boxes, whose
+// kernel is the host's. Every other syscall gets the same answer.
+func buildNotifying() ([]bpf.Instruction, error) {
+	a, err := buildAsm(true)
+	if err != nil {
+		return nil, err
+	}
+	return a.prog, nil
+}
+
+// buildListing is build (or with notify, buildNotifying) that also
+// describes each instruction in a few words (see asm.listing).
+func buildListing(notify bool) ([]bpf.Instruction, []string, error) {
+	a, err := buildAsm(notify)
 	if err != nil {
 		return nil, nil, err
 	}
 	return a.prog, a.listing(), nil
 }
 
-// buildAsm runs the rules and returns the assembled program.
-func buildAsm() (*asm, error) {
+// buildAsm runs the rules and returns the assembled program; notify
+// sends the syscalls in notified to the init (notifyRule).
+func buildAsm(notify bool) (*asm, error) {
 	nr, err := resolve()
 	if err != nil {
 		return nil, fmt.Errorf("resolving syscall names: %w", err)
@@ -78,6 +93,9 @@ func buildAsm() (*asm, error) {
 		return nil, fmt.Errorf("checking policy: %w", err)
 	}
 	if err := checkModeArgsRuled(); err != nil {
+		return nil, fmt.Errorf("checking policy: %w", err)
+	}
+	if err := checkNotifiedAllowed(); err != nil {
 		return nil, fmt.Errorf("checking policy: %w", err)
 	}
 
@@ -96,6 +114,9 @@ func buildAsm() (*asm, error) {
 	socketRule(&a, nr)
 	prlimitRule(&a, nr)
 	personalityRule(&a, nr)
+	if notify {
+		notifyRule(&a, nr)
+	}
 	allowRules(&a, nr)
 	// Default: anything not allowed above, including every name in denied,
 	// fails with EPERM, which programs treat as an ordinary refusal.
@@ -306,6 +327,24 @@ func personalityRule(a *asm, nr map[string]uint32) {
 	a.label("personality.next")
 }
 
+// notifyRule sends every syscall in notified to the init's listener. It
+// sits after the argument rules, so the busiest ruled calls (openat,
+// open) pay nothing for it, and before allowRules, where the same numbers
+// are allowed. It reads no argument, and the kernel's action cache keeps
+// only allowed numbers, so allowed calls still skip the program entirely.
+func notifyRule(a *asm, nr map[string]uint32) {
+	for i, name := range notified {
+		jf := ""
+		if i == len(notified)-1 {
+			jf = "notify.next"
+		}
+		a.jump("nr == "+name, bpf.JumpEqual, nr[name], "notify", jf)
+	}
+	a.label("notify")
+	a.ret(retUserNotif)
+	a.label("notify.next")
+}
+
 // allowRules allows every syscall in allowlist unconditionally. The
 // allowed numbers fall into a few dozen runs of consecutive numbers, which
 // are searched as a balanced binary tree: a number walks through about a
@@ -397,6 +436,18 @@ func checkDisjoint() error {
 		}
 		if slices.Contains(ruled, name) {
 			return fmt.Errorf("syscall %q is in the allowlist but has its own rule", name)
+		}
+	}
+	return nil
+}
+
+// checkNotifiedAllowed makes sure every syscall notifyRule sends to the
+// init is allowed where the kernel answers it (build's program) and has
+// no rule of its own, which notifyRule would bypass.
+func checkNotifiedAllowed() error {
+	for _, name := range notified {
+		if !slices.Contains(allowlist, name) {
+			return fmt.Errorf("syscall %q is notified but not in the allowlist", name)
 		}
 	}
 	return nil

@@ -21,14 +21,23 @@
 //
 // The policy (policy_test.go, allowlist_test.go) and the assembler that
 // compiles it (build_test.go, assembler_test.go) build only into the tests.
-// Their output is checked in as zprogram_linux.go, the program that
-// Program returns and InstallOnThread loads, so starting a sandbox resolves
-// no syscall names and assembles nothing. After editing the policy,
+// Their output is checked in as zprogram_linux.go: the two programs
+// below (Program returns the first) and Notified, the numbers of the
+// syscalls the init answers, so starting a sandbox resolves no syscall
+// names and assembles nothing. After editing the policy,
 // regenerate it with
 //
 //	go test ./internal/seccomp -run TestGenerateProgram -update
 //
 // which the tests demand (TestProgramUpToDate) until it is done.
+//
+// The policy compiles to two programs that differ in one respect: the
+// syscalls the sandbox's init answers itself (sysinfo, which would
+// otherwise show the host's memory, load, uptime and process count).
+// InstallNotifying loads the one that sends them to a listener it returns
+// (SECCOMP_RET_USER_NOTIF), for boxes whose kernel is the host's;
+// InstallOnThread the one that allows them, for gVisor, whose kernel
+// answers them with the box's own figures.
 //
 // The filter is installed on the calling thread only (no TSYNC): the sandbox
 // init installs it on a locked thread and then forks and execs the user's

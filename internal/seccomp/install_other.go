@@ -9,3 +9,13 @@ import "errors"
 func InstallOnThread() error {
 	return errors.ErrUnsupported
 }
+
+// InstallNotifying is unsupported outside Linux, as InstallOnThread is.
+func InstallNotifying() (int, error) {
+	return -1, errors.ErrUnsupported
+}
+
+// MinNotifyingKernel is the oldest Linux whose seccomp user notification
+// the sandbox init can serve; it is named on every system for doctor's
+// advice.
+const MinNotifyingKernel = "5.0"

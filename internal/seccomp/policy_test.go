@@ -125,6 +125,20 @@ var ruled = []string{
 	"socketpair",
 }
 
+// notified lists the syscalls that the sandbox's init answers itself in
+// the program for boxes whose kernel is the host's (native, Docker):
+// buildNotifying sends them to the init as seccomp user notifications
+// (SECCOMP_RET_USER_NOTIF), and the init writes the sandbox's own answer
+// (internal/nsinit, sysinfo_linux.go). sysinfo(2) would otherwise tell
+// the sandbox the host's memory, swap, load, uptime and process count,
+// which glibc's sysconf(_SC_PHYS_PAGES), Python's os.sysconf and
+// Node's os.totalmem read. Each must also be in allowlist (build checks
+// it): the program for gVisor, whose kernel answers with the box's own
+// figures, allows them as Docker's profile does.
+var notified = []string{
+	"sysinfo",
+}
+
 // modeArgs lists every syscall that stores a caller-chosen mode on an inode
 // it creates or changes, with the index of that mode argument, for
 // setIDRules. mkdir and mkdirat are absent on purpose: set-group-ID on a

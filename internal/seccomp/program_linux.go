@@ -9,7 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Program returns the filter for linux/amd64, ready for
+// Program returns the filter for linux/amd64 that InstallOnThread loads
+// (InstallNotifying's differs only in the syscalls the init answers), ready for
 // seccomp(SECCOMP_SET_MODE_FILTER). The filter is compiled from the policy
 // at development time into zprogram_linux.go, so this only copies it; each
 // call returns a fresh copy so no caller can alter what InstallOnThread
@@ -23,6 +24,12 @@ func Program() ([]unix.SockFilter, error) {
 	return slices.Clone(program[:]), nil
 }
 
+// NotifyingLen is the length in instructions of the filter that
+// InstallNotifying loads (native and Docker boxes), for doctor's report.
+func NotifyingLen() int {
+	return len(programNotifying)
+}
+
 // checkArch refuses every GOARCH but amd64 (see Program).
 func checkArch() error {
 	if runtime.GOARCH != "amd64" {
@@ -34,4 +41,7 @@ func checkArch() error {
 // The kernel refuses classic BPF programs longer than BPF_MAXINSNS (4096)
 // instructions, and sock_fprog counts them in a uint16: a program that
 // outgrew either would not compile.
-var _ [4096 - len(program)]struct{}
+var (
+	_ [4096 - len(program)]struct{}
+	_ [4096 - len(programNotifying)]struct{}
+)

@@ -18,6 +18,7 @@ const (
 	deny   = retErrno | eperm
 	nosys  = retErrno | enosys
 	killed = retKillProcess
+	notify = retUserNotif
 )
 
 func actionName(v uint32) string {
@@ -30,6 +31,8 @@ func actionName(v uint32) string {
 		return "ERRNO(ENOSYS)"
 	case killed:
 		return "KILL_PROCESS"
+	case notify:
+		return "USER_NOTIF"
 	}
 	return fmt.Sprintf("%#x", v)
 }
@@ -655,5 +658,57 @@ func TestProgramFitsKernelLimit(t *testing.T) {
 	// BPF_MAXINSNS: the kernel refuses longer classic filters.
 	if got, limit := len(prog), 4096; got > limit {
 		t.Errorf("filter has %d instructions, want at most %d", got, limit)
+	}
+}
+
+// TestNotifyingProgramDiffers checks the two programs against each other
+// in the emulator: every x86_64 syscall number up to 1024 and every
+// syscall of the policy's argument rules, with arguments that take each
+// rule's either way, gets the same answer from both, except the syscalls
+// in notified, which buildNotifying sends to the init and build allows.
+func TestNotifyingProgramDiffers(t *testing.T) {
+	plain := newVM(t)
+	prog, err := buildNotifying()
+	if err != nil {
+		t.Fatalf("buildNotifying() error: %v", err)
+	}
+	notifying, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatalf("bpf.NewVM error: %v", err)
+	}
+	argSets := [][]uint64{nil, {0x7E020000, 0x5412, 0x6000, 0xC00}, {1, 1, 1, 1}, {^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}}
+	for nr := range uint32(1024) {
+		name := arch.X86_64.SyscallNumbers[int(nr)]
+		for _, args := range argSets {
+			data := seccompData(auditArchX86_64, nr, args...)
+			got, base := run(t, notifying, data), run(t, plain, data)
+			want := base
+			if slices.Contains(notified, name) {
+				want = notify
+				if base != allow {
+					t.Errorf("build's filter(%s) = %s, want %s: the kernel answers it in gVisor", name, actionName(base), actionName(allow))
+				}
+			}
+			if got != want {
+				t.Errorf("buildNotifying's filter(%s, nr %d, args %#x) = %s, want %s", name, nr, args, actionName(got), actionName(want))
+			}
+		}
+	}
+	// sysinfo of the other ABIs is killed by both, never sent to the init,
+	// which answers x86_64 only.
+	for _, c := range []struct {
+		name     string
+		arch, nr uint32
+	}{
+		{"i386 sysinfo", auditArchI386, 116},
+		{"i386 ABI, x86_64's sysinfo number", auditArchI386, 99},
+		{"x32 sysinfo", auditArchX86_64, x32SyscallBit | 99},
+	} {
+		data := seccompData(c.arch, c.nr)
+		for p, vm := range map[string]*bpf.VM{"build": plain, "buildNotifying": notifying} {
+			if got := run(t, vm, data); got != killed {
+				t.Errorf("%s's filter(%s) = %s, want %s", p, c.name, actionName(got), actionName(killed))
+			}
+		}
 	}
 }

@@ -4,8 +4,9 @@ package seccomp
 
 import "golang.org/x/sys/unix"
 
-// program is the seccomp filter that InstallOnThread loads, compiled by
-// build (build_test.go) from the policy in policy_test.go and
+// program is the seccomp filter that InstallOnThread loads in gVisor
+// boxes, whose kernel answers sysinfo(2) with the box's own figures,
+// compiled by build (build_test.go) from the policy in policy_test.go and
 // allowlist_test.go; TestProgramUpToDate fails while the two differ. Each
 // comment gives the instruction's index and what it does: A is the
 // accumulator, nr and arch are fields of struct seccomp_data, args[i] is the
@@ -170,4 +171,179 @@ var program = [...]unix.SockFilter{
 	{Code: 0x25, Jt: 1, Jf: 0, K: 0x000001d2},   // 155: if nr > removexattrat goto 157
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 156: return ALLOW
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 157: return ERRNO(EPERM)
+}
+
+// programNotifying is the seccomp filter that InstallNotifying loads in
+// native and Docker boxes, compiled by buildNotifying: program, except
+// that the syscalls in notified (policy_test.go) go to the init's
+// listener. Comments as program's.
+var programNotifying = [...]unix.SockFilter{
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000004},   // 0: A = arch
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0xc000003e},   // 1: if arch == AUDIT_ARCH_X86_64 goto 3
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x80000000},   // 2: return KILL_PROCESS
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000000},   // 3: A = nr
+	{Code: 0x45, Jt: 0, Jf: 1, K: 0x40000000},   // 4: if nr & __X32_SYSCALL_BIT goto 5 else 6
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x80000000},   // 5: return KILL_PROCESS
+	{Code: 0x15, Jt: 8, Jf: 0, K: 0x00000101},   // 6: if nr == openat goto 15
+	{Code: 0x15, Jt: 9, Jf: 0, K: 0x00000002},   // 7: if nr == open goto 17
+	{Code: 0x15, Jt: 10, Jf: 0, K: 0x0000005b},  // 8: if nr == fchmod goto 19
+	{Code: 0x15, Jt: 7, Jf: 0, K: 0x0000010c},   // 9: if nr == fchmodat goto 17
+	{Code: 0x15, Jt: 8, Jf: 0, K: 0x0000005a},   // 10: if nr == chmod goto 19
+	{Code: 0x15, Jt: 7, Jf: 0, K: 0x00000055},   // 11: if nr == creat goto 19
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x000001c4},   // 12: if nr == fchmodat2 goto 17
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000103},   // 13: if nr == mknodat goto 17
+	{Code: 0x15, Jt: 4, Jf: 8, K: 0x00000085},   // 14: if nr == mknod goto 19 else 23
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000028},   // 15: A = args[3]
+	{Code: 0x45, Jt: 5, Jf: 4, K: 0x00000c00},   // 16: if args[3] & (S_ISUID|S_ISGID) goto 22 else 21
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 17: A = args[2]
+	{Code: 0x45, Jt: 3, Jf: 2, K: 0x00000c00},   // 18: if args[2] & (S_ISUID|S_ISGID) goto 22 else 21
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000018},   // 19: A = args[1]
+	{Code: 0x45, Jt: 1, Jf: 0, K: 0x00000c00},   // 20: if args[1] & (S_ISUID|S_ISGID) goto 22
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 21: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 22: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x000001b5},   // 23: if nr == openat2 goto 24 else 25
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050026},   // 24: return ERRNO(ENOSYS)
+	{Code: 0x15, Jt: 0, Jf: 4, K: 0x00000038},   // 25: if nr == clone goto 26 else 30
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 26: A = args[0]
+	{Code: 0x45, Jt: 1, Jf: 0, K: 0x7e020000},   // 27: if args[0] & CLONE_NEW* goto 29
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 28: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 29: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x000001b3},   // 30: if nr == clone3 goto 31 else 32
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050026},   // 31: return ERRNO(ENOSYS)
+	{Code: 0x15, Jt: 0, Jf: 5, K: 0x00000010},   // 32: if nr == ioctl goto 33 else 38
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000018},   // 33: A = args[1]
+	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00005412},   // 34: if args[1] == TIOCSTI goto 37
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x0000541c},   // 35: if args[1] == TIOCLINUX goto 37
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 36: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 37: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000029},   // 38: if nr == socket goto 40
+	{Code: 0x15, Jt: 0, Jf: 15, K: 0x00000035},  // 39: if nr == socketpair goto 40 else 55
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 40: A = args[0]
+	{Code: 0x15, Jt: 11, Jf: 0, K: 0x00000001},  // 41: if args[0] == AF_UNIX goto 53
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000002},   // 42: if args[0] == AF_INET goto 47
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x0000000a},   // 43: if args[0] == AF_INET6 goto 47
+	{Code: 0x15, Jt: 0, Jf: 9, K: 0x00000010},   // 44: if args[0] == AF_NETLINK goto 45 else 54
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 45: A = args[2]
+	{Code: 0x15, Jt: 6, Jf: 7, K: 0x00000000},   // 46: if args[2] == NETLINK_ROUTE goto 53 else 54
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 47: A = args[2]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 48: if args[2] == IPPROTO_IP goto 53
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000006},   // 49: if args[2] == IPPROTO_TCP goto 53
+	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000011},   // 50: if args[2] == IPPROTO_UDP goto 53
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000001},   // 51: if args[2] == IPPROTO_ICMP goto 53
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x0000003a},   // 52: if args[2] == IPPROTO_ICMPV6 goto 53 else 54
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 53: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 54: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 8, K: 0x0000012e},   // 55: if nr == prlimit64 goto 56 else 64
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 56: A = args[0]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 57: if args[0] == 0 goto 62
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 58: A = args[2]
+	{Code: 0x15, Jt: 0, Jf: 3, K: 0x00000000},   // 59: if args[2] == 0 goto 60 else 63
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000024},   // 60: A = args[2] >> 32
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000000},   // 61: if args[2] >> 32 == 0 goto 62 else 63
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 62: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 63: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 8, K: 0x00000087},   // 64: if nr == personality goto 65 else 73
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 65: A = args[0]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0xffffffff},   // 66: if args[0] == 0xffffffff (query) goto 71
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000000},   // 67: if args[0] == PER_LINUX goto 71
+	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000008},   // 68: if args[0] == PER_LINUX32 goto 71
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00020000},   // 69: if args[0] == UNAME26 goto 71
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00020008},   // 70: if args[0] == PER_LINUX32|UNAME26 goto 71 else 72
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 71: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 72: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000063},   // 73: if nr == sysinfo goto 74 else 75
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fc00000},   // 74: return USER_NOTIF
+	{Code: 0x35, Jt: 41, Jf: 0, K: 0x00000104},  // 75: if nr >= fchownat goto 117
+	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000089},  // 76: if nr >= statfs goto 96
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x00000039},   // 77: if nr >= fork goto 87
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000011},   // 78: if nr >= pread64 goto 82
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000003},   // 79: if nr >= close goto 81
+	{Code: 0x25, Jt: 78, Jf: 77, K: 0x00000001}, // 80: if nr > write goto 159 else 158
+	{Code: 0x25, Jt: 77, Jf: 76, K: 0x0000000f}, // 81: if nr > rt_sigreturn goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000002a},   // 82: if nr >= connect goto 84
+	{Code: 0x25, Jt: 75, Jf: 74, K: 0x00000028}, // 83: if nr > sendfile goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000036},   // 84: if nr >= setsockopt goto 86
+	{Code: 0x25, Jt: 73, Jf: 72, K: 0x00000034}, // 85: if nr > getpeername goto 159 else 158
+	{Code: 0x25, Jt: 72, Jf: 71, K: 0x00000037}, // 86: if nr > getsockopt goto 159 else 158
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000005c},   // 87: if nr >= chown goto 91
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000056},   // 88: if nr >= link goto 90
+	{Code: 0x25, Jt: 69, Jf: 68, K: 0x00000054}, // 89: if nr > rmdir goto 159 else 158
+	{Code: 0x25, Jt: 68, Jf: 67, K: 0x00000059}, // 90: if nr > readlink goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000066},   // 91: if nr >= getuid goto 93
+	{Code: 0x25, Jt: 66, Jf: 65, K: 0x00000064}, // 92: if nr > times goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000068},   // 93: if nr >= getgid goto 95
+	{Code: 0x25, Jt: 64, Jf: 63, K: 0x00000066}, // 94: if nr > getuid goto 159 else 158
+	{Code: 0x25, Jt: 63, Jf: 62, K: 0x00000084}, // 95: if nr > utime goto 159 else 158
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000000d5},   // 96: if nr >= epoll_create goto 106
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000009d},   // 97: if nr >= prctl goto 101
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000008c},   // 98: if nr >= getpriority goto 100
+	{Code: 0x25, Jt: 59, Jf: 58, K: 0x0000008a}, // 99: if nr > fstatfs goto 159 else 158
+	{Code: 0x25, Jt: 58, Jf: 57, K: 0x00000098}, // 100: if nr > munlockall goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000a2},   // 101: if nr >= sync goto 103
+	{Code: 0x25, Jt: 56, Jf: 55, K: 0x000000a0}, // 102: if nr > setrlimit goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000ba},   // 103: if nr >= gettid goto 105
+	{Code: 0x25, Jt: 54, Jf: 53, K: 0x000000a2}, // 104: if nr > sync goto 159 else 158
+	{Code: 0x25, Jt: 53, Jf: 52, K: 0x000000d3}, // 105: if nr > get_thread_area goto 159 else 158
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000000f7},   // 106: if nr >= waitid goto 112
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000e4},   // 107: if nr >= clock_gettime goto 109
+	{Code: 0x25, Jt: 50, Jf: 49, K: 0x000000e2}, // 108: if nr > timer_delete goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000f0},   // 109: if nr >= mq_open goto 111
+	{Code: 0x25, Jt: 48, Jf: 47, K: 0x000000eb}, // 110: if nr > utimes goto 159 else 158
+	{Code: 0x25, Jt: 47, Jf: 46, K: 0x000000f5}, // 111: if nr > mq_getsetattr goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000fb},   // 112: if nr >= ioprio_set goto 114
+	{Code: 0x25, Jt: 45, Jf: 44, K: 0x000000f7}, // 113: if nr > waitid goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000102},   // 114: if nr >= mkdirat goto 116
+	{Code: 0x25, Jt: 43, Jf: 42, K: 0x000000ff}, // 115: if nr > inotify_rm_watch goto 159 else 158
+	{Code: 0x25, Jt: 42, Jf: 41, K: 0x00000102}, // 116: if nr > mkdirat goto 159 else 158
+	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000142},  // 117: if nr >= execveat goto 137
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x0000012d},   // 118: if nr >= fanotify_mark goto 128
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000111},   // 119: if nr >= set_robust_list goto 123
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000010d},   // 120: if nr >= faccessat goto 122
+	{Code: 0x25, Jt: 37, Jf: 36, K: 0x0000010b}, // 121: if nr > readlinkat goto 159 else 158
+	{Code: 0x25, Jt: 36, Jf: 35, K: 0x0000010f}, // 122: if nr > ppoll goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000118},   // 123: if nr >= utimensat goto 125
+	{Code: 0x25, Jt: 34, Jf: 33, K: 0x00000116}, // 124: if nr > vmsplice goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012b},   // 125: if nr >= recvmmsg goto 127
+	{Code: 0x25, Jt: 32, Jf: 31, K: 0x00000129}, // 126: if nr > rt_tgsigqueueinfo goto 159 else 158
+	{Code: 0x25, Jt: 31, Jf: 30, K: 0x0000012b}, // 127: if nr > recvmmsg goto 159 else 158
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000131},   // 128: if nr >= clock_adjtime goto 132
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012f},   // 129: if nr >= name_to_handle_at goto 131
+	{Code: 0x25, Jt: 28, Jf: 27, K: 0x0000012d}, // 130: if nr > fanotify_mark goto 159 else 158
+	{Code: 0x25, Jt: 27, Jf: 26, K: 0x0000012f}, // 131: if nr > name_to_handle_at goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000135},   // 132: if nr >= getcpu goto 134
+	{Code: 0x25, Jt: 25, Jf: 24, K: 0x00000133}, // 133: if nr > sendmmsg goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000013a},   // 134: if nr >= sched_setattr goto 136
+	{Code: 0x25, Jt: 23, Jf: 22, K: 0x00000135}, // 135: if nr > getcpu goto 159 else 158
+	{Code: 0x25, Jt: 22, Jf: 21, K: 0x0000013f}, // 136: if nr > memfd_create goto 159 else 158
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000001b7},   // 137: if nr >= faccessat2 goto 147
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x000001a8},   // 138: if nr >= pidfd_send_signal goto 142
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000144},   // 139: if nr >= membarrier goto 141
+	{Code: 0x25, Jt: 18, Jf: 17, K: 0x00000142}, // 140: if nr > execveat goto 159 else 158
+	{Code: 0x25, Jt: 17, Jf: 16, K: 0x0000014f}, // 141: if nr > uretprobe goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b2},   // 142: if nr >= pidfd_open goto 144
+	{Code: 0x25, Jt: 15, Jf: 14, K: 0x000001a8}, // 143: if nr > pidfd_send_signal goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b4},   // 144: if nr >= close_range goto 146
+	{Code: 0x25, Jt: 13, Jf: 12, K: 0x000001b2}, // 145: if nr > pidfd_open goto 159 else 158
+	{Code: 0x25, Jt: 12, Jf: 11, K: 0x000001b4}, // 146: if nr > close_range goto 159 else 158
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000001c3},   // 147: if nr >= cachestat goto 153
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b9},   // 148: if nr >= epoll_pwait2 goto 150
+	{Code: 0x25, Jt: 9, Jf: 8, K: 0x000001b7},   // 149: if nr > faccessat2 goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001bc},   // 150: if nr >= landlock_create_ruleset goto 152
+	{Code: 0x25, Jt: 7, Jf: 6, K: 0x000001b9},   // 151: if nr > epoll_pwait2 goto 159 else 158
+	{Code: 0x25, Jt: 6, Jf: 5, K: 0x000001c1},   // 152: if nr > futex_waitv goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001c5},   // 153: if nr >= map_shadow_stack goto 155
+	{Code: 0x25, Jt: 4, Jf: 3, K: 0x000001c3},   // 154: if nr > cachestat goto 159 else 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001ce},   // 155: if nr >= mseal goto 157
+	{Code: 0x25, Jt: 2, Jf: 1, K: 0x000001ca},   // 156: if nr > listmount goto 159 else 158
+	{Code: 0x25, Jt: 1, Jf: 0, K: 0x000001d2},   // 157: if nr > removexattrat goto 159
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 158: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 159: return ERRNO(EPERM)
+}
+
+// Notified are the numbers of the syscalls (x86_64) that programNotifying
+// sends to the init's listener, generated from notified (policy_test.go):
+// the init must answer each (internal/nsinit's answer table, which a test
+// checks against this list).
+var Notified = [...]int32{
+	99, // sysinfo
 }

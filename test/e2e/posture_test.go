@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,15 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // postureScript prints, section by section, what a program learns of its
 // machine: the /proc files that name the host or count host-wide, its
 // ids, hostname, and what sizing tools read.
-const postureScript = `for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/diskstats /proc/partitions /proc/swaps \
+const postureScript = `sysinfo_py='` + sysinfoPy + `'
+for f in /proc/cmdline /proc/loadavg /proc/uptime /proc/diskstats /proc/partitions /proc/swaps \
 	/proc/meminfo /proc/cpuinfo /proc/stat /proc/softirqs /proc/sys/kernel/random/boot_id /etc/hostname; do
 	echo "== $f"; cat "$f" 2>&1
 done
@@ -26,7 +26,8 @@ echo "== counters"; cat /proc/vmstat /proc/schedstat /proc/locks /proc/pressure/
 	/proc/sys/vm/min_free_kbytes 2>/dev/null | wc -c
 echo "== cgroups"; awk 'NR > 1 {print $3}' /proc/cgroups | sort -u
 echo "== fs"; cat /proc/sys/fs/file-nr /proc/sys/fs/inode-nr /proc/sys/fs/dentry-state /proc/sys/fs/file-max
-echo "== sysinfo"; python3 -c 'import os; print(os.sysconf("SC_PHYS_PAGES"))'
+echo "== sysinfo"; python3 -c "$sysinfo_py"
+echo "== phys_pages"; python3 -c 'import os; print(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))'
 echo "== sched"; awk '/^se.exec_start/ {print $3 / 1000}' /proc/self/sched
 echo "== uid_map"; awk '{print $1, $2, $3}' /proc/self/uid_map
 echo "== hostname"; hostname
@@ -40,6 +41,27 @@ echo "== timens"; awk '{print $2, $3}' /proc/self/timens_offsets
 echo "== irq_fs"; python3 -c 'import os; print(sum(len(os.listdir(d)) for d in ("/proc/irq", "/proc/fs")))'
 echo "== cpus_allowed"; awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status
 `
+
+// sysinfoPy prints what sysinfo(2) answers: its return value and errno,
+// then total and free RAM in bytes, total swap, the three loads summed,
+// the uptime in seconds and the process count, and last the errno of a
+// call with a pointer to nowhere (EFAULT, 14). It holds no single quote,
+// for postureScript's.
+const sysinfoPy = sysinfoStructPy + `
+s = S()
+libc = c.CDLL(None, use_errno=True)
+r = libc.sysinfo(c.byref(s))
+print(r, c.get_errno(), s.total * s.unit, s.free * s.unit, s.tswap * s.unit, sum(s.loads), s.up, s.procs, end=" ")
+libc.sysinfo(c.c_void_p(8))
+print(c.get_errno())`
+
+// sysinfoStructPy defines struct sysinfo (x86_64) for ctypes as S, and
+// imports ctypes as c, for the probes that call sysinfo(2).
+const sysinfoStructPy = `import ctypes as c
+L = c.c_ulong
+class S(c.Structure):
+    _fields_ = [("up", c.c_long), ("loads", L * 3), ("total", L), ("free", L), ("shared", L), ("buf", L),
+                ("tswap", L), ("fswap", L), ("procs", c.c_ushort), ("th", L), ("fh", L), ("unit", c.c_uint), ("pad", c.c_char * 8)]`
 
 // postureSections splits the probe's output into its sections.
 func postureSections(out string) map[string]string {
@@ -116,9 +138,8 @@ func postureChecks(t *testing.T) []postureCheck {
 		{"/proc/cgroups masked", docker, section("cgroups", "")},
 		{"host-wide file and cache counts in /proc/sys/fs", native, section("fs", "0\t0\t9223372036854775807\n0\t0\n0\t0\t45\t0\t0\t0\n9223372036854775807")},
 		{"/proc/sys/fs's counts masked", docker, section("fs", "")},
-		// KNOWN-VISIBLE (documented): sysinfo(2), which glibc's
-		// _SC_PHYS_PAGES reads, shows the host's memory.
-		{"the host's memory in sysinfo(2)", native, section("sysinfo", hostPhysPages(t))},
+		{"sysinfo(2) of the sandbox's own world (--memory 256m)", []string{"native", "docker"}, ownSysinfo(hostUptime(t))},
+		{"glibc's _SC_PHYS_PAGES at --memory 256m", []string{"native", "docker"}, section("phys_pages", "268435456")},
 		// KNOWN-VISIBLE (documented): /proc/PID/sched counts from the host's boot.
 		{"the host's uptime in /proc/self/sched", both, atLeast("sched", hostUptime(t))},
 		// KNOWN-VISIBLE (documented): uid_map names the sandbox user's host uid.
@@ -172,15 +193,27 @@ func devtmpfsSize(t *testing.T) string {
 	return "" // not a devtmpfs with a size: nothing to look for
 }
 
-// hostPhysPages is the host's memory in pages as sysinfo(2) gives it,
-// which is what glibc's sysconf(_SC_PHYS_PAGES) computes.
-func hostPhysPages(t *testing.T) string {
-	t.Helper()
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil {
-		t.Fatalf("sysinfo: %v", err)
+// ownSysinfo checks sysinfoPy's line: the call succeeded with the
+// sandbox's memory limit as total RAM and most of it free (a little is
+// in use, by the probe itself where the cgroup's usage is read), no swap,
+// no load, an uptime below the host's and a handful of processes (the
+// init, sh and python), where the host's answer has its own figures; and
+// EFAULT for a bad pointer, as the kernel answers.
+func ownSysinfo(hostUp float64) func(map[string]string, string) (string, bool) {
+	return func(sec map[string]string, _ string) (string, bool) {
+		got := strings.TrimSpace(sec["sysinfo"])
+		f := strings.Fields(got)
+		if len(f) != 9 || strings.Join(f[:3], " ") != "0 0 268435456" || strings.Join(f[4:6], " ") != "0 0" || f[8] != "14" {
+			return got + " (want: 0 0 268435456 FREE 0 0 UPTIME PROCS 14)", false
+		}
+		free, err0 := strconv.ParseUint(f[3], 10, 64)
+		up, err1 := strconv.ParseFloat(f[6], 64)
+		procs, err2 := strconv.Atoi(f[7])
+		if err0 != nil || err1 != nil || err2 != nil || free > 256<<20 || free < 128<<20 || up >= hostUp || procs < 1 || procs > 16 {
+			return fmt.Sprintf("%s (want 128 to 256 MiB free, an uptime below the host's %.0f s and 1 to 16 processes)", got, hostUp), false
+		}
+		return got, true
 	}
-	return strconv.FormatUint(uint64(si.Totalram)*uint64(si.Unit)/uint64(os.Getpagesize()), 10)
 }
 
 // hostUptime is the host's uptime in seconds, read before the sandbox
