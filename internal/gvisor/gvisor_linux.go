@@ -195,8 +195,9 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		_ = b.cmd.Wait()
 		close(b.exited)
 	}()
-	// gVisor (2022) lets every user read PID 1's /proc files and change
-	// its scheduling, so the agent hides itself (nsinit.Config.HideAgent).
+	// gVisor (2022) lets every user read every task's /proc files and
+	// change its scheduling, so the agent hides itself from the user's PID
+	// namespace (nsinit.Config.HideAgent).
 	boot := agent.BoxedConfig(s, true, true)
 	boot.HideAgent = true
 	if err := agent.HandOverBoxed(host, boot, b.att); err != nil {

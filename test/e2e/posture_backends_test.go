@@ -29,53 +29,53 @@ func postureCases() map[string][]conformanceCase {
 				check: wantExit(0, "/hostname\nsandbox")},
 		},
 		"gvisor": {
-			// runsc (2022) shows PID 1's files to every user by their mode
-			// alone: the agent, uid 0, hides its /proc/1.
+			// runsc (2022) shows every task's files to every user by their
+			// mode alone: PID 1 of the user's namespace, the user's agent,
+			// covers its /proc/1.
 			{name: "agent's proc files unreadable", script: "for f in environ maps smaps auxv status; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; echo done",
 				check: wantExit(0, "done")},
-			// The agent's other threads stay readable as /proc/<tid>
-			// (documented); what the user may do to them stays bounded.
-			{name: "agent's threads out of reach", script: agentThreadsProbe, check: wantExit(0, "done")},
+			// The agent's threads had ids in the user's PID namespace, and
+			// runsc shows every task's files to every user: no task but the
+			// user's own may be read.
+			{name: "no task beyond the user's readable", script: "exec python3 -c '" + tasksProbe + "'", check: wantExit(0, "done")},
 			{name: "no devices beyond the native box's", script: "python3 -c '\nimport os\nfor d in (\"/dev/fuse\", \"/dev/net/tun\", \"/dev/ptmx\", \"/dev/pts/ptmx\", \"/dev/tty\"):\n try:\n  os.close(os.open(d, os.O_RDWR)); print(\"opened\", d)\n except OSError:\n  pass\nprint(\"done\")'",
 				check: wantExit(0, "done")},
 		},
 	}
 }
 
-// agentThreadsProbe prints what the user can do to a uid-0 thread of the
-// agent beyond reading its documented /proc files: its memory, its exe,
-// cwd and root links, a descriptor other than /dev/null, a signal. It
-// expects runsc to list the agent's thread ids in /proc/2/task, and
-// prints "no agent threads" if it does not, which fails the case so that
-// a change of runsc is noticed.
-const agentThreadsProbe = `python3 -c '
-import os
-try:
-    tids = [t for t in os.listdir("/proc/2/task") if t != "1"]
-except OSError:
-    tids = []
-if not tids:
-    print("no agent threads")
-for t in tids:
-    p = "/proc/" + t
-    for f in ("mem", "exe", "cwd", "root"):
+// tasksProbe prints each task the sandbox user can read the environ,
+// maps or status of, other than its own threads and the sandbox user's
+// processes without any capability (the user's agent is one): every task
+// listed under /proc/*/task and every task id up to 4096, which
+// covers the ids the agent's threads had (2, 3, 4, 5, 7 with runsc 2022).
+const tasksProbe = `
+import os, re
+me = set(os.listdir("/proc/self/task"))
+ids = set(str(i) for i in range(1, 4097))
+for p in os.listdir("/proc"):
+    if p.isdigit():
         try:
-            open(p + "/" + f, "rb").close(); print("opened", t, f)
+            ids.update(os.listdir("/proc/" + p + "/task"))
         except OSError:
             pass
-    for fd in os.listdir(p + "/fd"):
-        try:
-            x = os.open(p + "/fd/" + fd, os.O_RDONLY)
-        except OSError:
-            continue
-        if not os.path.samefile("/proc/self/fd/%d" % x, "/dev/null") and os.readlink(p + "/fd/" + fd) != "/proc/1/oom_score_adj":
-            print("opened", t, "fd", fd, os.readlink(p + "/fd/" + fd))
-        os.close(x)
+def read(path):
     try:
-        os.kill(int(t), 0); print("signalled", t)
+        with open(path, "rb") as f:
+            return f.read(1 << 16)
     except OSError:
-        pass
-print("done")'`
+        return None
+user = re.compile(rb"^Uid:\t%d\t%d\t%d\t%d$" % ((os.getuid(),) * 4), re.M)
+nocaps = re.compile(rb"^CapPrm:\t0+$.*^CapEff:\t0+$.*^CapBnd:\t0+$", re.M | re.S)
+for t in sorted(ids - me, key=int):
+    got = {f: read("/proc/" + t + "/" + f) for f in ("environ", "maps", "status")}
+    st = got["status"]
+    if st is not None and user.search(st) and nocaps.search(st):
+        continue
+    seen = sorted(f for f, v in got.items() if v is not None)
+    if seen:
+        print("read", t, seen, (st or b"").split(b"\n")[0])
+print("done")`
 
 // TestBackendPosture runs each backend's posture cases on it.
 func TestBackendPosture(t *testing.T) {
