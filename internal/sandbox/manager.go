@@ -331,6 +331,8 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	closed := m.closed
 	if !closed {
 		m.sessions[ses.id] = ses
+		m.wg.Add(1)
+		go m.watchBox(ses)
 	}
 	m.held[ses.id] = bytes // end, even the one below, gives it back
 	m.mu.Unlock()

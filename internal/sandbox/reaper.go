@@ -34,16 +34,37 @@ func (m *Manager) reap(now time.Time) {
 	}
 	m.mu.Unlock()
 	for i, s := range due {
-		m.cfg.OnReap(s.owner, reasons[i])
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			if reasons[i] == "died" && s.ws != "" {
-				m.bury(s, deathCause(s.box))
+			if reasons[i] == "died" {
+				m.buryDied(s)
 				return
 			}
+			m.cfg.OnReap(s.owner, reasons[i])
 			_ = m.end(s)
 		}()
+	}
+}
+
+// watchBox buries s the moment its sandbox dies, so that the session
+// answers as dead (its state, and 409 to an exec) from then on, not from
+// the reaper's next round; it returns when s ends or the Manager closes.
+func (m *Manager) watchBox(s *session) {
+	defer m.wg.Done()
+	select {
+	case <-s.box.Done():
+		m.buryDied(s)
+	case <-s.gone:
+	case <-m.stop:
+	}
+}
+
+// buryDied buries s, whose sandbox died, and reports it to OnReap once,
+// whichever of watchBox and the reaper comes first.
+func (m *Manager) buryDied(s *session) {
+	if m.bury(s, deathCause(s.box)) {
+		m.cfg.OnReap(s.owner, "died")
 	}
 }
 
