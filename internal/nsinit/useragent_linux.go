@@ -31,7 +31,8 @@ import (
 const boxedUserAgent = "user-agent"
 
 // exitUserAgentDied is the agent's exit status when the user's agent was
-// killed: the user's PID namespace, and every process in it, ended with it.
+// killed (the user's PID namespace, and every process in it, ended with
+// it), or when the agent could not lock itself down and killed it.
 const exitUserAgentDied = 113
 
 // userAgentTasks is the allowance RLIMIT_NPROC gets for the user's
