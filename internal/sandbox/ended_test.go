@@ -106,6 +106,9 @@ func TestDiedSessionAnswersDeadAtOnce(t *testing.T) {
 	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), cause) {
 		t.Errorf("Exec() right after the sandbox died = %v, want ErrDead naming %q", err, cause)
 	}
+	if _, err := m.SetNetwork("alice", info.ID, []string{"example.org"}, nil); !errors.Is(err, ErrDead) {
+		t.Errorf("SetNetwork() right after the sandbox died = %v, want ErrDead", err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for b.alive() > 0 || m.Counts()[StateDead] != 1 {
 		if time.Now().After(deadline) {

@@ -515,8 +515,8 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 	if err != nil {
 		return Info{}, err
 	}
-	if s.currentState() == StateDead {
-		return Info{}, s.deadError()
+	if err := s.ifDead(); err != nil {
+		return Info{}, err
 	}
 	if err := s.box.SetNetwork(allow, deny); err != nil {
 		return Info{}, err

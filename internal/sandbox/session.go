@@ -148,6 +148,20 @@ func (s *session) close() error {
 	return err
 }
 
+// ifDead is ErrDead, saying why, when s is dead or its sandbox has just
+// ended (not buried yet), else nil.
+func (s *session) ifDead() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.boxDiedLocked():
+		return deadError(s.id, time.Now(), deathCause(s.box), s.ws != "")
+	case s.state == StateDead:
+		return s.deadError()
+	}
+	return nil
+}
+
 // deadError says that s is dead, why, and what can still be done.
 func (s *session) deadError() error {
 	return deadError(s.id, s.diedAt, s.reason, s.ws != "")
