@@ -100,6 +100,13 @@ func lockdownAllThreads() error {
 // and gid.
 func userAgent(args []string) int {
 	ctl := os.NewFile(ControlFD, "control")
+	// The connection came as an inherited descriptor, which every
+	// process forked would inherit in turn: the user's code could speak
+	// the agent's protocol to the host.
+	if err := closeInherited(); err != nil {
+		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "the user's agent: closing inherited descriptors: " + err.Error()}})
+		return 0
+	}
 	if err := becomeUserAgent(args); err != nil {
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "the user's agent: " + err.Error()}})
 		return 0
