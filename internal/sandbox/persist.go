@@ -149,6 +149,7 @@ func (m *Manager) bury(s *session, why string) bool {
 	}
 	s.state = StateDead
 	s.diedAt, s.reason, s.lastUsed = time.Now(), why, time.Now()
+	s.shedLocked()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
 	slot := s.slot
@@ -174,6 +175,7 @@ func (m *Manager) bury(s *session, why string) bool {
 		m.release(s.owner, 0)
 	}
 	m.keep(s, m.keptDisk(s))
+	m.trimDead(s.owner)
 	return true
 }
 

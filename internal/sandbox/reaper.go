@@ -27,9 +27,10 @@ func (m *Manager) reap(now time.Time) {
 	m.mu.Lock()
 	var due []*session
 	var reasons []string
+	var dead []bool
 	for _, s := range m.sessions {
-		if reason := s.expired(now); reason != "" {
-			due, reasons = append(due, s), append(reasons, reason)
+		if reason, wasDead := s.expired(now); reason != "" {
+			due, reasons, dead = append(due, s), append(reasons, reason), append(dead, wasDead)
 		}
 	}
 	m.mu.Unlock()
@@ -41,7 +42,10 @@ func (m *Manager) reap(now time.Time) {
 				m.buryDied(s)
 				return
 			}
-			m.cfg.OnReap(s.owner, reasons[i])
+			// A dead session was reported when it died.
+			if !dead[i] {
+				m.cfg.OnReap(s.owner, reasons[i])
+			}
 			_ = m.end(s)
 		}()
 	}
@@ -82,25 +86,28 @@ func deathCause(b Box) string {
 	return died
 }
 
-// expired says why s must end now, or "".
-func (s *session) expired(now time.Time) string {
+// expired says why s must end now, or "", and whether s is dead already.
+func (s *session) expired(now time.Time) (reason string, dead bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	dead = s.state == StateDead
 	if s.state == StateStopping || s.state == StateGone {
-		return ""
+		return "", dead
 	}
-	if s.state != StateDead {
+	if !dead {
 		select {
 		case <-s.box.Done():
-			return "died"
+			return "died", dead
 		default:
 		}
 	}
 	switch {
 	case !now.Before(s.expires):
-		return "ttl"
-	case (s.state == StateReady || s.state == StateDead) && now.Sub(s.lastUsed) >= s.idle:
-		return "idle"
+		return "ttl", dead
+	case (s.state == StateReady || dead) && now.Sub(s.lastUsed) >= s.idle:
+		return "idle", dead
+	case s.deadExpiredLocked(now):
+		return "dead", dead
 	}
-	return ""
+	return "", dead
 }

@@ -294,15 +294,18 @@ func (s *session) interpreter(language string) (interp.Interpreter, error) {
 	return in, nil
 }
 
-// workspace opens the session's /workspace once, and marks the session
-// used: file access counts as activity for the idle timeout.
+// workspace opens the session's /workspace once, and marks a live session
+// used: file access counts as activity for the idle timeout (a dead one's
+// life is not prolonged by reading it).
 func (s *session) workspace() (*workspace.Dir, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == StateStopping || s.state == StateGone {
 		return nil, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 	}
-	s.lastUsed = time.Now()
+	if s.state != StateDead {
+		s.lastUsed = time.Now()
+	}
 	if s.dir != nil {
 		return s.dir, nil
 	}
