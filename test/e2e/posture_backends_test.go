@@ -38,6 +38,9 @@ func postureCases() map[string][]conformanceCase {
 			// runsc shows every task's files to every user: no task but the
 			// user's own may be read.
 			{name: "no task beyond the user's readable", script: "exec python3 -c '" + tasksProbe + "'", check: wantExit(0, "done")},
+			// tasksProbe passes the user's agent over (the sandbox user's,
+			// without capabilities): what it holds is pinned here.
+			{name: "user's agent out of reach", script: "exec python3 -c '" + agentProbe + "'", check: wantExit(0, "done")},
 			{name: "no devices beyond the native box's", script: "python3 -c '\nimport os\nfor d in (\"/dev/fuse\", \"/dev/net/tun\", \"/dev/ptmx\", \"/dev/pts/ptmx\", \"/dev/tty\"):\n try:\n  os.close(os.open(d, os.O_RDWR)); print(\"opened\", d)\n except OSError:\n  pass\nprint(\"done\")'",
 				check: wantExit(0, "done")},
 		},
@@ -75,6 +78,75 @@ for t in sorted(ids - me, key=int):
     seen = sorted(f for f, v in got.items() if v is not None)
     if seen:
         print("read", t, seen, (st or b"").split(b"\n")[0])
+print("done")`
+
+// agentProbe prints what the user can reach of the user's agent, PID 1 of
+// its namespace: through /proc/1 and through every other path to its
+// tasks (/proc/<tid> of each of its threads, which runsc resolves though
+// it lists them not, and /proc/<any>/task/1). The agent is the sandbox
+// user's but non-dumpable: its mem, exe, cwd and root must not open, no
+// fd/N but /dev/null may, and ptrace and process_vm_readv are refused.
+// Its environ does open through its other threads' paths (the cover of
+// /proc/1 hides that path only) but is empty: it is started with none.
+// prlimit(2) is not refused (the same uid may, dumpable or not).
+const agentProbe = `
+import ctypes, os, stat
+libc = ctypes.CDLL(None, use_errno=True)
+null = os.stat("/dev/null").st_rdev
+def tgid(t):
+    try:
+        with open("/proc/" + t + "/status") as f:
+            for l in f:
+                if l.startswith("Tgid:"):
+                    return l.split()[1]
+    except OSError:
+        return None
+ids = set(str(i) for i in range(1, 4097))
+ids.update(p for p in os.listdir("/proc") if p.isdigit())
+paths = set()
+for t in ids:
+    if tgid(t) == "1":
+        paths.add("/proc/" + t)
+    if os.path.exists("/proc/" + t + "/task/1"):
+        paths.add("/proc/" + t + "/task/1")
+if not paths:
+    print("no task of the agent found")
+for d in sorted(paths):
+    for f in ("mem", "exe", "cwd", "root"):
+        try:
+            os.close(os.open(d + "/" + f, os.O_RDONLY))
+            print("opened", d + "/" + f)
+        except OSError:
+            pass
+    try:
+        with open(d + "/environ", "rb") as f:
+            if f.read(1):
+                print("read environ of", d)
+    except OSError:
+        pass
+    try:
+        fds = os.listdir(d + "/fd")
+    except OSError:
+        fds = []
+    for n in sorted(set(fds) | set(str(i) for i in range(16))):
+        try:
+            fd = os.open(d + "/fd/" + n, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        st = os.fstat(fd)
+        os.close(fd)
+        if not (stat.S_ISCHR(st.st_mode) and st.st_rdev == null):
+            print("opened", d + "/fd/" + n)
+if libc.ptrace(16, 1, None, None) == 0:
+    libc.ptrace(17, 1, None, None)
+    print("ptrace attached 1")
+buf = ctypes.create_string_buffer(8)
+class iov(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+local = iov(ctypes.cast(buf, ctypes.c_void_p), 8)
+remote = iov(0x400000, 8)
+if libc.process_vm_readv(1, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) >= 0 or ctypes.get_errno() not in (1, 13):
+    print("process_vm_readv 1 errno", ctypes.get_errno())
 print("done")`
 
 // TestBackendPosture runs each backend's posture cases on it.
