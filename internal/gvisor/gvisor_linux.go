@@ -136,7 +136,10 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
 		Exited:        b.exited,
-		Cleanup:       b.cleanup,
+		Ended:         func() string { return b.cmd.ProcessState.String() },
+		// runsc run exits with its container's init's status.
+		ExitCode: func() int { return b.cmd.ProcessState.ExitCode() },
+		Cleanup:  b.cleanup,
 	}
 	sess, err := agent.Attach(ctx, f)
 	if err != nil {

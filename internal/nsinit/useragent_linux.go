@@ -30,11 +30,6 @@ import (
 // agent; the sandbox user's uid and gid follow.
 const boxedUserAgent = "user-agent"
 
-// exitUserAgentDied is the agent's exit status when the user's agent was
-// killed (the user's PID namespace, and every process in it, ended with
-// it), or when the agent could not lock itself down and killed it.
-const exitUserAgentDied = 113
-
 // userAgentTasks is the allowance RLIMIT_NPROC gets for the user's
 // agent's threads, which run as the sandbox user and so count against
 // it: six, as many as Go's runtime had started for it, measured. The
@@ -74,7 +69,7 @@ func serveThroughUserAgent(ctl *os.File) int {
 		// Unlocked, this process must not outlive the session's start.
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return exitUserAgentDied
+		return ExitUserAgentDied
 	}
 	err := cmd.Wait()
 	var exit *exec.ExitError
@@ -82,7 +77,7 @@ func serveThroughUserAgent(ctl *os.File) int {
 		return exit.ExitCode()
 	}
 	if err != nil {
-		return exitUserAgentDied
+		return ExitUserAgentDied
 	}
 	return 0
 }

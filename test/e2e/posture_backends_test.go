@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -193,5 +194,55 @@ func TestGVisorAgentSchedulingDoesNotReachExecs(t *testing.T) {
 	t.Logf("changing PID 1's scheduling: %s", run(tamper))
 	if after := run(schedProbe); after != before {
 		t.Errorf("niceness and CPUs of a new exec: %q after PID 1's were changed, %q before; want them unchanged", after, before)
+	}
+}
+
+// TestGVisorKilledAgentIsNamed: gVisor delivers SIGKILL to a PID
+// namespace's init from inside it, so the user's code can kill the user's
+// agent, ending its own sandbox; the error says so (the init's exit
+// status 113) and does not blame --memory, as it did before.
+func TestGVisorKilledAgentIsNamed(t *testing.T) {
+	requireSandbox(t)
+	requireBackend(t, "gvisor")
+	r := sh(t, "kill -KILL 1; sleep 5", "--backend", "gvisor", "--memory", "256M")
+	if want := "killed or stopped its agent (PID 1)"; !strings.Contains(r.Error, want) || strings.Contains(r.Error, "--memory") {
+		t.Errorf("run that killed PID 1: error %q, want one naming %q and not --memory", r.Error, want)
+	}
+}
+
+// forkProbe forks sleeping children until a fork fails (at most 200) and
+// prints how many it forked, then kills them.
+const forkProbe = `
+import os, time
+kids = []
+for i in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+print(len(kids))
+for k in kids:
+    os.kill(k, 9)`
+
+// TestGVisorPidsBound: on gVisor the user's agent's threads run as the
+// sandbox user, so RLIMIT_NPROC gets room for them (userAgentTasks, 6),
+// which the user's processes may take when the agent has fewer: the
+// user gets at most --pids plus that room (measured: 22 with --pids 20;
+// 20 on native).
+func TestGVisorPidsBound(t *testing.T) {
+	requireSandbox(t)
+	requireBackend(t, "gvisor")
+	const pids, room = 20, 6
+	r := runJSON(t, "--backend", "gvisor", "--pids", "20", "--", "python3", "-c", forkProbe)
+	n, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("fork probe: exit %d, stdout %q, stderr %q, error %q", r.ExitCode, r.Stdout, r.Stderr, r.Error)
+	}
+	if got := n + 1; got > pids+room {
+		t.Errorf("--pids %d on gVisor let the user run %d processes, want at most %d", pids, got, pids+room)
 	}
 }
