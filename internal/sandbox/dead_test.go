@@ -112,3 +112,31 @@ func TestDeadSessionsPerOwnerAreCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestReaperReportsEachEndOnce: rounds that pick the same expired session
+// before the first one's end has begun report it once.
+func TestReaperReportsEachEndOnce(t *testing.T) {
+	var mu sync.Mutex
+	reaped := 0
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour, OnReap: func(string, string) {
+		mu.Lock()
+		reaped++
+		mu.Unlock()
+	}})
+	if _, err := m.Create(context.Background(), "alice", defaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(24 * time.Hour)
+	for range 5 {
+		m.reap(later)
+	}
+	if !waitUntil(func() bool { return len(m.List("alice")) == 0 }) {
+		t.Fatal("the expired session was not ended")
+	}
+	_ = m.Close() // waits for the reaper's goroutines
+	mu.Lock()
+	defer mu.Unlock()
+	if reaped != 1 {
+		t.Errorf("OnReap told %d times, want 1", reaped)
+	}
+}

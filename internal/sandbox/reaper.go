@@ -42,11 +42,11 @@ func (m *Manager) reap(now time.Time) {
 				m.buryDied(s)
 				return
 			}
-			// A dead session was reported when it died.
-			if !dead[i] {
+			// A dead session was reported when it died; a session a
+			// later round picked before this end began is reported once.
+			if ended, _ := m.endOnce(s); ended && !dead[i] {
 				m.cfg.OnReap(s.owner, reasons[i])
 			}
-			_ = m.end(s)
 		}()
 	}
 }
