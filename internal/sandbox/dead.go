@@ -1,9 +1,40 @@
 package sandbox
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
+
+// DeadError is the ErrDead a session whose sandbox died answers with. It
+// says whether the session's files are kept, so a front end offers file
+// reads only where they can succeed: the server keeps files only for
+// sessions with a persistent workspace (see Store).
+type DeadError struct {
+	// ID is the session's.
+	ID string
+	// At is when it died; zero when it died during the exec answered.
+	At time.Time
+	// Reason says why it died.
+	Reason string
+	// FilesKept: the session's files can still be read and listed.
+	FilesKept bool
+}
+
+func (e *DeadError) Error() string {
+	files := "its files can still be read"
+	if !e.FilesKept {
+		files = "nothing of it is left"
+	}
+	when := "ended during the exec"
+	if !e.At.IsZero() {
+		when = "died at " + e.At.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%v: session %s %s: %s; %s; delete it when done", ErrDead, e.ID, when, e.Reason, files)
+}
+
+// Unwrap makes a DeadError an ErrDead.
+func (e *DeadError) Unwrap() error { return ErrDead }
 
 // A dead session gives back its slot and memory budget at burial, so
 // nothing but these bounds keeps a client that creates sessions and lets

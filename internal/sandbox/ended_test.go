@@ -120,8 +120,9 @@ func TestDiedSessionAnswersDeadAtOnce(t *testing.T) {
 		t.Errorf("Create() after the only session died = %v; the dead one must give back its slot", err)
 	}
 	_, err = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{})
-	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "nothing of it is left") {
-		t.Errorf("Exec() in the buried session = %v, want ErrDead saying nothing is left", err)
+	var dead *DeadError
+	if !errors.As(err, &dead) || dead.FilesKept || !strings.Contains(err.Error(), "nothing of it is left") {
+		t.Errorf("Exec() in the buried session = %v, want a DeadError without FilesKept saying nothing is left", err)
 	}
 	if err := m.Delete(ctx, "alice", info.ID); err != nil {
 		t.Errorf("Delete() of the dead session = %v", err)

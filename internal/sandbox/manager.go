@@ -56,8 +56,9 @@ type Config struct {
 	// Files bounds host-side file access.
 	Files workspace.Limits
 	// OnReap is told each session the reaper ended, once: its owner, and
-	// why ("ttl", "idle", "died"); a dead session's later expiry is not
-	// told again. It must not block.
+	// why ("ttl", "idle", "died"). A session whose sandbox died is told
+	// once, when it becomes dead (kept files or not); its later removal
+	// from the dead is not told again. It must not block.
 	OnReap func(owner, reason string)
 	// Store, when set, keeps a record of every session and, where the
 	// backend allows, its workspace outside the sandbox, so both outlive

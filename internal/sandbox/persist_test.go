@@ -203,8 +203,9 @@ func TestRecoveredSessionsAreDead(t *testing.T) {
 	if _, err := m.Get("bob", a.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's Get of alice's session = %v, want ErrNotFound", err)
 	}
-	if _, err := m.Exec(ctx, "alice", a.ID, ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrDead) {
-		t.Errorf("Exec() in a dead session = %v, want ErrDead", err)
+	var dead *DeadError
+	if _, err := m.Exec(ctx, "alice", a.ID, ExecRequest{Command: []string{"true"}}, Stream{}); !errors.As(err, &dead) || !dead.FilesKept {
+		t.Errorf("Exec() in a dead session with a kept workspace = %v, want a DeadError with FilesKept", err)
 	}
 	if _, err := m.SetNetwork("alice", a.ID, nil, nil); !errors.Is(err, ErrDead) {
 		t.Errorf("SetNetwork() of a dead session = %v, want ErrDead", err)

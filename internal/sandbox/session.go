@@ -170,11 +170,7 @@ func (s *session) deadError() error {
 // deadError says that session id died at a time, why, and what can
 // still be done: read its files if they are kept, delete it.
 func deadError(id string, at time.Time, reason string, kept bool) error {
-	files := "its files can still be read"
-	if !kept {
-		files = "nothing of it is left"
-	}
-	return fmt.Errorf("%w: session %s died at %s: %s; %s; delete it when done", ErrDead, id, at.UTC().Format(time.RFC3339), reason, files)
+	return &DeadError{ID: id, At: at, Reason: reason, FilesKept: kept}
 }
 
 func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
@@ -210,7 +206,7 @@ func (s *session) endedError() error {
 	if st := s.currentState(); st == StateStopping || st == StateGone {
 		return fmt.Errorf("%w: session %s ended during the exec (deleted or expired)", ErrClosed, s.id)
 	}
-	return fmt.Errorf("%w: session %s ended during the exec: %s; delete it when done", ErrDead, s.id, deathCause(s.box))
+	return &DeadError{ID: s.id, Reason: deathCause(s.box), FilesKept: s.ws != ""}
 }
 
 func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
