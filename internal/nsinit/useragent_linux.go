@@ -63,13 +63,17 @@ func serveThroughUserAgent(ctl *os.File) int {
 		return 0
 	}
 	// The user's agent owns the connection now; this process keeps only
-	// what its egress bridge needs.
+	// what its egress bridge needs, which is no capability.
 	ctl.Close()
 	if err := lockdownAllThreads(); err != nil {
-		// Unlocked, this process must not outlive the session's start.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return ExitUserAgentDied
+		// Unlocked, this process must not outlive the session's start:
+		// its exit ends the box (it is PID 1), whether or not the kill,
+		// which needs CAP_KILL it may have dropped already, succeeds.
+		fmt.Fprintf(os.Stderr, "warden-init: locking down the agent after starting the user's agent: %v\n", err)
+		if err := cmd.Process.Kill(); err != nil {
+			fmt.Fprintf(os.Stderr, "warden-init: killing the user's agent: %v\n", err)
+		}
+		return ExitAgentUnlocked
 	}
 	err := cmd.Wait()
 	var exit *exec.ExitError
@@ -82,13 +86,42 @@ func serveThroughUserAgent(ctl *os.File) int {
 	return 0
 }
 
-// lockdownAllThreads locks this thread down and takes from every other
-// one the capabilities the user's agent needed from it at exec.
+// lockdownAllThreads takes from every thread of this process (the uid-0
+// agent, once the user's agent has started) every capability, its
+// bounding and ambient sets, and sets no_new_privs on each; then it locks
+// this thread down as lockdown does (seccomp). What the process still
+// does, waiting for the user's agent and serving the egress bridge
+// (accept on loopback, passing descriptors over unix sockets), needs no
+// capability.
 func lockdownAllThreads() error {
-	if err := capsetAllThreads(append([]uintptr{unix.CAP_SETPCAP}, keptCaps...)); err != nil {
+	if err := dropBoundingAllThreads(); err != nil {
 		return err
 	}
+	// EINVAL: a kernel without ambient capabilities (gVisor's among
+	// them), where there are none to clear.
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); e != 0 && e != unix.EINVAL {
+		return fmt.Errorf("clearing ambient capabilities on every thread: %w", e)
+	}
+	if err := capsetAllThreads(nil); err != nil {
+		return err
+	}
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
+		return fmt.Errorf("setting no_new_privs on every thread: %w", e)
+	}
+	agentCaps = nil
 	return lockdown()
+}
+
+// dropBoundingAllThreads empties every thread's bounding set, which
+// needs CAP_SETPCAP, so it comes before any capability is dropped.
+func dropBoundingAllThreads() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		_, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0)
+		if e != 0 && e != unix.EINVAL {
+			return fmt.Errorf("dropping bounding capability %d on every thread: %w", c, e)
+		}
+	}
+	return nil
 }
 
 // userAgent is the user's agent's main: args are the sandbox user's uid
@@ -153,11 +186,8 @@ func mountUserProc() error {
 // not world-readable belong to root. What it forks needs no capability
 // then, and lockdown keeps none.
 func becomeUser(uid, gid int) error {
-	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
-		_, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0)
-		if e != 0 && e != unix.EINVAL {
-			return fmt.Errorf("dropping bounding capability %d: %w", c, e)
-		}
+	if err := dropBoundingAllThreads(); err != nil {
+		return err
 	}
 	if err := syscall.Setgroups(nil); err != nil {
 		return fmt.Errorf("setgroups: %w", err)

@@ -107,7 +107,7 @@ func settledErr(b Box) error {
 func explainEnd(err error, box Box, backend string, memory int64) error {
 	why := settledErr(box)
 	switch {
-	case errors.Is(why, nsinit.ErrAgentKilled):
+	case errors.Is(why, nsinit.ErrAgentKilled), errors.Is(why, nsinit.ErrAgentUnlocked):
 		return why
 	case errors.Is(why, nsinit.ErrProtocol):
 		// The host killed it; why is in err already.
