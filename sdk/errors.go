@@ -64,7 +64,12 @@ var (
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 // IsConflict reports whether err says the session is busy with another
-// exec (or stopping); retrying after the running exec ends may succeed.
+// exec, or is dead (its sandbox died), or a path is in a state that
+// forbids the operation. Retrying after the running exec ends may succeed
+// when it was busy; a dead session never runs again, whatever the retry:
+// only its files may be read (if the server keeps workspaces), so delete
+// it and create another. The API's error body does not tell busy from
+// dead apart except in its human-readable Message.
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
 
 // IsTooManySessions reports whether err says the server's concurrent

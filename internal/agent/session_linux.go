@@ -278,7 +278,11 @@ func (s *Session) dispatchLine(line []byte) error {
 func (s *Session) end(err error) {
 	s.mu.Lock()
 	if s.err == nil {
-		s.err = &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
+		e := &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
+		if e.final {
+			e.is = nsinit.ErrProtocol
+		}
+		s.err = e
 	}
 	procs := s.procs
 	s.procs = map[uint64]*Process{}
@@ -375,23 +379,36 @@ func (s *Session) Err() error {
 	}
 	select {
 	case <-s.f.Exited:
-		return &endedError{cause: "its init ended (" + s.f.Ended() + ")"}
 	default:
 		return err
 	}
+	if s.f.ExitCode != nil {
+		if why := nsinit.EndedCause(s.f.ExitCode()); why != nil {
+			return &endedError{cause: why.Error(), is: why}
+		}
+	}
+	return &endedError{cause: "its init ended (" + s.f.Ended() + ")"}
 }
+
+// Exited is closed once the box's init has exited, after Done where
+// the sandbox ended on its own; from then on Err says how it ended.
+func (s *Session) Exited() <-chan struct{} { return s.f.Exited }
 
 // endedError is why a session ended: ErrSessionEnded and a cause.
 type endedError struct {
 	cause string
 	// final says the cause stands even once the box's end is known.
 	final bool
+	// is is the cause's own error where it has one (nsinit.EndedCause).
+	is error
 }
 
 func (e *endedError) Error() string { return ErrSessionEnded.Error() + ": " + e.cause }
 
-// Is makes the error match ErrSessionEnded.
-func (e *endedError) Is(target error) bool { return target == ErrSessionEnded }
+// Is makes the error match ErrSessionEnded, and its cause's own error.
+func (e *endedError) Is(target error) bool {
+	return target == ErrSessionEnded || e.is != nil && target == e.is
+}
 
 // Cause is the cause alone, one clause ("its init ended (signal:
 // killed)"), for a dead session's reason.

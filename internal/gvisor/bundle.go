@@ -33,8 +33,8 @@ type Bundle struct {
 // after lockdown (setting the user's ids, signalling), CAP_SETPCAP to
 // drop the rest from its bounding set, as the native init does, and
 // CAP_SYS_ADMIN, gVisor's own (it grants nothing on the host), for the
-// mount that hides the agent's /proc/1 from the user (Config.HideAgent)
-// before lockdown drops it.
+// user's PID namespace and its /proc, which hide the agent from the user
+// (Config.HideAgent), before the agent drops it.
 var keptCaps = []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETPCAP", "CAP_SYS_ADMIN"}
 
 // sentryTasks is the head-room the box's pids cgroup gives gVisor itself

@@ -136,7 +136,10 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
 		Exited:        b.exited,
-		Cleanup:       b.cleanup,
+		Ended:         func() string { return b.cmd.ProcessState.String() },
+		// runsc run exits with its container's init's status.
+		ExitCode: func() int { return b.cmd.ProcessState.ExitCode() },
+		Cleanup:  b.cleanup,
 	}
 	sess, err := agent.Attach(ctx, f)
 	if err != nil {
@@ -195,8 +198,9 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		_ = b.cmd.Wait()
 		close(b.exited)
 	}()
-	// gVisor (2022) lets every user read PID 1's /proc files and change
-	// its scheduling, so the agent hides itself (nsinit.Config.HideAgent).
+	// gVisor (2022) lets every user read every task's /proc files and
+	// change its scheduling, so the agent hides itself from the user's PID
+	// namespace (nsinit.Config.HideAgent).
 	boot := agent.BoxedConfig(s, true, true)
 	boot.HideAgent = true
 	// gVisor's own kernel answers sysinfo(2) with the box's figures, and

@@ -26,8 +26,10 @@ type fakeSessions struct {
 	sessions map[string]string
 	dirs     map[string]*workspace.Dir
 	exec     func(req sandbox.ExecRequest) spec.Result
-	last     sandbox.ExecRequest
-	options  sandbox.SessionOptions
+	// execErr, when set, is what every session exec fails with.
+	execErr error
+	last    sandbox.ExecRequest
+	options sandbox.SessionOptions
 }
 
 func newFake(t *testing.T) *fakeSessions {
@@ -92,6 +94,9 @@ func (f *fakeSessions) Exec(_ context.Context, owner, id string, req sandbox.Exe
 		return spec.Result{}, err
 	}
 	f.last = req
+	if f.execErr != nil {
+		return spec.Result{}, f.execErr
+	}
 	return f.exec(req), nil
 }
 

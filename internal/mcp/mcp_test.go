@@ -240,12 +240,32 @@ func remarshal(t *testing.T, from, v any) {
 	}
 }
 
+// TestMCPDeadSession: an exec in a session whose sandbox died is an error
+// that says so, and offers its files only when the Manager kept them
+// (warden mcp keeps none).
+func TestMCPDeadSession(t *testing.T) {
+	f := newFake(t)
+	cs, _ := connect(t, f, Options{Owner: "mcp"})
+	id := sessionID(t, call(t, cs, "create_session", nil))
+	f.execErr = &sandbox.DeadError{ID: id, At: time.Now(), Reason: "its sandbox ended unexpectedly: its init ended (signal: killed)"}
+	res := call(t, cs, "run_code", map[string]any{"session_id": id, "language": "python", "code": "1"})
+	got := text(t, res)
+	if !res.IsError || !strings.Contains(got, "session is dead") || !strings.Contains(got, "signal: killed") || !strings.Contains(got, "create_session") {
+		t.Errorf("run_code in a dead session = error %v, %q; want an error naming the death and create_session", res.IsError, got)
+	}
+	if strings.Contains(got, "read_file") || strings.Contains(got, "can still be read") {
+		t.Errorf("run_code in a dead session without kept files = %q; want no offer of its files", got)
+	}
+}
+
 func TestWardenErrorHints(t *testing.T) {
 	tests := []struct {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("%w: session ses_x died", sandbox.ErrDead), "read_file"},
+		{&sandbox.DeadError{ID: "ses_x", Reason: "its sandbox ended unexpectedly", FilesKept: true}, "read_file"},
+		{&sandbox.DeadError{ID: "ses_x", Reason: "its sandbox ended unexpectedly"}, "its files included"},
+		{fmt.Errorf("%w: session ses_x died", sandbox.ErrDead), "its files included"},
 		{fmt.Errorf("%w: no session", sandbox.ErrNotFound), "create_session"},
 		{fmt.Errorf("%w: busy", sandbox.ErrBusy), "one call at a time"},
 		{&sandbox.StartPacedError{Rate: 5, Burst: 100, Wait: time.Second}, "keep using the sessions you have"},

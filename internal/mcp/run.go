@@ -126,13 +126,16 @@ func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 func wardenError(what string, err error) error {
 	hint := ""
 	var paced *sandbox.StartPacedError
+	var dead *sandbox.DeadError
 	switch {
 	case errors.As(err, &paced):
 		hint = "; keep using the sessions you have rather than starting new ones"
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrClosed):
 		hint = "; sessions end on close_session, after their idle timeout or lifetime, or when the client disconnects: call create_session for a new one"
-	case errors.Is(err, sandbox.ErrDead):
+	case errors.As(err, &dead) && dead.FilesKept:
 		hint = "; its files can still be read with read_file and list_files; call create_session for a new sandbox, and close_session this one when done"
+	case errors.Is(err, sandbox.ErrDead):
+		hint = "; nothing of it can be used again, its files included: call create_session for a new sandbox, and close_session this one"
 	case errors.Is(err, sandbox.ErrBusy):
 		hint = "; a session runs one call at a time: wait for the other call to finish, or use another session"
 	case errors.Is(err, sandbox.ErrTooMany):

@@ -15,10 +15,10 @@ import (
 // are already in place, and the init has only the capabilities it keeps
 // after lockdown (keptCaps) and CAP_SETPCAP to drop the rest; under gVisor
 // also CAP_SYS_ADMIN, gVisor's own (nothing on the host), which hiding the
-// agent needs and which every thread gives up once it is hidden
-// (hideAgent). It skips
-// the steps that build the box and does every other one as the native
-// init does, so the agent and what it forks are the same in every box.
+// agent needs and which every thread gives up once the user's agent has
+// started (serveThroughUserAgent). It skips the steps that build the box
+// and does every other one as the native init does, so the agent and what
+// it forks are the same in every box.
 
 // boxedControl puts the control connection at ControlFD before anything
 // reads it. A runtime passes it one of two ways: as the init's stdin

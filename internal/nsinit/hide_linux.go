@@ -18,39 +18,28 @@ var extraDevices = []string{"/dev/fuse", "/dev/net/tun", "/dev/net", "/dev/ptmx"
 // ptsDir is the devpts mount hideAgent takes away with the devices.
 const ptsDir = "/dev/pts"
 
-// bootSched is the agent's niceness and CPU affinity at boot, which
-// restoreSched puts back before each fork when the kernel lets the user
-// change them (Config.HideAgent).
+// bootSched is the user's agent's niceness and CPU affinity at its start,
+// which restoreSched puts back before each fork: the kernel lets the user
+// change them (Config.HideAgent), and every process forked would inherit
+// them.
 var bootSched struct {
 	nice int
 	cpus unix.CPUSet
 }
 
 // hideAgent puts the agent out of the user's reach where the box's kernel
-// does not (Config.HideAgent), as far as it can from inside: an empty,
-// read-only directory no one may open over /proc/1, so the user reads
-// nothing there, no extra devices, and the scheduling the agent's forks
-// inherit recorded, to be restored before each. The agent's other
-// threads stay readable as /proc/<tid> (docs/architecture.md lists what
-// they show); only a PID namespace of the user's own would hide them. It
-// runs after every
-// step that reads /proc/self, which is /proc/1 to the agent, and needs
-// CAP_SYS_ADMIN in the box, which it then takes from every thread.
+// does not (Config.HideAgent), as far as setup goes: no extra devices. The
+// session is then served by the user's agent, from a PID namespace of the
+// user's own (serveThroughUserAgent), where no task of this process has
+// an id; it needs CAP_SYS_ADMIN, which lockdownAllThreads takes away once
+// the user's agent has started.
 func hideAgent(cfg *Config) error {
 	if !cfg.HideAgent {
 		return nil
 	}
 	// Files are the agent's to change here, not the user's, as whom
 	// setFileIdentity made the thread act on files.
-	if err := asRoot(hideFiles); err != nil {
-		return err
-	}
-	// Every thread of the agent drops CAP_SYS_ADMIN now; lockdown keeps
-	// CAP_SETPCAP to empty the bounding set of the thread that forks.
-	if err := capsetAllThreads(append([]uintptr{unix.CAP_SETPCAP}, keptCaps...)); err != nil {
-		return err
-	}
-	return recordSched()
+	return asRoot(removeDevices)
 }
 
 // asRoot runs fn with this thread's file identity root's, then the user's
@@ -65,12 +54,8 @@ func asRoot(fn func() error) error {
 	return fn()
 }
 
-// hideFiles mounts over /proc/1 and takes the extra devices away.
-func hideFiles() error {
-	flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
-	if err := unix.Mount("none", "/proc/1", "tmpfs", flags, "mode=0"); err != nil {
-		return fmt.Errorf("mounting over /proc/1: %w", err)
-	}
+// removeDevices takes the extra devices away, and the devpts at ptsDir.
+func removeDevices() error {
 	if err := unix.Unmount(ptsDir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("unmounting %s: %w", ptsDir, err)
 	}
@@ -82,7 +67,7 @@ func hideFiles() error {
 	return nil
 }
 
-// recordSched keeps the agent's niceness and CPU affinity for
+// recordSched keeps the user's agent's niceness and CPU affinity for
 // restoreSched.
 func recordSched() error {
 	prio, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
@@ -98,7 +83,7 @@ func recordSched() error {
 	return nil
 }
 
-// hidden says hideAgent ran, so restoreSched has values to restore.
+// hidden says recordSched ran, so restoreSched has values to restore.
 var hidden bool
 
 // restoreSched gives this thread back its boot niceness and CPU affinity

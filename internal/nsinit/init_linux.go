@@ -31,6 +31,9 @@ func Main() {
 		fmt.Println(Version)
 		os.Exit(0)
 	}
+	if isBoxed() && len(os.Args) > 1 && os.Args[1] == boxedUserAgent {
+		os.Exit(userAgent(os.Args[2:]))
+	}
 	if isBoxed() {
 		if err := boxedControl(os.Args[1:]); err != nil {
 			fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)
@@ -142,6 +145,9 @@ func session(cfg *Config, ctl *os.File) int {
 			_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "closing the runtime's log: " + err.Error()}})
 			return 0
 		}
+	}
+	if cfg.HideAgent {
+		return serveThroughUserAgent(ctl)
 	}
 	return serveSession(cfg, ctl)
 }
@@ -345,7 +351,7 @@ func setRlimits(cfg *Config) error {
 		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.Rlimits.CPUSeconds},
 		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.Rlimits.FileSizeBytes},
 		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.Rlimits.OpenFiles},
-		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, cfg.Rlimits.Processes},
+		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, processLimit(cfg)},
 		// 1, not 0: a core_pattern that pipes to a host helper ignores a
 		// zero limit, but the kernel reads 1 as "never dump", and a file
 		// dump needs at least a page.

@@ -131,10 +131,12 @@ type Config struct {
 	Boxed       bool `json:"boxed,omitempty"`
 	EgressRelay bool `json:"egress_relay,omitempty"`
 	// HideAgent, in a boxed Config, says the box's kernel does not keep
-	// the agent from the user (gVisor's: /proc/1 readable by every user,
-	// setpriority and sched_setaffinity of any task allowed, devices the
-	// native box lacks), so the agent must (hideAgent); the runtime gives
-	// it CAP_SYS_ADMIN for that, which lockdown drops.
+	// the agent from the user (gVisor's: every task's /proc files readable
+	// by every user, setpriority and sched_setaffinity of any task
+	// allowed, devices the native box lacks), so the agent must: it
+	// removes the devices (hideAgent) and serves the session from a PID
+	// namespace of the user's own (serveThroughUserAgent); the runtime
+	// gives it CAP_SYS_ADMIN for that, which it then drops.
 	HideAgent bool `json:"hide_agent,omitempty"`
 	// KernelSysinfo, in a boxed Config, says the box's kernel answers
 	// sysinfo(2) with the box's own figures (gVisor's), so the seccomp

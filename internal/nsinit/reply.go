@@ -268,6 +268,38 @@ const exitNoHost = 111
 // Refusal), which the host reads only if the line never arrived.
 const exitRefused = 112
 
+// ExitUserAgentDied is the agent's exit status when the user's agent
+// (Config.HideAgent) was killed (the user's PID namespace, and every
+// process in it, ended with it). gVisor delivers SIGKILL and SIGSTOP to a PID
+// namespace's init from inside it, so the sandbox's own code can do the
+// first; the host names it by EndedCause, not by a limit.
+const ExitUserAgentDied = 113
+
+// ExitAgentUnlocked is the agent's exit status when, having started the
+// user's agent, it could not drop its own capabilities on every thread
+// (lockdownAllThreads): it tried to kill the user's agent and exited,
+// which ends the box. Its error went to its stderr.
+const ExitAgentUnlocked = 114
+
+// ErrAgentUnlocked is a sandbox's end by ExitAgentUnlocked: Warden's
+// failure, not the sandbox's code's.
+var ErrAgentUnlocked = errors.New("warden-init could not drop the agent's capabilities after starting the user's agent (its error is in the init's stderr)")
+
+// ErrAgentKilled is a sandbox's end by ExitUserAgentDied.
+var ErrAgentKilled = errors.New("the sandbox's own code killed or stopped its agent (PID 1)")
+
+// EndedCause is the error an exit code of a box's init stands for where
+// it has one (ErrAgentKilled), or nil.
+func EndedCause(code int) error {
+	switch code {
+	case ExitUserAgentDied:
+		return ErrAgentKilled
+	case ExitAgentUnlocked:
+		return ErrAgentUnlocked
+	}
+	return nil
+}
+
 // SilentExit explains the exit code of an init that ended without
 // answering, in one clause ("" for codes it has no word for). An init
 // from before protocol versioning exits exitNoHost on a versioned Config,

@@ -249,3 +249,24 @@ func TestBoxTextQuotesWhatDoesNotPrint(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedCause: each exit status of the agent that names its box's end
+// maps to its own error, so the host tells the sandbox's code killing its
+// agent from Warden failing to lock it down; other statuses name none.
+func TestEndedCause(t *testing.T) {
+	tests := []struct {
+		code int
+		want error
+	}{
+		{ExitUserAgentDied, ErrAgentKilled},
+		{ExitAgentUnlocked, ErrAgentUnlocked},
+		{0, nil},
+		{exitNoHost, nil},
+		{137, nil},
+	}
+	for _, tt := range tests {
+		if got := EndedCause(tt.code); got != tt.want {
+			t.Errorf("EndedCause(%d) = %v, want %v", tt.code, got, tt.want)
+		}
+	}
+}

@@ -20,6 +20,10 @@ import (
 // bounding, inheritable and ambient sets are empty).
 var keptCaps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL}
 
+// agentCaps are what lockdown keeps: keptCaps, or none in the user's
+// agent, which is the sandbox user already (becomeUser).
+var agentCaps = keptCaps
+
 // spawn locks down this thread in the order the kernel requires
 // (capabilities, then no_new_privs, then seccomp, last so it covers
 // everything after) and forks the program from it.
@@ -70,17 +74,15 @@ func lockdown(cfg *Config) error {
 			return err
 		}
 	}
-	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("dropping bounding capability %d: %w", c, err)
-		}
+	if err := dropBounding(); err != nil {
+		return err
 	}
 	// EINVAL: a kernel without ambient capabilities (gVisor's among
 	// them), where there are none to clear.
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
-	if err := keepOnly(keptCaps); err != nil {
+	if err := keepOnly(agentCaps); err != nil {
 		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -95,6 +97,20 @@ func lockdown(cfg *Config) error {
 		return err
 	}
 	sysinfoAnswerer.listener <- listener
+	return nil
+}
+
+// dropBounding empties the bounding set; a capability already out of it
+// is skipped, so a thread without CAP_SETPCAP whose set is empty passes.
+func dropBounding() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("dropping bounding capability %d: %w", c, err)
+		}
+	}
 	return nil
 }
 

@@ -16,7 +16,8 @@ func (e causeError) Error() string { return "the sandbox has ended: " + e.cause 
 func (e causeError) Cause() string { return e.cause }
 
 // TestExecNamesWhyItsSandboxDied: an exec during which the sandbox dies
-// fails with the cause, in one clause, not only that the session ended.
+// fails with the cause, in one clause, not only that the session ended,
+// and as ErrDead (409): the session stays, dead.
 func TestExecNamesWhyItsSandboxDied(t *testing.T) {
 	m, b := newTestManager(t, Config{})
 	info, err := m.Create(context.Background(), "alice", defaultOptions())
@@ -48,8 +49,8 @@ func TestExecNamesWhyItsSandboxDied(t *testing.T) {
 	close(box.block)
 	err = <-done
 	const want = "ended during the exec: its sandbox ended unexpectedly: its init ended (signal: killed)"
-	if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), want) {
-		t.Errorf("Exec() when the sandbox died = %v, want ErrClosed saying %q", err, want)
+	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Exec() when the sandbox died = %v, want ErrDead saying %q", err, want)
 	}
 }
 
@@ -78,5 +79,55 @@ func TestCleanupErrorsAreReported(t *testing.T) {
 	defer mu.Unlock()
 	if len(reported) != 1 || !errors.Is(reported[0], left) || !strings.Contains(reported[0].Error(), info.ID) {
 		t.Errorf("reported %v, want the close error once, naming the session", reported)
+	}
+}
+
+// TestDiedSessionAnswersDeadAtOnce: once a session's sandbox dies, the
+// session answers as a dead one at once, long before the reaper's next
+// round, whether or not its files are kept: Get says dead with the
+// box's cause, and an exec fails with ErrDead (409) naming it. It stays
+// dead, giving back its slot, until deleted.
+func TestDiedSessionAnswersDeadAtOnce(t *testing.T) {
+	m, b := newTestManager(t, Config{MaxSessions: 1, ReapEvery: time.Hour})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.lookup("alice", info.ID)
+	box := s.box.(*fakeBox)
+	const cause = "its init ended (signal: killed)"
+	box.err = causeError{cause}
+	_ = box.Close() // the sandbox dies on its own
+	if got, err := m.Get("alice", info.ID); err != nil || got.State != StateDead || !strings.Contains(got.Reason, cause) {
+		t.Errorf("Get() right after the sandbox died = %+v, %v; want dead, the reason naming %q", got, err, cause)
+	}
+	_, err = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{})
+	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), cause) {
+		t.Errorf("Exec() right after the sandbox died = %v, want ErrDead naming %q", err, cause)
+	}
+	if _, err := m.SetNetwork("alice", info.ID, []string{"example.org"}, nil); !errors.Is(err, ErrDead) {
+		t.Errorf("SetNetwork() right after the sandbox died = %v, want ErrDead", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.alive() > 0 || m.Counts()[StateDead] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead session was not buried: counts %v", m.Counts())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := m.Create(ctx, "alice", defaultOptions()); err != nil {
+		t.Errorf("Create() after the only session died = %v; the dead one must give back its slot", err)
+	}
+	_, err = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{})
+	var dead *DeadError
+	if !errors.As(err, &dead) || dead.FilesKept || !strings.Contains(err.Error(), "nothing of it is left") {
+		t.Errorf("Exec() in the buried session = %v, want a DeadError without FilesKept saying nothing is left", err)
+	}
+	if err := m.Delete(ctx, "alice", info.ID); err != nil {
+		t.Errorf("Delete() of the dead session = %v", err)
+	}
+	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get() after Delete() = %v, want ErrNotFound", err)
 	}
 }

@@ -55,8 +55,10 @@ type Config struct {
 	OnPoolError func(error)
 	// Files bounds host-side file access.
 	Files workspace.Limits
-	// OnReap is told each session the reaper ended: its owner, and why
-	// ("ttl", "idle", "died"); it must not block.
+	// OnReap is told each session the reaper ended, once: its owner, and
+	// why ("ttl", "idle", "died"). A session whose sandbox died is told
+	// once, when it becomes dead (kept files or not); its later removal
+	// from the dead is not told again. It must not block.
 	OnReap func(owner, reason string)
 	// Store, when set, keeps a record of every session and, where the
 	// backend allows, its workspace outside the sandbox, so both outlive
@@ -331,6 +333,8 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	closed := m.closed
 	if !closed {
 		m.sessions[ses.id] = ses
+		m.wg.Add(1)
+		go m.watchBox(ses)
 	}
 	m.held[ses.id] = bytes // end, even the one below, gives it back
 	m.mu.Unlock()
@@ -463,9 +467,16 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 // end stops s and forgets it; a second call for the same session waits
 // for the first.
 func (m *Manager) end(s *session) error {
+	_, err := m.endOnce(s)
+	return err
+}
+
+// endOnce is end, saying whether this call ended s (false: another did),
+// so that the reaper reports only the ends it made.
+func (m *Manager) endOnce(s *session) (bool, error) {
 	if !s.stopping() {
 		<-s.gone
-		return nil
+		return false, nil
 	}
 	s.mu.Lock()
 	slot := s.slot
@@ -482,7 +493,7 @@ func (m *Manager) end(s *session) error {
 		m.release(s.owner, 0)
 	}
 	m.keep(s, 0)
-	return nil
+	return true, nil
 }
 
 // cleanedUp reports what closing s's sandbox failed to clean up, if anything:
@@ -513,8 +524,8 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 	if err != nil {
 		return Info{}, err
 	}
-	if s.currentState() == StateDead {
-		return Info{}, s.deadError()
+	if err := s.ifDead(); err != nil {
+		return Info{}, err
 	}
 	if err := s.box.SetNetwork(allow, deny); err != nil {
 		return Info{}, err

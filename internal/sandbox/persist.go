@@ -124,26 +124,32 @@ func (m *Manager) forget(s *session) error {
 }
 
 // bury turns a session whose sandbox died into a dead one: its processes
-// and box are gone, its workspace stays, read-only, for its files to be
-// fetched until it is deleted or expires. It gives back the session's slot.
+// and box are gone, a persistent workspace stays, read-only, for its files
+// to be fetched until it is deleted or expires (without one, only the
+// session's record and its reason stay). It gives back the session's
+// slot, and says whether it buried s (false: s was dead or ending).
 //
 // The workspace is sealed before the session is marked dead, so no one
 // writes through a dead session; the record is written with s.mu held and
 // only while the session is still dead, so a Delete racing with the
 // burial (which removes the record once it has marked the session
 // stopping) is never undone.
-func (m *Manager) bury(s *session, why string) {
+func (m *Manager) bury(s *session, why string) bool {
 	if st := s.currentState(); st != StateReady && st != StateBusy {
-		return
+		return false
 	}
-	sealErr := m.cfg.Store.SealWorkspace(s.ws)
+	var sealErr error
+	if s.ws != "" {
+		sealErr = m.cfg.Store.SealWorkspace(s.ws)
+	}
 	s.mu.Lock()
 	if s.state != StateReady && s.state != StateBusy {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.state = StateDead
 	s.diedAt, s.reason, s.lastUsed = time.Now(), why, time.Now()
+	s.shedLocked()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
 	slot := s.slot
@@ -158,7 +164,7 @@ func (m *Manager) bury(s *session, why string) {
 	m.cleanedUp(s, s.box.Close())
 	s.mu.Lock()
 	var saveErr error
-	if s.state == StateDead {
+	if s.state == StateDead && m.cfg.Store != nil {
 		saveErr = m.cfg.Store.SaveSession(m.recordLocked(s))
 	}
 	s.mu.Unlock()
@@ -169,6 +175,8 @@ func (m *Manager) bury(s *session, why string) {
 		m.release(s.owner, 0)
 	}
 	m.keep(s, m.keptDisk(s))
+	m.trimDead(s.owner)
+	return true
 }
 
 // recoverSessions brings back the sessions a crashed server left in the

@@ -203,8 +203,9 @@ func TestRecoveredSessionsAreDead(t *testing.T) {
 	if _, err := m.Get("bob", a.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's Get of alice's session = %v, want ErrNotFound", err)
 	}
-	if _, err := m.Exec(ctx, "alice", a.ID, ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrDead) {
-		t.Errorf("Exec() in a dead session = %v, want ErrDead", err)
+	var dead *DeadError
+	if _, err := m.Exec(ctx, "alice", a.ID, ExecRequest{Command: []string{"true"}}, Stream{}); !errors.As(err, &dead) || !dead.FilesKept {
+		t.Errorf("Exec() in a dead session with a kept workspace = %v, want a DeadError with FilesKept", err)
 	}
 	if _, err := m.SetNetwork("alice", a.ID, nil, nil); !errors.Is(err, ErrDead) {
 		t.Errorf("SetNetwork() of a dead session = %v, want ErrDead", err)
@@ -290,10 +291,15 @@ func TestDiedSessionIsBuried(t *testing.T) {
 	s, _ := m.lookup("alice", info.ID)
 	s.box.(*fakeBox).err = errors.New("its init was killed by SIGKILL")
 	_ = s.box.Close() // the sandbox dies on its own
+	// Burial gives back the slot last: a Create succeeds once it is done.
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if got, _ := m.Get("alice", info.ID); got.State == StateDead {
+	for {
+		_, err := m.Create(ctx, "alice", defaultOptions())
+		if err == nil {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Create() after the only session died = %v; the dead one must give back its slot", err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -301,11 +307,11 @@ func TestDiedSessionIsBuried(t *testing.T) {
 	if err != nil || got.State != StateDead || !strings.Contains(got.Reason, "its init was killed by SIGKILL") {
 		t.Fatalf("Get() after the sandbox died = %+v, %v; want dead with the box's cause as reason", got, err)
 	}
-	if rec := st.records[info.ID]; rec.DiedAt.IsZero() || !st.sealed[rec.Workspace] {
-		t.Errorf("record = %+v, sealed %v; want it marked dead and its workspace sealed", rec, st.sealed[rec.Workspace])
-	}
-	if _, err := m.Create(ctx, "alice", defaultOptions()); err != nil {
-		t.Errorf("Create() after the only session died = %v; the dead one must give back its slot", err)
+	st.mu.Lock()
+	rec, sealed := st.records[info.ID], st.sealed[st.records[info.ID].Workspace]
+	st.mu.Unlock()
+	if rec.DiedAt.IsZero() || !sealed {
+		t.Errorf("record = %+v, sealed %v; want it marked dead and its workspace sealed", rec, sealed)
 	}
 	if b.alive() != 1 {
 		t.Errorf("%d boxes alive, want 1 (the new session's)", b.alive())

@@ -27,23 +27,49 @@ func (m *Manager) reap(now time.Time) {
 	m.mu.Lock()
 	var due []*session
 	var reasons []string
+	var dead []bool
 	for _, s := range m.sessions {
-		if reason := s.expired(now); reason != "" {
-			due, reasons = append(due, s), append(reasons, reason)
+		if reason, wasDead := s.expired(now); reason != "" {
+			due, reasons, dead = append(due, s), append(reasons, reason), append(dead, wasDead)
 		}
 	}
 	m.mu.Unlock()
 	for i, s := range due {
-		m.cfg.OnReap(s.owner, reasons[i])
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			if reasons[i] == "died" && s.ws != "" {
-				m.bury(s, deathCause(s.box))
+			if reasons[i] == "died" {
+				m.buryDied(s)
 				return
 			}
-			_ = m.end(s)
+			// A dead session was reported when it died; a session a
+			// later round picked before this end began is reported once.
+			if ended, _ := m.endOnce(s); ended && !dead[i] {
+				m.cfg.OnReap(s.owner, reasons[i])
+			}
 		}()
+	}
+}
+
+// watchBox buries s the moment its sandbox dies, so that the session
+// answers as dead (its state, and 409 to an exec) from then on, not from
+// the reaper's next round; it returns when s ends or the Manager closes.
+func (m *Manager) watchBox(s *session) {
+	defer m.wg.Done()
+	select {
+	case <-s.box.Done():
+		m.buryDied(s)
+	case <-s.gone:
+	case <-m.stop:
+	}
+}
+
+// buryDied buries s, whose sandbox died, and reports it to OnReap once,
+// whichever of watchBox and the reaper comes first.
+func (m *Manager) buryDied(s *session) {
+	settledErr(s.box)
+	if m.bury(s, deathCause(s.box)) {
+		m.cfg.OnReap(s.owner, "died")
 	}
 }
 
@@ -61,25 +87,28 @@ func deathCause(b Box) string {
 	return died
 }
 
-// expired says why s must end now, or "".
-func (s *session) expired(now time.Time) string {
+// expired says why s must end now, or "", and whether s is dead already.
+func (s *session) expired(now time.Time) (reason string, dead bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	dead = s.state == StateDead
 	if s.state == StateStopping || s.state == StateGone {
-		return ""
+		return "", dead
 	}
-	if s.state != StateDead {
+	if !dead {
 		select {
 		case <-s.box.Done():
-			return "died"
+			return "died", dead
 		default:
 		}
 	}
 	switch {
 	case !now.Before(s.expires):
-		return "ttl"
-	case (s.state == StateReady || s.state == StateDead) && now.Sub(s.lastUsed) >= s.idle:
-		return "idle"
+		return "ttl", dead
+	case (s.state == StateReady || dead) && now.Sub(s.lastUsed) >= s.idle:
+		return "idle", dead
+	case s.deadExpiredLocked(now):
+		return "dead", dead
 	}
-	return ""
+	return "", dead
 }

@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -70,10 +72,48 @@ func runOnce(ctx context.Context, b Backend, s spec.Spec, stdin io.Reader, live 
 		timeout = spec.MaxTimeout
 	}
 	r, err := box.Exec(ctx, Command{Argv: s.Command, Stdin: stdin, Timeout: timeout}, live)
-	if err != nil && ended(box) && s.Limits.MemoryBytes > 0 {
-		err = fmt.Errorf("%w (the whole sandbox ended during the run; on the %s backend a program over --memory %s ends it)", err, b.Name(), spec.FormatSize(s.Limits.MemoryBytes))
+	if err != nil && ended(box) {
+		err = explainEnd(err, box, b.Name(), s.Limits.MemoryBytes)
 	}
 	r.Network = box.NetworkEvents()
 	r.WallTimeMS = float64(time.Since(begin).Microseconds()) / 1000
 	return r, err
+}
+
+// settleWait bounds how long settledErr waits for a box's init to exit.
+const settleWait = 5 * time.Second
+
+// settledErr is b.Err once b, which has ended, has seen its init exit
+// (where the backend tells that, and for at most settleWait): the
+// control connection hangs up first, and only the init's exit says why
+// it ended (nsinit.EndedCause).
+func settledErr(b Box) error {
+	if w, ok := b.(interface{ Exited() <-chan struct{} }); ok {
+		t := time.NewTimer(settleWait)
+		defer t.Stop()
+		select {
+		case <-w.Exited():
+		case <-t.C:
+		}
+	}
+	return b.Err()
+}
+
+// explainEnd is err, from an exec during which box ended, with the
+// cause: the box's own where the init's exit names one (the sandbox's
+// code killed its agent), none where the host killed it for breaking the
+// protocol (a stopped agent does), else a hint at --memory, whose excess ends the
+// whole box on backends whose OOM killer picks the init.
+func explainEnd(err error, box Box, backend string, memory int64) error {
+	why := settledErr(box)
+	switch {
+	case errors.Is(why, nsinit.ErrAgentKilled), errors.Is(why, nsinit.ErrAgentUnlocked):
+		return why
+	case errors.Is(why, nsinit.ErrProtocol):
+		// The host killed it; why is in err already.
+		return err
+	case memory > 0:
+		return fmt.Errorf("%w (the whole sandbox ended during the run; on the %s backend a program over --memory %s ends it)", err, backend, spec.FormatSize(memory))
+	}
+	return err
 }

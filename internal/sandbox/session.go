@@ -47,9 +47,29 @@ type session struct {
 func (s *session) info() Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Info{
+	in := Info{
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
+	}
+	if s.boxDiedLocked() {
+		in.State, in.Reason = StateDead, deathCause(s.box)
+	}
+	return in
+}
+
+// boxDiedLocked says s's sandbox ended while s was live, and s is not
+// buried yet: the Manager buries it as soon as it sees the box end
+// (watchBox), and until it has, s answers as a dead session already.
+// s.mu is held.
+func (s *session) boxDiedLocked() bool {
+	if s.state != StateReady && s.state != StateBusy {
+		return false
+	}
+	select {
+	case <-s.box.Done():
+		return true
+	default:
+		return false
 	}
 }
 
@@ -63,13 +83,15 @@ func (s *session) currentState() State {
 func (s *session) begin() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch s.state {
-	case StateReady:
+	switch {
+	case s.boxDiedLocked():
+		return deadError(s.id, time.Now(), deathCause(s.box), s.ws != "")
+	case s.state == StateReady:
 		s.state = StateBusy
 		return nil
-	case StateBusy:
+	case s.state == StateBusy:
 		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
-	case StateDead:
+	case s.state == StateDead:
 		return s.deadError()
 	}
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
@@ -126,13 +148,29 @@ func (s *session) close() error {
 	return err
 }
 
+// ifDead is ErrDead, saying why, when s is dead or its sandbox has just
+// ended (not buried yet), else nil.
+func (s *session) ifDead() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.boxDiedLocked():
+		return deadError(s.id, time.Now(), deathCause(s.box), s.ws != "")
+	case s.state == StateDead:
+		return s.deadError()
+	}
+	return nil
+}
+
 // deadError says that s is dead, why, and what can still be done.
 func (s *session) deadError() error {
-	files := "its files can still be read"
-	if s.ws == "" {
-		files = "nothing of it is left"
-	}
-	return fmt.Errorf("%w: session %s died at %s: %s; %s; delete it when done", ErrDead, s.id, s.diedAt.UTC().Format(time.RFC3339), s.reason, files)
+	return deadError(s.id, s.diedAt, s.reason, s.ws != "")
+}
+
+// deadError says that session id died at a time, why, and what can
+// still be done: read its files if they are kept, delete it.
+func deadError(id string, at time.Time, reason string, kept bool) error {
+	return &DeadError{ID: id, At: at, Reason: reason, FilesKept: kept}
 }
 
 func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
@@ -162,12 +200,13 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 }
 
 // endedError says that s ended during an exec, and why: deleted or
-// expired, or its sandbox died, with the cause.
+// expired (ErrClosed), or its sandbox died, with the cause (ErrDead: the
+// session stays, dead, until deleted).
 func (s *session) endedError() error {
 	if st := s.currentState(); st == StateStopping || st == StateGone {
 		return fmt.Errorf("%w: session %s ended during the exec (deleted or expired)", ErrClosed, s.id)
 	}
-	return fmt.Errorf("%w: session %s ended during the exec: %s", ErrClosed, s.id, deathCause(s.box))
+	return &DeadError{ID: s.id, Reason: deathCause(s.box), FilesKept: s.ws != ""}
 }
 
 func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.Result, error) {
@@ -251,15 +290,18 @@ func (s *session) interpreter(language string) (interp.Interpreter, error) {
 	return in, nil
 }
 
-// workspace opens the session's /workspace once, and marks the session
-// used: file access counts as activity for the idle timeout.
+// workspace opens the session's /workspace once, and marks a live session
+// used: file access counts as activity for the idle timeout (a dead one's
+// life is not prolonged by reading it).
 func (s *session) workspace() (*workspace.Dir, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == StateStopping || s.state == StateGone {
 		return nil, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 	}
-	s.lastUsed = time.Now()
+	if s.state != StateDead {
+		s.lastUsed = time.Now()
+	}
 	if s.dir != nil {
 		return s.dir, nil
 	}

@@ -15,10 +15,11 @@ import (
 
 // State is where a session is in its life. The only moves are
 // creating → ready ⇄ busy → stopping → gone; creating may also go straight
-// to gone when the sandbox cannot be built. A session with a persistent
-// workspace (see Store) whose sandbox died moves to dead instead, as do
-// the sessions of a crashed server when the next one starts: the
-// workspace stays readable until the session is deleted or expires.
+// to gone when the sandbox cannot be built. A session whose sandbox died
+// moves to dead instead, as do the sessions of a crashed server when the
+// next one starts: it stays to say why it died until it is deleted or
+// expires. Only a session with a persistent workspace (see Store) keeps
+// its files readable there; one without goes after a bounded grace.
 type State string
 
 const (
@@ -92,7 +93,8 @@ var (
 	ErrBusy = errors.New("session is busy")
 	// ErrClosed: the session is stopping or gone.
 	ErrClosed = errors.New("session is closed")
-	// ErrDead: the session's sandbox died; only its files can be read.
+	// ErrDead: the session's sandbox died; nothing runs in it again, and
+	// only its files can be read, if it kept them (see DeadError).
 	ErrDead = errors.New("session is dead")
 	// ErrUnsupported: the language or feature is not available here.
 	ErrUnsupported = errors.New("not supported")

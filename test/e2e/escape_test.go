@@ -354,6 +354,17 @@ func TestEscapeKernelInterfaces(t *testing.T) {
 	})
 }
 
+// fdsProbe prints the process's open descriptors below 4096, comma-separated.
+const fdsProbe = `
+import os
+def open_(fd):
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+print(",".join(str(fd) for fd in range(4096) if open_(fd)))`
+
 // TestEscapeDescriptorsAndTerminal: the program inherits no descriptor of
 // warden's beyond stdio, has no controlling terminal, and cannot push input
 // into one.
@@ -364,6 +375,19 @@ func TestEscapeDescriptorsAndTerminal(t *testing.T) {
 			t.Errorf("open descriptors: got %s, want %s", got["fds"], w)
 		}
 	})
+	// On gVisor the user's processes are forked by the user's agent, which
+	// got the host's control connection as an inherited descriptor: none
+	// may reach them. No host workspace there, so the probe is fstat's, which
+	// opens none itself.
+	for _, b := range []string{"native", "gvisor"} {
+		t.Run("only fds 0, 1, 2 of a process/"+b, func(t *testing.T) {
+			requireBackend(t, b)
+			r := sh(t, "exec python3 -c '"+fdsProbe+"'", "--backend", b)
+			if got, w := strings.TrimSpace(r.Stdout), "0,1,2"; r.ExitCode != 0 || got != w {
+				t.Errorf("open descriptors on %s: got %q (exit %d, stderr %q), want %s", b, got, r.ExitCode, r.Stderr, w)
+			}
+		})
+	}
 	t.Run("no controlling terminal", func(t *testing.T) {
 		got := runProbe(t, nil, "tty")
 		if w := (oneOf{"errno=ENOENT", "errno=ENXIO"}); !w.match(got["devtty"]) {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,53 +40,125 @@ func postureCases() map[string][]conformanceCase {
 				check: wantExit(0, "444:0\n/view/meminfo ro\n262144")},
 		},
 		"gvisor": {
-			// runsc (2022) shows PID 1's files to every user by their mode
-			// alone: the agent, uid 0, hides its /proc/1.
+			// runsc (2022) shows every task's files to every user by their
+			// mode alone: PID 1 of the user's namespace, the user's agent,
+			// covers its /proc/1.
 			{name: "agent's proc files unreadable", script: "for f in environ maps smaps auxv status; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; echo done",
 				check: wantExit(0, "done")},
-			// The agent's other threads stay readable as /proc/<tid>
-			// (documented); what the user may do to them stays bounded.
-			{name: "agent's threads out of reach", script: agentThreadsProbe, check: wantExit(0, "done")},
+			// The agent's threads had ids in the user's PID namespace, and
+			// runsc shows every task's files to every user: no task but the
+			// user's own may be read.
+			{name: "no task beyond the user's readable", script: "exec python3 -c '" + tasksProbe + "'", check: wantExit(0, "done")},
+			// tasksProbe passes the user's agent over (the sandbox user's,
+			// without capabilities): what it holds is pinned here.
+			{name: "user's agent out of reach", script: "exec python3 -c '" + agentProbe + "'", check: wantExit(0, "done")},
 			{name: "no devices beyond the native box's", script: "python3 -c '\nimport os\nfor d in (\"/dev/fuse\", \"/dev/net/tun\", \"/dev/ptmx\", \"/dev/pts/ptmx\", \"/dev/tty\"):\n try:\n  os.close(os.open(d, os.O_RDWR)); print(\"opened\", d)\n except OSError:\n  pass\nprint(\"done\")'",
 				check: wantExit(0, "done")},
 		},
 	}
 }
 
-// agentThreadsProbe prints what the user can do to a uid-0 thread of the
-// agent beyond reading its documented /proc files: its memory, its exe,
-// cwd and root links, a descriptor other than /dev/null, a signal. It
-// expects runsc to list the agent's thread ids in /proc/2/task, and
-// prints "no agent threads" if it does not, which fails the case so that
-// a change of runsc is noticed.
-const agentThreadsProbe = `python3 -c '
-import os
-try:
-    tids = [t for t in os.listdir("/proc/2/task") if t != "1"]
-except OSError:
-    tids = []
-if not tids:
-    print("no agent threads")
-for t in tids:
-    p = "/proc/" + t
-    for f in ("mem", "exe", "cwd", "root"):
+// tasksProbe prints each task the sandbox user can read the environ,
+// maps or status of, other than its own threads and the sandbox user's
+// processes without any capability (the user's agent is one): every task
+// listed under /proc/*/task and every task id up to 4096, which
+// covers the ids the agent's threads had (2, 3, 4, 5, 7 with runsc 2022).
+const tasksProbe = `
+import os, re
+me = set(os.listdir("/proc/self/task"))
+ids = set(str(i) for i in range(1, 4097))
+for p in os.listdir("/proc"):
+    if p.isdigit():
         try:
-            open(p + "/" + f, "rb").close(); print("opened", t, f)
+            ids.update(os.listdir("/proc/" + p + "/task"))
         except OSError:
             pass
-    for fd in os.listdir(p + "/fd"):
-        try:
-            x = os.open(p + "/fd/" + fd, os.O_RDONLY)
-        except OSError:
-            continue
-        if not os.path.samefile("/proc/self/fd/%d" % x, "/dev/null") and os.readlink(p + "/fd/" + fd) != "/proc/1/oom_score_adj":
-            print("opened", t, "fd", fd, os.readlink(p + "/fd/" + fd))
-        os.close(x)
+def read(path):
     try:
-        os.kill(int(t), 0); print("signalled", t)
+        with open(path, "rb") as f:
+            return f.read(1 << 16)
+    except OSError:
+        return None
+user = re.compile(rb"^Uid:\t%d\t%d\t%d\t%d$" % ((os.getuid(),) * 4), re.M)
+nocaps = re.compile(rb"^CapPrm:\t0+$.*^CapEff:\t0+$.*^CapBnd:\t0+$", re.M | re.S)
+for t in sorted(ids - me, key=int):
+    got = {f: read("/proc/" + t + "/" + f) for f in ("environ", "maps", "status")}
+    st = got["status"]
+    if st is not None and user.search(st) and nocaps.search(st):
+        continue
+    seen = sorted(f for f, v in got.items() if v is not None)
+    if seen:
+        print("read", t, seen, (st or b"").split(b"\n")[0])
+print("done")`
+
+// agentProbe prints what the user can reach of the user's agent, PID 1 of
+// its namespace: through /proc/1 and through every other path to its
+// tasks (/proc/<tid> of each of its threads, which runsc resolves though
+// it lists them not, and /proc/<any>/task/1). The agent is the sandbox
+// user's but non-dumpable: its mem, exe, cwd and root must not open, no
+// fd/N but /dev/null may, and ptrace and process_vm_readv are refused.
+// Its environ does open through its other threads' paths (the cover of
+// /proc/1 hides that path only) but is empty: it is started with none.
+// prlimit(2) is not refused (the same uid may, dumpable or not).
+const agentProbe = `
+import ctypes, os, stat
+libc = ctypes.CDLL(None, use_errno=True)
+null = os.stat("/dev/null").st_rdev
+def tgid(t):
+    try:
+        with open("/proc/" + t + "/status") as f:
+            for l in f:
+                if l.startswith("Tgid:"):
+                    return l.split()[1]
+    except OSError:
+        return None
+ids = set(str(i) for i in range(1, 4097))
+ids.update(p for p in os.listdir("/proc") if p.isdigit())
+paths = set()
+for t in ids:
+    if tgid(t) == "1":
+        paths.add("/proc/" + t)
+    if os.path.exists("/proc/" + t + "/task/1"):
+        paths.add("/proc/" + t + "/task/1")
+if not paths:
+    print("no task of the agent found")
+for d in sorted(paths):
+    for f in ("mem", "exe", "cwd", "root"):
+        try:
+            os.close(os.open(d + "/" + f, os.O_RDONLY))
+            print("opened", d + "/" + f)
+        except OSError:
+            pass
+    try:
+        with open(d + "/environ", "rb") as f:
+            if f.read(1):
+                print("read environ of", d)
     except OSError:
         pass
-print("done")'`
+    try:
+        fds = os.listdir(d + "/fd")
+    except OSError:
+        fds = []
+    for n in sorted(set(fds) | set(str(i) for i in range(16))):
+        try:
+            fd = os.open(d + "/fd/" + n, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        st = os.fstat(fd)
+        os.close(fd)
+        if not (stat.S_ISCHR(st.st_mode) and st.st_rdev == null):
+            print("opened", d + "/fd/" + n)
+if libc.ptrace(16, 1, None, None) == 0:
+    libc.ptrace(17, 1, None, None)
+    print("ptrace attached 1")
+buf = ctypes.create_string_buffer(8)
+class iov(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+local = iov(ctypes.cast(buf, ctypes.c_void_p), 8)
+remote = iov(0x400000, 8)
+if libc.process_vm_readv(1, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) >= 0 or ctypes.get_errno() not in (1, 13):
+    print("process_vm_readv 1 errno", ctypes.get_errno())
+print("done")`
 
 // TestBackendPosture runs each backend's posture cases on it.
 func TestBackendPosture(t *testing.T) {
@@ -161,5 +234,55 @@ func TestCPUsWithinWardens(t *testing.T) {
 				wantExit(0, "1\n1\n0")(t, r)
 			})
 		}
+	}
+}
+
+// TestGVisorKilledAgentIsNamed: gVisor delivers SIGKILL to a PID
+// namespace's init from inside it, so the user's code can kill the user's
+// agent, ending its own sandbox; the error says so (the init's exit
+// status 113) and does not blame --memory, as it did before.
+func TestGVisorKilledAgentIsNamed(t *testing.T) {
+	requireSandbox(t)
+	requireBackend(t, "gvisor")
+	r := sh(t, "kill -KILL 1; sleep 5", "--backend", "gvisor", "--memory", "256M")
+	if want := "killed or stopped its agent (PID 1)"; !strings.Contains(r.Error, want) || strings.Contains(r.Error, "--memory") {
+		t.Errorf("run that killed PID 1: error %q, want one naming %q and not --memory", r.Error, want)
+	}
+}
+
+// forkProbe forks sleeping children until a fork fails (at most 200) and
+// prints how many it forked, then kills them.
+const forkProbe = `
+import os, time
+kids = []
+for i in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+print(len(kids))
+for k in kids:
+    os.kill(k, 9)`
+
+// TestGVisorPidsBound: on gVisor the user's agent's threads run as the
+// sandbox user, so RLIMIT_NPROC gets room for them (userAgentTasks, 6),
+// which the user's processes may take when the agent has fewer: the
+// user gets at most --pids plus that room (measured: 22 with --pids 20;
+// 20 on native).
+func TestGVisorPidsBound(t *testing.T) {
+	requireSandbox(t)
+	requireBackend(t, "gvisor")
+	const pids, room = 20, 6
+	r := runJSON(t, "--backend", "gvisor", "--pids", "20", "--", "python3", "-c", forkProbe)
+	n, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("fork probe: exit %d, stdout %q, stderr %q, error %q", r.ExitCode, r.Stdout, r.Stderr, r.Error)
+	}
+	if got := n + 1; got > pids+room {
+		t.Errorf("--pids %d on gVisor let the user run %d processes, want at most %d", pids, got, pids+room)
 	}
 }

@@ -620,9 +620,10 @@ type SessionInfo struct {
 	// exec. `busy`: an exec is running (another answers 409). `stopping`:
 	// being closed. `gone`: closed; it will soon answer 404. `dead`: its
 	// sandbox died (it crashed, or the server stopped without ending it);
-	// `reason` says why. Its files can still be listed and downloaded
-	// (read-only) until it is deleted or expires; execs and changes
-	// answer 409.
+	// `reason` says why. It stays until it is deleted or expires: where
+	// the server keeps workspaces (`--state-dir` on the native backend)
+	// its files can still be listed and downloaded (read-only); execs
+	// and changes answer 409.
 	State SessionState `json:"state"`
 }
 
@@ -674,9 +675,10 @@ type SessionList struct {
 // exec. `busy`: an exec is running (another answers 409). `stopping`:
 // being closed. `gone`: closed; it will soon answer 404. `dead`: its
 // sandbox died (it crashed, or the server stopped without ending it);
-// `reason` says why. Its files can still be listed and downloaded
-// (read-only) until it is deleted or expires; execs and changes
-// answer 409.
+// `reason` says why. It stays until it is deleted or expires: where
+// the server keeps workspaces (`--state-dir` on the native backend)
+// its files can still be listed and downloaded (read-only); execs
+// and changes answer 409.
 type SessionState string
 
 // FilePath defines model for FilePath.
