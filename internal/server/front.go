@@ -85,10 +85,10 @@ func (e *apiError) HTTPStatus() int { return e.status }
 
 // PaceBody makes the body of a request a Front streams to its handler
 // (an upload, a Connect call) keep arriving as the API's own bodies must:
-// its read deadline moves on while bytes flow, never past
-// BodyReadTimeout plus limit (or its declared length) at 64 KiB/s,
-// instead of the fixed BodyReadTimeout every body gets to start, which
-// would cut off a long upload however fast it came.
+// before each read its read deadline moves to BodyReadTimeout from then,
+// never past BodyReadTimeout plus limit (or its declared length) at
+// 64 KiB/s, so a long upload goes on while bytes flow and a trickle is
+// cut off, whatever deadline the handler set.
 func (s *Server) PaceBody(w http.ResponseWriter, r *http.Request, limit int64) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return
