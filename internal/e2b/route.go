@@ -3,6 +3,7 @@ package e2b
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -84,7 +85,7 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 		s.interp.ServeHTTP(w, r)
 	default:
 		writeDataError(w, r, http.StatusBadGateway, "unimplemented",
-			"E2b-Sandbox-Port "+strings.TrimSpace(port)+" is not served: Warden serves 49983 (envd) and 49999 (code interpreter); forwarding other ports is not built yet")
+			fmt.Sprintf("E2b-Sandbox-Port %q is not served: Warden serves 49983 (envd) and 49999 (code interpreter); forwarding other ports is not built yet", port))
 	}
 }
 
