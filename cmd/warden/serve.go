@@ -140,6 +140,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Packages that log without a logger of their own (the backends'
+	// cleanup warnings, the E2B services' internal errors) log here too.
+	slog.SetDefault(log)
 	var srv *server.Server
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
@@ -194,10 +197,14 @@ func serve(ctx context.Context, o serveOptions) error {
 		AllowNetwork: true, Version: version, Logger: log,
 	}, server.OwnerFrom)
 	registry := metrics.NewRegistry()
-	srv, err = server.New(mgr, server.Config{
+	scfg := server.Config{
 		Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
 		BodyReadTimeout: o.bodyTimeout, Registry: registry,
-	})
+	}
+	if scfg.Front, err = e2bFront(mgr, scfg, log, &srv); err != nil {
+		return err
+	}
+	srv, err = server.New(mgr, scfg)
 	if err != nil {
 		return err
 	}
