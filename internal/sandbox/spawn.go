@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
@@ -42,14 +43,27 @@ func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command)
 type Spawned struct {
 	interp.Process
 	s *session
+	// unpaid is output bytes reported but below a token's worth yet.
+	unpaid atomic.Int64
 }
 
 // ChargeOutput charges the session's exec pacer for n bytes of the
 // process's output that the caller read and sent on, which cost the host
 // CPU no cgroup counts, as an exec's output is charged (see outputCost).
-// It never waits: the session's next exec or spawn does.
+// Bytes below a token's worth are carried to the next call, so output
+// sent in small pieces is charged too. It never waits: the session's next
+// exec or spawn does.
 func (p *Spawned) ChargeOutput(n int) {
-	p.s.pace.charge(n / outputBytesPerMS)
+	if n <= 0 {
+		return
+	}
+	total := p.unpaid.Add(int64(n))
+	tokens := total / outputBytesPerMS
+	if tokens == 0 {
+		return
+	}
+	p.unpaid.Add(-tokens * outputBytesPerMS)
+	p.s.pace.charge(int(tokens))
 }
 
 // spawn starts c in s; report is told of a kill at the session's end that

@@ -173,9 +173,16 @@ func TestSpawnedChargesOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.pace.lim.TokensAt(s.pace.now())
-	p.(*Spawned).ChargeOutput(10 * outputBytesPerMS)
+	sp := p.(*Spawned)
+	sp.ChargeOutput(10 * outputBytesPerMS)
 	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != 10 {
 		t.Errorf("10 ms of output took %g tokens, want 10", got)
+	}
+	for range 2 * outputBytesPerMS / 1024 { // 2 ms of output in 1 KiB pieces
+		sp.ChargeOutput(1024)
+	}
+	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != 12 {
+		t.Errorf("10 ms of output and 2 ms in small pieces took %g tokens, want 12", got)
 	}
 	_ = p.Kill()
 }
