@@ -17,9 +17,9 @@ import (
 
 // Bounds on one call of the process service.
 const (
-	// maxMessageBytes bounds one Connect message from a client: a
+	// procMaxMessageBytes bounds one Connect message from a client: a
 	// command, or a piece of stdin (up to about 1.5 MiB, as base64).
-	maxMessageBytes = 2 << 20
+	procMaxMessageBytes = 2 << 20
 	// keepaliveHeader names the interval, in seconds, between keepalive
 	// events of a stream that has nothing else to send (the SDK asks for
 	// 50); without it envd's 90 s. The interval is held to a second to an
@@ -45,8 +45,8 @@ type processService struct {
 // processRoutes serves the process.Process Connect service on mux. A
 // procedure the service does not have gets a Connect error that says so.
 func (s *Server) processRoutes(mux *http.ServeMux) {
-	svc := &processService{sessions: s.cfg.Sessions, log: s.log, tables: procTables{tables: map[string]*table{}}}
-	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(maxMessageBytes))
+	svc := &processService{sessions: s.cfg.Sessions, log: s.log, tables: procTables{tables: map[string]*procTable{}}}
+	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
 	mux.Handle(path, knownProcedures(h))
 }
 
@@ -73,8 +73,8 @@ func knownProcedures(h http.Handler) http.Handler {
 	})
 }
 
-// sandboxTable is the routed sandbox and its process table.
-func (ps *processService) sandboxTable(ctx context.Context) (*Sandbox, *table, error) {
+// sandboxTable is the routed sandbox and its process procTable.
+func (ps *processService) sandboxTable(ctx context.Context) (*Sandbox, *procTable, error) {
 	sb := sandboxFrom(ctx)
 	if sb == nil {
 		ps.log.Error("e2b: a process call reached the service without a routed sandbox")
@@ -110,7 +110,7 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 // Connect attaches to a running process by pid or tag and streams what it
 // has not sent to any stream yet (kept while no stream was attached, up to
 // keptOutput), then its further output and its end. A process that ended
-// in the last keepEnded gives its start and end events.
+// in the last keepEndedProcs gives its start and end events.
 func (ps *processService) Connect(ctx context.Context, req *connect.Request[processpb.ConnectRequest], stream *connect.ServerStream[processpb.ConnectResponse]) error {
 	_, tb, err := ps.sandboxTable(ctx)
 	if err != nil {
@@ -120,9 +120,9 @@ func (ps *processService) Connect(ctx context.Context, req *connect.Request[proc
 	if err != nil {
 		return err
 	}
-	c, ok := p.out.attach(maxStreams)
+	c, ok := p.out.attach(maxProcStreams)
 	if !ok {
-		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("process %d has %d streams attached already, the most it may: close one", p.pid, maxStreams))
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("process %d has %d streams attached already, the most it may: close one", p.pid, maxProcStreams))
 	}
 	send := func(e *processpb.ProcessEvent) error { return stream.Send(&processpb.ConnectResponse{Event: e}) }
 	return ps.follow(ctx, p, c, keepaliveEvery(req.Header()), send)
@@ -130,7 +130,7 @@ func (ps *processService) Connect(ctx context.Context, req *connect.Request[proc
 
 // follow sends p's start event, then what c reads, keepalives when
 // nothing comes for every, and the end; it detaches c when done.
-func (ps *processService) follow(ctx context.Context, p *proc, c *cursor, every time.Duration, send func(*processpb.ProcessEvent) error) error {
+func (ps *processService) follow(ctx context.Context, p *proc, c *outCursor, every time.Duration, send func(*processpb.ProcessEvent) error) error {
 	defer p.out.detach(c)
 	start := &processpb.ProcessEvent_Start{Start: &processpb.ProcessEvent_StartEvent{Pid: p.pid}}
 	if err := send(&processpb.ProcessEvent{Event: start}); err != nil {
@@ -153,7 +153,7 @@ func (ps *processService) follow(ctx context.Context, p *proc, c *cursor, every 
 			<-p.ended // set right after the output closes
 			return send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_End{End: p.end}})
 		case nextData:
-			if err := send(dataEvent(ch)); err != nil {
+			if err := send(procDataEvent(ch)); err != nil {
 				return err
 			}
 			p.charge(len(ch.data))
@@ -162,8 +162,8 @@ func (ps *processService) follow(ctx context.Context, p *proc, c *cursor, every 
 	}
 }
 
-// dataEvent is ch as envd's data event.
-func dataEvent(ch chunk) *processpb.ProcessEvent {
+// procDataEvent is ch as envd's data event.
+func procDataEvent(ch outChunk) *processpb.ProcessEvent {
 	d := &processpb.ProcessEvent_DataEvent{Output: &processpb.ProcessEvent_DataEvent_Stdout{Stdout: ch.data}}
 	if ch.stderr {
 		d.Output = &processpb.ProcessEvent_DataEvent_Stderr{Stderr: ch.data}

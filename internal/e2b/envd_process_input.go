@@ -79,7 +79,7 @@ func (ps *processService) CloseStdin(ctx context.Context, req *connect.Request[p
 
 // writeInput writes in to p's stdin, holding its bytes against the
 // sandbox's stdin in flight, until ctx's deadline or stdinWriteLimit.
-func writeInput(ctx context.Context, tb *table, p *proc, in *processpb.ProcessInput) error {
+func writeInput(ctx context.Context, tb *procTable, p *proc, in *processpb.ProcessInput) error {
 	var data []byte
 	switch i := in.GetInput().(type) {
 	case *processpb.ProcessInput_Stdin:

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// chunk is one read of a process's stdout or stderr.
-type chunk struct {
+// outChunk is one read of a process's stdout or stderr.
+type outChunk struct {
 	stderr bool
 	data   []byte
 }
@@ -24,21 +24,21 @@ type outputLog struct {
 	limit int
 
 	mu      sync.Mutex
-	chunks  []chunk
+	chunks  []outChunk
 	first   uint64 // sequence number of chunks[0]
 	bytes   int    // held in chunks
-	cursors map[*cursor]struct{}
+	cursors map[*outCursor]struct{}
 	// changed is closed and replaced on every change, waking waiters.
 	changed chan struct{}
 	closed  bool
 	dropped int64
 }
 
-// cursor is one attached stream's place in an outputLog.
-type cursor struct{ seq uint64 }
+// outCursor is one attached stream's place in an outputLog.
+type outCursor struct{ seq uint64 }
 
 func newOutputLog(limit int) *outputLog {
-	return &outputLog{limit: limit, cursors: map[*cursor]struct{}{}, changed: make(chan struct{})}
+	return &outputLog{limit: limit, cursors: map[*outCursor]struct{}{}, changed: make(chan struct{})}
 }
 
 // broadcast wakes every waiter; l.mu is held.
@@ -47,21 +47,21 @@ func (l *outputLog) broadcast() {
 	l.changed = make(chan struct{})
 }
 
-// attach adds a stream that reads from the oldest chunk kept; it fails
+// attach adds a stream that reads from the oldest outChunk kept; it fails
 // when max streams are attached already.
-func (l *outputLog) attach(max int) (*cursor, bool) {
+func (l *outputLog) attach(max int) (*outCursor, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.cursors) >= max {
 		return nil, false
 	}
-	c := &cursor{seq: l.first}
+	c := &outCursor{seq: l.first}
 	l.cursors[c] = struct{}{}
 	return c, true
 }
 
 // detach removes a stream; what it alone had not read stays kept.
-func (l *outputLog) detach(c *cursor) {
+func (l *outputLog) detach(c *outCursor) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.cursors, c)
@@ -80,13 +80,13 @@ func (l *outputLog) trim() {
 	}
 	for l.first < low {
 		l.bytes -= len(l.chunks[0].data)
-		l.chunks[0] = chunk{}
+		l.chunks[0] = outChunk{}
 		l.chunks = l.chunks[1:]
 		l.first++
 	}
 }
 
-// full says whether no chunk fits now and no stream will make room.
+// full says whether no outChunk fits now and no stream will make room.
 func (l *outputLog) full() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -96,7 +96,7 @@ func (l *outputLog) full() bool {
 // add appends ch, waiting while streams are attached and it does not fit;
 // stop ends the wait. It returns false when ch was not kept: no stream is
 // attached and the log is full, or stop ended the wait.
-func (l *outputLog) add(ch chunk, stop <-chan struct{}) bool {
+func (l *outputLog) add(ch outChunk, stop <-chan struct{}) bool {
 	for {
 		l.mu.Lock()
 		if l.bytes+len(ch.data) <= l.limit || l.bytes == 0 {
@@ -136,18 +136,18 @@ func (l *outputLog) close() {
 	l.broadcast()
 }
 
-// next is what a stream at c gets next.
-type next int
+// nextKind is what a stream at c gets next.
+type nextKind int
 
 const (
-	nextData      next = iota // a chunk
-	nextEnd                   // the output ended: send the end event
-	nextKeepalive             // tick fired first
-	nextDone                  // ctx ended first
+	nextData      nextKind = iota // an outChunk
+	nextEnd                       // the output ended: send the end event
+	nextKeepalive                 // tick fired first
+	nextDone                      // ctx ended first
 )
 
-// next waits for the next chunk at c, the end, a tick or ctx's end.
-func (l *outputLog) next(ctx context.Context, c *cursor, tick <-chan time.Time) (chunk, next) {
+// next waits for the next outChunk at c, the end, a tick or ctx's end.
+func (l *outputLog) next(ctx context.Context, c *outCursor, tick <-chan time.Time) (outChunk, nextKind) {
 	for {
 		l.mu.Lock()
 		if i := c.seq - l.first; i < uint64(len(l.chunks)) {
@@ -160,16 +160,16 @@ func (l *outputLog) next(ctx context.Context, c *cursor, tick <-chan time.Time) 
 		}
 		if l.closed {
 			l.mu.Unlock()
-			return chunk{}, nextEnd
+			return outChunk{}, nextEnd
 		}
 		wait := l.changed
 		l.mu.Unlock()
 		select {
 		case <-wait:
 		case <-tick:
-			return chunk{}, nextKeepalive
+			return outChunk{}, nextKeepalive
 		case <-ctx.Done():
-			return chunk{}, nextDone
+			return outChunk{}, nextDone
 		}
 	}
 }

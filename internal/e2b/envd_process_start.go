@@ -21,17 +21,17 @@ import (
 )
 
 const (
-	// readChunk is the most output one data event carries, as envd's.
-	readChunk = 32 << 10
-	// drainGrace is how long output may keep coming after the process
+	// procReadChunk is the most output one data event carries, as envd's.
+	procReadChunk = 32 << 10
+	// procDrainGrace is how long output may keep coming after the process
 	// ended, from what it left holding its pipes.
-	drainGrace = 2 * time.Second
+	procDrainGrace = 2 * time.Second
 )
 
 // start checks req, starts its process in sb with the pipes it asks for,
 // registers it in tb and attaches the Start stream before any output can
 // come, so that stream misses none.
-func (ps *processService) start(ctx context.Context, sb *Sandbox, tb *table, req *processpb.StartRequest) (*proc, *cursor, error) {
+func (ps *processService) start(ctx context.Context, sb *Sandbox, tb *procTable, req *processpb.StartRequest) (*proc, *outCursor, error) {
 	cmd, err := startCommand(req)
 	if err != nil {
 		return nil, nil, err
@@ -57,7 +57,7 @@ func (ps *processService) start(ctx context.Context, sb *Sandbox, tb *table, req
 		exited: make(chan struct{}), ended: make(chan struct{}),
 	}
 	tb.add(p)
-	c, _ := p.out.attach(maxStreams) // a new log has room
+	c, _ := p.out.attach(maxProcStreams) // a new log has room
 	cpus := 0.0
 	if info, err := ps.sessions.Get(sb.Owner, sb.ID); err == nil {
 		cpus = info.Limits.CPUs
@@ -113,9 +113,9 @@ func spawnError(err error) error {
 }
 
 // run reads p's output into its log until the pipes end, waits for p's
-// end, then records it, moves p to the ended, and forgets it keepEnded
+// end, then records it, moves p to the ended, and forgets it keepEndedProcs
 // later.
-func (ps *processService) run(id string, tb *table, p *proc, pp *procPipes, cpus float64) {
+func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, cpus float64) {
 	var readers sync.WaitGroup
 	stop := make(chan struct{})
 	var pipes []*drain.Pipe
@@ -130,18 +130,18 @@ func (ps *processService) run(id string, tb *table, p *proc, pp *procPipes, cpus
 	}
 	st, werr := p.p.Wait()
 	close(p.exited)
-	waitOrStop(&readers, drainGrace, stop, pipes)
+	waitOrStop(&readers, procDrainGrace, stop, pipes)
 	for _, pipe := range pipes {
 		pipe.Close()
 	}
-	p.end = endEvent(st, werr)
+	p.end = procEndEvent(st, werr)
 	p.out.close()
 	close(p.ended)
 	if err := p.closeStdin(); err != nil {
 		ps.log.Warn("e2b: closing an ended process's stdin", "pid", p.pid, "err", err)
 	}
 	tb.retire(p)
-	time.AfterFunc(keepEnded, func() {
+	time.AfterFunc(keepEndedProcs, func() {
 		tb.forget(p)
 		ps.tables.drop(id, tb)
 	})
@@ -153,7 +153,7 @@ func (ps *processService) run(id string, tb *table, p *proc, pp *procPipes, cpus
 // while a stream is attached it waits for room, and the process blocks on
 // its full pipe.
 func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bool, stop <-chan struct{}) {
-	buf := make([]byte, readChunk)
+	buf := make([]byte, procReadChunk)
 	for {
 		if out.full() {
 			n, err := pipe.Discard()
@@ -164,7 +164,7 @@ func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bo
 			continue
 		}
 		n, err := pipe.Read(buf)
-		if n > 0 && !out.add(chunk{stderr: stderr, data: slices.Clone(buf[:n])}, stop) {
+		if n > 0 && !out.add(outChunk{stderr: stderr, data: slices.Clone(buf[:n])}, stop) {
 			select {
 			case <-stop:
 				return

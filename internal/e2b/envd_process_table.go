@@ -21,56 +21,56 @@ const (
 	// maxProcs is how many processes one sandbox may run at once through
 	// this API, starting ones included.
 	maxProcs = 64
-	// maxEnded is how many ended processes a sandbox keeps for a late
-	// Connect (their end event), and keepEnded for how long, as envd does.
-	maxEnded  = 64
-	keepEnded = 30 * time.Second
+	// maxEndedProcs is how many ended processes a sandbox keeps for a late
+	// Connect (their end event), and keepEndedProcs for how long, as envd does.
+	maxEndedProcs  = 64
+	keepEndedProcs = 30 * time.Second
 	// keptOutput is how much output of one process is kept for streams
 	// that have not read it: a slow stream's backlog, or what came while
 	// none was attached.
 	keptOutput = 128 << 10
-	// maxStreams is how many streams may be attached to one process.
-	maxStreams = 16
+	// maxProcStreams is how many streams may be attached to one process.
+	maxProcStreams = 16
 	// maxStdinInFlight bounds the stdin bytes of one sandbox's SendInput
 	// and StreamInput calls being written at once.
 	maxStdinInFlight = 4 << 20
-	// firstPID is the first pid handed out in a sandbox (see table).
+	// firstPID is the first pid handed out in a sandbox (see procTable).
 	firstPID = 1_000_000
 )
 
-// procTables holds each sandbox's table of processes, by sandbox id.
+// procTables holds each sandbox's procTable of processes, by sandbox id.
 type procTables struct {
 	mu     sync.Mutex
-	tables map[string]*table
+	tables map[string]*procTable
 }
 
-// table is one sandbox's processes. A pid here is a handle this API hands
+// procTable is one sandbox's processes. A pid here is a handle this API hands
 // out, counted up from firstPID and never reused in the sandbox, not the
 // process's id inside the box (the box does not report it): far above
 // the box's own pids, so `kill -0 PID` in the box finds nothing.
-type table struct {
+type procTable struct {
 	mu       sync.Mutex
 	live     map[uint32]*proc
-	ended    []*proc // oldest first, at most maxEnded
+	ended    []*proc // oldest first, at most maxEndedProcs
 	starting int
 	nextPID  uint32
 	stdin    int // bytes of stdin being written
 }
 
-// get is the table of sandbox id, made on first use.
-func (t *procTables) get(id string) *table {
+// get is the procTable of sandbox id, made on first use.
+func (t *procTables) get(id string) *procTable {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tb := t.tables[id]
 	if tb == nil {
-		tb = &table{live: map[uint32]*proc{}, nextPID: firstPID}
+		tb = &procTable{live: map[uint32]*proc{}, nextPID: firstPID}
 		t.tables[id] = tb
 	}
 	return tb
 }
 
-// drop forgets sandbox id's table once it holds nothing.
-func (t *procTables) drop(id string, tb *table) {
+// drop forgets sandbox id's procTable once it holds nothing.
+func (t *procTables) drop(id string, tb *procTable) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tb.mu.Lock()
@@ -82,7 +82,7 @@ func (t *procTables) drop(id string, tb *table) {
 }
 
 // reserve takes one of the sandbox's process slots for a start.
-func (tb *table) reserve() error {
+func (tb *procTable) reserve() error {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if len(tb.live)+tb.starting >= maxProcs {
@@ -94,14 +94,14 @@ func (tb *table) reserve() error {
 }
 
 // unreserve gives back a slot whose start failed.
-func (tb *table) unreserve() {
+func (tb *procTable) unreserve() {
 	tb.mu.Lock()
 	tb.starting--
 	tb.mu.Unlock()
 }
 
 // add registers a started process in a reserved slot and gives it a pid.
-func (tb *table) add(p *proc) {
+func (tb *procTable) add(p *proc) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	tb.starting--
@@ -111,20 +111,20 @@ func (tb *table) add(p *proc) {
 }
 
 // retire moves an ended process from live to ended, dropping the oldest
-// ended one past maxEnded.
-func (tb *table) retire(p *proc) {
+// ended one past maxEndedProcs.
+func (tb *procTable) retire(p *proc) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	delete(tb.live, p.pid)
 	tb.ended = append(tb.ended, p)
-	if len(tb.ended) > maxEnded {
+	if len(tb.ended) > maxEndedProcs {
 		tb.ended[0] = nil
 		tb.ended = tb.ended[1:]
 	}
 }
 
-// forget drops an ended process once keepEnded has passed.
-func (tb *table) forget(p *proc) {
+// forget drops an ended process once keepEndedProcs has passed.
+func (tb *procTable) forget(p *proc) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	for i, e := range tb.ended {
@@ -136,7 +136,7 @@ func (tb *table) forget(p *proc) {
 }
 
 // find is the live process sel names, or a not_found error that says so.
-func (tb *table) find(sel *processpb.ProcessSelector) (*proc, error) {
+func (tb *procTable) find(sel *processpb.ProcessSelector) (*proc, error) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if p := tb.match(tb.liveList(), sel); p != nil {
@@ -146,7 +146,7 @@ func (tb *table) find(sel *processpb.ProcessSelector) (*proc, error) {
 }
 
 // findAny is the live or recently ended process sel names, live first.
-func (tb *table) findAny(sel *processpb.ProcessSelector) (*proc, error) {
+func (tb *procTable) findAny(sel *processpb.ProcessSelector) (*proc, error) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if p := tb.match(tb.liveList(), sel); p != nil {
@@ -161,7 +161,7 @@ func (tb *table) findAny(sel *processpb.ProcessSelector) (*proc, error) {
 }
 
 // liveList is the live processes, oldest first; tb.mu is held.
-func (tb *table) liveList() []*proc {
+func (tb *procTable) liveList() []*proc {
 	list := make([]*proc, 0, len(tb.live))
 	for _, p := range tb.live {
 		list = append(list, p)
@@ -171,7 +171,7 @@ func (tb *table) liveList() []*proc {
 }
 
 // match is the process in list that sel names, or nil.
-func (tb *table) match(list []*proc, sel *processpb.ProcessSelector) *proc {
+func (tb *procTable) match(list []*proc, sel *processpb.ProcessSelector) *proc {
 	switch s := sel.GetSelector().(type) {
 	case *processpb.ProcessSelector_Pid:
 		for _, p := range list {
@@ -201,7 +201,7 @@ func selectorError(sel *processpb.ProcessSelector) error {
 }
 
 // takeStdin reserves n bytes of the sandbox's stdin in flight.
-func (tb *table) takeStdin(n int) error {
+func (tb *procTable) takeStdin(n int) error {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if tb.stdin+n > maxStdinInFlight {
@@ -214,7 +214,7 @@ func (tb *table) takeStdin(n int) error {
 }
 
 // giveStdin returns n bytes taken by takeStdin.
-func (tb *table) giveStdin(n int) {
+func (tb *procTable) giveStdin(n int) {
 	tb.mu.Lock()
 	tb.stdin -= n
 	tb.mu.Unlock()
@@ -222,7 +222,7 @@ func (tb *table) giveStdin(n int) {
 
 // proc is one process started through this API.
 type proc struct {
-	pid    uint32 // set by table.add
+	pid    uint32 // set by procTable.add
 	tag    *string
 	config *processpb.ProcessConfig
 	p      interp.Process
@@ -238,16 +238,16 @@ type proc struct {
 	end    *processpb.ProcessEvent_EndEvent
 }
 
-// endEvent says how the process ended as envd does (after Go's
+// procEndEvent says how the process ended as envd does (after Go's
 // os.ProcessState): exit_code is the status of a process that exited,
 // -1 for one a signal killed; status and error are the words Go uses.
-func endEvent(st interp.ExitStatus, err error) *processpb.ProcessEvent_EndEvent {
+func procEndEvent(st interp.ExitStatus, err error) *processpb.ProcessEvent_EndEvent {
 	if err != nil {
 		msg := "the sandbox ended before the process: " + err.Error()
 		return &processpb.ProcessEvent_EndEvent{ExitCode: -1, Status: "signal: killed", Error: &msg}
 	}
 	if st.Signal != 0 {
-		status := "signal: " + signalName(st.Signal)
+		status := "signal: " + procSignalName(st.Signal)
 		return &processpb.ProcessEvent_EndEvent{ExitCode: -1, Status: status, Error: &status}
 	}
 	status := fmt.Sprintf("exit status %d", st.Code)
@@ -258,8 +258,8 @@ func endEvent(st interp.ExitStatus, err error) *processpb.ProcessEvent_EndEvent 
 	return e
 }
 
-// signalName is the word Go's os.ProcessState uses for a signal.
-func signalName(sig int) string {
+// procSignalName is the word Go's os.ProcessState uses for a signal.
+func procSignalName(sig int) string {
 	switch sig {
 	case 9:
 		return "killed"

@@ -121,9 +121,9 @@ func procServer(t *testing.T) (processpbconnect.ProcessClient, *procSessions, st
 func procService(t *testing.T) (processpbconnect.ProcessClient, *procSessions, string, *processService) {
 	t.Helper()
 	f := &procSessions{dir: t.TempDir()}
-	svc := &processService{sessions: f, log: slog.New(slog.DiscardHandler), tables: procTables{tables: map[string]*table{}}}
+	svc := &processService{sessions: f, log: slog.New(slog.DiscardHandler), tables: procTables{tables: map[string]*procTable{}}}
 	mux := http.NewServeMux()
-	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(maxMessageBytes))
+	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
 	mux.Handle(path, knownProcedures(h))
 	sb := &Sandbox{ID: "sb1", Owner: "alice"}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -133,13 +133,13 @@ func procService(t *testing.T) (processpbconnect.ProcessClient, *procSessions, s
 	return processpbconnect.NewProcessClient(srv.Client(), srv.URL, connect.WithProtoJSON()), f, srv.URL, svc
 }
 
-// startReq is a Start of sh -c script.
-func startReq(script string) *connect.Request[processpb.StartRequest] {
+// procStartReq is a Start of sh -c script.
+func procStartReq(script string) *connect.Request[processpb.StartRequest] {
 	return connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}})
 }
 
-// collected is what a stream sent.
-type collected struct {
+// procEvents is what a stream sent.
+type procEvents struct {
 	events         []string // "start", "data", "keepalive", "end", in order
 	pid            uint32
 	stdout, stderr string
@@ -147,9 +147,9 @@ type collected struct {
 }
 
 // collect reads a stream's events until it ends (bounded by ctx).
-func collect(t *testing.T, next func() bool, msg func() *processpb.ProcessEvent) collected {
+func collectEvents(t *testing.T, next func() bool, msg func() *processpb.ProcessEvent) procEvents {
 	t.Helper()
-	var c collected
+	var c procEvents
 	for next() {
 		switch e := msg().GetEvent().(type) {
 		case *processpb.ProcessEvent_Start:
@@ -167,7 +167,7 @@ func collect(t *testing.T, next func() bool, msg func() *processpb.ProcessEvent)
 	return c
 }
 
-func runToEnd(t *testing.T, client processpbconnect.ProcessClient, req *connect.Request[processpb.StartRequest]) collected {
+func procRunToEnd(t *testing.T, client processpbconnect.ProcessClient, req *connect.Request[processpb.StartRequest]) procEvents {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -175,7 +175,7 @@ func runToEnd(t *testing.T, client processpbconnect.ProcessClient, req *connect.
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := collect(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
+	c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
 	if err := st.Err(); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
@@ -192,12 +192,12 @@ func TestStartStreamsInOrder(t *testing.T) {
 		end            *processpb.ProcessEvent_EndEvent
 	}{
 		{"echo out; echo err >&2", "out\n", "err\n", &processpb.ProcessEvent_EndEvent{ExitCode: 0, Exited: true, Status: "exit status 0"}},
-		{"echo x; exit 3", "x\n", "", &processpb.ProcessEvent_EndEvent{ExitCode: 3, Exited: true, Status: "exit status 3", Error: ptr("exit status 3")}},
-		{"kill -9 $$", "", "", &processpb.ProcessEvent_EndEvent{ExitCode: -1, Status: "signal: killed", Error: ptr("signal: killed")}},
+		{"echo x; exit 3", "x\n", "", &processpb.ProcessEvent_EndEvent{ExitCode: 3, Exited: true, Status: "exit status 3", Error: procStr("exit status 3")}},
+		{"kill -9 $$", "", "", &processpb.ProcessEvent_EndEvent{ExitCode: -1, Status: "signal: killed", Error: procStr("signal: killed")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.script, func(t *testing.T) {
-			c := runToEnd(t, client, startReq(tt.script))
+			c := procRunToEnd(t, client, procStartReq(tt.script))
 			if len(c.events) < 2 || c.events[0] != "start" || c.events[len(c.events)-1] != "end" || c.pid < firstPID {
 				t.Fatalf("events %v pid %d, want start (pid >= %d) first and end last", c.events, c.pid, firstPID)
 			}
@@ -211,7 +211,7 @@ func TestStartStreamsInOrder(t *testing.T) {
 	}
 }
 
-func ptr(s string) *string { return &s }
+func procStr(s string) *string { return &s }
 
 // TestStartMapsEnvAndCwd: envs reach the process sorted, /home/user is
 // /workspace in the box, and a relative cwd is from the home.
@@ -224,7 +224,7 @@ func TestStartMapsEnvAndCwd(t *testing.T) {
 		req := connect.NewRequest(&processpb.StartRequest{Process: &processpb.ProcessConfig{
 			Cmd: "/bin/sh", Args: []string{"-c", "echo $B$A; pwd"}, Envs: map[string]string{"B": "2", "A": "1"}, Cwd: &cwd,
 		}})
-		c := runToEnd(t, client, req)
+		c := procRunToEnd(t, client, req)
 		if want := "21\n" + f.dir + "/sub\n"; c.stdout != want {
 			t.Errorf("cwd %q: stdout %q, want %q", cwd, c.stdout, want)
 		}
@@ -273,8 +273,8 @@ func startBackground(t *testing.T, client processpbconnect.ProcessClient, script
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req := startReq(script)
-	req.Msg.Tag, req.Msg.Stdin = &tag, ptrBool(true)
+	req := procStartReq(script)
+	req.Msg.Tag, req.Msg.Stdin = &tag, procBool(true)
 	st, err := client.Start(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func startBackground(t *testing.T, client processpbconnect.ProcessClient, script
 	return st.Msg().GetEvent().GetStart().GetPid()
 }
 
-func ptrBool(b bool) *bool { return &b }
+func procBool(b bool) *bool { return &b }
 
 // TestBackgroundOutlivesStreamAndReconnects: a process whose stream was
 // dropped runs on and is listed with its config and tag; stdin reaches
@@ -300,7 +300,7 @@ func TestBackgroundOutlivesStreamAndReconnects(t *testing.T) {
 	tb.mu.Lock()
 	out := tb.live[pid].out
 	tb.mu.Unlock()
-	if !waitFor(func() bool { out.mu.Lock(); defer out.mu.Unlock(); return len(out.cursors) == 0 }) {
+	if !procWaitFor(func() bool { out.mu.Lock(); defer out.mu.Unlock(); return len(out.cursors) == 0 }) {
 		t.Fatal("the dropped Start stream stayed attached for 20 s")
 	}
 	list, err := client.List(ctx, connect.NewRequest(&processpb.ListRequest{}))
@@ -314,7 +314,7 @@ func TestBackgroundOutlivesStreamAndReconnects(t *testing.T) {
 	if _, err := client.SendInput(ctx, connect.NewRequest(&processpb.SendInputRequest{Process: sel, Input: &processpb.ProcessInput{Input: &processpb.ProcessInput_Stdin{Stdin: []byte("hi\n")}}})); err != nil {
 		t.Fatalf("SendInput: %v", err)
 	}
-	if !waitFor(func() bool {
+	if !procWaitFor(func() bool {
 		list, err := client.List(ctx, connect.NewRequest(&processpb.ListRequest{}))
 		return err == nil && len(list.Msg.GetProcesses()) == 0
 	}) {
@@ -324,7 +324,7 @@ func TestBackgroundOutlivesStreamAndReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := collect(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
+	c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
 	if c.pid != pid || c.stdout != "got hi\nmore\n" || c.end.GetExitCode() != 0 {
 		t.Errorf("connect got pid %d stdout %q end %v (%v), want %d, the kept and further output, exit 0", c.pid, c.stdout, c.end, st.Err(), pid)
 	}
@@ -333,7 +333,7 @@ func TestBackgroundOutlivesStreamAndReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := collect(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() }); strings.Join(c.events, " ") != "start end" {
+	if c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() }); strings.Join(c.events, " ") != "start end" {
 		t.Errorf("late connect got %v (%v), want start end", c.events, st.Err())
 	}
 }
@@ -355,7 +355,7 @@ func TestSignalsAndStdin(t *testing.T) {
 		if _, err := client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{Process: sel, Signal: sig})); err != nil {
 			t.Fatalf("%v: %v", sig, err)
 		}
-		c := collect(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
+		c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
 		if c.end.GetExitCode() != -1 || c.end.GetStatus() != "signal: killed" {
 			t.Errorf("%v: end %v (%v), want exit -1, signal: killed", sig, c.end, st.Err())
 		}
@@ -375,12 +375,12 @@ func TestSignalsAndStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := collect(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() }); c.stdout != "eof\n" {
+	if c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() }); c.stdout != "eof\n" {
 		t.Errorf("after CloseStdin: stdout %q (%v), want eof", c.stdout, st.Err())
 	}
 
-	req := startReq("sleep 60")
-	req.Msg.Stdin = ptrBool(false)
+	req := procStartReq("sleep 60")
+	req.Msg.Stdin = procBool(false)
 	st2, err := client.Start(ctx, req)
 	if err != nil || !st2.Receive() {
 		t.Fatalf("start: %v %v", err, st2.Err())
@@ -390,11 +390,11 @@ func TestSignalsAndStdin(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Errorf("stdin of a process without: got %v, want failed_precondition", err)
 	}
-	killAll(t, client)
+	procKillAll(t, client)
 }
 
-// killAll kills every listed process, so none outlives its test.
-func killAll(t *testing.T, client processpbconnect.ProcessClient) {
+// procKillAll kills every listed process, so none outlives its test.
+func procKillAll(t *testing.T, client processpbconnect.ProcessClient) {
 	t.Helper()
 	ctx := context.Background()
 	list, err := client.List(ctx, connect.NewRequest(&processpb.ListRequest{}))
@@ -414,23 +414,23 @@ func TestTimeoutBoundsTheProcess(t *testing.T) {
 	client, _, _ := procServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	req := startReq("sleep 60")
+	req := procStartReq("sleep 60")
 	req.Header().Set(keepaliveHeader, "1")
 	st, err := client.Start(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := collect(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
+	c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
 	if len(c.events) == 0 || c.events[0] != "start" {
 		t.Fatalf("events %v, want start first", c.events)
 	}
-	if !waitFor(func() bool {
+	if !procWaitFor(func() bool {
 		list, err := client.List(context.Background(), connect.NewRequest(&processpb.ListRequest{}))
 		return err == nil && len(list.Msg.GetProcesses()) == 0
 	}) {
 		t.Error("the process outlived its Connect-Timeout-Ms by 20 s")
 	}
-	req = startReq("sleep 60")
+	req = procStartReq("sleep 60")
 	req.Header().Set(keepaliveHeader, "1")
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel2()
@@ -443,11 +443,11 @@ func TestTimeoutBoundsTheProcess(t *testing.T) {
 	if st.Msg().GetEvent().GetKeepalive() == nil {
 		t.Errorf("no keepalive within 20 s at a 1 s interval (%v)", st.Err())
 	}
-	killAll(t, client)
+	procKillAll(t, client)
 }
 
 // waitFor polls cond for up to 20 s.
-func waitFor(cond func() bool) bool {
+func procWaitFor(cond func() bool) bool {
 	for range 200 {
 		if cond() {
 			return true
@@ -491,7 +491,7 @@ func TestMalformedInput(t *testing.T) {
 		{"no command", &processpb.StartRequest{}, connect.CodeInvalidArgument},
 		{"pty", &processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh"}, Pty: &processpb.PTY{}}, connect.CodeUnimplemented},
 		{"bad env", &processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Envs: map[string]string{"A=B": "c"}}}, connect.CodeInvalidArgument},
-		{"bad cwd", &processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Cwd: ptr("a\x00b")}}, connect.CodeInvalidArgument},
+		{"bad cwd", &processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/bin/sh", Cwd: procStr("a\x00b")}}, connect.CodeInvalidArgument},
 	}
 	for _, tt := range cases {
 		st, err := client.Start(ctx, connect.NewRequest(tt.req))
@@ -507,7 +507,7 @@ func TestMalformedInput(t *testing.T) {
 	f.mu.Lock()
 	f.spawnErr = fmt.Errorf("%w: session sb1 died", sandbox.ErrDead)
 	f.mu.Unlock()
-	st, err := client.Start(ctx, startReq("true"))
+	st, err := client.Start(ctx, procStartReq("true"))
 	if err == nil {
 		for st.Receive() {
 		}
@@ -519,7 +519,7 @@ func TestMalformedInput(t *testing.T) {
 	f.mu.Lock()
 	f.spawnErr = nil
 	f.mu.Unlock()
-	if c := runToEnd(t, client, startReq("echo still")); c.stdout != "still\n" {
+	if c := procRunToEnd(t, client, procStartReq("echo still")); c.stdout != "still\n" {
 		t.Errorf("after the bad input the service answered %q, want still", c.stdout)
 	}
 }
@@ -529,12 +529,12 @@ func TestMalformedInput(t *testing.T) {
 // ends.
 func TestProcessLimit(t *testing.T) {
 	client, _, _ := procServer(t)
-	defer killAll(t, client)
+	defer procKillAll(t, client)
 	for range maxProcs {
 		startBackground(t, client, "sleep 60", "")
 	}
 	ctx := context.Background()
-	st, err := client.Start(ctx, startReq("true"))
+	st, err := client.Start(ctx, procStartReq("true"))
 	if err == nil {
 		for st.Receive() {
 		}
@@ -550,7 +550,7 @@ func TestProcessLimit(t *testing.T) {
 // a writer past the limit waits until the stream reads, or until stop.
 func TestOutputLogBounds(t *testing.T) {
 	l := newOutputLog(10)
-	if !l.add(chunk{data: []byte("0123456789")}, nil) || l.add(chunk{data: []byte("x")}, nil) || !l.full() {
+	if !l.add(outChunk{data: []byte("0123456789")}, nil) || l.add(outChunk{data: []byte("x")}, nil) || !l.full() {
 		t.Fatalf("detached: kept beyond the limit, or did not say full")
 	}
 	if l.dropped != 1 {
@@ -561,25 +561,25 @@ func TestOutputLogBounds(t *testing.T) {
 		t.Error("a second stream attached past the limit of 1")
 	}
 	added := make(chan bool)
-	go func() { added <- l.add(chunk{data: []byte("y")}, nil) }()
+	go func() { added <- l.add(outChunk{data: []byte("y")}, nil) }()
 	ch, what := l.next(context.Background(), c, nil)
 	if what != nextData || string(ch.data) != "0123456789" {
-		t.Fatalf("next: %v %q, want the kept chunk", what, ch.data)
+		t.Fatalf("next: %v %q, want the kept outChunk", what, ch.data)
 	}
 	select {
 	case ok := <-added:
 		if !ok {
-			t.Error("the waiting writer's chunk was refused after the stream read")
+			t.Error("the waiting writer's outChunk was refused after the stream read")
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the writer still waits 20 s after the stream made room")
 	}
 	stop := make(chan struct{})
-	l.add(chunk{data: []byte("012345678")}, nil) // full again: y + 9 bytes
-	go func() { added <- l.add(chunk{data: []byte("z")}, stop) }()
+	l.add(outChunk{data: []byte("012345678")}, nil) // full again: y + 9 bytes
+	go func() { added <- l.add(outChunk{data: []byte("z")}, stop) }()
 	close(stop)
 	if ok := <-added; ok {
-		t.Error("a stopped writer's chunk was kept")
+		t.Error("a stopped writer's outChunk was kept")
 	}
 	l.close()
 	for range 2 {
@@ -594,7 +594,7 @@ func TestOutputLogBounds(t *testing.T) {
 
 // TestStdinInFlightBound: a sandbox's stdin being written is bounded.
 func TestStdinInFlightBound(t *testing.T) {
-	tb := &table{live: map[uint32]*proc{}}
+	tb := &procTable{live: map[uint32]*proc{}}
 	if err := tb.takeStdin(maxStdinInFlight); err != nil {
 		t.Fatal(err)
 	}
