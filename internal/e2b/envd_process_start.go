@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/time/rate"
 
 	"github.com/warden-sandbox/warden/internal/drain"
 	"github.com/warden-sandbox/warden/internal/e2b/processpb"
@@ -126,7 +127,7 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 			continue
 		}
 		pipes = append(pipes, pipe)
-		readers.Go(func() { ps.readOutput(pipe, p.out, i == 1, stop) })
+		readers.Go(func() { ps.readOutput(pipe, p.out, i == 1, stop, p.exited, tb.discards) })
 	}
 	st, werr := p.p.Wait()
 	close(p.exited)
@@ -149,13 +150,28 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 
 // readOutput copies a pipe into the log until its end or stop. While no
 // stream is attached and the log is full, it throws output away unread,
-// at drain's pace, so a flood nobody reads costs the host next to nothing;
-// while a stream is attached it waits for room, and the process blocks on
-// its full pipe.
-func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bool, stop <-chan struct{}) {
+// each time after a turn of the sandbox's discards (see procTable), so a
+// flood nobody reads costs the host little, however many processes make
+// it; while a stream is attached it waits for room, and the process
+// blocks on its full pipe.
+func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bool, stop, exited <-chan struct{}, turns *rate.Limiter) {
 	buf := make([]byte, procReadChunk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-exited:
+		case <-stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
 	for {
 		if out.full() {
+			_ = turns.Wait(ctx) // fails only once the process has ended: drain at once
+			if !out.full() {    // a stream attached meanwhile
+				continue
+			}
 			n, err := pipe.Discard()
 			out.discarded(n)
 			if err != nil {
