@@ -59,6 +59,13 @@ func TestFront(t *testing.T) {
 				w.WriteHeader(http.StatusAccepted)
 			case "/front/panic":
 				panic("front broke")
+			case "/front/flush":
+				f, ok := w.(http.Flusher)
+				if !ok {
+					w.WriteHeader(http.StatusNotImplemented)
+					return
+				}
+				f.Flush()
 			default:
 				next.ServeHTTP(w, r)
 			}
@@ -70,6 +77,11 @@ func TestFront(t *testing.T) {
 	}
 	if r := h.do("GET", "/front/panic", "", ""); r.status != http.StatusInternalServerError {
 		t.Errorf("a panicking front = %d, want 500 from the server's recovery", r.status)
+	}
+	flushed := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(flushed, httptest.NewRequest("GET", "/front/flush", nil))
+	if flushed.Code != http.StatusOK || !flushed.Flushed {
+		t.Errorf("a front's stream = %d, flushed %v; want 200, flushed (its writer is an http.Flusher)", flushed.Code, flushed.Flushed)
 	}
 	if r := h.do("GET", "/v1/sessions", "", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("the API without a key through a front = %d, want 401", r.status)
