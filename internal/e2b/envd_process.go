@@ -88,14 +88,24 @@ func knownProcedures(h http.Handler) http.Handler {
 	})
 }
 
-// sandboxTable is the routed sandbox and its process procTable.
-func (ps *processService) sandboxTable(ctx context.Context) (*Sandbox, *procTable, error) {
+// routed is the sandbox the router checked the call for.
+func (ps *processService) routed(ctx context.Context) (*Sandbox, error) {
 	sb := sandboxFrom(ctx)
 	if sb == nil {
 		ps.log.Error("e2b: a process call reached the service without a routed sandbox")
-		return nil, nil, connect.NewError(connect.CodeInternal, errors.New("internal error: see the server's log"))
+		return nil, connect.NewError(connect.CodeInternal, errors.New("internal error: see the server's log"))
 	}
-	return sb, ps.tables.get(sb.ID), nil
+	return sb, nil
+}
+
+// sandboxTable is the routed sandbox's process table (an empty one, not
+// kept, when it has none), for the calls that start nothing.
+func (ps *processService) sandboxTable(ctx context.Context) (*Sandbox, *procTable, error) {
+	sb, err := ps.routed(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sb, ps.tables.lookup(sb.ID), nil
 }
 
 // Start starts a process and streams its events: the start event with its
@@ -103,7 +113,7 @@ func (ps *processService) sandboxTable(ctx context.Context) (*Sandbox, *procTabl
 // Connect-Timeout-Ms bounds the process too, as under envd: at the
 // deadline it is killed. A stream that ends otherwise leaves it running.
 func (ps *processService) Start(ctx context.Context, req *connect.Request[processpb.StartRequest], stream *connect.ServerStream[processpb.StartResponse]) error {
-	sb, tb, err := ps.sandboxTable(ctx)
+	sb, err := ps.routed(ctx)
 	if err != nil {
 		return err
 	}
@@ -111,7 +121,7 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	if err != nil {
 		return err
 	}
-	p, c, err := ps.start(ctx, sb, tb, req.Msg)
+	p, c, err := ps.start(ctx, sb, req.Msg)
 	if err != nil {
 		return err
 	}

@@ -30,26 +30,27 @@ const (
 )
 
 // start checks req, starts its process in sb with the pipes it asks for,
-// registers it in tb and attaches the Start stream before any output can
+// registers it in the sandbox's table and attaches the Start stream before any output can
 // come, so that stream misses none.
-func (ps *processService) start(ctx context.Context, sb *Sandbox, tb *procTable, req *processpb.StartRequest) (*proc, *outCursor, error) {
+func (ps *processService) start(ctx context.Context, sb *Sandbox, req *processpb.StartRequest) (*proc, *outCursor, error) {
 	cmd, err := startCommand(req)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := tb.reserve(); err != nil {
+	tb, err := ps.tables.reserve(sb.ID)
+	if err != nil {
 		return nil, nil, err
 	}
 	pp, err := newProcPipes(req.Stdin == nil || req.GetStdin())
 	if err != nil {
-		tb.unreserve()
+		ps.tables.unreserve(sb.ID, tb)
 		return nil, nil, ps.internal("making a process's pipes", err)
 	}
 	cmd.Files = pp.child[:]
 	box, err := ps.sessions.Spawn(ctx, sb.Owner, sb.ID, cmd)
 	pp.closeChild()
 	if err != nil {
-		tb.unreserve()
+		ps.tables.unreserve(sb.ID, tb)
 		pp.closeHost()
 		return nil, nil, spawnError(err)
 	}

@@ -67,19 +67,47 @@ type procTable struct {
 	discards *rate.Limiter
 }
 
-// get is the procTable of sandbox id, made on first use.
-func (t *procTables) get(id string) *procTable {
+// newProcTable is an empty table.
+func newProcTable() *procTable {
+	return &procTable{live: map[uint32]*proc{}, nextPID: firstPID, discards: rate.NewLimiter(discardTurns, 1)}
+}
+
+// lookup is sandbox id's table, or an empty one, not kept, when it has
+// none: a call that starts nothing leaves nothing behind.
+func (t *procTables) lookup(id string) *procTable {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tb := t.tables[id]; tb != nil {
+		return tb
+	}
+	return newProcTable()
+}
+
+// reserve takes one of sandbox id's process slots for a start, making its
+// table if need be. Under t.mu, so that drop cannot forget the table
+// between the two.
+func (t *procTables) reserve(id string) (*procTable, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tb := t.tables[id]
 	if tb == nil {
-		tb = &procTable{live: map[uint32]*proc{}, nextPID: firstPID, discards: rate.NewLimiter(discardTurns, 1)}
+		tb = newProcTable()
 		t.tables[id] = tb
 	}
-	return tb
+	if err := tb.reserve(); err != nil {
+		return nil, err
+	}
+	return tb, nil
 }
 
-// drop forgets sandbox id's procTable once it holds nothing.
+// unreserve gives back a slot whose start failed, and forgets the table
+// if that left it empty.
+func (t *procTables) unreserve(id string, tb *procTable) {
+	tb.unreserve()
+	t.drop(id, tb)
+}
+
+// drop forgets sandbox id's table once it holds nothing.
 func (t *procTables) drop(id string, tb *procTable) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -91,7 +119,7 @@ func (t *procTables) drop(id string, tb *procTable) {
 	}
 }
 
-// reserve takes one of the sandbox's process slots for a start.
+// reserve takes one of the table's process slots for a start.
 func (tb *procTable) reserve() error {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()

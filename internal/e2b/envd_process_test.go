@@ -305,7 +305,7 @@ func TestBackgroundOutlivesStreamAndReconnects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pid := startBackground(t, client, "read x; echo got $x; echo more", "job")
-	tb := svc.tables.get("sb1")
+	tb := svc.tables.lookup("sb1")
 	tb.mu.Lock()
 	out := tb.live[pid].out
 	tb.mu.Unlock()
@@ -613,5 +613,43 @@ func TestStdinInFlightBound(t *testing.T) {
 	tb.giveStdin(maxStdinInFlight)
 	if err := tb.takeStdin(1); err != nil {
 		t.Errorf("after giving back: %v", err)
+	}
+}
+
+// TestTablesLeaveNothingBehind: a call that starts nothing keeps no table,
+// a start that fails gives its slot back and keeps none, and the table of
+// a sandbox whose processes all ended goes with their end events.
+func TestTablesLeaveNothingBehind(t *testing.T) {
+	client, f, _, svc := procService(t)
+	ctx := context.Background()
+	if _, err := client.List(ctx, connect.NewRequest(&processpb.ListRequest{})); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.spawnErr = sandbox.ErrClosed
+	f.mu.Unlock()
+	st, err := client.Start(ctx, procStartReq("true"))
+	if err == nil {
+		for st.Receive() {
+		}
+	}
+	svc.tables.mu.Lock()
+	n := len(svc.tables.tables)
+	svc.tables.mu.Unlock()
+	if n != 0 {
+		t.Errorf("after a List and a failed Start, %d tables are kept, want none", n)
+	}
+	tb := newProcTable()
+	p := &proc{out: newOutputLog(1)}
+	if err := tb.reserve(); err != nil {
+		t.Fatal(err)
+	}
+	tb.add(p)
+	svc.tables.tables["sb2"] = tb
+	tb.retire(p)
+	tb.forget(p)
+	svc.tables.drop("sb2", tb)
+	if svc.tables.lookup("sb2") == tb {
+		t.Error("the table of a sandbox whose processes all ended is still kept")
 	}
 }
