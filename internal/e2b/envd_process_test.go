@@ -275,10 +275,10 @@ func TestUnknownProcessNotFound(t *testing.T) {
 	}
 }
 
-// startBackground starts script with stdin and a tag, reads the start
+// procStartBackground starts script with stdin and a tag, reads the start
 // event and drops the stream, as commands.run(..., {background: true})
 // followed by disconnect does; it returns the pid.
-func startBackground(t *testing.T, client processpbconnect.ProcessClient, script, tag string) uint32 {
+func procStartBackground(t *testing.T, client processpbconnect.ProcessClient, script, tag string) uint32 {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -304,7 +304,7 @@ func TestBackgroundOutlivesStreamAndReconnects(t *testing.T) {
 	client, _, _, svc := procService(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pid := startBackground(t, client, "read x; echo got $x; echo more", "job")
+	pid := procStartBackground(t, client, "read x; echo got $x; echo more", "job")
 	tb := svc.tables.lookup("sb1")
 	tb.mu.Lock()
 	out := tb.live[pid].out
@@ -355,7 +355,7 @@ func TestSignalsAndStdin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, sig := range []processpb.Signal{processpb.Signal_SIGNAL_SIGKILL, processpb.Signal_SIGNAL_SIGTERM} {
-		pid := startBackground(t, client, "sleep 60", "s")
+		pid := procStartBackground(t, client, "sleep 60", "s")
 		sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: pid}}
 		st, err := client.Connect(ctx, connect.NewRequest(&processpb.ConnectRequest{Process: sel}))
 		if err != nil {
@@ -370,12 +370,12 @@ func TestSignalsAndStdin(t *testing.T) {
 		}
 	}
 	_, err := client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{
-		Process: &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: startBackground(t, client, "sleep 60", "")}}, Signal: 2}))
+		Process: &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: procStartBackground(t, client, "sleep 60", "")}}, Signal: 2}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("SIGINT: got %v, want invalid_argument", err)
 	}
 
-	pid := startBackground(t, client, "cat; echo eof", "cat")
+	pid := procStartBackground(t, client, "cat; echo eof", "cat")
 	sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: pid}}
 	if _, err := client.CloseStdin(ctx, connect.NewRequest(&processpb.CloseStdinRequest{Process: sel})); err != nil {
 		t.Fatal(err)
@@ -540,7 +540,7 @@ func TestProcessLimit(t *testing.T) {
 	client, _, _ := procServer(t)
 	defer procKillAll(t, client)
 	for range maxProcs {
-		startBackground(t, client, "sleep 60", "")
+		procStartBackground(t, client, "sleep 60", "")
 	}
 	ctx := context.Background()
 	st, err := client.Start(ctx, procStartReq("true"))
@@ -651,5 +651,48 @@ func TestTablesLeaveNothingBehind(t *testing.T) {
 	svc.tables.drop("sb2", tb)
 	if svc.tables.lookup("sb2") == tb {
 		t.Error("the table of a sandbox whose processes all ended is still kept")
+	}
+}
+
+// TestStreamInput: a client stream's data reaches the stdin of the process
+// its start event names, in order; data before a start is refused.
+func TestStreamInput(t *testing.T) {
+	client, _, _ := procServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pid := procStartBackground(t, client, "cat", "")
+	sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: pid}}
+	data := func(s string) *processpb.StreamInputRequest {
+		return &processpb.StreamInputRequest{Event: &processpb.StreamInputRequest_Data{Data: &processpb.StreamInputRequest_DataEvent{
+			Input: &processpb.ProcessInput{Input: &processpb.ProcessInput_Stdin{Stdin: []byte(s)}}}}}
+	}
+	in := client.StreamInput(ctx)
+	for _, m := range []*processpb.StreamInputRequest{
+		{Event: &processpb.StreamInputRequest_Start{Start: &processpb.StreamInputRequest_StartEvent{Process: sel}}},
+		data("a"), {Event: &processpb.StreamInputRequest_Keepalive{Keepalive: &processpb.StreamInputRequest_KeepAlive{}}}, data("b"),
+	} {
+		if err := in.Send(m); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if _, err := in.CloseAndReceive(); err != nil {
+		t.Fatalf("StreamInput: %v", err)
+	}
+	if _, err := client.CloseStdin(ctx, connect.NewRequest(&processpb.CloseStdinRequest{Process: sel})); err != nil {
+		t.Fatal(err)
+	}
+	st, err := client.Connect(ctx, connect.NewRequest(&processpb.ConnectRequest{Process: sel}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() }); c.stdout != "ab" {
+		t.Errorf("cat got %q (%v), want ab", c.stdout, st.Err())
+	}
+	in = client.StreamInput(ctx)
+	if err := in.Send(data("x")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if _, err := in.CloseAndReceive(); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("data before start: got %v, want invalid_argument", err)
 	}
 }
