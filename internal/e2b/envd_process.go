@@ -50,18 +50,6 @@ func (s *Server) processRoutes(mux *http.ServeMux) {
 	mux.Handle(path, knownProcedures(h))
 }
 
-// flushWriter gives connect's streams the http.Flusher they assert when a
-// middleware's ResponseWriter (warden serve's recorder) hides it: Flush
-// goes through http.ResponseController, which unwraps to the real one.
-type flushWriter struct{ http.ResponseWriter }
-
-// Flush sends what is buffered; a writer that cannot flush leaves it to
-// the end of the answer, and a client gone shows in the next Write.
-func (f flushWriter) Flush() { _ = http.NewResponseController(f.ResponseWriter).Flush() }
-
-// Unwrap lets http.ResponseController reach the writer underneath.
-func (f flushWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
-
 // processProcedures are the process service's procedures.
 var processProcedures = map[string]bool{
 	processpbconnect.ProcessListProcedure: true, processpbconnect.ProcessConnectProcedure: true,
@@ -75,9 +63,6 @@ var processProcedures = map[string]bool{
 func knownProcedures(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if processProcedures[r.URL.Path] {
-			if _, ok := w.(http.Flusher); !ok {
-				w = flushWriter{w}
-			}
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -127,20 +127,11 @@ func procService(t *testing.T) (processpbconnect.ProcessClient, *procSessions, s
 	mux.Handle(path, knownProcedures(h))
 	sb := &Sandbox{ID: "sb1", Owner: "alice"}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mux.ServeHTTP(hideFlush{w}, r.WithContext(withSandbox(r.Context(), sb)))
+		mux.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), sb)))
 	}))
 	t.Cleanup(srv.Close)
 	return processpbconnect.NewProcessClient(srv.Client(), srv.URL, connect.WithProtoJSON()), f, srv.URL, svc
 }
-
-// hideFlush hides the writer's Flush, as warden serve's recorder does,
-// leaving it to http.ResponseController through Unwrap.
-type hideFlush struct{ w http.ResponseWriter }
-
-func (h hideFlush) Header() http.Header         { return h.w.Header() }
-func (h hideFlush) Write(b []byte) (int, error) { return h.w.Write(b) }
-func (h hideFlush) WriteHeader(status int)      { h.w.WriteHeader(status) }
-func (h hideFlush) Unwrap() http.ResponseWriter { return h.w }
 
 // procStartReq is a Start of sh -c script.
 func procStartReq(script string) *connect.Request[processpb.StartRequest] {
