@@ -17,19 +17,22 @@ import (
 const spawnLimit = 30 * time.Second
 
 // Spawn starts c in owner's session beside its execs and interpreters and
-// returns at once, with the process running: unlike Exec it neither waits
-// for the end nor kills what the process leaves running, and it does not
-// make the session busy. The process runs until it ends, is killed, or its
-// session ends (deleted, expired or died), whichever comes first; ctx
-// bounds only the wait for the start (exec pacing included).
+// returns at once, with the process running: unlike Exec it does not wait
+// for the end, and it does not make the session busy. The process runs
+// until it ends, is killed, or its session ends (deleted, expired or
+// died), whichever comes first; ctx bounds only the wait for the start
+// (exec pacing included). As for an exec's command, what the process
+// leaves running in its own group and cgroup is killed when it ends.
 //
 // c.Env is added to the session's environment, as an exec's env is, and
 // c.Dir is a directory inside the sandbox (empty: /workspace). c.Files are
 // the process's descriptors 0, 1, 2, ...; the caller still owns and closes
 // them. A start is paced as a command exec (see execPacer) and marks the
-// session used; the process's output is the caller's to read, and the
-// returned Process's ChargeOutput charges the session's pacer for what the
-// caller sent on.
+// session used, and so does the process while it runs (every quarter of
+// the idle timeout, a second to a minute), as an exec keeps its session
+// busy. The process's output is the caller's to read, and the returned
+// Process's ChargeOutput charges the session's pacer for what the caller
+// sent on.
 func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command) (interp.Process, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
@@ -92,7 +95,7 @@ func (s *session) spawn(ctx context.Context, c interp.Command, report func(error
 		}
 		return nil, fmt.Errorf("starting %s: %w", c.Argv[0], err)
 	}
-	go s.killAtEnd(p, report)
+	go s.watch(p, report)
 	return &Spawned{Process: p, s: s}, nil
 }
 
@@ -125,20 +128,34 @@ func (s *session) touch() {
 	s.mu.Unlock()
 }
 
-// killAtEnd kills p when the session's sandbox ends first. Closing a box
-// kills everything in it already; this makes the rule not depend on how
+// watch keeps s used while p runs, as an exec keeps its session busy, so
+// a long command is not taken for idleness (the TTL still ends it), and
+// kills p when the session's sandbox ends first. Closing a box kills
+// everything in it already; the kill makes the rule not depend on how
 // each backend does it, and releases whoever waits on p.
-func (s *session) killAtEnd(p interp.Process, report func(error)) {
+func (s *session) watch(p interp.Process, report func(error)) {
 	exited := make(chan struct{})
 	go func() {
 		_, _ = p.Wait()
 		close(exited)
 	}()
-	select {
-	case <-exited:
-	case <-s.box.Done():
-		if err := p.Kill(); err != nil {
-			report(fmt.Errorf("killing a process of session %s at its end: %w", s.id, err))
+	s.mu.Lock()
+	every := min(max(s.idle/4, time.Second), time.Minute)
+	s.mu.Unlock()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-exited:
+			s.touch()
+			return
+		case <-tick.C:
+			s.touch()
+		case <-s.box.Done():
+			if err := p.Kill(); err != nil {
+				report(fmt.Errorf("killing a process of session %s at its end: %w", s.id, err))
+			}
+			return
 		}
 	}
 }

@@ -186,3 +186,28 @@ func TestSpawnedChargesOutput(t *testing.T) {
 	}
 	_ = p.Kill()
 }
+
+// TestSpawnedKeepsSessionUsed: a running spawned process keeps marking its
+// session used, so a long command is not taken for idleness.
+func TestSpawnedKeepsSessionUsed(t *testing.T) {
+	m, s, _, _ := spawnSession(t)
+	s.mu.Lock()
+	s.idle = 2 * time.Second // marked every second
+	s.mu.Unlock()
+	p, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: []string{"sleep", "9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	epoch := time.Unix(0, 0)
+	s.mu.Lock()
+	s.lastUsed = epoch
+	s.mu.Unlock()
+	for range 100 {
+		if s.info().LastUsedAt.After(epoch) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Error("a session whose process runs was not marked used within 10 s")
+}
