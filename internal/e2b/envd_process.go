@@ -233,9 +233,9 @@ func (ps *processService) List(ctx context.Context, _ *connect.Request[processpb
 	return connect.NewResponse(out), nil
 }
 
-// SendSignal sends SIGKILL or SIGTERM to a process. The box's processes
-// take only SIGKILL (to their whole group), so SIGTERM is delivered as
-// SIGKILL: the process cannot catch it to clean up.
+// SendSignal sends SIGKILL or SIGTERM to a process: SIGKILL to its whole
+// group and what it left there; SIGTERM to its group, which may catch it,
+// where the box can send it (Warden's agent can), else as SIGKILL.
 func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[processpb.SendSignalRequest]) (*connect.Response[processpb.SendSignalResponse], error) {
 	_, tb, err := ps.sandboxTable(ctx)
 	if err != nil {
@@ -245,13 +245,18 @@ func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[p
 	if err != nil {
 		return nil, err
 	}
+	send := p.p.Kill
 	switch sig := req.Msg.GetSignal(); sig {
-	case processpb.Signal_SIGNAL_SIGKILL, processpb.Signal_SIGNAL_SIGTERM:
+	case processpb.Signal_SIGNAL_SIGKILL:
+	case processpb.Signal_SIGNAL_SIGTERM:
+		if t, ok := p.p.(interface{ Terminate() error }); ok {
+			send = t.Terminate
+		}
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %d is not supported: send SIGNAL_SIGKILL (9) or SIGNAL_SIGTERM (15)", int32(sig)))
 	}
-	if err := p.p.Kill(); err != nil {
-		return nil, ps.internal("killing a process", err)
+	if err := send(); err != nil {
+		return nil, ps.internal("signalling a process", err)
 	}
 	return connect.NewResponse(&processpb.SendSignalResponse{}), nil
 }

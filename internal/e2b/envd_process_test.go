@@ -100,6 +100,9 @@ type procHost struct {
 
 func (p *procHost) Wait() (interp.ExitStatus, error) { <-p.done; return p.st, nil }
 
+// Terminate sends SIGTERM to the group, as Warden's agent does.
+func (p *procHost) Terminate() error { return syscall.Kill(-p.pid, syscall.SIGTERM) }
+
 func (p *procHost) Kill() error {
 	select {
 	case <-p.done:
@@ -338,26 +341,41 @@ func TestBackgroundOutlivesStreamAndReconnects(t *testing.T) {
 	}
 }
 
-// TestSignalsAndStdin: SIGKILL and SIGTERM both end a process as killed
-// (the box has only SIGKILL); CloseStdin gives the process end of file;
-// a process started without stdin has none to write.
+// TestSignalsAndStdin: SIGKILL kills a process; SIGTERM reaches its group,
+// which may catch it; CloseStdin gives the process end of file; a process
+// started without stdin has none to write.
 func TestSignalsAndStdin(t *testing.T) {
 	client, _, _ := procServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, sig := range []processpb.Signal{processpb.Signal_SIGNAL_SIGKILL, processpb.Signal_SIGNAL_SIGTERM} {
-		pid := procStartBackground(t, client, "sleep 60", "s")
-		sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: pid}}
-		st, err := client.Connect(ctx, connect.NewRequest(&processpb.ConnectRequest{Process: sel}))
+	for _, tt := range []struct {
+		sig    processpb.Signal
+		script string
+		stdout string
+		end    *processpb.ProcessEvent_EndEvent
+	}{
+		{processpb.Signal_SIGNAL_SIGKILL, "trap 'echo term; exit 7' TERM; echo up; sleep 60 & wait", "up\n",
+			&processpb.ProcessEvent_EndEvent{ExitCode: -1, Status: "signal: killed", Error: procStr("signal: killed")}},
+		{processpb.Signal_SIGNAL_SIGTERM, "trap 'echo term; exit 7' TERM; echo up; sleep 60 & wait", "up\nterm\n",
+			&processpb.ProcessEvent_EndEvent{ExitCode: 7, Exited: true, Status: "exit status 7", Error: procStr("exit status 7")}},
+	} {
+		st, err := client.Start(ctx, procStartReq(tt.script))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{Process: sel, Signal: sig})); err != nil {
-			t.Fatalf("%v: %v", sig, err)
+		if !st.Receive() {
+			t.Fatalf("%v: %v", tt.sig, st.Err())
+		}
+		sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: st.Msg().GetEvent().GetStart().GetPid()}}
+		if !st.Receive() { // "up": the trap is set
+			t.Fatalf("%v: %v", tt.sig, st.Err())
+		}
+		if _, err := client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{Process: sel, Signal: tt.sig})); err != nil {
+			t.Fatalf("%v: %v", tt.sig, err)
 		}
 		c := collectEvents(t, st.Receive, func() *processpb.ProcessEvent { return st.Msg().GetEvent() })
-		if c.end.GetExitCode() != -1 || c.end.GetStatus() != "signal: killed" {
-			t.Errorf("%v: end %v (%v), want exit -1, signal: killed", sig, c.end, st.Err())
+		if c.end.String() != tt.end.String() || "up\n"+c.stdout != tt.stdout {
+			t.Errorf("%v: stdout %q end %v (%v), want %q and %v", tt.sig, "up\n"+c.stdout, c.end, st.Err(), tt.stdout, tt.end)
 		}
 	}
 	_, err := client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{

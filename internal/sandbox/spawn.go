@@ -71,6 +71,16 @@ func (p *Spawned) ChargeOutput(n int) {
 
 // spawn starts c in s; report is told of a kill at the session's end that
 // failed.
+// Terminate asks the process to end with SIGTERM, which it may catch to
+// clean up, where the box can send it (Warden's agent can); elsewhere it
+// kills the process, as Kill does.
+func (p *Spawned) Terminate() error {
+	if t, ok := p.Process.(interface{ Terminate() error }); ok {
+		return t.Terminate()
+	}
+	return p.Kill()
+}
+
 func (s *session) spawn(ctx context.Context, c interp.Command, report func(error)) (interp.Process, error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: no command given: name the program to run", spec.ErrInvalid)

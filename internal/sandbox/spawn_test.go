@@ -211,3 +211,24 @@ func TestSpawnedKeepsSessionUsed(t *testing.T) {
 	}
 	t.Error("a session whose process runs was not marked used within 10 s")
 }
+
+// termProc is a fakeProc that can be sent SIGTERM.
+type termProc struct {
+	fakeProc
+	terminated bool
+}
+
+func (p *termProc) Terminate() error { p.terminated = true; return nil }
+
+// TestSpawnedTerminate: Terminate sends SIGTERM where the box's process
+// can take it, and kills it where it cannot.
+func TestSpawnedTerminate(t *testing.T) {
+	tp := &termProc{fakeProc: fakeProc{end: make(chan struct{})}}
+	if err := (&Spawned{Process: tp}).Terminate(); err != nil || !tp.terminated || tp.killed {
+		t.Errorf("with Terminate: err %v terminated %v killed %v, want SIGTERM alone", err, tp.terminated, tp.killed)
+	}
+	fp := &fakeProc{end: make(chan struct{})}
+	if err := (&Spawned{Process: fp}).Terminate(); err != nil || !fp.killed {
+		t.Errorf("without Terminate: err %v killed %v, want a kill", err, fp.killed)
+	}
+}

@@ -74,8 +74,8 @@ func doJSON(t *testing.T, req *http.Request, want int, out any) {
 
 // TestE2BProcessInRealBox: in a real sandbox, a background command
 // outlives its dropped stream, takes stdin, and a Connect gets its output
-// and end; a killed command ends as killed; a deleted sandbox's commands
-// are gone with it.
+// and end; a killed command ends as killed; SIGTERM can be caught; a
+// deleted sandbox's commands are gone with it.
 func TestE2BProcessInRealBox(t *testing.T) {
 	s := startServer(t)
 	client, id := e2bProcessClient(t, s)
@@ -139,6 +139,36 @@ func TestE2BProcessInRealBox(t *testing.T) {
 	}
 	if _, end := follow(pid); end.GetExitCode() != -1 || end.GetStatus() != "signal: killed" {
 		t.Errorf("killed command: end %v, want exit -1, signal: killed", end)
+	}
+
+	// SIGTERM reaches the command's group, which may catch it.
+	st, err := client.Start(ctx, connect.NewRequest(&processpb.StartRequest{
+		Process: &processpb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", "trap 'echo term; exit 7' TERM; echo up; sleep 600 & wait"}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Receive() {
+		t.Fatalf("start: %v", st.Err())
+	}
+	termPID := st.Msg().GetEvent().GetStart().GetPid()
+	if !st.Receive() || string(st.Msg().GetEvent().GetData().GetStdout()) != "up\n" {
+		t.Fatalf("want up first, got %v (%v)", st.Msg(), st.Err())
+	}
+	if _, err := client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{
+		Process: &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: termPID}}, Signal: processpb.Signal_SIGNAL_SIGTERM})); err != nil {
+		t.Fatalf("SendSignal(SIGTERM): %v", err)
+	}
+	var termOut string
+	var termEnd *processpb.ProcessEvent_EndEvent
+	for st.Receive() {
+		termOut += string(st.Msg().GetEvent().GetData().GetStdout())
+		if e := st.Msg().GetEvent().GetEnd(); e != nil {
+			termEnd = e
+		}
+	}
+	if termOut != "term\n" || termEnd.GetExitCode() != 7 {
+		t.Errorf("SIGTERM: output %q end %v (%v), want the trap's term and exit 7", termOut, termEnd, st.Err())
 	}
 
 	pid = start("sleep 600")
