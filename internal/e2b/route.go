@@ -19,6 +19,11 @@ const (
 	headerTrafficToken = "E2b-Traffic-Access-Token"
 )
 
+// maxDataBody is the size a data-plane body's time to arrive is reckoned
+// from when it declares no length (see server.PaceBody); the handlers
+// bound the bodies themselves.
+const maxDataBody = 256 << 20
+
 // Ports of the services inside an E2B sandbox, as E2b-Sandbox-Port names
 // them.
 const (
@@ -68,6 +73,9 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 	}
 	port := r.Header.Get(headerSandboxPort)
 	s.admit(r, sb.Owner, "e2b "+port+" "+r.Method+" "+routeOf(r.URL.Path))
+	if s.cfg.PaceBody != nil {
+		s.cfg.PaceBody(w, r, maxDataBody)
+	}
 	r = r.WithContext(withSandbox(r.Context(), sb))
 	switch port {
 	case envdPort:
