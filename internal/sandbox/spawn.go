@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
@@ -16,19 +17,22 @@ import (
 const spawnLimit = 30 * time.Second
 
 // Spawn starts c in owner's session beside its execs and interpreters and
-// returns at once, with the process running: unlike Exec it neither waits
-// for the end nor kills what the process leaves running, and it does not
-// make the session busy. The process runs until it ends, is killed, or its
-// session ends (deleted, expired or died), whichever comes first; ctx
-// bounds only the wait for the start (exec pacing included).
+// returns at once, with the process running: unlike Exec it does not wait
+// for the end, and it does not make the session busy. The process runs
+// until it ends, is killed, or its session ends (deleted, expired or
+// died), whichever comes first; ctx bounds only the wait for the start
+// (exec pacing included). As for an exec's command, what the process
+// leaves running in its own group and cgroup is killed when it ends.
 //
 // c.Env is added to the session's environment, as an exec's env is, and
 // c.Dir is a directory inside the sandbox (empty: /workspace). c.Files are
 // the process's descriptors 0, 1, 2, ...; the caller still owns and closes
 // them. A start is paced as a command exec (see execPacer) and marks the
-// session used; the process's output is the caller's to read, and the
-// returned Process's ChargeOutput charges the session's pacer for what the
-// caller sent on.
+// session used, and so does the process while it runs (every quarter of
+// the idle timeout, a second to a minute), as an exec keeps its session
+// busy. The process's output is the caller's to read, and the returned
+// Process's ChargeOutput charges the session's pacer for what the caller
+// sent on.
 func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command) (interp.Process, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
@@ -42,18 +46,41 @@ func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command)
 type Spawned struct {
 	interp.Process
 	s *session
+	// unpaid is output bytes reported but below a token's worth yet.
+	unpaid atomic.Int64
 }
 
 // ChargeOutput charges the session's exec pacer for n bytes of the
 // process's output that the caller read and sent on, which cost the host
 // CPU no cgroup counts, as an exec's output is charged (see outputCost).
-// It never waits: the session's next exec or spawn does.
+// Bytes below a token's worth are carried to the next call, so output
+// sent in small pieces is charged too. It never waits: the session's next
+// exec or spawn does.
 func (p *Spawned) ChargeOutput(n int) {
-	p.s.pace.charge(n / outputBytesPerMS)
+	if n <= 0 {
+		return
+	}
+	total := p.unpaid.Add(int64(n))
+	tokens := total / outputBytesPerMS
+	if tokens == 0 {
+		return
+	}
+	p.unpaid.Add(-tokens * outputBytesPerMS)
+	p.s.pace.charge(int(tokens))
 }
 
 // spawn starts c in s; report is told of a kill at the session's end that
 // failed.
+// Terminate asks the process to end with SIGTERM, which it may catch to
+// clean up, where the box can send it (Warden's agent can); elsewhere it
+// kills the process, as Kill does.
+func (p *Spawned) Terminate() error {
+	if t, ok := p.Process.(interface{ Terminate() error }); ok {
+		return t.Terminate()
+	}
+	return p.Kill()
+}
+
 func (s *session) spawn(ctx context.Context, c interp.Command, report func(error)) (interp.Process, error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: no command given: name the program to run", spec.ErrInvalid)
@@ -78,7 +105,7 @@ func (s *session) spawn(ctx context.Context, c interp.Command, report func(error
 		}
 		return nil, fmt.Errorf("starting %s: %w", c.Argv[0], err)
 	}
-	go s.killAtEnd(p, report)
+	go s.watch(p, report)
 	return &Spawned{Process: p, s: s}, nil
 }
 
@@ -111,20 +138,34 @@ func (s *session) touch() {
 	s.mu.Unlock()
 }
 
-// killAtEnd kills p when the session's sandbox ends first. Closing a box
-// kills everything in it already; this makes the rule not depend on how
+// watch keeps s used while p runs, as an exec keeps its session busy, so
+// a long command is not taken for idleness (the TTL still ends it), and
+// kills p when the session's sandbox ends first. Closing a box kills
+// everything in it already; the kill makes the rule not depend on how
 // each backend does it, and releases whoever waits on p.
-func (s *session) killAtEnd(p interp.Process, report func(error)) {
+func (s *session) watch(p interp.Process, report func(error)) {
 	exited := make(chan struct{})
 	go func() {
 		_, _ = p.Wait()
 		close(exited)
 	}()
-	select {
-	case <-exited:
-	case <-s.box.Done():
-		if err := p.Kill(); err != nil {
-			report(fmt.Errorf("killing a process of session %s at its end: %w", s.id, err))
+	s.mu.Lock()
+	every := min(max(s.idle/4, time.Second), time.Minute)
+	s.mu.Unlock()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-exited:
+			s.touch()
+			return
+		case <-tick.C:
+			s.touch()
+		case <-s.box.Done():
+			if err := p.Kill(); err != nil {
+				report(fmt.Errorf("killing a process of session %s at its end: %w", s.id, err))
+			}
+			return
 		}
 	}
 }

@@ -173,9 +173,62 @@ func TestSpawnedChargesOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.pace.lim.TokensAt(s.pace.now())
-	p.(*Spawned).ChargeOutput(10 * outputBytesPerMS)
+	sp := p.(*Spawned)
+	sp.ChargeOutput(10 * outputBytesPerMS)
 	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != 10 {
 		t.Errorf("10 ms of output took %g tokens, want 10", got)
 	}
+	for range 2 * outputBytesPerMS / 1024 { // 2 ms of output in 1 KiB pieces
+		sp.ChargeOutput(1024)
+	}
+	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != 12 {
+		t.Errorf("10 ms of output and 2 ms in small pieces took %g tokens, want 12", got)
+	}
 	_ = p.Kill()
+}
+
+// TestSpawnedKeepsSessionUsed: a running spawned process keeps marking its
+// session used, so a long command is not taken for idleness.
+func TestSpawnedKeepsSessionUsed(t *testing.T) {
+	m, s, _, _ := spawnSession(t)
+	s.mu.Lock()
+	s.idle = 2 * time.Second // marked every second
+	s.mu.Unlock()
+	p, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: []string{"sleep", "9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	epoch := time.Unix(0, 0)
+	s.mu.Lock()
+	s.lastUsed = epoch
+	s.mu.Unlock()
+	for range 100 {
+		if s.info().LastUsedAt.After(epoch) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Error("a session whose process runs was not marked used within 10 s")
+}
+
+// termProc is a fakeProc that can be sent SIGTERM.
+type termProc struct {
+	fakeProc
+	terminated bool
+}
+
+func (p *termProc) Terminate() error { p.terminated = true; return nil }
+
+// TestSpawnedTerminate: Terminate sends SIGTERM where the box's process
+// can take it, and kills it where it cannot.
+func TestSpawnedTerminate(t *testing.T) {
+	tp := &termProc{fakeProc: fakeProc{end: make(chan struct{})}}
+	if err := (&Spawned{Process: tp}).Terminate(); err != nil || !tp.terminated || tp.killed {
+		t.Errorf("with Terminate: err %v terminated %v killed %v, want SIGTERM alone", err, tp.terminated, tp.killed)
+	}
+	fp := &fakeProc{end: make(chan struct{})}
+	if err := (&Spawned{Process: fp}).Terminate(); err != nil || !fp.killed {
+		t.Errorf("without Terminate: err %v killed %v, want a kill", err, fp.killed)
+	}
 }
