@@ -114,11 +114,6 @@ func (ci *codeInterpreter) execute(w http.ResponseWriter, r *http.Request) {
 		interpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	c, status, err := ci.executeContext(sb, body)
-	if err != nil {
-		interpError(w, status, err.Error())
-		return
-	}
 	b := ci.contexts.box(sb)
 	select {
 	case b.turn <- struct{}{}:
@@ -126,7 +121,25 @@ func (ci *codeInterpreter) execute(w http.ResponseWriter, r *http.Request) {
 		return // the client left while it waited
 	}
 	defer func() { <-b.turn }()
+	c, status, err := ci.executeContext(sb, body)
+	if err != nil {
+		interpError(w, status, err.Error())
+		return
+	}
 	ci.run(w, r, sb, c, *body.Code, body.EnvVars)
+	ci.forgetRemoved(sb, c)
+}
+
+// forgetRemoved frees the interpreter of a named context removed while
+// it ran code: the removal reset the interpreter, but the run may have
+// started a new one after it, which nothing could reach again.
+func (ci *codeInterpreter) forgetRemoved(sb *Sandbox, c *codeContext) {
+	if !c.named || ci.reset == nil || ci.contexts.byID(sb, c.id) != nil {
+		return
+	}
+	if err := ci.reset.ResetInterpreter(sb.Owner, sb.ID, c.language, c.id); err != nil {
+		ci.log.Warn("e2b: freeing the interpreter of a removed context", "sandbox", sb.ID, "err", err)
+	}
 }
 
 // checkExecute checks what POST /execute's body asks for on its own.

@@ -192,3 +192,22 @@ func TestContextRegistryForgetsGoneSandboxes(t *testing.T) {
 func TestSessionsCanResetInterpreters(t *testing.T) {
 	var _ interpreterResetter = (*sandbox.Manager)(nil)
 }
+
+// TestContextRemovedWhileRunning: a context removed while it runs code
+// has its interpreter reset again once the code ends, as the run may have
+// started a fresh one after the removal, which nothing could reach.
+func TestContextRemovedWhileRunning(t *testing.T) {
+	fake := &interpSessions{}
+	h := newInterpHarness(t, fake)
+	c := createContext(t, h, ciAlice, `{}`)
+	fake.run = func(context.Context, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
+		if w := h.do(ciAlice, "DELETE", "/contexts/"+c.ID, ""); w.Code != http.StatusOK {
+			t.Errorf("delete while running = %d %q", w.Code, w.Body)
+		}
+		return spec.Result{}, nil
+	}
+	h.execute(`{"code":"1","context_id":"` + c.ID + `"}`)
+	if got, want := strings.Join(fake.resets, " "), "python/"+c.ID+" python/"+c.ID; got != want {
+		t.Errorf("resets %q, want %q: the removal's and one after the run", got, want)
+	}
+}
