@@ -213,11 +213,10 @@ func (ci *codeInterpreter) run(w http.ResponseWriter, r *http.Request, sb *Sandb
 	count := c.count + 1
 	ci.contexts.mu.Unlock()
 	stream := newExecStream(w, cancel, execCountLine{Type: "number_of_executions", Count: count})
-	ticking := make(chan struct{})
-	go stream.tickUntil(ticking)
+	stopTicks := stream.startTicks()
 	req := sandbox.ExecRequest{Language: c.language, Code: code, Interpreter: c.interpreterName()}
 	res, err := ci.exec(ctx, sb, req, sandbox.Stream{Stdout: execOutput{stream, &stream.out}, Stderr: execOutput{stream, &stream.errOut}})
-	close(ticking)
+	stopTicks()
 	ci.after(c, res, err, count)
 	if err != nil && !stream.hasStarted() {
 		ci.refuse(w, err)

@@ -154,17 +154,27 @@ func (s *execStream) tick(now time.Time) {
 	}
 }
 
-// tickUntil calls tick every execPartialAfter/2 until done is closed.
-func (s *execStream) tickUntil(done <-chan struct{}) {
-	t := time.NewTicker(execPartialAfter / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case now := <-t.C:
-			s.tick(now)
+// startTicks calls tick every execPartialAfter/2 until the returned
+// stop is called; stop returns once the last tick has, so nothing is
+// written after the stream's end or after the handler returned.
+func (s *execStream) startTicks() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(execPartialAfter / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-t.C:
+				s.tick(now)
+			}
 		}
+	}()
+	return func() {
+		close(quit)
+		<-done
 	}
 }
 
