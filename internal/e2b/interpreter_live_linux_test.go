@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,20 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
-
-// liveSessions is a real Manager as Sessions; Spawn is not what these
-// tests use.
-type liveSessions struct{ *sandbox.Manager }
-
-func (liveSessions) Spawn(context.Context, string, string, interp.Command) (interp.Process, error) {
-	return nil, errors.ErrUnsupported
-}
 
 // liveInterp is a real session of the anonymous owner ("", as Warden's
 // API serves without keys) behind the code interpreter's routes, on a
@@ -55,7 +45,7 @@ func startLiveInterp(t testing.TB, pace float64) *liveInterp {
 		t.Fatalf("creating a session: %v", err)
 	}
 	sb := &Sandbox{ID: info.ID, Env: map[string]string{"GLOBAL": "g"}}
-	s := &Server{cfg: Config{Sessions: liveSessions{mgr}}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Server{cfg: Config{Sessions: mgr}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	mux := http.NewServeMux()
 	s.interpreterRoutes(mux)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
