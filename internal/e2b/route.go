@@ -12,6 +12,9 @@ const (
 	headerSandboxID   = "E2b-Sandbox-Id"
 	headerSandboxPort = "E2b-Sandbox-Port"
 	headerAccessToken = "X-Access-Token"
+	// headerTrafficToken carries the trafficAccessToken: the only token
+	// @e2b/code-interpreter sends on its /contexts calls.
+	headerTrafficToken = "E2b-Traffic-Access-Token"
 )
 
 // Ports of the services inside an E2B sandbox, as E2b-Sandbox-Port names
@@ -81,17 +84,29 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 // the same and get the same answer. There must be exactly one
 // E2b-Sandbox-Id and one X-Access-Token: two of either would let a proxy
 // in front and this server read different ones.
+//
+// A code-interpreter call without an X-Access-Token is checked against
+// the sandbox's trafficAccessToken instead: @e2b/code-interpreter sends
+// only that one (E2B-Traffic-Access-Token) when it creates, lists,
+// restarts and removes contexts.
 func (s *Server) checkToken(r *http.Request) (sb *Sandbox, ended, ok bool) {
 	ids, tokens := r.Header.Values(headerSandboxID), r.Header.Values(headerAccessToken)
+	traffic := len(tokens) == 0 && r.Header.Get(headerSandboxPort) == interpreterPort
+	if traffic {
+		tokens = r.Header.Values(headerTrafficToken)
+	}
 	if len(ids) != 1 || len(tokens) != 1 {
 		return nil, false, false
 	}
 	sb, ended = s.sandboxes.peekAny(ids[0])
 	want := s.standIn
-	if sb != nil {
+	switch {
+	case sb != nil && traffic:
+		want = sb.TrafficToken
+	case sb != nil:
 		want = sb.EnvdToken
 	}
-	if subtle.ConstantTimeCompare([]byte(want), []byte(tokens[0])) != 1 || sb == nil {
+	if subtle.ConstantTimeCompare([]byte(want), []byte(tokens[0])) != 1 || sb == nil || want == "" {
 		return nil, false, false
 	}
 	return sb, ended, true
