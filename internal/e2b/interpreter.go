@@ -237,11 +237,11 @@ func (ci *codeInterpreter) run(w http.ResponseWriter, r *http.Request, sb *Sandb
 func (ci *codeInterpreter) after(c *codeContext, res spec.Result, err error, count int) {
 	ci.contexts.mu.Lock()
 	defer ci.contexts.mu.Unlock()
-	if err == nil || res.InterpreterRestarted {
-		c.count = count
-	}
-	if res.InterpreterRestarted {
+	switch {
+	case res.InterpreterRestarted:
 		c.moved, c.count = false, 0
+	case err == nil:
+		c.count = count
 	}
 }
 
@@ -253,7 +253,7 @@ func (ci *codeInterpreter) prepare(ctx context.Context, sb *Sandbox, c *codeCont
 	ci.contexts.mu.Unlock()
 	if chdir {
 		if err := ci.quiet(ctx, sb, c, chdirCode(c.language, c.dir)); err != nil {
-			return fmt.Errorf("%w: moving the context to its cwd %s: %w", spec.ErrInvalid, interpQuote(c.cwd, 256), err)
+			return fmt.Errorf("moving the context to its cwd %s: %w", interpQuote(c.cwd, 256), err)
 		}
 		ci.contexts.mu.Lock()
 		c.moved = true
@@ -263,7 +263,7 @@ func (ci *codeInterpreter) prepare(ctx context.Context, sb *Sandbox, c *codeCont
 		return nil
 	}
 	if err := ci.quiet(ctx, sb, c, setEnvCode(c.language, env)); err != nil {
-		return fmt.Errorf("%w: setting env_vars: %w", spec.ErrInvalid, err)
+		return fmt.Errorf("setting env_vars: %w", err)
 	}
 	return nil
 }
@@ -283,7 +283,8 @@ func (ci *codeInterpreter) undoEnv(ctx context.Context, sb *Sandbox, c *codeCont
 }
 
 // quiet runs the interpreter's own code in c, its output kept from the
-// client, and fails if the code did.
+// client. It fails with the Manager's error, or with spec.ErrInvalid
+// saying why when the code failed (a cwd the sandbox cannot enter).
 func (ci *codeInterpreter) quiet(ctx context.Context, sb *Sandbox, c *codeContext, code string) error {
 	req := sandbox.ExecRequest{Language: c.language, Code: code, Interpreter: c.interpreterName()}
 	res, err := ci.exec(ctx, sb, req, sandbox.Stream{})
@@ -298,7 +299,7 @@ func (ci *codeInterpreter) quiet(ctx context.Context, sb *Sandbox, c *codeContex
 		if c.language == "bash" {
 			msg = "exit status " + e.Value + ": " + res.Stderr
 		}
-		return errors.New(interpQuote(interpOneLine(msg), 512))
+		return fmt.Errorf("%w: %s", spec.ErrInvalid, interpQuote(interpOneLine(msg), 512))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -209,5 +210,22 @@ func TestContextRemovedWhileRunning(t *testing.T) {
 	h.execute(`{"code":"1","context_id":"` + c.ID + `"}`)
 	if got, want := strings.Join(fake.resets, " "), "python/"+c.ID+" python/"+c.ID; got != want {
 		t.Errorf("resets %q, want %q: the removal's and one after the run", got, want)
+	}
+}
+
+// TestContextCwdRefused: when the Manager refuses the code that enters a
+// new context's cwd, the creation answers the Manager's refusal (pacing:
+// 429), not a bad request, and leaves no context behind.
+func TestContextCwdRefused(t *testing.T) {
+	fake := &interpSessions{run: func(context.Context, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
+		return spec.Result{}, fmt.Errorf("%w: retry in 1s", sandbox.ErrPaced)
+	}}
+	h := newInterpHarness(t, fake)
+	w := h.do(ciAlice, "POST", "/contexts", `{"cwd":"/tmp"}`)
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "retry in 1s") {
+		t.Errorf("= %d %q, want 429 saying when to retry", w.Code, w.Body)
+	}
+	if n := len(contextsOf(t, h, ciAlice)); n != 2 {
+		t.Errorf("%d contexts, want only the two defaults", n)
 	}
 }
