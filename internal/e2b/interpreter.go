@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,12 +58,15 @@ type codeInterpreter struct {
 	reset    interpreterResetter // nil when Sessions cannot reset
 	log      *slog.Logger
 	contexts *contextRegistry
+	// readBody is Config.ReadBody: nil reads bodies within their limit
+	// alone.
+	readBody func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error)
 }
 
 // interpreterRoutes serves the code interpreter's /execute and /contexts
 // on mux.
 func (s *Server) interpreterRoutes(mux *http.ServeMux) {
-	ci := &codeInterpreter{sessions: s.cfg.Sessions, log: s.log, contexts: newContextRegistry(s.cfg.Sessions)}
+	ci := &codeInterpreter{sessions: s.cfg.Sessions, log: s.log, contexts: newContextRegistry(s.cfg.Sessions), readBody: s.cfg.ReadBody}
 	if ci.log == nil {
 		ci.log = slog.Default()
 	}
@@ -107,7 +111,7 @@ func (ci *codeInterpreter) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body executeJSON
-	if !decodeInterpBody(w, r, maxExecuteBody, &body) {
+	if !ci.decodeBody(w, r, sb.Owner, maxExecuteBody, &body) {
 		return
 	}
 	if err := checkExecute(body); err != nil {
@@ -346,7 +350,7 @@ func (ci *codeInterpreter) createContext(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	var body createContextJSON
-	if !decodeInterpBody(w, r, maxContextBody, &body) {
+	if !ci.decodeBody(w, r, sb.Owner, maxContextBody, &body) {
 		return
 	}
 	c, err := newCodeContext(body)
@@ -507,24 +511,53 @@ func (ci *codeInterpreter) internal(w http.ResponseWriter, err error) {
 	interpError(w, http.StatusInternalServerError, "internal error: see the server's log")
 }
 
-// decodeInterpBody decodes a JSON body of at most limit bytes into v, or
-// answers why it cannot. An empty body is an empty object.
-func decodeInterpBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	err := dec.Decode(v)
+// decodeBody decodes a JSON body of at most limit bytes into v, or
+// answers why it cannot. The body is read with Config.ReadBody when set,
+// charged to owner's share of the server's body memory as Warden's own
+// bodies are. An empty body is an empty object.
+func (ci *codeInterpreter) decodeBody(w http.ResponseWriter, r *http.Request, owner string, limit int64, v any) bool {
+	data, release, err := ci.read(w, r, owner, limit)
+	defer release()
+	if err != nil {
+		status := http.StatusBadRequest
+		var st interface{ HTTPStatus() int }
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &st):
+			status = st.HTTPStatus()
+		case errors.As(err, &mbe):
+			status, err = http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than %d bytes: send less", limit)
+		}
+		interpError(w, status, err.Error())
+		return false
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	err = dec.Decode(v)
 	if err == nil && dec.More() {
 		err = errors.New("more than one JSON value")
 	}
-	var mbe *http.MaxBytesError
-	switch {
-	case err == nil, errors.Is(err, io.EOF):
-		return true
-	case errors.As(err, &mbe):
-		interpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes: send less", limit))
-	default:
+	if err != nil {
 		interpError(w, http.StatusBadRequest, "request body is not the JSON object expected: "+interpOneLine(err.Error()))
+		return false
 	}
-	return false
+	return true
+}
+
+// read reads a request body of at most limit bytes, with Config.ReadBody
+// when set, and answers it with the func that gives its charge back.
+func (ci *codeInterpreter) read(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+	if ci.readBody != nil {
+		data, release, err := ci.readBody(w, r, owner, limit)
+		if release == nil {
+			release = func() {}
+		}
+		return data, release, err
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	return data, func() {}, err
 }
 
 // interpError answers with status and msg as one line of plain text, as

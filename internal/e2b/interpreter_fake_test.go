@@ -99,7 +99,14 @@ type interpHarness struct {
 
 func newInterpHarness(t *testing.T, fake *interpSessions) *interpHarness {
 	t.Helper()
-	s := &Server{cfg: Config{Sessions: fake}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return newInterpHarnessWith(t, fake, Config{})
+}
+
+// newInterpHarnessWith is newInterpHarness with cfg besides Sessions.
+func newInterpHarnessWith(t *testing.T, fake *interpSessions, cfg Config) *interpHarness {
+	t.Helper()
+	cfg.Sessions = fake
+	s := &Server{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	mux := http.NewServeMux()
 	s.interpreterRoutes(mux)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -301,5 +302,40 @@ func TestEnvCodeQuotes(t *testing.T) {
 		if got := resetEnvCode(tt.lang, []string{"A"}, nil); got != tt.reset {
 			t.Errorf("resetEnvCode(%s) = %q, want %q", tt.lang, got, tt.reset)
 		}
+	}
+}
+
+// interpStatusError is an error that says its status, as server.HoldBody's do.
+type interpStatusError struct{ status int }
+
+func (e interpStatusError) Error() string   { return "request body did not arrive in time" }
+func (e interpStatusError) HTTPStatus() int { return e.status }
+
+// TestExecuteReadsBodiesWithTheServer: with Config.ReadBody the body is
+// read by the server's reader for the sandbox's owner, its charge given
+// back once decoded, and its refusal answered with its own status.
+func TestExecuteReadsBodiesWithTheServer(t *testing.T) {
+	var owners []string
+	released := 0
+	fail := false
+	cfg := Config{ReadBody: func(_ http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+		owners = append(owners, owner)
+		if fail {
+			return nil, func() {}, interpStatusError{http.StatusRequestTimeout}
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, limit))
+		return b, func() { released++ }, err
+	}}
+	h := newInterpHarnessWith(t, &interpSessions{}, cfg)
+	h.execute(`{"code":"1"}`)
+	if w := h.do(ciAlice, "POST", "/contexts", `{}`); w.Code != http.StatusOK {
+		t.Errorf("POST /contexts = %d %q", w.Code, w.Body)
+	}
+	if strings.Join(owners, ",") != "alice,alice" || released != 2 {
+		t.Errorf("bodies read for %q, %d released; want two of alice's, both released", owners, released)
+	}
+	fail = true
+	if w := h.do(ciAlice, "POST", "/execute", `{"code":"1"}`); w.Code != http.StatusRequestTimeout || !strings.Contains(w.Body.String(), "in time") {
+		t.Errorf("a body the server refused = %d %q, want its 408", w.Code, w.Body)
 	}
 }
