@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -485,6 +486,8 @@ func interpRefusalOf(err error) interpRefusal {
 		return interpRefusal{http.StatusServiceUnavailable, err.Error() + ": retry in a moment"}
 	case errors.Is(err, sandbox.ErrUnsupported):
 		return interpRefusal{http.StatusNotImplemented, err.Error()}
+	case errors.Is(err, interp.ErrClosed):
+		return interpRefusal{http.StatusConflict, "the context was restarted or removed as this code was about to run: run it again"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return interpRefusal{http.StatusGatewayTimeout, err.Error()}
 	}

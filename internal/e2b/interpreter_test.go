@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -182,6 +183,7 @@ func TestExecuteRefusals(t *testing.T) {
 		{"sandbox dead", ciAlice, `{"code":"1"}`, sandbox.ErrDead, http.StatusBadGateway, "create a new one"},
 		{"paced", ciAlice, `{"code":"1"}`, fmt.Errorf("%w: retry in 2s", sandbox.ErrPaced), http.StatusTooManyRequests, "retry in 2s"},
 		{"invalid", ciAlice, `{"code":"1"}`, fmt.Errorf("%w: bad", spec.ErrInvalid), http.StatusBadRequest, "bad"},
+		{"context restarted meanwhile", ciAlice, `{"code":"1"}`, fmt.Errorf("running python: %w", interp.ErrClosed), http.StatusConflict, "run it again"},
 		{"internal", ciAlice, `{"code":"1"}`, errors.New("spawn /secret/host/path failed"), http.StatusInternalServerError, "see the server's log"},
 	}
 	for _, tt := range tests {
