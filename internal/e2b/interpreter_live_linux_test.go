@@ -3,6 +3,7 @@ package e2b
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -154,6 +155,7 @@ func TestInterpreterLive(t *testing.T) {
 	if s, e := firstLine(lines, "stdout"), firstLine(lines, "error"); s == nil || s["text"] != "bar\n" || e == nil || e["value"] != "1" {
 		t.Errorf("bash = %v, want bar and the status 1 as the error", lines)
 	}
+	checkLiveChart(t, l)
 	if r := firstLine(l.run(t, `{"code":"Promise.resolve(6 * 7)","language":"js"}`), "result"); r == nil || r["text"] != "42" {
 		t.Errorf("javascript = %v, want 42", l.run(t, `{"code":"Promise.resolve(6 * 7)","language":"js"}`))
 	}
@@ -210,4 +212,25 @@ func BenchmarkRunCodeVsExec(b *testing.B) {
 	b.ReportMetric(float64(tw.Microseconds())/n, "warden-µs/op")
 	b.ReportMetric(float64(te.Microseconds())/n, "e2b-µs/op")
 	b.ReportMetric(float64(te)/float64(tw), "e2b/warden")
+}
+
+// checkLiveChart: a matplotlib figure comes back as a png result, base64
+// of a PNG, beside the value; skipped where the sandbox's Python has no
+// matplotlib.
+func checkLiveChart(t *testing.T, l *liveInterp) {
+	t.Helper()
+	lines := l.run(t, `{"code":"import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()\n7"}`)
+	if e := firstLine(lines, "error"); e != nil && e["name"] == "ModuleNotFoundError" {
+		t.Logf("no matplotlib in the sandbox: chart not checked (%v)", e["value"])
+		return
+	}
+	r := firstLine(lines, "result")
+	png, _ := r["png"].(string)
+	head, err := base64.StdEncoding.DecodeString(png)
+	if r == nil || r["is_main_result"] != false || err != nil || !bytes.HasPrefix(head, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("chart lines %s, first result without a base64 PNG (%v)", lineTypes(lines), err)
+	}
+	if main := lines[len(lines)-2]; main["text"] != "7" || main["is_main_result"] != true {
+		t.Errorf("last result %v, want the value 7 as the main result after the chart", main)
+	}
 }
