@@ -79,6 +79,10 @@ type Entry struct {
 	Mode fs.FileMode `json:"mode"`
 	// ModTime is the last modification time.
 	ModTime time.Time `json:"mtime"`
+	// UID and GID own the file on the host; API-specific views name them
+	// (the sandbox user, root, or the number), so they stay out of JSON.
+	UID uint32 `json:"-"`
+	GID uint32 `json:"-"`
 	// LinkTarget is what a symbolic link says, for display only: Warden
 	// never follows it.
 	LinkTarget string `json:"link_target,omitempty"`
