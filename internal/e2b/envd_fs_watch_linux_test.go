@@ -1,0 +1,213 @@
+package e2b
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fspb "github.com/warden-sandbox/warden/internal/e2b/filesystempb"
+)
+
+// watchBound bounds every wait for an event; a pass never waits for it.
+const watchBound = 20 * time.Second
+
+// startWatchDir opens a WatchDir stream and reads its start event.
+func startWatchDir(t *testing.T, h *fsHarness, ctx context.Context, path string, recursive bool) *connect.ServerStreamForClient[fspb.WatchDirResponse] {
+	t.Helper()
+	st, err := h.fs.WatchDir(ctx, connect.NewRequest(&fspb.WatchDirRequest{Path: path, Recursive: recursive, IncludeEntry: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Receive() || st.Msg().GetStart() == nil {
+		t.Fatalf("WatchDir(%s): first message %v (%v), want the start event", path, st.Msg(), st.Err())
+	}
+	return st
+}
+
+// nextEvent is the stream's next filesystem event, skipping keepalives.
+func nextEvent(t *testing.T, st *connect.ServerStreamForClient[fspb.WatchDirResponse]) *fspb.FilesystemEvent {
+	t.Helper()
+	for st.Receive() {
+		if ev := st.Msg().GetFilesystem(); ev != nil {
+			return ev
+		}
+	}
+	t.Fatalf("stream ended without an event: %v", st.Err())
+	return nil
+}
+
+func TestFSWatchDir(t *testing.T) {
+	h := newFSHarness(t)
+	_, check := h.decoy(t)
+	h.plant(t, map[string]string{"w/": "/", "w/sub/": "/", "w/sub/outlink": "->" + h.out})
+	ctx, cancel := context.WithTimeout(context.Background(), watchBound)
+	defer cancel()
+
+	flat := startWatchDir(t, h, ctx, "w", false)
+	deep := startWatchDir(t, h, ctx, "/home/user/w", true)
+	// A change below sub reaches only the recursive watch; the one after
+	// it, in w itself, reaches both, so the flat watch's first event
+	// proves it never saw the first.
+	if err := os.WriteFile(filepath.Join(h.ws, "w/sub/inner"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.ws, "w/top"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, flat); ev.GetName() != "top" || ev.GetType() != fspb.EventType_EVENT_TYPE_CREATE {
+		t.Errorf("flat watch: first event %v, want the creation of top", ev)
+	}
+	ev := nextEvent(t, deep)
+	if ev.GetName() != "sub/inner" || ev.GetType() != fspb.EventType_EVENT_TYPE_CREATE || ev.GetEntry().GetPath() != "/home/user/w/sub/inner" {
+		t.Errorf("recursive watch: first event %v, want the creation of sub/inner with its entry", ev)
+	}
+	// A directory made after the watch started is watched too.
+	if err := os.MkdirAll(filepath.Join(h.ws, "w/new/deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.ws, "w/new/deeper/f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The later of the two: "new/deeper" may be seen either as its own
+	// creation or (when watched after it was made) through the walk.
+	for seen := 0; seen < 16; seen++ {
+		if ev := nextEvent(t, deep); ev.GetName() == "new/deeper/f" {
+			break
+		} else if seen == 15 {
+			t.Errorf("recursive watch never reported new/deeper/f")
+		}
+	}
+	// The planted link to a directory outside is never watched through:
+	// a change there is not seen, the next one inside is.
+	outside := filepath.Join(h.out, "planted")
+	if err := os.WriteFile(outside, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.ws, "w/last"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for seen := 0; seen < 32; seen++ {
+		ev := nextEvent(t, deep)
+		if strings.Contains(ev.GetName(), "planted") {
+			t.Errorf("recursive watch reported %v, a change outside the workspace", ev)
+		}
+		if ev.GetName() == "last" {
+			break
+		}
+	}
+	cancel()
+	if err := os.Remove(outside); err != nil {
+		t.Fatal(err)
+	}
+	check()
+}
+
+func TestFSWatchDirErrors(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"file": "x", "outlink": "->" + h.out})
+	for _, tt := range []struct {
+		path string
+		code connect.Code
+	}{
+		{path: "outlink", code: connect.CodeInvalidArgument},
+		{path: "file", code: connect.CodeInvalidArgument},
+		{path: "missing", code: connect.CodeNotFound},
+		{path: "/etc", code: connect.CodeInvalidArgument},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), watchBound)
+		st, err := h.fs.WatchDir(ctx, connect.NewRequest(&fspb.WatchDirRequest{Path: tt.path}))
+		if err == nil {
+			st.Receive()
+			err = st.Err()
+		}
+		wantCode(t, "WatchDir("+tt.path+")", err, tt.code)
+		cancel()
+	}
+}
+
+func TestFSWatchers(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"w/": "/"})
+	bg := context.Background()
+	res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.GetWatcherId()
+	if err := os.WriteFile(filepath.Join(h.ws, "w/f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for try := 0; try < 200 && len(got) < 2; try++ {
+		res, err := h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range res.Msg.GetEvents() {
+			got = append(got, ev.GetType().String()+" "+ev.GetName())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(got) < 2 || got[0] != "EVENT_TYPE_CREATE f" || got[1] != "EVENT_TYPE_WRITE f" {
+		t.Errorf("events %q, want the creation and the write of f", got)
+	}
+	// Another sandbox cannot see or end this watcher.
+	other := connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: id})
+	other.Header().Set("X-Test-Sandbox", "sbx-bob")
+	_, err = h.fs.RemoveWatcher(bg, other)
+	wantCode(t, "RemoveWatcher from another sandbox", err, connect.CodeNotFound)
+	_, err = h.fs.RemoveWatcher(bg, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: id}))
+	wantCode(t, "RemoveWatcher", err, 0)
+	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: id}))
+	wantCode(t, "GetWatcherEvents after RemoveWatcher", err, connect.CodeNotFound)
+
+	// A sandbox has at most maxWatchersPerSandbox; removing one frees it.
+	var ids []string
+	for range maxWatchersPerSandbox {
+		res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Msg.GetWatcherId())
+	}
+	_, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	wantCode(t, "CreateWatcher past the bound", err, connect.CodeResourceExhausted)
+	if err != nil && !strings.Contains(err.Error(), "stop one") {
+		t.Errorf("CreateWatcher past the bound: error %q does not say how to fix it", err)
+	}
+	_, err = h.fs.RemoveWatcher(bg, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: ids[0]}))
+	wantCode(t, "RemoveWatcher", err, 0)
+	_, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	wantCode(t, "CreateWatcher after one was removed", err, 0)
+}
+
+// TestFSWatcherEnds: a watcher whose directory is removed says so at the
+// next poll, and its slot is free again.
+func TestFSWatcherEnds(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"w/": "/"})
+	bg := context.Background()
+	res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(h.ws, "w")); err != nil {
+		t.Fatal(err)
+	}
+	for try := 0; ; try++ {
+		_, err := h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+		if err != nil {
+			wantCode(t, "GetWatcherEvents of a removed directory", err, connect.CodeNotFound)
+			break
+		}
+		if try == 500 {
+			t.Fatal("the watcher of a removed directory never ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
