@@ -195,6 +195,10 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.ContentLength > maxUploadBytes {
+		s.fileError(w, kindErrorf(workspace.ErrTooLarge, "the request body is %d bytes, over the %d-byte upload limit; send fewer or smaller files per request", r.ContentLength, maxUploadBytes))
+		return
+	}
 	dir, qpath, err := s.filesAt(r, r.URL.Query().Get("path"))
 	if err != nil {
 		s.fileError(w, err)

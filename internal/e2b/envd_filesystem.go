@@ -33,8 +33,12 @@ const (
 // asks) on the envd mux. Every call acts on the workspace of the sandbox
 // the router checked, as the sandbox user, through workspace.Dir.
 func (s *Server) filesystemRoutes(mux *http.ServeMux) {
-	svc := &fsService{s: s, watchers: newWatchers()}
-	p, h := filesystempbconnect.NewFilesystemHandler(svc, connect.WithReadMaxBytes(maxFSMessageBytes))
+	(&fsService{s: s, watchers: newWatchers()}).routes(mux)
+}
+
+// routes serves f's calls on mux.
+func (f *fsService) routes(mux *http.ServeMux) {
+	p, h := filesystempbconnect.NewFilesystemHandler(f, connect.WithReadMaxBytes(maxFSMessageBytes))
 	mux.Handle(p, h)
 }
 

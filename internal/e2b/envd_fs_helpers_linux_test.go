@@ -52,6 +52,7 @@ type fsHarness struct {
 	ws, out  string // the workspace and a directory outside it
 	uid, gid int
 	sess     *fsSessions
+	svc      *fsService
 	srv      *httptest.Server
 	fs       filesystempbconnect.FilesystemClient
 }
@@ -83,7 +84,8 @@ func newFSHarness(t *testing.T) *fsHarness {
 	h.sess = &fsSessions{dir: dir}
 	s := &Server{cfg: Config{Sessions: h.sess}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	mux := http.NewServeMux()
-	s.filesystemRoutes(mux)
+	h.svc = &fsService{s: s, watchers: newWatchers()}
+	h.svc.routes(mux)
 	s.fileRoutes(mux)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sb := &Sandbox{ID: "sbx-alice", Owner: "alice"}
@@ -96,6 +98,9 @@ func newFSHarness(t *testing.T) *fsHarness {
 	h.fs = filesystempbconnect.NewFilesystemClient(h.srv.Client(), h.srv.URL, connect.WithProtoJSON())
 	return h
 }
+
+// watchers is the service's watcher registry, for tests to look into.
+func (h *fsHarness) watchers() *watchers { return h.svc.watchers }
 
 // give hands everything in the workspace to the sandbox user, as if the
 // sandbox had made it.

@@ -302,11 +302,17 @@ func (f *fsService) polledFor(ctx context.Context, id string) (*polledWatcher, e
 }
 
 // GetWatcherEvents answers the changes since the last call; a watcher
-// that ended answers why (and is removed).
+// that ended, or whose sandbox did, answers why (and is removed).
 func (f *fsService) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystempb.GetWatcherEventsRequest]) (*connect.Response[filesystempb.GetWatcherEventsResponse], error) {
 	p, err := f.polledFor(ctx, req.Msg.GetWatcherId())
 	if err != nil {
 		return nil, err
+	}
+	if sb := sandboxFrom(ctx); sb != nil {
+		if _, err := f.s.cfg.Sessions.Get(sb.Owner, sb.ID); err != nil {
+			f.removeWatcher(req.Msg.GetWatcherId())
+			return nil, fsConnectError(err)
+		}
 	}
 	p.idle.Reset(watcherIdle)
 	p.mu.Lock()

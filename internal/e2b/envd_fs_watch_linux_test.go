@@ -182,8 +182,18 @@ func TestFSWatchers(t *testing.T) {
 	}
 	_, err = h.fs.RemoveWatcher(bg, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: ids[0]}))
 	wantCode(t, "RemoveWatcher", err, 0)
-	_, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	res, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
 	wantCode(t, "CreateWatcher after one was removed", err, 0)
+	for _, id := range append(ids[1:], res.Msg.GetWatcherId()) {
+		_, err = h.fs.RemoveWatcher(bg, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: id}))
+		wantCode(t, "RemoveWatcher", err, 0)
+	}
+	ws := h.watchers()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.total != 0 || len(ws.perBox) != 0 || len(ws.perOwner) != 0 || len(ws.polled) != 0 {
+		t.Errorf("after removing every watcher: %d live, %v per sandbox, %v per owner, %d polled; want none", ws.total, ws.perBox, ws.perOwner, len(ws.polled))
+	}
 }
 
 // TestFSWatcherEnds: a watcher whose directory is removed says so at the
@@ -209,5 +219,23 @@ func TestFSWatcherEnds(t *testing.T) {
 			t.Fatal("the watcher of a removed directory never ended")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// A watcher of a sandbox that ended ends at its next poll.
+	if err := os.Mkdir(filepath.Join(h.ws, "w2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.give(t)
+	res, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sess.gone = true
+	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+	wantCode(t, "GetWatcherEvents in an ended sandbox", err, connect.CodeNotFound)
+	h.sess.gone = false
+	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+	wantCode(t, "GetWatcherEvents after its sandbox ended", err, connect.CodeNotFound)
+	if n := len(h.watchers().polled); n != 0 {
+		t.Errorf("%d polled watchers left, want none", n)
 	}
 }
