@@ -172,6 +172,9 @@ func (t *inotifyTree) event(wd int32, mask uint32, name string) ([]change, error
 		}
 		return nil, nil
 	}
+	if strings.HasPrefix(name, workspace.TempPrefix) {
+		return nil, nil // an upload in progress: its rename into place is the event
+	}
 	p := path.Join(d, name)
 	var out []change
 	for _, op := range eventTypes(mask) {

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	fspb "github.com/warden-sandbox/warden/internal/e2b/filesystempb"
+	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
 // watchBound bounds every wait for an event; a pass never waits for it.
@@ -61,6 +62,19 @@ func TestFSWatchDir(t *testing.T) {
 	}
 	if ev := nextEvent(t, flat); ev.GetName() != "top" || ev.GetType() != fspb.EventType_EVENT_TYPE_CREATE {
 		t.Errorf("flat watch: first event %v, want the creation of top", ev)
+	}
+	// An upload shows as its file's creation, never its temporary name.
+	if r := h.do(t, "POST", q("path", "w/up.txt"), map[string]string{"Content-Type": "application/octet-stream"}, strings.NewReader("up")); r.status != 200 {
+		t.Fatalf("upload: status %d (%s)", r.status, r.message)
+	}
+	for seen := 0; seen < 16; seen++ {
+		ev := nextEvent(t, flat)
+		if strings.HasPrefix(ev.GetName(), workspace.TempPrefix) {
+			t.Errorf("flat watch reported %v, an upload's temporary name", ev)
+		}
+		if ev.GetName() == "up.txt" {
+			break
+		}
 	}
 	ev := nextEvent(t, deep)
 	if ev.GetName() != "sub/inner" || ev.GetType() != fspb.EventType_EVENT_TYPE_CREATE || ev.GetEntry().GetPath() != "/home/user/w/sub/inner" {

@@ -55,6 +55,11 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// TempPrefix begins the temporary name Write gives a file until it is
+// complete and renamed into place, so that watchers of the workspace can
+// leave those names out.
+const TempPrefix = ".warden-upload-"
+
 // Entry types, as Entry.Type spells them.
 const (
 	TypeFile    = "file"
