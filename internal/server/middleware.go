@@ -96,6 +96,9 @@ func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
 // route is the pattern that serves r ("POST /v1/sessions/{id}/exec"), so
 // logs group by route and carry no ids or file paths.
 func (s *Server) route(r *http.Request) string {
+	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok && info.route != "" {
+		return info.route
+	}
 	if _, pattern := s.mux.Handler(r); pattern != "" && pattern != "/" {
 		return pattern
 	}
@@ -103,9 +106,11 @@ func (s *Server) route(r *http.Request) string {
 }
 
 // requestInfo is what inner layers learn about a request that the log line
-// needs: the tenant, set by authentication.
+// needs: the tenant, set by authentication, and the route of a request a
+// Front served (see Admit).
 type requestInfo struct {
 	owner string
+	route string
 }
 
 type requestInfoKey struct{}
