@@ -74,11 +74,6 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 	writeError(w, status, "%s", oneLine(err.Error()))
 }
 
-// oneLine keeps a message on one line: paths come from clients and boxes.
-func oneLine(msg string) string {
-	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(msg)
-}
-
 // downloadFile sends a regular file's bytes: exactly the size the
 // workspace checked, gzip-encoded when the client accepts it (as envd).
 // Links, directories, FIFOs, devices and hard links are refused by
