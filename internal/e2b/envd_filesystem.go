@@ -2,7 +2,9 @@ package e2b
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"path"
@@ -39,8 +41,49 @@ func (s *Server) filesystemRoutes(mux *http.ServeMux) {
 // routes serves f's calls on mux.
 func (f *fsService) routes(mux *http.ServeMux) {
 	p, h := filesystempbconnect.NewFilesystemHandler(f, connect.WithReadMaxBytes(maxFSMessageBytes))
-	mux.Handle(p, h)
+	mux.Handle(p, fsProcedures(h))
 }
+
+// fsProcedureNames are the service's procedures.
+var fsProcedureNames = map[string]bool{
+	filesystempbconnect.FilesystemStatProcedure: true, filesystempbconnect.FilesystemMakeDirProcedure: true,
+	filesystempbconnect.FilesystemMoveProcedure: true, filesystempbconnect.FilesystemListDirProcedure: true,
+	filesystempbconnect.FilesystemRemoveProcedure: true, filesystempbconnect.FilesystemWatchDirProcedure: true,
+	filesystempbconnect.FilesystemCreateWatcherProcedure: true, filesystempbconnect.FilesystemGetWatcherEventsProcedure: true,
+	filesystempbconnect.FilesystemRemoveWatcherProcedure: true,
+}
+
+// fsProcedures answers a procedure the service lacks with a Connect error
+// naming it, rather than a bare 404, and gives the service a writer that
+// flushes: Connect's streams (WatchDir) assert http.Flusher, which warden
+// serve's middleware writer hides.
+func fsProcedures(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fsProcedureNames[r.URL.Path] {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			body, _ := json.Marshal(map[string]string{"code": "unimplemented",
+				"message": fmt.Sprintf("%.100q is not a procedure of filesystem.Filesystem: use Stat, MakeDir, Move, ListDir, Remove, WatchDir, CreateWatcher, GetWatcherEvents or RemoveWatcher", r.URL.Path)})
+			_, _ = w.Write(append(body, '\n')) // the client is gone if this fails
+			return
+		}
+		if _, ok := w.(http.Flusher); !ok {
+			w = fsFlusher{w}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// fsFlusher flushes through http.ResponseController, which unwraps a
+// middleware's writer to the one that can.
+type fsFlusher struct{ http.ResponseWriter }
+
+// Flush sends what is buffered; a writer that cannot flush leaves it to
+// the end of the answer, and a client gone shows in the next Write.
+func (f fsFlusher) Flush() { _ = http.NewResponseController(f.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (f fsFlusher) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // fsService implements filesystempbconnect.FilesystemHandler.
 type fsService struct {

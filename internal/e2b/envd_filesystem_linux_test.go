@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -239,4 +240,19 @@ func TestFSSandboxGone(t *testing.T) {
 	h.sess.gone = true
 	_, err = h.fs.Stat(context.Background(), connect.NewRequest(&fspb.StatRequest{Path: "f"}))
 	wantCode(t, "Stat in an ended sandbox", err, connect.CodeNotFound)
+}
+
+// TestFSUnknownProcedure: a procedure the service lacks gets a Connect
+// error naming it, not a bare 404 page.
+func TestFSUnknownProcedure(t *testing.T) {
+	h := newFSHarness(t)
+	res, err := h.srv.Client().Post(h.srv.URL+"/filesystem.Filesystem/Chmod", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct{ Code, Message string }
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != 404 || body.Code != "unimplemented" || !strings.Contains(body.Message, "Chmod") {
+		t.Errorf("unknown procedure: status %d, body %+v (%v); want 404 unimplemented naming Chmod", res.StatusCode, body, err)
+	}
 }
