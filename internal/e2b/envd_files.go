@@ -114,7 +114,16 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.Set("Content-Encoding", "gzip")
-	zw := gzip.NewWriter(w)
+	// The fastest level: Node's fetch asks for gzip on every read, and
+	// the box chooses what is read. Measured through warden serve (median
+	// of 5, both levels in one run): 64 MiB of random bytes 2.13 s at the
+	// default level, 0.39 s at BestSpeed; 33 MiB of text 0.54 s against
+	// 0.08 s, for 230 KB sent instead of 99 KB.
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		s.log.Error("e2b: download", "err", err)
+		return
+	}
 	if _, err := io.CopyN(zw, rc, e.Size); err != nil {
 		s.log.Debug("e2b: download cut short", "path", p, "err", err)
 	}
