@@ -14,6 +14,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/workspace"
@@ -32,6 +33,9 @@ const (
 	// transferTimeout bounds one upload's or download's time on the
 	// connection, so a stalled client frees its handler and files.
 	transferTimeout = 10 * time.Minute
+	// maxTransfersPerSandbox bounds a sandbox's uploads and downloads at
+	// once, as Warden's own file API does (server.MaxTransfersPerSession).
+	maxTransfersPerSandbox = 4
 	// metadataHeader prefixes the headers that ask envd to keep user
 	// metadata in extended attributes, which Warden does not do.
 	metadataHeader = "X-Metadata-"
@@ -42,8 +46,43 @@ const (
 // the path in the query) or several (multipart/form-data, each part's
 // file name its full path), gzip-encoded or not.
 func (s *Server) fileRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /files", s.downloadFile)
-	mux.HandleFunc("POST /files", s.uploadFiles)
+	(&transfers{active: map[string]int{}}).routes(s, mux)
+}
+
+// transfers counts each sandbox's uploads and downloads in flight: each
+// holds a connection, the file and, for a slow client, both for up to
+// transferTimeout, so a sandbox has at most maxTransfersPerSandbox.
+type transfers struct {
+	mu     sync.Mutex
+	active map[string]int
+}
+
+// routes serves /files on mux, each request counted in t.
+func (t *transfers) routes(s *Server, mux *http.ServeMux) {
+	mux.HandleFunc("GET /files", t.bounded(s.downloadFile))
+	mux.HandleFunc("POST /files", t.bounded(s.uploadFiles))
+}
+
+// bounded runs h as one of the routed sandbox's transfers, or answers 429
+// when it has its fill.
+func (t *transfers) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := sandboxFrom(r.Context()).ID
+		t.mu.Lock()
+		if t.active[id] >= maxTransfersPerSandbox {
+			t.mu.Unlock()
+			writeError(w, http.StatusTooManyRequests, "too many file transfers in this sandbox at once (at most %d); retry when one has finished", maxTransfersPerSandbox)
+			return
+		}
+		t.active[id]++
+		t.mu.Unlock()
+		defer func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			decrement(t.active, id)
+		}()
+		h(w, r)
+	}
 }
 
 // filesAt opens the request's sandbox's workspace for /files and maps the

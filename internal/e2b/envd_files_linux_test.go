@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // filesReply is one /files answer: the status, and the body's JSON.
@@ -308,4 +309,63 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// TestFilesTransferBound: a sandbox has at most maxTransfersPerSandbox
+// transfers at once; the next is 429 until one ends, and another
+// sandbox's are not counted against it.
+func TestFilesTransferBound(t *testing.T) {
+	h := newFSHarness(t)
+	type held struct {
+		w    *io.PipeWriter
+		done chan filesReply
+	}
+	var uploads []held
+	for i := range maxTransfersPerSandbox {
+		pr, pw := io.Pipe()
+		u := held{w: pw, done: make(chan filesReply, 1)}
+		go func() {
+			u.done <- h.do(t, "POST", q("path", fmt.Sprintf("slow%d", i)), map[string]string{"Content-Type": "application/octet-stream"}, pr)
+		}()
+		if _, err := pw.Write([]byte("started")); err != nil {
+			t.Fatal(err)
+		}
+		uploads = append(uploads, u)
+	}
+	for try := 0; ; try++ { // until every upload is counted in
+		h.transfers.mu.Lock()
+		n := h.transfers.active["sbx-alice"]
+		h.transfers.mu.Unlock()
+		if n == maxTransfersPerSandbox {
+			break
+		}
+		if try == 2000 {
+			t.Fatalf("%d transfers counted, want %d", n, maxTransfersPerSandbox)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	other := h.do(t, "GET", q("path", "slow0"), map[string]string{"X-Test-Sandbox": "sbx-bob"}, nil)
+	if other.status == http.StatusTooManyRequests {
+		t.Errorf("another sandbox's transfer: 429, counted against this one's")
+	}
+	r := h.do(t, "GET", q("path", "slow0"), nil, nil)
+	if r.status != http.StatusTooManyRequests || !strings.Contains(r.message, fmt.Sprint(maxTransfersPerSandbox)) {
+		t.Errorf("a transfer past the bound: status %d (%s), want 429 naming it", r.status, r.message)
+	}
+	uploads[0].w.Close()
+	if r := <-uploads[0].done; r.status != 200 {
+		t.Errorf("the first upload: status %d (%s)", r.status, r.message)
+	}
+	if r := h.do(t, "GET", q("path", "slow0"), nil, nil); r.status != 200 || string(r.body) != "started" {
+		t.Errorf("a transfer once one ended: status %d (%s) %q, want the file", r.status, r.message, r.body)
+	}
+	for _, u := range uploads[1:] {
+		u.w.Close()
+		<-u.done
+	}
+	h.transfers.mu.Lock()
+	defer h.transfers.mu.Unlock()
+	if len(h.transfers.active) != 0 {
+		t.Errorf("transfers still counted after all ended: %v", h.transfers.active)
+	}
 }

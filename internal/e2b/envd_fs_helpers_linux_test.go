@@ -49,12 +49,13 @@ func (f *fsSessions) Get(owner, id string) (sandbox.Info, error) {
 // whichever the X-Test-Sandbox header names), as the router would after
 // checking its token.
 type fsHarness struct {
-	ws, out  string // the workspace and a directory outside it
-	uid, gid int
-	sess     *fsSessions
-	svc      *fsService
-	srv      *httptest.Server
-	fs       filesystempbconnect.FilesystemClient
+	ws, out   string // the workspace and a directory outside it
+	uid, gid  int
+	sess      *fsSessions
+	svc       *fsService
+	transfers *transfers
+	srv       *httptest.Server
+	fs        filesystempbconnect.FilesystemClient
 }
 
 func newFSHarness(t *testing.T) *fsHarness {
@@ -86,7 +87,8 @@ func newFSHarness(t *testing.T) *fsHarness {
 	mux := http.NewServeMux()
 	h.svc = &fsService{s: s, watchers: newWatchers()}
 	h.svc.routes(mux)
-	s.fileRoutes(mux)
+	h.transfers = &transfers{active: map[string]int{}}
+	h.transfers.routes(s, mux)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sb := &Sandbox{ID: "sbx-alice", Owner: "alice"}
 		if id := r.Header.Get("X-Test-Sandbox"); id != "" {
