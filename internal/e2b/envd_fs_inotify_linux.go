@@ -180,6 +180,9 @@ func (t *inotifyTree) event(wd int32, mask uint32, name string) ([]change, error
 	for _, op := range eventTypes(mask) {
 		out = append(out, t.change(p, op))
 	}
+	if t.recursive && mask&unix.IN_ISDIR != 0 && mask&unix.IN_MOVED_FROM != 0 {
+		t.forget(p)
+	}
 	if t.recursive && mask&unix.IN_ISDIR != 0 && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
 		found, err := t.add(p, false)
 		out = append(out, found...)
@@ -188,6 +191,25 @@ func (t *inotifyTree) event(wd int32, mask uint32, name string) ([]change, error
 		}
 	}
 	return out, nil
+}
+
+// forget stops watching directory p and those below it, which moved
+// away: their watches would go on naming changes by the old path. If they
+// moved within the tree, their IN_MOVED_TO watches them again.
+func (t *inotifyTree) forget(p string) {
+	rc, err := t.f.SyscallConn()
+	if err != nil {
+		return // closed: nothing left to forget
+	}
+	for wd, d := range t.dirs {
+		if d != p && !strings.HasPrefix(d, p+"/") {
+			continue
+		}
+		delete(t.dirs, wd)
+		// An error means the watch is gone already (the kernel drops it
+		// with the directory); either way it reports nothing more here.
+		_ = rc.Control(func(fd uintptr) { unix.InotifyRmWatch(int(fd), uint32(wd)) })
+	}
 }
 
 // eventTypes are the E2B events of an inotify mask, in envd's order.

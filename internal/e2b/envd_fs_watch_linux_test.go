@@ -253,3 +253,52 @@ func TestFSWatcherEnds(t *testing.T) {
 		t.Errorf("%d polled watchers left, want none", n)
 	}
 }
+
+// TestFSWatchMovedDir: a directory moved out of a recursive watch is no
+// longer reported under its old name; one moved in is watched.
+func TestFSWatchMovedDir(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"w/sub/": "/", "elsewhere/": "/", "elsewhere/in/": "/"})
+	ctx, cancel := context.WithTimeout(context.Background(), watchBound)
+	defer cancel()
+	st := startWatchDir(t, h, ctx, "w", true)
+	if err := os.Rename(filepath.Join(h.ws, "w/sub"), filepath.Join(h.ws, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	// Once the move is reported, the moved directory is let go.
+	for seen := 0; ; seen++ {
+		ev := nextEvent(t, st)
+		if ev.GetName() == "sub" && ev.GetType() == fspb.EventType_EVENT_TYPE_RENAME {
+			break
+		}
+		if seen == 8 {
+			t.Fatal("the move of sub was never reported")
+		}
+	}
+	steps := []func() error{
+		func() error { return os.WriteFile(filepath.Join(h.ws, "gone/after-move"), nil, 0o644) },
+		func() error { return os.Rename(filepath.Join(h.ws, "elsewhere/in"), filepath.Join(h.ws, "w/in")) },
+		func() error { return os.WriteFile(filepath.Join(h.ws, "w/in/new"), nil, 0o644) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for len(got) < 8 {
+		ev := nextEvent(t, st)
+		got = append(got, ev.GetType().String()+" "+ev.GetName())
+		if ev.GetName() == "in/new" {
+			break
+		}
+	}
+	for _, g := range got {
+		if strings.Contains(g, "after-move") {
+			t.Errorf("events %q report a change in a directory moved out of the watch", got)
+		}
+	}
+	if got[len(got)-1] != "EVENT_TYPE_CREATE in/new" {
+		t.Errorf("events %q, want the creation of in/new last", got)
+	}
+}
