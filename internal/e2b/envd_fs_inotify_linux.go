@@ -33,6 +33,7 @@ type inotifyTree struct {
 	recursive bool
 	dirs      map[int32]string // watch descriptor -> box path of its directory
 	buf       []byte
+	left      int // entries the current walk may still visit
 }
 
 // startWatch watches root (a box path under /workspace), and every
@@ -50,11 +51,18 @@ func startWatch(dir *workspace.Dir, root string, recursive bool) (*inotifyTree, 
 		dirs:      map[int32]string{},
 		buf:       make([]byte, 64<<10),
 	}
-	if _, err := t.add(root, true); err != nil {
+	if _, err := t.walk(root, true); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// walk is add within a budget of maxListEntries entries, so a tree
+// moved into a recursive watch costs a bounded walk and bounded memory.
+func (t *inotifyTree) walk(p string, top bool) ([]change, error) {
+	t.left = maxListEntries
+	return t.add(p, top)
 }
 
 // add watches p, and when recursive the directories below it. A missing
@@ -86,10 +94,13 @@ func (t *inotifyTree) add(p string, top bool) ([]change, error) {
 		return nil, err
 	}
 	if err != nil {
-		return nil, kindErrorf(errTooMany, "watching %q: a directory holds more entries than Warden lists; watch a subdirectory, or without recursive", e2bPath(p))
+		return nil, kindErrorf(errTooMany, "watching %q: %v; watch a subdirectory, or without recursive", e2bPath(p), err)
 	}
 	var found []change
 	for _, e := range ents {
+		if t.left--; t.left < 0 {
+			return found, kindErrorf(errTooMany, "watching %q: more than %d entries to walk at once; watch a subdirectory, or without recursive", e2bPath(t.root), maxListEntries)
+		}
 		ep := path.Join(boxHome, e.Path)
 		if !top {
 			found = append(found, t.change(ep, filesystempb.EventType_EVENT_TYPE_CREATE))
@@ -184,7 +195,7 @@ func (t *inotifyTree) event(wd int32, mask uint32, name string) ([]change, error
 		t.forget(p)
 	}
 	if t.recursive && mask&unix.IN_ISDIR != 0 && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-		found, err := t.add(p, false)
+		found, err := t.walk(p, false)
 		out = append(out, found...)
 		if err != nil {
 			return out, err

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -300,5 +301,53 @@ func TestFSWatchMovedDir(t *testing.T) {
 	}
 	if got[len(got)-1] != "EVENT_TYPE_CREATE in/new" {
 		t.Errorf("events %q, want the creation of in/new last", got)
+	}
+}
+
+// TestFSWatchWalkBound: a tree too large to walk at once fails the
+// recursive watch, naming the bound, rather than cost unbounded work.
+func TestFSWatchWalkBound(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"w/": "/", "big/": "/"})
+	// Spread over directories, so no one listing is over its own bound.
+	per := maxListEntries / 10
+	for i := range maxListEntries + per {
+		d := filepath.Join(h.ws, "big", fmt.Sprint(i/per))
+		if i%per == 0 {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprint(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.give(t)
+	_, err := h.fs.CreateWatcher(context.Background(), connect.NewRequest(&fspb.CreateWatcherRequest{Path: "/home/user", Recursive: true}))
+	wantCode(t, "CreateWatcher of a tree over the walk bound", err, connect.CodeResourceExhausted)
+	if err != nil && !strings.Contains(err.Error(), fmt.Sprint(maxListEntries)) {
+		t.Errorf("error %q does not name the bound %d", err, maxListEntries)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), watchBound)
+	defer cancel()
+	st := startWatchDir(t, h, ctx, "w", true)
+	if err := os.Rename(filepath.Join(h.ws, "big"), filepath.Join(h.ws, "w/big")); err != nil {
+		t.Fatal(err)
+	}
+	for st.Receive() {
+	}
+	wantCode(t, "WatchDir after a tree over the walk bound moved in", st.Err(), connect.CodeResourceExhausted)
+	for try := 0; ; try++ { // the handler releases its slot after its answer
+		ws := h.watchers()
+		ws.mu.Lock()
+		n := ws.total
+		ws.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if try == 2000 {
+			t.Fatalf("%d watchers still counted after both failed", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
