@@ -198,7 +198,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
 		BodyReadTimeout: o.bodyTimeout, Registry: registry,
 	}
-	if scfg.Front, err = e2bFront(mgr, scfg, log); err != nil {
+	if scfg.Front, err = e2bFront(mgr, scfg, log, &srv); err != nil {
 		return err
 	}
 	srv, err = server.New(mgr, scfg)

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,7 +113,7 @@ func (s *Server) killSandbox(w http.ResponseWriter, r *http.Request, owner strin
 // now expires timeout seconds from the call, sooner or later than before.
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, owner string) {
 	var body timeoutJSON
-	if err := decodeBody(w, r, &body, true); err != nil {
+	if err := s.decodeBody(w, r, owner, &body, true); err != nil {
 		s.writeControlError(w, err)
 		return
 	}
@@ -139,7 +140,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, owner string
 // extends the sandbox's life, as E2B's does, up to the server's ceiling.
 func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request, owner string) {
 	var body timeoutJSON
-	if err := decodeBody(w, r, &body, false); err != nil {
+	if err := s.decodeBody(w, r, owner, &body, false); err != nil {
 		s.writeControlError(w, err)
 		return
 	}
@@ -204,23 +205,26 @@ func ended(info sandbox.Info) string {
 	return string(info.State)
 }
 
-// decodeBody reads a control-plane JSON body into v, within
-// maxControlBody. Unknown fields are ignored, as E2B's API does, so a
-// newer SDK that sends a field more still works; the fields Warden cannot
-// honour are decoded and refused by name. An empty body is an error only
-// when required.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxControlBody))
-	err := dec.Decode(v)
-	var mbe *http.MaxBytesError
+// decodeBody reads owner's control-plane JSON body into v, within
+// maxControlBody and the server's budget of body memory (readBody).
+// Unknown fields are ignored, as E2B's API does, so a newer SDK that
+// sends a field more still works; the fields Warden cannot honour are
+// decoded and refused by name. An empty body is an error only when
+// required.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, owner string, v any, required bool) error {
+	buf, release, err := s.readBody(w, r, owner)
+	defer release()
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(buf))
+	err = dec.Decode(v)
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF) && !required:
 		return nil
 	case errors.Is(err, io.EOF):
 		return badRequest("request body is required: send a JSON object")
-	case errors.As(err, &mbe):
-		return &controlError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes: send less metadata or fewer envVars", mbe.Limit)}
 	case errors.As(err, &te):
 		return badRequest("%s: must be %s, not %s", te.Field, te.Type, te.Value)
 	case err != nil:
@@ -230,6 +234,28 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) er
 		return badRequest("request body has more data after its JSON value")
 	}
 	return nil
+}
+
+// readBody reads a control-plane body with Config.ReadBody, or within
+// maxControlBody alone; its errors are controlErrors.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, owner string) ([]byte, func(), error) {
+	if s.cfg.ReadBody != nil {
+		buf, release, err := s.cfg.ReadBody(w, r, owner, maxControlBody)
+		var st interface{ HTTPStatus() int }
+		if errors.As(err, &st) {
+			err = &controlError{st.HTTPStatus(), err.Error()}
+		}
+		return buf, release, err
+	}
+	buf, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxControlBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		err = &controlError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes: send less metadata or fewer envVars", mbe.Limit)}
+	case err != nil:
+		err = badRequest("reading the request body: %v", err)
+	}
+	return buf, func() {}, err
 }
 
 // Timeouts of a sandbox's life, in E2B's whole seconds.

@@ -273,3 +273,35 @@ func TestNotE2B(t *testing.T) {
 		}
 	}
 }
+
+// statusError is an error that says its HTTP status, as the server's are.
+type statusError int
+
+func (e statusError) Error() string   { return "server busy: retry" }
+func (e statusError) HTTPStatus() int { return int(e) }
+
+// TestReadBodyHook: control-plane bodies go through Config.ReadBody as
+// the caller's, its error keeps its status, and the charge is always
+// given back.
+func TestReadBodyHook(t *testing.T) {
+	var owners []string
+	released := 0
+	fail := false
+	_, _, h := newControlServer(t, func(c *Config) {
+		c.ReadBody = func(_ http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+			owners = append(owners, owner)
+			if fail {
+				return nil, func() { released++ }, statusError(http.StatusServiceUnavailable)
+			}
+			buf := make([]byte, 64)
+			n, _ := r.Body.Read(buf)
+			return buf[:n], func() { released++ }, nil
+		}
+	})
+	created(t, h, ctlKeyBob, `{"templateID":"base"}`)
+	fail = true
+	errorBody(t, controlCall(h, "POST", "/v2/sandboxes", ctlKeyAlice, `{"templateID":"base"}`), http.StatusServiceUnavailable, "server busy")
+	if strings.Join(owners, ",") != "bob,alice" || released != 2 {
+		t.Errorf("read for %v, released %d times; want bob then alice, 2", owners, released)
+	}
+}

@@ -24,7 +24,7 @@ const (
 // ever carries.
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, owner string) {
 	var body newSandboxJSON
-	if err := decodeBody(w, r, &body, true); err != nil {
+	if err := s.decodeBody(w, r, owner, &body, true); err != nil {
 		s.writeControlError(w, err)
 		return
 	}

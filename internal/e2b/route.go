@@ -12,6 +12,11 @@ const (
 	headerSandboxID   = "E2b-Sandbox-Id"
 	headerSandboxPort = "E2b-Sandbox-Port"
 	headerAccessToken = "X-Access-Token"
+	// headerTrafficToken carries the trafficAccessToken: the code
+	// interpreter's context calls (@e2b/code-interpreter 2.8.0's
+	// createCodeContext, listCodeContexts, restartCodeContext,
+	// removeCodeContext) send only it, runCode sends both.
+	headerTrafficToken = "E2b-Traffic-Access-Token"
 )
 
 // Ports of the services inside an E2B sandbox, as E2b-Sandbox-Port names
@@ -44,7 +49,7 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 // unauthorized is the one answer to a data-plane call whose sandbox is
 // unknown, gone or another's, or whose token is wrong: it does not say
 // which, so nobody learns which ids exist.
-const unauthorized = "unauthorized: no sandbox with this E2b-Sandbox-Id accepts this X-Access-Token; use the envdAccessToken returned when the sandbox was created"
+const unauthorized = "unauthorized: no sandbox with this E2b-Sandbox-Id accepts this access token; send the envdAccessToken returned when the sandbox was created as X-Access-Token"
 
 // dataPlane checks a data-plane call's sandbox and token and dispatches it
 // by port.
@@ -76,25 +81,47 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkToken finds the sandbox a data-plane call names, live or recently
-// ended, and checks its access token in constant time, against a stand-in
-// token when the id is unknown, so an unknown id and a wrong token cost
-// the same and get the same answer. There must be exactly one
-// E2b-Sandbox-Id and one X-Access-Token: two of either would let a proxy
-// in front and this server read different ones.
+// ended, and checks its token in constant time, against a stand-in token
+// when the id is unknown, so an unknown id and a wrong token cost the
+// same and get the same answer. The token is the X-Access-Token (the
+// envdAccessToken); on the code interpreter's port a call that carries an
+// E2B-Traffic-Access-Token is checked by that instead, since some of the
+// SDK's calls there carry only it. There must be at most one of each
+// header and exactly one E2b-Sandbox-Id: two of any would let a proxy in
+// front and this server read different ones.
 func (s *Server) checkToken(r *http.Request) (sb *Sandbox, ended, ok bool) {
-	ids, tokens := r.Header.Values(headerSandboxID), r.Header.Values(headerAccessToken)
-	if len(ids) != 1 || len(tokens) != 1 {
+	ids := r.Header.Values(headerSandboxID)
+	envd, oneEnvd := single(r.Header, headerAccessToken)
+	traffic, oneTraffic := single(r.Header, headerTrafficToken)
+	if len(ids) != 1 || !oneEnvd || !oneTraffic {
 		return nil, false, false
 	}
 	sb, ended = s.sandboxes.peekAny(ids[0])
-	want := s.standIn
+	wantEnvd, wantTraffic := s.standIn, s.standIn
 	if sb != nil {
-		want = sb.EnvdToken
+		wantEnvd, wantTraffic = sb.EnvdToken, sb.TrafficToken
 	}
-	if subtle.ConstantTimeCompare([]byte(want), []byte(tokens[0])) != 1 || sb == nil {
+	want, got := wantEnvd, envd
+	if traffic != "" && r.Header.Get(headerSandboxPort) == interpreterPort {
+		want, got = wantTraffic, traffic
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 || sb == nil {
 		return nil, false, false
 	}
 	return sb, ended, true
+}
+
+// single is the one value of header k ("" when absent), and false when
+// there are more.
+func single(h http.Header, k string) (string, bool) {
+	v := h.Values(k)
+	if len(v) > 1 {
+		return "", false
+	}
+	if len(v) == 0 {
+		return "", true
+	}
+	return v[0], true
 }
 
 // routeOf names a data-plane path for the log: a Connect method

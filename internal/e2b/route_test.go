@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -23,10 +24,15 @@ func reached(port string) http.Handler {
 }
 
 // dataCall sends a data-plane request; empty header values are left out,
-// and extra adds a second value of a header.
+// and extra adds a second value of a header. A token "traffic:T" is sent
+// as the E2B-Traffic-Access-Token T.
 func dataCall(h http.Handler, path, id, token, port, extra string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest("POST", path, nil)
-	for k, v := range map[string]string{headerSandboxID: id, headerAccessToken: token, headerSandboxPort: port} {
+	tokenHeader := headerAccessToken
+	if t, ok := strings.CutPrefix(token, "traffic:"); ok {
+		tokenHeader, token = headerTrafficToken, t
+	}
+	for k, v := range map[string]string{headerSandboxID: id, tokenHeader: token, headerSandboxPort: port} {
 		if v != "" {
 			r.Header.Set(k, v)
 		}
@@ -57,6 +63,11 @@ func TestRouter(t *testing.T) {
 	}{
 		{"envd", "/files", mine.SandboxID, mine.EnvdAccessToken, envdPort, "", 299, "49983 " + mine.SandboxID},
 		{"interpreter", "/execute", mine.SandboxID, mine.EnvdAccessToken, interpreterPort, "", 299, "49999 " + mine.SandboxID},
+		{"interpreter by traffic token", "/contexts", mine.SandboxID, "traffic:" + mine.TrafficAccessToken, interpreterPort, "", 299, "49999 " + mine.SandboxID},
+		{"interpreter by another's traffic token", "/contexts", mine.SandboxID, "traffic:" + theirs.TrafficAccessToken, interpreterPort, "", 401, ""},
+		{"interpreter, envd token as traffic token", "/contexts", mine.SandboxID, "traffic:" + mine.EnvdAccessToken, interpreterPort, "", 401, ""},
+		{"envd by traffic token", "/files", mine.SandboxID, "traffic:" + mine.TrafficAccessToken, envdPort, "", 401, ""},
+		{"two traffic tokens", "/contexts", mine.SandboxID, "traffic:" + mine.TrafficAccessToken, interpreterPort, headerTrafficToken, 401, ""},
 		{"no token", rpc, mine.SandboxID, "", envdPort, "", 401, ""},
 		{"wrong token", rpc, mine.SandboxID, "00" + mine.EnvdAccessToken[2:], envdPort, "", 401, ""},
 		{"traffic token", rpc, mine.SandboxID, mine.TrafficAccessToken, envdPort, "", 401, ""},
@@ -69,7 +80,7 @@ func TestRouter(t *testing.T) {
 		{"gone sandbox, another's token", rpc, gone.SandboxID, mine.EnvdAccessToken, envdPort, "", 401, ""},
 		{"no id is Warden's", "/v1/sessions", "", "", "", "", http.StatusTeapot, ""},
 	}
-	var refusal string
+	refusals := map[bool]string{} // by whether the path is a Connect call
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := dataCall(h, tt.path, tt.id, tt.token, tt.port, tt.extra)
@@ -79,14 +90,19 @@ func TestRouter(t *testing.T) {
 			if tt.status != http.StatusUnauthorized {
 				return
 			}
-			var body struct{ Code, Message string }
-			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Code != "unauthenticated" {
-				t.Errorf("body %s, want Connect's unauthenticated error", w.Body)
+			connect := isConnect(tt.path)
+			if connect {
+				var body struct{ Code, Message string }
+				if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Code != "unauthenticated" {
+					t.Errorf("body %s, want Connect's unauthenticated error", w.Body)
+				}
+			} else {
+				errorBody(t, w, http.StatusUnauthorized, "unauthorized")
 			}
-			if refusal == "" {
-				refusal = w.Body.String()
-			} else if w.Body.String() != refusal {
-				t.Errorf("refusal %s differs from %s: it must not tell why", w.Body, refusal)
+			if refusals[connect] == "" {
+				refusals[connect] = w.Body.String()
+			} else if w.Body.String() != refusals[connect] {
+				t.Errorf("refusal %s differs from %s: it must not tell why", w.Body, refusals[connect])
 			}
 		})
 	}
@@ -167,20 +183,22 @@ func FuzzRouterHeaders(f *testing.F) {
 	if err := json.Unmarshal(w.Body.Bytes(), &sb); err != nil {
 		f.Fatal(err)
 	}
-	f.Add(sb.SandboxID, sb.EnvdAccessToken, envdPort, "/files")
-	f.Add(sb.SandboxID, "", interpreterPort, "/execute")
-	f.Add("ses_x", sb.EnvdAccessToken, "49983", "/process.Process/Start")
-	f.Add(sb.SandboxID+"\x00", sb.EnvdAccessToken, " 49983", "/filesystem.Filesystem/Stat")
-	f.Fuzz(func(t *testing.T, id, token, port, path string) {
+	f.Add(sb.SandboxID, sb.EnvdAccessToken, "", envdPort, "/files")
+	f.Add(sb.SandboxID, "", sb.TrafficAccessToken, interpreterPort, "/contexts")
+	f.Add(sb.SandboxID, sb.EnvdAccessToken, sb.TrafficAccessToken, envdPort, "/execute")
+	f.Add("ses_x", sb.EnvdAccessToken, "", "49983", "/process.Process/Start")
+	f.Add(sb.SandboxID+"\x00", sb.EnvdAccessToken, "", " 49983", "/filesystem.Filesystem/Stat")
+	f.Fuzz(func(t *testing.T, id, token, traffic, port, path string) {
 		r := httptest.NewRequest("POST", "/", nil)
 		r.URL.Path = "/" + path
 		r.Header[headerSandboxID] = []string{id}
 		r.Header[headerAccessToken] = []string{token}
+		r.Header[headerTrafficToken] = []string{traffic}
 		r.Header[headerSandboxPort] = []string{port}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		if w.Code == 299 && (id != sb.SandboxID || token != sb.EnvdAccessToken) {
-			t.Fatalf("id %q token %q reached %s", id, token, w.Header().Get("X-Reached"))
+		if w.Code == 299 && (id != sb.SandboxID || (token != sb.EnvdAccessToken && traffic != sb.TrafficAccessToken)) {
+			t.Fatalf("id %q token %q traffic %q reached %s", id, token, traffic, w.Header().Get("X-Reached"))
 		}
 		if w.Code != 299 && w.Code != http.StatusUnauthorized && w.Code != http.StatusBadGateway {
 			t.Fatalf("answer %d, want 299, 401 or 502", w.Code)

@@ -34,6 +34,12 @@ type Config struct {
 	// Limits are every sandbox's limits: the Manager's defaults, since
 	// E2B's templates do not name limits (default: spec.DefaultLimits).
 	Limits spec.Limits
+	// ReadBody, when set, reads a control-plane request body of at most
+	// limit bytes for owner, charged to the HTTP server's budget of body
+	// memory (server.HoldBody), and answers it with a func that gives the
+	// charge back; an error may say its status with HTTPStatus() int.
+	// Without it a body is read within limit only.
+	ReadBody func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error)
 	// MaxSandboxes bounds the registry (default 65536); the Manager's own
 	// session limits are far lower, so it only matters if entries of gone
 	// sessions were never dropped.

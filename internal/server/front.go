@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/connlimit"
 )
@@ -57,3 +59,26 @@ func Admit(r *http.Request, owner, route string) {
 	}
 	connlimit.Authenticated(r.Context(), owner)
 }
+
+// HoldBody reads the body of a request a Front serves for owner as the
+// API's own JSON bodies are read: within limit (and MaxBodyBytes),
+// charged to owner's share of MaxInFlightBodyBytes as it arrives, and
+// kept arriving (BodyReadTimeout), so a tenant holds no more request
+// memory through a Front than through the API. It answers the body and a
+// func that gives its charge back, to call once the body is decoded. An
+// error is one line, and says its HTTP status through HTTPStatus.
+func (s *Server) HoldBody(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+	c := &charge{budget: s.bodies, owner: owner}
+	release := sync.OnceFunc(c.release)
+	buf, err := s.readCharged(w, r, c, min(limit, s.cfg.MaxBodyBytes))
+	if err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	s.setReadDeadline(w, time.Time{})
+	return buf, release, nil
+}
+
+// HTTPStatus is the status the error answers with, for a Front that
+// writes its own error shape.
+func (e *apiError) HTTPStatus() int { return e.status }

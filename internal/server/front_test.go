@@ -59,6 +59,13 @@ func TestFront(t *testing.T) {
 				w.WriteHeader(http.StatusAccepted)
 			case "/front/panic":
 				panic("front broke")
+			case "/front/flush":
+				f, ok := w.(http.Flusher)
+				if !ok {
+					w.WriteHeader(http.StatusNotImplemented)
+					return
+				}
+				f.Flush()
 			default:
 				next.ServeHTTP(w, r)
 			}
@@ -71,6 +78,11 @@ func TestFront(t *testing.T) {
 	if r := h.do("GET", "/front/panic", "", ""); r.status != http.StatusInternalServerError {
 		t.Errorf("a panicking front = %d, want 500 from the server's recovery", r.status)
 	}
+	flushed := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(flushed, httptest.NewRequest("GET", "/front/flush", nil))
+	if flushed.Code != http.StatusOK || !flushed.Flushed {
+		t.Errorf("a front's stream = %d, flushed %v; want 200, flushed (its writer is an http.Flusher)", flushed.Code, flushed.Flushed)
+	}
 	if r := h.do("GET", "/v1/sessions", "", ""); r.status != http.StatusUnauthorized {
 		t.Errorf("the API without a key through a front = %d, want 401", r.status)
 	}
@@ -82,5 +94,43 @@ func TestFront(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
+	}
+}
+
+// TestHoldBody: a Front's body is read within its limit and charged to
+// its owner's share until released; a body over the limit is a 413 that
+// says its status.
+func TestHoldBody(t *testing.T) {
+	h := newHarness(t, nil)
+	tests := []struct {
+		name   string
+		body   string
+		limit  int64
+		status int
+	}{
+		{"fits", `{"a":1}`, 64, 0},
+		{"empty", ``, 64, 0},
+		{"over the limit", strings.Repeat("x", 65), 64, http.StatusRequestEntityTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/front", strings.NewReader(tt.body))
+			w := httptest.NewRecorder()
+			buf, release, err := h.srv.HoldBody(w, r, "o", tt.limit)
+			var st interface{ HTTPStatus() int }
+			switch {
+			case tt.status != 0 && (!errors.As(err, &st) || st.HTTPStatus() != tt.status):
+				t.Fatalf("= %v, want an error with status %d", err, tt.status)
+			case tt.status == 0 && (err != nil || string(buf) != tt.body):
+				t.Fatalf("= %q, %v; want the body", buf, err)
+			}
+			if tt.status == 0 && len(tt.body) > 0 && h.srv.bodies.heldBy("o") == 0 {
+				t.Error("the held body is not charged to its owner")
+			}
+			release()
+			if n := h.srv.bodies.heldBy("o"); n != 0 {
+				t.Errorf("after release %d bytes still held", n)
+			}
+		})
 	}
 }
