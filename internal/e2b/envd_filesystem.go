@@ -54,36 +54,20 @@ var fsProcedureNames = map[string]bool{
 }
 
 // fsProcedures answers a procedure the service lacks with a Connect error
-// naming it, rather than a bare 404, and gives the service a writer that
-// flushes: Connect's streams (WatchDir) assert http.Flusher, which warden
-// serve's middleware writer hides.
+// naming it, rather than a bare 404.
 func fsProcedures(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !fsProcedureNames[r.URL.Path] {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			body, _ := json.Marshal(map[string]string{"code": "unimplemented",
-				"message": fmt.Sprintf("%.100q is not a procedure of filesystem.Filesystem: use Stat, MakeDir, Move, ListDir, Remove, WatchDir, CreateWatcher, GetWatcherEvents or RemoveWatcher", r.URL.Path)})
-			_, _ = w.Write(append(body, '\n')) // the client is gone if this fails
+		if fsProcedureNames[r.URL.Path] {
+			h.ServeHTTP(w, r)
 			return
 		}
-		if _, ok := w.(http.Flusher); !ok {
-			w = fsFlusher{w}
-		}
-		h.ServeHTTP(w, r)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		body, _ := json.Marshal(map[string]string{"code": "unimplemented",
+			"message": fmt.Sprintf("%.100q is not a procedure of filesystem.Filesystem: use Stat, MakeDir, Move, ListDir, Remove, WatchDir, CreateWatcher, GetWatcherEvents or RemoveWatcher", r.URL.Path)})
+		_, _ = w.Write(append(body, '\n')) // the client is gone if this fails
 	})
 }
-
-// fsFlusher flushes through http.ResponseController, which unwraps a
-// middleware's writer to the one that can.
-type fsFlusher struct{ http.ResponseWriter }
-
-// Flush sends what is buffered; a writer that cannot flush leaves it to
-// the end of the answer, and a client gone shows in the next Write.
-func (f fsFlusher) Flush() { _ = http.NewResponseController(f.ResponseWriter).Flush() }
-
-// Unwrap lets http.ResponseController reach the writer underneath.
-func (f fsFlusher) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // fsService implements filesystempbconnect.FilesystemHandler.
 type fsService struct {

@@ -94,18 +94,12 @@ func newFSHarness(t *testing.T) *fsHarness {
 		if id := r.Header.Get("X-Test-Sandbox"); id != "" {
 			sb = &Sandbox{ID: id, Owner: "bob"}
 		}
-		mux.ServeHTTP(middlewareWriter{w}, r.WithContext(withSandbox(r.Context(), sb)))
+		mux.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), sb)))
 	}))
 	t.Cleanup(h.srv.Close)
 	h.fs = filesystempbconnect.NewFilesystemClient(h.srv.Client(), h.srv.URL, connect.WithProtoJSON())
 	return h
 }
-
-// middlewareWriter hides the writer's http.Flusher, as warden serve's
-// logging middleware does, but unwraps for http.ResponseController.
-type middlewareWriter struct{ http.ResponseWriter }
-
-func (m middlewareWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
 
 // watchers is the service's watcher registry, for tests to look into.
 func (h *fsHarness) watchers() *watchers { return h.svc.watchers }
