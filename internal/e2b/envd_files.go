@@ -103,12 +103,15 @@ func (s *Server) filesAt(r *http.Request, p string) (*workspace.Dir, string, err
 	return dir, wp, err
 }
 
-// fileError answers err as E2B's {code, message}, logging what is not
-// the client's doing.
+// fileError answers err as E2B's {code, message}. What is not the
+// client's doing is logged and answered without detail, since it may name
+// host paths.
 func (s *Server) fileError(w http.ResponseWriter, err error) {
 	status := fsStatus(err)
 	if status == http.StatusInternalServerError {
 		s.log.Error("e2b: files request failed", "err", err)
+		writeError(w, status, "internal error: see the Warden server's log")
+		return
 	}
 	writeError(w, status, "%s", oneLine(err.Error()))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -367,5 +368,16 @@ func TestFilesTransferBound(t *testing.T) {
 	defer h.transfers.mu.Unlock()
 	if len(h.transfers.active) != 0 {
 		t.Errorf("transfers still counted after all ended: %v", h.transfers.active)
+	}
+}
+
+// TestFilesInternalError: an error that is not the client's is answered
+// without its detail, which may name host paths.
+func TestFilesInternalError(t *testing.T) {
+	h := newFSHarness(t)
+	h.sess.fail = errors.New("opening /proc/4242/root/workspace: input/output error")
+	r := h.do(t, "GET", q("path", "f"), nil, nil)
+	if r.status != http.StatusInternalServerError || strings.Contains(r.message, "/proc") {
+		t.Errorf("an internal error: status %d, message %q; want 500 without the host path", r.status, r.message)
 	}
 }

@@ -29,9 +29,13 @@ type fsSessions struct {
 	Sessions // the calls the files API never makes panic
 	dir      *workspace.Dir
 	gone     bool
+	fail     error // what Files answers, if set
 }
 
 func (f *fsSessions) Files(owner, id string) (*workspace.Dir, error) {
+	if f.fail != nil {
+		return nil, f.fail
+	}
 	if f.gone || owner != "alice" || id != "sbx-alice" {
 		return nil, sandbox.ErrNotFound
 	}

@@ -134,6 +134,9 @@ func (t *inotifyTree) addWatch(p string) (int, error) {
 	if err := rc.Control(func(fd uintptr) { wd, werr = t.dir.AddWatch(int(fd), p, inotifyMask) }); err != nil {
 		return -1, fmt.Errorf("watching %q: %w", e2bPath(p), err)
 	}
+	if errors.Is(werr, unix.ENOSPC) {
+		return -1, kindErrorf(errTooMany, "%v", werr)
+	}
 	return wd, werr
 }
 

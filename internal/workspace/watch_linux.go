@@ -12,7 +12,8 @@ import (
 // user, and the watch is added through that descriptor's /proc/self/fd
 // entry, which names exactly the inode opened: the path is never looked up
 // again, so a link or rename planted meanwhile cannot redirect the watch
-// to a directory outside the workspace. IN_ONLYDIR is always added.
+// to a directory outside the workspace. IN_ONLYDIR is always added. The
+// host's watch limit reached is ENOSPC, not ErrNoSpace.
 func (d *Dir) AddWatch(inotifyFD int, p string, mask uint32) (int, error) {
 	wp, err := parsePath(p)
 	if err != nil {
@@ -26,6 +27,10 @@ func (d *Dir) AddWatch(inotifyFD int, p string, mask uint32) (int, error) {
 		}
 		defer unix.Close(fd)
 		wd, err = unix.InotifyAddWatch(inotifyFD, fmt.Sprintf("/proc/self/fd/%d", fd), mask|unix.IN_ONLYDIR)
+		if err == unix.ENOSPC {
+			// Not a full disk: the host's bound on inotify watches.
+			return errorf(err, "watching %q: the host's limit on inotify watches (fs.inotify.max_user_watches) is reached; watch fewer directories", wp)
+		}
 		if err != nil {
 			return fsError("watching", wp, err)
 		}
