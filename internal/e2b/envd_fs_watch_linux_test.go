@@ -351,3 +351,39 @@ func TestFSWatchWalkBound(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestFSWatcherOverflow: a polled watcher keeps at most maxKeptEvents;
+// past them it says events were lost (data_loss) instead of growing or
+// silently dropping them, and frees its slot.
+func TestFSWatcherOverflow(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"w/": "/"})
+	bg := context.Background()
+	res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxKeptEvents + 100 {
+		if err := os.WriteFile(filepath.Join(h.ws, "w", fmt.Sprint(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for try := 0; ; try++ { // until the pump has read past the bound
+		ws := h.watchers()
+		ws.mu.Lock()
+		n := ws.total
+		ws.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if try == 2000 {
+			t.Fatal("the overflowing watcher still holds its slot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+	wantCode(t, "GetWatcherEvents past the bound", err, connect.CodeDataLoss)
+	if err != nil && !strings.Contains(err.Error(), fmt.Sprint(maxKeptEvents)) {
+		t.Errorf("error %q does not name the bound %d", err, maxKeptEvents)
+	}
+}
