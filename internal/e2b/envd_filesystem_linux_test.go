@@ -256,3 +256,30 @@ func TestFSUnknownProcedure(t *testing.T) {
 		t.Errorf("unknown procedure: status %d, body %+v (%v); want 404 unimplemented naming Chmod", res.StatusCode, body, err)
 	}
 }
+
+// TestFSBadMessages: a malformed or oversized request gets a Connect
+// error, and the service keeps answering.
+func TestFSBadMessages(t *testing.T) {
+	h := newFSHarness(t)
+	for _, tt := range []struct {
+		name, body string
+		code       string
+	}{
+		{name: "malformed JSON", body: `{"path":`, code: "invalid_argument"},
+		{name: "wrong field type", body: `{"path":7}`, code: "invalid_argument"},
+		{name: "oversized", body: `{"path":"` + strings.Repeat("a", maxFSMessageBytes) + `"}`, code: "resource_exhausted"},
+	} {
+		res, err := h.srv.Client().Post(h.srv.URL+"/filesystem.Filesystem/Stat", "application/json", strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Code, Message string }
+		err = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if err != nil || body.Code != tt.code || body.Message == "" {
+			t.Errorf("%s: status %d, body %+v (%v); want code %s", tt.name, res.StatusCode, body, err, tt.code)
+		}
+	}
+	_, err := h.fs.Stat(context.Background(), connect.NewRequest(&fspb.StatRequest{Path: ""}))
+	wantCode(t, "Stat after bad messages", err, 0)
+}
