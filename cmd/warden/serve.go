@@ -140,6 +140,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Packages that log without a logger of their own (the backends'
+	// cleanup warnings, the E2B services' internal errors) log here too.
+	slog.SetDefault(log)
 	var srv *server.Server
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,

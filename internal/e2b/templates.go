@@ -10,10 +10,11 @@ import (
 // below 0.4.0 it sends user "user" on every call, and it needs 0.3.0 for
 // stdin: false, 0.5.2 for closeStdin, 0.5.7 for octet-stream uploads,
 // 0.6.2 for file metadata (user.e2b.* xattrs), 0.6.3 for watch events with
-// entries and 0.6.4 for watching network mounts. 0.5.7 turns on what
-// Warden serves and leaves the SDK to refuse, with its own clear error,
-// the three it does not.
-const EnvdVersion = "0.5.7"
+// entries and 0.6.4 for watching network mounts; nothing above. 0.6.4
+// turns all of them on: Warden serves all but file metadata, which /files
+// refuses with its own one-line error, and a sandbox has no network
+// mounts to watch, so allowing them changes nothing.
+const EnvdVersion = "0.6.4"
 
 // clientID fills the deprecated clientID field E2B's schemas still
 // require.
