@@ -199,10 +199,10 @@ func (t *inotifyTree) event(wd int32, mask uint32, name string) ([]change, error
 	}
 	if t.recursive && mask&unix.IN_ISDIR != 0 && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
 		found, err := t.walk(p, false)
-		out = append(out, found...)
 		if err != nil {
-			return out, err
+			return out, err // the watch ends: what the walk found would only delay saying so
 		}
+		out = append(out, found...)
 	}
 	return out, nil
 }
