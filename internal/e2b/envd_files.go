@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ const (
 	// maxTransfersPerSandbox bounds a sandbox's uploads and downloads at
 	// once, as Warden's own file API does (server.MaxTransfersPerSession).
 	maxTransfersPerSandbox = 4
+	// maxTransferWaiters and transferWait bound the requests waiting for
+	// one of those and how long each waits.
+	maxTransferWaiters = 16
+	transferWait       = 30 * time.Second
 	// metadataHeader prefixes the headers that ask envd to keep user
 	// metadata in extended attributes, which Warden does not do.
 	metadataHeader = "X-Metadata-"
@@ -46,42 +51,81 @@ const (
 // the path in the query) or several (multipart/form-data, each part's
 // file name its full path), gzip-encoded or not.
 func (s *Server) fileRoutes(mux *http.ServeMux) {
-	(&transfers{active: map[string]int{}}).routes(s, mux)
+	newTransfers().routes(s, mux)
 }
 
-// transfers counts each sandbox's uploads and downloads in flight: each
-// holds a connection, the file and, for a slow client, both for up to
-// transferTimeout, so a sandbox has at most maxTransfersPerSandbox.
+// transfers bounds each sandbox's uploads and downloads in flight: each
+// holds a connection and a file, for a slow client up to transferTimeout,
+// so a sandbox has maxTransfersPerSandbox at once. More wait for a slot
+// (the SDK writes files with gzip as parallel requests, as many as its
+// ten connections), up to maxTransferWaiters for transferWait each;
+// past either a request is 429.
 type transfers struct {
-	mu     sync.Mutex
-	active map[string]int
+	mu    sync.Mutex
+	boxes map[string]*transferSlots
 }
 
-// routes serves /files on mux, each request counted in t.
+// transferSlots are one sandbox's: a token per transfer in flight, and
+// how many requests hold or wait for one.
+type transferSlots struct {
+	tokens chan struct{}
+	users  int
+}
+
+func newTransfers() *transfers { return &transfers{boxes: map[string]*transferSlots{}} }
+
+// routes serves /files on mux, each request a transfer of t.
 func (t *transfers) routes(s *Server, mux *http.ServeMux) {
 	mux.HandleFunc("GET /files", t.bounded(s.downloadFile))
 	mux.HandleFunc("POST /files", t.bounded(s.uploadFiles))
 }
 
-// bounded runs h as one of the routed sandbox's transfers, or answers 429
-// when it has its fill.
+// bounded runs h as one of the routed sandbox's transfers.
 func (t *transfers) bounded(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := sandboxFrom(r.Context()).ID
-		t.mu.Lock()
-		if t.active[id] >= maxTransfersPerSandbox {
-			t.mu.Unlock()
-			writeError(w, http.StatusTooManyRequests, "too many file transfers in this sandbox at once (at most %d); retry when one has finished", maxTransfersPerSandbox)
+		release, err := t.acquire(r.Context(), sandboxFrom(r.Context()).ID)
+		if err != nil {
+			writeError(w, http.StatusTooManyRequests, "%v", err)
 			return
 		}
-		t.active[id]++
-		t.mu.Unlock()
-		defer func() {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			decrement(t.active, id)
-		}()
+		defer release()
 		h(w, r)
+	}
+}
+
+// acquire takes a transfer slot of sandbox id, waiting up to transferWait
+// behind at most maxTransferWaiters others; release gives it back.
+func (t *transfers) acquire(ctx context.Context, id string) (release func(), err error) {
+	t.mu.Lock()
+	b := t.boxes[id]
+	if b == nil {
+		b = &transferSlots{tokens: make(chan struct{}, maxTransfersPerSandbox)}
+		t.boxes[id] = b
+	}
+	if b.users >= maxTransfersPerSandbox+maxTransferWaiters {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("too many file transfers in this sandbox at once (%d, and %d waiting); retry when one has finished", maxTransfersPerSandbox, maxTransferWaiters)
+	}
+	b.users++
+	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if b.users--; b.users == 0 {
+			delete(t.boxes, id)
+		}
+	}
+	wait := time.NewTimer(transferWait)
+	defer wait.Stop()
+	select {
+	case b.tokens <- struct{}{}:
+		return func() { <-b.tokens; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, fmt.Errorf("gave up waiting for a file transfer slot: %w", ctx.Err())
+	case <-wait.C:
+		leave()
+		return nil, fmt.Errorf("waited %v for one of this sandbox's %d file transfers to finish; retry later", transferWait, maxTransfersPerSandbox)
 	}
 }
 

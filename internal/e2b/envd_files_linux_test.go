@@ -312,9 +312,31 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// users is how many requests hold or wait for a transfer of sandbox id.
+func (h *fsHarness) users(id string) int {
+	h.transfers.mu.Lock()
+	defer h.transfers.mu.Unlock()
+	if b := h.transfers.boxes[id]; b != nil {
+		return b.users
+	}
+	return 0
+}
+
+// waitUsers waits, bounded, until sandbox id has n transfer users.
+func (h *fsHarness) waitUsers(t *testing.T, id string, n int) {
+	t.Helper()
+	for try := 0; h.users(id) != n; try++ {
+		if try == 2000 {
+			t.Fatalf("%d transfer users, want %d", h.users(id), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestFilesTransferBound: a sandbox has at most maxTransfersPerSandbox
-// transfers at once; the next is 429 until one ends, and another
-// sandbox's are not counted against it.
+// transfers at once; the next ones wait for a slot (the SDK sends
+// parallel uploads), at most maxTransferWaiters of them, and past those a
+// request is 429 at once. Another sandbox's are not counted.
 func TestFilesTransferBound(t *testing.T) {
 	h := newFSHarness(t)
 	type held struct {
@@ -333,41 +355,38 @@ func TestFilesTransferBound(t *testing.T) {
 		}
 		uploads = append(uploads, u)
 	}
-	for try := 0; ; try++ { // until every upload is counted in
-		h.transfers.mu.Lock()
-		n := h.transfers.active["sbx-alice"]
-		h.transfers.mu.Unlock()
-		if n == maxTransfersPerSandbox {
-			break
-		}
-		if try == 2000 {
-			t.Fatalf("%d transfers counted, want %d", n, maxTransfersPerSandbox)
-		}
-		time.Sleep(5 * time.Millisecond)
+	h.waitUsers(t, "sbx-alice", maxTransfersPerSandbox)
+	waiting := make(chan filesReply, maxTransferWaiters)
+	for range maxTransferWaiters {
+		go func() { waiting <- h.do(t, "GET", q("path", "slow0"), nil, nil) }()
+	}
+	h.waitUsers(t, "sbx-alice", maxTransfersPerSandbox+maxTransferWaiters)
+	r := h.do(t, "GET", q("path", "slow0"), nil, nil)
+	if r.status != http.StatusTooManyRequests || !strings.Contains(r.message, fmt.Sprint(maxTransferWaiters)) {
+		t.Errorf("a transfer past the waiters: status %d (%s), want 429 naming the bound", r.status, r.message)
 	}
 	other := h.do(t, "GET", q("path", "slow0"), map[string]string{"X-Test-Sandbox": "sbx-bob"}, nil)
 	if other.status == http.StatusTooManyRequests {
 		t.Errorf("another sandbox's transfer: 429, counted against this one's")
 	}
-	r := h.do(t, "GET", q("path", "slow0"), nil, nil)
-	if r.status != http.StatusTooManyRequests || !strings.Contains(r.message, fmt.Sprint(maxTransfersPerSandbox)) {
-		t.Errorf("a transfer past the bound: status %d (%s), want 429 naming it", r.status, r.message)
-	}
 	uploads[0].w.Close()
 	if r := <-uploads[0].done; r.status != 200 {
 		t.Errorf("the first upload: status %d (%s)", r.status, r.message)
 	}
-	if r := h.do(t, "GET", q("path", "slow0"), nil, nil); r.status != 200 || string(r.body) != "started" {
-		t.Errorf("a transfer once one ended: status %d (%s) %q, want the file", r.status, r.message, r.body)
+	for range maxTransferWaiters { // each waiter in turn, in the three slots left
+		if r := <-waiting; r.status != 200 || string(r.body) != "started" {
+			t.Errorf("a waiting download: status %d (%s) %q, want the file", r.status, r.message, r.body)
+		}
 	}
 	for _, u := range uploads[1:] {
 		u.w.Close()
 		<-u.done
 	}
+	h.waitUsers(t, "sbx-alice", 0)
 	h.transfers.mu.Lock()
 	defer h.transfers.mu.Unlock()
-	if len(h.transfers.active) != 0 {
-		t.Errorf("transfers still counted after all ended: %v", h.transfers.active)
+	if len(h.transfers.boxes) != 0 {
+		t.Errorf("transfer slots kept after all ended: %v", h.transfers.boxes)
 	}
 }
 

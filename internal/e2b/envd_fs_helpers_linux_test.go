@@ -91,7 +91,7 @@ func newFSHarness(t *testing.T) *fsHarness {
 	mux := http.NewServeMux()
 	h.svc = &fsService{s: s, watchers: newWatchers()}
 	h.svc.routes(mux)
-	h.transfers = &transfers{active: map[string]int{}}
+	h.transfers = newTransfers()
 	h.transfers.routes(s, mux)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sb := &Sandbox{ID: "sbx-alice", Owner: "alice"}
