@@ -13,8 +13,9 @@ import (
 // e2bFront is E2B's API over mgr, to serve on the API's listener: its API
 // keys are the server's (cfg's), so an E2B API key is a Warden API key,
 // its sandboxes get the Manager's default limits and life ceilings, and
-// its request bodies are charged to the server's budget through api,
-// which is set once the server is built (before it serves anything).
+// its request bodies are charged to the server's budget and paced
+// through api, which is set once the server is built (before it serves
+// anything).
 func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **server.Server) (func(http.Handler) http.Handler, error) {
 	auth, err := server.KeyAuthenticator(cfg)
 	if err != nil {
@@ -26,6 +27,7 @@ func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **s
 		ReadBody: func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
 			return (*api).HoldBody(w, r, owner, limit)
 		},
+		PaceBody: func(w http.ResponseWriter, r *http.Request, limit int64) { (*api).PaceBody(w, r, limit) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the E2B API: %w", err)

@@ -75,7 +75,7 @@ func (s *Server) authenticated(route string, h func(http.ResponseWriter, *http.R
 
 // notBuilt answers an E2B route Warden does not serve yet.
 func (s *Server) notBuilt(w http.ResponseWriter, r *http.Request, _ string) {
-	writeError(w, http.StatusNotImplemented, "%s %s is not supported by Warden yet: see \"Use the E2B SDKs\" in Warden's README for what is", r.Method, r.URL.Path)
+	writeError(w, http.StatusNotImplemented, "%s %q is not supported by Warden yet: see \"Use the E2B SDKs\" in Warden's README for what is", r.Method, r.URL.Path)
 }
 
 // getSandbox answers GET /sandboxes/{sandboxID}: SandboxDetail.

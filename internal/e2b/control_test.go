@@ -176,6 +176,7 @@ func TestSandboxByID(t *testing.T) {
 		{"metrics not built", "GET", "/sandboxes/" + id + "/metrics", ctlKeyAlice, "", 501},
 		{"templates not built", "GET", "/templates", ctlKeyAlice, "", 501},
 		{"templates without key", "GET", "/templates", "", "", 401},
+		{"newline in a path", "GET", "/templates/a%0Ab", ctlKeyAlice, "", 501},
 		{"kill as another key", "DELETE", "/sandboxes/" + id, ctlKeyBob, "", 404},
 		{"kill", "DELETE", "/sandboxes/" + id, ctlKeyAlice, "", 204},
 		{"kill again", "DELETE", "/sandboxes/" + id, ctlKeyAlice, "", 404},

@@ -3,6 +3,7 @@ package e2b
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -18,6 +19,11 @@ const (
 	// removeCodeContext) send only it, runCode sends both.
 	headerTrafficToken = "E2b-Traffic-Access-Token"
 )
+
+// maxDataBody is the size a data-plane body's time to arrive is reckoned
+// from when it declares no length (see server.PaceBody); the handlers
+// bound the bodies themselves.
+const maxDataBody = 256 << 20
 
 // Ports of the services inside an E2B sandbox, as E2b-Sandbox-Port names
 // them.
@@ -68,6 +74,9 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 	}
 	port := r.Header.Get(headerSandboxPort)
 	s.admit(r, sb.Owner, "e2b "+port+" "+r.Method+" "+routeOf(r.URL.Path))
+	if s.cfg.PaceBody != nil {
+		s.cfg.PaceBody(w, r, maxDataBody)
+	}
 	r = r.WithContext(withSandbox(r.Context(), sb))
 	switch port {
 	case envdPort:
@@ -76,7 +85,7 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 		s.interp.ServeHTTP(w, r)
 	default:
 		writeDataError(w, r, http.StatusBadGateway, "unimplemented",
-			"E2b-Sandbox-Port "+strings.TrimSpace(port)+" is not served: Warden serves 49983 (envd) and 49999 (code interpreter); forwarding other ports is not built yet")
+			fmt.Sprintf("E2b-Sandbox-Port %q is not served: Warden serves 49983 (envd) and 49999 (code interpreter); forwarding other ports is not built yet", port))
 	}
 }
 

@@ -23,6 +23,15 @@ func reached(port string) http.Handler {
 	})
 }
 
+// flipped is a hex token with its first digit changed: wrong, but of the
+// right length.
+func flipped(tok string) string {
+	if tok[0] == '0' {
+		return "1" + tok[1:]
+	}
+	return "0" + tok[1:]
+}
+
 // dataCall sends a data-plane request; empty header values are left out,
 // and extra adds a second value of a header. A token "traffic:T" is sent
 // as the E2B-Traffic-Access-Token T.
@@ -69,7 +78,7 @@ func TestRouter(t *testing.T) {
 		{"envd by traffic token", "/files", mine.SandboxID, "traffic:" + mine.TrafficAccessToken, envdPort, "", 401, ""},
 		{"two traffic tokens", "/contexts", mine.SandboxID, "traffic:" + mine.TrafficAccessToken, interpreterPort, headerTrafficToken, 401, ""},
 		{"no token", rpc, mine.SandboxID, "", envdPort, "", 401, ""},
-		{"wrong token", rpc, mine.SandboxID, "00" + mine.EnvdAccessToken[2:], envdPort, "", 401, ""},
+		{"wrong token", rpc, mine.SandboxID, flipped(mine.EnvdAccessToken), envdPort, "", 401, ""},
 		{"traffic token", rpc, mine.SandboxID, mine.TrafficAccessToken, envdPort, "", 401, ""},
 		{"another sandbox's token", rpc, mine.SandboxID, theirs.EnvdAccessToken, envdPort, "", 401, ""},
 		{"unknown id", rpc, "ses_nope", mine.EnvdAccessToken, envdPort, "", 401, ""},
@@ -129,7 +138,7 @@ func TestRouterGoneWithToken(t *testing.T) {
 		if s.sandboxes.peek(sb.SandboxID) != nil {
 			t.Errorf("ended sandbox %s is still live in the registry", sb.SandboxID)
 		}
-		if w := dataCall(h, "/health", sb.SandboxID, "0"+sb.EnvdAccessToken[1:], envdPort, ""); w.Code != http.StatusUnauthorized {
+		if w := dataCall(h, "/health", sb.SandboxID, flipped(sb.EnvdAccessToken), envdPort, ""); w.Code != http.StatusUnauthorized {
 			t.Errorf("an ended sandbox with a wrong token = %d, want 401", w.Code)
 		}
 	}
@@ -154,6 +163,25 @@ func TestRegistryEndedBound(t *testing.T) {
 	}
 	if _, ended := g.peekAny(fmt.Sprintf("s%d", maxEnded+9)); !ended {
 		t.Error("the newest ended sandbox is forgotten")
+	}
+}
+
+// TestRouterPacesBodies: only a checked call's body is handed to
+// Config.PaceBody.
+func TestRouterPacesBodies(t *testing.T) {
+	paced := 0
+	s, _, h := newControlServer(t, func(c *Config) {
+		c.PaceBody = func(http.ResponseWriter, *http.Request, int64) { paced++ }
+	})
+	s.envd = reached(envdPort)
+	sb := created(t, h, ctlKeyAlice, `{"templateID":"base"}`)
+	dataCall(h, "/files", sb.SandboxID, "wrong", envdPort, "")
+	if paced != 0 {
+		t.Fatalf("a refused call's body was paced")
+	}
+	dataCall(h, "/files", sb.SandboxID, sb.EnvdAccessToken, envdPort, "")
+	if paced != 1 {
+		t.Errorf("a checked call's body was paced %d times, want 1", paced)
 	}
 }
 

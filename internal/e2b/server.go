@@ -40,6 +40,11 @@ type Config struct {
 	// charge back; an error may say its status with HTTPStatus() int.
 	// Without it a body is read within limit only.
 	ReadBody func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error)
+	// PaceBody, when set, paces a checked data-plane call's body as the
+	// HTTP server paces its own uploads (server.PaceBody): it may go on
+	// while bytes flow, but never stall nor trickle, whatever deadline
+	// its handler sets.
+	PaceBody func(w http.ResponseWriter, r *http.Request, limit int64)
 	// MaxSandboxes bounds the registry (default 65536); the Manager's own
 	// session limits are far lower, so it only matters if entries of gone
 	// sessions were never dropped.

@@ -82,3 +82,16 @@ func (s *Server) HoldBody(w http.ResponseWriter, r *http.Request, owner string, 
 // HTTPStatus is the status the error answers with, for a Front that
 // writes its own error shape.
 func (e *apiError) HTTPStatus() int { return e.status }
+
+// PaceBody makes the body of a request a Front streams to its handler
+// (an upload, a Connect call) keep arriving as the API's own bodies must:
+// before each read its read deadline moves to BodyReadTimeout from then,
+// never past BodyReadTimeout plus limit (or its declared length) at
+// 64 KiB/s, so a long upload goes on while bytes flow and a trickle is
+// cut off, whatever deadline the handler set.
+func (s *Server) PaceBody(w http.ResponseWriter, r *http.Request, limit int64) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	r.Body = s.pace(w, r, limit)
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -132,5 +133,25 @@ func TestHoldBody(t *testing.T) {
 				t.Errorf("after release %d bytes still held", n)
 			}
 		})
+	}
+}
+
+// TestPaceBody: a Front's streamed body is paced (its deadline moves on
+// as it arrives) and still reads whole; a request without a body is left
+// alone.
+func TestPaceBody(t *testing.T) {
+	h := newHarness(t, nil)
+	r := httptest.NewRequest("POST", "/front", strings.NewReader("upload"))
+	h.srv.PaceBody(httptest.NewRecorder(), r, 1<<20)
+	if _, ok := r.Body.(*pacedBody); !ok {
+		t.Fatalf("body is a %T, want a *pacedBody", r.Body)
+	}
+	if b, err := io.ReadAll(r.Body); err != nil || string(b) != "upload" {
+		t.Errorf("paced body read %q, %v; want upload", b, err)
+	}
+	empty := httptest.NewRequest("GET", "/front", nil)
+	h.srv.PaceBody(httptest.NewRecorder(), empty, 1<<20)
+	if empty.Body != http.NoBody {
+		t.Errorf("a request without a body got %T", empty.Body)
 	}
 }
