@@ -12,6 +12,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -467,8 +468,12 @@ func malformed(err error) error {
 }
 
 // bodyError marks a write that failed on the client's content (cut
-// short, or not the gzip it claimed) as the client's.
+// short, not the gzip it claimed, or too slow for the server's pacing) as
+// the client's.
 func bodyError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return kindErrorf(errStalled, "the upload stopped arriving or came too slowly (%v); send it again, faster", err)
+	}
 	var corrupt flate.CorruptInputError
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.As(err, &corrupt) {
 		return kindErrorf(workspace.ErrBadPath, "the upload's content is cut short or corrupt (%v); send it again", err)

@@ -400,3 +400,21 @@ func TestFilesInternalError(t *testing.T) {
 		t.Errorf("an internal error: status %d, message %q; want 500 without the host path", r.status, r.message)
 	}
 }
+
+// TestFilesBodyErrors: an upload that failed on the client's content is
+// the client's error, with the status that says which.
+func TestFilesBodyErrors(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("writing %q: %w", "f", os.ErrDeadlineExceeded), http.StatusRequestTimeout},
+		{fmt.Errorf("writing %q: %w", "f", io.ErrUnexpectedEOF), http.StatusBadRequest},
+		{fmt.Errorf("writing %q: %w", "f", gzip.ErrChecksum), http.StatusBadRequest},
+		{errors.New("disk on fire"), http.StatusInternalServerError},
+	} {
+		if got := fsStatus(bodyError(tt.err)); got != tt.want {
+			t.Errorf("status of %v = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}

@@ -160,12 +160,17 @@ var fsErrorKinds = []struct {
 	{workspace.ErrHardLink, connect.CodeInvalidArgument, http.StatusBadRequest},
 	{errTooMany, connect.CodeResourceExhausted, http.StatusTooManyRequests},
 	{errEventsLost, connect.CodeDataLoss, http.StatusInternalServerError},
+	{errStalled, connect.CodeDeadlineExceeded, http.StatusRequestTimeout},
 	{fs.ErrPermission, connect.CodePermissionDenied, http.StatusForbidden},
 }
 
 // errTooMany is a per-sandbox or per-host bound of the files API
 // (watchers, files in one upload) that the request would pass.
 var errTooMany = errors.New("over a limit")
+
+// errStalled: a client's upload stopped arriving, or came slower than
+// the server's pacing allows.
+var errStalled = errors.New("body stalled")
 
 // errEventsLost: a watcher dropped changes (the kernel's queue, or the
 // events a poller keeps, overflowed); it ends rather than pretend.
