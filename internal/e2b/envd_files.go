@@ -464,6 +464,9 @@ func malformed(err error) error {
 	if errors.Is(err, workspace.ErrTooLarge) {
 		return err
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return bodyError(err)
+	}
 	return kindErrorf(workspace.ErrBadPath, "malformed multipart body: %v; send multipart/form-data with a boundary", err)
 }
 

@@ -417,4 +417,16 @@ func TestFilesBodyErrors(t *testing.T) {
 			t.Errorf("status of %v = %d, want %d", tt.err, got, tt.want)
 		}
 	}
+	// Between parts, any error of the framing is the client's.
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("multipart: NextPart: %w", os.ErrDeadlineExceeded), http.StatusRequestTimeout},
+		{errors.New("multipart: NextPart: bufio: buffer full"), http.StatusBadRequest},
+	} {
+		if got := fsStatus(malformed(tt.err)); got != tt.want {
+			t.Errorf("status of %v between parts = %d, want %d", tt.err, got, tt.want)
+		}
+	}
 }
