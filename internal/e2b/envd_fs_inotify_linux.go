@@ -52,8 +52,7 @@ func startWatch(dir *workspace.Dir, root string, recursive bool) (*inotifyTree, 
 		buf:       make([]byte, 64<<10),
 	}
 	if _, err := t.walk(root, true); err != nil {
-		t.Close()
-		return nil, err
+		return nil, errors.Join(err, t.Close())
 	}
 	return t, nil
 }
