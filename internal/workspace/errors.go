@@ -26,8 +26,11 @@ var (
 	ErrBadPath = errors.New("bad path")
 	// ErrBadMode: a file mode other than permission bits.
 	ErrBadMode = errors.New("bad mode")
-	// ErrTooLarge: a file over Limits.MaxFileBytes.
+	// ErrTooLarge: a file over Limits.MaxFileBytes, or a full workspace.
 	ErrTooLarge = errors.New("too large")
+	// ErrNoSpace: the workspace's disk is full (ENOSPC, EDQUOT); such an
+	// error is ErrTooLarge too.
+	ErrNoSpace = errors.New("no space left")
 	// ErrTruncated: List stopped at Limits.MaxEntries; the entries it
 	// returns with this error are valid.
 	ErrTruncated = errors.New("listing truncated")

@@ -30,7 +30,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Entry{Name: "blob.bin", Path: "a/b/blob.bin", Type: TypeFile, Size: 1 << 20, Mode: 0o640}
+		want := Entry{Name: "blob.bin", Path: "a/b/blob.bin", Type: TypeFile, Size: 1 << 20, Mode: 0o640, UID: uint32(e.uid), GID: uint32(e.gid)}
 		ent.ModTime = time.Time{}
 		if ent != want {
 			t.Errorf("Write entry = %+v, want %+v", ent, want)
@@ -154,10 +154,11 @@ func TestListAndStat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		uid, gid := uint32(e.uid), uint32(e.gid)
 		want := []Entry{
-			{Name: "d", Path: "d", Type: TypeDir, Mode: 0o750},
-			{Name: "evil", Path: "evil", Type: TypeSymlink, Size: int64(len("/etc/shadow")), Mode: 0o777, LinkTarget: "/etc/shadow"},
-			{Name: "f", Path: "f", Type: TypeFile, Size: 5, Mode: 0o600},
+			{Name: "d", Path: "d", Type: TypeDir, Mode: 0o750, UID: uid, GID: gid},
+			{Name: "evil", Path: "evil", Type: TypeSymlink, Size: int64(len("/etc/shadow")), Mode: 0o777, LinkTarget: "/etc/shadow", UID: uid, GID: gid},
+			{Name: "f", Path: "f", Type: TypeFile, Size: 5, Mode: 0o600, UID: uid, GID: gid},
 		}
 		if len(got) != len(want) {
 			t.Fatalf("List(.) = %+v, want %+v", got, want)
