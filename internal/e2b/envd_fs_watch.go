@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -33,11 +32,6 @@ const (
 	// long, so a client that forgot it (or a sandbox that ended) does not
 	// hold a slot for ever.
 	watcherIdle = 10 * time.Minute
-	// Keepalives of WatchDir: the client's Keepalive-Ping-Interval (in
-	// seconds, the SDK sends 50) within these bounds, else the default.
-	defaultKeepalive = 90 * time.Second
-	minKeepalive     = time.Second
-	maxKeepalive     = 10 * time.Minute
 )
 
 // change is one change in a watched tree: its name relative to the
@@ -196,7 +190,7 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 			return false
 		}
 	})
-	every := keepalive(req.Header())
+	every := keepaliveEvery(req.Header())
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	sb := sandboxFrom(ctx)
@@ -225,17 +219,6 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 			tick.Reset(every)
 		}
 	}
-}
-
-// keepalive is the interval the client asked for in
-// Keepalive-Ping-Interval (seconds), within bounds.
-func keepalive(h http.Header) time.Duration {
-	secs, err := strconv.Atoi(h.Get("Keepalive-Ping-Interval"))
-	if err != nil {
-		return defaultKeepalive
-	}
-	d := time.Duration(secs) * time.Second
-	return min(max(d, minKeepalive), maxKeepalive)
 }
 
 // polledWatcher is a watcher of CreateWatcher: its changes wait for

@@ -20,14 +20,6 @@ const (
 	// procMaxMessageBytes bounds one Connect message from a client: a
 	// command, or a piece of stdin (up to about 1.5 MiB, as base64).
 	procMaxMessageBytes = 2 << 20
-	// keepaliveHeader names the interval, in seconds, between keepalive
-	// events of a stream that has nothing else to send (the SDK asks for
-	// 50); without it envd's 90 s. The interval is held to a second to an
-	// hour.
-	keepaliveHeader  = "Keepalive-Ping-Interval"
-	defaultKeepalive = 90 * time.Second
-	minKeepalive     = time.Second
-	maxKeepalive     = time.Hour
 	// stdinWriteLimit bounds one write to a process's stdin when the call
 	// has no earlier deadline: a process that never reads its stdin must
 	// not hold the call forever.
@@ -193,15 +185,6 @@ func processTimeout(h http.Header) (time.Duration, error) {
 		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("Connect-Timeout-Ms %.20q is not a number of milliseconds from 0 to 10000000000", v))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// keepaliveEvery is the keepalive interval a stream asked for.
-func keepaliveEvery(h http.Header) time.Duration {
-	s, err := strconv.Atoi(h.Get(keepaliveHeader))
-	if err != nil {
-		return defaultKeepalive
-	}
-	return min(max(time.Duration(s)*time.Second, minKeepalive), maxKeepalive)
 }
 
 // killAfter kills p at limit unless it ended first.
