@@ -4,9 +4,9 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc
+DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler
 
-.PHONY: build run test fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants vet clean
+.PHONY: build run test fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants vet clean generate
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -81,6 +81,13 @@ bench: build
 
 clean:
 	rm -rf bin
+
+# generate rewrites the generated code: the API server and Go SDK from
+# api/openapi.yaml, and E2B's envd services from internal/e2b/proto (needs
+# protoc: protobuf-compiler, installed by make deps). Tests fail while the
+# committed code is stale.
+generate:
+	$(GO) generate ./api ./internal/e2b
 
 # benchmark runs the harness: Warden next to the bare process, bubblewrap,
 # runc, runsc and docker on every workload, into bench/results/
