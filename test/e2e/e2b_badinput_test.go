@@ -81,7 +81,8 @@ func envelope(flags byte, length uint32, data []byte) []byte {
 }
 
 // connectErrorCode is the Connect error code in an answer: a unary JSON
-// error body, or a stream's end frame.
+// error body, or the end frame of a stream (walked frame by frame, since
+// frames may come before it).
 func connectErrorCode(b []byte) string {
 	var e struct {
 		Code  string `json:"code"`
@@ -89,13 +90,23 @@ func connectErrorCode(b []byte) string {
 			Code string `json:"code"`
 		} `json:"error"`
 	}
-	if len(b) > 5 && b[0]&0x02 != 0 {
-		b = b[5:]
+	if json.Unmarshal(b, &e) == nil {
+		return e.Code
 	}
-	if json.Unmarshal(b, &e) != nil {
-		return ""
+	for len(b) >= 5 {
+		n := int(binary.BigEndian.Uint32(b[1:5]))
+		if n > len(b)-5 {
+			return ""
+		}
+		if b[0]&0x02 != 0 {
+			if json.Unmarshal(b[5:5+n], &e) != nil {
+				return ""
+			}
+			return e.Error.Code
+		}
+		b = b[5+n:]
 	}
-	return e.Code + e.Error.Code
+	return ""
 }
 
 // TestE2BBadInput: malformed Connect envelopes, unknown services and

@@ -18,8 +18,22 @@ const upstreamTimeout = 12 * time.Minute
 
 // upstreamDifferences are E2B's own tests that fail against Warden by a
 // documented difference (README.md, "Use the E2B SDKs"), each with the
-// reason. They are reported, not failed; every other test must pass.
-var upstreamDifferences = map[string]string{}
+// reason. They are reported, not failed; every other test must pass, and
+// one of them that passes fails the test until it is taken off the list.
+var upstreamDifferences = map[string]string{
+	"tests/sandbox/connect.test.ts > connect resumes paused sandbox":                             "pause is not built: it answers 501",
+	"tests/sandbox/create.test.ts > MCP gateway start failure kills the created sandbox":         "the MCP gateway is not built: create refuses it by name (400), not as a failed start",
+	"tests/sandbox/commands/envVars.test.ts > bash command scoped env vars":                      "the sandbox has no sudo",
+	"tests/sandbox/files/info.test.ts > get info of a file":                                      "commands run in /workspace, which the files API shows as /home/user",
+	"tests/sandbox/files/info.test.ts > get info of a directory":                                 "commands run in /workspace, which the files API shows as /home/user",
+	"tests/sandbox/files/info.test.ts > get info of a symlink":                                   "commands run in /workspace, which the files API shows as /home/user",
+	"tests/sandbox/files/write.test.ts > write multiple files":                                   "paths outside /home/user (= /workspace) are refused",
+	"tests/sandbox/files/watch.test.ts > watch directory changes":                                "an upload shows as one create event (E2B: create and write)",
+	"tests/sandbox/files/watch.test.ts > watch recursive directory changes":                      "an upload shows as one create event (E2B: create and write)",
+	"tests/sandbox/files/watch.test.ts > watch recursive directory after nested folder addition": "an upload shows as one create event (E2B: create and write)",
+	"tests/sandbox/files/watch.test.ts > watch directory changes with entry info":                "Warden reports envd 0.5.7, and the SDK asks 0.6.3 for entries in watch events",
+	"tests/sandbox/files/watch.test.ts > watch directory changes with network mounts allowed":    "Warden reports envd 0.5.7, and the SDK asks 0.6.4 for watching network mounts",
+}
 
 // vitestReport is the part of vitest's JSON report the test reads.
 type vitestReport struct {
@@ -89,6 +103,9 @@ func checkUpstream(t *testing.T, r vitestReport) {
 			ran++
 			name := file + " > " + a.FullName
 			switch {
+			case a.Status == "passed" && upstreamDifferences[name] != "":
+				passed++
+				t.Errorf("%s passes now: remove it from upstreamDifferences (and the difference from the docs)", name)
 			case a.Status == "passed":
 				passed++
 			case a.Status != "failed":

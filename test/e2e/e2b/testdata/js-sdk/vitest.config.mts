@@ -11,7 +11,7 @@ export default defineConfig({
     environment: 'node',
     globals: false,
     isolate: true,
-    testTimeout: 60_000,
+    testTimeout: 30_000,
     hookTimeout: 60_000,
     maxWorkers: 2,
     bail: 0,
