@@ -194,10 +194,14 @@ func serve(ctx context.Context, o serveOptions) error {
 		AllowNetwork: true, Version: version, Logger: log,
 	}, server.OwnerFrom)
 	registry := metrics.NewRegistry()
-	srv, err = server.New(mgr, server.Config{
+	scfg := server.Config{
 		Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
 		BodyReadTimeout: o.bodyTimeout, Registry: registry,
-	})
+	}
+	if scfg.Front, err = e2bFront(mgr, scfg, log, &srv); err != nil {
+		return err
+	}
+	srv, err = server.New(mgr, scfg)
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // restError is E2B's REST error body; the SDKs read message from it.
@@ -60,4 +62,56 @@ func connectError(err error) error {
 	}
 	slog.Error("e2b: internal error", "err", err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error: see the server's log"))
+}
+
+// controlError is a control-plane answer other than success: its status
+// and one-line message.
+type controlError struct {
+	status  int
+	message string
+}
+
+func (e *controlError) Error() string { return e.message }
+
+// badRequest is a 400 whose message names what is wrong and how to fix it.
+func badRequest(format string, args ...any) error {
+	return &controlError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// writeControlError answers a control-plane call that failed: its own
+// controlError, or the status E2B gives the Manager's error. A cause that
+// is not the caller's is logged and answered without detail.
+func (s *Server) writeControlError(w http.ResponseWriter, err error) {
+	var ce *controlError
+	status := http.StatusInternalServerError
+	switch {
+	case errors.As(err, &ce):
+		status = ce.status
+	case errors.Is(err, sandbox.ErrNotFound):
+		status = http.StatusNotFound
+		err = errors.New(strings.TrimPrefix(err.Error(), sandbox.ErrNotFound.Error()+": "))
+	case errors.Is(err, spec.ErrInvalid):
+		status = http.StatusBadRequest
+	case errors.Is(err, sandbox.ErrTooMany), errors.Is(err, sandbox.ErrPaced), errors.Is(err, errFull):
+		status = http.StatusTooManyRequests
+	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrClosed), errors.Is(err, sandbox.ErrDead):
+		status = http.StatusConflict
+	case errors.Is(err, sandbox.ErrUnsupported):
+		status = http.StatusNotImplemented
+	case sandbox.OutOfDescriptors(err):
+		status = http.StatusServiceUnavailable
+	default:
+		s.log.Error("e2b: control plane", "err", err)
+		writeError(w, status, "internal error: see the Warden server's log")
+		return
+	}
+	writeError(w, status, "%s", oneLine(err.Error()))
+}
+
+// oneLine keeps the first line of a message, so every answer is one line.
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

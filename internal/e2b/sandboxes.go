@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // Sandbox is one E2B sandbox: a Warden session plus what E2B's API says
@@ -59,22 +62,185 @@ func newToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// errFull says the registry has no room: as many sandboxes as
+// Config.MaxSandboxes are live.
+var errFull = errors.New("too many E2B sandboxes on this server: kill some before creating more")
+
 // registry holds the E2B side of live sandboxes, by id. It holds at most
-// max entries; an entry whose session is gone is dropped when it is
-// looked up, and all such entries when the registry is full.
+// max entries, and forgets one whose session is gone (killed, expired or
+// reaped) when it next looks it up, lists its owner's, or needs room.
 type registry struct {
+	sessions Sessions
+	max      int
+
 	mu   sync.Mutex
 	byID map[string]*Sandbox
-	max  int
+	// ended remembers the last maxEnded sandboxes forgotten, so that a
+	// data-plane call with an ended sandbox's own token is told it has
+	// ended (as E2B tells it) rather than refused; endedOrder is their
+	// ids, oldest first.
+	ended      map[string]*Sandbox
+	endedOrder []string
 }
 
-func newRegistry(max int) *registry {
-	return &registry{byID: map[string]*Sandbox{}, max: max}
+// maxEnded bounds registry.ended: a few hundred bytes each.
+const maxEnded = 4096
+
+func newRegistry(sessions Sessions, max int) *registry {
+	return &registry{sessions: sessions, max: max, byID: map[string]*Sandbox{}, ended: map[string]*Sandbox{}}
 }
 
-// get is the sandbox with id, or nil.
-func (g *registry) get(id string) *Sandbox {
+// add stores a new sandbox; when the registry is full it first forgets
+// the sandboxes whose sessions are gone, and answers errFull if that is
+// not enough.
+func (g *registry) add(sb *Sandbox) error {
+	if g.len() >= g.max {
+		g.sweep()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.byID) >= g.max {
+		return errFull
+	}
+	g.byID[sb.ID] = sb
+	return nil
+}
+
+// len is how many sandboxes the registry holds.
+func (g *registry) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.byID)
+}
+
+// live says whether sb's session still exists (it may be dead: its box
+// gone, its files kept), and forgets sb if not.
+func (g *registry) live(sb *Sandbox) bool {
+	if _, err := g.sessions.Get(sb.Owner, sb.ID); errors.Is(err, sandbox.ErrNotFound) {
+		g.forget(sb)
+		return false
+	}
+	return true
+}
+
+// lookup is owner's sandbox id and its session's state. Another owner's
+// sandbox, an unknown one and a gone one all answer sandbox.ErrNotFound,
+// so ids cannot be probed across tenants.
+func (g *registry) lookup(owner, id string) (*Sandbox, sandbox.Info, error) {
+	g.mu.Lock()
+	sb := g.byID[id]
+	g.mu.Unlock()
+	if sb == nil || sb.Owner != owner {
+		return nil, sandbox.Info{}, notFound(id)
+	}
+	info, err := g.sessions.Get(owner, id)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		g.forget(sb)
+		return nil, sandbox.Info{}, notFound(id)
+	}
+	if err != nil {
+		return nil, sandbox.Info{}, err
+	}
+	return sb, info, nil
+}
+
+// notFound is the one answer for a sandbox id the caller cannot use:
+// unknown, gone, or another key's.
+func notFound(id string) error {
+	return fmt.Errorf("%w: sandbox %q not found: it was killed or timed out, or belongs to another API key", sandbox.ErrNotFound, id)
+}
+
+// listed pairs a sandbox with its session's state.
+type listed struct {
+	sb   *Sandbox
+	info sandbox.Info
+}
+
+// owned is owner's live sandboxes, oldest first, and forgets those of its
+// sandboxes whose sessions are gone. Sessions made through Warden's own
+// API are not E2B sandboxes and are left out.
+func (g *registry) owned(owner string) []listed {
+	infos := g.sessions.List(owner)
+	live := make(map[string]bool, len(infos))
+	var out []listed
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, info := range infos {
+		live[info.ID] = true
+		if sb := g.byID[info.ID]; sb != nil && sb.Owner == owner {
+			out = append(out, listed{sb, info})
+		}
+	}
+	for id, sb := range g.byID {
+		if sb.Owner == owner && !live[id] {
+			g.forgetLocked(sb)
+		}
+	}
+	return out
+}
+
+// replace stores sb in place of the sandbox with its id, if it is still
+// there; stored sandboxes are never changed in place.
+func (g *registry) replace(sb *Sandbox) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.byID[sb.ID]; ok {
+		g.byID[sb.ID] = sb
+	}
+}
+
+// forget drops sb, whose session is gone, into the ended sandboxes.
+func (g *registry) forget(sb *Sandbox) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.forgetLocked(sb)
+}
+
+// forgetLocked is forget with g.mu held; the oldest ended sandbox makes
+// room for the newest.
+func (g *registry) forgetLocked(sb *Sandbox) {
+	cur, ok := g.byID[sb.ID]
+	if !ok {
+		return
+	}
+	delete(g.byID, sb.ID)
+	if len(g.endedOrder) >= maxEnded {
+		delete(g.ended, g.endedOrder[0])
+		g.endedOrder = g.endedOrder[1:]
+	}
+	g.ended[cur.ID] = cur
+	g.endedOrder = append(g.endedOrder, cur.ID)
+}
+
+// sweep forgets every sandbox whose session is gone. The sessions are
+// asked without the registry's lock held.
+func (g *registry) sweep() {
+	g.mu.Lock()
+	all := make([]*Sandbox, 0, len(g.byID))
+	for _, sb := range g.byID {
+		all = append(all, sb)
+	}
+	g.mu.Unlock()
+	for _, sb := range all {
+		g.live(sb)
+	}
+}
+
+// peek is the stored sandbox with id, or nil, without asking the
+// sessions.
+func (g *registry) peek(id string) *Sandbox {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.byID[id]
+}
+
+// peekAny is peek, or else the ended sandbox with id; ended says which.
+func (g *registry) peekAny(id string) (sb *Sandbox, ended bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sb := g.byID[id]; sb != nil {
+		return sb, false
+	}
+	sb = g.ended[id]
+	return sb, sb != nil
 }

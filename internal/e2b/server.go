@@ -2,8 +2,13 @@ package e2b
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // Config of the E2B front end.
@@ -17,6 +22,36 @@ type Config struct {
 	// key store, so an E2B API key is a Warden API key; it fails for an
 	// unknown key.
 	Authenticate func(r *http.Request, key string) (owner string, err error)
+	// Admit, when set, tells the HTTP server a request acts for owner at
+	// route, once the control plane has authenticated it or the router
+	// has checked its sandbox's token, for its log line and connection
+	// protection (server.Admit).
+	Admit func(r *http.Request, owner, route string)
+	// Lifetimes sets a sandbox's timeout after its creation (setTimeout,
+	// connect) and says the Manager's ceilings; without it those calls
+	// answer 501 and sandboxes get the Manager's default idle timeout.
+	Lifetimes Lifetimes
+	// Limits are every sandbox's limits: the Manager's defaults, since
+	// E2B's templates do not name limits (default: spec.DefaultLimits).
+	Limits spec.Limits
+	// ReadBody, when set, reads a control-plane request body of at most
+	// limit bytes for owner, charged to the HTTP server's budget of body
+	// memory (server.HoldBody), and answers it with a func that gives the
+	// charge back; an error may say its status with HTTPStatus() int.
+	// Without it a body is read within limit only.
+	ReadBody func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error)
+	// MaxSandboxes bounds the registry (default 65536); the Manager's own
+	// session limits are far lower, so it only matters if entries of gone
+	// sessions were never dropped.
+	MaxSandboxes int
+}
+
+// Lifetimes is what the control plane needs of *sandbox.Manager beyond
+// Sessions: moving a session's expiry, and the ceilings of a session's
+// life (--max-ttl) and idle timeout (--max-idle-timeout).
+type Lifetimes interface {
+	SetExpiry(owner, id string, ttl time.Duration) (sandbox.Info, error)
+	LifeCaps() (ttl, idle time.Duration)
 }
 
 // Server serves E2B's control plane and data plane over Sessions.
@@ -24,13 +59,15 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	sandboxes *registry
-	control   http.Handler
+	control   *http.ServeMux
 	envd      http.Handler
 	interp    http.Handler
+	// standIn is what the router compares a token with when the sandbox
+	// id is unknown: random, and no sandbox's.
+	standIn string
 }
 
-// defaultMaxSandboxes bounds the registry; the Manager's own session limit
-// is far lower, so the bound only matters if entries were never dropped.
+// defaultMaxSandboxes is Config.MaxSandboxes's default.
 const defaultMaxSandboxes = 1 << 16
 
 // New builds the E2B front end; Sessions and Authenticate are required.
@@ -38,11 +75,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Sessions == nil || cfg.Authenticate == nil {
 		return nil, errors.New("e2b: Config needs Sessions and Authenticate")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(defaultMaxSandboxes)}
+	if cfg.Limits == (spec.Limits{}) {
+		cfg.Limits = spec.DefaultLimits
+	}
+	if cfg.MaxSandboxes <= 0 {
+		cfg.MaxSandboxes = defaultMaxSandboxes
+	}
+	standIn, err := newToken()
+	if err != nil {
+		return nil, fmt.Errorf("e2b: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(cfg.Sessions, cfg.MaxSandboxes), standIn: standIn}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.control = http.NotFoundHandler()
+	s.control = http.NewServeMux()
+	s.controlRoutes(s.control)
 	envd := http.NewServeMux()
 	s.healthRoutes(envd)
 	s.processRoutes(envd)
@@ -61,4 +109,11 @@ func (s *Server) healthRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// admit reports r's owner and route to the HTTP server, if it asked.
+func (s *Server) admit(r *http.Request, owner, route string) {
+	if s.cfg.Admit != nil {
+		s.cfg.Admit(r, owner, route)
+	}
 }

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/warden-sandbox/warden/internal/e2b"
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/server"
+)
+
+// e2bFront is E2B's API over mgr, to serve on the API's listener: its API
+// keys are the server's (cfg's), so an E2B API key is a Warden API key,
+// its sandboxes get the Manager's default limits and life ceilings, and
+// its request bodies are charged to the server's budget through api,
+// which is set once the server is built (before it serves anything).
+func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **server.Server) (func(http.Handler) http.Handler, error) {
+	auth, err := server.KeyAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	front, err := e2b.New(e2b.Config{
+		Sessions: mgr, Lifetimes: mgr, Limits: mgr.DefaultLimits(), Logger: log,
+		Authenticate: auth, Admit: server.Admit,
+		ReadBody: func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+			return (*api).HoldBody(w, r, owner, limit)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the E2B API: %w", err)
+	}
+	return front.Handler, nil
+}

@@ -1,0 +1,181 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// spawnBox is a fakeBox that starts fakeProcs.
+type spawnBox struct {
+	*fakeBox
+	mu    sync.Mutex
+	procs []*fakeProc
+	last  interp.Command
+}
+
+func (b *spawnBox) Spawn(_ context.Context, c interp.Command) (interp.Process, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := &fakeProc{end: make(chan struct{})}
+	b.procs = append(b.procs, p)
+	b.last = c
+	return p, nil
+}
+
+// fakeProc runs until killed.
+type fakeProc struct {
+	once   sync.Once
+	end    chan struct{}
+	killed bool
+}
+
+func (p *fakeProc) Wait() (interp.ExitStatus, error) {
+	<-p.end
+	return interp.ExitStatus{Code: 137, Signal: 9}, nil
+}
+
+func (p *fakeProc) Kill() error {
+	p.once.Do(func() { p.killed = true; close(p.end) })
+	return nil
+}
+
+// spawnSession is a session of alice's whose box spawns fakeProcs, with
+// its pacer on a fake clock.
+func spawnSession(t *testing.T) (*Manager, *session, *spawnBox, *fakeClock) {
+	t.Helper()
+	m, info, s, clock := pacedSession(t)
+	box := &spawnBox{fakeBox: s.box.(*fakeBox)}
+	s.box = box
+	_ = info
+	return m, s, box, clock
+}
+
+// TestSpawnStartsBesideExecs: a spawn runs in the caller's own session
+// (another owner's is not found), with the session's environment and the
+// asked directory, while the session is busy with an exec too; it costs
+// the pacer a command's tokens and marks the session used.
+func TestSpawnStartsBesideExecs(t *testing.T) {
+	m, s, box, _ := spawnSession(t)
+	ctx := context.Background()
+	cmd := interp.Command{Argv: []string{"sleep", "9"}, Env: []string{"A=1"}, Dir: "/workspace/sub"}
+	if _, err := m.Spawn(ctx, "bob", s.id, cmd); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bob's spawn in alice's session: got %v, want ErrNotFound", err)
+	}
+	if _, err := m.Spawn(ctx, "alice", "ses_nope", cmd); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("spawn in no session: got %v, want ErrNotFound", err)
+	}
+	s.mu.Lock()
+	s.state = StateBusy
+	s.lastUsed = time.Unix(0, 0)
+	s.mu.Unlock()
+	before := s.pace.lim.TokensAt(s.pace.now())
+	p, err := m.Spawn(ctx, "alice", s.id, cmd)
+	if err != nil {
+		t.Fatalf("spawn in a busy session: %v", err)
+	}
+	if _, ok := p.(*Spawned); !ok {
+		t.Errorf("Spawn returned a %T, want *Spawned (with ChargeOutput)", p)
+	}
+	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != commandExecCost {
+		t.Errorf("a spawn took %g tokens, want %d (a command's)", got, commandExecCost)
+	}
+	if s.info().LastUsedAt.Before(time.Now().Add(-time.Minute)) {
+		t.Errorf("the spawn did not mark the session used: last used %v", s.info().LastUsedAt)
+	}
+	box.mu.Lock()
+	got := box.last
+	box.mu.Unlock()
+	if len(got.Env) != 1 || got.Env[0] != "A=1" || got.Dir != "/workspace/sub" || got.Argv[0] != "sleep" {
+		t.Errorf("box got %+v, want the command with the session's environment (the fake's is just the extra)", got)
+	}
+}
+
+// TestSpawnRefusals: a bad command, a dead, stopping or ended session
+// each get the Manager's error, and nothing starts.
+func TestSpawnRefusals(t *testing.T) {
+	tests := []struct {
+		name  string
+		cmd   []string
+		env   []string
+		setup func(*session, *spawnBox)
+		want  error
+	}{
+		{"no argv", nil, nil, nil, spec.ErrInvalid},
+		{"empty program", []string{""}, nil, nil, spec.ErrInvalid},
+		{"bad env", []string{"true"}, []string{"NOEQUALS"}, nil, spec.ErrInvalid},
+		{"dead", []string{"true"}, nil, func(s *session, _ *spawnBox) { s.state, s.reason = StateDead, "oom" }, ErrDead},
+		{"stopping", []string{"true"}, nil, func(s *session, _ *spawnBox) { s.state = StateStopping }, ErrClosed},
+		{"box ended", []string{"true"}, nil, func(_ *session, b *spawnBox) { close(b.done) }, ErrClosed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, s, box, _ := spawnSession(t)
+			if tt.setup != nil {
+				s.mu.Lock()
+				tt.setup(s, box)
+				s.mu.Unlock()
+			}
+			_, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: tt.cmd, Env: tt.env})
+			if !errors.Is(err, tt.want) {
+				t.Errorf("got %v, want %v", err, tt.want)
+			}
+			if n := len(box.procs); n != 0 {
+				t.Errorf("%d processes started, want none", n)
+			}
+			// Let the Manager's cleanup end the session as usual.
+			s.mu.Lock()
+			s.state = StateReady
+			s.mu.Unlock()
+			if tt.name == "box ended" { // the fake's Close would close done again
+				box.once.Do(func() {})
+			}
+		})
+	}
+}
+
+// TestSpawnedDiesWithSession: deleting the session kills its spawned
+// processes, and their Wait returns.
+func TestSpawnedDiesWithSession(t *testing.T) {
+	m, s, box, _ := spawnSession(t)
+	p, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: []string{"sleep", "9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(context.Background(), "alice", s.id); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { _, _ = p.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the spawned process outlived its session by 10 s")
+	}
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	if !box.procs[0].killed {
+		t.Error("the process ended without being killed")
+	}
+}
+
+// TestSpawnedChargesOutput: output the caller sent on is charged to the
+// session's pacer at the exec rate.
+func TestSpawnedChargesOutput(t *testing.T) {
+	m, s, _, _ := spawnSession(t)
+	p, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: []string{"yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.pace.lim.TokensAt(s.pace.now())
+	p.(*Spawned).ChargeOutput(10 * outputBytesPerMS)
+	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != 10 {
+		t.Errorf("10 ms of output took %g tokens, want 10", got)
+	}
+	_ = p.Kill()
+}

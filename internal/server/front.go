@@ -1,0 +1,84 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/connlimit"
+)
+
+// ErrBadKey is what a KeyAuthenticator answers for a key that is not one
+// of the server's API keys.
+var ErrBadKey = errors.New("invalid API key")
+
+// KeyAuthenticator checks an API key a Front received its own way (E2B's
+// X-API-Key header) against the same keys Config gives the server, so a
+// second API on the listener has the same tenants: it answers the key's
+// owner, "" for any key on a server without keys, and an error for an
+// unknown key or a metrics key, which reads /metrics only. Every key is
+// compared, in constant time, as for the server's own requests.
+func KeyAuthenticator(cfg Config) (func(r *http.Request, key string) (string, error), error) {
+	keys, err := cfg.keys()
+	if err != nil {
+		return nil, err
+	}
+	return func(_ *http.Request, key string) (string, error) {
+		if cfg.AllowAnonymous {
+			return "", nil
+		}
+		digest := sha256.Sum256([]byte(strings.TrimSpace(key)))
+		owner, found := "", false
+		for _, k := range keys {
+			if subtle.ConstantTimeCompare(digest[:], k.digest[:]) == 1 {
+				owner, found = k.owner, true
+			}
+		}
+		switch {
+		case !found:
+			return "", ErrBadKey
+		case owner == operatorOwner:
+			return "", errors.New("a metrics key reads " + metricsPath + " only: use an API key")
+		}
+		return owner, nil
+	}, nil
+}
+
+// Admit tells the server that a request a Front serves acts for owner, at
+// route (a ServeMux pattern): the request's log line and refusal metrics
+// then name them, and its connection is protected from eviction as an
+// authenticated tenant's is. A Front calls it once it has authenticated
+// the request its own way.
+func Admit(r *http.Request, owner, route string) {
+	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
+		info.owner, info.route = owner, route
+	}
+	connlimit.Authenticated(r.Context(), owner)
+}
+
+// HoldBody reads the body of a request a Front serves for owner as the
+// API's own JSON bodies are read: within limit (and MaxBodyBytes),
+// charged to owner's share of MaxInFlightBodyBytes as it arrives, and
+// kept arriving (BodyReadTimeout), so a tenant holds no more request
+// memory through a Front than through the API. It answers the body and a
+// func that gives its charge back, to call once the body is decoded. An
+// error is one line, and says its HTTP status through HTTPStatus.
+func (s *Server) HoldBody(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+	c := &charge{budget: s.bodies, owner: owner}
+	release := sync.OnceFunc(c.release)
+	buf, err := s.readCharged(w, r, c, min(limit, s.cfg.MaxBodyBytes))
+	if err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	s.setReadDeadline(w, time.Time{})
+	return buf, release, nil
+}
+
+// HTTPStatus is the status the error answers with, for a Front that
+// writes its own error shape.
+func (e *apiError) HTTPStatus() int { return e.status }
