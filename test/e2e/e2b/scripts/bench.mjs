@@ -1,7 +1,8 @@
 // Benchmark, one JSON line of milliseconds:
 //  - start: Sandbox.create() + the first commands.run('true'), from a warm
 //    pool, against Warden's own API doing the same (POST /v1/sessions +
-//    an exec of `true`), alternated so drifting load hits both alike;
+//    an exec of `true`), alternated so drifting load hits both alike, each
+//    as create, first command and total;
 //  - runCode('1+1') against Warden's own exec API (POST
 //    /v1/sessions/{id}/exec, python 1+1) on the same session, alternated.
 import { Sandbox } from 'e2b'
@@ -43,32 +44,36 @@ async function own(method, path, body, want) {
   return text ? JSON.parse(text) : undefined
 }
 
+// e2bStart and ownStart return [create, first command, both] in ms.
 async function e2bStart() {
   const t0 = performance.now()
   const sbx = await Sandbox.create()
+  const t1 = performance.now()
   await sbx.commands.run('true')
-  const dt = performance.now() - t0
+  const t2 = performance.now()
   await sbx.kill()
-  return dt
+  return [t1 - t0, t2 - t1, t2 - t0]
 }
 async function ownStart() {
   const t0 = performance.now()
   const ses = await own('POST', '/v1/sessions', {}, 201)
+  const t1 = performance.now()
   await own('POST', `/v1/sessions/${ses.id}/exec`, { command: ['true'] }, 200)
-  const dt = performance.now() - t0
+  const t2 = performance.now()
   await own('DELETE', `/v1/sessions/${ses.id}`, undefined, 204)
-  return dt
+  return [t1 - t0, t2 - t1, t2 - t0]
 }
 
-const start = { e2b: [], own: [] }
+const parts = ['create', 'firstCommand', 'total']
+const start = { e2b: [[], [], []], own: [[], [], []] }
 for (let i = 0; i < starts + 1; i++) {
   const a = await e2bStart()
   await pause(refillMs)
   const b = await ownStart()
   await pause(refillMs)
   if (i > 0) {
-    start.e2b.push(a)
-    start.own.push(b)
+    a.forEach((x, j) => start.e2b[j].push(x))
+    b.forEach((x, j) => start.own[j].push(x))
   }
 }
 
@@ -91,11 +96,12 @@ for (let i = 0; i < rounds + 3; i++) {
 }
 await sbx.kill()
 
-const s = { e2b: summary(start.e2b), own: summary(start.own) }
+const byPart = (xs) => Object.fromEntries(parts.map((p, j) => [p, summary(xs[j])]))
+const s = { e2b: byPart(start.e2b), own: byPart(start.own) }
 const c = { e2b: summary(code.e2b), own: summary(code.own) }
 process.stdout.write(
   JSON.stringify({
-    start: { ...s, ratioP50: Math.round((s.e2b.p50 / s.own.p50) * 100) / 100 },
+    start: { ...s, ratioP50: Math.round((s.e2b.total.p50 / s.own.total.p50) * 100) / 100 },
     runCode: { ...c, ratioP50: Math.round((c.e2b.p50 / c.own.p50) * 100) / 100 },
   }) + '\n'
 )
