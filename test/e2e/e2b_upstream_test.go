@@ -21,18 +21,19 @@ const upstreamTimeout = 12 * time.Minute
 // reason. They are reported, not failed; every other test must pass, and
 // one of them that passes fails the test until it is taken off the list.
 var upstreamDifferences = map[string]string{
-	"tests/sandbox/connect.test.ts > connect resumes paused sandbox":                             "pause is not built: it answers 501",
-	"tests/sandbox/create.test.ts > MCP gateway start failure kills the created sandbox":         "the MCP gateway is not built: create refuses it by name (400), not as a failed start",
-	"tests/sandbox/commands/envVars.test.ts > bash command scoped env vars":                      "the sandbox has no sudo",
-	"tests/sandbox/files/info.test.ts > get info of a file":                                      "commands run in /workspace, which the files API shows as /home/user",
-	"tests/sandbox/files/info.test.ts > get info of a directory":                                 "commands run in /workspace, which the files API shows as /home/user",
-	"tests/sandbox/files/info.test.ts > get info of a symlink":                                   "commands run in /workspace, which the files API shows as /home/user",
-	"tests/sandbox/files/write.test.ts > write multiple files":                                   "paths outside /home/user (= /workspace) are refused",
-	"tests/sandbox/files/watch.test.ts > watch directory changes":                                "an upload shows as one create event (E2B: create and write)",
-	"tests/sandbox/files/watch.test.ts > watch recursive directory changes":                      "an upload shows as one create event (E2B: create and write)",
-	"tests/sandbox/files/watch.test.ts > watch recursive directory after nested folder addition": "an upload shows as one create event (E2B: create and write)",
-	"tests/sandbox/files/watch.test.ts > watch directory changes with entry info":                "Warden reports envd 0.5.7, and the SDK asks 0.6.3 for entries in watch events",
-	"tests/sandbox/files/watch.test.ts > watch directory changes with network mounts allowed":    "Warden reports envd 0.5.7, and the SDK asks 0.6.4 for watching network mounts",
+	"tests/sandbox/connect.test.ts > connect resumes paused sandbox":                                                                    "pause is not built: it answers 501",
+	"tests/sandbox/create.test.ts > MCP gateway start failure kills the created sandbox":                                                "the MCP gateway is not built: create refuses it by name (400), not as a failed start",
+	"tests/sandbox/commands/sandboxKilledDuringRun.test.ts > killing the sandbox while a command is running throws an actionable error": "the command's stream ends with an error event (CommandExitError: the sandbox ended before the command), where E2B's drops the connection and the SDK's health probe turns that into a TimeoutError",
+	"tests/sandbox/commands/envVars.test.ts > bash command scoped env vars":                                                             "the sandbox has no sudo",
+	"tests/sandbox/files/info.test.ts > get info of a file":                                                                             "commands run in /workspace, which the files API shows as /home/user",
+	"tests/sandbox/files/info.test.ts > get info of a directory":                                                                        "commands run in /workspace, which the files API shows as /home/user",
+	"tests/sandbox/files/info.test.ts > get info of a symlink":                                                                          "commands run in /workspace, which the files API shows as /home/user",
+	"tests/sandbox/files/write.test.ts > write multiple files":                                                                          "paths outside /home/user (= /workspace) are refused",
+	"tests/sandbox/files/watch.test.ts > watch directory changes":                                                                       "an upload shows as one create event (E2B: create and write)",
+	"tests/sandbox/files/watch.test.ts > watch recursive directory changes":                                                             "an upload shows as one create event (E2B: create and write)",
+	"tests/sandbox/files/watch.test.ts > watch recursive directory after nested folder addition":                                        "an upload shows as one create event (E2B: create and write)",
+	"tests/sandbox/files/watch.test.ts > watch directory changes with entry info":                                                       "Warden reports envd 0.5.7, and the SDK asks 0.6.3 for entries in watch events",
+	"tests/sandbox/files/watch.test.ts > watch directory changes with network mounts allowed":                                           "Warden reports envd 0.5.7, and the SDK asks 0.6.4 for watching network mounts",
 }
 
 // vitestReport is the part of vitest's JSON report the test reads.
