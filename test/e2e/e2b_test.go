@@ -91,6 +91,24 @@ func runNode(t *testing.T, node string, srv *apiServer, script string, extra ...
 	return out.String(), errb.String(), err
 }
 
+// logServerErrors logs, once t has failed, the first errors srv logged,
+// which name what an SDK's "see the server's log" refers to. It stops srv.
+func logServerErrors(t *testing.T, srv *apiServer) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	srv.stop()
+	_, logs := srv.exit()
+	shown := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "level=ERROR") && shown < 20 {
+			t.Logf("server: %s", line)
+			shown++
+		}
+	}
+}
+
 // want is what one check of a script must be: one of the values, or,
 // with contains, a value that holds it.
 type want struct {
@@ -178,6 +196,7 @@ func TestE2BSDK(t *testing.T) {
 		t.Errorf("the host file a sandbox linked to = %q (%v), want it untouched: %q", b, err, secret)
 	}
 	srv.healthy(t)
+	logServerErrors(t, srv)
 }
 
 var lifecycleWants = []want{

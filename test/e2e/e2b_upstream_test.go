@@ -88,6 +88,7 @@ func TestE2BUpstreamJSSuite(t *testing.T) {
 	}
 	checkUpstream(t, r)
 	srv.healthy(t)
+	logServerErrors(t, srv)
 }
 
 // checkUpstream fails every failed test that is not a known difference,
