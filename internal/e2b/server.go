@@ -45,6 +45,12 @@ type Config struct {
 	// while bytes flow, but never stall nor trickle, whatever deadline
 	// its handler sets.
 	PaceBody func(w http.ResponseWriter, r *http.Request, limit int64)
+	// StartTransfer, when set, counts an upload or download of session id
+	// among the session's own file API transfers (server.StartTransfer),
+	// so both APIs together hold no more than the descriptors reserved
+	// for a session's transfers; it answers the func that counts it out,
+	// or an error when the session has its fill.
+	StartTransfer func(id string) (done func(), err error)
 	// MaxSandboxes bounds the registry (default 65536); the Manager's own
 	// session limits are far lower, so it only matters if entries of gone
 	// sessions were never dropped.
