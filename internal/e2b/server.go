@@ -70,9 +70,11 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	sandboxes *registry
-	control   *http.ServeMux
-	envd      http.Handler
-	interp    http.Handler
+	// watchers are the filesystem service's, which a kill ends at once.
+	watchers *watchers
+	control  *http.ServeMux
+	envd     http.Handler
+	interp   http.Handler
 	// standIn is what the router compares a token with when the sandbox
 	// id is unknown: random, and no sandbox's.
 	standIn string
@@ -96,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2b: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(cfg.Sessions, cfg.MaxSandboxes), standIn: standIn}
+	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(cfg.Sessions, cfg.MaxSandboxes), watchers: newWatchers(), standIn: standIn}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
