@@ -27,7 +27,8 @@ func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **s
 		ReadBody: func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
 			return (*api).HoldBody(w, r, owner, limit)
 		},
-		PaceBody: func(w http.ResponseWriter, r *http.Request, limit int64) { (*api).PaceBody(w, r, limit) },
+		PaceBody:      func(w http.ResponseWriter, r *http.Request, limit int64) { (*api).PaceBody(w, r, limit) },
+		StartTransfer: func(id string) (func(), error) { return (*api).StartTransfer(id) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the E2B API: %w", err)

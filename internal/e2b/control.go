@@ -101,6 +101,7 @@ func (s *Server) killSandbox(w http.ResponseWriter, r *http.Request, owner strin
 	}
 	if sb != nil {
 		s.sandboxes.forget(sb)
+		s.watchers.sandboxKilled(sb.ID)
 	}
 	if err != nil {
 		s.writeControlError(w, err)

@@ -77,19 +77,31 @@ func newTransfers() *transfers { return &transfers{boxes: map[string]*transferSl
 
 // routes serves /files on mux, each request a transfer of t.
 func (t *transfers) routes(s *Server, mux *http.ServeMux) {
-	mux.HandleFunc("GET /files", t.bounded(s.downloadFile))
-	mux.HandleFunc("POST /files", t.bounded(s.uploadFiles))
+	mux.HandleFunc("GET /files", t.bounded(s, s.downloadFile))
+	mux.HandleFunc("POST /files", t.bounded(s, s.uploadFiles))
 }
 
-// bounded runs h as one of the routed sandbox's transfers.
-func (t *transfers) bounded(h http.HandlerFunc) http.HandlerFunc {
+// bounded runs h as one of the routed sandbox's transfers, counted too
+// among its session's transfers through Warden's own file API where s is
+// told how (Config.StartTransfer): a transfer that finds those full is
+// refused as one past this sandbox's own waiters is.
+func (t *transfers) bounded(s *Server, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		release, err := t.acquire(r.Context(), sandboxFrom(r.Context()).ID)
+		id := sandboxFrom(r.Context()).ID
+		release, err := t.acquire(r.Context(), id)
 		if err != nil {
 			writeError(w, http.StatusTooManyRequests, "%v", err)
 			return
 		}
 		defer release()
+		if start := s.cfg.StartTransfer; start != nil {
+			done, err := start(id)
+			if err != nil {
+				writeError(w, http.StatusTooManyRequests, "%v (counting Warden's own file API's)", err)
+				return
+			}
+			defer done()
+		}
 		h(w, r)
 	}
 }

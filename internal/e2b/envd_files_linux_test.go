@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -428,5 +429,43 @@ func TestFilesBodyErrors(t *testing.T) {
 		if got := fsStatus(malformed(tt.err)); got != tt.want {
 			t.Errorf("status of %v between parts = %d, want %d", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestFilesTransferSharesSessionCount: a /files transfer is counted among
+// its session's own file API transfers (Config.StartTransfer), so the two
+// APIs together hold no more than one bound: with those full it is 429
+// naming them, and a transfer that ran is counted out once.
+func TestFilesTransferSharesSessionCount(t *testing.T) {
+	h := newFSHarness(t)
+	if err := os.WriteFile(filepath.Join(h.ws, "a"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	full, started, ended := false, map[string]int{}, 0
+	h.svc.s.cfg.StartTransfer = func(id string) (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if full {
+			return nil, errors.New("too many file transfers in this session at once (at most 4)")
+		}
+		started[id]++
+		return func() { mu.Lock(); ended++; mu.Unlock() }, nil
+	}
+	if r := h.do(t, "GET", q("path", "a"), nil, nil); r.status != http.StatusOK || string(r.body) != "x" {
+		t.Fatalf("download with room: status %d %q (%s), want 200 \"x\"", r.status, r.body, r.message)
+	}
+	mu.Lock()
+	if started["sbx-alice"] != 1 || ended != 1 {
+		t.Errorf("counted in %v and out %d times, want sbx-alice once each", started, ended)
+	}
+	full = true
+	mu.Unlock()
+	r := h.do(t, "GET", q("path", "a"), nil, nil)
+	if r.status != http.StatusTooManyRequests || !strings.Contains(r.message, "at most 4") || !strings.Contains(r.message, "Warden's own file API") {
+		t.Errorf("download with the session's transfers full: status %d (%s), want 429 naming both", r.status, r.message)
+	}
+	if n := h.users("sbx-alice"); n != 0 {
+		t.Errorf("a refused transfer left %d users of the sandbox's slots, want 0", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/warden-sandbox/warden/internal/e2b/filesystempb"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -49,10 +51,50 @@ type watchers struct {
 	perBox   map[string]int
 	perOwner map[string]int
 	polled   map[string]*polledWatcher
+	// killed is closed when the sandbox with watchers is killed, by box,
+	// so its streamed watches end at once rather than at their next
+	// keepalive; an entry goes with the box's last watcher.
+	killed map[string]chan struct{}
 }
 
 func newWatchers() *watchers {
-	return &watchers{perBox: map[string]int{}, perOwner: map[string]int{}, polled: map[string]*polledWatcher{}}
+	return &watchers{perBox: map[string]int{}, perOwner: map[string]int{}, polled: map[string]*polledWatcher{}, killed: map[string]chan struct{}{}}
+}
+
+// killedCh is closed when sandbox box is killed; the caller holds one of
+// the box's watcher slots.
+func (ws *watchers) killedCh(box string) <-chan struct{} {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ch := ws.killed[box]
+	if ch == nil {
+		ch = make(chan struct{})
+		ws.killed[box] = ch
+	}
+	return ch
+}
+
+// sandboxKilled ends the watchers of sandbox box at once: its streamed
+// watches see killedCh closed, its polled ones are removed (a later
+// GetWatcherEvents finds no watcher, as on a sandbox gone).
+func (ws *watchers) sandboxKilled(box string) {
+	ws.mu.Lock()
+	if ch := ws.killed[box]; ch != nil {
+		close(ch)
+		delete(ws.killed, box)
+	}
+	var gone []*polledWatcher
+	for id, p := range ws.polled {
+		if p.box == box {
+			gone = append(gone, p)
+			delete(ws.polled, id)
+		}
+	}
+	ws.mu.Unlock()
+	for _, p := range gone {
+		p.idle.Stop()
+		p.aw.stop()
+	}
 }
 
 // reserve takes a watcher slot of sandbox box of owner, or says which
@@ -78,6 +120,9 @@ func (ws *watchers) reserve(owner, box string) (release func(), err error) {
 			defer ws.mu.Unlock()
 			ws.total--
 			decrement(ws.perBox, box)
+			if ws.perBox[box] == 0 {
+				delete(ws.killed, box)
+			}
 			decrement(ws.perOwner, owner)
 		})
 	}, nil
@@ -194,10 +239,13 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	sb := sandboxFrom(ctx)
+	killed := f.watchers.killedCh(sb.ID)
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-killed:
+			return fsConnectError(fmt.Errorf("%w: sandbox %s was killed", sandbox.ErrNotFound, sb.ID))
 		case <-tick.C:
 			if _, err := f.s.cfg.Sessions.Get(sb.Owner, sb.ID); err != nil {
 				return fsConnectError(err)

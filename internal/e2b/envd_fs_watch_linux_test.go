@@ -387,3 +387,33 @@ func TestFSWatcherOverflow(t *testing.T) {
 		t.Errorf("error %q does not name the bound %d", err, maxKeptEvents)
 	}
 }
+
+// TestFSWatchEndsAtKill: killing a sandbox ends its watchers at once: a
+// streamed watch ends not_found before its next keepalive (90 s, past
+// the test's bound, and the session still answers as live), and a
+// polled watcher is gone.
+func TestFSWatchEndsAtKill(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"w/": "/"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := startWatchDir(t, h, ctx, "w", false)
+	res, err := h.fs.CreateWatcher(ctx, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.watchers().sandboxKilled("sbx-alice")
+	for st.Receive() {
+		if st.Msg().GetKeepalive() == nil {
+			t.Errorf("after the kill: got %v, want the end", st.Msg())
+		}
+	}
+	wantCode(t, "WatchDir of a killed sandbox", st.Err(), connect.CodeNotFound)
+	_, err = h.fs.GetWatcherEvents(ctx, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+	wantCode(t, "GetWatcherEvents of a killed sandbox", err, connect.CodeNotFound)
+	h.watchers().mu.Lock()
+	defer h.watchers().mu.Unlock()
+	if len(h.watchers().polled) != 0 || len(h.watchers().killed) != 0 {
+		t.Errorf("after the kill: %d polled watchers and %d kill channels kept, want none", len(h.watchers().polled), len(h.watchers().killed))
+	}
+}

@@ -151,10 +151,12 @@ func execOutputLine(o spec.Output) execResultLine {
 }
 
 // unquoteRepr drops the quotes around a string's repr, as E2B's server does
-// for the text of every result ('hi' is shown as hi).
+// for the text of every result ('hi' is shown as hi): exactly its rule,
+// text that starts and ends with the same quote, single or double, loses
+// its first and last character, so a lone quote becomes empty text.
 func unquoteRepr(s string) string {
-	if len(s) >= 2 && (s[0] == '\'' && s[len(s)-1] == '\'' || s[0] == '"' && s[len(s)-1] == '"') {
-		return s[1 : len(s)-1]
+	if len(s) >= 1 && (s[0] == '\'' && s[len(s)-1] == '\'' || s[0] == '"' && s[len(s)-1] == '"') {
+		return s[1:max(len(s)-1, 1)]
 	}
 	return s
 }

@@ -341,3 +341,28 @@ func TestExecuteReadsBodiesWithTheServer(t *testing.T) {
 		t.Errorf("a body the server refused = %d %q, want its 408", w.Code, w.Body)
 	}
 }
+
+// TestUnquoteRepr: a result's text loses its quotes exactly as E2B's
+// server drops them (template/server/api/models/result.py: text that
+// starts and ends with ' or with " loses its first and last character),
+// a lone quote included, which Python's text[1:-1] makes empty.
+func TestUnquoteRepr(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"'hi'", "hi"},
+		{`"hi"`, "hi"},
+		{`'it"s'`, `it"s`},
+		{`"'"`, "'"},
+		{"''", ""},
+		{"'", ""},
+		{`"`, ""},
+		{"", ""},
+		{"2", "2"},
+		{"'a\"", "'a\""},
+		{"[1, 'a']", "[1, 'a']"},
+		{"'a' + 'b'", "a' + 'b"},
+	} {
+		if got := unquoteRepr(tc.in); got != tc.want {
+			t.Errorf("unquoteRepr(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

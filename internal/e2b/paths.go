@@ -19,16 +19,23 @@ const (
 	maxPathBytes = 4096
 )
 
-// boxPath maps a path the SDK sent to the path inside the box: relative
-// paths are from the home, /home/user and what is under it move to
-// /workspace, and the result is clean. It refuses what no file can be
-// named (NUL bytes, over PATH_MAX) with an error that says so.
+// boxPath maps a path the SDK sent to the path inside the box: ~ and
+// ~/... are the home, as envd expands them (~name/... is refused, as
+// envd refuses it), relative paths are from the home, /home/user and
+// what is under it move to /workspace, and the result is clean. It
+// refuses what no file can be named (NUL bytes, over PATH_MAX) with an
+// error that says so.
 func boxPath(p string) (string, error) {
 	switch {
 	case strings.IndexByte(p, 0) >= 0:
 		return "", errors.New("path contains a NUL byte: remove it")
 	case len(p) > maxPathBytes:
 		return "", fmt.Errorf("path is %d bytes, more than the %d allowed: use a shorter one", len(p), maxPathBytes)
+	case strings.HasPrefix(p, "~"):
+		if len(p) > 1 && p[1] != '/' && p[1] != '\\' {
+			return "", fmt.Errorf("path %q names another user's home, which cannot be expanded: use ~/ or an absolute path", p)
+		}
+		p = boxHome + "/" + p[1:]
 	}
 	if !path.IsAbs(p) {
 		p = boxHome + "/" + p

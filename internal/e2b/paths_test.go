@@ -24,6 +24,13 @@ func TestBoxPath(t *testing.T) {
 		{"../etc", "/etc", false},
 		{"/tmp//x", "/tmp/x", false},
 		{"/workspace/k", "/workspace/k", false},
+		{"~", "/workspace", false},
+		{"~/", "/workspace", false},
+		{"~/x", "/workspace/x", false},
+		{"~/../etc", "/etc", false},
+		{`~\x`, `/workspace/\x`, false},
+		{"~root/x", "", true},
+		{"a/~/b", "/workspace/a/~/b", false},
 		{"a\x00b", "", true},
 		{strings.Repeat("a", maxPathBytes+1), "", true},
 	}

@@ -45,6 +45,12 @@ type Config struct {
 	// while bytes flow, but never stall nor trickle, whatever deadline
 	// its handler sets.
 	PaceBody func(w http.ResponseWriter, r *http.Request, limit int64)
+	// StartTransfer, when set, counts an upload or download of session id
+	// among the session's own file API transfers (server.StartTransfer),
+	// so both APIs together hold no more than the descriptors reserved
+	// for a session's transfers; it answers the func that counts it out,
+	// or an error when the session has its fill.
+	StartTransfer func(id string) (done func(), err error)
 	// MaxSandboxes bounds the registry (default 65536); the Manager's own
 	// session limits are far lower, so it only matters if entries of gone
 	// sessions were never dropped.
@@ -64,9 +70,11 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	sandboxes *registry
-	control   *http.ServeMux
-	envd      http.Handler
-	interp    http.Handler
+	// watchers are the filesystem service's, which a kill ends at once.
+	watchers *watchers
+	control  *http.ServeMux
+	envd     http.Handler
+	interp   http.Handler
 	// standIn is what the router compares a token with when the sandbox
 	// id is unknown: random, and no sandbox's.
 	standIn string
@@ -90,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2b: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(cfg.Sessions, cfg.MaxSandboxes), standIn: standIn}
+	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(cfg.Sessions, cfg.MaxSandboxes), watchers: newWatchers(), standIn: standIn}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -144,22 +144,28 @@ func (s *session) touch() {
 // everything in it already; the kill makes the rule not depend on how
 // each backend does it, and releases whoever waits on p.
 func (s *session) watch(p interp.Process, report func(error)) {
-	exited := make(chan struct{})
-	go func() {
-		_, _ = p.Wait()
-		close(exited)
-	}()
 	s.mu.Lock()
 	every := min(max(s.idle/4, time.Second), time.Minute)
 	s.mu.Unlock()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	s.keepUsed(p, tick.C, report)
+}
+
+// keepUsed is watch's loop, marking s used at each tick: tests drive it
+// with their own ticks rather than waiting on a clock.
+func (s *session) keepUsed(p interp.Process, tick <-chan time.Time, report func(error)) {
+	exited := make(chan struct{})
+	go func() {
+		_, _ = p.Wait()
+		close(exited)
+	}()
 	for {
 		select {
 		case <-exited:
 			s.touch()
 			return
-		case <-tick.C:
+		case <-tick:
 			s.touch()
 		case <-s.box.Done():
 			if err := p.Kill(); err != nil {

@@ -187,29 +187,33 @@ func TestSpawnedChargesOutput(t *testing.T) {
 	_ = p.Kill()
 }
 
-// TestSpawnedKeepsSessionUsed: a running spawned process keeps marking its
-// session used, so a long command is not taken for idleness.
+// TestSpawnedKeepsSessionUsed: a running spawned process marks its
+// session used at each tick, so a long command is not taken for idleness.
+// The ticks are the test's own: an old last use with real ticks let the
+// reaper end the session as idle before the first tick (a failure on a
+// loaded machine).
 func TestSpawnedKeepsSessionUsed(t *testing.T) {
-	m, s, _, _ := spawnSession(t)
-	s.mu.Lock()
-	s.idle = 2 * time.Second // marked every second
-	s.mu.Unlock()
-	p, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: []string{"sleep", "9"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Kill()
-	epoch := time.Unix(0, 0)
-	s.mu.Lock()
-	s.lastUsed = epoch
-	s.mu.Unlock()
-	for range 100 {
-		if s.info().LastUsedAt.After(epoch) {
-			return
+	_, s, _, _ := spawnSession(t)
+	p := &fakeProc{end: make(chan struct{})}
+	tick := make(chan time.Time)
+	ended := make(chan struct{})
+	go func() {
+		s.keepUsed(p, tick, func(err error) { t.Errorf("kill at the session's end: %v", err) })
+		close(ended)
+	}()
+	for i := range 3 {
+		old := time.Now().Add(-time.Hour)
+		s.mu.Lock()
+		s.lastUsed = old
+		s.mu.Unlock()
+		tick <- time.Now()
+		tick <- time.Now() // taken once the first tick's mark is done
+		if got := s.info().LastUsedAt; !got.After(old) {
+			t.Errorf("tick %d: last used %v, want after %v", i, got, old)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	t.Error("a session whose process runs was not marked used within 10 s")
+	_ = p.Kill()
+	<-ended
 }
 
 // termProc is a fakeProc that can be sent SIGTERM.

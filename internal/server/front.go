@@ -79,6 +79,15 @@ func (s *Server) HoldBody(w http.ResponseWriter, r *http.Request, owner string, 
 	return buf, release, nil
 }
 
+// StartTransfer counts an upload or download a Front serves of session
+// id among the session's own file API transfers, so that both together
+// stay within MaxTransfersPerSession and the descriptors reserved for
+// them (TransferDescriptors). It answers the func that counts it out, or
+// an error naming the bound when the session has its fill.
+func (s *Server) StartTransfer(id string) (func(), error) {
+	return s.transfers.start(id)
+}
+
 // HTTPStatus is the status the error answers with, for a Front that
 // writes its own error shape.
 func (e *apiError) HTTPStatus() int { return e.status }

@@ -32,8 +32,8 @@ var upstreamDifferences = map[string]string{
 	"tests/sandbox/files/watch.test.ts > watch directory changes":                                                                       "an upload shows as one create event (E2B: create and write)",
 	"tests/sandbox/files/watch.test.ts > watch recursive directory changes":                                                             "an upload shows as one create event (E2B: create and write)",
 	"tests/sandbox/files/watch.test.ts > watch recursive directory after nested folder addition":                                        "an upload shows as one create event (E2B: create and write)",
-	"tests/sandbox/files/watch.test.ts > watch directory changes with entry info":                                                       "Warden reports envd 0.5.7, and the SDK asks 0.6.3 for entries in watch events",
-	"tests/sandbox/files/watch.test.ts > watch directory changes with network mounts allowed":                                           "Warden reports envd 0.5.7, and the SDK asks 0.6.4 for watching network mounts",
+	"tests/sandbox/files/watch.test.ts > watch directory changes with entry info":                                                       "an upload shows as one create event (E2B: create and write), and the test waits for the write",
+	"tests/sandbox/files/watch.test.ts > watch directory changes with network mounts allowed":                                           "an upload shows as one create event (E2B: create and write), and the test waits for the write",
 }
 
 // vitestReport is the part of vitest's JSON report the test reads.
