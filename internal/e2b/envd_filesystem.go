@@ -35,7 +35,7 @@ const (
 // asks) on the envd mux. Every call acts on the workspace of the sandbox
 // the router checked, as the sandbox user, through workspace.Dir.
 func (s *Server) filesystemRoutes(mux *http.ServeMux) {
-	(&fsService{s: s, watchers: newWatchers()}).routes(mux)
+	(&fsService{s: s, watchers: newWatchers(s.cfg.Owners)}).routes(mux)
 }
 
 // routes serves f's calls on mux.

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/warden-sandbox/warden/internal/e2b/filesystempb"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -21,8 +22,10 @@ import (
 // are counted per sandbox, per tenant and per host.
 const (
 	maxWatchersPerSandbox = 8
-	maxWatchersPerOwner   = 16
-	maxWatchersPerHost    = 64
+	// maxWatchersPerOwner is one API key's most, lowered to its share of
+	// maxWatchersPerHost when there are more keys (see newWatchers).
+	maxWatchersPerOwner = 16
+	maxWatchersPerHost  = 64
 	// maxWatchDirs bounds the directories one recursive watch covers.
 	maxWatchDirs = 1024
 	// maxKeptEvents bounds what a polled watcher keeps between two
@@ -49,10 +52,18 @@ type watchers struct {
 	perBox   map[string]int
 	perOwner map[string]int
 	polled   map[string]*polledWatcher
+	// ownerMax is one owner's most watchers.
+	ownerMax int
 }
 
-func newWatchers() *watchers {
-	return &watchers{perBox: map[string]int{}, perOwner: map[string]int{}, polled: map[string]*polledWatcher{}}
+// newWatchers counts watchers for owners API keys (0 for one): each gets
+// its share of the host's watchers, at most maxWatchersPerOwner, as
+// --max-sessions is shared, so a few keys cannot hold every slot.
+func newWatchers(owners int) *watchers {
+	return &watchers{
+		perBox: map[string]int{}, perOwner: map[string]int{}, polled: map[string]*polledWatcher{},
+		ownerMax: min(maxWatchersPerOwner, sandbox.Share(maxWatchersPerHost, owners)),
+	}
 }
 
 // reserve takes a watcher slot of sandbox box of owner, or says which
@@ -63,8 +74,8 @@ func (ws *watchers) reserve(owner, box string) (release func(), err error) {
 	switch {
 	case ws.perBox[box] >= maxWatchersPerSandbox:
 		return nil, kindErrorf(errTooMany, "the sandbox already has %d directory watchers, the most Warden allows; stop one first", maxWatchersPerSandbox)
-	case ws.perOwner[owner] >= maxWatchersPerOwner:
-		return nil, kindErrorf(errTooMany, "your sandboxes already have %d directory watchers, the most Warden allows one API key; stop one first", maxWatchersPerOwner)
+	case ws.perOwner[owner] >= ws.ownerMax:
+		return nil, kindErrorf(errTooMany, "your sandboxes already have %d directory watchers, the most Warden allows one API key; stop one first", ws.ownerMax)
 	case ws.total >= maxWatchersPerHost:
 		return nil, kindErrorf(errTooMany, "this Warden already runs %d directory watchers, the most it allows; retry later", maxWatchersPerHost)
 	}

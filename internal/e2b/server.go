@@ -45,6 +45,9 @@ type Config struct {
 	// while bytes flow, but never stall nor trickle, whatever deadline
 	// its handler sets.
 	PaceBody func(w http.ResponseWriter, r *http.Request, limit int64)
+	// Owners is how many API keys may use the server (0 for one): each
+	// gets its share of host-wide bounds such as directory watchers.
+	Owners int
 	// MaxSandboxes bounds the registry (default 65536); the Manager's own
 	// session limits are far lower, so it only matters if entries of gone
 	// sessions were never dropped.
