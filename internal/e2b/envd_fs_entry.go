@@ -3,7 +3,6 @@ package e2b
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -161,7 +160,11 @@ var fsErrorKinds = []struct {
 	{errTooMany, connect.CodeResourceExhausted, http.StatusTooManyRequests},
 	{errEventsLost, connect.CodeDataLoss, http.StatusInternalServerError},
 	{errStalled, connect.CodeDeadlineExceeded, http.StatusRequestTimeout},
-	{fs.ErrPermission, connect.CodePermissionDenied, http.StatusForbidden},
+	// Only the workspace's own permission errors, whose messages name
+	// workspace paths: another fs.ErrPermission (an *os.PathError from
+	// the host's state directory) may name a host path, and is answered
+	// as a logged internal error.
+	{workspace.ErrDenied, connect.CodePermissionDenied, http.StatusForbidden},
 }
 
 // errTooMany is a per-sandbox or per-host bound of the files API
