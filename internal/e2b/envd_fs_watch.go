@@ -149,7 +149,7 @@ func (a *activeWatch) pump(includeEntry bool, deliver func([]*filesystempb.Files
 // chmod-ed entry is described as it is now (a removed or renamed one is
 // gone from that path, so it is not).
 func (a *activeWatch) event(c change, includeEntry bool) *filesystempb.FilesystemEvent {
-	ev := &filesystempb.FilesystemEvent{Name: c.name, Type: c.op}
+	ev := &filesystempb.FilesystemEvent{Name: validName(c.name), Type: c.op}
 	switch c.op {
 	case filesystempb.EventType_EVENT_TYPE_CREATE, filesystempb.EventType_EVENT_TYPE_WRITE, filesystempb.EventType_EVENT_TYPE_CHMOD:
 		if !includeEntry {
