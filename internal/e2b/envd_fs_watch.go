@@ -28,6 +28,11 @@ const (
 	maxWatchersPerHost  = 64
 	// maxWatchDirs bounds the directories one recursive watch covers.
 	maxWatchDirs = 1024
+	// maxWatchAdds bounds the directories one watch ever adds, counting
+	// again those of a tree moved out and back in: each costs the host a
+	// listing and an inotify watch, so a sandbox moving a big tree to and
+	// fro would otherwise make the host walk it for ever.
+	maxWatchAdds = 8 * maxWatchDirs
 	// maxKeptEvents bounds what a polled watcher keeps between two
 	// GetWatcherEvents; past it the watcher fails with data_loss.
 	maxKeptEvents = 4096
