@@ -23,6 +23,7 @@ func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **s
 	}
 	front, err := e2b.New(e2b.Config{
 		Sessions: mgr, Lifetimes: mgr, Limits: mgr.DefaultLimits(), Logger: log,
+		Owners:       server.Tenants(cfg.Keys),
 		Authenticate: auth, Admit: server.Admit,
 		ReadBody: func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
 			return (*api).HoldBody(w, r, owner, limit)

@@ -40,7 +40,7 @@ func (s *Server) filesystemRoutes(mux *http.ServeMux) {
 
 // routes serves f's calls on mux.
 func (f *fsService) routes(mux *http.ServeMux) {
-	p, h := filesystempbconnect.NewFilesystemHandler(f, connect.WithReadMaxBytes(maxFSMessageBytes))
+	p, h := filesystempbconnect.NewFilesystemHandler(f, connect.WithReadMaxBytes(maxFSMessageBytes), noCompression)
 	mux.Handle(p, fsProcedures(h))
 }
 

@@ -283,3 +283,32 @@ func TestFSBadMessages(t *testing.T) {
 	_, err := h.fs.Stat(context.Background(), connect.NewRequest(&fspb.StatRequest{Path: ""}))
 	wantCode(t, "Stat after bad messages", err, 0)
 }
+
+// TestFSInvalidUTF8Names: names and link targets the sandbox wrote in
+// another encoding than UTF-8 are shown with U+FFFD for the invalid
+// bytes, rather than failing the whole call (protobuf strings must be
+// UTF-8).
+func TestFSInvalidUTF8Names(t *testing.T) {
+	h := newFSHarness(t)
+	h.plant(t, map[string]string{"d/caf\xe9.txt": "x", "d/l\xff": "->t\xfe\xfd", "link": "->t\xff"})
+	res, err := h.fs.ListDir(context.Background(), connect.NewRequest(&fspb.ListDirRequest{Path: "d"}))
+	if err != nil {
+		t.Fatalf("ListDir of a directory with invalid UTF-8 names: %v", err)
+	}
+	var got []string
+	for _, e := range res.Msg.GetEntries() {
+		got = append(got, e.GetName()+" "+e.GetPath()+" "+e.GetSymlinkTarget())
+	}
+	want := []string{"caf\uFFFD.txt /home/user/d/caf\uFFFD.txt ", "l\uFFFD /home/user/d/l\uFFFD /home/user/d/t\uFFFD"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("ListDir = %q, want %q", got, want)
+	}
+	st, err := h.fs.Stat(context.Background(), connect.NewRequest(&fspb.StatRequest{Path: "link"}))
+	if err != nil || st.Msg.GetEntry().GetSymlinkTarget() != "/home/user/t\uFFFD" {
+		t.Errorf("Stat of a link with an invalid UTF-8 target = %v, %v; want its target with U+FFFD", st, err)
+	}
+	ev := (&activeWatch{}).event(change{name: "n\xff"}, false)
+	if ev.GetName() != "n\uFFFD" {
+		t.Errorf("watch event name %q, want n\uFFFD", ev.GetName())
+	}
+}

@@ -3,7 +3,6 @@ package e2b
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -88,9 +87,9 @@ func (o owners) name(id, user uint32) string {
 func entryInfo(e workspace.Entry, o owners) *filesystempb.EntryInfo {
 	bp := path.Join(boxHome, e.Path)
 	info := &filesystempb.EntryInfo{
-		Name:         path.Base(e2bPath(bp)),
+		Name:         validName(path.Base(e2bPath(bp))),
 		Type:         fileType(e.Type),
-		Path:         e2bPath(bp),
+		Path:         validName(e2bPath(bp)),
 		Size:         e.Size,
 		Mode:         uint32(e.Mode.Perm()),
 		Permissions:  permissions(e),
@@ -103,10 +102,19 @@ func entryInfo(e workspace.Entry, o owners) *filesystempb.EntryInfo {
 		if !path.IsAbs(target) {
 			target = path.Join(path.Dir(bp), target)
 		}
-		target = e2bPath(path.Clean(target))
+		target = validName(e2bPath(path.Clean(target)))
 		info.SymlinkTarget = &target
 	}
 	return info
+}
+
+// validName is a name or path from the sandbox's files made valid UTF-8,
+// which protobuf strings must be: each run of invalid bytes becomes
+// U+FFFD. A name the box wrote in another encoding would otherwise fail
+// the whole ListDir, Stat or WatchDir with a marshalling error; shown
+// this way it is listed, though not addressable by the name shown.
+func validName(s string) string {
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 func fileType(t string) filesystempb.FileType {
@@ -161,7 +169,11 @@ var fsErrorKinds = []struct {
 	{errTooMany, connect.CodeResourceExhausted, http.StatusTooManyRequests},
 	{errEventsLost, connect.CodeDataLoss, http.StatusInternalServerError},
 	{errStalled, connect.CodeDeadlineExceeded, http.StatusRequestTimeout},
-	{fs.ErrPermission, connect.CodePermissionDenied, http.StatusForbidden},
+	// Only the workspace's own permission errors, whose messages name
+	// workspace paths: another fs.ErrPermission (an *os.PathError from
+	// the host's state directory) may name a host path, and is answered
+	// as a logged internal error.
+	{workspace.ErrDenied, connect.CodePermissionDenied, http.StatusForbidden},
 }
 
 // errTooMany is a per-sandbox or per-host bound of the files API

@@ -89,7 +89,7 @@ func newFSHarness(t *testing.T) *fsHarness {
 	h.sess = &fsSessions{dir: dir}
 	s := &Server{cfg: Config{Sessions: h.sess}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	mux := http.NewServeMux()
-	h.svc = &fsService{s: s, watchers: newWatchers()}
+	h.svc = &fsService{s: s, watchers: newWatchers(0)}
 	h.svc.routes(mux)
 	h.transfers = newTransfers()
 	h.transfers.routes(s, mux)

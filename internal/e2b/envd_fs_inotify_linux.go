@@ -34,6 +34,7 @@ type inotifyTree struct {
 	dirs      map[int32]string // watch descriptor -> box path of its directory
 	buf       []byte
 	left      int // entries the current walk may still visit
+	added     int // directories added over the watch's life
 }
 
 // startWatch watches root (a box path under /workspace), and every
@@ -74,6 +75,10 @@ func (t *inotifyTree) add(p string, top bool) ([]change, error) {
 	if len(t.dirs) >= maxWatchDirs {
 		return nil, kindErrorf(errTooMany, "watching %q: more than %d directories; watch a subdirectory, or without recursive", e2bPath(t.root), maxWatchDirs)
 	}
+	if t.added >= maxWatchAdds {
+		return nil, kindErrorf(errTooMany, "watching %q: %d directories were walked into the watch over its life (trees moved in and out), the most one watch may; watch again", e2bPath(t.root), maxWatchAdds)
+	}
+	t.added++
 	wd, err := t.addWatch(p)
 	if err != nil {
 		if !top && skippable(err) {

@@ -23,10 +23,17 @@ import (
 // are counted per sandbox, per tenant and per host.
 const (
 	maxWatchersPerSandbox = 8
-	maxWatchersPerOwner   = 16
-	maxWatchersPerHost    = 64
+	// maxWatchersPerOwner is one API key's most, lowered to its share of
+	// maxWatchersPerHost when there are more keys (see newWatchers).
+	maxWatchersPerOwner = 16
+	maxWatchersPerHost  = 64
 	// maxWatchDirs bounds the directories one recursive watch covers.
 	maxWatchDirs = 1024
+	// maxWatchAdds bounds the directories one watch ever adds, counting
+	// again those of a tree moved out and back in: each costs the host a
+	// listing and an inotify watch, so a sandbox moving a big tree to and
+	// fro would otherwise make the host walk it for ever.
+	maxWatchAdds = 8 * maxWatchDirs
 	// maxKeptEvents bounds what a polled watcher keeps between two
 	// GetWatcherEvents; past it the watcher fails with data_loss.
 	maxKeptEvents = 4096
@@ -55,10 +62,19 @@ type watchers struct {
 	// so its streamed watches end at once rather than at their next
 	// keepalive; an entry goes with the box's last watcher.
 	killed map[string]chan struct{}
+	// ownerMax is one owner's most watchers.
+	ownerMax int
 }
 
-func newWatchers() *watchers {
-	return &watchers{perBox: map[string]int{}, perOwner: map[string]int{}, polled: map[string]*polledWatcher{}, killed: map[string]chan struct{}{}}
+// newWatchers counts watchers for owners API keys (0 for one): each gets
+// its share of the host's watchers, at most maxWatchersPerOwner, as
+// --max-sessions is shared, so a few keys cannot hold every slot.
+func newWatchers(owners int) *watchers {
+	return &watchers{
+		perBox: map[string]int{}, perOwner: map[string]int{}, polled: map[string]*polledWatcher{},
+		killed:   map[string]chan struct{}{},
+		ownerMax: min(maxWatchersPerOwner, sandbox.Share(maxWatchersPerHost, owners)),
+	}
 }
 
 // killedCh is closed when sandbox box is killed; the caller holds one of
@@ -105,8 +121,8 @@ func (ws *watchers) reserve(owner, box string) (release func(), err error) {
 	switch {
 	case ws.perBox[box] >= maxWatchersPerSandbox:
 		return nil, kindErrorf(errTooMany, "the sandbox already has %d directory watchers, the most Warden allows; stop one first", maxWatchersPerSandbox)
-	case ws.perOwner[owner] >= maxWatchersPerOwner:
-		return nil, kindErrorf(errTooMany, "your sandboxes already have %d directory watchers, the most Warden allows one API key; stop one first", maxWatchersPerOwner)
+	case ws.perOwner[owner] >= ws.ownerMax:
+		return nil, kindErrorf(errTooMany, "your sandboxes already have %d directory watchers, the most Warden allows one API key; stop one first", ws.ownerMax)
 	case ws.total >= maxWatchersPerHost:
 		return nil, kindErrorf(errTooMany, "this Warden already runs %d directory watchers, the most it allows; retry later", maxWatchersPerHost)
 	}
@@ -183,7 +199,7 @@ func (a *activeWatch) pump(includeEntry bool, deliver func([]*filesystempb.Files
 // chmod-ed entry is described as it is now (a removed or renamed one is
 // gone from that path, so it is not).
 func (a *activeWatch) event(c change, includeEntry bool) *filesystempb.FilesystemEvent {
-	ev := &filesystempb.FilesystemEvent{Name: c.name, Type: c.op}
+	ev := &filesystempb.FilesystemEvent{Name: validName(c.name), Type: c.op}
 	switch c.op {
 	case filesystempb.EventType_EVENT_TYPE_CREATE, filesystempb.EventType_EVENT_TYPE_WRITE, filesystempb.EventType_EVENT_TYPE_CHMOD:
 		if !includeEntry {

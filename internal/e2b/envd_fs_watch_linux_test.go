@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -415,5 +416,37 @@ func TestFSWatchEndsAtKill(t *testing.T) {
 	defer h.watchers().mu.Unlock()
 	if len(h.watchers().polled) != 0 || len(h.watchers().killed) != 0 {
 		t.Errorf("after the kill: %d polled watchers and %d kill channels kept, want none", len(h.watchers().polled), len(h.watchers().killed))
+	}
+}
+
+// TestFSWatchAddsBound: a tree moved out of a recursive watch and back in
+// again and again is walked again each time; past maxWatchAdds directories
+// over the watch's life it ends, naming the bound, rather than make the
+// host walk it for ever.
+func TestFSWatchAddsBound(t *testing.T) {
+	h := newFSHarness(t)
+	const dirs = 64
+	entries := map[string]string{}
+	for i := range dirs - 1 {
+		entries[fmt.Sprintf("w/tree/%d/", i)] = "/"
+	}
+	h.plant(t, entries)
+	tr, err := startWatch(h.sess.dir, "/workspace/w", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	moves := 0
+	for ; moves < maxWatchAdds/dirs+2; moves++ { // out and in again, as events would
+		tr.forget("/workspace/w/tree")
+		if _, err = tr.walk("/workspace/w/tree", false); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, errTooMany) || !strings.Contains(err.Error(), fmt.Sprint(maxWatchAdds)) {
+		t.Fatalf("after %d moves: error %v, want one naming the bound %d", moves, err, maxWatchAdds)
+	}
+	if want := (maxWatchAdds - 1 - dirs) / dirs; moves != want { // the first walk added w and the tree
+		t.Errorf("the watch ended after %d moves of a %d-directory tree, want %d", moves, dirs, want)
 	}
 }

@@ -38,7 +38,7 @@ type processService struct {
 // procedure the service does not have gets a Connect error that says so.
 func (s *Server) processRoutes(mux *http.ServeMux) {
 	svc := &processService{sessions: s.cfg.Sessions, log: s.log, tables: procTables{tables: map[string]*procTable{}}}
-	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
+	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes), noCompression)
 	mux.Handle(path, knownProcedures(h))
 }
 

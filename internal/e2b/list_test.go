@@ -154,3 +154,49 @@ func TestRegistryForgetsGone(t *testing.T) {
 		}
 	}
 }
+
+// registryHeld is how many sandboxes g remembers, live or ended, and the
+// bytes of what callers gave at create (metadata and envVars) it holds.
+func registryHeld(g *registry) (entries, bytes int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, sb := range g.byID {
+		for _, m := range []map[string]string{sb.Metadata, sb.Env} {
+			for k, v := range m {
+				bytes += len(k) + len(v)
+			}
+		}
+	}
+	return len(g.byID) + len(g.ended), bytes
+}
+
+// TestRegistryBounded: sandboxes created with big metadata and envVars
+// and then killed or reaped leave nothing of those behind, and the
+// entries of reaped ones are dropped without any call looking them up.
+func TestRegistryBounded(t *testing.T) {
+	s, f, h := newControlServer(t, nil)
+	big := strings.Repeat("x", 60<<10)
+	body := `{"templateID":"base","metadata":{"m":"` + big + `"},"envVars":{"E":"` + big + `"}}`
+	const n = 300
+	for i := range n {
+		sb := created(t, h, ctlKeyAlice, body)
+		if i%2 == 0 {
+			f.drop(sb.SandboxID) // reaped behind the front end's back
+			continue
+		}
+		if w := controlCall(h, "DELETE", "/sandboxes/"+sb.SandboxID, ctlKeyAlice, ""); w.Code != http.StatusNoContent {
+			t.Fatalf("kill = %d", w.Code)
+		}
+	}
+	entries, bytes := registryHeld(s.sandboxes)
+	live := s.sandboxes.len()
+	if live > minSweep {
+		t.Errorf("registry holds %d sandboxes after %d were created and ended, want at most %d", live, n, minSweep)
+	}
+	if want := live * 2 * (len(big) + 1); bytes > want {
+		t.Errorf("registry holds %d bytes of metadata and envVars for %d sandboxes, want at most %d (none of ended ones)", bytes, live, want)
+	}
+	if entries > n {
+		t.Errorf("registry remembers %d sandboxes, want at most %d", entries, n)
+	}
+}

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -73,7 +74,7 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	port := r.Header.Get(headerSandboxPort)
-	s.admit(r, sb.Owner, "e2b "+port+" "+r.Method+" "+routeOf(r.URL.Path))
+	s.admit(r, sb.Owner, "e2b "+portOf(port)+" "+r.Method+" "+routeOf(r.URL.Path))
 	if s.cfg.PaceBody != nil {
 		s.cfg.PaceBody(w, r, maxDataBody)
 	}
@@ -96,25 +97,25 @@ func (s *Server) dataPlane(w http.ResponseWriter, r *http.Request) {
 // envdAccessToken); on the code interpreter's port a call that carries an
 // E2B-Traffic-Access-Token is checked by that instead, since some of the
 // SDK's calls there carry only it. There must be at most one of each
-// header and exactly one E2b-Sandbox-Id: two of any would let a proxy in
+// header (E2b-Sandbox-Port too) and exactly one E2b-Sandbox-Id: two of any would let a proxy in
 // front and this server read different ones.
 func (s *Server) checkToken(r *http.Request) (sb *Sandbox, ended, ok bool) {
 	ids := r.Header.Values(headerSandboxID)
 	envd, oneEnvd := single(r.Header, headerAccessToken)
 	traffic, oneTraffic := single(r.Header, headerTrafficToken)
-	if len(ids) != 1 || !oneEnvd || !oneTraffic {
+	port, onePort := single(r.Header, headerSandboxPort)
+	if len(ids) != 1 || !oneEnvd || !oneTraffic || !onePort {
 		return nil, false, false
 	}
-	sb, ended = s.sandboxes.peekAny(ids[0])
-	wantEnvd, wantTraffic := s.standIn, s.standIn
-	if sb != nil {
-		wantEnvd, wantTraffic = sb.EnvdToken, sb.TrafficToken
+	sb, tokens, ended := s.sandboxes.peekAny(ids[0])
+	if sb == nil {
+		tokens = digestsOf(&Sandbox{EnvdToken: s.standIn, TrafficToken: s.standIn})
 	}
-	want, got := wantEnvd, envd
-	if traffic != "" && r.Header.Get(headerSandboxPort) == interpreterPort {
-		want, got = wantTraffic, traffic
+	want, got := tokens.envd, sha256.Sum256([]byte(envd))
+	if traffic != "" && port == interpreterPort {
+		want, got = tokens.traffic, sha256.Sum256([]byte(traffic))
 	}
-	if subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 || sb == nil {
+	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 || sb == nil {
 		return nil, false, false
 	}
 	return sb, ended, true
@@ -131,6 +132,15 @@ func single(h http.Header, k string) (string, bool) {
 		return "", true
 	}
 	return v[0], true
+}
+
+// portOf names an E2b-Sandbox-Port for the log: one Warden serves, or
+// "(other)", so a client cannot write what it likes into the log.
+func portOf(port string) string {
+	if port == envdPort || port == interpreterPort {
+		return port
+	}
+	return "(other)"
 }
 
 // routeOf names a data-plane path for the log: a Connect method

@@ -84,6 +84,7 @@ func TestRouter(t *testing.T) {
 		{"unknown id", rpc, "ses_nope", mine.EnvdAccessToken, envdPort, "", 401, ""},
 		{"two ids", rpc, mine.SandboxID, mine.EnvdAccessToken, envdPort, headerSandboxID, 401, ""},
 		{"two tokens", rpc, mine.SandboxID, mine.EnvdAccessToken, envdPort, headerAccessToken, 401, ""},
+		{"two ports", "/files", mine.SandboxID, mine.EnvdAccessToken, envdPort, headerSandboxPort, 401, ""},
 		{"other port", "/", mine.SandboxID, mine.EnvdAccessToken, "8080", "", 502, ""},
 		{"no port", "/", mine.SandboxID, mine.EnvdAccessToken, "", "", 502, ""},
 		{"gone sandbox, another's token", rpc, gone.SandboxID, mine.EnvdAccessToken, envdPort, "", 401, ""},
@@ -158,10 +159,10 @@ func TestRegistryEndedBound(t *testing.T) {
 	if len(g.ended) != maxEnded || len(g.endedOrder) != maxEnded || g.len() != 0 {
 		t.Errorf("%d ended (%d in order), %d live; want %d, %d, 0", len(g.ended), len(g.endedOrder), g.len(), maxEnded, maxEnded)
 	}
-	if _, ended := g.peekAny("s0"); ended {
+	if _, _, ended := g.peekAny("s0"); ended {
 		t.Error("the oldest ended sandbox is still remembered")
 	}
-	if _, ended := g.peekAny(fmt.Sprintf("s%d", maxEnded+9)); !ended {
+	if _, _, ended := g.peekAny(fmt.Sprintf("s%d", maxEnded+9)); !ended {
 		t.Error("the newest ended sandbox is forgotten")
 	}
 }
@@ -232,4 +233,23 @@ func FuzzRouterHeaders(f *testing.F) {
 			t.Fatalf("answer %d, want 299, 401 or 502", w.Code)
 		}
 	})
+}
+
+// TestRouterLogsKnownPorts: the route a data-plane call is logged under
+// names only a port Warden serves, never what the client wrote.
+func TestRouterLogsKnownPorts(t *testing.T) {
+	var routes []string
+	s, _, h := newControlServer(t, func(c *Config) {
+		c.Admit = func(_ *http.Request, _, route string) { routes = append(routes, route) }
+	})
+	s.envd = reached(envdPort)
+	sb := created(t, h, ctlKeyAlice, `{"templateID":"base"}`)
+	routes = nil
+	for _, port := range []string{envdPort, "evil\tforged=1"} {
+		dataCall(h, "/health", sb.SandboxID, sb.EnvdAccessToken, port, "")
+	}
+	want := []string{"e2b 49983 POST /health", "e2b (other) POST /health"}
+	if strings.Join(routes, "|") != strings.Join(want, "|") {
+		t.Errorf("logged routes %q, want %q", routes, want)
+	}
 }

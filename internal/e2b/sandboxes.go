@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,9 +32,13 @@ type Sandbox struct {
 	// StartedAt is when the sandbox was created; EndAt when it expires
 	// (the session's expiry, moved by setTimeout).
 	StartedAt, EndAt time.Time
-	// Metadata is the caller's metadata given at create.
+	// Metadata is the caller's metadata given at create, which getInfo
+	// and list answer.
 	Metadata map[string]string
-	// Env is the envVars given at create.
+	// Env is the envVars given at create, which the code interpreter
+	// restores after an execution's own env_vars. Metadata and Env are
+	// kept only while the sandbox is registered: an ended sandbox keeps
+	// neither (see endedSandbox), so user secrets do not outlive it.
 	Env map[string]string
 }
 
@@ -68,34 +73,63 @@ var errFull = errors.New("too many E2B sandboxes on this server: kill some befor
 
 // registry holds the E2B side of live sandboxes, by id. It holds at most
 // max entries, and forgets one whose session is gone (killed, expired or
-// reaped) when it next looks it up, lists its owner's, or needs room.
+// reaped) when it next looks it up, lists its owner's, or sweeps: add
+// sweeps whenever the registry has doubled since its last sweep (and
+// before it refuses for want of room), so entries of gone sessions never
+// outnumber live ones by more than minSweep, however few calls look.
 type registry struct {
 	sessions Sessions
 	max      int
 
 	mu   sync.Mutex
 	byID map[string]*Sandbox
+	// sweepAt is the size at which add next sweeps.
+	sweepAt int
 	// ended remembers the last maxEnded sandboxes forgotten, so that a
 	// data-plane call with an ended sandbox's own token is told it has
 	// ended (as E2B tells it) rather than refused; endedOrder is their
-	// ids, oldest first.
-	ended      map[string]*Sandbox
+	// ids, oldest first. Only the id, owner and token digests are kept.
+	ended      map[string]endedSandbox
 	endedOrder []string
 }
 
-// maxEnded bounds registry.ended: a few hundred bytes each.
-const maxEnded = 4096
-
-func newRegistry(sessions Sessions, max int) *registry {
-	return &registry{sessions: sessions, max: max, byID: map[string]*Sandbox{}, ended: map[string]*Sandbox{}}
+// endedSandbox is what the registry keeps of a forgotten sandbox: enough
+// to recognise its own token, nothing of what the caller gave at create.
+type endedSandbox struct {
+	id, owner string
+	tokens    tokenDigests
 }
 
-// add stores a new sandbox; when the registry is full it first forgets
-// the sandboxes whose sessions are gone, and answers errFull if that is
-// not enough.
+// tokenDigests are the SHA-256 digests of a sandbox's envdAccessToken and
+// trafficAccessToken, which the router compares in constant time.
+type tokenDigests struct {
+	envd, traffic [sha256.Size]byte
+}
+
+// digestsOf is sb's tokenDigests.
+func digestsOf(sb *Sandbox) tokenDigests {
+	return tokenDigests{envd: sha256.Sum256([]byte(sb.EnvdToken)), traffic: sha256.Sum256([]byte(sb.TrafficToken))}
+}
+
+// maxEnded bounds registry.ended: about 200 bytes each.
+const maxEnded = 4096
+
+// minSweep is the fewest entries at which add sweeps the registry.
+const minSweep = 64
+
+func newRegistry(sessions Sessions, max int) *registry {
+	return &registry{sessions: sessions, max: max, byID: map[string]*Sandbox{}, ended: map[string]endedSandbox{}, sweepAt: minSweep}
+}
+
+// add stores a new sandbox; when the registry is full, or has doubled
+// since it last swept, it first forgets the sandboxes whose sessions are
+// gone, and answers errFull if that is not enough room.
 func (g *registry) add(sb *Sandbox) error {
-	if g.len() >= g.max {
+	if n := g.len(); n >= g.max || n >= g.swept() {
 		g.sweep()
+		g.mu.Lock()
+		g.sweepAt = max(minSweep, 2*len(g.byID))
+		g.mu.Unlock()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -104,6 +138,13 @@ func (g *registry) add(sb *Sandbox) error {
 	}
 	g.byID[sb.ID] = sb
 	return nil
+}
+
+// swept is the size at which add next sweeps.
+func (g *registry) swept() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sweepAt
 }
 
 // len is how many sandboxes the registry holds.
@@ -208,7 +249,7 @@ func (g *registry) forgetLocked(sb *Sandbox) {
 		delete(g.ended, g.endedOrder[0])
 		g.endedOrder = g.endedOrder[1:]
 	}
-	g.ended[cur.ID] = cur
+	g.ended[cur.ID] = endedSandbox{id: cur.ID, owner: cur.Owner, tokens: digestsOf(cur)}
 	g.endedOrder = append(g.endedOrder, cur.ID)
 }
 
@@ -234,13 +275,18 @@ func (g *registry) peek(id string) *Sandbox {
 	return g.byID[id]
 }
 
-// peekAny is peek, or else the ended sandbox with id; ended says which.
-func (g *registry) peekAny(id string) (sb *Sandbox, ended bool) {
+// peekAny is peek, or else a stand-in for the ended sandbox with id
+// (only its ID and Owner set); ended says which, and tokens are its token
+// digests either way.
+func (g *registry) peekAny(id string) (sb *Sandbox, tokens tokenDigests, ended bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if sb := g.byID[id]; sb != nil {
-		return sb, false
+		return sb, digestsOf(sb), false
 	}
-	sb = g.ended[id]
-	return sb, sb != nil
+	e, ok := g.ended[id]
+	if !ok {
+		return nil, tokenDigests{}, false
+	}
+	return &Sandbox{ID: e.id, Owner: e.owner}, e.tokens, true
 }

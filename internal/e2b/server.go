@@ -51,6 +51,9 @@ type Config struct {
 	// for a session's transfers; it answers the func that counts it out,
 	// or an error when the session has its fill.
 	StartTransfer func(id string) (done func(), err error)
+	// Owners is how many API keys may use the server (0 for one): each
+	// gets its share of host-wide bounds such as directory watchers.
+	Owners int
 	// MaxSandboxes bounds the registry (default 65536); the Manager's own
 	// session limits are far lower, so it only matters if entries of gone
 	// sessions were never dropped.
@@ -98,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2b: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(cfg.Sessions, cfg.MaxSandboxes), watchers: newWatchers(), standIn: standIn}
+	s := &Server{cfg: cfg, log: cfg.Logger, sandboxes: newRegistry(cfg.Sessions, cfg.MaxSandboxes), watchers: newWatchers(cfg.Owners), standIn: standIn}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

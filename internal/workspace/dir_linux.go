@@ -158,6 +158,8 @@ func fsError(op string, p wsPath, err error) error {
 		return linkError(p)
 	case unix.EXDEV:
 		return errorf(ErrLink, "path %q leaves the workspace or crosses a mount point, which Warden never does from the host", p)
+	case unix.EACCES, unix.EPERM:
+		return &pathError{msg: fmt.Sprintf("%s %q: %v", op, p, errno), kinds: []error{ErrDenied, errno}}
 	case unix.ENAMETOOLONG:
 		return errorf(ErrBadPath, "%s %q: the path is too long; use a shorter one", op, p)
 	}

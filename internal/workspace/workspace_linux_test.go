@@ -343,16 +343,20 @@ func TestPermissionsOfTheSandboxUser(t *testing.T) {
 	for _, p := range []string{"root-only", "root-group", "locked/f"} {
 		got, _, err := readAll(t, e.d, p)
 		wantErr(t, "Read("+p+") as uid 4242", err, fs.ErrPermission)
+		wantErr(t, "Read("+p+") as uid 4242", err, ErrDenied)
 		if len(got) != 0 {
 			t.Errorf("Read(%s) as uid 4242 returned %q", p, got)
 		}
 	}
 	_, err = e.d.Write("root-dir/x", strings.NewReader("x"), 0)
 	wantErr(t, "Write into a root-owned directory as uid 4242", err, fs.ErrPermission)
+	wantErr(t, "Write into a root-owned directory as uid 4242", err, ErrDenied)
 	_, err = e.d.List("locked")
 	wantErr(t, "List of a root-only directory as uid 4242", err, fs.ErrPermission)
+	wantErr(t, "List of a root-only directory as uid 4242", err, ErrDenied)
 	err = e.d.Remove("locked", true)
 	wantErr(t, "Remove of a root-only directory as uid 4242", err, fs.ErrPermission)
+	wantErr(t, "Remove of a root-only directory as uid 4242", err, ErrDenied)
 	checkNames(t, filepath.Join(e.ws, "root-dir"))
 	checkNames(t, filepath.Join(e.ws, "locked"), "f")
 }
