@@ -200,7 +200,15 @@ func killAfter(p *proc, limit time.Duration, log *slog.Logger) {
 	}()
 }
 
-// List lists the sandbox's running processes with their config and tag.
+// maxListConfigBytes bounds the configs one List answer carries (counted
+// as procConfigSize counts them), so that concurrent Lists of a sandbox
+// full of maximal commands cannot make the server hold gigabytes.
+const maxListConfigBytes = 1 << 20
+
+// List lists the sandbox's running processes with their config and tag,
+// oldest first. Past maxListConfigBytes of configs and tags, a process is
+// listed by its pid alone (an empty config, no tag): Connect by that pid
+// still reaches it.
 func (ps *processService) List(ctx context.Context, _ *connect.Request[processpb.ListRequest]) (*connect.Response[processpb.ListResponse], error) {
 	_, tb, err := ps.sandboxTable(ctx)
 	if err != nil {
@@ -210,8 +218,14 @@ func (ps *processService) List(ctx context.Context, _ *connect.Request[processpb
 	live := tb.liveList()
 	tb.mu.Unlock()
 	out := &processpb.ListResponse{Processes: make([]*processpb.ProcessInfo, 0, len(live))}
+	left := maxListConfigBytes
 	for _, p := range live {
-		out.Processes = append(out.Processes, &processpb.ProcessInfo{Config: p.config, Pid: p.pid, Tag: p.tag})
+		info := &processpb.ProcessInfo{Config: &processpb.ProcessConfig{}, Pid: p.pid}
+		if p.configSize <= left {
+			left -= p.configSize
+			info.Config, info.Tag = p.config, p.tag
+		}
+		out.Processes = append(out.Processes, info)
 	}
 	return connect.NewResponse(out), nil
 }

@@ -27,6 +27,14 @@ const (
 	// procDrainGrace is how long output may keep coming after the process
 	// ended, from what it left holding its pipes.
 	procDrainGrace = 2 * time.Second
+	// maxProcConfigBytes bounds what a Start asks for (its cmd, args,
+	// envs, cwd and tag together), which the sandbox's table keeps while
+	// the process lives and keepEndedProcs after, and List sends back:
+	// without it 64 Starts of 2 MiB each made one List answer of 96 MB.
+	// The SDKs send `/bin/bash -l -c COMMAND` with the caller's envs and
+	// cwd, far below this for any command a person or a model writes; a
+	// longer script goes in a file (files.write) that the command runs.
+	maxProcConfigBytes = 64 << 10
 )
 
 // start checks req, starts its process in sb with the pipes it asks for,
@@ -55,7 +63,7 @@ func (ps *processService) start(ctx context.Context, sb *Sandbox, req *processpb
 		return nil, nil, spawnError(err)
 	}
 	p := &proc{
-		tag: req.Tag, config: req.GetProcess(), p: box, out: newOutputLog(keptOutput), stdin: pp.stdin,
+		tag: req.Tag, config: req.GetProcess(), configSize: procConfigSize(req), p: box, out: newOutputLog(keptOutput), stdin: pp.stdin,
 		exited: make(chan struct{}), ended: make(chan struct{}),
 	}
 	tb.add(p)
@@ -81,6 +89,10 @@ func startCommand(req *processpb.StartRequest) (interp.Command, error) {
 	case req.Pty != nil:
 		return interp.Command{}, errNoPTY
 	}
+	if n := procConfigSize(req); n > maxProcConfigBytes {
+		return interp.Command{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(
+			"process: cmd, args, envs, cwd and tag hold %d bytes, more than the %d allowed: write a long script to a file (files.write) and run that", n, maxProcConfigBytes))
+	}
 	c := interp.Command{Argv: append([]string{pc.GetCmd()}, pc.GetArgs()...)}
 	for _, k := range slices.Sorted(maps.Keys(pc.GetEnvs())) {
 		if strings.Contains(k, "=") {
@@ -99,6 +111,20 @@ func startCommand(req *processpb.StartRequest) (interp.Command, error) {
 		c.Dir = dir
 	}
 	return c, nil
+}
+
+// procConfigSize is how many bytes of strings a Start asks the table to
+// keep: its cmd, args, envs (names and values), cwd and tag.
+func procConfigSize(req *processpb.StartRequest) int {
+	pc := req.GetProcess()
+	n := len(pc.GetCmd()) + len(pc.GetCwd()) + len(req.GetTag())
+	for _, a := range pc.GetArgs() {
+		n += len(a)
+	}
+	for k, v := range pc.GetEnvs() {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // spawnError maps an error of Sessions.Spawn to a Connect error: a program

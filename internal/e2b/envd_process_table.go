@@ -263,8 +263,10 @@ type proc struct {
 	pid    uint32 // set by procTable.add
 	tag    *string
 	config *processpb.ProcessConfig
-	p      interp.Process
-	out    *outputLog
+	// configSize is procConfigSize of the Start (at most maxProcConfigBytes).
+	configSize int
+	p          interp.Process
+	out        *outputLog
 
 	stdinMu sync.Mutex
 	stdin   *os.File // host end of the stdin pipe; nil: none or closed

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/warden-sandbox/warden/internal/e2b/processpb"
 	"github.com/warden-sandbox/warden/internal/e2b/processpb/processpbconnect"
@@ -703,5 +704,52 @@ func TestStreamInput(t *testing.T) {
 	}
 	if _, err := in.CloseAndReceive(); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("data before start: got %v, want invalid_argument", err)
+	}
+}
+
+// TestStartConfigBound: a Start whose cmd, args, envs, cwd and tag pass
+// maxProcConfigBytes is refused with invalid_argument naming the cap,
+// and a List of maxProcs maximal Starts stays within its bound.
+func TestStartConfigBound(t *testing.T) {
+	client, _, _ := procServer(t)
+	defer procKillAll(t, client)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	maximal := func(extra int) *connect.Request[processpb.StartRequest] {
+		tag := fmt.Sprint(extra, "-", time.Now().UnixNano())
+		pad := maxProcConfigBytes - len("/bin/sh") - len("-c") - len("sleep 60") - len(tag) + extra
+		return connect.NewRequest(&processpb.StartRequest{Tag: &tag, Stdin: procBool(false), Process: &processpb.ProcessConfig{
+			Cmd: "/bin/sh", Args: []string{"-c", "sleep 60", strings.Repeat("x", pad)},
+		}})
+	}
+	st, err := client.Start(ctx, maximal(1))
+	if err == nil {
+		for st.Receive() {
+		}
+		err = st.Err()
+	}
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), fmt.Sprint(maxProcConfigBytes)) {
+		t.Fatalf("a Start one byte past the cap: got %v, want invalid_argument naming %d", err, maxProcConfigBytes)
+	}
+	for range maxProcs {
+		st, err := client.Start(ctx, maximal(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Receive() {
+			t.Fatalf("a maximal Start sent no start event: %v", st.Err())
+		}
+		if err := st.Close(); err != nil {
+			t.Logf("closing a start stream: %v", err)
+		}
+	}
+	resp, err := client.List(ctx, connect.NewRequest(&processpb.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := maxListConfigBytes + maxProcs*64 // the configs, and a pid and framing for each
+	if got := proto.Size(resp.Msg); got > bound || len(resp.Msg.GetProcesses()) != maxProcs {
+		t.Errorf("List of %d maximal processes: %d bytes, %d processes; want at most %d bytes and all %d listed",
+			maxProcs, got, len(resp.Msg.GetProcesses()), bound, maxProcs)
 	}
 }
