@@ -32,6 +32,17 @@ type processService struct {
 	sessions Sessions
 	log      *slog.Logger
 	tables   procTables
+	// afterFunc is time.AfterFunc, or a test's clock (nil: time.AfterFunc).
+	afterFunc func(time.Duration, func())
+}
+
+// later calls f after d, by ps's clock.
+func (ps *processService) later(d time.Duration, f func()) {
+	if ps.afterFunc != nil {
+		ps.afterFunc(d, f)
+		return
+	}
+	time.AfterFunc(d, f)
 }
 
 // processRoutes serves the process.Process Connect service on mux. A

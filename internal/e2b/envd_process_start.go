@@ -45,7 +45,7 @@ func (ps *processService) start(ctx context.Context, sb *Sandbox, req *processpb
 	if err != nil {
 		return nil, nil, err
 	}
-	tb, err := ps.tables.reserve(sb.ID)
+	tb, err := ps.tables.reserve(sb)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,7 +169,7 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 		ps.log.Warn("e2b: closing an ended process's stdin", "pid", p.pid, "err", err)
 	}
 	tb.retire(p)
-	time.AfterFunc(keepEndedProcs, func() {
+	ps.later(keepEndedProcs, func() {
 		tb.forget(p)
 		ps.tables.drop(id, tb)
 	})

@@ -129,7 +129,11 @@ func procService(t *testing.T) (processpbconnect.ProcessClient, *procSessions, s
 	mux := http.NewServeMux()
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
 	mux.Handle(path, knownProcedures(h))
-	sb := &Sandbox{ID: "sb1", Owner: "alice"}
+	sb, err := newSandbox("alice", &newSandboxJSON{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.ID = "sb1"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), sb)))
 	}))
@@ -649,7 +653,7 @@ func TestTablesLeaveNothingBehind(t *testing.T) {
 	if n != 0 {
 		t.Errorf("after a List and a failed Start, %d tables are kept, want none", n)
 	}
-	tb := newProcTable()
+	tb := newProcTable(nil)
 	p := &proc{out: newOutputLog(1)}
 	if err := tb.reserve(); err != nil {
 		t.Fatal(err)
@@ -751,5 +755,36 @@ func TestStartConfigBound(t *testing.T) {
 	if got := proto.Size(resp.Msg); got > bound || len(resp.Msg.GetProcesses()) != maxProcs {
 		t.Errorf("List of %d maximal processes: %d bytes, %d processes; want at most %d bytes and all %d listed",
 			maxProcs, got, len(resp.Msg.GetProcesses()), bound, maxProcs)
+	}
+}
+
+// TestPIDsNotReused: a pid is not handed out again in the sandbox after
+// its table was dropped (its processes ended and keepEndedProcs passed,
+// on a fake clock), so an old handle never reaches a newer process.
+func TestPIDsNotReused(t *testing.T) {
+	client, _, _, svc := procService(t)
+	forgets := make(chan func(), maxEndedProcs)
+	svc.afterFunc = func(d time.Duration, f func()) {
+		if d != keepEndedProcs {
+			t.Errorf("a process's end is forgotten after %v, want keepEndedProcs (%v)", d, keepEndedProcs)
+		}
+		forgets <- f
+	}
+	first := procRunToEnd(t, client, procStartReq("true"))
+	select {
+	case forget := <-forgets:
+		forget() // keepEndedProcs has passed
+	case <-time.After(30 * time.Second):
+		t.Fatal("the ended process was never scheduled to be forgotten")
+	}
+	svc.tables.mu.Lock()
+	n := len(svc.tables.tables)
+	svc.tables.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d tables kept after the only process was forgotten, want none", n)
+	}
+	second := procRunToEnd(t, client, procStartReq("true"))
+	if first.pid == 0 || second.pid == first.pid {
+		t.Errorf("pids of a start, then a start after the table was dropped: %d and %d, want two different pids", first.pid, second.pid)
 	}
 }

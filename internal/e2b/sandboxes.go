@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -35,6 +36,9 @@ type Sandbox struct {
 	Metadata map[string]string
 	// Env is the envVars given at create.
 	Env map[string]string
+	// pids counts the process handles handed out in the sandbox (see
+	// procTable); a copy shares it, so it lasts the sandbox's whole life.
+	pids *atomic.Uint32
 }
 
 type sandboxKey struct{}
