@@ -67,7 +67,7 @@ type procTable struct {
 	ended    []*proc // oldest first, at most maxEndedProcs
 	starting int
 	pids     *atomic.Uint32 // how many pids the sandbox has handed out
-	stdin    int // bytes of stdin being written
+	stdin    int            // bytes of stdin being written
 	// discards paces the throwing away of output nobody reads.
 	discards *rate.Limiter
 }
