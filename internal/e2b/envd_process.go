@@ -142,7 +142,11 @@ func (ps *processService) Connect(ctx context.Context, req *connect.Request[proc
 }
 
 // follow sends p's start event, then what c reads, keepalives when
-// nothing comes for every, and the end; it detaches c when done.
+// nothing comes for every, and the end; it detaches c when done. Each
+// piece of output is paid for on the session's pacer before it is sent:
+// while the stream waits it reads nothing, the log fills, the process's
+// pipe fills and the process blocks, as under envd when a client reads
+// slowly.
 func (ps *processService) follow(ctx context.Context, p *proc, c *outCursor, every time.Duration, send func(*processpb.ProcessEvent) error) error {
 	defer p.out.detach(c)
 	start := &processpb.ProcessEvent_Start{Start: &processpb.ProcessEvent_StartEvent{Pid: p.pid}}
@@ -166,10 +170,12 @@ func (ps *processService) follow(ctx context.Context, p *proc, c *outCursor, eve
 			<-p.ended // set right after the output closes
 			return send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_End{End: p.end}})
 		case nextData:
+			if err := p.pay(ctx, len(ch.data)); err != nil {
+				return err
+			}
 			if err := send(procDataEvent(ch)); err != nil {
 				return err
 			}
-			p.charge(len(ch.data))
 			tick.Reset(every)
 		}
 	}

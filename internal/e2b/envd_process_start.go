@@ -154,7 +154,7 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 			continue
 		}
 		pipes = append(pipes, pipe)
-		readers.Go(func() { ps.readOutput(pipe, p.out, i == 1, stop, p.exited, tb.discards) })
+		readers.Go(func() { ps.readOutput(pipe, p, i == 1, stop, tb.discards) })
 	}
 	st, werr := p.p.Wait()
 	close(p.exited)
@@ -179,9 +179,11 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 // stream is attached and the log is full, it throws output away unread,
 // each time after a turn of the sandbox's discards (see procTable), so a
 // flood nobody reads costs the host little, however many processes make
-// it; while a stream is attached it waits for room, and the process
-// blocks on its full pipe.
-func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bool, stop, exited <-chan struct{}, turns *rate.Limiter) {
+// it, and pays for what it throws away as for output sent (see follow),
+// so a flood nobody reads is paced as one read is; while a stream is
+// attached it waits for room, and the process blocks on its full pipe.
+func (ps *processService) readOutput(pipe *drain.Pipe, p *proc, stderr bool, stop <-chan struct{}, turns *rate.Limiter) {
+	out, exited := p.out, p.exited
 	buf := make([]byte, procReadChunk)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -204,6 +206,7 @@ func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bo
 			if err != nil {
 				return
 			}
+			_ = p.pay(ctx, int(n)) // fails only once the process has ended
 			continue
 		}
 		n, err := pipe.Read(buf)
@@ -242,12 +245,16 @@ func waitOrStop(readers *sync.WaitGroup, grace time.Duration, stop chan struct{}
 	}
 }
 
-// charge charges p's session for n bytes of output sent on, where the
-// box's process can be charged (see sandbox.Spawned).
-func (p *proc) charge(n int) {
-	if c, ok := p.p.(interface{ ChargeOutput(int) }); ok {
-		c.ChargeOutput(n)
+// pay takes from p's session's pacer what n bytes of output sent on or
+// thrown away cost, waiting for it while ctx allows, where the box's
+// process can pay (see sandbox.Spawned.PayOutput).
+func (p *proc) pay(ctx context.Context, n int) error {
+	if c, ok := p.p.(interface {
+		PayOutput(context.Context, int) error
+	}); ok {
+		return c.PayOutput(ctx, n)
 	}
+	return nil
 }
 
 // closeStdin closes p's stdin, once.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,8 @@ type procSessions struct {
 	last interp.Command
 	// spawnErr, when set, is what Spawn fails with.
 	spawnErr error
+	// pay, when set, is the PayOutput of the processes Spawn starts.
+	pay func(context.Context, int) error
 }
 
 func (f *procSessions) Create(context.Context, string, sandbox.SessionOptions) (sandbox.Info, error) {
@@ -62,7 +65,7 @@ func (f *procSessions) Exec(context.Context, string, string, sandbox.ExecRequest
 func (f *procSessions) Spawn(_ context.Context, owner, _ string, c interp.Command) (interp.Process, error) {
 	f.mu.Lock()
 	f.last = c
-	err := f.spawnErr
+	err, pay := f.spawnErr, f.pay
 	f.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -89,8 +92,19 @@ func (f *procSessions) Spawn(_ context.Context, owner, _ string, c interp.Comman
 		}
 		close(hp.done)
 	}()
+	if pay != nil {
+		return &procPaying{procHost: hp, pay: pay}, nil
+	}
 	return hp, nil
 }
+
+// procPaying is a procHost that pays for its output, as sandbox.Spawned.
+type procPaying struct {
+	*procHost
+	pay func(context.Context, int) error
+}
+
+func (p *procPaying) PayOutput(ctx context.Context, n int) error { return p.pay(ctx, n) }
 
 // procHost is a host process in its own group.
 type procHost struct {
@@ -786,5 +800,56 @@ func TestPIDsNotReused(t *testing.T) {
 	second := procRunToEnd(t, client, procStartReq("true"))
 	if first.pid == 0 || second.pid == first.pid {
 		t.Errorf("pids of a start, then a start after the table was dropped: %d and %d, want two different pids", first.pid, second.pid)
+	}
+}
+
+// TestOutputPaidBeforeSent: a stream pays for each piece of output on the
+// session's pacer before sending it, and while the payment waits (the
+// pacer's tokens ran out) nothing is sent: the stream stalls, so the
+// process fills its pipe and blocks rather than cost the host more.
+func TestOutputPaidBeforeSent(t *testing.T) {
+	client, f, _ := procServer(t)
+	var received atomic.Int32 // data events the client has had
+	release := make(chan struct{})
+	paid := make(chan int32, 16)
+	f.mu.Lock()
+	f.pay = func(ctx context.Context, n int) error {
+		paid <- received.Load()
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := client.Start(ctx, procStartReq("echo paced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan procEvents, 1)
+	go func() {
+		var c procEvents
+		for st.Receive() {
+			if d := st.Msg().GetEvent().GetData(); d != nil {
+				c.stdout += string(d.GetStdout())
+				received.Add(1)
+			}
+		}
+		done <- c
+	}()
+	select {
+	case n := <-paid:
+		if n != 0 {
+			t.Errorf("the output was paid for after %d data events had been sent, want before any", n)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stream never paid for the process's output")
+	}
+	close(release)
+	if c := <-done; c.stdout != "paced\n" {
+		t.Errorf("after the payment the stream sent %q, want %q", c.stdout, "paced\n")
 	}
 }
