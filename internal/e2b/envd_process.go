@@ -50,7 +50,7 @@ func (ps *processService) later(d time.Duration, f func()) {
 func (s *Server) processRoutes(mux *http.ServeMux) {
 	svc := &processService{sessions: s.cfg.Sessions, log: s.log, tables: procTables{tables: map[string]*procTable{}}}
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
-	mux.Handle(path, knownProcedures(h))
+	mux.Handle(path, s.chargedBodies(procMaxMessageBytes, knownProcedures(h)))
 }
 
 // processProcedures are the process service's procedures.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -137,12 +138,19 @@ func procServer(t *testing.T) (processpbconnect.ProcessClient, *procSessions, st
 
 // procService is procServer with the service itself.
 func procService(t *testing.T) (processpbconnect.ProcessClient, *procSessions, string, *processService) {
+	return procServiceBodies(t, nil)
+}
+
+// procServiceBodies is procService whose call bodies are read with
+// readBody, as Config.ReadBody (nil: by Connect alone).
+func procServiceBodies(t *testing.T, readBody func(http.ResponseWriter, *http.Request, string, int64) ([]byte, func(), error)) (processpbconnect.ProcessClient, *procSessions, string, *processService) {
 	t.Helper()
 	f := &procSessions{dir: t.TempDir()}
 	svc := &processService{sessions: f, log: slog.New(slog.DiscardHandler), tables: procTables{tables: map[string]*procTable{}}}
 	mux := http.NewServeMux()
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
-	mux.Handle(path, knownProcedures(h))
+	front := &Server{cfg: Config{ReadBody: readBody}, log: svc.log}
+	mux.Handle(path, front.chargedBodies(procMaxMessageBytes, knownProcedures(h)))
 	sb, err := newSandbox("alice", &newSandboxJSON{})
 	if err != nil {
 		t.Fatal(err)
@@ -851,5 +859,84 @@ func TestOutputPaidBeforeSent(t *testing.T) {
 	close(release)
 	if c := <-done; c.stdout != "paced\n" {
 		t.Errorf("after the payment the stream sent %q, want %q", c.stdout, "paced\n")
+	}
+}
+
+// bodyBudget is a fake Config.ReadBody: a share of body memory per owner,
+// charged by each body read whole and given back by its release.
+type bodyBudget struct {
+	mu     sync.Mutex
+	share  int
+	held   map[string]int
+	limits []int64 // the limit of each read
+}
+
+// busyError is what the budget answers when a body does not fit, with
+// the status server.HoldBody gives it.
+type busyError struct{}
+
+func (busyError) Error() string   { return "server busy: this API key's request bodies fill its share; retry" }
+func (busyError) HTTPStatus() int { return http.StatusServiceUnavailable }
+
+func (b *bodyBudget) read(_ http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, func() {}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.limits = append(b.limits, limit)
+	if b.held[owner]+len(buf) > b.share {
+		return nil, func() {}, busyError{}
+	}
+	b.held[owner] += len(buf)
+	return buf, sync.OnceFunc(func() {
+		b.mu.Lock()
+		b.held[owner] -= len(buf)
+		b.mu.Unlock()
+	}), nil
+}
+
+func (b *bodyBudget) holding(owner string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held[owner]
+}
+
+// TestConnectBodiesCharged: a Connect call's body is charged to the
+// sandbox owner's share of the body budget before it is decoded, and held
+// while the call runs: a second large SendInput while the first waits on
+// a process that does not read is refused with resource_exhausted.
+func TestConnectBodiesCharged(t *testing.T) {
+	budget := &bodyBudget{share: 3 << 20, held: map[string]int{}}
+	client, _, _, _ := procServiceBodies(t, budget.read)
+	defer procKillAll(t, client)
+	pid := procStartBackground(t, client, "sleep 60", "")
+	sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: pid}}
+	big := connect.NewRequest(&processpb.SendInputRequest{Process: sel, Input: &processpb.ProcessInput{
+		Input: &processpb.ProcessInput_Stdin{Stdin: make([]byte, 1400<<10)}, // about 1.9 MB as base64
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { _, err := client.SendInput(ctx, big); first <- err }()
+	if !procWaitFor(func() bool { return budget.holding("alice") > 1<<20 }) {
+		t.Fatal("the first large SendInput was never charged to alice's share")
+	}
+	_, err := client.SendInput(ctx, big)
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("a second large SendInput past alice's share: got %v, want resource_exhausted saying the server is busy", err)
+	}
+	procKillAll(t, client) // the first call's write fails, and its charge goes back
+	<-first
+	if !procWaitFor(func() bool { return budget.holding("alice") == 0 }) {
+		t.Errorf("alice's share holds %d bytes after every call ended, want 0", budget.holding("alice"))
+	}
+	budget.mu.Lock()
+	defer budget.mu.Unlock()
+	for _, l := range budget.limits {
+		if l < procMaxMessageBytes || l > procMaxMessageBytes+connectBodySlack {
+			t.Errorf("a body was read with limit %d, want the message bound %d plus at most %d", l, procMaxMessageBytes, connectBodySlack)
+		}
 	}
 }
