@@ -875,7 +875,9 @@ type bodyBudget struct {
 // the status server.HoldBody gives it.
 type busyError struct{}
 
-func (busyError) Error() string   { return "server busy: this API key's request bodies fill its share; retry" }
+func (busyError) Error() string {
+	return "server busy: this API key's request bodies fill its share; retry"
+}
 func (busyError) HTTPStatus() int { return http.StatusServiceUnavailable }
 
 func (b *bodyBudget) read(_ http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
