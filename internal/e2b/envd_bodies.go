@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	"connectrpc.com/connect"
 
+	"github.com/warden-sandbox/warden/internal/e2b/filesystempb/filesystempbconnect"
 	"github.com/warden-sandbox/warden/internal/e2b/processpb/processpbconnect"
 )
 
@@ -24,7 +26,12 @@ const connectBodySlack = 64
 // service's largest message. A call that streams its requests
 // (StreamInput) is not read whole: its messages come one at a time, each
 // within limit and the sandbox's stdin bound. A body the budget cannot
-// hold now is resource_exhausted.
+// hold now is resource_exhausted. A unary call's charge is held until
+// it returns, since its decoded message lives that long (SendInput's
+// stdin while it is written); a server stream's (Start, Connect,
+// WatchDir: one small request, then a stream that may last hours) is
+// given back once Connect has read the body, so that long streams do not
+// fill the owner's share.
 func (s *Server) chargedBodies(limit int64, h http.Handler) http.Handler {
 	if s.cfg.ReadBody == nil {
 		return h
@@ -36,10 +43,12 @@ func (s *Server) chargedBodies(limit int64, h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		buf, release, err := s.cfg.ReadBody(w, r, sb.Owner, limit+connectBodySlack)
-		if release != nil {
-			defer release()
+		buf, giveBack, err := s.cfg.ReadBody(w, r, sb.Owner, limit+connectBodySlack)
+		release := func() {}
+		if giveBack != nil {
+			release = sync.OnceFunc(giveBack) // given back at EOF and at the end
 		}
+		defer release()
 		if err != nil {
 			if werr := errs.Write(w, r, connectBodyError(err)); werr != nil {
 				s.log.Debug("e2b: answering a Connect body that could not be read", "err", werr)
@@ -47,9 +56,43 @@ func (s *Server) chargedBodies(limit int64, h http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(buf))
+		if serverStreams[r.URL.Path] {
+			r.Body = &releasedAtEOF{buf: buf, release: release}
+		}
 		r.ContentLength = int64(len(buf))
 		h.ServeHTTP(w, r)
 	})
+}
+
+// serverStreams are the procedures whose one request starts a stream.
+var serverStreams = map[string]bool{
+	processpbconnect.ProcessStartProcedure: true, processpbconnect.ProcessConnectProcedure: true,
+	filesystempbconnect.FilesystemWatchDirProcedure: true,
+}
+
+// releasedAtEOF is a body read whole that drops its buffer and gives its
+// charge back once it has been read to its end.
+type releasedAtEOF struct {
+	buf     []byte
+	release func()
+}
+
+func (b *releasedAtEOF) Read(p []byte) (int, error) {
+	if len(b.buf) == 0 {
+		b.buf = nil
+		b.release()
+		return 0, io.EOF
+	}
+	n := copy(p, b.buf)
+	b.buf = b.buf[n:]
+	return n, nil
+}
+
+// Close gives the charge back, read to the end or not.
+func (b *releasedAtEOF) Close() error {
+	b.buf = nil
+	b.release()
+	return nil
 }
 
 // connectBodyError is the Connect error for a body Config.ReadBody refused: too

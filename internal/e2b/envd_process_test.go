@@ -934,6 +934,14 @@ func TestConnectBodiesCharged(t *testing.T) {
 	if !procWaitFor(func() bool { return budget.holding("alice") == 0 }) {
 		t.Errorf("alice's share holds %d bytes after every call ended, want 0", budget.holding("alice"))
 	}
+	st, err := client.Start(ctx, procStartReq("sleep 60"))
+	if err != nil || !st.Receive() {
+		t.Fatalf("a Start with the budget: %v, %v", err, st.Err())
+	}
+	if !procWaitFor(func() bool { return budget.holding("alice") == 0 }) {
+		t.Errorf("alice's share holds %d bytes while a Start streams, want 0: a stream's charge goes back once its request is read", budget.holding("alice"))
+	}
+	procKillAll(t, client)
 	budget.mu.Lock()
 	defer budget.mu.Unlock()
 	for _, l := range budget.limits {
