@@ -36,3 +36,8 @@ func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **s
 	}
 	return front.Handler, nil
 }
+
+// descriptorsPerSandbox is the descriptors the server keeps free of
+// connections for each session: the session's own, its file transfers'
+// and what E2B's API (served on every listener) may hold for it.
+const descriptorsPerSandbox = sandbox.DescriptorsPerSandbox + server.TransferDescriptors + e2b.DescriptorsPerSandbox

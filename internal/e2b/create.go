@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -75,7 +76,7 @@ func newSandbox(owner string, body *newSandboxJSON) (*Sandbox, error) {
 	}
 	return &Sandbox{
 		Owner: owner, Template: body.TemplateID, EnvdToken: envd, TrafficToken: traffic,
-		Metadata: body.Metadata, Env: body.EnvVars,
+		Metadata: body.Metadata, Env: body.EnvVars, pids: new(atomic.Uint32),
 	}, nil
 }
 

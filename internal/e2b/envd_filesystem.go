@@ -41,7 +41,7 @@ func (s *Server) filesystemRoutes(mux *http.ServeMux) {
 // routes serves f's calls on mux.
 func (f *fsService) routes(mux *http.ServeMux) {
 	p, h := filesystempbconnect.NewFilesystemHandler(f, connect.WithReadMaxBytes(maxFSMessageBytes), noCompression)
-	mux.Handle(p, fsProcedures(h))
+	mux.Handle(p, f.s.chargedBodies(maxFSMessageBytes, fsProcedures(h)))
 }
 
 // fsProcedureNames are the service's procedures.

@@ -32,6 +32,17 @@ type processService struct {
 	sessions Sessions
 	log      *slog.Logger
 	tables   procTables
+	// afterFunc is time.AfterFunc, or a test's clock (nil: time.AfterFunc).
+	afterFunc func(time.Duration, func())
+}
+
+// later calls f after d, by ps's clock.
+func (ps *processService) later(d time.Duration, f func()) {
+	if ps.afterFunc != nil {
+		ps.afterFunc(d, f)
+		return
+	}
+	time.AfterFunc(d, f)
 }
 
 // processRoutes serves the process.Process Connect service on mux. A
@@ -39,7 +50,7 @@ type processService struct {
 func (s *Server) processRoutes(mux *http.ServeMux) {
 	svc := &processService{sessions: s.cfg.Sessions, log: s.log, tables: procTables{tables: map[string]*procTable{}}}
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes), noCompression)
-	mux.Handle(path, knownProcedures(h))
+	mux.Handle(path, s.chargedBodies(procMaxMessageBytes, knownProcedures(h)))
 }
 
 // processProcedures are the process service's procedures.
@@ -131,7 +142,11 @@ func (ps *processService) Connect(ctx context.Context, req *connect.Request[proc
 }
 
 // follow sends p's start event, then what c reads, keepalives when
-// nothing comes for every, and the end; it detaches c when done.
+// nothing comes for every, and the end; it detaches c when done. Each
+// piece of output is paid for on the session's pacer before it is sent:
+// while the stream waits it reads nothing, the log fills, the process's
+// pipe fills and the process blocks, as under envd when a client reads
+// slowly.
 func (ps *processService) follow(ctx context.Context, p *proc, c *outCursor, every time.Duration, send func(*processpb.ProcessEvent) error) error {
 	defer p.out.detach(c)
 	start := &processpb.ProcessEvent_Start{Start: &processpb.ProcessEvent_StartEvent{Pid: p.pid}}
@@ -155,10 +170,12 @@ func (ps *processService) follow(ctx context.Context, p *proc, c *outCursor, eve
 			<-p.ended // set right after the output closes
 			return send(&processpb.ProcessEvent{Event: &processpb.ProcessEvent_End{End: p.end}})
 		case nextData:
+			if err := p.pay(ctx, len(ch.data)); err != nil {
+				return err
+			}
 			if err := send(procDataEvent(ch)); err != nil {
 				return err
 			}
-			p.charge(len(ch.data))
 			tick.Reset(every)
 		}
 	}
@@ -200,7 +217,15 @@ func killAfter(p *proc, limit time.Duration, log *slog.Logger) {
 	}()
 }
 
-// List lists the sandbox's running processes with their config and tag.
+// maxListConfigBytes bounds the configs one List answer carries (counted
+// as procConfigSize counts them), so that concurrent Lists of a sandbox
+// full of maximal commands cannot make the server hold gigabytes.
+const maxListConfigBytes = 1 << 20
+
+// List lists the sandbox's running processes with their config and tag,
+// oldest first. Past maxListConfigBytes of configs and tags, a process is
+// listed by its pid alone (an empty config, no tag): Connect by that pid
+// still reaches it.
 func (ps *processService) List(ctx context.Context, _ *connect.Request[processpb.ListRequest]) (*connect.Response[processpb.ListResponse], error) {
 	_, tb, err := ps.sandboxTable(ctx)
 	if err != nil {
@@ -210,8 +235,14 @@ func (ps *processService) List(ctx context.Context, _ *connect.Request[processpb
 	live := tb.liveList()
 	tb.mu.Unlock()
 	out := &processpb.ListResponse{Processes: make([]*processpb.ProcessInfo, 0, len(live))}
+	left := maxListConfigBytes
 	for _, p := range live {
-		out.Processes = append(out.Processes, &processpb.ProcessInfo{Config: p.config, Pid: p.pid, Tag: p.tag})
+		info := &processpb.ProcessInfo{Config: &processpb.ProcessConfig{}, Pid: p.pid}
+		if p.configSize <= left {
+			left -= p.configSize
+			info.Config, info.Tag = p.config, p.tag
+		}
+		out.Processes = append(out.Processes, info)
 	}
 	return connect.NewResponse(out), nil
 }

@@ -27,6 +27,14 @@ const (
 	// procDrainGrace is how long output may keep coming after the process
 	// ended, from what it left holding its pipes.
 	procDrainGrace = 2 * time.Second
+	// maxProcConfigBytes bounds what a Start asks for (its cmd, args,
+	// envs, cwd and tag together), which the sandbox's table keeps while
+	// the process lives and keepEndedProcs after, and List sends back:
+	// without it 64 Starts of 2 MiB each made one List answer of 96 MB.
+	// The SDKs send `/bin/bash -l -c COMMAND` with the caller's envs and
+	// cwd, far below this for any command a person or a model writes; a
+	// longer script goes in a file (files.write) that the command runs.
+	maxProcConfigBytes = 64 << 10
 )
 
 // start checks req, starts its process in sb with the pipes it asks for,
@@ -37,7 +45,7 @@ func (ps *processService) start(ctx context.Context, sb *Sandbox, req *processpb
 	if err != nil {
 		return nil, nil, err
 	}
-	tb, err := ps.tables.reserve(sb.ID)
+	tb, err := ps.tables.reserve(sb)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,7 +63,7 @@ func (ps *processService) start(ctx context.Context, sb *Sandbox, req *processpb
 		return nil, nil, spawnError(err)
 	}
 	p := &proc{
-		tag: req.Tag, config: req.GetProcess(), p: box, out: newOutputLog(keptOutput), stdin: pp.stdin,
+		tag: req.Tag, config: req.GetProcess(), configSize: procConfigSize(req), p: box, out: newOutputLog(keptOutput), stdin: pp.stdin,
 		exited: make(chan struct{}), ended: make(chan struct{}),
 	}
 	tb.add(p)
@@ -81,6 +89,10 @@ func startCommand(req *processpb.StartRequest) (interp.Command, error) {
 	case req.Pty != nil:
 		return interp.Command{}, errNoPTY
 	}
+	if n := procConfigSize(req); n > maxProcConfigBytes {
+		return interp.Command{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(
+			"process: cmd, args, envs, cwd and tag hold %d bytes, more than the %d allowed: write a long script to a file (files.write) and run that", n, maxProcConfigBytes))
+	}
 	c := interp.Command{Argv: append([]string{pc.GetCmd()}, pc.GetArgs()...)}
 	for _, k := range slices.Sorted(maps.Keys(pc.GetEnvs())) {
 		if strings.Contains(k, "=") {
@@ -99,6 +111,20 @@ func startCommand(req *processpb.StartRequest) (interp.Command, error) {
 		c.Dir = dir
 	}
 	return c, nil
+}
+
+// procConfigSize is how many bytes of strings a Start asks the table to
+// keep: its cmd, args, envs (names and values), cwd and tag.
+func procConfigSize(req *processpb.StartRequest) int {
+	pc := req.GetProcess()
+	n := len(pc.GetCmd()) + len(pc.GetCwd()) + len(req.GetTag())
+	for _, a := range pc.GetArgs() {
+		n += len(a)
+	}
+	for k, v := range pc.GetEnvs() {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // spawnError maps an error of Sessions.Spawn to a Connect error: a program
@@ -128,7 +154,7 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 			continue
 		}
 		pipes = append(pipes, pipe)
-		readers.Go(func() { ps.readOutput(pipe, p.out, i == 1, stop, p.exited, tb.discards) })
+		readers.Go(func() { ps.readOutput(pipe, p, i == 1, stop, tb.discards) })
 	}
 	st, werr := p.p.Wait()
 	close(p.exited)
@@ -143,7 +169,7 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 		ps.log.Warn("e2b: closing an ended process's stdin", "pid", p.pid, "err", err)
 	}
 	tb.retire(p)
-	time.AfterFunc(keepEndedProcs, func() {
+	ps.later(keepEndedProcs, func() {
 		tb.forget(p)
 		ps.tables.drop(id, tb)
 	})
@@ -153,9 +179,11 @@ func (ps *processService) run(id string, tb *procTable, p *proc, pp *procPipes, 
 // stream is attached and the log is full, it throws output away unread,
 // each time after a turn of the sandbox's discards (see procTable), so a
 // flood nobody reads costs the host little, however many processes make
-// it; while a stream is attached it waits for room, and the process
-// blocks on its full pipe.
-func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bool, stop, exited <-chan struct{}, turns *rate.Limiter) {
+// it, and pays for what it throws away as for output sent (see follow),
+// so a flood nobody reads is paced as one read is; while a stream is
+// attached it waits for room, and the process blocks on its full pipe.
+func (ps *processService) readOutput(pipe *drain.Pipe, p *proc, stderr bool, stop <-chan struct{}, turns *rate.Limiter) {
+	out, exited := p.out, p.exited
 	buf := make([]byte, procReadChunk)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -178,6 +206,7 @@ func (ps *processService) readOutput(pipe *drain.Pipe, out *outputLog, stderr bo
 			if err != nil {
 				return
 			}
+			_ = p.pay(ctx, int(n)) // fails only once the process has ended
 			continue
 		}
 		n, err := pipe.Read(buf)
@@ -216,12 +245,16 @@ func waitOrStop(readers *sync.WaitGroup, grace time.Duration, stop chan struct{}
 	}
 }
 
-// charge charges p's session for n bytes of output sent on, where the
-// box's process can be charged (see sandbox.Spawned).
-func (p *proc) charge(n int) {
-	if c, ok := p.p.(interface{ ChargeOutput(int) }); ok {
-		c.ChargeOutput(n)
+// pay takes from p's session's pacer what n bytes of output sent on or
+// thrown away cost, waiting for it while ctx allows, where the box's
+// process can pay (see sandbox.Spawned.PayOutput).
+func (p *proc) pay(ctx context.Context, n int) error {
+	if c, ok := p.p.(interface {
+		PayOutput(context.Context, int) error
+	}); ok {
+		return c.PayOutput(ctx, n)
 	}
+	return nil
 }
 
 // closeStdin closes p's stdin, once.

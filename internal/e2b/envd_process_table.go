@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -55,21 +56,29 @@ type procTables struct {
 // procTable is one sandbox's processes. A pid here is a handle this API hands
 // out, counted up from firstPID and never reused in the sandbox, not the
 // process's id inside the box (the box does not report it): far above
-// the box's own pids, so `kill -0 PID` in the box finds nothing.
+// the box's own pids, so `kill -0 PID` in the box finds nothing. The
+// count is the Sandbox's (Sandbox.pids), which lives as long as the
+// sandbox, not the table's, which is dropped whenever the sandbox has no
+// process: a new table counting from firstPID again gave a newer process
+// an old handle's pid, which a client still holding it could kill or feed.
 type procTable struct {
 	mu       sync.Mutex
 	live     map[uint32]*proc
 	ended    []*proc // oldest first, at most maxEndedProcs
 	starting int
-	nextPID  uint32
-	stdin    int // bytes of stdin being written
+	pids     *atomic.Uint32 // how many pids the sandbox has handed out
+	stdin    int            // bytes of stdin being written
 	// discards paces the throwing away of output nobody reads.
 	discards *rate.Limiter
 }
 
-// newProcTable is an empty table.
-func newProcTable() *procTable {
-	return &procTable{live: map[uint32]*proc{}, nextPID: firstPID, discards: rate.NewLimiter(discardTurns, 1)}
+// newProcTable is an empty table counting pids with pids (nil: a count of
+// its own, for a table that starts nothing).
+func newProcTable(pids *atomic.Uint32) *procTable {
+	if pids == nil {
+		pids = new(atomic.Uint32)
+	}
+	return &procTable{live: map[uint32]*proc{}, pids: pids, discards: rate.NewLimiter(discardTurns, 1)}
 }
 
 // lookup is sandbox id's table, or an empty one, not kept, when it has
@@ -80,19 +89,19 @@ func (t *procTables) lookup(id string) *procTable {
 	if tb := t.tables[id]; tb != nil {
 		return tb
 	}
-	return newProcTable()
+	return newProcTable(nil)
 }
 
-// reserve takes one of sandbox id's process slots for a start, making its
+// reserve takes one of sandbox sb's process slots for a start, making its
 // table if need be. Under t.mu, so that drop cannot forget the table
 // between the two.
-func (t *procTables) reserve(id string) (*procTable, error) {
+func (t *procTables) reserve(sb *Sandbox) (*procTable, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tb := t.tables[id]
+	tb := t.tables[sb.ID]
 	if tb == nil {
-		tb = newProcTable()
-		t.tables[id] = tb
+		tb = newProcTable(sb.pids)
+		t.tables[sb.ID] = tb
 	}
 	if err := tb.reserve(); err != nil {
 		return nil, err
@@ -143,8 +152,7 @@ func (tb *procTable) add(p *proc) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	tb.starting--
-	p.pid = tb.nextPID
-	tb.nextPID++
+	p.pid = firstPID + tb.pids.Add(1) - 1
 	tb.live[p.pid] = p
 }
 
@@ -263,8 +271,10 @@ type proc struct {
 	pid    uint32 // set by procTable.add
 	tag    *string
 	config *processpb.ProcessConfig
-	p      interp.Process
-	out    *outputLog
+	// configSize is procConfigSize of the Start (at most maxProcConfigBytes).
+	configSize int
+	p          interp.Process
+	out        *outputLog
 
 	stdinMu sync.Mutex
 	stdin   *os.File // host end of the stdin pipe; nil: none or closed

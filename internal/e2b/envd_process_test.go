@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,11 +12,13 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/warden-sandbox/warden/internal/e2b/processpb"
 	"github.com/warden-sandbox/warden/internal/e2b/processpb/processpbconnect"
@@ -36,6 +39,8 @@ type procSessions struct {
 	last interp.Command
 	// spawnErr, when set, is what Spawn fails with.
 	spawnErr error
+	// pay, when set, is the PayOutput of the processes Spawn starts.
+	pay func(context.Context, int) error
 }
 
 func (f *procSessions) Create(context.Context, string, sandbox.SessionOptions) (sandbox.Info, error) {
@@ -61,7 +66,7 @@ func (f *procSessions) Exec(context.Context, string, string, sandbox.ExecRequest
 func (f *procSessions) Spawn(_ context.Context, owner, _ string, c interp.Command) (interp.Process, error) {
 	f.mu.Lock()
 	f.last = c
-	err := f.spawnErr
+	err, pay := f.spawnErr, f.pay
 	f.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -88,8 +93,19 @@ func (f *procSessions) Spawn(_ context.Context, owner, _ string, c interp.Comman
 		}
 		close(hp.done)
 	}()
+	if pay != nil {
+		return &procPaying{procHost: hp, pay: pay}, nil
+	}
 	return hp, nil
 }
+
+// procPaying is a procHost that pays for its output, as sandbox.Spawned.
+type procPaying struct {
+	*procHost
+	pay func(context.Context, int) error
+}
+
+func (p *procPaying) PayOutput(ctx context.Context, n int) error { return p.pay(ctx, n) }
 
 // procHost is a host process in its own group.
 type procHost struct {
@@ -122,13 +138,24 @@ func procServer(t *testing.T) (processpbconnect.ProcessClient, *procSessions, st
 
 // procService is procServer with the service itself.
 func procService(t *testing.T) (processpbconnect.ProcessClient, *procSessions, string, *processService) {
+	return procServiceBodies(t, nil)
+}
+
+// procServiceBodies is procService whose call bodies are read with
+// readBody, as Config.ReadBody (nil: by Connect alone).
+func procServiceBodies(t *testing.T, readBody func(http.ResponseWriter, *http.Request, string, int64) ([]byte, func(), error)) (processpbconnect.ProcessClient, *procSessions, string, *processService) {
 	t.Helper()
 	f := &procSessions{dir: t.TempDir()}
 	svc := &processService{sessions: f, log: slog.New(slog.DiscardHandler), tables: procTables{tables: map[string]*procTable{}}}
 	mux := http.NewServeMux()
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
-	mux.Handle(path, knownProcedures(h))
-	sb := &Sandbox{ID: "sb1", Owner: "alice"}
+	front := &Server{cfg: Config{ReadBody: readBody}, log: svc.log}
+	mux.Handle(path, front.chargedBodies(procMaxMessageBytes, knownProcedures(h)))
+	sb, err := newSandbox("alice", &newSandboxJSON{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.ID = "sb1"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), sb)))
 	}))
@@ -648,7 +675,7 @@ func TestTablesLeaveNothingBehind(t *testing.T) {
 	if n != 0 {
 		t.Errorf("after a List and a failed Start, %d tables are kept, want none", n)
 	}
-	tb := newProcTable()
+	tb := newProcTable(nil)
 	p := &proc{out: newOutputLog(1)}
 	if err := tb.reserve(); err != nil {
 		t.Fatal(err)
@@ -703,5 +730,223 @@ func TestStreamInput(t *testing.T) {
 	}
 	if _, err := in.CloseAndReceive(); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("data before start: got %v, want invalid_argument", err)
+	}
+}
+
+// TestStartConfigBound: a Start whose cmd, args, envs, cwd and tag pass
+// maxProcConfigBytes is refused with invalid_argument naming the cap,
+// and a List of maxProcs maximal Starts stays within its bound.
+func TestStartConfigBound(t *testing.T) {
+	client, _, _ := procServer(t)
+	defer procKillAll(t, client)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	maximal := func(extra int) *connect.Request[processpb.StartRequest] {
+		tag := fmt.Sprint(extra, "-", time.Now().UnixNano())
+		pad := maxProcConfigBytes - len("/bin/sh") - len("-c") - len("sleep 60") - len(tag) + extra
+		return connect.NewRequest(&processpb.StartRequest{Tag: &tag, Stdin: procBool(false), Process: &processpb.ProcessConfig{
+			Cmd: "/bin/sh", Args: []string{"-c", "sleep 60", strings.Repeat("x", pad)},
+		}})
+	}
+	st, err := client.Start(ctx, maximal(1))
+	if err == nil {
+		for st.Receive() {
+		}
+		err = st.Err()
+	}
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), fmt.Sprint(maxProcConfigBytes)) {
+		t.Fatalf("a Start one byte past the cap: got %v, want invalid_argument naming %d", err, maxProcConfigBytes)
+	}
+	for range maxProcs {
+		st, err := client.Start(ctx, maximal(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Receive() {
+			t.Fatalf("a maximal Start sent no start event: %v", st.Err())
+		}
+		if err := st.Close(); err != nil {
+			t.Logf("closing a start stream: %v", err)
+		}
+	}
+	resp, err := client.List(ctx, connect.NewRequest(&processpb.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := maxListConfigBytes + maxProcs*64 // the configs, and a pid and framing for each
+	if got := proto.Size(resp.Msg); got > bound || len(resp.Msg.GetProcesses()) != maxProcs {
+		t.Errorf("List of %d maximal processes: %d bytes, %d processes; want at most %d bytes and all %d listed",
+			maxProcs, got, len(resp.Msg.GetProcesses()), bound, maxProcs)
+	}
+}
+
+// TestPIDsNotReused: a pid is not handed out again in the sandbox after
+// its table was dropped (its processes ended and keepEndedProcs passed,
+// on a fake clock), so an old handle never reaches a newer process.
+func TestPIDsNotReused(t *testing.T) {
+	client, _, _, svc := procService(t)
+	forgets := make(chan func(), maxEndedProcs)
+	svc.afterFunc = func(d time.Duration, f func()) {
+		if d != keepEndedProcs {
+			t.Errorf("a process's end is forgotten after %v, want keepEndedProcs (%v)", d, keepEndedProcs)
+		}
+		forgets <- f
+	}
+	first := procRunToEnd(t, client, procStartReq("true"))
+	select {
+	case forget := <-forgets:
+		forget() // keepEndedProcs has passed
+	case <-time.After(30 * time.Second):
+		t.Fatal("the ended process was never scheduled to be forgotten")
+	}
+	svc.tables.mu.Lock()
+	n := len(svc.tables.tables)
+	svc.tables.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d tables kept after the only process was forgotten, want none", n)
+	}
+	second := procRunToEnd(t, client, procStartReq("true"))
+	if first.pid == 0 || second.pid == first.pid {
+		t.Errorf("pids of a start, then a start after the table was dropped: %d and %d, want two different pids", first.pid, second.pid)
+	}
+}
+
+// TestOutputPaidBeforeSent: a stream pays for each piece of output on the
+// session's pacer before sending it, and while the payment waits (the
+// pacer's tokens ran out) nothing is sent: the stream stalls, so the
+// process fills its pipe and blocks rather than cost the host more.
+func TestOutputPaidBeforeSent(t *testing.T) {
+	client, f, _ := procServer(t)
+	var received atomic.Int32 // data events the client has had
+	release := make(chan struct{})
+	paid := make(chan int32, 16)
+	f.mu.Lock()
+	f.pay = func(ctx context.Context, n int) error {
+		paid <- received.Load()
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := client.Start(ctx, procStartReq("echo paced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan procEvents, 1)
+	go func() {
+		var c procEvents
+		for st.Receive() {
+			if d := st.Msg().GetEvent().GetData(); d != nil {
+				c.stdout += string(d.GetStdout())
+				received.Add(1)
+			}
+		}
+		done <- c
+	}()
+	select {
+	case n := <-paid:
+		if n != 0 {
+			t.Errorf("the output was paid for after %d data events had been sent, want before any", n)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stream never paid for the process's output")
+	}
+	close(release)
+	if c := <-done; c.stdout != "paced\n" {
+		t.Errorf("after the payment the stream sent %q, want %q", c.stdout, "paced\n")
+	}
+}
+
+// bodyBudget is a fake Config.ReadBody: a share of body memory per owner,
+// charged by each body read whole and given back by its release.
+type bodyBudget struct {
+	mu     sync.Mutex
+	share  int
+	held   map[string]int
+	limits []int64 // the limit of each read
+}
+
+// busyError is what the budget answers when a body does not fit, with
+// the status server.HoldBody gives it.
+type busyError struct{}
+
+func (busyError) Error() string {
+	return "server busy: this API key's request bodies fill its share; retry"
+}
+func (busyError) HTTPStatus() int { return http.StatusServiceUnavailable }
+
+func (b *bodyBudget) read(_ http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, func() {}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.limits = append(b.limits, limit)
+	if b.held[owner]+len(buf) > b.share {
+		return nil, func() {}, busyError{}
+	}
+	b.held[owner] += len(buf)
+	return buf, sync.OnceFunc(func() {
+		b.mu.Lock()
+		b.held[owner] -= len(buf)
+		b.mu.Unlock()
+	}), nil
+}
+
+func (b *bodyBudget) holding(owner string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held[owner]
+}
+
+// TestConnectBodiesCharged: a Connect call's body is charged to the
+// sandbox owner's share of the body budget before it is decoded, and held
+// while the call runs: a second large SendInput while the first waits on
+// a process that does not read is refused with resource_exhausted.
+func TestConnectBodiesCharged(t *testing.T) {
+	budget := &bodyBudget{share: 3 << 20, held: map[string]int{}}
+	client, _, _, _ := procServiceBodies(t, budget.read)
+	defer procKillAll(t, client)
+	pid := procStartBackground(t, client, "sleep 60", "")
+	sel := &processpb.ProcessSelector{Selector: &processpb.ProcessSelector_Pid{Pid: pid}}
+	big := connect.NewRequest(&processpb.SendInputRequest{Process: sel, Input: &processpb.ProcessInput{
+		Input: &processpb.ProcessInput_Stdin{Stdin: make([]byte, 1400<<10)}, // about 1.9 MB as base64
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { _, err := client.SendInput(ctx, big); first <- err }()
+	if !procWaitFor(func() bool { return budget.holding("alice") > 1<<20 }) {
+		t.Fatal("the first large SendInput was never charged to alice's share")
+	}
+	_, err := client.SendInput(ctx, big)
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("a second large SendInput past alice's share: got %v, want resource_exhausted saying the server is busy", err)
+	}
+	procKillAll(t, client) // the first call's write fails, and its charge goes back
+	<-first
+	if !procWaitFor(func() bool { return budget.holding("alice") == 0 }) {
+		t.Errorf("alice's share holds %d bytes after every call ended, want 0", budget.holding("alice"))
+	}
+	st, err := client.Start(ctx, procStartReq("sleep 60"))
+	if err != nil || !st.Receive() {
+		t.Fatalf("a Start with the budget: %v, %v", err, st.Err())
+	}
+	if !procWaitFor(func() bool { return budget.holding("alice") == 0 }) {
+		t.Errorf("alice's share holds %d bytes while a Start streams, want 0: a stream's charge goes back once its request is read", budget.holding("alice"))
+	}
+	procKillAll(t, client)
+	budget.mu.Lock()
+	defer budget.mu.Unlock()
+	for _, l := range budget.limits {
+		if l < procMaxMessageBytes || l > procMaxMessageBytes+connectBodySlack {
+			t.Errorf("a body was read with limit %d, want the message bound %d plus at most %d", l, procMaxMessageBytes, connectBodySlack)
+		}
 	}
 }

@@ -21,9 +21,9 @@ import (
 // Bounds and defaults of code contexts.
 const (
 	// maxCodeContexts caps the contexts a client may create in one sandbox,
-	// as the session caps its named interpreters (32): each is an
-	// interpreter process once it runs.
-	maxCodeContexts = 32
+	// as the session caps its named interpreters: each is an interpreter
+	// process once it runs.
+	maxCodeContexts = sandbox.MaxNamedInterpreters
 	// defaultCodeLanguage is what a request that names no language runs.
 	defaultCodeLanguage = "python"
 )

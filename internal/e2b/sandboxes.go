@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -40,6 +41,9 @@ type Sandbox struct {
 	// kept only while the sandbox is registered: an ended sandbox keeps
 	// neither (see endedSandbox), so user secrets do not outlive it.
 	Env map[string]string
+	// pids counts the process handles handed out in the sandbox (see
+	// procTable); a copy shares it, so it lasts the sandbox's whole life.
+	pids *atomic.Uint32
 }
 
 type sandboxKey struct{}

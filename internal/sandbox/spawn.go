@@ -31,8 +31,8 @@ const spawnLimit = 30 * time.Second
 // session used, and so does the process while it runs (every quarter of
 // the idle timeout, a second to a minute), as an exec keeps its session
 // busy. The process's output is the caller's to read, and the returned
-// Process's ChargeOutput charges the session's pacer for what the caller
-// sent on.
+// Process's PayOutput takes from the session's pacer what sending it on
+// costs, waiting for it, so that output is paced as an exec's is.
 func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command) (interp.Process, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
@@ -50,23 +50,26 @@ type Spawned struct {
 	unpaid atomic.Int64
 }
 
-// ChargeOutput charges the session's exec pacer for n bytes of the
-// process's output that the caller read and sent on, which cost the host
-// CPU no cgroup counts, as an exec's output is charged (see outputCost).
-// Bytes below a token's worth are carried to the next call, so output
-// sent in small pieces is charged too. It never waits: the session's next
-// exec or spawn does.
-func (p *Spawned) ChargeOutput(n int) {
+// PayOutput takes from the session's exec pacer what n bytes of the
+// process's output cost the host to send on (or to throw away), CPU no
+// cgroup counts, at an exec's output's rate (see outputCost), waiting for
+// the tokens while ctx allows; it answers ctx's error if ctx ends first.
+// The caller pays before it sends, so a process whose output is paid for
+// faster than the pace allows fills its pipe and blocks: only recording
+// the debt let one `yes` cost the host twice its session's pace. Bytes
+// below a token's worth are carried to the next call, so output sent in
+// small pieces is paid for too.
+func (p *Spawned) PayOutput(ctx context.Context, n int) error {
 	if n <= 0 {
-		return
+		return nil
 	}
 	total := p.unpaid.Add(int64(n))
 	tokens := total / outputBytesPerMS
 	if tokens == 0 {
-		return
+		return nil
 	}
 	p.unpaid.Add(-tokens * outputBytesPerMS)
-	p.s.pace.charge(int(tokens))
+	return p.s.pace.take(ctx, int(tokens))
 }
 
 // spawn starts c in s; report is told of a kill at the session's end that

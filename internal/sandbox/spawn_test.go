@@ -164,27 +164,65 @@ func TestSpawnedDiesWithSession(t *testing.T) {
 	}
 }
 
-// TestSpawnedChargesOutput: output the caller sent on is charged to the
-// session's pacer at the exec rate.
-func TestSpawnedChargesOutput(t *testing.T) {
+// TestSpawnedPaysOutput: output the caller sends on is taken from the
+// session's pacer at the exec rate (small pieces carried over), and once
+// its tokens run out the next payment stalls, on a fake clock, until its
+// context ends, which gives the tokens back.
+func TestSpawnedPaysOutput(t *testing.T) {
 	m, s, _, _ := spawnSession(t)
 	p, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: []string{"yes"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := s.pace.lim.TokensAt(s.pace.now())
+	defer func() { _ = p.Kill() }()
 	sp := p.(*Spawned)
-	sp.ChargeOutput(10 * outputBytesPerMS)
-	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != 10 {
-		t.Errorf("10 ms of output took %g tokens, want 10", got)
+	stalls := make(chan time.Duration, 1)
+	s.pace.after = func(d time.Duration) <-chan time.Time {
+		stalls <- d
+		return nil // the clock never moves: a wait lasts until its context ends
+	}
+	ctx := context.Background()
+	before := s.pace.lim.TokensAt(s.pace.now())
+	if err := sp.PayOutput(ctx, 10*outputBytesPerMS); err != nil {
+		t.Fatal(err)
 	}
 	for range 2 * outputBytesPerMS / 1024 { // 2 ms of output in 1 KiB pieces
-		sp.ChargeOutput(1024)
+		if err := sp.PayOutput(ctx, 1024); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got := before - s.pace.lim.TokensAt(s.pace.now()); got != 12 {
 		t.Errorf("10 ms of output and 2 ms in small pieces took %g tokens, want 12", got)
 	}
-	_ = p.Kill()
+	left := int(s.pace.lim.TokensAt(s.pace.now()))
+	if err := sp.PayOutput(ctx, left*outputBytesPerMS); err != nil { // the rest of the burst, at once
+		t.Fatal(err)
+	}
+	stalled, cancel := context.WithCancel(ctx)
+	paid := make(chan error, 1)
+	go func() { paid <- sp.PayOutput(stalled, outputBytesPerMS) }()
+	select {
+	case d := <-stalls:
+		if d <= 0 {
+			t.Errorf("the payment past the tokens waits %v, want a positive wait", d)
+		}
+	case err := <-paid:
+		t.Fatalf("a payment past the session's tokens returned %v at once, want it to wait", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a payment past the session's tokens neither waited nor returned")
+	}
+	select {
+	case err := <-paid:
+		t.Fatalf("a payment past the session's tokens returned %v before the clock moved, want it stalled", err)
+	default:
+	}
+	cancel()
+	if err := <-paid; !errors.Is(err, context.Canceled) {
+		t.Errorf("the stalled payment, its context cancelled: got %v, want context.Canceled", err)
+	}
+	if got := s.pace.lim.TokensAt(s.pace.now()); got < -0.5 || got > 0.5 {
+		t.Errorf("after the cancelled payment the pacer holds %g tokens, want 0 (given back)", got)
+	}
 }
 
 // TestSpawnedKeepsSessionUsed: a running spawned process marks its
