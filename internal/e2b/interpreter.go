@@ -471,21 +471,13 @@ type interpRefusal struct {
 	msg    string
 }
 
-// refusal maps the Manager's errors to E2B's answers. A sandbox that is
-// gone answers 502, which the SDK reports as a sandbox timeout, as it
-// does for a sandbox E2B killed.
+// interpRefusalOf maps an error to E2B's answer: the Manager's by
+// managerAnswers' data-plane status, and the interpreter's own.
 func interpRefusalOf(err error) interpRefusal {
+	if a, ok := answerOf(err); ok {
+		return interpRefusal{a.data, a.advised(err)}
+	}
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrClosed), errors.Is(err, sandbox.ErrDead):
-		return interpRefusal{http.StatusBadGateway, "the sandbox is gone (" + err.Error() + "): create a new one"}
-	case errors.Is(err, spec.ErrInvalid):
-		return interpRefusal{http.StatusBadRequest, err.Error()}
-	case errors.Is(err, sandbox.ErrPaced):
-		return interpRefusal{http.StatusTooManyRequests, err.Error()}
-	case errors.Is(err, sandbox.ErrBusy), sandbox.OutOfDescriptors(err):
-		return interpRefusal{http.StatusServiceUnavailable, err.Error() + ": retry in a moment"}
-	case errors.Is(err, sandbox.ErrUnsupported):
-		return interpRefusal{http.StatusNotImplemented, err.Error()}
 	case errors.Is(err, interp.ErrClosed):
 		return interpRefusal{http.StatusConflict, "the context was restarted or removed as this code was about to run: run it again"}
 	case errors.Is(err, context.DeadlineExceeded):
