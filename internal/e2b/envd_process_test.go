@@ -127,7 +127,7 @@ func procService(t *testing.T) (processpbconnect.ProcessClient, *procSessions, s
 	svc := &processService{sessions: f, log: slog.New(slog.DiscardHandler), tables: procTables{tables: map[string]*procTable{}}}
 	mux := http.NewServeMux()
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
-	mux.Handle(path, knownProcedures(h))
+	mux.Handle(path, knownProcedures("process.Process", processProcedures, h))
 	sb := &Sandbox{ID: "sb1", Owner: "alice"}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), sb)))
