@@ -145,10 +145,13 @@ func (s *Server) writeControlError(w http.ResponseWriter, err error) {
 	}
 }
 
-// oneLine keeps the first line of a message, so every answer is one line.
+// oneLine is s on one line, line breaks made spaces, so every answer is
+// one line and keeps all of its message.
 func oneLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
 }

@@ -64,3 +64,16 @@ func TestManagerErrorsAgree(t *testing.T) {
 		t.Errorf("an unknown error answers %v, want internal", got)
 	}
 }
+
+// TestOneLine: every answer's message is one line and keeps all its text.
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":        "plain",
+		"a\nb":         "a b",
+		"a\r\nb\rc\nd": "a  b c d",
+	} {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func (s *Server) interpreterRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /contexts/{id}/restart", ci.restartContext)
 	mux.HandleFunc("DELETE /contexts/{id}", ci.removeContext)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		interpJSON(w, "OK")
+		writeJSON(w, http.StatusOK, "OK")
 	})
 }
 
@@ -232,7 +232,7 @@ func (ci *codeInterpreter) run(w http.ResponseWriter, r *http.Request, sb *Sandb
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			return // the client left: nobody reads the rest
 		}
-		lines = append(lines, execError("WardenError", interpOneLine(interpRefusalOf(err).msg), ""))
+		lines = append(lines, execError("WardenError", oneLine(interpRefusalOf(err).msg), ""))
 	}
 	stream.finish(lines...)
 }
@@ -304,7 +304,7 @@ func (ci *codeInterpreter) quiet(ctx context.Context, sb *Sandbox, c *codeContex
 		if c.language == "bash" {
 			msg = "exit status " + e.Value + ": " + res.Stderr
 		}
-		return fmt.Errorf("%w: %s", spec.ErrInvalid, interpQuote(interpOneLine(msg), 512))
+		return fmt.Errorf("%w: %s", spec.ErrInvalid, interpQuote(oneLine(msg), 512))
 	}
 	return nil
 }
@@ -339,7 +339,7 @@ func (ci *codeInterpreter) listContexts(w http.ResponseWriter, r *http.Request) 
 		ci.internal(w, errors.New("list contexts: no sandbox in the request's context"))
 		return
 	}
-	interpJSON(w, ci.contexts.listing(sb))
+	writeJSON(w, http.StatusOK, ci.contexts.listing(sb))
 }
 
 // createContext answers POST /contexts: a new context with its own
@@ -366,7 +366,7 @@ func (ci *codeInterpreter) createContext(w http.ResponseWriter, r *http.Request)
 	if c.needsChdir() && !ci.moveNew(w, r, sb, c) {
 		return
 	}
-	interpJSON(w, contextJSON{ID: c.id, Language: c.language, Cwd: c.cwd})
+	writeJSON(w, http.StatusOK, contextJSON{ID: c.id, Language: c.language, Cwd: c.cwd})
 }
 
 // newCodeContext is the named context body asks for.
@@ -424,7 +424,7 @@ func (ci *codeInterpreter) restartContext(w http.ResponseWriter, r *http.Request
 		return
 	}
 	ci.contexts.reset(c)
-	interpJSON(w, nil)
+	writeJSON(w, http.StatusOK, nil)
 }
 
 // removeContext answers DELETE /contexts/{id}: the context's interpreter
@@ -440,7 +440,7 @@ func (ci *codeInterpreter) removeContext(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	ci.contexts.remove(sb, c)
-	interpJSON(w, nil)
+	writeJSON(w, http.StatusOK, nil)
 }
 
 // pathContext is the context a restart or removal names, or false once
@@ -535,7 +535,7 @@ func (ci *codeInterpreter) decodeBody(w http.ResponseWriter, r *http.Request, ow
 		err = errors.New("more than one JSON value")
 	}
 	if err != nil {
-		interpError(w, http.StatusBadRequest, "request body is not the JSON object expected: "+interpOneLine(err.Error()))
+		interpError(w, http.StatusBadRequest, "request body is not the JSON object expected: "+oneLine(err.Error()))
 		return false
 	}
 	return true
@@ -562,29 +562,7 @@ func interpError(w http.ResponseWriter, status int, msg string) {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, interpOneLine(msg)+"\n") // the client is gone if this fails
-}
-
-// interpJSON answers 200 with v as JSON.
-func interpJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // the values written here always encode
-		interpError(w, http.StatusInternalServerError, "encoding the answer failed")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b) // the client is gone if this fails
-}
-
-// interpOneLine is s on one line: line breaks become spaces.
-func interpOneLine(s string) string {
-	out := []rune(s)
-	for i, c := range out {
-		if c == '\n' || c == '\r' {
-			out[i] = ' '
-		}
-	}
-	return string(out)
+	_, _ = io.WriteString(w, oneLine(msg)+"\n") // the client is gone if this fails
 }
 
 // interpQuote quotes s for a message, cut to at most n bytes.

@@ -20,10 +20,10 @@ import (
 
 // Bounds and defaults of code contexts.
 const (
-	// maxCodeContexts caps the contexts a client may create in one sandbox,
-	// as the session caps its named interpreters (32): each is an
-	// interpreter process once it runs.
-	maxCodeContexts = 32
+	// maxCodeContexts caps the contexts a client may create in one sandbox:
+	// the session's cap on its named interpreters, as each context is one
+	// once it runs.
+	maxCodeContexts = sandbox.MaxNamedInterpreters
 	// defaultCodeLanguage is what a request that names no language runs.
 	defaultCodeLanguage = "python"
 )

@@ -11,9 +11,11 @@ import (
 // such as E2B's code contexts create on a client's word: each is a process
 // in the sandbox and pipes and goroutines in the host once it runs.
 const (
-	// maxNamedInterpreters caps the named interpreters of one session,
-	// all languages together; the default ones do not count.
-	maxNamedInterpreters = 32
+	// MaxNamedInterpreters caps the named interpreters of one session,
+	// all languages together; the default ones do not count. Exported so
+	// front ends that name interpreters (E2B's code contexts) refuse past
+	// the same cap with their own message.
+	MaxNamedInterpreters = 32
 	// maxInterpreterName is the longest name.
 	maxInterpreterName = 64
 )
@@ -56,7 +58,7 @@ func (s *session) roomForInterpreter(name string) error {
 			named++
 		}
 	}
-	if named >= maxNamedInterpreters {
+	if named >= MaxNamedInterpreters {
 		return fmt.Errorf("%w: session %s already has %d named interpreters: reset one before starting another", spec.ErrInvalid, s.id, named)
 	}
 	return nil

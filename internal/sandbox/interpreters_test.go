@@ -109,13 +109,13 @@ func TestInterpreterNamesAreChecked(t *testing.T) {
 		t.Errorf("reset of a bad name = %v, want ErrInvalid", err)
 	}
 	s.mu.Lock()
-	for i := len(s.interps) - 1; i < maxNamedInterpreters; i++ {
+	for i := len(s.interps) - 1; i < MaxNamedInterpreters; i++ {
 		s.interps[fmt.Sprintf("python/n%d", i)] = &recordingInterp{}
 	}
 	s.mu.Unlock()
 	_, err := m.Exec(ctx, "alice", info.ID, ExecRequest{Language: "bash", Code: "1", Interpreter: "one-more"}, Stream{})
 	if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "reset one") {
-		t.Errorf("exec past %d named interpreters = %v, want ErrInvalid saying to reset one", maxNamedInterpreters, err)
+		t.Errorf("exec past %d named interpreters = %v, want ErrInvalid saying to reset one", MaxNamedInterpreters, err)
 	}
 	if _, err := m.Exec(ctx, "alice", info.ID, ExecRequest{Language: "bash", Code: "1", Interpreter: "a"}, Stream{}); err != nil {
 		t.Errorf("exec in an existing named interpreter at the cap = %v, want it run", err)
