@@ -253,11 +253,15 @@ func (ci *codeInterpreter) after(c *codeContext, res spec.Result, err error, cou
 // prepare moves c's interpreter to c's directory if it is not there yet,
 // and sets env in it.
 func (ci *codeInterpreter) prepare(ctx context.Context, sb *Sandbox, c *codeContext, env map[string]string) error {
+	code, err := codeFor(c.language)
+	if err != nil {
+		return err
+	}
 	ci.contexts.mu.Lock()
 	chdir := c.needsChdir()
 	ci.contexts.mu.Unlock()
 	if chdir {
-		if err := ci.quiet(ctx, sb, c, chdirCode(c.language, c.dir)); err != nil {
+		if err := ci.quiet(ctx, sb, c, code.chdir(c.dir)); err != nil {
 			return fmt.Errorf("moving the context to its cwd %s: %w", interpQuote(c.cwd, 256), err)
 		}
 		ci.contexts.mu.Lock()
@@ -267,7 +271,7 @@ func (ci *codeInterpreter) prepare(ctx context.Context, sb *Sandbox, c *codeCont
 	if len(env) == 0 {
 		return nil
 	}
-	if err := ci.quiet(ctx, sb, c, setEnvCode(c.language, env)); err != nil {
+	if err := ci.quiet(ctx, sb, c, code.setEnv(env)); err != nil {
 		return fmt.Errorf("setting env_vars: %w", err)
 	}
 	return nil
@@ -282,7 +286,11 @@ func (ci *codeInterpreter) undoEnv(ctx context.Context, sb *Sandbox, c *codeCont
 	for k := range env {
 		keys = append(keys, k)
 	}
-	if err := ci.quiet(ctx, sb, c, resetEnvCode(c.language, keys, sb.Env)); err != nil {
+	code, err := codeFor(c.language)
+	if err == nil {
+		err = ci.quiet(ctx, sb, c, resetEnvCode(code, keys, sb.Env))
+	}
+	if err != nil {
 		ci.log.Warn("e2b: undoing an execution's env_vars", "sandbox", sb.ID, "context", c.id, "err", err)
 	}
 }

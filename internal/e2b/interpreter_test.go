@@ -298,10 +298,14 @@ func TestEnvCodeQuotes(t *testing.T) {
 		{"bash", "export A='q\"'\\''\\\n'\n", "unset A\n"},
 	}
 	for _, tt := range tests {
-		if got := setEnvCode(tt.lang, env); got != tt.set {
+		code, err := codeFor(tt.lang)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := code.setEnv(env); got != tt.set {
 			t.Errorf("setEnvCode(%s) = %q, want %q", tt.lang, got, tt.set)
 		}
-		if got := resetEnvCode(tt.lang, []string{"A"}, nil); got != tt.reset {
+		if got := resetEnvCode(code, []string{"A"}, nil); got != tt.reset {
 			t.Errorf("resetEnvCode(%s) = %q, want %q", tt.lang, got, tt.reset)
 		}
 	}
@@ -339,5 +343,18 @@ func TestExecuteReadsBodiesWithTheServer(t *testing.T) {
 	fail = true
 	if w := h.do(ciAlice, "POST", "/execute", `{"code":"1"}`); w.Code != http.StatusRequestTimeout || !strings.Contains(w.Body.String(), "in time") {
 		t.Errorf("a body the server refused = %d %q, want its 408", w.Code, w.Body)
+	}
+}
+
+// TestContextCodeEveryLanguage: every language an interpreter runs has its
+// context code, and a language without one is refused, not given bash's.
+func TestContextCodeEveryLanguage(t *testing.T) {
+	for _, lang := range interp.Languages() {
+		if c, err := codeFor(lang); err != nil || c.chdir == nil || c.setEnv == nil || c.resetEnv == nil {
+			t.Errorf("language %s has no complete row in contextCodes (err %v)", lang, err)
+		}
+	}
+	if _, err := codeFor("cobol"); err == nil {
+		t.Error("codeFor(cobol) = nil error, want one naming the language")
 	}
 }
