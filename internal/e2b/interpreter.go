@@ -23,7 +23,9 @@ import (
 // talk to: POST /execute streams one execution as NDJSON lines, and
 // /contexts creates, lists, restarts and removes code contexts. Code runs
 // in the session's persistent interpreters (package interp) through
-// Sessions.Exec, so it keeps Warden's limits, pacing and metrics.
+// Sessions.Exec, so it keeps Warden's limits and pacing; it is not
+// recorded in the server's exec metrics (warden_execs_total and the
+// like), which count only Warden's own API, as README.md says.
 //
 // Errors answer as E2B's server does: a status and a one-line plain-text
 // body (the SDK shows a 404's body and turns a 502 into a TimeoutError).
