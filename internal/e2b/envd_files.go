@@ -198,7 +198,7 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) {
 		s.fileError(w, err)
 		return
 	}
-	defer rc.Close()
+	defer closeLogged(rc, "a downloaded file")
 	s.transferDeadline(w)
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")

@@ -2,9 +2,7 @@ package e2b
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"path"
@@ -41,32 +39,16 @@ func (s *Server) filesystemRoutes(mux *http.ServeMux) {
 // routes serves f's calls on mux.
 func (f *fsService) routes(mux *http.ServeMux) {
 	p, h := filesystempbconnect.NewFilesystemHandler(f, connect.WithReadMaxBytes(maxFSMessageBytes), noCompression)
-	mux.Handle(p, f.s.chargedBodies(maxFSMessageBytes, fsProcedures(h)))
+	mux.Handle(p, f.s.chargedBodies(maxFSMessageBytes, knownProcedures("filesystem.Filesystem", fsProcedureNames, h)))
 }
 
 // fsProcedureNames are the service's procedures.
-var fsProcedureNames = map[string]bool{
-	filesystempbconnect.FilesystemStatProcedure: true, filesystempbconnect.FilesystemMakeDirProcedure: true,
-	filesystempbconnect.FilesystemMoveProcedure: true, filesystempbconnect.FilesystemListDirProcedure: true,
-	filesystempbconnect.FilesystemRemoveProcedure: true, filesystempbconnect.FilesystemWatchDirProcedure: true,
-	filesystempbconnect.FilesystemCreateWatcherProcedure: true, filesystempbconnect.FilesystemGetWatcherEventsProcedure: true,
-	filesystempbconnect.FilesystemRemoveWatcherProcedure: true,
-}
-
-// fsProcedures answers a procedure the service lacks with a Connect error
-// naming it, rather than a bare 404.
-func fsProcedures(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fsProcedureNames[r.URL.Path] {
-			h.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		body, _ := json.Marshal(map[string]string{"code": "unimplemented",
-			"message": fmt.Sprintf("%.100q is not a procedure of filesystem.Filesystem: use Stat, MakeDir, Move, ListDir, Remove, WatchDir, CreateWatcher, GetWatcherEvents or RemoveWatcher", r.URL.Path)})
-		_, _ = w.Write(append(body, '\n')) // the client is gone if this fails
-	})
+var fsProcedureNames = []string{
+	filesystempbconnect.FilesystemStatProcedure, filesystempbconnect.FilesystemMakeDirProcedure,
+	filesystempbconnect.FilesystemMoveProcedure, filesystempbconnect.FilesystemListDirProcedure,
+	filesystempbconnect.FilesystemRemoveProcedure, filesystempbconnect.FilesystemWatchDirProcedure,
+	filesystempbconnect.FilesystemCreateWatcherProcedure, filesystempbconnect.FilesystemGetWatcherEventsProcedure,
+	filesystempbconnect.FilesystemRemoveWatcherProcedure,
 }
 
 // fsService implements filesystempbconnect.FilesystemHandler.

@@ -50,30 +50,15 @@ func (ps *processService) later(d time.Duration, f func()) {
 func (s *Server) processRoutes(mux *http.ServeMux) {
 	svc := &processService{sessions: s.cfg.Sessions, log: s.log, tables: procTables{tables: map[string]*procTable{}}}
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes), noCompression)
-	mux.Handle(path, s.chargedBodies(procMaxMessageBytes, knownProcedures(h)))
+	mux.Handle(path, s.chargedBodies(procMaxMessageBytes, knownProcedures("process.Process", processProcedures, h)))
 }
 
 // processProcedures are the process service's procedures.
-var processProcedures = map[string]bool{
-	processpbconnect.ProcessListProcedure: true, processpbconnect.ProcessConnectProcedure: true,
-	processpbconnect.ProcessStartProcedure: true, processpbconnect.ProcessUpdateProcedure: true,
-	processpbconnect.ProcessStreamInputProcedure: true, processpbconnect.ProcessSendInputProcedure: true,
-	processpbconnect.ProcessSendSignalProcedure: true, processpbconnect.ProcessCloseStdinProcedure: true,
-}
-
-// knownProcedures answers a procedure the service lacks with a Connect
-// error naming it, rather than a bare 404.
-func knownProcedures(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if processProcedures[r.URL.Path] {
-			h.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = fmt.Fprintf(w, "{\"code\":\"unimplemented\",\"message\":%q}\n",
-			fmt.Sprintf("%.100s is not a procedure of process.Process: use List, Connect, Start, Update, StreamInput, SendInput, SendSignal or CloseStdin", r.URL.Path))
-	})
+var processProcedures = []string{
+	processpbconnect.ProcessListProcedure, processpbconnect.ProcessConnectProcedure,
+	processpbconnect.ProcessStartProcedure, processpbconnect.ProcessUpdateProcedure,
+	processpbconnect.ProcessStreamInputProcedure, processpbconnect.ProcessSendInputProcedure,
+	processpbconnect.ProcessSendSignalProcedure, processpbconnect.ProcessCloseStdinProcedure,
 }
 
 // routed is the sandbox the router checked the call for.

@@ -2,6 +2,8 @@ package e2b
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 )
 
@@ -40,7 +42,7 @@ func newProcPipes(withStdin bool) (*procPipes, error) {
 func (pp *procPipes) closeChild() {
 	for i, f := range pp.child {
 		if f != nil {
-			f.Close()
+			closeLogged(f, "a process's pipe (the child's end)")
 			pp.child[i] = nil
 		}
 	}
@@ -50,7 +52,15 @@ func (pp *procPipes) closeChild() {
 func (pp *procPipes) closeHost() {
 	for _, f := range []*os.File{pp.stdin, pp.stdout, pp.stderr} {
 		if f != nil {
-			f.Close()
+			closeLogged(f, "a process's pipe (the host's end)")
 		}
+	}
+}
+
+// closeLogged closes c and logs a failure (slog's default logger, which
+// `warden serve` sets): a close that fails may mean a descriptor leaked.
+func closeLogged(c io.Closer, what string) {
+	if err := c.Close(); err != nil {
+		slog.Error("e2b: closing "+what, "err", err)
 	}
 }

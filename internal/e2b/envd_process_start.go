@@ -128,14 +128,10 @@ func procConfigSize(req *processpb.StartRequest) int {
 }
 
 // spawnError maps an error of Sessions.Spawn to a Connect error: a program
-// the box could not start and a bad request are the caller's, the rest as
-// connectError says.
+// the box could not start is the caller's, the rest as connectError says.
 func spawnError(err error) error {
 	if msg := startFailure(err); msg != "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New(msg))
-	}
-	if errors.Is(err, spec.ErrInvalid) {
-		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	return connectError(err)
 }

@@ -150,7 +150,7 @@ func procServiceBodies(t *testing.T, readBody func(http.ResponseWriter, *http.Re
 	mux := http.NewServeMux()
 	path, h := processpbconnect.NewProcessHandler(svc, connect.WithReadMaxBytes(procMaxMessageBytes))
 	front := &Server{cfg: Config{ReadBody: readBody}, log: svc.log}
-	mux.Handle(path, front.chargedBodies(procMaxMessageBytes, knownProcedures(h)))
+	mux.Handle(path, front.chargedBodies(procMaxMessageBytes, knownProcedures("process.Process", processProcedures, h)))
 	sb, err := newSandbox("alice", &newSandboxJSON{})
 	if err != nil {
 		t.Fatal(err)

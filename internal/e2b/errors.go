@@ -33,28 +33,77 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 	_, _ = w.Write(append(body, '\n')) // the client is gone if this fails
 }
 
+// managerAnswer is how each of the APIs answers one kind of the
+// Manager's errors: the Connect code (envd's process and filesystem
+// services), the control plane's status, and the data plane's REST
+// status (the code interpreter), where a sandbox that is gone answers
+// 502, which the SDK reports as a sandbox timeout, as it does for a
+// sandbox E2B killed. advice, when set, is appended to the message on
+// Connect and the data plane, saying what the caller can do; the control
+// plane's own messages already say it.
+type managerAnswer struct {
+	is      func(error) bool
+	code    connect.Code
+	control int
+	data    int
+	advice  string
+}
+
+// isErr is a managerAnswer.is for a sentinel error.
+func isErr(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+// managerAnswers is the one table of how the Manager's errors answer;
+// the first row that matches wins. An error no row matches is internal.
+var managerAnswers = []managerAnswer{
+	{isErr(sandbox.ErrNotFound), connect.CodeNotFound, http.StatusNotFound, http.StatusBadGateway, "it was killed or timed out: create a new one"},
+	{isErr(sandbox.ErrDead), connect.CodeFailedPrecondition, http.StatusConflict, http.StatusBadGateway, "its box ended: create a new one"},
+	{isErr(sandbox.ErrClosed), connect.CodeFailedPrecondition, http.StatusConflict, http.StatusBadGateway, "its box ended: create a new one"},
+	{isErr(spec.ErrInvalid), connect.CodeInvalidArgument, http.StatusBadRequest, http.StatusBadRequest, ""},
+	{isErr(sandbox.ErrTooMany), connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests, ""},
+	{isErr(sandbox.ErrPaced), connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests, ""},
+	{isErr(errFull), connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests, ""},
+	{isErr(sandbox.ErrBusy), connect.CodeUnavailable, http.StatusConflict, http.StatusServiceUnavailable, "retry in a moment"},
+	{sandbox.OutOfDescriptors, connect.CodeUnavailable, http.StatusServiceUnavailable, http.StatusServiceUnavailable, "retry in a moment"},
+	{isErr(sandbox.ErrUnsupported), connect.CodeUnimplemented, http.StatusNotImplemented, http.StatusNotImplemented, ""},
+}
+
+// answerOf is the row of managerAnswers that err matches.
+func answerOf(err error) (managerAnswer, bool) {
+	for _, a := range managerAnswers {
+		if a.is(err) {
+			return a, true
+		}
+	}
+	return managerAnswer{}, false
+}
+
+// advised is err's message with the row's advice, if any.
+func (a managerAnswer) advised(err error) string {
+	if a.advice == "" {
+		return err.Error()
+	}
+	return err.Error() + ": " + a.advice
+}
+
 // connectError maps the Manager's errors to Connect errors the SDKs turn
-// into their own (NotFoundError, TimeoutError, ...). A cause that is not
-// the caller's is logged (slog's default logger, which `warden serve`
-// sets) and answered as internal without detail, since it may name host
-// paths.
+// into their own (NotFoundError, TimeoutError, ...), by managerAnswers. A
+// cause that is not the caller's is logged (slog's default logger, which
+// `warden serve` sets) and answered as internal without detail, since it
+// may name host paths.
 func connectError(err error) error {
 	var ce *connect.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.As(err, &ce):
+	}
+	if errors.As(err, &ce) {
 		return ce
-	case errors.Is(err, sandbox.ErrNotFound):
-		return connect.NewError(connect.CodeNotFound, errors.New("sandbox not found: it was killed or timed out; create a new one"))
-	case errors.Is(err, sandbox.ErrPaced):
-		return connect.NewError(connect.CodeResourceExhausted, err)
-	case errors.Is(err, sandbox.ErrBusy), sandbox.OutOfDescriptors(err):
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: retry in a moment", err))
-	case errors.Is(err, sandbox.ErrDead), errors.Is(err, sandbox.ErrClosed):
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%w: create a new sandbox", err))
-	case errors.Is(err, sandbox.ErrUnsupported):
-		return connect.NewError(connect.CodeUnimplemented, err)
+	}
+	if a, ok := answerOf(err); ok {
+		return connect.NewError(a.code, errors.New(a.advised(err)))
+	}
+	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	case errors.Is(err, context.Canceled):
@@ -83,35 +132,26 @@ func badRequest(format string, args ...any) error {
 // is not the caller's is logged and answered without detail.
 func (s *Server) writeControlError(w http.ResponseWriter, err error) {
 	var ce *controlError
-	status := http.StatusInternalServerError
+	a, known := answerOf(err)
 	switch {
 	case errors.As(err, &ce):
-		status = ce.status
-	case errors.Is(err, sandbox.ErrNotFound):
-		status = http.StatusNotFound
-		err = errors.New(strings.TrimPrefix(err.Error(), sandbox.ErrNotFound.Error()+": "))
-	case errors.Is(err, spec.ErrInvalid):
-		status = http.StatusBadRequest
-	case errors.Is(err, sandbox.ErrTooMany), errors.Is(err, sandbox.ErrPaced), errors.Is(err, errFull):
-		status = http.StatusTooManyRequests
-	case errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrClosed), errors.Is(err, sandbox.ErrDead):
-		status = http.StatusConflict
-	case errors.Is(err, sandbox.ErrUnsupported):
-		status = http.StatusNotImplemented
-	case sandbox.OutOfDescriptors(err):
-		status = http.StatusServiceUnavailable
+		writeError(w, ce.status, "%s", oneLine(err.Error()))
+	case known:
+		msg := strings.TrimPrefix(err.Error(), sandbox.ErrNotFound.Error()+": ")
+		writeError(w, a.control, "%s", oneLine(msg))
 	default:
 		s.log.Error("e2b: control plane", "err", err)
-		writeError(w, status, "internal error: see the Warden server's log")
-		return
+		writeError(w, http.StatusInternalServerError, "internal error: see the Warden server's log")
 	}
-	writeError(w, status, "%s", oneLine(err.Error()))
 }
 
-// oneLine keeps the first line of a message, so every answer is one line.
+// oneLine is s on one line, line breaks made spaces, so every answer is
+// one line and keeps all of its message.
 func oneLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -48,8 +49,32 @@ func TestGeneratedUpToDate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
+		if !bytes.Equal(withoutProtocVersion(got), withoutProtocVersion(want)) {
 			t.Errorf("%s is stale: run `go generate ./internal/e2b` and commit the result", f)
 		}
+	}
+}
+
+// protocVersionLine is the header line protoc-gen-go writes naming the
+// protoc that ran, which is the host's (Debian's protobuf-compiler), not
+// part of what the .proto files decide.
+var protocVersionLine = regexp.MustCompile(`(?m)^// \tprotoc +\S+\n`)
+
+// withoutProtocVersion is generated code without its protoc version line,
+// so a host with another protoc release than the committer's compares the
+// code alone rather than failing on the header.
+func withoutProtocVersion(b []byte) []byte {
+	return protocVersionLine.ReplaceAll(b, nil)
+}
+
+// TestWithoutProtocVersion: only the protoc version line is ignored.
+func TestWithoutProtocVersion(t *testing.T) {
+	a := []byte("// versions:\n// \tprotoc-gen-go v1.36.12\n// \tprotoc        v3.21.12\n// source: x.proto\n")
+	b := []byte("// versions:\n// \tprotoc-gen-go v1.36.12\n// \tprotoc        v5.29.3\n// source: x.proto\n")
+	if !bytes.Equal(withoutProtocVersion(a), withoutProtocVersion(b)) {
+		t.Errorf("%q and %q differ beyond the protoc version", withoutProtocVersion(a), withoutProtocVersion(b))
+	}
+	if c := []byte("// \tprotoc-gen-go v1.36.12\n"); !bytes.Equal(withoutProtocVersion(c), c) {
+		t.Errorf("the protoc-gen-go line was dropped")
 	}
 }

@@ -23,7 +23,9 @@ import (
 // talk to: POST /execute streams one execution as NDJSON lines, and
 // /contexts creates, lists, restarts and removes code contexts. Code runs
 // in the session's persistent interpreters (package interp) through
-// Sessions.Exec, so it keeps Warden's limits, pacing and metrics.
+// Sessions.Exec, so it keeps Warden's limits and pacing; it is not
+// recorded in the server's exec metrics (warden_execs_total and the
+// like), which count only Warden's own API, as README.md says.
 //
 // Errors answer as E2B's server does: a status and a one-line plain-text
 // body (the SDK shows a 404's body and turns a 502 into a TimeoutError).
@@ -78,7 +80,7 @@ func (s *Server) interpreterRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /contexts/{id}/restart", ci.restartContext)
 	mux.HandleFunc("DELETE /contexts/{id}", ci.removeContext)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		interpJSON(w, "OK")
+		writeJSON(w, http.StatusOK, "OK")
 	})
 }
 
@@ -232,7 +234,7 @@ func (ci *codeInterpreter) run(w http.ResponseWriter, r *http.Request, sb *Sandb
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			return // the client left: nobody reads the rest
 		}
-		lines = append(lines, execError("WardenError", interpOneLine(interpRefusalOf(err).msg), ""))
+		lines = append(lines, execError("WardenError", oneLine(interpRefusalOf(err).msg), ""))
 	}
 	stream.finish(lines...)
 }
@@ -253,11 +255,15 @@ func (ci *codeInterpreter) after(c *codeContext, res spec.Result, err error, cou
 // prepare moves c's interpreter to c's directory if it is not there yet,
 // and sets env in it.
 func (ci *codeInterpreter) prepare(ctx context.Context, sb *Sandbox, c *codeContext, env map[string]string) error {
+	code, err := codeFor(c.language)
+	if err != nil {
+		return err
+	}
 	ci.contexts.mu.Lock()
 	chdir := c.needsChdir()
 	ci.contexts.mu.Unlock()
 	if chdir {
-		if err := ci.quiet(ctx, sb, c, chdirCode(c.language, c.dir)); err != nil {
+		if err := ci.quiet(ctx, sb, c, code.chdir(c.dir)); err != nil {
 			return fmt.Errorf("moving the context to its cwd %s: %w", interpQuote(c.cwd, 256), err)
 		}
 		ci.contexts.mu.Lock()
@@ -267,7 +273,7 @@ func (ci *codeInterpreter) prepare(ctx context.Context, sb *Sandbox, c *codeCont
 	if len(env) == 0 {
 		return nil
 	}
-	if err := ci.quiet(ctx, sb, c, setEnvCode(c.language, env)); err != nil {
+	if err := ci.quiet(ctx, sb, c, code.setEnv(env)); err != nil {
 		return fmt.Errorf("setting env_vars: %w", err)
 	}
 	return nil
@@ -282,7 +288,11 @@ func (ci *codeInterpreter) undoEnv(ctx context.Context, sb *Sandbox, c *codeCont
 	for k := range env {
 		keys = append(keys, k)
 	}
-	if err := ci.quiet(ctx, sb, c, resetEnvCode(c.language, keys, sb.Env)); err != nil {
+	code, err := codeFor(c.language)
+	if err == nil {
+		err = ci.quiet(ctx, sb, c, resetEnvCode(code, keys, sb.Env))
+	}
+	if err != nil {
 		ci.log.Warn("e2b: undoing an execution's env_vars", "sandbox", sb.ID, "context", c.id, "err", err)
 	}
 }
@@ -304,7 +314,7 @@ func (ci *codeInterpreter) quiet(ctx context.Context, sb *Sandbox, c *codeContex
 		if c.language == "bash" {
 			msg = "exit status " + e.Value + ": " + res.Stderr
 		}
-		return fmt.Errorf("%w: %s", spec.ErrInvalid, interpQuote(interpOneLine(msg), 512))
+		return fmt.Errorf("%w: %s", spec.ErrInvalid, interpQuote(oneLine(msg), 512))
 	}
 	return nil
 }
@@ -339,7 +349,7 @@ func (ci *codeInterpreter) listContexts(w http.ResponseWriter, r *http.Request) 
 		ci.internal(w, errors.New("list contexts: no sandbox in the request's context"))
 		return
 	}
-	interpJSON(w, ci.contexts.listing(sb))
+	writeJSON(w, http.StatusOK, ci.contexts.listing(sb))
 }
 
 // createContext answers POST /contexts: a new context with its own
@@ -366,7 +376,7 @@ func (ci *codeInterpreter) createContext(w http.ResponseWriter, r *http.Request)
 	if c.needsChdir() && !ci.moveNew(w, r, sb, c) {
 		return
 	}
-	interpJSON(w, contextJSON{ID: c.id, Language: c.language, Cwd: c.cwd})
+	writeJSON(w, http.StatusOK, contextJSON{ID: c.id, Language: c.language, Cwd: c.cwd})
 }
 
 // newCodeContext is the named context body asks for.
@@ -424,7 +434,7 @@ func (ci *codeInterpreter) restartContext(w http.ResponseWriter, r *http.Request
 		return
 	}
 	ci.contexts.reset(c)
-	interpJSON(w, nil)
+	writeJSON(w, http.StatusOK, nil)
 }
 
 // removeContext answers DELETE /contexts/{id}: the context's interpreter
@@ -440,7 +450,7 @@ func (ci *codeInterpreter) removeContext(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	ci.contexts.remove(sb, c)
-	interpJSON(w, nil)
+	writeJSON(w, http.StatusOK, nil)
 }
 
 // pathContext is the context a restart or removal names, or false once
@@ -471,21 +481,13 @@ type interpRefusal struct {
 	msg    string
 }
 
-// refusal maps the Manager's errors to E2B's answers. A sandbox that is
-// gone answers 502, which the SDK reports as a sandbox timeout, as it
-// does for a sandbox E2B killed.
+// interpRefusalOf maps an error to E2B's answer: the Manager's by
+// managerAnswers' data-plane status, and the interpreter's own.
 func interpRefusalOf(err error) interpRefusal {
+	if a, ok := answerOf(err); ok {
+		return interpRefusal{a.data, a.advised(err)}
+	}
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrClosed), errors.Is(err, sandbox.ErrDead):
-		return interpRefusal{http.StatusBadGateway, "the sandbox is gone (" + err.Error() + "): create a new one"}
-	case errors.Is(err, spec.ErrInvalid):
-		return interpRefusal{http.StatusBadRequest, err.Error()}
-	case errors.Is(err, sandbox.ErrPaced):
-		return interpRefusal{http.StatusTooManyRequests, err.Error()}
-	case errors.Is(err, sandbox.ErrBusy), sandbox.OutOfDescriptors(err):
-		return interpRefusal{http.StatusServiceUnavailable, err.Error() + ": retry in a moment"}
-	case errors.Is(err, sandbox.ErrUnsupported):
-		return interpRefusal{http.StatusNotImplemented, err.Error()}
 	case errors.Is(err, interp.ErrClosed):
 		return interpRefusal{http.StatusConflict, "the context was restarted or removed as this code was about to run: run it again"}
 	case errors.Is(err, context.DeadlineExceeded):
@@ -543,7 +545,7 @@ func (ci *codeInterpreter) decodeBody(w http.ResponseWriter, r *http.Request, ow
 		err = errors.New("more than one JSON value")
 	}
 	if err != nil {
-		interpError(w, http.StatusBadRequest, "request body is not the JSON object expected: "+interpOneLine(err.Error()))
+		interpError(w, http.StatusBadRequest, "request body is not the JSON object expected: "+oneLine(err.Error()))
 		return false
 	}
 	return true
@@ -570,29 +572,7 @@ func interpError(w http.ResponseWriter, status int, msg string) {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, interpOneLine(msg)+"\n") // the client is gone if this fails
-}
-
-// interpJSON answers 200 with v as JSON.
-func interpJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // the values written here always encode
-		interpError(w, http.StatusInternalServerError, "encoding the answer failed")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b) // the client is gone if this fails
-}
-
-// interpOneLine is s on one line: line breaks become spaces.
-func interpOneLine(s string) string {
-	out := []rune(s)
-	for i, c := range out {
-		if c == '\n' || c == '\r' {
-			out[i] = ' '
-		}
-	}
-	return string(out)
+	_, _ = io.WriteString(w, oneLine(msg)+"\n") // the client is gone if this fails
 }
 
 // interpQuote quotes s for a message, cut to at most n bytes.

@@ -166,27 +166,51 @@ func unquoteRepr(s string) string {
 // literals, which Python and JavaScript read as the same string, or
 // single-quoted for bash.
 
-// chdirCode moves the interpreter to dir.
-func chdirCode(language, dir string) string {
-	switch language {
-	case "python":
-		return "__import__('os').chdir(" + codeString(dir) + ")"
-	case "javascript":
-		return "process.chdir(" + codeString(dir) + "); void 0"
-	}
-	return "cd -- " + codeBashQuote(dir)
+// contextCode is the code a context runs for itself in one language.
+type contextCode struct {
+	// chdir moves the interpreter to dir.
+	chdir func(dir string) string
+	// setEnv sets env in the interpreter's environment, which what the
+	// code starts inherits.
+	setEnv func(env map[string]string) string
+	// resetEnv sets back's values and unsets the keys in unset.
+	resetEnv func(back map[string]string, unset []string) string
 }
 
-// setEnvCode sets env in the interpreter's environment, which what the
-// code starts inherits.
-func setEnvCode(language string, env map[string]string) string {
-	obj := codeObject(env)
-	switch language {
-	case "python":
-		return "__import__('os').environ.update(" + obj + ")"
-	case "javascript":
-		return "Object.assign(process.env, " + obj + "); void 0"
-	}
+// contextCodes is each interpreter language's contextCode; a test checks
+// that every language of interp.Languages has a row.
+var contextCodes = map[string]contextCode{
+	"python": {
+		chdir:  func(dir string) string { return "__import__('os').chdir(" + codeString(dir) + ")" },
+		setEnv: func(env map[string]string) string { return "__import__('os').environ.update(" + codeObject(env) + ")" },
+		resetEnv: func(back map[string]string, unset []string) string {
+			return "(lambda e: (e.update(" + codeObject(back) + "), [e.pop(k, None) for k in " + codeList(unset) + "]))(__import__('os').environ) and None"
+		},
+	},
+	"javascript": {
+		chdir: func(dir string) string { return "process.chdir(" + codeString(dir) + "); void 0" },
+		setEnv: func(env map[string]string) string {
+			return "Object.assign(process.env, " + codeObject(env) + "); void 0"
+		},
+		resetEnv: func(back map[string]string, unset []string) string {
+			return "Object.assign(process.env, " + codeObject(back) + "); for (const k of " + codeList(unset) + ") delete process.env[k]; void 0"
+		},
+	},
+	"bash": {
+		chdir:  func(dir string) string { return "cd -- " + codeBashQuote(dir) },
+		setEnv: bashSetEnv,
+		resetEnv: func(back map[string]string, unset []string) string {
+			code := bashSetEnv(back)
+			for _, k := range unset {
+				code += "unset " + k + "\n"
+			}
+			return code
+		},
+	},
+}
+
+// bashSetEnv exports env, one variable a line.
+func bashSetEnv(env map[string]string) string {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		b.WriteString("export " + k + "=" + codeBashQuote(env[k]) + "\n")
@@ -194,10 +218,20 @@ func setEnvCode(language string, env map[string]string) string {
 	return b.String()
 }
 
-// resetEnvCode undoes setEnvCode for keys once the code ran, as E2B's
-// server does: a key the sandbox was created with gets that value back,
-// any other is unset.
-func resetEnvCode(language string, keys []string, global map[string]string) string {
+// codeFor is language's contextCode, or an error for a language without
+// one rather than another language's code.
+func codeFor(language string) (contextCode, error) {
+	c, ok := contextCodes[language]
+	if !ok {
+		return contextCode{}, fmt.Errorf("no context code for language %q", language)
+	}
+	return c, nil
+}
+
+// resetEnvCode undoes setEnv for keys once the code ran, as E2B's server
+// does: a key the sandbox was created with gets that value back, any
+// other is unset.
+func resetEnvCode(c contextCode, keys []string, global map[string]string) string {
 	back := map[string]string{}
 	var unset []string
 	for _, k := range keys {
@@ -207,21 +241,16 @@ func resetEnvCode(language string, keys []string, global map[string]string) stri
 			unset = append(unset, k)
 		}
 	}
-	list, _ := json.Marshal(unset)
-	if unset == nil {
-		list = []byte("[]")
+	return c.resetEnv(back, unset)
+}
+
+// codeList is keys as a JSON list literal, [] when there are none.
+func codeList(keys []string) string {
+	if keys == nil {
+		return "[]"
 	}
-	switch language {
-	case "python":
-		return "(lambda e: (e.update(" + codeObject(back) + "), [e.pop(k, None) for k in " + string(list) + "]))(__import__('os').environ) and None"
-	case "javascript":
-		return "Object.assign(process.env, " + codeObject(back) + "); for (const k of " + string(list) + ") delete process.env[k]; void 0"
-	}
-	code := setEnvCode("bash", back)
-	for _, k := range unset {
-		code += "unset " + k + "\n"
-	}
-	return code
+	b, _ := json.Marshal(keys) // strings always encode
+	return string(b)
 }
 
 // codeString is s as a JSON string literal.

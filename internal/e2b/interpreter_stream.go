@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // Timing of an execution's stream.
@@ -111,7 +112,7 @@ func (sw execOutput) Write(p []byte) (int, error) {
 // flushPartial sends what b holds up to its last whole UTF-8 character;
 // s.mu is held.
 func (s *execStream) flushPartial(b *execLineBuffer) {
-	cut := wholeRunesLen(b.buf)
+	cut := spec.CompleteUTF8(b.buf)
 	if cut == 0 {
 		cut = len(b.buf) // never whole: JSON turns it into U+FFFD
 	}
@@ -120,21 +121,6 @@ func (s *execStream) flushPartial(b *execLineBuffer) {
 		b.buf = append(b.buf[:0], b.buf[cut:]...)
 		b.since = time.Now()
 	}
-}
-
-// wholeRunesLen is the length of buf without a trailing, incomplete UTF-8
-// sequence, so a character split across two writes is sent whole.
-func wholeRunesLen(buf []byte) int {
-	for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax; i-- {
-		if !utf8.RuneStart(buf[i]) {
-			continue
-		}
-		if !utf8.FullRune(buf[i:]) {
-			return i
-		}
-		break
-	}
-	return len(buf)
 }
 
 // tick sends the unfinished lines that waited execPartialAfter, and a

@@ -298,10 +298,14 @@ func TestEnvCodeQuotes(t *testing.T) {
 		{"bash", "export A='q\"'\\''\\\n'\n", "unset A\n"},
 	}
 	for _, tt := range tests {
-		if got := setEnvCode(tt.lang, env); got != tt.set {
+		code, err := codeFor(tt.lang)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := code.setEnv(env); got != tt.set {
 			t.Errorf("setEnvCode(%s) = %q, want %q", tt.lang, got, tt.set)
 		}
-		if got := resetEnvCode(tt.lang, []string{"A"}, nil); got != tt.reset {
+		if got := resetEnvCode(code, []string{"A"}, nil); got != tt.reset {
 			t.Errorf("resetEnvCode(%s) = %q, want %q", tt.lang, got, tt.reset)
 		}
 	}
@@ -364,5 +368,18 @@ func TestUnquoteRepr(t *testing.T) {
 		if got := unquoteRepr(tc.in); got != tc.want {
 			t.Errorf("unquoteRepr(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestContextCodeEveryLanguage: every language an interpreter runs has its
+// context code, and a language without one is refused, not given bash's.
+func TestContextCodeEveryLanguage(t *testing.T) {
+	for _, lang := range interp.Languages() {
+		if c, err := codeFor(lang); err != nil || c.chdir == nil || c.setEnv == nil || c.resetEnv == nil {
+			t.Errorf("language %s has no complete row in contextCodes (err %v)", lang, err)
+		}
+	}
+	if _, err := codeFor("cobol"); err == nil {
+		t.Error("codeFor(cobol) = nil error, want one naming the language")
 	}
 }

@@ -169,6 +169,12 @@ func writeDataError(w http.ResponseWriter, r *http.Request, status int, connectC
 		writeError(w, status, "%s", message)
 		return
 	}
+	writeConnectError(w, status, connectCode, message)
+}
+
+// writeConnectError answers with an error in Connect's shape, for a call
+// refused before it reaches a Connect handler.
+func writeConnectError(w http.ResponseWriter, status int, connectCode, message string) {
 	body, err := json.Marshal(map[string]string{"code": connectCode, "message": message})
 	if err != nil { // cannot happen for two strings
 		body = []byte(`{"code":"internal"}`)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // reached answers 299 and names the sandbox the router gave it, standing
@@ -251,5 +252,27 @@ func TestRouterLogsKnownPorts(t *testing.T) {
 	want := []string{"e2b 49983 POST /health", "e2b (other) POST /health"}
 	if strings.Join(routes, "|") != strings.Join(want, "|") {
 		t.Errorf("logged routes %q, want %q", routes, want)
+	}
+}
+
+// TestPastExpiryIsEnded: a sandbox whose expiry has passed answers as
+// ended at once, to GET, to the list and on the data plane, though the
+// reaper has not ended its session yet (E2B's "shorten timeout"). Each
+// check has its own sandbox, as the first to see one expired forgets it.
+func TestPastExpiryIsEnded(t *testing.T) {
+	s, _, h := newControlServer(t, nil)
+	s.envd = reached(envdPort)
+	var ids [3]sandboxJSON
+	for i := range ids {
+		ids[i] = created(t, h, ctlKeyAlice, `{"templateID":"base","timeout":60}`)
+	}
+	if w := dataCall(h, "/health", ids[0].SandboxID, ids[0].EnvdAccessToken, envdPort, ""); w.Code != 299 {
+		t.Fatalf("before expiry: data call = %d %s, want 299", w.Code, w.Body)
+	}
+	s.sandboxes.now = func() time.Time { return time.Now().Add(time.Hour) }
+	errorBody(t, dataCall(h, "/health", ids[0].SandboxID, ids[0].EnvdAccessToken, envdPort, ""), http.StatusBadGateway, "is not running")
+	errorBody(t, controlCall(h, "GET", "/sandboxes/"+ids[1].SandboxID, ctlKeyAlice, ""), http.StatusNotFound, "not found")
+	if w := controlCall(h, "GET", "/v2/sandboxes", ctlKeyAlice, ""); w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != "[]" {
+		t.Errorf("list after expiry = %d %s, want 200 []", w.Code, w.Body)
 	}
 }

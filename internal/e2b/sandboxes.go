@@ -84,6 +84,8 @@ var errFull = errors.New("too many E2B sandboxes on this server: kill some befor
 type registry struct {
 	sessions Sessions
 	max      int
+	// now is the clock expiries are read against; time.Now but in tests.
+	now func() time.Time
 
 	mu   sync.Mutex
 	byID map[string]*Sandbox
@@ -122,7 +124,7 @@ const maxEnded = 4096
 const minSweep = 64
 
 func newRegistry(sessions Sessions, max int) *registry {
-	return &registry{sessions: sessions, max: max, byID: map[string]*Sandbox{}, ended: map[string]endedSandbox{}, sweepAt: minSweep}
+	return &registry{sessions: sessions, max: max, byID: map[string]*Sandbox{}, ended: map[string]endedSandbox{}, sweepAt: minSweep, now: time.Now}
 }
 
 // add stores a new sandbox; when the registry is full, or has doubled
@@ -158,14 +160,24 @@ func (g *registry) len() int {
 	return len(g.byID)
 }
 
-// live says whether sb's session still exists (it may be dead: its box
-// gone, its files kept), and forgets sb if not.
+// live says whether sb's session still exists and has not passed its
+// expiry (it may be dead: its box gone, its files kept), and forgets sb
+// if not.
 func (g *registry) live(sb *Sandbox) bool {
-	if _, err := g.sessions.Get(sb.Owner, sb.ID); errors.Is(err, sandbox.ErrNotFound) {
+	info, err := g.sessions.Get(sb.Owner, sb.ID)
+	if errors.Is(err, sandbox.ErrNotFound) || (err == nil && g.expired(info)) {
 		g.forget(sb)
 		return false
 	}
 	return true
+}
+
+// expired says whether a session is past its expiry. The reaper ends it
+// only on its next pass, so without this a sandbox whose timeout was
+// shortened to now would keep answering for up to a reaper interval,
+// where E2B's ends at its timeout.
+func (g *registry) expired(info sandbox.Info) bool {
+	return !info.ExpiresAt.IsZero() && !info.ExpiresAt.After(g.now())
 }
 
 // lookup is owner's sandbox id and its session's state. Another owner's
@@ -179,7 +191,7 @@ func (g *registry) lookup(owner, id string) (*Sandbox, sandbox.Info, error) {
 		return nil, sandbox.Info{}, notFound(id)
 	}
 	info, err := g.sessions.Get(owner, id)
-	if errors.Is(err, sandbox.ErrNotFound) {
+	if errors.Is(err, sandbox.ErrNotFound) || (err == nil && g.expired(info)) {
 		g.forget(sb)
 		return nil, sandbox.Info{}, notFound(id)
 	}
@@ -202,7 +214,7 @@ type listed struct {
 }
 
 // owned is owner's live sandboxes, oldest first, and forgets those of its
-// sandboxes whose sessions are gone. Sessions made through Warden's own
+// sandboxes whose sessions are gone or past their expiry. Sessions made through Warden's own
 // API are not E2B sandboxes and are left out.
 func (g *registry) owned(owner string) []listed {
 	infos := g.sessions.List(owner)
@@ -211,6 +223,9 @@ func (g *registry) owned(owner string) []listed {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, info := range infos {
+		if g.expired(info) {
+			continue
+		}
 		live[info.ID] = true
 		if sb := g.byID[info.ID]; sb != nil && sb.Owner == owner {
 			out = append(out, listed{sb, info})

@@ -1,11 +1,8 @@
 package server
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,13 +28,7 @@ func KeyAuthenticator(cfg Config) (func(r *http.Request, key string) (string, er
 		if cfg.AllowAnonymous {
 			return "", nil
 		}
-		digest := sha256.Sum256([]byte(strings.TrimSpace(key)))
-		owner, found := "", false
-		for _, k := range keys {
-			if subtle.ConstantTimeCompare(digest[:], k.digest[:]) == 1 {
-				owner, found = k.owner, true
-			}
-		}
+		owner, found := matchKey(keys, key)
 		switch {
 		case !found:
 			return "", ErrBadKey
