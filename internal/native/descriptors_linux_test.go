@@ -59,9 +59,10 @@ func TestDescriptorsPerSandbox(t *testing.T) {
 			close(stop)
 			wg.Wait()
 			used := int(peak.Load()) - before
-			// The session's own share of the reserve, and with the proxy
-			// its idle part (no client or upstream connections).
-			limit := sandbox.DescriptorsPerSandbox - egress.ServerDescriptors
+			// The session's own share of the reserve (it runs no named
+			// interpreter), and with the proxy its idle part (no client
+			// or upstream connections).
+			limit := sandbox.DescriptorsPerSandbox - egress.ServerDescriptors - sandbox.MaxNamedInterpreters*sandbox.DescriptorsPerInterpreter
 			if mode == spec.NetProxy {
 				limit += egress.ServerDescriptors - 3*egress.DefaultMaxConns
 			}

@@ -180,6 +180,32 @@ func (p *execPacer) charge(cost int) {
 	}
 }
 
+// take takes cost tokens for output about to be sent, waiting for them
+// until ctx ends, then giving them back and answering ctx's error. Unlike
+// wait it never refuses for a deadline: holding the output back, and so
+// the process that makes it, is the point. A cost above the burst is taken
+// in pieces of at most the burst.
+func (p *execPacer) take(ctx context.Context, cost int) error {
+	if p == nil {
+		return nil
+	}
+	for cost > 0 {
+		n := min(cost, p.lim.Burst())
+		now := p.now()
+		r := p.lim.ReserveN(now, n)
+		if d := r.DelayFrom(now); d > 0 {
+			select {
+			case <-p.after(d):
+			case <-ctx.Done():
+				r.CancelAt(p.now())
+				return ctx.Err()
+			}
+		}
+		cost -= n
+	}
+	return nil
+}
+
 // refusal says that the exec was not started for exec pacing, and how to
 // avoid it.
 func (p *execPacer) refusal(d time.Duration, cause error) error {

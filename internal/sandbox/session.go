@@ -217,7 +217,7 @@ func (s *session) run(ctx context.Context, req ExecRequest, live Stream) (spec.R
 	if req.Language == "" {
 		return s.box.Exec(ctx, Command{Argv: req.Command, Env: req.Env, Dir: req.Cwd, Stdin: readerOrNil(req.Stdin), Timeout: timeout}, live)
 	}
-	in, err := s.interpreter(req.Language)
+	in, err := s.interpreter(req.Language, req.Interpreter)
 	if err != nil {
 		return spec.Result{}, err
 	}
@@ -266,13 +266,18 @@ func (s *session) runCode(ctx context.Context, in interp.Interpreter, code strin
 	return r, err
 }
 
-// interpreter returns the session's interpreter for language, made on
-// first use; its process starts on its first run.
-func (s *session) interpreter(language string) (interp.Interpreter, error) {
+// interpreter returns the session's interpreter for language called name
+// ("" for the default one), made on first use; its process starts on its
+// first run.
+func (s *session) interpreter(language, name string) (interp.Interpreter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if in, ok := s.interps[language]; ok {
+	key := interpKey(language, name)
+	if in, ok := s.interps[key]; ok {
 		return in, nil
+	}
+	if err := s.roomForInterpreter(name); err != nil {
+		return nil, err
 	}
 	in, err := interp.New(language, s.box, s.box.Env(), interp.WithCPUs(s.spec.Limits.CPUs))
 	switch {
@@ -286,7 +291,7 @@ func (s *session) interpreter(language string) (interp.Interpreter, error) {
 	if s.interps == nil {
 		s.interps = map[string]interp.Interpreter{}
 	}
-	s.interps[language] = in
+	s.interps[key] = in
 	return in, nil
 }
 
@@ -366,6 +371,12 @@ func validateExec(req ExecRequest) error {
 		return fmt.Errorf("%w: nothing to run: give command, or language and code", spec.ErrInvalid)
 	case len(req.Stdin) > 0 || len(req.Env) > 0 || req.Cwd != "":
 		return fmt.Errorf("%w: stdin, env and cwd apply to commands; an interpreter keeps the session's environment (change directory or variables in the code itself)", spec.ErrInvalid)
+	}
+	if err := validInterpreterName(req.Interpreter); err != nil {
+		return err
+	}
+	if req.Interpreter != "" && req.Language == "" {
+		return fmt.Errorf("%w: interpreter %q names an interpreter of a language: give language and code", spec.ErrInvalid, req.Interpreter)
 	}
 	if req.Timeout < 0 {
 		return fmt.Errorf("%w: timeout %v is negative", spec.ErrInvalid, req.Timeout)

@@ -71,6 +71,11 @@ type ExecRequest struct {
 	Language string
 	// Code is run in the session's persistent interpreter for Language.
 	Code string
+	// Interpreter names one of several persistent interpreters of
+	// Language in the session, each with its own state (E2B's code
+	// contexts); empty is the session's default one. See
+	// validInterpreterName for what a name may hold.
+	Interpreter string
 	// Stdin is the command's standard input (commands only).
 	Stdin []byte
 	// Env is added to the session's environment for this exec.

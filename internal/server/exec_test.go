@@ -263,8 +263,8 @@ func TestCompleteUTF8(t *testing.T) {
 		{[]byte{0x80, 0x80, 0x80, 0x80}, 4}, // continuation bytes only
 	}
 	for _, tt := range tests {
-		if got := completeUTF8(tt.in); got != tt.want {
-			t.Errorf("completeUTF8(% x): got %d, want %d", tt.in, got, tt.want)
+		if got := spec.CompleteUTF8(tt.in); got != tt.want {
+			t.Errorf("CompleteUTF8(% x): got %d, want %d", tt.in, got, tt.want)
 		}
 	}
 }

@@ -46,6 +46,24 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// FlushError sends what the answer has buffered, as the first Write
+// would: the server's own streams reach it through http.ResponseController.
+func (r *recorder) FlushError() error {
+	if r.status == 0 {
+		r.status = http.StatusOK
+		r.answering()
+	} else {
+		r.renew()
+	}
+	return http.NewResponseController(r.ResponseWriter).Flush()
+}
+
+// Flush is FlushError for handlers that assert http.Flusher on the writer
+// itself rather than use a ResponseController, as Connect's streaming
+// handlers behind a Front (E2B's envd services) do. Its error is the
+// client's going away, which the handler's next write reports.
+func (r *recorder) Flush() { _ = r.FlushError() }
+
 // withLogAndRecover logs one line per request, counts it in
 // warden_denied_requests_total when refused (for its tenant, known once
 // authentication has run), and turns a panic in any handler into a 500,
@@ -96,6 +114,9 @@ func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
 // route is the pattern that serves r ("POST /v1/sessions/{id}/exec"), so
 // logs group by route and carry no ids or file paths.
 func (s *Server) route(r *http.Request) string {
+	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok && info.route != "" {
+		return info.route
+	}
 	if _, pattern := s.mux.Handler(r); pattern != "" && pattern != "/" {
 		return pattern
 	}
@@ -103,9 +124,11 @@ func (s *Server) route(r *http.Request) string {
 }
 
 // requestInfo is what inner layers learn about a request that the log line
-// needs: the tenant, set by authentication.
+// needs: the tenant, set by authentication, and the route of a request a
+// Front served (see Admit).
 type requestInfo struct {
 	owner string
+	route string
 }
 
 type requestInfoKey struct{}

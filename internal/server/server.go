@@ -148,6 +148,14 @@ type Config struct {
 	// serves one server, since a second would register the same names
 	// again.
 	Registry *metrics.Registry
+	// Front, when set, wraps the API with a second one on the same
+	// listener (E2B's, see internal/e2b): it serves the requests that are
+	// its own and passes the others to next, the API. It runs inside the
+	// logging, panic recovery and body deadline, and before
+	// authentication and validation, which are the API's: a Front
+	// authenticates its requests itself (KeyAuthenticator, Admit) and
+	// bounds their bodies.
+	Front func(next http.Handler) http.Handler
 }
 
 // Server is the HTTP API over a Sessions. It is safe for concurrent use;
@@ -259,7 +267,11 @@ func New(s Sessions, cfg Config) (*Server, error) {
 			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, Tenants(cfg.Keys))),
 	}
 	srv.mux = srv.routes()
-	srv.handler = srv.withLogAndRecover(srv.withBodyDeadline(srv.withAuth(srv.withValidation(srv.mux))))
+	api := srv.withAuth(srv.withValidation(srv.mux))
+	if cfg.Front != nil {
+		api = cfg.Front(api)
+	}
+	srv.handler = srv.withLogAndRecover(srv.withBodyDeadline(api))
 	return srv, nil
 }
 

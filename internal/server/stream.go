@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -76,29 +75,12 @@ func (c chunkWriter) Write(p []byte) (int, error) {
 	c.n.mu.Lock()
 	defer c.n.mu.Unlock()
 	buf := append(c.n.pending[c.typ], p...)
-	cut := completeUTF8(buf)
+	cut := spec.CompleteUTF8(buf)
 	c.n.pending[c.typ] = append([]byte(nil), buf[cut:]...)
 	if cut > 0 {
 		c.n.emit(event{Type: c.typ, Data: string(buf[:cut])})
 	}
 	return len(p), nil
-}
-
-// completeUTF8 is the length of buf without a trailing, incomplete UTF-8
-// sequence (at most 3 bytes), so a character split across two chunks is
-// sent whole. Bytes that can never be valid UTF-8 are left in place; JSON
-// encoding replaces them with U+FFFD.
-func completeUTF8(buf []byte) int {
-	for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax; i-- {
-		if !utf8.RuneStart(buf[i]) {
-			continue
-		}
-		if !utf8.FullRune(buf[i:]) {
-			return i
-		}
-		break
-	}
-	return len(buf)
 }
 
 // finish sends the final event: the Result, or the error that stopped the

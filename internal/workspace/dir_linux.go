@@ -84,6 +84,10 @@ func fromFD(fd int, dir string, uid, gid int, lim Limits) (*Dir, error) {
 	}, nil
 }
 
+// Owner is the host uid and gid the Dir acts as: the sandbox user's, who
+// owns what it creates, so callers can tell the user's files from others'.
+func (d *Dir) Owner() (uid, gid int) { return d.id.uid, d.id.gid }
+
 // Close releases the workspace descriptor. Readers returned by Read stay
 // valid: they hold their own descriptors.
 func (d *Dir) Close() error {
@@ -149,11 +153,13 @@ func fsError(op string, p wsPath, err error) error {
 	case unix.ENOTEMPTY:
 		return errorf(ErrNotEmpty, "%s %q: the directory is not empty; remove it recursively", op, p)
 	case unix.ENOSPC, unix.EDQUOT:
-		return errorf(ErrTooLarge, "%s %q: the workspace is full (its disk limit); free space or create the session with a larger disk_bytes", op, p)
+		return &pathError{msg: fmt.Sprintf("%s %q: the workspace is full (its disk limit); free space or create the session with a larger disk_bytes", op, p), kinds: []error{ErrTooLarge, ErrNoSpace}}
 	case unix.ELOOP:
 		return linkError(p)
 	case unix.EXDEV:
 		return errorf(ErrLink, "path %q leaves the workspace or crosses a mount point, which Warden never does from the host", p)
+	case unix.EACCES, unix.EPERM:
+		return &pathError{msg: fmt.Sprintf("%s %q: %v", op, p, errno), kinds: []error{ErrDenied, errno}}
 	case unix.ENAMETOOLONG:
 		return errorf(ErrBadPath, "%s %q: the path is too long; use a shorter one", op, p)
 	}

@@ -7,7 +7,7 @@ import (
 
 // The errors every operation's error wraps, so that callers (the HTTP API)
 // can answer with the right status without parsing messages. Permission
-// errors wrap the errno and so match fs.ErrPermission.
+// errors wrap ErrDenied and the errno, and so match fs.ErrPermission too.
 var (
 	// ErrNotFound: the path, or one of its directories, does not exist.
 	// ErrReadOnly: the workspace may be read, not changed.
@@ -22,12 +22,20 @@ var (
 	ErrNotDir = errors.New("not a directory")
 	// ErrNotEmpty: removing a non-empty directory without recursive.
 	ErrNotEmpty = errors.New("directory not empty")
+	// ErrDenied: the sandbox user may not do this to the path (EACCES,
+	// EPERM). Unlike fs.ErrPermission, which any *os.PathError can match,
+	// only this package's errors wrap it, so a caller that shows its
+	// message shows a workspace path, never a host one.
+	ErrDenied = errors.New("permission denied")
 	// ErrBadPath: the path is not a plain relative path inside /workspace.
 	ErrBadPath = errors.New("bad path")
 	// ErrBadMode: a file mode other than permission bits.
 	ErrBadMode = errors.New("bad mode")
-	// ErrTooLarge: a file over Limits.MaxFileBytes.
+	// ErrTooLarge: a file over Limits.MaxFileBytes, or a full workspace.
 	ErrTooLarge = errors.New("too large")
+	// ErrNoSpace: the workspace's disk is full (ENOSPC, EDQUOT); such an
+	// error is ErrTooLarge too.
+	ErrNoSpace = errors.New("no space left")
 	// ErrTruncated: List stopped at Limits.MaxEntries; the entries it
 	// returns with this error are valid.
 	ErrTruncated = errors.New("listing truncated")

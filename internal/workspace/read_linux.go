@@ -173,6 +173,8 @@ func newEntry(p wsPath, st *unix.Stat_t, dirfd int, name string) Entry {
 		Size:    st.Size,
 		Mode:    os.FileMode(st.Mode & 0o777),
 		ModTime: modTime(st.Mtim),
+		UID:     st.Uid,
+		GID:     st.Gid,
 	}
 	if !p.isRoot() {
 		e.Name = p.base()

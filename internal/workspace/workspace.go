@@ -55,6 +55,11 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// TempPrefix begins the temporary name Write gives a file until it is
+// complete and renamed into place, so that watchers of the workspace can
+// leave those names out.
+const TempPrefix = ".warden-upload-"
+
 // Entry types, as Entry.Type spells them.
 const (
 	TypeFile    = "file"
@@ -79,6 +84,10 @@ type Entry struct {
 	Mode fs.FileMode `json:"mode"`
 	// ModTime is the last modification time.
 	ModTime time.Time `json:"mtime"`
+	// UID and GID own the file on the host; API-specific views name them
+	// (the sandbox user, root, or the number), so they stay out of JSON.
+	UID uint32 `json:"-"`
+	GID uint32 `json:"-"`
 	// LinkTarget is what a symbolic link says, for display only: Warden
 	// never follows it.
 	LinkTarget string `json:"link_target,omitempty"`

@@ -30,7 +30,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Entry{Name: "blob.bin", Path: "a/b/blob.bin", Type: TypeFile, Size: 1 << 20, Mode: 0o640}
+		want := Entry{Name: "blob.bin", Path: "a/b/blob.bin", Type: TypeFile, Size: 1 << 20, Mode: 0o640, UID: uint32(e.uid), GID: uint32(e.gid)}
 		ent.ModTime = time.Time{}
 		if ent != want {
 			t.Errorf("Write entry = %+v, want %+v", ent, want)
@@ -154,10 +154,11 @@ func TestListAndStat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		uid, gid := uint32(e.uid), uint32(e.gid)
 		want := []Entry{
-			{Name: "d", Path: "d", Type: TypeDir, Mode: 0o750},
-			{Name: "evil", Path: "evil", Type: TypeSymlink, Size: int64(len("/etc/shadow")), Mode: 0o777, LinkTarget: "/etc/shadow"},
-			{Name: "f", Path: "f", Type: TypeFile, Size: 5, Mode: 0o600},
+			{Name: "d", Path: "d", Type: TypeDir, Mode: 0o750, UID: uid, GID: gid},
+			{Name: "evil", Path: "evil", Type: TypeSymlink, Size: int64(len("/etc/shadow")), Mode: 0o777, LinkTarget: "/etc/shadow", UID: uid, GID: gid},
+			{Name: "f", Path: "f", Type: TypeFile, Size: 5, Mode: 0o600, UID: uid, GID: gid},
 		}
 		if len(got) != len(want) {
 			t.Fatalf("List(.) = %+v, want %+v", got, want)
@@ -342,16 +343,20 @@ func TestPermissionsOfTheSandboxUser(t *testing.T) {
 	for _, p := range []string{"root-only", "root-group", "locked/f"} {
 		got, _, err := readAll(t, e.d, p)
 		wantErr(t, "Read("+p+") as uid 4242", err, fs.ErrPermission)
+		wantErr(t, "Read("+p+") as uid 4242", err, ErrDenied)
 		if len(got) != 0 {
 			t.Errorf("Read(%s) as uid 4242 returned %q", p, got)
 		}
 	}
 	_, err = e.d.Write("root-dir/x", strings.NewReader("x"), 0)
 	wantErr(t, "Write into a root-owned directory as uid 4242", err, fs.ErrPermission)
+	wantErr(t, "Write into a root-owned directory as uid 4242", err, ErrDenied)
 	_, err = e.d.List("locked")
 	wantErr(t, "List of a root-only directory as uid 4242", err, fs.ErrPermission)
+	wantErr(t, "List of a root-only directory as uid 4242", err, ErrDenied)
 	err = e.d.Remove("locked", true)
 	wantErr(t, "Remove of a root-only directory as uid 4242", err, fs.ErrPermission)
+	wantErr(t, "Remove of a root-only directory as uid 4242", err, ErrDenied)
 	checkNames(t, filepath.Join(e.ws, "root-dir"))
 	checkNames(t, filepath.Join(e.ws, "locked"), "f")
 }

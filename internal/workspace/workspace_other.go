@@ -47,6 +47,17 @@ func (d *Dir) Mkdir(p string) (Entry, error) { return Entry{}, unsupported(p) }
 // Remove is Linux-only, like Open.
 func (d *Dir) Remove(p string, recursive bool) error { return unsupported(p) }
 
+// Rename is Linux-only, like Open.
+func (d *Dir) Rename(src, dst string) (Entry, error) { return Entry{}, unsupported(src) }
+
+// AddWatch is Linux-only, like Open.
+func (d *Dir) AddWatch(inotifyFD int, p string, mask uint32) (int, error) {
+	return -1, unsupported(p)
+}
+
+// Owner is Linux-only, like Open: there is no user to act as.
+func (d *Dir) Owner() (uid, gid int) { return -1, -1 }
+
 func unsupported(p string) error {
 	return fmt.Errorf("workspace %q: %w", p, errors.ErrUnsupported)
 }

@@ -89,7 +89,7 @@ func (d *Dir) createTemp(wp wsPath) (dirfd int, tmp string, f *os.File, err erro
 		for try := 0; err == unix.EEXIST && try < 8; try++ {
 			var b [8]byte
 			rand.Read(b[:])
-			tmp = ".warden-upload-" + hex.EncodeToString(b[:])
+			tmp = TempPrefix + hex.EncodeToString(b[:])
 			fd, err = openBeneath(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		}
 		if err != nil {

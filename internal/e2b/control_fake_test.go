@@ -1,0 +1,208 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// controlFake is an in-memory Sessions and Lifetimes for the control
+// plane's and the router's tests: sessions are records, with a clock
+// that moves one second per session created, so start times differ.
+type controlFake struct {
+	mu       sync.Mutex
+	next     int
+	sessions map[string]*controlFakeSession
+	// lastOptions is what Create was given last.
+	lastOptions sandbox.SessionOptions
+	// maxTTL is the ceiling SetExpiry and LifeCaps report.
+	maxTTL time.Duration
+	// epoch is when the first session starts; each next one a second
+	// later.
+	epoch time.Time
+}
+
+type controlFakeSession struct {
+	owner string
+	info  sandbox.Info
+}
+
+func newControlFake() *controlFake {
+	return &controlFake{sessions: map[string]*controlFakeSession{}, maxTTL: 6 * time.Hour, epoch: time.Now().UTC().Truncate(time.Second)}
+}
+
+func (f *controlFake) Create(_ context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastOptions = o
+	if o.TTL > f.maxTTL {
+		return sandbox.Info{}, fmt.Errorf("%w: ttl too long", spec.ErrInvalid)
+	}
+	f.next++
+	start := f.epoch.Add(time.Duration(f.next) * time.Second)
+	info := sandbox.Info{
+		ID: fmt.Sprintf("ses_%03d", f.next), State: sandbox.StateReady, CreatedAt: start,
+		ExpiresAt: start.Add(o.TTL), Limits: o.Limits, Network: o.Network,
+	}
+	f.sessions[info.ID] = &controlFakeSession{owner, info}
+	return info, nil
+}
+
+func (f *controlFake) find(owner, id string) (*controlFakeSession, error) {
+	s, ok := f.sessions[id]
+	if !ok || s.owner != owner {
+		return nil, fmt.Errorf("%w: no session %q", sandbox.ErrNotFound, id)
+	}
+	return s, nil
+}
+
+func (f *controlFake) Get(owner, id string) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.find(owner, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return s.info, nil
+}
+
+func (f *controlFake) List(owner string) []sandbox.Info {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sandbox.Info
+	for _, s := range f.sessions {
+		if s.owner == owner {
+			out = append(out, s.info)
+		}
+	}
+	return out
+}
+
+func (f *controlFake) Delete(_ context.Context, owner, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.find(owner, id); err != nil {
+		return err
+	}
+	delete(f.sessions, id)
+	return nil
+}
+
+func (f *controlFake) Exec(context.Context, string, string, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
+	return spec.Result{}, errors.ErrUnsupported
+}
+
+func (f *controlFake) Files(string, string) (*workspace.Dir, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func (f *controlFake) Spawn(context.Context, string, string, interp.Command) (interp.Process, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func (f *controlFake) SetExpiry(owner, id string, ttl time.Duration) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.find(owner, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if ttl > f.maxTTL {
+		return sandbox.Info{}, fmt.Errorf("%w: past the longest life", spec.ErrInvalid)
+	}
+	s.info.ExpiresAt = time.Now().Add(ttl)
+	return s.info, nil
+}
+
+func (f *controlFake) LifeCaps() (time.Duration, time.Duration) { return f.maxTTL, time.Hour }
+
+// setState changes a session behind the front end's back.
+func (f *controlFake) setState(id string, st sandbox.State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sessions[id].info.State = st
+}
+
+// drop ends a session behind the front end's back, as the reaper does.
+func (f *controlFake) drop(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sessions, id)
+}
+
+// Test keys and the tenants they stand for.
+const (
+	ctlKeyAlice = "alice-key"
+	ctlKeyBob   = "bob-key"
+)
+
+// controlAuth accepts the two test keys, as Warden's key store would.
+func controlAuth(_ *http.Request, key string) (string, error) {
+	switch key {
+	case ctlKeyAlice:
+		return "alice", nil
+	case ctlKeyBob:
+		return "bob", nil
+	}
+	return "", errors.New("invalid API key")
+}
+
+// controlNext answers what the front end passes to Warden's own API.
+var controlNext = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusTeapot)
+})
+
+// newControlServer is a front end over a fresh fake.
+func newControlServer(t testing.TB, mutate func(*Config)) (*Server, *controlFake, http.Handler) {
+	t.Helper()
+	f := newControlFake()
+	cfg := Config{Sessions: f, Lifetimes: f, Authenticate: controlAuth}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, f, s.Handler(controlNext)
+}
+
+// call sends one request through h with the API key (if any) and answers
+// the recorder.
+func controlCall(h http.Handler, method, target, key, body string) *httptest.ResponseRecorder {
+	var r *http.Request
+	if body == "" {
+		r = httptest.NewRequest(method, target, nil)
+	} else {
+		r = httptest.NewRequest(method, target, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		r.Header.Set("X-API-Key", key)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// newControlServerF is newControlServer for a fuzz target.
+func newControlServerF(f *testing.F) (*Server, *controlFake, http.Handler) {
+	return newControlServer(f, nil)
+}
+
+// The real Manager must keep satisfying what the front end needs.
+var (
+	_ Sessions  = (*sandbox.Manager)(nil)
+	_ Lifetimes = (*sandbox.Manager)(nil)
+)
