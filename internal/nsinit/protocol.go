@@ -24,6 +24,7 @@ package nsinit
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -256,8 +257,18 @@ func readConfig(r io.Reader) (Config, error) {
 	if err := strictjson.Decode(body, &c); err != nil {
 		return c, fmt.Errorf("reading the configuration: %w (%s)", err, reinstall)
 	}
+	if c.HideAgent && !c.KernelSysinfo {
+		return c, errAgentWithoutKernelSysinfo
+	}
 	return c, nil
 }
+
+// errAgentWithoutKernelSysinfo refuses a box that would hide its agent
+// behind the user's agent on a kernel that does not answer sysinfo(2)
+// itself: both agents lock down with the filter that lets the call through
+// (userAgentConfig), so on the host's kernel the sandbox would read the
+// host's figures. Only gVisor hides the agent, and its kernel answers.
+var errAgentWithoutKernelSysinfo = errors.New("the configuration asks to hide the agent (hide_agent) on a kernel that does not answer sysinfo(2) itself (kernel_sysinfo false): only gVisor boxes may hide the agent")
 
 // readFrame reads one length-prefixed frame's body.
 func readFrame(r io.Reader) ([]byte, error) {

@@ -55,6 +55,7 @@ func TestConfigFrameErrors(t *testing.T) {
 		{"newer version", head(Version+1, ""), fmt.Sprintf("speaks protocol version %d but warden sent version %d: reinstall warden-init", Version, Version+1)},
 		{"unknown field", frame(`{"command":["true"],"no_such_setting":true}`), `unknown field "no_such_setting"`},
 		{"two values", frame(`{}{}`), "more than one JSON value"},
+		{"agent hidden on the host's kernel", frame(`{"command":["true"],"hide_agent":true}`), "only gVisor boxes may hide the agent"},
 	}
 	for _, tt := range tests {
 		_, err := readConfig(strings.NewReader(tt.in))
