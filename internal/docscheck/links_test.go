@@ -17,7 +17,9 @@ func skipDir(name string) bool {
 	return name == ".git" || name == "node_modules" || name == "vendor"
 }
 
-func walk(t *testing.T, ext string, fn func(path string)) {
+// walk calls fn with the path of every file under root whose name ends in
+// one of exts.
+func walk(t *testing.T, exts []string, fn func(path string)) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -26,8 +28,14 @@ func walk(t *testing.T, ext string, fn func(path string)) {
 		if d.IsDir() && skipDir(d.Name()) {
 			return filepath.SkipDir
 		}
-		if !d.IsDir() && strings.HasSuffix(p, ext) {
-			fn(p)
+		if d.IsDir() {
+			return nil
+		}
+		for _, ext := range exts {
+			if strings.HasSuffix(p, ext) {
+				fn(p)
+				break
+			}
 		}
 		return nil
 	})
@@ -38,7 +46,7 @@ func walk(t *testing.T, ext string, fn func(path string)) {
 
 func TestMarkdownLinksResolve(t *testing.T) {
 	n := 0
-	walk(t, ".md", func(p string) {
+	walk(t, []string{".md"}, func(p string) {
 		n++
 		bad, err := CheckFile(p)
 		if err != nil {
@@ -53,11 +61,11 @@ func TestMarkdownLinksResolve(t *testing.T) {
 	}
 }
 
-// docRef matches a Go comment's citation of a topic file.
+// docRef matches a citation of a topic file in code or configuration.
 var docRef = regexp.MustCompile(`docs/[A-Za-z0-9_-]+\.md`)
 
-func TestGoCommentsCiteExistingDocs(t *testing.T) {
-	walk(t, ".go", func(p string) {
+func TestCodeCitesExistingDocs(t *testing.T) {
+	walk(t, []string{".go", ".yaml", "Makefile"}, func(p string) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatalf("reading %q: %v", p, err)
