@@ -12,9 +12,10 @@ import (
 // root is the repository's top directory, two levels above this package.
 const root = "../.."
 
-// skipDir reports whether a directory holds no Markdown of the project's own.
+// skipDir reports whether a directory holds no Markdown of the project's
+// own: hidden ones (.git, a virtualenv) and installed packages.
 func skipDir(name string) bool {
-	return name == ".git" || name == "node_modules" || name == "vendor"
+	return strings.HasPrefix(name, ".") || name == "node_modules" || name == "vendor"
 }
 
 // walk calls fn with the path of every file under root whose name ends in
@@ -25,7 +26,7 @@ func walk(t *testing.T, exts []string, fn func(path string)) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && skipDir(d.Name()) {
+		if d.IsDir() && p != root && skipDir(d.Name()) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() {
