@@ -111,7 +111,7 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 // does serial work, and a second P only costs: each time a goroutine wakes
 // (a pace of the output drain, tens a second while a sandbox floods), the
 // scheduler wakes another thread to look for work it never finds, host
-// CPU no cgroup is charged for (docs/architecture.md, "Output"). With
+// CPU no cgroup is charged for (docs/interpreters.md, "Output"). With
 // --net proxy the egress proxy runs in this process beside the output
 // drains, and one P would make the sandbox's connections wait on them.
 func onePSuffices(s spec.Spec) bool {

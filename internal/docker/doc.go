@@ -9,5 +9,6 @@
 // with net/http, instead of linking the moby client: that client's
 // dependencies (distribution/reference's regular expressions, go-digest)
 // cost about 1.1 ms of package initialisation in every warden process,
-// and every sandbox's init is a warden process (see docs/architecture.md).
+// which every CLI run starts, and every sandbox too when warden runs
+// itself as the init (see docs/backends.md).
 package docker

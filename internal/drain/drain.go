@@ -29,7 +29,7 @@ import (
 // stays a share of its own CPU quota: on the 2-core VM Warden was measured
 // on, one wake of a Go process from a timer cost 0.14 ms of CPU or more (a
 // bare 10 ms sleep loop used 13.5 ms a second), which a 0.1-core sandbox
-// could not be charged for at one-core rates (docs/architecture.md,
+// could not be charged for at one-core rates (docs/interpreters.md,
 // "Output").
 const (
 	// pipeSize is what a Pipe grows its pipe to once a paced read or
@@ -73,7 +73,7 @@ const (
 // were still a fifth of the tenth of the quota aimed at. Output past the
 // limit still drains at 5 MiB/s or more. The batch keeps the quota's own
 // ratio: it bounds how fast kept output written in small pieces moves, and
-// squared it halved that at half a core (docs/architecture.md, "Output").
+// squared it halved that at half a core (docs/interpreters.md, "Output").
 func pacing(cpus float64) (batch, pace time.Duration) {
 	batchScale, paceScale := 1.0, 1.0
 	if cpus > 0 && cpus < 1 {

@@ -3,9 +3,9 @@
 //
 // It replaces github.com/prometheus/client_golang, whose package
 // initialisation (with procfs, protobuf, client_model, expvar and
-// runtime/metrics) cost about 1.3 ms in every warden process: the binary
-// is also the init of every sandbox, so each sandbox start paid for a
-// metrics stack only the server uses. This package does no work at init
+// runtime/metrics) every warden process would pay, and a sandbox's start
+// too when warden runs itself as the init, for a metrics stack only the
+// server uses (docs/performance.md has the figures). This package does no work at init
 // and covers only what the server needs: labelled counters and
 // histograms, gauges read at scrape time and a few process figures.
 //

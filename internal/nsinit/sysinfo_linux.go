@@ -200,7 +200,7 @@ const (
 // real program needs (programs call sysinfo a few times, at start):
 // callers beyond it simply wait. It bounds the CPU a flood costs, and
 // with it the part the Go runtime's own threads spend outside the
-// sandbox's cgroup on cgroup v1 (docs/architecture.md).
+// sandbox's cgroup on cgroup v1 (docs/sandbox.md).
 const maxAnswersPerSecond = 2000
 
 // pace waits, when the box has had maxAnswersPerSecond answers in the

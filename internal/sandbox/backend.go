@@ -10,8 +10,9 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// Backend is one way of isolating code: the native namespaces backend
-// today, gVisor and Docker later. The Manager holds sessions in any.
+// Backend is one way of isolating code: native (Linux namespaces built by
+// Warden), gvisor (runsc) or docker (a container through the Engine API).
+// The Manager holds sessions in any, so front ends never see which.
 type Backend interface {
 	// Name is the backend's name in flags and messages ("native").
 	Name() string

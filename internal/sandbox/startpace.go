@@ -10,7 +10,7 @@ import (
 
 // Starting a sandbox costs warden serve and its spawner host CPU that no
 // cgroup charges, far more than an exec (measured with bench/tenants;
-// the figures are in docs/architecture.md, Tenants' shares, Starts, the one
+// the figures are in docs/api.md, Tenants' shares, Starts, the one
 // place they are kept). A client starting sandboxes back to back kept
 // half a core busy outside any cgroup, uncharged, whatever its share of
 // sessions. So starts (Create and Run, the one path of the API, /mcp
@@ -25,7 +25,7 @@ const (
 	// DefaultStartRate is the starts a second each owner may make after
 	// its burst when Config.StartRate is zero: past the burst, a key's
 	// starts cost the host at most the rate times the measured cost of
-	// a start (docs/architecture.md, Starts: about a tenth of a core).
+	// a start (docs/api.md, Starts: about a tenth of a core).
 	DefaultStartRate = 2
 	// MaxStartRate bounds Config.StartRate.
 	MaxStartRate = 10000

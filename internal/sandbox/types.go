@@ -1,7 +1,8 @@
 // Package sandbox is the layer between Warden's front ends (CLI, HTTP API,
-// MCP) and its backends: the Backend and Sandbox interfaces every isolation
-// backend implements, and the Manager that turns sandboxes into sessions
-// with a lifecycle, an owner, expiry and a warm pool.
+// MCP) and its backends: the Backend and Box interfaces every isolation
+// backend implements (each box adapted from the agent's Session), and the
+// Manager that turns boxes into sessions with a lifecycle, an owner, expiry
+// and a warm pool.
 package sandbox
 
 import (

@@ -51,7 +51,7 @@ func InstallOnThread() error {
 // refuses the flag with EINVAL, it installs without it: a signal between
 // the init's check that the call waits and its write can then let the
 // write land after the call has returned, into memory the caller may
-// have reused (docs/architecture.md).
+// have reused (docs/sandbox.md).
 func InstallNotifying() (listener int, err error) {
 	listener, err = install(programNotifying[:], unix.SECCOMP_FILTER_FLAG_NEW_LISTENER|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
 	if !errors.Is(err, unix.EINVAL) {

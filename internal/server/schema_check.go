@@ -177,7 +177,8 @@ func member(field, k string) string {
 
 // isIdentifier says whether s is letters, digits and _, not starting
 // with a digit. It is a loop rather than a regexp so that nothing is
-// compiled at package init, which every sandbox start pays for.
+// compiled at package init, which every warden process pays for (each
+// sandbox's start too, when warden runs itself as the init).
 func isIdentifier(s string) bool {
 	for i, c := range s {
 		if !(c == '_' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || i > 0 && '0' <= c && c <= '9') {

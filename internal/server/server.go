@@ -244,8 +244,9 @@ func New(s Sessions, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
-	// The spec is read here rather than at package init: the warden binary
-	// is also the init of every sandbox, and each start pays for init.
+	// The spec is read here rather than at package init: every warden
+	// process pays for init, and so does each sandbox's start when warden
+	// runs itself as the init.
 	ops, err := loadOperations(apispec.OpenAPIYAML)
 	if err != nil {
 		return nil, fmt.Errorf("server: loading the API spec: %w", err)

@@ -16,7 +16,7 @@ import (
 // megabyte of "y\n" with encoding/json cost a fresh `warden run` some
 // 40 ms of host CPU (buffers grown by doubling, each page faulted in, and
 // a garbage collection), no sandbox's cgroup paying for it; streamed, it
-// costs a tenth of that (docs/architecture.md, "Output").
+// costs a tenth of that (docs/interpreters.md, "Output").
 func (r Result) WriteJSON(w io.Writer) error {
 	j, err := r.EncodeJSON()
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // postureCases are, per backend, what a sandbox of that backend must not
 // learn about the host or reach of Warden's agent, beyond the common
 // conformance cases: each backend hides what its technology lets it
-// (docs/architecture.md says what each cannot).
+// (docs/sandbox.md and docs/backends.md say what each cannot).
 func postureCases() map[string][]conformanceCase {
 	bin := filepath.Dir(wardenBin)
 	return map[string][]conformanceCase{
