@@ -20,8 +20,14 @@
 // mount namespace or gVisor bundle), while a flattened tree is a plain
 // directory every backend takes as is, costs no data copy (hard links
 // share inodes, so the page cache is shared exactly as overlayfs would),
-// and only a link per file and a directory per directory to make. See
-// the measurements in the tests' BenchmarkFlatten.
+// and only a link per file and a directory per directory to make.
+// Measured (TestMeasurePull, WARDEN_MEASURE=1) on a 211 MB image of real
+// files, 14175 files and 1704 directories in 2 layers, on a loaded
+// 2-core host: the first pull took 18.2 s; a second template on the same
+// layers unpacked nothing and took 0.63 s (0.034x), all of it
+// flattening; overlayfs mounts the same root in 1.8 ms, but the
+// flattened tree is made once per template, not per mount, and adds
+// only directories and links to the disk (two templates used 257 MB).
 //
 // # Hostile input
 //

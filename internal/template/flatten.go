@@ -17,8 +17,10 @@ import (
 // markers are applied, not copied. It writes only through an os.Root and
 // replaces (never descends into) a lower layer's non-directory.
 type flattener struct {
-	root *os.Root
-	dst  string
+	root    *os.Root
+	dst     string
+	dirName string   // the directory parent is open on, for link
+	parent  *os.File // the last parent link used, kept open across its files
 }
 
 // flatten makes dst (an existing empty directory) the union of layers.
@@ -29,12 +31,21 @@ func flatten(dst string, layers []string) error {
 	}
 	defer root.Close()
 	f := &flattener{root: root, dst: dst}
+	defer f.closeDir()
 	for _, l := range layers {
 		if err := filepath.WalkDir(l, f.visit(l)); err != nil {
 			return fmt.Errorf("flattening layer %q: %w", filepath.Base(filepath.Dir(l)), err)
 		}
 	}
 	return nil
+}
+
+// closeDir closes the parent directory link keeps open.
+func (f *flattener) closeDir() {
+	if f.parent != nil {
+		f.parent.Close()
+		f.parent, f.dirName = nil, ""
+	}
 }
 
 // visit returns the WalkDir callback for the layer tree at top.
@@ -59,9 +70,6 @@ func (f *flattener) visit(top string) fs.WalkDirFunc {
 		case d.IsDir():
 			return f.dir(p, rel)
 		default:
-			if err := f.remove(rel); err != nil {
-				return err
-			}
 			return f.link(p, rel)
 		}
 	}
@@ -113,6 +121,7 @@ func (f *flattener) opaque(src, rel string) error {
 
 // remove deletes rel and everything under it, if it exists.
 func (f *flattener) remove(rel string) error {
+	f.closeDir() // it may be under rel
 	err := f.root.RemoveAll(rel)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
