@@ -137,6 +137,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	f := agent.Frame{
 		Spec: s, Control: ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
 		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
 		Exited:        b.exited,

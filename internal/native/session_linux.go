@@ -45,6 +45,7 @@ func (rt Runtime) StartSession(ctx context.Context, s spec.Spec) (*agent.Session
 	f := agent.Frame{
 		Spec: s, Control: b.ctlHost, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
 		Env:           b.env,
+		Log:           b.log(),
 		OpenWorkspace: func() (*os.File, error) { return openInitWorkspace(proc) },
 		Kill:          proc.kill,
 		Exited:        exited,
