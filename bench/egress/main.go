@@ -53,6 +53,7 @@ func serve() {
 	}
 	buf := make([]byte, 1<<20)
 	go func() {
+		// It serves until the process exits, which ends it.
 		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", strconv.Itoa(100<<20))
 			for range 100 {
@@ -63,7 +64,7 @@ func serve() {
 		}))
 	}()
 	fmt.Println(ln.Addr().(*net.TCPAddr).Port)
-	_, _ = bufio.NewReader(os.Stdin).ReadString(0)
+	_, _ = bufio.NewReader(os.Stdin).ReadString(0) // any end of stdin, EOF included, is the signal to stop
 }
 
 func bench(wardenBin string, n int) error {
@@ -132,7 +133,7 @@ func median(xs []float64) float64 {
 // into it and starts this binary there as the server.
 func startServer() (port string, stop func(), err error) {
 	b := make([]byte, 3)
-	_, _ = rand.Read(b)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it panics instead)
 	suffix := hex.EncodeToString(b)
 	ns, host, peer, link := "wdb-"+suffix, "wdb"+suffix+"h", "wdb"+suffix+"n", "3ffe:b00:"+suffix[:4]+"::"
 	var undo []func()
@@ -158,7 +159,7 @@ func startServer() (port string, stop func(), err error) {
 		{"-n", ns, "addr", "add", serverIP + "/128", "dev", "lo", "nodad"},
 		{"-6", "route", "replace", serverIP + "/128", "via", link + "2", "dev", host},
 	}
-	undo = append(undo, func() { _ = ip("netns", "del", ns) }, func() { _ = ip("link", "del", host) })
+	undo = append(undo, func() { warnUndo(ip("netns", "del", ns)) }, func() { warnUndo(ip("link", "del", host)) })
 	for _, s := range steps {
 		if err := ip(s...); err != nil {
 			return "", stop, err
@@ -175,10 +176,18 @@ func startServer() (port string, stop func(), err error) {
 	if err := cmd.Start(); err != nil {
 		return "", stop, err
 	}
-	undo = append(undo, func() { stdin.Close(); _ = cmd.Wait() })
+	undo = append(undo, func() { stdin.Close(); _ = cmd.Wait() }) // the server is killed by its end of stdin: its status says nothing
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		return "", stop, fmt.Errorf("starting the server: %w", err)
 	}
 	return strings.TrimSpace(line), stop, nil
+}
+
+// warnUndo reports a namespace or link the bench could not remove, which
+// stays on the host until removed by hand (ip netns del, ip link del).
+func warnUndo(err error) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "egress bench: cleaning up: %v\n", err)
+	}
 }

@@ -176,7 +176,9 @@ func benchMemory(a *api, count int) error {
 	ids := make([]string, 0, count)
 	defer func() {
 		for _, id := range ids {
-			_ = a.call("DELETE", "/v1/sessions/"+id, nil, nil)
+			if err := a.call("DELETE", "/v1/sessions/"+id, nil, nil); err != nil {
+				fmt.Fprintf(os.Stderr, "sessions bench: deleting %s: %v\n", id, err)
+			}
 		}
 	}()
 	for range count {

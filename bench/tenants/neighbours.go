@@ -110,7 +110,7 @@ func benignRuns(mode string, run func() (float64, error), n int, start func(cont
 		return row
 	}
 	for i := 0; i < 2; i++ {
-		_, _ = run()
+		_, _ = run() // warm-up rounds, not measured
 	}
 	alone := times("alone")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,16 +194,16 @@ func cliNeighbours(ctx context.Context, o options, tally *neighbourTally) func()
 			return "starting warden run: " + err.Error()
 		}
 		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+		go func() { _ = cmd.Wait(); close(done) }() // only the end matters: the run's output is the result
 		select {
 		case <-done:
 		case <-ctx.Done():
-			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Process.Signal(syscall.SIGTERM) // fails only once it has ended, which done tells
 			select {
 			case <-done:
 			case <-time.After(stopGrace):
 				log.Printf("warden run (pid %d) ignored SIGTERM for %s: killing it", cmd.Process.Pid, stopGrace)
-				_ = cmd.Process.Kill()
+				_ = cmd.Process.Kill() // as above
 				<-done
 			}
 		}

@@ -81,7 +81,7 @@ func Start(o Options) (*Server, error) {
 		return nil, fmt.Errorf("starting %s: %w", o.Warden, err)
 	}
 	s := &Server{Base: "http://" + addr, Addr: addr, Cmd: cmd, State: state, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(s.done) }()
+	go func() { _ = cmd.Wait(); close(s.done) }() // only its end matters here, which s.done tells
 	for deadline := time.Now().Add(startWait); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
 		select {
 		case <-s.done:
@@ -175,7 +175,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	if out != nil {
 		return json.NewDecoder(resp.Body).Decode(out)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body) // drained only so the connection is reused
 	return nil
 }
 
@@ -208,7 +208,7 @@ func (c *Client) Open(ctx context.Context, method, path string, body any) (*http
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		var e struct{ Error struct{ Message string } }
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e) // a body not JSON leaves the message empty; the status is reported
 		retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 		return nil, &APIError{Status: resp.StatusCode, Message: e.Error.Message, RetryAfter: retry}
 	}

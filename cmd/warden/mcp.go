@@ -100,6 +100,7 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o.backendOpts.Server = true
+	o.backendOpts.Logger = log
 	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {
 		return err
@@ -109,7 +110,7 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 		return err
 	}
 	logFit(log, notes)
-	cfg.OnCleanupError = func(err error) { log.Error("cleaning up a sandbox", "err", err) }
+	cfg.Logger = log
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	err = wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{

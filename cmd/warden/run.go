@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -86,6 +87,9 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 	if onePSuffices(o.spec) {
 		runtime.GOMAXPROCS(1)
 	}
+	// Only warnings reach stderr, the program's own stream when it is not
+	// captured: a cleanup that failed, never the run's routine.
+	o.backendOpts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A reader of our output that goes away (warden run ... | head) must
@@ -130,7 +134,7 @@ func (o *runOptions) check() error {
 // without a session's agent.
 func (o *runOptions) execute(ctx context.Context, stdio native.IO) (spec.Result, error) {
 	if o.backend == "native" {
-		return native.Run(ctx, o.spec, stdio)
+		return native.Runtime{Logger: o.backendOpts.Logger}.Run(ctx, o.spec, stdio)
 	}
 	b, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {

@@ -162,6 +162,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	o.backendOpts.Server = true
+	o.backendOpts.Logger = log
 	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {
 		return err
@@ -185,7 +186,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		cfg.Store = store
 		cfg.OnStoreError = func(err error) { log.Error("state directory", "err", err) }
 	}
-	cfg.OnCleanupError = func(err error) { log.Error("cleaning up a sandbox", "err", err) }
+	cfg.Logger = log
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	reportState(log, store, mgr)
@@ -223,6 +224,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("registering the connection metrics: %w", err)
 	}
 	err = run(ctx, limited, srv.Handler(), o.shutdown)
+	// Close always returns nil: what the sessions' cleanup fails at is
+	// logged, and what it leaves is reported just below.
 	_ = mgr.Close()
 	if left := leftBehind(); len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("shutting down left %d sandbox cgroups behind (%s); the next warden run or serve removes them", len(left), strings.Join(left, ", ")))

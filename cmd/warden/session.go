@@ -174,9 +174,11 @@ func sessionExec(ctx context.Context, s *sdk.Session, req sdk.ExecRequest, asJSO
 	r, err := s.Stream(ctx, req, func(e sdk.Event) error {
 		switch e.Type {
 		case "stdout":
+			// A reader of ours gone away (| head) cannot be told; the
+			// session's result is still read to its end.
 			_, _ = io.WriteString(os.Stdout, e.Data)
 		case "stderr":
-			_, _ = io.WriteString(os.Stderr, e.Data)
+			_, _ = io.WriteString(os.Stderr, e.Data) // as above
 		}
 		return nil
 	})

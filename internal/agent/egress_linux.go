@@ -130,12 +130,14 @@ func ServeEgressLink(link *os.File, a *egress.Attachment) {
 		}
 		c, err := net.Dial("unix", a.SocketPath())
 		if err != nil {
+			// A failed answer means the box's end is gone: the next Read ends the loop.
 			_, _ = link.Write([]byte{0})
 			continue
 		}
 		f, err := c.(*net.UnixConn).File()
 		c.Close()
 		if err != nil {
+			// As above: the next Read finds a link that is gone.
 			_, _ = link.Write([]byte{0})
 			continue
 		}

@@ -72,7 +72,7 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	errOut := &Capture{limit: limit, live: stdio.Stderr}
 	drained, err := x.drain(out, errOut, stdio.Stdin, p.done, s.f.Spec.Limits.CPUs)
 	if err != nil {
-		_ = p.Kill()
+		s.kill(p)
 		<-p.done
 		return spec.Result{}, err
 	}
@@ -81,7 +81,7 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	case <-p.done:
 	case <-ctx.Done():
 		r.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
-		_ = p.Kill()
+		s.kill(p)
 		<-p.done
 	}
 	r.WallTimeMS = ms(time.Since(begin))
@@ -186,6 +186,8 @@ func (x *execPipes) drain(out, errOut *Capture, stdin io.Reader, ended <-chan st
 		w := x.stdinW
 		x.stdinW = nil
 		go func() {
+			// The program may stop reading at any time; its stdin's end
+			// is not the host's to report.
 			_, _ = io.Copy(w, stdin)
 			w.Close()
 		}()
@@ -207,5 +209,13 @@ func (x *execPipes) finishDrain(wg *sync.WaitGroup) {
 		x.outPipe.Close()
 		x.errPipe.Close()
 		<-done
+	}
+}
+
+// kill kills p, logging a kill that could not be delivered: p still ends
+// with the box, whose connection is then gone.
+func (s *Session) kill(p *Process) {
+	if err := p.Kill(); err != nil {
+		s.log().Warn("killing an exec", "err", err)
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -51,6 +52,18 @@ type Frame struct {
 	// when a signal ended it), which tells an init of another build; nil
 	// where the backend cannot tell.
 	ExitCode func() int
+	// Log receives the session's cleanup warnings (an exec's cgroup or
+	// process it could not remove), carrying the backend's attributes for
+	// the box (nil: slog.Default()).
+	Log *slog.Logger
+}
+
+// log is the session's logger.
+func (s *Session) log() *slog.Logger {
+	if s.f.Log == nil {
+		return slog.Default()
+	}
+	return s.f.Log
 }
 
 // BoxedConfig is the Config a boxed init gets for a session of s: the

@@ -125,7 +125,7 @@ func (p *Process) awaitStart(ctx context.Context) error {
 	case <-p.started:
 	case <-p.done:
 	case <-ctx.Done():
-		_ = p.Kill()
+		p.s.kill(p)
 		<-p.done
 		return fmt.Errorf("starting process: %w", ctx.Err())
 	}

@@ -550,14 +550,14 @@ func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
 		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			closeFDs(fds)
-			_ = cg.Delete()
+			s.deleteExecCgroup(cg)
 			return nil, nil, fmt.Errorf("opening cgroup file %q: %w", path, err)
 		}
 		fds = append(fds, fd)
 	}
 	if len(fds) != s.hierarchies {
 		closeFDs(fds)
-		_ = cg.Delete()
+		s.deleteExecCgroup(cg)
 		return nil, nil, fmt.Errorf("exec cgroup has %d hierarchies, the session %d", len(fds), s.hierarchies)
 	}
 	return cg, fds, nil
@@ -622,3 +622,11 @@ func sendmsg(fd int, p, rights []byte) (int, error) {
 // Cgroup is the box's cgroup as its backend made it, or nil when the host
 // manages none it can divide.
 func (s *Session) Cgroup() cgroup.Cgroup { return s.f.Cgroup }
+
+// deleteExecCgroup removes an exec's cgroup that was never used, logging
+// a failure: the exec fails with its own error either way.
+func (s *Session) deleteExecCgroup(cg cgroup.Cgroup) {
+	if err := cg.Delete(); err != nil {
+		s.log().Warn("removing an unused exec cgroup", "cgroup", cg.Path(), "err", err)
+	}
+}

@@ -231,6 +231,8 @@ func ReapStale(alive func(pid int) bool, wait time.Duration) (int, error) {
 		}
 	}
 	gone := waitFor(wait, func() bool {
+		// What this round cannot remove, the next retries, and what
+		// stays after the wait is reported below.
 		_ = RemoveStale(alive)
 		left, _ := Stale(alive)
 		return len(left) == 0

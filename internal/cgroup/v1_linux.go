@@ -138,7 +138,7 @@ func createV1(lay *v1Layout, name string, l Limits) (_ *v1Cgroup, skipped map[st
 	defer func() {
 		if err != nil {
 			for i := len(c.dirs) - 1; i >= 0; i-- {
-				_ = rmdirRetry(c.dirs[i].path)
+				err = errors.Join(err, rmdirRetry(c.dirs[i].path))
 			}
 		}
 	}()
@@ -383,8 +383,7 @@ func (c *v1Cgroup) Child(name string) (Cgroup, error) {
 	for _, d := range c.dirs {
 		dir := d.path + "/" + name
 		if err := mkdirCgroup(dir); err != nil {
-			_ = child.Delete()
-			return nil, fmt.Errorf("creating cgroup %s: %w", dir, unwrapPath(err))
+			return nil, errors.Join(fmt.Errorf("creating cgroup %s: %w", dir, unwrapPath(err)), child.Delete())
 		}
 		child.dirs = append(child.dirs, v1Dir{path: dir, ctls: d.ctls})
 		for ctl := range strings.SplitSeq(d.ctls, ",") {

@@ -311,8 +311,7 @@ func createV2(lay *v2Layout, name string, l Limits) (_ *v2Cgroup, skipped map[st
 	}
 	c := &v2Cgroup{dir: dir}
 	if err := lay.setLimits(dir, l); err != nil {
-		_ = rmdirRetry(dir)
-		return nil, skipped, err
+		return nil, skipped, errors.Join(err, rmdirRetry(dir))
 	}
 	return c, skipped, nil
 }

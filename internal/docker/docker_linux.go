@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -28,6 +29,10 @@ import (
 type Runtime struct {
 	// Image is the boxes' image; empty means Warden's own root image.
 	Image string
+	// Logger receives the warnings of cleanups nobody waits on (a
+	// container, mount or directory left behind), with the box's name
+	// (nil: slog.Default()).
+	Logger *slog.Logger
 
 	once   sync.Once
 	engine *Engine
@@ -138,6 +143,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	f := agent.Frame{
 		Spec: s, Control: b.ctl, UID: b.lease.ID(), GID: b.lease.ID(), Egress: b.att,
 		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill, Exited: b.exited, Cleanup: b.cleanup,
 	}
@@ -246,7 +252,7 @@ const acceptTimeout = 30 * time.Second
 // accept takes the init's connection and checks, by the peer's
 // credentials, that it is the container's PID 1.
 func (b *box) accept(ctx context.Context, ln *net.UnixListener) (*os.File, error) {
-	_ = ln.SetDeadline(time.Now().Add(acceptTimeout))
+	_ = ln.SetDeadline(time.Now().Add(acceptTimeout)) // fails only on a closed listener, which Accept reports
 	accepted := make(chan struct{})
 	defer close(accepted)
 	go func() {
@@ -385,7 +391,7 @@ func (b *box) kill() {
 	}
 	if b.ctl != nil {
 		if err := agent.ShutdownControl(b.ctl); err != nil && !errors.Is(err, os.ErrClosed) {
-			slog.Warn("shutting the box's control connection", "err", err)
+			b.logger().Warn("shutting the box's control connection", "err", err)
 		}
 	}
 	select {
@@ -395,7 +401,10 @@ func (b *box) kill() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
-	_ = b.r.engine.Kill(ctx, b.id)
+	if err := b.r.engine.Kill(ctx, b.id); err != nil {
+		// cleanup's Remove kills it again, forcing.
+		b.logger().Warn("killing the box's container", "err", err)
+	}
 }
 
 // cleanup removes the container, the scratch tmpfs and the box's
@@ -407,7 +416,9 @@ func (b *box) cleanup() {
 			logs, _ := b.r.engine.Logs(ctx, b.id)
 			b.logs = strings.TrimSpace(logs)
 		}
-		_ = b.r.engine.Remove(ctx, b.id)
+		if err := b.r.engine.Remove(ctx, b.id); err != nil {
+			b.logger().Warn("removing the box's container", "err", err)
+		}
 		cancel()
 		select {
 		case <-b.exited:
@@ -422,8 +433,26 @@ func (b *box) cleanup() {
 		b.lease.Release()
 	}
 	if b.att != nil {
-		_ = b.att.Close()
+		if err := b.att.Close(); err != nil {
+			b.logger().Warn("closing the box's egress proxy socket", "err", err)
+		}
 	}
-	_ = rootfs.UnmountScratch(filepath.Join(b.dir, "scratch"))
-	_ = os.RemoveAll(b.dir)
+	if err := rootfs.UnmountScratch(filepath.Join(b.dir, "scratch")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		b.logger().Warn("unmounting the box's scratch", "err", err)
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		b.logger().Warn("removing the box's directory", "err", err)
+	}
+}
+
+// logger is the Runtime's logger, for this box.
+func (b *box) logger() *slog.Logger { return b.r.logger().With("box", b.name) }
+
+// logger is the Runtime's logger (Logger, else slog.Default()).
+func (r *Runtime) logger() *slog.Logger {
+	l := r.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return l.With("backend", "docker")
 }

@@ -28,12 +28,19 @@ func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
 // removeStale removes the containers and directories of Wardens that
 // died. The directories are named as gVisor's are.
 func (r *Runtime) removeStale(ctx context.Context) {
-	if ids, err := StaleContainers(ctx, r.engine); err == nil {
-		for _, id := range ids {
-			_ = r.engine.Remove(ctx, id)
+	// The next start retries what fails; doctor --leaks lists what stays.
+	ids, err := StaleContainers(ctx, r.engine)
+	if err != nil {
+		r.logger().Warn("listing dead Wardens' containers", "err", err)
+	}
+	for _, id := range ids {
+		if err := r.engine.Remove(ctx, id); err != nil {
+			r.logger().Warn("removing a dead Warden's container", "box", id, "err", err)
 		}
 	}
 	for _, dir := range gvisor.Stale(StateDir) {
-		_ = gvisor.RemoveStaleDir(dir)
+		if err := gvisor.RemoveStaleDir(dir); err != nil {
+			r.logger().Warn("removing a dead Warden's box directory", "dir", dir, "err", err)
+		}
 	}
 }

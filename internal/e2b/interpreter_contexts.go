@@ -197,7 +197,7 @@ func (g *contextRegistry) reset(c *codeContext) {
 // contexts have (a UUID v4), which is also a valid interpreter name.
 func newContextID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])

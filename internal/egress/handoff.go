@@ -41,9 +41,10 @@ var errLostHandOff = errors.New("the server is out of file descriptors: a connec
 func receive(c *net.UnixConn) (clientConn, []byte, error) {
 	buf := make([]byte, 512)
 	oob := make([]byte, unix.CmsgSpace(4))
+	// A deadline fails only on a closed connection, which the read reports.
 	_ = c.SetReadDeadline(time.Now().Add(handoffTimeout))
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetReadDeadline(time.Time{}) // as above
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,6 +32,10 @@ type Runtime struct {
 	// Platform is runsc's platform (ptrace, systrap, kvm); empty is
 	// runsc's default.
 	Platform string
+	// Logger receives the warnings of cleanups nobody waits on (a runsc
+	// container, mount or directory left behind), with the box's id (nil:
+	// slog.Default()).
+	Logger *slog.Logger
 
 	once     sync.Once
 	template rootfs.Template
@@ -133,6 +137,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	f := agent.Frame{
 		Spec: s, Control: ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
 		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
 		Exited:        b.exited,
@@ -195,6 +200,8 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		return nil, fmt.Errorf("starting runsc: %w", err)
 	}
 	go func() {
+		// runsc run's own failures are in its log (explain), not in
+		// Wait's error.
 		_ = b.cmd.Wait()
 		close(b.exited)
 	}()
@@ -248,7 +255,7 @@ func (b *box) kill() {
 	// gVisor ends every process of the box with it, without a runsc kill.
 	if b.ctl != nil {
 		if err := agent.ShutdownControl(b.ctl); err != nil && !errors.Is(err, os.ErrClosed) {
-			slog.Warn("shutting the box's control connection", "err", err)
+			b.logger().Warn("shutting the box's control connection", "err", err)
 		}
 	}
 	select {
@@ -256,12 +263,16 @@ func (b *box) kill() {
 		return
 	case <-time.After(runExitGrace):
 	}
-	_ = b.runscCmd("kill", "--all", b.id, "KILL")
+	if err := b.runscCmd("kill", "--all", b.id, "KILL"); err != nil {
+		b.logger().Warn("killing the box's processes; killing runsc run instead", "err", err)
+	}
 	select {
 	case <-b.exited:
 	case <-time.After(runExitGrace):
 		b.forced = true
-		_ = b.cmd.Process.Kill()
+		if err := b.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			b.logger().Warn("killing runsc run", "err", err)
+		}
 	}
 }
 
@@ -286,19 +297,27 @@ func (b *box) cleanup() {
 		b.kill()
 		<-b.exited
 		if b.forced {
-			_ = b.runscCmd("delete", "--force", b.id)
+			if err := b.runscCmd("delete", "--force", b.id); err != nil {
+				b.logger().Warn("deleting the box's runsc container", "err", err)
+			}
 		}
 	}
 	if b.att != nil {
-		_ = b.att.Close()
+		if err := b.att.Close(); err != nil {
+			b.logger().Warn("closing the box's egress proxy socket", "err", err)
+		}
 	}
 	if b.log != nil {
 		b.logTail = tail(b.log)
 		b.log.Close()
 	}
-	_ = rootfs.UnmountScratch(filepath.Join(b.dir, "scratch"))
-	_ = os.RemoveAll(b.dir)
+	if err := RemoveStaleDir(b.dir); err != nil {
+		b.logger().Warn("removing the box's directory", "err", err)
+	}
 }
+
+// logger is the Runtime's logger, for this box.
+func (b *box) logger() *slog.Logger { return b.r.logger().With("box", b.id) }
 
 // explain adds what runsc said to an error of a box that never became
 // ready; runsc reports its own failures only in its log.

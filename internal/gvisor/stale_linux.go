@@ -1,6 +1,9 @@
 package gvisor
 
 import (
+	"errors"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,11 +42,14 @@ func Stale(dir string) []string {
 	return out
 }
 
-// RemoveStaleDir removes one entry Stale listed: its scratch mount, if
-// any, then the directory.
+// RemoveStaleDir removes one entry Stale listed, or a box's own directory
+// at its end: its scratch mount, if any, then the directory.
 func RemoveStaleDir(dir string) error {
-	_ = rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
-	return os.RemoveAll(dir)
+	err := rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil // a template, or a box that ended before making one
+	}
+	return errors.Join(err, os.RemoveAll(dir))
 }
 
 // removeStale removes what dead Wardens left in StateDir, their runsc
@@ -52,8 +58,22 @@ func (r *Runtime) removeStale(runsc string) {
 	for _, dir := range Stale(StateDir) {
 		if id, ok := strings.CutPrefix(filepath.Base(dir), "box-"); ok {
 			b := &box{r: r, runsc: runsc, id: id}
-			_ = b.runscCmd("delete", "--force", id)
+			if err := b.runscCmd("delete", "--force", id); err != nil {
+				b.logger().Warn("deleting a dead Warden's runsc container", "err", err)
+			}
 		}
-		_ = RemoveStaleDir(dir)
+		if err := RemoveStaleDir(dir); err != nil {
+			// The next start retries; doctor --leaks lists what stays.
+			r.logger().Warn("removing a dead Warden's box directory", "dir", dir, "err", err)
+		}
 	}
+}
+
+// logger is the Runtime's logger (Logger, else slog.Default()).
+func (r *Runtime) logger() *slog.Logger {
+	l := r.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return l.With("backend", "gvisor")
 }

@@ -102,8 +102,10 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	exited := make(chan struct{})
 	stdout, stderr, err := startPumps(pairs[1].host, pairs[2].host, startErr, exited, cfg.cpus)
 	if err != nil {
+		// The start failed already: that error is the one to report, and a
+		// kill that fails means the process has ended; Wait only reaps it.
 		_ = process.Kill()
-		go func() { _, _ = process.Wait() }()
+		go func() { _, _ = process.Wait() }() // as above
 		for _, f := range []*os.File{pairs[3].host, pairs[4].host} {
 			f.Close()
 		}
@@ -173,6 +175,7 @@ func (p *proc) ready(ctx context.Context) error {
 
 // kill ends the interpreter and everything it started; it does not wait.
 func (p *proc) kill() {
+	// It fails only once the process has ended, which wait reports.
 	_ = p.p.Kill()
 }
 

@@ -175,7 +175,7 @@ func (p *pump) foundToken() {
 // keeps draining.
 func (p *pump) write(b []byte) {
 	if p.sink != nil && len(b) > 0 {
-		_, _ = p.sink.Write(b)
+		_, _ = p.sink.Write(b) // see above: the stream must keep draining
 	}
 }
 

@@ -322,10 +322,12 @@ func (r *run) note(format string, args ...any) {
 // writeNotes writes the run's notes to w, one line each.
 func (r *run) writeNotes(w io.Writer) {
 	for _, n := range r.notes {
+		// w is the run's stderr capture or a client's stream; a client
+		// gone away cannot be told, and the run's result is made anyway.
 		_, _ = io.WriteString(w, "warden: "+n+"\n")
 	}
 	if r.more > 0 {
-		_, _ = fmt.Fprintf(w, "warden: +%d more notes\n", r.more)
+		_, _ = fmt.Fprintf(w, "warden: +%d more notes\n", r.more) // as above
 	}
 }
 
@@ -418,6 +420,6 @@ func excerpt(s string) string {
 // no program can print it by chance.
 func newToken() string {
 	b := make([]byte, 16)
-	_, _ = rand.Read(b)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it panics instead)
 	return "\x1e@warden-end-" + hex.EncodeToString(b) + "@"
 }

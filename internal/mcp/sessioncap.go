@@ -51,6 +51,7 @@ func (c *sessionCap) wrap(next http.Handler) http.Handler {
 		if !c.admit(owner) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
+			// The client is gone if this fails.
 			_, _ = w.Write([]byte(`{"error":{"code":"too_many_sessions","message":"too many open MCP sessions: end one (DELETE with its Mcp-Session-Id) or let it go idle"}}` + "\n"))
 			return
 		}

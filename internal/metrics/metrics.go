@@ -90,7 +90,7 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", ContentType)
-	_, _ = w.Write(b)
+	_, _ = w.Write(b) // the client is gone if this fails
 }
 
 // appendText renders the registry. Collectors are copied out under the

@@ -81,7 +81,7 @@ func runSession(t *testing.T, mode spec.NetMode) {
 	l.Timeout = 20 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := native.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: mode}})
+	s, err := native.Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: mode}})
 	if err != nil {
 		t.Fatalf("StartSession(%s) = %v", mode, err)
 	}

@@ -7,10 +7,28 @@ package native
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 
 	"github.com/warden-sandbox/warden/internal/agent"
 )
+
+// Runtime starts native sandboxes; its zero value is ready to use.
+type Runtime struct {
+	// Logger receives the warnings of cleanups nobody waits on (a cgroup
+	// or proxy socket left behind), with the box's name (nil:
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// log is the Runtime's logger, for a box named name.
+func (r Runtime) log(name string) *slog.Logger {
+	l := r.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return l.With("backend", "native", "box", name)
+}
 
 // IO connects a run to its caller, as in a session's exec.
 type IO = agent.IO

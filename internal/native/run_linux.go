@@ -23,22 +23,27 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
+// Run is Runtime.Run with the default logger.
+func Run(ctx context.Context, s spec.Spec, stdio IO) (spec.Result, error) {
+	return Runtime{}.Run(ctx, s, stdio)
+}
+
 // Run executes s in a fresh sandbox and reports how it ended. The returned
 // error is set only when Warden itself failed (then Result.Error says the
 // same); the program failing is a normal Result.
-func Run(ctx context.Context, s spec.Spec, stdio IO) (spec.Result, error) {
+func (rt Runtime) Run(ctx context.Context, s spec.Spec, stdio IO) (spec.Result, error) {
 	if err := s.Validate(); err != nil {
 		return spec.Result{Error: err.Error()}, err
 	}
-	r, err := run(ctx, &s, stdio)
+	r, err := rt.run(ctx, &s, stdio)
 	if err != nil {
 		r.Error = err.Error()
 	}
 	return r, err
 }
 
-func run(ctx context.Context, s *spec.Spec, stdio IO) (spec.Result, error) {
-	b := &box{spec: s, stdio: stdio}
+func (rt Runtime) run(ctx context.Context, s *spec.Spec, stdio IO) (spec.Result, error) {
+	b := &box{spec: s, stdio: stdio, rt: rt}
 	defer b.cleanup()
 	if err := b.prepare(); err != nil {
 		return spec.Result{}, err
@@ -56,6 +61,8 @@ func run(ctx context.Context, s *spec.Spec, stdio IO) (spec.Result, error) {
 type box struct {
 	spec  *spec.Spec
 	stdio IO
+	// rt gives the box its logger.
+	rt Runtime
 	// session keeps the init as an agent (see StartSession); its own
 	// standard streams are then /dev/null.
 	session bool
@@ -137,7 +144,7 @@ func (b *box) prepare() error {
 	}
 	b.lateCgroup = cgroup.Version() == "v1"
 	if !b.lateCgroup {
-		if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {
+		if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless, b.log()); err != nil {
 			return err
 		}
 		if err := b.openCloneInto(); err != nil {
@@ -195,9 +202,9 @@ func openWorkspace(dir string) (*os.File, error) {
 // cgroup, a run that asked for no memory or CPU limit goes on without one:
 // its pids limit is RLIMIT_NPROC, which the user namespace makes
 // per-sandbox, and its figures come from rusage.
-func newCgroup(l spec.Limits, rootless bool) (cgroup.Cgroup, error) {
+func newCgroup(l spec.Limits, rootless bool, log *slog.Logger) (cgroup.Cgroup, error) {
 	if !rootless {
-		sweepStale()
+		sweepStale(log)
 	}
 	want := cgroup.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs}
 	if l.Pids > 0 {
@@ -227,7 +234,7 @@ var (
 
 // sweepStale removes dead Wardens' cgroups, at most once per sweepEvery
 // (warden run, which makes one sandbox, always sweeps).
-func sweepStale() {
+func sweepStale(log *slog.Logger) {
 	sweepMu.Lock()
 	due := time.Since(lastSweep) >= sweepEvery
 	if due {
@@ -235,7 +242,10 @@ func sweepStale() {
 	}
 	sweepMu.Unlock()
 	if due {
-		_ = cgroup.RemoveStale(cgroup.ProcessAlive)
+		if err := cgroup.RemoveStale(cgroup.ProcessAlive); err != nil {
+			// The next sweep retries; doctor --leaks lists what stays.
+			log.Warn("removing dead Wardens' sandbox cgroups", "err", err)
+		}
 	}
 }
 
@@ -260,7 +270,7 @@ func (b *box) openCloneInto() error {
 // credentials: the init may use them though it could not open them.
 func (b *box) sendCgroup() error {
 	var err error
-	if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless); err != nil {
+	if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless, b.log()); err != nil {
 		return err
 	}
 	var fds []int
@@ -367,10 +377,14 @@ func (b *box) config() nsinit.Config {
 	}
 }
 
+// cleanup releases what prepare got. What it cannot remove is logged:
+// nobody waits on it, and doctor --leaks finds it later.
 func (b *box) cleanup() {
 	b.child.close()
 	if b.egress != nil {
-		_ = b.egress.Close()
+		if err := b.egress.Close(); err != nil {
+			b.log().Warn("closing the sandbox's egress proxy socket", "err", err)
+		}
 	}
 	for _, f := range []*os.File{b.ctlHost, b.stdinW, b.stdout, b.stderr} {
 		if f != nil {
@@ -378,7 +392,9 @@ func (b *box) cleanup() {
 		}
 	}
 	if b.cg != nil {
-		_ = b.cg.Delete()
+		if err := b.cg.Delete(); err != nil {
+			b.log().Warn("removing the sandbox's cgroup", "cgroup", b.cg.Path(), "err", err)
+		}
 	}
 	if b.ids != nil {
 		b.ids.release()
@@ -476,6 +492,8 @@ func (b *box) drain(ended <-chan struct{}) (*agent.Capture, *agent.Capture, *syn
 		w := b.stdinW
 		b.stdinW = nil
 		go func() {
+			// The sandbox may stop reading at any time: its stdin's end is
+			// not the host's to report.
 			_, _ = io.Copy(w, b.stdio.Stdin)
 			w.Close()
 		}()
@@ -525,6 +543,16 @@ func (b *box) killAll(proc *initProc) {
 		return
 	}
 	if err := b.cg.Kill(); err != nil {
-		slog.Warn("killing the sandbox's cgroup", "err", err)
+		b.log().Warn("killing the sandbox's cgroup", "cgroup", b.cg.Path(), "err", err)
 	}
+}
+
+// log is the box's logger; the box is named after its sandbox user, which
+// no other live box shares.
+func (b *box) log() *slog.Logger {
+	name := ""
+	if b.ids != nil {
+		name = fmt.Sprintf("sandbox-%d", b.ids.uid)
+	}
+	return b.rt.log(name)
 }

@@ -15,11 +15,11 @@ import (
 
 // StartSession builds a sandbox from s (its Command is ignored) and returns
 // once the agent inside is ready. ctx bounds the start only.
-func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
+func (rt Runtime) StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 	if err := s.ValidateSandbox(); err != nil {
 		return nil, err
 	}
-	b := &box{spec: &s, session: true}
+	b := &box{spec: &s, session: true, rt: rt}
 	if err := b.prepare(); err != nil {
 		b.cleanup()
 		return nil, err
@@ -45,6 +45,7 @@ func StartSession(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 	f := agent.Frame{
 		Spec: s, Control: b.ctlHost, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
 		Env:           b.env,
+		Log:           b.log(),
 		OpenWorkspace: func() (*os.File, error) { return openInitWorkspace(proc) },
 		Kill:          proc.kill,
 		Exited:        exited,

@@ -26,7 +26,7 @@ func startTestSession(t *testing.T) *agent.Session {
 	l.Timeout = 20 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	s, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
 	if err != nil {
 		t.Fatalf("StartSession() = %v", err)
 	}
@@ -116,7 +116,7 @@ func TestSessionOOM(t *testing.T) {
 	testhost.RequireRoot(t)
 	l := spec.DefaultLimits
 	l.MemoryBytes = 64 * spec.MiB
-	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	s, err := Runtime{}.StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
 	if err != nil {
 		t.Fatalf("StartSession() = %v", err)
 	}
@@ -164,7 +164,7 @@ func TestSessionManyExecsFewFiles(t *testing.T) {
 	testhost.RequireRoot(t)
 	l := spec.DefaultLimits
 	l.OpenFiles = 32
-	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	s, err := Runtime{}.StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
 	if err != nil {
 		t.Fatalf("StartSession() = %v", err)
 	}
@@ -180,7 +180,7 @@ func startSlowSession(t *testing.T) *agent.Session {
 	l := spec.DefaultLimits
 	l.CPUs = 0.1
 	l.Timeout = 20 * time.Second
-	s, err := StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	s, err := Runtime{}.StartSession(context.Background(), spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
 	if err != nil {
 		t.Fatalf("StartSession() = %v", err)
 	}

@@ -34,6 +34,8 @@ type initProc struct {
 	exited chan *spawn.Exit
 }
 
+// kill kills the init; it fails only once the init has been reaped, when
+// there is nothing left to kill.
 func (p *initProc) kill() { _ = p.signal(syscall.SIGKILL) }
 
 // spawner, when set (UseSpawner), starts sessions' inits and mapping
@@ -80,6 +82,7 @@ func startDirect(b *box) (*initProc, error) {
 		}
 		p.pid, p.signal = cmd.Process.Pid, func(s syscall.Signal) error { return cmd.Process.Signal(s) }
 		started <- nil
+		// How the init ended is read from ProcessState, not Wait's error.
 		_ = cmd.Wait()
 		p.exited <- spawn.ExitOf(cmd.ProcessState)
 	}()

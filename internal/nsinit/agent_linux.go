@@ -48,6 +48,7 @@ type spawnJob struct {
 // returns normally, because the host ends a session by killing the init.
 func serveSession(cfg *Config, ctl *os.File) int {
 	if err := lockdown(cfg); err != nil {
+		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
 		return 0
 	}
@@ -99,6 +100,7 @@ func (a *agent) kill(id uint64, sig int) {
 	pgid, ok := a.pgids[id]
 	a.mu.Unlock()
 	if ok && sig > 0 {
+		// ESRCH only: the group has ended, with nothing left to signal
 		_ = unix.Kill(-pgid, unix.Signal(sig))
 	}
 }
@@ -112,6 +114,7 @@ func (a *agent) spawn(job spawnJob) {
 	req := job.req
 	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 {
 		closeAll(job.fds)
+		// a send fails only once the host hung up, which ends the agent
 		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"}))
 		return
 	}
@@ -119,11 +122,13 @@ func (a *agent) spawn(job spawnJob) {
 	defer closeAll(tasks)
 	if err := restoreSched(); err != nil {
 		closeAll(files)
+		// a send fails only once the host hung up, which ends the agent
 		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
 		return
 	}
 	if err := enterCgroup(tasks); err != nil {
 		closeAll(files)
+		// a send fails only once the host hung up, which ends the agent
 		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
 		return
 	}
@@ -142,9 +147,11 @@ func (a *agent) spawn(job spawnJob) {
 	}
 	a.mu.Unlock()
 	if lerr != nil && st == nil {
+		// ESRCH only: the group has ended already
 		_ = unix.Kill(-pid, unix.SIGKILL)
 	}
 	if st != nil {
+		// a send fails only once the host hung up, which ends the agent
 		_ = a.send(exitedEvent(req.ID, *st))
 		return
 	}
@@ -152,6 +159,7 @@ func (a *agent) spawn(job spawnJob) {
 	case a.started <- struct{}{}:
 	default:
 	}
+	// a send fails only once the host hung up, which ends the agent
 	_ = a.send(Event{Kind: EventStarted, ID: req.ID, Pid: pid})
 }
 
@@ -219,6 +227,7 @@ func (a *agent) reap() {
 		e := exitedEvent(id, statusOf(ws))
 		e.CPUTimeUS = ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
 		e.MaxRSSKiB = ru.Maxrss
+		// a send fails only once the host hung up, which ends the agent
 		_ = a.send(e)
 	}
 }
@@ -375,5 +384,6 @@ func raiseOOMScore() (restore func()) {
 	if _, err := unix.Pwrite(oomScore, []byte("1000"), 0); err != nil {
 		return func() {}
 	}
+	// a score not restored only leaves the agent first for the OOM killer; nobody in the box could act on it
 	return func() { _, _ = unix.Pwrite(oomScore, old[:n], 0) }
 }

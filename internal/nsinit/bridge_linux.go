@@ -130,5 +130,6 @@ func handOffConn(c net.Conn, p *net.UnixConn) {
 		return
 	}
 	defer f.Close()
+	// a hand-over that fails closes the connection with f: the box sees it refused
 	_, _, _ = p.WriteMsgUnix([]byte{0}, unix.UnixRights(int(f.Fd())), nil)
 }

@@ -45,11 +45,13 @@ func hideAgent(cfg *Config) error {
 // asRoot runs fn with this thread's file identity root's, then the user's
 // again.
 func asRoot(fn func() error) error {
+	// setfsuid(2) and setfsgid(2) report no errors: they return the previous id
 	_ = unix.Setfsuid(0)
-	_ = unix.Setfsgid(0)
+	_ = unix.Setfsgid(0) // as above
 	defer func() {
+		// as above: these report no errors
 		_ = unix.Setfsgid(userGID)
-		_ = unix.Setfsuid(userUID)
+		_ = unix.Setfsuid(userUID) // as above
 	}()
 	return fn()
 }

@@ -44,6 +44,7 @@ func Main() {
 }
 
 func run() int {
+	// a valid clock and address: clock_gettime(2) cannot fail
 	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &bootClock)
 	ctl := os.NewFile(ControlFD, "control")
 	// Non-dumpable: the user's code may share our uid (rootless) and must
@@ -71,6 +72,7 @@ func refuse(ctl *os.File, err error) int {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return exitNoHost
 	}
+	// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 	_ = json.NewEncoder(ctl).Encode(NewRefusal(err.Error()))
 	if isBoxed() {
 		// Also where the runtime logs, which the host reads when the box
@@ -129,6 +131,7 @@ func start(cfg *Config) Status {
 // session builds the sandbox and serves it as a session's agent.
 func session(cfg *Config, ctl *os.File) int {
 	if err := setup(cfg); err != nil {
+		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: err.Error()}})
 		if cfg.Boxed {
 			// Also where the runtime logs, which the host reads when the
@@ -142,6 +145,7 @@ func session(cfg *Config, ctl *os.File) int {
 		// the init's descriptors to the user, so nothing of the host's
 		// stays open.
 		if err := nullOutput(); err != nil {
+			// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 			_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "closing the runtime's log: " + err.Error()}})
 			return 0
 		}

@@ -55,13 +55,15 @@ func (l *egressLink) dial() (*net.UnixConn, error) {
 func relay(c net.Conn, p *net.UnixConn) {
 	done := make(chan struct{})
 	go func() {
+		// the relay ends when either side does; a copy's error is that end, and nobody in the box is told
 		_, _ = io.Copy(p, c)
-		_ = p.CloseWrite()
+		_ = p.CloseWrite() // as above
 		close(done)
 	}()
+	// as above
 	_, _ = io.Copy(c, p)
 	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
+		_ = tc.CloseWrite() // as above
 	}
 	<-done
 }

@@ -41,6 +41,7 @@ func ignoreDefaulted() {
 		}
 		var old kernelSigaction
 		if sigaction(sig, nil, &old) == nil && old.handler == sigDFL {
+			// sigaction(2) fails only for an invalid or uncatchable signal, which sig is not
 			_ = sigaction(sig, &kernelSigaction{handler: sigIGN}, nil)
 		}
 	}
@@ -68,6 +69,7 @@ func unignoreSignals() (restore func()) {
 	}
 	return func() {
 		for _, sig := range ignored {
+			// as above: sig is valid and catchable
 			_ = sigaction(sig, &kernelSigaction{handler: sigIGN}, nil)
 		}
 	}

@@ -61,7 +61,7 @@ func killOrphans(mine func(pid int) bool) int {
 		orphans = append(orphans[:len(orphans)-1], children[pid]...)
 		delete(children, pid) // a pid reused mid-walk cannot loop it
 		_ = unix.Kill(-pid, unix.SIGKILL)
-		_ = unix.Kill(pid, unix.SIGKILL)
+		_ = unix.Kill(pid, unix.SIGKILL) // ESRCH only: gone already
 		killed++
 	}
 	return killed

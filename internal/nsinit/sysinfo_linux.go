@@ -130,8 +130,9 @@ func (a *answerer) prepare(tasks []int) error {
 			return fmt.Errorf("dropping the supplementary groups: %w", e)
 		}
 	}
+	// setfsgid(2) and setfsuid(2) report no errors: they return the previous id
 	_ = unix.Setfsgid(userGID)
-	_ = unix.Setfsuid(userUID)
+	_ = unix.Setfsuid(userUID) // as above
 	if gid, _ := unix.SetfsgidRetGid(-1); gid != userGID {
 		return fmt.Errorf("setting the file group to %d: it is %d", userGID, gid)
 	}
@@ -207,14 +208,14 @@ const maxAnswersPerSecond = 2000
 // current second, until the next second begins.
 func (a *answerer) pace() {
 	var now unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) // a valid clock: cannot fail
 	at := time.Duration(now.Nano())
 	if at-a.windowStart >= time.Second {
 		a.windowStart, a.answered = at, 0
 	}
 	if a.answered >= maxAnswersPerSecond {
 		time.Sleep(a.windowStart + time.Second - at)
-		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) // as above
 		a.windowStart, a.answered = time.Duration(now.Nano()), 0
 	}
 	a.answered++
@@ -331,7 +332,7 @@ func (a *answerer) openMem(tid uint32) (int, error) {
 // figures are the box's world now.
 func (a *answerer) figures() sysinfoFigures {
 	var now unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &now)
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &now) // a valid clock: cannot fail
 	if at := time.Duration(now.Nano()); a.procs == 0 || at-a.counted >= procsEvery {
 		a.procs, a.counted = a.countProcs(), at
 	}

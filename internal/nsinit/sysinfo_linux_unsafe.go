@@ -42,6 +42,7 @@ const ioctlNotifIDValidOld = 0x80082102
 // wake-up, as a round trip between two threads wants. An older kernel's
 // refusal changes nothing else.
 func notifSyncWakeUp(listener int) {
+	// see above: an older kernel's refusal is no failure
 	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 }
 

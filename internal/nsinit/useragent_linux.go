@@ -59,6 +59,7 @@ func serveThroughUserAgent(ctl *os.File) int {
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID},
 	}
 	if err := cmd.Start(); err != nil {
+		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "starting the user's agent: " + err.Error()}})
 		return 0
 	}
@@ -138,10 +139,12 @@ func userAgent(args []string) int {
 	// process forked would inherit in turn: the user's code could speak
 	// the agent's protocol to the host.
 	if err := closeInherited(); err != nil {
+		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "the user's agent: closing inherited descriptors: " + err.Error()}})
 		return 0
 	}
 	if err := becomeUserAgent(args); err != nil {
+		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "the user's agent: " + err.Error()}})
 		return 0
 	}

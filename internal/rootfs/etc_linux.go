@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -181,7 +182,10 @@ func hasMode(p string, typ uint32) bool {
 func discard(dir string) {
 	aside := fmt.Sprintf("%s.damaged-%d", dir, os.Getpid())
 	if os.Rename(dir, aside) == nil {
-		_ = os.RemoveAll(aside)
+		if err := os.RemoveAll(aside); err != nil {
+			// Aside, no sandbox binds it; only its disk is lost.
+			slog.Warn("removing a damaged /etc template", "dir", aside, "err", err)
+		}
 	}
 }
 

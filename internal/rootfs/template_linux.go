@@ -3,6 +3,7 @@ package rootfs
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -67,19 +68,21 @@ func (t *Template) mirrorTo(src, dst string) error {
 // gets a new one. A Warden that dies mid-write leaves only its tmp-<pid>.
 func SharedTemplate(base string) (Template, error) {
 	tmp := filepath.Join(base, fmt.Sprintf("tmp-%d", os.Getpid()))
+	// What this Warden cannot remove of an earlier attempt makes
+	// WriteTemplate fail, and that error says where.
 	_ = os.RemoveAll(tmp)
 	t, err := WriteTemplate(tmp)
 	if err != nil {
-		_ = os.RemoveAll(tmp)
-		return t, err
+		return t, errors.Join(err, os.RemoveAll(tmp))
 	}
 	sum, err := hashTree(tmp)
 	if err != nil {
-		_ = os.RemoveAll(tmp)
-		return t, err
+		return t, errors.Join(err, os.RemoveAll(tmp))
 	}
 	t.Dir = filepath.Join(base, "root-"+sum)
 	if err := os.Rename(tmp, t.Dir); err != nil {
+		// A tmp left here is removed by this Warden's next attempt, or as
+		// stale once it has died; the template in place is used anyway.
 		_ = os.RemoveAll(tmp)
 		if _, serr := os.Stat(t.Dir); serr != nil {
 			return t, err

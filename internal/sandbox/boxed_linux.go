@@ -19,12 +19,12 @@ type boxed struct {
 }
 
 func newGVisor(o BackendOptions) (Backend, error) {
-	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform}
+	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform, Logger: o.Logger}
 	return boxed{name: "gvisor", start: rt.Start}, nil
 }
 
 func newDocker(o BackendOptions) (Backend, error) {
-	rt := &docker.Runtime{Image: o.Image}
+	rt := &docker.Runtime{Image: o.Image, Logger: o.Logger}
 	return boxed{name: "docker", start: rt.Start}, nil
 }
 

@@ -64,7 +64,7 @@ func (s *session) deadExpiredLocked(now time.Time) bool {
 // trimDead ends owner's dead sessions beyond maxDeadPerOwner.
 func (m *Manager) trimDead(owner string) {
 	for _, s := range m.deadOverCap(owner) {
-		_ = m.end(s)
+		m.end(s)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -79,9 +80,15 @@ type Config struct {
 	// turns pacing off.
 	StartRate float64
 	// OnCleanupError is told of a failure cleaning up after a sandbox
-	// that has ended (a cgroup left, figures that could not be read); the
-	// session is gone as asked. It must not block.
+	// that has ended (a cgroup left, figures that could not be read),
+	// after Logger has logged it; the session is gone as asked. It must
+	// not block.
 	OnCleanupError func(error)
+	// Logger receives the warnings of cleanups nobody waits on (a box
+	// that would not close, a workspace left behind), with the session's
+	// id (default: slog.Default(), so an embedder's own logger sees them
+	// rather than nobody).
+	Logger *slog.Logger
 
 	// hardBounds names, by limit, the backend bound Fit lowered a ceiling
 	// to, so a refusal names it rather than the flag.
@@ -130,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnCleanupError == nil {
 		c.OnCleanupError = func(error) {}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -340,7 +350,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	m.mu.Unlock()
 	if closed {
 		// Close has already ended the sessions it knew of.
-		_ = m.end(ses)
+		m.end(ses)
 		return Info{}, fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	return ses.info(), nil
@@ -383,7 +393,7 @@ func (m *Manager) idle(d time.Duration) time.Duration {
 // newID makes a session id: 24 random bytes, so ids cannot be guessed.
 func newID() string {
 	var b [24]byte
-	_, _ = rand.Read(b[:])
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
 	return "ses_" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
@@ -461,22 +471,23 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 	if err != nil {
 		return err
 	}
-	return m.end(s)
+	m.end(s)
+	return nil
 }
 
 // end stops s and forgets it; a second call for the same session waits
-// for the first.
-func (m *Manager) end(s *session) error {
-	_, err := m.endOnce(s)
-	return err
+// for the first. What its cleanup fails at is logged, not returned: the
+// session is gone all the same.
+func (m *Manager) end(s *session) {
+	m.endOnce(s)
 }
 
 // endOnce is end, saying whether this call ended s (false: another did),
 // so that the reaper reports only the ends it made.
-func (m *Manager) endOnce(s *session) (bool, error) {
+func (m *Manager) endOnce(s *session) bool {
 	if !s.stopping() {
 		<-s.gone
-		return false, nil
+		return false
 	}
 	s.mu.Lock()
 	slot := s.slot
@@ -493,13 +504,14 @@ func (m *Manager) endOnce(s *session) (bool, error) {
 		m.release(s.owner, 0)
 	}
 	m.keep(s, 0)
-	return true, nil
+	return true
 }
 
 // cleanedUp reports what closing s's sandbox failed to clean up, if anything:
 // the session is gone all the same.
 func (m *Manager) cleanedUp(s *session, err error) {
 	if err != nil {
+		m.cfg.Logger.Warn("closing the session's sandbox", "session", s.id, "backend", m.backend.Name(), "err", err)
 		m.cfg.OnCleanupError(fmt.Errorf("closing session %s: %w", s.id, err))
 	}
 }
@@ -623,7 +635,7 @@ func (m *Manager) Close() error {
 	// must not wait for each in turn.
 	var ended sync.WaitGroup
 	for _, s := range list {
-		ended.Go(func() { _ = m.end(s) })
+		ended.Go(func() { m.end(s) })
 	}
 	ended.Wait()
 	m.pool.close()

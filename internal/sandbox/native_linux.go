@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/warden-sandbox/warden/internal/native"
@@ -10,14 +11,17 @@ import (
 )
 
 // Native is the Linux namespaces backend.
-type Native struct{}
+type Native struct {
+	// Logger receives its cleanup warnings (nil: slog.Default()).
+	Logger *slog.Logger
+}
 
 // Name is "native".
 func (Native) Name() string { return "native" }
 
 // Start starts a native session.
-func (Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
-	sess, err := native.StartSession(ctx, s)
+func (n Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
+	sess, err := native.Runtime{Logger: n.Logger}.StartSession(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -25,8 +29,8 @@ func (Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
 }
 
 // Run is native.Run.
-func (Native) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
-	return native.Run(ctx, s, native.IO{Stdin: stdin, Stdout: live.Stdout, Stderr: live.Stderr})
+func (n Native) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
+	return native.Runtime{Logger: n.Logger}.Run(ctx, s, native.IO{Stdin: stdin, Stdout: live.Stdout, Stderr: live.Stderr})
 }
 
 // HostWorkspaces says whether sessions can have persistent workspaces:

@@ -6,12 +6,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // Native is the Linux namespaces backend; elsewhere it refuses to start.
-type Native struct{}
+type Native struct {
+	// Logger is unused off Linux, kept so callers build everywhere.
+	Logger *slog.Logger
+}
 
 // Name is "native".
 func (Native) Name() string { return "native" }

@@ -71,7 +71,7 @@ func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error
 	s.Scratch = ws.Path
 	b, err := m.backend.Start(ctx, s)
 	if err != nil {
-		_ = m.cfg.Store.DropWorkspace(ws.Name)
+		m.dropWorkspace(ws.Name, "")
 		return nil, "", err
 	}
 	return b, ws.Name, nil
@@ -80,10 +80,20 @@ func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error
 // discardBox closes a box nobody will use and drops its workspace.
 func (m *Manager) discardBox(b Box, ws string) {
 	if err := b.Close(); err != nil {
+		m.cfg.Logger.Warn("closing an unused sandbox", "backend", m.backend.Name(), "err", err)
 		m.cfg.OnCleanupError(fmt.Errorf("closing an unused sandbox: %w", err))
 	}
 	if ws != "" {
-		_ = m.cfg.Store.DropWorkspace(ws)
+		m.dropWorkspace(ws, "")
+	}
+}
+
+// dropWorkspace removes workspace ws, of session sid ("" for a box no
+// session holds yet), logging a failure: what is left is the Store's to
+// report (doctor --leaks), and nobody waits on it.
+func (m *Manager) dropWorkspace(ws, sid string) {
+	if err := m.cfg.Store.DropWorkspace(ws); err != nil {
+		m.cfg.Logger.Warn("removing a workspace", "session", sid, "workspace", ws, "err", err)
 	}
 }
 
@@ -155,13 +165,7 @@ func (m *Manager) bury(s *session, why string) bool {
 	slot := s.slot
 	s.slot = false
 	s.mu.Unlock()
-	for _, in := range interps {
-		_ = in.Close()
-	}
-	if dir != nil {
-		_ = dir.Close()
-	}
-	m.cleanedUp(s, s.box.Close())
+	m.cleanedUp(s, errors.Join(closeHeld(interps, dir), s.box.Close()))
 	s.mu.Lock()
 	var saveErr error
 	if s.state == StateDead && m.cfg.Store != nil {
@@ -250,7 +254,7 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 	case rec.Workspace == "":
 		s.reason += "; its workspace was inside the sandbox and is gone"
 	case !m.cfg.Store.Mounted(rec.Workspace):
-		_ = m.cfg.Store.DropWorkspace(rec.Workspace)
+		m.dropWorkspace(rec.Workspace, rec.ID)
 		s.ws = ""
 		s.reason += "; its workspace was lost (the host restarted)"
 	default:

@@ -44,7 +44,7 @@ func (m *Manager) reap(now time.Time) {
 			}
 			// A dead session was reported when it died; a session a
 			// later round picked before this end began is reported once.
-			if ended, _ := m.endOnce(s); ended && !dead[i] {
+			if m.endOnce(s) && !dead[i] {
 				m.cfg.OnReap(s.owner, reasons[i])
 			}
 		}()

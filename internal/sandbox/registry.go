@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
@@ -23,6 +24,10 @@ type BackendOptions struct {
 	// serve, warden mcp): the native backend then starts sessions from a
 	// small spawner process instead of forking this large one.
 	Server bool
+	// Logger receives the backend's cleanup warnings (a box's cgroup, mount
+	// or runtime state it could not remove), with the box's id (default:
+	// slog.Default(), as for the Manager).
+	Logger *slog.Logger
 }
 
 // BackendNames are the backends by name, in the order flags list them.
@@ -35,7 +40,7 @@ func NewBackend(name string, o BackendOptions) (Backend, error) {
 		if o.Server {
 			useSpawner()
 		}
-		return Native{}, nil
+		return Native{Logger: o.Logger}, nil
 	case "gvisor":
 		return newGVisor(o)
 	case "docker":

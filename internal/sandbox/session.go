@@ -134,18 +134,30 @@ func (s *session) close() error {
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
 	s.mu.Unlock()
-	for _, in := range interps {
-		_ = in.Close()
-	}
-	if dir != nil {
-		_ = dir.Close()
-	}
-	err := s.box.Close()
+	err := errors.Join(closeHeld(interps, dir), s.box.Close())
 	s.mu.Lock()
 	s.state = StateGone
 	s.mu.Unlock()
 	close(s.gone)
 	return err
+}
+
+// closeHeld closes what a session held open on its sandbox (its
+// interpreters, its workspace descriptor), all of it whatever fails,
+// joining the failures for the caller to log.
+func closeHeld(interps map[string]interp.Interpreter, dir *workspace.Dir) error {
+	var errs []error
+	for lang, in := range interps {
+		if err := in.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the %s interpreter: %w", lang, err))
+		}
+	}
+	if dir != nil {
+		if err := dir.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the workspace: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ifDead is ErrDead, saying why, when s is dead or its sandbox has just

@@ -160,6 +160,7 @@ func (s *session) watch(p interp.Process, report func(error)) {
 func (s *session) keepUsed(p interp.Process, tick <-chan time.Time, report func(error)) {
 	exited := make(chan struct{})
 	go func() {
+		// Only the end matters here; the exec's own caller reads how.
 		_, _ = p.Wait()
 		close(exited)
 	}()

@@ -3,6 +3,15 @@
 // backend implements (each box adapted from the agent's Session), and the
 // Manager that turns boxes into sessions with a lifecycle, an owner, expiry
 // and a warm pool.
+//
+// Cleanup that nobody waits on (a box that would not close, a cgroup,
+// mount, container or workspace left behind) is logged at warn level
+// through Config.Logger and BackendOptions.Logger, never dropped, with
+// the same attribute names everywhere so one query finds a sandbox's
+// lines: "session" (the session id), "box" (the backend's own name for
+// the sandbox: native's sandbox user, runsc's container id, Docker's
+// container name), "backend" (its name, as in flags) and "err". Extra
+// context has its own key ("cgroup", "dir", "workspace").
 package sandbox
 
 import (

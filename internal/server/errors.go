@@ -189,7 +189,7 @@ func retryAfter(err error) (int, bool) {
 // the connection by then, so there is nobody left to tell.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	jsonHeader(w, status)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v) // see above: nobody left to tell
 }
 
 // jsonHeader sends the header of a JSON answer.
@@ -212,5 +212,5 @@ func (s *Server) writeResult(w http.ResponseWriter, r spec.Result) {
 		return
 	}
 	jsonHeader(w, http.StatusOK)
-	_ = j.Write(w)
+	_ = j.Write(w) // the client is gone if this fails
 }

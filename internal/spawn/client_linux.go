@@ -202,6 +202,7 @@ func startSpawner() (*conn, error) {
 		}
 		started <- err
 		if err == nil {
+			// How it ended is in ProcessState, printed below.
 			_ = cmd.Wait()
 			// It only ends on its own by dying: this process never
 			// closes its end while it lives.

@@ -86,8 +86,10 @@ func UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.File, error)
 		return nil, err
 	}
 	defer func() {
+		// It only holds a namespace open: a kill fails only once it has
+		// ended, and Wait's status says nothing anyone needs.
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = cmd.Wait() // as above
 	}()
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
 	if err != nil {

@@ -118,6 +118,8 @@ func unreadable(raw []byte, err error) reply {
 		ID      uint64 `json:"id"`
 		Version uint32 `json:"version"`
 	}
+	// A reply that does not parse at all leaves head zero, which is
+	// answered below as version 0's.
 	_ = json.Unmarshal(raw, &head)
 	if head.Version != nsinit.Version {
 		return versionMismatch(head.ID, head.Version)

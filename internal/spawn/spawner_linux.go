@@ -21,7 +21,7 @@ const connFD = 3
 // thread for as long as the init it started lives: an init's parent-death
 // signal is tied to the thread that forked it.
 func Main() {
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) // fails only on bad arguments
 	// Each init gets its own descriptors from fd 3 on; this one must not
 	// reach an init that was sent fewer.
 	unix.CloseOnExec(connFD)
@@ -57,6 +57,8 @@ type spawner struct {
 func (s *spawner) reply(r reply, files ...*os.File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A reply that cannot be sent means the server's end is gone: there
+	// is nobody to tell, and Main's next read ends the spawner.
 	_ = send(s.fd, r, files...)
 }
 
@@ -100,15 +102,17 @@ func (s *spawner) startInit(req request, files []*os.File) {
 	}
 	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
 	if err != nil {
+		// The pidfd's error is the one to report; a kill fails only once
+		// the init has ended, and Wait only reaps it.
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = cmd.Wait() // as above
 		s.reply(failure(req.ID, fmt.Errorf("opening a pidfd: %w", err)))
 		return
 	}
 	pf := os.NewFile(uintptr(pidfd), "pidfd")
 	s.reply(reply{ID: req.ID, Pid: cmd.Process.Pid}, pf)
 	pf.Close()
-	_ = cmd.Wait()
+	_ = cmd.Wait() // how the init ended is in ProcessState, sent below
 	s.reply(reply{ID: req.ID, Exited: true, Exit: ExitOf(cmd.ProcessState)})
 }
 

@@ -96,9 +96,12 @@ func (d *Dir) probe() error {
 		return storageError(d.path, "writing a test file", err)
 	}
 	got, err := os.ReadFile(p)
-	_ = os.Remove(p)
+	rerr := os.Remove(p)
 	if err != nil || !bytes.Equal(got, want) {
-		return storageError(d.path, "reading back a test file", errors.Join(err, unix.EIO))
+		return storageError(d.path, "reading back a test file", errors.Join(err, unix.EIO, rerr))
+	}
+	if rerr != nil {
+		return storageError(d.path, "removing a test file", rerr)
 	}
 	return nil
 }
@@ -132,9 +135,9 @@ func writeFile(p string, b []byte) error {
 		err = os.Rename(tmp, p)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		return errors.Join(err, os.Remove(tmp))
 	}
-	return err
+	return nil
 }
 
 // SaveSession writes (or replaces) s's record.
@@ -190,7 +193,9 @@ func (d *Dir) Sessions() ([]Session, error) {
 		}
 		s, err := readRecord(filepath.Join(dir, name))
 		if err != nil {
-			_ = os.Rename(filepath.Join(dir, name), filepath.Join(dir, name+corruptSuffix))
+			if rerr := os.Rename(filepath.Join(dir, name), filepath.Join(dir, name+corruptSuffix)); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("moving it aside: %w", rerr))
+			}
 			errs = append(errs, fmt.Errorf("session record %s (moved aside to %s%s): %w", name, name, corruptSuffix, err))
 			continue
 		}

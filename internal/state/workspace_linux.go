@@ -30,16 +30,17 @@ type Workspace struct {
 // NewWorkspace mounts a fresh tmpfs of size bytes and inodes inodes.
 func (d *Dir) NewWorkspace(size, inodes int64) (Workspace, error) {
 	var b [12]byte
-	_, _ = rand.Read(b[:])
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
 	w := Workspace{Name: "ws_" + hex.EncodeToString(b[:])}
 	w.Path = d.WorkspacePath(w.Name)
 	if err := os.Mkdir(w.Path, 0o700); err != nil {
 		return Workspace{}, storageError(d.path, "making workspace "+w.Name, err)
 	}
 	if err := rootfs.MountScratch(w.Path, size, inodes, hostid.WorkspaceOwner, hostid.WorkspaceOwner); err != nil {
+		// Only a mount that half-happened is there to undo; EINVAL says
+		// there is none, and a mount left makes the Remove fail, reported.
 		_ = unix.Unmount(w.Path, unix.MNT_DETACH)
-		_ = os.Remove(w.Path)
-		return Workspace{}, fmt.Errorf("making workspace %s: %w", w.Name, err)
+		return Workspace{}, errors.Join(fmt.Errorf("making workspace %s: %w", w.Name, err), os.Remove(w.Path))
 	}
 	return w, nil
 }

@@ -18,7 +18,11 @@ func Tmpfs(t testing.TB, size string) string {
 	if err := unix.Mount("warden-test", dir, "tmpfs", 0, "size="+size); err != nil {
 		t.Fatalf("mounting a test tmpfs: %v", err)
 	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test tmpfs %s: %v", dir, err)
+		}
+	})
 	return dir
 }
 

@@ -106,7 +106,7 @@ func hostile(mode string) int {
 	ctl := os.NewFile(nsinit.ControlFD, "control")
 	if mode == "unversioned" {
 		var n [4]byte
-		_, _ = io.ReadFull(ctl, n[:])
+		_, _ = io.ReadFull(ctl, n[:]) // waits for the host's first bytes, whatever they are
 		return 111
 	}
 	var head [12]byte
@@ -123,7 +123,7 @@ func hostile(mode string) int {
 	}
 	if mode == "refuse" {
 		why := fmt.Sprintf("warden-init speaks protocol version %d but warden sent version %d: reinstall warden-init from the same build as warden", nsinit.Version+1, nsinit.Version)
-		_ = json.NewEncoder(ctl).Encode(nsinit.NewRefusal(why))
+		_ = json.NewEncoder(ctl).Encode(nsinit.NewRefusal(why)) // the test reads what the host makes of it; a host gone has nothing to read
 		return 112
 	}
 	if !cfg.Session {
@@ -132,7 +132,7 @@ func hostile(mode string) int {
 	if cfg.AwaitCgroup {
 		// The cgroup's tasks descriptors, which a plain read discards.
 		var b [1]byte
-		_, _ = ctl.Read(b[:])
+		_, _ = ctl.Read(b[:]) // a short or failed read shows in the next step's
 	}
 	if err := fakeRoot(); err != nil {
 		fmt.Fprintf(os.Stderr, "hostileinit: %v\n", err)
@@ -151,7 +151,7 @@ func hostile(mode string) int {
 	case "exited-without-status":
 		fmt.Fprintf(ctl, `{"kind":"exited","id":%d}`+"\n", id)
 	case "garbage":
-		_, _ = ctl.Write([]byte("\x00\xff{not json at all\n"))
+		_, _ = ctl.Write([]byte("\x00\xff{not json at all\n")) // the test reads what the host makes of it; a host gone has nothing to read
 	}
 	time.Sleep(2 * time.Minute)
 	return 0
