@@ -30,7 +30,7 @@ type Runtime struct {
 	Image string
 
 	once   sync.Once
-	engine *Engine
+	engine engineAPI
 	tmpl   rootfs.Template
 	image  string
 	err    error
@@ -51,9 +51,11 @@ const controlDir = "/.warden/run"
 // makes sure the image exists, once per process.
 func (r *Runtime) prepare(ctx context.Context) error {
 	r.once.Do(func() {
-		if r.engine, r.err = NewEngine(); r.err != nil {
+		var e *Engine
+		if e, r.err = NewEngine(); r.err != nil {
 			return
 		}
+		r.engine = e
 		if r.err = r.engine.Ping(ctx); r.err != nil {
 			r.err = fmt.Errorf("the docker backend needs a running Docker engine: %w", r.err)
 			return
@@ -66,25 +68,29 @@ func (r *Runtime) prepare(ctx context.Context) error {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
 		}
-		r.image = r.Image
-		if r.image == "" {
-			r.image, r.err = r.engine.rootImage(ctx, r.tmpl)
-			return
-		}
-		r.err = r.checkImage(ctx)
+		r.image, r.err = r.pickImage(ctx)
 	})
 	return r.err
 }
 
+// pickImage is the boxes' image: --image, once checked, or else Warden's
+// own root image, made from the template if the engine lacks it.
+func (r *Runtime) pickImage(ctx context.Context) (string, error) {
+	if r.Image == "" {
+		return rootImage(ctx, r.engine, r.tmpl)
+	}
+	return r.Image, r.checkImage(ctx, r.Image)
+}
+
 // checkImage refuses an image that declares volumes: Docker would put
 // each on the host's disk, outside --disk, writable and executable.
-func (r *Runtime) checkImage(ctx context.Context) error {
-	vols, err := r.engine.ImageVolumes(ctx, r.image)
+func (r *Runtime) checkImage(ctx context.Context, image string) error {
+	vols, err := r.engine.ImageVolumes(ctx, image)
 	if err != nil {
-		return fmt.Errorf("inspecting --image %s: %w", r.image, err)
+		return fmt.Errorf("inspecting --image %s: %w", image, err)
 	}
 	if len(vols) > 0 {
-		return fmt.Errorf("--image %s declares volumes %v, which would bypass --disk on the host's disk; use an image without VOLUME", r.image, vols)
+		return fmt.Errorf("--image %s declares volumes %v, which would bypass --disk on the host's disk; use an image without VOLUME", image, vols)
 	}
 	return nil
 }
@@ -201,19 +207,28 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err != nil {
 		return err
 	}
-	if err := withReleased(b.run(ctx, b.config(s, init, scratch, run)), release); err != nil {
-		return err
-	}
-	var wctx context.Context
-	wctx, b.stopWatch = context.WithCancel(context.Background())
-	go b.watch(wctx)
-	if b.ctl, err = b.accept(ctx, ln); err != nil {
+	if err := b.launch(ctx, b.config(s, init, scratch, run), release, ln); err != nil {
 		return err
 	}
 	os.Remove(sock)
 	boot := agent.BoxedConfig(s, false, true)
 	boot.UID, boot.GID = b.lease.ID(), b.lease.ID()
 	return agent.HandOverBoxed(b.ctl, boot, b.att)
+}
+
+// launch runs the container of cfg, releases the init's lease once it
+// has started (or failed to), watches it, and takes its init's
+// connection on ln as b.ctl. On an error, b.cleanup removes what it made.
+func (b *box) launch(ctx context.Context, cfg ContainerConfig, release func() error, ln *net.UnixListener) error {
+	if err := withReleased(b.run(ctx, cfg), release); err != nil {
+		return err
+	}
+	var wctx context.Context
+	wctx, b.stopWatch = context.WithCancel(context.Background())
+	go b.watch(wctx)
+	var err error
+	b.ctl, err = b.accept(ctx, ln)
+	return err
 }
 
 // run creates and starts the container; once it has started, its init's

@@ -2,6 +2,9 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 
@@ -12,6 +15,12 @@ import (
 // StaleContainers lists the containers of Wardens that died, by the pid
 // in their label.
 func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
+	return staleContainers(ctx, e)
+}
+
+// staleContainers is StaleContainers against any engine: only containers
+// carrying Label, whose pid is not this process's and names no live one.
+func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
 	cs, err := e.List(ctx, Label)
 	if err != nil {
 		return nil, err
@@ -28,12 +37,26 @@ func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
 // removeStale removes the containers and directories of Wardens that
 // died. The directories are named as gVisor's are.
 func (r *Runtime) removeStale(ctx context.Context) {
-	if ids, err := StaleContainers(ctx, r.engine); err == nil {
-		for _, id := range ids {
-			_ = r.engine.Remove(ctx, id)
-		}
+	if err := removeStaleContainers(ctx, r.engine); err != nil {
+		slog.Warn("removing dead Wardens' containers", "err", err)
 	}
 	for _, dir := range gvisor.Stale(StateDir) {
 		_ = gvisor.RemoveStaleDir(dir)
 	}
+}
+
+// removeStaleContainers removes every container staleContainers finds,
+// going on past a failed removal, and returns every error met.
+func removeStaleContainers(ctx context.Context, e engineAPI) error {
+	ids, err := staleContainers(ctx, e)
+	if err != nil {
+		return fmt.Errorf("listing containers labelled %s: %w", Label, err)
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := e.Remove(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("removing container %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
