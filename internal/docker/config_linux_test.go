@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -45,6 +47,7 @@ func TestConfigLimits(t *testing.T) {
 		{"half a cpu", spec.Limits{CPUs: 0.5}, HostConfig{NanoCPUs: 5e8, CpusetCpus: "0,1"}},
 		{"one and a half cpus", spec.Limits{CPUs: 1.5}, HostConfig{NanoCPUs: 15e8, CpusetCpus: "0,1"}},
 		{"all the cpus shown", spec.Limits{CPUs: 2}, HostConfig{NanoCPUs: 2e9, CpusetCpus: "0,1"}},
+		{"more cpus than shown", spec.Limits{CPUs: 64}, HostConfig{NanoCPUs: 2e9, CpusetCpus: "0,1"}},
 		{"pids", spec.Limits{Pids: 100}, HostConfig{PidsLimit: 100 + initTasks, CpusetCpus: "0,1"}},
 		{"all", spec.Limits{MemoryBytes: mib, CPUs: 1, Pids: 1},
 			HostConfig{Memory: mib, MemorySwap: mib, NanoCPUs: 1e9, PidsLimit: 1 + initTasks, CpusetCpus: "0,1"}},
@@ -142,5 +145,26 @@ func TestConfigBinds(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("image %q: binds\n%v\nwant\n%v", image, got, want)
 		}
+	}
+}
+
+// TestQuotaAboveTheHostsCPUs: a quota above the CPUs Warden may use
+// (which the engine refuses above the host's core count) becomes the
+// quota of the cpuset the box is given, every one of Warden's CPUs.
+func TestQuotaAboveTheHostsCPUs(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	l := spec.Limits{CPUs: float64(set.Count() + 62)}
+	b := testBox(t, newMemEngine(), "")
+	var err error
+	if b.view, err = makeView(t.TempDir(), l); err != nil {
+		t.Fatal(err)
+	}
+	got := b.config(spec.Spec{Limits: l}, "/lib/init", "/s", "/s/run").HostConfig
+	if want := int64(set.Count()) * 1e9; got.NanoCPUs != want || b.view.cpus != set.Count() {
+		t.Errorf("--cpus %g with %d CPUs allowed: NanoCPUs %d over %d CPUs (%q), want %d over %d",
+			l.CPUs, set.Count(), got.NanoCPUs, b.view.cpus, got.CpusetCpus, want, set.Count())
 	}
 }

@@ -327,7 +327,7 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 		hc.Memory, hc.MemorySwap = l.MemoryBytes, l.MemoryBytes
 	}
 	if l.CPUs > 0 {
-		hc.NanoCPUs = int64(l.CPUs * 1e9)
+		hc.NanoCPUs = nanoCPUs(l.CPUs, b.view.cpus)
 	}
 	if l.Pids > 0 {
 		hc.PidsLimit = l.Pids + initTasks
