@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
 // bound is how long a test waits for what should happen at once; it
@@ -156,16 +158,25 @@ func TestCleanupGoesOnPastFailures(t *testing.T) {
 
 // TestWatchSeesTheContainerEnd: a container that dies mid-session, or
 // that the engine no longer knows, marks the box ended, which ends its
-// session; one still running does not.
+// session, and the box says how, in the words and exit code the session
+// turns into its error (nsinit.EndedCause); one still running does not
+// end.
 func TestWatchSeesTheContainerEnd(t *testing.T) {
 	tests := []struct {
-		name  string
-		end   func(f *memEngine, b *box)
-		ended bool
+		name      string
+		end       func(f *memEngine, b *box)
+		ended     bool
+		wantHow   string
+		wantCode  int
+		wantCause error
 	}{
-		{"still running", func(*memEngine, *box) {}, false},
-		{"dies", func(f *memEngine, b *box) { f.die(b.id) }, true},
-		{"removed behind Warden's back", func(f *memEngine, b *box) { _ = f.Remove(context.Background(), b.id) }, true},
+		{"still running", func(*memEngine, *box) {}, false, "", 0, nil},
+		{"killed", func(f *memEngine, b *box) { f.die(b.id) }, true, "signal: killed", -1, nil},
+		{"its code killed the agent", func(f *memEngine, b *box) { f.exit(b.id, nsinit.ExitUserAgentDied) }, true,
+			"exit status 113", nsinit.ExitUserAgentDied, nsinit.ErrAgentKilled},
+		{"exits", func(f *memEngine, b *box) { f.exit(b.id, 0) }, true, "exit status 0", 0, nil},
+		{"removed behind Warden's back", func(f *memEngine, b *box) { _ = f.Remove(context.Background(), b.id) }, true,
+			"signal: killed", -1, nil},
 	}
 	for _, tt := range tests {
 		f := newMemEngine()
@@ -189,7 +200,40 @@ func TestWatchSeesTheContainerEnd(t *testing.T) {
 		if ended != tt.ended {
 			t.Errorf("%s: box ended = %v, want %v", tt.name, ended, tt.ended)
 		}
+		if ended {
+			how, code := b.ended(), b.exitCode()
+			if how != tt.wantHow || code != tt.wantCode || !errors.Is(nsinit.EndedCause(code), tt.wantCause) {
+				t.Errorf("%s: ended %q, exit code %d (cause %v), want %q, %d (%v)", tt.name, how, code,
+					nsinit.EndedCause(code), tt.wantHow, tt.wantCode, tt.wantCause)
+			}
+		}
 		cleanupBounded(t, b)
+	}
+}
+
+// TestWatchOfAContainerTheEngineLost: a container the engine no longer
+// knows counts as ended at once, with no word on how.
+func TestWatchOfAContainerTheEngineLost(t *testing.T) {
+	f := newMemEngine()
+	b := testBox(t, f, "")
+	b.id = "gone"
+	done := make(chan struct{})
+	go func() { b.watch(context.Background()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		t.Fatalf("watch of a container the engine does not know still waits after %v", bound)
+	}
+	select {
+	case <-b.exited:
+	default:
+		t.Errorf("the box is not marked ended")
+	}
+	if how, code := b.ended(), b.exitCode(); how != "the engine did not say how" || code != -1 {
+		t.Errorf("ended %q, exit code %d, want %q, -1", how, code, "the engine did not say how")
+	}
+	if n := f.count("Wait"); n != 1 {
+		t.Errorf("Wait called %d times, want 1: a lost container is not waited for again", n)
 	}
 }
 

@@ -115,6 +115,9 @@ type box struct {
 	logs     string
 	// view is the box's own /proc files and CPUs.
 	view boxView
+	// status is the container's exit status as the engine reported it,
+	// set before exited is closed; nil when the engine did not say.
+	status *int
 }
 
 // Start makes a container for a session of s and returns once its agent
@@ -146,6 +149,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill, Exited: b.exited, Cleanup: b.cleanup,
+		Ended: b.ended, ExitCode: b.exitCode,
 	}
 	b.keepLogs = true
 	sess, err := agent.Attach(ctx, f)
@@ -377,12 +381,49 @@ const initTasks = 10
 func (b *box) watch(ctx context.Context) {
 	defer close(b.exited)
 	for i := 0; i < waitRetries && ctx.Err() == nil; i++ {
-		err := b.r.engine.Wait(ctx, b.id)
+		status, err := b.r.engine.Wait(ctx, b.id)
+		if err == nil {
+			b.status = &status
+		}
 		if err == nil || IsNotFound(err) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ended says how the container ended, once exited is closed, in the
+// words of os.ProcessState ("exit status 113", "signal: killed"), for
+// the session's errors.
+func (b *box) ended() string {
+	if b.status == nil {
+		return "the engine did not say how"
+	}
+	if sig, ok := signalled(*b.status); ok {
+		return "signal: " + sig.String()
+	}
+	return "exit status " + strconv.Itoa(*b.status)
+}
+
+// exitCode is the container's init's exit code once exited is closed,
+// -1 when a signal ended it or the engine did not say.
+func (b *box) exitCode() int {
+	if b.status == nil {
+		return -1
+	}
+	if _, ok := signalled(*b.status); ok {
+		return -1
+	}
+	return *b.status
+}
+
+// signalled reads the engine's exit status of a container: 128+n means
+// signal n ended its PID 1.
+func signalled(status int) (unix.Signal, bool) {
+	if status > 128 && status <= 128+64 {
+		return unix.Signal(status - 128), true
+	}
+	return 0, false
 }
 
 // waitRetries bounds watch's retries, 100 ms apart.

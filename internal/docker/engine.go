@@ -28,7 +28,7 @@ type engineAPI interface {
 	Start(ctx context.Context, id string) error
 	Kill(ctx context.Context, id string) error
 	Remove(ctx context.Context, id string) error
-	Wait(ctx context.Context, id string) error
+	Wait(ctx context.Context, id string) (int, error)
 	Pid(ctx context.Context, id string) (int, error)
 	List(ctx context.Context, label string) ([]Container, error)
 	ImageVolumes(ctx context.Context, ref string) ([]string, error)

@@ -20,8 +20,9 @@ type memEngine struct {
 	// fail makes the named method ("Create") return its error.
 	fail map[string]error
 	// live are the containers made and not removed, by id, each with
-	// the channel closed when it stops.
-	live map[string]chan struct{}
+	// the channel closed when it stops; status holds its exit status.
+	live   map[string]chan struct{}
+	status map[string]int
 	// made are the create requests, by container name.
 	made map[string]ContainerConfig
 	// pid is what Pid answers for a started container.
@@ -42,7 +43,7 @@ type memEngine struct {
 
 func newMemEngine() *memEngine {
 	return &memEngine{
-		fail: map[string]error{}, live: map[string]chan struct{}{},
+		fail: map[string]error{}, live: map[string]chan struct{}{}, status: map[string]int{},
 		made: map[string]ContainerConfig{}, images: map[string]bool{},
 	}
 }
@@ -86,14 +87,18 @@ func (f *memEngine) count(method string) int {
 	return n
 }
 
-// die stops container id, as a crash or an OOM kill would.
-func (f *memEngine) die(id string) {
+// die stops container id, as a crash or an OOM kill would (SIGKILL).
+func (f *memEngine) die(id string) { f.exit(id, 128+9) }
+
+// exit stops container id with exit status status, unless it stopped.
+func (f *memEngine) exit(id string, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if ch, ok := f.live[id]; ok {
 		select {
 		case <-ch:
 		default:
+			f.status[id] = status
 			close(ch)
 		}
 	}
@@ -149,21 +154,23 @@ func (f *memEngine) Remove(_ context.Context, id string) error {
 
 // Wait blocks until the container stops or ctx ends, as the engine's
 // wait?condition=next-exit does.
-func (f *memEngine) Wait(ctx context.Context, id string) error {
+func (f *memEngine) Wait(ctx context.Context, id string) (int, error) {
 	if err := f.record("Wait", id); err != nil {
-		return err
+		return 0, err
 	}
 	f.mu.Lock()
 	ch, ok := f.live[id]
 	f.mu.Unlock()
 	if !ok {
-		return notFound(id)
+		return 0, notFound(id)
 	}
 	select {
 	case <-ch:
-		return nil
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.status[id], nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 
