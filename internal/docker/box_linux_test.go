@@ -87,12 +87,26 @@ func TestLaunchCleansUpEachStep(t *testing.T) {
 		if tt.setup != nil {
 			tt.setup(f, sock)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		// No deadline: a box that died must end the wait for its init by
+		// itself, not by ctx or the accept's own timeout.
+		ctx, cancel := context.WithCancel(context.Background())
 		if tt.cancel {
 			cancel()
 		}
 		released := false
-		err := b.launch(ctx, ContainerConfig{Image: "img"}, func() error { released = true; return tt.release }, ln)
+		var err error
+		done := make(chan struct{})
+		go func() {
+			err = b.launch(ctx, ContainerConfig{Image: "img"}, func() error { released = true; return tt.release }, ln)
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(bound):
+			cancel()
+			<-done
+			t.Errorf("%s: launch still waiting after %v", tt.name, bound)
+		}
 		cancel()
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s: launch = %v, want an error containing %q", tt.name, err, tt.want)

@@ -20,10 +20,10 @@ import (
 // shown two CPUs. Its directory is made, empty, in a test directory.
 func testBox(t *testing.T, f *memEngine, image string) *box {
 	t.Helper()
-	r := &Runtime{Image: image, engine: f, image: image}
+	// prepare writes the template whatever the image.
+	r := &Runtime{Image: image, engine: f, image: image, tmpl: rootfs.Template{Dir: t.TempDir(), Binds: []string{"/usr", "/etc/ssl"}}}
 	if image == "" {
 		r.image = "warden-root:0123"
-		r.tmpl = rootfs.Template{Dir: t.TempDir(), Binds: []string{"/usr", "/etc/ssl"}}
 	}
 	b := &box{r: r, name: "warden-test", dir: filepath.Join(t.TempDir(), "box"), exited: make(chan struct{})}
 	if err := os.Mkdir(b.dir, 0o700); err != nil {
