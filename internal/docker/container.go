@@ -74,10 +74,13 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	return err
 }
 
-// Wait blocks until the container next stops; called before Start, it
+// Wait blocks until the container next stops and returns its exit
+// status, 128+n where signal n ended its PID 1; called before Start, it
 // sees the container's whole run.
-func (e *Engine) Wait(ctx context.Context, id string) error {
-	return e.call(ctx, http.MethodPost, "/containers/"+id+"/wait", url.Values{"condition": {"next-exit"}}, nil, nil)
+func (e *Engine) Wait(ctx context.Context, id string) (int, error) {
+	var out struct{ StatusCode int }
+	err := e.call(ctx, http.MethodPost, "/containers/"+id+"/wait", url.Values{"condition": {"next-exit"}}, nil, &out)
+	return out.StatusCode, err
 }
 
 // Pid is the host pid of the container's PID 1, or 0 when it is not running.

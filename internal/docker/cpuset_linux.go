@@ -68,3 +68,14 @@ func cpuList(cpus []int) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// nanoCPUs is the container's NanoCPUs for a quota of want CPUs in a
+// cpuset of have: never more than have, which the cpuset bounds anyway,
+// since the engine refuses a quota above the host's core count (--cpus
+// 64 on a 2-core host); have 0 (no cpuset known) clamps nothing.
+func nanoCPUs(want float64, have int) int64 {
+	if have > 0 && want > float64(have) {
+		want = float64(have)
+	}
+	return int64(want * 1e9)
+}

@@ -35,7 +35,7 @@ type Runtime struct {
 	Logger *slog.Logger
 
 	once   sync.Once
-	engine *Engine
+	engine engineAPI
 	tmpl   rootfs.Template
 	image  string
 	err    error
@@ -56,9 +56,11 @@ const controlDir = "/.warden/run"
 // makes sure the image exists, once per process.
 func (r *Runtime) prepare(ctx context.Context) error {
 	r.once.Do(func() {
-		if r.engine, r.err = NewEngine(); r.err != nil {
+		var e *Engine
+		if e, r.err = NewEngine(); r.err != nil {
 			return
 		}
+		r.engine = e
 		if r.err = r.engine.Ping(ctx); r.err != nil {
 			r.err = fmt.Errorf("the docker backend needs a running Docker engine: %w", r.err)
 			return
@@ -71,25 +73,29 @@ func (r *Runtime) prepare(ctx context.Context) error {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
 		}
-		r.image = r.Image
-		if r.image == "" {
-			r.image, r.err = r.engine.rootImage(ctx, r.tmpl)
-			return
-		}
-		r.err = r.checkImage(ctx)
+		r.image, r.err = r.pickImage(ctx)
 	})
 	return r.err
 }
 
+// pickImage is the boxes' image: --image, once checked, or else Warden's
+// own root image, made from the template if the engine lacks it.
+func (r *Runtime) pickImage(ctx context.Context) (string, error) {
+	if r.Image == "" {
+		return rootImage(ctx, r.engine, r.tmpl)
+	}
+	return r.Image, r.checkImage(ctx, r.Image)
+}
+
 // checkImage refuses an image that declares volumes: Docker would put
 // each on the host's disk, outside --disk, writable and executable.
-func (r *Runtime) checkImage(ctx context.Context) error {
-	vols, err := r.engine.ImageVolumes(ctx, r.image)
+func (r *Runtime) checkImage(ctx context.Context, image string) error {
+	vols, err := r.engine.ImageVolumes(ctx, image)
 	if err != nil {
-		return fmt.Errorf("inspecting --image %s: %w", r.image, err)
+		return fmt.Errorf("inspecting --image %s: %w", image, err)
 	}
 	if len(vols) > 0 {
-		return fmt.Errorf("--image %s declares volumes %v, which would bypass --disk on the host's disk; use an image without VOLUME", r.image, vols)
+		return fmt.Errorf("--image %s declares volumes %v, which would bypass --disk on the host's disk; use an image without VOLUME", image, vols)
 	}
 	return nil
 }
@@ -114,6 +120,9 @@ type box struct {
 	logs     string
 	// view is the box's own /proc files and CPUs.
 	view boxView
+	// status is the container's exit status as the engine reported it,
+	// set before exited is closed; nil when the engine did not say.
+	status *int
 }
 
 // Start makes a container for a session of s and returns once its agent
@@ -146,6 +155,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill, Exited: b.exited, Cleanup: b.cleanup,
+		Ended: b.ended, ExitCode: b.exitCode,
 	}
 	b.keepLogs = true
 	sess, err := agent.Attach(ctx, f)
@@ -207,19 +217,28 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err != nil {
 		return err
 	}
-	if err := withReleased(b.run(ctx, b.config(s, init, scratch, run)), release); err != nil {
-		return err
-	}
-	var wctx context.Context
-	wctx, b.stopWatch = context.WithCancel(context.Background())
-	go b.watch(wctx)
-	if b.ctl, err = b.accept(ctx, ln); err != nil {
+	if err := b.launch(ctx, b.config(s, init, scratch, run), release, ln); err != nil {
 		return err
 	}
 	os.Remove(sock)
 	boot := agent.BoxedConfig(s, false, true)
 	boot.UID, boot.GID = b.lease.ID(), b.lease.ID()
 	return agent.HandOverBoxed(b.ctl, boot, b.att)
+}
+
+// launch runs the container of cfg, releases the init's lease once it
+// has started (or failed to), watches it, and takes its init's
+// connection on ln as b.ctl. On an error, b.cleanup removes what it made.
+func (b *box) launch(ctx context.Context, cfg ContainerConfig, release func() error, ln *net.UnixListener) error {
+	if err := withReleased(b.run(ctx, cfg), release); err != nil {
+		return err
+	}
+	var wctx context.Context
+	wctx, b.stopWatch = context.WithCancel(context.Background())
+	go b.watch(wctx)
+	var err error
+	b.ctl, err = b.accept(ctx, ln)
+	return err
 }
 
 // run creates and starts the container; once it has started, its init's
@@ -318,7 +337,7 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 		hc.Memory, hc.MemorySwap = l.MemoryBytes, l.MemoryBytes
 	}
 	if l.CPUs > 0 {
-		hc.NanoCPUs = int64(l.CPUs * 1e9)
+		hc.NanoCPUs = nanoCPUs(l.CPUs, b.view.cpus)
 	}
 	if l.Pids > 0 {
 		hc.PidsLimit = l.Pids + initTasks
@@ -368,12 +387,49 @@ const initTasks = 10
 func (b *box) watch(ctx context.Context) {
 	defer close(b.exited)
 	for i := 0; i < waitRetries && ctx.Err() == nil; i++ {
-		err := b.r.engine.Wait(ctx, b.id)
+		status, err := b.r.engine.Wait(ctx, b.id)
+		if err == nil {
+			b.status = &status
+		}
 		if err == nil || IsNotFound(err) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ended says how the container ended, once exited is closed, in the
+// words of os.ProcessState ("exit status 113", "signal: killed"), for
+// the session's errors.
+func (b *box) ended() string {
+	if b.status == nil {
+		return "the engine did not say how"
+	}
+	if sig, ok := signalled(*b.status); ok {
+		return "signal: " + sig.String()
+	}
+	return "exit status " + strconv.Itoa(*b.status)
+}
+
+// exitCode is the container's init's exit code once exited is closed,
+// -1 when a signal ended it or the engine did not say.
+func (b *box) exitCode() int {
+	if b.status == nil {
+		return -1
+	}
+	if _, ok := signalled(*b.status); ok {
+		return -1
+	}
+	return *b.status
+}
+
+// signalled reads the engine's exit status of a container: 128+n means
+// signal n ended its PID 1.
+func signalled(status int) (unix.Signal, bool) {
+	if status > 128 && status <= 128+64 {
+		return unix.Signal(status - 128), true
+	}
+	return 0, false
 }
 
 // waitRetries bounds watch's retries, 100 ms apart.

@@ -19,6 +19,24 @@ import (
 // which every engine since understands.
 const apiVersion = "v1.41"
 
+// engineAPI is what the backend asks of a Docker engine: *Engine on a
+// host, an in-process fake in the unit tests, which check the backend's
+// requests and its cleanup on every failure without a daemon.
+type engineAPI interface {
+	Ping(ctx context.Context) error
+	Create(ctx context.Context, name string, c ContainerConfig) (string, error)
+	Start(ctx context.Context, id string) error
+	Kill(ctx context.Context, id string) error
+	Remove(ctx context.Context, id string) error
+	Wait(ctx context.Context, id string) (int, error)
+	Pid(ctx context.Context, id string) (int, error)
+	List(ctx context.Context, label string) ([]Container, error)
+	ImageVolumes(ctx context.Context, ref string) ([]string, error)
+	HasImage(ctx context.Context, ref string) (bool, error)
+	Import(ctx context.Context, repo, tag string, tarball io.Reader) error
+	Logs(ctx context.Context, id string) (string, error)
+}
+
 // Engine is a client of one Docker Engine.
 type Engine struct {
 	hc   *http.Client

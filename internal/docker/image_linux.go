@@ -27,7 +27,7 @@ const rootRepo = "warden-root"
 // The image holds only the template's small files and mount points; the
 // host's /usr and the bound /etc directories are mounted at run time, as
 // in the native root, so no registry and no copy of /usr are needed.
-func (e *Engine) rootImage(ctx context.Context, t rootfs.Template) (string, error) {
+func rootImage(ctx context.Context, e engineAPI, t rootfs.Template) (string, error) {
 	tarball, err := tarDir(t.Dir)
 	if err != nil {
 		return "", fmt.Errorf("packing the root template: %w", err)

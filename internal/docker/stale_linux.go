@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 
@@ -12,6 +14,12 @@ import (
 // StaleContainers lists the containers of Wardens that died, by the pid
 // in their label.
 func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
+	return staleContainers(ctx, e)
+}
+
+// staleContainers is StaleContainers against any engine: only containers
+// carrying Label, whose pid is not this process's and names no live one.
+func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
 	cs, err := e.List(ctx, Label)
 	if err != nil {
 		return nil, err
@@ -29,18 +37,28 @@ func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
 // died. The directories are named as gVisor's are.
 func (r *Runtime) removeStale(ctx context.Context) {
 	// The next start retries what fails; doctor --leaks lists what stays.
-	ids, err := StaleContainers(ctx, r.engine)
-	if err != nil {
-		r.logger().Warn("listing dead Wardens' containers", "err", err)
-	}
-	for _, id := range ids {
-		if err := r.engine.Remove(ctx, id); err != nil {
-			r.logger().Warn("removing a dead Warden's container", "box", id, "err", err)
-		}
+	if err := removeStaleContainers(ctx, r.engine); err != nil {
+		r.logger().Warn("removing dead Wardens' containers", "err", err)
 	}
 	for _, dir := range gvisor.Stale(StateDir) {
 		if err := gvisor.RemoveStaleDir(dir); err != nil {
 			r.logger().Warn("removing a dead Warden's box directory", "dir", dir, "err", err)
 		}
 	}
+}
+
+// removeStaleContainers removes every container staleContainers finds,
+// going on past a failed removal, and returns every error met.
+func removeStaleContainers(ctx context.Context, e engineAPI) error {
+	ids, err := staleContainers(ctx, e)
+	if err != nil {
+		return fmt.Errorf("listing containers labelled %s: %w", Label, err)
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := e.Remove(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("removing container %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }

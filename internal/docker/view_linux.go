@@ -28,8 +28,10 @@ const viewDir = "view"
 // /proc files and the cpuset that confines it to the CPUs they count.
 type boxView struct {
 	binds []string
-	// cpuset is the container's CpusetCpus (boxCPUs).
+	// cpuset is the container's CpusetCpus (boxCPUs), and cpus how many
+	// CPUs it holds: the most the box's quota can use.
 	cpuset string
+	cpus   int
 }
 
 // makeView writes the box's view files (the same rootfs.ProcFile
@@ -52,7 +54,7 @@ func makeView(scratch string, l spec.Limits) (boxView, error) {
 	if err := mkdirMode(dir, 0o755); err != nil {
 		return boxView{}, err
 	}
-	bv := boxView{cpuset: cpuList(cpus)}
+	bv := boxView{cpuset: cpuList(cpus), cpus: len(cpus)}
 	for _, f := range bindableView() {
 		if _, err := os.Stat(filepath.Join("/proc", f.Name)); errors.Is(err, os.ErrNotExist) {
 			continue // a kernel without the entry shows nothing to hide

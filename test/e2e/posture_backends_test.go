@@ -237,6 +237,20 @@ func TestCPUsWithinWardens(t *testing.T) {
 	}
 }
 
+// TestCPUsAboveTheHost: a --cpus above the host's cores runs on every
+// backend, as on native; Docker's engine refused it ("Range of CPUs is
+// from 0.01 to N") until the docker backend clamped the quota to the
+// box's cpuset, which then holds all of Warden's CPUs.
+func TestCPUsAboveTheHost(t *testing.T) {
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			r := sh(t, "nproc", "--backend", b, "--cpus", strconv.Itoa(runtime.NumCPU()+1))
+			wantExit(0, "")(t, r)
+		})
+	}
+}
+
 // TestGVisorKilledAgentIsNamed: gVisor delivers SIGKILL to a PID
 // namespace's init from inside it, so the user's code can kill the user's
 // agent, ending its own sandbox; the error says so (the init's exit
