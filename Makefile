@@ -64,7 +64,8 @@ FUZZTIME ?=
 FUZZ := internal/spec:FuzzParseSize:150000x internal/spec:FuzzParseDuration:200000x \
 	internal/spec:FuzzLimitsValidate:200000x internal/spec:FuzzResultWriteJSON:50000x \
 	internal/workspace:FuzzParsePath:100000x \
-	internal/server:FuzzRequestBody:6000x internal/egress:FuzzClassify:20000x \
+	internal/server:FuzzRequestBody:6000x internal/server:FuzzValidatorMatchesOpenAPI:1000x \
+	internal/egress:FuzzClassify:20000x \
 	internal/egress:FuzzParseHostLiteral:25000x internal/nsinit:FuzzParseEvent:20000x \
 	internal/nsinit:FuzzReadStatus:30000x internal/interp:FuzzReplies:8000x \
 	internal/workspace:FuzzModTime:100000x internal/e2b:FuzzRouterHeaders:20000x \
