@@ -6,6 +6,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -28,9 +29,6 @@ func (t *tools) owner(req *sdk.CallToolRequest) string {
 	return t.opts.Owner
 }
 
-// languages are the interpreters run_code offers, as ExecRequest names them.
-var languages = []string{"python", "bash", "javascript"}
-
 // register adds every tool to srv with its schema and description. The
 // descriptions are written for the model that picks and calls the tools.
 func (t *tools) register(srv *sdk.Server) {
@@ -50,7 +48,7 @@ Each call is limited to %s unless timeout_seconds says otherwise (at most %ds); 
 Example: {"language": "python", "code": "import math\nmath.sqrt(2)"}`, t.limits.Timeout, maxTimeout),
 		Annotations: sandboxed(false),
 		InputSchema: inputSchema[runCodeIn](func(p map[string]*jsonschema.Schema) {
-			enum(p["language"], languages...)
+			enum(p["language"], interp.Languages()...)
 			p["code"].MinLength = ptr(1)
 			timeouts(p)
 		}),
