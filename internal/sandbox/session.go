@@ -83,16 +83,15 @@ func (s *session) currentState() State {
 func (s *session) begin() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.boxDiedLocked():
-		return deadError(s.id, time.Now(), deathCause(s.box), s.ws != "")
-	case s.state == StateReady:
+	if err := s.deadLocked(); err != nil {
+		return err
+	}
+	switch s.state {
+	case StateReady:
 		s.state = StateBusy
 		return nil
-	case s.state == StateBusy:
+	case StateBusy:
 		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
-	case s.state == StateDead:
-		return s.deadError()
 	}
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
@@ -153,6 +152,12 @@ func (s *session) close() error {
 func (s *session) ifDead() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.deadLocked()
+}
+
+// deadLocked is the DeadError of s when its box has died or it is dead,
+// else nil; s.mu is held.
+func (s *session) deadLocked() error {
 	switch {
 	case s.boxDiedLocked():
 		return deadError(s.id, time.Now(), deathCause(s.box), s.ws != "")
