@@ -13,6 +13,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/e2b/processpb"
 	"github.com/warden-sandbox/warden/internal/e2b/processpb/processpbconnect"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // Bounds on one call of the process service.
@@ -29,7 +30,7 @@ const (
 // processService is envd's process.Process over Sessions.Spawn: E2B's
 // commands and their output streams, stdin and signals.
 type processService struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	log      *slog.Logger
 	tables   procTables
 	// afterFunc is time.AfterFunc, or a test's clock (nil: time.AfterFunc).

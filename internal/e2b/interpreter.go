@@ -57,7 +57,7 @@ type interpreterResetter interface {
 
 // codeInterpreter serves the interpreter's routes for one Server.
 type codeInterpreter struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	reset    interpreterResetter // nil when Sessions cannot reset
 	log      *slog.Logger
 	contexts *contextRegistry

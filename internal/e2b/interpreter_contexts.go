@@ -82,12 +82,12 @@ type boxContexts struct {
 // contextRegistry holds the contexts of every sandbox that used the code
 // interpreter. mu guards the registry and every codeContext in it.
 type contextRegistry struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	mu       sync.Mutex
 	boxes    map[string]*boxContexts
 }
 
-func newContextRegistry(sessions Sessions) *contextRegistry {
+func newContextRegistry(sessions sandbox.Sessions) *contextRegistry {
 	return &contextRegistry{sessions: sessions, boxes: map[string]*boxContexts{}}
 }
 

@@ -7,13 +7,14 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // tools holds what every tool handler needs; created, when set, records
 // the sessions this server's client made, for deletion at disconnect.
 type tools struct {
-	m       Sessions
+	m       sandbox.Sessions
 	opts    Options
 	created *tracker
 	// limits are the Manager's default limits, read once.
