@@ -82,6 +82,20 @@ func (ps *processService) sandboxTable(ctx context.Context) (*Sandbox, *procTabl
 	return sb, ps.tables.lookup(sb.ID), nil
 }
 
+// process is the routed sandbox's table and its process sel names, for
+// the calls that act on one process.
+func (ps *processService) process(ctx context.Context, sel *processpb.ProcessSelector) (*procTable, *proc, error) {
+	_, tb, err := ps.sandboxTable(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := tb.find(sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tb, p, nil
+}
+
 // Start starts a process and streams its events: the start event with its
 // pid first, then its output, keepalives while it is quiet, and its end.
 // Connect-Timeout-Ms bounds the process too, as under envd: at the
@@ -237,11 +251,7 @@ func (ps *processService) List(ctx context.Context, _ *connect.Request[processpb
 // group and what it left there; SIGTERM to its group, which may catch it,
 // where the box can send it (Warden's agent can), else as SIGKILL.
 func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[processpb.SendSignalRequest]) (*connect.Response[processpb.SendSignalResponse], error) {
-	_, tb, err := ps.sandboxTable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := tb.find(req.Msg.GetProcess())
+	_, p, err := ps.process(ctx, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
@@ -263,11 +273,7 @@ func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[p
 
 // Update resizes a process's pty; there are no ptys yet.
 func (ps *processService) Update(ctx context.Context, req *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error) {
-	_, tb, err := ps.sandboxTable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tb.find(req.Msg.GetProcess()); err != nil {
+	if _, _, err := ps.process(ctx, req.Msg.GetProcess()); err != nil {
 		return nil, err
 	}
 	return nil, errNoPTY
