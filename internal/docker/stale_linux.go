@@ -2,11 +2,9 @@ package docker
 
 import (
 	"context"
-	"os"
 	"strconv"
 
-	"github.com/warden-sandbox/warden/internal/cgroup"
-	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
 // StaleContainers lists the containers of Wardens that died, by the pid
@@ -18,7 +16,7 @@ func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
 	}
 	var out []string
 	for _, c := range cs {
-		if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && pid != os.Getpid() && !cgroup.ProcessAlive(pid) {
+		if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && boxname.Dead(pid) {
 			out = append(out, c.ID)
 		}
 	}
@@ -26,14 +24,14 @@ func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
 }
 
 // removeStale removes the containers and directories of Wardens that
-// died. The directories are named as gVisor's are.
+// died.
 func (r *Runtime) removeStale(ctx context.Context) {
 	if ids, err := StaleContainers(ctx, r.engine); err == nil {
 		for _, id := range ids {
 			_ = r.engine.Remove(ctx, id)
 		}
 	}
-	for _, dir := range gvisor.Stale(StateDir) {
-		_ = gvisor.RemoveStaleDir(dir)
+	for _, dir := range boxname.StaleDirs(StateDir) {
+		_ = boxname.RemoveDir(dir)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/drain"
 	"github.com/warden-sandbox/warden/internal/egress"
@@ -203,7 +204,7 @@ func newCgroup(l spec.Limits, rootless bool) (cgroup.Cgroup, error) {
 	if l.Pids > 0 {
 		want.Pids = l.Pids + initTasks
 	}
-	cg, err := cgroup.New(cgroup.NewName(), want)
+	cg, err := cgroup.New(boxname.New(), want)
 	switch {
 	case err == nil:
 		return cg, nil
@@ -235,7 +236,7 @@ func sweepStale() {
 	}
 	sweepMu.Unlock()
 	if due {
-		_ = cgroup.RemoveStale(cgroup.ProcessAlive)
+		_ = cgroup.RemoveStale(boxname.Alive)
 	}
 }
 
