@@ -187,3 +187,17 @@ func text(t *testing.T, res *sdk.CallToolResult) string {
 	}
 	return tc.Text
 }
+
+// listTools is what a client connected to a server over a fake Manager
+// lists.
+func listTools(t *testing.T) *sdk.ListToolsResult {
+	t.Helper()
+	cs, _ := connect(t, newFake(t), Options{Owner: "mcp"})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}

@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -14,13 +13,7 @@ import (
 // TestMCPLanguagesOneList: run_code offers exactly interp's languages, in
 // its order, so a model is never offered one the sandbox refuses.
 func TestMCPLanguagesOneList(t *testing.T) {
-	cs, _ := connect(t, newFake(t), Options{Owner: "mcp"})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	list, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := listTools(t)
 	i := slices.IndexFunc(list.Tools, func(tool *sdk.Tool) bool { return tool.Name == "run_code" })
 	if i < 0 {
 		t.Fatal("no run_code tool")
