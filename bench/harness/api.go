@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/bench/wardenserve"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // server is one warden serve on loopback, used without an API key.
@@ -162,7 +165,7 @@ func creates(srv *server, n int, b, how string, pause time.Duration) Row {
 // stop at maxBoxedSessions: each of their sessions is a runtime's worth.
 func idleMemory(o options) Section {
 	s := Section{ID: "g", Title: "host memory per idle session (PSS of the server, its sandboxes and, for Docker, the engine)"}
-	for _, b := range []string{"native", "gvisor", "docker"} {
+	for _, b := range sandbox.BackendNames() {
 		s.Rows = append(s.Rows, backendMemory(o, b)...)
 	}
 	return s

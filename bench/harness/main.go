@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command harness measures Warden side by side with the tools users would
 // pick instead, every figure in one run on one machine, and writes
 // bench/results/: results.md (tables), results.json (every sample) and
@@ -27,6 +29,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // options are the harness's settings.
@@ -79,7 +83,7 @@ func run(o options) (*Report, error) {
 	r.add(coldStart(cs, "a", "cold one-shot python3 -c 'print(1)'", printOne, o.rounds))
 	r.add(coldStart(cs, "b", "cold one-shot numpy + a small matplotlib PNG", plotPNG, o.heavyRounds))
 	cleanupContenders(cs)
-	for _, b := range []string{"native", "gvisor", "docker"} {
+	for _, b := range sandbox.BackendNames() {
 		r.add(sessionWorkloads(o, b)...)
 	}
 	r.add(concurrency(o)...)

@@ -54,8 +54,7 @@ given above its ceiling is refused, a default one above it is lowered to it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.Flags().Changed) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.backend, "backend", "native", "isolation backend of every sandbox: native, gvisor or docker")
-	addBackendFlags(f, &o.backendOpts)
+	addBackendFlags(f, &o.backend, "isolation backend of every sandbox", &o.backendOpts)
 	l := &o.limits
 	f.Var(durationFlag{&l.Timeout}, "timeout", "default time limit of each tool call")
 	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit of each sandbox, tmpfs included (0: none, only with --max-memory 0)")

@@ -62,8 +62,7 @@ program.`,
 	f.StringArrayVar(&o.spec.Network.Deny, "deny", nil, "with --net proxy: refused HOST[:PORT], repeatable; wins over --allow")
 	f.StringVar(&o.spec.Workspace, "workspace", "", "host directory mounted read-write at /workspace (default: a private tmpfs)")
 	f.StringArrayVar(&o.spec.Env, "env", nil, "KEY=VALUE added to the sandbox's clean environment, repeatable")
-	f.StringVar(&o.backend, "backend", "native", "isolation backend: native, gvisor or docker")
-	addBackendFlags(f, &o.backendOpts)
+	addBackendFlags(f, &o.backend, "isolation backend", &o.backendOpts)
 	f.BoolVar(&o.json, "json", false, "print one JSON Result instead of streaming output")
 	return cmd
 }

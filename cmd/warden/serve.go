@@ -92,8 +92,7 @@ past it).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.backend, "backend", "native", "isolation backend of every sandbox: native, gvisor or docker")
-	addBackendFlags(f, &o.backendOpts)
+	addBackendFlags(f, &o.backend, "isolation backend of every sandbox", &o.backendOpts)
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "file of the operator's keys, one per line, which read the whole server's /metrics and nothing else (a tenant's key sees its own figures)")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/sdk"
 )
 
@@ -92,8 +93,8 @@ func newSessionExecCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec ID [--language L --code CODE | [-i] -- COMMAND [ARGS...]]",
 		Short: "Run a command, or code in the session's interpreter, streaming its output",
-		Long: `Run a command in a session, or code in its persistent interpreter (python,
-bash, javascript; --code - reads the code from stdin). Output streams as it
+		Long: `Run a command in a session, or code in its persistent interpreter (` + strings.Join(interp.Languages(), ", ") + `;
+--code - reads the code from stdin). Output streams as it
 happens; the exit code is the command's (1 when code raised an exception).
 -i passes this command's stdin to the command (up to 4 MiB). With --json,
 print the Result.`,
@@ -115,7 +116,7 @@ print the Result.`,
 			return sessionExec(cmd.Context(), c.Session(args[0]), req, asJSON)
 		},
 	}
-	cmd.Flags().StringVar(&language, "language", "", "interpreter for --code: python, bash or javascript")
+	cmd.Flags().StringVar(&language, "language", "", "interpreter for --code: "+strings.Join(interp.Languages(), ", "))
 	cmd.Flags().StringVar(&code, "code", "", "code to run (- reads stdin)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "timeout of this exec (session default if unset)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the Result as JSON instead of streaming")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/state"
@@ -42,11 +43,11 @@ func openState(dir string) (*state.Dir, error) {
 // without cleaning up (their processes died with them: each init has a
 // parent-death signal), rather than waiting for the first new sandbox.
 func sweepCgroups(log *slog.Logger) {
-	stale, err := cgroup.Stale(cgroup.ProcessAlive)
+	stale, err := cgroup.Stale(boxname.Alive)
 	if err == nil && len(stale) == 0 {
 		return
 	}
-	if err := cgroup.RemoveStale(cgroup.ProcessAlive); err != nil {
+	if err := cgroup.RemoveStale(boxname.Alive); err != nil {
 		log.Warn("removing the cgroups of Wardens that died", "err", err)
 		return
 	}

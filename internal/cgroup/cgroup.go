@@ -24,19 +24,17 @@
 //     Warden first moves itself into the leaf <own>/supervisor, as systemd's delegation
 //     documentation prescribes.
 //
-// Names are <ownerpid>-<random> (see NewName), so that after a crash RemoveStale can tell which
+// Names are <ownerpid>-<random> (see boxname.New), so that after a crash RemoveStale can tell which
 // leftovers belong to a Warden that is gone.
 package cgroup
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
 // Limits are what a sandbox asks for; zero means "no limit".
@@ -198,16 +196,6 @@ const (
 	fixDoctor = "see warden doctor"
 )
 
-// NewName returns a fresh cgroup name, <pid>-<16 hex digits>, owned by this process. Every
-// cgroup New creates must be named so; that is how RemoveStale tells leftovers from live ones.
-func NewName() string {
-	var b [8]byte
-	// crypto/rand.Read never fails on Linux (getrandom); it panics rather than return
-	// short on the platforms where it could.
-	_, _ = rand.Read(b[:])
-	return strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
-}
-
 // validateName rejects names that could escape warden/ or that RemoveStale would attribute to
 // another owner: they must be one path element, <pid>-<suffix> with this process's pid.
 func validateName(name string, pid int) error {
@@ -215,25 +203,11 @@ func validateName(name string, pid int) error {
 		strings.ContainsAny(name, "/\x00\n") || strings.Contains(name, "..") {
 		return fmt.Errorf("invalid cgroup name %q: must be one path element without \"..\"", name)
 	}
-	owner, ok := ownerPID(name)
+	owner, ok := boxname.OwnerPID(name)
 	if !ok || owner != pid {
-		return fmt.Errorf("invalid cgroup name %q: must start with this process's pid and a dash (%d-...), see NewName", name, pid)
+		return fmt.Errorf("invalid cgroup name %q: must start with this process's pid and a dash (%d-...), see boxname.New", name, pid)
 	}
 	return nil
-}
-
-// ownerPID returns the pid that a cgroup name starts with, and false for names Warden did not
-// make (which RemoveStale then leaves alone).
-func ownerPID(name string) (int, bool) {
-	pidPart, rest, ok := strings.Cut(name, "-")
-	if !ok || rest == "" || pidPart == "" || pidPart[0] == '0' || pidPart[0] == '+' {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(pidPart)
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	return pid, true
 }
 
 // validChildName accepts the short names Child is meant for: one path element of letters,

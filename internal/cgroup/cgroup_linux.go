@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
 // Which hierarchy Warden uses; also Report.Version.
@@ -16,7 +18,7 @@ const (
 	versionV2 = "v2"
 )
 
-// New creates the sandbox's cgroup and applies l. name must come from NewName. On v1 that is
+// New creates the sandbox's cgroup and applies l. name must come from boxname.New. On v1 that is
 // <own>/warden/<name> in the memory, pids, cpu and cpuacct hierarchies; on v2 it is
 // <base>/warden/<name> in the unified hierarchy, with the memory, pids and cpu controllers
 // (see v2Layout for where base is).
@@ -198,7 +200,7 @@ func (s *system) staleBases() []string {
 // name starts with the pid of an owner that is not alive and which holds no processes. It
 // costs a directory listing per hierarchy, so it can run on every start. A live owner's
 // cgroups are never touched; neither are names Warden did not make. alive is usually
-// ProcessAlive; owners in another pid namespace that share this directory would look dead,
+// boxname.Alive; owners in another pid namespace that share this directory would look dead,
 // so Wardens in different pid namespaces need different places (as root on v2, different
 // cgroup namespaces).
 func RemoveStale(alive func(pid int) bool) error {
@@ -264,19 +266,13 @@ func Stale(alive func(pid int) bool) ([]string, error) {
 			continue
 		}
 		for _, e := range entries {
-			pid, ok := ownerPID(e.Name())
+			pid, ok := boxname.OwnerPID(e.Name())
 			if e.IsDir() && ok && pid != self && !alive(pid) {
 				stale = append(stale, base+"/"+e.Name())
 			}
 		}
 	}
 	return stale, errors.Join(errs...)
-}
-
-// ProcessAlive reports whether a process with this pid exists (in this pid namespace), for
-// RemoveStale.
-func ProcessAlive(pid int) bool {
-	return processAlive(pid)
 }
 
 // Version is the hierarchy New uses on this host: "v1", "v2", or "" when

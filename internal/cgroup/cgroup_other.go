@@ -21,11 +21,6 @@ func RemoveStale(alive func(pid int) bool) error {
 	return nil
 }
 
-// ProcessAlive is Linux-only, like the rest of the package.
-func ProcessAlive(pid int) bool {
-	return false
-}
-
 // Probe reports that this platform has no cgroups.
 func Probe() Report {
 	r := Report{Mode: "none", Reason: "cgroups exist only on Linux"}

@@ -312,13 +312,5 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 	}
 }
 
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := unix.Kill(pid, 0)
-	return err == nil || err == unix.EPERM
-}
-
 // itoa formats a limit or pid for a cgroup file.
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

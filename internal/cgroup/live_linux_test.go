@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -91,7 +92,7 @@ func gated(t *testing.T, ctx context.Context, script string) (cmd *exec.Cmd, rel
 func TestLiveLimitsAddKillDelete(t *testing.T) {
 	h := requireCgroups(t)
 	l := Limits{MemoryBytes: 64 << 20, Pids: 32, CPUs: 0.5}
-	c, err := New(NewName(), l)
+	c, err := New(boxname.New(), l)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -197,7 +198,7 @@ func TestLiveLimitsAddKillDelete(t *testing.T) {
 func TestLiveThreadsMove(t *testing.T) {
 	requireCgroups(t)
 	python := testhost.RequireTool(t, "python3")
-	c, err := New(NewName(), Limits{})
+	c, err := New(boxname.New(), Limits{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -241,7 +242,7 @@ func TestLiveOOM(t *testing.T) {
 	requireCgroups(t)
 	python := testhost.RequireTool(t, "python3")
 	const limit = 64 << 20
-	c, err := New(NewName(), Limits{MemoryBytes: limit, Pids: 16})
+	c, err := New(boxname.New(), Limits{MemoryBytes: limit, Pids: 16})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -281,7 +282,7 @@ func TestLiveOOM(t *testing.T) {
 
 func TestLiveCPUTime(t *testing.T) {
 	requireCgroups(t)
-	c, err := New(NewName(), Limits{CPUs: 1})
+	c, err := New(boxname.New(), Limits{CPUs: 1})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -312,7 +313,7 @@ func TestLiveCPUTime(t *testing.T) {
 // nil Cgroup (not a typed nil), and leave the existing one alone.
 func TestLiveNameCollision(t *testing.T) {
 	requireCgroups(t)
-	name := NewName()
+	name := boxname.New()
 	first, err := New(name, Limits{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -348,7 +349,7 @@ func TestLiveRequiredControllerMissing(t *testing.T) {
 	}
 	h.mounts = kept
 	lay := newV1Layout(h)
-	name := NewName()
+	name := boxname.New()
 	_, _, err := createV1(lay, name, Limits{MemoryBytes: 64 << 20, Pids: 10})
 	var ce *ControllerError
 	if !errors.As(err, &ce) || ce.Controller != "pids" {
@@ -367,7 +368,7 @@ func TestLiveRequiredControllerMissing(t *testing.T) {
 func TestLiveRemoveStale(t *testing.T) {
 	f := newStaleFixture(t)
 	start := time.Now()
-	if err := RemoveStale(ProcessAlive); err != nil {
+	if err := RemoveStale(boxname.Alive); err != nil {
 		t.Fatalf("RemoveStale: %v", err)
 	}
 	t.Logf("RemoveStale took %v", time.Since(start))
@@ -378,7 +379,7 @@ func TestLiveRemoveStale(t *testing.T) {
 // removes a dead Warden's cgroup that still holds a process.
 func TestLiveReapStale(t *testing.T) {
 	f := newStaleFixture(t)
-	n, err := ReapStale(ProcessAlive, 5*time.Second)
+	n, err := ReapStale(boxname.Alive, 5*time.Second)
 	// Other dead Wardens' leftovers on this host may count too.
 	if want := len(dirsOf(f.stale)) + len(dirsOf(f.busy)); err != nil || n < want {
 		t.Fatalf("ReapStale() = %d, %v; want at least %d stale directories and no error", n, err, want)
@@ -404,7 +405,7 @@ func newStaleFixture(t *testing.T) *staleFixture {
 		t.Fatal(err)
 	}
 	deadPID := dead.Process.Pid
-	if processAlive(deadPID) {
+	if boxname.Alive(deadPID) {
 		t.Skipf("pid %d was reused already", deadPID)
 	}
 	mk := func(name string) Cgroup {
@@ -486,7 +487,7 @@ func BenchmarkNewDelete(b *testing.B) {
 	for _, bc := range benchLimits {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				c, err := New(NewName(), bc.l)
+				c, err := New(boxname.New(), bc.l)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -518,7 +519,7 @@ func BenchmarkNewAddProcDelete(b *testing.B) {
 			)
 			for b.Loop() {
 				t0 := time.Now()
-				c, err := New(NewName(), bc.l)
+				c, err := New(boxname.New(), bc.l)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -574,14 +575,14 @@ func TestLiveV2Unified(t *testing.T) {
 		t.Cleanup(func() { _ = os.Remove(filepath.Join(lay.base, parentDir)) })
 	}
 
-	_, _, err := createV2(lay, NewName(), Limits{MemoryBytes: 64 << 20})
+	_, _, err := createV2(lay, boxname.New(), Limits{MemoryBytes: 64 << 20})
 	var ce *ControllerError
 	if h.mode != "v2" && (!errors.As(err, &ce) || ce.Controller != "memory") {
 		t.Errorf("createV2 with a memory limit on a controller-less v2 = %v, want a ControllerError for memory", err)
 	}
 	t.Logf("memory limit on this v2 hierarchy: %v", err)
 
-	c, skipped, err := createV2(lay, NewName(), Limits{})
+	c, skipped, err := createV2(lay, boxname.New(), Limits{})
 	if err != nil {
 		t.Fatalf("createV2: %v", err)
 	}
@@ -649,7 +650,7 @@ func TestLiveV2NoInternalProcesses(t *testing.T) {
 	}
 
 	// A stand-in for the delegated cgroup Warden runs in.
-	ownName := "warden-test-" + NewName()
+	ownName := "warden-test-" + boxname.New()
 	own := filepath.Join(root, ownName)
 	if err := os.Mkdir(own, 0o755); err != nil {
 		t.Fatal(err)
@@ -679,7 +680,7 @@ func TestLiveV2NoInternalProcesses(t *testing.T) {
 	if lay.base != own || lay.top {
 		t.Fatalf("rootless layout: base %q (top %v), want %q", lay.base, lay.top, own)
 	}
-	c, skipped, err := createV2(lay, NewName(), Limits{})
+	c, skipped, err := createV2(lay, boxname.New(), Limits{})
 	if err != nil || len(skipped) != 0 {
 		t.Fatalf("createV2 = %v, skipped %v; want hugetlb enabled", err, skipped)
 	}
@@ -700,7 +701,7 @@ func TestLiveV2NoInternalProcesses(t *testing.T) {
 	}
 	busy := "which has processes (pids " + strconv.Itoa(other.Process.Pid) + ")"
 	lay = newV2Layout(hs, rootless)
-	c, skipped, err = createV2(lay, NewName(), Limits{})
+	c, skipped, err = createV2(lay, boxname.New(), Limits{})
 	if err != nil {
 		t.Fatalf("createV2 without limits: %v", err)
 	}
@@ -801,7 +802,7 @@ func TestLiveV2SupervisorHelper(t *testing.T) {
 	h.version = versionV2
 	m, _ := findV2Mount(h.mounts, h.self.V2)
 	lay := newV2Layout(h, func(dir string) bool { return dir != m.Point })
-	c, skipped, err := createV2(lay, NewName(), Limits{})
+	c, skipped, err := createV2(lay, boxname.New(), Limits{})
 	if err != nil {
 		fmt.Printf("error=%v\n", err)
 		return

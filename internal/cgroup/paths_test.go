@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
 func TestOwnDir(t *testing.T) {
@@ -173,38 +175,14 @@ func TestValidateName(t *testing.T) {
 	}
 }
 
-func TestOwnerPID(t *testing.T) {
-	tests := []struct {
-		name   string
-		want   int
-		wantOK bool
-	}{
-		{"123-abc", 123, true},
-		{"1-x", 1, true},
-		{"123", 0, false},
-		{"123-", 0, false},
-		{"-123-x", 0, false},
-		{"+12-x", 0, false},
-		{"0-x", 0, false},
-		{"012-x", 0, false},
-		{"abc-x", 0, false},
-		{"99999999999999999999999-x", 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := ownerPID(tt.name)
-		if got != tt.want || ok != tt.wantOK {
-			t.Errorf("ownerPID(%q) = %d, %v; want %d, %v", tt.name, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
-
-func TestNewName(t *testing.T) {
-	a, b := NewName(), NewName()
+// TestBoxNameAccepted: names from boxname.New are what New accepts.
+func TestBoxNameAccepted(t *testing.T) {
+	a, b := boxname.New(), boxname.New()
 	if a == b {
-		t.Errorf("NewName returned %q twice", a)
+		t.Errorf("boxname.New returned %q twice", a)
 	}
 	if err := validateName(a, os.Getpid()); err != nil {
-		t.Errorf("NewName() = %q, which New would reject: %v", a, err)
+		t.Errorf("boxname.New() = %q, which New would reject: %v", a, err)
 	}
 }
 

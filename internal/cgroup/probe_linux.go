@@ -2,6 +2,8 @@ package cgroup
 
 import (
 	"os"
+
+	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
 // Probe finds out what this host and user can do, by doing it: it creates a cgroup where New
@@ -27,7 +29,7 @@ func Probe() Report {
 	switch s.h.version {
 	case versionV1:
 		var c *v1Cgroup
-		c, skipped, err = createV1(s.v1, NewName(), Limits{})
+		c, skipped, err = createV1(s.v1, boxname.New(), Limits{})
 		if base := s.v1.memBase(); base != "" {
 			r.Where = base
 			if !exists(base + "/memory.memsw.limit_in_bytes") {
@@ -42,7 +44,7 @@ func Probe() Report {
 		}
 	case versionV2:
 		var c *v2Cgroup
-		c, skipped, err = createV2(s.v2, NewName(), Limits{})
+		c, skipped, err = createV2(s.v2, boxname.New(), Limits{})
 		if s.v2.err == nil {
 			r.Where = s.v2.base + "/" + parentDir
 		}
@@ -95,7 +97,7 @@ func probeFill(r Report, skipped map[string]*ControllerError) Report {
 }
 
 // Parents lists the directories under which New creates cgroups for this process: one per v1
-// hierarchy Warden uses, or the one on v2. A sandbox's cgroup is <dir>/<NewName()>, so this
+// hierarchy Warden uses, or the one on v2. A sandbox's cgroup is <dir>/<boxname.New()>, so this
 // is where leak checks look for cgroups a crashed warden left behind.
 func Parents() []string {
 	s := current()

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
-	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/nsinit"
@@ -140,7 +140,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
-	b := &box{r: r, name: "warden-" + cgroup.NewName(), exited: make(chan struct{})}
+	b := &box{r: r, name: boxname.Box(), exited: make(chan struct{})}
 	b.dir = filepath.Join(StateDir, "box-"+b.name)
 	if err := b.start(ctx, s); err != nil {
 		if b.ctl != nil {

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -74,7 +74,7 @@ func TestLeaseInitKeepsOneCopy(t *testing.T) {
 	if !mounted() {
 		t.Errorf("%s is not a mount of its own", initDir)
 	}
-	if got := gvisor.Stale(state); len(got) != 0 {
+	if got := boxname.StaleDirs(state); len(got) != 0 {
 		t.Errorf("doctor's Stale(%s) = %q, want nothing: the init's tmpfs and lock are kept on purpose", state, got)
 	}
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 
-	"github.com/warden-sandbox/warden/internal/cgroup"
-	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
 // StaleContainers lists the containers of Wardens that died, by the pid
@@ -18,7 +16,7 @@ func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
 }
 
 // staleContainers is StaleContainers against any engine: only containers
-// carrying Label, whose pid is not this process's and names no live one.
+// carrying Label whose pid names a dead Warden (boxname.Dead).
 func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
 	cs, err := e.List(ctx, Label)
 	if err != nil {
@@ -26,7 +24,7 @@ func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
 	}
 	var out []string
 	for _, c := range cs {
-		if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && pid != os.Getpid() && !cgroup.ProcessAlive(pid) {
+		if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && boxname.Dead(pid) {
 			out = append(out, c.ID)
 		}
 	}
@@ -34,14 +32,14 @@ func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
 }
 
 // removeStale removes the containers and directories of Wardens that
-// died. The directories are named as gVisor's are.
+// died.
 func (r *Runtime) removeStale(ctx context.Context) {
 	// The next start retries what fails; doctor --leaks lists what stays.
 	if err := removeStaleContainers(ctx, r.engine); err != nil {
 		r.logger().Warn("removing dead Wardens' containers", "err", err)
 	}
-	for _, dir := range gvisor.Stale(StateDir) {
-		if err := gvisor.RemoveStaleDir(dir); err != nil {
+	for _, dir := range boxname.StaleDirs(StateDir) {
+		if err := boxname.RemoveDir(dir); err != nil {
 			r.logger().Warn("removing a dead Warden's box directory", "dir", dir, "err", err)
 		}
 	}

@@ -11,6 +11,34 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
+// backendChecks check the backends other than sandbox.DefaultBackend (which
+// liveSandbox checks), by name, each with the fix its failure needs; a
+// test checks that every registered backend has one.
+var backendChecks = map[string]func(context.Context) Check{
+	"gvisor": func(ctx context.Context) Check { return gvisorCheck(ctx, sandbox.BackendOptions{}) },
+	"docker": dockerCheck,
+}
+
+// optionalBackends checks every registered backend but the default, in the
+// registry's order; one without an entry in backendChecks still runs
+// /bin/true, without a tailored fix.
+func optionalBackends(ctx context.Context) []Check {
+	var out []Check
+	for _, name := range sandbox.BackendNames() {
+		if name == sandbox.DefaultBackend {
+			continue
+		}
+		check, ok := backendChecks[name]
+		if !ok {
+			check = func(ctx context.Context) Check {
+				return runOn(ctx, Check{Name: "backend " + name}, name, sandbox.BackendOptions{}, "on --backend "+name, "")
+			}
+		}
+		out = append(out, check(ctx))
+	}
+	return out
+}
+
 // gvisorCheck runs /bin/true on the gvisor backend: runsc found is not
 // runsc working (a platform the host cannot run, cgroups it cannot make).
 // The backend is optional, so its absence is only a warning.

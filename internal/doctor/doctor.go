@@ -14,7 +14,6 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/native"
-	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -44,7 +43,7 @@ func Run(ctx context.Context) []Check {
 	checks := []Check{userNamespaces(), seccompCheck(), persistCheck()}
 	checks = append(checks, cgroupChecks(rep)...)
 	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
-	return append(checks, gvisorCheck(ctx, sandbox.BackendOptions{}), dockerCheck(ctx))
+	return append(checks, optionalBackends(ctx)...)
 }
 
 // Healthy reports whether no check is missing.

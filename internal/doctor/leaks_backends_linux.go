@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/docker"
 	"github.com/warden-sandbox/warden/internal/gvisor"
 )
@@ -13,7 +14,7 @@ import (
 // The next Warden using the backend removes them itself.
 func backendLeaks() []Leak {
 	var leaks []Leak
-	for _, dir := range append(gvisor.Stale(gvisor.StateDir), gvisor.Stale(docker.StateDir)...) {
+	for _, dir := range append(boxname.StaleDirs(gvisor.StateDir), boxname.StaleDirs(docker.StateDir)...) {
 		leaks = append(leaks, Leak{Kind: "backend state", What: dir,
 			Why: "its Warden (the pid in its name) is gone; the next Warden on that backend removes it"})
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 )
@@ -26,7 +27,7 @@ func egressDirs() []string {
 // start removes stale cgroups itself; the rest says how to remove it.
 func Leaks() ([]Leak, error) {
 	var leaks []Leak
-	stale, err := cgroup.Stale(cgroup.ProcessAlive)
+	stale, err := cgroup.Stale(boxname.Alive)
 	for _, dir := range stale {
 		leaks = append(leaks, Leak{Kind: "cgroup", What: dir, Why: "its Warden (the pid it is named after) is gone; the next warden run or serve removes it"})
 	}

@@ -21,9 +21,10 @@ import (
 // plane's and the router's tests: sessions are records, with a clock
 // that moves one second per session created, so start times differ.
 type controlFake struct {
-	mu       sync.Mutex
-	next     int
-	sessions map[string]*controlFakeSession
+	sandbox.Sessions // the calls this fake does not answer panic (nil)
+	mu               sync.Mutex
+	next             int
+	sessions         map[string]*controlFakeSession
 	// lastOptions is what Create was given last.
 	lastOptions sandbox.SessionOptions
 	// maxTTL is the ceiling SetExpiry and LifeCaps report.
@@ -202,7 +203,4 @@ func newControlServerF(f *testing.F) (*Server, *controlFake, http.Handler) {
 }
 
 // The real Manager must keep satisfying what the front end needs.
-var (
-	_ Sessions  = (*sandbox.Manager)(nil)
-	_ Lifetimes = (*sandbox.Manager)(nil)
-)
+var _ Lifetimes = (*sandbox.Manager)(nil)

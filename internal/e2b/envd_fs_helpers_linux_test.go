@@ -26,10 +26,10 @@ const fsSandboxUID = 4343
 // fsSessions is the Manager as the files API sees it: one sandbox whose
 // workspace is a temporary directory.
 type fsSessions struct {
-	Sessions // the calls the files API never makes panic
-	dir      *workspace.Dir
-	gone     bool
-	fail     error // what Files answers, if set
+	sandbox.Sessions // the calls the files API never makes panic
+	dir              *workspace.Dir
+	gone             bool
+	fail             error // what Files answers, if set
 }
 
 func (f *fsSessions) Files(owner, id string) (*workspace.Dir, error) {

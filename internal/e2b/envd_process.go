@@ -13,6 +13,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/e2b/processpb"
 	"github.com/warden-sandbox/warden/internal/e2b/processpb/processpbconnect"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // Bounds on one call of the process service.
@@ -29,7 +30,7 @@ const (
 // processService is envd's process.Process over Sessions.Spawn: E2B's
 // commands and their output streams, stdin and signals.
 type processService struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	log      *slog.Logger
 	tables   procTables
 	// afterFunc is time.AfterFunc, or a test's clock (nil: time.AfterFunc).
@@ -79,6 +80,20 @@ func (ps *processService) sandboxTable(ctx context.Context) (*Sandbox, *procTabl
 		return nil, nil, err
 	}
 	return sb, ps.tables.lookup(sb.ID), nil
+}
+
+// process is the routed sandbox's table and its process sel names, for
+// the calls that act on one process.
+func (ps *processService) process(ctx context.Context, sel *processpb.ProcessSelector) (*procTable, *proc, error) {
+	_, tb, err := ps.sandboxTable(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := tb.find(sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tb, p, nil
 }
 
 // Start starts a process and streams its events: the start event with its
@@ -236,11 +251,7 @@ func (ps *processService) List(ctx context.Context, _ *connect.Request[processpb
 // group and what it left there; SIGTERM to its group, which may catch it,
 // where the box can send it (Warden's agent can), else as SIGKILL.
 func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[processpb.SendSignalRequest]) (*connect.Response[processpb.SendSignalResponse], error) {
-	_, tb, err := ps.sandboxTable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := tb.find(req.Msg.GetProcess())
+	_, p, err := ps.process(ctx, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
@@ -262,11 +273,7 @@ func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[p
 
 // Update resizes a process's pty; there are no ptys yet.
 func (ps *processService) Update(ctx context.Context, req *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error) {
-	_, tb, err := ps.sandboxTable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tb.find(req.Msg.GetProcess()); err != nil {
+	if _, _, err := ps.process(ctx, req.Msg.GetProcess()); err != nil {
 		return nil, err
 	}
 	return nil, errNoPTY

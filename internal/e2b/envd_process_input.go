@@ -14,11 +14,7 @@ import (
 
 // SendInput writes bytes to a process's stdin.
 func (ps *processService) SendInput(ctx context.Context, req *connect.Request[processpb.SendInputRequest]) (*connect.Response[processpb.SendInputResponse], error) {
-	_, tb, err := ps.sandboxTable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := tb.find(req.Msg.GetProcess())
+	tb, p, err := ps.process(ctx, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +59,7 @@ func (ps *processService) StreamInput(ctx context.Context, stream *connect.Clien
 
 // CloseStdin closes a process's stdin, so that it reads end of file.
 func (ps *processService) CloseStdin(ctx context.Context, req *connect.Request[processpb.CloseStdinRequest]) (*connect.Response[processpb.CloseStdinResponse], error) {
-	_, tb, err := ps.sandboxTable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := tb.find(req.Msg.GetProcess())
+	_, p, err := ps.process(ctx, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}

@@ -33,8 +33,9 @@ import (
 // with /workspace mapped to a temporary directory; every other method
 // answers as for a session of alice's alone.
 type procSessions struct {
-	dir string
-	mu  sync.Mutex
+	sandbox.Sessions // the calls this fake does not answer panic (nil)
+	dir              string
+	mu               sync.Mutex
 	// last is the last command Spawn was given, before the mapping.
 	last interp.Command
 	// spawnErr, when set, is what Spawn fails with.

@@ -57,7 +57,7 @@ type interpreterResetter interface {
 
 // codeInterpreter serves the interpreter's routes for one Server.
 type codeInterpreter struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	reset    interpreterResetter // nil when Sessions cannot reset
 	log      *slog.Logger
 	contexts *contextRegistry
@@ -108,13 +108,9 @@ type createContextJSON struct {
 
 // execute runs code in a context and streams what it does.
 func (ci *codeInterpreter) execute(w http.ResponseWriter, r *http.Request) {
-	sb := sandboxFrom(r.Context())
-	if sb == nil {
-		ci.internal(w, errors.New("execute: no sandbox in the request's context"))
-		return
-	}
 	var body executeJSON
-	if !ci.decodeBody(w, r, sb.Owner, maxExecuteBody, &body) {
+	sb, ok := ci.sandboxBody(w, r, "execute", maxExecuteBody, &body)
+	if !ok {
 		return
 	}
 	if err := checkExecute(body); err != nil {
@@ -344,9 +340,8 @@ func (ci *codeInterpreter) exec(ctx context.Context, sb *Sandbox, req sandbox.Ex
 // listContexts answers GET /contexts: the sandbox's contexts, oldest
 // first, the default Python and JavaScript ones among them.
 func (ci *codeInterpreter) listContexts(w http.ResponseWriter, r *http.Request) {
-	sb := sandboxFrom(r.Context())
-	if sb == nil {
-		ci.internal(w, errors.New("list contexts: no sandbox in the request's context"))
+	sb, ok := ci.sandbox(w, r, "list contexts")
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, ci.contexts.listing(sb))
@@ -355,13 +350,9 @@ func (ci *codeInterpreter) listContexts(w http.ResponseWriter, r *http.Request) 
 // createContext answers POST /contexts: a new context with its own
 // interpreter, in cwd (the home when none is given).
 func (ci *codeInterpreter) createContext(w http.ResponseWriter, r *http.Request) {
-	sb := sandboxFrom(r.Context())
-	if sb == nil {
-		ci.internal(w, errors.New("create context: no sandbox in the request's context"))
-		return
-	}
 	var body createContextJSON
-	if !ci.decodeBody(w, r, sb.Owner, maxContextBody, &body) {
+	sb, ok := ci.sandboxBody(w, r, "create context", maxContextBody, &body)
+	if !ok {
 		return
 	}
 	c, err := newCodeContext(body)
@@ -425,12 +416,8 @@ func (ci *codeInterpreter) moveNew(w http.ResponseWriter, r *http.Request, sb *S
 // restartContext answers POST /contexts/{id}/restart: the context's
 // interpreter is killed, and the next execution starts a fresh one.
 func (ci *codeInterpreter) restartContext(w http.ResponseWriter, r *http.Request) {
-	sb, c, ok := ci.pathContext(w, r)
+	_, c, ok := ci.killContext(w, r)
 	if !ok {
-		return
-	}
-	if err := ci.reset.ResetInterpreter(sb.Owner, sb.ID, c.language, c.interpreterName()); err != nil {
-		ci.refuse(w, err)
 		return
 	}
 	ci.contexts.reset(c)
@@ -441,24 +428,33 @@ func (ci *codeInterpreter) restartContext(w http.ResponseWriter, r *http.Request
 // is killed and the context unlisted. A default context removed comes
 // back, fresh and with a new id, when code next names its language.
 func (ci *codeInterpreter) removeContext(w http.ResponseWriter, r *http.Request) {
-	sb, c, ok := ci.pathContext(w, r)
+	sb, c, ok := ci.killContext(w, r)
 	if !ok {
-		return
-	}
-	if err := ci.reset.ResetInterpreter(sb.Owner, sb.ID, c.language, c.interpreterName()); err != nil {
-		ci.refuse(w, err)
 		return
 	}
 	ci.contexts.remove(sb, c)
 	writeJSON(w, http.StatusOK, nil)
 }
 
+// killContext kills the interpreter of the context the path names, for a
+// restart or a removal; false once it has answered why not.
+func (ci *codeInterpreter) killContext(w http.ResponseWriter, r *http.Request) (*Sandbox, *codeContext, bool) {
+	sb, c, ok := ci.pathContext(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	if err := ci.reset.ResetInterpreter(sb.Owner, sb.ID, c.language, c.interpreterName()); err != nil {
+		ci.refuse(w, err)
+		return nil, nil, false
+	}
+	return sb, c, true
+}
+
 // pathContext is the context a restart or removal names, or false once
 // it has answered why there is none.
 func (ci *codeInterpreter) pathContext(w http.ResponseWriter, r *http.Request) (*Sandbox, *codeContext, bool) {
-	sb := sandboxFrom(r.Context())
-	if sb == nil {
-		ci.internal(w, errors.New("context call: no sandbox in the request's context"))
+	sb, ok := ci.sandbox(w, r, "context call")
+	if !ok {
 		return nil, nil, false
 	}
 	if ci.reset == nil {
@@ -514,6 +510,28 @@ func (ci *codeInterpreter) refuse(w http.ResponseWriter, err error) {
 func (ci *codeInterpreter) internal(w http.ResponseWriter, err error) {
 	ci.log.Error("e2b: code interpreter", "err", err)
 	interpError(w, http.StatusInternalServerError, "internal error: see the server's log")
+}
+
+// sandbox is the request's sandbox, or false once it has answered that
+// there is none (what names the call): the routes put it there, so its
+// absence is Warden's bug.
+func (ci *codeInterpreter) sandbox(w http.ResponseWriter, r *http.Request, what string) (*Sandbox, bool) {
+	sb := sandboxFrom(r.Context())
+	if sb == nil {
+		ci.internal(w, fmt.Errorf("%s: no sandbox in the request's context", what))
+		return nil, false
+	}
+	return sb, true
+}
+
+// sandboxBody is sandbox, with the request's body, at most limit bytes,
+// decoded into v; false once it has answered why not.
+func (ci *codeInterpreter) sandboxBody(w http.ResponseWriter, r *http.Request, what string, limit int64, v any) (*Sandbox, bool) {
+	sb, ok := ci.sandbox(w, r, what)
+	if !ok || !ci.decodeBody(w, r, sb.Owner, limit, v) {
+		return nil, false
+	}
+	return sb, true
 }
 
 // decodeBody decodes a JSON body of at most limit bytes into v, or

@@ -82,12 +82,12 @@ type boxContexts struct {
 // contextRegistry holds the contexts of every sandbox that used the code
 // interpreter. mu guards the registry and every codeContext in it.
 type contextRegistry struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	mu       sync.Mutex
 	boxes    map[string]*boxContexts
 }
 
-func newContextRegistry(sessions Sessions) *contextRegistry {
+func newContextRegistry(sessions sandbox.Sessions) *contextRegistry {
 	return &contextRegistry{sessions: sessions, boxes: map[string]*boxContexts{}}
 }
 
@@ -217,10 +217,8 @@ func contextLanguage(lang string) (string, error) {
 	case "ts", "typescript":
 		return "", fmt.Errorf("language %q: TypeScript is not served yet (the sandbox's Node.js runs JavaScript only): use javascript", interpQuote(lang, 64))
 	}
-	for _, known := range interp.Languages() {
-		if l == known {
-			return l, nil
-		}
+	if interp.Known(l) {
+		return l, nil
 	}
 	return "", fmt.Errorf("language %q is not served: use one of %s", interpQuote(lang, 64), strings.Join(interp.Languages(), ", "))
 }

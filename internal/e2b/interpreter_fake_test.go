@@ -23,9 +23,10 @@ import (
 // interpSessions is a fake Sessions for the code interpreter: each Exec
 // is recorded and answered by run, and ResetInterpreter is recorded.
 type interpSessions struct {
-	mu     sync.Mutex
-	execs  []sandbox.ExecRequest
-	resets []string // "language/name"
+	sandbox.Sessions // the calls this fake does not answer panic (nil)
+	mu               sync.Mutex
+	execs            []sandbox.ExecRequest
+	resets           []string // "language/name"
 	// run answers an Exec; nil answers an empty Result.
 	run func(ctx context.Context, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
 	// gone are the session ids Get no longer finds.

@@ -82,7 +82,7 @@ var errFull = errors.New("too many E2B sandboxes on this server: kill some befor
 // before it refuses for want of room), so entries of gone sessions never
 // outnumber live ones by more than minSweep, however few calls look.
 type registry struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	max      int
 	// now is the clock expiries are read against; time.Now but in tests.
 	now func() time.Time
@@ -123,7 +123,7 @@ const maxEnded = 4096
 // minSweep is the fewest entries at which add sweeps the registry.
 const minSweep = 64
 
-func newRegistry(sessions Sessions, max int) *registry {
+func newRegistry(sessions sandbox.Sessions, max int) *registry {
 	return &registry{sessions: sessions, max: max, byID: map[string]*Sandbox{}, ended: map[string]endedSandbox{}, sweepAt: minSweep, now: time.Now}
 }
 

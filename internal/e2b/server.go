@@ -15,7 +15,7 @@ import (
 type Config struct {
 	// Sessions is the session manager: every E2B sandbox is one of its
 	// sessions.
-	Sessions Sessions
+	Sessions sandbox.Sessions
 	// Logger receives internal errors (default: slog.Default()).
 	Logger *slog.Logger
 	// Authenticate turns an X-API-Key into its tenant with Warden's own

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
-	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
@@ -45,10 +45,6 @@ type Runtime struct {
 // StateDir holds runsc's own state (runsc/), the shared root templates
 // (root-<hash>/) and one directory per box (box-*/).
 const StateDir = "/run/warden/gvisor"
-
-// LabelPrefix starts every container id Warden gives runsc, so leftovers
-// of a Warden that died can be told from other users' containers.
-const LabelPrefix = "warden-"
 
 // runscPath is the binary to run.
 func (r *Runtime) runscPath() (string, error) {
@@ -127,7 +123,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	if err != nil {
 		return nil, err
 	}
-	b := &box{r: r, runsc: runsc, id: LabelPrefix + cgroup.NewName(), exited: make(chan struct{})}
+	b := &box{r: r, runsc: runsc, id: boxname.Box(), exited: make(chan struct{})}
 	b.dir = filepath.Join(StateDir, "box-"+b.id)
 	ctl, err := b.start(s, tmpl)
 	if err != nil {
@@ -233,7 +229,7 @@ func socketpair() (host, child *os.File, err error) {
 // this process's own cgroup in each hierarchy (runsc reads a relative
 // path so), named as theirs are (<pid>-<hex>), so cgroup.Stale and
 // doctor --leaks find it if this Warden dies.
-func cgroupsPath(id string) string { return "warden/" + strings.TrimPrefix(id, LabelPrefix) }
+func cgroupsPath(id string) string { return "warden/" + strings.TrimPrefix(id, boxname.Prefix) }
 
 // killTimeout bounds each runsc command the host runs to end a box.
 const killTimeout = 10 * time.Second
@@ -311,7 +307,7 @@ func (b *box) cleanup() {
 		b.logTail = tail(b.log)
 		b.log.Close()
 	}
-	if err := RemoveStaleDir(b.dir); err != nil {
+	if err := boxname.RemoveDir(b.dir); err != nil {
 		b.logger().Warn("removing the box's directory", "err", err)
 	}
 }

@@ -19,6 +19,7 @@ var bashLanguage = &language{
 	program:   "bash",
 	hostPaths: []string{"/usr/bin/bash", "/bin/bash"},
 	args:      []string{"--noprofile", "--norc", "-c", bashDriver, "bash"},
+	oneShot:   []string{"-c"},
 	send:      writeBashRequest,
 }
 

@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -167,34 +166,15 @@ func WithCPUs(cpus float64) Option {
 	return func(c *config) { c.cpus = max(cpus, 0) }
 }
 
-// languages maps each supported language to its driver.
-var languages = map[string]*language{
-	"python":     pythonLanguage,
-	"bash":       bashLanguage,
-	"javascript": javascriptLanguage,
-}
-
-// Languages returns the languages New accepts, sorted, for help texts and
-// error messages. A language may still be unsupported on a host that lacks
-// its interpreter; New says so.
-func Languages() []string {
-	names := make([]string, 0, len(languages))
-	for name := range languages {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // New returns an Interpreter for language whose processes sp starts with
 // env (the sandbox environment, KEY=VALUE). Nothing starts until the first
 // Run. It fails with ErrUnknownLanguage for a language this package does
 // not know, and with errors.ErrUnsupported when the host (whose /usr the
 // sandbox sees) has no interpreter for it.
 func New(language string, sp Spawner, env []string, opts ...Option) (Interpreter, error) {
-	lang, ok := languages[language]
+	lang, ok := lookup(language)
 	if !ok {
-		return nil, fmt.Errorf("%w %q (supported: %s)", ErrUnknownLanguage, language, strings.Join(Languages(), ", "))
+		return nil, UnknownError(language)
 	}
 	if sp == nil {
 		return nil, fmt.Errorf("%s interpreter: no spawner", language)

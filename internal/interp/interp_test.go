@@ -20,8 +20,32 @@ func TestNewUnknownLanguage(t *testing.T) {
 			t.Errorf("error %q does not list %q", err, lang)
 		}
 	}
-	if got, want := Languages(), []string{"bash", "javascript", "python"}; !slices.Equal(got, want) {
+	if got, want := Languages(), []string{"python", "bash", "javascript"}; !slices.Equal(got, want) {
 		t.Errorf("Languages() = %v, want %v", got, want)
+	}
+}
+
+// TestOneShotArgv: every language runs one-shot code through its own
+// interpreter, the code last, and an unknown one is refused naming those
+// that are known.
+func TestOneShotArgv(t *testing.T) {
+	want := map[string][]string{
+		"python":     {"python3", "-c", "1"},
+		"bash":       {"bash", "-c", "1"},
+		"javascript": {"node", "-e", "1"},
+	}
+	for _, lang := range Languages() {
+		got, err := OneShotArgv(lang, "1")
+		if err != nil || !slices.Equal(got, want[lang]) {
+			t.Errorf("OneShotArgv(%q) = %q, %v; want %q", lang, got, err, want[lang])
+		}
+	}
+	if len(want) != len(Languages()) {
+		t.Errorf("Languages() = %v; the table here has %d", Languages(), len(want))
+	}
+	_, err := OneShotArgv("cobol", "1")
+	if !errors.Is(err, ErrUnknownLanguage) || !strings.Contains(err.Error(), strings.Join(Languages(), ", ")) {
+		t.Errorf("OneShotArgv(cobol) error = %v, want ErrUnknownLanguage listing %v", err, Languages())
 	}
 }
 
@@ -291,9 +315,10 @@ func TestConcurrentRuns(t *testing.T) {
 // TestNewUnsupported: a language whose interpreter the host lacks fails
 // in New, not on the first Run.
 func TestNewUnsupported(t *testing.T) {
-	saved := languages["javascript"]
-	t.Cleanup(func() { languages["javascript"] = saved })
-	languages["javascript"] = &language{name: "javascript", program: "node", hostPaths: []string{"/nonexistent/node"}, send: writeJSONRequest}
+	i := slices.IndexFunc(languages, func(l *language) bool { return l.name == "javascript" })
+	saved := languages[i]
+	t.Cleanup(func() { languages[i] = saved })
+	languages[i] = &language{name: "javascript", program: "node", hostPaths: []string{"/nonexistent/node"}, send: writeJSONRequest}
 	_, err := New("javascript", hostSpawner{dir: t.TempDir()}, testEnv)
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "/nonexistent/node") {
 		t.Errorf("New error = %v, want ErrUnsupported naming where node was looked for", err)

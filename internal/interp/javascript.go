@@ -14,5 +14,6 @@ var javascriptLanguage = &language{
 	program:   "node",
 	hostPaths: []string{"/usr/bin/node", "/usr/local/bin/node"},
 	args:      []string{"-e", jsDriver},
+	oneShot:   []string{"-e"},
 	send:      writeJSONRequest,
 }

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -20,10 +21,64 @@ type language struct {
 	hostPaths []string
 	// args follow program in Argv; they carry the driver's source.
 	args []string
+	// oneShot follow program in a one-shot run's Argv, which ends with
+	// the code: the interpreter runs it once, with no driver.
+	oneShot []string
 	// env is added to the environment when the key is absent.
 	env []string
 	// send writes one request to the driver's control pipe.
 	send func(w io.Writer, r request) error
+}
+
+// languages are every language this package has a driver for, in the
+// order help texts, error messages and API enums list them. It is the one
+// list of languages: front ends and the API schema's tests derive theirs
+// from it.
+var languages = []*language{pythonLanguage, bashLanguage, javascriptLanguage}
+
+// lookup is the language called name.
+func lookup(name string) (*language, bool) {
+	for _, l := range languages {
+		if l.name == name {
+			return l, true
+		}
+	}
+	return nil, false
+}
+
+// Languages returns the languages New accepts, in the order help texts and
+// enums list them, so every front end offers the same ones. A language may
+// still be unsupported on a host that lacks its interpreter; New says so.
+func Languages() []string {
+	names := make([]string, len(languages))
+	for i, l := range languages {
+		names[i] = l.name
+	}
+	return names
+}
+
+// Known says whether New accepts language, so front ends can refuse an
+// unknown one before anything starts.
+func Known(language string) bool {
+	_, ok := lookup(language)
+	return ok
+}
+
+// UnknownError is the one-line error for a language New does not accept,
+// naming those it does.
+func UnknownError(language string) error {
+	return fmt.Errorf("%w %q: use %s", ErrUnknownLanguage, language, strings.Join(Languages(), ", "))
+}
+
+// OneShotArgv is the command that runs code once in language's interpreter
+// without a driver (a one-shot run keeps no state, so it needs none). It
+// fails with UnknownError for a language New does not accept.
+func OneShotArgv(language, code string) ([]string, error) {
+	l, ok := lookup(language)
+	if !ok {
+		return nil, UnknownError(language)
+	}
+	return append(append([]string{l.program}, l.oneShot...), code), nil
 }
 
 // available reports whether the host has the interpreter.

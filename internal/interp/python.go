@@ -17,6 +17,7 @@ var pythonLanguage = &language{
 	program:   "python3",
 	hostPaths: []string{"/usr/bin/python3", "/usr/local/bin/python3"},
 	args:      []string{"-u", "-c", pythonDriver},
+	oneShot:   []string{"-c"},
 	env:       []string{"MPLBACKEND=Agg", "PYTHONIOENCODING=utf-8"},
 	send:      writeJSONRequest,
 }

@@ -19,9 +19,10 @@ import (
 // fakeSessions keeps sessions as records and runs every exec through
 // exec; Files opens a real workspace over a temporary directory.
 type fakeSessions struct {
-	t    *testing.T
-	mu   sync.Mutex
-	next int
+	sandbox.Sessions // the calls this fake does not answer panic (nil)
+	t                *testing.T
+	mu               sync.Mutex
+	next             int
 	// sessions maps an id to its owner.
 	sessions map[string]string
 	dirs     map[string]*workspace.Dir
@@ -147,7 +148,7 @@ const testTimeout = 60 * time.Second
 // connect serves m to an in-memory client through Run, and returns the
 // client session and a channel that delivers Run's error once the client
 // has gone.
-func connect(t *testing.T, m Sessions, opts Options) (*sdk.ClientSession, <-chan error) {
+func connect(t *testing.T, m sandbox.Sessions, opts Options) (*sdk.ClientSession, <-chan error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
@@ -185,4 +186,18 @@ func text(t *testing.T, res *sdk.CallToolResult) string {
 		t.Fatalf("first content is %T, want text", res.Content[0])
 	}
 	return tc.Text
+}
+
+// listTools is what a client connected to a server over a fake Manager
+// lists.
+func listTools(t *testing.T) *sdk.ListToolsResult {
+	t.Helper()
+	cs, _ := connect(t, newFake(t), Options{Owner: "mcp"})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }

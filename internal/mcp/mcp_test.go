@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -22,13 +21,7 @@ var pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR fake")
 // TestMCPListTools: every tool is listed with a description a model can use
 // and an object input schema whose properties are all described.
 func TestMCPListTools(t *testing.T) {
-	cs, _ := connect(t, newFake(t), Options{Owner: "mcp"})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	list, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := listTools(t)
 	var names []string
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
@@ -280,13 +273,7 @@ func TestWardenErrorHints(t *testing.T) {
 // TestMCPSchemaBoundsAreTheManagers: the schemas offer no more than the
 // Manager allows: its timeout ceiling, ttl and idle caps.
 func TestMCPSchemaBoundsAreTheManagers(t *testing.T) {
-	cs, _ := connect(t, newFake(t), Options{Owner: "mcp"})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	list, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := listTools(t)
 	want := map[string]map[string]float64{
 		"create_session": {"ttl_seconds": sandbox.DefaultMaxTTL.Seconds(), "idle_timeout_seconds": sandbox.DefaultMaxIdle.Seconds()},
 		"run_code":       {"timeout_seconds": 600},

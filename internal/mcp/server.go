@@ -7,45 +7,13 @@
 package mcp
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
-	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/workspace"
 )
-
-// Sessions is what the tools need of sandbox.Manager, kept small so tests
-// can fake it. Every method takes the owner, and another owner's session
-// answers sandbox.ErrNotFound.
-type Sessions interface {
-	// Create builds a session for owner.
-	Create(ctx context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error)
-	// Get describes one of owner's sessions.
-	Get(owner, id string) (sandbox.Info, error)
-	// Delete ends one of owner's sessions and frees its sandbox.
-	Delete(ctx context.Context, owner, id string) error
-	// Exec runs one command or snippet in a session; cancelling ctx kills it.
-	Exec(ctx context.Context, owner, id string, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
-	// Files gives access to a session's /workspace.
-	Files(owner, id string) (*workspace.Dir, error)
-	// Run runs a command once in a fresh sandbox, destroyed after.
-	Run(ctx context.Context, owner string, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
-	// DefaultLimits bound every sandbox the tools build; their Timeout is
-	// a call's timeout when it asks for none.
-	DefaultLimits() spec.Limits
-	// Ceilings bound what a call may ask for: the tools' schemas say so.
-	Ceilings() spec.Ceilings
-	// LifeCaps are the longest ttl and idle timeout a session may ask for.
-	LifeCaps() (ttl, idle time.Duration)
-}
-
-// The real Manager must keep satisfying what the tools need.
-var _ Sessions = (*sandbox.Manager)(nil)
 
 // Options say whom sandboxes belong to and whether they may have network
 // (none by default). Limits, ceilings and caps are the Manager's.
@@ -85,11 +53,11 @@ Files live in /workspace inside the sandbox; use write_file, read_file and list_
 // New builds the MCP server with Warden's tools over m. Sessions its
 // clients create are left to the Manager's TTL and idle timeout; Run also
 // deletes them when the client disconnects.
-func New(m Sessions, opts Options) *sdk.Server {
+func New(m sandbox.Sessions, opts Options) *sdk.Server {
 	return newServer(m, opts, nil)
 }
 
-func newServer(m Sessions, opts Options, created *tracker) *sdk.Server {
+func newServer(m sandbox.Sessions, opts Options, created *tracker) *sdk.Server {
 	opts = opts.withDefaults()
 	srv := sdk.NewServer(&sdk.Implementation{Name: "warden", Title: "Warden sandbox", Version: opts.Version},
 		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &sdk.ServerCapabilities{}})

@@ -6,13 +6,15 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // tools holds what every tool handler needs; created, when set, records
 // the sessions this server's client made, for deletion at disconnect.
 type tools struct {
-	m       Sessions
+	m       sandbox.Sessions
 	opts    Options
 	created *tracker
 	// limits are the Manager's default limits, read once.
@@ -27,9 +29,6 @@ func (t *tools) owner(req *sdk.CallToolRequest) string {
 	}
 	return t.opts.Owner
 }
-
-// languages are the interpreters run_code offers, as ExecRequest names them.
-var languages = []string{"python", "bash", "javascript"}
 
 // register adds every tool to srv with its schema and description. The
 // descriptions are written for the model that picks and calls the tools.
@@ -50,7 +49,7 @@ Each call is limited to %s unless timeout_seconds says otherwise (at most %ds); 
 Example: {"language": "python", "code": "import math\nmath.sqrt(2)"}`, t.limits.Timeout, maxTimeout),
 		Annotations: sandboxed(false),
 		InputSchema: inputSchema[runCodeIn](func(p map[string]*jsonschema.Schema) {
-			enum(p["language"], languages...)
+			enum(p["language"], interp.Languages()...)
 			p["code"].MinLength = ptr(1)
 			timeouts(p)
 		}),

@@ -7,12 +7,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // Run serves one client over t until it disconnects or ctx ends, then
 // deletes every session that client created: over stdio a disconnect is
 // final, so nobody could use them again.
-func Run(ctx context.Context, m Sessions, opts Options, t sdk.Transport) error {
+func Run(ctx context.Context, m sandbox.Sessions, opts Options, t sdk.Transport) error {
 	created := newTracker()
 	srv := newServer(m, opts, created)
 	err := srv.Run(ctx, t)
@@ -27,7 +29,7 @@ func Run(ctx context.Context, m Sessions, opts Options, t sdk.Transport) error {
 
 // ServeStdio serves one client on the process's stdin and stdout, as MCP
 // clients expect of a server they start as a command.
-func ServeStdio(ctx context.Context, m Sessions, opts Options) error {
+func ServeStdio(ctx context.Context, m sandbox.Sessions, opts Options) error {
 	return Run(ctx, m, opts, &sdk.StdioTransport{})
 }
 
@@ -44,7 +46,7 @@ const httpSessionIdle = 15 * time.Minute
 // key cannot use its id. Sessions created over HTTP are not deleted when
 // a client goes away (HTTP clients reconnect); their idle timeout and
 // TTL end them.
-func HTTPHandler(m Sessions, opts Options, owner func(context.Context) string) http.Handler {
+func HTTPHandler(m sandbox.Sessions, opts Options, owner func(context.Context) string) http.Handler {
 	srv := New(m, opts)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: opts.withDefaults().Logger, SessionTimeout: httpSessionIdle})

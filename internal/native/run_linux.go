@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/drain"
 	"github.com/warden-sandbox/warden/internal/egress"
@@ -210,7 +211,7 @@ func newCgroup(l spec.Limits, rootless bool, log *slog.Logger) (cgroup.Cgroup, e
 	if l.Pids > 0 {
 		want.Pids = l.Pids + initTasks
 	}
-	cg, err := cgroup.New(cgroup.NewName(), want)
+	cg, err := cgroup.New(boxname.New(), want)
 	switch {
 	case err == nil:
 		return cg, nil
@@ -242,7 +243,7 @@ func sweepStale(log *slog.Logger) {
 	}
 	sweepMu.Unlock()
 	if due {
-		if err := cgroup.RemoveStale(cgroup.ProcessAlive); err != nil {
+		if err := cgroup.RemoveStale(boxname.Alive); err != nil {
 			// The next sweep retries; doctor --leaks lists what stays.
 			log.Warn("removing dead Wardens' sandbox cgroups", "err", err)
 		}

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -68,15 +68,11 @@ func oneShotCommand(req ExecRequest) ([]string, error) {
 	if len(req.Command) > 0 {
 		return req.Command, nil
 	}
-	switch req.Language {
-	case "python":
-		return []string{"python3", "-c", req.Code}, nil
-	case "bash":
-		return []string{"bash", "-c", req.Code}, nil
-	case "javascript":
-		return []string{"node", "-e", req.Code}, nil
+	argv, err := interp.OneShotArgv(req.Language, req.Code)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
 	}
-	return nil, fmt.Errorf("%w: language %q is unknown: use %s", spec.ErrInvalid, req.Language, strings.Join([]string{"python", "bash", "javascript"}, ", "))
+	return argv, nil
 }
 
 // ms is d in milliseconds, as Result's times are.

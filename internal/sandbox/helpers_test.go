@@ -2,7 +2,12 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // TestLimitedStreamsWhatItKeeps: a stream carries exactly the bytes the
@@ -43,3 +48,28 @@ func TestLimitedStreamsWhatItKeeps(t *testing.T) {
 		})
 	}
 }
+
+// TestLanguagesAccepted: every language interp knows is accepted for a
+// one-shot run and a session exec, and another is refused with an error
+// that names them all.
+func TestLanguagesAccepted(t *testing.T) {
+	for _, lang := range interp.Languages() {
+		req := ExecRequest{Language: lang, Code: "1"}
+		if err := validateExec(req); err != nil {
+			t.Errorf("validateExec(language %q) = %v, want nil", lang, err)
+		}
+		argv, err := oneShotCommand(req)
+		if err != nil || len(argv) < 2 || argv[len(argv)-1] != "1" {
+			t.Errorf("oneShotCommand(language %q) = %q, %v; want the interpreter given the code", lang, argv, err)
+		}
+	}
+	bad := ExecRequest{Language: "cobol", Code: "1"}
+	for name, err := range map[string]error{"validateExec": validateExec(bad), "oneShotCommand": second(oneShotCommand(bad))} {
+		if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), strings.Join(interp.Languages(), ", ")) {
+			t.Errorf("%s(language cobol) = %v, want ErrInvalid naming %v", name, err, interp.Languages())
+		}
+	}
+}
+
+// second is f's error, to test a call's error in an expression.
+func second[T any](_ T, err error) error { return err }

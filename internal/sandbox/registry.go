@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
@@ -30,23 +31,65 @@ type BackendOptions struct {
 	Logger *slog.Logger
 }
 
-// BackendNames are the backends by name, in the order flags list them.
-var BackendNames = []string{"native", "gvisor", "docker"}
+// DefaultBackend is the backend used when none is named.
+const DefaultBackend = "native"
 
-// NewBackend returns the backend called name.
-func NewBackend(name string, o BackendOptions) (Backend, error) {
-	switch name {
-	case "native", "":
-		if o.Server {
-			useSpawner()
-		}
-		return Native{Logger: o.Logger}, nil
-	case "gvisor":
-		return newGVisor(o)
-	case "docker":
-		return newDocker(o)
+// backendEntry is one backend: its name and how to make it.
+type backendEntry struct {
+	name string
+	make func(BackendOptions) (Backend, error)
+}
+
+// backends are every backend, in the order flags, errors and doctor list
+// them. It is the one list of backends: a new one is added here (its
+// factory in its own _linux.go file, with an _other.go stub), and every
+// flag, error and check derives its list from it.
+var backends = []backendEntry{
+	{DefaultBackend, newNative},
+	{"gvisor", newGVisor},
+	{"docker", newDocker},
+}
+
+// BackendNames returns the backends' names, in the order flags list them.
+func BackendNames() []string {
+	names := make([]string, len(backends))
+	for i, b := range backends {
+		names[i] = b.name
 	}
-	return nil, fmt.Errorf("%w: backend %q is unknown: use native, gvisor or docker", spec.ErrInvalid, name)
+	return names
+}
+
+// BackendChoices is the backends' names as a help text or an error lists
+// them: "native, gvisor or docker".
+func BackendChoices() string {
+	names := BackendNames()
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// NewBackend returns the backend called name ("" is DefaultBackend), or a
+// one-line error naming the valid ones.
+func NewBackend(name string, o BackendOptions) (Backend, error) {
+	if name == "" {
+		name = DefaultBackend
+	}
+	for _, b := range backends {
+		if b.name == name {
+			return b.make(o)
+		}
+	}
+	return nil, fmt.Errorf("%w: backend %q is unknown: use %s", spec.ErrInvalid, name, BackendChoices())
+}
+
+// newNative is the native backend; a server's sessions start from a small
+// spawner process instead of forking the server.
+func newNative(o BackendOptions) (Backend, error) {
+	if o.Server {
+		useSpawner()
+	}
+	return Native{Logger: o.Logger}, nil
 }
 
 // ended says the box has ended.

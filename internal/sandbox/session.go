@@ -83,16 +83,15 @@ func (s *session) currentState() State {
 func (s *session) begin() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.boxDiedLocked():
-		return deadError(s.id, time.Now(), deathCause(s.box), s.ws != "")
-	case s.state == StateReady:
+	if err := s.deadLocked(); err != nil {
+		return err
+	}
+	switch s.state {
+	case StateReady:
 		s.state = StateBusy
 		return nil
-	case s.state == StateBusy:
+	case StateBusy:
 		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
-	case s.state == StateDead:
-		return s.deadError()
 	}
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
@@ -165,6 +164,12 @@ func closeHeld(interps map[string]interp.Interpreter, dir *workspace.Dir) error 
 func (s *session) ifDead() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.deadLocked()
+}
+
+// deadLocked is the DeadError of s when its box has died or it is dead,
+// else nil; s.mu is held.
+func (s *session) deadLocked() error {
 	switch {
 	case s.boxDiedLocked():
 		return deadError(s.id, time.Now(), deathCause(s.box), s.ws != "")
@@ -381,6 +386,8 @@ func validateExec(req ExecRequest) error {
 		}
 	case req.Language == "":
 		return fmt.Errorf("%w: nothing to run: give command, or language and code", spec.ErrInvalid)
+	case !interp.Known(req.Language):
+		return fmt.Errorf("%w: %v", spec.ErrInvalid, interp.UnknownError(req.Language))
 	case len(req.Stdin) > 0 || len(req.Env) > 0 || req.Cwd != "":
 		return fmt.Errorf("%w: stdin, env and cwd apply to commands; an interpreter keeps the session's environment (change directory or variables in the code itself)", spec.ErrInvalid)
 	}

@@ -77,7 +77,7 @@ type Info struct {
 type ExecRequest struct {
 	// Command is argv to run; exactly one of Command and Code is set.
 	Command []string
-	// Language is "python", "bash" or "javascript"; with Code.
+	// Language is one of interp.Languages(); with Code.
 	Language string
 	// Code is run in the session's persistent interpreter for Language.
 	Code string

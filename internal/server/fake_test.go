@@ -16,18 +16,18 @@ import (
 )
 
 // The real Manager must keep satisfying what the server needs.
-var _ Sessions = (*sandbox.Manager)(nil)
 
 // fakeSessions is an in-memory Sessions: sessions are records, an exec
 // runs the exec hook (by default it writes to both streams and returns a
 // Result), and Files opens a real workspace.Dir over a temporary directory.
 type fakeSessions struct {
-	mu       sync.Mutex
-	root     string
-	max      int
-	next     int
-	sessions map[string]*fakeSession
-	dirs     map[string]*workspace.Dir
+	sandbox.Sessions // the calls this fake does not answer panic (nil)
+	mu               sync.Mutex
+	root             string
+	max              int
+	next             int
+	sessions         map[string]*fakeSession
+	dirs             map[string]*workspace.Dir
 	// err, when set, is what every call that can fail returns.
 	err error
 	// exec replaces the default exec behaviour.

@@ -42,7 +42,7 @@ var allStates = []sandbox.State{
 // in reg, and builds each owner's series in a registry of its own. The
 // sessions gauges read s's counts at scrape time, so they are never stale
 // and the Manager needs no hook into the server.
-func newMetrics(reg *metrics.Registry, s Sessions, owners []string) (*serverMetrics, error) {
+func newMetrics(reg *metrics.Registry, s sandbox.Sessions, owners []string) (*serverMetrics, error) {
 	all, err := newFamilySet(reg, s.Counts, metrics.ProcessMetrics()...)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,45 +19,7 @@ import (
 	apispec "github.com/warden-sandbox/warden/api"
 	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/sandbox"
-	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/workspace"
 )
-
-// Sessions is what the server needs of sandbox.Manager. Every method
-// takes the owner (the tenant of the request's API key) where a session is
-// named, and answers sandbox.ErrNotFound for another owner's session
-// exactly as for a missing one, so ids cannot be probed across tenants.
-type Sessions interface {
-	// Create builds a session for owner.
-	Create(ctx context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error)
-	// Get describes one of owner's sessions.
-	Get(owner, id string) (sandbox.Info, error)
-	// List describes owner's live sessions, oldest first.
-	List(owner string) []sandbox.Info
-	// Delete ends one of owner's sessions and frees its sandbox.
-	Delete(ctx context.Context, owner, id string) error
-	// Exec runs one step in a session; live, when its writers are set,
-	// receives the output as it happens. Cancelling ctx kills the exec.
-	Exec(ctx context.Context, owner, id string, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
-	// Files gives access to a session's /workspace and marks the session
-	// used; its errors are those of Get.
-	Files(owner, id string) (*workspace.Dir, error)
-	// Run is a one-shot run in a fresh sandbox, destroyed after.
-	Run(ctx context.Context, owner string, o sandbox.SessionOptions, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
-	// SetNetwork replaces the allow and deny rules of a session made with
-	// the egress proxy.
-	SetNetwork(owner, id string, allow, deny []string) (sandbox.Info, error)
-	// NetworkEvents are the egress proxy's decisions for a session.
-	NetworkEvents(owner, id string) ([]spec.NetworkEvent, error)
-	// Counts is how many sessions are in each state, for metrics.
-	Counts() map[sandbox.State]int
-	// CountsOf is how many of owner's sessions are in each state, for
-	// that tenant's metrics.
-	CountsOf(owner string) map[sandbox.State]int
-	// DefaultLimits are what a request gets for the limits it leaves out:
-	// the Manager's one value, within the operator's ceilings.
-	DefaultLimits() spec.Limits
-}
 
 // Defaults of Config.
 const (
@@ -161,7 +122,7 @@ type Config struct {
 // Server is the HTTP API over a Sessions. It is safe for concurrent use;
 // build it with New and serve Handler.
 type Server struct {
-	sessions Sessions
+	sessions sandbox.Sessions
 	cfg      Config
 	keys     []apiKey
 	log      *slog.Logger
@@ -209,7 +170,7 @@ func (c Config) keys() ([]apiKey, error) {
 // New builds a server over s. It refuses a configuration without keys
 // unless AllowAnonymous says that is intended, so a forgotten flag never
 // serves sandboxes to anyone who can connect.
-func New(s Sessions, cfg Config) (*Server, error) {
+func New(s sandbox.Sessions, cfg Config) (*Server, error) {
 	if s == nil {
 		return nil, errors.New("server: no Sessions")
 	}

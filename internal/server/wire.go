@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -197,9 +198,6 @@ func (c *sessionCreateJSON) options(defaults spec.Limits) (sandbox.SessionOption
 	return o, nil
 }
 
-// languages are those the spec's Language enum names.
-var languages = map[string]bool{"python": true, "bash": true, "javascript": true}
-
 // request checks that exactly one of command and language+code is given
 // (the spec cannot say so in a way every client generator understands)
 // and builds the ExecRequest.
@@ -212,8 +210,8 @@ func (c *codeJSON) request() (sandbox.ExecRequest, error) {
 		return sandbox.ExecRequest{}, badRequest("command[0]: the program name is empty")
 	case hasCode && (c.Language == "" || c.Code == ""):
 		return sandbox.ExecRequest{}, badRequest("language and code go together: give both")
-	case hasCode && !languages[c.Language]:
-		return sandbox.ExecRequest{}, badRequest("language: %q is unknown: use python, bash or javascript", c.Language)
+	case hasCode && !interp.Known(c.Language):
+		return sandbox.ExecRequest{}, badRequest("language: %q is unknown: use %s", c.Language, strings.Join(interp.Languages(), ", "))
 	case hasCode && c.Stdin != "":
 		return sandbox.ExecRequest{}, badRequest("stdin: only a command reads stdin; pass data to code in the code or a file")
 	}

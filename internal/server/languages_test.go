@@ -1,0 +1,48 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	apispec "github.com/warden-sandbox/warden/api"
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/server/apigen"
+)
+
+// TestLanguagesOneList: the API's Language enum (which cannot import Go)
+// is interp's list, in its order, and the server accepts exactly those
+// languages, naming them all when it refuses another.
+func TestLanguagesOneList(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Language struct {
+					Enum []string `yaml:"enum"`
+				} `yaml:"Language"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(apispec.OpenAPIYAML, &doc); err != nil {
+		t.Fatalf("reading api/openapi.yaml: %v", err)
+	}
+	if got, want := doc.Components.Schemas.Language.Enum, interp.Languages(); !slices.Equal(got, want) {
+		t.Errorf("api/openapi.yaml Language enum = %v, want interp.Languages() %v", got, want)
+	}
+	for _, lang := range interp.Languages() {
+		if !apigen.Language(lang).Valid() {
+			t.Errorf("apigen.Language(%q).Valid() = false, want true (run go generate ./api)", lang)
+		}
+		c := codeJSON{Language: lang, Code: "1"}
+		if req, err := c.request(); err != nil || req.Language != lang {
+			t.Errorf("request(language %q) = %+v, %v; want it accepted", lang, req, err)
+		}
+	}
+	c := codeJSON{Language: "cobol", Code: "1"}
+	_, err := c.request()
+	if err == nil || !strings.Contains(err.Error(), strings.Join(interp.Languages(), ", ")) {
+		t.Errorf("request(language cobol) error = %v, want one naming %v", err, interp.Languages())
+	}
+}
