@@ -59,7 +59,7 @@ test: deps build e2b-deps
 # go install into a directory named after that version: the first run
 # builds it (minutes on a fresh cache), later runs find it, and a new pin
 # installs afresh. It is not in go.mod, whose modules warden links. Not
-# yet part of make test: it still reports errcheck and errorlint findings.
+# yet part of make test: errcheck and errorlint still report findings.
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI := bin/tools/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint
 $(GOLANGCI):
