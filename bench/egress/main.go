@@ -118,7 +118,7 @@ func speed(argv []string) (float64, error) {
 	cmd.Env = append(os.Environ(), "WARDEN_EGRESS_HOSTS=allowed.test="+serverIP)
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("%v: %s", err, out)
+		return 0, fmt.Errorf("%w: %s", err, out)
 	}
 	return strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
 }
@@ -144,7 +144,7 @@ func startServer() (port string, stop func(), err error) {
 	}
 	ip := func(args ...string) error {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 		return nil
 	}

@@ -101,7 +101,7 @@ func benchExec(a *api, n int) error {
 	}
 	defer a.call("DELETE", "/v1/sessions/"+id, nil, nil)
 	if r, err := a.python(id, "1+1"); err != nil || r.Value != "2" {
-		return fmt.Errorf("warm-up exec: %+v %v", r, err)
+		return fmt.Errorf("warm-up exec: %+v %w", r, err)
 	}
 	warm, err := sample(n, func() error {
 		r, err := a.python(id, "1+1")

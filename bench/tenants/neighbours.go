@@ -73,7 +73,7 @@ func neighbours(o options, t *tenants) []BenignRow {
 		start := time.Now()
 		out, err := exec.Command(o.warden, append([]string{"run", "--"}, benign...)...).CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "1" {
-			return 0, fmt.Errorf("warden run: %v: %s", err, measure.Tail(out))
+			return 0, fmt.Errorf("warden run: %w: %s", err, measure.Tail(out))
 		}
 		return measure.MS(time.Since(start)), nil
 	}

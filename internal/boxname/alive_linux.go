@@ -1,6 +1,10 @@
 package boxname
 
-import "golang.org/x/sys/unix"
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
 
 // Alive reports whether a process with this pid exists in this pid
 // namespace. Owners in another pid namespace that share a directory would
@@ -10,5 +14,5 @@ func Alive(pid int) bool {
 		return false
 	}
 	err := unix.Kill(pid, 0)
-	return err == nil || err == unix.EPERM
+	return err == nil || errors.Is(err, unix.EPERM)
 }

@@ -26,7 +26,7 @@ import (
 var mkdirCgroup = func(path string) error {
 	for {
 		err := unix.Mkdir(path, 0o755)
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
@@ -44,7 +44,7 @@ var rmdirCgroup = unix.Rmdir
 func openRaw(path string, flags int) (int, error) {
 	for {
 		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
@@ -65,7 +65,7 @@ func writeFile(path, value string) error {
 	var n int
 	for {
 		n, err = unix.Write(fd, []byte(value))
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
@@ -97,7 +97,7 @@ func readSmall(path string) ([]byte, error) {
 		}
 		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
 		switch {
-		case err == unix.EINTR:
+		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
 			return nil, &os.PathError{Op: "read", Path: path, Err: err}
@@ -220,13 +220,13 @@ func rmdirRetry(dir string) error {
 	deadline := time.Now().Add(time.Second)
 	for {
 		err := rmdirCgroup(dir)
-		if err == nil || err == unix.ENOENT {
+		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err != unix.EBUSY || time.Now().After(deadline) {
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			if pids, perr := readPids(dir); perr == nil && len(pids) > 0 {
 				return fmt.Errorf("removing cgroup %s: %w (processes %v still in it)", dir, err, pids)
 			}
@@ -255,10 +255,10 @@ func removeStaleDir(dir string) error {
 		}
 	}
 	err = rmdirCgroup(dir)
-	for err == unix.EINTR {
+	for errors.Is(err, unix.EINTR) {
 		err = rmdirCgroup(dir)
 	}
-	if err == nil || err == unix.ENOENT || err == unix.EBUSY {
+	if err == nil || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EBUSY) {
 		return nil
 	}
 	return fmt.Errorf("removing stale cgroup %s: %w", dir, err)
@@ -287,7 +287,7 @@ func killAll(list func() ([]int, error)) error {
 			}
 			fresh++
 			killed[pid] = true
-			if err := unix.Kill(pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("killing process %d: %w", pid, err)
 			}
 		}

@@ -172,9 +172,9 @@ func (r *rawPipe) try(op func(fd int) error) (bool, error) {
 	for {
 		err := op(r.fd)
 		switch {
-		case err == unix.EINTR:
+		case errors.Is(err, unix.EINTR):
 			continue
-		case err == unix.EAGAIN:
+		case errors.Is(err, unix.EAGAIN):
 			return true, nil
 		case err != nil:
 			return false, fmt.Errorf("reading output: %w", err)
@@ -238,7 +238,7 @@ func (r *rawPipe) duplicate(stop <-chan struct{}) (*os.File, error) {
 			return f, nil
 		}
 		r.mu.Unlock()
-		if err != unix.EMFILE && err != unix.ENFILE {
+		if !errors.Is(err, unix.EMFILE) && !errors.Is(err, unix.ENFILE) {
 			return nil, fmt.Errorf("waiting for output: %w", err)
 		}
 		if timer == nil {

@@ -407,7 +407,7 @@ func uploadParts(dir *workspace.Dir, qpath string, body io.Reader, boundary stri
 	seen := map[string]bool{}
 	for {
 		part, err := mr.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			// Go's reader ends as quietly at a body cut short in a part's
 			// headers as at the closing boundary; only the latter is a
 			// whole upload.

@@ -304,7 +304,7 @@ func TestFilter(t *testing.T) {
 		{name: "i386 ABI (int 0x80)", arch: auditArchI386, nr: 20, want: killed},
 		{name: "i386 ABI, number of x86_64 read", arch: auditArchI386, nr: 0, want: killed},
 		{name: "other arch (aarch64)", arch: 0xC00000B7, nr: 63, want: killed},
-		{name: "x32 read", nr: x32SyscallBit | 0, want: killed},
+		{name: "x32 read", nr: x32SyscallBit, want: killed},
 		{name: "x32 execve", nr: x32SyscallBit | 520, want: killed},
 		{name: "x32 mount", nr: x32SyscallBit | 165, want: killed},
 		{name: "nr -1", nr: 0xFFFFFFFF, want: killed},

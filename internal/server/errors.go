@@ -12,26 +12,26 @@ import (
 	"syscall"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
-	"github.com/warden-sandbox/warden/internal/server/apigen"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/state"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
-// Error codes of the API's error body, the spec's ErrorCode enum as
-// generated. Clients switch on the code, never on the message.
+// Error codes of the API's error body: the spec's ErrorCode enum, which
+// TestErrorCodesMatchSpec holds these to. Clients switch on the code,
+// never on the message.
 const (
-	codeBadRequest      = string(apigen.ErrorCodeBadRequest)
-	codeUnauthorized    = string(apigen.ErrorCodeUnauthorized)
-	codeNotFound        = string(apigen.ErrorCodeNotFound)
-	codeConflict        = string(apigen.ErrorCodeConflict)
-	codeTimeout         = string(apigen.ErrorCodeRequestTimeout)
-	codePayloadTooLarge = string(apigen.ErrorCodePayloadTooLarge)
-	codeTooMany         = string(apigen.ErrorCodeTooManySessions)
-	codeInternal        = string(apigen.ErrorCodeInternal)
-	codeUnsupported     = string(apigen.ErrorCodeUnsupported)
-	codeUnavailable     = string(apigen.ErrorCodeUnavailable)
-	codeStorage         = string(apigen.ErrorCodeInsufficientStorage)
+	codeBadRequest      = "bad_request"
+	codeUnauthorized    = "unauthorized"
+	codeNotFound        = "not_found"
+	codeConflict        = "conflict"
+	codeTimeout         = "request_timeout"
+	codePayloadTooLarge = "payload_too_large"
+	codeTooMany         = "too_many_sessions"
+	codeInternal        = "internal"
+	codeUnsupported     = "unsupported"
+	codeUnavailable     = "unavailable"
+	codeStorage         = "insufficient_storage"
 )
 
 // apiError is an answer the server chose to give: an HTTP status, the

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,7 +59,7 @@ func (d *Dir) List(p string) ([]Entry, error) {
 		// Readdirnames only reads the directory through its descriptor,
 		// unlike ReadDir, which may lstat entries by path.
 		names, err := f.Readdirnames(d.lim.MaxEntries + 1)
-		if err != nil && err != io.EOF {
+		if err != nil && !errors.Is(err, io.EOF) {
 			return fsError("listing", wp, err)
 		}
 		if len(names) > d.lim.MaxEntries {
@@ -67,7 +68,7 @@ func (d *Dir) List(p string) ([]Entry, error) {
 		for _, name := range names {
 			var st unix.Stat_t
 			err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-			if err == unix.ENOENT {
+			if errors.Is(err, unix.ENOENT) {
 				continue // removed since it was listed
 			}
 			if err != nil {

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"io"
 	"os"
 
@@ -48,9 +49,9 @@ func (d *Dir) Remove(p string, recursive bool) error {
 // empty directory.
 func removeOne(dirfd int, p wsPath) error {
 	err := unix.Unlinkat(dirfd, p.base(), 0)
-	if err == unix.EISDIR {
+	if errors.Is(err, unix.EISDIR) {
 		err = unix.Unlinkat(dirfd, p.base(), unix.AT_REMOVEDIR)
-		if err == unix.EEXIST {
+		if errors.Is(err, unix.EEXIST) {
 			err = unix.ENOTEMPTY
 		}
 	}
@@ -64,10 +65,10 @@ func removeOne(dirfd int, p wsPath) error {
 // budget counts the entries it may still visit.
 func removeAll(dirfd int, p wsPath, depth int, budget *int) error {
 	err := unix.Unlinkat(dirfd, p.base(), 0)
-	if err == nil || (err == unix.ENOENT && depth > 0) {
+	if err == nil || (errors.Is(err, unix.ENOENT) && depth > 0) {
 		return nil
 	}
-	if err != unix.EISDIR {
+	if !errors.Is(err, unix.EISDIR) {
 		return fsError("removing", p, err)
 	}
 	if depth >= maxRemoveDepth {
@@ -99,7 +100,7 @@ func removeEntries(dir *os.File, p wsPath, depth int, budget *int) error {
 				return err
 			}
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,10 +54,10 @@ func (d *Dir) Rename(src, dst string) (Entry, error) {
 
 // renameError names what went wrong in moving from to to.
 func renameError(from, to wsPath, err error) error {
-	switch err {
-	case unix.EINVAL:
+	switch {
+	case errors.Is(err, unix.EINVAL):
 		return errorf(ErrBadPath, "moving %q to %q: a directory cannot move into itself; choose a destination outside it", from, to)
-	case unix.ENOENT:
+	case errors.Is(err, unix.ENOENT):
 		return fsError("moving", from, err)
 	}
 	return fsError("moving to", to, err)

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -27,7 +28,7 @@ func (d *Dir) AddWatch(inotifyFD int, p string, mask uint32) (int, error) {
 		}
 		defer unix.Close(fd)
 		wd, err = unix.InotifyAddWatch(inotifyFD, fmt.Sprintf("/proc/self/fd/%d", fd), mask|unix.IN_ONLYDIR)
-		if err == unix.ENOSPC {
+		if errors.Is(err, unix.ENOSPC) {
 			// Not a full disk: the host's bound on inotify watches.
 			return errorf(err, "watching %q: the host's limit on inotify watches (fs.inotify.max_user_watches) is reached; watch fewer directories", wp)
 		}

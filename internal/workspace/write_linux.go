@@ -3,6 +3,7 @@ package workspace
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -86,7 +87,7 @@ func (d *Dir) createTemp(wp wsPath) (dirfd int, tmp string, f *os.File, err erro
 		}
 		fd := -1
 		err = unix.EEXIST
-		for try := 0; err == unix.EEXIST && try < 8; try++ {
+		for try := 0; errors.Is(err, unix.EEXIST) && try < 8; try++ {
 			var b [8]byte
 			rand.Read(b[:])
 			tmp = TempPrefix + hex.EncodeToString(b[:])
@@ -147,10 +148,10 @@ func mkdirAll(root int, p wsPath, levels int, op string) (int, error) {
 			continue
 		}
 		at := wsPath{elems: p.elems[:i+1]}
-		switch err {
-		case unix.ELOOP:
+		switch {
+		case errors.Is(err, unix.ELOOP):
 			return -1, errorf(ErrLink, "path %q goes through a symbolic link (%q), which Warden never follows from the host", p, at)
-		case unix.ENOTDIR:
+		case errors.Is(err, unix.ENOTDIR):
 			kinds := []error{ErrNotDir}
 			if i == len(p.elems)-1 {
 				kinds = append(kinds, ErrExists)
@@ -165,10 +166,10 @@ func mkdirAll(root int, p wsPath, levels int, op string) (int, error) {
 // openOrMkdir opens directory name in dirfd, creating it if missing.
 func openOrMkdir(dirfd int, name string) (int, error) {
 	fd, err := openBeneath(dirfd, name, unix.O_PATH|unix.O_DIRECTORY, 0)
-	if err != unix.ENOENT {
+	if !errors.Is(err, unix.ENOENT) {
 		return fd, err
 	}
-	if err := unix.Mkdirat(dirfd, name, 0o755); err != nil && err != unix.EEXIST {
+	if err := unix.Mkdirat(dirfd, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return -1, err
 	}
 	return openBeneath(dirfd, name, unix.O_PATH|unix.O_DIRECTORY, 0)

@@ -99,7 +99,7 @@ func logServerErrors(t *testing.T, srv *apiServer) {
 		return
 	}
 	srv.stop()
-	_, logs := srv.exit()
+	logs, _ := srv.exit()
 	shown := 0
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, "level=ERROR") && shown < 20 {

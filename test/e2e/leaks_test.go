@@ -82,7 +82,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if code := <-done; code != http.StatusOK {
 		t.Errorf("the exec running at SIGTERM answered %d, want 200: running requests finish", code)
 	}
-	err, logs := srv.exit()
+	logs, err := srv.exit()
 	if err != nil || !strings.Contains(logs, "every session ended and was cleaned up") {
 		t.Errorf("warden serve exited with %v, logs:\n%s\nwant 0 and the all-clean line", err, logs)
 	}

@@ -102,7 +102,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	// A graceful restart keeps the dead session for its owner.
 	s2.stop()
-	if err, logs := s2.exit(); err != nil {
+	if logs, err := s2.exit(); err != nil {
 		t.Errorf("SIGTERM of a server holding only a dead session: %v\n%s", err, logs)
 	}
 	s3 := startServer(t, "--state-dir", stateDir)

@@ -27,9 +27,9 @@ type apiServer struct {
 	pid int
 	// stop ends the server (SIGTERM, then SIGKILL after 20s) and waits.
 	stop func()
-	// exit reports, once stop returned, the server's exit error and what
-	// it wrote on stderr.
-	exit func() (error, string)
+	// exit reports, once stop returned, what the server wrote on stderr
+	// and its exit error.
+	exit func() (string, error)
 }
 
 // Test keys: each is its own tenant; keyOperator is the operator's
@@ -109,9 +109,9 @@ func startServerBin(t *testing.T, prefix []string, bin string, flags ...string) 
 		}
 		waitErr = cmd.Wait()
 	}()
-	exit := func() (error, string) {
+	exit := func() (string, error) {
 		<-done
-		return waitErr, logs.String()
+		return logs.String(), waitErr
 	}
 	select {
 	case u := <-addr:

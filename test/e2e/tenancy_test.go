@@ -118,7 +118,7 @@ func TestServeCeilingsBelowDefaults(t *testing.T) {
 		t.Errorf("POST /v1/run with no limits = %d %s, want 200", code, b)
 	}
 	srv.stop()
-	if _, logs := srv.exit(); !strings.Contains(logs, "the default memory limit is lowered from 512MiB to 256MiB, the ceiling set by --max-memory") {
+	if logs, _ := srv.exit(); !strings.Contains(logs, "the default memory limit is lowered from 512MiB to 256MiB, the ceiling set by --max-memory") {
 		t.Errorf("serve's log does not tell of the lowered default memory:\n%s", logs)
 	}
 }
@@ -133,7 +133,7 @@ func TestServeUnderLowHardRlimit(t *testing.T) {
 		t.Errorf("POST /v1/run under a hard limit of 512 files = %d %s, want 200", code, b)
 	}
 	srv.stop()
-	if _, logs := srv.exit(); !strings.Contains(logs, "lowered from 65536 to 512, warden's hard RLIMIT_NOFILE") {
+	if logs, _ := srv.exit(); !strings.Contains(logs, "lowered from 65536 to 512, warden's hard RLIMIT_NOFILE") {
 		t.Errorf("serve's log does not tell of the lowered ceiling:\n%s", logs)
 	}
 	inv := wardenAs(t, []string{"prlimit", "--nofile=20:20", "--"}, "", "serve", "--listen", "127.0.0.1:0", "--state-dir", "none")
