@@ -52,7 +52,8 @@ $(E2B_DIR)/node_modules/.package-lock.json: $(E2B_DIR)/package-lock.json
 # test-images builds the offline template test images (Debian roots made
 # with mmdebstrap from the Debian mirror, as OCI layouts and docker-save
 # tarballs; internal/template/templatetest) into their cache, once per
-# machine: about TODO cold, under a second when cached.
+# machine. A cold build took 24 min on a 2-core host loaded by parallel
+# builds (mmdebstrap 21 min of it), a cached one 0.2 s.
 test-images: deps
 	@if [ "$$(id -u)" = 0 ]; then $(GO) run ./internal/template/templatetest/testimages; \
 	else echo "test images need root to build: template tests skip"; fi
