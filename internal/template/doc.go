@@ -65,7 +65,8 @@
 // so no symlink can point the import at the host's files, and its
 // index.json and manifest are capped at 4 MiB; a docker save archive's
 // headers are checked before it is read: no sparse entries, a
-// manifest.json of at most 4 MiB, configs of at most 8 MiB. Redirects
+// manifest.json of at most 4 MiB, configs of at most 8 MiB, neither of
+// them a link. Redirects
 // from a registry to plain http after https, or to a loopback,
 // link-local or private address, are refused unless the registry itself
 // is on such an address. Flattening stops when the pull's context ends.

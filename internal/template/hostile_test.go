@@ -191,6 +191,13 @@ func TestImportRefusesHostileDockerArchives(t *testing.T) {
 			}
 			return append(body, bytes.Repeat([]byte(" "), maxConfig)...) // still valid JSON
 		}, "over the cap of 8388608"},
+		{"config a link", func(h *tar.Header, body []byte) []byte {
+			if !isConfig(h) {
+				return body
+			}
+			h.Typeflag, h.Linkname = tar.TypeSymlink, "manifest.json"
+			return nil
+		}, "is a link"},
 		{"manifest.json over the cap", func(h *tar.Header, body []byte) []byte {
 			if h.Name != "manifest.json" {
 				return body

@@ -109,7 +109,9 @@ func capFile(p, what string, max int64) error {
 // capped manifest.json), what go-containerregistry would read whole into
 // memory from a docker save archive: it refuses sparse entries (a few
 // bytes declaring gigabytes), a manifest.json over maxIndex, a config
-// over maxConfig, and more than maxEntries entries.
+// over maxConfig, a manifest.json or config that is a link (which
+// go-containerregistry would follow to any other entry), and more than
+// maxEntries entries.
 func checkDockerArchive(p string, maxEntries int64) error {
 	f, err := os.Open(p)
 	if err != nil {
@@ -117,6 +119,7 @@ func checkDockerArchive(p string, maxEntries int64) error {
 	}
 	defer f.Close()
 	sizes := map[string]int64{}
+	links := map[string]bool{} // names some entry makes a link (go-containerregistry follows them)
 	var manifest []byte
 	tr := tar.NewReader(f)
 	for n := int64(0); ; n++ {
@@ -135,17 +138,26 @@ func checkDockerArchive(p string, maxEntries int64) error {
 			return fmt.Errorf("archive entry %q is a sparse file: docker save writes none, refused", h.Name)
 		}
 		sizes[name] = max(sizes[name], h.Size)
+		if h.Typeflag == tar.TypeSymlink || h.Typeflag == tar.TypeLink {
+			links[name] = true
+		}
 		if name == "manifest.json" {
 			if manifest, err = readCapped(tr, h.Size, maxIndex, "manifest.json"); err != nil {
 				return err
 			}
 		}
 	}
+	if links["manifest.json"] {
+		return errors.New("the archive's manifest.json is a link: docker save writes a regular file, refused")
+	}
 	var m []struct{ Config string }
 	if err := json.Unmarshal(manifest, &m); err != nil {
 		return fmt.Errorf("reading the archive's manifest.json: %w", err)
 	}
 	for _, e := range m {
+		if links[path.Clean(e.Config)] {
+			return fmt.Errorf("the archive's image config %q is a link: docker save writes a regular file, refused", e.Config)
+		}
 		if s := sizes[path.Clean(e.Config)]; s > maxConfig {
 			return fmt.Errorf("the archive's image config %q is %d bytes, over the cap of %d", e.Config, s, maxConfig)
 		}
