@@ -2,8 +2,7 @@ package docker
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/warden-sandbox/warden/internal/boxname"
@@ -32,12 +31,10 @@ func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
 }
 
 // removeStale removes the containers and directories of Wardens that
-// died.
+// died. The next start retries what fails; doctor --leaks lists what
+// stays.
 func (r *Runtime) removeStale(ctx context.Context) {
-	// The next start retries what fails; doctor --leaks lists what stays.
-	if err := removeStaleContainers(ctx, r.engine); err != nil {
-		r.logger().Warn("removing dead Wardens' containers", "err", err)
-	}
+	removeStaleContainers(ctx, r.engine, r.logger())
 	for _, dir := range boxname.StaleDirs(StateDir) {
 		if err := boxname.RemoveDir(dir); err != nil {
 			r.logger().Warn("removing a dead Warden's box directory", "dir", dir, "err", err)
@@ -46,17 +43,17 @@ func (r *Runtime) removeStale(ctx context.Context) {
 }
 
 // removeStaleContainers removes every container staleContainers finds,
-// going on past a failed removal, and returns every error met.
-func removeStaleContainers(ctx context.Context, e engineAPI) error {
+// going on past a failed removal, and logs each failure on its own
+// record, a removal's with the container as "box".
+func removeStaleContainers(ctx context.Context, e engineAPI, log *slog.Logger) {
 	ids, err := staleContainers(ctx, e)
 	if err != nil {
-		return fmt.Errorf("listing containers labelled %s: %w", Label, err)
+		log.Warn("listing dead Wardens' containers", "label", Label, "err", err)
+		return
 	}
-	var errs []error
 	for _, id := range ids {
 		if err := e.Remove(ctx, id); err != nil {
-			errs = append(errs, fmt.Errorf("removing container %s: %w", id, err))
+			log.Warn("removing a dead Warden's container", "box", id, "err", err)
 		}
 	}
-	return errors.Join(errs...)
 }

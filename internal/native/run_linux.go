@@ -126,7 +126,7 @@ func (b *box) prepare() error {
 	if err := checkHardLimits(b.spec.Limits, b.nproc()); err != nil {
 		return err
 	}
-	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0); err != nil {
+	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0, b.log()); err != nil {
 		return fmt.Errorf("preparing the sandbox's /etc: %w", err)
 	}
 	if !b.ids.rootless {
