@@ -3,31 +3,44 @@ package docker
 import (
 	"context"
 	"log/slog"
-	"strconv"
 
 	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
-// StaleContainers lists the containers of Wardens that died, by the pid
-// in their label.
-func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
+// StaleContainers lists the containers of Wardens that died (stale), and
+// those whose Warden this one cannot judge (foreign: another pid
+// namespace, or a label it cannot read), by the owner in their label.
+func StaleContainers(ctx context.Context, e *Engine) (stale, foreign []string, err error) {
 	return staleContainers(ctx, e)
 }
 
-// staleContainers is StaleContainers against any engine: only containers
-// carrying Label whose pid names a dead Warden (boxname.Dead).
-func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
+// staleContainers is StaleContainers against any engine: of the
+// containers carrying Label, those whose owner boxname.Judge finds dead,
+// and those it cannot judge.
+func staleContainers(ctx context.Context, e engineAPI) (stale, foreign []string, err error) {
 	cs, err := e.List(ctx, Label)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
 	for _, c := range cs {
-		if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && boxname.Dead(pid) {
-			out = append(out, c.ID)
+		switch judgeLabel(c.Labels[Label]) {
+		case boxname.OwnerDead:
+			stale = append(stale, c.ID)
+		case boxname.OwnerForeign:
+			foreign = append(foreign, c.ID)
 		}
 	}
-	return out, nil
+	return stale, foreign, nil
+}
+
+// judgeLabel judges the owner a label names; an unreadable label (an
+// older Warden's bare pid, another program's value) is not judged.
+func judgeLabel(v string) boxname.Verdict {
+	o, ok := boxname.ParseOwner(v)
+	if !ok {
+		return boxname.OwnerForeign
+	}
+	return boxname.Judge(o)
 }
 
 // removeStale removes the containers and directories of Wardens that
@@ -46,7 +59,7 @@ func (r *Runtime) removeStale(ctx context.Context) {
 // going on past a failed removal, and logs each failure on its own
 // record, a removal's with the container as "box".
 func removeStaleContainers(ctx context.Context, e engineAPI, log *slog.Logger) {
-	ids, err := staleContainers(ctx, e)
+	ids, _, err := staleContainers(ctx, e)
 	if err != nil {
 		log.Warn("listing dead Wardens' containers", "label", Label, "err", err)
 		return

@@ -243,7 +243,7 @@ func sweepStale(log *slog.Logger) {
 	}
 	sweepMu.Unlock()
 	if due {
-		if err := cgroup.RemoveStale(boxname.Alive); err != nil {
+		if err := cgroup.RemoveStale(boxname.Dead); err != nil {
 			// The next sweep retries; doctor --leaks lists what stays.
 			log.Warn("removing dead Wardens' sandbox cgroups", "err", err)
 		}

@@ -570,10 +570,9 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if err != nil {
 		return spec.Result{}, err
 	}
-	if s.Command, err = oneShotCommand(req); err != nil {
+	if s.Command, s.Env, err = oneShotCommand(req, append(s.Env, req.Env...)); err != nil {
 		return spec.Result{}, err
 	}
-	s.Env = append(s.Env, req.Env...)
 	if req.Timeout > 0 {
 		s.Limits.Timeout = req.Timeout
 	}
