@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 
 func newDoctorCmd() *cobra.Command {
 	var asJSON, leaks bool
+	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this host supports, and how to fix what it lacks",
@@ -25,6 +27,9 @@ Exits 1 when something a default run needs is missing.`,
 				return reportLeaks(cmd.OutOrStdout(), asJSON)
 			}
 			checks := doctor.Run(cmd.Context())
+			if stateDir != "none" && stateDir != "" {
+				checks = append(checks, doctor.TemplateStore(filepath.Join(stateDir, "templates")))
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if err := json.NewEncoder(out).Encode(checks); err != nil {
@@ -47,6 +52,7 @@ Exits 1 when something a default run needs is missing.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the state directory whose template store to report (as warden serve's)")
 	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets); exit 1 if anything")
 	return cmd
 }

@@ -30,7 +30,7 @@ func execute(args []string) int {
 		// multi-line error; every warden error is one line.
 		DisableSuggestions: true,
 	}
-	root.AddCommand(newRunCmd(), newServeCmd(), newSessionCmd(), newMCPCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newServeCmd(), newSessionCmd(), newMCPCmd(), newDoctorCmd(), newTemplateCmd(), newVersionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	var ee exitError

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/template"
+)
+
+// templateOpts are the flags every template subcommand shares.
+type templateOpts struct {
+	stateDir   string
+	maxSize    string
+	maxEntries int64
+}
+
+// store opens <state-dir>/templates with the caps from the flags.
+func (o *templateOpts) store() (*template.Store, error) {
+	if o.stateDir == "none" || o.stateDir == "" {
+		return nil, fmt.Errorf(`templates live in the state directory: pass --state-dir DIR (not "none")`)
+	}
+	dir, err := filepath.Abs(o.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("--state-dir %q: %w", o.stateDir, err)
+	}
+	max, err := spec.ParseSize(o.maxSize)
+	if err != nil {
+		return nil, fmt.Errorf("--max-size %q: %w", o.maxSize, err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return template.Open(filepath.Join(dir, "templates"), template.Options{MaxBytes: max, MaxEntries: o.maxEntries, Log: log})
+}
+
+func newTemplateCmd() *cobra.Command {
+	o := &templateOpts{}
+	cmd := &cobra.Command{
+		Use:   "template",
+		Short: "Manage templates: OCI images as sandbox roots (operator only)",
+		Long: `A template is a named, read-only root filesystem made from an OCI image, kept
+in the store under --state-dir. "host" (the host's own root) is the default and
+is never stored.`,
+	}
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "the state directory whose templates/ holds the store (as warden serve's)")
+	f.StringVar(&o.maxSize, "max-size", "4GiB", "cap on what one pull or import may download and unpack")
+	f.Int64Var(&o.maxEntries, "max-entries", template.DefaultMaxEntries, "cap on the files one pull or import may unpack")
+	cmd.AddCommand(newTemplatePullCmd(o), newTemplateImportCmd(o), newTemplateLsCmd(o), newTemplateRmCmd(o), newTemplateGCCmd(o))
+	return cmd
+}
+
+func newTemplatePullCmd(o *templateOpts) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "pull REF",
+		Short: "Pull an image from a registry as a template (credentials: the Docker config file)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.store()
+			if err != nil {
+				return err
+			}
+			info, err := s.Pull(cmd.Context(), args[0], name, template.PullOptions{Progress: cmd.ErrOrStderr()})
+			if err != nil {
+				return err
+			}
+			return printInstalled(cmd, info)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the template's name (default: the repository's last element and tag)")
+	return cmd
+}
+
+func newTemplateImportCmd(o *templateOpts) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "import FILE|DIR --name NAME",
+		Short: "Import a docker save archive, an OCI layout directory or a tar of one",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if name == "" {
+				return fmt.Errorf("import needs --name NAME")
+			}
+			s, err := o.store()
+			if err != nil {
+				return err
+			}
+			info, err := s.Import(cmd.Context(), args[0], name)
+			if err != nil {
+				return err
+			}
+			return printInstalled(cmd, info)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the template's name")
+	return cmd
+}
+
+func printInstalled(cmd *cobra.Command, info template.Info) error {
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%d layers unpacked, %d already stored\n", info.Name, info.Digest, info.Unpacked, info.Reused)
+	return err
+}
+
+func newTemplateLsCmd(o *templateOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List the templates",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := o.store()
+			if err != nil {
+				return err
+			}
+			ts, err := s.List()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED\tFROM")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Digest, humanBytes(t.Size), t.Created.Format("2006-01-02 15:04"), t.Ref)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newTemplateRmCmd(o *templateOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a template (its layers stay until gc)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			s, err := o.store()
+			if err != nil {
+				return err
+			}
+			return s.Remove(args[0])
+		},
+	}
+}
+
+func newTemplateGCCmd(o *templateOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "gc",
+		Short: "Remove the layers no template uses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := o.store()
+			if err != nil {
+				return err
+			}
+			rep, err := s.GC()
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", rep.Layers, humanBytes(rep.BytesFreed))
+			return err
+		},
+	}
+}
+
+// humanBytes prints n in binary units.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,130 @@
+package template
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// flattener builds a template's root from its layers' trees, lowest
+// first: every regular file and symlink is a hard link to the layer's
+// copy (no data copied, one page cache for every template sharing the
+// layer), every directory a new directory, and whiteouts and opaque
+// markers are applied, not copied. It writes only through an os.Root and
+// replaces (never descends into) a lower layer's non-directory.
+type flattener struct {
+	root    *os.Root
+	dst     string
+	dirName string   // the directory parent is open on, for link
+	parent  *os.File // the last parent link used, kept open across its files
+}
+
+// flatten makes dst (an existing empty directory) the union of layers.
+func flatten(dst string, layers []string) error {
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return fmt.Errorf("opening %q: %w", dst, err)
+	}
+	defer root.Close()
+	f := &flattener{root: root, dst: dst}
+	defer f.closeDir()
+	for _, l := range layers {
+		if err := filepath.WalkDir(l, f.visit(l)); err != nil {
+			return fmt.Errorf("flattening layer %q: %w", filepath.Base(filepath.Dir(l)), err)
+		}
+	}
+	return nil
+}
+
+// closeDir closes the parent directory link keeps open.
+func (f *flattener) closeDir() {
+	if f.parent != nil {
+		f.parent.Close()
+		f.parent, f.dirName = nil, ""
+	}
+}
+
+// visit returns the WalkDir callback for the layer tree at top.
+func (f *flattener) visit(top string) fs.WalkDirFunc {
+	return func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(top, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		base := path.Base(rel)
+		switch {
+		case rel == ".":
+			return f.opaque(p, ".")
+		case base == opaqueMarker:
+			return nil
+		case strings.HasPrefix(base, whiteoutPrefix):
+			return f.remove(path.Join(path.Dir(rel), strings.TrimPrefix(base, whiteoutPrefix)))
+		case d.IsDir():
+			return f.dir(p, rel)
+		default:
+			return f.link(p, rel)
+		}
+	}
+}
+
+// dir makes rel a directory with the layer's mode, replacing a lower
+// non-directory, and applies an opaque marker in it.
+func (f *flattener) dir(src, rel string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	cur, err := f.root.Lstat(rel)
+	switch {
+	case err == nil && cur.IsDir():
+	case err == nil || errors.Is(err, fs.ErrNotExist):
+		if err := f.remove(rel); err != nil {
+			return err
+		}
+		if err := f.root.Mkdir(rel, 0o700); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	if err := f.root.Chmod(rel, fi.Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
+		return err
+	}
+	return f.opaque(src, rel)
+}
+
+// opaque empties rel of what lower layers put there when the layer's
+// directory src holds the opaque marker.
+func (f *flattener) opaque(src, rel string) error {
+	if _, err := os.Lstat(filepath.Join(src, opaqueMarker)); err != nil {
+		return nil
+	}
+	ents, err := fs.ReadDir(f.root.FS(), rel)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := f.remove(path.Join(rel, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remove deletes rel and everything under it, if it exists.
+func (f *flattener) remove(rel string) error {
+	f.closeDir() // it may be under rel
+	err := f.root.RemoveAll(rel)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

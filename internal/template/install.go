@@ -1,0 +1,280 @@
+package template
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// layerMeta is layers/<hex>/layer.json.
+type layerMeta struct {
+	DiffID string `json:"diffID"`
+	Size   int64  `json:"size"`
+}
+
+// installer is one pull, import or commit: it holds the store's lock,
+// unpacks the layers the store lacks, flattens the template in tmp/ and
+// renames it into place. On failure it removes its temporary files and
+// the layers it added (no template can use them yet).
+type installer struct {
+	s        *Store
+	progress io.Writer
+	budget   budget
+	added    []string // layer dirs this call installed
+	info     Info
+}
+
+func (s *Store) newInstaller(progress io.Writer) *installer {
+	if progress == nil {
+		progress = io.Discard
+	}
+	return &installer{s: s, progress: progress, budget: budget{bytes: s.o.MaxBytes, entries: s.o.MaxEntries}}
+}
+
+// undo removes the layers this call added, after a failure.
+func (in *installer) undo() {
+	for _, d := range in.added {
+		if err := os.RemoveAll(d); err != nil {
+			in.s.o.Log.Warn("removing a layer after a failed pull", "dir", d, "err", err)
+		}
+	}
+}
+
+// image installs img as template name, recording ref.
+func (s *Store) installImage(img v1.Image, name, ref string, progress io.Writer) (Info, error) {
+	if err := ValidName(name); err != nil {
+		return Info{}, err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return Info{}, err
+	}
+	defer unlock()
+	if _, err := os.Stat(s.templateDir(name)); err == nil {
+		return Info{}, fmt.Errorf("template %q exists: remove it first (warden template rm %s) or choose another --name", name, name)
+	}
+	in := s.newInstaller(progress)
+	info, err := in.image(img, name, ref)
+	if err != nil {
+		in.undo()
+	}
+	return info, err
+}
+
+// image checks img's declared sizes against the cap, then unpacks its
+// layers and writes the template.
+func (in *installer) image(img v1.Image, name, ref string) (Info, error) {
+	digest, err := img.Digest()
+	if err != nil {
+		return Info{}, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return Info{}, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return Info{}, fmt.Errorf("reading the image config: %w", err)
+	}
+	if err := in.declared(m, cfg); err != nil {
+		return Info{}, err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return Info{}, fmt.Errorf("reading the image's layers: %w", err)
+	}
+	var diffIDs []string
+	for i, l := range layers {
+		want := cfg.RootFS.DiffIDs[i].String()
+		if err := in.layer(want, l.Uncompressed); err != nil {
+			return Info{}, err
+		}
+		diffIDs = append(diffIDs, want)
+	}
+	rawM, err := img.RawManifest()
+	if err != nil {
+		return Info{}, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	rawC, err := img.RawConfigFile()
+	if err != nil {
+		return Info{}, fmt.Errorf("reading the image config: %w", err)
+	}
+	t := Template{Name: name, Digest: digest.String(), Ref: ref, Created: time.Now().UTC(), Layers: diffIDs, Config: configOf(cfg)}
+	return in.template(t, rawM, rawC)
+}
+
+// declared refuses a manifest whose layers add up past the cap, or whose
+// config lists a different number of layers than the manifest.
+func (in *installer) declared(m *v1.Manifest, cfg *v1.ConfigFile) error {
+	if len(m.Layers) != len(cfg.RootFS.DiffIDs) {
+		return fmt.Errorf("image manifest lists %d layers but its config %d: the image is malformed", len(m.Layers), len(cfg.RootFS.DiffIDs))
+	}
+	var total int64
+	for _, l := range m.Layers {
+		if l.Size < 0 {
+			return fmt.Errorf("layer %s: negative size in the manifest", l.Digest)
+		}
+		total += l.Size
+		if total > in.s.o.MaxBytes || total < 0 {
+			return fmt.Errorf("image layers declare more than the per-pull cap of %d bytes (raise --max-size)", in.s.o.MaxBytes)
+		}
+	}
+	return nil
+}
+
+func configOf(c *v1.ConfigFile) Config {
+	return Config{Env: c.Config.Env, User: c.Config.User, WorkingDir: c.Config.WorkingDir, Entrypoint: c.Config.Entrypoint, Cmd: c.Config.Cmd}
+}
+
+// layer makes sure the layer whose uncompressed digest is diffID is
+// stored, unpacking open()'s stream if not, and verifying while it
+// streams that the content has that digest.
+func (in *installer) layer(diffID string, open func() (io.ReadCloser, error)) error {
+	if _, err := os.Stat(filepath.Join(in.s.layerDir(diffID), "layer.json")); err == nil {
+		in.info.Reused++
+		fmt.Fprintf(in.progress, "layer %s: already stored\n", short(diffID))
+		return nil
+	}
+	if _, err := v1.NewHash(diffID); err != nil {
+		return fmt.Errorf("layer %q: bad digest: %w", diffID, err)
+	}
+	start := time.Now()
+	rc, err := open()
+	if err != nil {
+		return fmt.Errorf("layer %s: %w", diffID, err)
+	}
+	defer rc.Close()
+	size, err := in.unpackVerified(rc, diffID)
+	if err != nil {
+		return err
+	}
+	in.info.Unpacked++
+	fmt.Fprintf(in.progress, "layer %s: unpacked %d bytes in %.1f s\n", short(diffID), size, time.Since(start).Seconds())
+	return nil
+}
+
+// unpackVerified unpacks r into a temporary directory, hashes it whole
+// (trailing bytes count against the cap too), and renames it into the
+// store only if the hash is diffID.
+func (in *installer) unpackVerified(r io.Reader, diffID string) (int64, error) {
+	tmp, err := os.MkdirTemp(filepath.Join(in.s.dir, "tmp"), "layer-")
+	if err != nil {
+		return 0, fmt.Errorf("layer %s: %w", diffID, err)
+	}
+	defer func() {
+		if err := os.RemoveAll(tmp); err != nil {
+			in.s.o.Log.Warn("removing a temporary layer", "dir", tmp, "err", err)
+		}
+	}()
+	if err := os.Mkdir(filepath.Join(tmp, "root"), 0o755); err != nil {
+		return 0, fmt.Errorf("layer %s: %w", diffID, err)
+	}
+	h := sha256.New()
+	before := in.budget.bytes
+	tee := io.TeeReader(r, h)
+	if err := unpackLayer(tee, filepath.Join(tmp, "root"), diffID, &in.budget, in.s.o.Log.Warn); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(tee, in.budget.bytes+1))
+	if err != nil {
+		return 0, fmt.Errorf("layer %s: reading the tar stream: %w", diffID, err)
+	}
+	if n > in.budget.bytes {
+		return 0, fmt.Errorf("layer %s: trailing data past the per-pull cap (raise --max-size)", diffID)
+	}
+	in.budget.bytes -= n
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID {
+		return 0, fmt.Errorf("layer %s: content does not match its digest (it hashes to %s): refused", diffID, got)
+	}
+	size := before - in.budget.bytes
+	meta, err := json.Marshal(layerMeta{DiffID: diffID, Size: size})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(tmp, "layer.json"), meta, 0o600)
+	}
+	dst := in.s.layerDir(diffID)
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("layer %s: storing: %w", diffID, err)
+	}
+	in.added = append(in.added, dst)
+	return size, nil
+}
+
+// template flattens t's layers into a new root and renames the whole
+// template into place.
+func (in *installer) template(t Template, manifest, config []byte) (Info, error) {
+	tmp, err := os.MkdirTemp(filepath.Join(in.s.dir, "tmp"), "template-")
+	if err != nil {
+		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
+	}
+	defer func() {
+		if err := os.RemoveAll(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			in.s.o.Log.Warn("removing a temporary template", "dir", tmp, "err", err)
+		}
+	}()
+	var roots []string
+	for _, l := range t.Layers {
+		roots = append(roots, filepath.Join(in.s.layerDir(l), "root"))
+		m, err := in.s.layerMeta(l)
+		if err != nil {
+			return Info{}, err
+		}
+		t.Size += m.Size
+	}
+	rootfs := filepath.Join(tmp, "rootfs")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
+	}
+	if err := flatten(rootfs, roots); err != nil {
+		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
+	}
+	meta, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return Info{}, err
+	}
+	for f, b := range map[string][]byte{"template.json": meta, "manifest.json": manifest, "config.json": config} {
+		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o600); err != nil {
+			return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
+	}
+	if err := os.Rename(tmp, in.s.templateDir(t.Name)); err != nil {
+		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
+	}
+	t.Root = filepath.Join(in.s.templateDir(t.Name), "rootfs")
+	in.info.Template = t
+	return in.info, nil
+}
+
+func (s *Store) layerMeta(diffID string) (layerMeta, error) {
+	var m layerMeta
+	b, err := os.ReadFile(filepath.Join(s.layerDir(diffID), "layer.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return m, fmt.Errorf("layer %s: reading its record: %w", diffID, err)
+	}
+	return m, nil
+}
+
+func short(digest string) string {
+	h := hexOf(digest)
+	if len(h) > 12 {
+		h = h[:12]
+	}
+	return h
+}
