@@ -20,6 +20,10 @@ const (
 	opaqueMarker   = ".wh..wh..opq"
 )
 
+// maxName is PATH_MAX: a longer name cannot be a real file, and would
+// cost a walk per component on each of its many parents.
+const maxName = 4096
+
 // budget is what one pull may still unpack: a decompression bomb or a
 // flood of tiny entries stops at the cap with an error, not a full disk.
 type budget struct {
@@ -81,6 +85,9 @@ func unpackLayer(r io.Reader, dir, layer string, b *budget, warn func(string, ..
 // cleanName turns a tar name into a relative slash path with no ".."
 // component, or refuses it; "" is the layer's root itself.
 func cleanName(name string) (string, error) {
+	if len(name) > maxName {
+		return "", fmt.Errorf("path longer than %d bytes", maxName)
+	}
 	if strings.HasPrefix(name, "/") {
 		return "", errors.New("absolute path: entries must be relative to the layer's root")
 	}
