@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,5 +113,38 @@ func testRunTemplateRefused(t *testing.T, state string) {
 		if inv.code != 125 || !strings.Contains(msg, tt.want) || strings.Count(msg, "\n") > 0 {
 			t.Errorf("warden run %q: exit %d, stderr %q; want 125 and one line containing %q", tt.args, inv.code, inv.stderr, tt.want)
 		}
+	}
+}
+
+// TestRootlessRunTemplate: an ordinary user runs on a template of a store
+// of its own (the init binds the tree by path, checked to be the inode
+// the host opened), read-only, with Warden's passwd.
+func TestRootlessRunTemplate(t *testing.T) {
+	prefix := asNobody(t)
+	layouts, _ := filepath.Glob(filepath.Join(testImageCache(), "*", "minimal", "layout"))
+	if len(layouts) == 0 {
+		testhost.SkipOrFail(t, "no cached test image minimal: build them with package templatetest's tests")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The cache is root's: nobody imports a copy of its own.
+	layout := filepath.Join(dir, "layout")
+	if out, err := exec.Command("cp", "-r", layouts[len(layouts)-1], layout).CombinedOutput(); err != nil {
+		t.Fatalf("copying the layout: %v: %s", err, out)
+	}
+	if out, err := exec.Command("chown", "-R", "65534:65534", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v: %s", err, out)
+	}
+	state := filepath.Join(dir, "state")
+	if inv := wardenAs(t, prefix, "", "template", "import", "--state-dir", state, "--name", "minimal", layout); inv.code != 0 {
+		t.Fatalf("importing as nobody: exit %d, %s", inv.code, inv.stderr)
+	}
+	r := runRootless(t, prefix, append(rootlessFlags, "--state-dir", state, "--template", "minimal", "--",
+		"sh", "-c", "python3 -c 'print(1)'; head -1 /etc/passwd; touch /usr/x 2>&1")...)
+	want := "1\nroot:x:0:0:root:/root:/usr/sbin/nologin\ntouch: cannot touch '/usr/x': Read-only file system\n"
+	if r.Stdout != want {
+		t.Errorf("rootless on a template: stdout %q stderr %q, want %q", r.Stdout, r.Stderr, want)
 	}
 }
