@@ -3,7 +3,6 @@ package native
 import (
 	"context"
 	"encoding/base64"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,26 +11,24 @@ import (
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
+	"github.com/warden-sandbox/warden/internal/template/templatetest"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
-// testTemplate imports the cached test image name (package templatetest's
-// images, as an OCI layout) into a store of the test's own and returns
-// the root a sandbox on it runs on.
+// testTemplate imports package templatetest's image name (its OCI
+// layout) into a store of the test's own and returns the root a sandbox
+// on it runs on, leased until the test ends.
 func testTemplate(t *testing.T, name string) spec.Root {
 	t.Helper()
 	testhost.RequireRoot(t)
-	layouts, _ := filepath.Glob(filepath.Join(testImageCache(), "*", name, "layout"))
-	if len(layouts) == 0 {
-		testhost.SkipOrFail(t, "no cached test image "+name+": build them with package templatetest's tests")
-	}
+	layout, _ := templatetest.Image(t, name)
 	s, err := template.Open(filepath.Join(t.TempDir(), "templates"), template.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := s.Import(ctx, layouts[len(layouts)-1], name); err != nil {
+	if _, err := s.Import(ctx, layout, name); err != nil {
 		t.Fatalf("importing %s: %v", name, err)
 	}
 	tpl, release, err := s.Lease(name)
@@ -40,14 +37,6 @@ func testTemplate(t *testing.T, name string) spec.Root {
 	}
 	t.Cleanup(release)
 	return spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env}
-}
-
-// testImageCache is where package templatetest keeps its images.
-func testImageCache() string {
-	if d := os.Getenv("WARDEN_TEST_IMAGES"); d != "" {
-		return d
-	}
-	return "/var/cache/warden-test-images"
 }
 
 // TestTemplateSessionCharts: a session on the datasci template runs the

@@ -10,33 +10,22 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/testhost"
+	"github.com/warden-sandbox/warden/internal/template/templatetest"
 )
 
 // minimalTemplate returns a --state-dir, removed when t ends, whose
-// store holds the cached test image minimal (package templatetest's) as
-// the template "minimal".
+// store holds package templatetest's image minimal as the template
+// "minimal".
 func minimalTemplate(t *testing.T) string {
 	t.Helper()
 	requireSandbox(t)
-	layouts, _ := filepath.Glob(filepath.Join(testImageCache(), "*", "minimal", "layout"))
-	if len(layouts) == 0 {
-		testhost.SkipOrFail(t, "no cached test image minimal: build them with package templatetest's tests")
-	}
+	layout, _ := templatetest.Image(t, "minimal")
 	dir := t.TempDir()
-	inv := warden(t, "", "template", "import", "--state-dir", dir, "--name", "minimal", layouts[len(layouts)-1])
+	inv := warden(t, "", "template", "import", "--state-dir", dir, "--name", "minimal", layout)
 	if inv.code != 0 {
 		t.Fatalf("importing minimal: exit %d, %s", inv.code, inv.stderr)
 	}
 	return dir
-}
-
-// testImageCache is where package templatetest keeps its images.
-func testImageCache() string {
-	if d := os.Getenv("WARDEN_TEST_IMAGES"); d != "" {
-		return d
-	}
-	return "/var/cache/warden-test-images"
 }
 
 // TestRunTemplate runs warden run --template on one imported template
@@ -122,17 +111,14 @@ func testRunTemplateRefused(t *testing.T, state string) {
 // the host opened), read-only, with Warden's passwd.
 func TestRootlessRunTemplate(t *testing.T) {
 	prefix := asNobody(t)
-	layouts, _ := filepath.Glob(filepath.Join(testImageCache(), "*", "minimal", "layout"))
-	if len(layouts) == 0 {
-		testhost.SkipOrFail(t, "no cached test image minimal: build them with package templatetest's tests")
-	}
+	cached, _ := templatetest.Image(t, "minimal")
 	dir := t.TempDir()
 	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// The cache is root's: nobody imports a copy of its own.
 	layout := filepath.Join(dir, "layout")
-	if out, err := exec.Command("cp", "-r", layouts[len(layouts)-1], layout).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-r", cached, layout).CombinedOutput(); err != nil {
 		t.Fatalf("copying the layout: %v: %s", err, out)
 	}
 	if out, err := exec.Command("chown", "-R", "65534:65534", dir).CombinedOutput(); err != nil {
