@@ -4,9 +4,9 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler
+DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap
 
-.PHONY: build run test fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants vet clean generate
+.PHONY: build run test test-images fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants vet clean generate
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -49,7 +49,15 @@ $(E2B_DIR)/node_modules/.package-lock.json: $(E2B_DIR)/package-lock.json
 		cd $(E2B_DIR) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
 	else echo "npm is missing: install it, or the E2B tests skip"; fi
 
-test: deps build e2b-deps
+# test-images builds the offline template test images (Debian roots made
+# with mmdebstrap from the Debian mirror, as OCI layouts and docker-save
+# tarballs; internal/template/templatetest) into their cache, once per
+# machine: about TODO cold, under a second when cached.
+test-images: deps
+	@if [ "$$(id -u)" = 0 ]; then $(GO) run ./internal/template/templatetest/testimages; \
+	else echo "test images need root to build: template tests skip"; fi
+
+test: deps build e2b-deps test-images
 	$(GO) vet ./...
 	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 25m ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
