@@ -14,8 +14,11 @@ import (
 type Bundle struct {
 	// Root is the template directory (rootfs.Template.Dir), read-only.
 	Root string
-	// Binds are host paths bound read-only at the same path.
+	// Binds are paths bound read-only from the same path under From
+	// (rootfs.Template.From): the host's root when From is empty, a
+	// template's tree otherwise.
 	Binds []string
+	From  string
 	// Scratch is the host tmpfs holding the writable directories, by
 	// name (rootfs.ScratchDirs) and where each goes in the box.
 	Scratch     string
@@ -78,7 +81,7 @@ func (b Bundle) mounts() []specs.Mount {
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "mode=755", "size=65536k"}},
 	}
 	for _, p := range b.Binds {
-		ms = append(ms, bind(p, p, "ro", "nosuid", "nodev"))
+		ms = append(ms, bind(filepath.Join("/", b.From, p), p, "ro", "nosuid", "nodev"))
 	}
 	ms = append(ms, bind(b.Init, b.InitPath, "ro", "nosuid", "nodev"))
 	for name, dst := range b.ScratchDirs {

@@ -161,8 +161,13 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !s.Root.IsHost() {
+		if tmpl, err = rootfs.SharedImageTemplate(StateDir, s.Root.Dir, s.Root.Digest); err != nil {
+			return nil, err
+		}
+	}
 	bundle := Bundle{
-		Root: tmpl.Dir, Binds: tmpl.Binds, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
+		Root: tmpl.Dir, Binds: tmpl.Binds, From: tmpl.From, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
 		Init: self, InitPath: nsinit.BoxedPath, Args: []string{nsinit.BoxedPath, nsinit.BoxedStdin},
 		CgroupsPath: cgroupsPath(b.id), Limits: s.Limits,
 	}
