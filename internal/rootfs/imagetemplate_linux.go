@@ -11,19 +11,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
-
-// ImageOwned are the top-level names of a template's root that Warden
-// provides itself, as on the host's root: its /etc (the image's, under
-// Warden's GeneratedEtc), /dev, /proc, the writable scratch (/tmp,
-// /workspace, /home with the sandbox user's home) and an empty /run and
-// /sys. Anything else at the image's top level is shown read-only as the
-// image has it, except hidden names (a leading "."), which Warden uses
-// for its own work and no program needs.
-var ImageOwned = []string{"dev", "etc", "home", "proc", "run", "sys", "tmp", "workspace"}
 
 // Caps on the image's /etc that SharedImageTemplate copies: real images
 // hold well under a megabyte there, and the copy lives in memory (/run).
@@ -85,15 +75,15 @@ func layoutSum() string {
 	return hex.EncodeToString(h.Sum(nil)[:4])
 }
 
-// imageEntries are the image's top-level entries the box shows.
+// imageEntries are the image's top-level entries the box shows
+// (ImageEntry).
 func imageEntries(image string) ([]fs.DirEntry, error) {
 	ents, err := os.ReadDir(image)
 	if err != nil {
 		return nil, fmt.Errorf("listing the template's root: %w", err)
 	}
 	return slices.DeleteFunc(ents, func(e fs.DirEntry) bool {
-		n := e.Name()
-		return strings.HasPrefix(n, ".") || slices.Contains(ImageOwned, n)
+		return ImageEntry(e.Name(), e.Type()) == ImageSkipped
 	}), nil
 }
 
@@ -106,7 +96,7 @@ func imageBinds(image string) ([]string, error) {
 	}
 	var binds []string
 	for _, e := range ents {
-		if e.IsDir() || e.Type().IsRegular() {
+		if k := ImageEntry(e.Name(), e.Type()); k == ImageDir || k == ImageFile {
 			binds = append(binds, "/"+e.Name())
 		}
 	}
@@ -154,16 +144,16 @@ func writeImageTemplate(dir, image string) error {
 // imageMountPoint makes at dst what the root shows of the image's entry
 // e: its link as it is, or an empty directory or file to bind it over.
 func imageMountPoint(dst, src string, e fs.DirEntry) error {
-	switch {
-	case e.Type()&fs.ModeSymlink != 0:
+	switch ImageEntry(e.Name(), e.Type()) {
+	case ImageLink:
 		target, err := os.Readlink(src)
 		if err != nil {
 			return err
 		}
 		return os.Symlink(target, dst)
-	case e.IsDir():
+	case ImageDir:
 		return os.Mkdir(dst, 0o755)
-	case e.Type().IsRegular():
+	case ImageFile:
 		return os.WriteFile(dst, nil, 0o644)
 	}
 	return nil
