@@ -156,7 +156,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	}
 	f := agent.Frame{
 		Spec: s, Control: b.ctl, UID: b.lease.ID(), GID: b.lease.ID(), Egress: b.att,
-		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill, Exited: b.exited, Cleanup: b.cleanup,
 	}

@@ -132,7 +132,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	}
 	f := agent.Frame{
 		Spec: s, Control: ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
-		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
 		Exited:        b.exited,
