@@ -60,6 +60,9 @@ test-images: deps
 test: deps build e2b-deps test-images
 	$(GO) vet ./...
 	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 25m ./...
+	# live gVisor boxes in package tests need a test binary without cgo,
+	# whose agent can lock down all its threads (AllThreadsSyscall)
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 25m -run Template ./internal/gvisor
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # fuzz runs every fuzz target: in make test for a fixed number of inputs

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,24 @@ func templateRoot(t *testing.T, name string) spec.Root {
 	return spec.Root{Template: name, Dir: info.Root, Digest: info.Digest, Env: info.Config.Env}
 }
 
+// startBox starts a box of s, closed when t ends; the first box on a
+// template imports its image, which may take minutes.
+func startBox(t *testing.T, s spec.Spec) *agent.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sess, err := (&Runtime{}).Start(ctx, s)
+	if err != nil {
+		t.Fatalf("starting a box on template %q: %v", s.Root.Template, err)
+	}
+	t.Cleanup(func() {
+		if err := sess.Close(); err != nil {
+			t.Errorf("closing the box: %v", err)
+		}
+	})
+	return sess
+}
+
 // uidOf is the box's leased host uid, the owner of its workspace.
 func uidOf(t *testing.T, sess *agent.Session) string {
 	t.Helper()
@@ -120,17 +139,7 @@ func uidOf(t *testing.T, sess *agent.Session) string {
 func TestTemplateRoot(t *testing.T) {
 	liveEngine(t)
 	root := templateRoot(t, "minimal")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	sess, err := (&Runtime{}).Start(ctx, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
-	if err != nil {
-		t.Fatalf("starting a box on template %q: %v", root.Template, err)
-	}
-	t.Cleanup(func() {
-		if err := sess.Close(); err != nil {
-			t.Errorf("closing the box: %v", err)
-		}
-	})
+	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	cases := []struct{ name, script, want string }{
 		{"the image's files, not the host's", "test -e /usr/bin/dockerd && echo host || echo image", "image"},
 		{"the image's python", "python3 -c 'import sys; print(sys.prefix)'", "/usr"},
@@ -151,5 +160,46 @@ func TestTemplateRoot(t *testing.T) {
 				t.Errorf("%s:\ngot  exit %d, %q (stderr %q)\nwant exit 0, %q", c.script, r.ExitCode, got, r.Stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestTemplateCharts: a session on the datasci template imports pandas
+// and returns a matplotlib chart through the persistent interpreter.
+func TestTemplateCharts(t *testing.T) {
+	liveEngine(t)
+	root := templateRoot(t, "datasci")
+	l := spec.DefaultLimits
+	l.Timeout = 3 * time.Minute
+	checkChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)
+}
+
+// TestRemoveTemplateImages: gc removes the image of a template the store
+// no longer has, and only that one.
+func TestRemoveTemplateImages(t *testing.T) {
+	liveEngine(t)
+	e, err := NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "sha256:" + strings.Repeat("e", 64)
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	if err := tw.WriteHeader(&tar.Header{Name: "f", Mode: 0o644, Size: 2}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write([]byte("x\n"))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref := TemplateRepo + ":" + strings.Repeat("e", 64)
+	if err := e.Import(t.Context(), TemplateRepo, strings.Repeat("e", 64), &tarball, "LABEL "+TemplateLabel+"=\""+gone+"\""); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveTemplateImages(t.Context(), func(d string) bool { return d != gone })
+	if err != nil || !slices.Equal(removed, []string{gone}) {
+		t.Errorf("RemoveTemplateImages = %v, %v; want [%s], nil", removed, err, gone)
+	}
+	if ok, err := e.HasImage(t.Context(), ref); err != nil || ok {
+		t.Errorf("after gc: HasImage(%s) = %v, %v; want false", ref, ok, err)
 	}
 }

@@ -121,3 +121,13 @@ func TestTemplateRoot(t *testing.T) {
 		t.Errorf("the template's tree had %d entries before the box and %d after: the box wrote into it", before, after)
 	}
 }
+
+// TestTemplateCharts: a session on the datasci template imports pandas
+// and returns a matplotlib chart through the persistent interpreter.
+func TestTemplateCharts(t *testing.T) {
+	requireRunsc(t)
+	root := templateRoot(t, "datasci")
+	l := spec.DefaultLimits
+	l.Timeout = 3 * time.Minute
+	checkChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)
+}
