@@ -141,7 +141,7 @@ func TestTemplateRoot(t *testing.T) {
 	root := templateRoot(t, "minimal")
 	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	cases := []struct{ name, script, want string }{
-		{"the image's files, not the host's", "test -e /usr/bin/dockerd && echo host || echo image", "image"},
+		{"the image's files, not the host's", "test -e /usr/sbin/dockerd -o -e /usr/bin/dockerd && echo host || echo image", "image"},
 		{"the image's python", "python3 -c 'import sys; print(sys.prefix)'", "/usr"},
 		{"Warden's user", "echo $USER $HOME; id -u", "sandbox /home/sandbox\n" + uidOf(t, sess)},
 		{"Warden's /etc files", "cat /etc/hostname /etc/resolv.conf; grep -c . /etc/passwd", "sandbox\n# The sandbox resolves no names itself.\n3"},
