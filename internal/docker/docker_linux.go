@@ -347,13 +347,17 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 }
 
 // rootBinds are what is bound over the image's files: on a template,
-// Warden's generated /etc files (but the hostname, bound on every image);
+// the scratch's tmp at /var/tmp (rootfs.ImageVarTmp) and Warden's
+// generated /etc files (but the hostname, bound on every image);
 // on Warden's root image, the host's /usr and the template's bound /etc
 // entries; on an --image, nothing.
 func (b *box) rootBinds(s spec.Spec, scratch string) []string {
 	var binds []string
 	switch {
 	case !s.Root.IsHost():
+		if rootfs.ImageVarTmp(s.Root.Dir) {
+			binds = append(binds, filepath.Join(scratch, "tmp")+":/var/tmp:rw")
+		}
 		for _, name := range b.etc {
 			if name != "hostname" {
 				binds = append(binds, filepath.Join(scratch, "etc", name)+":/etc/"+name+":ro")

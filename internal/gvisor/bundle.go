@@ -19,6 +19,9 @@ type Bundle struct {
 	// template's tree otherwise.
 	Binds []string
 	From  string
+	// VarTmp binds the scratch's tmp at /var/tmp too (a template's
+	// /var/tmp, rootfs.ImageVarTmp).
+	VarTmp bool
 	// Scratch is the host tmpfs holding the writable directories, by
 	// name (rootfs.ScratchDirs) and where each goes in the box.
 	Scratch     string
@@ -86,6 +89,9 @@ func (b Bundle) mounts() []specs.Mount {
 	ms = append(ms, bind(b.Init, b.InitPath, "ro", "nosuid", "nodev"))
 	for name, dst := range b.ScratchDirs {
 		ms = append(ms, bind(filepath.Join(b.Scratch, name), dst, "rw", "nosuid", "nodev"))
+	}
+	if b.VarTmp {
+		ms = append(ms, bind(filepath.Join(b.Scratch, "tmp"), "/var/tmp", "rw", "nosuid", "nodev"))
 	}
 	return sortMounts(ms)
 }

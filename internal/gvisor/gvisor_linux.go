@@ -167,7 +167,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		}
 	}
 	bundle := Bundle{
-		Root: tmpl.Dir, Binds: tmpl.Binds, From: tmpl.From, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
+		Root: tmpl.Dir, Binds: tmpl.Binds, From: tmpl.From, VarTmp: tmpl.VarTmp, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
 		Init: self, InitPath: nsinit.BoxedPath, Args: []string{nsinit.BoxedPath, nsinit.BoxedStdin},
 		CgroupsPath: cgroupsPath(b.id), Limits: s.Limits,
 	}

@@ -109,6 +109,7 @@ func TestTemplateRoot(t *testing.T) {
 		{"Warden's /etc files", "cat /etc/hostname /etc/resolv.conf; grep -c . /etc/passwd", "sandbox\n# The sandbox resolves no names itself.\n3"},
 		{"read-only root", "for p in /x /usr/x /etc/x /etc/passwd; do touch $p 2>/dev/null && echo wrote $p; done; echo done", "done"},
 		{"writable scratch", "echo a > /workspace/f && echo b > /tmp/f && echo c > ~/f && cat /workspace/f /tmp/f ~/f | tr -d '\\n'", "abc"},
+		{"/var/tmp is /tmp", "echo v > /var/tmp/v && cat /tmp/v", "v"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,7 +24,7 @@ const (
 
 // imageLayout changes whenever what SharedImageTemplate writes changes,
 // so a Warden of another version writes its own.
-const imageLayout = "1"
+const imageLayout = "2"
 
 var digestHex = regexp.MustCompile(`^sha256:([0-9a-f]{64})$`)
 
@@ -48,7 +48,7 @@ func SharedImageTemplate(base, image, digest string) (Template, error) {
 	if err != nil {
 		return Template{}, err
 	}
-	t := Template{Dir: dir, Binds: binds, From: image}
+	t := Template{Dir: dir, Binds: binds, From: image, VarTmp: ImageVarTmp(image)}
 	if _, err := os.Lstat(dir); err == nil {
 		return t, nil
 	}
@@ -73,6 +73,21 @@ func layoutSum() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%q\x00%q\x00%q\x00", imageLayout, MountPoints, ImageOwned, GeneratedEtc("sandbox"))
 	return hex.EncodeToString(h.Sum(nil)[:4])
+}
+
+// ImageVarTmp says the image at image has a /var/tmp directory, over
+// which a runtime binds the sandbox's /tmp, as the native root does: on
+// the host's root /var/tmp is /tmp, and programs that write there must
+// work on a template too. An image without /var gets the host root's
+// var/tmp -> ../tmp link (writeImageTemplate); one whose var/tmp is
+// anything else keeps it.
+func ImageVarTmp(image string) bool {
+	fi, err := os.Lstat(filepath.Join(image, "var"))
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	fi, err = os.Lstat(filepath.Join(image, "var/tmp"))
+	return err == nil && fi.IsDir()
 }
 
 // imageEntries are the image's top-level entries the box shows
@@ -115,6 +130,11 @@ func writeImageTemplate(dir, image string) error {
 	for _, e := range ents {
 		if err := imageMountPoint(filepath.Join(dir, e.Name()), filepath.Join(image, e.Name()), e); err != nil {
 			return fmt.Errorf("/%s: %w", e.Name(), err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "var")); err != nil {
+		if err := makeVar(dir); err != nil {
+			return err
 		}
 	}
 	for _, d := range MountPoints {

@@ -58,6 +58,7 @@ func TestSharedImageTemplate(t *testing.T) {
 		{"bin", "link usr/bin"}, {"usr", "dir"}, {"VERSION", "file "}, {".hidden", "missing"},
 		{"home/other", "missing"}, {"home/sandbox", "dir"}, {"workspace", "dir"}, {".warden", "dir"},
 		{"etc/os-release", "file ID=test"}, {"etc/ssl/certs/ca.pem", "file pem"}, {"etc/mtab", "link /proc/self/mounts"},
+		{"var/tmp", "link ../tmp"},
 		{"etc/passwd", "file " + GeneratedEtc("sandbox")["passwd"]}, {"etc/resolv.conf", "file " + GeneratedEtc("sandbox")["resolv.conf"]},
 	}
 	for _, c := range checks {
@@ -70,6 +71,15 @@ func TestSharedImageTemplate(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(img, "workspace")); err == nil {
 		t.Error("the image's tree has a workspace: it was written")
+	}
+	if tp.VarTmp {
+		t.Error("VarTmp is set for an image without /var")
+	}
+	if err := os.MkdirAll(filepath.Join(img, "var/tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !ImageVarTmp(img) {
+		t.Error("ImageVarTmp is false for an image with a /var/tmp directory")
 	}
 	again, err := SharedImageTemplate(base, img, testDigest)
 	if err != nil || again.Dir != tp.Dir {

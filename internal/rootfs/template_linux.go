@@ -21,6 +21,9 @@ type Template struct {
 	// From is the host directory Binds are found under (a template's
 	// tree, SharedImageTemplate); empty means the host's root.
 	From string
+	// VarTmp says the scratch's tmp is bound at /var/tmp too, over the
+	// image's read-only directory (ImageVarTmp).
+	VarTmp bool
 }
 
 // MountPoints are the directories a runtime mounts over in every box.
