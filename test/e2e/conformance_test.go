@@ -132,6 +132,7 @@ func TestConformance(t *testing.T) {
 var templateCases = []conformanceCase{
 	{name: "the image's own secrets unreadable", script: "test -r /etc/shadow && echo readable; test -r /root && echo root; echo done", check: wantExit(0, "done")},
 	{name: "the image's programs", script: "test -e /usr/bin/runsc -o -e /usr/sbin/dockerd && echo host; echo image", check: wantExit(0, "image")},
+	{name: "var tmp is the scratch tmp", script: "echo v > /var/tmp/v && cat /tmp/v", check: wantExit(0, "v")},
 	{name: "the image's environment", script: "echo $PATH", check: wantExit(0, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")},
 	{name: "proxy refuses what the rules do not allow, from the image's python", flags: []string{"--net", "proxy", "--allow", "example.org"}, script: proxyRefusalPython, check: wantExit(0, "403\n403")},
 }
