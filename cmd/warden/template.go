@@ -180,7 +180,7 @@ func gcDockerImages(cmd *cobra.Command, s *template.Store) error {
 	for _, t := range ts {
 		stored[t.Digest] = true
 	}
-	removed, err := docker.RemoveTemplateImages(cmd.Context(), func(d string) bool { return stored[d] })
+	removed, err := docker.RemoveTemplateImages(cmd.Context(), s.Dir(), func(d string) bool { return stored[d] })
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}

@@ -27,6 +27,17 @@ const TemplateRepo = "warden-template"
 // the store no longer has (RemoveTemplateImages).
 const TemplateLabel = "warden.template"
 
+// StoreLabel names the template store a template image was made from, so
+// that `warden template gc` of one store never removes the images of
+// another's templates (a test's, or a second --state-dir's).
+const StoreLabel = "warden.template.store"
+
+// storeOf is the store holding the template tree root: the store keeps
+// each tree at <store>/templates/<name>/rootfs (template.Store.Get).
+func storeOf(root string) string {
+	return filepath.Dir(filepath.Dir(filepath.Dir(root)))
+}
+
 // digestRE is the only digest a template image is made for: sha256 in
 // lower-case hex, as the store writes it, so the tag and the lock file's
 // name hold nothing but hex.
@@ -99,7 +110,7 @@ func (r *Runtime) importTree(ctx context.Context, root spec.Root, hex string) er
 		pw.CloseWithError(err)
 		packed <- err
 	}()
-	label := fmt.Sprintf("LABEL %s=%q", TemplateLabel, root.Digest)
+	label := fmt.Sprintf("LABEL %s=%q %s=%q", TemplateLabel, root.Digest, StoreLabel, storeOf(root.Dir))
 	err := r.engine.Import(ctx, TemplateRepo, hex, pr, label)
 	pr.CloseWithError(errors.New("the import ended"))
 	if perr := <-packed; perr != nil && err == nil {

@@ -174,8 +174,8 @@ func TestTemplateCharts(t *testing.T) {
 	checkChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)
 }
 
-// TestRemoveTemplateImages: gc removes the image of a template the store
-// no longer has, and only that one.
+// TestRemoveTemplateImages: gc removes the image of a template its store
+// no longer has, and never one of another store's.
 func TestRemoveTemplateImages(t *testing.T) {
 	liveEngine(t)
 	e, err := NewEngine()
@@ -193,10 +193,15 @@ func TestRemoveTemplateImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := TemplateRepo + ":" + strings.Repeat("e", 64)
-	if err := e.Import(t.Context(), TemplateRepo, strings.Repeat("e", 64), &tarball, "LABEL "+TemplateLabel+"=\""+gone+"\""); err != nil {
+	store := t.TempDir()
+	if err := e.Import(t.Context(), TemplateRepo, strings.Repeat("e", 64), &tarball, "LABEL "+TemplateLabel+"=\""+gone+"\" "+StoreLabel+"=\""+store+"\""); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := RemoveTemplateImages(t.Context(), func(d string) bool { return d != gone })
+	removed, err := RemoveTemplateImages(t.Context(), store+"-other", func(string) bool { return false })
+	if err != nil || len(removed) != 0 {
+		t.Errorf("gc of another store = %v, %v; want nothing removed", removed, err)
+	}
+	removed, err = RemoveTemplateImages(t.Context(), store, func(d string) bool { return d != gone })
 	if err != nil || !slices.Equal(removed, []string{gone}) {
 		t.Errorf("RemoveTemplateImages = %v, %v; want [%s], nil", removed, err, gone)
 	}

@@ -8,13 +8,13 @@ import (
 	"os"
 )
 
-// RemoveTemplateImages removes the images Warden made from templates
-// (TemplateLabel) whose digest stored does not hold, unless a container
-// still uses one: `warden template gc` calls it, so a template removed
-// from the store leaves no image in the engine. It returns the images
-// removed. Without an engine on this host (no socket) there is nothing
-// to do.
-func RemoveTemplateImages(ctx context.Context, stored func(digest string) bool) ([]string, error) {
+// RemoveTemplateImages removes the images Warden made from templates of
+// the store at store (TemplateLabel, StoreLabel) whose digest stored does
+// not hold, unless a container still uses one: `warden template gc`
+// calls it, so a template removed from the store leaves no image in the
+// engine. It returns the images removed. Without an engine on this host
+// (no socket) there is nothing to do.
+func RemoveTemplateImages(ctx context.Context, store string, stored func(digest string) bool) ([]string, error) {
 	if os.Getenv("DOCKER_HOST") == "" {
 		if _, err := os.Stat("/var/run/docker.sock"); err != nil {
 			return nil, nil
@@ -31,7 +31,7 @@ func RemoveTemplateImages(ctx context.Context, stored func(digest string) bool) 
 	var removed []string
 	var errs []error
 	for _, img := range imgs {
-		if stored(img.Labels[TemplateLabel]) {
+		if img.Labels[StoreLabel] != store || stored(img.Labels[TemplateLabel]) {
 			continue
 		}
 		err := e.RemoveImage(ctx, img.ID)

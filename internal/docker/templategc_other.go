@@ -8,6 +8,6 @@ import (
 )
 
 // RemoveTemplateImages needs Linux, where the docker backend runs.
-func RemoveTemplateImages(context.Context, func(string) bool) ([]string, error) {
+func RemoveTemplateImages(context.Context, string, func(string) bool) ([]string, error) {
 	return nil, errors.ErrUnsupported
 }
