@@ -58,9 +58,13 @@ test-images: deps
 	@if [ "$$(id -u)" = 0 ]; then $(GO) run ./internal/template/templatetest/testimages; \
 	else echo "test images need root to build: template tests skip"; fi
 
+# test also runs the live gVisor template tests of internal/gvisor with
+# CGO_ENABLED=0: the test binary is their boxes' agent, which must lock
+# down all its threads (AllThreadsSyscall, which cgo disables).
 test: deps build e2b-deps test-images
 	$(GO) vet ./...
 	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 25m ./...
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 25m -run Template ./internal/gvisor
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # lint runs golangci-lint (.golangci.yml: the standard linters, among them

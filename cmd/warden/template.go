@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/warden-sandbox/warden/internal/docker"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
 )
@@ -148,7 +150,7 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the layers no template uses",
+		Short: "Remove the layers no template uses, and the docker images of removed templates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := o.store()
@@ -159,10 +161,35 @@ func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", rep.Layers, humanBytes(rep.BytesFreed))
-			return err
+			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", rep.Layers, humanBytes(rep.BytesFreed)); err != nil {
+				return err
+			}
+			return gcDockerImages(cmd, s)
 		},
 	}
+}
+
+// gcDockerImages removes the Docker images made from templates the store
+// no longer holds (docker.RemoveTemplateImages).
+func gcDockerImages(cmd *cobra.Command, s *template.Store) error {
+	ts, err := s.List()
+	if err != nil {
+		return err
+	}
+	stored := map[string]bool{}
+	for _, t := range ts {
+		stored[t.Digest] = true
+	}
+	removed, err := docker.RemoveTemplateImages(cmd.Context(), s.Dir(), func(d string) bool { return stored[d] })
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
+	if len(removed) > 0 {
+		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d docker images of removed templates\n", len(removed)); werr != nil {
+			return werr
+		}
+	}
+	return err
 }
 
 // humanBytes prints n in binary units.

@@ -75,7 +75,7 @@ func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
 	l := s.Limits
 	cfg := nsinit.Config{
 		Session: true, Boxed: true, Hostname: Hostname, View: View(l),
-		Env: Env(s.Network.Mode == spec.NetProxy, s.Env),
+		Env: ImageEnv(s.Network.Mode == spec.NetProxy, s.Root.Env, s.Env),
 		Rlimits: nsinit.Rlimits{
 			CPUSeconds:    uint64(l.CPUTime / time.Second),
 			FileSizeBytes: uint64(l.FileSizeBytes),

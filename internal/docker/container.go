@@ -128,9 +128,14 @@ func (e *Engine) HasImage(ctx context.Context, ref string) (bool, error) {
 	return err == nil, err
 }
 
-// Import makes image repo:tag from a tar of a root file system.
-func (e *Engine) Import(ctx context.Context, repo, tag string, tarball io.Reader) error {
-	return e.createImage(ctx, url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}}, tarball)
+// Import makes image repo:tag from a tar of a root file system, with the
+// Dockerfile instructions changes (LABEL ...) applied to its config.
+func (e *Engine) Import(ctx context.Context, repo, tag string, tarball io.Reader, changes ...string) error {
+	q := url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}}
+	if len(changes) > 0 {
+		q["changes"] = changes
+	}
+	return e.createImage(ctx, q, tarball)
 }
 
 // createImage calls images/create and reads its progress stream, where
@@ -166,4 +171,25 @@ func demux(b []byte) string {
 		out, b = append(out, b[:n]...), b[n:]
 	}
 	return string(out)
+}
+
+// Image is one entry of Images.
+type Image struct {
+	ID       string `json:"Id"`
+	RepoTags []string
+	Labels   map[string]string
+}
+
+// Images lists the images carrying label.
+func (e *Engine) Images(ctx context.Context, label string) ([]Image, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {label}})
+	var out []Image
+	err := e.call(ctx, http.MethodGet, "/images/json", url.Values{"filters": {string(f)}}, nil, &out)
+	return out, err
+}
+
+// RemoveImage removes image ref, unless a container uses it (the
+// engine's 409, an APIError).
+func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
+	return e.call(ctx, http.MethodDelete, "/images/"+ref, nil, nil, nil)
 }

@@ -39,6 +39,8 @@ type Runtime struct {
 	tmpl   rootfs.Template
 	image  string
 	err    error
+	// templates are the images made from templates (templateImage).
+	templates templateImages
 }
 
 // StateDir holds the root template and one directory per box (its
@@ -129,6 +131,13 @@ type box struct {
 	// status is the container's exit status as the engine reported it,
 	// set before exited is closed; nil when the engine did not say.
 	status *int
+	// image is the container's image: --image, Warden's root image, or
+	// a template's (templateImage).
+	image string
+	// etc names Warden's generated /etc files in the scratch tmpfs's
+	// etc directory, bound over a template's own (none on the host's
+	// root, whose /etc is Warden's already).
+	etc []string
 }
 
 // Start makes a container for a session of s and returns once its agent
@@ -143,10 +152,20 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	if s.Scratch != "" {
 		return nil, fmt.Errorf("%w: the docker backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
 	}
+	if err := r.templateRootError(s); err != nil {
+		return nil, err
+	}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
-	b := &box{r: r, name: boxname.Box(), exited: make(chan struct{})}
+	image := r.image
+	if !s.Root.IsHost() {
+		var err error
+		if image, err = r.templateImage(ctx, s.Root); err != nil {
+			return nil, err
+		}
+	}
+	b := &box{r: r, name: boxname.Box(), image: image, exited: make(chan struct{})}
 	b.dir = filepath.Join(StateDir, "box-"+b.name)
 	if err := b.start(ctx, s); err != nil {
 		if b.ctl != nil {
@@ -157,7 +176,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	}
 	f := agent.Frame{
 		Spec: s, Control: b.ctl, UID: b.lease.ID(), GID: b.lease.ID(), Egress: b.att,
-		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill, Exited: b.exited, Cleanup: b.cleanup,
@@ -195,6 +214,11 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	}
 	if err := writeFileMode(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
 		return err
+	}
+	if !s.Root.IsHost() {
+		if b.etc, err = rootfs.WriteGeneratedEtc(filepath.Join(scratch, "etc"), agent.Hostname); err != nil {
+			return err
+		}
 	}
 	if b.view, err = makeView(scratch, s.Limits); err != nil {
 		return fmt.Errorf("showing the box its own /proc: %w", err)
@@ -327,11 +351,7 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 		// The scratch tmpfs is nosuid,nodev on the host, which its binds keep.
 		binds = append(binds, filepath.Join(scratch, name)+":"+dst+":rw")
 	}
-	if b.r.Image == "" {
-		for _, p := range b.r.tmpl.Binds {
-			binds = append(binds, p+":"+p+":ro")
-		}
-	}
+	binds = append(binds, b.rootBinds(s, scratch)...)
 	hc := HostConfig{
 		Binds: binds, NetworkMode: "none", IpcMode: "private", CgroupnsMode: "private",
 		CapDrop: []string{"ALL"}, CapAdd: []string{"SETUID", "SETGID", "KILL", "SETPCAP"},
@@ -349,7 +369,7 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 		hc.PidsLimit = l.Pids + initTasks
 	}
 	return ContainerConfig{
-		Image: b.r.image, User: "0:0", Hostname: agent.Hostname, WorkingDir: "/",
+		Image: b.image, User: "0:0", Hostname: agent.Hostname, WorkingDir: "/",
 		Entrypoint: []string{nsinit.BoxedPath, nsinit.BoxedConnect, controlDir + "/ctl.sock"},
 		Env:        []string{"GOMAXPROCS=1"},
 		Labels:     map[string]string{Label: ownerLabel()},
@@ -362,6 +382,31 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 func ownerLabel() string {
 	me, _ := boxname.Self()
 	return me.String()
+}
+
+// rootBinds are what is bound over the image's files: on a template,
+// the scratch's tmp at /var/tmp (rootfs.ImageVarTmp) and Warden's
+// generated /etc files (but the hostname, bound on every image);
+// on Warden's root image, the host's /usr and the template's bound /etc
+// entries; on an --image, nothing.
+func (b *box) rootBinds(s spec.Spec, scratch string) []string {
+	var binds []string
+	switch {
+	case !s.Root.IsHost():
+		if rootfs.ImageVarTmp(s.Root.Dir) {
+			binds = append(binds, filepath.Join(scratch, "tmp")+":/var/tmp:rw")
+		}
+		for _, name := range b.etc {
+			if name != "hostname" {
+				binds = append(binds, filepath.Join(scratch, "etc", name)+":/etc/"+name+":ro")
+			}
+		}
+	case b.r.Image == "":
+		for _, p := range b.r.tmpl.Binds {
+			binds = append(binds, p+":"+p+":ro")
+		}
+	}
+	return binds
 }
 
 // maskedPaths hides what the native root hides in /proc, the native

@@ -33,7 +33,7 @@ type engineAPI interface {
 	List(ctx context.Context, label string) ([]Container, error)
 	ImageVolumes(ctx context.Context, ref string) ([]string, error)
 	HasImage(ctx context.Context, ref string) (bool, error)
-	Import(ctx context.Context, repo, tag string, tarball io.Reader) error
+	Import(ctx context.Context, repo, tag string, tarball io.Reader, changes ...string) error
 	Logs(ctx context.Context, id string) (string, error)
 }
 

@@ -217,7 +217,7 @@ func (f *memEngine) HasImage(_ context.Context, ref string) (bool, error) {
 	return f.images[ref], nil
 }
 
-func (f *memEngine) Import(_ context.Context, repo, tag string, tarball io.Reader) error {
+func (f *memEngine) Import(_ context.Context, repo, tag string, tarball io.Reader, _ ...string) error {
 	if err := f.record("Import", repo+":"+tag); err != nil {
 		return err
 	}

@@ -14,8 +14,14 @@ import (
 type Bundle struct {
 	// Root is the template directory (rootfs.Template.Dir), read-only.
 	Root string
-	// Binds are host paths bound read-only at the same path.
+	// Binds are paths bound read-only from the same path under From
+	// (rootfs.Template.From): the host's root when From is empty, a
+	// template's tree otherwise.
 	Binds []string
+	From  string
+	// VarTmp binds the scratch's tmp at /var/tmp too (a template's
+	// /var/tmp, rootfs.ImageVarTmp).
+	VarTmp bool
 	// Scratch is the host tmpfs holding the writable directories, by
 	// name (rootfs.ScratchDirs) and where each goes in the box.
 	Scratch     string
@@ -78,11 +84,14 @@ func (b Bundle) mounts() []specs.Mount {
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "mode=755", "size=65536k"}},
 	}
 	for _, p := range b.Binds {
-		ms = append(ms, bind(p, p, "ro", "nosuid", "nodev"))
+		ms = append(ms, bind(filepath.Join("/", b.From, p), p, "ro", "nosuid", "nodev"))
 	}
 	ms = append(ms, bind(b.Init, b.InitPath, "ro", "nosuid", "nodev"))
 	for name, dst := range b.ScratchDirs {
 		ms = append(ms, bind(filepath.Join(b.Scratch, name), dst, "rw", "nosuid", "nodev"))
+	}
+	if b.VarTmp {
+		ms = append(ms, bind(filepath.Join(b.Scratch, "tmp"), "/var/tmp", "rw", "nosuid", "nodev"))
 	}
 	return sortMounts(ms)
 }

@@ -132,7 +132,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	}
 	f := agent.Frame{
 		Spec: s, Control: ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
-		Env:           func(extra []string) []string { return agent.Env(b.att != nil, extra) },
+		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
@@ -162,8 +162,13 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !s.Root.IsHost() {
+		if tmpl, err = rootfs.SharedImageTemplate(StateDir, s.Root.Dir, s.Root.Digest); err != nil {
+			return nil, err
+		}
+	}
 	bundle := Bundle{
-		Root: tmpl.Dir, Binds: tmpl.Binds, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
+		Root: tmpl.Dir, Binds: tmpl.Binds, From: tmpl.From, VarTmp: tmpl.VarTmp, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
 		Init: self, InitPath: nsinit.BoxedPath, Args: []string{nsinit.BoxedPath, nsinit.BoxedStdin},
 		CgroupsPath: cgroupsPath(b.id), Limits: s.Limits,
 	}

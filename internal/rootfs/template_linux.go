@@ -13,11 +13,18 @@ import (
 // Template is the native root as data on the host, for backends whose
 // runtime builds the box from a directory and a list of mounts (gVisor,
 // Docker): the same symlinks, the same curated /etc, the same empty
-// mount points. Dir holds the small files; Binds are host directories
-// (and the few special files) to bind read-only at the same path.
+// mount points. Dir holds the small files; Binds are the directories (and
+// the few special files) to bind read-only at their path, from the same
+// path under From.
 type Template struct {
 	Dir   string
 	Binds []string
+	// From is the host directory Binds are found under (a template's
+	// tree, SharedImageTemplate); empty means the host's root.
+	From string
+	// VarTmp says the scratch's tmp is bound at /var/tmp too, over the
+	// image's read-only directory (ImageVarTmp).
+	VarTmp bool
 }
 
 // MountPoints are the directories a runtime mounts over in every box.

@@ -1,0 +1,103 @@
+package docker
+
+import (
+	"archive/tar"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// inode identifies a file, to pack each hard-linked file once.
+type inode struct{ dev, ino uint64 }
+
+// packTree writes the tree at dir to w as a tar of a root file system:
+// directories, regular files and symlinks as they are (a template holds
+// nothing else), every entry owned by root, files linked to each other in
+// the tree packed once and linked in the tar. Modification times are
+// kept, since Python checks its cached bytecode against them. Set-id bits
+// are dropped (the store drops them already) and symlinks are written as
+// links, never followed: the tree is an image's, so hostile.
+func packTree(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	seen := map[inode]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return packEntry(tw, p, rel, fi, seen)
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// packEntry writes one entry of the tree.
+func packEntry(tw *tar.Writer, p, rel string, fi fs.FileInfo, seen map[inode]string) error {
+	h := &tar.Header{
+		Name: rel, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime().Truncate(time.Second),
+		Format: tar.FormatPAX,
+	}
+	if fi.Mode()&fs.ModeSticky != 0 {
+		h.Mode |= unix.S_ISVTX
+	}
+	switch {
+	case fi.IsDir():
+		h.Typeflag, h.Name = tar.TypeDir, rel+"/"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		h.Typeflag, h.Linkname = tar.TypeSymlink, target
+	case fi.Mode().IsRegular():
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%q: no inode", p)
+		}
+		id := inode{uint64(st.Dev), st.Ino}
+		if st.Nlink > 1 {
+			if first, ok := seen[id]; ok {
+				h.Typeflag, h.Linkname = tar.TypeLink, first
+				return tw.WriteHeader(h)
+			}
+			seen[id] = rel
+		}
+		h.Typeflag, h.Size = tar.TypeReg, fi.Size()
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		return copyFile(tw, p, fi.Size())
+	default:
+		return nil // a template has no devices, fifos or sockets
+	}
+	return tw.WriteHeader(h)
+}
+
+// copyFile copies exactly size bytes of the regular file p, opened
+// without following a link.
+func copyFile(w io.Writer, p string, size int64) error {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.CopyN(w, f, size); err != nil {
+		return fmt.Errorf("packing %q: %w", p, err)
+	}
+	return nil
+}

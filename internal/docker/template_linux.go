@@ -1,0 +1,161 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// TemplateRepo names the images Warden makes from templates. Each is
+// tagged by the hex of the template's image digest, so a template pulled
+// again under the same name with other content gets another image, and
+// one content is imported once whatever it is called.
+const TemplateRepo = "warden-template"
+
+// TemplateLabel marks every template image; its value is the template's
+// digest, by which `warden template gc` finds the images of templates
+// the store no longer has (RemoveTemplateImages).
+const TemplateLabel = "warden.template"
+
+// StoreLabel names the template store a template image was made from, so
+// that `warden template gc` of one store never removes the images of
+// another's templates (a test's, or a second --state-dir's).
+const StoreLabel = "warden.template.store"
+
+// storeOf is the store holding the template tree root: the store keeps
+// each tree at <store>/templates/<name>/rootfs (template.Store.Get).
+func storeOf(root string) string {
+	return filepath.Dir(filepath.Dir(filepath.Dir(root)))
+}
+
+// digestRE is the only digest a template image is made for: sha256 in
+// lower-case hex, as the store writes it, so the tag and the lock file's
+// name hold nothing but hex.
+var digestRE = regexp.MustCompile(`^sha256:([0-9a-f]{64})$`)
+
+// templateImages serialises the making of each template's image in this
+// process, by digest; imageLockDir's lock files do it across processes.
+type templateImages struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (t *templateImages) lock(hex string) func() {
+	t.mu.Lock()
+	if t.locks == nil {
+		t.locks = map[string]*sync.Mutex{}
+	}
+	m := t.locks[hex]
+	if m == nil {
+		m = &sync.Mutex{}
+		t.locks[hex] = m
+	}
+	t.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// imageLockDir holds one lock file per template digest, taken while its
+// image is looked for and made, so that Wardens starting a box on the
+// same new template at once import it once.
+var imageLockDir = filepath.Join(StateDir, "images")
+
+// templateImage makes sure the engine has the image of the template
+// root, and names it: the template's tree packed as one layer (packTree)
+// and imported, the first time a box runs on that content. Concurrent
+// first uses, in this process or others, import it once; later ones only
+// look it up. The image is what Warden's own root image is to the host's
+// root: the box's files, read-only, with Warden's mounts over them.
+func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (string, error) {
+	m := digestRE.FindStringSubmatch(root.Digest)
+	if m == nil {
+		return "", fmt.Errorf("template %q has digest %q, not sha256 and 64 hex digits: import or pull it again", root.Template, root.Digest)
+	}
+	hex := m[1]
+	ref := TemplateRepo + ":" + hex
+	if ok, err := r.engine.HasImage(ctx, ref); err != nil || ok {
+		return ref, err
+	}
+	defer r.templates.lock(hex)()
+	unlock, err := lockFile(ctx, filepath.Join(imageLockDir, hex+".lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if ok, err := r.engine.HasImage(ctx, ref); err != nil || ok {
+		return ref, err
+	}
+	if err := r.importTree(ctx, root, hex); err != nil {
+		return "", fmt.Errorf("making the docker image of template %q: %w", root.Template, err)
+	}
+	return ref, nil
+}
+
+// importTree streams the template's tree to the engine as image ref.
+func (r *Runtime) importTree(ctx context.Context, root spec.Root, hex string) error {
+	pr, pw := io.Pipe()
+	packed := make(chan error, 1)
+	go func() {
+		err := packTree(pw, root.Dir)
+		pw.CloseWithError(err)
+		packed <- err
+	}()
+	label := fmt.Sprintf("LABEL %s=%q %s=%q", TemplateLabel, root.Digest, StoreLabel, storeOf(root.Dir))
+	err := r.engine.Import(ctx, TemplateRepo, hex, pr, label)
+	pr.CloseWithError(errors.New("the import ended"))
+	if perr := <-packed; perr != nil && err == nil {
+		err = fmt.Errorf("packing %q: %w", root.Dir, perr)
+	}
+	return err
+}
+
+// lockFile takes an exclusive flock on p (made if missing, with its
+// directory) and returns its release. It waits while another process
+// holds it (making the same image), until ctx ends.
+func lockFile(ctx context.Context, p string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening %q: %w", p, err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %q: %w", p, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another Warden making the same template image (%q): %w", p, ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// lockPoll is how often lockFile tries a held lock again.
+const lockPoll = 50 * time.Millisecond
+
+// templateRootError refuses a box given both a raw Docker image and a
+// template: each names the box's whole root.
+func (r *Runtime) templateRootError(s spec.Spec) error {
+	if r.Image == "" || s.Root.IsHost() {
+		return nil
+	}
+	return fmt.Errorf("%w: --image %s and template %q both name the box's root: give one (warden template import makes a template of a docker save archive)", spec.ErrInvalid, r.Image, s.Root.Template)
+}

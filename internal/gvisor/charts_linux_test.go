@@ -1,0 +1,45 @@
+package gvisor
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// chartCode imports pandas, which the host lacks, and shows a chart.
+const chartCode = "import pandas as pd, matplotlib.pyplot as plt\n" +
+	"df = pd.DataFrame({'x': [1, 2, 3], 'y': [1, 4, 9]})\n" +
+	"df.plot(x='x', y='y')\nplt.show()\npd.__version__"
+
+// checkChart runs chartCode in the Python interpreter of sess, on root,
+// and checks it returned pandas' version and one PNG.
+func checkChart(t *testing.T, sess *agent.Session, root spec.Root) {
+	t.Helper()
+	if got := interp.Available(root.Dir); !strings.Contains(strings.Join(got, ","), "python") {
+		t.Fatalf("interp.Available(%s) = %v, want python", root.Template, got)
+	}
+	in, err := interp.New("python", sess, sess.Env(), interp.WithRoot(root.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := in.Run(ctx, chartCode, nil, nil)
+	if err != nil || out.Exception != nil {
+		t.Fatalf("running pandas and matplotlib: %v, exception %+v", err, out.Exception)
+	}
+	if out.Value == "" || len(out.Outputs) != 1 || out.Outputs[0].MimeType != "image/png" {
+		t.Fatalf("got value %q and %d outputs, want pandas' version and one PNG", out.Value, len(out.Outputs))
+	}
+	png, err := base64.StdEncoding.DecodeString(out.Outputs[0].Data)
+	if err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Errorf("the chart is not a PNG (%v)", err)
+	}
+}

@@ -1,0 +1,134 @@
+package gvisor
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/template"
+	"github.com/warden-sandbox/warden/internal/template/templatetest"
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// requireRunsc skips (fails under WARDEN_CI=1) where boxes cannot start.
+func requireRunsc(t *testing.T) {
+	t.Helper()
+	if cgoOn {
+		t.Skip("live gVisor boxes need a test binary built with CGO_ENABLED=0 (make test runs them so)")
+	}
+	if os.Geteuid() != 0 {
+		testhost.SkipOrFail(t, "gVisor boxes need root")
+	}
+	if _, err := exec.LookPath("runsc"); err != nil {
+		testhost.SkipOrFail(t, "runsc is not installed (apt-get install runsc)")
+	}
+}
+
+// templateRoot imports the test image name into a store of the test's
+// own and returns its root as the Manager would resolve it.
+func templateRoot(t *testing.T, name string) spec.Root {
+	t.Helper()
+	_, tarPath := templatetest.Image(t, name)
+	st, err := template.Open(t.TempDir(), template.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Import(t.Context(), tarPath, name)
+	if err != nil {
+		t.Fatalf("importing test image %s: %v", name, err)
+	}
+	return spec.Root{Template: name, Dir: info.Root, Digest: info.Digest, Env: info.Config.Env}
+}
+
+// treeEntries counts every entry under dir.
+func treeEntries(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, _ fs.DirEntry, err error) error {
+		n++
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// startBox starts a box of s, closed when t ends.
+func startBox(t *testing.T, s spec.Spec) *agent.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sess, err := (&Runtime{}).Start(ctx, s)
+	if err != nil {
+		t.Fatalf("starting a box on template %q: %v", s.Root.Template, err)
+	}
+	t.Cleanup(func() {
+		if err := sess.Close(); err != nil {
+			t.Errorf("closing the box: %v", err)
+		}
+	})
+	return sess
+}
+
+// run runs script under sh in the box and returns its trimmed stdout.
+func run(t *testing.T, sess *agent.Session, script string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := sess.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", script}}, agent.IO{})
+	if err != nil {
+		t.Fatalf("%s: %v", script, err)
+	}
+	if r.ExitCode != 0 {
+		t.Errorf("%s: exit %d, stderr %q", script, r.ExitCode, r.Stderr)
+	}
+	return strings.TrimSpace(r.Stdout)
+}
+
+// TestTemplateRoot runs a box on a template: its root is the image's
+// tree, read-only, with Warden's user, host names and resolver in /etc,
+// the writable scratch, and nothing written into the template's tree,
+// which every box on it shares.
+func TestTemplateRoot(t *testing.T) {
+	requireRunsc(t)
+	root := templateRoot(t, "minimal")
+	before := treeEntries(t, root.Dir)
+	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
+	cases := []struct{ name, script, want string }{
+		{"the image's files, not the host's", "test -e /usr/bin/runsc && echo host || echo image", "image"},
+		{"the image's python", "python3 -c 'import sys; print(sys.prefix)'", "/usr"},
+		{"Warden's user", "id -un; id -u; echo $HOME", "sandbox\n1000\n/home/sandbox"},
+		{"Warden's /etc files", "cat /etc/hostname /etc/resolv.conf; grep -c . /etc/passwd", "sandbox\n# The sandbox resolves no names itself.\n3"},
+		{"read-only root", "for p in /x /usr/x /etc/x /etc/passwd; do touch $p 2>/dev/null && echo wrote $p; done; echo done", "done"},
+		{"writable scratch", "echo a > /workspace/f && echo b > /tmp/f && echo c > ~/f && cat /workspace/f /tmp/f ~/f | tr -d '\\n'", "abc"},
+		{"/var/tmp is /tmp", "echo v > /var/tmp/v && cat /tmp/v", "v"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := run(t, sess, c.script); got != c.want {
+				t.Errorf("%s:\ngot  %q\nwant %q", c.script, got, c.want)
+			}
+		})
+	}
+	if after := treeEntries(t, root.Dir); after != before {
+		t.Errorf("the template's tree had %d entries before the box and %d after: the box wrote into it", before, after)
+	}
+}
+
+// TestTemplateCharts: a session on the datasci template imports pandas
+// and returns a matplotlib chart through the persistent interpreter.
+func TestTemplateCharts(t *testing.T) {
+	requireRunsc(t)
+	root := templateRoot(t, "datasci")
+	l := spec.DefaultLimits
+	l.Timeout = 3 * time.Minute
+	checkChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)
+}
