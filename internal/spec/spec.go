@@ -31,6 +31,9 @@ type Spec struct {
 	Limits Limits
 	// Network says what the program may reach.
 	Network NetworkPolicy
+	// Root is the read-only root tree the program runs on: the host's
+	// (the zero Root) or a template's.
+	Root Root
 }
 
 // NetMode selects how a sandbox reaches the network.
@@ -80,6 +83,9 @@ func (s *Spec) ValidateSandbox() error {
 		return invalid("scratch %q must be an absolute path, and without a workspace", s.Scratch)
 	}
 	if err := s.Limits.Validate(); err != nil {
+		return err
+	}
+	if err := s.Root.Validate(); err != nil {
 		return err
 	}
 	return s.Network.Validate()

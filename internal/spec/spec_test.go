@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -68,5 +69,47 @@ func TestInodes(t *testing.T) {
 		if got := l.Inodes(); got != tt.want {
 			t.Errorf("Inodes() with disk %d = %d, want %d", tt.disk, got, tt.want)
 		}
+	}
+}
+
+// TestRootValidate: a template needs an absolute clean directory, a
+// directory needs a template's name, and the image's env must be
+// KEY=VALUE; the zero Root (the host's) is valid.
+func TestRootValidate(t *testing.T) {
+	tpl := Root{Template: "py", Dir: "/var/lib/warden/templates/roots/sha256-ab", Digest: "sha256:ab", Env: []string{"PATH=/usr/bin"}}
+	tests := []struct {
+		name    string
+		mutate  func(*Root)
+		wantErr string
+	}{
+		{"template ok", func(*Root) {}, ""},
+		{"host", func(r *Root) { *r = Root{} }, ""},
+		{"dir without template", func(r *Root) { r.Template = "" }, "without a template name"},
+		{"template without dir", func(r *Root) { r.Dir = "" }, "no root directory"},
+		{"relative dir", func(r *Root) { r.Dir = "roots/x" }, "not an absolute clean path"},
+		{"unclean dir", func(r *Root) { r.Dir = "/var/lib/../x" }, "not an absolute clean path"},
+		{"trailing slash", func(r *Root) { r.Dir = "/x/" }, "not an absolute clean path"},
+		{"host slash", func(r *Root) { r.Dir = "/" }, "host's /"},
+		{"bad env", func(r *Root) { r.Env = []string{"PATH"} }, "not KEY=VALUE"},
+		{"env NUL", func(r *Root) { r.Env = []string{"A=\x00"} }, "NUL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := validSpec()
+			s.Root = tpl
+			s.Root.Env = append([]string(nil), tpl.Env...)
+			tt.mutate(&s.Root)
+			err := s.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("Validate() = %v, want an error containing %q", err, tt.wantErr)
+			case err != nil && !errors.Is(err, ErrInvalid):
+				t.Errorf("Validate() = %v, want it to wrap ErrInvalid", err)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Errorf("Validate() = %q, want one line", err)
+			}
+		})
 	}
 }

@@ -169,6 +169,7 @@ func (s *Store) List() ([]Info, error) {
 }
 
 // Remove deletes the template called name; its layers stay until GC.
+// It refuses a template a sandbox holds a Lease on.
 func (s *Store) Remove(name string) error {
 	if err := ValidName(name); err != nil {
 		return err
@@ -181,6 +182,11 @@ func (s *Store) Remove(name string) error {
 	if _, err := s.Get(name); err != nil {
 		return err
 	}
+	held, err := s.holdForRemoval(name)
+	if err != nil {
+		return err
+	}
+	defer held()
 	tmp, err := os.MkdirTemp(filepath.Join(s.dir, "tmp"), "rm-")
 	if err != nil {
 		return fmt.Errorf("removing template %q: %w", name, err)
