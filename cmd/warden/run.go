@@ -25,6 +25,8 @@ type runOptions struct {
 	backend     string
 	backendOpts sandbox.BackendOptions
 	json        bool
+	// template and stateDir choose the root the program runs on.
+	template, stateDir string
 }
 
 func newRunCmd() *cobra.Command {
@@ -42,7 +44,8 @@ prints one whose "error" says why and exits 125 when it could not run the
 program.`,
 		Example: `  warden run -- python3 -c 'print(1)'
   warden run --memory 256MiB --timeout 10s -- sh -c 'echo hi'
-  warden run --workspace "$PWD/out" -- python3 plot.py`,
+  warden run --workspace "$PWD/out" -- python3 plot.py
+  warden run --template datasci -- python3 -c 'import pandas'`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
 	}
 	f := cmd.Flags()
@@ -62,6 +65,8 @@ program.`,
 	f.StringArrayVar(&o.spec.Network.Deny, "deny", nil, "with --net proxy: refused HOST[:PORT], repeatable; wins over --allow")
 	f.StringVar(&o.spec.Workspace, "workspace", "", "host directory mounted read-write at /workspace (default: a private tmpfs)")
 	f.StringArrayVar(&o.spec.Env, "env", nil, "KEY=VALUE added to the sandbox's clean environment, repeatable")
+	f.StringVar(&o.template, "template", sandbox.HostTemplate, `root to run on: a template from warden template ls, or "host" (the host's own)`)
+	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "the state directory whose templates/ holds --template's store (as warden serve's)")
 	f.StringVar(&o.backend, "backend", "native", "isolation backend: native, gvisor or docker")
 	addBackendFlags(f, &o.backendOpts)
 	f.BoolVar(&o.json, "json", false, "print one JSON Result instead of streaming output")
@@ -78,7 +83,12 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		o.spec.Workspace = abs
 	}
-	if err := o.check(); err != nil {
+	release, err := o.resolveTemplate()
+	if err == nil {
+		defer release()
+		err = o.check()
+	}
+	if err != nil {
 		if o.json {
 			return printJSON(cmd.OutOrStdout(), spec.Result{Error: err.Error()}, err)
 		}
@@ -120,6 +130,24 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 // drains, and one P would make the sandbox's connections wait on them.
 func onePSuffices(s spec.Spec) bool {
 	return s.Network.Mode != spec.NetProxy
+}
+
+// resolveTemplate sets the spec's root to --template's, leased from the
+// store for the run (the release is returned), or leaves the host's.
+func (o *runOptions) resolveTemplate() (func(), error) {
+	if o.template == "" || o.template == sandbox.HostTemplate {
+		return func() {}, nil
+	}
+	ts, err := openTemplates(o.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("--template %s: %w", o.template, err)
+	}
+	root, release, err := ts.Resolve(o.template)
+	if err != nil {
+		return nil, fmt.Errorf("--template %s: %w", o.template, err)
+	}
+	o.spec.Root = root
+	return release, nil
 }
 
 // check refuses a bad request before anything is built.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,11 +36,30 @@ var baseEnv = []string{
 // Env is a process's environment in a sandbox: the base, the proxy's
 // when the sandbox has one, then extra; a later KEY wins.
 func Env(withProxy bool, extra []string) []string {
+	return ImageEnv(withProxy, nil, extra)
+}
+
+// wardenKeys are the base's variables an image's environment cannot
+// change: they say who the sandbox user is and where its writable places
+// are, which Warden decides on every root.
+var wardenKeys = []string{"HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "PWD"}
+
+// ImageEnv is Env on a template's root: the image's environment (its
+// config's ENV: PATH, LANG, ...) goes over the base, except wardenKeys;
+// the proxy's goes over the image's (an image cannot route the sandbox
+// around the egress proxy), and extra over all, as in Env.
+func ImageEnv(withProxy bool, image, extra []string) []string {
+	var img []string
+	for _, kv := range image {
+		if key, _, _ := strings.Cut(kv, "="); !slices.Contains(wardenKeys, key) {
+			img = append(img, kv)
+		}
+	}
 	if withProxy {
-		extra = append(append([]string(nil), proxyEnv...), extra...)
+		img = append(img, proxyEnv...)
 	}
 	env := append([]string(nil), baseEnv...)
-	for _, kv := range extra {
+	for _, kv := range append(img, extra...) {
 		key, _, _ := strings.Cut(kv, "=")
 		env = removeKey(env, key)
 		env = append(env, kv)

@@ -115,6 +115,7 @@ type config struct {
 	maxTotalOutput int
 	maxValue       int
 	dir            string
+	root           string
 	cpus           float64
 }
 
@@ -150,6 +151,13 @@ func WithMaxValueBytes(n int) Option {
 			c.maxValue = n
 		}
 	}
+}
+
+// WithRoot says the sandbox runs on the template's root tree at dir
+// (spec.Root.Dir), where New looks for the interpreter; empty (the
+// default) is the host's root.
+func WithRoot(dir string) Option {
+	return func(c *config) { c.root = dir }
 }
 
 // WithDir sets the interpreter's working directory inside the sandbox;
@@ -189,8 +197,8 @@ func Languages() []string {
 // New returns an Interpreter for language whose processes sp starts with
 // env (the sandbox environment, KEY=VALUE). Nothing starts until the first
 // Run. It fails with ErrUnknownLanguage for a language this package does
-// not know, and with errors.ErrUnsupported when the host (whose /usr the
-// sandbox sees) has no interpreter for it.
+// not know, and with errors.ErrUnsupported when the sandbox's root (the
+// host's, or a template's with WithRoot) has no interpreter for it.
 func New(language string, sp Spawner, env []string, opts ...Option) (Interpreter, error) {
 	lang, ok := languages[language]
 	if !ok {
@@ -199,9 +207,6 @@ func New(language string, sp Spawner, env []string, opts ...Option) (Interpreter
 	if sp == nil {
 		return nil, fmt.Errorf("%s interpreter: no spawner", language)
 	}
-	if !lang.available() {
-		return nil, fmt.Errorf("%s interpreter: %s not found in %s: %w", language, lang.program, strings.Join(lang.hostPaths, ", "), errors.ErrUnsupported)
-	}
 	cfg := config{
 		maxOutput:      DefaultMaxOutputBytes,
 		maxTotalOutput: DefaultMaxTotalOutputBytes,
@@ -209,6 +214,13 @@ func New(language string, sp Spawner, env []string, opts ...Option) (Interpreter
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if !lang.availableIn(cfg.root) {
+		where := "the host's root"
+		if cfg.root != "" {
+			where = "the template's root"
+		}
+		return nil, fmt.Errorf("%s interpreter: %s not found in %s (%s): %w", language, lang.program, where, strings.Join(lang.hostPaths, ", "), errors.ErrUnsupported)
 	}
 	return newInterpreter(lang, sp, env, cfg), nil
 }

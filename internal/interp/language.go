@@ -2,7 +2,6 @@ package interp
 
 import (
 	"io"
-	"os"
 	"strings"
 )
 
@@ -15,8 +14,8 @@ type language struct {
 	name string
 	// program is Argv[0], looked up on the sandbox's PATH.
 	program string
-	// hostPaths are where the host may have program. The sandbox sees the
-	// host's /usr, so the language is supported when one of them exists.
+	// hostPaths are where a root may have program: the host's (whose
+	// /usr a sandbox on no template sees) or a template's (availableIn).
 	hostPaths []string
 	// args follow program in Argv; they carry the driver's source.
 	args []string
@@ -24,16 +23,6 @@ type language struct {
 	env []string
 	// send writes one request to the driver's control pipe.
 	send func(w io.Writer, r request) error
-}
-
-// available reports whether the host has the interpreter.
-func (l *language) available() bool {
-	for _, p := range l.hostPaths {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // environ returns env with the language's additions and a PATH.

@@ -42,7 +42,7 @@ const maxKept = 4000 + 4*(1000+256+64) + (maxNotes+1)*400
 // newHostile returns an interpreter running hostileDriver.
 func newHostile(t *testing.T, cfg config) Interpreter {
 	t.Helper()
-	if !pythonLanguage.available() {
+	if !pythonLanguage.availableIn("") {
 		testhost.SkipOrFail(t, "python3 is not installed")
 	}
 	lang := &language{name: "hostile", program: "python3", args: []string{"-c", hostileDriver}, send: writeJSONRequest}

@@ -33,7 +33,7 @@ func (b *box) attachEgress(name string) error {
 // env is a process's environment in this sandbox: the base, the proxy's
 // when there is one, then extra.
 func (b *box) env(extra []string) []string {
-	return agent.Env(b.egress != nil, extra)
+	return agent.ImageEnv(b.egress != nil, b.spec.Root.Env, extra)
 }
 
 // egressPace paces the bridge (see egress.ConnPace), or is the zero Pace

@@ -93,6 +93,10 @@ type initFiles struct {
 	workspace                      *os.File
 	// egress is an O_PATH descriptor of the proxy's socket for the bridge.
 	egress *os.File
+	// root is the template's root tree (see openRoot), nil on the host's.
+	root *os.File
+	// rootIsMount says root is a detached mount rather than a directory.
+	rootIsMount bool
 	// cgroupDir (v2) is passed to clone3 to start the init inside.
 	cgroupDir *os.File
 }
@@ -100,7 +104,7 @@ type initFiles struct {
 // extra lists the descriptors from fd 3 on, in nsinit's order; a nil
 // workspace leaves its number closed.
 func (f *initFiles) extra() []*os.File {
-	return []*os.File{f.control, f.workspace, f.egress}
+	return []*os.File{f.control, f.workspace, f.egress, f.root}
 }
 
 func (f *initFiles) close() {
@@ -125,8 +129,13 @@ func (b *box) prepare() error {
 	if err := checkHardLimits(b.spec.Limits, b.nproc()); err != nil {
 		return err
 	}
-	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0); err != nil {
-		return fmt.Errorf("preparing the sandbox's /etc: %w", err)
+	if err := b.openRoot(); err != nil {
+		return err
+	}
+	if b.child.root == nil {
+		if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0); err != nil {
+			return fmt.Errorf("preparing the sandbox's /etc: %w", err)
+		}
 	}
 	if !b.ids.rootless {
 		if b.devices, err = rootfs.SharedDevices(devicesDir); err != nil {
@@ -357,6 +366,8 @@ func (b *box) config() nsinit.Config {
 		Etc:              b.etc,
 		View:             agent.View(l),
 		Devices:          b.devices,
+		Root:             b.spec.Root.Dir,
+		RootIsMount:      b.child.rootIsMount,
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.hostDir(),
 		WorkspaceIsMount: b.detachedWorkspace,

@@ -184,6 +184,7 @@ func nativeSteps() []setupStep {
 		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
 		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
 		{"reopening the workspace", reopenWorkspace},
+		{"reopening the template's root", reopenRoot},
 		{"opening oom_score_adj", openOOMScore},
 		{"setting file identity", setFileIdentity},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
@@ -201,10 +202,23 @@ func buildRoot(cfg *Config) error {
 	if cfg.Workspace {
 		ws = WorkspaceFD
 	}
+	var img *rootfs.ImageRoot
+	if cfg.Root != "" {
+		img = &rootfs.ImageRoot{FD: RootFD, IsMount: cfg.RootIsMount}
+	}
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
-		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices,
+		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices, Image: img, Hostname: cfg.Hostname,
 	})
+}
+
+// reopenRoot is reopenWorkspace for a template's root the host passed as
+// a directory (rootless) rather than a detached mount.
+func reopenRoot(cfg *Config) error {
+	if cfg.Root == "" || cfg.RootIsMount {
+		return nil
+	}
+	return reopenAt(cfg.Root, RootFD)
 }
 
 // reopenWorkspace replaces the host's workspace descriptor with the same
@@ -216,22 +230,29 @@ func reopenWorkspace(cfg *Config) error {
 	if !cfg.Workspace || cfg.WorkspaceIsMount {
 		return nil
 	}
-	fd, err := OpenWorkspace(cfg.WorkspacePath)
+	return reopenAt(cfg.WorkspacePath, WorkspaceFD)
+}
+
+// reopenAt opens the directory at path in this mount namespace, without
+// following a link, and puts it at hostFD if it is the very directory
+// the host opened there.
+func reopenAt(path string, hostFD int) error {
+	fd, err := OpenWorkspace(path)
 	if err != nil {
-		return fmt.Errorf("opening %q: %w", cfg.WorkspacePath, err)
+		return fmt.Errorf("opening %q: %w", path, err)
 	}
 	defer unix.Close(fd)
 	var mine, hosts unix.Stat_t
 	if err := unix.Fstat(fd, &mine); err != nil {
 		return err
 	}
-	if err := unix.Fstat(WorkspaceFD, &hosts); err != nil {
+	if err := unix.Fstat(hostFD, &hosts); err != nil {
 		return err
 	}
 	if mine.Dev != hosts.Dev || mine.Ino != hosts.Ino {
-		return fmt.Errorf("%q changed while the sandbox started", cfg.WorkspacePath)
+		return fmt.Errorf("%q changed while the sandbox started", path)
 	}
-	return unix.Dup3(fd, WorkspaceFD, unix.O_CLOEXEC)
+	return unix.Dup3(fd, hostFD, unix.O_CLOEXEC)
 }
 
 // joinCgroup waits for the cgroup v1 tasks descriptors the host sends once

@@ -74,6 +74,10 @@ const (
 	// EgressFD, when Config.EgressPort is set, is an O_PATH descriptor of
 	// the unix socket of the sandbox's egress proxy, outside its root.
 	EgressFD = 5
+	// RootFD, when Config.Root is set, is the template's root tree: a
+	// detached mount of it (RootIsMount) or an O_PATH descriptor of the
+	// directory, which the init opens again by path (rootless).
+	RootFD = 6
 )
 
 // SandboxUID and SandboxGID are the identity of the user's code inside the
@@ -98,8 +102,16 @@ type Config struct {
 	View rootfs.View `json:"view,omitzero"`
 	// Devices is the host directory the init binds its device nodes
 	// from (rootfs.SharedDevices); empty means the host's /dev.
-	Devices   string `json:"devices,omitempty"`
-	Workspace bool   `json:"workspace"`
+	Devices string `json:"devices,omitempty"`
+	// Root is the host path of the template's root tree the sandbox
+	// runs on (spec.Root.Dir), at RootFD; empty means the host's /usr
+	// and the Etc template.
+	Root string `json:"root,omitempty"`
+	// RootIsMount says RootFD is a detached mount of Root, which a
+	// sandbox user could not reach by path in a store only root may
+	// enter.
+	RootIsMount bool `json:"root_is_mount,omitempty"`
+	Workspace   bool `json:"workspace"`
 	// WorkspacePath is the host path of the workspace, free of links.
 	WorkspacePath string `json:"workspace_path"`
 	// WorkspaceIsMount says the workspace descriptor is a detached,
@@ -193,7 +205,7 @@ const maxConfig = 16 << 20
 // differently. Bump it with every change to those messages; the golden
 // test in package spawn (testdata/protocol.golden) fails until then. A
 // warden from before protocol versioning sends no version at all.
-const Version = 3
+const Version = 4
 
 // configMagic opens every Config frame, before the version. An init from
 // before versioning reads it as a length far past maxConfig and exits

@@ -20,19 +20,8 @@ const scratchDir = ".scratch"
 // the host's tree. The caller must hold CAP_SYS_ADMIN in the namespace's
 // owning user namespace and run as PID 1 of a new PID namespace.
 func Build(newRoot string, o Options) error {
-	steps := []struct {
-		what string
-		fn   func(string, Options) error
-	}{
-		{"making mounts private", func(string, Options) error { return mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
-		{"mounting root tmpfs", mountRoot},
-		{"binding /usr", bindUsr},
-		{"building /etc", buildEtc},
-		{"building writable dirs", buildScratch},
-		{"building /dev", buildDev},
-		{"mounting /proc", buildProc},
-		{"showing the sandbox its own /proc and /sys", buildView},
-		{"pivoting root", pivot},
+	if o.Image != nil {
+		return build(newRoot, o, imageSteps)
 	}
 	if o.Etc.Dir == "" {
 		return errors.New("building /etc: no /etc template was given")
@@ -45,6 +34,43 @@ func Build(newRoot string, o Options) error {
 	}
 	defer unix.Close(etc)
 	o.etcFD = etc
+	return build(newRoot, o, hostSteps)
+}
+
+// buildStep is one step of Build, named for its error.
+type buildStep struct {
+	what string
+	fn   func(string, Options) error
+}
+
+// hostSteps build a root on the host's /usr and curated /etc.
+var hostSteps = []buildStep{
+	{"making mounts private", makePrivate},
+	{"mounting root tmpfs", mountRoot},
+	{"binding /usr", bindUsr},
+	{"building /etc", buildEtc},
+	{"building writable dirs", buildScratch},
+	{"building /dev", buildDev},
+	{"mounting /proc", buildProc},
+	{"showing the sandbox its own /proc and /sys", buildView},
+	{"pivoting root", pivot},
+}
+
+// imageSteps build a root on a template's tree (Options.Image): the same
+// as hostSteps, but the template's entries and /etc come after the
+// scratch, whose tmpfs holds the template's mount while it is used.
+var imageSteps = []buildStep{
+	{"making mounts private", makePrivate},
+	{"mounting root tmpfs", mountRoot},
+	{"building writable dirs", buildScratch},
+	{"binding the template's root", bindImage},
+	{"building /dev", buildDev},
+	{"mounting /proc", buildProc},
+	{"showing the sandbox its own /proc and /sys", buildView},
+	{"pivoting root", pivot},
+}
+
+func build(newRoot string, o Options, steps []buildStep) error {
 	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
 	for _, s := range steps {
 		if err := s.fn(newRoot, o); err != nil {
@@ -54,16 +80,24 @@ func Build(newRoot string, o Options) error {
 	return nil
 }
 
+func makePrivate(string, Options) error { return mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }
+
 func mountRoot(root string, o Options) error {
 	if err := mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", 4*1024*1024, 4096, o.UID, o.GID)); err != nil {
 		return err
 	}
-	for _, d := range []string{"usr", "etc", "dev", "proc", "tmp", "workspace", "home", "home/sandbox", "var", "run", scratchDir} {
+	for _, d := range []string{"etc", "dev", "proc", "tmp", "workspace", "home", "home/sandbox", "run", scratchDir} {
 		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
 			return err
 		}
 	}
-	return os.Symlink("../tmp", filepath.Join(root, "var/tmp"))
+	if o.Image != nil {
+		return nil // the template's /usr, and its /var or makeVar's
+	}
+	if err := os.Mkdir(filepath.Join(root, "usr"), 0o755); err != nil {
+		return err
+	}
+	return makeVar(root)
 }
 
 func bindUsr(root string, _ Options) error {

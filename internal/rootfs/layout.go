@@ -8,6 +8,8 @@ package rootfs
 
 import (
 	"fmt"
+	"io/fs"
+	"slices"
 	"strings"
 )
 
@@ -110,6 +112,12 @@ type Options struct {
 	View View
 	// Etc is the host's /etc template (see SharedEtc) to bind at /etc.
 	Etc EtcTemplate
+	// Image, when set, is the template's root tree the sandbox runs on
+	// instead of the host's /usr and curated /etc (Etc is then unused).
+	Image *ImageRoot
+	// Hostname names the sandbox in the generated /etc files of a
+	// template's root (the host's /etc template has its own).
+	Hostname string
 	// etcFD holds Etc.Dir open while Build runs.
 	etcFD int
 }
@@ -136,4 +144,47 @@ func tmpfsData(mode string, size, inodes int64, uid, gid int) string {
 		opts = append(opts, fmt.Sprintf("uid=%d,gid=%d", uid, gid))
 	}
 	return strings.Join(opts, ",")
+}
+
+// ImageOwned are the top-level names of a template's root that Warden
+// provides itself, as on the host's root: its /etc (the image's, under
+// Warden's GeneratedEtc), /dev, /proc, the writable scratch (/tmp,
+// /workspace, /home with the sandbox user's home) and an empty /run and
+// /sys. Anything else at the image's top level is shown read-only as the
+// image has it, except hidden names (a leading "."), which Warden uses
+// for its own work and no program needs.
+var ImageOwned = []string{"dev", "etc", "home", "proc", "run", "sys", "tmp", "workspace"}
+
+// ImageEntryKind is what the sandbox root does with one top-level entry
+// of a template's root.
+type ImageEntryKind int
+
+const (
+	// ImageSkipped entries are Warden's own (ImageOwned), hidden, or of
+	// a type a root has no use for at its top level (a device, a fifo).
+	ImageSkipped ImageEntryKind = iota
+	// ImageLink entries are symlinks (a usr-merged image's bin -> usr/bin),
+	// recreated with the same target: it resolves inside the sandbox.
+	ImageLink
+	// ImageDir entries are directories, bound read-only.
+	ImageDir
+	// ImageFile entries are regular files, bound read-only.
+	ImageFile
+)
+
+// ImageEntry classifies a template's top-level entry name of type mode
+// (fs.FileMode's type bits).
+func ImageEntry(name string, mode fs.FileMode) ImageEntryKind {
+	if name == "" || strings.HasPrefix(name, ".") || strings.Contains(name, "/") || slices.Contains(ImageOwned, name) {
+		return ImageSkipped
+	}
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		return ImageLink
+	case mode.IsDir():
+		return ImageDir
+	case mode.IsRegular():
+		return ImageFile
+	}
+	return ImageSkipped
 }

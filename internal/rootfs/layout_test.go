@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
@@ -61,6 +62,41 @@ func TestTmpfsData(t *testing.T) {
 	for _, tt := range tests {
 		if got := tmpfsData(tt.mode, tt.size, tt.inodes, tt.uid, tt.gid); got != tt.want {
 			t.Errorf("tmpfsData() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+// TestImageEntry: a template's top level is shown as the image has it,
+// except what Warden provides itself and hidden names it works in.
+func TestImageEntry(t *testing.T) {
+	tests := []struct {
+		name string
+		mode fs.FileMode
+		want ImageEntryKind
+	}{
+		{"usr", fs.ModeDir, ImageDir},
+		{"opt", fs.ModeDir, ImageDir},
+		{"var", fs.ModeDir, ImageDir},
+		{"bin", fs.ModeSymlink, ImageLink},
+		{"lib64", fs.ModeSymlink, ImageLink},
+		{"marker", 0, ImageFile},
+		{"etc", fs.ModeDir, ImageSkipped},
+		{"proc", fs.ModeDir, ImageSkipped},
+		{"dev", fs.ModeDir, ImageSkipped},
+		{"tmp", fs.ModeDir, ImageSkipped},
+		{"home", fs.ModeDir, ImageSkipped},
+		{"workspace", fs.ModeSymlink, ImageSkipped},
+		{"run", fs.ModeDir, ImageSkipped},
+		{"sys", fs.ModeDir, ImageSkipped},
+		{".scratch", fs.ModeDir, ImageSkipped},
+		{".dockerenv", 0, ImageSkipped},
+		{"null", fs.ModeDevice | fs.ModeCharDevice, ImageSkipped},
+		{"fifo", fs.ModeNamedPipe, ImageSkipped},
+		{"a/b", fs.ModeDir, ImageSkipped},
+	}
+	for _, tt := range tests {
+		if got := ImageEntry(tt.name, tt.mode); got != tt.want {
+			t.Errorf("ImageEntry(%q, %v) = %d, want %d", tt.name, tt.mode, got, tt.want)
 		}
 	}
 }

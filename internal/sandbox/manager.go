@@ -90,6 +90,11 @@ type Config struct {
 	// rather than nobody).
 	Logger *slog.Logger
 
+	// Templates, when set, is where sessions find the templates they
+	// name (SessionOptions.Template); without it only the host's root is
+	// served.
+	Templates Templates
+
 	// hardBounds names, by limit, the backend bound Fit lowered a ceiling
 	// to, so a refusal names it rather than the flag.
 	hardBounds map[string]string
@@ -314,8 +319,13 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if err != nil {
 		return Info{}, err
 	}
+	var lease func()
+	if s.Root, lease, err = m.resolveTemplate(o.Template); err != nil {
+		return Info{}, err
+	}
 	bytes := m.charge(s.Limits)
 	if err := m.acquire(owner, false, bytes); err != nil {
+		lease()
 		return Info{}, err
 	}
 	box, ws := m.pool.take(s)
@@ -323,6 +333,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		box, ws, err = m.startBox(ctx, s)
 		if err != nil {
 			m.release(owner, bytes)
+			lease()
 			return Info{}, err
 		}
 	}
@@ -332,11 +343,12 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	ses := &session{
 		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
-		ws: ws, slot: true, gone: make(chan struct{}), pace: pace,
+		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease,
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)
 		m.release(owner, bytes)
+		lease()
 		return Info{}, err
 	}
 	m.mu.Lock()
@@ -494,6 +506,7 @@ func (m *Manager) endOnce(s *session) bool {
 	s.slot = false
 	s.mu.Unlock()
 	m.cleanedUp(s, s.close())
+	s.releaseTemplate()
 	if ferr := m.forget(s); ferr != nil {
 		m.cfg.OnStoreError(ferr)
 	}
@@ -591,6 +604,11 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if err := m.cfg.Ceilings.CheckTimeout(req.Timeout); err != nil {
 		return spec.Result{}, err
 	}
+	var lease func()
+	if s.Root, lease, err = m.resolveTemplate(o.Template); err != nil {
+		return spec.Result{}, err
+	}
+	defer lease()
 	bytes := m.charge(s.Limits)
 	if err := m.acquire(owner, true, bytes); err != nil {
 		return spec.Result{}, err

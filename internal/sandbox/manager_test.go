@@ -25,13 +25,16 @@ type fakeBackend struct {
 	lastExec *fakeBox
 	// holdRuns makes Run last until its context ends.
 	holdRuns bool
+	// started are the specs Start and Run were given, in order.
+	started []spec.Spec
 }
 
 func (f *fakeBackend) Name() string { return "fake" }
 
-func (f *fakeBackend) Start(context.Context, spec.Spec) (Box, error) {
+func (f *fakeBackend) Start(_ context.Context, s spec.Spec) (Box, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.started = append(f.started, s)
 	f.live++
 	f.starts++
 	return &fakeBox{b: f, done: make(chan struct{})}, nil
@@ -40,6 +43,7 @@ func (f *fakeBackend) Start(context.Context, spec.Spec) (Box, error) {
 func (f *fakeBackend) Run(ctx context.Context, s spec.Spec, _ io.Reader, _ Stream) (spec.Result, error) {
 	f.mu.Lock()
 	f.runs++
+	f.started = append(f.started, s)
 	hold := f.holdRuns
 	f.mu.Unlock()
 	if hold {

@@ -110,6 +110,7 @@ func (m *Manager) recordLocked(s *session) state.Session {
 		ID: s.id, Owner: s.owner, Backend: m.backend.Name(), Workspace: s.ws, ServerPID: os.Getpid(),
 		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
 		Limits: s.spec.Limits, Network: s.spec.Network, DiedAt: s.diedAt, Reason: s.reason,
+		Template: s.spec.Root.Template,
 	}
 }
 
@@ -166,6 +167,7 @@ func (m *Manager) bury(s *session, why string) bool {
 	s.slot = false
 	s.mu.Unlock()
 	m.cleanedUp(s, errors.Join(closeHeld(interps, dir), s.box.Close()))
+	s.releaseTemplate()
 	s.mu.Lock()
 	var saveErr error
 	if s.state == StateDead && m.cfg.Store != nil {
@@ -237,7 +239,7 @@ func (m *Manager) recoverSessions() Recovery {
 func (m *Manager) revive(rec state.Session, now time.Time) *session {
 	s := &session{
 		id: rec.ID, owner: rec.Owner, box: deadBox{}, state: StateDead, files: m.cfg.Files, store: m.cfg.Store,
-		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network},
+		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network, Root: spec.Root{Template: rec.Template}},
 		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: rec.IdleTimeout,
 		ws: rec.Workspace, diedAt: rec.DiedAt, reason: rec.Reason, gone: make(chan struct{}),
 	}
@@ -250,6 +252,7 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 		s.diedAt = now
 		s.reason = fmt.Sprintf("the server (pid %d) stopped without ending the session, and its sandbox was killed", rec.ServerPID)
 	}
+	s.reason += m.templateGone(rec.Template)
 	switch {
 	case rec.Workspace == "":
 		s.reason += "; its workspace was inside the sandbox and is gone"

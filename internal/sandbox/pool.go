@@ -166,6 +166,6 @@ func (p *pool) close() {
 // sameSandbox says whether a and b build the same sandbox; a nil list and
 // an empty one are the same.
 func sameSandbox(a, b spec.Spec) bool {
-	return a.Limits == b.Limits && a.Workspace == b.Workspace && a.Scratch == b.Scratch && a.Network.Mode == b.Network.Mode &&
+	return a.Limits == b.Limits && a.Root.Template == b.Root.Template && a.Root.Dir == b.Root.Dir && a.Workspace == b.Workspace && a.Scratch == b.Scratch && a.Network.Mode == b.Network.Mode &&
 		slices.Equal(a.Network.Allow, b.Network.Allow) && slices.Equal(a.Env, b.Env) && slices.Equal(a.Command, b.Command)
 }

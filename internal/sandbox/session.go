@@ -42,6 +42,20 @@ type session struct {
 	gone chan struct{}
 	// pace paces exec starts (see execPacer); nil paces nothing.
 	pace *execPacer
+	// lease holds the session's template (spec.Root) in the store while
+	// the session's box lives; releaseTemplate gives it back once.
+	lease     func()
+	leaseOnce sync.Once
+}
+
+// releaseTemplate gives back the lease on the session's template, once
+// its box is closed: the store may then remove the template.
+func (s *session) releaseTemplate() {
+	s.leaseOnce.Do(func() {
+		if s.lease != nil {
+			s.lease()
+		}
+	})
 }
 
 func (s *session) info() Info {
@@ -50,6 +64,7 @@ func (s *session) info() Info {
 	in := Info{
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
+		Template: s.spec.Root.Template,
 	}
 	if s.boxDiedLocked() {
 		in.State, in.Reason = StateDead, deathCause(s.box)
@@ -291,7 +306,10 @@ func (s *session) interpreter(language, name string) (interp.Interpreter, error)
 	if err := s.roomForInterpreter(name); err != nil {
 		return nil, err
 	}
-	in, err := interp.New(language, s.box, s.box.Env(), interp.WithCPUs(s.spec.Limits.CPUs))
+	if err := checkLanguage(s.spec.Root, language); err != nil {
+		return nil, err
+	}
+	in, err := interp.New(language, s.box, s.box.Env(), interp.WithCPUs(s.spec.Limits.CPUs), interp.WithRoot(s.spec.Root.Dir))
 	switch {
 	case errors.Is(err, interp.ErrUnknownLanguage):
 		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)

@@ -55,6 +55,9 @@ type SessionOptions struct {
 	// IdleTimeout ends a session no exec has used for this long; zero
 	// means the Manager's default.
 	IdleTimeout time.Duration
+	// Template names the template (Config.Templates) the session's root
+	// is made from; "" or "host" is the host's root.
+	Template string
 }
 
 // Info is what a caller may know about a session.
@@ -71,6 +74,9 @@ type Info struct {
 	Execs int64
 	// Reason says why a dead session died.
 	Reason string
+	// Template names the template the session runs on ("" for the
+	// host's root).
+	Template string
 }
 
 // ExecRequest is one step in a session: a command, or code in a language.

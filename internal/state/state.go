@@ -50,6 +50,9 @@ type Session struct {
 	// DiedAt and Reason are set once the session's sandbox has died.
 	DiedAt time.Time `json:"died_at,omitzero"`
 	Reason string    `json:"reason,omitempty"`
+	// Template names the template the session ran on ("": the host's
+	// root).
+	Template string `json:"template,omitempty"`
 }
 
 // storageError explains an error writing in the state directory at dir:

@@ -1,0 +1,63 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// openRoot opens the template's root tree a sandbox runs on
+// (spec.Root.Dir), if it has one. As root it is a detached, read-only
+// mount of the tree (open_tree): the store is 0700 root's, which the
+// sandbox's mapped user cannot enter by path, and the mount is the very
+// tree the host checked. Rootless, the store is the invoking user's own,
+// and the init opens the path again (see nsinit's reopenRoot).
+func (b *box) openRoot() error {
+	dir := b.spec.Root.Dir
+	if dir == "" {
+		return nil
+	}
+	fd, err := nsinit.OpenWorkspace(dir)
+	if err != nil {
+		return rootError(b.spec.Root.Template, dir, err)
+	}
+	if b.ids.rootless {
+		b.child.root = os.NewFile(uintptr(fd), dir)
+		return nil
+	}
+	defer closeFD(fd, "the template's root")
+	mnt, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("cloning the mount of template %q's root %q: %w", b.spec.Root.Template, dir, err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(mnt, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		closeFD(mnt, "the template's root mount")
+		return fmt.Errorf("making template %q's root read-only: %w", b.spec.Root.Template, err)
+	}
+	b.child.root, b.child.rootIsMount = os.NewFile(uintptr(mnt), dir), true
+	return nil
+}
+
+// rootError explains why the template's root could not be opened.
+func rootError(name, dir string, err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("template %q's root %q is gone: the template was removed; see warden template ls", name, dir)
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("template %q's root %q is not a directory reached without symbolic links: pull or import the template again", name, dir)
+	}
+	return fmt.Errorf("opening template %q's root %q: %w", name, dir, err)
+}
+
+// closeFD closes fd, logging a failure (what names it).
+func closeFD(fd int, what string) {
+	if err := unix.Close(fd); err != nil {
+		slog.Warn("closing "+what, "err", err)
+	}
+}

@@ -1,0 +1,109 @@
+package native
+
+import (
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/template"
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// testTemplate imports the cached test image name (package templatetest's
+// images, as an OCI layout) into a store of the test's own and returns
+// the root a sandbox on it runs on.
+func testTemplate(t *testing.T, name string) spec.Root {
+	t.Helper()
+	testhost.RequireRoot(t)
+	layouts, _ := filepath.Glob(filepath.Join(testImageCache(), "*", name, "layout"))
+	if len(layouts) == 0 {
+		testhost.SkipOrFail(t, "no cached test image "+name+": build them with package templatetest's tests")
+	}
+	s, err := template.Open(filepath.Join(t.TempDir(), "templates"), template.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := s.Import(ctx, layouts[len(layouts)-1], name); err != nil {
+		t.Fatalf("importing %s: %v", name, err)
+	}
+	tpl, release, err := s.Lease(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env}
+}
+
+// testImageCache is where package templatetest keeps its images.
+func testImageCache() string {
+	if d := os.Getenv("WARDEN_TEST_IMAGES"); d != "" {
+		return d
+	}
+	return "/var/cache/warden-test-images"
+}
+
+// TestTemplateSessionCharts: a session on the datasci template runs the
+// image's python (pandas, which the host lacks), returns a matplotlib
+// chart as a PNG through the persistent interpreter, cannot write the
+// template's tree, and sees Warden's /etc/passwd over the image's.
+func TestTemplateSessionCharts(t *testing.T) {
+	root := testTemplate(t, "datasci")
+	l := spec.DefaultLimits
+	l.Timeout = 60 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
+	if err != nil {
+		t.Fatalf("StartSession on datasci: %v", err)
+	}
+	defer s.Close()
+	checks := []struct{ script, want string }{
+		{"head -2 /etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\n"},
+		{"touch /usr/lib/x 2>&1; touch /etc/x 2>&1; touch /x 2>&1; true", "Read-only file system"},
+		{"echo $HOME:$USER; id -u; echo ok > /tmp/f && cat /tmp/f; echo w > /workspace/f && cat /workspace/f", "/home/sandbox:sandbox\n1000\nok\nw\n"},
+	}
+	for _, c := range checks {
+		r := execSh(t, s, c.script, 20*time.Second)
+		if !strings.Contains(r.Stdout, c.want) || strings.Count(c.want, "Read-only") > 0 && strings.Count(r.Stdout, "Read-only") != 3 {
+			t.Errorf("%q: got stdout %q stderr %q, want %q", c.script, r.Stdout, r.Stderr, c.want)
+		}
+	}
+	if got := interp.Available(root.Dir); !strings.Contains(strings.Join(got, ","), "python") {
+		t.Fatalf("interp.Available(datasci) = %v, want python", got)
+	}
+	in, err := interp.New("python", s, s.Env(), interp.WithRoot(root.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	code := "import pandas as pd, matplotlib.pyplot as plt\n" +
+		"df = pd.DataFrame({'x': [1, 2, 3], 'y': [1, 4, 9]})\n" +
+		"df.plot(x='x', y='y')\nplt.show()\npd.__version__"
+	out, err := in.Run(ctx, code, nil, nil)
+	if err != nil || out.Exception != nil {
+		t.Fatalf("running pandas and matplotlib: %v, exception %+v", err, out.Exception)
+	}
+	if out.Value == "" || len(out.Outputs) != 1 || out.Outputs[0].MimeType != "image/png" {
+		t.Fatalf("got value %q and outputs %d (%+v), want pandas' version and one PNG", out.Value, len(out.Outputs), mimes(out.Outputs))
+	}
+	png, err := base64.StdEncoding.DecodeString(out.Outputs[0].Data)
+	if err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Errorf("the chart is not a PNG (%v)", err)
+	}
+}
+
+func mimes(outs []spec.Output) []string {
+	var m []string
+	for _, o := range outs {
+		m = append(m, o.MimeType)
+	}
+	return m
+}

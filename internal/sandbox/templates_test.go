@@ -1,0 +1,181 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// fakeTemplates serves templates from a map and counts the leases held.
+type fakeTemplates struct {
+	mu     sync.Mutex
+	roots  map[string]spec.Root
+	leases map[string]int
+}
+
+func newFakeTemplates(roots ...spec.Root) *fakeTemplates {
+	f := &fakeTemplates{roots: map[string]spec.Root{}, leases: map[string]int{}}
+	for _, r := range roots {
+		f.roots[r.Template] = r
+	}
+	return f
+}
+
+func (f *fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.roots[name]
+	if !ok {
+		return spec.Root{}, nil, fmt.Errorf("no template %q: see warden template ls", name)
+	}
+	f.leases[name]++
+	var once sync.Once
+	return r, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.leases[name]--
+			f.mu.Unlock()
+		})
+	}, nil
+}
+
+func (f *fakeTemplates) List() ([]TemplateInfo, error) { return nil, nil }
+
+func (f *fakeTemplates) held(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leases[name]
+}
+
+// pyRoot is a template root holding python3 alone.
+func pyRoot(t *testing.T) spec.Root {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "usr/bin/python3"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return spec.Root{Template: "py", Dir: dir, Digest: "sha256:ab", Env: []string{"PATH=/usr/bin"}}
+}
+
+// TestSessionTemplateLease: a session on a template runs on its root,
+// reports it, and holds its lease exactly as long as its box lives:
+// released at Delete, at the box's death, and at once for a refused
+// or finished one-shot run.
+func TestSessionTemplateLease(t *testing.T) {
+	ts := newFakeTemplates(pyRoot(t))
+	m, b := newTestManager(t, Config{Templates: ts, ReapEvery: 5 * time.Millisecond})
+	ctx := context.Background()
+	o := defaultOptions()
+	o.Template = "py"
+	info, err := m.Create(ctx, "alice", o)
+	if err != nil {
+		t.Fatalf("Create on a template: %v", err)
+	}
+	if info.Template != "py" || b.started[len(b.started)-1].Root.Dir != ts.roots["py"].Dir {
+		t.Errorf("Info.Template = %q, backend root %+v; want py and its root", info.Template, b.started[len(b.started)-1].Root)
+	}
+	if got := ts.held("py"); got != 1 {
+		t.Errorf("leases while the session lives = %d, want 1", got)
+	}
+	if err := m.Delete(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.held("py"); got != 0 {
+		t.Errorf("leases after Delete = %d, want 0", got)
+	}
+
+	info, err = m.Create(ctx, "alice", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.lookup("alice", info.ID)
+	_ = s.box.Close() // the sandbox dies on its own
+	waitFor(t, "the dead session's lease to be released", func() bool { return ts.held("py") == 0 })
+	if got, _ := m.Get("alice", info.ID); got.State != StateDead || got.Template != "py" {
+		t.Errorf("after its box died: %+v, want dead on py", got)
+	}
+
+	if _, err := m.Run(ctx, "alice", o, ExecRequest{Command: []string{"true"}}, Stream{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.held("py"); got != 0 || b.started[len(b.started)-1].Root.Template != "py" {
+		t.Errorf("after a run on py: %d leases, root %+v; want 0 and py's", got, b.started[len(b.started)-1].Root)
+	}
+	host := defaultOptions()
+	host.Template = HostTemplate
+	if info, err := m.Create(ctx, "alice", host); err != nil || info.Template != "" {
+		t.Errorf("Create on %q: %+v, %v; want the host's root", HostTemplate, info, err)
+	}
+}
+
+// TestSessionTemplateRefusals: unknown templates, a server with no store
+// and a language the template lacks are refused in one line that says
+// what to do.
+func TestSessionTemplateRefusals(t *testing.T) {
+	ctx := context.Background()
+	o := defaultOptions()
+	o.Template = "nope"
+	m, _ := newTestManager(t, Config{Templates: newFakeTemplates(pyRoot(t))})
+	bare, _ := newTestManager(t, Config{})
+	tests := []struct {
+		name string
+		err  func() error
+		is   error
+		want string
+	}{
+		{"unknown", func() error { _, err := m.Create(ctx, "a", o); return err }, spec.ErrInvalid, "warden template ls"},
+		{"unknown run", func() error {
+			_, err := m.Run(ctx, "a", o, ExecRequest{Command: []string{"true"}}, Stream{})
+			return err
+		}, spec.ErrInvalid, `no template "nope"`},
+		{"no store", func() error { _, err := bare.Create(ctx, "a", o); return err }, spec.ErrInvalid, "no template store"},
+		{"no node", func() error {
+			py := defaultOptions()
+			py.Template = "py"
+			info, err := m.Create(ctx, "a", py)
+			if err != nil {
+				return err
+			}
+			_, err = m.Exec(ctx, "a", info.ID, ExecRequest{Language: "javascript", Code: "1"}, Stream{})
+			return err
+		}, ErrUnsupported, `template "py" has no javascript interpreter: it offers python`},
+	}
+	for _, tt := range tests {
+		err := tt.err()
+		if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line wrapping %v containing %q", tt.name, err, tt.is, tt.want)
+		}
+	}
+}
+
+// TestRecoveredSessionTemplateGone: a recovered session re-resolves its
+// template, and its reason says when the template is gone.
+func TestRecoveredSessionTemplateGone(t *testing.T) {
+	st, a, b := crashedStore(t)
+	a.Template, b.Template = "py", "gone"
+	st.records[a.ID], st.records[b.ID] = a, b
+	ts := newFakeTemplates(pyRoot(t))
+	m, _ := newStoreManager(t, st, Config{Templates: ts})
+	if got, _ := m.Get("alice", a.ID); got.Template != "py" || strings.Contains(got.Reason, "template") {
+		t.Errorf("alice's session on a stored template: %+v, want py, no word of the template", got)
+	}
+	if got, _ := m.Get("bob", b.ID); got.Template != "gone" || !strings.Contains(got.Reason, `its template "gone" is gone`) {
+		t.Errorf("bob's session on a removed template: %+v, want its reason to say so", got)
+	}
+	if ts.held("py") != 0 {
+		t.Errorf("recovery kept a lease on py")
+	}
+	if rec := st.records[a.ID]; rec.Template != "py" {
+		t.Errorf("the record lost its template: %+v", rec)
+	}
+}
