@@ -572,6 +572,12 @@ type RunRequest struct {
 
 	// Stdin Standard input for `command`, at most 4 MiB.
 	Stdin string `json:"stdin,omitempty,omitzero"`
+
+	// Template The template the sandbox's root filesystem is made from: `host` (the
+	// default) is the server's own root; any other name is one of
+	// `GET /v1/templates`. An unknown name is a 400 naming it; a language
+	// the template has no interpreter for is a 501.
+	Template TemplateName `json:"template,omitempty,omitzero"`
 }
 
 // SessionInfo A long-lived sandbox.
@@ -625,6 +631,9 @@ type SessionInfo struct {
 	// its files can still be listed and downloaded (read-only); execs
 	// and changes answer 409.
 	State SessionState `json:"state"`
+
+	// Template The template the session runs on (`host` for the server's own root).
+	Template string `json:"template,omitempty,omitzero"`
 }
 
 // SessionCreate Options for a new session; all optional.
@@ -657,6 +666,12 @@ type SessionCreate struct {
 	// the hosts in `allow`.
 	Network Network `json:"network,omitempty,omitzero"`
 
+	// Template The template the sandbox's root filesystem is made from: `host` (the
+	// default) is the server's own root; any other name is one of
+	// `GET /v1/templates`. An unknown name is a 400 naming it; a language
+	// the template has no interpreter for is a 501.
+	Template TemplateName `json:"template,omitempty,omitzero"`
+
 	// TTLSeconds The session's longest life in seconds, counted from creation; it is closed at `expires_at` even if busy. At most the server's `--max-ttl` (6 hours by default).
 	TTLSeconds float64 `json:"ttl_seconds,omitempty,omitzero"`
 }
@@ -680,6 +695,33 @@ type SessionList struct {
 // its files can still be listed and downloaded (read-only); execs
 // and changes answer 409.
 type SessionState string
+
+// Template defines model for Template.
+type Template struct {
+	// CreatedAt When the template was added to the store; absent for `host`.
+	CreatedAt time.Time `json:"created_at,omitempty,omitzero"`
+
+	// Digest The image manifest's digest (`sha256:...`); absent for `host`.
+	Digest string `json:"digest,omitempty,omitzero"`
+
+	// Languages The languages whose interpreter the template holds (what `language` may be).
+	Languages []Language `json:"languages"`
+	Name      string     `json:"name"`
+
+	// SizeBytes Bytes of file data in the template; absent for `host`.
+	SizeBytes int64 `json:"size_bytes,omitempty,omitzero"`
+}
+
+// TemplateList defines model for TemplateList.
+type TemplateList struct {
+	Templates []Template `json:"templates"`
+}
+
+// TemplateName The template the sandbox's root filesystem is made from: `host` (the
+// default) is the server's own root; any other name is one of
+// `GET /v1/templates`. An unknown name is a 400 naming it; a language
+// the template has no interpreter for is a 501.
+type TemplateName = string
 
 // FilePath defines model for FilePath.
 type FilePath = string
@@ -829,6 +871,9 @@ type ServerInterface interface {
 	// SetSessionNetwork Change the session's allow and deny rules
 	// (PUT /v1/sessions/{id}/network)
 	SetSessionNetwork(w http.ResponseWriter, r *http.Request, id SessionID)
+	// ListTemplates List the templates
+	// (GET /v1/templates)
+	ListTemplates(w http.ResponseWriter, r *http.Request)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -1316,6 +1361,20 @@ func (siw *ServerInterfaceWrapper) SetSessionNetwork(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// ListTemplates operation middleware
+func (siw *ServerInterfaceWrapper) ListTemplates(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTemplates(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1452,6 +1511,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sessions/{id}/files", wrapper.UploadFile)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sessions/{id}/files/list", wrapper.ListFiles)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/files/mkdir", wrapper.MakeDirectory)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/templates", wrapper.ListTemplates)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/run", wrapper.RunOnce)
 
 	return m
