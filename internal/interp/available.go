@@ -34,11 +34,14 @@ func (l *language) availableIn(rootDir string) bool {
 	return false
 }
 
+// isExecutable says p is an executable file. It follows links: the
+// host's own paths are resolved by the kernel, a template's by resolveIn
+// (which leaves none).
 func isExecutable(p string) bool {
 	if p == "" {
 		return false
 	}
-	fi, err := os.Lstat(p)
+	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 

@@ -65,6 +65,9 @@ func TestAvailableInRoot(t *testing.T) {
 // TestNewLooksInTheRoot: New refuses a language the template's root
 // lacks even when the host has it.
 func TestNewLooksInTheRoot(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil && !slices.Contains(Available(""), "python") {
+		t.Errorf("Available(host) = %v, want python: the host has /usr/bin/python3", Available(""))
+	}
 	if len(Available("")) == 0 {
 		t.Skip("the host has no interpreter")
 	}

@@ -70,12 +70,26 @@ func bindImage(root string, o Options) error {
 			return fmt.Errorf("/%s: %w", e.Name(), err)
 		}
 	}
-	if !hasVar {
-		if err := makeVar(root); err != nil {
-			return err
-		}
+	if err := imageVarTmp(root, hasVar); err != nil {
+		return err
 	}
 	return imageEtc(root, img, o.Hostname)
+}
+
+// imageVarTmp makes /var/tmp the sandbox's /tmp, as on the host's root:
+// over the image's own directory when it has one (a bind on the
+// read-only /var, which the tree never sees), or as makeVar's link in an
+// image without /var. An image whose var/tmp is anything else keeps it.
+func imageVarTmp(root string, hasVar bool) error {
+	if !hasVar {
+		return makeVar(root)
+	}
+	varTmp := filepath.Join(root, "var/tmp")
+	var st unix.Stat_t
+	if unix.Lstat(varTmp, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	return mount(filepath.Join(root, "tmp"), varTmp, "", unix.MS_BIND, "")
 }
 
 // bindImageEntry shows the image's top-level entry e at root.

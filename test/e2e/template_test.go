@@ -67,7 +67,7 @@ func testRunTemplateRoot(t *testing.T, state string) {
 		{"touch /usr/x /etc/x /x /var/x 2>&1 | grep -c 'Read-only file system'", "4\n"},
 		{"head -2 /etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\n"},
 		{"cat /etc/hostname; grep -c sandbox /etc/hosts", "sandbox\n1\n"},
-		{"id -u; echo $HOME $USER; cd && touch f && echo home-ok; echo x > /tmp/t && echo tmp-ok", "1000\n/home/sandbox sandbox\nhome-ok\ntmp-ok\n"},
+		{"id -u; echo $HOME $USER; cd && touch f && echo home-ok; echo x > /tmp/t && echo tmp-ok; cat /var/tmp/t", "1000\n/home/sandbox sandbox\nhome-ok\ntmp-ok\nx\n"},
 		{"echo $PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"},
 	}
 	for _, tt := range tests {
