@@ -60,7 +60,7 @@ func TestTemplateSessionCharts(t *testing.T) {
 	l.Timeout = 60 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
+	s, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	if err != nil {
 		t.Fatalf("StartSession on datasci: %v", err)
 	}
