@@ -577,6 +577,12 @@ type RunRequest struct {
 
 	// Stdin Standard input for `command`, at most 4 MiB.
 	Stdin string `json:"stdin,omitempty,omitzero"`
+
+	// Template The template the sandbox's root filesystem is made from: `host` (the
+	// default) is the server's own root; any other name is one of
+	// `GET /v1/templates`. An unknown name is a 400 naming it; a language
+	// the template has no interpreter for is a 501.
+	Template TemplateName `json:"template,omitempty,omitzero"`
 }
 
 // SessionInfo A long-lived sandbox.
@@ -630,6 +636,9 @@ type SessionInfo struct {
 	// its files can still be listed and downloaded (read-only); execs
 	// and changes answer 409.
 	State SessionState `json:"state"`
+
+	// Template The template the session runs on (`host` for the server's own root).
+	Template string `json:"template,omitempty,omitzero"`
 }
 
 // SessionCreate Options for a new session; all optional.
@@ -662,6 +671,12 @@ type SessionCreate struct {
 	// the hosts in `allow`.
 	Network Network `json:"network,omitempty,omitzero"`
 
+	// Template The template the sandbox's root filesystem is made from: `host` (the
+	// default) is the server's own root; any other name is one of
+	// `GET /v1/templates`. An unknown name is a 400 naming it; a language
+	// the template has no interpreter for is a 501.
+	Template TemplateName `json:"template,omitempty,omitzero"`
+
 	// TTLSeconds The session's longest life in seconds, counted from creation; it is closed at `expires_at` even if busy. At most the server's `--max-ttl` (6 hours by default).
 	TTLSeconds float64 `json:"ttl_seconds,omitempty,omitzero"`
 }
@@ -685,6 +700,33 @@ type SessionList struct {
 // its files can still be listed and downloaded (read-only); execs
 // and changes answer 409.
 type SessionState string
+
+// Template defines model for Template.
+type Template struct {
+	// CreatedAt When the template was added to the store; absent for `host`.
+	CreatedAt time.Time `json:"created_at,omitempty,omitzero"`
+
+	// Digest The image manifest's digest (`sha256:...`); absent for `host`.
+	Digest string `json:"digest,omitempty,omitzero"`
+
+	// Languages The languages whose interpreter the template holds (what `language` may be).
+	Languages []Language `json:"languages"`
+	Name      string     `json:"name"`
+
+	// SizeBytes Bytes of file data in the template; absent for `host`.
+	SizeBytes int64 `json:"size_bytes,omitempty,omitzero"`
+}
+
+// TemplateList defines model for TemplateList.
+type TemplateList struct {
+	Templates []Template `json:"templates"`
+}
+
+// TemplateName The template the sandbox's root filesystem is made from: `host` (the
+// default) is the server's own root; any other name is one of
+// `GET /v1/templates`. An unknown name is a 400 naming it; a language
+// the template has no interpreter for is a 501.
+type TemplateName = string
 
 // FilePath defines model for FilePath.
 type FilePath = string
@@ -1116,6 +1158,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
 	SetSessionNetwork(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTemplates List the templates
+	//
+	// Lists the templates a session or run may name in `template`: `host`
+	// (the server's own root, the default) first, then every template in
+	// the operator's store by name. Every API key sees the same list.
+	// Templates are added and removed only by the operator (`warden
+	// template pull`, `import`, `commit`, `rm`), never through the API.
+	//
+	// Corresponds with GET /v1/templates (the `ListTemplates` operationId).
+	ListTemplates(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness check
@@ -1590,6 +1643,27 @@ func (c *RawClient) SetSessionNetworkWithBody(ctx context.Context, id SessionID,
 // Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
 func (c *RawClient) SetSessionNetwork(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetSessionNetworkRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTemplates List the templates
+//
+// Lists the templates a session or run may name in `template`: `host`
+// (the server's own root, the default) first, then every template in
+// the operator's store by name. Every API key sees the same list.
+// Templates are added and removed only by the operator (`warden
+// template pull`, `import`, `commit`, `rm`), never through the API.
+//
+// Corresponds with GET /v1/templates (the `ListTemplates` operationId).
+func (c *RawClient) ListTemplates(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTemplatesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2334,6 +2408,33 @@ func NewSetSessionNetworkRequestWithBody(server string, id SessionID, contentTyp
 	return req, nil
 }
 
+// NewListTemplatesRequest constructs an http.Request for the ListTemplates method
+func NewListTemplatesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/templates")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *RawClient) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -2661,6 +2762,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
 	SetSessionNetworkWithResponse(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSessionNetworkResponse, error)
+
+	// ListTemplatesWithResponse List the templates
+	//
+	// Lists the templates a session or run may name in `template`: `host`
+	// (the server's own root, the default) first, then every template in
+	// the operator's store by name. Every API key sees the same list.
+	// Templates are added and removed only by the operator (`warden
+	// template pull`, `import`, `commit`, `rm`), never through the API.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/templates (the `ListTemplates` operationId).
+	ListTemplatesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTemplatesResponse, error)
 }
 
 type HealthzResponse struct {
@@ -3962,6 +4076,61 @@ func (r SetSessionNetworkResponse) ContentType() string {
 	return ""
 }
 
+type ListTemplatesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TemplateList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTemplatesResponse) GetJSON200() *TemplateList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListTemplatesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListTemplatesResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTemplatesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTemplatesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTemplatesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTemplatesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness check
 //
 // Answers 200 while the server is up. Needs no auth.
@@ -4376,6 +4545,25 @@ func (c *ClientWithResponses) SetSessionNetworkWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseSetSessionNetworkResponse(rsp)
+}
+
+// ListTemplatesWithResponse List the templates
+//
+// Lists the templates a session or run may name in `template`: `host`
+// (the server's own root, the default) first, then every template in
+// the operator's store by name. Every API key sees the same list.
+// Templates are added and removed only by the operator (`warden
+// template pull`, `import`, `commit`, `rm`), never through the API.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/templates (the `ListTemplates` operationId).
+func (c *ClientWithResponses) ListTemplatesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTemplatesResponse, error) {
+	rsp, err := c.ListTemplates(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTemplatesResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -5434,6 +5622,46 @@ func ParseSetSessionNetworkResponse(rsp *http.Response) (*SetSessionNetworkRespo
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTemplatesResponse parses an HTTP response from a ListTemplatesWithResponse call
+func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTemplatesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TemplateList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	}
 

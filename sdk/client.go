@@ -108,3 +108,16 @@ func (c *Client) Run(ctx context.Context, req RunRequest) (*Result, error) {
 	resp, err := c.api.RunOnce(ctx, req)
 	return decodeJSON[Result]("run", resp, err, http.StatusOK)
 }
+
+// Templates lists the root filesystems a session or run may name in its
+// Template field: "host" (the server's own, the default) first, then the
+// operator's templates, each with the languages it has interpreters for.
+// Only the operator adds or removes templates.
+func (c *Client) Templates(ctx context.Context) ([]Template, error) {
+	resp, err := c.api.ListTemplates(ctx)
+	list, err := decodeJSON[TemplateList]("listing templates", resp, err, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	return list.Templates, nil
+}

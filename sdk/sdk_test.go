@@ -399,3 +399,26 @@ func TestPNGs(t *testing.T) {
 		t.Error("PNGs() of bad base64 = nil error, want one")
 	}
 }
+
+func TestTemplates(t *testing.T) {
+	ctx := context.Background()
+	want := []Template{{Name: "host", Languages: []Language{LanguageBash}}, {Name: "pandas", Digest: "sha256:abc", SizeBytes: 9, Languages: []Language{LanguagePython}}}
+	c, _ := newFake(t, map[string]http.HandlerFunc{
+		"GET /v1/templates": func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, TemplateList{Templates: want})
+		},
+		"POST /v1/sessions": func(w http.ResponseWriter, r *http.Request) {
+			if got := decodeBody[SessionCreate](t, r); got.Template != "pandas" {
+				t.Errorf("create body's template = %q, want pandas", got.Template)
+			}
+			writeJSON(w, http.StatusCreated, SessionInfo{ID: testID, State: SessionStateReady, Template: "pandas"})
+		},
+	})
+	got, err := c.Templates(ctx)
+	if err != nil || len(got) != 2 || got[1].Name != "pandas" || got[1].Languages[0] != LanguagePython {
+		t.Errorf("Templates() = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := c.NewSession(ctx, &SessionCreate{Template: "pandas"}); err != nil {
+		t.Errorf("NewSession on a template: %v", err)
+	}
+}

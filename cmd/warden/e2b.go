@@ -22,7 +22,7 @@ func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **s
 		return nil, err
 	}
 	front, err := e2b.New(e2b.Config{
-		Sessions: mgr, Lifetimes: mgr, Limits: mgr.DefaultLimits(), Logger: log,
+		Sessions: mgr, Lifetimes: mgr, Limits: mgr.DefaultLimits(), Logger: log, Templates: cfg.Templates,
 		Owners:       server.Tenants(cfg.Keys),
 		Authenticate: auth, Admit: server.Admit,
 		ReadBody: func(w http.ResponseWriter, r *http.Request, owner string, limit int64) ([]byte, func(), error) {

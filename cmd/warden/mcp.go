@@ -32,6 +32,7 @@ type mcpOptions struct {
 	allowNetwork bool
 	verbose      bool
 	paces        paces
+	stateDir     string
 }
 
 func newMCPCmd() *cobra.Command {
@@ -68,6 +69,7 @@ given above its ceiling is refused, a default one above it is lowered to it.`,
 	addCeilingFlags(f, &o.ceilings)
 	addPaceFlags(f, &o.paces)
 	f.BoolVar(&o.allowNetwork, "allow-network", false, "let create_session give a sandbox egress to an allowlist of hosts")
+	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), `the state directory whose templates/ holds the templates create_session may name ("none": the host's root only)`)
 	f.BoolVar(&o.verbose, "verbose", false, "log MCP sessions connecting and ending, not just warnings, to stderr")
 	return cmd
 }
@@ -109,11 +111,14 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 		return err
 	}
 	logFit(log, notes)
+	if cfg.Templates, err = serveTemplates(o.stateDir, log); err != nil {
+		return err
+	}
 	cfg.Logger = log
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
 	err = wardenmcp.ServeStdio(ctx, mgr, wardenmcp.Options{
-		Owner: mcpOwner, AllowNetwork: o.allowNetwork, Version: version, Logger: log,
+		Owner: mcpOwner, AllowNetwork: o.allowNetwork, Version: version, Logger: log, Templates: cfg.Templates,
 	})
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return nil // a signal is the ordinary way to stop

@@ -185,6 +185,9 @@ func serve(ctx context.Context, o serveOptions) error {
 		cfg.Store = store
 		cfg.OnStoreError = func(err error) { log.Error("state directory", "err", err) }
 	}
+	if cfg.Templates, err = serveTemplates(o.stateDir, log); err != nil {
+		return err
+	}
 	cfg.Logger = log
 	mgr := sandbox.NewManager(backend, cfg)
 	defer mgr.Close()
@@ -199,7 +202,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	registry := metrics.NewRegistry()
 	scfg := server.Config{
 		Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
-		BodyReadTimeout: o.bodyTimeout, Registry: registry,
+		BodyReadTimeout: o.bodyTimeout, Registry: registry, Templates: cfg.Templates,
 	}
 	if scfg.Front, err = e2bFront(mgr, scfg, log, &srv); err != nil {
 		return err

@@ -87,17 +87,16 @@ func (s *Server) options(body *newSandboxJSON) (sandbox.SessionOptions, error) {
 	if err := refuseUnsupported(body); err != nil {
 		return o, err
 	}
-	if !knownTemplate(body.TemplateID) {
-		return o, badRequest("templateID: %q is not a template of this server: use one of %s (Warden has no custom templates yet)", body.TemplateID, templateList())
+	var err error
+	if o.Template, err = s.templateOf(body.TemplateID); err != nil {
+		return o, err
 	}
 	ttl := defaultTimeout
 	if body.Timeout != nil {
-		var err error
 		if ttl, err = timeoutSeconds(*body.Timeout); err != nil {
 			return o, err
 		}
 	}
-	var err error
 	if o.TTL, o.IdleTimeout, err = s.sessionLife(ttl); err != nil {
 		return o, err
 	}

@@ -34,6 +34,10 @@ type Config struct {
 	// Limits are every sandbox's limits: the Manager's defaults, since
 	// E2B's templates do not name limits (default: spec.DefaultLimits).
 	Limits spec.Limits
+	// Templates, when set, is the operator's template store: a create's
+	// templateID names one of its templates (E2B's default ids name the
+	// host's root). It must be the Manager's own Config.Templates.
+	Templates sandbox.Templates
 	// ReadBody, when set, reads a control-plane request body of at most
 	// limit bytes for owner, charged to the HTTP server's budget of body
 	// memory (server.HoldBody), and answers it with a func that gives the

@@ -1,6 +1,8 @@
 package e2b
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 )
@@ -20,10 +22,10 @@ const EnvdVersion = "0.6.4"
 // require.
 const clientID = "warden"
 
-// templates are the E2B template ids this server serves: "base" (the e2b
-// package's default) and "code-interpreter-v1" (@e2b/code-interpreter's).
-// Each is a Warden session with Config.Limits; Warden has no custom
-// templates yet.
+// templates are the E2B template ids that name the server's own root
+// (Warden's "host"): "base" (the e2b package's default) and
+// "code-interpreter-v1" (@e2b/code-interpreter's). Every other id names a
+// template of the operator's store (Config.Templates).
 var templates = []string{"base", "code-interpreter-v1"}
 
 // knownTemplate says whether id is one of templates.
@@ -31,3 +33,23 @@ func knownTemplate(id string) bool { return slices.Contains(templates, id) }
 
 // templateList names the templates for an error message.
 func templateList() string { return `"` + strings.Join(templates, `", "`) + `"` }
+
+// templateOf is the Warden template a sandbox of templateID runs on: ""
+// (the host's root) for E2B's default ids, else the stored template of
+// that name. An id the store lacks is answered as E2B answers a missing
+// template: 404, "template ... not found".
+func (s *Server) templateOf(id string) (string, error) {
+	switch {
+	case knownTemplate(id):
+		return "", nil
+	case id == "":
+		return "", badRequest("templateID: is required: use one of %s or a template of this server (warden template ls)", templateList())
+	}
+	if s.cfg.Templates != nil {
+		if _, release, err := s.cfg.Templates.Resolve(id); err == nil {
+			release() // the Manager takes its own lease for the session
+			return id, nil
+		}
+	}
+	return "", &controlError{http.StatusNotFound, fmt.Sprintf("template %q not found: use one of %s or a template of this server (warden template ls on the server, GET /v1/templates on Warden's API)", id, templateList())}
+}

@@ -57,12 +57,15 @@ func (f *fakeSessions) LifeCaps() (ttl, idle time.Duration) {
 func (f *fakeSessions) Create(_ context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.next++
 	f.options = o
+	if o.Template != "" && o.Template != "pandas" {
+		return sandbox.Info{}, fmt.Errorf("%w: template %q is not in the store", spec.ErrInvalid, o.Template)
+	}
+	f.next++
 	id := fmt.Sprintf("ses_%d", f.next)
 	f.sessions[id] = owner
 	return sandbox.Info{ID: id, State: sandbox.StateReady, Limits: o.Limits, Network: o.Network,
-		IdleTimeout: 10 * time.Minute, ExpiresAt: time.Now().Add(time.Hour)}, nil
+		IdleTimeout: 10 * time.Minute, ExpiresAt: time.Now().Add(time.Hour), Template: o.Template}, nil
 }
 
 func (f *fakeSessions) lookup(owner, id string) error {

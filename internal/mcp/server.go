@@ -31,6 +31,10 @@ type Options struct {
 	// Logger receives the SDK's and the tools' logs (default: none). A
 	// stdio server must not log to stdout, which carries the protocol.
 	Logger *slog.Logger
+	// Templates, when set, is the template store create_session's
+	// template names (the Manager's Config.Templates), listed by
+	// list_templates after "host"; without it only "host" is offered.
+	Templates sandbox.Templates
 }
 
 func (o Options) withDefaults() Options {

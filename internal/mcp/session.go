@@ -18,7 +18,12 @@ type createSessionIn struct {
 	TTLSeconds         int       `json:"ttl_seconds,omitempty" jsonschema:"the session's longest life in seconds (default: the server's, usually an hour)"`
 	IdleTimeoutSeconds int       `json:"idle_timeout_seconds,omitempty" jsonschema:"end the session after this many seconds without a call (default: the server's, usually 10 minutes)"`
 	Network            networkIn `json:"network,omitzero" jsonschema:"network access; omit for none"`
+	Template           string    `json:"template,omitempty" jsonschema:"the template the sandbox starts from: host (the default, the server's own software) or a name list_templates gives"`
 }
+
+// templatePattern is what a template name may be (template.ValidName's
+// rule), so a malformed name is refused by the schema, naming the field.
+const templatePattern = "^[a-z0-9][a-z0-9._-]{0,62}$"
 
 type networkIn struct {
 	Mode  string   `json:"mode" jsonschema:"none (no network, the default) or proxy (only the hosts in allow, through Warden's egress proxy)"`
@@ -35,6 +40,7 @@ type sessionOut struct {
 	IdleTimeoutSeconds int64     `json:"idle_timeout_seconds" jsonschema:"the session ends after this many seconds without a call"`
 	Limits             limitsOut `json:"limits"`
 	Network            networkIn `json:"network"`
+	Template           string    `json:"template" jsonschema:"the template the session runs on"`
 }
 
 type limitsOut struct {
@@ -66,9 +72,13 @@ func (t *tools) createSession(ctx context.Context, req *sdk.CallToolRequest, in 
 		}
 		o.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: in.Network.Allow}
 	}
+	o.Template = in.Template
 	owner := t.owner(req)
 	info, err := t.m.Create(ctx, owner, o)
 	if err != nil {
+		if in.Template != "" && errors.Is(err, spec.ErrInvalid) {
+			return nil, sessionOut{}, fmt.Errorf("create_session: %w; list_templates names the templates this server has", err)
+		}
 		return nil, sessionOut{}, wardenError("create_session", err)
 	}
 	if t.created != nil && !t.created.add(owner, info.ID) {
@@ -77,10 +87,10 @@ func (t *tools) createSession(ctx context.Context, req *sdk.CallToolRequest, in 
 		return nil, sessionOut{}, errors.New("create_session: the client disconnected")
 	}
 	out := toSessionOut(info)
-	text := fmt.Sprintf("session %s is ready. Pass session_id to run_code, run_command, write_file, read_file and list_files: "+
+	text := fmt.Sprintf("session %s is ready on template %s. Pass session_id to run_code, run_command, write_file, read_file and list_files: "+
 		"interpreter variables and files in /workspace persist between calls. Limits: %s; each call %s unless timeout_seconds says otherwise. "+
 		"Network: %s. It ends after %s without a call, at %s at the latest, or on close_session.",
-		info.ID, describeLimits(info.Limits), info.Limits.Timeout, describeNetwork(info.Network),
+		info.ID, out.Template, describeLimits(info.Limits), info.Limits.Timeout, describeNetwork(info.Network),
 		info.IdleTimeout, info.ExpiresAt.UTC().Format(time.RFC3339))
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
 }
@@ -104,8 +114,18 @@ func toSessionOut(info sandbox.Info) sessionOut {
 		Limits: limitsOut{
 			MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids, DiskBytes: l.DiskBytes, TimeoutSeconds: l.Timeout.Seconds(),
 		},
-		Network: networkIn{Mode: string(info.Network.Mode), Allow: info.Network.Allow},
+		Network:  networkIn{Mode: string(info.Network.Mode), Allow: info.Network.Allow},
+		Template: templateName(info.Template),
 	}
+}
+
+// templateName names the host's root "host", as create_session's
+// template does, where the Manager leaves it "".
+func templateName(name string) string {
+	if name == "" {
+		return sandbox.HostTemplate
+	}
+	return name
 }
 
 func describeLimits(l spec.Limits) string {

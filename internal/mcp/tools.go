@@ -76,12 +76,15 @@ Example: {"shell": "python3 --version && nproc", "session_id": "ses_..."}`, t.li
 		Description: `Create a persistent sandbox session and return its session_id. Pass the id to run_code, run_command and the file tools to keep state between calls: interpreter variables, files in /workspace, installed packages.
 A session ends when close_session is called, after idle_timeout_seconds without calls, at ttl_seconds, or when this client disconnects (stdio). Close it when the work is done: the number of sessions is limited.
 The sandbox has no network by default. network {"mode": "proxy", "allow": ["pypi.org", "*.pythonhosted.org"]} lets it reach only the listed hosts (if the server permits network access).
-Example: {} or {"idle_timeout_seconds": 1800}`,
+template picks the software the sandbox starts with: "host" (the default) or a name from list_templates.
+Example: {} or {"idle_timeout_seconds": 1800} or {"template": "datasci"}`,
 		Annotations: sandboxed(false),
 		InputSchema: inputSchema[createSessionIn](func(p map[string]*jsonschema.Schema) {
 			bounds(p["ttl_seconds"], 1, maxTTL)
 			bounds(p["idle_timeout_seconds"], 1, maxIdle)
 			enum(p["network"].Properties["mode"], "none", "proxy")
+			p["template"].Pattern = templatePattern
+			p["template"].MaxLength = ptr(63)
 		}),
 	}, t.createSession)
 
@@ -125,6 +128,16 @@ Example: {"session_id": "ses_...", "path": "results"}`,
 		Annotations: sandboxed(true),
 		InputSchema: inputSchema[listFilesIn](nil),
 	}, t.listFiles)
+
+	sdk.AddTool(srv, &sdk.Tool{
+		Name:        "list_templates",
+		Title:       "List sandbox templates",
+		Description: listTemplatesDescription,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+		InputSchema: inputSchema[listTemplatesIn](func(p map[string]*jsonschema.Schema) {
+			enum(p["language"], interp.Languages()...)
+		}),
+	}, t.listTemplates)
 }
 
 // bounds are the most seconds a call's timeout and a session's ttl and

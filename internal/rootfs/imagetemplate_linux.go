@@ -53,13 +53,13 @@ func SharedImageTemplate(base, image, digest string) (Template, error) {
 		return t, nil
 	}
 	tmp := filepath.Join(base, fmt.Sprintf("tmp-%d-img", os.Getpid()))
-	_ = os.RemoveAll(tmp)
+	_ = os.RemoveAll(tmp) // a dead attempt's leftovers; writeImageTemplate fails clearly if any stay
 	if err := writeImageTemplate(tmp, image); err != nil {
-		_ = os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp) // the write's error is the one to report; boxname.StaleDirs sweeps tmp-<pid> later
 		return t, fmt.Errorf("writing the root of template %s: %w", digest, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		_ = os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp) // another Warden renamed first (checked next); StaleDirs sweeps what stays
 		if _, serr := os.Lstat(dir); serr != nil {
 			return t, err
 		}

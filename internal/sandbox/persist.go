@@ -9,6 +9,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/scratch"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/state"
 )
@@ -69,6 +70,13 @@ func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error
 		return nil, "", err
 	}
 	s.Scratch = ws.Path
+	if s.Root.Dir != "" {
+		// A committed template's home and /workspace start the session.
+		if err := scratch.Seed(ws.Path, s.Root.Dir); err != nil {
+			m.dropWorkspace(ws.Name, "")
+			return nil, "", fmt.Errorf("template %q: %w", s.Root.Template, err)
+		}
+	}
 	b, err := m.backend.Start(ctx, s)
 	if err != nil {
 		m.dropWorkspace(ws.Name, "")

@@ -54,6 +54,9 @@ func (f *fakeSessions) Create(_ context.Context, owner string, o sandbox.Session
 	if len(f.sessions) >= f.max {
 		return sandbox.Info{}, sandbox.ErrTooMany
 	}
+	if err := fakeResolve(o.Template); err != nil {
+		return sandbox.Info{}, err
+	}
 	f.next++
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	info := sandbox.Info{
@@ -65,6 +68,7 @@ func (f *fakeSessions) Create(_ context.Context, owner string, o sandbox.Session
 		IdleTimeout: 10 * time.Minute,
 		Limits:      o.Limits,
 		Network:     o.Network,
+		Template:    o.Template,
 	}
 	f.sessions[info.ID] = &fakeSession{owner: owner, info: info}
 	return info, nil
@@ -173,6 +177,9 @@ func (f *fakeSessions) Run(ctx context.Context, _ string, o sandbox.SessionOptio
 	f.lastOptions, f.lastExec = o, req
 	err, exec := f.err, f.exec
 	f.mu.Unlock()
+	if err == nil {
+		err = fakeResolve(o.Template)
+	}
 	if err != nil {
 		return spec.Result{}, err
 	}
@@ -236,3 +243,28 @@ func (f *fakeSessions) NetworkEvents(owner, id string) ([]spec.NetworkEvent, err
 	}
 	return []spec.NetworkEvent{{Method: "CONNECT", Host: "pypi.org", Port: 443, Allowed: true, Reason: "allowed by pypi.org"}}, nil
 }
+
+// fakeResolve refuses a template other than the host's and "pandas" as
+// the Manager refuses a name its store lacks.
+func fakeResolve(name string) error {
+	switch name {
+	case "", sandbox.HostTemplate, "pandas":
+		return nil
+	}
+	return fmt.Errorf("%w: template %q is not in the store: see warden template ls", spec.ErrInvalid, name)
+}
+
+// fakeTemplates is a sandbox.Templates with fixed contents.
+type fakeTemplates struct {
+	infos []sandbox.TemplateInfo
+	err   error
+}
+
+func (f fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
+	if err := fakeResolve(name); err != nil {
+		return spec.Root{}, nil, err
+	}
+	return spec.Root{Template: name, Dir: "/nonexistent/" + name}, func() {}, nil
+}
+
+func (f fakeTemplates) List() ([]sandbox.TemplateInfo, error) { return f.infos, f.err }

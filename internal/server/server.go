@@ -117,6 +117,10 @@ type Config struct {
 	// authenticates its requests itself (KeyAuthenticator, Admit) and
 	// bounds their bodies.
 	Front func(next http.Handler) http.Handler
+	// Templates, when set, is the operator's template store that
+	// GET /v1/templates lists after the host's root (the same store the
+	// Manager resolves sessions' templates from). Tenants only read it.
+	Templates sandbox.Templates
 }
 
 // Server is the HTTP API over a Sessions. It is safe for concurrent use;

@@ -53,6 +53,7 @@ type sessionCreateJSON struct {
 	Env                map[string]string `json:"env"`
 	TTLSeconds         *float64          `json:"ttl_seconds"`
 	IdleTimeoutSeconds *float64          `json:"idle_timeout_seconds"`
+	Template           string            `json:"template"`
 }
 
 type sessionJSON struct {
@@ -66,6 +67,7 @@ type sessionJSON struct {
 	Network            networkJSON `json:"network"`
 	Execs              int64       `json:"execs"`
 	Reason             string      `json:"reason,omitempty"`
+	Template           string      `json:"template,omitempty"`
 }
 
 type sessionListJSON struct {
@@ -89,8 +91,9 @@ type execJSON struct {
 
 type runJSON struct {
 	codeJSON
-	Limits  *limitsJSON  `json:"limits"`
-	Network *networkJSON `json:"network"`
+	Limits   *limitsJSON  `json:"limits"`
+	Network  *networkJSON `json:"network"`
+	Template string       `json:"template"`
 }
 
 // maxSeconds bounds every duration field before conversion, so no float
@@ -174,7 +177,7 @@ func envList(env map[string]string) ([]string, error) {
 
 // options builds the session's options, limits not given taking defaults.
 func (c *sessionCreateJSON) options(defaults spec.Limits) (sandbox.SessionOptions, error) {
-	var o sandbox.SessionOptions
+	o := sandbox.SessionOptions{Template: c.Template}
 	var err error
 	if o.Limits, err = c.Limits.limits(defaults); err != nil {
 		return o, err
@@ -242,7 +245,7 @@ func (e *execJSON) request() (sandbox.ExecRequest, error) {
 
 // request builds the run, limits not given taking defaults.
 func (rj *runJSON) request(defaults spec.Limits) (sandbox.SessionOptions, sandbox.ExecRequest, error) {
-	var o sandbox.SessionOptions
+	o := sandbox.SessionOptions{Template: rj.Template}
 	req, err := rj.codeJSON.request()
 	if err != nil {
 		return o, req, err
@@ -308,5 +311,15 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		Network:            toNetworkJSON(i.Network),
 		Execs:              i.Execs,
 		Reason:             i.Reason,
+		Template:           sessionTemplate(i.Template),
 	}
+}
+
+// sessionTemplate names the host's root "host" in answers, as requests
+// do, where the Manager leaves it "".
+func sessionTemplate(name string) string {
+	if name == "" {
+		return sandbox.HostTemplate
+	}
+	return name
 }

@@ -62,3 +62,6 @@ func (d *Dir) Workspaces() ([]string, error) { return nil, errors.ErrUnsupported
 
 // HasWorkspace is Linux-only, like Open.
 func (d *Dir) HasWorkspace(string) bool { return false }
+
+// Peek is Linux-only, like Open.
+func Peek(string, string) (Session, string, error) { return Session{}, "", errors.ErrUnsupported }

@@ -298,3 +298,21 @@ var olderWants = []want{
 	is("kill", "true"),
 	is("getInfo.afterKill", "SandboxNotFoundError"),
 }
+
+// TestE2BSDKTemplate: with e2b@2.51.0, a sandbox created on a template of
+// the server's store by its id runs the image; an id the store lacks is
+// refused as E2B refuses a missing template.
+func TestE2BSDKTemplate(t *testing.T) {
+	node := requireE2BPackages(t)
+	state := minimalTemplate(t)
+	srv := e2bServer(t, "--state-dir", state)
+	compareChecks(t, "templates", e2bScript(t, node, srv, "templates", "E2B_TEMPLATE=minimal"), []want{
+		is("created", "true"),
+		is("templateId", "minimal"),
+		is("image", "image\n"),
+		is("kill", "true"),
+		has("create.unknown.message", `template "no-such-template" not found`),
+	})
+	srv.healthy(t)
+	logServerErrors(t, srv)
+}

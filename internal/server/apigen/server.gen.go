@@ -118,6 +118,9 @@ type ServerInterface interface {
 	// SetSessionNetwork Change the session's allow and deny rules
 	// (PUT /v1/sessions/{id}/network)
 	SetSessionNetwork(w http.ResponseWriter, r *http.Request, id SessionID)
+	// ListTemplates List the templates
+	// (GET /v1/templates)
+	ListTemplates(w http.ResponseWriter, r *http.Request)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -605,6 +608,20 @@ func (siw *ServerInterfaceWrapper) SetSessionNetwork(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// ListTemplates operation middleware
+func (siw *ServerInterfaceWrapper) ListTemplates(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTemplates(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -742,6 +759,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/files/mkdir", wrapper.MakeDirectory)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.GetSessionNetwork)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.SetSessionNetwork)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/templates", wrapper.ListTemplates)
 
 	return m
 }

@@ -1,0 +1,13 @@
+// Package scratch carries a session's writable scratch across templates:
+// Layer writes what a session made in its home and /workspace as an image
+// layer (for warden template commit), and Seed fills a new session's
+// scratch from the same places in its template's root, so a session on a
+// committed template starts with them. Both read only through os.Root,
+// so no link a sandbox or an image made can take them outside the tree
+// they walk.
+package scratch
+
+import "errors"
+
+// ErrTooLarge is what Layer fails with past its byte cap.
+var ErrTooLarge = errors.New("the session's files are larger than the cap")

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package scratch
+
+import (
+	"errors"
+	"io"
+)
+
+// Layer is Linux-only, like the scratch it reads.
+func Layer(io.Writer, string, int64) error { return errors.ErrUnsupported }
+
+// Seed is Linux-only, like the scratch it fills.
+func Seed(string, string) error { return errors.ErrUnsupported }
