@@ -111,9 +111,9 @@ func Start(o Options) (*Server, error) {
 const stopWait = 60 * time.Second
 
 // Stop interrupts the server, kills its process group if it has not
-// exited within stopWait, and removes its state directory unless it is the
-// caller's Options.StateDir (unmounting
-// workspaces a killed server left behind).
+// exited within stopWait, and removes its state directory (unmounting
+// workspaces a killed server left behind) unless it is the caller's
+// Options.StateDir.
 func (s *Server) Stop() {
 	if err := s.Cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		log.Printf("interrupting warden serve (pid %d): %v", s.Cmd.Process.Pid, err)
