@@ -29,6 +29,7 @@ type options struct {
 	backends, parts     []string
 	templates           []string
 	rounds, sessions    int
+	interp              bool
 	out                 string
 }
 
@@ -42,6 +43,7 @@ func main() {
 	flag.StringVar(&templates, "templates", "minimal,datasci", "test images the start part measures beside host")
 	flag.IntVar(&o.rounds, "rounds", 20, "timed rounds per contender in the start part (after 2 warm-ups)")
 	flag.IntVar(&o.sessions, "sessions", 100, "idle sessions per contender in the memory part")
+	flag.BoolVar(&o.interp, "interp", true, "start each idle session's Python interpreter in the memory part")
 	flag.StringVar(&o.out, "out", "bench/results/templates.md", "where the markdown result goes")
 	flag.Parse()
 	o.backends, o.parts, o.templates = strings.Split(backends, ","), strings.Split(parts, ","), strings.Split(templates, ",")

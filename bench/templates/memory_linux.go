@@ -17,7 +17,11 @@ import (
 // template's files shared through one page cache cost each session only
 // its share, as the host's do).
 func memoryPart(b *strings.Builder, o options, state string) error {
-	fmt.Fprintf(b, "## Memory: %d idle sessions (native)\n\nEach session's Python interpreter started (an exec of `1+1`), then idle; PSS of `warden serve` and every process under it, after less before, per session; target: a template no more than host.\n\n", o.sessions)
+	started := "Each session's Python interpreter started (an exec of `1+1`), then idle"
+	if !o.interp {
+		started = "No interpreter started (--interp=false): each session's init only"
+	}
+	fmt.Fprintf(b, "## Memory: %d idle sessions (native)\n\n%s; PSS of `warden serve` and every process under it, after less before, per session; target: a template no more than host.\n\n", o.sessions, started)
 	fmt.Fprintln(b, "| root | sessions | MiB per session | ratio to host | errors |\n|---|---|---|---|---|")
 	var host float64
 	for _, t := range append([]string{""}, o.templates...) {
@@ -47,7 +51,7 @@ const settle = 2 * time.Second
 // template t ("" for host) and returns the MiB each added.
 func idleSessions(o options, state, t string) (per float64, n, errs int, err error) {
 	srv, err := wardenserve.Start(wardenserve.Options{Warden: o.serveWarden, StateDir: state,
-		Args: []string{"--max-sessions", "1024", "--start-rate", "0", "--exec-pace", "0"}})
+		Args: []string{"--max-sessions", "1024", "--max-memory-per-key", "0", "--start-rate", "0", "--exec-pace", "0"}})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -69,8 +73,14 @@ func idleSessions(o options, state, t string) (per float64, n, errs int, err err
 			continue
 		}
 		ids = append(ids, id)
+		if !o.interp {
+			continue
+		}
 		if err := c.Python(id, "1+1"); err != nil {
-			errs++
+			if errs++; len(ids) == 1 {
+				c.Remove(id)
+				return 0, 0, errs, fmt.Errorf("python in a session on %q: %w", t, err)
+			}
 		}
 	}
 	time.Sleep(settle)

@@ -55,7 +55,7 @@ func startPart(b *strings.Builder, o options, state string) error {
 			case used == "host":
 				c.skipped = "ran on the host's root: this backend ignores --template"
 			case used == "unverified":
-				c.note = " (root not verified: the backend's inodes are its own)"
+				c.note = " (root not verified)"
 			}
 			cs = append(cs, c)
 		}

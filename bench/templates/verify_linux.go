@@ -6,29 +6,28 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/warden-sandbox/warden/bench/measure"
 	"github.com/warden-sandbox/warden/internal/template"
 )
 
-// inoProgram prints the inode of the python3 the sandbox runs.
-const inoProgram = "import os, sys; print(os.stat(os.path.realpath(sys.executable)).st_ino)"
+// countProgram prints how many entries the sandbox's /usr/bin holds.
+const countProgram = "import os; print(len(os.listdir('/usr/bin')))"
 
-// rootUsed says which root a run of c on backend be used, by the inode of
-// its python3: the template's copy in the store, the host's, or neither
-// (a backend that shows inodes of its own, such as gVisor's). A backend
-// that ignores --template runs on the host, and timing it would compare
-// host with host.
+// rootUsed says which root a run of c on backend be used, by how many
+// entries its /usr/bin holds: as many as the template's in the store, as
+// the host's, or neither. (Inodes would tell apart only on native: gVisor
+// shows inodes of its own.) A backend that ignores --template runs on the
+// host, and timing it would compare host with host.
 func (c *contender) rootUsed(warden, be, state string) (string, error) {
 	out, err := output(warden, "run", "--backend", be, "--state-dir", state, "--template", c.template,
-		"--", "python3", "-c", inoProgram)
+		"--", "python3", "-c", countProgram)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s", err, measure.Tail(out))
 	}
-	ino, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
-		return "", fmt.Errorf("reading the inode from %q: %w", measure.Tail(out), err)
+		return "", fmt.Errorf("reading the count from %q: %w", measure.Tail(out), err)
 	}
 	s, err := template.Open(filepath.Join(state, "templates"), template.Options{})
 	if err != nil {
@@ -38,33 +37,23 @@ func (c *contender) rootUsed(warden, be, state string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading template %s: %w", c.template, err)
 	}
-	switch ino {
-	case inode(filepath.Join(t.Root, "usr/bin/python3")):
+	tn, hn := entries(filepath.Join(t.Root, "usr/bin")), entries("/usr/bin")
+	switch {
+	case tn == hn:
+		return "unverified", nil
+	case n == tn:
 		return "template", nil
-	case inode("/usr/bin/python3"):
+	case n == hn:
 		return "host", nil
 	}
 	return "unverified", nil
 }
 
-// inode is the inode of the file p resolves to (inside its own tree when
-// p is in a template: a template's absolute links name its own files).
-func inode(p string) uint64 {
-	for range 8 {
-		target, err := os.Readlink(p)
-		if err != nil {
-			break
-		}
-		if filepath.IsAbs(target) {
-			root := strings.SplitN(p, "/usr/", 2)[0]
-			p = filepath.Join(root, target)
-		} else {
-			p = filepath.Join(filepath.Dir(p), target)
-		}
+// entries is how many names directory dir holds (-1 when unreadable).
+func entries(dir string) int {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(p, &st); err != nil {
-		return 0
-	}
-	return st.Ino
+	return len(es)
 }
