@@ -16,6 +16,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,7 +76,7 @@ func run(o options) error {
 	fmt.Fprintf(&b, "# Templates against host (%s)\n\n%s; load average %s at the start.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), measure.Machine(), loadavg())
 	fmt.Fprintf(&b, "Command: `%s`\n\n", strings.Join(os.Args, " "))
-	needStore := has(o.parts, "start") || has(o.parts, "memory")
+	needStore := slices.Contains(o.parts, "start") || slices.Contains(o.parts, "memory")
 	if needStore {
 		if err := importImages(o.warden, state, images); err != nil {
 			return err
@@ -126,15 +127,6 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
-func has(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // removeAll removes a directory the benchmark made, logging a failure.
