@@ -6,7 +6,7 @@ BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap
 
-.PHONY: build run test test-images lint fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants vet clean generate
+.PHONY: build run test test-images lint fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
@@ -135,3 +135,10 @@ benchmark-e2b: build e2b-deps
 # (QUICK=1: the short form, under three minutes; LABEL=before|after|...).
 benchmark-tenants: build
 	$(GO) run ./bench/tenants --warden $(BIN) $(if $(QUICK),--quick) $(if $(LABEL),--label $(LABEL))
+
+# benchmark-templates measures issue 19's targets (bench/README.md): a start
+# on a template against host per backend, idle sessions' memory on each, and
+# a pull of the datasci test image, into bench/results/templates.md
+# (QUICK=1: 5 rounds and 10 sessions).
+benchmark-templates: build test-images
+	$(GO) run ./bench/templates --warden $(BIN) $(if $(QUICK),--rounds 5 --sessions 10)

@@ -35,6 +35,10 @@ type Options struct {
 	Args []string
 	// Stderr gets the server's log (discarded when nil).
 	Stderr io.Writer
+	// StateDir is the server's --state-dir, kept at Stop (a benchmark's
+	// template store lives there); empty means a temporary one, removed
+	// at Stop.
+	StateDir string
 }
 
 // Server is one running `warden serve`.
@@ -43,6 +47,7 @@ type Server struct {
 	Addr  string
 	Cmd   *exec.Cmd
 	State string
+	keep  bool // State is the caller's: Stop leaves it
 	done  chan struct{}
 }
 
@@ -60,9 +65,11 @@ func Start(o Options) (*Server, error) {
 	if err := ln.Close(); err != nil {
 		return nil, fmt.Errorf("freeing port %s: %w", addr, err)
 	}
-	state, err := os.MkdirTemp("", "bench-state-")
-	if err != nil {
-		return nil, fmt.Errorf("making a state directory: %w", err)
+	state := o.StateDir
+	if state == "" {
+		if state, err = os.MkdirTemp("", "bench-state-"); err != nil {
+			return nil, fmt.Errorf("making a state directory: %w", err)
+		}
 	}
 	if o.Backend == "" {
 		o.Backend = "native"
@@ -77,10 +84,12 @@ func Start(o Options) (*Server, error) {
 	// A group of its own, so Stop can end whatever the server leaves.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		removeState(state)
+		if o.StateDir == "" {
+			removeState(state)
+		}
 		return nil, fmt.Errorf("starting %s: %w", o.Warden, err)
 	}
-	s := &Server{Base: "http://" + addr, Addr: addr, Cmd: cmd, State: state, done: make(chan struct{})}
+	s := &Server{Base: "http://" + addr, Addr: addr, Cmd: cmd, State: state, keep: o.StateDir != "", done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(s.done) }() // only its end matters here, which s.done tells
 	for deadline := time.Now().Add(startWait); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
 		select {
@@ -103,7 +112,8 @@ const stopWait = 60 * time.Second
 
 // Stop interrupts the server, kills its process group if it has not
 // exited within stopWait, and removes its state directory (unmounting
-// workspaces a killed server left behind).
+// workspaces a killed server left behind) unless it is the caller's
+// Options.StateDir.
 func (s *Server) Stop() {
 	if err := s.Cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		log.Printf("interrupting warden serve (pid %d): %v", s.Cmd.Process.Pid, err)
@@ -128,7 +138,9 @@ func (s *Server) Stop() {
 	} else if !errors.Is(err, syscall.ESRCH) {
 		log.Printf("killing warden serve's group %d: %v", s.Cmd.Process.Pid, err)
 	}
-	removeState(s.State)
+	if !s.keep {
+		removeState(s.State)
+	}
 }
 
 // removeState unmounts what a killed server left in state and removes it.
