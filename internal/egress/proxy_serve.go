@@ -213,7 +213,7 @@ func (x *exchange) refuse(status int, reason string) {
 	line = oneLine(line)
 	fmt.Fprintf(x.c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
 		status, http.StatusText(status), len(line)+1, line)
-	x.c.CloseWrite()
+	_ = x.c.CloseWrite() // fails only once closed, when there is nothing left to answer
 	// Lingering only drains what the client still sends, so that closing
 	// does not reset the answer away: a failed drain changes nothing, and
 	// without its deadline there is no drain.

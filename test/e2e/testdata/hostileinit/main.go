@@ -193,7 +193,7 @@ func fakeRoot() error {
 	// setfsgid and setfsuid cannot report failure (their errors are
 	// always nil); a switch that did not take fails the Mkdir below.
 	_ = unix.Setfsgid(nsinit.SandboxGID)
-	_ = unix.Setfsuid(nsinit.SandboxUID)
+	_ = unix.Setfsuid(nsinit.SandboxUID) // cannot report failure either
 	for _, d := range []string{"/tmp/workspace", "/tmp/old"} {
 		if err := os.Mkdir(d, 0o777); err != nil {
 			return err
