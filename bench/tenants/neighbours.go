@@ -203,7 +203,7 @@ func cliNeighbours(ctx context.Context, o options, tally *neighbourTally) func()
 			case <-done:
 			case <-time.After(stopGrace):
 				log.Printf("warden run (pid %d) ignored SIGTERM for %s: killing it", cmd.Process.Pid, stopGrace)
-				_ = cmd.Process.Kill() // as above
+				_ = cmd.Process.Kill() // fails only once it has ended, which done tells
 				<-done
 			}
 		}

@@ -179,7 +179,7 @@ func sessionExec(ctx context.Context, s *sdk.Session, req sdk.ExecRequest, asJSO
 			// session's result is still read to its end.
 			_, _ = io.WriteString(os.Stdout, e.Data)
 		case "stderr":
-			_, _ = io.WriteString(os.Stderr, e.Data) // as above
+			_, _ = io.WriteString(os.Stderr, e.Data) // a reader gone away cannot be told
 		}
 		return nil
 	})

@@ -43,11 +43,11 @@ func openState(dir string) (*state.Dir, error) {
 // without cleaning up (their processes died with them: each init has a
 // parent-death signal), rather than waiting for the first new sandbox.
 func sweepCgroups(log *slog.Logger) {
-	stale, err := cgroup.Stale(boxname.Alive)
+	stale, err := cgroup.Stale(boxname.Dead)
 	if err == nil && len(stale) == 0 {
 		return
 	}
-	if err := cgroup.RemoveStale(boxname.Alive); err != nil {
+	if err := cgroup.RemoveStale(boxname.Dead); err != nil {
 		log.Warn("removing the cgroups of Wardens that died", "err", err)
 		return
 	}

@@ -170,8 +170,10 @@ func (fa *fakeAgent) spawn(t *testing.T, req nsinit.Request, files []*os.File) {
 	if block {
 		select {
 		case id := <-fa.kills:
+			if id != req.ID {
+				t.Errorf("the kill named process %d, want %d, the one spawned", id, req.ID)
+			}
 			st = nsinit.Status{ExitCode: 137, Signal: 9}
-			req.ID = id
 		case <-time.After(testWait):
 			t.Errorf("process %d was never killed", req.ID)
 			return

@@ -35,7 +35,7 @@ func TestOwnerPID(t *testing.T) {
 }
 
 // TestNewOwned: New names carry this process's pid, differ each time,
-// and this process is never Dead to itself.
+// and neither this process nor a pid <= 0 is ever Dead.
 func TestNewOwned(t *testing.T) {
 	a, b := New(), New()
 	if a == b {
@@ -47,7 +47,9 @@ func TestNewOwned(t *testing.T) {
 	if !strings.HasPrefix(Box(), Prefix+strconv.Itoa(os.Getpid())+"-") {
 		t.Errorf("Box() = %q, want %s<pid>-...", Box(), Prefix)
 	}
-	if Dead(os.Getpid()) {
-		t.Error("Dead(own pid) = true, want false")
+	for _, pid := range []int{os.Getpid(), 0, -1} {
+		if Dead(pid) {
+			t.Errorf("Dead(%d) = true, want false", pid)
+		}
 	}
 }

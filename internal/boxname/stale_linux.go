@@ -5,17 +5,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
 )
 
-// staleDirPrefixes start the entries of a backend's state directory that
-// carry their Warden's pid: boxes ("box-" and a name from Box), half-written
-// templates ("tmp-<pid>") and older Wardens' per-process templates
-// ("template-<pid>").
-var staleDirPrefixes = []string{"tmp-", "template-", "box-" + Prefix}
+// pidDirPrefixes start the entries of a backend's state directory that are
+// named only after their Warden's pid: half-written templates ("tmp-<pid>")
+// and older Wardens' per-process templates ("template-<pid>").
+var pidDirPrefixes = []string{"tmp-", "template-"}
+
+// boxDirPrefix starts a box's state directory: "box-" and a name from Box.
+const boxDirPrefix = "box-" + Prefix
 
 // StaleDirs lists what Wardens that died left in a backend's state
 // directory dir: entries whose names carry the pid of a Warden that is
@@ -27,22 +28,25 @@ func StaleDirs(dir string) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		rest, ok := "", false
-		for _, prefix := range staleDirPrefixes {
-			if rest, ok = strings.CutPrefix(e.Name(), prefix); ok {
-				break
-			}
+		if pid, ok := dirOwner(e.Name()); ok && Dead(pid) {
+			out = append(out, filepath.Join(dir, e.Name()))
 		}
-		if !ok {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
-		if err != nil || !Dead(pid) {
-			continue
-		}
-		out = append(out, filepath.Join(dir, e.Name()))
 	}
 	return out
+}
+
+// dirOwner reads the pid a state directory entry carries: "box-" and a
+// name from Box (OwnerPID), or "tmp-<pid>" and "template-<pid>".
+func dirOwner(name string) (int, bool) {
+	if rest, ok := strings.CutPrefix(name, boxDirPrefix); ok {
+		return OwnerPID(rest)
+	}
+	for _, prefix := range pidDirPrefixes {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			return parsePID(rest)
+		}
+	}
+	return 0, false
 }
 
 // RemoveDir removes one entry StaleDirs listed: its scratch mount, if

@@ -30,6 +30,12 @@ func TestStaleDirs(t *testing.T) {
 		"tmp-" + self:                  false,
 		"box-other-" + dead + "-ab":    false,
 		"notes":                        false,
+		"tmp-0":                        false,
+		"template-00":                  false,
+		"box-" + Prefix + "0-x":        false,
+		"tmp-+4194305":                 false,
+		"tmp--1":                       false,
+		"tmp-" + dead + "-x":           false,
 	}
 	var want []string
 	for name, stale := range names {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/warden-sandbox/warden/internal/boxname"
 )
@@ -197,14 +196,14 @@ func (s *system) staleBases() []string {
 // RemoveStale removes the cgroups that crashed Wardens left behind: it lists warden/ in each
 // hierarchy (where New creates cgroups: under the own cgroup on v1; on v2 under the
 // hierarchy's top as root, under the delegated cgroup otherwise) and removes every entry whose
-// name starts with the pid of an owner that is not alive and which holds no processes. It
+// name starts with the pid of an owner that dead judges gone and which holds no processes. It
 // costs a directory listing per hierarchy, so it can run on every start. A live owner's
-// cgroups are never touched; neither are names Warden did not make. alive is usually
-// boxname.Alive; owners in another pid namespace that share this directory would look dead,
-// so Wardens in different pid namespaces need different places (as root on v2, different
+// cgroups are never touched; neither are names Warden did not make. dead is boxname.Dead
+// (tests pass their own); owners in another pid namespace that share this directory would look
+// dead, so Wardens in different pid namespaces need different places (as root on v2, different
 // cgroup namespaces).
-func RemoveStale(alive func(pid int) bool) error {
-	stale, err := Stale(alive)
+func RemoveStale(dead func(pid int) bool) error {
+	stale, err := Stale(dead)
 	errs := []error{err}
 	for _, dir := range stale {
 		if err := removeStaleDir(dir); err != nil {
@@ -214,47 +213,14 @@ func RemoveStale(alive func(pid int) bool) error {
 	return errors.Join(errs...)
 }
 
-// ReapStale kills what still runs in the cgroups of dead Wardens (their
-// sandboxes' processes, which the kernel may still be tearing down after
-// their init died) and removes the cgroups, retrying for up to wait while
-// they empty. It is for a server's start, which must leave nothing of a
-// crashed predecessor; RemoveStale, on every sandbox's start, only
-// removes what is already empty. It returns how many directories (one
-// per hierarchy) were stale.
-func ReapStale(alive func(pid int) bool, wait time.Duration) (int, error) {
-	stale, err := Stale(alive)
-	if err != nil || len(stale) == 0 {
-		return 0, err
-	}
-	var errs []error
-	for _, dir := range stale {
-		if err := killAll(func() ([]int, error) { return treePids(dir) }); err != nil {
-			errs = append(errs, fmt.Errorf("killing what runs in stale cgroup %s: %w", dir, err))
-		}
-	}
-	gone := waitFor(wait, func() bool {
-		// What this round cannot remove, the next retries, and what
-		// stays after the wait is reported below.
-		_ = RemoveStale(alive)
-		left, _ := Stale(alive)
-		return len(left) == 0
-	})
-	if !gone {
-		left, _ := Stale(alive)
-		errs = append(errs, fmt.Errorf("%d stale cgroups still busy after %s: %s", len(left), wait, strings.Join(left, ", ")))
-	}
-	return len(stale), errors.Join(errs...)
-}
-
 // Stale lists what RemoveStale would remove: the cgroup directories, in
-// every hierarchy, named after an owner pid that is not alive (and not
-// this process). They may still hold processes, which RemoveStale leaves.
-func Stale(alive func(pid int) bool) ([]string, error) {
+// every hierarchy, named after an owner pid that dead judges gone (see
+// RemoveStale). They may still hold processes, which RemoveStale leaves.
+func Stale(dead func(pid int) bool) ([]string, error) {
 	s := current()
 	if s.err != nil {
 		return nil, s.err
 	}
-	self := os.Getpid()
 	var stale []string
 	var errs []error
 	for _, base := range s.staleBases() {
@@ -267,7 +233,7 @@ func Stale(alive func(pid int) bool) ([]string, error) {
 		}
 		for _, e := range entries {
 			pid, ok := boxname.OwnerPID(e.Name())
-			if e.IsDir() && ok && pid != self && !alive(pid) {
+			if e.IsDir() && ok && dead(pid) {
 				stale = append(stale, base+"/"+e.Name())
 			}
 		}

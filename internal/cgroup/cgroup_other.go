@@ -5,7 +5,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // New is Linux-only: cgroups are a Linux kernel feature.
@@ -13,11 +12,8 @@ func New(name string, l Limits) (Cgroup, error) {
 	return nil, fmt.Errorf("creating cgroup %q: %w", name, errors.ErrUnsupported)
 }
 
-// ReapStale has nothing to reap where there are no cgroups.
-func ReapStale(func(pid int) bool, time.Duration) (int, error) { return 0, nil }
-
 // RemoveStale has nothing to remove where there are no cgroups.
-func RemoveStale(alive func(pid int) bool) error {
+func RemoveStale(dead func(pid int) bool) error {
 	return nil
 }
 

@@ -171,26 +171,28 @@ func TestCleanupGoesOnPastFailures(t *testing.T) {
 }
 
 // TestWatchSeesTheContainerEnd: a container that dies mid-session, or
-// that the engine no longer knows, marks the box ended, which ends its
-// session, and the box says how, in the words and exit code the session
-// turns into its error (nsinit.EndedCause); one still running does not
-// end.
+// that the engine removes, marks the box ended, which ends its session,
+// and the box says how, in the words and exit code the session turns
+// into its error (nsinit.EndedCause); a watch stopped while the
+// container runs (the box's cleanup) ends it without inventing a cause.
 func TestWatchSeesTheContainerEnd(t *testing.T) {
 	tests := []struct {
 		name      string
 		end       func(f *memEngine, b *box)
-		ended     bool
 		wantHow   string
 		wantCode  int
 		wantCause error
 	}{
-		{"still running", func(*memEngine, *box) {}, false, "", 0, nil},
-		{"killed", func(f *memEngine, b *box) { f.die(b.id) }, true, "signal: killed", -1, nil},
-		{"its code killed the agent", func(f *memEngine, b *box) { f.exit(b.id, nsinit.ExitUserAgentDied) }, true,
+		{"watch stopped", func(_ *memEngine, b *box) { b.stopWatch() }, "the engine did not say how", -1, nil},
+		{"killed", func(f *memEngine, b *box) { f.die(b.id) }, "signal: killed", -1, nil},
+		{"its code killed the agent", func(f *memEngine, b *box) { f.exit(b.id, nsinit.ExitUserAgentDied) },
 			"exit status 113", nsinit.ExitUserAgentDied, nsinit.ErrAgentKilled},
-		{"exits", func(f *memEngine, b *box) { f.exit(b.id, 0) }, true, "exit status 0", 0, nil},
-		{"removed behind Warden's back", func(f *memEngine, b *box) { _ = f.Remove(context.Background(), b.id) }, true,
-			"signal: killed", -1, nil},
+		{"exits", func(f *memEngine, b *box) { f.exit(b.id, 0) }, "exit status 0", 0, nil},
+		{"removed behind Warden's back", func(f *memEngine, b *box) {
+			if err := f.Remove(context.Background(), b.id); err != nil {
+				t.Errorf("removing the container: %v", err)
+			}
+		}, "signal: killed", -1, nil},
 	}
 	for _, tt := range tests {
 		f := newMemEngine()
@@ -200,26 +202,17 @@ func TestWatchSeesTheContainerEnd(t *testing.T) {
 		if err := b.launch(context.Background(), ContainerConfig{}, func() error { return nil }, ln); err != nil {
 			t.Fatalf("%s: launch: %v", tt.name, err)
 		}
+		f.awaitWaiting(t, 1)
 		tt.end(f, b)
-		wait := bound
-		if !tt.ended {
-			wait = 200 * time.Millisecond // long enough to see a wrong end on most runs
-		}
-		ended := false
 		select {
 		case <-b.exited:
-			ended = true
-		case <-time.After(wait):
+		case <-time.After(bound):
+			t.Fatalf("%s: the box is not marked ended after %v", tt.name, bound)
 		}
-		if ended != tt.ended {
-			t.Errorf("%s: box ended = %v, want %v", tt.name, ended, tt.ended)
-		}
-		if ended {
-			how, code := b.ended(), b.exitCode()
-			if how != tt.wantHow || code != tt.wantCode || !errors.Is(nsinit.EndedCause(code), tt.wantCause) {
-				t.Errorf("%s: ended %q, exit code %d (cause %v), want %q, %d (%v)", tt.name, how, code,
-					nsinit.EndedCause(code), tt.wantHow, tt.wantCode, tt.wantCause)
-			}
+		how, code := b.ended(), b.exitCode()
+		if how != tt.wantHow || code != tt.wantCode || !errors.Is(nsinit.EndedCause(code), tt.wantCause) {
+			t.Errorf("%s: ended %q, exit code %d (cause %v), want %q, %d (%v)", tt.name, how, code,
+				nsinit.EndedCause(code), tt.wantHow, tt.wantCode, tt.wantCause)
 		}
 		cleanupBounded(t, b)
 	}

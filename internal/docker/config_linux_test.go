@@ -4,12 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -64,6 +64,15 @@ func TestConfigLimits(t *testing.T) {
 	}
 }
 
+// selfLabel is this process's owner identity, as Label's value.
+func selfLabel(t *testing.T) string {
+	me, err := boxname.Self()
+	if err != nil {
+		t.Fatalf("boxname.Self: %v", err)
+	}
+	return me.String()
+}
+
 // TestConfigConfines: whatever the spec, the container is Warden's init
 // as uid 0 with only the init's capabilities, no new privileges,
 // Docker's default seccomp profile (no unconfined option), a read-only
@@ -88,7 +97,7 @@ func TestConfigConfines(t *testing.T) {
 		{"cap add", strings.Join(hc.CapAdd, ","), "SETUID,SETGID,KILL,SETPCAP"},
 		{"security opts", strings.Join(hc.SecurityOpt, ","), "no-new-privileges"},
 		{"read-only root", hc.ReadonlyRootfs, true},
-		{"label", c.Labels[Label], strconv.Itoa(os.Getpid())},
+		{"label", c.Labels[Label], selfLabel(t)},
 		{"labels", len(c.Labels), 1},
 	}
 	for _, ck := range checks {

@@ -45,8 +45,10 @@ type Runtime struct {
 // scratch tmpfs and the control socket's directory).
 const StateDir = "/run/warden/docker"
 
-// Label marks every container Warden makes; its value is the pid of the
-// Warden that made it, so a dead Warden's leftovers can be found.
+// Label marks every container Warden makes; its value is the identity of
+// the Warden that made it (boxname.Owner: boot, pid namespace, pid, start
+// time), so a dead Warden's leftovers can be told from the live containers
+// of a Warden in another pid namespace that shares the engine.
 const Label = "warden.sandbox"
 
 // controlDir is where the box finds the host's control socket.
@@ -66,6 +68,10 @@ func (r *Runtime) prepare(ctx context.Context) error {
 			return
 		}
 		if r.err = os.MkdirAll(StateDir, 0o700); r.err != nil {
+			return
+		}
+		if _, r.err = boxname.Self(); r.err != nil {
+			r.err = fmt.Errorf("reading the identity containers are labelled with: %w", r.err)
 			return
 		}
 		r.removeStale(ctx)
@@ -350,9 +356,16 @@ func (b *box) config(s spec.Spec, init, scratch, run string) ContainerConfig {
 		Image: b.r.image, User: "0:0", Hostname: agent.Hostname, WorkingDir: "/",
 		Entrypoint: []string{nsinit.BoxedPath, nsinit.BoxedConnect, controlDir + "/ctl.sock"},
 		Env:        []string{"GOMAXPROCS=1"},
-		Labels:     map[string]string{Label: strconv.Itoa(os.Getpid())},
+		Labels:     map[string]string{Label: ownerLabel()},
 		HostConfig: hc, NetworkDisabled: true,
 	}
+}
+
+// ownerLabel is Label's value: this process's boxname.Owner, which
+// prepare has read (and refused to go on without) before any box is made.
+func ownerLabel() string {
+	me, _ := boxname.Self()
+	return me.String()
 }
 
 // maskedPaths hides what the native root hides in /proc, the native

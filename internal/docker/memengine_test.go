@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"testing"
+	"time"
 )
 
 // memEngine is a fake engine, an in-process engineAPI: it records every
@@ -39,6 +41,9 @@ type memEngine struct {
 	volumes  []string
 	logs     string
 	next     int
+	// waiting counts the Waits that found their container and block on
+	// it, so a test can end a container only once its watch waits.
+	waiting int
 }
 
 func newMemEngine() *memEngine {
@@ -160,6 +165,9 @@ func (f *memEngine) Wait(ctx context.Context, id string) (int, error) {
 	}
 	f.mu.Lock()
 	ch, ok := f.live[id]
+	if ok {
+		f.waiting++
+	}
 	f.mu.Unlock()
 	if !ok {
 		return 0, notFound(id)
@@ -232,3 +240,19 @@ func (f *memEngine) Logs(_ context.Context, id string) (string, error) {
 
 // The fake must stay an engineAPI as the interface grows.
 var _ engineAPI = (*memEngine)(nil)
+
+// awaitWaiting returns once n Waits block on their container, failing t
+// after bound: the watch starts in its own goroutine, and a container
+// removed before its Wait arrives is one the engine no longer knows.
+func (f *memEngine) awaitWaiting(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		w := f.waiting
+		f.mu.Unlock()
+		if w >= n {
+			return
+		}
+	}
+	t.Fatalf("the box's watch did not wait on its container within %v", bound)
+}

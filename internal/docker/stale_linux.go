@@ -2,42 +2,52 @@ package docker
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
+	"log/slog"
 
 	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
-// StaleContainers lists the containers of Wardens that died, by the pid
-// in their label.
-func StaleContainers(ctx context.Context, e *Engine) ([]string, error) {
+// StaleContainers lists the containers of Wardens that died (stale), and
+// those whose Warden this one cannot judge (foreign: another pid
+// namespace, or a label it cannot read), by the owner in their label.
+func StaleContainers(ctx context.Context, e *Engine) (stale, foreign []string, err error) {
 	return staleContainers(ctx, e)
 }
 
-// staleContainers is StaleContainers against any engine: only containers
-// carrying Label whose pid names a dead Warden (boxname.Dead).
-func staleContainers(ctx context.Context, e engineAPI) ([]string, error) {
+// staleContainers is StaleContainers against any engine: of the
+// containers carrying Label, those whose owner boxname.Judge finds dead,
+// and those it cannot judge.
+func staleContainers(ctx context.Context, e engineAPI) (stale, foreign []string, err error) {
 	cs, err := e.List(ctx, Label)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
 	for _, c := range cs {
-		if pid, err := strconv.Atoi(c.Labels[Label]); err == nil && boxname.Dead(pid) {
-			out = append(out, c.ID)
+		switch judgeLabel(c.Labels[Label]) {
+		case boxname.OwnerDead:
+			stale = append(stale, c.ID)
+		case boxname.OwnerForeign:
+			foreign = append(foreign, c.ID)
 		}
 	}
-	return out, nil
+	return stale, foreign, nil
+}
+
+// judgeLabel judges the owner a label names; an unreadable label (an
+// older Warden's bare pid, another program's value) is not judged.
+func judgeLabel(v string) boxname.Verdict {
+	o, ok := boxname.ParseOwner(v)
+	if !ok {
+		return boxname.OwnerForeign
+	}
+	return boxname.Judge(o)
 }
 
 // removeStale removes the containers and directories of Wardens that
-// died.
+// died. The next start retries what fails; doctor --leaks lists what
+// stays.
 func (r *Runtime) removeStale(ctx context.Context) {
-	// The next start retries what fails; doctor --leaks lists what stays.
-	if err := removeStaleContainers(ctx, r.engine); err != nil {
-		r.logger().Warn("removing dead Wardens' containers", "err", err)
-	}
+	removeStaleContainers(ctx, r.engine, r.logger())
 	for _, dir := range boxname.StaleDirs(StateDir) {
 		if err := boxname.RemoveDir(dir); err != nil {
 			r.logger().Warn("removing a dead Warden's box directory", "dir", dir, "err", err)
@@ -46,17 +56,17 @@ func (r *Runtime) removeStale(ctx context.Context) {
 }
 
 // removeStaleContainers removes every container staleContainers finds,
-// going on past a failed removal, and returns every error met.
-func removeStaleContainers(ctx context.Context, e engineAPI) error {
-	ids, err := staleContainers(ctx, e)
+// going on past a failed removal, and logs each failure on its own
+// record, a removal's with the container as "box".
+func removeStaleContainers(ctx context.Context, e engineAPI, log *slog.Logger) {
+	ids, _, err := staleContainers(ctx, e)
 	if err != nil {
-		return fmt.Errorf("listing containers labelled %s: %w", Label, err)
+		log.Warn("listing dead Wardens' containers", "label", Label, "err", err)
+		return
 	}
-	var errs []error
 	for _, id := range ids {
 		if err := e.Remove(ctx, id); err != nil {
-			errs = append(errs, fmt.Errorf("removing container %s: %w", id, err))
+			log.Warn("removing a dead Warden's container", "box", id, "err", err)
 		}
 	}
-	return errors.Join(errs...)
 }

@@ -1,13 +1,18 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
 // deadPid is above the largest pid_max Linux allows (2^22), so no
@@ -15,27 +20,65 @@ import (
 const deadPid = 1<<22 + 1
 
 // staleList is what the engine lists under Label: containers of this
-// Warden, of a dead one, of a live one (init), and a label that names
-// no pid.
-func staleList() []Container {
+// Warden, of a dead one, of one from an earlier boot, of a live one whose
+// pid was reused (this process's pid, started earlier), of live init, of
+// Wardens in another pid namespace (one whose pid is gone here, one with
+// this process's pid), labels that name no owner (a bare pid, as older
+// Wardens wrote, pid 0 and -1) and an unlabelled one.
+func staleList(t *testing.T) []Container {
+	me, err := boxname.Self()
+	if err != nil {
+		t.Fatalf("boxname.Self: %v", err)
+	}
+	with := func(f func(o *boxname.Owner)) string {
+		o := me
+		f(&o)
+		return o.String()
+	}
+	l := func(id, v string) Container { return Container{ID: id, Labels: map[string]string{Label: v}} }
 	return []Container{
-		{ID: "mine", Labels: map[string]string{Label: strconv.Itoa(os.Getpid())}},
-		{ID: "dead", Labels: map[string]string{Label: strconv.Itoa(deadPid)}},
-		{ID: "dead2", Labels: map[string]string{Label: strconv.Itoa(deadPid + 1)}},
-		{ID: "live", Labels: map[string]string{Label: "1"}},
-		{ID: "garbled", Labels: map[string]string{Label: "x"}},
+		l("mine", me.String()),
+		l("dead", with(func(o *boxname.Owner) { o.PID = deadPid })),
+		l("dead2", with(func(o *boxname.Owner) { o.Boot = "earlier-boot" })),
+		l("reused", with(func(o *boxname.Owner) { o.Start-- })),
+		l("live", with(func(o *boxname.Owner) { o.PID, o.Start = 1, initStart(t) })),
+		l("foreign-gone", with(func(o *boxname.Owner) { o.PidNS++; o.PID = deadPid })),
+		l("foreign-samepid", with(func(o *boxname.Owner) { o.PidNS++ })),
+		l("bare-pid", strconv.Itoa(deadPid)),
+		l("pid0", with(func(o *boxname.Owner) { o.PID = 0 })),
+		l("pid-1", with(func(o *boxname.Owner) { o.PID = -1 })),
+		l("garbled", "x"),
 		{ID: "unlabelled", Labels: map[string]string{"other": strconv.Itoa(deadPid)}},
 	}
 }
 
-// TestStaleContainers: only the containers of Wardens that died are
-// stale, asked of the engine by Warden's label.
+// initStart is pid 1's start time, so a label can name it live.
+func initStart(t *testing.T) uint64 {
+	b, err := os.ReadFile("/proc/1/stat")
+	if err != nil {
+		t.Fatalf("reading pid 1's stat: %v", err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		t.Fatalf("pid 1's start time %q: %v", f[19], err)
+	}
+	return v
+}
+
+// TestStaleContainers: only the containers of Wardens that died (pid gone
+// or reused, or an earlier boot) are stale, asked of the engine by
+// Warden's label; those of another pid namespace, whatever their pid, and
+// unreadable labels are foreign, never stale.
 func TestStaleContainers(t *testing.T) {
 	f := newMemEngine()
-	f.list = staleList()
-	got, err := staleContainers(context.Background(), f)
-	if want := []string{"dead", "dead2"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("staleContainers = %v, %v, want %v", got, err, want)
+	f.list = staleList(t)
+	stale, foreign, err := staleContainers(context.Background(), f)
+	if want := []string{"dead", "dead2", "reused"}; err != nil || !slices.Equal(stale, want) {
+		t.Errorf("staleContainers = %v, %v, want stale %v", stale, err, want)
+	}
+	if want := []string{"foreign-gone", "foreign-samepid", "bare-pid", "pid0", "pid-1", "garbled", "unlabelled"}; !slices.Equal(foreign, want) {
+		t.Errorf("staleContainers = foreign %v, want %v", foreign, want)
 	}
 	if f.listLabel != Label {
 		t.Errorf("List asked for label %q, want %q", f.listLabel, Label)
@@ -43,25 +86,27 @@ func TestStaleContainers(t *testing.T) {
 }
 
 // TestRemoveStaleContainers: the sweep removes only stale containers,
-// goes on past a failed removal and reports each failure, and a failed
-// listing removes nothing.
+// goes on past a failed removal and logs each failure as a warning of
+// its own naming the container, and a failed listing removes nothing and
+// is logged once.
 func TestRemoveStaleContainers(t *testing.T) {
 	tests := []struct {
 		name, fail  string
 		wantRemoved []string // attempted removals
-		wantErr     []string // "" parts of the error; none means nil
+		wantWarned  []string // each warning's box ("" for none)
 	}{
-		{"all removed", "", []string{"Remove dead", "Remove dead2"}, nil},
-		{"removals fail", "Remove", []string{"Remove dead", "Remove dead2"}, []string{"removing container dead:", "removing container dead2:"}},
-		{"listing fails", "List", nil, []string{"listing containers labelled " + Label}},
+		{"all removed", "", []string{"Remove dead", "Remove dead2", "Remove reused"}, nil},
+		{"removals fail", "Remove", []string{"Remove dead", "Remove dead2", "Remove reused"}, []string{"dead", "dead2", "reused"}},
+		{"listing fails", "List", nil, []string{""}},
 	}
 	for _, tt := range tests {
 		f := newMemEngine()
-		f.list = staleList()
+		f.list = staleList(t)
 		if tt.fail != "" {
 			f.setFail(tt.fail, errors.New(tt.fail+" failed"))
 		}
-		err := removeStaleContainers(context.Background(), f)
+		var buf bytes.Buffer
+		removeStaleContainers(context.Background(), f, slog.New(slog.NewJSONHandler(&buf, nil)))
 		var removed []string
 		for _, c := range f.calls {
 			if strings.HasPrefix(c, "Remove ") {
@@ -71,13 +116,22 @@ func TestRemoveStaleContainers(t *testing.T) {
 		if !slices.Equal(removed, tt.wantRemoved) {
 			t.Errorf("%s: removals %v, want %v", tt.name, removed, tt.wantRemoved)
 		}
-		if (err != nil) != (len(tt.wantErr) > 0) {
-			t.Errorf("%s: removeStaleContainers = %v, want an error: %v", tt.name, err, len(tt.wantErr) > 0)
-		}
-		for _, w := range tt.wantErr {
-			if err == nil || !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: removeStaleContainers = %v, want it to contain %q", tt.name, err, w)
+		var warned []string
+		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			if line == "" {
+				continue
 			}
+			var r struct{ Level, Box, Err string }
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%s: log line %q: %v", tt.name, line, err)
+			}
+			if r.Level != "WARN" || r.Err != tt.fail+" failed" {
+				t.Errorf("%s: logged %s, want a warning with err %q", tt.name, line, tt.fail+" failed")
+			}
+			warned = append(warned, r.Box)
+		}
+		if !slices.Equal(warned, tt.wantWarned) {
+			t.Errorf("%s: warnings for boxes %q, want %q", tt.name, warned, tt.wantWarned)
 		}
 	}
 }

@@ -24,10 +24,14 @@ func backendLeaks() []Leak {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ids, _ := docker.StaleContainers(ctx, e)
-	for _, id := range ids {
+	stale, foreign, _ := docker.StaleContainers(ctx, e)
+	for _, id := range stale {
 		leaks = append(leaks, Leak{Kind: "container", What: id,
 			Why: "labelled " + docker.Label + " by a Warden that is gone; docker rm -f it, or start Warden with --backend docker"})
+	}
+	for _, id := range foreign {
+		leaks = append(leaks, Leak{Kind: "container", What: id,
+			Why: "foreign, not judged: labelled " + docker.Label + " by a Warden in another pid namespace (or an older Warden); no Warden here removes it, check its owner before docker rm -f"})
 	}
 	return leaks
 }

@@ -27,7 +27,7 @@ func egressDirs() []string {
 // start removes stale cgroups itself; the rest says how to remove it.
 func Leaks() ([]Leak, error) {
 	var leaks []Leak
-	stale, err := cgroup.Stale(boxname.Alive)
+	stale, err := cgroup.Stale(boxname.Dead)
 	for _, dir := range stale {
 		leaks = append(leaks, Leak{Kind: "cgroup", What: dir, Why: "its Warden (the pid it is named after) is gone; the next warden run or serve removes it"})
 	}

@@ -220,5 +220,5 @@ func contextLanguage(lang string) (string, error) {
 	if interp.Known(l) {
 		return l, nil
 	}
-	return "", fmt.Errorf("language %q is not served: use one of %s", interpQuote(lang, 64), strings.Join(interp.Languages(), ", "))
+	return "", sandbox.UnknownLanguage(lang)
 }

@@ -3,11 +3,13 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -32,6 +34,22 @@ func createContext(t *testing.T, h *interpHarness, sb *Sandbox, body string) con
 		t.Fatalf("POST /contexts %s = %d %q, want 200 and a context", body, w.Code, w.Body)
 	}
 	return c
+}
+
+// TestContextLanguages: the default contexts are of languages interp
+// serves, and an unknown language is refused with the one error every
+// front end gives (invalid, naming the served languages).
+func TestContextLanguages(t *testing.T) {
+	for _, l := range defaultContextLanguages {
+		if !interp.Known(l) {
+			t.Errorf("default context language %q is not one interp serves (%v)", l, interp.Languages())
+		}
+	}
+	_, err := contextLanguage("cobol")
+	if want := sandbox.UnknownLanguage("cobol"); err == nil || err.Error() != want.Error() ||
+		!errors.Is(err, spec.ErrInvalid) || !errors.Is(err, interp.ErrUnknownLanguage) {
+		t.Errorf("contextLanguage(cobol) = %v, want %v", err, want)
+	}
 }
 
 // TestContextsLifecycle: a created context is listed last and runs in its

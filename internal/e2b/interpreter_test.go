@@ -172,7 +172,7 @@ func TestExecuteRefusals(t *testing.T) {
 		{"no code", ciAlice, `{}`, nil, http.StatusBadRequest, "code is missing"},
 		{"code not a string", ciAlice, `{"code":1}`, nil, http.StatusBadRequest, "not the JSON object"},
 		{"both context and language", ciAlice, `{"code":"1","context_id":"x","language":"python"}`, nil, http.StatusBadRequest, "Only one of context_id or language"},
-		{"unknown language", ciAlice, `{"code":"1","language":"r"}`, nil, http.StatusBadRequest, "use one of python, bash, javascript"},
+		{"unknown language", ciAlice, `{"code":"1","language":"r"}`, nil, http.StatusBadRequest, `unknown language "r": use python, bash, javascript`},
 		{"typescript", ciAlice, `{"code":"1","language":"ts"}`, nil, http.StatusBadRequest, "TypeScript is not served yet"},
 		{"unknown context", ciAlice, `{"code":"1","context_id":"nope"}`, nil, http.StatusNotFound, `Context "nope" not found`},
 		{"bad env name", ciAlice, `{"code":"1","env_vars":{"A-B":"1"}}`, nil, http.StatusBadRequest, "not a variable name"},

@@ -44,7 +44,7 @@ func receive(c *net.UnixConn) (clientConn, []byte, error) {
 	// A deadline fails only on a closed connection, which the read reports.
 	_ = c.SetReadDeadline(time.Now().Add(handoffTimeout))
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
-	_ = c.SetReadDeadline(time.Time{}) // as above
+	_ = c.SetReadDeadline(time.Time{}) // fails only on a closed connection
 	if err != nil {
 		return nil, nil, err
 	}

@@ -260,7 +260,7 @@ func (b *box) kill() {
 	case <-time.After(runExitGrace):
 	}
 	if err := b.runscCmd("kill", "--all", b.id, "KILL"); err != nil {
-		b.logger().Warn("killing the box's processes; killing runsc run instead", "err", err)
+		b.logger().Warn("runsc kill failed; runsc run is killed if it has not ended within 3 s", "err", err)
 	}
 	select {
 	case <-b.exited:

@@ -26,8 +26,9 @@ func TestNewUnknownLanguage(t *testing.T) {
 }
 
 // TestOneShotArgv: every language runs one-shot code through its own
-// interpreter, the code last, and an unknown one is refused naming those
-// that are known.
+// interpreter, the code last, with the session interpreter's default
+// environment (keys the request sets win), and an unknown one is refused
+// naming those that are known.
 func TestOneShotArgv(t *testing.T) {
 	want := map[string][]string{
 		"python":     {"python3", "-c", "1"},
@@ -35,7 +36,7 @@ func TestOneShotArgv(t *testing.T) {
 		"javascript": {"node", "-e", "1"},
 	}
 	for _, lang := range Languages() {
-		got, err := OneShotArgv(lang, "1")
+		got, _, err := OneShotArgv(lang, "1", nil)
 		if err != nil || !slices.Equal(got, want[lang]) {
 			t.Errorf("OneShotArgv(%q) = %q, %v; want %q", lang, got, err, want[lang])
 		}
@@ -43,7 +44,25 @@ func TestOneShotArgv(t *testing.T) {
 	if len(want) != len(Languages()) {
 		t.Errorf("Languages() = %v; the table here has %d", Languages(), len(want))
 	}
-	_, err := OneShotArgv("cobol", "1")
+	envs := []struct {
+		lang    string
+		env     []string
+		wantEnv []string
+	}{
+		{"python", nil, []string{"MPLBACKEND=Agg", "PYTHONIOENCODING=utf-8"}},
+		{"python", []string{"MPLBACKEND=svg", "A=1"}, []string{"MPLBACKEND=svg", "A=1", "PYTHONIOENCODING=utf-8"}},
+		{"bash", []string{"A=1"}, []string{"A=1"}},
+	}
+	for _, tt := range envs {
+		_, got, err := OneShotArgv(tt.lang, "1", tt.env)
+		if err != nil || !slices.Equal(got, tt.wantEnv) {
+			t.Errorf("OneShotArgv(%q, env %q) env = %q, %v; want %q", tt.lang, tt.env, got, err, tt.wantEnv)
+		}
+	}
+	if _, _, err := OneShotArgv(strings.Repeat("x", 1000), "1", nil); err == nil || len(err.Error()) > 200 {
+		t.Errorf("OneShotArgv(a 1000-byte language) error = %v, want a short one that cuts the name", err)
+	}
+	_, _, err := OneShotArgv("cobol", "1", nil)
 	if !errors.Is(err, ErrUnknownLanguage) || !strings.Contains(err.Error(), strings.Join(Languages(), ", ")) {
 		t.Errorf("OneShotArgv(cobol) error = %v, want ErrUnknownLanguage listing %v", err, Languages())
 	}

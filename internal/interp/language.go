@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -65,20 +66,31 @@ func Known(language string) bool {
 }
 
 // UnknownError is the one-line error for a language New does not accept,
-// naming those it does.
+// naming those it does. A client's name is quoted and cut at 64 bytes, so
+// a huge one does not come back whole.
 func UnknownError(language string) error {
-	return fmt.Errorf("%w %q: use %s", ErrUnknownLanguage, language, strings.Join(Languages(), ", "))
+	q := strconv.Quote(language)
+	if len(language) > maxQuoted {
+		q = strconv.Quote(language[:maxQuoted]) + "..."
+	}
+	return fmt.Errorf("%w %s: use %s", ErrUnknownLanguage, q, strings.Join(Languages(), ", "))
 }
 
+// maxQuoted is how much of an unknown language's name UnknownError quotes.
+const maxQuoted = 64
+
 // OneShotArgv is the command that runs code once in language's interpreter
-// without a driver (a one-shot run keeps no state, so it needs none). It
-// fails with UnknownError for a language New does not accept.
-func OneShotArgv(language, code string) ([]string, error) {
+// without a driver (a one-shot run keeps no state, so it needs none), and
+// env with the language's defaults (python's MPLBACKEND=Agg,
+// PYTHONIOENCODING=utf-8) for the keys env lacks, so code behaves as in a
+// session's interpreter. It fails with UnknownError for a language New
+// does not accept.
+func OneShotArgv(language, code string, env []string) (argv, withDefaults []string, err error) {
 	l, ok := lookup(language)
 	if !ok {
-		return nil, UnknownError(language)
+		return nil, nil, UnknownError(language)
 	}
-	return append(append([]string{l.program}, l.oneShot...), code), nil
+	return append(append([]string{l.program}, l.oneShot...), code), addMissing(env, l.env), nil
 }
 
 // available reports whether the host has the interpreter.
@@ -93,8 +105,14 @@ func (l *language) available() bool {
 
 // environ returns env with the language's additions and a PATH.
 func (l *language) environ(env []string) []string {
+	return addMissing(env, append([]string{defaultPath}, l.env...))
+}
+
+// addMissing returns a copy of env with each of defaults whose key env
+// does not set.
+func addMissing(env, defaults []string) []string {
 	out := append([]string(nil), env...)
-	for _, kv := range append([]string{defaultPath}, l.env...) {
+	for _, kv := range defaults {
 		key, _, _ := strings.Cut(kv, "=")
 		if !hasKey(out, key) {
 			out = append(out, kv)

@@ -105,7 +105,7 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 		// The start failed already: that error is the one to report, and a
 		// kill that fails means the process has ended; Wait only reaps it.
 		_ = process.Kill()
-		go func() { _, _ = process.Wait() }() // as above
+		go func() { _, _ = process.Wait() }() // only reaps it
 		for _, f := range []*os.File{pairs[3].host, pairs[4].host} {
 			f.Close()
 		}

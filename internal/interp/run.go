@@ -327,7 +327,7 @@ func (r *run) writeNotes(w io.Writer) {
 		_, _ = io.WriteString(w, "warden: "+n+"\n")
 	}
 	if r.more > 0 {
-		_, _ = fmt.Fprintf(w, "warden: +%d more notes\n", r.more) // as above
+		_, _ = fmt.Fprintf(w, "warden: +%d more notes\n", r.more) // a client gone away cannot be told
 	}
 }
 

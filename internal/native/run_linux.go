@@ -126,7 +126,7 @@ func (b *box) prepare() error {
 	if err := checkHardLimits(b.spec.Limits, b.nproc()); err != nil {
 		return err
 	}
-	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0); err != nil {
+	if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0, b.log()); err != nil {
 		return fmt.Errorf("preparing the sandbox's /etc: %w", err)
 	}
 	if !b.ids.rootless {
@@ -243,7 +243,7 @@ func sweepStale(log *slog.Logger) {
 	}
 	sweepMu.Unlock()
 	if due {
-		if err := cgroup.RemoveStale(boxname.Alive); err != nil {
+		if err := cgroup.RemoveStale(boxname.Dead); err != nil {
 			// The next sweep retries; doctor --leaks lists what stays.
 			log.Warn("removing dead Wardens' sandbox cgroups", "err", err)
 		}

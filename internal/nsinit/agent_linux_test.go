@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -284,7 +286,9 @@ func TestLookPathIn(t *testing.T) {
 }
 
 // TestStatOf reads this process's parent from /proc, as the orphan sweep
-// does; a command with spaces and parentheses does not confuse it.
+// does, and a child's whose command has spaces and parentheses that
+// mimic the fields after it (a program may choose its name, and the
+// sweep must not take its "Z 1" for a zombie of pid 1's).
 func TestStatOf(t *testing.T) {
 	ppid, zombie, ok := statOf(os.Getpid())
 	if !ok || zombie || ppid != os.Getppid() {
@@ -292,6 +296,31 @@ func TestStatOf(t *testing.T) {
 	}
 	if _, _, ok := statOf(-1); ok {
 		t.Errorf("statOf(-1) found a process")
+	}
+	const comm = "a) Z 1 2 (b"
+	link := filepath.Join(t.TempDir(), comm)
+	if err := os.Symlink("/bin/sleep", link); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(link, "60") // bounded: killed below, and sleep ends by itself
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %q: %v", link, err)
+	}
+	t.Cleanup(func() {
+		if err := cmd.Process.Kill(); err != nil {
+			t.Logf("killing the sleep: %v", err)
+		}
+		if err := cmd.Wait(); err == nil {
+			t.Logf("the sleep ended before it was killed")
+		}
+	})
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil || !strings.Contains(string(stat), "("+comm+")") {
+		t.Fatalf("the child's stat = %q, %v, want its command %q in it", stat, err, comm)
+	}
+	ppid, zombie, ok = statOf(cmd.Process.Pid)
+	if !ok || zombie || ppid != os.Getpid() {
+		t.Errorf("statOf(child named %q) = %d, %v, %v, want %d, false, true", comm, ppid, zombie, ok, os.Getpid())
 	}
 }
 

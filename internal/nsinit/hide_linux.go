@@ -47,11 +47,11 @@ func hideAgent(cfg *Config) error {
 func asRoot(fn func() error) error {
 	// setfsuid(2) and setfsgid(2) report no errors: they return the previous id
 	_ = unix.Setfsuid(0)
-	_ = unix.Setfsgid(0) // as above
+	_ = unix.Setfsgid(0) // reports no error either
 	defer func() {
-		// as above: these report no errors
+		// setfsgid(2) and setfsuid(2) report no errors
 		_ = unix.Setfsgid(userGID)
-		_ = unix.Setfsuid(userUID) // as above
+		_ = unix.Setfsuid(userUID) // reports no error either
 	}()
 	return fn()
 }

@@ -57,13 +57,13 @@ func relay(c net.Conn, p *net.UnixConn) {
 	go func() {
 		// the relay ends when either side does; a copy's error is that end, and nobody in the box is told
 		_, _ = io.Copy(p, c)
-		_ = p.CloseWrite() // as above
+		_ = p.CloseWrite() // the relay is ending; nobody in the box is told
 		close(done)
 	}()
-	// as above
+	// the copy's error is the relay's end, as the other direction's
 	_, _ = io.Copy(c, p)
 	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite() // as above
+		_ = tc.CloseWrite() // the relay is ending; nobody in the box is told
 	}
 	<-done
 }

@@ -69,7 +69,7 @@ func unignoreSignals() (restore func()) {
 	}
 	return func() {
 		for _, sig := range ignored {
-			// as above: sig is valid and catchable
+			// cannot fail: sig is valid and catchable
 			_ = sigaction(sig, &kernelSigaction{handler: sigIGN}, nil)
 		}
 	}

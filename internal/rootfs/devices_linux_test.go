@@ -139,7 +139,7 @@ func TestSharedDevicesReplacesAForeignDirectory(t *testing.T) {
 func TestSharedEtcOwnMountsShowNoHostPath(t *testing.T) {
 	testhost.RequireRoot(t)
 	base := filepath.Join(t.TempDir(), "etc")
-	tmpl, err := SharedEtc(base, "box", true)
+	tmpl, err := SharedEtc(base, "box", true, nil)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -148,7 +148,7 @@ func TestSharedEtcOwnMountsShowNoHostPath(t *testing.T) {
 		t.Errorf("hostname = %q, %v; want %q", got, err, "box\n")
 	}
 	checked.mark("") // so the second call looks the mounted template over
-	if again, err := SharedEtc(base, "box", true); err != nil || again.Dir != tmpl.Dir {
+	if again, err := SharedEtc(base, "box", true, nil); err != nil || again.Dir != tmpl.Dir {
 		t.Errorf("second SharedEtc = %q, %v; want %q", again.Dir, err, tmpl.Dir)
 	}
 	if n := mountsAt(t, tmpl.Dir); n != 1 {

@@ -37,7 +37,9 @@ const etcFormat = "etc-v4"
 // With ownMounts (root only) each template is a read-only tmpfs of its
 // own: a sandbox's /proc/self/mountinfo shows a bind's path within its
 // file system, which is then "/" rather than the template's host path.
-func SharedEtc(base, hostname string, ownMounts bool) (EtcTemplate, error) {
+// log gets the warning of a damaged template that could not be removed,
+// which nobody waits on (nil: slog.Default()).
+func SharedEtc(base, hostname string, ownMounts bool, log *slog.Logger) (EtcTemplate, error) {
 	if err := ownedDir(base); err != nil {
 		return EtcTemplate{}, err
 	}
@@ -47,7 +49,7 @@ func SharedEtc(base, hostname string, ownMounts bool) (EtcTemplate, error) {
 		checked.mark(t.Dir)
 		return t, nil
 	}
-	discard(t.Dir)
+	discard(t.Dir, log)
 	publish := publishEtc
 	if ownMounts {
 		publish = mountEtc
@@ -179,12 +181,15 @@ func hasMode(p string, typ uint32) bool {
 // discard moves a damaged template aside and removes it. Sandboxes that
 // bound it keep what they have; a concurrent Warden that moved it first
 // leaves nothing to do.
-func discard(dir string) {
+func discard(dir string, log *slog.Logger) {
 	aside := fmt.Sprintf("%s.damaged-%d", dir, os.Getpid())
 	if os.Rename(dir, aside) == nil {
 		if err := os.RemoveAll(aside); err != nil {
 			// Aside, no sandbox binds it; only its disk is lost.
-			slog.Warn("removing a damaged /etc template", "dir", aside, "err", err)
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("removing a damaged /etc template", "dir", aside, "err", err)
 		}
 	}
 }

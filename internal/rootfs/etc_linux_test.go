@@ -15,7 +15,7 @@ import (
 
 func TestSharedEtcWritesOnce(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	first, err := SharedEtc(base, "box", false)
+	first, err := SharedEtc(base, "box", false, nil)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -33,11 +33,11 @@ func TestSharedEtcWritesOnce(t *testing.T) {
 	if fi, err := os.Stat(first.Dir); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("template mode = %v, %v; want 0755", fi.Mode().Perm(), err)
 	}
-	again, err := SharedEtc(base, "box", false)
+	again, err := SharedEtc(base, "box", false, nil)
 	if err != nil || again.Dir != first.Dir {
 		t.Errorf("second SharedEtc = %q, %v; want %q", again.Dir, err, first.Dir)
 	}
-	other, err := SharedEtc(base, "other", false)
+	other, err := SharedEtc(base, "other", false, nil)
 	if err != nil || other.Dir == first.Dir {
 		t.Errorf("another hostname got %q, %v; want a template of its own", other.Dir, err)
 	}
@@ -49,7 +49,7 @@ func TestSharedEtcWritesOnce(t *testing.T) {
 
 func TestSharedEtcLeavesOutPrivateFiles(t *testing.T) {
 	base := t.TempDir()
-	tmpl, err := SharedEtc(filepath.Join(base, "etc"), "box", false)
+	tmpl, err := SharedEtc(filepath.Join(base, "etc"), "box", false, nil)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestSharedEtcRefusesUnsafeBase(t *testing.T) {
 			if tt.base == foreign && os.Geteuid() != 0 {
 				t.Skip("needs root to give a directory away")
 			}
-			_, err := SharedEtc(tt.base, "box", false)
+			_, err := SharedEtc(tt.base, "box", false, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("SharedEtc(%s) = %v; want an error saying %q", tt.name, err, tt.want)
 			}
@@ -116,7 +116,7 @@ func TestSharedEtcIgnoresUmask(t *testing.T) {
 			old := unix.Umask(0o077)
 			defer unix.Umask(old)
 			base := filepath.Join(t.TempDir(), "etc")
-			tmpl, err := SharedEtc(base, "box", ownMounts)
+			tmpl, err := SharedEtc(base, "box", ownMounts, nil)
 			if err != nil {
 				t.Fatalf("SharedEtc: %v", err)
 			}
@@ -140,7 +140,7 @@ func TestSharedEtcIgnoresUmask(t *testing.T) {
 
 func TestSharedEtcReplacesBadModes(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	first, err := SharedEtc(base, "box", false)
+	first, err := SharedEtc(base, "box", false, nil)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -149,7 +149,7 @@ func TestSharedEtcReplacesBadModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked.mark("") // as if a second had passed since the last look
-	if again, err := SharedEtc(base, "box", false); err != nil || again.Dir != first.Dir {
+	if again, err := SharedEtc(base, "box", false, nil); err != nil || again.Dir != first.Dir {
 		t.Fatalf("SharedEtc after a chmod = %q, %v; want %q", again.Dir, err, first.Dir)
 	}
 	if fi, err := os.Stat(passwd); err != nil || fi.Mode().Perm() != 0o644 {
@@ -159,7 +159,7 @@ func TestSharedEtcReplacesBadModes(t *testing.T) {
 
 func TestSharedEtcReplacesDamaged(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "etc")
-	first, err := SharedEtc(base, "box", false)
+	first, err := SharedEtc(base, "box", false, nil)
 	if err != nil {
 		t.Fatalf("SharedEtc: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestSharedEtcReplacesDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked.mark("") // as if a second had passed since the last look
-	again, err := SharedEtc(base, "box", false)
+	again, err := SharedEtc(base, "box", false, nil)
 	if err != nil || again.Dir != first.Dir {
 		t.Fatalf("SharedEtc after damage = %q, %v; want %q", again.Dir, err, first.Dir)
 	}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 )
 
-func newGVisor(BackendOptions) (Backend, error) {
-	return nil, fmt.Errorf("backend gvisor: %w", errors.ErrUnsupported)
+// newGVisor is Linux-only, as runsc is.
+func newGVisor(name string, _ BackendOptions) (Backend, error) {
+	return nil, fmt.Errorf("backend %s: %w", name, errors.ErrUnsupported)
 }
 
-func newDocker(BackendOptions) (Backend, error) {
-	return nil, fmt.Errorf("backend docker: %w", errors.ErrUnsupported)
+// newDocker is Linux-only: boxes bind Linux host paths.
+func newDocker(name string, _ BackendOptions) (Backend, error) {
+	return nil, fmt.Errorf("backend %s: %w", name, errors.ErrUnsupported)
 }

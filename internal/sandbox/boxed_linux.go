@@ -18,14 +18,16 @@ type boxed struct {
 	start func(context.Context, spec.Spec) (*agent.Session, error)
 }
 
-func newGVisor(o BackendOptions) (Backend, error) {
+// newGVisor is the gvisor backend, called name in the backend table.
+func newGVisor(name string, o BackendOptions) (Backend, error) {
 	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform, Logger: o.Logger}
-	return boxed{name: "gvisor", start: rt.Start}, nil
+	return boxed{name: name, start: rt.Start}, nil
 }
 
-func newDocker(o BackendOptions) (Backend, error) {
+// newDocker is the docker backend, called name in the backend table.
+func newDocker(name string, o BackendOptions) (Backend, error) {
 	rt := &docker.Runtime{Image: o.Image, Logger: o.Logger}
-	return boxed{name: "docker", start: rt.Start}, nil
+	return boxed{name: name, start: rt.Start}, nil
 }
 
 // Name is the backend's name.

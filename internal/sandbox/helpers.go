@@ -2,13 +2,11 @@ package sandbox
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"sort"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
-	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // limited keeps the first max bytes written (zero: no limit) and passes
@@ -59,20 +57,18 @@ func sortInfos(infos []Info) {
 	sort.Slice(infos, func(i, j int) bool { return infos[i].CreatedAt.Before(infos[j].CreatedAt) })
 }
 
-// oneShotCommand is the command a one-shot run of req executes: the
-// command itself, or the language's interpreter given the code.
-func oneShotCommand(req ExecRequest) ([]string, error) {
+// oneShotCommand is the command a one-shot run of req executes, and its
+// environment env: the command itself, or the language's interpreter given
+// the code, with the language's defaults for keys env lacks.
+func oneShotCommand(req ExecRequest, env []string) (argv, withDefaults []string, err error) {
 	if err := validateExec(ExecRequest{Command: req.Command, Language: req.Language, Code: req.Code, Timeout: req.Timeout}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(req.Command) > 0 {
-		return req.Command, nil
+		return req.Command, env, nil
 	}
-	argv, err := interp.OneShotArgv(req.Language, req.Code)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // the sentinel is the category callers match; the parse error is text only, so nothing inside it can change the answer
-	}
-	return argv, nil
+	// validateExec has refused an unknown language.
+	return interp.OneShotArgv(req.Language, req.Code, env)
 }
 
 // ms is d in milliseconds, as Result's times are.

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,18 +59,22 @@ func TestLanguagesAccepted(t *testing.T) {
 		if err := validateExec(req); err != nil {
 			t.Errorf("validateExec(language %q) = %v, want nil", lang, err)
 		}
-		argv, err := oneShotCommand(req)
+		argv, _, err := oneShotCommand(req, nil)
 		if err != nil || len(argv) < 2 || argv[len(argv)-1] != "1" {
 			t.Errorf("oneShotCommand(language %q) = %q, %v; want the interpreter given the code", lang, argv, err)
 		}
 	}
+	_, env, err := oneShotCommand(ExecRequest{Language: "python", Code: "1"}, []string{"A=1"})
+	if want := []string{"A=1", "MPLBACKEND=Agg", "PYTHONIOENCODING=utf-8"}; err != nil || !slices.Equal(env, want) {
+		t.Errorf("oneShotCommand(python) env = %q, %v; want %q, as a session's python gets", env, err, want)
+	}
 	bad := ExecRequest{Language: "cobol", Code: "1"}
-	for name, err := range map[string]error{"validateExec": validateExec(bad), "oneShotCommand": second(oneShotCommand(bad))} {
-		if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), strings.Join(interp.Languages(), ", ")) {
-			t.Errorf("%s(language cobol) = %v, want ErrInvalid naming %v", name, err, interp.Languages())
+	for name, err := range map[string]error{"validateExec": validateExec(bad), "oneShotCommand": third(oneShotCommand(bad, nil))} {
+		if !errors.Is(err, spec.ErrInvalid) || !errors.Is(err, interp.ErrUnknownLanguage) || !strings.Contains(err.Error(), strings.Join(interp.Languages(), ", ")) {
+			t.Errorf("%s(language cobol) = %v, want ErrInvalid and ErrUnknownLanguage naming %v", name, err, interp.Languages())
 		}
 	}
 }
 
-// second is f's error, to test a call's error in an expression.
-func second[T any](_ T, err error) error { return err }
+// third is f's error, to test a call's error in an expression.
+func third[T, U any](_ T, _ U, err error) error { return err }

@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
 )
 
 // syncBuffer is a bytes.Buffer a logger may write from several goroutines.
@@ -73,12 +76,7 @@ func TestCleanupFailureIsLogged(t *testing.T) {
 		s, _ := m.lookup("alice", info.ID)
 		s.box.(*fakeBox).closeErr = left
 		tt.end(m, info.ID)
-		var warned []map[string]any
-		for _, r := range buf.records(t) {
-			if r["level"] == "WARN" {
-				warned = append(warned, r)
-			}
-		}
+		warned := warnings(buf.records(t))
 		if len(warned) != 1 {
 			t.Fatalf("%s: logged %d warnings (%v), want 1", tt.name, len(warned), warned)
 		}
@@ -87,4 +85,48 @@ func TestCleanupFailureIsLogged(t *testing.T) {
 			t.Errorf("%s: logged %v, want session=%s backend=fake err=%q", tt.name, w, info.ID, left)
 		}
 	}
+}
+
+// TestSpawnKillFailureIsLogged: a spawned process that cannot be killed
+// when its session ends is logged once at warn level through the
+// Manager's Logger, with the session, the backend and the error; serve
+// and mcp rely on it, as they set no other hook (a failure once went to
+// a callback they no longer set, and nobody saw it).
+func TestSpawnKillFailureIsLogged(t *testing.T) {
+	m, s, box, _ := spawnSession(t)
+	var buf syncBuffer
+	m.cfg.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+	stuck := errors.New("killing pid 7: operation not permitted")
+	box.killErr = stuck
+	p, err := m.Spawn(context.Background(), "alice", s.id, interp.Command{Argv: []string{"sleep", "9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(p.(*Spawned).Process.(*fakeProc).end) })
+	if err := m.Delete(context.Background(), "alice", s.id); err != nil {
+		t.Fatal(err)
+	}
+	var warned []map[string]any
+	for i := 0; i < 1000 && len(warned) == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+		warned = warnings(buf.records(t))
+	}
+	if len(warned) != 1 {
+		t.Fatalf("logged %d warnings (%v), want 1", len(warned), warned)
+	}
+	w := warned[0]
+	if w["session"] != s.id || w["backend"] != "fake" || w["err"] != stuck.Error() {
+		t.Errorf("logged %v, want session=%s backend=fake err=%q", w, s.id, stuck)
+	}
+}
+
+// warnings are the warn-level records of recs.
+func warnings(recs []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if r["level"] == "WARN" {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -79,13 +79,9 @@ type Config struct {
 	// no cgroup charges (see DefaultStartRate, used when zero); negative
 	// turns pacing off.
 	StartRate float64
-	// OnCleanupError is told of a failure cleaning up after a sandbox
-	// that has ended (a cgroup left, figures that could not be read),
-	// after Logger has logged it; the session is gone as asked. It must
-	// not block.
-	OnCleanupError func(error)
 	// Logger receives the warnings of cleanups nobody waits on (a box
-	// that would not close, a workspace left behind), with the session's
+	// that would not close, a spawned process that would not die at its
+	// session's end, a workspace left behind), with the session's
 	// id (default: slog.Default(), so an embedder's own logger sees them
 	// rather than nobody).
 	Logger *slog.Logger
@@ -134,9 +130,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StartRate == 0 {
 		c.StartRate = DefaultStartRate
-	}
-	if c.OnCleanupError == nil {
-		c.OnCleanupError = func(error) {}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -512,7 +505,6 @@ func (m *Manager) endOnce(s *session) bool {
 func (m *Manager) cleanedUp(s *session, err error) {
 	if err != nil {
 		m.cfg.Logger.Warn("closing the session's sandbox", "session", s.id, "backend", m.backend.Name(), "err", err)
-		m.cfg.OnCleanupError(fmt.Errorf("closing session %s: %w", s.id, err))
 	}
 }
 
@@ -578,10 +570,9 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if err != nil {
 		return spec.Result{}, err
 	}
-	if s.Command, err = oneShotCommand(req); err != nil {
+	if s.Command, s.Env, err = oneShotCommand(req, append(s.Env, req.Env...)); err != nil {
 		return spec.Result{}, err
 	}
-	s.Env = append(s.Env, req.Env...)
 	if req.Timeout > 0 {
 		s.Limits.Timeout = req.Timeout
 	}

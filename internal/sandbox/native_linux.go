@@ -16,8 +16,8 @@ type Native struct {
 	Logger *slog.Logger
 }
 
-// Name is "native".
-func (Native) Name() string { return "native" }
+// Name is DefaultBackend, native's name in the backend table.
+func (Native) Name() string { return DefaultBackend }
 
 // Start starts a native session.
 func (n Native) Start(ctx context.Context, s spec.Spec) (Box, error) {

@@ -17,8 +17,8 @@ type Native struct {
 	Logger *slog.Logger
 }
 
-// Name is "native".
-func (Native) Name() string { return "native" }
+// Name is DefaultBackend, native's name in the backend table.
+func (Native) Name() string { return DefaultBackend }
 
 // Start returns errors.ErrUnsupported: namespaces exist only on Linux.
 func (Native) Start(context.Context, spec.Spec) (Box, error) { return nil, errors.ErrUnsupported }

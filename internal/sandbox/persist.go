@@ -81,7 +81,6 @@ func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error
 func (m *Manager) discardBox(b Box, ws string) {
 	if err := b.Close(); err != nil {
 		m.cfg.Logger.Warn("closing an unused sandbox", "backend", m.backend.Name(), "err", err)
-		m.cfg.OnCleanupError(fmt.Errorf("closing an unused sandbox: %w", err))
 	}
 	if ws != "" {
 		m.dropWorkspace(ws, "")

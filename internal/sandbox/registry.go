@@ -34,10 +34,11 @@ type BackendOptions struct {
 // DefaultBackend is the backend used when none is named.
 const DefaultBackend = "native"
 
-// backendEntry is one backend: its name and how to make it.
+// backendEntry is one backend: its name and how to make it. make is given
+// the name, so a backend's Name comes from this table too.
 type backendEntry struct {
 	name string
-	make func(BackendOptions) (Backend, error)
+	make func(name string, o BackendOptions) (Backend, error)
 }
 
 // backends are every backend, in the order flags, errors and doctor list
@@ -77,15 +78,16 @@ func NewBackend(name string, o BackendOptions) (Backend, error) {
 	}
 	for _, b := range backends {
 		if b.name == name {
-			return b.make(o)
+			return b.make(b.name, o)
 		}
 	}
 	return nil, fmt.Errorf("%w: backend %q is unknown: use %s", spec.ErrInvalid, name, BackendChoices())
 }
 
 // newNative is the native backend; a server's sessions start from a small
-// spawner process instead of forking the server.
-func newNative(o BackendOptions) (Backend, error) {
+// spawner process instead of forking the server. Native's Name is
+// DefaultBackend, the name this table gives it.
+func newNative(_ string, o BackendOptions) (Backend, error) {
 	if o.Server {
 		useSpawner()
 	}

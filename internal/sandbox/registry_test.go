@@ -24,7 +24,21 @@ func TestNewBackendNames(t *testing.T) {
 			t.Errorf("NewBackend(kata) error %q does not name %q", err, name)
 		}
 	}
-	if got, want := BackendChoices(), "native, gvisor or docker"; got != want {
+	if got, want := BackendChoices(), strings.Join(BackendNames()[:len(BackendNames())-1], ", ")+" or "+BackendNames()[len(BackendNames())-1]; got != want {
 		t.Errorf("BackendChoices() = %q, want %q", got, want)
+	}
+}
+
+// TestBackendNamesFromTable: every backend's Name is its name in the
+// table, made without starting anything (the factories only fill structs).
+func TestBackendNamesFromTable(t *testing.T) {
+	for _, e := range backends {
+		b, err := e.make(e.name, BackendOptions{})
+		if errors.Is(err, errors.ErrUnsupported) {
+			continue // a Linux-only backend elsewhere
+		}
+		if err != nil || b.Name() != e.name {
+			t.Errorf("backend %q made a backend named %v (%v), want %q", e.name, b, err, e.name)
+		}
 	}
 }

@@ -387,7 +387,7 @@ func validateExec(req ExecRequest) error {
 	case req.Language == "":
 		return fmt.Errorf("%w: nothing to run: give command, or language and code", spec.ErrInvalid)
 	case !interp.Known(req.Language):
-		return fmt.Errorf("%w: %w", spec.ErrInvalid, interp.UnknownError(req.Language))
+		return UnknownLanguage(req.Language)
 	case len(req.Stdin) > 0 || len(req.Env) > 0 || req.Cwd != "":
 		return fmt.Errorf("%w: stdin, env and cwd apply to commands; an interpreter keeps the session's environment (change directory or variables in the code itself)", spec.ErrInvalid)
 	}

@@ -38,7 +38,10 @@ func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command)
 	if err != nil {
 		return nil, err
 	}
-	return s.spawn(ctx, c, m.cfg.OnCleanupError)
+	backend := m.backend.Name()
+	return s.spawn(ctx, c, func(err error) {
+		m.cfg.Logger.Warn("killing a spawned process at its session's end", "session", id, "backend", backend, "err", err)
+	})
 }
 
 // Spawned is a process Manager.Spawn started: the box's process, and the
@@ -72,8 +75,6 @@ func (p *Spawned) PayOutput(ctx context.Context, n int) error {
 	return p.s.pace.take(ctx, int(tokens))
 }
 
-// spawn starts c in s; report is told of a kill at the session's end that
-// failed.
 // Terminate asks the process to end with SIGTERM, which it may catch to
 // clean up, where the box can send it (Warden's agent can); elsewhere it
 // kills the process, as Kill does.
@@ -84,6 +85,8 @@ func (p *Spawned) Terminate() error {
 	return p.Kill()
 }
 
+// spawn starts c in s; report is told of a kill at the session's end that
+// failed.
 func (s *session) spawn(ctx context.Context, c interp.Command, report func(error)) (interp.Process, error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: no command given: name the program to run", spec.ErrInvalid)
@@ -173,7 +176,7 @@ func (s *session) keepUsed(p interp.Process, tick <-chan time.Time, report func(
 			s.touch()
 		case <-s.box.Done():
 			if err := p.Kill(); err != nil {
-				report(fmt.Errorf("killing a process of session %s at its end: %w", s.id, err))
+				report(err)
 			}
 			return
 		}

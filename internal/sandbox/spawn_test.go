@@ -17,22 +17,25 @@ type spawnBox struct {
 	mu    sync.Mutex
 	procs []*fakeProc
 	last  interp.Command
+	// killErr, if set, is what the procs' Kill fails with.
+	killErr error
 }
 
 func (b *spawnBox) Spawn(_ context.Context, c interp.Command) (interp.Process, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	p := &fakeProc{end: make(chan struct{})}
+	p := &fakeProc{end: make(chan struct{}), killErr: b.killErr}
 	b.procs = append(b.procs, p)
 	b.last = c
 	return p, nil
 }
 
-// fakeProc runs until killed.
+// fakeProc runs until killed, or for ever if its Kill fails with killErr.
 type fakeProc struct {
-	once   sync.Once
-	end    chan struct{}
-	killed bool
+	once    sync.Once
+	end     chan struct{}
+	killed  bool
+	killErr error
 }
 
 func (p *fakeProc) Wait() (interp.ExitStatus, error) {
@@ -41,6 +44,9 @@ func (p *fakeProc) Wait() (interp.ExitStatus, error) {
 }
 
 func (p *fakeProc) Kill() error {
+	if p.killErr != nil {
+		return p.killErr
+	}
 	p.once.Do(func() { p.killed = true; close(p.end) })
 	return nil
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
-// The real Manager must keep satisfying what the server needs.
-
 // fakeSessions is an in-memory Sessions: sessions are records, an exec
 // runs the exec hook (by default it writes to both streams and returns a
 // Result), and Files opens a real workspace.Dir over a temporary directory.

@@ -2,8 +2,10 @@ package server
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -62,7 +64,7 @@ func newFamilySet(reg *metrics.Registry, counts func() map[sandbox.State]int, ex
 	f := &familySet{
 		reg: reg,
 		execs: metrics.NewCounterVec("warden_execs_total",
-			"Execs and one-shot runs by kind (command, python, bash, javascript, run) and outcome.",
+			"Execs and one-shot runs by kind (command, "+strings.Join(interp.Languages(), ", ")+", run) and outcome.",
 			"kind", "outcome"),
 		duration: metrics.NewHistogramVec("warden_exec_duration_seconds",
 			"Wall time of execs and one-shot runs, as the server saw them.",

@@ -211,7 +211,7 @@ func (c *codeJSON) request() (sandbox.ExecRequest, error) {
 	case hasCode && (c.Language == "" || c.Code == ""):
 		return sandbox.ExecRequest{}, badRequest("language and code go together: give both")
 	case hasCode && !interp.Known(c.Language):
-		return sandbox.ExecRequest{}, badRequest("language: %q is unknown: use %s", c.Language, strings.Join(interp.Languages(), ", "))
+		return sandbox.ExecRequest{}, badRequest("%v", sandbox.UnknownLanguage(c.Language))
 	case hasCode && c.Stdin != "":
 		return sandbox.ExecRequest{}, badRequest("stdin: only a command reads stdin; pass data to code in the code or a file")
 	}

@@ -89,7 +89,7 @@ func UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.File, error)
 		// It only holds a namespace open: a kill fails only once it has
 		// ended, and Wait's status says nothing anyone needs.
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait() // as above
+		_ = cmd.Wait() // only reaps it
 	}()
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
 	if err != nil {

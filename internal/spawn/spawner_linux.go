@@ -105,7 +105,7 @@ func (s *spawner) startInit(req request, files []*os.File) {
 		// The pidfd's error is the one to report; a kill fails only once
 		// the init has ended, and Wait only reaps it.
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait() // as above
+		_ = cmd.Wait() // only reaps it
 		s.reply(failure(req.ID, fmt.Errorf("opening a pidfd: %w", err)))
 		return
 	}

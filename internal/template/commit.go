@@ -2,6 +2,7 @@ package template
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -36,7 +37,7 @@ func (s *Store) Commit(base string, layerTar io.Reader, name string) (Info, erro
 	if _, err := os.Stat(s.templateDir(name)); err == nil {
 		return Info{}, fmt.Errorf("template %q exists: remove it first (warden template rm %s) or choose another name", name, name)
 	}
-	in := s.newInstaller(nil)
+	in := s.newInstaller(context.Background(), nil)
 	info, err := in.commit(bt, layerTar, name)
 	if err != nil {
 		in.undo()
@@ -72,7 +73,7 @@ func (in *installer) unpackHashed(r io.Reader) (string, error) {
 		return "", err
 	}
 	defer func() {
-		if err := os.RemoveAll(tmp); err != nil {
+		if err := removeTree(tmp); err != nil {
 			in.s.o.Log.Warn("removing a temporary layer", "dir", tmp, "err", err)
 		}
 	}()

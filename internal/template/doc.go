@@ -49,8 +49,27 @@
 //     directory's sticky bit;
 //   - caps each pull's unpacked bytes (Options.MaxBytes, 4 GiB by
 //     default; the manifest's declared layer sizes are checked against
-//     it first) and tar entries (Options.MaxEntries), so a
-//     decompression bomb stops at the cap.
+//     it first, and a layer already stored counts too) and tar entries
+//     (Options.MaxEntries), so a decompression bomb stops at the cap;
+//   - makes directories 0700 while writing and gives them their modes
+//     (always with owner read and search) only once the layer, or the
+//     flattened template, is complete, deepest first: a directory made
+//     read-only before later entries land in it would wedge a store not
+//     run as root. Removal (GC, a failed pull) restores owner rwx first.
+//
+// An image's metadata is read whole into memory, so it is capped before
+// it is read: a manifest may declare a config of at most 8 MiB (and
+// under MaxBytes) and at most 128 layers, none listed twice. An imported
+// OCI layout (a directory, or a tar unpacked under the same lock and
+// budget as its layers) must hold only regular files and directories,
+// so no symlink can point the import at the host's files, and its
+// index.json and manifest are capped at 4 MiB; a docker save archive's
+// headers are checked before it is read: no sparse entries, a
+// manifest.json of at most 4 MiB, configs of at most 8 MiB, neither of
+// them a link. Redirects
+// from a registry to plain http after https, or to a loopback,
+// link-local or private address, are refused unless the registry itself
+// is on such an address. Flattening stops when the pull's context ends.
 //
 // Mutations take an exclusive flock on the store's lock file, so a CLI
 // and a server may share a store. The store (state-dir/templates) is

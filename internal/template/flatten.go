@@ -1,6 +1,7 @@
 package template
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,27 +18,32 @@ import (
 // markers are applied, not copied. It writes only through an os.Root and
 // replaces (never descends into) a lower layer's non-directory.
 type flattener struct {
+	ctx     context.Context
 	root    *os.Root
+	modes   map[string]fs.FileMode // directories' modes, applied last
 	dst     string
 	dirName string   // the directory parent is open on, for link
 	parent  *os.File // the last parent link used, kept open across its files
 }
 
-// flatten makes dst (an existing empty directory) the union of layers.
-func flatten(dst string, layers []string) error {
+// flatten makes dst (an existing empty directory) the union of layers,
+// stopping when ctx ends. Directories are made 0700 and given their
+// layers' modes only once every layer is in (see applyModes).
+func flatten(ctx context.Context, dst string, layers []string) error {
 	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return fmt.Errorf("opening %q: %w", dst, err)
 	}
 	defer root.Close()
-	f := &flattener{root: root, dst: dst}
+	f := &flattener{ctx: ctx, root: root, dst: dst, modes: map[string]fs.FileMode{}}
 	defer f.closeDir()
 	for _, l := range layers {
 		if err := filepath.WalkDir(l, f.visit(l)); err != nil {
 			return fmt.Errorf("flattening layer %q: %w", filepath.Base(filepath.Dir(l)), err)
 		}
 	}
-	return nil
+	f.closeDir()
+	return applyModes(root, f.modes)
 }
 
 // closeDir closes the parent directory link keeps open.
@@ -54,6 +60,9 @@ func (f *flattener) visit(top string) fs.WalkDirFunc {
 		if err != nil {
 			return err
 		}
+		if err := f.ctx.Err(); err != nil {
+			return err
+		}
 		rel, err := filepath.Rel(top, p)
 		if err != nil {
 			return err
@@ -66,7 +75,7 @@ func (f *flattener) visit(top string) fs.WalkDirFunc {
 		case base == opaqueMarker:
 			return nil
 		case strings.HasPrefix(base, whiteoutPrefix):
-			return f.remove(path.Join(path.Dir(rel), strings.TrimPrefix(base, whiteoutPrefix)))
+			return f.whiteout(rel)
 		case d.IsDir():
 			return f.dir(p, rel)
 		default:
@@ -95,10 +104,18 @@ func (f *flattener) dir(src, rel string) error {
 	default:
 		return err
 	}
-	if err := f.root.Chmod(rel, fi.Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
-		return err
-	}
+	f.modes[rel] = fi.Mode() & (fs.ModePerm | fs.ModeSticky)
 	return f.opaque(src, rel)
+}
+
+// whiteout removes the name the whiteout rel hides. Unpacking refuses a
+// whiteout hiding "." or "..", so one here means a corrupt store.
+func (f *flattener) whiteout(rel string) error {
+	hidden := strings.TrimPrefix(path.Base(rel), whiteoutPrefix)
+	if hidden == "" || hidden == "." || hidden == ".." {
+		return fmt.Errorf("whiteout %q names no entry of its directory: the stored layer is corrupt (remove it with warden template gc)", rel)
+	}
+	return f.remove(path.Join(path.Dir(rel), hidden))
 }
 
 // opaque empties rel of what lower layers put there when the layer's

@@ -2,6 +2,7 @@ package template
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,7 @@ func TestFlattenNeverFollowsLowerSymlinks(t *testing.T) {
 // its layers declare more than the cap, a negative size, or a layer count
 // that its config contradicts.
 func TestDeclaredSizes(t *testing.T) {
-	s := openStore(t, Options{MaxBytes: 1000})
+	s := openStore(t, Options{MaxBytes: 10 << 20})
 	h := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("a", 64)}
 	layers := func(sizes ...int64) []v1.Descriptor {
 		var ds []v1.Descriptor
@@ -62,19 +63,36 @@ func TestDeclaredSizes(t *testing.T) {
 	tests := []struct {
 		name    string
 		layers  []v1.Descriptor
+		config  int64 // the manifest's declared config size
 		diffIDs int
+		dup     bool // the config lists its first layer twice
 		want    string
 	}{
-		{"within", layers(500, 500), 2, ""},
-		{"over the cap", layers(500, 501), 2, "more than the per-pull cap"},
-		{"overflow", layers(1<<62, 1<<62, 1<<62), 3, "more than the per-pull cap"},
-		{"negative", layers(-1), 1, "negative size"},
-		{"config disagrees", layers(1), 2, "lists 1 layers but its config 2"},
+		{"within", layers(5<<20, 5<<20), 100, 2, false, ""},
+		{"over the cap", layers(5<<20, 5<<20+1), 100, 2, false, "more than the per-pull cap"},
+		{"overflow", layers(1<<62, 1<<62, 1<<62), 100, 3, false, "more than the per-pull cap"},
+		{"negative", layers(-1), 100, 1, false, "negative size"},
+		{"config disagrees", layers(1), 100, 2, false, "lists 1 layers but its config 2"},
+		{"config over its cap", layers(1), maxConfig + 1, 1, false, "image config declares 8388609 bytes"},
+		{"config over the pull cap", layers(1), 10<<20 + 1, 1, false, "image config declares"},
+		{"config negative", layers(1), -1, 1, false, "image config declares -1 bytes"},
+		{"too many layers", layers(make([]int64, maxLayers+1)...), 100, maxLayers + 1, false, "at most 128"},
+		{"layer listed twice", layers(1, 1), 100, 2, true, "twice: refused"},
 	}
 	for _, tc := range tests {
 		cfg := &v1.ConfigFile{}
-		cfg.RootFS.DiffIDs = make([]v1.Hash, tc.diffIDs)
-		err := s.newInstaller(nil).declared(&v1.Manifest{Layers: tc.layers}, cfg)
+		for i := range tc.diffIDs {
+			cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%064x", i)})
+		}
+		if tc.dup {
+			cfg.RootFS.DiffIDs[1] = cfg.RootFS.DiffIDs[0]
+		}
+		m := &v1.Manifest{Layers: tc.layers, Config: v1.Descriptor{Size: tc.config}}
+		in := s.newInstaller(context.Background(), nil)
+		err := in.declaredManifest(m)
+		if err == nil {
+			err = in.declared(m, cfg)
+		}
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}

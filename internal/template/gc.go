@@ -36,7 +36,7 @@ func (s *Store) GC() (GCReport, error) {
 		}
 		d := filepath.Join(s.dir, "layers", e.Name())
 		rep.BytesFreed += treeBytes(d)
-		if err := os.RemoveAll(d); err != nil {
+		if err := removeTree(d); err != nil {
 			return rep, fmt.Errorf("removing layer %s: %w", e.Name(), err)
 		}
 		rep.Layers++
@@ -48,7 +48,7 @@ func (s *Store) GC() (GCReport, error) {
 	for _, e := range tmp {
 		d := filepath.Join(s.dir, "tmp", e.Name())
 		rep.BytesFreed += treeBytes(d)
-		if err := os.RemoveAll(d); err != nil {
+		if err := removeTree(d); err != nil {
 			return rep, fmt.Errorf("removing %q: %w", d, err)
 		}
 	}

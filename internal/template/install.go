@@ -1,6 +1,7 @@
 package template
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,15 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
+// Caps on what an image may declare, checked before anything of that
+// size is read: an image's metadata is read whole into memory, and each
+// layer is a walk of its tree while flattening under the store's lock.
+const (
+	maxIndex  = 4 << 20 // an OCI layout's index.json, a manifest, a docker save manifest.json
+	maxConfig = 8 << 20 // an image config
+	maxLayers = 128
+)
+
 // layerMeta is layers/<hex>/layer.json.
 type layerMeta struct {
 	DiffID string `json:"diffID"`
@@ -26,6 +36,7 @@ type layerMeta struct {
 // renames it into place. On failure it removes its temporary files and
 // the layers it added (no template can use them yet).
 type installer struct {
+	ctx      context.Context
 	s        *Store
 	progress io.Writer
 	budget   budget
@@ -33,24 +44,29 @@ type installer struct {
 	info     Info
 }
 
-func (s *Store) newInstaller(progress io.Writer) *installer {
+func (s *Store) newInstaller(ctx context.Context, progress io.Writer) *installer {
 	if progress == nil {
 		progress = io.Discard
 	}
-	return &installer{s: s, progress: progress, budget: budget{bytes: s.o.MaxBytes, entries: s.o.MaxEntries}}
+	return &installer{ctx: ctx, s: s, progress: progress, budget: budget{bytes: s.o.MaxBytes, entries: s.o.MaxEntries}}
 }
 
 // undo removes the layers this call added, after a failure.
 func (in *installer) undo() {
 	for _, d := range in.added {
-		if err := os.RemoveAll(d); err != nil {
+		if err := removeTree(d); err != nil {
 			in.s.o.Log.Warn("removing a layer after a failed pull", "dir", d, "err", err)
 		}
 	}
 }
 
-// image installs img as template name, recording ref.
-func (s *Store) installImage(img v1.Image, name, ref string, progress io.Writer) (Info, error) {
+// install holds the store's lock for the whole call while open finds
+// the image (an OCI layout archive is unpacked by open under the same
+// lock and budget as the layers, so GC cannot delete it and it cannot
+// double the per-pull cap), then installs it as template name,
+// recording ref. done, if open returns one, runs before the lock is
+// released.
+func (s *Store) install(ctx context.Context, name, ref string, progress io.Writer, open func(*installer) (v1.Image, func(), error)) (Info, error) {
 	if err := ValidName(name); err != nil {
 		return Info{}, err
 	}
@@ -62,8 +78,15 @@ func (s *Store) installImage(img v1.Image, name, ref string, progress io.Writer)
 	if _, err := os.Stat(s.templateDir(name)); err == nil {
 		return Info{}, fmt.Errorf("template %q exists: remove it first (warden template rm %s) or choose another --name", name, name)
 	}
-	in := s.newInstaller(progress)
-	info, err := in.image(img, name, ref)
+	in := s.newInstaller(ctx, progress)
+	img, done, err := open(in)
+	if done != nil {
+		defer done()
+	}
+	var info Info
+	if err == nil {
+		info, err = in.image(img, name, ref)
+	}
 	if err != nil {
 		in.undo()
 	}
@@ -80,6 +103,9 @@ func (in *installer) image(img v1.Image, name, ref string) (Info, error) {
 	m, err := img.Manifest()
 	if err != nil {
 		return Info{}, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	if err := in.declaredManifest(m); err != nil {
+		return Info{}, err
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
@@ -112,11 +138,35 @@ func (in *installer) image(img v1.Image, name, ref string) (Info, error) {
 	return in.template(t, rawM, rawC)
 }
 
-// declared refuses a manifest whose layers add up past the cap, or whose
-// config lists a different number of layers than the manifest.
+// declaredManifest refuses, before the config is fetched or read, a
+// manifest declaring a config larger than maxConfig or the per-pull cap
+// (the config is read whole into memory; a registry verifies the blob
+// against this declared size), or more than maxLayers layers (each one
+// is a walk of its tree while flattening, under the store's lock).
+func (in *installer) declaredManifest(m *v1.Manifest) error {
+	if c := m.Config.Size; c < 0 || c > maxConfig || c > in.s.o.MaxBytes {
+		return fmt.Errorf("image config declares %d bytes: configs must be 0-%d bytes and under the per-pull cap", c, min(maxConfig, in.s.o.MaxBytes))
+	}
+	if len(m.Layers) > maxLayers {
+		return fmt.Errorf("image manifest lists %d layers: at most %d are accepted (squash the image)", len(m.Layers), maxLayers)
+	}
+	return nil
+}
+
+// declared refuses a manifest whose layers add up past the cap, whose
+// config lists a different number of layers than the manifest, or lists
+// one layer twice (a stored layer would otherwise be walked again per
+// listing while flattening).
 func (in *installer) declared(m *v1.Manifest, cfg *v1.ConfigFile) error {
 	if len(m.Layers) != len(cfg.RootFS.DiffIDs) {
 		return fmt.Errorf("image manifest lists %d layers but its config %d: the image is malformed", len(m.Layers), len(cfg.RootFS.DiffIDs))
+	}
+	seen := map[v1.Hash]bool{}
+	for _, d := range cfg.RootFS.DiffIDs {
+		if seen[d] {
+			return fmt.Errorf("image config lists layer %s twice: refused", d)
+		}
+		seen[d] = true
 	}
 	var total int64
 	for _, l := range m.Layers {
@@ -139,7 +189,11 @@ func configOf(c *v1.ConfigFile) Config {
 // stored, unpacking open()'s stream if not, and verifying while it
 // streams that the content has that digest.
 func (in *installer) layer(diffID string, open func() (io.ReadCloser, error)) error {
-	if _, err := os.Stat(filepath.Join(in.s.layerDir(diffID), "layer.json")); err == nil {
+	if m, err := in.s.layerMeta(diffID); err == nil {
+		if m.Size > in.budget.bytes {
+			return fmt.Errorf("layer %s: stored layers add up to more than the per-pull cap (raise --max-size)", short(diffID))
+		}
+		in.budget.bytes -= m.Size
 		in.info.Reused++
 		fmt.Fprintf(in.progress, "layer %s: already stored\n", short(diffID))
 		return nil
@@ -171,7 +225,7 @@ func (in *installer) unpackVerified(r io.Reader, diffID string) (int64, error) {
 		return 0, fmt.Errorf("layer %s: %w", diffID, err)
 	}
 	defer func() {
-		if err := os.RemoveAll(tmp); err != nil {
+		if err := removeTree(tmp); err != nil {
 			in.s.o.Log.Warn("removing a temporary layer", "dir", tmp, "err", err)
 		}
 	}()
@@ -219,7 +273,7 @@ func (in *installer) template(t Template, manifest, config []byte) (Info, error)
 		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
 	}
 	defer func() {
-		if err := os.RemoveAll(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeTree(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			in.s.o.Log.Warn("removing a temporary template", "dir", tmp, "err", err)
 		}
 	}()
@@ -236,7 +290,7 @@ func (in *installer) template(t Template, manifest, config []byte) (Info, error)
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
 	}
-	if err := flatten(rootfs, roots); err != nil {
+	if err := flatten(in.ctx, rootfs, roots); err != nil {
 		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)
 	}
 	meta, err := json.MarshalIndent(t, "", "  ")

@@ -73,7 +73,7 @@ func measureFlatten(t *testing.T, s *Store, one Info) {
 		}
 		return b
 	}
-	flat := best(func(dir string) error { return flatten(dir, roots) })
+	flat := best(func(dir string) error { return flatten(context.Background(), dir, roots) })
 	t.Logf("flattened root (hard links): %v to make", flat.Round(time.Microsecond))
 	if os.Geteuid() != 0 {
 		return

@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -49,16 +48,17 @@ func (s *Store) Pull(ctx context.Context, ref, name string, o PullOptions) (Info
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
+	tr := o.Transport
+	if tr == nil {
+		tr = remote.DefaultTransport
+	}
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc),
-		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})}
-	if o.Transport != nil {
-		opts = append(opts, remote.WithTransport(o.Transport))
-	}
-	img, err := remote.Image(r, opts...)
-	if err != nil {
-		return Info{}, pullError(ref, err)
-	}
-	info, err := s.installImage(img, name, r.String(), o.Progress)
+		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
+		remote.WithTransport(redirectGuard{next: tr})}
+	info, err := s.install(ctx, name, r.String(), o.Progress, func(*installer) (v1.Image, func(), error) {
+		img, err := remote.Image(r, opts...)
+		return img, nil, err
+	})
 	if err != nil {
 		return Info{}, pullError(ref, err)
 	}
@@ -110,66 +110,46 @@ func (s *Store) Import(ctx context.Context, p, name string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("importing: %w", err)
 	}
-	var img v1.Image
-	switch {
-	case fi.IsDir():
-		img, err = layoutImage(p)
-	default:
-		var cleanup func()
-		img, cleanup, err = s.archiveImage(p)
-		if cleanup != nil {
-			defer cleanup()
+	info, err := s.install(ctx, name, "", nil, func(in *installer) (v1.Image, func(), error) {
+		if fi.IsDir() {
+			img, err := layoutImage(p)
+			return img, nil, err
 		}
-	}
-	if err != nil {
-		return Info{}, fmt.Errorf("importing %q: %w", p, err)
-	}
-	info, err := s.installImage(img, name, "", nil)
+		return in.archiveImage(p)
+	})
 	if err != nil {
 		return Info{}, fmt.Errorf("importing %q: %w", p, err)
 	}
 	return info, nil
 }
 
-// layoutImage is the one image of the OCI layout at dir.
-func layoutImage(dir string) (v1.Image, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("not an OCI image layout: %w", err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Manifests) != 1 {
-		return nil, fmt.Errorf("the layout holds %d images: import takes exactly one", len(m.Manifests))
-	}
-	return idx.Image(m.Manifests[0].Digest)
-}
-
 // archiveImage reads a docker save archive (it has manifest.json)
-// straight from the file, or unpacks a tar of an OCI layout into tmp/
-// (as hostile as a layer, under the same caps) and reads that; cleanup
-// removes what it unpacked.
-func (s *Store) archiveImage(p string) (v1.Image, func(), error) {
+// straight from the file once its metadata entries are checked, or
+// unpacks a tar of an OCI layout into tmp/ (as hostile as a layer, under
+// the same lock and budget) and reads that; cleanup removes what it
+// unpacked.
+func (in *installer) archiveImage(p string) (v1.Image, func(), error) {
 	has, err := tarHas(p, "manifest.json", "index.json")
 	if err != nil {
 		return nil, nil, err
 	}
 	switch {
 	case has["manifest.json"]:
+		if err := checkDockerArchive(p, in.s.o.MaxEntries); err != nil {
+			return nil, nil, err
+		}
 		img, err := tarball.ImageFromPath(p, nil)
 		return img, nil, err
 	case !has["index.json"]:
 		return nil, nil, errors.New("neither a docker save archive (manifest.json) nor an OCI layout (index.json)")
 	}
-	dir, err := os.MkdirTemp(filepath.Join(s.dir, "tmp"), "layout-")
+	dir, err := os.MkdirTemp(filepath.Join(in.s.dir, "tmp"), "layout-")
 	if err != nil {
 		return nil, nil, err
 	}
 	cleanup := func() {
-		if err := os.RemoveAll(dir); err != nil {
-			s.o.Log.Warn("removing an unpacked OCI layout", "dir", dir, "err", err)
+		if err := removeTree(dir); err != nil {
+			in.s.o.Log.Warn("removing an unpacked OCI layout", "dir", dir, "err", err)
 		}
 	}
 	f, err := os.Open(p)
@@ -177,8 +157,7 @@ func (s *Store) archiveImage(p string) (v1.Image, func(), error) {
 		return nil, cleanup, err
 	}
 	defer f.Close()
-	b := budget{bytes: s.o.MaxBytes, entries: s.o.MaxEntries}
-	if err := unpackLayer(f, dir, "(OCI layout archive)", &b, s.o.Log.Warn); err != nil {
+	if err := unpackLayer(f, dir, "(OCI layout archive)", &in.budget, in.s.o.Log.Warn); err != nil {
 		return nil, cleanup, err
 	}
 	img, err := layoutImage(dir)

@@ -48,6 +48,12 @@ type Config struct {
 // directory holding its whole read-only root tree (owned by root, no
 // set-id bits, no group/world write), usable as a bind source (native),
 // a bundle root (gVisor) or a docker image's source.
+//
+// Root's files are hard links to the store's layers, shared by every
+// template made from those layers: a write through one would change
+// them all, and the stored layers. Every backend MUST therefore mount
+// Root read-only and never write into it; a sandbox's writes go to its
+// own scratch mounts or an overlay above Root.
 type Template struct {
 	Name    string    `json:"name"`
 	Digest  string    `json:"digest"` // the image manifest's digest
@@ -189,7 +195,7 @@ func (s *Store) Remove(name string) error {
 	if err := os.Rename(s.templateDir(name), gone); err != nil {
 		return fmt.Errorf("removing template %q: %w", name, err)
 	}
-	if err := os.RemoveAll(tmp); err != nil {
+	if err := removeTree(tmp); err != nil {
 		return fmt.Errorf("removing template %q: %w", name, err)
 	}
 	return nil

@@ -54,7 +54,8 @@ type unpacker struct {
 	root     *os.Root
 	layer    string // digest, for errors
 	budget   *budget
-	symlinks map[string]bool // names this layer made symlinks
+	symlinks map[string]bool        // names this layer made symlinks
+	modes    map[string]fs.FileMode // directories' modes, applied last (see applyModes)
 	warn     func(msg string, args ...any)
 }
 
@@ -66,11 +67,14 @@ func unpackLayer(r io.Reader, dir, layer string, b *budget, warn func(string, ..
 		return fmt.Errorf("opening %q: %w", dir, err)
 	}
 	defer root.Close()
-	u := &unpacker{root: root, layer: layer, budget: b, symlinks: map[string]bool{}, warn: warn}
+	u := &unpacker{root: root, layer: layer, budget: b, symlinks: map[string]bool{}, modes: map[string]fs.FileMode{}, warn: warn}
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			if err := applyModes(root, u.modes); err != nil {
+				return fmt.Errorf("layer %s: setting directory modes: %w", layer, err)
+			}
 			return nil
 		}
 		if err != nil {
@@ -146,11 +150,16 @@ func (u *unpacker) entry(hdr *tar.Header, body io.Reader) error {
 }
 
 // safeMode keeps an entry's permission bits minus set-uid, set-gid and
-// group/world write, and a directory's sticky bit.
+// group/world write, and a directory's sticky bit. A directory always
+// keeps owner read and search: root ignores those bits anyway, and a
+// store not run as root could not flatten or remove a layer without them.
 func safeMode(m fs.FileMode) fs.FileMode {
 	out := m.Perm() &^ 0o022
-	if m.IsDir() && m&fs.ModeSticky != 0 {
-		out |= fs.ModeSticky
+	if m.IsDir() {
+		out |= 0o500
+		if m&fs.ModeSticky != 0 {
+			out |= fs.ModeSticky
+		}
 	}
 	return out
 }
@@ -210,7 +219,8 @@ func (u *unpacker) dir(name string, mode fs.FileMode) error {
 			return err
 		}
 	}
-	return u.root.Chmod(name, safeMode(mode))
+	u.modes[name] = safeMode(mode)
+	return nil
 }
 
 func (u *unpacker) file(name string, mode fs.FileMode, body io.Reader, size int64) error {
@@ -277,8 +287,8 @@ func (u *unpacker) whiteout(name string) error {
 		if strings.HasPrefix(hidden, whiteoutPrefix) {
 			return nil // other AUFS metadata (.wh..wh.plnk and the like)
 		}
-		if hidden == "" || hidden == "." {
-			return errors.New("whiteout names nothing")
+		if hidden == "" || hidden == "." || hidden == ".." {
+			return fmt.Errorf("whiteout names nothing: %q is no entry of its directory (a whiteout must name a file or directory)", hidden)
 		}
 	}
 	if _, err := u.clear(name, false); err != nil {

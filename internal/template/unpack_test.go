@@ -89,6 +89,8 @@ func TestUnpackRefusesHostileEntries(t *testing.T) {
 		{"bomb bytes", []entry{file("a", strings.Repeat("x", 2048))}, budget{bytes: 1024, entries: 100}, "per-pull cap"},
 		{"bomb entries", []entry{file("a", ""), file("b", ""), file("c", "")}, budget{bytes: 1024, entries: 2}, "more entries"},
 		{"empty whiteout", []entry{file(".wh.", "")}, big, "whiteout names nothing"},
+		{"whiteout of the parent", []entry{dir("a"), file("a/.wh...", "")}, big, `whiteout names nothing: ".."`},
+		{"whiteout of the directory", []entry{dir("a"), file("a/.wh..", "")}, big, `whiteout names nothing: "."`},
 		{"deep name", []entry{file(strings.Repeat("a/", 3000)+"f", "x")}, big, "path longer than 4096 bytes"},
 		{"deep hard link", []entry{file("f", "x"), hardlink("h", strings.Repeat("a/", 3000)+"f")}, big, "must be a relative path inside"},
 		{"file under file", []entry{file("f", "x"), file("f/g", "y")}, big, `parent "f" is not a directory`},

@@ -1,6 +1,9 @@
-// Package discards keeps every dropped result in Warden's own code
-// explained: an error nobody logs or returns must say, on its line or the
-// line before, why it cannot fail or why nobody could act on it.
+// Package discards keeps every result Warden's own code assigns to `_`
+// alone (`_ = f()`, `_, _ = g()`) explained: such a line needs a comment,
+// on it or ending on the line before, that is a reason of its own (not
+// only "as above"). It checks only that such a comment is there, not
+// that it is true, and not results dropped otherwise (a call whose
+// result is ignored, `x, _ :=`).
 package discards
 
 import (
@@ -21,13 +24,18 @@ import (
 var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
 
 // bareDiscards lists the lines of f's assignments to nothing but blank
-// identifiers (`_ = f()`, `_, _ = g()`) with no comment on the same line
-// or ending on the line before.
+// identifiers (`_ = f()`, `_, _ = g()`) with no reason comment on the same
+// line or ending on the line before.
 func bareDiscards(fset *token.FileSet, f *ast.File) []int {
 	commented := map[int]bool{}
 	for _, g := range f.Comments {
-		for l := fset.Position(g.Pos()).Line; l <= fset.Position(g.End()).Line; l++ {
-			commented[l] = true
+		for _, c := range g.List {
+			if !isReason(c.Text) {
+				continue
+			}
+			for l := fset.Position(c.Pos()).Line; l <= fset.Position(c.End()).Line; l++ {
+				commented[l] = true
+			}
 		}
 	}
 	var lines []int
@@ -43,6 +51,19 @@ func bareDiscards(fset *token.FileSet, f *ast.File) []int {
 		return true
 	})
 	return lines
+}
+
+// noReason matches a comment that only points elsewhere ("as above",
+// "same", "ditto"), which says nothing once the line above changes.
+var noReason = regexp.MustCompile(`(?i)^(as above|see above|same( as above)?|ditto)?$`)
+
+// isReason says whether comment (with its // or /* */) says something of
+// its own: words left once the markers and punctuation are trimmed, and
+// not only a pointer to another comment.
+func isReason(comment string) bool {
+	text := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(comment, "//"), "/*"), "*/")
+	text = strings.Trim(text, " \t.:;,!-")
+	return !noReason.MatchString(text)
 }
 
 // allBlank says whether every target of an assignment is _.
@@ -68,6 +89,10 @@ func TestBareDiscardsFindsOnlyUnexplained(t *testing.T) {
 		{"comment two lines before", "// far away\n\n_ = f()", []int{6}},
 		{"one result kept", "x, _ := g(); _ = x // x is used", nil},
 		{"in a closure", "go func() { _ = f() }()", []int{4}},
+		{"only as above", "// f only reads\n_ = f()\n_ = f() // as above", []int{6}},
+		{"as above before", "// As above.\n_ = f()", []int{5}},
+		{"empty comment", "_ = f() //", []int{4}},
+		{"as above with a reason", "// as above: f only reads\n_ = f()", nil},
 	}
 	for _, tt := range tests {
 		src := "package p\n\nfunc h() {\n" + tt.body + "\n}\n"

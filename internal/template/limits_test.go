@@ -1,0 +1,158 @@
+package template
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFlattenRefusesDotWhiteouts plants whiteouts of "." and ".." in a
+// stored layer (unpacking refuses them, so only a corrupt store has one):
+// flattening refuses them and removes nothing above the whiteout.
+func TestFlattenRefusesDotWhiteouts(t *testing.T) {
+	for _, wh := range []string{".wh...", ".wh.."} {
+		top := t.TempDir()
+		lower := filepath.Join(top, "lower")
+		upper := filepath.Join(top, "upper")
+		for _, d := range []string{filepath.Join(lower, "a", "b"), filepath.Join(upper, "a", "b")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range []string{filepath.Join(lower, "a", "keep"), filepath.Join(upper, "a", "b", wh)} {
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dst := filepath.Join(top, "dst")
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		err := flatten(context.Background(), dst, []string{lower, upper})
+		if err == nil || !strings.Contains(err.Error(), "names no entry of its directory") {
+			t.Errorf("%s: got %v, want the whiteout refused", wh, err)
+		}
+		if _, err := os.Lstat(filepath.Join(dst, "a", "keep")); err != nil {
+			t.Errorf("%s: a/keep removed by a whiteout in a/b: %v", wh, err)
+		}
+	}
+}
+
+// TestFlattenStopsOnCancel checks flattening gives up once its context
+// ends instead of finishing the walk under the store's lock.
+func TestFlattenStopsOnCancel(t *testing.T) {
+	top := t.TempDir()
+	layer := filepath.Join(top, "layer")
+	if err := os.MkdirAll(filepath.Join(layer, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(top, "dst")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := flatten(ctx, dst, []string{layer}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestReusedLayerCharged pulls an image whose 1 MiB layer is already
+// stored into a store capped at 64 KiB: a reused layer counts against the
+// cap like an unpacked one, so the template's size stays under it.
+func TestReusedLayerCharged(t *testing.T) {
+	host := serveRegistry(t, nil)
+	big := testLayer(t, layerTar(t, file("zeros", strings.Repeat("\x00", 1<<20))))
+	push(t, host+"/one:1", testImage(t, big))
+	push(t, host+"/two:1", testImage(t, big, testLayer(t, layerTar(t, file("two", "2")))))
+	s := openStore(t, Options{})
+	if _, err := s.Pull(context.Background(), host+"/one:1", "", PullOptions{}); err != nil {
+		t.Fatalf("pulling: %v", err)
+	}
+	capped, err := Open(s.Dir(), Options{MaxBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = capped.Pull(context.Background(), host+"/two:1", "", PullOptions{})
+	if err == nil || !strings.Contains(err.Error(), "per-pull cap") {
+		t.Fatalf("got %v, want the per-pull cap error", err)
+	}
+}
+
+// TestImportLayoutArchiveOneBudget imports a tar of an OCI layout under a
+// cap that the archive's files and the unpacked layers each fit but not
+// together: unpacking the archive and its layers share one budget.
+func TestImportLayoutArchiveOneBudget(t *testing.T) {
+	dir := t.TempDir()
+	lp := filepath.Join(dir, "layout")
+	writeLayout(t, lp, testImage(t, testLayer(t, layerTar(t, file("noise", noise(256<<10))))))
+	archive := treeBytes(lp)
+	ociTar := filepath.Join(dir, "layout.tar")
+	tarDir(t, lp, ociTar)
+	info, err := openStore(t, Options{}).Import(context.Background(), ociTar, "fits")
+	if err != nil {
+		t.Fatalf("importing: %v", err)
+	}
+	limit := max(archive, info.Size) + 4<<10
+	if limit >= archive+info.Size {
+		t.Fatalf("archive %d and layers %d bytes: no cap fits each but not both", archive, info.Size)
+	}
+	_, err = openStore(t, Options{MaxBytes: limit}).Import(context.Background(), ociTar, "over")
+	if err == nil || !strings.Contains(err.Error(), "per-pull cap") {
+		t.Fatalf("cap %d, archive %d, layers %d bytes: got %v, want the per-pull cap error", limit, archive, info.Size, err)
+	}
+}
+
+// noise is n bytes that do not compress, the same every run.
+func noise(n int) string {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return string(b)
+}
+
+// TestRedirectGuard checks which registry redirects a pull follows.
+func TestRedirectGuard(t *testing.T) {
+	tests := []struct {
+		from, to string
+		want     string // "" to allow
+	}{
+		{"https://203.0.113.1/v2/", "https://198.51.100.1/blob", ""},
+		{"https://203.0.113.1/v2/", "http://198.51.100.1/blob", "from https to http"},
+		{"https://203.0.113.1/v2/", "https://127.0.0.1/blob", "loopback, link-local or private"},
+		{"https://203.0.113.1/v2/", "https://[::1]:5000/blob", "loopback, link-local or private"},
+		{"https://203.0.113.1/v2/", "https://169.254.169.254/latest/meta-data", "loopback, link-local or private"},
+		{"https://203.0.113.1/v2/", "https://10.1.2.3/blob", "loopback, link-local or private"},
+		{"https://203.0.113.1/v2/", "https://[::ffff:192.168.1.1]/blob", "loopback, link-local or private"},
+		{"https://203.0.113.1/v2/", "https://localhost/blob", "loopback, link-local or private"},
+		{"http://127.0.0.1:5000/v2/", "http://127.0.0.1:5001/blob", ""},
+		{"http://localhost:5000/v2/", "http://10.0.0.1/blob", ""},
+	}
+	for _, tc := range tests {
+		from, _ := url.Parse(tc.from)
+		to, _ := url.Parse(tc.to)
+		var sent bool
+		g := redirectGuard{next: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			sent = true
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+		})}
+		req := (&http.Request{Method: http.MethodGet, URL: to, Header: http.Header{}}).WithContext(context.Background())
+		req.Response = &http.Response{Request: &http.Request{URL: from}}
+		_, err := g.RoundTrip(req)
+		if tc.want == "" && (err != nil || !sent) || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || sent) {
+			t.Errorf("%s -> %s: got %v (sent %v), want %q", tc.from, tc.to, err, sent, tc.want)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
