@@ -215,10 +215,10 @@ func (x *exchange) refuse(status int, reason string) {
 		status, http.StatusText(status), len(line)+1, line)
 	_ = x.c.CloseWrite() // fails only once closed, when there is nothing left to answer
 	// Lingering only drains what the client still sends, so that closing
-	// does not reset the answer away: a failed drain changes nothing, and
-	// without its deadline there is no drain.
+	// does not reset the answer away. Without its deadline there is no
+	// drain.
 	if x.c.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
-		_, _ = io.CopyN(io.Discard, x.c, lingerBytes)
+		_, _ = io.CopyN(io.Discard, x.c, lingerBytes) // a failed drain changes nothing
 	}
 }
 
