@@ -373,7 +373,7 @@ func TestStream(t *testing.T) {
 	t.Run("callback stops", func(t *testing.T) {
 		body = ok
 		stop := errors.New("enough")
-		if _, err := s.Stream(context.Background(), req, func(Event) error { return stop }); err != stop {
+		if _, err := s.Stream(context.Background(), req, func(Event) error { return stop }); !errors.Is(err, stop) {
 			t.Errorf("Stream() = %v, want the callback's error", err)
 		}
 	})

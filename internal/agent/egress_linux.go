@@ -73,7 +73,7 @@ func parseHosts(s string) (map[string][]netip.Addr, error) {
 func AttachEgress(name string, n spec.NetworkPolicy, cpus float64) (*egress.Attachment, error) {
 	pol, err := egress.ParsePolicy(n.Allow, n.Deny)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // the sentinel is the category callers match; the parse error is text only, so nothing inside it can change the answer
 	}
 	p, err := sharedProxy()
 	if err != nil {
@@ -99,7 +99,7 @@ func (s *Session) SetNetwork(allow, deny []string) error {
 	}
 	pol, err := egress.ParsePolicy(allow, deny)
 	if err != nil {
-		return fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		return fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // the sentinel is the category callers match; the parse error is text only, so nothing inside it can change the answer
 	}
 	s.f.Egress.SetPolicy(pol)
 	s.mu.Lock()

@@ -22,7 +22,7 @@ var outOfDescriptors = spawn.OutOfDescriptors
 // other error as it is.
 func descriptorError(err error) error {
 	if outOfDescriptors(err) && !errors.Is(err, spawn.ErrNoDescriptors) {
-		return fmt.Errorf("%w: %v", spawn.ErrNoDescriptors, err)
+		return fmt.Errorf("%w: %v", spawn.ErrNoDescriptors, err) //nolint:errorlint // ErrNoDescriptors is what callers match; the errno is text only
 	}
 	return err
 }

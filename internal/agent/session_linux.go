@@ -73,7 +73,9 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 func Attach(ctx context.Context, f Frame) (*Session, error) {
 	s := &Session{f: f, ctl: int(f.Control.Fd()), procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
-		s.teardown()
+		if terr := s.teardown(); terr != nil {
+			return nil, errors.Join(err, fmt.Errorf("tearing down the failed attach: %w", terr))
+		}
 		return nil, err
 	}
 	return s, nil

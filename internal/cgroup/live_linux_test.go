@@ -792,7 +792,11 @@ func TestLiveV2SupervisorHelper(t *testing.T) {
 		fmt.Printf("error=%v\n", err)
 		return
 	}
-	defer c.Delete()
+	defer func() {
+		if err := c.Delete(); err != nil {
+			fmt.Printf("deleting the probe cgroup: %v\n", err)
+		}
+	}()
 	ctl, _ := os.ReadFile(filepath.Join(c.dir, "cgroup.controllers"))
 	self, _ := os.ReadFile("/proc/self/cgroup")
 	var v2Line string

@@ -47,7 +47,7 @@ func newTestServer(t *testing.T, max int) *testServer {
 				ts.entered <- struct{}{}
 				<-ts.release
 			}
-			io.WriteString(w, "ok")
+			_, _ = io.WriteString(w, "ok")
 		}),
 		ReadHeaderTimeout: time.Minute,
 	}

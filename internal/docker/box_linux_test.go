@@ -77,7 +77,7 @@ func TestLaunchCleansUpEachStep(t *testing.T) {
 		{"dies before its init connects", func(f *memEngine, _ string) { f.onStart = func() { f.die("c1") } }, nil, false, "waiting for the container's init", true},
 		{"start cancelled", nil, nil, true, "waiting for the container's init", true},
 		{"another process connects", func(f *memEngine, sock string) { f.pid = os.Getpid() + 1; f.onStart = dialer(t, sock) }, nil, false, "not the container's init", true},
-		{"inspect fails", func(f *memEngine, sock string) { f.setFail("Pid", errEngine); f.onStart = dialer(t, sock) }, nil, false, "not the container's init", true},
+		{"inspect fails", func(f *memEngine, sock string) { f.setFail("Pid", errEngine); f.onStart = dialer(t, sock) }, nil, false, "asking the engine for the container's pid to check the control socket's peer: engine says no", true},
 		{"init connects", func(f *memEngine, sock string) { f.pid = os.Getpid(); f.onStart = dialer(t, sock) }, nil, false, "", true},
 	}
 	for _, tt := range tests {

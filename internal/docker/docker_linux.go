@@ -328,9 +328,13 @@ func (b *box) accept(ctx context.Context, ln *net.UnixListener) (*os.File, error
 		return nil, err
 	}
 	pid, err := b.r.engine.Pid(ctx, b.id)
-	if err != nil || pid == 0 || int(cred.Pid) != pid {
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("the control socket was reached by pid %d, not the container's init (%d): %v", cred.Pid, pid, err)
+		return nil, fmt.Errorf("asking the engine for the container's pid to check the control socket's peer: %w", err)
+	}
+	if pid == 0 || int(cred.Pid) != pid {
+		f.Close()
+		return nil, fmt.Errorf("the control socket was reached by pid %d, not the container's init (%d)", cred.Pid, pid)
 	}
 	return f, nil
 }

@@ -118,7 +118,7 @@ func (r *rawPipe) readOrWait(b []byte, stop <-chan struct{}, wait bool) (int, er
 func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
 	null, err := devNull()
 	if err != nil {
-		return 0, fmt.Errorf("%w: opening %s: %v", errors.ErrUnsupported, os.DevNull, err)
+		return 0, fmt.Errorf("%w: opening %s: %w", errors.ErrUnsupported, os.DevNull, err)
 	}
 	var n int64
 	_, err = r.do(func(fd int) error {
@@ -128,7 +128,7 @@ func (r *rawPipe) discard(stop <-chan struct{}) (int64, error) {
 	}, true, stop)
 	switch {
 	case errors.Is(err, unix.EINVAL):
-		return 0, fmt.Errorf("%w: splice: %v", errors.ErrUnsupported, err)
+		return 0, fmt.Errorf("%w: splice: %w", errors.ErrUnsupported, err)
 	case err != nil:
 		return 0, err
 	case n == 0:

@@ -226,7 +226,7 @@ func (t *inotifyTree) forget(p string) {
 		delete(t.dirs, wd)
 		// An error means the watch is gone already (the kernel drops it
 		// with the directory); either way it reports nothing more here.
-		_ = rc.Control(func(fd uintptr) { unix.InotifyRmWatch(int(fd), uint32(wd)) })
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.InotifyRmWatch(int(fd), uint32(wd)) })
 	}
 }
 

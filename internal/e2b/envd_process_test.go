@@ -931,7 +931,7 @@ func TestConnectBodiesCharged(t *testing.T) {
 		t.Errorf("a second large SendInput past alice's share: got %v, want resource_exhausted saying the server is busy", err)
 	}
 	procKillAll(t, client) // the first call's write fails, and its charge goes back
-	<-first
+	<-first                //nolint:errcheck // a wait for the goroutine to end: its result is not what this test checks
 	if !procWaitFor(func() bool { return budget.holding("alice") == 0 }) {
 		t.Errorf("alice's share holds %d bytes after every call ended, want 0", budget.holding("alice"))
 	}

@@ -46,7 +46,7 @@ func BenchmarkThroughput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		io.WriteString(c, "CONNECT allowed.test:"+port+" HTTP/1.1\r\n\r\n")
+		_, _ = io.WriteString(c, "CONNECT allowed.test:"+port+" HTTP/1.1\r\n\r\n")
 		br := bufio.NewReaderSize(c, 256<<10)
 		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
 		if err != nil || resp.StatusCode != 200 {

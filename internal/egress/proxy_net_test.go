@@ -37,7 +37,7 @@ func internet(t testing.TB) {
 	if out, err := exec.Command(ip, "addr", "add", cidr, "dev", "lo").CombinedOutput(); err != nil {
 		t.Fatalf("ip addr add: %v: %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command(ip, "addr", "del", cidr, "dev", "lo").Run() })
+	t.Cleanup(func() { _ = exec.Command(ip, "addr", "del", cidr, "dev", "lo").Run() })
 }
 
 // origin is a test server on testPublic: /hello, /headers (echoes the
@@ -47,16 +47,16 @@ func origin(t testing.TB, tls bool) (*httptest.Server, int) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/hello":
-			io.WriteString(w, "hello from origin")
+			_, _ = io.WriteString(w, "hello from origin")
 		case "/headers":
 			fmt.Fprintf(w, "%s %s host=%s\n", r.Method, r.RequestURI, r.Host)
-			r.Header.Write(w)
+			_ = r.Header.Write(w)
 		case "/redirect":
 			http.Redirect(w, r, "http://127.0.0.1/", http.StatusFound)
 		case "/big":
 			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 			w.Header().Set("Content-Length", strconv.Itoa(n))
-			w.Write(bytes.Repeat([]byte("x"), n))
+			_, _ = w.Write(bytes.Repeat([]byte("x"), n))
 		}
 	}))
 	ln, err := net.Listen("tcp", net.JoinHostPort(testPublic.String(), "0"))

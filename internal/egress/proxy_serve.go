@@ -132,9 +132,13 @@ func (a *Attachment) serve(uc *net.UnixConn) {
 func (x *exchange) readRequest() (*http.Request, int, string) {
 	lr := &io.LimitedReader{R: io.MultiReader(bytes.NewReader(x.first), x.c), N: maxHeaderBytes}
 	x.br = bufio.NewReaderSize(lr, 32<<10)
-	x.c.SetReadDeadline(time.Now().Add(headerTimeout))
+	// A socket refuses a deadline only once closed: the client is gone,
+	// and a read without its bound is never begun.
+	if err := x.c.SetReadDeadline(time.Now().Add(headerTimeout)); err != nil {
+		return nil, 0, ""
+	}
 	req, err := http.ReadRequest(x.br)
-	x.c.SetReadDeadline(time.Time{})
+	_ = x.c.SetReadDeadline(time.Time{}) // fails only once closed, as the next read then does
 	left := lr.N
 	lr.N = math.MaxInt64
 	switch {
@@ -209,9 +213,13 @@ func (x *exchange) refuse(status int, reason string) {
 	line = oneLine(line)
 	fmt.Fprintf(x.c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
 		status, http.StatusText(status), len(line)+1, line)
-	x.c.CloseWrite()
-	x.c.SetReadDeadline(time.Now().Add(lingerTimeout))
-	io.CopyN(io.Discard, x.c, lingerBytes)
+	_ = x.c.CloseWrite() // fails only once closed, when there is nothing left to answer
+	// Lingering only drains what the client still sends, so that closing
+	// does not reset the answer away. Without its deadline there is no
+	// drain.
+	if x.c.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
+		_, _ = io.CopyN(io.Discard, x.c, lingerBytes) // a failed drain changes nothing
+	}
 }
 
 // oneLine makes s safe as a single short line of text: control

@@ -330,8 +330,8 @@ func setFileIdentity(*Config) error {
 			return fmt.Errorf("setgroups: %w", e)
 		}
 	}
-	unix.Setfsgid(userGID)
-	unix.Setfsuid(userUID)
+	_ = unix.Setfsgid(userGID) // cannot report failure: the kernel answers with the previous id
+	_ = unix.Setfsuid(userUID) // cannot report failure either
 	return nil
 }
 

@@ -265,7 +265,7 @@ func TestEndedCause(t *testing.T) {
 		{137, nil},
 	}
 	for _, tt := range tests {
-		if got := EndedCause(tt.code); got != tt.want {
+		if got := EndedCause(tt.code); got != tt.want { //nolint:errorlint // EndedCause returns the sentinels themselves, and the test holds it to exactly that
 			t.Errorf("EndedCause(%d) = %v, want %v", tt.code, got, tt.want)
 		}
 	}

@@ -67,7 +67,7 @@ func (m *Manager) watchBox(s *session) {
 // buryDied buries s, whose sandbox died, and reports it to OnReap once,
 // whichever of watchBox and the reaper comes first.
 func (m *Manager) buryDied(s *session) {
-	settledErr(s.box)
+	_ = settledErr(s.box) // for its wait: deathCause reads the settled error itself
 	if m.bury(s, deathCause(s.box)) {
 		m.cfg.OnReap(s.owner, "died")
 	}

@@ -317,9 +317,9 @@ func (s *session) interpreter(language, name string) (interp.Interpreter, error)
 	in, err := interp.New(language, s.box, s.box.Env(), interp.WithCPUs(s.spec.Limits.CPUs), interp.WithRoot(s.spec.Root.Dir))
 	switch {
 	case errors.Is(err, interp.ErrUnknownLanguage):
-		return nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", spec.ErrInvalid, err)
 	case errors.Is(err, errors.ErrUnsupported):
-		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	case err != nil:
 		return nil, err
 	}

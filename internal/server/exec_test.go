@@ -169,11 +169,11 @@ func TestStreamOrder(t *testing.T) {
 	h := newHarness(t, nil)
 	id := h.create(keyA)
 	h.fake.exec = func(_ context.Context, _ sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
-		io.WriteString(live.Stdout, "one\n")
-		io.WriteString(live.Stderr, "two\n")
+		_, _ = io.WriteString(live.Stdout, "one\n")
+		_, _ = io.WriteString(live.Stderr, "two\n")
 		// "é" split across two writes arrives whole in the second event.
-		live.Stdout.Write([]byte{'x', 0xc3})
-		live.Stdout.Write([]byte{0xa9})
+		_, _ = live.Stdout.Write([]byte{'x', 0xc3})
+		_, _ = live.Stdout.Write([]byte{0xa9})
 		return spec.Result{ExitCode: 3, Stdout: "one\nxé"}, nil
 	}
 	resp := h.do("POST", "/v1/sessions/"+id+"/exec/stream", keyA, `{"command":["true"]}`)
@@ -197,7 +197,7 @@ func TestStreamErrorAfterOutput(t *testing.T) {
 	h := newHarness(t, nil)
 	id := h.create(keyA)
 	h.fake.exec = func(_ context.Context, _ sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
-		io.WriteString(live.Stdout, "partial")
+		_, _ = io.WriteString(live.Stdout, "partial")
 		return spec.Result{}, errors.New("agent died")
 	}
 	resp := h.do("POST", "/v1/sessions/"+id+"/exec/stream", keyA, `{"command":["true"]}`)
@@ -218,7 +218,7 @@ func TestStreamIsLiveAndCancels(t *testing.T) {
 	id := h.create(keyA)
 	cancelled := make(chan struct{})
 	h.fake.exec = func(ctx context.Context, _ sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
-		io.WriteString(live.Stdout, "started\n")
+		_, _ = io.WriteString(live.Stdout, "started\n")
 		<-ctx.Done()
 		close(cancelled)
 		return spec.Result{}, ctx.Err()

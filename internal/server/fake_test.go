@@ -143,10 +143,10 @@ func (f *fakeSessions) Exec(ctx context.Context, owner, id string, req sandbox.E
 // echo is the default exec: one chunk to stdout, one to stderr.
 func echo(live sandbox.Stream) (spec.Result, error) {
 	if live.Stdout != nil {
-		io.WriteString(live.Stdout, "out\n")
+		_, _ = io.WriteString(live.Stdout, "out\n")
 	}
 	if live.Stderr != nil {
-		io.WriteString(live.Stderr, "err\n")
+		_, _ = io.WriteString(live.Stderr, "err\n")
 	}
 	return spec.Result{Stdout: "out\n", Stderr: "err\n", WallTimeMS: 1.5}, nil
 }

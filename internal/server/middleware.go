@@ -85,7 +85,7 @@ func (s *Server) withLogAndRecover(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if v == http.ErrAbortHandler { //nolint:errorlint // a recovered panic value, compared as net/http compares it: only the sentinel itself aborts
 					panic(v)
 				}
 				buf := make([]byte, 16<<10)

@@ -79,7 +79,7 @@ func TestPacedBodyDeadlines(t *testing.T) {
 				t.Errorf("end %v: deadline %d is %v, want %v", end, i, dl.set[i], want[i])
 			}
 		}
-		if p.stalled != (end == os.ErrDeadlineExceeded) {
+		if p.stalled != errors.Is(end, os.ErrDeadlineExceeded) {
 			t.Errorf("end %v: stalled %v", end, p.stalled)
 		}
 	}

@@ -25,7 +25,7 @@ func TestStalledStreamClientKillsExec(t *testing.T) {
 	h.fake.exec = func(ctx context.Context, _ sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
 		chunk := []byte(strings.Repeat("x", 64<<10))
 		for written := 0; written < 1<<30 && ctx.Err() == nil; written += len(chunk) {
-			live.Stdout.Write(chunk)
+			_, _ = live.Stdout.Write(chunk)
 		}
 		if ctx.Err() != nil {
 			close(cancelled)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,7 +123,7 @@ func rewriteTar(t *testing.T, src, dst string, edit func(h *tar.Header, body []b
 	tr, tw := tar.NewReader(in), tar.NewWriter(&buf)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -245,7 +246,7 @@ func TestPullRefusesHugeConfig(t *testing.T) {
 					m := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":%d,"digest":"sha256:%064x"},"layers":[]}`, tc.config, 1)
 					w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
 					w.Header().Set("Docker-Content-Digest", fmt.Sprintf("sha256:%x", sha(m)))
-					io.WriteString(w, m)
+					_, _ = io.WriteString(w, m)
 				})
 			})
 			s := openStore(t, Options{MaxBytes: tc.maxBytes})

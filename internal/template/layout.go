@@ -124,7 +124,7 @@ func checkDockerArchive(p string, maxEntries int64) error {
 	tr := tar.NewReader(f)
 	for n := int64(0); ; n++ {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -122,7 +123,7 @@ func usrLayer(t *testing.T, dir string, max int64) []byte {
 		}
 		return nil
 	})
-	if err != nil && err != filepath.SkipDir {
+	if err != nil && !errors.Is(err, filepath.SkipDir) {
 		t.Fatal(err)
 	}
 	if err := tw.Close(); err != nil {
@@ -132,7 +133,7 @@ func usrLayer(t *testing.T, dir string, max int64) []byte {
 }
 
 func countTree(t *testing.T, dir string) (files, dirs int) {
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			dirs++
 		} else if err == nil {
@@ -147,7 +148,7 @@ func countTree(t *testing.T, dir string) (files, dirs int) {
 func duBytes(t *testing.T, dir string) int64 {
 	seen := map[uint64]bool{}
 	var n int64
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}

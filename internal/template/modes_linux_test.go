@@ -42,16 +42,15 @@ func TestDirModesAppliedLast(t *testing.T) {
 	})
 	exe := filepath.Join(work, "template.test")
 	data := filepath.Join(work, "data")
-	if err := copyExe(exe); err == nil {
-		err = os.Mkdir(data, 0o700)
-		if err == nil {
-			err = os.Chown(data, 65534, 65534)
+	for _, step := range []func() error{
+		func() error { return copyExe(exe) },
+		func() error { return os.Mkdir(data, 0o700) },
+		func() error { return os.Chown(data, 65534, 65534) },
+		func() error { return os.Chmod(work, 0o755) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
 		}
-		if err == nil {
-			err = os.Chmod(work, 0o755)
-		}
-	} else {
-		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^TestDirModesAppliedLast$", "-test.v")
 	cmd.Env = append(os.Environ(), "WARDEN_MODES_DIR="+data)

@@ -161,7 +161,7 @@ func tarDir(t *testing.T, dir, out string) {
 // host:port, with h wrapping it when not nil.
 func serveRegistry(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -216,7 +216,7 @@ func TestPullAuthFailure(t *testing.T) {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+			_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
 		})
 	})
 	s := openStore(t, Options{})

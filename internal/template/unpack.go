@@ -117,7 +117,7 @@ func (u *unpacker) entry(hdr *tar.Header, body io.Reader) error {
 		return err
 	}
 	size := int64(0)
-	if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+	if hdr.Typeflag == tar.TypeReg {
 		size = hdr.Size
 	}
 	if err := u.budget.take(size); err != nil {
@@ -135,7 +135,7 @@ func (u *unpacker) entry(hdr *tar.Header, body io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return u.dir(name, hdr.FileInfo().Mode())
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // tar.Reader turns the legacy TypeRegA into TypeReg or TypeDir
 		return u.file(name, hdr.FileInfo().Mode(), body, hdr.Size)
 	case tar.TypeSymlink:
 		return u.symlink(name, hdr.Linkname)

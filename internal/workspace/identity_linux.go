@@ -55,8 +55,10 @@ func (id identity) enter() (restore func() error, err error) {
 	oldGID, _ := unix.SetfsgidRetGid(-1)
 	oldUID, _ := unix.SetfsuidRetUid(-1)
 	restore = func() error {
-		unix.Setfsuid(oldUID)
-		unix.Setfsgid(oldGID)
+		// Their errors are always nil (see above): the queries below
+		// check that the switch took.
+		_ = unix.Setfsuid(oldUID)
+		_ = unix.Setfsgid(oldGID) // checked by query below, as the fsuid is
 		if err := unix.Setgroups(groups); err != nil {
 			return fmt.Errorf("restoring supplementary groups: %w", err)
 		}
@@ -71,8 +73,8 @@ func (id identity) enter() (restore func() error, err error) {
 	if err := unix.Setgroups(nil); err != nil {
 		return restore, fmt.Errorf("dropping supplementary groups to act as uid %d: %w (needs CAP_SETGID)", id.uid, err)
 	}
-	unix.Setfsgid(id.gid)
-	unix.Setfsuid(id.uid)
+	_ = unix.Setfsgid(id.gid) // always nil: checked by the queries below
+	_ = unix.Setfsuid(id.uid) // always nil too: checked by the queries below
 	if gid, _ := unix.SetfsgidRetGid(-1); gid != id.gid {
 		return restore, fmt.Errorf("switching to fsgid %d: still %d (needs CAP_SETGID)", id.gid, gid)
 	}

@@ -132,10 +132,10 @@ func TestReadStopsAtOpenSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.WriteString("def")
+		_, _ = f.WriteString("def")
 		f.Close()
 		got := new(bytes.Buffer)
-		got.ReadFrom(rc)
+		_, _ = got.ReadFrom(rc)
 		if got.String() != "abc" {
 			t.Errorf("Read of a file grown after open = %q, want %q", got, "abc")
 		}
@@ -332,7 +332,11 @@ func TestPermissionsOfTheSandboxUser(t *testing.T) {
 	if err := syscall.Setgroups([]int{hostGroup}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Setgroups(groups) })
+	t.Cleanup(func() {
+		if err := syscall.Setgroups(groups); err != nil {
+			t.Errorf("restoring the supplementary groups: %v", err)
+		}
+	})
 	if err := os.Mkdir(filepath.Join(e.ws, "root-dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func (d *Dir) Write(p string, r io.Reader, mode fs.FileMode) (Entry, error) {
 	if err != nil {
 		// Best effort: the error that matters is the one above, and a
 		// leftover temporary name is the sandbox user's own file.
-		d.do(func(int) error { return unix.Unlinkat(dirfd, tmp, 0) })
+		_ = d.do(func(int) error { return unix.Unlinkat(dirfd, tmp, 0) })
 		return Entry{}, err
 	}
 	var st unix.Stat_t

@@ -151,7 +151,7 @@ func sessionCycle(c *client) error {
 	}
 	code, b, err := c.do("DELETE", "/v1/sessions/"+id, "", nil)
 	if err != nil || code != http.StatusNoContent {
-		return fmt.Errorf("delete = %d %s %v", code, b, err)
+		return fmt.Errorf("delete = %d %s %v", code, b, err) //nolint:errorlint // err may be nil (a bad status alone): %v prints it, %w would not
 	}
 	return nil
 }

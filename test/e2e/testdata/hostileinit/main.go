@@ -190,8 +190,10 @@ func fakeRoot() error {
 		return fmt.Errorf("mounting a tmpfs: %w", err)
 	}
 	// The init's own uid is not mapped in the box; the sandbox user's is.
-	unix.Setfsgid(nsinit.SandboxGID)
-	unix.Setfsuid(nsinit.SandboxUID)
+	// setfsgid and setfsuid cannot report failure (their errors are
+	// always nil); a switch that did not take fails the Mkdir below.
+	_ = unix.Setfsgid(nsinit.SandboxGID)
+	_ = unix.Setfsuid(nsinit.SandboxUID) // cannot report failure either
 	for _, d := range []string{"/tmp/workspace", "/tmp/old"} {
 		if err := os.Mkdir(d, 0o777); err != nil {
 			return err
