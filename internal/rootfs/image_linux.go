@@ -64,26 +64,34 @@ func bindImage(root string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("listing the template's root: %w", err)
 	}
-	hasVar := false
+	imageVar := ImageSkipped
 	for _, e := range ents {
-		hasVar = hasVar || (e.Name() == "var" && e.IsDir())
+		if e.Name() == "var" {
+			imageVar = ImageEntry(e.Name(), e.Type())
+		}
 		if err := bindImageEntry(img, root, e); err != nil {
 			return fmt.Errorf("/%s: %w", e.Name(), err)
 		}
 	}
-	if err := imageVarTmp(root, hasVar); err != nil {
+	if err := imageVarTmp(root, imageVar); err != nil {
 		return err
 	}
 	return imageEtc(root, img, o.Hostname)
 }
 
 // imageVarTmp makes /var/tmp the sandbox's /tmp, as on the host's root:
-// over the image's own directory when it has one (a bind on the
-// read-only /var, which the tree never sees), or as makeVar's link in an
-// image without /var. An image whose var/tmp is anything else keeps it.
-func imageVarTmp(root string, hasVar bool) error {
-	if !hasVar {
+// over the image's own directory when its /var is a directory (a bind on
+// the read-only /var, which the tree never sees), or as makeVar's link in
+// an image without /var. An image whose var (kind imageVar) is a link or
+// a file, or whose var/tmp is anything but a directory, keeps it: a link
+// would resolve in the host's tree here, before pivot_root.
+func imageVarTmp(root string, imageVar ImageEntryKind) error {
+	switch imageVar {
+	case ImageSkipped:
 		return makeVar(root)
+	case ImageDir:
+	default:
+		return nil
 	}
 	varTmp := filepath.Join(root, "var/tmp")
 	var st unix.Stat_t

@@ -100,3 +100,50 @@ func TestImageEtcNeverShowsTheHost(t *testing.T) {
 		})
 	}
 }
+
+// TestBindImageVar: an image's top-level var of any kind gives a root:
+// a link or a file is shown as it is (before the fix, makeVar then failed
+// with EEXIST), an absent one is makeVar's, a directory is bound.
+func TestBindImageVar(t *testing.T) {
+	tests := []struct {
+		name string
+		make func(img string) error
+		want string
+	}{
+		{"absolute link", func(img string) error { return os.Symlink("/var", filepath.Join(img, "var")) }, "link /var"},
+		{"relative link", func(img string) error { return os.Symlink("../../../../var", filepath.Join(img, "var")) }, "link ../../../../var"},
+		{"file", func(img string) error { return os.WriteFile(filepath.Join(img, "var"), nil, 0o644) }, "file "},
+		{"absent", func(string) error { return nil }, "dir"},
+		{"directory", func(img string) error { return os.MkdirAll(filepath.Join(img, "var/tmp"), 0o755) }, "dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			img, root := t.TempDir(), t.TempDir()
+			for _, d := range []string{scratchDir, "etc", "tmp"} {
+				if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tt.make(img); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			err := inMountNamespace(t, func() error {
+				fd, err := unix.Open(img, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return err
+				}
+				defer unix.Close(fd)
+				err = bindImage(root, Options{Image: &ImageRoot{FD: fd}, Hostname: "box"})
+				got = describe(filepath.Join(root, "var"))
+				return err
+			})
+			if err != nil {
+				t.Fatalf("bindImage: %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("/var: got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
