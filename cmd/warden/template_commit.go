@@ -75,11 +75,11 @@ func (o *templateOpts) commit(id, name string) (template.Info, error) {
 	if err != nil {
 		return template.Info{}, fmt.Errorf("--max-size %q: %w", o.maxSize, err)
 	}
-	return commitLayer(s, rec.Template, scratchDir, name, max)
+	return commitLayer(s, rec.Template, rec.TemplateDigest, scratchDir, name, max)
 }
 
 // commitLayer streams the scratch's layer into the store's Commit.
-func commitLayer(s *template.Store, base, scratchDir, name string, max int64) (template.Info, error) {
+func commitLayer(s *template.Store, base, baseDigest, scratchDir, name string, max int64) (template.Info, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -87,7 +87,7 @@ func commitLayer(s *template.Store, base, scratchDir, name string, max int64) (t
 		pw.CloseWithError(err) // always nil: it only records err for the reader
 		done <- err
 	}()
-	info, err := s.Commit(base, pr, name)
+	info, err := s.Commit(base, baseDigest, pr, name)
 	pr.CloseWithError(errors.New("the commit stopped reading")) // always nil; unblocks Layer's write
 	lerr := <-done
 	switch {
