@@ -23,7 +23,11 @@ func newTemplateCommitCmd(o *templateOpts) *cobra.Command {
 that runs it (--state-dir, the native backend's host-side scratch), and stores
 them as template NAME: the session's template with one more layer. A session
 on NAME starts with those files in its home and /workspace. /tmp is not kept,
-nor anything else (the root is read-only). The session keeps running.`,
+nor anything else (the root is read-only). The session keeps running.
+
+The new template is visible to, and usable by, every tenant of every server
+sharing this --state-dir, with the session's files in it: commit only a
+session whose home and /workspace every tenant may read.`,
 		Example: `  warden template commit ses_4Qm9cX2pLr7vTz1bNk8wYd datasci-with-model`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -31,9 +35,18 @@ nor anything else (the root is read-only). The session keeps running.`,
 			if err != nil {
 				return err
 			}
+			if _, err := fmt.Fprintln(cmd.ErrOrStderr(), commitWarning(info.Name)); err != nil {
+				return err
+			}
 			return printInstalled(cmd, info)
 		},
 	}
+}
+
+// commitWarning is the line commit prints: templates have no owner yet,
+// so a committed home is every tenant's to read.
+func commitWarning(name string) string {
+	return fmt.Sprintf("warning: template %s, with the session's home and /workspace, is visible to every tenant of every server sharing this --state-dir", name)
 }
 
 // commit stores session id's kept scratch as template name.
@@ -62,11 +75,11 @@ func (o *templateOpts) commit(id, name string) (template.Info, error) {
 	if err != nil {
 		return template.Info{}, fmt.Errorf("--max-size %q: %w", o.maxSize, err)
 	}
-	return commitLayer(s, rec.Template, scratchDir, name, max)
+	return commitLayer(s, rec.Template, rec.TemplateDigest, scratchDir, name, max)
 }
 
 // commitLayer streams the scratch's layer into the store's Commit.
-func commitLayer(s *template.Store, base, scratchDir, name string, max int64) (template.Info, error) {
+func commitLayer(s *template.Store, base, baseDigest, scratchDir, name string, max int64) (template.Info, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -74,7 +87,7 @@ func commitLayer(s *template.Store, base, scratchDir, name string, max int64) (t
 		pw.CloseWithError(err) // always nil: it only records err for the reader
 		done <- err
 	}()
-	info, err := s.Commit(base, pr, name)
+	info, err := s.Commit(base, baseDigest, pr, name)
 	pr.CloseWithError(errors.New("the commit stopped reading")) // always nil; unblocks Layer's write
 	lerr := <-done
 	switch {

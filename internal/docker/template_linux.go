@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +18,11 @@ import (
 )
 
 // TemplateRepo names the images Warden makes from templates. Each is
-// tagged by the hex of the template's image digest, so a template pulled
-// again under the same name with other content gets another image, and
-// one content is imported once whatever it is called.
+// tagged by the hex of the template's image digest and a short hash of
+// its store (templateTag), so a template pulled again under the same name
+// with other content gets another image, one content is imported once per
+// store whatever it is called, and each store's gc removes only images
+// that no other store's templates use.
 const TemplateRepo = "warden-template"
 
 // TemplateLabel marks every template image; its value is the template's
@@ -38,34 +41,44 @@ func storeOf(root string) string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(root)))
 }
 
+// templateTag is the tag of the image of template content digestHex
+// (the digest's hex) from the store at store: that hex, then the first 12 hex
+// digits of the store path's sha256. Two stores holding one digest get an
+// image each, which each store's gc (RemoveTemplateImages, by
+// StoreLabel) may remove without taking the other's.
+func templateTag(digestHex, store string) string {
+	sum := sha256.Sum256([]byte(store))
+	return digestHex + "-" + fmt.Sprintf("%x", sum[:6])
+}
+
 // digestRE is the only digest a template image is made for: sha256 in
 // lower-case hex, as the store writes it, so the tag and the lock file's
-// name hold nothing but hex.
+// name hold nothing but hex and templateTag's dash.
 var digestRE = regexp.MustCompile(`^sha256:([0-9a-f]{64})$`)
 
 // templateImages serialises the making of each template's image in this
-// process, by digest; imageLockDir's lock files do it across processes.
+// process, by tag; imageLockDir's lock files do it across processes.
 type templateImages struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 }
 
-func (t *templateImages) lock(hex string) func() {
+func (t *templateImages) lock(tag string) func() {
 	t.mu.Lock()
 	if t.locks == nil {
 		t.locks = map[string]*sync.Mutex{}
 	}
-	m := t.locks[hex]
+	m := t.locks[tag]
 	if m == nil {
 		m = &sync.Mutex{}
-		t.locks[hex] = m
+		t.locks[tag] = m
 	}
 	t.mu.Unlock()
 	m.Lock()
 	return m.Unlock
 }
 
-// imageLockDir holds one lock file per template digest, taken while its
+// imageLockDir holds one lock file per template image tag, taken while its
 // image is looked for and made, so that Wardens starting a box on the
 // same new template at once import it once.
 var imageLockDir = filepath.Join(StateDir, "images")
@@ -81,13 +94,13 @@ func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (string, er
 	if m == nil {
 		return "", fmt.Errorf("template %q has digest %q, not sha256 and 64 hex digits: import or pull it again", root.Template, root.Digest)
 	}
-	hex := m[1]
-	ref := TemplateRepo + ":" + hex
+	tag := templateTag(m[1], storeOf(root.Dir))
+	ref := TemplateRepo + ":" + tag
 	if ok, err := r.engine.HasImage(ctx, ref); err != nil || ok {
 		return ref, err
 	}
-	defer r.templates.lock(hex)()
-	unlock, err := lockFile(ctx, filepath.Join(imageLockDir, hex+".lock"))
+	defer r.templates.lock(tag)()
+	unlock, err := lockFile(ctx, filepath.Join(imageLockDir, tag+".lock"))
 	if err != nil {
 		return "", err
 	}
@@ -95,14 +108,15 @@ func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (string, er
 	if ok, err := r.engine.HasImage(ctx, ref); err != nil || ok {
 		return ref, err
 	}
-	if err := r.importTree(ctx, root, hex); err != nil {
+	if err := r.importTree(ctx, root, tag); err != nil {
 		return "", fmt.Errorf("making the docker image of template %q: %w", root.Template, err)
 	}
 	return ref, nil
 }
 
-// importTree streams the template's tree to the engine as image ref.
-func (r *Runtime) importTree(ctx context.Context, root spec.Root, hex string) error {
+// importTree streams the template's tree to the engine as the image
+// TemplateRepo:tag.
+func (r *Runtime) importTree(ctx context.Context, root spec.Root, tag string) error {
 	pr, pw := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {
@@ -111,7 +125,7 @@ func (r *Runtime) importTree(ctx context.Context, root spec.Root, hex string) er
 		packed <- err
 	}()
 	label := fmt.Sprintf("LABEL %s=%q %s=%q", TemplateLabel, root.Digest, StoreLabel, storeOf(root.Dir))
-	err := r.engine.Import(ctx, TemplateRepo, hex, pr, label)
+	err := r.engine.Import(ctx, TemplateRepo, tag, pr, label)
 	pr.CloseWithError(errors.New("the import ended"))
 	if perr := <-packed; perr != nil && err == nil {
 		err = fmt.Errorf("packing %q: %w", root.Dir, perr)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -207,5 +208,26 @@ func TestRemoveTemplateImages(t *testing.T) {
 	}
 	if ok, err := e.HasImage(t.Context(), ref); err != nil || ok {
 		t.Errorf("after gc: HasImage(%s) = %v, %v; want false", ref, ok, err)
+	}
+}
+
+// TestTemplateTag: one digest in two stores gets two image tags (before,
+// both used the digest's alone, so one store's gc removed the image the
+// other's template ran on), the same store always the same, each a valid
+// Docker tag that starts with the digest's hex.
+func TestTemplateTag(t *testing.T) {
+	hex := strings.Repeat("a", 64)
+	validTag := regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	a, b := templateTag(hex, "/var/lib/warden"), templateTag(hex, "/srv/other-warden")
+	if a == b {
+		t.Errorf("stores /var/lib/warden and /srv/other-warden: both got tag %q, want different tags", a)
+	}
+	if again := templateTag(hex, "/var/lib/warden"); again != a {
+		t.Errorf("the same store: got %q then %q, want one tag", a, again)
+	}
+	for _, tag := range []string{a, b} {
+		if !validTag.MatchString(tag) || !strings.HasPrefix(tag, hex+"-") {
+			t.Errorf("tag %q: want a valid Docker tag starting with %q", tag, hex+"-")
+		}
 	}
 }

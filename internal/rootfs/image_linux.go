@@ -64,26 +64,34 @@ func bindImage(root string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("listing the template's root: %w", err)
 	}
-	hasVar := false
+	imageVar := ImageSkipped
 	for _, e := range ents {
-		hasVar = hasVar || (e.Name() == "var" && e.IsDir())
+		if e.Name() == "var" {
+			imageVar = ImageEntry(e.Name(), e.Type())
+		}
 		if err := bindImageEntry(img, root, e); err != nil {
 			return fmt.Errorf("/%s: %w", e.Name(), err)
 		}
 	}
-	if err := imageVarTmp(root, hasVar); err != nil {
+	if err := imageVarTmp(root, imageVar); err != nil {
 		return err
 	}
 	return imageEtc(root, img, o.Hostname)
 }
 
 // imageVarTmp makes /var/tmp the sandbox's /tmp, as on the host's root:
-// over the image's own directory when it has one (a bind on the
-// read-only /var, which the tree never sees), or as makeVar's link in an
-// image without /var. An image whose var/tmp is anything else keeps it.
-func imageVarTmp(root string, hasVar bool) error {
-	if !hasVar {
+// over the image's own directory when its /var is a directory (a bind on
+// the read-only /var, which the tree never sees), or as makeVar's link in
+// an image without /var. An image whose var (kind imageVar) is a link or
+// a file, or whose var/tmp is anything but a directory, keeps it: a link
+// would resolve in the host's tree here, before pivot_root.
+func imageVarTmp(root string, imageVar ImageEntryKind) error {
+	switch imageVar {
+	case ImageSkipped:
 		return makeVar(root)
+	case ImageDir:
+	default:
+		return nil
 	}
 	varTmp := filepath.Join(root, "var/tmp")
 	var st unix.Stat_t
@@ -147,7 +155,9 @@ func makeVar(root string) error {
 // users, groups, host names and resolver Warden says, whether or not the
 // image has files of those names (an OCI image usually has no hosts or
 // resolv.conf, and the template's tree may not be written). An image
-// with no /etc at all gets the generated files alone.
+// whose /etc is not a directory of its own (absent, a file, or a link,
+// which would resolve in the host's tree here, before pivot_root) gets
+// the generated files alone.
 func imageEtc(root, img, hostname string) error {
 	gen := filepath.Join(root, scratchDir, etcGenDir)
 	if err := os.Mkdir(gen, 0o755); err != nil {
@@ -159,14 +169,43 @@ func imageEtc(root, img, hostname string) error {
 		}
 	}
 	etc := filepath.Join(root, "etc")
-	var st unix.Stat_t
-	err := unix.Stat(filepath.Join(img, "etc"), &st)
-	switch {
-	case errors.Is(err, unix.ENOENT) || err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return bindRO(gen, etc, false)
-	case err != nil:
+	lower, err := openImageEtc(img)
+	if err != nil {
 		return err
 	}
-	opts := "lowerdir=" + gen + ":" + filepath.Join(img, "etc")
+	if lower < 0 {
+		return bindRO(gen, etc, false)
+	}
+	defer closeFD(lower, "the image's /etc")
+	opts := "lowerdir=" + gen + ":/proc/self/fd/" + strconv.Itoa(lower)
 	return mount("overlay", etc, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts)
+}
+
+// openImageEtc opens the image's etc beneath its root without following
+// a link, so the overlay's lower layer is that directory and nothing a
+// name could be made to point at: a descriptor (O_PATH) of it, or -1
+// when the image has no etc directory of its own.
+func openImageEtc(img string) (int, error) {
+	dir, err := unix.Open(img, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening the template's root: %w", err)
+	}
+	defer closeFD(dir, "the template's root")
+	fd, err := unix.Openat(dir, "etc", unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, fmt.Errorf("opening the template's /etc: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		closeFD(fd, "the template's /etc")
+		return -1, fmt.Errorf("checking the template's /etc: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		closeFD(fd, "the template's /etc")
+		return -1, nil
+	}
+	return fd, nil
 }

@@ -117,7 +117,7 @@ func (m *Manager) recordLocked(s *session) state.Session {
 		ID: s.id, Owner: s.owner, Backend: m.backend.Name(), Workspace: s.ws, ServerPID: os.Getpid(),
 		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
 		Limits: s.spec.Limits, Network: s.spec.Network, DiedAt: s.diedAt, Reason: s.reason,
-		Template: s.spec.Root.Template,
+		Template: s.spec.Root.Template, TemplateDigest: s.spec.Root.Digest,
 	}
 }
 
@@ -246,7 +246,7 @@ func (m *Manager) recoverSessions() Recovery {
 func (m *Manager) revive(rec state.Session, now time.Time) *session {
 	s := &session{
 		id: rec.ID, owner: rec.Owner, box: deadBox{}, state: StateDead, files: m.cfg.Files, store: m.cfg.Store,
-		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network, Root: spec.Root{Template: rec.Template}},
+		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network, Root: spec.Root{Template: rec.Template, Digest: rec.TemplateDigest}},
 		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: rec.IdleTimeout,
 		ws: rec.Workspace, diedAt: rec.DiedAt, reason: rec.Reason, gone: make(chan struct{}),
 	}

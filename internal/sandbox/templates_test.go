@@ -179,3 +179,24 @@ func TestRecoveredSessionTemplateGone(t *testing.T) {
 		t.Errorf("the record lost its template: %+v", rec)
 	}
 }
+
+// TestRecordKeepsTemplateDigest: a session's record keeps the digest of
+// its template as it started, and a recovered one keeps it again, so
+// warden template commit can refuse a base replaced under its name.
+func TestRecordKeepsTemplateDigest(t *testing.T) {
+	st := newFakeStore(t)
+	m, _ := newStoreManager(t, st, Config{Templates: newFakeTemplates(pyRoot(t))})
+	o := defaultOptions()
+	o.Template = "py"
+	info, err := m.Create(context.Background(), "alice", o)
+	if err != nil {
+		t.Fatalf("Create() = %v", err)
+	}
+	if got := st.records[info.ID].TemplateDigest; got != "sha256:ab" {
+		t.Errorf("the record's template digest: got %q, want %q", got, "sha256:ab")
+	}
+	rec := m.revive(st.records[info.ID], time.Now())
+	if got := m.record(rec).TemplateDigest; got != "sha256:ab" {
+		t.Errorf("a recovered session's template digest: got %q, want %q", got, "sha256:ab")
+	}
+}

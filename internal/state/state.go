@@ -53,6 +53,9 @@ type Session struct {
 	// Template names the template the session ran on ("": the host's
 	// root).
 	Template string `json:"template,omitempty"`
+	// TemplateDigest is that template's digest when the session started:
+	// warden template commit refuses a base replaced under its name since.
+	TemplateDigest string `json:"template_digest,omitempty"`
 }
 
 // storageError explains an error writing in the state directory at dir:

@@ -21,7 +21,10 @@ import (
 // deletions), e.g. a session's changes to its root. The layer is unpacked
 // as hostile input like any other. The new template's image is base's
 // with the layer appended (uncompressed, so its digest is its diff id).
-func (s *Store) Commit(base string, layerTar io.Reader, name string) (Info, error) {
+// baseDigest is the digest the layer was made on (a session's record
+// keeps it): a base replaced under its name since then is refused, since
+// the layer would go on another image.
+func (s *Store) Commit(base, baseDigest string, layerTar io.Reader, name string) (Info, error) {
 	if err := ValidName(name); err != nil {
 		return Info{}, err
 	}
@@ -33,6 +36,9 @@ func (s *Store) Commit(base string, layerTar io.Reader, name string) (Info, erro
 	bt, err := s.Get(base)
 	if err != nil {
 		return Info{}, err
+	}
+	if bt.Digest != baseDigest {
+		return Info{}, fmt.Errorf("template %q is now %s, not the %s the session ran on (replaced since): commit refused, as the session's files belong on its own template", base, bt.Digest, orUnknown(baseDigest))
 	}
 	if _, err := os.Stat(s.templateDir(name)); err == nil {
 		return Info{}, fmt.Errorf("template %q exists: remove it first (warden template rm %s) or choose another name", name, name)
@@ -166,4 +172,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// orUnknown names a digest a record may lack (one a Warden before
+// template digests were recorded wrote).
+func orUnknown(digest string) string {
+	if digest == "" {
+		return "unrecorded digest"
+	}
+	return digest
 }

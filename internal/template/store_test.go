@@ -294,7 +294,7 @@ func TestCommitRemoveGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	change := layerTar(t, file("etc/.wh.keep", ""), file("added", "new"))
-	c, err := s.Commit("base", bytes.NewReader(change), "child")
+	c, err := s.Commit("base", base.Digest, bytes.NewReader(change), "child")
 	if err != nil {
 		t.Fatalf("committing: %v", err)
 	}
@@ -324,6 +324,31 @@ func TestCommitRemoveGC(t *testing.T) {
 	}
 	if chk := s.Check(); chk.Templates != 0 || chk.Layers != 0 || len(chk.Problems) != 0 {
 		t.Errorf("Check after GC: got %+v, want an empty store", chk)
+	}
+}
+
+// TestCommitRefusesAReplacedBase: a commit names the digest its layer
+// was made on; a base replaced under its name since (another digest), or
+// a record without one, is refused and nothing is stored.
+func TestCommitRefusesAReplacedBase(t *testing.T) {
+	s := openStore(t, Options{})
+	lp := filepath.Join(t.TempDir(), "layout")
+	p, _ := layout.Write(lp, empty.Index)
+	if err := p.AppendImage(testImage(t, baseLayer(t))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(context.Background(), lp, "base"); err != nil {
+		t.Fatal(err)
+	}
+	change := layerTar(t, file("added", "new"))
+	for _, digest := range []string{"sha256:" + strings.Repeat("0", 64), ""} {
+		_, err := s.Commit("base", digest, bytes.NewReader(change), "child")
+		if err == nil || !strings.Contains(err.Error(), "replaced since") {
+			t.Errorf("commit on digest %q: got %v, want a refusal saying the base was replaced", digest, err)
+		}
+		if _, err := s.Get("child"); err == nil {
+			t.Errorf("commit on digest %q: the child was stored", digest)
+		}
 	}
 }
 

@@ -47,6 +47,9 @@ func TestServeTemplates(t *testing.T) {
 	if inv.code != 0 {
 		t.Fatalf("warden template commit: exit %d, %s", inv.code, inv.stderr)
 	}
+	if want := "visible to every tenant"; !strings.Contains(inv.stderr, want) {
+		t.Errorf("warden template commit's stderr: got %q, want a warning containing %q", inv.stderr, want)
+	}
 	if inv := warden(t, "", "template", "commit", "--state-dir", state, "ses_nosuchsession0000000000", "x"); inv.code == 0 || !strings.Contains(inv.stderr, "no record") {
 		t.Errorf("commit of a missing session: exit %d %q, want a one-line refusal", inv.code, inv.stderr)
 	}
