@@ -25,7 +25,7 @@ func testBox(t *testing.T, f *memEngine, image string) *box {
 	if image == "" {
 		r.image = "warden-root:0123"
 	}
-	b := &box{r: r, name: "warden-test", dir: filepath.Join(t.TempDir(), "box"), exited: make(chan struct{})}
+	b := &box{r: r, name: "warden-test", image: r.image, dir: filepath.Join(t.TempDir(), "box"), exited: make(chan struct{})}
 	if err := os.Mkdir(b.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
