@@ -149,6 +149,12 @@ func TestSessionTemplateRefusals(t *testing.T) {
 			_, err = m.Exec(ctx, "a", info.ID, ExecRequest{Language: "javascript", Code: "1"}, Stream{})
 			return err
 		}, ErrUnsupported, `template "py" has no javascript interpreter: it offers python`},
+		{"no node run", func() error {
+			py := defaultOptions()
+			py.Template = "py"
+			_, err := m.Run(ctx, "a", py, ExecRequest{Language: "javascript", Code: "1"}, Stream{})
+			return err
+		}, ErrUnsupported, `template "py" has no javascript interpreter: it offers python`},
 	}
 	for _, tt := range tests {
 		err := tt.err()
