@@ -54,6 +54,30 @@ func Seed(dir, rootDir string) error {
 	return nil
 }
 
+// Seeds says the root tree rootDir has files Seed would copy (a
+// non-empty home/sandbox or workspace), so a caller that cannot seed can
+// say what the session misses. An unreadable tree says false: Seed would
+// report its error.
+func Seeds(rootDir string) bool {
+	src, err := os.OpenRoot(rootDir)
+	if err != nil {
+		return false
+	}
+	defer src.Close() // a read-only handle: nothing to lose on close
+	for _, name := range Kept {
+		f, err := src.Open(inRoot(name)) // inside the tree: its links never reach the host's files
+		if err != nil {
+			continue
+		}
+		entries, _ := f.ReadDir(1) // any error is Seed's to report
+		f.Close()                  // read-only, as above
+		if len(entries) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func rootfsPlace(name string) string { return "/" + inRoot(name) }
 
 // seedTree copies every entry of src into dst, owned as dst's top is.
