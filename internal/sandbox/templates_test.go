@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warden-sandbox/warden/internal/template"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func (f *fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
 	defer f.mu.Unlock()
 	r, ok := f.roots[name]
 	if !ok {
-		return spec.Root{}, nil, fmt.Errorf("no template %q: see warden template ls", name)
+		return spec.Root{}, nil, fmt.Errorf("%w %q: see warden template ls", template.ErrNotFound, name)
 	}
 	f.leases[name]++
 	var once sync.Once
@@ -183,5 +184,35 @@ func TestRecoveredSessionTemplateGone(t *testing.T) {
 	}
 	if rec := st.records[a.ID]; rec.Template != "py" {
 		t.Errorf("the record lost its template: %+v", rec)
+	}
+}
+
+// brokenTemplates is a store whose every lookup fails on its own side.
+type brokenTemplates struct{}
+
+func (brokenTemplates) Resolve(string) (spec.Root, func(), error) {
+	return spec.Root{}, nil, errors.New("reading the store: disk on fire")
+}
+
+func (brokenTemplates) List() ([]TemplateInfo, error) { return nil, nil }
+
+// TestResolveTemplateErrors: only a template the store does not hold is
+// the client's mistake (spec.ErrInvalid, a 400); the store's own failure
+// is not, so it is no 400.
+func TestResolveTemplateErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		ts      Templates
+		invalid bool
+	}{
+		{"not in the store", newFakeTemplates(pyRoot(t)), true},
+		{"store failure", brokenTemplates{}, false},
+	}
+	for _, tt := range tests {
+		m, _ := newTestManager(t, Config{Templates: tt.ts})
+		_, _, err := m.resolveTemplate("nope")
+		if err == nil || errors.Is(err, spec.ErrInvalid) != tt.invalid {
+			t.Errorf("%s: resolveTemplate = %v, want an error, spec.ErrInvalid %v", tt.name, err, tt.invalid)
+		}
 	}
 }
