@@ -19,12 +19,12 @@ import (
 // whose files do not fit fails with ENOSPC). Links are copied as links,
 // never followed; a template with none of those places costs one lookup
 // each.
-func Seed(dir, rootDir string) error {
+func Seed(dir, rootDir string) (err error) {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return fmt.Errorf("opening the template's root: %w", err)
 	}
-	defer src.Close()
+	defer closeRoot(src, "the template's root", &err)
 	from, closeFrom, err := openKept(src, Kept, inRoot)
 	if err != nil {
 		return err
@@ -37,7 +37,7 @@ func Seed(dir, rootDir string) error {
 	if err != nil {
 		return fmt.Errorf("opening the scratch: %w", err)
 	}
-	defer dst.Close()
+	defer closeRoot(dst, "the scratch", &err)
 	to, closeTo, err := openKept(dst, Kept, func(n string) string { return n })
 	if err != nil {
 		return err
@@ -76,6 +76,13 @@ func Seeds(rootDir string) bool {
 		}
 	}
 	return false
+}
+
+// closeRoot closes r, adding its failure to *err.
+func closeRoot(r *os.Root, what string, err *error) {
+	if cerr := r.Close(); cerr != nil {
+		*err = errors.Join(*err, fmt.Errorf("closing %s: %w", what, cerr))
+	}
 }
 
 func rootfsPlace(name string) string { return "/" + inRoot(name) }
