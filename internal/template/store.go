@@ -85,7 +85,12 @@ type Store struct {
 	o   Options
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+// NamePattern is what a template name may be: the one source of the rule
+// ValidName checks, which the OpenAPI schema and MCP's tool schema state
+// too (TestNamePatternEverywhere keeps them equal).
+const NamePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
+
+var nameRE = regexp.MustCompile(NamePattern)
 
 // ErrNotFound says the store holds no template of that name (or it is
 // being removed): a client's mistake, unlike the store's own failures.
