@@ -184,12 +184,19 @@ func gcDockerImages(cmd *cobra.Command, s *template.Store) error {
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}
+	if errors.Is(err, docker.ErrNoEngine) {
+		_, werr := fmt.Fprintln(cmd.OutOrStdout(), "docker images not checked: no engine answers")
+		return werr
+	}
 	if len(removed) > 0 {
 		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d docker images of removed templates\n", len(removed)); werr != nil {
 			return werr
 		}
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("the layers were collected, but removing docker images: %w", err)
+	}
+	return nil
 }
 
 // humanBytes prints n in binary units.

@@ -72,6 +72,11 @@ func NewEngine() (*Engine, error) {
 	return e, nil
 }
 
+// ErrNoEngine says no engine answers on the socket (none there, or a
+// stale one a stopped engine left): RemoveTemplateImages had nothing to
+// check, which is no failure of the caller's gc.
+var ErrNoEngine = errors.New("no docker engine answers")
+
 // APIError is an answer of the engine other than success.
 type APIError struct {
 	Status  int

@@ -89,7 +89,7 @@ var imageLockDir = filepath.Join(StateDir, "images")
 // first uses, in this process or others, import it once; later ones only
 // look it up. The image is what Warden's own root image is to the host's
 // root: the box's files, read-only, with Warden's mounts over them.
-func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (string, error) {
+func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (_ string, err error) {
 	m := digestRE.FindStringSubmatch(root.Digest)
 	if m == nil {
 		return "", fmt.Errorf("template %q has digest %q, not sha256 and 64 hex digits: import or pull it again", root.Template, root.Digest)
@@ -104,7 +104,7 @@ func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (string, er
 	if err != nil {
 		return "", err
 	}
-	defer unlock()
+	defer func() { err = errors.Join(err, unlock()) }()
 	if ok, err := r.engine.HasImage(ctx, ref); err != nil || ok {
 		return ref, err
 	}
@@ -136,7 +136,7 @@ func (r *Runtime) importTree(ctx context.Context, root spec.Root, tag string) er
 // lockFile takes an exclusive flock on p (made if missing, with its
 // directory) and returns its release. It waits while another process
 // holds it (making the same image), until ctx ends.
-func lockFile(ctx context.Context, p string) (func(), error) {
+func lockFile(ctx context.Context, p string) (func() error, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}
@@ -147,16 +147,14 @@ func lockFile(ctx context.Context, p string) (func(), error) {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			return func() error { return closeLock(f) }, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking %q: %w", p, err)
+			return nil, errors.Join(fmt.Errorf("locking %q: %w", p, err), closeLock(f))
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for another Warden making the same template image (%q): %w", p, ctx.Err())
+			return nil, errors.Join(fmt.Errorf("waiting for another Warden making the same template image (%q): %w", p, ctx.Err()), closeLock(f))
 		case <-time.After(lockPoll):
 		}
 	}
@@ -172,4 +170,13 @@ func (r *Runtime) templateRootError(s spec.Spec) error {
 		return nil
 	}
 	return fmt.Errorf("%w: --image %s and template %q both name the box's root: give one (warden template import makes a template of a docker save archive)", spec.ErrInvalid, r.Image, s.Root.Template)
+}
+
+// closeLock closes lock file f (which releases its flock), saying which
+// file failed to close.
+func closeLock(f *os.File) error {
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing the lock %q: %w", f.Name(), err)
+	}
+	return nil
 }

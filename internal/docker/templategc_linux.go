@@ -5,26 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // RemoveTemplateImages removes the images Warden made from templates of
 // the store at store (TemplateLabel, StoreLabel) whose digest stored does
 // not hold, unless a container still uses one: `warden template gc`
 // calls it, so a template removed from the store leaves no image in the
-// engine. It returns the images removed. Without an engine on this host
-// (no socket) there is nothing to do.
+// engine. It returns the images removed. When no engine answers on the
+// socket (none, or a stale one a stopped engine left) it returns
+// ErrNoEngine: there is nothing it could check.
 func RemoveTemplateImages(ctx context.Context, store string, stored func(digest string) bool) ([]string, error) {
-	if os.Getenv("DOCKER_HOST") == "" {
-		if _, err := os.Stat("/var/run/docker.sock"); err != nil {
-			return nil, nil
-		}
-	}
 	e, err := NewEngine()
 	if err != nil {
 		return nil, err
 	}
 	imgs, err := e.Images(ctx, TemplateLabel)
+	if noEngine(err) {
+		return nil, fmt.Errorf("%w: %w", ErrNoEngine, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing the template images: %w", err)
 	}
@@ -46,4 +46,10 @@ func RemoveTemplateImages(ctx context.Context, store string, stored func(digest 
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// noEngine says err is a dial that found no socket file (ENOENT) or a
+// socket no engine listens on (ECONNREFUSED, left by a stopped engine).
+func noEngine(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED)
 }

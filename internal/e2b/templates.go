@@ -1,7 +1,9 @@
 package e2b
 
 import (
+	"errors"
 	"fmt"
+	"github.com/warden-sandbox/warden/internal/template"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,9 +48,13 @@ func (s *Server) templateOf(id string) (string, error) {
 		return "", badRequest("templateID: is required: use one of %s or a template of this server (warden template ls)", templateList())
 	}
 	if s.cfg.Templates != nil {
-		if _, release, err := s.cfg.Templates.Resolve(id); err == nil {
+		_, release, err := s.cfg.Templates.Resolve(id)
+		if err == nil {
 			release() // the Manager takes its own lease for the session
 			return id, nil
+		}
+		if !errors.Is(err, template.ErrNotFound) {
+			return "", fmt.Errorf("resolving template %q: %w", id, err)
 		}
 	}
 	return "", &controlError{http.StatusNotFound, fmt.Sprintf("template %q not found: use one of %s or a template of this server (warden template ls on the server, GET /v1/templates on Warden's API)", id, templateList())}

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"fmt"
+	"github.com/warden-sandbox/warden/internal/template"
 	"net/http"
 	"testing"
 
@@ -15,7 +16,7 @@ type storeFake struct{ leased, released *int }
 
 func (s storeFake) Resolve(name string) (spec.Root, func(), error) {
 	if name != "pandas" {
-		return spec.Root{}, nil, fmt.Errorf("template %q is not in the store", name)
+		return spec.Root{}, nil, fmt.Errorf("%w %q", template.ErrNotFound, name)
 	}
 	*s.leased++
 	return spec.Root{Template: name, Dir: "/nonexistent"}, func() { *s.released++ }, nil

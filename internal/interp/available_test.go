@@ -54,8 +54,9 @@ func TestAvailableInRoot(t *testing.T) {
 	if err := os.Chmod(filepath.Join(root, "usr/bin/bash"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := Available(root), []string{"bash", "python"}; !slices.Equal(got, want) {
-		t.Errorf("Available(root) with bash = %v, want %v", got, want)
+	// Languages' order, not alphabetical: python comes before bash.
+	if got, want := Available(root), []string{"python", "bash"}; !slices.Equal(got, want) {
+		t.Errorf("Available(root) with bash = %v, want %v (Languages' order)", got, want)
 	}
 	if got := Available(t.TempDir()); len(got) != 0 {
 		t.Errorf("Available(empty root) = %v, want none", got)

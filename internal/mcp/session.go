@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warden-sandbox/warden/internal/template"
 	"strings"
 	"sync"
 	"time"
@@ -21,9 +22,9 @@ type createSessionIn struct {
 	Template           string    `json:"template,omitempty" jsonschema:"the template the sandbox starts from: host (the default, the server's own software) or a name list_templates gives"`
 }
 
-// templatePattern is what a template name may be (template.ValidName's
-// rule), so a malformed name is refused by the schema, naming the field.
-const templatePattern = "^[a-z0-9][a-z0-9._-]{0,62}$"
+// templatePattern is what a template name may be (template.NamePattern),
+// so a malformed name is refused by the schema, naming the field.
+const templatePattern = template.NamePattern
 
 type networkIn struct {
 	Mode  string   `json:"mode" jsonschema:"none (no network, the default) or proxy (only the hosts in allow, through Warden's egress proxy)"`

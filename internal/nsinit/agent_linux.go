@@ -36,6 +36,9 @@ type agent struct {
 	// started gets a token after each fork, waking a reaper that found no
 	// child to wait for.
 	started chan struct{}
+	// sees names the root the sandbox runs on, for "not found" errors
+	// (seenRoot).
+	sees string
 }
 
 // spawnJob is a request handed to the main thread with its descriptors.
@@ -52,7 +55,7 @@ func serveSession(cfg *Config, ctl *os.File) int {
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
 		return 0
 	}
-	a := &agent{ctl: ControlFD, enc: json.NewEncoder(ctl), running: map[int]uint64{}, pgids: map[uint64]int{}, sweep: map[uint64]bool{}, started: make(chan struct{}, 1)}
+	a := &agent{ctl: ControlFD, enc: json.NewEncoder(ctl), running: map[int]uint64{}, pgids: map[uint64]int{}, sweep: map[uint64]bool{}, started: make(chan struct{}, 1), sees: seenRoot(cfg)}
 	if err := a.send(Event{Kind: EventReady}); err != nil {
 		return exitNoHost
 	}
@@ -134,7 +137,7 @@ func (a *agent) spawn(job spawnJob) {
 	}
 	a.mu.Lock()
 	restore := raiseOOMScore()
-	pid, st := startProcess(req, files)
+	pid, st := startProcess(req, files, a.sees)
 	restore()
 	// Leave before a.mu lets the reaper look the process up: once the
 	// host has its end it kills everything in the exec's cgroup, and

@@ -272,7 +272,7 @@ func TestLookPathIn(t *testing.T) {
 		{"absolute, missing", filepath.Join(dir, "gone"), nil, "", "not found in the sandbox"},
 	}
 	for _, tt := range tests {
-		got, err := lookPathIn(tt.cmd, tt.env, dir)
+		got, err := lookPathIn(tt.cmd, tt.env, dir, seenRoot(&Config{}))
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%s: lookPathIn(%q) = %q, %v, want an error containing %q", tt.name, tt.cmd, got, err, tt.wantErr)
@@ -281,6 +281,19 @@ func TestLookPathIn(t *testing.T) {
 		}
 		if err != nil || got != tt.want {
 			t.Errorf("%s: lookPathIn(%q) = %q, %v, want %q", tt.name, tt.cmd, got, err, tt.want)
+		}
+	}
+	// A template's sandbox does not see the host's /usr: its error says so.
+	for _, tt := range []struct {
+		cfg       Config
+		want, not string
+	}{
+		{Config{}, "the host's /usr", "template"},
+		{Config{Root: "/store/tree"}, "its template's tree", "host"},
+	} {
+		_, err := lookPathIn("gone", nil, dir, seenRoot(&tt.cfg))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), tt.not) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Root %q: lookPathIn(gone) = %v, want one line with %q and without %q", tt.cfg.Root, err, tt.want, tt.not)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func start(cfg *Config) Status {
 	if err := setup(cfg); err != nil {
 		return Status{Error: err.Error()}
 	}
-	path, err := lookPath(cfg.Command[0], cfg.Env)
+	path, err := lookPath(cfg.Command[0], cfg.Env, seenRoot(cfg))
 	switch {
 	case errors.Is(err, errNotExecutable):
 		return Status{ExitCode: 126, StartFailed: true, Error: err.Error()}

@@ -142,19 +142,30 @@ var errNotExecutable = errors.New("not an executable file")
 // workdir is the program's working directory.
 const workdir = "/workspace"
 
+// seenRoot names the root tree a sandbox of cfg runs on, so a "not
+// found" error says where the command was looked for: a template's root
+// or the host's /usr.
+func seenRoot(cfg *Config) string {
+	if cfg.Root != "" {
+		return "the sandbox's root is its template's tree"
+	}
+	return "the sandbox sees the host's /usr"
+}
+
 // lookPath finds the command on the PATH the program will get, inside the
-// new root, so "not found" means not found in the sandbox.
-func lookPath(name string, env []string) (string, error) {
-	return lookPathIn(name, env, workdir)
+// new root, so "not found" means not found in the sandbox; sees is
+// seenRoot's.
+func lookPath(name string, env []string, sees string) (string, error) {
+	return lookPathIn(name, env, workdir, sees)
 }
 
 // lookPathIn is lookPath for a program whose working directory is dir.
-func lookPathIn(name string, env []string, dir string) (string, error) {
+func lookPathIn(name string, env []string, dir, sees string) (string, error) {
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) {
 			name = filepath.Join(dir, name)
 		}
-		return name, checkExecutable(name)
+		return name, checkExecutable(name, sees)
 	}
 	path := "/usr/bin:/bin"
 	for _, kv := range env {
@@ -164,18 +175,20 @@ func lookPathIn(name string, env []string, dir string) (string, error) {
 	}
 	for _, dir := range filepath.SplitList(path) {
 		p := filepath.Join(dir, name)
-		if checkExecutable(p) == nil {
+		if checkExecutable(p, sees) == nil {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("command %q not found in the sandbox (PATH=%s); the sandbox sees the host's /usr and the workspace", name, path)
+	return "", fmt.Errorf("command %q not found in the sandbox (PATH=%s); %s and the workspace", name, path, sees)
 }
 
-func checkExecutable(p string) error {
+// checkExecutable says p is an executable file, or why not; sees is
+// seenRoot's.
+func checkExecutable(p, sees string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("command %q not found in the sandbox; the sandbox sees the host's /usr and the workspace", p)
+			return fmt.Errorf("command %q not found in the sandbox; %s and the workspace", p, sees)
 		}
 		return err
 	}
@@ -189,7 +202,7 @@ func checkExecutable(p string) error {
 // returns a Status instead of a pid when the process could not start, with
 // the exit code a shell would give.
 // It owns files and closes them.
-func startProcess(req Request, files []int) (int, *Status) {
+func startProcess(req Request, files []int, sees string) (int, *Status) {
 	osFiles := make([]*os.File, len(files))
 	for i, fd := range files {
 		osFiles[i] = os.NewFile(uintptr(fd), "")
@@ -203,7 +216,7 @@ func startProcess(req Request, files []int) (int, *Status) {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(workdir, dir)
 	}
-	path, err := lookPathIn(req.Argv[0], req.Env, dir)
+	path, err := lookPathIn(req.Argv[0], req.Env, dir, sees)
 	if err != nil {
 		code := 127
 		if errors.Is(err, errNotExecutable) {

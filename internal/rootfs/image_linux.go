@@ -23,15 +23,6 @@ const (
 	etcGenDir = ".etc"
 )
 
-// ImageRoot is a template's root tree for Build: a descriptor of it that
-// is either a detached mount (IsMount; root's, made by the host with
-// open_tree) to move into place, or a directory opened in the sandbox's
-// mount namespace to bind (rootless).
-type ImageRoot struct {
-	FD      int
-	IsMount bool
-}
-
 // mountImage attaches the template's root at dir.
 func mountImage(img *ImageRoot, dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {

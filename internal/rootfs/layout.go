@@ -122,6 +122,16 @@ type Options struct {
 	etcFD int
 }
 
+// ImageRoot is a template's root tree for Build: a descriptor of it that
+// is either a detached mount (IsMount; root's, made by the host with
+// open_tree) to move into place, or a directory opened in the sandbox's
+// mount namespace to bind (rootless). It lives with Layout, which every
+// platform compiles, so the tree builds off Linux too.
+type ImageRoot struct {
+	FD      int
+	IsMount bool
+}
+
 // EtcTemplate is a sandbox's curated /etc, written once on the host and
 // bound read-only into every native sandbox. Each init used to copy about
 // 190 kB of allowlisted files into its own root: the largest single cost

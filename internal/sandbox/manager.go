@@ -600,6 +600,9 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 		return spec.Result{}, err
 	}
 	defer lease()
+	if err := checkLanguage(s.Root, req.Language); err != nil {
+		return spec.Result{}, err
+	}
 	bytes := m.charge(s.Limits)
 	if err := m.acquire(owner, true, bytes); err != nil {
 		return spec.Result{}, err

@@ -62,6 +62,9 @@ func persistsWorkspaces(b Backend, st Store) bool {
 // one first and binds it in. The workspace's name is returned with it.
 func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error) {
 	if !m.persist {
+		if s.Root.Dir != "" && scratch.Seeds(s.Root.Dir) {
+			m.cfg.Logger.Warn("the session starts with an empty home and /workspace: only native sessions of warden serve with a state directory are seeded from a template's", "template", s.Root.Template, "backend", m.backend.Name())
+		}
 		b, err := m.backend.Start(ctx, s)
 		return b, "", err
 	}

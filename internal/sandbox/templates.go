@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"github.com/warden-sandbox/warden/internal/template"
 	"slices"
 	"strings"
 	"time"
@@ -46,8 +48,12 @@ func (m *Manager) resolveTemplate(name string) (spec.Root, func(), error) {
 		return spec.Root{}, nil, fmt.Errorf("%w: template %q: this server has no template store, so only %q is served", spec.ErrInvalid, name, HostTemplate)
 	}
 	root, release, err := m.cfg.Templates.Resolve(name)
+	if errors.Is(err, template.ErrNotFound) {
+		return spec.Root{}, nil, fmt.Errorf("%w: %w", spec.ErrInvalid, err)
+	}
 	if err != nil {
-		return spec.Root{}, nil, fmt.Errorf("%w: %v", spec.ErrInvalid, err)
+		m.cfg.Logger.Error("resolving a template", "template", name, "err", err)
+		return spec.Root{}, nil, fmt.Errorf("resolving template %q: %w", name, err)
 	}
 	if err := root.Validate(); err != nil {
 		release()

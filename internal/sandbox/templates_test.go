@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warden-sandbox/warden/internal/template"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func (f *fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
 	defer f.mu.Unlock()
 	r, ok := f.roots[name]
 	if !ok {
-		return spec.Root{}, nil, fmt.Errorf("no template %q: see warden template ls", name)
+		return spec.Root{}, nil, fmt.Errorf("%w %q: see warden template ls", template.ErrNotFound, name)
 	}
 	f.leases[name]++
 	var once sync.Once
@@ -149,6 +150,12 @@ func TestSessionTemplateRefusals(t *testing.T) {
 			_, err = m.Exec(ctx, "a", info.ID, ExecRequest{Language: "javascript", Code: "1"}, Stream{})
 			return err
 		}, ErrUnsupported, `template "py" has no javascript interpreter: it offers python`},
+		{"no node run", func() error {
+			py := defaultOptions()
+			py.Template = "py"
+			_, err := m.Run(ctx, "a", py, ExecRequest{Language: "javascript", Code: "1"}, Stream{})
+			return err
+		}, ErrUnsupported, `template "py" has no javascript interpreter: it offers python`},
 	}
 	for _, tt := range tests {
 		err := tt.err()
@@ -198,5 +205,35 @@ func TestRecordKeepsTemplateDigest(t *testing.T) {
 	rec := m.revive(st.records[info.ID], time.Now())
 	if got := m.record(rec).TemplateDigest; got != "sha256:ab" {
 		t.Errorf("a recovered session's template digest: got %q, want %q", got, "sha256:ab")
+	}
+}
+
+// brokenTemplates is a store whose every lookup fails on its own side.
+type brokenTemplates struct{}
+
+func (brokenTemplates) Resolve(string) (spec.Root, func(), error) {
+	return spec.Root{}, nil, errors.New("reading the store: disk on fire")
+}
+
+func (brokenTemplates) List() ([]TemplateInfo, error) { return nil, nil }
+
+// TestResolveTemplateErrors: only a template the store does not hold is
+// the client's mistake (spec.ErrInvalid, a 400); the store's own failure
+// is not, so it is no 400.
+func TestResolveTemplateErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		ts      Templates
+		invalid bool
+	}{
+		{"not in the store", newFakeTemplates(pyRoot(t)), true},
+		{"store failure", brokenTemplates{}, false},
+	}
+	for _, tt := range tests {
+		m, _ := newTestManager(t, Config{Templates: tt.ts})
+		_, _, err := m.resolveTemplate("nope")
+		if err == nil || errors.Is(err, spec.ErrInvalid) != tt.invalid {
+			t.Errorf("%s: resolveTemplate = %v, want an error, spec.ErrInvalid %v", tt.name, err, tt.invalid)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -131,5 +132,41 @@ func TestSeed(t *testing.T) {
 				t.Errorf("home: got %v, want it empty", names)
 			}
 		})
+	}
+}
+
+// TestSeeds: a tree with files in home/sandbox or workspace seeds, one
+// with neither (or only empty ones) does not.
+func TestSeeds(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string // made under the root; a trailing / makes a directory
+		want  bool
+	}{
+		{"none", []string{"usr/bin/"}, false},
+		{"empty places", []string{"home/sandbox/", "workspace/"}, false},
+		{"home", []string{"home/sandbox/.bashrc"}, true},
+		{"workspace", []string{"workspace/data.csv"}, true},
+	}
+	for _, tt := range tests {
+		root := t.TempDir()
+		for _, f := range tt.files {
+			p := filepath.Join(root, f)
+			dir := filepath.Dir(p)
+			if strings.HasSuffix(f, "/") {
+				dir = p
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if dir != p {
+				if err := os.WriteFile(p, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if got := Seeds(root); got != tt.want {
+			t.Errorf("%s: Seeds = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

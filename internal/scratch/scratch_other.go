@@ -12,3 +12,6 @@ func Layer(io.Writer, string, int64) error { return errors.ErrUnsupported }
 
 // Seed is Linux-only, like the scratch it fills.
 func Seed(string, string) error { return errors.ErrUnsupported }
+
+// Seeds is Linux-only, like Seed: elsewhere nothing is seeded.
+func Seeds(string) bool { return false }

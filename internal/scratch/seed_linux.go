@@ -19,12 +19,12 @@ import (
 // whose files do not fit fails with ENOSPC). Links are copied as links,
 // never followed; a template with none of those places costs one lookup
 // each.
-func Seed(dir, rootDir string) error {
+func Seed(dir, rootDir string) (err error) {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return fmt.Errorf("opening the template's root: %w", err)
 	}
-	defer src.Close()
+	defer closeRoot(src, "the template's root", &err)
 	from, closeFrom, err := openKept(src, Kept, inRoot)
 	if err != nil {
 		return err
@@ -37,7 +37,7 @@ func Seed(dir, rootDir string) error {
 	if err != nil {
 		return fmt.Errorf("opening the scratch: %w", err)
 	}
-	defer dst.Close()
+	defer closeRoot(dst, "the scratch", &err)
 	to, closeTo, err := openKept(dst, Kept, func(n string) string { return n })
 	if err != nil {
 		return err
@@ -52,6 +52,37 @@ func Seed(dir, rootDir string) error {
 		}
 	}
 	return nil
+}
+
+// Seeds says the root tree rootDir has files Seed would copy (a
+// non-empty home/sandbox or workspace), so a caller that cannot seed can
+// say what the session misses. An unreadable tree says false: Seed would
+// report its error.
+func Seeds(rootDir string) bool {
+	src, err := os.OpenRoot(rootDir)
+	if err != nil {
+		return false
+	}
+	defer src.Close() // a read-only handle: nothing to lose on close
+	for _, name := range Kept {
+		f, err := src.Open(inRoot(name)) // inside the tree: its links never reach the host's files
+		if err != nil {
+			continue
+		}
+		entries, _ := f.ReadDir(1) // any error is Seed's to report
+		f.Close()                  // read-only, as above
+		if len(entries) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// closeRoot closes r, adding its failure to *err.
+func closeRoot(r *os.Root, what string, err *error) {
+	if cerr := r.Close(); cerr != nil {
+		*err = errors.Join(*err, fmt.Errorf("closing %s: %w", what, cerr))
+	}
 }
 
 func rootfsPlace(name string) string { return "/" + inRoot(name) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warden-sandbox/warden/internal/template"
 	"io"
 	"os"
 	"path/filepath"
@@ -251,7 +252,7 @@ func fakeResolve(name string) error {
 	case "", sandbox.HostTemplate, "pandas":
 		return nil
 	}
-	return fmt.Errorf("%w: template %q is not in the store: see warden template ls", spec.ErrInvalid, name)
+	return fmt.Errorf("%w: %w %q: see warden template ls", spec.ErrInvalid, template.ErrNotFound, name)
 }
 
 // fakeTemplates is a sandbox.Templates with fixed contents.

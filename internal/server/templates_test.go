@@ -82,10 +82,10 @@ func TestTemplateOnCreateAndRun(t *testing.T) {
 		{"create, default", "/v1/sessions", `{}`, http.StatusCreated, "", ""},
 		{"create, host", "/v1/sessions", `{"template":"host"}`, http.StatusCreated, "host", ""},
 		{"create, stored", "/v1/sessions", `{"template":"pandas"}`, http.StatusCreated, "pandas", ""},
-		{"create, unknown", "/v1/sessions", `{"template":"nope"}`, http.StatusBadRequest, "nope", `template "nope" is not in the store`},
+		{"create, unknown", "/v1/sessions", `{"template":"nope"}`, http.StatusBadRequest, "nope", `no template "nope"`},
 		{"create, bad name", "/v1/sessions", `{"template":"../etc"}`, http.StatusBadRequest, "", "template"},
 		{"run, stored", "/v1/run", `{"command":["true"],"template":"pandas"}`, http.StatusOK, "pandas", ""},
-		{"run, unknown", "/v1/run", `{"command":["true"],"template":"nope"}`, http.StatusBadRequest, "nope", `template "nope" is not in the store`},
+		{"run, unknown", "/v1/run", `{"command":["true"],"template":"nope"}`, http.StatusBadRequest, "nope", `no template "nope"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

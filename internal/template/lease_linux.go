@@ -21,19 +21,19 @@ func (s *Store) Lease(name string) (Template, func(), error) {
 	}
 	f, err := os.Open(s.templateDir(name))
 	if err != nil {
-		return Template{}, nil, fmt.Errorf("no template %q: see warden template ls", name)
+		return Template{}, nil, notFound(name)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		s.closeLease(f)
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return Template{}, nil, fmt.Errorf("template %q is being removed: see warden template ls", name)
+			return Template{}, nil, fmt.Errorf("%w %q: it is being removed, see warden template ls", ErrNotFound, name)
 		}
 		return Template{}, nil, fmt.Errorf("leasing template %q: %w", name, err)
 	}
 	// Remove may have taken the directory away between Get and the lock.
 	if !sameFile(f, s.templateDir(name)) {
 		s.closeLease(f)
-		return Template{}, nil, fmt.Errorf("no template %q: see warden template ls", name)
+		return Template{}, nil, notFound(name)
 	}
 	return t, func() { s.closeLease(f) }, nil
 }

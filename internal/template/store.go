@@ -85,7 +85,21 @@ type Store struct {
 	o   Options
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+// NamePattern is what a template name may be: the one source of the rule
+// ValidName checks, which the OpenAPI schema and MCP's tool schema state
+// too (TestNamePatternEverywhere keeps them equal).
+const NamePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
+
+var nameRE = regexp.MustCompile(NamePattern)
+
+// ErrNotFound says the store holds no template of that name (or it is
+// being removed): a client's mistake, unlike the store's own failures.
+var ErrNotFound = errors.New("no template")
+
+// notFound is ErrNotFound for name, saying where to look.
+func notFound(name string) error {
+	return fmt.Errorf("%w %q: see warden template ls", ErrNotFound, name)
+}
 
 // ValidName refuses a template name that is not lower-case letters,
 // digits, '.', '_' and '-' (at most 63, first a letter or digit), or that
@@ -139,11 +153,11 @@ func (s *Store) templateDir(name string) string {
 // Get returns the template called name.
 func (s *Store) Get(name string) (Template, error) {
 	if err := ValidName(name); err != nil {
-		return Template{}, err
+		return Template{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	b, err := os.ReadFile(filepath.Join(s.templateDir(name), "template.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return Template{}, fmt.Errorf("no template %q: see warden template ls", name)
+		return Template{}, notFound(name)
 	}
 	if err != nil {
 		return Template{}, fmt.Errorf("reading template %q: %w", name, err)
