@@ -133,7 +133,7 @@ func checkTools(t *testing.T, cs *mcp.ClientSession) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"close_session", "create_session", "list_files", "read_file", "run_code", "run_command", "write_file"}
+	want := []string{"close_session", "create_session", "list_files", "list_templates", "read_file", "run_code", "run_command", "write_file"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want %v", names, want)
 	}
