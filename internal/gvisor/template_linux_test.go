@@ -130,5 +130,5 @@ func TestTemplateCharts(t *testing.T) {
 	root := templateRoot(t, "datasci")
 	l := spec.DefaultLimits
 	l.Timeout = 3 * time.Minute
-	checkChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)
+	templatetest.CheckChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)
 }

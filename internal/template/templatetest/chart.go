@@ -1,4 +1,4 @@
-package docker
+package templatetest
 
 import (
 	"context"
@@ -7,19 +7,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// chartCode imports pandas, which the host lacks, and shows a chart.
-const chartCode = "import pandas as pd, matplotlib.pyplot as plt\n" +
+// ChartCode imports pandas, which the host lacks, and shows a chart.
+const ChartCode = "import pandas as pd, matplotlib.pyplot as plt\n" +
 	"df = pd.DataFrame({'x': [1, 2, 3], 'y': [1, 4, 9]})\n" +
 	"df.plot(x='x', y='y')\nplt.show()\npd.__version__"
 
-// checkChart runs chartCode in the Python interpreter of sess, on root,
-// and checks it returned pandas' version and one PNG.
-func checkChart(t *testing.T, sess *agent.Session, root spec.Root) {
+// ChartSession is what CheckChart needs of a backend's session: it starts
+// the interpreter and gives its environment (agent.Session is one).
+type ChartSession interface {
+	interp.Spawner
+	Env(extra ...string) []string
+}
+
+// CheckChart runs ChartCode in the Python interpreter of sess, on root,
+// and checks it returned pandas' version and one PNG: the one chart check
+// of every backend's datasci test.
+func CheckChart(t *testing.T, sess ChartSession, root spec.Root) {
 	t.Helper()
 	if got := interp.Available(root.Dir); !strings.Contains(strings.Join(got, ","), "python") {
 		t.Fatalf("interp.Available(%s) = %v, want python", root.Template, got)
@@ -31,7 +38,7 @@ func checkChart(t *testing.T, sess *agent.Session, root spec.Root) {
 	defer in.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := in.Run(ctx, chartCode, nil, nil)
+	out, err := in.Run(ctx, ChartCode, nil, nil)
 	if err != nil || out.Exception != nil {
 		t.Fatalf("running pandas and matplotlib: %v, exception %+v", err, out.Exception)
 	}
