@@ -286,15 +286,18 @@ func (s *Session) end(err error) {
 		}
 		s.err = e
 	}
+	// Done closes with s.err set and before any process is settled, so
+	// whoever sees an exec fail with the session's end also finds Done
+	// closed (the server answers such an exec 409, not 500). end runs
+	// from the event reader and from a breach the host finds itself (see
+	// breach), possibly at once.
+	s.doneOnce.Do(func() { close(s.done) })
 	procs := s.procs
 	s.procs = map[uint64]*Process{}
 	s.mu.Unlock()
 	for _, p := range procs {
 		p.settle(nil, nsinit.Event{})
 	}
-	// end runs from the event reader and from a breach the host finds
-	// itself (see breach), possibly at once.
-	s.doneOnce.Do(func() { close(s.done) })
 }
 
 // The events a process reports: one started (none when it could not
