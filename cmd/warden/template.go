@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warden-sandbox/warden/internal/docker"
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
 )
@@ -137,12 +138,15 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 		Use:   "rm NAME",
 		Short: "Remove a template (its layers stay until gc)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := o.store()
 			if err != nil {
 				return err
 			}
-			return s.Remove(args[0])
+			if err := s.Remove(args[0]); err != nil {
+				return err
+			}
+			return gcGVisorRoots(cmd, s)
 		},
 	}
 }
@@ -150,7 +154,7 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the layers no template uses, and the docker images of removed templates",
+		Short: "Remove the layers no template uses, and the gvisor roots and docker images of removed templates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := o.store()
@@ -164,9 +168,37 @@ func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", rep.Layers, humanBytes(rep.BytesFreed)); err != nil {
 				return err
 			}
-			return gcDockerImages(cmd, s)
+			return errors.Join(gcGVisorRoots(cmd, s), gcDockerImages(cmd, s))
 		},
 	}
+}
+
+// gvisorRoots is where the gVisor backend keeps templates' shared roots
+// (a variable for the tests, which must not touch the host's).
+var gvisorRoots = gvisor.StateDir
+
+// gcGVisorRoots removes the gVisor backend's shared roots of templates
+// the store no longer holds (gvisor.RemoveTemplateRoots), under the
+// store's lock, keeping any a box still runs on.
+func gcGVisorRoots(cmd *cobra.Command, s *template.Store) error {
+	var removed []string
+	err := s.Collect(func(stored func(string) bool) error {
+		var err error
+		removed, err = gvisor.RemoveTemplateRoots(gvisorRoots, stored)
+		return err
+	})
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
+	if len(removed) > 0 {
+		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d gvisor roots of removed templates\n", len(removed)); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("removing gvisor roots of removed templates: %w", err)
+	}
+	return nil
 }
 
 // gcDockerImages removes the Docker images made from templates the store
