@@ -202,17 +202,14 @@ func gcGVisorRoots(cmd *cobra.Command, s *template.Store) error {
 }
 
 // gcDockerImages removes the Docker images made from templates the store
-// no longer holds (docker.RemoveTemplateImages).
+// no longer holds (docker.RemoveTemplateImages), under the store's lock.
 func gcDockerImages(cmd *cobra.Command, s *template.Store) error {
-	ts, err := s.List()
-	if err != nil {
+	var removed []string
+	err := s.Collect(func(stored func(string) bool) error {
+		var err error
+		removed, err = docker.RemoveTemplateImages(cmd.Context(), s.Dir(), stored)
 		return err
-	}
-	stored := map[string]bool{}
-	for _, t := range ts {
-		stored[t.Digest] = true
-	}
-	removed, err := docker.RemoveTemplateImages(cmd.Context(), s.Dir(), func(d string) bool { return stored[d] })
+	})
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}

@@ -120,7 +120,7 @@ func (r *Runtime) importTree(ctx context.Context, root spec.Root, tag string) er
 	pr, pw := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {
-		err := packTree(pw, root.Dir)
+		err := packTree(pw, root.Dir, true)
 		pw.CloseWithError(err)
 		packed <- err
 	}()
