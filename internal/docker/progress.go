@@ -15,6 +15,7 @@ import (
 // "errorDetail".
 type progressMessage struct {
 	Status      string `json:"status"`
+	Stream      string `json:"stream"`
 	Error       string `json:"error"`
 	ErrorDetail *struct {
 		Message string `json:"message"`
@@ -44,11 +45,7 @@ func progressError(stream []byte) error {
 		if err != nil {
 			return fmt.Errorf("docker: reading the engine's import progress: %w%s", err, seeLog)
 		}
-		msg := m.Error
-		if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
-			msg = m.ErrorDetail.Message
-		}
-		if msg != "" {
+		if msg := m.failure(); msg != "" {
 			return fmt.Errorf("docker: %s%s", oneLine(msg, maxProgressError), seeLog)
 		}
 		last = m.Status
@@ -67,4 +64,38 @@ func oneLine(s string, n int) string {
 		s = strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
+}
+
+// loadError reads an images/load answer as progressError reads an
+// import's: the first failure it reports, or an error unless a message
+// says an image was loaded.
+func loadError(stream []byte) error {
+	d := json.NewDecoder(bytes.NewReader(stream))
+	loaded := false
+	for {
+		var m progressMessage
+		err := d.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("docker: reading the engine's load progress: %w%s", err, seeLog)
+		}
+		if msg := m.failure(); msg != "" {
+			return fmt.Errorf("docker: %s%s", oneLine(msg, maxProgressError), seeLog)
+		}
+		loaded = loaded || strings.HasPrefix(m.Stream, "Loaded image")
+	}
+	if !loaded {
+		return fmt.Errorf("docker: the engine's load progress ended without naming the image loaded, so the load may not have happened%s", seeLog)
+	}
+	return nil
+}
+
+// failure is the error a message reports, or "".
+func (m progressMessage) failure() string {
+	if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
+		return m.ErrorDetail.Message
+	}
+	return m.Error
 }

@@ -15,20 +15,31 @@ import (
 // a template: the one way every backend's tests get a template root.
 func Root(t testing.TB, imageName string) spec.Root {
 	t.Helper()
-	layout, _ := Image(t, imageName)
+	return Roots(t, imageName)[0]
+}
+
+// Roots is Root for several images in one store, so they share the
+// layers they have in common (every test image shares the base layer).
+func Roots(t testing.TB, imageNames ...string) []spec.Root {
+	t.Helper()
 	s, err := template.Open(filepath.Join(t.TempDir(), "templates"), template.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := s.Import(ctx, layout, imageName); err != nil {
-		t.Fatalf("importing test image %s: %v", imageName, err)
+	var roots []spec.Root
+	for _, name := range imageNames {
+		layout, _ := Image(t, name)
+		if _, err := s.Import(ctx, layout, name); err != nil {
+			t.Fatalf("importing test image %s: %v", name, err)
+		}
+		tpl, release, err := s.Lease(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(release)
+		roots = append(roots, spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env})
 	}
-	tpl, release, err := s.Lease(imageName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
-	return spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env}
+	return roots
 }
