@@ -139,22 +139,7 @@ func minimalAndDerived(t *testing.T) []spec.Root {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var roots []spec.Root
-	for name, dir := range map[string]string{"minimal": lp, "derived": dp} {
-		if _, err := s.Import(t.Context(), dir, name); err != nil {
-			t.Fatalf("importing %s: %v", name, err)
-		}
-		tpl, release, err := s.Lease(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(release)
-		roots = append(roots, spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env})
-	}
-	if roots[0].Template != "minimal" {
-		roots[0], roots[1] = roots[1], roots[0]
-	}
-	return roots
+	return []spec.Root{templatetest.Import(t, s, "minimal", lp), templatetest.Import(t, s, "derived", dp)}
 }
 
 // TestArchiveLayers packs two layer trees (one with a whiteout marker and

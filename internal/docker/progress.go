@@ -34,8 +34,17 @@ const seeLog = " (see dockerd's log)"
 // empty, or is not a sequence of JSON objects is an error too, since then
 // nothing says the import is done.
 func progressError(stream []byte) error {
+	return streamError(stream, "import", "the image's id", func(m progressMessage) bool {
+		return strings.HasPrefix(m.Status, "sha256:")
+	})
+}
+
+// streamError reads the engine's progress stream of an operation (what)
+// to its end: the first failure a message reports, as one line, or an
+// error unless the last message is done (which the error calls end).
+func streamError(stream []byte, what, end string, done func(progressMessage) bool) error {
 	d := json.NewDecoder(bytes.NewReader(stream))
-	last := ""
+	finished := false
 	for {
 		var m progressMessage
 		err := d.Decode(&m)
@@ -43,15 +52,15 @@ func progressError(stream []byte) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("docker: reading the engine's import progress: %w%s", err, seeLog)
+			return fmt.Errorf("docker: reading the engine's %s progress: %w%s", what, err, seeLog)
 		}
 		if msg := m.failure(); msg != "" {
 			return fmt.Errorf("docker: %s%s", oneLine(msg, maxProgressError), seeLog)
 		}
-		last = m.Status
+		finished = done(m)
 	}
-	if !strings.HasPrefix(last, "sha256:") {
-		return fmt.Errorf("docker: the engine's import progress ended without the image's id, so the import may not have happened%s", seeLog)
+	if !finished {
+		return fmt.Errorf("docker: the engine's %s progress ended without %s, so the %s may not have happened%s", what, end, what, seeLog)
 	}
 	return nil
 }
@@ -67,29 +76,11 @@ func oneLine(s string, n int) string {
 }
 
 // loadError reads an images/load answer as progressError reads an
-// import's: the first failure it reports, or an error unless a message
-// says an image was loaded.
+// import's: it is done when its last message names the image loaded.
 func loadError(stream []byte) error {
-	d := json.NewDecoder(bytes.NewReader(stream))
-	loaded := false
-	for {
-		var m progressMessage
-		err := d.Decode(&m)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("docker: reading the engine's load progress: %w%s", err, seeLog)
-		}
-		if msg := m.failure(); msg != "" {
-			return fmt.Errorf("docker: %s%s", oneLine(msg, maxProgressError), seeLog)
-		}
-		loaded = loaded || strings.HasPrefix(m.Stream, "Loaded image")
-	}
-	if !loaded {
-		return fmt.Errorf("docker: the engine's load progress ended without naming the image loaded, so the load may not have happened%s", seeLog)
-	}
-	return nil
+	return streamError(stream, "load", "naming the image loaded", func(m progressMessage) bool {
+		return strings.HasPrefix(m.Stream, "Loaded image")
+	})
 }
 
 // failure is the error a message reports, or "".

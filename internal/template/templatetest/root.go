@@ -26,20 +26,27 @@ func Roots(t testing.TB, imageNames ...string) []spec.Root {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	var roots []spec.Root
 	for _, name := range imageNames {
 		layout, _ := Image(t, name)
-		if _, err := s.Import(ctx, layout, name); err != nil {
-			t.Fatalf("importing test image %s: %v", name, err)
-		}
-		tpl, release, err := s.Lease(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(release)
-		roots = append(roots, spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env})
+		roots = append(roots, Import(t, s, name, layout))
 	}
 	return roots
+}
+
+// Import imports the image at layout (an OCI layout directory) into s as
+// name, leases it until the test ends, and returns its root.
+func Import(t testing.TB, s *template.Store, name, layout string) spec.Root {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := s.Import(ctx, layout, name); err != nil {
+		t.Fatalf("importing test image %s: %v", name, err)
+	}
+	tpl, release, err := s.Lease(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env}
 }
