@@ -24,11 +24,11 @@ Exits 1 when something a default run needs is missing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if leaks {
-				return reportLeaks(cmd.OutOrStdout(), asJSON)
+				return reportLeaks(cmd.OutOrStdout(), asJSON, templateStoreDir(stateDir))
 			}
 			checks := doctor.Run(cmd.Context())
-			if stateDir != "none" && stateDir != "" {
-				checks = append(checks, doctor.TemplateStore(filepath.Join(stateDir, "templates")))
+			if dir := templateStoreDir(stateDir); dir != "" {
+				checks = append(checks, doctor.TemplateStore(dir))
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -53,14 +53,22 @@ Exits 1 when something a default run needs is missing.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the state directory whose template store to report (as warden serve's)")
-	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets); exit 1 if anything")
+	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets, gvisor roots of templates --state-dir's store no longer holds); exit 1 if anything")
 	return cmd
+}
+
+// templateStoreDir is the template store of stateDir, or "" for none.
+func templateStoreDir(stateDir string) string {
+	if stateDir == "none" || stateDir == "" {
+		return ""
+	}
+	return filepath.Join(stateDir, "templates")
 }
 
 // reportLeaks prints what dead Wardens left behind, one line each, and
 // fails when there is anything.
-func reportLeaks(out io.Writer, asJSON bool) error {
-	found, err := doctor.Leaks()
+func reportLeaks(out io.Writer, asJSON bool, templates string) error {
+	found, err := doctor.Leaks(templates)
 	if err != nil {
 		return fmt.Errorf("looking for leftovers: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warden-sandbox/warden/internal/docker"
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
 )
@@ -137,12 +138,15 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 		Use:   "rm NAME",
 		Short: "Remove a template (its layers stay until gc)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := o.store()
 			if err != nil {
 				return err
 			}
-			return s.Remove(args[0])
+			if err := s.Remove(args[0]); err != nil {
+				return err
+			}
+			return gcGVisorRoots(cmd, s)
 		},
 	}
 }
@@ -150,7 +154,7 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the layers no template uses, and the docker images of removed templates",
+		Short: "Remove the layers no template uses, and the gvisor roots and docker images of removed templates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := o.store()
@@ -164,23 +168,48 @@ func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", rep.Layers, humanBytes(rep.BytesFreed)); err != nil {
 				return err
 			}
-			return gcDockerImages(cmd, s)
+			return errors.Join(gcGVisorRoots(cmd, s), gcDockerImages(cmd, s))
 		},
 	}
 }
 
-// gcDockerImages removes the Docker images made from templates the store
-// no longer holds (docker.RemoveTemplateImages).
-func gcDockerImages(cmd *cobra.Command, s *template.Store) error {
-	ts, err := s.List()
-	if err != nil {
+// gvisorRoots is where the gVisor backend keeps templates' shared roots
+// (a variable for the tests, which must not touch the host's).
+var gvisorRoots = gvisor.StateDir
+
+// gcGVisorRoots removes the gVisor backend's shared roots of templates
+// the store no longer holds (gvisor.RemoveTemplateRoots), under the
+// store's lock, keeping any a box still runs on.
+func gcGVisorRoots(cmd *cobra.Command, s *template.Store) error {
+	var removed []string
+	err := s.Collect(func(stored func(string) bool) error {
+		var err error
+		removed, err = gvisor.RemoveTemplateRoots(gvisorRoots, stored)
 		return err
+	})
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
 	}
-	stored := map[string]bool{}
-	for _, t := range ts {
-		stored[t.Digest] = true
+	if len(removed) > 0 {
+		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d gvisor roots of removed templates\n", len(removed)); werr != nil {
+			return werr
+		}
 	}
-	removed, err := docker.RemoveTemplateImages(cmd.Context(), s.Dir(), func(d string) bool { return stored[d] })
+	if err != nil {
+		return fmt.Errorf("removing gvisor roots of removed templates: %w", err)
+	}
+	return nil
+}
+
+// gcDockerImages removes the Docker images made from templates the store
+// no longer holds (docker.RemoveTemplateImages), under the store's lock.
+func gcDockerImages(cmd *cobra.Command, s *template.Store) error {
+	var removed []string
+	err := s.Collect(func(stored func(string) bool) error {
+		var err error
+		removed, err = docker.RemoveTemplateImages(cmd.Context(), s.Dir(), stored)
+		return err
+	})
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,6 +45,20 @@ func TestTemplateCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	sd := "--state-dir=" + state
+	// The gVisor roots of the template (and of one no store holds), in a
+	// directory of the test's: rm removes both, the host's stay untouched.
+	roots := t.TempDir()
+	defer func(old string) { gvisorRoots = old }(gvisorRoots)
+	gvisorRoots = roots
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"img-" + digest.Hex + "-0011aabb/usr", "img-" + strings.Repeat("e", 64) + "-0011aabb", "runsc"} {
+		if err := os.MkdirAll(filepath.Join(roots, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	steps := []struct {
 		args    []string
 		want    string // in stdout, or in the error when wantErr
@@ -54,11 +69,11 @@ func TestTemplateCLI(t *testing.T) {
 		{[]string{"ls", sd}, "rand", false},
 		{[]string{"rm", "host", sd}, "reserved", true},
 		{[]string{"ls", "--state-dir=none"}, "pass --state-dir", true},
-		{[]string{"rm", "rand", sd}, "", false},
+		{[]string{"rm", "rand", sd}, "removed 2 gvisor roots of removed templates", false},
 		{[]string{"gc", sd}, "removed 2 layers", false},
 		{[]string{"gc", sd}, "docker images not checked: no engine answers", false},
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		out, err := templateCLI(t, s.args...)
 		got := out
 		if s.wantErr {
@@ -71,6 +86,9 @@ func TestTemplateCLI(t *testing.T) {
 		}
 		if !strings.Contains(got, s.want) {
 			t.Errorf("%v: got %q, want %q in it", s.args, got, s.want)
+		}
+		if ents, _ := os.ReadDir(roots); i == 2 && len(ents) != 3 || i > 5 && len(ents) != 1 {
+			t.Errorf("after %v: %d entries in the gvisor state directory, want 3 before rm and only runsc after", s.args, len(ents))
 		}
 	}
 }

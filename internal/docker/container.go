@@ -138,6 +138,16 @@ func (e *Engine) Import(ctx context.Context, repo, tag string, tarball io.Reader
 	return e.createImage(ctx, q, tarball)
 }
 
+// Load makes the images of a docker-save archive (images/load), whose
+// answer is a stream of messages too: it must name an image loaded.
+func (e *Engine) Load(ctx context.Context, archive io.Reader) error {
+	var stream rawBody
+	if err := e.call(ctx, http.MethodPost, "/images/load", url.Values{"quiet": {"1"}}, archive, &stream); err != nil {
+		return err
+	}
+	return loadError(stream)
+}
+
 // createImage calls images/create and reads its progress stream, where
 // an import that fails after the engine has answered 200 says so.
 func (e *Engine) createImage(ctx context.Context, q url.Values, body io.Reader) error {

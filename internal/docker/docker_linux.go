@@ -36,9 +36,14 @@ type Runtime struct {
 
 	once   sync.Once
 	engine engineAPI
-	tmpl   rootfs.Template
-	image  string
 	err    error
+	// tmpl and image are the host root's template and the image of a
+	// box on the host's root (hostImage), made once the first such box
+	// needs them.
+	hostOnce sync.Once
+	tmpl     rootfs.Template
+	image    string
+	hostErr  error
 	// templates are the images made from templates (templateImage).
 	templates templateImages
 }
@@ -56,15 +61,18 @@ const Label = "warden.sandbox"
 // controlDir is where the box finds the host's control socket.
 const controlDir = "/.warden/run"
 
-// prepare connects to the engine, removes dead Wardens' leftovers and
-// makes sure the image exists, once per process.
+// prepare connects to the engine (unless a test gave one) and removes
+// dead Wardens' leftovers, once per process. It makes no image: boxes on
+// templates never need Warden's root image (hostImage).
 func (r *Runtime) prepare(ctx context.Context) error {
 	r.once.Do(func() {
-		var e *Engine
-		if e, r.err = NewEngine(); r.err != nil {
-			return
+		if r.engine == nil {
+			var e *Engine
+			if e, r.err = NewEngine(); r.err != nil {
+				return
+			}
+			r.engine = e
 		}
-		r.engine = e
 		if r.err = r.engine.Ping(ctx); r.err != nil {
 			r.err = fmt.Errorf("the docker backend needs a running Docker engine: %w", r.err)
 			return
@@ -77,13 +85,32 @@ func (r *Runtime) prepare(ctx context.Context) error {
 			return
 		}
 		r.removeStale(ctx)
-		if r.tmpl, r.err = rootfs.SharedTemplate(StateDir); r.err != nil {
-			r.err = fmt.Errorf("writing the root template: %w", r.err)
-			return
-		}
-		r.image, r.err = r.pickImage(ctx)
 	})
 	return r.err
+}
+
+// boxImage is the image of a box on root: its template's
+// (templateImage), or the host root's (hostImage).
+func (r *Runtime) boxImage(ctx context.Context, root spec.Root) (string, error) {
+	if !root.IsHost() {
+		return r.templateImage(ctx, root)
+	}
+	return r.hostImage(ctx)
+}
+
+// hostImage writes the host root's template and picks the image of a box
+// on the host's root (pickImage), once, when the first such box starts:
+// a Warden whose boxes all run on templates never imports Warden's root
+// image.
+func (r *Runtime) hostImage(ctx context.Context) (string, error) {
+	r.hostOnce.Do(func() {
+		if r.tmpl, r.hostErr = rootfs.SharedTemplate(StateDir); r.hostErr != nil {
+			r.hostErr = fmt.Errorf("writing the root template: %w", r.hostErr)
+			return
+		}
+		r.image, r.hostErr = r.pickImage(ctx)
+	})
+	return r.image, r.hostErr
 }
 
 // pickImage is the boxes' image: --image, once checked, or else Warden's
@@ -158,12 +185,9 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
-	image := r.image
-	if !s.Root.IsHost() {
-		var err error
-		if image, err = r.templateImage(ctx, s.Root); err != nil {
-			return nil, err
-		}
+	image, err := r.boxImage(ctx, s.Root)
+	if err != nil {
+		return nil, err
 	}
 	b := &box{r: r, name: boxname.Box(), image: image, exited: make(chan struct{})}
 	b.dir = filepath.Join(StateDir, "box-"+b.name)

@@ -34,6 +34,7 @@ type engineAPI interface {
 	ImageVolumes(ctx context.Context, ref string) ([]string, error)
 	HasImage(ctx context.Context, ref string) (bool, error)
 	Import(ctx context.Context, repo, tag string, tarball io.Reader, changes ...string) error
+	Load(ctx context.Context, archive io.Reader) error
 	Logs(ctx context.Context, id string) (string, error)
 }
 

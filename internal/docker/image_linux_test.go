@@ -78,3 +78,29 @@ func TestRootImageTag(t *testing.T) {
 		t.Errorf("refs of same, same, changed template = %v, want the first two equal and the third different", refs)
 	}
 }
+
+// TestRootImageLazy: preparing the backend imports no image, so a Warden
+// whose boxes all run on templates never imports Warden's root image;
+// the first box on the host's root imports it, and later ones reuse it.
+func TestRootImageLazy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the docker backend's state directory is root's")
+	}
+	f := newMemEngine()
+	r := &Runtime{engine: f}
+	if err := r.prepare(context.Background()); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	if len(f.imported) != 0 || f.count("HasImage") != 0 {
+		t.Fatalf("prepare imported %v (%d lookups), want no image", f.imported, f.count("HasImage"))
+	}
+	for range 2 {
+		ref, err := r.hostImage(context.Background())
+		if err != nil || !strings.HasPrefix(ref, rootRepo+":") {
+			t.Fatalf("hostImage = %q, %v, want %s:<tag>", ref, err, rootRepo)
+		}
+	}
+	if len(f.imported) != 1 || !strings.HasPrefix(f.imported[0], rootRepo+":") {
+		t.Errorf("imported %v, want the root image once", f.imported)
+	}
+}

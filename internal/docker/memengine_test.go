@@ -231,6 +231,14 @@ func (f *memEngine) Import(_ context.Context, repo, tag string, tarball io.Reade
 	return nil
 }
 
+func (f *memEngine) Load(_ context.Context, archive io.Reader) error {
+	if err := f.record("Load", ""); err != nil {
+		return err
+	}
+	_, err := io.Copy(io.Discard, archive)
+	return err
+}
+
 func (f *memEngine) Logs(_ context.Context, id string) (string, error) {
 	if err := f.record("Logs", id); err != nil {
 		return "", err

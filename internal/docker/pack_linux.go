@@ -16,14 +16,17 @@ import (
 // inode identifies a file, to pack each hard-linked file once.
 type inode struct{ dev, ino uint64 }
 
-// packTree writes the tree at dir to w as a tar of a root file system:
-// directories, regular files and symlinks as they are (a template holds
-// nothing else), every entry owned by root, files linked to each other in
-// the tree packed once and linked in the tar. Modification times are
-// kept, since Python checks its cached bytecode against them. Set-id bits
-// are dropped (the store drops them already) and symlinks are written as
-// links, never followed: the tree is an image's, so hostile.
-func packTree(w io.Writer, dir string) error {
+// packTree writes the tree at dir to w as a tar of a root file system,
+// the one packer of both images Warden makes (a template's, and its own
+// root image): directories, regular files and symlinks as they are (the
+// trees hold nothing else), every entry owned by root, files linked to
+// each other in the tree packed once and linked in the tar. Modification
+// times are kept with keepTimes, since Python checks its cached bytecode
+// against them; without, every time is zero, so the same content packs
+// the same bytes (the root image is tagged by them). Set-id bits are
+// dropped (the store drops them already) and symlinks are written as
+// links, never followed: a template's tree is an image's, so hostile.
+func packTree(w io.Writer, dir string, keepTimes bool) error {
 	tw := tar.NewWriter(w)
 	seen := map[inode]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -38,7 +41,7 @@ func packTree(w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		return packEntry(tw, p, rel, fi, seen)
+		return packEntry(tw, p, rel, fi, seen, keepTimes)
 	})
 	if err != nil {
 		return err
@@ -47,10 +50,10 @@ func packTree(w io.Writer, dir string) error {
 }
 
 // packEntry writes one entry of the tree.
-func packEntry(tw *tar.Writer, p, rel string, fi fs.FileInfo, seen map[inode]string) error {
-	h := &tar.Header{
-		Name: rel, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime().Truncate(time.Second),
-		Format: tar.FormatPAX,
+func packEntry(tw *tar.Writer, p, rel string, fi fs.FileInfo, seen map[inode]string, keepTimes bool) error {
+	h := &tar.Header{Name: rel, Mode: int64(fi.Mode().Perm()), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+	if keepTimes {
+		h.ModTime = fi.ModTime().Truncate(time.Second)
 	}
 	if fi.Mode()&fs.ModeSticky != 0 {
 		h.Mode |= unix.S_ISVTX

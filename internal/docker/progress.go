@@ -15,6 +15,7 @@ import (
 // "errorDetail".
 type progressMessage struct {
 	Status      string `json:"status"`
+	Stream      string `json:"stream"`
 	Error       string `json:"error"`
 	ErrorDetail *struct {
 		Message string `json:"message"`
@@ -33,8 +34,17 @@ const seeLog = " (see dockerd's log)"
 // empty, or is not a sequence of JSON objects is an error too, since then
 // nothing says the import is done.
 func progressError(stream []byte) error {
+	return streamError(stream, "import", "the image's id", func(m progressMessage) bool {
+		return strings.HasPrefix(m.Status, "sha256:")
+	})
+}
+
+// streamError reads the engine's progress stream of an operation (what)
+// to its end: the first failure a message reports, as one line, or an
+// error unless the last message is done (which the error calls end).
+func streamError(stream []byte, what, end string, done func(progressMessage) bool) error {
 	d := json.NewDecoder(bytes.NewReader(stream))
-	last := ""
+	finished := false
 	for {
 		var m progressMessage
 		err := d.Decode(&m)
@@ -42,19 +52,15 @@ func progressError(stream []byte) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("docker: reading the engine's import progress: %w%s", err, seeLog)
+			return fmt.Errorf("docker: reading the engine's %s progress: %w%s", what, err, seeLog)
 		}
-		msg := m.Error
-		if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
-			msg = m.ErrorDetail.Message
-		}
-		if msg != "" {
+		if msg := m.failure(); msg != "" {
 			return fmt.Errorf("docker: %s%s", oneLine(msg, maxProgressError), seeLog)
 		}
-		last = m.Status
+		finished = done(m)
 	}
-	if !strings.HasPrefix(last, "sha256:") {
-		return fmt.Errorf("docker: the engine's import progress ended without the image's id, so the import may not have happened%s", seeLog)
+	if !finished {
+		return fmt.Errorf("docker: the engine's %s progress ended without %s, so the %s may not have happened%s", what, end, what, seeLog)
 	}
 	return nil
 }
@@ -67,4 +73,20 @@ func oneLine(s string, n int) string {
 		s = strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
+}
+
+// loadError reads an images/load answer as progressError reads an
+// import's: it is done when its last message names the image loaded.
+func loadError(stream []byte) error {
+	return streamError(stream, "load", "naming the image loaded", func(m progressMessage) bool {
+		return strings.HasPrefix(m.Stream, "Loaded image")
+	})
+}
+
+// failure is the error a message reports, or "".
+func (m progressMessage) failure() string {
+	if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
+		return m.ErrorDetail.Message
+	}
+	return m.Error
 }

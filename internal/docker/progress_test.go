@@ -85,3 +85,20 @@ func TestImportReadsTheStream(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadError: an images/load answer is a success only when a message
+// names the image loaded; a reported failure is the error, in one line.
+func TestLoadError(t *testing.T) {
+	tests := []struct{ stream, want string }{
+		{`{"stream":"Loaded image: warden-template:x\n"}`, ""},
+		{`{"errorDetail":{"message":"invalid diffID for layer 0"},"error":"invalid diffID for layer 0"}`, "invalid diffID for layer 0"},
+		{``, "without naming the image loaded"},
+		{`not json`, "reading the engine's load progress"},
+	}
+	for _, tt := range tests {
+		err := loadError([]byte(tt.stream))
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("loadError(%q) = %v, want %q", tt.stream, err, tt.want)
+		}
+	}
+}

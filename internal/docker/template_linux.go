@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,8 +83,8 @@ func (t *templateImages) lock(tag string) func() {
 var imageLockDir = filepath.Join(StateDir, "images")
 
 // templateImage makes sure the engine has the image of the template
-// root, and names it: the template's tree packed as one layer (packTree)
-// and imported, the first time a box runs on that content. Concurrent
+// root, and names it: the template's store layers, one Docker layer each
+// (loadTemplate), loaded the first time a box runs on that content. Concurrent
 // first uses, in this process or others, import it once; later ones only
 // look it up. The image is what Warden's own root image is to the host's
 // root: the box's files, read-only, with Warden's mounts over them.
@@ -108,29 +107,10 @@ func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (_ string, 
 	if ok, err := r.engine.HasImage(ctx, ref); err != nil || ok {
 		return ref, err
 	}
-	if err := r.importTree(ctx, root, tag); err != nil {
+	if err := r.loadTemplate(ctx, root, tag); err != nil {
 		return "", fmt.Errorf("making the docker image of template %q: %w", root.Template, err)
 	}
 	return ref, nil
-}
-
-// importTree streams the template's tree to the engine as the image
-// TemplateRepo:tag.
-func (r *Runtime) importTree(ctx context.Context, root spec.Root, tag string) error {
-	pr, pw := io.Pipe()
-	packed := make(chan error, 1)
-	go func() {
-		err := packTree(pw, root.Dir)
-		pw.CloseWithError(err)
-		packed <- err
-	}()
-	label := fmt.Sprintf("LABEL %s=%q %s=%q", TemplateLabel, root.Digest, StoreLabel, storeOf(root.Dir))
-	err := r.engine.Import(ctx, TemplateRepo, tag, pr, label)
-	pr.CloseWithError(errors.New("the import ended"))
-	if perr := <-packed; perr != nil && err == nil {
-		err = fmt.Errorf("packing %q: %w", root.Dir, perr)
-	}
-	return err
 }
 
 // lockFile takes an exclusive flock on p (made if missing, with its

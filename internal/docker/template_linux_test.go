@@ -16,7 +16,6 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/template"
 	"github.com/warden-sandbox/warden/internal/template/templatetest"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -51,7 +50,7 @@ func TestPackTree(t *testing.T) {
 	must(os.Mkdir(filepath.Join(dir, "d"), 0o755))
 	must(os.Chmod(filepath.Join(dir, "d"), 0o777|os.ModeSticky))
 	var buf bytes.Buffer
-	must(packTree(&buf, dir))
+	must(packTree(&buf, dir, true))
 	got := map[string]*tar.Header{}
 	tr := tar.NewReader(&buf)
 	for {
@@ -90,22 +89,6 @@ func liveEngine(t *testing.T) {
 	}
 }
 
-// templateRoot imports the test image name into a store of the test's
-// own and returns its root as the Manager would resolve it.
-func templateRoot(t *testing.T, name string) spec.Root {
-	t.Helper()
-	_, tarPath := templatetest.Image(t, name)
-	st, err := template.Open(t.TempDir(), template.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Import(t.Context(), tarPath, name)
-	if err != nil {
-		t.Fatalf("importing test image %s: %v", name, err)
-	}
-	return spec.Root{Template: name, Dir: info.Root, Digest: info.Digest, Env: info.Config.Env}
-}
-
 // startBox starts a box of s, closed when t ends; the first box on a
 // template imports its image, which may take minutes.
 func startBox(t *testing.T, s spec.Spec) *agent.Session {
@@ -139,7 +122,7 @@ func uidOf(t *testing.T, sess *agent.Session) string {
 // host names and resolver in /etc and the writable scratch.
 func TestTemplateRoot(t *testing.T) {
 	liveEngine(t)
-	root := templateRoot(t, "minimal")
+	root := templatetest.Root(t, "minimal")
 	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	cases := []struct{ name, script, want string }{
 		{"the image's files, not the host's", "test -e /usr/sbin/dockerd -o -e /usr/bin/dockerd && echo host || echo image", "image"},
@@ -169,7 +152,7 @@ func TestTemplateRoot(t *testing.T) {
 // and returns a matplotlib chart through the persistent interpreter.
 func TestTemplateCharts(t *testing.T) {
 	liveEngine(t)
-	root := templateRoot(t, "datasci")
+	root := templatetest.Root(t, "datasci")
 	l := spec.DefaultLimits
 	l.Timeout = 3 * time.Minute
 	templatetest.CheckChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)

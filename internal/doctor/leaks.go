@@ -4,7 +4,8 @@ package doctor
 // process, an egress socket. A running Warden's own sandboxes are not
 // leaks.
 type Leak struct {
-	// Kind is "cgroup", "process" or "egress socket".
+	// Kind is "cgroup", "process", "egress socket", "backend state",
+	// "container" or "gvisor root".
 	Kind string `json:"kind"`
 	// What names it: a path, or a pid and its command.
 	What string `json:"what"`

@@ -2,11 +2,13 @@ package doctor
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/docker"
 	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/template"
 )
 
 // backendLeaks lists what dead Wardens left for the gvisor and docker
@@ -32,6 +34,37 @@ func backendLeaks() []Leak {
 	for _, id := range foreign {
 		leaks = append(leaks, Leak{Kind: "container", What: id,
 			Why: "foreign, not judged: labelled " + docker.Label + " by a Warden in another pid namespace (or an older Warden); no Warden here removes it, check its owner before docker rm -f"})
+	}
+	return leaks
+}
+
+// templateRootLeaks lists the gVisor backend's shared roots (in memory,
+// /run) of templates the store at dir does not hold and no box uses:
+// `warden template gc` removes them. Without a store every such root is
+// one.
+func templateRootLeaks(dir string) []Leak {
+	stored := map[string]bool{}
+	if _, err := os.Stat(dir); dir != "" && err == nil {
+		s, err := template.Open(dir, template.Options{})
+		if err != nil {
+			return []Leak{{Kind: "gvisor root", What: dir, Why: "the template store cannot be read (" + err.Error() + "), so its gvisor roots were not checked"}}
+		}
+		ts, err := s.List()
+		if err != nil {
+			return []Leak{{Kind: "gvisor root", What: dir, Why: "the template store cannot be listed (" + err.Error() + "), so its gvisor roots were not checked"}}
+		}
+		for _, t := range ts {
+			stored[t.Digest] = true
+		}
+	}
+	unused, err := gvisor.UnusedTemplateRoots(gvisor.StateDir, func(d string) bool { return stored[d] })
+	if err != nil {
+		return []Leak{{Kind: "gvisor root", What: gvisor.StateDir, Why: "not checked: " + err.Error()}}
+	}
+	var leaks []Leak
+	for _, p := range unused {
+		leaks = append(leaks, Leak{Kind: "gvisor root", What: p,
+			Why: "the root of a template " + dir + " no longer holds, used by no box; warden template gc removes it"})
 	}
 	return leaks
 }

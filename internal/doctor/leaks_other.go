@@ -5,4 +5,4 @@ package doctor
 import "errors"
 
 // Leaks is Linux-only: sandboxes exist only there.
-func Leaks() ([]Leak, error) { return nil, errors.ErrUnsupported }
+func Leaks(string) ([]Leak, error) { return nil, errors.ErrUnsupported }

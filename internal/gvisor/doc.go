@@ -4,3 +4,8 @@
 // writable tmpfs, limits as the container's cgroup, and Warden's init as
 // PID 1, which serves the same agent protocol as in every backend.
 package gvisor
+
+// StateDir holds runsc's own state (runsc/), the shared root templates
+// (root-<hash>/ for the host's, img-<digest>-<layout>/ per template) and
+// one directory per box (box-*/).
+const StateDir = "/run/warden/gvisor"

@@ -42,10 +42,6 @@ type Runtime struct {
 	err      error
 }
 
-// StateDir holds runsc's own state (runsc/), the shared root templates
-// (root-<hash>/) and one directory per box (box-*/).
-const StateDir = "/run/warden/gvisor"
-
 // runscPath is the binary to run.
 func (r *Runtime) runscPath() (string, error) {
 	name := r.Runsc

@@ -12,7 +12,6 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/template"
 	"github.com/warden-sandbox/warden/internal/template/templatetest"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -29,22 +28,6 @@ func requireRunsc(t *testing.T) {
 	if _, err := exec.LookPath("runsc"); err != nil {
 		testhost.SkipOrFail(t, "runsc is not installed (apt-get install runsc)")
 	}
-}
-
-// templateRoot imports the test image name into a store of the test's
-// own and returns its root as the Manager would resolve it.
-func templateRoot(t *testing.T, name string) spec.Root {
-	t.Helper()
-	_, tarPath := templatetest.Image(t, name)
-	st, err := template.Open(t.TempDir(), template.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Import(t.Context(), tarPath, name)
-	if err != nil {
-		t.Fatalf("importing test image %s: %v", name, err)
-	}
-	return spec.Root{Template: name, Dir: info.Root, Digest: info.Digest, Env: info.Config.Env}
 }
 
 // treeEntries counts every entry under dir.
@@ -99,7 +82,7 @@ func run(t *testing.T, sess *agent.Session, script string) string {
 // which every box on it shares.
 func TestTemplateRoot(t *testing.T) {
 	requireRunsc(t)
-	root := templateRoot(t, "minimal")
+	root := templatetest.Root(t, "minimal")
 	before := treeEntries(t, root.Dir)
 	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	cases := []struct{ name, script, want string }{
@@ -127,7 +110,7 @@ func TestTemplateRoot(t *testing.T) {
 // and returns a matplotlib chart through the persistent interpreter.
 func TestTemplateCharts(t *testing.T) {
 	requireRunsc(t)
-	root := templateRoot(t, "datasci")
+	root := templatetest.Root(t, "datasci")
 	l := spec.DefaultLimits
 	l.Timeout = 3 * time.Minute
 	templatetest.CheckChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)

@@ -3,48 +3,23 @@ package native
 import (
 	"context"
 	"encoding/base64"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/template"
 	"github.com/warden-sandbox/warden/internal/template/templatetest"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
-
-// testTemplate imports package templatetest's image name (its OCI
-// layout) into a store of the test's own and returns the root a sandbox
-// on it runs on, leased until the test ends.
-func testTemplate(t *testing.T, name string) spec.Root {
-	t.Helper()
-	testhost.RequireRoot(t)
-	layout, _ := templatetest.Image(t, name)
-	s, err := template.Open(filepath.Join(t.TempDir(), "templates"), template.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if _, err := s.Import(ctx, layout, name); err != nil {
-		t.Fatalf("importing %s: %v", name, err)
-	}
-	tpl, release, err := s.Lease(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
-	return spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env}
-}
 
 // TestTemplateSessionCharts: a session on the datasci template runs the
 // image's python (pandas, which the host lacks), returns a matplotlib
 // chart as a PNG through the persistent interpreter, cannot write the
 // template's tree, and sees Warden's /etc/passwd over the image's.
 func TestTemplateSessionCharts(t *testing.T) {
-	root := testTemplate(t, "datasci")
+	testhost.RequireRoot(t)
+	root := templatetest.Root(t, "datasci")
 	l := spec.DefaultLimits
 	l.Timeout = 60 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -55,65 +55,50 @@ func bindImage(root string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("listing the template's root: %w", err)
 	}
-	imageVar := ImageSkipped
 	for _, e := range ents {
-		if e.Name() == "var" {
-			imageVar = ImageEntry(e.Name(), e.Type())
-		}
 		if err := bindImageEntry(img, root, e); err != nil {
 			return fmt.Errorf("/%s: %w", e.Name(), err)
 		}
 	}
-	if err := imageVarTmp(root, imageVar); err != nil {
+	if err := imageVarTmp(root, img); err != nil {
 		return err
 	}
 	return imageEtc(root, img, o.Hostname)
 }
 
 // imageVarTmp makes /var/tmp the sandbox's /tmp, as on the host's root:
-// over the image's own directory when its /var is a directory (a bind on
-// the read-only /var, which the tree never sees), or as makeVar's link in
-// an image without /var. An image whose var (kind imageVar) is a link or
-// a file, or whose var/tmp is anything but a directory, keeps it: a link
-// would resolve in the host's tree here, before pivot_root.
-func imageVarTmp(root string, imageVar ImageEntryKind) error {
-	switch imageVar {
-	case ImageSkipped:
+// over the image's own directory when ImageVarTmp says so (a bind on the
+// read-only /var, which the tree never sees), or as makeVar's link in an
+// image whose root shows no /var. An image whose var is a link or a file,
+// or whose var/tmp is anything but a directory, keeps it: a link would
+// resolve in the host's tree here, before pivot_root. The gvisor and
+// docker roots take the same decision (writeImageTemplate and docker's
+// binds, through ImageVarTmp).
+func imageVarTmp(root, img string) error {
+	if _, err := os.Lstat(filepath.Join(root, "var")); errors.Is(err, fs.ErrNotExist) {
 		return makeVar(root)
-	case ImageDir:
-	default:
+	}
+	if !ImageVarTmp(img) {
 		return nil
 	}
-	varTmp := filepath.Join(root, "var/tmp")
-	var st unix.Stat_t
-	if unix.Lstat(varTmp, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil
-	}
-	return mount(filepath.Join(root, "tmp"), varTmp, "", unix.MS_BIND, "")
+	return mount(filepath.Join(root, "tmp"), filepath.Join(root, "var/tmp"), "", unix.MS_BIND, "")
 }
 
-// bindImageEntry shows the image's top-level entry e at root.
+// bindImageEntry shows the image's top-level entry e at root: the mount
+// point imageMountPoint makes (or the link it recreates), with the
+// image's entry bound read-only over it.
 func bindImageEntry(img, root string, e fs.DirEntry) error {
 	src, dst := filepath.Join(img, e.Name()), filepath.Join(root, e.Name())
+	if err := imageMountPoint(dst, src, e); err != nil {
+		return err
+	}
 	switch ImageEntry(e.Name(), e.Type()) {
-	case ImageLink:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		return os.Symlink(target, dst)
 	case ImageDir:
-		if err := os.Mkdir(dst, 0o755); err != nil {
-			return err
-		}
 		if emptyDir(src) {
 			return nil // the root tmpfs's own empty directory shows the same
 		}
 		return bindRO(src, dst, false)
 	case ImageFile:
-		if err := touch(dst); err != nil {
-			return err
-		}
 		return bindRO(src, dst, false)
 	}
 	return nil

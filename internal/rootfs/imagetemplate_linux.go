@@ -132,7 +132,7 @@ func writeImageTemplate(dir, image string) error {
 			return fmt.Errorf("/%s: %w", e.Name(), err)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(dir, "var")); err != nil {
+	if _, err := os.Lstat(filepath.Join(dir, "var")); errors.Is(err, fs.ErrNotExist) {
 		if err := makeVar(dir); err != nil {
 			return err
 		}
@@ -163,6 +163,8 @@ func writeImageTemplate(dir, image string) error {
 
 // imageMountPoint makes at dst what the root shows of the image's entry
 // e: its link as it is, or an empty directory or file to bind it over.
+// Both template roots use it: the native one's (bindImageEntry) and the
+// shared one of gvisor and docker (writeImageTemplate).
 func imageMountPoint(dst, src string, e fs.DirEntry) error {
 	switch ImageEntry(e.Name(), e.Type()) {
 	case ImageLink:

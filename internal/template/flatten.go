@@ -71,11 +71,9 @@ func (f *flattener) visit(top string) fs.WalkDirFunc {
 		base := path.Base(rel)
 		switch {
 		case rel == ".":
-			return f.opaque(p, ".")
-		case base == opaqueMarker:
-			return nil
+			return f.hide(p, ".")
 		case strings.HasPrefix(base, whiteoutPrefix):
-			return f.whiteout(rel)
+			return nil // applied by hide, on entering the directory
 		case d.IsDir():
 			return f.dir(p, rel)
 		default:
@@ -85,7 +83,7 @@ func (f *flattener) visit(top string) fs.WalkDirFunc {
 }
 
 // dir makes rel a directory with the layer's mode, replacing a lower
-// non-directory, and applies an opaque marker in it.
+// non-directory, and applies the whiteouts and opaque marker in it.
 func (f *flattener) dir(src, rel string) error {
 	fi, err := os.Lstat(src)
 	if err != nil {
@@ -105,7 +103,7 @@ func (f *flattener) dir(src, rel string) error {
 		return err
 	}
 	f.modes[rel] = fi.Mode() & (fs.ModePerm | fs.ModeSticky)
-	return f.opaque(src, rel)
+	return f.hide(src, rel)
 }
 
 // whiteout removes the name the whiteout rel hides. Unpacking refuses a
@@ -118,12 +116,35 @@ func (f *flattener) whiteout(rel string) error {
 	return f.remove(path.Join(path.Dir(rel), hidden))
 }
 
-// opaque empties rel of what lower layers put there when the layer's
-// directory src holds the opaque marker.
-func (f *flattener) opaque(src, rel string) error {
-	if _, err := os.Lstat(filepath.Join(src, opaqueMarker)); err != nil {
-		return nil
+// hide removes from rel what the layer's directory src hides of lower
+// layers: everything, if it holds the opaque marker, else each name a
+// whiteout in it names. It runs on entering the directory, before any of
+// the layer's own entries in it: a whiteout hides lower layers only, and
+// a walk in name order would meet ".a" (or "-a") before ".wh..a", then
+// delete the layer's own new ".a" (a directory replaced by a symlink at
+// the same name, as real images do).
+func (f *flattener) hide(src, rel string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
 	}
+	for _, e := range ents {
+		if e.Name() == opaqueMarker {
+			return f.opaque(rel)
+		}
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), whiteoutPrefix) {
+			if err := f.whiteout(path.Join(rel, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// opaque empties rel of what lower layers put there.
+func (f *flattener) opaque(rel string) error {
 	ents, err := fs.ReadDir(f.root.FS(), rel)
 	if err != nil {
 		return err

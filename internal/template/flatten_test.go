@@ -98,3 +98,47 @@ func TestDeclaredSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestWhiteoutThenSymlink stacks a layer that deletes a lower directory
+// (a whiteout) and puts a symlink at its name, as real images do (a
+// directory moved under /usr and linked back), for names sorting before
+// and after their ".wh." marker, one link pointing out of the root: each
+// name ends up the layer's symlink, the lower files are gone, and
+// nothing is written outside the root.
+func TestWhiteoutThenSymlink(t *testing.T) {
+	outside := t.TempDir()
+	lower := testLayer(t, layerTar(t, dir("lib"), file("lib/old", "x"), dir(".cache"), file(".cache/old", "x"),
+		dir("d"), dir("d/-x"), file("d/-x/old", "x"), dir("out"), file("out/old", "x")))
+	tests := []struct {
+		name, link string
+		entries    []entry
+	}{
+		{"lib", "usr/lib", []entry{file(".wh.lib", ""), symlink("lib", "usr/lib")}},
+		{".cache", "/tmp", []entry{file(".wh..cache", ""), symlink(".cache", "/tmp")}},
+		{"d/-x", "y", []entry{dir("d"), symlink("d/-x", "y"), file("d/.wh.-x", "")}},
+		{"out", outside, []entry{symlink("out", outside), file(".wh.out", "")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lp := filepath.Join(t.TempDir(), "layout")
+			p, err := layout.Write(lp, empty.Index)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.AppendImage(testImage(t, lower, testLayer(t, layerTar(t, tt.entries...)))); err != nil {
+				t.Fatal(err)
+			}
+			info, err := openStore(t, Options{}).Import(context.Background(), lp, "stack")
+			if err != nil {
+				t.Fatalf("importing: %v", err)
+			}
+			got, err := os.Readlink(filepath.Join(info.Root, tt.name))
+			if err != nil || got != tt.link {
+				t.Errorf("%s: got link %q, %v; want the upper layer's symlink to %q", tt.name, got, err, tt.link)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Errorf("importing wrote %d entries outside the root", len(ents))
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ func FuzzUnpackLayer(f *testing.F) {
 	f.Add(layerTar(f, file("../escape", "x"), file("/abs", "y")))
 	f.Add(layerTar(f, entry{name: "suid", body: "x", typ: tar.TypeReg, mode: 0o6777}, entry{name: "dev", typ: tar.TypeChar, mode: 0o666}))
 	f.Add(layerTar(f, file(".wh.x", ""), file("d/.wh..wh..opq", ""), symlink("l", ".."), hardlink("m", "l")))
+	f.Add(layerTar(f, file(".wh.lib", ""), symlink("lib", "usr/lib"), file(".wh..a", ""), symlink(".a", "/"), file(".a/escape", "x")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		top := t.TempDir()
 		dst := filepath.Join(top, "layer")

@@ -132,3 +132,26 @@ func (s *Store) Check() Report {
 	}
 	return rep
 }
+
+// Collect runs f under the store's lock with stored, which says whether
+// a template of the store has the manifest digest it gets: what backends
+// keep per digest outside the store (gVisor's shared roots) is removed
+// by f, and no pull can add the digest back meanwhile. A leased template
+// is always stored (Remove refuses it), so f never sees a leased digest
+// as gone.
+func (s *Store) Collect(f func(stored func(digest string) bool) error) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ts, err := s.List()
+	if err != nil {
+		return err
+	}
+	digests := map[string]bool{}
+	for _, t := range ts {
+		digests[t.Digest] = true
+	}
+	return f(func(d string) bool { return digests[d] })
+}

@@ -3,10 +3,12 @@ package template
 import (
 	"archive/tar"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,8 +31,10 @@ type PullOptions struct {
 	// reads the Docker config file ($DOCKER_CONFIG/config.json or
 	// ~/.docker/config.json) and its credential helpers.
 	Keychain authn.Keychain
-	// Transport overrides the HTTP transport (tests).
-	Transport http.RoundTripper
+	// tls and lookup are test hooks: a test registry's TLS
+	// configuration, and a resolver standing in for DNS.
+	tls    *tls.Config
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Pull fetches ref (any registry; the linux image for this machine's
@@ -48,13 +52,10 @@ func (s *Store) Pull(ctx context.Context, ref, name string, o PullOptions) (Info
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
-	tr := o.Transport
-	if tr == nil {
-		tr = remote.DefaultTransport
-	}
+	tr := newNetGuard(r.Context().RegistryStr(), o.lookup).transport(o.tls)
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
-		remote.WithTransport(redirectGuard{next: tr})}
+		remote.WithTransport(tr)}
 	info, err := s.install(ctx, name, r.String(), o.Progress, func(*installer) (v1.Image, func(), error) {
 		img, err := remote.Image(r, opts...)
 		return img, nil, err

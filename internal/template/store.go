@@ -227,3 +227,15 @@ func hexOf(digest string) string {
 	}
 	return digest
 }
+
+// LayerRoots are the trees of t's layers in the store, lowest first
+// (whiteouts and opaque markers kept as the empty files an OCI layer
+// has): the Docker backend packs each as a layer of its own, so images
+// of templates sharing a layer share it in Docker's storage too.
+func (s *Store) LayerRoots(t Template) []string {
+	roots := make([]string, len(t.Layers))
+	for i, l := range t.Layers {
+		roots[i] = filepath.Join(s.layerDir(l), "root")
+	}
+	return roots
+}

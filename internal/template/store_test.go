@@ -170,13 +170,13 @@ func serveRegistry(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-func push(t testing.TB, ref string, img v1.Image) {
+func push(t testing.TB, ref string, img v1.Image, opts ...remote.Option) {
 	t.Helper()
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.Write(r, img, opts...); err != nil {
 		t.Fatalf("pushing %s: %v", ref, err)
 	}
 }

@@ -93,6 +93,8 @@ func TestUnpackRefusesHostileEntries(t *testing.T) {
 		{"whiteout of the directory", []entry{dir("a"), file("a/.wh..", "")}, big, `whiteout names nothing: "."`},
 		{"deep name", []entry{file(strings.Repeat("a/", 3000)+"f", "x")}, big, "path longer than 4096 bytes"},
 		{"deep hard link", []entry{file("f", "x"), hardlink("h", strings.Repeat("a/", 3000)+"f")}, big, "must be a relative path inside"},
+		{"whiteout then symlink out, then through it", []entry{file(".wh.lib", ""), symlink("lib", "/"), file("lib/escape", "x")}, big, `goes through the symlink "lib"`},
+		{"whiteout under a new symlink", []entry{symlink("lib", "/etc"), file("lib/.wh.passwd", "")}, big, `goes through the symlink "lib"`},
 		{"file under file", []entry{file("f", "x"), file("f/g", "y")}, big, `parent "f" is not a directory`},
 	}
 	for _, tc := range tests {
@@ -135,6 +137,8 @@ func TestUnpackNeutralises(t *testing.T) {
 		file("b/.wh..wh..opq", ""),
 		file("orig", "hello"),
 		hardlink("copy", "orig"),
+		file(".wh.lib", ""),
+		symlink("lib", "usr/lib"),
 	}
 	_, dst, err := unpackInto(t, layerTar(t, es...), budget{bytes: 1 << 20, entries: 100})
 	if err != nil {
@@ -155,7 +159,10 @@ func TestUnpackNeutralises(t *testing.T) {
 			t.Errorf("%s: a device node or fifo survived unpacking", name)
 		}
 	}
-	for _, name := range []string{"a/.wh.gone", "b/.wh..wh..opq"} {
+	if got, err := os.Readlink(filepath.Join(dst, "lib")); err != nil || got != "usr/lib" {
+		t.Errorf("lib: got link %q, %v; want the symlink beside its whiteout", got, err)
+	}
+	for _, name := range []string{"a/.wh.gone", "b/.wh..wh..opq", ".wh.lib"} {
 		if _, err := os.Lstat(filepath.Join(dst, name)); err != nil {
 			t.Errorf("%s: whiteout marker not kept: %v", name, err)
 		}
