@@ -22,10 +22,11 @@ type templateListJSON struct {
 }
 
 // ListTemplates answers the templates a session or run may name: the
-// host's root first, then the operator's store (Config.Templates). Every
-// tenant sees the same list; the API has no route that changes it.
-func (a api) ListTemplates(w http.ResponseWriter, _ *http.Request) {
-	out, err := a.s.templates()
+// host's root first, then those of the operator's store
+// (Config.Templates) the key's tenant may use; the API has no route that
+// changes it.
+func (a api) ListTemplates(w http.ResponseWriter, r *http.Request) {
+	out, err := a.s.templates(owner(r))
 	if err != nil {
 		a.s.writeError(w, err)
 		return
@@ -33,9 +34,10 @@ func (a api) ListTemplates(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// templates lists the host's root and the store's templates.
-func (s *Server) templates() (templateListJSON, error) {
-	infos, err := sandbox.ListTemplates(s.cfg.Templates)
+// templates lists the host's root and the store's templates owner may
+// use.
+func (s *Server) templates(owner string) (templateListJSON, error) {
+	infos, err := sandbox.ListTemplates(s.cfg.Templates, owner)
 	if err != nil {
 		return templateListJSON{}, err
 	}

@@ -17,6 +17,8 @@ func TestListTemplates(t *testing.T) {
 	store := fakeTemplates{infos: []sandbox.TemplateInfo{
 		{Name: "pandas", Digest: "sha256:abc", Size: 1234, Created: created, Languages: []string{"bash", "cobol", "python"}},
 	}}
+	onlyA := store
+	onlyA.only = map[string]string{"pandas": ownerOf(keyA)}
 	host := apiLanguages(interp.Available(""))
 	tests := []struct {
 		name  string
@@ -29,6 +31,9 @@ func TestListTemplates(t *testing.T) {
 			{Name: "pandas", Digest: "sha256:abc", SizeBytes: ptr(int64(1234)), CreatedAt: &created, Languages: []string{"bash", "python"}}}},
 		{"store, key B sees the same", store, keyB, []templateJSON{{Name: "host", Languages: host},
 			{Name: "pandas", Digest: "sha256:abc", SizeBytes: ptr(int64(1234)), CreatedAt: &created, Languages: []string{"bash", "python"}}}},
+		{"key A's own template", onlyA, keyA, []templateJSON{{Name: "host", Languages: host},
+			{Name: "pandas", Digest: "sha256:abc", SizeBytes: ptr(int64(1234)), CreatedAt: &created, Languages: []string{"bash", "python"}}}},
+		{"key A's own template, to key B", onlyA, keyB, []templateJSON{{Name: "host", Languages: host}}},
 		{"a stored host is not listed twice", fakeTemplates{infos: []sandbox.TemplateInfo{{Name: "host"}}}, keyA,
 			[]templateJSON{{Name: "host", Languages: host}}},
 	}
