@@ -48,12 +48,9 @@ func (t *tools) listTemplates(_ context.Context, req *sdk.CallToolRequest, in li
 	out := listTemplatesOut{Templates: []templateOut{}}
 	var lines []string
 	for _, i := range infos {
-		have := slices.DeleteFunc(slices.Clone(i.Languages), func(l string) bool { return !interp.Known(l) })
+		have := interp.KnownOf(i.Languages)
 		if in.Language != "" && !slices.Contains(have, in.Language) {
 			continue
-		}
-		if have == nil {
-			have = []string{}
 		}
 		out.Templates = append(out.Templates, templateOut{Name: i.Name, Languages: have, SizeBytes: i.Size})
 		lines = append(lines, fmt.Sprintf("%s (%s)", i.Name, describeLanguages(have)))

@@ -122,7 +122,7 @@ func TestMCPCreateSessionTemplate(t *testing.T) {
 			}
 			var out sessionOut
 			remarshal(t, res.StructuredContent, &out)
-			if want := templateName(tt.template); out.Template != want {
+			if want := sandbox.TemplateName(tt.template); out.Template != want {
 				t.Errorf("structured template: got %q, want %q", out.Template, want)
 			}
 		})

@@ -16,6 +16,16 @@ import (
 // session asking for it, or for no template, runs on the host's /usr.
 const HostTemplate = "host"
 
+// TemplateName is how answers name the template of a session: "host" for
+// the host's root, which the Manager leaves "", as requests name it; the
+// one mapping every front end uses.
+func TemplateName(name string) string {
+	if name == "" {
+		return HostTemplate
+	}
+	return name
+}
+
 // TemplateInfo describes a template a session may run on.
 type TemplateInfo struct {
 	Name    string

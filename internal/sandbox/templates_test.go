@@ -282,3 +282,12 @@ func TestSessionTemplateOwner(t *testing.T) {
 		t.Errorf("leases after bob's refusals = %d, want 0", got)
 	}
 }
+
+// TestTemplateName: answers name the host's root "host", as requests do.
+func TestTemplateName(t *testing.T) {
+	for in, want := range map[string]string{"": "host", "host": "host", "datasci": "datasci"} {
+		if got := TemplateName(in); got != want {
+			t.Errorf("TemplateName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

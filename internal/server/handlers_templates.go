@@ -43,7 +43,7 @@ func (s *Server) templates(owner string) (templateListJSON, error) {
 	}
 	out := templateListJSON{Templates: make([]templateJSON, 0, len(infos))}
 	for _, i := range infos {
-		t := templateJSON{Name: i.Name, Digest: i.Digest, Languages: apiLanguages(i.Languages)}
+		t := templateJSON{Name: i.Name, Digest: i.Digest, Languages: interp.KnownOf(i.Languages)}
 		if i.Name != sandbox.HostTemplate {
 			size, created := i.Size, i.Created
 			t.SizeBytes, t.CreatedAt = &size, &created
@@ -51,17 +51,4 @@ func (s *Server) templates(owner string) (templateListJSON, error) {
 		out.Templates = append(out.Templates, t)
 	}
 	return out, nil
-}
-
-// apiLanguages keeps the languages the spec's Language enum names, never
-// nil, so an interpreter Warden learns later never breaks the answer's
-// schema.
-func apiLanguages(have []string) []string {
-	out := []string{}
-	for _, l := range have {
-		if interp.Known(l) {
-			out = append(out, l)
-		}
-	}
-	return out
 }

@@ -19,7 +19,7 @@ func TestListTemplates(t *testing.T) {
 	}}
 	onlyA := store
 	onlyA.only = map[string]string{"pandas": ownerOf(keyA)}
-	host := apiLanguages(interp.Available(""))
+	host := interp.KnownOf(interp.Available(""))
 	tests := []struct {
 		name  string
 		store sandbox.Templates
@@ -112,7 +112,7 @@ func TestTemplateOnCreateAndRun(t *testing.T) {
 				if err := json.Unmarshal(resp.body, &s); err != nil {
 					t.Fatal(err)
 				}
-				want := sessionTemplate(tt.template)
+				want := sandbox.TemplateName(tt.template)
 				if s.Template != want {
 					t.Errorf("session's template: got %q, want %q", s.Template, want)
 				}
