@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -79,8 +81,8 @@ func TestServeTemplates(t *testing.T) {
 }
 
 // hiddenProbe is what key B gets when it lists, starts a session on and
-// runs on template name: a template B may not use must answer exactly as
-// one that does not exist.
+// runs on template name, through the API and /mcp: a template B may not
+// use must answer exactly as one that does not exist.
 func hiddenProbe(t *testing.T, srv *apiServer, name string) string {
 	t.Helper()
 	_, list := srv.call(t, keyB, "GET", "/v1/templates", nil, "")
@@ -89,7 +91,15 @@ func hiddenProbe(t *testing.T, srv *apiServer, name string) string {
 	if create != http.StatusBadRequest || run != http.StatusBadRequest {
 		t.Errorf("key B on template %s: create %d %s, run %d %s; want two 400s", name, create, created, run, ran)
 	}
-	return fmt.Sprintf("list %s; create %d %s; run %d %s", list, create, created, run, ran)
+	cs := mcpConnect(t, &mcp.StreamableClientTransport{
+		Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{keyB}}, MaxRetries: -1,
+	})
+	listed := mcpText(t, mcpCall(t, cs, "list_templates", nil))
+	res := mcpCall(t, cs, "create_session", map[string]any{"template": name})
+	if !res.IsError {
+		t.Errorf("key B's create_session on template %s: %s, want an error", name, mcpText(t, res))
+	}
+	return fmt.Sprintf("list %s; create %d %s; run %d %s; mcp list %s; mcp create %s", list, create, created, run, ran, listed, mcpText(t, res))
 }
 
 // tenantOf is the tenant id the server derives from key (the first 16
