@@ -95,6 +95,9 @@ func hiddenProbe(t *testing.T, srv *apiServer, name string) string {
 		Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{keyB}}, MaxRetries: -1,
 	})
 	listed := mcpText(t, mcpCall(t, cs, "list_templates", nil))
+	if !strings.Contains(listed, "minimal (") {
+		t.Errorf("key B's list_templates on /mcp = %q, want the store's minimal in it", listed)
+	}
 	res := mcpCall(t, cs, "create_session", map[string]any{"template": name})
 	if !res.IsError {
 		t.Errorf("key B's create_session on template %s: %s, want an error", name, mcpText(t, res))
