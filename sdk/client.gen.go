@@ -1162,8 +1162,11 @@ type ClientInterface interface {
 	// ListTemplates List the templates
 	//
 	// Lists the templates a session or run may name in `template`: `host`
-	// (the server's own root, the default) first, then every template in
-	// the operator's store by name. Every API key sees the same list.
+	// (the server's own root, the default) first, then the templates of
+	// the operator's store this key's tenant may use, by name: every
+	// pulled or imported one, and a committed one only if it was committed
+	// from this tenant's session or shared with it. A template the key may
+	// not use is, to it, one that does not exist.
 	// Templates are added and removed only by the operator (`warden
 	// template pull`, `import`, `commit`, `rm`), never through the API.
 	//
@@ -1656,8 +1659,11 @@ func (c *RawClient) SetSessionNetwork(ctx context.Context, id SessionID, body Se
 // ListTemplates List the templates
 //
 // Lists the templates a session or run may name in `template`: `host`
-// (the server's own root, the default) first, then every template in
-// the operator's store by name. Every API key sees the same list.
+// (the server's own root, the default) first, then the templates of
+// the operator's store this key's tenant may use, by name: every
+// pulled or imported one, and a committed one only if it was committed
+// from this tenant's session or shared with it. A template the key may
+// not use is, to it, one that does not exist.
 // Templates are added and removed only by the operator (`warden
 // template pull`, `import`, `commit`, `rm`), never through the API.
 //
@@ -2766,8 +2772,11 @@ type ClientWithResponsesInterface interface {
 	// ListTemplatesWithResponse List the templates
 	//
 	// Lists the templates a session or run may name in `template`: `host`
-	// (the server's own root, the default) first, then every template in
-	// the operator's store by name. Every API key sees the same list.
+	// (the server's own root, the default) first, then the templates of
+	// the operator's store this key's tenant may use, by name: every
+	// pulled or imported one, and a committed one only if it was committed
+	// from this tenant's session or shared with it. A template the key may
+	// not use is, to it, one that does not exist.
 	// Templates are added and removed only by the operator (`warden
 	// template pull`, `import`, `commit`, `rm`), never through the API.
 	//
@@ -4550,8 +4559,11 @@ func (c *ClientWithResponses) SetSessionNetworkWithResponse(ctx context.Context,
 // ListTemplatesWithResponse List the templates
 //
 // Lists the templates a session or run may name in `template`: `host`
-// (the server's own root, the default) first, then every template in
-// the operator's store by name. Every API key sees the same list.
+// (the server's own root, the default) first, then the templates of
+// the operator's store this key's tenant may use, by name: every
+// pulled or imported one, and a committed one only if it was committed
+// from this tenant's session or shared with it. A template the key may
+// not use is, to it, one that does not exist.
 // Templates are added and removed only by the operator (`warden
 // template pull`, `import`, `commit`, `rm`), never through the API.
 //

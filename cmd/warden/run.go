@@ -141,7 +141,7 @@ func (o *runOptions) resolveTemplate() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("--template %s: %w", o.template, err)
 	}
-	root, release, err := ts.Resolve(o.template)
+	root, release, err := ts.operatorResolve(o.template)
 	if err != nil {
 		return nil, fmt.Errorf("--template %s: %w", o.template, err)
 	}

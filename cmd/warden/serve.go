@@ -197,7 +197,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	// MCP clients get the API's own defaults and, as the API lets a key
 	// ask for an egress allowlist, so may they; a key's tenant owns them.
 	mcpHandler := wardenmcp.HTTPHandler(mgr, wardenmcp.Options{
-		AllowNetwork: true, Version: version, Logger: log,
+		AllowNetwork: true, Version: version, Logger: log, Templates: cfg.Templates,
 	}, server.OwnerFrom)
 	registry := metrics.NewRegistry()
 	scfg := server.Config{

@@ -124,9 +124,9 @@ func newTemplateLsCmd(o *templateOpts) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED\tFROM")
+			fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED\tSHARED WITH\tFROM")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Digest, humanBytes(t.Size), t.Created.Format("2006-01-02 15:04"), t.Ref)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Digest, humanBytes(t.Size), t.Created.Format("2006-01-02 15:04"), t.ShareText(), t.Ref)
 			}
 			return tw.Flush()
 		},

@@ -15,7 +15,8 @@ import (
 )
 
 func newTemplateCommitCmd(o *templateOpts) *cobra.Command {
-	return &cobra.Command{
+	var share string
+	cmd := &cobra.Command{
 		Use:   "commit SESSION NAME",
 		Short: "Store a session's home and /workspace as a new template on top of its own",
 		Long: `Commit reads the files a live (or dead, kept) session made in its home
@@ -25,34 +26,51 @@ them as template NAME: the session's template with one more layer. A session
 on NAME starts with those files in its home and /workspace. /tmp is not kept,
 nor anything else (the root is read-only). The session keeps running.
 
-The new template is visible to, and usable by, every tenant of every server
-sharing this --state-dir, with the session's files in it: commit only a
-session whose home and /workspace every tenant may read.`,
+The new template holds the session's files, so by default only the tenant
+that owned the session (its API key's) may list it and start sessions on it;
+to every other tenant it is a template that does not exist. --share-with
+widens that: "all" (every tenant of every server sharing this --state-dir)
+or tenant ids separated by commas (a key's tenant id is the owner in warden
+serve's request log: the first 16 hex digits of the key's SHA-256).
+warden template ls shows whom each template is shared with.`,
 		Example: `  warden template commit ses_4Qm9cX2pLr7vTz1bNk8wYd datasci-with-model`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, err := o.commit(args[0], args[1])
+			info, err := o.commit(args[0], args[1], share)
 			if err != nil {
 				return err
 			}
-			if _, err := fmt.Fprintln(cmd.ErrOrStderr(), commitWarning(info.Name)); err != nil {
+			if _, err := fmt.Fprintln(cmd.ErrOrStderr(), shareNote(info.Template)); err != nil {
 				return err
 			}
 			return printInstalled(cmd, info)
 		},
 	}
+	cmd.Flags().StringVar(&share, "share-with", "", `who may use the template: "all", or tenant ids separated by commas (default: the session's own tenant)`)
+	return cmd
 }
 
-// commitWarning is the line commit prints: templates have no owner yet,
-// so a committed home is every tenant's to read.
-func commitWarning(name string) string {
-	return fmt.Sprintf("warning: template %s, with the session's home and /workspace, is visible to every tenant of every server sharing this --state-dir", name)
+// shareNote is the line commit prints: whom the session's files now go
+// to.
+func shareNote(t template.Template) string {
+	if t.ShareText() == template.Everyone {
+		return fmt.Sprintf("warning: template %s, with the session's home and /workspace, is usable by every tenant of every server sharing this --state-dir", t.Name)
+	}
+	return fmt.Sprintf("template %s is usable only by tenant %s (widen with --share-with)", t.Name, t.ShareText())
 }
 
-// commit stores session id's kept scratch as template name.
-func (o *templateOpts) commit(id, name string) (template.Info, error) {
+// commit stores session id's kept scratch as template name, shared with
+// share's tenants ("": the session's own).
+func (o *templateOpts) commit(id, name, share string) (template.Info, error) {
 	if err := template.ValidName(name); err != nil {
 		return template.Info{}, err
+	}
+	var shareWith []string
+	if share != "" {
+		var err error
+		if shareWith, err = template.ParseShare(share); err != nil {
+			return template.Info{}, err
+		}
 	}
 	s, err := o.store()
 	if err != nil {
@@ -75,11 +93,14 @@ func (o *templateOpts) commit(id, name string) (template.Info, error) {
 	if err != nil {
 		return template.Info{}, fmt.Errorf("--max-size %q: %w", o.maxSize, err)
 	}
-	return commitLayer(s, rec.Template, rec.TemplateDigest, scratchDir, name, max)
+	if shareWith == nil {
+		shareWith = []string{rec.Owner}
+	}
+	return commitLayer(s, rec.Template, rec.TemplateDigest, scratchDir, name, max, shareWith)
 }
 
 // commitLayer streams the scratch's layer into the store's Commit.
-func commitLayer(s *template.Store, base, baseDigest, scratchDir, name string, max int64) (template.Info, error) {
+func commitLayer(s *template.Store, base, baseDigest, scratchDir, name string, max int64, shareWith []string) (template.Info, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -87,7 +108,7 @@ func commitLayer(s *template.Store, base, baseDigest, scratchDir, name string, m
 		pw.CloseWithError(err) // always nil: it only records err for the reader
 		done <- err
 	}()
-	info, err := s.Commit(base, baseDigest, pr, name)
+	info, err := s.Commit(base, baseDigest, pr, name, shareWith)
 	pr.CloseWithError(errors.New("the commit stopped reading")) // always nil; unblocks Layer's write
 	lerr := <-done
 	switch {

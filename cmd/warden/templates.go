@@ -39,8 +39,20 @@ func openTemplates(stateDir string) (storeTemplates, error) {
 // run (sandbox.Templates).
 type storeTemplates struct{ s *template.Store }
 
-// Resolve leases the template called name (see template.Store.Lease).
-func (t storeTemplates) Resolve(name string) (spec.Root, func(), error) {
+// Resolve leases the template called name for a session of owner (see
+// template.Store.LeaseFor): one owner may not use answers as a missing
+// one.
+func (t storeTemplates) Resolve(name, owner string) (spec.Root, func(), error) {
+	tpl, release, err := t.s.LeaseFor(name, owner)
+	if err != nil {
+		return spec.Root{}, nil, err
+	}
+	return rootOf(tpl), release, nil
+}
+
+// operatorResolve leases the template called name whoever it is shared
+// with: warden run is the operator's, who may use every template.
+func (t storeTemplates) operatorResolve(name string) (spec.Root, func(), error) {
 	tpl, release, err := t.s.Lease(name)
 	if err != nil {
 		return spec.Root{}, nil, err
@@ -48,9 +60,10 @@ func (t storeTemplates) Resolve(name string) (spec.Root, func(), error) {
 	return rootOf(tpl), release, nil
 }
 
-// List describes every stored template, with the languages its root has.
-func (t storeTemplates) List() ([]sandbox.TemplateInfo, error) {
-	infos, err := t.s.List()
+// List describes every stored template owner may use, with the
+// languages its root has.
+func (t storeTemplates) List(owner string) ([]sandbox.TemplateInfo, error) {
+	infos, err := t.s.ListFor(owner)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, owner str
 		s.writeControlError(w, err)
 		return
 	}
-	o, err := s.options(&body)
+	o, err := s.options(&body, owner)
 	if err != nil {
 		s.writeControlError(w, err)
 		return
@@ -82,13 +82,13 @@ func newSandbox(owner string, body *newSandboxJSON) (*Sandbox, error) {
 
 // options checks a create request and builds its session's options,
 // refusing by name what Warden cannot honour rather than ignore it.
-func (s *Server) options(body *newSandboxJSON) (sandbox.SessionOptions, error) {
+func (s *Server) options(body *newSandboxJSON, owner string) (sandbox.SessionOptions, error) {
 	var o sandbox.SessionOptions
 	if err := refuseUnsupported(body); err != nil {
 		return o, err
 	}
 	var err error
-	if o.Template, err = s.templateOf(body.TemplateID); err != nil {
+	if o.Template, err = s.templateOf(body.TemplateID, owner); err != nil {
 		return o, err
 	}
 	ttl := defaultTimeout

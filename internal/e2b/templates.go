@@ -38,9 +38,10 @@ func templateList() string { return `"` + strings.Join(templates, `", "`) + `"` 
 
 // templateOf is the Warden template a sandbox of templateID runs on: ""
 // (the host's root) for E2B's default ids, else the stored template of
-// that name. An id the store lacks is answered as E2B answers a missing
-// template: 404, "template ... not found".
-func (s *Server) templateOf(id string) (string, error) {
+// that name. An id the store lacks, or holds but owner may not use, is
+// answered as E2B answers a missing template: 404, "template ... not
+// found".
+func (s *Server) templateOf(id, owner string) (string, error) {
 	switch {
 	case knownTemplate(id):
 		return "", nil
@@ -48,7 +49,7 @@ func (s *Server) templateOf(id string) (string, error) {
 		return "", badRequest("templateID: is required: use one of %s or a template of this server (warden template ls)", templateList())
 	}
 	if s.cfg.Templates != nil {
-		_, release, err := s.cfg.Templates.Resolve(id)
+		_, release, err := s.cfg.Templates.Resolve(id, owner)
 		if err == nil {
 			release() // the Manager takes its own lease for the session
 			return id, nil

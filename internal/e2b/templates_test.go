@@ -10,19 +10,20 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// storeFake is a sandbox.Templates holding one template, "pandas", and
-// counting the leases it gave and got back.
+// storeFake is a sandbox.Templates holding two templates, "pandas" (every
+// owner's) and "mine" (only alice's), and counting the leases it gave
+// and got back.
 type storeFake struct{ leased, released *int }
 
-func (s storeFake) Resolve(name string) (spec.Root, func(), error) {
-	if name != "pandas" {
+func (s storeFake) Resolve(name, owner string) (spec.Root, func(), error) {
+	if name != "pandas" && (name != "mine" || owner != "alice") {
 		return spec.Root{}, nil, fmt.Errorf("%w %q", template.ErrNotFound, name)
 	}
 	*s.leased++
 	return spec.Root{Template: name, Dir: "/nonexistent"}, func() { *s.released++ }, nil
 }
 
-func (s storeFake) List() ([]sandbox.TemplateInfo, error) {
+func (s storeFake) List(string) ([]sandbox.TemplateInfo, error) {
 	return []sandbox.TemplateInfo{{Name: "pandas"}}, nil
 }
 
@@ -35,13 +36,16 @@ func TestCreateSandboxTemplate(t *testing.T) {
 		store    bool
 		status   int
 		want     string // the session's template, or in the error message
+		key      string // ctlKeyAlice when empty
 	}{
-		{"base", "base", true, 201, ""},
-		{"code interpreter", "code-interpreter-v1", true, 201, ""},
-		{"stored", "pandas", true, 201, "pandas"},
-		{"missing", "numpy", true, 404, `template "numpy" not found`},
-		{"no store", "pandas", false, 404, `template "pandas" not found`},
-		{"hostile id", "../../etc\n", true, 404, `template "../../etc\n" not found`},
+		{"base", "base", true, 201, "", ""},
+		{"code interpreter", "code-interpreter-v1", true, 201, "", ""},
+		{"stored", "pandas", true, 201, "pandas", ""},
+		{"missing", "numpy", true, 404, `template "numpy" not found`, ""},
+		{"no store", "pandas", false, 404, `template "pandas" not found`, ""},
+		{"hostile id", "../../etc\n", true, 404, `template "../../etc\n" not found`, ""},
+		{"alice's own", "mine", true, 201, "mine", ""},
+		{"alice's, to bob", "mine", true, 404, `template "mine" not found`, ctlKeyBob},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +55,11 @@ func TestCreateSandboxTemplate(t *testing.T) {
 					c.Templates = storeFake{&leased, &released}
 				}
 			})
-			w := controlCall(h, "POST", "/v2/sandboxes", ctlKeyAlice, fmt.Sprintf(`{"templateID":%q}`, tt.id))
+			key := tt.key
+			if key == "" {
+				key = ctlKeyAlice
+			}
+			w := controlCall(h, "POST", "/v2/sandboxes", key, fmt.Sprintf(`{"templateID":%q}`, tt.id))
 			if tt.status != http.StatusCreated {
 				errorBody(t, w, tt.status, tt.want)
 				return

@@ -64,6 +64,19 @@ func Known(language string) bool {
 	return ok
 }
 
+// KnownOf keeps, in order, the languages of have that New accepts, never
+// nil: what front ends list for a template, so an interpreter Available
+// learns before a front end's schema does never breaks an answer.
+func KnownOf(have []string) []string {
+	out := []string{}
+	for _, l := range have {
+		if Known(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // UnknownError is the one-line error for a language New does not accept,
 // naming those it does. A client's name is quoted and cut at 64 bytes, so
 // a huge one does not come back whole.

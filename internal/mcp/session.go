@@ -116,17 +116,8 @@ func toSessionOut(info sandbox.Info) sessionOut {
 			MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Pids: l.Pids, DiskBytes: l.DiskBytes, TimeoutSeconds: l.Timeout.Seconds(),
 		},
 		Network:  networkIn{Mode: string(info.Network.Mode), Allow: info.Network.Allow},
-		Template: templateName(info.Template),
+		Template: sandbox.TemplateName(info.Template),
 	}
-}
-
-// templateName names the host's root "host", as create_session's
-// template does, where the Manager leaves it "".
-func templateName(name string) string {
-	if name == "" {
-		return sandbox.HostTemplate
-	}
-	return name
 }
 
 func describeLimits(l spec.Limits) string {

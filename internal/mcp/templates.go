@@ -35,24 +35,22 @@ const listTemplatesDescription = `List the templates create_session can start a 
 Call it before create_session when the work needs software the default may not have.
 Example: {} or {"language": "python"}`
 
-// listTemplates answers the host's root and the server's templates.
-func (t *tools) listTemplates(_ context.Context, _ *sdk.CallToolRequest, in listTemplatesIn) (*sdk.CallToolResult, listTemplatesOut, error) {
+// listTemplates answers the host's root and the server's templates the
+// caller's tenant may use.
+func (t *tools) listTemplates(_ context.Context, req *sdk.CallToolRequest, in listTemplatesIn) (*sdk.CallToolResult, listTemplatesOut, error) {
 	if in.Language != "" && !interp.Known(in.Language) {
 		return nil, listTemplatesOut{}, fmt.Errorf("list_templates: language %q is unknown: use %s", in.Language, strings.Join(interp.Languages(), ", "))
 	}
-	infos, err := sandbox.ListTemplates(t.opts.Templates)
+	infos, err := sandbox.ListTemplates(t.opts.Templates, t.owner(req))
 	if err != nil {
 		return nil, listTemplatesOut{}, wardenError("list_templates", err)
 	}
 	out := listTemplatesOut{Templates: []templateOut{}}
 	var lines []string
 	for _, i := range infos {
-		have := slices.DeleteFunc(slices.Clone(i.Languages), func(l string) bool { return !interp.Known(l) })
+		have := interp.KnownOf(i.Languages)
 		if in.Language != "" && !slices.Contains(have, in.Language) {
 			continue
-		}
-		if have == nil {
-			have = []string{}
 		}
 		out.Templates = append(out.Templates, templateOut{Name: i.Name, Languages: have, SizeBytes: i.Size})
 		lines = append(lines, fmt.Sprintf("%s (%s)", i.Name, describeLanguages(have)))

@@ -16,19 +16,30 @@ import (
 type fakeTemplates struct {
 	infos []sandbox.TemplateInfo
 	err   error
+	// only maps a template to the one owner that may use it (absent:
+	// every owner's).
+	only map[string]string
 }
 
-func (f fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
+func (f fakeTemplates) Resolve(string, string) (spec.Root, func(), error) {
 	return spec.Root{}, nil, errors.ErrUnsupported
 }
 
-func (f fakeTemplates) List() ([]sandbox.TemplateInfo, error) { return f.infos, f.err }
+func (f fakeTemplates) List(owner string) ([]sandbox.TemplateInfo, error) {
+	return slices.DeleteFunc(slices.Clone(f.infos), func(i sandbox.TemplateInfo) bool {
+		o, mine := f.only[i.Name]
+		return mine && o != owner
+	}), f.err
+}
 
 func TestMCPListTemplates(t *testing.T) {
 	store := fakeTemplates{infos: []sandbox.TemplateInfo{
 		{Name: "pandas", Digest: "sha256:abc", Size: 99, Created: time.Now(), Languages: []string{"bash", "python"}},
 		{Name: "tools", Languages: nil},
 	}}
+	onlyOther, onlyMCP := store, store
+	onlyOther.only = map[string]string{"pandas": "0123456789abcdef"}
+	onlyMCP.only = map[string]string{"pandas": "mcp"}
 	host := interp.Available("")
 	tests := []struct {
 		name      string
@@ -41,6 +52,8 @@ func TestMCPListTemplates(t *testing.T) {
 		{"no store: host only", nil, map[string]any{}, []string{"host"}, false, "host ("},
 		{"store", store, map[string]any{}, []string{"host", "pandas", "tools"}, false, "pandas (bash, python); tools (no run_code language"},
 		{"filtered by language", store, map[string]any{"language": "python"}, append(ifHas(host, "python", []string{"host"}), "pandas"), false, "pandas (bash, python)"},
+		{"another tenant's template is not listed", onlyOther, map[string]any{}, []string{"host", "tools"}, false, "templates: host ("},
+		{"the caller's own template", onlyMCP, map[string]any{}, []string{"host", "pandas", "tools"}, false, "pandas (bash, python)"},
 		{"unknown language", store, map[string]any{"language": "cobol"}, nil, true, "language"},
 		{"store fails", fakeTemplates{err: errors.New("store unreadable")}, map[string]any{}, nil, true, "store unreadable"},
 	}
@@ -109,7 +122,7 @@ func TestMCPCreateSessionTemplate(t *testing.T) {
 			}
 			var out sessionOut
 			remarshal(t, res.StructuredContent, &out)
-			if want := templateName(tt.template); out.Template != want {
+			if want := sandbox.TemplateName(tt.template); out.Template != want {
 				t.Errorf("structured template: got %q, want %q", out.Template, want)
 			}
 		})

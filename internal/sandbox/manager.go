@@ -313,7 +313,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		return Info{}, err
 	}
 	var lease func()
-	if s.Root, lease, err = m.resolveTemplate(o.Template); err != nil {
+	if s.Root, lease, err = m.resolveTemplate(o.Template, owner); err != nil {
 		return Info{}, err
 	}
 	bytes := m.charge(s.Limits)
@@ -596,7 +596,7 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 		return spec.Result{}, err
 	}
 	var lease func()
-	if s.Root, lease, err = m.resolveTemplate(o.Template); err != nil {
+	if s.Root, lease, err = m.resolveTemplate(o.Template, owner); err != nil {
 		return spec.Result{}, err
 	}
 	defer lease()

@@ -262,7 +262,7 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 		s.diedAt = now
 		s.reason = fmt.Sprintf("the server (pid %d) stopped without ending the session, and its sandbox was killed", rec.ServerPID)
 	}
-	s.reason += m.templateGone(rec.Template)
+	s.reason += m.templateGone(rec.Template, rec.Owner)
 	switch {
 	case rec.Workspace == "":
 		s.reason += "; its workspace was inside the sandbox and is gone"

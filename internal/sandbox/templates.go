@@ -16,6 +16,16 @@ import (
 // session asking for it, or for no template, runs on the host's /usr.
 const HostTemplate = "host"
 
+// TemplateName is how answers name the template of a session: "host" for
+// the host's root, which the Manager leaves "", as requests name it; the
+// one mapping every front end uses.
+func TemplateName(name string) string {
+	if name == "" {
+		return HostTemplate
+	}
+	return name
+}
+
 // TemplateInfo describes a template a session may run on.
 type TemplateInfo struct {
 	Name    string
@@ -28,26 +38,30 @@ type TemplateInfo struct {
 }
 
 // Templates is where a Manager finds the templates sessions name: the
-// operator's template store, which tenants only use.
+// operator's template store, which tenants only use. Each template says
+// which tenants (owners) may use it (template.Template.UsableBy); one an
+// owner may not use is, to that owner, a template that does not exist.
 type Templates interface {
-	// Resolve gives the spec.Root of name and a release func; while not
-	// released, the store must not delete the template's tree (Remove
-	// refuses or defers).
-	Resolve(name string) (spec.Root, func(), error)
-	// List describes every template, by name.
-	List() ([]TemplateInfo, error)
+	// Resolve gives the spec.Root of name for a session of owner and a
+	// release func; while not released, the store must not delete the
+	// template's tree (Remove refuses or defers). A template owner may
+	// not use is template.ErrNotFound, with a missing one's message.
+	Resolve(name, owner string) (spec.Root, func(), error)
+	// List describes every template owner may use, by name.
+	List(owner string) ([]TemplateInfo, error)
 }
 
 // resolveTemplate gives the root a session asking for template name runs
-// on, and the release of its lease (a no-op for the host's root).
-func (m *Manager) resolveTemplate(name string) (spec.Root, func(), error) {
+// on for owner, and the release of its lease (a no-op for the host's
+// root).
+func (m *Manager) resolveTemplate(name, owner string) (spec.Root, func(), error) {
 	if name == "" || name == HostTemplate {
 		return spec.Root{}, func() {}, nil
 	}
 	if m.cfg.Templates == nil {
 		return spec.Root{}, nil, fmt.Errorf("%w: template %q: this server has no template store, so only %q is served", spec.ErrInvalid, name, HostTemplate)
 	}
-	root, release, err := m.cfg.Templates.Resolve(name)
+	root, release, err := m.cfg.Templates.Resolve(name, owner)
 	if errors.Is(err, template.ErrNotFound) {
 		return spec.Root{}, nil, fmt.Errorf("%w: %w", spec.ErrInvalid, err)
 	}
@@ -80,13 +94,13 @@ func checkLanguage(root spec.Root, language string) error {
 }
 
 // templateGone is what a recovered session's reason adds when the
-// template it ran on is no longer in the store ("" when it is, or the
-// session ran on the host's root).
-func (m *Manager) templateGone(name string) string {
+// template it ran on is no longer in the store, or no longer its
+// owner's to use ("" when it is, or the session ran on the host's root).
+func (m *Manager) templateGone(name, owner string) string {
 	if name == "" || m.cfg.Templates == nil {
 		return ""
 	}
-	_, release, err := m.cfg.Templates.Resolve(name)
+	_, release, err := m.cfg.Templates.Resolve(name, owner)
 	if err != nil {
 		return fmt.Sprintf("; its template %q is gone from the store", name)
 	}

@@ -20,6 +20,9 @@ type fakeTemplates struct {
 	mu     sync.Mutex
 	roots  map[string]spec.Root
 	leases map[string]int
+	// only maps a template to the one owner that may use it (absent:
+	// every owner's).
+	only map[string]string
 }
 
 func newFakeTemplates(roots ...spec.Root) *fakeTemplates {
@@ -30,11 +33,11 @@ func newFakeTemplates(roots ...spec.Root) *fakeTemplates {
 	return f
 }
 
-func (f *fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
+func (f *fakeTemplates) Resolve(name, owner string) (spec.Root, func(), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.roots[name]
-	if !ok {
+	if o, mine := f.only[name]; !ok || mine && o != owner {
 		return spec.Root{}, nil, fmt.Errorf("%w %q: see warden template ls", template.ErrNotFound, name)
 	}
 	f.leases[name]++
@@ -48,7 +51,7 @@ func (f *fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
 	}, nil
 }
 
-func (f *fakeTemplates) List() ([]TemplateInfo, error) { return nil, nil }
+func (f *fakeTemplates) List(string) ([]TemplateInfo, error) { return nil, nil }
 
 func (f *fakeTemplates) held(name string) int {
 	f.mu.Lock()
@@ -211,11 +214,11 @@ func TestRecordKeepsTemplateDigest(t *testing.T) {
 // brokenTemplates is a store whose every lookup fails on its own side.
 type brokenTemplates struct{}
 
-func (brokenTemplates) Resolve(string) (spec.Root, func(), error) {
+func (brokenTemplates) Resolve(string, string) (spec.Root, func(), error) {
 	return spec.Root{}, nil, errors.New("reading the store: disk on fire")
 }
 
-func (brokenTemplates) List() ([]TemplateInfo, error) { return nil, nil }
+func (brokenTemplates) List(string) ([]TemplateInfo, error) { return nil, nil }
 
 // TestResolveTemplateErrors: only a template the store does not hold is
 // the client's mistake (spec.ErrInvalid, a 400); the store's own failure
@@ -231,9 +234,60 @@ func TestResolveTemplateErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		m, _ := newTestManager(t, Config{Templates: tt.ts})
-		_, _, err := m.resolveTemplate("nope")
+		_, _, err := m.resolveTemplate("nope", "alice")
 		if err == nil || errors.Is(err, spec.ErrInvalid) != tt.invalid {
 			t.Errorf("%s: resolveTemplate = %v, want an error, spec.ErrInvalid %v", tt.name, err, tt.invalid)
+		}
+	}
+}
+
+// TestSessionTemplateOwner: a template only alice may use is, to bob, a
+// template that does not exist: Create and Run refuse it with the very
+// error an unknown name gets, and take no lease.
+func TestSessionTemplateOwner(t *testing.T) {
+	ts := newFakeTemplates(pyRoot(t))
+	ts.only = map[string]string{"py": "alice"}
+	m, _ := newTestManager(t, Config{Templates: ts})
+	ctx := context.Background()
+	named := func(name string) SessionOptions {
+		o := defaultOptions()
+		o.Template = name
+		return o
+	}
+	info, err := m.Create(ctx, "alice", named("py"))
+	if err != nil {
+		t.Fatalf("Create by alice on her template: %v", err)
+	}
+	if err := m.Delete(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	run := ExecRequest{Command: []string{"true"}}
+	for _, tc := range []struct {
+		name string
+		call func(template string) error
+	}{
+		{"Create", func(n string) error { _, err := m.Create(ctx, "bob", named(n)); return err }},
+		{"Run", func(n string) error { _, err := m.Run(ctx, "bob", named(n), run, Stream{}); return err }},
+	} {
+		hidden, missing := tc.call("py"), tc.call("py2")
+		if hidden == nil || missing == nil {
+			t.Fatalf("%s by bob: hidden %v, missing %v; want both refused", tc.name, hidden, missing)
+		}
+		want := strings.ReplaceAll(missing.Error(), `"py2"`, `"py"`)
+		if hidden.Error() != want || !errors.Is(hidden, spec.ErrInvalid) {
+			t.Errorf("%s by bob on alice's template = %q, want the unknown name's %q (spec.ErrInvalid)", tc.name, hidden, want)
+		}
+	}
+	if got := ts.held("py"); got != 0 {
+		t.Errorf("leases after bob's refusals = %d, want 0", got)
+	}
+}
+
+// TestTemplateName: answers name the host's root "host", as requests do.
+func TestTemplateName(t *testing.T) {
+	for in, want := range map[string]string{"": "host", "host": "host", "datasci": "datasci"} {
+		if got := TemplateName(in); got != want {
+			t.Errorf("TemplateName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -259,13 +260,21 @@ func fakeResolve(name string) error {
 type fakeTemplates struct {
 	infos []sandbox.TemplateInfo
 	err   error
+	// only maps a template to the one owner that may use it (absent:
+	// every owner's).
+	only map[string]string
 }
 
-func (f fakeTemplates) Resolve(name string) (spec.Root, func(), error) {
+func (f fakeTemplates) Resolve(name, _ string) (spec.Root, func(), error) {
 	if err := fakeResolve(name); err != nil {
 		return spec.Root{}, nil, err
 	}
 	return spec.Root{Template: name, Dir: "/nonexistent/" + name}, func() {}, nil
 }
 
-func (f fakeTemplates) List() ([]sandbox.TemplateInfo, error) { return f.infos, f.err }
+func (f fakeTemplates) List(owner string) ([]sandbox.TemplateInfo, error) {
+	return slices.DeleteFunc(slices.Clone(f.infos), func(i sandbox.TemplateInfo) bool {
+		o, mine := f.only[i.Name]
+		return mine && o != owner
+	}), f.err
+}

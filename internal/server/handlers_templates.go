@@ -22,10 +22,11 @@ type templateListJSON struct {
 }
 
 // ListTemplates answers the templates a session or run may name: the
-// host's root first, then the operator's store (Config.Templates). Every
-// tenant sees the same list; the API has no route that changes it.
-func (a api) ListTemplates(w http.ResponseWriter, _ *http.Request) {
-	out, err := a.s.templates()
+// host's root first, then those of the operator's store
+// (Config.Templates) the key's tenant may use; the API has no route that
+// changes it.
+func (a api) ListTemplates(w http.ResponseWriter, r *http.Request) {
+	out, err := a.s.templates(owner(r))
 	if err != nil {
 		a.s.writeError(w, err)
 		return
@@ -33,15 +34,16 @@ func (a api) ListTemplates(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// templates lists the host's root and the store's templates.
-func (s *Server) templates() (templateListJSON, error) {
-	infos, err := sandbox.ListTemplates(s.cfg.Templates)
+// templates lists the host's root and the store's templates owner may
+// use.
+func (s *Server) templates(owner string) (templateListJSON, error) {
+	infos, err := sandbox.ListTemplates(s.cfg.Templates, owner)
 	if err != nil {
 		return templateListJSON{}, err
 	}
 	out := templateListJSON{Templates: make([]templateJSON, 0, len(infos))}
 	for _, i := range infos {
-		t := templateJSON{Name: i.Name, Digest: i.Digest, Languages: apiLanguages(i.Languages)}
+		t := templateJSON{Name: i.Name, Digest: i.Digest, Languages: interp.KnownOf(i.Languages)}
 		if i.Name != sandbox.HostTemplate {
 			size, created := i.Size, i.Created
 			t.SizeBytes, t.CreatedAt = &size, &created
@@ -49,17 +51,4 @@ func (s *Server) templates() (templateListJSON, error) {
 		out.Templates = append(out.Templates, t)
 	}
 	return out, nil
-}
-
-// apiLanguages keeps the languages the spec's Language enum names, never
-// nil, so an interpreter Warden learns later never breaks the answer's
-// schema.
-func apiLanguages(have []string) []string {
-	out := []string{}
-	for _, l := range have {
-		if interp.Known(l) {
-			out = append(out, l)
-		}
-	}
-	return out
 }

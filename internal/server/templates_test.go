@@ -17,7 +17,9 @@ func TestListTemplates(t *testing.T) {
 	store := fakeTemplates{infos: []sandbox.TemplateInfo{
 		{Name: "pandas", Digest: "sha256:abc", Size: 1234, Created: created, Languages: []string{"bash", "cobol", "python"}},
 	}}
-	host := apiLanguages(interp.Available(""))
+	onlyA := store
+	onlyA.only = map[string]string{"pandas": ownerOf(keyA)}
+	host := interp.KnownOf(interp.Available(""))
 	tests := []struct {
 		name  string
 		store sandbox.Templates
@@ -29,6 +31,9 @@ func TestListTemplates(t *testing.T) {
 			{Name: "pandas", Digest: "sha256:abc", SizeBytes: ptr(int64(1234)), CreatedAt: &created, Languages: []string{"bash", "python"}}}},
 		{"store, key B sees the same", store, keyB, []templateJSON{{Name: "host", Languages: host},
 			{Name: "pandas", Digest: "sha256:abc", SizeBytes: ptr(int64(1234)), CreatedAt: &created, Languages: []string{"bash", "python"}}}},
+		{"key A's own template", onlyA, keyA, []templateJSON{{Name: "host", Languages: host},
+			{Name: "pandas", Digest: "sha256:abc", SizeBytes: ptr(int64(1234)), CreatedAt: &created, Languages: []string{"bash", "python"}}}},
+		{"key A's own template, to key B", onlyA, keyB, []templateJSON{{Name: "host", Languages: host}}},
 		{"a stored host is not listed twice", fakeTemplates{infos: []sandbox.TemplateInfo{{Name: "host"}}}, keyA,
 			[]templateJSON{{Name: "host", Languages: host}}},
 	}
@@ -107,7 +112,7 @@ func TestTemplateOnCreateAndRun(t *testing.T) {
 				if err := json.Unmarshal(resp.body, &s); err != nil {
 					t.Fatal(err)
 				}
-				want := sessionTemplate(tt.template)
+				want := sandbox.TemplateName(tt.template)
 				if s.Template != want {
 					t.Errorf("session's template: got %q, want %q", s.Template, want)
 				}

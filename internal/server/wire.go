@@ -311,15 +311,6 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		Network:            toNetworkJSON(i.Network),
 		Execs:              i.Execs,
 		Reason:             i.Reason,
-		Template:           sessionTemplate(i.Template),
+		Template:           sandbox.TemplateName(i.Template),
 	}
-}
-
-// sessionTemplate names the host's root "host" in answers, as requests
-// do, where the Manager leaves it "".
-func sessionTemplate(name string) string {
-	if name == "" {
-		return sandbox.HostTemplate
-	}
-	return name
 }

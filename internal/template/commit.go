@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -23,10 +24,15 @@ import (
 // with the layer appended (uncompressed, so its digest is its diff id).
 // baseDigest is the digest the layer was made on (a session's record
 // keeps it): a base replaced under its name since then is refused, since
-// the layer would go on another image.
-func (s *Store) Commit(base, baseDigest string, layerTar io.Reader, name string) (Info, error) {
+// the layer would go on another image. shareWith names the tenants that
+// may use the new template (Everyone, or tenant ids; see UsableBy): a
+// commit holds a session's files, so whom they go to is always said.
+func (s *Store) Commit(base, baseDigest string, layerTar io.Reader, name string, shareWith []string) (Info, error) {
 	if err := ValidName(name); err != nil {
 		return Info{}, err
+	}
+	if len(shareWith) == 0 {
+		return Info{}, fmt.Errorf("committing template %q: no tenant to share it with: name the session's tenant, or %q", name, Everyone)
 	}
 	unlock, err := s.lock()
 	if err != nil {
@@ -44,14 +50,14 @@ func (s *Store) Commit(base, baseDigest string, layerTar io.Reader, name string)
 		return Info{}, fmt.Errorf("template %q exists: remove it first (warden template rm %s) or choose another name", name, name)
 	}
 	in := s.newInstaller(context.Background(), nil)
-	info, err := in.commit(bt, layerTar, name)
+	info, err := in.commit(bt, layerTar, name, slices.Clone(shareWith))
 	if err != nil {
 		in.undo()
 	}
 	return info, err
 }
 
-func (in *installer) commit(bt Template, layerTar io.Reader, name string) (Info, error) {
+func (in *installer) commit(bt Template, layerTar io.Reader, name string, shareWith []string) (Info, error) {
 	counted := &countingReader{r: layerTar}
 	diffID, err := in.unpackHashed(counted)
 	if err != nil {
@@ -66,7 +72,7 @@ func (in *installer) commit(bt Template, layerTar io.Reader, name string) (Info,
 		return Info{}, err
 	}
 	t := Template{Name: name, Digest: digest.String(), Ref: bt.Name, Created: time.Now().UTC(),
-		Layers: append(append([]string{}, bt.Layers...), diffID), Config: bt.Config}
+		Layers: append(append([]string{}, bt.Layers...), diffID), Config: bt.Config, SharedWith: shareWith}
 	return in.template(t, m, c)
 }
 

@@ -134,7 +134,7 @@ func (in *installer) image(img v1.Image, name, ref string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("reading the image config: %w", err)
 	}
-	t := Template{Name: name, Digest: digest.String(), Ref: ref, Created: time.Now().UTC(), Layers: diffIDs, Config: configOf(cfg)}
+	t := Template{Name: name, Digest: digest.String(), Ref: ref, Created: time.Now().UTC(), Layers: diffIDs, Config: configOf(cfg), SharedWith: []string{Everyone}}
 	return in.template(t, rawM, rawC)
 }
 

@@ -13,11 +13,12 @@ import (
 // template, in this process or any other sharing the store (a CLI's
 // `warden template rm` beside a server's sessions). A lease is a shared
 // flock on the template's directory, so it ends with its process too: a
-// crashed server leaves no template held.
+// crashed server leaves no template held. The template's metadata is
+// read under the lease, so it is the leased directory's own (LeaseFor
+// checks its SharedWith).
 func (s *Store) Lease(name string) (Template, func(), error) {
-	t, err := s.Get(name)
-	if err != nil {
-		return Template{}, nil, err
+	if err := ValidName(name); err != nil {
+		return Template{}, nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	f, err := os.Open(s.templateDir(name))
 	if err != nil {
@@ -34,6 +35,11 @@ func (s *Store) Lease(name string) (Template, func(), error) {
 	if !sameFile(f, s.templateDir(name)) {
 		s.closeLease(f)
 		return Template{}, nil, notFound(name)
+	}
+	t, err := s.Get(name)
+	if err != nil {
+		s.closeLease(f)
+		return Template{}, nil, err
 	}
 	return t, func() { s.closeLease(f) }, nil
 }

@@ -62,7 +62,11 @@ type Template struct {
 	Size    int64     `json:"size"`   // bytes of file data across its layers
 	Layers  []string  `json:"layers"` // diff ids, lowest first
 	Config  Config    `json:"config"`
-	Root    string    `json:"-"`
+	// SharedWith names the tenants that may use it (UsableBy): Everyone
+	// for a pulled or imported one, the committed session's tenant or
+	// whom the operator chose for a commit.
+	SharedWith []string `json:"shared_with,omitempty"`
+	Root       string   `json:"-"`
 }
 
 // Info describes a template and, after Pull, Import or Commit, how many

@@ -294,7 +294,7 @@ func TestCommitRemoveGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	change := layerTar(t, file("etc/.wh.keep", ""), file("added", "new"))
-	c, err := s.Commit("base", base.Digest, bytes.NewReader(change), "child")
+	c, err := s.Commit("base", base.Digest, bytes.NewReader(change), "child", []string{Everyone})
 	if err != nil {
 		t.Fatalf("committing: %v", err)
 	}
@@ -342,7 +342,7 @@ func TestCommitRefusesAReplacedBase(t *testing.T) {
 	}
 	change := layerTar(t, file("added", "new"))
 	for _, digest := range []string{"sha256:" + strings.Repeat("0", 64), ""} {
-		_, err := s.Commit("base", digest, bytes.NewReader(change), "child")
+		_, err := s.Commit("base", digest, bytes.NewReader(change), "child", []string{Everyone})
 		if err == nil || !strings.Contains(err.Error(), "replaced since") {
 			t.Errorf("commit on digest %q: got %v, want a refusal saying the base was replaced", digest, err)
 		}

@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -12,7 +17,8 @@ import (
 // GET /v1/templates lists it after host, a session and a run on a
 // template run the image's programs, an unknown name is a one-line 400,
 // and warden template commit stores a live session's home and /workspace
-// as a template whose sessions start with them (and may change them).
+// as a template whose sessions start with them (and may change them),
+// usable by the session's tenant only unless the operator shares it.
 func TestServeTemplates(t *testing.T) {
 	state := minimalTemplate(t)
 	srv := startServer(t, "--state-dir", state)
@@ -43,20 +49,65 @@ func TestServeTemplates(t *testing.T) {
 	if r.ExitCode != 0 {
 		t.Fatalf("writing in the session: %+v", r)
 	}
+	unknown := hiddenProbe(t, srv, "minimal-note") // B's answers before the template exists
 	inv := warden(t, "", "template", "commit", "--state-dir", state, id, "minimal-note")
 	if inv.code != 0 {
 		t.Fatalf("warden template commit: exit %d, %s", inv.code, inv.stderr)
 	}
-	if want := "visible to every tenant"; !strings.Contains(inv.stderr, want) {
-		t.Errorf("warden template commit's stderr: got %q, want a warning containing %q", inv.stderr, want)
+	if want := "usable only by tenant " + tenantOf(keyA); !strings.Contains(inv.stderr, want) {
+		t.Errorf("warden template commit's stderr: got %q, want %q", inv.stderr, want)
+	}
+	if got := hiddenProbe(t, srv, "minimal-note"); got != unknown {
+		t.Errorf("key B on key A's committed template:\n got  %s\n want %s (a template that does not exist)", got, unknown)
 	}
 	if inv := warden(t, "", "template", "commit", "--state-dir", state, "ses_nosuchsession0000000000", "x"); inv.code == 0 || !strings.Contains(inv.stderr, "no record") {
 		t.Errorf("commit of a missing session: exit %d %q, want a one-line refusal", inv.code, inv.stderr)
 	}
 
-	next := srv.newSession(t, keyB, map[string]any{"template": "minimal-note"})
+	if inv := warden(t, "", "template", "commit", "--state-dir", state, "--share-with", "all", id, "minimal-shared"); inv.code != 0 || !strings.Contains(inv.stderr, "every tenant") {
+		t.Fatalf("warden template commit --share-with all: exit %d, %s", inv.code, inv.stderr)
+	}
+	ls := warden(t, "", "template", "ls", "--state-dir", state)
+	for _, want := range []string{"SHARED WITH", "minimal-note", tenantOf(keyA), "minimal-shared"} {
+		if !strings.Contains(ls.stdout, want) {
+			t.Errorf("warden template ls: got %q, want %q in it", ls.stdout, want)
+		}
+	}
+	next := srv.newSession(t, keyB, map[string]any{"template": "minimal-shared"})
 	srv.jsonCall(t, keyB, "POST", sessionPath(next, "/exec"), map[string]any{"command": []string{"sh", "-c", "cat ~/note /workspace/data/in.csv; test -e /tmp/t || echo no-tmp; echo more >> ~/note && echo writable"}}, http.StatusOK, &r)
 	if want := "kept\n1,2\nno-tmp\nwritable\n"; r.Stdout != want {
 		t.Errorf("a session on the committed template: got %q (stderr %q), want %q", r.Stdout, r.Stderr, want)
 	}
+}
+
+// hiddenProbe is what key B gets when it lists, starts a session on and
+// runs on template name, through the API and /mcp: a template B may not
+// use must answer exactly as one that does not exist.
+func hiddenProbe(t *testing.T, srv *apiServer, name string) string {
+	t.Helper()
+	_, list := srv.call(t, keyB, "GET", "/v1/templates", nil, "")
+	create, created := srv.call(t, keyB, "POST", "/v1/sessions", jsonBody(t, map[string]any{"template": name}), "application/json")
+	run, ran := srv.call(t, keyB, "POST", "/v1/run", jsonBody(t, map[string]any{"template": name, "command": []string{"true"}}), "application/json")
+	if create != http.StatusBadRequest || run != http.StatusBadRequest {
+		t.Errorf("key B on template %s: create %d %s, run %d %s; want two 400s", name, create, created, run, ran)
+	}
+	cs := mcpConnect(t, &mcp.StreamableClientTransport{
+		Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{keyB}}, MaxRetries: -1,
+	})
+	listed := mcpText(t, mcpCall(t, cs, "list_templates", nil))
+	if !strings.Contains(listed, "minimal (") {
+		t.Errorf("key B's list_templates on /mcp = %q, want the store's minimal in it", listed)
+	}
+	res := mcpCall(t, cs, "create_session", map[string]any{"template": name})
+	if !res.IsError {
+		t.Errorf("key B's create_session on template %s: %s, want an error", name, mcpText(t, res))
+	}
+	return fmt.Sprintf("list %s; create %d %s; run %d %s; mcp list %s; mcp create %s", list, create, created, run, ran, listed, mcpText(t, res))
+}
+
+// tenantOf is the tenant id the server derives from key (the first 16
+// hex digits of its SHA-256), the owner in its request log.
+func tenantOf(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
 }
