@@ -1,3 +1,5 @@
+//go:build !slim
+
 package main
 
 import (
@@ -40,7 +42,7 @@ func newMCPCmd() *cobra.Command {
 	o.limits.Timeout = 30 * time.Second
 	cmd := &cobra.Command{
 		Use:   "mcp",
-		Short: "Serve sandboxes to an AI agent over the Model Context Protocol (stdio)",
+		Short: mcpShort,
 		Long: `Serve Warden's tools (run_code, run_command, create_session, close_session,
 write_file, read_file, list_files) to one MCP client over stdin and stdout.
 Sandboxes run in this process; the client starts it as a command, e.g.

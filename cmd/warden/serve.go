@@ -1,3 +1,5 @@
+//go:build !slim
+
 package main
 
 import (
@@ -57,7 +59,7 @@ func newServeCmd() *cobra.Command {
 	o := serveOptions{ceilings: sandbox.DefaultCeilings()}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the HTTP API: sessions, execs, files, one-shot runs",
+		Short: serveShort,
 		Long: `Serve Warden's HTTP API (spec at /openapi.yaml), and its MCP tools over
 Streamable HTTP at /mcp. API keys come from
 --api-key-file (one per line) or WARDEN_API_KEYS (comma-separated); each key

@@ -1,3 +1,5 @@
+//go:build !slim
+
 package main
 
 import (
@@ -40,7 +42,7 @@ func newSessionCmd() *cobra.Command {
 	o := &clientOptions{}
 	cmd := &cobra.Command{
 		Use:   "session",
-		Short: "Create, use and remove sessions on a running warden serve",
+		Short: sessionShort,
 		Long: `Talk to a running warden serve. A session is a sandbox that keeps its files
 and interpreter state between execs. The server is --server (or WARDEN_URL),
 the key --api-key (or WARDEN_API_KEY).`,

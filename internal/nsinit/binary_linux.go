@@ -113,6 +113,12 @@ func BinaryPath() (string, error) {
 	return self, nil
 }
 
+// Trusted says whether p may be executed on Warden's behalf by the rule
+// an init is held to (trustedInit): the CLI applies it to warden-server
+// before handing a command to it, since whoever can replace that file
+// would run code as every later caller of warden.
+func Trusted(p string) bool { return trustedInit(p) }
+
 // trustedInit accepts an init only if no one but its owner, who must be
 // this process's user or root, can change it: whoever can replace it runs
 // code as every sandbox's init.

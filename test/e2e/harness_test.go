@@ -42,9 +42,15 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		// warden slim and warden-server whole beside it, as make build
+		// ships them: the serving commands run through the hand-over.
 		wardenBin = filepath.Join(dir, "warden")
-		if out, err := goBuild(wardenBin, "github.com/warden-sandbox/warden/cmd/warden", nil); err != nil {
+		if out, err := goBuild(wardenBin, "github.com/warden-sandbox/warden/cmd/warden", nil, "-tags", "slim"); err != nil {
 			fmt.Fprintf(os.Stderr, "building warden: %v\n%s", err, out)
+			return 1
+		}
+		if out, err := goBuild(filepath.Join(dir, "warden-server"), "github.com/warden-sandbox/warden/cmd/warden", nil); err != nil {
+			fmt.Fprintf(os.Stderr, "building warden-server: %v\n%s", err, out)
 			return 1
 		}
 		// The small init beside it, as make build ships them.
@@ -57,9 +63,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// goBuild builds a static binary of pkg at out, with extra environment.
-func goBuild(out, pkg string, env []string) ([]byte, error) {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+// goBuild builds a static binary of pkg at out, with extra environment
+// and build flags.
+func goBuild(out, pkg string, env []string, flags ...string) ([]byte, error) {
+	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
+	cmd := exec.Command("go", args...)
 	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
 	return cmd.CombinedOutput()
 }

@@ -42,15 +42,17 @@ func hostileWarden(t *testing.T) string {
 		if hostileErr = os.Mkdir(dir, 0o755); hostileErr != nil {
 			return
 		}
-		b, err := os.ReadFile(wardenBin)
-		if err != nil {
-			hostileErr = err
-			return
+		for _, name := range []string{"warden", "warden-server"} {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(wardenBin), name))
+			if err != nil {
+				hostileErr = err
+				return
+			}
+			if hostileErr = os.WriteFile(filepath.Join(dir, name), b, 0o755); hostileErr != nil {
+				return
+			}
 		}
 		bin := filepath.Join(dir, "warden")
-		if hostileErr = os.WriteFile(bin, b, 0o755); hostileErr != nil {
-			return
-		}
 		if out, err := goBuild(filepath.Join(dir, "warden-init"), "./testdata/hostileinit", nil); err != nil {
 			hostileErr = fmt.Errorf("building testdata/hostileinit: %w\n%s", err, out)
 			return
