@@ -373,6 +373,7 @@ func (b *box) config() nsinit.Config {
 		Root:             b.spec.Root.Dir,
 		RootIsMount:      b.child.rootIsMount,
 		SeedMount:        b.child.seed != nil,
+		Template:         b.spec.Root.Template,
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.hostDir(),
 		WorkspaceIsMount: b.detachedWorkspace,

@@ -135,3 +135,20 @@ func TestTemplateSeeded(t *testing.T) {
 		t.Errorf("the host's workspace: got %v (%v), want it untouched", names, err)
 	}
 }
+
+// TestTemplateSeededTooLarge: a template whose home does not fit the
+// sandbox's disk (2000 files, 1024 inodes at 1 MiB) fails the start in
+// one line naming the template and the limit.
+func TestTemplateSeededTooLarge(t *testing.T) {
+	testhost.RequireRoot(t)
+	st, _ := templatetest.Import(t, "minimal")
+	root := templatetest.CommitFiles(t, st, "minimal", "files2000", 2000)
+	l := spec.DefaultLimits
+	l.DiskBytes = spec.MinDiskBytes
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Runtime{}.Run(ctx, spec.Spec{Command: []string{"true"}, Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}, IO{})
+	if err == nil || !strings.Contains(err.Error(), `template "files2000"`) || !strings.Contains(err.Error(), "does not fit the sandbox's disk limit") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a run on a template too large for its disk: got %v (%+v), want one line naming the template and the limit", err, r)
+	}
+}

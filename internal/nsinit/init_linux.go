@@ -215,18 +215,24 @@ func buildRoot(cfg *Config) error {
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
 		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices, Image: img, Hostname: cfg.Hostname,
-		Seed: seedScratch, SeedFrom: seed,
+		Seed: seedScratch(cfg.Template), SeedFrom: seed,
 	})
 }
 
-// seedScratch is rootfs.Options.Seed: the template's places scratch.Kept
-// names, without /workspace when the host's is bound there.
-func seedScratch(dir, tree string, withWorkspace bool) error {
-	names := scratch.Kept
-	if !withWorkspace {
-		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "workspace" })
+// seedScratch is rootfs.Options.Seed for template name: the template's
+// places scratch.Kept names, without /workspace when the host's is bound
+// there, its errors naming the template.
+func seedScratch(name string) func(dir, tree string, withWorkspace bool) error {
+	return func(dir, tree string, withWorkspace bool) error {
+		names := scratch.Kept
+		if !withWorkspace {
+			names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "workspace" })
+		}
+		if err := scratch.Seed(dir, tree, names); err != nil {
+			return fmt.Errorf("template %q: %w", name, err)
+		}
+		return nil
 	}
-	return scratch.Seed(dir, tree, names)
 }
 
 // reopenRoot is reopenWorkspace for a template's root the host passed as

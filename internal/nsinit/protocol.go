@@ -124,6 +124,9 @@ type Config struct {
 	// WorkspaceIsMount says the workspace descriptor is a detached,
 	// already idmapped mount rather than a directory.
 	WorkspaceIsMount bool `json:"workspace_is_mount"`
+	// Template names the template Root is, for the init's errors (a home
+	// too large to copy names it); empty on the host's root.
+	Template string `json:"template,omitempty"`
 	// SeedMount says SeedFD holds the template's tree to copy the home
 	// and /workspace from (see SeedFD); without it they are copied from
 	// RootFD's (rootless: the tree is the invoking user's own).
