@@ -22,6 +22,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/scratch"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -225,26 +226,26 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if b.lease, err = hostid.Take(); err != nil {
 		return err
 	}
-	scratch := filepath.Join(b.dir, "scratch")
-	if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
+	tmpfs := filepath.Join(b.dir, "scratch")
+	if err := rootfs.MountScratch(tmpfs, s.Limits.DiskBytes, s.Limits.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
 		return err
 	}
 	// The socket's directory and the hostname live in the scratch tmpfs,
 	// outside the directories the box sees of it, so the box's mountinfo
 	// names them by their paths in it, not by host paths.
-	run := filepath.Join(scratch, "run")
+	run := filepath.Join(tmpfs, "run")
 	if err := mkdirMode(run, 0o755); err != nil {
 		return err
 	}
-	if err := writeFileMode(filepath.Join(scratch, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
+	if err := writeFileMode(filepath.Join(tmpfs, "hostname"), []byte(agent.Hostname+"\n"), 0o444); err != nil {
 		return err
 	}
 	if !s.Root.IsHost() {
-		if b.etc, err = rootfs.WriteGeneratedEtc(filepath.Join(scratch, "etc"), agent.Hostname); err != nil {
+		if b.etc, err = rootfs.WriteGeneratedEtc(filepath.Join(tmpfs, "etc"), agent.Hostname); err != nil {
 			return err
 		}
 	}
-	if b.view, err = makeView(scratch, s.Limits); err != nil {
+	if b.view, err = makeView(tmpfs, s.Limits); err != nil {
 		return fmt.Errorf("showing the box its own /proc: %w", err)
 	}
 	sock := filepath.Join(run, "ctl.sock")
@@ -256,6 +257,11 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	defer ln.Close()
 	// Only the init, as root, may connect; the socket goes once it has.
 	if err := os.Chmod(sock, 0o600); err != nil {
+		return err
+	}
+	// Last of the scratch's files, so Warden's own above (the socket
+	// too) fit whatever the template holds.
+	if err := scratch.SeedBox(tmpfs, s.Root); err != nil {
 		return err
 	}
 	if s.Network.Mode == spec.NetProxy {
@@ -271,7 +277,7 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err != nil {
 		return err
 	}
-	if err := b.launch(ctx, b.config(s, init, scratch, run), release, ln); err != nil {
+	if err := b.launch(ctx, b.config(s, init, tmpfs, run), release, ln); err != nil {
 		return err
 	}
 	os.Remove(sock)

@@ -21,6 +21,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/scratch"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -152,6 +153,9 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		return nil, err
 	}
 	if err := rootfs.MountScratch(filepath.Join(b.dir, "scratch"), s.Limits.DiskBytes, s.Limits.Inodes(), nsinit.SandboxUID, nsinit.SandboxGID); err != nil {
+		return nil, err
+	}
+	if err := scratch.SeedBox(filepath.Join(b.dir, "scratch"), s.Root); err != nil {
 		return nil, err
 	}
 	self, err := nsinit.BinaryPath()

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/scratch"
 )
 
 // openRoot opens the template's root tree a sandbox runs on
@@ -41,6 +42,45 @@ func (b *box) openRoot() error {
 		return fmt.Errorf("making template %q's root read-only: %w", b.spec.Root.Template, err)
 	}
 	b.child.root, b.child.rootIsMount = os.NewFile(uintptr(mnt), dir), true
+	return b.openSeed(fd)
+}
+
+// openSeed gives the init, as root, the template's tree to copy its home
+// and /workspace from (nsinit.SeedFD): a detached, read-only, noexec
+// mount of it, idmapped so the files (root's on the host) are the
+// sandbox user's, which through the sandbox's own user namespace are
+// nobody's and an owner-only one unreadable. The init attaches it in
+// the scratch only while it copies, so the sandbox never sees it. Only
+// for a template with something to copy (scratch.Seeds), and not when
+// the host seeded the scratch (spec.Scratch); a file system that cannot
+// be idmapped leaves the init the plain tree.
+func (b *box) openSeed(fd int) error {
+	if b.spec.Scratch != "" || !scratch.Seeds(b.spec.Root.Dir) {
+		return nil
+	}
+	userns, err := mappingNamespace(0, b.ids.uid, 0, b.ids.gid)
+	if err != nil {
+		return fmt.Errorf("creating the id mapping of template %q's home: %w", b.spec.Root.Template, err)
+	}
+	defer userns.Close() // the mount keeps its own reference
+	mnt, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("cloning the mount of template %q's root: %w", b.spec.Root.Template, err)
+	}
+	attr := unix.MountAttr{
+		Attr_set:  unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC | unix.MOUNT_ATTR_IDMAP,
+		Userns_fd: uint64(userns.Fd()),
+	}
+	err = unix.MountSetattr(mnt, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+		closeFD(mnt, "the template's seed mount")
+		return nil
+	}
+	if err != nil {
+		closeFD(mnt, "the template's seed mount")
+		return fmt.Errorf("idmapping template %q's root: %w", b.spec.Root.Template, err)
+	}
+	b.child.seed = os.NewFile(uintptr(mnt), b.spec.Root.Dir)
 	return nil
 }
 

@@ -98,6 +98,9 @@ type initFiles struct {
 	root *os.File
 	// rootIsMount says root is a detached mount rather than a directory.
 	rootIsMount bool
+	// seed is the idmapped tree the init copies the template's home from
+	// (see openSeed), nil when there is none.
+	seed *os.File
 	// cgroupDir (v2) is passed to clone3 to start the init inside.
 	cgroupDir *os.File
 }
@@ -105,7 +108,7 @@ type initFiles struct {
 // extra lists the descriptors from fd 3 on, in nsinit's order; a nil
 // workspace leaves its number closed.
 func (f *initFiles) extra() []*os.File {
-	return []*os.File{f.control, f.workspace, f.egress, f.root}
+	return []*os.File{f.control, f.workspace, f.egress, f.root, f.seed}
 }
 
 func (f *initFiles) close() {
@@ -369,6 +372,8 @@ func (b *box) config() nsinit.Config {
 		Devices:          b.devices,
 		Root:             b.spec.Root.Dir,
 		RootIsMount:      b.child.rootIsMount,
+		SeedMount:        b.child.seed != nil,
+		Template:         b.spec.Root.Template,
 		Workspace:        b.child.workspace != nil,
 		WorkspacePath:    b.hostDir(),
 		WorkspaceIsMount: b.detachedWorkspace,

@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +71,59 @@ func mimes(outs []spec.Output) []string {
 		m = append(m, o.MimeType)
 	}
 	return m
+}
+
+// TestTemplateSeeded: a session on a committed template starts with the
+// template's home and /workspace, copied by the init into its own
+// scratch (no host scratch: warden run, warden mcp, serve without a state
+// directory), writable, its private files readable; with a host
+// --workspace only the home is copied, and the host's directory is
+// never written.
+func TestTemplateSeeded(t *testing.T) {
+	testhost.RequireRoot(t)
+	root := templatetest.Seeded(t, "minimal")
+	l := spec.DefaultLimits
+	l.Timeout = 60 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
+	if err != nil {
+		t.Fatalf("StartSession on a seeded template: %v", err)
+	}
+	defer s.Close()
+	if r := execSh(t, s, templatetest.SeededScript, 20*time.Second); r.ExitCode != 0 || r.Stdout != templatetest.SeededWant {
+		t.Errorf("seeded files: got exit %d, stdout %q, stderr %q; want %q", r.ExitCode, r.Stdout, r.Stderr, templatetest.SeededWant)
+	}
+	ws := t.TempDir()
+	if err := os.Chown(ws, 1000, 1000); err != nil { // a workspace is a regular user's
+		t.Fatal(err)
+	}
+	w, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root, Workspace: ws})
+	if err != nil {
+		t.Fatalf("StartSession with a workspace on a seeded template: %v", err)
+	}
+	defer w.Close()
+	if r := execSh(t, w, "cat ~/seeded.txt; test -e /workspace/in.csv || echo none", 20*time.Second); r.ExitCode != 0 || r.Stdout != "from the template\nnone\n" {
+		t.Errorf("with a host workspace: got exit %d, stdout %q, stderr %q; want the home seeded and no in.csv", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	if names, err := os.ReadDir(ws); err != nil || len(names) != 0 {
+		t.Errorf("the host's workspace: got %v (%v), want it untouched", names, err)
+	}
+}
+
+// TestTemplateSeededTooLarge: a template whose home does not fit the
+// sandbox's disk (2000 files, 1024 inodes at 1 MiB) fails the start in
+// one line naming the template and the limit.
+func TestTemplateSeededTooLarge(t *testing.T) {
+	testhost.RequireRoot(t)
+	st, _ := templatetest.ImportNew(t, "minimal")
+	root := templatetest.CommitFiles(t, st, "minimal", "files2000", 2000)
+	l := spec.DefaultLimits
+	l.DiskBytes = spec.MinDiskBytes
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Runtime{}.Run(ctx, spec.Spec{Command: []string{"true"}, Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}, IO{})
+	if err == nil || !strings.Contains(err.Error(), `template "files2000"`) || !strings.Contains(err.Error(), "does not fit the sandbox's disk limit") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a run on a template too large for its disk: got %v (%+v), want one line naming the template and the limit", err, r)
+	}
 }

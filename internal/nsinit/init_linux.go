@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/scratch"
 )
 
 // newRoot is where the sandbox root is assembled before pivot_root. The
@@ -206,10 +208,31 @@ func buildRoot(cfg *Config) error {
 	if cfg.Root != "" {
 		img = &rootfs.ImageRoot{FD: RootFD, IsMount: cfg.RootIsMount}
 	}
+	var seed *rootfs.ImageRoot
+	if cfg.SeedMount {
+		seed = &rootfs.ImageRoot{FD: SeedFD, IsMount: true}
+	}
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
 		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices, Image: img, Hostname: cfg.Hostname,
+		Seed: seedScratch(cfg.Template), SeedFrom: seed,
 	})
+}
+
+// seedScratch is rootfs.Options.Seed for template name: the template's
+// places scratch.Kept names, without /workspace when the host's is bound
+// there, its errors naming the template.
+func seedScratch(name string) func(dir, tree string, withWorkspace bool) error {
+	return func(dir, tree string, withWorkspace bool) error {
+		names := scratch.Kept
+		if !withWorkspace {
+			names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "workspace" })
+		}
+		if err := scratch.Seed(dir, tree, names); err != nil {
+			return fmt.Errorf("template %q: %w", name, err)
+		}
+		return nil
+	}
 }
 
 // reopenRoot is reopenWorkspace for a template's root the host passed as

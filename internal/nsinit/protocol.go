@@ -78,6 +78,13 @@ const (
 	// detached mount of it (RootIsMount) or an O_PATH descriptor of the
 	// directory, which the init opens again by path (rootless).
 	RootFD = 6
+	// SeedFD, when Config.SeedMount is set, is a detached, read-only mount
+	// of the template's root tree, idmapped so that its files (root's on
+	// the host, so nobody's through RootFD, where an owner-only file
+	// cannot be read) are the sandbox user's: the init copies the
+	// template's home and /workspace from it into the scratch, then drops
+	// it with the scratch; it is never attached in the sandbox's root.
+	SeedFD = 7
 )
 
 // SandboxUID and SandboxGID are the identity of the user's code inside the
@@ -117,6 +124,13 @@ type Config struct {
 	// WorkspaceIsMount says the workspace descriptor is a detached,
 	// already idmapped mount rather than a directory.
 	WorkspaceIsMount bool `json:"workspace_is_mount"`
+	// Template names the template Root is, for the init's errors (a home
+	// too large to copy names it); empty on the host's root.
+	Template string `json:"template,omitempty"`
+	// SeedMount says SeedFD holds the template's tree to copy the home
+	// and /workspace from (see SeedFD); without it they are copied from
+	// RootFD's (rootless: the tree is the invoking user's own).
+	SeedMount bool `json:"seed_mount,omitempty"`
 	// HostScratch says the workspace descriptor is a whole scratch tmpfs
 	// from the host (spec.Spec.Scratch), whose subdirectories become
 	// /workspace, /tmp, HOME and /dev/shm.
@@ -205,7 +219,7 @@ const maxConfig = 16 << 20
 // differently. Bump it with every change to those messages; the golden
 // test in package spawn (testdata/protocol.golden) fails until then. A
 // warden from before protocol versioning sends no version at all.
-const Version = 4
+const Version = 5
 
 // configMagic opens every Config frame, before the version. An init from
 // before versioning reads it as a length far past maxConfig and exits

@@ -58,12 +58,14 @@ var hostSteps = []buildStep{
 
 // imageSteps build a root on a template's tree (Options.Image): the same
 // as hostSteps, but the template's entries and /etc come after the
-// scratch, whose tmpfs holds the template's mount while it is used.
+// scratch, whose tmpfs holds the template's mount while it is used, and
+// the template's home and /workspace are copied into the scratch.
 var imageSteps = []buildStep{
 	{"making mounts private", makePrivate},
 	{"mounting root tmpfs", mountRoot},
 	{"building writable dirs", buildScratch},
 	{"binding the template's root", bindImage},
+	{"copying the template's home and /workspace", seedImage},
 	{"building /dev", buildDev},
 	{"mounting /proc", buildProc},
 	{"showing the sandbox its own /proc and /sys", buildView},

@@ -12,14 +12,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Where a template's root and Warden's generated /etc files sit while
-// the sandbox root is assembled: in the scratch tmpfs, outside every
-// directory of it the sandbox sees, so that detaching the scratch before
-// pivot_root (buildDev) takes the image's mount along, with no unmount
-// of its own (each costs an RCU grace period). The overlay at /etc keeps
-// private references to both.
+// Where a template's root (and the idmapped copy of it Seed reads) and
+// Warden's generated /etc files sit while the sandbox root is assembled:
+// in the scratch tmpfs, outside every directory of it the sandbox sees,
+// so that detaching the scratch before pivot_root (buildDev) takes the
+// image's mount along, with no unmount of its own (each costs an RCU
+// grace period). The overlay at /etc keeps private references to both.
 const (
 	imageDir  = ".image"
+	seedDir   = ".seed"
 	etcGenDir = ".etc"
 )
 
@@ -64,6 +65,25 @@ func bindImage(root string, o Options) error {
 		return err
 	}
 	return imageEtc(root, img, o.Hostname)
+}
+
+// seedImage copies the template's home and /workspace into the scratch
+// (Options.Seed) while the tree is still attached in it, before the
+// scratch is detached and the sandbox runs.
+func seedImage(root string, o Options) error {
+	if o.Seed == nil || o.HostScratch {
+		return nil
+	}
+	scratch := filepath.Join(root, scratchDir)
+	tree := filepath.Join(scratch, imageDir)
+	if o.SeedFrom != nil {
+		// Detached with the scratch, before the sandbox runs.
+		tree = filepath.Join(scratch, seedDir)
+		if err := mountImage(o.SeedFrom, tree); err != nil {
+			return err
+		}
+	}
+	return o.Seed(scratch, tree, o.WorkspaceFD < 0)
 }
 
 // imageVarTmp makes /var/tmp the sandbox's /tmp, as on the host's root:

@@ -118,6 +118,18 @@ type Options struct {
 	// Hostname names the sandbox in the generated /etc files of a
 	// template's root (the host's /etc template has its own).
 	Hostname string
+	// Seed, when set, copies a template's home and /workspace (from the
+	// tree at tree) into the sandbox's fresh scratch tmpfs at scratch
+	// (ScratchDirs in it) before the sandbox runs: only the workspace's
+	// own when withWorkspace, since a host workspace is never written.
+	// It is scratch.Seed's, which rootfs cannot import; a host scratch
+	// (HostScratch) was seeded by the host.
+	Seed func(scratch, tree string, withWorkspace bool) error
+	// SeedFrom, when set, is the tree Seed copies from instead of Image:
+	// a detached mount of it idmapped so the sandbox's user may read
+	// every file (see nsinit.SeedFD), attached in the scratch only while
+	// Seed runs.
+	SeedFrom *ImageRoot
 	// etcFD holds Etc.Dir open while Build runs.
 	etcFD int
 }

@@ -62,9 +62,6 @@ func persistsWorkspaces(b Backend, st Store) bool {
 // one first and binds it in. The workspace's name is returned with it.
 func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error) {
 	if !m.persist {
-		if s.Root.Dir != "" && scratch.Seeds(s.Root.Dir) {
-			m.cfg.Logger.Warn("the session starts with an empty home and /workspace: only native sessions of warden serve with a state directory are seeded from a template's", "template", s.Root.Template, "backend", m.backend.Name())
-		}
 		b, err := m.backend.Start(ctx, s)
 		return b, "", err
 	}
@@ -74,8 +71,10 @@ func (m *Manager) startBox(ctx context.Context, s spec.Spec) (Box, string, error
 	}
 	s.Scratch = ws.Path
 	if s.Root.Dir != "" {
-		// A committed template's home and /workspace start the session.
-		if err := scratch.Seed(ws.Path, s.Root.Dir); err != nil {
+		// A committed template's home and /workspace start the session:
+		// the workspace is the host's here, so the host copies them; the
+		// backend sees a host scratch and seeds nothing itself.
+		if err := scratch.Seed(ws.Path, s.Root.Dir, scratch.Kept); err != nil {
 			m.dropWorkspace(ws.Name, "")
 			return nil, "", fmt.Errorf("template %q: %w", s.Root.Template, err)
 		}

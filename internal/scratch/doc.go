@@ -11,3 +11,8 @@ import "errors"
 
 // ErrTooLarge is what Layer fails with past its byte cap.
 var ErrTooLarge = errors.New("the session's files are larger than the cap")
+
+// ErrNoSpace is what Seed fails with when a template's home and
+// /workspace do not fit the sandbox's scratch: its disk limit in bytes or
+// in inodes.
+var ErrNoSpace = errors.New("it does not fit the sandbox's disk limit (bytes or inodes)")

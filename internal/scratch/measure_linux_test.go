@@ -27,7 +27,7 @@ func TestMeasureSeed(t *testing.T) {
 			dir := t.TempDir()
 			write(t, dir, map[string]string{"home/": "", "workspace/": ""})
 			start := time.Now()
-			if err := Seed(dir, root); err != nil {
+			if err := Seed(dir, root, Kept); err != nil {
 				t.Fatal(err)
 			}
 			times = append(times, time.Since(start))

@@ -112,7 +112,7 @@ func TestSeed(t *testing.T) {
 			root, dir := t.TempDir(), t.TempDir()
 			write(t, root, tt.root)
 			write(t, dir, map[string]string{"home/": "", "workspace/": "", "tmp/": ""})
-			err := Seed(dir, root)
+			err := Seed(dir, root, Kept)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Seed: got %v, want error %v", err, tt.wantErr)
 			}

@@ -8,24 +8,30 @@ import (
 	"os"
 	"path"
 	"syscall"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// Seed copies into the fresh scratch at dir (made by rootfs.MountScratch,
-// its directories owned by the sandbox's user) the template's files at
-// the places Kept names in the root tree rootDir (home/sandbox,
-// workspace), owned as the scratch's own directories are, so a session
-// on a committed template finds what the committed one left there. The
-// scratch's tmpfs bounds what is copied (its size and inodes: a template
-// whose files do not fit fails with ENOSPC). Links are copied as links,
-// never followed; a template with none of those places costs one lookup
-// each.
-func Seed(dir, rootDir string) (err error) {
+// Seed copies into the fresh scratch at dir (made by rootfs.MountScratch
+// or the init's own, its directories owned by the sandbox's user) the
+// template's files at the places names picks of Kept in the root tree
+// rootDir (home/sandbox, workspace), owned as the scratch's own
+// directories are, so a session on a committed template finds what the
+// committed one left there. Every backend calls it before the sandbox
+// runs: gVisor and Docker on their host-side scratch, native in its init
+// (or the Manager on a persistent workspace). The template is hostile
+// input: links are copied as links, never followed; devices, fifos and
+// sockets are skipped; set-id bits dropped; and the scratch's tmpfs bounds
+// what is copied (its size and inodes: a template whose files do not fit
+// fails with ErrNoSpace). A template with none of those places costs one
+// lookup each.
+func Seed(dir, rootDir string, names []string) (err error) {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return fmt.Errorf("opening the template's root: %w", err)
 	}
 	defer closeRoot(src, "the template's root", &err)
-	from, closeFrom, err := openKept(src, Kept, inRoot)
+	from, closeFrom, err := openKept(src, names, inRoot)
 	if err != nil {
 		return err
 	}
@@ -38,7 +44,7 @@ func Seed(dir, rootDir string) (err error) {
 		return fmt.Errorf("opening the scratch: %w", err)
 	}
 	defer closeRoot(dst, "the scratch", &err)
-	to, closeTo, err := openKept(dst, Kept, func(n string) string { return n })
+	to, closeTo, err := openKept(dst, names, func(n string) string { return n })
 	if err != nil {
 		return err
 	}
@@ -48,26 +54,38 @@ func Seed(dir, rootDir string) (err error) {
 			continue
 		}
 		if err := seedTree(r, to[name]); err != nil {
-			return fmt.Errorf("seeding %s from the template: %w", rootfsPlace(name), err)
+			return seedError(name, err)
 		}
 	}
 	return nil
 }
 
+// seedError names the place a seed failed in and, when it ran out of
+// room, the limit that stopped it and how to get past it.
+func seedError(name string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("copying the template's %s: %w (raise the disk limit, or commit fewer files)", rootfsPlace(name), ErrNoSpace)
+	}
+	return fmt.Errorf("copying the template's %s: %w", rootfsPlace(name), err)
+}
+
 // Seeds says the root tree rootDir has files Seed would copy (a
-// non-empty home/sandbox or workspace), so a caller that cannot seed can
-// say what the session misses. An unreadable tree says false: Seed would
-// report its error.
+// non-empty home/sandbox or workspace), so a backend pays for what the
+// copy needs (the native init's idmapped tree) only on a template that
+// has them. An unreadable tree says true: Seed reports its error.
 func Seeds(rootDir string) bool {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
-		return false
+		return true
 	}
 	defer src.Close() // a read-only handle: nothing to lose on close
 	for _, name := range Kept {
 		f, err := src.Open(inRoot(name)) // inside the tree: its links never reach the host's files
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
+		}
+		if err != nil {
+			return true
 		}
 		entries, _ := f.ReadDir(1) // any error is Seed's to report
 		f.Close()                  // read-only, as above
@@ -142,6 +160,19 @@ func copyFile(src, dst *os.Root, p string, mode fs.FileMode) error {
 	}
 	if err != nil {
 		return fmt.Errorf("copying %s: %w", path.Clean(p), err)
+	}
+	return nil
+}
+
+// SeedBox seeds the host-side scratch dir of a box on root (rootfs's
+// MountScratch, before the box starts) from its template, naming the
+// template in the error; a box on the host's root has nothing to seed.
+func SeedBox(dir string, root spec.Root) error {
+	if root.IsHost() {
+		return nil
+	}
+	if err := Seed(dir, root.Dir, Kept); err != nil {
+		return fmt.Errorf("template %q: %w", root.Template, err)
 	}
 	return nil
 }

@@ -1,0 +1,134 @@
+package scratch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/rootfs"
+)
+
+// hostileScratch mounts a scratch as the backends do (rootfs.MountScratch:
+// a tmpfs of size bytes and inodes inodes) and a tmpfs for the template's
+// tree, both removed when the test ends.
+func hostileScratch(t *testing.T, size, inodes int64) (dir, root string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a scratch tmpfs needs root")
+	}
+	dir, root = filepath.Join(t.TempDir(), "scratch"), t.TempDir()
+	if err := rootfs.MountTmpfs(root, "0755", 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the tree: %v", err)
+		}
+	})
+	if err := rootfs.MountScratch(dir, size, inodes, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rootfs.UnmountScratch(dir); err != nil {
+			t.Errorf("unmounting the scratch: %v", err)
+		}
+	})
+	return dir, root
+}
+
+// TestSeedHostile seeds a scratch from templates whose home a hostile
+// image made: nothing of the host is read, no special file is opened or
+// made, and the copy stops at the scratch's limits with ErrNoSpace.
+func TestSeedHostile(t *testing.T) {
+	home := func(root string) string { return filepath.Join(root, "home/sandbox") }
+	tests := []struct {
+		name    string
+		make    func(t *testing.T, root string)
+		wantErr error
+		check   func(t *testing.T, dir string)
+	}{
+		{"a link to /etc/shadow stays a link", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"home/sandbox/shadow": "->/etc/shadow", "home/sandbox/up": "->../../../etc"})
+		}, nil, func(t *testing.T, dir string) {
+			for name, want := range map[string]string{"shadow": "/etc/shadow", "up": "../../../etc"} {
+				if got, err := os.Readlink(filepath.Join(dir, "home", name)); err != nil || got != want {
+					t.Errorf("home/%s: got link %q (%v), want %q", name, got, err, want)
+				}
+			}
+		}},
+		{"a link loop is copied, not walked", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"home/sandbox/a": "->b", "home/sandbox/b": "->a", "home/sandbox/self": "->."})
+		}, nil, func(t *testing.T, dir string) {
+			if got, err := os.Readlink(filepath.Join(dir, "home/self")); err != nil || got != "." {
+				t.Errorf("home/self: got %q (%v), want a link to .", got, err)
+			}
+		}},
+		{"a fifo and a device are skipped without opening", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"home/sandbox/x": "x"})
+			if err := unix.Mkfifo(filepath.Join(home(root), "fifo"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mknod(filepath.Join(home(root), "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, func(t *testing.T, dir string) {
+			for _, name := range []string{"fifo", "null"} {
+				if _, err := os.Lstat(filepath.Join(dir, "home", name)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("home/%s: got %v, want it skipped", name, err)
+				}
+			}
+		}},
+		{"set-id bits are dropped", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"home/sandbox/suid": "#!/bin/sh\n", "home/sandbox/sgid/": ""})
+			if err := os.Chmod(filepath.Join(home(root), "suid"), 0o4755|os.ModeSetuid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(home(root), "sgid"), 0o755|os.ModeSetgid); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, func(t *testing.T, dir string) {
+			for _, name := range []string{"suid", "sgid"} {
+				fi, err := os.Lstat(filepath.Join(dir, "home", name))
+				if err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					t.Errorf("home/%s: got mode %v (%v), want no set-id bit", name, fi.Mode(), err)
+				}
+			}
+		}},
+		{"a huge sparse file stops at the disk limit", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"home/sandbox/sparse": ""})
+			if err := os.Truncate(filepath.Join(home(root), "sparse"), 1<<40); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrNoSpace, nil},
+		{"100k files stop at the inode limit", func(t *testing.T, root string) {
+			for d := range 100 {
+				p := filepath.Join(home(root), fmt.Sprint(d))
+				if err := os.MkdirAll(p, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for f := range 1000 {
+					if err := os.WriteFile(filepath.Join(p, fmt.Sprint(f)), nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}, ErrNoSpace, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, root := hostileScratch(t, 4<<20, 1000)
+			tt.make(t, root)
+			err := Seed(dir, root, Kept)
+			if !errors.Is(err, tt.wantErr) || (err != nil) != (tt.wantErr != nil) {
+				t.Fatalf("Seed: got %v, want %v", err, tt.wantErr)
+			}
+			if tt.check != nil {
+				tt.check(t, dir)
+			}
+		})
+	}
+}
