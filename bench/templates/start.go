@@ -59,7 +59,7 @@ func (c *contender) argv(b, state string) []string {
 // each template, per backend: two warm-ups each, then o.rounds rounds
 // interleaved across the contenders, so drifting load hits all alike.
 func startPart(b *strings.Builder, o options, state string) error {
-	fmt.Fprintf(b, "## Start: `warden run -- python3 -c 'print(1)'`\n\n%d rounds after 2 warm-ups, interleaved; target: a template's median within 1.10x of host's. CPU is the user and system time of `warden run` and every process it waited for (on native the init and the program; gVisor's and Docker's own daemons and sandbox processes are not its children and are not counted): the work a start does, which other load changes less than the wall time.\n\n", o.rounds)
+	fmt.Fprintf(b, "## Start: `warden run -- python3 -c 'print(1)'`\n\n%d rounds after 2 warm-ups, interleaved; target: a template's median within 1.10x of host's. CPU is the user and system time of `warden run` and every process it waited for (on native the init and the program, on gVisor runsc and what it waited for; Docker's engine and containers are not its children, so its CPU is the client's alone): the work a start does, which other load changes less than the wall time.\n\n", o.rounds)
 	fmt.Fprintln(b, "| backend | root | median ms | p90 ms | ratio to host (median) | CPU median ms | CPU p90 ms | CPU ratio to host | errors |\n|---|---|---|---|---|---|---|---|---|")
 	for _, be := range o.backends {
 		cs := []*contender{{}}
