@@ -34,11 +34,7 @@ func memoryPart(b *strings.Builder, o options, state string) error {
 			fmt.Fprintf(b, "| %s | | skipped: %s | | |\n", name, strings.ReplaceAll(err.Error(), "\n", " "))
 			continue
 		}
-		ratio := "-"
-		if host > 0 {
-			ratio = fmt.Sprintf("%.2fx", per/host)
-		}
-		fmt.Fprintf(b, "| %s | %d | %.2f | %s | %d |\n", name, n, per, ratio, errs)
+		fmt.Fprintf(b, "| %s | %d | %.2f | %s | %d |\n", name, n, per, ratio(per, host), errs)
 	}
 	fmt.Fprintln(b)
 	return nil

@@ -16,18 +16,34 @@ const runTimeout = 5 * time.Minute
 // output runs warden with args, killed after runTimeout, and returns its
 // combined output.
 func output(warden string, args ...string) ([]byte, error) {
+	out, _, err := cpuOutput(warden, args...)
+	return out, err
+}
+
+// cpuOutput is output that also returns the CPU time (user and system)
+// of warden and every process it waited for: the init and the sandbox's
+// program, whose own reaped children count in theirs. It measures the
+// work a start does rather than how long other load made it wait.
+func cpuOutput(warden string, args ...string) ([]byte, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	return exec.CommandContext(ctx, warden, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, warden, args...)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil {
+		return out, 0, err
+	}
+	return out, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), err
 }
 
 // contender is one root a start is timed on.
 type contender struct {
 	template string // "" is host
 	samples  []float64
-	errs     int
-	skipped  string
-	note     string // said after the root's name
+	// cpu are the timed runs' CPU times (cpuOutput), in ms.
+	cpu     []float64
+	errs    int
+	skipped string
+	note    string // said after the root's name
 }
 
 // argv is the `warden run` of contender c on backend b.
@@ -43,8 +59,8 @@ func (c *contender) argv(b, state string) []string {
 // each template, per backend: two warm-ups each, then o.rounds rounds
 // interleaved across the contenders, so drifting load hits all alike.
 func startPart(b *strings.Builder, o options, state string) error {
-	fmt.Fprintf(b, "## Start: `warden run -- python3 -c 'print(1)'`\n\n%d rounds after 2 warm-ups, interleaved; target: a template's median within 1.10x of host's.\n\n", o.rounds)
-	fmt.Fprintln(b, "| backend | root | median ms | p90 ms | ratio to host (median) | errors |\n|---|---|---|---|---|---|")
+	fmt.Fprintf(b, "## Start: `warden run -- python3 -c 'print(1)'`\n\n%d rounds after 2 warm-ups, interleaved; target: a template's median within 1.10x of host's. CPU is the user and system time of `warden run` and every process it waited for (on native the init and the program, on gVisor runsc and what it waited for; Docker's engine and containers are not its children, so its CPU is the client's alone): the work a start does, which other load changes less than the wall time.\n\n", o.rounds)
+	fmt.Fprintln(b, "| backend | root | median ms | p90 ms | ratio to host (median) | CPU median ms | CPU p90 ms | CPU ratio to host | errors |\n|---|---|---|---|---|---|---|---|---|")
 	for _, be := range o.backends {
 		cs := []*contender{{}}
 		for _, t := range o.templates {
@@ -66,9 +82,8 @@ func startPart(b *strings.Builder, o options, state string) error {
 				}
 			}
 		}
-		host := measure.Pct(cs[0].samples, 50)
 		for _, c := range cs {
-			fmt.Fprintln(b, c.row(be, host))
+			fmt.Fprintln(b, c.row(be, cs[0]))
 		}
 	}
 	fmt.Fprintln(b)
@@ -79,7 +94,7 @@ func startPart(b *strings.Builder, o options, state string) error {
 // reason, a failed timed run counts as an error.
 func (c *contender) time(warden, be, state string, warm bool) {
 	start := time.Now()
-	out, err := output(warden, c.argv(be, state)...)
+	out, cpu, err := cpuOutput(warden, c.argv(be, state)...)
 	d := time.Since(start)
 	switch {
 	case err != nil && warm:
@@ -88,23 +103,30 @@ func (c *contender) time(warden, be, state string, warm bool) {
 		c.errs++
 	case !warm:
 		c.samples = append(c.samples, measure.MS(d))
+		c.cpu = append(c.cpu, measure.MS(cpu))
 	}
 }
 
-// row is c's table row; host is host's median on the same backend.
-func (c *contender) row(be string, host float64) string {
+// row is c's table row; host is the host's contender on the same
+// backend, whose medians the ratios divide by.
+func (c *contender) row(be string, host *contender) string {
 	name := c.template
 	if name == "" {
 		name = "host"
 	}
 	name += c.note
 	if c.skipped != "" {
-		return fmt.Sprintf("| %s | %s | skipped: %s | | | |", be, name, strings.ReplaceAll(c.skipped, "\n", " "))
+		return fmt.Sprintf("| %s | %s | skipped: %s | | | | | | |", be, name, strings.ReplaceAll(c.skipped, "\n", " "))
 	}
-	med := measure.Pct(c.samples, 50)
-	ratio := "-"
-	if host > 0 {
-		ratio = fmt.Sprintf("%.2fx", med/host)
+	med, cpu := measure.Pct(c.samples, 50), measure.Pct(c.cpu, 50)
+	return fmt.Sprintf("| %s | %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %d |", be, name, med, measure.Pct(c.samples, 90),
+		ratio(med, measure.Pct(host.samples, 50)), cpu, measure.Pct(c.cpu, 90), ratio(cpu, measure.Pct(host.cpu, 50)), c.errs)
+}
+
+// ratio is v/base as "1.02x", or "-" without a base.
+func ratio(v, base float64) string {
+	if base <= 0 {
+		return "-"
 	}
-	return fmt.Sprintf("| %s | %s | %.1f | %.1f | %s | %d |", be, name, med, measure.Pct(c.samples, 90), ratio, c.errs)
+	return fmt.Sprintf("%.2fx", v/base)
 }
