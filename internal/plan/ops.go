@@ -1,0 +1,115 @@
+package plan
+
+import "fmt"
+
+// Code names an operation. Its arguments are listed with each; "ok
+// errno" is an errno the op treats as success (0: none), which is how an
+// op makes the same run-time decision in both executors (a directory that
+// may exist, a /proc entry a kernel may lack).
+type Code uint32
+
+// The operations. Codes are part of the encoding: never renumber one,
+// append new ones.
+const (
+	// Mount: ints flags, ok errno; strs source, target, fstype, data.
+	Mount Code = 1 + iota
+	// MountSetattr adds mount attributes: ints attr_set, at flags
+	// (AT_RECURSIVE); strs path.
+	MountSetattr
+	// Mkdir: ints mode, ok errno; strs path. The mode is applied with
+	// chmod afterwards, so the umask does not change it.
+	Mkdir
+	// Symlink: strs target, link path.
+	Symlink
+	// Touch creates an empty regular file if none is there: ints mode;
+	// strs path.
+	Touch
+	// WriteFile creates a file with content: ints mode; strs path,
+	// content.
+	WriteFile
+	// Umount: ints flags; strs path.
+	Umount
+	// Rmdir: strs path.
+	Rmdir
+	// PivotRoot makes the directory the new root and lazily detaches the
+	// old one stacked on it (pivot_root(".", ".")): strs directory.
+	PivotRoot
+	// Chdir: strs path.
+	Chdir
+	// Sethostname: strs name.
+	Sethostname
+	// Setrlimit sets soft and hard limit: ints resource, value.
+	Setrlimit
+	// CheckChrdev fails with ENODEV unless path is the character device
+	// major:minor: ints major, minor; strs path.
+	CheckChrdev
+	// MoveMount attaches a detached mount held at a descriptor: ints fd;
+	// strs target.
+	MoveMount
+	// Drain relays at most limit+1 bytes of the program's stdout and
+	// stderr to the host, then discards the rest inside the sandbox:
+	// ints stdout limit, stderr limit.
+	Drain
+	// Seccomp is the filter to install last, before the program starts:
+	// ints one sock_filter each (code | jt<<16 | jf<<24 | k<<32).
+	Seccomp
+	// Exec is the program: ints uid, gid; strs path, cwd, then argv.
+	Exec
+	// Env is the program's environment: strs KEY=value each.
+	Env
+	// codeEnd follows the last code.
+	codeEnd
+)
+
+// counts are the bounds of one code's ints and strs.
+type counts struct {
+	name             string
+	minInts, maxInts uint32
+	minStrs, maxStrs uint32
+}
+
+// table is the one source of the codes' names and counts; the C executor
+// has the same table (cmd/warden-exec/plan.c), checked by a test.
+var table = map[Code]counts{
+	Mount:        {"MOUNT", 2, 2, 4, 4},
+	MountSetattr: {"MOUNT_SETATTR", 2, 2, 1, 1},
+	Mkdir:        {"MKDIR", 2, 2, 1, 1},
+	Symlink:      {"SYMLINK", 0, 0, 2, 2},
+	Touch:        {"TOUCH", 1, 1, 1, 1},
+	WriteFile:    {"WRITE_FILE", 1, 1, 2, 2},
+	Umount:       {"UMOUNT", 1, 1, 1, 1},
+	Rmdir:        {"RMDIR", 0, 0, 1, 1},
+	PivotRoot:    {"PIVOT_ROOT", 0, 0, 1, 1},
+	Chdir:        {"CHDIR", 0, 0, 1, 1},
+	Sethostname:  {"SETHOSTNAME", 0, 0, 1, 1},
+	Setrlimit:    {"SETRLIMIT", 2, 2, 0, 0},
+	CheckChrdev:  {"CHECK_CHRDEV", 2, 2, 1, 1},
+	MoveMount:    {"MOVE_MOUNT", 1, 1, 1, 1},
+	Drain:        {"DRAIN", 2, 2, 0, 0},
+	Seccomp:      {"SECCOMP", 1, MaxInts, 0, 0},
+	Exec:         {"EXEC", 2, 2, 3, MaxStrs},
+	Env:          {"ENV", 0, 0, 0, MaxStrs},
+}
+
+// String is the code's name, as the C executor spells it.
+func (c Code) String() string {
+	if t, ok := table[c]; ok {
+		return t.name
+	}
+	return fmt.Sprintf("Code(%d)", uint32(c))
+}
+
+// check says whether an op of code c may have nints ints and nstrs strs.
+func (c Code) check(nints, nstrs uint32) error {
+	t, ok := table[c]
+	if !ok {
+		return fmt.Errorf("unknown op code %d", uint32(c))
+	}
+	if nints < t.minInts || nints > t.maxInts {
+		return fmt.Errorf("op %s has %d ints, want %d to %d", t.name, nints, t.minInts, t.maxInts)
+	}
+	if nstrs < t.minStrs || nstrs > t.maxStrs {
+		return fmt.Errorf("op %s has %d strings, want %d to %d", t.name, nstrs, t.minStrs, t.maxStrs)
+	}
+	return nil
+}
