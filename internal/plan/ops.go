@@ -13,26 +13,30 @@ type Code uint32
 const (
 	// Mount: ints flags, ok errno; strs source, target, fstype, data.
 	Mount Code = 1 + iota
-	// MountSetattr adds mount attributes: ints attr_set, at flags
-	// (AT_RECURSIVE); strs path.
+	// MountSetattr adds mount attributes (MOUNT_ATTR_*): ints attr_set,
+	// at flags (AT_RECURSIVE), ok errno; strs path.
 	MountSetattr
-	// Mkdir: ints mode, ok errno; strs path. The mode is applied with
-	// chmod afterwards, so the umask does not change it.
+	// Mkdir: ints mode, ok errno; strs path. The umask applies, as it is
+	// inherited from the host by either executor.
 	Mkdir
+	// Chmod: ints mode; strs path.
+	Chmod
 	// Symlink: strs target, link path.
 	Symlink
-	// Touch creates an empty regular file if none is there: ints mode;
-	// strs path.
+	// Touch creates an empty regular file if none is there (open with
+	// O_CREAT|O_WRONLY, then close): ints mode; strs path.
 	Touch
-	// WriteFile creates a file with content: ints mode; strs path,
-	// content.
+	// WriteFile creates or truncates a file and writes content: ints
+	// mode; strs path, content.
 	WriteFile
+	// Unlink: strs path.
+	Unlink
 	// Umount: ints flags; strs path.
 	Umount
 	// Rmdir: strs path.
 	Rmdir
-	// PivotRoot makes the directory the new root and lazily detaches the
-	// old one stacked on it (pivot_root(".", ".")): strs directory.
+	// PivotRoot is pivot_root(".", "."), which stacks the old root on
+	// the new one (the working directory); no arguments.
 	PivotRoot
 	// Chdir: strs path.
 	Chdir
@@ -40,9 +44,17 @@ const (
 	Sethostname
 	// Setrlimit sets soft and hard limit: ints resource, value.
 	Setrlimit
-	// CheckChrdev fails with ENODEV unless path is the character device
-	// major:minor: ints major, minor; strs path.
+	// CheckChrdev fails with ENODEV unless path (followed) is the
+	// character device major:minor: ints major, minor; strs path.
 	CheckChrdev
+	// CheckDir fails with ENOTDIR unless path (not followed) is a
+	// directory: strs path.
+	CheckDir
+	// OpenFD opens path and moves the descriptor to fd, which must not be
+	// open (else EBUSY), close-on-exec: ints open flags, fd; strs path.
+	OpenFD
+	// Close: ints fd.
+	Close
 	// MoveMount attaches a detached mount held at a descriptor: ints fd;
 	// strs target.
 	MoveMount
@@ -72,18 +84,23 @@ type counts struct {
 // has the same table (cmd/warden-exec/plan.c), checked by a test.
 var table = map[Code]counts{
 	Mount:        {"MOUNT", 2, 2, 4, 4},
-	MountSetattr: {"MOUNT_SETATTR", 2, 2, 1, 1},
+	MountSetattr: {"MOUNT_SETATTR", 3, 3, 1, 1},
 	Mkdir:        {"MKDIR", 2, 2, 1, 1},
+	Chmod:        {"CHMOD", 1, 1, 1, 1},
 	Symlink:      {"SYMLINK", 0, 0, 2, 2},
 	Touch:        {"TOUCH", 1, 1, 1, 1},
 	WriteFile:    {"WRITE_FILE", 1, 1, 2, 2},
+	Unlink:       {"UNLINK", 0, 0, 1, 1},
 	Umount:       {"UMOUNT", 1, 1, 1, 1},
 	Rmdir:        {"RMDIR", 0, 0, 1, 1},
-	PivotRoot:    {"PIVOT_ROOT", 0, 0, 1, 1},
+	PivotRoot:    {"PIVOT_ROOT", 0, 0, 0, 0},
 	Chdir:        {"CHDIR", 0, 0, 1, 1},
 	Sethostname:  {"SETHOSTNAME", 0, 0, 1, 1},
 	Setrlimit:    {"SETRLIMIT", 2, 2, 0, 0},
 	CheckChrdev:  {"CHECK_CHRDEV", 2, 2, 1, 1},
+	CheckDir:     {"CHECK_DIR", 0, 0, 1, 1},
+	OpenFD:       {"OPEN_FD", 2, 2, 1, 1},
+	Close:        {"CLOSE", 1, 1, 0, 0},
 	MoveMount:    {"MOVE_MOUNT", 1, 1, 1, 1},
 	Drain:        {"DRAIN", 2, 2, 0, 0},
 	Seccomp:      {"SECCOMP", 1, MaxInts, 0, 0},

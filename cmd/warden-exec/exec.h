@@ -1,0 +1,25 @@
+/* Applying a plan's ops, locking down and running the program. */
+#ifndef WARDEN_EXEC_EXEC_H
+#define WARDEN_EXEC_EXEC_H
+
+#include "plan.h"
+
+/* The status kinds of internal/plan/status.go. */
+enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3 };
+
+/* Which step of starting the program failed, in a ST_EXEC status's op
+ * field: finding the command on PATH, or execve itself. */
+enum { EXEC_LOOKUP = 0, EXEC_EXECVE = 1 };
+
+struct status {
+	uint32_t kind;
+	int32_t op, err, exit_code, sig;
+};
+
+/* apply_op carries out one set-up op; it returns 0 or an errno. */
+int apply_op(const struct op *op);
+
+/* run_plan applies p and runs its program, filling st. */
+void run_plan(const struct plan *p, struct status *st);
+
+#endif
