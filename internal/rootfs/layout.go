@@ -118,8 +118,6 @@ type Options struct {
 	// Hostname names the sandbox in the generated /etc files of a
 	// template's root (the host's /etc template has its own).
 	Hostname string
-	// etcFD holds Etc.Dir open while Build runs.
-	etcFD int
 }
 
 // ImageRoot is a template's root tree for Build: a descriptor of it that
