@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -159,6 +160,18 @@ int apply_op(const struct op *op)
 		return close((int)i[0]) < 0 ? errno : 0;
 	case OP_MOVE_MOUNT:
 		return syscall(SYS_move_mount, (int)i[0], "", AT_FDCWD, s[0], MOVE_MOUNT_F_EMPTY_PATH) < 0 ? errno : 0;
+	case OP_UNSHARE:
+		return unshare((int)i[0]) < 0 ? errno : 0;
+	case OP_CLOSE_RANGE:
+		return op_close_range(i[0], i[1], i[2]);
+	case OP_FILE_IDENTITY:
+		return op_file_identity(i[0], i[1]);
+	case OP_DIE_WITH_HOST:
+		return op_die_with_host(i[0], i[1]);
+	case OP_LINK_UP:
+		return op_link_up(s[0]);
+	case OP_JOIN_CGROUP:
+		return op_join_cgroup(i[0], i[1]);
 	}
 	return EINVAL;
 }

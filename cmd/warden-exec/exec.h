@@ -19,6 +19,14 @@ struct status {
 /* apply_op carries out one set-up op; it returns 0 or an errno. */
 int apply_op(const struct op *op);
 
+/* The ops on warden-exec's own process (process.c); each returns 0 or
+ * an errno. */
+int op_close_range(uint64_t first, uint64_t last, uint64_t flags);
+int op_file_identity(uint64_t uid, uint64_t gid);
+int op_die_with_host(uint64_t sig, uint64_t fd);
+int op_link_up(const char *name);
+int op_join_cgroup(uint64_t sock, uint64_t max);
+
 /* run_plan applies p and runs its program, filling st. */
 void run_plan(const struct plan *p, struct status *st);
 

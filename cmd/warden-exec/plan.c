@@ -35,6 +35,12 @@ static const struct counts table[OP_END] = {
 	[OP_SECCOMP] = {1, 1, PLAN_MAX_INTS, 0, 0},
 	[OP_EXEC] = {1, 2, 2, 3, PLAN_MAX_STRS},
 	[OP_ENV] = {1, 0, 0, 0, PLAN_MAX_STRS},
+	[OP_UNSHARE] = {1, 1, 1, 0, 0},
+	[OP_CLOSE_RANGE] = {1, 3, 3, 0, 0},
+	[OP_FILE_IDENTITY] = {1, 2, 2, 0, 0},
+	[OP_DIE_WITH_HOST] = {1, 2, 2, 0, 0},
+	[OP_LINK_UP] = {1, 0, 0, 1, 1},
+	[OP_JOIN_CGROUP] = {1, 2, 2, 0, 0},
 };
 
 int op_counts_ok(uint32_t code, uint32_t nints, uint32_t nstrs)

@@ -59,6 +59,22 @@ func executor(t *testing.T) string {
 // runExecutor sends frame to a new warden-exec and reads its status.
 func runExecutor(t *testing.T, frame []byte, raw bool) Status {
 	t.Helper()
+	st, _ := runExecutorWith(t, frame, raw, execOptions{})
+	return st
+}
+
+// execOptions are what some tests add to a warden-exec run: descriptors
+// from 4 on, process attributes, and a step after the plan is sent.
+type execOptions struct {
+	extra []*os.File
+	attr  *syscall.SysProcAttr
+	after func(t *testing.T)
+}
+
+// runExecutorWith is runExecutor with opts, returning the program's
+// standard output too.
+func runExecutorWith(t *testing.T, frame []byte, raw bool, opts execOptions) (Status, string) {
+	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -66,10 +82,11 @@ func runExecutor(t *testing.T, frame []byte, raw bool) Status {
 	host, child := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "child")
 	defer host.Close()
 	cmd := exec.Command(executor(t))
-	cmd.ExtraFiles = []*os.File{child}
+	cmd.ExtraFiles = append([]*os.File{child}, opts.extra...)
+	cmd.SysProcAttr = opts.attr
 	cmd.Env = []string{"ASAN_OPTIONS=detect_leaks=0"}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +99,9 @@ func runExecutor(t *testing.T, frame []byte, raw bool) Status {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.after != nil {
+		opts.after(t)
+	}
 	if err := host.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Logf("no read deadline: %v", err)
 	}
@@ -93,7 +113,7 @@ func runExecutor(t *testing.T, frame []byte, raw bool) Status {
 	if stderr.Len() > 0 {
 		t.Errorf("the executor wrote to stderr: %q", stderr.String())
 	}
-	return st
+	return st, stdout.String()
 }
 
 func encode(t *testing.T, p *Plan) []byte {

@@ -69,6 +69,24 @@ const (
 	Exec
 	// Env is the program's environment: strs KEY=value each.
 	Env
+	// Unshare leaves namespaces (CLONE_NEW* flags): ints flags.
+	Unshare
+	// CloseRange is close_range(2): ints first, last, flags.
+	CloseRange
+	// FileIdentity drops the supplementary groups when
+	// /proc/self/setgroups allows it, then sets the filesystem gid and
+	// uid: ints uid, gid.
+	FileIdentity
+	// DieWithHost sets the parent-death signal, then fails with EPIPE if
+	// the host already hung up the control socket: ints signal, fd.
+	DieWithHost
+	// LinkUp sets IFF_UP on a network interface: strs name.
+	LinkUp
+	// JoinCgroup receives the cgroup v1 tasks descriptors the host sends
+	// on the control socket (one byte with SCM_RIGHTS; EPIPE if the host
+	// hung up, EMSGSIZE past max), writes "0" to each and closes them:
+	// ints socket fd, max descriptors.
+	JoinCgroup
 	// codeEnd follows the last code.
 	codeEnd
 )
@@ -106,6 +124,12 @@ var table = map[Code]counts{
 	Seccomp:      {"SECCOMP", 1, MaxInts, 0, 0},
 	Exec:         {"EXEC", 2, 2, 3, MaxStrs},
 	Env:          {"ENV", 0, 0, 0, MaxStrs},
+	Unshare:      {"UNSHARE", 1, 1, 0, 0},
+	CloseRange:   {"CLOSE_RANGE", 3, 3, 0, 0},
+	FileIdentity: {"FILE_IDENTITY", 2, 2, 0, 0},
+	DieWithHost:  {"DIE_WITH_HOST", 2, 2, 0, 0},
+	LinkUp:       {"LINK_UP", 0, 0, 1, 1},
+	JoinCgroup:   {"JOIN_CGROUP", 2, 2, 0, 0},
 }
 
 // String is the code's name, as the C executor spells it.
