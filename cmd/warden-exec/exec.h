@@ -8,7 +8,8 @@
 enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3 };
 
 /* Which step of starting the program failed, in a ST_EXEC status's op
- * field: finding the command on PATH, or execve itself. */
+ * field: finding the command on PATH, or execve itself, of the path
+ * found in PATH entry op - EXEC_EXECVE. */
 enum { EXEC_LOOKUP = 0, EXEC_EXECVE = 1 };
 
 struct status {

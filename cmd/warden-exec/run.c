@@ -104,26 +104,30 @@ static int lockdown(const struct op *filter)
 }
 
 /* executable says p is a file with an execute bit, as nsinit's
- * checkExecutable: 0, ENOENT, or EACCES for one that cannot run. */
+ * checkExecutable: 0, stat's errno (ENOENT: not found), or ENOEXEC for a
+ * directory or a file without an execute bit. */
 static int executable(const char *p)
 {
 	struct stat st;
 
 	if (stat(p, &st) < 0)
-		return errno == ENOENT ? ENOENT : errno;
+		return errno;
 	if (S_ISDIR(st.st_mode) || (st.st_mode & 0111) == 0)
-		return EACCES;
+		return ENOEXEC;
 	return 0;
 }
 
 /* look_path finds name on the program's PATH (default /usr/bin:/bin),
- * inside the new root, into buf; a name with a slash is taken as it is,
- * relative to cwd. */
-static int look_path(const char *name, const char *cwd, char *const *env, char *buf, size_t size)
+ * inside the new root, into buf, and sets *entry to the index of the
+ * PATH entry it was found in (0 for a name with a slash, taken as it is,
+ * relative to cwd), so the host can name the path exec failed on. An
+ * empty PATH holds no directory, as Go's filepath.SplitList reads it. */
+static int look_path(const char *name, const char *cwd, char *const *env, char *buf, size_t size, int32_t *entry)
 {
 	const char *path = "/usr/bin:/bin", *dir, *end;
 	char *const *e;
 
+	*entry = 0;
 	if (strchr(name, '/')) {
 		int n = name[0] == '/' ? snprintf(buf, size, "%s", name) : snprintf(buf, size, "%s/%s", cwd, name);
 		if (n < 0 || (size_t)n >= size)
@@ -133,7 +137,9 @@ static int look_path(const char *name, const char *cwd, char *const *env, char *
 	for (e = env; e && *e; e++)
 		if (strncmp(*e, "PATH=", 5) == 0)
 			path = *e + 5;
-	for (dir = path;; dir = end + 1) {
+	if (*path == 0)
+		return ENOENT;
+	for (dir = path;; dir = end + 1, (*entry)++) {
 		int n;
 		end = strchr(dir, ':');
 		if (!end)
@@ -206,11 +212,12 @@ static void start(const struct plan *p, uint32_t i, const struct op *filter, cha
 	const struct op *x = &p->ops[i];
 	char path[4096];
 	int pipefd[2], err = 0;
+	int32_t entry;
 	ssize_t n;
 	pid_t pid;
 
 	st->op = (int32_t)i;
-	if ((err = look_path(x->strs[2], x->strs[1], env, path, sizeof path)) != 0) {
+	if ((err = look_path(x->strs[2], x->strs[1], env, path, sizeof path, &entry)) != 0) {
 		st->kind = ST_EXEC;
 		st->op = EXEC_LOOKUP;
 		st->err = err;
@@ -240,7 +247,7 @@ static void start(const struct plan *p, uint32_t i, const struct op *filter, cha
 		struct status ignored = {0, 0, 0, 0, 0};
 		reap(pid, &ignored);
 		st->kind = ST_EXEC;
-		st->op = EXEC_EXECVE;
+		st->op = EXEC_EXECVE + entry;
 		st->err = err;
 		return;
 	}

@@ -109,21 +109,16 @@ func start(cfg *Config) Status {
 		return Status{Error: err.Error()}
 	}
 	path, err := lookPath(cfg.Command[0], cfg.Env, seenRoot(cfg))
-	switch {
-	case errors.Is(err, errNotExecutable):
-		return Status{ExitCode: 126, StartFailed: true, Error: err.Error()}
-	case err != nil:
-		return Status{ExitCode: 127, StartFailed: true, Error: err.Error()}
+	if err != nil {
+		return lookupFailed(err)
 	}
 	pid, err := spawn(path, cfg)
 	var lock lockdownError
 	switch {
 	case errors.As(err, &lock):
 		return Status{Error: err.Error()}
-	case errors.Is(err, os.ErrNotExist):
-		return Status{ExitCode: 127, StartFailed: true, Error: fmt.Sprintf("starting %q: %v (a missing interpreter?)", cfg.Command[0], err)}
 	case err != nil:
-		return Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: %v", cfg.Command[0], err)}
+		return startFailed(cfg.Command[0], err)
 	}
 	return reap(pid)
 }

@@ -139,7 +139,14 @@ func TestExecutorStatus(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	dir := filepath.Dir(notExec)
+	if err := os.WriteFile(filepath.Join(dir, "nointerp"), []byte("#!/no/such/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	path := Op{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}}
+	inDir := Op{Code: Env, Strs: []string{"PATH=/no/such/dir:" + dir}}
+	emptyPath := Op{Code: Env, Strs: []string{"PATH="}}
+	cd := Op{Code: Chdir, Strs: []string{dir}}
 	tests := []struct {
 		name string
 		ops  []Op
@@ -148,7 +155,10 @@ func TestExecutorStatus(t *testing.T) {
 		{"exit code", []Op{path, program("sh", "-c", "exit 3")}, Status{Kind: StatusRan, Op: 1, ExitCode: 3}},
 		{"signal", []Op{path, program("sh", "-c", "kill -9 $$")}, Status{Kind: StatusRan, Op: 1, ExitCode: 137, Signal: 9}},
 		{"not found", []Op{path, program("no-such-command-warden")}, Status{Kind: StatusExec, Op: 0, Errno: int32(syscall.ENOENT)}},
-		{"not executable", []Op{program(notExec)}, Status{Kind: StatusExec, Op: 0, Errno: int32(syscall.EACCES)}},
+		{"not executable", []Op{program(notExec)}, Status{Kind: StatusExec, Op: ExecLookup, Errno: int32(syscall.ENOEXEC)}},
+		{"missing interpreter", []Op{program(filepath.Join(dir, "nointerp"))}, Status{Kind: StatusExec, Op: ExecExecve, Errno: int32(syscall.ENOENT)}},
+		{"missing interpreter on PATH", []Op{inDir, program("nointerp")}, Status{Kind: StatusExec, Op: ExecExecve + 1, Errno: int32(syscall.ENOENT)}},
+		{"empty PATH", []Op{cd, emptyPath, program("nointerp")}, Status{Kind: StatusExec, Op: ExecLookup, Errno: int32(syscall.ENOENT)}},
 		{"failed op", []Op{{Code: Chdir, Strs: []string{"/no/such/dir"}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 0, Errno: int32(syscall.ENOENT)}},
 		{"ok errno", []Op{{Code: Mkdir, Ints: []uint64{0o755, uint64(syscall.EEXIST)}, Strs: []string{"/"}}, program("/bin/true")}, Status{Kind: StatusRan, Op: 1}},
 		{"no program", []Op{{Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 1}},

@@ -21,6 +21,16 @@ const (
 	StatusRefused
 )
 
+// A StatusExec status's Op says which step of starting the program
+// failed: ExecLookup, finding the command (Errno ENOENT: not found;
+// ENOEXEC: not an executable file; else stat's errno), or execve of the
+// path found in PATH entry Op-ExecExecve (ExecExecve itself for a
+// command with a slash).
+const (
+	ExecLookup = 0
+	ExecExecve = 1
+)
+
 // StatusSize is the encoded Status's size: five 32-bit fields.
 const StatusSize = 20
 
