@@ -172,6 +172,8 @@ int apply_op(const struct op *op)
 		return op_link_up(s[0]);
 	case OP_JOIN_CGROUP:
 		return op_join_cgroup(i[0], i[1]);
+	case OP_LIMIT_CPUS:
+		return op_limit_cpus(i[0]);
 	}
 	return EINVAL;
 }

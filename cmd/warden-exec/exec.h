@@ -27,6 +27,7 @@ int op_file_identity(uint64_t uid, uint64_t gid);
 int op_die_with_host(uint64_t sig, uint64_t fd);
 int op_link_up(const char *name);
 int op_join_cgroup(uint64_t sock, uint64_t max);
+int op_limit_cpus(uint64_t want);
 
 /* run_plan applies p and runs its program, filling st. */
 void run_plan(const struct plan *p, struct status *st);

@@ -41,6 +41,7 @@ static const struct counts table[OP_END] = {
 	[OP_DIE_WITH_HOST] = {1, 2, 2, 0, 0},
 	[OP_LINK_UP] = {1, 0, 0, 1, 1},
 	[OP_JOIN_CGROUP] = {1, 2, 2, 0, 0},
+	[OP_LIMIT_CPUS] = {1, 1, 1, 0, 0},
 };
 
 int op_counts_ok(uint32_t code, uint32_t nints, uint32_t nstrs)

@@ -43,6 +43,7 @@ enum op_code {
 	OP_DIE_WITH_HOST,
 	OP_LINK_UP,
 	OP_JOIN_CGROUP,
+	OP_LIMIT_CPUS,
 	OP_END
 };
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/ioctl.h>
@@ -159,4 +160,85 @@ int op_join_cgroup(uint64_t sock, uint64_t max)
 			first = errno;
 	}
 	return first;
+}
+
+/* MAX_MASK_WORDS bounds the CPU mask tried, as Go's maxMaskWords: 1<<20
+ * CPUs, far above any kernel's NR_CPUS. */
+#define MAX_MASK_WORDS (1u << 14)
+
+/* get_affinity reads this thread's CPU mask into a buffer it allocates,
+ * starting at 1024 bits and doubling while the kernel says it is too
+ * small (EINVAL), as Go's affinity. */
+static int get_affinity(uint64_t **mask, size_t *words)
+{
+	size_t w;
+
+	for (w = 16; w <= MAX_MASK_WORDS; w *= 2) {
+		uint64_t *m = calloc(w, sizeof *m);
+		if (!m)
+			return ENOMEM;
+		if (syscall(SYS_sched_getaffinity, 0, w * sizeof *m, m) >= 0) {
+			*mask = m;
+			*words = w;
+			return 0;
+		}
+		free(m);
+		if (errno != EINVAL)
+			return errno;
+	}
+	return EINVAL;
+}
+
+/* narrow keeps want of the CPUs set in mask (words long), starting at
+ * cpu (the first set one if cpu is not) and wrapping around, as Go's
+ * narrow; it returns the new mask, or NULL. */
+static uint64_t *narrow(const uint64_t *mask, size_t words, long cpu, uint64_t want)
+{
+	size_t nbits = words * 64, start = 0, i, c;
+	uint64_t *out = calloc(words, sizeof *out), kept = 0;
+
+	if (!out)
+		return NULL;
+	if (cpu >= 0 && (size_t)cpu < nbits && (mask[cpu / 64] >> (cpu % 64) & 1))
+		start = (size_t)cpu;
+	else
+		for (start = 0; start < nbits && !(mask[start / 64] >> (start % 64) & 1); start++)
+			;
+	for (i = 0; i < nbits && kept < want; i++) {
+		c = (start + i) % nbits;
+		if (mask[c / 64] >> (c % 64) & 1) {
+			out[c / 64] |= (uint64_t)1 << (c % 64);
+			kept++;
+		}
+	}
+	return out;
+}
+
+int op_limit_cpus(uint64_t want)
+{
+	uint64_t *mask = NULL, *out, allowed = 0;
+	size_t words = 0, k;
+	unsigned cpu;
+	long cur = -1;
+	int err;
+
+	if (want == 0)
+		return 0;
+	if ((err = get_affinity(&mask, &words)) != 0)
+		return err;
+	for (k = 0; k < words; k++)
+		allowed += (uint64_t)__builtin_popcountll(mask[k]);
+	if (want >= allowed) {
+		free(mask);
+		return 0;
+	}
+	if (syscall(SYS_getcpu, &cpu, NULL, NULL) >= 0)
+		cur = (long)cpu;
+	out = narrow(mask, words, cur, want);
+	free(mask);
+	if (!out)
+		return ENOMEM;
+	err = syscall(SYS_sched_setaffinity, 0, words * sizeof *out, out) < 0 ? errno : 0;
+	free(out);
+	return err;
 }

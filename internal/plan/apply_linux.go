@@ -22,6 +22,11 @@ func Apply(ops []Op) error {
 	return nil
 }
 
+// ApplyOne carries out one set-up op and returns its bare error, for the
+// Go init's steps that are ops (file identity, the parent-death signal,
+// lo), which wrap it in their own step's name.
+func ApplyOne(op Op) error { return apply(op) }
+
 // errOwnOp is an op that Apply leaves to its caller.
 var errOwnOp = errors.New("an op of the program's start, not the sandbox's set-up")
 

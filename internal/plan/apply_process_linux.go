@@ -20,6 +20,7 @@ func init() {
 	appliers[DieWithHost] = dieWithHost
 	appliers[LinkUp] = func(_ []uint64, s []string) error { return linkUp(s[0]) }
 	appliers[JoinCgroup] = func(i []uint64, _ []string) error { return joinCgroup(int(i[0]), int(i[1])) }
+	appliers[LimitCPUs] = func(i []uint64, _ []string) error { return NarrowCPUs(int(min(i[0], 1<<20))) }
 }
 
 // fileIdentity drops the supplementary groups, where the user namespace

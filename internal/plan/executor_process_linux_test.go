@@ -56,7 +56,17 @@ func probe() string {
 		unix.Close(fd)
 	}
 	fmt.Fprintf(&b, "lo up: %v\n", up)
+	fmt.Fprintf(&b, "CPUs: %d\n", cpuCount())
 	return b.String()
+}
+
+// cpuCount is how many CPUs this thread may run on, or -1.
+func cpuCount() int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return -1
+	}
+	return set.Count()
 }
 
 // sockets counts the process's descriptors that are sockets.
@@ -166,7 +176,7 @@ func pair(t *testing.T, hungUp bool) (*os.File, *os.File) {
 // TestProcessOpsAsGo: the ops on the init's own process leave the
 // program the same process whether Go or warden-exec applies them: a new
 // cgroup namespace, no inherited descriptor, no supplementary group, lo
-// up; and both fail alike.
+// up, one CPU; and both fail alike.
 func TestProcessOpsAsGo(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace and groups")
@@ -180,6 +190,11 @@ func TestProcessOpsAsGo(t *testing.T) {
 		{Code: FileIdentity, Ints: self()},
 		{Code: DieWithHost, Ints: []uint64{uint64(unix.SIGKILL), 3}},
 		{Code: LinkUp, Strs: []string{"lo"}},
+		{Code: LimitCPUs, Ints: []uint64{1}},
+	}
+	cpus := cpuCount()
+	if cpus < 2 {
+		t.Logf("only %d CPU here: LimitCPUs has nothing to narrow", cpus)
 	}
 	tests := []struct {
 		name   string
@@ -187,8 +202,8 @@ func TestProcessOpsAsGo(t *testing.T) {
 		hungUp bool
 		want   string
 	}{
-		{"set up", setUp, false, "new cgroup namespace: true\ninherited sockets: 0\nGroups:\nlo up: true\n"},
-		{"nothing", nil, false, "new cgroup namespace: false\ninherited sockets: 2\nGroups:\t1 2\nlo up: false\n"},
+		{"set up", setUp, false, "new cgroup namespace: true\ninherited sockets: 0\nGroups:\nlo up: true\nCPUs: 1\n"},
+		{"nothing", nil, false, fmt.Sprintf("new cgroup namespace: false\ninherited sockets: 2\nGroups:\t1 2\nlo up: false\nCPUs: %d\n", cpus)},
 		{"host gone", []Op{{Code: DieWithHost, Ints: []uint64{uint64(unix.SIGKILL), 4}}}, true, fmt.Sprintf("op 0 failed: errno %d\n", unix.EPIPE)},
 		{"no such link", []Op{{Code: LinkUp, Strs: []string{"nosuchlink0"}}}, false, fmt.Sprintf("op 0 failed: errno %d\n", unix.ENODEV)},
 		{"bad close_range", []Op{{Code: CloseRange, Ints: []uint64{5, 4, 0}}}, false, fmt.Sprintf("op 0 failed: errno %d\n", unix.EINVAL)},

@@ -87,6 +87,9 @@ const (
 	// hung up, EMSGSIZE past max), writes "0" to each and closes them:
 	// ints socket fd, max descriptors.
 	JoinCgroup
+	// LimitCPUs narrows the CPU affinity to want CPUs, starting at the
+	// current one (NarrowCPUs); 0 leaves it: ints want.
+	LimitCPUs
 	// codeEnd follows the last code.
 	codeEnd
 )
@@ -130,6 +133,7 @@ var table = map[Code]counts{
 	DieWithHost:  {"DIE_WITH_HOST", 2, 2, 0, 0},
 	LinkUp:       {"LINK_UP", 0, 0, 1, 1},
 	JoinCgroup:   {"JOIN_CGROUP", 2, 2, 0, 0},
+	LimitCPUs:    {"LIMIT_CPUS", 1, 1, 0, 0},
 }
 
 // String is the code's name, as the C executor spells it.
