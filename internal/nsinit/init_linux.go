@@ -177,8 +177,12 @@ type setupStep struct {
 func nativeSteps() []setupStep {
 	return []setupStep{
 		{"joining the cgroup", joinCgroup},
-		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
-		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
+		{"entering a cgroup namespace", func(*Config) error {
+			return plan.ApplyOne(plan.Op{Code: plan.Unshare, Ints: []uint64{unix.CLONE_NEWCGROUP}})
+		}},
+		{"closing inherited descriptors", func(*Config) error {
+			return plan.ApplyOne(plan.Op{Code: plan.CloseRange, Ints: []uint64{ControlFD, ^uint64(0), unix.CLOSE_RANGE_CLOEXEC}})
+		}},
 		{"reopening the workspace", reopenWorkspace},
 		{"reopening the template's root", reopenRoot},
 		{"opening oom_score_adj", openOOMScore},
