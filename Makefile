@@ -4,7 +4,7 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-DEPS    := python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap
+DEPS    := gcc libc6-dev python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap
 
 .PHONY: build run test test-images lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate
 
@@ -15,6 +15,13 @@ build:
 	CGO_ENABLED=0 $(GO) build -tags slim -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(dir $(BIN))warden-server ./cmd/warden
 	CGO_ENABLED=0 $(GO) build -o $(dir $(BIN))warden-init ./cmd/warden-init
+	$(CC) $(EXEC_CFLAGS) -o $(dir $(BIN))warden-exec $(wildcard cmd/warden-exec/*.c)
+
+# EXEC_CFLAGS build warden-exec, the C executor of one-shot sandboxes
+# (issue 20): static, so it runs in any root, with every warning an
+# error and the stack protector on. Its tests (internal/plan) build it
+# again with the address and undefined-behaviour sanitizers.
+EXEC_CFLAGS := -O2 -Wall -Wextra -Werror -fstack-protector-strong -static
 
 run: deps build
 	$(BIN) doctor || true
@@ -105,7 +112,7 @@ FUZZ := internal/spec:FuzzParseSize:150000x internal/spec:FuzzParseDuration:2000
 	internal/egress:FuzzParseHostLiteral:25000x internal/nsinit:FuzzParseEvent:20000x \
 	internal/nsinit:FuzzReadStatus:30000x internal/interp:FuzzReplies:8000x \
 	internal/workspace:FuzzModTime:100000x internal/e2b:FuzzRouterHeaders:20000x \
-	internal/template:FuzzUnpackLayer:2000x
+	internal/template:FuzzUnpackLayer:2000x internal/plan:FuzzDecode:100000x
 fuzz:
 	@for t in $(FUZZ); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(or $(FUZZTIME),$${rest#*:}); \

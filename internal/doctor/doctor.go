@@ -40,7 +40,7 @@ type Check struct {
 // never claims a layer works that has not been seen working.
 func Run(ctx context.Context) []Check {
 	rep := cgroup.Probe()
-	checks := []Check{userNamespaces(), seccompCheck(), persistCheck()}
+	checks := []Check{userNamespaces(), seccompCheck(), persistCheck(), executorCheck()}
 	checks = append(checks, cgroupChecks(rep)...)
 	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
 	return append(checks, optionalBackends(ctx)...)

@@ -19,6 +19,9 @@ type Runtime struct {
 	// or proxy socket left behind), with the box's name (nil:
 	// slog.Default()).
 	Logger *slog.Logger
+	// Executor chooses what builds a one-shot run's sandbox (zero:
+	// ExecutorAuto); sessions ignore it.
+	Executor Executor
 }
 
 // log is the Runtime's logger, for a box named name.

@@ -36,6 +36,9 @@ func (rt Runtime) Run(ctx context.Context, s spec.Spec, stdio IO) (spec.Result, 
 	if err := s.Validate(); err != nil {
 		return spec.Result{Error: err.Error()}, err
 	}
+	if _, err := rt.Executor.choose(); err != nil {
+		return spec.Result{Error: err.Error()}, err
+	}
 	r, err := rt.run(ctx, &s, stdio)
 	if err != nil {
 		r.Error = err.Error()

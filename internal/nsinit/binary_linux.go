@@ -134,3 +134,24 @@ func trustedInit(p string) bool {
 	dir, err := os.Stat(filepath.Dir(p))
 	return err == nil && dir.Mode().Perm()&0o022 == 0
 }
+
+// ExecName is the C executor of one-shot sandboxes (cmd/warden-exec),
+// looked for next to this executable under InitName's trust rule.
+const ExecName = "warden-exec"
+
+// Executor is the trusted ExecName beside this executable, or why there
+// is none, in a line that says how to fix it.
+func Executor() (string, error) {
+	findInit()
+	if self == "" {
+		return "", fmt.Errorf("%s: cannot find this executable's directory", ExecName)
+	}
+	p := filepath.Join(filepath.Dir(self), ExecName)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s not found next to %s; run make build", ExecName, self)
+	}
+	if !trustedInit(p) {
+		return "", fmt.Errorf("%s is not trusted: it must be owned by root or this user, and neither it nor its directory writable by group or others", p)
+	}
+	return p, nil
+}

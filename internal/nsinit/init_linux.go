@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/plan"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/scratch"
 )
@@ -111,21 +112,16 @@ func start(cfg *Config) Status {
 		return Status{Error: err.Error()}
 	}
 	path, err := lookPath(cfg.Command[0], cfg.Env, seenRoot(cfg))
-	switch {
-	case errors.Is(err, errNotExecutable):
-		return Status{ExitCode: 126, StartFailed: true, Error: err.Error()}
-	case err != nil:
-		return Status{ExitCode: 127, StartFailed: true, Error: err.Error()}
+	if err != nil {
+		return lookupFailed(err)
 	}
 	pid, err := spawn(path, cfg)
 	var lock lockdownError
 	switch {
 	case errors.As(err, &lock):
 		return Status{Error: err.Error()}
-	case errors.Is(err, os.ErrNotExist):
-		return Status{ExitCode: 127, StartFailed: true, Error: fmt.Sprintf("starting %q: %v (a missing interpreter?)", cfg.Command[0], err)}
 	case err != nil:
-		return Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: %v", cfg.Command[0], err)}
+		return startFailed(cfg.Command[0], err)
 	}
 	return reap(pid)
 }
@@ -183,8 +179,12 @@ type setupStep struct {
 func nativeSteps() []setupStep {
 	return []setupStep{
 		{"joining the cgroup", joinCgroup},
-		{"entering a cgroup namespace", func(*Config) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
-		{"closing inherited descriptors", func(*Config) error { return unix.CloseRange(ControlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) }},
+		{"entering a cgroup namespace", func(*Config) error {
+			return plan.ApplyOne(plan.Op{Code: plan.Unshare, Ints: []uint64{unix.CLONE_NEWCGROUP}})
+		}},
+		{"closing inherited descriptors", func(*Config) error {
+			return plan.ApplyOne(plan.Op{Code: plan.CloseRange, Ints: []uint64{ControlFD, ^uint64(0), unix.CLOSE_RANGE_CLOEXEC}})
+		}},
 		{"reopening the workspace", reopenWorkspace},
 		{"reopening the template's root", reopenRoot},
 		{"opening oom_score_adj", openOOMScore},
@@ -198,6 +198,10 @@ func nativeSteps() []setupStep {
 		{"setting rlimits", setRlimits},
 	}
 }
+
+// limitCPUs narrows the CPUs the program may use to its view's count:
+// plan.NarrowCPUs, which warden-exec applies as op LimitCPUs.
+func limitCPUs(cfg *Config) error { return plan.NarrowCPUs(cfg.View.CPUs) }
 
 func buildRoot(cfg *Config) error {
 	ws := -1
@@ -346,49 +350,23 @@ func receiveFDs(sock int) ([]int, error) {
 // setFileIdentity drops the supplementary groups inherited from the host
 // and makes files the init creates belong to the sandbox user, the only id
 // mapped into the user namespace. Both are per thread, like everything the
-// child inherits from this locked thread.
+// child inherits from this locked thread. It is op FileIdentity, which
+// warden-exec applies the same way.
 func setFileIdentity(*Config) error {
-	if b, err := os.ReadFile("/proc/self/setgroups"); err == nil && string(b) == "allow\n" {
-		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
-			return fmt.Errorf("setgroups: %w", e)
-		}
-	}
-	_ = unix.Setfsgid(userGID) // cannot report failure: the kernel answers with the previous id
-	_ = unix.Setfsuid(userUID) // cannot report failure either
-	return nil
+	return plan.ApplyOne(plan.Op{Code: plan.FileIdentity, Ints: []uint64{uint64(userUID), uint64(userGID)}})
 }
 
 // dieWithHost makes the kernel kill the init, and so the whole PID
 // namespace, when the host process goes. It must follow every credential
 // change (the kernel clears the setting when euid or fsuid change), and a
-// host that died before it took effect shows as a hung-up control socket.
+// host that died before it took effect shows as a hung-up control socket
+// (EPIPE). It is op DieWithHost.
 func dieWithHost() error {
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return err
-	}
-	fds := []unix.PollFd{{Fd: ControlFD, Events: unix.POLLRDHUP}}
-	if n, err := unix.Poll(fds, 0); err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0 {
-		return errors.New("the host process is gone")
-	}
-	return nil
+	return plan.ApplyOne(plan.Op{Code: plan.DieWithHost, Ints: []uint64{uint64(unix.SIGKILL), ControlFD}})
 }
 
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
+// loopbackUp brings up lo: op LinkUp.
+func loopbackUp() error { return plan.ApplyOne(plan.Op{Code: plan.LinkUp, Strs: []string{"lo"}}) }
 
 func setRlimits(cfg *Config) error {
 	limits := []struct {

@@ -167,19 +167,60 @@ func lookPathIn(name string, env []string, dir, sees string) (string, error) {
 		}
 		return name, checkExecutable(name, sees)
 	}
-	path := "/usr/bin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
+	path := pathOf(env)
 	for _, dir := range filepath.SplitList(path) {
 		p := filepath.Join(dir, name)
 		if checkExecutable(p, sees) == nil {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("command %q not found in the sandbox (PATH=%s); %s and the workspace", name, path, sees)
+	return "", notFoundOnPath(name, path, sees)
+}
+
+// pathOf is the PATH the program gets with env, lookPath's default if
+// none.
+func pathOf(env []string) string {
+	path := "/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
+}
+
+// notFoundOnPath is lookPath's error for a name found in no directory of
+// path; sees is seenRoot's.
+func notFoundOnPath(name, path, sees string) error {
+	return fmt.Errorf("command %q not found in the sandbox (PATH=%s); %s and the workspace", name, path, sees)
+}
+
+// notFoundAt is checkExecutable's error for a path that does not exist.
+func notFoundAt(p, sees string) error {
+	return fmt.Errorf("command %q not found in the sandbox; %s and the workspace", p, sees)
+}
+
+// notExecutable is checkExecutable's error for a directory or a file
+// without an execute bit.
+func notExecutable(p string) error { return fmt.Errorf("command %q: %w", p, errNotExecutable) }
+
+// lookupFailed is the status of a command lookPath could not find or
+// use: 126 for one that is not executable, 127 otherwise, as a shell.
+func lookupFailed(err error) Status {
+	if errors.Is(err, errNotExecutable) {
+		return Status{ExitCode: 126, StartFailed: true, Error: err.Error()}
+	}
+	return Status{ExitCode: 127, StartFailed: true, Error: err.Error()}
+}
+
+// startFailed is the status of a program name whose start failed with
+// err (execve's, or the forked child's set-up): 127 when a file was
+// missing (an interpreter, most often), else 126.
+func startFailed(name string, err error) Status {
+	if errors.Is(err, os.ErrNotExist) {
+		return Status{ExitCode: 127, StartFailed: true, Error: fmt.Sprintf("starting %q: %v (a missing interpreter?)", name, err)}
+	}
+	return Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: %v", name, err)}
 }
 
 // checkExecutable says p is an executable file, or why not; sees is
@@ -188,12 +229,12 @@ func checkExecutable(p, sees string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("command %q not found in the sandbox; %s and the workspace", p, sees)
+			return notFoundAt(p, sees)
 		}
 		return err
 	}
 	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("command %q: %w", p, errNotExecutable)
+		return notExecutable(p)
 	}
 	return nil
 }

@@ -3,12 +3,16 @@ package rootfs
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/plan"
 )
 
 // scratchDir is where the shared writable tmpfs sits while its
@@ -18,42 +22,85 @@ const scratchDir = ".scratch"
 // Build assembles the sandbox root under newRoot, which must be an empty
 // directory in a private mount namespace, then pivots into it and detaches
 // the host's tree. The caller must hold CAP_SYS_ADMIN in the namespace's
-// owning user namespace and run as PID 1 of a new PID namespace.
+// owning user namespace and run as PID 1 of a new PID namespace. A root on
+// the host's /usr is planned whole (Plan) and applied; a template's root
+// runs its one step that reads the template's tree (bindImage) between
+// the planned ones.
 func Build(newRoot string, o Options) error {
-	if o.Image != nil {
-		return build(newRoot, o, imageSteps)
+	if o.Image == nil {
+		p, err := Plan(newRoot, o)
+		if err != nil {
+			return err
+		}
+		return plan.Apply(p.Ops)
 	}
-	if o.Etc.Dir == "" {
-		return errors.New("building /etc: no /etc template was given")
+	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
+	for _, s := range imageSteps {
+		if s.run != nil {
+			if err := s.run(newRoot, o); err != nil {
+				return fmt.Errorf("%s: %w", s.what, err)
+			}
+			continue
+		}
+		pl := &planner{p: &plan.Plan{}, what: s.what}
+		if err := s.plan(pl, newRoot, o); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+		if err := plan.Apply(pl.p.Ops); err != nil {
+			return err
+		}
 	}
-	// The template may sit where the root tmpfs is about to be mounted
-	// (a rootless user's is in /tmp): hold it by a descriptor.
-	etc, err := unix.Open(o.Etc.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening the /etc template %q: %w", o.Etc.Dir, err)
-	}
-	defer unix.Close(etc)
-	o.etcFD = etc
-	return build(newRoot, o, hostSteps)
+	return nil
 }
 
-// buildStep is one step of Build, named for its error.
+// Plan is the ops that build a root on the host's /usr and curated /etc
+// under newRoot (see Build), made from o and the host's paths without
+// changing anything: what warden-exec applies, and the Go init too. Each
+// op's context is the error text of the step that makes it.
+func Plan(newRoot string, o Options) (*plan.Plan, error) {
+	if o.Image != nil {
+		return nil, errors.New("building the root: a template's root is built step by step (Build), not planned")
+	}
+	if o.Etc.Dir == "" {
+		return nil, errors.New("building /etc: no /etc template was given")
+	}
+	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
+	pl := &planner{p: &plan.Plan{}}
+	for _, s := range hostSteps {
+		pl.what = s.what
+		if err := s.plan(pl, newRoot, o); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return pl.p, nil
+}
+
+// buildStep is one step of Build, named for its error: planned (plan),
+// or one that reads the tree it builds and makes its calls itself (run).
 type buildStep struct {
 	what string
-	fn   func(string, Options) error
+	plan func(*planner, string, Options) error
+	run  func(string, Options) error
 }
+
+// etcFD is where the /etc template is held while the root is built: the
+// template may sit where the root tmpfs is about to be mounted (a
+// rootless user's is in /tmp). Far above the descriptors either
+// executor holds; the op that opens it refuses one that is open.
+const etcFD = 100
 
 // hostSteps build a root on the host's /usr and curated /etc.
 var hostSteps = []buildStep{
-	{"making mounts private", makePrivate},
-	{"mounting root tmpfs", mountRoot},
-	{"binding /usr", bindUsr},
-	{"building /etc", buildEtc},
-	{"building writable dirs", buildScratch},
-	{"building /dev", buildDev},
-	{"mounting /proc", buildProc},
-	{"showing the sandbox its own /proc and /sys", buildView},
-	{"pivoting root", pivot},
+	{what: "", plan: openEtc},
+	{what: "making mounts private", plan: makePrivate},
+	{what: "mounting root tmpfs", plan: mountRoot},
+	{what: "binding /usr", plan: bindUsr},
+	{what: "building /etc", plan: buildEtc},
+	{what: "building writable dirs", plan: buildScratch},
+	{what: "building /dev", plan: buildDev},
+	{what: "mounting /proc", plan: buildProc},
+	{what: "showing the sandbox its own /proc and /sys", plan: buildView},
+	{what: "pivoting root", plan: pivot},
 }
 
 // imageSteps build a root on a template's tree (Options.Image): the same
@@ -61,53 +108,50 @@ var hostSteps = []buildStep{
 // scratch, whose tmpfs holds the template's mount while it is used, and
 // the template's home and /workspace are copied into the scratch.
 var imageSteps = []buildStep{
-	{"making mounts private", makePrivate},
-	{"mounting root tmpfs", mountRoot},
-	{"building writable dirs", buildScratch},
-	{"binding the template's root", bindImage},
-	{"copying the template's home and /workspace", seedImage},
-	{"building /dev", buildDev},
-	{"mounting /proc", buildProc},
-	{"showing the sandbox its own /proc and /sys", buildView},
-	{"pivoting root", pivot},
+	{what: "making mounts private", plan: makePrivate},
+	{what: "mounting root tmpfs", plan: mountRoot},
+	{what: "building writable dirs", plan: buildScratch},
+	{what: "binding the template's root", run: bindImage},
+	{what: "copying the template's home and /workspace", run: seedImage},
+	{what: "building /dev", plan: buildDev},
+	{what: "mounting /proc", plan: buildProc},
+	{what: "showing the sandbox its own /proc and /sys", plan: buildView},
+	{what: "pivoting root", plan: pivot},
 }
 
-func build(newRoot string, o Options, steps []buildStep) error {
-	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
-	for _, s := range steps {
-		if err := s.fn(newRoot, o); err != nil {
-			return fmt.Errorf("%s: %w", s.what, err)
-		}
-	}
+// openEtc holds the /etc template by a descriptor (etcFD) for buildEtc.
+func openEtc(pl *planner, _ string, o Options) error {
+	pl.add(plan.OpenFD, []uint64{unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW, etcFD}, []string{o.Etc.Dir},
+		fmt.Sprintf("opening the /etc template %q", o.Etc.Dir))
 	return nil
 }
 
-func makePrivate(string, Options) error { return mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }
+func makePrivate(pl *planner, _ string, _ Options) error {
+	pl.mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+	return nil
+}
 
-func mountRoot(root string, o Options) error {
-	if err := mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", 4*1024*1024, 4096, o.UID, o.GID)); err != nil {
-		return err
-	}
-	for _, d := range []string{"etc", "dev", "proc", "tmp", "workspace", "home", "home/sandbox", "run", scratchDir} {
-		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
-			return err
-		}
+// rootDirs are made in the root tmpfs, and scratchDir last.
+var rootDirs = []string{"etc", "dev", "proc", "tmp", "workspace", "home", "home/sandbox", "run", scratchDir}
+
+func mountRoot(pl *planner, root string, o Options) error {
+	pl.mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", 4*1024*1024, 4096, o.UID, o.GID))
+	for _, d := range rootDirs {
+		pl.mkdir(filepath.Join(root, d), 0o755)
 	}
 	if o.Image != nil {
 		return nil // the template's /usr, and its /var or makeVar's
 	}
-	if err := os.Mkdir(filepath.Join(root, "usr"), 0o755); err != nil {
-		return err
-	}
-	return makeVar(root)
+	pl.mkdir(filepath.Join(root, "usr"), 0o755)
+	pl.mkdir(filepath.Join(root, "var"), 0o755)
+	pl.symlink("../tmp", filepath.Join(root, "var/tmp"))
+	return nil
 }
 
-func bindUsr(root string, _ Options) error {
-	if err := bindRO("/usr", filepath.Join(root, "usr"), true); err != nil {
-		return err
-	}
+func bindUsr(pl *planner, root string, _ Options) error {
+	pl.bindRO("/usr", filepath.Join(root, "usr"), true)
 	for _, name := range UsrMergeLinks {
-		if err := mirror("/"+name, filepath.Join(root, name)); err != nil {
+		if err := mirror(pl, "/"+name, filepath.Join(root, name)); err != nil {
 			return err
 		}
 	}
@@ -116,14 +160,25 @@ func bindUsr(root string, _ Options) error {
 
 // mirror recreates host path src at dst as a template has it (see
 // classify), binding a bound entry at once: a usr-merged host's links, or
-// the directories of one that is not.
-func mirror(src, dst string) error {
+// the directories of one that is not. It reads src on the host now.
+func mirror(pl *planner, src, dst string) error {
 	e, _ := classify(src, searchable{})
-	if err := writeEntry(dst, src, e); err != nil {
-		return err
-	}
-	if e.kind == entryBound {
-		return bindRO(src, dst, true)
+	switch e.kind {
+	case entryLink:
+		pl.symlink(e.target, dst)
+	case entryCopied:
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		pl.writeFile(dst, string(b), 0o644)
+	case entryBound:
+		if e.dir {
+			pl.mkdir(dst, 0o755)
+		} else {
+			pl.touch(dst)
+		}
+		pl.bindRO(src, dst, true)
 	}
 	return nil
 }
@@ -135,50 +190,49 @@ const maxCopiedFile = 256 << 10
 
 // buildEtc binds the host's /etc template read-only, then binds the
 // host entries it leaves to be bound over their mount points.
-func buildEtc(root string, o Options) error {
+func buildEtc(pl *planner, root string, o Options) error {
 	etc := filepath.Join(root, "etc")
-	if err := bindRO("/proc/self/fd/"+strconv.Itoa(o.etcFD), etc, false); err != nil {
-		return err
-	}
+	pl.bindRO("/proc/self/fd/"+strconv.Itoa(etcFD), etc, false)
+	pl.add(plan.Close, []uint64{etcFD}, nil, "closing the /etc template")
 	for _, name := range o.Etc.Binds {
-		if err := bindRO(filepath.Join("/etc", name), filepath.Join(etc, name), true); err != nil {
-			return err
-		}
+		pl.bindRO(filepath.Join("/etc", name), filepath.Join(etc, name), true)
 	}
 	return nil
 }
 
+// scratchDirs are the scratch tmpfs's directories and their modes;
+// scratchBinds where the sandbox sees them (the workspace's unless the
+// host gave one, and shm's in buildDev).
+var (
+	scratchDirs = []struct {
+		name string
+		mode uint32
+	}{{"tmp", 0o1777}, {"home", 0o755}, {"shm", 0o1777}, {"workspace", 0o755}}
+	scratchBinds = [][2]string{{"tmp", "tmp"}, {"home", "home/sandbox"}}
+)
+
 // buildScratch mounts one tmpfs with the disk and inode limits and binds its
 // subdirectories to /workspace, /tmp, /home/sandbox and /dev/shm later, so
 // the limit bounds them together rather than each.
-func buildScratch(root string, o Options) error {
+func buildScratch(pl *planner, root string, o Options) error {
 	scratch := filepath.Join(root, scratchDir)
 	if o.HostScratch {
-		return bindHostScratch(root, o)
+		return bindHostScratch(pl, root, o)
 	}
-	if err := mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", o.DiskBytes, o.Inodes, o.UID, o.GID)); err != nil {
-		return err
+	pl.mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", o.DiskBytes, o.Inodes, o.UID, o.GID))
+	for _, d := range scratchDirs {
+		p := filepath.Join(scratch, d.name)
+		pl.mkdir(p, 0o755)
+		pl.chmod(p, d.mode)
 	}
-	dirs := map[string]os.FileMode{"tmp": 0o1777 | os.ModeSticky, "home": 0o755, "shm": 0o1777 | os.ModeSticky, "workspace": 0o755}
-	for d, mode := range dirs {
-		p := filepath.Join(scratch, d)
-		if err := os.Mkdir(p, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			return err
-		}
-	}
-	binds := map[string]string{"tmp": "tmp", "home": "home/sandbox"}
+	binds := scratchBinds
 	if o.WorkspaceFD < 0 {
-		binds["workspace"] = "workspace"
-	} else if err := attachWorkspace(o, filepath.Join(root, "workspace")); err != nil {
-		return err
+		binds = append(binds[:len(binds):len(binds)], [2]string{"workspace", "workspace"})
+	} else {
+		attachWorkspace(pl, o, filepath.Join(root, "workspace"))
 	}
-	for src, dst := range binds {
-		if err := mount(filepath.Join(scratch, src), filepath.Join(root, dst), "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
+	for _, b := range binds {
+		pl.mount(filepath.Join(scratch, b[0]), filepath.Join(root, b[1]), "", unix.MS_BIND, "")
 	}
 	return nil
 }
@@ -186,21 +240,14 @@ func buildScratch(root string, o Options) error {
 // bindHostScratch puts the host's scratch tmpfs where the sandbox's own
 // would be and binds its directories in place: the host made them (see
 // MountScratch), and its size is the disk limit.
-func bindHostScratch(root string, o Options) error {
+func bindHostScratch(pl *planner, root string, o Options) error {
 	scratch := filepath.Join(root, scratchDir)
-	if err := attachWorkspace(o, scratch); err != nil {
-		return err
-	}
+	attachWorkspace(pl, o, scratch)
 	for _, d := range []string{"tmp", "home", "workspace", "shm"} {
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(scratch, d), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return fmt.Errorf("the host's scratch has no directory %q", d)
-		}
+		pl.add(plan.CheckDir, nil, []string{filepath.Join(scratch, d)}, fmt.Sprintf("the host's scratch has no directory %q", d))
 	}
-	for src, dst := range map[string]string{"tmp": "tmp", "home": "home/sandbox", "workspace": "workspace"} {
-		if err := mount(filepath.Join(scratch, src), filepath.Join(root, dst), "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
+	for _, b := range append(scratchBinds[:len(scratchBinds):len(scratchBinds)], [2]string{"workspace", "workspace"}) {
+		pl.mount(filepath.Join(scratch, b[0]), filepath.Join(root, b[1]), "", unix.MS_BIND, "")
 	}
 	return nil
 }
@@ -208,53 +255,38 @@ func bindHostScratch(root string, o Options) error {
 // attachWorkspace puts the host's workspace at dst, read-write, without
 // set-uid or device files taking effect: a detached mount is moved into
 // place as it is, a directory is bound.
-func attachWorkspace(o Options, dst string) error {
+func attachWorkspace(pl *planner, o Options, dst string) {
 	if o.WorkspaceIsMount {
-		if err := unix.MoveMount(o.WorkspaceFD, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("moving workspace mount to %q: %w", dst, err)
-		}
-		return nil
+		pl.add(plan.MoveMount, []uint64{uint64(o.WorkspaceFD)}, []string{dst}, fmt.Sprintf("moving workspace mount to %q", dst))
+		return
 	}
-	src := "/proc/self/fd/" + strconv.Itoa(o.WorkspaceFD)
-	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	return restrict(dst, noDevice, false)
+	pl.mount("/proc/self/fd/"+strconv.Itoa(o.WorkspaceFD), dst, "", unix.MS_BIND, "")
+	pl.restrict(dst, noDevice, false)
 }
 
-func buildDev(root string, o Options) error {
+func buildDev(pl *planner, root string, o Options) error {
 	dev := filepath.Join(root, "dev")
 	from := o.Devices
 	if from == "" {
 		from = "/dev"
 	}
-	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, tmpfsData("0755", 64*1024, 64, -1, -1)); err != nil {
-		return err
-	}
+	pl.mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, tmpfsData("0755", 64*1024, 64, -1, -1))
+	what := pl.what
 	for _, d := range Devices {
-		if err := bindDevice(filepath.Join(from, d.Name), filepath.Join(dev, d.Name), d); err != nil {
-			return fmt.Errorf("/dev/%s: %w", d.Name, err)
-		}
+		pl.what = what + ": /dev/" + d.Name
+		bindDevice(pl, filepath.Join(from, d.Name), filepath.Join(dev, d.Name), d)
 	}
-	for name, target := range DevLinks {
-		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
-			return err
-		}
+	pl.what = what
+	for _, name := range slices.Sorted(maps.Keys(DevLinks)) {
+		pl.symlink(DevLinks[name], filepath.Join(dev, name))
 	}
 	shm := filepath.Join(dev, "shm")
-	if err := os.Mkdir(shm, 0o755); err != nil {
-		return err
-	}
-	if err := mount(filepath.Join(root, scratchDir, "shm"), shm, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	if err := unix.Unmount(filepath.Join(root, scratchDir), unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detaching scratch: %w", err)
-	}
-	if err := os.Remove(filepath.Join(root, scratchDir)); err != nil {
-		return err
-	}
-	return restrict(dev, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+	pl.mkdir(shm, 0o755)
+	pl.mount(filepath.Join(root, scratchDir, "shm"), shm, "", unix.MS_BIND, "")
+	pl.add(plan.Umount, []uint64{unix.MNT_DETACH}, []string{filepath.Join(root, scratchDir)}, "detaching scratch")
+	pl.add(plan.Rmdir, nil, []string{filepath.Join(root, scratchDir)}, "remove "+filepath.Join(root, scratchDir))
+	pl.restrict(dev, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+	return nil
 }
 
 // bindDevice binds the node src at dst read-only, refusing anything but
@@ -262,54 +294,39 @@ func buildDev(root string, o Options) error {
 // work; changing its times does not (EROFS): the node's inode is shared
 // with every other sandbox (and the host's, rootless), so its mtime would
 // be a channel between them.
-func bindDevice(src, dst string, d Device) error {
-	if err := touch(dst); err != nil {
-		return err
-	}
-	if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(dst, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(d.Major, d.Minor) {
-		return fmt.Errorf("%s is not the character device %d:%d (mode %o, device %d:%d)", src, d.Major, d.Minor,
-			st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
-	}
-	return restrict(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+func bindDevice(pl *planner, src, dst string, d Device) {
+	pl.touch(dst)
+	pl.mount(src, dst, "", unix.MS_BIND, "")
+	pl.add(plan.CheckChrdev, []uint64{uint64(d.Major), uint64(d.Minor)}, []string{dst},
+		fmt.Sprintf("%s is not the character device %d:%d", src, d.Major, d.Minor))
+	pl.restrict(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
 }
 
 // buildProc mounts the PID namespace's own /proc while the host's is still
 // visible (the kernel refuses a new proc mount in a user namespace unless an
-// unobstructed one exists), then masks what leaks host state.
-func buildProc(root string, _ Options) error {
+// unobstructed one exists), then masks what leaks host state. Whether a
+// masked entry is a directory is read from the host's /proc, the same
+// kernel's; one the kernel lacks is skipped.
+func buildProc(pl *planner, root string, _ Options) error {
 	proc := filepath.Join(root, "proc")
-	if err := mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return err
-	}
+	pl.mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	for _, name := range MaskedProcPaths {
-		if err := mask(filepath.Join(proc, name), filepath.Join(root, "dev/null")); err != nil {
+		if err := mask(pl, name, filepath.Join(proc, name), filepath.Join(root, "dev/null")); err != nil {
 			return err
 		}
 	}
 	for _, name := range ReadonlyProcPaths {
 		p := filepath.Join(proc, name)
-		if err := mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue
-			}
-			return err
-		}
-		if err := restrict(p, readOnly|unix.MOUNT_ATTR_NOEXEC, true); err != nil {
-			return err
-		}
+		pl.mountOK(p, p, "", unix.MS_BIND|unix.MS_REC, "", unix.ENOENT)
+		pl.restrictOK(p, readOnly|unix.MOUNT_ATTR_NOEXEC, true, unix.ENOENT)
 	}
 	return nil
 }
 
-func mask(p, devNull string) error {
-	fi, err := os.Stat(p)
+// mask hides /proc entry name at p: a directory under an empty read-only
+// tmpfs, a file under /dev/null.
+func mask(pl *planner, name, p, devNull string) error {
+	fi, err := os.Stat(filepath.Join("/proc", name))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -317,26 +334,21 @@ func mask(p, devNull string) error {
 		return err
 	}
 	if fi.IsDir() {
-		return mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,nr_inodes=1,mode=0555")
+		pl.mountOK("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,nr_inodes=1,mode=0555", unix.ENOENT)
+		return nil
 	}
-	return mount(devNull, p, "", unix.MS_BIND, "")
+	pl.mountOK(devNull, p, "", unix.MS_BIND, "", unix.ENOENT)
+	return nil
 }
 
 // pivot makes root the new "/" and detaches the host tree. pivot_root(".",
 // ".") stacks the old root on top of the new one, so one lazy unmount of "."
 // removes every host mount from the namespace.
-func pivot(root string, _ Options) error {
-	if err := unix.Chdir(root); err != nil {
-		return err
-	}
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("pivot_root: %w", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detaching old root: %w", err)
-	}
-	if err := unix.Chdir("/"); err != nil {
-		return err
-	}
-	return restrict("/", readOnly, false)
+func pivot(pl *planner, root string, _ Options) error {
+	pl.add(plan.Chdir, nil, []string{root}, "")
+	pl.add(plan.PivotRoot, nil, nil, "pivot_root")
+	pl.add(plan.Umount, []uint64{unix.MNT_DETACH}, []string{"."}, "detaching old root")
+	pl.add(plan.Chdir, nil, []string{"/"}, "")
+	pl.restrict("/", readOnly, false)
+	return nil
 }

@@ -130,8 +130,6 @@ type Options struct {
 	// every file (see nsinit.SeedFD), attached in the scratch only while
 	// Seed runs.
 	SeedFrom *ImageRoot
-	// etcFD holds Etc.Dir open while Build runs.
-	etcFD int
 }
 
 // ImageRoot is a template's root tree for Build: a descriptor of it that

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/plan"
 )
 
 // viewDir is where the view's files are written, in the root tmpfs,
@@ -26,30 +28,22 @@ const viewDir = ".view"
 // refuses umount anyway. The files are the sandbox user's (0444): it may
 // chmod and rewrite its own copy, which lies to itself alone, and which
 // saves a mount_setattr per file under the host-wide mount lock.
-func buildView(root string, o Options) error {
-	proc := filepath.Join(root, "proc")
-	src, err := ReadViewSource(proc, o.View)
+func buildView(pl *planner, root string, o Options) error {
+	src, err := ReadViewSource("/proc", o.View)
 	if err != nil {
 		return err
 	}
-	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if src.HostCgroups, err = os.ReadFile("/proc/cgroups"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if src.BootID, err = randomID(); err != nil {
 		return err
 	}
-	files := ProcFiles(src)
 	stage := filepath.Join(root, viewDir)
-	if err := os.Mkdir(stage, 0o755); err != nil {
-		return err
-	}
-	if err := bindView(stage, proc, files); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(stage); err != nil {
-		return err
-	}
-	return buildSysCPU(root, o.View.CPUs)
+	pl.mkdir(stage, 0o755)
+	bindView(pl, stage, filepath.Join(root, "proc"), ProcFiles(src))
+	buildSysCPU(pl, root, o.View.CPUs)
+	return nil
 }
 
 // ReadViewSource is what a sandbox's ProcView files other than cgroups
@@ -71,43 +65,36 @@ func ReadViewSource(proc string, v View) (ViewSource, error) {
 	return src, nil
 }
 
-// bindView writes files into stage and binds each over proc.
-func bindView(stage, proc string, files map[string]string) error {
+// bindView writes files into stage, binds each over proc (an entry the
+// kernel lacks shows nothing to hide), and removes them from stage.
+func bindView(pl *planner, stage, proc string, files map[string]string) {
 	for i, f := range ProcView {
 		src := filepath.Join(stage, strconv.Itoa(i))
-		if err := os.WriteFile(src, []byte(files[f.Name]), 0o444); err != nil {
-			return err
-		}
-		dst := filepath.Join(proc, f.Name)
-		if err := mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // a kernel without the entry shows nothing to hide
-			}
-			return err
-		}
+		pl.writeFile(src, files[f.Name], 0o444)
+		pl.mountOK(src, filepath.Join(proc, f.Name), "", unix.MS_BIND, "", unix.ENOENT)
 	}
-	return nil
+	for i := range ProcView {
+		p := filepath.Join(stage, strconv.Itoa(i))
+		pl.add(plan.Unlink, nil, []string{p}, "unlinkat "+p)
+	}
+	pl.add(plan.Rmdir, nil, []string{stage}, "unlinkat "+stage)
 }
 
 // buildSysCPU makes /sys/devices/system/cpu list n CPUs, all online: glibc
 // reads it for sysconf(_SC_NPROCESSORS_ONLN) and _CONF (Python's
 // os.cpu_count()). It lives in the root tmpfs, read-only once pivoted.
-func buildSysCPU(root string, n int) error {
-	dir := filepath.Join(root, "sys/devices/system/cpu")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+func buildSysCPU(pl *planner, root string, n int) {
+	dir := root
+	for _, d := range []string{"sys", "devices", "system", "cpu"} {
+		dir = filepath.Join(dir, d)
+		pl.mkdirOK(dir, 0o755, unix.EEXIST)
 	}
 	for i := range n {
-		if err := os.Mkdir(filepath.Join(dir, "cpu"+strconv.Itoa(i)), 0o755); err != nil {
-			return err
-		}
+		pl.mkdir(filepath.Join(dir, "cpu"+strconv.Itoa(i)), 0o755)
 	}
 	for _, f := range []string{"online", "possible", "present"} {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(CPURange(n)), 0o444); err != nil {
-			return err
-		}
+		pl.writeFile(filepath.Join(dir, f), CPURange(n), 0o444)
 	}
-	return nil
 }
 
 // randomID is a random UUID (version 4), a boot_id of the sandbox's own.

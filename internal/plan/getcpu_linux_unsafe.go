@@ -1,6 +1,6 @@
 //go:build linux
 
-package nsinit
+package plan
 
 import (
 	"unsafe"

@@ -1,34 +1,29 @@
-package nsinit
+package plan
 
-import (
-	"fmt"
-	"slices"
-)
+import "slices"
 
-// limitCPUs narrows this thread's CPU affinity, which every process the
-// init forks inherits, to Config.View.CPUs of the CPUs it may use, so
-// nproc and sched_getaffinity count the sandbox's quota rather than the
-// host's cores; without a quota (0) it leaves the affinity alone. The set
-// starts at the CPU the init runs on, where the scheduler's balancing put
-// it, so sandboxes spread over the host's cores and the thread need not
-// move (a move waits for the other CPU: ~4 ms measured on a loaded host).
-func limitCPUs(cfg *Config) error {
-	want := cfg.View.CPUs
+// NarrowCPUs narrows this thread's CPU affinity, which every process the
+// init forks inherits, to want of the CPUs it may use, so nproc and
+// sched_getaffinity count the sandbox's quota rather than the host's
+// cores; without a quota (0) it leaves the affinity alone. The set starts
+// at the CPU the init runs on, where the scheduler's balancing put it, so
+// sandboxes spread over the host's cores and the thread need not move (a
+// move waits for the other CPU: ~4 ms measured on a loaded host). It is
+// op LimitCPUs, which warden-exec applies the same way; the Go init calls
+// it as its step.
+func NarrowCPUs(want int) error {
 	if want <= 0 {
 		return nil
 	}
 	mask, err := affinity()
 	if err != nil {
-		return fmt.Errorf("sched_getaffinity: %w", err)
+		return err
 	}
 	allowed := cpusIn(mask)
 	if want >= len(allowed) {
 		return nil
 	}
-	if err := setAffinity(narrow(allowed, currentCPU(), want, len(mask))); err != nil {
-		return fmt.Errorf("sched_setaffinity: %w", err)
-	}
-	return nil
+	return setAffinity(narrow(allowed, currentCPU(), want, len(mask)))
 }
 
 // cpusIn lists the CPUs set in mask, a kernel CPU mask of 64-bit words.

@@ -1,4 +1,4 @@
-package nsinit
+package plan
 
 import (
 	"slices"

@@ -1,0 +1,102 @@
+/* warden-exec builds a one-shot native sandbox from a plan and runs its
+ * program, starting no Go runtime (issue 20; docs/protocol.md). The host
+ * starts it as PID 1 of the new namespaces, with the control socket at
+ * fd 3: it reads one plan (a u32 little-endian length, then the plan's
+ * encoding), applies it, and answers with one fixed status. */
+#define _GNU_SOURCE
+#include "exec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#define CONTROL_FD 3
+/* Exit codes nsinit gives the same ends (reply.go). */
+#define EXIT_NO_HOST 111
+#define EXIT_REFUSED 112
+
+/* read_full reads exactly n bytes; 0 on success, -1 at EOF or error. */
+static int read_full(int fd, unsigned char *b, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = read(fd, b, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void put32(unsigned char *b, uint32_t v)
+{
+	b[0] = (unsigned char)v;
+	b[1] = (unsigned char)(v >> 8);
+	b[2] = (unsigned char)(v >> 16);
+	b[3] = (unsigned char)(v >> 24);
+}
+
+/* send_status writes the 20-byte status of internal/plan/status.go. */
+static int send_status(const struct status *st)
+{
+	unsigned char b[20];
+	size_t off = 0;
+
+	put32(b, st->kind);
+	put32(b + 4, (uint32_t)st->op);
+	put32(b + 8, (uint32_t)st->err);
+	put32(b + 12, (uint32_t)st->exit_code);
+	put32(b + 16, (uint32_t)st->sig);
+	while (off < sizeof b) {
+		ssize_t w = write(CONTROL_FD, b + off, sizeof b - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned char hdr[4];
+	unsigned char *buf;
+	uint32_t len;
+	struct plan p = {0, NULL};
+	struct status st = {ST_RAN, 0, 0, 0, 0};
+
+	if (argc == 2 && strcmp(argv[1], "--protocol-version") == 0) {
+		printf("%d\n", PLAN_VERSION);
+		return 0;
+	}
+	/* The program may share this process's uid (rootless) and must not
+	 * read its memory or descriptors through /proc/1. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return EXIT_REFUSED;
+	if (read_full(CONTROL_FD, hdr, sizeof hdr) < 0)
+		return EXIT_NO_HOST;
+	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+	if (len > PLAN_MAX_BYTES) {
+		st.kind = ST_REFUSED;
+		st.op = -1;
+		return send_status(&st) < 0 ? EXIT_NO_HOST : EXIT_REFUSED;
+	}
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return EXIT_REFUSED;
+	if (read_full(CONTROL_FD, buf, len) < 0)
+		return EXIT_NO_HOST;
+	if (plan_decode(buf, len, &p, &st.op) < 0) {
+		st.kind = ST_REFUSED;
+		return send_status(&st) < 0 ? EXIT_NO_HOST : EXIT_REFUSED;
+	}
+	free(buf);
+	run_plan(&p, &st);
+	return send_status(&st) < 0 ? EXIT_NO_HOST : 0;
+}

@@ -1,0 +1,292 @@
+/* Running a plan: its set-up ops in order, then lockdown (bounding,
+ * ambient and permitted capabilities, no_new_privs, the seccomp filter
+ * last) and the program, forked as the sandbox user in a session of its
+ * own, while this process stays PID 1 and reaps every orphan. */
+#define _GNU_SOURCE
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The capabilities this process keeps after lockdown: setting the
+ * program's ids between fork and exec, and signalling the sandbox's
+ * processes (nsinit's keptCaps). The program loses them at exec. */
+static const int kept_caps[] = {CAP_SETUID, CAP_SETGID, CAP_KILL};
+
+static int drop_bounding(void)
+{
+	int c;
+
+	for (c = 0; c < 64; c++) {
+		int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
+		if (in < 0 && errno == EINVAL)
+			return 0; /* past the kernel's last capability */
+		if (in == 0)
+			continue;
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			return errno;
+	}
+	return 0;
+}
+
+static int keep_only(void)
+{
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	size_t k;
+
+	memset(data, 0, sizeof data);
+	for (k = 0; k < sizeof kept_caps / sizeof kept_caps[0]; k++)
+		data[kept_caps[k] / 32].permitted |= 1u << (kept_caps[k] % 32);
+	data[0].effective = data[0].permitted;
+	data[1].effective = data[1].permitted;
+	return syscall(SYS_capset, &hdr, data) < 0 ? errno : 0;
+}
+
+static int install_filter(const struct op *f)
+{
+	struct sock_filter *prog;
+	struct sock_fprog fprog;
+	uint32_t k;
+
+	if (f->nints > 0xffff)
+		return EINVAL;
+	prog = calloc(f->nints, sizeof *prog);
+	if (!prog)
+		return ENOMEM;
+	for (k = 0; k < f->nints; k++) {
+		uint64_t v = f->ints[k];
+		prog[k].code = (uint16_t)v;
+		prog[k].jt = (uint8_t)(v >> 16);
+		prog[k].jf = (uint8_t)(v >> 24);
+		prog[k].k = (uint32_t)(v >> 32);
+	}
+	fprog.len = (unsigned short)f->nints;
+	fprog.filter = prog;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0) {
+		int err = errno;
+		free(prog);
+		return err;
+	}
+	free(prog);
+	return 0;
+}
+
+/* lockdown drops every privilege but kept_caps, in the order the kernel
+ * requires, and installs the filter (if any) last, so it covers all
+ * after it. */
+static int lockdown(const struct op *filter)
+{
+	int err;
+
+	if ((err = drop_bounding()) != 0)
+		return err;
+	/* EINVAL: a kernel without ambient capabilities, with none to clear. */
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return errno;
+	if ((err = keep_only()) != 0)
+		return err;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return errno;
+	return filter ? install_filter(filter) : 0;
+}
+
+/* executable says p is a file with an execute bit, as nsinit's
+ * checkExecutable: 0, stat's errno (ENOENT: not found), or ENOEXEC for a
+ * directory or a file without an execute bit. */
+static int executable(const char *p)
+{
+	struct stat st;
+
+	if (stat(p, &st) < 0)
+		return errno;
+	if (S_ISDIR(st.st_mode) || (st.st_mode & 0111) == 0)
+		return ENOEXEC;
+	return 0;
+}
+
+/* look_path finds name on the program's PATH (default /usr/bin:/bin),
+ * inside the new root, into buf, and sets *entry to the index of the
+ * PATH entry it was found in (0 for a name with a slash, taken as it is,
+ * relative to cwd), so the host can name the path exec failed on. An
+ * empty PATH holds no directory, as Go's filepath.SplitList reads it. */
+static int look_path(const char *name, const char *cwd, char *const *env, char *buf, size_t size, int32_t *entry)
+{
+	const char *path = "/usr/bin:/bin", *dir, *end;
+	char *const *e;
+
+	*entry = 0;
+	if (strchr(name, '/')) {
+		int n = name[0] == '/' ? snprintf(buf, size, "%s", name) : snprintf(buf, size, "%s/%s", cwd, name);
+		if (n < 0 || (size_t)n >= size)
+			return ENAMETOOLONG;
+		return executable(buf);
+	}
+	for (e = env; e && *e; e++)
+		if (strncmp(*e, "PATH=", 5) == 0)
+			path = *e + 5;
+	if (*path == 0)
+		return ENOENT;
+	for (dir = path;; dir = end + 1, (*entry)++) {
+		int n;
+		end = strchr(dir, ':');
+		if (!end)
+			end = dir + strlen(dir);
+		/* as Go's filepath.Join: an empty entry is the name alone */
+		if (end == dir)
+			n = snprintf(buf, size, "%s", name);
+		else
+			n = snprintf(buf, size, "%.*s/%s", (int)(end - dir), dir, name);
+		if (n >= 0 && (size_t)n < size && executable(buf) == 0)
+			return 0;
+		if (*end == 0)
+			return ENOENT;
+	}
+}
+
+/* child is the forked program's side: it reports its failure on the
+ * close-on-exec pipe. */
+static void child(int report, const struct op *x, const char *path, char *const *env)
+{
+	int err = 0;
+	sigset_t none;
+
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0 || setsid() < 0 ||
+	    setresgid((gid_t)x->ints[1], (gid_t)x->ints[1], (gid_t)x->ints[1]) < 0 ||
+	    setresuid((uid_t)x->ints[0], (uid_t)x->ints[0], (uid_t)x->ints[0]) < 0 ||
+	    chdir(x->strs[1]) < 0)
+		err = errno;
+	if (!err) {
+		execve(path, x->strs + 2, env);
+		err = errno;
+	}
+	while (write(report, &err, sizeof err) < 0 && errno == EINTR)
+		;
+	_exit(127);
+}
+
+/* reap waits for pid while reaping every orphan the PID namespace hands
+ * to its init. */
+static void reap(pid_t pid, struct status *st)
+{
+	for (;;) {
+		int ws;
+		pid_t got = wait4(-1, &ws, 0, NULL);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			st->kind = ST_SETUP;
+			st->err = errno;
+			return;
+		}
+		if (got != pid)
+			continue;
+		if (WIFEXITED(ws)) {
+			st->exit_code = WEXITSTATUS(ws);
+			return;
+		}
+		if (WIFSIGNALED(ws)) {
+			st->sig = WTERMSIG(ws);
+			st->exit_code = 128 + st->sig;
+			return;
+		}
+	}
+}
+
+/* start forks the program of EXEC op x (index i) and waits for it. */
+static void start(const struct plan *p, uint32_t i, const struct op *filter, char *const *env, struct status *st)
+{
+	const struct op *x = &p->ops[i];
+	char path[4096];
+	int pipefd[2], err = 0;
+	int32_t entry;
+	ssize_t n;
+	pid_t pid;
+
+	st->op = (int32_t)i;
+	if ((err = look_path(x->strs[2], x->strs[1], env, path, sizeof path, &entry)) != 0) {
+		st->kind = ST_EXEC;
+		st->op = EXEC_LOOKUP;
+		st->err = err;
+		return;
+	}
+	if ((err = lockdown(filter)) != 0 || (pipe2(pipefd, O_CLOEXEC) < 0 && (err = errno))) {
+		st->kind = ST_SETUP;
+		st->err = err;
+		return;
+	}
+	pid = fork();
+	if (pid < 0) {
+		st->kind = ST_SETUP;
+		st->err = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return;
+	}
+	if (pid == 0)
+		child(pipefd[1], x, path, env);
+	close(pipefd[1]);
+	do
+		n = read(pipefd[0], &err, sizeof err);
+	while (n < 0 && errno == EINTR);
+	close(pipefd[0]);
+	if (n == (ssize_t)sizeof err) {
+		struct status ignored = {0, 0, 0, 0, 0};
+		reap(pid, &ignored);
+		st->kind = ST_EXEC;
+		st->op = EXEC_EXECVE + entry;
+		st->err = err;
+		return;
+	}
+	reap(pid, st);
+}
+
+void run_plan(const struct plan *p, struct status *st)
+{
+	const struct op *filter = NULL;
+	char *const *env = NULL;
+	uint32_t i;
+
+	for (i = 0; i < p->nops; i++) {
+		const struct op *op = &p->ops[i];
+		int err;
+
+		switch (op->code) {
+		case OP_SECCOMP:
+			filter = op;
+			continue;
+		case OP_ENV:
+			env = op->strs;
+			continue;
+		case OP_EXEC:
+			if (i + 1 != p->nops) {
+				st->kind = ST_REFUSED; /* the program must come last */
+				st->op = (int32_t)i;
+				return;
+			}
+			start(p, i, filter, env ? env : op->strs + op->nstrs, st);
+			return;
+		}
+		if ((err = apply_op(op)) != 0) {
+			st->kind = ST_SETUP;
+			st->op = (int32_t)i;
+			st->err = err;
+			return;
+		}
+	}
+	st->kind = ST_REFUSED; /* no program to run */
+	st->op = (int32_t)p->nops;
+}

@@ -1,0 +1,55 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Executor chooses what builds a one-shot sandbox inside its namespaces:
+// the Go init (nsinit), or warden-exec, the small executor that starts no
+// Go runtime (cmd/warden-exec). Sessions always use the Go init, which
+// stays as their agent.
+type Executor string
+
+// The executors. The zero value is ExecutorAuto.
+const (
+	// ExecutorAuto is ExecutorFast where it can build the spec, else
+	// ExecutorGo.
+	ExecutorAuto Executor = "auto"
+	// ExecutorGo is the Go init.
+	ExecutorGo Executor = "go"
+	// ExecutorFast is warden-exec; a spec it cannot build is an error
+	// naming why.
+	ExecutorFast Executor = "fast"
+)
+
+// Executors lists the valid values, for flags and their help.
+var Executors = []Executor{ExecutorAuto, ExecutorGo, ExecutorFast}
+
+// Validate says whether e is one of Executors (or zero).
+func (e Executor) Validate() error {
+	if e == "" {
+		return nil
+	}
+	for _, v := range Executors {
+		if e == v {
+			return nil
+		}
+	}
+	return fmt.Errorf("executor %q: want one of auto, go, fast", string(e))
+}
+
+// errNoFast says why this warden cannot use the fast executor: warden-exec
+// does not build sandboxes yet.
+var errNoFast = errors.New("--executor fast: this warden cannot build sandboxes with warden-exec yet; use --executor auto or go")
+
+// choose is the executor that builds s: go until warden-exec can.
+func (e Executor) choose() (Executor, error) {
+	if err := e.Validate(); err != nil {
+		return "", err
+	}
+	if e == ExecutorFast {
+		return "", errNoFast
+	}
+	return ExecutorGo, nil
+}

@@ -1,0 +1,325 @@
+package plan
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The executor's sources, from this package's directory.
+const execSources = "../../cmd/warden-exec"
+
+var (
+	buildOnce sync.Once
+	execPath  string
+	buildErr  error
+)
+
+// executor builds warden-exec once with the address and undefined
+// behaviour sanitizers, so the tests below catch a read past a buffer.
+func executor(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		if os.Getenv("WARDEN_CI") != "" {
+			t.Fatal("gcc is missing: make deps installs it")
+		}
+		t.Skip("gcc is missing: make deps installs it")
+	}
+	buildOnce.Do(func() {
+		srcs, _ := filepath.Glob(filepath.Join(execSources, "*.c"))
+		dir, err := os.MkdirTemp("", "warden-exec-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		execPath = filepath.Join(dir, "warden-exec")
+		args := append([]string{"-O1", "-g", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
+			"-fno-sanitize-recover=all", "-o", execPath}, srcs...)
+		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building warden-exec: %v", buildErr)
+	}
+	return execPath
+}
+
+// runExecutor sends frame to a new warden-exec and reads its status.
+func runExecutor(t *testing.T, frame []byte, raw bool) Status {
+	t.Helper()
+	st, _ := runExecutorWith(t, frame, raw, execOptions{})
+	return st
+}
+
+// execOptions are what some tests add to a warden-exec run: descriptors
+// from 4 on, process attributes, and a step after the plan is sent.
+type execOptions struct {
+	extra []*os.File
+	attr  *syscall.SysProcAttr
+	after func(t *testing.T)
+}
+
+// runExecutorWith is runExecutor with opts, returning the program's
+// standard output too.
+func runExecutorWith(t *testing.T, frame []byte, raw bool, opts execOptions) (Status, string) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, child := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "child")
+	defer host.Close()
+	cmd := exec.Command(executor(t))
+	cmd.ExtraFiles = append([]*os.File{child}, opts.extra...)
+	cmd.SysProcAttr = opts.attr
+	cmd.Env = []string{"ASAN_OPTIONS=detect_leaks=0"}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child.Close()
+	if raw {
+		_, err = host.Write(frame)
+	} else {
+		err = Send(host, frame)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.after != nil {
+		opts.after(t)
+	}
+	if err := host.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Logf("no read deadline: %v", err)
+	}
+	st, err := ReadStatus(host)
+	werr := cmd.Wait()
+	if err != nil {
+		t.Fatalf("reading the status: %v (executor: %v, stderr %q)", err, werr, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("the executor wrote to stderr: %q", stderr.String())
+	}
+	return st, stdout.String()
+}
+
+func encode(t *testing.T, p *Plan) []byte {
+	t.Helper()
+	b, err := Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func self() []uint64 { return []uint64{uint64(os.Getuid()), uint64(os.Getgid())} }
+
+func program(argv ...string) Op {
+	return Op{Code: Exec, Ints: self(), Strs: append([]string{argv[0], "/"}, argv...), Context: "starting the program"}
+}
+
+// TestExecutorStatus: warden-exec reports how the program ended, why it
+// could not start, and which op failed with which errno, as the status
+// encoding says.
+func TestExecutorStatus(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(notExec)
+	if err := os.WriteFile(filepath.Join(dir, "nointerp"), []byte("#!/no/such/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := Op{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}}
+	inDir := Op{Code: Env, Strs: []string{"PATH=/no/such/dir:" + dir}}
+	emptyPath := Op{Code: Env, Strs: []string{"PATH="}}
+	cd := Op{Code: Chdir, Strs: []string{dir}}
+	tests := []struct {
+		name string
+		ops  []Op
+		want Status
+	}{
+		{"exit code", []Op{path, program("sh", "-c", "exit 3")}, Status{Kind: StatusRan, Op: 1, ExitCode: 3}},
+		{"signal", []Op{path, program("sh", "-c", "kill -9 $$")}, Status{Kind: StatusRan, Op: 1, ExitCode: 137, Signal: 9}},
+		{"not found", []Op{path, program("no-such-command-warden")}, Status{Kind: StatusExec, Op: 0, Errno: int32(syscall.ENOENT)}},
+		{"not executable", []Op{program(notExec)}, Status{Kind: StatusExec, Op: ExecLookup, Errno: int32(syscall.ENOEXEC)}},
+		{"missing interpreter", []Op{program(filepath.Join(dir, "nointerp"))}, Status{Kind: StatusExec, Op: ExecExecve, Errno: int32(syscall.ENOENT)}},
+		{"missing interpreter on PATH", []Op{inDir, program("nointerp")}, Status{Kind: StatusExec, Op: ExecExecve + 1, Errno: int32(syscall.ENOENT)}},
+		{"empty PATH", []Op{cd, emptyPath, program("nointerp")}, Status{Kind: StatusExec, Op: ExecLookup, Errno: int32(syscall.ENOENT)}},
+		{"failed op", []Op{{Code: Chdir, Strs: []string{"/no/such/dir"}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 0, Errno: int32(syscall.ENOENT)}},
+		{"ok errno", []Op{{Code: Mkdir, Ints: []uint64{0o755, uint64(syscall.EEXIST)}, Strs: []string{"/"}}, program("/bin/true")}, Status{Kind: StatusRan, Op: 1}},
+		{"no program", []Op{{Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 1}},
+		{"program not last", []Op{program("/bin/true"), {Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 0}},
+		{"drain not built yet", []Op{{Code: Drain, Ints: []uint64{1, 1}}, program("/bin/true")}, Status{Kind: StatusRefused, Op: 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runExecutor(t, encode(t, &Plan{Ops: tc.ops}), false)
+			if got != tc.want {
+				t.Errorf("status %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestExecutorRefuses: a frame that is no plan of this version is
+// refused whole, with the op it stopped at, and nothing is applied.
+func TestExecutorRefuses(t *testing.T) {
+	good := encode(t, &Plan{Ops: []Op{program("/bin/true")}})
+	le := func(v uint32) string { return string([]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}) }
+	frame := func(b string) []byte { return append([]byte(le(uint32(len(b)))), b...) }
+	tests := []struct {
+		name  string
+		frame []byte
+		op    int32
+	}{
+		{"garbage", frame("hello, world"), -1},
+		{"version", frame("WPLN" + le(2) + string(good[8:])), -1},
+		{"over the bound", []byte(le(MaxBytes + 1)), -1},
+		{"unknown code", frame("WPLN" + le(1) + le(1) + le(99) + le(0) + le(0)), 0},
+		{"bad counts", frame("WPLN" + le(1) + le(1) + le(uint32(Chdir)) + le(0) + le(0)), 0},
+		{"string past the end", frame("WPLN" + le(1) + le(1) + le(uint32(Chdir)) + le(0) + le(1) + le(1000) + "/"), 0},
+		{"NUL in a string", frame("WPLN" + le(1) + le(1) + le(uint32(Chdir)) + le(0) + le(1) + le(3) + "a\x00b"), 0},
+		{"trailing bytes", frame(string(good) + "x"), 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runExecutor(t, tc.frame, true)
+			if want := (Status{Kind: StatusRefused, Op: tc.op}); got != want {
+				t.Errorf("status %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestExecutorAppliesAsGo: the file ops leave the same tree whether Go
+// (Apply) or warden-exec applies them.
+func TestExecutorAppliesAsGo(t *testing.T) {
+	tree := func(dir string) []Op {
+		return []Op{
+			{Code: Mkdir, Ints: []uint64{0o755, 0}, Strs: []string{dir + "/d"}},
+			{Code: Chmod, Ints: []uint64{0o1777}, Strs: []string{dir + "/d"}},
+			{Code: WriteFile, Ints: []uint64{0o444}, Strs: []string{dir + "/d/f", "content\n"}},
+			{Code: Touch, Ints: []uint64{0o644}, Strs: []string{dir + "/t"}},
+			{Code: Symlink, Strs: []string{"../tmp", dir + "/l"}},
+			{Code: WriteFile, Ints: []uint64{0o644}, Strs: []string{dir + "/gone", ""}},
+			{Code: Unlink, Strs: []string{dir + "/gone"}},
+			{Code: CheckDir, Strs: []string{dir + "/d"}},
+			{Code: CheckChrdev, Ints: []uint64{1, 3}, Strs: []string{"/dev/null"}},
+		}
+	}
+	goDir, cDir := t.TempDir(), t.TempDir()
+	if err := Apply(tree(goDir)); err != nil {
+		t.Fatal(err)
+	}
+	st := runExecutor(t, encode(t, &Plan{Ops: append(tree(cDir), program("/bin/true"))}), false)
+	if st.Kind != StatusRan || st.ExitCode != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if g, c := describe(t, goDir), describe(t, cDir); g != c {
+		t.Errorf("Go made\n%s\nwarden-exec made\n%s", g, c)
+	}
+}
+
+// describe lists dir's tree: names, types, modes, link targets, contents.
+func describe(t *testing.T, dir string) string {
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b.WriteString(rel + " " + fi.Mode().String())
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			b.WriteString(" -> " + target)
+		case fi.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b.WriteString(" " + strconv.Quote(string(data)))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestExecutorTable: the C table lists the codes of ops.go with the same
+// counts, save those this build of warden-exec does not apply yet.
+func TestExecutorTable(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(execSources, "plan.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := os.ReadFile(filepath.Join(execSources, "plan.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notYet := map[Code]bool{Drain: true}
+	// The enum in plan.h numbers from OP_MOUNT = 1, in ops.go's order.
+	enum := regexp.MustCompile(`(?s)enum op_code \{(.*?)\};`).FindSubmatch(hdr)
+	if enum == nil {
+		t.Fatal("no enum op_code in plan.h")
+	}
+	names := regexp.MustCompile(`OP_([A-Z_]+)`).FindAllSubmatch(enum[1], -1)
+	for i, n := range names {
+		name := string(n[1])
+		if name == "END" {
+			if Code(i+1) != codeEnd {
+				t.Errorf("plan.h ends its codes at %d, ops.go at %d", i+1, codeEnd)
+			}
+			continue
+		}
+		if got := Code(i + 1).String(); got != name {
+			t.Errorf("code %d is %s in plan.h, %s in ops.go", i+1, name, got)
+		}
+	}
+	rows := regexp.MustCompile(`\[OP_([A-Z_]+)\] = \{1, (\d+), (PLAN_MAX_INTS|\d+), (\d+), (PLAN_MAX_STRS|\d+)\}`).FindAllSubmatch(src, -1)
+	inC := map[string]string{}
+	for _, r := range rows {
+		inC[string(r[1])] = strings.Join([]string{string(r[2]), string(r[3]), string(r[4]), string(r[5])}, " ")
+	}
+	// num spells v as plan.c does: a bound by its name.
+	num := func(v, bound uint32, name string) string {
+		if v == bound {
+			return name
+		}
+		return strconv.FormatUint(uint64(v), 10)
+	}
+	for code, c := range table {
+		got, ok := inC[c.name]
+		if notYet[code] {
+			if ok {
+				t.Errorf("plan.c applies %s: take it out of notYet", c.name)
+			}
+			continue
+		}
+		want := strings.Join([]string{strconv.Itoa(int(c.minInts)), num(c.maxInts, MaxInts, "PLAN_MAX_INTS"),
+			strconv.Itoa(int(c.minStrs)), num(c.maxStrs, MaxStrs, "PLAN_MAX_STRS")}, " ")
+		if got != want {
+			t.Errorf("%s: counts %q in plan.c, %q in ops.go", c.name, got, want)
+		}
+	}
+}
