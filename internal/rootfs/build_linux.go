@@ -3,6 +3,7 @@ package rootfs
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -27,26 +28,31 @@ const scratchDir = ".scratch"
 // runs its one step that reads the template's tree (bindImage) between
 // the planned ones.
 func Build(newRoot string, o Options) error {
+	steps, etc := imageSteps, -1
 	if o.Image == nil {
-		p, err := Plan(newRoot, o)
-		if err != nil {
+		if err := checkHost(o); err != nil {
 			return err
 		}
-		return plan.Apply(p.Ops)
+		var err error
+		if etc, err = holdEtc(o.Etc.Dir); err != nil {
+			return err
+		}
+		defer closeLogged(etc, "the /etc template")
+		steps = hostSteps
 	}
 	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
-	for _, s := range imageSteps {
+	for _, s := range steps {
 		if s.run != nil {
 			if err := s.run(newRoot, o); err != nil {
 				return fmt.Errorf("%s: %w", s.what, err)
 			}
 			continue
 		}
-		pl := &planner{p: &plan.Plan{}, what: s.what}
+		pl := &planner{p: &plan.Plan{}, what: s.what, etcFD: etc, etcHeld: true, freshProc: filepath.Join(newRoot, "proc")}
 		if err := s.plan(pl, newRoot, o); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
 		}
-		if err := plan.Apply(pl.p.Ops); err != nil {
+		if err := apply(pl.p.Ops); err != nil {
 			return err
 		}
 	}
@@ -55,14 +61,12 @@ func Build(newRoot string, o Options) error {
 
 // Plan is the ops that build a root on the host's /usr and curated /etc
 // under newRoot (see Build), made from o and the host's paths without
-// changing anything: what warden-exec applies, and the Go init too. Each
+// changing anything: what warden-exec applies, and the Go init too (step
+// by step, so that its view may read the sandbox's fresh procfs). Each
 // op's context is the error text of the step that makes it.
 func Plan(newRoot string, o Options) (*plan.Plan, error) {
-	if o.Image != nil {
-		return nil, errors.New("building the root: a template's root is built step by step (Build), not planned")
-	}
-	if o.Etc.Dir == "" {
-		return nil, errors.New("building /etc: no /etc template was given")
+	if err := checkHost(o); err != nil {
+		return nil, err
 	}
 	o.View.CPUs = ClampCPUs(o.View.CPUs, runtime.NumCPU())
 	pl := &planner{p: &plan.Plan{}}
@@ -75,6 +79,36 @@ func Plan(newRoot string, o Options) (*plan.Plan, error) {
 	return pl.p, nil
 }
 
+// holdEtc opens the /etc template for the Go init, at the lowest free
+// descriptor: the Go runtime and the init hold descriptors of their own
+// (cgroup files, the poller) at numbers no plan can know.
+func holdEtc(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening the /etc template %q: %w", dir, err)
+	}
+	return fd, nil
+}
+
+// closeLogged closes fd, logging a failure: nothing is left to undo.
+func closeLogged(fd int, what string) {
+	if err := unix.Close(fd); err != nil {
+		slog.Warn("closing "+what, "err", err)
+	}
+}
+
+// checkHost refuses Options a root on the host's /usr cannot be built
+// from.
+func checkHost(o Options) error {
+	if o.Image != nil {
+		return errors.New("building the root: a template's root is built step by step (Build), not planned")
+	}
+	if o.Etc.Dir == "" {
+		return errors.New("building /etc: no /etc template was given")
+	}
+	return nil
+}
+
 // buildStep is one step of Build, named for its error: planned (plan),
 // or one that reads the tree it builds and makes its calls itself (run).
 type buildStep struct {
@@ -83,11 +117,15 @@ type buildStep struct {
 	run  func(string, Options) error
 }
 
-// etcFD is where the /etc template is held while the root is built: the
-// template may sit where the root tmpfs is about to be mounted (a
-// rootless user's is in /tmp). Far above the descriptors either
-// executor holds; the op that opens it refuses one that is open.
-const etcFD = 100
+// EtcFD is where a plan holds the /etc template while the root is built
+// (the template may sit where the root tmpfs is about to be mounted: a
+// rootless user's is in /tmp). It is the first descriptor after those
+// the host passes the init (nsinit's ControlFD to RootFD, 3 to 6), low
+// so that any RLIMIT_NOFILE a host may run under admits it; the op that
+// opens it refuses one that is open, so a clash fails the start. The Go
+// init, whose runtime holds low descriptors of its own, holds the
+// template wherever it opens (Build).
+const EtcFD = 7
 
 // hostSteps build a root on the host's /usr and curated /etc.
 var hostSteps = []buildStep{
@@ -119,9 +157,14 @@ var imageSteps = []buildStep{
 	{what: "pivoting root", plan: pivot},
 }
 
-// openEtc holds the /etc template by a descriptor (etcFD) for buildEtc.
+// openEtc holds the /etc template by a descriptor (EtcFD) for buildEtc,
+// unless the caller holds it already (Build).
 func openEtc(pl *planner, _ string, o Options) error {
-	pl.add(plan.OpenFD, []uint64{unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW, etcFD}, []string{o.Etc.Dir},
+	if pl.etcHeld {
+		return nil
+	}
+	pl.etcFD = EtcFD
+	pl.add(plan.OpenFD, []uint64{unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW, EtcFD}, []string{o.Etc.Dir},
 		fmt.Sprintf("opening the /etc template %q", o.Etc.Dir))
 	return nil
 }
@@ -192,8 +235,10 @@ const maxCopiedFile = 256 << 10
 // host entries it leaves to be bound over their mount points.
 func buildEtc(pl *planner, root string, o Options) error {
 	etc := filepath.Join(root, "etc")
-	pl.bindRO("/proc/self/fd/"+strconv.Itoa(etcFD), etc, false)
-	pl.add(plan.Close, []uint64{etcFD}, nil, "closing the /etc template")
+	pl.bindRO("/proc/self/fd/"+strconv.Itoa(pl.etcFD), etc, false)
+	if !pl.etcHeld {
+		pl.add(plan.Close, []uint64{uint64(pl.etcFD)}, nil, "closing the /etc template")
+	}
 	for _, name := range o.Etc.Binds {
 		pl.bindRO(filepath.Join("/etc", name), filepath.Join(etc, name), true)
 	}
@@ -274,7 +319,7 @@ func buildDev(pl *planner, root string, o Options) error {
 	what := pl.what
 	for _, d := range Devices {
 		pl.what = what + ": /dev/" + d.Name
-		bindDevice(pl, filepath.Join(from, d.Name), filepath.Join(dev, d.Name), d)
+		bindDevice(pl, what, filepath.Join(from, d.Name), filepath.Join(dev, d.Name), d)
 	}
 	pl.what = what
 	for _, name := range slices.Sorted(maps.Keys(DevLinks)) {
@@ -294,26 +339,29 @@ func buildDev(pl *planner, root string, o Options) error {
 // work; changing its times does not (EROFS): the node's inode is shared
 // with every other sandbox (and the host's, rootless), so its mtime would
 // be a channel between them.
-func bindDevice(pl *planner, src, dst string, d Device) {
+// The check's error reads as step's, without the device's name twice.
+func bindDevice(pl *planner, step, src, dst string, d Device) {
 	pl.touch(dst)
 	pl.mount(src, dst, "", unix.MS_BIND, "")
+	what := pl.what
+	pl.what = step
 	pl.add(plan.CheckChrdev, []uint64{uint64(d.Major), uint64(d.Minor)}, []string{dst},
 		fmt.Sprintf("%s is not the character device %d:%d", src, d.Major, d.Minor))
+	pl.what = what
 	pl.restrict(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
 }
 
 // buildProc mounts the PID namespace's own /proc while the host's is still
 // visible (the kernel refuses a new proc mount in a user namespace unless an
-// unobstructed one exists), then masks what leaks host state. Whether a
-// masked entry is a directory is read from the host's /proc, the same
-// kernel's; one the kernel lacks is skipped.
+// unobstructed one exists), then masks what leaks host state. Each mask's
+// kind is fixed (maskedProcDirs), not read from the /proc warden sees,
+// which may show less than the sandbox's (subset=pid); an entry the
+// sandbox's kernel lacks has nothing to hide (ENOENT).
 func buildProc(pl *planner, root string, _ Options) error {
 	proc := filepath.Join(root, "proc")
 	pl.mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	for _, name := range MaskedProcPaths {
-		if err := mask(pl, name, filepath.Join(proc, name), filepath.Join(root, "dev/null")); err != nil {
-			return err
-		}
+		mask(pl, filepath.Join(proc, name), maskedProcDirs[name], filepath.Join(root, "dev/null"))
 	}
 	for _, name := range ReadonlyProcPaths {
 		p := filepath.Join(proc, name)
@@ -323,22 +371,18 @@ func buildProc(pl *planner, root string, _ Options) error {
 	return nil
 }
 
-// mask hides /proc entry name at p: a directory under an empty read-only
+// maskedProcDirs are the MaskedProcPaths that are directories; the rest
+// are files.
+var maskedProcDirs = map[string]bool{"acpi": true, "asound": true, "scsi": true, "pressure": true, "irq": true, "fs": true}
+
+// mask hides the /proc entry at p: a directory under an empty read-only
 // tmpfs, a file under /dev/null.
-func mask(pl *planner, name, p, devNull string) error {
-	fi, err := os.Stat(filepath.Join("/proc", name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
+func mask(pl *planner, p string, dir bool, devNull string) {
+	if dir {
 		pl.mountOK("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,nr_inodes=1,mode=0555", unix.ENOENT)
-		return nil
+		return
 	}
 	pl.mountOK(devNull, p, "", unix.MS_BIND, "", unix.ENOENT)
-	return nil
 }
 
 // pivot makes root the new "/" and detaches the host tree. pivot_root(".",

@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -14,6 +15,41 @@ import (
 type planner struct {
 	p    *plan.Plan
 	what string
+	// etcFD holds the /etc template from openEtc to buildEtc; etcHeld
+	// says the caller opened it and closes it, not the plan.
+	etcFD   int
+	etcHeld bool
+	// freshProc, when set, is the sandbox's own procfs, already mounted
+	// (Build applies each step before planning the next): the view reads
+	// it where the /proc warden sees lacks a file (subset=pid).
+	freshProc string
+}
+
+// apply is plan.Apply with the checks' failures worded as the steps
+// that made the checks themselves worded them: the missing directory
+// alone, the wrong node with its mode and device.
+func apply(ops []plan.Op) error {
+	for _, op := range ops {
+		if err := plan.Apply([]plan.Op{op}); err != nil {
+			return explain(op, err)
+		}
+	}
+	return nil
+}
+
+// explain words err, the failure of op.
+func explain(op plan.Op, err error) error {
+	switch {
+	case op.Code == plan.CheckDir:
+		return errors.New(op.Context)
+	case op.Code == plan.CheckChrdev && errors.Is(err, unix.ENODEV):
+		var st unix.Stat_t
+		if serr := unix.Stat(op.Strs[0], &st); serr != nil {
+			return err
+		}
+		return fmt.Errorf("%s (mode %o, device %d:%d)", op.Context, st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	return err
 }
 
 // add appends an op whose error context is the step's name and ctx.

@@ -1,8 +1,13 @@
 package rootfs
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/plan"
 )
@@ -61,5 +66,98 @@ func TestPlanRefuses(t *testing.T) {
 	}
 	if _, err := Plan("/tmp", Options{Image: &ImageRoot{FD: 6}}); err == nil {
 		t.Errorf("Plan of a template's root: no error")
+	}
+}
+
+// TestPlanMasksEveryEntry: the plan masks every MaskedProcPaths entry,
+// by its fixed kind, whatever the /proc warden sees shows (subset=pid
+// shows none of them), and an entry the kernel lacks is no failure.
+func TestPlanMasksEveryEntry(t *testing.T) {
+	p, err := Plan("/r", Options{WorkspaceFD: -1, Etc: EtcTemplate{Dir: "/etc-template"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]plan.Op{}
+	for _, op := range p.Ops {
+		if op.Code == plan.Mount && strings.HasPrefix(op.Strs[1], "/r/proc/") {
+			got[strings.TrimPrefix(op.Strs[1], "/r/proc/")] = op
+		}
+	}
+	for _, name := range MaskedProcPaths {
+		op, ok := got[name]
+		wantSrc := "/r/dev/null"
+		if maskedProcDirs[name] {
+			wantSrc = "tmpfs"
+		}
+		if !ok || op.Strs[0] != wantSrc || op.Ints[1] != uint64(unix.ENOENT) {
+			t.Errorf("mask of /proc/%s = %+v (planned %v), want %s over it with ENOENT tolerated", name, op, ok, wantSrc)
+		}
+	}
+}
+
+// TestMaskKinds: each masked entry's fixed kind is the kind this host's
+// kernel gives it, and every directory named is masked.
+func TestMaskKinds(t *testing.T) {
+	for name := range maskedProcDirs {
+		if !slices.Contains(MaskedProcPaths, name) {
+			t.Errorf("maskedProcDirs names %q, which MaskedProcPaths lacks", name)
+		}
+	}
+	for _, name := range MaskedProcPaths {
+		fi, err := os.Stat(filepath.Join("/proc", name))
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() != maskedProcDirs[name] {
+			t.Errorf("/proc/%s: directory %v here, masked as directory %v", name, fi.IsDir(), maskedProcDirs[name])
+		}
+	}
+}
+
+// TestPlanEtcFDIsLow: a plan holds the /etc template at EtcFD, which a
+// low hard RLIMIT_NOFILE admits, and closes it after binding it.
+func TestPlanEtcFDIsLow(t *testing.T) {
+	p, err := Plan("/r", Options{WorkspaceFD: -1, Etc: EtcTemplate{Dir: "/etc-template"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened, closed bool
+	for _, op := range p.Ops {
+		switch op.Code {
+		case plan.OpenFD:
+			opened = op.Ints[1] == EtcFD
+		case plan.Close:
+			closed = opened && op.Ints[0] == EtcFD
+		}
+	}
+	if !opened || !closed || EtcFD > 16 {
+		t.Errorf("EtcFD %d: opened %v, closed %v; want a descriptor at most 16, opened and closed", EtcFD, opened, closed)
+	}
+}
+
+// TestApplyWordsChecks: a failed check reads as the step's own text did
+// before the root was planned: the missing directory alone, the wrong
+// node with its mode and device.
+func TestApplyWordsChecks(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "null")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pl := &planner{p: &plan.Plan{}, what: "building writable dirs"}
+	pl.add(plan.CheckDir, nil, []string{filepath.Join(dir, "tmp")}, `the host's scratch has no directory "tmp"`)
+	pl2 := &planner{p: &plan.Plan{}, what: "building /dev"}
+	pl2.add(plan.CheckChrdev, []uint64{1, 3}, []string{file}, "/dev/null is not the character device 1:3")
+	tests := []struct {
+		ops  []plan.Op
+		want string
+	}{
+		{pl.p.Ops, `building writable dirs: the host's scratch has no directory "tmp"`},
+		{pl2.p.Ops, "building /dev: /dev/null is not the character device 1:3 (mode 100644, device 0:0)"},
+	}
+	for _, tt := range tests {
+		if err := apply(tt.ops); err == nil || err.Error() != tt.want {
+			t.Errorf("apply(%s) = %v, want %q", tt.ops[0].Code, err, tt.want)
+		}
 	}
 }

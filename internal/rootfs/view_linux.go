@@ -29,11 +29,16 @@ const viewDir = ".view"
 // chmod and rewrite its own copy, which lies to itself alone, and which
 // saves a mount_setattr per file under the host-wide mount lock.
 func buildView(pl *planner, root string, o Options) error {
-	src, err := ReadViewSource("/proc", o.View)
+	proc := "/proc"
+	src, err := ReadViewSource(proc, o.View)
+	if errors.Is(err, os.ErrNotExist) && pl.freshProc != "" {
+		proc = pl.freshProc
+		src, err = ReadViewSource(proc, o.View)
+	}
 	if err != nil {
 		return err
 	}
-	if src.HostCgroups, err = os.ReadFile("/proc/cgroups"); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if src.HostCgroups, err = os.ReadFile(filepath.Join(proc, "cgroups")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if src.BootID, err = randomID(); err != nil {
@@ -49,7 +54,9 @@ func buildView(pl *planner, root string, o Options) error {
 // ReadViewSource is what a sandbox's ProcView files other than cgroups
 // and boot_id are made from when it starts with view v: the host's CPUs
 // and memory read from proc (a mounted procfs) and the time now. The
-// native init reads its new root's /proc and adds the other two; the
+// native root's plan reads the /proc warden sees and adds the other two;
+// the Go init, applying it step by step, falls back to the sandbox's
+// fresh procfs when that /proc lacks them (mounted subset=pid). The
 // docker backend, whose init cannot mount, reads the host's and binds the
 // files runc allows, which are not those two, at the container's
 // creation.
