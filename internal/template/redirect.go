@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/warden-sandbox/warden/internal/egress"
 )
 
 // netGuard is the network policy of one pull. go-containerregistry
@@ -158,7 +160,7 @@ func (g *netGuard) outside(ctx context.Context, host string) ([]netip.Addr, erro
 }
 
 // errForbidden ends the error of a host the guard refuses.
-var errForbidden = errors.New("a loopback, link-local or private address: refused")
+var errForbidden = errors.New("an address inside the operator's network (loopback, private, link-local, CGNAT, reserved or metadata): refused")
 
 // dial connects to addr through an address it has just resolved and,
 // unless the host:port is trusted, checked, never letting the dialer
@@ -236,8 +238,11 @@ func local(host string) bool {
 	return err == nil && inside(a)
 }
 
-// inside reports an address no public registry's redirect should reach.
+// inside reports an address no public registry's redirect should reach:
+// every address the sandbox egress policy refuses (loopback, private,
+// link-local, CGNAT, unique-local, reserved, cloud metadata), judged by
+// the IPv4 address an IPv6 form carries (mapped, compatible, NAT64,
+// 6to4, Teredo): egress.Classify is the one list.
 func inside(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsPrivate() || a.IsUnspecified() || a.IsInterfaceLocalMulticast()
+	return !egress.Classify(a).Allowed()
 }
