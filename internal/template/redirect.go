@@ -203,8 +203,11 @@ func hostPort(hostport, scheme string) string {
 		return hostport
 	}
 	port := "443"
-	if scheme == "http" {
+	switch scheme {
+	case "http":
 		port = "80"
+	case "socks5", "socks5h":
+		port = "1080" // as net/http dials a proxy without one
 	}
 	return net.JoinHostPort(strings.Trim(hostport, "[]"), port)
 }

@@ -57,6 +57,23 @@ func TestInside(t *testing.T) {
 	}
 }
 
+// TestHostPort: a host without a port gets its scheme's, as net/http
+// dials it, so the guard trusts exactly the registry's and proxies'.
+func TestHostPort(t *testing.T) {
+	tests := []struct{ in, scheme, want string }{
+		{"example.com", "https", "example.com:443"},
+		{"example.com", "http", "example.com:80"},
+		{"example.com:5000", "https", "example.com:5000"},
+		{"[::1]", "https", "[::1]:443"},
+		{"proxy.internal", "socks5", "proxy.internal:1080"},
+	}
+	for _, tc := range tests {
+		if got := hostPort(tc.in, tc.scheme); got != tc.want {
+			t.Errorf("hostPort(%q, %q): got %q, want %q", tc.in, tc.scheme, got, tc.want)
+		}
+	}
+}
+
 // TestRedirectGuard checks which registry redirects a pull follows.
 func TestRedirectGuard(t *testing.T) {
 	tests := []struct {
