@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -201,13 +203,24 @@ func gcGVisorRoots(cmd *cobra.Command, s *template.Store) error {
 	return nil
 }
 
+// dockerGCTimeout bounds gc's talk with the Docker engine, which runs
+// under the store's lock: a hung engine must not hold every pull and
+// import of the store (a variable for the tests).
+var dockerGCTimeout = 2 * time.Minute
+
 // gcDockerImages removes the Docker images made from templates the store
-// no longer holds (docker.RemoveTemplateImages), under the store's lock.
+// no longer holds (docker.RemoveTemplateImages), under the store's lock,
+// for at most dockerGCTimeout.
 func gcDockerImages(cmd *cobra.Command, s *template.Store) error {
 	var removed []string
 	err := s.Collect(func(stored func(string) bool) error {
+		ctx, cancel := context.WithTimeout(cmd.Context(), dockerGCTimeout)
+		defer cancel()
 		var err error
-		removed, err = docker.RemoveTemplateImages(cmd.Context(), s.Dir(), stored)
+		removed, err = docker.RemoveTemplateImages(ctx, s.Dir(), stored)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("the Docker engine did not answer within %v (check it with docker info, then run gc again): %w", dockerGCTimeout, err)
+		}
 		return err
 	})
 	if errors.Is(err, errors.ErrUnsupported) {

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -90,5 +92,56 @@ func TestTemplateCLI(t *testing.T) {
 		if ents, _ := os.ReadDir(roots); i == 2 && len(ents) != 3 || i > 5 && len(ents) != 1 {
 			t.Errorf("after %v: %d entries in the gvisor state directory, want 3 before rm and only runsc after", s.args, len(ents))
 		}
+	}
+}
+
+// TestTemplateGCHungEngine: gc's docker step, which runs under the
+// store's lock, gives up on an engine that accepts and never answers,
+// with an error saying so, rather than holding the lock for good.
+func TestTemplateGCHungEngine(t *testing.T) {
+	state := t.TempDir()
+	sock := filepath.Join(t.TempDir(), "hung.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepting := make(chan struct{})
+	defer func() {
+		l.Close()
+		<-accepting
+	}()
+	go func() {
+		defer close(accepting)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for range 100 { // bounded: gc opens a connection or two
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	defer func(old string) { gvisorRoots = old }(gvisorRoots)
+	gvisorRoots = t.TempDir()
+	defer func(old time.Duration) { dockerGCTimeout = old }(dockerGCTimeout)
+	dockerGCTimeout = 100 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := templateCLI(t, "gc", "--state-dir="+state)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "did not answer within") {
+			t.Errorf("gc with a hung engine: got %v, want it to say the engine did not answer", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("gc still waits on a hung Docker engine after 2 minutes, holding the store's lock")
 	}
 }

@@ -40,11 +40,12 @@ type Runtime struct {
 	err    error
 	// tmpl and image are the host root's template and the image of a
 	// box on the host's root (hostImage), made once the first such box
-	// needs them.
-	hostOnce sync.Once
-	tmpl     rootfs.Template
-	image    string
-	hostErr  error
+	// needs them, and never written again once image is set; hostMu
+	// guards them and hostRun, the attempt under way.
+	hostMu  sync.Mutex
+	hostRun *hostAttempt
+	tmpl    rootfs.Template
+	image   string
 	// templates are the images made from templates (templateImage).
 	templates templateImages
 }
@@ -99,26 +100,75 @@ func (r *Runtime) boxImage(ctx context.Context, root spec.Root) (string, error) 
 	return r.hostImage(ctx)
 }
 
+// hostImportTimeout bounds one attempt at the host root's image: the
+// attempt outlives the request that started it (others wait for it too).
+const hostImportTimeout = 10 * time.Minute
+
+// hostAttempt is one attempt at the host root's image; done is closed
+// once err is set.
+type hostAttempt struct {
+	done chan struct{}
+	err  error
+}
+
 // hostImage writes the host root's template and picks the image of a box
-// on the host's root (pickImage), once, when the first such box starts:
-// a Warden whose boxes all run on templates never imports Warden's root
-// image.
+// on the host's root (pickImage) when the first such box starts: a
+// Warden whose boxes all run on templates never imports Warden's root
+// image. One attempt runs at a time, bounded by hostImportTimeout and not
+// by any one caller's ctx (a caller that gives up leaves it to the
+// others); a failed attempt is not kept, so the next box tries again.
 func (r *Runtime) hostImage(ctx context.Context) (string, error) {
-	r.hostOnce.Do(func() {
-		if r.tmpl, r.hostErr = rootfs.SharedTemplate(StateDir); r.hostErr != nil {
-			r.hostErr = fmt.Errorf("writing the root template: %w", r.hostErr)
-			return
-		}
-		r.image, r.hostErr = r.pickImage(ctx)
-	})
-	return r.image, r.hostErr
+	r.hostMu.Lock()
+	if r.image != "" {
+		defer r.hostMu.Unlock()
+		return r.image, nil
+	}
+	a := r.hostRun
+	if a == nil {
+		a = &hostAttempt{done: make(chan struct{})}
+		r.hostRun = a
+		go r.makeHostImage(context.WithoutCancel(ctx), a)
+	}
+	r.hostMu.Unlock()
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if a.err != nil {
+		return "", a.err
+	}
+	r.hostMu.Lock()
+	defer r.hostMu.Unlock()
+	return r.image, nil
+}
+
+// makeHostImage runs the attempt a and records what it made.
+func (r *Runtime) makeHostImage(ctx context.Context, a *hostAttempt) {
+	ctx, cancel := context.WithTimeout(ctx, hostImportTimeout)
+	defer cancel()
+	tmpl, err := rootfs.SharedTemplate(StateDir)
+	var image string
+	if err != nil {
+		err = fmt.Errorf("writing the root template: %w", err)
+	} else {
+		image, err = r.pickImage(ctx, tmpl)
+	}
+	r.hostMu.Lock()
+	if err == nil {
+		r.tmpl, r.image = tmpl, image
+	}
+	r.hostRun = nil
+	a.err = err
+	close(a.done)
+	r.hostMu.Unlock()
 }
 
 // pickImage is the boxes' image: --image, once checked, or else Warden's
 // own root image, made from the template if the engine lacks it.
-func (r *Runtime) pickImage(ctx context.Context) (string, error) {
+func (r *Runtime) pickImage(ctx context.Context, tmpl rootfs.Template) (string, error) {
 	if r.Image == "" {
-		return rootImage(ctx, r.engine, r.tmpl)
+		return rootImage(ctx, r.engine, tmpl)
 	}
 	return r.Image, r.checkImage(ctx, r.Image)
 }

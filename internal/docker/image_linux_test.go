@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
 )
@@ -45,8 +46,8 @@ func TestPickImage(t *testing.T) {
 		if tt.setup != nil {
 			tt.setup(f)
 		}
-		r := &Runtime{Image: tt.image, engine: f, tmpl: tmpl}
-		got, err := r.pickImage(context.Background())
+		r := &Runtime{Image: tt.image, engine: f}
+		got, err := r.pickImage(context.Background(), tmpl)
 		if err != nil {
 			got = err.Error()
 		}
@@ -102,5 +103,45 @@ func TestRootImageLazy(t *testing.T) {
 	}
 	if len(f.imported) != 1 || !strings.HasPrefix(f.imported[0], rootRepo+":") {
 		t.Errorf("imported %v, want the root image once", f.imported)
+	}
+}
+
+// TestRootImageRetried: a failed import of the root image is not kept
+// (the next box on the host's root tries again), and the import outlives
+// the request that started it (a canceled first request leaves the
+// image to the next).
+func TestRootImageRetried(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the docker backend's state directory is root's")
+	}
+	tests := []struct {
+		name  string
+		first func(f *memEngine) context.Context
+		fails bool // the first hostImage must fail (a canceled one may not)
+	}{
+		{"import failed", func(f *memEngine) context.Context {
+			f.setFail("Import", errors.New("engine busy"))
+			return context.Background()
+		}, true},
+		{"request canceled", func(*memEngine) context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, false},
+	}
+	for _, tt := range tests {
+		f := newMemEngine()
+		f.ctxImport = true
+		r := &Runtime{engine: f}
+		if _, err := r.hostImage(tt.first(f)); tt.fails && err == nil {
+			t.Fatalf("%s: the first hostImage succeeded, want its error", tt.name)
+		}
+		f.setFail("Import", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ref, err := r.hostImage(ctx)
+		cancel()
+		if err != nil || !strings.HasPrefix(ref, rootRepo+":") {
+			t.Errorf("%s: the second hostImage = %q, %v, want %s:<tag>", tt.name, ref, err, rootRepo)
+		}
 	}
 }

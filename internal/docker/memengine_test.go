@@ -35,6 +35,9 @@ type memEngine struct {
 	// list is what List answers; listLabel records its filter.
 	list      []Container
 	listLabel string
+	// ctxImport makes Import fail once its ctx has ended, as the
+	// engine's does.
+	ctxImport bool
 	// images are the refs HasImage knows; imported records Import's.
 	images   map[string]bool
 	imported []string
@@ -217,9 +220,12 @@ func (f *memEngine) HasImage(_ context.Context, ref string) (bool, error) {
 	return f.images[ref], nil
 }
 
-func (f *memEngine) Import(_ context.Context, repo, tag string, tarball io.Reader, _ ...string) error {
+func (f *memEngine) Import(ctx context.Context, repo, tag string, tarball io.Reader, _ ...string) error {
 	if err := f.record("Import", repo+":"+tag); err != nil {
 		return err
+	}
+	if f.ctxImport && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	if _, err := io.Copy(io.Discard, tarball); err != nil {
 		return err

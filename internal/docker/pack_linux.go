@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/template"
 )
 
 // inode identifies a file, to pack each hard-linked file once.
@@ -28,25 +30,38 @@ type inode struct{ dev, ino uint64 }
 // links, never followed: a template's tree is an image's, so hostile.
 func packTree(w io.Writer, dir string, keepTimes bool) error {
 	tw := tar.NewWriter(w)
-	seen := map[inode]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return packEntry(tw, p, rel, fi, seen, keepTimes)
-	})
-	if err != nil {
+	if err := packDir(tw, dir, "", map[inode]string{}, keepTimes); err != nil {
 		return err
 	}
 	return tw.Close()
+}
+
+// packDir writes the entries under the tree's directory rel ("" for its
+// top), each directory's whiteouts before its other entries
+// (template.HidesFirst), so Docker applies a layer that deletes a name
+// and puts a new entry there in the order that works.
+func packDir(tw *tar.Writer, dir, rel string, seen map[inode]string, keepTimes bool) error {
+	p := filepath.Join(dir, rel)
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		return err
+	}
+	for _, e := range template.HidesFirst(ents) {
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		r := filepath.Join(rel, e.Name())
+		if err := packEntry(tw, filepath.Join(p, e.Name()), r, fi, seen, keepTimes); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			if err := packDir(tw, dir, r, seen, keepTimes); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // packEntry writes one entry of the tree.

@@ -98,6 +98,9 @@ type box struct {
 	forced bool
 	// logTail is the end of runsc's log, kept by cleanup for explain.
 	logTail []byte
+	// root holds the shared lock on a template's root (holdRoot), so gc
+	// of any store leaves it while the box lives; nil on the host's root.
+	root *os.File
 }
 
 // Start builds a box for a session of s and returns once its agent is
@@ -163,7 +166,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		return nil, err
 	}
 	if !s.Root.IsHost() {
-		if tmpl, err = rootfs.SharedImageTemplate(StateDir, s.Root.Dir, s.Root.Digest); err != nil {
+		if tmpl, err = b.holdTemplateRoot(s.Root); err != nil {
 			return nil, err
 		}
 	}
@@ -220,6 +223,23 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	}
 	b.ctl = host
 	return host, nil
+}
+
+// holdTemplateRoot writes the shared root of the template root (once
+// per digest) and holds it for the box (b.root), writing it again if gc
+// removed it meanwhile.
+func (b *box) holdTemplateRoot(root spec.Root) (rootfs.Template, error) {
+	for range lockRootTries {
+		tmpl, err := rootfs.SharedImageTemplate(StateDir, root.Dir, root.Digest)
+		if err != nil {
+			return tmpl, err
+		}
+		b.root, err = holdRoot(tmpl.Dir)
+		if !errors.Is(err, errRootGone) {
+			return tmpl, err
+		}
+	}
+	return rootfs.Template{}, fmt.Errorf("template %q: its root was removed %d times while the box started (warden template gc running?): start it again", root.Template, lockRootTries)
 }
 
 func socketpair() (host, child *os.File, err error) {
@@ -306,6 +326,11 @@ func (b *box) cleanup() {
 	if b.att != nil {
 		if err := b.att.Close(); err != nil {
 			b.logger().Warn("closing the box's egress proxy socket", "err", err)
+		}
+	}
+	if b.root != nil {
+		if err := b.root.Close(); err != nil {
+			b.logger().Warn("releasing the box's template root", "err", err)
 		}
 	}
 	if b.log != nil {

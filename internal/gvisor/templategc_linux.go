@@ -25,21 +25,22 @@ func UnusedTemplateRoots(dir string, keep func(digest string) bool) ([]string, e
 // RemoveTemplateRoots removes the shared roots UnusedTemplateRoots lists:
 // `warden template gc` and `rm` call it under the store's lock, so a
 // template's root goes with it, from memory (/run) where it would
-// otherwise stay until reboot. A root a box's bundle names is kept,
-// whichever store its template is in (stores share StateDir: a root is a
-// cache, and a box of another store's template writes it again). It
-// returns the digests removed.
+// otherwise stay until reboot. Stores share StateDir (a root is a cache,
+// keyed by digest), so a root another store's box uses is kept: each box
+// holds a shared flock on its root while it lives (holdRoot), and a root
+// is renamed away only under an exclusive one taken without waiting, so
+// a root a box holds or a bundle names is skipped. It returns the
+// digests removed.
 func RemoveTemplateRoots(dir string, keep func(digest string) bool) ([]string, error) {
 	unused, err := unusedRoots(dir, keep)
 	var removed []string
 	var errs []error
 	for _, p := range unused {
-		// Renamed first: a box starting now writes a fresh root rather
-		// than binding one half removed, and a crash leaves a tmp-<pid>
-		// entry the next Warden's stale sweep removes.
-		gone := filepath.Join(dir, "tmp-"+strconv.Itoa(os.Getpid())+"-gc-"+filepath.Base(p))
-		if err := os.Rename(p, gone); err != nil {
-			errs = append(errs, fmt.Errorf("removing the template root %q: %w", p, err))
+		gone, err := renameUnused(dir, p)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if gone == "" {
 			continue
 		}
 		if err := os.RemoveAll(gone); err != nil {
@@ -49,6 +50,28 @@ func RemoveTemplateRoots(dir string, keep func(digest string) bool) ([]string, e
 		removed = append(removed, "sha256:"+rootName.FindStringSubmatch(filepath.Base(p))[1])
 	}
 	return removed, errors.Join(append([]error{err}, errs...)...)
+}
+
+// renameUnused renames the root p away under gc's exclusive lock, and
+// returns where to ("" if a box holds it, or on error). Renamed first: a
+// box starting now writes a fresh root rather than binding one half
+// removed, and a crash leaves a tmp-<pid> entry the next Warden's stale
+// sweep removes.
+func renameUnused(dir, p string) (gone string, err error) {
+	f, ok, err := lockUnusedRoot(p)
+	if !ok {
+		return "", err
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("unlocking the template root %q: %w", p, cerr))
+		}
+	}()
+	gone = filepath.Join(dir, "tmp-"+strconv.Itoa(os.Getpid())+"-gc-"+filepath.Base(p))
+	if err := os.Rename(p, gone); err != nil {
+		return "", fmt.Errorf("removing the template root %q: %w", p, err)
+	}
+	return gone, nil
 }
 
 func unusedRoots(dir string, keep func(string) bool) ([]string, error) {

@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,9 +10,10 @@ import (
 )
 
 // TestRemoveTemplateRoots lays out a state directory: the roots of a
-// stored template, of a removed one, and of a removed one a box's bundle
-// still names, beside entries that are no roots. Only the removed,
-// unused root goes.
+// stored template, of a removed one, of a removed one a box's bundle
+// still names, and of a removed one a box (of another store, starting)
+// holds (holdRoot) with no bundle yet, beside entries that are no roots.
+// Only the removed, unused root goes.
 func TestRemoveTemplateRoots(t *testing.T) {
 	dir := t.TempDir()
 	hex := func(c string) string { return strings.Repeat(c, 64) }
@@ -21,18 +23,20 @@ func TestRemoveTemplateRoots(t *testing.T) {
 		}
 	}
 	stored, gone, inUse := "img-"+hex("a")+"-0011aabb", "img-"+hex("b")+"-0011aabb", "img-"+hex("c")+"-0011aabb"
-	for _, p := range []string{stored + "/usr", gone + "/usr", gone + "/etc", inUse + "/usr", "runsc", "box-x", "img-short-00", "tmp-1-img"} {
+	held := "img-" + hex("d") + "-0011aabb"
+	for _, p := range []string{stored + "/usr", gone + "/usr", gone + "/etc", inUse + "/usr", held + "/usr", "runsc", "box-x", "img-short-00", "tmp-1-img"} {
 		mk(p)
 	}
+	f, err := holdRoot(filepath.Join(dir, held))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
 	cfg := `{"root":{"path":"` + filepath.Join(dir, inUse) + `","readonly":true}}`
 	if err := os.WriteFile(filepath.Join(dir, "box-x", "config.json"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	keep := func(d string) bool { return d == "sha256:"+hex("a") }
-	unused, err := unusedRoots(dir, keep)
-	if err != nil || !slices.Equal(unused, []string{filepath.Join(dir, gone)}) {
-		t.Fatalf("unused: got %q, %v; want only %s", unused, err, gone)
-	}
 	removed, err := RemoveTemplateRoots(dir, keep)
 	if err != nil || !slices.Equal(removed, []string{"sha256:" + hex("b")}) {
 		t.Fatalf("removed: got %q, %v; want the digest of %s", removed, err, gone)
@@ -45,9 +49,41 @@ func TestRemoveTemplateRoots(t *testing.T) {
 	for _, e := range ents {
 		got = append(got, e.Name())
 	}
-	want := []string{"box-x", stored, inUse, "img-short-00", "runsc", "tmp-1-img"}
+	want := []string{"box-x", stored, inUse, held, "img-short-00", "runsc", "tmp-1-img"}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("left: got %q, want %q", got, want)
 	}
+}
+
+// TestHoldRootGone: a box locking a root gc renamed away (or that is not
+// there) is told to write it again, and holds a root that stays.
+func TestHoldRootGone(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "img-x")
+	if _, err := holdRoot(root); !errors.Is(err, errRootGone) {
+		t.Errorf("holding a missing root: got %v, want errRootGone", err)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Rename(root, filepath.Join(dir, "tmp-gc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if samePath(f, root) {
+		t.Errorf("a root renamed away and written again: got the same directory, want another")
+	}
+	h, err := holdRoot(root)
+	if err != nil {
+		t.Fatalf("holding a root: %v", err)
+	}
+	h.Close()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -31,10 +32,12 @@ type PullOptions struct {
 	// reads the Docker config file ($DOCKER_CONFIG/config.json or
 	// ~/.docker/config.json) and its credential helpers.
 	Keychain authn.Keychain
-	// tls and lookup are test hooks: a test registry's TLS
-	// configuration, and a resolver standing in for DNS.
+	// tls, lookup and dial are test hooks: a test registry's TLS
+	// configuration, a resolver standing in for DNS, and a dialer
+	// standing in for the network.
 	tls    *tls.Config
 	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Pull fetches ref (any registry; the linux image for this machine's
@@ -52,7 +55,7 @@ func (s *Store) Pull(ctx context.Context, ref, name string, o PullOptions) (Info
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
-	tr := newNetGuard(r.Context().RegistryStr(), o.lookup).transport(o.tls)
+	tr := newNetGuard(ctx, r.Context().RegistryStr(), r.Context().Scheme(), o.lookup, o.dial).transport(o.tls)
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
 		remote.WithTransport(tr)}

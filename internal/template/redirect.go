@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/warden-sandbox/warden/internal/egress"
 )
 
 // netGuard is the network policy of one pull. go-containerregistry
@@ -20,36 +23,67 @@ import (
 // registry picks: a hostile registry must not bounce Warden's requests to
 // an http downgrade or to a loopback, link-local or private address (a
 // blind SSRF into the operator's network), unless the registry itself is
-// on such an address (a local registry, and the tests'). The guard checks
-// every such host's name as each request is sent (a clear error early,
-// and the only check when a proxy dials for us), then, when dialing,
-// resolves the name once more, checks every address, and dials only an
-// address it checked: a name that rebinds between the two lookups to an
-// inside address is refused too.
+// on such an address (a local registry, and the tests'). The guard trusts
+// the registry's host:port and the proxies' (what the operator chose),
+// never a bare host on another port. It resolves the registry once, when
+// it is made: it is open (no limits) only if the registry is a literal
+// inside address, localhost, or resolves inside then; otherwise it dials
+// the registry only at the addresses of that first resolution, checked
+// outside, so the registry cannot rebind its own name to an inside
+// address later. Every other host's name is checked as each request is
+// sent (a clear error early, and the only check when a proxy dials for
+// us), then, when dialing, resolved once more, every address checked, and
+// only an address it checked dialed: a name that rebinds between the two
+// lookups to an inside address is refused too.
 type netGuard struct {
-	registry string          // the registry's host, which the operator chose
+	registry string          // the registry's host:port, which the operator chose
+	pinned   []netip.Addr    // the registry's addresses, checked outside; nil if not resolved
 	open     bool            // the registry is itself local: no limits
-	proxies  map[string]bool // proxy hosts from the environment, the operator's too
+	proxies  map[string]bool // proxy host:ports from the environment, the operator's too
 	lookup   func(ctx context.Context, host string) ([]netip.Addr, error)
-	dialer   net.Dialer
+	dialer   func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // newNetGuard makes the guard of a pull from registry (host or
-// host:port); lookup is nil for the system resolver.
-func newNetGuard(registry string, lookup func(context.Context, string) ([]netip.Addr, error)) *netGuard {
-	host := hostOf(registry)
+// host:port) over scheme (https or http), resolving the registry's name
+// now; lookup and dial are nil but in tests (the system resolver, and a
+// net.Dialer). A registry that does not resolve now is checked when
+// dialed, as any other host (a proxy may be the only way out).
+func newNetGuard(ctx context.Context, registry, scheme string, lookup func(context.Context, string) ([]netip.Addr, error), dial func(context.Context, string, string) (net.Conn, error)) *netGuard {
 	if lookup == nil {
 		lookup = resolve
 	}
-	g := &netGuard{registry: host, open: local(host), proxies: map[string]bool{}, lookup: lookup,
-		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
-	for _, scheme := range []string{"https", "http"} {
-		p, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: scheme, Host: registry}})
+	if dial == nil {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+		dial = d.DialContext
+	}
+	g := &netGuard{registry: hostPort(registry, scheme), proxies: map[string]bool{}, lookup: lookup, dialer: dial}
+	g.open, g.pinned = g.resolveRegistry(ctx, hostOf(registry))
+	for _, sc := range []string{"https", "http"} {
+		p, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: sc, Host: registry}})
 		if err == nil && p != nil {
-			g.proxies[p.Hostname()] = true
+			g.proxies[hostPort(p.Host, p.Scheme)] = true
 		}
 	}
 	return g
+}
+
+// resolveRegistry resolves the registry's host once: open if it is
+// local, else the addresses to dial it at (nil if it did not resolve).
+func (g *netGuard) resolveRegistry(ctx context.Context, host string) (bool, []netip.Addr) {
+	if local(host) {
+		return true, nil
+	}
+	addrs, err := g.lookup(ctx, host)
+	if err != nil {
+		return false, nil
+	}
+	for _, a := range addrs {
+		if inside(a) {
+			return true, nil
+		}
+	}
+	return false, addrs
 }
 
 // transport is the HTTP transport of a pull: go-containerregistry's
@@ -82,24 +116,25 @@ func (t guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("registry redirected from https to %s (%s): refused", to.Scheme, to.Redacted())
 		}
 	}
-	if err := t.g.checkName(req.Context(), req.URL.Hostname()); err != nil {
+	if err := t.g.checkName(req.Context(), hostPort(req.URL.Host, req.URL.Scheme)); err != nil {
 		return nil, fmt.Errorf("registry sent the pull to %s: %w", req.URL.Redacted(), err)
 	}
 	return t.next.RoundTrip(req)
 }
 
-// trusted reports a host the operator chose: the registry, or a proxy.
-func (g *netGuard) trusted(host string) bool {
-	return g.open || host == g.registry || g.proxies[host]
+// trusted reports a host:port the operator chose: the registry, or a
+// proxy.
+func (g *netGuard) trusted(hostport string) bool {
+	return g.open || hostport == g.registry || g.proxies[hostport]
 }
 
-// checkName refuses a host the registry picked that resolves to an
-// inside address.
-func (g *netGuard) checkName(ctx context.Context, host string) error {
-	if g.trusted(host) {
+// checkName refuses a host:port the registry picked whose host resolves
+// to an inside address.
+func (g *netGuard) checkName(ctx context.Context, hostport string) error {
+	if g.trusted(hostport) {
 		return nil
 	}
-	_, err := g.outside(ctx, host)
+	_, err := g.outside(ctx, hostOf(hostport))
 	return err
 }
 
@@ -125,34 +160,56 @@ func (g *netGuard) outside(ctx context.Context, host string) ([]netip.Addr, erro
 }
 
 // errForbidden ends the error of a host the guard refuses.
-var errForbidden = errors.New("a loopback, link-local or private address: refused")
+var errForbidden = errors.New("an address inside the operator's network (loopback, private, link-local, CGNAT, reserved or metadata): refused")
 
-// dial connects to addr through an address it has just resolved (and,
-// unless the host is trusted, checked), never letting the dialer resolve
-// the name again.
+// dial connects to addr through an address it has just resolved and,
+// unless the host:port is trusted, checked, never letting the dialer
+// resolve the name again; the registry (unless open) only at its pinned
+// addresses.
 func (g *netGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dialing %q: %w", addr, err)
 	}
-	var addrs []netip.Addr
-	if g.trusted(host) {
-		addrs, err = g.lookup(ctx, host)
-	} else {
-		addrs, err = g.outside(ctx, host)
-	}
+	addrs, err := g.addrsOf(ctx, addr, host)
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", addr, err)
 	}
 	var errs []error
 	for _, a := range addrs {
-		c, err := g.dialer.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		c, err := g.dialer(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return c, nil
 		}
 		errs = append(errs, err)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// addrsOf are the addresses to dial host (of addr, its host:port) at.
+func (g *netGuard) addrsOf(ctx context.Context, addr, host string) ([]netip.Addr, error) {
+	switch {
+	case addr == g.registry && g.pinned != nil:
+		return g.pinned, nil
+	case g.open || g.proxies[addr]:
+		return g.lookup(ctx, host)
+	}
+	return g.outside(ctx, host)
+}
+
+// hostPort is host[:port] with the scheme's port when it names none.
+func hostPort(hostport, scheme string) string {
+	if _, _, err := net.SplitHostPort(hostport); err == nil {
+		return hostport
+	}
+	port := "443"
+	switch scheme {
+	case "http":
+		port = "80"
+	case "socks5", "socks5h":
+		port = "1080" // as net/http dials a proxy without one
+	}
+	return net.JoinHostPort(strings.Trim(hostport, "[]"), port)
 }
 
 // hostOf is the host of host[:port].
@@ -184,8 +241,11 @@ func local(host string) bool {
 	return err == nil && inside(a)
 }
 
-// inside reports an address no public registry's redirect should reach.
+// inside reports an address no public registry's redirect should reach:
+// every address the sandbox egress policy refuses (loopback, private,
+// link-local, CGNAT, unique-local, reserved, cloud metadata), judged by
+// the IPv4 address an IPv6 form carries (mapped, compatible, NAT64,
+// 6to4, Teredo): egress.Classify is the one list.
 func inside(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsPrivate() || a.IsUnspecified() || a.IsInterfaceLocalMulticast()
+	return !egress.Classify(a).Allowed()
 }

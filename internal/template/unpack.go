@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -19,6 +20,32 @@ const (
 	whiteoutPrefix = ".wh."
 	opaqueMarker   = ".wh..wh..opq"
 )
+
+// HidesFirst orders the entries of one directory of a layer's tree as
+// they must be applied: its opaque marker, then its other whiteouts, then
+// the rest, each group in name order. A whiteout hides lower layers only,
+// so an applier meeting ".a" (or "-a") before ".wh..a", as name order
+// does, would hide the layer's own new ".a": Docker's overlay2 applier
+// fails the load instead (mknod of the whiteout over the new entry).
+func HidesFirst(ents []fs.DirEntry) []fs.DirEntry {
+	rank := func(name string) int {
+		switch {
+		case name == opaqueMarker:
+			return 0
+		case strings.HasPrefix(name, whiteoutPrefix):
+			return 1
+		}
+		return 2
+	}
+	out := slices.Clone(ents)
+	slices.SortStableFunc(out, func(a, b fs.DirEntry) int {
+		if c := rank(a.Name()) - rank(b.Name()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name(), b.Name())
+	})
+	return out
+}
 
 // maxName is PATH_MAX: a longer name cannot be a real file, and would
 // cost a walk per component on each of its many parents.
