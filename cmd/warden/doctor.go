@@ -24,7 +24,7 @@ Exits 1 when something a default run needs is missing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if leaks {
-				return reportLeaks(cmd.OutOrStdout(), asJSON, templateStoreDir(stateDir))
+				return reportLeaks(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON, templateStoreDir(stateDir))
 			}
 			checks := doctor.Run(cmd.Context())
 			if dir := templateStoreDir(stateDir); dir != "" {
@@ -53,7 +53,7 @@ Exits 1 when something a default run needs is missing.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the state directory whose template store to report (as warden serve's)")
-	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets, gvisor roots of templates --state-dir's store no longer holds); exit 1 if anything")
+	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets); exit 1 if anything. Also notes, without failing, the gvisor roots of templates --state-dir's store does not hold (a cache warden template gc removes)")
 	return cmd
 }
 
@@ -66,13 +66,23 @@ func templateStoreDir(stateDir string) string {
 }
 
 // reportLeaks prints what dead Wardens left behind, one line each, and
-// fails when there is anything.
-func reportLeaks(out io.Writer, asJSON bool, templates string) error {
-	found, err := doctor.Leaks(templates)
+// fails when there is anything; the gVisor roots of templates the store
+// at templates does not hold follow as notes, which never fail.
+func reportLeaks(out, errOut io.Writer, asJSON bool, templates string) error {
+	found, err := doctor.Leaks()
 	if err != nil {
 		return fmt.Errorf("looking for leftovers: %w", err)
 	}
+	return printLeaks(out, errOut, asJSON, found, doctor.TemplateRoots(templates))
+}
+
+// printLeaks prints found (as a JSON list with asJSON) and notes (on
+// errOut with asJSON, so out stays the list), and fails, with exit code
+// 1, only when found is not empty.
+func printLeaks(out, errOut io.Writer, asJSON bool, found, notes []doctor.Leak) error {
+	noteOut := out
 	if asJSON {
+		noteOut = errOut
 		if found == nil {
 			found = []doctor.Leak{}
 		}
@@ -86,6 +96,9 @@ func reportLeaks(out io.Writer, asJSON bool, templates string) error {
 		for _, l := range found {
 			fmt.Fprintf(out, "leak  %s  %s: %s\n", l.Kind, l.What, l.Why)
 		}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(noteOut, "note  %s  %s: %s\n", n.Kind, n.What, n.Why)
 	}
 	if len(found) > 0 {
 		return exitError{code: 1}

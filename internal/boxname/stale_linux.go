@@ -11,7 +11,8 @@ import (
 )
 
 // pidDirPrefixes start the entries of a backend's state directory that are
-// named only after their Warden's pid: half-written templates ("tmp-<pid>")
+// named after their Warden's pid: half-written templates and roots being
+// written or removed ("tmp-<pid>", "tmp-<pid>-img", "tmp-<pid>-gc-…")
 // and older Wardens' per-process templates ("template-<pid>").
 var pidDirPrefixes = []string{"tmp-", "template-"}
 
@@ -36,14 +37,18 @@ func StaleDirs(dir string) []string {
 }
 
 // dirOwner reads the pid a state directory entry carries: "box-" and a
-// name from Box (OwnerPID), or "tmp-<pid>" and "template-<pid>".
+// name from Box (OwnerPID), or "tmp-<pid>" and "template-<pid>", each
+// perhaps followed by "-" and what the entry is (a shared root being
+// written, "tmp-<pid>-img", or removed, "tmp-<pid>-gc-img-…"), so a crash
+// mid-write or mid-removal leaves nothing the sweep misses.
 func dirOwner(name string) (int, bool) {
 	if rest, ok := strings.CutPrefix(name, boxDirPrefix); ok {
 		return OwnerPID(rest)
 	}
 	for _, prefix := range pidDirPrefixes {
 		if rest, ok := strings.CutPrefix(name, prefix); ok {
-			return parsePID(rest)
+			pid, _, _ := strings.Cut(rest, "-")
+			return parsePID(pid)
 		}
 	}
 	return 0, false

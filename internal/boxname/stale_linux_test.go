@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -35,7 +36,13 @@ func TestStaleDirs(t *testing.T) {
 		"box-" + Prefix + "0-x":        false,
 		"tmp-+4194305":                 false,
 		"tmp--1":                       false,
-		"tmp-" + dead + "-x":           false,
+		"tmp-" + dead + "-img":         true,
+		"tmp-" + dead + "-gc-img-ab-1": true,
+		"tmp-" + self + "-img":         false,
+		"tmp-" + self + "-gc-img-ab-1": false,
+		"tmp-0-img":                    false,
+		"tmp--1-img":                   false,
+		"tmp-x" + dead + "-img":        false,
 	}
 	var want []string
 	for name, stale := range names {
@@ -59,5 +66,37 @@ func TestStaleDirs(t *testing.T) {
 	}
 	if got := StaleDirs(dir); len(got) != 0 {
 		t.Errorf("after RemoveDir, StaleDirs = %q, want none", got)
+	}
+}
+
+// TestDirOwner: the pid of a state directory entry is read up to the
+// first "-" after its prefix, so the shared roots being written
+// (tmp-<pid>-img) or removed (tmp-<pid>-gc-img-…) are a Warden's too.
+func TestDirOwner(t *testing.T) {
+	tests := []struct {
+		name   string
+		want   int
+		wantOK bool
+	}{
+		{"tmp-12", 12, true},
+		{"tmp-12-img", 12, true},
+		{"tmp-12-gc-img-" + strings.Repeat("a", 64) + "-1f", 12, true},
+		{"template-7", 7, true},
+		{"template-7-x", 7, true},
+		{"box-" + Prefix + "9-ab", 9, true},
+		{"tmp-", 0, false},
+		{"tmp--img", 0, false},
+		{"tmp-0-img", 0, false},
+		{"tmp-012-img", 0, false},
+		{"tmp-+12-img", 0, false},
+		{"tmp-x12-img", 0, false},
+		{"img-12-x", 0, false},
+		{"box-" + Prefix + "x-ab", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := dirOwner(tt.name)
+		if got != tt.want || ok != tt.wantOK {
+			t.Errorf("dirOwner(%q) = %d, %v; want %d, %v", tt.name, got, ok, tt.want, tt.wantOK)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // TestPickImage: without --image the boxes run Warden's root image,
@@ -84,9 +85,7 @@ func TestRootImageTag(t *testing.T) {
 // whose boxes all run on templates never imports Warden's root image;
 // the first box on the host's root imports it, and later ones reuse it.
 func TestRootImageLazy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the docker backend's state directory is root's")
-	}
+	testhost.RequireRoot(t) // the docker backend's state directory is root's
 	f := newMemEngine()
 	r := &Runtime{engine: f}
 	if err := r.prepare(context.Background()); err != nil {

@@ -2,7 +2,7 @@ package doctor
 
 // Leak is something a Warden that is gone left on this host: a cgroup, a
 // process, an egress socket. A running Warden's own sandboxes are not
-// leaks.
+// leaks. TemplateRoots uses it too, for caches listed as information.
 type Leak struct {
 	// Kind is "cgroup", "process", "egress socket", "backend state",
 	// "container" or "gvisor root".

@@ -38,11 +38,13 @@ func backendLeaks() []Leak {
 	return leaks
 }
 
-// templateRootLeaks lists the gVisor backend's shared roots (in memory,
-// /run) of templates the store at dir does not hold and no box uses:
-// `warden template gc` removes them. Without a store every such root is
-// one.
-func templateRootLeaks(dir string) []Leak {
+// TemplateRoots lists, for information, the gVisor backend's shared roots
+// (in memory, /run) of templates the store at dir (state-dir/templates;
+// "" for none) does not hold and no box uses: `warden template gc`
+// removes them. They are no leaks: a root is a cache shared by every
+// store on the host, so one a test's or another store's box wrote is
+// unknown to dir's store, and a box on that template writes it again.
+func TemplateRoots(dir string) []Leak {
 	stored := map[string]bool{}
 	if _, err := os.Stat(dir); dir != "" && err == nil {
 		s, err := template.Open(dir, template.Options{})
@@ -61,10 +63,10 @@ func templateRootLeaks(dir string) []Leak {
 	if err != nil {
 		return []Leak{{Kind: "gvisor root", What: gvisor.StateDir, Why: "not checked: " + err.Error()}}
 	}
-	var leaks []Leak
+	var roots []Leak
 	for _, p := range unused {
-		leaks = append(leaks, Leak{Kind: "gvisor root", What: p,
-			Why: "the root of a template " + dir + " no longer holds, used by no box; warden template gc removes it"})
+		roots = append(roots, Leak{Kind: "gvisor root", What: p,
+			Why: "the root of a template " + dir + " does not hold, used by no box (a cache of another store's or a gone template); warden template gc removes it"})
 	}
-	return leaks
+	return roots
 }

@@ -23,11 +23,11 @@ func egressDirs() []string {
 	return []string{"/run/warden/egress", filepath.Join(os.TempDir(), "warden-egress-"+strconv.Itoa(os.Geteuid()))}
 }
 
-// Leaks lists what Wardens that are gone left behind, and the gVisor
-// roots of templates the store at templates (state-dir/templates; "" for
-// none) no longer holds. The next Warden to start removes stale cgroups
-// itself; the rest says how to remove it.
-func Leaks(templates string) ([]Leak, error) {
+// Leaks lists what Wardens that are gone left behind. The next Warden to
+// start removes stale cgroups itself; the rest says how to remove it.
+// The gVisor roots of templates no store here holds are a cache, not
+// leaks: TemplateRoots lists them.
+func Leaks() ([]Leak, error) {
 	var leaks []Leak
 	stale, err := cgroup.Stale(boxname.Dead)
 	for _, dir := range stale {
@@ -36,7 +36,6 @@ func Leaks(templates string) ([]Leak, error) {
 	procs, perr := orphanInits()
 	leaks = append(leaks, procs...)
 	leaks = append(leaks, backendLeaks()...)
-	leaks = append(leaks, templateRootLeaks(templates)...)
 	return append(leaks, staleSockets()...), errors.Join(err, perr)
 }
 

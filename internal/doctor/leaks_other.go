@@ -5,4 +5,8 @@ package doctor
 import "errors"
 
 // Leaks is Linux-only: sandboxes exist only there.
-func Leaks(string) ([]Leak, error) { return nil, errors.ErrUnsupported }
+func Leaks() ([]Leak, error) { return nil, errors.ErrUnsupported }
+
+// TemplateRoots is Linux-only, as gVisor boxes are: elsewhere there are
+// no roots.
+func TemplateRoots(string) []Leak { return nil }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/template/templatetest"
 )
 
 // measureRounds is how many starts each root gets in TestMeasureTemplateStart.
@@ -23,7 +22,7 @@ func TestMeasureTemplateStart(t *testing.T) {
 		t.Skip("set WARDEN_MEASURE=1 to measure a box's start on a template against the host's root")
 	}
 	requireRunsc(t)
-	roots := map[string]spec.Root{"host": {}, "template": templatetest.Root(t, "minimal")}
+	roots := map[string]spec.Root{"host": {}, "template": templateRoot(t, "minimal")}
 	took := map[string][]time.Duration{}
 	for i := range 2*measureRounds + 2 {
 		name := []string{"host", "template"}[i%2]

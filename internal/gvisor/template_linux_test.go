@@ -61,6 +61,27 @@ func startBox(t *testing.T, s spec.Spec) *agent.Session {
 	return sess
 }
 
+// templateRoot is templatetest.Root for a gVisor box: when the test ends,
+// after its boxes closed, it removes the shared root (StateDir/img-…) a
+// box wrote for the template, as `warden template gc` would, so tests
+// leave no root in /run that no store holds. A root another box still
+// uses is kept (RemoveTemplateRoots reads the boxes' bundles).
+func templateRoot(t *testing.T, imageName string) spec.Root {
+	t.Helper()
+	var digest string
+	t.Cleanup(func() { // registered first, so it runs after the boxes close
+		if digest == "" {
+			return
+		}
+		if _, err := RemoveTemplateRoots(StateDir, func(d string) bool { return d != digest }); err != nil {
+			t.Errorf("removing the test template's gvisor root: %v", err)
+		}
+	})
+	root := templatetest.Root(t, imageName)
+	digest = root.Digest
+	return root
+}
+
 // run runs script under sh in the box and returns its trimmed stdout.
 func run(t *testing.T, sess *agent.Session, script string) string {
 	t.Helper()
@@ -82,7 +103,7 @@ func run(t *testing.T, sess *agent.Session, script string) string {
 // which every box on it shares.
 func TestTemplateRoot(t *testing.T) {
 	requireRunsc(t)
-	root := templatetest.Root(t, "minimal")
+	root := templateRoot(t, "minimal")
 	before := treeEntries(t, root.Dir)
 	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	cases := []struct{ name, script, want string }{
@@ -110,7 +131,7 @@ func TestTemplateRoot(t *testing.T) {
 // and returns a matplotlib chart through the persistent interpreter.
 func TestTemplateCharts(t *testing.T) {
 	requireRunsc(t)
-	root := templatetest.Root(t, "datasci")
+	root := templateRoot(t, "datasci")
 	l := spec.DefaultLimits
 	l.Timeout = 3 * time.Minute
 	templatetest.CheckChart(t, startBox(t, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root}), root)

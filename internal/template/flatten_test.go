@@ -142,3 +142,56 @@ func TestWhiteoutThenSymlink(t *testing.T) {
 		})
 	}
 }
+
+// TestWhiteoutThenSymlinkNotFollowed: once a layer has put a link where
+// it deleted a directory, an entry below the link in the same layer is
+// refused, and a later layer that makes the link's name a directory gets
+// a directory of its own: neither writes through the link, outside the
+// root.
+func TestWhiteoutThenSymlinkNotFollowed(t *testing.T) {
+	lower := testLayer(t, layerTar(t, dir("out"), file("out/old", "x")))
+	tests := []struct {
+		name    string
+		layers  func(outside string) [][]entry
+		wantErr bool
+	}{
+		{"an entry below the link, same layer", func(outside string) [][]entry {
+			return [][]entry{{file(".wh.out", ""), symlink("out", outside), file("out/evil", "x")}}
+		}, true},
+		{"a directory below the link, same layer", func(outside string) [][]entry {
+			return [][]entry{{file(".wh.out", ""), symlink("out", outside), dir("out/evil")}}
+		}, true},
+		{"a later layer makes the link a directory", func(outside string) [][]entry {
+			return [][]entry{{file(".wh.out", ""), symlink("out", outside)}, {dir("out"), file("out/new", "x")}}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			outside := t.TempDir()
+			layers := []v1.Layer{lower}
+			for _, es := range tt.layers(outside) {
+				layers = append(layers, testLayer(t, layerTar(t, es...)))
+			}
+			lp := filepath.Join(t.TempDir(), "layout")
+			p, err := layout.Write(lp, empty.Index)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.AppendImage(testImage(t, layers...)); err != nil {
+				t.Fatal(err)
+			}
+			info, err := openStore(t, Options{}).Import(context.Background(), lp, "stack")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("importing: got %v, want an error: %v", err, tt.wantErr)
+			}
+			if err == nil {
+				if fi, err := os.Lstat(filepath.Join(info.Root, "out", "new")); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("out/new: got %v, %v; want a file in a directory of the root", fi, err)
+				}
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Errorf("importing wrote %d entries outside the root, through the link", len(ents))
+			}
+		})
+	}
+}
