@@ -3,6 +3,10 @@ package template
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,21 +20,26 @@ import (
 func TestUsableBy(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
+		ref    string
 		shared []string
 		tenant string
 		want   bool
 	}{
-		{"everyone's, any tenant", []string{Everyone}, "aaaaaaaaaaaaaaaa", true},
-		{"everyone's, keyless", []string{Everyone}, "", true},
-		{"recorded before visibility", nil, "aaaaaaaaaaaaaaaa", true},
-		{"its tenant", []string{"aaaaaaaaaaaaaaaa"}, "aaaaaaaaaaaaaaaa", true},
-		{"another tenant", []string{"aaaaaaaaaaaaaaaa"}, "bbbbbbbbbbbbbbbb", false},
-		{"one of several", []string{"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"}, "bbbbbbbbbbbbbbbb", true},
-		{"keyless server's, a keyed tenant", []string{""}, "aaaaaaaaaaaaaaaa", false},
-		{"a tenant's, the keyless server", []string{"aaaaaaaaaaaaaaaa"}, "", false},
-		{"a tenant named all is not everyone", []string{"aaaaaaaaaaaaaaaa"}, Everyone, false},
+		{"everyone's, any tenant", "", []string{Everyone}, "aaaaaaaaaaaaaaaa", true},
+		{"everyone's, keyless", "", []string{Everyone}, "", true},
+		{"import recorded before visibility", "", nil, "aaaaaaaaaaaaaaaa", true},
+		{"pull recorded before visibility", "docker.io/library/python:3.12", nil, "aaaaaaaaaaaaaaaa", true},
+		{"tagged pull recorded before visibility", "python:3.12", nil, "", true},
+		{"commit recorded before visibility", "base", nil, "aaaaaaaaaaaaaaaa", false},
+		{"commit recorded before visibility, keyless", "base", nil, "", false},
+		{"its tenant", "base", []string{"aaaaaaaaaaaaaaaa"}, "aaaaaaaaaaaaaaaa", true},
+		{"another tenant", "base", []string{"aaaaaaaaaaaaaaaa"}, "bbbbbbbbbbbbbbbb", false},
+		{"one of several", "base", []string{"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"}, "bbbbbbbbbbbbbbbb", true},
+		{"keyless server's, a keyed tenant", "base", []string{""}, "aaaaaaaaaaaaaaaa", false},
+		{"a tenant's, the keyless server", "base", []string{"aaaaaaaaaaaaaaaa"}, "", false},
+		{"a tenant named all is not everyone", "base", []string{"aaaaaaaaaaaaaaaa"}, Everyone, false},
 	} {
-		if got := (Template{SharedWith: tc.shared}).UsableBy(tc.tenant); got != tc.want {
+		if got := (Template{Ref: tc.ref, SharedWith: tc.shared}).UsableBy(tc.tenant); got != tc.want {
 			t.Errorf("%s: UsableBy(%q) of %q = %v, want %v", tc.name, tc.tenant, tc.shared, got, tc.want)
 		}
 	}
@@ -48,7 +57,11 @@ func TestParseShare(t *testing.T) {
 		{"aaaaaaaaaaaaaaaa", []string{"aaaaaaaaaaaaaaaa"}, false},
 		{"aaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbb,aaaaaaaaaaaaaaaa", []string{"aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"}, false},
 		{"mcp", []string{"mcp"}, false},
+		{Keyless, []string{""}, false},
+		{"keyless, aaaaaaaaaaaaaaaa", []string{"", "aaaaaaaaaaaaaaaa"}, false},
 		{"", nil, true},
+		{",", nil, true},
+		{"keyless,", nil, true},
 		{"all,aaaaaaaaaaaaaaaa", nil, true},
 		{"aaaaaaaaaaaaaaaa,", nil, true},
 		{"Tenant", nil, true},
@@ -57,6 +70,44 @@ func TestParseShare(t *testing.T) {
 		got, err := ParseShare(tc.in)
 		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
 			t.Errorf("ParseShare(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestShareText: what ls says of each kind of record.
+func TestShareText(t *testing.T) {
+	for _, tc := range []struct {
+		ref    string
+		shared []string
+		want   string
+	}{
+		{"", []string{Everyone}, "all"},
+		{"", nil, "all"},
+		{"docker.io/library/alpine:3.20", nil, "all"},
+		{"base", nil, "unset (committed before sharing was recorded)"},
+		{"base", []string{"", "aaaaaaaaaaaaaaaa"}, "keyless,aaaaaaaaaaaaaaaa"},
+	} {
+		if got := (Template{Ref: tc.ref, SharedWith: tc.shared}).ShareText(); got != tc.want {
+			t.Errorf("ShareText of ref %q, shared %q = %q, want %q", tc.ref, tc.shared, got, tc.want)
+		}
+	}
+}
+
+// TestValidShare: what every metadata write refuses.
+func TestValidShare(t *testing.T) {
+	for _, tc := range []struct {
+		shared []string
+		ok     bool
+	}{
+		{[]string{Everyone}, true},
+		{[]string{"", "aaaaaaaaaaaaaaaa"}, true},
+		{nil, false},
+		{[]string{Keyless}, false},
+		{[]string{Everyone, "aaaaaaaaaaaaaaaa"}, false},
+		{[]string{"A"}, false},
+	} {
+		if err := validShare("x", tc.shared); (err == nil) != tc.ok {
+			t.Errorf("validShare(%q) = %v, want ok %v", tc.shared, err, tc.ok)
 		}
 	}
 }
@@ -134,5 +185,109 @@ func TestVisibilityStored(t *testing.T) {
 	}
 	if _, _, err := s.LeaseFor("mine", a); err == nil || !strings.Contains(err.Error(), "being removed") {
 		t.Errorf("LeaseFor(mine, a) while being removed: %v, want it being removed", err)
+	}
+}
+
+// names is the names ListFor(tenant) gives.
+func names(t *testing.T, s *Store, tenant string) []string {
+	t.Helper()
+	infos, err := s.ListFor(tenant)
+	if err != nil {
+		t.Fatalf("ListFor(%q): %v", tenant, err)
+	}
+	var out []string
+	for _, i := range infos {
+		out = append(out, i.Name)
+	}
+	return out
+}
+
+// TestShareLegacyCommit: a commit whose template.json has no shared_with
+// (all made before Warden recorded it) is no tenant's, yet listed and
+// leased for the operator, until Share sets it.
+func TestShareLegacyCommit(t *testing.T) {
+	s := openStore(t, Options{})
+	importBase(t, s, "base")
+	base, err := s.Get("base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const a = "aaaaaaaaaaaaaaaa"
+	if _, err := s.Commit("base", base.Digest, bytes.NewReader(layerTar(t, file("added", "a's secret"))), "old", []string{a}); err != nil {
+		t.Fatal(err)
+	}
+	meta := filepath.Join(s.templateDir("old"), "template.json")
+	b, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	delete(raw, "shared_with")
+	if b, err = json.Marshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(meta, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{a, ""} {
+		if got := names(t, s, tenant); !slices.Equal(got, []string{"base"}) {
+			t.Errorf("legacy commit: ListFor(%q) = %q, want [base]", tenant, got)
+		}
+		if _, _, err := s.LeaseFor("old", tenant); !errors.Is(err, ErrNotFound) {
+			t.Errorf("legacy commit: LeaseFor(old, %q) = %v, want not found", tenant, err)
+		}
+	}
+	all, err := s.List()
+	if err != nil || len(all) != 2 || all[1].ShareText() != unsetShare {
+		t.Errorf("legacy commit: List = %v, %v; want base and old, unset", all, err)
+	}
+	_, release, err := s.Lease("old")
+	if err != nil {
+		t.Fatalf("legacy commit: the operator's Lease: %v", err)
+	}
+	release()
+	if _, err := s.Share("old", []string{Keyless}); err == nil {
+		t.Errorf("Share(old, [keyless]): nil error, want the literal refused")
+	}
+	if _, err := s.Share("old", []string{a}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, s, a); !slices.Equal(got, []string{"base", "old"}) {
+		t.Errorf("after Share: ListFor(a) = %q, want [base old]", got)
+	}
+	if got, err := s.Get("old"); err != nil || !slices.Equal(got.SharedWith, []string{a}) || got.Digest == "" {
+		t.Errorf("after Share: Get(old) = %+v, %v; want its record, shared with a", got, err)
+	}
+	if _, err := s.Share("nope", []string{a}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Share(nope) = %v, want not found", err)
+	}
+}
+
+// TestUnreadableForTenants: a template whose metadata is corrupt is left
+// out of a tenant's list (the others still listed) and leases as a
+// missing one, its name in no other template's error; the operator's
+// List still reports it.
+func TestUnreadableForTenants(t *testing.T) {
+	s := openStore(t, Options{})
+	importBase(t, s, "base")
+	if err := os.MkdirAll(s.templateDir("broken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.templateDir("broken"), "template.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, s, "aaaaaaaaaaaaaaaa"); !slices.Equal(got, []string{"base"}) {
+		t.Errorf("ListFor with a broken template = %q, want [base]", got)
+	}
+	_, _, broken := s.LeaseFor("broken", "aaaaaaaaaaaaaaaa")
+	_, _, missing := s.LeaseFor("nope", "aaaaaaaaaaaaaaaa")
+	if want := strings.ReplaceAll(fmt.Sprint(missing), `"nope"`, `"broken"`); fmt.Sprint(broken) != want {
+		t.Errorf("LeaseFor(broken) = %v, want the missing template's %q", broken, want)
+	}
+	if _, err := s.List(); err == nil || !strings.Contains(err.Error(), "broken") {
+		t.Errorf("List with a broken template = %v, want its error", err)
 	}
 }
