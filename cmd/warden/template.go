@@ -55,7 +55,7 @@ is never stored.`,
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "the state directory whose templates/ holds the store (as warden serve's)")
 	f.StringVar(&o.maxSize, "max-size", "4GiB", "cap on what one pull or import may download and unpack")
 	f.Int64Var(&o.maxEntries, "max-entries", template.DefaultMaxEntries, "cap on the files one pull or import may unpack")
-	cmd.AddCommand(newTemplatePullCmd(o), newTemplateImportCmd(o), newTemplateLsCmd(o), newTemplateRmCmd(o), newTemplateGCCmd(o), newTemplateCommitCmd(o))
+	cmd.AddCommand(newTemplatePullCmd(o), newTemplateImportCmd(o), newTemplateLsCmd(o), newTemplateRmCmd(o), newTemplateGCCmd(o), newTemplateCommitCmd(o), newTemplateShareCmd(o))
 	return cmd
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,12 +38,17 @@ warden template ls shows whom each template is shared with.`,
 		Example: `  warden template commit ses_4Qm9cX2pLr7vTz1bNk8wYd datasci-with-model`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, err := o.commit(args[0], args[1], share)
+			info, base, err := o.commit(args[0], args[1], share)
 			if err != nil {
 				return err
 			}
 			if _, err := fmt.Fprintln(cmd.ErrOrStderr(), shareNote(info.Template)); err != nil {
 				return err
+			}
+			if w := widenNote(base, info.SharedWith); w != "" {
+				if _, err := fmt.Fprintln(cmd.ErrOrStderr(), w); err != nil {
+					return err
+				}
 			}
 			return printInstalled(cmd, info)
 		},
@@ -59,44 +66,72 @@ func shareNote(t template.Template) string {
 	return fmt.Sprintf("template %s is usable only by tenant %s (widen with --share-with)", t.Name, t.ShareText())
 }
 
+// widenNote is the one-line warning commit prints when the new template
+// reaches tenants who may not use its base (whose files it holds too),
+// or "". A warning, not a refusal: --share-with is already the operator's
+// explicit choice, and the default (the session's tenant, who could use
+// the base when the session started) widens only a base narrowed since.
+func widenNote(base template.Template, shareWith []string) string {
+	var gain []string
+	for _, t := range shareWith {
+		if !base.UsableBy(t) {
+			gain = append(gain, template.Template{Ref: base.Name, SharedWith: []string{t}}.ShareText())
+		}
+	}
+	if len(gain) == 0 {
+		return ""
+	}
+	who := "every tenant"
+	if !slices.Contains(shareWith, template.Everyone) {
+		who = "tenant " + strings.Join(gain, ",")
+	}
+	return fmt.Sprintf("warning: the commit gives %s the files of base template %s (shared with %s), which they may not use themselves", who, base.Name, base.ShareText())
+}
+
 // commit stores session id's kept scratch as template name, shared with
-// share's tenants ("": the session's own).
-func (o *templateOpts) commit(id, name, share string) (template.Info, error) {
+// share's tenants ("": the session's own), and returns it with the base
+// template it was made on.
+func (o *templateOpts) commit(id, name, share string) (template.Info, template.Template, error) {
 	if err := template.ValidName(name); err != nil {
-		return template.Info{}, err
+		return template.Info{}, template.Template{}, err
 	}
 	var shareWith []string
 	if share != "" {
 		var err error
 		if shareWith, err = template.ParseShare(share); err != nil {
-			return template.Info{}, err
+			return template.Info{}, template.Template{}, err
 		}
 	}
 	s, err := o.store()
 	if err != nil {
-		return template.Info{}, err
+		return template.Info{}, template.Template{}, err
 	}
 	dir, err := filepath.Abs(o.stateDir)
 	if err != nil {
-		return template.Info{}, fmt.Errorf("--state-dir %q: %w", o.stateDir, err)
+		return template.Info{}, template.Template{}, fmt.Errorf("--state-dir %q: %w", o.stateDir, err)
 	}
 	rec, scratchDir, err := state.Peek(dir, id)
 	switch {
 	case err != nil:
-		return template.Info{}, err
+		return template.Info{}, template.Template{}, err
 	case rec.Template == "":
-		return template.Info{}, fmt.Errorf(`session %s runs on "host", which is not a stored template: commit a session made with a template (template NAME on create)`, id)
+		return template.Info{}, template.Template{}, fmt.Errorf(`session %s runs on "host", which is not a stored template: commit a session made with a template (template NAME on create)`, id)
 	case scratchDir == "":
-		return template.Info{}, fmt.Errorf("session %s keeps its files inside its sandbox (backend %s): commit reads the host-side scratch of the native backend", id, rec.Backend)
+		return template.Info{}, template.Template{}, fmt.Errorf("session %s keeps its files inside its sandbox (backend %s): commit reads the host-side scratch of the native backend", id, rec.Backend)
 	}
 	max, err := spec.ParseSize(o.maxSize)
 	if err != nil {
-		return template.Info{}, fmt.Errorf("--max-size %q: %w", o.maxSize, err)
+		return template.Info{}, template.Template{}, fmt.Errorf("--max-size %q: %w", o.maxSize, err)
 	}
 	if shareWith == nil {
 		shareWith = []string{rec.Owner}
 	}
-	return commitLayer(s, rec.Template, rec.TemplateDigest, scratchDir, name, max, shareWith)
+	base, err := s.Get(rec.Template) // Commit reports a base gone since
+	if err != nil {
+		base = template.Template{}
+	}
+	info, err := commitLayer(s, rec.Template, rec.TemplateDigest, scratchDir, name, max, shareWith)
+	return info, base, err
 }
 
 // commitLayer streams the scratch's layer into the store's Commit.

@@ -31,8 +31,8 @@ func (s *Store) Commit(base, baseDigest string, layerTar io.Reader, name string,
 	if err := ValidName(name); err != nil {
 		return Info{}, err
 	}
-	if len(shareWith) == 0 {
-		return Info{}, fmt.Errorf("committing template %q: no tenant to share it with: name the session's tenant, or %q", name, Everyone)
+	if err := validShare(name, shareWith); err != nil {
+		return Info{}, fmt.Errorf("committing: %w", err)
 	}
 	unlock, err := s.lock()
 	if err != nil {

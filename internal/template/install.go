@@ -266,8 +266,13 @@ func (in *installer) unpackVerified(r io.Reader, diffID string) (int64, error) {
 }
 
 // template flattens t's layers into a new root and renames the whole
-// template into place.
+// template into place. It refuses metadata without whom t is shared with,
+// so no write path can store a template every tenant or none may use by
+// forgetting it.
 func (in *installer) template(t Template, manifest, config []byte) (Info, error) {
+	if err := validShare(t.Name, t.SharedWith); err != nil {
+		return Info{}, err
+	}
 	tmp, err := os.MkdirTemp(filepath.Join(in.s.dir, "tmp"), "template-")
 	if err != nil {
 		return Info{}, fmt.Errorf("making template %q: %w", t.Name, err)

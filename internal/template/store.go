@@ -174,8 +174,16 @@ func (s *Store) Get(name string) (Template, error) {
 	return t, nil
 }
 
-// List returns every stored template, by name.
+// List returns every stored template, by name: the operator's view, so
+// a template whose metadata cannot be read fails it, naming that one.
 func (s *Store) List() ([]Info, error) {
+	return s.list(func(_ string, err error) error { return err })
+}
+
+// list returns every stored template, by name; unreadable says what a
+// template Get fails on does to the listing: its error, or nil to leave
+// that template out.
+func (s *Store) list(unreadable func(name string, err error) error) ([]Info, error) {
 	ents, err := os.ReadDir(filepath.Join(s.dir, "templates"))
 	if err != nil {
 		return nil, fmt.Errorf("listing templates: %w", err)
@@ -184,7 +192,10 @@ func (s *Store) List() ([]Info, error) {
 	for _, e := range ents {
 		t, err := s.Get(e.Name())
 		if err != nil {
-			return nil, err
+			if err := unreadable(e.Name(), err); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		out = append(out, Info{Template: t})
 	}

@@ -6,33 +6,23 @@ import (
 	"encoding/json"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/template"
 	"github.com/warden-sandbox/warden/internal/template/templatetest"
 )
 
 // TestDatasci: a session on the datasci test image (python3 with numpy,
 // pandas and matplotlib, which the host lacks) imports pandas and returns
 // a chart through each front end that serves sessions on templates. The
-// image is imported once (hundreds of MB), in process through the store
-// warden template import uses, for both. templatetest.Image skips the
-// test when the image cannot be built (fails it under WARDEN_CI=1).
+// image is imported once per process (hundreds of MB) into the shared
+// store, beside minimal, whose base layer it shares (sharedTemplates).
+// templatetest.Image skips the test when the image cannot be built (fails
+// it under WARDEN_CI=1).
 func TestDatasci(t *testing.T) {
-	requireSandbox(t)
-	layout, _ := templatetest.Image(t, "datasci")
-	state := t.TempDir()
-	s, err := template.Open(filepath.Join(state, "templates"), template.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Import(t.Context(), layout, "datasci"); err != nil {
-		t.Fatalf("importing datasci: %v", err)
-	}
+	state := sharedTemplates(t, "minimal", "datasci")
 	t.Run("serve", func(t *testing.T) { testDatasciServe(t, state) })
 	t.Run("mcp", func(t *testing.T) { testDatasciMCP(t, state) })
 }

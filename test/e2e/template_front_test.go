@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,8 +30,12 @@ func TestServeTemplates(t *testing.T) {
 		} `json:"templates"`
 	}
 	srv.jsonCall(t, keyB, "GET", "/v1/templates", nil, http.StatusOK, &list)
-	if len(list.Templates) != 2 || list.Templates[0].Name != "host" || list.Templates[1].Name != "minimal" {
-		t.Fatalf("GET /v1/templates = %+v, want host and minimal", list.Templates)
+	listed := make([]string, len(list.Templates))
+	for i, x := range list.Templates {
+		listed[i] = x.Name
+	}
+	if len(listed) < 2 || listed[0] != "host" || !slices.Contains(listed, "minimal") { // the shared store may hold more
+		t.Fatalf("GET /v1/templates = %+v, want host first and minimal", list.Templates)
 	}
 
 	code, b := srv.call(t, keyA, "POST", "/v1/sessions", jsonBody(t, map[string]any{"template": "nope"}), "application/json")
@@ -49,31 +54,37 @@ func TestServeTemplates(t *testing.T) {
 	if r.ExitCode != 0 {
 		t.Fatalf("writing in the session: %+v", r)
 	}
-	unknown := hiddenProbe(t, srv, "minimal-note") // B's answers before the template exists
-	inv := warden(t, "", "template", "commit", "--state-dir", state, id, "minimal-note")
+	note, shared := uniqueName("minimal-note"), uniqueName("minimal-shared") // the store is the process's
+	unknown := hiddenProbe(t, srv, note)                                     // B's answers before the template exists
+	inv := warden(t, "", "template", "commit", "--state-dir", state, id, note)
 	if inv.code != 0 {
 		t.Fatalf("warden template commit: exit %d, %s", inv.code, inv.stderr)
 	}
 	if want := "usable only by tenant " + tenantOf(keyA); !strings.Contains(inv.stderr, want) {
 		t.Errorf("warden template commit's stderr: got %q, want %q", inv.stderr, want)
 	}
-	if got := hiddenProbe(t, srv, "minimal-note"); got != unknown {
+	if got := hiddenProbe(t, srv, note); got != unknown {
 		t.Errorf("key B on key A's committed template:\n got  %s\n want %s (a template that does not exist)", got, unknown)
+	}
+	own := srv.newSession(t, keyA, map[string]any{"template": note}) // 201: A's own commit
+	srv.jsonCall(t, keyA, "POST", sessionPath(own, "/exec"), map[string]any{"command": []string{"cat", "/home/sandbox/note"}}, http.StatusOK, &r)
+	if r.Stdout != "kept\n" {
+		t.Errorf("key A's session on its own committed template: got %+v, want its note", r)
 	}
 	if inv := warden(t, "", "template", "commit", "--state-dir", state, "ses_nosuchsession0000000000", "x"); inv.code == 0 || !strings.Contains(inv.stderr, "no record") {
 		t.Errorf("commit of a missing session: exit %d %q, want a one-line refusal", inv.code, inv.stderr)
 	}
 
-	if inv := warden(t, "", "template", "commit", "--state-dir", state, "--share-with", "all", id, "minimal-shared"); inv.code != 0 || !strings.Contains(inv.stderr, "every tenant") {
+	if inv := warden(t, "", "template", "commit", "--state-dir", state, "--share-with", "all", id, shared); inv.code != 0 || !strings.Contains(inv.stderr, "every tenant") {
 		t.Fatalf("warden template commit --share-with all: exit %d, %s", inv.code, inv.stderr)
 	}
 	ls := warden(t, "", "template", "ls", "--state-dir", state)
-	for _, want := range []string{"SHARED WITH", "minimal-note", tenantOf(keyA), "minimal-shared"} {
+	for _, want := range []string{"SHARED WITH", note, tenantOf(keyA), shared} {
 		if !strings.Contains(ls.stdout, want) {
 			t.Errorf("warden template ls: got %q, want %q in it", ls.stdout, want)
 		}
 	}
-	next := srv.newSession(t, keyB, map[string]any{"template": "minimal-shared"})
+	next := srv.newSession(t, keyB, map[string]any{"template": shared})
 	srv.jsonCall(t, keyB, "POST", sessionPath(next, "/exec"), map[string]any{"command": []string{"sh", "-c", "cat ~/note /workspace/data/in.csv; test -e /tmp/t || echo no-tmp; echo more >> ~/note && echo writable"}}, http.StatusOK, &r)
 	if want := "kept\n1,2\nno-tmp\nwritable\n"; r.Stdout != want {
 		t.Errorf("a session on the committed template: got %q (stderr %q), want %q", r.Stdout, r.Stderr, want)
@@ -81,7 +92,8 @@ func TestServeTemplates(t *testing.T) {
 }
 
 // hiddenProbe is what key B gets when it lists, starts a session on and
-// runs on template name, through the API and /mcp: a template B may not
+// runs on template name, through the API, /mcp and E2B's POST
+// /v2/sandboxes templateID: a template B may not
 // use must answer exactly as one that does not exist.
 func hiddenProbe(t *testing.T, srv *apiServer, name string) string {
 	t.Helper()
@@ -102,7 +114,13 @@ func hiddenProbe(t *testing.T, srv *apiServer, name string) string {
 	if !res.IsError {
 		t.Errorf("key B's create_session on template %s: %s, want an error", name, mcpText(t, res))
 	}
-	return fmt.Sprintf("list %s; create %d %s; run %d %s; mcp list %s; mcp create %s", list, create, created, run, ran, listed, mcpText(t, res))
+	e2b, e2bBody := srv.e2bCall(t, "POST", "/v2/sandboxes", http.Header{"X-API-Key": {keyB}, "Content-Type": {"application/json"}},
+		strings.NewReader(fmt.Sprintf(`{"templateID":%q,"timeout":60}`, name)))
+	if e2b != http.StatusNotFound || !strings.Contains(string(e2bBody), name+`\" not found`) {
+		t.Errorf("key B's E2B create on template %s: %d %s, want a 404 naming it not found", name, e2b, e2bBody)
+	}
+	return fmt.Sprintf("list %s; create %d %s; run %d %s; mcp list %s; mcp create %s; e2b create %d %s",
+		list, create, created, run, ran, listed, mcpText(t, res), e2b, e2bBody)
 }
 
 // tenantOf is the tenant id the server derives from key (the first 16

@@ -14,18 +14,11 @@ import (
 )
 
 // minimalTemplate returns a --state-dir, removed when t ends, whose
-// store holds package templatetest's image minimal as the template
-// "minimal".
+// store (the process's shared one) holds package templatetest's image
+// minimal as the template "minimal".
 func minimalTemplate(t *testing.T) string {
 	t.Helper()
-	requireSandbox(t)
-	layout, _ := templatetest.Image(t, "minimal")
-	dir := t.TempDir()
-	inv := warden(t, "", "template", "import", "--state-dir", dir, "--name", "minimal", layout)
-	if inv.code != 0 {
-		t.Fatalf("importing minimal: exit %d, %s", inv.code, inv.stderr)
-	}
-	return dir
+	return sharedTemplates(t, "minimal")
 }
 
 // TestRunTemplate runs warden run --template on one imported template
