@@ -29,20 +29,20 @@ const (
 	mcpShort     = "Serve sandboxes to an AI agent over the Model Context Protocol (stdio)"
 )
 
-// serverBinary is the serverName next to the executable exe, refused
-// unless it is trusted as an init is (nsinit.Trusted): it runs with the
+// serverBinary opens the serverName next to the executable exe for
+// exec (nsinit.OpenTrusted), refused unless no one but root or this user
+// can change it or put another file in its place: it runs with the
 // caller's rights whenever they serve.
-func serverBinary(exe, command string) (string, error) {
+func serverBinary(exe, command string) (*os.File, error) {
 	p := filepath.Join(filepath.Dir(exe), serverName)
-	_, err := os.Stat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("%s: %s is not installed next to warden (%s): run make build, or install bin/ whole", command, serverName, p)
+	f, err := nsinit.OpenTrusted(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s: %s is not installed next to warden (%s): run make build, or install bin/ whole", command, serverName, p)
+	case errors.Is(err, nsinit.ErrUntrusted):
+		return nil, fmt.Errorf("%s: %w: %s must be a file (not a symlink), executable and owned by root or this user, in a directory owned by one of them, neither writable by group or others: reinstall warden where that holds", command, err, serverName)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", command, err)
 	}
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", command, err)
-	}
-	if !nsinit.Trusted(p) {
-		return "", fmt.Errorf("%s: %s must be an executable owned by root or this user, and neither it nor its directory writable by group or others: reinstall warden where that holds", command, p)
-	}
-	return p, nil
+	return f, nil
 }

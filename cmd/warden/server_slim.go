@@ -5,7 +5,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"syscall"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
 
 	"github.com/spf13/cobra"
 )
@@ -29,12 +30,12 @@ func handedToServer(name, short string) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: finding warden's own path: %w", name, err)
 			}
-			p, err := serverBinary(exe, name)
+			f, err := serverBinary(exe, name)
 			if err != nil {
 				return err
 			}
-			err = syscall.Exec(p, append([]string{p}, os.Args[1:]...), os.Environ())
-			return fmt.Errorf("%s: starting %s: %w", name, p, err)
+			err = nsinit.ExecFD(f, append([]string{f.Name()}, os.Args[1:]...), os.Environ())
+			return fmt.Errorf("%s: starting %s: %w", name, f.Name(), err)
 		},
 	}
 }
