@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
 )
@@ -45,4 +47,55 @@ func serverBinary(exe, command string) (*os.File, error) {
 		return nil, fmt.Errorf("%s: %w", command, err)
 	}
 	return f, nil
+}
+
+// handoffEnv carries the build of the warden that hands a command over to
+// the serverName it executes: the two are one program built twice, and a
+// warden-server of another build may disagree with warden on flags,
+// state and the init's protocol, so it refuses to run (checkHandoff).
+const handoffEnv = "WARDEN_HANDOFF_VERSION"
+
+// buildVersion names this build: the version set at build time and the
+// VCS revision the go tool stamps, which `make build` gives both binaries
+// alike.
+func buildVersion() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" || (s.Key == "vcs.modified" && s.Value == "true") {
+				v += "+" + s.Value
+			}
+		}
+	}
+	return v
+}
+
+// checkHandoff runs first in every warden: it removes handoffEnv from the
+// environment, so nothing this process starts inherits it, and refuses to
+// go on when the warden that handed this process its command is of
+// another build.
+func checkHandoff() error {
+	from, ok := os.LookupEnv(handoffEnv)
+	if !ok {
+		return nil
+	}
+	if err := os.Unsetenv(handoffEnv); err != nil {
+		return fmt.Errorf("removing %s from the environment: %w", handoffEnv, err)
+	}
+	if this := buildVersion(); from != this {
+		return fmt.Errorf("%s is build %q but the warden that handed it this command is build %q: reinstall bin/ whole from one build", serverName, this, from)
+	}
+	return nil
+}
+
+// handoffEnviron is this process's environment with handoffEnv set to
+// this build, for the serverName it hands a command to.
+func handoffEnviron() []string {
+	env := []string{handoffEnv + "=" + buildVersion()}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, handoffEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

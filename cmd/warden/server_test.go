@@ -129,3 +129,36 @@ func TestSlimLinksNoServer(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckHandoff: a warden-server handed a command by a warden of
+// another build refuses with one line saying how to fix it, and the
+// handed version never reaches what the server starts.
+func TestCheckHandoff(t *testing.T) {
+	tests := []struct {
+		name    string
+		set     bool
+		from    string
+		wantErr string
+	}{
+		{"not handed", false, "", ""},
+		{"same build", true, buildVersion(), ""},
+		{"another build", true, buildVersion() + "-other", "reinstall bin/ whole from one build"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.set {
+				t.Setenv(handoffEnv, tt.from)
+			}
+			err := checkHandoff()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("checkHandoff() = %v, want an error containing %q (none if empty)", err, tt.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("checkHandoff() = %q, want one line", err)
+			}
+			if v, ok := os.LookupEnv(handoffEnv); ok {
+				t.Errorf("%s = %q after checkHandoff, want it removed", handoffEnv, v)
+			}
+		})
+	}
+}
