@@ -125,3 +125,8 @@ func trustedInit(p string) bool {
 	closeQuietly(f)
 	return true
 }
+
+// Probe asks the init at p for its protocol version, as the runtime
+// backends do before binding it into a box: `warden doctor` reports an
+// init of another build with it.
+func Probe(p string) error { return probeInit(p) }
