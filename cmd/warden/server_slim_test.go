@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,24 +18,33 @@ import (
 const cliEnv = "WARDEN_TEST_RUN_CLI"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(cliEnv) == "1" && filepath.Base(os.Args[0]) == serverName {
+		fakeServer()
+	}
 	if os.Getenv(cliEnv) == "1" {
 		os.Exit(execute(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
 
+// fakeServer is the warden-server of TestStandIn: it prints what it was
+// handed and exits.
+func fakeServer() {
+	fmt.Printf("args: %s\nversion: %s\n", strings.Join(os.Args[1:], " "), os.Getenv(handoffEnv))
+	os.Exit(0)
+}
+
 // TestStandIn runs the slim build's stand-ins against a fake trusted
 // warden-server beside them: serve, session and mcp, `help serve` and
 // completion of their flags all reach it with their arguments and this
-// build's version, which nothing else sets.
+// build's version, which nothing else sets. Both warden and the fake
+// warden-server are this test binary (TestMain), as warden-server must
+// be a binary: it is executed through a close-on-exec descriptor.
 func TestStandIn(t *testing.T) {
 	dir := t.TempDir()
 	warden := filepath.Join(dir, "warden")
 	linkOrCopy(t, warden)
-	script := "#!/bin/sh\necho \"args: $*\"\necho \"version: $" + handoffEnv + "\"\n"
-	if err := os.WriteFile(filepath.Join(dir, serverName), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	linkOrCopy(t, filepath.Join(dir, serverName))
 	tests := []struct {
 		name string
 		args []string

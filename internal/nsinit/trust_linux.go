@@ -85,14 +85,11 @@ func trustedOwner(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid()
 // ExecFD replaces this process with the program open at f (from
 // OpenTrusted), argv and env as given. It executes /proc/self/fd/N, the
 // descriptor itself rather than the path it was opened at, so the file
-// checked is the file run; the descriptor is left open across the exec
-// (an interpreter script reads itself through it; it grants the new
-// program nothing, as it names the program's own file). It returns only
-// on failure.
+// checked is the file run. The descriptor stays close-on-exec, so the new
+// program inherits no handle on its own file, which is why the program
+// must be a binary: an interpreter script, told to read itself at
+// /dev/fd/N, would find it closed. It returns only on failure.
 func ExecFD(f *os.File, argv, env []string) error {
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
-		return fmt.Errorf("keeping %s open across exec: %w", f.Name(), err)
-	}
 	return unix.Exec(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), argv, env)
 }
 
