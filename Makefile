@@ -81,6 +81,7 @@ test: deps build e2b-deps test-images
 	$(GO) vet -tags slim ./cmd/warden
 	$(MAKE) --no-print-directory lint
 	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 25m ./...
+	$(GO) test -count=1 -tags slim -run 'TestStandIn|TestServerBinary|TestCheckHandoff|TestSlimLinksNoServer' ./cmd/warden
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 25m -run Template ./internal/gvisor
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 
@@ -27,6 +28,11 @@ Exits 1 when something a default run needs is missing.`,
 				return reportLeaks(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON, templateStoreDir(stateDir))
 			}
 			checks := doctor.Run(cmd.Context())
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("doctor: finding warden's own path: %w", err)
+			}
+			checks = append(checks, binaryChecks(cmd.Context(), exe)...)
 			if dir := templateStoreDir(stateDir); dir != "" {
 				checks = append(checks, doctor.TemplateStore(dir))
 			}

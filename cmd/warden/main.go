@@ -6,6 +6,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 
@@ -24,6 +25,10 @@ func main() {
 	}
 	if spawn.IsSpawner(os.Args) {
 		spawn.Main()
+	}
+	if err := checkHandoff(); err != nil {
+		fmt.Fprintln(os.Stderr, "warden: "+err.Error())
+		os.Exit(exitWardenFailed)
 	}
 	os.Exit(execute(os.Args[1:]))
 }

@@ -21,6 +21,10 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func execute(args []string) int {
+	if handed, err := handOver(args); handed {
+		fmt.Fprintln(os.Stderr, "warden: "+err.Error())
+		return exitWardenFailed
+	}
 	root := &cobra.Command{
 		Use:           "warden",
 		Short:         "Run untrusted code in an isolated Linux sandbox",

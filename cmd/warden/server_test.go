@@ -18,31 +18,73 @@ func TestServerBinary(t *testing.T) {
 		wantErr string
 	}{
 		{"missing", func(*testing.T, string) {}, "serve: warden-server is not installed next to warden"},
-		{"group writable", func(t *testing.T, dir string) { writeExe(t, dir, 0o775) }, "must be an executable owned by root or this user"},
-		{"not executable", func(t *testing.T, dir string) { writeExe(t, dir, 0o644) }, "must be an executable owned by root or this user"},
+		{"group writable", func(t *testing.T, dir string) { writeExe(t, dir, 0o775) }, "warden-server is writable by group or others"},
+		{"not executable", func(t *testing.T, dir string) { writeExe(t, dir, 0o644) }, "warden-server is not executable by its owner"},
 		{"directory writable by others", func(t *testing.T, dir string) {
 			writeExe(t, dir, 0o755)
 			if err := os.Chmod(dir, 0o777); err != nil {
 				t.Fatal(err)
 			}
-		}, "must be an executable owned by root or this user"},
+		}, "is writable by group or others: warden-server must be a file (not a symlink)"},
+		{"symlink to a file in a directory writable by others", func(t *testing.T, dir string) {
+			open := filepath.Join(t.TempDir(), "open")
+			if err := os.Mkdir(open, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(open, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			writeExe(t, open, 0o755)
+			if err := os.Symlink(filepath.Join(open, serverName), filepath.Join(dir, serverName)); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symlink"},
+		{"directory owned by another user", func(t *testing.T, dir string) {
+			writeExe(t, dir, 0o755)
+			chownOrSkip(t, dir, 65534)
+		}, "neither root nor this user"},
+		{"file owned by another user", func(t *testing.T, dir string) {
+			writeExe(t, dir, 0o755)
+			chownOrSkip(t, filepath.Join(dir, serverName), 65534)
+		}, "neither root nor this user"},
 		{"trusted", func(t *testing.T, dir string) { writeExe(t, dir, 0o755) }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tt.setup(t, dir)
-			got, err := serverBinary(filepath.Join(dir, "warden"), "serve")
+			f, err := serverBinary(filepath.Join(dir, "warden"), "serve")
+			if f != nil {
+				defer closeOrLog(t, f)
+			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("serverBinary = %q, %v; want an error containing %q", got, err, tt.wantErr)
+					t.Fatalf("serverBinary = %v, %v; want an error containing %q", f, err, tt.wantErr)
 				}
 				return
 			}
-			if want := filepath.Join(dir, serverName); err != nil || got != want {
-				t.Fatalf("serverBinary = %q, %v; want %q", got, err, want)
+			if want := filepath.Join(dir, serverName); err != nil || f.Name() != want {
+				t.Fatalf("serverBinary = %v, %v; want %q", f, err, want)
 			}
 		})
+	}
+}
+
+// chownOrSkip gives p to uid, which only root can.
+func chownOrSkip(t *testing.T, p string, uid int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user needs root")
+	}
+	if err := os.Chown(p, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func closeOrLog(t *testing.T, f *os.File) {
+	t.Helper()
+	if err := f.Close(); err != nil {
+		t.Logf("closing %s: %v", f.Name(), err)
 	}
 }
 
@@ -85,5 +127,38 @@ func TestSlimLinksNoServer(t *testing.T) {
 				t.Errorf("the slim build links %s", banned)
 			}
 		}
+	}
+}
+
+// TestCheckHandoff: a warden-server handed a command by a warden of
+// another build refuses with one line saying how to fix it, and the
+// handed version never reaches what the server starts.
+func TestCheckHandoff(t *testing.T) {
+	tests := []struct {
+		name    string
+		set     bool
+		from    string
+		wantErr string
+	}{
+		{"not handed", false, "", ""},
+		{"same build", true, buildVersion(), ""},
+		{"another build", true, buildVersion() + "-other", "reinstall bin/ whole from one build"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.set {
+				t.Setenv(handoffEnv, tt.from)
+			}
+			err := checkHandoff()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("checkHandoff() = %v, want an error containing %q (none if empty)", err, tt.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("checkHandoff() = %q, want one line", err)
+			}
+			if v, ok := os.LookupEnv(handoffEnv); ok {
+				t.Errorf("%s = %q after checkHandoff, want it removed", handoffEnv, v)
+			}
+		})
 	}
 }

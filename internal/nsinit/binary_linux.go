@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -113,26 +112,18 @@ func BinaryPath() (string, error) {
 	return self, nil
 }
 
-// Trusted says whether p may be executed on Warden's behalf by the rule
-// an init is held to (trustedInit): the CLI applies it to warden-server
-// before handing a command to it, since whoever can replace that file
-// would run code as every later caller of warden.
-func Trusted(p string) bool { return trustedInit(p) }
-
-// trustedInit accepts an init only if no one but its owner, who must be
-// this process's user or root, can change it: whoever can replace it runs
-// code as every sandbox's init.
+// trustedInit accepts an init only if no one but root or this process's
+// user can change it or put another file at its path (OpenTrusted):
+// whoever can runs code as every sandbox's init. The init is later
+// started by path, which the directory's check keeps pointing at the file
+// checked here.
 func trustedInit(p string) bool {
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || fi.Mode().Perm()&0o100 == 0 {
+	f, err := OpenTrusted(p)
+	if err != nil {
 		return false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
-		return false
-	}
-	dir, err := os.Stat(filepath.Dir(p))
-	return err == nil && dir.Mode().Perm()&0o022 == 0
+	closeQuietly(f)
+	return true
 }
 
 // ExecName is the C executor of one-shot sandboxes (cmd/warden-exec),
@@ -155,3 +146,8 @@ func Executor() (string, error) {
 	}
 	return p, nil
 }
+
+// Probe asks the init at p for its protocol version, as the runtime
+// backends do before binding it into a box: `warden doctor` reports an
+// init of another build with it.
+func Probe(p string) error { return probeInit(p) }

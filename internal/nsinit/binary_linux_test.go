@@ -17,13 +17,18 @@ func TestTrustedInit(t *testing.T) {
 		dirMode   os.FileMode
 		exists    bool
 		wantTrust bool
+		// change, if set, alters the setup before the check.
+		change func(t *testing.T, p string)
 	}{
-		{"owner-only executable", 0o755, 0o755, true, true},
-		{"group-writable file", 0o775, 0o755, true, false},
-		{"world-writable file", 0o757, 0o755, true, false},
-		{"not executable", 0o644, 0o755, true, false},
-		{"world-writable directory", 0o755, 0o777, true, false},
-		{"missing", 0, 0o755, false, false},
+		{"owner-only executable", 0o755, 0o755, true, true, nil},
+		{"symlink to a file in a world-writable directory", 0o755, 0o755, false, false, symlinkFromOpenDir},
+		{"directory owned by another user", 0o755, 0o755, true, false, func(t *testing.T, p string) { chownOrSkip(t, filepath.Dir(p), 65534) }},
+		{"file owned by another user", 0o755, 0o755, true, false, func(t *testing.T, p string) { chownOrSkip(t, p, 65534) }},
+		{"group-writable file", 0o775, 0o755, true, false, nil},
+		{"world-writable file", 0o757, 0o755, true, false, nil},
+		{"not executable", 0o644, 0o755, true, false, nil},
+		{"world-writable directory", 0o755, 0o777, true, false, nil},
+		{"missing", 0, 0o755, false, false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,10 +48,44 @@ func TestTrustedInit(t *testing.T) {
 			if err := os.Chmod(dir, tt.dirMode); err != nil {
 				t.Fatal(err)
 			}
+			if tt.change != nil {
+				tt.change(t, p)
+			}
 			if got := trustedInit(p); got != tt.wantTrust {
 				t.Errorf("trustedInit(%s) = %v, want %v", tt.name, got, tt.wantTrust)
 			}
 		})
+	}
+}
+
+// symlinkFromOpenDir puts at p a symlink to a trusted-looking file in a
+// directory anyone can write, where another user could swap it.
+func symlinkFromOpenDir(t *testing.T, p string) {
+	t.Helper()
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(open, InitName)
+	if err := os.WriteFile(target, []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chownOrSkip gives p to uid, which only root can.
+func chownOrSkip(t *testing.T, p string, uid int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user needs root")
+	}
+	if err := os.Chown(p, uid, -1); err != nil {
+		t.Fatal(err)
 	}
 }
 
