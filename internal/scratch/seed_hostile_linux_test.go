@@ -67,6 +67,15 @@ func TestSeedHostile(t *testing.T) {
 				t.Errorf("home/self: got %q (%v), want a link to .", got, err)
 			}
 		}},
+		{"a home that links to ../etc is refused", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"etc/shadow": "secret", "home/sandbox": "->../etc"})
+		}, ErrLinkedPlace, noneCopied},
+		{"a home under a linked /home is refused", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"etc/sandbox/shadow": "secret", "home": "->etc"})
+		}, ErrLinkedPlace, noneCopied},
+		{"a workspace that links to etc is refused", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"etc/shadow": "secret", "workspace": "->etc"})
+		}, ErrLinkedPlace, noneCopied},
 		{"a fifo and a device are skipped without opening", func(t *testing.T, root string) {
 			write(t, root, map[string]string{"home/sandbox/x": "x"})
 			if err := unix.Mkfifo(filepath.Join(home(root), "fifo"), 0o644); err != nil {
@@ -130,5 +139,17 @@ func TestSeedHostile(t *testing.T) {
 				tt.check(t, dir)
 			}
 		})
+	}
+}
+
+// noneCopied fails t if any file reached the scratch at dir's home or
+// /workspace: a refused seed copies nothing.
+func noneCopied(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range Kept {
+		entries, err := os.ReadDir(filepath.Join(dir, name))
+		if err != nil || len(entries) != 0 {
+			t.Errorf("%s: got %d entries (%v), want none copied", name, len(entries), err)
+		}
 	}
 }

@@ -72,7 +72,8 @@ func seedError(name string, err error) error {
 // Seeds says the root tree rootDir has files Seed would copy (a
 // non-empty home/sandbox or workspace), so a backend pays for what the
 // copy needs (the native init's idmapped tree) only on a template that
-// has them. An unreadable tree says true: Seed reports its error.
+// has them. An unreadable tree, or one whose place is a link, says true:
+// Seed reports its error.
 func Seeds(rootDir string) bool {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
@@ -80,20 +81,34 @@ func Seeds(rootDir string) bool {
 	}
 	defer src.Close() // a read-only handle: nothing to lose on close
 	for _, name := range Kept {
-		f, err := src.Open(inRoot(name)) // inside the tree: its links never reach the host's files
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return true
-		}
-		entries, _ := f.ReadDir(1) // any error is Seed's to report
-		f.Close()                  // read-only, as above
-		if len(entries) > 0 {
+		if seeds, err := placeSeeds(src, inRoot(name)); seeds || err != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// placeSeeds says the place p of the tree src is a real directory with
+// something in it; a missing one has nothing, a linked one is an error.
+func placeSeeds(src *os.Root, p string) (bool, error) {
+	r, err := openPlace(src, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close() // read-only: nothing to lose on close
+	f, err := r.Open(".")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close() // read-only, as above
+	entries, err := f.ReadDir(1)
+	if err == io.EOF {
+		return false, nil // empty
+	}
+	return len(entries) > 0, err
 }
 
 // closeRoot closes r, adding its failure to *err.
