@@ -24,3 +24,12 @@ var ErrNoSpace = errors.New("it does not fit the sandbox's disk limit (bytes or 
 // user's, so it is refused rather than skipped, and the user learns why
 // the template starts no files.
 var ErrLinkedPlace = errors.New("is a link or not a directory (make it a real directory in the image)")
+
+// ErrSeedTooLarge is what Seed fails with, before copying anything, when
+// a template's home and /workspace hold more than MaxSeedEntries entries
+// or MaxSeedBytes bytes, whatever the sandbox's disk limit.
+var ErrSeedTooLarge = errors.New("the template's home and /workspace are larger than a template may seed")
+
+// ErrSeedSlow is what Seed fails with when the copy runs past
+// MaxSeedTime.
+var ErrSeedSlow = errors.New("copying the template's home and /workspace was too slow")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"syscall"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -23,9 +24,16 @@ import (
 // input: links are copied as links, never followed; devices, fifos and
 // sockets are skipped; set-id bits dropped; and the scratch's tmpfs bounds
 // what is copied (its size and inodes: a template whose files do not fit
-// fails with ErrNoSpace). A template with none of those places costs one
-// lookup each.
-func Seed(dir, rootDir string, names []string) (err error) {
+// fails with ErrNoSpace), and so do caps of their own, whatever the disk:
+// MaxSeedEntries and MaxSeedBytes, counted before anything is copied
+// (ErrSeedTooLarge), and MaxSeedTime (ErrSeedSlow). A template with none
+// of those places costs one lookup each.
+func Seed(dir, rootDir string, names []string) error {
+	return seedWithin(dir, rootDir, names, MaxSeedTime)
+}
+
+// seedWithin is Seed, failing with ErrSeedSlow past within.
+func seedWithin(dir, rootDir string, names []string, within time.Duration) (err error) {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return fmt.Errorf("opening the template's root: %w", err)
@@ -38,6 +46,10 @@ func Seed(dir, rootDir string, names []string) (err error) {
 	defer closeFrom()
 	if len(from) == 0 {
 		return nil
+	}
+	b := newBudget(within)
+	if err := b.count(from); err != nil {
+		return err
 	}
 	dst, err := os.OpenRoot(dir)
 	if err != nil {
@@ -53,7 +65,7 @@ func Seed(dir, rootDir string, names []string) (err error) {
 		if to[name] == nil {
 			continue
 		}
-		if err := seedTree(r, to[name]); err != nil {
+		if err := seedTree(r, to[name], b); err != nil {
 			return seedError(name, err)
 		}
 	}
@@ -121,7 +133,8 @@ func closeRoot(r *os.Root, what string, err *error) {
 func rootfsPlace(name string) string { return "/" + inRoot(name) }
 
 // seedTree copies every entry of src into dst, owned as dst's top is.
-func seedTree(src, dst *os.Root) error {
+// Past b's deadline it stops with ErrSeedSlow.
+func seedTree(src, dst *os.Root, b *budget) error {
 	top, err := dst.Stat(".")
 	if err != nil {
 		return err
@@ -133,6 +146,9 @@ func seedTree(src, dst *os.Root) error {
 	uid, gid := int(st.Uid), int(st.Gid)
 	return fs.WalkDir(src.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == "." {
+			return err
+		}
+		if err := b.charge(); err != nil {
 			return err
 		}
 		switch {
