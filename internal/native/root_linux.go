@@ -74,6 +74,7 @@ func (b *box) openSeed(fd int) error {
 	err = unix.MountSetattr(mnt, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
 		closeFD(mnt, "the template's seed mount")
+		b.log().Warn("the template's store cannot be idmapped: its home is copied from the plain tree, where an owner-only file fails the start with permission denied; put the state directory on a file system that supports idmapped mounts (ext4, xfs, btrfs, tmpfs)", "template", b.spec.Root.Template, "err", err)
 		return nil
 	}
 	if err != nil {

@@ -3,12 +3,15 @@ package native
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template/templatetest"
 	"github.com/warden-sandbox/warden/internal/testhost"
@@ -94,6 +97,13 @@ func TestTemplateSeeded(t *testing.T) {
 	if r := execSh(t, s, templatetest.SeededScript, 20*time.Second); r.ExitCode != 0 || r.Stdout != templatetest.SeededWant {
 		t.Errorf("seeded files: got exit %d, stdout %q, stderr %q; want %q", r.ExitCode, r.Stdout, r.Stderr, templatetest.SeededWant)
 	}
+	for _, pid := range childInits(t) {
+		// A later file may take the number: the seed's is the template's tree.
+		fi, err := os.Stat(fmt.Sprintf("/proc/%d/fd/%d", pid, nsinit.SeedFD))
+		if tree, terr := os.Stat(root.Dir); terr != nil || (err == nil && os.SameFile(fi, tree)) {
+			t.Errorf("init %d: fd %d is the template's tree (%v), want it closed once copied", pid, nsinit.SeedFD, terr)
+		}
+	}
 	ws := t.TempDir()
 	if err := os.Chown(ws, 1000, 1000); err != nil { // a workspace is a regular user's
 		t.Fatal(err)
@@ -126,4 +136,33 @@ func TestTemplateSeededTooLarge(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `template "files2000"`) || !strings.Contains(err.Error(), "does not fit the sandbox's disk limit") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("a run on a template too large for its disk: got %v (%+v), want one line naming the template and the limit", err, r)
 	}
+}
+
+// childInits is the pids of this process's children that are pid 1 of
+// their own pid namespace: the inits of the sandboxes it started.
+func childInits(t *testing.T) []int {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		parent := fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())
+		if strings.Contains(string(status), parent) && strings.Contains(string(status), fmt.Sprintf("\nNSpid:\t%d\t1\n", pid)) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatal("no sandbox init among this process's children")
+	}
+	return pids
 }

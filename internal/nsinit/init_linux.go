@@ -203,7 +203,7 @@ func nativeSteps() []setupStep {
 // plan.NarrowCPUs, which warden-exec applies as op LimitCPUs.
 func limitCPUs(cfg *Config) error { return plan.NarrowCPUs(cfg.View.CPUs) }
 
-func buildRoot(cfg *Config) error {
+func buildRoot(cfg *Config) (err error) {
 	ws := -1
 	if cfg.Workspace {
 		ws = WorkspaceFD
@@ -215,12 +215,23 @@ func buildRoot(cfg *Config) error {
 	var seed *rootfs.ImageRoot
 	if cfg.SeedMount {
 		seed = &rootfs.ImageRoot{FD: SeedFD, IsMount: true}
+		// Once copied, the idmapped tree (where root-only files are the
+		// sandbox user's) is not kept open for the session; if it cannot
+		// be closed the sandbox does not start.
+		defer closeSeed(&err)
 	}
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
 		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices, Image: img, Hostname: cfg.Hostname,
 		Seed: seedScratch(cfg.Template), SeedFrom: seed,
 	})
+}
+
+// closeSeed closes SeedFD, adding its failure to *err.
+func closeSeed(err *error) {
+	if cerr := unix.Close(SeedFD); cerr != nil {
+		*err = errors.Join(*err, fmt.Errorf("closing the template's seed tree: %w", cerr))
+	}
 }
 
 // seedScratch is rootfs.Options.Seed for template name: the template's

@@ -16,3 +16,20 @@ var ErrTooLarge = errors.New("the session's files are larger than the cap")
 // /workspace do not fit the sandbox's scratch: its disk limit in bytes or
 // in inodes.
 var ErrNoSpace = errors.New("it does not fit the sandbox's disk limit (bytes or inodes)")
+
+// ErrLinkedPlace is what Seed, Layer and Seeds meet when a template's (or
+// a scratch's) home or /workspace, or a directory above it, is a link or
+// not a directory: following it would copy whatever it points at (the
+// template's /etc/shadow, its /root) into the sandbox as the sandbox
+// user's, so it is refused rather than skipped, and the user learns why
+// the template starts no files.
+var ErrLinkedPlace = errors.New("is a link or not a directory (make it a real directory in the image)")
+
+// ErrSeedTooLarge is what Seed fails with, before copying anything, when
+// a template's home and /workspace hold more than MaxSeedEntries entries
+// or MaxSeedBytes bytes, whatever the sandbox's disk limit.
+var ErrSeedTooLarge = errors.New("the template's home and /workspace are larger than a template may seed")
+
+// ErrSeedSlow is what Seed fails with when the copy runs past
+// MaxSeedTime.
+var ErrSeedSlow = errors.New("copying the template's home and /workspace was too slow")

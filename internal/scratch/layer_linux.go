@@ -18,7 +18,9 @@ import (
 // left out. The sandbox may be changing the files meanwhile: a file is
 // opened without blocking and taken only if it is still a regular file,
 // and at most the size it had when opened is copied. Past maxBytes of
-// file data it stops with ErrTooLarge.
+// file data, or MaxSeedBytes, or past MaxSeedEntries entries (what a
+// template may seed: a larger one could never start), it stops with
+// ErrTooLarge, so a commit never makes a template Seed refuses.
 func Layer(w io.Writer, dir string, maxBytes int64) error {
 	top, err := os.OpenRoot(dir)
 	if err != nil {
@@ -30,7 +32,7 @@ func Layer(w io.Writer, dir string, maxBytes int64) error {
 		return err
 	}
 	defer closeAll()
-	lw := &layerWriter{tw: tar.NewWriter(w), left: maxBytes}
+	lw := &layerWriter{tw: tar.NewWriter(w), left: min(maxBytes, MaxSeedBytes), entries: MaxSeedEntries}
 	for _, name := range Kept {
 		if r := roots[name]; r != nil {
 			if err := lw.tree(r, inRoot(name)); err != nil {
@@ -42,8 +44,9 @@ func Layer(w io.Writer, dir string, maxBytes int64) error {
 }
 
 type layerWriter struct {
-	tw   *tar.Writer
-	left int64
+	tw      *tar.Writer
+	left    int64
+	entries int
 }
 
 // tree adds every entry of r under prefix, parents first.
@@ -56,6 +59,11 @@ func (lw *layerWriter) tree(r *os.Root, prefix string) error {
 			return fmt.Errorf("reading %s: %w", path.Join(prefix, p), err)
 		}
 		name := path.Join(prefix, p)
+		if p != "." {
+			if lw.entries--; lw.entries < 0 {
+				return fmt.Errorf("%w: more than %d entries, the most a template may seed, at %s (commit fewer files)", ErrTooLarge, MaxSeedEntries, name)
+			}
+		}
 		switch {
 		case d.IsDir():
 			return lw.header(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: perm(d)})

@@ -92,6 +92,10 @@ func TestLayer(t *testing.T) {
 	if err := Layer(io.Discard, dir, 5); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Layer past its cap: got %v, want ErrTooLarge", err)
 	}
+	files(t, filepath.Join(dir, "workspace"), MaxSeedEntries/100+1, 99)
+	if err := Layer(io.Discard, dir, 1<<30); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Layer past the entries a template may seed: got %v, want ErrTooLarge", err)
+	}
 }
 
 func TestSeed(t *testing.T) {

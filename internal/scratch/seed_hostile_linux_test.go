@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,6 +68,15 @@ func TestSeedHostile(t *testing.T) {
 				t.Errorf("home/self: got %q (%v), want a link to .", got, err)
 			}
 		}},
+		{"a home that links to ../etc is refused", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"etc/shadow": "secret", "home/sandbox": "->../etc"})
+		}, ErrLinkedPlace, noneCopied},
+		{"a home under a linked /home is refused", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"etc/sandbox/shadow": "secret", "home": "->etc"})
+		}, ErrLinkedPlace, noneCopied},
+		{"a workspace that links to etc is refused", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"etc/shadow": "secret", "workspace": "->etc"})
+		}, ErrLinkedPlace, noneCopied},
 		{"a fifo and a device are skipped without opening", func(t *testing.T, root string) {
 			write(t, root, map[string]string{"home/sandbox/x": "x"})
 			if err := unix.Mkfifo(filepath.Join(home(root), "fifo"), 0o644); err != nil {
@@ -98,24 +108,23 @@ func TestSeedHostile(t *testing.T) {
 				}
 			}
 		}},
-		{"a huge sparse file stops at the disk limit", func(t *testing.T, root string) {
+		{"a huge sparse file is refused at the byte cap, before any copy", func(t *testing.T, root string) {
 			write(t, root, map[string]string{"home/sandbox/sparse": ""})
 			if err := os.Truncate(filepath.Join(home(root), "sparse"), 1<<40); err != nil {
 				t.Fatal(err)
 			}
-		}, ErrNoSpace, nil},
-		{"100k files stop at the inode limit", func(t *testing.T, root string) {
-			for d := range 100 {
-				p := filepath.Join(home(root), fmt.Sprint(d))
-				if err := os.MkdirAll(p, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				for f := range 1000 {
-					if err := os.WriteFile(filepath.Join(p, fmt.Sprint(f)), nil, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
+		}, ErrSeedTooLarge, noneCopied},
+		{"a sparse file under the cap stops at the disk limit", func(t *testing.T, root string) {
+			write(t, root, map[string]string{"home/sandbox/sparse": ""})
+			if err := os.Truncate(filepath.Join(home(root), "sparse"), 8<<20); err != nil {
+				t.Fatal(err)
 			}
+		}, ErrNoSpace, nil},
+		{"more files than the entry cap are refused before any copy", func(t *testing.T, root string) {
+			files(t, home(root), MaxSeedEntries/100+1, 100)
+		}, ErrSeedTooLarge, noneCopied},
+		{"2000 files stop at the inode limit (1000)", func(t *testing.T, root string) {
+			files(t, home(root), 20, 100)
 		}, ErrNoSpace, nil},
 	}
 	for _, tt := range tests {
@@ -130,5 +139,43 @@ func TestSeedHostile(t *testing.T) {
 				tt.check(t, dir)
 			}
 		})
+	}
+}
+
+// noneCopied fails t if any file reached the scratch at dir's home or
+// /workspace: a refused seed copies nothing.
+func noneCopied(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range Kept {
+		entries, err := os.ReadDir(filepath.Join(dir, name))
+		if err != nil || len(entries) != 0 {
+			t.Errorf("%s: got %d entries (%v), want none copied", name, len(entries), err)
+		}
+	}
+}
+
+// files makes dirs directories of n empty files each under dir.
+func files(t *testing.T, dir string, dirs, n int) {
+	t.Helper()
+	for d := range dirs {
+		p := filepath.Join(dir, fmt.Sprint(d))
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f := range n {
+			if err := os.WriteFile(filepath.Join(p, fmt.Sprint(f)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestSeedSlow seeds past the copy's deadline: the seed fails as the
+// seed (ErrSeedSlow), not as a program timing out.
+func TestSeedSlow(t *testing.T) {
+	dir, root := hostileScratch(t, 4<<20, 1000)
+	write(t, root, map[string]string{"home/sandbox/a": "a", "home/sandbox/b": "b"})
+	if err := seedWithin(dir, root, Kept, -time.Second); !errors.Is(err, ErrSeedSlow) {
+		t.Fatalf("seedWithin past its deadline: got %v, want %v", err, ErrSeedSlow)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"syscall"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -23,9 +24,16 @@ import (
 // input: links are copied as links, never followed; devices, fifos and
 // sockets are skipped; set-id bits dropped; and the scratch's tmpfs bounds
 // what is copied (its size and inodes: a template whose files do not fit
-// fails with ErrNoSpace). A template with none of those places costs one
-// lookup each.
-func Seed(dir, rootDir string, names []string) (err error) {
+// fails with ErrNoSpace), and so do caps of their own, whatever the disk:
+// MaxSeedEntries and MaxSeedBytes, counted before anything is copied
+// (ErrSeedTooLarge), and MaxSeedTime (ErrSeedSlow). A template with none
+// of those places costs one lookup each.
+func Seed(dir, rootDir string, names []string) error {
+	return seedWithin(dir, rootDir, names, MaxSeedTime)
+}
+
+// seedWithin is Seed, failing with ErrSeedSlow past within.
+func seedWithin(dir, rootDir string, names []string, within time.Duration) (err error) {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return fmt.Errorf("opening the template's root: %w", err)
@@ -38,6 +46,10 @@ func Seed(dir, rootDir string, names []string) (err error) {
 	defer closeFrom()
 	if len(from) == 0 {
 		return nil
+	}
+	b := newBudget(within)
+	if err := b.count(from); err != nil {
+		return err
 	}
 	dst, err := os.OpenRoot(dir)
 	if err != nil {
@@ -53,7 +65,7 @@ func Seed(dir, rootDir string, names []string) (err error) {
 		if to[name] == nil {
 			continue
 		}
-		if err := seedTree(r, to[name]); err != nil {
+		if err := seedTree(r, to[name], b); err != nil {
 			return seedError(name, err)
 		}
 	}
@@ -72,7 +84,8 @@ func seedError(name string, err error) error {
 // Seeds says the root tree rootDir has files Seed would copy (a
 // non-empty home/sandbox or workspace), so a backend pays for what the
 // copy needs (the native init's idmapped tree) only on a template that
-// has them. An unreadable tree says true: Seed reports its error.
+// has them. An unreadable tree, or one whose place is a link, says true:
+// Seed reports its error.
 func Seeds(rootDir string) bool {
 	src, err := os.OpenRoot(rootDir)
 	if err != nil {
@@ -80,20 +93,34 @@ func Seeds(rootDir string) bool {
 	}
 	defer src.Close() // a read-only handle: nothing to lose on close
 	for _, name := range Kept {
-		f, err := src.Open(inRoot(name)) // inside the tree: its links never reach the host's files
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return true
-		}
-		entries, _ := f.ReadDir(1) // any error is Seed's to report
-		f.Close()                  // read-only, as above
-		if len(entries) > 0 {
+		if seeds, err := placeSeeds(src, inRoot(name)); seeds || err != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// placeSeeds says the place p of the tree src is a real directory with
+// something in it; a missing one has nothing, a linked one is an error.
+func placeSeeds(src *os.Root, p string) (bool, error) {
+	r, err := openPlace(src, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close() // read-only: nothing to lose on close
+	f, err := r.Open(".")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close() // read-only, as above
+	entries, err := f.ReadDir(1)
+	if err == io.EOF {
+		return false, nil // empty
+	}
+	return len(entries) > 0, err
 }
 
 // closeRoot closes r, adding its failure to *err.
@@ -106,7 +133,8 @@ func closeRoot(r *os.Root, what string, err *error) {
 func rootfsPlace(name string) string { return "/" + inRoot(name) }
 
 // seedTree copies every entry of src into dst, owned as dst's top is.
-func seedTree(src, dst *os.Root) error {
+// Past b's deadline it stops with ErrSeedSlow.
+func seedTree(src, dst *os.Root, b *budget) error {
 	top, err := dst.Stat(".")
 	if err != nil {
 		return err
@@ -118,6 +146,9 @@ func seedTree(src, dst *os.Root) error {
 	uid, gid := int(st.Uid), int(st.Gid)
 	return fs.WalkDir(src.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == "." {
+			return err
+		}
+		if err := b.charge(); err != nil {
 			return err
 		}
 		switch {
