@@ -85,6 +85,10 @@ const (
 	// template's home and /workspace from it into the scratch, then drops
 	// it with the scratch; it is never attached in the sandbox's root.
 	SeedFD = 7
+	// EtcFD is where a plan holds the /etc template while it builds the
+	// root (rootfs.EtcFD); listed here so that no descriptor above takes
+	// it.
+	EtcFD = rootfs.EtcFD
 )
 
 // SandboxUID and SandboxGID are the identity of the user's code inside the

@@ -117,15 +117,6 @@ type buildStep struct {
 	run  func(string, Options) error
 }
 
-// EtcFD is where a plan holds the /etc template while the root is built
-// (the template may sit where the root tmpfs is about to be mounted: a
-// rootless user's is in /tmp). It is the first descriptor after those
-// the host passes the init (nsinit's ControlFD to RootFD, 3 to 6), low
-// so that any RLIMIT_NOFILE a host may run under admits it; the op that
-// opens it refuses one that is open, so a clash fails the start. The Go
-// init, whose runtime holds low descriptors of its own, holds the
-// template wherever it opens (Build).
-const EtcFD = 7
 
 // hostSteps build a root on the host's /usr and curated /etc.
 var hostSteps = []buildStep{

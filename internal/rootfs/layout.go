@@ -208,3 +208,13 @@ func ImageEntry(name string, mode fs.FileMode) ImageEntryKind {
 	}
 	return ImageSkipped
 }
+
+// EtcFD is where a plan holds the /etc template while the root is built
+// (the template may sit where the root tmpfs is about to be mounted: a
+// rootless user's is in /tmp). It is the first descriptor after those
+// the host passes the init (nsinit's ControlFD to SeedFD, 3 to 7), low
+// so that any RLIMIT_NOFILE a host may run under admits it; the op that
+// opens it refuses one that is open, so a clash fails the start. The Go
+// init, whose runtime holds low descriptors of its own, holds the
+// template wherever it opens (Build).
+const EtcFD = 8
