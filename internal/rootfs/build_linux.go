@@ -117,7 +117,6 @@ type buildStep struct {
 	run  func(string, Options) error
 }
 
-
 // hostSteps build a root on the host's /usr and curated /etc.
 var hostSteps = []buildStep{
 	{what: "", plan: openEtc},

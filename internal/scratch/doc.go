@@ -33,3 +33,8 @@ var ErrSeedTooLarge = errors.New("the template's home and /workspace are larger 
 // ErrSeedSlow is what Seed fails with when the copy runs past
 // MaxSeedTime.
 var ErrSeedSlow = errors.New("copying the template's home and /workspace was too slow")
+
+// Kept are the scratch directories (rootfs.ScratchDirs' keys) a commit
+// keeps and a session on the template starts with: the sandbox user's
+// home and /workspace. /tmp and /dev/shm are scratch by name: never kept.
+var Kept = []string{"home", "workspace"}

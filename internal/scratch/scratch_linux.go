@@ -10,11 +10,6 @@ import (
 	"github.com/warden-sandbox/warden/internal/rootfs"
 )
 
-// Kept are the scratch directories (rootfs.ScratchDirs' keys) a commit
-// keeps and a session on the template starts with: the sandbox user's
-// home and /workspace. /tmp and /dev/shm are scratch by name: never kept.
-var Kept = []string{"home", "workspace"}
-
 // inRoot is where scratch directory name is in a sandbox's root, without
 // the leading slash ("home/sandbox").
 func inRoot(name string) string {
