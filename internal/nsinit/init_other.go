@@ -3,6 +3,7 @@
 package nsinit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -12,3 +13,9 @@ func Main() {
 	fmt.Fprintln(os.Stderr, "warden: the sandbox init runs only on Linux")
 	os.Exit(1)
 }
+
+// OpenTrusted refuses: binaries next to warden are run only on Linux.
+func OpenTrusted(string) (*os.File, error) { return nil, errors.ErrUnsupported }
+
+// ExecFD refuses: binaries next to warden are run only on Linux.
+func ExecFD(*os.File, []string, []string) error { return errors.ErrUnsupported }

@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,11 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ErrUntrusted marks a binary that OpenTrusted refuses: someone other
-// than root or this user could replace it, so running it would run their
-// code with this process's rights.
-var ErrUntrusted = errors.New("refusing an untrusted binary")
 
 // OpenTrusted opens the executable at p as a descriptor for fstat and
 // exec only (O_PATH), refusing a symlink at p (O_NOFOLLOW), and returns it

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package main
+
+import (
+	"context"
+
+	"github.com/warden-sandbox/warden/internal/doctor"
+)
+
+// binaryChecks has nothing to report where sandboxes cannot run: the
+// files next to warden are Linux's.
+func binaryChecks(context.Context, string) []doctor.Check { return nil }
