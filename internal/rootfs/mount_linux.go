@@ -3,7 +3,6 @@ package rootfs
 import (
 	"fmt"
 	"log"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,14 +47,6 @@ func restrict(dst string, attrs uint64, recursive bool) error {
 		return fmt.Errorf("restricting mount %q: %w", dst, err)
 	}
 	return nil
-}
-
-func touch(p string) error {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // detachedTmpfs is a new tmpfs with opts, mounted nowhere yet with attrs

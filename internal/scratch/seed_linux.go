@@ -117,7 +117,7 @@ func placeSeeds(src *os.Root, p string) (bool, error) {
 	}
 	defer f.Close() // read-only, as above
 	entries, err := f.ReadDir(1)
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return false, nil // empty
 	}
 	return len(entries) > 0, err
