@@ -7,6 +7,7 @@
 #include "exec.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,10 @@ int main(int argc, char **argv)
 	/* The program may share this process's uid (rootless) and must not
 	 * read its memory or descriptors through /proc/1. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return EXIT_REFUSED;
+	/* An ignored SIGCHLD makes the kernel reap children itself, and
+	 * the program's status would be lost to wait4's ECHILD. */
+	if (signal(SIGCHLD, SIG_DFL) == SIG_ERR)
 		return EXIT_REFUSED;
 	if (read_full(CONTROL_FD, hdr, sizeof hdr) < 0)
 		return EXIT_NO_HOST;

@@ -156,6 +156,18 @@ static int look_path(const char *name, const char *cwd, char *const *env, char *
 	}
 }
 
+/* default_signals gives every signal its default disposition: one
+ * ignored where warden was started (nohup, a background job of a
+ * non-interactive shell) would otherwise pass through exec to the
+ * program, as the Go init's unignoreSignals prevents. Signals the C
+ * library reserves refuse the change (EINVAL), which is fine. */
+static void default_signals(void)
+{
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+}
+
 /* child is the forked program's side: it reports its failure on the
  * close-on-exec pipe. */
 static void child(int report, const struct op *x, const char *path, char *const *env)
@@ -163,6 +175,7 @@ static void child(int report, const struct op *x, const char *path, char *const 
 	int err = 0;
 	sigset_t none;
 
+	default_signals();
 	sigemptyset(&none);
 	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0 || setsid() < 0 ||
 	    setresgid((gid_t)x->ints[1], (gid_t)x->ints[1], (gid_t)x->ints[1]) < 0 ||

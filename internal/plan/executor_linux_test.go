@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // The executor's sources, from this package's directory.
@@ -69,6 +72,8 @@ type execOptions struct {
 	extra []*os.File
 	attr  *syscall.SysProcAttr
 	after func(t *testing.T)
+	// wrap, when set, is a command that execs warden-exec, given last.
+	wrap []string
 }
 
 // runExecutorWith is runExecutor with opts, returning the program's
@@ -87,6 +92,9 @@ func runExecutorWith(t *testing.T, frame []byte, raw bool, opts execOptions) (St
 	host, child := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "child")
 	defer host.Close()
 	cmd := exec.Command(executor(t))
+	if len(opts.wrap) > 0 {
+		cmd = exec.Command(opts.wrap[0], append(opts.wrap[1:], executor(t))...)
+	}
 	cmd.ExtraFiles = append([]*os.File{child}, opts.extra...)
 	cmd.SysProcAttr = opts.attr
 	cmd.Env = []string{"ASAN_OPTIONS=detect_leaks=0"}
@@ -326,5 +334,31 @@ func TestExecutorTable(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: counts %q in plan.c, %q in ops.go", c.name, got, want)
 		}
+	}
+}
+
+// TestExecutorSignalDefaults: signals ignored where warden-exec was
+// started (SIGHUP under nohup, SIGCHLD) reach the program at their
+// defaults, and an ignored SIGCHLD does not lose the program's status.
+// perl starts warden-exec with both ignored (a Go test cannot ignore
+// them for a child alone, and sh will not ignore SIGCHLD).
+func TestExecutorSignalDefaults(t *testing.T) {
+	perl, err := exec.LookPath("perl")
+	if err != nil {
+		testhost.SkipOrFail(t, "perl starts warden-exec with signals ignored: "+err.Error())
+	}
+	wrap := []string{perl, "-e", `$SIG{HUP} = $SIG{CHLD} = "IGNORE"; exec @ARGV or die "exec: $!"`}
+	path := Op{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}}
+	p := &Plan{Ops: []Op{path, program("sh", "-c", "grep SigIgn /proc/self/status; exit 3")}}
+	st, out := runExecutorWith(t, encode(t, p), false, execOptions{wrap: wrap})
+	if want := (Status{Kind: StatusRan, Op: 1, ExitCode: 3}); st != want {
+		t.Errorf("status with SIGCHLD ignored %+v, want %+v", st, want)
+	}
+	var mask uint64
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "SigIgn:\t%x", &mask); err != nil {
+		t.Fatalf("reading the program's SigIgn from %q: %v", out, err)
+	}
+	if ignored := mask & (1<<(syscall.SIGHUP-1) | 1<<(syscall.SIGCHLD-1)); ignored != 0 {
+		t.Errorf("program's SigIgn %016x ignores %016x, want SIGHUP and SIGCHLD at their defaults", mask, ignored)
 	}
 }
