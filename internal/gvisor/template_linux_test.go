@@ -144,13 +144,5 @@ func TestTemplateSeeded(t *testing.T) {
 	requireRunsc(t)
 	root := templatetest.Seeded(t, "minimal")
 	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := sess.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", templatetest.SeededScript}}, agent.IO{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.ExitCode != 0 || r.Stdout != templatetest.SeededWant {
-		t.Errorf("seeded files: got exit %d, stdout %q, stderr %q; want %q", r.ExitCode, r.Stdout, r.Stderr, templatetest.SeededWant)
-	}
+	templatetest.CheckSeeded(t, sess)
 }
