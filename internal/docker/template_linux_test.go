@@ -113,6 +113,13 @@ func startBox(t *testing.T, s spec.Spec) *agent.Session {
 // would once the test's store is gone, so runs leave no image behind.
 func templateRoot(t *testing.T, imageName string) spec.Root {
 	t.Helper()
+	return cleanedRoot(t, func() spec.Root { return templatetest.Root(t, imageName) })
+}
+
+// cleanedRoot is the root mk returns, whose image is removed (and
+// checked removed) when the test ends, after its boxes close.
+func cleanedRoot(t *testing.T, mk func() spec.Root) spec.Root {
+	t.Helper()
 	var root spec.Root
 	t.Cleanup(func() { // registered first, so it runs after the boxes close
 		if root.Digest == "" {
@@ -125,7 +132,7 @@ func templateRoot(t *testing.T, imageName string) spec.Root {
 			t.Errorf("removing the test template's image: removed %q, %v; want %s removed", removed, err, root.Digest)
 		}
 	})
-	root = templatetest.Root(t, imageName)
+	root = mk()
 	return root
 }
 
@@ -242,7 +249,7 @@ func TestTemplateTag(t *testing.T) {
 // it starts: readable (its private files too), writable.
 func TestTemplateSeeded(t *testing.T) {
 	liveEngine(t)
-	root := templatetest.Seeded(t, "minimal")
+	root := cleanedRoot(t, func() spec.Root { return templatetest.Seeded(t, "minimal") })
 	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	templatetest.CheckSeeded(t, sess)
 }

@@ -68,6 +68,13 @@ func startBox(t *testing.T, s spec.Spec) *agent.Session {
 // uses is kept (RemoveTemplateRoots reads the boxes' bundles).
 func templateRoot(t *testing.T, imageName string) spec.Root {
 	t.Helper()
+	return cleanedRoot(t, func() spec.Root { return templatetest.Root(t, imageName) })
+}
+
+// cleanedRoot is the root mk returns, whose gVisor root is removed
+// when the test ends, after its boxes close.
+func cleanedRoot(t *testing.T, mk func() spec.Root) spec.Root {
+	t.Helper()
 	var digest string
 	t.Cleanup(func() { // registered first, so it runs after the boxes close
 		if digest == "" {
@@ -77,7 +84,7 @@ func templateRoot(t *testing.T, imageName string) spec.Root {
 			t.Errorf("removing the test template's gvisor root: %v", err)
 		}
 	})
-	root := templatetest.Root(t, imageName)
+	root := mk()
 	digest = root.Digest
 	return root
 }
@@ -142,7 +149,7 @@ func TestTemplateCharts(t *testing.T) {
 // it starts: readable (its private files too), writable.
 func TestTemplateSeeded(t *testing.T) {
 	requireRunsc(t)
-	root := templatetest.Seeded(t, "minimal")
+	root := cleanedRoot(t, func() spec.Root { return templatetest.Seeded(t, "minimal") })
 	sess := startBox(t, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
 	templatetest.CheckSeeded(t, sess)
 }

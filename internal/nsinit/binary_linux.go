@@ -2,7 +2,9 @@ package nsinit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -138,11 +140,15 @@ func Executor() (string, error) {
 		return "", fmt.Errorf("%s: cannot find this executable's directory", ExecName)
 	}
 	p := filepath.Join(filepath.Dir(self), ExecName)
-	if _, err := os.Stat(p); err != nil {
+	f, err := OpenTrusted(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%s not found next to %s; run make build", ExecName, self)
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", ExecName, err)
 	}
-	if !trustedInit(p) {
-		return "", fmt.Errorf("%s is not trusted: it must be owned by root or this user, and neither it nor its directory writable by group or others", p)
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("%s: closing %q: %w", ExecName, p, err)
 	}
 	return p, nil
 }

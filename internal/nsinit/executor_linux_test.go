@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func TestExecutor(t *testing.T) {
 	if err := os.Chmod(p, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Executor(); err == nil || !strings.Contains(err.Error(), "not trusted") {
-		t.Errorf("Executor() of a world-writable warden-exec: %v, want not trusted", err)
+	if _, err := Executor(); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Errorf("Executor() of a world-writable warden-exec: %v, want ErrUntrusted naming why", err)
 	}
 }

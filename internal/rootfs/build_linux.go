@@ -25,8 +25,8 @@ const scratchDir = ".scratch"
 // the host's tree. The caller must hold CAP_SYS_ADMIN in the namespace's
 // owning user namespace and run as PID 1 of a new PID namespace. A root on
 // the host's /usr is planned whole (Plan) and applied; a template's root
-// runs its one step that reads the template's tree (bindImage) between
-// the planned ones.
+// runs its two steps that read the template's tree (bindImage and
+// seedImage) between the planned ones.
 func Build(newRoot string, o Options) error {
 	steps, etc := imageSteps, -1
 	if o.Image == nil {
