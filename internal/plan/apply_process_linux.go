@@ -32,8 +32,8 @@ func fileIdentity(i []uint64, _ []string) error {
 			return e
 		}
 	}
-	_ = unix.Setfsgid(int(i[1])) // see above
-	_ = unix.Setfsuid(int(i[0])) // see above
+	_ = unix.Setfsgid(int(i[1])) // cannot report failure: the kernel answers with the previous id
+	_ = unix.Setfsuid(int(i[0])) // cannot report failure either
 	return nil
 }
 
