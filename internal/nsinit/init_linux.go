@@ -342,17 +342,12 @@ func dupAll(fds []int) ([]int, error) {
 // v1 hierarchy Warden uses, four today.
 const maxCgroupFiles = 8
 
-// receiveFDs reads the one byte the host sends with descriptors attached.
+// receiveFDs reads the one byte the host sends with descriptors attached
+// (plan.ReceiveRights, which warden-exec's cgroup join mirrors); a host
+// that hung up is io.ErrUnexpectedEOF, as for the Config.
 func receiveFDs(sock int) ([]int, error) {
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(maxCgroupFiles*4))
-	n, oobn, _, _, err := RecvmsgRetry(sock, buf, oob)
-	if err != nil {
-		return nil, err
-	}
-	fds, err := parseRights(oob[:oobn])
-	if err == nil && n == 0 {
-		closeAll(fds)
+	fds, err := plan.ReceiveRights(sock, maxCgroupFiles)
+	if errors.Is(err, unix.EPIPE) {
 		return nil, io.ErrUnexpectedEOF
 	}
 	return fds, err

@@ -82,7 +82,7 @@ func joinCgroup(sock, max int) error {
 	if max <= 0 || max > maxRights {
 		return unix.EINVAL
 	}
-	fds, err := receiveRights(sock, max)
+	fds, err := ReceiveRights(sock, max)
 	if err != nil {
 		return err
 	}
@@ -98,8 +98,11 @@ func joinCgroup(sock, max int) error {
 	return first
 }
 
-// receiveRights reads one byte with up to max descriptors attached.
-func receiveRights(sock, max int) ([]int, error) {
+// ReceiveRights reads one byte with up to max descriptors attached,
+// close-on-exec: EPIPE when the sender hung up, EMSGSIZE when more came
+// than max (none is kept then). The Go init receives its cgroup and
+// egress descriptors with it too.
+func ReceiveRights(sock, max int) ([]int, error) {
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(max*4))
 	var n, oobn, flags int
