@@ -1,4 +1,4 @@
-package main
+package measure
 
 import (
 	"errors"
@@ -13,17 +13,17 @@ import (
 // cpuacctMount is where cgroup v1's cpuacct controller is mounted.
 const cpuacctMount = "/sys/fs/cgroup/cpuacct"
 
-// acctGroup is a cpuacct cgroup (v1) of one server's own, so that the
-// CPU its sandboxes used can be read whole, including sandboxes already
-// gone: v1 charges CPU to every ancestor, and the server puts its
+// AcctGroup is a cpuacct cgroup (v1) of one server's own, so that the
+// CPU it and its sandboxes used can be read whole, including sandboxes
+// already gone: v1 charges CPU to every ancestor, and the server puts its
 // sandboxes under <its cgroup>/warden. Other servers on the host (other
 // benchmarks, tests) have sandboxes of their own elsewhere.
-type acctGroup struct {
+type AcctGroup struct {
 	dir, home string
 }
 
-// newAcctGroup makes a cpuacct cgroup named name beside this process's.
-func newAcctGroup(name string) (*acctGroup, error) {
+// NewAcctGroup makes a cpuacct cgroup named name beside this process's.
+func NewAcctGroup(name string) (*AcctGroup, error) {
 	home, err := ownCPUAcct()
 	if err != nil {
 		return nil, err
@@ -32,7 +32,7 @@ func newAcctGroup(name string) (*acctGroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("making cgroup %s: %w", dir, err)
 	}
-	return &acctGroup{dir: dir, home: home}, nil
+	return &AcctGroup{dir: dir, home: home}, nil
 }
 
 // ownCPUAcct is this process's cpuacct cgroup directory.
@@ -50,9 +50,11 @@ func ownCPUAcct() (string, error) {
 	return "", errors.New("no cpuacct cgroup (v1) for this process")
 }
 
-// enter runs f (which starts the server) with this process in g, so
-// what f starts is born there, then moves this process back.
-func (g *acctGroup) enter(f func() error) error {
+// Enter runs f (which starts the server) with this process in g, so
+// what f starts is born there, then moves this process back. What this
+// process itself spends meanwhile is charged to g too: read g's figures
+// as differences taken after Enter returns.
+func (g *AcctGroup) Enter(f func() error) error {
 	pid := []byte(strconv.Itoa(os.Getpid()))
 	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), pid, 0); err != nil {
 		return fmt.Errorf("moving the benchmark into %s: %w", g.dir, err)
@@ -64,20 +66,37 @@ func (g *acctGroup) enter(f func() error) error {
 	return ferr
 }
 
-// sandboxes is the CPU, in seconds, that the sandboxes of the server
+// Sandboxes is the CPU, in seconds, that the sandboxes of the server
 // started in g have used so far (0 before its first).
-func (g *acctGroup) sandboxes() float64 {
-	b, err := os.ReadFile(filepath.Join(g.dir, "warden", "cpuacct.usage"))
+func (g *AcctGroup) Sandboxes() float64 {
+	s, err := usage(filepath.Join(g.dir, "warden"))
 	if err != nil {
 		return 0
 	}
-	ns, _ := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-	return ns / 1e9
+	return s
 }
 
-// remove removes g once its server has stopped (and the cgroups it
+// Total is the CPU, in seconds, that everything started in g has used so
+// far: the server, its helpers and its sandboxes.
+func (g *AcctGroup) Total() (float64, error) { return usage(g.dir) }
+
+// usage reads the cpuacct.usage of the cgroup dir, in seconds.
+func usage(dir string) (float64, error) {
+	p := filepath.Join(dir, "cpuacct.usage")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	ns, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return ns / 1e9, nil
+}
+
+// Remove removes g once its server has stopped (and the cgroups it
 // left, which hold no process).
-func (g *acctGroup) remove() {
+func (g *AcctGroup) Remove() {
 	left, _ := filepath.Glob(filepath.Join(g.dir, "warden", "*", "cgroup.procs"))
 	for _, p := range left {
 		if err := os.Remove(filepath.Dir(p)); err != nil {
