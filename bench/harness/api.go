@@ -61,7 +61,7 @@ func sessionWorkloads(o options, b string) []Section {
 	f := Section{ID: "f", Title: "session create → ready (" + b + ")"}
 	bare := Row{Workload: "c", Contender: c.Baseline, Unit: "ms"}
 	for i := 0; i < o.rounds; i++ {
-		if ms, err := timeArgv([]string{python, "-c", "1+1"}); err == nil {
+		if ms, _, err := timeArgv([]string{python, "-c", "1+1"}); err == nil {
 			bare.Samples = append(bare.Samples, ms)
 		}
 	}

@@ -3,11 +3,17 @@ package measure
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // cpuacctMount is where cgroup v1's cpuacct controller is mounted.
@@ -94,16 +100,91 @@ func usage(dir string) (float64, error) {
 	return ns / 1e9, nil
 }
 
-// Remove removes g once its server has stopped (and the cgroups it
-// left, which hold no process).
-func (g *AcctGroup) Remove() {
-	left, _ := filepath.Glob(filepath.Join(g.dir, "warden", "*", "cgroup.procs"))
-	for _, p := range left {
-		if err := os.Remove(filepath.Dir(p)); err != nil {
-			log.Printf("removing a cgroup the server left: %v", err)
+// Start starts cmd with its process born in g, and so everything it
+// starts, even what outlives it (an orphan is still charged to g): cgroup v1
+// moves single threads through the tasks file, and a child is born in the
+// cgroup of the thread that forks it. The fork happens on a thread locked
+// to a goroutine of its own, moved into g and back; should the way back
+// fail, the thread stays locked to the goroutine as it exits, so Go ends
+// it (or parks it for good, if it is the main thread) and runs no other
+// work on it.
+func (g *AcctGroup) Start(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		tid := []byte(strconv.Itoa(syscall.Gettid()))
+		if err := os.WriteFile(filepath.Join(g.dir, "tasks"), tid, 0); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("moving a thread into %s: %w", g.dir, err)
+			return
 		}
+		err := cmd.Start()
+		if berr := os.WriteFile(filepath.Join(g.home, "tasks"), tid, 0); berr != nil {
+			errc <- errors.Join(err, fmt.Errorf("moving a thread back to %s: %w", g.home, berr))
+			return // still locked: the thread goes with this goroutine
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	return <-errc
+}
+
+// Settle waits, up to limit, until no process is left in g or the
+// cgroups under it, so that Total holds all of the CPU a finished command
+// and what it left behind spent.
+func (g *AcctGroup) Settle(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		left, err := g.procs()
+		if err != nil || left == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes still in %s after %s", left, g.dir, limit)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	for _, d := range []string{filepath.Join(g.dir, "warden"), g.dir} {
+}
+
+// procs counts the processes in g and the cgroups under it.
+func (g *AcctGroup) procs() (int, error) {
+	n := 0
+	err := filepath.WalkDir(g.dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) { // a cgroup removed as the walk went
+			return nil
+		}
+		if err != nil || d.Name() != "cgroup.procs" {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) { // its cgroup was just removed
+			return nil
+		}
+		n += len(strings.Fields(string(b)))
+		return err
+	})
+	return n, err
+}
+
+// Remove removes g once what runs in it has ended, with the cgroups left
+// under it (a server's sandboxes', a runtime's containers'), deepest
+// first.
+func (g *AcctGroup) Remove() {
+	var dirs []string
+	err := filepath.WalkDir(g.dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return err
+	})
+	if err != nil {
+		log.Printf("listing the cgroups under %s: %v", g.dir, err)
+	}
+	slices.Reverse(dirs)
+	for _, d := range dirs {
 		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
 			log.Printf("removing cgroup %s: %v", d, err)
 		}

@@ -2,7 +2,11 @@
 
 package measure
 
-import "errors"
+import (
+	"errors"
+	"os/exec"
+	"time"
+)
 
 // AcctGroup needs cgroup v1's cpuacct, which only Linux has.
 type AcctGroup struct{}
@@ -18,6 +22,12 @@ func (*AcctGroup) Sandboxes() float64 { return 0 }
 
 // Total fails: unknown.
 func (*AcctGroup) Total() (float64, error) { return 0, errors.ErrUnsupported }
+
+// Start fails: there is no group to start cmd in.
+func (*AcctGroup) Start(*exec.Cmd) error { return errors.ErrUnsupported }
+
+// Settle fails: unknown.
+func (*AcctGroup) Settle(time.Duration) error { return errors.ErrUnsupported }
 
 // Remove does nothing.
 func (*AcctGroup) Remove() {}
