@@ -65,6 +65,8 @@ type Report struct {
 	// Targets are issue 20's targets checked against Sections.
 	Targets  []Target  `json:"targets"`
 	Sections []Section `json:"sections"`
+	// started is when the run began, for the progress lines.
+	started time.Time
 }
 
 func newReport(o options) *Report {
@@ -72,14 +74,15 @@ func newReport(o options) *Report {
 	if o.quick {
 		cmd += " --quick"
 	}
-	return &Report{Machine: machine(), Command: cmd, Quick: o.quick, Date: time.Now().UTC().Format(time.RFC3339)}
+	now := time.Now()
+	return &Report{Machine: machine(), Command: cmd, Quick: o.quick, Date: now.UTC().Format(time.RFC3339), started: now}
 }
 
 func (r *Report) add(ss ...Section) {
 	for _, s := range ss {
 		s.figure()
 		r.Sections = append(r.Sections, s)
-		fmt.Fprintf(os.Stderr, "done (%s) %s\n", s.ID, s.Title)
+		fmt.Fprintf(os.Stderr, "done (%s) %s, %.0f s in\n", s.ID, s.Title, time.Since(r.started).Seconds())
 	}
 }
 
