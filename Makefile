@@ -141,7 +141,7 @@ generate:
 
 # benchmark runs the harness: Warden next to the bare process, bubblewrap,
 # runc, runsc and docker on every workload, into bench/results/
-# (QUICK=1: the short form, under two minutes).
+# (QUICK=1: the short form, under three minutes on an idle machine).
 benchmark: deps build
 	$(GO) run ./bench/harness $(if $(QUICK),--quick)
 

@@ -20,11 +20,14 @@ type server struct {
 const requestTimeout = 10 * time.Minute
 
 // startServer starts warden serve for the harness: up to 1024 sessions,
-// and neither starts nor execs paced (one key's many sessions would share
-// one reservoir of exec bursts), as it measures how many sessions, runs
-// and execs the host can carry, not what one tenant may take.
+// no per-key budget of memory and disk (by default the host's memory,
+// which 128 concurrent runs or 100 idle sessions of the default limits
+// exceed: 429s), and neither starts nor execs paced (one key's many
+// sessions would share one reservoir of exec bursts), as it measures how
+// many sessions, runs and execs the host can carry, not what one tenant
+// may take.
 func startServer(warden, backend string, extra ...string) (*server, error) {
-	args := append([]string{"--max-sessions", "1024", "--start-rate", "0", "--exec-pace", "0"}, extra...)
+	args := append([]string{"--max-sessions", "1024", "--max-memory-per-key", "0", "--start-rate", "0", "--exec-pace", "0"}, extra...)
 	s, err := wardenserve.Start(wardenserve.Options{Warden: warden, Backend: backend, Args: args})
 	if err != nil {
 		return nil, err
@@ -61,7 +64,7 @@ func sessionWorkloads(o options, b string) []Section {
 	f := Section{ID: "f", Title: "session create → ready (" + b + ")"}
 	bare := Row{Workload: "c", Contender: c.Baseline, Unit: "ms"}
 	for i := 0; i < o.rounds; i++ {
-		if ms, err := timeArgv([]string{python, "-c", "1+1"}); err == nil {
+		if ms, _, err := timeArgv([]string{python, "-c", "1+1"}); err == nil {
 			bare.Samples = append(bare.Samples, ms)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/warden-sandbox/warden/bench/measure"
 	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -33,7 +34,17 @@ type contender struct {
 	argv func(prog []string) []string
 	// run, when set, runs prog in-process instead of argv (an API call)
 	// and returns its wall time in ms.
-	run     func(prog []string) (float64, error)
+	run func(prog []string) (float64, error)
+	// usage, when set, reads the CPU in ms spent so far by everything
+	// that serves run (a server, its helpers and its sandboxes); a
+	// contender with argv is charged its run's rusage instead.
+	usage func() (float64, error)
+	// acct, while a cold workload runs, is the cpuacct cgroup each run of
+	// argv is born in (nil: its CPU is wait4's rusage).
+	acct *measure.AcctGroup
+	// cpuNote, when set, says why the contender's CPU per run is not
+	// measured.
+	cpuNote string
 	skipped string
 	cleanup func()
 }
@@ -41,7 +52,7 @@ type contender struct {
 // coldContenders are every way to start a program cold, baseline first.
 func coldContenders(warden string) []*contender {
 	cs := []*contender{
-		bare(), wardenRun(warden, "native"), apiContender(warden, 0), apiContender(warden, apiPool),
+		bare(), wardenRun(warden, "native"), wardenRunGo(warden), apiContender(warden, 0), apiContender(warden, apiPool),
 		wardenRun(warden, "gvisor"), wardenRun(warden, "docker"),
 		bwrap(), ociContender("runc", warden), ociContender("runsc", warden), dockerRun(warden),
 	}
@@ -50,17 +61,43 @@ func coldContenders(warden string) []*contender {
 
 // bare runs the program without isolation: every ratio's baseline.
 func bare() *contender {
-	return &contender{name: "bare", argv: func(p []string) []string { return p }}
+	return &contender{name: bareName, argv: func(p []string) []string { return p }}
 }
 
-// wardenRun runs the program with warden run on backend, skipped when a
-// trial run fails.
+// wardenRun runs the program with warden run on backend (named runName
+// on native, which the targets read), skipped when a trial run fails.
 func wardenRun(warden, backend string) *contender {
-	c := &contender{name: "warden " + backend, argv: func(p []string) []string {
+	name := "warden " + backend
+	if backend == "native" {
+		name = runName
+	}
+	c := &contender{name: name, argv: func(p []string) []string {
 		return append([]string{warden, "run", "--backend", backend, "--"}, p...)
 	}}
+	if backend == "docker" {
+		c.cpuNote = "warden's own only: the engine runs the container"
+	}
 	if out, err := exec.Command(warden, "run", "--backend", backend, "--", "true").CombinedOutput(); err != nil {
 		c.skipped = fmt.Sprintf("%v: %s", err, tail(out))
+	}
+	return c
+}
+
+// wardenRunGo is warden run with the Go init (--executor go), beside the
+// default (auto, warden-exec where it can) so that one run shows what the
+// fast executor gains. It is skipped when the warden refuses the flag, or
+// has no warden-exec beside it (then auto is the Go init too).
+func wardenRunGo(warden string) *contender {
+	c := &contender{name: runGoName, argv: func(p []string) []string {
+		return append([]string{warden, "run", "--executor", "go", "--"}, p...)
+	}}
+	exe := filepath.Join(filepath.Dir(warden), "warden-exec")
+	if _, err := os.Stat(exe); err != nil {
+		c.skipped = fmt.Sprintf("no %s (make build builds it where a C compiler is installed): the default is the Go init too", exe)
+		return c
+	}
+	if out, err := exec.Command(warden, "run", "--executor", "go", "--", "true").CombinedOutput(); err != nil {
+		c.skipped = fmt.Sprintf("this warden refuses --executor go: %v: %s", err, tail(out))
 	}
 	return c
 }
@@ -74,7 +111,7 @@ func cleanupContenders(cs []*contender) {
 }
 
 func bwrap() *contender {
-	c := &contender{name: "bwrap --unshare-all", argv: func(p []string) []string {
+	c := &contender{name: bwrapName, argv: func(p []string) []string {
 		return append([]string{"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
 			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
 			"--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--"}, p...)
@@ -161,7 +198,7 @@ func writeBundle(dir string, b gvisor.Bundle) error {
 // dockerRun is `docker run --rm` of Warden's root image with the host's
 // /usr, which is what Warden's docker boxes run.
 func dockerRun(warden string) *contender {
-	c := &contender{name: "docker run"}
+	c := &contender{name: "docker run", cpuNote: "the client's only: the engine runs the container"}
 	if err := exec.Command("docker", "version").Run(); err != nil {
 		c.skipped = "no Docker engine answers"
 		return c
@@ -186,37 +223,127 @@ func dockerRun(warden string) *contender {
 	return c
 }
 
-// time runs prog once on c and returns its wall time in ms.
-func (c *contender) time(prog []string) (float64, error) {
+// time runs prog once on c and returns its wall time in ms, and the CPU
+// it cost in ms where that is known per run (-1 where it is not).
+func (c *contender) time(prog []string) (wall, cpu float64, err error) {
 	if c.run != nil {
-		return c.run(prog)
+		wall, err = c.run(prog)
+		return wall, -1, err
+	}
+	if c.acct != nil {
+		return timeInGroup(c.argv(prog), c.acct)
 	}
 	return timeArgv(c.argv(prog))
 }
 
-// coldStart times prog on every contender, interleaved, after warm-ups.
+// groupRuns gives each contender that runs command lines, and whose CPU
+// is measured, a cpuacct cgroup of its own for its runs (AcctGroup.Start),
+// or notes on its row that its CPU is wait4's rusage, which misses what
+// outlives the command; done removes the groups.
+func groupRuns(cs []*contender, rows []Row, id string) (done func()) {
+	for i, c := range cs {
+		if c.argv == nil || c.cpuNote != "" || c.skipped != "" {
+			continue
+		}
+		g, err := measure.NewAcctGroup(fmt.Sprintf("warden-harness-%d-%s-%d", os.Getpid(), id, i))
+		if err != nil {
+			rows[i].Note = "CPU from rusage, no cpuacct cgroup: " + err.Error()
+			continue
+		}
+		c.acct = g
+	}
+	return func() {
+		for _, c := range cs {
+			if c.acct != nil {
+				c.acct.Remove()
+				c.acct = nil
+			}
+		}
+	}
+}
+
+// coldStart times prog on every contender, interleaved, after warm-ups,
+// and charges each measured run its CPU: what the cgroup its command was
+// born in spent (groupRuns), or for a contender with usage what its
+// server's tree spent between the run's start and the start of its next
+// run (groupMeter).
 func coldStart(cs []*contender, id, title string, prog []string, rounds int) Section {
-	s := Section{ID: id, Title: title, Baseline: "bare"}
+	s := Section{ID: id, Title: title, Baseline: bareName, Compare: bwrapName}
 	rows := make([]Row, len(cs))
+	meters := make([]groupMeter, len(cs))
 	for i, c := range cs {
 		rows[i] = Row{Workload: id, Contender: c.name, Unit: "ms", Skipped: c.skipped}
+		if c.cpuNote != "" {
+			rows[i].Note = "CPU not measured: " + c.cpuNote
+		}
+		meters[i].usage = c.usage
 	}
+	defer groupRuns(cs, rows, id)()
 	for round := -2; round < rounds; round++ {
 		for i, c := range cs {
 			if rows[i].Skipped != "" {
 				continue
 			}
-			d, err := c.time(prog)
+			if round >= 0 {
+				meters[i].start(&rows[i])
+			}
+			wall, cpu, err := c.time(prog)
 			switch {
 			case err != nil && round < 0:
 				rows[i].Skipped = err.Error()
 			case err != nil:
 				rows[i].Errors++
+				meters[i].drop()
 			case round >= 0:
-				rows[i].Samples = append(rows[i].Samples, d)
+				rows[i].Samples = append(rows[i].Samples, wall)
+				if cpu >= 0 && c.cpuNote == "" {
+					rows[i].CPU = append(rows[i].CPU, cpu)
+				}
 			}
 		}
 	}
+	for i := range cs {
+		meters[i].end(&rows[i])
+	}
 	s.Rows = rows
 	return s
+}
+
+// groupMeter turns a contender's cumulative CPU (its usage) into one
+// sample per run: each run is charged what the tree spent from the run's
+// start to the start of the contender's next run (or the end of the
+// rounds), which takes in the work a run leaves behind, such as a pool
+// refilling, and the server's idle CPU over the round.
+type groupMeter struct {
+	usage   func() (float64, error)
+	mark    float64
+	pending bool
+}
+
+// start closes the previous run's charge and opens one at this run.
+func (m *groupMeter) start(row *Row) {
+	m.end(row)
+	if m.usage == nil {
+		return
+	}
+	u, err := m.usage()
+	if err != nil {
+		row.Note = "CPU not measured: " + err.Error()
+		return
+	}
+	m.mark, m.pending = u, true
+}
+
+// drop forgets the open charge, of a run that failed.
+func (m *groupMeter) drop() { m.pending = false }
+
+// end adds the open charge, if any, to row's CPU samples.
+func (m *groupMeter) end(row *Row) {
+	if !m.pending {
+		return
+	}
+	m.pending = false
+	if u, err := m.usage(); err == nil {
+		row.CPU = append(row.CPU, u-m.mark)
+	}
 }

@@ -10,15 +10,15 @@ import (
 
 // concurrency is (e): N workers running one-shot python3 -c 'print(1)'
 // until a fixed number of runs is done: throughput (runs/s) and each
-// run's latency. The main contenders (bare, warden run, warden serve's API
-// with a pool of apiPool, which the burst drains, and bubblewrap) make 2N
-// runs at every N. The others (runc, gVisor and Docker, through Warden and
+// run's latency. The main contenders (bare, warden run with its default
+// executor and with the Go init, warden serve's API with a pool of apiPool,
+// which the burst drains, and bubblewrap) make 2N runs at every N. The others (runc, gVisor and Docker, through Warden and
 // directly) take up to ten times as long per run, so they make N; with
 // --quick they make only quickOtherRuns, one at a time.
 func concurrency(o options) []Section {
 	lat := Section{ID: "e", Title: "latency of N concurrent one-shot runs", Baseline: ""}
 	thr := Section{ID: "e", Title: "throughput of N concurrent one-shot runs (runs/s)"}
-	core := []*contender{bare(), wardenRun(o.warden, "native"), apiContender(o.warden, apiPool), bwrap()}
+	core := []*contender{bare(), wardenRun(o.warden, "native"), wardenRunGo(o.warden), apiContender(o.warden, apiPool), bwrap()}
 	others := []*contender{ociContender("runc", o.warden), wardenRun(o.warden, "gvisor"), ociContender("runsc", o.warden),
 		wardenRun(o.warden, "docker"), dockerRun(o.warden)}
 	all := append(core, others...)
@@ -36,9 +36,13 @@ func concurrency(o options) []Section {
 			if c.skipped != "" || (o.quick && other && n > 1) {
 				continue
 			}
-			l, rate, errs := burst(c, n, total)
-			lat.Rows = append(lat.Rows, Row{Workload: "e", Contender: c.name, Unit: "ms", X: n, Samples: l, Errors: errs})
-			thr.Rows = append(thr.Rows, Row{Workload: "e", Contender: c.name, Unit: "runs/s", X: n, Samples: []float64{rate}, Errors: errs})
+			l, rate, errs, last := burst(c, n, total)
+			note := ""
+			if last != nil {
+				note = "last error: " + last.Error()
+			}
+			lat.Rows = append(lat.Rows, Row{Workload: "e", Contender: c.name, Unit: "ms", X: n, Samples: l, Errors: errs, Note: note})
+			thr.Rows = append(thr.Rows, Row{Workload: "e", Contender: c.name, Unit: "runs/s", X: n, Samples: []float64{rate}, Errors: errs, Note: note})
 		}
 	}
 	return []Section{lat, thr}
@@ -47,8 +51,9 @@ func concurrency(o options) []Section {
 // quickOtherRuns is how many runs --quick makes on the other contenders.
 const quickOtherRuns = 8
 
-// burst runs printOne on c total times with n at once.
-func burst(c *contender, n, total int) (lat []float64, rate float64, errs int) {
+// burst runs printOne on c total times with n at once, and returns the
+// last error of the runs that failed, if any.
+func burst(c *contender, n, total int) (lat []float64, rate float64, errs int, last error) {
 	jobs := make(chan struct{}, total)
 	for i := 0; i < total; i++ {
 		jobs <- struct{}{}
@@ -62,10 +67,11 @@ func burst(c *contender, n, total int) (lat []float64, rate float64, errs int) {
 		go func() {
 			defer wg.Done()
 			for range jobs {
-				d, err := c.time(printOne)
+				d, _, err := c.time(printOne)
 				mu.Lock()
 				if err != nil {
 					errs++
+					last = err
 				} else {
 					lat = append(lat, d)
 				}
@@ -74,5 +80,5 @@ func burst(c *contender, n, total int) (lat []float64, rate float64, errs int) {
 		}()
 	}
 	wg.Wait()
-	return lat, float64(total-errs) / time.Since(start).Seconds(), errs
+	return lat, float64(total-errs) / time.Since(start).Seconds(), errs, last
 }

@@ -69,7 +69,7 @@ var starts = []struct {
 type startServer struct {
 	pacing string
 	t      *tenants
-	acct   *acctGroup
+	acct   *measure.AcctGroup
 }
 
 // startCosts measures each start loop, o.startRepeats times, on a server
@@ -133,7 +133,7 @@ func pacingOf(args []string) string {
 // cgroup of its own (without one, sandboxes' CPU is unknown).
 func newStartServer(o options, slog io.Writer, pacing string, extra ...string) (*startServer, error) {
 	s := &startServer{pacing: pacing}
-	acct, err := newAcctGroup(fmt.Sprintf("bench-tenants-%d-%s", time.Now().UnixNano(), pacing))
+	acct, err := measure.NewAcctGroup(fmt.Sprintf("bench-tenants-%d-%s", time.Now().UnixNano(), pacing))
 	if err != nil {
 		log.Printf("starts: sandboxes' CPU will be unknown: %v", err)
 	}
@@ -145,7 +145,7 @@ func newStartServer(o options, slog io.Writer, pacing string, extra ...string) (
 		return err
 	}
 	if acct != nil {
-		err = acct.enter(start)
+		err = acct.Enter(start)
 	} else {
 		err = start()
 	}
@@ -162,7 +162,7 @@ func (s *startServer) stop() {
 		s.t.srv.Stop()
 	}
 	if s.acct != nil {
-		s.acct.remove()
+		s.acct.Remove()
 	}
 }
 
@@ -171,7 +171,7 @@ func (s *startServer) sandboxCPU() float64 {
 	if s.acct == nil {
 		return -1
 	}
-	return s.acct.sandboxes()
+	return s.acct.Sandboxes()
 }
 
 // startLoop starts sandboxes with start for o.startSecs.

@@ -1,0 +1,56 @@
+package measure
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// TestAcctGroupChargesOrphans: a command started in a group is charged
+// with what it leaves running after it exits, which wait4's rusage of
+// the command misses (as bubblewrap's PID 1 outlives bwrap), and no thread
+// of this process stays in the group.
+func TestAcctGroupChargesOrphans(t *testing.T) {
+	testhost.RequireRoot(t)
+	g, err := NewAcctGroup(fmt.Sprintf("measure-test-%d", os.Getpid()))
+	if err != nil {
+		testhost.SkipOrFail(t, "no cpuacct cgroup (v1): "+err.Error())
+	}
+	defer g.Remove()
+	// The orphan does a bounded amount of work, then exits by itself.
+	cmd := exec.Command("sh", "-c", `sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done' & exit 0`)
+	before, err := g.Total()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(cmd); err != nil {
+		t.Fatalf("starting in the group: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the command: %v", err)
+	}
+	if err := g.Settle(2 * time.Minute); err != nil {
+		t.Fatalf("settling: %v", err)
+	}
+	after, err := g.Total()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rusage := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	if got := after - before; got <= rusage {
+		t.Errorf("the group was charged %.4f s, no more than the command's own rusage %.4f s: the orphan's CPU is missing", got, rusage)
+	}
+	tasks, err := os.ReadFile(filepath.Join(g.dir, "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := strings.Fields(string(tasks)); len(left) > 0 {
+		t.Errorf("threads %v are still in the group after the command ended (this process is %d)", left, os.Getpid())
+	}
+}
