@@ -79,6 +79,9 @@ given above its ceiling is refused, a default one above it is lowered to it.`,
 // run serves one client on stdio until it disconnects or a signal comes;
 // given says whether a flag was on the command line.
 func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) error {
+	if err := checkExecutor(o.backend, o.backendOpts); err != nil {
+		return err
+	}
 	if o.limits.Timeout <= 0 {
 		return errors.New("--timeout must be positive: a call without a time limit could hold its sandbox forever")
 	}

@@ -27,8 +27,6 @@ type runOptions struct {
 	json        bool
 	// template and stateDir choose the root the program runs on.
 	template, stateDir string
-	// executor chooses what builds a native sandbox (native.Executor).
-	executor string
 }
 
 func newRunCmd() *cobra.Command {
@@ -70,7 +68,6 @@ program.`,
 	f.StringVar(&o.template, "template", sandbox.HostTemplate, `root to run on: a template from warden template ls, or "host" (the host's own)`)
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "the state directory whose templates/ holds --template's store (as warden serve's)")
 	addBackendFlags(f, &o.backend, "isolation backend", &o.backendOpts)
-	f.StringVar(&o.executor, "executor", string(native.ExecutorAuto), "what builds a native sandbox: auto, go (the Go init) or fast (warden-exec, no Go runtime)")
 	f.BoolVar(&o.json, "json", false, "print one JSON Result instead of streaming output")
 	return cmd
 }
@@ -157,30 +154,17 @@ func (o *runOptions) check() error {
 	if _, err := sandbox.NewBackend(o.backend, o.backendOpts); err != nil {
 		return err
 	}
-	if err := o.checkExecutor(); err != nil {
+	if err := checkExecutor(o.backend, o.backendOpts); err != nil {
 		return err
 	}
 	return o.spec.Validate()
-}
-
-// checkExecutor refuses an unknown --executor, and one other than auto
-// for a backend that has no choice of executor.
-func (o *runOptions) checkExecutor() error {
-	e := native.Executor(o.executor)
-	if err := e.Validate(); err != nil {
-		return fmt.Errorf("--executor: %w", err)
-	}
-	if o.backend != "native" && e != native.ExecutorAuto && e != "" {
-		return fmt.Errorf("--executor %s: only --backend native has a choice of executor", o.executor)
-	}
-	return nil
 }
 
 // execute runs the spec on the chosen backend; native runs directly,
 // without a session's agent.
 func (o *runOptions) execute(ctx context.Context, stdio native.IO) (spec.Result, error) {
 	if o.backend == "native" {
-		return native.Runtime{Logger: o.backendOpts.Logger, Executor: native.Executor(o.executor)}.Run(ctx, o.spec, stdio)
+		return native.Runtime{Logger: o.backendOpts.Logger, Executor: o.backendOpts.Executor}.Run(ctx, o.spec, stdio)
 	}
 	b, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {

@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
+	"github.com/warden-sandbox/warden/internal/native"
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -29,23 +33,51 @@ func TestOnePSuffices(t *testing.T) {
 // native backend has a choice.
 func TestCheckExecutor(t *testing.T) {
 	tests := []struct {
-		backend, executor, wantErr string
+		backend  string
+		executor native.Executor
+		wantErr  string
 	}{
 		{"native", "auto", ""},
 		{"native", "go", ""},
 		{"native", "fast", ""},
-		{"native", "rust", `executor "rust": want one of auto, go, fast`},
+		{"", "fast", ""},
+		{"native", "rust", `--executor: executor "rust": want one of auto, go, fast`},
 		{"gvisor", "auto", ""},
-		{"gvisor", "go", "only --backend native has a choice of executor"},
+		{"gvisor", "go", "--executor go: only --backend native has a choice of executor"},
+		{"docker", "fast", "--executor fast: only --backend native has a choice of executor"},
 	}
 	for _, tt := range tests {
-		o := &runOptions{backend: tt.backend, executor: tt.executor}
-		err := o.checkExecutor()
+		err := checkExecutor(tt.backend, sandbox.BackendOptions{Executor: tt.executor})
 		switch {
 		case tt.wantErr == "" && err != nil:
 			t.Errorf("--backend %s --executor %s: %v, want no error", tt.backend, tt.executor, err)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 			t.Errorf("--backend %s --executor %s: %v, want an error containing %q", tt.backend, tt.executor, err, tt.wantErr)
+		}
+	}
+}
+
+// TestExecutorFlag: --executor lands in the backend options every
+// command hands its backend, auto when not given.
+func TestExecutorFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		want native.Executor
+	}{
+		{nil, native.ExecutorAuto},
+		{[]string{"--executor", "go"}, native.ExecutorGo},
+		{[]string{"--executor=fast"}, native.ExecutorFast},
+	}
+	for _, tt := range tests {
+		var o sandbox.BackendOptions
+		var backend string
+		f := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		addBackendFlags(f, &backend, "backend", &o)
+		if err := f.Parse(tt.args); err != nil {
+			t.Fatalf("parsing %q: %v", tt.args, err)
+		}
+		if o.Executor != tt.want {
+			t.Errorf("%q: Executor = %q, want %q", tt.args, o.Executor, tt.want)
 		}
 	}
 }

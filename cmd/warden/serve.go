@@ -116,6 +116,9 @@ past it).`,
 }
 
 func serve(ctx context.Context, o serveOptions) error {
+	if err := checkExecutor(o.backend, o.backendOpts); err != nil {
+		return err
+	}
 	switch {
 	case o.bodyTimeout <= 0:
 		return fmt.Errorf("--body-timeout %s: must be positive, such as 30s", o.bodyTimeout)

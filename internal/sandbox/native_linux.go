@@ -14,6 +14,9 @@ import (
 type Native struct {
 	// Logger receives its cleanup warnings (nil: slog.Default()).
 	Logger *slog.Logger
+	// Executor builds Run's sandboxes (native.Runtime.Executor); Start's
+	// sessions keep the Go init, their agent.
+	Executor native.Executor
 }
 
 // Name is DefaultBackend, native's name in the backend table.
@@ -28,9 +31,9 @@ func (n Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
 	return agentBox{sess}, nil
 }
 
-// Run is native.Run.
+// Run is native.Runtime.Run with n's executor.
 func (n Native) Run(ctx context.Context, s spec.Spec, stdin io.Reader, live Stream) (spec.Result, error) {
-	return native.Runtime{Logger: n.Logger}.Run(ctx, s, native.IO{Stdin: stdin, Stdout: live.Stdout, Stderr: live.Stderr})
+	return native.Runtime{Logger: n.Logger, Executor: n.Executor}.Run(ctx, s, native.IO{Stdin: stdin, Stdout: live.Stdout, Stderr: live.Stderr})
 }
 
 // HostWorkspaces says whether sessions can have persistent workspaces:

@@ -8,13 +8,16 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // Native is the Linux namespaces backend; elsewhere it refuses to start.
 type Native struct {
-	// Logger is unused off Linux, kept so callers build everywhere.
-	Logger *slog.Logger
+	// Logger and Executor are unused off Linux, kept so callers build
+	// everywhere.
+	Logger   *slog.Logger
+	Executor native.Executor
 }
 
 // Name is DefaultBackend, native's name in the backend table.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -29,6 +30,11 @@ type BackendOptions struct {
 	// or runtime state it could not remove), with the box's id (default:
 	// slog.Default(), as for the Manager).
 	Logger *slog.Logger
+	// Executor chooses what builds the native backend's one-shot
+	// sandboxes (Run: `warden run`, and a server's one-shot runs the pool
+	// has no box for); sessions and pooled boxes keep the Go init, which
+	// stays as their agent. Zero is native.ExecutorAuto.
+	Executor native.Executor
 }
 
 // DefaultBackend is the backend used when none is named.
@@ -91,7 +97,7 @@ func newNative(_ string, o BackendOptions) (Backend, error) {
 	if o.Server {
 		useSpawner()
 	}
-	return Native{Logger: o.Logger}, nil
+	return Native{Logger: o.Logger, Executor: o.Executor}, nil
 }
 
 // ended says the box has ended.

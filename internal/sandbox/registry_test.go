@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -39,6 +40,20 @@ func TestBackendNamesFromTable(t *testing.T) {
 		}
 		if err != nil || b.Name() != e.name {
 			t.Errorf("backend %q made a backend named %v (%v), want %q", e.name, b, err, e.name)
+		}
+	}
+}
+
+// TestNativeExecutorOption: BackendOptions.Executor reaches the native
+// backend, whose Run hands it to native.Runtime (sessions ignore it).
+func TestNativeExecutorOption(t *testing.T) {
+	for _, e := range []native.Executor{"", native.ExecutorAuto, native.ExecutorGo, native.ExecutorFast} {
+		b, err := NewBackend(DefaultBackend, BackendOptions{Executor: e})
+		if err != nil {
+			t.Fatalf("NewBackend(--executor %q): %v", e, err)
+		}
+		if n, ok := b.(Native); !ok || n.Executor != e {
+			t.Errorf("NewBackend(--executor %q) = %#v, want a Native with Executor %q", e, b, e)
 		}
 	}
 }
