@@ -9,9 +9,10 @@
 // matches: it checks nothing else. So the store keys each list by what
 // the list is made from (Key): the matplotlib packages the root holds
 // (their font_manager.py and version files), the font directories it
-// scans and fc-list reports (/usr/share/fonts, /usr/local/share/fonts,
-// matplotlib's mpl-data/fonts, each tree's directories by inode and
-// mtime, which is how fontconfig notices a font added or removed) and
+// scans and fc-list reports (/usr/share/fonts, /usr/local/share/fonts
+// and their directories, matplotlib's mpl-data/fonts, each directory by
+// inode and mtime, which is how fontconfig notices a font added or
+// removed) and
 // fontconfig's configuration (/etc/fonts). fontconfig's own
 // cache (/var/cache/fontconfig) changes how fast fc-list answers, not what
 // it lists, and a sandbox does not see it.
@@ -63,16 +64,10 @@ var namePattern = regexp.MustCompile(`^fontlist-v([0-9]{1,6})\.json$`)
 // its name, or one too large to copy into a sandbox: its content came
 // out of a sandbox.
 func (f File) check() error {
-	if f.None() {
-		return nil
+	if err := f.checkName(); err != nil || f.None() {
+		return err
 	}
 	m := namePattern.FindStringSubmatch(f.Name)
-	if m == nil {
-		return fmt.Errorf("font list %q: not a name matplotlib gives its font list (fontlist-vNNN.json)", f.Name)
-	}
-	if len(f.Data) > MaxBytes {
-		return fmt.Errorf("font list %q: %d bytes, over %d", f.Name, len(f.Data), MaxBytes)
-	}
 	var head struct {
 		Version json.Number `json:"_version"`
 	}
@@ -81,6 +76,23 @@ func (f File) check() error {
 	}
 	if want, _ := strconv.Atoi(m[1]); head.Version.String() != strconv.Itoa(want) {
 		return fmt.Errorf("font list %q: its _version is %q, not its name's %d", f.Name, head.Version, want)
+	}
+	return nil
+}
+
+// checkName refuses a File whose name is not a font list's, or that is
+// too large to copy into a sandbox: all that is checked of a record the
+// store's owner wrote after check (parsing the list would cost each run
+// a millisecond).
+func (f File) checkName() error {
+	if f.None() {
+		return nil
+	}
+	if !namePattern.MatchString(f.Name) {
+		return fmt.Errorf("font list %q: not a name matplotlib gives its font list (fontlist-vNNN.json)", f.Name)
+	}
+	if len(f.Data) > MaxBytes {
+		return fmt.Errorf("font list %q: %d bytes, over %d", f.Name, len(f.Data), MaxBytes)
 	}
 	return nil
 }
@@ -94,7 +106,7 @@ func (f File) encode() []byte {
 	return append([]byte(recordMagic+f.Name+"\n"), f.Data...)
 }
 
-// decode reads a record made by encode.
+// decode reads a record made by encode (and checked by Save).
 func decode(b []byte) (File, error) {
 	rest, ok := bytes.CutPrefix(b, []byte(recordMagic))
 	if !ok {
@@ -108,7 +120,7 @@ func decode(b []byte) (File, error) {
 	if f.None() && len(data) > 0 {
 		return File{}, errors.New("a font cache record with content but no name")
 	}
-	if err := f.check(); err != nil {
+	if err := f.checkName(); err != nil {
 		return File{}, err
 	}
 	return f, nil

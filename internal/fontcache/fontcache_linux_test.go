@@ -165,7 +165,7 @@ func TestStore(t *testing.T) {
 	if err := s.Save(k, File{Name: "../x", Data: []byte(goodList)}); err == nil {
 		t.Error("Save of a list named ../x: no error")
 	}
-	if err := os.WriteFile(filepath.Join(s.Dir, k.Sum), []byte("WFONT1\nfontlist-v330.json\n{"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.Dir, k.Sum), []byte("WFONT1\nfontlist-v330"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, err := s.Load(k); found || err != nil {

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,30 +20,35 @@ import (
 // change, so that no list built the old way is used again.
 const keyFormat = "warden-fontcache-1"
 
-// siteDirs are where a root's python3 finds packages (a glob each, from
-// the root): Debian's, then pip's under /usr/local.
-var siteDirs = []string{
-	"usr/lib/python3/dist-packages",
-	"usr/lib/python3.*/site-packages",
-	"usr/local/lib/python3.*/dist-packages",
-	"usr/local/lib/python3.*/site-packages",
-}
+// siteDirs are where a root's python3 finds packages, from the root:
+// Debian's, then those of each python3.X directory in libDirs.
+var (
+	siteDirs  = []string{"usr/lib/python3/dist-packages"}
+	libDirs   = []string{"usr/lib", "usr/local/lib"}
+	siteNames = []string{"dist-packages", "site-packages"}
+)
 
 // packageFiles identify a matplotlib package: the font list's code and
 // format, and the version.
 var packageFiles = []string{"font_manager.py", "_version.py"}
 
-// fontTrees are the font directories matplotlib scans or fc-list
-// reports, from the root (a missing one counts as missing): their
-// directories are keyed by inode and mtime.
-var fontTrees = []string{"usr/share/fonts", "usr/local/share/fonts", "usr/share/matplotlib/mpl-data/fonts"}
+// fontTrees are the font directories fc-list reports, from the root (a
+// missing one counts as missing): every directory in them is keyed by
+// inode and mtime.
+var fontTrees = []string{"usr/share/fonts", "usr/local/share/fonts"}
 
-// configTree is fontconfig's configuration: its directories, and the two
-// files an administrator edits (a package replaces a file by a rename,
-// which changes its directory; an edit in place changes only the file).
-const configTree = "etc/fonts"
+// mplFonts are matplotlib's own font directories (mpl-data/fonts in the
+// package, or Debian's copy of mpl-data), which it scans itself; they
+// hold files only, so each is keyed without a walk.
+var mplFonts = []string{"fonts", "fonts/ttf", "fonts/afm", "fonts/pdfcorefonts"}
 
-var configFiles = []string{"etc/fonts/fonts.conf", "etc/fonts/local.conf"}
+// debianMplData is where Debian keeps the package's mpl-data.
+const debianMplData = "usr/share/matplotlib/mpl-data"
+
+// configEntries are fontconfig's configuration: its directories (a
+// package adds, removes or replaces a file by a rename, which changes its
+// directory) and the two files an administrator edits in place.
+var configEntries = []string{"etc/fonts", "etc/fonts/conf.d", "etc/fonts/conf.avail", "etc/fonts/fonts.conf", "etc/fonts/local.conf"}
 
 // maxEntries bounds the entries one Key looks at, so that a root with a
 // huge font tree costs a bounded walk on each run; past it, the key
@@ -67,14 +74,14 @@ func RootKey(root string) (Key, error) {
 		for _, f := range packageFiles {
 			w.entry(filepath.Join(p, f))
 		}
-		w.tree(filepath.Join(p, "mpl-data", "fonts"))
+		w.mplData(filepath.Join(p, "mpl-data"))
 	}
+	w.mplData(debianMplData)
 	for _, t := range fontTrees {
 		w.tree(t)
 	}
-	w.tree(configTree)
-	for _, f := range configFiles {
-		w.entry(f)
+	for _, e := range configEntries {
+		w.entry(e)
 	}
 	if w.err != nil {
 		return Key{}, w.err
@@ -85,23 +92,45 @@ func RootKey(root string) (Key, error) {
 // packages are the matplotlib packages in root's site directories, as
 // paths from root, in a fixed order.
 func packages(root string) ([]string, error) {
-	var out []string
-	for _, pattern := range siteDirs {
-		dirs, err := filepath.Glob(filepath.Join(root, pattern))
+	dirs := slices.Clone(siteDirs)
+	for _, lib := range libDirs {
+		names, err := pythonDirs(filepath.Join(root, lib))
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", pattern, err)
+			return nil, err
 		}
-		for _, d := range dirs {
-			var st unix.Stat_t
-			p := filepath.Join(d, "matplotlib", "font_manager.py")
-			if unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				rel, _ := filepath.Rel(root, filepath.Join(d, "matplotlib"))
-				out = append(out, rel)
+		for _, n := range names {
+			for _, site := range siteNames {
+				dirs = append(dirs, filepath.Join(lib, n, site))
 			}
+		}
+	}
+	var out []string
+	for _, d := range dirs {
+		var st unix.Stat_t
+		p := filepath.Join(d, "matplotlib")
+		if unix.Lstat(filepath.Join(root, p, "font_manager.py"), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			out = append(out, p)
 		}
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// pythonDirs are the python3.X names in dir (none when dir is missing).
+func pythonDirs(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %q: %w", dir, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("listing %q: %w", dir, err)
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return !strings.HasPrefix(n, "python3.") }), nil
 }
 
 // walker hashes entries by path and identity, at most maxEntries.
@@ -135,6 +164,14 @@ func (w *walker) add(rel string, st *unix.Stat_t, err error) {
 	}
 	w.h.Write([]byte(rel + "\x00"))
 	w.h.Write(b[:])
+}
+
+// mplData hashes matplotlib's font directories in the mpl-data
+// directory rel.
+func (w *walker) mplData(rel string) {
+	for _, d := range mplFonts {
+		w.entry(filepath.Join(rel, d))
+	}
 }
 
 // tree hashes the directory rel and every directory below it (adding or

@@ -14,8 +14,10 @@ import (
 const maxRecord = MaxBytes + 4096
 
 // Load reads k's record: found is false when there is none, or when the
-// one there is damaged (a crash mid-write, another build's format), which
-// the next build replaces. An error says the store cannot be trusted.
+// one there is not a record (another build's format), which the next
+// build replaces. Save checked the list; Load checks its name and size
+// only (a list matplotlib cannot parse it rebuilds, as without one). An
+// error says the store cannot be trusted.
 func (s Store) Load(k Key) (f File, found bool, err error) {
 	if err := s.checkDir(); err != nil {
 		if errors.Is(err, unix.ENOENT) {

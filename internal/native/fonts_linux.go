@@ -64,7 +64,7 @@ func (b *box) homeFiles() []rootfs.HomeFile {
 	case f.None():
 		return nil
 	}
-	return []rootfs.HomeFile{{Path: fontcache.Dir + "/" + f.Name, Data: string(f.Data)}}
+	return []rootfs.HomeFile{{Path: fontcache.Dir + "/" + f.Name, Data: f.Data}}
 }
 
 // FontBuilderArg0 is the argv[0] that makes the warden binary build the

@@ -291,7 +291,7 @@ func writeHomeFiles(pl *planner, home string, files []HomeFile) error {
 			dir = filepath.Join(dir, elem)
 			pl.mkdirOK(filepath.Join(home, dir), 0o755, unix.EEXIST)
 		}
-		pl.writeFile(filepath.Join(home, f.Path), f.Data, 0o644)
+		pl.writeFile(filepath.Join(home, f.Path), string(f.Data), 0o644)
 	}
 	return nil
 }

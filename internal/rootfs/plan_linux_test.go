@@ -166,7 +166,7 @@ func TestApplyWordsChecks(t *testing.T) {
 // its parents (an existing one no failure), and bad home files are refused.
 func TestPlanHomeFiles(t *testing.T) {
 	o := Options{WorkspaceFD: -1, Etc: EtcTemplate{Dir: "/etc-template"},
-		HomeFiles: []HomeFile{{Path: ".cache/matplotlib/fontlist-v330.json", Data: "{}"}}}
+		HomeFiles: []HomeFile{{Path: ".cache/matplotlib/fontlist-v330.json", Data: []byte("{}")}}}
 	p, err := Plan("/r", o)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestPlanHomeFiles(t *testing.T) {
 			t.Errorf("a host scratch got home file %s", op.Strs[0])
 		}
 	}
-	for _, bad := range []HomeFile{{Path: "../etc/passwd"}, {Path: "/abs"}, {Path: "a/./b"}, {Path: ""}, {Path: "big", Data: strings.Repeat("x", MaxHomeFiles+1)}} {
+	for _, bad := range []HomeFile{{Path: "../etc/passwd"}, {Path: "/abs"}, {Path: "a/./b"}, {Path: ""}, {Path: "big", Data: make([]byte, MaxHomeFiles+1)}} {
 		o := Options{WorkspaceFD: -1, Etc: EtcTemplate{Dir: "/etc-template"}, HomeFiles: []HomeFile{bad}}
 		if _, err := Plan("/r", o); err == nil || !strings.Contains(err.Error(), "home file") {
 			t.Errorf("Plan with home file %q (%d bytes): err = %v, want a refusal", bad.Path, len(bad.Data), err)
