@@ -20,8 +20,8 @@
 // The list is built by Warden in a sandbox of the root that runs nothing
 // but `import matplotlib.font_manager` (see internal/native), read back
 // from that sandbox's HOME as hostile input (ReadResult) and kept
-// root-owned under Warden's cache directory, one record per key, written
-// by an atomic rename. Each sandbox gets a copy in its own HOME
+// root-owned under Warden's cache directory, the record of the current
+// key only, written by an atomic rename. Each sandbox gets a copy in its own HOME
 // (rootfs.Options.HomeFiles): nothing writable is shared.
 package fontcache
 
@@ -133,8 +133,8 @@ type Key struct {
 	None bool
 }
 
-// Store keeps built font lists, one record per Key, in a directory only
-// its owner (root) may change.
+// Store keeps built font lists, a record named by its Key, in a
+// directory only its owner (root) may change.
 type Store struct {
 	Dir string
 }

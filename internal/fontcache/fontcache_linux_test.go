@@ -162,6 +162,12 @@ func TestStore(t *testing.T) {
 	if got, found, err := s.Load(none); err != nil || !found || !got.None() {
 		t.Errorf("Load(none) = %+v, %v, %v; want the none answer", got, found, err)
 	}
+	if _, found, _ := s.Load(k); found {
+		t.Error("the record of an older key is still there after another was saved")
+	}
+	if err := s.Save(k, want); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Save(k, File{Name: "../x", Data: []byte(goodList)}); err == nil {
 		t.Error("Save of a list named ../x: no error")
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,15 +36,18 @@ func (s Store) Load(k Key) (f File, found bool, err error) {
 	}
 	file := os.NewFile(uintptr(fd), p)
 	defer file.Close()
-	if err := checkOwned(file, false); err != nil {
+	size, err := checkOwned(file, false)
+	if err != nil {
 		return File{}, false, err
 	}
-	b, err := io.ReadAll(io.LimitReader(file, maxRecord+1))
-	if err != nil {
-		return File{}, false, fmt.Errorf("reading font cache %q: %w", p, err)
-	}
-	if len(b) > maxRecord {
+	if size > maxRecord {
 		return File{}, false, nil
+	}
+	// One buffer of the record's size: a run's page faults grew by a
+	// tenth of the list again when it was read in growing pieces.
+	b := make([]byte, size)
+	if _, err := io.ReadFull(file, b); err != nil {
+		return File{}, false, fmt.Errorf("reading font cache %q: %w", p, err)
 	}
 	if f, err = decode(b); err != nil {
 		return File{}, false, nil
@@ -51,8 +55,8 @@ func (s Store) Load(k Key) (f File, found bool, err error) {
 	return f, true, nil
 }
 
-// Save stores f as k's record, by an atomic rename: a reader sees the
-// old record or the new one, whole.
+// Save stores f as k's record, by an atomic rename (a reader sees the
+// old record or the new one, whole), and drops the records of older keys.
 func (s Store) Save(k Key, f File) error {
 	if err := f.check(); err != nil {
 		return err
@@ -78,7 +82,23 @@ func (s Store) Save(k Key, f File) error {
 	if err != nil {
 		return fmt.Errorf("saving a font cache in %q: %w", s.Dir, err)
 	}
-	return nil
+	return s.dropOthers(k)
+}
+
+// dropOthers removes every record but k's: the store holds the lists of
+// one root (the host's), whose older keys are never asked for again.
+func (s Store) dropOthers(k Key) error {
+	names, err := filepath.Glob(filepath.Join(s.Dir, strings.Repeat("[0-9a-f]", 64)))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		if filepath.Base(n) != k.Sum {
+			errs = append(errs, os.Remove(n))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // TryLock takes the store's build lock without waiting: held is false
@@ -124,24 +144,26 @@ func (s Store) checkDir() error {
 	}
 	f := os.NewFile(uintptr(fd), s.Dir)
 	defer f.Close()
-	return checkOwned(f, true)
+	_, err = checkOwned(f, true)
+	return err
 }
 
 // checkOwned refuses f unless it is this user's, of the kind wanted (a
-// directory or a regular file), and not writable by group or others.
-func checkOwned(f *os.File, dir bool) error {
+// directory or a regular file), and not writable by group or others; it
+// returns f's size.
+func checkOwned(f *os.File, dir bool) (int64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fmt.Errorf("stat %q: %w", f.Name(), err)
+		return 0, fmt.Errorf("stat %q: %w", f.Name(), err)
 	}
 	want := uint32(unix.S_IFREG)
 	if dir {
 		want = unix.S_IFDIR
 	}
 	if st.Mode&unix.S_IFMT != want || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return fmt.Errorf("font cache %q is not this user's %s writable by it alone (mode %o, owner %d): remove it", f.Name(), kind(dir), st.Mode, st.Uid)
+		return 0, fmt.Errorf("font cache %q is not this user's %s writable by it alone (mode %o, owner %d): remove it", f.Name(), kind(dir), st.Mode, st.Uid)
 	}
-	return nil
+	return st.Size, nil
 }
 
 func kind(dir bool) string {
