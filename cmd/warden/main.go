@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spawn"
 )
@@ -25,6 +26,9 @@ func main() {
 	}
 	if spawn.IsSpawner(os.Args) {
 		spawn.Main()
+	}
+	if native.IsFontBuilder(os.Args) {
+		native.FontBuilderMain()
 	}
 	if err := checkHandoff(); err != nil {
 		fmt.Fprintln(os.Stderr, "warden: "+err.Error())

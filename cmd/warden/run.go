@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/warden-sandbox/warden/internal/fontcache"
 	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -164,6 +165,9 @@ func (o *runOptions) check() error {
 // without a session's agent.
 func (o *runOptions) execute(ctx context.Context, stdio native.IO) (spec.Result, error) {
 	if o.backend == "native" {
+		if s, ok := fontcache.DefaultStore(); ok {
+			native.UseFontCache(s)
+		}
 		return native.Runtime{Logger: o.backendOpts.Logger, Executor: o.backendOpts.Executor}.Run(ctx, o.spec, stdio)
 	}
 	b, err := sandbox.NewBackend(o.backend, o.backendOpts)

@@ -77,6 +77,8 @@ type box struct {
 	etc rootfs.EtcTemplate
 	// devices is where the init binds its device nodes from ("" for /dev).
 	devices string
+	// home is what the init writes into the fresh HOME (homeFiles).
+	home []rootfs.HomeFile
 	// egress is the sandbox's socket on the egress proxy (--net proxy).
 	egress *egress.Attachment
 	// detachedWorkspace says child.workspace is a detached mount to move
@@ -143,6 +145,7 @@ func (b *box) prepare() error {
 		if b.etc, err = rootfs.SharedEtc(etcBase(), agent.Hostname, os.Geteuid() == 0, b.log()); err != nil {
 			return fmt.Errorf("preparing the sandbox's /etc: %w", err)
 		}
+		b.home = b.homeFiles()
 	}
 	if !b.ids.rootless {
 		if b.devices, err = rootfs.SharedDevices(devicesDir); err != nil {
@@ -371,6 +374,7 @@ func (b *box) config() nsinit.Config {
 		Env:              b.env(b.spec.Env),
 		Hostname:         agent.Hostname,
 		Etc:              b.etc,
+		HomeFiles:        b.home,
 		View:             agent.View(l),
 		Devices:          b.devices,
 		Root:             b.spec.Root.Dir,

@@ -223,7 +223,7 @@ func buildRoot(cfg *Config) (err error) {
 	return rootfs.Build(newRoot, rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
 		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices, Image: img, Hostname: cfg.Hostname,
-		Seed: seedScratch(cfg.Template), SeedFrom: seed,
+		Seed: seedScratch(cfg.Template), SeedFrom: seed, HomeFiles: cfg.HomeFiles,
 	})
 }
 

@@ -111,6 +111,10 @@ type Config struct {
 	// count in /proc and /sys (native), and as many CPUs in the
 	// affinity of every process it starts (every backend).
 	View rootfs.View `json:"view,omitzero"`
+	// HomeFiles are written into the sandbox's fresh HOME (see
+	// rootfs.Options.HomeFiles): the root's prebuilt matplotlib font
+	// list (internal/fontcache).
+	HomeFiles []rootfs.HomeFile `json:"home_files,omitempty"`
 	// Devices is the host directory the init binds its device nodes
 	// from (rootfs.SharedDevices); empty means the host's /dev.
 	Devices string `json:"devices,omitempty"`
@@ -223,7 +227,7 @@ const maxConfig = 16 << 20
 // differently. Bump it with every change to those messages; the golden
 // test in package spawn (testdata/protocol.golden) fails until then. A
 // warden from before protocol versioning sends no version at all.
-const Version = 5
+const Version = 6
 
 // configMagic opens every Config frame, before the version. An init from
 // before versioning reads it as a length far past maxConfig and exits

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -268,6 +269,29 @@ func buildScratch(pl *planner, root string, o Options) error {
 	}
 	for _, b := range binds {
 		pl.mount(filepath.Join(scratch, b[0]), filepath.Join(root, b[1]), "", unix.MS_BIND, "")
+	}
+	if o.Image != nil {
+		return nil // a template's home is seeded from its tree instead
+	}
+	return writeHomeFiles(pl, filepath.Join(scratch, "home"), o.HomeFiles)
+}
+
+// writeHomeFiles writes files into home, making their parents; the init's
+// file identity (the sandbox user) owns what it makes.
+func writeHomeFiles(pl *planner, home string, files []HomeFile) error {
+	if err := CheckHomeFiles(files); err != nil {
+		return err
+	}
+	for _, f := range files {
+		dir := "."
+		for _, elem := range strings.Split(filepath.Dir(f.Path), "/") {
+			if elem == "." {
+				continue
+			}
+			dir = filepath.Join(dir, elem)
+			pl.mkdirOK(filepath.Join(home, dir), 0o755, unix.EEXIST)
+		}
+		pl.writeFile(filepath.Join(home, f.Path), string(f.Data), 0o644)
 	}
 	return nil
 }

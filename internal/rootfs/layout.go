@@ -9,6 +9,7 @@ package rootfs
 import (
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -130,6 +131,44 @@ type Options struct {
 	// every file (see nsinit.SeedFD), attached in the scratch only while
 	// Seed runs.
 	SeedFrom *ImageRoot
+	// HomeFiles are written into the sandbox's fresh HOME, owned by the
+	// sandbox user as the rest of it (the init writes them under its
+	// file identity): copies of caches Warden built once for the root,
+	// such as matplotlib's font list (see internal/fontcache), so that
+	// no sandbox rebuilds them and none shares a writable file with
+	// another. Only a root on the host's /usr gets them, and not with a
+	// host scratch (HostScratch), whose HOME outlives the sandbox.
+	HomeFiles []HomeFile
+}
+
+// HomeFile is one file of Options.HomeFiles: Path is relative to HOME
+// and local (no "..", not absolute, clean), its missing parents are made
+// 0755, and the file 0644.
+type HomeFile struct {
+	Path string `json:"path"`
+	// Data is bytes, not a string, on the wire: JSON's base64 of 33 KB
+	// costs a tenth of escaping it as a string.
+	Data []byte `json:"data"`
+}
+
+// MaxHomeFiles bounds Options.HomeFiles' total size: the plan that carries
+// them to warden-exec holds at most 1 MiB (plan.MaxBytes) whole.
+const MaxHomeFiles = 512 << 10
+
+// CheckHomeFiles refuses HomeFiles a sandbox's HOME cannot take: a path
+// that is not local and clean, or more than MaxHomeFiles bytes in all.
+func CheckHomeFiles(files []HomeFile) error {
+	total := 0
+	for _, f := range files {
+		if !filepath.IsLocal(f.Path) || filepath.Clean(f.Path) != f.Path {
+			return fmt.Errorf("home file %q: not a clean path inside HOME", f.Path)
+		}
+		total += len(f.Data)
+	}
+	if total > MaxHomeFiles {
+		return fmt.Errorf("home files of %d bytes, over %d", total, MaxHomeFiles)
+	}
+	return nil
 }
 
 // ImageRoot is a template's root tree for Build: a descriptor of it that

@@ -161,3 +161,46 @@ func TestApplyWordsChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanHomeFiles: a home file is written into the scratch's home after
+// its parents (an existing one no failure), and bad home files are refused.
+func TestPlanHomeFiles(t *testing.T) {
+	o := Options{WorkspaceFD: -1, Etc: EtcTemplate{Dir: "/etc-template"},
+		HomeFiles: []HomeFile{{Path: ".cache/matplotlib/fontlist-v330.json", Data: []byte("{}")}}}
+	p, err := Plan("/r", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, op := range p.Ops {
+		switch {
+		case op.Code == plan.Mkdir && strings.HasPrefix(op.Strs[0], "/r/.scratch/home/"):
+			got = append(got, "mkdir "+op.Strs[0])
+			if op.Ints[1] != uint64(unix.EEXIST) {
+				t.Errorf("mkdir %s fails on EEXIST", op.Strs[0])
+			}
+		case op.Code == plan.WriteFile && strings.HasPrefix(op.Strs[0], "/r/.scratch/home/"):
+			got = append(got, "write "+op.Strs[0]+" "+op.Strs[1])
+		}
+	}
+	want := []string{"mkdir /r/.scratch/home/.cache", "mkdir /r/.scratch/home/.cache/matplotlib",
+		"write /r/.scratch/home/.cache/matplotlib/fontlist-v330.json {}"}
+	if !slices.Equal(got, want) {
+		t.Errorf("home ops = %q, want %q", got, want)
+	}
+	o.HostScratch, o.WorkspaceFD = true, 4
+	if p, err = Plan("/r", o); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range p.Ops {
+		if op.Code == plan.WriteFile && strings.Contains(op.Strs[0], "fontlist") {
+			t.Errorf("a host scratch got home file %s", op.Strs[0])
+		}
+	}
+	for _, bad := range []HomeFile{{Path: "../etc/passwd"}, {Path: "/abs"}, {Path: "a/./b"}, {Path: ""}, {Path: "big", Data: make([]byte, MaxHomeFiles+1)}} {
+		o := Options{WorkspaceFD: -1, Etc: EtcTemplate{Dir: "/etc-template"}, HomeFiles: []HomeFile{bad}}
+		if _, err := Plan("/r", o); err == nil || !strings.Contains(err.Error(), "home file") {
+			t.Errorf("Plan with home file %q (%d bytes): err = %v, want a refusal", bad.Path, len(bad.Data), err)
+		}
+	}
+}

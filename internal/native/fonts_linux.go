@@ -1,0 +1,184 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/fontcache"
+	"github.com/warden-sandbox/warden/internal/hostid"
+	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// fontStore is where matplotlib's font lists are kept, once UseFontCache
+// has named it; nil: no sandbox gets one and none is built.
+var fontStore atomic.Pointer[fontcache.Store]
+
+// UseFontCache makes native sandboxes on the host's root start with
+// matplotlib's font list in their fresh HOME, built once for the root and
+// kept in s (see internal/fontcache). When the root's list is missing, a
+// run does not wait for it: it starts a detached warden (FontBuilderArg0)
+// that builds it in a sandbox of its own, under the store's lock, and
+// runs on without one. It takes root and a kernel that idmaps tmpfs (the
+// build's HOME is a host tmpfs, as a persistent workspace is); without
+// them it does nothing.
+func UseFontCache(s fontcache.Store) {
+	if os.Geteuid() == 0 && IdmapsTmpfs() {
+		fontStore.Store(&s)
+	}
+}
+
+// homeFiles is what the box's fresh HOME starts with: the host root's
+// font list, when it is built. A template's root, and a host scratch
+// (whose HOME outlives the sandbox), get none.
+func (b *box) homeFiles() []rootfs.HomeFile {
+	s := fontStore.Load()
+	if s == nil || b.child.root != nil || b.spec.Scratch != "" {
+		return nil
+	}
+	key, err := fontcache.RootKey("/")
+	if err != nil || key.None {
+		if err != nil {
+			b.log().Warn("keying matplotlib's font list: the sandbox builds its own", "err", err)
+		}
+		return nil
+	}
+	f, found, err := s.Load(key)
+	switch {
+	case err != nil:
+		b.log().Warn("reading matplotlib's font list: the sandbox builds its own", "err", err)
+		return nil
+	case !found:
+		startFontBuild(*s, b.log())
+		return nil
+	case f.None():
+		return nil
+	}
+	return []rootfs.HomeFile{{Path: fontcache.Dir + "/" + f.Name, Data: f.Data}}
+}
+
+// FontBuilderArg0 is the argv[0] that makes the warden binary build the
+// host root's font list (FontBuilderMain): main checks it first, as it
+// does the init's.
+const FontBuilderArg0 = "warden-font-cache"
+
+// IsFontBuilder says argv is the font list builder's.
+func IsFontBuilder(argv []string) bool { return len(argv) == 1 && argv[0] == FontBuilderArg0 }
+
+// fontLockFD is where the builder inherits the store's lock, held.
+const fontLockFD = 3
+
+// startFontBuild starts the builder unless one holds the store's lock:
+// concurrent first runs start one build between them. The builder
+// inherits the lock and holds it until it has saved the list.
+func startFontBuild(s fontcache.Store, log *slog.Logger) {
+	lock, held, err := s.TryLock()
+	if err != nil || !held {
+		if err != nil {
+			log.Warn("locking the font cache to build matplotlib's font list", "err", err)
+		}
+		return
+	}
+	defer lock.Close() // the builder holds its own copy
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe", Args: []string{FontBuilderArg0}, Env: []string{"WARDEN_FONT_STORE=" + s.Dir},
+		ExtraFiles: []*os.File{lock}, SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		log.Warn("starting the build of matplotlib's font list", "err", err)
+		return
+	}
+	// A long-lived process reaps it; warden run exits first, and init does.
+	go func() { _ = cmd.Wait() }()
+}
+
+// fontBuildTimeout bounds a build: matplotlib lists a few hundred fonts
+// in well under a second of CPU.
+const fontBuildTimeout = 2 * time.Minute
+
+// FontBuilderMain builds the host root's font list into the store named
+// by the environment and exits: 0 when it is saved (or was already), 1
+// with one line on stderr when not (the next run tries again).
+func FontBuilderMain() {
+	s := fontcache.Store{Dir: os.Getenv("WARDEN_FONT_STORE")}
+	ctx, cancel := context.WithTimeout(context.Background(), fontBuildTimeout)
+	err := buildFonts(ctx, s)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warden: building matplotlib's font list: "+err.Error())
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// buildFonts builds and saves the list of the root as it is now, if the
+// store has none, holding the lock it inherited.
+func buildFonts(ctx context.Context, s fontcache.Store) error {
+	if s.Dir == "" {
+		return errors.New("no font cache named")
+	}
+	if err := unix.Flock(fontLockFD, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("the font cache's lock was not handed over: %w", err)
+	}
+	key, err := fontcache.RootKey("/")
+	if err != nil || key.None {
+		return err
+	}
+	if _, found, err := s.Load(key); found || err != nil {
+		return err
+	}
+	f, err := fontList(ctx, s.Dir)
+	if err != nil {
+		return err
+	}
+	return s.Save(key, f)
+}
+
+// fontList runs `import matplotlib.font_manager` in a sandbox of the
+// host's root whose whole writable space is a host tmpfs, and reads the
+// list matplotlib left in its HOME as hostile input. A program that
+// fails, or a list ReadResult refuses, is the "no list" answer, saved so
+// that the root costs no build on each run; Warden failing is an error.
+func fontList(ctx context.Context, dir string) (fontcache.File, error) {
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return fontcache.File{}, err
+	}
+	defer os.Remove(tmp)
+	scratch := filepath.Join(tmp, "scratch")
+	l := spec.DefaultLimits
+	l.DiskBytes, l.Timeout = 64<<20, fontBuildTimeout
+	if err := rootfs.MountScratch(scratch, l.DiskBytes, l.Inodes(), hostid.WorkspaceOwner, hostid.WorkspaceOwner); err != nil {
+		return fontcache.File{}, err
+	}
+	defer func() {
+		if err := rootfs.UnmountScratch(scratch); err != nil {
+			fmt.Fprintln(os.Stderr, "warden: "+err.Error())
+		}
+	}()
+	s := spec.Spec{Command: []string{"python3", "-c", "import matplotlib.font_manager"}, Scratch: scratch,
+		Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	r, err := Runtime{}.Run(ctx, s, IO{})
+	if err != nil {
+		return fontcache.File{}, err
+	}
+	if r.ExitCode != 0 {
+		return fontcache.File{}, nil
+	}
+	f, err := fontcache.ReadResult(filepath.Join(scratch, "home"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warden: the font list build's result is refused: "+err.Error())
+		return fontcache.File{}, nil
+	}
+	return f, nil
+}
