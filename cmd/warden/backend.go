@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spf13/pflag"
 
@@ -22,11 +23,15 @@ func addBackendFlags(f *pflag.FlagSet, name *string, what string, o *sandbox.Bac
 	f.StringVar((*string)(&o.Executor), "executor", string(native.ExecutorAuto), "what builds a --backend native one-shot sandbox: auto, go (the Go init) or fast (warden-exec, no Go runtime); sessions and pooled sandboxes keep the Go init")
 }
 
-// checkExecutor refuses an unknown --executor, and one other than auto
-// for a backend that has no choice of executor, in one line each.
+// checkExecutor refuses an unknown backend (first, as NewBackend words
+// it), an unknown --executor, and one other than auto for a backend that
+// has no choice of executor, in one line each.
 func checkExecutor(backend string, o sandbox.BackendOptions) error {
+	if backend != "" && !slices.Contains(sandbox.BackendNames(), backend) {
+		return fmt.Errorf("backend %q is unknown: use %s", backend, sandbox.BackendChoices())
+	}
 	if err := o.Executor.Validate(); err != nil {
-		return fmt.Errorf("--executor: %w", err)
+		return fmt.Errorf("--%w", err)
 	}
 	if backend != "" && backend != sandbox.DefaultBackend && o.Executor != native.ExecutorAuto && o.Executor != "" {
 		return fmt.Errorf("--executor %s: only --backend %s has a choice of executor", o.Executor, sandbox.DefaultBackend)

@@ -18,7 +18,7 @@ func TestServeMCPCheckExecutor(t *testing.T) {
 	tests := []struct {
 		backend, executor, wantErr string
 	}{
-		{"native", "rust", `--executor: executor "rust": want one of auto, go, fast`},
+		{"native", "rust", `--executor "rust": want one of auto, go, fast`},
 		{"gvisor", "fast", "--executor fast: only --backend native has a choice of executor"},
 	}
 	for _, tt := range tests {

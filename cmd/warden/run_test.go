@@ -41,10 +41,11 @@ func TestCheckExecutor(t *testing.T) {
 		{"native", "go", ""},
 		{"native", "fast", ""},
 		{"", "fast", ""},
-		{"native", "rust", `--executor: executor "rust": want one of auto, go, fast`},
+		{"native", "rust", `--executor "rust": want one of auto, go, fast`},
 		{"gvisor", "auto", ""},
 		{"gvisor", "go", "--executor go: only --backend native has a choice of executor"},
 		{"docker", "fast", "--executor fast: only --backend native has a choice of executor"},
+		{"bogus", "fast", `backend "bogus" is unknown: use native, gvisor or docker`},
 	}
 	for _, tt := range tests {
 		err := checkExecutor(tt.backend, sandbox.BackendOptions{Executor: tt.executor})

@@ -321,10 +321,9 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		lease()
 		return Info{}, err
 	}
-	box, ws, missEnded := m.pool.take(s)
+	box, ws := m.pool.take(s)
 	if box == nil {
 		box, ws, err = m.startBox(ctx, s)
-		missEnded()
 		if err != nil {
 			m.release(owner, bytes)
 			lease()
@@ -616,9 +615,7 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if len(req.Stdin) > 0 {
 		stdin = req.Stdin
 	}
-	box, ws, missEnded := m.pool.take(m.runShape(s))
-	defer missEnded()
-	if box != nil {
+	if box, ws := m.pool.take(m.runShape(s)); box != nil {
 		return m.runPooled(ctx, owner, box, ws, s, readerOrNil(stdin), live)
 	}
 	defer m.release(owner, bytes)

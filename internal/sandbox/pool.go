@@ -20,15 +20,6 @@ const poolErrorEvery = time.Minute
 // builds the next.
 const refillDelay = 20 * time.Millisecond
 
-// missPoll is how often the filler looks whether the runs and creates
-// that found the pool empty have ended.
-const missPoll = 20 * time.Millisecond
-
-// missHold bounds how long the misses in flight hold the refill back
-// after the latest of them: a burst misses again and again, while one
-// long run that missed must not keep the pool empty for its whole life.
-const missHold = time.Second
-
 // pool keeps sandboxes built ahead from one spec, so a Create that asks
 // for exactly that spec skips the build. A background filler replaces
 // each one taken; a failing build is retried after a pause.
@@ -44,14 +35,8 @@ type pool struct {
 	mu     sync.Mutex
 	boxes  []pooled
 	closed bool
-	// misses counts the takes that found no ready box and whose own
-	// build (a create's) or run (a one-shot's) has not ended: while any
-	// has not, the filler waits (see waitQuiet), for missHold after
-	// lastMiss at most.
-	misses   int
-	lastMiss time.Time
-	want     chan struct{}
-	wg       sync.WaitGroup
+	want   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // startFunc builds a box and names its persistent workspace, if any.
@@ -74,17 +59,15 @@ func newPool(start startFunc, discard func(Box, string), s spec.Spec, size int, 
 }
 
 // take returns a ready box built from s and its workspace's name, or a
-// nil box when the pool has none. ended is never nil: the caller calls it
-// once what it does instead of using a pooled box (its own build, or its
-// one-shot run) has ended.
-func (p *pool) take(s spec.Spec) (box Box, ws string, ended func()) {
+// nil box when the pool has none.
+func (p *pool) take(s spec.Spec) (Box, string) {
 	if p.size == 0 || !sameSandbox(s, p.spec) {
-		return nil, "", func() {}
+		return nil, ""
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, "", func() {}
+		return nil, ""
 	}
 	for len(p.boxes) > 0 {
 		b := p.boxes[0]
@@ -100,41 +83,10 @@ func (p *pool) take(s spec.Spec) (box Box, ws string, ended func()) {
 		default:
 		}
 		p.wake()
-		return b.box, b.ws, func() {}
+		return b.box, b.ws
 	}
-	p.misses++
-	p.lastMiss = time.Now()
 	p.wake()
-	return nil, "", sync.OnceFunc(p.missEnded)
-}
-
-// missEnded says a take's miss has ended its build or run.
-func (p *pool) missEnded() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.misses--
-}
-
-// quiet says whether the filler may build at now: no take's miss is
-// still building or running, or the latest began missHold ago or more, or
-// the pool is closed. During a burst larger than
-// the pool every box it built would be taken at once, and a run in a
-// pooled box (a session's build with the Go init as its agent, an exec,
-// a discard) costs more CPU than the one-shot build a miss makes anyway
-// (docs/performance.md, "One-shot runs through the server"): the pool
-// refills once the burst has passed.
-func (p *pool) quiet(now time.Time) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed || p.misses == 0 || now.Sub(p.lastMiss) >= missHold
-}
-
-// waitQuiet waits until quiet, looking every missPoll; it ends when the
-// misses end, missHold after the latest, or when the pool closes.
-func (p *pool) waitQuiet() {
-	for !p.quiet(time.Now()) {
-		time.Sleep(missPoll)
-	}
+	return nil, ""
 }
 
 func (p *pool) wake() {
@@ -152,7 +104,7 @@ func (p *pool) fill() {
 		// threads while the page tables are copied: let the request that
 		// took a box finish first.
 		time.Sleep(refillDelay)
-		for p.waitQuiet(); p.missing(); p.waitQuiet() {
+		for p.missing() {
 			ctx, cancel := context.WithTimeout(context.Background(), poolStartTimeout)
 			b, ws, err := p.start(ctx, p.spec)
 			cancel()
