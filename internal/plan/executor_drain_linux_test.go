@@ -2,6 +2,7 @@ package plan
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,5 +51,42 @@ func TestExecutorDrain(t *testing.T) {
 				t.Errorf("stderr %d bytes %.40q, want %d bytes %.40q", len(stderr), stderr, len(tc.stderr), tc.stderr)
 			}
 		})
+	}
+}
+
+// TestExecutorReapsOrphans: orphans that end while the program runs are
+// reaped by PID 1 (no zombie is left in the box's /proc), and the
+// program's own status still comes.
+func TestExecutorReapsOrphans(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for PID and mount namespaces")
+	}
+	proc := filepath.Join(t.TempDir(), "proc")
+	if err := os.Mkdir(proc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Ten orphans end at once; the script then waits, at most 10 s, for
+	// the box to hold no zombie, and says how many it last saw.
+	script := `for i in 1 2 3 4 5 6 7 8 9 10; do (true &); done
+for i in $(seq 200); do
+	z=$(cat ` + proc + `/[0-9]*/stat 2>/dev/null | awk '$3 == "Z"' | wc -l)
+	[ "$z" -eq 0 ] && break
+	sleep 0.05
+done
+echo zombies $z; exit 7`
+	ops := []Op{
+		{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}},
+		{Code: Mount, Ints: []uint64{syscall.MS_REC | syscall.MS_PRIVATE, 0}, Strs: []string{"none", "/", "", ""}},
+		{Code: Mount, Ints: []uint64{0, 0}, Strs: []string{"proc", proc, "proc", ""}},
+		{Code: Drain, Ints: []uint64{100, 100}},
+		program("sh", "-c", script),
+	}
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr})
+	if want := (Status{Kind: StatusRan, Op: 4, ExitCode: 7}); st != want {
+		t.Errorf("status %+v, want %+v", st, want)
+	}
+	if out != "zombies 0\n" {
+		t.Errorf("the program said %q, want %q", out, "zombies 0\n")
 	}
 }

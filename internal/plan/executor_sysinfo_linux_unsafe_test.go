@@ -52,7 +52,21 @@ func sysinfoProbe() string {
 	fmt.Fprintf(&b, "read-only: errno %d untouched %v\n", call(uintptr(unsafe.Pointer(&two[page]))), untouched(two))
 	fmt.Fprintf(&b, "straddling: errno %d untouched %v\n", call(uintptr(unsafe.Pointer(&two[page-16]))), untouched(two))
 	fmt.Fprintf(&b, "null: errno %d\n", call(0))
+	fmt.Fprintf(&b, "listeners held: %d\n", listeners())
 	return b.String()
+}
+
+// listeners counts the probe's descriptors that are seccomp listeners:
+// PID 1 alone may hold one.
+func listeners() int {
+	n := 0
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.Contains(l, "seccomp") {
+			n++
+		}
+	}
+	return n
 }
 
 // The sysinfo flood: floodThreads threads make floodCalls calls each,
@@ -231,14 +245,15 @@ func bootSeconds(t *testing.T) int64 {
 // is free of it by the usage file, mem_unit 1, its own uptime, the
 // processes of its PID namespace: PID 1 and the probe), the figures
 // internal/nsinit's answerer computes from the same inputs; and it
-// refuses a pointer the kernel would, writing nothing.
+// refuses a pointer the kernel would, writing nothing. The program holds
+// no listener.
 func TestExecutorSysinfo(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for PID and mount namespaces")
 	}
 	executor(t)
 	bin := sysinfoProgram(t)
-	refusals := fmt.Sprintf("read-only: errno %d untouched true\nstraddling: errno %d untouched true\nnull: errno %d\n",
+	refusals := fmt.Sprintf("read-only: errno %d untouched true\nstraddling: errno %d untouched true\nnull: errno %d\nlisteners held: 0\n",
 		unix.EFAULT, unix.EFAULT, unix.EFAULT)
 	for _, c := range sysinfoCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
