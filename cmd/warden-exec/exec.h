@@ -53,7 +53,10 @@ int op_limit_cpus(uint64_t want);
 struct stream {
 	int in, child, host;
 	uint64_t limit1, relayed;
-	size_t off, len; /* pending for the host: buf[off..len) */
+	/* host_full: the host's fd took no more; copy: it does not splice,
+	 * and bytes go through buf, pending for the host in buf[off..len) */
+	int host_full, copy;
+	size_t off, len;
 	char buf[HOST_BUF];
 };
 
