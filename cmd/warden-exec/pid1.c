@@ -2,10 +2,11 @@
  * signalfd for SIGCHLD, blocked in PID 1 only), answers the program's
  * sysinfo(2) on the seccomp listener (sysinfo.c), and drains the
  * program's output (DRAIN): at most limit+1 bytes of each stream reach
- * the host, the rest is read and dropped here, in the box's cgroup, so a
- * flood costs the box's CPU quota and the host next to nothing. Nothing
- * in the loop blocks: writes to the host wait for POLLOUT, and sysinfo
- * answers are paced by not reading the listener. */
+ * the host, the rest is dropped here, in the box's cgroup, so a flood
+ * costs the box's CPU quota and the host next to nothing. Nothing in the
+ * loop blocks: relaying splices without blocking on either pipe (or
+ * writes once the host polls writable), and sysinfo answers are paced by
+ * not reading the listener. */
 #define _GNU_SOURCE
 #include "exec.h"
 
@@ -28,7 +29,8 @@
 #define RECV_BACKOFF_NS 10000000LL
 #define MAX_RECV_FAILURES 100
 /* A write to the host of at most PIPE_BUF bytes does not block a pipe
- * that polled writable. */
+ * that polled writable (the copying relay, for a host fd that does not
+ * splice). */
 #define HOST_CHUNK 4096
 /* Once the program is reaped, at most this many steps of a stream are
  * taken: an orphan that keeps writing cannot hold PID 1 up. */
