@@ -46,6 +46,11 @@ int op_die_with_host(uint64_t sig, uint64_t fd);
 int op_link_up(const char *name);
 int op_join_cgroup(uint64_t sock, uint64_t max);
 int op_limit_cpus(uint64_t want);
+/* no_dump makes this process not dumpable again, after a change of its
+ * credentials that the kernel may have reset it on: the program, which may
+ * share its uid, must not read PID 1's memory or descriptors through
+ * /proc/1. It returns 0 or an errno. */
+int no_dump(void);
 
 /* One drained output stream of the program (DRAIN): PID 1 reads its
  * pipe (in; the program holds child as its fd 1 or 2) and relays at most

@@ -47,18 +47,22 @@ static int drop_bounding(int *cap)
 	return 0;
 }
 
-static int keep_only(void)
+/* keep_caps leaves this process the capabilities of kept (n of them,
+ * none for n 0), permitted and effective, and no inheritable ones. */
+static int keep_caps(const int *kept, size_t n)
 {
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
 	size_t k;
 
 	memset(data, 0, sizeof data);
-	for (k = 0; k < sizeof kept_caps / sizeof kept_caps[0]; k++)
-		data[kept_caps[k] / 32].permitted |= 1u << (kept_caps[k] % 32);
+	for (k = 0; k < n; k++)
+		data[kept[k] / 32].permitted |= 1u << (kept[k] % 32);
 	data[0].effective = data[0].permitted;
 	data[1].effective = data[1].permitted;
-	return syscall(SYS_capset, &hdr, data) < 0 ? errno : 0;
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return errno;
+	return no_dump();
 }
 
 /* install_filter installs f, with a listener (close-on-exec, returned in
@@ -125,7 +129,7 @@ static int lockdown(const struct op *filter, int listen, int *listener, int *ste
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return errno;
 	*step = LOCK_CAPSET;
-	if ((err = keep_only()) != 0)
+	if ((err = keep_caps(kept_caps, sizeof kept_caps / sizeof kept_caps[0])) != 0)
 		return err;
 	*step = LOCK_NO_NEW_PRIVS;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -243,17 +247,16 @@ struct own {
 	char *const *env;
 };
 
-/* answer_as_user gives PID 1 the sandbox user's file identity for the
- * sysinfo answers, once the program is forked (which takes its own ids):
- * the kernel lets it open the caller's /proc/TID/mem by fsuid and fsgid. */
-static int answer_as_user(const struct op *si)
+/* answers_as_user checks that PID 1 already holds the sandbox user's
+ * file identity (a FileIdentity op before SYSINFO), which the kernel
+ * lets it open the caller's /proc/TID/mem by. It is a check, never a
+ * change: changing fsuid or fsgid after DieWithHost would clear the
+ * parent-death signal (commit_creds), and the box would outlive a dead
+ * host. setfs[ug]id(-1) only reads the current value. */
+static int answers_as_user(const struct op *si)
 {
-	int err = op_file_identity(si->ints[3], si->ints[4]);
-
-	if (err)
-		return err;
 	if ((uint64_t)setfsgid((gid_t)-1) != si->ints[4] || (uint64_t)setfsuid((uid_t)-1) != si->ints[3])
-		return EPERM;
+		return EINVAL;
 	return 0;
 }
 
@@ -314,13 +317,6 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 		child(pipefd[1], &s, x, path, own->env);
 	close(pipefd[1]);
 	pid1_parent_fds(&s);
-	if (own->sysinfo && (err = answer_as_user(own->sysinfo)) != 0) {
-		kill(pid, SIGKILL);
-		close(pipefd[0]);
-		reap(pid);
-		fail(st, own->sysinfo_at, err);
-		return;
-	}
 	do
 		n = read(pipefd[0], &err, sizeof err);
 	while (n < 0 && errno == EINTR);
@@ -329,6 +325,16 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 		reap(pid);
 		st->kind = ST_EXEC;
 		st->op = EXEC_EXECVE + entry;
+		st->err = err;
+		return;
+	}
+	/* PID 1's loop needs no capability: it only reaps, answers by its
+	 * file identity and relays; the namespace ends with it. */
+	if ((err = keep_caps(NULL, 0)) != 0) {
+		kill(pid, SIGKILL);
+		reap(pid);
+		st->kind = ST_LOCKDOWN;
+		st->op = LOCK_CAPSET;
 		st->err = err;
 		return;
 	}
@@ -367,7 +373,7 @@ void run_plan(const struct plan *p, struct status *st)
 			own.drain = op;
 			continue;
 		case OP_SYSINFO:
-			if ((err = op_sysinfo(op)) != 0) {
+			if ((err = answers_as_user(op)) != 0 || (err = op_sysinfo(op)) != 0) {
 				fail(st, (int32_t)i, err);
 				return;
 			}
@@ -382,6 +388,11 @@ void run_plan(const struct plan *p, struct status *st)
 			}
 			if (!own.env)
 				own.env = op->strs + op->nstrs;
+			/* the answers' identity is the program's */
+			if (own.sysinfo && (own.sysinfo->ints[3] != op->ints[0] || own.sysinfo->ints[4] != op->ints[1])) {
+				fail(st, own.sysinfo_at, EINVAL);
+				return;
+			}
 			start(p, i, &own, st);
 			return;
 		}

@@ -170,6 +170,7 @@ func TestExecutorStatus(t *testing.T) {
 	inDir := Op{Code: Env, Strs: []string{"PATH=/no/such/dir:" + dir}}
 	emptyPath := Op{Code: Env, Strs: []string{"PATH="}}
 	cd := Op{Code: Chdir, Strs: []string{dir}}
+	procAt60 := Op{Code: OpenFD, Ints: []uint64{syscall.O_RDONLY | syscall.O_DIRECTORY, 60}, Strs: []string{"/proc"}}
 	tests := []struct {
 		name string
 		ops  []Op
@@ -186,7 +187,9 @@ func TestExecutorStatus(t *testing.T) {
 		{"ok errno", []Op{{Code: Mkdir, Ints: []uint64{0o755, uint64(syscall.EEXIST)}, Strs: []string{"/"}}, program("/bin/true")}, Status{Kind: StatusRan, Op: 1}},
 		{"no program", []Op{{Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 1}},
 		{"sysinfo without its /proc", []Op{{Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 999, 0, 0}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 0, Errno: int32(syscall.EBADF)}},
-		{"sysinfo without a filter", []Op{{Code: OpenFD, Ints: []uint64{syscall.O_RDONLY | syscall.O_DIRECTORY, 60}, Strs: []string{"/proc"}}, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 0, 0}}, program("/bin/true")}, Status{Kind: StatusLockdown, Op: LockNoFilter, Errno: int32(syscall.EINVAL)}},
+		{"sysinfo without a filter", []Op{procAt60, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 0, 0}}, program("/bin/true")}, Status{Kind: StatusLockdown, Op: LockNoFilter, Errno: int32(syscall.EINVAL)}},
+		{"sysinfo without the file identity", []Op{procAt60, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 4242, 4242}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 1, Errno: int32(syscall.EINVAL)}},
+		{"sysinfo's identity not the program's", []Op{procAt60, {Code: FileIdentity, Ints: []uint64{4242, 4242}}, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 4242, 4242}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 2, Errno: int32(syscall.EINVAL)}},
 		{"a filter the kernel refuses", []Op{{Code: Seccomp, Ints: []uint64{0xffff}}, program("/bin/true")}, Status{Kind: StatusLockdown, Op: LockFilter, Errno: int32(syscall.EINVAL)}},
 		{"program not last", []Op{program("/bin/true"), {Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 0}},
 	}

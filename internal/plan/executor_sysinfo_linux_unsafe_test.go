@@ -220,7 +220,9 @@ func sysinfoOps(t *testing.T, bin string, c sysinfoCase, answer bool, mode strin
 		usageFD = usageAt
 	}
 	if answer {
-		ops = append(ops, Op{Code: Sysinfo, Ints: []uint64{c.Total, usageFD, procFD, boxUID, boxGID}})
+		// the answers' file identity, taken before SYSINFO checks it
+		ops = append(ops, Op{Code: FileIdentity, Ints: []uint64{boxUID, boxGID}},
+			Op{Code: Sysinfo, Ints: []uint64{c.Total, usageFD, procFD, boxUID, boxGID}})
 	}
 	return append(ops, notifySysinfo(),
 		Op{Code: Env, Strs: []string{sysinfoEnv + "=" + mode}},
