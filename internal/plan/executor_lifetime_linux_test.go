@@ -3,6 +3,8 @@ package plan
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,5 +58,46 @@ func TestExecutorDiesWithHost(t *testing.T) {
 	}
 	if st, err := ReadStatus(host); err == nil {
 		t.Errorf("status %+v after the host ended, want none: the box outlived its host", st)
+	}
+}
+
+// TestExecutorPID1KeepsNoCapability: once the program runs, PID 1 holds no
+// capability (its loop needs none), as the program reads in PID 1's
+// status. PID 1 drops them right after the program's exec, so the program
+// polls, for at most 10 s, before it reports.
+func TestExecutorPID1KeepsNoCapability(t *testing.T) {
+	// a directory the program can reach (t.TempDir's parent is 0700)
+	dir, err := os.MkdirTemp("", "warden-caps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("removing %s: %v", dir, err)
+		}
+	})
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proc := filepath.Join(dir, "proc")
+	if err := os.Mkdir(proc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	status := filepath.Join(proc, "1", "status")
+	script := `for i in $(seq 100); do grep -q '^CapPrm:[[:space:]]*0*$' "$0" 2>/dev/null && break; sleep 0.1; done; grep -E '^Cap(Prm|Eff|Inh|Amb)' "$0"`
+	ops := []Op{
+		{Code: Mount, Ints: []uint64{unix.MS_REC | unix.MS_PRIVATE, 0}, Strs: []string{"none", "/", "", ""}},
+		{Code: Mount, Ints: []uint64{unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, Strs: []string{"proc", proc, "proc", ""}},
+		{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}},
+		{Code: Exec, Ints: []uint64{boxUID, boxGID}, Strs: []string{"sh", "/", "sh", "-c", script, status}},
+	}
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr})
+	if st.Kind != StatusRan || st.ExitCode != 0 {
+		t.Fatalf("status %+v, want the program run (stdout %q)", st, out)
+	}
+	want := "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+	if out != want {
+		t.Errorf("PID 1's capabilities:\n%s\nwant:\n%s", out, want)
 	}
 }
