@@ -6,9 +6,6 @@
 
 #include <sys/types.h>
 
-/* The buffer of a drained stream's bytes on their way to the host. */
-#define HOST_BUF 65536
-
 /* The status kinds of internal/plan/status.go. */
 enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3, ST_LOCKDOWN = 4 };
 
@@ -54,15 +51,11 @@ int no_dump(void);
 
 /* One drained output stream of the program (DRAIN): PID 1 reads its
  * pipe (in; the program holds child as its fd 1 or 2) and relays at most
- * limit1 (the limit + 1) bytes to host, its own fd 1 or 2. */
+ * limit1 (the limit + 1) bytes to host, its own fd 1 or 2, a pipe. */
 struct stream {
 	int in, child, host;
 	uint64_t limit1, relayed;
-	/* host_full: the host's fd took no more; copy: it does not splice,
-	 * and bytes go through buf, pending for the host in buf[off..len) */
-	int host_full, copy;
-	size_t off, len;
-	char buf[HOST_BUF];
+	int host_full; /* the host's pipe took no more */
 };
 
 /* What PID 1 serves while the program runs (pid1.c). */
@@ -82,12 +75,11 @@ struct pid1 {
  * pid1_child_fds gives the forked program its ends (and closes PID 1's),
  * pid1_parent_fds closes the program's ends in PID 1; each returns 0 or
  * an errno. pid1_run serves until pid ends, then relays what is left of
- * its output (pid1_final) and fills st with how it ended. */
+ * its output and fills st with how it ended. */
 int pid1_prepare(struct pid1 *s);
 int pid1_child_fds(const struct pid1 *s);
 void pid1_parent_fds(struct pid1 *s);
 void pid1_run(struct pid1 *s, pid_t pid, struct status *st);
-void pid1_final(struct pid1 *s);
 
 /* The sysinfo answerer (sysinfo.c). sysinfo_prepare takes the box's
  * memory total (0: the host's, read now, before the filter), the usage

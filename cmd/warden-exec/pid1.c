@@ -4,9 +4,8 @@
  * program's output (DRAIN): at most limit+1 bytes of each stream reach
  * the host, the rest is dropped here, in the box's cgroup, so a flood
  * costs the box's CPU quota and the host next to nothing. Nothing in the
- * loop blocks: relaying splices without blocking on either pipe (or
- * writes once the host polls writable), and sysinfo answers are paced by
- * not reading the listener. */
+ * loop blocks: relaying splices without blocking on either pipe, and
+ * sysinfo answers are paced by not reading the listener. */
 #define _GNU_SOURCE
 #include "exec.h"
 
@@ -28,13 +27,9 @@
 #define MAX_ANSWERS_PER_SECOND 2000
 #define RECV_BACKOFF_NS 10000000LL
 #define MAX_RECV_FAILURES 100
-/* A write to the host of at most PIPE_BUF bytes does not block a pipe
- * that polled writable (the copying relay, for a host fd that does not
- * splice). */
-#define HOST_CHUNK 4096
-/* Once the program is reaped, at most this many steps of a stream are
- * taken: an orphan that keeps writing cannot hold PID 1 up. */
-#define FINAL_STEPS 32
+/* Once the program is reaped, the host owes what its pipes hold then;
+ * a host that takes nothing of it for this long gets nothing more. */
+#define FINAL_WAIT_MS 10000
 /* The most one splice relays: a pipe's default capacity is 64 KiB, a
  * larger one still moves in a few steps. */
 #define RELAY_MAX (1u << 20)
@@ -137,26 +132,22 @@ static uint64_t budget(const struct stream *d)
 	return d->limit1 > d->relayed ? d->limit1 - d->relayed : 0;
 }
 
-/* fill reads once from d's pipe (called with nothing pending): what the
- * budget allows becomes pending for the host, the rest is dropped
- * (spliced to /dev/null, or read into drop_buf). It returns 0 at EOF or
- * when nothing is there. */
-static int fill(struct stream *d)
+/* drop takes one step of d's pipe past the budget: spliced to the box's
+ * /dev/null, or read into drop_buf. It returns 0 at EOF (the pipe is
+ * closed) or when nothing is there. */
+static int drop(struct stream *d)
 {
-	uint64_t room = budget(d);
-	char *dst = room > 0 ? d->buf : drop_buf;
 	ssize_t n = -1;
 
-	if (dst == drop_buf && null >= 0) {
+	if (null >= 0) {
 		n = splice(d->in, NULL, null, NULL, sizeof drop_buf, SPLICE_F_NONBLOCK);
 		if (n < 0 && errno != EAGAIN && errno != EINTR) {
 			close(null); /* read and drop from now on */
 			null = -1;
 		}
 	}
-	if (dst != drop_buf || null < 0)
-		n = read(d->in, dst, dst == d->buf ? sizeof d->buf : sizeof drop_buf);
-
+	if (null < 0)
+		n = read(d->in, drop_buf, sizeof drop_buf);
 	if (n < 0 && errno == EINTR)
 		return 1;
 	if (n < 0 && errno == EAGAIN)
@@ -166,51 +157,31 @@ static int fill(struct stream *d)
 		d->in = -1;
 		return 0;
 	}
-	if (dst == d->buf) {
-		d->off = 0;
-		d->len = (uint64_t)n < room ? (size_t)n : (size_t)room;
-	}
 	return 1;
 }
 
-/* flush writes one chunk of d's pending bytes to the host; a host that
- * is gone takes nothing more. */
-static void flush(struct stream *d)
+/* splice_host splices at most max bytes of d's pipe to the host's pipe,
+ * blocking on neither: the bytes moved, 0 at EOF, or -1 with errno. */
+static ssize_t splice_host(struct stream *d, uint64_t max)
 {
-	size_t n = d->len - d->off;
-	ssize_t w;
+	ssize_t n = splice(d->in, NULL, d->host, NULL, max < RELAY_MAX ? (size_t)max : RELAY_MAX, SPLICE_F_NONBLOCK);
 
-	if (n > HOST_CHUNK)
-		n = HOST_CHUNK;
-	w = write(d->host, d->buf + d->off, n);
-	if (w < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (w <= 0) {
-		d->relayed = d->limit1; /* EPIPE and the like: drop the rest */
-		d->off = d->len = 0;
-		return;
-	}
-	d->off += (size_t)w;
-	d->relayed += (uint64_t)w;
-	if (d->off == d->len)
-		d->off = d->len = 0;
+	if (n > 0)
+		d->relayed += (uint64_t)n;
+	return n;
 }
 
 /* relay moves what the budget allows of d's pipe to the host without a
- * copy: a splice that blocks on neither pipe. It returns 1 when it moved
- * something, else 0, with d->host_full set when the pipe holds bytes the
- * host cannot take yet (EAGAIN is either side's); a host whose fd does not
- * splice (a terminal) turns d to copying (fill and flush). */
+ * copy. It returns 1 when it moved something, else 0, with d->host_full
+ * set when the pipe holds bytes the host cannot take yet (EAGAIN is
+ * either side's). */
 static int relay(struct stream *d)
 {
-	uint64_t room = budget(d);
-	ssize_t n = splice(d->in, NULL, d->host, NULL, room < RELAY_MAX ? (size_t)room : RELAY_MAX, SPLICE_F_NONBLOCK);
+	ssize_t n = splice_host(d, budget(d));
 	int queued = 0;
 
-	if (n > 0) {
-		d->relayed += (uint64_t)n;
+	if (n > 0)
 		return 1;
-	}
 	if (n == 0) {
 		close(d->in); /* every writer is gone */
 		d->in = -1;
@@ -220,34 +191,19 @@ static int relay(struct stream *d)
 		return 1;
 	if (errno == EAGAIN)
 		d->host_full = ioctl(d->in, FIONREAD, &queued) == 0 && queued > 0;
-	else if (errno == EINVAL)
-		d->copy = 1;
 	else
 		d->relayed = d->limit1; /* EPIPE and the like: drop the rest */
 	return 0;
 }
 
 /* move takes one step of d's pipe: relayed while the budget lasts, then
- * dropped. It returns 0 when nothing moved. */
-static int move(struct stream *d)
+ * dropped. */
+static void move(struct stream *d)
 {
-	if (budget(d) > 0 && !d->copy)
-		return relay(d) || d->copy;
-	return fill(d);
-}
-
-/* host_wait is whether d waits for the host to take bytes. */
-static int host_wait(const struct stream *d)
-{
-	return d->len > d->off || d->host_full;
-}
-
-/* host_ready is d's host fd polled writable. */
-static void host_ready(struct stream *d)
-{
-	if (d->len > d->off)
-		flush(d);
-	d->host_full = 0;
+	if (budget(d) > 0)
+		relay(d);
+	else
+		drop(d);
 }
 
 /* reap_all reaps every child that has ended, noting the program's end;
@@ -322,6 +278,58 @@ static void serve(struct pid1 *s)
 	}
 }
 
+/* owed_bytes is what the host is owed of d once the program is reaped:
+ * what its pipe holds now, within the budget (what orphans write later
+ * is not owed). */
+static uint64_t owed_bytes(const struct stream *d)
+{
+	int queued = 0;
+
+	if (d->in < 0 || ioctl(d->in, FIONREAD, &queued) < 0 || queued <= 0)
+		return 0;
+	return (uint64_t)queued < budget(d) ? (uint64_t)queued : budget(d);
+}
+
+/* pid1_final relays what the host is owed of both streams, polling both
+ * host pipes together (a host that reads one stream to its end before the
+ * other would otherwise wait on PID 1 while PID 1 waits on it), each
+ * wait bounded by FINAL_WAIT_MS; then it closes the pipes, dropping the
+ * rest. */
+static void pid1_final(struct pid1 *s)
+{
+	uint64_t owed[2] = {0, 0};
+	int k;
+
+	for (k = 0; s->drain && k < 2; k++)
+		owed[k] = owed_bytes(&s->out[k]);
+	while (owed[0] > 0 || owed[1] > 0) {
+		struct pollfd p[2];
+		int n;
+		for (k = 0; k < 2; k++)
+			p[k] = (struct pollfd){owed[k] > 0 ? s->out[k].host : -1, POLLOUT, 0};
+		n = poll(p, 2, FINAL_WAIT_MS);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break; /* the host took nothing for FINAL_WAIT_MS, or poll failed */
+		for (k = 0; k < 2; k++) {
+			ssize_t moved;
+			if (!p[k].revents)
+				continue;
+			moved = splice_host(&s->out[k], owed[k]);
+			if (moved > 0)
+				owed[k] -= (uint64_t)moved;
+			else if (moved == 0 || (errno != EAGAIN && errno != EINTR))
+				owed[k] = 0; /* the pipe is empty, or the host is gone */
+		}
+	}
+	for (k = 0; s->drain && k < 2; k++) {
+		if (s->out[k].in >= 0)
+			close(s->out[k].in);
+		s->out[k].in = -1;
+	}
+}
+
 enum { P_SIG, P_LISTENER, P_OUT, P_ERR, P_HOST1, P_HOST2, P_N };
 
 void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
@@ -340,7 +348,7 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
 			p[P_LISTENER] = (struct pollfd){s->listener, POLLIN, 0};
 		for (k = 0; s->drain && k < 2; k++) {
 			struct stream *d = &s->out[k];
-			if (host_wait(d))
+			if (d->host_full)
 				p[P_HOST1 + k] = (struct pollfd){d->host, POLLOUT, 0};
 			else if (d->in >= 0)
 				p[P_OUT + k] = (struct pollfd){d->in, POLLIN, 0};
@@ -360,34 +368,8 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
 			if (p[P_OUT + k].revents)
 				move(&s->out[k]);
 			if (p[P_HOST1 + k].revents)
-				host_ready(&s->out[k]);
+				s->out[k].host_full = 0;
 		}
 	}
 	pid1_final(s);
-}
-
-void pid1_final(struct pid1 *s)
-{
-	int k, steps;
-
-	for (k = 0; s->drain && k < 2; k++) {
-		struct stream *d = &s->out[k];
-		for (steps = 0; d->in >= 0 && steps < FINAL_STEPS; steps++) {
-			while (host_wait(d)) {
-				struct pollfd h = {d->host, POLLOUT, 0};
-				if (poll(&h, 1, -1) < 0 && errno != EINTR) {
-					d->relayed = d->limit1;
-					d->off = d->len = 0;
-					d->host_full = 0;
-				} else {
-					host_ready(d);
-				}
-			}
-			if (!move(d) && !d->host_full)
-				break;
-		}
-		if (d->in >= 0)
-			close(d->in);
-		d->in = -1;
-	}
 }

@@ -341,6 +341,16 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 	pid1_run(&s, pid, st);
 }
 
+/* host_pipes says whether this process's fds 1 and 2, where DRAIN relays
+ * to, are pipes: the relay splices without a copy and never blocks its
+ * loop on them, which it cannot promise of a terminal or a file. */
+static int host_pipes(void)
+{
+	struct stat a, b;
+
+	return fstat(1, &a) == 0 && S_ISFIFO(a.st_mode) && fstat(2, &b) == 0 && S_ISFIFO(b.st_mode);
+}
+
 /* op_sysinfo checks a SYSINFO op's descriptors and prepares the
  * answerer. */
 static int op_sysinfo(const struct op *op)
@@ -370,6 +380,10 @@ void run_plan(const struct plan *p, struct status *st)
 			own.env = op->strs;
 			continue;
 		case OP_DRAIN:
+			if (!host_pipes()) {
+				fail(st, (int32_t)i, EINVAL);
+				return;
+			}
 			own.drain = op;
 			continue;
 		case OP_SYSINFO:

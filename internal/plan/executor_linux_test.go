@@ -77,8 +77,9 @@ type execOptions struct {
 	// stderr, when set, gets warden-exec's standard error, which is then
 	// the program's (a Drain test), not a fault of the executor.
 	stderr *string
-	// stdout, when set, is warden-exec's standard output itself.
-	stdout *os.File
+	// stdout and stderrFile, when set, are warden-exec's standard
+	// output and error themselves.
+	stdout, stderrFile *os.File
 }
 
 // runExecutorWith is runExecutor with opts, returning the program's
@@ -107,6 +108,9 @@ func runExecutorWith(t *testing.T, frame []byte, raw bool, opts execOptions) (St
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if opts.stdout != nil {
 		cmd.Stdout = opts.stdout
+	}
+	if opts.stderrFile != nil {
+		cmd.Stderr = opts.stderrFile
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -70,6 +70,9 @@ func (p *Plan) Err(st Status) error {
 		if st.Op < 0 || int(st.Op) >= len(p.Ops) {
 			return fmt.Errorf("the executor reported a failure at op %d of a plan of %d: %w", st.Op, len(p.Ops), syscall.Errno(st.Errno))
 		}
+		if p.Ops[st.Op].Code == Drain && st.Errno == int32(syscall.EINVAL) {
+			return fmt.Errorf("%s: the host's stdout or stderr is not a pipe; give the executor pipes as fds 1 and 2: %w", p.Ops[st.Op].Context, syscall.EINVAL)
+		}
 		return fmt.Errorf("%s: %w", p.Ops[st.Op].Context, syscall.Errno(st.Errno))
 	case StatusLockdown:
 		return lockdownErr(st.Op, syscall.Errno(st.Errno))
