@@ -105,8 +105,7 @@ int pid1_child_fds(const struct pid1 *s)
 		close(null);
 	for (k = 0; k < 2; k++) {
 		close(s->out[k].in);
-		if (s->out[k].child == k + 1)
-			continue; /* the pipe took a closed fd 1 or 2: it is in place */
+		/* the pipes never take fd 1 or 2: DRAIN found them open */
 		if (dup2(s->out[k].child, k + 1) < 0)
 			return errno;
 		close(s->out[k].child);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -202,23 +203,36 @@ static void default_signals(void)
 			signal(sig, SIG_DFL);
 }
 
+/* The program's own ops, which run_plan keeps for start: the filter, its
+ * environment, the drain, the sysinfo answers (the SYSINFO op's index,
+ * or -1) and its RLIMIT_CPU, set in the child only (keep_cpu_limit). */
+struct own {
+	const struct op *filter, *drain, *sysinfo, *cpu;
+	int32_t sysinfo_at;
+	char *const *env;
+};
+
 /* child is the forked program's side: it reports its failure on the
  * close-on-exec pipe. */
-static void child(int report, const struct pid1 *s, const struct op *x, const char *path, char *const *env)
+static void child(int report, const struct pid1 *s, const struct own *own, const struct op *x, const char *path)
 {
 	int err = 0;
 	sigset_t none;
+	struct rlimit cpu = {RLIM_INFINITY, RLIM_INFINITY};
 
+	if (own->cpu)
+		cpu.rlim_cur = cpu.rlim_max = own->cpu->ints[1];
 	default_signals();
 	sigemptyset(&none);
 	if ((err = pid1_child_fds(s)) == 0 &&
 	    (sigprocmask(SIG_SETMASK, &none, NULL) < 0 || setsid() < 0 ||
+	     (own->cpu && setrlimit(RLIMIT_CPU, &cpu) < 0) ||
 	     setresgid((gid_t)x->ints[1], (gid_t)x->ints[1], (gid_t)x->ints[1]) < 0 ||
 	     setresuid((uid_t)x->ints[0], (uid_t)x->ints[0], (uid_t)x->ints[0]) < 0 ||
 	     chdir(x->strs[1]) < 0))
 		err = errno;
 	if (!err) {
-		execve(path, x->strs + 2, env);
+		execve(path, x->strs + 2, own->env);
 		err = errno;
 	}
 	while (write(report, &err, sizeof err) < 0 && errno == EINTR)
@@ -238,14 +252,6 @@ static void reap(pid_t pid)
 	}
 }
 
-/* The program's own ops, which run_plan keeps for start: the filter, its
- * environment, the drain and the sysinfo answers (the SYSINFO op's
- * index, or -1). */
-struct own {
-	const struct op *filter, *drain, *sysinfo;
-	int32_t sysinfo_at;
-	char *const *env;
-};
 
 /* answers_as_user checks that PID 1 already holds the sandbox user's
  * file identity (a FileIdentity op before SYSINFO), which the kernel
@@ -314,7 +320,7 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 		return;
 	}
 	if (pid == 0)
-		child(pipefd[1], &s, x, path, own->env);
+		child(pipefd[1], &s, own, x, path);
 	close(pipefd[1]);
 	pid1_parent_fds(&s);
 	do
@@ -341,6 +347,24 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 	pid1_run(&s, pid, st);
 }
 
+/* keep_cpu_limit makes sure the program can be given RLIMIT_CPU op's
+ * value between fork and exec: PID 1 does not take it (its own CPU time,
+ * the drain's and the answers', would count, and the kernel's SIGKILL at
+ * the limit would lose the program's status), but keeps a hard limit no
+ * lower than it, which the forked child then lowers without a
+ * capability. Raising the hard limit is refused (EPERM) where the op
+ * would have been. */
+static int keep_cpu_limit(const struct op *op)
+{
+	struct rlimit cur, none = {RLIM_INFINITY, RLIM_INFINITY};
+
+	if (getrlimit(RLIMIT_CPU, &cur) < 0)
+		return errno;
+	if (op->ints[1] > cur.rlim_max && setrlimit(RLIMIT_CPU, &none) < 0)
+		return errno;
+	return 0;
+}
+
 /* host_pipes says whether this process's fds 1 and 2, where DRAIN relays
  * to, are pipes: the relay splices without a copy and never blocks its
  * loop on them, which it cannot promise of a terminal or a file. */
@@ -365,7 +389,7 @@ static int op_sysinfo(const struct op *op)
 
 void run_plan(const struct plan *p, struct status *st)
 {
-	struct own own = {NULL, NULL, NULL, -1, NULL};
+	struct own own = {NULL, NULL, NULL, NULL, -1, NULL};
 	uint32_t i;
 
 	for (i = 0; i < p->nops; i++) {
@@ -385,6 +409,15 @@ void run_plan(const struct plan *p, struct status *st)
 				return;
 			}
 			own.drain = op;
+			continue;
+		case OP_SETRLIMIT:
+			if (op->ints[0] != RLIMIT_CPU)
+				break;
+			if ((err = keep_cpu_limit(op)) != 0) {
+				fail(st, (int32_t)i, err);
+				return;
+			}
+			own.cpu = op;
 			continue;
 		case OP_SYSINFO:
 			if ((err = answers_as_user(op)) != 0 || (err = op_sysinfo(op)) != 0) {

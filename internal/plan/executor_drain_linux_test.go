@@ -79,10 +79,10 @@ func TestExecutorDrain(t *testing.T) {
 
 // TestExecutorDrainNeedsPipes: DRAIN relays only to pipes (it splices,
 // never blocking its loop on the host): a host whose stdout or stderr is
-// a file gets a clear refusal at the Drain op, not a relay that might
-// block or store.
+// a file, or closed (a drain pipe would then take fd 1 or 2), gets a
+// clear refusal at the Drain op, not a relay that might block or store.
 func TestExecutorDrainNeedsPipes(t *testing.T) {
-	for _, stream := range []string{"stdout", "stderr"} {
+	for _, stream := range []string{"stdout", "stderr", "closed"} {
 		t.Run(stream, func(t *testing.T) {
 			out, err := os.OpenFile(filepath.Join(t.TempDir(), "out"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 			if err != nil {
@@ -91,8 +91,11 @@ func TestExecutorDrainNeedsPipes(t *testing.T) {
 			defer out.Close()
 			p := &Plan{Ops: []Op{{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}}, {Code: Drain, Ints: []uint64{1000, 1000}, Context: "draining the output"}, program("true")}}
 			opts := execOptions{stdout: out}
-			if stream == "stderr" {
+			switch stream {
+			case "stderr":
 				opts = execOptions{stderrFile: out}
+			case "closed":
+				opts = execOptions{wrap: []string{"sh", "-c", `exec "$0" >&- 2>&-`}}
 			}
 			st, _ := runExecutorWith(t, encode(t, p), false, opts)
 			if want := (Status{Kind: StatusSetup, Op: 1, Errno: int32(syscall.EINVAL)}); st != want {

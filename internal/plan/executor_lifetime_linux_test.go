@@ -66,8 +66,28 @@ func TestExecutorDiesWithHost(t *testing.T) {
 // status. PID 1 drops them right after the program's exec, so the program
 // polls, for at most 10 s, before it reports.
 func TestExecutorPID1KeepsNoCapability(t *testing.T) {
-	// a directory the program can reach (t.TempDir's parent is 0700)
-	dir, err := os.MkdirTemp("", "warden-caps")
+	proc, mounts := boxProc(t)
+	status := filepath.Join(proc, "1", "status")
+	script := `for i in $(seq 100); do grep -q '^CapPrm:[[:space:]]*0*$' "$0" 2>/dev/null && break; sleep 0.1; done; grep -E '^Cap(Prm|Eff|Inh|Amb)' "$0"`
+	ops := append(mounts,
+		Op{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}},
+		Op{Code: Exec, Ints: []uint64{boxUID, boxGID}, Strs: []string{"sh", "/", "sh", "-c", script, status}})
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr})
+	if st.Kind != StatusRan || st.ExitCode != 0 {
+		t.Fatalf("status %+v, want the program run (stdout %q)", st, out)
+	}
+	want := "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+	if out != want {
+		t.Errorf("PID 1's capabilities:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// boxProc makes a directory the program can reach (t.TempDir's parent is
+// 0700) and returns where the ops it returns mount the box's /proc.
+func boxProc(t *testing.T) (string, []Op) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "warden-proc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,21 +103,30 @@ func TestExecutorPID1KeepsNoCapability(t *testing.T) {
 	if err := os.Mkdir(proc, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	status := filepath.Join(proc, "1", "status")
-	script := `for i in $(seq 100); do grep -q '^CapPrm:[[:space:]]*0*$' "$0" 2>/dev/null && break; sleep 0.1; done; grep -E '^Cap(Prm|Eff|Inh|Amb)' "$0"`
-	ops := []Op{
+	return proc, []Op{
 		{Code: Mount, Ints: []uint64{unix.MS_REC | unix.MS_PRIVATE, 0}, Strs: []string{"none", "/", "", ""}},
 		{Code: Mount, Ints: []uint64{unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, Strs: []string{"proc", proc, "proc", ""}},
-		{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}},
-		{Code: Exec, Ints: []uint64{boxUID, boxGID}, Strs: []string{"sh", "/", "sh", "-c", script, status}},
 	}
+}
+
+// TestExecutorCPULimitOnlyTheProgram: RLIMIT_CPU is the program's alone:
+// it has it from its start, while PID 1, whose drain and answers would
+// count against it and whose SIGKILL at the limit would lose the status,
+// has none.
+func TestExecutorCPULimitOnlyTheProgram(t *testing.T) {
+	proc, mounts := boxProc(t)
+	script := `grep 'Max cpu time' /proc/self/limits "$0"/1/limits | tr -s ' '`
+	ops := append(mounts,
+		Op{Code: Setrlimit, Ints: []uint64{unix.RLIMIT_CPU, 7}},
+		Op{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}},
+		Op{Code: Exec, Ints: []uint64{boxUID, boxGID}, Strs: []string{"sh", "/", "sh", "-c", script, proc}})
 	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr})
 	if st.Kind != StatusRan || st.ExitCode != 0 {
 		t.Fatalf("status %+v, want the program run (stdout %q)", st, out)
 	}
-	want := "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+	want := "/proc/self/limits:Max cpu time 7 7 seconds \n" + proc + "/1/limits:Max cpu time unlimited unlimited seconds \n"
 	if out != want {
-		t.Errorf("PID 1's capabilities:\n%s\nwant:\n%s", out, want)
+		t.Errorf("the limits:\n%s\nwant:\n%s", out, want)
 	}
 }
