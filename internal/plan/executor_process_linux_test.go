@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(applyThenProbe(os.Getenv(applyEnv)))
 	case os.Getenv(bigPipeEnv) != "":
 		os.Exit(bigPipe())
+	case os.Getenv(sysinfoEnv) == "maps":
+		fmt.Print(mapsProbe())
+		os.Exit(0)
 	case os.Getenv(sysinfoEnv) == "flood":
 		fmt.Fprint(os.Stderr, sysinfoFlood())
 		os.Exit(0)

@@ -58,6 +58,65 @@ func sysinfoProbe() string {
 	return b.String()
 }
 
+// mapsMappings is how many one-page mappings mapsProbe makes, writable
+// and read-only in turn: its maps file then runs well past 8 KiB, so
+// PID 1's check reads it in more than one step.
+const mapsMappings = 3000
+
+// mapsProbe calls sysinfo(2) with a long maps file: on its stack, into
+// the highest writable and read-only of its mappings, and straddling from
+// a writable page into a read-only one.
+func mapsProbe() string {
+	var b strings.Builder
+	call := func(p uintptr) int {
+		_, _, e := unix.Syscall(unix.SYS_SYSINFO, p, 0, 0)
+		return int(e)
+	}
+	page := uintptr(os.Getpagesize())
+	readOnly := map[uintptr]bool{}
+	var writable [][]byte
+	var hiW, hiR uintptr
+	for i := range mapsMappings {
+		prot := unix.PROT_READ
+		if i%2 == 0 {
+			prot |= unix.PROT_WRITE
+		}
+		m, err := unix.Mmap(-1, 0, int(page), prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return fmt.Sprintf("mmap: %v\n", err)
+		}
+		a := uintptr(unsafe.Pointer(&m[0]))
+		if prot&unix.PROT_WRITE != 0 {
+			writable = append(writable, m)
+			hiW = max(hiW, a)
+		} else {
+			readOnly[a] = true
+			hiR = max(hiR, a)
+		}
+	}
+	maps, _ := os.ReadFile("/proc/self/maps")
+	fmt.Fprintf(&b, "maps over 8 KiB: %v\n", len(maps) > 8<<10)
+	var si unix.Sysinfo_t
+	fmt.Fprintf(&b, "stack: errno %d unit %d\n", call(uintptr(unsafe.Pointer(&si))), si.Unit)
+	fmt.Fprintf(&b, "highest writable: errno %d\n", call(hiW))
+	fmt.Fprintf(&b, "highest read-only: errno %d\n", call(hiR))
+	var edge []byte // the highest writable page right below a read-only one
+	for _, w := range writable {
+		a := uintptr(unsafe.Pointer(&w[0]))
+		if readOnly[a+page] && (edge == nil || a > uintptr(unsafe.Pointer(&edge[0]))) {
+			edge = w
+		}
+	}
+	if edge == nil {
+		return b.String() + "no writable page below a read-only one\n"
+	}
+	tail := edge[page-16:]
+	clear(tail)
+	e := call(uintptr(unsafe.Pointer(&tail[0])))
+	fmt.Fprintf(&b, "straddling: errno %d untouched %v\n", e, string(tail) == string(make([]byte, 16)))
+	return b.String()
+}
+
 // listeners counts the probe's descriptors that are seccomp listeners:
 // PID 1 alone may hold one.
 func listeners() int {
@@ -229,11 +288,12 @@ func sysinfoOps(t *testing.T, bin string, c sysinfoCase, answer bool, mode strin
 		Op{Code: Exec, Ints: []uint64{boxUID, boxGID}, Strs: []string{bin, "/", bin}})
 }
 
-// sysinfoBox runs sysinfoOps in a PID and mount namespace of their own.
-func sysinfoBox(t *testing.T, bin string, c sysinfoCase, answer bool) (Status, string) {
+// sysinfoBox runs sysinfoOps, under filter f, in a PID and mount
+// namespace of their own.
+func sysinfoBox(t *testing.T, bin string, c sysinfoCase, answer bool, f Op) (Status, string) {
 	t.Helper()
 	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
-	return runExecutorWith(t, encode(t, &Plan{Ops: sysinfoOps(t, bin, c, answer, "1")}), false, execOptions{attr: attr})
+	return runExecutorWith(t, encode(t, &Plan{Ops: withFilter(sysinfoOps(t, bin, c, answer, "1"), f)}), false, execOptions{attr: attr})
 }
 
 func bootSeconds(t *testing.T) int64 {
@@ -259,42 +319,50 @@ func TestExecutorSysinfo(t *testing.T) {
 	bin := sysinfoProgram(t)
 	refusals := fmt.Sprintf("read-only: errno %d untouched true\nstraddling: errno %d untouched true\nnull: errno %d\nlisteners held: 0\n",
 		unix.EFAULT, unix.EFAULT, unix.EFAULT)
+	fs := filters(t)
 	for _, c := range sysinfoCases(t) {
-		t.Run(c.Name, func(t *testing.T) {
-			if c.Host {
-				var si unix.Sysinfo_t
-				if err := unix.Sysinfo(&si); err != nil {
-					t.Fatal(err)
-				}
-				c.Free = si.Totalram * uint64(si.Unit)
-			}
-			before := bootSeconds(t)
-			st, out := sysinfoBox(t, bin, c, true)
-			after := bootSeconds(t)
-			if want := (Status{Kind: StatusRan, Op: st.Op}); st != want {
-				t.Fatalf("status %+v, want %+v (output %q)", st, want, out)
-			}
-			first, rest, _ := strings.Cut(out, "\n")
-			var uptime int64
-			var total, free uint64
-			var procs, unit int
-			if _, err := fmt.Sscanf(first, "uptime %d total %d free %d procs %d unit %d", &uptime, &total, &free, &procs, &unit); err != nil {
-				t.Fatalf("the probe's sysinfo %q: %v", first, err)
-			}
-			wantTotal := c.Total
-			if c.Host {
-				wantTotal = c.Free
-			}
-			if total != wantTotal || free != c.Free || procs != 2 || unit != 1 {
-				t.Errorf("total %d free %d procs %d unit %d, want %d %d 2 1", total, free, procs, unit, wantTotal, c.Free)
-			}
-			if uptime < 0 || uptime > after-before+1 {
-				t.Errorf("uptime %d s, want 0 to %d (the run's span)", uptime, after-before+1)
-			}
-			if rest != refusals {
-				t.Errorf("refused pointers:\n%s\nwant\n%s", rest, refusals)
-			}
-		})
+		for name, f := range fs {
+			t.Run(c.Name+"/"+name, func(t *testing.T) { checkSysinfo(t, bin, c, f, refusals) })
+		}
+	}
+}
+
+// checkSysinfo runs the sysinfo probe under filter f and checks what it
+// got against c.
+func checkSysinfo(t *testing.T, bin string, c sysinfoCase, f Op, refusals string) {
+	t.Helper()
+	if c.Host {
+		var si unix.Sysinfo_t
+		if err := unix.Sysinfo(&si); err != nil {
+			t.Fatal(err)
+		}
+		c.Free = si.Totalram * uint64(si.Unit)
+	}
+	before := bootSeconds(t)
+	st, out := sysinfoBox(t, bin, c, true, f)
+	after := bootSeconds(t)
+	if want := (Status{Kind: StatusRan, Op: st.Op}); st != want {
+		t.Fatalf("status %+v, want %+v (output %q)", st, want, out)
+	}
+	first, rest, _ := strings.Cut(out, "\n")
+	var uptime int64
+	var total, free uint64
+	var procs, unit int
+	if _, err := fmt.Sscanf(first, "uptime %d total %d free %d procs %d unit %d", &uptime, &total, &free, &procs, &unit); err != nil {
+		t.Fatalf("the probe's sysinfo %q: %v", first, err)
+	}
+	wantTotal := c.Total
+	if c.Host {
+		wantTotal = c.Free
+	}
+	if total != wantTotal || free != c.Free || procs != 2 || unit != 1 {
+		t.Errorf("total %d free %d procs %d unit %d, want %d %d 2 1", total, free, procs, unit, wantTotal, c.Free)
+	}
+	if uptime < 0 || uptime > after-before+1 {
+		t.Errorf("uptime %d s, want 0 to %d (the run's span)", uptime, after-before+1)
+	}
+	if rest != refusals {
+		t.Errorf("refused pointers:\n%s\nwant\n%s", rest, refusals)
 	}
 }
 
@@ -307,19 +375,24 @@ func TestExecutorSysinfoFlood(t *testing.T) {
 		t.Skip("needs root for PID and mount namespaces")
 	}
 	executor(t)
-	var stderr string
-	ops := sysinfoOps(t, sysinfoProgram(t), sysinfoCase{Total: 1 << 20}, true, "flood")
-	ops = append([]Op{{Code: Drain, Ints: []uint64{1000, 1000}}}, ops...)
-	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
-	st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr, stderr: &stderr})
-	if st.Kind != StatusRan || st.ExitCode != 0 {
-		t.Fatalf("status %+v (stderr %q)", st, stderr)
-	}
-	if len(out) != 1001 {
-		t.Errorf("stdout %d bytes, want 1001", len(out))
-	}
-	if want := fmt.Sprintf("calls %d failed 0\n", floodThreads*floodCalls); stderr != want {
-		t.Errorf("the probe said %q, want %q", stderr, want)
+	bin := sysinfoProgram(t)
+	for name, f := range filters(t) {
+		t.Run(name, func(t *testing.T) {
+			var stderr string
+			ops := withFilter(sysinfoOps(t, bin, sysinfoCase{Total: 1 << 20}, true, "flood"), f)
+			ops = append([]Op{{Code: Drain, Ints: []uint64{1000, 1000}}}, ops...)
+			attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+			st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr, stderr: &stderr})
+			if st.Kind != StatusRan || st.ExitCode != 0 {
+				t.Fatalf("status %+v (stderr %q)", st, stderr)
+			}
+			if len(out) != 1001 {
+				t.Errorf("stdout %d bytes, want 1001", len(out))
+			}
+			if want := fmt.Sprintf("calls %d failed 0\n", floodThreads*floodCalls); stderr != want {
+				t.Errorf("the probe said %q, want %q", stderr, want)
+			}
+		})
 	}
 }
 
@@ -331,7 +404,7 @@ func TestExecutorSysinfoWithoutOp(t *testing.T) {
 		t.Skip("needs root for PID and mount namespaces")
 	}
 	executor(t)
-	st, out := sysinfoBox(t, sysinfoProgram(t), sysinfoCase{Total: 1 << 20}, false)
+	st, out := sysinfoBox(t, sysinfoProgram(t), sysinfoCase{Total: 1 << 20}, false, notifySysinfo())
 	if st.Kind != StatusRan || st.ExitCode != 0 {
 		t.Fatalf("status %+v (output %q)", st, out)
 	}
@@ -349,5 +422,59 @@ func TestExecutorAnswersNotified(t *testing.T) {
 		if nr != unix.SYS_SYSINFO {
 			t.Errorf("the filter notifies syscall %d, which warden-exec's PID 1 does not answer (cmd/warden-exec/sysinfo.c)", nr)
 		}
+	}
+}
+
+// filters are the Seccomp ops the sysinfo tests run under: the small test
+// filter (sysinfo notified, all else allowed) and the production one the
+// Go init installs (seccomp.NotifyingProgram), which warden-exec's PID 1
+// lives under too.
+func filters(t *testing.T) map[string]Op {
+	t.Helper()
+	prog, err := seccomp.NotifyingProgram()
+	if err != nil {
+		t.Skipf("the production filter: %v", err)
+	}
+	prod := Op{Code: Seccomp}
+	for _, in := range prog {
+		prod.Ints = append(prod.Ints, uint64(in.Code)|uint64(in.Jt)<<16|uint64(in.Jf)<<24|uint64(in.K)<<32)
+	}
+	return map[string]Op{"test filter": notifySysinfo(), "production filter": prod}
+}
+
+// withFilter is ops with its Seccomp op replaced by f.
+func withFilter(ops []Op, f Op) []Op {
+	for i := range ops {
+		if ops[i].Code == Seccomp {
+			ops[i] = f
+		}
+	}
+	return ops
+}
+
+// TestExecutorSysinfoMaps: PID 1's writable-range check reads a maps file
+// of many steps (3000 mappings, writable and read-only in turn): a
+// writable target is answered, a read-only one and one straddling into
+// read-only memory get EFAULT with nothing written.
+func TestExecutorSysinfoMaps(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for PID and mount namespaces")
+	}
+	executor(t)
+	bin := sysinfoProgram(t)
+	want := fmt.Sprintf("maps over 8 KiB: true\nstack: errno 0 unit 1\nhighest writable: errno 0\nhighest read-only: errno %d\nstraddling: errno %d untouched true\n",
+		unix.EFAULT, unix.EFAULT)
+	for name, f := range filters(t) {
+		t.Run(name, func(t *testing.T) {
+			ops := withFilter(sysinfoOps(t, bin, sysinfoCase{Total: 1 << 20}, true, "maps"), f)
+			attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+			st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr})
+			if st.Kind != StatusRan || st.ExitCode != 0 {
+				t.Fatalf("status %+v (output %q)", st, out)
+			}
+			if out != want {
+				t.Errorf("the probe said:\n%s\nwant:\n%s", out, want)
+			}
+		})
 	}
 }
