@@ -5,6 +5,7 @@
 #include "plan.h"
 
 #include <sys/types.h>
+#include <time.h>
 
 /* The status kinds of internal/plan/status.go. */
 enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3, ST_LOCKDOWN = 4 };
@@ -86,9 +87,14 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st);
  * and /proc descriptors (-1: none) and PID 1's start on CLOCK_BOOTTIME;
  * sysinfo_serve_one answers one call on listener: 1, 0 for a call gone
  * before it was read (or EINTR), -1 for an unexpected failure. */
-int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t boot_sec);
+int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t start_sec);
 void sysinfo_sync_wake_up(int listener);
 int sysinfo_serve_one(int listener);
+
+/* clock_ns is clock c now, in nanoseconds: CLOCK_MONOTONIC for PID 1's
+ * pacing and back-off (never set back, and counting no suspend),
+ * CLOCK_BOOTTIME for the box's uptime (as the Go answerer's). */
+int64_t clock_ns(clockid_t c);
 
 /* boot_sec is PID 1's start on CLOCK_BOOTTIME, in seconds: the box's
  * uptime counts from it. */

@@ -39,14 +39,6 @@ static char drop_buf[65536];
  * copying it, or -1: drop_buf then takes it. */
 static int null = -1;
 
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t); /* a valid clock: cannot fail */
-	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 /* open_null opens the box's /dev/null, if it is the null device: a
  * file of that name would store what splice drops. */
 static void open_null(void)
@@ -258,6 +250,9 @@ static int listening(struct pid1 *s, int64_t now, int *wait_ms)
 	return 0;
 }
 
+/* serve answers one sysinfo call on the listener, counting it against
+ * the pace; a failure of the listener backs off RECV_BACKOFF_NS, and
+ * MAX_RECV_FAILURES of them in a row close it. */
 static void serve(struct pid1 *s)
 {
 	int r = sysinfo_serve_one(s->listener);
@@ -269,7 +264,7 @@ static void serve(struct pid1 *s)
 	}
 	if (r == 0)
 		return;
-	s->backoff_until = mono_ns() + RECV_BACKOFF_NS;
+	s->backoff_until = clock_ns(CLOCK_MONOTONIC) + RECV_BACKOFF_NS;
 	if (++s->failures >= MAX_RECV_FAILURES) {
 		/* later calls fail with ENOSYS rather than wait for ever */
 		close(s->listener);
@@ -338,12 +333,12 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
 
 	if (s->listener >= 0)
 		sysinfo_sync_wake_up(s->listener);
-	while (!reap_all(s, pid, st)) {
+	for (;;) {
 		int wait_ms = -1;
 		for (k = 0; k < P_N; k++)
 			p[k] = (struct pollfd){-1, 0, 0};
 		p[P_SIG] = (struct pollfd){s->sigfd, POLLIN, 0};
-		if (listening(s, mono_ns(), &wait_ms))
+		if (listening(s, clock_ns(CLOCK_MONOTONIC), &wait_ms))
 			p[P_LISTENER] = (struct pollfd){s->listener, POLLIN, 0};
 		for (k = 0; s->drain && k < 2; k++) {
 			struct stream *d = &s->out[k];
@@ -357,12 +352,12 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
 			st->err = errno;
 			return;
 		}
+		/* reaping only once SIGCHLD came: a flood wakes PID 1 often */
+		if (p[P_SIG].revents && reap_all(s, pid, st))
+			break;
+		/* the listener never hangs up: PID 1 is under its filter */
 		if (p[P_LISTENER].revents & POLLIN)
 			serve(s);
-		else if (p[P_LISTENER].revents & (POLLHUP | POLLERR | POLLNVAL)) {
-			close(s->listener); /* no filtered task is left */
-			s->listener = -1;
-		}
 		for (k = 0; s->drain && k < 2; k++) {
 			if (p[P_OUT + k].revents)
 				move(&s->out[k]);

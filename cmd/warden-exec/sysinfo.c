@@ -59,8 +59,7 @@ static struct {
 	char usage_buf[24];
 } a = {.usage = -1, .procfd = -1};
 
-/* now_ns is clock c now, in nanoseconds. */
-static int64_t now_ns(clockid_t c)
+int64_t clock_ns(clockid_t c)
 {
 	struct timespec t;
 
@@ -68,7 +67,7 @@ static int64_t now_ns(clockid_t c)
 	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t boot_sec)
+int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t start_sec)
 {
 	if (total == 0) {
 		/* before the filter: PID 1's own sysinfo would wait for itself */
@@ -80,7 +79,7 @@ int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t boot_sec)
 	a.total = total;
 	a.usage = usage;
 	a.procfd = procfd;
-	a.start_sec = boot_sec;
+	a.start_sec = start_sec;
 	return 0;
 }
 
@@ -274,7 +273,7 @@ static uint64_t used(void)
  * processes again at most every PROCS_EVERY_NS. */
 static void figures(void)
 {
-	int64_t at = now_ns(CLOCK_BOOTTIME);
+	int64_t at = clock_ns(CLOCK_BOOTTIME);
 	uint64_t u = used();
 
 	if (a.procs == 0 || at - a.counted >= PROCS_EVERY_NS) {
