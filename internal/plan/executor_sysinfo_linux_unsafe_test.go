@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -135,10 +136,19 @@ func listeners() int {
 // stdout.
 const floodThreads, floodCalls, floodBytes = 4, 1500, 4 << 20
 
+// floodPaced is the least time the flood's calls can take at PID 1's
+// pace of 2000 a second: 6000 calls span three windows of it, the last
+// starting 2 s after the first, which may have started up to 1 s before
+// the probe did. Load only lengthens it.
+const floodPaced = time.Second
+
 // sysinfoFlood floods PID 1 with sysinfo(2) calls while it writes a
-// flood of output, and reports on stderr how many calls failed.
+// flood of output, and reports on stderr, once the calls are done (not
+// waiting for the output, which a host may read only after the report),
+// how many failed and whether they took floodPaced at least.
 func sysinfoFlood() string {
 	failed := make(chan int, floodThreads)
+	start := time.Now()
 	for range floodThreads {
 		go func() {
 			n := 0
@@ -151,17 +161,26 @@ func sysinfoFlood() string {
 			failed <- n
 		}()
 	}
-	zeros := make([]byte, 64<<10)
-	for written := 0; written < floodBytes; written += len(zeros) {
-		if _, err := os.Stdout.Write(zeros); err != nil {
-			return fmt.Sprintf("writing: %v\n", err)
+	wrote := make(chan error, 1)
+	go func() {
+		zeros := make([]byte, 64<<10)
+		for written := 0; written < floodBytes; written += len(zeros) {
+			if _, err := os.Stdout.Write(zeros); err != nil {
+				wrote <- err
+				return
+			}
 		}
-	}
+		wrote <- nil
+	}()
 	n := 0
 	for range floodThreads {
 		n += <-failed
 	}
-	return fmt.Sprintf("calls %d failed %d\n", floodThreads*floodCalls, n)
+	fmt.Fprintf(os.Stderr, "calls %d failed %d paced %v\n", floodThreads*floodCalls, n, time.Since(start) >= floodPaced)
+	if err := <-wrote; err != nil {
+		return fmt.Sprintf("writing: %v\n", err)
+	}
+	return ""
 }
 
 // notifySysinfo is a filter that sends sysinfo(2) to the listener and
@@ -389,7 +408,7 @@ func TestExecutorSysinfoFlood(t *testing.T) {
 			if len(out) != 1001 {
 				t.Errorf("stdout %d bytes, want 1001", len(out))
 			}
-			if want := fmt.Sprintf("calls %d failed 0\n", floodThreads*floodCalls); stderr != want {
+			if want := fmt.Sprintf("calls %d failed 0 paced true\n", floodThreads*floodCalls); stderr != want {
 				t.Errorf("the probe said %q, want %q", stderr, want)
 			}
 		})
@@ -476,5 +495,71 @@ func TestExecutorSysinfoMaps(t *testing.T) {
 				t.Errorf("the probe said:\n%s\nwant:\n%s", out, want)
 			}
 		})
+	}
+}
+
+// TestExecutorSysinfoHostStalled: a host that leaves stdout unread (its
+// pipe full, PID 1's relay waiting) still gets every sysinfo call
+// answered and the program reaped: it reads the probe's report on stderr
+// first, and only then stdout, which arrives whole.
+func TestExecutorSysinfoHostStalled(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for PID and mount namespaces")
+	}
+	executor(t)
+	or, ow, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer or.Close()
+	er, ew, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer er.Close()
+	type result struct {
+		report string
+		stdout int
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		line := make([]byte, 0, 128)
+		b := make([]byte, 1)
+		for len(line) < cap(line) { // the report, a line
+			if n, err := er.Read(b); n == 0 || err != nil || b[0] == '\n' {
+				break
+			}
+			line = append(line, b[0])
+		}
+		res.report = string(line)
+		n, _ := io.Copy(io.Discard, or)
+		res.stdout = int(n)
+		done <- res
+	}()
+	ops := sysinfoOps(t, sysinfoProgram(t), sysinfoCase{Total: 1 << 20}, true, "flood")
+	ops = append([]Op{{Code: Drain, Ints: []uint64{2 * floodBytes, 2 * floodBytes}}}, ops...)
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	closeOurs := func(t *testing.T) {
+		for _, f := range []*os.File{ow, ew} {
+			if err := f.Close(); err != nil {
+				t.Errorf("closing the test's end of a host pipe: %v", err)
+			}
+		}
+	}
+	st, _ := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr, stdout: ow, stderrFile: ew, after: closeOurs})
+	if st.Kind != StatusRan || st.ExitCode != 0 {
+		t.Errorf("status %+v, want the program run", st)
+	}
+	select {
+	case res := <-done:
+		if want := fmt.Sprintf("calls %d failed 0 paced true", floodThreads*floodCalls); res.report != want {
+			t.Errorf("the probe said %q, want %q", res.report, want)
+		}
+		if res.stdout != floodBytes {
+			t.Errorf("stdout %d bytes, want %d", res.stdout, floodBytes)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the host's pipes did not end within a minute")
 	}
 }
