@@ -1,7 +1,11 @@
 package nsinit
 
 import (
+	"math/bits"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -13,9 +17,11 @@ import (
 // as the Go init's own lockdown error for that step. The Go init's errors
 // are made for real on a thread of this test that first gives up every
 // capability (the thread ends with its goroutine, never given back):
-// dropping the bounding set then fails at capability 0, taking
-// capabilities back fails, and a filter without no_new_privs is refused.
+// dropping the bounding set then fails at its first capability (from
+// CapBnd: not always 0), taking capabilities back fails, and a filter
+// without no_new_privs is refused.
 func TestFromPlanLockdown(t *testing.T) {
+	first := firstBounding(t)
 	goErrs := make(chan [3]error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread is spoilt
@@ -34,7 +40,7 @@ func TestFromPlanLockdown(t *testing.T) {
 		errno syscall.Errno
 		goErr error
 	}{
-		{plan.LockBounding, syscall.EPERM, errs[0]},
+		{plan.LockBounding + first, syscall.EPERM, errs[0]},
 		{plan.LockCapset, syscall.EPERM, errs[1]},
 		{plan.LockFilter, syscall.EACCES, errs[2]},
 	}
@@ -50,4 +56,30 @@ func TestFromPlanLockdown(t *testing.T) {
 			t.Errorf("step %d: got  %+v\nwant %+v", tc.step, got, want)
 		}
 	}
+}
+
+// firstBounding is the lowest capability in this process's bounding set,
+// which dropping the set fails at first without CAP_SETPCAP.
+func firstBounding(t *testing.T) int32 {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		hex, ok := strings.CutPrefix(l, "CapBnd:")
+		if !ok {
+			continue
+		}
+		set, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		if err != nil {
+			t.Fatalf("CapBnd %q: %v", hex, err)
+		}
+		if set == 0 {
+			t.Skip("the bounding set is empty: dropping it cannot fail")
+		}
+		return int32(bits.TrailingZeros64(set))
+	}
+	t.Fatal("no CapBnd in /proc/self/status")
+	return 0
 }
