@@ -22,9 +22,13 @@ const measureEnv = "WARDEN_MEASURE_DRAIN"
 // sanitizers), for figures that are the shipped binary's.
 func optimizedExecutor(t *testing.T) string {
 	t.Helper()
+	flags, err := exec.Command("make", "-s", "-C", filepath.Join(execSources, "..", ".."), "print-exec-cflags").Output()
+	if err != nil {
+		t.Fatalf("asking make for EXEC_CFLAGS: %v", err)
+	}
 	srcs, _ := filepath.Glob(filepath.Join(execSources, "*.c"))
 	bin := filepath.Join(t.TempDir(), "warden-exec")
-	args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-fstack-protector-strong", "-static", "-o", bin}, srcs...)
+	args := append(append(strings.Fields(string(flags)), "-o", bin), srcs...)
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("building warden-exec: %v: %s", err, out)
 	}
@@ -57,6 +61,8 @@ func floodRun(t *testing.T, bin string, frame []byte) (reader, executor time.Dur
 	cmd := exec.Command(bin)
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.Stdout = w
+	var stderr strings.Builder // a pipe, as DRAIN requires
+	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
