@@ -53,7 +53,12 @@ int op_file_identity(uint64_t uid, uint64_t gid)
 		return errno;
 	setfsgid((gid_t)gid); /* cannot report failure */
 	setfsuid((uid_t)uid); /* nor this */
-	return 0;
+	return no_dump();
+}
+
+int no_dump(void)
+{
+	return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ? errno : 0;
 }
 
 int op_die_with_host(uint64_t sig, uint64_t fd)

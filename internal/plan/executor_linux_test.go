@@ -74,6 +74,12 @@ type execOptions struct {
 	after func(t *testing.T)
 	// wrap, when set, is a command that execs warden-exec, given last.
 	wrap []string
+	// stderr, when set, gets warden-exec's standard error, which is then
+	// the program's (a Drain test), not a fault of the executor.
+	stderr *string
+	// stdout and stderrFile, when set, are warden-exec's standard
+	// output and error themselves.
+	stdout, stderrFile *os.File
 }
 
 // runExecutorWith is runExecutor with opts, returning the program's
@@ -100,6 +106,12 @@ func runExecutorWith(t *testing.T, frame []byte, raw bool, opts execOptions) (St
 	cmd.Env = []string{"ASAN_OPTIONS=detect_leaks=0"}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if opts.stdout != nil {
+		cmd.Stdout = opts.stdout
+	}
+	if opts.stderrFile != nil {
+		cmd.Stderr = opts.stderrFile
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +135,9 @@ func runExecutorWith(t *testing.T, frame []byte, raw bool, opts execOptions) (St
 	if err != nil {
 		t.Fatalf("reading the status: %v (executor: %v, stderr %q)", err, werr, stderr.String())
 	}
-	if stderr.Len() > 0 {
+	if opts.stderr != nil {
+		*opts.stderr = stderr.String()
+	} else if stderr.Len() > 0 {
 		t.Errorf("the executor wrote to stderr: %q", stderr.String())
 	}
 	return st, stdout.String()
@@ -160,6 +174,7 @@ func TestExecutorStatus(t *testing.T) {
 	inDir := Op{Code: Env, Strs: []string{"PATH=/no/such/dir:" + dir}}
 	emptyPath := Op{Code: Env, Strs: []string{"PATH="}}
 	cd := Op{Code: Chdir, Strs: []string{dir}}
+	procAt60 := Op{Code: OpenFD, Ints: []uint64{syscall.O_RDONLY | syscall.O_DIRECTORY, 60}, Strs: []string{"/proc"}}
 	tests := []struct {
 		name string
 		ops  []Op
@@ -175,8 +190,12 @@ func TestExecutorStatus(t *testing.T) {
 		{"failed op", []Op{{Code: Chdir, Strs: []string{"/no/such/dir"}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 0, Errno: int32(syscall.ENOENT)}},
 		{"ok errno", []Op{{Code: Mkdir, Ints: []uint64{0o755, uint64(syscall.EEXIST)}, Strs: []string{"/"}}, program("/bin/true")}, Status{Kind: StatusRan, Op: 1}},
 		{"no program", []Op{{Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 1}},
+		{"sysinfo without its /proc", []Op{{Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 999, 0, 0}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 0, Errno: int32(syscall.EBADF)}},
+		{"sysinfo without a filter", []Op{procAt60, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 0, 0}}, program("/bin/true")}, Status{Kind: StatusLockdown, Op: LockNoFilter, Errno: int32(syscall.EINVAL)}},
+		{"sysinfo without the file identity", []Op{procAt60, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 4242, 4242}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 1, Errno: int32(syscall.EINVAL)}},
+		{"sysinfo's identity not the program's", []Op{procAt60, {Code: FileIdentity, Ints: []uint64{4242, 4242}}, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 4242, 4242}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 2, Errno: int32(syscall.EINVAL)}},
+		{"a filter the kernel refuses", []Op{{Code: Seccomp, Ints: []uint64{0xffff}}, program("/bin/true")}, Status{Kind: StatusLockdown, Op: LockFilter, Errno: int32(syscall.EINVAL)}},
 		{"program not last", []Op{program("/bin/true"), {Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 0}},
-		{"drain not built yet", []Op{{Code: Drain, Ints: []uint64{1, 1}}, program("/bin/true")}, Status{Kind: StatusRefused, Op: 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,7 +299,7 @@ func describe(t *testing.T, dir string) string {
 }
 
 // TestExecutorTable: the C table lists the codes of ops.go with the same
-// counts, save those this build of warden-exec does not apply yet.
+// counts.
 func TestExecutorTable(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join(execSources, "plan.c"))
 	if err != nil {
@@ -290,7 +309,6 @@ func TestExecutorTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notYet := map[Code]bool{Drain: true}
 	// The enum in plan.h numbers from OP_MOUNT = 1, in ops.go's order.
 	enum := regexp.MustCompile(`(?s)enum op_code \{(.*?)\};`).FindSubmatch(hdr)
 	if enum == nil {
@@ -321,14 +339,8 @@ func TestExecutorTable(t *testing.T) {
 		}
 		return strconv.FormatUint(uint64(v), 10)
 	}
-	for code, c := range table {
-		got, ok := inC[c.name]
-		if notYet[code] {
-			if ok {
-				t.Errorf("plan.c applies %s: take it out of notYet", c.name)
-			}
-			continue
-		}
+	for _, c := range table {
+		got := inC[c.name]
 		want := strings.Join([]string{strconv.Itoa(int(c.minInts)), num(c.maxInts, MaxInts, "PLAN_MAX_INTS"),
 			strconv.Itoa(int(c.minStrs)), num(c.maxStrs, MaxStrs, "PLAN_MAX_STRS")}, " ")
 		if got != want {
@@ -360,5 +372,46 @@ func TestExecutorSignalDefaults(t *testing.T) {
 	}
 	if ignored := mask & (1<<(syscall.SIGHUP-1) | 1<<(syscall.SIGCHLD-1)); ignored != 0 {
 		t.Errorf("program's SigIgn %016x ignores %016x, want SIGHUP and SIGCHLD at their defaults", mask, ignored)
+	}
+}
+
+// TestApplyRefusesOwnOps: the Go applier leaves the program's own ops
+// (its output, its sysinfo answers, its filter, its exec and environment)
+// to the caller that starts the program, and says so.
+func TestApplyRefusesOwnOps(t *testing.T) {
+	ops := []Op{
+		{Code: Drain, Ints: []uint64{1, 1}},
+		{Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 0, 0, 0}},
+		{Code: Seccomp, Ints: []uint64{6 | 0x7fff0000<<32}},
+		program("/bin/true"),
+		{Code: Env},
+	}
+	for _, op := range ops {
+		if err := ApplyOne(op); !errors.Is(err, errOwnOp) {
+			t.Errorf("ApplyOne(%s) = %v, want errOwnOp", op.Code, err)
+		}
+	}
+}
+
+// TestExecutorLockdown: a lockdown step that fails is reported as that
+// step, worded as the Go init words it: warden-exec started by a user
+// without CAP_SETPCAP cannot empty its bounding set, and says which
+// capability it could not drop.
+func TestExecutorLockdown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start warden-exec as another user")
+	}
+	// the build's directory is private: let the other user in
+	if err := os.Chmod(filepath.Dir(executor(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	attr := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	p := &Plan{Ops: []Op{program("/bin/true")}}
+	st, _ := runExecutorWith(t, encode(t, p), false, execOptions{attr: attr})
+	if want := (Status{Kind: StatusLockdown, Op: LockBounding, Errno: int32(syscall.EPERM)}); st != want {
+		t.Fatalf("status %+v, want %+v", st, want)
+	}
+	if got, want := p.Err(st).Error(), "dropping bounding capability 0: operation not permitted"; got != want {
+		t.Errorf("Err = %q, want %q", got, want)
 	}
 }

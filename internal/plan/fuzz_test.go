@@ -5,14 +5,23 @@ import (
 	"testing"
 )
 
+// decodeSeeds are FuzzDecode's seeds, which TestDecodeAsGo also feeds to
+// warden-exec's decoder: an empty plan and an op of bad counts (the
+// sample plan is added by each).
+var decodeSeeds = [][]byte{
+	[]byte("WPLN\x01\x00\x00\x00\x00\x00\x00\x00"),
+	[]byte("WPLN\x01\x00\x00\x00\x01\x00\x00\x00\x0a\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\xff\xff\xff\xff"),
+}
+
 // FuzzDecode checks that Decode never panics or reads past its input, and
 // that what it accepts encodes back to the same bytes.
 func FuzzDecode(f *testing.F) {
 	if b, err := Encode(sample()); err == nil {
 		f.Add(b)
 	}
-	f.Add([]byte("WPLN\x01\x00\x00\x00\x00\x00\x00\x00"))
-	f.Add([]byte("WPLN\x01\x00\x00\x00\x01\x00\x00\x00\x0a\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\xff\xff\xff\xff"))
+	for _, b := range decodeSeeds {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Decode(b)
 		if err != nil {

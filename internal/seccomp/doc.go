@@ -42,5 +42,9 @@
 // The filter is installed on the calling thread only (no TSYNC): the sandbox
 // init installs it on a locked thread and then forks and execs the user's
 // program from that thread, so the program and all its descendants inherit
-// it while the rest of the init keeps running unfiltered.
+// it while the rest of the init keeps running unfiltered. warden-exec, the
+// C executor of one-shot boxes, gets the notifying program in its plan
+// (NotifyingProgram) and has one thread: its PID 1 installs the filter on
+// itself before forking the program, so PID 1 runs under the filter too
+// while it answers the program's calls on the listener.
 package seccomp
