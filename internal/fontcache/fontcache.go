@@ -45,9 +45,10 @@ const MaxBytes = 512 << 10
 const Dir = ".cache/matplotlib"
 
 // File is a built font list: Name is its file name (fontlist-vNNN.json),
-// Data its content. The zero File is the answer for a root whose build
-// gave no list (no matplotlib, or a build that failed): stored too, so
-// that such a root costs no build on every run.
+// Data its content. The zero File is the answer for a root whose clean
+// build gave no list (its python has no matplotlib): stored too, so that
+// such a root costs no build on every run. A build that failed stores
+// nothing (see Store.Attempted).
 type File struct {
 	Name string
 	Data []byte

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,13 +87,20 @@ func (s Store) Save(k Key, f File) error {
 	return s.dropOthers(k)
 }
 
-// dropOthers removes every record but k's: the store holds the lists of
-// one root (the host's), whose older keys are never asked for again.
+// dropOthers removes every record and attempt mark but k's record: the
+// store holds the lists of one root (the host's), whose older keys are
+// never asked for again, and k's list is saved.
 func (s Store) dropOthers(k Key) error {
-	names, err := filepath.Glob(filepath.Join(s.Dir, strings.Repeat("[0-9a-f]", 64)))
+	hex := filepath.Join(s.Dir, strings.Repeat("[0-9a-f]", 64))
+	names, err := filepath.Glob(hex)
 	if err != nil {
 		return err
 	}
+	marks, err := filepath.Glob(hex + attemptSuffix)
+	if err != nil {
+		return err
+	}
+	names = append(names, marks...)
 	var errs []error
 	for _, n := range names {
 		if filepath.Base(n) != k.Sum {
@@ -127,17 +136,24 @@ func (s Store) TryLock() (lock *os.File, held bool, err error) {
 	return lock, true, nil
 }
 
-// makeDir makes the store's directory, owner-only, and checks it.
+// makeDir makes the store's directory and its parent (Warden's cache
+// directory) if missing, owner-only, and checks them: every ancestor
+// above those two must exist already.
 func (s Store) makeDir() error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("making the font cache %q: %w", s.Dir, err)
+	for _, d := range []string{filepath.Dir(s.Dir), s.Dir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("making the font cache %q: %w", d, err)
+		}
 	}
 	return s.checkDir()
 }
 
 // checkDir refuses a store directory that is a link, or that anyone but
-// this user could change.
+// this user could change, or that lies below such a directory.
 func (s Store) checkDir() error {
+	if err := checkAncestors(s.Dir); err != nil {
+		return err
+	}
 	fd, err := unix.Open(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("opening the font cache %q: %w", s.Dir, err)
@@ -171,4 +187,69 @@ func kind(dir bool) string {
 		return "directory"
 	}
 	return "file"
+}
+
+// checkAncestors refuses dir unless every directory above it is this
+// user's and writable by no one else, so that no one else can replace
+// the store under it. A sticky directory of this user's (/tmp, as
+// root) passes: others may add names to it but not rename or remove
+// this user's.
+func checkAncestors(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("font cache %q: %w", dir, err)
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("checking the font cache's ancestor: %w", err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		open := st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0
+		if !fi.IsDir() || int(st.Uid) != os.Geteuid() || open {
+			return fmt.Errorf("font cache %q lies below %q, which is not this user's directory writable by it alone (mode %o, owner %d): move the cache or fix %q", dir, d, st.Mode, st.Uid, d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// RetryAfter spaces the build attempts of one key: a root whose build
+// saved nothing (it timed out, hit its memory limit, was killed, or its
+// list was refused) is built again at most this often, not on every run.
+const RetryAfter = 10 * time.Minute
+
+// attemptSuffix names a key's attempt mark: a file whose mtime is when a
+// build of the key last started; Save removes it with the list saved.
+const attemptSuffix = ".attempt"
+
+// Attempted says a build of k started less than RetryAfter ago and saved
+// no list: the next build waits. A mark dated in the future is ignored,
+// so that a clock set back does not stop builds for good.
+func (s Store) Attempted(k Key) bool {
+	fi, err := os.Lstat(filepath.Join(s.Dir, k.Sum+attemptSuffix))
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	age := time.Since(fi.ModTime())
+	return age >= 0 && age < RetryAfter
+}
+
+// MarkAttempt records that a build of k starts now (see Attempted).
+func (s Store) MarkAttempt(k Key) error {
+	p := filepath.Join(s.Dir, k.Sum+attemptSuffix)
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("marking a font list build in %q: %w", p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	_, err = f.WriteString(time.Now().UTC().Format(time.RFC3339) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("marking a font list build in %q: %w", p, err)
+	}
+	return nil
 }

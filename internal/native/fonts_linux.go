@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -59,7 +60,9 @@ func (b *box) homeFiles() []rootfs.HomeFile {
 		b.log().Warn("reading matplotlib's font list: the sandbox builds its own", "err", err)
 		return nil
 	case !found:
-		startFontBuild(*s, b.log())
+		if !s.Attempted(key) {
+			startFontBuild(*s, b.log())
+		}
 		return nil
 	case f.None():
 		return nil
@@ -81,6 +84,9 @@ const fontLockFD = 3
 // startFontBuild starts the builder unless one holds the store's lock:
 // concurrent first runs start one build between them. The builder
 // inherits the lock and holds it until it has saved the list.
+// The builder outlives warden run, so it takes nothing of its caller's
+// but the lock (builderCmd). Holding the lock, in the host's mount
+// namespace, it first removes what builders killed midway left.
 func startFontBuild(s fontcache.Store, log *slog.Logger) {
 	lock, held, err := s.TryLock()
 	if err != nil || !held {
@@ -90,16 +96,59 @@ func startFontBuild(s fontcache.Store, log *slog.Logger) {
 		return
 	}
 	defer lock.Close() // the builder holds its own copy
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: []string{FontBuilderArg0}, Env: []string{"WARDEN_FONT_STORE=" + s.Dir},
-		ExtraFiles: []*os.File{lock}, SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	if err := sweepBuilds(s.Dir); err != nil {
+		log.Warn("removing what killed builds of matplotlib's font list left", "err", err)
 	}
+	cmd := builderCmd(s, lock)
 	if err := cmd.Start(); err != nil {
 		log.Warn("starting the build of matplotlib's font list", "err", err)
 		return
 	}
 	// A long-lived process reaps it; warden run exits first, and init does.
 	go func() { _ = cmd.Wait() }()
+}
+
+// builderCmd is the detached builder holding lock: its own session, its
+// own mount namespace (the scratch it mounts goes with it, however it
+// ends), "/" for its directory and /dev/null for its stdio, so that it
+// keeps no directory, terminal or pipe of its caller's busy. A
+// descriptor its caller left open across exec it closes itself, first
+// (closeStrayFDs): exec passes those on whatever the Cmd says.
+func builderCmd(s fontcache.Store, lock *os.File) *exec.Cmd {
+	return &exec.Cmd{
+		Path: "/proc/self/exe", Args: []string{FontBuilderArg0}, Env: []string{"WARDEN_FONT_STORE=" + s.Dir},
+		Dir: "/", ExtraFiles: []*os.File{lock},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Unshareflags: syscall.CLONE_NEWNS},
+	}
+}
+
+// maxFDs bounds the descriptors closeStrayFDs looks at.
+const maxFDs = 4096
+
+// closeStrayFDs closes every descriptor above the lock's that is not
+// close-on-exec: ones the builder's caller's caller left open (a shell's
+// `9>lock`), which the builder would otherwise hold for its whole build.
+// Go opens its own close-on-exec, so none of them is closed.
+func closeStrayFDs() error {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing descriptors: %w", err)
+	}
+	names, err := d.Readdirnames(maxFDs)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("listing descriptors: %w", err)
+	}
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd <= fontLockFD {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
+	return nil
 }
 
 // fontBuildTimeout bounds a build: matplotlib lists a few hundred fonts
@@ -110,10 +159,13 @@ const fontBuildTimeout = 2 * time.Minute
 // by the environment and exits: 0 when it is saved (or was already), 1
 // with one line on stderr when not (the next run tries again).
 func FontBuilderMain() {
-	s := fontcache.Store{Dir: os.Getenv("WARDEN_FONT_STORE")}
-	ctx, cancel := context.WithTimeout(context.Background(), fontBuildTimeout)
-	err := buildFonts(ctx, s)
-	cancel()
+	err := closeStrayFDs()
+	if err == nil {
+		s := fontcache.Store{Dir: os.Getenv("WARDEN_FONT_STORE")}
+		ctx, cancel := context.WithTimeout(context.Background(), fontBuildTimeout)
+		err = buildFonts(ctx, s)
+		cancel()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warden: building matplotlib's font list: "+err.Error())
 		os.Exit(1)
@@ -122,19 +174,23 @@ func FontBuilderMain() {
 }
 
 // buildFonts builds and saves the list of the root as it is now, if the
-// store has none, holding the lock it inherited.
+// store has none and no build of it started within fontcache.RetryAfter,
+// holding the lock it inherited.
 func buildFonts(ctx context.Context, s fontcache.Store) error {
 	if s.Dir == "" {
 		return errors.New("no font cache named")
 	}
-	if err := unix.Flock(fontLockFD, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return fmt.Errorf("the font cache's lock was not handed over: %w", err)
+	if err := holdStoreLock(s); err != nil {
+		return err
 	}
 	key, err := fontcache.RootKey("/")
 	if err != nil || key.None {
 		return err
 	}
-	if _, found, err := s.Load(key); found || err != nil {
+	if _, found, err := s.Load(key); found || err != nil || s.Attempted(key) {
+		return err
+	}
+	if err := s.MarkAttempt(key); err != nil {
 		return err
 	}
 	f, err := fontList(ctx, s.Dir)
@@ -144,11 +200,60 @@ func buildFonts(ctx context.Context, s fontcache.Store) error {
 	return s.Save(key, f)
 }
 
+// holdStoreLock checks that the descriptor the builder inherited as its
+// lock is the store's .lock file, held, and keeps it from the build's
+// sandbox.
+func holdStoreLock(s fontcache.Store) error {
+	if err := unix.Flock(fontLockFD, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("the font cache's lock was not handed over: %w", err)
+	}
+	unix.CloseOnExec(fontLockFD)
+	var held, want unix.Stat_t
+	p := filepath.Join(s.Dir, ".lock")
+	if err := unix.Fstat(fontLockFD, &held); err != nil {
+		return fmt.Errorf("the font cache's lock: %w", err)
+	}
+	if err := unix.Lstat(p, &want); err != nil {
+		return fmt.Errorf("the font cache's lock: %w", err)
+	}
+	if held.Dev != want.Dev || held.Ino != want.Ino {
+		return fmt.Errorf("descriptor %d is not the font cache's lock %q", fontLockFD, p)
+	}
+	return nil
+}
+
+// sweepBuilds removes the build directories (build-*) in dir that
+// builders killed midway left, unmounting their scratch first (a builder
+// from before each had its own mount namespace left it mounted on the
+// host); it names what it cannot remove. Only a holder of the store's
+// lock calls it, in the host's mount namespace: no build is under way.
+func sweepBuilds(dir string) error {
+	names, err := filepath.Glob(filepath.Join(dir, "build-*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, b := range names {
+		scratch := filepath.Join(b, "scratch")
+		if err := rootfs.UnmountScratch(scratch); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing a killed build's scratch: %w", err))
+			continue
+		}
+		if err := os.Remove(b); err != nil {
+			errs = append(errs, fmt.Errorf("removing a killed build's directory: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // fontList runs `import matplotlib.font_manager` in a sandbox of the
 // host's root whose whole writable space is a host tmpfs, and reads the
-// list matplotlib left in its HOME as hostile input. A program that
-// fails, or a list ReadResult refuses, is the "no list" answer, saved so
-// that the root costs no build on each run; Warden failing is an error.
+// list matplotlib left in its HOME as hostile input. Only a clean build
+// (exit 0) that left no list is the "no list" answer, saved so that the
+// root costs no build on each run; a build that failed (timed out, ran
+// out of memory, was killed) or left a list ReadResult refuses is an
+// error, saved as nothing: the next run tries again after
+// fontcache.RetryAfter.
 func fontList(ctx context.Context, dir string) (fontcache.File, error) {
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
@@ -172,13 +277,20 @@ func fontList(ctx context.Context, dir string) (fontcache.File, error) {
 	if err != nil {
 		return fontcache.File{}, err
 	}
-	if r.ExitCode != 0 {
-		return fontcache.File{}, nil
+	return buildResult(r, filepath.Join(scratch, "home"))
+}
+
+// buildResult is the list a build that ended with r left in home: the
+// "no list" answer only for a clean exit that left none, an error for a
+// build that failed or left a list ReadResult refuses.
+func buildResult(r spec.Result, home string) (fontcache.File, error) {
+	if r.ExitCode != 0 || r.Signal != "" || r.TimedOut || r.OOMKilled {
+		return fontcache.File{}, fmt.Errorf("the build exited %d (signal %q, timed out %t, out of memory %t): %.200s",
+			r.ExitCode, r.Signal, r.TimedOut, r.OOMKilled, r.Error)
 	}
-	f, err := fontcache.ReadResult(filepath.Join(scratch, "home"))
+	f, err := fontcache.ReadResult(home)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "warden: the font list build's result is refused: "+err.Error())
-		return fontcache.File{}, nil
+		return fontcache.File{}, fmt.Errorf("the build's result is refused: %w", err)
 	}
 	return f, nil
 }

@@ -16,5 +16,11 @@ func TestMain(m *testing.M) {
 	if nsinit.IsInit(os.Args) {
 		nsinit.Main()
 	}
+	if IsFontBuilder(os.Args) {
+		if report := os.Getenv("WARDEN_TEST_BUILDER_REPORT"); report != "" {
+			reportBuilder(report)
+		}
+		FontBuilderMain()
+	}
 	os.Exit(m.Run())
 }

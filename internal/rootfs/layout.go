@@ -156,11 +156,13 @@ type HomeFile struct {
 const MaxHomeFiles = 512 << 10
 
 // CheckHomeFiles refuses HomeFiles a sandbox's HOME cannot take: a path
-// that is not local and clean, or more than MaxHomeFiles bytes in all.
+// that is not local and clean, HOME itself ("."), one with a NUL (which
+// the plan's C applier would cut short), or more than MaxHomeFiles bytes
+// in all.
 func CheckHomeFiles(files []HomeFile) error {
 	total := 0
 	for _, f := range files {
-		if !filepath.IsLocal(f.Path) || filepath.Clean(f.Path) != f.Path {
+		if !filepath.IsLocal(f.Path) || filepath.Clean(f.Path) != f.Path || f.Path == "." || strings.ContainsRune(f.Path, 0) {
 			return fmt.Errorf("home file %q: not a clean path inside HOME", f.Path)
 		}
 		total += len(f.Data)

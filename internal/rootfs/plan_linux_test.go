@@ -197,7 +197,7 @@ func TestPlanHomeFiles(t *testing.T) {
 			t.Errorf("a host scratch got home file %s", op.Strs[0])
 		}
 	}
-	for _, bad := range []HomeFile{{Path: "../etc/passwd"}, {Path: "/abs"}, {Path: "a/./b"}, {Path: ""}, {Path: "big", Data: make([]byte, MaxHomeFiles+1)}} {
+	for _, bad := range []HomeFile{{Path: "../etc/passwd"}, {Path: "/abs"}, {Path: "a/./b"}, {Path: ""}, {Path: "."}, {Path: "a\x00b"}, {Path: "big", Data: make([]byte, MaxHomeFiles+1)}} {
 		o := Options{WorkspaceFD: -1, Etc: EtcTemplate{Dir: "/etc-template"}, HomeFiles: []HomeFile{bad}}
 		if _, err := Plan("/r", o); err == nil || !strings.Contains(err.Error(), "home file") {
 			t.Errorf("Plan with home file %q (%d bytes): err = %v, want a refusal", bad.Path, len(bad.Data), err)
