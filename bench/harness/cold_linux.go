@@ -247,7 +247,7 @@ func groupRuns(cs []*contender, rows []Row, id string) (done func()) {
 		}
 		g, err := measure.NewAcctGroup(fmt.Sprintf("warden-harness-%d-%s-%d", os.Getpid(), id, i))
 		if err != nil {
-			rows[i].Note = "CPU from rusage, no cpuacct cgroup: " + err.Error()
+			rows[i].Note = rusageNote + ", no cpuacct cgroup: " + err.Error()
 			continue
 		}
 		c.acct = g

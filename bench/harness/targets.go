@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -93,6 +94,9 @@ func (g goal) check(ss []Section) Target {
 	if err == nil {
 		ref, err = g.row(ss, g.ref)
 	}
+	if err == nil && g.cpu && (fromRusage(subj) || fromRusage(ref)) {
+		err = errors.New(rusageNote)
+	}
 	if err != nil {
 		t.Status = "not measured: " + err.Error()
 		return t
@@ -101,7 +105,7 @@ func (g goal) check(ss []Section) Target {
 	t.Figures = g.figure(subj) + " / " + g.figure(ref)
 	t.Status = g.judge(t.Ratio, subj.Errors)
 	if g.subject == runName {
-		if r, err := g.row(ss, runGoName); err == nil {
+		if r, err := g.row(ss, runGoName); err == nil && !(g.cpu && fromRusage(r)) {
 			t.GoInit = g.value(r) / g.value(ref)
 		}
 	}

@@ -98,6 +98,32 @@ func TestGoalsAreIssue20s(t *testing.T) {
 	}
 }
 
+// TestRusageCPU: a row whose CPU is wait4's rusage misses what outlives
+// its command (bubblewrap's PID 1), so no CPU ratio against bubblewrap is
+// read when the subject's or bubblewrap's row has it.
+func TestRusageCPU(t *testing.T) {
+	noted := func(r Row) Row { r.Note = rusageNote + ", no cpuacct cgroup: none"; return r }
+	g := goal{section: "a", unit: "ms", subject: runName, ref: bwrapName, cpu: true}
+	tests := []struct {
+		name       string
+		s          Section
+		wantStatus string
+		wantVs     float64
+	}{
+		{"both from cgroups", cold("a", ran(runName, 25, 60), ran(bwrapName, 24, 40)), "reported", 1.5},
+		{"bubblewrap from rusage", cold("a", ran(runName, 25, 60), noted(ran(bwrapName, 24, 40))), "not measured: " + rusageNote, 0},
+		{"warden run from rusage", cold("a", noted(ran(runName, 25, 60)), ran(bwrapName, 24, 40)), "not measured: " + rusageNote, 0},
+	}
+	for _, tt := range tests {
+		if got := g.check([]Section{tt.s}); got.Status != tt.wantStatus || got.Ratio != 0 && tt.wantVs == 0 {
+			t.Errorf("%s: got status %q, ratio %.3f; want %q", tt.name, got.Status, got.Ratio, tt.wantStatus)
+		}
+		if got := tt.s.Rows[0].CPUVsCompare; !near(got, tt.wantVs) {
+			t.Errorf("%s: got CPU vs bwrap %.3f, want %.3f", tt.name, got, tt.wantVs)
+		}
+	}
+}
+
 // TestFigure: each row's ratios to the baseline and to the Compare row,
 // for wall time and CPU, and none where a figure is unknown.
 func TestFigure(t *testing.T) {
