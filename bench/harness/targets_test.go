@@ -74,27 +74,44 @@ func TestGoalCheck(t *testing.T) {
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
-// TestGoalsAreIssue20s: every target of the issue has a goal, with the
-// issue's bound.
+// TestGoalsAreIssue20s: every target of the issue has a goal, in the
+// issue's order, read from the issue's table and rows with the issue's
+// bound: a goal whose section, unit, concurrency, subject, reference,
+// bound or kind drifts fails here.
 func TestGoalsAreIssue20s(t *testing.T) {
-	want := map[string]string{
-		"`warden run` print(1) (a): wall time vs bubblewrap":          "≤ 1.00x",
-		"`warden run` print(1) (a): wall time vs bare":                "≤ 1.30x",
-		"pooled API print(1) (a): wall time vs bare":                  "≤ 1.10x",
-		"128 concurrent `warden run` (e): runs/s vs bare's, 0 errors": "≥ 0.67x (1/1.5)",
-		"128 concurrent pooled API (e): runs/s vs bare's, 0 errors":   "≥ 0.67x (1/1.5)",
-		"print(1) beside 12 hostile neighbours: p50 vs alone":         "≤ 3.00x",
-		"CPU per run, `warden run` print(1) (a) vs bubblewrap":        "reported (no bound)",
-		"heavy cold `warden run` (b): wall time vs bare":              "≤ 1.10x",
+	type pin struct {
+		section, unit          string
+		x                      int
+		subject, ref           string
+		bound                  float64
+		atLeast, noErrors, cpu bool
+		boundText              string
 	}
-	got := map[string]string{}
-	for _, g := range goals {
-		got[g.what] = g.boundString()
+	floor := pin{section: "e", unit: "runs/s", x: 128, bound: 1 / 1.5, atLeast: true, noErrors: true, boundText: "≥ 0.67x (1/1.5)"}
+	at := func(p pin, subject string) pin { p.subject, p.ref = subject, bareName; return p }
+	want := []pin{
+		{section: "a", unit: "ms", subject: runName, ref: bwrapName, bound: 1, boundText: "≤ 1.00x"},
+		{section: "a", unit: "ms", subject: runName, ref: bareName, bound: 1.30, boundText: "≤ 1.30x"},
+		{section: "a", unit: "ms", subject: apiName(apiPool), ref: bareName, bound: 1.10, boundText: "≤ 1.10x"},
+		at(floor, runName),
+		at(floor, apiName(apiPool)),
+		{bound: 3, boundText: "≤ 3.00x"}, // measured by bench/tenants
+		{section: "a", unit: "ms", subject: runName, ref: bwrapName, cpu: true, boundText: "reported (no bound)"},
+		{section: "b", unit: "ms", subject: runName, ref: bwrapName, cpu: true, boundText: "reported (no bound)"},
+		{section: "a", unit: "ms", subject: apiName(apiPool), ref: bwrapName, cpu: true, boundText: "reported (no bound)"},
+		{section: "b", unit: "ms", subject: runName, ref: bareName, bound: 1.10, boundText: "≤ 1.10x"},
 	}
-	for what, bound := range want {
-		if got[what] != bound {
-			t.Errorf("goal %q: got bound %q, want %q", what, got[what], bound)
+	if len(goals) != len(want) {
+		t.Fatalf("got %d goals, want issue 20's %d", len(goals), len(want))
+	}
+	for i, g := range goals {
+		got := pin{g.section, g.unit, g.x, g.subject, g.ref, g.bound, g.atLeast, g.noErrors, g.cpu, g.boundString()}
+		if got != want[i] {
+			t.Errorf("goal %d %q:\ngot  %+v\nwant %+v", i, g.what, got, want[i])
 		}
+	}
+	if goals[5].elsewhere == "" {
+		t.Errorf("goal %q: got no program that measures it, want bench/tenants's", goals[5].what)
 	}
 }
 
