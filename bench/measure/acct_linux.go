@@ -107,7 +107,8 @@ func usage(dir string) (float64, error) {
 // to a goroutine of its own, moved into g and back; should the way back
 // fail, the thread stays locked to the goroutine as it exits, so Go ends
 // it (or parks it for good, if it is the main thread) and runs no other
-// work on it.
+// work on it. That failure is logged, not returned: cmd has started, and
+// its caller must wait for it.
 func (g *AcctGroup) Start(cmd *exec.Cmd) error {
 	errc := make(chan error, 1)
 	go func() {
@@ -120,7 +121,10 @@ func (g *AcctGroup) Start(cmd *exec.Cmd) error {
 		}
 		err := cmd.Start()
 		if berr := os.WriteFile(filepath.Join(g.home, "tasks"), tid, 0); berr != nil {
-			errc <- errors.Join(err, fmt.Errorf("moving a thread back to %s: %w", g.home, berr))
+			// The child was born in g all the same: return cmd.Start's
+			// own result, so that a started child is waited for.
+			log.Printf("moving a thread back to %s (it ends with its goroutine): %v", g.home, berr)
+			errc <- err
 			return // still locked: the thread goes with this goroutine
 		}
 		runtime.UnlockOSThread()

@@ -54,3 +54,24 @@ func TestAcctGroupChargesOrphans(t *testing.T) {
 		t.Errorf("threads %v are still in the group after the command ended (this process is %d)", left, os.Getpid())
 	}
 }
+
+// TestAcctGroupStartKeepsChild: when the thread that forked cannot move
+// back out of the group, the child has started all the same, so Start
+// returns no error and the caller can wait for it (an error would leave
+// it running unwaited).
+func TestAcctGroupStartKeepsChild(t *testing.T) {
+	dir := t.TempDir()
+	// Plain directories, not cgroups: the way in is a file that takes
+	// the write, the way back a directory that does not exist.
+	g := &AcctGroup{dir: dir, home: filepath.Join(dir, "gone")}
+	cmd := exec.Command("true")
+	if err := g.Start(cmd); err != nil {
+		t.Fatalf("got error %v with the child started, want nil", err)
+	}
+	if cmd.Process == nil {
+		t.Fatal("got no process: the child was not started")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("waiting for the child: %v", err)
+	}
+}
