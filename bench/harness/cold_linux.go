@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,8 @@ type contender struct {
 	cpuNote string
 	skipped string
 	cleanup func()
+	// fatal, when set, is why the harness cannot go on (exitOnFatal).
+	fatal error
 }
 
 // coldContenders are every way to start a program cold, baseline first.
@@ -56,7 +59,20 @@ func coldContenders(warden string) []*contender {
 		wardenRun(warden, "gvisor"), wardenRun(warden, "docker"),
 		bwrap(), ociContender("runc", warden), ociContender("runsc", warden), dockerRun(warden),
 	}
+	exitOnFatal(cs)
 	return cs
+}
+
+// exitOnFatal stops the harness, after stopping what cs started, when a
+// contender could not be made without harm to every later figure (a
+// server's cgroup the harness could not leave).
+func exitOnFatal(cs []*contender) {
+	for _, c := range cs {
+		if c.fatal != nil {
+			cleanupContenders(cs)
+			log.Fatalf("harness: %s: %v", c.name, c.fatal)
+		}
+	}
 }
 
 // bare runs the program without isolation: every ratio's baseline.

@@ -22,6 +22,7 @@ func concurrency(o options) []Section {
 	others := []*contender{ociContender("runc", o.warden), wardenRun(o.warden, "gvisor"), ociContender("runsc", o.warden),
 		wardenRun(o.warden, "docker"), dockerRun(o.warden)}
 	all := append(core, others...)
+	exitOnFatal(all)
 	defer cleanupContenders(all)
 	for _, n := range o.concurrency {
 		for _, c := range all {

@@ -59,7 +59,8 @@ func ownCPUAcct() (string, error) {
 // Enter runs f (which starts the server) with this process in g, so
 // what f starts is born there, then moves this process back. What this
 // process itself spends meanwhile is charged to g too: read g's figures
-// as differences taken after Enter returns.
+// as differences taken after Enter returns. Should the way back fail,
+// the error wraps ErrNotBack.
 func (g *AcctGroup) Enter(f func() error) error {
 	pid := []byte(strconv.Itoa(os.Getpid()))
 	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), pid, 0); err != nil {
@@ -67,7 +68,7 @@ func (g *AcctGroup) Enter(f func() error) error {
 	}
 	ferr := f()
 	if err := os.WriteFile(filepath.Join(g.home, "cgroup.procs"), pid, 0); err != nil {
-		return errors.Join(ferr, fmt.Errorf("moving the benchmark back to %s: %w", g.home, err))
+		return errors.Join(ferr, fmt.Errorf("moving the benchmark back to %s: %w: %w", g.home, ErrNotBack, err))
 	}
 	return ferr
 }

@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,5 +74,37 @@ func TestAcctGroupStartKeepsChild(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("waiting for the child: %v", err)
+	}
+}
+
+// TestAcctGroupEnterNotBack: when this process cannot move back out of
+// the group, Enter's error says so (ErrNotBack), beside f's own error,
+// so that the program stops rather than charge all it does next to the
+// group.
+func TestAcctGroupEnterNotBack(t *testing.T) {
+	dir := t.TempDir()
+	ferr := errors.New("the server did not start")
+	tests := []struct {
+		name    string
+		home    string
+		f       error
+		notBack bool
+	}{
+		{"back", dir, nil, false},
+		{"back, f failed", dir, ferr, false},
+		{"not back", filepath.Join(dir, "gone"), nil, true},
+		{"not back, f failed", filepath.Join(dir, "gone"), ferr, true},
+	}
+	for _, tt := range tests {
+		// Plain directories, not cgroups: each write to cgroup.procs
+		// succeeds where the directory exists.
+		g := &AcctGroup{dir: dir, home: tt.home}
+		err := g.Enter(func() error { return tt.f })
+		if got := errors.Is(err, ErrNotBack); got != tt.notBack {
+			t.Errorf("%s: got error %v, ErrNotBack %v; want %v", tt.name, err, got, tt.notBack)
+		}
+		if tt.f != nil && !errors.Is(err, tt.f) {
+			t.Errorf("%s: got error %v, want it to wrap f's %v", tt.name, err, tt.f)
+		}
 	}
 }
