@@ -353,13 +353,17 @@ func (m *groupMeter) start(row *Row) {
 // drop forgets the open charge, of a run that failed.
 func (m *groupMeter) drop() { m.pending = false }
 
-// end adds the open charge, if any, to row's CPU samples.
+// end adds the open charge, if any, to row's CPU samples, or says on
+// row why it could not.
 func (m *groupMeter) end(row *Row) {
 	if !m.pending {
 		return
 	}
 	m.pending = false
-	if u, err := m.usage(); err == nil {
-		row.CPU = append(row.CPU, u-m.mark)
+	u, err := m.usage()
+	if err != nil {
+		row.Note = "CPU not measured: " + err.Error()
+		return
 	}
+	row.CPU = append(row.CPU, u-m.mark)
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -183,6 +184,19 @@ func TestGroupMeter(t *testing.T) {
 	want := []float64{30, 10}
 	if len(row.CPU) != len(want) || row.CPU[0] != want[0] || row.CPU[1] != want[1] {
 		t.Errorf("got CPU samples %v, want %v", row.CPU, want)
+	}
+	failing := groupMeter{usage: func() (float64, error) {
+		if used > 100 {
+			return 0, errors.New("cpuacct.usage: gone")
+		}
+		return used, nil
+	}}
+	var lost Row
+	failing.start(&lost)
+	used += 200
+	failing.end(&lost)
+	if len(lost.CPU) != 0 || lost.Note != "CPU not measured: cpuacct.usage: gone" {
+		t.Errorf("a failed read at a run's end: got CPU %v, note %q; want none and the error", lost.CPU, lost.Note)
 	}
 	var none groupMeter
 	none.start(&row)

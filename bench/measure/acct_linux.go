@@ -74,10 +74,15 @@ func (g *AcctGroup) Enter(f func() error) error {
 }
 
 // Sandboxes is the CPU, in seconds, that the sandboxes of the server
-// started in g have used so far (0 before its first).
+// started in g have used so far (0 before its first, and 0, logged, when
+// it cannot be read).
 func (g *AcctGroup) Sandboxes() float64 {
 	s, err := usage(filepath.Join(g.dir, "warden"))
+	if errors.Is(err, fs.ErrNotExist) { // no sandbox yet
+		return 0
+	}
 	if err != nil {
+		log.Printf("the sandboxes' CPU in %s: %v", g.dir, err)
 		return 0
 	}
 	return s
