@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -53,6 +54,9 @@ func apiContender(warden string, pool int) *contender {
 	}
 	if err != nil {
 		c.skipped = err.Error()
+		if errors.Is(err, measure.ErrNotBack) {
+			c.fatal = fmt.Errorf("%w: every later figure would be charged to the server's group", err)
+		}
 		if srv != nil { // started, but the harness could not leave the group
 			srv.stop()
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,8 @@ type contender struct {
 	cpuNote string
 	skipped string
 	cleanup func()
+	// fatal, when set, is why the harness cannot go on (exitOnFatal).
+	fatal error
 }
 
 // coldContenders are every way to start a program cold, baseline first.
@@ -56,7 +59,20 @@ func coldContenders(warden string) []*contender {
 		wardenRun(warden, "gvisor"), wardenRun(warden, "docker"),
 		bwrap(), ociContender("runc", warden), ociContender("runsc", warden), dockerRun(warden),
 	}
+	exitOnFatal(cs)
 	return cs
+}
+
+// exitOnFatal stops the harness, after stopping what cs started, when a
+// contender could not be made without harm to every later figure (a
+// server's cgroup the harness could not leave).
+func exitOnFatal(cs []*contender) {
+	for _, c := range cs {
+		if c.fatal != nil {
+			cleanupContenders(cs)
+			log.Fatalf("harness: %s: %v", c.name, c.fatal)
+		}
+	}
 }
 
 // bare runs the program without isolation: every ratio's baseline.
@@ -247,7 +263,7 @@ func groupRuns(cs []*contender, rows []Row, id string) (done func()) {
 		}
 		g, err := measure.NewAcctGroup(fmt.Sprintf("warden-harness-%d-%s-%d", os.Getpid(), id, i))
 		if err != nil {
-			rows[i].Note = "CPU from rusage, no cpuacct cgroup: " + err.Error()
+			rows[i].Note = rusageNote + ", no cpuacct cgroup: " + err.Error()
 			continue
 		}
 		c.acct = g
@@ -337,13 +353,17 @@ func (m *groupMeter) start(row *Row) {
 // drop forgets the open charge, of a run that failed.
 func (m *groupMeter) drop() { m.pending = false }
 
-// end adds the open charge, if any, to row's CPU samples.
+// end adds the open charge, if any, to row's CPU samples, or says on
+// row why it could not.
 func (m *groupMeter) end(row *Row) {
 	if !m.pending {
 		return
 	}
 	m.pending = false
-	if u, err := m.usage(); err == nil {
-		row.CPU = append(row.CPU, u-m.mark)
+	u, err := m.usage()
+	if err != nil {
+		row.Note = "CPU not measured: " + err.Error()
+		return
 	}
+	row.CPU = append(row.CPU, u-m.mark)
 }

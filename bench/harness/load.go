@@ -12,9 +12,10 @@ import (
 // until a fixed number of runs is done: throughput (runs/s) and each
 // run's latency. The main contenders (bare, warden run with its default
 // executor and with the Go init, warden serve's API with a pool of apiPool,
-// which the burst drains, and bubblewrap) make 2N runs at every N. The others (runc, gVisor and Docker, through Warden and
-// directly) take up to ten times as long per run, so they make N; with
-// --quick they make only quickOtherRuns, one at a time.
+// which the burst drains, and bubblewrap) make max(2N, 32) runs at every
+// N, max(N, 16) with --quick. The others (runc, gVisor and Docker,
+// through Warden and directly) take up to ten times as long per run, so
+// they make max(N, 16); with --quick only quickOtherRuns, one at a time.
 func concurrency(o options) []Section {
 	lat := Section{ID: "e", Title: "latency of N concurrent one-shot runs", Baseline: ""}
 	thr := Section{ID: "e", Title: "throughput of N concurrent one-shot runs (runs/s)"}
@@ -22,6 +23,7 @@ func concurrency(o options) []Section {
 	others := []*contender{ociContender("runc", o.warden), wardenRun(o.warden, "gvisor"), ociContender("runsc", o.warden),
 		wardenRun(o.warden, "docker"), dockerRun(o.warden)}
 	all := append(core, others...)
+	exitOnFatal(all)
 	defer cleanupContenders(all)
 	for _, n := range o.concurrency {
 		for _, c := range all {

@@ -22,7 +22,7 @@
 // with issue 20's targets checked against this run's figures.
 //
 //	go run ./bench/harness            (as root, after make deps build)
-//	go run ./bench/harness --quick    (under three minutes)
+//	go run ./bench/harness --quick    (fewer rounds; not measured idle: 18 minutes at load 22-155)
 package main
 
 import (
@@ -52,7 +52,7 @@ func main() {
 	o := options{}
 	flag.StringVar(&o.warden, "warden", "bin/warden", "the warden binary")
 	flag.StringVar(&o.out, "out", "bench/results", "where results.md, results.json and the charts go")
-	flag.BoolVar(&o.quick, "quick", false, "fewer rounds: the whole run in under three minutes on an idle machine")
+	flag.BoolVar(&o.quick, "quick", false, "fewer rounds (not measured on an idle machine; 18 minutes at a load of 22-155)")
 	flag.Parse()
 	o.scale()
 	start := time.Now()

@@ -102,7 +102,28 @@ func (s *Section) figure() {
 		}
 		row.Ratio, row.CPURatio = s.ratio(*row, s.Baseline, wall), s.ratio(*row, s.Baseline, cpu)
 		row.VsCompare, row.CPUVsCompare = s.ratio(*row, s.Compare, wall), s.ratio(*row, s.Compare, cpu)
+		if fromRusage(*row) || s.compareFromRusage() {
+			row.CPUVsCompare = 0
+		}
 	}
+}
+
+// rusageNote opens the note of a row whose CPU is wait4's rusage, which
+// misses what outlives the command: bubblewrap's PID 1 among others, so
+// no CPU ratio against bubblewrap is read from such a row.
+const rusageNote = "CPU from rusage"
+
+// fromRusage says whether r's CPU is wait4's rusage (rusageNote).
+func fromRusage(r Row) bool { return strings.HasPrefix(r.Note, rusageNote) }
+
+// compareFromRusage says whether s's Compare row has its CPU from rusage.
+func (s *Section) compareFromRusage() bool {
+	for _, r := range s.Rows {
+		if r.Contender == s.Compare && fromRusage(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // ratio is get(row) over get of the row named ref, 0 when either is

@@ -59,7 +59,8 @@ func ownCPUAcct() (string, error) {
 // Enter runs f (which starts the server) with this process in g, so
 // what f starts is born there, then moves this process back. What this
 // process itself spends meanwhile is charged to g too: read g's figures
-// as differences taken after Enter returns.
+// as differences taken after Enter returns. Should the way back fail,
+// the error wraps ErrNotBack.
 func (g *AcctGroup) Enter(f func() error) error {
 	pid := []byte(strconv.Itoa(os.Getpid()))
 	if err := os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), pid, 0); err != nil {
@@ -67,16 +68,21 @@ func (g *AcctGroup) Enter(f func() error) error {
 	}
 	ferr := f()
 	if err := os.WriteFile(filepath.Join(g.home, "cgroup.procs"), pid, 0); err != nil {
-		return errors.Join(ferr, fmt.Errorf("moving the benchmark back to %s: %w", g.home, err))
+		return errors.Join(ferr, fmt.Errorf("moving the benchmark back to %s: %w: %w", g.home, ErrNotBack, err))
 	}
 	return ferr
 }
 
 // Sandboxes is the CPU, in seconds, that the sandboxes of the server
-// started in g have used so far (0 before its first).
+// started in g have used so far (0 before its first, and 0, logged, when
+// it cannot be read).
 func (g *AcctGroup) Sandboxes() float64 {
 	s, err := usage(filepath.Join(g.dir, "warden"))
+	if errors.Is(err, fs.ErrNotExist) { // no sandbox yet
+		return 0
+	}
 	if err != nil {
+		log.Printf("the sandboxes' CPU in %s: %v", g.dir, err)
 		return 0
 	}
 	return s
@@ -107,7 +113,8 @@ func usage(dir string) (float64, error) {
 // to a goroutine of its own, moved into g and back; should the way back
 // fail, the thread stays locked to the goroutine as it exits, so Go ends
 // it (or parks it for good, if it is the main thread) and runs no other
-// work on it.
+// work on it. That failure is logged, not returned: cmd has started, and
+// its caller must wait for it.
 func (g *AcctGroup) Start(cmd *exec.Cmd) error {
 	errc := make(chan error, 1)
 	go func() {
@@ -120,7 +127,10 @@ func (g *AcctGroup) Start(cmd *exec.Cmd) error {
 		}
 		err := cmd.Start()
 		if berr := os.WriteFile(filepath.Join(g.home, "tasks"), tid, 0); berr != nil {
-			errc <- errors.Join(err, fmt.Errorf("moving a thread back to %s: %w", g.home, berr))
+			// The child was born in g all the same: return cmd.Start's
+			// own result, so that a started child is waited for.
+			log.Printf("moving a thread back to %s (it ends with its goroutine): %v", g.home, berr)
+			errc <- err
 			return // still locked: the thread goes with this goroutine
 		}
 		runtime.UnlockOSThread()

@@ -5,6 +5,7 @@
 package measure
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -12,6 +13,12 @@ import (
 	"strings"
 	"time"
 )
+
+// ErrNotBack is wrapped by AcctGroup.Enter's error when this process
+// could not leave the group: it and all it starts from then on are
+// charged to that group, so every later CPU figure of the group (and of
+// the program's own) is wrong, and the program must stop.
+var ErrNotBack = errors.New("this process is still in the cgroup")
 
 // Pct is the p-th percentile of xs (nearest rank, p in 0..100), 0 for no
 // samples.
