@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,11 +23,14 @@ type behaviourCase struct {
 	want  int
 	// check, when set, looks at one side's outcome beyond the exit code.
 	check func(t *testing.T, side string, inv invocation)
+	// orphans: args hold orphanSlot, replaced on each side by a mark of
+	// its own (orphanMark), and the run must leave no process with it.
+	orphans bool
 }
 
-// orphanMark is the argument the orphans case's children sleep with,
-// rare enough to find them on the host by their command line.
-const orphanMark = "8641.5"
+// orphanSlot stands in the orphans case's args for the seconds its
+// children sleep, a number unique to the run and side (orphanMark).
+const orphanSlot = "ORPHAN-MARK"
 
 func behaviourCases() []behaviourCase {
 	oneLine := func(want string) func(*testing.T, string, invocation) {
@@ -42,7 +48,7 @@ func behaviourCases() []behaviourCase {
 		{name: "not executable", args: []string{"--", "/etc/passwd"}, want: 126},
 		{name: "missing program", args: []string{"--", "no-such-program-x20"}, want: 127, check: oneLine("no-such-program-x20")},
 		{name: "killed by signal 9", args: []string{"--", "sh", "-c", "kill -9 $$"}, want: 128 + 9},
-		{name: "children outlive the program", args: []string{"--", "sh", "-c", "sleep " + orphanMark + " & sleep " + orphanMark + " & echo started"}, want: 0, check: noOrphans},
+		{name: "children outlive the program", args: []string{"--", "sh", "-c", "sleep " + orphanSlot + " & sleep " + orphanSlot + " & echo started"}, want: 0, orphans: true},
 		{name: "output past --output-limit", args: []string{"--output-limit", "1KiB", "--", "sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x; echo done >&2"}, want: 0, check: truncatedAt(1024)},
 		{name: "program closes stdout", args: []string{"--", "sh", "-c", "exec >&-; echo lost; echo err >&2; exit 3"}, want: 3},
 		{name: "stdin passthrough", stdin: "line one\nline two\n", args: []string{"--", "cat"}, want: 0, check: stdoutIs("line one\nline two\n")},
@@ -60,12 +66,22 @@ func TestExecutorBehaviour(t *testing.T) {
 			var invs [2]invocation
 			for i, side := range p.sides {
 				args := append(append([]string{"run"}, side.flags...), c.args...)
+				mark := ""
+				if c.orphans {
+					mark = orphanMark(t, i)
+					for j := range args {
+						args[j] = strings.ReplaceAll(args[j], orphanSlot, mark)
+					}
+				}
 				invs[i] = warden(t, c.stdin, args...)
 				if invs[i].code != c.want {
 					t.Errorf("%s: exit %d, want %d (stdout %q, stderr %q)", side.name, invs[i].code, c.want, invs[i].stdout, invs[i].stderr)
 				}
 				if c.check != nil {
 					c.check(t, side.name, invs[i])
+				}
+				if c.orphans {
+					noOrphans(t, side.name, invs[i], mark)
 				}
 			}
 			a, b := invs[0], invs[1]
@@ -82,17 +98,40 @@ func TestExecutorBehaviour(t *testing.T) {
 	}
 }
 
+// orphanMark is a number of seconds for the orphans case's children to
+// sleep, short and unique to this test process and side, so that they
+// are found on the host by their command line and nothing else is. A
+// cleanup kills any left (the sandbox failed to), once, bounded.
+func orphanMark(t *testing.T, side int) string {
+	mark := fmt.Sprintf("20.%d%d%d", os.Getpid(), time.Now().UnixNano()%1_000_000, side)
+	t.Cleanup(func() {
+		for _, p := range processesWith(orphanCmdline(mark)) {
+			pid, err := strconv.Atoi(p)
+			if err != nil {
+				continue
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Logf("killing leftover sleep %s (pid %d): %v", mark, pid, err)
+			}
+		}
+	})
+	return mark
+}
+
+// orphanCmdline is the command line of a child sleeping for mark.
+func orphanCmdline(mark string) string { return "sleep\x00" + mark + "\x00" }
+
 // noOrphans checks that no child of the sandbox is left on the host: the
 // whole tree is killed when the program ends. It waits, bounded, for the
 // kernel to finish reaping.
-func noOrphans(t *testing.T, side string, inv invocation) {
+func noOrphans(t *testing.T, side string, inv invocation, mark string) {
 	t.Helper()
 	if inv.stdout != "started\n" {
 		t.Errorf("%s: stdout %q, want \"started\\n\"", side, inv.stdout)
 	}
 	var left []string
 	for range 100 {
-		if left = processesWith("sleep\x00" + orphanMark + "\x00"); len(left) == 0 {
+		if left = processesWith(orphanCmdline(mark)); len(left) == 0 {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
