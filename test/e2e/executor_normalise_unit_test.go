@@ -57,3 +57,34 @@ func TestNormaliseExecutorReport(t *testing.T) {
 		}
 	}
 }
+
+// TestCatPid: cat's pid is compared by rank, so the Go init's 7 and a
+// C init's 2 are equal, and PID 1 or a bad field stays as it is.
+func TestCatPid(t *testing.T) {
+	for _, c := range []struct{ in, want string }{{"7", "rank2"}, {"2", "rank2"}, {"1", "1"}, {"", ""}, {"7 3", "7 3"}} {
+		if got := catPid(c.in); got != c.want {
+			t.Errorf("catPid(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestFastUnavailable: only exit 125 with one `warden: --executor fast`
+// line naming warden-exec is a reason to skip; anything else fails.
+func TestFastUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		inv  invocation
+		want bool
+	}{
+		{"not started yet", invocation{code: 125, stderr: "warden: --executor fast: this warden cannot build sandboxes with warden-exec yet; use --executor auto or go\n"}, true},
+		{"not built", invocation{code: 125, stderr: "warden: --executor fast: warden-exec not found next to warden; run make build\n"}, true},
+		{"other exit", invocation{code: 1, stderr: "warden: --executor fast: warden-exec not found next to warden; run make build\n"}, false},
+		{"another refusal", invocation{code: 125, stderr: "warden: --workspace: no such directory\n"}, false},
+		{"more than one line", invocation{code: 125, stderr: "warden: --executor fast: warden-exec crashed\nsegfault\n"}, false},
+		{"program failed", invocation{code: 127, stderr: "warden: true: not found\n"}, false},
+	} {
+		if got := fastUnavailable(c.inv); got != c.want {
+			t.Errorf("%s: fastUnavailable(exit %d, %q) = %v, want %v", c.name, c.inv.code, c.inv.stderr, got, c.want)
+		}
+	}
+}
