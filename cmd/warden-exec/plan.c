@@ -10,8 +10,8 @@ struct counts {
 };
 
 /* The table of internal/plan/ops.go (codes and counts), checked by
- * TestExecutorTable. DRAIN is not applied by this build yet: a plan that
- * holds it is refused. */
+ * TestExecutorTable. DRAIN and SYSINFO are not applied by this build yet:
+ * a plan that holds either is refused. */
 static const struct counts table[OP_END] = {
 	[OP_MOUNT] = {1, 2, 2, 4, 4},
 	[OP_MOUNT_SETATTR] = {1, 3, 3, 1, 1},

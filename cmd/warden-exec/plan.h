@@ -44,6 +44,7 @@ enum op_code {
 	OP_LINK_UP,
 	OP_JOIN_CGROUP,
 	OP_LIMIT_CPUS,
+	OP_SYSINFO,
 	OP_END
 };
 

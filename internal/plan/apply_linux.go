@@ -10,9 +10,9 @@ import (
 
 // Apply carries out ops in order, as warden-exec does, and stops at the
 // first that fails, with its Context wrapping the errno. It applies the
-// ops that build the sandbox; the program's own (Drain, Seccomp, Exec,
-// Env) are the caller's, which starts the program its own way, and Apply
-// refuses them.
+// ops that build the sandbox; the program's own (Drain, Sysinfo,
+// Seccomp, Exec, Env) are the caller's, which starts the program its own
+// way, and Apply refuses them.
 func Apply(ops []Op) error {
 	for _, op := range ops {
 		if err := apply(op); err != nil {

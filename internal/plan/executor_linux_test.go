@@ -177,6 +177,7 @@ func TestExecutorStatus(t *testing.T) {
 		{"no program", []Op{{Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 1}},
 		{"program not last", []Op{program("/bin/true"), {Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 0}},
 		{"drain not built yet", []Op{{Code: Drain, Ints: []uint64{1, 1}}, program("/bin/true")}, Status{Kind: StatusRefused, Op: 0}},
+		{"sysinfo not built yet", []Op{{Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 0, 0, 0}}, program("/bin/true")}, Status{Kind: StatusRefused, Op: 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,7 +291,7 @@ func TestExecutorTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notYet := map[Code]bool{Drain: true}
+	notYet := map[Code]bool{Drain: true, Sysinfo: true}
 	// The enum in plan.h numbers from OP_MOUNT = 1, in ops.go's order.
 	enum := regexp.MustCompile(`(?s)enum op_code \{(.*?)\};`).FindSubmatch(hdr)
 	if enum == nil {
@@ -360,5 +361,23 @@ func TestExecutorSignalDefaults(t *testing.T) {
 	}
 	if ignored := mask & (1<<(syscall.SIGHUP-1) | 1<<(syscall.SIGCHLD-1)); ignored != 0 {
 		t.Errorf("program's SigIgn %016x ignores %016x, want SIGHUP and SIGCHLD at their defaults", mask, ignored)
+	}
+}
+
+// TestApplyRefusesOwnOps: the Go applier leaves the program's own ops
+// (its output, its sysinfo answers, its filter, its exec and environment)
+// to the caller that starts the program, and says so.
+func TestApplyRefusesOwnOps(t *testing.T) {
+	ops := []Op{
+		{Code: Drain, Ints: []uint64{1, 1}},
+		{Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 0, 0, 0}},
+		{Code: Seccomp, Ints: []uint64{6 | 0x7fff0000<<32}},
+		program("/bin/true"),
+		{Code: Env},
+	}
+	for _, op := range ops {
+		if err := ApplyOne(op); !errors.Is(err, errOwnOp) {
+			t.Errorf("ApplyOne(%s) = %v, want errOwnOp", op.Code, err)
+		}
 	}
 }

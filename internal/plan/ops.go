@@ -90,6 +90,14 @@ const (
 	// LimitCPUs narrows the CPU affinity to want CPUs, starting at the
 	// current one (NarrowCPUs); 0 leaves it: ints want.
 	LimitCPUs
+	// Sysinfo makes warden-exec's PID 1 answer the program's sysinfo(2)
+	// with the box's figures, as internal/nsinit's answerer does: the
+	// Seccomp op's filter is installed with a listener that PID 1 alone
+	// holds. ints total memory bytes (0: the host's), usage fd (an OpenFD
+	// of the cgroup's memory.usage_in_bytes, or ^uint64(0) for none),
+	// proc fd (an OpenFD of the new root's /proc), uid, gid (the sandbox
+	// user's, the file identity PID 1 writes the answer with).
+	Sysinfo
 	// codeEnd follows the last code.
 	codeEnd
 )
@@ -134,6 +142,7 @@ var table = map[Code]counts{
 	LinkUp:       {"LINK_UP", 0, 0, 1, 1},
 	JoinCgroup:   {"JOIN_CGROUP", 2, 2, 0, 0},
 	LimitCPUs:    {"LIMIT_CPUS", 1, 1, 0, 0},
+	Sysinfo:      {"SYSINFO", 5, 5, 0, 0},
 }
 
 // String is the code's name, as the C executor spells it.
