@@ -4,6 +4,11 @@
 
 #include "plan.h"
 
+#include <sys/types.h>
+
+/* The buffer of a drained stream's bytes on their way to the host. */
+#define HOST_BUF 65536
+
 /* The status kinds of internal/plan/status.go. */
 enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3 };
 
@@ -28,6 +33,58 @@ int op_die_with_host(uint64_t sig, uint64_t fd);
 int op_link_up(const char *name);
 int op_join_cgroup(uint64_t sock, uint64_t max);
 int op_limit_cpus(uint64_t want);
+
+/* One drained output stream of the program (DRAIN): PID 1 reads its
+ * pipe (in; the program holds child as its fd 1 or 2) and relays at most
+ * limit1 (the limit + 1) bytes to host, its own fd 1 or 2. */
+struct stream {
+	int in, child, host;
+	uint64_t limit1, relayed;
+	size_t off, len; /* pending for the host: buf[off..len) */
+	char buf[HOST_BUF];
+};
+
+/* What PID 1 serves while the program runs (pid1.c). */
+struct pid1 {
+	int sigfd;    /* SIGCHLD, blocked in PID 1 */
+	int listener; /* the seccomp listener, or -1 (no SYSINFO op) */
+	int drain;    /* whether out is used (a DRAIN op) */
+	int done;     /* the program is reaped */
+	struct stream out[2];
+	/* sysinfo pacing: answers since window_start; the listener's
+	 * unexpected failures in a row, and when it is read again */
+	int answered, failures;
+	int64_t window_start, backoff_until;
+};
+
+/* pid1_prepare blocks SIGCHLD for a signalfd and makes the drain pipes;
+ * pid1_child_fds gives the forked program its ends (and closes PID 1's),
+ * pid1_parent_fds closes the program's ends in PID 1; each returns 0 or
+ * an errno. pid1_run serves until pid ends, then relays what is left of
+ * its output (pid1_final) and fills st with how it ended. */
+int pid1_prepare(struct pid1 *s);
+int pid1_child_fds(const struct pid1 *s);
+void pid1_parent_fds(struct pid1 *s);
+void pid1_run(struct pid1 *s, pid_t pid, struct status *st);
+void pid1_final(struct pid1 *s);
+
+/* The sysinfo answerer (sysinfo.c). sysinfo_prepare takes the box's
+ * memory total (0: the host's, read now, before the filter), the usage
+ * and /proc descriptors (-1: none) and PID 1's start on CLOCK_BOOTTIME;
+ * sysinfo_serve_one answers one call on listener: 1, 0 for a call gone
+ * before it was read (or EINTR), -1 for an unexpected failure. */
+int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t boot_sec);
+void sysinfo_sync_wake_up(int listener);
+int sysinfo_serve_one(int listener);
+/* The answerer's pure parts, as internal/nsinit/sysinfo.go's. */
+void sysinfo_encode(unsigned char *dst, int64_t uptime, uint64_t total, uint64_t free_, int64_t procs);
+int count_pids(const char *b, size_t len);
+uint64_t parse_usage(const char *b, size_t len);
+int parse_maps_line(const char *line, size_t len, uint64_t *lo, uint64_t *hi, int *writable);
+
+/* boot_sec is PID 1's start on CLOCK_BOOTTIME, in seconds: the box's
+ * uptime counts from it. */
+extern int64_t boot_sec;
 
 /* run_plan applies p and runs its program, filling st. */
 void run_plan(const struct plan *p, struct status *st);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONTROL_FD 3
@@ -64,8 +65,12 @@ static int send_status(const struct status *st)
 	return 0;
 }
 
+int64_t boot_sec;
+
 int main(int argc, char **argv)
 {
+	struct timespec boot;
+
 	unsigned char hdr[4];
 	unsigned char *buf;
 	uint32_t len;
@@ -76,6 +81,8 @@ int main(int argc, char **argv)
 		printf("%d\n", PLAN_VERSION);
 		return 0;
 	}
+	clock_gettime(CLOCK_BOOTTIME, &boot); /* a valid clock: cannot fail */
+	boot_sec = boot.tv_sec;
 	/* The program may share this process's uid (rootless) and must not
 	 * read its memory or descriptors through /proc/1. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

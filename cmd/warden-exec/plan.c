@@ -10,8 +10,7 @@ struct counts {
 };
 
 /* The table of internal/plan/ops.go (codes and counts), checked by
- * TestExecutorTable. DRAIN and SYSINFO are not applied by this build yet:
- * a plan that holds either is refused. */
+ * TestExecutorTable. */
 static const struct counts table[OP_END] = {
 	[OP_MOUNT] = {1, 2, 2, 4, 4},
 	[OP_MOUNT_SETATTR] = {1, 3, 3, 1, 1},
@@ -32,6 +31,7 @@ static const struct counts table[OP_END] = {
 	[OP_OPEN_FD] = {1, 2, 2, 1, 1},
 	[OP_CLOSE] = {1, 1, 1, 0, 0},
 	[OP_MOVE_MOUNT] = {1, 1, 1, 1, 1},
+	[OP_DRAIN] = {1, 2, 2, 0, 0},
 	[OP_SECCOMP] = {1, 1, PLAN_MAX_INTS, 0, 0},
 	[OP_EXEC] = {1, 2, 2, 3, PLAN_MAX_STRS},
 	[OP_ENV] = {1, 0, 0, 0, PLAN_MAX_STRS},
@@ -42,6 +42,7 @@ static const struct counts table[OP_END] = {
 	[OP_LINK_UP] = {1, 0, 0, 1, 1},
 	[OP_JOIN_CGROUP] = {1, 2, 2, 0, 0},
 	[OP_LIMIT_CPUS] = {1, 1, 1, 0, 0},
+	[OP_SYSINFO] = {1, 5, 5, 0, 0},
 };
 
 int op_counts_ok(uint32_t code, uint32_t nints, uint32_t nstrs)

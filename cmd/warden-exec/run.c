@@ -1,7 +1,8 @@
 /* Running a plan: its set-up ops in order, then lockdown (bounding,
  * ambient and permitted capabilities, no_new_privs, the seccomp filter
  * last) and the program, forked as the sandbox user in a session of its
- * own, while this process stays PID 1 and reaps every orphan. */
+ * own, while this process stays PID 1: it reaps every orphan, answers
+ * the program's sysinfo(2) and drains its output (pid1.c). */
 #define _GNU_SOURCE
 #include "exec.h"
 
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -55,11 +57,18 @@ static int keep_only(void)
 	return syscall(SYS_capset, &hdr, data) < 0 ? errno : 0;
 }
 
-static int install_filter(const struct op *f)
+/* install_filter installs f, with a listener (close-on-exec, returned in
+ * *listener) when listen is set: as seccomp.InstallNotifying, asking that
+ * a call PID 1 has read end only by a fatal signal (Linux 5.19), and
+ * without that on an older kernel. */
+static int install_filter(const struct op *f, int listen, int *listener)
 {
+	unsigned long flags = listen ? SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV : 0;
 	struct sock_filter *prog;
 	struct sock_fprog fprog;
 	uint32_t k;
+	long r;
+	int err = 0;
 
 	if (f->nints > 0xffff)
 		return EINVAL;
@@ -75,19 +84,21 @@ static int install_filter(const struct op *f)
 	}
 	fprog.len = (unsigned short)f->nints;
 	fprog.filter = prog;
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) < 0) {
-		int err = errno;
-		free(prog);
-		return err;
-	}
+	r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog);
+	if (r < 0 && errno == EINVAL && listen)
+		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
+	if (r < 0)
+		err = errno;
+	else if (listen)
+		*listener = (int)r;
 	free(prog);
-	return 0;
+	return err;
 }
 
 /* lockdown drops every privilege but kept_caps, in the order the kernel
  * requires, and installs the filter (if any) last, so it covers all
- * after it. */
-static int lockdown(const struct op *filter)
+ * after it; with listen, the filter's listener is in *listener. */
+static int lockdown(const struct op *filter, int listen, int *listener)
 {
 	int err;
 
@@ -100,7 +111,9 @@ static int lockdown(const struct op *filter)
 		return err;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return errno;
-	return filter ? install_filter(filter) : 0;
+	if (listen && !filter)
+		return EINVAL; /* answers with no filter to send the calls */
+	return filter ? install_filter(filter, listen, listener) : 0;
 }
 
 /* executable says p is a file with an execute bit, as nsinit's
@@ -170,17 +183,18 @@ static void default_signals(void)
 
 /* child is the forked program's side: it reports its failure on the
  * close-on-exec pipe. */
-static void child(int report, const struct op *x, const char *path, char *const *env)
+static void child(int report, const struct pid1 *s, const struct op *x, const char *path, char *const *env)
 {
 	int err = 0;
 	sigset_t none;
 
 	default_signals();
 	sigemptyset(&none);
-	if (sigprocmask(SIG_SETMASK, &none, NULL) < 0 || setsid() < 0 ||
-	    setresgid((gid_t)x->ints[1], (gid_t)x->ints[1], (gid_t)x->ints[1]) < 0 ||
-	    setresuid((uid_t)x->ints[0], (uid_t)x->ints[0], (uid_t)x->ints[0]) < 0 ||
-	    chdir(x->strs[1]) < 0)
+	if ((err = pid1_child_fds(s)) == 0 &&
+	    (sigprocmask(SIG_SETMASK, &none, NULL) < 0 || setsid() < 0 ||
+	     setresgid((gid_t)x->ints[1], (gid_t)x->ints[1], (gid_t)x->ints[1]) < 0 ||
+	     setresuid((uid_t)x->ints[0], (uid_t)x->ints[0], (uid_t)x->ints[0]) < 0 ||
+	     chdir(x->strs[1]) < 0))
 		err = errno;
 	if (!err) {
 		execve(path, x->strs + 2, env);
@@ -192,85 +206,124 @@ static void child(int report, const struct op *x, const char *path, char *const 
 }
 
 /* reap waits for pid while reaping every orphan the PID namespace hands
- * to its init. */
-static void reap(pid_t pid, struct status *st)
+ * to its init: for a program that never started, whose end is known. */
+static void reap(pid_t pid)
 {
 	for (;;) {
 		int ws;
 		pid_t got = wait4(-1, &ws, 0, NULL);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			st->kind = ST_SETUP;
-			st->err = errno;
+		if ((got < 0 && errno != EINTR) || got == pid)
 			return;
-		}
-		if (got != pid)
-			continue;
-		if (WIFEXITED(ws)) {
-			st->exit_code = WEXITSTATUS(ws);
-			return;
-		}
-		if (WIFSIGNALED(ws)) {
-			st->sig = WTERMSIG(ws);
-			st->exit_code = 128 + st->sig;
-			return;
-		}
 	}
 }
 
-/* start forks the program of EXEC op x (index i) and waits for it. */
-static void start(const struct plan *p, uint32_t i, const struct op *filter, char *const *env, struct status *st)
+/* The program's own ops, which run_plan keeps for start: the filter, its
+ * environment, the drain and the sysinfo answers (the SYSINFO op's
+ * index, or -1). */
+struct own {
+	const struct op *filter, *drain, *sysinfo;
+	int32_t sysinfo_at;
+	char *const *env;
+};
+
+/* answer_as_user gives PID 1 the sandbox user's file identity for the
+ * sysinfo answers, once the program is forked (which takes its own ids):
+ * the kernel lets it open the caller's /proc/TID/mem by fsuid and fsgid. */
+static int answer_as_user(const struct op *si)
+{
+	int err = op_file_identity(si->ints[3], si->ints[4]);
+
+	if (err)
+		return err;
+	if ((uint64_t)setfsgid((gid_t)-1) != si->ints[4] || (uint64_t)setfsuid((uid_t)-1) != si->ints[3])
+		return EPERM;
+	return 0;
+}
+
+/* fail marks st as a failure of op at with err. */
+static void fail(struct status *st, int32_t at, int err)
+{
+	st->kind = ST_SETUP;
+	st->op = at;
+	st->err = err;
+}
+
+/* start forks the program of EXEC op x (index i) and serves it until it
+ * ends (pid1_run). */
+static void start(const struct plan *p, uint32_t i, const struct own *own, struct status *st)
 {
 	const struct op *x = &p->ops[i];
+	struct pid1 s;
 	char path[4096];
 	int pipefd[2], err = 0;
 	int32_t entry;
 	ssize_t n;
 	pid_t pid;
 
+	memset(&s, 0, sizeof s);
+	s.listener = -1;
+	s.drain = own->drain != NULL;
 	st->op = (int32_t)i;
-	if ((err = look_path(x->strs[2], x->strs[1], env, path, sizeof path, &entry)) != 0) {
+	if ((err = look_path(x->strs[2], x->strs[1], own->env, path, sizeof path, &entry)) != 0) {
 		st->kind = ST_EXEC;
 		st->op = EXEC_LOOKUP;
 		st->err = err;
 		return;
 	}
-	if ((err = lockdown(filter)) != 0 || (pipe2(pipefd, O_CLOEXEC) < 0 && (err = errno))) {
-		st->kind = ST_SETUP;
-		st->err = err;
+	for (int k = 0; s.drain && k < 2; k++)
+		s.out[k].limit1 = own->drain->ints[k] == UINT64_MAX ? UINT64_MAX : own->drain->ints[k] + 1;
+	if ((err = pid1_prepare(&s)) != 0 || (err = lockdown(own->filter, own->sysinfo != NULL, &s.listener)) != 0 ||
+	    (pipe2(pipefd, O_CLOEXEC) < 0 && (err = errno))) {
+		fail(st, (int32_t)i, err);
 		return;
 	}
 	pid = fork();
 	if (pid < 0) {
-		st->kind = ST_SETUP;
-		st->err = errno;
+		fail(st, (int32_t)i, errno);
 		close(pipefd[0]);
 		close(pipefd[1]);
 		return;
 	}
 	if (pid == 0)
-		child(pipefd[1], x, path, env);
+		child(pipefd[1], &s, x, path, own->env);
 	close(pipefd[1]);
+	pid1_parent_fds(&s);
+	if (own->sysinfo && (err = answer_as_user(own->sysinfo)) != 0) {
+		kill(pid, SIGKILL);
+		close(pipefd[0]);
+		reap(pid);
+		fail(st, own->sysinfo_at, err);
+		return;
+	}
 	do
 		n = read(pipefd[0], &err, sizeof err);
 	while (n < 0 && errno == EINTR);
 	close(pipefd[0]);
 	if (n == (ssize_t)sizeof err) {
-		struct status ignored = {0, 0, 0, 0, 0};
-		reap(pid, &ignored);
+		reap(pid);
 		st->kind = ST_EXEC;
 		st->op = EXEC_EXECVE + entry;
 		st->err = err;
 		return;
 	}
-	reap(pid, st);
+	pid1_run(&s, pid, st);
+}
+
+/* op_sysinfo checks a SYSINFO op's descriptors and prepares the
+ * answerer. */
+static int op_sysinfo(const struct op *op)
+{
+	uint64_t usage = op->ints[1], proc = op->ints[2];
+
+	if ((usage != UINT64_MAX && (usage > INT32_MAX || fcntl((int)usage, F_GETFD) < 0)) ||
+	    proc > INT32_MAX || fcntl((int)proc, F_GETFD) < 0)
+		return EBADF;
+	return sysinfo_prepare(op->ints[0], usage == UINT64_MAX ? -1 : (int)usage, (int)proc, boot_sec);
 }
 
 void run_plan(const struct plan *p, struct status *st)
 {
-	const struct op *filter = NULL;
-	char *const *env = NULL;
+	struct own own = {NULL, NULL, NULL, -1, NULL};
 	uint32_t i;
 
 	for (i = 0; i < p->nops; i++) {
@@ -279,10 +332,21 @@ void run_plan(const struct plan *p, struct status *st)
 
 		switch (op->code) {
 		case OP_SECCOMP:
-			filter = op;
+			own.filter = op;
 			continue;
 		case OP_ENV:
-			env = op->strs;
+			own.env = op->strs;
+			continue;
+		case OP_DRAIN:
+			own.drain = op;
+			continue;
+		case OP_SYSINFO:
+			if ((err = op_sysinfo(op)) != 0) {
+				fail(st, (int32_t)i, err);
+				return;
+			}
+			own.sysinfo = op;
+			own.sysinfo_at = (int32_t)i;
 			continue;
 		case OP_EXEC:
 			if (i + 1 != p->nops) {
@@ -290,13 +354,13 @@ void run_plan(const struct plan *p, struct status *st)
 				st->op = (int32_t)i;
 				return;
 			}
-			start(p, i, filter, env ? env : op->strs + op->nstrs, st);
+			if (!own.env)
+				own.env = op->strs + op->nstrs;
+			start(p, i, &own, st);
 			return;
 		}
 		if ((err = apply_op(op)) != 0) {
-			st->kind = ST_SETUP;
-			st->op = (int32_t)i;
-			st->err = err;
+			fail(st, (int32_t)i, err);
 			return;
 		}
 	}

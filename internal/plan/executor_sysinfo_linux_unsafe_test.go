@@ -1,0 +1,257 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysinfoEnv makes the test binary the sysinfo probe (sysinfoProbe).
+const sysinfoEnv = "WARDEN_PLAN_SYSINFO"
+
+// sysinfoProbe calls sysinfo(2) as a program would, then with pointers
+// it must refuse: a read-only page, a struct that runs from a writable
+// page into a read-only one, NULL. It reports each result, and whether a
+// refused call left the memory untouched.
+func sysinfoProbe() string {
+	var b strings.Builder
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		fmt.Fprintf(&b, "sysinfo: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "uptime %d total %d free %d procs %d unit %d\n", si.Uptime, si.Totalram, si.Freeram, si.Procs, si.Unit)
+	}
+	page := os.Getpagesize()
+	two, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return b.String() + fmt.Sprintf("mmap: %v\n", err)
+	}
+	if err := unix.Mprotect(two[page:], unix.PROT_READ); err != nil {
+		return b.String() + fmt.Sprintf("mprotect: %v\n", err)
+	}
+	call := func(p uintptr) int {
+		_, _, e := unix.Syscall(unix.SYS_SYSINFO, p, 0, 0)
+		return int(e)
+	}
+	untouched := func(m []byte) bool {
+		for _, c := range m {
+			if c != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	fmt.Fprintf(&b, "read-only: errno %d untouched %v\n", call(uintptr(unsafe.Pointer(&two[page]))), untouched(two))
+	fmt.Fprintf(&b, "straddling: errno %d untouched %v\n", call(uintptr(unsafe.Pointer(&two[page-16]))), untouched(two))
+	fmt.Fprintf(&b, "null: errno %d\n", call(0))
+	return b.String()
+}
+
+// notifySysinfo is a filter that sends sysinfo(2) to the listener and
+// allows every other call, in the Seccomp op's encoding.
+func notifySysinfo() Op {
+	ins := []struct {
+		code   uint16
+		jt, jf uint8
+		k      uint32
+		note   string
+	}{
+		{0x20, 0, 0, 0, "A = nr"},
+		{0x15, 0, 1, unix.SYS_SYSINFO, "if nr == sysinfo goto 2 else 3"},
+		{0x06, 0, 0, unix.SECCOMP_RET_USER_NOTIF, "return USER_NOTIF"},
+		{0x06, 0, 0, unix.SECCOMP_RET_ALLOW, "return ALLOW"},
+	}
+	op := Op{Code: Seccomp}
+	for _, in := range ins {
+		op.Ints = append(op.Ints, uint64(in.code)|uint64(in.jt)<<16|uint64(in.jf)<<24|uint64(in.k)<<32)
+	}
+	return op
+}
+
+// sysinfoCase is one row of testdata/sysinfo_figures.json, the figures
+// internal/nsinit's answerer computes too (its TestSysinfoFiguresShared):
+// the box's memory usage file (none when Usage is nil) and total, and
+// the free memory sysinfo must say; Host: the total is the host's.
+type sysinfoCase struct {
+	Name        string
+	Usage       *string
+	Total, Free uint64
+	Host        bool
+}
+
+func sysinfoCases(t *testing.T) []sysinfoCase {
+	b, err := os.ReadFile("testdata/sysinfo_figures.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []sysinfoCase
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatalf("reading testdata/sysinfo_figures.json: %v", err)
+	}
+	return cases
+}
+
+// The descriptors the sysinfo tests open the box's /proc and usage
+// file at, above those the sanitizers' runtime holds.
+const procFD, usageAt = 60, 61
+
+// The sandbox user of the sysinfo tests: no account, only ids.
+const boxUID, boxGID = 4242, 4242
+
+// sysinfoProgram copies the test binary where the sandbox user may run
+// it, and returns its path.
+func sysinfoProgram(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "warden-sysinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("removing %s: %v", dir, err)
+		}
+	})
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	bin := filepath.Join(dir, "probe")
+	dst, err := os.OpenFile(bin, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// sysinfoBox runs the probe as the sandbox user in a PID and mount
+// namespace of its own, whose /proc PID 1 counts, with the filter
+// notifySysinfo, and with a Sysinfo op unless answer is false.
+func sysinfoBox(t *testing.T, bin string, c sysinfoCase, answer bool) (Status, string) {
+	t.Helper()
+	dir := t.TempDir()
+	proc := filepath.Join(dir, "proc")
+	if err := os.Mkdir(proc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	usageFD := ^uint64(0)
+	ops := []Op{
+		{Code: Mount, Ints: []uint64{unix.MS_REC | unix.MS_PRIVATE, 0}, Strs: []string{"none", "/", "", ""}},
+		{Code: Mount, Ints: []uint64{unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, Strs: []string{"proc", proc, "proc", ""}},
+		{Code: OpenFD, Ints: []uint64{unix.O_RDONLY | unix.O_DIRECTORY, procFD}, Strs: []string{proc}},
+	}
+	if c.Usage != nil {
+		usage := filepath.Join(dir, "memory.usage_in_bytes")
+		if err := os.WriteFile(usage, []byte(*c.Usage), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, Op{Code: OpenFD, Ints: []uint64{unix.O_RDONLY, usageAt}, Strs: []string{usage}})
+		usageFD = usageAt
+	}
+	if answer {
+		ops = append(ops, Op{Code: Sysinfo, Ints: []uint64{c.Total, usageFD, procFD, boxUID, boxGID}})
+	}
+	ops = append(ops, notifySysinfo(),
+		Op{Code: Env, Strs: []string{sysinfoEnv + "=1"}},
+		Op{Code: Exec, Ints: []uint64{boxUID, boxGID}, Strs: []string{bin, "/", bin}})
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	return runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr})
+}
+
+func bootSeconds(t *testing.T) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Sec
+}
+
+// TestExecutorSysinfo: with a Sysinfo op, warden-exec's PID 1 answers
+// the program's sysinfo(2) with the box's figures (the total given, what
+// is free of it by the usage file, mem_unit 1, its own uptime, the
+// processes of its PID namespace: PID 1 and the probe), the figures
+// internal/nsinit's answerer computes from the same inputs; and it
+// refuses a pointer the kernel would, writing nothing.
+func TestExecutorSysinfo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for PID and mount namespaces")
+	}
+	executor(t)
+	bin := sysinfoProgram(t)
+	refusals := fmt.Sprintf("read-only: errno %d untouched true\nstraddling: errno %d untouched true\nnull: errno %d\n",
+		unix.EFAULT, unix.EFAULT, unix.EFAULT)
+	for _, c := range sysinfoCases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Host {
+				var si unix.Sysinfo_t
+				if err := unix.Sysinfo(&si); err != nil {
+					t.Fatal(err)
+				}
+				c.Free = si.Totalram * uint64(si.Unit)
+			}
+			before := bootSeconds(t)
+			st, out := sysinfoBox(t, bin, c, true)
+			after := bootSeconds(t)
+			if want := (Status{Kind: StatusRan, Op: st.Op}); st != want {
+				t.Fatalf("status %+v, want %+v (output %q)", st, want, out)
+			}
+			first, rest, _ := strings.Cut(out, "\n")
+			var uptime int64
+			var total, free uint64
+			var procs, unit int
+			if _, err := fmt.Sscanf(first, "uptime %d total %d free %d procs %d unit %d", &uptime, &total, &free, &procs, &unit); err != nil {
+				t.Fatalf("the probe's sysinfo %q: %v", first, err)
+			}
+			wantTotal := c.Total
+			if c.Host {
+				wantTotal = c.Free
+			}
+			if total != wantTotal || free != c.Free || procs != 2 || unit != 1 {
+				t.Errorf("total %d free %d procs %d unit %d, want %d %d 2 1", total, free, procs, unit, wantTotal, c.Free)
+			}
+			if uptime < 0 || uptime > after-before+1 {
+				t.Errorf("uptime %d s, want 0 to %d (the run's span)", uptime, after-before+1)
+			}
+			if rest != refusals {
+				t.Errorf("refused pointers:\n%s\nwant\n%s", rest, refusals)
+			}
+		})
+	}
+}
+
+// TestExecutorSysinfoWithoutOp: without a Sysinfo op the filter has no
+// listener, so a notified sysinfo(2) fails as the kernel makes it
+// (ENOSYS), rather than waiting for an answer.
+func TestExecutorSysinfoWithoutOp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for PID and mount namespaces")
+	}
+	executor(t)
+	st, out := sysinfoBox(t, sysinfoProgram(t), sysinfoCase{Total: 1 << 20}, false)
+	if st.Kind != StatusRan || st.ExitCode != 0 {
+		t.Fatalf("status %+v (output %q)", st, out)
+	}
+	if want := fmt.Sprintf("sysinfo: %v\n", unix.ENOSYS); !strings.HasPrefix(out, want) {
+		t.Errorf("the probe said %q, want it to start %q", out, want)
+	}
+}
