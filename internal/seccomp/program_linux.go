@@ -24,6 +24,17 @@ func Program() ([]unix.SockFilter, error) {
 	return slices.Clone(program[:]), nil
 }
 
+// NotifyingProgram returns a fresh copy of the filter InstallNotifying
+// loads (native and Docker boxes), for an executor that installs it
+// itself: warden-exec, which gets it in its plan's Seccomp op. Other
+// architectures get Program's error.
+func NotifyingProgram() ([]unix.SockFilter, error) {
+	if err := checkArch(); err != nil {
+		return nil, err
+	}
+	return slices.Clone(programNotifying[:]), nil
+}
+
 // NotifyingLen is the length in instructions of the filter that
 // InstallNotifying loads (native and Docker boxes), for doctor's report.
 func NotifyingLen() int {
