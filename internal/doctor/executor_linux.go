@@ -8,10 +8,10 @@ import (
 	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
-// executorCheck reports warden-exec, the C executor of one-shot runs: its
-// absence is no fault, as one-shot runs use the Go init without it; one
-// present but untrusted is a warning, since it was meant to be used and
-// is not.
+// executorCheck reports warden-exec, the C executor of one-shot runs,
+// and whether runs will use it: its absence is no fault, as one-shot runs
+// use the Go init without it; one present but untrusted is a warning,
+// since it was meant to be used and is not.
 func executorCheck() Check {
 	p, err := nsinit.Executor()
 	return executorStatus(p, err, besideSelf(nsinit.ExecName))
@@ -28,7 +28,7 @@ func executorStatus(p string, err error, present bool) Check {
 	case err != nil:
 		c.Detail = err.Error() + " (one-shot runs use the Go init)"
 	default:
-		c.Detail = p + " is present and trusted; this warden does not start it yet, one-shot runs use the Go init"
+		c.Detail = p + " is present and trusted: one-shot native runs (warden run, --executor auto) use it, except with a template's root, --net proxy or a workspace without idmapped mounts, which use the Go init"
 	}
 	return c
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // TestExecutorStatus: warden-exec absent is fine, present and trusted is
-// fine, present but untrusted is a warning naming why.
+// fine and says one-shot runs use it, present but untrusted is a warning
+// naming why.
 func TestExecutorStatus(t *testing.T) {
 	untrusted := errors.New("/opt/warden-exec is not trusted: it must be owned by root or this user")
 	tests := []struct {
@@ -19,7 +20,7 @@ func TestExecutorStatus(t *testing.T) {
 		wantDetail string
 	}{
 		{"absent", "", errors.New("warden-exec not found next to /opt/warden; run make build"), false, OK, "not found"},
-		{"trusted", "/opt/warden-exec", nil, true, OK, "present and trusted"},
+		{"trusted", "/opt/warden-exec", nil, true, OK, "present and trusted: one-shot native runs (warden run, --executor auto) use it"},
 		{"untrusted", "", untrusted, true, Warn, "is not trusted"},
 	}
 	for _, tt := range tests {
