@@ -10,7 +10,20 @@
 #define HOST_BUF 65536
 
 /* The status kinds of internal/plan/status.go. */
-enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3 };
+enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3, ST_LOCKDOWN = 4 };
+
+/* The lockdown steps of a ST_LOCKDOWN status's op field, as
+ * internal/plan/status.go numbers them: dropping bounding capability c is
+ * LOCK_BOUNDING + c. */
+enum {
+	LOCK_BOUNDING = 0,
+	LOCK_AMBIENT = 64,
+	LOCK_CAPSET,
+	LOCK_NO_NEW_PRIVS,
+	LOCK_FILTER,
+	LOCK_LISTENER,
+	LOCK_NO_FILTER
+};
 
 /* Which step of starting the program failed, in a ST_EXEC status's op
  * field: finding the command on PATH, or execve itself, of the path

@@ -15,6 +15,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +34,9 @@
 #define FINAL_READS 32
 
 static char drop_buf[65536];
+/* null is the box's /dev/null, where splice drops a flood without
+ * copying it, or -1: drop_buf then takes it. */
+static int null = -1;
 
 static int64_t mono_ns(void)
 {
@@ -39,6 +44,19 @@ static int64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t); /* a valid clock: cannot fail */
 	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* open_null opens the box's /dev/null, if it is the null device: a
+ * file of that name would store what splice drops. */
+static void open_null(void)
+{
+	struct stat st;
+
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	if (null >= 0 && (fstat(null, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3))) {
+		close(null);
+		null = -1;
+	}
 }
 
 int pid1_prepare(struct pid1 *s)
@@ -55,6 +73,7 @@ int pid1_prepare(struct pid1 *s)
 		return errno;
 	if (!s->drain)
 		return 0;
+	open_null();
 	/* a host that hung up must not kill PID 1: writes then fail EPIPE */
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		return errno;
@@ -81,8 +100,12 @@ int pid1_child_fds(const struct pid1 *s)
 	close(s->sigfd);
 	if (!s->drain)
 		return 0;
+	if (null >= 0)
+		close(null);
 	for (k = 0; k < 2; k++) {
 		close(s->out[k].in);
+		if (s->out[k].child == k + 1)
+			continue; /* the pipe took a closed fd 1 or 2: it is in place */
 		if (dup2(s->out[k].child, k + 1) < 0)
 			return errno;
 		close(s->out[k].child);
@@ -109,13 +132,24 @@ static uint64_t budget(const struct stream *d)
 }
 
 /* fill reads once from d's pipe (called with nothing pending): what the
- * budget allows becomes pending for the host, the rest is dropped. It
- * returns 0 at EOF or when nothing is there. */
+ * budget allows becomes pending for the host, the rest is dropped
+ * (spliced to /dev/null, or read into drop_buf). It returns 0 at EOF or
+ * when nothing is there. */
 static int fill(struct stream *d)
 {
 	uint64_t room = budget(d);
 	char *dst = room > 0 ? d->buf : drop_buf;
-	ssize_t n = read(d->in, dst, dst == d->buf ? sizeof d->buf : sizeof drop_buf);
+	ssize_t n = -1;
+
+	if (dst == drop_buf && null >= 0) {
+		n = splice(d->in, NULL, null, NULL, sizeof drop_buf, SPLICE_F_NONBLOCK);
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			close(null); /* read and drop from now on */
+			null = -1;
+		}
+	}
+	if (dst != drop_buf || null < 0)
+		n = read(d->in, dst, dst == d->buf ? sizeof d->buf : sizeof drop_buf);
 
 	if (n < 0 && errno == EINTR)
 		return 1;

@@ -10,7 +10,8 @@ struct counts {
 };
 
 /* The table of internal/plan/ops.go (codes and counts), checked by
- * TestExecutorTable. */
+ * TestExecutorTable. TestDecodeAsGo checks plan_decode against Go's
+ * Decode under the sanitizers (internal/plan/testdata/decode_harness.c). */
 static const struct counts table[OP_END] = {
 	[OP_MOUNT] = {1, 2, 2, 4, 4},
 	[OP_MOUNT_SETATTR] = {1, 3, 3, 1, 1},

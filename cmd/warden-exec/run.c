@@ -27,7 +27,9 @@
  * processes (nsinit's keptCaps). The program loses them at exec. */
 static const int kept_caps[] = {CAP_SETUID, CAP_SETGID, CAP_KILL};
 
-static int drop_bounding(void)
+/* drop_bounding empties the bounding set; on failure *cap is the
+ * capability that could not be dropped. */
+static int drop_bounding(int *cap)
 {
 	int c;
 
@@ -37,8 +39,10 @@ static int drop_bounding(void)
 			return 0; /* past the kernel's last capability */
 		if (in == 0)
 			continue;
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL) {
+			*cap = c;
 			return errno;
+		}
 	}
 	return 0;
 }
@@ -60,8 +64,9 @@ static int keep_only(void)
 /* install_filter installs f, with a listener (close-on-exec, returned in
  * *listener) when listen is set: as seccomp.InstallNotifying, asking that
  * a call PID 1 has read end only by a fatal signal (Linux 5.19), and
- * without that on an older kernel. */
-static int install_filter(const struct op *f, int listen, int *listener)
+ * without that on an older kernel. *step is the lockdown step a failure
+ * is reported as. */
+static int install_filter(const struct op *f, int listen, int *listener, int *step)
 {
 	unsigned long flags = listen ? SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV : 0;
 	struct sock_filter *prog;
@@ -70,6 +75,7 @@ static int install_filter(const struct op *f, int listen, int *listener)
 	long r;
 	int err = 0;
 
+	*step = LOCK_FILTER;
 	if (f->nints > 0xffff)
 		return EINVAL;
 	prog = calloc(f->nints, sizeof *prog);
@@ -85,8 +91,11 @@ static int install_filter(const struct op *f, int listen, int *listener)
 	fprog.len = (unsigned short)f->nints;
 	fprog.filter = prog;
 	r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog);
-	if (r < 0 && errno == EINVAL && listen)
+	if (r < 0 && errno == EINVAL && listen) {
 		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
+		if (r < 0 && errno == EINVAL)
+			*step = LOCK_LISTENER;
+	}
 	if (r < 0)
 		err = errno;
 	else if (listen)
@@ -97,23 +106,31 @@ static int install_filter(const struct op *f, int listen, int *listener)
 
 /* lockdown drops every privilege but kept_caps, in the order the kernel
  * requires, and installs the filter (if any) last, so it covers all
- * after it; with listen, the filter's listener is in *listener. */
-static int lockdown(const struct op *filter, int listen, int *listener)
+ * after it; with listen, the filter's listener is in *listener. On
+ * failure *step is the step that failed (LOCK_*). */
+static int lockdown(const struct op *filter, int listen, int *listener, int *step)
 {
-	int err;
+	int err, cap = 0;
 
-	if ((err = drop_bounding()) != 0)
+	if (listen && !filter) {
+		*step = LOCK_NO_FILTER; /* answers with no filter to send the calls */
+		return EINVAL;
+	}
+	if ((err = drop_bounding(&cap)) != 0) {
+		*step = LOCK_BOUNDING + cap;
 		return err;
+	}
+	*step = LOCK_AMBIENT;
 	/* EINVAL: a kernel without ambient capabilities, with none to clear. */
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return errno;
+	*step = LOCK_CAPSET;
 	if ((err = keep_only()) != 0)
 		return err;
+	*step = LOCK_NO_NEW_PRIVS;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return errno;
-	if (listen && !filter)
-		return EINVAL; /* answers with no filter to send the calls */
-	return filter ? install_filter(filter, listen, listener) : 0;
+	return filter ? install_filter(filter, listen, listener, step) : 0;
 }
 
 /* executable says p is a file with an execute bit, as nsinit's
@@ -255,7 +272,7 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 	const struct op *x = &p->ops[i];
 	struct pid1 s;
 	char path[4096];
-	int pipefd[2], err = 0;
+	int pipefd[2], err = 0, step = 0;
 	int32_t entry;
 	ssize_t n;
 	pid_t pid;
@@ -272,9 +289,18 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 	}
 	for (int k = 0; s.drain && k < 2; k++)
 		s.out[k].limit1 = own->drain->ints[k] == UINT64_MAX ? UINT64_MAX : own->drain->ints[k] + 1;
-	if ((err = pid1_prepare(&s)) != 0 || (err = lockdown(own->filter, own->sysinfo != NULL, &s.listener)) != 0 ||
-	    (pipe2(pipefd, O_CLOEXEC) < 0 && (err = errno))) {
+	if ((err = pid1_prepare(&s)) != 0) {
 		fail(st, (int32_t)i, err);
+		return;
+	}
+	if ((err = lockdown(own->filter, own->sysinfo != NULL, &s.listener, &step)) != 0) {
+		st->kind = ST_LOCKDOWN;
+		st->op = step;
+		st->err = err;
+		return;
+	}
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		fail(st, (int32_t)i, errno);
 		return;
 	}
 	pid = fork();

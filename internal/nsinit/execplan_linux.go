@@ -112,8 +112,9 @@ func (f *FastPlan) Plan(usage string, drain int64) *plan.Plan {
 	add("starting the sysinfo answerer", plan.Sysinfo, []uint64{uint64(max(cfg.View.MemoryBytes, 0)), usageFD, ProcFD, uint64(userUID), uint64(userGID)})
 	add("installing seccomp filter", plan.Seccomp, filterInts(f.filter))
 	add("setting the program's environment", plan.Env, nil, cfg.Env...)
-	// warden-exec reports a failure to lock down or fork at this op.
-	add("locking down the sandbox", plan.Exec, []uint64{uint64(userUID), uint64(userGID)}, append([]string{cfg.Command[0], workdir}, cfg.Command...)...)
+	// warden-exec reports a failure to prepare PID 1's loop or to fork
+	// at this op (its lockdown's failures name their own step).
+	add(fmt.Sprintf("starting %q", cfg.Command[0]), plan.Exec, []uint64{uint64(userUID), uint64(userGID)}, append([]string{cfg.Command[0], workdir}, cfg.Command...)...)
 	return p
 }
 

@@ -67,7 +67,7 @@ func TestExecPlanSteps(t *testing.T) {
 	}
 	// What lockdown and start do after nativeSteps, in the same words.
 	tail := []string{"closing the descriptors warden inherited", "opening /proc for the sysinfo answerer", "starting the sysinfo answerer", "installing seccomp filter",
-		"setting the program's environment", "locking down the sandbox"}
+		"setting the program's environment", `starting "python3"`}
 	at := 0
 	for i, op := range p.Ops {
 		if j := slices.IndexFunc(goSteps, func(s string) bool { return strings.HasPrefix(op.Context, s) }); j >= 0 {

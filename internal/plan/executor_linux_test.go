@@ -181,7 +181,8 @@ func TestExecutorStatus(t *testing.T) {
 		{"ok errno", []Op{{Code: Mkdir, Ints: []uint64{0o755, uint64(syscall.EEXIST)}, Strs: []string{"/"}}, program("/bin/true")}, Status{Kind: StatusRan, Op: 1}},
 		{"no program", []Op{{Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 1}},
 		{"sysinfo without its /proc", []Op{{Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 999, 0, 0}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 0, Errno: int32(syscall.EBADF)}},
-		{"sysinfo without a filter", []Op{{Code: OpenFD, Ints: []uint64{syscall.O_RDONLY | syscall.O_DIRECTORY, 60}, Strs: []string{"/proc"}}, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 0, 0}}, program("/bin/true")}, Status{Kind: StatusSetup, Op: 2, Errno: int32(syscall.EINVAL)}},
+		{"sysinfo without a filter", []Op{{Code: OpenFD, Ints: []uint64{syscall.O_RDONLY | syscall.O_DIRECTORY, 60}, Strs: []string{"/proc"}}, {Code: Sysinfo, Ints: []uint64{0, ^uint64(0), 60, 0, 0}}, program("/bin/true")}, Status{Kind: StatusLockdown, Op: LockNoFilter, Errno: int32(syscall.EINVAL)}},
+		{"a filter the kernel refuses", []Op{{Code: Seccomp, Ints: []uint64{0xffff}}, program("/bin/true")}, Status{Kind: StatusLockdown, Op: LockFilter, Errno: int32(syscall.EINVAL)}},
 		{"program not last", []Op{program("/bin/true"), {Code: Chdir, Strs: []string{"/"}}}, Status{Kind: StatusRefused, Op: 0}},
 	}
 	for _, tc := range tests {
@@ -384,5 +385,28 @@ func TestApplyRefusesOwnOps(t *testing.T) {
 		if err := ApplyOne(op); !errors.Is(err, errOwnOp) {
 			t.Errorf("ApplyOne(%s) = %v, want errOwnOp", op.Code, err)
 		}
+	}
+}
+
+// TestExecutorLockdown: a lockdown step that fails is reported as that
+// step, worded as the Go init words it: warden-exec started by a user
+// without CAP_SETPCAP cannot empty its bounding set, and says which
+// capability it could not drop.
+func TestExecutorLockdown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start warden-exec as another user")
+	}
+	// the build's directory is private: let the other user in
+	if err := os.Chmod(filepath.Dir(executor(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	attr := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	p := &Plan{Ops: []Op{program("/bin/true")}}
+	st, _ := runExecutorWith(t, encode(t, p), false, execOptions{attr: attr})
+	if want := (Status{Kind: StatusLockdown, Op: LockBounding, Errno: int32(syscall.EPERM)}); st != want {
+		t.Fatalf("status %+v, want %+v", st, want)
+	}
+	if got, want := p.Err(st).Error(), "dropping bounding capability 0: operation not permitted"; got != want {
+		t.Errorf("Err = %q, want %q", got, want)
 	}
 }

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case os.Getenv(applyEnv) != "":
 		os.Exit(applyThenProbe(os.Getenv(applyEnv)))
+	case os.Getenv(sysinfoEnv) == "flood":
+		fmt.Fprint(os.Stderr, sysinfoFlood())
+		os.Exit(0)
 	case os.Getenv(sysinfoEnv) != "":
 		fmt.Print(sysinfoProbe())
 		os.Exit(0)

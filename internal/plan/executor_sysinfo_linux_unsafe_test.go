@@ -52,7 +52,55 @@ func sysinfoProbe() string {
 	fmt.Fprintf(&b, "read-only: errno %d untouched %v\n", call(uintptr(unsafe.Pointer(&two[page]))), untouched(two))
 	fmt.Fprintf(&b, "straddling: errno %d untouched %v\n", call(uintptr(unsafe.Pointer(&two[page-16]))), untouched(two))
 	fmt.Fprintf(&b, "null: errno %d\n", call(0))
+	fmt.Fprintf(&b, "listeners held: %d\n", listeners())
 	return b.String()
+}
+
+// listeners counts the probe's descriptors that are seccomp listeners:
+// PID 1 alone may hold one.
+func listeners() int {
+	n := 0
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.Contains(l, "seccomp") {
+			n++
+		}
+	}
+	return n
+}
+
+// The sysinfo flood: floodThreads threads make floodCalls calls each,
+// past a second of PID 1's pace, while the probe writes floodBytes to
+// stdout.
+const floodThreads, floodCalls, floodBytes = 4, 1500, 4 << 20
+
+// sysinfoFlood floods PID 1 with sysinfo(2) calls while it writes a
+// flood of output, and reports on stderr how many calls failed.
+func sysinfoFlood() string {
+	failed := make(chan int, floodThreads)
+	for range floodThreads {
+		go func() {
+			n := 0
+			var si unix.Sysinfo_t
+			for range floodCalls {
+				if unix.Sysinfo(&si) != nil || si.Unit != 1 {
+					n++
+				}
+			}
+			failed <- n
+		}()
+	}
+	zeros := make([]byte, 64<<10)
+	for written := 0; written < floodBytes; written += len(zeros) {
+		if _, err := os.Stdout.Write(zeros); err != nil {
+			return fmt.Sprintf("writing: %v\n", err)
+		}
+	}
+	n := 0
+	for range floodThreads {
+		n += <-failed
+	}
+	return fmt.Sprintf("calls %d failed %d\n", floodThreads*floodCalls, n)
 }
 
 // notifySysinfo is a filter that sends sysinfo(2) to the listener and
@@ -144,10 +192,11 @@ func sysinfoProgram(t *testing.T) string {
 	return bin
 }
 
-// sysinfoBox runs the probe as the sandbox user in a PID and mount
-// namespace of its own, whose /proc PID 1 counts, with the filter
-// notifySysinfo, and with a Sysinfo op unless answer is false.
-func sysinfoBox(t *testing.T, bin string, c sysinfoCase, answer bool) (Status, string) {
+// sysinfoOps are the ops that run the probe (in mode, the value of
+// sysinfoEnv) as the sandbox user with the filter notifySysinfo, PID 1
+// counting the /proc of the probe's PID namespace, and with a Sysinfo op
+// unless answer is false.
+func sysinfoOps(t *testing.T, bin string, c sysinfoCase, answer bool, mode string) []Op {
 	t.Helper()
 	dir := t.TempDir()
 	proc := filepath.Join(dir, "proc")
@@ -171,11 +220,16 @@ func sysinfoBox(t *testing.T, bin string, c sysinfoCase, answer bool) (Status, s
 	if answer {
 		ops = append(ops, Op{Code: Sysinfo, Ints: []uint64{c.Total, usageFD, procFD, boxUID, boxGID}})
 	}
-	ops = append(ops, notifySysinfo(),
-		Op{Code: Env, Strs: []string{sysinfoEnv + "=1"}},
+	return append(ops, notifySysinfo(),
+		Op{Code: Env, Strs: []string{sysinfoEnv + "=" + mode}},
 		Op{Code: Exec, Ints: []uint64{boxUID, boxGID}, Strs: []string{bin, "/", bin}})
+}
+
+// sysinfoBox runs sysinfoOps in a PID and mount namespace of their own.
+func sysinfoBox(t *testing.T, bin string, c sysinfoCase, answer bool) (Status, string) {
+	t.Helper()
 	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
-	return runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr})
+	return runExecutorWith(t, encode(t, &Plan{Ops: sysinfoOps(t, bin, c, answer, "1")}), false, execOptions{attr: attr})
 }
 
 func bootSeconds(t *testing.T) int64 {
@@ -191,14 +245,15 @@ func bootSeconds(t *testing.T) int64 {
 // is free of it by the usage file, mem_unit 1, its own uptime, the
 // processes of its PID namespace: PID 1 and the probe), the figures
 // internal/nsinit's answerer computes from the same inputs; and it
-// refuses a pointer the kernel would, writing nothing.
+// refuses a pointer the kernel would, writing nothing. The program holds
+// no listener.
 func TestExecutorSysinfo(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for PID and mount namespaces")
 	}
 	executor(t)
 	bin := sysinfoProgram(t)
-	refusals := fmt.Sprintf("read-only: errno %d untouched true\nstraddling: errno %d untouched true\nnull: errno %d\n",
+	refusals := fmt.Sprintf("read-only: errno %d untouched true\nstraddling: errno %d untouched true\nnull: errno %d\nlisteners held: 0\n",
 		unix.EFAULT, unix.EFAULT, unix.EFAULT)
 	for _, c := range sysinfoCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
@@ -236,6 +291,31 @@ func TestExecutorSysinfo(t *testing.T) {
 				t.Errorf("refused pointers:\n%s\nwant\n%s", rest, refusals)
 			}
 		})
+	}
+}
+
+// TestExecutorSysinfoFlood: a flood of sysinfo(2) calls past PID 1's
+// pace gets every call answered, while PID 1 goes on draining the
+// program's output (the program writes 4 MiB past a 1000-byte limit and
+// ends) and reaping.
+func TestExecutorSysinfoFlood(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for PID and mount namespaces")
+	}
+	executor(t)
+	var stderr string
+	ops := sysinfoOps(t, sysinfoProgram(t), sysinfoCase{Total: 1 << 20}, true, "flood")
+	ops = append([]Op{{Code: Drain, Ints: []uint64{1000, 1000}}}, ops...)
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	st, out := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr, stderr: &stderr})
+	if st.Kind != StatusRan || st.ExitCode != 0 {
+		t.Fatalf("status %+v (stderr %q)", st, stderr)
+	}
+	if len(out) != 1001 {
+		t.Errorf("stdout %d bytes, want 1001", len(out))
+	}
+	if want := fmt.Sprintf("calls %d failed 0\n", floodThreads*floodCalls); stderr != want {
+		t.Errorf("the probe said %q, want %q", stderr, want)
 	}
 }
 

@@ -60,7 +60,8 @@ func (p *Plan) Add(op Op) { p.Ops = append(p.Ops, op) }
 // Err is the error an executor's status stands for: nil when the program
 // ran (StatusRan) or could not start (StatusExec, which the caller turns
 // into exit code 126 or 127), else the failed op's context wrapping its
-// errno, as the Go init words it (fmt.Errorf("%s: %w", context, errno)).
+// errno, as the Go init words it (fmt.Errorf("%s: %w", context, errno)),
+// or the failed lockdown step's words (lockdownErr).
 func (p *Plan) Err(st Status) error {
 	switch st.Kind {
 	case StatusRan, StatusExec:
@@ -70,6 +71,8 @@ func (p *Plan) Err(st Status) error {
 			return fmt.Errorf("the executor reported a failure at op %d of a plan of %d: %w", st.Op, len(p.Ops), syscall.Errno(st.Errno))
 		}
 		return fmt.Errorf("%s: %w", p.Ops[st.Op].Context, syscall.Errno(st.Errno))
+	case StatusLockdown:
+		return lockdownErr(st.Op, syscall.Errno(st.Errno))
 	case StatusRefused:
 		if st.Op >= 0 && int(st.Op) < len(p.Ops) {
 			return fmt.Errorf("the executor refused the plan at op %d (%s, code %d): %w", st.Op, p.Ops[st.Op].Context, p.Ops[st.Op].Code, ErrRefused)

@@ -116,6 +116,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		{Kind: StatusSetup, Op: 12, Errno: int32(syscall.EPERM)},
 		{Kind: StatusExec, Errno: int32(syscall.ENOENT)},
 		{Kind: StatusRefused, Op: -1},
+		{Kind: StatusLockdown, Op: LockCapset, Errno: int32(syscall.EPERM)},
 	} {
 		b := s.Encode()
 		got, err := DecodeStatus(b[:])
@@ -131,7 +132,8 @@ func TestDecodeStatusRefuses(t *testing.T) {
 		in   []byte
 	}{
 		{"short", make([]byte, StatusSize-1)},
-		{"unknown kind", enc(Status{Kind: 4})},
+		{"unknown kind", enc(Status{Kind: StatusLockdown + 1})},
+		{"lockdown without errno", enc(Status{Kind: StatusLockdown, Op: LockCapset})},
 		{"negative exit", enc(Status{Kind: StatusRan, ExitCode: -1})},
 		{"exit over 255", enc(Status{Kind: StatusRan, ExitCode: 256})},
 		{"setup without errno", enc(Status{Kind: StatusSetup, Op: 1})},
@@ -159,6 +161,15 @@ func TestErr(t *testing.T) {
 		{Status{Kind: StatusSetup, Op: 9, Errno: int32(syscall.EPERM)}, "failure at op 9 of a plan of 5", syscall.EPERM},
 		{Status{Kind: StatusRefused, Op: 2}, "refused the plan at op 2 (setting rlimits", ErrRefused},
 		{Status{Kind: StatusRefused, Op: -1}, "run make build", ErrRefused},
+		{Status{Kind: StatusLockdown, Op: LockBounding + 21, Errno: int32(syscall.EPERM)}, "dropping bounding capability 21: operation not permitted", syscall.EPERM},
+		{Status{Kind: StatusLockdown, Op: LockAmbient, Errno: int32(syscall.EPERM)}, "clearing ambient capabilities: operation not permitted", syscall.EPERM},
+		{Status{Kind: StatusLockdown, Op: LockCapset, Errno: int32(syscall.EPERM)}, "capset: operation not permitted", syscall.EPERM},
+		{Status{Kind: StatusLockdown, Op: LockNoNewPrivs, Errno: int32(syscall.EINVAL)}, "setting no_new_privs: invalid argument", syscall.EINVAL},
+		{Status{Kind: StatusLockdown, Op: LockFilter, Errno: int32(syscall.EACCES)}, "installing seccomp filter (is no_new_privs set?): permission denied", syscall.EACCES},
+		{Status{Kind: StatusLockdown, Op: LockFilter, Errno: int32(syscall.EINVAL)}, "installing seccomp filter: invalid argument", syscall.EINVAL},
+		{Status{Kind: StatusLockdown, Op: LockListener, Errno: int32(syscall.EINVAL)}, "the kernel lacks seccomp user notification; use Linux 5.0 or newer", syscall.EINVAL},
+		{Status{Kind: StatusLockdown, Op: LockNoFilter, Errno: int32(syscall.EINVAL)}, "no seccomp filter", syscall.EINVAL},
+		{Status{Kind: StatusLockdown, Op: 99, Errno: int32(syscall.EPERM)}, "lockdown step 99", syscall.EPERM},
 	}
 	for _, tc := range tests {
 		err := p.Err(tc.st)
