@@ -53,7 +53,10 @@ int op_limit_cpus(uint64_t want);
 struct stream {
 	int in, child, host;
 	uint64_t limit1, relayed;
-	size_t off, len; /* pending for the host: buf[off..len) */
+	/* host_full: the host's fd took no more; copy: it does not splice,
+	 * and bytes go through buf, pending for the host in buf[off..len) */
+	int host_full, copy;
+	size_t off, len;
 	char buf[HOST_BUF];
 };
 
@@ -89,11 +92,6 @@ void pid1_final(struct pid1 *s);
 int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t boot_sec);
 void sysinfo_sync_wake_up(int listener);
 int sysinfo_serve_one(int listener);
-/* The answerer's pure parts, as internal/nsinit/sysinfo.go's. */
-void sysinfo_encode(unsigned char *dst, int64_t uptime, uint64_t total, uint64_t free_, int64_t procs);
-int count_pids(const char *b, size_t len);
-uint64_t parse_usage(const char *b, size_t len);
-int parse_maps_line(const char *line, size_t len, uint64_t *lo, uint64_t *hi, int *writable);
 
 /* boot_sec is PID 1's start on CLOCK_BOOTTIME, in seconds: the box's
  * uptime counts from it. */

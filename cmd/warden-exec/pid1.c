@@ -2,10 +2,11 @@
  * signalfd for SIGCHLD, blocked in PID 1 only), answers the program's
  * sysinfo(2) on the seccomp listener (sysinfo.c), and drains the
  * program's output (DRAIN): at most limit+1 bytes of each stream reach
- * the host, the rest is read and dropped here, in the box's cgroup, so a
- * flood costs the box's CPU quota and the host next to nothing. Nothing
- * in the loop blocks: writes to the host wait for POLLOUT, and sysinfo
- * answers are paced by not reading the listener. */
+ * the host, the rest is dropped here, in the box's cgroup, so a flood
+ * costs the box's CPU quota and the host next to nothing. Nothing in the
+ * loop blocks: relaying splices without blocking on either pipe (or
+ * writes once the host polls writable), and sysinfo answers are paced by
+ * not reading the listener. */
 #define _GNU_SOURCE
 #include "exec.h"
 
@@ -14,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -27,11 +29,15 @@
 #define RECV_BACKOFF_NS 10000000LL
 #define MAX_RECV_FAILURES 100
 /* A write to the host of at most PIPE_BUF bytes does not block a pipe
- * that polled writable. */
+ * that polled writable (the copying relay, for a host fd that does not
+ * splice). */
 #define HOST_CHUNK 4096
-/* Once the program is reaped, at most this many reads of a stream are
- * made: an orphan that keeps writing cannot hold PID 1 up. */
-#define FINAL_READS 32
+/* Once the program is reaped, at most this many steps of a stream are
+ * taken: an orphan that keeps writing cannot hold PID 1 up. */
+#define FINAL_STEPS 32
+/* The most one splice relays: a pipe's default capacity is 64 KiB, a
+ * larger one still moves in a few steps. */
+#define RELAY_MAX (1u << 20)
 
 static char drop_buf[65536];
 /* null is the box's /dev/null, where splice drops a flood without
@@ -190,6 +196,60 @@ static void flush(struct stream *d)
 		d->off = d->len = 0;
 }
 
+/* relay moves what the budget allows of d's pipe to the host without a
+ * copy: a splice that blocks on neither pipe. It returns 1 when it moved
+ * something, else 0, with d->host_full set when the pipe holds bytes the
+ * host cannot take yet (EAGAIN is either side's); a host whose fd does not
+ * splice (a terminal) turns d to copying (fill and flush). */
+static int relay(struct stream *d)
+{
+	uint64_t room = budget(d);
+	ssize_t n = splice(d->in, NULL, d->host, NULL, room < RELAY_MAX ? (size_t)room : RELAY_MAX, SPLICE_F_NONBLOCK);
+	int queued = 0;
+
+	if (n > 0) {
+		d->relayed += (uint64_t)n;
+		return 1;
+	}
+	if (n == 0) {
+		close(d->in); /* every writer is gone */
+		d->in = -1;
+		return 0;
+	}
+	if (errno == EINTR)
+		return 1;
+	if (errno == EAGAIN)
+		d->host_full = ioctl(d->in, FIONREAD, &queued) == 0 && queued > 0;
+	else if (errno == EINVAL)
+		d->copy = 1;
+	else
+		d->relayed = d->limit1; /* EPIPE and the like: drop the rest */
+	return 0;
+}
+
+/* move takes one step of d's pipe: relayed while the budget lasts, then
+ * dropped. It returns 0 when nothing moved. */
+static int move(struct stream *d)
+{
+	if (budget(d) > 0 && !d->copy)
+		return relay(d) || d->copy;
+	return fill(d);
+}
+
+/* host_wait is whether d waits for the host to take bytes. */
+static int host_wait(const struct stream *d)
+{
+	return d->len > d->off || d->host_full;
+}
+
+/* host_ready is d's host fd polled writable. */
+static void host_ready(struct stream *d)
+{
+	if (d->len > d->off)
+		flush(d);
+	d->host_full = 0;
+}
+
 /* reap_all reaps every child that has ended, noting the program's end;
  * it returns 1 once the program is reaped. */
 static int reap_all(struct pid1 *s, pid_t pid, struct status *st)
@@ -280,7 +340,7 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
 			p[P_LISTENER] = (struct pollfd){s->listener, POLLIN, 0};
 		for (k = 0; s->drain && k < 2; k++) {
 			struct stream *d = &s->out[k];
-			if (d->len > d->off)
+			if (host_wait(d))
 				p[P_HOST1 + k] = (struct pollfd){d->host, POLLOUT, 0};
 			else if (d->in >= 0)
 				p[P_OUT + k] = (struct pollfd){d->in, POLLIN, 0};
@@ -298,9 +358,9 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
 		}
 		for (k = 0; s->drain && k < 2; k++) {
 			if (p[P_OUT + k].revents)
-				fill(&s->out[k]);
+				move(&s->out[k]);
 			if (p[P_HOST1 + k].revents)
-				flush(&s->out[k]);
+				host_ready(&s->out[k]);
 		}
 	}
 	pid1_final(s);
@@ -308,19 +368,22 @@ void pid1_run(struct pid1 *s, pid_t pid, struct status *st)
 
 void pid1_final(struct pid1 *s)
 {
-	int k, reads;
+	int k, steps;
 
 	for (k = 0; s->drain && k < 2; k++) {
 		struct stream *d = &s->out[k];
-		for (reads = 0;; reads++) {
-			while (d->len > d->off) {
+		for (steps = 0; d->in >= 0 && steps < FINAL_STEPS; steps++) {
+			while (host_wait(d)) {
 				struct pollfd h = {d->host, POLLOUT, 0};
-				if (poll(&h, 1, -1) < 0 && errno != EINTR)
-					d->relayed = d->limit1, d->off = d->len = 0;
-				else
-					flush(d);
+				if (poll(&h, 1, -1) < 0 && errno != EINTR) {
+					d->relayed = d->limit1;
+					d->off = d->len = 0;
+					d->host_full = 0;
+				} else {
+					host_ready(d);
+				}
 			}
-			if (d->in < 0 || reads == FINAL_READS || !fill(d))
+			if (!move(d) && !d->host_full)
 				break;
 		}
 		if (d->in >= 0)

@@ -59,6 +59,7 @@ static struct {
 	char usage_buf[24];
 } a = {.usage = -1, .procfd = -1};
 
+/* now_ns is clock c now, in nanoseconds. */
 static int64_t now_ns(clockid_t c)
 {
 	struct timespec t;
@@ -83,13 +84,16 @@ int sysinfo_prepare(uint64_t total, int usage, int procfd, int64_t boot_sec)
 	return 0;
 }
 
+/* put_le stores v's n low bytes at b, little-endian. */
 static void put_le(unsigned char *b, uint64_t v, int n)
 {
 	for (int i = 0; i < n; i++)
 		b[i] = (unsigned char)(v >> (8 * i));
 }
 
-void sysinfo_encode(unsigned char *dst, int64_t uptime, uint64_t total, uint64_t free_, int64_t procs)
+/* sysinfo_encode lays the figures out as the kernel's struct sysinfo,
+ * mem_unit 1, everything else zero (nsinit's encodeSysinfo). */
+static void sysinfo_encode(unsigned char *dst, int64_t uptime, uint64_t total, uint64_t free_, int64_t procs)
 {
 	memset(dst, 0, SYSINFO_SIZE);
 	put_le(dst + SI_UPTIME, (uint64_t)(uptime > 0 ? uptime : 0), 8);
@@ -99,7 +103,9 @@ void sysinfo_encode(unsigned char *dst, int64_t uptime, uint64_t total, uint64_t
 	put_le(dst + SI_MEM_UNIT, 1, 4);
 }
 
-int count_pids(const char *b, size_t len)
+/* count_pids counts the getdents64 records of b named by a process id;
+ * a record too short or too long ends the count (nsinit's countPids). */
+static int count_pids(const char *b, size_t len)
 {
 	const size_t name_at = 19;
 	int n = 0;
@@ -116,7 +122,9 @@ int count_pids(const char *b, size_t len)
 	return n;
 }
 
-uint64_t parse_usage(const char *b, size_t len)
+/* parse_usage reads a decimal byte count and a newline; anything else
+ * reads as 0 (nsinit's parseUsage). */
+static uint64_t parse_usage(const char *b, size_t len)
 {
 	uint64_t n = 0;
 	int digits = 0;
@@ -152,7 +160,9 @@ static size_t parse_hex(const char *b, size_t len, uint64_t *v)
 	return i <= 16 ? i : 0;
 }
 
-int parse_maps_line(const char *line, size_t len, uint64_t *lo, uint64_t *hi, int *writable)
+/* parse_maps_line reads "start-end perms" of one maps line; 0 for a
+ * line of another form (nsinit's parseMapsLine). */
+static int parse_maps_line(const char *line, size_t len, uint64_t *lo, uint64_t *hi, int *writable)
 {
 	size_t n = parse_hex(line, len, lo), m;
 
@@ -233,6 +243,8 @@ static int id_valid(int listener, uint64_t id)
 	return errno == ENOENT ? 0 : -1;
 }
 
+/* count_procs counts the processes of the box's PID namespace, the
+ * numbered entries of its /proc, at least PID 1. */
 static int count_procs(void)
 {
 	int n = 0;
@@ -247,6 +259,7 @@ static int count_procs(void)
 	}
 }
 
+/* used is the box's memory use in bytes, or 0 when it cannot be read. */
 static uint64_t used(void)
 {
 	ssize_t n;
@@ -257,6 +270,8 @@ static uint64_t used(void)
 	return n < 0 ? 0 : parse_usage(a.usage_buf, (size_t)n);
 }
 
+/* figures lays the box's world now out in a.info, counting its
+ * processes again at most every PROCS_EVERY_NS. */
 static void figures(void)
 {
 	int64_t at = now_ns(CLOCK_BOOTTIME);

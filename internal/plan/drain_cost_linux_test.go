@@ -83,11 +83,28 @@ func floodRun(t *testing.T, bin string, frame []byte) (reader, executor time.Dur
 		cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), got
 }
 
-// TestDrainFloodCost measures what a `yes` flood of 1 GB costs the host's
-// reader and the sandbox, with the output drained in the box (a Drain op,
-// limit 1 MiB) and without (the program writes to the host's pipe, whose
-// reader reads it all, as a host that drops output past its limit does).
-// Rounds interleave the two; it logs medians and ratios.
+// costs is one way of running a flood, and the medians it measured.
+type costs struct {
+	name        string
+	frame       []byte
+	want        int64
+	reader, box []time.Duration
+	wall        []time.Duration
+}
+
+func median(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// TestDrainFloodCost measures what output costs the host's reader and the
+// sandbox: a `yes` flood of 1 GB with the output drained in the box (a
+// Drain op, limit 1 MiB) and without (the program writes to the host's
+// pipe, whose reader reads it all, as a host that drops output past its
+// limit does), and 256 MiB relayed whole by the drain against written
+// straight to the host. Rounds interleave the ways; it logs medians and
+// ratios against the direct way.
 func TestDrainFloodCost(t *testing.T) {
 	if os.Getenv(measureEnv) == "" {
 		t.Skip("a measurement: set " + measureEnv + "=1 to run it")
@@ -96,27 +113,33 @@ func TestDrainFloodCost(t *testing.T) {
 		t.Skip("needs root for a PID namespace")
 	}
 	bin := optimizedExecutor(t)
-	const limit, flood = 1 << 20, 1 << 30
+	const limit, flood, whole = 1 << 20, 1 << 30, 256 << 20
 	path := Op{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}}
-	yes := program("sh", "-c", "yes | head -c "+strconv.Itoa(flood))
-	drained := encode(t, &Plan{Ops: []Op{path, {Code: Drain, Ints: []uint64{limit, limit}}, yes}})
-	direct := encode(t, &Plan{Ops: []Op{path, yes}})
+	yes := func(n int) Op { return program("sh", "-c", "yes | head -c "+strconv.Itoa(n)) }
+	drain := func(l uint64) Op { return Op{Code: Drain, Ints: []uint64{l, l}} }
+	ways := []*costs{
+		{name: "flood drained", frame: encode(t, &Plan{Ops: []Op{path, drain(limit), yes(flood)}}), want: limit + 1},
+		{name: "flood direct", frame: encode(t, &Plan{Ops: []Op{path, yes(flood)}}), want: flood},
+		{name: "whole relayed", frame: encode(t, &Plan{Ops: []Op{path, drain(1 << 40), yes(whole)}}), want: whole},
+		{name: "whole direct", frame: encode(t, &Plan{Ops: []Op{path, yes(whole)}}), want: whole},
+	}
 	rounds, _ := strconv.Atoi(os.Getenv(measureEnv))
 	rounds = max(rounds, 5)
-	var rd, ed, rn, en []time.Duration
 	for range rounds {
-		r, e, got := floodRun(t, bin, drained)
-		if got != limit+1 {
-			t.Errorf("drained: the reader got %d bytes, want %d", got, limit+1)
+		for _, w := range ways {
+			start := time.Now()
+			r, e, got := floodRun(t, bin, w.frame)
+			w.wall = append(w.wall, time.Since(start))
+			if got != w.want {
+				t.Errorf("%s: the reader got %d bytes, want %d", w.name, got, w.want)
+			}
+			w.reader, w.box = append(w.reader, r), append(w.box, e)
 		}
-		rd, ed = append(rd, r), append(ed, e)
-		r, e, got = floodRun(t, bin, direct)
-		if got != flood {
-			t.Errorf("direct: the reader got %d bytes, want %d", got, flood)
-		}
-		rn, en = append(rn, r), append(en, e)
 	}
-	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-	t.Logf("%d rounds, medians of CPU time: drained: reader %v, sandbox %v (reader/sandbox %.4f); direct: reader %v, sandbox %v (reader/sandbox %.3f); reader drained/direct %.4f",
-		rounds, med(rd), med(ed), float64(med(rd))/float64(med(ed)), med(rn), med(en), float64(med(rn))/float64(med(en)), float64(med(rd))/float64(med(rn)))
+	for i, w := range ways {
+		base := ways[i/2*2+1]
+		ratio := func(a, b []time.Duration) float64 { return float64(median(a)) / float64(median(b)) }
+		t.Logf("%s, medians of %d rounds: reader CPU %v (%.4fx), sandbox CPU %v (%.2fx), wall %v (%.2fx)", w.name, rounds,
+			median(w.reader), ratio(w.reader, base.reader), median(w.box), ratio(w.box, base.box), median(w.wall), ratio(w.wall, base.wall))
+	}
 }

@@ -72,6 +72,43 @@ func TestExecutorDrain(t *testing.T) {
 	}
 }
 
+// TestExecutorDrainCopies: a host fd that splice cannot write (a file
+// opened to append, as a terminal) gets its bytes copied instead, with
+// the same limit.
+func TestExecutorDrainCopies(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a PID namespace")
+	}
+	tests := []struct {
+		name, script, want string
+	}{
+		{"within the limit", "printf hello", "hello"},
+		{"past the limit", "head -c 3000000 /dev/zero", strings.Repeat("\x00", 1001)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := os.OpenFile(filepath.Join(t.TempDir(), "out"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			ops := []Op{{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}}, {Code: Drain, Ints: []uint64{1000, 1000}}, program("sh", "-c", tc.script)}
+			attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+			st, _ := runExecutorWith(t, encode(t, &Plan{Ops: ops}), false, execOptions{attr: attr, stdout: out})
+			if want := (Status{Kind: StatusRan, Op: 2}); st != want {
+				t.Errorf("status %+v, want %+v", st, want)
+			}
+			got, err := os.ReadFile(out.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("the file holds %d bytes %.40q, want %d bytes %.40q", len(got), got, len(tc.want), tc.want)
+			}
+		})
+	}
+}
+
 // TestExecutorReapsOrphans: orphans that end while the program runs are
 // reaped by PID 1 (no zombie is left in the box's /proc), and the
 // program's own status still comes.

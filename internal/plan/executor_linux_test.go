@@ -77,6 +77,8 @@ type execOptions struct {
 	// stderr, when set, gets warden-exec's standard error, which is then
 	// the program's (a Drain test), not a fault of the executor.
 	stderr *string
+	// stdout, when set, is warden-exec's standard output itself.
+	stdout *os.File
 }
 
 // runExecutorWith is runExecutor with opts, returning the program's
@@ -103,6 +105,9 @@ func runExecutorWith(t *testing.T, frame []byte, raw bool, opts execOptions) (St
 	cmd.Env = []string{"ASAN_OPTIONS=detect_leaks=0"}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if opts.stdout != nil {
+		cmd.Stdout = opts.stdout
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

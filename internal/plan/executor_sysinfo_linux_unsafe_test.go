@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/seccomp"
 )
 
 // sysinfoEnv makes the test binary the sysinfo probe (sysinfoProbe).
@@ -333,5 +335,17 @@ func TestExecutorSysinfoWithoutOp(t *testing.T) {
 	}
 	if want := fmt.Sprintf("sysinfo: %v\n", unix.ENOSYS); !strings.HasPrefix(out, want) {
 		t.Errorf("the probe said %q, want it to start %q", out, want)
+	}
+}
+
+// TestExecutorAnswersNotified: every syscall the notifying filter sends
+// to the listener is one warden-exec's PID 1 answers (sysinfo.c answers
+// sysinfo(2) alone, and any other with ENOSYS), as nsinit's
+// TestAnswersCoverNotified holds the Go answerer to the same list.
+func TestExecutorAnswersNotified(t *testing.T) {
+	for _, nr := range seccomp.Notified {
+		if nr != unix.SYS_SYSINFO {
+			t.Errorf("the filter notifies syscall %d, which warden-exec's PID 1 does not answer (cmd/warden-exec/sysinfo.c)", nr)
+		}
 	}
 }
