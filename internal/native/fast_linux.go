@@ -21,7 +21,8 @@ type fastRun struct {
 }
 
 // chooseExecutor sets b.fast when the run's executor is warden-exec
-// (Executor.pick), which needs cfg, the Config the Go init would get.
+// (Executor.pick), which needs cfg, the Config the Go init would get; it
+// then sizes cfg's RLIMIT_NPROC for warden-exec's one task.
 func (b *box) chooseExecutor(cfg *nsinit.Config) error {
 	if b.rt.Executor == ExecutorGo {
 		return nil
@@ -33,9 +34,15 @@ func (b *box) chooseExecutor(cfg *nsinit.Config) error {
 	}
 	if e == ExecutorFast {
 		b.fast = f
+		cfg.Rlimits.Processes = b.nprocWith(execTasks)
 	}
 	return nil
 }
+
+// execTasks is warden-exec's own share of RLIMIT_NPROC rootless: PID 1 is
+// one single-threaded process, where the Go init needs initTasks, so the
+// program gets exactly its --pids, as it does under root.
+const execTasks = 1
 
 // newFastRun is cfg's fast run, or why warden-exec cannot build it.
 func newFastRun(cfg *nsinit.Config) (*fastRun, error) {

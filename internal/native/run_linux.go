@@ -368,12 +368,17 @@ func (b *box) nullStdio() error {
 	return nil
 }
 
-// nproc is the init's RLIMIT_NPROC: the program's pids, plus the init's
-// own tasks rootless, where the user namespace's count includes them.
-func (b *box) nproc() uint64 {
+// nproc is the Go init's RLIMIT_NPROC: the program's pids, plus the
+// init's own tasks rootless, where the user namespace's count includes
+// them (see nprocWith).
+func (b *box) nproc() uint64 { return b.nprocWith(initTasks) }
+
+// nprocWith is the RLIMIT_NPROC of an init that is itself tasks tasks:
+// rootless, the program's pids plus those; else the program's pids.
+func (b *box) nprocWith(tasks uint64) uint64 {
 	nproc := uint64(b.spec.Limits.Pids)
 	if nproc > 0 && b.ids.rootless {
-		nproc += initTasks
+		nproc += tasks
 	}
 	return nproc
 }

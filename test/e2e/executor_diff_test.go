@@ -201,3 +201,56 @@ func catPid(nspid string) string {
 	}
 	return nspid
 }
+
+// forkCounter forks up to 32 sleepers, kills and reaps them, and prints
+// how many forks succeeded: the program's share of RLIMIT_NPROC.
+const forkCounter = `
+import os, signal, time
+kids = []
+for _ in range(32):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+for k in kids:
+    os.waitpid(k, 0)
+print(len(kids))
+`
+
+// TestExecutorRootlessPids: rootless, RLIMIT_NPROC counts PID 1's own
+// tasks beside the program's, so each executor adds its own: warden-exec
+// is one task, and the program gets exactly --pids (itself and pids-1
+// forks), as under root; the Go init adds head-room for its threads, so
+// the program gets at least that (their counts differ by design).
+func TestExecutorRootlessPids(t *testing.T) {
+	p := executors(t)
+	prefix := asNobody(t)
+	const pids = 8
+	for _, side := range p.sides {
+		args := append(append(append([]string{"run", "--json"}, side.flags...), rootlessFlags...), "--pids", strconv.Itoa(pids), "--timeout", "60s", "--", "python3", "-c", forkCounter)
+		inv := wardenAs(t, prefix, "", args...)
+		var r struct {
+			ExitCode int    `json:"exit_code"`
+			Stdout   string `json:"stdout"`
+			Stderr   string `json:"stderr"`
+		}
+		if err := json.Unmarshal([]byte(inv.stdout), &r); err != nil || r.ExitCode != 0 {
+			t.Fatalf("%s: warden exit %d, stdout %q, stderr %q", side.name, inv.code, inv.stdout, inv.stderr)
+		}
+		forks, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+		if err != nil {
+			t.Fatalf("%s: the fork counter printed %q (stderr %q)", side.name, r.Stdout, r.Stderr)
+		}
+		want, exact := pids-1, side.name == "fast"
+		if (exact && forks != want) || forks < want {
+			t.Errorf("%s: --pids %d rootless: %d forks succeeded, want %s%d", side.name, pids, forks, map[bool]string{true: "", false: "at least "}[exact], want)
+		}
+		t.Logf("%s: --pids %d rootless: %d forks succeeded", side.name, pids, forks)
+	}
+}
