@@ -19,6 +19,15 @@ const (
 	ProcFD  = EtcFD + 2
 )
 
+// MinFastOpenFiles is the lowest RLIMIT_NOFILE warden-exec is given: its
+// PID 1 holds descriptors up to 14 (the plan's 8 to 10, the drain's
+// pipes, its signalfd, the seccomp listener, the start pipe), so below 15
+// it fails where the Go init (which needs 13 to 14) may start the
+// program, and measured with --memory and an output limit it starts one
+// from 15; one more leaves its sysinfo answerer a spare descriptor.
+// Below it the Go init builds the box, so the Result is the Go init's.
+const MinFastOpenFiles = 16
+
 // ErrNotFast is wrapped by ExecPlan's error for a Config warden-exec
 // cannot build, whose set-up the Go init decides at run time.
 var ErrNotFast = errors.New("needs the Go init")
@@ -38,8 +47,8 @@ type FastPlan struct {
 // Config outside warden-exec's reach is refused (wrapping ErrNotFast, in
 // a line naming the feature) while the Go init can still take it: a
 // session, a template's root, the egress bridge, a workspace the init
-// must reopen by path, or a root rootfs.Plan cannot plan from this
-// host's /proc.
+// must reopen by path, a root rootfs.Plan cannot plan from this host's
+// /proc, or an RLIMIT_NOFILE below MinFastOpenFiles.
 func ExecPlan(cfg *Config) (*FastPlan, error) {
 	switch {
 	case cfg.Session || cfg.Boxed:
@@ -54,6 +63,8 @@ func ExecPlan(cfg *Config) (*FastPlan, error) {
 		return nil, fmt.Errorf("a workspace without an idmapped mount (rootless, or a filesystem without idmapping), which the init reopens by path, %w", ErrNotFast)
 	case cfg.KernelSysinfo:
 		return nil, fmt.Errorf("a box whose kernel answers sysinfo %w", ErrNotFast)
+	case cfg.Rlimits.OpenFiles != 0 && cfg.Rlimits.OpenFiles < MinFastOpenFiles:
+		return nil, fmt.Errorf("--open-files below %d (warden-exec's PID 1 holds more descriptors than the Go init) %w", MinFastOpenFiles, ErrNotFast)
 	}
 	root, err := rootfs.Plan(newRoot, rootOptions(cfg))
 	if err != nil {
@@ -112,8 +123,9 @@ func (f *FastPlan) Plan(usage string, drain int64) *plan.Plan {
 	add("starting the sysinfo answerer", plan.Sysinfo, []uint64{uint64(max(cfg.View.MemoryBytes, 0)), usageFD, ProcFD, uint64(userUID), uint64(userGID)})
 	add("installing seccomp filter", plan.Seccomp, filterInts(f.filter))
 	add("setting the program's environment", plan.Env, nil, cfg.Env...)
-	// warden-exec reports a failure to prepare PID 1's loop or to fork
-	// at this op (its lockdown's failures name their own step).
+	// warden-exec reports a failure to prepare PID 1's loop at this op,
+	// and a failed pipe or fork as the program's start (StatusExec), as
+	// the Go init's fork/exec (its lockdown's failures name their own step).
 	add(fmt.Sprintf("starting %q", cfg.Command[0]), plan.Exec, []uint64{uint64(userUID), uint64(userGID)}, append([]string{cfg.Command[0], workdir}, cfg.Command...)...)
 	return p
 }

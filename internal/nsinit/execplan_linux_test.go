@@ -36,6 +36,7 @@ func TestExecPlanRefuses(t *testing.T) {
 		{"workspace by path", func(c *Config) { c.Workspace, c.WorkspacePath = true, "/srv/ws" }, "reopens by path"},
 		{"host scratch", func(c *Config) { c.Workspace, c.WorkspaceIsMount, c.HostScratch = true, true, true }, "a host scratch"},
 		{"no /etc template", func(c *Config) { c.Etc.Dir = "" }, "the root on this host"},
+		{"low open files", func(c *Config) { c.Rlimits.OpenFiles = MinFastOpenFiles - 1 }, "--open-files below 16"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,6 +39,7 @@ func diffSpecs(t *testing.T) []diffSpec {
 		{name: "default", viaStdin: true},
 		{name: "limits", flags: []string{"--memory", "256MiB", "--cpus", "1", "--pids", "64", "--net", "none"}, viaStdin: true},
 		{name: "disk", flags: []string{"--disk", "64MiB"}, viaStdin: true},
+		{name: "open files", flags: []string{"--open-files", "32"}, viaStdin: true},
 		{name: "workspace", flags: []string{"--workspace", diffProbeWorkspace(t)}},
 		{name: "proxy", flags: []string{"--net", "proxy", "--allow", "allowed.test"}, viaStdin: true, fastMayFallBack: true},
 		{name: "rootless", flags: rootlessFlags, rootless: true, viaStdin: true, fastMayFallBack: true},
@@ -252,5 +253,27 @@ func TestExecutorRootlessPids(t *testing.T) {
 			t.Errorf("%s: --pids %d rootless: %d forks succeeded, want %s%d", side.name, pids, forks, map[bool]string{true: "", false: "at least "}[exact], want)
 		}
 		t.Logf("%s: --pids %d rootless: %d forks succeeded", side.name, pids, forks)
+	}
+}
+
+// TestExecutorLowOpenFiles: around the lowest --open-files either
+// executor can start a program at, the default executor (auto) ends a
+// run as the Go init does: the same exit code and warden line, as auto
+// leaves specs below nsinit.MinFastOpenFiles to the Go init and a failed
+// fork/exec of warden-exec's is the Go init's exit 126.
+func TestExecutorLowOpenFiles(t *testing.T) {
+	p := executors(t)
+	if p.sides[1].name != "fast" {
+		t.Skip("no fast executor to compare: " + p.note)
+	}
+	for _, n := range []string{"10", "13", "14", "15", "16", "17"} {
+		var got [2]invocation
+		for i, flags := range [][]string{{"--executor", "go"}, {"--executor", "auto"}} {
+			got[i] = warden(t, "", append(append([]string{"run"}, flags...), "--memory", "256MiB", "--open-files", n, "--", "sh", "-c", "echo ran")...)
+		}
+		if got[0].code != got[1].code || got[0].stdout != got[1].stdout || got[0].stderr != got[1].stderr {
+			t.Errorf("--open-files %s: go: exit %d, stdout %q, stderr %q; auto: exit %d, stdout %q, stderr %q", n,
+				got[0].code, got[0].stdout, got[0].stderr, got[1].code, got[1].stdout, got[1].stderr)
+		}
 	}
 }
