@@ -25,11 +25,12 @@ type diffSpec struct {
 	// /workspace tmpfs (a shell copies it there and execs it), for specs
 	// whose workspace is not the probe's host directory.
 	viaStdin bool
-	// fastMayFallBack: warden may refuse --executor fast for this spec
-	// (the contract of issue 20 leaves --net proxy and rootless to the Go
-	// init if the C cannot do them); the second run then takes auto,
-	// which is the Go init, and the test logs it.
-	fastMayFallBack bool
+	// fastRefusal, when set, is the feature warden's refusal of
+	// --executor fast for this spec must name (nsinit.ExecPlan leaves
+	// --net proxy and a template's root to the Go init); the second run
+	// then takes auto, which is the Go init, and the test logs it. Any
+	// other spec must run fast.
+	fastRefusal string
 }
 
 // diffSpecs are the specs compared; template adds one when the test
@@ -41,8 +42,8 @@ func diffSpecs(t *testing.T) []diffSpec {
 		{name: "disk", flags: []string{"--disk", "64MiB"}, viaStdin: true},
 		{name: "open files", flags: []string{"--open-files", "32"}, viaStdin: true},
 		{name: "workspace", flags: []string{"--workspace", diffProbeWorkspace(t)}},
-		{name: "proxy", flags: []string{"--net", "proxy", "--allow", "allowed.test"}, viaStdin: true, fastMayFallBack: true},
-		{name: "rootless", flags: rootlessFlags, rootless: true, viaStdin: true, fastMayFallBack: true},
+		{name: "proxy", flags: []string{"--net", "proxy", "--allow", "allowed.test"}, viaStdin: true, fastRefusal: "--net proxy"},
+		{name: "rootless", flags: rootlessFlags, rootless: true, viaStdin: true},
 	}
 }
 
@@ -62,7 +63,7 @@ func TestExecutorDiff(t *testing.T) {
 	t.Run("template", func(t *testing.T) {
 		state := minimalTemplate(t)
 		// A template's root is built by the Go init (nsinit.ExecPlan).
-		s := diffSpec{name: "template", flags: []string{"--state-dir", state, "--template", "minimal", "--workspace", diffProbeWorkspace(t)}, fastMayFallBack: true}
+		s := diffSpec{name: "template", flags: []string{"--state-dir", state, "--template", "minimal", "--workspace", diffProbeWorkspace(t)}, fastRefusal: "a template's root"}
 		compareSpec(t, p, s)
 	})
 }
@@ -95,7 +96,10 @@ func probeReport(t *testing.T, s diffSpec, side executorSide, second bool) probe
 		stdin = string(b)
 	}
 	inv := wardenAs(t, s.prefix, stdin, args...)
-	if second && s.fastMayFallBack && fastRefused(inv) {
+	if second && s.fastRefusal != "" && fastRefused(inv) {
+		if !strings.Contains(inv.stderr, s.fastRefusal) || strings.Count(inv.stderr, "\n") > 1 {
+			t.Fatalf("%s: warden refused --executor fast with %q, want one line naming %q", s.name, inv.stderr, s.fastRefusal)
+		}
 		t.Logf("%s: warden refused --executor fast (%s); the second run takes --executor auto, which falls back to the Go init: both runs are go", s.name, strings.TrimSpace(inv.stderr))
 		args = probeArgs(t, s, []string{"--executor", "auto"})
 		inv = wardenAs(t, s.prefix, stdin, args...)
