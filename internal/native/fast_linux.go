@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/plan"
+	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // fastRun is a one-shot run that warden-exec builds: the executor's path,
@@ -122,4 +126,25 @@ func (b *box) readPlanStatus(cfg *nsinit.Config) (nsinit.Status, error) {
 		return nsinit.Status{}, err
 	}
 	return nsinit.FromPlan(b.fast.sent, st, cfg), nil
+}
+
+// FastVerdict is nil when a default one-shot run here (`warden run --
+// true`, the default limits, no workspace) would be built by warden-exec,
+// else why not: the very checks a run makes (newFastRun, so
+// nsinit.ExecPlan's refusals), for doctor to report rather than a list of
+// its own.
+func FastVerdict() error {
+	l := spec.DefaultLimits
+	cfg := &nsinit.Config{
+		Command: []string{"true"}, Hostname: agent.Hostname, View: agent.View(l),
+		Etc:         rootfs.EtcTemplate{Dir: etcBase()},
+		AwaitCgroup: cgroup.Version() == "v1",
+		DiskBytes:   l.DiskBytes, Inodes: l.Inodes(),
+		Rlimits: nsinit.Rlimits{
+			CPUSeconds: uint64(l.CPUTime / time.Second), FileSizeBytes: uint64(l.FileSizeBytes),
+			OpenFiles: uint64(l.OpenFiles), Processes: uint64(l.Pids),
+		},
+	}
+	_, err := newFastRun(cfg)
+	return err
 }
