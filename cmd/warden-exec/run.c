@@ -274,6 +274,15 @@ static void fail(struct status *st, int32_t at, int err)
 	st->err = err;
 }
 
+/* exec_failed marks st as the program's failed start at the path found
+ * in PATH entry entry, with err. */
+static void exec_failed(struct status *st, int32_t entry, int err)
+{
+	st->kind = ST_EXEC;
+	st->op = EXEC_EXECVE + entry;
+	st->err = err;
+}
+
 /* start forks the program of EXEC op x (index i) and serves it until it
  * ends (pid1_run). */
 static void start(const struct plan *p, uint32_t i, const struct own *own, struct status *st)
@@ -308,13 +317,16 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 		st->err = err;
 		return;
 	}
+	/* The pipe and the fork fail as the Go init's fork/exec does (os/exec
+	 * makes the same pipe): reported as a start failure of the path
+	 * found, so the host gives the same exit 126 and text. */
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		fail(st, (int32_t)i, errno);
+		exec_failed(st, entry, errno);
 		return;
 	}
 	pid = fork();
 	if (pid < 0) {
-		fail(st, (int32_t)i, errno);
+		exec_failed(st, entry, errno);
 		close(pipefd[0]);
 		close(pipefd[1]);
 		return;
@@ -329,9 +341,7 @@ static void start(const struct plan *p, uint32_t i, const struct own *own, struc
 	close(pipefd[0]);
 	if (n == (ssize_t)sizeof err) {
 		reap(pid);
-		st->kind = ST_EXEC;
-		st->op = EXEC_EXECVE + entry;
-		st->err = err;
+		exec_failed(st, entry, err);
 		return;
 	}
 	/* PID 1's loop needs no capability: it only reaps, answers by its

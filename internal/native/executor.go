@@ -1,9 +1,6 @@
 package native
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Executor chooses what builds a one-shot sandbox inside its namespaces:
 // the Go init (nsinit), or warden-exec, the small executor that starts no
@@ -39,17 +36,20 @@ func (e Executor) Validate() error {
 	return fmt.Errorf("executor %q: want one of auto, go, fast", string(e))
 }
 
-// errNoFast says why this warden cannot use the fast executor: warden-exec
-// does not build sandboxes yet.
-var errNoFast = errors.New("--executor fast: this warden cannot build sandboxes with warden-exec yet; use --executor auto or go")
-
-// choose is the executor that builds s: go until warden-exec can.
-func (e Executor) choose() (Executor, error) {
+// pick is the executor that builds a spec, given why warden-exec cannot
+// build it (nil: it can): fast where it can unless go was asked for, and
+// for fast where it cannot, an error naming why in one line.
+func (e Executor) pick(whyNot error) (Executor, error) {
 	if err := e.Validate(); err != nil {
 		return "", err
 	}
-	if e == ExecutorFast {
-		return "", errNoFast
+	switch {
+	case e == ExecutorGo:
+		return ExecutorGo, nil
+	case whyNot == nil:
+		return ExecutorFast, nil
+	case e == ExecutorFast:
+		return "", fmt.Errorf("--executor fast: %v; use --executor auto", whyNot)
 	}
 	return ExecutorGo, nil
 }

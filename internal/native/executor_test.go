@@ -1,31 +1,42 @@
 package native
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
 
-// TestExecutorChoose: every executor but fast is the Go init until
-// warden-exec builds sandboxes, and fast says so in one line.
-func TestExecutorChoose(t *testing.T) {
+// TestExecutorPick: go is always the Go init; auto and fast are
+// warden-exec where it can build the spec; auto is the Go init where it
+// cannot, and fast says why in one line.
+func TestExecutorPick(t *testing.T) {
+	cannot := errors.New("a template's root needs the Go init")
 	tests := []struct {
 		in      Executor
+		whyNot  error
 		want    Executor
 		wantErr string
 	}{
-		{"", ExecutorGo, ""},
-		{ExecutorAuto, ExecutorGo, ""},
-		{ExecutorGo, ExecutorGo, ""},
-		{ExecutorFast, "", "--executor fast: "},
-		{"bogus", "", `executor "bogus"`},
+		{"", nil, ExecutorFast, ""},
+		{"", cannot, ExecutorGo, ""},
+		{ExecutorAuto, nil, ExecutorFast, ""},
+		{ExecutorAuto, cannot, ExecutorGo, ""},
+		{ExecutorGo, nil, ExecutorGo, ""},
+		{ExecutorGo, cannot, ExecutorGo, ""},
+		{ExecutorFast, nil, ExecutorFast, ""},
+		{ExecutorFast, cannot, "", "--executor fast: a template's root needs the Go init; use --executor auto"},
+		{"bogus", nil, "", `executor "bogus"`},
 	}
 	for _, tt := range tests {
-		got, err := tt.in.choose()
+		got, err := tt.in.pick(tt.whyNot)
 		if got != tt.want {
-			t.Errorf("Executor(%q).choose() = %q, want %q", tt.in, got, tt.want)
+			t.Errorf("Executor(%q).pick(%v) = %q, want %q", tt.in, tt.whyNot, got, tt.want)
 		}
 		if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
-			t.Errorf("Executor(%q).choose() error %v, want %q", tt.in, err, tt.wantErr)
+			t.Errorf("Executor(%q).pick(%v) error %v, want %q", tt.in, tt.whyNot, err, tt.wantErr)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("Executor(%q).pick(%v) error %q is not one line", tt.in, tt.whyNot, err)
 		}
 	}
 }

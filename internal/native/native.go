@@ -1,5 +1,6 @@
 // Package native is the host side of the Linux namespace backend: it starts
-// the warden binary again as the sandbox init in new namespaces, places it
+// the sandbox init in new namespaces (the Go init, or for a one-shot run it
+// can build, warden-exec with a plan instead of a Config), places it
 // in its cgroups, hands it its configuration, wires standard streams, and
 // turns how it ended into a spec.Result; a session is its box handed to
 // package agent as a Frame. The sandbox side is nsinit.

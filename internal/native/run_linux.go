@@ -36,7 +36,7 @@ func (rt Runtime) Run(ctx context.Context, s spec.Spec, stdio IO) (spec.Result, 
 	if err := s.Validate(); err != nil {
 		return spec.Result{Error: err.Error()}, err
 	}
-	if _, err := rt.Executor.choose(); err != nil {
+	if err := rt.Executor.Validate(); err != nil {
 		return spec.Result{Error: err.Error()}, err
 	}
 	r, err := rt.run(ctx, &s, stdio)
@@ -87,6 +87,9 @@ type box struct {
 	// lateCgroup (cgroup v1) says the cgroup is made while the init boots
 	// and sent to it after the config; on v2 it must exist before the clone.
 	lateCgroup bool
+	// fast, when set, is the run warden-exec builds instead of the Go
+	// init (chooseExecutor).
+	fast *fastRun
 	// child holds the init's ends, closed here once it has started.
 	child initFiles
 	// The host's ends.
@@ -284,14 +287,26 @@ func (b *box) openCloneInto() error {
 }
 
 // sendCgroup (v1) creates the cgroup while the init boots, then sends the
-// init the tasks files to join, attached to one byte; with no cgroup the
-// byte goes alone. Opened here, checked by the kernel with these
-// credentials: the init may use them though it could not open them.
+// init the tasks files to join (sendCgroupFiles).
 func (b *box) sendCgroup() error {
-	var err error
-	if b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless, b.log()); err != nil {
+	if err := b.makeLateCgroup(); err != nil {
 		return err
 	}
+	return b.sendCgroupFiles()
+}
+
+// makeLateCgroup (v1) creates the cgroup once the init has started.
+func (b *box) makeLateCgroup() error {
+	var err error
+	b.cg, err = newCgroup(b.spec.Limits, b.ids.rootless, b.log())
+	return err
+}
+
+// sendCgroupFiles (v1) sends the init the cgroup's tasks files to join,
+// attached to one byte; with no cgroup the byte goes alone. Opened here,
+// checked by the kernel with these credentials: the init may use them
+// though it could not open them.
+func (b *box) sendCgroupFiles() error {
 	var fds []int
 	defer func() {
 		for _, fd := range fds {
@@ -356,12 +371,17 @@ func (b *box) nullStdio() error {
 	return nil
 }
 
-// nproc is the init's RLIMIT_NPROC: the program's pids, plus the init's
-// own tasks rootless, where the user namespace's count includes them.
-func (b *box) nproc() uint64 {
+// nproc is the Go init's RLIMIT_NPROC: the program's pids, plus the
+// init's own tasks rootless, where the user namespace's count includes
+// them (see nprocWith).
+func (b *box) nproc() uint64 { return b.nprocWith(initTasks) }
+
+// nprocWith is the RLIMIT_NPROC of an init that is itself tasks tasks:
+// rootless, the program's pids plus those; else the program's pids.
+func (b *box) nprocWith(tasks uint64) uint64 {
 	nproc := uint64(b.spec.Limits.Pids)
 	if nproc > 0 && b.ids.rootless {
-		nproc += initTasks
+		nproc += tasks
 	}
 	return nproc
 }
@@ -437,10 +457,13 @@ type outcome struct {
 	err error
 }
 
-// execute starts the init, hands it the config and (v1) its cgroup, and
-// waits for the program to end.
+// execute starts the init (or warden-exec), hands it the config (or the
+// plan) and (v1) its cgroup, and waits for the program to end.
 func (b *box) execute(ctx context.Context) (spec.Result, error) {
 	cfg := b.config()
+	if err := b.chooseExecutor(&cfg); err != nil {
+		return spec.Result{}, err
+	}
 	begin := time.Now()
 	proc, err := startInit(b)
 	if err != nil {
@@ -461,7 +484,7 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 		<-proc.exited
 		return spec.Result{}, err
 	}
-	o := b.await(ctx, proc)
+	o := b.await(ctx, proc, &cfg)
 	o.wall = time.Since(begin)
 	close(ended)
 	drained.Wait()
@@ -478,9 +501,12 @@ func initEnded(err error) bool {
 	return errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)
 }
 
-// handOver sends the config and, on v1, the cgroup the init must join
-// before it does anything else.
+// handOver sends the config (warden-exec: the plan) and, on v1, the
+// cgroup the init must join before it does anything else.
 func (b *box) handOver(cfg nsinit.Config) error {
+	if b.fast != nil {
+		return b.handOverPlan()
+	}
 	if err := nsinit.WriteConfig(b.ctlHost, cfg); err != nil {
 		return fmt.Errorf("sending sandbox config: %w", err)
 	}
@@ -528,14 +554,20 @@ func (b *box) drain(ended <-chan struct{}) (*agent.Capture, *agent.Capture, *syn
 // await waits for the init's status, killing the sandbox at the deadline.
 // The status read ends at EOF if the init dies without reporting; a status
 // that breaks the protocol kills the sandbox and is the run's error.
-func (b *box) await(ctx context.Context, proc *initProc) outcome {
+// warden-exec's status is read as the Status the Go init would send for
+// cfg.
+func (b *box) await(ctx context.Context, proc *initProc, cfg *nsinit.Config) outcome {
 	type answer struct {
 		st  *nsinit.Status
 		err error
 	}
 	statusc := make(chan answer, 1)
 	go func() {
-		st, err := nsinit.ReadStatus(b.ctlHost)
+		read := nsinit.ReadStatus
+		if b.fast != nil {
+			read = func(io.Reader) (nsinit.Status, error) { return b.readPlanStatus(cfg) }
+		}
+		st, err := read(b.ctlHost)
 		if err != nil {
 			statusc <- answer{err: err}
 			return

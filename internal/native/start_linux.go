@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spawn"
 )
 
@@ -65,12 +66,15 @@ func startInit(b *box) (*initProc, error) {
 	return startDirect(b)
 }
 
-// startDirect forks the init from this process. The clone and the wait
+// startDirect forks the init (or warden-exec) from this process. The clone and the wait
 // happen on one locked OS thread that lives as long as the init, because
 // the kernel ties a child's parent-death signal to the creating thread
 // (golang/go#27505): a thread exiting early would kill the sandbox.
 func startDirect(b *box) (*initProc, error) {
 	cmd := spawn.Command(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
+	if b.fast != nil {
+		cmd.Path, cmd.Args = b.fast.path, []string{nsinit.ExecName}
+	}
 	started := make(chan error, 1)
 	p := &initProc{exited: make(chan *spawn.Exit, 1)}
 	go func() {

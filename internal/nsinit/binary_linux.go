@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/plan"
 )
 
 // InitName is the small init binary (cmd/warden-init) that Warden starts
@@ -132,9 +134,25 @@ func trustedInit(p string) bool {
 // looked for next to this executable under InitName's trust rule.
 const ExecName = "warden-exec"
 
-// Executor is the trusted ExecName beside this executable, or why there
-// is none, in a line that says how to fix it.
+var (
+	execOnce sync.Once
+	execPath string
+	execErr  error
+)
+
+// Executor is the trusted ExecName beside this executable that reads
+// this build's plans, or why there is none, in a line that says how to
+// fix it. A warden-exec of another build (plan.Version differs) would
+// refuse every plan, so it is asked for its version once per process
+// (probeExec), as BinaryPath asks warden-init: auto then takes the Go
+// init, and fast and doctor name the mismatch.
 func Executor() (string, error) {
+	execOnce.Do(func() { execPath, execErr = findExecutor() })
+	return execPath, execErr
+}
+
+// findExecutor is Executor's answer, found once.
+func findExecutor() (string, error) {
 	findInit()
 	if self == "" {
 		return "", fmt.Errorf("%s: cannot find this executable's directory", ExecName)
@@ -150,7 +168,26 @@ func Executor() (string, error) {
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("%s: closing %q: %w", ExecName, p, err)
 	}
+	if err := probeExec(p); err != nil {
+		return "", err
+	}
 	return p, nil
+}
+
+// probeExec asks the warden-exec at p for the plan version it reads
+// (`--protocol-version`), bounded by probeWait.
+func probeExec(p string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeWait)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p, ProbeArg).Output()
+	if err != nil {
+		return fmt.Errorf("%s: asking %s for its plan version: %w; reinstall warden-exec from the same build as warden (make build)", ExecName, p, err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 32)
+	if err != nil || v != plan.Version {
+		return fmt.Errorf("%s: %s reads plan version %.20q but this warden writes version %d; reinstall warden-exec from the same build as warden (make build)", ExecName, p, out, plan.Version)
+	}
+	return nil
 }
 
 // Probe asks the init at p for its protocol version, as the runtime

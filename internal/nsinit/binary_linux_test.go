@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/plan"
 )
 
 // TestTrustedInit checks that an init anyone but its owner could replace
@@ -146,5 +148,33 @@ func TestBinaryPathTrustsSelfOnlyIfSafe(t *testing.T) {
 		if (err != nil) != tt.wantErr || (err == nil && got != self) {
 			t.Errorf("directory %o: BinaryPath() = %q, %v; want error %v", tt.dirMode, got, err, tt.wantErr)
 		}
+	}
+}
+
+// TestProbeExec: a warden-exec of another build (another plan version,
+// or none) is refused in one line naming both versions; this build's is
+// taken.
+func TestProbeExec(t *testing.T) {
+	tests := []struct {
+		name, script, want string
+	}{
+		{"this build", fmt.Sprintf("echo %d", plan.Version), ""},
+		{"older build", "echo 1", fmt.Sprintf("reads plan version \"1\\n\" but this warden writes version %d", plan.Version)},
+		{"no version", "exit 111", "asking"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), ExecName)
+			if err := os.WriteFile(p, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			err := probeExec(p)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("probeExec: %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n")):
+				t.Errorf("probeExec: %v, want one line containing %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -204,10 +204,6 @@ func nativeSteps() []setupStep {
 func limitCPUs(cfg *Config) error { return plan.NarrowCPUs(cfg.View.CPUs) }
 
 func buildRoot(cfg *Config) (err error) {
-	ws := -1
-	if cfg.Workspace {
-		ws = WorkspaceFD
-	}
 	var img *rootfs.ImageRoot
 	if cfg.Root != "" {
 		img = &rootfs.ImageRoot{FD: RootFD, IsMount: cfg.RootIsMount}
@@ -220,11 +216,24 @@ func buildRoot(cfg *Config) (err error) {
 		// be closed the sandbox does not start.
 		defer closeSeed(&err)
 	}
-	return rootfs.Build(newRoot, rootfs.Options{
+	o := rootOptions(cfg)
+	o.Image, o.Seed, o.SeedFrom = img, seedScratch(cfg.Template), seed
+	return rootfs.Build(newRoot, o)
+}
+
+// rootOptions are the rootfs.Options of cfg's root on the host's /usr,
+// which a template's root adds its tree to: the one source of both
+// executors' roots (buildRoot, ExecPlan).
+func rootOptions(cfg *Config) rootfs.Options {
+	ws := -1
+	if cfg.Workspace {
+		ws = WorkspaceFD
+	}
+	return rootfs.Options{
 		DiskBytes: cfg.DiskBytes, Inodes: cfg.Inodes, WorkspaceFD: ws, WorkspaceIsMount: cfg.WorkspaceIsMount, HostScratch: cfg.HostScratch,
-		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices, Image: img, Hostname: cfg.Hostname,
-		Seed: seedScratch(cfg.Template), SeedFrom: seed, HomeFiles: cfg.HomeFiles,
-	})
+		UID: SandboxUID, GID: SandboxGID, Etc: cfg.Etc, View: cfg.View, Devices: cfg.Devices, Hostname: cfg.Hostname,
+		HomeFiles: cfg.HomeFiles,
+	}
 }
 
 // closeSeed closes SeedFD, adding its failure to *err.
@@ -375,21 +384,7 @@ func dieWithHost() error {
 func loopbackUp() error { return plan.ApplyOne(plan.Op{Code: plan.LinkUp, Strs: []string{"lo"}}) }
 
 func setRlimits(cfg *Config) error {
-	limits := []struct {
-		name string
-		res  int
-		val  uint64
-	}{
-		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.Rlimits.CPUSeconds},
-		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.Rlimits.FileSizeBytes},
-		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.Rlimits.OpenFiles},
-		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, processLimit(cfg)},
-		// 1, not 0: a core_pattern that pipes to a host helper ignores a
-		// zero limit, but the kernel reads 1 as "never dump", and a file
-		// dump needs at least a page.
-		{"RLIMIT_CORE", unix.RLIMIT_CORE, 1},
-	}
-	for _, l := range limits {
+	for _, l := range rlimits(cfg) {
 		if l.val == 0 {
 			continue
 		}
@@ -400,6 +395,28 @@ func setRlimits(cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// rlimit is one limit setRlimits sets, soft and hard, unless val is 0.
+type rlimit struct {
+	name string
+	res  int
+	val  uint64
+}
+
+// rlimits are the limits of cfg's program, in the order both executors
+// set them (setRlimits, ExecPlan).
+func rlimits(cfg *Config) []rlimit {
+	return []rlimit{
+		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.Rlimits.CPUSeconds},
+		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.Rlimits.FileSizeBytes},
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.Rlimits.OpenFiles},
+		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, processLimit(cfg)},
+		// 1, not 0: a core_pattern that pipes to a host helper ignores a
+		// zero limit, but the kernel reads 1 as "never dump", and a file
+		// dump needs at least a page.
+		{"RLIMIT_CORE", unix.RLIMIT_CORE, 1},
+	}
 }
 
 // reap waits for the program while reaping every orphan the PID namespace

@@ -27,6 +27,12 @@ func FromPlan(p *plan.Plan, st plan.Status, cfg *Config) Status {
 			return lookupFailed(lookupErr(name, cfg.Env, errno, seenRoot(cfg)))
 		}
 		return startFailed(name, &os.PathError{Op: "fork/exec", Path: pathTried(name, cfg.Env, int(st.Op-plan.ExecExecve)), Err: errno})
+	case plan.StatusSetup:
+		// A check that fails is worded as its context alone, as
+		// rootfs words it for the Go init (rootfs.explain).
+		if st.Op >= 0 && int(st.Op) < len(p.Ops) && p.Ops[st.Op].Code == plan.CheckDir {
+			return Status{Error: p.Ops[st.Op].Context}
+		}
 	}
 	return Status{Error: p.Err(st).Error()}
 }

@@ -44,7 +44,8 @@ func TestFromPlan(t *testing.T) {
 		}
 		return startFailed(name, err)
 	}
-	p := &plan.Plan{Ops: []plan.Op{{Code: plan.Chdir, Strs: []string{"/"}, Context: "building the root: entering it"}}}
+	p := &plan.Plan{Ops: []plan.Op{{Code: plan.Chdir, Strs: []string{"/"}, Context: "building the root: entering it"},
+		{Code: plan.CheckDir, Strs: []string{"/x"}, Context: "building the root: binding /x: /x is not a directory"}}}
 	tests := []struct {
 		name string
 		cmd  []string
@@ -56,6 +57,8 @@ func TestFromPlan(t *testing.T) {
 		{"signal", []string{"true"}, nil, plan.Status{Kind: plan.StatusRan, ExitCode: 137, Signal: 9}, Status{ExitCode: 137, Signal: 9}},
 		{"set-up", []string{"true"}, nil, plan.Status{Kind: plan.StatusSetup, Errno: int32(syscall.ENOENT)},
 			Status{Error: "building the root: entering it: no such file or directory"}},
+		{"failed check", []string{"true"}, nil, plan.Status{Kind: plan.StatusSetup, Op: 1, Errno: int32(syscall.ENOTDIR)},
+			Status{Error: "building the root: binding /x: /x is not a directory"}},
 		{"not on PATH", []string{"no-such-command"}, path, plan.Status{Kind: plan.StatusExec, Op: plan.ExecLookup, Errno: int32(syscall.ENOENT)},
 			goLookup("no-such-command", path)},
 		{"default PATH", []string{"no-such-command"}, nil, plan.Status{Kind: plan.StatusExec, Op: plan.ExecLookup, Errno: int32(syscall.ENOENT)},

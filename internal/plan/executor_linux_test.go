@@ -219,12 +219,12 @@ func TestExecutorRefuses(t *testing.T) {
 		op    int32
 	}{
 		{"garbage", frame("hello, world"), -1},
-		{"version", frame("WPLN" + le(2) + string(good[8:])), -1},
+		{"version", frame("WPLN" + le(Version+1) + string(good[8:])), -1},
 		{"over the bound", []byte(le(MaxBytes + 1)), -1},
-		{"unknown code", frame("WPLN" + le(1) + le(1) + le(99) + le(0) + le(0)), 0},
-		{"bad counts", frame("WPLN" + le(1) + le(1) + le(uint32(Chdir)) + le(0) + le(0)), 0},
-		{"string past the end", frame("WPLN" + le(1) + le(1) + le(uint32(Chdir)) + le(0) + le(1) + le(1000) + "/"), 0},
-		{"NUL in a string", frame("WPLN" + le(1) + le(1) + le(uint32(Chdir)) + le(0) + le(1) + le(3) + "a\x00b"), 0},
+		{"unknown code", frame("WPLN" + le(Version) + le(1) + le(99) + le(0) + le(0)), 0},
+		{"bad counts", frame("WPLN" + le(Version) + le(1) + le(uint32(Chdir)) + le(0) + le(0)), 0},
+		{"string past the end", frame("WPLN" + le(Version) + le(1) + le(uint32(Chdir)) + le(0) + le(1) + le(1000) + "/"), 0},
+		{"NUL in a string", frame("WPLN" + le(Version) + le(1) + le(uint32(Chdir)) + le(0) + le(1) + le(3) + "a\x00b"), 0},
 		{"trailing bytes", frame(string(good) + "x"), 1},
 	}
 	for _, tc := range tests {

@@ -24,7 +24,7 @@ import (
 // executor of another version refuses.
 const (
 	Magic   = "WPLN"
-	Version = 1
+	Version = 2
 )
 
 // Bounds an executor enforces on an encoded plan: a plan is host-made, so

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"syscall"
@@ -45,7 +46,7 @@ func TestEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte("WPLN\x01\x00\x00\x00\x01\x00\x00\x00" + "\x0c\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00" + "\x02\x00\x00\x00/w")
+	want := []byte("WPLN\x02\x00\x00\x00\x01\x00\x00\x00" + "\x0c\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00" + "\x02\x00\x00\x00/w")
 	if !bytes.Equal(b, want) {
 		t.Errorf("Encode = %q, want %q", b, want)
 	}
@@ -82,14 +83,14 @@ func TestEncodeRefuses(t *testing.T) {
 func le32(v uint32) string { return string(binary.LittleEndian.AppendUint32(nil, v)) }
 
 func TestDecodeRefuses(t *testing.T) {
-	head := "WPLN" + le32(1)
+	head := "WPLN" + le32(Version)
 	chdir := le32(uint32(Chdir)) + le32(0) + le32(1)
 	tests := []struct {
 		name, in, want string
 	}{
 		{"empty", "", "magic"},
-		{"bad magic", "WPLX" + le32(1) + le32(0), "magic"},
-		{"version", "WPLN" + le32(2) + le32(0), "version 2"},
+		{"bad magic", "WPLX" + le32(Version) + le32(0), "magic"},
+		{"version", "WPLN" + le32(Version+1) + le32(0), fmt.Sprintf("version %d", Version+1)},
 		{"no count", head, "ends early"},
 		{"too many ops", head + le32(MaxOps+1), "ops, over"},
 		{"missing op", head + le32(1), "ends early"},

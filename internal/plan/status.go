@@ -74,9 +74,10 @@ func lockdownErr(step int32, errno syscall.Errno) error {
 
 // A StatusExec status's Op says which step of starting the program
 // failed: ExecLookup, finding the command (Errno ENOENT: not found;
-// ENOEXEC: not an executable file; else stat's errno), or execve of the
-// path found in PATH entry Op-ExecExecve (ExecExecve itself for a
-// command with a slash).
+// ENOEXEC: not an executable file; else stat's errno), or the fork/exec
+// of the path found in PATH entry Op-ExecExecve (ExecExecve itself for a
+// command with a slash): execve, or the pipe and fork before it, which
+// the Go init's os/exec reports the same way.
 const (
 	ExecLookup = 0
 	ExecExecve = 1

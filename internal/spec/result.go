@@ -15,8 +15,11 @@ type Result struct {
 	Stdout string `json:"stdout"`
 	Stderr string `json:"stderr"`
 	// StdoutTruncated and StderrTruncated say that output went past the
-	// limit; the rest was discarded at a bounded pace (see package drain), so
-	// the program ran on, slowed to that pace while it flooded.
+	// limit. The rest was discarded: by the host at a bounded pace (see
+	// package drain) when the Go init runs the program, which then ran on
+	// slowed to that pace while it flooded; inside the box, unpaced and on
+	// the box's own CPU quota, when warden-exec's PID 1 relays the output
+	// (its Drain op, a one-shot native run on the fast executor).
 	StdoutTruncated bool `json:"stdout_truncated"`
 	StderrTruncated bool `json:"stderr_truncated"`
 	// WallTimeMS is the run's elapsed time in milliseconds.

@@ -107,17 +107,25 @@ func TestEscapeHostProcesses(t *testing.T) {
 			t.Errorf("stat %s: got %s, want %s", p, got[p], w)
 		}
 	})
-	t.Run("/proc/1/cmdline is warden-init", func(t *testing.T) {
+	// PID 1 is the executor, named without its host path: warden-init
+	// (the Go init) or warden-exec (the fast one).
+	t.Run("/proc/1/cmdline is the executor's name", func(t *testing.T) {
 		host, err := os.ReadFile("/proc/1/cmdline")
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := runJSON(t, "--", "cat", "/proc/1/cmdline")
-		if w := "warden-init\x00"; r.Stdout != w {
-			t.Errorf("/proc/1/cmdline: got %q, want %q", r.Stdout, w)
-		}
-		if r.Stdout == string(host) {
-			t.Errorf("/proc/1/cmdline inside is the host's init's: %q", r.Stdout)
+		for _, side := range executors(t).sides {
+			r := runJSON(t, append(side.flags, "--", "cat", "/proc/1/cmdline")...)
+			w := "warden-init\x00"
+			if side.name == "fast" {
+				w = "warden-exec\x00"
+			}
+			if r.Stdout != w {
+				t.Errorf("--executor %s: /proc/1/cmdline: got %q, want %q", side.name, r.Stdout, w)
+			}
+			if r.Stdout == string(host) {
+				t.Errorf("--executor %s: /proc/1/cmdline inside is the host's init's: %q", side.name, r.Stdout)
+			}
 		}
 	})
 	t.Run("ps shows only the sandbox", func(t *testing.T) {

@@ -53,9 +53,14 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "building warden-server: %v\n%s", err, out)
 			return 1
 		}
-		// The small init beside it, as make build ships them.
+		// The small init beside it, and warden-exec where the tree has
+		// it, as make build ships them.
 		if out, err := goBuild(filepath.Join(dir, "warden-init"), "github.com/warden-sandbox/warden/cmd/warden-init", nil); err != nil {
 			fmt.Fprintf(os.Stderr, "building warden-init: %v\n%s", err, out)
+			return 1
+		}
+		if err := buildExec(repoRoot, dir); err != nil {
+			fmt.Fprintf(os.Stderr, "building warden-exec: %v\n", err)
 			return 1
 		}
 		return m.Run()

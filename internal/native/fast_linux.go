@@ -1,0 +1,150 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/plan"
+	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// fastRun is a one-shot run that warden-exec builds: the executor's path,
+// the plan prepared before the clone, and the plan as sent, whose ops
+// word the executor's status.
+type fastRun struct {
+	path string
+	plan *nsinit.FastPlan
+	sent *plan.Plan
+}
+
+// chooseExecutor sets b.fast when the run's executor is warden-exec
+// (Executor.pick), which needs cfg, the Config the Go init would get; it
+// then sizes cfg's RLIMIT_NPROC for warden-exec's one task.
+func (b *box) chooseExecutor(cfg *nsinit.Config) error {
+	if b.rt.Executor == ExecutorGo {
+		return nil
+	}
+	f, whyNot := newFastRun(cfg)
+	e, err := b.rt.Executor.pick(whyNot)
+	if err != nil {
+		return err
+	}
+	if e == ExecutorFast {
+		b.fast = f
+		cfg.Rlimits.Processes = b.nprocWith(execTasks)
+	}
+	return nil
+}
+
+// execTasks is warden-exec's own share of RLIMIT_NPROC rootless: PID 1 is
+// one single-threaded process, where the Go init needs initTasks, so the
+// program gets exactly its --pids, as it does under root.
+const execTasks = 1
+
+// newFastRun is cfg's fast run, or why warden-exec cannot build it.
+func newFastRun(cfg *nsinit.Config) (*fastRun, error) {
+	if spawner != nil {
+		return nil, errors.New("this server starts sandboxes through its spawner, which starts only the Go init")
+	}
+	if err := fastHierarchy(cgroup.Version()); err != nil {
+		return nil, err
+	}
+	path, err := nsinit.Executor()
+	if err != nil {
+		return nil, err
+	}
+	fp, err := nsinit.ExecPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &fastRun{path: path, plan: fp}, nil
+}
+
+// fastHierarchy refuses warden-exec on a host whose cgroup hierarchy
+// (cgroup.Version) the differential test has not covered: auto may pick
+// fast only where that test passes, and it runs on v1 hosts only so far.
+func fastHierarchy(version string) error {
+	if version == "v2" {
+		return errors.New("cgroup v2 hosts are not yet covered by the differential test (auto uses the Go init there)")
+	}
+	return nil
+}
+
+// handOverPlan sends warden-exec its plan and, on v1, the cgroup's tasks
+// descriptors. The v1 cgroup is made first, while the executor starts,
+// as the plan names its memory usage file for the sysinfo answerer.
+func (b *box) handOverPlan() error {
+	if b.lateCgroup {
+		if err := b.makeLateCgroup(); err != nil {
+			return err
+		}
+	}
+	b.fast.sent = b.fast.plan.Plan(b.usageFile(), b.spec.Limits.OutputBytes)
+	enc, err := plan.Encode(b.fast.sent)
+	if err != nil {
+		return fmt.Errorf("encoding the sandbox plan: %w", err)
+	}
+	if err := plan.Send(b.ctlHost, enc); err != nil {
+		return fmt.Errorf("sending the sandbox plan: %w", err)
+	}
+	if b.lateCgroup {
+		return b.sendCgroupFiles()
+	}
+	return nil
+}
+
+// usageFile is the host path of the v1 cgroup's memory usage, which the
+// Go init's answerer opens from the tasks descriptors it receives (the
+// first in ThreadFiles' order with one beside it): "" on v2, where the Go
+// init has none either, and without a cgroup or a memory controller.
+func (b *box) usageFile() string {
+	if !b.lateCgroup || b.cg == nil {
+		return ""
+	}
+	for _, tasks := range b.cg.Placement().ThreadFiles {
+		u := filepath.Join(filepath.Dir(tasks), "memory.usage_in_bytes")
+		if _, err := os.Stat(u); err == nil {
+			return u
+		}
+	}
+	return ""
+}
+
+// readPlanStatus reads warden-exec's status and turns it into the Status
+// the Go init would have sent (nsinit.FromPlan); io.EOF when it ended
+// without one.
+func (b *box) readPlanStatus(cfg *nsinit.Config) (nsinit.Status, error) {
+	st, err := plan.ReadStatus(b.ctlHost)
+	if err != nil {
+		return nsinit.Status{}, err
+	}
+	return nsinit.FromPlan(b.fast.sent, st, cfg), nil
+}
+
+// FastVerdict is nil when a default one-shot run here (`warden run --
+// true`, the default limits, no workspace) would be built by warden-exec,
+// else why not: the very checks a run makes (newFastRun, so
+// nsinit.ExecPlan's refusals), for doctor to report rather than a list of
+// its own.
+func FastVerdict() error {
+	l := spec.DefaultLimits
+	cfg := &nsinit.Config{
+		Command: []string{"true"}, Hostname: agent.Hostname, View: agent.View(l),
+		Etc:         rootfs.EtcTemplate{Dir: etcBase()},
+		AwaitCgroup: cgroup.Version() == "v1",
+		DiskBytes:   l.DiskBytes, Inodes: l.Inodes(),
+		Rlimits: nsinit.Rlimits{
+			CPUSeconds: uint64(l.CPUTime / time.Second), FileSizeBytes: uint64(l.FileSizeBytes),
+			OpenFiles: uint64(l.OpenFiles), Processes: uint64(l.Pids),
+		},
+	}
+	_, err := newFastRun(cfg)
+	return err
+}
