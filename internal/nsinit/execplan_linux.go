@@ -48,7 +48,8 @@ type FastPlan struct {
 // a line naming the feature) while the Go init can still take it: a
 // session, a template's root, the egress bridge, a workspace the init
 // must reopen by path, a root rootfs.Plan cannot plan from this host's
-// /proc, or an RLIMIT_NOFILE below MinFastOpenFiles.
+// /proc, an RLIMIT_NOFILE below MinFastOpenFiles, or a plan over the
+// executor's bounds (fits).
 func ExecPlan(cfg *Config) (*FastPlan, error) {
 	switch {
 	case cfg.Session || cfg.Boxed:
@@ -74,7 +75,11 @@ func ExecPlan(cfg *Config) (*FastPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FastPlan{cfg: cfg, root: root, filter: filter}, nil
+	fp := &FastPlan{cfg: cfg, root: root, filter: filter}
+	if err := fp.fits(); err != nil {
+		return nil, err
+	}
+	return fp, nil
 }
 
 // Plan is the whole plan. usage is the host path of the box cgroup's

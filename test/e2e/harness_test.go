@@ -97,6 +97,7 @@ func wardenAs(t *testing.T, prefix []string, stdin string, args ...string) invoc
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
+	args = withExecutor(args)
 	argv := append(append(append([]string{}, prefix...), wardenBin), args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin = strings.NewReader(stdin)

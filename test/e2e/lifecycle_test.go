@@ -151,7 +151,7 @@ func TestLifecycleWardenKilled(t *testing.T) {
 	mark := sandboxMark()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, wardenBin, "run", "--env", mark, "--timeout", "60s", "--", "sleep", "1000")
+	cmd := exec.CommandContext(ctx, wardenBin, withExecutor([]string{"run", "--env", mark, "--timeout", "60s", "--", "sleep", "1000"})...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestLifecycleLeavesNoHostTraces(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, wardenBin, append([]string{"run", "--json"}, tt.args...)...)
+			cmd := exec.CommandContext(ctx, wardenBin, withExecutor(append([]string{"run", "--json"}, tt.args...))...)
 			out, err := cmd.Output()
 			var ee *exec.ExitError
 			if ctx.Err() != nil {

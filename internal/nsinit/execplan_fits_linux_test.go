@@ -1,0 +1,72 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/plan"
+)
+
+// TestExecPlanFits: a Config whose plan warden-exec would not take (argv
+// past what op Exec holds, a plan over plan.MaxBytes) is refused before
+// the clone, in one line wrapping ErrNotFast, so auto takes the Go init;
+// one just inside the bounds is taken, and its plan encodes with the
+// longest usage path.
+func TestExecPlanFits(t *testing.T) {
+	// op Exec holds the path, the workdir and argv.
+	maxArgv := plan.MaxStrs - 2
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string // "" when the plan fits
+	}{
+		{"argv at the bound", func(c *Config) { c.Command = argv(maxArgv) }, ""},
+		{"argv over the bound", func(c *Config) { c.Command = argv(maxArgv + 1) }, "over the executor's bounds"},
+		{"argv of 1100", func(c *Config) { c.Command = argv(1100) }, "over the executor's bounds"},
+		{"env just under a MiB", func(c *Config) { c.Env = env(8, 120000) }, ""},
+		{"env over a MiB", func(c *Config) { c.Env = env(10, 120000) }, "over the executor's 1048576 bytes"},
+		{"env entries over the bound", func(c *Config) { c.Env = env(plan.MaxStrs+1, 8) }, "over the executor's bounds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := fastConfig(t)
+			tt.edit(cfg)
+			fp, err := ExecPlan(cfg)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("ExecPlan: got %v, want a plan", err)
+				}
+				if _, err := plan.Encode(fp.Plan(longestUsage, 0)); err != nil {
+					t.Errorf("Encode of a plan ExecPlan took: got %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ExecPlan: got a plan, want an error containing %q", tt.want)
+			}
+			if !errors.Is(err, ErrNotFast) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("ExecPlan: got %v, want one line wrapping ErrNotFast and containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// argv is /bin/echo and n-1 arguments.
+func argv(n int) []string {
+	a := []string{"/bin/echo"}
+	for len(a) < n {
+		a = append(a, "x")
+	}
+	return a
+}
+
+// env is n variables of about size bytes each.
+func env(n, size int) []string {
+	var e []string
+	for i := range n {
+		e = append(e, fmt.Sprintf("V%d=%s", i, strings.Repeat("v", size)))
+	}
+	return e
+}
