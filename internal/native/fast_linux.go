@@ -15,11 +15,10 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// fastRun is a one-shot run that warden-exec builds: the executor's path,
-// the plan prepared before the clone, and the plan as sent, whose ops
-// word the executor's status.
+// fastRun is a one-shot run that warden-exec builds: the plan prepared
+// before the clone, and the plan as sent, whose ops word the executor's
+// status.
 type fastRun struct {
-	path string
 	plan *nsinit.FastPlan
 	sent *plan.Plan
 }
@@ -48,23 +47,22 @@ func (b *box) chooseExecutor(cfg *nsinit.Config) error {
 // program gets exactly its --pids, as it does under root.
 const execTasks = 1
 
-// newFastRun is cfg's fast run, or why warden-exec cannot build it.
+// newFastRun is cfg's fast run, or why warden-exec cannot build it. The
+// executor is looked for here so that auto falls back before the clone;
+// whoever starts it (this process, or the spawner beside the same
+// executable) finds it again under the same rule (spawn.Command).
 func newFastRun(cfg *nsinit.Config) (*fastRun, error) {
-	if spawner != nil {
-		return nil, errors.New("this server starts sandboxes through its spawner, which starts only the Go init")
-	}
 	if err := fastHierarchy(cgroup.Version()); err != nil {
 		return nil, err
 	}
-	path, err := nsinit.Executor()
-	if err != nil {
+	if _, err := nsinit.Executor(); err != nil {
 		return nil, err
 	}
 	fp, err := nsinit.ExecPlan(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &fastRun{path: path, plan: fp}, nil
+	return &fastRun{plan: fp}, nil
 }
 
 // fastHierarchy refuses warden-exec on a host whose cgroup hierarchy

@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spawn"
 )
 
@@ -39,8 +38,8 @@ type initProc struct {
 // there is nothing left to kill.
 func (p *initProc) kill() { _ = p.signal(syscall.SIGKILL) }
 
-// spawner, when set (UseSpawner), starts sessions' inits and mapping
-// namespaces instead of this process.
+// spawner, when set (UseSpawner), starts sessions' inits, one-shot runs'
+// inits or warden-exec, and mapping namespaces instead of this process.
 var spawner *spawn.Client
 
 // UseSpawner makes this process start sandbox inits (and the user
@@ -53,7 +52,7 @@ func UseSpawner() { spawner = &spawn.Client{} }
 func (b *box) initSpec() spawn.Init {
 	return spawn.Init{
 		UID: b.ids.uid, GID: b.ids.gid, Setgroups: !b.ids.rootless,
-		Cloneflags: namespaces, AmbientCaps: initCaps,
+		Cloneflags: namespaces, AmbientCaps: initCaps, Exec: b.fast != nil,
 	}
 }
 
@@ -71,9 +70,9 @@ func startInit(b *box) (*initProc, error) {
 // the kernel ties a child's parent-death signal to the creating thread
 // (golang/go#27505): a thread exiting early would kill the sandbox.
 func startDirect(b *box) (*initProc, error) {
-	cmd := spawn.Command(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
-	if b.fast != nil {
-		cmd.Path, cmd.Args = b.fast.path, []string{nsinit.ExecName}
+	cmd, err := spawn.Command(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
+	if err != nil {
+		return nil, startError(err)
 	}
 	started := make(chan error, 1)
 	p := &initProc{exited: make(chan *spawn.Exit, 1)}
@@ -96,7 +95,8 @@ func startDirect(b *box) (*initProc, error) {
 	return p, nil
 }
 
-// startSpawned has the spawner start the init.
+// startSpawned has the spawner start the init (or warden-exec, which the
+// spawner finds beside itself as this process does).
 func startSpawned(b *box) (*initProc, error) {
 	proc, err := spawner.Start(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
 	if err != nil {

@@ -17,11 +17,21 @@ import (
 // stdio, the descriptors from fd 3 on (a nil one leaves its number
 // closed) and, when not nil, the cgroup directory to clone it into. The
 // spawner and warden run (which forks its one init itself) both start
-// inits this way. The init ties itself to its parent thread's life.
-func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) *exec.Cmd {
+// inits this way, so warden-exec gets the same descriptors from either.
+// The init ties itself to its parent thread's life. It fails only when i
+// asks for warden-exec and there is no trusted one.
+func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*exec.Cmd, error) {
+	path, arg0 := nsinit.Binary(), nsinit.Arg0
+	if i.Exec {
+		p, err := nsinit.Executor()
+		if err != nil {
+			return nil, err
+		}
+		path, arg0 = p, nsinit.ExecName
+	}
 	cmd := &exec.Cmd{
-		Path:       nsinit.Binary(),
-		Args:       []string{nsinit.Arg0},
+		Path:       path,
+		Args:       []string{arg0},
 		Env:        []string{"GOMAXPROCS=1"},
 		Stdin:      stdio[0],
 		Stdout:     stdio[1],
@@ -39,7 +49,7 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) *e
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(cgroupDir.Fd())
 	}
-	return cmd
+	return cmd, nil
 }
 
 // ExitOf is how a reaped process ended.

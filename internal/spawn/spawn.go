@@ -34,7 +34,7 @@ func IsSpawner(argv []string) bool { return len(argv) > 0 && argv[0] == Arg0 }
 
 // Init is how to start one sandbox init: its id mappings, namespaces and
 // capabilities; the spawner runs its own init binary with argv[0]
-// nsinit.Arg0, as the server would.
+// nsinit.Arg0, as the server would, or warden-exec when Exec says so.
 type Init struct {
 	// UID and GID are the host ids the sandbox user maps to.
 	UID, GID int
@@ -42,6 +42,11 @@ type Init struct {
 	Setgroups   bool
 	Cloneflags  uintptr
 	AmbientCaps []uintptr
+	// Exec starts warden-exec (a one-shot run's plan follows on the
+	// control socket) instead of the Go init. Whoever runs Command finds
+	// it beside its own executable under the init's trust rule
+	// (nsinit.Executor): a request names no path to run.
+	Exec bool `json:"exec,omitempty"`
 }
 
 // ErrDied reports that the spawner died with requests outstanding; the

@@ -319,3 +319,74 @@ func TestSpawnerRefusesOtherVersion(t *testing.T) {
 	}
 	ns.Close()
 }
+
+// TestCommandExec: Init.Exec runs warden-exec, found by the process that
+// runs Command beside its own executable (nsinit.Executor), never the Go
+// init; without it the command is the Go init's. Here no warden-exec
+// sits beside the test binary, so an Exec request fails with Executor's
+// one line (how to fix it) and starts nothing.
+func TestCommandExec(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	stdio := [3]*os.File{null, null, null}
+	execPath, execErr := nsinit.Executor()
+	tests := []struct {
+		name     string
+		exec     bool
+		wantPath string
+		wantArg0 string
+		wantErr  error
+	}{
+		{"go init", false, nsinit.Binary(), nsinit.Arg0, nil},
+		{"warden-exec", true, execPath, nsinit.ExecName, execErr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, err := Command(Init{Exec: tt.exec}, stdio, nil, nil)
+			if tt.wantErr != nil {
+				if err == nil || err.Error() != tt.wantErr.Error() {
+					t.Fatalf("Command(Exec: %v) error = %v, want %v", tt.exec, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Command(Exec: %v) = %v", tt.exec, err)
+			}
+			if cmd.Path != tt.wantPath || cmd.Args[0] != tt.wantArg0 {
+				t.Errorf("Command(Exec: %v) runs %q as %q, want %q as %q", tt.exec, cmd.Path, cmd.Args[0], tt.wantPath, tt.wantArg0)
+			}
+		})
+	}
+}
+
+// TestSpawnerFindsItsOwnExecutor: an Exec request makes the spawner look
+// for warden-exec beside its own executable, as warden run does; with
+// none there (the test binary's directory) the start fails with that one
+// line and no init starts.
+func TestSpawnerFindsItsOwnExecutor(t *testing.T) {
+	testhost.RequireRoot(t)
+	_, want := nsinit.Executor()
+	if want == nil {
+		t.Skip("a warden-exec sits beside the test binary")
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	var c Client
+	defer func() { _ = syscall.Kill(c.conn.pid, syscall.SIGKILL) }()
+	p, err := c.Start(Init{Exec: true, UID: 4242, GID: 4242, Cloneflags: unix.CLONE_NEWUSER}, [3]*os.File{null, null, null}, nil, nil)
+	if err == nil {
+		_ = p.Signal(syscall.SIGKILL)
+		p.Exit()
+		p.Release()
+		t.Fatalf("Start(Exec) started pid %d, want %v", p.Pid, want)
+	}
+	if err.Error() != want.Error() {
+		t.Errorf("Start(Exec) error = %v, want %v", err, want)
+	}
+}

@@ -141,7 +141,7 @@ func initCommand(req request, files []*os.File) (*exec.Cmd, error) {
 	if req.Cgroup {
 		cgroupDir = files[next]
 	}
-	return Command(req.Init, [3]*os.File{files[0], files[1], files[2]}, extra, cgroupDir), nil
+	return Command(req.Init, [3]*os.File{files[0], files[1], files[2]}, extra, cgroupDir)
 }
 
 func boolInt(b bool) int {
