@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/agent"
@@ -102,17 +103,32 @@ func (b *box) handOverPlan() error {
 // Go init's answerer opens from the tasks descriptors it receives (the
 // first in ThreadFiles' order with one beside it): "" on v2, where the Go
 // init has none either, and without a cgroup or a memory controller.
+// The Go init's open is best-effort, so a file the box's root could not
+// open (boxCanRead) is left out here rather than failing the plan's
+// OpenFD where the Go init would start the program without it.
 func (b *box) usageFile() string {
 	if !b.lateCgroup || b.cg == nil {
 		return ""
 	}
 	for _, tasks := range b.cg.Placement().ThreadFiles {
 		u := filepath.Join(filepath.Dir(tasks), "memory.usage_in_bytes")
-		if _, err := os.Stat(u); err == nil {
+		if fi, err := os.Stat(u); err == nil && boxCanRead(fi, b.ids.rootless, os.Geteuid()) {
 			return u
 		}
 	}
 	return ""
+}
+
+// boxCanRead says whether the box's root, which opens fi before the
+// pivot, may read it: rootful it is a pool user, no owner of host files,
+// so fi must be readable by others; rootless it is the invoking user
+// (euid), who may read its own files with its namespace's capabilities.
+func boxCanRead(fi os.FileInfo, rootless bool, euid int) bool {
+	if fi.Mode().Perm()&0o004 != 0 {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && rootless && int(st.Uid) == euid
 }
 
 // readPlanStatus reads warden-exec's status and turns it into the Status

@@ -1,6 +1,8 @@
 package native
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -37,4 +39,35 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestBoxCanRead: the memory usage file goes in the plan only where the
+// box's root can open it, as the Go init's best-effort open would.
+func TestBoxCanRead(t *testing.T) {
+	tests := []struct {
+		name     string
+		mode     os.FileMode
+		rootless bool
+		want     bool
+	}{
+		{"others may read, rootful", 0o444, false, true},
+		{"owner only, rootful", 0o400, false, false},
+		{"owner only, rootless owner", 0o400, true, true},
+	}
+	for _, tt := range tests {
+		p := filepath.Join(t.TempDir(), "memory.usage_in_bytes")
+		if err := os.WriteFile(p, []byte("1\n"), tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := boxCanRead(fi, tt.rootless, os.Geteuid()); got != tt.want {
+			t.Errorf("%s: boxCanRead %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }

@@ -270,16 +270,19 @@ func TestExecutorRootlessPids(t *testing.T) {
 }
 
 // TestExecutorLowOpenFiles: around the lowest --open-files either
-// executor can start a program at, the default executor (auto) ends a
-// run as the Go init does: the same exit code and warden line, as auto
-// leaves specs below nsinit.MinFastOpenFiles to the Go init and a failed
-// fork/exec of warden-exec's is the Go init's exit 126.
+// executor can start a program at (fast 15, go 13 or 14), the default
+// executor (auto) ends a run as the Go init does: the same exit code and
+// warden line, as auto leaves specs below nsinit.MinFastOpenFiles to the
+// Go init and a failed fork/exec of warden-exec's is the Go init's exit
+// 126.
 func TestExecutorLowOpenFiles(t *testing.T) {
 	p := executors(t)
 	if p.sides[1].name != "fast" {
 		t.Skip("no fast executor to compare: " + p.note)
 	}
-	for _, n := range []string{"10", "13", "14", "15", "16", "17"} {
+	// Not 13 or 14: at its own edge the Go init starts the program or not
+	// from one run to the next (its runtime's descriptors vary).
+	for _, n := range []string{"10", "12", "15", "16", "20"} {
 		var got [2]invocation
 		for i, flags := range [][]string{{"--executor", "go"}, {"--executor", "auto"}} {
 			got[i] = warden(t, "", append(append([]string{"run"}, flags...), "--memory", "256MiB", "--open-files", n, "--", "sh", "-c", "echo ran")...)
