@@ -53,7 +53,7 @@ func templateTag(digestHex, store string) string {
 // digestRE is the only digest a template image is made for: sha256 in
 // lower-case hex, as the store writes it, so the tag and the lock file's
 // name hold nothing but hex and templateTag's dash.
-var digestRE = regexp.MustCompile(`^sha256:([0-9a-f]{64})$`)
+var digestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:([0-9a-f]{64})$`) })
 
 // templateImages serialises the making of each template's image in this
 // process, by tag; imageLockDir's lock files do it across processes.
@@ -89,7 +89,7 @@ var imageLockDir = filepath.Join(StateDir, "images")
 // look it up. The image is what Warden's own root image is to the host's
 // root: the box's files, read-only, with Warden's mounts over them.
 func (r *Runtime) templateImage(ctx context.Context, root spec.Root) (_ string, err error) {
-	m := digestRE.FindStringSubmatch(root.Digest)
+	m := digestRE().FindStringSubmatch(root.Digest)
 	if m == nil {
 		return "", fmt.Errorf("template %q has digest %q, not sha256 and 64 hex digits: import or pull it again", root.Template, root.Digest)
 	}

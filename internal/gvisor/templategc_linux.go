@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // rootName matches the name of a template's shared root in StateDir
 // (rootfs.SharedImageTemplate: img-<digest hex>-<layout>).
-var rootName = regexp.MustCompile(`^img-([0-9a-f]{64})-[0-9a-f]+$`)
+var rootName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^img-([0-9a-f]{64})-[0-9a-f]+$`) })
 
 // UnusedTemplateRoots lists the shared roots in dir (StateDir, but in
 // tests) of templates keep does not hold (keep gets "sha256:<hex>") that
@@ -47,7 +48,7 @@ func RemoveTemplateRoots(dir string, keep func(digest string) bool) ([]string, e
 			errs = append(errs, fmt.Errorf("removing the template root %q: %w", gone, err))
 			continue
 		}
-		removed = append(removed, "sha256:"+rootName.FindStringSubmatch(filepath.Base(p))[1])
+		removed = append(removed, "sha256:"+rootName().FindStringSubmatch(filepath.Base(p))[1])
 	}
 	return removed, errors.Join(append([]error{err}, errs...)...)
 }
@@ -88,7 +89,7 @@ func unusedRoots(dir string, keep func(string) bool) ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		m := rootName.FindStringSubmatch(e.Name())
+		m := rootName().FindStringSubmatch(e.Name())
 		p := filepath.Join(dir, e.Name())
 		if m != nil && e.IsDir() && !keep("sha256:"+m[1]) && !used[p] {
 			out = append(out, p)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sync"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/strictjson"
@@ -73,7 +74,7 @@ func maxReplyLine(cfg config) int {
 
 // doneHead matches the start of a "done" reply as the drivers write it
 // ("t" first), so a done reply too long to read still ends the run.
-var doneHead = regexp.MustCompile(`^\{\s*"t"\s*:\s*"done"`)
+var doneHead = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\{\s*"t"\s*:\s*"done"`) })
 
 // readReplies sends each reply read from r on out until r ends or quit is
 // closed, then closes out. Lines longer than max are skipped (read and
@@ -90,7 +91,7 @@ func readReplies(r io.Reader, max int, out chan<- reply, quit <-chan struct{}) {
 		}
 		var rep reply
 		switch {
-		case size > max && doneHead.Match(line):
+		case size > max && doneHead().Match(line):
 			rep = reply{T: "done", size: size}
 		case size > max:
 			rep = reply{T: "dropped", size: size}

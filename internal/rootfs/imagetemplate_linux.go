@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,7 +27,7 @@ const (
 // so a Warden of another version writes its own.
 const imageLayout = "2"
 
-var digestHex = regexp.MustCompile(`^sha256:([0-9a-f]{64})$`)
+var digestHex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:([0-9a-f]{64})$`) })
 
 // SharedImageTemplate is a Template for a template's tree (image, its
 // spec.Root.Dir) that never writes to the tree, which every box on the
@@ -39,7 +40,7 @@ var digestHex = regexp.MustCompile(`^sha256:([0-9a-f]{64})$`)
 // written once per image digest under base (img-<digest>-<layout>), as
 // SharedTemplate writes the host's, and shared by every Warden.
 func SharedImageTemplate(base, image, digest string) (Template, error) {
-	m := digestHex.FindStringSubmatch(digest)
+	m := digestHex().FindStringSubmatch(digest)
 	if m == nil {
 		return Template{}, fmt.Errorf("template digest %q is not sha256 and 64 hex digits: import or pull the template again", digest)
 	}

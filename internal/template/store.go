@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -94,7 +95,7 @@ type Store struct {
 // too (TestNamePatternEverywhere keeps them equal).
 const NamePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
 
-var nameRE = regexp.MustCompile(NamePattern)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(NamePattern) })
 
 // ErrNotFound says the store holds no template of that name (or it is
 // being removed): a client's mistake, unlike the store's own failures.
@@ -112,7 +113,7 @@ func ValidName(name string) error {
 	if name == Host {
 		return errors.New(`template name "host" is reserved for the host's own root: choose another`)
 	}
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return fmt.Errorf("template name %q: use 1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit", name)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Everyone is the SharedWith entry that lets every tenant use a
@@ -26,7 +27,7 @@ const unsetShare = "unset (committed before sharing was recorded)"
 // tenantRE is what a tenant named in --share-with may be: an API key's
 // tenant id (16 hex digits, the owner in warden serve's request log) or
 // another fixed owner such as warden mcp's.
-var tenantRE = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
+var tenantRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]{1,64}$`) })
 
 // Committed says t was made by Commit: its Ref is its base's name (a
 // bare template name), where a pull's is an image reference (with '/',
@@ -67,7 +68,7 @@ func ParseShare(v string) ([]string, error) {
 		if t == Everyone {
 			return nil, fmt.Errorf("sharing with %q: %q stands alone (every tenant); drop the other tenants or it", v, Everyone)
 		}
-		if t != Keyless && !tenantRE.MatchString(t) {
+		if t != Keyless && !tenantRE().MatchString(t) {
 			return nil, fmt.Errorf("sharing with %q: tenant %q: use a tenant id (1-64 of a-z, 0-9: the owner in warden serve's request log), %q or %q", v, t, Keyless, Everyone)
 		}
 		if t == Keyless {
@@ -94,7 +95,7 @@ func validShare(name string, shareWith []string) error {
 			return fmt.Errorf("template %q: %q stands alone (every tenant); drop the other tenants or it", name, Everyone)
 		case t == Keyless:
 			return fmt.Errorf("template %q: %q is a listing's name for the keyless server's tenant, not a tenant id: share with \"\"", name, Keyless)
-		case t != "" && t != Everyone && !tenantRE.MatchString(t):
+		case t != "" && t != Everyone && !tenantRE().MatchString(t):
 			return fmt.Errorf("template %q: tenant %q: use a tenant id (1-64 of a-z, 0-9)", name, t)
 		}
 	}
