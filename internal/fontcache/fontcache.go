@@ -33,6 +33,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // MaxBytes bounds a font list: Debian 12's is 33 KB; it travels in the
@@ -59,7 +60,7 @@ func (f File) None() bool { return f.Name == "" }
 
 // namePattern is the only name a font list may have; its number is
 // matplotlib's FontManager.__version__.
-var namePattern = regexp.MustCompile(`^fontlist-v([0-9]{1,6})\.json$`)
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^fontlist-v([0-9]{1,6})\.json$`) })
 
 // check refuses a File that matplotlib would not take as a font list of
 // its name, or one too large to copy into a sandbox: its content came
@@ -68,7 +69,7 @@ func (f File) check() error {
 	if err := f.checkName(); err != nil || f.None() {
 		return err
 	}
-	m := namePattern.FindStringSubmatch(f.Name)
+	m := namePattern().FindStringSubmatch(f.Name)
 	var head struct {
 		Version json.Number `json:"_version"`
 	}
@@ -89,7 +90,7 @@ func (f File) checkName() error {
 	if f.None() {
 		return nil
 	}
-	if !namePattern.MatchString(f.Name) {
+	if !namePattern().MatchString(f.Name) {
 		return fmt.Errorf("font list %q: not a name matplotlib gives its font list (fontlist-vNNN.json)", f.Name)
 	}
 	if len(f.Data) > MaxBytes {

@@ -41,21 +41,21 @@ func TestReadResult(t *testing.T) {
 		{"empty cache dir", func(t *testing.T, h string) { write(t, h, Dir+"/other", "x") }, "", ""},
 		{"link", func(t *testing.T, h string) {
 			write(t, h, "real.json", goodList)
-			os.MkdirAll(filepath.Join(h, Dir), 0o755)
-			os.Symlink("../../real.json", filepath.Join(h, list))
+			must(t, os.MkdirAll(filepath.Join(h, Dir), 0o755))
+			must(t, os.Symlink("../../real.json", filepath.Join(h, list)))
 		}, "", "opening"},
 		{"linked directory", func(t *testing.T, h string) {
 			write(t, h, "elsewhere/fontlist-v330.json", goodList)
-			os.MkdirAll(filepath.Join(h, ".cache"), 0o755)
-			os.Symlink("../elsewhere", filepath.Join(h, Dir))
+			must(t, os.MkdirAll(filepath.Join(h, ".cache"), 0o755))
+			must(t, os.Symlink("../elsewhere", filepath.Join(h, Dir)))
 		}, "", "opening"},
 		{"fifo", func(t *testing.T, h string) {
-			os.MkdirAll(filepath.Join(h, Dir), 0o755)
+			must(t, os.MkdirAll(filepath.Join(h, Dir), 0o755))
 			if err := unix.Mkfifo(filepath.Join(h, list), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, "", "not a regular file"},
-		{"directory", func(t *testing.T, h string) { os.MkdirAll(filepath.Join(h, list), 0o755) }, "", "not a regular file"},
+		{"directory", func(t *testing.T, h string) { must(t, os.MkdirAll(filepath.Join(h, list), 0o755)) }, "", "not a regular file"},
 		{"huge", func(t *testing.T, h string) {
 			write(t, h, list, `{"_version": 330, "x": "`+strings.Repeat("x", MaxBytes)+`"}`)
 		}, "", "over"},
@@ -123,7 +123,7 @@ func TestRootKey(t *testing.T) {
 		{"font added", func() { write(t, root, "usr/share/fonts/truetype/dejavu/New.ttf", "x") }},
 		{"fonts.conf edited", func() {
 			later := time.Now().Add(time.Hour)
-			os.Chtimes(filepath.Join(root, "etc/fonts/fonts.conf"), later, later)
+			must(t, os.Chtimes(filepath.Join(root, "etc/fonts/fonts.conf"), later, later))
 		}},
 		{"pip's matplotlib", func() { write(t, root, "usr/local/lib/python3.11/dist-packages/matplotlib/font_manager.py", "x") }},
 	}
@@ -190,5 +190,13 @@ func TestStore(t *testing.T) {
 	}
 	if _, _, err := s.Load(k); err == nil || !strings.Contains(err.Error(), "writable by it alone") {
 		t.Errorf("Load from a store anyone may write: %v", err)
+	}
+}
+
+// must fails the test on err, for a fixture's set-up.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -61,7 +61,7 @@ func listName(dir *os.File) (string, error) {
 	}
 	var found []string
 	for _, n := range names {
-		if namePattern.MatchString(n) {
+		if namePattern().MatchString(n) {
 			found = append(found, n)
 		}
 	}

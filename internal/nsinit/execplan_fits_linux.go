@@ -3,6 +3,7 @@ package nsinit
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -11,8 +12,10 @@ import (
 
 // longestUsage stands in for the usage file's host path, known only once
 // the cgroup is made after the clone: no path the executor can open is
-// longer, so a plan that fits with it fits with the real one.
-var longestUsage = "/" + strings.Repeat("u", unix.PathMax-2)
+// longer, so a plan that fits with it fits with the real one. Made at
+// first use, not at package init, which every warden command pays
+// (TestSlimInitIsLight).
+var longestUsage = sync.OnceValue(func() string { return "/" + strings.Repeat("u", unix.PathMax-2) })
 
 // fits refuses, wrapping ErrNotFast, a Config whose plan warden-exec
 // would not take (an op over the executor's counts, such as argv over
@@ -22,8 +25,8 @@ var longestUsage = "/" + strings.Repeat("u", unix.PathMax-2)
 // failing after the clone. The plan is encoded at its largest: the
 // longest usage path and a drain.
 func (f *FastPlan) fits() error {
-	if _, err := plan.Encode(f.Plan(longestUsage, 0)); err != nil {
-		return fmt.Errorf("a command, environment or root too large for warden-exec's plan (%v) %w", err, ErrNotFast)
+	if _, err := plan.Encode(f.Plan(longestUsage(), 0)); err != nil {
+		return fmt.Errorf("a command, environment or root too large for warden-exec's plan (%w) %w", err, ErrNotFast)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestExecPlanFits(t *testing.T) {
 				if err != nil {
 					t.Fatalf("ExecPlan: got %v, want a plan", err)
 				}
-				if _, err := plan.Encode(fp.Plan(longestUsage, 0)); err != nil {
+				if _, err := plan.Encode(fp.Plan(longestUsage(), 0)); err != nil {
 					t.Errorf("Encode of a plan ExecPlan took: got %v, want nil", err)
 				}
 				return

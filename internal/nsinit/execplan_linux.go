@@ -69,7 +69,7 @@ func ExecPlan(cfg *Config) (*FastPlan, error) {
 	}
 	root, err := rootfs.Plan(newRoot, rootOptions(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("the root on this host (%v) %w", err, ErrNotFast)
+		return nil, fmt.Errorf("the root on this host (%w) %w", err, ErrNotFast)
 	}
 	filter, err := seccomp.NotifyingProgram()
 	if err != nil {

@@ -24,7 +24,7 @@ func buildExec(root, dir string) error {
 	}
 	srcs, err := filepath.Glob(filepath.Join(src, "*.c"))
 	if err != nil || len(srcs) == 0 {
-		return fmt.Errorf("%s: no C sources (%v)", src, err)
+		return fmt.Errorf("%s: no C sources (%w)", src, err)
 	}
 	cc, flags, err := execCompiler(root)
 	if err != nil {
