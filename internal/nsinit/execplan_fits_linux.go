@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -23,7 +22,7 @@ var longestUsage = "/" + strings.Repeat("u", unix.PathMax-2)
 // longest usage path and a drain.
 func (f *FastPlan) fits() error {
 	if _, err := plan.Encode(f.Plan(longestUsage, 0)); err != nil {
-		return fmt.Errorf("a command, environment or root too large for warden-exec's plan (%v) %w", err, ErrNotFast)
+		return &NotFastError{Feature: "a command, environment or root too large for warden-exec's plan", Detail: err.Error()}
 	}
 	return nil
 }
