@@ -18,7 +18,9 @@ import (
 // closed) and, when not nil, the cgroup directory to clone it into. The
 // spawner and warden run (which forks its one init itself) both start
 // inits this way, so warden-exec gets the same descriptors from either.
-// The init ties itself to its parent thread's life. It fails only when i
+// The init is tied to its parent thread's life from the clone on
+// (Pdeathsig), so a box whose starter dies before the init's own
+// DieWithHost op (which re-arms the same signal) dies too. It fails only when i
 // asks for warden-exec and there is no trusted one.
 func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*exec.Cmd, error) {
 	path, arg0 := nsinit.Binary(), nsinit.Arg0
@@ -43,6 +45,7 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxGID, HostID: i.GID, Size: 1}},
 			GidMappingsEnableSetgroups: i.Setgroups,
 			AmbientCaps:                i.AmbientCaps,
+			Pdeathsig:                  unix.SIGKILL,
 		},
 	}
 	if cgroupDir != nil {
