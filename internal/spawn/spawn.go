@@ -46,7 +46,7 @@ type Init struct {
 	// control socket) instead of the Go init. Whoever runs Command finds
 	// it beside its own executable under the init's trust rule
 	// (nsinit.Executor): a request names no path to run.
-	Exec bool `json:"exec,omitempty"`
+	Exec bool
 }
 
 // ErrDied reports that the spawner died with requests outstanding; the

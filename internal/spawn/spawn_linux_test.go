@@ -324,7 +324,9 @@ func TestSpawnerRefusesOtherVersion(t *testing.T) {
 // runs Command beside its own executable (nsinit.Executor), never the Go
 // init; without it the command is the Go init's. Here no warden-exec
 // sits beside the test binary, so an Exec request fails with Executor's
-// one line (how to fix it) and starts nothing.
+// one line (how to fix it) and starts nothing; the positive path (a run
+// with warden-exec as PID 1, started by the spawner) is covered by e2e
+// (TestServerRunUsesWardenExec).
 func TestCommandExec(t *testing.T) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
@@ -365,7 +367,8 @@ func TestCommandExec(t *testing.T) {
 // TestSpawnerFindsItsOwnExecutor: an Exec request makes the spawner look
 // for warden-exec beside its own executable, as warden run does; with
 // none there (the test binary's directory) the start fails with that one
-// line and no init starts.
+// line and no init starts. The positive path is covered by e2e
+// (TestServerRunUsesWardenExec), where warden-exec sits beside the server.
 func TestSpawnerFindsItsOwnExecutor(t *testing.T) {
 	testhost.RequireRoot(t)
 	_, want := nsinit.Executor()
@@ -378,7 +381,11 @@ func TestSpawnerFindsItsOwnExecutor(t *testing.T) {
 	}
 	defer null.Close()
 	var c Client
-	defer func() { _ = syscall.Kill(c.conn.pid, syscall.SIGKILL) }()
+	defer func() {
+		if c.conn != nil {
+			_ = syscall.Kill(c.conn.pid, syscall.SIGKILL)
+		}
+	}()
 	p, err := c.Start(Init{Exec: true, UID: 4242, GID: 4242, Cloneflags: unix.CLONE_NEWUSER}, [3]*os.File{null, null, null}, nil, nil)
 	if err == nil {
 		_ = p.Signal(syscall.SIGKILL)
