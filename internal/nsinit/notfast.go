@@ -23,3 +23,9 @@ func (e *NotFastError) Error() string {
 
 // Is makes every NotFastError match ErrNotFast.
 func (e *NotFastError) Is(target error) bool { return target == ErrNotFast }
+
+// ErrNoExecutor is matched by Executor's error, and by a start that
+// found no warden-exec to run (the spawner's included): there is no
+// usable warden-exec beside this executable. Auto, which checked for one
+// before choosing it, takes the Go init on it, as one removed since.
+var ErrNoExecutor = errors.New("no usable warden-exec")

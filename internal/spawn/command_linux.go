@@ -3,6 +3,7 @@ package spawn
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -109,4 +110,14 @@ func UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.File, error)
 		return nil, errors.Join(errors.New("opening the mapping namespace"), err)
 	}
 	return ns, nil
+}
+
+// StartError is cmd.Start's error for a Command of i: a warden-exec that
+// Executor found but that is gone at the exec (ENOENT) is reported as
+// nsinit.ErrNoExecutor too, so auto may take the Go init.
+func StartError(i Init, err error) error {
+	if err != nil && i.Exec && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %w", nsinit.ErrNoExecutor, err)
+	}
+	return err
 }

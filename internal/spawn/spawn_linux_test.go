@@ -1,8 +1,10 @@
 package spawn
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"slices"
@@ -393,7 +395,45 @@ func TestSpawnerFindsItsOwnExecutor(t *testing.T) {
 		p.Release()
 		t.Fatalf("Start(Exec) started pid %d, want %v", p.Pid, want)
 	}
-	if err.Error() != want.Error() {
-		t.Errorf("Start(Exec) error = %v, want %v", err, want)
+	if err.Error() != want.Error() || !errors.Is(err, nsinit.ErrNoExecutor) {
+		t.Errorf("Start(Exec) error = %v, want %v matching nsinit.ErrNoExecutor", err, want)
+	}
+}
+
+// TestNoExecutorReply: a start that found no warden-exec (Executor's
+// error, or an exec of one removed since: StartError) reaches the
+// server's client still matching nsinit.ErrNoExecutor, in the same
+// words, so auto can take the Go init; other failures do not match.
+func TestNoExecutorReply(t *testing.T) {
+	gone := StartError(Init{Exec: true}, &fs.PathError{Op: "fork/exec", Path: "/x/warden-exec", Err: syscall.ENOENT})
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"executor's error", fmt.Errorf("finding it: %w", nsinit.ErrNoExecutor), true},
+		{"removed since", gone, true},
+		{"go init missing", StartError(Init{}, &fs.PathError{Op: "fork/exec", Path: "/x/warden-init", Err: syscall.ENOENT}), false},
+		{"other failure", StartError(Init{Exec: true}, syscall.EPERM), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errors.Is(tt.err, nsinit.ErrNoExecutor); got != tt.want {
+				t.Fatalf("errors.Is(%v, ErrNoExecutor) = %v, want %v", tt.err, got, tt.want)
+			}
+			r := failure(1, tt.err)
+			raw, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back reply
+			if err := json.Unmarshal(raw, &back); err != nil {
+				t.Fatal(err)
+			}
+			got := back.err()
+			if errors.Is(got, nsinit.ErrNoExecutor) != tt.want || got.Error() != tt.err.Error() {
+				t.Errorf("client's error %v (matches %v), want %q matching %v", got, errors.Is(got, nsinit.ErrNoExecutor), tt.err, tt.want)
+			}
+		})
 	}
 }
