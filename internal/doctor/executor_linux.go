@@ -38,7 +38,7 @@ func executorStatus(p string, err error, present bool, verdict error) Check {
 	case verdict != nil:
 		c.Detail = p + " is present and trusted, but a default one-shot run uses the Go init: " + verdict.Error()
 	default:
-		c.Detail = p + " is present and trusted: a default one-shot native run (warden run, --executor auto) uses it; specs it cannot build use the Go init, each named by `warden run --executor fast`"
+		c.Detail = p + " is present and trusted: a default one-shot native run (warden run, and warden serve's and warden mcp's one-shot runs without a pooled box; --executor auto) uses it; specs it cannot build use the Go init, each named by `warden run --executor fast`; sessions and pooled boxes keep the Go init"
 	}
 	return c
 }

@@ -43,6 +43,24 @@ func (b *box) chooseExecutor(cfg *nsinit.Config) error {
 	return nil
 }
 
+// start starts the chosen executor (startInit). Under auto, a warden-exec
+// gone since chooseExecutor's check (nsinit.ErrNoExecutor, from this
+// process or the spawner) is no failure: the run is started once more
+// with the Go init and a fresh cfg, as auto would have chosen had it been
+// gone at the check. Under fast the error stands.
+func (b *box) start(cfg *nsinit.Config) (*initProc, error) {
+	proc, err := launch(b)
+	if err == nil || b.fast == nil || b.rt.Executor == ExecutorFast || !errors.Is(err, nsinit.ErrNoExecutor) {
+		return proc, err
+	}
+	b.fast = nil
+	*cfg = b.config()
+	return launch(b)
+}
+
+// launch is startInit, which a test replaces to start nothing.
+var launch = startInit
+
 // execTasks is warden-exec's own share of RLIMIT_NPROC rootless: PID 1 is
 // one single-threaded process, where the Go init needs initTasks, so the
 // program gets exactly its --pids, as it does under root.

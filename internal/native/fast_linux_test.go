@@ -1,10 +1,15 @@
 package native
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // TestFastHierarchy: auto takes the Go init and fast is refused in one
@@ -69,5 +74,49 @@ func TestBoxCanRead(t *testing.T) {
 		if got := boxCanRead(fi, tt.rootless, os.Geteuid()); got != tt.want {
 			t.Errorf("%s: boxCanRead %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestStartRetriesWithoutExecutor: under auto, a start that finds no
+// warden-exec (nsinit.ErrNoExecutor: removed since the check) is made
+// once more with the Go init; under fast, or for another failure, the
+// error stands and nothing is retried.
+func TestStartRetriesWithoutExecutor(t *testing.T) {
+	gone := fmt.Errorf("starting sandbox init: %w", nsinit.ErrNoExecutor)
+	tests := []struct {
+		name      string
+		executor  Executor
+		err       error
+		wantCalls int
+		wantFast  bool
+		wantErr   bool
+	}{
+		{"auto, vanished", ExecutorAuto, gone, 2, false, false},
+		{"default, vanished", "", gone, 2, false, false},
+		{"fast, vanished", ExecutorFast, gone, 1, true, true},
+		{"auto, other failure", ExecutorAuto, errors.New("starting sandbox init: EPERM"), 1, true, true},
+	}
+	saved := launch
+	t.Cleanup(func() { launch = saved })
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &box{spec: &spec.Spec{}, ids: &idMapping{}, rt: Runtime{Executor: tt.executor}, fast: &fastRun{}}
+			calls := 0
+			launch = func(b *box) (*initProc, error) {
+				calls++
+				if b.fast != nil {
+					return nil, tt.err
+				}
+				return &initProc{}, nil
+			}
+			cfg := nsinit.Config{Rlimits: nsinit.Rlimits{Processes: 12345}}
+			_, err := b.start(&cfg)
+			if calls != tt.wantCalls || (b.fast != nil) != tt.wantFast || (err != nil) != tt.wantErr {
+				t.Errorf("got %d starts, fast %v, error %v; want %d, %v, error %v", calls, b.fast != nil, err, tt.wantCalls, tt.wantFast, tt.wantErr)
+			}
+			if !tt.wantFast && cfg.Rlimits.Processes == 12345 {
+				t.Errorf("the Go init's retry kept warden-exec's config (RLIMIT_NPROC %d)", cfg.Rlimits.Processes)
+			}
+		})
 	}
 }

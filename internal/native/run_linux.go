@@ -465,7 +465,7 @@ func (b *box) execute(ctx context.Context) (spec.Result, error) {
 		return spec.Result{}, err
 	}
 	begin := time.Now()
-	proc, err := startInit(b)
+	proc, err := b.start(&cfg)
 	if err != nil {
 		return spec.Result{}, err
 	}

@@ -79,7 +79,7 @@ func startDirect(b *box) (*initProc, error) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		if err := spawn.StartError(b.initSpec(), cmd.Start()); err != nil {
 			started <- err
 			return
 		}

@@ -147,9 +147,21 @@ var (
 // (probeExec), as BinaryPath asks warden-init: auto then takes the Go
 // init, and fast and doctor name the mismatch.
 func Executor() (string, error) {
-	execOnce.Do(func() { execPath, execErr = findExecutor() })
+	execOnce.Do(func() {
+		if execPath, execErr = findExecutor(); execErr != nil {
+			execErr = noExecutor{execErr}
+		}
+	})
 	return execPath, execErr
 }
+
+// noExecutor is Executor's error, which matches ErrNoExecutor.
+type noExecutor struct{ error }
+
+func (e noExecutor) Unwrap() error { return e.error }
+
+// Is makes every noExecutor match ErrNoExecutor.
+func (e noExecutor) Is(target error) bool { return target == ErrNoExecutor }
 
 // findExecutor is Executor's answer, found once.
 func findExecutor() (string, error) {

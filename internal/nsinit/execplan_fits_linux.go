@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 
@@ -26,7 +25,7 @@ var longestUsage = sync.OnceValue(func() string { return "/" + strings.Repeat("u
 // longest usage path and a drain.
 func (f *FastPlan) fits() error {
 	if _, err := plan.Encode(f.Plan(longestUsage(), 0)); err != nil {
-		return fmt.Errorf("a command, environment or root too large for warden-exec's plan (%w) %w", err, ErrNotFast)
+		return &NotFastError{Feature: "a command, environment or root too large for warden-exec's plan", Detail: err.Error()}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -28,10 +27,6 @@ const (
 // Below it the Go init builds the box, so the Result is the Go init's.
 const MinFastOpenFiles = 16
 
-// ErrNotFast is wrapped by ExecPlan's error for a Config warden-exec
-// cannot build, whose set-up the Go init decides at run time.
-var ErrNotFast = errors.New("needs the Go init")
-
 // FastPlan is a one-shot Config written as a plan for warden-exec: the
 // steps nativeSteps, lockdown and start take, in their order, each op's
 // context worded as the Go init words the step's error, so that FromPlan
@@ -53,23 +48,23 @@ type FastPlan struct {
 func ExecPlan(cfg *Config) (*FastPlan, error) {
 	switch {
 	case cfg.Session || cfg.Boxed:
-		return nil, fmt.Errorf("a session's agent %w", ErrNotFast)
+		return nil, &NotFastError{Feature: "a session's agent"}
 	case cfg.Root != "" || cfg.SeedMount:
-		return nil, fmt.Errorf("a template's root %w", ErrNotFast)
+		return nil, &NotFastError{Feature: "a template's root"}
 	case cfg.EgressPort != 0:
-		return nil, fmt.Errorf("--net proxy (the egress bridge) %w", ErrNotFast)
+		return nil, &NotFastError{Feature: "--net proxy (the egress bridge)"}
 	case cfg.HostScratch:
-		return nil, fmt.Errorf("a host scratch (a session's persistent files) %w", ErrNotFast)
+		return nil, &NotFastError{Feature: "a host scratch (a session's persistent files)"}
 	case cfg.Workspace && !cfg.WorkspaceIsMount:
-		return nil, fmt.Errorf("a workspace without an idmapped mount (rootless, or a filesystem without idmapping), which the init reopens by path, %w", ErrNotFast)
+		return nil, &NotFastError{Feature: "a workspace without an idmapped mount (rootless, or a filesystem without idmapping, which the init reopens by path)"}
 	case cfg.KernelSysinfo:
-		return nil, fmt.Errorf("a box whose kernel answers sysinfo %w", ErrNotFast)
+		return nil, &NotFastError{Feature: "a box whose kernel answers sysinfo"}
 	case cfg.Rlimits.OpenFiles != 0 && cfg.Rlimits.OpenFiles < MinFastOpenFiles:
-		return nil, fmt.Errorf("--open-files below %d (warden-exec's PID 1 holds more descriptors than the Go init) %w", MinFastOpenFiles, ErrNotFast)
+		return nil, &NotFastError{Feature: fmt.Sprintf("--open-files below %d (warden-exec's PID 1 holds more descriptors than the Go init)", MinFastOpenFiles)}
 	}
 	root, err := rootfs.Plan(newRoot, rootOptions(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("the root on this host (%w) %w", err, ErrNotFast)
+		return nil, &NotFastError{Feature: "the root on this host", Detail: err.Error()}
 	}
 	filter, err := seccomp.NotifyingProgram()
 	if err != nil {

@@ -76,9 +76,12 @@ func toAPIError(err error) *apiError {
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	var paced *sandbox.StartPacedError
+	var pub publicError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &pub):
+		return publicAPIError(err, pub)
 	case errors.As(err, &mbe):
 		return tooLarge(mbe.Limit)
 	case errors.As(err, &paced):
@@ -111,6 +114,25 @@ func toAPIError(err error) *apiError {
 		return ae
 	}
 	return &apiError{http.StatusInternalServerError, codeInternal, oneLine(err)}
+}
+
+// publicError is an error whose full line is for the operator (it may
+// name a flag or a host path) and whose Public line is for the tenant,
+// such as native.ExecutorRefusedError: the server answers with Public
+// and logs the full line (writeError).
+type publicError interface {
+	error
+	Public() string
+}
+
+// publicAPIError answers pub with its Public line: 501 unsupported when
+// err wraps errors.ErrUnsupported (the request asks for what this server
+// cannot build), else 503 unavailable (the server cannot serve it now).
+func publicAPIError(err error, pub publicError) *apiError {
+	if errors.Is(err, errors.ErrUnsupported) {
+		return &apiError{http.StatusNotImplemented, codeUnsupported, pub.Public()}
+	}
+	return &apiError{http.StatusServiceUnavailable, codeUnavailable, pub.Public()}
 }
 
 // tooManyMessage is what a client is told of an ErrTooMany: the
@@ -160,6 +182,7 @@ func oneLine(err error) string {
 // for start pacing says in Retry-After when the next may come.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := toAPIError(err)
+	s.logPublic(err)
 	if ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warden"`)
 	}
@@ -213,4 +236,13 @@ func (s *Server) writeResult(w http.ResponseWriter, r spec.Result) {
 	}
 	jsonHeader(w, http.StatusOK)
 	_ = j.Write(w) // the client is gone if this fails
+}
+
+// logPublic logs the full line of an error whose answer is its Public
+// line (publicError), which only the operator may read.
+func (s *Server) logPublic(err error) {
+	var pub publicError
+	if errors.As(err, &pub) {
+		s.log.Warn("request refused", "err", oneLine(err))
+	}
 }

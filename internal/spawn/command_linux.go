@@ -3,6 +3,7 @@ package spawn
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -18,7 +19,9 @@ import (
 // closed) and, when not nil, the cgroup directory to clone it into. The
 // spawner and warden run (which forks its one init itself) both start
 // inits this way, so warden-exec gets the same descriptors from either.
-// The init ties itself to its parent thread's life. It fails only when i
+// The init is tied to its parent thread's life from the clone on
+// (Pdeathsig), so a box whose starter dies before the init's own
+// DieWithHost op (which re-arms the same signal) dies too. It fails only when i
 // asks for warden-exec and there is no trusted one.
 func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*exec.Cmd, error) {
 	path, arg0 := nsinit.Binary(), nsinit.Arg0
@@ -43,6 +46,7 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxGID, HostID: i.GID, Size: 1}},
 			GidMappingsEnableSetgroups: i.Setgroups,
 			AmbientCaps:                i.AmbientCaps,
+			Pdeathsig:                  unix.SIGKILL,
 		},
 	}
 	if cgroupDir != nil {
@@ -106,4 +110,14 @@ func UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.File, error)
 		return nil, errors.Join(errors.New("opening the mapping namespace"), err)
 	}
 	return ns, nil
+}
+
+// StartError is cmd.Start's error for a Command of i: a warden-exec that
+// Executor found but that is gone at the exec (ENOENT) is reported as
+// nsinit.ErrNoExecutor too, so auto may take the Go init.
+func StartError(i Init, err error) error {
+	if err != nil && i.Exec && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %w", nsinit.ErrNoExecutor, err)
+	}
+	return err
 }

@@ -46,7 +46,7 @@ type Init struct {
 	// control socket) instead of the Go init. Whoever runs Command finds
 	// it beside its own executable under the init's trust rule
 	// (nsinit.Executor): a request names no path to run.
-	Exec bool `json:"exec,omitempty"`
+	Exec bool
 }
 
 // ErrDied reports that the spawner died with requests outstanding; the
@@ -104,6 +104,10 @@ type reply struct {
 	// the spawner (see ErrNoDescriptors), which the client reports as
 	// such: retryable.
 	NoDescriptors bool `json:"no_descriptors,omitempty"`
+	// NoExecutor says an Exec request found no warden-exec to start
+	// (nsinit.ErrNoExecutor), which the client reports as such, so
+	// auto may take the Go init.
+	NoExecutor bool `json:"no_executor,omitempty"`
 }
 
 // failure is the reply to request id that failed with err.
@@ -112,7 +116,7 @@ func failure(id uint64, err error) reply {
 		return reply{ID: id, NoDescriptors: true,
 			Error: "the sandbox spawner is out of file descriptors (" + err.Error() + "); retry once connections have closed"}
 	}
-	return reply{ID: id, Error: err.Error()}
+	return reply{ID: id, Error: err.Error(), NoExecutor: errors.Is(err, nsinit.ErrNoExecutor)}
 }
 
 // unreadable is the reply to a request the spawner could not decode: of
@@ -152,6 +156,9 @@ const reinstall = "reinstall warden-init from the same build as warden"
 func (r reply) err() error {
 	if r.NoDescriptors {
 		return spawnerShortage(r.Error)
+	}
+	if r.NoExecutor {
+		return spawnerNoExecutor(r.Error)
 	}
 	return errors.New(r.Error)
 }
@@ -196,3 +203,12 @@ const (
 	maxMessage = 16 << 10
 	maxFDs     = 16
 )
+
+// spawnerNoExecutor is the spawner's failure to find warden-exec, in its
+// own words; it matches nsinit.ErrNoExecutor.
+type spawnerNoExecutor string
+
+func (e spawnerNoExecutor) Error() string { return string(e) }
+
+// Is makes a spawnerNoExecutor match nsinit.ErrNoExecutor.
+func (e spawnerNoExecutor) Is(target error) bool { return target == nsinit.ErrNoExecutor }

@@ -1,8 +1,10 @@
 package spawn
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"slices"
@@ -324,7 +326,9 @@ func TestSpawnerRefusesOtherVersion(t *testing.T) {
 // runs Command beside its own executable (nsinit.Executor), never the Go
 // init; without it the command is the Go init's. Here no warden-exec
 // sits beside the test binary, so an Exec request fails with Executor's
-// one line (how to fix it) and starts nothing.
+// one line (how to fix it) and starts nothing; the positive path (a run
+// with warden-exec as PID 1, started by the spawner) is covered by e2e
+// (TestServerRunUsesWardenExec).
 func TestCommandExec(t *testing.T) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
@@ -365,7 +369,8 @@ func TestCommandExec(t *testing.T) {
 // TestSpawnerFindsItsOwnExecutor: an Exec request makes the spawner look
 // for warden-exec beside its own executable, as warden run does; with
 // none there (the test binary's directory) the start fails with that one
-// line and no init starts.
+// line and no init starts. The positive path is covered by e2e
+// (TestServerRunUsesWardenExec), where warden-exec sits beside the server.
 func TestSpawnerFindsItsOwnExecutor(t *testing.T) {
 	testhost.RequireRoot(t)
 	_, want := nsinit.Executor()
@@ -378,7 +383,11 @@ func TestSpawnerFindsItsOwnExecutor(t *testing.T) {
 	}
 	defer null.Close()
 	var c Client
-	defer func() { _ = syscall.Kill(c.conn.pid, syscall.SIGKILL) }()
+	defer func() {
+		if c.conn != nil {
+			_ = syscall.Kill(c.conn.pid, syscall.SIGKILL)
+		}
+	}()
 	p, err := c.Start(Init{Exec: true, UID: 4242, GID: 4242, Cloneflags: unix.CLONE_NEWUSER}, [3]*os.File{null, null, null}, nil, nil)
 	if err == nil {
 		_ = p.Signal(syscall.SIGKILL)
@@ -386,7 +395,45 @@ func TestSpawnerFindsItsOwnExecutor(t *testing.T) {
 		p.Release()
 		t.Fatalf("Start(Exec) started pid %d, want %v", p.Pid, want)
 	}
-	if err.Error() != want.Error() {
-		t.Errorf("Start(Exec) error = %v, want %v", err, want)
+	if err.Error() != want.Error() || !errors.Is(err, nsinit.ErrNoExecutor) {
+		t.Errorf("Start(Exec) error = %v, want %v matching nsinit.ErrNoExecutor", err, want)
+	}
+}
+
+// TestNoExecutorReply: a start that found no warden-exec (Executor's
+// error, or an exec of one removed since: StartError) reaches the
+// server's client still matching nsinit.ErrNoExecutor, in the same
+// words, so auto can take the Go init; other failures do not match.
+func TestNoExecutorReply(t *testing.T) {
+	gone := StartError(Init{Exec: true}, &fs.PathError{Op: "fork/exec", Path: "/x/warden-exec", Err: syscall.ENOENT})
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"executor's error", fmt.Errorf("finding it: %w", nsinit.ErrNoExecutor), true},
+		{"removed since", gone, true},
+		{"go init missing", StartError(Init{}, &fs.PathError{Op: "fork/exec", Path: "/x/warden-init", Err: syscall.ENOENT}), false},
+		{"other failure", StartError(Init{Exec: true}, syscall.EPERM), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errors.Is(tt.err, nsinit.ErrNoExecutor); got != tt.want {
+				t.Fatalf("errors.Is(%v, ErrNoExecutor) = %v, want %v", tt.err, got, tt.want)
+			}
+			r := failure(1, tt.err)
+			raw, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back reply
+			if err := json.Unmarshal(raw, &back); err != nil {
+				t.Fatal(err)
+			}
+			got := back.err()
+			if errors.Is(got, nsinit.ErrNoExecutor) != tt.want || got.Error() != tt.err.Error() {
+				t.Errorf("client's error %v (matches %v), want %q matching %v", got, errors.Is(got, nsinit.ErrNoExecutor), tt.err, tt.want)
+			}
+		})
 	}
 }

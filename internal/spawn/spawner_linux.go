@@ -93,7 +93,7 @@ func (s *spawner) serve(req request, files []*os.File) {
 func (s *spawner) startInit(req request, files []*os.File) {
 	cmd, err := initCommand(req, files)
 	if err == nil {
-		err = cmd.Start()
+		err = StartError(req.Init, cmd.Start())
 	}
 	closeAll(files)
 	if err != nil {

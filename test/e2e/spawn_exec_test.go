@@ -83,3 +83,50 @@ func directFastRun(t *testing.T, command []string, stdin string, timeout int) sp
 	}
 	return r
 }
+
+// proxyRunBody is a one-shot run warden-exec will not build (the egress
+// bridge needs the Go init), which prints its PID 1's argv.
+var proxyRunBody = map[string]any{
+	"command": []string{"cat", "/proc/1/cmdline"},
+	"network": map[string]any{"mode": "proxy", "allow": []string{"allowed.test:80"}},
+}
+
+// TestServerRunProxyFallsBack: under auto, a server's one-shot run with
+// --net proxy, which warden-exec cannot build, is built by the Go init
+// through the same spawner (PID 1 is warden-init), not refused.
+func TestServerRunProxyFallsBack(t *testing.T) {
+	if p := executors(t); p.sides[1].name != "fast" {
+		t.Skip(p.note)
+	}
+	srv := startServer(t)
+	var r spec.Result
+	srv.jsonCall(t, keyA, "POST", "/v1/run", proxyRunBody, http.StatusOK, &r)
+	if r.ExitCode != 0 || r.Stdout != "warden-init\x00" {
+		t.Errorf("POST /v1/run with network proxy: exit %d, /proc/1/cmdline %q (stderr %q), want 0 and %q", r.ExitCode, r.Stdout, r.Stderr, "warden-init\x00")
+	}
+}
+
+// TestServerFastRefusesProxy: `warden serve --executor fast` answers a
+// --net proxy run with 501 unsupported naming the feature, never with a
+// flag's advice or a host path (the operator's line goes to its log).
+func TestServerFastRefusesProxy(t *testing.T) {
+	if p := executors(t); p.sides[1].name != "fast" {
+		t.Skip(p.note)
+	}
+	srv := startServer(t, "--executor", "fast")
+	code, b := srv.call(t, keyA, "POST", "/v1/run", jsonBody(t, proxyRunBody), "application/json")
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("POST /v1/run = %d %s: not an error body: %v", code, b, err)
+	}
+	if code != http.StatusNotImplemented || e.Error.Code != "unsupported" || !strings.Contains(e.Error.Message, "--net proxy") {
+		t.Errorf("POST /v1/run with network proxy on --executor fast = %d %s, want 501 unsupported naming --net proxy", code, b)
+	}
+	for _, leak := range []string{"--executor", "/"} {
+		if strings.Contains(e.Error.Message, leak) {
+			t.Errorf("the answer %q names %q", e.Error.Message, leak)
+		}
+	}
+}
