@@ -373,7 +373,7 @@ type Limits struct {
 	// OpenFiles Open file descriptors per process (RLIMIT_NOFILE).
 	OpenFiles int `json:"open_files,omitempty,omitzero"`
 
-	// OutputBytes How many bytes of each of stdout and stderr an exec keeps, in its Result and its stream alike; the rest is discarded without being sent, at a bounded pace of up to 100 MiB/s per stream (times `cpus` below one core, at least 5 MiB/s). A program writing much more than this is slowed to that rate while it writes, and may reach its timeout.
+	// OutputBytes How many bytes of each of stdout and stderr an exec keeps, in its Result and its stream alike; the rest is discarded without being sent. In a session, a pooled box or any run the Go init builds, the rest drains at a bounded pace of up to 100 MiB/s per stream (times the square of `cpus` below one core, at least 5 MiB/s), so a program writing much more than this is slowed to that rate and may reach its timeout; a one-shot run that warden-exec builds discards it inside the sandbox, unpaced, on the sandbox's own CPU quota.
 	OutputBytes int64 `json:"output_bytes,omitempty,omitzero"`
 
 	// Pids Maximum number of processes and threads at once (stops fork bombs).

@@ -14,14 +14,15 @@ import (
 // TestOneOffExecutor: the executor given to the backend (warden mcp's and
 // warden serve's --executor) builds the one-off runs the pool has no box
 // for. This test binary has no warden-exec beside it, so fast refuses
-// each run in one line naming --executor fast, and go runs it.
+// each run in one line, the tenant's (no flag, no host path), and go
+// runs it.
 func TestOneOffExecutor(t *testing.T) {
 	testhost.RequireRoot(t)
 	tests := []struct {
 		executor native.Executor
 		wantErr  string
 	}{
-		{native.ExecutorFast, "--executor fast"},
+		{native.ExecutorFast, "warden-exec, which is unavailable on it"},
 		{native.ExecutorGo, ""},
 	}
 	for _, tt := range tests {
@@ -38,6 +39,8 @@ func TestOneOffExecutor(t *testing.T) {
 		switch {
 		case tt.wantErr != "" && (!res.IsError || !strings.Contains(got, tt.wantErr) || strings.Contains(strings.TrimSpace(got), "\n")):
 			t.Errorf("--executor %s: run_command = error %v, %q; want one line containing %q", tt.executor, res.IsError, got, tt.wantErr)
+		case tt.wantErr != "" && (strings.Contains(got, "--executor") || strings.Contains(got, "/")):
+			t.Errorf("--executor %s: run_command = %q, which names a flag or a host path", tt.executor, got)
 		case tt.wantErr == "" && (res.IsError || !strings.Contains(got, "alive")):
 			t.Errorf("--executor %s: run_command = error %v, %q; want alive", tt.executor, res.IsError, got)
 		}

@@ -121,9 +121,24 @@ func (t *tools) sessionOptions() sandbox.SessionOptions {
 
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
+// publicError is an error whose full line is for the operator (a host
+// path, a server flag) and whose Public line is for a client, as
+// internal/server answers it: native.ExecutorRefusedError.
+type publicError interface {
+	error
+	Public() string
+}
+
 // wardenError says what failed and, for the errors a model can act on,
-// what to do next. The SDK turns it into a result with isError set.
+// what to do next. The SDK turns it into a result with isError set. An
+// error with a Public line gives the client only that line: the MCP
+// client is a tenant of warden serve's /mcp, and `warden doctor` tells
+// the operator the rest.
 func wardenError(what string, err error) error {
+	var pub publicError
+	if errors.As(err, &pub) {
+		return fmt.Errorf("%s: %s", what, pub.Public())
+	}
 	hint := ""
 	var paced *sandbox.StartPacedError
 	var dead *sandbox.DeadError
