@@ -194,13 +194,21 @@ static int look_path(const char *name, const char *cwd, char *const *env, char *
 /* default_signals gives every signal its default disposition: one
  * ignored where warden was started (nohup, a background job of a
  * non-interactive shell) would otherwise pass through exec to the
- * program, as the Go init's unignoreSignals prevents. Signals the C
- * library reserves refuse the change (EINVAL), which is fine. */
+ * program, as the Go init's unignoreSignals prevents. It calls the
+ * kernel directly: the C library's signal(2) refuses the signals it
+ * reserves (32 and 33), which a parent may still have ignored. */
 static void default_signals(void)
 {
-	for (int sig = 1; sig < NSIG; sig++)
+	struct {
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		uint64_t mask;
+	} dfl = {SIG_DFL, 0, NULL, 0};
+
+	for (int sig = 1; sig <= 64; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
+			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask);
 }
 
 /* The program's own ops, which run_plan keeps for start: the filter, its

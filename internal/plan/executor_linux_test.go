@@ -375,6 +375,31 @@ func TestExecutorSignalDefaults(t *testing.T) {
 	}
 }
 
+// TestExecutorSignalDefaultsReserved: signals 32 and 33, which the C
+// library reserves and its signal(2) refuses to change, reach the program
+// at their defaults too when warden-exec was started with them ignored
+// (a CI run once handed them so).
+func TestExecutorSignalDefaultsReserved(t *testing.T) {
+	executor(t) // skips or fails without gcc, as every executor test
+	wrapper := filepath.Join(t.TempDir(), "ignore-reserved")
+	if out, err := exec.Command("gcc", "-O2", "-o", wrapper, "testdata/ignore_reserved.c").CombinedOutput(); err != nil {
+		t.Fatalf("building the wrapper: %v: %s", err, out)
+	}
+	path := Op{Code: Env, Strs: []string{"PATH=/usr/bin:/bin"}}
+	p := &Plan{Ops: []Op{path, program("sh", "-c", "grep SigIgn /proc/self/status; exit 3")}}
+	st, out := runExecutorWith(t, encode(t, p), false, execOptions{wrap: []string{wrapper}})
+	if want := (Status{Kind: StatusRan, Op: 1, ExitCode: 3}); st != want {
+		t.Errorf("status with signals 32 and 33 ignored %+v, want %+v", st, want)
+	}
+	var mask uint64
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "SigIgn:\t%x", &mask); err != nil {
+		t.Fatalf("reading the program's SigIgn from %q: %v", out, err)
+	}
+	if mask != 0 {
+		t.Errorf("program's SigIgn %016x, want every signal at its default", mask)
+	}
+}
+
 // TestApplyRefusesOwnOps: the Go applier leaves the program's own ops
 // (its output, its sysinfo answers, its filter, its exec and environment)
 // to the caller that starts the program, and says so.
