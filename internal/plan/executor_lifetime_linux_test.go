@@ -87,18 +87,7 @@ func TestExecutorPID1KeepsNoCapability(t *testing.T) {
 // 0700) and returns where the ops it returns mount the box's /proc.
 func boxProc(t *testing.T) (string, []Op) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "warden-proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Logf("removing %s: %v", dir, err)
-		}
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := reachableDir(t, "warden-proc")
 	proc := filepath.Join(dir, "proc")
 	if err := os.Mkdir(proc, 0o755); err != nil {
 		t.Fatal(err)
@@ -129,4 +118,24 @@ func TestExecutorCPULimitOnlyTheProgram(t *testing.T) {
 	if out != want {
 		t.Errorf("the limits:\n%s\nwant:\n%s", out, want)
 	}
+}
+
+// reachableDir makes a directory under the system's temporary directory
+// that the sandbox user can reach (t.TempDir's parent is 0700), removed
+// when the test ends.
+func reachableDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("removing %s: %v", dir, err)
+		}
+	})
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

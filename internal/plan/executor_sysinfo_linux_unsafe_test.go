@@ -237,18 +237,7 @@ const boxUID, boxGID = 4242, 4242
 // sysinfoProgram copies the test binary where the sandbox user may run
 // it, and returns its path.
 func sysinfoProgram(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "warden-sysinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Logf("removing %s: %v", dir, err)
-		}
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := reachableDir(t, "warden-sysinfo")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
