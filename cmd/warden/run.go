@@ -97,6 +97,12 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 	if onePSuffices(o.spec) {
 		runtime.GOMAXPROCS(1)
 	}
+	// main's init pinned this goroutine to the main thread for the
+	// sandbox init, which needs it; a run does not (the clone has a
+	// locked thread of its own), and a pinned goroutine hands the P to
+	// another thread each time it blocks and takes it back each time it
+	// wakes (docs/performance.md, "Waiting without system calls").
+	runtime.UnlockOSThread()
 	// Only warnings reach stderr, the program's own stream when it is not
 	// captured: a cleanup that failed, never the run's routine.
 	o.backendOpts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -125,7 +131,9 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 // does serial work, and a second P only costs: each time a goroutine wakes
 // (a pace of the output drain, tens a second while a sandbox floods), the
 // scheduler wakes another thread to look for work it never finds, host
-// CPU no cgroup is charged for (docs/interpreters.md, "Output"). With
+// CPU no cgroup is charged for (docs/interpreters.md, "Output"); measured
+// again once the run waited in the poller, two Ps still cost more
+// (docs/performance.md, "Waiting without system calls"). With
 // --net proxy the egress proxy runs in this process beside the output
 // drains, and one P would make the sandbox's connections wait on them.
 func onePSuffices(s spec.Spec) bool {

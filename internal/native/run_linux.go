@@ -326,10 +326,27 @@ func (b *box) sendCgroupFiles() error {
 	if len(fds) > 0 {
 		rights = unix.UnixRights(fds...)
 	}
-	if err := unix.Sendmsg(int(b.ctlHost.Fd()), []byte{1}, rights, nil, 0); err != nil {
+	if err := sendmsg(b.ctlHost, []byte{1}, rights); err != nil {
 		return fmt.Errorf("sending the cgroup to the sandbox: %w", err)
 	}
 	return nil
+}
+
+// sendmsg sends b with rights on f, waiting in the poller while a
+// non-blocking f's buffer is full.
+func sendmsg(f *os.File, b, rights []byte) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), b, rights, nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 func (b *box) makePipes() error {
@@ -337,7 +354,17 @@ func (b *box) makePipes() error {
 	if err != nil {
 		return fmt.Errorf("creating control socket: %w", err)
 	}
+	// A one-shot run's host end waits in the poller, not in a blocking
+	// read (see spawn.Reap for why that matters); a session's
+	// agent.Session reads and writes its raw descriptor.
+	var nbErr error
+	if !b.session {
+		nbErr = unix.SetNonblock(fds[0], true)
+	}
 	b.ctlHost, b.child.control = os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	if nbErr != nil {
+		return fmt.Errorf("making the control socket non-blocking: %w", nbErr)
+	}
 	if b.session {
 		return b.nullStdio()
 	}

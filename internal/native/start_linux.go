@@ -68,12 +68,14 @@ func startInit(b *box) (*initProc, error) {
 // startDirect forks the init (or warden-exec) from this process. The clone and the wait
 // happen on one locked OS thread that lives as long as the init, because
 // the kernel ties a child's parent-death signal to the creating thread
-// (golang/go#27505): a thread exiting early would kill the sandbox.
+// (golang/go#27505): a thread exiting early would kill the sandbox. The
+// thread waits parked, not in a system call (spawn.Reap).
 func startDirect(b *box) (*initProc, error) {
 	cmd, err := spawn.Command(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
 	if err != nil {
 		return nil, startError(err)
 	}
+	pidfd := spawn.WithPidfd(cmd)
 	started := make(chan error, 1)
 	p := &initProc{exited: make(chan *spawn.Exit, 1)}
 	go func() {
@@ -85,9 +87,11 @@ func startDirect(b *box) (*initProc, error) {
 		}
 		p.pid, p.signal = cmd.Process.Pid, func(s syscall.Signal) error { return cmd.Process.Signal(s) }
 		started <- nil
-		// How the init ended is read from ProcessState, not Wait's error.
-		_ = cmd.Wait()
-		p.exited <- spawn.ExitOf(cmd.ProcessState)
+		e, err := spawn.Reap(cmd, *pidfd)
+		if err != nil {
+			b.log().Warn("waiting for the sandbox init in a blocking wait", "err", err)
+		}
+		p.exited <- e
 	}()
 	if err := <-started; err != nil {
 		return nil, startError(err)

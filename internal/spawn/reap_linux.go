@@ -1,0 +1,80 @@
+package spawn
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// WithPidfd has cmd's Start give the caller a pidfd of the process (the
+// standard library keeps a duplicate of its own), for Reap; call it
+// before Start. The int is -1 until Start has set it.
+func WithPidfd(cmd *exec.Cmd) *int {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	pidfd := -1
+	cmd.SysProcAttr.PidFD = &pidfd
+	return &pidfd
+}
+
+// Reap waits for cmd's started process to end, reaps it and says how it
+// ended; it closes pidfd (WithPidfd's, -1 for none). The wait is parked
+// on Go's network poller, where a pidfd turns readable once its process
+// has exited, rather than in a blocking waitid: a thread blocked in a
+// system call has its P taken by the runtime's monitor after 20 µs and
+// handed to another thread, which is woken, or created, to find nothing
+// to do, host work no sandbox is charged for. cmd.Wait then only
+// collects what is already there. Without a pidfd, or one the poller
+// refuses, cmd.Wait waits as before; that reason is returned beside the
+// Exit for the caller to log.
+func Reap(cmd *exec.Cmd, pidfd int) (*Exit, error) {
+	var pollErr error
+	if pidfd >= 0 {
+		pollErr = awaitExit(pidfd)
+	}
+	// How the process ended is read from ProcessState, not Wait's error.
+	_ = cmd.Wait()
+	return ExitOf(cmd.ProcessState), pollErr
+}
+
+// awaitExit returns once the process of pidfd has exited, waiting in the
+// poller; it closes pidfd. An error says the pidfd could not be polled
+// (the process may still run).
+func awaitExit(pidfd int) error {
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		// The close of a pidfd that was never used has nothing to say.
+		_ = unix.Close(pidfd)
+		return fmt.Errorf("making the pidfd non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(pidfd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("polling the pidfd: %w", err)
+	}
+	var perr error
+	if err := rc.Read(func(fd uintptr) bool {
+		var done bool
+		done, perr = exited(int(fd))
+		return done || perr != nil
+	}); err != nil {
+		return fmt.Errorf("polling the pidfd: %w", err)
+	}
+	return perr
+}
+
+// exited says, without waiting, whether the process of pidfd has exited
+// (its pidfd is readable). Any error, EINTR too, sends the caller to a
+// blocking wait, which is always right.
+func exited(pidfd int) (bool, error) {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	if err != nil {
+		return false, fmt.Errorf("polling the pidfd: %w", err)
+	}
+	return n > 0, nil
+}
