@@ -70,3 +70,19 @@ func env(n, size int) []string {
 	}
 	return e
 }
+
+// TestExecPlanFitsEncodesNothing: the bounds are checked on the plan's
+// size, not its encoding, which the run makes once, as sent: fits
+// allocates no more than building the plan it checks does.
+func TestExecPlanFitsEncodesNothing(t *testing.T) {
+	cfg := fastConfig(t)
+	cfg.Env = env(8, 4000)
+	fp, err := ExecPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := testing.AllocsPerRun(10, func() { _ = fp.Plan(longestUsage(), 0) })
+	if fits := testing.AllocsPerRun(10, func() { _ = fp.fits() }); fits > build {
+		t.Errorf("fits allocates %v times, building its plan %v: want no more (no encoding)", fits, build)
+	}
+}
