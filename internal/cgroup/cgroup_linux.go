@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warden-sandbox/warden/internal/boxname"
 )
 
@@ -197,7 +199,8 @@ func (s *system) staleBases() []string {
 // hierarchy (where New creates cgroups: under the own cgroup on v1; on v2 under the
 // hierarchy's top as root, under the delegated cgroup otherwise) and removes every entry whose
 // name starts with the pid of an owner that dead judges gone and which holds no processes. It
-// costs a directory listing per hierarchy, so it can run on every start. A live owner's
+// costs a stat per hierarchy, and a listing of those that hold a cgroup (subdirs), with dead
+// asked once per owner, so it can run on every start. A live owner's
 // cgroups are never touched; neither are names Warden did not make. dead is boxname.Dead
 // (tests pass their own); owners in another pid namespace that share this directory would look
 // dead, so Wardens in different pid namespaces need different places (as root on v2, different
@@ -223,22 +226,61 @@ func Stale(dead func(pid int) bool) ([]string, error) {
 	}
 	var stale []string
 	var errs []error
+	judged := make(map[int]bool) // pid -> dead, asked once for every hierarchy
 	for _, base := range s.staleBases() {
-		entries, err := os.ReadDir(base)
+		names, err := subdirs(base)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrPermission) {
 				errs = append(errs, fmt.Errorf("listing stale cgroups: %w", err))
 			}
 			continue
 		}
-		for _, e := range entries {
-			pid, ok := boxname.OwnerPID(e.Name())
-			if e.IsDir() && ok && dead(pid) {
-				stale = append(stale, base+"/"+e.Name())
+		for _, name := range names {
+			pid, ok := boxname.OwnerPID(name)
+			if !ok {
+				continue
+			}
+			gone, seen := judged[pid]
+			if !seen {
+				gone = dead(pid)
+				judged[pid] = gone
+			}
+			if gone {
+				stale = append(stale, base+"/"+name)
 			}
 		}
 	}
 	return stale, errors.Join(errs...)
+}
+
+// subdirs lists the directories in dir, in no order. A directory whose
+// link count is 2 holds none (cgroupfs, as tmpfs and ext4, counts each
+// subdirectory's ".." link), so it is not read at all: a sweep of a host
+// without sandboxes costs a stat per hierarchy. Any other count, on a
+// filesystem that counts otherwise (1 on btrfs), reads the directory.
+func subdirs(dir string) ([]string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if st.Nlink == 2 {
+		return nil, nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := f.ReadDir(-1)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing %s: %w", dir, cerr)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, err
 }
 
 // Version is the hierarchy New uses on this host: "v1", "v2", or "" when

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,14 +60,15 @@ const maxEntries = 4096
 func RootKey(root string) (Key, error) {
 	h := sha256.New()
 	h.Write([]byte(keyFormat + "\x00"))
-	pkgs, err := packages(root)
+	buf := make([]byte, direntBuf) // one for every listing
+	pkgs, err := packages(root, buf)
 	if err != nil {
 		return Key{}, err
 	}
 	if len(pkgs) == 0 {
 		return Key{None: true}, nil
 	}
-	w := &walker{h: h, root: root}
+	w := &walker{h: h, root: root, buf: buf}
 	for _, p := range pkgs {
 		for _, f := range packageFiles {
 			w.entry(filepath.Join(p, f))
@@ -90,11 +89,11 @@ func RootKey(root string) (Key, error) {
 }
 
 // packages are the matplotlib packages in root's site directories, as
-// paths from root, in a fixed order.
-func packages(root string) ([]string, error) {
+// paths from root, in a fixed order; buf is listDir's.
+func packages(root string, buf []byte) ([]string, error) {
 	dirs := slices.Clone(siteDirs)
 	for _, lib := range libDirs {
-		names, err := pythonDirs(filepath.Join(root, lib))
+		names, err := pythonDirs(filepath.Join(root, lib), buf)
 		if err != nil {
 			return nil, err
 		}
@@ -116,21 +115,23 @@ func packages(root string) ([]string, error) {
 	return out, nil
 }
 
-// pythonDirs are the python3.X names in dir (none when dir is missing).
-func pythonDirs(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+// pythonDirs are the python3.X names in dir (none when dir is missing);
+// buf is listDir's.
+func pythonDirs(dir string, buf []byte) ([]string, error) {
+	entries, err := listDir(dir, buf)
+	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %q: %w", dir, err)
 	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("listing %q: %w", dir, err)
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.name, "python3.") {
+			names = append(names, e.name)
+		}
 	}
-	return slices.DeleteFunc(names, func(n string) bool { return !strings.HasPrefix(n, "python3.") }), nil
+	return names, nil
 }
 
 // walker hashes entries by path and identity, at most maxEntries.
@@ -139,6 +140,10 @@ type walker struct {
 	root string
 	seen int
 	err  error
+	// buf is listDir's buffer, one for the whole key.
+	buf []byte
+	// full says maxEntries was reached: the walk of the trees stops.
+	full bool
 }
 
 // entry hashes rel's identity (lstat: a link is keyed as itself) or its
@@ -175,24 +180,37 @@ func (w *walker) mplData(rel string) {
 }
 
 // tree hashes the directory rel and every directory below it (adding or
-// removing a file changes its directory's mtime); it follows no link.
+// removing a file changes its directory's mtime), in name order; it
+// follows no link, and a rel that is no directory adds nothing. It
+// hashes what filepath.WalkDir visiting each directory did (a listing's
+// failure is added as the directory's second entry), with listDir's
+// cheaper listing.
 func (w *walker) tree(rel string) {
-	err := filepath.WalkDir(filepath.Join(w.root, rel), func(p string, d fs.DirEntry, err error) error {
+	if w.full || w.seen >= maxEntries {
+		w.full = true
+		return
+	}
+	var st unix.Stat_t
+	p := filepath.Join(w.root, rel)
+	if err := unix.Lstat(p, &st); err != nil {
+		w.add(rel, nil, err)
+		return
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return
+	}
+	w.add(rel, &st, nil)
+	entries, err := listDir(p, w.buf)
+	if err != nil {
 		if w.seen >= maxEntries {
-			return filepath.SkipAll
+			w.full = true
+			return
 		}
-		r, _ := filepath.Rel(w.root, p)
-		if err != nil {
-			w.add(r, nil, err)
-			return nil
+		w.add(rel, nil, err)
+	}
+	for _, e := range entries {
+		if e.dir {
+			w.tree(filepath.Join(rel, e.name))
 		}
-		if !d.IsDir() {
-			return nil
-		}
-		w.entry(r)
-		return nil
-	})
-	if err != nil && w.err == nil {
-		w.err = err
 	}
 }

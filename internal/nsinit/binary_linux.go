@@ -143,9 +143,10 @@ var (
 // Executor is the trusted ExecName beside this executable that reads
 // this build's plans, or why there is none, in a line that says how to
 // fix it. A warden-exec of another build (plan.Version differs) would
-// refuse every plan, so it is asked for its version once per process
-// (probeExec), as BinaryPath asks warden-init: auto then takes the Go
-// init, and fast and doctor name the mismatch.
+// refuse every plan, so its version is read from its ELF note once per
+// process (checkExecVersion), with no exec on a one-shot run's path
+// unless warden-exec predates the note:
+// auto then takes the Go init, and fast and doctor name the mismatch.
 func Executor() (string, error) {
 	execOnce.Do(func() {
 		if execPath, execErr = findExecutor(); execErr != nil {
@@ -177,17 +178,44 @@ func findExecutor() (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("%s: %w", ExecName, err)
 	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("%s: closing %q: %w", ExecName, p, err)
-	}
-	if err := probeExec(p); err != nil {
+	defer closeLogged(f, "closing warden-exec after checking it")
+	if err := checkExecVersion(f, p); err != nil {
 		return "", err
 	}
 	return p, nil
 }
 
+// checkExecVersion refuses the trusted warden-exec f (at p) unless it
+// reads this build's plan version, which its ELF note says (execVersion)
+// without running it. A warden-exec without the note (from before it) or
+// one this process may not read (execute only) is asked instead
+// (probeExec), at the cost of an exec, as every one was before the note.
+func checkExecVersion(f *os.File, p string) error {
+	r, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return probeExec(p)
+	}
+	defer closeLogged(r, "closing warden-exec after reading its plan version")
+	v, err := execVersion(r)
+	switch {
+	case err != nil:
+		return probeExec(p)
+	case v != plan.Version:
+		return fmt.Errorf("%s: %s reads plan version %d but this warden writes version %d; reinstall warden-exec from the same build as warden (make build)", ExecName, p, v, plan.Version)
+	}
+	return nil
+}
+
+// closeLogged closes f, logging a failure as what.
+func closeLogged(f *os.File, what string) {
+	if err := f.Close(); err != nil {
+		slog.Warn(what, "path", f.Name(), "err", err)
+	}
+}
+
 // probeExec asks the warden-exec at p for the plan version it reads
-// (`--protocol-version`), bounded by probeWait.
+// (`--protocol-version`), bounded by probeWait: for a warden-exec
+// without the version note, or that this process may not read.
 func probeExec(p string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeWait)
 	defer cancel()

@@ -21,10 +21,11 @@ var longestUsage = sync.OnceValue(func() string { return "/" + strings.Repeat("u
 // plan.MaxStrs less the path and workdir, or a plan over plan.MaxBytes),
 // so that the choice of executor is made on the plan as it will be sent:
 // auto then uses the Go init, which takes such a spec, rather than
-// failing after the clone. The plan is encoded at its largest: the
-// longest usage path and a drain.
+// failing after the clone. The plan is sized at its largest, the
+// longest usage path and a drain, with Encode's own checks (plan.Size),
+// and not encoded: the run encodes it once, as sent.
 func (f *FastPlan) fits() error {
-	if _, err := plan.Encode(f.Plan(longestUsage(), 0)); err != nil {
+	if _, err := plan.Size(f.Plan(longestUsage(), 0)); err != nil {
 		return &NotFastError{Feature: "a command, environment or root too large for warden-exec's plan", Detail: err.Error()}
 	}
 	return nil

@@ -70,3 +70,48 @@ func env(n, size int) []string {
 	}
 	return e
 }
+
+// TestExecPlanFitsEncodesNothing: the bounds are checked on the plan's
+// size, not its encoding, which the run makes once, as sent: fits
+// allocates no more than building the plan it checks does.
+func TestExecPlanFitsEncodesNothing(t *testing.T) {
+	cfg := fastConfig(t)
+	cfg.Env = env(8, 4000)
+	fp, err := ExecPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := testing.AllocsPerRun(10, func() { _ = fp.Plan(longestUsage(), 0) })
+	if fits := testing.AllocsPerRun(10, func() { _ = fp.fits() }); fits > build {
+		t.Errorf("fits allocates %v times, building its plan %v: want no more (no encoding)", fits, build)
+	}
+}
+
+// TestPlanBuiltCheaply: Plan, which a run calls twice, words the root's
+// ops once (in ExecPlan: no context prefixed twice) and allocates its
+// ops once, even at its largest (every rlimit, a usage file, a drain).
+func TestPlanBuiltCheaply(t *testing.T) {
+	cfg := fastConfig(t)
+	cfg.Rlimits.FileSizeBytes = 1 << 20
+	fp, err := ExecPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = fp.Plan(longestUsage(), 0)
+	p := fp.Plan(longestUsage(), 0)
+	if want := len(fp.root.Ops) + planOwnOps; cap(p.Ops) != want {
+		t.Errorf("Plan's ops: %d in a capacity of %d, want the capacity %d it was made with", len(p.Ops), cap(p.Ops), want)
+	}
+	roots := 0
+	for _, op := range p.Ops {
+		if strings.HasPrefix(op.Context, "building the root: ") {
+			roots++
+			if strings.Count(op.Context, "building the root: ") != 1 {
+				t.Errorf("op context %q: the root's wording prefixed more than once", op.Context)
+			}
+		}
+	}
+	if roots != len(fp.root.Ops) {
+		t.Errorf("%d ops worded as the root's, want %d", roots, len(fp.root.Ops))
+	}
+}

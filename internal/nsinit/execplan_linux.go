@@ -66,6 +66,11 @@ func ExecPlan(cfg *Config) (*FastPlan, error) {
 	if err != nil {
 		return nil, &NotFastError{Feature: "the root on this host", Detail: err.Error()}
 	}
+	// Worded once here, not on each Plan: a run builds its plan twice
+	// (fits, then as sent), and a root has some 165 ops.
+	for i := range root.Ops {
+		root.Ops[i].Context = "building the root: " + root.Ops[i].Context
+	}
 	filter, err := seccomp.NotifyingProgram()
 	if err != nil {
 		return nil, err
@@ -77,12 +82,16 @@ func ExecPlan(cfg *Config) (*FastPlan, error) {
 	return fp, nil
 }
 
+// planOwnOps is at least the number of ops Plan adds around the root's,
+// so that the plan's ops are allocated once.
+const planOwnOps = 24
+
 // Plan is the whole plan. usage is the host path of the box cgroup's
 // memory.usage_in_bytes, which the answerer reads as the Go init's does
 // ("" for none: no cgroup, or no memory controller); drain, when not
 // negative, is the output limit PID 1 relays up to (op Drain).
 func (f *FastPlan) Plan(usage string, drain int64) *plan.Plan {
-	cfg, p := f.cfg, &plan.Plan{}
+	cfg, p := f.cfg, &plan.Plan{Ops: make([]plan.Op, 0, len(f.root.Ops)+planOwnOps)}
 	add := func(ctx string, code plan.Code, ints []uint64, strs ...string) {
 		p.Add(plan.Op{Code: code, Ints: ints, Strs: strs, Context: ctx})
 	}
@@ -104,10 +113,7 @@ func (f *FastPlan) Plan(usage string, drain int64) *plan.Plan {
 	add("tying the sandbox to the host", plan.DieWithHost, []uint64{uint64(unix.SIGKILL), ControlFD})
 	add("setting hostname", plan.Sethostname, nil, cfg.Hostname)
 	add("bringing up lo", plan.LinkUp, nil, "lo")
-	for _, op := range f.root.Ops {
-		op.Context = "building the root: " + op.Context
-		p.Add(op)
-	}
+	p.Ops = append(p.Ops, f.root.Ops...)
 	add("limiting the CPUs in view", plan.LimitCPUs, []uint64{uint64(max(cfg.View.CPUs, 0))})
 	// Before the rlimits, as a low RLIMIT_NOFILE would refuse ProcFD; the
 	// Go init opens it at its lowest free descriptor in lockdown.

@@ -2,7 +2,6 @@ package nsinit
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +23,7 @@ func TestExecutor(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "run make build") {
 		t.Fatalf("Executor() without warden-exec: %v, want a not-found error saying run make build", err)
 	}
-	if err := os.WriteFile(p, []byte(fmt.Sprintf("#!/bin/sh\necho %d\n", plan.Version)), 0o755); err != nil {
+	if err := os.WriteFile(p, elfWith(versionNote(plan.Version)), 0o755); err != nil {
 		t.Skipf("cannot write beside the test binary: %v", err)
 	}
 	defer os.Remove(p)

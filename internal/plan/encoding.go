@@ -10,23 +10,18 @@ import (
 // Encode writes the plan as an executor reads it: Magic, u32 Version,
 // u32 op count, then per op u32 code, u32 nints, u32 nstrs, nints u64,
 // and nstrs strings of a u32 length and their bytes, all little-endian.
-// It refuses what an executor would: an op whose counts its code does not
-// allow, a string holding NUL, a plan over MaxOps or MaxBytes.
+// It refuses what an executor would (Size), and allocates the encoding
+// once, at its size.
 func Encode(p *Plan) ([]byte, error) {
-	if len(p.Ops) > MaxOps {
-		return nil, fmt.Errorf("the plan has %d ops, over the executor's %d", len(p.Ops), MaxOps)
+	n, err := Size(p)
+	if err != nil {
+		return nil, err
 	}
-	b := make([]byte, 0, 4096)
+	b := make([]byte, 0, n)
 	b = append(b, Magic...)
 	b = binary.LittleEndian.AppendUint32(b, Version)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(p.Ops)))
-	for i, op := range p.Ops {
-		if len(op.Ints) > MaxInts || len(op.Strs) > MaxStrs {
-			return nil, fmt.Errorf("op %d (%s): %d ints and %d strings, over the executor's bounds", i, op.Code, len(op.Ints), len(op.Strs))
-		}
-		if err := op.Code.check(uint32(len(op.Ints)), uint32(len(op.Strs))); err != nil {
-			return nil, fmt.Errorf("op %d (%s): %w", i, op.Context, err)
-		}
+	for _, op := range p.Ops {
 		b = binary.LittleEndian.AppendUint32(b, uint32(op.Code))
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(op.Ints)))
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(op.Strs)))
@@ -34,20 +29,44 @@ func Encode(p *Plan) ([]byte, error) {
 			b = binary.LittleEndian.AppendUint64(b, v)
 		}
 		for _, s := range op.Strs {
-			if strings.IndexByte(s, 0) >= 0 {
-				return nil, fmt.Errorf("op %d (%s): string %q holds a NUL byte", i, op.Context, s)
-			}
-			if len(s) > MaxBytes {
-				return nil, fmt.Errorf("op %d (%s): a string of %d bytes, over the plan's %d", i, op.Context, len(s), MaxBytes)
-			}
 			b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
 			b = append(b, s...)
 		}
-		if len(b) > MaxBytes {
-			return nil, fmt.Errorf("the plan is over the executor's %d bytes at op %d", MaxBytes, i)
-		}
 	}
 	return b, nil
+}
+
+// Size is the length of the plan's encoding, or why an executor would
+// refuse it: an op whose counts its code does not allow, a string
+// holding NUL, a plan over MaxOps or MaxBytes. It checks a plan's bounds
+// without encoding it (nsinit's fits), and is Encode's only check.
+func Size(p *Plan) (int, error) {
+	if len(p.Ops) > MaxOps {
+		return 0, fmt.Errorf("the plan has %d ops, over the executor's %d", len(p.Ops), MaxOps)
+	}
+	n := len(Magic) + 8
+	for i, op := range p.Ops {
+		if len(op.Ints) > MaxInts || len(op.Strs) > MaxStrs {
+			return 0, fmt.Errorf("op %d (%s): %d ints and %d strings, over the executor's bounds", i, op.Code, len(op.Ints), len(op.Strs))
+		}
+		if err := op.Code.check(uint32(len(op.Ints)), uint32(len(op.Strs))); err != nil {
+			return 0, fmt.Errorf("op %d (%s): %w", i, op.Context, err)
+		}
+		n += 12 + 8*len(op.Ints)
+		for _, s := range op.Strs {
+			if strings.IndexByte(s, 0) >= 0 {
+				return 0, fmt.Errorf("op %d (%s): string %q holds a NUL byte", i, op.Context, s)
+			}
+			if len(s) > MaxBytes {
+				return 0, fmt.Errorf("op %d (%s): a string of %d bytes, over the plan's %d", i, op.Context, len(s), MaxBytes)
+			}
+			n += 4 + len(s)
+		}
+		if n > MaxBytes {
+			return 0, fmt.Errorf("the plan is over the executor's %d bytes at op %d", MaxBytes, i)
+		}
+	}
+	return n, nil
 }
 
 // errShort is a plan that ends inside an op.

@@ -70,6 +70,9 @@ func TestEncodeRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Encode error %v, want one containing %q", tc.name, err, tc.want)
 		}
+		if _, serr := Size(&Plan{Ops: []Op{tc.op}}); serr == nil || err == nil || serr.Error() != err.Error() {
+			t.Errorf("%s: Size error %v, want Encode's %v", tc.name, serr, err)
+		}
 	}
 	if _, err := Encode(&Plan{Ops: make([]Op, MaxOps+1)}); err == nil {
 		t.Errorf("Encode of %d ops: no error", MaxOps+1)
@@ -77,6 +80,32 @@ func TestEncodeRefuses(t *testing.T) {
 	big := strings.Repeat("x", MaxBytes)
 	if _, err := Encode(&Plan{Ops: []Op{{Code: Chdir, Strs: []string{big}}}}); err == nil {
 		t.Errorf("Encode of a plan over MaxBytes: no error")
+	}
+}
+
+// TestSize: Size is the length Encode writes, and Encode allocates the
+// encoding once, at that size, for a plan far over Encode's first guess.
+func TestSize(t *testing.T) {
+	env := make([]string, 64)
+	for i := range env {
+		env[i] = strings.Repeat("e", 1000)
+	}
+	plans := []*Plan{
+		{},
+		{Ops: []Op{{Code: Chdir, Strs: []string{"/w"}}}},
+		{Ops: []Op{{Code: Env, Strs: env}, {Code: Exec, Ints: []uint64{1, 1}, Strs: []string{"/bin/true", "/w", "true"}}}},
+	}
+	for i, p := range plans {
+		b, err := Encode(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := Size(p); err != nil || n != len(b) {
+			t.Errorf("plan %d: Size = %d, %v; want %d, nil", i, n, err, len(b))
+		}
+		if allocs := testing.AllocsPerRun(10, func() { _, _ = Encode(p) }); allocs != 1 {
+			t.Errorf("plan %d: Encode allocates %v times, want once", i, allocs)
+		}
 	}
 }
 

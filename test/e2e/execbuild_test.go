@@ -18,13 +18,24 @@ const repoRoot = "../.."
 // them, when the tree has it. The compiler and flags are the Makefile's
 // own (CC and EXEC_CFLAGS, printed by make), so they have one source.
 func buildExec(root, dir string) error {
+	return buildExecOf(root, dir, func(string) bool { return true })
+}
+
+// buildExecOf is buildExec from the C sources keep accepts (by base name).
+func buildExecOf(root, dir string, keep func(string) bool) error {
 	src := filepath.Join(root, "cmd", "warden-exec")
 	if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	srcs, err := filepath.Glob(filepath.Join(src, "*.c"))
-	if err != nil || len(srcs) == 0 {
+	all, err := filepath.Glob(filepath.Join(src, "*.c"))
+	if err != nil || len(all) == 0 {
 		return fmt.Errorf("%s: no C sources (%w)", src, err)
+	}
+	var srcs []string
+	for _, s := range all {
+		if keep(filepath.Base(s)) {
+			srcs = append(srcs, s)
+		}
 	}
 	cc, flags, err := execCompiler(root)
 	if err != nil {
