@@ -20,11 +20,14 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-func execute(args []string) int {
-	if handed, err := handOver(args); handed {
-		fmt.Fprintln(os.Stderr, "warden: "+err.Error())
-		return exitWardenFailed
-	}
+// newRootCmd builds warden's command tree for args. `warden run`, which
+// every one-shot sandbox starts, gets the run command alone and no
+// completion command: cobra would otherwise build every other command and
+// flag set, and the completion command's help texts, before it looks at
+// args, which a run pays for in allocations and page faults and never
+// uses (docs/performance.md, "The CLI's start"). Help, shell completion
+// and every other command get the whole tree.
+func newRootCmd(args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "warden",
 		Short:         "Run untrusted code in an isolated Linux sandbox",
@@ -34,7 +37,21 @@ func execute(args []string) int {
 		// multi-line error; every warden error is one line.
 		DisableSuggestions: true,
 	}
+	if len(args) > 0 && args[0] == "run" {
+		root.CompletionOptions.DisableDefaultCmd = true
+		root.AddCommand(newRunCmd())
+		return root
+	}
 	root.AddCommand(newRunCmd(), newServeCmd(), newSessionCmd(), newMCPCmd(), newDoctorCmd(), newTemplateCmd(), newVersionCmd())
+	return root
+}
+
+func execute(args []string) int {
+	if handed, err := handOver(args); handed {
+		fmt.Fprintln(os.Stderr, "warden: "+err.Error())
+		return exitWardenFailed
+	}
+	root := newRootCmd(args)
 	root.SetArgs(args)
 	err := root.Execute()
 	var ee exitError

@@ -15,7 +15,9 @@ import (
 // serverName is the full warden binary, installed next to warden by
 // `make build`. warden itself is built with the slim tag, which leaves out
 // the commands that serve (serve, mcp, session) and with them the HTTP
-// server, MCP, E2B, protobuf and connect: every `warden run` would pay
+// server, MCP, E2B, protobuf and connect, and template pull and import
+// and with them go-containerregistry's registry client, image formats,
+// compressors and Docker credential helpers: every `warden run` would pay
 // their package init and page faults, and a run never uses them. Those
 // commands are handed to serverName, which is the same program built
 // whole. A build without the tag (go build, go run, the tests) holds
@@ -29,6 +31,9 @@ const (
 	serveShort   = "Serve the HTTP API: sessions, execs, files, one-shot runs"
 	sessionShort = "Create, use and remove sessions on a running warden serve"
 	mcpShort     = "Serve sandboxes to an AI agent over the Model Context Protocol (stdio)"
+
+	templatePullShort   = "Pull an image from a registry as a template (credentials: the Docker config file)"
+	templateImportShort = "Import a docker save archive, an OCI layout directory or a tar of one"
 )
 
 // serverBinary opens the serverName next to the executable exe for

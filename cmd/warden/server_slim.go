@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,35 +17,54 @@ func newServeCmd() *cobra.Command   { return handedToServer("serve", serveShort)
 func newSessionCmd() *cobra.Command { return handedToServer("session", sessionShort) }
 func newMCPCmd() *cobra.Command     { return handedToServer("mcp", mcpShort) }
 
-// handedCommands are the commands this build leaves to serverName.
-var handedCommands = []string{"serve", "session", "mcp"}
+func newTemplatePullCmd(*templateOpts) *cobra.Command {
+	return handedToServer("template pull", templatePullShort)
+}
 
-// handedToServer stands in for a command the slim build leaves out: it
-// parses nothing (its flags and --help are the full command's) and
-// replaces this process with serverName (execServer).
-func handedToServer(name, short string) *cobra.Command {
+func newTemplateImportCmd(*templateOpts) *cobra.Command {
+	return handedToServer("template import", templateImportShort)
+}
+
+// handedCommands are the commands this build leaves to serverName, each
+// its path of command names below warden's.
+var handedCommands = []string{"serve", "session", "mcp", "template pull", "template import"}
+
+// handedToServer stands in for the command at path (handedCommands) the
+// slim build leaves out: it parses nothing (its flags and --help are the
+// full command's, and so are those of its parents) and replaces this
+// process with serverName (execServer).
+func handedToServer(path, short string) *cobra.Command {
+	names := strings.Fields(path)
 	return &cobra.Command{
-		Use:                name,
+		Use:                names[len(names)-1],
 		Short:              short,
 		DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error {
-			return execServer(name, os.Args[1:])
+			return execServer(path, os.Args[1:])
 		},
 	}
 }
 
 // handOver hands to serverName what asks about a command this build
-// leaves out in a way its stand-in cannot answer: `help serve` and shell
-// completion (`__complete serve ...`), which need the full command's help
-// and flags. It reports whether args were such a request, and returns
-// only if they were not or the hand-over failed.
+// leaves out in a way its stand-in cannot answer: `help serve`, `help
+// template pull` and shell completion (`__complete serve ...`), which
+// need the full command's help and flags. It reports whether args were
+// such a request, and returns only if they were not or the hand-over
+// failed.
 func handOver(args []string) (bool, error) {
-	if len(args) < 2 || !slices.Contains(handedCommands, args[1]) {
+	if len(args) < 2 {
 		return false, nil
 	}
 	switch args[0] {
 	case "help", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
-		return true, execServer(args[1], args)
+	default:
+		return false, nil
+	}
+	for _, path := range handedCommands {
+		names := strings.Fields(path)
+		if len(args) > len(names) && slices.Equal(args[1:1+len(names)], names) {
+			return true, execServer(path, args)
+		}
 	}
 	return false, nil
 }

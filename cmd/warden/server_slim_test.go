@@ -35,8 +35,8 @@ func fakeServer() {
 }
 
 // TestStandIn runs the slim build's stand-ins against a fake trusted
-// warden-server beside them: serve, session and mcp, `help serve` and
-// completion of their flags all reach it with their arguments and this
+// warden-server beside them: serve, session, mcp, template pull and
+// template import, `help serve` and completion of their flags all reach it with their arguments and this
 // build's version, which nothing else sets. Both warden and the fake
 // warden-server are this test binary (TestMain), as warden-server must
 // be a binary: it is executed through a close-on-exec descriptor.
@@ -54,6 +54,11 @@ func TestStandIn(t *testing.T) {
 		{"mcp", []string{"mcp", "--help"}},
 		{"help serve", []string{"help", "serve"}},
 		{"completion of serve's flags", []string{"__complete", "serve", "--"}},
+		{"template pull", []string{"template", "pull", "127.0.0.1:1/busybox"}},
+		{"template import after the store's flags", []string{"template", "--state-dir", "/var/lib/warden", "import", "--name", "x", "layout.tar"}},
+		{"template import --help", []string{"template", "import", "--help"}},
+		{"help template pull", []string{"help", "template", "pull"}},
+		{"completion of template import's flags", []string{"__complete", "template", "import", "--"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

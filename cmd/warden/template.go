@@ -59,53 +59,6 @@ is never stored.`,
 	return cmd
 }
 
-func newTemplatePullCmd(o *templateOpts) *cobra.Command {
-	var name string
-	cmd := &cobra.Command{
-		Use:   "pull REF",
-		Short: "Pull an image from a registry as a template (credentials: the Docker config file)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.store()
-			if err != nil {
-				return err
-			}
-			info, err := s.Pull(cmd.Context(), args[0], name, template.PullOptions{Progress: cmd.ErrOrStderr()})
-			if err != nil {
-				return err
-			}
-			return printInstalled(cmd, info)
-		},
-	}
-	cmd.Flags().StringVar(&name, "name", "", "the template's name (default: the repository's last element and tag)")
-	return cmd
-}
-
-func newTemplateImportCmd(o *templateOpts) *cobra.Command {
-	var name string
-	cmd := &cobra.Command{
-		Use:   "import FILE|DIR --name NAME",
-		Short: "Import a docker save archive, an OCI layout directory or a tar of one",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if name == "" {
-				return fmt.Errorf("import needs --name NAME")
-			}
-			s, err := o.store()
-			if err != nil {
-				return err
-			}
-			info, err := s.Import(cmd.Context(), args[0], name)
-			if err != nil {
-				return err
-			}
-			return printInstalled(cmd, info)
-		},
-	}
-	cmd.Flags().StringVar(&name, "name", "", "the template's name")
-	return cmd
-}
-
 func printInstalled(cmd *cobra.Command, info template.Info) error {
 	_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%d layers unpacked, %d already stored\n", info.Name, info.Digest, info.Unpacked, info.Reused)
 	return err

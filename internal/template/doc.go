@@ -74,4 +74,16 @@
 // Mutations take an exclusive flock on the store's lock file, so a CLI
 // and a server may share a store. The store (state-dir/templates) is
 // 0700 and owned by the operator; templates are read-only to sandboxes.
+//
+// # The slim build
+//
+// Pull and Import (pull.go, layout.go, redirect.go) are built only
+// without the slim tag: go-containerregistry's registry client, image
+// formats, compressors and Docker credential helpers, which they link,
+// were a third of bin/warden's package init and paid by every `warden
+// run`. The slim warden hands `warden template pull` and `import` to
+// warden-server, the whole build, so its Pull and Import (pull_slim.go)
+// only return an error saying so; it keeps everything else here (Get,
+// Lease, List, Remove, GC, Share and Commit, which link only
+// go-containerregistry's small pkg/v1 types).
 package template
