@@ -42,19 +42,27 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*
 		Stdout:      stdio[1],
 		Stderr:      stdio[2],
 		ExtraFiles:  extra,
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL},
+		SysProcAttr: i.sysProcAttr(cgroupDir),
 	}
+	return cmd, nil
+}
+
+// sysProcAttr is how Command clones the init: into i's namespaces with
+// its id maps and ambient capabilities, or, for a warden-exec that makes
+// them itself (Unshares), into none, which os/exec then starts with
+// CLONE_VFORK|CLONE_VM; into cgroupDir when not nil.
+func (i Init) sysProcAttr(cgroupDir *os.File) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
 	if !i.Exec || !i.Unshares {
 		uids, gids := i.idMaps()
-		a := cmd.SysProcAttr
 		a.Cloneflags, a.UidMappings, a.GidMappings = i.Cloneflags, uids, gids
 		a.GidMappingsEnableSetgroups, a.AmbientCaps = i.Setgroups, i.AmbientCaps
 	}
 	if cgroupDir != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(cgroupDir.Fd())
+		a.UseCgroupFD = true
+		a.CgroupFD = int(cgroupDir.Fd())
 	}
-	return cmd, nil
+	return a
 }
 
 // idMaps are the sandbox's uid and gid maps: its one user as i's host ids.

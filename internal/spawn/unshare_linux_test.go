@@ -217,3 +217,31 @@ func TestUnshareVersion(t *testing.T) {
 		t.Errorf("a hello of version %d: %v, want warden-exec's EPROTO at the hello", plan.Version+1, err)
 	}
 }
+
+// TestCommandUnsharesVforks: warden run's warden-exec (Unshares) is
+// cloned into no namespace, with no id map or capability, which is what
+// lets os/exec vfork it (syscall/exec_linux.go drops CLONE_VFORK for
+// CLONE_NEWUSER); the spawner's inits, and the Go init, keep the clone
+// into the namespaces.
+func TestCommandUnsharesVforks(t *testing.T) {
+	ns := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWPID)
+	for _, c := range []struct {
+		name       string
+		i          Init
+		cloneflags uintptr
+		mapped     bool
+	}{
+		{"warden run's warden-exec", Init{Exec: true, Unshares: true, Cloneflags: ns, AmbientCaps: []uintptr{1}}, 0, false},
+		{"the spawner's warden-exec", Init{Exec: true, Cloneflags: ns, AmbientCaps: []uintptr{1}}, ns, true},
+		{"the Go init", Init{Unshares: true, Cloneflags: ns, AmbientCaps: []uintptr{1}}, ns, true},
+	} {
+		a := c.i.sysProcAttr(nil)
+		if a.Cloneflags != c.cloneflags || (a.UidMappings != nil) != c.mapped || (a.GidMappings != nil) != c.mapped || (a.AmbientCaps != nil) != c.mapped {
+			t.Errorf("%s: Cloneflags %#x, uid maps %v, gid maps %v, ambient %v; want Cloneflags %#x, mapped and ambient %v",
+				c.name, a.Cloneflags, a.UidMappings, a.GidMappings, a.AmbientCaps, c.cloneflags, c.mapped)
+		}
+		if a.Pdeathsig != unix.SIGKILL {
+			t.Errorf("%s: Pdeathsig %v, want SIGKILL", c.name, a.Pdeathsig)
+		}
+	}
+}
