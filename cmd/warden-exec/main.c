@@ -80,6 +80,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	clock_gettime(CLOCK_BOOTTIME, &boot); /* a valid clock: cannot fail */
+	/* The program may share this process's uid (rootless) and must not
+	 * read its memory or descriptors through /proc/1. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return EXIT_REFUSED;
+	/* An ignored SIGCHLD makes the kernel reap children itself, and
+	 * the program's status would be lost to wait4's ECHILD. */
+	if (signal(SIGCHLD, SIG_DFL) == SIG_ERR)
+		return EXIT_REFUSED;
 	if (read_full(CONTROL_FD, hdr, sizeof hdr) < 0)
 		return EXIT_NO_HOST;
 	/* The host's hello, not a plan's length (it reads as more than
@@ -94,14 +102,6 @@ int main(int argc, char **argv)
 			return EXIT_NO_HOST;
 	}
 	boot_sec = boot.tv_sec;
-	/* The program may share this process's uid (rootless) and must not
-	 * read its memory or descriptors through /proc/1. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		return EXIT_REFUSED;
-	/* An ignored SIGCHLD makes the kernel reap children itself, and
-	 * the program's status would be lost to wait4's ECHILD. */
-	if (signal(SIGCHLD, SIG_DFL) == SIG_ERR)
-		return EXIT_REFUSED;
 	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
 	if (len > PLAN_MAX_BYTES) {
 		st.kind = ST_REFUSED;

@@ -119,6 +119,11 @@ void become_pid1(void)
 		_exit(EXIT_NO_HOST);
 	if (get32(m) != PLAN_VERSION)
 		failed(STEP_HELLO, EPROTO);
+	/* Dumpable again (main made it not) until PID 1 exists: rootless,
+	 * the host may open this process's /proc/PID/uid_map only so. No
+	 * sandbox process exists yet, and PID 1 is made not dumpable. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		failed(STEP_USERNS, errno);
 	if (unshare(CLONE_NEWUSER) < 0)
 		failed(STEP_USERNS, errno);
 	if (say(USERNS_TAG, 0, 0) < 0 || receive(m, sizeof m) < 0)
@@ -138,7 +143,7 @@ void become_pid1(void)
 		/* PID 1's parent is the host's thread, as when the host cloned
 		 * it: a host gone before this finds the control socket closed
 		 * (DieWithHost). */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || no_dump() != 0)
 			_exit(EXIT_REFUSED);
 		return;
 	}
