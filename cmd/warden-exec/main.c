@@ -1,9 +1,10 @@
 /* warden-exec builds a one-shot native sandbox from a plan and runs its
- * program, starting no Go runtime (issue 20; docs/protocol.md). The host
- * starts it in its own namespaces, with the control socket at fd 3: it
- * makes the sandbox's namespaces and its PID 1 (unshare.c), which reads
- * one plan (a u32 little-endian length, then the plan's
- * encoding), applies it, and answers with one fixed status. */
+ * program, starting no Go runtime (issue 20; docs/protocol.md), with the
+ * control socket at fd 3. warden run starts it in its own namespaces,
+ * and it makes the sandbox's and its PID 1 with the host (unshare.c);
+ * the spawner clones it straight into them as PID 1. PID 1 reads one
+ * plan (a u32 little-endian length, then the plan's encoding), applies
+ * it, and answers with one fixed status. */
 #define _GNU_SOURCE
 #include "exec.h"
 
