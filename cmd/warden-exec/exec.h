@@ -7,6 +7,26 @@
 #include <sys/types.h>
 #include <time.h>
 
+/* Exit codes nsinit gives the same ends (reply.go): no host to talk to,
+ * and a host's request refused. */
+#define EXIT_NO_HOST 111
+#define EXIT_REFUSED 112
+
+/* HELLO_TAG opens the host's hello, which asks warden-exec to make the
+ * sandbox's namespaces: become_pid1, called once it is read, makes them
+ * with the host and returns in PID 1 of the new PID namespace; the
+ * process that called it ends (unshare.c). */
+#define HELLO_TAG "WXNS"
+void become_pid1(void);
+
+/* The handshake's other tags and the steps of a FAILED_TAG message, as
+ * internal/plan/unshare.go has them. */
+#define MAPPED_TAG "WXMP"
+#define USERNS_TAG "WXUS"
+#define PID_TAG "WXPD"
+#define FAILED_TAG "WXER"
+enum { STEP_HELLO = 1, STEP_USERNS, STEP_MAPPED, STEP_NAMESPACES, STEP_CAPS, STEP_CLONE };
+
 /* The status kinds of internal/plan/status.go. */
 enum status_kind { ST_RAN = 0, ST_SETUP = 1, ST_EXEC = 2, ST_REFUSED = 3, ST_LOCKDOWN = 4 };
 

@@ -1,8 +1,10 @@
 /* warden-exec builds a one-shot native sandbox from a plan and runs its
- * program, starting no Go runtime (issue 20; docs/protocol.md). The host
- * starts it as PID 1 of the new namespaces, with the control socket at
- * fd 3: it reads one plan (a u32 little-endian length, then the plan's
- * encoding), applies it, and answers with one fixed status. */
+ * program, starting no Go runtime (issue 20; docs/protocol.md), with the
+ * control socket at fd 3. warden run starts it in its own namespaces,
+ * and it makes the sandbox's and its PID 1 with the host (unshare.c);
+ * the spawner clones it straight into them as PID 1. PID 1 reads one
+ * plan (a u32 little-endian length, then the plan's encoding), applies
+ * it, and answers with one fixed status. */
 #define _GNU_SOURCE
 #include "exec.h"
 
@@ -16,9 +18,6 @@
 #include <unistd.h>
 
 #define CONTROL_FD 3
-/* Exit codes nsinit gives the same ends (reply.go). */
-#define EXIT_NO_HOST 111
-#define EXIT_REFUSED 112
 
 /* read_full reads exactly n bytes; 0 on success, -1 at EOF or error. */
 static int read_full(int fd, unsigned char *b, size_t n)
@@ -82,7 +81,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	clock_gettime(CLOCK_BOOTTIME, &boot); /* a valid clock: cannot fail */
-	boot_sec = boot.tv_sec;
 	/* The program may share this process's uid (rootless) and must not
 	 * read its memory or descriptors through /proc/1. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
@@ -93,6 +91,18 @@ int main(int argc, char **argv)
 		return EXIT_REFUSED;
 	if (read_full(CONTROL_FD, hdr, sizeof hdr) < 0)
 		return EXIT_NO_HOST;
+	/* The host's hello, not a plan's length (it reads as more than
+	 * PLAN_MAX_BYTES): warden-exec was started in the host's namespaces
+	 * (warden run's own start) and makes the sandbox's, going on as its
+	 * PID 1 (unshare.c), whose plan follows. The spawner still clones
+	 * warden-exec straight into them, as PID 1, and sends the plan. */
+	if (memcmp(hdr, HELLO_TAG, sizeof hdr) == 0) {
+		become_pid1();
+		clock_gettime(CLOCK_BOOTTIME, &boot);
+		if (read_full(CONTROL_FD, hdr, sizeof hdr) < 0)
+			return EXIT_NO_HOST;
+	}
+	boot_sec = boot.tv_sec;
 	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
 	if (len > PLAN_MAX_BYTES) {
 		st.kind = ST_REFUSED;

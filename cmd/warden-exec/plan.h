@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PLAN_VERSION 2
+#define PLAN_VERSION 3
 #define PLAN_MAX_BYTES (1u << 20)
 #define PLAN_MAX_OPS 4096u
 #define PLAN_MAX_INTS 4096u

@@ -2,6 +2,7 @@ package native
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"syscall"
 
@@ -56,6 +57,15 @@ func (b *box) initSpec() spawn.Init {
 	}
 }
 
+// directSpec is initSpec for startDirect: warden-exec makes its
+// namespaces itself (spawn.Unshare), so this process, a Go runtime with
+// the whole CLI mapped, vforks it instead of copying its page tables.
+func (b *box) directSpec() spawn.Init {
+	i := b.initSpec()
+	i.Unshares = i.Exec
+	return i
+}
+
 // startInit clones the init into new namespaces: through the spawner when
 // there is one, else from this process.
 func startInit(b *box) (*initProc, error) {
@@ -71,7 +81,8 @@ func startInit(b *box) (*initProc, error) {
 // (golang/go#27505): a thread exiting early would kill the sandbox. The
 // thread waits parked, not in a system call (spawn.Reap).
 func startDirect(b *box) (*initProc, error) {
-	cmd, err := spawn.Command(b.initSpec(), [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
+	i := b.directSpec()
+	cmd, err := spawn.Command(i, [3]*os.File{b.child.stdin, b.child.stdout, b.child.stderr}, b.child.extra(), b.child.cgroupDir)
 	if err != nil {
 		return nil, startError(err)
 	}
@@ -81,8 +92,12 @@ func startDirect(b *box) (*initProc, error) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := spawn.StartError(b.initSpec(), cmd.Start()); err != nil {
+		if err := spawn.StartError(i, cmd.Start()); err != nil {
 			started <- err
+			return
+		}
+		if i.Unshares {
+			p.exited <- startUnshared(p, cmd, i, b.ctlHost, started)
 			return
 		}
 		p.pid, p.signal = cmd.Process.Pid, func(s syscall.Signal) error { return cmd.Process.Signal(s) }
@@ -97,6 +112,26 @@ func startDirect(b *box) (*initProc, error) {
 		return nil, startError(err)
 	}
 	return p, nil
+}
+
+// startUnshared has the warden-exec cmd started make its namespaces and
+// PID 1 (spawn.Unshare), reports on started, and returns how PID 1
+// ended (nil if it never started). It runs on the thread that started
+// cmd, which PID 1's parent-death signal is tied to.
+func startUnshared(p *initProc, cmd *exec.Cmd, i spawn.Init, ctl *os.File, started chan<- error) *spawn.Exit {
+	pid1, err := spawn.Unshare(cmd, i, ctl)
+	if err != nil {
+		started <- err
+		return nil
+	}
+	p.pid, p.signal = pid1.Pid, func(s syscall.Signal) error { return pid1.Signal(s) }
+	started <- nil
+	// How PID 1 ended is read from ProcessState, not Wait's error.
+	ps, _ := pid1.Wait()
+	if ps == nil {
+		return nil
+	}
+	return spawn.ExitOf(ps)
 }
 
 // startSpawned has the spawner start the init (or warden-exec, which the

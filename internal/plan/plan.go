@@ -24,7 +24,7 @@ import (
 // executor of another version refuses.
 const (
 	Magic   = "WPLN"
-	Version = 2
+	Version = 3
 )
 
 // Bounds an executor enforces on an encoded plan: a plan is host-made, so

@@ -21,7 +21,9 @@ import (
 // inits this way, so warden-exec gets the same descriptors from either.
 // The init is tied to its parent thread's life from the clone on
 // (Pdeathsig), so a box whose starter dies before the init's own
-// DieWithHost op (which re-arms the same signal) dies too. It fails only when i
+// DieWithHost op (which re-arms the same signal) dies too. With
+// i.Unshares it is cloned into no namespace, with no id map or
+// capability: Unshare then makes them with it. It fails only when i
 // asks for warden-exec and there is no trusted one.
 func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*exec.Cmd, error) {
 	path, arg0 := nsinit.Binary(), nsinit.Arg0
@@ -33,27 +35,40 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*
 		path, arg0 = p, nsinit.ExecName
 	}
 	cmd := &exec.Cmd{
-		Path:       path,
-		Args:       []string{arg0},
-		Env:        []string{"GOMAXPROCS=1"},
-		Stdin:      stdio[0],
-		Stdout:     stdio[1],
-		Stderr:     stdio[2],
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:                 i.Cloneflags,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxUID, HostID: i.UID, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxGID, HostID: i.GID, Size: 1}},
-			GidMappingsEnableSetgroups: i.Setgroups,
-			AmbientCaps:                i.AmbientCaps,
-			Pdeathsig:                  unix.SIGKILL,
-		},
-	}
-	if cgroupDir != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(cgroupDir.Fd())
+		Path:        path,
+		Args:        []string{arg0},
+		Env:         []string{"GOMAXPROCS=1"},
+		Stdin:       stdio[0],
+		Stdout:      stdio[1],
+		Stderr:      stdio[2],
+		ExtraFiles:  extra,
+		SysProcAttr: i.sysProcAttr(cgroupDir),
 	}
 	return cmd, nil
+}
+
+// sysProcAttr is how Command clones the init: into i's namespaces with
+// its id maps and ambient capabilities, or, for a warden-exec that makes
+// them itself (Unshares), into none, which os/exec then starts with
+// CLONE_VFORK|CLONE_VM; into cgroupDir when not nil.
+func (i Init) sysProcAttr(cgroupDir *os.File) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	if !i.Exec || !i.Unshares {
+		uids, gids := i.idMaps()
+		a.Cloneflags, a.UidMappings, a.GidMappings = i.Cloneflags, uids, gids
+		a.GidMappingsEnableSetgroups, a.AmbientCaps = i.Setgroups, i.AmbientCaps
+	}
+	if cgroupDir != nil {
+		a.UseCgroupFD = true
+		a.CgroupFD = int(cgroupDir.Fd())
+	}
+	return a
+}
+
+// idMaps are the sandbox's uid and gid maps: its one user as i's host ids.
+func (i Init) idMaps() (uids, gids []syscall.SysProcIDMap) {
+	return []syscall.SysProcIDMap{{ContainerID: nsinit.SandboxUID, HostID: i.UID, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: nsinit.SandboxGID, HostID: i.GID, Size: 1}}
 }
 
 // ExitOf is how a reaped process ended.

@@ -47,6 +47,13 @@ type Init struct {
 	// it beside its own executable under the init's trust rule
 	// (nsinit.Executor): a request names no path to run.
 	Exec bool
+	// Unshares (with Exec) starts warden-exec in the starter's own
+	// namespaces, and it makes the sandbox's itself (Unshare), so that
+	// Go can vfork it rather than copy the starter's page tables, as a
+	// clone into a new user namespace must. warden run's own start sets
+	// it; the spawner, a small process, clones as before, so a request
+	// never carries it.
+	Unshares bool `json:"-"`
 }
 
 // ErrDied reports that the spawner died with requests outstanding; the
