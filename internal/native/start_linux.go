@@ -86,7 +86,12 @@ func startDirect(b *box) (*initProc, error) {
 	if err != nil {
 		return nil, startError(err)
 	}
-	pidfd := spawn.WithPidfd(cmd)
+	// warden-exec's first process is reaped by spawn.Unshare, PID 1 by a
+	// pidfd of its own: only a cloned init needs cmd's.
+	var pidfd *int
+	if !i.Unshares {
+		pidfd = spawn.WithPidfd(cmd)
+	}
 	started := make(chan error, 1)
 	p := &initProc{exited: make(chan *spawn.Exit, 1)}
 	go func() {
@@ -97,7 +102,11 @@ func startDirect(b *box) (*initProc, error) {
 			return
 		}
 		if i.Unshares {
-			p.exited <- startUnshared(p, cmd, i, b.ctlHost, started)
+			e, err := startUnshared(p, cmd, i, b.ctlHost, started)
+			if err != nil {
+				b.log().Warn("waiting for the sandbox's PID 1 in a blocking wait", "err", err)
+			}
+			p.exited <- e
 			return
 		}
 		p.pid, p.signal = cmd.Process.Pid, func(s syscall.Signal) error { return cmd.Process.Signal(s) }
@@ -116,22 +125,19 @@ func startDirect(b *box) (*initProc, error) {
 
 // startUnshared has the warden-exec cmd started make its namespaces and
 // PID 1 (spawn.Unshare), reports on started, and returns how PID 1
-// ended (nil if it never started). It runs on the thread that started
-// cmd, which PID 1's parent-death signal is tied to.
-func startUnshared(p *initProc, cmd *exec.Cmd, i spawn.Init, ctl *os.File, started chan<- error) *spawn.Exit {
+// ended (nil if it never started), waited for in the poller
+// (spawn.ReapProcess; an error says the wait blocked instead, and why).
+// It runs on the thread that started cmd, which PID 1's parent-death
+// signal is tied to.
+func startUnshared(p *initProc, cmd *exec.Cmd, i spawn.Init, ctl *os.File, started chan<- error) (*spawn.Exit, error) {
 	pid1, err := spawn.Unshare(cmd, i, ctl)
 	if err != nil {
 		started <- err
-		return nil
+		return nil, nil
 	}
 	p.pid, p.signal = pid1.Pid, func(s syscall.Signal) error { return pid1.Signal(s) }
 	started <- nil
-	// How PID 1 ended is read from ProcessState, not Wait's error.
-	ps, _ := pid1.Wait()
-	if ps == nil {
-		return nil
-	}
-	return spawn.ExitOf(ps)
+	return spawn.ReapProcess(pid1)
 }
 
 // startSpawned has the spawner start the init (or warden-exec, which the

@@ -82,7 +82,25 @@ func killPID1(pid int) {
 // handshake is Unshare's conversation with warden-exec's first process,
 // pid: PID 1's pid, which is this process's child.
 func handshake(pid int, i Init, ctl *os.File) (int, error) {
-	h := &unshareConn{ctl: int(ctl.Fd()), pid: pid}
+	// ctl.Fd would put a polled (non-blocking) socket back in blocking
+	// mode for good, and the caller's later waits on it would then block
+	// a thread; Control lends the descriptor as it is.
+	rc, err := ctl.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("talking to warden-exec: %w", err)
+	}
+	var pid1 int
+	var herr error
+	if err := rc.Control(func(fd uintptr) { pid1, herr = converse(pid, int(fd), i) }); err != nil {
+		return 0, fmt.Errorf("talking to warden-exec: %w", err)
+	}
+	return pid1, herr
+}
+
+// converse is handshake's conversation over the control socket ctl,
+// blocking or not (every read and write first polls it).
+func converse(pid, ctl int, i Init) (int, error) {
+	h := &unshareConn{ctl: ctl, pid: pid}
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		h.pidfd = fd
 		defer unix.Close(fd)
@@ -177,6 +195,12 @@ func (h *unshareConn) send(b []byte) error {
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
+		if errors.Is(err, unix.EAGAIN) {
+			if err := h.wait(unix.POLLOUT); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("talking to warden-exec: %w", err)
 		}
@@ -210,11 +234,11 @@ func (h *unshareConn) expect(tag string) (uint32, error) {
 // ended by the first process's end.
 func (h *unshareConn) read(b []byte) error {
 	for len(b) > 0 {
-		if err := h.wait(); err != nil {
+		if err := h.wait(unix.POLLIN); err != nil {
 			return err
 		}
 		n, err := unix.Read(h.ctl, b)
-		if errors.Is(err, unix.EINTR) {
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
 			continue
 		}
 		if err != nil && !errors.Is(err, unix.ECONNRESET) {
@@ -229,10 +253,11 @@ func (h *unshareConn) read(b []byte) error {
 	return nil
 }
 
-// wait waits until the socket has data, the first process has ended
-// without any (an error), or UnshareWait has passed (an error).
-func (h *unshareConn) wait() error {
-	fds := []unix.PollFd{{Fd: int32(h.ctl), Events: unix.POLLIN}, {Fd: int32(h.pidfd), Events: unix.POLLIN}}
+// wait waits until the socket is ready for events (POLLIN or POLLOUT),
+// the first process has ended first (an error), or UnshareWait has passed
+// (an error).
+func (h *unshareConn) wait(events int16) error {
+	fds := []unix.PollFd{{Fd: int32(h.ctl), Events: events}, {Fd: int32(h.pidfd), Events: unix.POLLIN}}
 	if h.pidfd < 0 {
 		fds = fds[:1]
 	}
