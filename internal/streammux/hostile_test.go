@@ -1,0 +1,85 @@
+package streammux
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+)
+
+// frame encodes one frame as a hostile peer may write it, payload and
+// all, whatever its header says.
+func frame(typ byte, id, n uint32, payload []byte) []byte {
+	b := make([]byte, headerLen, headerLen+len(payload))
+	putHeader(b, header{typ: typ, id: id, n: n})
+	return append(b, payload...)
+}
+
+func cat(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
+
+// feed runs a Mux (not the initiator) against raw bytes from a peer and
+// returns why its stream ended.
+func feed(t *testing.T, cfg Config, peer []byte) error {
+	t.Helper()
+	a, b := net.Pipe()
+	m, err := New(a, cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	go io.Copy(io.Discard, b) //nolint:errcheck // the credit the mux writes back
+	go func() {
+		b.Write(peer) //nolint:errcheck // the mux may end the stream part way
+		b.Close()
+	}()
+	within(t, "the hostile stream's end", func() { <-m.Done() })
+	return m.Err()
+}
+
+func TestHostileFramesEndTheStreamWithTheirCause(t *testing.T) {
+	cfg := smallConfig()
+	open1 := frame(frameOpen, 1, 0, nil)
+	full := bytes.Repeat([]byte{'x'}, cfg.MaxPayload)
+	fill := cat(open1, frame(frameData, 1, 16, full), frame(frameData, 1, 16, full), frame(frameData, 1, 16, full), frame(frameData, 1, 16, full))
+	for _, tc := range []struct {
+		name, want string
+		peer       []byte
+	}{
+		{"unknown type", "unknown frame type 9", frame(9, 1, 0, nil)},
+		{"channel 0", "channel 0, which no end opens", frame(frameOpen, 0, 0, nil)},
+		{"open with a length", "open frame for channel 1 with length 5", frame(frameOpen, 1, 5, nil)},
+		{"close with a length", "close frame for channel 1 with length 1", cat(open1, frame(frameClose, 1, 1, nil))},
+		{"empty data", "data frame for channel 1 of 0 bytes", cat(open1, frame(frameData, 1, 0, nil))},
+		{"data past MaxPayload", "data frame for channel 1 of 17 bytes, outside 1 to 16", cat(open1, frame(frameData, 1, 17, nil))},
+		{"huge length", "of 4294967295 bytes", cat(open1, frame(frameData, 1, 1<<32-1, nil))},
+		{"zero credit", "credit of 0 bytes", cat(open1, frame(frameCredit, 1, 0, nil))},
+		{"data past the window", "1 bytes on channel 1, which had room for 0", cat(fill, frame(frameData, 1, 1, []byte{'y'}))},
+		{"data on a channel never opened", "data frame for channel 1, which is not open", frame(frameData, 1, 1, []byte{'y'})},
+		{"credit on a channel never opened", "credit frame for channel 5, which is not open", frame(frameCredit, 5, 1, nil)},
+		{"open of our parity", "opened channel 2 where 1 was next", frame(frameOpen, 2, 0, nil)},
+		{"open out of order", "opened channel 3 where 1 was next", frame(frameOpen, 3, 0, nil)},
+		{"open again", "opened channel 1 where 3 was next", cat(open1, open1)},
+		{"too many channels", "more than 3 channels at once", cat(open1, frame(frameOpen, 3, 0, nil), frame(frameOpen, 5, 0, nil), frame(frameOpen, 7, 0, nil))},
+		{"second close", "a second close of channel 1", cat(open1, frame(frameClose, 1, 0, nil), frame(frameClose, 1, 0, nil))},
+		{"data after close", "data on channel 1 after its close", cat(open1, frame(frameClose, 1, 0, nil), frame(frameData, 1, 1, []byte{'y'}))},
+		{"credit past the window", "credit of 1 bytes on channel 1, past its window of 64", cat(open1, frame(frameCredit, 1, 1, nil))},
+		{"truncated header", "ended inside a frame", open1[:5]},
+		{"truncated payload", "ended inside a frame", cat(open1, frame(frameData, 1, 4, []byte{'y'}))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := feed(t, cfg, tc.peer)
+			if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want ErrProtocol saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCleanHangUpIsNoBreach(t *testing.T) {
+	err := feed(t, smallConfig(), cat(frame(frameOpen, 1, 0, nil), frame(frameData, 1, 3, []byte("abc"))))
+	if err == nil || errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "closed the stream") {
+		t.Fatalf("got %v, want the peer's hang-up", err)
+	}
+}
