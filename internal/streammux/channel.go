@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+	"time"
 )
 
 // Channel is one duplex byte stream of a Mux, with its own flow control:
@@ -32,6 +34,10 @@ type Channel struct {
 	closing, sentClose bool
 	// peerClosed: the peer writes no more; readClosed: nobody reads.
 	peerClosed, readClosed bool
+	// readBy and writeBy bound Read's wait for data and Write's for
+	// credit (zero: no bound); timers wake the waiters when they pass.
+	readBy, writeBy       time.Time
+	readTimer, writeTimer *time.Timer
 }
 
 func newChannel(m *Mux, id uint32, ours bool) *Channel {
@@ -64,7 +70,7 @@ func (ch *Channel) ended() bool {
 // was read, the stream's error once it ended.
 func (ch *Channel) Read(p []byte) (int, error) {
 	ch.mu.Lock()
-	for ch.buf.Len() == 0 && !ch.peerClosed && !ch.readClosed && !ch.ended() {
+	for ch.buf.Len() == 0 && !ch.peerClosed && !ch.readClosed && !ch.ended() && !passed(ch.readBy) {
 		ch.cond.Wait()
 	}
 	switch {
@@ -78,10 +84,54 @@ func (ch *Channel) Read(p []byte) (int, error) {
 	case ch.peerClosed:
 		ch.mu.Unlock()
 		return 0, io.EOF
+	case !ch.ended():
+		ch.mu.Unlock()
+		return 0, fmt.Errorf("reading channel %d: %w", ch.id, os.ErrDeadlineExceeded)
 	}
 	ch.mu.Unlock()
 	return 0, ch.m.Err()
 }
+
+// SetReadDeadline bounds Read's wait for data: past t it fails with
+// os.ErrDeadlineExceeded (what was sent is still there for a later
+// Read). The zero time removes the bound.
+func (ch *Channel) SetReadDeadline(t time.Time) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.readBy = t
+	ch.readTimer = ch.arm(ch.readTimer, t)
+}
+
+// SetWriteDeadline bounds Write's wait for credit: past t it fails with
+// os.ErrDeadlineExceeded, having sent what it returns it sent. The zero
+// time removes the bound.
+func (ch *Channel) SetWriteDeadline(t time.Time) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.writeBy = t
+	ch.writeTimer = ch.arm(ch.writeTimer, t)
+}
+
+// arm makes timer wake ch's waiters at t (none for the zero time); ch.mu
+// is held. A waiter woken rechecks its deadline, so a timer that fires
+// for a deadline since moved does no harm.
+func (ch *Channel) arm(timer *time.Timer, t time.Time) *time.Timer {
+	if timer != nil {
+		timer.Stop()
+	}
+	ch.cond.Broadcast()
+	if t.IsZero() {
+		return timer
+	}
+	if timer == nil {
+		return time.AfterFunc(time.Until(t), ch.wake)
+	}
+	timer.Reset(time.Until(t))
+	return timer
+}
+
+// passed says a deadline is set and has passed.
+func passed(t time.Time) bool { return !t.IsZero() && !time.Now().Before(t) }
 
 // giveBack notes n bytes read or dropped and unlocks ch.mu; once a
 // quarter of the window is owed (and the peer still writes) the
@@ -132,7 +182,7 @@ func (ch *Channel) Write(p []byte) (int, error) {
 func (ch *Channel) reserve(want int) (int, error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	for ch.credit == 0 && !ch.closing && !ch.ended() {
+	for ch.credit == 0 && !ch.closing && !ch.ended() && !passed(ch.writeBy) {
 		ch.cond.Wait()
 	}
 	switch {
@@ -140,6 +190,8 @@ func (ch *Channel) reserve(want int) (int, error) {
 		return 0, fmt.Errorf("writing channel %d: %w", ch.id, ErrClosed)
 	case ch.ended():
 		return 0, fmt.Errorf("writing channel %d: %w", ch.id, ch.m.Err())
+	case ch.credit == 0:
+		return 0, fmt.Errorf("writing channel %d: %w", ch.id, os.ErrDeadlineExceeded)
 	}
 	n := min(want, ch.credit, ch.m.cfg.MaxPayload)
 	ch.credit -= n

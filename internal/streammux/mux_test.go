@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -267,4 +268,30 @@ func TestBadConfigIsRefused(t *testing.T) {
 		a.Close()
 		b.Close()
 	}
+}
+
+// A peer that never writes, or never reads, holds a channel's reader or
+// writer only until its deadline; the channel still works after.
+func TestDeadlinesBoundReadAndWrite(t *testing.T) {
+	cfg := smallConfig()
+	host, agent := pair(t, cfg)
+	ch, _ := host.Open()
+	in := accept(t, agent)
+	within(t, "the read and write past their deadlines", func() {
+		ch.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := ch.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("read with nothing sent: %v, want os.ErrDeadlineExceeded", err)
+		}
+		ch.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+		n, err := ch.Write(make([]byte, 2*cfg.Window)) // nobody reads in
+		if !errors.Is(err, os.ErrDeadlineExceeded) || n != cfg.Window {
+			t.Errorf("write past the credit: %d bytes, %v; want %d and os.ErrDeadlineExceeded", n, err, cfg.Window)
+		}
+		ch.SetReadDeadline(time.Time{})
+		go in.Write([]byte("late"))
+		got := make([]byte, 4)
+		if _, err := io.ReadFull(ch, got); err != nil || string(got) != "late" {
+			t.Errorf("read after the deadline was lifted: %q, %v", got, err)
+		}
+	})
 }
