@@ -16,7 +16,7 @@
 //     never blocks control or another exec, and data past the window is
 //     a breach, not a buffer to grow.
 //   - Memory is bounded in total: each end may have MaxChannels open,
-//     so what a peer can make its end buffer is at most MaxChannels
+//     so what a peer can make its end buffer is at most 2*MaxChannels
 //     windows (8 MiB with DefaultConfig), plus one frame.
 //   - Every wait is bounded: the stream's reader never writes (credit goes
 //     out from its own goroutine), so two ends flooding each other never
