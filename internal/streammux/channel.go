@@ -1,7 +1,7 @@
 package streammux
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,39 +9,53 @@ import (
 	"time"
 )
 
+// ErrStopped is a write to a channel whose peer reads no more (it called
+// CloseRead or Close): what was written is lost, as with EPIPE.
+var ErrStopped = errors.New("the peer reads no more on this channel")
+
 // Channel is one duplex byte stream of a Mux, with its own flow control:
 // its receiver holds at most Window bytes of it, and its writer waits for
-// credit, so a channel nobody reads stalls only itself.
+// credit, so a channel nobody reads stalls only itself. Credit goes back
+// only as Read takes bytes, so a reader that paces its reads paces the
+// peer's writer.
 type Channel struct {
 	m    *Mux
 	id   uint32
 	ours bool
 
-	// wmu serialises Write and CloseWrite, so no data follows the close.
-	wmu sync.Mutex
+	// wsem serialises Write and CloseWrite, so no data follows the close;
+	// a one-slot semaphore, so a deadline bounds the wait for it.
+	wsem chan struct{}
 
 	mu   sync.Mutex
 	cond *sync.Cond
-	// buf is what the peer sent and nobody has read yet.
-	buf bytes.Buffer
+	// buf is a ring of Window bytes (allocated with the first data) that
+	// holds size bytes from head: what the peer sent and nobody has read.
+	buf        []byte
+	head, size int
 	// room is how much more the peer may send before more credit.
 	room int
-	// owed is what was read (or dropped) and not yet given back.
+	// owed is what was read and not yet given back.
 	owed int
 	// credit is how much more this end may send.
 	credit int
 	// closing: CloseWrite was called; sentClose: its frame went out.
 	closing, sentClose bool
-	// peerClosed: the peer writes no more; readClosed: nobody reads.
-	peerClosed, readClosed bool
+	// readClosed: CloseRead was called; sentStop: our stop went out.
+	readClosed, sentStop bool
+	// peerClosed: the peer writes no more; peerStopped: it reads no more.
+	peerClosed, peerStopped bool
+	// waiting counts the Reads and Writes waiting on cond.
+	waiting int
 	// readBy and writeBy bound Read's wait for data and Write's for
-	// credit (zero: no bound); timers wake the waiters when they pass.
+	// credit and the stream (zero: no bound); timers wake the waiters.
 	readBy, writeBy       time.Time
 	readTimer, writeTimer *time.Timer
 }
 
 func newChannel(m *Mux, id uint32, ours bool) *Channel {
-	ch := &Channel{m: m, id: id, ours: ours, room: m.cfg.Window, credit: m.cfg.Window}
+	ch := &Channel{m: m, id: id, ours: ours, room: m.cfg.Window, credit: m.cfg.Window, wsem: make(chan struct{}, 1)}
+	ch.wsem <- struct{}{}
 	ch.cond = sync.NewCond(&ch.mu)
 	return ch
 }
@@ -56,6 +70,13 @@ func (ch *Channel) wake() {
 	ch.mu.Unlock()
 }
 
+// wait waits on cond, counted in waiting; mu is held.
+func (ch *Channel) wait() {
+	ch.waiting++
+	ch.cond.Wait()
+	ch.waiting--
+}
+
 // ended says the stream is over.
 func (ch *Channel) ended() bool {
 	select {
@@ -67,18 +88,21 @@ func (ch *Channel) ended() bool {
 }
 
 // Read reads what the peer sent: io.EOF once it closed its side and all
-// was read, the stream's error once it ended.
+// was read, the stream's error once it ended. An empty p returns at once.
 func (ch *Channel) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	ch.mu.Lock()
-	for ch.buf.Len() == 0 && !ch.peerClosed && !ch.readClosed && !ch.ended() && !passed(ch.readBy) {
-		ch.cond.Wait()
+	for ch.size == 0 && !ch.peerClosed && !ch.readClosed && !ch.ended() && !passed(ch.readBy) {
+		ch.wait()
 	}
 	switch {
 	case ch.readClosed:
 		ch.mu.Unlock()
-		return 0, ErrClosed
-	case ch.buf.Len() > 0:
-		n, _ := ch.buf.Read(p)
+		return 0, fmt.Errorf("reading channel %d: %w", ch.id, ErrClosed)
+	case ch.size > 0:
+		n := ch.ringRead(p)
 		ch.giveBack(n)
 		return n, nil
 	case ch.peerClosed:
@@ -89,7 +113,28 @@ func (ch *Channel) Read(p []byte) (int, error) {
 		return 0, fmt.Errorf("reading channel %d: %w", ch.id, os.ErrDeadlineExceeded)
 	}
 	ch.mu.Unlock()
-	return 0, ch.m.Err()
+	return 0, fmt.Errorf("reading channel %d: %w", ch.id, ch.m.Err())
+}
+
+// ringWrite appends p to the ring, within its room; mu is held.
+func (ch *Channel) ringWrite(p []byte) {
+	if ch.buf == nil {
+		ch.buf = make([]byte, ch.m.cfg.Window)
+	}
+	tail := (ch.head + ch.size) % len(ch.buf)
+	k := copy(ch.buf[tail:], p)
+	copy(ch.buf, p[k:])
+	ch.size += len(p)
+}
+
+// ringRead takes up to len(p) bytes from the ring; mu is held.
+func (ch *Channel) ringRead(p []byte) int {
+	n := min(len(p), ch.size)
+	k := copy(p[:n], ch.buf[ch.head:])
+	copy(p[k:n], ch.buf)
+	ch.head = (ch.head + n) % len(ch.buf)
+	ch.size -= n
+	return n
 }
 
 // SetReadDeadline bounds Read's wait for data: past t it fails with
@@ -102,9 +147,12 @@ func (ch *Channel) SetReadDeadline(t time.Time) {
 	ch.readTimer = ch.arm(ch.readTimer, t)
 }
 
-// SetWriteDeadline bounds Write's wait for credit: past t it fails with
-// os.ErrDeadlineExceeded, having sent what it returns it sent. The zero
-// time removes the bound.
+// SetWriteDeadline bounds Write: past t it fails with
+// os.ErrDeadlineExceeded, having sent what it returns it sent. It is
+// checked before each frame, bounds the waits for credit, for another
+// Write on the channel and for the stream; a frame's write already under
+// way is bounded by the stream's WriteTimeout instead. The zero time
+// removes the bound.
 func (ch *Channel) SetWriteDeadline(t time.Time) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -133,23 +181,31 @@ func (ch *Channel) arm(timer *time.Timer, t time.Time) *time.Timer {
 // passed says a deadline is set and has passed.
 func passed(t time.Time) bool { return !t.IsZero() && !time.Now().Before(t) }
 
-// giveBack notes n bytes read or dropped and unlocks ch.mu; once a
-// quarter of the window is owed (and the peer still writes) the
-// flusher gives it back.
+// giveBack notes n bytes read and unlocks ch.mu; once a quarter of the
+// window is owed (and the peer still writes) the flusher gives it back,
+// and once all is read after the peer's close it sends our stop.
 func (ch *Channel) giveBack(n int) {
 	ch.owed += n
 	due := !ch.peerClosed && ch.owed >= ch.m.cfg.Window/4
+	due = due || ch.stopDue()
 	ch.mu.Unlock()
 	if due {
 		ch.m.owe(ch)
 	}
 }
 
-// takeCredit is the credit to give back now, counted as room at once.
+// stopDue says our reader is done and its stop has not gone out: it
+// closed, or read all after the peer's close; mu is held.
+func (ch *Channel) stopDue() bool {
+	return !ch.sentStop && (ch.readClosed || (ch.peerClosed && ch.size == 0))
+}
+
+// takeCredit is the credit to give back now, counted as room at once:
+// none once the peer writes no more or our reader is gone.
 func (ch *Channel) takeCredit() uint32 {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.peerClosed {
+	if ch.peerClosed || ch.readClosed {
 		ch.owed = 0
 	}
 	n := ch.owed
@@ -160,16 +216,22 @@ func (ch *Channel) takeCredit() uint32 {
 
 // Write sends p, waiting for credit as the peer reads.
 func (ch *Channel) Write(p []byte) (int, error) {
-	ch.wmu.Lock()
-	defer ch.wmu.Unlock()
+	ch.mu.Lock()
+	by := ch.writeBy
+	ch.mu.Unlock()
+	if err := acquire(ch.wsem, by, ch.m.done); err != nil {
+		return 0, ch.writeError(err)
+	}
+	defer func() { ch.wsem <- struct{}{} }()
 	done := 0
 	for len(p) > 0 {
-		n, err := ch.reserve(len(p))
+		n, by, err := ch.reserve(len(p))
 		if err != nil {
 			return done, err
 		}
-		if err := ch.m.write(header{typ: frameData, id: ch.id, n: uint32(n)}, p[:n]); err != nil {
-			return done, err
+		if err := ch.m.write(header{typ: frameData, id: ch.id, n: uint32(n)}, p[:n], by); err != nil {
+			ch.unreserve(n)
+			return done, ch.writeError(err)
 		}
 		done += n
 		p = p[n:]
@@ -177,25 +239,47 @@ func (ch *Channel) Write(p []byte) (int, error) {
 	return done, nil
 }
 
+// writeError wraps why a Write stopped; errEnded is the stream's end.
+func (ch *Channel) writeError(err error) error {
+	if errors.Is(err, errEnded) {
+		err = ch.m.Err()
+	}
+	return fmt.Errorf("writing channel %d: %w", ch.id, err)
+}
+
 // reserve waits for credit and takes up to want bytes of it, at most one
-// frame's worth.
-func (ch *Channel) reserve(want int) (int, error) {
+// frame's worth, unless the write's deadline has passed; it returns the
+// deadline for the frame's wait for the stream.
+func (ch *Channel) reserve(want int) (int, time.Time, error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	for ch.credit == 0 && !ch.closing && !ch.ended() && !passed(ch.writeBy) {
-		ch.cond.Wait()
+	for ch.credit == 0 && !ch.closing && !ch.peerStopped && !ch.ended() && !passed(ch.writeBy) {
+		ch.wait()
 	}
+	var err error
 	switch {
 	case ch.closing:
-		return 0, fmt.Errorf("writing channel %d: %w", ch.id, ErrClosed)
+		err = ErrClosed
+	case ch.peerStopped:
+		err = ErrStopped
 	case ch.ended():
-		return 0, fmt.Errorf("writing channel %d: %w", ch.id, ch.m.Err())
-	case ch.credit == 0:
-		return 0, fmt.Errorf("writing channel %d: %w", ch.id, os.ErrDeadlineExceeded)
+		err = ch.m.Err()
+	case passed(ch.writeBy):
+		err = os.ErrDeadlineExceeded
+	}
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("writing channel %d: %w", ch.id, err)
 	}
 	n := min(want, ch.credit, ch.m.cfg.MaxPayload)
 	ch.credit -= n
-	return n, nil
+	return n, ch.writeBy, nil
+}
+
+// unreserve gives back credit a frame that did not go out took.
+func (ch *Channel) unreserve(n int) {
+	ch.mu.Lock()
+	ch.credit += n
+	ch.mu.Unlock()
 }
 
 // CloseWrite tells the peer this end writes no more; a Write waiting for
@@ -209,37 +293,75 @@ func (ch *Channel) CloseWrite() error {
 	ch.closing = true
 	ch.cond.Broadcast()
 	ch.mu.Unlock()
-	ch.wmu.Lock()
-	defer ch.wmu.Unlock()
-	m := ch.m
-	m.wmu.Lock()
-	defer m.wmu.Unlock()
-	// The channel is forgotten before its close goes out: the peer, once
-	// it has it, may open another in its place.
-	ch.mu.Lock()
-	ch.sentClose = true
-	both := ch.peerClosed
-	ch.mu.Unlock()
-	if both {
-		m.mu.Lock()
-		m.forget(ch)
-		m.mu.Unlock()
+	if err := acquire(ch.wsem, time.Time{}, ch.m.done); err != nil {
+		return fmt.Errorf("closing channel %d: %w", ch.id, ch.m.Err())
 	}
-	if err := m.writeLocked(header{typ: frameClose, id: ch.id}, nil); err != nil {
+	defer func() { ch.wsem <- struct{}{} }()
+	if err := ch.sendEnd(frameClose); err != nil {
 		return fmt.Errorf("closing channel %d: %w", ch.id, err)
 	}
 	return nil
 }
 
-// CloseRead drops what the peer sent and will send, giving it back as
-// credit, so a peer still writing is never stalled by a reader gone.
+// sendStop sends our stop if it is due (the flusher's part).
+func (ch *Channel) sendStop() error {
+	ch.mu.Lock()
+	due := ch.stopDue()
+	ch.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return ch.sendEnd(frameStop)
+}
+
+// sendEnd writes our close or stop. A channel then closed and stopped
+// both ways is forgotten before the frame goes out: the peer, once it
+// has it, may open another in its place.
+func (ch *Channel) sendEnd(typ byte) error {
+	m := ch.m
+	if err := m.lock(time.Time{}); err != nil {
+		return err
+	}
+	defer m.unlock()
+	ch.mu.Lock()
+	if typ == frameClose {
+		ch.sentClose = true
+	} else {
+		ch.sentStop = true
+	}
+	fin := ch.finished()
+	ch.mu.Unlock()
+	if fin {
+		m.mu.Lock()
+		m.forget(ch)
+		m.mu.Unlock()
+	}
+	return m.writeLocked(header{typ: typ, id: ch.id}, nil)
+}
+
+// doneHere says this end sent both its close and its stop.
+func (ch *Channel) doneHere() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.sentClose && ch.sentStop
+}
+
+// finished says both ends closed and stopped: nothing more may come on
+// ch, and nothing of it is buffered; mu is held.
+func (ch *Channel) finished() bool {
+	return ch.sentClose && ch.sentStop && ch.peerClosed && ch.peerStopped
+}
+
+// CloseRead drops what the peer sent and tells it this end reads no
+// more: its pending and later Writes fail with ErrStopped. No credit is
+// given for what is dropped, so a peer still writing waits for the stop
+// rather than flood a reader gone.
 func (ch *Channel) CloseRead() {
 	ch.mu.Lock()
 	ch.readClosed = true
-	n := ch.buf.Len()
-	ch.buf = bytes.Buffer{}
+	ch.buf, ch.head, ch.size = nil, 0, 0
 	ch.cond.Broadcast()
-	ch.giveBack(n)
+	ch.giveBack(0)
 }
 
 // Close closes both ways.
@@ -249,25 +371,21 @@ func (ch *Channel) Close() error {
 }
 
 // received takes a data frame from the reader: within the room the peer
-// was given, and before its close.
+// was given, and before its close. A reader gone drops it.
 func (ch *Channel) received(p []byte) error {
 	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	switch {
 	case ch.peerClosed:
-		ch.mu.Unlock()
 		return fmt.Errorf("%w: data on channel %d after its close", ErrProtocol, ch.id)
 	case len(p) > ch.room:
-		ch.mu.Unlock()
 		return fmt.Errorf("%w: %d bytes on channel %d, which had room for %d", ErrProtocol, len(p), ch.id, ch.room)
 	}
 	ch.room -= len(p)
-	if ch.readClosed {
-		ch.giveBack(len(p))
-		return nil
+	if !ch.readClosed {
+		ch.ringWrite(p)
+		ch.cond.Broadcast()
 	}
-	ch.buf.Write(p)
-	ch.cond.Broadcast()
-	ch.mu.Unlock()
 	return nil
 }
 
@@ -283,22 +401,35 @@ func (ch *Channel) credited(n uint32) error {
 	return nil
 }
 
-// remoteClosed takes the peer's close; a channel closed both ways is
-// forgotten.
+// remoteClosed takes the peer's close.
 func (ch *Channel) remoteClosed() error {
+	return ch.remoteEnd(&ch.peerClosed, "close")
+}
+
+// remoteStopped takes the peer's stop: our Writes fail from now on.
+func (ch *Channel) remoteStopped() error {
+	return ch.remoteEnd(&ch.peerStopped, "stop")
+}
+
+// remoteEnd sets the peer's close or stop flag, once; a channel then
+// finished is forgotten, and our stop is queued if now due.
+func (ch *Channel) remoteEnd(flag *bool, what string) error {
 	ch.mu.Lock()
-	if ch.peerClosed {
+	if *flag {
 		ch.mu.Unlock()
-		return fmt.Errorf("%w: a second close of channel %d", ErrProtocol, ch.id)
+		return fmt.Errorf("%w: a second %s of channel %d", ErrProtocol, what, ch.id)
 	}
-	ch.peerClosed = true
-	both := ch.sentClose
+	*flag = true
 	ch.cond.Broadcast()
+	fin, due := ch.finished(), ch.stopDue()
 	ch.mu.Unlock()
-	if both {
+	if fin {
 		ch.m.mu.Lock()
 		ch.m.forget(ch)
 		ch.m.mu.Unlock()
+	}
+	if due {
+		ch.m.owe(ch)
 	}
 	return nil
 }

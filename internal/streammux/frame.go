@@ -7,7 +7,8 @@ import (
 )
 
 // Frame types. Every frame is a 9-byte header (type, channel id, n, both
-// big-endian uint32s); only a data frame has a payload, of n bytes.
+// big-endian uint32s); only a data frame (n bytes) and the hello
+// (helloLen bytes) have a payload.
 const (
 	// frameOpen opens channel id; n is 0.
 	frameOpen byte = 1
@@ -17,7 +18,21 @@ const (
 	frameCredit byte = 3
 	// frameClose says its sender writes no more on id; n is 0.
 	frameClose byte = 4
+	// frameStop says its sender reads no more on id (CloseRead, or all
+	// was read after the peer's close): the peer's writes fail with
+	// ErrStopped, and once both ends sent both close and stop the
+	// channel's slot is free; n is 0.
+	frameStop byte = 5
+	// frameHello is each end's first frame: id is the protocol version,
+	// the payload the sender's Window, MaxPayload and MaxChannels.
+	frameHello byte = 6
 )
+
+// version is the protocol version a hello carries.
+const version = 1
+
+// helloLen is the length of a hello's payload.
+const helloLen = 12
 
 // headerLen is the length of a frame's header.
 const headerLen = 9
@@ -25,6 +40,33 @@ const headerLen = 9
 // ErrProtocol is a peer that broke the stream's framing or its bounds;
 // the stream ends with it, and the error says which rule was broken.
 var ErrProtocol = errors.New("the peer broke the stream protocol")
+
+// ErrMismatch is a peer whose hello names another version or Config: the
+// two ends were built or configured apart, and the stream ends at once
+// naming both sides' figures.
+var ErrMismatch = errors.New("the peer's stream config differs from ours")
+
+// hello is the payload of this end's hello for cfg.
+func hello(cfg Config) []byte {
+	b := make([]byte, helloLen)
+	binary.BigEndian.PutUint32(b[0:4], uint32(cfg.Window))
+	binary.BigEndian.PutUint32(b[4:8], uint32(cfg.MaxPayload))
+	binary.BigEndian.PutUint32(b[8:12], uint32(cfg.MaxChannels))
+	return b
+}
+
+// checkHello compares the peer's hello with ours.
+func checkHello(h header, p []byte, cfg Config) error {
+	if h.typ != frameHello {
+		return fmt.Errorf("%w: its first frame, of type %s, is not its hello", ErrProtocol, frameName(h.typ))
+	}
+	w, mp, mc := binary.BigEndian.Uint32(p[0:4]), binary.BigEndian.Uint32(p[4:8]), binary.BigEndian.Uint32(p[8:12])
+	if h.id != version || w != uint32(cfg.Window) || mp != uint32(cfg.MaxPayload) || mc != uint32(cfg.MaxChannels) {
+		return fmt.Errorf("%w: peer version %d Window %d MaxPayload %d MaxChannels %d, ours %d, %d, %d, %d; configure both ends alike",
+			ErrMismatch, h.id, w, mp, mc, version, cfg.Window, cfg.MaxPayload, cfg.MaxChannels)
+	}
+	return nil
+}
 
 // header is one parsed frame header.
 type header struct {
@@ -48,7 +90,7 @@ func parseHeader(b []byte, maxPayload int) (header, error) {
 		return h, fmt.Errorf("%w: a frame for channel 0, which no end opens", ErrProtocol)
 	}
 	switch h.typ {
-	case frameOpen, frameClose:
+	case frameOpen, frameClose, frameStop:
 		if h.n != 0 {
 			return h, fmt.Errorf("%w: %s frame for channel %d with length %d, not 0", ErrProtocol, frameName(h.typ), h.id, h.n)
 		}
@@ -59,6 +101,10 @@ func parseHeader(b []byte, maxPayload int) (header, error) {
 	case frameCredit:
 		if h.n == 0 {
 			return h, fmt.Errorf("%w: credit of 0 bytes for channel %d", ErrProtocol, h.id)
+		}
+	case frameHello:
+		if h.n != helloLen {
+			return h, fmt.Errorf("%w: hello of %d bytes, not %d", ErrProtocol, h.n, helloLen)
 		}
 	default:
 		return h, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, h.typ)
@@ -75,6 +121,10 @@ func frameName(t byte) string {
 		return "data"
 	case frameCredit:
 		return "credit"
+	case frameStop:
+		return "stop"
+	case frameHello:
+		return "hello"
 	default:
 		return "close"
 	}

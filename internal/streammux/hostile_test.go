@@ -17,13 +17,45 @@ func frame(typ byte, id, n uint32, payload []byte) []byte {
 	return append(b, payload...)
 }
 
+// hi is smallConfig's hello, the first frame a peer must send.
+func hi() []byte {
+	return frame(frameHello, version, helloLen, hello(smallConfig()))
+}
+
+// loopbackPair connects two TCP sockets over loopback, which, unlike
+// net.Pipe, can be closed one way.
+func loopbackPair(t *testing.T) (net.Conn, *net.TCPConn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b.(*net.TCPConn)
+}
+
 func cat(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
 
-// feed runs a Mux (not the initiator) against raw bytes from a peer and
-// returns why its stream ended.
+// feed runs a Mux (not the initiator) against a peer that sends its
+// hello and then raw bytes, and returns why its stream ended.
 func feed(t *testing.T, cfg Config, peer []byte) error {
 	t.Helper()
-	a, b := net.Pipe()
+	return feedRaw(t, cfg, cat(hi(), peer))
+}
+
+// feedRaw is feed without the hello.
+func feedRaw(t *testing.T, cfg Config, peer []byte) error {
+	t.Helper()
+	a, b := loopbackPair(t)
 	m, err := New(a, cfg, false)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +64,8 @@ func feed(t *testing.T, cfg Config, peer []byte) error {
 	go io.Copy(io.Discard, b) //nolint:errcheck // the credit the mux writes back
 	go func() {
 		b.Write(peer) //nolint:errcheck // the mux may end the stream part way
-		b.Close()
+		// Half-close: the mux reads our end and still writes its own.
+		b.CloseWrite() //nolint:errcheck // the mux may have ended the stream
 	}()
 	within(t, "the hostile stream's end", func() { <-m.Done() })
 	return m.Err()
@@ -65,6 +98,11 @@ func TestHostileFramesEndTheStreamWithTheirCause(t *testing.T) {
 		{"second close", "a second close of channel 1", cat(open1, frame(frameClose, 1, 0, nil), frame(frameClose, 1, 0, nil))},
 		{"data after close", "data on channel 1 after its close", cat(open1, frame(frameClose, 1, 0, nil), frame(frameData, 1, 1, []byte{'y'}))},
 		{"credit past the window", "credit of 1 bytes on channel 1, past its window of 64", cat(open1, frame(frameCredit, 1, 1, nil))},
+		{"stop with a length", "stop frame for channel 1 with length 2", cat(open1, frame(frameStop, 1, 2, nil))},
+		{"second stop", "a second stop of channel 1", cat(open1, frame(frameStop, 1, 0, nil), frame(frameStop, 1, 0, nil))},
+		{"stop on a channel never opened", "stop frame for channel 1, which is not open", frame(frameStop, 1, 0, nil)},
+		{"second hello", "a second hello", hi()},
+		{"short hello", "hello of 4 bytes, not 12", frame(frameHello, version, 4, nil)},
 		{"truncated header", "ended inside a frame", open1[:5]},
 		{"truncated payload", "ended inside a frame", cat(open1, frame(frameData, 1, 4, []byte{'y'}))},
 	} {
@@ -72,6 +110,25 @@ func TestHostileFramesEndTheStreamWithTheirCause(t *testing.T) {
 			err := feed(t, cfg, tc.peer)
 			if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want ErrProtocol saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFirstFrameMustBeTheHello(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		peer       []byte
+		is         error
+	}{
+		{"open first", "its first frame, of type open, is not its hello", frame(frameOpen, 1, 0, nil), ErrProtocol},
+		{"other version", "peer version 2", frame(frameHello, 2, helloLen, hello(smallConfig())), ErrMismatch},
+		{"other window", "Window 128 MaxPayload 16 MaxChannels 3, ours 1, 64, 16, 3", frame(frameHello, version, helloLen, hello(Config{Window: 128, MaxPayload: 16, MaxChannels: 3})), ErrMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := feedRaw(t, smallConfig(), tc.peer)
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %v saying %q", err, tc.is, tc.want)
 			}
 		})
 	}

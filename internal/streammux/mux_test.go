@@ -37,6 +37,15 @@ func pair(t *testing.T, cfg Config) (host, agent *Mux) {
 	return host, agent
 }
 
+func open(t *testing.T, m *Mux) *Channel {
+	t.Helper()
+	ch, err := m.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
 func accept(t *testing.T, m *Mux) *Channel {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
@@ -72,12 +81,26 @@ func TestChannelCarriesBytesBothWaysThenEOF(t *testing.T) {
 	}
 	want := bytes.Repeat([]byte("0123456789"), 100) // 15 windows
 	within(t, "the exchange", func() {
-		go func() { hc.Write(want); hc.CloseWrite() }()
+		go func() {
+			if _, err := hc.Write(want); err != nil {
+				t.Error(err)
+			}
+			if err := hc.CloseWrite(); err != nil {
+				t.Error(err)
+			}
+		}()
 		got, err := io.ReadAll(ac)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("agent read %d bytes (%v), want %d", len(got), err, len(want))
 		}
-		go func() { ac.Write([]byte("back")); ac.CloseWrite() }()
+		go func() {
+			if _, err := ac.Write([]byte("back")); err != nil {
+				t.Error(err)
+			}
+			if err := ac.CloseWrite(); err != nil {
+				t.Error(err)
+			}
+		}()
 		got, err = io.ReadAll(hc)
 		if err != nil || string(got) != "back" {
 			t.Errorf("host read %q (%v), want %q", got, err, "back")
@@ -90,12 +113,15 @@ func TestChannelCarriesBytesBothWaysThenEOF(t *testing.T) {
 func TestFloodOnOneChannelLeavesOthersFlowing(t *testing.T) {
 	cfg := smallConfig()
 	host, agent := pair(t, cfg)
-	flood, _ := host.Open()
-	ctl, _ := host.Open()
+	flood, ctl := open(t, host), open(t, host)
 	floodIn := accept(t, agent)
 	ctlIn := accept(t, agent)
-	wrote := make(chan int, 1)
-	go func() { n, _ := flood.Write(make([]byte, 100*cfg.Window)); wrote <- n }()
+	type result struct {
+		n   int
+		err error
+	}
+	wrote := make(chan result, 1)
+	go func() { n, err := flood.Write(make([]byte, 100*cfg.Window)); wrote <- result{n, err} }()
 	within(t, "control exchanges beside the flood", func() {
 		for i := range 20 {
 			msg := []byte{byte(i)}
@@ -111,20 +137,20 @@ func TestFloodOnOneChannelLeavesOthersFlowing(t *testing.T) {
 		}
 	})
 	floodIn.mu.Lock()
-	buffered := floodIn.buf.Len()
+	buffered, capacity := floodIn.size, cap(floodIn.buf)
 	floodIn.mu.Unlock()
-	if buffered > cfg.Window {
-		t.Errorf("the flooded end buffers %d bytes, more than the window of %d", buffered, cfg.Window)
+	if buffered > cfg.Window || capacity > cfg.Window {
+		t.Errorf("the flooded end buffers %d bytes in %d, more than the window of %d", buffered, capacity, cfg.Window)
 	}
 	select {
-	case n := <-wrote:
-		t.Errorf("the flood's write ended (%d bytes) though nobody read", n)
+	case r := <-wrote:
+		t.Errorf("the flood's write ended (%d bytes, %v) though nobody read", r.n, r.err)
 	default:
 	}
 	floodIn.CloseRead()
 	within(t, "the flood once its reader is gone", func() {
-		if n := <-wrote; n != 100*cfg.Window {
-			t.Errorf("flood wrote %d bytes, want %d", n, 100*cfg.Window)
+		if r := <-wrote; !errors.Is(r.err, ErrStopped) || r.n > 2*cfg.Window {
+			t.Errorf("flood wrote %d bytes (%v), want at most %d and ErrStopped", r.n, r.err, 2*cfg.Window)
 		}
 	})
 }
@@ -136,14 +162,14 @@ func TestBothEndsFloodingDoNotDeadlock(t *testing.T) {
 	host, agent := pair(t, cfg)
 	var chans [2][3]*Channel
 	for i := range 3 {
-		chans[0][i], _ = host.Open()
+		chans[0][i] = open(t, host)
 		chans[1][i] = accept(t, agent)
 	}
 	within(t, "the crossed floods", func() {
 		errs := make(chan error, 12)
 		for _, side := range chans {
 			for _, ch := range side {
-				go func() { _, err := ch.Write(make([]byte, 50*cfg.Window)); ch.CloseWrite(); errs <- err }()
+				go func() { _, err := ch.Write(make([]byte, 50*cfg.Window)); errs <- errors.Join(err, ch.CloseWrite()) }()
 				go func() { n, err := io.Copy(io.Discard, ch); errs <- errors.Join(err, wantN(n, 50*cfg.Window)) }()
 			}
 		}
@@ -186,9 +212,11 @@ func TestClosedChannelsFreeTheirSlots(t *testing.T) {
 			}
 			for _, ch := range open {
 				in := accept(t, peer)
-				go in.Close()
-				ch.Close()
-				io.Copy(io.Discard, ch)
+				closed := make(chan error, 1)
+				go func() { closed <- in.Close() }()
+				if err := errors.Join(ch.Close(), <-closed); err != nil {
+					t.Fatalf("cycle %d: closing: %v", i, err)
+				}
 			}
 			waitFreed(t, opener)
 		}
@@ -231,14 +259,16 @@ func TestPeerThatReadsNothingEndsTheStream(t *testing.T) {
 
 func TestCloseUnblocksWaiters(t *testing.T) {
 	host, agent := pair(t, smallConfig())
-	ch, _ := host.Open()
+	ch := open(t, host)
 	accept(t, agent)
+	errs := make(chan error, 2)
+	go func() { _, err := ch.Read(make([]byte, 1)); errs <- err }()
+	go func() { _, err := ch.Write(make([]byte, 1000)); errs <- err }()
+	waitWaiters(t, ch, 2)
 	within(t, "a blocked read and write after Close", func() {
-		errs := make(chan error, 2)
-		go func() { _, err := ch.Read(make([]byte, 1)); errs <- err }()
-		go func() { _, err := ch.Write(make([]byte, 1000)); errs <- err }()
-		time.Sleep(10 * time.Millisecond)
-		host.Close()
+		if err := host.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 		for range 2 {
 			if err := <-errs; !errors.Is(err, ErrClosed) {
 				t.Errorf("waiter got %v, want ErrClosed", err)
@@ -275,7 +305,7 @@ func TestBadConfigIsRefused(t *testing.T) {
 func TestDeadlinesBoundReadAndWrite(t *testing.T) {
 	cfg := smallConfig()
 	host, agent := pair(t, cfg)
-	ch, _ := host.Open()
+	ch := open(t, host)
 	in := accept(t, agent)
 	within(t, "the read and write past their deadlines", func() {
 		ch.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
@@ -288,7 +318,11 @@ func TestDeadlinesBoundReadAndWrite(t *testing.T) {
 			t.Errorf("write past the credit: %d bytes, %v; want %d and os.ErrDeadlineExceeded", n, err, cfg.Window)
 		}
 		ch.SetReadDeadline(time.Time{})
-		go in.Write([]byte("late"))
+		go func() {
+			if _, err := in.Write([]byte("late")); err != nil {
+				t.Error(err)
+			}
+		}()
 		got := make([]byte, 4)
 		if _, err := io.ReadFull(ch, got); err != nil || string(got) != "late" {
 			t.Errorf("read after the deadline was lifted: %q, %v", got, err)
