@@ -282,3 +282,27 @@ func TestFullWindowTakesOneWindowOfMemory(t *testing.T) {
 	}
 	t.Fatal("the window never filled")
 }
+
+// A channel read to its end after the peer's close lets go of its ring,
+// so a drained channel still referenced holds no window.
+func TestDrainedChannelFreesItsRing(t *testing.T) {
+	host, agent := pair(t, smallConfig())
+	ch := open(t, host)
+	in := accept(t, agent)
+	within(t, "the exchange", func() {
+		if _, err := in.Write([]byte("abc")); err != nil {
+			t.Error(err)
+		}
+		if err := in.CloseWrite(); err != nil {
+			t.Error(err)
+		}
+		if got, err := io.ReadAll(ch); err != nil || string(got) != "abc" {
+			t.Errorf("read %q, %v; want abc", got, err)
+		}
+	})
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.buf != nil {
+		t.Errorf("a drained channel keeps a ring of %d bytes", cap(ch.buf))
+	}
+}

@@ -127,13 +127,17 @@ func (ch *Channel) ringWrite(p []byte) {
 	ch.size += len(p)
 }
 
-// ringRead takes up to len(p) bytes from the ring; mu is held.
+// ringRead takes up to len(p) bytes from the ring, and frees it once
+// all was read after the peer's close; mu is held.
 func (ch *Channel) ringRead(p []byte) int {
 	n := min(len(p), ch.size)
 	k := copy(p[:n], ch.buf[ch.head:])
 	copy(p[k:n], ch.buf)
 	ch.head = (ch.head + n) % len(ch.buf)
 	ch.size -= n
+	if ch.size == 0 && ch.peerClosed { // nothing more can come: free the ring
+		ch.buf, ch.head = nil, 0
+	}
 	return n
 }
 
