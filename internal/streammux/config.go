@@ -6,7 +6,8 @@ import (
 )
 
 // Config bounds a Mux. Both ends of a stream must use the same Config:
-// each enforces the other's frames against its own figures.
+// each enforces the other's frames against its own figures, and the
+// hellos they exchange first end the stream with ErrMismatch if not.
 type Config struct {
 	// Window is how many bytes one channel's receiver holds for it unread
 	// (and not yet credited back): the most a flood on one channel can
@@ -14,12 +15,12 @@ type Config struct {
 	// full.
 	Window int
 	// MaxChannels bounds the channels each end may have open at once
-	// (opened by it and not yet closed both ways), so a peer's channels
-	// cost at most MaxChannels*Window of its receiver's memory, and the
-	// receiver's own as many again.
+	// (opened by it and not yet closed and stopped by both ends), so a
+	// peer's channels cost at most MaxChannels*Window of its receiver's
+	// memory, and the receiver's own as many again.
 	MaxChannels int
-	// MaxPayload bounds one data frame: the longest any other channel's
-	// frame waits behind it on the stream.
+	// MaxPayload bounds one data frame, and so what another channel's
+	// frame waits for each data frame ahead of it on the stream.
 	MaxPayload int
 	// WriteTimeout bounds one frame's write: a peer that reads nothing
 	// for that long ends the stream rather than hold its writers for ever.
