@@ -127,18 +127,23 @@ func (ch *Channel) ringWrite(p []byte) {
 	ch.size += len(p)
 }
 
-// ringRead takes up to len(p) bytes from the ring, and frees it once
-// all was read after the peer's close; mu is held.
+// ringRead takes up to len(p) bytes from the ring; mu is held.
 func (ch *Channel) ringRead(p []byte) int {
 	n := min(len(p), ch.size)
 	k := copy(p[:n], ch.buf[ch.head:])
 	copy(p[k:n], ch.buf)
 	ch.head = (ch.head + n) % len(ch.buf)
 	ch.size -= n
-	if ch.size == 0 && ch.peerClosed { // nothing more can come: free the ring
+	ch.release()
+	return n
+}
+
+// release frees the ring once all was read after the peer's close:
+// nothing more can come; mu is held.
+func (ch *Channel) release() {
+	if ch.size == 0 && ch.peerClosed {
 		ch.buf, ch.head = nil, 0
 	}
-	return n
 }
 
 // SetReadDeadline bounds Read's wait for data: past t it fails with
@@ -424,6 +429,7 @@ func (ch *Channel) remoteEnd(flag *bool, what string) error {
 		return fmt.Errorf("%w: a second %s of channel %d", ErrProtocol, what, ch.id)
 	}
 	*flag = true
+	ch.release()
 	ch.cond.Broadcast()
 	fin, due := ch.finished(), ch.stopDue()
 	ch.mu.Unlock()
