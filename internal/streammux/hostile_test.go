@@ -140,3 +140,25 @@ func TestCleanHangUpIsNoBreach(t *testing.T) {
 		t.Fatalf("got %v, want the peer's hang-up", err)
 	}
 }
+
+// A peer's opens stop at the last id, as ours do, rather than wrap and
+// reuse ids.
+func TestPeerOpenPastTheLastIDIsABreach(t *testing.T) {
+	a, b := loopbackPair(t)
+	m, err := New(a, smallConfig(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.mu.Lock()
+	m.peerNext = 1<<31 + 1 // as after 2^30 opens and closes
+	m.mu.Unlock()
+	go io.Copy(io.Discard, b) //nolint:errcheck // the hello the mux writes
+	if _, err := b.Write(cat(hi(), frame(frameOpen, 1<<31+1, 0, nil))); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the stream's end", func() { <-m.Done() })
+	if err := m.Err(); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "past the last id") {
+		t.Errorf("got %v, want ErrProtocol saying past the last id", err)
+	}
+}
