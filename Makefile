@@ -122,7 +122,8 @@ FUZZ := internal/spec:FuzzParseSize:150000x internal/spec:FuzzParseDuration:2000
 	internal/egress:FuzzParseHostLiteral:25000x internal/nsinit:FuzzParseEvent:20000x \
 	internal/nsinit:FuzzReadStatus:30000x internal/interp:FuzzReplies:8000x \
 	internal/workspace:FuzzModTime:100000x internal/e2b:FuzzRouterHeaders:20000x \
-	internal/template:FuzzUnpackLayer:2000x internal/plan:FuzzDecode:100000x
+	internal/template:FuzzUnpackLayer:2000x internal/plan:FuzzDecode:100000x \
+	internal/streammux:FuzzReader:20000x internal/streammux:FuzzLocalSide:15000x
 fuzz:
 	@for t in $(FUZZ); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(or $(FUZZTIME),$${rest#*:}); \
