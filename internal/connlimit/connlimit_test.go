@@ -259,24 +259,39 @@ func TestEvictionLogIsRateLimited(t *testing.T) {
 	}
 }
 
+// TestCapFor: the cap is what the limit leaves beside the reserve, and
+// below the limit that keeps the reserve whole it still holds one
+// connection per sandbox (so a burst of one-shot runs as large as
+// --max-sessions is served), taking at most half of what the server's
+// base leaves, and minConns at least.
 func TestCapFor(t *testing.T) {
 	r := Reserve{Sandboxes: 64, PerSandbox: 200}
+	// The harness's server on a host whose hard RLIMIT_NOFILE is 20000:
+	// --max-sessions 1024 and --pool 8, 745 descriptors per sandbox.
+	burst := Reserve{Sandboxes: 1024 + 8, PerSandbox: 745}
 	tests := []struct {
+		name   string
 		nofile uint64
 		r      Reserve
 		want   int
+		need   uint64
 	}{
-		{20000, r, 20000 - base - 64*200},
-		{1 << 20, Reserve{8, 200}, 1<<20 - base - 8*200},
-		{1024, r, minConns},
-		{base + 200 + minConns, Reserve{1, 200}, minConns},
-		{base + 200 + minConns - 1, Reserve{1, 200}, minConns},
-		{0, Reserve{1, 200}, minConns},
+		{"reserve kept whole", 20000, r, 20000 - base - 64*200, base + 64*200 + minConns},
+		{"high limit", 1 << 20, Reserve{8, 200}, 1<<20 - base - 8*200, base + 8*200 + minConns},
+		{"reserve kept whole beside one connection per sandbox", base + 100*10 + 100, Reserve{100, 10}, 100, base + 100*10 + 100},
+		{"one short of it", base + 100*10 + 99, Reserve{100, 10}, 100, base + 100*10 + 100},
+		{"burst of 1032 sandboxes at 20000", 20000, burst, 1032, base + 1032*745 + 1032},
+		{"low limit: half of what base leaves", 1500, burst, (1500 - base) / 2, base + 1032*745 + 1032},
+		{"low limit, few sandboxes", 1024, r, minConns, base + 64*200 + minConns},
+		{"at the floor", base + 200 + minConns, Reserve{1, 200}, minConns, base + 200 + minConns},
+		{"below it", base + 200 + minConns - 1, Reserve{1, 200}, minConns, base + 200 + minConns},
+		{"below base", 100, burst, minConns, base + 1032*745 + 1032},
+		{"no limit read", 0, Reserve{1, 200}, minConns, base + 200 + minConns},
 	}
 	for _, tt := range tests {
 		got, need := capFor(tt.nofile, tt.r)
-		if got != tt.want || need != tt.r.descriptors()+minConns {
-			t.Errorf("capFor(%d, %+v) = %d, %d; want %d, %d", tt.nofile, tt.r, got, need, tt.want, tt.r.descriptors()+minConns)
+		if got != tt.want || need != tt.need {
+			t.Errorf("%s: capFor(%d, %+v) = %d, %d; want %d, %d", tt.name, tt.nofile, tt.r, got, need, tt.want, tt.need)
 		}
 	}
 }

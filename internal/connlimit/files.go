@@ -13,7 +13,8 @@ const (
 	// the files it opens for a moment.
 	base = 256
 	// minConns is the fewest connections the cap allows, however low the
-	// descriptor limit, so a server on a small limit still serves.
+	// descriptor limit, so a server on a small limit still serves; a
+	// server with more sandboxes keeps one connection for each (floor).
 	minConns = 64
 )
 
@@ -33,16 +34,30 @@ func (r Reserve) descriptors() uint64 {
 }
 
 // capFor is how many connections a server may hold under a descriptor
-// limit of nofile while keeping r for the rest: nofile minus r, and
-// minConns at least. need is the limit that keeps r whole beside
-// minConns connections; nofile < need says the floor eats into r.
+// limit of nofile while keeping r for the rest: nofile minus r, and never
+// fewer than r.floor(). need is the limit that keeps r whole beside that
+// floor. Below need the floor is kept as far as it takes at most half of
+// what nofile leaves beside the server's base (minConns at least), and
+// the sandboxes the rest: fewer connections than sandboxes would leave
+// slots that no request can reach, and more would leave the sandboxes
+// too little.
 func capFor(nofile uint64, r Reserve) (conns int, need uint64) {
-	need = r.descriptors() + minConns
-	if nofile < need {
-		return minConns, need
+	least := r.floor()
+	need = r.descriptors() + least
+	if nofile >= need {
+		return int(min(nofile-r.descriptors(), uint64(maxInt))), need
 	}
-	return int(min(nofile-r.descriptors(), uint64(maxInt))), need
+	half := uint64(0)
+	if nofile > base {
+		half = (nofile - base) / 2
+	}
+	return int(max(min(least, half), minConns)), need
 }
+
+// floor is the fewest connections a server keeps room for: one for each
+// sandbox, since a one-shot run holds its request's connection for its
+// whole life (as a session's exec does), and minConns at least.
+func (r Reserve) floor() uint64 { return uint64(max(r.Sandboxes, minConns)) }
 
 const maxInt = int(^uint(0) >> 1)
 
@@ -79,7 +94,7 @@ func ForSandboxes(ln net.Listener, o Options) *Listener {
 		conns = min(conns, o.MaxConns)
 	}
 	if nofile < need {
-		log.Warn(fmt.Sprintf("the descriptor limit (RLIMIT_NOFILE) is too low to keep a reserve for every sandbox beside the minimum of connections; raise it to %d or more (ulimit -n %d, systemd LimitNOFILE=%d) or lower --max-sessions", need, need, need),
+		log.Warn(fmt.Sprintf("the descriptor limit (RLIMIT_NOFILE) is too low to keep a reserve for every sandbox beside a connection for each; connections are capped at %d and sandboxes that hold many descriptors may fail to open one: raise it to %d or more (ulimit -n %d, systemd LimitNOFILE=%d) or lower --max-sessions", conns, need, need, need),
 			"nofile", nofile, "need", need, "sandboxes", r.Sandboxes, "max_connections", conns)
 	} else {
 		log.Info("connections capped to keep descriptors for sandboxes", "nofile", nofile, "sandboxes", r.Sandboxes,
