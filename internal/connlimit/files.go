@@ -109,6 +109,11 @@ type Options struct {
 	// Tenants is how many API keys share the connections that requests
 	// protect (see Authenticated); 0 counts as one.
 	Tenants int
+	// Keyless says the server takes requests without a key (on loopback
+	// only): any client may run sandboxes, so there is no stranger to
+	// keep from the floor, and unprotected connections may reach it too
+	// (a burst's requests are unprotected until they reach a handler).
+	Keyless bool
 	// Pool is how many of Reserve.Sandboxes are built ahead (--pool),
 	// which the start-up warning subtracts from the sessions that fit.
 	Pool int
@@ -133,7 +138,10 @@ func ForSandboxes(ln net.Listener, o Options) *Listener {
 	c := capFor(nofile, r)
 	if o.MaxConns > 0 {
 		c.conns = min(c.conns, o.MaxConns)
-		c.spare = min(c.spare, c.conns)
+	}
+	c.spare = min(c.spare, c.conns)
+	if o.Keyless {
+		c.spare = c.conns
 	}
 	attrs := []any{"nofile", nofile, "sandboxes", r.Sandboxes, "per_sandbox", r.PerSandbox,
 		"max_connections", c.conns, "max_unprotected_connections", c.spare}
