@@ -480,3 +480,24 @@ func TestShortage(t *testing.T) {
 		}
 	}
 }
+
+// TestKeylessServerHasNoStrangers checks a keyless server lets its
+// unprotected connections reach the floor (any client may run sandboxes,
+// and a burst's connections are unprotected until they reach a handler),
+// while a server with keys caps them below it.
+func TestKeylessServerHasNoStrangers(t *testing.T) {
+	r := Reserve{Sandboxes: 1 << 20, PerSandbox: 745} // past any limit
+	for _, keyless := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := ForSandboxes(ln, Options{Reserve: r, Keyless: keyless, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Stats()
+		if err := ln.Close(); err != nil {
+			t.Error(err)
+		}
+		if got := st.MaxSpare == st.Max; got != keyless || st.MaxSpare < minConns {
+			t.Errorf("keyless %v: unprotected cap %d, cap %d; want them equal only without keys, and %d at least", keyless, st.MaxSpare, st.Max, minConns)
+		}
+	}
+}
