@@ -59,7 +59,7 @@ const allWorkloads = "abcdefgh"
 func main() {
 	o := options{}
 	flag.StringVar(&o.warden, "warden", "bin/warden", "the warden binary")
-	flag.StringVar(&o.out, "out", "bench/results", "where results.md, results.json and the charts go")
+	flag.StringVar(&o.out, "out", defaultOut, "where results.md, results.json and the charts go")
 	flag.BoolVar(&o.quick, "quick", false, "fewer rounds (not measured on an idle machine; 18 minutes at a load of 22-155)")
 	flag.StringVar(&o.workloads, "workloads", allWorkloads, "the workloads to measure, by letter (e: only the concurrent runs)")
 	conc := flag.String("concurrency", "", "the N of (e), comma-separated (default 1,8,32,128)")
@@ -97,6 +97,9 @@ func (o *options) choose(conc string) error {
 	if o.workloads == "" || strings.Trim(o.workloads, allWorkloads) != "" {
 		return fmt.Errorf("--workloads %q: give letters among %s, e.g. --workloads e", o.workloads, allWorkloads)
 	}
+	if !o.whole() && o.out == defaultOut {
+		return fmt.Errorf("--workloads %q measures part of the set: give --out DIR too, so that the whole run's results in %s are not replaced by a part", o.workloads, defaultOut)
+	}
 	if conc == "" {
 		return nil
 	}
@@ -111,9 +114,23 @@ func (o *options) choose(conc string) error {
 	return nil
 }
 
+// defaultOut is where a whole run's results go; a partial run
+// (--workloads) must name its own --out.
+const defaultOut = "bench/results"
+
 // maxConcurrency bounds --concurrency: each worker of (e) holds a process
 // tree or a connection.
 const maxConcurrency = 1024
+
+// whole says whether every workload is to be measured.
+func (o options) whole() bool {
+	for _, id := range allWorkloads {
+		if !o.has(string(id)) {
+			return false
+		}
+	}
+	return true
+}
 
 // has says whether workload id is to be measured.
 func (o options) has(id string) bool { return strings.Contains(o.workloads, id) }

@@ -13,21 +13,22 @@ import (
 // that names the flag and an example.
 func TestChoose(t *testing.T) {
 	tests := []struct {
-		workloads, conc string
-		want            []int
-		err             string
+		workloads, conc, out string
+		want                 []int
+		err                  string
 	}{
-		{allWorkloads, "", []int{1, 8, 32, 128}, ""},
-		{"e", "128", []int{128}, ""},
-		{"ae", " 8, 128", []int{8, 128}, ""},
-		{"", "", nil, "--workloads \"\": give letters among abcdefgh"},
-		{"ez", "", nil, "--workloads \"ez\""},
-		{"e", "0", nil, "--concurrency \"0\": give numbers from 1 to 1024"},
-		{"e", "8,x", nil, "--concurrency \"8,x\""},
-		{"e", "2000", nil, "--concurrency \"2000\""},
+		{allWorkloads, "", defaultOut, []int{1, 8, 32, 128}, ""},
+		{"e", "128", "/tmp/burst", []int{128}, ""},
+		{"ae", " 8, 128", "/tmp/burst", []int{8, 128}, ""},
+		{"e", "128", defaultOut, nil, "--workloads \"e\" measures part of the set: give --out DIR too"},
+		{"", "", "/tmp/burst", nil, "--workloads \"\": give letters among abcdefgh"},
+		{"ez", "", "/tmp/burst", nil, "--workloads \"ez\""},
+		{"e", "0", "/tmp/burst", nil, "--concurrency \"0\": give numbers from 1 to 1024"},
+		{"e", "8,x", "/tmp/burst", nil, "--concurrency \"8,x\""},
+		{"e", "2000", "/tmp/burst", nil, "--concurrency \"2000\""},
 	}
 	for _, tt := range tests {
-		o := options{workloads: tt.workloads}
+		o := options{workloads: tt.workloads, out: tt.out}
 		o.scale()
 		err := o.choose(tt.conc)
 		switch {
