@@ -18,6 +18,8 @@ def sections(report, sid):
 
 def latency(report, out):
     cold = sections(report, "a") + sections(report, "b")
+    if not cold:
+        return
     fig, axes = plt.subplots(len(cold), 1, figsize=(8, 3.2 * len(cold)))
     for ax, s in zip(axes if len(cold) > 1 else [axes], cold):
         rows = [r for r in s["rows"] if not r.get("skipped")]

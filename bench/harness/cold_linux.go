@@ -252,6 +252,20 @@ func (c *contender) time(prog []string) (wall, cpu float64, err error) {
 	return timeArgv(c.argv(prog))
 }
 
+// timeOnly runs prog once on c and returns its wall time in ms, for runs
+// at once: one born in c.acct (a burst's group) is not waited for to
+// settle, as the others share the group.
+func (c *contender) timeOnly(prog []string) (float64, error) {
+	switch {
+	case c.run != nil:
+		return c.run(prog)
+	case c.acct != nil:
+		return startInGroup(c.argv(prog), c.acct)
+	}
+	wall, _, err := timeArgv(c.argv(prog))
+	return wall, err
+}
+
 // groupRuns gives each contender that runs command lines, and whose CPU
 // is measured, a cpuacct cgroup of its own for its runs (AcctGroup.Start),
 // or notes on its row that its CPU is wait4's rusage, which misses what

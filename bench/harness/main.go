@@ -30,6 +30,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -46,15 +48,27 @@ type options struct {
 	concurrency                                    []int
 	sessionCounts                                  []int
 	egressRounds                                   int
+	// workloads are the letters of the workloads to measure (all by
+	// default), so one table can be measured again without the rest.
+	workloads string
 }
+
+// allWorkloads are the harness's workloads by letter.
+const allWorkloads = "abcdefgh"
 
 func main() {
 	o := options{}
 	flag.StringVar(&o.warden, "warden", "bin/warden", "the warden binary")
-	flag.StringVar(&o.out, "out", "bench/results", "where results.md, results.json and the charts go")
+	flag.StringVar(&o.out, "out", defaultOut, "where results.md, results.json and the charts go")
 	flag.BoolVar(&o.quick, "quick", false, "fewer rounds (not measured on an idle machine; 18 minutes at a load of 22-155)")
+	flag.StringVar(&o.workloads, "workloads", allWorkloads, "the workloads to measure, by letter (e: only the concurrent runs)")
+	conc := flag.String("concurrency", "", "the N of (e), comma-separated (default 1,8,32,128)")
 	flag.Parse()
 	o.scale()
+	if err := o.choose(*conc); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(2)
+	}
 	start := time.Now()
 	r, err := run(o)
 	if err != nil {
@@ -78,19 +92,80 @@ func (o *options) scale() {
 	}
 }
 
-// run measures every workload in turn.
+// choose checks --workloads and applies --concurrency (when not empty).
+func (o *options) choose(conc string) error {
+	if o.workloads == "" || strings.Trim(o.workloads, allWorkloads) != "" {
+		return fmt.Errorf("--workloads %q: give letters among %s, e.g. --workloads e", o.workloads, allWorkloads)
+	}
+	if !o.whole() && o.out == defaultOut {
+		return fmt.Errorf("--workloads %q measures part of the set: give --out DIR too, so that the whole run's results in %s are not replaced by a part", o.workloads, defaultOut)
+	}
+	if conc == "" {
+		return nil
+	}
+	o.concurrency = nil
+	for _, f := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxConcurrency {
+			return fmt.Errorf("--concurrency %q: give numbers from 1 to %d separated by commas, e.g. --concurrency 8,128", conc, maxConcurrency)
+		}
+		o.concurrency = append(o.concurrency, n)
+	}
+	return nil
+}
+
+// defaultOut is where a whole run's results go; a partial run
+// (--workloads) must name its own --out.
+const defaultOut = "bench/results"
+
+// maxConcurrency bounds --concurrency: each worker of (e) holds a process
+// tree or a connection.
+const maxConcurrency = 1024
+
+// whole says whether every workload is to be measured.
+func (o options) whole() bool {
+	for _, id := range allWorkloads {
+		if !o.has(string(id)) {
+			return false
+		}
+	}
+	return true
+}
+
+// has says whether workload id is to be measured.
+func (o options) has(id string) bool { return strings.Contains(o.workloads, id) }
+
+// run measures every selected workload in turn.
 func run(o options) (*Report, error) {
 	r := newReport(o)
-	cs := coldContenders(o.warden)
-	r.add(coldStart(cs, "a", "cold one-shot python3 -c 'print(1)'", printOne, o.rounds))
-	r.add(coldStart(cs, "b", "cold one-shot numpy + a small matplotlib PNG", plotPNG, o.heavyRounds))
-	cleanupContenders(cs)
-	for _, b := range sandbox.BackendNames() {
-		r.add(sessionWorkloads(o, b)...)
+	if o.has("a") || o.has("b") {
+		cs := coldContenders(o.warden)
+		if o.has("a") {
+			r.add(coldStart(cs, "a", "cold one-shot python3 -c 'print(1)'", printOne, o.rounds))
+		}
+		if o.has("b") {
+			r.add(coldStart(cs, "b", "cold one-shot numpy + a small matplotlib PNG", plotPNG, o.heavyRounds))
+		}
+		cleanupContenders(cs)
 	}
-	r.add(concurrency(o)...)
-	r.add(idleMemory(o))
-	r.add(egressThroughput(o))
+	if o.has("c") || o.has("d") || o.has("f") { // measured together, kept as selected
+		for _, b := range sandbox.BackendNames() {
+			for _, s := range sessionWorkloads(o, b) {
+				if o.has(s.ID) {
+					r.add(s)
+				}
+			}
+		}
+	}
+	if o.has("e") {
+		r.add(concurrency(o)...)
+	}
+	if o.has("g") {
+		r.add(idleMemory(o))
+	}
+	if o.has("h") {
+		r.add(egressThroughput(o))
+	}
 	r.Targets = checkTargets(r.Sections)
 	return r, nil
 }

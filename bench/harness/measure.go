@@ -70,10 +70,7 @@ type Report struct {
 }
 
 func newReport(o options) *Report {
-	cmd := "go run ./bench/harness"
-	if o.quick {
-		cmd += " --quick"
-	}
+	cmd := strings.Join(append([]string{"go run ./bench/harness"}, os.Args[1:]...), " ")
 	now := time.Now()
 	return &Report{Machine: machine(), Command: cmd, Quick: o.quick, Date: now.UTC().Format(time.RFC3339), started: now}
 }
@@ -175,17 +172,8 @@ func timeInGroup(argv []string, g *measure.AcctGroup) (wall, cpu float64, err er
 	if err != nil {
 		return 0, 0, err
 	}
-	var out bytes.Buffer
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := g.Start(cmd); err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
-	}
-	err = cmd.Wait()
-	wall = ms(time.Since(start))
-	if err != nil {
-		return 0, 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, tail(out.Bytes()))
+	if wall, err = startInGroup(argv, g); err != nil {
+		return 0, 0, err
 	}
 	if err := g.Settle(settleLimit); err != nil {
 		log.Printf("no CPU figure for a run of %s: %v", argv[0], err)
@@ -196,6 +184,24 @@ func timeInGroup(argv []string, g *measure.AcctGroup) (wall, cpu float64, err er
 		return 0, 0, err
 	}
 	return wall, 1000 * (after - before), nil
+}
+
+// startInGroup runs argv to its end with its process tree born in g and
+// returns its wall time in ms.
+func startInGroup(argv []string, g *measure.AcctGroup) (float64, error) {
+	var out bytes.Buffer
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := g.Start(cmd); err != nil {
+		return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	err := cmd.Wait()
+	wall := ms(time.Since(start))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, tail(out.Bytes()))
+	}
+	return wall, nil
 }
 
 func ms(d time.Duration) float64 { return measure.MS(d) }

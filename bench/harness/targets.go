@@ -197,8 +197,9 @@ func targetsMarkdown(ts []Target) string {
 		"With `--quick` the rounds are few: read each ratio with its table's IQR below. " +
 		"The API rows, the 128 concurrent ones included, run servers with `--max-memory-per-key 0` (and no start or exec pacing): " +
 		"the harness measures what the host carries, not one tenant's share; a server with the default per-key budget refuses " +
-		"most of 128 concurrent runs with 429s. Where the hard `RLIMIT_NOFILE` is low (20000 on the development host) the server's " +
-		"descriptor cap answers part of a 128-request burst with 503s, which count as errors.\n\n")
+		"most of 128 concurrent runs with 429s. Where the hard `RLIMIT_NOFILE` is too low to keep the server's whole descriptor reserve " +
+		"(20000 on the development host) the server still holds a connection per sandbox (`--max-sessions 1024`); a server built " +
+		"before that held 64 and answered the rest of a 128-request burst with 503s, which count as errors.\n\n")
 	b.WriteString("| target | bound | measured | figures | Go init | status |\n|---|---|---:|---|---:|---|\n")
 	for _, t := range ts {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", t.What, t.Bound, ratioCell(t.Ratio), t.Figures, ratioCell(t.GoInit), cell(t.Status))

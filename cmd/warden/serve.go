@@ -115,6 +115,11 @@ past it).`,
 	return cmd
 }
 
+// maxSandboxes bounds --max-sessions and --pool far above what any host
+// holds (each sandbox needs hundreds of descriptors and megabytes), so
+// their sum and the descriptors reserved for them cannot overflow.
+const maxSandboxes = 1 << 20
+
 func serve(ctx context.Context, o serveOptions) error {
 	if err := checkExecutor(o.backend, o.backendOpts); err != nil {
 		return err
@@ -124,6 +129,10 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("--body-timeout %s: must be positive, such as 30s", o.bodyTimeout)
 	case o.maxConns < 0:
 		return fmt.Errorf("--max-connections %d: must be 0 (no cap but the descriptor limit's) or positive", o.maxConns)
+	case o.maxSessions > maxSandboxes:
+		return fmt.Errorf("--max-sessions %d: must be at most %d, such as 64", o.maxSessions, maxSandboxes)
+	case o.pool > maxSandboxes:
+		return fmt.Errorf("--pool %d: must be at most %d, such as 8", o.pool, maxSandboxes)
 	}
 	keys, err := loadKeys(o.keyFile, "WARDEN_API_KEYS", "API keys")
 	if err != nil {
@@ -226,7 +235,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
 	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: descriptorsPerSandbox}
-	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
+	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, Keyless: len(keys) == 0, Pool: o.pool, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)
 	}

@@ -17,6 +17,13 @@
 // tenant protects at most the cap divided by the number of tenants at
 // once, so no key can make every connection unevictable. When every
 // connection is protected the new one is answered 503 and closed.
+//
+// Unprotected connections have a cap of their own, which may be below
+// the cap on all of them: when the descriptor limit cannot keep the
+// sandboxes' whole reserve, tenants' requests may still hold one
+// connection per sandbox, but strangers only what the limit leaves
+// beside the whole reserve; a new connection past that cap evicts an
+// unprotected one in the same order.
 package connlimit
 
 import (
@@ -36,6 +43,10 @@ import (
 type Listener struct {
 	net.Listener
 	max int
+	// maxSpare is how many of them may be unprotected (pending or idle)
+	// at once: the connections anyone may hold without a key, which
+	// the sandboxes' reserve leaves room for even when max does not.
+	maxSpare int
 	// perTenant is how many connections one tenant's requests may
 	// protect at once: max divided among the tenants.
 	perTenant int
@@ -56,6 +67,7 @@ type Listener struct {
 type Stats struct {
 	Open     int    // connections held now
 	Max      int    // connections held at most
+	MaxSpare int    // unprotected connections (pending or idle) held at most
 	Accepted uint64 // connections accepted from the kernel
 	Evicted  uint64 // unprotected connections closed to make room
 	Refused  uint64 // new connections closed because every other one was protected
@@ -66,16 +78,17 @@ func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.stats
-	st.Open, st.Max = l.open, l.max
+	st.Open, st.Max, st.MaxSpare = l.open, l.max, l.maxSpare
 	return st
 }
 
-// newListener wraps ln so that it holds at most n connections (at least
-// one), of which each of tenants (at least one) may protect an even
-// share.
-func newListener(ln net.Listener, n, tenants int, log *slog.Logger) *Listener {
-	n = max(n, 1)
-	return &Listener{Listener: ln, max: n, perTenant: max(n/max(tenants, 1), 1), log: log, protected: map[string]int{}}
+// newListener wraps ln so that it holds at most c.conns connections (at
+// least one), at most c.spare of them unprotected (at least one), of
+// which each of tenants (at least one) may protect an even share.
+func newListener(ln net.Listener, c caps, tenants int, log *slog.Logger) *Listener {
+	n := max(c.conns, 1)
+	return &Listener{Listener: ln, max: n, maxSpare: min(max(c.spare, 1), n), perTenant: max(n/max(tenants, 1), 1),
+		log: log, protected: map[string]int{}}
 }
 
 // Serve serves hs on l until l is closed, as hs.Serve(l) does, with hs's
@@ -141,8 +154,9 @@ func (l *Listener) unprotectLocked(c *conn) {
 }
 
 // Accept waits for the next connection, making room for it when l is
-// full by evicting an unprotected connection: the longest waiting of the
-// same host's, else of all. A connection that finds every other one
+// full, or holds as many unprotected connections as it may, by evicting
+// an unprotected connection: the longest waiting of the same host's,
+// else of all. A connection that finds every other one
 // protected is answered 503 and closed, and the next one awaited.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
@@ -163,7 +177,7 @@ func (l *Listener) admit(nc net.Conn) *conn {
 	l.mu.Lock()
 	l.stats.Accepted++
 	var victim *conn
-	if l.open >= l.max {
+	if l.open >= l.max || l.spare.len() >= l.maxSpare {
 		if victim = l.spare.victim(peer); victim != nil {
 			l.forgetLocked(victim)
 			l.evicted++

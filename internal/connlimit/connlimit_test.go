@@ -3,8 +3,10 @@ package connlimit
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -31,12 +33,19 @@ type testServer struct {
 
 func newTestServer(t *testing.T, max int) *testServer {
 	t.Helper()
+	return newCappedServer(t, caps{conns: max, spare: max})
+}
+
+// newCappedServer is newTestServer with its own cap on unprotected
+// connections.
+func newCappedServer(t *testing.T, c caps) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := &testServer{t: t, logs: &testhost.SyncBuffer{}, entered: make(chan struct{}, 64), release: make(chan struct{})}
-	ts.l = newListener(ln, max, 1, slog.New(slog.NewTextHandler(ts.logs, nil)))
+	ts.l = newListener(ln, c, 1, slog.New(slog.NewTextHandler(ts.logs, nil)))
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
@@ -259,25 +268,76 @@ func TestEvictionLogIsRateLimited(t *testing.T) {
 	}
 }
 
+// TestCapFor: the cap is what the limit leaves beside the reserve, and
+// below the limit that keeps the reserve whole it still holds one
+// connection per sandbox (so a burst of one-shot runs as large as
+// --max-sessions is served), taking at most half of what the server's
+// base leaves, and minConns at least; but the connections no tenant's
+// request protects stay within what the limit leaves beside the whole
+// reserve (minConns at least), and figures that would overflow saturate.
 func TestCapFor(t *testing.T) {
 	r := Reserve{Sandboxes: 64, PerSandbox: 200}
+	// The harness's server on a host whose hard RLIMIT_NOFILE is 20000:
+	// --max-sessions 1024 and --pool 8, 745 descriptors per sandbox.
+	burst := Reserve{Sandboxes: 1024 + 8, PerSandbox: 745}
+	huge := Reserve{Sandboxes: 1 << 40, PerSandbox: 1 << 40}
 	tests := []struct {
+		name   string
 		nofile uint64
 		r      Reserve
-		want   int
+		want   caps
 	}{
-		{20000, r, 20000 - base - 64*200},
-		{1 << 20, Reserve{8, 200}, 1<<20 - base - 8*200},
-		{1024, r, minConns},
-		{base + 200 + minConns, Reserve{1, 200}, minConns},
-		{base + 200 + minConns - 1, Reserve{1, 200}, minConns},
-		{0, Reserve{1, 200}, minConns},
+		{"reserve kept whole", 20000, r, caps{20000 - base - 64*200, 20000 - base - 64*200, base + 64*200 + minConns}},
+		{"high limit", 1 << 20, Reserve{8, 200}, caps{1<<20 - base - 8*200, 1<<20 - base - 8*200, base + 8*200 + minConns}},
+		{"reserve kept whole beside one connection per sandbox", base + 100*10 + 100, Reserve{100, 10}, caps{100, 100, base + 100*10 + 100}},
+		{"one short of it", base + 100*10 + 99, Reserve{100, 10}, caps{100, 99, base + 100*10 + 100}},
+		{"burst of 1032 sandboxes at 20000", 20000, burst, caps{1032, minConns, base + 1032*745 + 1032}},
+		{"low limit: half of what base leaves", 1500, burst, caps{(1500 - base) / 2, minConns, base + 1032*745 + 1032}},
+		{"review: --max-sessions 150 --pool 8 at 600", 600, Reserve{158, 745}, caps{158, minConns, base + 158*745 + 158}},
+		{"low limit, few sandboxes", 1024, r, caps{minConns, minConns, base + 64*200 + minConns}},
+		{"at the floor", base + 200 + minConns, Reserve{1, 200}, caps{minConns, minConns, base + 200 + minConns}},
+		{"below it", base + 200 + minConns - 1, Reserve{1, 200}, caps{minConns, minConns, base + 200 + minConns}},
+		{"below base", 100, burst, caps{minConns, minConns, base + 1032*745 + 1032}},
+		{"no limit read", 0, Reserve{1, 200}, caps{minConns, minConns, base + 200 + minConns}},
+		{"reserve's product overflows", 20000, huge, caps{(20000 - base) / 2, minConns, math.MaxUint64}},
+		{"reserve plus floor overflows", 20000, Reserve{maxInt, 1}, caps{(20000 - base) / 2, minConns, math.MaxUint64}},
+		{"negative figures count as none", 20000, Reserve{-1, -1}, caps{20000 - base, 20000 - base, base + minConns}},
 	}
 	for _, tt := range tests {
-		got, need := capFor(tt.nofile, tt.r)
-		if got != tt.want || need != tt.r.descriptors()+minConns {
-			t.Errorf("capFor(%d, %+v) = %d, %d; want %d, %d", tt.nofile, tt.r, got, need, tt.want, tt.r.descriptors()+minConns)
+		got := capFor(tt.nofile, tt.r)
+		if got != tt.want {
+			t.Errorf("%s: capFor(%d, %+v) = %+v; want %+v", tt.name, tt.nofile, tt.r, got, tt.want)
 		}
+		if d := tt.r.descriptors(); tt.nofile >= d+minConns && d < math.MaxUint64-minConns && uint64(got.spare) > tt.nofile-d {
+			t.Errorf("%s: %d unprotected connections eat into the reserve: the limit %d leaves only %d beside it", tt.name, got.spare, tt.nofile, tt.nofile-d)
+		}
+	}
+}
+
+// TestStrangersHoldOnlyTheirCap fills a listener whose floor (4) is above
+// what the reserve leaves for connections (2) with a stranger's keyless
+// connections, and checks it holds only 2 of them, so the descriptors
+// the reserve keeps stay the sandboxes', while tenants' requests still
+// reach the floor.
+func TestStrangersHoldOnlyTheirCap(t *testing.T) {
+	ts := newCappedServer(t, caps{conns: 4, spare: 2})
+	var strangers []net.Conn
+	for range 4 {
+		strangers = append(strangers, ts.dialFrom("127.0.0.2"))
+	}
+	for i, c := range strangers[:2] {
+		if !closed(t, c) {
+			t.Errorf("stranger's connection %d of 4 was held past the cap of 2 unprotected ones", i+1)
+		}
+	}
+	if got := ts.l.Stats().Open; got != 2 {
+		t.Errorf("connections held after 4 keyless ones: got %d, want 2", got)
+	}
+	for i := range 4 {
+		ts.get(ts.dialFrom("127.0.0.1"), fmt.Sprintf("/block?tenant=t%d", i))
+	}
+	if got := ts.l.Stats().Open; got != 4 {
+		t.Errorf("connections held with 4 tenants' requests in flight: got %d, want 4", got)
 	}
 }
 
@@ -393,4 +453,51 @@ func TestTenantProtectsItsShare(t *testing.T) {
 		return len(ts.l.protected) == 0
 	})
 	ts.get(newcomer, "/")
+}
+
+// TestShortage checks the start-up warning advises raising the limit
+// only as far as the process may, and otherwise the --max-sessions that
+// fits, and names --max-connections.
+func TestShortage(t *testing.T) {
+	burst := Reserve{Sandboxes: 1024 + 8, PerSandbox: 745}
+	tests := []struct {
+		name   string
+		nofile uint64
+		most   uint64
+		r      Reserve
+		pool   int
+		want   string
+	}{
+		{"root may raise it to fs.nr_open", 20000, 1 << 20, burst, 8, "raise it to 770128 or more (ulimit -n 770128"},
+		{"past the hard limit", 20000, 20000, burst, 8, "lower --max-sessions to 18 or less beside --pool 8"},
+		{"past fs.nr_open", 1 << 20, 1 << 20, Reserve{100000, 745}, 0, "lower --max-sessions to 1405 or less beside --pool 0"},
+		{"not even one sandbox fits", 600, 600, Reserve{158, 745}, 8, "keeps no sandbox's reserve beside --pool 8: lower --pool or raise the hard limit"},
+	}
+	for _, tt := range tests {
+		got := shortage(tt.nofile, tt.most, tt.r, tt.pool, capFor(tt.nofile, tt.r))
+		if !strings.Contains(got, tt.want) || !strings.Contains(got, "--max-connections") {
+			t.Errorf("%s: shortage(%d, %d, %+v, %d) = %q; want it to contain %q and --max-connections", tt.name, tt.nofile, tt.most, tt.r, tt.pool, got, tt.want)
+		}
+	}
+}
+
+// TestKeylessServerHasNoStrangers checks a keyless server lets its
+// unprotected connections reach the floor (any client may run sandboxes,
+// and a burst's connections are unprotected until they reach a handler),
+// while a server with keys caps them below it.
+func TestKeylessServerHasNoStrangers(t *testing.T) {
+	r := Reserve{Sandboxes: 1 << 20, PerSandbox: 745} // past any limit
+	for _, keyless := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := ForSandboxes(ln, Options{Reserve: r, Keyless: keyless, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Stats()
+		if err := ln.Close(); err != nil {
+			t.Error(err)
+		}
+		if got := st.MaxSpare == st.Max; got != keyless || st.MaxSpare < minConns {
+			t.Errorf("keyless %v: unprotected cap %d, cap %d; want them equal only without keys, and %d at least", keyless, st.MaxSpare, st.Max, minConns)
+		}
+	}
 }

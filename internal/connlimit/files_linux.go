@@ -2,6 +2,9 @@ package connlimit
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -22,4 +25,24 @@ func raiseFileLimit() (uint64, error) {
 		lim = raised
 	}
 	return lim.Cur, nil
+}
+
+// ceiling is the most this process may raise its descriptor limit to,
+// which is nofile (its hard limit, to which raiseFileLimit raised it)
+// unless it runs as root, which may raise the hard limit up to
+// fs.nr_open. A root process that cannot read fs.nr_open is given
+// nofile, so the advice it gets never asks for more than it may have.
+func ceiling(nofile uint64) uint64 {
+	if os.Geteuid() != 0 {
+		return nofile
+	}
+	b, err := os.ReadFile("/proc/sys/fs/nr_open")
+	if err != nil {
+		return nofile
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return nofile
+	}
+	return max(n, nofile)
 }

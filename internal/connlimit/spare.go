@@ -58,6 +58,15 @@ func (s *spares) remove(c *conn) {
 	c.inAll, c.inPeer = nil, nil
 }
 
+// len is how many connections may be evicted.
+func (s *spares) len() int {
+	n := 0
+	for k := range classes {
+		n += s[k].all.Len()
+	}
+	return n
+}
+
 // victim is the connection a new one from peer evicts: the longest
 // waiting of peer's own, pending before idle, else the longest waiting
 // of all, pending before idle; nil when every connection is protected. A
