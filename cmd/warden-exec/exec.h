@@ -19,6 +19,17 @@
 #define HELLO_TAG "WXNS"
 void become_pid1(void);
 
+/* The control socket, and how long warden-exec waits for the host's next
+ * bytes on it (spawn.UnshareWait): the host sends each message, and the
+ * plan, at once, so only a host that is stuck meets it. A handshake
+ * message from warden-exec is MSG_BYTES (a tag and two u32s). receive
+ * reads exactly n bytes, each wait so bounded: 0, or -1 at EOF, error or
+ * timeout (unshare.c). */
+#define CONTROL_FD 3
+#define HOST_WAIT_MS 10000
+#define MSG_BYTES 12
+int receive(unsigned char *b, size_t n);
+
 /* The handshake's other tags and the steps of a FAILED_TAG message, as
  * internal/plan/unshare.go has them. */
 #define MAPPED_TAG "WXMP"

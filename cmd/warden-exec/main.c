@@ -4,7 +4,8 @@
  * and it makes the sandbox's and its PID 1 with the host (unshare.c);
  * the spawner clones it straight into them as PID 1. PID 1 reads one
  * plan (a u32 little-endian length, then the plan's encoding), applies
- * it, and answers with one fixed status. */
+ * it, and answers with one fixed status. Every read waits at most
+ * HOST_WAIT_MS for the host: a PID 1 whose host went quiet ends. */
 #define _GNU_SOURCE
 #include "exec.h"
 
@@ -16,23 +17,6 @@
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CONTROL_FD 3
-
-/* read_full reads exactly n bytes; 0 on success, -1 at EOF or error. */
-static int read_full(int fd, unsigned char *b, size_t n)
-{
-	while (n > 0) {
-		ssize_t r = read(fd, b, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
 
 static void put32(unsigned char *b, uint32_t v)
 {
@@ -89,7 +73,7 @@ int main(int argc, char **argv)
 	 * the program's status would be lost to wait4's ECHILD. */
 	if (signal(SIGCHLD, SIG_DFL) == SIG_ERR)
 		return EXIT_REFUSED;
-	if (read_full(CONTROL_FD, hdr, sizeof hdr) < 0)
+	if (receive(hdr, sizeof hdr) < 0)
 		return EXIT_NO_HOST;
 	/* The host's hello, not a plan's length (it reads as more than
 	 * PLAN_MAX_BYTES): warden-exec was started in the host's namespaces
@@ -99,7 +83,7 @@ int main(int argc, char **argv)
 	if (memcmp(hdr, HELLO_TAG, sizeof hdr) == 0) {
 		become_pid1();
 		clock_gettime(CLOCK_BOOTTIME, &boot);
-		if (read_full(CONTROL_FD, hdr, sizeof hdr) < 0)
+		if (receive(hdr, sizeof hdr) < 0)
 			return EXIT_NO_HOST;
 	}
 	boot_sec = boot.tv_sec;
@@ -112,7 +96,7 @@ int main(int argc, char **argv)
 	buf = malloc(len ? len : 1);
 	if (!buf)
 		return EXIT_REFUSED;
-	if (read_full(CONTROL_FD, buf, len) < 0)
+	if (receive(buf, len) < 0)
 		return EXIT_NO_HOST;
 	if (plan_decode(buf, len, &p, &st.op) < 0) {
 		st.kind = ST_REFUSED;

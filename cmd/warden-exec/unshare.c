@@ -19,11 +19,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define CONTROL_FD 3
-/* How long stage 0 waits for the host's next message: the host answers
- * at once, so only a host that is stuck meets it. */
-#define HOST_WAIT_MS 10000
-#define MSG_BYTES 12
+/* The namespaces stage 0 may be asked to unshare after its user
+ * namespace (internal/native's namespaces), and those it must be: a
+ * MAPPED message outside them is refused, not obeyed. */
+#define NS_ALLOWED (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+#define NS_REQUIRED (CLONE_NEWNS | CLONE_NEWPID)
 
 static uint32_t get32(const unsigned char *b)
 {
@@ -35,9 +35,7 @@ static uint64_t get64(const unsigned char *b)
 	return (uint64_t)get32(b) | (uint64_t)get32(b + 4) << 32;
 }
 
-/* receive reads exactly n bytes from the host, each wait bounded by
- * HOST_WAIT_MS; 0, or -1 at EOF, error or timeout. */
-static int receive(unsigned char *b, size_t n)
+int receive(unsigned char *b, size_t n)
 {
 	while (n > 0) {
 		struct pollfd p = {CONTROL_FD, POLLIN, 0};
@@ -119,10 +117,11 @@ void become_pid1(void)
 		_exit(EXIT_NO_HOST);
 	if (get32(m) != PLAN_VERSION)
 		failed(STEP_HELLO, EPROTO);
-	/* Dumpable again (main made it not) until PID 1 exists: rootless,
-	 * the host may open this process's /proc/PID/uid_map only so. No
-	 * sandbox process exists yet, and PID 1 is made not dumpable. */
-	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+	/* Rootless, dumpable again (main made it not) until PID 1 exists:
+	 * a host without CAP_DAC_OVERRIDE may open this process's
+	 * /proc/PID/uid_map only so. No sandbox process exists yet, and
+	 * PID 1 is made not dumpable. A root host needs none of it. */
+	if (getuid() != 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
 		failed(STEP_USERNS, errno);
 	if (unshare(CLONE_NEWUSER) < 0)
 		failed(STEP_USERNS, errno);
@@ -130,7 +129,8 @@ void become_pid1(void)
 		_exit(EXIT_NO_HOST);
 	flags = get64(m + 4);
 	caps = get64(m + 12);
-	if (memcmp(m, MAPPED_TAG, 4) != 0 || (flags >> 32) != 0 || (flags & CLONE_NEWUSER))
+	if (memcmp(m, MAPPED_TAG, 4) != 0 || (flags & ~(uint64_t)NS_ALLOWED) != 0 ||
+	    (flags & NS_REQUIRED) != NS_REQUIRED)
 		failed(STEP_MAPPED, EPROTO);
 	if (unshare((int)flags) < 0)
 		failed(STEP_NAMESPACES, errno);
@@ -147,5 +147,10 @@ void become_pid1(void)
 			_exit(EXIT_REFUSED);
 		return;
 	}
-	_exit(say(PID_TAG, (uint32_t)pid, 0) < 0 ? EXIT_NO_HOST : 0);
+	/* A host that does not hear of PID 1 cannot end it: this does. */
+	if (say(PID_TAG, (uint32_t)pid, 0) < 0) {
+		kill((pid_t)pid, SIGKILL);
+		_exit(EXIT_NO_HOST);
+	}
+	_exit(0);
 }

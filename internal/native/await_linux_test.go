@@ -131,7 +131,11 @@ func TestControlSocketPolled(t *testing.T) {
 
 // TestRunWaitsInThePoller: while a one-shot sandbox runs, no thread of
 // the host sleeps in a blocking wait (the status read, the init's
-// waitid); a cancel then ends the run.
+// waitid); a cancel then ends the run. It runs the Go init only:
+// warden-exec is looked for, trusted, beside this process's executable,
+// which for a test is Go's build directory, and found once per process;
+// test/e2e's TestRunWaitsInThePoller, which builds both, is the guard
+// of the fast executor's waits (PID 1 held and reaped by spawn.PID1).
 func TestRunWaitsInThePoller(t *testing.T) {
 	testhost.RequireRoot(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -126,7 +126,7 @@ func startDirect(b *box) (*initProc, error) {
 // startUnshared has the warden-exec cmd started make its namespaces and
 // PID 1 (spawn.Unshare), reports on started, and returns how PID 1
 // ended (nil if it never started), waited for in the poller
-// (spawn.ReapProcess; an error says the wait blocked instead, and why).
+// (spawn.PID1.Reap; an error says the wait blocked instead, and why).
 // It runs on the thread that started cmd, which PID 1's parent-death
 // signal is tied to.
 func startUnshared(p *initProc, cmd *exec.Cmd, i spawn.Init, ctl *os.File, started chan<- error) (*spawn.Exit, error) {
@@ -137,7 +137,7 @@ func startUnshared(p *initProc, cmd *exec.Cmd, i spawn.Init, ctl *os.File, start
 	}
 	p.pid, p.signal = pid1.Pid, func(s syscall.Signal) error { return pid1.Signal(s) }
 	started <- nil
-	return spawn.ReapProcess(pid1)
+	return pid1.Reap()
 }
 
 // startSpawned has the spawner start the init (or warden-exec, which the

@@ -3,7 +3,6 @@ package plan
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // measureEnv turns on TestDrainFloodCost, a measurement rather than a
@@ -22,17 +23,7 @@ const measureEnv = "WARDEN_MEASURE_DRAIN"
 // sanitizers), for figures that are the shipped binary's.
 func optimizedExecutor(t *testing.T) string {
 	t.Helper()
-	flags, err := exec.Command("make", "-s", "-C", filepath.Join(execSources, "..", ".."), "print-exec-cflags").Output()
-	if err != nil {
-		t.Fatalf("asking make for EXEC_CFLAGS: %v", err)
-	}
-	srcs, _ := filepath.Glob(filepath.Join(execSources, "*.c"))
-	bin := filepath.Join(t.TempDir(), "warden-exec")
-	args := append(append(strings.Fields(string(flags)), "-o", bin), srcs...)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("building warden-exec: %v: %s", err, out)
-	}
-	return bin
+	return testhost.Executor(t)
 }
 
 // floodRun runs the plan with warden-exec, its fd 1 read by wc -c as a

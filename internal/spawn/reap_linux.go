@@ -52,6 +52,13 @@ func awaitExit(pidfd int) error {
 	}
 	f := os.NewFile(uintptr(pidfd), "pidfd")
 	defer f.Close()
+	return pollExited(f)
+}
+
+// pollExited returns once the process of the pidfd f (non-blocking) has
+// exited, waiting in the poller. An error says f could not be polled
+// (the process may still run).
+func pollExited(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("polling the pidfd: %w", err)
@@ -77,26 +84,4 @@ func exited(pidfd int) (bool, error) {
 		return false, fmt.Errorf("polling the pidfd: %w", err)
 	}
 	return n > 0, nil
-}
-
-// ReapProcess is Reap for a child that os/exec did not start
-// (warden-exec's PID 1, forked as this process's child with
-// CLONE_PARENT): it waits for p's end in the poller through a pidfd of
-// its own, then reaps it, and says how it ended (nil if Wait could not
-// tell). p is an unreaped child, so its pid cannot name another process
-// when the pidfd is opened. A pidfd that cannot be opened or polled
-// leaves the blocking wait; that reason is returned for the caller to log.
-func ReapProcess(p *os.Process) (*Exit, error) {
-	var pollErr error
-	if fd, err := unix.PidfdOpen(p.Pid, 0); err != nil {
-		pollErr = fmt.Errorf("opening a pidfd for pid %d: %w", p.Pid, err)
-	} else {
-		pollErr = awaitExit(fd)
-	}
-	// How the process ended is read from ProcessState, not Wait's error.
-	ps, _ := p.Wait()
-	if ps == nil {
-		return nil, pollErr
-	}
-	return ExitOf(ps), pollErr
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,10 @@ import (
 // stuck meets it, and the run fails rather than hangs.
 const UnshareWait = 10 * time.Second
 
+// msgBytes is the size of warden-exec's handshake messages: a tag and two
+// u32s (exec.h's MSG_BYTES).
+const msgBytes = 12
+
 // Unshare has the warden-exec that cmd started with i.Unshares (Command)
 // make the sandbox's namespaces, talking on ctl, the host's end of its
 // control socket: warden-exec unshares its user namespace, this writes
@@ -27,33 +32,86 @@ const UnshareWait = 10 * time.Second
 // i.Cloneflags' other namespaces, takes i.AmbientCaps as the clone would
 // have given them, and forks PID 1 into the new PID namespace as this
 // process's child (CLONE_PARENT), whose pid it sends before it exits.
-// Unshare reaps that first process and returns PID 1, which the caller
-// waits for from the thread that called cmd.Start: PID 1's parent-death
-// signal is tied to it. On failure nothing it started is left.
-func Unshare(cmd *exec.Cmd, i Init, ctl *os.File) (*os.Process, error) {
-	pid, err := handshake(cmd.Process.Pid, i, ctl)
+// Unshare reaps that first process and returns PID 1, held by a pidfd,
+// which the caller waits for from the thread that called cmd.Start: PID
+// 1's parent-death signal is tied to it, and Unshare must run there too.
+// On failure nothing it started is left: ctl is shut down, so a PID 1
+// that was never reported reads EOF, and every child of this thread is
+// killed and reaped.
+func Unshare(cmd *exec.Cmd, i Init, ctl *os.File) (*PID1, error) {
+	stage0, err := unix.PidfdOpen(cmd.Process.Pid, 0)
 	if err != nil {
-		// err says why: a kill fails only once it has ended, and Wait
-		// only reaps it.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, err
+		return nil, abandon(cmd, ctl, fmt.Errorf("opening a pidfd for warden-exec: %w", err))
 	}
-	if err := stage0Ended(cmd); err != nil {
-		killPID1(pid)
-		return nil, err
+	defer unix.Close(stage0)
+	pid, err := handshake(cmd.Process.Pid, stage0, i, ctl)
+	if err == nil {
+		err = stage0Ended(cmd, stage0)
 	}
-	p, err := os.FindProcess(pid)
+	var p *PID1
+	if err == nil {
+		// Only once the first process is reaped: its own pid is then
+		// no child's.
+		p, err = openChild(pid)
+	}
 	if err != nil {
-		killPID1(pid)
-		return nil, fmt.Errorf("finding warden-exec's PID 1: %w", err)
+		return nil, abandon(cmd, ctl, err)
 	}
 	return p, nil
 }
 
-// stage0Ended reaps warden-exec's first process: nil if it exited 0, as
-// it does once it has sent PID 1's pid.
-func stage0Ended(cmd *exec.Cmd) error {
+// abandon ends a failed Unshare: it shuts ctl down, kills and reaps the
+// first process and any child of this thread (killStrays), and returns
+// err, with in the same line what of that failed.
+func abandon(cmd *exec.Cmd, ctl *os.File, err error) error {
+	var cleanup []string
+	if herr := hangUp(ctl); herr != nil {
+		cleanup = append(cleanup, herr.Error())
+	}
+	if cmd.ProcessState == nil {
+		// A kill fails only once the process has ended: Wait says how.
+		if kerr := cmd.Process.Kill(); kerr != nil && !errors.Is(kerr, os.ErrProcessDone) {
+			cleanup = append(cleanup, fmt.Sprintf("killing warden-exec: %v", kerr))
+		}
+		var exit *exec.ExitError
+		if werr := cmd.Wait(); werr != nil && !errors.As(werr, &exit) {
+			cleanup = append(cleanup, fmt.Sprintf("reaping warden-exec: %v", werr))
+		}
+	}
+	if serr := killStrays(); serr != nil {
+		cleanup = append(cleanup, serr.Error())
+	}
+	if len(cleanup) > 0 {
+		return fmt.Errorf("%w (cleaning up: %s)", err, strings.Join(cleanup, "; "))
+	}
+	return err
+}
+
+// hangUp shuts the control socket down both ways: a PID 1 waiting for
+// its plan reads EOF and ends.
+func hangUp(ctl *os.File) error {
+	rc, err := ctl.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("shutting the control socket down: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Shutdown(int(fd), unix.SHUT_RDWR) }); err != nil {
+		return fmt.Errorf("shutting the control socket down: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("shutting the control socket down: %w", serr)
+	}
+	return nil
+}
+
+// stage0Ended reaps warden-exec's first process, of the pidfd stage0,
+// waiting for its end at most UnshareWait: nil if it exited 0, as it does
+// once it has sent PID 1's pid.
+func stage0Ended(cmd *exec.Cmd, stage0 int) error {
+	h := &unshareConn{ctl: -1, pidfd: stage0, pid: cmd.Process.Pid}
+	if err := h.wait(0); err != nil && !errors.Is(err, errStage0Ended) {
+		return err
+	}
 	err := cmd.Wait()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -65,23 +123,9 @@ func stage0Ended(cmd *exec.Cmd) error {
 	return nil
 }
 
-// killPID1 kills and reaps PID 1, this process's child, when its start
-// failed after its fork.
-func killPID1(pid int) {
-	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
-		return // not there to reap
-	}
-	var ws unix.WaitStatus
-	for {
-		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
-			return
-		}
-	}
-}
-
 // handshake is Unshare's conversation with warden-exec's first process,
-// pid: PID 1's pid, which is this process's child.
-func handshake(pid int, i Init, ctl *os.File) (int, error) {
+// pid (of the pidfd stage0): PID 1's pid, as warden-exec reported it.
+func handshake(pid, stage0 int, i Init, ctl *os.File) (int, error) {
 	// ctl.Fd would put a polled (non-blocking) socket back in blocking
 	// mode for good, and the caller's later waits on it would then block
 	// a thread; Control lends the descriptor as it is.
@@ -91,22 +135,16 @@ func handshake(pid int, i Init, ctl *os.File) (int, error) {
 	}
 	var pid1 int
 	var herr error
-	if err := rc.Control(func(fd uintptr) { pid1, herr = converse(pid, int(fd), i) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { pid1, herr = converse(&unshareConn{ctl: int(fd), pidfd: stage0, pid: pid}, i) }); err != nil {
 		return 0, fmt.Errorf("talking to warden-exec: %w", err)
 	}
 	return pid1, herr
 }
 
-// converse is handshake's conversation over the control socket ctl,
+// converse is handshake's conversation over h's control socket,
 // blocking or not (every read and write first polls it).
-func converse(pid, ctl int, i Init) (int, error) {
-	h := &unshareConn{ctl: ctl, pid: pid}
-	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-		h.pidfd = fd
-		defer unix.Close(fd)
-	} else {
-		h.pidfd = -1 // a kernel before 5.3: the bound alone ends a wait
-	}
+func converse(h *unshareConn, i Init) (int, error) {
+	pid := h.pid
 	hello := binary.LittleEndian.AppendUint32([]byte(plan.HelloTag), plan.Version)
 	if err := h.send(hello); err != nil {
 		return 0, err
@@ -122,7 +160,7 @@ func converse(pid, ctl int, i Init) (int, error) {
 		return 0, err
 	}
 	pid1, err := h.expect(plan.PidTag)
-	if err == nil && (pid1 == 0 || pid1 > 1<<22) {
+	if err == nil && (pid1 <= 1 || pid1 > 1<<22) {
 		err = fmt.Errorf("warden-exec reported PID 1 as pid %d, which no process has", pid1)
 	}
 	return int(pid1), err
@@ -181,6 +219,10 @@ func writeProc(p, s string) error {
 	return nil
 }
 
+// errStage0Ended is wait's error when warden-exec's first process ended
+// before the socket was ready.
+var errStage0Ended = errors.New("warden-exec ended while making the namespaces, before it answered")
+
 // unshareConn is the host's end of Unshare's conversation: the control
 // socket, and warden-exec's first process (a pidfd, or -1) whose end
 // ends a wait.
@@ -209,10 +251,10 @@ func (h *unshareConn) send(b []byte) error {
 	return nil
 }
 
-// expect reads warden-exec's next 12-byte message, which must be tag, and
+// expect reads warden-exec's next message (msgBytes), which must be tag, and
 // returns its first number; a failure it reports is its errno, wrapped.
 func (h *unshareConn) expect(tag string) (uint32, error) {
-	var m [12]byte
+	var m [msgBytes]byte
 	if err := h.read(m[:]); err != nil {
 		return 0, err
 	}
@@ -253,9 +295,9 @@ func (h *unshareConn) read(b []byte) error {
 	return nil
 }
 
-// wait waits until the socket is ready for events (POLLIN or POLLOUT),
-// the first process has ended first (an error), or UnshareWait has passed
-// (an error).
+// wait waits until the socket (none if ctl is -1) is ready for events
+// (POLLIN or POLLOUT), the first process has ended first
+// (errStage0Ended), or UnshareWait has passed (an error).
 func (h *unshareConn) wait(events int16) error {
 	fds := []unix.PollFd{{Fd: int32(h.ctl), Events: events}, {Fd: int32(h.pidfd), Events: unix.POLLIN}}
 	if h.pidfd < 0 {
@@ -276,7 +318,7 @@ func (h *unshareConn) wait(events int16) error {
 		case fds[0].Revents != 0:
 			return nil
 		default:
-			return errors.New("warden-exec ended while making the namespaces, before it answered")
+			return errStage0Ended
 		}
 	}
 }

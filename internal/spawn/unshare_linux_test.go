@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,45 +17,14 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/plan"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
-var (
-	execOnce  sync.Once
-	execBuilt string
-	execErr   error
-)
-
-// builtExecutor compiles warden-exec from its sources once, as make
-// build does.
+// builtExecutor compiles warden-exec from its sources, as make build
+// does.
 func builtExecutor(t *testing.T) string {
 	t.Helper()
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		if os.Getenv("WARDEN_CI") != "" {
-			t.Fatal("gcc is missing: make deps installs it")
-		}
-		t.Skip("gcc is missing: make deps installs it")
-	}
-	execOnce.Do(func() {
-		srcs, err := filepath.Glob("../../cmd/warden-exec/*.c")
-		if err != nil || len(srcs) == 0 {
-			execErr = fmt.Errorf("finding warden-exec's sources: %w", err)
-			return
-		}
-		dir, err := os.MkdirTemp("", "warden-exec-spawn-test")
-		if err != nil {
-			execErr = err
-			return
-		}
-		execBuilt = filepath.Join(dir, nsinit.ExecName)
-		if out, err := exec.Command(cc, append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-o", execBuilt}, srcs...)...).CombinedOutput(); err != nil {
-			execErr = fmt.Errorf("%w\n%s", err, out)
-		}
-	})
-	if execErr != nil {
-		t.Fatalf("building warden-exec: %v", execErr)
-	}
-	return execBuilt
+	return testhost.Executor(t)
 }
 
 // controlPair is a control socket: the host's end, and the child's,
@@ -122,7 +89,7 @@ func TestUnshareMakesPID1(t *testing.T) {
 	cmd := started(t, child, false, builtExecutor(t))
 	caps := []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_KILL}
 	i := Init{UID: 1234567, GID: 1234568, Exec: true, Unshares: true, AmbientCaps: caps,
-		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS}
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP}
 	pid1, err := Unshare(cmd, i, host)
 	if err != nil {
 		t.Fatalf("Unshare: %v", err)
@@ -145,26 +112,60 @@ func TestUnshareMakesPID1(t *testing.T) {
 			t.Errorf("PID 1's %s = %q (%v), want %q", file, got, err, w)
 		}
 	}
-	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts"} {
+	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
 		mine, _ := os.Readlink("/proc/self/ns/" + ns)
 		its, err := os.Readlink(dir + "ns/" + ns)
 		if err != nil || its == mine {
 			t.Errorf("PID 1's %s namespace is %q (%v), this process's %q: want a new one", ns, its, err, mine)
 		}
 	}
+	assertOwnedByUserns(t, dir)
 	host.Close()
-	ps, err := waitBounded(pid1)
-	if err != nil || ps.ExitCode() != 111 {
-		t.Errorf("PID 1 without a host ended %v (%v), want exit status 111", ps, err)
+	if e := waitBounded(t, pid1); e.Status.ExitStatus() != 111 {
+		t.Errorf("PID 1 without a host ended %v, want exit status 111", e)
 	}
 }
 
-// waitBounded waits for p, killing it if it has not ended within a
-// minute, so a broken executor fails the test rather than hangs it.
-func waitBounded(p *os.Process) (*os.ProcessState, error) {
-	t := time.AfterFunc(time.Minute, func() { _ = p.Kill() })
-	defer t.Stop()
-	return p.Wait()
+// assertOwnedByUserns checks that each namespace of the process of the
+// /proc directory dir is owned by its user namespace (NS_GET_USERNS), as
+// when the host cloned it into all of them at once.
+func assertOwnedByUserns(t *testing.T, dir string) {
+	t.Helper()
+	var user unix.Stat_t
+	if err := unix.Stat(dir+"ns/user", &user); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		f, err := os.Open(dir + "ns/" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_USERNS)
+		f.Close()
+		if err != nil {
+			t.Errorf("NS_GET_USERNS of PID 1's %s namespace: %v", ns, err)
+			continue
+		}
+		var got unix.Stat_t
+		err = unix.Fstat(owner, &got)
+		unix.Close(owner)
+		if err != nil || got.Ino != user.Ino || got.Dev != user.Dev {
+			t.Errorf("PID 1's %s namespace is owned by user namespace inode %d (%v), want PID 1's own, %d", ns, got.Ino, err, user.Ino)
+		}
+	}
+}
+
+// waitBounded reaps p, killing it if it has not ended within a minute,
+// so a broken executor fails the test rather than hangs it.
+func waitBounded(t *testing.T, p *PID1) *Exit {
+	t.Helper()
+	timer := time.AfterFunc(time.Minute, func() { _ = p.Signal(unix.SIGKILL) })
+	defer timer.Stop()
+	e, err := p.Reap()
+	if err != nil || e == nil {
+		t.Fatalf("reaping PID 1: %v", err)
+	}
+	return e
 }
 
 // TestUnshareRefusals: a start that goes wrong fails in one line naming
@@ -179,13 +180,15 @@ func TestUnshareRefusals(t *testing.T) {
 		keep bool
 		want string
 	}{
-		{"another build's status", `printf '\003\000\000\000\377\377\377\377\000\000\000\000\000\000\000\000\000\000\000\000' >&3; sleep 5`, false, `warden-exec answered "\x03\x00\x00\x00" where this warden expected "WXUS": it is from another build`},
+		{"another build's status", `printf '\003\000\000\000\377\377\377\377\000\000\000\000\000\000\000\000\000\000\000\000' >&3; exec sleep 5`, false, `warden-exec answered "\x03\x00\x00\x00" where this warden expected "WXUS": it is from another build`},
 		{"ended silently", `exit 7`, true, "warden-exec ended while making the namespaces, before it answered"},
-		{"closed its socket", `exec 3>&-; sleep 5`, false, "warden-exec closed its control socket while making the namespaces"},
-		{"failed step", `printf 'WXER\002\000\000\000\001\000\000\000' >&3; sleep 5`, false, "warden-exec: unsharing its user namespace: operation not permitted"},
-		{"impossible pid", `exec unshare -U sh -c "printf 'WXUS\000\000\000\000\000\000\000\000WXPD\000\000\000\000\000\000\000\000' >&3; sleep 5"`, false, "warden-exec reported PID 1 as pid 0"},
+		{"closed its socket", `exec 3>&-; exec sleep 5`, false, "warden-exec closed its control socket while making the namespaces"},
+		{"failed step", `printf 'WXER\002\000\000\000\001\000\000\000' >&3; exec sleep 5`, false, "warden-exec: unsharing its user namespace: operation not permitted"},
+		{"impossible pid", `exec unshare -U sh -c "printf 'WXUS\000\000\000\000\000\000\000\000WXPD\000\000\000\000\000\000\000\000' >&3; exec sleep 5"`, false, "warden-exec reported PID 1 as pid 0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			runtime.LockOSThread() // Unshare reaps this thread's children
+			defer runtime.UnlockOSThread()
 			host, child := controlPair(t)
 			cmd := started(t, child, c.keep, "/bin/sh", "-c", c.script)
 			i := Init{UID: os.Geteuid(), GID: os.Getegid(), Exec: true, Unshares: true}
