@@ -8,9 +8,10 @@ DEPS    := gcc libc6-dev python3 python3-numpy python3-matplotlib nodejs curl ip
 
 .PHONY: build run test test-images lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate print-exec-cflags
 
-# warden is the slim build (no serve, session or mcp: every `warden run`
-# starts it, and they are half its package init); it hands those commands
-# to warden-server, the same program whole, installed beside it.
+# warden is the slim build (no serve, session, mcp, template pull or
+# template import: every `warden run` starts it, and they are half its
+# package init); it hands those commands to warden-server, the same
+# program whole, installed beside it.
 build:
 	CGO_ENABLED=0 $(GO) build -tags slim -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(dir $(BIN))warden-server ./cmd/warden
@@ -83,10 +84,11 @@ test-images: deps
 # down all its threads (AllThreadsSyscall, which cgo disables).
 test: deps build e2b-deps test-images
 	$(GO) vet ./...
-	$(GO) vet -tags slim ./cmd/warden
+	$(GO) vet -tags slim ./cmd/warden ./internal/template
 	$(MAKE) --no-print-directory lint
 	PATH="$(dir $(GO)):$$PATH" $(GO) test -count=1 -timeout 25m ./...
 	$(GO) test -count=1 -tags slim -run 'TestStandIn|TestServerBinary|TestCheckHandoff|TestSlimLinksNoServer' ./cmd/warden
+	$(GO) test -count=1 -tags slim ./internal/template
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 25m -run Template ./internal/gvisor
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
@@ -105,7 +107,7 @@ $(GOLANGCI):
 lint-tool: $(GOLANGCI)
 lint: $(GOLANGCI)
 	PATH="$(dir $(GO)):$$PATH" $(GOLANGCI) run ./...
-	PATH="$(dir $(GO)):$$PATH" $(GOLANGCI) run --build-tags slim ./cmd/warden
+	PATH="$(dir $(GO)):$$PATH" $(GOLANGCI) run --build-tags slim ./cmd/warden ./internal/template
 
 # fuzz runs every fuzz target: in make test for a fixed number of inputs
 # each (about 3 s apiece here), by hand for FUZZTIME (e.g. make fuzz

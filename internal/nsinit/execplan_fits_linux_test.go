@@ -93,14 +93,21 @@ func TestExecPlanFitsEncodesNothing(t *testing.T) {
 func TestPlanBuiltCheaply(t *testing.T) {
 	cfg := fastConfig(t)
 	cfg.Rlimits.FileSizeBytes = 1 << 20
+	cfg.AwaitCgroup = true // JoinCgroup; the usage path and a drain below add the other optional ops
+	limits := rlimits(cfg)
+	for _, l := range limits {
+		if l.val == 0 {
+			t.Fatalf("the test's config leaves %s unset: set it, so that every op Plan can add is counted", l.name)
+		}
+	}
 	fp, err := ExecPlan(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = fp.Plan(longestUsage(), 0)
 	p := fp.Plan(longestUsage(), 0)
-	if want := len(fp.root.Ops) + planOwnOps; cap(p.Ops) != want {
-		t.Errorf("Plan's ops: %d in a capacity of %d, want the capacity %d it was made with", len(p.Ops), cap(p.Ops), want)
+	if want := len(fp.root.Ops) + planFixedOps + len(limits); len(p.Ops) != want || cap(p.Ops) != want {
+		t.Errorf("Plan's ops: %d in a capacity of %d, want exactly %d (planFixedOps %d + %d rlimits + %d root ops): update planFixedOps to the ops Plan adds", len(p.Ops), cap(p.Ops), want, planFixedOps, len(limits), len(fp.root.Ops))
 	}
 	roots := 0
 	for _, op := range p.Ops {

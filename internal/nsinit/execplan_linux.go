@@ -82,16 +82,22 @@ func ExecPlan(cfg *Config) (*FastPlan, error) {
 	return fp, nil
 }
 
-// planOwnOps is at least the number of ops Plan adds around the root's,
-// so that the plan's ops are allocated once.
-const planOwnOps = 24
+// planFixedOps is the number of ops Plan adds besides the root's and one
+// per rlimit, its optional ones (JoinCgroup, the usage OpenFD, Drain)
+// counted, so that the plan's ops are allocated once.
+// TestPlanBuiltCheaply builds a plan with every optional op and rlimit
+// and wants exactly this capacity, so an op added or removed without
+// changing it fails there.
+const planFixedOps = 16
 
 // Plan is the whole plan. usage is the host path of the box cgroup's
 // memory.usage_in_bytes, which the answerer reads as the Go init's does
 // ("" for none: no cgroup, or no memory controller); drain, when not
 // negative, is the output limit PID 1 relays up to (op Drain).
 func (f *FastPlan) Plan(usage string, drain int64) *plan.Plan {
-	cfg, p := f.cfg, &plan.Plan{Ops: make([]plan.Op, 0, len(f.root.Ops)+planOwnOps)}
+	cfg := f.cfg
+	limits := rlimits(cfg)
+	p := &plan.Plan{Ops: make([]plan.Op, 0, len(f.root.Ops)+planFixedOps+len(limits))}
 	add := func(ctx string, code plan.Code, ints []uint64, strs ...string) {
 		p.Add(plan.Op{Code: code, Ints: ints, Strs: strs, Context: ctx})
 	}
@@ -118,7 +124,7 @@ func (f *FastPlan) Plan(usage string, drain int64) *plan.Plan {
 	// Before the rlimits, as a low RLIMIT_NOFILE would refuse ProcFD; the
 	// Go init opens it at its lowest free descriptor in lockdown.
 	add("opening /proc for the sysinfo answerer", plan.OpenFD, []uint64{unix.O_RDONLY | unix.O_DIRECTORY, ProcFD}, "/proc")
-	for _, l := range rlimits(cfg) {
+	for _, l := range limits {
 		if l.val != 0 {
 			add(fmt.Sprintf("setting rlimits: %s=%d", l.name, l.val), plan.Setrlimit, []uint64{uint64(l.res), l.val})
 		}

@@ -77,13 +77,15 @@
 //
 // # The slim build
 //
-// Pull and Import (pull.go, layout.go, redirect.go) are built only
+// Pull and Import (pull.go, layout.go, redirect.go, and the installer's
+// image side in install_image.go) are built only
 // without the slim tag: go-containerregistry's registry client, image
 // formats, compressors and Docker credential helpers, which they link,
 // were a third of bin/warden's package init and paid by every `warden
 // run`. The slim warden hands `warden template pull` and `import` to
 // warden-server, the whole build, so its Pull and Import (pull_slim.go)
-// only return an error saying so; it keeps everything else here (Get,
+// only return an error saying so (wrapping errors.ErrUnsupported); it
+// keeps everything else here (Get,
 // Lease, List, Remove, GC, Share and Commit, which link only
 // go-containerregistry's small pkg/v1 types).
 package template

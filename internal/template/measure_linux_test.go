@@ -1,3 +1,5 @@
+//go:build linux && !slim
+
 package template
 
 import (

@@ -5,6 +5,7 @@ package template
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -12,10 +13,16 @@ import (
 // out go-containerregistry's registry client and image formats (see the
 // package doc): the slim warden hands `template pull` and `template
 // import` to warden-server, so no command of it reaches these.
-var errNotInSlim = errors.New("pulling and importing templates is not in the slim build: run warden-server, the whole build, installed beside warden")
+// It wraps errors.ErrUnsupported, so callers can tell "not in this
+// build" from a failed pull.
+var errNotInSlim = fmt.Errorf("pulling and importing templates is not in the slim build: run warden-server, the whole build, installed beside warden: %w", errors.ErrUnsupported)
 
-// PullOptions is pull.go's, whose Keychain (an authn.Keychain) the slim
-// build cannot name without linking what it leaves out.
+// PullOptions is defined twice on purpose: this one only keeps callers
+// of Pull compiling under the slim tag (tests and tools built with
+// -tags slim). pull.go's, the one Pull reads, types Keychain as an
+// authn.Keychain and carries test hooks of the registry client; naming
+// authn here would link the Docker credential helpers the slim build
+// exists to leave out, so Keychain is an any that Pull never reads.
 type PullOptions struct {
 	Progress io.Writer
 	Keychain any

@@ -1,3 +1,5 @@
+//go:build !slim
+
 package template
 
 import (
@@ -23,15 +25,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
-
-func openStore(t testing.TB, o Options) *Store {
-	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "templates"), o)
-	if err != nil {
-		t.Fatalf("opening the store: %v", err)
-	}
-	return s
-}
 
 // testLayer makes a v1.Layer from tar bytes.
 func testLayer(t testing.TB, b []byte) v1.Layer {
@@ -348,18 +341,6 @@ func TestCommitRefusesAReplacedBase(t *testing.T) {
 		}
 		if _, err := s.Get("child"); err == nil {
 			t.Errorf("commit on digest %q: the child was stored", digest)
-		}
-	}
-}
-
-// TestNames checks the reserved and malformed names.
-func TestNames(t *testing.T) {
-	s := openStore(t, Options{})
-	for _, tc := range []struct{ name, want string }{
-		{"host", "reserved"}, {"", "use 1-63"}, {"Upper", "use 1-63"}, {"../x", "use 1-63"}, {"nope", "no template"},
-	} {
-		if err := s.Remove(tc.name); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Remove(%q): got %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
 }
