@@ -66,12 +66,24 @@ func (e errCPUs) Error() string {
 type listFlag struct{ v *[]string }
 
 // String is empty for no values, so help shows no default, as for
-// pflag's StringArray.
+// pflag's StringArray. Otherwise each value is CSV-quoted, as pflag's
+// StringArray writes it, because pflag's GetStringArray reads String back
+// as CSV: joined bare, `--allow "a.example,evil.example"` would read back
+// as two hosts.
 func (f listFlag) String() string {
 	if f.v == nil || len(*f.v) == 0 {
 		return ""
 	}
-	return "[" + strings.Join(*f.v, ",") + "]"
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, s := range *f.v {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + strings.ReplaceAll(s, `"`, `""`) + `"`)
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 func (f listFlag) Set(s string) error { *f.v = append(*f.v, s); return nil }
 func (f listFlag) Type() string       { return "stringArray" }

@@ -47,8 +47,9 @@ func handedToServer(path, short string) *cobra.Command {
 
 // handOver hands to serverName what asks about a command this build
 // leaves out in a way its stand-in cannot answer: `help serve`, `help
-// template pull` and shell completion (`__complete serve ...`), which
-// need the full command's help and flags. It reports whether args were
+// template pull` and shell completion (`__complete serve ...`,
+// `__complete template --state-dir DIR import ...`), which need the full
+// command's help and flags. It reports whether args were
 // such a request, and returns only if they were not or the hand-over
 // failed.
 func handOver(args []string) (bool, error) {
@@ -60,13 +61,18 @@ func handOver(args []string) (bool, error) {
 	default:
 		return false, nil
 	}
-	for _, path := range handedCommands {
-		names := strings.Fields(path)
-		if len(args) > len(names) && slices.Equal(args[1:1+len(names)], names) {
-			return true, execServer(path, args)
-		}
+	// cobra's Find walks the command names as Execute does, past the
+	// parents' flags (`template --state-dir DIR import`).
+	root := newRootCmd(args[1:])
+	cmd, _, err := root.Find(args[1:])
+	if err != nil || cmd == nil {
+		return false, nil
 	}
-	return false, nil
+	path := strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+	if !slices.Contains(handedCommands, path) {
+		return false, nil
+	}
+	return true, execServer(path, args)
 }
 
 // execServer replaces this process with the trusted serverName beside

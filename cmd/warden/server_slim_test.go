@@ -59,6 +59,8 @@ func TestStandIn(t *testing.T) {
 		{"template import --help", []string{"template", "import", "--help"}},
 		{"help template pull", []string{"help", "template", "pull"}},
 		{"completion of template import's flags", []string{"__complete", "template", "import", "--"}},
+		{"completion of template import's flags after the store's flags", []string{"__complete", "template", "--state-dir", "/x", "import", "--"}},
+		{"help template import after the store's flags", []string{"help", "template", "--state-dir", "/x", "import"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -200,7 +201,8 @@ func (s *system) staleBases() []string {
 // hierarchy's top as root, under the delegated cgroup otherwise) and removes every entry whose
 // name starts with the pid of an owner that dead judges gone and which holds no processes. It
 // costs a stat per hierarchy, and a listing of those that hold a cgroup (subdirs), with dead
-// asked once per owner, so it can run on every start. A live owner's
+// asked once per owner while listing, so it can run on every start, and again right
+// before each removal, so a pid reused meanwhile keeps its cgroups. A live owner's
 // cgroups are never touched; neither are names Warden did not make. dead is boxname.Dead
 // (tests pass their own); owners in another pid namespace that share this directory would look
 // dead, so Wardens in different pid namespaces need different places (as root on v2, different
@@ -209,6 +211,12 @@ func RemoveStale(dead func(pid int) bool) error {
 	stale, err := Stale(dead)
 	errs := []error{err}
 	for _, dir := range stale {
+		// Stale asked once per owner for every hierarchy; the owner's pid
+		// may have been reused since, so it is asked again (a signal 0)
+		// right before each removal, which keeps that window short.
+		if pid, ok := boxname.OwnerPID(filepath.Base(dir)); !ok || !dead(pid) {
+			continue
+		}
 		if err := removeStaleDir(dir); err != nil {
 			errs = append(errs, err)
 		}

@@ -88,3 +88,16 @@ func TestLiveRemoveStalePartial(t *testing.T) {
 	}
 	f.check(t, f.stale)
 }
+
+// TestLiveRemoveStaleRechecksOwner: an owner judged dead while listing
+// but alive when its cgroup is about to go (its pid reused meanwhile)
+// keeps its cgroups: dead is asked again right before each removal.
+func TestLiveRemoveStaleRechecksOwner(t *testing.T) {
+	f := newStaleFixture(t)
+	asked := map[int]int{}
+	deadOnce := func(pid int) bool { asked[pid]++; return asked[pid] == 1 && boxname.Dead(pid) }
+	if err := RemoveStale(deadOnce); err != nil {
+		t.Fatalf("RemoveStale: %v", err)
+	}
+	f.check(t) // nothing gone
+}

@@ -2,6 +2,8 @@ package fontcache
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 
@@ -24,13 +26,17 @@ const direntBuf = 4 << 10
 // poller registration, sorting of DirEntry values): RootKey lists a
 // handful of directories on every run. An entry whose type the
 // filesystem does not give is lstat'ed. On an error, what was read is
-// returned with it.
-func listDir(dir string, buf []byte) ([]dirent, error) {
+// returned with it; a failed close is returned too, joined to any other.
+func listDir(dir string, buf []byte) (_ []dirent, err error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer func() {
+		if cerr := unix.Close(fd); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing directory %q: %w", dir, cerr))
+		}
+	}()
 	var out []dirent
 	for {
 		n, err := unix.Getdents(fd, buf)

@@ -3,8 +3,10 @@ package native
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,10 +55,17 @@ func (b *box) start(cfg *nsinit.Config) (*initProc, error) {
 	if err == nil || b.fast == nil || b.rt.Executor == ExecutorFast || !errors.Is(err, nsinit.ErrNoExecutor) {
 		return proc, err
 	}
+	fallbackOnce.Do(func() {
+		slog.Warn("warden-exec could not be started: one-shot runs use the Go init; reinstall warden-exec from the same build as warden (make build)", "err", err)
+	})
 	b.fast = nil
 	*cfg = b.config()
 	return launch(b)
 }
+
+// fallbackOnce logs start's first fallback to the Go init: in serve or
+// mcp every later run would repeat it.
+var fallbackOnce sync.Once
 
 // launch is startInit, which a test replaces to start nothing.
 var launch = startInit

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warden-sandbox/warden/internal/plan"
 )
 
@@ -137,8 +139,17 @@ const ExecName = "warden-exec"
 var (
 	execOnce sync.Once
 	execPath string
-	execErr  error
+	// execFDNum is the trusted descriptor of execPath, kept open for
+	// this process's life: what is executed.
+	execFDNum int
+	execErr   error
 )
+
+// ExecFDMin is the least descriptor number ExecutorBinary's takes: os/exec's child
+// moves ExtraFiles onto 3 and up and its temporaries just above them, so
+// a descriptor this high is still warden-exec's when the child executes
+// /proc/self/fd/N (spawn.Command checks the bound).
+const ExecFDMin = 256
 
 // Executor is the trusted ExecName beside this executable that reads
 // this build's plans, or why there is none, in a line that says how to
@@ -147,13 +158,25 @@ var (
 // process (checkExecVersion), with no exec on a one-shot run's path
 // unless warden-exec predates the note:
 // auto then takes the Go init, and fast and doctor name the mismatch.
+// The path is for messages; ExecutorBinary is what is executed.
 func Executor() (string, error) {
 	execOnce.Do(func() {
-		if execPath, execErr = findExecutor(); execErr != nil {
+		if execPath, execFDNum, execErr = findExecutor(); execErr != nil {
 			execErr = noExecutor{execErr}
 		}
 	})
 	return execPath, execErr
+}
+
+// ExecutorBinary is Executor's warden-exec as /proc/self/fd/N of the
+// descriptor its trust and note were checked on, kept open for this
+// process's life: every run, hours later in serve, executes that very
+// inode, never what has since been put at its path.
+func ExecutorBinary() (string, error) {
+	if _, err := Executor(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("/proc/self/fd/%d", execFDNum), nil
 }
 
 // noExecutor is Executor's error, which matches ErrNoExecutor.
@@ -164,32 +187,55 @@ func (e noExecutor) Unwrap() error { return e.error }
 // Is makes every noExecutor match ErrNoExecutor.
 func (e noExecutor) Is(target error) bool { return target == ErrNoExecutor }
 
-// findExecutor is Executor's answer, found once.
-func findExecutor() (string, error) {
+// findExecutor is Executor's answer, found once: the path and a
+// descriptor of it kept open for this process's life.
+func findExecutor() (string, int, error) {
 	findInit()
 	if self == "" {
-		return "", fmt.Errorf("%s: cannot find this executable's directory", ExecName)
+		return "", 0, fmt.Errorf("%s: cannot find this executable's directory", ExecName)
 	}
 	p := filepath.Join(filepath.Dir(self), ExecName)
 	f, err := OpenTrusted(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("%s not found next to %s; run make build", ExecName, self)
+		return "", 0, fmt.Errorf("%s not found next to %s; run make build", ExecName, self)
 	case err != nil:
-		return "", fmt.Errorf("%s: %w", ExecName, err)
+		return "", 0, fmt.Errorf("%s: %w", ExecName, err)
 	}
 	defer closeLogged(f, "closing warden-exec after checking it")
-	if err := checkExecVersion(f, p); err != nil {
-		return "", err
+	if err := checkExecMount(f, p); err != nil {
+		return "", 0, err
 	}
-	return p, nil
+	if err := checkExecVersion(f, p); err != nil {
+		return "", 0, err
+	}
+	// A duplicate at or above ExecFDMin, close-on-exec, never closed.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, ExecFDMin)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: keeping %s open: %w", ExecName, p, err)
+	}
+	return p, fd, nil
+}
+
+// checkExecMount refuses the trusted warden-exec f (at p) on a noexec
+// mount, which the kernel would refuse to execute (EACCES) on every run.
+func checkExecMount(f *os.File, p string) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("%s: statfs %s: %w", ExecName, p, err)
+	}
+	if st.Flags&unix.ST_NOEXEC != 0 {
+		return fmt.Errorf("%s: %s is on a noexec mount, where it cannot run; install warden's bin/ on a mount without noexec", ExecName, p)
+	}
+	return nil
 }
 
 // checkExecVersion refuses the trusted warden-exec f (at p) unless it
 // reads this build's plan version, which its ELF note says (execVersion)
-// without running it. A warden-exec without the note (from before it) or
-// one this process may not read (execute only) is asked instead
-// (probeExec), at the cost of an exec, as every one was before the note.
+// without running it. A file this machine cannot execute is refused as
+// such. A warden-exec without the note (from before it) or one this
+// process may not read (execute only) is asked instead (probeExec), at
+// the cost of an exec, as every one was before the note.
 func checkExecVersion(f *os.File, p string) error {
 	r, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 	if err != nil {
@@ -198,6 +244,8 @@ func checkExecVersion(f *os.File, p string) error {
 	defer closeLogged(r, "closing warden-exec after reading its plan version")
 	v, err := execVersion(r)
 	switch {
+	case errors.Is(err, errNotRunnable):
+		return fmt.Errorf("%s: %s: %w; reinstall warden-exec from the same build as warden (make build)", ExecName, p, err)
 	case err != nil:
 		return probeExec(p)
 	case v != plan.Version:
@@ -215,7 +263,10 @@ func closeLogged(f *os.File, what string) {
 
 // probeExec asks the warden-exec at p for the plan version it reads
 // (`--protocol-version`), bounded by probeWait: for a warden-exec
-// without the version note, or that this process may not read.
+// without the version note, or that this process may not read. It runs
+// by path, once per process (a close-on-exec descriptor would not do
+// for a script); runs execute the trusted descriptor, and a file put at
+// p since that reads another plan version refuses the first plan.
 func probeExec(p string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeWait)
 	defer cancel()

@@ -42,6 +42,8 @@ func elfWith(segs ...[]byte) []byte {
 	le := binary.LittleEndian
 	hdr := make([]byte, elfHdrSize)
 	copy(hdr, "\x7fELF\x02\x01\x01")
+	le.PutUint16(hdr[16:], etDyn)
+	le.PutUint16(hdr[18:], machine())
 	le.PutUint64(hdr[32:], elfHdrSize)
 	le.PutUint16(hdr[54:], phdrSize)
 	le.PutUint16(hdr[56:], uint16(len(segs)))
@@ -60,13 +62,25 @@ func elfWith(segs ...[]byte) []byte {
 }
 
 // TestExecVersion: warden-exec's plan version is read from its ELF note,
-// past other notes; a file without it, or not an ELF file, or one whose
+// past other notes; a file without it, or not an ELF file, or not an
+// executable this machine runs (type, machine, ELF version), or one whose
 // headers lie, is an error and never a version, and no read goes past
 // the file.
 func TestExecVersion(t *testing.T) {
 	gnu := note("GNU\x00", 3, make([]byte, 20), 4)
 	huge := elfWith(versionNote(plan.Version))
 	binary.LittleEndian.PutUint16(huge[56:], maxPhdrs+1)
+	patched := func(off int, v uint16) []byte {
+		f := elfWith(versionNote(plan.Version))
+		binary.LittleEndian.PutUint16(f[off:], v)
+		return f
+	}
+	other := uint16(emAArch64)
+	if machine() == emAArch64 {
+		other = emX86_64
+	}
+	version0 := elfWith(versionNote(plan.Version))
+	version0[6] = 0
 	past := elfWith(versionNote(plan.Version))
 	binary.LittleEndian.PutUint64(past[elfHdrSize+32:], 1<<20)
 	tests := []struct {
@@ -80,6 +94,11 @@ func TestExecVersion(t *testing.T) {
 		{"an older warden-exec (no note)", elfWith(gnu), 0, "no plan version note"},
 		{"another owner", elfWith(note("Wardex\x00", noteVersion, []byte{2, 0, 0, 0}, 4)), 0, "no plan version note"},
 		{"a description not of 4 bytes", elfWith(note(noteOwner, noteVersion, []byte{2, 0}, 4)), 0, "no plan version note"},
+		{"another architecture", patched(18, other), 0, "not an executable for this machine: ELF machine"},
+		{"a relocatable object", patched(16, 1), 0, "not an executable for this machine: ELF type 1"},
+		{"a core file", patched(16, 4), 0, "ELF type 4"},
+		{"an executable (ET_EXEC)", patched(16, etExec), plan.Version, ""},
+		{"ELF version 0", version0, 0, "not a 64-bit little-endian ELF file of version 1"},
 		{"a script", []byte("#!/bin/sh\necho 2\n" + strings.Repeat("#", 64)), 0, "not a 64-bit little-endian ELF file"},
 		{"short", []byte("\x7fELF"), 0, "reading the ELF header"},
 		{"too many program headers", huge, 0, "at most 64"},

@@ -28,9 +28,14 @@ import (
 func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*exec.Cmd, error) {
 	path, arg0 := nsinit.Binary(), nsinit.Arg0
 	if i.Exec {
-		p, err := nsinit.Executor()
+		p, err := nsinit.ExecutorBinary()
 		if err != nil {
 			return nil, err
+		}
+		// The child moves extra onto 3 and up, its temporaries just
+		// above: none may land on the descriptor p names.
+		if 2*(3+len(extra)) > nsinit.ExecFDMin {
+			return nil, fmt.Errorf("starting %s with %d descriptors: more than %d would overwrite its own", nsinit.ExecName, len(extra), nsinit.ExecFDMin/2-3)
 		}
 		path, arg0 = p, nsinit.ExecName
 	}
@@ -128,11 +133,23 @@ func UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.File, error)
 }
 
 // StartError is cmd.Start's error for a Command of i: a warden-exec that
-// Executor found but that is gone at the exec (ENOENT) is reported as
-// nsinit.ErrNoExecutor too, so auto may take the Go init.
+// Executor accepted but that the kernel will not execute (ENOENT,
+// ENOEXEC, EACCES, ETXTBSY: a file gone, of another machine, on a
+// noexec mount, being written) is reported as nsinit.ErrNoExecutor too,
+// so auto takes the Go init rather than failing every run.
 func StartError(i Init, err error) error {
-	if err != nil && i.Exec && errors.Is(err, fs.ErrNotExist) {
+	if err != nil && i.Exec && unexecutable(err) {
 		return fmt.Errorf("%w: %w", nsinit.ErrNoExecutor, err)
 	}
 	return err
+}
+
+// unexecutable says whether err is an exec's refusal of the file itself.
+func unexecutable(err error) bool {
+	for _, e := range []error{fs.ErrNotExist, unix.ENOEXEC, unix.EACCES, unix.ETXTBSY} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,15 +44,19 @@ func Reap(cmd *exec.Cmd, pidfd int) (*Exit, error) {
 
 // awaitExit returns once the process of pidfd has exited, waiting in the
 // poller; it closes pidfd. An error says the pidfd could not be polled
-// (the process may still run).
-func awaitExit(pidfd int) error {
+// (the process may still run) or could not be closed.
+func awaitExit(pidfd int) (err error) {
 	if err := unix.SetNonblock(pidfd, true); err != nil {
 		// The close of a pidfd that was never used has nothing to say.
 		_ = unix.Close(pidfd)
 		return fmt.Errorf("making the pidfd non-blocking: %w", err)
 	}
 	f := os.NewFile(uintptr(pidfd), "pidfd")
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing the pidfd: %w", cerr))
+		}
+	}()
 	return pollExited(f)
 }
 
