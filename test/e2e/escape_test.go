@@ -126,6 +126,12 @@ func TestEscapeHostProcesses(t *testing.T) {
 			if r.Stdout == string(host) {
 				t.Errorf("--executor %s: /proc/1/cmdline inside is the host's init's: %q", side.name, r.Stdout)
 			}
+			// Its name too, though it is run through a descriptor
+			// (/proc/self/fd/N), after which the kernel names it "N".
+			c := runJSON(t, append(side.flags, "--", "cat", "/proc/1/comm")...)
+			if w := strings.TrimSuffix(w, "\x00") + "\n"; c.Stdout != w {
+				t.Errorf("--executor %s: /proc/1/comm: got %q, want %q", side.name, c.Stdout, w)
+			}
 		}
 	})
 	t.Run("ps shows only the sandbox", func(t *testing.T) {
