@@ -13,8 +13,14 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// startError explains why the kernel refused to create the namespaces.
+// startError explains why the kernel refused to create the namespaces;
+// an executor that would not execute is said to be that, whatever its
+// errno (warden-exec is vforked into no namespace: its EACCES is the
+// exec's, not a user namespace's).
 func startError(err error) error {
+	if errors.Is(err, nsinit.ErrNoExecutor) {
+		return fmt.Errorf("starting sandbox init: %w", err)
+	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) && (errno == syscall.EPERM || errno == syscall.EINVAL || errno == syscall.ENOSPC || errno == syscall.EACCES) {
 		return hostError{fmt.Errorf("creating namespaces: %w; user namespaces may be disabled (kernel.unprivileged_userns_clone, user.max_user_namespaces)", err)}

@@ -140,16 +140,24 @@ var (
 	execOnce sync.Once
 	execPath string
 	// execFDNum is the trusted descriptor of execPath, kept open for
-	// this process's life: what is executed.
+	// this process's life: what is executed. ExecutorBinaryAbove may
+	// move it higher (under execFDMu), keeping every earlier one open.
 	execFDNum int
+	execFDMu  sync.Mutex
 	execErr   error
 )
 
-// ExecFDMin is the least descriptor number ExecutorBinary's takes: os/exec's child
-// moves ExtraFiles onto 3 and up and its temporaries just above them, so
-// a descriptor this high is still warden-exec's when the child executes
-// /proc/self/fd/N (spawn.Command checks the bound).
+// ExecFDMin is the least descriptor number ExecutorBinary's takes, above
+// what a process with few descriptors hands a child. os/exec's child
+// copies its files first to numbers just above the highest of them, so
+// a child given high descriptors (a spawner with many boxes) needs
+// ExecutorBinaryAbove.
 const ExecFDMin = 256
+
+// execFDHeadroom is how far above a child's reach ExecutorBinaryAbove
+// moves the descriptor when it must, so that a process whose descriptors
+// grow moves it seldom (each move keeps one descriptor more).
+const execFDHeadroom = 256
 
 // Executor is the trusted ExecName beside this executable that reads
 // this build's plans, or why there is none, in a line that says how to
@@ -173,8 +181,27 @@ func Executor() (string, error) {
 // process's life: every run, hours later in serve, executes that very
 // inode, never what has since been put at its path.
 func ExecutorBinary() (string, error) {
+	return ExecutorBinaryAbove(0)
+}
+
+// ExecutorBinaryAbove is ExecutorBinary for a child whose start may use
+// descriptor numbers up to reach (os/exec's child copies its files to
+// the numbers just above the highest of them before it executes): the
+// descriptor named is above reach, moved there (a new duplicate, at
+// reach+execFDHeadroom or higher) when it is not. An earlier one is
+// never closed, since another start may be executing it at that moment.
+func ExecutorBinaryAbove(reach int) (string, error) {
 	if _, err := Executor(); err != nil {
 		return "", err
+	}
+	execFDMu.Lock()
+	defer execFDMu.Unlock()
+	if execFDNum <= reach {
+		fd, err := unix.FcntlInt(uintptr(execFDNum), unix.F_DUPFD_CLOEXEC, reach+execFDHeadroom)
+		if err != nil {
+			return "", fmt.Errorf("%s: keeping it above descriptor %d: %w", ExecName, reach, err)
+		}
+		execFDNum = fd
 	}
 	return fmt.Sprintf("/proc/self/fd/%d", execFDNum), nil
 }

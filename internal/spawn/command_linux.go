@@ -28,14 +28,11 @@ import (
 func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*exec.Cmd, error) {
 	path, arg0 := nsinit.Binary(), nsinit.Arg0
 	if i.Exec {
-		p, err := nsinit.ExecutorBinary()
+		// The child's copies of its files may not land on the
+		// descriptor p names.
+		p, err := nsinit.ExecutorBinaryAbove(childReach(stdio, extra))
 		if err != nil {
 			return nil, err
-		}
-		// The child moves extra onto 3 and up, its temporaries just
-		// above: none may land on the descriptor p names.
-		if 2*(3+len(extra)) > nsinit.ExecFDMin {
-			return nil, fmt.Errorf("starting %s with %d descriptors: more than %d would overwrite its own", nsinit.ExecName, len(extra), nsinit.ExecFDMin/2-3)
 		}
 		path, arg0 = p, nsinit.ExecName
 	}
@@ -50,6 +47,21 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*
 		SysProcAttr: i.sysProcAttr(cgroupDir),
 	}
 	return cmd, nil
+}
+
+// childReach is the highest descriptor number os/exec's child may write
+// while it arranges stdio and extra (syscall.forkAndExecInChild1): it
+// copies the exec-status pipe and each file that must move up to the
+// numbers above the highest of them (or of their count), one each.
+func childReach(stdio [3]*os.File, extra []*os.File) int {
+	files := append(stdio[:], extra...)
+	hi := len(files)
+	for _, f := range files {
+		if f != nil {
+			hi = max(hi, int(f.Fd()))
+		}
+	}
+	return hi + len(files) + 2
 }
 
 // sysProcAttr is how Command clones the init: into i's namespaces with
@@ -134,7 +146,7 @@ func UserNamespace(insideUID, hostUID, insideGID, hostGID int) (*os.File, error)
 
 // StartError is cmd.Start's error for a Command of i: a warden-exec that
 // Executor accepted but that the kernel will not execute (ENOENT,
-// ENOEXEC, EACCES, ETXTBSY: a file gone, of another machine, on a
+// ENOEXEC, EACCES, ETXTBSY: its descriptor gone, of another machine, on a
 // noexec mount, being written) is reported as nsinit.ErrNoExecutor too,
 // so auto takes the Go init rather than failing every run.
 func StartError(i Init, err error) error {

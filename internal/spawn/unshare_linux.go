@@ -126,9 +126,8 @@ func stage0Ended(cmd *exec.Cmd, stage0 int) error {
 // handshake is Unshare's conversation with warden-exec's first process,
 // pid (of the pidfd stage0): PID 1's pid, as warden-exec reported it.
 func handshake(pid, stage0 int, i Init, ctl *os.File) (int, error) {
-	// ctl.Fd would put a polled (non-blocking) socket back in blocking
-	// mode for good, and the caller's later waits on it would then block
-	// a thread; Control lends the descriptor as it is.
+	// Control lends the descriptor as it is, without depending on the
+	// rules by which Fd may put a polled socket back in blocking mode.
 	rc, err := ctl.SyscallConn()
 	if err != nil {
 		return 0, fmt.Errorf("talking to warden-exec: %w", err)
