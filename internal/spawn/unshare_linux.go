@@ -222,6 +222,10 @@ func writeProc(p, s string) error {
 // before the socket was ready.
 var errStage0Ended = errors.New("warden-exec ended while making the namespaces, before it answered")
 
+// errClosedEarly is a handshake's end by warden-exec's close of its
+// socket, seen by a read (EOF) or, first, by a write (EPIPE).
+var errClosedEarly = errors.New("warden-exec closed its control socket while making the namespaces")
+
 // unshareConn is the host's end of Unshare's conversation: the control
 // socket, and warden-exec's first process (a pidfd, or -1) whose end
 // ends a wait.
@@ -241,6 +245,9 @@ func (h *unshareConn) send(b []byte) error {
 				return err
 			}
 			continue
+		}
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+			return errClosedEarly
 		}
 		if err != nil {
 			return fmt.Errorf("talking to warden-exec: %w", err)
@@ -287,7 +294,7 @@ func (h *unshareConn) read(b []byte) error {
 		}
 		// ECONNRESET: it closed its end with the host's hello unread.
 		if n <= 0 {
-			return errors.New("warden-exec closed its control socket while making the namespaces")
+			return errClosedEarly
 		}
 		b = b[n:]
 	}
