@@ -199,10 +199,22 @@ func TestRecvKeepsAMessageWhoseDescriptorsWereLost(t *testing.T) {
 	if err := send(pair[0], request{ID: 7, Kind: "userns"}, os.Stdin); err != nil {
 		t.Fatal(err)
 	}
-	release := testhost.ExhaustFDs(t, 0)
+	// A limit of no descriptor at all, not a table filled to its
+	// limit: a descriptor another test's process handle frees when the
+	// GC collects it would make room in a full table.
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	none := unix.Rlimit{Cur: 0, Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &none); err != nil {
+		t.Fatal(err)
+	}
 	var got request
 	files, err := recv(pair[1], &got)
-	release()
+	if rerr := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); rerr != nil {
+		t.Fatalf("restoring RLIMIT_NOFILE: %v", rerr)
+	}
 	closeAll(files)
 	if !errors.Is(err, ErrNoDescriptors) || got.ID != 7 {
 		t.Errorf("recv() with a full table = id %d, %v; want id 7, ErrNoDescriptors", got.ID, err)
