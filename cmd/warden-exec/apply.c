@@ -37,15 +37,19 @@ static int ok_or(int rc, uint64_t ok)
 	return errno;
 }
 
-static int write_all(int fd, const char *b, size_t n)
+/* write_all writes b whole to fd: 0, or the errno (EIO for a write that
+ * wrote nothing, which would otherwise loop for ever). */
+int write_all(int fd, const void *b, size_t n)
 {
+	const char *p = b;
+
 	while (n > 0) {
-		ssize_t w = write(fd, b, n);
+		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0)
-			return errno;
-		b += w;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		p += w;
 		n -= (size_t)w;
 	}
 	return 0;

@@ -29,6 +29,8 @@ void become_pid1(void);
 #define HOST_WAIT_MS 10000
 #define MSG_BYTES 12
 int receive(unsigned char *b, size_t n);
+/* write_all writes b whole to fd: 0, or the errno (apply.c). */
+int write_all(int fd, const void *b, size_t n);
 
 /* The handshake's other tags and the steps of a FAILED_TAG message, as
  * internal/plan/unshare.go has them. */

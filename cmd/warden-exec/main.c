@@ -30,22 +30,13 @@ static void put32(unsigned char *b, uint32_t v)
 static int send_status(const struct status *st)
 {
 	unsigned char b[20];
-	size_t off = 0;
 
 	put32(b, st->kind);
 	put32(b + 4, (uint32_t)st->op);
 	put32(b + 8, (uint32_t)st->err);
 	put32(b + 12, (uint32_t)st->exit_code);
 	put32(b + 16, (uint32_t)st->sig);
-	while (off < sizeof b) {
-		ssize_t w = write(CONTROL_FD, b + off, sizeof b - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		off += (size_t)w;
-	}
-	return 0;
+	return write_all(CONTROL_FD, b, sizeof b) ? -1 : 0;
 }
 
 int64_t boot_sec;

@@ -61,22 +61,13 @@ int receive(unsigned char *b, size_t n)
 static int say(const char *tag, uint32_t a, uint32_t b)
 {
 	unsigned char m[MSG_BYTES];
-	size_t off = 0;
 
 	memcpy(m, tag, 4);
 	for (int k = 0; k < 4; k++) {
 		m[4 + k] = (unsigned char)(a >> (8 * k));
 		m[8 + k] = (unsigned char)(b >> (8 * k));
 	}
-	while (off < sizeof m) {
-		ssize_t w = write(CONTROL_FD, m + off, sizeof m - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		off += (size_t)w;
-	}
-	return 0;
+	return write_all(CONTROL_FD, m, sizeof m) ? -1 : 0;
 }
 
 /* failed tells the host that step failed with err, and ends stage 0. */
