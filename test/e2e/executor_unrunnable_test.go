@@ -16,23 +16,7 @@ import (
 // program on the Go init instead of failing with exec format error.
 func TestExecutorUnrunnable(t *testing.T) {
 	requireSandbox(t)
-	dir, err := os.MkdirTemp(filepath.Dir(wardenBin), "badexec")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"warden", "warden-init"} {
-		b, err := os.ReadFile(filepath.Join(filepath.Dir(wardenBin), name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := wardenCopy(t)
 	if err := buildExecOf(repoRoot, dir, func(string) bool { return true }); err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func exportExecSources(commit, dir string) error {
 // them, where a test installs a warden-exec of its own.
 func wardenCopy(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(filepath.Dir(wardenBin), "oldexec")
+	dir, err := os.MkdirTemp(filepath.Dir(wardenBin), "execcopy")
 	if err != nil {
 		t.Fatal(err)
 	}
