@@ -78,23 +78,9 @@ func TestUnshareAbandonEndsPID1(t *testing.T) {
 // TestPID1EndsWhenTheHostHangsUp: a host that closes its socket right
 // after it has learnt PID 1's pid ends PID 1 (EOF where its plan would be).
 func TestPID1EndsWhenTheHostHangsUp(t *testing.T) {
-	testhost.RequireRoot(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	host, child := controlPair(t)
-	cmd := started(t, child, false, builtExecutor(t))
-	h := mapped(t, cmd, host, sandboxFlags&^unix.CLONE_NEWUSER)
-	pid, err := h.expect(plan.PidTag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("warden-exec's first process: %v", err)
-	}
-	p, err := openChild(int(pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, p := madePID1(t)
 	host.Close()
 	if e := waitBounded(t, p); e.Status.ExitStatus() != 111 {
 		t.Errorf("PID 1 after the host hung up ended %v, want exit status 111", e)
@@ -105,9 +91,21 @@ func TestPID1EndsWhenTheHostHangsUp(t *testing.T) {
 // but sends no plan ends by itself (HOST_WAIT_MS) rather than waiting for
 // good with the sandbox's namespaces.
 func TestPID1WaitsForItsPlanBounded(t *testing.T) {
-	testhost.RequireRoot(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	_, p := madePID1(t) // the host's end stays open until the cleanup
+	if e := waitBounded(t, p); e.Status.ExitStatus() != 111 {
+		t.Errorf("PID 1 sent no plan ended %v, want exit status 111 (no host)", e)
+	}
+}
+
+// madePID1 has a warden-exec built from this tree make its namespaces and
+// PID 1, reaps its first process, and returns the host's end of the
+// control socket and PID 1, to which the caller sends nothing. The
+// caller's goroutine is locked to its thread: PID 1 is that thread's child.
+func madePID1(t *testing.T) (*os.File, *PID1) {
+	t.Helper()
+	testhost.RequireRoot(t)
 	host, child := controlPair(t)
 	cmd := started(t, child, false, builtExecutor(t))
 	h := mapped(t, cmd, host, sandboxFlags&^unix.CLONE_NEWUSER)
@@ -122,9 +120,7 @@ func TestPID1WaitsForItsPlanBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := waitBounded(t, p); e.Status.ExitStatus() != 111 {
-		t.Errorf("PID 1 sent no plan ended %v, want exit status 111 (no host)", e)
-	}
+	return host, p
 }
 
 // TestUnshareRefusesFlags: warden-exec unshares only the sandbox's
