@@ -6,7 +6,7 @@ BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DEPS    := gcc libc6-dev python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap
 
-.PHONY: build run test test-images lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate print-exec-cflags
+.PHONY: build run test test-images lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate
 
 # warden is the slim build (no serve, session, mcp, template pull or
 # template import: every `warden run` starts it, and they are half its
@@ -27,11 +27,6 @@ build:
 # where $(CC) is missing. Its tests (internal/plan) build it
 # again with the address and undefined-behaviour sanitizers.
 EXEC_CFLAGS := -O2 -Wall -Wextra -Werror -fstack-protector-strong -static
-
-# print-exec-cflags prints EXEC_CFLAGS, for tests that build warden-exec
-# as make build does (one source of truth for the flags).
-print-exec-cflags:
-	@echo $(EXEC_CFLAGS)
 
 run: deps build
 	$(BIN) doctor || true

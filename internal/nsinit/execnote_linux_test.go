@@ -6,12 +6,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/plan"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // note is one ELF note's bytes, padded to align.
@@ -122,16 +122,7 @@ func TestExecVersion(t *testing.T) {
 // plan version this warden writes, so C's PLAN_VERSION and plan.Version
 // are one, read as findExecutor reads it.
 func TestExecVersionOfBuild(t *testing.T) {
-	cc, flags := execBuildFlags(t)
-	srcs, err := filepath.Glob("../../cmd/warden-exec/*.c")
-	if err != nil || len(srcs) == 0 {
-		t.Fatalf("warden-exec's sources: %v, %v", srcs, err)
-	}
-	bin := filepath.Join(t.TempDir(), ExecName)
-	args := append(append(flags, "-o", bin), srcs...)
-	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
-	}
+	bin := testhost.Executor(t)
 	f, err := os.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -146,35 +137,9 @@ func TestExecVersionOfBuild(t *testing.T) {
 	}
 	for _, p := range e.Progs {
 		if p.Type == elf.PT_INTERP {
-			t.Errorf("the built warden-exec has a program interpreter; want it static, as make build builds it (%s)", strings.Join(flags, " "))
+			t.Errorf("the built warden-exec has a program interpreter; want it static, as make build builds it")
 		}
 	}
-}
-
-// execBuildFlags asks make for the compiler and EXEC_CFLAGS that make
-// build compiles warden-exec with (one source of truth, as test/e2e's
-// execCompiler does), so the note is read from a binary built as
-// installed: optimised and static. It skips, or fails under WARDEN_CI,
-// where the compiler is missing.
-func execBuildFlags(t *testing.T) (string, []string) {
-	t.Helper()
-	const rule = "warden-nsinit-exec-flags: ; @printf '%s\\n' '$(CC)' '$(EXEC_CFLAGS)'"
-	out, err := exec.Command("make", "-s", "--no-print-directory", "-C", "../..", "--eval", rule, "warden-nsinit-exec-flags").Output()
-	if err != nil {
-		t.Fatalf("asking make for warden-exec's compiler and EXEC_CFLAGS: %v", err)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(lines) != 2 || strings.TrimSpace(lines[0]) == "" || strings.TrimSpace(lines[1]) == "" {
-		t.Fatalf("make printed %q, want the compiler and a non-empty EXEC_CFLAGS on two lines", out)
-	}
-	cc := strings.Fields(lines[0]) // CC may carry words of its own, e.g. "ccache gcc"
-	if _, err := exec.LookPath(cc[0]); err != nil {
-		if os.Getenv("WARDEN_CI") != "" {
-			t.Fatalf("%s is missing: make deps installs gcc", cc[0])
-		}
-		t.Skipf("%s is missing: make deps installs gcc", cc[0])
-	}
-	return cc[0], append(cc[1:], strings.Fields(lines[1])...)
 }
 
 // TestCheckExecVersion: findExecutor's check takes a warden-exec of this

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // repoRoot is the tree under test, seen from this package's directory.
@@ -37,7 +39,7 @@ func buildExecOf(root, dir string, keep func(string) bool) error {
 			srcs = append(srcs, s)
 		}
 	}
-	cc, flags, err := execCompiler(root)
+	cc, flags, err := testhost.ExecCompiler(root)
 	if err != nil {
 		return err
 	}
@@ -46,22 +48,4 @@ func buildExecOf(root, dir string, keep func(string) bool) error {
 		return fmt.Errorf("%s %s: %w\n%s", cc, strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-// execCompiler asks make for the compiler and the flags make build
-// compiles warden-exec with, by a rule given on make's command line
-// that prints $(CC) and $(EXEC_CFLAGS).
-func execCompiler(root string) (string, []string, error) {
-	const rule = "warden-e2e-exec-flags: ; @printf '%s\\n' '$(CC)' '$(EXEC_CFLAGS)'"
-	cmd := exec.Command("make", "-s", "--no-print-directory", "-C", root, "--eval", rule, "warden-e2e-exec-flags")
-	out, err := cmd.Output()
-	if err != nil {
-		return "", nil, fmt.Errorf("asking make for warden-exec's compiler and EXEC_CFLAGS: %w", err)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(lines) != 2 || strings.TrimSpace(lines[0]) == "" || strings.TrimSpace(lines[1]) == "" {
-		return "", nil, fmt.Errorf("make printed %q, want the compiler and a non-empty EXEC_CFLAGS on two lines: does the Makefile set EXEC_CFLAGS?", out)
-	}
-	cc := strings.Fields(lines[0]) // CC may carry words of its own, e.g. "ccache gcc"
-	return cc[0], append(cc[1:], strings.Fields(lines[1])...), nil
 }

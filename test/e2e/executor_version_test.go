@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // TestExecutorOfOlderBuild: a warden-exec without its plan version note
@@ -57,7 +59,7 @@ func TestExecutorOfRealOlderBuild(t *testing.T) {
 		t.Skip(err)
 	}
 	dir := wardenCopy(t)
-	cc, flags, err := execCompiler(repoRoot)
+	cc, flags, err := testhost.ExecCompiler(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
