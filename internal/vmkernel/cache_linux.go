@@ -1,0 +1,145 @@
+package vmkernel
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/strictjson"
+)
+
+// Bounds on what Find reads from the cache: it is root's, but a corrupt
+// or planted entry must fail cleanly, not exhaust the reader.
+const (
+	maxEntries  = 64
+	maxManifest = 1024
+	maxVmlinux  = 256 << 20
+)
+
+var (
+	hexKey     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	sourceVers = regexp.MustCompile(`^[A-Za-z0-9.+~:-]{1,64}$`)
+)
+
+// manifest is kernel-<key>/manifest.json as build.sh writes it.
+type manifest struct {
+	Key    string `json:"key"`
+	Inputs string `json:"inputs"`
+	Source string `json:"source"`
+	Built  string `json:"built"`
+}
+
+// cache is a kernel cache directory whose every entry must belong to
+// uid (root, for Dir) and be writable by it alone.
+type cache struct {
+	dir string
+	uid int
+}
+
+// find returns the newest kernel in the cache built from inputs.
+func (c cache) find(inputs string) (Kernel, error) {
+	names, err := c.list()
+	if errors.Is(err, os.ErrNotExist) {
+		return Kernel{}, errMissing()
+	}
+	if err != nil {
+		return Kernel{}, err
+	}
+	var found Kernel
+	for _, name := range names {
+		if !strings.HasPrefix(name, "kernel-") {
+			continue // the build's lock and work directories
+		}
+		k, m, err := c.read(name)
+		if err != nil {
+			return Kernel{}, err
+		}
+		if m.Inputs == inputs && k.Built.After(found.Built) {
+			found = k
+		}
+	}
+	if found.Vmlinux == "" {
+		return Kernel{}, errMissing()
+	}
+	return found, nil
+}
+
+// list checks the cache directory and its ancestors and returns its
+// entries' names.
+func (c cache) list() ([]string, error) {
+	if err := c.checkAncestors(); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(c.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening the microVM kernel cache %q: %w", c.dir, err)
+	}
+	f := os.NewFile(uintptr(fd), c.dir)
+	defer f.Close()
+	if _, err := c.checkOwned(f, unix.S_IFDIR); err != nil {
+		return nil, err
+	}
+	names, err := f.Readdirnames(maxEntries + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("listing the microVM kernel cache %q: %w", c.dir, err)
+	}
+	if len(names) > maxEntries {
+		return nil, fmt.Errorf("microVM kernel cache %q has more than %d entries: remove it and run `make microvm-kernel`", c.dir, maxEntries)
+	}
+	return names, nil
+}
+
+// read checks the kernel directory name and reads its manifest and
+// files: anything amiss is an error naming what to remove.
+func (c cache) read(name string) (Kernel, manifest, error) {
+	dir := filepath.Join(c.dir, name)
+	b, err := c.readFile(filepath.Join(dir, "manifest.json"), maxManifest)
+	if err != nil {
+		return Kernel{}, manifest{}, err
+	}
+	var m manifest
+	if err := strictjson.Decode(b, &m); err != nil {
+		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", dir, err)
+	}
+	built, err := m.check(name)
+	if err != nil {
+		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", dir, err)
+	}
+	k := Kernel{Vmlinux: filepath.Join(dir, "vmlinux"), Config: filepath.Join(dir, "config"), Key: m.Key, Source: m.Source, Built: built}
+	if m.Inputs != "" {
+		for _, p := range []string{k.Vmlinux, k.Config} {
+			if err := c.checkFile(p); err != nil {
+				return Kernel{}, manifest{}, err
+			}
+		}
+	}
+	return k, m, nil
+}
+
+// check validates m's fields and that they name the directory name.
+func (m manifest) check(name string) (time.Time, error) {
+	switch {
+	case !hexKey.MatchString(m.Key):
+		return time.Time{}, fmt.Errorf("key %q is not a sha256", m.Key)
+	case !hexKey.MatchString(m.Inputs):
+		return time.Time{}, fmt.Errorf("inputs %q is not a sha256", m.Inputs)
+	case !sourceVers.MatchString(m.Source):
+		return time.Time{}, fmt.Errorf("source %q is not a package version", m.Source)
+	case Key(m.Inputs, m.Source) != m.Key:
+		return time.Time{}, fmt.Errorf("key %s is not the hash of its inputs and source", m.Key)
+	case name != "kernel-"+m.Key:
+		return time.Time{}, fmt.Errorf("key %s does not name the directory", m.Key)
+	}
+	built, err := time.Parse(time.RFC3339, m.Built)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("built %q is not an RFC 3339 time", m.Built)
+	}
+	return built, nil
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package vmkernel
+
+import "errors"
+
+// cache is the kernel cache; off Linux there is none.
+type cache struct {
+	dir string
+	uid int
+}
+
+func (cache) find(string) (Kernel, error) { return Kernel{}, errors.ErrUnsupported }
