@@ -11,6 +11,8 @@
 # a build with the same key prints the installed path and does nothing.
 # `build.sh --inputs` prints the inputs' hash only (Go's tests compare it).
 set -euo pipefail
+# The kernel is read by QEMU running as its own user.
+umask 022
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${WARDEN_MICROVM_CACHE:-/var/cache/warden/microvm}
@@ -52,7 +54,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "build.sh: building the microVM kernel from linux-source $source in $tmp" >&2
-tar -xJf "$tarball" -C "$tmp"
+tar -xJf "$tarball" -C "$tmp" --no-same-owner
 src=$tmp/linux-source-6.1
 cd "$src"
 export KBUILD_BUILD_USER=warden KBUILD_BUILD_HOST=warden KBUILD_BUILD_VERSION=1
@@ -83,7 +85,8 @@ make -s -j"$(nproc)" vmlinux
 # The symbol table is of no use to QEMU (it loads the segments); strip
 # keeps the notes, among them the PVH entry point QEMU boots through.
 strip --strip-all -o "$tmp/vmlinux" vmlinux
-readelf -n "$tmp/vmlinux" | grep -A1 -E '^ +Xen' | grep -q '0x00000012' ||
+notes=$(readelf -n "$tmp/vmlinux")
+grep -qE '^ +Xen .*\(0x00000012\)$' <<<"$notes" ||
 	die "vmlinux has no PVH entry note (Xen note 0x12): QEMU cannot boot it"
 
 out=$tmp/out
