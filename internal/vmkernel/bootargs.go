@@ -1,0 +1,32 @@
+package vmkernel
+
+import "strconv"
+
+// HZ is the kernel's tick rate (CONFIG_HZ_100 in config.fragment): the
+// loops-per-jiffy BootArgs passes depend on it.
+const HZ = 100
+
+// BootArgs are the kernel command-line arguments this kernel needs on
+// QEMU's microvm machine, beside the launcher's own (console, init):
+//
+//   - reboot=t: a reboot (which ends the VM, QEMU running with
+//     -no-reboot; a panic reboots at once, PANIC_TIMEOUT=-1) is a triple
+//     fault at once. The default first polls the keyboard controller
+//     microvm does not have, which took about 10 s under TCG.
+//   - with tscKHz > 0, the host's TSC frequency in kHz (under TCG the
+//     guest's TSC is the host's): tsc_early_khz= skips the early TSC
+//     calibration, which hung about one boot in four under TCG; lpj=
+//     skips each secondary vCPU's delay-loop calibration (0.4 s under
+//     TCG); tsc=reliable keeps the TSC as the clock, which TCG's CPU
+//     model (no invariant-TSC flag) would otherwise have marked unstable
+//     with more than one vCPU, leaving the kernel on jiffies.
+func BootArgs(tscKHz int) []string {
+	args := []string{"reboot=t"}
+	if tscKHz > 0 {
+		args = append(args,
+			"tsc_early_khz="+strconv.Itoa(tscKHz),
+			"lpj="+strconv.Itoa(tscKHz*1000/HZ),
+			"tsc=reliable")
+	}
+	return args
+}
