@@ -11,3 +11,6 @@ type cache struct {
 }
 
 func (cache) find(string) (Kernel, error) { return Kernel{}, errors.ErrUnsupported }
+
+// HostTSCKHz is unsupported off Linux.
+func HostTSCKHz() (int, error) { return 0, errors.ErrUnsupported }
