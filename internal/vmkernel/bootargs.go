@@ -19,7 +19,9 @@ const HZ = 100
 //     skips each secondary vCPU's delay-loop calibration (0.4 s under
 //     TCG); tsc=reliable keeps the TSC as the clock, which TCG's CPU
 //     model (no invariant-TSC flag) would otherwise have marked unstable
-//     with more than one vCPU, leaving the kernel on jiffies.
+//     with more than one vCPU, leaving the kernel on jiffies (every
+//     two-vCPU boot hung so). Even with these, two vCPUs under TCG hung
+//     about one boot in five: boot one vCPU there.
 func BootArgs(tscKHz int) []string {
 	args := []string{"reboot=t"}
 	if tscKHz > 0 {
