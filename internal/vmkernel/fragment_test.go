@@ -32,7 +32,11 @@ func TestFragmentLines(t *testing.T) {
 		}
 		seen[name] = i + 1
 	}
-	for _, want := range []string{"CONFIG_PVH", "CONFIG_VIRTIO_CONSOLE", "CONFIG_SECCOMP_FILTER", "CONFIG_MODULES", "CONFIG_BPF_SYSCALL", "CONFIG_IO_URING"} {
+	for _, want := range []string{
+		"CONFIG_PVH", "CONFIG_VIRTIO_CONSOLE", "CONFIG_SECCOMP_FILTER", "CONFIG_MODULES", "CONFIG_BPF_SYSCALL", "CONFIG_IO_URING",
+		"CONFIG_RANDOMIZE_KSTACK_OFFSET_DEFAULT", "CONFIG_CPU_MITIGATIONS", "CONFIG_X86_UMIP", "CONFIG_SECURITY_DMESG_RESTRICT",
+		"CONFIG_SECURITY_PERF_EVENTS_RESTRICT", "CONFIG_SLAB_MERGE_DEFAULT", "CONFIG_NET_9P_FD",
+	} {
 		if seen[want] == 0 {
 			t.Errorf("config.fragment: got no %s, want it decided", want)
 		}
