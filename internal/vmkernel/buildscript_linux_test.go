@@ -68,9 +68,12 @@ func TestBuildScriptChecksCache(t *testing.T) {
 			if got := err == nil; got != tt.ok {
 				t.Errorf("build.sh --check-cache: got ok=%v (%v: %s), want ok=%v", got, err, out, tt.ok)
 			}
-			_, err = cache{dir: dir, uid: 0}.list()
+			f, err := cache{dir: dir, uid: 0}.open()
+			if err == nil {
+				closeLogged(f)
+			}
 			if got := err == nil; got != tt.ok {
-				t.Errorf("Find's list: got ok=%v (%v), want ok=%v", got, err, tt.ok)
+				t.Errorf("Find's open: got ok=%v (%v), want ok=%v", got, err, tt.ok)
 			}
 		})
 	}

@@ -45,19 +45,24 @@ type cache struct {
 
 // find returns the newest kernel in the cache built from inputs.
 func (c cache) find(inputs string) (Kernel, error) {
-	names, err := c.list()
+	f, err := c.open()
 	if errors.Is(err, os.ErrNotExist) {
 		return Kernel{}, errMissing()
 	}
 	if err != nil {
 		return Kernel{}, err
 	}
+	defer f.Close()
+	names, err := c.list(f)
+	if err != nil {
+		return Kernel{}, err
+	}
 	var found Kernel
 	for _, name := range names {
 		if !strings.HasPrefix(name, "kernel-") {
-			continue // the build's lock and work directories
+			continue // the build's work and prune directories, an old lock
 		}
-		k, m, err := c.read(name)
+		k, m, err := c.read(f, name)
 		if err != nil {
 			return Kernel{}, err
 		}
@@ -71,9 +76,8 @@ func (c cache) find(inputs string) (Kernel, error) {
 	return found, nil
 }
 
-// list checks the cache directory and its ancestors and returns its
-// entries' names.
-func (c cache) list() ([]string, error) {
+// open checks the cache directory and its ancestors and opens it.
+func (c cache) open() (*os.File, error) {
 	if err := c.checkAncestors(); err != nil {
 		return nil, err
 	}
@@ -82,10 +86,15 @@ func (c cache) list() ([]string, error) {
 		return nil, fmt.Errorf("opening the microVM kernel cache %q: %w", c.dir, err)
 	}
 	f := os.NewFile(uintptr(fd), c.dir)
-	defer f.Close()
 	if _, err := c.checkOwned(f, unix.S_IFDIR); err != nil {
+		closeLogged(f)
 		return nil, err
 	}
+	return f, nil
+}
+
+// list returns the names in the cache directory f, at most maxEntries.
+func (c cache) list(f *os.File) ([]string, error) {
 	names, err := f.Readdirnames(maxEntries + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("listing the microVM kernel cache %q: %w", c.dir, err)
@@ -96,31 +105,58 @@ func (c cache) list() ([]string, error) {
 	return names, nil
 }
 
-// read checks the kernel directory name and reads its manifest and
-// files: anything amiss is an error naming what to remove.
-func (c cache) read(name string) (Kernel, manifest, error) {
-	dir := filepath.Join(c.dir, name)
-	b, err := c.readFile(filepath.Join(dir, "manifest.json"), maxManifest)
+// read checks the kernel directory name in the cache directory f and
+// reads its manifest and checks its files: anything amiss is an error
+// naming what to remove.
+func (c cache) read(f *os.File, name string) (Kernel, manifest, error) {
+	d, _, err := c.openAt(f, name, unix.O_DIRECTORY, unix.S_IFDIR)
+	if err != nil {
+		return Kernel{}, manifest{}, err
+	}
+	defer closeLogged(d)
+	b, err := c.readFile(d, "manifest.json", maxManifest)
 	if err != nil {
 		return Kernel{}, manifest{}, err
 	}
 	var m manifest
 	if err := strictjson.Decode(b, &m); err != nil {
-		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", dir, err)
+		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", d.Name(), err)
 	}
 	built, err := m.check(name)
 	if err != nil {
-		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", dir, err)
+		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", d.Name(), err)
 	}
-	k := Kernel{Vmlinux: filepath.Join(dir, "vmlinux"), Config: filepath.Join(dir, "config"), Key: m.Key, Source: m.Source, Built: built}
-	if m.Inputs != "" {
-		for _, p := range []string{k.Vmlinux, k.Config} {
-			if err := c.checkFile(p); err != nil {
-				return Kernel{}, manifest{}, err
-			}
+	for _, file := range []string{"vmlinux", "config"} {
+		kf, err := c.openFile(d, file)
+		if err != nil {
+			return Kernel{}, manifest{}, err
 		}
+		closeLogged(kf)
+	}
+	k := Kernel{
+		Vmlinux: filepath.Join(d.Name(), "vmlinux"), Config: filepath.Join(d.Name(), "config"),
+		Key: m.Key, Source: m.Source, Built: built, cache: c, name: name,
 	}
 	return k, m, nil
+}
+
+// open opens the checked vmlinux of k, checking the cache, its ancestors
+// and k's directory again on the way: see Kernel.Open.
+func (k Kernel) open() (*os.File, error) {
+	if k.name == "" {
+		return nil, errors.New("opening the microVM kernel: not a kernel Find returned")
+	}
+	f, err := k.cache.open()
+	if err != nil {
+		return nil, err
+	}
+	defer closeLogged(f)
+	d, _, err := k.cache.openAt(f, k.name, unix.O_DIRECTORY, unix.S_IFDIR)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLogged(d)
+	return k.cache.openFile(d, "vmlinux")
 }
 
 // check validates m's fields and that they name the directory name.

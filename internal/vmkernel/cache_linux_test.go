@@ -2,6 +2,7 @@ package vmkernel
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,18 @@ func TestFind(t *testing.T) {
 		}, "is not a package version"},
 		{"bad inputs", func(t *testing.T, dir string) { kernelDir(t, dir, in, func(m *manifest) { m.Inputs = "ABC" }) }, "is not a sha256"},
 		{"bad time", func(t *testing.T, dir string) { kernelDir(t, dir, in, func(m *manifest) { m.Built = "today" }) }, "not an RFC 3339 time"},
+		{"kernel directory writable by others", func(t *testing.T, dir string) {
+			name := kernelDir(t, dir, in, nil)
+			chmod(t, filepath.Join(dir, name), 0o777)
+		}, "not a directory of uid"},
+		{"kernel directory a link", func(t *testing.T, dir string) {
+			name := kernelDir(t, dir, in, nil)
+			real := filepath.Join(filepath.Dir(dir), "elsewhere")
+			if err := os.Rename(filepath.Join(dir, name), real); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, real, filepath.Join(dir, name))
+		}, "not a directory"},
 		{"vmlinux missing", func(t *testing.T, dir string) {
 			name := kernelDir(t, dir, in, nil)
 			remove(t, filepath.Join(dir, name, "vmlinux"))
@@ -103,7 +116,7 @@ func TestFind(t *testing.T) {
 			if err := os.Symlink("/bin/true", p); err != nil {
 				t.Fatal(err)
 			}
-		}, "not a file of uid"},
+		}, "too many levels of symbolic links"},
 		{"vmlinux empty", func(t *testing.T, dir string) {
 			name := kernelDir(t, dir, in, nil)
 			write(t, filepath.Join(dir, name, "vmlinux"), "", 0o644)
@@ -134,7 +147,11 @@ func TestFind(t *testing.T) {
 				t.Fatalf("find: got %v, want the kernel", err)
 			}
 			wantDir := filepath.Join(dir, "kernel-"+Key(in, testSource))
-			want := Kernel{Vmlinux: filepath.Join(wantDir, "vmlinux"), Config: filepath.Join(wantDir, "config"), Key: Key(in, testSource), Source: testSource, Built: time.Date(2026, 12, 2, 11, 40, 0, 0, time.UTC)}
+			want := Kernel{
+				Vmlinux: filepath.Join(wantDir, "vmlinux"), Config: filepath.Join(wantDir, "config"),
+				Key: Key(in, testSource), Source: testSource, Built: time.Date(2026, 12, 2, 11, 40, 0, 0, time.UTC),
+				cache: cache{dir: dir, uid: os.Geteuid()}, name: filepath.Base(wantDir),
+			}
 			if k != want {
 				t.Fatalf("find: got %+v, want %+v", k, want)
 			}
@@ -157,6 +174,70 @@ func TestFindNewest(t *testing.T) {
 	k, err := cache{dir: dir, uid: os.Geteuid()}.find(in)
 	if err != nil || k.Source != "6.1.200-1" {
 		t.Fatalf("find: got %+v, %v, want the kernel of source 6.1.200-1", k, err)
+	}
+}
+
+// TestKernelOpen: Open gives the vmlinux Find checked, and checks again:
+// a kernel directory swapped for a link or made writable by others after
+// Find, or a Kernel Find did not return, is refused.
+func TestKernelOpen(t *testing.T) {
+	in := Inputs()
+	tests := []struct {
+		name   string
+		change func(t *testing.T, dir, name string)
+		want   string // "" opens the vmlinux
+	}{
+		{"unchanged", func(*testing.T, string, string) {}, ""},
+		{"directory swapped for a link", func(t *testing.T, dir, name string) {
+			real := filepath.Join(filepath.Dir(dir), "elsewhere")
+			if err := os.Rename(filepath.Join(dir, name), real); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, real, filepath.Join(dir, name))
+		}, "not a directory"},
+		{"directory writable by others", func(t *testing.T, dir, name string) {
+			chmod(t, filepath.Join(dir, name), 0o777)
+		}, "not a directory of uid"},
+		{"vmlinux swapped for a link", func(t *testing.T, dir, name string) {
+			p := filepath.Join(dir, name, "vmlinux")
+			remove(t, p)
+			symlink(t, "/bin/true", p)
+		}, "too many levels of symbolic links"},
+		{"pruned", func(t *testing.T, dir, name string) {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}, "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "microvm")
+			mkdir(t, dir, 0o755)
+			name := kernelDir(t, dir, in, nil)
+			k, err := cache{dir: dir, uid: os.Geteuid()}.find(in)
+			if err != nil {
+				t.Fatalf("find: %v", err)
+			}
+			tt.change(t, dir, name)
+			f, err := k.Open()
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("Open: got %v, want an error with %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open: got %v, want the vmlinux", err)
+			}
+			defer f.Close()
+			b, err := io.ReadAll(f)
+			if err != nil || string(b) != "\x7fELF" {
+				t.Fatalf("reading the opened vmlinux: got %q, %v, want the kernel's bytes", b, err)
+			}
+		})
+	}
+	if _, err := (Kernel{Vmlinux: "/bin/true"}).Open(); err == nil {
+		t.Fatal("Open of a Kernel Find did not return: got nil, want an error")
 	}
 }
 

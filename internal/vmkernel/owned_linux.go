@@ -3,53 +3,69 @@ package vmkernel
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// readFile reads p, a regular file of the cache's owner of at most max
-// bytes, without following a link.
-func (c cache) readFile(p string, max int64) ([]byte, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+// openAt opens name in the directory dir, without following a link,
+// and checks it is a kind (unix.S_IFDIR or S_IFREG) of the cache's owner
+// writable by it alone; it returns the file and its size.
+func (c cache) openAt(dir *os.File, name string, flags int, kind uint32) (*os.File, int64, error) {
+	p := filepath.Join(dir.Name(), name)
+	fd, err := unix.Openat(int(dir.Fd()), name, flags|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("opening %q: %w: remove its directory and run `make microvm-kernel`", p, err)
+		return nil, 0, fmt.Errorf("opening %q: %w: remove it and run `make microvm-kernel`", p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
-	defer f.Close()
-	size, err := c.checkOwned(f, unix.S_IFREG)
+	size, err := c.checkOwned(f, kind)
+	if err != nil {
+		closeLogged(f)
+		return nil, 0, err
+	}
+	return f, size, nil
+}
+
+// readFile reads name in the kernel directory dir, a regular file of the
+// cache's owner of at most max bytes.
+func (c cache) readFile(dir *os.File, name string, max int64) ([]byte, error) {
+	f, size, err := c.openAt(dir, name, 0, unix.S_IFREG)
 	if err != nil {
 		return nil, err
 	}
+	defer closeLogged(f)
 	if size > max {
-		return nil, fmt.Errorf("%q has %d bytes, more than %d: remove its directory and run `make microvm-kernel`", p, size, max)
+		return nil, fmt.Errorf("%q has %d bytes, more than %d: remove its directory and run `make microvm-kernel`", f.Name(), size, max)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("reading %q: %w", p, err)
+		return nil, fmt.Errorf("reading %q: %w", f.Name(), err)
 	}
 	return b, nil
 }
 
-// checkFile checks that p is a non-empty regular file of the cache's
-// owner, writable by it alone, of at most maxVmlinux bytes.
-func (c cache) checkFile(p string) error {
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// openFile opens name in the kernel directory dir: a non-empty regular
+// file of the cache's owner, writable by it alone, of at most maxVmlinux
+// bytes.
+func (c cache) openFile(dir *os.File, name string) (*os.File, error) {
+	f, size, err := c.openAt(dir, name, 0, unix.S_IFREG)
 	if err != nil {
-		return fmt.Errorf("opening %q: %w: remove its directory and run `make microvm-kernel`", p, err)
-	}
-	f := os.NewFile(uintptr(fd), p)
-	defer f.Close()
-	size, err := c.checkOwned(f, unix.S_IFREG)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	if size == 0 || size > maxVmlinux {
-		return fmt.Errorf("%q has %d bytes, not 1 to %d: remove its directory and run `make microvm-kernel`", p, size, maxVmlinux)
+		closeLogged(f)
+		return nil, fmt.Errorf("%q has %d bytes, not 1 to %d: remove its directory and run `make microvm-kernel`", f.Name(), size, maxVmlinux)
 	}
-	return nil
+	return f, nil
+}
+
+// closeLogged closes f, which was only read: a failure is logged.
+func closeLogged(f *os.File) {
+	if err := f.Close(); err != nil {
+		slog.Warn("vmkernel: closing "+f.Name(), "err", err)
+	}
 }
 
 // checkOwned refuses f unless it is of kind (unix.S_IFDIR or S_IFREG),
@@ -83,14 +99,13 @@ func (c cache) checkAncestors() error {
 		return fmt.Errorf("microVM kernel cache %q: %w", c.dir, err)
 	}
 	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return fmt.Errorf("checking the microVM kernel cache's ancestor: %w", err)
+		var st unix.Stat_t
+		if err := unix.Lstat(d, &st); err != nil {
+			return fmt.Errorf("checking the microVM kernel cache's ancestor %q: %w", d, err)
 		}
-		st := fi.Sys().(*syscall.Stat_t)
 		open := st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0
 		owner := int(st.Uid) == c.uid || st.Uid == 0
-		if !fi.IsDir() || !owner || open {
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || !owner || open {
 			return fmt.Errorf("microVM kernel cache %q lies below %q, which is not root's directory writable by it alone (mode %o, owner %d): fix %q", c.dir, d, st.Mode, st.Uid, d)
 		}
 		if d == "/" {

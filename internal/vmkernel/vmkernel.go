@@ -13,6 +13,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -47,6 +48,21 @@ type Kernel struct {
 	Source string
 	// Built is when the build finished.
 	Built time.Time
+
+	// cache and name are where Find found it, for Open.
+	cache cache
+	name  string
+}
+
+// Open opens the kernel's vmlinux for QEMU, checking again on the way
+// that the cache, every directory above it, the kernel's directory and
+// the file are root's and writable by no one else, and opening each
+// relative to the one checked before it without following a link. The
+// launcher passes this descriptor (-kernel /dev/fd/N), never the path,
+// so the file QEMU boots is the file checked, whatever is renamed in
+// the meantime. The caller closes it.
+func (k Kernel) Open() (*os.File, error) {
+	return k.open()
 }
 
 // Inputs is the hash of this binary's build inputs, as build.sh computes

@@ -2,7 +2,10 @@
 
 package vmkernel
 
-import "errors"
+import (
+	"errors"
+	"os"
+)
 
 // cache is the kernel cache; off Linux there is none.
 type cache struct {
@@ -11,6 +14,8 @@ type cache struct {
 }
 
 func (cache) find(string) (Kernel, error) { return Kernel{}, errors.ErrUnsupported }
+
+func (Kernel) open() (*os.File, error) { return nil, errors.ErrUnsupported }
 
 // HostTSCKHz is unsupported off Linux.
 func HostTSCKHz() (int, error) { return 0, errors.ErrUnsupported }
