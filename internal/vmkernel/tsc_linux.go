@@ -15,10 +15,13 @@ const maxCPUInfo = 64 << 10
 
 // HostTSCKHz is the host's TSC frequency in kHz, for BootArgs: /proc/
 // cpuinfo's "cpu MHz" of the first CPU, trusted only where its flags say
-// the TSC runs at a constant rate (constant_tsc) that the kernel knew
-// rather than measured (tsc_known_freq), as on a VM host, where "cpu MHz"
-// is the TSC's rate; elsewhere it is an error and the launcher boots
-// without the timing arguments.
+// the host is itself a VM (hypervisor) whose TSC runs at a constant rate
+// (constant_tsc) that the kernel was told rather than measured
+// (tsc_known_freq), and that it cannot read the CPU's actual clock
+// (no aperfmperf): only there is "cpu MHz" the TSC's rate. On bare metal
+// (aperfmperf) it is the core's current clock, which frequency scaling
+// moves. Elsewhere it is an error: without the timing arguments about
+// one TCG boot in four hung, so the launcher should not boot under TCG.
 func HostTSCKHz() (int, error) {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
@@ -47,8 +50,11 @@ func parseTSCKHz(cpuinfo []byte) (int, error) {
 			flags = strings.Fields(val)
 		}
 	}
-	if !hasAll(flags, "constant_tsc", "tsc_known_freq") {
-		return 0, fmt.Errorf("the host's TSC frequency is unknown: its CPU flags lack constant_tsc or tsc_known_freq")
+	if !hasAll(flags, "hypervisor", "constant_tsc", "tsc_known_freq") {
+		return 0, fmt.Errorf("the host's TSC frequency is unknown: its CPU flags lack hypervisor, constant_tsc or tsc_known_freq")
+	}
+	if hasAll(flags, "aperfmperf") {
+		return 0, fmt.Errorf("the host's TSC frequency is unknown: its CPU has aperfmperf, so cpu MHz is the current clock, not the TSC's")
 	}
 	f, err := strconv.ParseFloat(mhz, 64)
 	if err != nil || f < 100 || f > 100000 {
