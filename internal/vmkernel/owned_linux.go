@@ -3,7 +3,6 @@ package vmkernel
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -59,13 +58,6 @@ func (c cache) openFile(dir *os.File, name string) (*os.File, error) {
 		return nil, fmt.Errorf("%q has %d bytes, not 1 to %d: remove its directory and run `make microvm-kernel`", f.Name(), size, maxVmlinux)
 	}
 	return f, nil
-}
-
-// closeLogged closes f, which was only read: a failure is logged.
-func closeLogged(f *os.File) {
-	if err := f.Close(); err != nil {
-		slog.Warn("vmkernel: closing "+f.Name(), "err", err)
-	}
 }
 
 // checkOwned refuses f unless it is of kind (unix.S_IFDIR or S_IFREG),
