@@ -4,7 +4,9 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-DEPS    := gcc libc6-dev python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap
+# CC_DEPS compile C: the tests' helpers and the microVM kernel's build.
+CC_DEPS := gcc libc6-dev
+DEPS    := $(CC_DEPS) python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap qemu-system-x86
 
 .PHONY: build run test test-images microvm-kernel microvm-kernel-deps lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate
 
@@ -80,7 +82,7 @@ test-images: deps
 # inputs: a clean build took 10.3 min (10 CPU-min) on a 2-core host
 # loaded by other builds; a build of the same inputs is a no-op (0.07 s).
 # Not part of make build; make test needs it for the microVM tests.
-MICROVM_KERNEL_DEPS := linux-source-6.1 gcc make bc bison flex libelf-dev cpio
+MICROVM_KERNEL_DEPS := $(CC_DEPS) linux-source-6.1 make bc bison flex libelf-dev
 microvm-kernel-deps:
 	@missing=$$(for p in $(MICROVM_KERNEL_DEPS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
