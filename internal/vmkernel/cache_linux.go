@@ -120,11 +120,11 @@ func (c cache) read(f *os.File, name string) (Kernel, manifest, error) {
 	}
 	var m manifest
 	if err := strictjson.Decode(b, &m); err != nil {
-		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", d.Name(), err)
+		return Kernel{}, manifest{}, badManifest(d, err)
 	}
 	built, err := m.check(name)
 	if err != nil {
-		return Kernel{}, manifest{}, fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", d.Name(), err)
+		return Kernel{}, manifest{}, badManifest(d, err)
 	}
 	for _, file := range []string{"vmlinux", "config"} {
 		kf, err := c.openFile(d, file)
@@ -157,6 +157,11 @@ func (k Kernel) open() (*os.File, error) {
 	}
 	defer closeLogged(d)
 	return k.cache.openFile(d, "vmlinux")
+}
+
+// badManifest is the error for the kernel directory d's bad manifest.
+func badManifest(d *os.File, err error) error {
+	return fmt.Errorf("microVM kernel manifest in %q: %w: remove the directory and run `make microvm-kernel`", d.Name(), err)
 }
 
 // check validates m's fields and that they name the directory name.

@@ -69,7 +69,9 @@ func (c cache) checkOwned(f *os.File, kind uint32) (int64, error) {
 		return 0, fmt.Errorf("stat %q: %w", f.Name(), err)
 	}
 	if st.Mode&unix.S_IFMT != kind || int(st.Uid) != c.uid || st.Mode&0o022 != 0 {
-		return 0, fmt.Errorf("microVM kernel cache entry %q is not a %s of uid %d writable by it alone (mode %o, owner %d): remove it and run `make microvm-kernel`", f.Name(), kindName(kind), c.uid, st.Mode, st.Uid)
+		return 0, fmt.Errorf("microVM kernel cache entry %q is not a %s of uid %d writable by it alone "+
+			"(mode %o, owner %d): remove it and run `make microvm-kernel`",
+			f.Name(), kindName(kind), c.uid, st.Mode, st.Uid)
 	}
 	return st.Size, nil
 }
@@ -98,7 +100,8 @@ func (c cache) checkAncestors() error {
 		open := st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0
 		owner := int(st.Uid) == c.uid || st.Uid == 0
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR || !owner || open {
-			return fmt.Errorf("microVM kernel cache %q lies below %q, which is not root's directory writable by it alone (mode %o, owner %d): fix %q", c.dir, d, st.Mode, st.Uid, d)
+			return fmt.Errorf("microVM kernel cache %q lies below %q, which is not root's directory "+
+				"writable by it alone (mode %o, owner %d): fix %q", c.dir, d, st.Mode, st.Uid, d)
 		}
 		if d == "/" {
 			return nil
