@@ -79,8 +79,8 @@ test-images: deps
 # microvm-kernel builds the microVM backend's guest kernel from Debian's
 # linux-source-6.1 (internal/vmkernel/build.sh: tinyconfig plus
 # config.fragment) into /var/cache/warden/microvm, once per set of build
-# inputs: a clean build took 10.3 min (10 CPU-min) on a 2-core host
-# loaded by other builds; a build of the same inputs is a no-op (0.07 s).
+# inputs: a clean build took 10.3 to 16.3 min (10.7 CPU-min) on a 2-core
+# host loaded by other builds; a build of the same inputs is a no-op.
 # Not part of make build; make test needs it for the microVM tests.
 MICROVM_KERNEL_DEPS := $(CC_DEPS) linux-source-6.1 make bc bison flex libelf-dev
 microvm-kernel-deps:
