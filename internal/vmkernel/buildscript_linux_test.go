@@ -1,11 +1,13 @@
 package vmkernel
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -129,5 +131,41 @@ func chown(t *testing.T, p string, uid int) {
 	t.Helper()
 	if err := os.Chown(p, uid, -1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBuildScriptPrune: build.sh's prune (run alone, out of the script)
+// keeps the newest three kernels and this build's, and leaves no renamed
+// leftovers.
+func TestBuildScriptPrune(t *testing.T) {
+	tests := []struct{ dest, want string }{
+		{"kernel-5", "kernel-3 kernel-4 kernel-5"},
+		{"kernel-1", "kernel-1 kernel-3 kernel-4 kernel-5"},
+	}
+	for _, tt := range tests {
+		dir := baseDir(t)
+		for i := 1; i <= 5; i++ {
+			p := filepath.Join(dir, fmt.Sprintf("kernel-%d", i))
+			mkdir(t, p, 0o755)
+			at := time.Date(2026, 12, 1, i, 0, 0, 0, time.UTC)
+			if err := os.Chtimes(p, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		script := `eval "$(sed -n '/^prune() {$/,/^}$/p' build.sh)"; cache=$1 dest=$1/$2 keep=3; prune`
+		if out, err := exec.Command("bash", "-euo", "pipefail", "-c", script, "bash", dir, tt.dest).CombinedOutput(); err != nil {
+			t.Fatalf("prune: %v: %s", err, out)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range entries {
+			got = append(got, e.Name())
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("prune with dest %s: got %q, want %s", tt.dest, got, tt.want)
+		}
 	}
 }
