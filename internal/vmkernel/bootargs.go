@@ -1,0 +1,46 @@
+package vmkernel
+
+import "strconv"
+
+// HZ is the kernel's tick rate (CONFIG_HZ_100 in config.fragment): the
+// loops-per-jiffy BootArgs passes depend on it.
+const HZ = 100
+
+// MaxCPUs is the most vCPUs the kernel brings up (CONFIG_NR_CPUS in
+// config.fragment): the launcher refuses a VM of more.
+const MaxCPUs = 8
+
+// BootArgs are the kernel command-line arguments this kernel needs on
+// QEMU's microvm machine, beside the launcher's own (console, init); the
+// launcher owns the command line and adds these:
+//
+//   - reboot=t: a reboot (which ends the VM, QEMU running with
+//     -no-reboot; a panic reboots at once, PANIC_TIMEOUT=-1) is a triple
+//     fault at once. The default first polls the keyboard controller
+//     microvm does not have, which took about 10 s under TCG.
+//   - with tscKHz > 0, the host's TSC frequency in kHz (under TCG the
+//     guest's TSC is the host's): tsc_early_khz= skips the early TSC
+//     calibration, which hung about one boot in four under TCG; lpj=
+//     skips each secondary vCPU's delay-loop calibration (0.4 s under
+//     TCG); tsc=reliable keeps the TSC as the clock, which TCG's CPU
+//     model (no invariant-TSC flag) would otherwise have marked unstable
+//     with more than one vCPU, leaving the kernel on jiffies (every
+//     two-vCPU boot hung so). Even with these, two vCPUs under TCG hung
+//     about one boot in five: boot one vCPU there.
+//   - with tcg (QEMU's software emulation, no KVM), mitigations=off: the
+//     emulated CPU does not speculate, so the CPU mitigations the kernel
+//     is built with (config.fragment) would only cost time. Under KVM
+//     the guest runs on the host's CPU and keeps them.
+func BootArgs(tscKHz int, tcg bool) []string {
+	args := []string{"reboot=t"}
+	if tcg {
+		args = append(args, "mitigations=off")
+	}
+	if tscKHz > 0 {
+		args = append(args,
+			"tsc_early_khz="+strconv.Itoa(tscKHz),
+			"lpj="+strconv.Itoa(tscKHz*1000/HZ),
+			"tsc=reliable")
+	}
+	return args
+}
