@@ -1,0 +1,135 @@
+package vmguest
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// portWait bounds the search for the agent port: the virtio-serial driver
+// names ports when QEMU's control message arrives, which may be just after
+// /init starts.
+const portWait = 5 * time.Second
+
+// IsGuest reports whether this process looks like a microVM's init: PID 1
+// run as "/init", which is how the kernel starts an initramfs's init. A
+// container's init never has that argv[0]; Main confirms with CmdlineKey
+// before it acts, so the test costs nothing on warden-init's other paths.
+func IsGuest(argv []string) bool {
+	return len(argv) > 0 && argv[0] == "/init" && os.Getpid() == 1
+}
+
+// Main is the guest's PID 1: it mounts /proc, /sys and /dev, sends the
+// hello on the agent port, waits for the host to close the port and powers
+// the VM off. It never returns; on any failure it says why on the console
+// (which the host reads as hostile text) and powers off, since PID 1
+// exiting would only panic the kernel.
+func Main() {
+	start := bootTime()
+	if err := run(start); err != nil {
+		fmt.Fprintln(os.Stderr, "warden-init:", err)
+	}
+	unix.Sync()
+	err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	fmt.Fprintln(os.Stderr, "warden-init: power off:", err)
+	os.Exit(1)
+}
+
+func run(start time.Duration) error {
+	if err := mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		return err
+	}
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return fmt.Errorf("reading /proc/cmdline: %w", err)
+	}
+	if !hasField(string(cmdline), CmdlineKey) {
+		return fmt.Errorf("kernel command line lacks %s: not a Warden microVM, refusing to act as its init", CmdlineKey)
+	}
+	if err := mount("sysfs", "/sys", "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		return err
+	}
+	if err := mount("devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
+		return err
+	}
+	port, err := openPort(PortName, time.Now().Add(portWait))
+	if err != nil {
+		return err
+	}
+	defer port.Close()
+	if _, err := port.Write(Hello{Version: Version, BootTime: start}.Marshal()); err != nil {
+		return fmt.Errorf("writing the hello: %w", err)
+	}
+	if _, err := io.Copy(io.Discard, port); err != nil {
+		return fmt.Errorf("waiting for the host to close %s: %w", PortName, err)
+	}
+	return nil
+}
+
+func mount(src, dst, fstype string, flags uintptr) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("creating %q: %w", dst, err)
+	}
+	if err := unix.Mount(src, dst, fstype, flags, ""); err != nil {
+		return fmt.Errorf("mounting %s on %q: %w", fstype, dst, err)
+	}
+	return nil
+}
+
+// openPort finds the virtio-serial port called name and opens its device,
+// retrying until deadline while the driver names it and devtmpfs makes
+// the node.
+func openPort(name string, deadline time.Time) (*os.File, error) {
+	for {
+		f, err := tryPort(name)
+		if err == nil || time.Now().After(deadline) {
+			return f, err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func tryPort(name string) (*os.File, error) {
+	names, err := filepath.Glob("/sys/class/virtio-ports/vport*/name")
+	if err != nil {
+		return nil, fmt.Errorf("listing virtio ports: %w", err)
+	}
+	for _, p := range names {
+		b, err := os.ReadFile(p)
+		if err != nil || string(bytes.TrimSpace(b)) != name {
+			continue
+		}
+		dev := "/dev/" + filepath.Base(filepath.Dir(p))
+		f, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("opening the agent port %s: %w", dev, err)
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("no virtio-serial port named %q: start QEMU with -device virtserialport,name=%s", name, name)
+}
+
+// hasField reports whether the space-separated line holds field exactly.
+func hasField(line, field string) bool {
+	for _, f := range strings.Fields(line) {
+		if f == field {
+			return true
+		}
+	}
+	return false
+}
+
+// bootTime is CLOCK_BOOTTIME: time since the guest kernel started.
+func bootTime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}

@@ -1,0 +1,87 @@
+package vmguest
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHelloRoundTrip(t *testing.T) {
+	want := Hello{Version: Version, BootTime: 612 * time.Millisecond}
+	b := want.Marshal()
+	if len(b) != HelloSize {
+		t.Fatalf("frame is %d bytes, want %d", len(b), HelloSize)
+	}
+	got, err := ReadHello(bytes.NewReader(append(b, "next protocol"...)))
+	if err != nil || got != want {
+		t.Errorf("ReadHello = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestHostileHello feeds the host's parser what a hostile guest could
+// send: each is refused with a one-line error naming what is wrong.
+func TestHostileHello(t *testing.T) {
+	good := Hello{Version: Version, BootTime: time.Second}.Marshal()
+	withVersion := append([]byte(helloMagic), 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1)
+	negative := append([]byte(helloMagic), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	tests := []struct {
+		name  string
+		frame []byte
+		want  string
+	}{
+		{"empty", nil, "0 of 20 bytes"},
+		{"short", good[:11], "11 of 20 bytes"},
+		{"garbage", []byte("\x1b[2J\x1b]0;pwned\x07 not a hello at all"), `not "WRDNHELO"`},
+		{"wrong version", withVersion, "version 9"},
+		{"negative boot time", negative, "implausible boot time"},
+		{"huge boot time", append([]byte(helloMagic), 0, 0, 0, 1, 0x7f, 0, 0, 0, 0, 0, 0, 0), "implausible boot time"},
+	}
+	for _, tt := range tests {
+		_, err := ReadHello(bytes.NewReader(tt.frame))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: ReadHello = %v, want an error containing %q", tt.name, err, tt.want)
+			continue
+		}
+		if strings.ContainsAny(err.Error(), "\x1b\x07\n") {
+			t.Errorf("%s: error %q carries control characters from the guest", tt.name, err)
+		}
+	}
+}
+
+// TestOversizeHello shows a guest that sends more than a hello cannot make
+// the host read more: the rest stays unread for the next protocol.
+func TestOversizeHello(t *testing.T) {
+	r := bytes.NewReader(append(Hello{Version: Version}.Marshal(), make([]byte, 1<<20)...))
+	if _, err := ReadHello(r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 1<<20 {
+		t.Errorf("ReadHello consumed %d bytes beyond the frame", 1<<20-r.Len())
+	}
+}
+
+// TestSlowHello shows a guest that trickles a hello and stops is cut off
+// by the caller's read deadline with an error saying how far it got.
+func TestSlowHello(t *testing.T) {
+	host, guest := net.Pipe()
+	defer host.Close()
+	defer guest.Close()
+	go func() {
+		_, _ = guest.Write([]byte(helloMagic[:3]))
+	}()
+	if err := host.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadHello(host)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "3 of 20 bytes") {
+		t.Errorf("ReadHello of a stalled guest = %v, want a deadline error after 3 bytes", err)
+	}
+	if errors.Is(err, io.EOF) {
+		t.Error("a stall was reported as EOF")
+	}
+}
