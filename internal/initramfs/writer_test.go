@@ -2,6 +2,7 @@ package initramfs
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,7 +85,7 @@ func TestNameErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("File(%q) = %v, want an error containing %q", tt.name, err, tt.want)
 		}
-		if err2 := w.Close(); err2 != err {
+		if err2 := w.Close(); !errors.Is(err2, err) {
 			t.Errorf("Close after a failed add = %v, want the sticky %v", err2, err)
 		}
 	}

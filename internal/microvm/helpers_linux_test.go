@@ -1,0 +1,56 @@
+package microvm
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// testKernel is the guest kernel the boot tests use, the one place they
+// look for it: until the kernel's Go lookup (vmkernel.Find) is merged, the
+// path another step of the build wrote down.
+func testKernel(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile("/work/notes/kernel-ready")
+	if err != nil {
+		testhost.SkipOrFail(t, "no microVM guest kernel built (make microvm-kernel)")
+	}
+	p := strings.TrimSpace(string(b))
+	if _, err := os.Stat(p); err != nil {
+		testhost.SkipOrFail(t, "the microVM guest kernel is missing: "+err.Error())
+	}
+	return p
+}
+
+// needQEMU skips unless QEMU can be started as nobody here.
+func needQEMU(t testing.TB) {
+	t.Helper()
+	testhost.RequireRoot(t)
+	testhost.RequireTool(t, "qemu-system-x86_64")
+}
+
+// testInitramfs builds warden-init as make build does (static) and wraps
+// it in the guest initramfs.
+func testInitramfs(t testing.TB) []byte {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "warden-init")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building warden-init: %v: %s", err, out)
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	initrd, err := Initramfs(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return initrd
+}

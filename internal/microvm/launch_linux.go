@@ -1,0 +1,310 @@
+package microvm
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// launch holds what one QEMU start needs, opened by the host: QEMU gets
+// each as a descriptor and opens nothing of the host's by path.
+type launch struct {
+	cfg     Config
+	accel   AccelChoice
+	qemu    *os.File // O_PATH of the trusted binary, executed as /proc/self/fd/N
+	qemuFD  int      // a duplicate of qemu above the numbers the child's set-up uses
+	devNull *os.File
+	logR    *os.File // host end of the console pipe
+	logW    *os.File
+	kernel  *os.File
+	initrd  *os.File
+	guest   *os.File // QEMU's end of the agent socketpair
+	host    *os.File
+	started time.Time
+}
+
+// prepare opens everything; on failure it closes what it opened.
+func prepare(cfg Config) (l *launch, err error) {
+	l = &launch{cfg: cfg, qemuFD: -1}
+	defer func() {
+		if err != nil {
+			l.closeFiles()
+			l.closeHostEnds()
+		}
+	}()
+	if l.accel, err = pickAccel(cfg); err != nil {
+		return l, err
+	}
+	if err := l.openQEMU(); err != nil {
+		return l, err
+	}
+	if l.devNull, err = os.Open(os.DevNull); err != nil {
+		return l, fmt.Errorf("microvm: opening %s: %w", os.DevNull, err)
+	}
+	if l.logR, l.logW, err = os.Pipe(); err != nil {
+		return l, fmt.Errorf("microvm: making the console pipe: %w", err)
+	}
+	if l.kernel, err = openKernel(cfg.Kernel); err != nil {
+		return l, err
+	}
+	if l.initrd, err = openInitrd(cfg); err != nil {
+		return l, err
+	}
+	if l.host, l.guest, err = socketPair(); err != nil {
+		return l, err
+	}
+	return l, l.dupQEMU()
+}
+
+// pickAccel is cfg's accelerator, or the host's, and under TCG the TSC
+// frequency the guest is told.
+func pickAccel(cfg Config) (AccelChoice, error) {
+	if cfg.Accel != "" {
+		return AccelChoice{cfg.Accel, "asked for"}, nil
+	}
+	return HostAccel(), nil
+}
+
+// openQEMU opens the QEMU binary under nsinit's trust rule: only root or
+// this user can change what it runs, and the descriptor checked is the
+// file executed.
+func (l *launch) openQEMU() error {
+	p := l.cfg.QEMU
+	if p == "" {
+		var err error
+		if p, err = exec.LookPath("qemu-system-x86_64"); err != nil {
+			return fmt.Errorf("microvm: qemu-system-x86_64 not found: apt-get install qemu-system-x86")
+		}
+	}
+	f, err := nsinit.OpenTrusted(p)
+	if err != nil {
+		return fmt.Errorf("microvm: QEMU: %w", err)
+	}
+	l.qemu = f
+	return nil
+}
+
+// dupQEMU moves the binary's descriptor above every number the child's
+// set-up writes to (os/exec copies the files it passes to numbers above
+// the highest of them, then onto 0-5), so it is still the binary at exec.
+func (l *launch) dupQEMU() error {
+	reach := 0
+	for _, f := range []*os.File{l.devNull, l.logW, l.kernel, l.initrd, l.guest} {
+		reach = max(reach, int(f.Fd()))
+	}
+	fd, err := unix.FcntlInt(l.qemu.Fd(), unix.F_DUPFD_CLOEXEC, reach+8)
+	if err != nil {
+		return fmt.Errorf("microvm: duplicating QEMU's descriptor: %w", err)
+	}
+	l.qemuFD = fd
+	return nil
+}
+
+func openKernel(p string) (*os.File, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("microvm: guest kernel: %w (build one with `make microvm-kernel`)", err)
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		closeLogged(f, "guest kernel")
+		return nil, fmt.Errorf("microvm: guest kernel: %w", err)
+	case !st.Mode().IsRegular():
+		closeLogged(f, "guest kernel")
+		return nil, fmt.Errorf("microvm: guest kernel %s is not a regular file", p)
+	case st.Mode().Perm()&0o004 == 0:
+		closeLogged(f, "guest kernel")
+		return nil, fmt.Errorf("microvm: guest kernel %s is not world-readable, so QEMU (as nobody) cannot read it: chmod o+r it", p)
+	}
+	return f, nil
+}
+
+// openInitrd opens cfg's initrd, or puts its bytes in a sealed memfd:
+// QEMU reads it by reopening /dev/fd/N, which a memfd allows anyone, and
+// the seals keep its contents what the host wrote.
+func openInitrd(cfg Config) (*os.File, error) {
+	if cfg.InitrdPath != "" {
+		f, err := os.Open(cfg.InitrdPath)
+		if err != nil {
+			return nil, fmt.Errorf("microvm: initrd: %w", err)
+		}
+		return f, nil
+	}
+	fd, err := unix.MemfdCreate("warden-initrd", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("microvm: memfd for the initrd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "warden-initrd")
+	if _, err := f.Write(cfg.Initrd); err != nil {
+		closeLogged(f, "initrd memfd")
+		return nil, fmt.Errorf("microvm: writing the initrd: %w", err)
+	}
+	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
+		closeLogged(f, "initrd memfd")
+		return nil, fmt.Errorf("microvm: sealing the initrd: %w", err)
+	}
+	return f, nil
+}
+
+// socketPair makes the agent port's connection: QEMU takes its end as a
+// connected chardev socket (-chardev socket,fd=N).
+func socketPair() (host, guest *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("microvm: socketpair for the agent port: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "agent-host"), os.NewFile(uintptr(fds[1]), "agent-guest"), nil
+}
+
+// start execs QEMU confined and returns the VM before its hello. The
+// host ends (console pipe, agent socket) pass to the VM, or are closed.
+func (l *launch) start() (*VM, error) {
+	cmd, err := l.command()
+	if err != nil {
+		l.closeHostEnds()
+		return nil, err
+	}
+	l.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		l.closeHostEnds()
+		return nil, fmt.Errorf("microvm: starting QEMU: %w", err)
+	}
+	conn, err := fileConn(l.host)
+	if err != nil {
+		closeLogged(l.logR, "console pipe")
+		if kerr := cmd.Process.Kill(); kerr != nil {
+			warn("killing QEMU", kerr)
+		}
+		warn("reaping QEMU", cmd.Wait())
+		return nil, err
+	}
+	vm := &VM{cmd: cmd, conn: conn, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
+	go vm.reap()
+	return vm, nil
+}
+
+// command is QEMU's command: the trusted binary's descriptor executed
+// with a clean environment, in /, with only its descriptors.
+func (l *launch) command() (*exec.Cmd, error) {
+	tsc := 0
+	if l.accel.Accel == TCG {
+		var err error
+		if tsc, err = hostTSCkHz(l.cfg); err != nil {
+			return nil, err
+		}
+	}
+	attr, err := l.sysProcAttr()
+	if err != nil {
+		return nil, err
+	}
+	return &exec.Cmd{
+		Path:        "/proc/self/fd/" + strconv.Itoa(l.qemuFD),
+		Args:        append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel, tsc)...),
+		Env:         []string{},
+		Dir:         "/",
+		Stdin:       l.devNull,
+		Stdout:      l.logW,
+		Stderr:      l.logW,
+		ExtraFiles:  []*os.File{l.kernel, l.initrd, l.guest}, // kernelFD, initrdFD, agentFD
+		SysProcAttr: attr,
+	}, nil
+}
+
+// sysProcAttr confines QEMU: nobody with no supplementary groups (so no
+// capabilities: the switch from root clears them), its own process group
+// (killed whole), killed if warden dies, and its own network, IPC and UTS
+// namespaces, so even a QEMU taken over by its guest reaches no network
+// and no host IPC. Under KVM its one group is /dev/kvm's, to open it.
+func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
+	groups := []uint32{}
+	if l.accel.Accel == KVM {
+		var st unix.Stat_t
+		if err := unix.Stat("/dev/kvm", &st); err != nil {
+			return nil, fmt.Errorf("microvm: stat /dev/kvm: %w", err)
+		}
+		if st.Gid == 0 || st.Mode&0o060 != 0o060 {
+			return nil, fmt.Errorf("microvm: QEMU runs as nobody and needs /dev/kvm read-write by a non-root group (e.g. kvm, mode 0660); it is gid %d mode %o", st.Gid, st.Mode&0o777)
+		}
+		groups = []uint32{st.Gid}
+	}
+	return &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: groups},
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+	}, nil
+}
+
+// hostTSCkHz is cfg's TSC frequency or the host's.
+func hostTSCkHz(cfg Config) (int, error) {
+	if cfg.TSCkHz != 0 {
+		return cfg.TSCkHz, nil
+	}
+	info, err := readCPUInfo()
+	if err != nil {
+		return 0, fmt.Errorf("microvm: reading the host TSC frequency: %w", err)
+	}
+	khz, err := tscKHzFromCPUInfo(info)
+	if err != nil {
+		return 0, fmt.Errorf("microvm: %w", err)
+	}
+	return khz, nil
+}
+
+func fileConn(f *os.File) (*net.UnixConn, error) {
+	c, err := net.FileConn(f)
+	closeLogged(f, "agent socket")
+	if err != nil {
+		return nil, fmt.Errorf("microvm: agent socket: %w", err)
+	}
+	return c.(*net.UnixConn), nil
+}
+
+// closeFiles closes the host's copies of what QEMU inherited.
+func (l *launch) closeFiles() {
+	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest} {
+		if f != nil {
+			closeLogged(f, f.Name())
+		}
+	}
+	if l.qemuFD >= 0 {
+		if err := unix.Close(l.qemuFD); err != nil {
+			warn("closing QEMU's descriptor", err)
+		}
+		l.qemuFD = -1
+	}
+	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest = nil, nil, nil, nil, nil, nil
+}
+
+// closeHostEnds closes what the host keeps, when there is no VM to own it.
+func (l *launch) closeHostEnds() {
+	for _, f := range []*os.File{l.logR, l.host} {
+		if f != nil {
+			closeLogged(f, f.Name())
+		}
+	}
+	l.logR, l.host = nil, nil
+}
+
+func closeLogged(f *os.File, what string) {
+	if err := f.Close(); err != nil {
+		warn("closing "+what, err)
+	}
+}
+
+func warn(what string, err error) {
+	if err != nil {
+		slog.Warn("microvm: "+what, "err", err)
+	}
+}

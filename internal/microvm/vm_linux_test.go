@@ -1,0 +1,136 @@
+package microvm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestStartBadKernel shows a VM that cannot boot fails Start with one
+// line carrying QEMU's own complaint, and leaves no QEMU behind.
+func TestStartBadKernel(t *testing.T) {
+	needQEMU(t)
+	k := filepath.Join(t.TempDir(), "vmlinux")
+	if err := os.WriteFile(k, []byte("\x1b[2Jnot a kernel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Start(context.Background(), Config{Kernel: k, Initrd: []byte("junk")})
+	if err == nil {
+		vm.Kill()
+		t.Fatal("a VM with a junk kernel started")
+	}
+	msg := err.Error()
+	t.Logf("Start: %s", msg)
+	if !strings.Contains(msg, "no valid hello") || !strings.Contains(msg, "console:") || strings.ContainsAny(msg, "\n\x1b") {
+		t.Errorf("Start error = %q, want one line with the hello failure and the console", msg)
+	}
+}
+
+func TestStartRefusesPrivateKernel(t *testing.T) {
+	needQEMU(t)
+	k := filepath.Join(t.TempDir(), "vmlinux")
+	if err := os.WriteFile(k, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Config{Kernel: k, Initrd: []byte("x")})
+	if err == nil || !strings.Contains(err.Error(), "chmod o+r") {
+		t.Errorf("Start with a 0600 kernel = %v, want told to make it readable", err)
+	}
+}
+
+// TestBoot boots the real guest init, checks QEMU's confinement while it
+// runs, then closes the port and sees the guest power off.
+func TestBoot(t *testing.T) {
+	needQEMU(t)
+	kernel := testKernel(t)
+	initrd := testInitramfs(t)
+	vm, err := Start(context.Background(), Config{Kernel: kernel, Initrd: initrd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("boot to hello %v (kernel to /init %v), accel %+v", vm.Boot().ToHello, vm.Boot().KernelToInit, vm.Accel())
+	checkConfined(t, vm.Pid(), kernel)
+	if err := vm.Close(); err != nil {
+		t.Errorf("QEMU ended with %v after the port closed, want a clean power-off; console: %q", err, vm.Console())
+	}
+}
+
+// TestKill shows Kill ends QEMU's whole process group.
+func TestKill(t *testing.T) {
+	needQEMU(t)
+	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), Initrd: testInitramfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := vm.Pid()
+	vm.Kill()
+	var ee interface{ ExitCode() int }
+	if err := vm.Wait(); !errors.As(err, &ee) || ee.ExitCode() != -1 {
+		t.Errorf("Wait after Kill = %v, want killed by a signal", err)
+	}
+	if err := unix.Kill(-pid, 0); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("process group %d after Kill: %v, want ESRCH (none left)", pid, err)
+	}
+	vm.Kill() // after the exit: signals nothing
+}
+
+// checkConfined reads /proc/<pid> of a running QEMU: nobody, no
+// capabilities or groups, no environment, and only the descriptors the
+// launcher gave it besides those QEMU made itself.
+func checkConfined(t *testing.T, pid int, kernel string) {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid)
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Uid:\t65534\t65534\t65534\t65534", "Gid:\t65534\t65534\t65534\t65534", "Groups:\t\n",
+		"CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapAmb:\t0000000000000000",
+		"NoNewPrivs:\t1", "Seccomp:\t2",
+	} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("QEMU's status lacks %q:\n%s", want, status)
+		}
+	}
+	if env, err := os.ReadFile(dir + "/environ"); err != nil || len(env) != 0 {
+		t.Errorf("QEMU's environment = %q, %v; want empty", env, err)
+	}
+	checkFDs(t, dir, kernel)
+}
+
+// checkFDs: 0-5 are what the launcher passed; every other descriptor is
+// one QEMU made (anonymous inodes, its own pipes and sockets, its
+// firmware and /dev nodes), never a host file or directory it was given.
+func checkFDs(t *testing.T, dir, kernel string) {
+	t.Helper()
+	want := map[string]string{"0": "/dev/null", "1": "pipe:", "2": "pipe:", "3": kernel, "4": "/memfd:warden-initrd", "5": "socket:"}
+	ents, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, e := range ents {
+		link, err := os.Readlink(dir + "/fd/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, e.Name()+"="+link)
+		if w, ok := want[e.Name()]; ok {
+			if !strings.HasPrefix(link, w) {
+				t.Errorf("QEMU's fd %s is %s, want %s", e.Name(), link, w)
+			}
+			continue
+		}
+		if strings.HasPrefix(link, "/") && !strings.HasPrefix(link, "/dev/") && !strings.HasPrefix(link, "/usr/share/qemu/") {
+			t.Errorf("QEMU holds fd %s on %s, which the launcher did not give it", e.Name(), link)
+		}
+	}
+	t.Logf("QEMU's descriptors: %s", strings.Join(seen, " "))
+}
