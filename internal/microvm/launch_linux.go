@@ -94,14 +94,17 @@ func (l *launch) openQEMU() error {
 }
 
 // dupQEMU moves the binary's descriptor above every number the child's
-// set-up writes to (os/exec copies the files it passes to numbers above
-// the highest of them, then onto 0-5), so it is still the binary at exec.
+// set-up can write to before it executes: os/exec's child first moves the
+// files it passes out of the way (to numbers from their count up), then
+// onto 0-5. Above the highest passed descriptor plus twice their count,
+// it is still the binary at exec.
 func (l *launch) dupQEMU() error {
+	files := []*os.File{l.devNull, l.logW, l.kernel, l.initrd, l.guest}
 	reach := 0
-	for _, f := range []*os.File{l.devNull, l.logW, l.kernel, l.initrd, l.guest} {
+	for _, f := range files {
 		reach = max(reach, int(f.Fd()))
 	}
-	fd, err := unix.FcntlInt(l.qemu.Fd(), unix.F_DUPFD_CLOEXEC, reach+8)
+	fd, err := unix.FcntlInt(l.qemu.Fd(), unix.F_DUPFD_CLOEXEC, reach+2*(len(files)+1)+1)
 	if err != nil {
 		return fmt.Errorf("microvm: duplicating QEMU's descriptor: %w", err)
 	}

@@ -3,6 +3,7 @@ package microvm
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,9 +57,7 @@ func TestBoot(t *testing.T) {
 	}
 	t.Logf("boot to hello %v (kernel to /init %v), accel %+v", vm.Boot().ToHello, vm.Boot().KernelToInit, vm.Accel())
 	checkConfined(t, vm.Pid(), kernel)
-	if err := vm.Close(); err != nil {
-		t.Errorf("QEMU ended with %v after the port closed, want a clean power-off; console: %q", err, vm.Console())
-	}
+	closeVM(t, vm)
 }
 
 // TestKill shows Kill ends QEMU's whole process group.
@@ -133,4 +132,31 @@ func checkFDs(t *testing.T, dir, kernel string) {
 		}
 	}
 	t.Logf("QEMU's descriptors: %s", strings.Join(seen, " "))
+}
+
+// TestPortEcho: until the agent serves in the guest, its init echoes the
+// port, which proves bytes cross both ways after the hello.
+func TestPortEcho(t *testing.T) {
+	needQEMU(t)
+	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), Initrd: testInitramfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, vm)
+	msg := []byte("ping over virtio-serial")
+	if _, err := vm.Stream().Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(vm.Stream(), got); err != nil || string(got) != string(msg) {
+		t.Errorf("echo = %q, %v; want %q", got, err, msg)
+	}
+}
+
+// closeVM closes a VM and fails t unless the guest powered off cleanly.
+func closeVM(t testing.TB, vm *VM) {
+	t.Helper()
+	if err := vm.Close(); err != nil {
+		t.Errorf("QEMU ended with %v after the port closed, want a clean power-off; console: %q", err, vm.Console())
+	}
 }

@@ -26,8 +26,8 @@ func IsGuest(argv []string) bool {
 }
 
 // Main is the guest's PID 1: it mounts /proc, /sys and /dev, sends the
-// hello on the agent port, waits for the host to close the port and powers
-// the VM off. It never returns; on any failure it says why on the console
+// hello on the agent port, echoes what the host sends on it until the host
+// closes it, and powers the VM off. It never returns; on any failure it says why on the console
 // (which the host reads as hostile text) and powers off, since PID 1
 // exiting would only panic the kernel.
 func Main() {
@@ -66,8 +66,12 @@ func run(start time.Duration) error {
 	if _, err := port.Write(Hello{Version: Version, BootTime: start}.Marshal()); err != nil {
 		return fmt.Errorf("writing the hello: %w", err)
 	}
-	if _, err := io.Copy(io.Discard, port); err != nil {
-		return fmt.Errorf("waiting for the host to close %s: %w", PortName, err)
+	// Until the agent serves here, echo what the host sends: the port's
+	// round trip can be proved and measured. Plain reads and writes (no
+	// ReaderFrom): a virtio port is a character device.
+	buf := make([]byte, 4096)
+	if _, err := io.CopyBuffer(struct{ io.Writer }{port}, struct{ io.Reader }{port}, buf); err != nil {
+		return fmt.Errorf("echoing on %s until the host closes it: %w", PortName, err)
 	}
 	return nil
 }
