@@ -117,8 +117,10 @@ func checkToken(tok string) error {
 // fixedCmdline is the guest kernel command line the launcher always sets:
 // the console on the virtio console (hvc0, the VM has no UART), quiet so
 // the TCG console costs little, a panic ending the VM at once (QEMU runs
-// with -no-reboot), and the key the guest init requires.
-var fixedCmdline = []string{"console=hvc0", "quiet", "panic=-1", vmguest.CmdlineKey}
+// with -no-reboot), a reset by triple fault (the guest's way to end the
+// VM: without ACPI it cannot power off, and the default reset methods
+// probe hardware the machine lacks), and the key the guest init requires.
+var fixedCmdline = []string{"console=hvc0", "quiet", "panic=-1", "reboot=t", vmguest.CmdlineKey}
 
 // args builds QEMU's command line for cfg (normalized) under accel.
 // tscKHz is used only under TCG.
@@ -135,7 +137,7 @@ func args(cfg Config, accel Accel, tscKHz int) []string {
 	return []string{
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-		"-machine", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=off,rtc=off",
+		"-machine", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=off,rtc=on,acpi=off",
 		"-accel", string(accel), "-cpu", cpu,
 		"-m", strconv.Itoa(cfg.MemoryMiB), "-smp", strconv.Itoa(cfg.CPUs),
 		"-kernel", fdPath(kernelFD), "-initrd", fdPath(initrdFD),

@@ -58,7 +58,7 @@ func TestArgs(t *testing.T) {
 		{"-kernel", "/dev/fd/3"},
 		{"-initrd", "/dev/fd/4"},
 		{"-chardev", "socket,id=agent,fd=5"},
-		{"-append", "console=hvc0 quiet panic=-1 warden.vm=1 tsc_early_khz=2300000 loglevel=7"},
+		{"-append", "console=hvc0 quiet panic=-1 reboot=t warden.vm=1 tsc_early_khz=2300000 loglevel=7"},
 		{"-m", "256"},
 	} {
 		if i := slices.Index(tcg, want[0]); !containsPair(tcg, want[0], want[1]) {

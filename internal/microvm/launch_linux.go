@@ -178,6 +178,10 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
+	if err := strayFDsCloseOnExec(); err != nil {
+		l.closeHostEnds()
+		return nil, err
+	}
 	l.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		l.closeHostEnds()
@@ -310,4 +314,18 @@ func warn(what string, err error) {
 	if err != nil {
 		slog.Warn("microvm: "+what, "err", err)
 	}
+}
+
+// strayFDsCloseOnExec marks every descriptor of this process above stderr
+// close-on-exec. os/exec passes a child only the files it is given, but
+// exec also keeps any descriptor not marked close-on-exec, and one this
+// process inherited (a test harness's pipe, a shell's 9>file) is not: it
+// would reach QEMU. Every descriptor Go opens is close-on-exec already, and
+// a child's files are duplicated for it after the fork, so this changes
+// nothing else this process does.
+func strayFDsCloseOnExec() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("microvm: marking inherited descriptors close-on-exec (close_range, Linux 5.11): %w", err)
+	}
+	return nil
 }

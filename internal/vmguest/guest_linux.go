@@ -27,17 +27,20 @@ func IsGuest(argv []string) bool {
 
 // Main is the guest's PID 1: it mounts /proc, /sys and /dev, sends the
 // hello on the agent port, echoes what the host sends on it until the host
-// closes it, and powers the VM off. It never returns; on any failure it says why on the console
-// (which the host reads as hostile text) and powers off, since PID 1
-// exiting would only panic the kernel.
+// closes it, and ends the VM. It never returns; on any failure it says why
+// on the console (which the host reads as hostile text) and ends the VM,
+// since PID 1 exiting would only panic the kernel. The VM has no ACPI to
+// power off with, so it ends with a reset: QEMU runs with -no-reboot,
+// which turns the reset into its exit, and the kernel's reboot=t makes it
+// an immediate triple fault.
 func Main() {
 	start := bootTime()
 	if err := run(start); err != nil {
 		fmt.Fprintln(os.Stderr, "warden-init:", err)
 	}
 	unix.Sync()
-	err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
-	fmt.Fprintln(os.Stderr, "warden-init: power off:", err)
+	err := unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
+	fmt.Fprintln(os.Stderr, "warden-init: reset:", err)
 	os.Exit(1)
 }
 
@@ -66,6 +69,7 @@ func run(start time.Duration) error {
 	if _, err := port.Write(Hello{Version: Version, BootTime: start}.Marshal()); err != nil {
 		return fmt.Errorf("writing the hello: %w", err)
 	}
+	wakeHost()
 	// Until the agent serves here, echo what the host sends: the port's
 	// round trip can be proved and measured. Plain reads and writes (no
 	// ReaderFrom): a virtio port is a character device.
@@ -74,6 +78,23 @@ func run(start time.Duration) error {
 		return fmt.Errorf("echoing on %s until the host closes it: %w", PortName, err)
 	}
 	return nil
+}
+
+// wakeHost reads a byte of the virtio-rng device. QEMU 7.2 takes the
+// guest's opening of the port in its vCPU thread without waking its main
+// loop, which watches the agent socket only once an iteration sees the
+// port open: without a wake-up the host's first bytes waited for QEMU's
+// next timer (about a minute). An entropy request wakes the main loop at
+// once. A failure only costs that wait, so it is reported and ignored.
+func wakeHost() {
+	f, err := os.Open("/dev/hwrng")
+	if err == nil {
+		_, err = f.Read(make([]byte, 1))
+		f.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warden-init: waking QEMU through /dev/hwrng:", err)
+	}
 }
 
 func mount(src, dst, fstype string, flags uintptr) error {
@@ -110,11 +131,14 @@ func tryPort(name string) (*os.File, error) {
 			continue
 		}
 		dev := "/dev/" + filepath.Base(filepath.Dir(p))
-		f, err := os.OpenFile(dev, os.O_RDWR, 0)
+		// Opened blocking and wrapped by os.NewFile, so Go's poller does
+		// not take the port: its readiness reached epoll late here (the
+		// first echo waited a minute), while a blocking read returns at once.
+		fd, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 		if err != nil {
 			return nil, fmt.Errorf("opening the agent port %s: %w", dev, err)
 		}
-		return f, nil
+		return os.NewFile(uintptr(fd), dev), nil
 	}
 	return nil, fmt.Errorf("no virtio-serial port named %q: start QEMU with -device virtserialport,name=%s", name, name)
 }
