@@ -19,7 +19,7 @@ import (
 // owns nothing and can signal no other process.
 const nobody = 65534
 
-// closeGrace bounds how long Close waits for the guest to power off after
+// closeGrace bounds how long Close waits for the guest to end the VM after
 // its port is closed before QEMU is killed.
 const closeGrace = 5 * time.Second
 
@@ -109,7 +109,7 @@ func (v *VM) Kill() {
 	}
 }
 
-// Close closes the agent port, which makes the guest power off, and waits
+// Close closes the agent port, which makes the guest end the VM, and waits
 // for QEMU to end, killing it after closeGrace. It returns how QEMU ended.
 func (v *VM) Close() error {
 	if err := v.conn.Close(); err != nil {

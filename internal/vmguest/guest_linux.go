@@ -66,7 +66,7 @@ func run(start time.Duration) error {
 		return err
 	}
 	defer port.Close()
-	if _, err := port.Write(Hello{Version: Version, BootTime: start}.Marshal()); err != nil {
+	if _, err := port.Write(Hello{Version: Version, BootTime: start, HelloTime: bootTime()}.Marshal()); err != nil {
 		return fmt.Errorf("writing the hello: %w", err)
 	}
 	wakeHost()
@@ -80,16 +80,21 @@ func run(start time.Duration) error {
 	return nil
 }
 
-// wakeHost reads a byte of the virtio-rng device. QEMU 7.2 takes the
-// guest's opening of the port in its vCPU thread without waking its main
-// loop, which watches the agent socket only once an iteration sees the
-// port open: without a wake-up the host's first bytes waited for QEMU's
-// next timer (about a minute). An entropy request wakes the main loop at
-// once. A failure only costs that wait, so it is reported and ignored.
+// wakeReads is more than the virtio-rng driver buffers (64 bytes), so a
+// read of it always reaches the device.
+const wakeReads = 256
+
+// wakeHost reads the virtio-rng device. QEMU 7.2 takes the guest's
+// opening of the port in its vCPU thread without waking its main loop,
+// which watches the agent socket only once an iteration sees the port
+// open: without a wake-up the host's first bytes (or its close) waited
+// for QEMU's next timer, about a minute. An entropy request reaching the
+// device wakes the main loop at once. A failure only costs that wait, so
+// it is reported and ignored.
 func wakeHost() {
 	f, err := os.Open("/dev/hwrng")
 	if err == nil {
-		_, err = f.Read(make([]byte, 1))
+		_, err = io.ReadFull(f, make([]byte, wakeReads))
 		f.Close()
 	}
 	if err != nil {

@@ -30,8 +30,12 @@ type Hello struct {
 	// Version is the guest's handshake version; the host accepts only its own.
 	Version uint32
 	// BootTime is the guest's CLOCK_BOOTTIME when /init started: how long
-	// the kernel took from its first instruction to running init.
+	// the kernel took to run init, as far as its clock counts (it starts
+	// only once the kernel has a clocksource).
 	BootTime time.Duration
+	// HelloTime is the guest's CLOCK_BOOTTIME as it sends the hello, so
+	// HelloTime-BootTime is /init's own start (mounts, finding the port).
+	HelloTime time.Duration
 }
 
 // Version is the handshake version this build speaks.
@@ -41,8 +45,8 @@ const Version = 1
 // any other bytes on the port at the first read.
 const helloMagic = "WRDNHELO"
 
-// HelloSize is the hello frame's length in bytes: magic, version, boot time.
-const HelloSize = len(helloMagic) + 4 + 8
+// HelloSize is the hello frame's length in bytes: magic, version, the two times.
+const HelloSize = len(helloMagic) + 4 + 8 + 8
 
 // maxBootTime bounds a plausible BootTime: a guest claiming longer is lying
 // or broken, and the value would otherwise flow into reports.
@@ -56,7 +60,8 @@ func (h Hello) Marshal() []byte {
 	b := make([]byte, 0, HelloSize)
 	b = append(b, helloMagic...)
 	b = binary.BigEndian.AppendUint32(b, h.Version)
-	return binary.BigEndian.AppendUint64(b, uint64(h.BootTime))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.BootTime))
+	return binary.BigEndian.AppendUint64(b, uint64(h.HelloTime))
 }
 
 // ReadHello reads exactly one hello frame from r and checks it. It reads
@@ -70,15 +75,17 @@ func ReadHello(r io.Reader) (Hello, error) {
 	if string(b[:len(helloMagic)]) != helloMagic {
 		return Hello{}, fmt.Errorf("%w: starts %s, not %q: the guest is not warden-init", ErrBadHello, quote(b[:len(helloMagic)]), helloMagic)
 	}
+	rest := b[len(helloMagic):]
 	h := Hello{
-		Version:  binary.BigEndian.Uint32(b[len(helloMagic):]),
-		BootTime: time.Duration(binary.BigEndian.Uint64(b[len(helloMagic)+4:])),
+		Version:   binary.BigEndian.Uint32(rest),
+		BootTime:  time.Duration(binary.BigEndian.Uint64(rest[4:])),
+		HelloTime: time.Duration(binary.BigEndian.Uint64(rest[12:])),
 	}
 	switch {
 	case h.Version != Version:
 		return Hello{}, fmt.Errorf("%w: version %d, this warden speaks %d: rebuild the guest initramfs from this warden", ErrBadHello, h.Version, Version)
-	case h.BootTime < 0 || h.BootTime > maxBootTime:
-		return Hello{}, fmt.Errorf("%w: implausible boot time %d ns", ErrBadHello, int64(h.BootTime))
+	case h.BootTime < 0 || h.HelloTime < h.BootTime || h.HelloTime > maxBootTime:
+		return Hello{}, fmt.Errorf("%w: implausible boot times %d ns and %d ns", ErrBadHello, int64(h.BootTime), int64(h.HelloTime))
 	}
 	return h, nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestHelloRoundTrip(t *testing.T) {
-	want := Hello{Version: Version, BootTime: 612 * time.Millisecond}
+	want := Hello{Version: Version, BootTime: 612 * time.Millisecond, HelloTime: 640 * time.Millisecond}
 	b := want.Marshal()
 	if len(b) != HelloSize {
 		t.Fatalf("frame is %d bytes, want %d", len(b), HelloSize)
@@ -26,20 +26,22 @@ func TestHelloRoundTrip(t *testing.T) {
 // TestHostileHello feeds the host's parser what a hostile guest could
 // send: each is refused with a one-line error naming what is wrong.
 func TestHostileHello(t *testing.T) {
-	good := Hello{Version: Version, BootTime: time.Second}.Marshal()
-	withVersion := append([]byte(helloMagic), 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1)
-	negative := append([]byte(helloMagic), 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	good := Hello{Version: Version, BootTime: time.Second, HelloTime: time.Second}.Marshal()
+	frame := func(version uint32, boot, hello int64) []byte {
+		return Hello{Version: version, BootTime: time.Duration(boot), HelloTime: time.Duration(hello)}.Marshal()
+	}
 	tests := []struct {
 		name  string
 		frame []byte
 		want  string
 	}{
-		{"empty", nil, "0 of 20 bytes"},
-		{"short", good[:11], "11 of 20 bytes"},
+		{"empty", nil, "0 of 28 bytes"},
+		{"short", good[:11], "11 of 28 bytes"},
 		{"garbage", []byte("\x1b[2J\x1b]0;pwned\x07 not a hello at all"), `not "WRDNHELO"`},
-		{"wrong version", withVersion, "version 9"},
-		{"negative boot time", negative, "implausible boot time"},
-		{"huge boot time", append([]byte(helloMagic), 0, 0, 0, 1, 0x7f, 0, 0, 0, 0, 0, 0, 0), "implausible boot time"},
+		{"wrong version", frame(9, 1, 1), "version 9"},
+		{"negative boot time", frame(Version, -1, 1), "implausible boot times"},
+		{"hello before init", frame(Version, 2e9, 1e9), "implausible boot times"},
+		{"huge boot time", frame(Version, 1, 1<<62), "implausible boot times"},
 	}
 	for _, tt := range tests {
 		_, err := ReadHello(bytes.NewReader(tt.frame))
@@ -78,7 +80,7 @@ func TestSlowHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ReadHello(host)
-	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "3 of 20 bytes") {
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "3 of 28 bytes") {
 		t.Errorf("ReadHello of a stalled guest = %v, want a deadline error after 3 bytes", err)
 	}
 	if errors.Is(err, io.EOF) {
