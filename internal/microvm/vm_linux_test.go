@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -164,4 +165,14 @@ func closeVM(t testing.TB, vm *VM) {
 // ownFD reports whether a descriptor's link is one QEMU opens itself.
 func ownFD(link string) bool {
 	return strings.HasPrefix(link, "anon_inode:") || link == "/dev/null" || link == "/dev/urandom" || strings.HasPrefix(link, "/usr/share/qemu/")
+}
+
+// TestBootTimeout shows a guest that does not say hello in time is killed
+// and Start says so in one line: the wait is bounded by BootTimeout.
+func TestBootTimeout(t *testing.T) {
+	needQEMU(t)
+	_, err := Start(context.Background(), Config{Kernel: testKernel(t), Initrd: testInitramfs(t), BootTimeout: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "no valid hello from the guest within 200ms") || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("Start with a 200 ms boot timeout = %v, want a deadline error", err)
+	}
 }
