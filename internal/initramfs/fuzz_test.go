@@ -5,15 +5,14 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // FuzzCpioAccepts writes entries named by the fuzzer: whatever the writer
 // accepts, cpio must list back with the same names.
 func FuzzCpioAccepts(f *testing.F) {
-	cpio, err := exec.LookPath("cpio")
-	if err != nil {
-		f.Skip("cpio is not installed (make deps installs it)")
-	}
+	cpio := testhost.RequireTool(f, "cpio")
 	f.Add("a\nb\nb/c", []byte("data"))
 	f.Add("x\n../y\n", []byte{})
 	f.Fuzz(func(t *testing.T, names string, data []byte) {

@@ -87,3 +87,20 @@ func TestSlowHello(t *testing.T) {
 		t.Error("a stall was reported as EOF")
 	}
 }
+
+// FuzzReadHello: whatever a guest sends, the parser returns without
+// panicking, reads at most one frame, and accepts only what it would send.
+func FuzzReadHello(f *testing.F) {
+	f.Add(Hello{Version: Version, BootTime: time.Second, HelloTime: 2 * time.Second}.Marshal())
+	f.Add([]byte("WRDNHELO\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		h, err := ReadHello(r)
+		if read := len(b) - r.Len(); read > HelloSize {
+			t.Fatalf("read %d bytes, over one frame", read)
+		}
+		if err == nil && !bytes.Equal(h.Marshal(), b[:HelloSize]) {
+			t.Errorf("accepted %q as %+v, which marshals differently", b[:HelloSize], h)
+		}
+	})
+}
