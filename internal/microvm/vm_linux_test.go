@@ -176,3 +176,22 @@ func TestBootTimeout(t *testing.T) {
 		t.Errorf("Start with a 200 ms boot timeout = %v, want a deadline error", err)
 	}
 }
+
+// TestContextKills: cancelling Start's context ends the VM.
+func TestContextKills(t *testing.T) {
+	needQEMU(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vm, err := Start(ctx, Config{Kernel: testKernel(t), Initrd: testInitramfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	var ee interface{ ExitCode() int }
+	if err := vm.Wait(); !errors.As(err, &ee) || ee.ExitCode() != -1 {
+		t.Errorf("Wait after the context ended = %v, want killed by a signal", err)
+	}
+	if err := vm.Stream().Close(); err != nil {
+		t.Errorf("closing the port: %v", err)
+	}
+}
