@@ -41,9 +41,7 @@ func prepare(cfg Config) (l *launch, err error) {
 			l.closeHostEnds()
 		}
 	}()
-	if l.accel, err = pickAccel(cfg); err != nil {
-		return l, err
-	}
+	l.accel = pickAccel(cfg)
 	if err := l.openQEMU(); err != nil {
 		return l, err
 	}
@@ -65,13 +63,12 @@ func prepare(cfg Config) (l *launch, err error) {
 	return l, l.dupQEMU()
 }
 
-// pickAccel is cfg's accelerator, or the host's, and under TCG the TSC
-// frequency the guest is told.
-func pickAccel(cfg Config) (AccelChoice, error) {
+// pickAccel is cfg's accelerator, or the host's.
+func pickAccel(cfg Config) AccelChoice {
 	if cfg.Accel != "" {
-		return AccelChoice{cfg.Accel, "asked for"}, nil
+		return AccelChoice{cfg.Accel, "asked for"}
 	}
-	return HostAccel(), nil
+	return HostAccel()
 }
 
 // openQEMU opens the QEMU binary under nsinit's trust rule: only root or
@@ -269,13 +266,15 @@ func hostTSCkHz(cfg Config) (int, error) {
 	return khz, nil
 }
 
-func fileConn(f *os.File) (*net.UnixConn, error) {
+// fileConn turns a socket's file into a connection (with deadlines, as
+// streammux needs) and closes the file, which the connection duplicated.
+func fileConn(f *os.File) (net.Conn, error) {
 	c, err := net.FileConn(f)
 	closeLogged(f, "agent socket")
 	if err != nil {
 		return nil, fmt.Errorf("microvm: agent socket: %w", err)
 	}
-	return c.(*net.UnixConn), nil
+	return c, nil
 }
 
 // closeFiles closes the host's copies of what QEMU inherited.
