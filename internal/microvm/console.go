@@ -20,20 +20,24 @@ const (
 // consoleLog drains the console pipe (so QEMU never blocks on it) and
 // keeps its last lines, escaped, for error messages.
 type consoleLog struct {
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
+	r         io.ReadCloser
+	closeOnce sync.Once
+	mu        sync.Mutex
+	lines     []string
+	done      chan struct{}
 }
 
-func newConsoleLog(r io.Reader) *consoleLog {
-	c := &consoleLog{done: make(chan struct{})}
-	go c.drain(r)
+// newConsoleLog drains r until its end and then closes it.
+func newConsoleLog(r io.ReadCloser) *consoleLog {
+	c := &consoleLog{r: r, done: make(chan struct{})}
+	go c.drain()
 	return c
 }
 
-func (c *consoleLog) drain(r io.Reader) {
+func (c *consoleLog) drain() {
 	defer close(c.done)
-	br := bufio.NewReaderSize(r, consoleLineLen)
+	defer c.close()
+	br := bufio.NewReaderSize(c.r, consoleLineLen)
 	for {
 		line, err := readBoundedLine(br)
 		if line != "" {
@@ -43,6 +47,15 @@ func (c *consoleLog) drain(r io.Reader) {
 			return
 		}
 	}
+}
+
+// close closes the console pipe once, logging a failure.
+func (c *consoleLog) close() {
+	c.closeOnce.Do(func() {
+		if err := c.r.Close(); err != nil {
+			warn("closing the console pipe", err)
+		}
+	})
 }
 
 // readBoundedLine reads one line, keeping its first consoleLineLen bytes

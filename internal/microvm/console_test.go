@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,7 @@ func TestConsoleBounded(t *testing.T) {
 		in.WriteString(strings.Repeat("x", i%3*consoleLineLen) + "line\n")
 	}
 	in.WriteString(strings.Repeat("y", 1<<20)) // no newline at all
-	c := newConsoleLog(strings.NewReader(in.String()))
+	c := newConsoleLog(io.NopCloser(strings.NewReader(in.String())))
 	<-c.done
 	lines := c.Lines()
 	if len(lines) != consoleLines {

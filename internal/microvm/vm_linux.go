@@ -61,6 +61,9 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if err := vm.handshake(cfg.BootTimeout, l.started); err != nil {
 		vm.Kill()
 		<-vm.done
+		if cerr := vm.conn.Close(); cerr != nil {
+			warn("closing the agent port", cerr)
+		}
 		return nil, fmt.Errorf("%w; console: %s", err, vm.console.tail(5))
 	}
 	return vm, nil

@@ -195,3 +195,37 @@ func TestContextKills(t *testing.T) {
 		t.Errorf("closing the port: %v", err)
 	}
 }
+
+// TestFailedStartsLeakNoFDs: a Start that fails after QEMU ran (a junk
+// kernel, no hello) leaves this process no descriptor behind: not the
+// console pipe, not the agent socket.
+func TestFailedStartsLeakNoFDs(t *testing.T) {
+	needQEMU(t)
+	k := filepath.Join(t.TempDir(), "vmlinux")
+	if err := os.WriteFile(k, []byte("not a kernel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := func() {
+		if vm, err := Start(context.Background(), Config{Kernel: k, Initrd: []byte("junk")}); err == nil {
+			vm.Kill()
+			t.Fatal("a VM with a junk kernel started")
+		}
+	}
+	start() // the first Start opens what the process keeps (the accel choice)
+	before := countFDs(t)
+	for range 5 {
+		start()
+	}
+	if got := countFDs(t); got != before {
+		t.Errorf("descriptors after 5 failed Starts = %d, want %d as before", got, before)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
