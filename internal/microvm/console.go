@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -46,6 +47,19 @@ func (c *consoleLog) drain() {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// finish waits for the drain to reach the pipe's end, at most grace:
+// after QEMU has exited its end may still be held open elsewhere (a QEMU
+// taken over by its guest can pass its descriptor on), so past grace the
+// host end is closed, which ends the read the drain is blocked in.
+func (c *consoleLog) finish(grace time.Duration) {
+	select {
+	case <-c.done:
+	case <-time.After(grace):
+		c.close()
+		<-c.done
 	}
 }
 

@@ -1,9 +1,12 @@
 package microvm
 
 import (
+	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEscape(t *testing.T) {
@@ -47,5 +50,24 @@ func TestConsoleBounded(t *testing.T) {
 	}
 	if got := c.tail(2); strings.Count(got, " | ") != 1 {
 		t.Errorf("tail(2) = %.60q, want two lines", got)
+	}
+}
+
+// TestConsoleFinishHeldPipe: a console pipe whose write end stays open
+// elsewhere (a hostile QEMU passed it on) does not hold teardown: finish
+// closes the host end past its grace and the drain ends.
+func TestConsoleFinishHeldPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteString("last words\n"); err != nil {
+		t.Fatal(err)
+	}
+	c := newConsoleLog(r)
+	c.finish(time.Millisecond) // returns: the test would time out otherwise
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("reading the console pipe after finish = %v, want it closed", err)
 	}
 }

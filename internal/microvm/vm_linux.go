@@ -19,17 +19,23 @@ import (
 // owns nothing and can signal no other process.
 const nobody = 65534
 
+// drainGrace bounds how long teardown waits, once QEMU has exited, for the
+// console pipe's end: what QEMU wrote is there within it, and a pipe held
+// open past it is one QEMU handed on.
+const drainGrace = time.Second
+
 // closeGrace bounds how long Close waits for the guest to end the VM after
 // its port is closed before QEMU is killed.
 const closeGrace = 5 * time.Second
 
 // VM is one running QEMU microVM whose guest has said hello.
 type VM struct {
-	cmd     *exec.Cmd
-	conn    net.Conn
-	console *consoleLog
-	boot    Boot
-	accel   AccelChoice
+	cmd       *exec.Cmd
+	conn      net.Conn
+	closeConn sync.Once
+	console   *consoleLog
+	boot      Boot
+	accel     AccelChoice
 
 	mu      sync.Mutex
 	exited  bool // QEMU has exited (not yet necessarily reaped): its pid may not be signalled
@@ -61,16 +67,14 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if err := vm.handshake(cfg.BootTimeout, l.started); err != nil {
 		vm.Kill()
 		<-vm.done
-		if cerr := vm.conn.Close(); cerr != nil {
-			warn("closing the agent port", cerr)
-		}
 		return nil, fmt.Errorf("%w; console: %s", err, vm.console.tail(5))
 	}
 	return vm, nil
 }
 
 // Stream is the host end of the agent port, past the hello: a connection
-// for streammux.New. Closing it tells the guest the host is gone.
+// for streammux.New. Closing it tells the guest the host is gone. It is
+// closed once QEMU has ended, so read what the guest sent before that.
 func (v *VM) Stream() net.Conn { return v.conn }
 
 // Boot says how long the VM took to say hello.
@@ -115,15 +119,22 @@ func (v *VM) Kill() {
 // Close closes the agent port, which makes the guest end the VM, and waits
 // for QEMU to end, killing it after closeGrace. It returns how QEMU ended.
 func (v *VM) Close() error {
-	if err := v.conn.Close(); err != nil {
-		warn("closing the agent port", err)
-	}
+	v.closePort()
 	select {
 	case <-v.done:
 	case <-time.After(closeGrace):
 		v.Kill()
 	}
 	return v.Wait()
+}
+
+// closePort closes the host end of the agent port once.
+func (v *VM) closePort() {
+	v.closeConn.Do(func() {
+		if err := v.conn.Close(); err != nil {
+			warn("closing the agent port", err)
+		}
+	})
 }
 
 // handshake reads the guest's hello within timeout of QEMU's start.
@@ -152,7 +163,9 @@ func (v *VM) watch(ctx context.Context) {
 }
 
 // reap waits for QEMU's exit without reaping it (WNOWAIT), marks it
-// exited under mu so Kill stops signalling its pid, then reaps it.
+// exited under mu so Kill stops signalling its pid, then reaps it and
+// closes the host ends: the agent port, and the console pipe after at
+// most drainGrace, so a hostile QEMU cannot hold teardown forever.
 func (v *VM) reap() {
 	defer close(v.done)
 	var info unix.Siginfo
@@ -169,5 +182,6 @@ func (v *VM) reap() {
 	v.exited = true
 	v.mu.Unlock()
 	v.waitErr = v.cmd.Wait()
-	<-v.console.done
+	v.console.finish(drainGrace)
+	v.closePort()
 }
