@@ -15,8 +15,8 @@ type Config struct {
 	// QEMU is the qemu-system-x86_64 binary; "" looks it up on PATH.
 	QEMU string
 	// Kernel is the guest's uncompressed vmlinux (PVH direct boot). It
-	// must be readable by nobody: QEMU, running as nobody, reopens the
-	// descriptor the host opened.
+	// must be world-readable: QEMU, running under its own unprivileged
+	// uid, reopens the descriptor the host opened.
 	Kernel string
 	// Initrd is the initramfs archive (see Initramfs); InitrdPath names
 	// one on disk instead. Exactly one is set.

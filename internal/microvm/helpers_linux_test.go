@@ -26,7 +26,7 @@ func testKernel(t testing.TB) string {
 	return p
 }
 
-// needQEMU skips unless QEMU can be started as nobody here.
+// needQEMU skips unless QEMU can be started confined here (as root).
 func needQEMU(t testing.TB) {
 	t.Helper()
 	testhost.RequireRoot(t)

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
@@ -29,6 +30,7 @@ type launch struct {
 	initrd  *os.File
 	guest   *os.File // QEMU's end of the agent socketpair
 	host    *os.File
+	id      *hostid.Lease // QEMU's own uid and gid, no other process's
 	started time.Time
 }
 
@@ -59,6 +61,9 @@ func prepare(cfg Config) (l *launch, err error) {
 	}
 	if l.host, l.guest, err = socketPair(); err != nil {
 		return l, err
+	}
+	if l.id, err = hostid.Take(); err != nil {
+		return l, fmt.Errorf("microvm: QEMU's identity: %w", err)
 	}
 	return l, l.dupQEMU()
 }
@@ -124,7 +129,7 @@ func openKernel(p string) (*os.File, error) {
 		return nil, fmt.Errorf("microvm: guest kernel %s is not a regular file", p)
 	case st.Mode().Perm()&0o004 == 0:
 		closeLogged(f, "guest kernel")
-		return nil, fmt.Errorf("microvm: guest kernel %s is not world-readable, so QEMU (as nobody) cannot read it: chmod o+r it", p)
+		return nil, fmt.Errorf("microvm: guest kernel %s is not world-readable, so QEMU (under its own uid) cannot read it: chmod o+r it", p)
 	}
 	return f, nil
 }
@@ -187,13 +192,14 @@ func (l *launch) start() (*VM, error) {
 	conn, err := fileConn(l.host)
 	if err != nil {
 		closeLogged(l.logR, "console pipe")
+		defer l.id.Release()
 		if kerr := cmd.Process.Kill(); kerr != nil {
 			warn("killing QEMU", kerr)
 		}
 		warn("reaping QEMU", cmd.Wait())
 		return nil, err
 	}
-	vm := &VM{cmd: cmd, conn: conn, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
+	vm := &VM{cmd: cmd, conn: conn, id: l.id, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
 	go vm.reap()
 	return vm, nil
 }
@@ -225,11 +231,14 @@ func (l *launch) command() (*exec.Cmd, error) {
 	}, nil
 }
 
-// sysProcAttr confines QEMU: nobody with no supplementary groups (so no
-// capabilities: the switch from root clears them), its own process group
-// (killed whole), killed if warden dies, and its own network, IPC and UTS
-// namespaces, so even a QEMU taken over by its guest reaches no network
-// and no host IPC. Under KVM its one group is /dev/kvm's, to open it.
+// sysProcAttr confines QEMU: a uid and gid leased for this VM alone with
+// no supplementary groups (so no capabilities: the switch from root clears
+// them, and no other VM's QEMU can read its memory or signal it), its own
+// process group (killed whole), killed if warden dies, and its own PID,
+// network, IPC and UTS namespaces (it sees no other process to signal, no
+// network interface but loopback, no host System V IPC; it still sees the
+// host's files and /proc, see docs/backends.md). Under KVM its one group
+// is /dev/kvm's, to open it.
 func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 	groups := []uint32{}
 	if l.accel.Accel == KVM {
@@ -238,15 +247,15 @@ func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 			return nil, fmt.Errorf("microvm: stat /dev/kvm: %w", err)
 		}
 		if st.Gid == 0 || st.Mode&0o060 != 0o060 {
-			return nil, fmt.Errorf("microvm: QEMU runs as nobody and needs /dev/kvm read-write by a non-root group (e.g. kvm, mode 0660); it is gid %d mode %o", st.Gid, st.Mode&0o777)
+			return nil, fmt.Errorf("microvm: QEMU runs under its own uid and needs /dev/kvm read-write by a non-root group (e.g. kvm, mode 0660); it is gid %d mode %o", st.Gid, st.Mode&0o777)
 		}
 		groups = []uint32{st.Gid}
 	}
 	return &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: groups},
+		Credential: &syscall.Credential{Uid: uint32(l.id.ID()), Gid: uint32(l.id.ID()), Groups: groups},
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
-		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 	}, nil
 }
 
@@ -300,7 +309,10 @@ func (l *launch) closeHostEnds() {
 			closeLogged(f, f.Name())
 		}
 	}
-	l.logR, l.host = nil, nil
+	if l.id != nil {
+		l.id.Release()
+	}
+	l.logR, l.host, l.id = nil, nil, nil
 }
 
 func closeLogged(f *os.File, what string) {

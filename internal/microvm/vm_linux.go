@@ -12,12 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/vmguest"
 )
-
-// nobody is the uid and gid QEMU runs as: a guest that escapes into QEMU
-// owns nothing and can signal no other process.
-const nobody = 65534
 
 // drainGrace bounds how long teardown waits, once QEMU has exited, for the
 // console pipe's end: what QEMU wrote is there within it, and a pipe held
@@ -33,6 +30,7 @@ type VM struct {
 	cmd       *exec.Cmd
 	conn      net.Conn
 	closeConn sync.Once
+	id        *hostid.Lease
 	console   *consoleLog
 	boot      Boot
 	accel     AccelChoice
@@ -52,7 +50,7 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 		return nil, err
 	}
 	if os.Geteuid() != 0 {
-		return nil, errors.New("microvm: starting QEMU as nobody needs root: run warden as root")
+		return nil, errors.New("microvm: starting QEMU under its own host uid needs root: run warden as root")
 	}
 	l, err := prepare(cfg)
 	if err != nil {
@@ -184,4 +182,5 @@ func (v *VM) reap() {
 	v.waitErr = v.cmd.Wait()
 	v.console.finish(drainGrace)
 	v.closePort()
+	v.id.Release() // after the reap: no process runs as it any more
 }

@@ -6,13 +6,17 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // TestStartBadKernel shows a VM that cannot boot fails Start with one
@@ -58,7 +62,7 @@ func TestBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("boot %+v, accel %+v", vm.Boot(), vm.Accel())
-	checkConfined(t, vm.Pid(), kernel)
+	checkConfined(t, vm, kernel)
 	closeVM(t, vm)
 }
 
@@ -81,18 +85,21 @@ func TestKill(t *testing.T) {
 	vm.Kill() // after the exit: signals nothing
 }
 
-// checkConfined reads /proc/<pid> of a running QEMU: nobody, no
-// capabilities or groups, no environment, and only the descriptors the
-// launcher gave it besides those QEMU made itself.
-func checkConfined(t *testing.T, pid int, kernel string) {
+// checkConfined reads /proc/<pid> of a running QEMU: its own leased uid
+// and gid, no capabilities or groups, pid 1 of its own PID namespace, no
+// environment, and only the descriptors the launcher gave it besides
+// those QEMU made itself.
+func checkConfined(t *testing.T, vm *VM, kernel string) {
 	t.Helper()
-	dir := "/proc/" + strconv.Itoa(pid)
+	dir := "/proc/" + strconv.Itoa(vm.Pid())
 	status, err := os.ReadFile(dir + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := strconv.Itoa(vm.id.ID())
 	for _, want := range []string{
-		"Uid:\t65534\t65534\t65534\t65534", "Gid:\t65534\t65534\t65534\t65534", "Groups:\t \n",
+		"Uid:\t" + strings.Repeat(id+"\t", 3) + id + "\n", "Gid:\t" + strings.Repeat(id+"\t", 3) + id + "\n",
+		"Groups:\t" + wantGroups(t, vm) + "\n", "NSpid:\t" + strconv.Itoa(vm.Pid()) + "\t1\n",
 		"CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapAmb:\t0000000000000000",
 		"NoNewPrivs:\t1", "Seccomp:\t2",
 	} {
@@ -229,4 +236,48 @@ func countFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// wantGroups is QEMU's Groups line in /proc/<pid>/status: none, or under
+// KVM /dev/kvm's group alone.
+func wantGroups(t *testing.T, vm *VM) string {
+	t.Helper()
+	if vm.Accel().Accel != KVM {
+		return " "
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/dev/kvm", &st); err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(int(st.Gid)) + " "
+}
+
+// TestVMsApart: two VMs' QEMUs run under different uids, so a QEMU taken
+// over by its guest (played by a shell under VM A's uid) can neither read
+// VM B's memory nor signal B. The shell only opens and sends signal 0.
+func TestVMsApart(t *testing.T) {
+	needQEMU(t)
+	testhost.RequireTool(t, "sh")
+	kernel, initrd := testKernel(t), testInitramfs(t)
+	a, err := Start(context.Background(), Config{Kernel: kernel, Initrd: initrd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, a)
+	b, err := Start(context.Background(), Config{Kernel: kernel, Initrd: initrd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, b)
+	if a.id.ID() == b.id.ID() {
+		t.Fatalf("both QEMUs run as uid %d, want one each", a.id.ID())
+	}
+	script := `(exec 3</proc/$1/mem) 2>/dev/null && echo read-mem; kill -0 $1 2>/dev/null && echo signalled; echo ran`
+	cmd := exec.Command("/bin/sh", "-c", script, "sh", strconv.Itoa(b.Pid()))
+	uid := uint32(a.id.ID())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	out, err := cmd.Output()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "ran" {
+		t.Errorf("a shell as VM A's QEMU against VM B's QEMU printed %q (%v), want only \"ran\": it reached B", got, err)
+	}
 }
