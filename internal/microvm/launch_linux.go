@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 )
@@ -31,6 +32,8 @@ type launch struct {
 	guest   *os.File // QEMU's end of the agent socketpair
 	host    *os.File
 	id      *hostid.Lease // QEMU's own uid and gid, no other process's
+	cg      cgroup.Cgroup
+	cgDir   *os.File // the cgroup's directory for CLONE_INTO_CGROUP (v2), or nil
 	started time.Time
 }
 
@@ -64,6 +67,9 @@ func prepare(cfg Config) (l *launch, err error) {
 	}
 	if l.id, err = hostid.Take(); err != nil {
 		return l, fmt.Errorf("microvm: QEMU's identity: %w", err)
+	}
+	if err := l.makeCgroup(); err != nil {
+		return l, err
 	}
 	return l, l.dupQEMU()
 }
@@ -176,11 +182,10 @@ func socketPair() (host, guest *os.File, err error) {
 // host ends (console pipe, agent socket) pass to the VM, or are closed.
 func (l *launch) start() (*VM, error) {
 	cmd, err := l.command()
-	if err != nil {
-		l.closeHostEnds()
-		return nil, err
+	if err == nil {
+		err = strayFDsCloseOnExec()
 	}
-	if err := strayFDsCloseOnExec(); err != nil {
+	if err != nil {
 		l.closeHostEnds()
 		return nil, err
 	}
@@ -189,19 +194,32 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, fmt.Errorf("microvm: starting QEMU: %w", err)
 	}
-	conn, err := fileConn(l.host)
+	conn, err := l.settle(cmd.Process.Pid)
 	if err != nil {
-		closeLogged(l.logR, "console pipe")
-		defer l.id.Release()
 		if kerr := cmd.Process.Kill(); kerr != nil {
 			warn("killing QEMU", kerr)
 		}
 		warn("reaping QEMU", cmd.Wait())
+		l.closeHostEnds()
 		return nil, err
 	}
-	vm := &VM{cmd: cmd, conn: conn, id: l.id, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
+	vm := &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
 	go vm.reap()
 	return vm, nil
+}
+
+// settle moves a started QEMU into its cgroup where it could not start
+// inside (v1: before its guest's hello is awaited, within QEMU's first
+// milliseconds of set-up) and turns the agent socket into a connection.
+func (l *launch) settle(pid int) (net.Conn, error) {
+	if l.cgDir == nil {
+		if err := l.cg.AddProc(pid); err != nil {
+			return nil, fmt.Errorf("microvm: moving QEMU into its cgroup: %w", err)
+		}
+	}
+	conn, err := fileConn(l.host)
+	l.host = nil
+	return conn, err
 }
 
 // command is QEMU's command: the trusted binary's descriptor executed
@@ -251,12 +269,16 @@ func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 		}
 		groups = []uint32{st.Gid}
 	}
-	return &syscall.SysProcAttr{
+	a := &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(l.id.ID()), Gid: uint32(l.id.ID()), Groups: groups},
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
 		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-	}, nil
+	}
+	if l.cgDir != nil {
+		a.UseCgroupFD, a.CgroupFD = true, int(l.cgDir.Fd())
+	}
+	return a, nil
 }
 
 // hostTSCkHz is cfg's TSC frequency or the host's.
@@ -288,7 +310,7 @@ func fileConn(f *os.File) (net.Conn, error) {
 
 // closeFiles closes the host's copies of what QEMU inherited.
 func (l *launch) closeFiles() {
-	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest} {
+	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.cgDir} {
 		if f != nil {
 			closeLogged(f, f.Name())
 		}
@@ -299,20 +321,24 @@ func (l *launch) closeFiles() {
 		}
 		l.qemuFD = -1
 	}
-	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest = nil, nil, nil, nil, nil, nil
+	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.cgDir = nil, nil, nil, nil, nil, nil, nil
 }
 
-// closeHostEnds closes what the host keeps, when there is no VM to own it.
+// closeHostEnds closes what the host keeps, when there is no VM to own it
+// (and no QEMU runs any more).
 func (l *launch) closeHostEnds() {
 	for _, f := range []*os.File{l.logR, l.host} {
 		if f != nil {
 			closeLogged(f, f.Name())
 		}
 	}
+	if l.cg != nil {
+		deleteCgroup(l.cg)
+	}
 	if l.id != nil {
 		l.id.Release()
 	}
-	l.logR, l.host, l.id = nil, nil, nil
+	l.logR, l.host, l.id, l.cg = nil, nil, nil, nil
 }
 
 func closeLogged(f *os.File, what string) {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/vmguest"
 )
@@ -31,6 +32,7 @@ type VM struct {
 	conn      net.Conn
 	closeConn sync.Once
 	id        *hostid.Lease
+	cg        cgroup.Cgroup
 	console   *consoleLog
 	boot      Boot
 	accel     AccelChoice
@@ -182,5 +184,6 @@ func (v *VM) reap() {
 	v.waitErr = v.cmd.Wait()
 	v.console.finish(drainGrace)
 	v.closePort()
+	deleteCgroup(v.cg)
 	v.id.Release() // after the reap: no process runs as it any more
 }

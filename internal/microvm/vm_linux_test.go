@@ -63,7 +63,11 @@ func TestBoot(t *testing.T) {
 	}
 	t.Logf("boot %+v, accel %+v", vm.Boot(), vm.Accel())
 	checkConfined(t, vm, kernel)
+	checkCgroup(t, vm)
 	closeVM(t, vm)
+	if _, err := os.Stat(vm.cg.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("QEMU's cgroup %s after Close: %v, want removed", vm.cg.Path(), err)
+	}
 }
 
 // TestKill shows Kill ends QEMU's whole process group.
@@ -279,5 +283,27 @@ func TestVMsApart(t *testing.T) {
 	out, err := cmd.Output()
 	if got := strings.TrimSpace(string(out)); err != nil || got != "ran" {
 		t.Errorf("a shell as VM A's QEMU against VM B's QEMU printed %q (%v), want only \"ran\": it reached B", got, err)
+	}
+}
+
+// checkCgroup: QEMU runs in its own cgroup, whose memory limit covers the
+// guest, the translation cache and QEMU's headroom.
+func checkCgroup(t *testing.T, vm *VM) {
+	t.Helper()
+	dir := vm.cg.Path()
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(procs)); len(got) != 1 || got[0] != strconv.Itoa(vm.Pid()) {
+		t.Errorf("processes in QEMU's cgroup %s = %q, want QEMU's pid %d alone", dir, got, vm.Pid())
+	}
+	want := strconv.FormatInt(limits(Config{MemoryMiB: DefaultMemoryMiB, CPUs: 1}, vm.Accel().Accel).MemoryBytes, 10)
+	limit, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes")) // v1
+	if errors.Is(err, os.ErrNotExist) {
+		limit, err = os.ReadFile(filepath.Join(dir, "memory.max")) // v2
+	}
+	if got := strings.TrimSpace(string(limit)); err != nil || got != want {
+		t.Errorf("QEMU's cgroup memory limit = %q, %v; want %s", got, err, want)
 	}
 }
