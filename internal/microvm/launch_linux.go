@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -189,6 +190,32 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
+	type result struct {
+		vm  *VM
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked QEMU ends, not
+		// warden: QEMU is started and reaped on this goroutine, locked
+		// to its thread for QEMU's whole life, so no other goroutine's
+		// locked thread ending (which the Go runtime then kills) can
+		// take QEMU with it.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		vm, err := l.run(cmd)
+		res <- result{vm, err}
+		if vm != nil {
+			vm.reap()
+		}
+	}()
+	r := <-res
+	return r.vm, r.err
+}
+
+// run starts QEMU on the calling thread and returns the VM before its
+// hello; the caller then reaps it on the same thread.
+func (l *launch) run(cmd *exec.Cmd) (*VM, error) {
 	l.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		l.closeHostEnds()
@@ -203,9 +230,7 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	vm := &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
-	go vm.reap()
-	return vm, nil
+	return &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}, nil
 }
 
 // settle moves a started QEMU into its cgroup where it could not start

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -305,5 +306,45 @@ func checkCgroup(t *testing.T, vm *VM) {
 	}
 	if got := strings.TrimSpace(string(limit)); err != nil || got != want {
 		t.Errorf("QEMU's cgroup memory limit = %q, %v; want %s", got, err, want)
+	}
+}
+
+// TestStartThreadEnds: QEMU outlives the thread of the goroutine that
+// called Start (Pdeathsig follows the forking thread): Start from a
+// goroutine locked to its thread that ends locked, which kills the thread,
+// then the VM still echoes.
+func TestStartThreadEnds(t *testing.T) {
+	needQEMU(t)
+	cfg := Config{Kernel: testKernel(t), Initrd: testInitramfs(t)}
+	type started struct {
+		vm  *VM
+		err error
+		tid int
+	}
+	ch := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		vm, err := Start(context.Background(), cfg)
+		ch <- started{vm, err, unix.Gettid()}
+	}()
+	s := <-ch
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	defer closeVM(t, s.vm)
+	for i := 0; ; i++ { // bounded: the runtime ends the thread at once
+		if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(s.tid)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("thread %d still runs", s.tid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := s.vm.Stream().Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(s.vm.Stream(), make([]byte, 1)); err != nil {
+		t.Errorf("echo after Start's thread ended: %v, want QEMU alive", err)
 	}
 }
