@@ -20,6 +20,10 @@ var MicroVMKernel = func() (string, error) {
 	return "", errors.New("not built: run `make microvm-kernel`")
 }
 
+// MicroVMKernelArgs are the boot arguments the guest kernel needs under
+// accel (its package's BootArgs), wired in with MicroVMKernel.
+var MicroVMKernelArgs = func(accel microvm.Accel) []string { return nil }
+
 // microVMCheck reports what the microVM launcher would use here: QEMU, the
 // accelerator and why, and the guest kernel. MicroVMs are optional, so a
 // gap is a warning.
@@ -73,7 +77,8 @@ func MicroVMBoot(ctx context.Context, init string) Check {
 		c.Detail = err.Error()
 		return c
 	}
-	vm, err := microvm.Start(ctx, microvm.Config{Kernel: kernel, Initrd: initrd})
+	args := MicroVMKernelArgs(microvm.HostAccel().Accel)
+	vm, err := microvm.Start(ctx, microvm.Config{Kernel: kernel, KernelArgs: args, Initrd: initrd})
 	if err != nil {
 		c.Detail = err.Error()
 		return c

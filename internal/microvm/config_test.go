@@ -25,7 +25,10 @@ func TestNormalize(t *testing.T) {
 		{"space in param", func(c *Config) { c.Cmdline = []string{"a b"} }, "one token"},
 		{"quote in param", func(c *Config) { c.Cmdline = []string{`a="b`} }, "quote"},
 		{"override console", func(c *Config) { c.Cmdline = []string{"console=ttyS0"} }, "overrides"},
-		{"override init", func(c *Config) { c.Cmdline = []string{"rdinit=/bin/sh"} }, "set by the launcher"},
+		{"override init", func(c *Config) { c.Cmdline = []string{"rdinit=/bin/sh"} }, "overrides"},
+		{"override kernel arg", func(c *Config) { c.KernelArgs, c.Cmdline = []string{"reboot=t"}, []string{"reboot=k"} }, "overrides"},
+		{"kernel arg overrides launcher", func(c *Config) { c.KernelArgs = []string{"console=ttyS0"} }, "overrides"},
+		{"space in kernel arg", func(c *Config) { c.KernelArgs = []string{"a b"} }, "one token"},
 		{"override vm key", func(c *Config) { c.Cmdline = []string{"warden.vm=0"} }, "overrides"},
 		{"fine param", func(c *Config) { c.Cmdline = []string{"loglevel=7"} }, ""},
 	}
@@ -44,21 +47,21 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-// TestArgs checks the confinement options QEMU always gets, and that the
-// TSC frequency is passed only under TCG.
+// TestArgs checks the confinement options QEMU always gets, the kernel
+// command line's parts in order, and TCG's bounded translation cache.
 func TestArgs(t *testing.T) {
-	cfg, err := Config{Kernel: "/k", Initrd: []byte{}, Cmdline: []string{"loglevel=7"}}.normalize()
+	cfg, err := Config{Kernel: "/k", Initrd: []byte{}, KernelArgs: []string{"reboot=t"}, Cmdline: []string{"loglevel=7"}}.normalize()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcg := args(cfg, TCG, 2300000)
+	tcg := args(cfg, TCG)
 	for _, want := range [][]string{
 		{"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"},
-		{"-accel", "tcg"},
+		{"-accel", "tcg,tb-size=64"},
 		{"-kernel", "/dev/fd/3"},
 		{"-initrd", "/dev/fd/4"},
 		{"-chardev", "socket,id=agent,fd=5"},
-		{"-append", "console=hvc0 quiet panic=-1 reboot=t warden.vm=1 tsc_early_khz=2300000 loglevel=7"},
+		{"-append", "console=hvc0 quiet rdinit=/init warden.vm=1 reboot=t loglevel=7"},
 		{"-m", "256"},
 	} {
 		if i := slices.Index(tcg, want[0]); !containsPair(tcg, want[0], want[1]) {
@@ -70,8 +73,22 @@ func TestArgs(t *testing.T) {
 			t.Errorf("args hold %s: QEMU must get no network device and no monitor", banned)
 		}
 	}
-	if kvm := strings.Join(args(cfg, KVM, 2300000), " "); strings.Contains(kvm, "tsc_early_khz") || !strings.Contains(kvm, "-accel kvm -cpu host") {
-		t.Errorf("KVM args = %s, want -accel kvm -cpu host and no tsc_early_khz", kvm)
+	if kvm := strings.Join(args(cfg, KVM), " "); !strings.Contains(kvm, "-accel kvm -cpu host") {
+		t.Errorf("KVM args = %s, want -accel kvm -cpu host", kvm)
+	}
+}
+
+func TestCheckAccel(t *testing.T) {
+	tests := []struct {
+		accel Accel
+		cpus  int
+		ok    bool
+	}{{TCG, 1, true}, {TCG, 2, false}, {KVM, 2, true}}
+	for _, tt := range tests {
+		err := Config{CPUs: tt.cpus}.checkAccel(tt.accel)
+		if (err == nil) != tt.ok {
+			t.Errorf("checkAccel(%s) with %d vCPUs = %v, want ok=%v", tt.accel, tt.cpus, err, tt.ok)
+		}
 	}
 }
 

@@ -1,9 +1,11 @@
 package microvm
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,4 +55,34 @@ func testInitramfs(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return initrd
+}
+
+// testKernelArgs are the guest kernel's own boot arguments, as its package
+// gives them (vmkernel.BootArgs with the host's TSC frequency under TCG,
+// which this helper becomes at merge): a reset by triple fault, and the
+// TSC's frequency so that no boot hangs calibrating it.
+func testKernelArgs(t testing.TB) []string {
+	t.Helper()
+	args := []string{"reboot=t"}
+	if HostAccel().Accel != TCG {
+		return args
+	}
+	info, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(info)) {
+		key, val, _ := strings.Cut(line, ":")
+		if strings.TrimSpace(key) != "cpu MHz" {
+			continue
+		}
+		mhz, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil || mhz < 100 || mhz > 20000 {
+			t.Fatalf("cpu MHz %q in /proc/cpuinfo is implausible", val)
+		}
+		khz := int(math.Round(mhz * 1000))
+		return append(args, "tsc_early_khz="+strconv.Itoa(khz), "lpj="+strconv.Itoa(khz*10), "tsc=reliable")
+	}
+	t.Fatal("no cpu MHz in /proc/cpuinfo")
+	return nil
 }

@@ -48,6 +48,9 @@ func prepare(cfg Config) (l *launch, err error) {
 		}
 	}()
 	l.accel = pickAccel(cfg)
+	if err := cfg.checkAccel(l.accel.Accel); err != nil {
+		return l, err
+	}
 	if err := l.openQEMU(); err != nil {
 		return l, err
 	}
@@ -250,20 +253,13 @@ func (l *launch) settle(pid int) (net.Conn, error) {
 // command is QEMU's command: the trusted binary's descriptor executed
 // with a clean environment, in /, with only its descriptors.
 func (l *launch) command() (*exec.Cmd, error) {
-	tsc := 0
-	if l.accel.Accel == TCG {
-		var err error
-		if tsc, err = hostTSCkHz(l.cfg); err != nil {
-			return nil, err
-		}
-	}
 	attr, err := l.sysProcAttr()
 	if err != nil {
 		return nil, err
 	}
 	return &exec.Cmd{
 		Path:        "/proc/self/fd/" + strconv.Itoa(l.qemuFD),
-		Args:        append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel, tsc)...),
+		Args:        append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel)...),
 		Env:         []string{},
 		Dir:         "/",
 		Stdin:       l.devNull,
@@ -304,22 +300,6 @@ func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 		a.UseCgroupFD, a.CgroupFD = true, int(l.cgDir.Fd())
 	}
 	return a, nil
-}
-
-// hostTSCkHz is cfg's TSC frequency or the host's.
-func hostTSCkHz(cfg Config) (int, error) {
-	if cfg.TSCkHz != 0 {
-		return cfg.TSCkHz, nil
-	}
-	info, err := readCPUInfo()
-	if err != nil {
-		return 0, fmt.Errorf("microvm: reading the host TSC frequency: %w", err)
-	}
-	khz, err := tscKHzFromCPUInfo(info)
-	if err != nil {
-		return 0, fmt.Errorf("microvm: %w", err)
-	}
-	return khz, nil
 }
 
 // fileConn turns a socket's file into a connection (with deadlines, as

@@ -58,7 +58,7 @@ func TestBoot(t *testing.T) {
 	needQEMU(t)
 	kernel := testKernel(t)
 	initrd := testInitramfs(t)
-	vm, err := Start(context.Background(), Config{Kernel: kernel, Initrd: initrd})
+	vm, err := Start(context.Background(), Config{Kernel: kernel, KernelArgs: testKernelArgs(t), Initrd: initrd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestBoot(t *testing.T) {
 // TestKill shows Kill ends QEMU's whole process group.
 func TestKill(t *testing.T) {
 	needQEMU(t)
-	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), Initrd: testInitramfs(t)})
+	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func checkFDs(t *testing.T, dir, kernel string) {
 // port, which proves bytes cross both ways after the hello.
 func TestPortEcho(t *testing.T) {
 	needQEMU(t)
-	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), Initrd: testInitramfs(t)})
+	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func ownFD(link string) bool {
 // and Start says so in one line: the wait is bounded by BootTimeout.
 func TestBootTimeout(t *testing.T) {
 	needQEMU(t)
-	_, err := Start(context.Background(), Config{Kernel: testKernel(t), Initrd: testInitramfs(t), BootTimeout: 200 * time.Millisecond})
+	_, err := Start(context.Background(), Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t), BootTimeout: 200 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "no valid hello from the guest within 200ms") || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("Start with a 200 ms boot timeout = %v, want a deadline error", err)
 	}
@@ -195,7 +195,7 @@ func TestContextKills(t *testing.T) {
 	needQEMU(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	vm, err := Start(ctx, Config{Kernel: testKernel(t), Initrd: testInitramfs(t)})
+	vm, err := Start(ctx, Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,12 +264,12 @@ func TestVMsApart(t *testing.T) {
 	needQEMU(t)
 	testhost.RequireTool(t, "sh")
 	kernel, initrd := testKernel(t), testInitramfs(t)
-	a, err := Start(context.Background(), Config{Kernel: kernel, Initrd: initrd})
+	a, err := Start(context.Background(), Config{Kernel: kernel, KernelArgs: testKernelArgs(t), Initrd: initrd})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeVM(t, a)
-	b, err := Start(context.Background(), Config{Kernel: kernel, Initrd: initrd})
+	b, err := Start(context.Background(), Config{Kernel: kernel, KernelArgs: testKernelArgs(t), Initrd: initrd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func checkCgroup(t *testing.T, vm *VM) {
 // then the VM still echoes.
 func TestStartThreadEnds(t *testing.T) {
 	needQEMU(t)
-	cfg := Config{Kernel: testKernel(t), Initrd: testInitramfs(t)}
+	cfg := Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)}
 	type started struct {
 		vm  *VM
 		err error
