@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/microvm"
@@ -30,9 +28,9 @@ var MicroVMKernelArgs = func(accel microvm.Accel) []string { return nil }
 func microVMCheck(ctx context.Context) Check {
 	c := Check{Name: "microvm", Status: OK}
 	accel := microvm.HostAccel()
-	version, err := qemuVersion(ctx)
+	version, err := microvm.QEMUVersion(ctx, "")
 	if err != nil {
-		c.Status, c.Detail = Warn, "qemu-system-x86_64: "+err.Error()
+		c.Status, c.Detail = Warn, err.Error()
 		c.Fix = "apt-get install qemu-system-x86"
 		return c
 	}
@@ -44,22 +42,6 @@ func microVMCheck(ctx context.Context) Check {
 	}
 	c.Detail = fmt.Sprintf("%s, accel %s (%s); guest kernel %s", version, accel.Accel, accel.Reason, kernel)
 	return c
-}
-
-// qemuVersion is the first line of qemu-system-x86_64 --version.
-func qemuVersion(ctx context.Context) (string, error) {
-	p, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		return "", errors.New("not found")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, p, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("%s --version: %w", p, err)
-	}
-	line, _, _ := strings.Cut(string(out), "\n")
-	return strings.TrimSpace(line), nil
 }
 
 // MicroVMBoot boots one microVM with init (a static warden-init) as the

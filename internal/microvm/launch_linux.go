@@ -2,7 +2,6 @@ package microvm
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -124,22 +123,33 @@ func (l *launch) dupQEMU() error {
 	return nil
 }
 
+// openKernel opens the guest kernel under nsinit's trust rule (whoever
+// could change it could run code as QEMU), readable by QEMU's own uid.
 func openKernel(p string) (*os.File, error) {
-	f, err := os.Open(p)
+	f, err := openGuestFile(p, "guest kernel")
 	if err != nil {
-		return nil, fmt.Errorf("microvm: guest kernel: %w (build one with `make microvm-kernel`)", err)
+		return nil, fmt.Errorf("%w (build one with `make microvm-kernel`)", err)
+	}
+	return f, nil
+}
+
+// openGuestFile opens a file QEMU loads into the guest: trusted as a
+// binary would be (root's or this user's, in such a directory, writable by
+// no one else, no symlink, checked on the descriptor QEMU gets) and
+// world-readable, since QEMU, under its own uid, reopens /dev/fd/N.
+func openGuestFile(p, what string) (*os.File, error) {
+	f, err := nsinit.OpenTrustedData(p)
+	if err != nil {
+		return nil, fmt.Errorf("microvm: %s: %w", what, err)
 	}
 	st, err := f.Stat()
 	switch {
 	case err != nil:
-		closeLogged(f, "guest kernel")
-		return nil, fmt.Errorf("microvm: guest kernel: %w", err)
-	case !st.Mode().IsRegular():
-		closeLogged(f, "guest kernel")
-		return nil, fmt.Errorf("microvm: guest kernel %s is not a regular file", p)
+		closeLogged(f, what)
+		return nil, fmt.Errorf("microvm: %s: %w", what, err)
 	case st.Mode().Perm()&0o004 == 0:
-		closeLogged(f, "guest kernel")
-		return nil, fmt.Errorf("microvm: guest kernel %s is not world-readable, so QEMU (under its own uid) cannot read it: chmod o+r it", p)
+		closeLogged(f, what)
+		return nil, fmt.Errorf("microvm: %s %s is not world-readable, so QEMU (under its own uid) cannot read it: chmod o+r it", what, p)
 	}
 	return f, nil
 }
@@ -149,11 +159,7 @@ func openKernel(p string) (*os.File, error) {
 // the seals keep its contents what the host wrote.
 func openInitrd(cfg Config) (*os.File, error) {
 	if cfg.InitrdPath != "" {
-		f, err := os.Open(cfg.InitrdPath)
-		if err != nil {
-			return nil, fmt.Errorf("microvm: initrd: %w", err)
-		}
-		return f, nil
+		return openGuestFile(cfg.InitrdPath, "initrd")
 	}
 	fd, err := unix.MemfdCreate("warden-initrd", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -349,12 +355,6 @@ func (l *launch) closeHostEnds() {
 func closeLogged(f *os.File, what string) {
 	if err := f.Close(); err != nil {
 		warn("closing "+what, err)
-	}
-}
-
-func warn(what string, err error) {
-	if err != nil {
-		slog.Warn("microvm: "+what, "err", err)
 	}
 }
 

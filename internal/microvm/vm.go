@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/vmguest"
@@ -22,4 +23,12 @@ type Boot struct {
 // guestHello turns a hello and the host's measurement into a Boot.
 func guestHello(h vmguest.Hello, toHello time.Duration) Boot {
 	return Boot{ToHello: toHello, KernelToInit: h.BootTime, InitToHello: h.HelloTime - h.BootTime}
+}
+
+// warn logs a cleanup failure, which nobody waits on but must not be
+// dropped.
+func warn(what string, err error) {
+	if err != nil {
+		slog.Warn("microvm: "+what, "err", err)
+	}
 }

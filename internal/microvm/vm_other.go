@@ -40,3 +40,6 @@ func (*VM) Kill() {}
 
 // Close is unreachable off Linux.
 func (*VM) Close() error { return errors.ErrUnsupported }
+
+// QEMUVersion needs Linux.
+func QEMUVersion(context.Context, string) (string, error) { return "", errors.ErrUnsupported }
