@@ -16,21 +16,24 @@ func TestChooseAccel(t *testing.T) {
 		kvmErr  error
 		info    []byte
 		infoErr error
+		gid     uint32
 		want    Accel
 		reason  string
 	}{
-		{"real intel", 12, nil, vmx, nil, KVM, "has vmx"},
-		{"real amd", 12, nil, svm, nil, KVM, "has svm"},
-		{"software virtualiser", 12, nil, pvm, nil, TCG, "neither vmx nor svm"},
-		{"no /dev/kvm", 0, errors.New("open /dev/kvm: no such file or directory"), vmx, nil, TCG, "/dev/kvm unusable"},
-		{"odd api", 11, nil, vmx, nil, TCG, "API 11"},
-		{"no cpuinfo", 12, nil, nil, errors.New("permission denied"), TCG, "cannot read /proc/cpuinfo"},
-		{"flag as substring", 12, nil, []byte("flags\t: vmxnot svmish\n"), nil, TCG, "neither"},
+		{"real intel", 12, nil, vmx, nil, 108, KVM, "has vmx"},
+		{"real amd", 12, nil, svm, nil, 108, KVM, "has svm"},
+		{"root-only /dev/kvm", 12, nil, vmx, nil, 0, TCG, "non-root group"},
+		{"software virtualiser", 12, nil, pvm, nil, 108, TCG, "neither vmx nor svm"},
+		{"no /dev/kvm", 0, errors.New("open /dev/kvm: no such file or directory"), vmx, nil, 108, TCG, "/dev/kvm unusable"},
+		{"odd api", 11, nil, vmx, nil, 108, TCG, "API 11"},
+		{"no cpuinfo", 12, nil, nil, errors.New("permission denied"), 108, TCG, "cannot read /proc/cpuinfo"},
+		{"flag as substring", 12, nil, []byte("flags\t: vmxnot svmish\n"), nil, 108, TCG, "neither"},
 	}
 	for _, tt := range tests {
 		got := chooseAccel(hostProbe{
 			kvmVersion: func() (int, error) { return tt.version, tt.kvmErr },
 			cpuinfo:    func() ([]byte, error) { return tt.info, tt.infoErr },
+			kvmNode:    func() (uint32, uint32, error) { return tt.gid, 0o20660, nil },
 		})
 		if got.Accel != tt.want || !strings.Contains(got.Reason, tt.reason) {
 			t.Errorf("%s: chooseAccel = %+v, want %s because %q", tt.name, got, tt.want, tt.reason)

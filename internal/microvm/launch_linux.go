@@ -287,14 +287,14 @@ func (l *launch) command() (*exec.Cmd, error) {
 func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 	groups := []uint32{}
 	if l.accel.Accel == KVM {
-		var st unix.Stat_t
-		if err := unix.Stat("/dev/kvm", &st); err != nil {
-			return nil, fmt.Errorf("microvm: stat /dev/kvm: %w", err)
+		gid, mode, err := kvmNode()
+		if err == nil {
+			err = kvmGroupUsable(gid, mode)
 		}
-		if st.Gid == 0 || st.Mode&0o060 != 0o060 {
-			return nil, fmt.Errorf("microvm: QEMU runs under its own uid and needs /dev/kvm read-write by a non-root group (e.g. kvm, mode 0660); it is gid %d mode %o", st.Gid, st.Mode&0o777)
+		if err != nil {
+			return nil, fmt.Errorf("microvm: %w", err)
 		}
-		groups = []uint32{st.Gid}
+		groups = []uint32{gid}
 	}
 	a := &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(l.id.ID()), Gid: uint32(l.id.ID()), Groups: groups},
