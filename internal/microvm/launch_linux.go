@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -193,7 +194,7 @@ func socketPair() (host, guest *os.File, err error) {
 func (l *launch) start() (*VM, error) {
 	cmd, err := l.command()
 	if err == nil {
-		err = strayFDsCloseOnExec()
+		err = inheritedCloseOnExec()
 	}
 	if err != nil {
 		l.closeHostEnds()
@@ -358,16 +359,17 @@ func closeLogged(f *os.File, what string) {
 	}
 }
 
-// strayFDsCloseOnExec marks every descriptor of this process above stderr
-// close-on-exec. os/exec passes a child only the files it is given, but
-// exec also keeps any descriptor not marked close-on-exec, and one this
-// process inherited (a test harness's pipe, a shell's 9>file) is not: it
-// would reach QEMU. Every descriptor Go opens is close-on-exec already, and
-// a child's files are duplicated for it after the fork, so this changes
+// inheritedCloseOnExec marks, once per process (before its first QEMU),
+// every descriptor above stderr close-on-exec. os/exec passes a child only
+// the files it is given, but exec also keeps any descriptor not marked
+// close-on-exec, and one this process inherited (a test harness's pipe, a
+// shell's 9>file) is not: it would reach QEMU. Only inherited descriptors
+// need it: every descriptor Go opens later is close-on-exec already, and a
+// child's files are duplicated for it after the fork, so this changes
 // nothing else this process does.
-func strayFDsCloseOnExec() error {
+var inheritedCloseOnExec = sync.OnceValue(func() error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("microvm: marking inherited descriptors close-on-exec (close_range, Linux 5.11): %w", err)
 	}
 	return nil
-}
+})
