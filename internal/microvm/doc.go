@@ -1,5 +1,6 @@
 // Package microvm starts confined QEMU microVMs: one QEMU "microvm"
-// machine (virtio-mmio, direct kernel boot, no PCI or firmware) per
+// machine (virtio-mmio, direct kernel boot, no PCI, only QEMU's minimal
+// qboot firmware) per
 // sandbox, whose guest init (vmguest) says hello on a virtio-serial port
 // that the host holds as a byte stream for the agent protocol
 // (streammux). QEMU itself is treated as exposed to a hostile guest: it

@@ -19,7 +19,8 @@ import (
 )
 
 // launch holds what one QEMU start needs, opened by the host: QEMU gets
-// each as a descriptor and opens nothing of the host's by path.
+// each as a descriptor and opens none of warden's files by path (it does
+// open its own: firmware, libraries, /dev/urandom).
 type launch struct {
 	cfg     Config
 	accel   AccelChoice

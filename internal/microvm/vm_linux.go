@@ -73,8 +73,10 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 }
 
 // Stream is the host end of the agent port, past the hello: a connection
-// for streammux.New. Closing it tells the guest the host is gone. It is
-// closed once QEMU has ended, so read what the guest sent before that.
+// for streammux.New once the guest serves the agent there; nothing in the
+// guest speaks streammux yet (handshake version 1 echoes what it gets).
+// Closing it tells the guest the host is gone. It is closed once QEMU has
+// ended, so read what the guest sent before that.
 func (v *VM) Stream() net.Conn { return v.conn }
 
 // Boot says how long the VM took to say hello.

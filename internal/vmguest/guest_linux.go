@@ -2,6 +2,7 @@ package vmguest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,16 +34,26 @@ func IsGuest(argv []string) bool {
 // power off with, so it ends with a reset: QEMU runs with -no-reboot,
 // which turns the reset into its exit, and the kernel's reboot=t makes it
 // an immediate triple fault.
+//
+// Without CmdlineKey it is not a Warden VM's init: it says so and exits
+// with status 1, syncing and resetting nothing.
 func Main() {
 	start := bootTime()
-	if err := run(start); err != nil {
+	err := run(start)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "warden-init:", err)
 	}
+	if errors.Is(err, errNotVM) {
+		os.Exit(1)
+	}
 	unix.Sync()
-	err := unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
+	err = unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
 	fmt.Fprintln(os.Stderr, "warden-init: reset:", err)
 	os.Exit(1)
 }
+
+// errNotVM is run's refusal where the kernel did not start a Warden VM.
+var errNotVM = errors.New("not a Warden microVM")
 
 func run(start time.Duration) error {
 	if err := mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
@@ -53,7 +64,7 @@ func run(start time.Duration) error {
 		return fmt.Errorf("reading /proc/cmdline: %w", err)
 	}
 	if !hasField(string(cmdline), CmdlineKey) {
-		return fmt.Errorf("kernel command line lacks %s: not a Warden microVM, refusing to act as its init", CmdlineKey)
+		return fmt.Errorf("%w: the kernel command line lacks %s; refusing to act as its init", errNotVM, CmdlineKey)
 	}
 	if err := mount("sysfs", "/sys", "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
 		return err

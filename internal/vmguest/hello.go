@@ -20,8 +20,9 @@ import (
 const PortName = "warden.agent"
 
 // CmdlineKey, on the guest kernel's command line, marks a Warden microVM:
-// the guest init mounts /proc and refuses to act as a VM init without it,
-// so warden-init started as /init anywhere else does nothing.
+// the guest init mounts /proc to read the command line and, without the
+// key, exits with status 1 and nothing else (no sync, no reset), so
+// warden-init started as /init anywhere else mounts /proc and goes.
 const CmdlineKey = "warden.vm=1"
 
 // Hello is the first frame a guest writes on the agent port, saying its
@@ -38,7 +39,10 @@ type Hello struct {
 	HelloTime time.Duration
 }
 
-// Version is the handshake version this build speaks.
+// Version is the handshake version this build speaks. Version 1 is the
+// echo guest: after the hello its init echoes the agent port back (no
+// agent, no streammux) until the host closes it. The version changes when
+// the guest serves the agent there instead.
 const Version = 1
 
 // helloMagic opens the hello frame, so the host tells a Warden guest from
