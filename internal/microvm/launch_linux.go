@@ -106,18 +106,12 @@ func (l *launch) openQEMU() error {
 	return nil
 }
 
-// dupQEMU moves the binary's descriptor above every number the child's
-// set-up can write to before it executes: os/exec's child first moves the
-// files it passes out of the way (to numbers from their count up), then
-// onto 0-5. Above the highest passed descriptor plus twice their count,
-// it is still the binary at exec.
+// dupQEMU moves the binary's descriptor above every number os/exec's child
+// can write to before it executes (nsinit.ChildReach of the files command
+// passes), so it is still the binary at exec.
 func (l *launch) dupQEMU() error {
-	files := []*os.File{l.devNull, l.logW, l.kernel, l.initrd, l.guest}
-	reach := 0
-	for _, f := range files {
-		reach = max(reach, int(f.Fd()))
-	}
-	fd, err := unix.FcntlInt(l.qemu.Fd(), unix.F_DUPFD_CLOEXEC, reach+2*(len(files)+1)+1)
+	reach := nsinit.ChildReach([]*os.File{l.devNull, l.logW, l.logW, l.kernel, l.initrd, l.guest})
+	fd, err := unix.FcntlInt(l.qemu.Fd(), unix.F_DUPFD_CLOEXEC, reach+1)
 	if err != nil {
 		return fmt.Errorf("microvm: duplicating QEMU's descriptor: %w", err)
 	}
