@@ -5,10 +5,12 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/microvm"
+	"github.com/warden-sandbox/warden/internal/nsinit"
 )
 
 // MicroVMKernel finds the microVM guest kernel this warden boots, or says
@@ -76,12 +78,18 @@ func MicroVMBoot(ctx context.Context, init string) Check {
 	return c
 }
 
-func guestInitramfs(init string) ([]byte, error) {
-	f, err := os.Open(init)
+// guestInitramfs wraps init, opened under nsinit's trust rule (it runs as
+// the guest's PID 1), in the guest initramfs.
+func guestInitramfs(init string) (b []byte, err error) {
+	f, err := nsinit.OpenTrustedData(init)
 	if err != nil {
 		return nil, fmt.Errorf("guest init: %w (make build puts warden-init beside warden)", err)
 	}
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); cerr != nil {
+			slog.Warn("doctor: closing the guest init", "err", cerr)
+		}
+	}()
 	if err := staticELF(f); err != nil {
 		return nil, err
 	}

@@ -1,12 +1,14 @@
 package microvm
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/testhost"
@@ -36,26 +38,36 @@ func needQEMU(t testing.TB) {
 }
 
 // testInitramfs builds warden-init as make build does (static) and wraps
-// it in the guest initramfs.
+// it in the guest initramfs, once per test binary.
 func testInitramfs(t testing.TB) []byte {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "warden-init")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building warden-init: %v: %s", err, out)
-	}
-	f, err := os.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	initrd, err := Initramfs(f)
+	testhost.RequireTool(t, "go")
+	initrd, err := builtInitramfs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return initrd
 }
+
+var builtInitramfs = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "warden-init-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "warden-init")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building warden-init: %w: %s", err, out)
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Initramfs(f)
+})
 
 // testKernelArgs are the guest kernel's own boot arguments, as its package
 // gives them (vmkernel.BootArgs with the host's TSC frequency under TCG,

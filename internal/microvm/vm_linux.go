@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -145,6 +146,9 @@ func (v *VM) handshake(timeout time.Duration, started time.Time) error {
 		return fmt.Errorf("microvm: setting the boot deadline: %w", err)
 	}
 	h, err := vmguest.ReadHello(v.conn)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("microvm: QEMU ended before the guest's hello: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("microvm: no valid hello from the guest within %v: %w", timeout, err)
 	}

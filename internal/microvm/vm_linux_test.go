@@ -35,7 +35,7 @@ func TestStartBadKernel(t *testing.T) {
 	}
 	msg := err.Error()
 	t.Logf("Start: %s", msg)
-	if !strings.Contains(msg, "no valid hello") || !strings.Contains(msg, "console:") || strings.ContainsAny(msg, "\n\x1b") {
+	if !strings.Contains(msg, "QEMU ended before the guest's hello") || !strings.Contains(msg, "console:") || strings.ContainsAny(msg, "\n\x1b") {
 		t.Errorf("Start error = %q, want one line with the hello failure and the console", msg)
 	}
 }
