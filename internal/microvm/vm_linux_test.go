@@ -309,6 +309,11 @@ func checkCgroup(t *testing.T, vm *VM) {
 	}
 }
 
+// init keeps the main thread to the main goroutine, so no test goroutine
+// runs there: TestStartThreadEnds needs its goroutine's thread to end when
+// it exits locked, which the runtime does to every thread but the main one.
+func init() { runtime.LockOSThread() }
+
 // TestStartThreadEnds: QEMU outlives the thread of the goroutine that
 // called Start (Pdeathsig follows the forking thread): Start from a
 // goroutine locked to its thread that ends locked, which kills the thread,
@@ -322,25 +327,14 @@ func TestStartThreadEnds(t *testing.T) {
 		tid int
 	}
 	ch := make(chan started, 1)
-	start := func() {
+	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if unix.Gettid() == unix.Getpid() {
-			// The runtime parks the main thread instead of ending it:
-			// try again on another.
-			runtime.UnlockOSThread()
-			ch <- started{}
-			return
-		}
 		vm, err := Start(context.Background(), cfg)
 		ch <- started{vm, err, unix.Gettid()}
-	}
-	var s started
-	for i := 0; i < 100 && s.tid == 0; i++ {
-		go start()
-		s = <-ch
-	}
-	if s.tid == 0 {
-		t.Fatal("every goroutine ran on the main thread")
+	}()
+	s := <-ch
+	if s.tid == unix.Getpid() {
+		t.Fatal("Start ran on the main thread, which init keeps for the main goroutine")
 	}
 	if s.err != nil {
 		t.Fatal(s.err)
