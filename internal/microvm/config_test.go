@@ -57,7 +57,7 @@ func TestArgs(t *testing.T) {
 	tcg := args(cfg, TCG)
 	for _, want := range [][]string{
 		{"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"},
-		{"-accel", "tcg,tb-size=64"},
+		{"-accel", "tcg,tb-size=128"},
 		{"-kernel", "/dev/fd/3"},
 		{"-initrd", "/dev/fd/4"},
 		{"-chardev", "socket,id=agent,fd=5"},
