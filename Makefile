@@ -6,7 +6,7 @@ BIN     := bin/warden
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # CC_DEPS compile C: the tests' helpers and the microVM kernel's build.
 CC_DEPS := gcc libc6-dev
-DEPS    := $(CC_DEPS) python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap qemu-system-x86
+DEPS    := $(CC_DEPS) python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap qemu-system-x86 cpio
 
 .PHONY: build run test test-images microvm-kernel microvm-kernel-deps lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate
 
@@ -140,7 +140,8 @@ FUZZ := internal/spec:FuzzParseSize:150000x internal/spec:FuzzParseDuration:2000
 	internal/nsinit:FuzzReadStatus:30000x internal/interp:FuzzReplies:8000x \
 	internal/workspace:FuzzModTime:100000x internal/e2b:FuzzRouterHeaders:20000x \
 	internal/template:FuzzUnpackLayer:2000x internal/plan:FuzzDecode:100000x \
-	internal/streammux:FuzzReader:20000x internal/streammux:FuzzLocalSide:15000x
+	internal/streammux:FuzzReader:20000x internal/streammux:FuzzLocalSide:15000x \
+	internal/vmguest:FuzzReadHello:100000x internal/initramfs:FuzzCpioAccepts:2000x
 fuzz:
 	@for t in $(FUZZ); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(or $(FUZZTIME),$${rest#*:}); \

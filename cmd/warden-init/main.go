@@ -1,7 +1,8 @@
 // Command warden-init is the sandbox init alone: what warden starts as
 // each sandbox's PID 1 when this binary sits next to it (see
 // nsinit.InitName). It links only the init's packages, so each sandbox
-// loads a third of warden's size; warden can still be its own init.
+// loads a third of warden's size; warden can still be its own init. It is
+// also a microVM guest's /init (vmguest), in the initramfs warden builds.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spawn"
+	"github.com/warden-sandbox/warden/internal/vmguest"
 )
 
 // init pins main to the process's main thread, as warden's main does:
@@ -18,6 +20,9 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
+	if vmguest.IsGuest(os.Args) {
+		vmguest.Main()
+	}
 	if nsinit.IsInit(os.Args) {
 		nsinit.Main()
 	}

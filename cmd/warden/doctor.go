@@ -14,7 +14,7 @@ import (
 )
 
 func newDoctorCmd() *cobra.Command {
-	var asJSON, leaks bool
+	var asJSON, leaks, microVMBoot bool
 	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -33,6 +33,9 @@ Exits 1 when something a default run needs is missing.`,
 				return fmt.Errorf("doctor: finding warden's own path: %w", err)
 			}
 			checks = append(checks, binaryChecks(cmd.Context(), exe)...)
+			if microVMBoot {
+				checks = append(checks, microVMBootCheck(cmd.Context(), exe))
+			}
 			if dir := templateStoreDir(stateDir); dir != "" {
 				checks = append(checks, doctor.TemplateStore(dir))
 			}
@@ -59,6 +62,7 @@ Exits 1 when something a default run needs is missing.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the state directory whose template store to report (as warden serve's)")
+	cmd.Flags().BoolVar(&microVMBoot, "microvm-boot", false, "also boot one microVM (QEMU, the guest kernel, warden-init beside warden as its /init) and report its boot-to-hello time")
 	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets); exit 1 if anything. Also notes, without failing, the gvisor roots of templates --state-dir's store does not hold (a cache warden template gc removes)")
 	return cmd
 }

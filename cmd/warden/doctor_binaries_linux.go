@@ -78,3 +78,9 @@ func closeOrWarn(f *os.File) {
 		fmt.Fprintf(os.Stderr, "warden: closing %s: %v\n", f.Name(), err)
 	}
 }
+
+// microVMBootCheck boots one microVM with the warden-init beside exe as
+// the guest's /init.
+func microVMBootCheck(ctx context.Context, exe string) doctor.Check {
+	return doctor.MicroVMBoot(ctx, filepath.Join(filepath.Dir(exe), nsinit.InitName))
+}

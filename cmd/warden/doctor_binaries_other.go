@@ -11,3 +11,8 @@ import (
 // binaryChecks has nothing to report where sandboxes cannot run: the
 // files next to warden are Linux's.
 func binaryChecks(context.Context, string) []doctor.Check { return nil }
+
+// microVMBootCheck says microVMs need Linux.
+func microVMBootCheck(context.Context, string) doctor.Check {
+	return doctor.Check{Name: "microvm boot", Status: doctor.Warn, Detail: "microVMs need a Linux host"}
+}

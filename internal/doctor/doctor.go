@@ -43,7 +43,8 @@ func Run(ctx context.Context) []Check {
 	checks := []Check{userNamespaces(), seccompCheck(), persistCheck(), executorCheck()}
 	checks = append(checks, cgroupChecks(rep)...)
 	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
-	return append(checks, optionalBackends(ctx)...)
+	checks = append(checks, optionalBackends(ctx)...)
+	return append(checks, microVMCheck(ctx))
 }
 
 // Healthy reports whether no check is missing.

@@ -312,3 +312,19 @@ func probeExec(p string) error {
 // backends do before binding it into a box: `warden doctor` reports an
 // init of another build with it.
 func Probe(p string) error { return probeInit(p) }
+
+// ChildReach is the highest descriptor number os/exec's child may write
+// while it arranges files, its stdio then ExtraFiles
+// (syscall.forkAndExecInChild1): it copies the exec-status pipe and each
+// file that must move up to the numbers above the highest of them (or of
+// their count), one each. A descriptor the child executes as
+// /proc/self/fd/N must be above it.
+func ChildReach(files []*os.File) int {
+	hi := len(files)
+	for _, f := range files {
+		if f != nil {
+			hi = max(hi, int(f.Fd()))
+		}
+	}
+	return hi + len(files) + 2
+}

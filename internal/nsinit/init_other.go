@@ -17,5 +17,8 @@ func Main() {
 // OpenTrusted refuses: binaries next to warden are run only on Linux.
 func OpenTrusted(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 
+// OpenTrustedData refuses: the files it opens are loaded only on Linux.
+func OpenTrustedData(string) (*os.File, error) { return nil, errors.ErrUnsupported }
+
 // ExecFD refuses: binaries next to warden are run only on Linux.
 func ExecFD(*os.File, []string, []string) error { return errors.ErrUnsupported }

@@ -49,19 +49,9 @@ func Command(i Init, stdio [3]*os.File, extra []*os.File, cgroupDir *os.File) (*
 	return cmd, nil
 }
 
-// childReach is the highest descriptor number os/exec's child may write
-// while it arranges stdio and extra (syscall.forkAndExecInChild1): it
-// copies the exec-status pipe and each file that must move up to the
-// numbers above the highest of them (or of their count), one each.
+// childReach is nsinit.ChildReach for stdio and extra.
 func childReach(stdio [3]*os.File, extra []*os.File) int {
-	files := append(stdio[:], extra...)
-	hi := len(files)
-	for _, f := range files {
-		if f != nil {
-			hi = max(hi, int(f.Fd()))
-		}
-	}
-	return hi + len(files) + 2
+	return nsinit.ChildReach(append(stdio[:], extra...))
 }
 
 // sysProcAttr is how Command clones the init: into i's namespaces with

@@ -1,0 +1,102 @@
+package microvm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNormalize(t *testing.T) {
+	ok := Config{Kernel: "/k", Initrd: []byte{}}
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"no kernel", func(c *Config) { c.Kernel = "" }, "make microvm-kernel"},
+		{"no initrd", func(c *Config) { c.Initrd = nil }, "exactly one"},
+		{"two initrds", func(c *Config) { c.InitrdPath = "/i" }, "exactly one"},
+		{"tiny memory", func(c *Config) { c.MemoryMiB = 8 }, "memory 8 MiB"},
+		{"too many cpus", func(c *Config) { c.CPUs = 1000 }, "1000 vCPUs"},
+		{"bad accel", func(c *Config) { c.Accel = "hvf" }, `"hvf"`},
+		{"negative timeout", func(c *Config) { c.BootTimeout = -time.Second }, "negative"},
+		{"space in param", func(c *Config) { c.Cmdline = []string{"a b"} }, "one token"},
+		{"quote in param", func(c *Config) { c.Cmdline = []string{`a="b`} }, "quote"},
+		{"override console", func(c *Config) { c.Cmdline = []string{"console=ttyS0"} }, "overrides"},
+		{"override init", func(c *Config) { c.Cmdline = []string{"rdinit=/bin/sh"} }, "overrides"},
+		{"override kernel arg", func(c *Config) { c.KernelArgs, c.Cmdline = []string{"reboot=t"}, []string{"reboot=k"} }, "overrides"},
+		{"kernel arg overrides launcher", func(c *Config) { c.KernelArgs = []string{"console=ttyS0"} }, "overrides"},
+		{"space in kernel arg", func(c *Config) { c.KernelArgs = []string{"a b"} }, "one token"},
+		{"override vm key", func(c *Config) { c.Cmdline = []string{"warden.vm=0"} }, "overrides"},
+		{"fine param", func(c *Config) { c.Cmdline = []string{"loglevel=7"} }, ""},
+	}
+	for _, tt := range tests {
+		c := ok
+		tt.edit(&c)
+		got, err := c.normalize()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: normalize = %v, want no error", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: normalize = %v, want an error containing %q", tt.name, err, tt.want)
+		case tt.name == "defaults" && (got.MemoryMiB != DefaultMemoryMiB || got.CPUs != 1 || got.BootTimeout != DefaultBootTimeout):
+			t.Errorf("defaults: got %+v", got)
+		}
+	}
+}
+
+// TestArgs checks the confinement options QEMU always gets, the kernel
+// command line's parts in order, and TCG's bounded translation cache.
+func TestArgs(t *testing.T) {
+	cfg, err := Config{Kernel: "/k", Initrd: []byte{}, KernelArgs: []string{"reboot=t"}, Cmdline: []string{"loglevel=7"}}.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcg := args(cfg, TCG)
+	for _, want := range [][]string{
+		{"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"},
+		{"-accel", "tcg,tb-size=128"},
+		{"-kernel", "/dev/fd/3"},
+		{"-initrd", "/dev/fd/4"},
+		{"-chardev", "socket,id=agent,fd=5"},
+		{"-append", "console=hvc0 quiet rdinit=/init warden.vm=1 reboot=t loglevel=7"},
+		{"-m", "256"},
+	} {
+		if i := slices.Index(tcg, want[0]); !containsPair(tcg, want[0], want[1]) {
+			t.Errorf("TCG args lack %s %s (have %v at %d)", want[0], want[1], tcg, i)
+		}
+	}
+	for _, banned := range []string{"-netdev", "-net", "-nic", "-monitor", "-qmp"} {
+		if slices.Contains(tcg, banned) {
+			t.Errorf("args hold %s: QEMU must get no network device and no monitor", banned)
+		}
+	}
+	if kvm := strings.Join(args(cfg, KVM), " "); !strings.Contains(kvm, "-accel kvm -cpu host") {
+		t.Errorf("KVM args = %s, want -accel kvm -cpu host", kvm)
+	}
+}
+
+func TestCheckAccel(t *testing.T) {
+	tests := []struct {
+		accel Accel
+		cpus  int
+		ok    bool
+	}{{TCG, 1, true}, {TCG, 2, false}, {KVM, 2, true}}
+	for _, tt := range tests {
+		err := Config{CPUs: tt.cpus}.checkAccel(tt.accel)
+		if (err == nil) != tt.ok {
+			t.Errorf("checkAccel(%s) with %d vCPUs = %v, want ok=%v", tt.accel, tt.cpus, err, tt.ok)
+		}
+	}
+}
+
+func containsPair(args []string, flag, val string) bool {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag && args[i+1] == val {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,197 @@
+package microvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
+	"github.com/warden-sandbox/warden/internal/hostid"
+	"github.com/warden-sandbox/warden/internal/vmguest"
+)
+
+// drainGrace bounds how long teardown waits, once QEMU has exited, for the
+// console pipe's end: what QEMU wrote is there within it, and a pipe held
+// open past it is one QEMU handed on.
+const drainGrace = time.Second
+
+// closeGrace bounds how long Close waits for the guest to end the VM after
+// its port is closed before QEMU is killed. Under TCG on a loaded 2-core
+// host a guest's power-off took over 5 s now and then (the first value);
+// the VM holds nothing to save, so the wait only spares a clean end.
+const closeGrace = 15 * time.Second
+
+// VM is one running QEMU microVM whose guest has said hello.
+type VM struct {
+	cmd       *exec.Cmd
+	conn      net.Conn
+	closeConn sync.Once
+	id        *hostid.Lease
+	cg        cgroup.Cgroup
+	console   *consoleLog
+	boot      Boot
+	accel     AccelChoice
+
+	mu      sync.Mutex
+	exited  bool // QEMU has exited (not yet necessarily reaped): its pid may not be signalled
+	done    chan struct{}
+	waitErr error
+}
+
+// Start starts a VM and waits (at most cfg.BootTimeout) for its guest's
+// hello. Cancelling ctx kills the VM at any time. On failure QEMU is
+// killed and the error is one line ending with the last console lines.
+func Start(ctx context.Context, cfg Config) (*VM, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("microvm: starting QEMU under its own host uid needs root: run warden as root")
+	}
+	l, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := l.start()
+	l.closeFiles()
+	if err != nil {
+		return nil, err
+	}
+	go vm.watch(ctx)
+	if err := vm.handshake(cfg.BootTimeout, l.started); err != nil {
+		vm.Kill()
+		<-vm.done
+		return nil, fmt.Errorf("%w; console: %s", err, vm.console.tail(5))
+	}
+	return vm, nil
+}
+
+// Stream is the host end of the agent port, past the hello: a connection
+// for streammux.New once the guest serves the agent there; nothing in the
+// guest speaks streammux yet (handshake version 1 echoes what it gets).
+// Closing it tells the guest the host is gone. It is closed once QEMU has
+// ended, so read what the guest sent before that.
+func (v *VM) Stream() net.Conn { return v.conn }
+
+// Boot says how long the VM took to say hello.
+func (v *VM) Boot() Boot { return v.boot }
+
+// Accel is the accelerator the VM runs under, and why.
+func (v *VM) Accel() AccelChoice { return v.accel }
+
+// Pid is QEMU's process id (and process group id).
+func (v *VM) Pid() int { return v.cmd.Process.Pid }
+
+// Done is closed once QEMU has exited and been reaped.
+func (v *VM) Done() <-chan struct{} { return v.done }
+
+// Wait waits for QEMU to exit and returns how it ended.
+func (v *VM) Wait() error {
+	<-v.done
+	return v.waitErr
+}
+
+// Console returns the last lines of the guest console and of QEMU's own
+// messages, escaped.
+func (v *VM) Console() []string { return v.console.Lines() }
+
+// Kill kills QEMU's process group, then QEMU through its pidfd (which
+// os.Process holds), unless it has already exited: a pid is only
+// signalled while it cannot have been reused.
+func (v *VM) Kill() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.exited {
+		return
+	}
+	if err := unix.Kill(-v.cmd.Process.Pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		warn("killing QEMU's process group", err)
+	}
+	if err := v.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		warn("killing QEMU", err)
+	}
+}
+
+// Close closes the agent port, which makes the guest end the VM, and waits
+// for QEMU to end, killing it after closeGrace. It returns how QEMU ended.
+func (v *VM) Close() error {
+	v.closePort()
+	select {
+	case <-v.done:
+	case <-time.After(closeGrace):
+		v.Kill()
+	}
+	return v.Wait()
+}
+
+// closePort closes the host end of the agent port once.
+func (v *VM) closePort() {
+	v.closeConn.Do(func() {
+		if err := v.conn.Close(); err != nil {
+			warn("closing the agent port", err)
+		}
+	})
+}
+
+// handshake reads the guest's hello within timeout of QEMU's start.
+func (v *VM) handshake(timeout time.Duration, started time.Time) error {
+	if err := v.conn.SetReadDeadline(started.Add(timeout)); err != nil {
+		return fmt.Errorf("microvm: setting the boot deadline: %w", err)
+	}
+	h, err := vmguest.ReadHello(v.conn)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("microvm: QEMU ended before the guest's hello: %w", err)
+	}
+	if err != nil {
+		return fmt.Errorf("microvm: no valid hello from the guest within %v: %w", timeout, err)
+	}
+	v.boot = guestHello(h, time.Since(started))
+	if err := v.conn.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("microvm: clearing the boot deadline: %w", err)
+	}
+	return nil
+}
+
+// watch kills the VM when ctx ends first.
+func (v *VM) watch(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		v.Kill()
+	case <-v.done:
+	}
+}
+
+// reap waits for QEMU's exit without reaping it (WNOWAIT), marks it
+// exited under mu so Kill stops signalling its pid, then reaps it and
+// closes the host ends: the agent port, and the console pipe after at
+// most drainGrace, so a hostile QEMU cannot hold teardown forever.
+func (v *VM) reap() {
+	defer close(v.done)
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, v.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				warn("waiting for QEMU", err)
+			}
+			break
+		}
+	}
+	v.mu.Lock()
+	v.exited = true
+	v.mu.Unlock()
+	v.waitErr = v.cmd.Wait()
+	v.console.finish(drainGrace)
+	v.closePort()
+	deleteCgroup(v.cg)
+	v.id.Release() // after the reap: no process runs as it any more
+}
