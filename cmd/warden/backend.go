@@ -21,11 +21,13 @@ func addBackendFlags(f *pflag.FlagSet, name *string, what string, o *sandbox.Bac
 	f.StringVar(&o.Image, "image", "", "image for --backend docker (default: an image Warden builds from the host's root, as native sees it)")
 	o.Executor = native.ExecutorAuto
 	f.StringVar((*string)(&o.Executor), "executor", string(native.ExecutorAuto), "what builds a --backend native one-shot sandbox: auto, go (the Go init) or fast (warden-exec, no Go runtime); sessions and pooled sandboxes keep the Go init")
+	o.AgentTransport = native.TransportFD
+	f.StringVar((*string)(&o.AgentTransport), "agent-transport", string(native.TransportFD), "how a --backend native session reaches its agent: fd (descriptors over the control socket) or stream (one multiplexed byte stream, the path a VM or pod backend needs; slower, offered to test and measure it)")
 }
 
 // checkExecutor refuses an unknown backend (first, as NewBackend words
-// it), an unknown --executor, and one other than auto for a backend that
-// has no choice of executor, in one line each.
+// it), an unknown --executor or --agent-transport, and one other than
+// the default for a backend that has no such choice, in one line each.
 func checkExecutor(backend string, o sandbox.BackendOptions) error {
 	if backend != "" && !slices.Contains(sandbox.BackendNames(), backend) {
 		return fmt.Errorf("backend %q is unknown: use %s", backend, sandbox.BackendChoices())
@@ -35,6 +37,12 @@ func checkExecutor(backend string, o sandbox.BackendOptions) error {
 	}
 	if backend != "" && backend != sandbox.DefaultBackend && o.Executor != native.ExecutorAuto && o.Executor != "" {
 		return fmt.Errorf("--executor %s: only --backend %s has a choice of executor", o.Executor, sandbox.DefaultBackend)
+	}
+	if err := o.AgentTransport.Validate(); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	if backend != "" && backend != sandbox.DefaultBackend && o.AgentTransport == native.TransportStream {
+		return fmt.Errorf("--agent-transport stream: only --backend %s has a choice of agent transport", sandbox.DefaultBackend)
 	}
 	return nil
 }

@@ -24,6 +24,14 @@ type Frame struct {
 	// Control is the host's end of the connection to the agent, which has
 	// already been sent its Config. The session owns it from Attach on.
 	Control *os.File
+	// Stream says Control is a byte stream that can carry no descriptor
+	// (a VM's serial port, a pod's TCP connection): the agent was sent a
+	// Config with Stream set, and the session speaks the protocol over a
+	// streammux stream on it (see stream_linux.go). The host still reads
+	// and kills Cgroup, but no exec gets a child cgroup (its tasks
+	// descriptors could not reach the agent): execs are killed by process
+	// group, their orphans swept, their figures rusage's.
+	Stream bool
 	// Cgroup is the box's cgroup when the host manages one it can divide
 	// (per-exec children on v1), or nil: execs are then killed by process
 	// group and measured by rusage.

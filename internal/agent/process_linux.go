@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -90,23 +91,34 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	s.procs[p.id] = p
 	s.seen[p.id] = 0
 	s.mu.Unlock()
-	fds := make([]int, 0, len(c.Files)+len(tasks))
-	for _, f := range c.Files {
-		fds = append(fds, int(f.Fd()))
+	req := nsinit.Request{Op: nsinit.OpSpawn, ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir}
+	if s.f.Stream {
+		err = s.sendFailed(s.sendStream(req, c.Files, p.done))
+	} else {
+		err = s.sendSpawn(req, c.Files, tasks)
 	}
-	req := nsinit.Request{Op: nsinit.OpSpawn, ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, Files: len(c.Files)}
-	if len(tasks) > 0 {
-		fds = append(fds, tasks...)
-		req.Cgroup = 2 * len(tasks)
-	}
-	err = s.send(req, fds, len(tasks) > 0)
-	closeFDs(tasks)
 	if err != nil {
 		s.forget(p)
 		p.settle(nil, nsinit.Event{})
 		return nil, descriptorError(err)
 	}
 	return p, p.awaitStart(ctx)
+}
+
+// sendSpawn sends a spawn with files, the process's fds, attached, and
+// tasks, its exec cgroup's tasks files (then closed), if any.
+func (s *Session) sendSpawn(req nsinit.Request, files []*os.File, tasks []int) error {
+	defer closeFDs(tasks)
+	fds := make([]int, 0, len(files)+len(tasks))
+	for _, f := range files {
+		fds = append(fds, int(f.Fd()))
+	}
+	req.Files = len(files)
+	if len(tasks) > 0 {
+		fds = append(fds, tasks...)
+		req.Cgroup = 2 * len(tasks)
+	}
+	return s.send(req, fds, len(tasks) > 0)
 }
 
 // forget drops a process the agent never heard of: an event for it

@@ -20,7 +20,10 @@ import (
 // inherits its seccomp filter and empty capability sets; the agent's other
 // threads keep the capabilities it needs to signal and reap.
 type agent struct {
-	ctl int
+	// read reads the next request and the descriptors that come with it
+	// (readRequest on the bare connection, streamRequests.read over the
+	// stream).
+	read func() (Request, []int, error)
 
 	sendMu sync.Mutex
 	enc    *json.Encoder
@@ -50,12 +53,24 @@ type spawnJob struct {
 // serve reports readiness and runs the agent until the host goes; it never
 // returns normally, because the host ends a session by killing the init.
 func serveSession(cfg *Config, ctl *os.File) int {
+	a := &agent{running: map[int]uint64{}, pgids: map[uint64]int{}, sweep: map[uint64]bool{}, started: make(chan struct{}, 1), sees: seenRoot(cfg)}
+	var events io.Writer = ctl
+	a.read = func() (Request, []int, error) { return readRequest(ControlFD) }
+	if cfg.Stream {
+		sr, err := serveStream(ctl)
+		if err != nil {
+			// the host cannot be told: the stream is what would carry it
+			fmt.Fprintf(os.Stderr, "warden-init: %v\n", err)
+			return exitNoHost
+		}
+		events, a.read = sr.events, sr.read
+	}
+	a.enc = json.NewEncoder(events)
 	if err := lockdown(cfg); err != nil {
 		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
-		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
+		_ = a.send(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
 		return 0
 	}
-	a := &agent{ctl: ControlFD, enc: json.NewEncoder(ctl), running: map[int]uint64{}, pgids: map[uint64]int{}, sweep: map[uint64]bool{}, started: make(chan struct{}, 1), sees: seenRoot(cfg)}
 	if err := a.send(Event{Kind: EventReady}); err != nil {
 		return exitNoHost
 	}
@@ -79,7 +94,13 @@ func (a *agent) send(e Event) error {
 func (a *agent) readRequests(jobs chan<- spawnJob) {
 	defer close(jobs)
 	for {
-		req, fds, err := readRequest(a.ctl)
+		req, fds, err := a.read()
+		var refused *refusedSpawn
+		if errors.As(err, &refused) {
+			// a send fails only once the host hung up, which ends the agent
+			_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: refused.Error()}))
+			continue
+		}
 		if err != nil {
 			return
 		}
@@ -115,7 +136,7 @@ func (a *agent) kill(id uint64, sig int) {
 // the exec's cgroup only after one of them, so never this thread.
 func (a *agent) spawn(job spawnJob) {
 	req := job.req
-	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 {
+	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 || len(req.Streams) != 0 {
 		closeAll(job.fds)
 		// a send fails only once the host hung up, which ends the agent
 		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"}))

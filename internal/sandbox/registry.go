@@ -35,6 +35,11 @@ type BackendOptions struct {
 	// has no box for); sessions and pooled boxes keep the Go init, which
 	// stays as their agent. Zero is native.ExecutorAuto.
 	Executor native.Executor
+	// AgentTransport is how the native backend's sessions (and pooled
+	// boxes) reach their agent: native.TransportFD (zero) or
+	// native.TransportStream, the descriptor-free protocol a VM or pod
+	// backend needs, offered on native to prove and measure it.
+	AgentTransport native.AgentTransport
 }
 
 // DefaultBackend is the backend used when none is named.
@@ -97,7 +102,7 @@ func newNative(_ string, o BackendOptions) (Backend, error) {
 	if o.Server {
 		useSpawner()
 	}
-	return Native{Logger: o.Logger, Executor: o.Executor}, nil
+	return Native{Logger: o.Logger, Executor: o.Executor, AgentTransport: o.AgentTransport}, nil
 }
 
 // ended says the box has ended.

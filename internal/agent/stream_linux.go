@@ -1,0 +1,316 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/streammux"
+	"github.com/warden-sandbox/warden/internal/streamrelay"
+)
+
+// The host's side of the stream transport (Frame.Stream, nsinit.Config
+// .Stream): the control connection carries a streammux stream, the host
+// its initiator. Channel 1 carries requests and events as the bare
+// connection does; before each spawn the host opens a channel per fd of
+// the process and relays between it and the fd it would have passed
+// (each a pipe end the host made), so Exec, Spawn and the interpreters
+// are the same above. Only the host opens channels: one the box opens is
+// a breach, as is anything streammux refuses.
+
+// streamControl makes the session's connection pollable, so that closing
+// it ends the stream's pending read, and takes it over from f.Control,
+// which is closed.
+func (s *Session) streamControl() error {
+	rc, err := s.f.Control.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("starting the control stream: %w", err)
+	}
+	fd := -1
+	var ferr error
+	if err := rc.Control(func(c uintptr) { fd, ferr = unix.FcntlInt(c, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return fmt.Errorf("starting the control stream: %w", err)
+	}
+	if ferr != nil {
+		return fmt.Errorf("starting the control stream: %w", ferr)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("starting the control stream: %w", err)
+	}
+	old := s.f.Control
+	s.f.Control = os.NewFile(uintptr(fd), "control stream")
+	if err := old.Close(); err != nil {
+		s.log().Warn("closing the control connection's first descriptor", "err", err)
+	}
+	return nil
+}
+
+// readStreamEvents is readEvents over the stream. The box's first byte
+// tells a JSON line (a refusal or a failed build, written before its
+// agent started the stream) from the stream's hello; the stream is
+// started only then, and its control channel opened.
+func (s *Session) readStreamEvents(ready chan<- error, ctl *os.File) {
+	var first [1]byte
+	if _, err := io.ReadFull(ctl, first[:]); err != nil {
+		s.finishEvents(ready, true, streamEnd(err))
+		return
+	}
+	conn := &prefixed{Conn: ctl, first: first[0], pending: true}
+	if first[0] == '{' {
+		s.readLines(bufio.NewReaderSize(conn, maxEventLine), ready, true)
+		return
+	}
+	ch, err := s.startStream(conn)
+	if err != nil {
+		s.finishEvents(ready, true, err)
+		return
+	}
+	go s.refuseGuestChannels()
+	s.readLines(bufio.NewReaderSize(ch, maxEventLine), ready, false)
+}
+
+// startStream starts the stream on conn and opens the control channel,
+// unless the session was closed meanwhile.
+func (s *Session) startStream(conn streammux.Conn) (*streammux.Channel, error) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.ctlClosed {
+		return nil, ErrSessionEnded
+	}
+	mux, err := streammux.New(conn, streammux.DefaultConfig(), true)
+	if err != nil {
+		return nil, fmt.Errorf("starting the control stream: %w", err)
+	}
+	ctl, err := mux.Open()
+	if err != nil {
+		// the stream is gone either way
+		_ = mux.Close()
+		return nil, streamEnd(err)
+	}
+	s.mux, s.ctlCh = mux, ctl
+	return ctl, nil
+}
+
+// streamEnd names why reading the box's stream stopped: its hang-up, a
+// breach (streammux refused a frame: nsinit.ErrProtocol), or the error.
+func streamEnd(err error) error {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, streammux.ErrHungUp), errors.Is(err, unix.ECONNRESET):
+		return errHungUp
+	case errors.Is(err, streammux.ErrProtocol), errors.Is(err, streammux.ErrMismatch):
+		return fmt.Errorf("%w: %v", nsinit.ErrProtocol, err) //nolint:errorlint // the session's cause is ErrProtocol; the stream's rule is text
+	}
+	return fmt.Errorf("reading from the sandbox: %w", err)
+}
+
+// refuseGuestChannels ends the session if the box opens a channel: the
+// stream carries no connection of the box's (egress) yet, so any is a
+// breach.
+func (s *Session) refuseGuestChannels() {
+	ch, err := s.mux.Accept(context.Background())
+	if err != nil {
+		return // the stream ended: readStreamEvents reports why
+	}
+	s.breach(fmt.Errorf("%w: it opened stream channel %d; only the host opens channels", nsinit.ErrProtocol, ch.ID()))
+	// the stream ends with the box
+	_ = ch.Close()
+}
+
+// prefixed is a connection whose first byte was read already.
+type prefixed struct {
+	streammux.Conn
+	first   byte
+	pending bool
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if p.pending && len(b) > 0 {
+		p.pending = false
+		b[0] = p.first
+		return 1, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// relay is one fd of a process, carried by a channel.
+type relay struct {
+	ch *streammux.Channel
+	f  *os.File
+	// in: the process reads it (the host writes the channel).
+	in bool
+}
+
+// openStreams opens a channel for each of files, the fds a process gets,
+// and names them in req; sendMu is held, so the channels are opened just
+// before the request that claims them. /dev/null needs no channel.
+func (s *Session) openStreams(req *nsinit.Request, files []*os.File) ([]*relay, error) {
+	var relays []*relay
+	for i, f := range files {
+		r, st, err := s.openStream(f)
+		if err != nil {
+			closeRelays(relays)
+			return nil, fmt.Errorf("the process's fd %d: %w", i, err)
+		}
+		req.Streams = append(req.Streams, st)
+		if r != nil {
+			relays = append(relays, r)
+		}
+	}
+	return relays, nil
+}
+
+// openStream is one fd's stream: its direction from its access mode, a
+// copy of it (the caller closes its own once the spawn returns) and its
+// channel.
+func (s *Session) openStream(f *os.File) (*relay, nsinit.Stream, error) {
+	dup, dir, err := streamFD(f)
+	if err != nil || dir == nsinit.StreamNull {
+		return nil, nsinit.Stream{Dir: dir}, err
+	}
+	ch, err := s.mux.Open()
+	if err != nil {
+		unix.Close(dup)
+		return nil, nsinit.Stream{}, fmt.Errorf("%w: %v", errNoChannel, err) //nolint:errorlint // errNoChannel is what callers match
+	}
+	r := &relay{ch: ch, f: os.NewFile(uintptr(dup), "stream"), in: dir == nsinit.StreamIn}
+	if r.in {
+		ch.CloseRead() // nothing comes back on a stream the process reads
+	} else if err := ch.CloseWrite(); err != nil {
+		r.close()
+		return nil, nsinit.Stream{}, err
+	}
+	return r, nsinit.Stream{Ch: ch.ID(), Dir: dir}, nil
+}
+
+// errNoChannel is a stream with no room for another channel: as many
+// processes' streams are open as it carries (streammux.Config
+// .MaxChannels), which a later exec may find free again.
+var errNoChannel = errors.New("no free channel on the stream to the sandbox")
+
+// streamFD says how f is relayed: "null" for /dev/null, else "in" or
+// "out" by its access mode, with a non-blocking copy of it (so that
+// closing the copy ends a pending read).
+func streamFD(f *os.File) (int, string, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, "", err
+	}
+	dup, dir := -1, ""
+	var ferr error
+	cerr := rc.Control(func(fd uintptr) { dup, dir, ferr = dupStream(int(fd)) })
+	if cerr != nil {
+		return -1, "", cerr
+	}
+	return dup, dir, ferr
+}
+
+func dupStream(fd int) (int, string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return -1, "", err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == unix.Mkdev(1, 3) {
+		return -1, nsinit.StreamNull, nil
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	dir := nsinit.StreamIn
+	switch flags & unix.O_ACCMODE {
+	case unix.O_WRONLY:
+		dir = nsinit.StreamOut
+	case unix.O_RDWR:
+		return -1, "", errors.New("it is open for reading and writing; the stream carries one way only (give a pipe end)")
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return -1, "", err
+	}
+	return dup, dir, nil
+}
+
+// run relays until either end is done.
+func (r *relay) run() {
+	if r.in {
+		streamrelay.ToChannel(r.ch, r.f)
+	} else {
+		streamrelay.FromChannel(r.f, r.ch)
+	}
+}
+
+// close ends a relay that never ran.
+func (r *relay) close() {
+	// nothing was relayed; the box learns of the channel's end by its close
+	_ = r.ch.Close()
+	_ = r.f.Close()
+}
+
+func closeRelays(relays []*relay) {
+	for _, r := range relays {
+		r.close()
+	}
+}
+
+// outputLinger bounds how long an output stream may stay open after its
+// process ended: what processes that held the pipe still write (Exec
+// stops reading after drainGrace anyway). A box that never closes the
+// channel then loses it, rather than keep its slot on the stream.
+const outputLinger = drainGrace + time.Second
+
+// cutRelays ends a process's relays once it has ended: its stdin and
+// other inputs at once (nobody reads them), its outputs after
+// outputLinger if the box has not closed them.
+func cutRelays(done <-chan struct{}, relays []*relay) {
+	<-done
+	for _, r := range relays {
+		if r.in {
+			r.close()
+		} else {
+			r.ch.SetReadDeadline(time.Now().Add(outputLinger))
+		}
+	}
+}
+
+// sendStream sends req over the control channel within sendTimeout,
+// with a channel for each of files, relayed from then on; cutRelays
+// ends the relays once done is closed.
+func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan struct{}) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.ctlClosed || s.ctlCh == nil {
+		return ErrSessionEnded
+	}
+	relays, err := s.openStreams(&req, files)
+	if err != nil {
+		return err
+	}
+	frame, err := nsinit.EncodeRequest(req)
+	if err == nil {
+		s.ctlCh.SetWriteDeadline(time.Now().Add(sendTimeout))
+		_, err = s.ctlCh.Write(frame)
+	}
+	if err != nil {
+		closeRelays(relays)
+		return fmt.Errorf("sending to the sandbox: %w", err)
+	}
+	for _, r := range relays {
+		go r.run()
+	}
+	if len(relays) > 0 {
+		go cutRelays(done, relays)
+	}
+	return nil
+}
