@@ -21,6 +21,10 @@ type Process struct {
 	id uint64
 	// cg is the process's own cgroup (v1), or nil.
 	cg cgroup.Cgroup
+	// countsSession says the process's OOM kills are the session
+	// cgroup's during its life, from oomBase (see sessionOOMs).
+	countsSession bool
+	oomBase       uint64
 
 	started chan struct{}
 	done    chan struct{}
@@ -87,6 +91,9 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	// Published only now, with its cgroup set: from here on events and
 	// Usage may read it.
 	p.cg = cg
+	if cg == nil && s.f.Stream && s.f.Cgroup != nil {
+		p.countsSession, p.oomBase = true, s.sessionOOMs()
+	}
 	s.mu.Lock()
 	s.procs[p.id] = p
 	s.seen[p.id] = 0
@@ -119,6 +126,21 @@ func (s *Session) sendSpawn(req nsinit.Request, files []*os.File, tasks []int) e
 		req.Cgroup = 2 * len(tasks)
 	}
 	return s.send(req, fds, len(tasks) > 0)
+}
+
+// sessionOOMs is the session cgroup's OOM kills so far, or 0. A process
+// of a stream session, which has no cgroup of its own, counts those
+// during its life as its own: exact for one exec at a time; a kill in
+// another exec running beside it is reported by both.
+func (s *Session) sessionOOMs() uint64 {
+	if s.f.Cgroup == nil {
+		return 0
+	}
+	st, err := s.f.Cgroup.Stats()
+	if err != nil {
+		return 0
+	}
+	return st.OOMKills
 }
 
 // forget drops a process the agent never heard of: an event for it
@@ -173,6 +195,12 @@ func (p *Process) markStarted(pid int) {
 // removes the cgroup, then releases its waiters.
 func (p *Process) settle(st *nsinit.Status, e nsinit.Event) {
 	p.once.Do(func() {
+		if p.countsSession {
+			ooms := p.s.sessionOOMs() - p.oomBase
+			p.mu.Lock()
+			p.stats.OOMKills = ooms
+			p.mu.Unlock()
+		}
 		if p.cg != nil {
 			stats := p.s.retire(p.cg)
 			p.mu.Lock()
