@@ -24,7 +24,7 @@ import (
 // streamGuest is a fake agent speaking the stream transport, driven by
 // the test: the host's side is the real one.
 type streamGuest struct {
-	t      *testing.T
+	t      testing.TB
 	conn   *os.File
 	mux    *streammux.Mux
 	ctl    *streammux.Channel
@@ -34,7 +34,7 @@ type streamGuest struct {
 
 // attachStream attaches a stream Session to a fake guest that has said
 // it is ready; limits are the session's.
-func attachStream(t *testing.T, l spec.Limits) (*Session, *streamGuest) {
+func attachStream(t testing.TB, l spec.Limits) (*Session, *streamGuest) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
