@@ -173,9 +173,9 @@ func TestStreamExec(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading stdin: %v", err)
 	}
-	chans[1].Write(append(in, '!'))
+	mustWrite(t, chans[1], append(in, '!'))
 	chans[1].Close()
-	chans[2].Write([]byte("err"))
+	mustWrite(t, chans[2], []byte("err"))
 	chans[2].Close()
 	chans[0].Close()
 	g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":3}}`, req.ID))
@@ -248,7 +248,7 @@ func TestStreamGarbage(t *testing.T) {
 		Exited:        killed,
 		Cleanup:       func() {},
 	}
-	box.Write([]byte("\x07garbage that is no hello"))
+	mustWrite(t, box, []byte("\x07garbage that is no hello"))
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
 	_, err = Attach(ctx, f)
@@ -279,7 +279,7 @@ func TestStreamRefusalBeforeStream(t *testing.T) {
 		Exited:        killed,
 		Cleanup:       func() {},
 	}
-	box.Write([]byte(`{"kind":"failed","status":{"error":"no such root"}}` + "\n"))
+	mustWrite(t, box, []byte(`{"kind":"failed","status":{"error":"no such root"}}`+"\n"))
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
 	if _, err := Attach(ctx, f); err == nil || !strings.Contains(err.Error(), "no such root") {
@@ -295,7 +295,7 @@ func TestStreamGuestStalls(t *testing.T) {
 	s, g := attachStream(t, spec.DefaultLimits)
 	res := execAsync(s, strings.NewReader(strings.Repeat("x", 4<<20)))
 	req, chans := g.spawned()
-	chans[1].Write([]byte("partial"))
+	mustWrite(t, chans[1], []byte("partial"))
 	g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":0}}`, req.ID))
 	o := await(t, res, "the exec")
 	if o.err != nil || o.r.Stdout != "partial" {
@@ -342,5 +342,13 @@ func TestStreamFloodOneByteFrames(t *testing.T) {
 	// would keep).
 	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 8<<20 {
 		t.Errorf("the heap grew %d bytes during a %d-byte flood, want it bounded by the stream's windows", grew, flood)
+	}
+}
+
+// mustWrite writes b to w or fails the test.
+func mustWrite(t testing.TB, w io.Writer, b []byte) {
+	t.Helper()
+	if _, err := w.Write(b); err != nil {
+		t.Fatalf("writing %q: %v", b, err)
 	}
 }

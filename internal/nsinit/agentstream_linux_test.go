@@ -94,8 +94,12 @@ func TestStreamSpawnPipes(t *testing.T) {
 	stdin, stdout, null := os.NewFile(uintptr(fds[0]), "0"), os.NewFile(uintptr(fds[1]), "1"), os.NewFile(uintptr(fds[2]), "2")
 	defer stdin.Close()
 	defer null.Close()
-	chans[0].Write([]byte("in"))
-	chans[0].CloseWrite()
+	if _, err := chans[0].Write([]byte("in")); err != nil {
+		t.Fatal(err)
+	}
+	if err := chans[0].CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
 	if got, err := io.ReadAll(stdin); err != nil || string(got) != "in" {
 		t.Errorf("the process's stdin = %q, %v; want \"in\"", got, err)
 	}
