@@ -40,22 +40,22 @@ func TestSessionStreamTransport(t *testing.T) {
 			t.Errorf("javascript cell = value %q, stderr %q; want 42", r.Value, r.Stderr)
 		}
 	}
-	exec := func(body map[string]any) spec.Result {
+	run := func(body map[string]any) spec.Result {
 		var r spec.Result
 		srv.jsonCall(t, keyA, http.MethodPost, "/v1/sessions/"+id+"/exec", body, http.StatusOK, &r)
 		return r
 	}
-	if r := exec(map[string]any{"command": []string{"cat"}, "stdin": "hello"}); r.Stdout != "hello" {
+	if r := run(map[string]any{"command": []string{"cat"}, "stdin": "hello"}); r.Stdout != "hello" {
 		t.Errorf("cat with stdin = %q, want hello", r.Stdout)
 	}
-	if r := exec(map[string]any{"command": []string{"sh", "-c", "head -c 100000 /dev/zero"}}); !r.StdoutTruncated || len(r.Stdout) != 1024 {
+	if r := run(map[string]any{"command": []string{"sh", "-c", "head -c 100000 /dev/zero"}}); !r.StdoutTruncated || len(r.Stdout) != 1024 {
 		t.Errorf("flood = truncated %v, %d bytes; want true, 1024", r.StdoutTruncated, len(r.Stdout))
 	}
 	bomb := "b = []\nfor _ in range(512): b.append(bytearray(1 << 20))"
-	if r := exec(map[string]any{"command": []string{"python3", "-c", bomb}}); !r.OOMKilled || r.Signal != "SIGKILL" {
+	if r := run(map[string]any{"command": []string{"python3", "-c", bomb}}); !r.OOMKilled || r.Signal != "SIGKILL" {
 		t.Errorf("bomb = oom_killed %v, signal %q, stderr %q; want an OOM kill", r.OOMKilled, r.Signal, r.Stderr)
 	}
-	if r := exec(map[string]any{"command": []string{"echo", "alive"}}); r.Stdout != "alive\n" {
+	if r := run(map[string]any{"command": []string{"echo", "alive"}}); r.Stdout != "alive\n" {
 		t.Errorf("after the OOM kill = %q, want the session alive", r.Stdout)
 	}
 }
