@@ -108,6 +108,8 @@ func (s *Session) start(ctx context.Context) error {
 	ready := make(chan error, 1)
 	if s.f.Stream {
 		if err := s.streamControl(); err != nil {
+			// No reader started to end the session: teardown waits for it.
+			s.end(err)
 			return err
 		}
 		go s.readStreamEvents(ready, s.f.Control)
