@@ -103,12 +103,16 @@ func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
 
 // HandOverBoxed sends a boxed init its Config on ctl and, when the box
 // has the egress proxy (att), the egress link it asks for connections on,
-// which is then served until the init closes it.
+// which is then served until the init closes it. Over the stream
+// transport (cfg.Stream) there is no link: the session serves each
+// connection as a channel the box opens.
 func HandOverBoxed(ctl *os.File, cfg nsinit.Config, att *egress.Attachment) error {
 	if err := nsinit.WriteConfig(ctl, cfg); err != nil {
 		return fmt.Errorf("sending sandbox config: %w", err)
 	}
-	if att == nil {
+	if att == nil || cfg.Stream {
+		// Over the stream each connection is a channel the session
+		// serves (Frame.Egress).
 		return nil
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -73,7 +74,7 @@ func (s *Session) readStreamEvents(ready chan<- error, ctl *os.File) {
 		s.finishEvents(ready, true, err)
 		return
 	}
-	go s.refuseGuestChannels()
+	go s.serveGuestChannels()
 	s.readLines(bufio.NewReaderSize(ch, maxEventLine), ready, false)
 }
 
@@ -111,18 +112,51 @@ func streamEnd(err error) error {
 	return fmt.Errorf("reading from the sandbox: %w", err)
 }
 
-// refuseGuestChannels ends the session if the box opens a channel: the
-// stream carries no connection of the box's (egress) yet, so any is a
-// breach.
-func (s *Session) refuseGuestChannels() {
-	ch, err := s.mux.Accept(context.Background())
-	if err != nil {
-		return // the stream ended: readStreamEvents reports why
+// serveGuestChannels takes the channels the box opens: each is one
+// connection of its egress bridge, which the host connects to the box's
+// egress proxy. A box without the proxy has no business opening one, so
+// that is a breach. streammux bounds how many the box has open at once.
+func (s *Session) serveGuestChannels() {
+	for {
+		ch, err := s.mux.Accept(context.Background())
+		if err != nil {
+			return // the stream ended: readStreamEvents reports why
+		}
+		if s.f.Egress == nil {
+			s.breach(fmt.Errorf("%w: it opened stream channel %d without an egress proxy; only the host opens channels then", nsinit.ErrProtocol, ch.ID()))
+			// the stream ends with the box
+			_ = ch.Close()
+			return
+		}
+		go relayEgress(ch, s.f.Egress.SocketPath())
 	}
-	s.breach(fmt.Errorf("%w: it opened stream channel %d; only the host opens channels", nsinit.ErrProtocol, ch.ID()))
-	// the stream ends with the box
-	_ = ch.Close()
 }
+
+// relayEgress connects ch, a connection of the box's egress bridge, to
+// its proxy socket and copies both ways until both directions end.
+func relayEgress(ch *streammux.Channel, socket string) {
+	defer ch.Close()
+	c, err := net.DialTimeout("unix", socket, egressDialTimeout)
+	if err != nil {
+		return // the box's client sees its connection close
+	}
+	p := c.(*net.UnixConn)
+	defer p.Close()
+	done := make(chan struct{})
+	go func() {
+		// either direction's end is the connection's; nobody is told
+		_, _ = io.Copy(p, ch)
+		_ = p.CloseWrite()
+		close(done)
+	}()
+	// as above
+	_, _ = io.Copy(ch, p)
+	_ = ch.CloseWrite()
+	<-done
+}
+
+// egressDialTimeout bounds reaching the proxy's socket, on this host.
+const egressDialTimeout = 10 * time.Second
 
 // prefixed is a connection whose first byte was read already.
 type prefixed struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -350,5 +351,57 @@ func mustWrite(t testing.TB, w io.Writer, b []byte) {
 	t.Helper()
 	if _, err := w.Write(b); err != nil {
 		t.Fatalf("writing %q: %v", b, err)
+	}
+}
+
+// TestStreamEgressRelay: a channel the box's bridge opens is connected
+// to the proxy's socket and relayed both ways, half-closes included.
+func TestStreamEgressRelay(t *testing.T) {
+	sock := t.TempDir() + "/proxy.sock"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		got, _ := io.ReadAll(c) // the test checks what comes back
+		_, _ = c.Write(append([]byte("proxy saw "), got...))
+	}()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := streammux.New(os.NewFile(uintptr(fds[0]), "host"), streammux.DefaultConfig(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	box, err := streammux.New(os.NewFile(uintptr(fds[1]), "box"), streammux.DefaultConfig(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	c, err := box.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	ch, err := host.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go relayEgress(ch, sock)
+	mustWrite(t, c, []byte("CONNECT"))
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(c); err != nil || string(got) != "proxy saw CONNECT" {
+		t.Errorf("the box read %q, %v; want \"proxy saw CONNECT\"", got, err)
 	}
 }

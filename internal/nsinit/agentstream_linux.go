@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -69,6 +70,7 @@ func serveStream(ctl *os.File) (*streamRequests, error) {
 		return nil, fmt.Errorf("starting the control stream: %w", err)
 	}
 	sr.ctl, sr.events = ch, ch
+	streamEgress.serve(mux)
 	return sr, nil
 }
 
@@ -203,4 +205,41 @@ func (sr *streamRequests) dropPending() {
 		_ = ch.Close()
 		delete(sr.pending, id)
 	}
+}
+
+// streamEgress is the egress bridge's way to the proxy over the stream
+// transport (a boxed init with Config.Stream): a channel the agent opens
+// per connection, which the host connects to the box's proxy socket. The
+// bridge starts during set-up, before the stream does, so a connection
+// that comes first waits for it, within bridgeDialTimeout.
+var streamEgress = &egressStream{ready: make(chan struct{})}
+
+type egressStream struct {
+	once  sync.Once
+	ready chan struct{}
+	mux   *streammux.Mux
+}
+
+// serve makes the stream the bridge's from now on.
+func (e *egressStream) serve(mux *streammux.Mux) {
+	e.once.Do(func() {
+		e.mux = mux
+		close(e.ready)
+	})
+}
+
+// dial opens a channel to the proxy.
+func (e *egressStream) dial() (egressConn, error) {
+	wait := time.NewTimer(bridgeDialTimeout)
+	defer wait.Stop()
+	select {
+	case <-e.ready:
+	case <-wait.C:
+		return nil, errors.New("the control stream has not started")
+	}
+	ch, err := e.mux.Open()
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
 }

@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -147,5 +148,36 @@ func TestStreamSpawnRefused(t *testing.T) {
 	}
 	if req, _, err := h.send(Request{Op: OpKill, ID: 1, Signal: 9}); err != nil || req.Op != OpKill {
 		t.Errorf("a kill after the refusals = %+v, %v; want it read", req, err)
+	}
+}
+
+// TestStreamEgressDial: over the stream a bridge's connection is a
+// channel the agent opens, which the host accepts, both ways.
+func TestStreamEgressDial(t *testing.T) {
+	h := newStreamHost(t)
+	e := &egressStream{ready: make(chan struct{})}
+	e.serve(h.sr.mux)
+	c, err := e.dial()
+	if err != nil {
+		t.Fatalf("dial() = %v", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), acceptWait)
+	defer cancel()
+	ch, err := h.mux.Accept(ctx)
+	if err != nil {
+		t.Fatalf("the host's Accept() = %v", err)
+	}
+	if ch.ID()%2 != 0 {
+		t.Errorf("the bridge's channel has id %d, want an even one (the agent's)", ch.ID())
+	}
+	if _, err := c.Write([]byte("GET")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(ch); err != nil || string(got) != "GET" {
+		t.Errorf("the host read %q, %v; want GET", got, err)
 	}
 }

@@ -22,7 +22,7 @@ type egressLink struct {
 // linkRequest is the byte that asks the host for a proxy connection.
 const linkRequest = 'c'
 
-func (l *egressLink) dial() (*net.UnixConn, error) {
+func (l *egressLink) dial() (egressConn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, err := unix.Write(l.fd, []byte{linkRequest}); err != nil {
@@ -52,7 +52,7 @@ func (l *egressLink) dial() (*net.UnixConn, error) {
 
 // relay copies bytes both ways between c and the proxy connection p until
 // both directions end: the box's sockets cannot be handed to the host.
-func relay(c net.Conn, p *net.UnixConn) {
+func relay(c net.Conn, p egressConn) {
 	done := make(chan struct{})
 	go func() {
 		// the relay ends when either side does; a copy's error is that end, and nobody in the box is told

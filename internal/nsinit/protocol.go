@@ -305,9 +305,6 @@ func readConfig(r io.Reader) (Config, error) {
 	if c.Stream && (!c.Session || c.HideAgent) {
 		return c, errStreamNotServed
 	}
-	if c.Stream && c.Boxed && c.EgressPort != 0 {
-		return c, errStreamEgress
-	}
 	return c, nil
 }
 
@@ -315,12 +312,6 @@ func readConfig(r io.Reader) (Config, error) {
 // only a session's own agent speaks it (the user's agent, behind
 // HideAgent, takes the connection as a socket).
 var errStreamNotServed = errors.New("the configuration asks for the stream transport (stream) outside a session or with the user's agent (hide_agent): only a session's own agent serves the stream")
-
-// errStreamEgress refuses a boxed init's egress over the stream
-// transport: its bridge asks for connections on a link passed as a
-// descriptor, which the stream cannot carry, and the stream does not
-// carry connections yet.
-var errStreamEgress = errors.New("the configuration asks for egress (egress_port) in a boxed init over the stream transport (stream), which does not carry connections yet: use the descriptor transport for --net proxy")
 
 // errAgentWithoutKernelSysinfo refuses a box that would hide its agent
 // behind the user's agent on a kernel that does not answer sysinfo(2)

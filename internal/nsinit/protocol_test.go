@@ -58,7 +58,6 @@ func TestConfigFrameErrors(t *testing.T) {
 		{"agent hidden on the host's kernel", frame(`{"command":["true"],"hide_agent":true}`), "only gVisor boxes may hide the agent"},
 		{"stream outside a session", frame(`{"command":["true"],"stream":true}`), "only a session's own agent serves the stream"},
 		{"stream to the user's agent", frame(`{"session":true,"stream":true,"hide_agent":true,"kernel_sysinfo":true}`), "only a session's own agent serves the stream"},
-		{"boxed egress over the stream", frame(`{"session":true,"stream":true,"boxed":true,"egress_port":3128}`), "use the descriptor transport for --net proxy"},
 	}
 	for _, tt := range tests {
 		_, err := readConfig(strings.NewReader(tt.in))
