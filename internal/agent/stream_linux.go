@@ -144,9 +144,14 @@ func relayEgress(ch *streammux.Channel, socket string) {
 	defer p.Close()
 	done := make(chan struct{})
 	go func() {
-		// either direction's end is the connection's; nobody is told
-		_, _ = io.Copy(p, ch)
-		_ = p.CloseWrite()
+		// Either direction's end is the connection's; nobody is told. A
+		// box's end that is no clean close (the stream gone) closes the
+		// proxy's side, which ends the other direction too.
+		if _, err := io.Copy(p, ch); err != nil {
+			_ = p.Close()
+		} else {
+			_ = p.CloseWrite()
+		}
 		close(done)
 	}()
 	// as above
