@@ -46,10 +46,13 @@
 //     grace for an exit report). Over TCP, a peer that died while idle is
 //     seen only by TCP keepalive.
 //   - Per-frame cost: a peer may send 1-byte data frames, which cost the
-//     receiver a header's parse and a lock per byte (tens of times the
-//     CPU of full frames). Credit follows Read, so the stdio relay must
-//     pace its reads as internal/drain does before a backend uses the
-//     stream; that pacing bounds the CPU a flood of small frames takes.
+//     receiver a header's parse and a lock per byte (hundreds of times
+//     the CPU of full frames, measured through the agent protocol).
+//     Credit is counted in bytes, so a reader's pace bounds bytes a
+//     second, not frames: what bounds a flood of small frames is the one
+//     goroutine that reads the stream (a core at most) and the peer's own
+//     write per frame. docs/protocol.md ("The agent protocol over the
+//     stream") gives the figures.
 //
 // Why our own rather than github.com/hashicorp/yamux (v0.1.2, read for
 // this): it answers each ping in a goroutine of its own, which a peer
