@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +43,8 @@ type Session struct {
 	// (Frame.Stream), also guarded by sendMu.
 	mux   *streammux.Mux
 	ctlCh *streammux.Channel
+	// relaysLive counts the stream relays not yet ended.
+	relaysLive atomic.Int64
 
 	mu     sync.Mutex
 	procs  map[uint64]*Process

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -185,6 +187,14 @@ type relay struct {
 	f  *os.File
 	// in: the process reads it (the host writes the channel).
 	in bool
+	// live counts the session's relays not yet ended, once each.
+	live *atomic.Int64
+	once sync.Once
+}
+
+// ended counts the relay out of live, once.
+func (r *relay) ended() {
+	r.once.Do(func() { r.live.Add(-1) })
 }
 
 // openStreams opens a channel for each of files, the fds a process gets,
@@ -214,12 +224,13 @@ func (s *Session) openStream(f *os.File) (*relay, nsinit.Stream, error) {
 	if err != nil || dir == nsinit.StreamNull {
 		return nil, nsinit.Stream{Dir: dir}, err
 	}
-	ch, err := s.mux.Open()
+	ch, err := s.openChannel()
 	if err != nil {
 		unix.Close(dup)
-		return nil, nsinit.Stream{}, fmt.Errorf("%w: %v", errNoChannel, err) //nolint:errorlint // errNoChannel is what callers match
+		return nil, nsinit.Stream{}, err
 	}
-	r := &relay{ch: ch, f: os.NewFile(uintptr(dup), "stream"), in: dir == nsinit.StreamIn}
+	s.relaysLive.Add(1)
+	r := &relay{ch: ch, f: os.NewFile(uintptr(dup), "stream"), in: dir == nsinit.StreamIn, live: &s.relaysLive}
 	if r.in {
 		ch.CloseRead() // nothing comes back on a stream the process reads
 	} else if err := ch.CloseWrite(); err != nil {
@@ -233,6 +244,35 @@ func (s *Session) openStream(f *os.File) (*relay, nsinit.Stream, error) {
 // processes' streams are open as it carries (streammux.Config
 // .MaxChannels), which a later exec may find free again.
 var errNoChannel = errors.New("no free channel on the stream to the sandbox")
+
+// slotWait bounds the wait for the box to free a channel the host has
+// finished with: its close and stop are on their way, unless the box
+// keeps them back.
+const slotWait = time.Second
+
+// openChannel opens a channel. When the stream has no free slot, though
+// fewer of the host's relays run than it holds, the box owes the rest
+// their close or stop: they get slotWait to come, and then it is a
+// breach. Otherwise the host's own streams fill it: errNoChannel.
+func (s *Session) openChannel() (*streammux.Channel, error) {
+	by := time.Now().Add(slotWait)
+	for {
+		ch, err := s.mux.Open()
+		switch live := int(s.relaysLive.Load()) + 1; {
+		case err == nil:
+			return ch, nil
+		case s.mux.Err() != nil:
+			return nil, fmt.Errorf("sending to the sandbox: %w", err)
+		case live >= streammux.DefaultConfig().MaxChannels:
+			return nil, fmt.Errorf("%w: %v", errNoChannel, err) //nolint:errorlint // errNoChannel is what callers match
+		case time.Now().After(by):
+			err = fmt.Errorf("%w: it holds stream channels the host has finished with (%d of the host's in use): %v", nsinit.ErrProtocol, live, err) //nolint:errorlint // the cause is ErrProtocol; the stream's figures are text
+			s.breach(err)
+			return nil, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // streamFD says how f is relayed: "null" for /dev/null, else "in" or
 // "out" by its access mode, with a non-blocking copy of it (so that
@@ -283,6 +323,7 @@ func dupStream(fd int) (int, string, error) {
 
 // run relays until either end is done.
 func (r *relay) run() {
+	defer r.ended()
 	if r.in {
 		streamrelay.ToChannel(r.ch, r.f)
 	} else {
@@ -290,9 +331,10 @@ func (r *relay) run() {
 	}
 }
 
-// close ends a relay that never ran.
+// close ends a relay, running or not.
 func (r *relay) close() {
-	// nothing was relayed; the box learns of the channel's end by its close
+	defer r.ended()
+	// the box learns of the channel's end by its close
 	_ = r.ch.Close()
 	_ = r.f.Close()
 }

@@ -405,3 +405,39 @@ func TestStreamEgressRelay(t *testing.T) {
 		t.Errorf("the box read %q, %v; want \"proxy saw CONNECT\"", got, err)
 	}
 }
+
+// TestStreamGuestHoldsChannels: a guest that never closes its outputs
+// keeps their slots once the host has dropped them; when the stream has
+// none left for the next exec, though the host's relays have all ended,
+// the host ends the session as a breach rather than fail every exec.
+func TestStreamGuestHoldsChannels(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	// Fifteen execs of two channels each (stdin is /dev/null) and the
+	// control channel fill the 32 slots.
+	const execs = 15
+	results := make([]<-chan execOutcome, execs)
+	for i := range results {
+		results[i] = execAsync(s, nil)
+		req, _ := g.spawned()
+		g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, req.ID))
+		g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":0}}`, req.ID))
+	}
+	for i, res := range results {
+		if o := await(t, res, "an exec"); o.err != nil {
+			t.Fatalf("exec %d: %v", i, o.err)
+		}
+	}
+	// Their outputs' relays end outputLinger after each exec.
+	for wait := time.Now().Add(testWait); s.relaysLive.Load() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("%d relays still run %s after their execs", s.relaysLive.Load(), testWait)
+		}
+	}
+	if o := await(t, execAsync(s, nil), "the exec past the bound"); o.err == nil {
+		t.Errorf("an exec on a full stream ran")
+	}
+	await(t, s.Done(), "the session's end")
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "holds stream channels the host has finished with") {
+		t.Errorf("Err() = %v, want a breach for the channels it holds", err)
+	}
+}
