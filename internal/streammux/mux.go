@@ -319,7 +319,7 @@ func (m *Mux) handle(h header, p []byte) error {
 		return m.peerOpened(h.id)
 	}
 	ch, err := m.lookup(h)
-	if ch == nil {
+	if err != nil {
 		return err
 	}
 	switch h.typ {
@@ -357,26 +357,17 @@ func (m *Mux) peerOpened(id uint32) error {
 	return nil
 }
 
-// lookup finds the open channel a frame is for. A credit for a channel
-// that was open and is no more is dropped (nil, nil).
+// lookup finds the open channel a frame is for. Every frame for a
+// channel no longer open is a breach, credit too: a channel is forgotten
+// only after the peer's stop, and an honest peer sends no credit after
+// its stop (see Channel.credited).
 func (m *Mux) lookup(h header) (*Channel, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ch := m.chans[h.id]; ch != nil {
 		return ch, nil
 	}
-	if h.typ == frameCredit && m.wasOpen(h.id) {
-		return nil, nil
-	}
 	return nil, fmt.Errorf("%w: %s frame for channel %d, which is not open", ErrProtocol, frameName(h.typ), h.id)
-}
-
-// wasOpen says id was opened by either end; mu is held.
-func (m *Mux) wasOpen(id uint32) bool {
-	if id%2 == m.nextID%2 {
-		return id < m.nextID
-	}
-	return id < m.peerNext
 }
 
 // forget frees the slot of a channel both ends closed and stopped; mu is
