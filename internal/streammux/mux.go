@@ -62,6 +62,14 @@ type Mux struct {
 	accepted chan *Channel
 	flush    chan struct{}
 	done     chan struct{}
+
+	// pace holds the reader to ReadRate (nil: no bound); paceCtx ends its
+	// wait with the stream; paceDebt is what the reader took and has not
+	// yet waited for (the reader's alone).
+	pace       pacer
+	paceDebt   int
+	paceCtx    context.Context
+	paceCancel context.CancelFunc
 }
 
 // New starts a Mux on conn, which it owns from then on. The two ends
@@ -72,6 +80,11 @@ func New(conn Conn, cfg Config, initiator bool) (*Mux, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	return newMux(conn, cfg, initiator, cfg.newPacer())
+}
+
+// newMux is New with the reader's pacer given (nil: no bound).
+func newMux(conn Conn, cfg Config, initiator bool, pace pacer) (*Mux, error) {
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return nil, fmt.Errorf("stream: its connection takes no deadline, so closing it may not end a pending read (a blocking file? open it non-blocking): %w", err)
 	}
@@ -85,7 +98,9 @@ func New(conn Conn, cfg Config, initiator bool) (*Mux, error) {
 		accepted: make(chan *Channel, cfg.MaxChannels),
 		flush:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		pace:     pace,
 	}
+	m.paceCtx, m.paceCancel = context.WithCancel(context.Background())
 	if initiator {
 		m.nextID, m.peerNext = 1, 2
 	}
@@ -125,6 +140,7 @@ func (m *Mux) fail(cause error) error {
 	}
 	m.err = cause
 	close(m.done)
+	m.paceCancel()
 	chans := make([]*Channel, 0, len(m.chans))
 	for _, ch := range m.chans {
 		chans = append(chans, ch)
@@ -263,6 +279,9 @@ func (m *Mux) readLoop() {
 	payload := make([]byte, max(m.cfg.MaxPayload, helloLen))
 	for first := true; ; first = false {
 		h, p, err := m.readFrame(r, hb[:], payload)
+		if err == nil {
+			err = m.paced(len(p))
+		}
 		if err == nil && (first || h.typ == frameHello) {
 			err = m.greeted(h, p, first)
 		} else if err == nil {
@@ -273,6 +292,28 @@ func (m *Mux) readLoop() {
 			return
 		}
 	}
+}
+
+// paced counts a frame with n payload bytes against ReadRate, and waits
+// once a chunk's worth is owed: a peer flooding small frames then waits
+// on its own writes, as the stream's reader takes no more. Waiting a
+// chunk at a time rather than a frame at a time spares the reader a
+// timer's sleep and wake-up per small frame, which would cost more than
+// the frame.
+func (m *Mux) paced(n int) error {
+	if m.pace == nil {
+		return nil
+	}
+	m.paceDebt += m.cfg.frameCost(n)
+	if m.paceDebt < m.cfg.paceChunk() {
+		return nil
+	}
+	debt := m.paceDebt
+	m.paceDebt = 0
+	if err := m.pace.WaitN(m.paceCtx, debt); err != nil {
+		return fmt.Errorf("pacing the stream's reader: %w", err)
+	}
+	return nil
 }
 
 // readFrame reads and parses one frame; p is its payload, in payload.
