@@ -197,81 +197,129 @@ func (r *relay) ended() {
 	r.once.Do(func() { r.live.Add(-1) })
 }
 
-// openStreams opens a channel for each of files, the fds a process gets,
-// and names them in req; sendMu is held, so the channels are opened just
-// before the request that claims them. /dev/null needs no channel.
-func (s *Session) openStreams(req *nsinit.Request, files []*os.File) ([]*relay, error) {
-	var relays []*relay
+// streamFile is one fd of a process before its channel: its direction
+// and, unless it is /dev/null, a non-blocking copy of it (the caller
+// closes its own once the spawn returns).
+type streamFile struct {
+	f   *os.File
+	dir string
+}
+
+// streamFiles sizes up files, the fds a process gets, and counts the
+// channels they need; on an error the copies made are closed.
+func streamFiles(files []*os.File) ([]streamFile, int, error) {
+	sfs := make([]streamFile, 0, len(files))
+	need := 0
 	for i, f := range files {
-		r, st, err := s.openStream(f)
+		dup, dir, err := streamFD(f)
+		if err != nil {
+			closeStreamFiles(sfs)
+			return nil, 0, fmt.Errorf("the process's fd %d: %w", i, err)
+		}
+		sf := streamFile{dir: dir}
+		if dir != nsinit.StreamNull {
+			sf.f = os.NewFile(uintptr(dup), "stream")
+			need++
+		}
+		sfs = append(sfs, sf)
+	}
+	return sfs, need, nil
+}
+
+func closeStreamFiles(sfs []streamFile) {
+	for _, sf := range sfs {
+		if sf.f != nil {
+			// a copy no relay took: nothing read or wrote it
+			_ = sf.f.Close()
+		}
+	}
+}
+
+// openStreams opens a channel for each of sfs that needs one and names
+// them in req; sendMu is held and the stream has room for them all
+// (checked under sendMu, the only place channels are opened), so the
+// channels are opened just before the request that claims them and
+// never half of them.
+func (s *Session) openStreams(req *nsinit.Request, sfs []streamFile) ([]*relay, error) {
+	var relays []*relay
+	for i, sf := range sfs {
+		if sf.f == nil {
+			req.Streams = append(req.Streams, nsinit.Stream{Dir: sf.dir})
+			continue
+		}
+		r, err := s.openStream(sf)
 		if err != nil {
 			closeRelays(relays)
+			closeStreamFiles(sfs[i+1:])
 			return nil, fmt.Errorf("the process's fd %d: %w", i, err)
 		}
-		req.Streams = append(req.Streams, st)
-		if r != nil {
-			relays = append(relays, r)
-		}
+		req.Streams = append(req.Streams, nsinit.Stream{Ch: r.ch.ID(), Dir: sf.dir})
+		relays = append(relays, r)
 	}
 	return relays, nil
 }
 
-// openStream is one fd's stream: its direction from its access mode, a
-// copy of it (the caller closes its own once the spawn returns) and its
-// channel.
-func (s *Session) openStream(f *os.File) (*relay, nsinit.Stream, error) {
-	dup, dir, err := streamFD(f)
-	if err != nil || dir == nsinit.StreamNull {
-		return nil, nsinit.Stream{Dir: dir}, err
-	}
-	ch, err := s.openChannel()
+// openStream opens sf's channel; sf.f is the relay's (closed on an
+// error).
+func (s *Session) openStream(sf streamFile) (*relay, error) {
+	ch, err := s.mux.Open()
 	if err != nil {
-		unix.Close(dup)
-		return nil, nsinit.Stream{}, err
+		// the stream has ended: the slots were checked under sendMu
+		_ = sf.f.Close()
+		return nil, fmt.Errorf("sending to the sandbox: %w", err)
 	}
 	s.relaysLive.Add(1)
-	r := &relay{ch: ch, f: os.NewFile(uintptr(dup), "stream"), in: dir == nsinit.StreamIn, live: &s.relaysLive}
+	r := &relay{ch: ch, f: sf.f, in: sf.dir == nsinit.StreamIn, live: &s.relaysLive}
 	if r.in {
 		ch.CloseRead() // nothing comes back on a stream the process reads
 	} else if err := ch.CloseWrite(); err != nil {
 		r.close()
-		return nil, nsinit.Stream{}, err
+		return nil, err
 	}
-	return r, nsinit.Stream{Ch: ch.ID(), Dir: dir}, nil
+	return r, nil
 }
 
-// errNoChannel is a stream with no room for another channel: as many
-// processes' streams are open as it carries (streammux.Config
-// .MaxChannels), which a later exec may find free again.
-var errNoChannel = errors.New("no free channel on the stream to the sandbox")
+// errNoChannel is a stream with no room for another process's channels:
+// the host's own live streams and the control channel fill it
+// (streammux.Config.MaxChannels), so only this exec fails, and a later
+// one finds room once a process ends.
+var errNoChannel = errors.New("too many processes run in this session at once (each stream of one holds a channel to the sandbox): wait for one to end")
 
-// slotWait bounds the wait for the box to free a channel the host has
-// finished with: its close and stop are on their way, unless the box
-// keeps them back.
-const slotWait = time.Second
+// slotWait bounds the wait for the box to free channels the host has
+// finished with: their close or stop is on its way, unless the box keeps
+// them back. The box's agent runs on the box's CPU quota, so it may be
+// slow; the wait holds no lock, so kills and other requests go on.
+const slotWait = sendTimeout
 
-// openChannel opens a channel. When the stream has no free slot, though
-// fewer of the host's relays run than it holds, the box owes the rest
-// their close or stop: they get slotWait to come, and then it is a
-// breach. Otherwise the host's own streams fill it: errNoChannel.
-func (s *Session) openChannel() (*streammux.Channel, error) {
-	by := time.Now().Add(slotWait)
-	for {
-		ch, err := s.mux.Open()
-		switch live := int(s.relaysLive.Load()) + 1; {
-		case err == nil:
-			return ch, nil
-		case s.mux.Err() != nil:
-			return nil, fmt.Errorf("sending to the sandbox: %w", err)
-		case live >= streammux.DefaultConfig().MaxChannels:
-			return nil, fmt.Errorf("%w: %v", errNoChannel, err) //nolint:errorlint // errNoChannel is what callers match
-		case time.Now().After(by):
-			err = fmt.Errorf("%w: it holds stream channels the host has finished with (%d of the host's in use): %v", nsinit.ErrProtocol, live, err) //nolint:errorlint // the cause is ErrProtocol; the stream's figures are text
-			s.breach(err)
-			return nil, err
-		}
-		time.Sleep(10 * time.Millisecond)
+// waitSlots waits until the stream has room for need more channels.
+// If the host's own live streams leave no room, that is errNoChannel at
+// once. Otherwise the slots missing are the box's to free: it gets
+// slotWait (until by), and then, if it holds channels the host has
+// finished with, that is a breach.
+func (s *Session) waitSlots(need int, by time.Time) error {
+	s.sendMu.Lock()
+	mux := s.mux
+	s.sendMu.Unlock()
+	if need == 0 || mux == nil {
+		return nil // nothing to wait for, or no stream (trySendStream says so)
 	}
+	limit := mux.MaxChannels()
+	if live := int(s.relaysLive.Load()) + 1; live+need > limit {
+		return fmt.Errorf("%w (%d of %d channels in use, %d more wanted)", errNoChannel, live, limit, need)
+	}
+	err := mux.WaitSlots(need, by)
+	switch {
+	case err == nil:
+		return nil
+	case mux.Err() != nil:
+		return fmt.Errorf("sending to the sandbox: %w", err)
+	}
+	if _, waiting := mux.Slots(); waiting > 0 {
+		err = fmt.Errorf("%w: it holds %d stream channels the host has finished with, for %v: %v", nsinit.ErrProtocol, waiting, slotWait, err) //nolint:errorlint // the cause is ErrProtocol; the stream's figures are text
+		s.breach(err)
+		return err
+	}
+	return fmt.Errorf("%w: %v", errNoChannel, err) //nolint:errorlint // errNoChannel is what callers match
 }
 
 // streamFD says how f is relayed: "null" for /dev/null, else "in" or
@@ -367,16 +415,42 @@ func cutRelays(done <-chan struct{}, relays []*relay) {
 
 // sendStream sends req over the control channel within sendTimeout,
 // with a channel for each of files, relayed from then on; cutRelays
-// ends the relays once done is closed.
+// ends the relays once done is closed. The wait for free channels holds
+// no lock; the check that they are free and their opens do.
 func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan struct{}) error {
+	sfs, need, err := streamFiles(files)
+	if err != nil {
+		return err
+	}
+	by := time.Now().Add(slotWait)
+	for {
+		if err := s.waitSlots(need, by); err != nil {
+			closeStreamFiles(sfs)
+			return err
+		}
+		if sent, err := s.trySendStream(req, sfs, need, done); sent {
+			return err
+		}
+	}
+}
+
+// trySendStream is sendStream under sendMu: unless another request took
+// the free channels meanwhile (then nothing is done, and sent is false),
+// it opens the channels, sends req and starts the relays, and sfs are
+// taken, whatever the error.
+func (s *Session) trySendStream(req nsinit.Request, sfs []streamFile, need int, done <-chan struct{}) (sent bool, err error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if s.ctlClosed || s.ctlCh == nil {
-		return ErrSessionEnded
+		closeStreamFiles(sfs)
+		return true, ErrSessionEnded
 	}
-	relays, err := s.openStreams(&req, files)
+	if free, _ := s.mux.Slots(); free < need {
+		return false, nil
+	}
+	relays, err := s.openStreams(&req, sfs)
 	if err != nil {
-		return err
+		return true, err
 	}
 	frame, err := nsinit.EncodeRequest(req)
 	if err == nil {
@@ -385,7 +459,7 @@ func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan s
 	}
 	if err != nil {
 		closeRelays(relays)
-		return fmt.Errorf("sending to the sandbox: %w", err)
+		return true, fmt.Errorf("sending to the sandbox: %w", err)
 	}
 	for _, r := range relays {
 		go r.run()
@@ -393,5 +467,5 @@ func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan s
 	if len(relays) > 0 {
 		go cutRelays(done, relays)
 	}
-	return nil
+	return true, nil
 }

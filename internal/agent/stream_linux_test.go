@@ -437,7 +437,53 @@ func TestStreamGuestHoldsChannels(t *testing.T) {
 		t.Errorf("an exec on a full stream ran")
 	}
 	await(t, s.Done(), "the session's end")
-	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "holds stream channels the host has finished with") {
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "stream channels the host has finished with") {
 		t.Errorf("Err() = %v, want a breach for the channels it holds", err)
+	}
+}
+
+// TestStreamFullStreamFailsOnlyTheExec: when the host's own live
+// streams fill the stream, the next execs fail at once with
+// errNoChannel, opening nothing (so the box is owed no close and is no
+// breach), and the session lives on: once a process ends, an exec runs.
+func TestStreamFullStreamFailsOnlyTheExec(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	// Fifteen running execs of two channels each (stdin is /dev/null)
+	// and the control channel hold 31 of the 32 slots.
+	const execs = 15
+	results := make([]<-chan execOutcome, execs)
+	reqs := make([]nsinit.Request, execs)
+	chans := make([][]*streammux.Channel, execs)
+	for i := range results {
+		results[i] = execAsync(s, nil)
+		reqs[i], chans[i] = g.spawned()
+		g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, reqs[i].ID))
+	}
+	for try := range 2 {
+		o := await(t, execAsync(s, nil), "an exec on a full stream")
+		if !errors.Is(o.err, errNoChannel) {
+			t.Fatalf("exec %d on a full stream = %v, want errNoChannel", try, o.err)
+		}
+	}
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended: %v", s.Err())
+	default:
+	}
+	// The first process ends: its outputs close, the host's relays end.
+	chans[0][1].Close()
+	chans[0][2].Close()
+	g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":0}}`, reqs[0].ID))
+	if o := await(t, results[0], "the first exec"); o.err != nil {
+		t.Fatalf("the first exec: %v", o.err)
+	}
+	res := execAsync(s, nil)
+	req, _ := g.spawned()
+	g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":5}}`, req.ID))
+	if o := await(t, res, "the exec after one ended"); o.err != nil || o.r.ExitCode != 5 {
+		t.Errorf("the exec after one ended = exit %d, %v; want 5, nil", o.r.ExitCode, o.err)
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("the session ended: %v", err)
 	}
 }

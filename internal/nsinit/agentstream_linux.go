@@ -99,6 +99,9 @@ func (sr *streamRequests) read() (Request, []int, error) {
 		return req, nil, &refusedSpawn{errors.New("malformed spawn request: descriptors named over the stream")}
 	}
 	fds, err := sr.claim(req.Streams)
+	if err != nil {
+		sr.acceptNamed(req.Streams)
+	}
 	sr.dropPending()
 	if err != nil {
 		return req, nil, &refusedSpawn{err}
@@ -194,6 +197,28 @@ func (sr *streamRequests) channel(id uint32) (*streammux.Channel, error) {
 	}
 	delete(sr.pending, id)
 	return ch, nil
+}
+
+// acceptNamed accepts the channels a refused spawn named and did not
+// reach, so that dropPending closes them: the host opened them for it,
+// and each holds one of its slots until the agent closes it.
+func (sr *streamRequests) acceptNamed(streams []Stream) {
+	var highest uint32
+	for _, st := range streams {
+		if st.Dir == StreamIn || st.Dir == StreamOut {
+			highest = max(highest, st.Ch)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), acceptWait)
+	defer cancel()
+	for sr.last < highest {
+		ch, err := sr.mux.Accept(ctx)
+		if err != nil {
+			return // the host opened fewer; nothing more to free
+		}
+		sr.last = ch.ID()
+		sr.pending[ch.ID()] = ch
+	}
 }
 
 // dropPending closes the channels accepted but not claimed by the spawn

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -148,6 +149,30 @@ func TestStreamSpawnRefused(t *testing.T) {
 	}
 	if req, _, err := h.send(Request{Op: OpKill, ID: 1, Signal: 9}); err != nil || req.Op != OpKill {
 		t.Errorf("a kill after the refusals = %+v, %v; want it read", req, err)
+	}
+}
+
+// TestStreamRefusedSpawnFreesItsChannels: a spawn refused at its first
+// stream still accepts and closes the later channels it named, so none
+// keeps the host's slot.
+func TestStreamRefusedSpawnFreesItsChannels(t *testing.T) {
+	h := newStreamHost(t)
+	chans := h.open(2)
+	_, _, err := h.send(Request{Op: OpSpawn, ID: 1, Streams: []Stream{{Ch: chans[0].ID(), Dir: "both"}, {Ch: chans[1].ID(), Dir: StreamOut}}})
+	var refused *refusedSpawn
+	if !errors.As(err, &refused) {
+		t.Fatalf("read() = %v, want a refused spawn", err)
+	}
+	for _, ch := range chans {
+		if err := ch.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All but the control channel free again: the agent closed both.
+	want := h.mux.MaxChannels() - 1
+	if err := h.mux.WaitSlots(want, time.Now().Add(acceptWait)); err != nil {
+		free, waiting := h.mux.Slots()
+		t.Errorf("the host's slots after the refusal: %v (%d free, %d waiting for the agent); want %d free", err, free, waiting, want)
 	}
 }
 

@@ -304,3 +304,61 @@ func TestDrainedChannelFreesItsRing(t *testing.T) {
 		t.Errorf("a drained channel keeps a ring of %d bytes", cap(ch.buf))
 	}
 }
+
+// WaitSlots returns once the peer frees one of our slots; until then
+// Slots counts the channel we closed as held by the peer.
+func TestWaitSlotsWaitsForThePeersClose(t *testing.T) {
+	host, agent := pair(t, smallConfig())
+	var chans []*Channel
+	for range smallConfig().MaxChannels {
+		chans = append(chans, open(t, host))
+	}
+	in := accept(t, agent)
+	if err := host.WaitSlots(1, time.Now()); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WaitSlots on a full stream = %v, want os.ErrDeadlineExceeded", err)
+	}
+	if err := chans[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "our close and stop", func() {
+		for range 4000 {
+			if _, waiting := host.Slots(); waiting == 1 {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	if free, waiting := host.Slots(); free != 0 || waiting != 1 {
+		t.Fatalf("Slots() = %d free, %d waiting; want 0, 1", free, waiting)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- host.WaitSlots(1, time.Now().Add(testWait)) }()
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "WaitSlots", func() {
+		if err := <-waited; err != nil {
+			t.Errorf("WaitSlots after the peer's close = %v", err)
+		}
+	})
+	if free, waiting := host.Slots(); free != 1 || waiting != 0 {
+		t.Errorf("Slots() = %d free, %d waiting; want 1, 0", free, waiting)
+	}
+}
+
+func TestWaitSlotsEndsWithTheStream(t *testing.T) {
+	host, _ := pair(t, smallConfig())
+	for range smallConfig().MaxChannels {
+		open(t, host)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- host.WaitSlots(1, time.Time{}) }()
+	if err := host.Close(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "WaitSlots", func() {
+		if err := <-waited; !errors.Is(err, ErrClosed) {
+			t.Errorf("WaitSlots on a closed stream = %v, want ErrClosed", err)
+		}
+	})
+}

@@ -55,6 +55,8 @@ type Mux struct {
 	nextID, peerNext uint32
 	// ours and theirs count the open channels each end opened.
 	ours, theirs int
+	// freed is closed (and replaced) when one of our slots is freed.
+	freed chan struct{}
 	// owing are channels whose reader has credit or a stop to give.
 	owing map[*Channel]struct{}
 	err   error
@@ -94,6 +96,7 @@ func newMux(conn Conn, cfg Config, initiator bool, pace pacer) (*Mux, error) {
 		wbuf:  make([]byte, headerLen+max(cfg.MaxPayload, helloLen)),
 		base:  time.Now(),
 		chans: map[uint32]*Channel{}, owing: map[*Channel]struct{}{},
+		freed:  make(chan struct{}),
 		nextID: 2, peerNext: 1,
 		accepted: make(chan *Channel, cfg.MaxChannels),
 		flush:    make(chan struct{}, 1),
@@ -189,13 +192,64 @@ func (m *Mux) openable() error {
 	case m.ours < m.cfg.MaxChannels:
 		return nil
 	}
+	return fmt.Errorf("%d channels are open, the most one end may have (%d of them closed here and waiting for the peer's close or stop)", m.ours, m.waitingLocked())
+}
+
+// waitingLocked counts our channels this end closed and stopped whose
+// peer still owes its close or stop; mu is held.
+func (m *Mux) waitingLocked() int {
 	waiting := 0
 	for _, ch := range m.chans {
 		if ch.ours && ch.doneHere() {
 			waiting++
 		}
 	}
-	return fmt.Errorf("%d channels are open, the most one end may have (%d of them closed here and waiting for the peer's close or stop)", m.ours, waiting)
+	return waiting
+}
+
+// MaxChannels is the most channels each end may have open at once (its
+// Config's).
+func (m *Mux) MaxChannels() int { return m.cfg.MaxChannels }
+
+// Slots says how many more channels this end may open now, and how many
+// of its slots are held only by the peer: channels closed and stopped
+// here whose close or stop the peer still owes. A peer that keeps those
+// back holds this end's slots; the protocol above decides when that is
+// a breach.
+func (m *Mux) Slots() (free, waiting int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.MaxChannels - m.ours, m.waitingLocked()
+}
+
+// WaitSlots waits until this end may open n more channels, until by or
+// the stream's end: os.ErrDeadlineExceeded, or the stream's error. It
+// reserves nothing: a caller that opens concurrently with others must
+// serialise its check and its opens.
+func (m *Mux) WaitSlots(n int, by time.Time) error {
+	var expired <-chan time.Time
+	if !by.IsZero() {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		m.mu.Lock()
+		free, freed, err := m.cfg.MaxChannels-m.ours, m.freed, m.err
+		m.mu.Unlock()
+		switch {
+		case err != nil:
+			return fmt.Errorf("waiting for %d free channels: %w", n, err)
+		case free >= n:
+			return nil
+		}
+		select {
+		case <-freed:
+		case <-m.done:
+		case <-expired:
+			return fmt.Errorf("waiting for %d free channels (%d free): %w", n, free, os.ErrDeadlineExceeded)
+		}
+	}
 }
 
 // Accept returns the next channel the peer opened, waiting while ctx
@@ -420,6 +474,8 @@ func (m *Mux) forget(ch *Channel) {
 	delete(m.chans, ch.id)
 	if ch.ours {
 		m.ours--
+		close(m.freed)
+		m.freed = make(chan struct{})
 	} else {
 		m.theirs--
 	}
