@@ -24,6 +24,10 @@ type agent struct {
 	// (readRequest on the bare connection, streamRequests.read over the
 	// stream).
 	read func() (Request, []int, error)
+	// ended is told of each spawn's end, reported or refused, once its
+	// exited event is sent (streamRequests.ended over the stream, which
+	// cuts the spawn's relays); nil on the bare connection.
+	ended func(id uint64)
 
 	sendMu sync.Mutex
 	enc    *json.Encoder
@@ -63,7 +67,7 @@ func serveSession(cfg *Config, ctl *os.File) int {
 			fmt.Fprintf(os.Stderr, "warden-init: %v\n", err)
 			return exitNoHost
 		}
-		events, a.read = sr.events, sr.read
+		events, a.read, a.ended = sr.events, sr.read, sr.ended
 	}
 	a.enc = json.NewEncoder(events)
 	if err := lockdown(cfg); err != nil {
@@ -83,6 +87,20 @@ func serveSession(cfg *Config, ctl *os.File) int {
 	return exitNoHost
 }
 
+// sendExited reports spawn id's end and then tells ended of it.
+func (a *agent) sendExited(id uint64, st Status) {
+	a.sendEnded(exitedEvent(id, st))
+}
+
+// sendEnded sends an exited event and then tells ended of it; a send
+// fails only once the host hung up, which ends the agent.
+func (a *agent) sendEnded(e Event) {
+	_ = a.send(e)
+	if a.ended != nil {
+		a.ended(e.ID)
+	}
+}
+
 func (a *agent) send(e Event) error {
 	a.sendMu.Lock()
 	defer a.sendMu.Unlock()
@@ -97,8 +115,7 @@ func (a *agent) readRequests(jobs chan<- spawnJob) {
 		req, fds, err := a.read()
 		var refused *refusedSpawn
 		if errors.As(err, &refused) {
-			// a send fails only once the host hung up, which ends the agent
-			_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: refused.Error()}))
+			a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: refused.Error()})
 			continue
 		}
 		if err != nil {
@@ -138,22 +155,19 @@ func (a *agent) spawn(job spawnJob) {
 	req := job.req
 	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 || len(req.Streams) != 0 {
 		closeAll(job.fds)
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"}))
+		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"})
 		return
 	}
 	files, tasks := job.fds[:req.Files], job.fds[req.Files:]
 	defer closeAll(tasks)
 	if err := restoreSched(); err != nil {
 		closeAll(files)
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
+		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
 	if err := enterCgroup(tasks); err != nil {
 		closeAll(files)
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
+		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
 	a.mu.Lock()
@@ -175,8 +189,7 @@ func (a *agent) spawn(job spawnJob) {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 	}
 	if st != nil {
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, *st))
+		a.sendExited(req.ID, *st)
 		return
 	}
 	select {
@@ -251,8 +264,7 @@ func (a *agent) reap() {
 		e := exitedEvent(id, statusOf(ws))
 		e.CPUTimeUS = ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
 		e.MaxRSSKiB = ru.Maxrss
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(e)
+		a.sendEnded(e)
 	}
 }
 

@@ -43,6 +43,69 @@ type streamRequests struct {
 	// highest id accepted so far.
 	pending map[uint32]*streammux.Channel
 	last    uint32
+
+	// relays are each running process's relays, by spawn id, until its
+	// end cuts them; linger is how long its outputs may outlive it.
+	relayMu sync.Mutex
+	relays  map[uint64][]*streamRelay
+	linger  time.Duration
+}
+
+// outputLinger bounds how long a process's output relays outlive it:
+// the host's drain grace (2 s, internal/agent's drainGrace) and 1 s more,
+// what processes that kept the pipe still write. Past it the agent gives
+// the channels back itself, so a box process holding another exec's pipe
+// open (/proc/<pid>/fd/1) cannot pin the stream's channels.
+const outputLinger = 3 * time.Second
+
+// streamRelay is one stream of a process: the agent's end of its pipe
+// and its channel.
+type streamRelay struct {
+	ch *streammux.Channel
+	f  *os.File
+	in bool
+}
+
+func (r *streamRelay) run() {
+	if r.in {
+		streamrelay.FromChannel(r.f, r.ch)
+	} else {
+		streamrelay.ToChannel(r.ch, r.f)
+	}
+}
+
+// cut ends the relay, running or done: closing the pipe's end ends a
+// pending read or write of it, and closing the channel gives its slot
+// back.
+func (r *streamRelay) cut() {
+	// either may be closed already, by the relay's own end
+	_ = r.f.Close()
+	_ = r.ch.Close()
+}
+
+// ended cuts the relays of spawn id, whose process has ended (or never
+// started): its inputs at once (nobody reads them), its outputs after
+// linger.
+func (sr *streamRequests) ended(id uint64) {
+	sr.relayMu.Lock()
+	relays := sr.relays[id]
+	delete(sr.relays, id)
+	sr.relayMu.Unlock()
+	var outs []*streamRelay
+	for _, r := range relays {
+		if r.in {
+			r.cut()
+		} else {
+			outs = append(outs, r)
+		}
+	}
+	if len(outs) > 0 {
+		time.AfterFunc(sr.linger, func() {
+			for _, r := range outs {
+				r.cut()
+			}
+		})
+	}
 }
 
 // serveStream starts the stream on the control connection, which the
@@ -62,7 +125,7 @@ func serveStream(ctl *os.File) (*streamRequests, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("starting the control stream: %w", err)
 	}
-	sr := &streamRequests{mux: mux, pending: map[uint32]*streammux.Channel{}}
+	sr := &streamRequests{mux: mux, pending: map[uint32]*streammux.Channel{}, relays: map[uint64][]*streamRelay{}, linger: outputLinger}
 	ch, err := sr.channel(controlChannel)
 	if err != nil {
 		// the stream is gone either way
@@ -98,7 +161,7 @@ func (sr *streamRequests) read() (Request, []int, error) {
 	if req.Files != 0 || req.Cgroup != 0 {
 		return req, nil, &refusedSpawn{errors.New("malformed spawn request: descriptors named over the stream")}
 	}
-	fds, err := sr.claim(req.Streams)
+	fds, relays, err := sr.claim(req.Streams)
 	if err != nil {
 		sr.acceptNamed(req.Streams)
 	}
@@ -106,34 +169,39 @@ func (sr *streamRequests) read() (Request, []int, error) {
 	if err != nil {
 		return req, nil, &refusedSpawn{err}
 	}
+	sr.relayMu.Lock()
+	sr.relays[req.ID] = relays
+	sr.relayMu.Unlock()
 	// From here on the request is as if its fds came attached.
 	req.Files, req.Streams = len(fds), nil
 	return req, fds, nil
 }
 
 // claim makes a pipe for each stream and starts its relay, returning the
-// process's ends in order. On a failure the ends made so far are closed,
-// which ends their relays: at once for output, at the host's close of
-// the channel (on the start failure) for input.
-func (sr *streamRequests) claim(streams []Stream) ([]int, error) {
+// process's ends in order and the relays. On a failure the ends made so
+// far are closed, which ends their relays: at once for output, at the
+// host's close of the channel (on the start failure) for input.
+func (sr *streamRequests) claim(streams []Stream) ([]int, []*streamRelay, error) {
 	var fds []int
+	var relays []*streamRelay
 	for i, st := range streams {
 		fd, relay, err := sr.stream(st)
 		if err != nil {
 			closeAll(fds)
-			return nil, fmt.Errorf("spawn stream %d: %w", i, err)
+			return nil, nil, fmt.Errorf("spawn stream %d: %w", i, err)
 		}
 		fds = append(fds, fd)
 		if relay != nil {
-			go relay()
+			relays = append(relays, relay)
+			go relay.run()
 		}
 	}
-	return fds, nil
+	return fds, relays, nil
 }
 
 // stream makes one stream's pipe: the process's end, and the relay that
 // serves the other (nil for StreamNull).
-func (sr *streamRequests) stream(st Stream) (int, func(), error) {
+func (sr *streamRequests) stream(st Stream) (int, *streamRelay, error) {
 	var p [2]int
 	if st.Dir != StreamIn && st.Dir != StreamOut && st.Dir != StreamNull {
 		return -1, nil, fmt.Errorf("direction %q is none of %q, %q or %q", st.Dir, StreamIn, StreamOut, StreamNull)
@@ -160,14 +228,14 @@ func (sr *streamRequests) stream(st Stream) (int, func(), error) {
 		_ = ch.Close()
 		return -1, nil, fmt.Errorf("making its pipe: %w", err)
 	}
-	f := os.NewFile(uintptr(mine), "stream")
-	if st.Dir == StreamIn {
+	r := &streamRelay{ch: ch, f: os.NewFile(uintptr(mine), "stream"), in: st.Dir == StreamIn}
+	if r.in {
 		// nothing goes back on a stream the process reads
 		_ = ch.CloseWrite()
-		return child, func() { streamrelay.FromChannel(f, ch) }, nil
+	} else {
+		ch.CloseRead()
 	}
-	ch.CloseRead()
-	return child, func() { streamrelay.ToChannel(ch, f) }, nil
+	return child, r, nil
 }
 
 // channel claims channel id: accepted already and not claimed, or the

@@ -176,6 +176,49 @@ func TestStreamRefusedSpawnFreesItsChannels(t *testing.T) {
 	}
 }
 
+// TestStreamEndedCutsRelays: once a process has ended, its relays give
+// their channels back though another process still holds its pipes
+// (as /proc/<pid>/fd/1 allows): the input at once, the output after
+// the linger.
+func TestStreamEndedCutsRelays(t *testing.T) {
+	h := newStreamHost(t)
+	h.sr.linger = 0
+	chans := h.open(2)
+	_, fds, err := h.send(Request{Op: OpSpawn, ID: 1, Argv: []string{"x"}, Streams: []Stream{
+		{Ch: chans[0].ID(), Dir: StreamIn}, {Ch: chans[1].ID(), Dir: StreamOut}, {Dir: StreamNull},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test holds the process's ends open and never reads or writes
+	// them, as a lingering box process would.
+	defer closeAll(fds)
+	h.sr.ended(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if got, err := io.ReadAll(chans[1]); err != nil || len(got) != 0 {
+			t.Errorf("the output channel = %q, %v; want its close", got, err)
+		}
+		// The input's relay is gone: writes fail once the stop arrives.
+		for range 1000 {
+			if _, err := chans[0].Write([]byte("x")); err != nil {
+				if !errors.Is(err, streammux.ErrStopped) {
+					t.Errorf("writing the cut input = %v, want ErrStopped", err)
+				}
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Errorf("the cut input's channel still takes writes")
+	}()
+	select {
+	case <-done:
+	case <-time.After(acceptWait):
+		t.Fatalf("the relays were not cut within %v", acceptWait)
+	}
+}
+
 // TestStreamEgressDial: over the stream a bridge's connection is a
 // channel the agent opens, which the host accepts, both ways.
 func TestStreamEgressDial(t *testing.T) {
