@@ -41,6 +41,12 @@ type Frame struct {
 	UID, GID int
 	// Egress is the box's attachment to the egress proxy, or nil.
 	Egress *egress.Attachment
+	// EgressChannels says the box's egress bridge reaches Egress by
+	// opening stream channels (a boxed init over the stream), which the
+	// session relays to the proxy. Only such a box may open channels: one
+	// whose bridge has its own way to the proxy (native's descriptor)
+	// opening one is a breach, as is any box without Egress.
+	EgressChannels bool
 	// Env makes a process's environment from the spec's and extra ones.
 	Env func(extra []string) []string
 	// OpenWorkspace opens the box's /workspace, once the agent is ready,

@@ -116,16 +116,17 @@ func streamEnd(err error) error {
 
 // serveGuestChannels takes the channels the box opens: each is one
 // connection of its egress bridge, which the host connects to the box's
-// egress proxy. A box without the proxy has no business opening one, so
-// that is a breach. streammux bounds how many the box has open at once.
+// egress proxy. A box without the proxy, or whose bridge reaches it
+// otherwise (Frame.EgressChannels unset), has no business opening one,
+// so that is a breach. streammux bounds how many the box has open at once.
 func (s *Session) serveGuestChannels() {
 	for {
 		ch, err := s.mux.Accept(context.Background())
 		if err != nil {
 			return // the stream ended: readStreamEvents reports why
 		}
-		if s.f.Egress == nil {
-			s.breach(fmt.Errorf("%w: it opened stream channel %d without an egress proxy; only the host opens channels then", nsinit.ErrProtocol, ch.ID()))
+		if s.f.Egress == nil || !s.f.EgressChannels {
+			s.breach(fmt.Errorf("%w: it opened stream channel %d, and only a boxed init's egress bridge may; only the host opens channels here", nsinit.ErrProtocol, ch.ID()))
 			// the stream ends with the box
 			_ = ch.Close()
 			return

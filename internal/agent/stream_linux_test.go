@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/streammux"
@@ -37,6 +38,12 @@ type streamGuest struct {
 // it is ready; limits are the session's.
 func attachStream(t testing.TB, l spec.Limits) (*Session, *streamGuest) {
 	t.Helper()
+	return attachStreamFrame(t, l, func(*Frame) {})
+}
+
+// attachStreamFrame is attachStream with the Frame changed by edit.
+func attachStreamFrame(t testing.TB, l spec.Limits, edit func(*Frame)) (*Session, *streamGuest) {
+	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +61,7 @@ func attachStream(t testing.TB, l spec.Limits) (*Session, *streamGuest) {
 		Exited:        g.killed,
 		Cleanup:       func() {},
 	}
+	edit(&f)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
 	s, err := Attach(ctx, f)
@@ -485,5 +493,30 @@ func TestStreamFullStreamFailsOnlyTheExec(t *testing.T) {
 	}
 	if err := s.Err(); err != nil {
 		t.Errorf("the session ended: %v", err)
+	}
+}
+
+// TestStreamGuestChannelNeedsEgressChannels: a box may open channels only
+// when its bridge reaches the proxy by them (EgressChannels, with a
+// proxy): native's bridge, which has its own way, opening one is a
+// breach, as is a box that claims the bridge but has no proxy.
+func TestStreamGuestChannelNeedsEgressChannels(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(*Frame)
+	}{
+		{"a proxy reached otherwise", func(f *Frame) { f.Egress = &egress.Attachment{} }},
+		{"egress channels without a proxy", func(f *Frame) { f.EgressChannels = true }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, g := attachStreamFrame(t, spec.DefaultLimits, tt.edit)
+			if _, err := g.mux.Open(); err != nil {
+				t.Fatalf("Open() = %v", err)
+			}
+			await(t, s.Done(), "the session's end")
+			if err := s.Err(); !errors.Is(err, nsinit.ErrProtocol) || !strings.Contains(err.Error(), "opened stream channel 2") {
+				t.Errorf("Err() = %v, want a breach for the channel it opened", err)
+			}
+		})
 	}
 }
