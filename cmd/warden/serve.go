@@ -234,7 +234,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: descriptorsPerSandbox}
+	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: descriptorsReserved(o.backendOpts.AgentTransport)}
 	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, Keyless: len(keys) == 0, Pool: o.pool, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)
