@@ -21,8 +21,17 @@ func addBackendFlags(f *pflag.FlagSet, name *string, what string, o *sandbox.Bac
 	f.StringVar(&o.Image, "image", "", "image for --backend docker (default: an image Warden builds from the host's root, as native sees it)")
 	o.Executor = native.ExecutorAuto
 	f.StringVar((*string)(&o.Executor), "executor", string(native.ExecutorAuto), "what builds a --backend native one-shot sandbox: auto, go (the Go init) or fast (warden-exec, no Go runtime); sessions and pooled sandboxes keep the Go init")
+}
+
+// addAgentTransportFlag adds --agent-transport, hidden: it proves and
+// measures the agent protocol over one byte stream on native (the path a
+// VM or pod backend needs), and is no user feature. Only serve and mcp
+// have it: they run sessions, the only sandboxes with an agent.
+func addAgentTransportFlag(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 	o.AgentTransport = native.TransportFD
-	f.StringVar((*string)(&o.AgentTransport), "agent-transport", string(native.TransportFD), "how a --backend native session reaches its agent: fd (descriptors over the control socket) or stream (one multiplexed byte stream, the path a VM or pod backend needs; slower, offered to test and measure it)")
+	f.StringVar((*string)(&o.AgentTransport), "agent-transport", string(native.TransportFD), "how a --backend native session reaches its agent: "+native.TransportChoices()+" (for testing the stream protocol; see docs/protocol.md)")
+	// the flag was just added, so MarkHidden cannot fail
+	_ = f.MarkHidden("agent-transport")
 }
 
 // checkExecutor refuses an unknown backend (first, as NewBackend words
@@ -39,7 +48,7 @@ func checkExecutor(backend string, o sandbox.BackendOptions) error {
 		return fmt.Errorf("--executor %s: only --backend %s has a choice of executor", o.Executor, sandbox.DefaultBackend)
 	}
 	if err := o.AgentTransport.Validate(); err != nil {
-		return fmt.Errorf("--%w", err)
+		return fmt.Errorf("--agent-transport %q: want %s", o.AgentTransport, native.TransportChoices())
 	}
 	if backend != "" && backend != sandbox.DefaultBackend && o.AgentTransport == native.TransportStream {
 		return fmt.Errorf("--agent-transport stream: only --backend %s has a choice of agent transport", sandbox.DefaultBackend)

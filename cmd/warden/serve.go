@@ -95,6 +95,7 @@ past it).`,
 	}
 	f := cmd.Flags()
 	addBackendFlags(f, &o.backend, "isolation backend of every sandbox", &o.backendOpts)
+	addAgentTransportFlag(f, &o.backendOpts)
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "file of the operator's keys, one per line, which read the whole server's /metrics and nothing else (a tenant's key sees its own figures)")

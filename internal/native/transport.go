@@ -1,6 +1,10 @@
 package native
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // AgentTransport is how the host reaches a session's agent.
 type AgentTransport string
@@ -23,10 +27,21 @@ const (
 // AgentTransports lists the transports, for help and errors.
 var AgentTransports = []AgentTransport{TransportFD, TransportStream}
 
-// Validate refuses a transport other than those listed.
+// TransportChoices is AgentTransports as help text or an error lists
+// them: "fd or stream".
+func TransportChoices() string {
+	names := make([]string, len(AgentTransports))
+	for i, t := range AgentTransports {
+		names[i] = string(t)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// Validate refuses a transport other than those listed ("" is
+// TransportFD).
 func (t AgentTransport) Validate() error {
-	if t == "" || t == TransportFD || t == TransportStream {
+	if t == "" || slices.Contains(AgentTransports, t) {
 		return nil
 	}
-	return fmt.Errorf("agent transport %q: want fd or stream", string(t))
+	return fmt.Errorf("agent transport %q: want %s", string(t), TransportChoices())
 }

@@ -89,10 +89,25 @@ func NewBackend(name string, o BackendOptions) (Backend, error) {
 	}
 	for _, b := range backends {
 		if b.name == name {
+			if err := checkTransport(name, o.AgentTransport); err != nil {
+				return nil, err
+			}
 			return b.make(b.name, o)
 		}
 	}
 	return nil, fmt.Errorf("%w: backend %q is unknown: use %s", spec.ErrInvalid, name, BackendChoices())
+}
+
+// checkTransport refuses an unknown agent transport, and the stream
+// transport for a backend other than native, which would ignore it.
+func checkTransport(name string, t native.AgentTransport) error {
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // ErrInvalid is what callers match
+	}
+	if t == native.TransportStream && name != DefaultBackend {
+		return fmt.Errorf("%w: agent transport %q: only backend %s has a choice of agent transport", spec.ErrInvalid, t, DefaultBackend)
+	}
+	return nil
 }
 
 // newNative is the native backend; a server's sessions start from a small
