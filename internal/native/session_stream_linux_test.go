@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -44,9 +45,9 @@ type streamCase struct {
 }
 
 var streamCases = []streamCase{
-	{name: "no descriptor of the host's: stdin is the box's own pipe", script: "readlink /proc/self/fd/0 /proc/self/fd/1", check: func(t *testing.T, r spec.Result) {
-		if !strings.HasPrefix(r.Stdout, "pipe:[") || strings.Contains(r.Stdout, "/dev/null") {
-			t.Errorf("fds 0 and 1 = %q; want the agent's pipes", r.Stdout)
+	{name: "no stdin is the box's /dev/null, stdout a pipe", script: "readlink /proc/self/fd/0 /proc/self/fd/1", check: func(t *testing.T, r spec.Result) {
+		if lines := strings.Split(r.Stdout, "\n"); len(lines) != 3 || lines[0] != "/dev/null" || !strings.HasPrefix(lines[1], "pipe:[") {
+			t.Errorf("fds 0 and 1 = %q; want /dev/null and a pipe", r.Stdout)
 		}
 	}},
 	{name: "output and exit code", script: "echo out; echo err >&2; exit 3", check: func(t *testing.T, r spec.Result) {
@@ -148,4 +149,83 @@ func TestStreamSessionInterpreter(t *testing.T) {
 	if err != nil || o.Value != "42" || out.String() != "hi\n" {
 		t.Errorf("x * 2 = %q, %v, printed %q; want 42, nil, \"hi\\n\"", o.Value, err, out.String())
 	}
+}
+
+// TestStreamSessionHoldsNoHostPipe: over the stream the box's stdio are
+// the agent's own pipes, not the host's: while the exec runs, none of
+// the pipes it sees is open in this process. Over descriptors they are
+// (the control row, which shows the check can see a passed pipe).
+func TestStreamSessionHoldsNoHostPipe(t *testing.T) {
+	for _, tc := range []struct {
+		transport AgentTransport
+		shared    bool
+	}{{TransportFD, true}, {TransportStream, false}} {
+		t.Run(string(tc.transport), func(t *testing.T) {
+			s := startSessionOver(t, tc.transport, spec.DefaultLimits)
+			seen := make(chan []string, 1)
+			stdin, feed := io.Pipe()
+			out := &lineWriter{want: 3, lines: seen}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", "readlink /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2; read x"}}, IO{Stdin: stdin, Stdout: out})
+				done <- err
+			}()
+			var box []string
+			select {
+			case box = <-seen:
+			case err := <-done:
+				t.Fatalf("the exec ended before it showed its fds: %v", err)
+			}
+			host := hostPipes(t)
+			shared := false
+			for _, l := range box {
+				shared = shared || host[l]
+			}
+			if shared != tc.shared {
+				t.Errorf("the box's stdio %q: open in this process %v, want %v", box, shared, tc.shared)
+			}
+			if _, err := feed.Write([]byte("go\n")); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("Exec() = %v", err)
+			}
+		})
+	}
+}
+
+// hostPipes is the pipes open in this process, as readlink shows them.
+func hostPipes(t *testing.T) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipes := map[string]bool{}
+	for _, e := range entries {
+		// an fd closed since the listing has no link
+		if link, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(link, "pipe:[") {
+			pipes[link] = true
+		}
+	}
+	return pipes
+}
+
+// lineWriter passes on the first want lines written to it, once.
+type lineWriter struct {
+	want  int
+	buf   bytes.Buffer
+	lines chan<- []string
+	sent  bool
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	if lines := strings.Split(w.buf.String(), "\n"); !w.sent && len(lines) > w.want {
+		w.sent = true
+		w.lines <- lines[:w.want]
+	}
+	return len(p), nil
 }

@@ -200,18 +200,23 @@ func (sr *streamRequests) claim(streams []Stream) ([]int, []*streamRelay, error)
 }
 
 // stream makes one stream's pipe: the process's end, and the relay that
-// serves the other (nil for StreamNull).
+// serves the other; StreamNull is the box's /dev/null, with no relay.
 func (sr *streamRequests) stream(st Stream) (int, *streamRelay, error) {
 	var p [2]int
 	if st.Dir != StreamIn && st.Dir != StreamOut && st.Dir != StreamNull {
 		return -1, nil, fmt.Errorf("direction %q is none of %q, %q or %q", st.Dir, StreamIn, StreamOut, StreamNull)
 	}
+	if st.Dir == StreamNull {
+		// The box's own /dev/null, as the fd path passes the host's: read
+		// and write, since the host's may be an output.
+		fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, nil, fmt.Errorf("opening /dev/null: %w", err)
+		}
+		return fd, nil, nil
+	}
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return -1, nil, fmt.Errorf("making its pipe: %w", err)
-	}
-	if st.Dir == StreamNull {
-		unix.Close(p[1])
-		return p[0], nil, nil
 	}
 	ch, err := sr.channel(st.Ch)
 	if err != nil {

@@ -3,6 +3,7 @@ package nsinit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -83,7 +84,7 @@ func (h *streamHost) send(req Request) (Request, []int, error) {
 }
 
 // TestStreamSpawnPipes: a spawn's streams become pipes relayed to their
-// channels both ways, and "null" a pipe at end of file at once.
+// channels both ways, and "null" the box's /dev/null.
 func TestStreamSpawnPipes(t *testing.T) {
 	h := newStreamHost(t)
 	chans := h.open(2)
@@ -112,6 +113,12 @@ func TestStreamSpawnPipes(t *testing.T) {
 	}
 	if got, err := io.ReadAll(null); err != nil || len(got) != 0 {
 		t.Errorf("the null stream = %q, %v; want end of file at once", got, err)
+	}
+	if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fds[2])); err != nil || link != "/dev/null" {
+		t.Errorf("the null stream is %q, %v; want /dev/null", link, err)
+	}
+	if _, err := null.Write([]byte("x")); err != nil {
+		t.Errorf("writing the null stream = %v, want it to take the write as /dev/null does", err)
 	}
 }
 
