@@ -22,7 +22,8 @@ type Process struct {
 	// cg is the process's own cgroup (v1), or nil.
 	cg cgroup.Cgroup
 	// countsSession says the process's OOM kills are the session
-	// cgroup's during its life, from oomBase (see sessionOOMs).
+	// cgroup's during its life, from oomBase (see sessionOOMs): a stream
+	// session's process, whose base could be read.
 	countsSession bool
 	oomBase       uint64
 
@@ -92,7 +93,7 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	// Usage may read it.
 	p.cg = cg
 	if cg == nil && s.f.Stream && s.f.Cgroup != nil {
-		p.countsSession, p.oomBase = true, s.sessionOOMs()
+		p.oomBase, p.countsSession = s.sessionOOMs()
 	}
 	s.mu.Lock()
 	s.procs[p.id] = p
@@ -128,19 +129,28 @@ func (s *Session) sendSpawn(req nsinit.Request, files []*os.File, tasks []int) e
 	return s.send(req, fds, len(tasks) > 0)
 }
 
-// sessionOOMs is the session cgroup's OOM kills so far, or 0. A process
+// sessionOOMs is the session cgroup's OOM kills so far. A process
 // of a stream session, which has no cgroup of its own, counts those
 // during its life as its own: exact for one exec at a time; a kill in
 // another exec running beside it is reported by both.
-func (s *Session) sessionOOMs() uint64 {
-	if s.f.Cgroup == nil {
-		return 0
-	}
+// ok is false (and the error logged) when they could not be read.
+func (s *Session) sessionOOMs() (n uint64, ok bool) {
 	st, err := s.f.Cgroup.Stats()
 	if err != nil {
+		s.log().Warn("reading the session cgroup's OOM kills; an exec's report leaves them out", "err", err)
+		return 0, false
+	}
+	return st.OOMKills, true
+}
+
+// oomsSince is the OOM kills counted from base to now, or 0 when now
+// could not be read (ok false) or is below base (a counter that went
+// back), rather than a false kill or an underflow.
+func oomsSince(base, now uint64, ok bool) uint64 {
+	if !ok || now < base {
 		return 0
 	}
-	return st.OOMKills
+	return now - base
 }
 
 // forget drops a process the agent never heard of: an event for it
@@ -196,7 +206,8 @@ func (p *Process) markStarted(pid int) {
 func (p *Process) settle(st *nsinit.Status, e nsinit.Event) {
 	p.once.Do(func() {
 		if p.countsSession {
-			ooms := p.s.sessionOOMs() - p.oomBase
+			now, ok := p.s.sessionOOMs()
+			ooms := oomsSince(p.oomBase, now, ok)
 			p.mu.Lock()
 			p.stats.OOMKills = ooms
 			p.mu.Unlock()
