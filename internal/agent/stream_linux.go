@@ -32,24 +32,12 @@ import (
 // it ends the stream's pending read, and takes it over from f.Control,
 // which is closed.
 func (s *Session) streamControl() error {
-	rc, err := s.f.Control.SyscallConn()
+	c, err := streamrelay.FileCopy(s.f.Control, "control stream")
 	if err != nil {
 		return fmt.Errorf("starting the control stream: %w", err)
 	}
-	fd := -1
-	var ferr error
-	if err := rc.Control(func(c uintptr) { fd, ferr = unix.FcntlInt(c, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
-		return fmt.Errorf("starting the control stream: %w", err)
-	}
-	if ferr != nil {
-		return fmt.Errorf("starting the control stream: %w", ferr)
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return fmt.Errorf("starting the control stream: %w", err)
-	}
 	old := s.f.Control
-	s.f.Control = os.NewFile(uintptr(fd), "control stream")
+	s.f.Control = c
 	if err := old.Close(); err != nil {
 		s.log().Warn("closing the control connection's first descriptor", "err", err)
 	}
@@ -145,22 +133,7 @@ func relayEgress(ch *streammux.Channel, socket string) {
 	}
 	p := c.(*net.UnixConn)
 	defer p.Close()
-	done := make(chan struct{})
-	go func() {
-		// Either direction's end is the connection's; nobody is told. A
-		// box's end that is no clean close (the stream gone) closes the
-		// proxy's side, which ends the other direction too.
-		if _, err := io.Copy(p, ch); err != nil {
-			_ = p.Close()
-		} else {
-			_ = p.CloseWrite()
-		}
-		close(done)
-	}()
-	// as above
-	_, _ = io.Copy(ch, p)
-	_ = ch.CloseWrite()
-	<-done
+	streamrelay.Duplex(ch, p)
 }
 
 // egressDialTimeout bounds reaching the proxy's socket, on this host.
@@ -212,14 +185,13 @@ func streamFiles(files []*os.File) ([]streamFile, int, error) {
 	sfs := make([]streamFile, 0, len(files))
 	need := 0
 	for i, f := range files {
-		dup, dir, err := streamFD(f)
+		c, dir, err := streamFD(f)
 		if err != nil {
 			closeStreamFiles(sfs)
 			return nil, 0, fmt.Errorf("the process's fd %d: %w", i, err)
 		}
-		sf := streamFile{dir: dir}
-		if dir != nsinit.StreamNull {
-			sf.f = os.NewFile(uintptr(dup), "stream")
+		sf := streamFile{f: c, dir: dir}
+		if c != nil {
 			need++
 		}
 		sfs = append(sfs, sf)
@@ -326,48 +298,42 @@ func (s *Session) waitSlots(need int, by time.Time) error {
 // streamFD says how f is relayed: "null" for /dev/null, else "in" or
 // "out" by its access mode, with a non-blocking copy of it (so that
 // closing the copy ends a pending read).
-func streamFD(f *os.File) (int, string, error) {
+func streamFD(f *os.File) (*os.File, string, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return -1, "", err
+		return nil, "", err
 	}
-	dup, dir := -1, ""
+	var c *os.File
+	dir := ""
 	var ferr error
-	cerr := rc.Control(func(fd uintptr) { dup, dir, ferr = dupStream(int(fd)) })
+	cerr := rc.Control(func(fd uintptr) { c, dir, ferr = copyStream(fd) })
 	if cerr != nil {
-		return -1, "", cerr
+		return nil, "", cerr
 	}
-	return dup, dir, ferr
+	return c, dir, ferr
 }
 
-func dupStream(fd int) (int, string, error) {
+func copyStream(fd uintptr) (*os.File, string, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return -1, "", err
+	if err := unix.Fstat(int(fd), &st); err != nil {
+		return nil, "", err
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == unix.Mkdev(1, 3) {
-		return -1, nsinit.StreamNull, nil
+		return nil, nsinit.StreamNull, nil
 	}
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 	if err != nil {
-		return -1, "", err
+		return nil, "", err
 	}
 	dir := nsinit.StreamIn
 	switch flags & unix.O_ACCMODE {
 	case unix.O_WRONLY:
 		dir = nsinit.StreamOut
 	case unix.O_RDWR:
-		return -1, "", errors.New("it is open for reading and writing; the stream carries one way only (give a pipe end)")
+		return nil, "", errors.New("it is open for reading and writing; the stream carries one way only (give a pipe end)")
 	}
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return -1, "", err
-	}
-	if err := unix.SetNonblock(dup, true); err != nil {
-		unix.Close(dup)
-		return -1, "", err
-	}
-	return dup, dir, nil
+	c, err := streamrelay.NonblockingCopy(fd, "stream")
+	return c, dir, err
 }
 
 // run relays until either end is done.

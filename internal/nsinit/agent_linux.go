@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/streamrelay"
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
@@ -61,7 +62,11 @@ func serveSession(cfg *Config, ctl *os.File) int {
 	var events io.Writer = ctl
 	a.read = func() (Request, []int, error) { return readRequest(ControlFD) }
 	if cfg.Stream {
-		sr, err := serveStream(ctl)
+		conn, err := streamrelay.FileCopy(ctl, "control stream")
+		var sr *streamRequests
+		if err == nil {
+			sr, err = serveStream(conn, streamEgress)
+		}
 		if err != nil {
 			// the host cannot be told: the stream is what would carry it
 			fmt.Fprintf(os.Stderr, "warden-init: %v\n", err)

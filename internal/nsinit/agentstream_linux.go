@@ -108,21 +108,15 @@ func (sr *streamRequests) ended(id uint64) {
 	}
 }
 
-// serveStream starts the stream on the control connection, which the
-// Config was read from and which it owns from then on, and waits for the
-// host's control channel.
-func serveStream(ctl *os.File) (*streamRequests, error) {
-	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+// serveStream starts the stream on conn, the control connection (a
+// socket, or a VM's serial port: anything streammux takes), which it
+// owns from then on, and waits for the host's control channel. The
+// egress bridge's channels (e) start with it.
+func serveStream(conn streammux.Conn, e *egressStream) (*streamRequests, error) {
+	mux, err := streammux.New(conn, streammux.DefaultConfig(), false)
 	if err != nil {
-		return nil, fmt.Errorf("starting the control stream: %w", err)
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("starting the control stream: %w", err)
-	}
-	mux, err := streammux.New(os.NewFile(uintptr(fd), "control stream"), streammux.DefaultConfig(), false)
-	if err != nil {
-		unix.Close(fd)
+		// the stream never started; conn is ours to close
+		_ = conn.Close()
 		return nil, fmt.Errorf("starting the control stream: %w", err)
 	}
 	sr := &streamRequests{mux: mux, pending: map[uint32]*streammux.Channel{}, relays: map[uint64][]*streamRelay{}, linger: outputLinger}
@@ -133,7 +127,7 @@ func serveStream(ctl *os.File) (*streamRequests, error) {
 		return nil, fmt.Errorf("starting the control stream: %w", err)
 	}
 	sr.ctl, sr.events = ch, ch
-	streamEgress.serve(mux)
+	e.serve(mux)
 	return sr, nil
 }
 
@@ -305,18 +299,25 @@ func (sr *streamRequests) dropPending() {
 	}
 }
 
-// streamEgress is the egress bridge's way to the proxy over the stream
+// egressStream is the egress bridge's way to the proxy over the stream
 // transport (a boxed init with Config.Stream): a channel the agent opens
 // per connection, which the host connects to the box's proxy socket. The
 // bridge starts during set-up, before the stream does, so a connection
 // that comes first waits for it, within bridgeDialTimeout.
-var streamEgress = &egressStream{ready: make(chan struct{})}
-
 type egressStream struct {
 	once  sync.Once
 	ready chan struct{}
 	mux   *streammux.Mux
 }
+
+func newEgressStream() *egressStream {
+	return &egressStream{ready: make(chan struct{})}
+}
+
+// streamEgress is the init's egressStream: the bridge, started during
+// set-up (startBridge), and the agent, started after it (serveStream),
+// share it. The init process runs one of each.
+var streamEgress = newEgressStream()
 
 // serve makes the stream the bridge's from now on.
 func (e *egressStream) serve(mux *streammux.Mux) {

@@ -38,7 +38,7 @@ func newStreamHost(t *testing.T) *streamHost {
 	}
 	done := make(chan served, 1)
 	go func() {
-		sr, err := serveStream(box)
+		sr, err := serveStream(box, newEgressStream())
 		done <- served{sr, err}
 	}()
 	mux, err := streammux.New(host, streammux.DefaultConfig(), true)
@@ -230,7 +230,7 @@ func TestStreamEndedCutsRelays(t *testing.T) {
 // channel the agent opens, which the host accepts, both ways.
 func TestStreamEgressDial(t *testing.T) {
 	h := newStreamHost(t)
-	e := &egressStream{ready: make(chan struct{})}
+	e := newEgressStream()
 	e.serve(h.sr.mux)
 	c, err := e.dial()
 	if err != nil {
