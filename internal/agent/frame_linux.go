@@ -32,9 +32,12 @@ type Frame struct {
 	// descriptors could not reach the agent): execs are killed by process
 	// group, their orphans swept, their figures rusage's.
 	Stream bool
-	// Cgroup is the box's cgroup when the host manages one it can divide
-	// (per-exec children on v1), or nil: execs are then killed by process
-	// group and measured by rusage.
+	// Cgroup is the box's cgroup when the host manages one, or nil. The
+	// host divides it into per-exec children on v1 unless Stream is set:
+	// a stream session's Cgroup is read and killed whole (an exec's OOM
+	// kills are those it counted during the exec), never divided. Without
+	// one, or undivided, execs are killed by process group and measured
+	// by rusage.
 	Cgroup cgroup.Cgroup
 	// UID and GID are the host ids host-side access to the workspace must
 	// act as (see Session.FileOwner).

@@ -452,7 +452,7 @@ func TestStreamGuestHoldsChannels(t *testing.T) {
 
 // TestStreamFullStreamFailsOnlyTheExec: when the host's own live
 // streams fill the stream, the next execs fail at once with
-// errNoChannel, opening nothing (so the box is owed no close and is no
+// ErrNoChannel, opening nothing (so the box is owed no close and is no
 // breach), and the session lives on: once a process ends, an exec runs.
 func TestStreamFullStreamFailsOnlyTheExec(t *testing.T) {
 	s, g := attachStream(t, spec.DefaultLimits)
@@ -469,8 +469,8 @@ func TestStreamFullStreamFailsOnlyTheExec(t *testing.T) {
 	}
 	for try := range 2 {
 		o := await(t, execAsync(s, nil), "an exec on a full stream")
-		if !errors.Is(o.err, errNoChannel) {
-			t.Fatalf("exec %d on a full stream = %v, want errNoChannel", try, o.err)
+		if !errors.Is(o.err, ErrNoChannel) {
+			t.Fatalf("exec %d on a full stream = %v, want ErrNoChannel", try, o.err)
 		}
 	}
 	select {

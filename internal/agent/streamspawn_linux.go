@@ -116,12 +116,6 @@ func (s *Session) openStream(sf streamFile) (*relay, error) {
 	return r, nil
 }
 
-// errNoChannel is a stream with no room for another process's channels:
-// the host's own live streams and the control channel fill it
-// (streammux.Config.MaxChannels), so only this exec fails, and a later
-// one finds room once a process ends.
-var errNoChannel = errors.New("too many processes run in this session at once (each stream of one holds a channel to the sandbox): wait for one to end")
-
 // slotWait bounds the wait for the box to free channels the host has
 // finished with: their close or stop is on its way, unless the box keeps
 // them back. The box's agent runs on the box's CPU quota, so it may be
@@ -129,7 +123,7 @@ var errNoChannel = errors.New("too many processes run in this session at once (e
 const slotWait = sendTimeout
 
 // waitSlots waits until the stream has room for need more channels.
-// If the host's own live streams leave no room, that is errNoChannel at
+// If the host's own live streams leave no room, that is ErrNoChannel at
 // once. Otherwise the slots missing are the box's to free: it gets
 // slotWait (until by), and then, if it holds channels the host has
 // finished with, that is a breach.
@@ -142,7 +136,7 @@ func (s *Session) waitSlots(need int, by time.Time) error {
 	}
 	limit := mux.MaxChannels()
 	if live := int(s.relaysLive.Load()) + 1; live+need > limit {
-		return fmt.Errorf("%w (%d of %d channels in use, %d more wanted)", errNoChannel, live, limit, need)
+		return fmt.Errorf("%w (%d of %d channels in use, %d more wanted)", ErrNoChannel, live, limit, need)
 	}
 	err := mux.WaitSlots(need, by)
 	switch {
@@ -156,7 +150,7 @@ func (s *Session) waitSlots(need int, by time.Time) error {
 		s.breach(err)
 		return err
 	}
-	return fmt.Errorf("%w: %v", errNoChannel, err) //nolint:errorlint // errNoChannel is what callers match
+	return fmt.Errorf("%w: %v", ErrNoChannel, err) //nolint:errorlint // ErrNoChannel is what callers match
 }
 
 // streamFD says how f is relayed: "null" for /dev/null, else "in" or
