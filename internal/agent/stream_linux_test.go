@@ -310,6 +310,21 @@ func TestStreamGuestStalls(t *testing.T) {
 	if o.err != nil || o.r.Stdout != "partial" {
 		t.Errorf("Exec() = %q, %v; want \"partial\", nil", o.r.Stdout, o.err)
 	}
+	// The stdin relay was cut: the channel ends (the host's close) after
+	// what the window held, not after the 4 MiB the relay would have
+	// gone on sending as the guest read.
+	type read struct {
+		n   int
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(chans[0])
+		got <- read{len(b), err}
+	}()
+	if r := await(t, got, "the stdin channel's end"); r.err != nil || r.n >= 4<<20 {
+		t.Errorf("the guest read %d bytes of stdin, %v; want at most the window and the host's close", r.n, r.err)
+	}
 	select {
 	case <-s.Done():
 		t.Errorf("the session ended: %v", s.Err())
