@@ -23,17 +23,6 @@ func addBackendFlags(f *pflag.FlagSet, name *string, what string, o *sandbox.Bac
 	f.StringVar((*string)(&o.Executor), "executor", string(native.ExecutorAuto), "what builds a --backend native one-shot sandbox: auto, go (the Go init) or fast (warden-exec, no Go runtime); sessions and pooled sandboxes keep the Go init")
 }
 
-// addAgentTransportFlag adds --agent-transport, hidden: it proves and
-// measures the agent protocol over one byte stream on native (the path a
-// VM or pod backend needs), and is no user feature. Only serve and mcp
-// have it: they run sessions, the only sandboxes with an agent.
-func addAgentTransportFlag(f *pflag.FlagSet, o *sandbox.BackendOptions) {
-	o.AgentTransport = native.TransportFD
-	f.StringVar((*string)(&o.AgentTransport), "agent-transport", string(native.TransportFD), "how a --backend native session reaches its agent: "+native.TransportChoices()+" (for testing the stream protocol; see docs/protocol.md)")
-	// the flag was just added, so MarkHidden cannot fail
-	_ = f.MarkHidden("agent-transport")
-}
-
 // checkExecutor refuses an unknown backend (first, as NewBackend words
 // it), an unknown --executor or --agent-transport, and one other than
 // the default for a backend that has no such choice, in one line each.
