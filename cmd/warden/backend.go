@@ -24,8 +24,8 @@ func addBackendFlags(f *pflag.FlagSet, name *string, what string, o *sandbox.Bac
 }
 
 // checkExecutor refuses an unknown backend (first, as NewBackend words
-// it), an unknown --executor, and one other than auto for a backend that
-// has no choice of executor, in one line each.
+// it), an unknown --executor or --agent-transport, and one other than
+// the default for a backend that has no such choice, in one line each.
 func checkExecutor(backend string, o sandbox.BackendOptions) error {
 	if backend != "" && !slices.Contains(sandbox.BackendNames(), backend) {
 		return fmt.Errorf("backend %q is unknown: use %s", backend, sandbox.BackendChoices())
@@ -35,6 +35,12 @@ func checkExecutor(backend string, o sandbox.BackendOptions) error {
 	}
 	if backend != "" && backend != sandbox.DefaultBackend && o.Executor != native.ExecutorAuto && o.Executor != "" {
 		return fmt.Errorf("--executor %s: only --backend %s has a choice of executor", o.Executor, sandbox.DefaultBackend)
+	}
+	if err := o.AgentTransport.Validate(); err != nil {
+		return fmt.Errorf("--agent-transport %q: want %s", o.AgentTransport, native.TransportChoices())
+	}
+	if backend != "" && backend != sandbox.DefaultBackend && o.AgentTransport == native.TransportStream {
+		return fmt.Errorf("--agent-transport stream: only --backend %s has a choice of agent transport", sandbox.DefaultBackend)
 	}
 	return nil
 }

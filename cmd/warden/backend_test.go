@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
@@ -27,6 +28,36 @@ func TestBackendFlagNamesEveryBackend(t *testing.T) {
 		}
 		if f.DefValue != sandbox.DefaultBackend {
 			t.Errorf("%s --backend default = %q, want %q", name, f.DefValue, sandbox.DefaultBackend)
+		}
+	}
+}
+
+// TestAgentTransportFlag: --agent-transport is on serve and mcp only
+// (run's sandboxes have no agent), hidden (it is for testing the stream
+// protocol), and a bad value or a backend without the choice is refused
+// in one line naming the flag.
+func TestAgentTransportFlag(t *testing.T) {
+	for name, cmd := range map[string]*cobra.Command{"run": newRunCmd(), "serve": newServeCmd(), "mcp": newMCPCmd()} {
+		f := cmd.Flags().Lookup("agent-transport")
+		switch {
+		case name == "run" && f != nil:
+			t.Errorf("run has --agent-transport, which it would ignore")
+		case name != "run" && (f == nil || !f.Hidden):
+			t.Errorf("%s --agent-transport = %+v, want a hidden flag", name, f)
+		}
+	}
+	for _, tc := range []struct {
+		backend   string
+		transport native.AgentTransport
+		want      string
+	}{
+		{"native", "bogus", `--agent-transport "bogus": want fd or stream`},
+		{"gvisor", native.TransportStream, "--agent-transport stream: only --backend native has a choice of agent transport"},
+		{"native", native.TransportStream, ""},
+	} {
+		err := checkExecutor(tc.backend, sandbox.BackendOptions{AgentTransport: tc.transport})
+		if (tc.want == "" && err != nil) || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
+			t.Errorf("--backend %s --agent-transport %s: %v, want %q", tc.backend, tc.transport, err, tc.want)
 		}
 	}
 }

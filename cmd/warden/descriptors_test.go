@@ -7,6 +7,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/e2b"
 	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
 )
@@ -24,5 +25,18 @@ func TestDescriptorReserve(t *testing.T) {
 	}
 	if descriptorsPerSandbox != 745 {
 		t.Errorf("descriptors kept per sandbox = %d, want 745 with today's caps (update the README and this test if the caps changed)", descriptorsPerSandbox)
+	}
+}
+
+// TestDescriptorReserveStream: a stream session may hold a descriptor
+// per channel each end has open besides (64), so serve reserves them.
+func TestDescriptorReserveStream(t *testing.T) {
+	for _, tc := range []struct {
+		transport native.AgentTransport
+		want      int
+	}{{native.TransportFD, 745}, {"", 745}, {native.TransportStream, 745 + 64}} {
+		if got := descriptorsReserved(tc.transport); got != tc.want {
+			t.Errorf("descriptorsReserved(%q) = %d, want %d", tc.transport, got, tc.want)
+		}
 	}
 }

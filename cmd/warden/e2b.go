@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/warden-sandbox/warden/internal/e2b"
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/server"
 )
@@ -43,3 +44,12 @@ func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **s
 // connections for each session: the session's own, its file transfers'
 // and what E2B's API (served on every listener) may hold for it.
 const descriptorsPerSandbox = sandbox.DescriptorsPerSandbox + server.TransferDescriptors + e2b.DescriptorsPerSandbox
+
+// descriptorsReserved is descriptorsPerSandbox for sessions whose agent
+// is reached by transport: the stream transport's relays hold more.
+func descriptorsReserved(transport native.AgentTransport) int {
+	if transport == native.TransportStream {
+		return descriptorsPerSandbox + sandbox.StreamDescriptors()
+	}
+	return descriptorsPerSandbox
+}

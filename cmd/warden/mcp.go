@@ -58,6 +58,7 @@ given above its ceiling is refused, a default one above it is lowered to it.`,
 	}
 	f := cmd.Flags()
 	addBackendFlags(f, &o.backend, "isolation backend of every sandbox", &o.backendOpts)
+	addAgentTransportFlag(f, &o.backendOpts)
 	l := &o.limits
 	f.Var(durationFlag{&l.Timeout}, "timeout", "default time limit of each tool call")
 	f.Var(sizeFlag{&l.MemoryBytes}, "memory", "memory limit of each sandbox, tmpfs included (0: none, only with --max-memory 0)")

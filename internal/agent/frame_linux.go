@@ -24,15 +24,32 @@ type Frame struct {
 	// Control is the host's end of the connection to the agent, which has
 	// already been sent its Config. The session owns it from Attach on.
 	Control *os.File
-	// Cgroup is the box's cgroup when the host manages one it can divide
-	// (per-exec children on v1), or nil: execs are then killed by process
-	// group and measured by rusage.
+	// Stream says Control is a byte stream that can carry no descriptor
+	// (a VM's serial port, a pod's TCP connection): the agent was sent a
+	// Config with Stream set, and the session speaks the protocol over a
+	// streammux stream on it (see stream_linux.go). The host still reads
+	// and kills Cgroup, but no exec gets a child cgroup (its tasks
+	// descriptors could not reach the agent): execs are killed by process
+	// group, their orphans swept, their figures rusage's.
+	Stream bool
+	// Cgroup is the box's cgroup when the host manages one, or nil. The
+	// host divides it into per-exec children on v1 unless Stream is set:
+	// a stream session's Cgroup is read and killed whole (an exec's OOM
+	// kills are those it counted during the exec), never divided. Without
+	// one, or undivided, execs are killed by process group and measured
+	// by rusage.
 	Cgroup cgroup.Cgroup
 	// UID and GID are the host ids host-side access to the workspace must
 	// act as (see Session.FileOwner).
 	UID, GID int
 	// Egress is the box's attachment to the egress proxy, or nil.
 	Egress *egress.Attachment
+	// EgressChannels says the box's egress bridge reaches Egress by
+	// opening stream channels (a boxed init over the stream), which the
+	// session relays to the proxy. Only such a box may open channels: one
+	// whose bridge has its own way to the proxy (native's descriptor)
+	// opening one is a breach, as is any box without Egress.
+	EgressChannels bool
 	// Env makes a process's environment from the spec's and extra ones.
 	Env func(extra []string) []string
 	// OpenWorkspace opens the box's /workspace, once the agent is ready,
@@ -95,12 +112,16 @@ func BoxedConfig(s spec.Spec, relay, nproc bool) nsinit.Config {
 
 // HandOverBoxed sends a boxed init its Config on ctl and, when the box
 // has the egress proxy (att), the egress link it asks for connections on,
-// which is then served until the init closes it.
+// which is then served until the init closes it. Over the stream
+// transport (cfg.Stream) there is no link: the session serves each
+// connection as a channel the box opens.
 func HandOverBoxed(ctl *os.File, cfg nsinit.Config, att *egress.Attachment) error {
 	if err := nsinit.WriteConfig(ctl, cfg); err != nil {
 		return fmt.Errorf("sending sandbox config: %w", err)
 	}
-	if att == nil {
+	if att == nil || cfg.Stream {
+		// Over the stream each connection is a channel the session
+		// serves (Frame.Egress).
 		return nil
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

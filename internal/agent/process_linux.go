@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -20,6 +21,11 @@ type Process struct {
 	id uint64
 	// cg is the process's own cgroup (v1), or nil.
 	cg cgroup.Cgroup
+	// countsSession says the process's OOM kills are the session
+	// cgroup's during its life, from oomBase (see sessionOOMs): a stream
+	// session's process, whose base could be read.
+	countsSession bool
+	oomBase       uint64
 
 	started chan struct{}
 	done    chan struct{}
@@ -86,27 +92,65 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	// Published only now, with its cgroup set: from here on events and
 	// Usage may read it.
 	p.cg = cg
+	if cg == nil && s.f.Stream && s.f.Cgroup != nil {
+		p.oomBase, p.countsSession = s.sessionOOMs()
+	}
 	s.mu.Lock()
 	s.procs[p.id] = p
 	s.seen[p.id] = 0
 	s.mu.Unlock()
-	fds := make([]int, 0, len(c.Files)+len(tasks))
-	for _, f := range c.Files {
-		fds = append(fds, int(f.Fd()))
+	req := nsinit.Request{Op: nsinit.OpSpawn, ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir}
+	if s.f.Stream {
+		err = s.sendFailed(s.sendStream(req, c.Files, p.done))
+	} else {
+		err = s.sendSpawn(req, c.Files, tasks)
 	}
-	req := nsinit.Request{Op: nsinit.OpSpawn, ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, Files: len(c.Files)}
-	if len(tasks) > 0 {
-		fds = append(fds, tasks...)
-		req.Cgroup = 2 * len(tasks)
-	}
-	err = s.send(req, fds, len(tasks) > 0)
-	closeFDs(tasks)
 	if err != nil {
 		s.forget(p)
 		p.settle(nil, nsinit.Event{})
 		return nil, descriptorError(err)
 	}
 	return p, p.awaitStart(ctx)
+}
+
+// sendSpawn sends a spawn with files, the process's fds, attached, and
+// tasks, its exec cgroup's tasks files (then closed), if any.
+func (s *Session) sendSpawn(req nsinit.Request, files []*os.File, tasks []int) error {
+	defer closeFDs(tasks)
+	fds := make([]int, 0, len(files)+len(tasks))
+	for _, f := range files {
+		fds = append(fds, int(f.Fd()))
+	}
+	req.Files = len(files)
+	if len(tasks) > 0 {
+		fds = append(fds, tasks...)
+		req.Cgroup = 2 * len(tasks)
+	}
+	return s.send(req, fds, len(tasks) > 0)
+}
+
+// sessionOOMs is the session cgroup's OOM kills so far. A process
+// of a stream session, which has no cgroup of its own, counts those
+// during its life as its own: exact for one exec at a time; a kill in
+// another exec running beside it is reported by both.
+// ok is false (and the error logged) when they could not be read.
+func (s *Session) sessionOOMs() (n uint64, ok bool) {
+	st, err := s.f.Cgroup.Stats()
+	if err != nil {
+		s.log().Warn("reading the session cgroup's OOM kills; an exec's report leaves them out", "err", err)
+		return 0, false
+	}
+	return st.OOMKills, true
+}
+
+// oomsSince is the OOM kills counted from base to now, or 0 when now
+// could not be read (ok false) or is below base (a counter that went
+// back), rather than a false kill or an underflow.
+func oomsSince(base, now uint64, ok bool) uint64 {
+	if !ok || now < base {
+		return 0
+	}
+	return now - base
 }
 
 // forget drops a process the agent never heard of: an event for it
@@ -161,6 +205,13 @@ func (p *Process) markStarted(pid int) {
 // removes the cgroup, then releases its waiters.
 func (p *Process) settle(st *nsinit.Status, e nsinit.Event) {
 	p.once.Do(func() {
+		if p.countsSession {
+			now, ok := p.s.sessionOOMs()
+			ooms := oomsSince(p.oomBase, now, ok)
+			p.mu.Lock()
+			p.stats.OOMKills = ooms
+			p.mu.Unlock()
+		}
 		if p.cg != nil {
 			stats := p.s.retire(p.cg)
 			p.mu.Lock()

@@ -5,16 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/streammux"
 )
 
 // Session is a sandbox that outlives one program: its agent stays as PID 1
@@ -38,6 +39,12 @@ type Session struct {
 	sendMu       sync.Mutex
 	ctlClosed    bool
 	sessionTasks []int
+	// mux and ctlCh are the stream and its control channel, once started
+	// (Frame.Stream), also guarded by sendMu.
+	mux   *streammux.Mux
+	ctlCh *streammux.Channel
+	// relaysLive counts the stream relays not yet ended.
+	relaysLive atomic.Int64
 
 	mu     sync.Mutex
 	procs  map[uint64]*Process
@@ -71,7 +78,7 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 // session it serves. ctx bounds the wait only. On failure everything in f
 // is torn down, as Close would.
 func Attach(ctx context.Context, f Frame) (*Session, error) {
-	s := &Session{f: f, ctl: int(f.Control.Fd()), procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{})}
+	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		if terr := s.teardown(); terr != nil {
 			return nil, errors.Join(err, fmt.Errorf("tearing down the failed attach: %w", terr))
@@ -98,10 +105,22 @@ func (s *Session) boundSends() error {
 }
 
 func (s *Session) start(ctx context.Context) error {
+	if !s.f.Stream {
+		s.ctl = int(s.f.Control.Fd())
+	}
 	ready := make(chan error, 1)
-	go s.readEvents(ready)
-	if err := s.boundSends(); err != nil {
-		return err
+	if s.f.Stream {
+		if err := s.streamControl(); err != nil {
+			// No reader started to end the session: teardown waits for it.
+			s.end(err)
+			return err
+		}
+		go s.readStreamEvents(ready, s.f.Control)
+	} else {
+		go s.readEvents(ready)
+		if err := s.boundSends(); err != nil {
+			return err
+		}
 	}
 	var err error
 	select {
@@ -124,6 +143,11 @@ func (s *Session) start(ctx context.Context) error {
 	}
 	if s.workspace, err = s.f.OpenWorkspace(); err != nil {
 		return fmt.Errorf("opening the sandbox's workspace: %w", err)
+	}
+	if s.f.Stream {
+		// No tasks descriptor can reach the agent: execs get no cgroup
+		// of their own (hierarchies stays 0).
+		return nil
 	}
 	return s.openSessionTasks()
 }
@@ -212,21 +236,27 @@ const maxEventLine = 64 << 10
 // sandbox's and may be anything: one that breaks the protocol kills the
 // box, and the session ends with what was wrong (see end).
 func (s *Session) readEvents(ready chan<- error) {
-	r := bufio.NewReaderSize(s.f.Control, maxEventLine)
+	s.readLines(bufio.NewReaderSize(s.f.Control, maxEventLine), ready, false)
+}
+
+// readLines reads the agent's lines from r (see readEvents); raw says r
+// is a stream session's connection before any stream, where a box may
+// only refuse or fail.
+func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
 	first := true
 	var end error
 	for end == nil {
 		line, err := r.ReadSlice('\n')
 		switch {
-		case errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET):
-			// A reset is an agent that exited with bytes of ours unread.
-			end = errHungUp
 		case errors.Is(err, bufio.ErrBufferFull):
 			end = fmt.Errorf("%w: an event line longer than %d bytes", nsinit.ErrProtocol, maxEventLine)
 		case err != nil:
-			end = fmt.Errorf("reading from the sandbox: %w", err)
+			// A reset is an agent that exited with bytes of ours unread.
+			end = streamEnd(err)
 		case first:
-			if end = s.boot(line); end == nil {
+			if end = s.boot(line); end == nil && raw {
+				end = fmt.Errorf("%w: it answered ready outside the stream it was asked for", nsinit.ErrProtocol)
+			} else if end == nil {
 				first = false
 				ready <- nil
 			}
@@ -234,6 +264,13 @@ func (s *Session) readEvents(ready chan<- error) {
 			end = s.dispatchLine(line)
 		}
 	}
+	s.finishEvents(ready, first, end)
+}
+
+// finishEvents ends the session with end, the reason its events stopped
+// (killing a box that broke the protocol), and reports it on ready when
+// the box never said it was ready (first).
+func (s *Session) finishEvents(ready chan<- error, first bool, end error) {
 	if errors.Is(end, nsinit.ErrProtocol) {
 		s.f.Kill()
 	}
@@ -523,6 +560,13 @@ func (s *Session) closeControl() {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.ctlClosed = true
+	if s.mux != nil {
+		// Closing the stream closes its connection, f.Control.
+		if err := s.mux.Close(); err != nil {
+			s.log().Warn("closing the control stream", "err", err)
+		}
+		s.f.Control = nil
+	}
 	if s.f.Control != nil {
 		s.f.Control.Close()
 		s.f.Control = nil
@@ -573,12 +617,28 @@ func (s *Session) execCgroup(id uint64) (cgroup.Cgroup, []int, error) {
 // the session cgroup's tasks files after them. A box that does not take
 // the request within sendTimeout breaks the protocol.
 func (s *Session) send(req nsinit.Request, fds []int, withSessionTasks bool) error {
+	var err error
+	if s.f.Stream {
+		err = s.sendStream(req, nil, nil)
+	} else {
+		err = s.sendEncoded(req, fds, withSessionTasks)
+	}
+	return s.sendFailed(err)
+}
+
+// sendEncoded encodes req and sends it with fds (see send).
+func (s *Session) sendEncoded(req nsinit.Request, fds []int, withSessionTasks bool) error {
 	frame, err := nsinit.EncodeRequest(req)
 	if err != nil {
 		return err
 	}
-	err = s.sendFrame(frame, fds, withSessionTasks)
-	if errors.Is(err, unix.EAGAIN) {
+	return s.sendFrame(frame, fds, withSessionTasks)
+}
+
+// sendFailed is err, a failed send, after ending the session for a box
+// that took no request within sendTimeout.
+func (s *Session) sendFailed(err error) error {
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, os.ErrDeadlineExceeded) {
 		err = fmt.Errorf("%w: did not read a request within %d s", nsinit.ErrProtocol, sendTimeout/time.Second)
 		s.breach(err)
 	}

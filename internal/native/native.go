@@ -23,6 +23,9 @@ type Runtime struct {
 	// Executor chooses what builds a one-shot run's sandbox (zero:
 	// ExecutorAuto); sessions ignore it.
 	Executor Executor
+	// AgentTransport is how StartSession's host side reaches the agent
+	// (zero: TransportFD); one-shot runs have no agent and ignore it.
+	AgentTransport AgentTransport
 }
 
 // log is the Runtime's logger, for a box named name.

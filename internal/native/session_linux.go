@@ -19,12 +19,17 @@ func (rt Runtime) StartSession(ctx context.Context, s spec.Spec) (*agent.Session
 	if err := s.ValidateSandbox(); err != nil {
 		return nil, err
 	}
+	if err := rt.AgentTransport.Validate(); err != nil {
+		return nil, err
+	}
+	stream := rt.AgentTransport == TransportStream
 	b := &box{spec: &s, session: true, rt: rt}
 	if err := b.prepare(); err != nil {
 		b.cleanup()
 		return nil, err
 	}
 	cfg := b.config()
+	cfg.Stream = stream
 	proc, err := startInit(b)
 	if err != nil {
 		b.cleanup()
@@ -43,7 +48,7 @@ func (rt Runtime) StartSession(ctx context.Context, s spec.Spec) (*agent.Session
 	}
 	exited, ended, code := watchExit(proc)
 	f := agent.Frame{
-		Spec: s, Control: b.ctlHost, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
+		Spec: s, Control: b.ctlHost, Stream: stream, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
 		Env:           b.env,
 		Log:           b.log(),
 		OpenWorkspace: func() (*os.File, error) { return openInitWorkspace(proc) },

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/streamrelay"
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
@@ -20,7 +21,14 @@ import (
 // inherits its seccomp filter and empty capability sets; the agent's other
 // threads keep the capabilities it needs to signal and reap.
 type agent struct {
-	ctl int
+	// read reads the next request and the descriptors that come with it
+	// (readRequest on the bare connection, streamRequests.read over the
+	// stream).
+	read func() (Request, []int, error)
+	// ended is told of each spawn's end, reported or refused, once its
+	// exited event is sent (streamRequests.ended over the stream, which
+	// cuts the spawn's relays); nil on the bare connection.
+	ended func(id uint64)
 
 	sendMu sync.Mutex
 	enc    *json.Encoder
@@ -50,12 +58,28 @@ type spawnJob struct {
 // serve reports readiness and runs the agent until the host goes; it never
 // returns normally, because the host ends a session by killing the init.
 func serveSession(cfg *Config, ctl *os.File) int {
+	a := &agent{running: map[int]uint64{}, pgids: map[uint64]int{}, sweep: map[uint64]bool{}, started: make(chan struct{}, 1), sees: seenRoot(cfg)}
+	var events io.Writer = ctl
+	a.read = func() (Request, []int, error) { return readRequest(ControlFD) }
+	if cfg.Stream {
+		conn, err := streamrelay.FileCopy(ctl, "control stream")
+		var sr *streamRequests
+		if err == nil {
+			sr, err = serveStream(conn, streamEgress)
+		}
+		if err != nil {
+			// the host cannot be told: the stream is what would carry it
+			fmt.Fprintf(os.Stderr, "warden-init: %v\n", err)
+			return exitNoHost
+		}
+		events, a.read, a.ended = sr.events, sr.read, sr.ended
+	}
+	a.enc = json.NewEncoder(events)
 	if err := lockdown(cfg); err != nil {
 		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
-		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
+		_ = a.send(Event{Kind: EventFailed, Status: &Status{Error: lockdownError{err}.Error()}})
 		return 0
 	}
-	a := &agent{ctl: ControlFD, enc: json.NewEncoder(ctl), running: map[int]uint64{}, pgids: map[uint64]int{}, sweep: map[uint64]bool{}, started: make(chan struct{}, 1), sees: seenRoot(cfg)}
 	if err := a.send(Event{Kind: EventReady}); err != nil {
 		return exitNoHost
 	}
@@ -66,6 +90,20 @@ func serveSession(cfg *Config, ctl *os.File) int {
 		a.spawn(job)
 	}
 	return exitNoHost
+}
+
+// sendExited reports spawn id's end and then tells ended of it.
+func (a *agent) sendExited(id uint64, st Status) {
+	a.sendEnded(exitedEvent(id, st))
+}
+
+// sendEnded sends an exited event and then tells ended of it; a send
+// fails only once the host hung up, which ends the agent.
+func (a *agent) sendEnded(e Event) {
+	_ = a.send(e)
+	if a.ended != nil {
+		a.ended(e.ID)
+	}
 }
 
 func (a *agent) send(e Event) error {
@@ -79,7 +117,12 @@ func (a *agent) send(e Event) error {
 func (a *agent) readRequests(jobs chan<- spawnJob) {
 	defer close(jobs)
 	for {
-		req, fds, err := readRequest(a.ctl)
+		req, fds, err := a.read()
+		var refused *refusedSpawn
+		if errors.As(err, &refused) {
+			a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: refused.Error()})
+			continue
+		}
 		if err != nil {
 			return
 		}
@@ -115,24 +158,21 @@ func (a *agent) kill(id uint64, sig int) {
 // the exec's cgroup only after one of them, so never this thread.
 func (a *agent) spawn(job spawnJob) {
 	req := job.req
-	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 {
+	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 || len(req.Streams) != 0 {
 		closeAll(job.fds)
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"}))
+		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"})
 		return
 	}
 	files, tasks := job.fds[:req.Files], job.fds[req.Files:]
 	defer closeAll(tasks)
 	if err := restoreSched(); err != nil {
 		closeAll(files)
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
+		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
 	if err := enterCgroup(tasks); err != nil {
 		closeAll(files)
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()}))
+		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
 	a.mu.Lock()
@@ -154,8 +194,7 @@ func (a *agent) spawn(job spawnJob) {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 	}
 	if st != nil {
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(exitedEvent(req.ID, *st))
+		a.sendExited(req.ID, *st)
 		return
 	}
 	select {
@@ -230,8 +269,7 @@ func (a *agent) reap() {
 		e := exitedEvent(id, statusOf(ws))
 		e.CPUTimeUS = ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
 		e.MaxRSSKiB = ru.Maxrss
-		// a send fails only once the host hung up, which ends the agent
-		_ = a.send(e)
+		a.sendEnded(e)
 	}
 }
 

@@ -114,7 +114,8 @@ func boxedSteps() []setupStep {
 // cannot reach the proxy's socket by a path, so the host dials it and
 // hands the connection over, and the bridge asks for more on it.
 func receiveEgressLink(cfg *Config) error {
-	if cfg.EgressPort == 0 {
+	if cfg.EgressPort == 0 || cfg.Stream {
+		// Over the stream transport each connection is a channel.
 		return nil
 	}
 	fds, err := receiveFDs(ControlFD)

@@ -2,6 +2,7 @@ package nsinit
 
 import (
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"time"
@@ -44,6 +45,10 @@ func startBridge(cfg *Config) error {
 	pass := handOffConn
 	if cfg.EgressRelay {
 		pass = relay
+	}
+	if cfg.Boxed && cfg.Stream {
+		// A channel per connection: nothing can be handed over a stream.
+		dial, pass = streamEgress.dial, relay
 	}
 	lim := egress.Pace{Rate: cfg.EgressRate, Burst: cfg.EgressBurst}.Limiter()
 	go serveBridge(ln, lim, time.Sleep, func(c net.Conn) { bridge(c, dial, pass) })
@@ -100,7 +105,7 @@ func serveBridge(ln net.Listener, lim *rate.Limiter, wait func(time.Duration), h
 // bridge gives one accepted connection to the proxy over a connection
 // from dial. Failing that, the client sees the connection close; the
 // proxy answers every refusal itself, once it has the connection.
-func bridge(c net.Conn, dial func() (*net.UnixConn, error), pass func(c net.Conn, p *net.UnixConn)) {
+func bridge(c net.Conn, dial func() (egressConn, error), pass func(c net.Conn, p egressConn)) {
 	defer c.Close()
 	p, err := dial()
 	if err != nil {
@@ -110,8 +115,15 @@ func bridge(c net.Conn, dial func() (*net.UnixConn, error), pass func(c net.Conn
 	pass(c, p)
 }
 
+// egressConn is the bridge's connection to the proxy: a unix socket, or
+// over the stream transport a channel.
+type egressConn interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
 // dialEgress connects to the proxy's socket through EgressFD.
-func dialEgress() (*net.UnixConn, error) {
+func dialEgress() (egressConn, error) {
 	p, err := net.DialTimeout("unix", egressSocket, bridgeDialTimeout)
 	if err != nil {
 		return nil, err
@@ -119,10 +131,11 @@ func dialEgress() (*net.UnixConn, error) {
 	return p.(*net.UnixConn), nil
 }
 
-// handOffConn sends c's descriptor to the proxy on p.
-func handOffConn(c net.Conn, p *net.UnixConn) {
+// handOffConn sends c's descriptor to the proxy on p, a unix socket.
+func handOffConn(c net.Conn, ep egressConn) {
 	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	p, isUnix := ep.(*net.UnixConn)
+	if !ok || !isUnix {
 		return
 	}
 	f, err := tc.File()

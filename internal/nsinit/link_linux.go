@@ -2,12 +2,13 @@ package nsinit
 
 import (
 	"errors"
-	"io"
 	"net"
 	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/streamrelay"
 )
 
 // egressLink is a boxed init's way to the egress proxy: a connection to
@@ -22,7 +23,7 @@ type egressLink struct {
 // linkRequest is the byte that asks the host for a proxy connection.
 const linkRequest = 'c'
 
-func (l *egressLink) dial() (*net.UnixConn, error) {
+func (l *egressLink) dial() (egressConn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, err := unix.Write(l.fd, []byte{linkRequest}); err != nil {
@@ -52,18 +53,9 @@ func (l *egressLink) dial() (*net.UnixConn, error) {
 
 // relay copies bytes both ways between c and the proxy connection p until
 // both directions end: the box's sockets cannot be handed to the host.
-func relay(c net.Conn, p *net.UnixConn) {
-	done := make(chan struct{})
-	go func() {
-		// the relay ends when either side does; a copy's error is that end, and nobody in the box is told
-		_, _ = io.Copy(p, c)
-		_ = p.CloseWrite() // the relay is ending; nobody in the box is told
-		close(done)
-	}()
-	// the copy's error is the relay's end, as the other direction's
-	_, _ = io.Copy(c, p)
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite() // the relay is ending; nobody in the box is told
+// c is the bridge's accepted TCP connection.
+func relay(c net.Conn, p egressConn) {
+	if hc, ok := c.(streamrelay.HalfConn); ok {
+		streamrelay.Duplex(hc, p)
 	}
-	<-done
 }

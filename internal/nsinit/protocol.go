@@ -173,6 +173,14 @@ type Config struct {
 	// namespace of the user's own (serveThroughUserAgent); the runtime
 	// gives it CAP_SYS_ADMIN for that, which it then drops.
 	HideAgent bool `json:"hide_agent,omitempty"`
+	// Stream, in a session's Config, says the control connection carries
+	// a streammux stream (streammux.DefaultConfig, the host its
+	// initiator) once this Config is read: for a box that cannot be
+	// handed descriptors (a VM's serial port, a pod's TCP connection).
+	// The host opens channel 1 first, for requests in and events out as
+	// on the bare connection, and before each spawn a channel per stream
+	// of the process (Request.Streams) instead of passing descriptors.
+	Stream bool `json:"stream,omitempty"`
 	// KernelSysinfo, in a boxed Config, says the box's kernel answers
 	// sysinfo(2) with the box's own figures (gVisor's), so the seccomp
 	// filter lets it through (seccomp.InstallOnThread). Otherwise the
@@ -227,7 +235,7 @@ const maxConfig = 16 << 20
 // differently. Bump it with every change to those messages; the golden
 // test in package spawn (testdata/protocol.golden) fails until then. A
 // warden from before protocol versioning sends no version at all.
-const Version = 7
+const Version = 8
 
 // configMagic opens every Config frame, before the version. An init from
 // before versioning reads it as a length far past maxConfig and exits
@@ -294,8 +302,16 @@ func readConfig(r io.Reader) (Config, error) {
 	if c.HideAgent && !c.KernelSysinfo {
 		return c, errAgentWithoutKernelSysinfo
 	}
+	if c.Stream && (!c.Session || c.HideAgent) {
+		return c, errStreamNotServed
+	}
 	return c, nil
 }
+
+// errStreamNotServed refuses a stream transport the init would not serve:
+// only a session's own agent speaks it (the user's agent, behind
+// HideAgent, takes the connection as a socket).
+var errStreamNotServed = errors.New("the configuration asks for the stream transport (stream) outside a session or with the user's agent (hide_agent): only a session's own agent serves the stream")
 
 // errAgentWithoutKernelSysinfo refuses a box that would hide its agent
 // behind the user's agent on a kernel that does not answer sysinfo(2)

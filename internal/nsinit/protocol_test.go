@@ -56,6 +56,8 @@ func TestConfigFrameErrors(t *testing.T) {
 		{"unknown field", frame(`{"command":["true"],"no_such_setting":true}`), `unknown field "no_such_setting"`},
 		{"two values", frame(`{}{}`), "more than one JSON value"},
 		{"agent hidden on the host's kernel", frame(`{"command":["true"],"hide_agent":true}`), "only gVisor boxes may hide the agent"},
+		{"stream outside a session", frame(`{"command":["true"],"stream":true}`), "only a session's own agent serves the stream"},
+		{"stream to the user's agent", frame(`{"session":true,"stream":true,"hide_agent":true,"kernel_sysinfo":true}`), "only a session's own agent serves the stream"},
 	}
 	for _, tt := range tests {
 		_, err := readConfig(strings.NewReader(tt.in))

@@ -13,7 +13,9 @@ const (
 // Request is one order from the host to a session's agent. A spawn's
 // descriptors travel attached to the frame: first Files descriptors that
 // become the process's fds 0, 1, 2, ..., then Cgroup "tasks" descriptors
-// of the exec's own cgroup (v1) to start it in.
+// of the exec's own cgroup (v1) to start it in. Over the stream transport
+// (Config.Stream) nothing is attached: Streams says what each of the
+// process's fds 0, 1, 2, ... is.
 type Request struct {
 	Op string `json:"op"`
 	// ID names the process in the host's books; the agent echoes it.
@@ -26,6 +28,28 @@ type Request struct {
 	Cgroup int    `json:"cgroup,omitempty"`
 	// Signal is what OpKill sends.
 	Signal int `json:"signal,omitempty"`
+	// Streams, over the stream transport only, are the process's fds 0,
+	// 1, 2, ... in order: each a channel the host opened just before this
+	// request, or StreamNull.
+	Streams []Stream `json:"streams,omitempty"`
+}
+
+// Stream directions: what a process's fd is over the stream transport.
+const (
+	// StreamIn: the process reads the fd; the host writes the channel.
+	StreamIn = "in"
+	// StreamOut: the process writes the fd; the host reads the channel.
+	StreamOut = "out"
+	// StreamNull: an fd at end of file at once (stdin from /dev/null); no
+	// channel.
+	StreamNull = "null"
+)
+
+// Stream is one fd of a process spawned over the stream transport: a pipe
+// in the sandbox whose other end the agent relays to or from channel Ch.
+type Stream struct {
+	Ch  uint32 `json:"ch,omitempty"`
+	Dir string `json:"dir"`
 }
 
 // Event kinds the agent reports.
@@ -61,6 +85,9 @@ const maxRequestFDs = 16
 func EncodeRequest(r Request) ([]byte, error) {
 	if r.Files+r.Cgroup > maxRequestFDs {
 		return nil, fmt.Errorf("request carries %d descriptors, more than %d", r.Files+r.Cgroup, maxRequestFDs)
+	}
+	if len(r.Streams) > maxRequestFDs {
+		return nil, fmt.Errorf("request names %d streams, more than %d", len(r.Streams), maxRequestFDs)
 	}
 	return encodeFrame(r)
 }

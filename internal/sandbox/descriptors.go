@@ -1,6 +1,9 @@
 package sandbox
 
-import "github.com/warden-sandbox/warden/internal/egress"
+import (
+	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/streammux"
+)
 
 // DescriptorsPerSandbox is how many descriptors one session or one-shot
 // run may hold in the server process at most, which the server keeps
@@ -17,3 +20,13 @@ const DescriptorsPerSandbox = 24 + MaxNamedInterpreters*DescriptorsPerInterprete
 // sandbox added 194 (its pipes, pidfd and the like), about 6 each,
 // counted as 7 for room.
 const DescriptorsPerInterpreter = 7
+
+// StreamDescriptors is how many more descriptors a session over the
+// stream transport (--agent-transport stream) may hold in the server:
+// each channel the host opens holds the copy of the pipe end it relays
+// (stdio, an interpreter's fds 3 and up), and each the box opens (a
+// boxed init's egress connection) a socket to the proxy, and each end
+// has at most streammux's MaxChannels open.
+func StreamDescriptors() int {
+	return 2 * streammux.DefaultConfig().MaxChannels
+}

@@ -17,6 +17,9 @@ type Native struct {
 	// Executor builds Run's sandboxes (native.Runtime.Executor); Start's
 	// sessions keep the Go init, their agent.
 	Executor native.Executor
+	// AgentTransport is how Start's sessions reach their agent
+	// (native.Runtime.AgentTransport).
+	AgentTransport native.AgentTransport
 }
 
 // Name is DefaultBackend, native's name in the backend table.
@@ -24,7 +27,7 @@ func (Native) Name() string { return DefaultBackend }
 
 // Start starts a native session.
 func (n Native) Start(ctx context.Context, s spec.Spec) (Box, error) {
-	sess, err := native.Runtime{Logger: n.Logger}.StartSession(ctx, s)
+	sess, err := native.Runtime{Logger: n.Logger, AgentTransport: n.AgentTransport}.StartSession(ctx, s)
 	if err != nil {
 		return nil, err
 	}

@@ -14,10 +14,11 @@ import (
 
 // Native is the Linux namespaces backend; elsewhere it refuses to start.
 type Native struct {
-	// Logger and Executor are unused off Linux, kept so callers build
-	// everywhere.
-	Logger   *slog.Logger
-	Executor native.Executor
+	// Logger, Executor and AgentTransport are unused off Linux, kept so
+	// callers build everywhere.
+	Logger         *slog.Logger
+	Executor       native.Executor
+	AgentTransport native.AgentTransport
 }
 
 // Name is DefaultBackend, native's name in the backend table.

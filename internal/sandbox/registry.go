@@ -35,6 +35,11 @@ type BackendOptions struct {
 	// has no box for); sessions and pooled boxes keep the Go init, which
 	// stays as their agent. Zero is native.ExecutorAuto.
 	Executor native.Executor
+	// AgentTransport is how the native backend's sessions (and pooled
+	// boxes) reach their agent: native.TransportFD (zero) or
+	// native.TransportStream, the descriptor-free protocol a VM or pod
+	// backend needs, offered on native to prove and measure it.
+	AgentTransport native.AgentTransport
 }
 
 // DefaultBackend is the backend used when none is named.
@@ -84,10 +89,25 @@ func NewBackend(name string, o BackendOptions) (Backend, error) {
 	}
 	for _, b := range backends {
 		if b.name == name {
+			if err := checkTransport(name, o.AgentTransport); err != nil {
+				return nil, err
+			}
 			return b.make(b.name, o)
 		}
 	}
 	return nil, fmt.Errorf("%w: backend %q is unknown: use %s", spec.ErrInvalid, name, BackendChoices())
+}
+
+// checkTransport refuses an unknown agent transport, and the stream
+// transport for a backend other than native, which would ignore it.
+func checkTransport(name string, t native.AgentTransport) error {
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // ErrInvalid is what callers match
+	}
+	if t == native.TransportStream && name != DefaultBackend {
+		return fmt.Errorf("%w: agent transport %q: only backend %s has a choice of agent transport", spec.ErrInvalid, t, DefaultBackend)
+	}
+	return nil
 }
 
 // newNative is the native backend; a server's sessions start from a small
@@ -97,7 +117,7 @@ func newNative(_ string, o BackendOptions) (Backend, error) {
 	if o.Server {
 		useSpawner()
 	}
-	return Native{Logger: o.Logger, Executor: o.Executor}, nil
+	return Native{Logger: o.Logger, Executor: o.Executor, AgentTransport: o.AgentTransport}, nil
 }
 
 // ended says the box has ended.

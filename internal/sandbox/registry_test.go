@@ -57,3 +57,29 @@ func TestNativeExecutorOption(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentTransportOption: only native takes the stream transport; any
+// other backend given it fails rather than ignore it, and an unknown one
+// is refused.
+func TestAgentTransportOption(t *testing.T) {
+	for _, tc := range []struct {
+		backend   string
+		transport native.AgentTransport
+		want      string
+	}{
+		{DefaultBackend, native.TransportStream, ""},
+		{DefaultBackend, native.TransportFD, ""},
+		{"gvisor", native.TransportFD, ""},
+		{"gvisor", native.TransportStream, `agent transport "stream": only backend native has a choice`},
+		{"docker", native.TransportStream, `agent transport "stream": only backend native has a choice`},
+		{DefaultBackend, "bogus", `agent transport "bogus": want fd or stream`},
+	} {
+		_, err := NewBackend(tc.backend, BackendOptions{AgentTransport: tc.transport})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("NewBackend(%q, %q) = %v, want a backend", tc.backend, tc.transport, err)
+		case tc.want != "" && (!errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("NewBackend(%q, %q) = %v, want ErrInvalid saying %q", tc.backend, tc.transport, err, tc.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -127,6 +128,10 @@ var (
 	// starting them (see Config.ExecPace), and the exec could not wait
 	// for its turn; the error says when to retry and how to avoid it.
 	ErrPaced = errors.New("exec pacing")
+	// ErrNoChannel: a session over the stream transport runs as many
+	// processes at once as its stream carries; the exec can be retried
+	// once one ends.
+	ErrNoChannel = agent.ErrNoChannel
 )
 
 // OutOfDescriptors says err is a shortage of file descriptors in the

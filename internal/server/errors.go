@@ -103,7 +103,7 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
 	case errors.Is(err, sandbox.ErrPaced):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
-	case sandbox.OutOfDescriptors(err):
+	case sandbox.OutOfDescriptors(err), errors.Is(err, sandbox.ErrNoChannel):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
 	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, errors.ErrUnsupported):
 		return &apiError{http.StatusNotImplemented, codeUnsupported, oneLine(err)}

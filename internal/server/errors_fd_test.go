@@ -11,8 +11,8 @@ import (
 )
 
 // TestOutOfDescriptorsIsRetryable: a request the server could not serve
-// for want of descriptors, or an exec refused by exec pacing, is a 503
-// (retry), not a 500.
+// for want of descriptors, or an exec refused by exec pacing or for want
+// of stream channels, is a 503 (retry), not a 500.
 func TestOutOfDescriptorsIsRetryable(t *testing.T) {
 	tests := []struct {
 		name string
@@ -22,6 +22,7 @@ func TestOutOfDescriptorsIsRetryable(t *testing.T) {
 		{"EMFILE", &os.PathError{Op: "open", Path: "/dev/null", Err: syscall.EMFILE}},
 		{"ENFILE", fmt.Errorf("pipe: %w", syscall.ENFILE)},
 		{"exec pacing", fmt.Errorf("%w: the next may start in 1s", sandbox.ErrPaced)},
+		{"stream full", fmt.Errorf("exec: %w (31 of 32 channels in use, 2 more wanted)", sandbox.ErrNoChannel)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -176,8 +176,10 @@ func waitWaiters(t *testing.T, ch *Channel, n int) {
 	t.Fatalf("never saw %d waiters on channel %d", n, ch.id)
 }
 
-// A credit for a channel freed at both ends is dropped, not a breach.
-func TestCreditForAFreedChannelIsDropped(t *testing.T) {
+// A credit for a channel freed at both ends is a breach, not dropped:
+// an honest end sends none after its stop, and dropping it let a peer
+// loop credit frames at a core's worth of the reader's time for free.
+func TestCreditForAFreedChannelIsABreach(t *testing.T) {
 	host, agent := pair(t, smallConfig())
 	ch, err := host.Open()
 	if err != nil {
@@ -196,13 +198,9 @@ func TestCreditForAFreedChannelIsDropped(t *testing.T) {
 	if err := agent.write(header{typ: frameCredit, id: ch.ID(), n: 1}, nil, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	ch2, err := host.Open() // the host has read the credit when the open arrives
-	if err != nil {
-		t.Fatal(err)
-	}
-	accept(t, agent)
-	if err := errors.Join(host.Err(), agent.Err()); err != nil || ch2 == nil {
-		t.Fatalf("the stream ended: %v", err)
+	within(t, "the host's end of the stream", func() { <-host.Done() })
+	if err := host.Err(); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "credit frame for channel 1, which is not open") {
+		t.Errorf("got %v, want ErrProtocol saying credit frame for channel 1, which is not open", err)
 	}
 }
 
@@ -305,4 +303,62 @@ func TestDrainedChannelFreesItsRing(t *testing.T) {
 	if ch.buf != nil {
 		t.Errorf("a drained channel keeps a ring of %d bytes", cap(ch.buf))
 	}
+}
+
+// WaitSlots returns once the peer frees one of our slots; until then
+// Slots counts the channel we closed as held by the peer.
+func TestWaitSlotsWaitsForThePeersClose(t *testing.T) {
+	host, agent := pair(t, smallConfig())
+	var chans []*Channel
+	for range smallConfig().MaxChannels {
+		chans = append(chans, open(t, host))
+	}
+	in := accept(t, agent)
+	if err := host.WaitSlots(1, time.Now()); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WaitSlots on a full stream = %v, want os.ErrDeadlineExceeded", err)
+	}
+	if err := chans[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "our close and stop", func() {
+		for range 4000 {
+			if _, waiting := host.Slots(); waiting == 1 {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	if free, waiting := host.Slots(); free != 0 || waiting != 1 {
+		t.Fatalf("Slots() = %d free, %d waiting; want 0, 1", free, waiting)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- host.WaitSlots(1, time.Now().Add(testWait)) }()
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "WaitSlots", func() {
+		if err := <-waited; err != nil {
+			t.Errorf("WaitSlots after the peer's close = %v", err)
+		}
+	})
+	if free, waiting := host.Slots(); free != 1 || waiting != 0 {
+		t.Errorf("Slots() = %d free, %d waiting; want 1, 0", free, waiting)
+	}
+}
+
+func TestWaitSlotsEndsWithTheStream(t *testing.T) {
+	host, _ := pair(t, smallConfig())
+	for range smallConfig().MaxChannels {
+		open(t, host)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- host.WaitSlots(1, time.Time{}) }()
+	if err := host.Close(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "WaitSlots", func() {
+		if err := <-waited; !errors.Is(err, ErrClosed) {
+			t.Errorf("WaitSlots on a closed stream = %v, want ErrClosed", err)
+		}
+	})
 }

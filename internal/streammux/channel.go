@@ -398,10 +398,17 @@ func (ch *Channel) received(p []byte) error {
 	return nil
 }
 
-// credited takes a credit frame: never more than the window in all.
+// credited takes a credit frame: never more than the window in all, and
+// never after the peer's stop. Its flusher writes a channel's credit and
+// then its stop, and gives no credit once its reader is gone, so credit
+// after the stop is a peer spending our reader's time on frames that
+// cannot matter.
 func (ch *Channel) credited(n uint32) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	if ch.peerStopped {
+		return fmt.Errorf("%w: credit on channel %d after its stop", ErrProtocol, ch.id)
+	}
 	if uint64(ch.credit)+uint64(n) > uint64(ch.m.cfg.Window) {
 		return fmt.Errorf("%w: credit of %d bytes on channel %d, past its window of %d", ErrProtocol, n, ch.id, ch.m.cfg.Window)
 	}

@@ -45,11 +45,15 @@
 //     protocol above bounds what it waits for (an exec's timeout, the
 //     grace for an exit report). Over TCP, a peer that died while idle is
 //     seen only by TCP keepalive.
-//   - Per-frame cost: a peer may send 1-byte data frames, which cost the
-//     receiver a header's parse and a lock per byte (tens of times the
-//     CPU of full frames). Credit follows Read, so the stdio relay must
-//     pace its reads as internal/drain does before a backend uses the
-//     stream; that pacing bounds the CPU a flood of small frames takes.
+//   - Per-frame cost: a peer may pack thousands of 1-byte data frames in
+//     each write, which cost the receiver a header's parse and a lock per
+//     byte (hundreds of times the CPU of full frames) and the peer almost
+//     nothing. Credit is counted in bytes, so it bounds bytes a second,
+//     not frames; the reader is paced instead (Config.ReadRate, each frame
+//     counting at least Config.FrameCost), which holds a flood of small
+//     frames to ReadRate/FrameCost a second while full frames pass at
+//     ReadRate. BenchmarkSmallFrameFlood measures it; docs/protocol.md
+//     ("The stream transport") gives the figures.
 //
 // Why our own rather than github.com/hashicorp/yamux (v0.1.2, read for
 // this): it answers each ping in a goroutine of its own, which a peer

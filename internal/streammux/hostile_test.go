@@ -100,6 +100,8 @@ func TestHostileFramesEndTheStreamWithTheirCause(t *testing.T) {
 		{"credit past the window", "credit of 1 bytes on channel 1, past its window of 64", cat(open1, frame(frameCredit, 1, 1, nil))},
 		{"stop with a length", "stop frame for channel 1 with length 2", cat(open1, frame(frameStop, 1, 2, nil))},
 		{"second stop", "a second stop of channel 1", cat(open1, frame(frameStop, 1, 0, nil), frame(frameStop, 1, 0, nil))},
+		{"credit after stop", "credit on channel 1 after its stop", cat(open1, frame(frameStop, 1, 0, nil), frame(frameCredit, 1, 1, nil))},
+		{"credit after close and stop", "credit on channel 1 after its stop", cat(open1, frame(frameClose, 1, 0, nil), frame(frameStop, 1, 0, nil), frame(frameCredit, 1, 1, nil))},
 		{"stop on a channel never opened", "stop frame for channel 1, which is not open", frame(frameStop, 1, 0, nil)},
 		{"second hello", "a second hello", hi()},
 		{"short hello", "hello of 4 bytes, not 12", frame(frameHello, version, 4, nil)},

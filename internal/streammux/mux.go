@@ -55,6 +55,8 @@ type Mux struct {
 	nextID, peerNext uint32
 	// ours and theirs count the open channels each end opened.
 	ours, theirs int
+	// freed is closed (and replaced) when one of our slots is freed.
+	freed chan struct{}
 	// owing are channels whose reader has credit or a stop to give.
 	owing map[*Channel]struct{}
 	err   error
@@ -62,6 +64,14 @@ type Mux struct {
 	accepted chan *Channel
 	flush    chan struct{}
 	done     chan struct{}
+
+	// pace holds the reader to ReadRate (nil: no bound); paceCtx ends its
+	// wait with the stream; paceDebt is what the reader took and has not
+	// yet waited for (the reader's alone).
+	pace       pacer
+	paceDebt   int
+	paceCtx    context.Context
+	paceCancel context.CancelFunc
 }
 
 // New starts a Mux on conn, which it owns from then on. The two ends
@@ -72,6 +82,11 @@ func New(conn Conn, cfg Config, initiator bool) (*Mux, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	return newMux(conn, cfg, initiator, cfg.newPacer())
+}
+
+// newMux is New with the reader's pacer given (nil: no bound).
+func newMux(conn Conn, cfg Config, initiator bool, pace pacer) (*Mux, error) {
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return nil, fmt.Errorf("stream: its connection takes no deadline, so closing it may not end a pending read (a blocking file? open it non-blocking): %w", err)
 	}
@@ -81,11 +96,14 @@ func New(conn Conn, cfg Config, initiator bool) (*Mux, error) {
 		wbuf:  make([]byte, headerLen+max(cfg.MaxPayload, helloLen)),
 		base:  time.Now(),
 		chans: map[uint32]*Channel{}, owing: map[*Channel]struct{}{},
+		freed:  make(chan struct{}),
 		nextID: 2, peerNext: 1,
 		accepted: make(chan *Channel, cfg.MaxChannels),
 		flush:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		pace:     pace,
 	}
+	m.paceCtx, m.paceCancel = context.WithCancel(context.Background())
 	if initiator {
 		m.nextID, m.peerNext = 1, 2
 	}
@@ -125,6 +143,7 @@ func (m *Mux) fail(cause error) error {
 	}
 	m.err = cause
 	close(m.done)
+	m.paceCancel()
 	chans := make([]*Channel, 0, len(m.chans))
 	for _, ch := range m.chans {
 		chans = append(chans, ch)
@@ -173,13 +192,64 @@ func (m *Mux) openable() error {
 	case m.ours < m.cfg.MaxChannels:
 		return nil
 	}
+	return fmt.Errorf("%d channels are open, the most one end may have (%d of them closed here and waiting for the peer's close or stop)", m.ours, m.waitingLocked())
+}
+
+// waitingLocked counts our channels this end closed and stopped whose
+// peer still owes its close or stop; mu is held.
+func (m *Mux) waitingLocked() int {
 	waiting := 0
 	for _, ch := range m.chans {
 		if ch.ours && ch.doneHere() {
 			waiting++
 		}
 	}
-	return fmt.Errorf("%d channels are open, the most one end may have (%d of them closed here and waiting for the peer's close or stop)", m.ours, waiting)
+	return waiting
+}
+
+// MaxChannels is the most channels each end may have open at once (its
+// Config's).
+func (m *Mux) MaxChannels() int { return m.cfg.MaxChannels }
+
+// Slots says how many more channels this end may open now, and how many
+// of its slots are held only by the peer: channels closed and stopped
+// here whose close or stop the peer still owes. A peer that keeps those
+// back holds this end's slots; the protocol above decides when that is
+// a breach.
+func (m *Mux) Slots() (free, waiting int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.MaxChannels - m.ours, m.waitingLocked()
+}
+
+// WaitSlots waits until this end may open n more channels, until by or
+// the stream's end: os.ErrDeadlineExceeded, or the stream's error. It
+// reserves nothing: a caller that opens concurrently with others must
+// serialise its check and its opens.
+func (m *Mux) WaitSlots(n int, by time.Time) error {
+	var expired <-chan time.Time
+	if !by.IsZero() {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		m.mu.Lock()
+		free, freed, err := m.cfg.MaxChannels-m.ours, m.freed, m.err
+		m.mu.Unlock()
+		switch {
+		case err != nil:
+			return fmt.Errorf("waiting for %d free channels: %w", n, err)
+		case free >= n:
+			return nil
+		}
+		select {
+		case <-freed:
+		case <-m.done:
+		case <-expired:
+			return fmt.Errorf("waiting for %d free channels (%d free): %w", n, free, os.ErrDeadlineExceeded)
+		}
+	}
 }
 
 // Accept returns the next channel the peer opened, waiting while ctx
@@ -263,6 +333,9 @@ func (m *Mux) readLoop() {
 	payload := make([]byte, max(m.cfg.MaxPayload, helloLen))
 	for first := true; ; first = false {
 		h, p, err := m.readFrame(r, hb[:], payload)
+		if err == nil {
+			err = m.paced(len(p))
+		}
 		if err == nil && (first || h.typ == frameHello) {
 			err = m.greeted(h, p, first)
 		} else if err == nil {
@@ -273,6 +346,28 @@ func (m *Mux) readLoop() {
 			return
 		}
 	}
+}
+
+// paced counts a frame with n payload bytes against ReadRate, and waits
+// once a chunk's worth is owed: a peer flooding small frames then waits
+// on its own writes, as the stream's reader takes no more. Waiting a
+// chunk at a time rather than a frame at a time spares the reader a
+// timer's sleep and wake-up per small frame, which would cost more than
+// the frame.
+func (m *Mux) paced(n int) error {
+	if m.pace == nil {
+		return nil
+	}
+	m.paceDebt += m.cfg.frameCost(n)
+	if m.paceDebt < m.cfg.paceChunk() {
+		return nil
+	}
+	debt := m.paceDebt
+	m.paceDebt = 0
+	if err := m.pace.WaitN(m.paceCtx, debt); err != nil {
+		return fmt.Errorf("pacing the stream's reader: %w", err)
+	}
+	return nil
 }
 
 // readFrame reads and parses one frame; p is its payload, in payload.
@@ -319,7 +414,7 @@ func (m *Mux) handle(h header, p []byte) error {
 		return m.peerOpened(h.id)
 	}
 	ch, err := m.lookup(h)
-	if ch == nil {
+	if err != nil {
 		return err
 	}
 	switch h.typ {
@@ -357,26 +452,17 @@ func (m *Mux) peerOpened(id uint32) error {
 	return nil
 }
 
-// lookup finds the open channel a frame is for. A credit for a channel
-// that was open and is no more is dropped (nil, nil).
+// lookup finds the open channel a frame is for. Every frame for a
+// channel no longer open is a breach, credit too: a channel is forgotten
+// only after the peer's stop, and an honest peer sends no credit after
+// its stop (see Channel.credited).
 func (m *Mux) lookup(h header) (*Channel, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ch := m.chans[h.id]; ch != nil {
 		return ch, nil
 	}
-	if h.typ == frameCredit && m.wasOpen(h.id) {
-		return nil, nil
-	}
 	return nil, fmt.Errorf("%w: %s frame for channel %d, which is not open", ErrProtocol, frameName(h.typ), h.id)
-}
-
-// wasOpen says id was opened by either end; mu is held.
-func (m *Mux) wasOpen(id uint32) bool {
-	if id%2 == m.nextID%2 {
-		return id < m.nextID
-	}
-	return id < m.peerNext
 }
 
 // forget frees the slot of a channel both ends closed and stopped; mu is
@@ -388,6 +474,8 @@ func (m *Mux) forget(ch *Channel) {
 	delete(m.chans, ch.id)
 	if ch.ours {
 		m.ours--
+		close(m.freed)
+		m.freed = make(chan struct{})
 	} else {
 		m.theirs--
 	}

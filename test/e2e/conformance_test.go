@@ -36,6 +36,32 @@ func conformanceBackends(t *testing.T) []string {
 	return names
 }
 
+// nativeStream is the session rows' name for native with the agent
+// protocol over one byte stream (--agent-transport stream), the path a VM
+// or pod backend needs: it runs wherever native does.
+const nativeStream = "native-stream"
+
+// sessionRows are the backends session tests run on: each of backends,
+// and nativeStream after native.
+func sessionRows(backends []string) []string {
+	var rows []string
+	for _, b := range backends {
+		rows = append(rows, b)
+		if b == "native" {
+			rows = append(rows, nativeStream)
+		}
+	}
+	return rows
+}
+
+// backendArgs are the flags that pick row b.
+func backendArgs(b string) []string {
+	if b == nativeStream {
+		return []string{"--backend", "native", "--agent-transport", "stream"}
+	}
+	return []string{"--backend", b}
+}
+
 // requireBackend skips (fails in CI) when the host lacks b's runtime.
 func requireBackend(t *testing.T, b string) {
 	t.Helper()
@@ -221,10 +247,10 @@ var orphanMakers = []string{
 // TestConformanceSession checks a session's state, charts and files on
 // every backend, through the HTTP API.
 func TestConformanceSession(t *testing.T) {
-	for _, b := range conformanceBackends(t) {
+	for _, b := range sessionRows(conformanceBackends(t)) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			s := startServer(t, "--backend", b)
+			s := startServer(t, backendArgs(b)...)
 			id := s.newSession(t, keyA, nil)
 			s.code(t, keyA, id, "python", "x = 21", nil)
 			if r := s.code(t, keyA, id, "python", "x * 2", nil); r.Value != "42" {

@@ -132,10 +132,18 @@ func TestEgressNoBypass(t *testing.T) {
 }
 
 // TestEgressSession: a session made with the proxy reaches allowed hosts,
-// logs each decision, and takes new rules live.
+// logs each decision, and takes new rules live, over either transport
+// to its agent (native's bridge reaches the proxy by its own descriptor,
+// not through the agent's connection).
 func TestEgressSession(t *testing.T) {
 	n := startInternet(t)
-	srv := startServer(t)
+	for _, b := range sessionRows([]string{"native"}) {
+		t.Run(b, func(t *testing.T) { testEgressSession(t, n, b) })
+	}
+}
+
+func testEgressSession(t *testing.T, n *internet, b string) {
+	srv := startServer(t, backendArgs(b)...)
 	hp := strconv.Itoa(n.httpPort)
 	id := srv.newSession(t, keyA, map[string]any{"network": map[string]any{"mode": "proxy", "allow": []string{"allowed.test:" + hp}}})
 	curl := map[string]any{"command": []string{"curl", "-s", "http://allowed.test:" + hp + "/s"}}

@@ -1,0 +1,344 @@
+package nsinit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/streammux"
+	"github.com/warden-sandbox/warden/internal/streamrelay"
+	"github.com/warden-sandbox/warden/internal/strictjson"
+)
+
+// The agent's side of the stream transport (Config.Stream). The host
+// opens channel 1 for control first, then, just before each spawn
+// request, one channel per stream of the process, in order: channels
+// arrive in id order, and a spawn claims the ones it names. The host is
+// trusted by the agent, so a spawn whose channels do not add up is
+// refused, not investigated; every wait is bounded all the same.
+
+// controlChannel is the channel the host opens first, for requests in
+// and events out.
+const controlChannel = 1
+
+// acceptWait bounds the wait for a channel the host opens: it opens
+// each before the request that names it, so it is there already unless
+// the host is broken.
+const acceptWait = 10 * time.Second
+
+// streamRequests reads requests from the control channel and turns each
+// spawn's streams into pipes relayed to their channels.
+type streamRequests struct {
+	mux *streammux.Mux
+	// events is the control channel, where events go.
+	events io.Writer
+	ctl    *streammux.Channel
+	// pending are channels accepted and not yet claimed; last is the
+	// highest id accepted so far.
+	pending map[uint32]*streammux.Channel
+	last    uint32
+
+	// relays are each running process's relays, by spawn id, until its
+	// end cuts them; linger is how long its outputs may outlive it.
+	relayMu sync.Mutex
+	relays  map[uint64][]*streamRelay
+	linger  time.Duration
+}
+
+// outputLinger bounds how long a process's output relays outlive it:
+// the host's drain grace (2 s, internal/agent's drainGrace) and 1 s more,
+// what processes that kept the pipe still write. Past it the agent gives
+// the channels back itself, so a box process holding another exec's pipe
+// open (/proc/<pid>/fd/1) cannot pin the stream's channels.
+const outputLinger = 3 * time.Second
+
+// streamRelay is one stream of a process: the agent's end of its pipe
+// and its channel.
+type streamRelay struct {
+	ch *streammux.Channel
+	f  *os.File
+	in bool
+}
+
+func (r *streamRelay) run() {
+	if r.in {
+		streamrelay.FromChannel(r.f, r.ch)
+	} else {
+		streamrelay.ToChannel(r.ch, r.f)
+	}
+}
+
+// cut ends the relay, running or done: closing the pipe's end ends a
+// pending read or write of it, and closing the channel gives its slot
+// back.
+func (r *streamRelay) cut() {
+	// either may be closed already, by the relay's own end
+	_ = r.f.Close()
+	_ = r.ch.Close()
+}
+
+// ended cuts the relays of spawn id, whose process has ended (or never
+// started): its inputs at once (nobody reads them), its outputs after
+// linger.
+func (sr *streamRequests) ended(id uint64) {
+	sr.relayMu.Lock()
+	relays := sr.relays[id]
+	delete(sr.relays, id)
+	sr.relayMu.Unlock()
+	var outs []*streamRelay
+	for _, r := range relays {
+		if r.in {
+			r.cut()
+		} else {
+			outs = append(outs, r)
+		}
+	}
+	if len(outs) > 0 {
+		time.AfterFunc(sr.linger, func() {
+			for _, r := range outs {
+				r.cut()
+			}
+		})
+	}
+}
+
+// serveStream starts the stream on conn, the control connection (a
+// socket, or a VM's serial port: anything streammux takes), which it
+// owns from then on, and waits for the host's control channel. The
+// egress bridge's channels (e) start with it.
+func serveStream(conn streammux.Conn, e *egressStream) (*streamRequests, error) {
+	mux, err := streammux.New(conn, streammux.DefaultConfig(), false)
+	if err != nil {
+		// the stream never started; conn is ours to close
+		_ = conn.Close()
+		return nil, fmt.Errorf("starting the control stream: %w", err)
+	}
+	sr := &streamRequests{mux: mux, pending: map[uint32]*streammux.Channel{}, relays: map[uint64][]*streamRelay{}, linger: outputLinger}
+	ch, err := sr.channel(controlChannel)
+	if err != nil {
+		// the stream is gone either way
+		_ = mux.Close()
+		return nil, fmt.Errorf("starting the control stream: %w", err)
+	}
+	sr.ctl, sr.events = ch, ch
+	e.serve(mux)
+	return sr, nil
+}
+
+// refusedSpawn is a spawn whose streams could not be set up: the agent
+// reports it as a start failure and reads on.
+type refusedSpawn struct{ err error }
+
+func (e *refusedSpawn) Error() string { return e.err.Error() }
+
+// read reads one request; for a spawn it returns the process's fds, the
+// pipes its streams are relayed through (a *refusedSpawn when they
+// could not be had).
+func (sr *streamRequests) read() (Request, []int, error) {
+	var req Request
+	body, err := readFrame(sr.ctl)
+	if err != nil {
+		return req, nil, err
+	}
+	if err := strictjson.Decode(body, &req); err != nil {
+		return req, nil, err
+	}
+	if req.Op != OpSpawn {
+		return req, nil, nil
+	}
+	if req.Files != 0 || req.Cgroup != 0 {
+		return req, nil, &refusedSpawn{errors.New("malformed spawn request: descriptors named over the stream")}
+	}
+	fds, relays, err := sr.claim(req.Streams)
+	if err != nil {
+		sr.acceptNamed(req.Streams)
+	}
+	sr.dropPending()
+	if err != nil {
+		return req, nil, &refusedSpawn{err}
+	}
+	sr.relayMu.Lock()
+	sr.relays[req.ID] = relays
+	sr.relayMu.Unlock()
+	// From here on the request is as if its fds came attached.
+	req.Files, req.Streams = len(fds), nil
+	return req, fds, nil
+}
+
+// claim makes a pipe for each stream and starts its relay, returning the
+// process's ends in order and the relays. On a failure the ends made so
+// far are closed, which ends their relays: at once for output, at the
+// host's close of the channel (on the start failure) for input.
+func (sr *streamRequests) claim(streams []Stream) ([]int, []*streamRelay, error) {
+	var fds []int
+	var relays []*streamRelay
+	for i, st := range streams {
+		fd, relay, err := sr.stream(st)
+		if err != nil {
+			closeAll(fds)
+			return nil, nil, fmt.Errorf("spawn stream %d: %w", i, err)
+		}
+		fds = append(fds, fd)
+		if relay != nil {
+			relays = append(relays, relay)
+			go relay.run()
+		}
+	}
+	return fds, relays, nil
+}
+
+// stream makes one stream's pipe: the process's end, and the relay that
+// serves the other; StreamNull is the box's /dev/null, with no relay.
+func (sr *streamRequests) stream(st Stream) (int, *streamRelay, error) {
+	var p [2]int
+	if st.Dir != StreamIn && st.Dir != StreamOut && st.Dir != StreamNull {
+		return -1, nil, fmt.Errorf("direction %q is none of %q, %q or %q", st.Dir, StreamIn, StreamOut, StreamNull)
+	}
+	if st.Dir == StreamNull {
+		// The box's own /dev/null, as the fd path passes the host's: read
+		// and write, since the host's may be an output.
+		fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, nil, fmt.Errorf("opening /dev/null: %w", err)
+		}
+		return fd, nil, nil
+	}
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, nil, fmt.Errorf("making its pipe: %w", err)
+	}
+	ch, err := sr.channel(st.Ch)
+	if err != nil {
+		closeAll(p[:])
+		return -1, nil, err
+	}
+	child, mine := p[1], p[0]
+	if st.Dir == StreamIn {
+		child, mine = p[0], p[1]
+	}
+	if err := unix.SetNonblock(mine, true); err != nil {
+		closeAll(p[:])
+		// the channel's other end is the host's, which learns of it by the start failure
+		_ = ch.Close()
+		return -1, nil, fmt.Errorf("making its pipe: %w", err)
+	}
+	r := &streamRelay{ch: ch, f: os.NewFile(uintptr(mine), "stream"), in: st.Dir == StreamIn}
+	if r.in {
+		// nothing goes back on a stream the process reads
+		_ = ch.CloseWrite()
+	} else {
+		ch.CloseRead()
+	}
+	return child, r, nil
+}
+
+// channel claims channel id: accepted already and not claimed, or the
+// next ones until it comes. A channel claimed twice, or passed over, is
+// an error.
+func (sr *streamRequests) channel(id uint32) (*streammux.Channel, error) {
+	if ch, ok := sr.pending[id]; ok {
+		delete(sr.pending, id)
+		return ch, nil
+	}
+	if id <= sr.last {
+		return nil, fmt.Errorf("channel %d is claimed already or was never opened", id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), acceptWait)
+	defer cancel()
+	for sr.last < id {
+		ch, err := sr.mux.Accept(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for channel %d: %w", id, err)
+		}
+		sr.last = ch.ID()
+		sr.pending[ch.ID()] = ch
+	}
+	ch, ok := sr.pending[id]
+	if !ok {
+		return nil, fmt.Errorf("channel %d was never opened (the host opened %d)", id, sr.last)
+	}
+	delete(sr.pending, id)
+	return ch, nil
+}
+
+// acceptNamed accepts the channels a refused spawn named and did not
+// reach, so that dropPending closes them: the host opened them for it,
+// and each holds one of its slots until the agent closes it.
+func (sr *streamRequests) acceptNamed(streams []Stream) {
+	var highest uint32
+	for _, st := range streams {
+		if st.Dir == StreamIn || st.Dir == StreamOut {
+			highest = max(highest, st.Ch)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), acceptWait)
+	defer cancel()
+	for sr.last < highest {
+		ch, err := sr.mux.Accept(ctx)
+		if err != nil {
+			return // the host opened fewer; nothing more to free
+		}
+		sr.last = ch.ID()
+		sr.pending[ch.ID()] = ch
+	}
+}
+
+// dropPending closes the channels accepted but not claimed by the spawn
+// that accepted them: the host opens a spawn's channels just before it,
+// so no later request will name them.
+func (sr *streamRequests) dropPending() {
+	for id, ch := range sr.pending {
+		// the host opened it and named it nowhere; closing it frees its slot
+		_ = ch.Close()
+		delete(sr.pending, id)
+	}
+}
+
+// egressStream is the egress bridge's way to the proxy over the stream
+// transport (a boxed init with Config.Stream): a channel the agent opens
+// per connection, which the host connects to the box's proxy socket. The
+// bridge starts during set-up, before the stream does, so a connection
+// that comes first waits for it, within bridgeDialTimeout.
+type egressStream struct {
+	once  sync.Once
+	ready chan struct{}
+	mux   *streammux.Mux
+}
+
+func newEgressStream() *egressStream {
+	return &egressStream{ready: make(chan struct{})}
+}
+
+// streamEgress is the init's egressStream: the bridge, started during
+// set-up (startBridge), and the agent, started after it (serveStream),
+// share it. The init process runs one of each.
+var streamEgress = newEgressStream()
+
+// serve makes the stream the bridge's from now on.
+func (e *egressStream) serve(mux *streammux.Mux) {
+	e.once.Do(func() {
+		e.mux = mux
+		close(e.ready)
+	})
+}
+
+// dial opens a channel to the proxy.
+func (e *egressStream) dial() (egressConn, error) {
+	wait := time.NewTimer(bridgeDialTimeout)
+	defer wait.Stop()
+	select {
+	case <-e.ready:
+	case <-wait.C:
+		return nil, errors.New("the control stream has not started")
+	}
+	ch, err := e.mux.Open()
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
