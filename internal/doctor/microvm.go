@@ -5,24 +5,20 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
 
-// MicroVMKernel finds the microVM guest kernel this warden boots, or says
-// why there is none in one line. It is a variable so that the kernel's
-// lookup (built by `make microvm-kernel`) is wired in by whoever links it.
-var MicroVMKernel = func() (string, error) {
-	return "", errors.New("not built: run `make microvm-kernel`")
-}
-
-// MicroVMKernelArgs are the boot arguments the guest kernel needs under
-// accel (its package's BootArgs), wired in with MicroVMKernel.
-var MicroVMKernelArgs = func(accel microvm.Accel) []string { return nil }
+// microVMKernel finds the microVM guest kernel this warden boots and its
+// arguments under accel, or says why there is none in one line
+// (microvm.GuestKernel; a variable for tests).
+var microVMKernel = microvm.GuestKernel
 
 // microVMCheck reports what the microVM launcher would use here: QEMU, the
 // accelerator and why, and the guest kernel. MicroVMs are optional, so a
@@ -36,7 +32,10 @@ func microVMCheck(ctx context.Context) Check {
 		c.Fix = "apt-get install qemu-system-x86"
 		return c
 	}
-	kernel, err := MicroVMKernel()
+	kernel, _, err := microVMKernel(accel.Accel)
+	if err == nil {
+		err = outdatedKernel()
+	}
 	if err != nil {
 		c.Status, c.Detail = Warn, fmt.Sprintf("%s, accel %s (%s); guest kernel %v", version, accel.Accel, accel.Reason, err)
 		c.Fix = "make microvm-kernel"
@@ -46,12 +45,26 @@ func microVMCheck(ctx context.Context) Check {
 	return c
 }
 
+// outdatedKernel says when the kernel was built from another linux-source
+// than the one installed now (a security update since the build), which
+// `make microvm-kernel` rebuilds; nil when they match or cannot be compared.
+var outdatedKernel = func() error {
+	k, err := vmkernel.Find()
+	if err != nil {
+		return err
+	}
+	if err := vmkernel.CheckSource(k); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // MicroVMBoot boots one microVM with init (a static warden-init) as the
 // guest's /init and reports the boot-to-hello time and where it went:
 // the proof, beyond microVMCheck's inventory, that a VM boots here.
 func MicroVMBoot(ctx context.Context, init string) Check {
 	c := Check{Name: "microvm boot", Status: Warn, Fix: "make microvm-kernel; apt-get install qemu-system-x86; run as root"}
-	kernel, err := MicroVMKernel()
+	kernel, args, err := microVMKernel(microvm.HostAccel().Accel)
 	if err != nil {
 		c.Detail = "guest kernel " + err.Error()
 		return c
@@ -61,7 +74,6 @@ func MicroVMBoot(ctx context.Context, init string) Check {
 		c.Detail = err.Error()
 		return c
 	}
-	args := MicroVMKernelArgs(microvm.HostAccel().Accel)
 	vm, err := microvm.Start(ctx, microvm.Config{Kernel: kernel, KernelArgs: args, Initrd: initrd})
 	if err != nil {
 		c.Detail = err.Error()

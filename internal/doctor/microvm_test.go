@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/microvm"
 )
 
 // TestMicroVMCheck: the microvm line names QEMU, the accelerator and the
@@ -18,8 +20,9 @@ func TestMicroVMCheck(t *testing.T) {
 		}
 		return
 	}
-	saved := MicroVMKernel
-	t.Cleanup(func() { MicroVMKernel = saved })
+	saved, savedOutdated := microVMKernel, outdatedKernel
+	t.Cleanup(func() { microVMKernel, outdatedKernel = saved, savedOutdated })
+	outdatedKernel = func() error { return nil }
 	tests := []struct {
 		kernel string
 		err    error
@@ -30,7 +33,7 @@ func TestMicroVMCheck(t *testing.T) {
 		{"/cache/vmlinux", nil, OK, "guest kernel /cache/vmlinux"},
 	}
 	for _, tt := range tests {
-		MicroVMKernel = func() (string, error) { return tt.kernel, tt.err }
+		microVMKernel = func(microvm.Accel) (string, []string, error) { return tt.kernel, nil, tt.err }
 		c := microVMCheck(context.Background())
 		if c.Status != tt.status || !strings.Contains(c.Detail, tt.want) || !strings.Contains(c.Detail, "QEMU emulator version") || !strings.Contains(c.Detail, "accel ") {
 			t.Errorf("microVMCheck = %+v, want %s with %q, QEMU's version and the accel", c, tt.status, tt.want)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/vmguest"
+	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
 
 // Config says what VM to start.
@@ -47,7 +48,7 @@ const (
 	DefaultBootTimeout = 10 * time.Second
 	minMemoryMiB       = 64
 	maxMemoryMiB       = 1 << 20
-	maxCPUs            = 64
+	maxCPUs            = vmkernel.MaxCPUs // the guest kernel brings up no more
 	maxCmdlineToken    = 256
 )
 

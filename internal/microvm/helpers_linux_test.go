@@ -2,32 +2,37 @@ package microvm
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
-// testKernel is the guest kernel the boot tests use, the one place they
-// look for it: until the kernel's Go lookup (vmkernel.Find) is merged, the
-// path another step of the build wrote down.
+// testKernel is the guest kernel the boot tests use: the one this build
+// boots (GuestKernel), or a skip (a failure under WARDEN_CI=1) saying why.
 func testKernel(t testing.TB) string {
 	t.Helper()
-	b, err := os.ReadFile("/work/notes/kernel-ready")
+	kernel, _ := testGuestKernel(t)
+	return kernel
+}
+
+// testKernelArgs are the guest kernel's own boot arguments under this
+// host's accelerator (GuestKernel).
+func testKernelArgs(t testing.TB) []string {
+	t.Helper()
+	_, args := testGuestKernel(t)
+	return args
+}
+
+func testGuestKernel(t testing.TB) (string, []string) {
+	kernel, args, err := GuestKernel(HostAccel().Accel)
 	if err != nil {
-		testhost.SkipOrFail(t, "no microVM guest kernel built (make microvm-kernel)")
+		testhost.SkipOrFail(t, "no microVM guest kernel to boot: "+err.Error())
 	}
-	p := strings.TrimSpace(string(b))
-	if _, err := os.Stat(p); err != nil {
-		testhost.SkipOrFail(t, "the microVM guest kernel is missing: "+err.Error())
-	}
-	return p
+	return kernel, args
 }
 
 // needQEMU skips unless QEMU can be started confined here (as root).
@@ -68,33 +73,3 @@ var builtInitramfs = sync.OnceValues(func() ([]byte, error) {
 	defer f.Close()
 	return Initramfs(f)
 })
-
-// testKernelArgs are the guest kernel's own boot arguments, as its package
-// gives them (vmkernel.BootArgs with the host's TSC frequency under TCG,
-// which this helper becomes at merge): a reset by triple fault, and the
-// TSC's frequency so that no boot hangs calibrating it.
-func testKernelArgs(t testing.TB) []string {
-	t.Helper()
-	args := []string{"reboot=t"}
-	if HostAccel().Accel != TCG {
-		return args
-	}
-	info, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(info)) {
-		key, val, _ := strings.Cut(line, ":")
-		if strings.TrimSpace(key) != "cpu MHz" {
-			continue
-		}
-		mhz, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil || mhz < 100 || mhz > 20000 {
-			t.Fatalf("cpu MHz %q in /proc/cpuinfo is implausible", val)
-		}
-		khz := int(math.Round(mhz * 1000))
-		return append(args, "tsc_early_khz="+strconv.Itoa(khz), "lpj="+strconv.Itoa(khz*10), "tsc=reliable")
-	}
-	t.Fatal("no cpu MHz in /proc/cpuinfo")
-	return nil
-}
