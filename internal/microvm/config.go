@@ -30,9 +30,8 @@ type Config struct {
 	// Accel is the accelerator; "" means HostAccel's choice.
 	Accel Accel
 	// KernelArgs are the parameters the guest kernel itself needs on
-	// this machine, one token each: the caller takes them from the
-	// kernel's package (vmkernel.BootArgs, with the host's TSC frequency
-	// under TCG), the one place that knows them. They may not repeat a
+	// this machine, one token each, as GuestKernel gives them with the
+	// kernel (vmkernel.BootArgs, the one place that knows them). They may not repeat a
 	// key of the launcher's own (console, quiet, warden.vm, rdinit).
 	KernelArgs []string
 	// Cmdline holds extra kernel parameters, one token each. They may not
