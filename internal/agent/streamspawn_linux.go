@@ -209,7 +209,7 @@ func (r *relay) close() {
 	defer r.ended()
 	// the box learns of the channel's end by its close
 	_ = r.ch.Close()
-	_ = r.f.Close()
+	_ = r.f.Close() // the host's copy of a pipe end: nothing is left to flush
 }
 
 func closeRelays(relays []*relay) {

@@ -100,7 +100,7 @@ func (a *agent) sendExited(id uint64, st Status) {
 // sendEnded sends an exited event and then tells ended of it; a send
 // fails only once the host hung up, which ends the agent.
 func (a *agent) sendEnded(e Event) {
-	_ = a.send(e)
+	_ = a.send(e) // fails only once the host hung up (see above)
 	if a.ended != nil {
 		a.ended(e.ID)
 	}

@@ -80,7 +80,7 @@ func (r *streamRelay) run() {
 func (r *streamRelay) cut() {
 	// either may be closed already, by the relay's own end
 	_ = r.f.Close()
-	_ = r.ch.Close()
+	_ = r.ch.Close() // as above: closed already, or its slot given back now
 }
 
 // ended cuts the relays of spawn id, whose process has ended (or never

@@ -33,7 +33,7 @@ func oneWay(dst, src HalfConn) {
 		// Either end may be gone already; the relay's end is all there is
 		// to report, and nobody waits for it.
 		_ = dst.Close()
-		_ = src.Close()
+		_ = src.Close() // as above: gone already, nobody to tell
 		return
 	}
 	// as above: a peer gone has nothing left to be told

@@ -44,5 +44,5 @@ func copyClose(dst io.Writer, src io.Reader, ch *streammux.Channel, f *os.File) 
 	// Either end may be closed already (a session that ended, or a
 	// process whose relays are cut); there is nothing left to report to.
 	_ = f.Close()
-	_ = ch.Close()
+	_ = ch.Close() // as above: closed already, or nobody to tell
 }
