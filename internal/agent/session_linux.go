@@ -56,6 +56,11 @@ type Session struct {
 	cleanupErrs []error
 	moreErrs    int
 
+	// pauseMu serialises Pause, Resume and the resume at teardown, and
+	// guards paused, which says the box is stopped (see Pause).
+	pauseMu sync.Mutex
+	paused  bool
+
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
 	// done is closed when the agent is gone; err then says why.
@@ -482,6 +487,10 @@ func (s *Session) Close() error {
 }
 
 func (s *Session) teardown() error {
+	var thawErr error
+	if err := s.resumeToEnd(); err != nil {
+		thawErr = fmt.Errorf("resuming the paused box to end it: %w", err)
+	}
 	s.f.Kill()
 	<-s.f.Exited
 	s.closeControl()
@@ -491,7 +500,7 @@ func (s *Session) teardown() error {
 		s.workspace.Close()
 		s.workspace = nil
 	}
-	err := errors.Join(s.takeNoted(), s.removeCgroups())
+	err := errors.Join(thawErr, s.takeNoted(), s.removeCgroups())
 	s.f.Cleanup()
 	return err
 }

@@ -65,6 +65,17 @@ func (e *Engine) Kill(ctx context.Context, id string) error {
 	return e.call(ctx, http.MethodPost, "/containers/"+id+"/kill", url.Values{"signal": {"KILL"}}, nil, nil)
 }
 
+// Pause stops every process of a running container where it stands (the
+// engine freezes its cgroup), keeping its memory.
+func (e *Engine) Pause(ctx context.Context, id string) error {
+	return e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
+}
+
+// Unpause lets a paused container's processes run again.
+func (e *Engine) Unpause(ctx context.Context, id string) error {
+	return e.call(ctx, http.MethodPost, "/containers/"+id+"/unpause", nil, nil, nil)
+}
+
 // Remove removes a container, killing it first, with its anonymous volumes.
 func (e *Engine) Remove(ctx context.Context, id string) error {
 	err := e.call(ctx, http.MethodDelete, "/containers/"+id, url.Values{"force": {"1"}, "v": {"1"}}, nil, nil)
