@@ -59,6 +59,15 @@ type Box interface {
 	// is reported with its real cause. An error with a Cause() string
 	// method gives that cause as one clause for the session's reason.
 	Err() error
-	// Close kills everything in the box and removes every trace of it.
+	// Pause stops every process of the box where it stands, keeping its
+	// memory, so it uses no CPU (the cgroup freezer, runsc pause, the
+	// Docker Engine's pause); Resume lets them run again. Nothing else
+	// may be asked of a paused box but Close, Usage and its Workspace.
+	// A box that cannot be paused says so with an error wrapping
+	// ErrUnsupported.
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+	// Close kills everything in the box and removes every trace of it,
+	// paused or not.
 	Close() error
 }

@@ -38,6 +38,9 @@ func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command)
 	if err != nil {
 		return nil, err
 	}
+	if err := m.resumeIfPaused(ctx, s); err != nil {
+		return nil, err
+	}
 	backend := m.backend.Name()
 	return s.spawn(ctx, c, func(err error) {
 		m.cfg.Logger.Warn("killing a spawned process at its session's end", "session", id, "backend", backend, "err", err)

@@ -1,0 +1,273 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// boxOf is the fake box of owner's session id.
+func boxOf(t *testing.T, m *Manager, owner, id string) *fakeBox {
+	t.Helper()
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.box.(*fakeBox)
+}
+
+func TestPauseResume(t *testing.T) {
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := boxOf(t, m, "alice", info.ID)
+	got, err := m.Pause(ctx, "alice", info.ID)
+	if err != nil || got.State != StatePaused || got.PausedAt.IsZero() || !box.isPaused() {
+		t.Fatalf("Pause() = %+v, %v, box paused %v; want paused", got, err, box.isPaused())
+	}
+	if got, err := m.Pause(ctx, "alice", info.ID); err != nil || got.State != StatePaused {
+		t.Errorf("Pause() again = %+v, %v; want paused, no error", got, err)
+	}
+	if _, err := m.Pause(ctx, "bob", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Pause() by another owner = %v, want ErrNotFound", err)
+	}
+	got, err = m.Resume(ctx, "alice", info.ID)
+	if err != nil || got.State != StateReady || !got.PausedAt.IsZero() || box.isPaused() {
+		t.Fatalf("Resume() = %+v, %v, box paused %v; want ready", got, err, box.isPaused())
+	}
+	if got, err := m.Resume(ctx, "alice", info.ID); err != nil || got.State != StateReady {
+		t.Errorf("Resume() again = %+v, %v; want ready, no error", got, err)
+	}
+}
+
+func TestExecResumesPausedSession(t *testing.T) {
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"echo", "hi"}}, Stream{})
+	if err != nil || r.Stdout != "echo hi" {
+		t.Fatalf("Exec() on a paused session = %+v, %v; want it run", r, err)
+	}
+	if got, _ := m.Get("alice", info.ID); got.State != StateReady || boxOf(t, m, "alice", info.ID).isPaused() {
+		t.Errorf("after the exec: state %s, box paused %v; want ready and running", got.State, boxOf(t, m, "alice", info.ID).isPaused())
+	}
+}
+
+func TestPauseRefusesBusySession(t *testing.T) {
+	m, b := newTestManager(t, Config{ReapEvery: time.Hour})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := boxOf(t, m, "alice", info.ID)
+	box.block = make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"sleep"}}, Stream{})
+		done <- err
+	}()
+	if !waitUntil(func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.lastExec != nil }) {
+		t.Fatal("the exec never started")
+	}
+	_, err = m.Pause(ctx, "alice", info.ID)
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "once the exec ends") {
+		t.Errorf("Pause() during an exec = %v; want ErrBusy saying to pause once it ends", err)
+	}
+	close(box.block)
+	if err := <-done; err != nil {
+		t.Errorf("Exec() = %v", err)
+	}
+	if box.isPaused() {
+		t.Error("the refused pause stopped the box")
+	}
+}
+
+func TestPausedSessionHoldsNoRunSlot(t *testing.T) {
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour, MaxSessions: 1, MaxPaused: 1})
+	ctx := context.Background()
+	first, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(ctx, "alice", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	second, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatalf("Create() beside a paused session = %v; want its run slot free", err)
+	}
+	if _, err := m.Pause(ctx, "alice", second.ID); !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "--max-paused") {
+		t.Errorf("Pause() past --max-paused = %v; want ErrTooMany naming the flag", err)
+	}
+	if got, _ := m.Get("alice", second.ID); got.State != StateReady {
+		t.Errorf("refused pause left the session %s, want ready", got.State)
+	}
+	if _, err := m.Resume(ctx, "alice", first.ID); !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "--max-sessions") {
+		t.Errorf("Resume() with every run slot taken = %v; want ErrTooMany naming --max-sessions", err)
+	}
+	if got, _ := m.Get("alice", first.ID); got.State != StatePaused {
+		t.Errorf("refused resume left the session %s, want paused", got.State)
+	}
+	if err := m.Delete(ctx, "alice", second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Resume(ctx, "alice", first.ID); err != nil {
+		t.Errorf("Resume() once a slot is free = %v", err)
+	}
+	if _, err := m.Create(ctx, "alice", defaultOptions()); !errors.Is(err, ErrTooMany) {
+		t.Errorf("Create() beside the resumed session = %v; want ErrTooMany, its slot is taken again", err)
+	}
+}
+
+func TestDeletePausedSessionGivesBackItsSlot(t *testing.T) {
+	m, b := newTestManager(t, Config{ReapEvery: time.Hour, MaxPaused: 1})
+	ctx := context.Background()
+	for range 3 {
+		info, err := m.Create(ctx, "alice", defaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Pause(ctx, "alice", info.ID); err != nil {
+			t.Fatalf("Pause() = %v; want the deleted session's paused slot given back", err)
+		}
+		if err := m.Delete(ctx, "alice", info.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := b.alive(); n != 0 {
+		t.Errorf("%d boxes alive after deleting paused sessions, want 0", n)
+	}
+}
+
+func TestPausedSessionTimers(t *testing.T) {
+	m, b := newTestManager(t, Config{ReapEvery: time.Hour})
+	ctx := context.Background()
+	o := defaultOptions()
+	o.IdleTimeout, o.TTL = time.Minute, time.Hour
+	info, err := m.Create(ctx, "alice", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Idle thirty times over: a paused session's idle timer is stopped,
+	// so the reaper picks nothing (it starts no end to wait for).
+	m.reap(time.Now().Add(30 * time.Minute))
+	if got, err := m.Get("alice", info.ID); err != nil || got.State != StatePaused {
+		t.Fatalf("after its idle timeout: %+v, %v; want still paused", got, err)
+	}
+	m.reap(time.Now().Add(2 * time.Hour))
+	if !waitUntil(func() bool { return len(m.List("alice")) == 0 && b.alive() == 0 }) {
+		t.Fatal("the paused session outlived its TTL")
+	}
+}
+
+func TestAutoPause(t *testing.T) {
+	reaped := make(chan string, 4)
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour, MaxPaused: 1, OnReap: func(_, why string) { reaped <- why }})
+	ctx := context.Background()
+	o := defaultOptions()
+	o.IdleTimeout, o.AutoPause = time.Minute, true
+	first, err := m.Create(ctx, "alice", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := m.Create(ctx, "alice", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.AutoPause {
+		t.Errorf("Create() = %+v, want AutoPause", first)
+	}
+	m.reap(time.Now().Add(2 * time.Minute))
+	// One takes the only paused slot; the other cannot, and ends as idle.
+	var paused, gone int
+	settled := waitUntil(func() bool {
+		paused, gone = 0, 0
+		for _, id := range []string{first.ID, second.ID} {
+			got, err := m.Get("alice", id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				gone++
+			case got.State == StatePaused:
+				paused++
+			}
+		}
+		return paused == 1 && gone == 1
+	})
+	if !settled {
+		t.Errorf("after the idle timeout: %d paused, %d ended; want one of each (--max-paused 1)", paused, gone)
+	}
+	if why := <-reaped; why != "idle" {
+		t.Errorf("OnReap told %q for the session that could not pause, want idle", why)
+	}
+}
+
+func TestPauseFailureLeavesSessionReady(t *testing.T) {
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour, MaxPaused: 1})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := boxOf(t, m, "alice", info.ID)
+	box.pauseErr = ErrUnsupported
+	if _, err := m.Pause(ctx, "alice", info.ID); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Pause() on a box that cannot = %v, want ErrUnsupported", err)
+	}
+	if got, _ := m.Get("alice", info.ID); got.State != StateReady {
+		t.Errorf("state after a failed pause = %s, want ready", got.State)
+	}
+	box.pauseErr = nil
+	if _, err := m.Pause(ctx, "alice", info.ID); err != nil {
+		t.Errorf("Pause() = %v; want the failed pause's paused slot given back", err)
+	}
+}
+
+func TestPausedSessionRecord(t *testing.T) {
+	st := newFakeStore(t)
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour, Store: st})
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	rec := st.records[info.ID]
+	st.mu.Unlock()
+	if !rec.Paused {
+		t.Fatalf("record after Pause() = %+v, want Paused", rec)
+	}
+	// A server that crashed with the session paused: the next finds it dead.
+	again := NewManager(&fakeBackend{}, Config{ReapEvery: time.Hour, Store: st})
+	defer again.Close()
+	got, err := again.Get("alice", info.ID)
+	if err != nil || got.State != StateDead || !strings.Contains(got.Reason, "while the session was paused") {
+		t.Errorf("recovered paused session = %+v, %v; want dead, saying it was paused", got, err)
+	}
+	if _, err := m.Resume(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	rec = st.records[info.ID]
+	st.mu.Unlock()
+	if rec.Paused {
+		t.Errorf("record after Resume() = %+v, want not Paused", rec)
+	}
+}
