@@ -3,9 +3,11 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // ContainerConfig is the part of the Engine API's create body Warden uses.
@@ -66,14 +68,35 @@ func (e *Engine) Kill(ctx context.Context, id string) error {
 }
 
 // Pause stops every process of a running container where it stands (the
-// engine freezes its cgroup), keeping its memory.
+// engine freezes its cgroup), keeping its memory. A container the engine
+// already has paused is left so, without an error.
 func (e *Engine) Pause(ctx context.Context, id string) error {
-	return e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
+	return already(e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil), "is already paused")
 }
 
-// Unpause lets a paused container's processes run again.
+// Unpause lets a paused container's processes run again; one the engine
+// has running already is left so, without an error.
 func (e *Engine) Unpause(ctx context.Context, id string) error {
-	return e.call(ctx, http.MethodPost, "/containers/"+id+"/unpause", nil, nil, nil)
+	// runc says "cannot resume a running process" when it reads the
+	// container's freezer thawed although the engine had it paused.
+	return already(e.call(ctx, http.MethodPost, "/containers/"+id+"/unpause", nil, nil, nil), "is not paused", "cannot resume a running process")
+}
+
+// already drops err when the engine's message says the container is in
+// the state asked for already: the engine answers that with a 500 or a
+// 409, depending on its version, and no code of its own, and the caller
+// wants the state, not the transition.
+func already(err error, says ...string) error {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	for _, s := range says {
+		if strings.Contains(ae.Message, s) {
+			return nil
+		}
+	}
+	return err
 }
 
 // Remove removes a container, killing it first, with its anonymous volumes.

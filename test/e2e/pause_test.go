@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,4 +77,61 @@ func TestPauseResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPauseResumeLatency measures, on every backend, the API round trip
+// of a pause and of a resume of a session whose interpreter spins, with a
+// GET of the same session on the same server as the baseline (an HTTP
+// round trip that touches no box), and logs p50 and p99 of each and their
+// ratios to the baseline. It asserts nothing about speed (the host is
+// shared and noisy): docs/sessions.md records what it printed.
+func TestPauseResumeLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement, not a check")
+	}
+	const rounds = 60
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			srv := startServer(t, "--backend", b)
+			id := srv.newSession(t, keyA, nil)
+			if r := srv.code(t, keyA, id, "python", spinProbe, nil); r.ExitCode != 0 || r.Exception != nil {
+				t.Fatalf("setting up: %+v", r)
+			}
+			var get, pause, resume []time.Duration
+			for range rounds {
+				get = append(get, timed(t, srv, "GET", sessionPath(id)))
+				pause = append(pause, timed(t, srv, "POST", sessionPath(id, "/pause")))
+				resume = append(resume, timed(t, srv, "POST", sessionPath(id, "/resume")))
+			}
+			base := percentile(get, 50)
+			for _, m := range []struct {
+				name string
+				d    []time.Duration
+			}{{"get (baseline)", get}, {"pause", pause}, {"resume", resume}} {
+				p50, p99 := percentile(m.d, 50), percentile(m.d, 99)
+				t.Logf("%s %s: p50 %v p99 %v (p50 %.1fx the baseline's)", b, m.name, p50, p99, float64(p50)/float64(base))
+			}
+		})
+	}
+}
+
+// timed is how long one call as keyA took; any answer but 200 fails.
+func timed(t *testing.T, srv *apiServer, method, path string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	code, body := srv.call(t, keyA, method, path, nil, "")
+	d := time.Since(start)
+	if code != http.StatusOK {
+		t.Fatalf("%s %s = %d %s, want 200", method, path, code, body)
+	}
+	return d
+}
+
+// percentile is the p-th percentile of ds (nearest rank).
+func percentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
 }
