@@ -61,3 +61,22 @@ func TestCgroupChecks(t *testing.T) {
 		}
 	}
 }
+
+func TestFreezeCheck(t *testing.T) {
+	tests := []struct {
+		name     string
+		noFreeze string
+		want     Status
+	}{
+		{"freezer", "", OK},
+		{"no freezer", "the freezer is not mounted on this host", Warn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := freezeCheck(cgroup.Report{NoFreeze: tt.noFreeze})
+			if got.Status != tt.want || (tt.noFreeze != "" && got.Detail != tt.noFreeze) {
+				t.Errorf("freezeCheck() = %+v, want status %v saying %q", got, tt.want, tt.noFreeze)
+			}
+		})
+	}
+}
