@@ -104,3 +104,32 @@ func BenchmarkFreezeThaw(b *testing.B) {
 		}
 	}
 }
+
+// TestSettle: a cgroup that never reports frozen (a box keeping itself
+// from freezing) is thawed again within the wait, and the freeze fails.
+func TestSettle(t *testing.T) {
+	tests := []struct {
+		name   string
+		frozen func() (bool, error)
+		// fails says Freeze fails, and so thaws the cgroup again; is is
+		// what its error must be, when set.
+		fails bool
+		is    error
+	}{
+		{"frozen", func() (bool, error) { return true, nil }, false, nil},
+		{"never frozen", func() (bool, error) { return false, nil }, true, ErrFreezeTimeout},
+		{"unreadable", func() (bool, error) { return false, errors.New("gone") }, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			thawed := false
+			err := settle("test", 5*time.Millisecond, tt.frozen, func() error { thawed = true; return nil })
+			if (err != nil) != tt.fails || tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("settle() = %v, want failure %v (%v)", err, tt.fails, tt.is)
+			}
+			if thawed != tt.fails {
+				t.Errorf("thawed = %v, want %v", thawed, tt.fails)
+			}
+		})
+	}
+}
