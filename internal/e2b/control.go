@@ -191,6 +191,11 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner stri
 	if err == nil {
 		_, err = s.cfg.Sessions.Pause(r.Context(), owner, sb.ID)
 	}
+	if errors.Is(err, sandbox.ErrBusy) {
+		// Not the 409 of a busy session elsewhere: the SDK reads a 409
+		// here as "already paused".
+		err = &controlError{http.StatusServiceUnavailable, err.Error()}
+	}
 	if err != nil {
 		s.writeControlError(w, err)
 		return

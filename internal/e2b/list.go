@@ -45,7 +45,13 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, owner str
 		return
 	}
 	all := s.runningOf(owner)
-	w.Header().Set(headerTotal, strconv.Itoa(len(all)))
+	running := 0
+	for _, l := range all {
+		if l.State == stateRunning {
+			running++
+		}
+	}
+	w.Header().Set(headerTotal, strconv.Itoa(running))
 	page := q.filter(all)
 	if len(page) > q.limit {
 		last := page[q.limit-1]
@@ -58,8 +64,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, owner str
 	writeJSON(w, http.StatusOK, page)
 }
 
-// listSandboxesV1 answers the deprecated GET /sandboxes: every running
-// sandbox of the caller, filtered by metadata only, oldest first.
+// listSandboxesV1 answers the deprecated GET /sandboxes: every running or
+// paused sandbox of the caller (its state says which), filtered by
+// metadata only, oldest first.
 func (s *Server) listSandboxesV1(w http.ResponseWriter, r *http.Request, owner string) {
 	md, err := parseMetadataQuery(r.URL.Query().Get("metadata"))
 	if err != nil {
@@ -75,7 +82,8 @@ func (s *Server) listSandboxesV1(w http.ResponseWriter, r *http.Request, owner s
 	writeJSON(w, http.StatusOK, out)
 }
 
-// runningOf is owner's running sandboxes as E2B lists them, oldest first.
+// runningOf is owner's running and paused sandboxes as E2B lists them,
+// oldest first.
 func (s *Server) runningOf(owner string) []listedJSON {
 	var out []listedJSON
 	for _, l := range s.sandboxes.owned(owner) {
