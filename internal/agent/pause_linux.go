@@ -52,8 +52,20 @@ func (s *Session) Resume(ctx context.Context) error {
 	if err := s.thaw(ctx); err != nil {
 		return err
 	}
-	s.paused = false
+	s.paused, s.resumed = false, time.Now()
 	return nil
+}
+
+// sinceRunning is how much of a grace d a wait on the box has left: all
+// of it while the box is paused, the rest of d counted from its last
+// resume, or nothing when it has run for d already.
+func (s *Session) sinceRunning(d time.Duration) time.Duration {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if s.paused {
+		return d
+	}
+	return d - time.Since(s.resumed)
 }
 
 // ifEnded is ErrSessionEnded once the session is closing or its box has
@@ -120,10 +132,3 @@ func (s *Session) resumeToEnd() error {
 // resumeToEndWait bounds the resume of a paused runtime box at its end;
 // the backend's own kill follows whatever it answers.
 const resumeToEndWait = 10 * time.Second
-
-// Paused says whether the box is paused.
-func (s *Session) Paused() bool {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	return s.paused
-}

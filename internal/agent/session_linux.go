@@ -57,9 +57,11 @@ type Session struct {
 	moreErrs    int
 
 	// pauseMu serialises Pause, Resume and the resume at teardown, and
-	// guards paused, which says the box is stopped (see Pause).
+	// guards paused, which says the box is stopped (see Pause), and
+	// resumed, when it last resumed.
 	pauseMu sync.Mutex
 	paused  bool
+	resumed time.Time
 
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
