@@ -135,3 +135,33 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	i := (len(s)*p + 99) / 100
 	return s[max(i-1, 0)]
 }
+
+// TestAutoPause: a session made with auto_pause is paused, not ended, at
+// its idle timeout, keeps its interpreter's variables, and the next exec
+// resumes it.
+func TestAutoPause(t *testing.T) {
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			srv := startServer(t, "--backend", b)
+			id := srv.newSession(t, keyA, map[string]any{"auto_pause": true, "idle_timeout_seconds": 1})
+			if r := srv.code(t, keyA, id, "python", "x = 41", nil); r.ExitCode != 0 || r.Exception != nil {
+				t.Fatalf("setting up: %+v", r)
+			}
+			var ses session
+			for range 300 { // the reaper looks every second: at most 30 s
+				srv.jsonCall(t, keyA, "GET", sessionPath(id), nil, http.StatusOK, &ses)
+				if ses.State != "ready" {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if ses.State != "paused" {
+				t.Fatalf("after its idle timeout: state %q, want paused", ses.State)
+			}
+			if r := srv.code(t, keyA, id, "python", "x + 1", nil); r.Value != "42" {
+				t.Errorf("x + 1 after the auto-pause = %q (%+v), want 42", r.Value, r.Exception)
+			}
+		})
+	}
+}
