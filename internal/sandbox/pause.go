@@ -17,7 +17,8 @@ import (
 // A session running an exec is not paused: the exec's timeout is a
 // wall-clock promise the agent keeps, and a frozen exec would either
 // overrun it or be killed for time it never had. The caller is told to
-// pause once the exec ends.
+// pause once the exec ends. Nor is one starting a spawned process: the
+// frozen box could not answer the start, whose caller would wait on it.
 
 // Pause pauses one of owner's sessions; pausing a paused one does nothing.
 func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
@@ -93,6 +94,9 @@ func (s *session) toPausing() (done bool, err error) {
 	case StatePaused:
 		return true, nil
 	case StateReady:
+		if s.starting > 0 {
+			return false, fmt.Errorf("%w: session %s is starting a process; pause it once the process has started", ErrBusy, s.id)
+		}
 		s.state = StatePaused
 		return false, nil
 	case StateBusy:

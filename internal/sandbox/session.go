@@ -41,6 +41,10 @@ type session struct {
 	pausedAt  time.Time
 	// pauseMu serialises pausing and resuming the session's box.
 	pauseMu sync.Mutex
+	// starting counts spawns between their state check and their box's
+	// answer: a pause then would freeze the start, leaving its caller
+	// waiting on a box that cannot answer, so a pause is refused.
+	starting int
 	// diedAt and reason say when and why a dead session died.
 	diedAt time.Time
 	reason string
