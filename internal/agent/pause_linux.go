@@ -13,6 +13,18 @@ import (
 // fails, rather than holding the caller.
 const FreezeTimeout = 2 * time.Second
 
+// ErrStateUnknown is wrapped by Pause's and Resume's error when a
+// runtime's call failed and could not be undone: the box may be paused or
+// running, and nothing that counts on either (a run slot given back, a
+// request sent) may trust it. The caller ends the box.
+var ErrStateUnknown = errors.New("the sandbox may be paused or running")
+
+// RuntimeWait bounds one runtime pause or resume (runsc, the Docker
+// Engine): they run apart from the caller's context, so a caller that
+// goes away cannot leave the box half switched, and a runtime that hangs
+// cannot hold the session.
+const RuntimeWait = 10 * time.Second
+
 // ErrCannotPause is wrapped by Pause's error when the box's backend or
 // host has no way to stop a box and keep its memory.
 var ErrCannotPause = errors.New("this sandbox cannot be paused")
@@ -31,10 +43,14 @@ func (s *Session) Pause(ctx context.Context) error {
 	if s.paused {
 		return nil
 	}
-	if err := s.freeze(ctx); err != nil {
+	s.unsure = true
+	err := s.freeze(ctx)
+	if err != nil {
+		native := s.f.Resume == nil && !errors.Is(err, ErrCannotPause)
+		s.unsure = native || errors.Is(err, ErrStateUnknown)
 		return err
 	}
-	s.paused = true
+	s.paused, s.unsure = true, false
 	return nil
 }
 
@@ -52,7 +68,7 @@ func (s *Session) Resume(ctx context.Context) error {
 	if err := s.thaw(ctx); err != nil {
 		return err
 	}
-	s.paused, s.resumed = false, time.Now()
+	s.paused, s.unsure, s.resumed = false, false, time.Now()
 	return nil
 }
 
@@ -88,7 +104,7 @@ func (s *Session) ifEnded() error {
 func (s *Session) freeze(ctx context.Context) error {
 	switch {
 	case s.f.Pause != nil:
-		return s.f.Pause(ctx)
+		return s.runtimePause(ctx)
 	case s.f.Cgroup != nil:
 		if err := s.f.Cgroup.Freeze(FreezeTimeout); err != nil {
 			if errors.Is(err, errors.ErrUnsupported) {
@@ -103,9 +119,36 @@ func (s *Session) freeze(ctx context.Context) error {
 
 func (s *Session) thaw(ctx context.Context) error {
 	if s.f.Resume != nil {
-		return s.f.Resume(ctx)
+		if err := runtimeCall(ctx, s.f.Resume); err != nil {
+			return fmt.Errorf("%w: %w", ErrStateUnknown, err)
+		}
+		return nil
 	}
 	return s.f.Cgroup.Thaw()
+}
+
+// runtimePause pauses the box through its runtime; a pause that fails is
+// undone with a resume, as the cgroup freezer thaws a box that will not
+// stop, so the box is known to run: the runtime may have paused it
+// before it failed (a timeout, an engine that paused but answered an
+// error). When the resume fails too, the state is unknown.
+func (s *Session) runtimePause(ctx context.Context) error {
+	err := runtimeCall(ctx, s.f.Pause)
+	if err == nil {
+		return nil
+	}
+	if rerr := runtimeCall(ctx, s.f.Resume); rerr != nil {
+		return fmt.Errorf("%w: pausing: %w; resuming again: %w", ErrStateUnknown, err, rerr)
+	}
+	return err
+}
+
+// runtimeCall runs a runtime's pause or resume apart from ctx's
+// cancellation, within RuntimeWait.
+func runtimeCall(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RuntimeWait)
+	defer cancel()
+	return call(ctx)
 }
 
 // resumeToEnd lets a paused box's processes go on to their end, at the
@@ -114,21 +157,19 @@ func (s *Session) thaw(ctx context.Context) error {
 // Where the host holds the box's cgroup, every process in it is killed
 // first, so none runs again; a runtime's box (gVisor, Docker) is resumed
 // and then ended as a running one.
+//
+// A box whose last pause or resume failed half way (unsure) is treated
+// as paused: killing and thawing a running cgroup, or resuming a running
+// runtime box, does no harm.
 func (s *Session) resumeToEnd() error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
-	if !s.paused {
+	if !s.paused && !s.unsure {
 		return nil
 	}
-	s.paused = false
+	s.paused, s.unsure = false, false
 	if s.f.Resume == nil {
 		return errors.Join(s.f.Cgroup.Kill(), s.f.Cgroup.Thaw())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), resumeToEndWait)
-	defer cancel()
-	return s.f.Resume(ctx)
+	return runtimeCall(context.Background(), s.f.Resume)
 }
-
-// resumeToEndWait bounds the resume of a paused runtime box at its end;
-// the backend's own kill follows whatever it answers.
-const resumeToEndWait = 10 * time.Second

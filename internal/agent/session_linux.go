@@ -62,6 +62,9 @@ type Session struct {
 	pauseMu sync.Mutex
 	paused  bool
 	resumed time.Time
+	// unsure says the box's last pause failed half way: it may be
+	// frozen, so teardown ends it as a paused one (see resumeToEnd).
+	unsure bool
 
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -68,35 +69,52 @@ func (e *Engine) Kill(ctx context.Context, id string) error {
 }
 
 // Pause stops every process of a running container where it stands (the
-// engine freezes its cgroup), keeping its memory. A container the engine
-// already has paused is left so, without an error.
+// engine freezes its cgroup), keeping its memory. When the engine answers
+// that the container is paused already, the container's state is read
+// back: only a container the engine reports paused counts as done.
 func (e *Engine) Pause(ctx context.Context, id string) error {
-	return already(e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil), "is already paused")
-}
-
-// Unpause lets a paused container's processes run again; one the engine
-// has running already is left so, without an error.
-func (e *Engine) Unpause(ctx context.Context, id string) error {
-	// runc says "cannot resume a running process" when it reads the
-	// container's freezer thawed although the engine had it paused.
-	return already(e.call(ctx, http.MethodPost, "/containers/"+id+"/unpause", nil, nil, nil), "is not paused", "cannot resume a running process")
-}
-
-// already drops err when the engine's message says the container is in
-// the state asked for already: the engine answers that with a 500 or a
-// 409, depending on its version, and no code of its own, and the caller
-// wants the state, not the transition.
-func already(err error, says ...string) error {
-	var ae *APIError
-	if !errors.As(err, &ae) {
+	err := e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
+	if !says(err, "is already paused") {
 		return err
 	}
-	for _, s := range says {
-		if strings.Contains(ae.Message, s) {
-			return nil
-		}
+	return e.isIn(ctx, id, true, err)
+}
+
+// Unpause lets a paused container's processes run again. When the engine
+// answers that the container is not paused, its state is read back: only
+// a container the engine reports running and not paused counts as done.
+// runc's "cannot resume a running process" is an error: the engine then
+// still records the container paused, and what it runs is not known.
+func (e *Engine) Unpause(ctx context.Context, id string) error {
+	err := e.call(ctx, http.MethodPost, "/containers/"+id+"/unpause", nil, nil, nil)
+	if !says(err, "is not paused") {
+		return err
 	}
-	return err
+	return e.isIn(ctx, id, false, err)
+}
+
+// isIn says whether the engine reports container id paused (want true) or
+// running and not paused (want false), after the engine answered said:
+// nil when it is, else an error naming what the engine reports.
+func (e *Engine) isIn(ctx context.Context, id string, paused bool, said error) error {
+	var out struct {
+		State struct{ Paused, Running bool }
+	}
+	if err := e.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, nil, &out); err != nil {
+		return fmt.Errorf("%w; reading the container's state back: %w", said, err)
+	}
+	if out.State.Running && out.State.Paused == paused {
+		return nil
+	}
+	return fmt.Errorf("%w; the engine reports the container running %v, paused %v", said, out.State.Running, out.State.Paused)
+}
+
+// says tells whether err is the engine's answer with a message holding
+// msg: the engine answers "already in that state" with a 500 or a 409,
+// depending on its version, and no code of its own.
+func says(err error, msg string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && strings.Contains(ae.Message, msg)
 }
 
 // Remove removes a container, killing it first, with its anonymous volumes.

@@ -25,5 +25,20 @@ func (b agentBox) Pause(ctx context.Context) error {
 	if errors.Is(err, agent.ErrCannotPause) {
 		return fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
+	return unsure(err)
+}
+
+// Resume is the agent's, with a box left half way reported as
+// ErrPauseUnknown.
+func (b agentBox) Resume(ctx context.Context) error {
+	return unsure(b.Session.Resume(ctx))
+}
+
+// unsure marks err with ErrPauseUnknown when the agent says the box may
+// be paused or running.
+func unsure(err error) error {
+	if errors.Is(err, agent.ErrStateUnknown) {
+		return fmt.Errorf("%w: %w", ErrPauseUnknown, err)
+	}
 	return err
 }

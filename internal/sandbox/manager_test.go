@@ -74,6 +74,8 @@ type fakeBox struct {
 	// paused says Pause stopped the box; pauseErr is what Pause returns.
 	paused   bool
 	pauseErr error
+	// resumeErr is what Resume returns, having resumed the box all the same.
+	resumeErr error
 }
 
 func (x *fakeBox) Pause(context.Context) error {
@@ -90,7 +92,7 @@ func (x *fakeBox) Resume(context.Context) error {
 	x.b.mu.Lock()
 	defer x.b.mu.Unlock()
 	x.paused = false
-	return nil
+	return x.resumeErr
 }
 
 // isPaused says Pause stopped the box and no Resume followed.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -61,8 +62,11 @@ func (m *Manager) pause(ctx context.Context, s *session) error {
 		return err
 	}
 	if err := s.box.Pause(ctx); err != nil {
-		s.unpause(false)
 		m.givePaused(s.owner)
+		if errors.Is(err, ErrPauseUnknown) {
+			return m.buryUnsure(s, "pausing", err)
+		}
+		s.unpause(false)
 		return fmt.Errorf("pausing session %s: %w", s.id, err)
 	}
 	s.mu.Lock()
@@ -80,6 +84,17 @@ func (m *Manager) pause(ctx context.Context, s *session) error {
 		m.release(s.owner, 0)
 	}
 	return nil
+}
+
+// buryUnsure ends s, whose box's pause or resume failed half way: it may
+// run while counted as paused (holding no run slot, its idle timer
+// stopped) or be frozen while counted as running, so neither is trusted
+// and the session ends, failing closed. The host detail is logged; the
+// caller is told in one line.
+func (m *Manager) buryUnsure(s *session, doing string, err error) error {
+	m.cfg.Logger.Warn("a pause or resume failed half way; ending the session", "session", s.id, "backend", m.backend.Name(), "err", err)
+	m.bury(s, doing+" the sandbox failed and left it in an unknown state")
+	return fmt.Errorf("%w: session %s ended: %s its sandbox failed and left it in an unknown state", ErrDead, s.id, doing)
 }
 
 // toPausing marks s paused, before its box is, so no exec begins while
@@ -132,6 +147,9 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 	}
 	if err := s.box.Resume(ctx); err != nil {
 		m.release(s.owner, 0)
+		if errors.Is(err, ErrPauseUnknown) {
+			return m.buryUnsure(s, "resuming", err)
+		}
 		return fmt.Errorf("resuming session %s: %w", s.id, err)
 	}
 	s.mu.Lock()

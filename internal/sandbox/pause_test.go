@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +270,49 @@ func TestPausedSessionRecord(t *testing.T) {
 	st.mu.Unlock()
 	if rec.Paused {
 		t.Errorf("record after Resume() = %+v, want not Paused", rec)
+	}
+}
+
+// TestPauseStateUnknownEndsSession: a pause or resume that leaves the box
+// maybe paused, maybe running (a runtime that switched it and then
+// failed) is not trusted either way: the session ends, dead, and gives
+// back its slots, so a box running uncounted cannot outlast it.
+func TestPauseStateUnknownEndsSession(t *testing.T) {
+	unknown := fmt.Errorf("%w: the engine timed out", ErrPauseUnknown)
+	for _, tc := range []struct {
+		name string
+		call func(m *Manager, box *fakeBox, id string) error
+	}{
+		{"pause", func(m *Manager, box *fakeBox, id string) error {
+			box.pauseErr = unknown
+			_, err := m.Pause(context.Background(), "alice", id)
+			return err
+		}},
+		{"resume", func(m *Manager, box *fakeBox, id string) error {
+			if _, err := m.Pause(context.Background(), "alice", id); err != nil {
+				t.Fatal(err)
+			}
+			box.resumeErr = unknown
+			_, err := m.Resume(context.Background(), "alice", id)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newTestManager(t, Config{ReapEvery: time.Hour, MaxSessions: 1, MaxPaused: 1})
+			info, err := m.Create(context.Background(), "alice", defaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tc.call(m, boxOf(t, m, "alice", info.ID), info.ID)
+			if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "unknown state") {
+				t.Errorf("got %v, want ErrDead naming the unknown state", err)
+			}
+			if got, _ := m.Get("alice", info.ID); got.State != StateDead {
+				t.Errorf("state = %s, want dead", got.State)
+			}
+			if _, err := m.Create(context.Background(), "alice", defaultOptions()); err != nil {
+				t.Errorf("Create() after the session ended = %v; want its run slot given back", err)
+			}
+		})
 	}
 }
