@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
 )
 
 // boxOf is the fake box of owner's session id.
@@ -312,6 +314,65 @@ func TestPauseStateUnknownEndsSession(t *testing.T) {
 			}
 			if _, err := m.Create(context.Background(), "alice", defaultOptions()); err != nil {
 				t.Errorf("Create() after the session ended = %v; want its run slot given back", err)
+			}
+		})
+	}
+}
+
+// boxWatchInterp is an interpreter that records, at Close, whether its
+// box had ended: one in a frozen box cannot end before its box does.
+type boxWatchInterp struct {
+	fakeInterp
+	box       *fakeBox
+	boxClosed bool
+}
+
+func (i *boxWatchInterp) Close() error {
+	select {
+	case <-i.box.done:
+		i.boxClosed = true
+	default:
+	}
+	return nil
+}
+
+// TestEndPausedSessionClosesBoxFirst: ending a paused session (delete,
+// TTL, a failed resume) closes its box before its interpreters, which
+// could not end while it is frozen; a running one's go first.
+func TestEndPausedSessionClosesBoxFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pause bool
+		end   func(m *Manager, s *session) error
+	}{
+		{"delete paused", true, func(m *Manager, s *session) error { return m.Delete(context.Background(), "alice", s.id) }},
+		{"bury paused", true, func(m *Manager, s *session) error { m.bury(s, "test"); return nil }},
+		{"delete running", false, func(m *Manager, s *session) error { return m.Delete(context.Background(), "alice", s.id) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
+			info, err := m.Create(context.Background(), "alice", defaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := m.lookup("alice", info.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &boxWatchInterp{box: s.box.(*fakeBox)}
+			s.mu.Lock()
+			s.interps = map[string]interp.Interpreter{"python": in}
+			s.mu.Unlock()
+			if tc.pause {
+				if _, err := m.Pause(context.Background(), "alice", info.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tc.end(m, s); err != nil {
+				t.Fatal(err)
+			}
+			if in.boxClosed != tc.pause {
+				t.Errorf("box closed before the interpreter: %v, want %v", in.boxClosed, tc.pause)
 			}
 		})
 	}

@@ -168,14 +168,15 @@ func (m *Manager) bury(s *session, why string) bool {
 		s.mu.Unlock()
 		return false
 	}
+	paused := s.pausedSlot || s.state == StatePaused
 	s.state = StateDead
 	s.diedAt, s.reason, s.lastUsed = time.Now(), why, time.Now()
 	s.shedLocked()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
 	s.mu.Unlock()
+	m.cleanedUp(s, s.closeBox(paused, interps, dir))
 	m.giveBack(s)
-	m.cleanedUp(s, errors.Join(closeHeld(interps, dir), s.box.Close()))
 	s.releaseTemplate()
 	s.mu.Lock()
 	var saveErr error

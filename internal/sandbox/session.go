@@ -159,13 +159,28 @@ func (s *session) close() error {
 	s.mu.Lock()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
+	paused := s.pausedSlot
 	s.mu.Unlock()
-	err := errors.Join(closeHeld(interps, dir), s.box.Close())
+	err := s.closeBox(paused, interps, dir)
 	s.mu.Lock()
 	s.state = StateGone
 	s.mu.Unlock()
 	close(s.gone)
 	return err
+}
+
+// closeBox closes the box and what the session held open on it. A
+// paused box is closed first: its interpreters could not end while it
+// is frozen, and each would wait out its exit grace (5 s) before the box
+// ended them all at once. A running one's interpreters go first, so each
+// is ended as it asks.
+func (s *session) closeBox(paused bool, interps map[string]interp.Interpreter, dir *workspace.Dir) error {
+	if paused {
+		boxErr := s.box.Close()
+		return errors.Join(boxErr, closeHeld(interps, dir))
+	}
+	heldErr := closeHeld(interps, dir)
+	return errors.Join(heldErr, s.box.Close())
 }
 
 // closeHeld closes what a session held open on its sandbox (its
