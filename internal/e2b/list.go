@@ -21,7 +21,7 @@ const (
 // listQuery is what GET /v2/sandboxes filters and pages by.
 type listQuery struct {
 	metadata     map[string]string
-	states       map[string]bool // the states asked for (default: running)
+	states       map[string]bool // the states asked for (default: running and paused)
 	asc          bool
 	startedAfter time.Time
 	template     string
@@ -200,10 +200,11 @@ func parseListQuery(v url.Values) (*listQuery, error) {
 }
 
 // parseStates reads the state filter (comma-separated, or repeated): the
-// states asked for, running only when there is none.
+// states asked for, running and paused when there is none, as E2B's SDK
+// documents Sandbox.list (it sends no state unless asked).
 func parseStates(values []string) (map[string]bool, error) {
 	if len(values) == 0 {
-		return map[string]bool{stateRunning: true}, nil
+		return map[string]bool{stateRunning: true, statePaused: true}, nil
 	}
 	states := map[string]bool{}
 	for _, v := range values {

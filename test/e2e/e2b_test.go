@@ -297,6 +297,7 @@ var pauseWants = []want{
 	is("pause.again", "false"),
 	is("info.state.paused", "paused"),
 	is("list.paused", "true paused"),
+	is("list.default", "paused"),
 	is("list.running.excludes", "0"),
 	is("connect.resumes", "42"),
 	is("info.state.running", "running"),

@@ -16,6 +16,10 @@ await check('list.paused', async () => {
   const items = await pages.nextItems()
   return items.map((s) => `${s.sandboxId === sbx.sandboxId} ${s.state}`).join(',')
 })
+await check('list.default', async () => {
+  const pages = Sandbox.list({ query: { metadata: { test: tag } } })
+  return (await pages.nextItems()).map((s) => s.state).join(',')
+})
 await check('list.running.excludes', async () => {
   const pages = Sandbox.list({ query: { metadata: { test: tag }, state: ['running'] } })
   return (await pages.nextItems()).length
