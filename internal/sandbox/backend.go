@@ -63,7 +63,8 @@ type Box interface {
 	// Pause stops every process of the box where it stands, keeping its
 	// memory, so it uses no CPU (the cgroup freezer, runsc pause, the
 	// Docker Engine's pause); Resume lets them run again. Nothing else
-	// may be asked of a paused box but Close, Usage and its Workspace.
+	// may be asked of a paused box but Close, Usage, its Workspace and
+	// what the host serves without it (SetNetwork, NetworkEvents).
 	// A box that cannot be paused says so with an error wrapping
 	// ErrUnsupported; one whose pause or resume failed half way, so that
 	// it may be paused or running, with one wrapping ErrPauseUnknown (the

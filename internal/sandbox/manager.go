@@ -543,7 +543,8 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, l
 }
 
 // SetNetwork replaces the allow and deny rules of owner's session, which
-// must have been made with the egress proxy.
+// must have been made with the egress proxy; a paused session stays
+// paused.
 func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
@@ -552,9 +553,8 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 	if err := s.ifDead(); err != nil {
 		return Info{}, err
 	}
-	if err := m.resumeIfPaused(context.Background(), s); err != nil {
-		return Info{}, err
-	}
+	// The rules live in the host's egress proxy: a paused session's
+	// change needs nothing of its frozen box, and it stays paused.
 	if err := s.box.SetNetwork(allow, deny); err != nil {
 		return Info{}, err
 	}

@@ -377,3 +377,20 @@ func TestEndPausedSessionClosesBoxFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestSetNetworkLeavesPausedSession: the egress rules are the host's, so
+// changing a paused session's leaves it paused.
+func TestSetNetworkLeavesPausedSession(t *testing.T) {
+	m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
+	info, err := m.Create(context.Background(), "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(context.Background(), "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.SetNetwork("alice", info.ID, []string{"example.com"}, nil)
+	if err != nil || got.State != StatePaused || !boxOf(t, m, "alice", info.ID).isPaused() {
+		t.Errorf("SetNetwork() on a paused session = %+v, %v; want it left paused", got, err)
+	}
+}
