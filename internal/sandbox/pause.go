@@ -274,16 +274,22 @@ func (m *Manager) saveLocked(s *session) {
 // autoPauseWait bounds the reaper's pause of an idle auto-pause session.
 const autoPauseWait = 10 * time.Second
 
-// autoPause pauses s, idle past its timeout, instead of ending it; a
-// session that cannot be paused (no paused slot left, a backend that
-// cannot) ends as idle, as one without auto-pause would. It says whether
-// s was paused.
-func (m *Manager) autoPause(s *session) bool {
+// autoPause pauses s, idle past its timeout, instead of ending it. It
+// says whether s ends instead, as idle, as one without auto-pause would:
+// only when it cannot be paused (no paused slot left, a backend or host
+// that cannot). Any other failure (an exec begun meanwhile, a runtime
+// that failed and undid the pause) leaves s for the reaper's next round.
+func (m *Manager) autoPause(s *session) (end bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), autoPauseWait)
 	defer cancel()
-	if err := m.pause(ctx, s); err != nil {
-		m.cfg.Logger.Info("auto-pause failed; the idle session ends instead", "session", s.id, "backend", m.backend.Name(), "err", err)
+	err := m.pause(ctx, s)
+	switch {
+	case err == nil:
 		return false
+	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany):
+		m.cfg.Logger.Info("auto-pause cannot pause; the idle session ends instead", "session", s.id, "backend", m.backend.Name(), "err", err)
+		return true
 	}
-	return true
+	m.cfg.Logger.Info("auto-pause failed; retrying at the next round", "session", s.id, "backend", m.backend.Name(), "err", err)
+	return false
 }

@@ -394,3 +394,38 @@ func TestSetNetworkLeavesPausedSession(t *testing.T) {
 		t.Errorf("SetNetwork() on a paused session = %+v, %v; want it left paused", got, err)
 	}
 }
+
+// TestAutoPauseFailure: only an auto-pause that cannot pause (a backend
+// that cannot, no paused slot) ends the idle session; any other failure
+// leaves it ready for the reaper's next round.
+func TestAutoPauseFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		wantEnd bool
+	}{
+		{"cannot pause", fmt.Errorf("%w: no freezer", ErrUnsupported), true},
+		{"no paused slot", fmt.Errorf("%w: --max-paused", ErrTooMany), true},
+		{"runtime failed", errors.New("runsc pause: exit status 1"), false},
+		{"busy", fmt.Errorf("%w: an exec runs", ErrBusy), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
+			info, err := m.Create(context.Background(), "alice", defaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := m.lookup("alice", info.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.box.(*fakeBox).pauseErr = tc.err
+			if got := m.autoPause(s); got != tc.wantEnd {
+				t.Errorf("autoPause() says end %v, want %v", got, tc.wantEnd)
+			}
+			if got, _ := m.Get("alice", info.ID); got.State != StateReady {
+				t.Errorf("state after the failed auto-pause = %s, want ready", got.State)
+			}
+		})
+	}
+}

@@ -44,7 +44,7 @@ func (m *Manager) reap(now time.Time) {
 			}
 			reason := reasons[i]
 			if reason == "pause" {
-				if m.autoPause(s) {
+				if !m.autoPause(s) {
 					return
 				}
 				reason = "idle"
