@@ -126,6 +126,9 @@ func freezeCheck(rep cgroup.Report) Check {
 	if rep.NoFreeze != "" {
 		c.Status, c.Detail = Warn, rep.NoFreeze
 		c.Fix = "pausing a native session answers 501 here; the other limits are unaffected"
+		if rep.Mode == "v1" || rep.Mode == "hybrid" {
+			c.Fix = "mount the v1 freezer hierarchy (mkdir -p /sys/fs/cgroup/freezer && mount -t cgroup -o freezer freezer /sys/fs/cgroup/freezer); until then " + c.Fix
+		}
 	}
 	return c
 }
