@@ -22,9 +22,14 @@ import (
 // frozen box could not answer the start, whose caller would wait on it.
 
 // Pause pauses one of owner's sessions; pausing a paused one does nothing.
+// It is paced as a command exec (see execPacer): a runtime's pause is a
+// runsc process or an Engine call, host CPU no cgroup counts.
 func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
+		return Info{}, err
+	}
+	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
 		return Info{}, err
 	}
 	if err := m.pause(ctx, s); err != nil {
@@ -34,10 +39,14 @@ func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
 }
 
 // Resume resumes one of owner's paused sessions; resuming a running one
-// does nothing. It needs a run slot, as a Create does.
+// does nothing. It needs a run slot, as a Create does, and is paced as
+// Pause is (a resume on the way to an exec is paid for by the exec).
 func (m *Manager) Resume(ctx context.Context, owner, id string) (Info, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
+		return Info{}, err
+	}
+	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
 		return Info{}, err
 	}
 	if err := m.resume(ctx, s); err != nil {

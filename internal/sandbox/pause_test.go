@@ -429,3 +429,21 @@ func TestAutoPauseFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseResumePaced: pause and resume each take a command exec's
+// tokens from the session's pacer, host CPU no cgroup counts.
+func TestPauseResumePaced(t *testing.T) {
+	m, info, s, _ := pacedSession(t)
+	for _, call := range []struct {
+		name string
+		do   func(context.Context, string, string) (Info, error)
+	}{{"pause", m.Pause}, {"resume", m.Resume}} {
+		before := s.pace.lim.TokensAt(s.pace.now())
+		if _, err := call.do(context.Background(), "alice", info.ID); err != nil {
+			t.Fatalf("%s: %v", call.name, err)
+		}
+		if got := before - s.pace.lim.TokensAt(s.pace.now()); got != commandExecCost {
+			t.Errorf("%s took %g tokens, want %d (a command's)", call.name, got, commandExecCost)
+		}
+	}
+}
