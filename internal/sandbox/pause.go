@@ -76,7 +76,7 @@ func (m *Manager) pause(ctx context.Context, s *session) error {
 			return m.buryUnsure(s, "pausing", err)
 		}
 		s.unpause(false)
-		return fmt.Errorf("pausing session %s: %w", s.id, err)
+		return boxError(s.id, "pausing", err)
 	}
 	s.mu.Lock()
 	if s.state != StatePaused {
@@ -104,6 +104,39 @@ func (m *Manager) buryUnsure(s *session, doing string, err error) error {
 	m.cfg.Logger.Warn("a pause or resume failed half way; ending the session", "session", s.id, "backend", m.backend.Name(), "err", err)
 	m.bury(s, doing+" the sandbox failed and left it in an unknown state")
 	return fmt.Errorf("%w: session %s ended: %s its sandbox failed and left it in an unknown state", ErrDead, s.id, doing)
+}
+
+// PauseError is a box's failed pause or resume: its full line, for the
+// operator, may name host cgroup paths, runsc's output or the Engine's
+// socket; Public is the one line for the tenant.
+type PauseError struct {
+	public string
+	err    error
+	// unsupported says the box cannot be paused at all: the error is
+	// then errors.ErrUnsupported too, which front ends answer with 501.
+	unsupported bool
+}
+
+// Is makes a PauseError of a box that cannot pause errors.ErrUnsupported.
+func (e *PauseError) Is(target error) bool {
+	return e.unsupported && target == errors.ErrUnsupported
+}
+
+func (e *PauseError) Error() string  { return e.err.Error() }
+func (e *PauseError) Unwrap() error  { return e.err }
+func (e *PauseError) Public() string { return e.public }
+
+// boxError wraps the box's error for session id's pause or resume (doing)
+// as a PauseError.
+func boxError(id, doing string, err error) error {
+	e := &PauseError{
+		public: fmt.Sprintf("%s session %s failed; it is as it was: retry later", doing, id),
+		err:    fmt.Errorf("%s session %s: %w", doing, id, err),
+	}
+	if errors.Is(err, ErrUnsupported) {
+		e.public, e.unsupported = fmt.Sprintf("session %s cannot be paused on this server (see warden doctor's pause line)", id), true
+	}
+	return e
 }
 
 // toPausing marks s paused, before its box is, so no exec begins while
@@ -159,7 +192,7 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 		if errors.Is(err, ErrPauseUnknown) {
 			return m.buryUnsure(s, "resuming", err)
 		}
-		return fmt.Errorf("resuming session %s: %w", s.id, err)
+		return boxError(s.id, "resuming", err)
 	}
 	s.mu.Lock()
 	if s.state != StatePaused {

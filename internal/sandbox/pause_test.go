@@ -447,3 +447,28 @@ func TestPauseResumePaced(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseErrorPublic: a box's pause failure tells the tenant one line
+// without the host's detail (cgroup paths, runsc's output), which stays
+// in the operator's full line; a box that cannot pause is ErrUnsupported.
+func TestPauseErrorPublic(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		err             error
+		wantUnsupported bool
+	}{
+		{"freeze timeout", errors.New("freezing cgroup /sys/fs/cgroup/freezer/warden-123/s1: did not stop"), false},
+		{"no freezer", fmt.Errorf("%w: the freezer /sys/fs/cgroup/freezer is not mounted", ErrUnsupported), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := boxError("s1", "pausing", tc.err)
+			var pe *PauseError
+			if !errors.As(err, &pe) || strings.Contains(pe.Public(), "/sys/") || !strings.Contains(err.Error(), "/sys/") {
+				t.Errorf("boxError() = %v (public %q); want the path in the full line only", err, pe.Public())
+			}
+			if got := errors.Is(err, errors.ErrUnsupported); got != tc.wantUnsupported {
+				t.Errorf("errors.Is(ErrUnsupported) = %v, want %v", got, tc.wantUnsupported)
+			}
+		})
+	}
+}
