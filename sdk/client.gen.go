@@ -190,6 +190,7 @@ const (
 	SessionStateCreating SessionState = "creating"
 	SessionStateDead     SessionState = "dead"
 	SessionStateGone     SessionState = "gone"
+	SessionStatePaused   SessionState = "paused"
 	SessionStateReady    SessionState = "ready"
 	SessionStateStopping SessionState = "stopping"
 )
@@ -204,6 +205,8 @@ func (e SessionState) Valid() bool {
 	case SessionStateDead:
 		return true
 	case SessionStateGone:
+		return true
+	case SessionStatePaused:
 		return true
 	case SessionStateReady:
 		return true
@@ -587,6 +590,8 @@ type RunRequest struct {
 
 // SessionInfo A long-lived sandbox.
 type SessionInfo struct {
+	// AutoPause The session pauses at its idle timeout instead of closing.
+	AutoPause bool      `json:"auto_pause,omitempty,omitzero"`
 	CreatedAt time.Time `json:"created_at"`
 
 	// Execs How many execs the session has run (counted since the server started).
@@ -624,11 +629,16 @@ type SessionInfo struct {
 	// the hosts in `allow`.
 	Network Network `json:"network"`
 
+	// PausedAt When a `paused` session was paused; absent otherwise.
+	PausedAt time.Time `json:"paused_at,omitempty,omitzero"`
+
 	// Reason Why a `dead` session died; absent otherwise.
 	Reason string `json:"reason,omitempty,omitzero"`
 
 	// State `creating`: the sandbox is being built. `ready`: idle, accepts an
-	// exec. `busy`: an exec is running (another answers 409). `stopping`:
+	// exec. `busy`: an exec is running (another answers 409). `paused`:
+	// its processes are stopped, memory kept (see
+	// `POST /v1/sessions/{id}/pause`); an exec resumes it. `stopping`:
 	// being closed. `gone`: closed; it will soon answer 404. `dead`: its
 	// sandbox died (it crashed, or the server stopped without ending it);
 	// `reason` says why. It stays until it is deleted or expires: where
@@ -643,6 +653,9 @@ type SessionInfo struct {
 
 // SessionCreate Options for a new session; all optional.
 type SessionCreate struct {
+	// AutoPause At the idle timeout, pause the session instead of closing it (see `POST /v1/sessions/{id}/pause`); the next exec resumes it. Its TTL still closes it. Where it cannot be paused (no `--max-paused` slot left, a backend that cannot) it is closed as without this.
+	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
+
 	// Env Environment variables, name to value, at most 256. Names must match
 	// `^[A-Za-z_][A-Za-z0-9_]{0,255}$` (checked by the server: OpenAPI 3.0
 	// cannot bound map keys).
@@ -692,7 +705,9 @@ type SessionList struct {
 }
 
 // SessionState `creating`: the sandbox is being built. `ready`: idle, accepts an
-// exec. `busy`: an exec is running (another answers 409). `stopping`:
+// exec. `busy`: an exec is running (another answers 409). `paused`:
+// its processes are stopped, memory kept (see
+// `POST /v1/sessions/{id}/pause`); an exec resumes it. `stopping`:
 // being closed. `gone`: closed; it will soon answer 404. `dead`: its
 // sandbox died (it crashed, or the server stopped without ending it);
 // `reason` says why. It stays until it is deleted or expires: where
@@ -1158,6 +1173,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
 	SetSessionNetwork(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSession Pause a session
+	//
+	// Stops every process of the session where it stands (the cgroup
+	// freezer on native, `runsc pause` on gVisor, the Engine's pause on
+	// Docker), keeping its memory: interpreter variables and background
+	// processes survive, and it uses no CPU. A paused session holds no
+	// `--max-sessions` slot but one of `--max-paused`; its idle timeout
+	// stops, its TTL still ends it. An exec resumes it. Pausing a paused
+	// session does nothing. A session running an exec answers 409 (pause
+	// it once the exec ends); a backend or host that cannot pause answers
+	// 501; no paused slot left answers 429.
+	//
+	// Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
+	PauseSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSession Resume a paused session
+	//
+	// Lets a paused session's processes run again, where they stopped. It
+	// needs a `--max-sessions` slot, as a create does (429 without one).
+	// Resuming a running session does nothing. An exec on a paused
+	// session resumes it without this call.
+	//
+	// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
+	ResumeSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTemplates List the templates
 	//
@@ -1646,6 +1686,51 @@ func (c *RawClient) SetSessionNetworkWithBody(ctx context.Context, id SessionID,
 // Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
 func (c *RawClient) SetSessionNetwork(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetSessionNetworkRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSession Pause a session
+//
+// Stops every process of the session where it stands (the cgroup
+// freezer on native, `runsc pause` on gVisor, the Engine's pause on
+// Docker), keeping its memory: interpreter variables and background
+// processes survive, and it uses no CPU. A paused session holds no
+// `--max-sessions` slot but one of `--max-paused`; its idle timeout
+// stops, its TTL still ends it. An exec resumes it. Pausing a paused
+// session does nothing. A session running an exec answers 409 (pause
+// it once the exec ends); a backend or host that cannot pause answers
+// 501; no paused slot left answers 429.
+//
+// Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
+func (c *RawClient) PauseSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSessionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSession Resume a paused session
+//
+// Lets a paused session's processes run again, where they stopped. It
+// needs a `--max-sessions` slot, as a create does (429 without one).
+// Resuming a running session does nothing. An exec on a paused
+// session resumes it without this call.
+//
+// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
+func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSessionRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2414,6 +2499,74 @@ func NewSetSessionNetworkRequestWithBody(server string, id SessionID, contentTyp
 	return req, nil
 }
 
+// NewPauseSessionRequest constructs an http.Request for the PauseSession method
+func NewPauseSessionRequest(server string, id SessionID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeSessionRequest constructs an http.Request for the ResumeSession method
+func NewResumeSessionRequest(server string, id SessionID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTemplatesRequest constructs an http.Request for the ListTemplates method
 func NewListTemplatesRequest(server string) (*http.Request, error) {
 	var err error
@@ -2768,6 +2921,35 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/sessions/{id}/network (the `SetSessionNetwork` operationId).
 	SetSessionNetworkWithResponse(ctx context.Context, id SessionID, body SetSessionNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSessionNetworkResponse, error)
+
+	// PauseSessionWithResponse Pause a session
+	//
+	// Stops every process of the session where it stands (the cgroup
+	// freezer on native, `runsc pause` on gVisor, the Engine's pause on
+	// Docker), keeping its memory: interpreter variables and background
+	// processes survive, and it uses no CPU. A paused session holds no
+	// `--max-sessions` slot but one of `--max-paused`; its idle timeout
+	// stops, its TTL still ends it. An exec resumes it. Pausing a paused
+	// session does nothing. A session running an exec answers 409 (pause
+	// it once the exec ends); a backend or host that cannot pause answers
+	// 501; no paused slot left answers 429.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
+	PauseSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*PauseSessionResponse, error)
+
+	// ResumeSessionWithResponse Resume a paused session
+	//
+	// Lets a paused session's processes run again, where they stopped. It
+	// needs a `--max-sessions` slot, as a create does (429 without one).
+	// Resuming a running session does nothing. An exec on a paused
+	// session resumes it without this call.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
+	ResumeSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*ResumeSessionResponse, error)
 
 	// ListTemplatesWithResponse List the templates
 	//
@@ -4085,6 +4267,193 @@ func (r SetSessionNetworkResponse) ContentType() string {
 	return ""
 }
 
+// PauseSessionResponse429Headers the declared response headers of an HTTP 429 response for PauseSession
+type PauseSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+type PauseSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SessionInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManySessions
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *Unsupported
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseSessionResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseSessionResponse) GetJSON200() *SessionInfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PauseSessionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PauseSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PauseSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PauseSessionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PauseSessionResponse) GetJSON429() *TooManySessions {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PauseSessionResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r PauseSessionResponse) GetJSON501() *Unsupported {
+	return r.JSON501
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeSessionResponse429Headers the declared response headers of an HTTP 429 response for ResumeSession
+type ResumeSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+type ResumeSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SessionInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManySessions
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeSessionResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeSessionResponse) GetJSON200() *SessionInfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeSessionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ResumeSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ResumeSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ResumeSessionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ResumeSessionResponse) GetJSON429() *TooManySessions {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ResumeSessionResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTemplatesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4554,6 +4923,47 @@ func (c *ClientWithResponses) SetSessionNetworkWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseSetSessionNetworkResponse(rsp)
+}
+
+// PauseSessionWithResponse Pause a session
+//
+// Stops every process of the session where it stands (the cgroup
+// freezer on native, `runsc pause` on gVisor, the Engine's pause on
+// Docker), keeping its memory: interpreter variables and background
+// processes survive, and it uses no CPU. A paused session holds no
+// `--max-sessions` slot but one of `--max-paused`; its idle timeout
+// stops, its TTL still ends it. An exec resumes it. Pausing a paused
+// session does nothing. A session running an exec answers 409 (pause
+// it once the exec ends); a backend or host that cannot pause answers
+// 501; no paused slot left answers 429.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
+func (c *ClientWithResponses) PauseSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*PauseSessionResponse, error) {
+	rsp, err := c.PauseSession(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSessionResponse(rsp)
+}
+
+// ResumeSessionWithResponse Resume a paused session
+//
+// Lets a paused session's processes run again, where they stopped. It
+// needs a `--max-sessions` slot, as a create does (429 without one).
+// Resuming a running session does nothing. An exec on a paused
+// session resumes it without this call.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
+func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*ResumeSessionResponse, error) {
+	rsp, err := c.ResumeSession(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSessionResponse(rsp)
 }
 
 // ListTemplatesWithResponse List the templates
@@ -5635,6 +6045,175 @@ func ParseSetSessionNetworkResponse(rsp *http.Response) (*SetSessionNetworkRespo
 		}
 		response.JSON503 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParsePauseSessionResponse parses an HTTP response from a PauseSessionWithResponse call
+func ParsePauseSessionResponse(rsp *http.Response) (*PauseSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SessionInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManySessions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PauseSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeSessionResponse parses an HTTP response from a ResumeSessionWithResponse call
+func ParseResumeSessionResponse(rsp *http.Response) (*ResumeSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SessionInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManySessions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ResumeSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil

@@ -28,6 +28,23 @@ func (s *Session) Info(ctx context.Context) (*SessionInfo, error) {
 	return decodeJSON[SessionInfo]("getting session "+s.id, resp, err, http.StatusOK)
 }
 
+// Pause stops every process of the session where it stands, keeping its
+// memory (interpreter variables, background processes), so it uses no
+// CPU and holds no run slot of the server; its TTL still ends it. The
+// next Exec resumes it, or Resume does. A session running an exec
+// answers a conflict: pause it once the exec ends.
+func (s *Session) Pause(ctx context.Context) (*SessionInfo, error) {
+	resp, err := s.c.api.PauseSession(ctx, s.id)
+	return decodeJSON[SessionInfo]("pausing session "+s.id, resp, err, http.StatusOK)
+}
+
+// Resume lets a paused session's processes run again where they stopped;
+// a running session is left as it is.
+func (s *Session) Resume(ctx context.Context) (*SessionInfo, error) {
+	resp, err := s.c.api.ResumeSession(ctx, s.id)
+	return decodeJSON[SessionInfo]("resuming session "+s.id, resp, err, http.StatusOK)
+}
+
 // Exec runs one command or snippet of code in the session and waits for it.
 // A program that fails is not an error here: check the Result's ExitCode,
 // TimedOut, OOMKilled and Exception.

@@ -38,6 +38,7 @@ type serveOptions struct {
 	// read the whole server's /metrics and nothing else.
 	metricsKeyFile string
 	maxSessions    int
+	maxPaused      int
 	maxPerKey      int
 	// maxBytesPerKey is --max-memory-per-key, or sandbox.ShareOfMemory
 	// when not given.
@@ -100,6 +101,7 @@ past it).`,
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "file of the operator's keys, one per line, which read the whole server's /metrics and nothing else (a tenant's key sees its own figures)")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
+	f.IntVar(&o.maxPaused, "max-paused", 0, "sessions paused at once, beside --max-sessions (0: as many as --max-sessions); a paused session keeps its memory but holds no --max-sessions slot")
 	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: --max-sessions divided by the number of keys, rounded down)")
 	f.Var(sizeFlag{&o.maxBytesPerKey}, "max-memory-per-key", "memory plus disk the sandboxes of one API key may hold together, dead sessions' kept files included (default: the memory available to warden divided by the number of keys; 0: no budget)")
 	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
@@ -134,6 +136,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("--max-sessions %d: must be at most %d, such as 64", o.maxSessions, maxSandboxes)
 	case o.pool > maxSandboxes:
 		return fmt.Errorf("--pool %d: must be at most %d, such as 8", o.pool, maxSandboxes)
+	case o.maxPaused < 0 || o.maxPaused > maxSandboxes:
+		return fmt.Errorf("--max-paused %d: must be 0 (as many as --max-sessions) up to %d, such as 64", o.maxPaused, maxSandboxes)
 	}
 	keys, err := loadKeys(o.keyFile, "WARDEN_API_KEYS", "API keys")
 	if err != nil {
@@ -159,7 +163,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	slog.SetDefault(log)
 	var srv *server.Server
 	cfg := sandbox.Config{
-		MaxSessions: o.maxSessions, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
+		MaxSessions: o.maxSessions, MaxPaused: o.maxPaused, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
 		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
 		MaxBytesPerOwner: o.maxBytesPerKey,
 		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
@@ -235,7 +239,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		auth = "no API keys: anyone on this machine can use it (loopback only)"
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
-	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + o.pool, PerSandbox: descriptorsReserved(o.backendOpts.AgentTransport)}
+	// A paused session holds its descriptors as a running one does.
+	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + mgr.MaxPaused() + o.pool, PerSandbox: descriptorsReserved(o.backendOpts.AgentTransport)}
 	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, Keyless: len(keys) == 0, Pool: o.pool, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)

@@ -54,13 +54,15 @@ the key --api-key (or WARDEN_API_KEY).`,
 	cmd.PersistentFlags().StringVar(&o.server, "server", server, "URL of warden serve")
 	// The key's default is read at use, not shown in --help.
 	cmd.PersistentFlags().StringVar(&o.key, "api-key", "", "API key (default $WARDEN_API_KEY)")
-	cmd.AddCommand(newSessionCreateCmd(o), newSessionExecCmd(o), newSessionCpCmd(o), newSessionRmCmd(o), newSessionLsCmd(o))
+	cmd.AddCommand(newSessionCreateCmd(o), newSessionExecCmd(o), newSessionCpCmd(o), newSessionRmCmd(o), newSessionLsCmd(o),
+		newSessionPauseCmd(o), newSessionResumeCmd(o))
 	return cmd
 }
 
 func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 	var ttl, idle time.Duration
 	var env []string
+	var autoPause bool
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a session and print its id",
@@ -70,7 +72,7 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := &sdk.SessionCreate{TTLSeconds: ttl.Seconds(), IdleTimeoutSeconds: idle.Seconds()}
+			req := &sdk.SessionCreate{TTLSeconds: ttl.Seconds(), IdleTimeoutSeconds: idle.Seconds(), AutoPause: autoPause}
 			if req.Env, err = envMap(env); err != nil {
 				return err
 			}
@@ -85,7 +87,50 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "session lifetime (server default if unset)")
 	cmd.Flags().DurationVar(&idle, "idle-timeout", 0, "end the session after this long unused")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE for every exec (repeatable)")
+	cmd.Flags().BoolVar(&autoPause, "auto-pause", false, "pause the session at its idle timeout instead of ending it")
 	return cmd
+}
+
+func newSessionPauseCmd(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "pause ID...",
+		Short: "Pause sessions: their processes stop, memory kept, until resumed or the next exec",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return eachSession(cmd.Context(), o, args, func(ctx context.Context, s *sdk.Session) error {
+				_, err := s.Pause(ctx)
+				return err
+			})
+		},
+	}
+}
+
+func newSessionResumeCmd(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume ID...",
+		Short: "Resume paused sessions where they stopped",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return eachSession(cmd.Context(), o, args, func(ctx context.Context, s *sdk.Session) error {
+				_, err := s.Resume(ctx)
+				return err
+			})
+		},
+	}
+}
+
+// eachSession does fn to each session of ids, all of them whatever fails,
+// and joins the failures.
+func eachSession(ctx context.Context, o *clientOptions, ids []string, fn func(context.Context, *sdk.Session) error) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, fn(ctx, c.Session(id)))
+	}
+	return errors.Join(errs...)
 }
 
 func newSessionExecCmd(o *clientOptions) *cobra.Command {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -69,6 +70,12 @@ type Frame struct {
 	// when a signal ended it), which tells an init of another build; nil
 	// where the backend cannot tell.
 	ExitCode func() int
+	// Pause and Resume stop every process of the box where it stands,
+	// keeping its memory, and let them run again (runsc pause, the Docker
+	// Engine's pause); nil where the box's Cgroup does it (native), or
+	// where the backend cannot, and Session.Pause then says so. Both are
+	// bounded by ctx.
+	Pause, Resume func(ctx context.Context) error
 	// Log receives the session's cleanup warnings (an exec's cgroup or
 	// process it could not remove), carrying the backend's attributes for
 	// the box (nil: slog.Default()).

@@ -279,13 +279,25 @@ const killGrace = 5 * time.Second
 // A box that does not report it within that breaks the protocol: it is
 // killed and the session ends with the reason, which releases p and
 // everyone waiting on it.
+//
+// A paused box cannot report anything (its agent is frozen): the grace
+// counts from the box's resume, so a kill sent to a paused box (an E2B
+// command's, say) is answered after the resume rather than taken for a
+// silent agent.
 func (p *Process) watchKill() {
 	grace := time.NewTimer(killGrace)
 	defer grace.Stop()
-	select {
-	case <-p.done:
-		return
-	case <-grace.C:
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-grace.C:
+		}
+		left := p.s.sinceRunning(killGrace)
+		if left <= 0 {
+			break
+		}
+		grace.Reset(left)
 	}
 	p.s.breach(fmt.Errorf("%w: did not report process %d's end within %d s of its kill",
 		nsinit.ErrProtocol, p.id, killGrace/time.Second))

@@ -63,6 +63,16 @@ type Session struct {
 	cleanupErrs []error
 	moreErrs    int
 
+	// pauseMu serialises Pause, Resume and the resume at teardown, and
+	// guards paused, which says the box is stopped (see Pause), and
+	// resumed, when it last resumed.
+	pauseMu sync.Mutex
+	paused  bool
+	resumed time.Time
+	// unsure says the box's last pause failed half way: it may be
+	// frozen, so teardown ends it as a paused one (see resumeToEnd).
+	unsure bool
+
 	// finishing counts processes whose cgroup is still being torn down.
 	finishing sync.WaitGroup
 	// done is closed when the agent is gone; err then says why.
@@ -519,6 +529,10 @@ func (s *Session) Close() error {
 }
 
 func (s *Session) teardown() error {
+	var thawErr error
+	if err := s.resumeToEnd(); err != nil {
+		thawErr = fmt.Errorf("resuming the paused box to end it: %w", err)
+	}
 	s.f.Kill()
 	<-s.f.Exited
 	s.closeControl()
@@ -528,7 +542,7 @@ func (s *Session) teardown() error {
 		s.workspace.Close()
 		s.workspace = nil
 	}
-	err := errors.Join(s.takeNoted(), s.removeCgroups())
+	err := errors.Join(thawErr, s.takeNoted(), s.removeCgroups())
 	s.f.Cleanup()
 	return err
 }

@@ -43,6 +43,10 @@ func attachFake(t *testing.T) (*Session, *fakeBox, *Process) {
 		Kill:          func() { fb.once.Do(func() { close(fb.killed); box.Close() }) },
 		Exited:        fb.killed,
 		Cleanup:       func() {},
+		// The fake box "pauses" by not writing, which is all a frozen
+		// agent does.
+		Pause:  func(context.Context) error { return nil },
+		Resume: func(context.Context) error { return nil },
 	}
 	fb.write(t, `{"kind":"ready"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
@@ -231,5 +235,35 @@ func fillControl(s *Session, _ *Process) {
 		if s.send(nsinit.Request{Op: nsinit.OpKill, ID: 1, Signal: 9}, nil, false) != nil {
 			return
 		}
+	}
+}
+
+// TestKillWhilePaused: a paused box cannot report the end of a process
+// killed meanwhile; its silence past killGrace is no breach, and the end
+// it reports after its resume is taken.
+func TestKillWhilePaused(t *testing.T) {
+	s, fb, p := attachFake(t)
+	ctx := context.Background()
+	if err := s.Pause(ctx); err != nil {
+		t.Fatalf("Pause() = %v", err)
+	}
+	go func() { _ = p.Kill() }()
+	time.Sleep(killGrace + killGrace/2) // the grace a running box would get, and more
+	select {
+	case <-fb.killed:
+		t.Fatalf("the paused box was killed for its silence: %v", s.Err())
+	default:
+	}
+	if err := s.Resume(ctx); err != nil {
+		t.Fatalf("Resume() = %v", err)
+	}
+	fb.write(t, exited1)
+	select {
+	case <-p.done:
+	case <-time.After(testWait):
+		t.Fatal("the process's end, reported after the resume, was not taken")
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err() = %v, want the session alive", err)
 	}
 }

@@ -86,6 +86,19 @@ type Cgroup interface {
 	// migration AddProc does: on v1 that takes a global lock which may wait for an RCU
 	// grace period (measured here: 0.1 ms typically, up to 8 ms).
 	Placement() Placement
+	// Freeze stops every process in the cgroup and its children where they stand, keeping
+	// their memory, and returns once the kernel says all of them are stopped, within timeout:
+	// a frozen process uses no CPU until Thaw. A cgroup whose processes do not all stop in time
+	// (a hostile box forking as fast as it can, a task in an uninterruptible sleep) is thawed
+	// again and Freeze fails with ErrFreezeTimeout. Where the host has no freezer (v1 without
+	// the freezer hierarchy) it fails with an error wrapping errors.ErrUnsupported.
+	//
+	// A signal sent to a frozen process is handled only once it is thawed, SIGKILL included:
+	// kill first, then thaw, and the processes die without running again.
+	Freeze(timeout time.Duration) error
+	// Thaw lets the processes Freeze stopped run again; a cgroup that is not frozen is left
+	// as it is.
+	Thaw() error
 	// Child makes a cgroup inside this one, with no limits of its own (the parent's bind
 	// it), to count and kill one group of the sandbox's processes apart from the rest: a
 	// session's exec. Only v1 offers it, because only v1 lets a process that may not use
@@ -113,6 +126,10 @@ var (
 	// was requested whose controller is missing, not delegated or not writable. Warden must
 	// not run the sandbox without the limit, so there is no fallback.
 	ErrControllerUnavailable = errors.New("cgroup controller unavailable")
+
+	// ErrFreezeTimeout is wrapped by Freeze's error when the cgroup's processes did not all
+	// stop in time; the cgroup has been thawed again.
+	ErrFreezeTimeout = errors.New("the cgroup's processes did not all stop in time")
 
 	// ErrNoCgroup is wrapped by New's error when no limit was requested and no cgroup could be
 	// created at all (typically rootless without a delegated cgroup). The sandbox can still

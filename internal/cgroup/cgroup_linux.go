@@ -168,7 +168,8 @@ func chooseVersion(mode string, mounts []mount) string {
 	}
 	for _, m := range mounts {
 		for _, c := range m.Controllers {
-			if slices.Contains(v1Controllers, c) {
+			// The freezer alone does not make a host v1: it limits nothing.
+			if c != ctlFreezer && slices.Contains(v1Controllers, c) {
 				return versionV1
 			}
 		}
@@ -209,7 +210,7 @@ func (s *system) staleBases() []string {
 // cgroup namespaces).
 func RemoveStale(dead func(pid int) bool) error {
 	stale, err := Stale(dead)
-	errs := []error{err}
+	errs := []error{err, endAllFrozen(stale, dead)}
 	for _, dir := range stale {
 		// Stale asked once per owner for every hierarchy; the owner's pid
 		// may have been reused since, so it is asked again (a signal 0)

@@ -19,7 +19,7 @@ func RemoveStale(dead func(pid int) bool) error {
 
 // Probe reports that this platform has no cgroups.
 func Probe() Report {
-	r := Report{Mode: "none", Reason: "cgroups exist only on Linux"}
+	r := Report{Mode: "none", Reason: "cgroups exist only on Linux", NoFreeze: "cgroups exist only on Linux"}
 	for _, ctl := range []string{ctlMemory, ctlPids, ctlCPU} {
 		r.Controllers = append(r.Controllers, ControllerReport{Name: ctl, Reason: r.Reason})
 	}

@@ -161,14 +161,14 @@ func TestCreateV1Fake(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "cpuacct/warden/1-x")); err != nil {
 		t.Errorf("stats-only hierarchy not created: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "freezer/warden")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("freezer hierarchy used: %v", err)
+	if got, want := c.freezer, filepath.Join(root, "freezer/warden/1-x"); got != want {
+		t.Errorf("freezer dir = %q, want %q: Freeze needs it", got, want)
 	}
 	if got, want := c.Path(), filepath.Join(root, "memory/own/warden/1-x"); got != want {
 		t.Errorf("Path() = %q, want %q", got, want)
 	}
-	if len(c.dirs) != 4 {
-		t.Errorf("dirs = %v, want memory, pids, cpu, cpuacct", c.dirs)
+	if len(c.dirs) != 5 {
+		t.Errorf("dirs = %v, want memory, pids, cpu, cpuacct, freezer", c.dirs)
 	}
 }
 
@@ -178,8 +178,13 @@ func TestCreateV1FakeCoMounted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("createV1: %v", err)
 	}
-	if len(skipped) != 0 {
-		t.Errorf("skipped = %v, want none", skipped)
+	// The freezer is not mounted here: skipped, for the doctor to say why
+	// sessions cannot pause, and never required.
+	if _, ok := skipped[ctlFreezer]; len(skipped) != 1 || !ok {
+		t.Errorf("skipped = %v, want the freezer only", skipped)
+	}
+	if err := c.Freeze(time.Second); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Freeze() without a freezer = %v, want ErrUnsupported", err)
 	}
 	dir := filepath.Join(root, "cpu,cpuacct/warden/1-x")
 	if c.byCtl["cpu"] != dir || c.byCtl["cpuacct"] != dir || c.cpuacct != dir {

@@ -69,7 +69,7 @@ func dirsOf(c Cgroup) []string {
 
 // gated starts a command that waits for a line on stdin before it runs, so the test can put
 // it in the cgroup first, as Warden's init waits on a pipe. release lets it go.
-func gated(t *testing.T, ctx context.Context, script string) (cmd *exec.Cmd, release func()) {
+func gated(t testing.TB, ctx context.Context, script string) (cmd *exec.Cmd, release func()) {
 	t.Helper()
 	cmd = exec.CommandContext(ctx, "/bin/sh", "-c", "read x; "+script)
 	stdin, err := cmd.StdinPipe()

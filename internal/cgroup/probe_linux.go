@@ -39,6 +39,9 @@ func Probe() Report {
 		if skipped[ctlCPUAcct] != nil {
 			caveats[ctlCPU] = "no cpuacct hierarchy: CPU time comes from rusage"
 		}
+		if e := skipped[ctlFreezer]; e != nil {
+			r.NoFreeze = "the freezer " + e.reason()
+		}
 		if c != nil {
 			cg = c
 		}
@@ -52,6 +55,9 @@ func Probe() Report {
 			cg = c
 			if exists(c.dir+"/memory.max") && !exists(c.dir+"/memory.swap.max") {
 				caveats[ctlMemory] = "swap is not accounted (no memory.swap.max), so a sandbox may swap beyond its memory limit"
+			}
+			if !exists(c.dir + "/cgroup.freeze") {
+				r.NoFreeze = "this kernel has no cgroup.freeze (Linux 5.2 added it)"
 			}
 		}
 	default:
@@ -83,6 +89,9 @@ func exists(path string) bool {
 // probeFill adds the three controllers' lines: available when a cgroup was created and the
 // controller was not skipped.
 func probeFill(r Report, skipped map[string]*ControllerError) Report {
+	if !r.CanCreate && r.NoFreeze == "" {
+		r.NoFreeze = "no cgroup can be created: " + r.Reason
+	}
 	for _, ctl := range []string{ctlMemory, ctlPids, ctlCPU} {
 		c := ControllerReport{Name: ctl, Available: r.CanCreate}
 		if e := skipped[ctl]; e != nil {

@@ -18,6 +18,9 @@ type Report struct {
 	Where string
 	// Reason is one line saying why CanCreate is false, or "".
 	Reason string
+	// NoFreeze says why a sandbox's cgroup cannot be frozen here (Freeze, which pausing a
+	// native session needs), or "" when it can.
+	NoFreeze string
 }
 
 // ControllerReport is one controller's line in the doctor's output.

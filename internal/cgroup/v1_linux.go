@@ -16,12 +16,17 @@ import (
 // ctlCPUAcct is the v1 controller that counts CPU time (v2 counts it in every cgroup).
 const ctlCPUAcct = "cpuacct"
 
-// v1Controllers are the v1 controllers Warden makes a directory for: the three it limits and
-// cpuacct for CPU time. No freezer: every sandbox has a PID namespace of its own, so its
+// ctlFreezer is the v1 controller that stops and resumes a cgroup's tasks (Freeze, Thaw); v2
+// has cgroup.freeze in every cgroup instead.
+const ctlFreezer = "freezer"
+
+// v1Controllers are the v1 controllers Warden makes a directory for: the three it limits,
+// cpuacct for CPU time and freezer for pausing a session (never required: without it Freeze
+// says so). Kill does not use the freezer: every sandbox has a PID namespace of its own, so its
 // processes die with its init, and Kill is only a backstop. No others (blkio, cpuset, devices,
 // ...): each hierarchy costs a mkdir, a cgroup.procs migration and an rmdir per sandbox, and
 // cpuset would even need cpus and mems copied in first.
-var v1Controllers = []string{ctlMemory, ctlPids, ctlCPU, ctlCPUAcct}
+var v1Controllers = []string{ctlMemory, ctlPids, ctlCPU, ctlCPUAcct, ctlFreezer}
 
 // v1Hier is one v1 hierarchy Warden uses, as found once per process.
 type v1Hier struct {
@@ -110,8 +115,8 @@ type v1Cgroup struct {
 	name string
 	// dirs are the directories, one per hierarchy, memory first.
 	dirs []v1Dir
-	// memory and cpuacct are the directories Stats reads, or "".
-	memory, cpuacct string
+	// memory and cpuacct are the directories Stats reads, freezer the one Freeze writes, or "".
+	memory, cpuacct, freezer string
 	// byCtl maps each controller to its directory, for the tests.
 	byCtl map[string]string
 
@@ -171,7 +176,7 @@ func createV1(lay *v1Layout, name string, l Limits) (_ *v1Cgroup, skipped map[st
 	if len(c.dirs) == 0 {
 		return nil, skipped, noCgroupError(skipped)
 	}
-	c.memory, c.cpuacct = c.byCtl[ctlMemory], c.byCtl[ctlCPUAcct]
+	c.memory, c.cpuacct, c.freezer = c.byCtl[ctlMemory], c.byCtl[ctlCPUAcct], c.byCtl[ctlFreezer]
 	if err := lay.setLimits(c, l); err != nil {
 		return nil, nil, err
 	}
@@ -390,6 +395,6 @@ func (c *v1Cgroup) Child(name string) (Cgroup, error) {
 			child.byCtl[ctl] = dir
 		}
 	}
-	child.memory, child.cpuacct = child.byCtl[ctlMemory], child.byCtl[ctlCPUAcct]
+	child.memory, child.cpuacct, child.freezer = child.byCtl[ctlMemory], child.byCtl[ctlCPUAcct], child.byCtl[ctlFreezer]
 	return child, nil
 }

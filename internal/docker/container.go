@@ -3,9 +3,12 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // ContainerConfig is the part of the Engine API's create body Warden uses.
@@ -63,6 +66,55 @@ func (e *Engine) Start(ctx context.Context, id string) error {
 // Kill sends SIGKILL to the container's PID 1.
 func (e *Engine) Kill(ctx context.Context, id string) error {
 	return e.call(ctx, http.MethodPost, "/containers/"+id+"/kill", url.Values{"signal": {"KILL"}}, nil, nil)
+}
+
+// Pause stops every process of a running container where it stands (the
+// engine freezes its cgroup), keeping its memory. When the engine answers
+// that the container is paused already, the container's state is read
+// back: only a container the engine reports paused counts as done.
+func (e *Engine) Pause(ctx context.Context, id string) error {
+	err := e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
+	if !says(err, "is already paused") {
+		return err
+	}
+	return e.isIn(ctx, id, true, err)
+}
+
+// Unpause lets a paused container's processes run again. When the engine
+// answers that the container is not paused, its state is read back: only
+// a container the engine reports running and not paused counts as done.
+// runc's "cannot resume a running process" is an error: the engine then
+// still records the container paused, and what it runs is not known.
+func (e *Engine) Unpause(ctx context.Context, id string) error {
+	err := e.call(ctx, http.MethodPost, "/containers/"+id+"/unpause", nil, nil, nil)
+	if !says(err, "is not paused") {
+		return err
+	}
+	return e.isIn(ctx, id, false, err)
+}
+
+// isIn says whether the engine reports container id paused (want true) or
+// running and not paused (want false), after the engine answered said:
+// nil when it is, else an error naming what the engine reports.
+func (e *Engine) isIn(ctx context.Context, id string, paused bool, said error) error {
+	var out struct {
+		State struct{ Paused, Running bool }
+	}
+	if err := e.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, nil, &out); err != nil {
+		return fmt.Errorf("%w; reading the container's state back: %w", said, err)
+	}
+	if out.State.Running && out.State.Paused == paused {
+		return nil
+	}
+	return fmt.Errorf("%w; the engine reports the container running %v, paused %v", said, out.State.Running, out.State.Paused)
+}
+
+// says tells whether err is the engine's answer with a message holding
+// msg: the engine answers "already in that state" with a 500 or a 409,
+// depending on its version, and no code of its own.
+func says(err error, msg string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && strings.Contains(ae.Message, msg)
 }
 
 // Remove removes a container, killing it first, with its anonymous volumes.

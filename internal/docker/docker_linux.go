@@ -256,6 +256,8 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill, Exited: b.exited, Cleanup: b.cleanup,
 		Ended: b.ended, ExitCode: b.exitCode,
+		Pause:  func(ctx context.Context) error { return b.r.engine.Pause(ctx, b.id) },
+		Resume: func(ctx context.Context) error { return b.r.engine.Unpause(ctx, b.id) },
 	}
 	b.keepLogs = true
 	sess, err := agent.Attach(ctx, f)

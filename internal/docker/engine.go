@@ -27,6 +27,8 @@ type engineAPI interface {
 	Create(ctx context.Context, name string, c ContainerConfig) (string, error)
 	Start(ctx context.Context, id string) error
 	Kill(ctx context.Context, id string) error
+	Pause(ctx context.Context, id string) error
+	Unpause(ctx context.Context, id string) error
 	Remove(ctx context.Context, id string) error
 	Wait(ctx context.Context, id string) (int, error)
 	Pid(ctx context.Context, id string) (int, error)

@@ -148,6 +148,10 @@ func (f *memEngine) Kill(_ context.Context, id string) error {
 	return nil
 }
 
+// Pause and Unpause record the call and answer its fail, if any.
+func (f *memEngine) Pause(_ context.Context, id string) error   { return f.record("Pause", id) }
+func (f *memEngine) Unpause(_ context.Context, id string) error { return f.record("Unpause", id) }
+
 // Remove removes a container, stopping it first, as force=1 does.
 func (f *memEngine) Remove(_ context.Context, id string) error {
 	if err := f.record("Remove", id); err != nil {

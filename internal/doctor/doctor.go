@@ -117,7 +117,21 @@ func cgroupChecks(rep cgroup.Report) []Check {
 		}
 		out = append(out, c)
 	}
-	return out
+	return append(out, freezeCheck(rep))
+}
+
+// freezeCheck says whether native sessions can be paused here: the cgroup
+// freezer stops a native box (gVisor and Docker pause their own way).
+func freezeCheck(rep cgroup.Report) Check {
+	c := Check{Name: "pause (native)", Status: OK, Detail: "sessions are paused by the cgroup freezer"}
+	if rep.NoFreeze != "" {
+		c.Status, c.Detail = Warn, rep.NoFreeze
+		c.Fix = "pausing a native session answers 501 here; the other limits are unaffected"
+		if rep.Mode == "v1" || rep.Mode == "hybrid" {
+			c.Fix = "mount the v1 freezer hierarchy (mkdir -p /sys/fs/cgroup/freezer && mount -t cgroup -o freezer freezer /sys/fs/cgroup/freezer); until then " + c.Fix
+		}
+	}
+	return c
 }
 
 // liveSandbox builds a real sandbox and runs /bin/true in it: the one check

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
@@ -59,5 +60,29 @@ func TestCgroupChecks(t *testing.T) {
 		if !ok || c.Status != tt.status || c.Fix != tt.fix {
 			t.Errorf("%s: got %+v, want status %s fix %q", tt.name, c, tt.status, tt.fix)
 		}
+	}
+}
+
+func TestFreezeCheck(t *testing.T) {
+	tests := []struct {
+		name, mode string
+		noFreeze   string
+		want       Status
+		wantMount  bool
+	}{
+		{"freezer", "v1", "", OK, false},
+		{"no freezer on v1", "v1", "the freezer is not mounted on this host", Warn, true},
+		{"no cgroup.freeze on v2", "v2", "this kernel has no cgroup.freeze (Linux 5.2 added it)", Warn, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := freezeCheck(cgroup.Report{Mode: tt.mode, NoFreeze: tt.noFreeze})
+			if got.Status != tt.want || (tt.noFreeze != "" && got.Detail != tt.noFreeze) {
+				t.Errorf("freezeCheck() = %+v, want status %v saying %q", got, tt.want, tt.noFreeze)
+			}
+			if mount := strings.Contains(got.Fix, "mount -t cgroup -o freezer"); mount != tt.wantMount {
+				t.Errorf("freezeCheck().Fix = %q; want the mount line: %v", got.Fix, tt.wantMount)
+			}
+		})
 	}
 }

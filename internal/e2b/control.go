@@ -42,7 +42,7 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 		"POST /sandboxes/{sandboxID}/connect":    s.connectSandbox,
 		"POST /v2/sandboxes/{sandboxID}/connect": s.connectSandbox,
 		"POST /sandboxes/{sandboxID}/pause":      s.pauseSandbox,
-		"POST /sandboxes/{sandboxID}/resume":     s.pauseSandbox,
+		"POST /sandboxes/{sandboxID}/resume":     s.resumeSandbox,
 		"/sandboxes":                             s.notBuilt,
 		"/v2/sandboxes":                          s.notBuilt,
 	}
@@ -155,6 +155,10 @@ func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request, owner st
 	if err == nil {
 		sb, info, err = s.running(owner, r.PathValue("sandboxID"))
 	}
+	if err == nil && info.State == sandbox.StatePaused {
+		// Connecting resumes a paused sandbox, as on E2B.
+		info, err = s.cfg.Sessions.Resume(r.Context(), owner, sb.ID)
+	}
 	if err == nil {
 		err = s.extendOnly(owner, info, ttl)
 	}
@@ -165,14 +169,62 @@ func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request, owner st
 	writeJSON(w, http.StatusOK, toSandboxJSON(sb))
 }
 
-// pauseSandbox answers pause and resume: Warden cannot pause a sandbox
-// yet, and says so rather than pretend.
+// pauseSandbox answers POST /sandboxes/{sandboxID}/pause: the session's
+// processes stop, memory kept (sandbox.Manager.Pause), 204; one already
+// paused answers 409, which E2B's SDK takes for "already paused". A
+// files-only snapshot (memory: false) is not built yet and is refused.
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner string) {
-	if _, _, err := s.running(owner, r.PathValue("sandboxID")); err != nil {
+	var body timeoutJSON
+	if err := s.decodeBody(w, r, owner, &body, false); err != nil {
 		s.writeControlError(w, err)
 		return
 	}
-	writeError(w, http.StatusNotImplemented, "pausing and resuming are not supported by Warden yet: the sandbox keeps running until its timeout; extend it with setTimeout, or kill it")
+	if body.Memory != nil && !*body.Memory {
+		writeError(w, http.StatusNotImplemented, "keepMemory: false (a files-only snapshot) is not supported by Warden yet: pause with keepMemory left at true")
+		return
+	}
+	sb, info, err := s.running(owner, r.PathValue("sandboxID"))
+	if err == nil && info.State == sandbox.StatePaused {
+		writeError(w, http.StatusConflict, "sandbox %q is already paused", sb.ID)
+		return
+	}
+	if err == nil {
+		_, err = s.cfg.Sessions.Pause(r.Context(), owner, sb.ID)
+	}
+	if errors.Is(err, sandbox.ErrBusy) {
+		// Not the 409 of a busy session elsewhere: the SDK reads a 409
+		// here as "already paused".
+		err = &controlError{http.StatusServiceUnavailable, err.Error()}
+	}
+	if err != nil {
+		s.writeControlError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resumeSandbox answers the deprecated POST /sandboxes/{sandboxID}/resume
+// (the SDKs now connect): the paused sandbox runs again, 201 Sandbox; one
+// that is running answers 409, as E2B's does.
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, owner string) {
+	var body timeoutJSON
+	if err := s.decodeBody(w, r, owner, &body, false); err != nil {
+		s.writeControlError(w, err)
+		return
+	}
+	sb, info, err := s.running(owner, r.PathValue("sandboxID"))
+	if err == nil && info.State != sandbox.StatePaused {
+		writeError(w, http.StatusConflict, "sandbox %q is already running", sb.ID)
+		return
+	}
+	if err == nil {
+		_, err = s.cfg.Sessions.Resume(r.Context(), owner, sb.ID)
+	}
+	if err != nil {
+		s.writeControlError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toSandboxJSON(sb))
 }
 
 // running is owner's sandbox id if its session can still run code. A dead
@@ -189,10 +241,11 @@ func (s *Server) running(owner, id string) (*Sandbox, sandbox.Info, error) {
 	return sb, info, nil
 }
 
-// alive says whether a session can run code: an E2B sandbox "running".
+// alive says whether a session can run code: an E2B sandbox "running",
+// or "paused", which the Manager resumes for the code it is asked to run.
 func alive(info sandbox.Info) bool {
 	switch info.State {
-	case sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy:
+	case sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy, sandbox.StatePaused:
 		return true
 	}
 	return false

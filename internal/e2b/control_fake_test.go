@@ -128,6 +128,27 @@ func (f *controlFake) SetExpiry(owner, id string, ttl time.Duration) (sandbox.In
 
 func (f *controlFake) LifeCaps() (time.Duration, time.Duration) { return f.maxTTL, time.Hour }
 
+// Pause and Resume move a session between ready and paused, as the
+// Manager does.
+func (f *controlFake) Pause(_ context.Context, owner, id string) (sandbox.Info, error) {
+	return f.move(owner, id, sandbox.StatePaused)
+}
+
+func (f *controlFake) Resume(_ context.Context, owner, id string) (sandbox.Info, error) {
+	return f.move(owner, id, sandbox.StateReady)
+}
+
+func (f *controlFake) move(owner, id string, to sandbox.State) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.find(owner, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	s.info.State = to
+	return s.info, nil
+}
+
 // setState changes a session behind the front end's back.
 func (f *controlFake) setState(id string, st sandbox.State) {
 	f.mu.Lock()

@@ -94,9 +94,20 @@ type lifecycleJSON struct {
 	OnTimeout  string `json:"onTimeout"`
 }
 
-// stateRunning is the only SandboxState a Warden sandbox is in: Warden
-// cannot pause one.
-const stateRunning = "running"
+// The SandboxStates of E2B: a Warden session is paused when it is
+// (sandbox.StatePaused), and running in every other state it is listed in.
+const (
+	stateRunning = "running"
+	statePaused  = "paused"
+)
+
+// e2bState is the SandboxState of a session E2B lists.
+func e2bState(info sandbox.Info) string {
+	if info.State == sandbox.StatePaused {
+		return statePaused
+	}
+	return stateRunning
+}
 
 const mib = 1 << 20
 
@@ -116,7 +127,7 @@ func toListedJSON(sb *Sandbox, info sandbox.Info) listedJSON {
 		SandboxID: sb.ID, TemplateID: sb.Template, Alias: sb.Template, ClientID: clientID,
 		CPUCount: int(math.Ceil(info.Limits.CPUs)), MemoryMB: info.Limits.MemoryBytes / mib,
 		DiskSizeMB: info.Limits.DiskBytes / mib, StartedAt: info.CreatedAt.UTC(), EndAt: info.ExpiresAt.UTC(),
-		State: stateRunning, EnvdVersion: EnvdVersion, Metadata: md, VolumeMounts: []struct{}{},
+		State: e2bState(info), EnvdVersion: EnvdVersion, Metadata: md, VolumeMounts: []struct{}{},
 	}
 }
 

@@ -119,7 +119,7 @@ func refuseUnsupported(body *newSandboxJSON) error {
 	case body.Secure != nil && !*body.Secure:
 		return badRequest("secure: false is not supported: every Warden sandbox requires its access token; leave secure at its default, true")
 	case body.AutoPause != nil && *body.AutoPause, body.AutoResume != nil && body.AutoResume.Enabled:
-		return badRequest("autoPause and autoResume are not supported: Warden cannot pause a sandbox yet; leave onTimeout at \"kill\"")
+		return badRequest("autoPause and autoResume are not supported yet: Warden pauses a sandbox when asked (Sandbox.pause) and connect resumes it, but its timeout always kills; leave onTimeout at \"kill\"")
 	case present(body.MCP):
 		return badRequest("mcp is not supported: Warden has no MCP gateway template; leave it out")
 	case present(body.IAM):

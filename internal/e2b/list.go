@@ -21,7 +21,7 @@ const (
 // listQuery is what GET /v2/sandboxes filters and pages by.
 type listQuery struct {
 	metadata     map[string]string
-	running      bool // state asks for running sandboxes (the default)
+	states       map[string]bool // the states asked for (default: running and paused)
 	asc          bool
 	startedAfter time.Time
 	template     string
@@ -45,11 +45,14 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, owner str
 		return
 	}
 	all := s.runningOf(owner)
-	w.Header().Set(headerTotal, strconv.Itoa(len(all)))
-	var page []listedJSON
-	if q.running {
-		page = q.filter(all)
+	running := 0
+	for _, l := range all {
+		if l.State == stateRunning {
+			running++
+		}
 	}
+	w.Header().Set(headerTotal, strconv.Itoa(running))
+	page := q.filter(all)
 	if len(page) > q.limit {
 		last := page[q.limit-1]
 		w.Header().Set(headerNextToken, encodeCursor(cursor{last.StartedAt, last.SandboxID}))
@@ -61,8 +64,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, owner str
 	writeJSON(w, http.StatusOK, page)
 }
 
-// listSandboxesV1 answers the deprecated GET /sandboxes: every running
-// sandbox of the caller, filtered by metadata only, oldest first.
+// listSandboxesV1 answers the deprecated GET /sandboxes: every running or
+// paused sandbox of the caller (its state says which), filtered by
+// metadata only, oldest first.
 func (s *Server) listSandboxesV1(w http.ResponseWriter, r *http.Request, owner string) {
 	md, err := parseMetadataQuery(r.URL.Query().Get("metadata"))
 	if err != nil {
@@ -78,7 +82,8 @@ func (s *Server) listSandboxesV1(w http.ResponseWriter, r *http.Request, owner s
 	writeJSON(w, http.StatusOK, out)
 }
 
-// runningOf is owner's running sandboxes as E2B lists them, oldest first.
+// runningOf is owner's running and paused sandboxes as E2B lists them,
+// oldest first.
 func (s *Server) runningOf(owner string) []listedJSON {
 	var out []listedJSON
 	for _, l := range s.sandboxes.owned(owner) {
@@ -129,6 +134,8 @@ func (q *listQuery) filter(all []listedJSON) []listedJSON {
 // keeps says whether l passes q's filters and comes after its cursor.
 func (q *listQuery) keeps(l listedJSON) bool {
 	switch {
+	case !q.states[l.State]:
+		return false
 	case q.template != "" && l.TemplateID != q.template:
 		return false
 	case !q.startedAfter.IsZero() && l.StartedAt.Before(q.startedAfter):
@@ -154,12 +161,12 @@ func hasMetadata(md, want map[string]string) bool {
 // parseListQuery reads GET /v2/sandboxes's query, refusing what it
 // cannot read by name.
 func parseListQuery(v url.Values) (*listQuery, error) {
-	q := &listQuery{limit: defaultPageLimit, running: true}
+	q := &listQuery{limit: defaultPageLimit}
 	var err error
 	if q.metadata, err = parseMetadataQuery(v.Get("metadata")); err != nil {
 		return nil, err
 	}
-	if q.running, err = parseStates(v["state"]); err != nil {
+	if q.states, err = parseStates(v["state"]); err != nil {
 		return nil, err
 	}
 	switch o := v.Get("order"); o {
@@ -192,26 +199,23 @@ func parseListQuery(v url.Values) (*listQuery, error) {
 	return q, nil
 }
 
-// parseStates reads the state filter (comma-separated, or repeated) and
-// says whether it asks for running sandboxes; a Warden sandbox is never
-// paused.
-func parseStates(values []string) (bool, error) {
+// parseStates reads the state filter (comma-separated, or repeated): the
+// states asked for, running and paused when there is none, as E2B's SDK
+// documents Sandbox.list (it sends no state unless asked).
+func parseStates(values []string) (map[string]bool, error) {
 	if len(values) == 0 {
-		return true, nil
+		return map[string]bool{stateRunning: true, statePaused: true}, nil
 	}
-	running := false
+	states := map[string]bool{}
 	for _, v := range values {
 		for _, st := range strings.Split(v, ",") {
-			switch st {
-			case stateRunning:
-				running = true
-			case "paused":
-			default:
-				return false, badRequest("state: %q is not running or paused", st)
+			if st != stateRunning && st != statePaused {
+				return nil, badRequest("state: %q is not running or paused", st)
 			}
+			states[st] = true
 		}
 	}
-	return running, nil
+	return states, nil
 }
 
 // parseMetadataQuery reads the metadata filter: a query string

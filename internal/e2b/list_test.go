@@ -28,8 +28,8 @@ func listIDs(t *testing.T, h http.Handler, key, path string) ([]string, string, 
 	return ids, w.Header().Get("X-Next-Token"), w.Code
 }
 
-// TestListSandboxes: the caller's running sandboxes only, filtered and
-// ordered as asked.
+// TestListSandboxes: the caller's sandboxes, running and paused unless
+// the state filter asks for one, filtered and ordered as asked.
 func TestListSandboxes(t *testing.T) {
 	_, f, h := newControlServer(t, nil)
 	var ids []string
@@ -38,6 +38,10 @@ func TestListSandboxes(t *testing.T) {
 	}
 	ci := created(t, h, ctlKeyAlice, `{"templateID":"code-interpreter-v1"}`).SandboxID
 	created(t, h, ctlKeyBob, `{"templateID":"base"}`)
+	paused := created(t, h, ctlKeyAlice, `{"templateID":"base"}`).SandboxID
+	if w := controlCall(h, "POST", "/sandboxes/"+paused+"/pause", ctlKeyAlice, ""); w.Code != http.StatusNoContent {
+		t.Fatalf("pause = %d %s", w.Code, w.Body)
+	}
 	// A session made through Warden's own API is no E2B sandbox.
 	if _, err := f.Create(t.Context(), "alice", f.lastOptions); err != nil {
 		t.Fatal(err)
@@ -49,15 +53,15 @@ func TestListSandboxes(t *testing.T) {
 		want        []string
 		status      int
 	}{
-		{"all, newest first", "", []string{ci, ids[2], ids[1], ids[0]}, 200},
-		{"oldest first", "?order=asc", []string{ids[0], ids[1], ids[2], ci}, 200},
+		{"all, newest first", "", []string{paused, ci, ids[2], ids[1], ids[0]}, 200},
+		{"oldest first", "?order=asc", []string{ids[0], ids[1], ids[2], ci, paused}, 200},
 		{"metadata", "?metadata=" + md, []string{ids[2], ids[0]}, 200},
 		{"two metadata pairs", "?metadata=" + url.QueryEscape("app=a%20b&n=1"), []string{ids[2]}, 200},
 		{"template", "?template=code-interpreter-v1", []string{ci}, 200},
 		{"running", "?state=running", []string{ci, ids[2], ids[1], ids[0]}, 200},
-		{"running and paused", "?state=running,paused", []string{ci, ids[2], ids[1], ids[0]}, 200},
-		{"paused", "?state=paused", []string{}, 200},
-		{"started after", "?order=asc&startedAfter=" + url.QueryEscape(f.epoch.Add(3e9).Format("2006-01-02T15:04:05Z07:00")), []string{ids[2], ci}, 200},
+		{"running and paused", "?state=running,paused", []string{paused, ci, ids[2], ids[1], ids[0]}, 200},
+		{"paused", "?state=paused", []string{paused}, 200},
+		{"started after", "?order=asc&startedAfter=" + url.QueryEscape(f.epoch.Add(3e9).Format("2006-01-02T15:04:05Z07:00")), []string{ids[2], ci, paused}, 200},
 		{"bad state", "?state=stopped", nil, 400},
 		{"bad order", "?order=up", nil, 400},
 		{"bad limit", "?limit=0", nil, 400},
@@ -74,8 +78,8 @@ func TestListSandboxes(t *testing.T) {
 			}
 		})
 	}
-	if got, _, _ := listIDs(t, h, ctlKeyAlice, "/sandboxes"); !slices.Equal(got, []string{ids[0], ids[1], ids[2], ci}) {
-		t.Errorf("old list = %v, want all four, oldest first", got)
+	if got, _, _ := listIDs(t, h, ctlKeyAlice, "/sandboxes"); !slices.Equal(got, []string{ids[0], ids[1], ids[2], ci, paused}) {
+		t.Errorf("old list = %v, want all five, oldest first", got)
 	}
 	if got, _, _ := listIDs(t, h, ctlKeyAlice, "/sandboxes?metadata="+md); !slices.Equal(got, []string{ids[0], ids[2]}) {
 		t.Errorf("old list by metadata = %v, want %v", got, []string{ids[0], ids[2]})

@@ -187,7 +187,8 @@ func TestRouterPacesBodies(t *testing.T) {
 	}
 }
 
-// TestHealth: envd's GET /health answers 204 to a checked call.
+// TestHealth: envd's GET /health answers 204 to a checked call, and 502
+// while the sandbox is paused (the SDK's isRunning() is then false).
 func TestHealth(t *testing.T) {
 	_, _, h := newControlServer(t, nil)
 	sb := created(t, h, ctlKeyAlice, `{"templateID":"base"}`)
@@ -200,6 +201,12 @@ func TestHealth(t *testing.T) {
 	if w.Code != http.StatusNoContent {
 		t.Errorf("GET /health = %d %s, want 204", w.Code, w.Body)
 	}
+	if w := controlCall(h, "POST", "/sandboxes/"+sb.SandboxID+"/pause", ctlKeyAlice, ""); w.Code != http.StatusNoContent {
+		t.Fatalf("pause = %d %s", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	errorBody(t, w, http.StatusBadGateway, "is paused")
 }
 
 // FuzzRouterHeaders: whatever the headers and path, the router never

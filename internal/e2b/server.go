@@ -124,9 +124,16 @@ func New(cfg Config) (*Server, error) {
 }
 
 // healthRoutes serves envd's GET /health, which the SDK polls to see that
-// a sandbox is up.
+// a sandbox is up: a paused one answers 502, as E2B's proxy does, which
+// the SDK's isRunning() reads as false. The check does not resume it.
 func (s *Server) healthRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		if sb := sandboxFrom(r.Context()); sb != nil {
+			if info, err := s.cfg.Sessions.Get(sb.Owner, sb.ID); err == nil && info.State == sandbox.StatePaused {
+				writeDataError(w, r, http.StatusBadGateway, "unavailable", "sandbox "+sb.ID+" is paused: connect to it to resume it")
+				return
+			}
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 }

@@ -141,6 +141,8 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		// runsc run exits with its container's init's status.
 		ExitCode: func() int { return b.cmd.ProcessState.ExitCode() },
 		Cleanup:  b.cleanup,
+		Pause:    func(ctx context.Context) error { return b.runscCtx(ctx, "pause", b.id) },
+		Resume:   func(ctx context.Context) error { return b.runscCtx(ctx, "resume", b.id) },
 	}
 	sess, err := agent.Attach(ctx, f)
 	if err != nil {
@@ -304,6 +306,12 @@ const runExitGrace = 3 * time.Second
 func (b *box) runscCmd(args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
+	return b.runscCtx(ctx, args...)
+}
+
+// runscCtx runs one runsc command on the box, bounded by ctx, and says
+// what runsc said when it fails.
+func (b *box) runscCtx(ctx context.Context, args ...string) error {
 	out, err := exec.CommandContext(ctx, b.runsc, b.r.args(args...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("runsc %s: %w: %s", args[0], err, bytes.TrimSpace(out))

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"time"
@@ -59,6 +60,23 @@ type Box interface {
 	// is reported with its real cause. An error with a Cause() string
 	// method gives that cause as one clause for the session's reason.
 	Err() error
-	// Close kills everything in the box and removes every trace of it.
+	// Pause stops every process of the box where it stands, keeping its
+	// memory, so it uses no CPU (the cgroup freezer, runsc pause, the
+	// Docker Engine's pause); Resume lets them run again. Nothing else
+	// may be asked of a paused box but Close, Usage, its Workspace and
+	// what the host serves without it (SetNetwork, NetworkEvents).
+	// A box that cannot be paused says so with an error wrapping
+	// ErrUnsupported; one whose pause or resume failed half way, so that
+	// it may be paused or running, with one wrapping ErrPauseUnknown (the
+	// session then ends). Both bound their own wait and do not stop half
+	// way when ctx is cancelled.
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+	// Close kills everything in the box and removes every trace of it,
+	// paused or not.
 	Close() error
 }
+
+// ErrPauseUnknown is wrapped by a Box's Pause or Resume error when the
+// box's runtime failed half way and the box may be paused or running.
+var ErrPauseUnknown = errors.New("the sandbox may be paused or running")

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -70,13 +71,18 @@ func (s *session) roomForInterpreter(name string) error {
 // does not count against the session's named interpreters. A run in
 // progress on it ends as a restarted interpreter. One never used is
 // nothing to reset and no error; a session that is dead or ending answers
-// why.
+// why. A paused session is resumed first, as an exec resumes it.
 func (m *Manager) ResetInterpreter(owner, id, language, name string) error {
 	if err := validInterpreterName(name); err != nil {
 		return err
 	}
 	s, err := m.lookup(owner, id)
 	if err != nil {
+		return err
+	}
+	// Ending the interpreter needs its box running: in a frozen one it
+	// could not end, and the reset would wait out its exit grace.
+	if err := m.resumeIfPaused(context.Background(), s); err != nil {
 		return err
 	}
 	s.mu.Lock()

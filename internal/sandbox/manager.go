@@ -18,6 +18,10 @@ type Config struct {
 	// MaxSessions caps sessions and one-shot runs alive at once (64);
 	// past it Create and Run fail at once with ErrTooMany, never queue.
 	MaxSessions int
+	// MaxPaused caps sessions paused at once (MaxSessions); a paused
+	// session holds one of these instead of a MaxSessions slot, and each
+	// owner may hold Share(MaxPaused, Owners) of them.
+	MaxPaused int
 	// MaxPerOwner caps what one owner (one API key) may hold of
 	// MaxSessions, so one tenant cannot take every slot; zero means
 	// Share(MaxSessions, Owners). Pooled boxes count for nobody.
@@ -100,6 +104,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 64
 	}
+	if c.MaxPaused <= 0 {
+		c.MaxPaused = c.MaxSessions
+	}
 	if c.MaxPerOwner == 0 {
 		c.MaxPerOwner = Share(c.MaxSessions, c.Owners)
 	}
@@ -155,6 +162,9 @@ type Manager struct {
 	// by owner.
 	active  int
 	byOwner map[string]int
+	// paused counts paused sessions, in all and by owner (see MaxPaused).
+	paused        int
+	pausedByOwner map[string]int
 	// bytesByOwner is what each owner's sandboxes count against
 	// MaxBytesPerOwner, and held what each session counts of it, by id:
 	// its memory and disk while alive, its kept disk once dead.
@@ -195,7 +205,7 @@ type Manager struct {
 func NewManager(b Backend, cfg Config) *Manager {
 	cfg, _, _ = cfg.Fit(b)
 	m := &Manager{
-		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
+		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, pausedByOwner: map[string]int{},
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
@@ -336,7 +346,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	ses := &session{
 		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
-		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease,
+		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)
@@ -462,7 +472,7 @@ func (m *Manager) counts(keep func(*session) bool) map[State]int {
 		}
 	}
 	m.mu.Unlock()
-	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StateStopping: 0, StateDead: 0}
+	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StatePaused: 0, StateStopping: 0, StateDead: 0}
 	for _, s := range list {
 		counts[s.currentState()]++
 	}
@@ -494,10 +504,6 @@ func (m *Manager) endOnce(s *session) bool {
 		<-s.gone
 		return false
 	}
-	s.mu.Lock()
-	slot := s.slot
-	s.slot = false
-	s.mu.Unlock()
 	m.cleanedUp(s, s.close())
 	s.releaseTemplate()
 	if ferr := m.forget(s); ferr != nil {
@@ -506,9 +512,7 @@ func (m *Manager) endOnce(s *session) bool {
 	m.mu.Lock()
 	delete(m.sessions, s.id)
 	m.mu.Unlock()
-	if slot {
-		m.release(s.owner, 0)
-	}
+	m.giveBack(s)
 	m.keep(s, 0)
 	return true
 }
@@ -531,11 +535,16 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, l
 	if err != nil {
 		return spec.Result{}, err
 	}
+	// A paused session resumes for the exec, whichever front end asks.
+	if err := m.resumeIfPaused(ctx, s); err != nil {
+		return spec.Result{}, err
+	}
 	return s.exec(ctx, req, live)
 }
 
 // SetNetwork replaces the allow and deny rules of owner's session, which
-// must have been made with the egress proxy.
+// must have been made with the egress proxy; a paused session stays
+// paused.
 func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
@@ -544,6 +553,8 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 	if err := s.ifDead(); err != nil {
 		return Info{}, err
 	}
+	// The rules live in the host's egress proxy: a paused session's
+	// change needs nothing of its frozen box, and it stays paused.
 	if err := s.box.SetNetwork(allow, deny); err != nil {
 		return Info{}, err
 	}

@@ -71,6 +71,35 @@ type fakeBox struct {
 	err error
 	// closeErr is what Close returns: what it failed to clean up.
 	closeErr error
+	// paused says Pause stopped the box; pauseErr is what Pause returns.
+	paused   bool
+	pauseErr error
+	// resumeErr is what Resume returns, having resumed the box all the same.
+	resumeErr error
+}
+
+func (x *fakeBox) Pause(context.Context) error {
+	x.b.mu.Lock()
+	defer x.b.mu.Unlock()
+	if x.pauseErr != nil {
+		return x.pauseErr
+	}
+	x.paused = true
+	return nil
+}
+
+func (x *fakeBox) Resume(context.Context) error {
+	x.b.mu.Lock()
+	defer x.b.mu.Unlock()
+	x.paused = false
+	return x.resumeErr
+}
+
+// isPaused says Pause stopped the box and no Resume followed.
+func (x *fakeBox) isPaused() bool {
+	x.b.mu.Lock()
+	defer x.b.mu.Unlock()
+	return x.paused
 }
 
 func (x *fakeBox) Spawn(context.Context, interp.Command) (interp.Process, error) {

@@ -120,6 +120,7 @@ func (m *Manager) recordLocked(s *session) state.Session {
 		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
 		Limits: s.spec.Limits, Network: s.spec.Network, DiedAt: s.diedAt, Reason: s.reason,
 		Template: s.spec.Root.Template, TemplateDigest: s.spec.Root.Digest,
+		Paused: s.state == StatePaused, AutoPause: s.autoPause,
 	}
 }
 
@@ -155,7 +156,7 @@ func (m *Manager) forget(s *session) error {
 // burial (which removes the record once it has marked the session
 // stopping) is never undone.
 func (m *Manager) bury(s *session, why string) bool {
-	if st := s.currentState(); st != StateReady && st != StateBusy {
+	if st := s.currentState(); st != StateReady && st != StateBusy && st != StatePaused {
 		return false
 	}
 	var sealErr error
@@ -163,19 +164,19 @@ func (m *Manager) bury(s *session, why string) bool {
 		sealErr = m.cfg.Store.SealWorkspace(s.ws)
 	}
 	s.mu.Lock()
-	if s.state != StateReady && s.state != StateBusy {
+	if s.state != StateReady && s.state != StateBusy && s.state != StatePaused {
 		s.mu.Unlock()
 		return false
 	}
+	paused := s.pausedSlot || s.state == StatePaused
 	s.state = StateDead
 	s.diedAt, s.reason, s.lastUsed = time.Now(), why, time.Now()
 	s.shedLocked()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
-	slot := s.slot
-	s.slot = false
 	s.mu.Unlock()
-	m.cleanedUp(s, errors.Join(closeHeld(interps, dir), s.box.Close()))
+	m.cleanedUp(s, s.closeBox(paused, interps, dir))
+	m.giveBack(s)
 	s.releaseTemplate()
 	s.mu.Lock()
 	var saveErr error
@@ -185,9 +186,6 @@ func (m *Manager) bury(s *session, why string) bool {
 	s.mu.Unlock()
 	if err := errors.Join(sealErr, saveErr); err != nil {
 		m.cfg.OnStoreError(err)
-	}
-	if slot {
-		m.release(s.owner, 0)
 	}
 	m.keep(s, m.keptDisk(s))
 	m.trimDead(s.owner)
@@ -250,7 +248,7 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 		id: rec.ID, owner: rec.Owner, box: deadBox{}, state: StateDead, files: m.cfg.Files, store: m.cfg.Store,
 		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network, Root: spec.Root{Template: rec.Template, Digest: rec.TemplateDigest}},
 		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: rec.IdleTimeout,
-		ws: rec.Workspace, diedAt: rec.DiedAt, reason: rec.Reason, gone: make(chan struct{}),
+		ws: rec.Workspace, diedAt: rec.DiedAt, reason: rec.Reason, gone: make(chan struct{}), autoPause: rec.AutoPause,
 	}
 	// The caps of this server bind sessions a former one made, too.
 	if last := rec.CreatedAt.Add(m.cfg.MaxTTL); s.expires.After(last) {
@@ -260,6 +258,11 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 	if s.diedAt.IsZero() {
 		s.diedAt = now
 		s.reason = fmt.Sprintf("the server (pid %d) stopped without ending the session, and its sandbox was killed", rec.ServerPID)
+		if rec.Paused {
+			// A paused box's memory lived in the server's sandbox, which
+			// is gone: it comes back dead, never half paused.
+			s.reason = fmt.Sprintf("the server (pid %d) stopped while the session was paused, and its sandbox was killed", rec.ServerPID)
+		}
 	}
 	s.reason += m.templateGone(rec.Template, rec.Owner)
 	switch {
@@ -300,3 +303,5 @@ func (deadBox) NetworkEvents() []spec.NetworkEvent { return nil }
 func (deadBox) Done() <-chan struct{}              { return closedChan }
 func (deadBox) Err() error                         { return ErrDead }
 func (deadBox) Close() error                       { return nil }
+func (deadBox) Pause(context.Context) error        { return ErrDead }
+func (deadBox) Resume(context.Context) error       { return ErrDead }

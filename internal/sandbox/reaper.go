@@ -42,10 +42,17 @@ func (m *Manager) reap(now time.Time) {
 				m.buryDied(s)
 				return
 			}
+			reason := reasons[i]
+			if reason == "pause" {
+				if !m.autoPause(s) {
+					return
+				}
+				reason = "idle"
+			}
 			// A dead session was reported when it died; a session a
 			// later round picked before this end began is reported once.
 			if m.endOnce(s) && !dead[i] {
-				m.cfg.OnReap(s.owner, reasons[i])
+				m.cfg.OnReap(s.owner, reason)
 			}
 		}()
 	}
@@ -105,6 +112,8 @@ func (s *session) expired(now time.Time) (reason string, dead bool) {
 	switch {
 	case !now.Before(s.expires):
 		return "ttl", dead
+	case s.state == StateReady && s.autoPause && now.Sub(s.lastUsed) >= s.idle:
+		return "pause", dead
 	case (s.state == StateReady || dead) && now.Sub(s.lastUsed) >= s.idle:
 		return "idle", dead
 	case s.deadExpiredLocked(now):

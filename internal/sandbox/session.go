@@ -32,9 +32,19 @@ type session struct {
 	// ws names the session's persistent workspace in the Store ("" when
 	// /workspace lives in the sandbox).
 	ws string
-	// slot says the session holds one of the Manager's slots; a dead one
-	// gives it back.
-	slot bool
+	// slot says the session holds one of the Manager's run slots, and
+	// pausedSlot one of its paused ones; a dead one gives them back.
+	slot, pausedSlot bool
+	// autoPause pauses the session at its idle timeout instead of ending
+	// it; pausedAt is when a paused one was paused.
+	autoPause bool
+	pausedAt  time.Time
+	// pauseMu serialises pausing and resuming the session's box.
+	pauseMu sync.Mutex
+	// starting counts spawns between their state check and their box's
+	// answer: a pause then would freeze the start, leaving its caller
+	// waiting on a box that cannot answer, so a pause is refused.
+	starting int
 	// diedAt and reason say when and why a dead session died.
 	diedAt time.Time
 	reason string
@@ -64,7 +74,7 @@ func (s *session) info() Info {
 	in := Info{
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
-		Template: s.spec.Root.Template,
+		Template: s.spec.Root.Template, AutoPause: s.autoPause, PausedAt: s.pausedAt,
 	}
 	if s.boxDiedLocked() {
 		in.State, in.Reason = StateDead, deathCause(s.box)
@@ -77,7 +87,7 @@ func (s *session) info() Info {
 // (watchBox), and until it has, s answers as a dead session already.
 // s.mu is held.
 func (s *session) boxDiedLocked() bool {
-	if s.state != StateReady && s.state != StateBusy {
+	if s.state != StateReady && s.state != StateBusy && s.state != StatePaused {
 		return false
 	}
 	select {
@@ -107,6 +117,8 @@ func (s *session) begin() error {
 		return nil
 	case StateBusy:
 		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
+	case StatePaused:
+		return fmt.Errorf("%w: session %s was paused again before the exec began; resume it and retry", ErrBusy, s.id)
 	}
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
@@ -147,13 +159,28 @@ func (s *session) close() error {
 	s.mu.Lock()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
+	paused := s.pausedSlot
 	s.mu.Unlock()
-	err := errors.Join(closeHeld(interps, dir), s.box.Close())
+	err := s.closeBox(paused, interps, dir)
 	s.mu.Lock()
 	s.state = StateGone
 	s.mu.Unlock()
 	close(s.gone)
 	return err
+}
+
+// closeBox closes the box and what the session held open on it. A
+// paused box is closed first: its interpreters could not end while it
+// is frozen, and each would wait out its exit grace (5 s) before the box
+// ended them all at once. A running one's interpreters go first, so each
+// is ended as it asks.
+func (s *session) closeBox(paused bool, interps map[string]interp.Interpreter, dir *workspace.Dir) error {
+	if paused {
+		boxErr := s.box.Close()
+		return errors.Join(boxErr, closeHeld(interps, dir))
+	}
+	heldErr := closeHeld(interps, dir)
+	return errors.Join(heldErr, s.box.Close())
 }
 
 // closeHeld closes what a session held open on its sandbox (its

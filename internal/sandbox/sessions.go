@@ -24,6 +24,11 @@ type Sessions interface {
 	List(owner string) []Info
 	// Delete ends one of owner's sessions and frees its sandbox.
 	Delete(ctx context.Context, owner, id string) error
+	// Pause stops every process of one of owner's sessions, keeping its
+	// memory, and Resume lets them run again (see Manager.Pause). An
+	// Exec or Spawn on a paused session resumes it first.
+	Pause(ctx context.Context, owner, id string) (Info, error)
+	Resume(ctx context.Context, owner, id string) (Info, error)
 	// Exec runs one step in a session; live, when its writers are set,
 	// receives the output as it happens. Cancelling ctx kills the exec.
 	Exec(ctx context.Context, owner, id string, req ExecRequest, live Stream) (spec.Result, error)

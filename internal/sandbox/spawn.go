@@ -38,6 +38,9 @@ func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command)
 	if err != nil {
 		return nil, err
 	}
+	if err := m.resumeIfPaused(ctx, s); err != nil {
+		return nil, err
+	}
 	backend := m.backend.Name()
 	return s.spawn(ctx, c, func(err error) {
 		m.cfg.Logger.Warn("killing a spawned process at its session's end", "session", id, "backend", backend, "err", err)
@@ -97,6 +100,7 @@ func (s *session) spawn(ctx context.Context, c interp.Command, report func(error
 	if err := s.spawnable(); err != nil {
 		return nil, err
 	}
+	defer s.started()
 	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
 		return nil, err
 	}
@@ -116,11 +120,16 @@ func (s *session) spawn(ctx context.Context, c interp.Command, report func(error
 }
 
 // spawnable says why s cannot start a process, or nil: a ready or busy
-// session can (a spawn runs beside an exec), a dead, stopping or gone one
-// cannot, nor one whose sandbox has ended but is not yet reaped.
+// session can (a spawn runs beside an exec), a dead, stopping, paused or
+// gone one cannot, nor one whose sandbox has ended but is not yet reaped.
+// On nil the spawn counts as starting, which refuses a pause until its
+// started call.
 func (s *session) spawnable() error {
 	s.mu.Lock()
 	st := s.state
+	if st == StateReady || st == StateBusy {
+		s.starting++
+	}
 	s.mu.Unlock()
 	switch st {
 	case StateReady, StateBusy:
@@ -131,10 +140,18 @@ func (s *session) spawnable() error {
 	}
 	select {
 	case <-s.box.Done():
+		s.started()
 		return fmt.Errorf("%w: session %s has ended: %s", ErrClosed, s.id, deathCause(s.box))
 	default:
 	}
 	return nil
+}
+
+// started ends a spawn's start, counted by spawnable.
+func (s *session) started() {
+	s.mu.Lock()
+	s.starting--
+	s.mu.Unlock()
 }
 
 // touch marks s used now, for its idle timeout.

@@ -19,9 +19,16 @@ type spawnBox struct {
 	last  interp.Command
 	// killErr, if set, is what the procs' Kill fails with.
 	killErr error
+	// entered, if set, is told of each Spawn, which then waits for hold.
+	entered chan struct{}
+	hold    chan struct{}
 }
 
 func (b *spawnBox) Spawn(_ context.Context, c interp.Command) (interp.Process, error) {
+	if b.entered != nil {
+		b.entered <- struct{}{}
+		<-b.hold
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := &fakeProc{end: make(chan struct{}), killErr: b.killErr}
@@ -278,5 +285,36 @@ func TestSpawnedTerminate(t *testing.T) {
 	fp := &fakeProc{end: make(chan struct{})}
 	if err := (&Spawned{Process: fp}).Terminate(); err != nil || !fp.killed {
 		t.Errorf("without Terminate: err %v killed %v, want a kill", err, fp.killed)
+	}
+}
+
+// TestPauseRefusedWhileSpawnStarts: a pause while a spawn waits for its
+// box's start answer is refused (a frozen box could not give it), and
+// allowed once the start is over.
+func TestPauseRefusedWhileSpawnStarts(t *testing.T) {
+	m, s, box, _ := spawnSession(t)
+	ctx := context.Background()
+	box.entered, box.hold = make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Spawn(ctx, "alice", s.id, interp.Command{Argv: []string{"sleep", "9"}})
+		done <- err
+	}()
+	<-box.entered
+	if _, err := m.Pause(ctx, "alice", s.id); !errors.Is(err, ErrBusy) {
+		t.Errorf("Pause() during a spawn's start = %v, want ErrBusy", err)
+	}
+	if box.isPaused() {
+		t.Error("the refused pause stopped the box")
+	}
+	close(box.hold)
+	if err := <-done; err != nil {
+		t.Fatalf("Spawn() = %v", err)
+	}
+	if got, err := m.Pause(ctx, "alice", s.id); err != nil || got.State != StatePaused {
+		t.Errorf("Pause() after the start = %+v, %v; want paused", got, err)
+	}
+	for _, p := range box.procs {
+		_ = p.Kill()
 	}
 }

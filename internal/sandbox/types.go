@@ -25,7 +25,8 @@ import (
 )
 
 // State is where a session is in its life. The only moves are
-// creating → ready ⇄ busy → stopping → gone; creating may also go straight
+// creating → ready ⇄ busy → stopping → gone, and ready ⇄ paused (see
+// Manager.Pause; paused → stopping too); creating may also go straight
 // to gone when the sandbox cannot be built. A session whose sandbox died
 // moves to dead instead, as do the sessions of a crashed server when the
 // next one starts: it stays to say why it died until it is deleted or
@@ -37,6 +38,7 @@ const (
 	StateCreating State = "creating"
 	StateReady    State = "ready"
 	StateBusy     State = "busy"
+	StatePaused   State = "paused"
 	StateStopping State = "stopping"
 	StateGone     State = "gone"
 	StateDead     State = "dead"
@@ -59,6 +61,10 @@ type SessionOptions struct {
 	// Template names the template (Config.Templates) the session's root
 	// is made from; "" or "host" is the host's root.
 	Template string
+	// AutoPause pauses the session at its idle timeout instead of ending
+	// it (see Manager.Pause); its next exec resumes it. Its TTL still
+	// ends it.
+	AutoPause bool
 }
 
 // Info is what a caller may know about a session.
@@ -78,6 +84,10 @@ type Info struct {
 	// Template names the template the session runs on ("" for the
 	// host's root).
 	Template string
+	// AutoPause says the session pauses at its idle timeout instead of
+	// ending; PausedAt is when a paused one was paused.
+	AutoPause bool
+	PausedAt  time.Time
 }
 
 // ExecRequest is one step in a session: a command, or code in a language.

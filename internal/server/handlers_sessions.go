@@ -89,6 +89,27 @@ func (a api) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// PauseSession pauses one of the caller's sessions and answers it.
+func (a api) PauseSession(w http.ResponseWriter, r *http.Request, id string) {
+	info, err := a.s.sessions.Pause(r.Context(), owner(r), id)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionJSON(info))
+}
+
+// ResumeSession resumes one of the caller's paused sessions and answers
+// it.
+func (a api) ResumeSession(w http.ResponseWriter, r *http.Request, id string) {
+	info, err := a.s.sessions.Resume(r.Context(), owner(r), id)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionJSON(info))
+}
+
 // GetSessionNetwork answers a session's network policy and the egress
 // proxy's decisions for it so far.
 func (a api) GetSessionNetwork(w http.ResponseWriter, r *http.Request, id string) {

@@ -36,7 +36,7 @@ type familySet struct {
 // allStates are reported even at zero, so a dashboard's series never
 // vanish when no session is in a state.
 var allStates = []sandbox.State{
-	sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy,
+	sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy, sandbox.StatePaused,
 	sandbox.StateStopping, sandbox.StateGone, sandbox.StateDead,
 }
 

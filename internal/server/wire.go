@@ -54,6 +54,7 @@ type sessionCreateJSON struct {
 	TTLSeconds         *float64          `json:"ttl_seconds"`
 	IdleTimeoutSeconds *float64          `json:"idle_timeout_seconds"`
 	Template           string            `json:"template"`
+	AutoPause          bool              `json:"auto_pause"`
 }
 
 type sessionJSON struct {
@@ -68,6 +69,8 @@ type sessionJSON struct {
 	Execs              int64       `json:"execs"`
 	Reason             string      `json:"reason,omitempty"`
 	Template           string      `json:"template,omitempty"`
+	AutoPause          bool        `json:"auto_pause,omitempty"`
+	PausedAt           *time.Time  `json:"paused_at,omitempty"`
 }
 
 type sessionListJSON struct {
@@ -177,7 +180,7 @@ func envList(env map[string]string) ([]string, error) {
 
 // options builds the session's options, limits not given taking defaults.
 func (c *sessionCreateJSON) options(defaults spec.Limits) (sandbox.SessionOptions, error) {
-	o := sandbox.SessionOptions{Template: c.Template}
+	o := sandbox.SessionOptions{Template: c.Template, AutoPause: c.AutoPause}
 	var err error
 	if o.Limits, err = c.Limits.limits(defaults); err != nil {
 		return o, err
@@ -312,5 +315,17 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		Execs:              i.Execs,
 		Reason:             i.Reason,
 		Template:           sandbox.TemplateName(i.Template),
+		AutoPause:          i.AutoPause,
+		PausedAt:           utcOrNil(i.PausedAt),
 	}
+}
+
+// utcOrNil is t in UTC, or nil for the zero time, which the answer leaves
+// out.
+func utcOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }

@@ -56,6 +56,12 @@ type Session struct {
 	// TemplateDigest is that template's digest when the session started:
 	// warden template commit refuses a base replaced under its name since.
 	TemplateDigest string `json:"template_digest,omitempty"`
+	// Paused says the session was paused (its box frozen) when the record
+	// was written; a server that finds it after a crash reports the
+	// session dead, as its box died with the server. AutoPause is the
+	// session's option to pause at its idle timeout.
+	Paused    bool `json:"paused,omitempty"`
+	AutoPause bool `json:"auto_pause,omitempty"`
 }
 
 // storageError explains an error writing in the state directory at dir:

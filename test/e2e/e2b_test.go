@@ -186,6 +186,7 @@ func TestE2BSDK(t *testing.T) {
 		{"interp", nil, interpWants},
 		{"tenancy", []string{"E2B_OTHER_API_KEY=" + keyB}, tenancyWants},
 		{"older", nil, olderWants},
+		{"pause", nil, pauseWants},
 	}
 	for _, tt := range tests {
 		t.Run(tt.script, func(t *testing.T) {
@@ -289,6 +290,18 @@ var tenancyWants = []want{
 	is("tokensDiffer", "true"),
 	is("mine.stillWorks", "alive\n"),
 	is("theirs.works", "theirs\n"),
+}
+
+var pauseWants = []want{
+	is("pause", "true"),
+	is("pause.again", "false"),
+	is("info.state.paused", "paused"),
+	is("list.paused", "true paused"),
+	is("list.default", "paused"),
+	is("list.running.excludes", "0"),
+	is("connect.resumes", "42"),
+	is("info.state.running", "running"),
+	is("kill", "true"),
 }
 
 var olderWants = []want{

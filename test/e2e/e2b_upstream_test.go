@@ -40,7 +40,6 @@ var uploadIsOneCreate = knownDifference{timedOut, "an upload shows as one create
 // other test must pass, one that fails with another message fails the
 // test, and one that passes fails the test until it is taken off the list.
 var upstreamDifferences = map[string]knownDifference{
-	"tests/sandbox/connect.test.ts > connect resumes paused sandbox":                                                                    {"501: pausing and resuming are not supported", "pause is not built: it answers 501"},
 	"tests/sandbox/create.test.ts > MCP gateway start failure kills the created sandbox":                                                {"400: mcp is not supported", "the MCP gateway is not built: create refuses it by name (400), not as a failed start"},
 	"tests/sandbox/commands/sandboxKilledDuringRun.test.ts > killing the sandbox while a command is running throws an actionable error": {"expected CommandExitError: the sandbox ended", "the command's stream ends with an error event (CommandExitError: the sandbox ended before the command), where E2B's drops the connection and the SDK's health probe turns that into a TimeoutError"},
 	"tests/sandbox/commands/envVars.test.ts > bash command scoped env vars":                                                             {"CommandExitError: exit status 127", "the sandbox has no sudo: the shell exits 127, command not found"},

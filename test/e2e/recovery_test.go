@@ -195,3 +195,54 @@ func TestPersistentWorkspaceSharesDisk(t *testing.T) {
 		t.Errorf("6 MB in /tmp then 6 MB in /workspace under an 8 MiB disk: stdout %q stderr %q; want the second refused", r.Stdout, r.Stderr)
 	}
 }
+
+// TestCrashRecoveryPaused: a server SIGKILLed while a session is paused
+// leaves its box frozen, which no parent-death signal ends until a thaw.
+// The next server on the same state directory kills and thaws it, removes
+// its cgroups, and reports the session dead, saying it was paused, with
+// its files kept: never half paused.
+func TestCrashRecoveryPaused(t *testing.T) {
+	requirePersistentWorkspaces(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	mark := sandboxMark()
+	name, value, _ := strings.Cut(mark, "=")
+	s1 := startServer(t, "--state-dir", stateDir)
+	id := s1.newSession(t, keyA, map[string]any{"env": map[string]string{name: value}})
+	if r := s1.code(t, keyA, id, "python", "open('/workspace/made.txt', 'w').write('made inside')\nx = 1", nil); r.ExitCode != 0 {
+		t.Fatalf("writing a file from code: %+v", r)
+	}
+	s1.jsonCall(t, keyA, "POST", sessionPath(id, "/pause"), nil, http.StatusOK, nil)
+	if err := syscall.Kill(s1.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s1.exit()
+	// Frozen, they outlive their server (none of this is asserted: a
+	// kernel that ended frozen tasks at once would need no sweep).
+	t.Logf("%d processes of the paused sandbox outlived its server", len(poolProcs(mark)))
+
+	s2 := startServer(t, "--state-dir", stateDir)
+	var left []int
+	if !waitFor(10*time.Second, func() bool { left = poolProcs(mark); return len(left) == 0 }) {
+		t.Errorf("10 s after the restart, %d processes of the paused sandbox remain:%s", len(left), describeProcs(left))
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if dirs := cgroupDirsOf(t, s1.pid); len(dirs) > 0 {
+		t.Errorf("the restarted server left the crashed one's cgroups: %q", dirs)
+	}
+	var got sessionState
+	s2.jsonCall(t, keyA, "GET", sessionPath(id), nil, http.StatusOK, &got)
+	if got.State != "dead" || !strings.Contains(got.Reason, "while the session was paused") {
+		t.Errorf("recovered session = %+v, want dead, saying it was paused", got)
+	}
+	if code, b := s2.call(t, keyA, "GET", sessionPath(id, "/files?path=made.txt"), nil, ""); code != http.StatusOK || string(b) != "made inside" {
+		t.Errorf("GET made.txt after the crash = %d %q, want the file", code, b)
+	}
+	if code, b := s2.call(t, keyA, "POST", sessionPath(id, "/resume"), nil, ""); code != http.StatusConflict {
+		t.Errorf("resume of the dead session = %d %s, want 409", code, b)
+	}
+	if code, b := s2.call(t, keyA, "DELETE", sessionPath(id), nil, ""); code != http.StatusNoContent {
+		t.Errorf("DELETE of the dead session = %d %s", code, b)
+	}
+}

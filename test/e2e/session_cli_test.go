@@ -51,8 +51,14 @@ func TestSessionCLI(t *testing.T) {
 	if b, _ := os.ReadFile(out); string(b) != "round trip\n" {
 		t.Errorf("copied back %q, want the original", b)
 	}
-	if inv := warden(t, "", "session", "ls"); !strings.Contains(inv.stdout, id) {
-		t.Errorf("session ls = %q, want %s listed", inv.stdout, id)
+	if inv := warden(t, "", "session", "pause", id); inv.code != 0 {
+		t.Fatalf("session pause = %d %q", inv.code, inv.stderr)
+	}
+	if inv := warden(t, "", "session", "ls"); !strings.Contains(inv.stdout, id) || !strings.Contains(inv.stdout, "paused") {
+		t.Errorf("session ls = %q, want %s listed, paused", inv.stdout, id)
+	}
+	if inv := warden(t, "", "session", "resume", id); inv.code != 0 {
+		t.Errorf("session resume = %d %q", inv.code, inv.stderr)
 	}
 	if inv := warden(t, "", "session", "rm", id); inv.code != 0 {
 		t.Errorf("session rm = %d %q", inv.code, inv.stderr)

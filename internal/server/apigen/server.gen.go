@@ -118,6 +118,12 @@ type ServerInterface interface {
 	// SetSessionNetwork Change the session's allow and deny rules
 	// (PUT /v1/sessions/{id}/network)
 	SetSessionNetwork(w http.ResponseWriter, r *http.Request, id SessionID)
+	// PauseSession Pause a session
+	// (POST /v1/sessions/{id}/pause)
+	PauseSession(w http.ResponseWriter, r *http.Request, id SessionID)
+	// ResumeSession Resume a paused session
+	// (POST /v1/sessions/{id}/resume)
+	ResumeSession(w http.ResponseWriter, r *http.Request, id SessionID)
 	// ListTemplates List the templates
 	// (GET /v1/templates)
 	ListTemplates(w http.ResponseWriter, r *http.Request)
@@ -608,6 +614,58 @@ func (siw *ServerInterfaceWrapper) SetSessionNetwork(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// PauseSession operation middleware
+func (siw *ServerInterfaceWrapper) PauseSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSession(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSession operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSession(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTemplates operation middleware
 func (siw *ServerInterfaceWrapper) ListTemplates(w http.ResponseWriter, r *http.Request) {
 
@@ -759,6 +817,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/files/mkdir", wrapper.MakeDirectory)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.GetSessionNetwork)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.SetSessionNetwork)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/pause", wrapper.PauseSession)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/resume", wrapper.ResumeSession)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/templates", wrapper.ListTemplates)
 
 	return m

@@ -1,0 +1,337 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Pausing a session stops every process of its box where it stands (see
+// Box.Pause), keeping its memory: its interpreters' variables, its
+// background processes, its files. A paused session gives back its run
+// slot (--max-sessions) and holds one of the paused ones (--max-paused)
+// instead; it keeps its share of its owner's memory budget, which its
+// box still holds. Its idle timer stops while it is paused; its TTL
+// still ends it.
+//
+// A session running an exec is not paused: the exec's timeout is a
+// wall-clock promise the agent keeps, and a frozen exec would either
+// overrun it or be killed for time it never had. The caller is told to
+// pause once the exec ends. Nor is one starting a spawned process: the
+// frozen box could not answer the start, whose caller would wait on it.
+
+// Pause pauses one of owner's sessions; pausing a paused one does nothing.
+// It is paced as a command exec (see execPacer): a runtime's pause is a
+// runsc process or an Engine call, host CPU no cgroup counts.
+func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return Info{}, err
+	}
+	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
+		return Info{}, err
+	}
+	if err := m.pause(ctx, s); err != nil {
+		return Info{}, err
+	}
+	return s.info(), nil
+}
+
+// Resume resumes one of owner's paused sessions; resuming a running one
+// does nothing. It needs a run slot, as a Create does, and is paced as
+// Pause is (a resume on the way to an exec is paid for by the exec).
+func (m *Manager) Resume(ctx context.Context, owner, id string) (Info, error) {
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return Info{}, err
+	}
+	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
+		return Info{}, err
+	}
+	if err := m.resume(ctx, s); err != nil {
+		return Info{}, err
+	}
+	return s.info(), nil
+}
+
+// MaxPaused is how many sessions may be paused at once.
+func (m *Manager) MaxPaused() int { return m.cfg.MaxPaused }
+
+// pause moves s from ready to paused: it takes a paused slot, stops the
+// box, and only then gives back its run slot.
+func (m *Manager) pause(ctx context.Context, s *session) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if done, err := s.toPausing(); done || err != nil {
+		return err
+	}
+	if err := m.takePaused(s.owner); err != nil {
+		s.unpause(false)
+		return err
+	}
+	if err := s.box.Pause(ctx); err != nil {
+		m.givePaused(s.owner)
+		if errors.Is(err, ErrPauseUnknown) {
+			return m.buryUnsure(s, "pausing", err)
+		}
+		s.unpause(false)
+		return boxError(s.id, "pausing", err)
+	}
+	s.mu.Lock()
+	if s.state != StatePaused {
+		// Deleted or expired meanwhile: its end thaws and kills the box.
+		s.mu.Unlock()
+		m.givePaused(s.owner)
+		return fmt.Errorf("%w: session %s ended while it was being paused", ErrClosed, s.id)
+	}
+	slot := s.slot
+	s.slot, s.pausedSlot, s.pausedAt = false, true, time.Now()
+	m.saveLocked(s)
+	s.mu.Unlock()
+	if slot {
+		m.release(s.owner, 0)
+	}
+	return nil
+}
+
+// buryUnsure ends s, whose box's pause or resume failed half way: it may
+// run while counted as paused (holding no run slot, its idle timer
+// stopped) or be frozen while counted as running, so neither is trusted
+// and the session ends, failing closed. The host detail is logged; the
+// caller is told in one line.
+func (m *Manager) buryUnsure(s *session, doing string, err error) error {
+	m.cfg.Logger.Warn("a pause or resume failed half way; ending the session", "session", s.id, "backend", m.backend.Name(), "err", err)
+	m.bury(s, doing+" the sandbox failed and left it in an unknown state")
+	return fmt.Errorf("%w: session %s ended: %s its sandbox failed and left it in an unknown state", ErrDead, s.id, doing)
+}
+
+// PauseError is a box's failed pause or resume: its full line, for the
+// operator, may name host cgroup paths, runsc's output or the Engine's
+// socket; Public is the one line for the tenant.
+type PauseError struct {
+	public string
+	err    error
+	// unsupported says the box cannot be paused at all: the error is
+	// then errors.ErrUnsupported too, which front ends answer with 501.
+	unsupported bool
+}
+
+// Is makes a PauseError of a box that cannot pause errors.ErrUnsupported.
+func (e *PauseError) Is(target error) bool {
+	return e.unsupported && target == errors.ErrUnsupported
+}
+
+func (e *PauseError) Error() string  { return e.err.Error() }
+func (e *PauseError) Unwrap() error  { return e.err }
+func (e *PauseError) Public() string { return e.public }
+
+// boxError wraps the box's error for session id's pause or resume (doing)
+// as a PauseError.
+func boxError(id, doing string, err error) error {
+	e := &PauseError{
+		public: fmt.Sprintf("%s session %s failed; it is as it was: retry later", doing, id),
+		err:    fmt.Errorf("%s session %s: %w", doing, id, err),
+	}
+	if errors.Is(err, ErrUnsupported) {
+		e.public, e.unsupported = fmt.Sprintf("session %s cannot be paused on this server (see warden doctor's pause line)", id), true
+	}
+	return e
+}
+
+// toPausing marks s paused, before its box is, so no exec begins while
+// it freezes; done says s was paused already. A busy session is refused.
+func (s *session) toPausing() (done bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.deadLocked(); err != nil {
+		return false, err
+	}
+	switch s.state {
+	case StatePaused:
+		return true, nil
+	case StateReady:
+		if s.starting > 0 {
+			return false, fmt.Errorf("%w: session %s is starting a process; pause it once the process has started", ErrBusy, s.id)
+		}
+		s.state = StatePaused
+		return false, nil
+	case StateBusy:
+		return false, fmt.Errorf("%w: session %s is running an exec; pause it once the exec ends", ErrBusy, s.id)
+	}
+	return false, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
+}
+
+// unpause moves a paused s back to ready, unless it began ending; used
+// says whether that counts as use for the idle timeout.
+func (s *session) unpause(used bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StatePaused {
+		s.state = StateReady
+		s.pausedAt = time.Time{}
+	}
+	if used {
+		s.lastUsed = time.Now()
+	}
+}
+
+// resume moves s from paused to ready: it takes a run slot, lets the box
+// run again, and gives back the paused slot.
+func (m *Manager) resume(ctx context.Context, s *session) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if paused, err := s.isPaused(); !paused || err != nil {
+		return err
+	}
+	if err := m.takeSlot(s.owner); err != nil {
+		return err
+	}
+	if err := s.box.Resume(ctx); err != nil {
+		m.release(s.owner, 0)
+		if errors.Is(err, ErrPauseUnknown) {
+			return m.buryUnsure(s, "resuming", err)
+		}
+		return boxError(s.id, "resuming", err)
+	}
+	s.mu.Lock()
+	if s.state != StatePaused {
+		s.mu.Unlock()
+		m.release(s.owner, 0)
+		return fmt.Errorf("%w: session %s ended while it was being resumed", ErrClosed, s.id)
+	}
+	pausedSlot := s.pausedSlot
+	s.state, s.slot, s.pausedSlot, s.pausedAt, s.lastUsed = StateReady, true, false, time.Time{}, time.Now()
+	m.saveLocked(s)
+	s.mu.Unlock()
+	if pausedSlot {
+		m.givePaused(s.owner)
+	}
+	return nil
+}
+
+// resumeIfPaused resumes s if it is paused, for a call that needs its
+// box running; any other state is left for that call to judge.
+func (m *Manager) resumeIfPaused(ctx context.Context, s *session) error {
+	if s.currentState() != StatePaused {
+		return nil
+	}
+	return m.resume(ctx, s)
+}
+
+// isPaused says s is paused, or why it cannot be resumed: nil for a
+// running one, which needs nothing.
+func (s *session) isPaused() (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.deadLocked(); err != nil {
+		return false, err
+	}
+	switch s.state {
+	case StatePaused:
+		return true, nil
+	case StateReady, StateBusy:
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
+}
+
+// takePaused takes one of the paused slots for owner, or fails with
+// ErrTooMany naming the flag that sets them.
+func (m *Manager) takePaused(owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
+	if m.paused >= m.cfg.MaxPaused {
+		return fmt.Errorf("%w: the server holds its limit of %d paused sessions (set by --max-paused); resume or delete one first",
+			ErrTooMany, m.cfg.MaxPaused)
+	}
+	if n, most := m.pausedByOwner[owner], Share(m.cfg.MaxPaused, m.cfg.Owners); n >= most {
+		return fmt.Errorf("%w: this key holds %d paused sessions, its share of --max-paused; resume or delete one first", ErrTooMany, n)
+	}
+	m.paused++
+	m.pausedByOwner[owner]++
+	return nil
+}
+
+// givePaused gives back one of owner's paused slots.
+func (m *Manager) givePaused(owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.paused--
+	if m.pausedByOwner[owner]--; m.pausedByOwner[owner] <= 0 {
+		delete(m.pausedByOwner, owner)
+	}
+}
+
+// takeSlot takes a run slot for a session resuming: the same limits as a
+// Create's, but no start token (nothing is built) and no more of the
+// memory budget (the paused box held it all along).
+func (m *Manager) takeSlot(owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
+	if m.active >= m.cfg.MaxSessions {
+		return fmt.Errorf("%w: resuming needs a run slot and the server is at its limit of sessions and runs (set by --max-sessions); pause or delete another session, or retry later", ErrTooMany)
+	}
+	if n := m.byOwner[owner]; m.cfg.MaxPerOwner > 0 && n >= m.cfg.MaxPerOwner {
+		return fmt.Errorf("%w: resuming needs a run slot and this key holds %d sessions and runs, its limit (set by --max-sessions-per-key); pause or delete another session first",
+			ErrTooMany, n)
+	}
+	m.active++
+	m.byOwner[owner]++
+	return nil
+}
+
+// giveBack gives back whatever slot s holds, run or paused, once it ends.
+func (m *Manager) giveBack(s *session) {
+	s.mu.Lock()
+	slot, paused := s.slot, s.pausedSlot
+	s.slot, s.pausedSlot = false, false
+	s.mu.Unlock()
+	if slot {
+		m.release(s.owner, 0)
+	}
+	if paused {
+		m.givePaused(s.owner)
+	}
+}
+
+// saveLocked writes s's record after a pause or resume, with s.mu held
+// so a Delete racing with it (which removes the record) is never undone;
+// a failure only makes a crash recover an older state, and is reported.
+func (m *Manager) saveLocked(s *session) {
+	if m.cfg.Store == nil {
+		return
+	}
+	if err := m.cfg.Store.SaveSession(m.recordLocked(s)); err != nil {
+		m.cfg.OnStoreError(fmt.Errorf("saving session %s: %w", s.id, err))
+	}
+}
+
+// autoPauseWait bounds the reaper's pause of an idle auto-pause session.
+const autoPauseWait = 10 * time.Second
+
+// autoPause pauses s, idle past its timeout, instead of ending it. It
+// says whether s ends instead, as idle, as one without auto-pause would:
+// only when it cannot be paused (no paused slot left, a backend or host
+// that cannot). Any other failure (an exec begun meanwhile, a runtime
+// that failed and undid the pause) leaves s for the reaper's next round.
+func (m *Manager) autoPause(s *session) (end bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), autoPauseWait)
+	defer cancel()
+	err := m.pause(ctx, s)
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany):
+		m.cfg.Logger.Info("auto-pause cannot pause; the idle session ends instead", "session", s.id, "backend", m.backend.Name(), "err", err)
+		return true
+	}
+	m.cfg.Logger.Info("auto-pause failed; retrying at the next round", "session", s.id, "backend", m.backend.Name(), "err", err)
+	return false
+}
