@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -21,11 +20,6 @@ const (
 	maxEntries  = 64
 	maxManifest = 1024
 	maxVmlinux  = 256 << 20
-)
-
-var (
-	hexKey     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	sourceVers = regexp.MustCompile(`^[A-Za-z0-9.+~:-]{1,64}$`)
 )
 
 // manifest is kernel-<key>/manifest.json as build.sh writes it.
@@ -167,11 +161,11 @@ func badManifest(d *os.File, err error) error {
 // check validates m's fields and that they name the directory name.
 func (m manifest) check(name string) (time.Time, error) {
 	switch {
-	case !hexKey.MatchString(m.Key):
+	case !isHexKey(m.Key):
 		return time.Time{}, fmt.Errorf("key %q is not a sha256", m.Key)
-	case !hexKey.MatchString(m.Inputs):
+	case !isHexKey(m.Inputs):
 		return time.Time{}, fmt.Errorf("inputs %q is not a sha256", m.Inputs)
-	case !sourceVers.MatchString(m.Source):
+	case !isSourceVersion(m.Source):
 		return time.Time{}, fmt.Errorf("source %q is not a package version", m.Source)
 	case Key(m.Inputs, m.Source) != m.Key:
 		return time.Time{}, fmt.Errorf("key %s is not the hash of its inputs and source", m.Key)

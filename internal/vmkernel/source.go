@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"regexp"
+	"strings"
 )
 
 // sourceChangelog is the installed linux-source-6.1's changelog: its
@@ -17,8 +17,6 @@ const sourceChangelog = "/usr/share/doc/linux-source-6.1/changelog.Debian.gz"
 
 // maxChangelogLine bounds the first line read from the changelog.
 const maxChangelogLine = 256
-
-var changelogVersion = regexp.MustCompile(`^linux \(([A-Za-z0-9.+~:-]{1,64})\) `)
 
 // CheckSource says whether k was built from the linux-source-6.1 now
 // installed: after a security update of the package, Find keeps
@@ -52,11 +50,12 @@ func installedSource(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the installed linux-source version from %q: no first line within %d bytes: %w", p, maxChangelogLine, err)
 	}
-	m := changelogVersion.FindStringSubmatch(line)
-	if m == nil {
+	rest, ok := strings.CutPrefix(line, "linux (")
+	version, _, closed := strings.Cut(rest, ") ")
+	if !ok || !closed || !isSourceVersion(version) {
 		return "", fmt.Errorf("reading the installed linux-source version from %q: first line %q is not \"linux (VERSION) ...\"", p, line)
 	}
-	return m[1], nil
+	return version, nil
 }
 
 // closeLogged closes f, which was only read: a failure is logged.
