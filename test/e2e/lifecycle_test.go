@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,6 +372,28 @@ func wardenTmpEntries(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// cgroupsEmpty says no cgroup in dirs, nor any below them, holds a
+// process (an unreadable cgroup.procs counts as empty: the cgroup is gone).
+func cgroupsEmpty(dirs []string) bool {
+	for _, dir := range dirs {
+		empty := true
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil // gone meanwhile: nothing in it
+			}
+			if b, err := os.ReadFile(filepath.Join(p, "cgroup.procs")); err == nil && len(bytes.TrimSpace(b)) > 0 {
+				empty = false
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if !empty {
+			return false
+		}
+	}
+	return true
 }
 
 // cgroupDirsOf lists the sandbox cgroups named after warden process pid.

@@ -72,6 +72,12 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 
+	// A process on its way out has no environ left for poolProcs to match,
+	// yet is still in its cgroup, which the sweep then rightly keeps: wait
+	// for the crashed server's cgroups to hold no process too.
+	if !waitFor(10*time.Second, func() bool { return cgroupsEmpty(cgroupDirsOf(t, s1.pid)) }) {
+		t.Errorf("10 s after the server was SIGKILLed, its cgroups still hold processes")
+	}
 	s2 := startServer(t, "--state-dir", stateDir)
 	if dirs := cgroupDirsOf(t, s1.pid); len(dirs) > 0 {
 		t.Errorf("the restarted server left the crashed one's cgroups: %q", dirs)
