@@ -25,23 +25,19 @@ import (
 // It is paced as a command exec (see execPacer): a runtime's pause is a
 // runsc process or an Engine call, host CPU no cgroup counts.
 func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
-	s, err := m.lookup(owner, id)
-	if err != nil {
-		return Info{}, err
-	}
-	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
-		return Info{}, err
-	}
-	if err := m.pause(ctx, s); err != nil {
-		return Info{}, err
-	}
-	return s.info(), nil
+	return m.switchPaced(ctx, owner, id, m.pause)
 }
 
 // Resume resumes one of owner's paused sessions; resuming a running one
 // does nothing. It needs a run slot, as a Create does, and is paced as
 // Pause is (a resume on the way to an exec is paid for by the exec).
 func (m *Manager) Resume(ctx context.Context, owner, id string) (Info, error) {
+	return m.switchPaced(ctx, owner, id, m.resume)
+}
+
+// switchPaced finds owner's session id, charges its pacer a command exec
+// and pauses or resumes it (to).
+func (m *Manager) switchPaced(ctx context.Context, owner, id string, to func(context.Context, *session) error) (Info, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
 		return Info{}, err
@@ -49,7 +45,7 @@ func (m *Manager) Resume(ctx context.Context, owner, id string) (Info, error) {
 	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
 		return Info{}, err
 	}
-	if err := m.resume(ctx, s); err != nil {
+	if err := to(ctx, s); err != nil {
 		return Info{}, err
 	}
 	return s.info(), nil
