@@ -34,25 +34,25 @@ func microVMCheck(ctx context.Context) Check {
 	}
 	kernel, _, err := microVMKernel(accel.Accel)
 	if err == nil {
-		err = outdatedKernel()
+		err = kernelSource(kernel)
 	}
 	if err != nil {
-		c.Status, c.Detail = Warn, fmt.Sprintf("%s, accel %s (%s); guest kernel %v", version, accel.Accel, accel.Reason, err)
+		c.Status, c.Detail = Warn, fmt.Sprintf("%s, accel %s (%s); guest kernel: %v", version, accel.Accel, accel.Reason, err)
 		c.Fix = "make microvm-kernel"
+		if errors.Is(err, microvm.ErrTSCUnknown) {
+			c.Fix = "run microVMs on a host with usable KVM (vmx or svm in /proc/cpuinfo and /dev/kvm), or on a VM host whose TSC rate /proc/cpuinfo gives (flags hypervisor, constant_tsc, tsc_known_freq)"
+		}
 		return c
 	}
-	c.Detail = fmt.Sprintf("%s, accel %s (%s); guest kernel %s", version, accel.Accel, accel.Reason, kernel)
+	c.Detail = fmt.Sprintf("%s, accel %s (%s); guest kernel %s", version, accel.Accel, accel.Reason, kernel.Vmlinux)
 	return c
 }
 
-// outdatedKernel says when the kernel was built from another linux-source
-// than the one installed now (a security update since the build), which
-// `make microvm-kernel` rebuilds; nil when they match or cannot be compared.
-var outdatedKernel = func() error {
-	k, err := vmkernel.Find()
-	if err != nil {
-		return err
-	}
+// kernelSource says when k was built from another linux-source than the
+// one installed now (a security update since the build), which `make
+// microvm-kernel` rebuilds; nil when they match or cannot be compared (no
+// linux-source installed). A variable for tests.
+var kernelSource = func(k vmkernel.Kernel) error {
 	if err := vmkernel.CheckSource(k); !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -66,15 +66,25 @@ func MicroVMBoot(ctx context.Context, init string) Check {
 	c := Check{Name: "microvm boot", Status: Warn, Fix: "make microvm-kernel; apt-get install qemu-system-x86; run as root"}
 	kernel, args, err := microVMKernel(microvm.HostAccel().Accel)
 	if err != nil {
-		c.Detail = "guest kernel " + err.Error()
+		c.Detail = "guest kernel: " + err.Error()
 		return c
 	}
+	vmlinux, err := kernel.Open()
+	if err != nil {
+		c.Detail = "guest kernel: " + err.Error()
+		return c
+	}
+	defer func() {
+		if err := vmlinux.Close(); err != nil {
+			slog.Warn("doctor: closing the guest kernel", "err", err)
+		}
+	}()
 	initrd, err := guestInitramfs(init)
 	if err != nil {
 		c.Detail = err.Error()
 		return c
 	}
-	vm, err := microvm.Start(ctx, microvm.Config{Kernel: kernel, KernelArgs: args, Initrd: initrd})
+	vm, err := microvm.Start(ctx, microvm.Config{KernelFile: vmlinux, KernelArgs: args, Initrd: initrd})
 	if err != nil {
 		c.Detail = err.Error()
 		return c

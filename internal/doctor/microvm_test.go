@@ -3,11 +3,13 @@ package doctor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/microvm"
+	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
 
 // TestMicroVMCheck: the microvm line names QEMU, the accelerator and the
@@ -20,23 +22,28 @@ func TestMicroVMCheck(t *testing.T) {
 		}
 		return
 	}
-	saved, savedOutdated := microVMKernel, outdatedKernel
-	t.Cleanup(func() { microVMKernel, outdatedKernel = saved, savedOutdated })
-	outdatedKernel = func() error { return nil }
+	saved, savedSource := microVMKernel, kernelSource
+	t.Cleanup(func() { microVMKernel, kernelSource = saved, savedSource })
 	tests := []struct {
-		kernel string
-		err    error
-		status Status
-		want   string
+		kernel    string
+		err       error
+		sourceErr error
+		status    Status
+		want, fix string
 	}{
-		{"", errors.New("not built: run `make microvm-kernel`"), Warn, "guest kernel not built"},
-		{"/cache/vmlinux", nil, OK, "guest kernel /cache/vmlinux"},
+		{"", errors.New("not built: run `make microvm-kernel`"), nil, Warn, "guest kernel: not built", "make microvm-kernel"},
+		{"", fmt.Errorf("%w: no hypervisor flag", microvm.ErrTSCUnknown), nil, Warn, "TSC frequency", "usable KVM"},
+		{"/cache/vmlinux", nil, errors.New("built from linux-source 6.1.1-1, installed is 6.1.2-1"), Warn, "installed is 6.1.2-1", "make microvm-kernel"},
+		{"/cache/vmlinux", nil, nil, OK, "guest kernel /cache/vmlinux", ""},
 	}
 	for _, tt := range tests {
-		microVMKernel = func(microvm.Accel) (string, []string, error) { return tt.kernel, nil, tt.err }
+		microVMKernel = func(microvm.Accel) (vmkernel.Kernel, []string, error) {
+			return vmkernel.Kernel{Vmlinux: tt.kernel}, nil, tt.err
+		}
+		kernelSource = func(vmkernel.Kernel) error { return tt.sourceErr }
 		c := microVMCheck(context.Background())
-		if c.Status != tt.status || !strings.Contains(c.Detail, tt.want) || !strings.Contains(c.Detail, "QEMU emulator version") || !strings.Contains(c.Detail, "accel ") {
-			t.Errorf("microVMCheck = %+v, want %s with %q, QEMU's version and the accel", c, tt.status, tt.want)
+		if c.Status != tt.status || !strings.Contains(c.Detail, tt.want) || !strings.Contains(c.Fix, tt.fix) || !strings.Contains(c.Detail, "QEMU emulator version") || !strings.Contains(c.Detail, "accel ") {
+			t.Errorf("microVMCheck = %+v, want %s with %q, QEMU's version and the accel, fix %q", c, tt.status, tt.want, tt.fix)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 // rest (QEMU's start and the kernel's boot before its clock runs).
 func BenchmarkBoot(b *testing.B) {
 	needQEMU(b)
-	cfg := Config{Kernel: testKernel(b), KernelArgs: testKernelArgs(b), Initrd: testInitramfs(b)}
+	cfg := testConfig(b)
 	var total, kernel, initPart []time.Duration
 	for b.Loop() {
 		vm, err := Start(context.Background(), cfg)
@@ -41,7 +41,7 @@ func BenchmarkBoot(b *testing.B) {
 // guest, at two memory sizes.
 func BenchmarkIdlePSS(b *testing.B) {
 	needQEMU(b)
-	cfg := Config{Kernel: testKernel(b), KernelArgs: testKernelArgs(b), Initrd: testInitramfs(b)}
+	cfg := testConfig(b)
 	for _, mib := range []int{128, 256} {
 		b.Run(fmt.Sprintf("mem=%d", mib), func(b *testing.B) {
 			cfg.MemoryMiB = mib
@@ -84,7 +84,7 @@ func BenchmarkPortRoundTrip(b *testing.B) {
 	})
 	b.Run("vm", func(b *testing.B) {
 		needQEMU(b)
-		vm, err := Start(context.Background(), Config{Kernel: testKernel(b), KernelArgs: testKernelArgs(b), Initrd: testInitramfs(b)})
+		vm, err := Start(context.Background(), testConfig(b))
 		if err != nil {
 			b.Fatal(err)
 		}

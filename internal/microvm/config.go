@@ -3,6 +3,7 @@ package microvm
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,11 @@ type Config struct {
 	// must be world-readable: QEMU, running under its own unprivileged
 	// uid, reopens the descriptor the host opened.
 	Kernel string
+	// KernelFile is the guest kernel already opened and checked by the
+	// caller (GuestKernel's Kernel.Open), given instead of Kernel: the
+	// launcher passes QEMU a copy of this descriptor, so what boots is the
+	// file checked. The caller keeps and closes it.
+	KernelFile *os.File
 	// Initrd is the initramfs archive (see Initramfs); InitrdPath names
 	// one on disk instead. Exactly one is set.
 	Initrd     []byte
@@ -79,8 +85,8 @@ func (c Config) normalize() (Config, error) {
 		c.BootTimeout = DefaultBootTimeout
 	}
 	switch {
-	case c.Kernel == "":
-		return c, errors.New("microvm: no guest kernel given: build one with `make microvm-kernel`")
+	case (c.Kernel == "") == (c.KernelFile == nil):
+		return c, errors.New("microvm: give exactly one of Kernel and KernelFile (build a kernel with `make microvm-kernel`)")
 	case (c.Initrd == nil) == (c.InitrdPath == ""):
 		return c, errors.New("microvm: give exactly one of Initrd and InitrdPath")
 	case c.MemoryMiB < minMemoryMiB || c.MemoryMiB > maxMemoryMiB:

@@ -1,10 +1,14 @@
 package microvm
 
 import (
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
 
 func TestNormalize(t *testing.T) {
@@ -16,10 +20,13 @@ func TestNormalize(t *testing.T) {
 	}{
 		{"defaults", func(*Config) {}, ""},
 		{"no kernel", func(c *Config) { c.Kernel = "" }, "make microvm-kernel"},
+		{"kernel by descriptor", func(c *Config) { c.Kernel, c.KernelFile = "", os.Stdin }, ""},
 		{"no initrd", func(c *Config) { c.Initrd = nil }, "exactly one"},
 		{"two initrds", func(c *Config) { c.InitrdPath = "/i" }, "exactly one"},
 		{"tiny memory", func(c *Config) { c.MemoryMiB = 8 }, "memory 8 MiB"},
-		{"too many cpus", func(c *Config) { c.CPUs = 1000 }, "1000 vCPUs"},
+		{"the kernel's most cpus", func(c *Config) { c.CPUs = vmkernel.MaxCPUs }, ""},
+		{"one cpu past the kernel's", func(c *Config) { c.CPUs = vmkernel.MaxCPUs + 1 }, fmt.Sprintf("%d vCPUs", vmkernel.MaxCPUs+1)},
+		{"two kernels", func(c *Config) { c.KernelFile = os.Stdin }, "exactly one of Kernel and KernelFile"},
 		{"bad accel", func(c *Config) { c.Accel = "hvf" }, `"hvf"`},
 		{"negative timeout", func(c *Config) { c.BootTimeout = -time.Second }, "negative"},
 		{"space in param", func(c *Config) { c.Cmdline = []string{"a b"} }, "one token"},

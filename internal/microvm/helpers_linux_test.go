@@ -11,28 +11,33 @@ import (
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
-// testKernel is the guest kernel the boot tests use: the one this build
-// boots (GuestKernel), or a skip (a failure under WARDEN_CI=1) saying why.
-func testKernel(t testing.TB) string {
+// guestConfig is a VM of the guest kernel this build boots (GuestKernel,
+// opened by Kernel.Open as the backend does: the descriptor QEMU gets) and
+// warden-init as /init, or a skip (a failure under WARDEN_CI=1) saying why
+// there is none; vmlinux is the kernel's path, which QEMU's fd 3 shows.
+func guestConfig(t testing.TB) (cfg Config, vmlinux string) {
 	t.Helper()
-	kernel, _ := testGuestKernel(t)
-	return kernel
-}
-
-// testKernelArgs are the guest kernel's own boot arguments under this
-// host's accelerator (GuestKernel).
-func testKernelArgs(t testing.TB) []string {
-	t.Helper()
-	_, args := testGuestKernel(t)
-	return args
-}
-
-func testGuestKernel(t testing.TB) (string, []string) {
-	kernel, args, err := GuestKernel(HostAccel().Accel)
+	k, args, err := GuestKernel(HostAccel().Accel)
 	if err != nil {
 		testhost.SkipOrFail(t, "no microVM guest kernel to boot: "+err.Error())
 	}
-	return kernel, args
+	f, err := k.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return Config{KernelFile: f, KernelArgs: args, Initrd: testInitramfs(t)}, k.Vmlinux
+}
+
+// testConfig is guestConfig's Config alone.
+func testConfig(t testing.TB) Config {
+	t.Helper()
+	cfg, _ := guestConfig(t)
+	return cfg
 }
 
 // needQEMU skips unless QEMU can be started confined here (as root).

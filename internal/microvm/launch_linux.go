@@ -60,7 +60,7 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.logR, l.logW, err = os.Pipe(); err != nil {
 		return l, fmt.Errorf("microvm: making the console pipe: %w", err)
 	}
-	if l.kernel, err = openKernel(cfg.Kernel); err != nil {
+	if l.kernel, err = openKernel(cfg); err != nil {
 		return l, err
 	}
 	if l.initrd, err = openInitrd(cfg); err != nil {

@@ -43,13 +43,34 @@ func (l *launch) dupQEMU() error {
 }
 
 // openKernel opens the guest kernel under nsinit's trust rule (whoever
-// could change it could run code as QEMU), readable by QEMU's own uid.
-func openKernel(p string) (*os.File, error) {
-	f, err := openGuestFile(p, "guest kernel")
+// could change it could run code as QEMU), readable by QEMU's own uid; a
+// KernelFile the caller checked is copied instead, still world-readable.
+func openKernel(cfg Config) (*os.File, error) {
+	if cfg.KernelFile != nil {
+		return copyKernel(cfg.KernelFile)
+	}
+	f, err := openGuestFile(cfg.Kernel, "guest kernel")
 	if err != nil {
 		return nil, fmt.Errorf("%w (build one with `make microvm-kernel`)", err)
 	}
 	return f, nil
+}
+
+// copyKernel duplicates the caller's kernel descriptor for QEMU, so that
+// the launcher owns and closes its own copy.
+func copyKernel(f *os.File) (*os.File, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("microvm: guest kernel: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o004 == 0 {
+		return nil, fmt.Errorf("microvm: guest kernel %s is not a world-readable regular file, which QEMU (under its own uid) must read", f.Name())
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("microvm: copying the guest kernel's descriptor: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // openGuestFile opens a file QEMU loads into the guest: trusted as a

@@ -56,9 +56,8 @@ func TestStartRefusesPrivateKernel(t *testing.T) {
 // runs, then closes the port and sees the guest end the VM.
 func TestBoot(t *testing.T) {
 	needQEMU(t)
-	kernel := testKernel(t)
-	initrd := testInitramfs(t)
-	vm, err := Start(context.Background(), Config{Kernel: kernel, KernelArgs: testKernelArgs(t), Initrd: initrd})
+	cfg, kernel := guestConfig(t)
+	vm, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +73,7 @@ func TestBoot(t *testing.T) {
 // TestKill shows Kill ends QEMU's whole process group.
 func TestKill(t *testing.T) {
 	needQEMU(t)
-	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)})
+	vm, err := Start(context.Background(), testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +151,7 @@ func checkFDs(t *testing.T, dir, kernel string) {
 // port, which proves bytes cross both ways after the hello.
 func TestPortEcho(t *testing.T) {
 	needQEMU(t)
-	vm, err := Start(context.Background(), Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)})
+	vm, err := Start(context.Background(), testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +183,9 @@ func ownFD(link string) bool {
 // and Start says so in one line: the wait is bounded by BootTimeout.
 func TestBootTimeout(t *testing.T) {
 	needQEMU(t)
-	_, err := Start(context.Background(), Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t), BootTimeout: time.Nanosecond})
+	cfg := testConfig(t)
+	cfg.BootTimeout = time.Nanosecond
+	_, err := Start(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "no valid hello from the guest within 1ns") || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("Start with a 1 ns boot timeout = %v, want a deadline error", err)
 	}
@@ -195,7 +196,7 @@ func TestContextKills(t *testing.T) {
 	needQEMU(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	vm, err := Start(ctx, Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)})
+	vm, err := Start(ctx, testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,13 +264,13 @@ func wantGroups(t *testing.T, vm *VM) string {
 func TestVMsApart(t *testing.T) {
 	needQEMU(t)
 	testhost.RequireTool(t, "sh")
-	kernel, initrd := testKernel(t), testInitramfs(t)
-	a, err := Start(context.Background(), Config{Kernel: kernel, KernelArgs: testKernelArgs(t), Initrd: initrd})
+	cfg := testConfig(t)
+	a, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeVM(t, a)
-	b, err := Start(context.Background(), Config{Kernel: kernel, KernelArgs: testKernelArgs(t), Initrd: initrd})
+	b, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func init() { runtime.LockOSThread() }
 // then the VM still echoes.
 func TestStartThreadEnds(t *testing.T) {
 	needQEMU(t)
-	cfg := Config{Kernel: testKernel(t), KernelArgs: testKernelArgs(t), Initrd: testInitramfs(t)}
+	cfg := testConfig(t)
 	type started struct {
 		vm  *VM
 		err error
