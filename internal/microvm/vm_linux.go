@@ -24,10 +24,11 @@ import (
 const drainGrace = time.Second
 
 // closeGrace bounds how long Close waits for the guest to end the VM after
-// its port is closed before QEMU is killed. Under TCG on a loaded 2-core
-// host a guest's power-off took over 5 s now and then (the first value);
-// the VM holds nothing to save, so the wait only spares a clean end.
-const closeGrace = 15 * time.Second
+// its port is closed before QEMU is killed. The VM holds nothing to save,
+// so the wait only spares a clean end; on a loaded host under TCG the
+// guest's end took over 15 s now and then (a CI run), which a longer wait
+// would not make certain.
+const closeGrace = 5 * time.Second
 
 // VM is one running QEMU microVM whose guest has said hello.
 type VM struct {
@@ -121,16 +122,22 @@ func (v *VM) Kill() {
 	}
 }
 
-// Close closes the agent port, which makes the guest end the VM, and waits
-// for QEMU to end, killing it after closeGrace. It returns how QEMU ended.
+// Close ends the VM: it closes the agent port, which makes the guest end
+// the VM, and kills QEMU if it has not ended after closeGrace. The VM holds
+// nothing to save, so a kill is no failure: Close returns nil then, and
+// otherwise how QEMU ended (an error if QEMU itself failed). The guest's
+// own end is not certain under QEMU 7.2 (docs/backends.md: its main loop
+// may not watch the port when it closes).
 func (v *VM) Close() error {
 	v.closePort()
 	select {
 	case <-v.done:
+		return v.Wait()
 	case <-time.After(closeGrace):
 		v.Kill()
+		<-v.done
+		return nil
 	}
-	return v.Wait()
 }
 
 // closePort closes the host end of the agent port once.
