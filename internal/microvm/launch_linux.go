@@ -1,12 +1,12 @@
 package microvm
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -15,32 +15,32 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/hostid"
+	"github.com/warden-sandbox/warden/internal/plan"
 )
 
 // launch holds what one QEMU start needs, opened by the host: QEMU gets
-// each as a descriptor and opens none of warden's files by path (it does
-// open its own: firmware, libraries, /dev/urandom).
+// its descriptors (stdio, the agent socket), and its own root holds the
+// rest as read-only binds of what the host opened (confine_linux.go).
 type launch struct {
 	cfg     Config
 	accel   AccelChoice
-	qemu    *os.File // O_PATH of the trusted binary, executed as /proc/self/fd/N
-	qemuFD  int      // a duplicate of qemu above the numbers the child's set-up uses
+	qemu    *os.File // O_PATH of the trusted binary, bound as qemuBinary
 	devNull *os.File
 	logR    *os.File // host end of the console pipe
 	logW    *os.File
 	kernel  *os.File
-	initrd  *os.File
+	initrd  *os.File // an initrd file (InitrdPath), or nil: its bytes are written into QEMU's root
 	guest   *os.File // QEMU's end of the agent socketpair
 	host    *os.File
+	mounts  []mountAt     // QEMU's root's binds, detached until its thread attaches them
 	id      *hostid.Lease // QEMU's own uid and gid, no other process's
 	cg      cgroup.Cgroup
-	cgDir   *os.File // the cgroup's directory for CLONE_INTO_CGROUP (v2), or nil
 	started time.Time
 }
 
 // prepare opens everything; on failure it closes what it opened.
 func prepare(cfg Config) (l *launch, err error) {
-	l = &launch{cfg: cfg, qemuFD: -1}
+	l = &launch{cfg: cfg}
 	defer func() {
 		if err != nil {
 			l.closeFiles()
@@ -49,6 +49,9 @@ func prepare(cfg Config) (l *launch, err error) {
 	}()
 	l.accel = pickAccel(cfg)
 	if err := cfg.checkAccel(l.accel.Accel); err != nil {
+		return l, err
+	}
+	if err := checkShares(cfg.Shares); err != nil {
 		return l, err
 	}
 	if err := l.openQEMU(); err != nil {
@@ -63,7 +66,12 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.kernel, err = openKernel(cfg); err != nil {
 		return l, err
 	}
-	if l.initrd, err = openInitrd(cfg); err != nil {
+	if cfg.InitrdPath != "" {
+		if l.initrd, err = openGuestFile(cfg.InitrdPath, "initrd"); err != nil {
+			return l, err
+		}
+	}
+	if err := l.rootMounts(); err != nil {
 		return l, err
 	}
 	if l.host, l.guest, err = socketPair(); err != nil {
@@ -72,10 +80,7 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.id, err = hostid.Take(); err != nil {
 		return l, fmt.Errorf("microvm: QEMU's identity: %w", err)
 	}
-	if err := l.makeCgroup(); err != nil {
-		return l, err
-	}
-	return l, l.dupQEMU()
+	return l, l.makeCgroup()
 }
 
 // pickAccel is cfg's accelerator, or the host's.
@@ -97,36 +102,11 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	type result struct {
-		vm  *VM
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked QEMU ends, not
-		// warden: QEMU is started and reaped on this goroutine, locked
-		// to its thread for QEMU's whole life, so no other goroutine's
-		// locked thread ending (which the Go runtime then kills) can
-		// take QEMU with it.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		vm, err := l.run(cmd)
-		res <- result{vm, err}
-		if vm != nil {
-			vm.reap()
-		}
-	}()
-	r := <-res
-	return r.vm, r.err
-}
-
-// run starts QEMU on the calling thread and returns the VM before its
-// hello; the caller then reaps it on the same thread.
-func (l *launch) run(cmd *exec.Cmd) (*VM, error) {
-	l.started = time.Now()
-	if err := cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go l.fork(cmd, started)
+	if err := <-started; err != nil {
 		l.closeHostEnds()
-		return nil, fmt.Errorf("microvm: starting QEMU: %w", err)
+		return nil, err
 	}
 	conn, err := l.settle(cmd.Process.Pid)
 	if err != nil {
@@ -137,39 +117,85 @@ func (l *launch) run(cmd *exec.Cmd) (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	return &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}, nil
+	vm := &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
+	go vm.reap()
+	return vm, nil
 }
 
-// settle moves a started QEMU into its cgroup where it could not start
-// inside (v1: before its guest's hello is awaited, within QEMU's first
-// milliseconds of set-up) and turns the agent socket into a connection.
-func (l *launch) settle(pid int) (net.Conn, error) {
-	if l.cgDir == nil {
-		if err := l.cg.AddProc(pid); err != nil {
-			return nil, fmt.Errorf("microvm: moving QEMU into its cgroup: %w", err)
+// fork confines the calling goroutine's thread (its own namespaces and
+// root, no_new_privs, Warden's filter for QEMU), forks QEMU from it, says
+// on started how that went, and keeps the thread until QEMU has exited:
+// Pdeathsig fires when the thread that forked QEMU ends, not warden, so
+// QEMU lives exactly as long as this goroutine, and no other goroutine's
+// locked thread ending (which the Go runtime then kills) takes QEMU with
+// it. The thread is never unlocked: it stays confined, so the runtime
+// ends it with the goroutine rather than run other goroutines in QEMU's
+// namespaces under QEMU's filter. Everything that needs the host's files
+// (the cgroup, the reaper's clean-up) runs on other goroutines.
+func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
+	runtime.LockOSThread()
+	if err := plan.Apply(l.rootPlan()); err != nil {
+		started <- fmt.Errorf("microvm: %w", err)
+		return
+	}
+	if err := confineThread(); err != nil {
+		started <- err
+		return
+	}
+	l.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		started <- fmt.Errorf("microvm: starting QEMU: %w", err)
+		return
+	}
+	pid := cmd.Process.Pid
+	started <- nil
+	waitExited(pid)
+}
+
+// waitExited waits until process pid has exited, leaving it to be reaped.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				warn("waiting for QEMU", err)
+			}
+			return
 		}
+	}
+}
+
+// settle moves a started QEMU into its cgroup (before its guest's hello is
+// awaited, within QEMU's first milliseconds of set-up: QEMU's filter
+// refuses clone3, which CLONE_INTO_CGROUP needs) and turns the agent
+// socket into a connection.
+func (l *launch) settle(pid int) (net.Conn, error) {
+	if err := l.cg.AddProc(pid); err != nil {
+		return nil, fmt.Errorf("microvm: moving QEMU into its cgroup: %w", err)
 	}
 	conn, err := fileConn(l.host)
 	l.host = nil
 	return conn, err
 }
 
-// command is QEMU's command: the trusted binary's descriptor executed
-// with a clean environment, in /, with only its descriptors.
+// command is QEMU's command: the trusted binary, bound into QEMU's own
+// root, executed with a clean environment, in /, with only its
+// descriptors.
 func (l *launch) command() (*exec.Cmd, error) {
 	attr, err := l.sysProcAttr()
 	if err != nil {
 		return nil, err
 	}
 	return &exec.Cmd{
-		Path:        "/proc/self/fd/" + strconv.Itoa(l.qemuFD),
+		Path:        qemuBinary,
 		Args:        append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel)...),
 		Env:         []string{},
 		Dir:         "/",
 		Stdin:       l.devNull,
 		Stdout:      l.logW,
 		Stderr:      l.logW,
-		ExtraFiles:  []*os.File{l.kernel, l.initrd, l.guest}, // kernelFD, initrdFD, agentFD
+		ExtraFiles:  []*os.File{l.guest}, // agentFD
 		SysProcAttr: attr,
 	}, nil
 }
@@ -177,11 +203,9 @@ func (l *launch) command() (*exec.Cmd, error) {
 // sysProcAttr confines QEMU: a uid and gid leased for this VM alone with
 // no supplementary groups (so no capabilities: the switch from root clears
 // them, and no other VM's QEMU can read its memory or signal it), its own
-// process group (killed whole), killed if warden dies, and its own PID,
-// network, IPC and UTS namespaces (it sees no other process to signal, no
-// network interface but loopback, no host System V IPC; it still sees the
-// host's files and /proc, see docs/backends.md). Under KVM its one group
-// is /dev/kvm's, to open it.
+// process group (killed whole), killed if warden dies. Its namespaces,
+// root and seccomp filter come from the thread that forks it (fork).
+// Under KVM its one group is /dev/kvm's, to open it.
 func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 	groups := []uint32{}
 	if l.accel.Accel == KVM {
@@ -194,16 +218,11 @@ func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 		}
 		groups = []uint32{gid}
 	}
-	a := &syscall.SysProcAttr{
+	return &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(l.id.ID()), Gid: uint32(l.id.ID()), Groups: groups},
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
-		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-	}
-	if l.cgDir != nil {
-		a.UseCgroupFD, a.CgroupFD = true, int(l.cgDir.Fd())
-	}
-	return a, nil
+	}, nil
 }
 
 // fileConn turns a socket's file into a connection (with deadlines, as
@@ -219,18 +238,15 @@ func fileConn(f *os.File) (net.Conn, error) {
 
 // closeFiles closes the host's copies of what QEMU inherited.
 func (l *launch) closeFiles() {
-	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.cgDir} {
+	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest} {
 		if f != nil {
 			closeLogged(f, f.Name())
 		}
 	}
-	if l.qemuFD >= 0 {
-		if err := unix.Close(l.qemuFD); err != nil {
-			warn("closing QEMU's descriptor", err)
-		}
-		l.qemuFD = -1
+	for _, m := range l.mounts {
+		closeLogged(m.f, m.f.Name())
 	}
-	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.cgDir = nil, nil, nil, nil, nil, nil, nil
+	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.mounts = nil, nil, nil, nil, nil, nil, nil
 }
 
 // closeHostEnds closes what the host keeps, when there is no VM to own it

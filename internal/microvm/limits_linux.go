@@ -2,7 +2,6 @@ package microvm
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/cgroup"
@@ -30,20 +29,14 @@ func limits(cfg Config, accel Accel) cgroup.Limits {
 	return cgroup.Limits{MemoryBytes: int64(mib) << 20, Pids: qemuPids, CPUs: float64(cfg.CPUs)}
 }
 
-// makeCgroup creates QEMU's cgroup and, where the kernel can start a
-// process inside one (v2: CLONE_INTO_CGROUP), opens its directory for
-// that; on v1 QEMU is moved in just after it starts (see settle).
+// makeCgroup creates QEMU's cgroup; QEMU is moved in just after it starts
+// (see settle).
 func (l *launch) makeCgroup() error {
 	cg, err := cgroup.New(boxname.New(), limits(l.cfg, l.accel.Accel))
 	if err != nil {
 		return fmt.Errorf("microvm: QEMU's cgroup: %w", err)
 	}
 	l.cg = cg
-	if dir := cg.Placement().CloneInto; dir != "" {
-		if l.cgDir, err = os.Open(dir); err != nil {
-			return fmt.Errorf("microvm: opening QEMU's cgroup: %w", err)
-		}
-	}
 	return nil
 }
 

@@ -178,21 +178,13 @@ func (v *VM) watch(ctx context.Context) {
 }
 
 // reap waits for QEMU's exit without reaping it (WNOWAIT), marks it
-// exited under mu so Kill stops signalling its pid, then reaps it and
+// exited under mu so Kill stops signalling its pid, then reaps it (any
+// thread may: the one that forked QEMU only keeps it alive, see fork) and
 // closes the host ends: the agent port, and the console pipe after at
 // most drainGrace, so a hostile QEMU cannot hold teardown forever.
 func (v *VM) reap() {
 	defer close(v.done)
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, v.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			if err != nil {
-				warn("waiting for QEMU", err)
-			}
-			break
-		}
-	}
+	waitExited(v.cmd.Process.Pid)
 	v.mu.Lock()
 	v.exited = true
 	v.mu.Unlock()

@@ -114,15 +114,16 @@ func checkConfined(t *testing.T, vm *VM, kernel string) {
 	if env, err := os.ReadFile(dir + "/environ"); err != nil || len(env) != 0 {
 		t.Errorf("QEMU's environment = %q, %v; want empty", env, err)
 	}
-	checkFDs(t, dir, kernel)
+	checkFDs(t, dir)
 }
 
-// checkFDs: 0-5 are what the launcher passed; every other descriptor is
-// one QEMU makes itself (eventfds, a signalfd, /dev/null, its firmware),
-// never a pipe, socket or host file this process leaked to it.
-func checkFDs(t *testing.T, dir, kernel string) {
+// checkFDs: 0-3 are what the launcher passed; every other descriptor is
+// one QEMU makes itself (eventfds, a signalfd, /dev/null, its firmware,
+// the guest kernel and initrd in its own root), never a pipe, socket or
+// host file this process leaked to it.
+func checkFDs(t *testing.T, dir string) {
 	t.Helper()
-	want := map[string]string{"0": "/dev/null", "1": "pipe:", "2": "pipe:", "3": kernel, "4": "/memfd:warden-initrd", "5": "socket:"}
+	want := map[string]string{"0": "/dev/null", "1": "pipe:", "2": "pipe:", "3": "socket:"}
 	ents, err := os.ReadDir(dir + "/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +178,8 @@ func closeVM(t testing.TB, vm *VM) {
 
 // ownFD reports whether a descriptor's link is one QEMU opens itself.
 func ownFD(link string) bool {
-	return strings.HasPrefix(link, "anon_inode:") || link == "/dev/null" || link == "/dev/urandom" || strings.HasPrefix(link, "/usr/share/qemu/")
+	return strings.HasPrefix(link, "anon_inode:") || link == "/dev/null" || link == "/dev/urandom" || strings.HasPrefix(link, "/usr/share/qemu/") ||
+		link == guestKernel || link == guestInitrd
 }
 
 // TestBootTimeout shows a guest that does not say hello in time is killed

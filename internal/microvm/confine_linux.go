@@ -1,0 +1,200 @@
+package microvm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/plan"
+)
+
+// QEMU's thread leaves the host's namespaces, all at once, before it forks
+// QEMU: the mount namespace its root is built in, and the PID (QEMU is its
+// PID 1), network, IPC and UTS namespaces QEMU runs in.
+const qemuNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+
+// stageDir is where the thread mounts QEMU's root before it pivots into
+// it: a directory every host has, covered only in the thread's own private
+// mount namespace (what QEMU's root binds was opened before, by descriptor).
+const stageDir = "/tmp"
+
+// rootInodes bounds the files QEMU's root tmpfs holds besides the shares'
+// mount points: its directories, mount points and the initrd.
+const rootInodes = 64
+
+// rootMounts opens every mount QEMU's root binds as a detached copy
+// (open_tree), in the host's mount namespace and by descriptor where the
+// launcher opened the file (the binary, the guest kernel, an initrd file,
+// each share), with its attributes already set: read-only, nosuid, nodev,
+// noexec, except what a bind needs. QEMU's thread attaches them after it
+// leaves the host's mount namespace, which they outlive.
+func (l *launch) rootMounts() error {
+	binds := rootBinds(l.accel.Accel, libDirs(), l.initrd != nil, l.cfg.Shares)
+	held := map[string]*os.File{qemuBinary: l.qemu, guestKernel: l.kernel, guestInitrd: l.initrd}
+	for _, b := range sortedByDepth(binds) {
+		fd, err := l.rootMount(b, held)
+		if err != nil {
+			return err
+		}
+		l.mounts = append(l.mounts, mountAt{os.NewFile(uintptr(fd), "mount of "+b.Dst), b})
+	}
+	return nil
+}
+
+// mountAt is a detached mount and where QEMU's root attaches it.
+type mountAt struct {
+	f *os.File
+	b bind
+}
+
+// rootMount clones b's source: a file the launcher holds, a share (opened
+// here without following a symlink), or a host path of QEMU's own.
+func (l *launch) rootMount(b bind, held map[string]*os.File) (int, error) {
+	if f := held[b.Dst]; f != nil && b.Src == "" {
+		return cloneMount(int(f.Fd()), "", b)
+	}
+	if b.Src != "" {
+		return cloneMount(unix.AT_FDCWD, b.Src, b)
+	}
+	dir, err := openShare(b.Dst)
+	if err != nil {
+		return -1, err
+	}
+	defer closeLogged(dir, "share "+b.Dst)
+	return cloneMount(int(dir.Fd()), "", b)
+}
+
+// openShare opens a share's directory by a path that must not end in a
+// symlink, as a directory, for open_tree: what is bound is what was checked.
+func openShare(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, fmt.Errorf("microvm: share directory %s does not exist; create it or share another", dir)
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("microvm: share %s is not a directory (or is a symlink); share the directory itself", dir)
+	case err != nil:
+		return nil, fmt.Errorf("microvm: opening share %s: %w", dir, err)
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// cloneMount makes a detached copy of the mount at dfd/path (dfd itself
+// when path is ""), restricted as b allows.
+func cloneMount(dfd int, path string, b bind) (int, error) {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	fd, err := unix.OpenTree(dfd, path, flags)
+	if err != nil {
+		return -1, fmt.Errorf("microvm: copying the mount of %s for QEMU's root (open_tree, Linux 5.2): %w", b.Dst, err)
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: mountAttrs(b)}); err != nil {
+		if cerr := unix.Close(fd); cerr != nil {
+			warn("closing a mount copy", cerr)
+		}
+		return -1, fmt.Errorf("microvm: restricting the mount of %s for QEMU's root (mount_setattr, Linux 5.12): %w", b.Dst, err)
+	}
+	return fd, nil
+}
+
+// mountAttrs are b's mount attributes: everything off that b does not need.
+func mountAttrs(b bind) uint64 {
+	a := uint64(unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC)
+	if b.Writable {
+		a &^= unix.MOUNT_ATTR_RDONLY
+	}
+	if b.Exec {
+		a &^= unix.MOUNT_ATTR_NOEXEC
+	}
+	if b.Dev {
+		a &^= unix.MOUNT_ATTR_NODEV
+	}
+	return a
+}
+
+// libDirs are hostLibDirs that are real directories on this host (not
+// reached through a symlink, which rootLinks mirrors instead).
+func libDirs() []string {
+	var ds []string
+	for _, d := range hostLibDirs {
+		if real, err := filepath.EvalSymlinks(d); err == nil && real == d {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
+// rootPlan is what QEMU's thread does, as plan ops (internal/plan's Go
+// applier runs them): leave the host's namespaces, keep its mounts from
+// propagating, mount a small tmpfs, make the mount points, attach the
+// detached mounts, write the initrd given as bytes, make the tmpfs
+// read-only, pivot into it and drop the host's root.
+func (l *launch) rootPlan() []plan.Op {
+	p := &rootPlanner{}
+	p.add(plan.Unshare, []uint64{qemuNamespaces}, nil, "leaving the host's namespaces")
+	p.add(plan.Mount, []uint64{unix.MS_REC | unix.MS_PRIVATE, 0}, []string{"", "/", "", ""}, "making the host's mounts private")
+	size := len(l.cfg.Initrd) + 1<<20
+	data := "mode=0755,size=" + strconv.Itoa(size) + ",nr_inodes=" + strconv.Itoa(rootInodes+len(l.cfg.Shares)*8)
+	p.add(plan.Mount, []uint64{unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, []string{"warden-qemu", stageDir, "tmpfs", data}, "mounting QEMU's root")
+	for _, link := range rootLinks {
+		if target, err := os.Readlink(link); err == nil {
+			p.add(plan.Symlink, nil, []string{target, stageDir + link}, "linking "+link)
+		}
+	}
+	for _, m := range l.mounts {
+		p.mountPoint(m.b)
+		p.add(plan.MoveMount, []uint64{uint64(m.f.Fd())}, []string{stageDir + m.b.Dst}, "binding "+m.b.Dst)
+	}
+	if l.initrd == nil {
+		p.dirs(filepath.Dir(guestInitrd))
+		p.add(plan.WriteFile, []uint64{0o444}, []string{stageDir + guestInitrd, string(l.cfg.Initrd)}, "writing the initrd")
+		p.add(plan.Chmod, []uint64{0o444}, []string{stageDir + guestInitrd}, "making the initrd readable")
+	}
+	p.add(plan.MountSetattr, []uint64{unix.MOUNT_ATTR_RDONLY, 0, 0}, []string{stageDir}, "making QEMU's root read-only")
+	p.add(plan.Chdir, nil, []string{stageDir}, "entering QEMU's root")
+	p.add(plan.PivotRoot, nil, nil, "pivoting into QEMU's root")
+	p.add(plan.Umount, []uint64{unix.MNT_DETACH}, []string{"."}, "detaching the host's root")
+	p.add(plan.Chdir, nil, []string{"/"}, "entering QEMU's root")
+	return p.ops
+}
+
+// rootPlanner collects rootPlan's ops and the directories made so far.
+type rootPlanner struct {
+	ops  []plan.Op
+	made map[string]bool
+}
+
+func (p *rootPlanner) add(code plan.Code, ints []uint64, strs []string, ctx string) {
+	p.ops = append(p.ops, plan.Op{Code: code, Ints: ints, Strs: strs, Context: "confining QEMU: " + ctx})
+}
+
+// dirs makes dir and its parents in the staged root, world-searchable
+// whatever the umask.
+func (p *rootPlanner) dirs(dir string) {
+	if dir == "/" || p.made[dir] {
+		return
+	}
+	p.dirs(filepath.Dir(dir))
+	if p.made == nil {
+		p.made = map[string]bool{}
+	}
+	p.made[dir] = true
+	p.add(plan.Mkdir, []uint64{0o755, uint64(unix.EEXIST)}, []string{stageDir + dir}, "making "+dir)
+	p.add(plan.Chmod, []uint64{0o755}, []string{stageDir + dir}, "making "+dir+" searchable")
+}
+
+// mountPoint makes b's mount point: a directory, or an empty file.
+func (p *rootPlanner) mountPoint(b bind) {
+	if !b.File {
+		p.dirs(b.Dst)
+		return
+	}
+	p.dirs(filepath.Dir(b.Dst))
+	p.add(plan.Touch, []uint64{0o444}, []string{stageDir + b.Dst}, "making the mount point "+b.Dst)
+}
