@@ -1,7 +1,6 @@
 package microvm
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -36,11 +35,14 @@ type launch struct {
 	id      *hostid.Lease // QEMU's own uid and gid, no other process's
 	cg      cgroup.Cgroup
 	started time.Time
+	// exited is closed once QEMU has exited, which ends the thread that
+	// forked it (fork).
+	exited chan struct{}
 }
 
 // prepare opens everything; on failure it closes what it opened.
 func prepare(cfg Config) (l *launch, err error) {
-	l = &launch{cfg: cfg}
+	l = &launch{cfg: cfg, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			l.closeFiles()
@@ -114,17 +116,19 @@ func (l *launch) start() (*VM, error) {
 			warn("killing QEMU", kerr)
 		}
 		warn("reaping QEMU", cmd.Wait())
+		close(l.exited)
 		l.closeHostEnds()
 		return nil, err
 	}
-	vm := &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}
+	vm := &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), forker: l.exited, console: newConsoleLog(l.logR)}
 	go vm.reap()
 	return vm, nil
 }
 
 // fork confines the calling goroutine's thread (its own namespaces and
 // root, no_new_privs, Warden's filter for QEMU), forks QEMU from it, says
-// on started how that went, and keeps the thread until QEMU has exited:
+// on started how that went, and keeps the thread until QEMU has exited
+// (l.exited, closed by whoever sees it exit):
 // Pdeathsig fires when the thread that forked QEMU ends, not warden, so
 // QEMU lives exactly as long as this goroutine, and no other goroutine's
 // locked thread ending (which the Go runtime then kills) takes QEMU with
@@ -147,23 +151,8 @@ func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
 		started <- fmt.Errorf("microvm: starting QEMU: %w", err)
 		return
 	}
-	pid := cmd.Process.Pid
 	started <- nil
-	waitExited(pid)
-}
-
-// waitExited waits until process pid has exited, leaving it to be reaped.
-func waitExited(pid int) {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			if err != nil {
-				warn("waiting for QEMU", err)
-			}
-			return
-		}
-	}
+	<-l.exited
 }
 
 // settle moves a started QEMU into its cgroup (before its guest's hello is

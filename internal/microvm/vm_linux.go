@@ -41,8 +41,11 @@ type VM struct {
 	boot      Boot
 	accel     AccelChoice
 
-	mu      sync.Mutex
-	exited  bool // QEMU has exited (not yet necessarily reaped): its pid may not be signalled
+	mu     sync.Mutex
+	exited bool // QEMU has exited (not yet necessarily reaped): its pid may not be signalled
+	// forker is closed once QEMU has exited, which ends the thread that
+	// forked it (launch.fork).
+	forker  chan struct{}
 	done    chan struct{}
 	waitErr error
 }
@@ -184,10 +187,20 @@ func (v *VM) watch(ctx context.Context) {
 // most drainGrace, so a hostile QEMU cannot hold teardown forever.
 func (v *VM) reap() {
 	defer close(v.done)
-	waitExited(v.cmd.Process.Pid)
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, v.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				warn("waiting for QEMU", err)
+			}
+			break
+		}
+	}
 	v.mu.Lock()
 	v.exited = true
 	v.mu.Unlock()
+	close(v.forker)
 	v.waitErr = v.cmd.Wait()
 	v.console.finish(drainGrace)
 	v.closePort()

@@ -62,7 +62,8 @@ func TestBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("boot %+v, accel %+v", vm.Boot(), vm.Accel())
-	checkConfined(t, vm, kernel)
+	checkConfined(t, vm)
+	checkRoot(t, vm, kernel, nil)
 	checkCgroup(t, vm)
 	closeVM(t, vm)
 	if _, err := os.Stat(vm.cg.Path()); !errors.Is(err, os.ErrNotExist) {
@@ -93,7 +94,7 @@ func TestKill(t *testing.T) {
 // and gid, no capabilities or groups, pid 1 of its own PID namespace, no
 // environment, and only the descriptors the launcher gave it besides
 // those QEMU made itself.
-func checkConfined(t *testing.T, vm *VM, kernel string) {
+func checkConfined(t *testing.T, vm *VM) {
 	t.Helper()
 	dir := "/proc/" + strconv.Itoa(vm.Pid())
 	status, err := os.ReadFile(dir + "/status")

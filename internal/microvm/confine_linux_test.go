@@ -1,0 +1,277 @@
+package microvm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestQEMUFilter installs QEMU's filter on a thread of the test's own and
+// shows what it refuses, with the errno a caller gets, and what it lets
+// through. Every refused call is refused before it runs, so none of them
+// changes anything even if the filter were broken... except that a broken
+// filter lets them run: each is made harmless (bad arguments, or a change
+// confined to this thread, which the runtime then ends).
+func TestQEMUFilter(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("QEMU's filter is written for amd64")
+	}
+	type result struct {
+		name string
+		err  error
+	}
+	done := make(chan []result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the filtered thread ends with the goroutine
+		if err := confineThread(); err != nil {
+			done <- []result{{"confineThread", err}}
+			return
+		}
+		var rs []result
+		sock := func(domain int) error {
+			fd, err := unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}
+		for _, c := range []struct {
+			name string
+			call func() error
+		}{
+			{"socket(AF_INET)", func() error { return sock(unix.AF_INET) }},
+			{"socket(AF_VSOCK)", func() error { return sock(unix.AF_VSOCK) }},
+			{"socket(AF_NETLINK)", func() error {
+				fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+				if err == nil {
+					unix.Close(fd)
+				}
+				return err
+			}},
+			{"socket(AF_UNIX)", func() error { return sock(unix.AF_UNIX) }},
+			{"unshare(CLONE_NEWUSER)", func() error { return unix.Unshare(unix.CLONE_NEWUSER) }},
+			{"clone(CLONE_NEWUSER)", func() error {
+				// a bad exit signal (CSIGNAL 0xff) makes the kernel refuse it if it gets that far
+				_, _, e := unix.RawSyscall(unix.SYS_CLONE, unix.CLONE_NEWUSER|0xff, 0, 0)
+				return errnoErr(e)
+			}},
+			{"clone3", func() error {
+				_, _, e := unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
+				return errnoErr(e)
+			}},
+			{"ptrace", func() error {
+				_, _, e := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_PEEKDATA, 0, 0)
+				return errnoErr(e)
+			}},
+			{"bpf", func() error {
+				_, _, e := unix.RawSyscall(unix.SYS_BPF, ^uintptr(0), 0, 0)
+				return errnoErr(e)
+			}},
+			{"io_uring_setup", func() error {
+				_, _, e := unix.RawSyscall(unix.SYS_IO_URING_SETUP, 0, 0, 0)
+				return errnoErr(e)
+			}},
+			{"keyctl", func() error {
+				_, _, e := unix.RawSyscall(unix.SYS_KEYCTL, ^uintptr(0), 0, 0)
+				return errnoErr(e)
+			}},
+			{"mount", func() error { return unix.Mount("", "/nonexistent-warden", "", 0, "") }},
+			{"setns", func() error { return unix.Setns(-1, 0) }},
+		} {
+			rs = append(rs, result{c.name, c.call()})
+		}
+		done <- rs
+	}()
+	want := map[string]error{"socket(AF_UNIX)": nil, "clone3": unix.ENOSYS}
+	for _, r := range <-done {
+		w, ok := want[r.name]
+		if !ok {
+			w = unix.EPERM
+		}
+		if !errors.Is(r.err, w) && !(w == nil && r.err == nil) {
+			t.Errorf("%s under QEMU's filter = %v, want %v", r.name, r.err, w)
+		}
+	}
+}
+
+func errnoErr(e unix.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+// TestQEMUFilterAssembles: the filter's jumps resolve (assemble panics on
+// a bad one) and it fits the kernel's limit.
+func TestQEMUFilterAssembles(t *testing.T) {
+	if n := len(qemuFilter()); n == 0 || n > unix.BPF_MAXINSNS {
+		t.Errorf("QEMU's filter has %d instructions, want 1-%d", n, unix.BPF_MAXINSNS)
+	}
+}
+
+// checkRoot reads what a running QEMU sees: only its root's mounts, all
+// read-only (the tmpfs root, the binds rootBinds lists, the shares), the
+// guest kernel bound from the file the host opened, none of the host's
+// files, and two seccomp filters (Warden's, then QEMU's own).
+func checkRoot(t *testing.T, vm *VM, kernel string, shares []Share) {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(vm.Pid())
+	mounts := readMountinfo(t, dir+"/mountinfo")
+	binds := rootBinds(vm.Accel().Accel, libDirs(), false, shares)
+	want := map[string]bool{"/": false}
+	for _, b := range binds {
+		want[b.Dst] = b.Writable
+	}
+	for mp, m := range mounts {
+		writable, ok := want[mp]
+		if !ok {
+			t.Errorf("QEMU sees mount %s (%s), which its root does not bind", mp, m.line)
+			continue
+		}
+		if m.ro == writable || !m.nosuid {
+			t.Errorf("QEMU's mount %s: %s, want nosuid and read-only = %v", mp, m.line, !writable)
+		}
+	}
+	for mp := range want {
+		if _, ok := mounts[mp]; !ok {
+			t.Errorf("QEMU's root lacks the mount %s", mp)
+		}
+	}
+	if m := mounts["/"]; m.fstype != "tmpfs" {
+		t.Errorf("QEMU's root is %q, want its own tmpfs", m.line)
+	}
+	for _, hidden := range []string{"/etc/shadow", "/root", "/proc", "/sys", "/home", "/var"} {
+		if _, err := os.Lstat(dir + "/root" + hidden); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("QEMU sees the host's %s: %v", hidden, err)
+		}
+	}
+	sameFile(t, dir+"/root"+guestKernel, kernel)
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := statusField(string(status), "Seccomp_filters:"); n < 2 {
+		t.Errorf("QEMU has %d seccomp filters, want Warden's and QEMU's own", n)
+	}
+}
+
+type mountLine struct {
+	line       string
+	fstype     string
+	ro, nosuid bool
+}
+
+// readMountinfo maps each mount point in a mountinfo file to its line.
+func readMountinfo(t *testing.T, p string) map[string]mountLine {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ms := map[string]mountLine{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if len(fields) < 6 || sep < 0 || sep+1 >= len(fields) {
+			t.Fatalf("mountinfo line %q", sc.Text())
+		}
+		opts := "," + fields[5] + ","
+		ms[fields[4]] = mountLine{sc.Text(), fields[sep+1], strings.Contains(opts, ",ro,"), strings.Contains(opts, ",nosuid,")}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func statusField(status, key string) int {
+	for line := range strings.Lines(status) {
+		if rest, ok := strings.CutPrefix(line, key); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// sameFile fails t unless a and b are the same file.
+func sameFile(t *testing.T, a, b string) {
+	t.Helper()
+	sa, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(sa, sb) {
+		t.Errorf("%s is not %s", a, b)
+	}
+}
+
+// TestShares: each share is bound at its host path in QEMU's root,
+// read-only when the share is, and the guest still boots.
+func TestShares(t *testing.T) {
+	needQEMU(t)
+	cfg, kernel := guestConfig(t)
+	ro, rw := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ro, "hello"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Shares = []Share{{Tag: "ro", Dir: ro, ReadOnly: true}, {Tag: "rw", Dir: rw}}
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, vm)
+	checkRoot(t, vm, kernel, cfg.Shares)
+	got, err := os.ReadFile("/proc/" + strconv.Itoa(vm.Pid()) + "/root" + ro + "/hello")
+	if err != nil || string(got) != "from the host" {
+		t.Errorf("the read-only share's file in QEMU's root = %q, %v", got, err)
+	}
+}
+
+// TestShareRefused: a share that is no directory, or a symlink to one,
+// fails Start with one line naming it, before QEMU runs.
+func TestShareRefused(t *testing.T) {
+	needQEMU(t)
+	cfg := testConfig(t)
+	dir := t.TempDir()
+	file, link := filepath.Join(dir, "file"), filepath.Join(dir, "link")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dir, want string }{
+		{filepath.Join(dir, "missing"), "does not exist"},
+		{file, "not a directory"},
+		{link, "symlink"},
+	} {
+		cfg.Shares = []Share{{Tag: "s", Dir: tc.dir}}
+		vm, err := Start(context.Background(), cfg)
+		if err == nil {
+			closeVM(t, vm)
+			t.Errorf("Start with share %s started", tc.dir)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Start with share %s = %v, want one line saying %q", tc.dir, err, tc.want)
+		}
+	}
+}
