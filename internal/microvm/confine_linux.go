@@ -198,3 +198,19 @@ func (p *rootPlanner) mountPoint(b bind) {
 	p.dirs(filepath.Dir(b.Dst))
 	p.add(plan.Touch, []uint64{0o444}, []string{stageDir + b.Dst}, "making the mount point "+b.Dst)
 }
+
+// CheckConfinement says, in one line, why this host cannot confine QEMU
+// as Start does, or nil: Start needs root and a kernel with open_tree and
+// mount_setattr (Linux 5.12) to build QEMU's root, and refuses to start
+// QEMU without it. It copies a mount of / and restricts the copy, which is
+// detached and never attached, so the host sees nothing.
+func CheckConfinement() error {
+	fd, err := cloneMount(unix.AT_FDCWD, "/", bind{Dst: "/"})
+	if err != nil {
+		return fmt.Errorf("%w: QEMU's own root needs root and Linux 5.12 or newer", err)
+	}
+	if err := unix.Close(fd); err != nil {
+		warn("closing a mount copy", err)
+	}
+	return nil
+}
