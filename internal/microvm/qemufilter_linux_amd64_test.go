@@ -110,4 +110,3 @@ func TestQEMUFilterAssembles(t *testing.T) {
 		t.Errorf("QEMU's filter has %d instructions, want 1-%d", n, unix.BPF_MAXINSNS)
 	}
 }
-
