@@ -22,9 +22,9 @@ const qemuNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET 
 // mount namespace (what QEMU's root binds was opened before, by descriptor).
 const stageDir = "/tmp"
 
-// rootInodes bounds the files QEMU's root tmpfs holds besides the shares'
-// mount points: its directories, mount points and the initrd.
-const rootInodes = 64
+// rootInodes is the slack of QEMU's root tmpfs's inode count over the
+// files its plan creates (the root directory itself among them).
+const rootInodes = 4
 
 // rootMounts opens every mount QEMU's root binds as a detached copy
 // (open_tree), in the host's mount namespace and by descriptor where the
@@ -139,9 +139,8 @@ func (l *launch) rootPlan() []plan.Op {
 	p := &rootPlanner{}
 	p.add(plan.Unshare, []uint64{qemuNamespaces}, nil, "leaving the host's namespaces")
 	p.add(plan.Mount, []uint64{unix.MS_REC | unix.MS_PRIVATE, 0}, []string{"", "/", "", ""}, "making the host's mounts private")
-	size := len(l.cfg.Initrd) + 1<<20
-	data := "mode=0755,size=" + strconv.Itoa(size) + ",nr_inodes=" + strconv.Itoa(rootInodes+len(l.cfg.Shares)*8)
-	p.add(plan.Mount, []uint64{unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, []string{"warden-qemu", stageDir, "tmpfs", data}, "mounting QEMU's root")
+	p.add(plan.Mount, []uint64{unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, []string{"warden-qemu", stageDir, "tmpfs", ""}, "mounting QEMU's root")
+	root := len(p.ops) - 1 // its size is known once the plan is
 	for _, link := range rootLinks {
 		if target, err := os.Readlink(link); err == nil {
 			p.add(plan.Symlink, nil, []string{target, stageDir + link}, "linking "+link)
@@ -156,6 +155,9 @@ func (l *launch) rootPlan() []plan.Op {
 		p.add(plan.WriteFile, []uint64{0o444}, []string{stageDir + guestInitrd, string(l.cfg.Initrd)}, "writing the initrd")
 		p.add(plan.Chmod, []uint64{0o444}, []string{stageDir + guestInitrd}, "making the initrd readable")
 	}
+	// The tmpfs holds what the plan creates, and no more.
+	size := len(l.cfg.Initrd) + 1<<20
+	p.ops[root].Strs[3] = "mode=0755,size=" + strconv.Itoa(size) + ",nr_inodes=" + strconv.Itoa(p.created+rootInodes)
 	p.add(plan.MountSetattr, []uint64{unix.MOUNT_ATTR_RDONLY, 0, 0}, []string{stageDir}, "making QEMU's root read-only")
 	p.add(plan.Chdir, nil, []string{stageDir}, "entering QEMU's root")
 	p.add(plan.PivotRoot, nil, nil, "pivoting into QEMU's root")
@@ -166,11 +168,16 @@ func (l *launch) rootPlan() []plan.Op {
 
 // rootPlanner collects rootPlan's ops and the directories made so far.
 type rootPlanner struct {
-	ops  []plan.Op
-	made map[string]bool
+	ops     []plan.Op
+	made    map[string]bool
+	created int // files, directories and symlinks the ops create
 }
 
 func (p *rootPlanner) add(code plan.Code, ints []uint64, strs []string, ctx string) {
+	switch code {
+	case plan.Mkdir, plan.Touch, plan.Symlink, plan.WriteFile:
+		p.created++
+	}
 	p.ops = append(p.ops, plan.Op{Code: code, Ints: ints, Strs: strs, Context: "confining QEMU: " + ctx})
 }
 

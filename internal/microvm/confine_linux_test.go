@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/plan"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -184,5 +185,49 @@ func TestCheckConfinement(t *testing.T) {
 	testhost.RequireRoot(t)
 	if err := CheckConfinement(); err != nil {
 		t.Errorf("CheckConfinement = %v, want nil as root on Linux 5.12 or newer", err)
+	}
+}
+
+// TestRootPlan: QEMU's thread leaves the host's namespaces first and ends
+// in the new root; its tmpfs has an inode for everything the plan creates,
+// however deep a share lies; the initrd given as bytes is written
+// read-only; and every op is one plan.Apply carries out.
+func TestRootPlan(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	deep := "/srv/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p"
+	l := &launch{cfg: Config{Initrd: make([]byte, 100)}}
+	for _, b := range rootBinds(TCG, []string{"/usr/lib/x86_64-linux-gnu"}, false, []Share{{Tag: "d", Dir: deep}}) {
+		l.mounts = append(l.mounts, mountAt{f, b})
+	}
+	ops := l.rootPlan()
+	if ops[0].Code != plan.Unshare || ops[0].Ints[0] != qemuNamespaces {
+		t.Errorf("the plan starts with %v, want leaving the host's namespaces", ops[0])
+	}
+	if last := ops[len(ops)-1]; last.Code != plan.Chdir || last.Strs[0] != "/" {
+		t.Errorf("the plan ends with %v, want entering the new root", last)
+	}
+	created, inodes := 0, -1
+	for _, op := range ops {
+		switch op.Code {
+		case plan.Mkdir, plan.Touch, plan.Symlink, plan.WriteFile:
+			created++
+		case plan.Mount:
+			if op.Strs[2] == "tmpfs" {
+				_, n, _ := strings.Cut(op.Strs[3], "nr_inodes=")
+				inodes, _ = strconv.Atoi(n)
+			}
+		case plan.Seccomp, plan.Exec, plan.Env, plan.Drain, plan.Sysinfo:
+			t.Errorf("the plan holds %v, which plan.Apply leaves to its caller", op.Code)
+		}
+		if op.Code == plan.WriteFile && (op.Strs[0] != stageDir+guestInitrd || op.Ints[0] != 0o444) {
+			t.Errorf("the plan writes %s mode %o, want only the initrd, read-only", op.Strs[0], op.Ints[0])
+		}
+	}
+	if inodes <= created {
+		t.Errorf("QEMU's root has %d inodes for the %d files its plan creates", inodes, created)
 	}
 }
