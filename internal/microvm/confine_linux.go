@@ -131,11 +131,12 @@ func libDirs() []string {
 }
 
 // rootPlan is what QEMU's thread does, as plan ops (internal/plan's Go
-// applier runs them): leave the host's namespaces, keep its mounts from
-// propagating, mount a small tmpfs, make the mount points, attach the
-// detached mounts, write the initrd given as bytes, make the tmpfs
-// read-only, pivot into it and drop the host's root.
-func (l *launch) rootPlan() []plan.Op {
+// applier runs them), in two parts with the initrd written between them
+// (writeInitrd): build leaves the host's namespaces, keeps its mounts from
+// propagating, mounts a small tmpfs, makes the mount points and attaches
+// the detached mounts; seal makes the tmpfs read-only, pivots into it and
+// drops the host's root.
+func (l *launch) rootPlan() (build, seal []plan.Op) {
 	p := &rootPlanner{}
 	p.add(plan.Unshare, []uint64{qemuNamespaces}, nil, "leaving the host's namespaces")
 	p.add(plan.Mount, []uint64{unix.MS_REC | unix.MS_PRIVATE, 0}, []string{"", "/", "", ""}, "making the host's mounts private")
@@ -152,18 +153,41 @@ func (l *launch) rootPlan() []plan.Op {
 	}
 	if l.initrd == nil {
 		p.dirs(filepath.Dir(guestInitrd))
-		p.add(plan.WriteFile, []uint64{0o444}, []string{stageDir + guestInitrd, string(l.cfg.Initrd)}, "writing the initrd")
-		p.add(plan.Chmod, []uint64{0o444}, []string{stageDir + guestInitrd}, "making the initrd readable")
+		p.created++ // writeInitrd's file
 	}
 	// The tmpfs holds what the plan creates, and no more.
 	size := len(l.cfg.Initrd) + 1<<20
 	p.ops[root].Strs[3] = "mode=0755,size=" + strconv.Itoa(size) + ",nr_inodes=" + strconv.Itoa(p.created+rootInodes)
+	build, p.ops = p.ops, nil
 	p.add(plan.MountSetattr, []uint64{unix.MOUNT_ATTR_RDONLY, 0, 0}, []string{stageDir}, "making QEMU's root read-only")
 	p.add(plan.Chdir, nil, []string{stageDir}, "entering QEMU's root")
 	p.add(plan.PivotRoot, nil, nil, "pivoting into QEMU's root")
 	p.add(plan.Umount, []uint64{unix.MNT_DETACH}, []string{"."}, "detaching the host's root")
 	p.add(plan.Chdir, nil, []string{"/"}, "entering QEMU's root")
-	return p.ops
+	return build, p.ops
+}
+
+// writeInitrd writes an initrd given as bytes into the staged root,
+// read-only to all, straight from Config.Initrd: a plan op's string would
+// copy its megabytes twice more.
+func (l *launch) writeInitrd() error {
+	if l.initrd != nil {
+		return nil
+	}
+	f, err := os.OpenFile(stageDir+guestInitrd, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o444)
+	if err == nil {
+		_, err = f.Write(l.cfg.Initrd)
+		if err == nil {
+			err = f.Chmod(0o444) // whatever the umask
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("microvm: confining QEMU: writing the initrd into its root: %w", err)
+	}
+	return nil
 }
 
 // rootPlanner collects rootPlan's ops and the directories made so far.

@@ -138,11 +138,7 @@ func (l *launch) start() (*VM, error) {
 // (the cgroup, the reaper's clean-up) runs on other goroutines.
 func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
 	runtime.LockOSThread()
-	if err := plan.Apply(l.rootPlan()); err != nil {
-		started <- fmt.Errorf("microvm: %w", err)
-		return
-	}
-	if err := confineThread(); err != nil {
+	if err := l.confine(); err != nil {
 		started <- err
 		return
 	}
@@ -153,6 +149,22 @@ func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
 	}
 	started <- nil
 	<-l.exited
+}
+
+// confine confines the calling thread: QEMU's namespaces and root
+// (rootPlan, writeInitrd), then no_new_privs and Warden's filter.
+func (l *launch) confine() error {
+	build, seal := l.rootPlan()
+	if err := plan.Apply(build); err != nil {
+		return fmt.Errorf("microvm: %w", err)
+	}
+	if err := l.writeInitrd(); err != nil {
+		return err
+	}
+	if err := plan.Apply(seal); err != nil {
+		return fmt.Errorf("microvm: %w", err)
+	}
+	return confineThread()
 }
 
 // settle moves a started QEMU into its cgroup (before its guest's hello is
