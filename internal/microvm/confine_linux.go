@@ -94,7 +94,12 @@ func cloneMount(dfd int, path string, b bind) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("microvm: copying the mount of %s for QEMU's root (open_tree, Linux 5.2): %w", b.Dst, err)
 	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: mountAttrs(b)}); err != nil {
+	// Private: a copy stays in its source's peer group until told
+	// otherwise (unsharing a mount namespace does not reach detached
+	// mounts), so a host mount under it would appear in QEMU's root and
+	// QEMU's root's mounts would propagate to the host.
+	attr := unix.MountAttr{Attr_set: mountAttrs(b), Propagation: unix.MS_PRIVATE}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		if cerr := unix.Close(fd); cerr != nil {
 			warn("closing a mount copy", cerr)
 		}

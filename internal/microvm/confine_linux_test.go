@@ -323,3 +323,60 @@ func sealedMemfd(b []byte) error {
 	_, err = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
 	return err
 }
+
+// TestSharePropagation: a share's copy in QEMU's root is private. A mount
+// the host makes under a share after Start (in a shared mount the test
+// makes of its own directory) does not appear in QEMU's root, and the host
+// gains no mount from QEMU's.
+func TestSharePropagation(t *testing.T) {
+	needQEMU(t)
+	cfg := testConfig(t)
+	top := sharedTestMount(t)
+	share := filepath.Join(top, "share")
+	if err := os.MkdirAll(filepath.Join(share, "later"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Shares = []Share{{Tag: "s", Dir: share}}
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, vm)
+	later := filepath.Join(share, "later")
+	if err := unix.Mount("warden-test", later, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unmountTest(t, later) })
+	if _, ok := readMountinfo(t, "/proc/"+strconv.Itoa(vm.Pid())+"/mountinfo")[later]; ok {
+		t.Errorf("the host's mount at %s, made after Start, is in QEMU's root", later)
+	}
+	for mp := range readMountinfo(t, "/proc/self/mountinfo") {
+		if strings.HasPrefix(mp, top+"/") && mp != later {
+			t.Errorf("the host gained the mount %s from QEMU's root", mp)
+		}
+	}
+}
+
+// sharedTestMount makes a temporary directory a mount of its own in a
+// peer group of its own (shared, as / is on systemd hosts), unmounted when
+// the test ends.
+func sharedTestMount(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unmountTest(t, dir) })
+	for _, flag := range []uintptr{unix.MS_PRIVATE, unix.MS_SHARED} {
+		if err := unix.Mount("", dir, "", flag, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func unmountTest(t *testing.T, dir string) {
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Errorf("unmounting %s: %v", dir, err)
+	}
+}
