@@ -35,7 +35,7 @@ const rootInodes = 4
 func (l *launch) rootMounts() error {
 	binds := rootBinds(l.accel.Accel, libDirs(), l.initrd != nil, l.cfg.Shares)
 	held := map[string]*os.File{qemuBinary: l.qemu, guestKernel: l.kernel, guestInitrd: l.initrd}
-	for _, b := range sortedByDepth(binds) {
+	for _, b := range binds {
 		fd, err := l.rootMount(b, held)
 		if err != nil {
 			return err
@@ -68,19 +68,59 @@ func (l *launch) rootMount(b bind, held map[string]*os.File) (int, error) {
 	return cloneMount(int(dir.Fd()), "", b)
 }
 
-// openShare opens a share's directory by a path that must not end in a
-// symlink, as a directory, for open_tree: what is bound is what was checked.
+// openShare opens a share's directory for open_tree, so that what is
+// bound is what was checked: by a path none of whose components may be a
+// symlink (openat2's RESOLVE_NO_SYMLINKS: one swapped in anywhere on the
+// way is refused, not followed), and on no kernel interface's filesystem.
 func openShare(dir string) (*os.File, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &how)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, fmt.Errorf("microvm: share directory %s does not exist; create it or share another", dir)
 	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP):
-		return nil, fmt.Errorf("microvm: share %s is not a directory (or is a symlink); share the directory itself", dir)
+		return nil, fmt.Errorf("microvm: share %s is not a directory or has a symlink in its path; share the directory by its real path", dir)
 	case err != nil:
-		return nil, fmt.Errorf("microvm: opening share %s: %w", dir, err)
+		return nil, fmt.Errorf("microvm: opening share %s (openat2, Linux 5.6): %w", dir, err)
 	}
-	return os.NewFile(uintptr(fd), dir), nil
+	f := os.NewFile(uintptr(fd), dir)
+	if err := checkShareFS(f); err != nil {
+		closeLogged(f, "share "+dir)
+		return nil, err
+	}
+	return f, nil
+}
+
+// kernelFS are the filesystems a share may not be on: each is an
+// interface to the host kernel (its processes, devices, cgroups, tracing,
+// firmware variables, security policy), not files to hand a guest.
+// devtmpfs reports tmpfs's magic, so it cannot be told apart here; /dev
+// is reserved and a share's mount is nodev.
+var kernelFS = map[int64]string{
+	unix.PROC_SUPER_MAGIC: "procfs", unix.SYSFS_MAGIC: "sysfs", unix.CGROUP_SUPER_MAGIC: "cgroupfs",
+	unix.CGROUP2_SUPER_MAGIC: "cgroup2", unix.DEBUGFS_MAGIC: "debugfs", unix.TRACEFS_MAGIC: "tracefs",
+	unix.SECURITYFS_MAGIC: "securityfs", unix.BPF_FS_MAGIC: "bpffs", unix.DEVPTS_SUPER_MAGIC: "devpts",
+	unix.EFIVARFS_MAGIC: "efivarfs", unix.PSTOREFS_MAGIC: "pstore", unix.BINFMTFS_MAGIC: "binfmt_misc",
+	unix.SELINUX_MAGIC: "selinuxfs", unix.SMACK_MAGIC: "smackfs", configfsMagic: "configfs",
+	fusectlMagic: "fusectl", unix.HUGETLBFS_MAGIC: "hugetlbfs", unix.RDTGROUP_SUPER_MAGIC: "resctrl",
+}
+
+// The magics of configfs and fusectl (linux/magic.h), which x/sys/unix lacks.
+const (
+	configfsMagic = 0x62656570
+	fusectlMagic  = 0x65735543
+)
+
+// checkShareFS refuses a share on one of kernelFS.
+func checkShareFS(f *os.File) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("microvm: share %s: statfs: %w", f.Name(), err)
+	}
+	if name, ok := kernelFS[st.Type]; ok {
+		return fmt.Errorf("microvm: share %s is on %s, the host kernel's interface; share a directory of files", f.Name(), name)
+	}
+	return nil
 }
 
 // cloneMount makes a detached copy of the mount at dfd/path (dfd itself

@@ -177,10 +177,14 @@ func TestShareRefused(t *testing.T) {
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Mkdir(filepath.Join(dir, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ dir, want string }{
 		{filepath.Join(dir, "missing"), "does not exist"},
 		{file, "not a directory"},
 		{link, "symlink"},
+		{filepath.Join(link, "real"), "symlink in its path"},
 	} {
 		cfg.Shares = []Share{{Tag: "s", Dir: tc.dir}}
 		vm, err := Start(context.Background(), cfg)
@@ -191,6 +195,38 @@ func TestShareRefused(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("Start with share %s = %v, want one line saying %q", tc.dir, err, tc.want)
+		}
+	}
+}
+
+// TestOpenShareRefused: a share reached through a symlink in any
+// component, or on a filesystem that is the kernel's interface, is
+// refused in one line naming it; a plain directory is opened.
+func TestOpenShareRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dir, want string }{
+		{filepath.Join(dir, "real"), ""},
+		{filepath.Join(dir, "link", "real"), "symlink in its path"},
+		{filepath.Join(dir, "link"), "symlink in its path"},
+		{"/proc/self", "symlink in its path"},
+		{"/proc/1", "on procfs"},
+		{"/sys/kernel", "on sysfs"},
+	} {
+		f, err := openShare(tc.dir)
+		if err == nil {
+			closeLogged(f, tc.dir)
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("openShare(%s) = %v, want opened", tc.dir, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n")):
+			t.Errorf("openShare(%s) = %v, want one line saying %q", tc.dir, err, tc.want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package microvm
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -68,13 +67,17 @@ func rootBinds(accel Accel, libDirs []string, initrdFile bool, shares []Share) [
 }
 
 // reservedDirs are the paths of QEMU's root that a share may neither be,
-// nor lie under, nor contain: it would hide QEMU's own files.
-var reservedDirs = []string{"/usr", "/dev", "/vm", "/bin", "/lib", "/lib64"}
+// nor lie under, nor contain: it would hide QEMU's own files (/proc is
+// QEMU's own procfs), or share the host kernel's (/sys).
+var reservedDirs = []string{"/usr", "/dev", "/vm", "/bin", "/lib", "/lib64", "/proc", "/sys"}
 
 // checkShares says in one line what is wrong with a share: a directory
-// that is not absolute and clean, one QEMU's root needs for itself, or a
-// path shared twice. Whether it exists and is a directory is checked when
-// it is opened (openShare).
+// that is not absolute and clean, one QEMU's root needs for itself, a path
+// shared twice, or one inside another share. Nesting is refused so that
+// QEMU's root never makes a mount point through a bind (which would reach
+// the host's directory as root); whether a share exists, is a directory
+// reached without a symlink and is on an ordinary filesystem is checked
+// when it is opened (openShare).
 func checkShares(shares []Share) error {
 	seen := map[string]bool{}
 	for _, s := range shares {
@@ -92,9 +95,22 @@ func checkShares(shares []Share) error {
 		if r := reservedOverlap(d); r != "" {
 			return fmt.Errorf("microvm: share %q: directory %q overlaps %s, which QEMU's own root holds; share another directory", s.Tag, d, r)
 		}
+		if o := nestedShare(d, shares); o != "" {
+			return fmt.Errorf("microvm: share %q: directory %q is inside or holds the share %s; share directories apart", s.Tag, d, o)
+		}
 		seen[d] = true
 	}
 	return nil
+}
+
+// nestedShare is a share's directory that d lies under or holds, or "".
+func nestedShare(d string, shares []Share) string {
+	for _, s := range shares {
+		if strings.HasPrefix(d, s.Dir+"/") || strings.HasPrefix(s.Dir, d+"/") {
+			return s.Dir
+		}
+	}
+	return ""
 }
 
 // reservedOverlap is the reserved directory d is, lies under or holds, or "".
@@ -105,14 +121,4 @@ func reservedOverlap(d string) string {
 		}
 	}
 	return ""
-}
-
-// sortedByDepth orders binds so a directory is mounted before what lies
-// under it (a share inside another share).
-func sortedByDepth(bs []bind) []bind {
-	bs = slices.Clone(bs)
-	slices.SortStableFunc(bs, func(a, b bind) int {
-		return strings.Count(a.Dst, "/") - strings.Count(b.Dst, "/")
-	})
-	return bs
 }

@@ -65,6 +65,9 @@ func TestCheckShares(t *testing.T) {
 		{"/usr/share/doc", "overlaps /usr"},
 		{"/dev/shm", "overlaps /dev"},
 		{"/vm", "overlaps /vm"},
+		{"/proc", "overlaps /proc"},
+		{"/proc/1/root", "overlaps /proc"},
+		{"/sys/fs/cgroup", "overlaps /sys"},
 	} {
 		err := checkShares([]Share{{Tag: "t", Dir: tc.dir}})
 		switch {
@@ -74,7 +77,20 @@ func TestCheckShares(t *testing.T) {
 			t.Errorf("share %q: %v, want one line saying %q", tc.dir, err, tc.want)
 		}
 	}
-	if err := checkShares([]Share{{Tag: "a", Dir: "/srv"}, {Tag: "b", Dir: "/srv"}}); err == nil || !strings.Contains(err.Error(), "shared twice") {
-		t.Errorf("a directory shared twice: %v, want refused", err)
+	for _, tc := range []struct {
+		a, b, want string
+	}{
+		{"/srv", "/srv", "shared twice"},
+		{"/srv", "/srv/inner", "inside or holds the share /srv"},
+		{"/srv/inner", "/srv", "share \"a\": directory \"/srv/inner\" is inside or holds the share /srv"},
+		{"/srv/a/b/c", "/srv/a", "inside or holds"},
+	} {
+		err := checkShares([]Share{{Tag: "a", Dir: tc.a}, {Tag: "b", Dir: tc.b}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("shares %s and %s: %v, want one line saying %q", tc.a, tc.b, err, tc.want)
+		}
+	}
+	if err := checkShares([]Share{{Tag: "a", Dir: "/srv/a"}, {Tag: "b", Dir: "/srv/ab"}}); err != nil {
+		t.Errorf("shares /srv/a and /srv/ab: %v, want accepted (neither holds the other)", err)
 	}
 }
