@@ -124,11 +124,16 @@ func checkShareFS(f *os.File) error {
 }
 
 // cloneMount makes a detached copy of the mount at dfd/path (dfd itself
-// when path is ""), restricted as b allows.
+// when path is ""), restricted as b allows; a share's copy holds copies of
+// the mounts under it too, each restricted alike (AT_RECURSIVE).
 func cloneMount(dfd int, path string, b bind) (int, error) {
-	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	flags, setFlags := uint(unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC), unix.AT_EMPTY_PATH
 	if path == "" {
 		flags |= unix.AT_EMPTY_PATH
+	}
+	if b.Tree {
+		flags |= unix.AT_RECURSIVE
+		setFlags |= unix.AT_RECURSIVE
 	}
 	fd, err := unix.OpenTree(dfd, path, flags)
 	if err != nil {
@@ -139,7 +144,7 @@ func cloneMount(dfd int, path string, b bind) (int, error) {
 	// mounts), so a host mount under it would appear in QEMU's root and
 	// QEMU's root's mounts would propagate to the host.
 	attr := unix.MountAttr{Attr_set: mountAttrs(b), Propagation: unix.MS_PRIVATE}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+	if err := unix.MountSetattr(fd, "", uint(setFlags), &attr); err != nil {
 		if cerr := unix.Close(fd); cerr != nil {
 			warn("closing a mount copy", cerr)
 		}

@@ -416,3 +416,44 @@ func unmountTest(t *testing.T, dir string) {
 		t.Errorf("unmounting %s: %v", dir, err)
 	}
 }
+
+// TestShareKeepsNestedMounts: a mount the caller put inside a share (a
+// template root with a host directory bound in) is in QEMU's root too,
+// restricted as the share is: read-only, nosuid.
+func TestShareKeepsNestedMounts(t *testing.T) {
+	needQEMU(t)
+	cfg := testConfig(t)
+	share, src := t.TempDir(), t.TempDir()
+	inner := filepath.Join(share, "usr")
+	if err := os.Mkdir(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "hello"), []byte("nested"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(src, inner, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unmountTest(t, inner) })
+	cfg.Shares = []Share{{Tag: "root", Dir: share, ReadOnly: true}}
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, vm)
+	dir := "/proc/" + strconv.Itoa(vm.Pid())
+	m, ok := readMountinfo(t, dir+"/mountinfo")[inner]
+	if !ok || !m.ro || !m.nosuid {
+		t.Errorf("QEMU's mount at %s: %q (present %v), want the nested bind, read-only and nosuid", inner, m.line, ok)
+	}
+	if got, err := os.ReadFile(dir + "/root" + inner + "/hello"); err != nil || string(got) != "nested" {
+		t.Errorf("the nested file in QEMU's root = %q, %v, want %q", got, err, "nested")
+	}
+	f, err := os.OpenFile(dir+"/root"+inner+"/hello", os.O_WRONLY, 0)
+	if err == nil {
+		f.Close()
+	}
+	if !errors.Is(err, unix.EROFS) {
+		t.Errorf("opening the nested file for writing in QEMU's root: %v, want EROFS", err)
+	}
+}

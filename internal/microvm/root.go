@@ -22,6 +22,10 @@ type bind struct {
 	Dev bool
 	// Writable is a share the guest may write.
 	Writable bool
+	// Tree is a share: its copy keeps the mounts the caller put inside it
+	// (a template root with the host's /usr bound in), each restricted as
+	// the share is.
+	Tree bool
 }
 
 // qemuBinary is where QEMU's root holds the binary it runs as.
@@ -61,7 +65,7 @@ func rootBinds(accel Accel, libDirs []string, initrdFile bool, shares []Share) [
 		bs = append(bs, bind{Dst: guestInitrd, File: true})
 	}
 	for _, s := range shares {
-		bs = append(bs, bind{Dst: s.Dir, Writable: !s.ReadOnly})
+		bs = append(bs, bind{Dst: s.Dir, Writable: !s.ReadOnly, Tree: true})
 	}
 	return bs
 }
