@@ -22,6 +22,17 @@ const qemuNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET 
 // mount namespace (what QEMU's root binds was opened before, by descriptor).
 const stageDir = "/tmp"
 
+// qemuProc is where QEMU's root has a procfs of its own: QEMU 7.2's 9p
+// backend (security_model=none) chmods and sets xattrs through
+// /proc/self/fd/N after every create. qemuProcOpts show only the
+// processes QEMU may ptrace (its uid is this VM's alone, so itself) and
+// only their directories: no /proc/sys, no other process, no kernel-wide
+// file (Linux 5.8). It is read-only, nosuid, nodev and noexec.
+const (
+	qemuProc     = "/proc"
+	qemuProcOpts = "hidepid=invisible,subset=pid"
+)
+
 // rootInodes is the slack of QEMU's root tmpfs's inode count over the
 // files its plan creates (the root directory itself among them).
 const rootInodes = 4
@@ -183,15 +194,17 @@ func libDirs() []string {
 // rootPlan is what QEMU's thread does, as plan ops (internal/plan's Go
 // applier runs them), in two parts with the initrd written between them
 // (writeInitrd): build leaves the host's namespaces, keeps its mounts from
-// propagating, mounts a small tmpfs, makes the mount points and attaches
-// the detached mounts; seal makes the tmpfs read-only, pivots into it and
-// drops the host's root.
+// propagating, mounts a small tmpfs and QEMU's /proc in it, makes the
+// mount points and attaches the detached mounts; seal makes the tmpfs
+// read-only, pivots into it and drops the host's root.
 func (l *launch) rootPlan() (build, seal []plan.Op) {
 	p := &rootPlanner{}
 	p.add(plan.Unshare, []uint64{qemuNamespaces}, nil, "leaving the host's namespaces")
 	p.add(plan.Mount, []uint64{unix.MS_REC | unix.MS_PRIVATE, 0}, []string{"", "/", "", ""}, "making the host's mounts private")
 	p.add(plan.Mount, []uint64{unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, []string{"warden-qemu", stageDir, "tmpfs", ""}, "mounting QEMU's root")
 	root := len(p.ops) - 1 // its size is known once the plan is
+	p.dirs(qemuProc)
+	p.add(plan.Mount, []uint64{unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, 0}, []string{"proc", stageDir + qemuProc, "proc", qemuProcOpts}, "mounting QEMU's own /proc")
 	for _, link := range rootLinks {
 		if target, err := os.Readlink(link); err == nil {
 			p.add(plan.Symlink, nil, []string{target, stageDir + link}, "linking "+link)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +23,9 @@ import (
 // checkRoot reads what a running QEMU sees: only its root's mounts, all
 // read-only (the tmpfs root, the binds rootBinds lists, the shares), the
 // guest kernel bound from the file the host opened, none of the host's
-// files, and two seccomp filters (Warden's, then QEMU's own).
+// files (root, reading, sees every process in QEMU's /proc: checkProc
+// lists it as QEMU's uid), and two seccomp filters (Warden's, then
+// QEMU's own).
 func checkRoot(t *testing.T, vm *VM, kernel string, shares []Share) {
 	t.Helper()
 	dir := "/proc/" + strconv.Itoa(vm.Pid())
@@ -33,7 +37,7 @@ func checkRoot(t *testing.T, vm *VM, kernel string, shares []Share) {
 	slices.Sort(points)
 	t.Logf("QEMU's mounts: %s", strings.Join(points, " "))
 	binds := rootBinds(vm.Accel().Accel, libDirs(), false, shares)
-	want := map[string]bool{"/": false}
+	want := map[string]bool{"/": false, qemuProc: false}
 	for _, b := range binds {
 		want[b.Dst] = b.Writable
 	}
@@ -55,7 +59,7 @@ func checkRoot(t *testing.T, vm *VM, kernel string, shares []Share) {
 	if m := mounts["/"]; m.fstype != "tmpfs" {
 		t.Errorf("QEMU's root is %q, want its own tmpfs", m.line)
 	}
-	for _, hidden := range []string{"/etc/shadow", "/root", "/proc", "/sys", "/home", "/var", "/tmp", "/dev/shm", "/run"} {
+	for _, hidden := range []string{"/etc/shadow", "/root", "/proc/sys", "/proc/cpuinfo", "/sys", "/home", "/var", "/tmp", "/dev/shm", "/run"} {
 		if holdsShare(hidden, shares) {
 			continue // a share's parent directory, holding only the way to it
 		}
@@ -64,12 +68,42 @@ func checkRoot(t *testing.T, vm *VM, kernel string, shares []Share) {
 		}
 	}
 	sameFile(t, dir+"/root"+guestKernel, kernel)
+	checkProc(t, vm, mounts[qemuProc])
 	status, err := os.ReadFile(dir + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := statusField(string(status), "Seccomp_filters:"); n < 2 {
 		t.Errorf("QEMU has %d seccomp filters, want Warden's and QEMU's own", n)
+	}
+}
+
+// checkProc: QEMU's /proc is a procfs with qemuProcOpts, read-only,
+// nosuid, nodev and noexec, and a process of QEMU's uid (a shell that
+// execs ls) sees in it only QEMU, itself, self and thread-self.
+func checkProc(t *testing.T, vm *VM, m mountLine) {
+	t.Helper()
+	for _, want := range []string{"noexec", "nodev", qemuProcOpts} {
+		if !strings.Contains(m.line, want) || m.fstype != "proc" || !m.ro || !m.nosuid {
+			t.Errorf("QEMU's /proc: %q, want a read-only, nosuid procfs with %s", m.line, want)
+		}
+	}
+	cmd := exec.Command("/bin/sh", "-c", `echo $$; exec ls -1 "$1"`, "sh", "/proc/"+strconv.Itoa(vm.Pid())+"/root"+qemuProc)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(vm.id.ID()), Gid: uint32(vm.id.ID()), Groups: []uint32{}}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("listing QEMU's /proc as QEMU's uid: %v", err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		t.Fatalf("listing QEMU's /proc printed nothing")
+	}
+	got := lines[1:]
+	slices.Sort(got)
+	want := []string{strconv.Itoa(vm.Pid()), lines[0], "self", "thread-self"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("QEMU's /proc as QEMU's uid holds %v, want %v (QEMU, the lister, self, thread-self)", got, want)
 	}
 }
 

@@ -50,7 +50,8 @@ const firmware = "/usr/share/qemu/qboot.rom"
 // library directories libDirs (the host's real ones), the firmware,
 // /dev/null, /dev/kvm under KVM only, the guest kernel, the initrd when it
 // is a file, and each share at its host path. Nothing else of the host:
-// no /proc, /sys, /etc or /tmp (QEMU 7.2 probes them and runs without).
+// no /sys, /etc or /tmp (QEMU 7.2 probes them and runs without); its
+// /proc is its own (qemuProc).
 func rootBinds(accel Accel, libDirs []string, initrdFile bool, shares []Share) []bind {
 	bs := []bind{{Dst: qemuBinary, File: true, Exec: true}}
 	for _, d := range libDirs {
