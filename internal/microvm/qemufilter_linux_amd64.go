@@ -2,35 +2,26 @@ package microvm
 
 import (
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/seccomp"
 )
 
-// qemuDenied are the syscalls Warden's filter refuses QEMU (EPERM): none
-// is needed by QEMU 7.2 under TCG or KVM with the devices Warden gives it,
-// and each reaches the host kernel in a way a guest that took QEMU over
-// could use to escalate or to look outside its VM: other processes'
-// memory (ptrace, process_vm_*, pidfd_getfd, process_madvise, kcmp), the
-// kernel's wide or buggy interfaces (io_uring, bpf, userfaultfd,
-// perf_event_open, keyrings), mounts and namespaces (after QEMU's thread
-// has set its own up), kernel code and files by handle, and host-wide
-// settings (clock, hostname, swap, reboot, accounting, quotas, syslog).
-// QEMU's own -sandbox, installed by QEMU after it starts, is a
-// denylist too; this one is first, so QEMU cannot drop it.
+// qemuDenied are the syscalls Warden's filter refuses QEMU (EPERM) beyond
+// seccomp.Denied, the project's never-allow list, which it refuses too:
+// none is needed by QEMU 7.2 under TCG or KVM with the devices Warden
+// gives it, and each reaches the host kernel in a way a guest that took
+// QEMU over could use to look outside its VM or weaken it: another
+// process's memory (process_mrelease), file handles (name_to_handle_at),
+// host-wide filesystem and clock information or settings, the persona
+// that changes how the next exec is mapped, and pages of other nodes.
+// seccomp.Denied covers the rest (io_uring, bpf, userfaultfd, keyrings,
+// mounts, namespaces, ptrace, modules, modify_ldt, ...). QEMU's own
+// -sandbox, installed by QEMU after it starts, is a denylist too; this one
+// is first, so QEMU cannot drop it.
 var qemuDenied = []uint32{
-	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_PIDFD_GETFD,
-	unix.SYS_PROCESS_MADVISE, unix.SYS_PROCESS_MRELEASE, unix.SYS_KCMP,
-	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
-	unix.SYS_BPF, unix.SYS_USERFAULTFD, unix.SYS_PERF_EVENT_OPEN, unix.SYS_FANOTIFY_INIT,
-	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
-	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT, unix.SYS_MOVE_MOUNT,
-	unix.SYS_OPEN_TREE, unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
-	unix.SYS_MOUNT_SETATTR, unix.SYS_UNSHARE, unix.SYS_SETNS,
-	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE,
-	unix.SYS_DELETE_MODULE, unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_NAME_TO_HANDLE_AT, unix.SYS_USELIB,
-	unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_REBOOT, unix.SYS_ACCT, unix.SYS_QUOTACTL,
-	unix.SYS_QUOTACTL_FD, unix.SYS_SYSLOG, unix.SYS_LOOKUP_DCOOKIE, unix.SYS_VHANGUP, unix.SYS_IOPL,
-	unix.SYS_IOPERM, unix.SYS_USTAT, unix.SYS_SYSFS, unix.SYS__SYSCTL, unix.SYS_PERSONALITY,
-	unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
-	unix.SYS_SETHOSTNAME, unix.SYS_SETDOMAINNAME, unix.SYS_MOVE_PAGES, unix.SYS_MIGRATE_PAGES,
+	unix.SYS_PROCESS_MRELEASE, unix.SYS_NAME_TO_HANDLE_AT, unix.SYS_USTAT, unix.SYS_SYSFS,
+	unix.SYS_PERSONALITY, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX, unix.SYS_MOVE_PAGES,
+	unix.SYS_MIGRATE_PAGES,
 }
 
 // qemuNamespaceFlags are the clone flags that make a namespace, which
@@ -53,20 +44,23 @@ const (
 const x32Bit = 0x40000000
 
 // qemuFilter compiles Warden's filter for QEMU into classic BPF: another
-// ABI kills QEMU (logged by the kernel), qemuDenied and clone with a
-// namespace flag fail with EPERM, socket and socketpair with EPERM for any
-// family but AF_UNIX (no network device needs one; AF_VSOCK would reach
-// the hypervisor of a nested host, AF_NETLINK the host kernel's
-// configuration), clone3 with ENOSYS (its flags are out of the filter's
-// reach; the C library then uses clone); all else is allowed, and QEMU's
-// own -sandbox narrows it further.
+// ABI kills QEMU (logged by the kernel); a syscall newer than the table
+// the project's policy was reviewed against (above seccomp.HighestNumber)
+// fails with ENOSYS, as on an older kernel; seccomp.Denied, qemuDenied
+// and clone with a namespace flag fail with EPERM, socket and socketpair
+// with EPERM for any family but AF_UNIX (no network device needs one;
+// AF_VSOCK would reach the hypervisor of a nested host, AF_NETLINK the
+// host kernel's configuration), clone3 with ENOSYS (its flags are out of
+// the filter's reach; the C library then uses clone); all else is
+// allowed, and QEMU's own -sandbox narrows it further.
 func qemuFilter() []unix.SockFilter {
 	var a asm
 	a.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, dataArch)
 	a.jump(unix.BPF_JEQ, unix.AUDIT_ARCH_X86_64, "", "kill")
 	a.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, dataNr)
 	a.jump(unix.BPF_JGE, x32Bit, "kill", "")
-	for _, nr := range qemuDenied {
+	a.jump(unix.BPF_JGT, seccomp.HighestNumber, "enosys", "")
+	for _, nr := range append(seccomp.DeniedNumbers[:], qemuDenied...) {
 		a.jump(unix.BPF_JEQ, nr, "eperm", "")
 	}
 	a.jump(unix.BPF_JEQ, unix.SYS_CLONE3, "enosys", "")
