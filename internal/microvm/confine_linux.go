@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/plan"
 )
 
@@ -295,10 +296,14 @@ func (p *rootPlanner) mountPoint(b bind) {
 
 // CheckConfinement says, in one line, why this host cannot confine QEMU
 // as Start does, or nil: Start needs root and a kernel with open_tree and
-// mount_setattr (Linux 5.12) to build QEMU's root, and refuses to start
-// QEMU without it. It copies a mount of / and restricts the copy, which is
-// detached and never attached, so the host sees nothing.
+// mount_setattr (Linux 5.12) to build QEMU's root, and cgroup v1 to start
+// QEMU inside its cgroup (errCgroupV2), and refuses to start QEMU without
+// them. It copies a mount of / and restricts the copy, which is detached
+// and never attached, so the host sees nothing.
 func CheckConfinement() error {
+	if cgroup.Version() == "v2" {
+		return errCgroupV2
+	}
 	fd, err := cloneMount(unix.AT_FDCWD, "/", bind{Dst: "/"})
 	if err != nil {
 		return fmt.Errorf("%w: QEMU's own root needs root and Linux 5.12 or newer", err)

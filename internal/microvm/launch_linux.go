@@ -34,7 +34,11 @@ type launch struct {
 	mounts  []mountAt     // QEMU's root's binds, detached until its thread attaches them
 	id      *hostid.Lease // QEMU's own uid and gid, no other process's
 	cg      cgroup.Cgroup
-	started time.Time
+	// tasks and ownTasks are the tasks files (v1) of cg and of warden's
+	// cgroups, which QEMU's thread joins before it forks QEMU and returns
+	// to after (joinCgroup).
+	tasks, ownTasks []*os.File
+	started         time.Time
 	// exited is closed once QEMU has exited, which ends the thread that
 	// forked it (fork).
 	exited chan struct{}
@@ -110,7 +114,7 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	conn, err := l.settle(cmd.Process.Pid)
+	conn, err := l.settle()
 	if err != nil {
 		if kerr := cmd.Process.Kill(); kerr != nil {
 			warn("killing QEMU", kerr)
@@ -126,7 +130,8 @@ func (l *launch) start() (*VM, error) {
 }
 
 // fork confines the calling goroutine's thread (its own namespaces and
-// root, no_new_privs, Warden's filter for QEMU), forks QEMU from it, says
+// root, no_new_privs, Warden's filter for QEMU), forks QEMU from it
+// inside QEMU's cgroup (joining it just for the fork), says
 // on started how that went, and keeps the thread until QEMU has exited
 // (l.exited, closed by whoever sees it exit):
 // Pdeathsig fires when the thread that forked QEMU ends, not warden, so
@@ -135,15 +140,24 @@ func (l *launch) start() (*VM, error) {
 // it. The thread is never unlocked: it stays confined, so the runtime
 // ends it with the goroutine rather than run other goroutines in QEMU's
 // namespaces under QEMU's filter. Everything that needs the host's files
-// (the cgroup, the reaper's clean-up) runs on other goroutines.
+// (the cgroup's creation and removal, the reaper's clean-up) runs on other
+// goroutines; the cgroup is joined through files opened before.
 func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
 	runtime.LockOSThread()
 	if err := l.confine(); err != nil {
 		started <- err
 		return
 	}
+	if err := joinCgroup(l.tasks); err != nil {
+		started <- err
+		return
+	}
 	l.started = time.Now()
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if lerr := joinCgroup(l.ownTasks); lerr != nil {
+		warn("moving QEMU's thread back to warden's cgroup (its cgroup lists warden's pid until QEMU exits)", lerr)
+	}
+	if err != nil {
 		started <- fmt.Errorf("microvm: starting QEMU: %w", err)
 		return
 	}
@@ -167,14 +181,9 @@ func (l *launch) confine() error {
 	return confineThread()
 }
 
-// settle moves a started QEMU into its cgroup (before its guest's hello is
-// awaited, within QEMU's first milliseconds of set-up: QEMU's filter
-// refuses clone3, which CLONE_INTO_CGROUP needs) and turns the agent
-// socket into a connection.
-func (l *launch) settle(pid int) (net.Conn, error) {
-	if err := l.cg.AddProc(pid); err != nil {
-		return nil, fmt.Errorf("microvm: moving QEMU into its cgroup: %w", err)
-	}
+// settle turns the agent socket into a connection; QEMU was born in its
+// cgroup (joinCgroup).
+func (l *launch) settle() (net.Conn, error) {
 	conn, err := fileConn(l.host)
 	l.host = nil
 	return conn, err
@@ -247,7 +256,10 @@ func (l *launch) closeFiles() {
 	for _, m := range l.mounts {
 		closeLogged(m.f, m.f.Name())
 	}
-	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.mounts = nil, nil, nil, nil, nil, nil, nil
+	for _, f := range append(l.tasks, l.ownTasks...) {
+		closeLogged(f, f.Name())
+	}
+	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.mounts, l.tasks, l.ownTasks = nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // closeHostEnds closes what the host keeps, when there is no VM to own it

@@ -1,7 +1,9 @@
 package microvm
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/cgroup"
@@ -29,14 +31,58 @@ func limits(cfg Config, accel Accel) cgroup.Limits {
 	return cgroup.Limits{MemoryBytes: int64(mib) << 20, Pids: qemuPids, CPUs: float64(cfg.CPUs)}
 }
 
-// makeCgroup creates QEMU's cgroup; QEMU is moved in just after it starts
-// (see settle).
+// errCgroupV2 is why QEMU is not started on a cgroup v2 host: it could
+// only be moved into its cgroup after it starts, outside its limits
+// meanwhile. The thread that forks it cannot join a v2 cgroup alone, and
+// CLONE_INTO_CGROUP needs clone3, which QEMU's filter is already refusing
+// when the thread forks.
+var errCgroupV2 = errors.New("microvm: QEMU is not started on cgroup v2, where it cannot be born inside its cgroup (a thread cannot join one alone, and QEMU's filter refuses clone3's CLONE_INTO_CGROUP); run warden on a cgroup v1 host")
+
+// makeCgroup creates QEMU's cgroup and opens its tasks files (v1) and
+// those of warden's own, which the thread that forks QEMU writes to join
+// it just before the fork and to leave it just after (joinCgroup), so QEMU
+// is born inside: no moment outside its limits. The kernel checks the
+// opener's credentials, root's here.
 func (l *launch) makeCgroup() error {
 	cg, err := cgroup.New(boxname.New(), limits(l.cfg, l.accel.Accel))
 	if err != nil {
 		return fmt.Errorf("microvm: QEMU's cgroup: %w", err)
 	}
 	l.cg = cg
+	p := cg.Placement()
+	if len(p.ThreadFiles) == 0 {
+		return errCgroupV2
+	}
+	if l.tasks, err = openTasks(p.ThreadFiles); err == nil {
+		l.ownTasks, err = openTasks(p.ReturnFiles)
+	}
+	return err
+}
+
+// openTasks opens cgroup tasks files for writing.
+func openTasks(paths []string) ([]*os.File, error) {
+	var fs []*os.File
+	for _, p := range paths {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range fs {
+				closeLogged(f, f.Name())
+			}
+			return nil, fmt.Errorf("microvm: opening the cgroup file %s: %w", p, err)
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+// joinCgroup moves the calling thread, QEMU's, into the cgroups of tasks
+// in every hierarchy (v1 moves one thread: the rest of warden stays out).
+func joinCgroup(tasks []*os.File) error {
+	for _, f := range tasks {
+		if _, err := f.Write([]byte("0")); err != nil {
+			return fmt.Errorf("microvm: moving QEMU's thread into the cgroup of %s: %w", f.Name(), err)
+		}
+	}
 	return nil
 }
 
