@@ -108,6 +108,7 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
+	probePidfd()
 	started := make(chan error, 1)
 	go l.fork(cmd, started)
 	if err := <-started; err != nil {
@@ -282,6 +283,23 @@ func (l *launch) closeHostEnds() {
 func closeLogged(f *os.File, what string) {
 	if err := f.Close(); err != nil {
 		warn("closing "+what, err)
+	}
+}
+
+// probePidfd makes Go run its one-time pidfd probe (os.FindProcess uses
+// pidfd_open) here, on an ordinary thread, if it has not yet. Otherwise
+// QEMU's thread would run it at QEMU's start, after leaving the host's
+// PID namespace: the probe's own child (clone with CLONE_PIDFD) would
+// become that namespace's PID 1 and, exiting, end it, and QEMU's fork
+// would fail.
+func probePidfd() {
+	p, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		warn("finding warden's own process", err)
+		return
+	}
+	if err := p.Release(); err != nil {
+		warn("releasing warden's own process", err)
 	}
 }
 

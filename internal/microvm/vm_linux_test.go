@@ -361,3 +361,51 @@ func TestStartThreadEnds(t *testing.T) {
 		t.Errorf("echo after Start's thread ended: %v, want QEMU alive", err)
 	}
 }
+
+// firstChildEnv names the initrd file a test binary started by
+// TestStartFirstChild boots, its QEMU being the process's first child.
+const firstChildEnv = "WARDEN_TEST_FIRST_CHILD_INITRD"
+
+// TestStartFirstChild: Start works when QEMU is the process's first child,
+// so Go's one-time pidfd probe (which forks a child of its own) has not
+// run before: a fresh test binary starts one VM and closes it.
+func TestStartFirstChild(t *testing.T) {
+	needQEMU(t)
+	if initrd := os.Getenv(firstChildEnv); initrd != "" {
+		startFirstChild(t, initrd)
+		return
+	}
+	cfg := testConfig(t)
+	initrd := filepath.Join(t.TempDir(), "initrd")
+	if err := os.WriteFile(initrd, cfg.Initrd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStartFirstChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), firstChildEnv+"="+initrd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("a fresh process starting a VM as its first child: %v\n%s", err, out)
+	}
+}
+
+// startFirstChild is TestStartFirstChild in the fresh process: nothing
+// here forks before Start.
+func startFirstChild(t *testing.T, initrd string) {
+	k, args, err := GuestKernel(HostAccel().Accel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := k.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := os.ReadFile(initrd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Start(context.Background(), Config{KernelFile: f, KernelArgs: args, Initrd: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeVM(t, vm)
+}
