@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -145,6 +146,15 @@ func (l *launch) start() (*VM, error) {
 // goroutines; the cgroup is joined through files opened before.
 func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
 	runtime.LockOSThread()
+	if onMainThread() {
+		// Keep the main thread busy, so the new goroutine gets another.
+		relay := make(chan error, 1)
+		go l.fork(cmd, relay)
+		err := <-relay
+		runtime.UnlockOSThread()
+		started <- err
+		return
+	}
 	if err := l.confine(); err != nil {
 		started <- err
 		return
@@ -167,8 +177,14 @@ func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
 }
 
 // confine confines the calling thread: QEMU's namespaces and root
-// (rootPlan, writeInitrd), then no_new_privs and Warden's filter.
+// (rootPlan, writeInitrd), then no_new_privs and Warden's filter. It
+// refuses the process's main thread, which the runtime never ends: it
+// would stay confined, and /proc/<warden's pid> (its mounts, its root)
+// would show QEMU's namespaces.
 func (l *launch) confine() error {
+	if onMainThread() {
+		return errors.New("microvm: confining QEMU: refusing to confine warden's main thread, which would stay in QEMU's namespaces; start QEMU from another goroutine")
+	}
 	build, seal := l.rootPlan()
 	if err := plan.Apply(build); err != nil {
 		return fmt.Errorf("microvm: %w", err)
@@ -285,6 +301,9 @@ func closeLogged(f *os.File, what string) {
 		warn("closing "+what, err)
 	}
 }
+
+// onMainThread says whether the calling thread is the process's first.
+func onMainThread() bool { return unix.Gettid() == unix.Getpid() }
 
 // probePidfd makes Go run its one-time pidfd probe (os.FindProcess uses
 // pidfd_open) here, on an ordinary thread, if it has not yet. Otherwise
