@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/microvm"
+	"github.com/warden-sandbox/warden/internal/testhost"
 	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
 
@@ -52,14 +53,12 @@ func TestMicroVMCheck(t *testing.T) {
 // TestMicroVMCheckConfinement: a host that cannot confine QEMU gets a
 // warning saying so and what to do, before the guest kernel is looked at.
 func TestMicroVMCheckConfinement(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("the line without QEMU is TestMicroVMCheck's")
-	}
+	testhost.RequireTool(t, "qemu-system-x86_64") // the line without QEMU is TestMicroVMCheck's
 	saved := microVMConfinement
 	t.Cleanup(func() { microVMConfinement = saved })
 	microVMConfinement = func() error { return errors.New("open_tree: function not implemented") }
 	c := microVMCheck(context.Background())
-	if c.Status != Warn || !strings.Contains(c.Detail, "cannot be confined") || !strings.Contains(c.Detail, "open_tree") || !strings.Contains(c.Fix, "Linux 5.12") {
+	if c.Status != Warn || !strings.Contains(c.Detail, "cannot be confined") || !strings.Contains(c.Detail, "open_tree") || !strings.Contains(c.Fix, "Linux 5.12") || !strings.Contains(c.Fix, "cgroup v1") {
 		t.Errorf("microVMCheck on a host without open_tree = %+v, want a warning naming it and the fix", c)
 	}
 }
