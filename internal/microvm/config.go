@@ -16,14 +16,17 @@ import (
 type Config struct {
 	// QEMU is the qemu-system-x86_64 binary; "" looks it up on PATH.
 	QEMU string
-	// Kernel is the guest's uncompressed vmlinux (PVH direct boot). It
-	// must be world-readable: QEMU, running under its own unprivileged
-	// uid, reopens the descriptor the host opened.
+	// Kernel is the guest's uncompressed vmlinux (PVH direct boot). The
+	// host opens and checks it, and QEMU's root binds the file that
+	// descriptor is (open_tree on it) at guestKernel, where QEMU, under
+	// its own unprivileged uid, opens it: so it must be world-readable.
 	Kernel string
 	// KernelFile is the guest kernel already opened and checked by the
-	// caller (GuestKernel's Kernel.Open), given instead of Kernel: the
-	// launcher passes QEMU a copy of this descriptor, so what boots is the
-	// file checked. The caller keeps and closes it.
+	// caller (GuestKernel's Kernel.Open), given instead of Kernel: QEMU's
+	// root binds the file this descriptor is, so what boots is the file
+	// checked. It must be a world-readable file on a mounted filesystem
+	// (open_tree copies its mount), not a memfd or other file of no
+	// mount. The caller keeps and closes it.
 	KernelFile *os.File
 	// Initrd is the initramfs archive (see Initramfs); InitrdPath names
 	// one on disk instead. Exactly one is set.
@@ -79,7 +82,7 @@ const tbSizeMiB = 128
 // agentFD is the agent socket's descriptor number in QEMU: stdin is
 // /dev/null, stdout and stderr the console log pipe, then the agent socket.
 // QEMU reads the kernel and initrd by path in its own root (guestKernel,
-// guestInitrd; confine_linux.go), which has no /proc for /dev/fd/N.
+// guestInitrd; confine_linux.go), binds of the files the host opened.
 const agentFD = 3
 
 // guestKernel and guestInitrd are where QEMU's root holds the guest's

@@ -46,6 +46,9 @@ const rootInodes = 4
 // noexec, except what a bind needs. QEMU's thread attaches them after it
 // leaves the host's mount namespace, which they outlive.
 func (l *launch) rootMounts() error {
+	if err := checkLibDirs(); err != nil {
+		return err
+	}
 	binds := rootBinds(l.accel.Accel, libDirs(), l.initrd != nil, l.cfg.Shares)
 	held := map[string]*os.File{qemuBinary: l.qemu, guestKernel: l.kernel, guestInitrd: l.initrd}
 	for _, b := range binds {
@@ -191,6 +194,19 @@ func libDirs() []string {
 		}
 	}
 	return ds
+}
+
+// checkLibDirs says in one line which of hostLibDirs this host lacks:
+// QEMU's root is laid out for a Debian amd64 host (the loader in /lib64,
+// the libraries and QEMU's modules in /lib/x86_64-linux-gnu, or their
+// merged-/usr places), and QEMU would not load without them.
+func checkLibDirs() error {
+	for _, d := range hostLibDirs {
+		if _, err := os.Stat(d); err != nil {
+			return fmt.Errorf("microvm: QEMU's library directory %s is missing (QEMU's root assumes a Debian amd64 host's layout): %w", d, err)
+		}
+	}
+	return nil
 }
 
 // rootPlan is what QEMU's thread does, as plan ops (internal/plan's Go

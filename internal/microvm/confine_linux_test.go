@@ -491,3 +491,19 @@ func TestShareKeepsNestedMounts(t *testing.T) {
 		t.Errorf("opening the nested file for writing in QEMU's root: %v, want EROFS", err)
 	}
 }
+
+// TestCheckLibDirs: a library directory QEMU's root needs that the host
+// lacks is named in one line; this host has them all.
+func TestCheckLibDirs(t *testing.T) {
+	if err := checkLibDirs(); err != nil {
+		t.Errorf("checkLibDirs on this host = %v, want nil (a Debian amd64 layout)", err)
+	}
+	saved := hostLibDirs
+	t.Cleanup(func() { hostLibDirs = saved })
+	missing := filepath.Join(t.TempDir(), "lib64")
+	hostLibDirs = append(slices.Clone(saved), missing)
+	err := checkLibDirs()
+	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "Debian") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("checkLibDirs without %s = %v, want one line naming it", missing, err)
+	}
+}
