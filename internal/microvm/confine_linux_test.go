@@ -276,8 +276,9 @@ func TestCheckConfinement(t *testing.T) {
 
 // TestRootPlan: QEMU's thread leaves the host's namespaces first and ends
 // in the new root, made read-only; its tmpfs has an inode for everything
-// the plan and the initrd's file create, however deep a share lies; and
-// every op is one plan.Apply carries out.
+// the plan and the initrd's file create, however deep a share lies; every
+// op is one plan.Apply carries out; and none makes or changes a path
+// through a bind attached before it.
 func TestRootPlan(t *testing.T) {
 	f, err := os.Open(os.DevNull)
 	if err != nil {
@@ -286,7 +287,8 @@ func TestRootPlan(t *testing.T) {
 	defer f.Close()
 	deep := "/srv/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p"
 	l := &launch{cfg: Config{Initrd: make([]byte, 100)}}
-	for _, b := range rootBinds(TCG, []string{"/usr/lib/x86_64-linux-gnu"}, false, []Share{{Tag: "d", Dir: deep}}) {
+	shares := []Share{{Tag: "d", Dir: deep}, {Tag: "s", Dir: "/srv/a/b/other"}, {Tag: "t", Dir: "/tmp/work"}}
+	for _, b := range rootBinds(TCG, []string{"/usr/lib/x86_64-linux-gnu", "/lib64"}, true, shares) {
 		l.mounts = append(l.mounts, mountAt{f, b})
 	}
 	build, seal := l.rootPlan()
@@ -316,6 +318,31 @@ func TestRootPlan(t *testing.T) {
 	}
 	if inodes <= created {
 		t.Errorf("QEMU's root has %d inodes for the %d files its plan creates", inodes, created)
+	}
+	checkNothingThroughBinds(t, ops)
+}
+
+// checkNothingThroughBinds: no op of the plan makes or changes a path
+// under a bind attached before it, which would reach the host's files
+// (through the bind, as root).
+func checkNothingThroughBinds(t *testing.T, ops []plan.Op) {
+	t.Helper()
+	var bound []string
+	for _, op := range ops {
+		switch op.Code {
+		case plan.MoveMount:
+			bound = append(bound, op.Strs[0])
+		case plan.Mkdir, plan.Chmod, plan.Touch, plan.Symlink, plan.Mount:
+			target := op.Strs[0]
+			if op.Code == plan.Symlink || op.Code == plan.Mount {
+				target = op.Strs[1]
+			}
+			for _, b := range bound {
+				if strings.HasPrefix(target, b+"/") {
+					t.Errorf("the plan's %v reaches %s through the bind at %s", op.Code, target, b)
+				}
+			}
+		}
 	}
 }
 
