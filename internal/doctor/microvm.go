@@ -38,7 +38,7 @@ func microVMCheck(ctx context.Context) Check {
 	}
 	if err := microVMConfinement(); err != nil {
 		c.Status, c.Detail = Warn, fmt.Sprintf("%s, but QEMU cannot be confined here, so no microVM starts: %v", version, err)
-		c.Fix = "run warden as root on an amd64 host with Linux 5.12 or newer and cgroup v1"
+		c.Fix = "run warden as root on an amd64 host with Linux 5.12 or newer"
 		return c
 	}
 	kernel, _, err := microVMKernel(accel.Accel)

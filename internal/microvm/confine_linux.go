@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/plan"
 )
 
@@ -314,16 +313,12 @@ func (p *rootPlanner) mountPoint(b bind) {
 // CheckConfinement says, in one line, why this host cannot confine QEMU
 // as Start does, or nil: Start needs amd64 (QEMU's filter is written for
 // its syscall table), root and a kernel with open_tree and mount_setattr
-// (Linux 5.12) to build QEMU's root, and cgroup v1 to start QEMU inside
-// its cgroup (errCgroupV2), and refuses to start QEMU without them. It
-// copies a mount of / and restricts the copy, which is detached and never
-// attached, so the host sees nothing.
+// (Linux 5.12) to build QEMU's root, and refuses to start QEMU without
+// them. It copies a mount of / and restricts the copy, which is detached
+// and never attached, so the host sees nothing.
 func CheckConfinement() error {
 	if runtime.GOARCH != "amd64" {
 		return fmt.Errorf("microvm: QEMU's seccomp filter is written for amd64, not %s", runtime.GOARCH)
-	}
-	if cgroup.Version() == "v2" {
-		return errCgroupV2
 	}
 	fd, err := cloneMount(unix.AT_FDCWD, "/", bind{Dst: "/"})
 	if err != nil {

@@ -32,9 +32,13 @@ type launch struct {
 	initrd  *os.File // an initrd file (InitrdPath), or nil: its bytes are written into QEMU's root
 	guest   *os.File // QEMU's end of the agent socketpair
 	host    *os.File
-	mounts  []mountAt     // QEMU's root's binds, detached until its thread attaches them
-	id      *hostid.Lease // QEMU's own uid and gid, no other process's
-	cg      cgroup.Cgroup
+	// qmpGuest and qmpHost are the QMP socketpair's ends on a cgroup v2
+	// host, where QEMU starts stopped until settle moves it into its
+	// cgroup; nil on v1, where it is born inside.
+	qmpGuest, qmpHost *os.File
+	mounts            []mountAt     // QEMU's root's binds, detached until its thread attaches them
+	id                *hostid.Lease // QEMU's own uid and gid, no other process's
+	cg                cgroup.Cgroup
 	// tasks and ownTasks are the tasks files (v1) of cg and of warden's
 	// cgroups, which QEMU's thread joins before it forks QEMU and returns
 	// to after (joinCgroup).
@@ -116,7 +120,7 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	conn, err := l.settle()
+	conn, err := l.settle(cmd.Process.Pid)
 	if err != nil {
 		if kerr := cmd.Process.Kill(); kerr != nil {
 			warn("killing QEMU", kerr)
@@ -198,12 +202,52 @@ func (l *launch) confine() error {
 	return confineThread()
 }
 
-// settle turns the agent socket into a connection; QEMU was born in its
-// cgroup (joinCgroup).
-func (l *launch) settle() (net.Conn, error) {
+// settle turns the agent socket into a connection and, on cgroup v2,
+// moves the stopped QEMU into its cgroup and only then lets its guest run
+// (QMP cont): QEMU's own set-up before that, which runs no guest code, is
+// counted to warden's cgroup. On v1 QEMU was born inside (joinCgroup).
+func (l *launch) settle(pid int) (net.Conn, error) {
+	if l.qmpHost != nil {
+		if err := l.cg.AddProc(pid); err != nil {
+			return nil, fmt.Errorf("microvm: moving QEMU into its cgroup: %w", err)
+		}
+		if err := l.cont(); err != nil {
+			return nil, err
+		}
+	}
 	conn, err := fileConn(l.host)
 	l.host = nil
 	return conn, err
+}
+
+// cont continues the stopped QEMU over QMP, within qmpTimeout, and closes
+// the host's end of the monitor.
+func (l *launch) cont() error {
+	c, err := net.FileConn(l.qmpHost)
+	closeLogged(l.qmpHost, "QMP socket")
+	l.qmpHost = nil
+	if err != nil {
+		return fmt.Errorf("microvm: QMP socket: %w", err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			warn("closing QMP", err)
+		}
+	}()
+	if err := c.SetDeadline(time.Now().Add(qmpTimeout)); err != nil {
+		return fmt.Errorf("microvm: QMP socket: %w", err)
+	}
+	return qmpCont(c)
+}
+
+// openQMP makes the QMP socketpair for a QEMU started stopped.
+func (l *launch) openQMP() error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("microvm: socketpair for QMP: %w", err)
+	}
+	l.qmpHost, l.qmpGuest = os.NewFile(uintptr(fds[0]), "qmp-host"), os.NewFile(uintptr(fds[1]), "qmp-guest")
+	return nil
 }
 
 // command is QEMU's command: the trusted binary, bound into QEMU's own
@@ -214,15 +258,21 @@ func (l *launch) command() (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	argv := append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel)...)
+	files := []*os.File{l.guest} // agentFD
+	if l.qmpGuest != nil {
+		argv = append(argv, qmpArgs()...)
+		files = append(files, l.qmpGuest) // qmpFD
+	}
 	return &exec.Cmd{
 		Path:        qemuBinary,
-		Args:        append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel)...),
+		Args:        argv,
 		Env:         []string{},
 		Dir:         "/",
 		Stdin:       l.devNull,
 		Stdout:      l.logW,
 		Stderr:      l.logW,
-		ExtraFiles:  []*os.File{l.guest}, // agentFD
+		ExtraFiles:  files,
 		SysProcAttr: attr,
 	}, nil
 }
@@ -265,7 +315,7 @@ func fileConn(f *os.File) (net.Conn, error) {
 
 // closeFiles closes the host's copies of what QEMU inherited.
 func (l *launch) closeFiles() {
-	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest} {
+	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.qmpGuest} {
 		if f != nil {
 			closeLogged(f, f.Name())
 		}
@@ -276,13 +326,13 @@ func (l *launch) closeFiles() {
 	for _, f := range append(l.tasks, l.ownTasks...) {
 		closeLogged(f, f.Name())
 	}
-	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.mounts, l.tasks, l.ownTasks = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.qmpGuest, l.mounts, l.tasks, l.ownTasks = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // closeHostEnds closes what the host keeps, when there is no VM to own it
 // (and no QEMU runs any more).
 func (l *launch) closeHostEnds() {
-	for _, f := range []*os.File{l.logR, l.host} {
+	for _, f := range []*os.File{l.logR, l.host, l.qmpHost} {
 		if f != nil {
 			closeLogged(f, f.Name())
 		}
@@ -293,7 +343,7 @@ func (l *launch) closeHostEnds() {
 	if l.id != nil {
 		l.id.Release()
 	}
-	l.logR, l.host, l.id, l.cg = nil, nil, nil, nil
+	l.logR, l.host, l.qmpHost, l.id, l.cg = nil, nil, nil, nil, nil
 }
 
 func closeLogged(f *os.File, what string) {

@@ -1,7 +1,6 @@
 package microvm
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -31,18 +30,12 @@ func limits(cfg Config, accel Accel) cgroup.Limits {
 	return cgroup.Limits{MemoryBytes: int64(mib) << 20, Pids: qemuPids, CPUs: float64(cfg.CPUs)}
 }
 
-// errCgroupV2 is why QEMU is not started on a cgroup v2 host: it could
-// only be moved into its cgroup after it starts, outside its limits
-// meanwhile. The thread that forks it cannot join a v2 cgroup alone, and
-// CLONE_INTO_CGROUP needs clone3, which QEMU's filter is already refusing
-// when the thread forks.
-var errCgroupV2 = errors.New("microvm: QEMU is not started on cgroup v2, where it cannot be born inside its cgroup (a thread cannot join one alone, and QEMU's filter refuses clone3's CLONE_INTO_CGROUP); run warden on a cgroup v1 host")
-
 // makeCgroup creates QEMU's cgroup and opens its tasks files (v1) and
 // those of warden's own, which the thread that forks QEMU writes to join
 // it just before the fork and to leave it just after (joinCgroup), so QEMU
 // is born inside: no moment outside its limits. The kernel checks the
-// opener's credentials, root's here.
+// opener's credentials, root's here. On v2 QEMU starts stopped (-S) and
+// runs its guest only once moved in (settle), over a QMP socket.
 func (l *launch) makeCgroup() error {
 	cg, err := cgroup.New(boxname.New(), limits(l.cfg, l.accel.Accel))
 	if err != nil {
@@ -50,14 +43,25 @@ func (l *launch) makeCgroup() error {
 	}
 	l.cg = cg
 	p := cg.Placement()
+	if startStopped(p) {
+		if err := l.openQMP(); err != nil {
+			return err
+		}
+	}
 	if len(p.ThreadFiles) == 0 {
-		return errCgroupV2
+		return nil
 	}
 	if l.tasks, err = openTasks(p.ThreadFiles); err == nil {
 		l.ownTasks, err = openTasks(p.ReturnFiles)
 	}
 	return err
 }
+
+// startStopped says whether QEMU starts stopped and is continued over QMP
+// once in its cgroup: on v2 (no ThreadFiles), where a thread cannot join
+// a cgroup alone and QEMU's filter refuses clone3's CLONE_INTO_CGROUP. A
+// variable so that tests take that path on a v1 host too.
+var startStopped = func(p cgroup.Placement) bool { return len(p.ThreadFiles) == 0 }
 
 // openTasks opens cgroup tasks files for writing.
 func openTasks(paths []string) ([]*os.File, error) {

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -408,4 +409,26 @@ func startFirstChild(t *testing.T, initrd string) {
 		t.Fatal(err)
 	}
 	closeVM(t, vm)
+}
+
+// TestStartStopped: QEMU started stopped (-S), moved into its cgroup and
+// continued over QMP, as on a cgroup v2 host (taken here whatever the
+// host's cgroups), boots and echoes.
+func TestStartStopped(t *testing.T) {
+	needQEMU(t)
+	cfg := testConfig(t)
+	saved := startStopped
+	t.Cleanup(func() { startStopped = saved })
+	startStopped = func(cgroup.Placement) bool { return true }
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, vm)
+	if _, err := vm.Stream().Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(vm.Stream(), make([]byte, 1)); err != nil {
+		t.Errorf("echo from a VM continued over QMP: %v", err)
+	}
 }
