@@ -50,8 +50,15 @@ func (l *launch) rootMounts() error {
 	}
 	binds := rootBinds(l.accel.Accel, libDirs(), l.initrd != nil, l.cfg.Shares)
 	held := map[string]*os.File{qemuBinary: l.qemu, guestKernel: l.kernel, guestInitrd: l.initrd}
+	var hostMounts []hostMount
+	if len(l.cfg.Shares) > 0 {
+		var err error
+		if hostMounts, err = readMounts(); err != nil {
+			return err
+		}
+	}
 	for _, b := range binds {
-		fd, err := l.rootMount(b, held)
+		fd, err := l.rootMount(b, held, hostMounts)
 		if err != nil {
 			return err
 		}
@@ -67,8 +74,9 @@ type mountAt struct {
 }
 
 // rootMount clones b's source: a file the launcher holds, a share (opened
-// here without following a symlink), or a host path of QEMU's own.
-func (l *launch) rootMount(b bind, held map[string]*os.File) (int, error) {
+// here without following a symlink, and holding no kernel filesystem's
+// mount in hostMounts), or a host path of QEMU's own.
+func (l *launch) rootMount(b bind, held map[string]*os.File, hostMounts []hostMount) (int, error) {
 	if f := held[b.Dst]; f != nil && b.Src == "" {
 		return cloneMount(int(f.Fd()), "", b)
 	}
@@ -80,6 +88,9 @@ func (l *launch) rootMount(b bind, held map[string]*os.File) (int, error) {
 		return -1, err
 	}
 	defer closeLogged(dir, "share "+b.Dst)
+	if err := checkShareMounts(b.Dst, hostMounts); err != nil {
+		return -1, err
+	}
 	return cloneMount(int(dir.Fd()), "", b)
 }
 
@@ -106,24 +117,32 @@ func openShare(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// kernelFS are the filesystems a share may not be on: each is an
-// interface to the host kernel (its processes, devices, cgroups, tracing,
-// firmware variables, security policy), not files to hand a guest.
-// devtmpfs reports tmpfs's magic, so it cannot be told apart here; /dev
-// is reserved and a share's mount is nodev.
-var kernelFS = map[int64]string{
-	unix.PROC_SUPER_MAGIC: "procfs", unix.SYSFS_MAGIC: "sysfs", unix.CGROUP_SUPER_MAGIC: "cgroupfs",
-	unix.CGROUP2_SUPER_MAGIC: "cgroup2", unix.DEBUGFS_MAGIC: "debugfs", unix.TRACEFS_MAGIC: "tracefs",
-	unix.SECURITYFS_MAGIC: "securityfs", unix.BPF_FS_MAGIC: "bpffs", unix.DEVPTS_SUPER_MAGIC: "devpts",
-	unix.EFIVARFS_MAGIC: "efivarfs", unix.PSTOREFS_MAGIC: "pstore", unix.BINFMTFS_MAGIC: "binfmt_misc",
-	unix.SELINUX_MAGIC: "selinuxfs", unix.SMACK_MAGIC: "smackfs", configfsMagic: "configfs",
-	fusectlMagic: "fusectl", unix.HUGETLBFS_MAGIC: "hugetlbfs", unix.RDTGROUP_SUPER_MAGIC: "resctrl",
+// kernelFS are the filesystems a share may not be on nor hold a mount
+// of, by their name in mountinfo, with their statfs magic (0 where it is
+// not their own): each is an interface to the host kernel (its processes,
+// devices, cgroups, tracing, firmware variables, security policy, RPC and
+// NFS server state, message queues, automounts), not files to hand a
+// guest. devtmpfs reports tmpfs's magic, so only mountinfo tells it apart.
+var kernelFS = map[string]int64{
+	"proc": unix.PROC_SUPER_MAGIC, "sysfs": unix.SYSFS_MAGIC, "cgroup": unix.CGROUP_SUPER_MAGIC,
+	"cgroup2": unix.CGROUP2_SUPER_MAGIC, "debugfs": unix.DEBUGFS_MAGIC, "tracefs": unix.TRACEFS_MAGIC,
+	"securityfs": unix.SECURITYFS_MAGIC, "bpf": unix.BPF_FS_MAGIC, "devpts": unix.DEVPTS_SUPER_MAGIC,
+	"efivarfs": unix.EFIVARFS_MAGIC, "pstore": unix.PSTOREFS_MAGIC, "binfmt_misc": unix.BINFMTFS_MAGIC,
+	"selinuxfs": unix.SELINUX_MAGIC, "smackfs": unix.SMACK_MAGIC, "configfs": configfsMagic,
+	"fusectl": fusectlMagic, "hugetlbfs": unix.HUGETLBFS_MAGIC, "resctrl": unix.RDTGROUP_SUPER_MAGIC,
+	"rpc_pipefs": rpcPipefsMagic, "nfsd": nfsdMagic, "mqueue": mqueueMagic,
+	"autofs": unix.AUTOFS_SUPER_MAGIC, "devtmpfs": 0,
 }
 
-// The magics of configfs and fusectl (linux/magic.h), which x/sys/unix lacks.
+// The magics x/sys/unix lacks: configfs and fusectl (linux/magic.h),
+// rpc_pipefs (net/sunrpc/rpc_pipe.c), nfsd (fs/nfsd/nfsctl.c) and mqueue
+// (ipc/mqueue.c).
 const (
-	configfsMagic = 0x62656570
-	fusectlMagic  = 0x65735543
+	configfsMagic  = 0x62656570
+	fusectlMagic   = 0x65735543
+	rpcPipefsMagic = 0x67596969
+	nfsdMagic      = 0x6e667364
+	mqueueMagic    = 0x19800202
 )
 
 // checkShareFS refuses a share on one of kernelFS.
@@ -132,8 +151,10 @@ func checkShareFS(f *os.File) error {
 	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
 		return fmt.Errorf("microvm: share %s: statfs: %w", f.Name(), err)
 	}
-	if name, ok := kernelFS[st.Type]; ok {
-		return fmt.Errorf("microvm: share %s is on %s, the host kernel's interface; share a directory of files", f.Name(), name)
+	for name, magic := range kernelFS {
+		if magic != 0 && magic == st.Type {
+			return fmt.Errorf("microvm: share %s is on %s, the host kernel's interface; share a directory of files", f.Name(), name)
+		}
 	}
 	return nil
 }

@@ -249,8 +249,8 @@ func TestOpenShareRefused(t *testing.T) {
 		{filepath.Join(dir, "link", "real"), "symlink in its path"},
 		{filepath.Join(dir, "link"), "symlink in its path"},
 		{"/proc/self", "symlink in its path"},
-		{"/proc/1", "on procfs"},
-		{"/sys/kernel", "on sysfs"},
+		{"/proc/1", "on proc,"},
+		{"/sys/kernel", "on sysfs,"},
 	} {
 		f, err := openShare(tc.dir)
 		if err == nil {
