@@ -122,10 +122,7 @@ func (l *launch) start() (*VM, error) {
 	}
 	conn, err := l.settle(cmd.Process.Pid)
 	if err != nil {
-		if kerr := cmd.Process.Kill(); kerr != nil {
-			warn("killing QEMU", kerr)
-		}
-		warn("reaping QEMU", cmd.Wait())
+		stopQEMU(cmd)
 		close(l.exited)
 		l.closeHostEnds()
 		return nil, err
@@ -137,7 +134,8 @@ func (l *launch) start() (*VM, error) {
 
 // fork confines the calling goroutine's thread (its own namespaces and
 // root, no_new_privs, Warden's filter for QEMU), forks QEMU from it
-// inside QEMU's cgroup (joining it just for the fork), says
+// inside QEMU's cgroup (joining it just for the fork; if it cannot
+// rejoin warden's, QEMU is killed and reaped: it fails closed), says
 // on started how that went, and keeps the thread until QEMU has exited
 // (l.exited, closed by whoever sees it exit):
 // Pdeathsig fires when the thread that forked QEMU ends, not warden, so
@@ -169,15 +167,29 @@ func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
 	}
 	l.started = time.Now()
 	err := cmd.Start()
-	if lerr := joinCgroup(l.ownTasks); lerr != nil {
-		warn("moving QEMU's thread back to warden's cgroup (its cgroup lists warden's pid until QEMU exits)", lerr)
-	}
-	if err != nil {
+	lerr := joinCgroup(l.ownTasks)
+	switch {
+	case err != nil:
+		if lerr != nil {
+			warn("moving QEMU's thread back to warden's cgroup (the thread ends now, leaving it)", lerr)
+		}
 		started <- fmt.Errorf("microvm: starting QEMU: %w", err)
+		return
+	case lerr != nil:
+		stopQEMU(cmd)
+		started <- fmt.Errorf("%w; QEMU was stopped rather than run beside a thread of warden counted to its cgroup", lerr)
 		return
 	}
 	started <- nil
 	<-l.exited
+}
+
+// stopQEMU kills and reaps a QEMU that start will not hand on.
+func stopQEMU(cmd *exec.Cmd) {
+	if err := cmd.Process.Kill(); err != nil {
+		warn("killing QEMU", err)
+	}
+	warn("reaping QEMU", cmd.Wait())
 }
 
 // confine confines the calling thread: QEMU's namespaces and root

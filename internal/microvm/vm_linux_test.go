@@ -432,3 +432,44 @@ func TestStartStopped(t *testing.T) {
 		t.Errorf("echo from a VM continued over QMP: %v", err)
 	}
 }
+
+// TestStartFailsClosed: on cgroup v1, when QEMU's thread cannot rejoin
+// warden's cgroup after the fork (here its tasks file is opened
+// read-only), QEMU is killed and reaped, and start's error says so: no
+// QEMU is left in its cgroup, which start removes.
+func TestStartFailsClosed(t *testing.T) {
+	needQEMU(t)
+	cfg, err := testConfig(t).normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := prepare(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := l.cg.Path()
+	if len(l.ownTasks) == 0 {
+		l.closeFiles()
+		l.closeHostEnds()
+		t.Skip("QEMU's thread joins no cgroup on this host (cgroup v2)")
+	}
+	ro, err := os.Open(l.ownTasks[0].Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLogged(l.ownTasks[0], "tasks file")
+	l.ownTasks[0] = ro
+	vm, err := l.start()
+	l.closeFiles()
+	if err == nil {
+		closeVM(t, vm)
+		t.Fatal("start with an unwritable return tasks file started QEMU")
+	}
+	if !strings.Contains(err.Error(), "QEMU was stopped") {
+		t.Errorf("start = %v, want an error saying QEMU was stopped", err)
+	}
+	// start removed the cgroup, which fails while a process is left in it.
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("QEMU's cgroup %s after a failed start: %v, want removed (no QEMU left in it)", dir, err)
+	}
+}
