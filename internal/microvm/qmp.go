@@ -105,8 +105,10 @@ func qmpRead(r *bufio.Reader) (qmpMessage, error) {
 	if err := dec.Decode(&m); err != nil {
 		return qmpMessage{}, fmt.Errorf("parsing a QMP line: %w", err)
 	}
-	if dec.More() {
-		return qmpMessage{}, errors.New("a QMP line holds more than one message")
+	// Only JSON whitespace may follow: dec.More would let a stray ']' or
+	// '}' pass.
+	if rest := bytes.TrimLeft(line[dec.InputOffset():], " \t\r\n"); len(rest) != 0 {
+		return qmpMessage{}, fmt.Errorf("a QMP line holds more than one message: %.100q", line)
 	}
 	set := 0
 	for _, b := range []bool{m.QMP != nil, m.Return != nil, m.Error != nil, m.Event != ""} {
