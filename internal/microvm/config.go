@@ -16,14 +16,17 @@ import (
 type Config struct {
 	// QEMU is the qemu-system-x86_64 binary; "" looks it up on PATH.
 	QEMU string
-	// Kernel is the guest's uncompressed vmlinux (PVH direct boot). It
-	// must be world-readable: QEMU, running under its own unprivileged
-	// uid, reopens the descriptor the host opened.
+	// Kernel is the guest's uncompressed vmlinux (PVH direct boot). The
+	// host opens and checks it, and QEMU's root binds the file that
+	// descriptor is (open_tree on it) at guestKernel, where QEMU, under
+	// its own unprivileged uid, opens it: so it must be world-readable.
 	Kernel string
 	// KernelFile is the guest kernel already opened and checked by the
-	// caller (GuestKernel's Kernel.Open), given instead of Kernel: the
-	// launcher passes QEMU a copy of this descriptor, so what boots is the
-	// file checked. The caller keeps and closes it.
+	// caller (GuestKernel's Kernel.Open), given instead of Kernel: QEMU's
+	// root binds the file this descriptor is, so what boots is the file
+	// checked. It must be a world-readable file on a mounted filesystem
+	// (open_tree copies its mount), not a memfd or other file of no
+	// mount. The caller keeps and closes it.
 	KernelFile *os.File
 	// Initrd is the initramfs archive (see Initramfs); InitrdPath names
 	// one on disk instead. Exactly one is set.
@@ -45,6 +48,18 @@ type Config struct {
 	Cmdline []string
 	// BootTimeout bounds the wait for the guest's hello; 0 means DefaultBootTimeout.
 	BootTimeout time.Duration
+	// Shares are host directories the guest mounts over 9p.
+	Shares []Share
+}
+
+// Share is a host directory the guest mounts over 9p.
+type Share struct {
+	// Tag is the 9p mount tag the guest names it by.
+	Tag string
+	// Dir is the host directory shared.
+	Dir string
+	// ReadOnly makes QEMU refuse the guest's writes.
+	ReadOnly bool
 }
 
 // Defaults and bounds for Config.
@@ -64,12 +79,17 @@ const (
 // boots were as fast as with the default.
 const tbSizeMiB = 128
 
-// agentFD etc. are the descriptor numbers QEMU gets: stdin is /dev/null,
-// stdout and stderr the console log pipe, then the ExtraFiles in order.
+// agentFD is the agent socket's descriptor number in QEMU: stdin is
+// /dev/null, stdout and stderr the console log pipe, then the agent socket.
+// QEMU reads the kernel and initrd by path in its own root (guestKernel,
+// guestInitrd; confine_linux.go), binds of the files the host opened.
+const agentFD = 3
+
+// guestKernel and guestInitrd are where QEMU's root holds the guest's
+// kernel and initrd, read-only.
 const (
-	kernelFD = 3
-	initrdFD = 4
-	agentFD  = 5
+	guestKernel = "/vm/vmlinux"
+	guestInitrd = "/vm/initrd"
 )
 
 // normalize fills defaults and checks cfg, with one line saying what is
@@ -165,7 +185,7 @@ func args(cfg Config, accel Accel) []string {
 		"-machine", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=off,rtc=on,acpi=off",
 		"-accel", accelOpt, "-cpu", cpu,
 		"-m", strconv.Itoa(cfg.MemoryMiB), "-smp", strconv.Itoa(cfg.CPUs),
-		"-kernel", fdPath(kernelFD), "-initrd", fdPath(initrdFD),
+		"-kernel", guestKernel, "-initrd", guestInitrd,
 		"-append", strings.Join(cmdline, " "),
 		"-device", "virtio-serial-device",
 		"-chardev", "stdio,id=console,signal=off",
@@ -175,5 +195,3 @@ func args(cfg Config, accel Accel) []string {
 		"-device", "virtio-rng-device",
 	}
 }
-
-func fdPath(fd int) string { return "/dev/fd/" + strconv.Itoa(fd) }

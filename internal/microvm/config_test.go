@@ -65,9 +65,9 @@ func TestArgs(t *testing.T) {
 	for _, want := range [][]string{
 		{"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"},
 		{"-accel", "tcg,tb-size=128"},
-		{"-kernel", "/dev/fd/3"},
-		{"-initrd", "/dev/fd/4"},
-		{"-chardev", "socket,id=agent,fd=5"},
+		{"-kernel", "/vm/vmlinux"},
+		{"-initrd", "/vm/initrd"},
+		{"-chardev", "socket,id=agent,fd=3"},
 		{"-append", "console=hvc0 quiet rdinit=/init warden.vm=1 reboot=t loglevel=7"},
 		{"-m", "256"},
 	} {
