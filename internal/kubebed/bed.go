@@ -1,6 +1,7 @@
 // Package kubebed is Warden's Kubernetes test bed: a real kube-apiserver
-// on Debian's etcd, agent-sandbox's CRDs and its real controller (the
-// programs make kube-tools builds from tools/kube), and a simulated
+// on Debian's etcd, kube-controller-manager's garbage collector,
+// agent-sandbox's CRDs and its real controller (the programs make
+// kube-tools builds from tools/kube), and a simulated
 // kubelet that runs each Pod as a local process on a loopback address of
 // its own. Real Pods cannot run on the machines the suite runs on (no
 // container registry, cgroup v1), and every layer above the kubelet is
@@ -36,9 +37,10 @@ import (
 // Programs the bed runs, under the repository's bin/tools/kube (make
 // kube-tools) except etcd, found on PATH (Debian's etcd-server).
 const (
-	apiServerBin  = "kube-apiserver"
-	controllerBin = "agent-sandbox-controller"
-	etcdBin       = "etcd"
+	apiServerBin         = "kube-apiserver"
+	controllerManagerBin = "kube-controller-manager"
+	controllerBin        = "agent-sandbox-controller"
+	etcdBin              = "etcd"
 )
 
 // AgentSandboxDir is where the repository keeps agent-sandbox's install
@@ -100,6 +102,7 @@ func Start(t testing.TB, command PodCommand) *Bed {
 		t.Fatal(err)
 	}
 	b.startKubelet(t, command)
+	b.startGarbageCollector(t, bins[controllerManagerBin])
 	b.startController(ctx, t, bins[controllerBin])
 	return b
 }
@@ -112,7 +115,7 @@ func requireTools(t testing.TB) map[string]string {
 		t.Fatal(err)
 	}
 	bins := map[string]string{}
-	for _, name := range []string{apiServerBin, controllerBin} {
+	for _, name := range []string{apiServerBin, controllerManagerBin, controllerBin} {
 		path := filepath.Join(root, "bin", "tools", "kube", name)
 		if _, err := os.Stat(path); err != nil {
 			testhost.SkipOrFail(t, name+" is not built (make kube-tools builds it): "+err.Error())
@@ -267,6 +270,26 @@ func (b *Bed) startKubelet(t testing.TB, command PodCommand) {
 		t.Fatal(err)
 	}
 	b.Kubelet = k
+}
+
+// startGarbageCollector runs kube-controller-manager with only its
+// garbage collector: agent-sandbox leaves a deleted claim's Sandbox and a
+// deleted Sandbox's Pod to owner references, which only it follows. It
+// serves no port; a failure shows in the tests' waits and its log.
+func (b *Bed) startGarbageCollector(t testing.TB, bin string) {
+	t.Helper()
+	kubeconfig := filepath.Join(b.Dir, "controller-manager.kubeconfig")
+	if err := b.api.writeKubeconfig(kubeconfig, b.api.adminToken); err != nil {
+		t.Fatal(err)
+	}
+	p, err := startProcess(b.Dir, controllerManagerBin, bin, []string{
+		"--kubeconfig=" + kubeconfig, "--controllers=garbagecollector",
+		"--leader-elect=false", "--secure-port=0",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, p)
 }
 
 // startController runs agent-sandbox's controller, extensions on, as its

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
@@ -97,11 +99,16 @@ func waitPoolReady(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 }
 
 // timeClaim creates a claim on the pool and returns the time from its
-// creation until a watch sees it Ready, and the claim as then seen.
+// creation until a watch sees it Ready, and the claim as then seen. The
+// watch starts at resource version "0" (the API server's cache as it is):
+// without one, the server waits for its cache to catch up with etcd's
+// newest revision, which etcd 3.4 before 3.4.31 cannot report unless the
+// watched resource changes, and the watch fails "Too large resource
+// version".
 func timeClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string) (time.Duration, *extv1.SandboxClaim) {
 	t.Helper()
-	w, err := bed.Extensions.Get().Namespace("default").Resource("sandboxclaims").
-		VersionedParams(&metav1.ListOptions{FieldSelector: "metadata.name=" + name}, metav1.ParameterCodec).Watch(ctx)
+	w, err := bed.Dynamic.Resource(extv1.GroupVersion.WithResource("sandboxclaims")).Namespace("default").
+		Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: "0"})
 	if err != nil {
 		t.Fatalf("watching claim %s: %v", name, err)
 	}
@@ -121,9 +128,16 @@ func timeClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string)
 			if !ok {
 				t.Fatalf("the watch of claim %s ended before it was Ready", name)
 			}
-			c, isClaim := ev.Object.(*extv1.SandboxClaim)
-			if ev.Type != watch.Error && isClaim && apimeta.IsStatusConditionTrue(c.Status.Conditions, "Ready") {
-				return time.Since(start), c
+			u, isObject := ev.Object.(*unstructured.Unstructured)
+			if ev.Type == watch.Error || !isObject {
+				t.Fatalf("watching claim %s: %v", name, ev.Object)
+			}
+			var c extv1.SandboxClaim
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
+				t.Fatalf("decoding claim %s: %v", name, err)
+			}
+			if apimeta.IsStatusConditionTrue(c.Status.Conditions, "Ready") {
+				return time.Since(start), &c
 			}
 		case <-timeout:
 			t.Fatalf("claim %s was not Ready within %v; the controller's log ends:\n%s", name, waitLong, bed.Log("agent-sandbox-controller"))
