@@ -34,6 +34,7 @@ const (
 func TestBed(t *testing.T) {
 	bed := kubebed.Start(t, stubCommand)
 	t.Run("install", func(t *testing.T) { testInstall(t, bed) })
+	t.Run("router rbac", func(t *testing.T) { testRouterRBAC(t, bed) })
 	t.Run("warm pool claims", func(t *testing.T) { testWarmPoolClaims(t, bed) })
 }
 
