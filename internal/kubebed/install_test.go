@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
@@ -95,6 +96,8 @@ func testInstall(t *testing.T, bed *kubebed.Bed) {
 	helmed := decode(t, "helm", render(t, "helm", "template", "warden", chart, "--include-crds"))
 	if got, want := identities(helmed), identities(kustomized); !slices.Equal(got, want) {
 		t.Errorf("helm template renders\n%s\nkustomize build renders\n%s\nwant the same objects", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	} else {
+		sameObjects(t, helmed, kustomized)
 	}
 	for _, r := range []struct {
 		name string
@@ -127,11 +130,30 @@ func dryRun(t *testing.T, bed *kubebed.Bed, objs []*unstructured.Unstructured) {
 	}
 }
 
+// sameObjects checks that helm's objects equal kustomize's, field for
+// field, once each list is sorted by identity.
+func sameObjects(t *testing.T, helmed, kustomized []*unstructured.Unstructured) {
+	t.Helper()
+	byID := func(a, b *unstructured.Unstructured) int { return strings.Compare(identity(a), identity(b)) }
+	slices.SortFunc(helmed, byID)
+	slices.SortFunc(kustomized, byID)
+	for i := range helmed {
+		if d := cmp.Diff(kustomized[i].Object, helmed[i].Object); d != "" {
+			t.Errorf("%s: helm's differs from kustomize's (-kustomize +helm):\n%s", identity(helmed[i]), d)
+		}
+	}
+}
+
+// identity is obj's kind, namespace and name.
+func identity(obj *unstructured.Unstructured) string {
+	return obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+}
+
 // identities are objs' kinds, namespaces and names, sorted.
 func identities(objs []*unstructured.Unstructured) []string {
 	ids := make([]string, 0, len(objs))
 	for _, o := range objs {
-		ids = append(ids, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
+		ids = append(ids, identity(o))
 	}
 	slices.Sort(ids)
 	return ids

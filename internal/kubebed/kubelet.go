@@ -358,17 +358,6 @@ func (k *Kubelet) stopAll() {
 	}
 }
 
-// Addr is the address the kubelet gave the Pod with uid, if it runs.
-func (k *Kubelet) Addr(uid types.UID) (netip.Addr, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	run := k.pods[uid]
-	if run == nil || run.proc == nil {
-		return netip.Addr{}, false
-	}
-	return run.addr, true
-}
-
 // Running is how many Pods' commands run now.
 func (k *Kubelet) Running() int {
 	k.mu.Lock()
