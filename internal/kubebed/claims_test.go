@@ -35,6 +35,7 @@ func TestBed(t *testing.T) {
 	bed := kubebed.Start(t, stubCommand)
 	t.Run("install", func(t *testing.T) { testInstall(t, bed) })
 	t.Run("router rbac", func(t *testing.T) { testRouterRBAC(t, bed) })
+	t.Run("pod security", func(t *testing.T) { testPodSecurity(t, bed) })
 	t.Run("warm pool claims", func(t *testing.T) { testWarmPoolClaims(t, bed) })
 }
 
