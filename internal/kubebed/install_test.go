@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/testhost"
@@ -46,6 +47,11 @@ func TestAgentSandboxManifestsPinned(t *testing.T) {
 	if versions[0] != versions[1] {
 		t.Fatalf("go.mod pins agent-sandbox %s, tools/kube/go.mod %s: pin one version in both", versions[0], versions[1])
 	}
+	for file, tag := range controllerTags(t, root) {
+		if tag != versions[0] {
+			t.Errorf("%s runs agent-sandbox's controller image %s, go.mod pins %s: set the tag to the pin", file, tag, versions[0])
+		}
+	}
 	goBin := testhost.RequireTool(t, "go")
 	cmd := exec.Command(goBin, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/agent-sandbox")
 	cmd.Dir = root
@@ -77,6 +83,52 @@ func TestAgentSandboxManifestsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// controllerImage is agent-sandbox's controller image as the install
+// names it.
+const controllerImage = "registry.k8s.io/agent-sandbox/agent-sandbox-controller"
+
+// controllerTags reads the tag of agent-sandbox's controller image that
+// deploy/kustomize's kustomization and the Helm chart's values install,
+// by file.
+func controllerTags(t *testing.T, root string) map[string]string {
+	t.Helper()
+	var kustomization struct {
+		Images []struct{ NewName, NewTag string }
+	}
+	var values struct {
+		AgentSandboxImage struct{ Repository, Tag string } `json:"agentSandboxImage"`
+	}
+	files := []struct {
+		path string
+		into any
+	}{
+		{"deploy/kustomize/kustomization.yaml", &kustomization},
+		{"deploy/helm/warden/values.yaml", &values},
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, f.into); err != nil {
+			t.Fatalf("decoding %s: %v", f.path, err)
+		}
+	}
+	tags := map[string]string{files[1].path: values.AgentSandboxImage.Tag}
+	if values.AgentSandboxImage.Repository != controllerImage {
+		t.Errorf("%s: agentSandboxImage.repository %q, want %q", files[1].path, values.AgentSandboxImage.Repository, controllerImage)
+	}
+	for _, img := range kustomization.Images {
+		if img.NewName == controllerImage {
+			tags[files[0].path] = img.NewTag
+		}
+	}
+	if _, ok := tags[files[0].path]; !ok {
+		t.Errorf("%s: no images entry sets %s: add one with the pinned tag", files[0].path, controllerImage)
+	}
+	return tags
 }
 
 // testInstall renders the install manifests (kustomize build of
