@@ -78,6 +78,9 @@ type Bed struct {
 // the programs of make kube-tools are missing.
 func Start(t testing.TB, command PodCommand) *Bed {
 	t.Helper()
+	if err := processesSupported(); err != nil {
+		testhost.SkipOrFail(t, "the bed's processes need Linux: "+err.Error())
+	}
 	etcd := testhost.RequireTool(t, etcdBin)
 	bins := requireTools(t)
 	b := &Bed{Dir: t.TempDir()}

@@ -36,6 +36,7 @@ func TestBed(t *testing.T) {
 	t.Run("install", func(t *testing.T) { testInstall(t, bed) })
 	t.Run("router rbac", func(t *testing.T) { testRouterRBAC(t, bed) })
 	t.Run("pod security", func(t *testing.T) { testPodSecurity(t, bed) })
+	t.Run("pod exit", func(t *testing.T) { testPodExit(t, bed) })
 	t.Run("warm pool claims", func(t *testing.T) { testWarmPoolClaims(t, bed) })
 }
 

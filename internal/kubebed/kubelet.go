@@ -206,6 +206,48 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	k.setStatus(ctx, pod, func(s *corev1.PodStatus) { runningStatus(s, pod, addr) })
+	k.goPod(func() { k.watchExit(ctx, pod, proc) })
+}
+
+// watchExit waits for pod's command to end and, unless the kubelet
+// stopped it (the Pod was deleted) or the bed is ending, reports the Pod
+// Failed with its containers terminated, as a kubelet does when a
+// Pod's only process dies under restartPolicy Never.
+func (k *Kubelet) watchExit(ctx context.Context, pod *corev1.Pod, proc *process) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-proc.done:
+	}
+	k.mu.Lock()
+	run := k.pods[pod.UID]
+	current := run != nil && run.proc == proc
+	k.mu.Unlock()
+	if !current {
+		return
+	}
+	err := proc.exitError()
+	log.Printf("kubebed kubelet: Pod %s/%s's command ended: %v", pod.Namespace, pod.Name, err)
+	k.setStatus(ctx, pod, func(s *corev1.PodStatus) { terminatedStatus(s, proc.exitCode(), err.Error()) })
+}
+
+// terminatedStatus is what a kubelet reports for a Pod whose containers
+// all exited.
+func terminatedStatus(s *corev1.PodStatus, code int32, msg string) {
+	now := metav1.Now()
+	s.Phase, s.Reason, s.Message = corev1.PodFailed, "KubebedCommandExited", msg
+	for i := range s.Conditions {
+		if c := s.Conditions[i].Type; c == corev1.PodReady || c == corev1.ContainersReady {
+			s.Conditions[i].Status, s.Conditions[i].LastTransitionTime = corev1.ConditionFalse, now
+		}
+	}
+	for i := range s.ContainerStatuses {
+		c := &s.ContainerStatuses[i]
+		c.Ready, c.Started = false, new(false)
+		c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: code, Reason: "Error", Message: msg, FinishedAt: now, ContainerID: c.ContainerID,
+		}}
+	}
 }
 
 // started records uid's running command, or, if the Pod went while it
@@ -249,6 +291,9 @@ func waitListening(ctx context.Context, proc *process, ap netip.AddrPort) error 
 			return fmt.Errorf("%w before listening on %s; its log ends:\n%s", proc.exitError(), ap, proc.tail())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("waiting for the Pod's command to listen on %s: %w", ap, err)
 	}
 	return fmt.Errorf("the Pod's command did not listen on %s within %v", ap, readyWait)
 }
@@ -314,13 +359,15 @@ func (k *Kubelet) finishDeletion(ctx context.Context, pod *corev1.Pod) {
 	}
 }
 
-// forget stops a deleted Pod's command.
+// forget stops a deleted Pod's command, in a goroutine of its own: a
+// stop may take seconds, which the informer's handler must not wait.
 func (k *Kubelet) forget(o any) {
 	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
 	}
 	if pod, ok := o.(*corev1.Pod); ok {
-		k.stop(pod.UID)
+		uid := pod.UID
+		k.goPod(func() { k.stop(uid) })
 	}
 }
 

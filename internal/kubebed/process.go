@@ -3,6 +3,7 @@ package kubebed
 import (
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,11 @@ type process struct {
 }
 
 // startProcess runs path with args, writing its output to dir/name.log.
+// Off Linux it returns errors.ErrUnsupported.
 func startProcess(dir, name, path string, args, env []string) (*process, error) {
+	if err := processesSupported(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -80,19 +85,37 @@ func (p *process) stop() error {
 	if p.exited() {
 		return nil
 	}
-	_ = signalGroup(p.cmd.Process.Pid, syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(stopWait):
 	}
-	_ = signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
+	p.signal(syscall.SIGKILL)
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(stopWait):
 		return fmt.Errorf("%s (pid %d) did not exit %v after SIGKILL", p.name, p.cmd.Process.Pid, stopWait)
 	}
+}
+
+// signal sends sig to the process's group, logging a failure other than
+// the group having gone already (ESRCH).
+func (p *process) signal(sig syscall.Signal) {
+	err := signalGroup(p.cmd.Process.Pid, sig)
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
+		log.Printf("kubebed: signalling %s (pid %d) with %v: %v", p.name, p.cmd.Process.Pid, sig, err)
+	}
+}
+
+// exitCode is how the ended process exited, as a container runtime
+// reports it: its status, or 128 plus the signal that killed it.
+func (p *process) exitCode() int32 {
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int32(ws.Signal())
+	}
+	return int32(p.cmd.ProcessState.ExitCode())
 }
 
 // exitError describes how the process ended, for a start that failed.

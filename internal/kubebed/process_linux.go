@@ -4,6 +4,9 @@ package kubebed
 
 import "syscall"
 
+// processesSupported: Linux has what the bed's processes need.
+func processesSupported() error { return nil }
+
 // processGroup puts a child in its own process group, so that stopping it
 // also stops anything it started, and kills it if the test process dies
 // without its cleanup running.

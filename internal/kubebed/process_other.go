@@ -7,6 +7,10 @@ import (
 	"syscall"
 )
 
+// processesSupported: the bed's processes need Linux's process groups
+// and parent-death signal, so that none outlives its bed.
+func processesSupported() error { return errors.ErrUnsupported }
+
 // processGroup has no process groups to offer here.
 func processGroup() *syscall.SysProcAttr { return nil }
 

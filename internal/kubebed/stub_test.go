@@ -22,6 +22,10 @@ import (
 const (
 	stubAddrEnv = "WARDEN_KUBEBED_STUB_ADDR"
 	stubPodEnv  = "WARDEN_KUBEBED_STUB_POD"
+	// stubExitPath makes a stand-in exit at once with stubExitCode, as a
+	// Pod's process that dies.
+	stubExitPath = "/exit"
+	stubExitCode = 3
 	// stubLife bounds a stand-in's life should its kubelet never stop it.
 	stubLife = 10 * time.Minute
 )
@@ -45,14 +49,19 @@ func stubCommand(pod *corev1.Pod, addr netip.AddrPort) (string, []string, []stri
 }
 
 // serveStub answers every request on addr with pod's name until SIGTERM
-// or stubLife.
+// or stubLife, or exits on a request for stubExitPath.
 func serveStub(addr, pod string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("stub: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(pod)) }),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == stubExitPath {
+				os.Exit(stubExitCode)
+			}
+			_, _ = w.Write([]byte(pod))
+		}),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
