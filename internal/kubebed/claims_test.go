@@ -44,7 +44,7 @@ func TestBed(t *testing.T) {
 // SandboxWarmPool make the controller create Pods, the simulated kubelet
 // runs them, and each SandboxClaim binds a warm Pod whose process answers
 // on the claim's Pod IP; deleting a claim stops its Pod's process. It logs
-// claim-to-Ready latency, p50 and p99 over the claims, each made against a
+// claim-to-Ready latency, p50 and max over the claims, each made against a
 // full pool: the baseline of issue 23's claim targets (docs/kubernetes.md).
 func testWarmPoolClaims(t *testing.T, bed *kubebed.Bed) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -61,8 +61,8 @@ func testWarmPoolClaims(t *testing.T, bed *kubebed.Bed) {
 		waitPoolReady(ctx, t, bed)
 	}
 	slices.Sort(lat)
-	t.Logf("claim -> Ready over %d claims from a warm pool of %d: p50 %v, p99 %v, min %v, max %v",
-		claims, poolSize, lat[len(lat)/2], lat[(len(lat)*99+99)/100-1], lat[0], lat[len(lat)-1])
+	t.Logf("claim -> Ready over %d claims from a warm pool of %d: p50 %v, min %v, max %v (too few claims for a p99)",
+		claims, poolSize, lat[len(lat)/2], lat[0], lat[len(lat)-1])
 	waitFor(t, "the deleted claims' Pods to stop", func() bool { return bed.Kubelet.Running() == poolSize })
 }
 

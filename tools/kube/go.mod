@@ -1,12 +1,16 @@
 // Module kubetools pins the Kubernetes programs Warden's Kubernetes test
-// bed runs (internal/kubebed): kube-apiserver, built from k8s.io/kubernetes,
-// and agent-sandbox's controller. It is its own module so that the main
-// module links none of it; make kube-tools builds both into bin/tools.
+// bed runs (internal/kubebed): kube-apiserver and kube-controller-manager,
+// built from k8s.io/kubernetes, and agent-sandbox's controller. It is its
+// own module so that the main module links none of it; make kube-tools
+// builds the three into bin/tools/kube.
 //
 // k8s.io/kubernetes names its staging modules (k8s.io/api, apimachinery,
 // apiserver, client-go, ...) by path replaces into its own tree, which a
 // module that requires it cannot follow: each one is replaced here by its
 // published release of the same Kubernetes version (v1.36.3 = v0.36.3).
+// agent-sandbox v1.0.1 requires v0.36.4 of them (as the main module, which
+// uses its Go types, does): its controller here is built against v0.36.3,
+// a patch release apart, with the same APIs.
 module github.com/warden-sandbox/warden/tools/kube
 
 go 1.26.0
