@@ -119,8 +119,9 @@ func (d *Dir) Close() error {
 	return err
 }
 
-// writeFile writes b to a temporary file beside p and renames it over p,
-// so a reader (or the next server, after a crash) sees all or nothing.
+// writeFile writes b to a temporary file beside p, fsyncs it, renames it
+// over p and fsyncs the directory, so a reader (or the next server, after
+// a crash of the server or the host) sees all or nothing.
 func writeFile(p string, b []byte) error {
 	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -128,6 +129,9 @@ func writeFile(p string, b []byte) error {
 		return err
 	}
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -137,7 +141,17 @@ func writeFile(p string, b []byte) error {
 	if err != nil {
 		return errors.Join(err, os.Remove(tmp))
 	}
-	return nil
+	return syncDir(filepath.Dir(p))
+}
+
+// syncDir fsyncs directory p, so a rename in it reaches the disk.
+func syncDir(p string) error {
+	d, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
 }
 
 // SaveSession writes (or replaces) s's record.
@@ -223,6 +237,8 @@ func readRecord(p string) (Session, error) {
 		return s, fmt.Errorf("id %q does not match the file name", s.ID)
 	case s.Workspace != "" && !validName(s.Workspace):
 		return s, fmt.Errorf("workspace name %q is not valid", s.Workspace)
+	case s.Snapshot != "" && !validName(s.Snapshot):
+		return s, fmt.Errorf("snapshot name %q is not valid", s.Snapshot)
 	}
 	return s, nil
 }

@@ -5,10 +5,10 @@
 // server dies without cleaning up, the next one finds the records, reports
 // those sessions as dead through the API, and still serves their files.
 //
-// Records are written to a temporary file and renamed into place, never
-// fsync'd: they guard against the server dying, which leaves the page
-// cache intact, not against the host dying, which also empties every
-// workspace tmpfs.
+// Records are written to a temporary file, fsync'd, renamed into place
+// and the directory fsync'd: a record is the one truth about a session's
+// state (running, paused, snapshotted), and a snapshot on disk outlives
+// the host, so its record must too. Workspaces are tmpfs and do not.
 package state
 
 import (
@@ -62,6 +62,19 @@ type Session struct {
 	// session's option to pause at its idle timeout.
 	Paused    bool `json:"paused,omitempty"`
 	AutoPause bool `json:"auto_pause,omitempty"`
+	// Env is the session's environment (KEY=VALUE), which a session
+	// resumed from its snapshot, maybe by another server, starts with.
+	Env []string `json:"env,omitempty"`
+	// Snapshot names the session's snapshot (see package snapshot) once
+	// it is snapshotted: its box is closed and its files are there. It
+	// is written only after the snapshot is whole, so a record naming
+	// one names a complete snapshot.
+	Snapshot      string    `json:"snapshot,omitempty"`
+	SnapshottedAt time.Time `json:"snapshotted_at,omitzero"`
+	// SnapshotBytes, SnapshotFiles and SnapshotSkipped describe it.
+	SnapshotBytes   int64 `json:"snapshot_bytes,omitempty"`
+	SnapshotFiles   int   `json:"snapshot_files,omitempty"`
+	SnapshotSkipped int   `json:"snapshot_skipped,omitempty"`
 }
 
 // storageError explains an error writing in the state directory at dir:
