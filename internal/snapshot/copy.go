@@ -1,0 +1,176 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// Capture copies the workspace src into the snapshot, every file and
+// directory fsync'd; src should not change meanwhile (the session's box
+// is paused). src's Limits must allow files and listings as large as lim
+// (see WorkspaceLimits).
+func (p *Pending) Capture(src *workspace.Dir, lim Limits) (Stats, error) {
+	var st Stats
+	if err := p.captureDir(src, ".", 0, lim, &st); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// WorkspaceLimits are the limits a workspace.Dir needs to read or write
+// everything lim allows: each file may be as large as the whole, each
+// directory may hold every entry.
+func WorkspaceLimits(lim Limits) workspace.Limits {
+	return workspace.Limits{MaxFileBytes: max(lim.MaxBytes, 1), MaxEntries: max(lim.MaxEntries, 1)}
+}
+
+func (p *Pending) captureDir(src *workspace.Dir, dir string, depth int, lim Limits, st *Stats) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("%w: %q nests deeper than %d directories", ErrTooLarge, dir, MaxDepth)
+	}
+	entries, err := src.List(dir)
+	if err != nil {
+		return fmt.Errorf("listing %q: %w", dir, err)
+	}
+	for _, e := range entries {
+		if err := p.captureEntry(src, e, depth, lim, st); err != nil {
+			return err
+		}
+	}
+	return syncIn(p.root, dir)
+}
+
+func (p *Pending) captureEntry(src *workspace.Dir, e workspace.Entry, depth int, lim Limits, st *Stats) error {
+	switch e.Type {
+	case workspace.TypeDir:
+		if err := st.add(lim, 0); err != nil {
+			return err
+		}
+		st.Dirs++
+		if err := p.root.Mkdir(e.Path, e.Mode.Perm()|0o700); err != nil {
+			return fmt.Errorf("copying %q: %w", e.Path, err)
+		}
+		return p.captureDir(src, e.Path, depth+1, lim, st)
+	case workspace.TypeFile:
+		return p.captureFile(src, e, lim, st)
+	}
+	st.Skipped++
+	return nil
+}
+
+// captureFile copies one regular file; what workspace.Dir refuses to
+// read (hard links, files the sandbox user may not read, one replaced
+// meanwhile) is skipped and counted.
+func (p *Pending) captureFile(src *workspace.Dir, e workspace.Entry, lim Limits, st *Stats) error {
+	r, ent, err := src.Read(e.Path)
+	switch {
+	case errors.Is(err, workspace.ErrHardLink), errors.Is(err, workspace.ErrDenied),
+		errors.Is(err, workspace.ErrNotRegular), errors.Is(err, workspace.ErrLink), errors.Is(err, workspace.ErrNotFound):
+		st.Skipped++
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %q: %w", e.Path, err)
+	}
+	defer r.Close()
+	if err := st.add(lim, ent.Size); err != nil {
+		return err
+	}
+	st.Files++
+	f, err := p.root.OpenFile(e.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, ent.Mode.Perm())
+	if err != nil {
+		return fmt.Errorf("copying %q: %w", e.Path, err)
+	}
+	_, err = io.Copy(f, r)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("copying %q: %w", e.Path, err)
+	}
+	return nil
+}
+
+// syncIn fsyncs directory dir of r.
+func syncIn(r *os.Root, dir string) error {
+	d, err := r.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %q: %w", dir, err)
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
+
+// Restore copies snapshot name into the workspace dst, as dst's sandbox
+// user, within lim; dst should be empty (see Clear).
+func (s *Store) Restore(name string, dst *workspace.Dir, lim Limits) (Stats, error) {
+	r, err := s.open(name)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer r.Close()
+	var st Stats
+	err = fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
+			return err
+		}
+		return restoreEntry(r, dst, p, d, lim, &st)
+	})
+	if err != nil {
+		return st, fmt.Errorf("restoring snapshot %s: %w", name, err)
+	}
+	return st, nil
+}
+
+func restoreEntry(r *os.Root, dst *workspace.Dir, p string, d fs.DirEntry, lim Limits, st *Stats) error {
+	switch {
+	case d.IsDir():
+		if err := st.add(lim, 0); err != nil {
+			return err
+		}
+		st.Dirs++
+		_, err := dst.Mkdir(p)
+		return err
+	case !d.Type().IsRegular():
+		st.Skipped++
+		return nil
+	}
+	info, err := d.Info()
+	if err != nil {
+		return err
+	}
+	if err := st.add(lim, info.Size()); err != nil {
+		return err
+	}
+	st.Files++
+	f, err := r.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = dst.Write(p, f, info.Mode().Perm())
+	return err
+}
+
+// Clear removes everything in the workspace dst, so a restore starts
+// from nothing (a template may have seeded files the snapshot had not).
+func Clear(dst *workspace.Dir) error {
+	entries, err := dst.List(".")
+	if err != nil {
+		return fmt.Errorf("clearing the workspace: %w", err)
+	}
+	for _, e := range entries {
+		if err := dst.Remove(path.Clean(e.Path), true); err != nil {
+			return fmt.Errorf("clearing the workspace: %w", err)
+		}
+	}
+	return nil
+}
