@@ -167,9 +167,13 @@ func (m *Manager) checkBudget(l spec.Limits) error {
 	return nil
 }
 
-// keptDisk is what dead session s still holds of its owner's budget: the
-// disk of its workspace, when one is kept (a tmpfs of that size).
+// keptDisk is what dead or snapshotted session s still holds of its
+// owner's budget: the disk of its workspace, when one is kept (a tmpfs
+// of that size), or the bytes of its snapshot's files.
 func (m *Manager) keptDisk(s *session) int64 {
+	if s.snap != "" && m.cfg.MaxBytesPerOwner > 0 {
+		return s.snapStats.Bytes
+	}
 	if s.ws == "" || m.cfg.MaxBytesPerOwner == 0 {
 		return 0
 	}

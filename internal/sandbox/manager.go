@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -90,6 +91,13 @@ type Config struct {
 	// rather than nobody).
 	Logger *slog.Logger
 
+	// Snapshots, when set, is where Snapshot writes sessions' files
+	// (<state-dir>/snapshots); without it Snapshot and Fork answer
+	// ErrUnsupported. MaxSnapshots caps snapshotted sessions
+	// (4 × MaxSessions), each owner's share as for MaxPaused.
+	Snapshots    *snapshot.Store
+	MaxSnapshots int
+
 	// Templates, when set, is where sessions find the templates they
 	// name (SessionOptions.Template); without it only the host's root is
 	// served.
@@ -106,6 +114,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPaused <= 0 {
 		c.MaxPaused = c.MaxSessions
+	}
+	if c.MaxSnapshots <= 0 {
+		c.MaxSnapshots = 4 * c.MaxSessions
 	}
 	if c.MaxPerOwner == 0 {
 		c.MaxPerOwner = Share(c.MaxSessions, c.Owners)
@@ -165,6 +176,10 @@ type Manager struct {
 	// paused counts paused sessions, in all and by owner (see MaxPaused).
 	paused        int
 	pausedByOwner map[string]int
+	// snapshotted counts snapshotted sessions, in all and by owner (see
+	// MaxSnapshots).
+	snapshotted  int
+	snapsByOwner map[string]int
 	// bytesByOwner is what each owner's sandboxes count against
 	// MaxBytesPerOwner, and held what each session counts of it, by id:
 	// its memory and disk while alive, its kept disk once dead.
@@ -205,7 +220,7 @@ type Manager struct {
 func NewManager(b Backend, cfg Config) *Manager {
 	cfg, _, _ = cfg.Fit(b)
 	m := &Manager{
-		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, pausedByOwner: map[string]int{},
+		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, pausedByOwner: map[string]int{}, snapsByOwner: map[string]int{},
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
@@ -472,7 +487,12 @@ func (m *Manager) counts(keep func(*session) bool) map[State]int {
 		}
 	}
 	m.mu.Unlock()
-	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StatePaused: 0, StateStopping: 0, StateDead: 0}
+	counts := map[State]int{}
+	for _, st := range States {
+		if st != StateGone {
+			counts[st] = 0
+		}
+	}
 	for _, s := range list {
 		counts[s.currentState()]++
 	}
@@ -535,7 +555,8 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, l
 	if err != nil {
 		return spec.Result{}, err
 	}
-	// A paused session resumes for the exec, whichever front end asks.
+	// A paused or snapshotted session resumes for the exec, whichever
+	// front end asks.
 	if err := m.resumeIfPaused(ctx, s); err != nil {
 		return spec.Result{}, err
 	}
@@ -554,9 +575,12 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 		return Info{}, err
 	}
 	// The rules live in the host's egress proxy: a paused session's
-	// change needs nothing of its frozen box, and it stays paused.
-	if err := s.box.SetNetwork(allow, deny); err != nil {
-		return Info{}, err
+	// change needs nothing of its frozen box, and it stays paused. A
+	// snapshotted one has no box: its next one starts with the rules.
+	if !s.isBoxClosed() {
+		if err := s.currentBox().SetNetwork(allow, deny); err != nil {
+			return Info{}, err
+		}
 	}
 	s.mu.Lock()
 	s.spec.Network.Allow, s.spec.Network.Deny = allow, deny
@@ -575,7 +599,7 @@ func (m *Manager) NetworkEvents(owner, id string) ([]spec.NetworkEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.box.NetworkEvents(), nil
+	return s.currentBox().NetworkEvents(), nil
 }
 
 // Files opens owner's session's /workspace for host-side access.
@@ -584,8 +608,21 @@ func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A snapshotted session's files are on disk as the host's; they are
+	// served through a box again, as its sandbox user, like any other's.
+	if s.currentState() == StateSnapshotted {
+		ctx, cancel := context.WithTimeout(context.Background(), filesResumeWait)
+		defer cancel()
+		if err := m.resumeSnapshot(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	return s.workspace()
 }
+
+// filesResumeWait bounds the resume of a snapshotted session for a file
+// call, which has no context of its own.
+const filesResumeWait = time.Minute
 
 // Run runs a command or code once in a fresh sandbox built from o, for
 // owner (it holds one of owner's slots while it runs).
@@ -646,7 +683,9 @@ func (m *Manager) Close() error {
 	m.closed = true
 	list := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		if s.currentState() != StateDead {
+		// Dead and snapshotted sessions stay in the Store for the next
+		// server: their files are on disk.
+		if st := s.currentState(); st != StateDead && st != StateSnapshotted {
 			list = append(list, s)
 		}
 	}

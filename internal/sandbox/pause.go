@@ -28,11 +28,20 @@ func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
 	return m.switchPaced(ctx, owner, id, m.pause)
 }
 
-// Resume resumes one of owner's paused sessions; resuming a running one
-// does nothing. It needs a run slot, as a Create does, and is paced as
-// Pause is (a resume on the way to an exec is paid for by the exec).
+// Resume resumes one of owner's paused or snapshotted sessions (see
+// Snapshot); resuming a running one does nothing. It needs a run slot,
+// as a Create does, and is paced as Pause is (a resume on the way to an
+// exec is paid for by the exec).
 func (m *Manager) Resume(ctx context.Context, owner, id string) (Info, error) {
-	return m.switchPaced(ctx, owner, id, m.resume)
+	return m.switchPaced(ctx, owner, id, m.resumeAny)
+}
+
+// resumeAny resumes s from a snapshot or from a pause, whichever it is in.
+func (m *Manager) resumeAny(ctx context.Context, s *session) error {
+	if s.currentState() == StateSnapshotted {
+		return m.resumeSnapshot(ctx, s)
+	}
+	return m.resume(ctx, s)
 }
 
 // switchPaced finds owner's session id, charges its pacer a command exec
@@ -144,7 +153,7 @@ func (s *session) toPausing() (done bool, err error) {
 		return false, err
 	}
 	switch s.state {
-	case StatePaused:
+	case StatePaused, StateSnapshotted:
 		return true, nil
 	case StateReady:
 		if s.starting > 0 {
@@ -206,13 +215,17 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 	return nil
 }
 
-// resumeIfPaused resumes s if it is paused, for a call that needs its
-// box running; any other state is left for that call to judge.
+// resumeIfPaused resumes s if it is paused or snapshotted, for a call
+// that needs its box running; any other state is left for that call to
+// judge.
 func (m *Manager) resumeIfPaused(ctx context.Context, s *session) error {
-	if s.currentState() != StatePaused {
-		return nil
+	switch s.currentState() {
+	case StatePaused:
+		return m.resume(ctx, s)
+	case StateSnapshotted:
+		return m.resumeSnapshot(ctx, s)
 	}
-	return m.resume(ctx, s)
+	return nil
 }
 
 // isPaused says s is paused, or why it cannot be resumed: nil for a
@@ -283,17 +296,21 @@ func (m *Manager) takeSlot(owner string) error {
 	return nil
 }
 
-// giveBack gives back whatever slot s holds, run or paused, once it ends.
+// giveBack gives back whatever slot s holds, run, paused or snapshot,
+// once it ends.
 func (m *Manager) giveBack(s *session) {
 	s.mu.Lock()
-	slot, paused := s.slot, s.pausedSlot
-	s.slot, s.pausedSlot = false, false
+	slot, paused, snap := s.slot, s.pausedSlot, s.snapSlot
+	s.slot, s.pausedSlot, s.snapSlot = false, false, false
 	s.mu.Unlock()
 	if slot {
 		m.release(s.owner, 0)
 	}
 	if paused {
 		m.givePaused(s.owner)
+	}
+	if snap {
+		m.giveSnapshotSlot(s.owner)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -39,7 +40,18 @@ type session struct {
 	// it; pausedAt is when a paused one was paused.
 	autoPause bool
 	pausedAt  time.Time
-	// pauseMu serialises pausing and resuming the session's box.
+	// snap names a snapshotted session's snapshot (see Manager.Snapshot),
+	// snapAt is when it was taken and snapStats what it holds; snapSlot
+	// says the session holds one of the Manager's snapshot slots.
+	// boxClosed says box is closed already (snapshotted, or revived
+	// snapshotted with a deadBox), so the session's end closes nothing.
+	snap      string
+	snapAt    time.Time
+	snapStats snapshot.Stats
+	snapSlot  bool
+	boxClosed bool
+	// pauseMu serialises pausing, resuming and snapshotting the
+	// session's box, and replacing it (a resume from a snapshot).
 	pauseMu sync.Mutex
 	// starting counts spawns between their state check and their box's
 	// answer: a pause then would freeze the start, leaving its caller
@@ -75,6 +87,9 @@ func (s *session) info() Info {
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
 		Template: s.spec.Root.Template, AutoPause: s.autoPause, PausedAt: s.pausedAt,
+	}
+	if s.state == StateSnapshotted {
+		in.Snapshot = &SnapshotInfo{At: s.snapAt, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}
 	}
 	if s.boxDiedLocked() {
 		in.State, in.Reason = StateDead, deathCause(s.box)
@@ -159,9 +174,13 @@ func (s *session) close() error {
 	s.mu.Lock()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
-	paused := s.pausedSlot
+	paused, closed := s.pausedSlot, s.boxClosed
+	s.boxClosed = true
 	s.mu.Unlock()
-	err := s.closeBox(paused, interps, dir)
+	var err error
+	if !closed {
+		err = s.closeBox(paused, interps, dir)
+	}
 	s.mu.Lock()
 	s.state = StateGone
 	s.mu.Unlock()

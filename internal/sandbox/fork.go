@@ -1,0 +1,127 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// MaxFork bounds the sessions one Fork makes; the session caps
+// (--max-sessions, per key, the memory budget) bound them too.
+const MaxFork = 16
+
+// Fork makes count new sessions for owner from the current files of
+// session id: each a fresh box of the same spec (template, limits,
+// network, env, idle timeout, auto-pause) with a copy of its /workspace,
+// its own id, the rest of the source's TTL, fresh processes and its own
+// pacer. The source is snapshotted for the copy if it is not already
+// (taking a snapshot slot while the copy is made) and left in the state
+// it was in. Nothing of the source's memory is copied, so there is no
+// random state or secret in memory to reseed: every new session starts
+// its processes fresh. If any new session cannot be made, none is kept.
+func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info, error) {
+	if count < 1 || count > MaxFork {
+		return nil, fmt.Errorf("%w: count %d is out of range: fork makes 1 to %d sessions at once", spec.ErrInvalid, count, MaxFork)
+	}
+	if m.cfg.Snapshots == nil {
+		return nil, fmt.Errorf("%w: fork needs a state directory for its snapshot: start warden serve with --state-dir", ErrUnsupported)
+	}
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
+		return nil, err
+	}
+	name, drop, err := m.forkSource(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	infos := make([]Info, 0, count)
+	for range count {
+		in, err := m.forkOne(ctx, s, name)
+		if err != nil {
+			for _, made := range infos {
+				if derr := m.Delete(context.Background(), owner, made.ID); derr != nil {
+					m.cfg.Logger.Warn("removing a fork after another failed", "session", made.ID, "err", derr)
+				}
+			}
+			return nil, fmt.Errorf("forking session %s: %w", s.id, err)
+		}
+		infos = append(infos, in)
+	}
+	return infos, nil
+}
+
+// forkSource is a snapshot of s's files to copy from, and what to call
+// once the copies are made: s's own snapshot if it is snapshotted (held
+// from a resume until then), else a new one taken from its paused box.
+func (m *Manager) forkSource(ctx context.Context, s *session) (name string, done func(), err error) {
+	s.pauseMu.Lock()
+	if s.currentState() == StateSnapshotted {
+		s.mu.Lock()
+		name = s.snap
+		s.mu.Unlock()
+		return name, s.pauseMu.Unlock, nil
+	}
+	s.pauseMu.Unlock()
+	wasPaused := s.currentState() == StatePaused
+	if !wasPaused {
+		if err := m.pause(ctx, s); err != nil {
+			return "", nil, err
+		}
+	}
+	name, err = m.captureFork(s)
+	if !wasPaused {
+		if rerr := m.resume(ctx, s); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	if err != nil {
+		if name != "" {
+			m.dropSnapshot(name, s.id)
+		}
+		return "", nil, err
+	}
+	return name, func() { m.dropSnapshot(name, s.id) }, nil
+}
+
+// captureFork copies paused s's files into a snapshot no record names
+// (a crash leaves it for the next server's sweep).
+func (m *Manager) captureFork(s *session) (string, error) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if st := s.currentState(); st != StatePaused {
+		return "", fmt.Errorf("%w: session %s was resumed or ended while it was being forked; retry", ErrBusy, s.id)
+	}
+	name, _, err := m.capture(s, s.currentBox())
+	return name, err
+}
+
+// forkOne makes one session like s, holding the files of snapshot name.
+func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, error) {
+	s.mu.Lock()
+	o := SessionOptions{
+		Limits: s.spec.Limits, Network: s.spec.Network, Env: s.spec.Env, IdleTimeout: s.idle,
+		TTL: max(time.Until(s.expires), time.Second), Template: s.spec.Root.Template, AutoPause: s.autoPause,
+	}
+	s.mu.Unlock()
+	o.TTL = min(o.TTL, m.cfg.MaxTTL)
+	in, err := m.Create(ctx, s.owner, o)
+	if err != nil {
+		return Info{}, err
+	}
+	f, err := m.lookup(s.owner, in.ID)
+	if err != nil {
+		return Info{}, err // deleted meanwhile: nothing to end
+	}
+	if err := m.restoreFiles(f.id, f.currentBox(), f.spec.Limits, name); err != nil {
+		m.end(f)
+		return Info{}, err
+	}
+	return f.info(), nil
+}

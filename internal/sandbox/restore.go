@@ -1,0 +1,141 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/snapshot"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// resumeSnapshot moves s from snapshotted to ready: it takes a run slot
+// and the memory budget back (a Create's limits and start token, as a
+// box is built), starts a fresh box of s's spec, restores the files and
+// records s running before the snapshot is dropped, so a crash at any
+// step leaves s snapshotted (the snapshot still whole) or running.
+func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	s.mu.Lock()
+	st, name, spc, held := s.state, s.snap, s.spec, s.snapStats.Bytes
+	s.mu.Unlock()
+	if st != StateSnapshotted {
+		return nil // resumed meanwhile, or ending: the caller's call judges
+	}
+	bytes := m.charge(spc.Limits)
+	m.keep(s, 0)
+	if err := m.acquire(s.owner, false, bytes); err != nil {
+		m.hold(s, held)
+		return fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+	}
+	box, ws, lease, err := m.restoreBox(ctx, s, spc, name)
+	if err != nil {
+		m.release(s.owner, bytes)
+		m.hold(s, held)
+		return err
+	}
+	step("restored")
+	s.mu.Lock()
+	if s.state != StateSnapshotted || m.isClosed() {
+		s.mu.Unlock()
+		m.discardBox(box, ws)
+		lease()
+		m.release(s.owner, bytes)
+		return fmt.Errorf("%w: session %s ended while it was being resumed", ErrClosed, s.id)
+	}
+	s.box, s.ws, s.boxClosed, s.slot, s.snapSlot = box, ws, false, true, false
+	s.state, s.snap, s.snapAt, s.snapStats, s.lastUsed = StateReady, "", time.Time{}, snapshot.Stats{}, time.Now()
+	if s.lease == nil {
+		s.lease = lease
+	} else {
+		lease() // the session still held its template
+	}
+	// A record that cannot be written keeps naming the snapshot, which
+	// is then kept too: a crash recovers the session snapshotted, its
+	// files as they were at the snapshot.
+	saveErr := m.saveDurablyLocked(s)
+	s.mu.Unlock()
+	m.watch(s, bytes)
+	m.giveSnapshotSlot(s.owner)
+	if saveErr != nil {
+		m.cfg.OnStoreError(saveErr)
+		return nil
+	}
+	step("resumed")
+	m.dropSnapshot(name, s.id)
+	return nil
+}
+
+// restoreBox starts a box of spec spc for s and restores snapshot name
+// into its workspace; lease holds the template the box runs on.
+func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, name string) (Box, string, func(), error) {
+	lease := func() {}
+	if spc.Root.Dir == "" && spc.Root.Template != "" {
+		// Revived by a new server: the template is found again by name.
+		var err error
+		if spc.Root, lease, err = m.resolveTemplate(spc.Root.Template, s.owner); err != nil {
+			return nil, "", nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+		}
+	}
+	box, ws, err := m.startBox(ctx, spc)
+	if err != nil {
+		lease()
+		return nil, "", nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+	}
+	if err := m.restoreFiles(s.id, box, spc.Limits, name); err != nil {
+		m.discardBox(box, ws)
+		lease()
+		return nil, "", nil, err
+	}
+	return box, ws, lease, nil
+}
+
+// restoreFiles copies snapshot name into box's empty workspace, as its
+// sandbox user, within the session's limits.
+func (m *Manager) restoreFiles(id string, box Box, l spec.Limits, name string) error {
+	lim := snapshotLimits(l)
+	uid, gid := box.FileOwner()
+	dst, err := workspace.FromFile(box.Workspace(), "/workspace of "+id, uid, gid, snapshot.WorkspaceLimits(lim))
+	if err != nil {
+		return fmt.Errorf("opening the workspace of session %s: %w", id, err)
+	}
+	defer closeLogged(m, dst, id)
+	if err := snapshot.Clear(dst); err != nil {
+		return fmt.Errorf("restoring session %s: %w", id, err)
+	}
+	if _, err := m.cfg.Snapshots.Restore(name, dst, lim); err != nil {
+		return fmt.Errorf("restoring session %s: %w", id, err)
+	}
+	return nil
+}
+
+// hold makes s count bytes against its owner's budget again.
+func (m *Manager) hold(s *session, bytes int64) {
+	if bytes <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held[s.id] = bytes
+	m.bytesByOwner[s.owner] += bytes
+}
+
+// watch records what s holds of its owner's budget and watches its new
+// box, as Create does for a new session.
+func (m *Manager) watch(s *session, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held[s.id] = bytes
+	if !m.closed {
+		m.wg.Add(1)
+		go m.watchBox(s)
+	}
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}

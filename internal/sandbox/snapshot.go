@@ -1,0 +1,257 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/snapshot"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// Snapshotting a session writes its /workspace to disk (Config.Snapshots)
+// and closes its box, so it holds no memory, no run slot and no paused
+// slot, only one of MaxSnapshots and the bytes of its files against its
+// owner's budget. It keeps its id, template, limits, network, env and
+// TTL; its idle timer stops. A resume (or an exec, a spawn, a file call)
+// starts a fresh box of the same spec and restores the files: processes
+// and interpreters start fresh, as no backend keeps memory in a snapshot
+// yet (SnapshotInfo.Memory; a backend that can will plug in through
+// MemorySnapshotter).
+//
+// The steps, each leaving a state a crash recovers whole: the box is
+// paused (files stop changing); the files are copied into a temporary
+// directory, fsync'd and renamed into place (snapshot.Pending.Commit);
+// the record is written, fsync'd, naming the snapshot (from here on the
+// session is snapshotted, also for the next server); the box is closed
+// and its workspace dropped. A crash before the record leaves the session
+// as it was (running or paused, which a restart reports dead, as ever)
+// and an orphan snapshot the next server sweeps; after it, a snapshotted
+// session the next server lists and resumes.
+
+// MemorySnapshotter is what a Box may implement when its backend can keep
+// its processes' memory in a snapshot (gVisor's runsc checkpoint), so a
+// resume restores them rather than starting fresh. No backend implements
+// it yet; the Manager keeps files only and says so (SnapshotInfo.Memory).
+type MemorySnapshotter interface {
+	// CheckpointTo writes the box's memory into dir, a private directory
+	// inside the snapshot, and stops the box.
+	CheckpointTo(ctx context.Context, dir string) error
+}
+
+// stepHook, when set (by tests only), is called at each step of a
+// snapshot and a resume from one, so a test can stop there as a crash
+// would; nil in every build of the server.
+var stepHook func(step string)
+
+func step(name string) {
+	if stepHook != nil {
+		stepHook(name)
+	}
+}
+
+// Snapshot writes one of owner's sessions to disk and closes its box;
+// snapshotting a snapshotted one does nothing. A session running an exec
+// answers ErrBusy, as for Pause; a server without a state directory,
+// ErrUnsupported; no snapshot slot left, ErrTooMany; a full disk,
+// state.ErrStorage. On any failure the session is as it was.
+func (m *Manager) Snapshot(ctx context.Context, owner, id string) (Info, error) {
+	if m.cfg.Snapshots == nil {
+		return Info{}, fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
+	}
+	return m.switchPaced(ctx, owner, id, m.snapshot)
+}
+
+// MaxSnapshots is how many sessions may be snapshotted at once.
+func (m *Manager) MaxSnapshots() int { return m.cfg.MaxSnapshots }
+
+func (m *Manager) snapshot(ctx context.Context, s *session) error {
+	st := s.currentState()
+	if st == StateSnapshotted {
+		return nil
+	}
+	if err := m.takeSnapshotSlot(s.owner); err != nil {
+		return err
+	}
+	wasPaused := st == StatePaused
+	if !wasPaused {
+		if err := m.pause(ctx, s); err != nil {
+			m.giveSnapshotSlot(s.owner)
+			return err
+		}
+	}
+	err := m.snapshotPaused(s)
+	if err != nil {
+		m.giveSnapshotSlot(s.owner)
+		if !wasPaused {
+			if rerr := m.resume(ctx, s); rerr != nil {
+				m.cfg.Logger.Warn("resuming a session after its snapshot failed", "session", s.id, "err", rerr)
+			}
+		}
+	}
+	return err
+}
+
+// snapshotPaused copies paused s's files into a snapshot, records it and
+// closes the box; on failure s is still paused and nothing is kept.
+func (m *Manager) snapshotPaused(s *session) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if st := s.currentState(); st != StatePaused {
+		return fmt.Errorf("%w: session %s was resumed or ended while it was being snapshotted; retry", ErrBusy, s.id)
+	}
+	name, stats, err := m.capture(s, s.currentBox())
+	if err != nil {
+		return err
+	}
+	step("committed")
+	s.mu.Lock()
+	if s.state != StatePaused {
+		s.mu.Unlock()
+		m.dropSnapshot(name, s.id)
+		return fmt.Errorf("%w: session %s ended while it was being snapshotted", ErrClosed, s.id)
+	}
+	ws := s.ws
+	s.state, s.snap, s.snapAt, s.snapStats, s.ws = StateSnapshotted, name, time.Now(), stats, ""
+	if err := m.saveDurablyLocked(s); err != nil {
+		s.state, s.snap, s.snapAt, s.snapStats, s.ws = StatePaused, "", time.Time{}, snapshot.Stats{}, ws
+		s.mu.Unlock()
+		m.dropSnapshot(name, s.id)
+		return err
+	}
+	interps, dir, pausedSlot := s.interps, s.dir, s.pausedSlot
+	s.interps, s.dir, s.boxClosed, s.snapSlot, s.pausedSlot, s.pausedAt = nil, nil, true, true, false, time.Time{}
+	s.mu.Unlock()
+	step("recorded")
+	m.cleanedUp(s, s.closeBox(true, interps, dir))
+	if pausedSlot {
+		m.givePaused(s.owner)
+	}
+	if ws != "" {
+		m.dropWorkspace(ws, s.id)
+	}
+	m.keep(s, stats.Bytes)
+	return nil
+}
+
+// capture writes the files of box, s's, into a new committed snapshot.
+func (m *Manager) capture(s *session, box Box) (string, snapshot.Stats, error) {
+	lim := snapshotLimits(s.spec.Limits)
+	uid, gid := box.FileOwner()
+	src, err := workspace.FromFile(box.Workspace(), "/workspace of "+s.id, uid, gid, snapshot.WorkspaceLimits(lim))
+	if err != nil {
+		return "", snapshot.Stats{}, fmt.Errorf("opening the workspace of session %s: %w", s.id, err)
+	}
+	defer closeLogged(m, src, s.id)
+	p, err := m.cfg.Snapshots.Begin()
+	if err != nil {
+		return "", snapshot.Stats{}, storageError(err)
+	}
+	step("begun")
+	stats, err := p.Capture(src, lim)
+	if err == nil {
+		step("captured")
+		err = p.Commit()
+	} else if aerr := p.Abort(); aerr != nil {
+		m.cfg.Logger.Warn("removing an unfinished snapshot", "session", s.id, "err", aerr)
+	}
+	if err != nil {
+		return "", stats, fmt.Errorf("snapshotting session %s: %w", s.id, storageError(err))
+	}
+	return p.Name(), stats, nil
+}
+
+// storageError marks a full or failing disk as state.ErrStorage, and a
+// workspace over its limits as invalid, so front ends answer each right.
+func storageError(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("%w: the state directory is full: free space there or delete snapshotted sessions (%w)", state.ErrStorage, err)
+	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%w: the state directory cannot be written (%w)", state.ErrStorage, err)
+	case errors.Is(err, snapshot.ErrTooLarge):
+		return fmt.Errorf("%w: %w", spec.ErrInvalid, err)
+	}
+	return err
+}
+
+// snapshotLimits bound a session's snapshot by its own disk and inode
+// limits, which its files are within already.
+func snapshotLimits(l spec.Limits) snapshot.Limits {
+	return snapshot.Limits{MaxBytes: l.DiskBytes, MaxEntries: int(min(l.Inodes(), 1<<30))}
+}
+
+func closeLogged(m *Manager, d *workspace.Dir, id string) {
+	if err := d.Close(); err != nil {
+		m.cfg.Logger.Warn("closing a workspace", "session", id, "err", err)
+	}
+}
+
+// dropSnapshot removes snapshot name, of session sid, logging a failure:
+// the next server's sweep removes what is left.
+func (m *Manager) dropSnapshot(name, sid string) {
+	if err := m.cfg.Snapshots.Drop(name); err != nil {
+		m.cfg.Logger.Warn("removing a snapshot", "session", sid, "snapshot", name, "err", err)
+	}
+}
+
+// saveDurablyLocked writes s's record for a state change a crash must
+// not undo; without a Store the change is refused, as there is nothing
+// a snapshot could be found through. s.mu is held.
+func (m *Manager) saveDurablyLocked(s *session) error {
+	if m.cfg.Store == nil {
+		return fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
+	}
+	if err := m.cfg.Store.SaveSession(m.recordLocked(s)); err != nil {
+		return fmt.Errorf("saving session %s: %w", s.id, err)
+	}
+	return nil
+}
+
+// takeSnapshotSlot takes one of the snapshot slots for owner, or fails
+// with ErrTooMany naming the flag that sets them.
+func (m *Manager) takeSnapshotSlot(owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
+	if m.snapshotted >= m.cfg.MaxSnapshots {
+		return fmt.Errorf("%w: the server holds its limit of %d snapshotted sessions (set by --max-snapshots); resume or delete one first",
+			ErrTooMany, m.cfg.MaxSnapshots)
+	}
+	if n, most := m.snapsByOwner[owner], Share(m.cfg.MaxSnapshots, m.cfg.Owners); n >= most {
+		return fmt.Errorf("%w: this key holds %d snapshotted sessions, its share of --max-snapshots; resume or delete one first", ErrTooMany, n)
+	}
+	m.snapshotted++
+	m.snapsByOwner[owner]++
+	return nil
+}
+
+// giveSnapshotSlot gives back one of owner's snapshot slots.
+func (m *Manager) giveSnapshotSlot(owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.snapshotted--
+	if m.snapsByOwner[owner]--; m.snapsByOwner[owner] <= 0 {
+		delete(m.snapsByOwner, owner)
+	}
+}
+
+// currentBox is s's box, which a resume from a snapshot replaces.
+func (s *session) currentBox() Box {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.box
+}
+
+// isBoxClosed says s's box was closed for a snapshot or its end.
+func (s *session) isBoxClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boxClosed
+}
