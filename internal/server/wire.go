@@ -58,19 +58,41 @@ type sessionCreateJSON struct {
 }
 
 type sessionJSON struct {
-	ID                 string      `json:"id"`
-	State              string      `json:"state"`
-	CreatedAt          time.Time   `json:"created_at"`
-	LastUsedAt         time.Time   `json:"last_used_at"`
-	ExpiresAt          time.Time   `json:"expires_at"`
-	IdleTimeoutSeconds float64     `json:"idle_timeout_seconds"`
-	Limits             limitsJSON  `json:"limits"`
-	Network            networkJSON `json:"network"`
-	Execs              int64       `json:"execs"`
-	Reason             string      `json:"reason,omitempty"`
-	Template           string      `json:"template,omitempty"`
-	AutoPause          bool        `json:"auto_pause,omitempty"`
-	PausedAt           *time.Time  `json:"paused_at,omitempty"`
+	ID                 string        `json:"id"`
+	State              string        `json:"state"`
+	CreatedAt          time.Time     `json:"created_at"`
+	LastUsedAt         time.Time     `json:"last_used_at"`
+	ExpiresAt          time.Time     `json:"expires_at"`
+	IdleTimeoutSeconds float64       `json:"idle_timeout_seconds"`
+	Limits             limitsJSON    `json:"limits"`
+	Network            networkJSON   `json:"network"`
+	Execs              int64         `json:"execs"`
+	Reason             string        `json:"reason,omitempty"`
+	Template           string        `json:"template,omitempty"`
+	AutoPause          bool          `json:"auto_pause,omitempty"`
+	PausedAt           *time.Time    `json:"paused_at,omitempty"`
+	Snapshot           *snapshotJSON `json:"snapshot,omitempty"`
+}
+
+// snapshotJSON is the API's SnapshotInfo.
+type snapshotJSON struct {
+	At      time.Time `json:"snapshotted_at"`
+	Memory  bool      `json:"memory"`
+	Bytes   int64     `json:"bytes"`
+	Files   int       `json:"files"`
+	Skipped int       `json:"skipped"`
+}
+
+func toSnapshotJSON(i *sandbox.SnapshotInfo) *snapshotJSON {
+	if i == nil {
+		return nil
+	}
+	return &snapshotJSON{At: i.At.UTC(), Memory: i.Memory, Bytes: i.Bytes, Files: i.Files, Skipped: i.Skipped}
+}
+
+// forkJSON is the body of POST /v1/sessions/{id}/fork.
+type forkJSON struct {
+	Count int `json:"count"`
 }
 
 type sessionListJSON struct {
@@ -317,6 +339,7 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		Template:           sandbox.TemplateName(i.Template),
 		AutoPause:          i.AutoPause,
 		PausedAt:           utcOrNil(i.PausedAt),
+		Snapshot:           toSnapshotJSON(i.Snapshot),
 	}
 }
 
