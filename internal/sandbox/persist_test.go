@@ -32,7 +32,7 @@ type fakeStore struct {
 	readErr error
 }
 
-func newFakeStore(t *testing.T) *fakeStore {
+func newFakeStore(t testing.TB) *fakeStore {
 	return &fakeStore{dir: t.TempDir(), records: map[string]state.Session{}, mounted: map[string]bool{}, sealed: map[string]bool{}}
 }
 

@@ -67,7 +67,7 @@ type snapshotSetup struct {
 	snaps *snapshot.Store
 }
 
-func newSnapshotSetup(t *testing.T) *snapshotSetup {
+func newSnapshotSetup(t testing.TB) *snapshotSetup {
 	t.Helper()
 	snaps, err := snapshot.Open(filepath.Join(t.TempDir(), "snapshots"))
 	if err != nil {
