@@ -19,6 +19,9 @@ import (
 // and persistent workspaces. *state.Dir is the real one.
 type Store interface {
 	SaveSession(state.Session) error
+	// SaveSessionSync is SaveSession fsync'd, for a snapshot's
+	// transitions, which a crash of the host must not undo either.
+	SaveSessionSync(state.Session) error
 	RemoveSession(id string) error
 	Sessions() ([]state.Session, error)
 	NewWorkspace(size, inodes int64) (state.Workspace, error)

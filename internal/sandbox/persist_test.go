@@ -43,6 +43,8 @@ func (f *fakeStore) SaveSession(s state.Session) error {
 	return nil
 }
 
+func (f *fakeStore) SaveSessionSync(s state.Session) error { return f.SaveSession(s) }
+
 func (f *fakeStore) RemoveSession(id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

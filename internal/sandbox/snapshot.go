@@ -206,7 +206,7 @@ func (m *Manager) saveDurablyLocked(s *session) error {
 	if m.cfg.Store == nil {
 		return fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
 	}
-	if err := m.cfg.Store.SaveSession(m.recordLocked(s)); err != nil {
+	if err := m.cfg.Store.SaveSessionSync(m.recordLocked(s)); err != nil {
 		return fmt.Errorf("saving session %s: %w", s.id, err)
 	}
 	return nil

@@ -5,10 +5,12 @@
 // server dies without cleaning up, the next one finds the records, reports
 // those sessions as dead through the API, and still serves their files.
 //
-// Records are written to a temporary file, fsync'd, renamed into place
-// and the directory fsync'd: a record is the one truth about a session's
-// state (running, paused, snapshotted), and a snapshot on disk outlives
-// the host, so its record must too. Workspaces are tmpfs and do not.
+// Records are written to a temporary file and renamed into place. Most
+// are not fsync'd: they guard against the server dying, which leaves the
+// page cache intact, not against the host dying, which also empties every
+// workspace tmpfs. The records of a snapshot's transitions are
+// (SaveSessionSync): a snapshot on disk outlives the host, so the record
+// that names it must too.
 package state
 
 import (
