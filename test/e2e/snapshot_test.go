@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// snapshotted is the part of a snapshotted Session the tests read.
+type snapshotted struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Snapshot *struct {
+		Memory bool  `json:"memory"`
+		Files  int   `json:"files"`
+		Bytes  int64 `json:"bytes"`
+	} `json:"snapshot"`
+}
+
+// TestSnapshotSurvivesKill snapshots a session holding a file and an
+// interpreter variable, SIGKILLs the server, and restarts it on the same
+// state directory: the session is listed snapshotted, an exec resumes it
+// with the file back and a fresh interpreter (files only), and a fork
+// (by the CLI) makes sessions holding the file too.
+func TestSnapshotSurvivesKill(t *testing.T) {
+	requireSandbox(t)
+	stateDir := filepath.Join(t.TempDir(), "state")
+	s1 := startServer(t, "--state-dir", stateDir)
+	id := s1.newSession(t, keyA, map[string]any{"env": map[string]string{"GREETING": "hi"}})
+	if code, b := s1.call(t, keyA, "PUT", sessionPath(id, "/files?path=dir/kept.txt"), strings.NewReader("kept"), "application/octet-stream"); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("upload = %d %s", code, b)
+	}
+	if r := s1.code(t, keyA, id, "python", "x = 41", nil); r.ExitCode != 0 {
+		t.Fatalf("python: %+v", r)
+	}
+	var snap snapshotted
+	s1.jsonCall(t, keyA, "POST", sessionPath(id, "/snapshot"), nil, http.StatusOK, &snap)
+	if snap.State != "snapshotted" || snap.Snapshot == nil || snap.Snapshot.Memory || snap.Snapshot.Files != 1 {
+		t.Fatalf("snapshot = %+v, want snapshotted, 1 file, memory false", snap)
+	}
+	if err := syscall.Kill(s1.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s1.exit()
+
+	s2 := startServer(t, "--state-dir", stateDir)
+	var got snapshotted
+	s2.jsonCall(t, keyA, "GET", sessionPath(id), nil, http.StatusOK, &got)
+	if got.State != "snapshotted" {
+		t.Fatalf("after the restart: %+v, want snapshotted", got)
+	}
+	r := s2.code(t, keyA, id, "python", "print(open('/workspace/dir/kept.txt').read(), 'x' in globals())", nil)
+	if r.Stdout != "kept False\n" {
+		t.Errorf("exec after the restart = %q %q, want the file back and a fresh interpreter", r.Stdout, r.Stderr)
+	}
+	t.Setenv("WARDEN_URL", s2.url)
+	t.Setenv("WARDEN_API_KEY", keyA)
+	if inv := warden(t, "", "session", "snapshot", id); inv.code != 0 {
+		t.Fatalf("session snapshot = %d %q", inv.code, inv.stderr)
+	}
+	inv := warden(t, "", "session", "fork", id, "--count", "2")
+	forks := strings.Fields(inv.stdout)
+	if inv.code != 0 || len(forks) != 2 {
+		t.Fatalf("session fork --count 2 = %d %q %q, want two ids", inv.code, inv.stdout, inv.stderr)
+	}
+	for _, f := range append(forks, id) {
+		r := s2.code(t, keyA, f, "bash", "cat /workspace/dir/kept.txt; echo \" $GREETING\"", nil)
+		if r.Stdout != "kept hi\n" {
+			t.Errorf("session %s: %q %q, want the file and the env", f, r.Stdout, r.Stderr)
+		}
+	}
+}
