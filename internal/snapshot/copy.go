@@ -35,8 +35,11 @@ func (p *Pending) captureDir(src *workspace.Dir, dir string, depth int, lim Limi
 		return fmt.Errorf("%w: %q nests deeper than %d directories", ErrTooLarge, dir, MaxDepth)
 	}
 	entries, err := src.List(dir)
+	if errors.Is(err, workspace.ErrTruncated) {
+		return fmt.Errorf("%w: directory %q holds more than %d entries (the session's inode limit)", ErrTooLarge, dir, lim.MaxEntries)
+	}
 	if err != nil {
-		return fmt.Errorf("listing %q: %w", dir, err)
+		return err // it names the path
 	}
 	for _, e := range entries {
 		if err := p.captureEntry(src, e, depth, lim, st); err != nil {
