@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -41,21 +43,37 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 		return nil, err
 	}
 	defer drop()
-	infos := make([]Info, 0, count)
-	for range count {
-		in, err := m.forkOne(ctx, s, name)
-		if err != nil {
-			for _, made := range infos {
-				if derr := m.Delete(context.Background(), owner, made.ID); derr != nil {
-					m.cfg.Logger.Warn("removing a fork after another failed", "session", made.ID, "err", derr)
-				}
+	infos, errs := make([]Info, count), make([]error, count)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, forkParallel)
+	for i := range count {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			infos[i], errs[i] = m.forkOne(ctx, s, name)
+		})
+	}
+	wg.Wait()
+	// The first failure says why; the others are most likely the same.
+	if i := slices.IndexFunc(errs, func(err error) bool { return err != nil }); i >= 0 {
+		err := errs[i]
+		for i, made := range infos {
+			if errs[i] != nil {
+				continue
 			}
-			return nil, fmt.Errorf("forking session %s: %w", s.id, err)
+			if derr := m.Delete(context.Background(), owner, made.ID); derr != nil {
+				m.cfg.Logger.Warn("removing a fork after another failed", "session", made.ID, "err", derr)
+			}
 		}
-		infos = append(infos, in)
+		return nil, fmt.Errorf("forking session %s: %w", s.id, err)
 	}
 	return infos, nil
 }
+
+// forkParallel is how many forks are made at once: each is mostly a copy
+// of files, which a few in parallel make faster without taking every
+// core of the host.
+const forkParallel = 4
 
 // forkSource is a snapshot of s's files to copy from, and what to call
 // once the copies are made: s's own snapshot if it is snapshotted (held
