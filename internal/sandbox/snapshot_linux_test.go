@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -373,4 +374,59 @@ func TestFork(t *testing.T) {
 func withEnv(o SessionOptions, env ...string) SessionOptions {
 	o.Env = env
 	return o
+}
+
+// TestSnapshottedLifecycle: a snapshotted session is not ended at its
+// idle timeout, is at its TTL, and its end (TTL or delete) removes its
+// snapshot and record; a file call resumes it.
+func TestSnapshottedLifecycle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		do   func(m *Manager, id string) error
+		// gone says the session must be gone after do.
+		gone bool
+	}{
+		{"idle", func(m *Manager, id string) error { m.reap(time.Now().Add(30 * time.Minute)); return nil }, false},
+		{"ttl", func(m *Manager, id string) error { m.reap(time.Now().Add(48 * time.Hour)); return nil }, true},
+		{"delete", func(m *Manager, id string) error { return m.Delete(context.Background(), "o", id) }, true},
+		{"files", func(m *Manager, id string) error { _, err := m.Files("o", id); return err }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newSnapshotSetup(t)
+			m := x.manager(t, true)
+			ctx := context.Background()
+			o := defaultOptions()
+			o.IdleTimeout = time.Minute
+			in, err := m.Create(ctx, "o", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.do(m, in.ID); err != nil {
+				t.Fatal(err)
+			}
+			if tc.gone {
+				if !waitUntil(func() bool { _, err := m.Get("o", in.ID); return errors.Is(err, ErrNotFound) }) {
+					t.Fatal("the session is still there")
+				}
+				if names := snapshotNames(t, x.snaps); len(names) != 0 {
+					t.Errorf("snapshots left: %v", names)
+				}
+				if recs, _ := x.store.count(); recs != 0 {
+					t.Errorf("records left: %d", recs)
+				}
+				return
+			}
+			info, err := m.Get("o", in.ID)
+			want := StateSnapshotted
+			if tc.name == "files" {
+				want = StateReady
+			}
+			if err != nil || info.State != want {
+				t.Errorf("after %s: %s, %v; want %s", tc.name, info.State, err, want)
+			}
+		})
+	}
 }
