@@ -134,6 +134,8 @@ func (s *session) begin() error {
 		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
 	case StatePaused:
 		return fmt.Errorf("%w: session %s was paused again before the exec began; resume it and retry", ErrBusy, s.id)
+	case StateSnapshotted:
+		return fmt.Errorf("%w: session %s was snapshotted again before the exec began; retry (the exec resumes it)", ErrBusy, s.id)
 	}
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
