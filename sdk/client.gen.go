@@ -600,8 +600,11 @@ type RunRequest struct {
 // SessionInfo A long-lived sandbox.
 type SessionInfo struct {
 	// AutoPause The session pauses at its idle timeout instead of closing.
-	AutoPause bool      `json:"auto_pause,omitempty,omitzero"`
-	CreatedAt time.Time `json:"created_at"`
+	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
+
+	// AutoSnapshot The session is snapshotted at its idle timeout instead of closing.
+	AutoSnapshot bool      `json:"auto_snapshot,omitempty,omitzero"`
+	CreatedAt    time.Time `json:"created_at"`
 
 	// Execs How many execs the session has run (counted since the server started).
 	Execs int64 `json:"execs"`
@@ -670,6 +673,9 @@ type SessionInfo struct {
 type SessionCreate struct {
 	// AutoPause At the idle timeout, pause the session instead of closing it (see `POST /v1/sessions/{id}/pause`); the next exec resumes it. Its TTL still closes it. Where it cannot be paused (no `--max-paused` slot left, a backend that cannot) it is closed as without this.
 	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
+
+	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; files only, processes start fresh); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
+	AutoSnapshot bool `json:"auto_snapshot,omitempty,omitzero"`
 
 	// Env Environment variables, name to value, at most 256. Names must match
 	// `^[A-Za-z_][A-Za-z0-9_]{0,255}$` (checked by the server: OpenAPI 3.0

@@ -62,7 +62,7 @@ the key --api-key (or WARDEN_API_KEY).`,
 func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 	var ttl, idle time.Duration
 	var env []string
-	var autoPause bool
+	var autoPause, autoSnapshot bool
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a session and print its id",
@@ -72,7 +72,7 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := &sdk.SessionCreate{TTLSeconds: ttl.Seconds(), IdleTimeoutSeconds: idle.Seconds(), AutoPause: autoPause}
+			req := &sdk.SessionCreate{TTLSeconds: ttl.Seconds(), IdleTimeoutSeconds: idle.Seconds(), AutoPause: autoPause, AutoSnapshot: autoSnapshot}
 			if req.Env, err = envMap(env); err != nil {
 				return err
 			}
@@ -88,6 +88,7 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 	cmd.Flags().DurationVar(&idle, "idle-timeout", 0, "end the session after this long unused")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE for every exec (repeatable)")
 	cmd.Flags().BoolVar(&autoPause, "auto-pause", false, "pause the session at its idle timeout instead of ending it")
+	cmd.Flags().BoolVar(&autoSnapshot, "auto-snapshot", false, "snapshot the session to disk at its idle timeout instead of ending it (files only)")
 	return cmd
 }
 

@@ -362,6 +362,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
+		autoSnapshot: o.AutoSnapshot,
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)

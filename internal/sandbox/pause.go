@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
 )
 
 // Pausing a session stops every process of its box where it stands (see
@@ -334,14 +337,29 @@ const autoPauseWait = 10 * time.Second
 // only when it cannot be paused (no paused slot left, a backend or host
 // that cannot). Any other failure (an exec begun meanwhile, a runtime
 // that failed and undid the pause) leaves s for the reaper's next round.
+//
+// A session with auto-snapshot is snapshotted instead (see
+// Manager.Snapshot), with the same rule; a server without snapshots, a
+// full disk or a workspace over its bounds end it too.
 func (m *Manager) autoPause(s *session) (end bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), autoPauseWait)
 	defer cancel()
-	err := m.pause(ctx, s)
+	s.mu.Lock()
+	snap := s.autoSnapshot
+	s.mu.Unlock()
+	var err error
+	switch {
+	case snap && m.cfg.Snapshots == nil:
+		err = fmt.Errorf("%w: no state directory for snapshots", ErrUnsupported)
+	case snap:
+		err = m.snapshot(ctx, s)
+	default:
+		err = m.pause(ctx, s)
+	}
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany):
+	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany), errors.Is(err, state.ErrStorage), errors.Is(err, spec.ErrInvalid):
 		m.cfg.Logger.Info("auto-pause cannot pause; the idle session ends instead", "session", s.id, "backend", m.backend.Name(), "err", err)
 		return true
 	}

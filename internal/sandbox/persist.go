@@ -125,7 +125,7 @@ func (m *Manager) recordLocked(s *session) state.Session {
 		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
 		Limits: s.spec.Limits, Network: s.spec.Network, DiedAt: s.diedAt, Reason: s.reason,
 		Template: s.spec.Root.Template, TemplateDigest: s.spec.Root.Digest,
-		Paused: s.state == StatePaused, AutoPause: s.autoPause, Env: s.spec.Env,
+		Paused: s.state == StatePaused, AutoPause: s.autoPause, AutoSnapshot: s.autoSnapshot, Env: s.spec.Env,
 		Snapshot: s.snap, SnapshottedAt: s.snapAt,
 		SnapshotBytes: s.snapStats.Bytes, SnapshotFiles: s.snapStats.Files, SnapshotSkipped: s.snapStats.Skipped,
 	}
@@ -327,7 +327,7 @@ func (m *Manager) reviveSnapshotted(rec state.Session, now time.Time) *session {
 			Root: spec.Root{Template: rec.Template, Digest: rec.TemplateDigest},
 		},
 		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: min(rec.IdleTimeout, m.cfg.MaxIdle),
-		gone: make(chan struct{}), autoPause: rec.AutoPause, snap: rec.Snapshot, snapAt: rec.SnapshottedAt, snapSlot: true,
+		gone: make(chan struct{}), autoPause: rec.AutoPause, autoSnapshot: rec.AutoSnapshot, snap: rec.Snapshot, snapAt: rec.SnapshottedAt, snapSlot: true,
 		snapStats: snapshot.Stats{Bytes: rec.SnapshotBytes, Files: rec.SnapshotFiles, Skipped: rec.SnapshotSkipped},
 		pace:      newExecPacer(rec.Limits.CPUs, m.cfg.ExecPace),
 	}

@@ -120,7 +120,7 @@ func (s *session) expired(now time.Time) (reason string, dead bool) {
 	switch {
 	case !now.Before(s.expires):
 		return "ttl", dead
-	case s.state == StateReady && s.autoPause && now.Sub(s.lastUsed) >= s.idle:
+	case s.state == StateReady && (s.autoPause || s.autoSnapshot) && now.Sub(s.lastUsed) >= s.idle:
 		return "pause", dead
 	case (s.state == StateReady || dead) && now.Sub(s.lastUsed) >= s.idle:
 		return "idle", dead

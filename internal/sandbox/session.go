@@ -50,6 +50,9 @@ type session struct {
 	snapStats snapshot.Stats
 	snapSlot  bool
 	boxClosed bool
+	// autoSnapshot snapshots the session at its idle timeout (before
+	// autoPause is considered).
+	autoSnapshot bool
 	// pauseMu serialises pausing, resuming and snapshotting the
 	// session's box, and replacing it (a resume from a snapshot).
 	pauseMu sync.Mutex
@@ -87,6 +90,7 @@ func (s *session) info() Info {
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
 		Template: s.spec.Root.Template, AutoPause: s.autoPause, PausedAt: s.pausedAt,
+		AutoSnapshot: s.autoSnapshot,
 	}
 	if s.state == StateSnapshotted {
 		in.Snapshot = &SnapshotInfo{At: s.snapAt, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}

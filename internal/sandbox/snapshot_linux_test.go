@@ -430,3 +430,45 @@ func TestSnapshottedLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoSnapshot: at its idle timeout a session with auto-snapshot is
+// snapshotted, not paused or ended; without a place for snapshots it
+// ends as idle.
+func TestAutoSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		snaps bool
+		want  State
+	}{
+		{"snapshotted", true, StateSnapshotted},
+		{"no state directory", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newSnapshotSetup(t)
+			cfg := Config{Store: x.store, ExecPace: -1, StartRate: -1, ReapEvery: time.Hour}
+			if tc.snaps {
+				cfg.Snapshots = x.snaps
+			}
+			m := NewManager(x.b, cfg)
+			t.Cleanup(func() { m.Close() })
+			o := defaultOptions()
+			o.IdleTimeout, o.AutoSnapshot, o.AutoPause = time.Minute, true, true
+			in, err := m.Create(context.Background(), "o", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.reap(time.Now().Add(30 * time.Minute))
+			ok := waitUntil(func() bool {
+				info, err := m.Get("o", in.ID)
+				if tc.want == "" {
+					return errors.Is(err, ErrNotFound)
+				}
+				return err == nil && info.State == tc.want
+			})
+			if !ok {
+				info, err := m.Get("o", in.ID)
+				t.Fatalf("after the idle timeout: %s, %v; want %q (\"\": ended)", info.State, err, tc.want)
+			}
+		})
+	}
+}

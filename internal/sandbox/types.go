@@ -76,6 +76,9 @@ type SessionOptions struct {
 	// it (see Manager.Pause); its next exec resumes it. Its TTL still
 	// ends it.
 	AutoPause bool
+	// AutoSnapshot snapshots the session at its idle timeout instead
+	// (see Manager.Snapshot); it takes precedence over AutoPause.
+	AutoSnapshot bool
 }
 
 // Info is what a caller may know about a session.
@@ -99,6 +102,8 @@ type Info struct {
 	// ending; PausedAt is when a paused one was paused.
 	AutoPause bool
 	PausedAt  time.Time
+	// AutoSnapshot says the session is snapshotted at its idle timeout.
+	AutoSnapshot bool
 	// Snapshot describes a snapshotted session's snapshot; nil in every
 	// other state.
 	Snapshot *SnapshotInfo

@@ -42,9 +42,12 @@ func (f *fakeSessions) Fork(ctx context.Context, owner, id string, count int) ([
 
 func TestSnapshotAndForkEndpoints(t *testing.T) {
 	h := newHarness(t, nil)
-	r := h.do("POST", "/v1/sessions", keyA, "{}")
+	r := h.do("POST", "/v1/sessions", keyA, `{"auto_snapshot":true}`)
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if !h.fake.lastOptions.AutoSnapshot {
+		t.Errorf("create with auto_snapshot: the Manager was not asked for it (%+v)", h.fake.lastOptions)
 	}
 	var ses sessionJSON
 	if err := json.Unmarshal(r.body, &ses); err != nil {

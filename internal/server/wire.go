@@ -55,6 +55,7 @@ type sessionCreateJSON struct {
 	IdleTimeoutSeconds *float64          `json:"idle_timeout_seconds"`
 	Template           string            `json:"template"`
 	AutoPause          bool              `json:"auto_pause"`
+	AutoSnapshot       bool              `json:"auto_snapshot"`
 }
 
 type sessionJSON struct {
@@ -70,6 +71,7 @@ type sessionJSON struct {
 	Reason             string        `json:"reason,omitempty"`
 	Template           string        `json:"template,omitempty"`
 	AutoPause          bool          `json:"auto_pause,omitempty"`
+	AutoSnapshot       bool          `json:"auto_snapshot,omitempty"`
 	PausedAt           *time.Time    `json:"paused_at,omitempty"`
 	Snapshot           *snapshotJSON `json:"snapshot,omitempty"`
 }
@@ -202,7 +204,7 @@ func envList(env map[string]string) ([]string, error) {
 
 // options builds the session's options, limits not given taking defaults.
 func (c *sessionCreateJSON) options(defaults spec.Limits) (sandbox.SessionOptions, error) {
-	o := sandbox.SessionOptions{Template: c.Template, AutoPause: c.AutoPause}
+	o := sandbox.SessionOptions{Template: c.Template, AutoPause: c.AutoPause, AutoSnapshot: c.AutoSnapshot}
 	var err error
 	if o.Limits, err = c.Limits.limits(defaults); err != nil {
 		return o, err
@@ -338,6 +340,7 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		Reason:             i.Reason,
 		Template:           sandbox.TemplateName(i.Template),
 		AutoPause:          i.AutoPause,
+		AutoSnapshot:       i.AutoSnapshot,
 		PausedAt:           utcOrNil(i.PausedAt),
 		Snapshot:           toSnapshotJSON(i.Snapshot),
 	}

@@ -62,8 +62,9 @@ type Session struct {
 	// was written; a server that finds it after a crash reports the
 	// session dead, as its box died with the server. AutoPause is the
 	// session's option to pause at its idle timeout.
-	Paused    bool `json:"paused,omitempty"`
-	AutoPause bool `json:"auto_pause,omitempty"`
+	Paused       bool `json:"paused,omitempty"`
+	AutoPause    bool `json:"auto_pause,omitempty"`
+	AutoSnapshot bool `json:"auto_snapshot,omitempty"`
 	// Env is the session's environment (KEY=VALUE), which a session
 	// resumed from its snapshot, maybe by another server, starts with.
 	Env []string `json:"env,omitempty"`
