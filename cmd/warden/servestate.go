@@ -96,10 +96,10 @@ func reportState(log *slog.Logger, store *state.Dir, mgr *sandbox.Manager) {
 		log.Warn("session workspaces live inside their sandboxes: a crash of the server loses them (persistent workspaces need the native backend, root and Linux 6.3 or later)", "state_dir", store.Path())
 	}
 	r := mgr.Recovered()
-	if r.Sessions > 0 || r.Dropped > 0 || r.Stale > 0 {
+	if r.Sessions > 0 || r.Dropped > 0 || r.DroppedSnapshots > 0 || r.Stale > 0 {
 		log.Warn("recovered sessions: snapshotted ones resume on use, dead ones' files are readable until they are deleted or expire",
 			"state_dir", store.Path(), "sessions", r.Sessions, "snapshotted", r.Snapshotted, "workspaces_lost", r.Lost,
-			"orphan_workspaces_removed", r.Dropped, "records_of_deleted_sessions_removed", r.Stale)
+			"orphan_workspaces_removed", r.Dropped, "orphan_snapshots_removed", r.DroppedSnapshots, "records_of_deleted_sessions_removed", r.Stale)
 	}
 	if r.Err != nil {
 		log.Error("some session records could not be recovered", "err", r.Err)

@@ -49,10 +49,12 @@ type Recovery struct {
 	// the dead had lost their workspace (the host restarted, or the
 	// backend kept it inside the sandbox).
 	Sessions, Snapshotted, Lost int
-	// Dropped counts workspaces and snapshots no record named (a create,
-	// a pooled sandbox or a snapshot the crash cut short), now removed; Stale counts records of
+	// Dropped counts workspaces no record named (a create or a pooled
+	// sandbox the crash cut short), now removed, and DroppedSnapshots
+	// snapshots no record named (a snapshot or a fork the crash cut
+	// short); Stale counts records of
 	// sessions deleted when their record could not be removed, removed now.
-	Dropped, Stale int
+	Dropped, DroppedSnapshots, Stale int
 	// Err lists records that could not be read or updated.
 	Err error
 }
@@ -249,7 +251,7 @@ func (m *Manager) recoverSessions() Recovery {
 	}
 	if m.cfg.Snapshots != nil {
 		n, err := m.cfg.Snapshots.Sweep(snaps)
-		r.Dropped += n
+		r.DroppedSnapshots = n
 		r.Err = errors.Join(r.Err, err)
 	}
 	names, err := m.cfg.Store.Workspaces()
