@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // snapshotted is the part of a snapshotted Session the tests read.
@@ -70,5 +71,43 @@ func TestSnapshotSurvivesKill(t *testing.T) {
 		if r.Stdout != "kept hi\n" {
 			t.Errorf("session %s: %q %q, want the file and the env", f, r.Stdout, r.Stderr)
 		}
+	}
+}
+
+// TestSnapshotResumeLatency measures, on the native backend with a state
+// directory, 30 rounds of a snapshot and a resume from it of a session
+// holding one small file (a files-only resume is a box start plus the
+// copy), and of a create as the baseline, logging p50 and p99 and their
+// ratios. It asserts nothing about speed; docs/sessions.md records what
+// it printed. A measurement: it runs with -long only.
+func TestSnapshotResumeLatency(t *testing.T) {
+	if !*longLoad {
+		t.Skip("a measurement, not a check: run it with -long")
+	}
+	requireSandbox(t)
+	const rounds = 30
+	srv := startServer(t, "--state-dir", filepath.Join(t.TempDir(), "state"))
+	id := srv.newSession(t, keyA, nil)
+	if code, b := srv.call(t, keyA, "PUT", sessionPath(id, "/files?path=small.txt"), strings.NewReader("small"), "application/octet-stream"); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("upload = %d %s", code, b)
+	}
+	var create, snap, resume []time.Duration
+	for range rounds {
+		start := time.Now()
+		made := srv.newSession(t, keyA, nil)
+		create = append(create, time.Since(start))
+		if code, b := srv.call(t, keyA, "DELETE", sessionPath(made), nil, ""); code != http.StatusNoContent {
+			t.Fatalf("DELETE = %d %s", code, b)
+		}
+		snap = append(snap, timed(t, srv, "POST", sessionPath(id, "/snapshot")))
+		resume = append(resume, timed(t, srv, "POST", sessionPath(id, "/resume")))
+	}
+	base := percentile(create, 50)
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"create (baseline)", create}, {"snapshot", snap}, {"resume from snapshot", resume}} {
+		p50, p99 := percentile(m.d, 50), percentile(m.d, 99)
+		t.Logf("native %s: p50 %v p99 %v (p50 %.1fx the baseline's)", m.name, p50, p99, float64(p50)/float64(base))
 	}
 }
