@@ -111,3 +111,29 @@ func TestSnapshotResumeLatency(t *testing.T) {
 		t.Logf("native %s: p50 %v p99 %v (p50 %.1fx the baseline's)", m.name, p50, p99, float64(p50)/float64(base))
 	}
 }
+
+// TestSnapshotBackends: on every backend, a snapshot closes the box and
+// keeps the files with their permission bits (never a setuid bit, if the
+// sandbox could set one), not a symbolic link, and an exec restores them
+// into a fresh box.
+func TestSnapshotBackends(t *testing.T) {
+	for _, b := range conformanceBackends(t) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			srv := startServer(t, "--backend", b, "--state-dir", filepath.Join(t.TempDir(), "state"))
+			id := srv.newSession(t, keyA, nil)
+			if r := srv.code(t, keyA, id, "bash", "mkdir -p /workspace/d && echo made > /workspace/d/f && chmod 755 /workspace/d/f && ln -s /etc/hostname /workspace/l; chmod 4755 /workspace/d/f 2>/dev/null; true", nil); r.ExitCode != 0 {
+				t.Fatalf("setting up: %+v", r)
+			}
+			var snap snapshotted
+			srv.jsonCall(t, keyA, "POST", sessionPath(id, "/snapshot"), nil, http.StatusOK, &snap)
+			if snap.State != "snapshotted" || snap.Snapshot == nil || snap.Snapshot.Files != 1 {
+				t.Fatalf("snapshot = %+v, want snapshotted with 1 file", snap)
+			}
+			r := srv.code(t, keyA, id, "python", "import os\nprint(open('/workspace/d/f').read().strip(), oct(os.stat('/workspace/d/f').st_mode & 0o7777), os.path.lexists('/workspace/l'))", nil)
+			if r.Stdout != "made 0o755 False\n" {
+				t.Errorf("after resume: %q %q, want the file without setuid, no link", r.Stdout, r.Stderr)
+			}
+		})
+	}
+}
