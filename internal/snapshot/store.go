@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,30 +109,6 @@ func (s *Store) Has(name string) bool {
 	return err == nil && st.IsDir()
 }
 
-// Size is the bytes snapshot name's files hold (as Stats.Bytes).
-func (s *Store) Size(name string) (int64, error) {
-	r, err := s.open(name)
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	var n int64
-	err = fs.WalkDir(r.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			n += info.Size()
-		}
-		return nil
-	})
-	return n, err
-}
-
 // Sweep removes every unfinished snapshot (a crash cut it short) and
 // every committed one keep does not name (its session's record was never
 // written, or was removed), and says how many it removed.
@@ -182,10 +157,6 @@ func validName(name string) bool {
 	_, err := hex.DecodeString(rest)
 	return err == nil
 }
-
-// ValidName says whether name could be a snapshot's, for readers of
-// records.
-func ValidName(name string) bool { return validName(name) }
 
 // syncDir fsyncs directory p, so the names in it reach the disk.
 func syncDir(p string) error {
