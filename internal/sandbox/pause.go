@@ -39,13 +39,24 @@ func (m *Manager) Resume(ctx context.Context, owner, id string) (Info, error) {
 	return m.switchPaced(ctx, owner, id, m.resumeAny)
 }
 
-// resumeAny resumes s from a snapshot or from a pause, whichever it is in.
+// resumeAny resumes s from a snapshot or from a pause, whichever it is in
+// once s's pauseMu is free: a snapshot that held it may have moved s
+// from paused to snapshotted meanwhile.
 func (m *Manager) resumeAny(ctx context.Context, s *session) error {
 	if s.currentState() == StateSnapshotted {
 		return m.resumeSnapshot(ctx, s)
 	}
-	return m.resume(ctx, s)
+	err := m.resume(ctx, s)
+	if errors.Is(err, errSnapshotted) {
+		return m.resumeSnapshot(ctx, s)
+	}
+	return err
 }
+
+// errSnapshotted is resume's answer for a session snapshotted while it
+// waited: resumeAny resumes it from its snapshot instead, and a caller
+// undoing its own pause leaves it snapshotted.
+var errSnapshotted = fmt.Errorf("%w: the session was snapshotted", ErrClosed)
 
 // switchPaced finds owner's session id, charges its pacer a command exec
 // and pauses or resumes it (to).
@@ -223,10 +234,8 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 // judge.
 func (m *Manager) resumeIfPaused(ctx context.Context, s *session) error {
 	switch s.currentState() {
-	case StatePaused:
-		return m.resume(ctx, s)
-	case StateSnapshotted:
-		return m.resumeSnapshot(ctx, s)
+	case StatePaused, StateSnapshotted:
+		return m.resumeAny(ctx, s)
 	}
 	return nil
 }
@@ -244,6 +253,8 @@ func (s *session) isPaused() (bool, error) {
 		return true, nil
 	case StateReady, StateBusy:
 		return false, nil
+	case StateSnapshotted:
+		return false, errSnapshotted
 	}
 	return false, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }

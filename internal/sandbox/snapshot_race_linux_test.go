@@ -1,0 +1,61 @@
+package sandbox
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// stopAt makes the next snapshot step name wait for release, once it
+// has closed reached.
+func stopAt(t *testing.T, name string) (reached, release chan struct{}) {
+	reached, release = make(chan struct{}), make(chan struct{})
+	stepHook = func(s string) {
+		if s == name {
+			close(reached)
+			<-release
+		}
+	}
+	t.Cleanup(func() { stepHook = nil })
+	return reached, release
+}
+
+// An exec that arrives while a snapshot copies the session's files waits
+// for it and then resumes the session from the snapshot, rather than
+// being told the session is gone.
+func TestExecDuringSnapshotResumesIt(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileT(t, filepath.Join(x.b.last(), "f"), "data")
+	reached, release := stopAt(t, "captured")
+	snapDone := make(chan error, 1)
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	<-reached
+	execDone := make(chan error, 1)
+	go func() {
+		_, err := m.Exec(ctx, "o", in.ID, ExecRequest{Command: []string{"true"}}, Stream{})
+		execDone <- err
+	}()
+	// Time for the exec to reach the snapshot's lock; the checks below
+	// hold whether it did or came after.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-snapDone; err != nil {
+		t.Fatalf("Snapshot() = %v; want nil", err)
+	}
+	if err := <-execDone; err != nil {
+		t.Errorf("Exec() during the snapshot = %v; want nil (the session resumed from its snapshot)", err)
+	}
+	if got, _ := m.Get("o", in.ID); got.State != StateReady {
+		t.Errorf("state after the exec = %s; want %s", got.State, StateReady)
+	}
+	if got := readFileT(t, filepath.Join(x.b.last(), "f")); got != "data" {
+		t.Errorf("f after the resume = %q; want %q", got, "data")
+	}
+}
