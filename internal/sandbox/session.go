@@ -53,6 +53,10 @@ type session struct {
 	// autoSnapshot snapshots the session at its idle timeout (before
 	// autoPause is considered).
 	autoSnapshot bool
+	// copying says the session's files are being copied into a snapshot
+	// (or a fork's): file calls are refused meanwhile, as a change then
+	// would be lost (see beginCopy).
+	copying bool
 	// pauseMu serialises pausing, resuming and snapshotting the
 	// session's box, and replacing it (a resume from a snapshot).
 	pauseMu sync.Mutex
@@ -390,6 +394,9 @@ func (s *session) workspace() (*workspace.Dir, error) {
 	defer s.mu.Unlock()
 	if s.state == StateStopping || s.state == StateGone {
 		return nil, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
+	}
+	if s.copying {
+		return nil, fmt.Errorf("%w: session %s is being snapshotted; retry once that ends", ErrBusy, s.id)
 	}
 	if s.state != StateDead {
 		s.lastUsed = time.Now()

@@ -139,7 +139,10 @@ func (m *Manager) snapshotPaused(s *session) error {
 }
 
 // capture writes the files of box, s's, into a new committed snapshot.
+// File calls are refused meanwhile (see beginCopy).
 func (m *Manager) capture(s *session, box Box) (string, snapshot.Stats, error) {
+	m.beginCopy(s)
+	defer s.endCopy()
 	lim := snapshotLimits(s.spec.Limits)
 	uid, gid := box.FileOwner()
 	src, err := workspace.FromFile(box.Workspace(), "/workspace of "+s.id, uid, gid, snapshot.WorkspaceLimits(lim))
@@ -163,6 +166,28 @@ func (m *Manager) capture(s *session, box Box) (string, snapshot.Stats, error) {
 		return "", stats, fmt.Errorf("snapshotting session %s: %w", s.id, storageError(err))
 	}
 	return p.Name(), stats, nil
+}
+
+// beginCopy marks s's files as being copied, so file calls are refused
+// (a write then would be missing from the copy, and lost once the box
+// closes), and closes s's open workspace, which waits for the file
+// calls already in it to end.
+func (m *Manager) beginCopy(s *session) {
+	s.mu.Lock()
+	s.copying = true
+	dir := s.dir
+	s.dir = nil
+	s.mu.Unlock()
+	if dir != nil {
+		closeLogged(m, dir, s.id)
+	}
+}
+
+// endCopy lets file calls reach s's files again.
+func (s *session) endCopy() {
+	s.mu.Lock()
+	s.copying = false
+	s.mu.Unlock()
 }
 
 // storageError marks a full or failing disk as state.ErrStorage, and a

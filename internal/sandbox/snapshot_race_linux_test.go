@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +59,43 @@ func TestExecDuringSnapshotResumesIt(t *testing.T) {
 	}
 	if got := readFileT(t, filepath.Join(x.b.last(), "f")); got != "data" {
 		t.Errorf("f after the resume = %q; want %q", got, "data")
+	}
+}
+
+// A file call while a snapshot copies the files is refused with a retry,
+// and a workspace opened before can no longer write: a write then would
+// be missing from the snapshot and lost with the box.
+func TestFilesDuringSnapshotRefused(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := m.Files("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached, release := stopAt(t, "begun")
+	snapDone := make(chan error, 1)
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	<-reached
+	if _, err := m.Files("o", in.ID); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "retry") {
+		t.Errorf("Files() during the copy = %v; want ErrBusy saying retry", err)
+	}
+	if _, err := early.Write("late.txt", strings.NewReader("late"), 0o644); err == nil {
+		t.Errorf("a write through a workspace opened before the copy succeeded; want it refused")
+	}
+	close(release)
+	if err := <-snapDone; err != nil {
+		t.Fatalf("Snapshot() = %v; want nil", err)
+	}
+	dir, err := m.Files("o", in.ID)
+	if err != nil {
+		t.Fatalf("Files() after the snapshot = %v; want the resumed workspace", err)
+	}
+	if _, err := dir.Write("after.txt", strings.NewReader("x"), 0o644); err != nil {
+		t.Errorf("Write() after the snapshot = %v; want nil", err)
 	}
 }

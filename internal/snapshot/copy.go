@@ -89,7 +89,11 @@ func (p *Pending) captureFile(src *workspace.Dir, e workspace.Entry, lim Limits,
 	if err != nil {
 		return fmt.Errorf("copying %q: %w", e.Path, err)
 	}
-	_, err = io.Copy(f, r)
+	// No more than the size charged, if the file grew meanwhile.
+	_, err = io.CopyN(f, r, ent.Size)
+	if errors.Is(err, io.EOF) {
+		err = nil // it shrank: what it holds is copied
+	}
 	if err == nil {
 		err = f.Sync()
 	}
