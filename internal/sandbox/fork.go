@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -89,15 +88,13 @@ func (m *Manager) forkSource(ctx context.Context, s *session) (name string, done
 	s.pauseMu.Unlock()
 	wasPaused := s.currentState() == StatePaused
 	if !wasPaused {
-		if err := m.pause(ctx, s); err != nil {
+		if err := m.pauseForCopy(ctx, s); err != nil {
 			return "", nil, err
 		}
 	}
 	name, err = m.captureFork(s)
 	if !wasPaused {
-		if rerr := m.resume(ctx, s); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
+		m.undoCopyPause(ctx, s, "fork's copy")
 	}
 	if err != nil {
 		if name != "" {

@@ -80,17 +80,33 @@ func (m *Manager) MaxPaused() int { return m.cfg.MaxPaused }
 // pause moves s from ready to paused: it takes a paused slot, stops the
 // box, and only then gives back its run slot.
 func (m *Manager) pause(ctx context.Context, s *session) error {
+	return m.pauseBox(ctx, s, false)
+}
+
+// pauseForCopy pauses s for a snapshot's or a fork's copy of its files:
+// s keeps its run slot and takes no paused slot, so a failed copy always
+// finds the slot to resume in (see resume); a snapshot that succeeds
+// gives the run slot back.
+func (m *Manager) pauseForCopy(ctx context.Context, s *session) error {
+	return m.pauseBox(ctx, s, true)
+}
+
+func (m *Manager) pauseBox(ctx context.Context, s *session, keepSlot bool) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if done, err := s.toPausing(); done || err != nil {
 		return err
 	}
-	if err := m.takePaused(s.owner); err != nil {
+	takePaused, givePaused := m.takePaused, m.givePaused
+	if keepSlot {
+		takePaused, givePaused = func(string) error { return nil }, func(string) {}
+	}
+	if err := takePaused(s.owner); err != nil {
 		s.unpause(false)
 		return err
 	}
 	if err := s.box.Pause(ctx); err != nil {
-		m.givePaused(s.owner)
+		givePaused(s.owner)
 		if errors.Is(err, ErrPauseUnknown) {
 			return m.buryUnsure(s, "pausing", err)
 		}
@@ -101,11 +117,11 @@ func (m *Manager) pause(ctx context.Context, s *session) error {
 	if s.state != StatePaused {
 		// Deleted or expired meanwhile: its end thaws and kills the box.
 		s.mu.Unlock()
-		m.givePaused(s.owner)
+		givePaused(s.owner)
 		return fmt.Errorf("%w: session %s ended while it was being paused", ErrClosed, s.id)
 	}
-	slot := s.slot
-	s.slot, s.pausedSlot, s.pausedAt = false, true, time.Now()
+	slot := s.slot && !keepSlot
+	s.slot, s.pausedSlot, s.pausedAt = s.slot && keepSlot, !keepSlot, time.Now()
 	m.saveLocked(s)
 	s.mu.Unlock()
 	if slot {
@@ -195,19 +211,28 @@ func (s *session) unpause(used bool) {
 	}
 }
 
-// resume moves s from paused to ready: it takes a run slot, lets the box
-// run again, and gives back the paused slot.
+// resume moves s from paused to ready: it takes a run slot (unless s
+// kept its own, paused for a copy), lets the box run again, and gives
+// back the paused slot.
 func (m *Manager) resume(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if paused, err := s.isPaused(); !paused || err != nil {
 		return err
 	}
-	if err := m.takeSlot(s.owner); err != nil {
-		return err
+	kept := s.holdsSlot()
+	if !kept {
+		if err := m.takeSlot(s.owner); err != nil {
+			return err
+		}
+	}
+	giveSlot := func() {
+		if !kept {
+			m.release(s.owner, 0)
+		}
 	}
 	if err := s.box.Resume(ctx); err != nil {
-		m.release(s.owner, 0)
+		giveSlot()
 		if errors.Is(err, ErrPauseUnknown) {
 			return m.buryUnsure(s, "resuming", err)
 		}
@@ -216,7 +241,7 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 	s.mu.Lock()
 	if s.state != StatePaused {
 		s.mu.Unlock()
-		m.release(s.owner, 0)
+		giveSlot()
 		return fmt.Errorf("%w: session %s ended while it was being resumed", ErrClosed, s.id)
 	}
 	pausedSlot := s.pausedSlot
@@ -227,6 +252,13 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 		m.givePaused(s.owner)
 	}
 	return nil
+}
+
+// holdsSlot says s holds a run slot.
+func (s *session) holdsSlot() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slot
 }
 
 // resumeIfPaused resumes s if it is paused or snapshotted, for a call

@@ -79,7 +79,7 @@ func (m *Manager) snapshot(ctx context.Context, s *session) error {
 	}
 	wasPaused := st == StatePaused
 	if !wasPaused {
-		if err := m.pause(ctx, s); err != nil {
+		if err := m.pauseForCopy(ctx, s); err != nil {
 			m.giveSnapshotSlot(s.owner)
 			return err
 		}
@@ -88,12 +88,19 @@ func (m *Manager) snapshot(ctx context.Context, s *session) error {
 	if err != nil {
 		m.giveSnapshotSlot(s.owner)
 		if !wasPaused {
-			if rerr := m.resume(ctx, s); rerr != nil {
-				m.cfg.Logger.Warn("resuming a session after its snapshot failed", "session", s.id, "err", rerr)
-			}
+			m.undoCopyPause(ctx, s, "snapshot")
 		}
 	}
 	return err
+}
+
+// undoCopyPause resumes s, paused by pauseForCopy for a copy (doing)
+// that failed or ended; it kept its run slot for this. One snapshotted
+// meanwhile by another call is left so.
+func (m *Manager) undoCopyPause(ctx context.Context, s *session, doing string) {
+	if err := m.resume(ctx, s); err != nil && !errors.Is(err, errSnapshotted) {
+		m.cfg.Logger.Warn("resuming a session after its "+doing, "session", s.id, "err", err)
+	}
 }
 
 // snapshotPaused copies paused s's files into a snapshot, records it and
@@ -123,13 +130,17 @@ func (m *Manager) snapshotPaused(s *session) error {
 		m.dropSnapshot(name, s.id)
 		return err
 	}
-	interps, dir, pausedSlot := s.interps, s.dir, s.pausedSlot
+	interps, dir, pausedSlot, runSlot := s.interps, s.dir, s.pausedSlot, s.slot
 	s.interps, s.dir, s.boxClosed, s.snapSlot, s.pausedSlot, s.pausedAt = nil, nil, true, true, false, time.Time{}
+	s.slot = false
 	s.mu.Unlock()
 	step("recorded")
 	m.cleanedUp(s, s.closeBox(true, interps, dir))
 	if pausedSlot {
 		m.givePaused(s.owner)
+	}
+	if runSlot {
+		m.release(s.owner, 0)
 	}
 	if ws != "" {
 		m.dropWorkspace(ws, s.id)

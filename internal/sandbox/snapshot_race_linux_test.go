@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,5 +98,46 @@ func TestFilesDuringSnapshotRefused(t *testing.T) {
 	}
 	if _, err := dir.Write("after.txt", strings.NewReader("x"), 0o644); err != nil {
 		t.Errorf("Write() after the snapshot = %v; want nil", err)
+	}
+}
+
+// A snapshot whose copy fails leaves a running session running even at
+// capacity: its pause for the copy kept its run slot, which a Create
+// meanwhile could not take.
+func TestSnapshotFailureAtCapacityResumes(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSessions: 1, MaxPaused: 1, ExecPace: -1, StartRate: -1})
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileT(t, filepath.Join(x.b.last(), "d", "f"), "data")
+	var createErr error
+	stepHook = func(s string) {
+		if s != "begun" {
+			return
+		}
+		_, createErr = m.Create(ctx, "o", defaultOptions())
+		// The copy fails: its temporary directory is gone.
+		entries, _ := os.ReadDir(x.snaps.Path())
+		for _, e := range entries {
+			_ = os.RemoveAll(filepath.Join(x.snaps.Path(), e.Name()))
+		}
+	}
+	t.Cleanup(func() { stepHook = nil })
+	if _, err := m.Snapshot(ctx, "o", in.ID); err == nil {
+		t.Fatal("Snapshot() = nil; want the failed copy's error")
+	}
+	if !errors.Is(createErr, ErrTooMany) {
+		t.Errorf("Create() during the copy = %v; want ErrTooMany (the session kept its run slot)", createErr)
+	}
+	got, _ := m.Get("o", in.ID)
+	m.mu.Lock()
+	active, paused := m.active, m.paused
+	m.mu.Unlock()
+	if got.State != StateReady || active != 1 || paused != 0 {
+		t.Errorf("after the failed snapshot: state %s, %d run and %d paused slots taken; want %s, 1, 0", got.State, active, paused, StateReady)
 	}
 }
