@@ -184,7 +184,9 @@ func (s *session) close() error {
 	s.mu.Lock()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
-	paused, closed := s.pausedSlot, s.boxClosed
+	// A box paused for a copy holds no paused slot but is frozen all
+	// the same (see pauseForCopy).
+	paused, closed := s.pausedSlot || !s.pausedAt.IsZero(), s.boxClosed
 	s.boxClosed = true
 	s.mu.Unlock()
 	var err error
