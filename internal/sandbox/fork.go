@@ -92,7 +92,7 @@ func (m *Manager) forkSource(ctx context.Context, s *session) (name string, done
 			return "", nil, err
 		}
 	}
-	name, err = m.captureFork(s)
+	name, err = m.captureFork(ctx, s)
 	if !wasPaused {
 		m.undoCopyPause(ctx, s, "fork's copy")
 	}
@@ -107,13 +107,13 @@ func (m *Manager) forkSource(ctx context.Context, s *session) (name string, done
 
 // captureFork copies paused s's files into a snapshot no record names
 // (a crash leaves it for the next server's sweep).
-func (m *Manager) captureFork(s *session) (string, error) {
+func (m *Manager) captureFork(ctx context.Context, s *session) (string, error) {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if st := s.currentState(); st != StatePaused {
 		return "", fmt.Errorf("%w: session %s was resumed or ended while it was being forked; retry", ErrBusy, s.id)
 	}
-	name, _, err := m.capture(s, s.currentBox())
+	name, _, err := m.capture(ctx, s, s.currentBox())
 	return name, err
 }
 
@@ -134,7 +134,7 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 	if err != nil {
 		return Info{}, err // deleted meanwhile: nothing to end
 	}
-	if err := m.restoreFiles(f.id, f.currentBox(), f.spec.Limits, name); err != nil {
+	if err := m.restoreFiles(ctx, f, f.currentBox(), f.spec.Limits, name); err != nil {
 		m.end(f)
 		return Info{}, err
 	}

@@ -375,6 +375,10 @@ func (m *Manager) saveLocked(s *session) {
 // autoPauseWait bounds the reaper's pause of an idle auto-pause session.
 const autoPauseWait = 10 * time.Second
 
+// autoSnapshotWait bounds the reaper's snapshot of an idle auto-snapshot
+// session, which copies its files: one that takes longer ends as idle.
+const autoSnapshotWait = 5 * time.Minute
+
 // autoPause pauses s, idle past its timeout, instead of ending it. It
 // says whether s ends instead, as idle, as one without auto-pause would:
 // only when it cannot be paused (no paused slot left, a backend or host
@@ -382,8 +386,9 @@ const autoPauseWait = 10 * time.Second
 // that failed and undid the pause) leaves s for the reaper's next round.
 //
 // A session with auto-snapshot is snapshotted instead (see
-// Manager.Snapshot), with the same rule; a server without snapshots, a
-// full disk or a workspace over its bounds end it too.
+// Manager.Snapshot) and ends on any failure but a busy session or one
+// ending: a failure of the copy, which the sandbox's own files may cause
+// (a file over its disk limit), would fail every round after too.
 func (m *Manager) autoPause(s *session) (end bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), autoPauseWait)
 	defer cancel()
@@ -395,6 +400,9 @@ func (m *Manager) autoPause(s *session) (end bool) {
 	case snap && m.cfg.Snapshots == nil:
 		err = fmt.Errorf("%w: no state directory for snapshots", ErrUnsupported)
 	case snap:
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), autoSnapshotWait)
+		defer cancel()
 		err = m.snapshot(ctx, s)
 	default:
 		err = m.pause(ctx, s)
@@ -402,7 +410,8 @@ func (m *Manager) autoPause(s *session) (end bool) {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany), errors.Is(err, state.ErrStorage), errors.Is(err, spec.ErrInvalid):
+	case snap && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosed),
+		errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany), errors.Is(err, state.ErrStorage), errors.Is(err, spec.ErrInvalid):
 		m.cfg.Logger.Info("auto-pause cannot pause; the idle session ends instead", "session", s.id, "backend", m.backend.Name(), "err", err)
 		return true
 	}

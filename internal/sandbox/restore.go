@@ -84,7 +84,7 @@ func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, nam
 		lease()
 		return nil, "", nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	}
-	if err := m.restoreFiles(s.id, box, spc.Limits, name); err != nil {
+	if err := m.restoreFiles(ctx, s, box, spc.Limits, name); err != nil {
 		m.discardBox(box, ws)
 		lease()
 		return nil, "", nil, err
@@ -93,8 +93,11 @@ func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, nam
 }
 
 // restoreFiles copies snapshot name into box's empty workspace, as its
-// sandbox user, within the session's limits.
-func (m *Manager) restoreFiles(id string, box Box, l spec.Limits, name string) error {
+// sandbox user, within the session's limits; s's end stops it.
+func (m *Manager) restoreFiles(ctx context.Context, s *session, box Box, l spec.Limits, name string) error {
+	ctx, release := s.stopOnEnd(ctx)
+	defer release()
+	id := s.id
 	lim := snapshotLimits(l)
 	uid, gid := box.FileOwner()
 	dst, err := workspace.FromFile(box.Workspace(), "/workspace of "+id, uid, gid, snapshot.WorkspaceLimits(lim))
@@ -105,7 +108,7 @@ func (m *Manager) restoreFiles(id string, box Box, l spec.Limits, name string) e
 	if err := snapshot.Clear(dst); err != nil {
 		return fmt.Errorf("restoring session %s: %w", id, err)
 	}
-	if _, err := m.cfg.Snapshots.Restore(name, dst, lim); err != nil {
+	if _, err := m.cfg.Snapshots.Restore(ctx, name, dst, lim); err != nil {
 		return fmt.Errorf("restoring session %s: %w", id, err)
 	}
 	return nil

@@ -57,6 +57,9 @@ type session struct {
 	// (or a fork's): file calls are refused meanwhile, as a change then
 	// would be lost (see beginCopy).
 	copying bool
+	// stopCopy cancels the copy into or out of a snapshot under way, if
+	// any, once the session begins to end (see stopOnEnd).
+	stopCopy context.CancelFunc
 	// pauseMu serialises pausing, resuming and snapshotting the
 	// session's box, and replacing it (a resume from a snapshot).
 	pauseMu sync.Mutex
@@ -176,7 +179,25 @@ func (s *session) stopping() bool {
 		return false
 	}
 	s.state = StateStopping
+	if s.stopCopy != nil {
+		s.stopCopy()
+	}
 	return true
+}
+
+// stopOnEnd is ctx, cancelled too once s begins to end, so a Delete or
+// the TTL stops a copy of its files; release it once the copy is done.
+func (s *session) stopOnEnd(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.stopCopy = cancel
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		s.stopCopy = nil
+		s.mu.Unlock()
+		cancel()
+	}
 }
 
 // close kills the interpreters and the box and marks the session gone.

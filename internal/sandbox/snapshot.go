@@ -84,7 +84,7 @@ func (m *Manager) snapshot(ctx context.Context, s *session) error {
 			return err
 		}
 	}
-	err := m.snapshotPaused(s)
+	err := m.snapshotPaused(ctx, s)
 	if err != nil {
 		m.giveSnapshotSlot(s.owner)
 		if !wasPaused {
@@ -96,22 +96,22 @@ func (m *Manager) snapshot(ctx context.Context, s *session) error {
 
 // undoCopyPause resumes s, paused by pauseForCopy for a copy (doing)
 // that failed or ended; it kept its run slot for this. One snapshotted
-// meanwhile by another call is left so.
+// (or ended) meanwhile by another call is left so.
 func (m *Manager) undoCopyPause(ctx context.Context, s *session, doing string) {
-	if err := m.resume(ctx, s); err != nil && !errors.Is(err, errSnapshotted) {
-		m.cfg.Logger.Warn("resuming a session after its "+doing, "session", s.id, "err", err)
+	if err := m.resume(ctx, s); err != nil && !errors.Is(err, ErrClosed) {
+		m.cfg.Logger.Warn("resuming a session paused for a copy", "copy", doing, "session", s.id, "err", err)
 	}
 }
 
 // snapshotPaused copies paused s's files into a snapshot, records it and
 // closes the box; on failure s is still paused and nothing is kept.
-func (m *Manager) snapshotPaused(s *session) error {
+func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if st := s.currentState(); st != StatePaused {
 		return fmt.Errorf("%w: session %s was resumed or ended while it was being snapshotted; retry", ErrBusy, s.id)
 	}
-	name, stats, err := m.capture(s, s.currentBox())
+	name, stats, err := m.capture(ctx, s, s.currentBox())
 	if err != nil {
 		return err
 	}
@@ -151,9 +151,11 @@ func (m *Manager) snapshotPaused(s *session) error {
 
 // capture writes the files of box, s's, into a new committed snapshot.
 // File calls are refused meanwhile (see beginCopy).
-func (m *Manager) capture(s *session, box Box) (string, snapshot.Stats, error) {
+func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, snapshot.Stats, error) {
 	m.beginCopy(s)
 	defer s.endCopy()
+	ctx, release := s.stopOnEnd(ctx)
+	defer release()
 	lim := snapshotLimits(s.spec.Limits)
 	uid, gid := box.FileOwner()
 	src, err := workspace.FromFile(box.Workspace(), "/workspace of "+s.id, uid, gid, snapshot.WorkspaceLimits(lim))
@@ -166,7 +168,7 @@ func (m *Manager) capture(s *session, box Box) (string, snapshot.Stats, error) {
 		return "", snapshot.Stats{}, storageError(err)
 	}
 	step("begun")
-	stats, err := p.Capture(src, lim)
+	stats, err := p.Capture(ctx, src, lim)
 	if err == nil {
 		step("captured")
 		err = p.Commit()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // stopAt makes the next snapshot step name wait for release, once it
@@ -139,5 +141,105 @@ func TestSnapshotFailureAtCapacityResumes(t *testing.T) {
 	m.mu.Unlock()
 	if got.State != StateReady || active != 1 || paused != 0 {
 		t.Errorf("after the failed snapshot: state %s, %d run and %d paused slots taken; want %s, 1, 0", got.State, active, paused, StateReady)
+	}
+}
+
+// An auto-snapshot that fails on the sandbox's own files (a sparse file
+// over its disk limit) ends the idle session rather than retrying every
+// round; a path too long to keep is skipped, and the snapshot made.
+func TestAutoSnapshotHostileContent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, ws string)
+		end   bool
+	}{
+		{"sparse file over disk", func(t *testing.T, ws string) {
+			f, err := os.Create(filepath.Join(ws, "zzz-sparse"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(f.Truncate(1<<40), f.Close()); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"path over PATH_MAX", func(t *testing.T, ws string) {
+			fd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := strings.Repeat("d", 250)
+			for range 20 {
+				if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY, 0)
+				unix.Close(fd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fd = next
+			}
+			unix.Close(fd)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newSnapshotSetup(t)
+			m := x.manager(t, true)
+			o := defaultOptions()
+			o.AutoSnapshot = true
+			in, err := m.Create(context.Background(), "o", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFileT(t, filepath.Join(x.b.last(), "aaa-data"), "data")
+			tc.plant(t, x.b.last())
+			s, err := m.lookup("o", in.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.autoPause(s); got != tc.end {
+				info, _ := m.Get("o", in.ID)
+				t.Errorf("autoPause() = %v (state %s); want %v", got, info.State, tc.end)
+			}
+			if !tc.end {
+				if info, _ := m.Get("o", in.ID); info.State != StateSnapshotted {
+					t.Errorf("state = %s; want %s", info.State, StateSnapshotted)
+				}
+			}
+		})
+	}
+}
+
+// A Delete during a snapshot's copy stops the copy and leaves no
+// snapshot behind.
+func TestDeleteStopsSnapshotCopy(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileT(t, filepath.Join(x.b.last(), "f"), "data")
+	reached, release := stopAt(t, "begun")
+	snapDone := make(chan error, 1)
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	<-reached
+	delDone := make(chan error, 1)
+	go func() { delDone <- m.Delete(ctx, "o", in.ID) }()
+	// The Delete marks the session ending (which cancels the copy) before
+	// it waits on anything; let it get there.
+	for s, _ := m.lookup("o", in.ID); s != nil && s.currentState() != StateStopping && s.currentState() != StateGone; {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-snapDone; !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
+		t.Errorf("Snapshot() during a Delete = %v; want it stopped", err)
+	}
+	if err := <-delDone; err != nil {
+		t.Errorf("Delete() = %v", err)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 0 {
+		t.Errorf("snapshots left after the Delete: %v", names)
 	}
 }

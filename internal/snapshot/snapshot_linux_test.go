@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ func TestCaptureHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := p.Capture(openWS(t, src, lim), lim)
+	st, err := p.Capture(context.Background(), openWS(t, src, lim), lim)
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
@@ -77,7 +78,7 @@ func TestCaptureHostile(t *testing.T) {
 		t.Errorf("Capture stats: got %+v, want %+v", st, want)
 	}
 	dst := t.TempDir()
-	if _, err := store.Restore(p.Name(), openWS(t, dst, lim), lim); err != nil {
+	if _, err := store.Restore(context.Background(), p.Name(), openWS(t, dst, lim), lim); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "a", "b.txt")); err != nil || string(b) != "plain" {
@@ -116,7 +117,7 @@ func TestCaptureBounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = p.Capture(openWS(t, src, tc.lim), tc.lim)
+			_, err = p.Capture(context.Background(), openWS(t, src, tc.lim), tc.lim)
 			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Capture over the %s bound: got %v, want ErrTooLarge naming the %s", tc.name, err, tc.want)
 			}
