@@ -120,14 +120,20 @@ func (m *Manager) record(s *session) state.Session {
 	return m.recordLocked(s)
 }
 
-// recordLocked is record with s.mu held.
+// recordLocked is record with s.mu held. The env (which may hold keys)
+// is written only while s is snapshotted, the one state a next server
+// starts a box from it; a running session's stays in memory.
 func (m *Manager) recordLocked(s *session) state.Session {
+	var env []string
+	if s.snap != "" {
+		env = s.spec.Env
+	}
 	return state.Session{
 		ID: s.id, Owner: s.owner, Backend: m.backend.Name(), Workspace: s.ws, ServerPID: os.Getpid(),
 		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
 		Limits: s.spec.Limits, Network: s.spec.Network, DiedAt: s.diedAt, Reason: s.reason,
 		Template: s.spec.Root.Template, TemplateDigest: s.spec.Root.Digest,
-		Paused: s.state == StatePaused, AutoPause: s.autoPause, AutoSnapshot: s.autoSnapshot, Env: s.spec.Env,
+		Paused: s.state == StatePaused, AutoPause: s.autoPause, AutoSnapshot: s.autoSnapshot, Env: env,
 		Snapshot: s.snap, SnapshottedAt: s.snapAt,
 		SnapshotBytes: s.snapStats.Bytes, SnapshotFiles: s.snapStats.Files, SnapshotSkipped: s.snapStats.Skipped,
 	}

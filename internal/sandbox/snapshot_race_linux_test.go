@@ -243,3 +243,35 @@ func TestDeleteStopsSnapshotCopy(t *testing.T) {
 		t.Errorf("snapshots left after the Delete: %v", names)
 	}
 }
+
+// A session's env, which may hold keys, is in its record only while it
+// is snapshotted (a next server starts its box from it).
+func TestEnvRecordedOnlyWhileSnapshotted(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", withEnv(defaultOptions(), "OPENAI_API_KEY=sk-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func() []string {
+		x.store.mu.Lock()
+		defer x.store.mu.Unlock()
+		return x.store.records[in.ID].Env
+	}
+	if got := env(); len(got) != 0 {
+		t.Errorf("record of a running session holds env %q; want none", got)
+	}
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := env(); len(got) != 1 {
+		t.Errorf("record of a snapshotted session holds env %q; want the session's", got)
+	}
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := env(); len(got) != 0 {
+		t.Errorf("record of a resumed session holds env %q; want none", got)
+	}
+}

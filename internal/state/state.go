@@ -65,8 +65,10 @@ type Session struct {
 	Paused       bool `json:"paused,omitempty"`
 	AutoPause    bool `json:"auto_pause,omitempty"`
 	AutoSnapshot bool `json:"auto_snapshot,omitempty"`
-	// Env is the session's environment (KEY=VALUE), which a session
-	// resumed from its snapshot, maybe by another server, starts with.
+	// Env is a snapshotted session's environment (KEY=VALUE), which it
+	// starts with when resumed, maybe by another server; empty in every
+	// other state, as it may hold keys. It sits at rest in this record,
+	// mode 0600, until the session is resumed or ends.
 	Env []string `json:"env,omitempty"`
 	// Snapshot names the session's snapshot (see package snapshot) once
 	// it is snapshotted: its box is closed and its files are there. It
