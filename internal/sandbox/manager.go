@@ -578,6 +578,10 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 	// The rules live in the host's egress proxy: a paused session's
 	// change needs nothing of its frozen box, and it stays paused. A
 	// snapshotted one has no box: its next one starts with the rules.
+	// pauseMu keeps a snapshot or a resume from replacing the box
+	// meanwhile, which would start the new one with the old rules.
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
 	if !s.isBoxClosed() {
 		if err := s.currentBox().SetNetwork(allow, deny); err != nil {
 			return Info{}, err

@@ -23,17 +23,45 @@ type fsBackend struct {
 	n   int
 	// boxes are the workspaces of the boxes started, in order.
 	boxes []string
+	// beforeStart, if set, runs before each Start but the first.
+	beforeStart func()
 }
 
 type fsBox struct {
 	*fakeBox
 	ws *os.File
+	// allow is the egress allow list the box enforces: its spec's, then
+	// SetNetwork's.
+	mu    sync.Mutex
+	allow []string
+}
+
+func (x *fsBox) SetNetwork(allow, _ []string) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.allow = allow
+	return nil
+}
+
+func (x *fsBox) allowed() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.allow
 }
 
 func (x *fsBox) Workspace() *os.File   { return x.ws }
 func (x *fsBox) FileOwner() (int, int) { return os.Getuid(), os.Getgid() }
 
 func (f *fsBackend) Start(ctx context.Context, s spec.Spec) (Box, error) {
+	f.mu.Lock()
+	before := f.beforeStart
+	if f.n == 0 {
+		before = nil
+	}
+	f.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	b, err := f.fakeBackend.Start(ctx, s)
 	if err != nil {
 		return nil, err
@@ -50,7 +78,7 @@ func (f *fsBackend) Start(ctx context.Context, s spec.Spec) (Box, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsBox{fakeBox: b.(*fakeBox), ws: ws}, nil
+	return &fsBox{fakeBox: b.(*fakeBox), ws: ws, allow: s.Network.Allow}, nil
 }
 
 func (f *fsBackend) last() string {

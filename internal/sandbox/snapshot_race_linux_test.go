@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // stopAt makes the next snapshot step name wait for release, once it
@@ -273,5 +275,46 @@ func TestEnvRecordedOnlyWhileSnapshotted(t *testing.T) {
 	}
 	if got := env(); len(got) != 0 {
 		t.Errorf("record of a resumed session holds env %q; want none", got)
+	}
+}
+
+// A SetNetwork while a snapshotted session resumes is not lost: the new
+// box enforces the rules the session reports.
+func TestSetNetworkDuringResume(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	o := defaultOptions()
+	o.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"old.example"}}
+	in, err := m.Create(ctx, "o", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	setDone := make(chan error, 1)
+	x.b.beforeStart = func() {
+		go func() {
+			_, err := m.SetNetwork("o", in.ID, []string{"new.example"}, nil)
+			setDone <- err
+		}()
+		// Time for the SetNetwork to reach the resume's lock; the checks
+		// hold whether it did or came after.
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-setDone; err != nil {
+		t.Fatalf("SetNetwork() = %v", err)
+	}
+	info, _ := m.Get("o", in.ID)
+	s, err := m.lookup("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.currentBox().(*fsBox).allowed(); len(got) != 1 || got[0] != info.Network.Allow[0] || got[0] != "new.example" {
+		t.Errorf("box enforces allow %v, session reports %v; want both [new.example]", got, info.Network.Allow)
 	}
 }
