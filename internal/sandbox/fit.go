@@ -169,10 +169,10 @@ func (m *Manager) checkBudget(l spec.Limits) error {
 
 // keptDisk is what dead or snapshotted session s still holds of its
 // owner's budget: the disk of its workspace, when one is kept (a tmpfs
-// of that size), or the bytes of its snapshot's files.
+// of that size), or its snapshot's charge (snapshot.Stats.Charge).
 func (m *Manager) keptDisk(s *session) int64 {
 	if s.snap != "" && m.cfg.MaxBytesPerOwner > 0 {
-		return s.snapStats.Bytes
+		return s.snapStats.Charge()
 	}
 	if s.ws == "" || m.cfg.MaxBytesPerOwner == 0 {
 		return 0

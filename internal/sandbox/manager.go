@@ -166,6 +166,9 @@ func (c Config) withDefaults() Config {
 type Manager struct {
 	backend Backend
 	cfg     Config
+	// copies bounds the snapshot copies (captures and restores) under
+	// way at once, server-wide (see copySlot).
+	copies chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -221,7 +224,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 	cfg, _, _ = cfg.Fit(b)
 	m := &Manager{
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, pausedByOwner: map[string]int{}, snapsByOwner: map[string]int{},
-		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
+		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}

@@ -19,7 +19,7 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	s.mu.Lock()
-	st, name, spc, held := s.state, s.snap, s.spec, s.snapStats.Bytes
+	st, name, spc, held := s.state, s.snap, s.spec, s.snapStats.Charge()
 	s.mu.Unlock()
 	if st != StateSnapshotted {
 		return nil // resumed meanwhile, or ending: the caller's call judges
@@ -98,6 +98,11 @@ func (m *Manager) restoreFiles(ctx context.Context, s *session, box Box, l spec.
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
 	id := s.id
+	done, err := m.copySlot(ctx)
+	if err != nil {
+		return fmt.Errorf("restoring session %s: %w", id, err)
+	}
+	defer done()
 	lim := snapshotLimits(l)
 	uid, gid := box.FileOwner()
 	dst, err := workspace.FromFile(box.Workspace(), "/workspace of "+id, uid, gid, snapshot.WorkspaceLimits(lim))

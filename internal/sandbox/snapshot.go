@@ -145,7 +145,7 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	if ws != "" {
 		m.dropWorkspace(ws, s.id)
 	}
-	m.keep(s, stats.Bytes)
+	m.keep(s, stats.Charge())
 	return nil
 }
 
@@ -156,6 +156,11 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, sna
 	defer s.endCopy()
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
+	done, err := m.copySlot(ctx)
+	if err != nil {
+		return "", snapshot.Stats{}, fmt.Errorf("snapshotting session %s: %w", s.id, err)
+	}
+	defer done()
 	lim := snapshotLimits(s.spec.Limits)
 	uid, gid := box.FileOwner()
 	src, err := workspace.FromFile(box.Workspace(), "/workspace of "+s.id, uid, gid, snapshot.WorkspaceLimits(lim))
@@ -179,6 +184,22 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, sna
 		return "", stats, fmt.Errorf("snapshotting session %s: %w", s.id, storageError(err))
 	}
 	return p.Name(), stats, nil
+}
+
+// maxCopies is how many snapshot copies (captures and restores) run at
+// once on a server: each is disk I/O and fsyncs on the state directory's
+// disk, which many at once would take from every other session.
+const maxCopies = 2
+
+// copySlot waits for one of the server's copy slots, as long as ctx
+// lets it; done gives it back.
+func (m *Manager) copySlot(ctx context.Context) (done func(), err error) {
+	select {
+	case m.copies <- struct{}{}:
+		return func() { <-m.copies }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for other snapshot copies to end: %w", ctx.Err())
+	}
 }
 
 // beginCopy marks s's files as being copied, so file calls are refused

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -317,4 +319,71 @@ func TestSetNetworkDuringResume(t *testing.T) {
 	if got := s.currentBox().(*fsBox).allowed(); len(got) != 1 || got[0] != info.Network.Allow[0] || got[0] != "new.example" {
 		t.Errorf("box enforces allow %v, session reports %v; want both [new.example]", got, info.Network.Allow)
 	}
+}
+
+// A snapshot of empty directories is charged for its entries against
+// its owner's budget: they take the host's inodes and blocks all the same.
+func TestSnapshotChargesEntries(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 8, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 40})
+	t.Cleanup(func() { m.Close() })
+	in, err := m.Create(context.Background(), "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dirs = 2000
+	for i := range dirs {
+		if err := os.Mkdir(filepath.Join(x.b.last(), "d"+strconv.Itoa(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Snapshot(context.Background(), "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	got := m.bytesByOwner["o"]
+	m.mu.Unlock()
+	if want := int64(dirs * snapshot.EntryCost); got != want {
+		t.Errorf("budget held by a snapshot of %d empty directories = %d; want %d", dirs, got, want)
+	}
+}
+
+// Snapshot copies wait for one of the server's copy slots; one whose
+// context ends first fails and leaves the session running.
+func TestSnapshotWaitsForCopySlot(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	in, err := m.Create(context.Background(), "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxCopies {
+		m.copies <- struct{}{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID); done <- err }()
+	s, err := m.lookup("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10000 && !s.isCopying(); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Snapshot() with every copy slot taken = %v; want context.Canceled", err)
+	}
+	if got, _ := m.Get("o", in.ID); got.State != StateReady {
+		t.Errorf("state = %s; want %s", got.State, StateReady)
+	}
+	for range maxCopies {
+		<-m.copies
+	}
+}
+
+func (s *session) isCopying() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.copying
 }

@@ -51,6 +51,18 @@ type Stats struct {
 	Skipped int
 }
 
+// EntryCost is what each file and directory of a snapshot is charged
+// on top of its bytes: at least a block of the host's disk and an inode,
+// which empty files and directories take too.
+const EntryCost = 4096
+
+// Charge is what a snapshot holding st costs its owner's budget: its
+// bytes plus EntryCost for each entry, so a tree of empty files cannot
+// fill the state directory's inodes for free.
+func (st Stats) Charge() int64 {
+	return st.Bytes + int64(st.Files+st.Dirs)*EntryCost
+}
+
 // ErrTooLarge marks a workspace over Limits: nothing was kept.
 var ErrTooLarge = errors.New("snapshot too large")
 

@@ -40,8 +40,16 @@ type Pending struct {
 	root  *os.Root
 }
 
-// Begin starts a new snapshot under a fresh random name.
+// ReservePercent is how much of the state directory's disk, blocks and
+// inodes both, Begin leaves free.
+const ReservePercent = 5
+
+// Begin starts a new snapshot under a fresh random name, unless the state
+// directory's disk is nearly full (see checkFree).
 func (s *Store) Begin() (*Pending, error) {
+	if err := s.checkFree(); err != nil {
+		return nil, fmt.Errorf("starting a snapshot: %w", err)
+	}
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
 	p := &Pending{store: s, name: "snap_" + hex.EncodeToString(b[:])}
