@@ -180,6 +180,16 @@ func (m *Manager) keptDisk(s *session) int64 {
 	return s.spec.Limits.DiskBytes
 }
 
+// allowed checks a revived session's spec as a create's is checked
+// (without its template, found again by name at its resume): a former
+// server's may be past this one's ceilings or rules.
+func (m *Manager) allowed(s spec.Spec) error {
+	if err := s.ValidateSandbox(); err != nil {
+		return err
+	}
+	return m.checkCeilings(s.Limits)
+}
+
 // checkCeilings is Ceilings.Check, a refusal naming the backend's bound
 // where Fit lowered the ceiling to one.
 func (m *Manager) checkCeilings(l spec.Limits) error {

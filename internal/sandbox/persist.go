@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/hostid"
@@ -275,9 +276,20 @@ func (m *Manager) recoverSessions() Recovery {
 // its snapshot is there; else dead. A dead one's workspace is kept if it
 // is still mounted (the server died, the host did not), and sealed.
 func (m *Manager) revive(rec state.Session, now time.Time) *session {
-	if s := m.reviveSnapshotted(rec, now); s != nil {
+	s, over := m.reviveSnapshotted(rec, now)
+	if s != nil {
 		return s
 	}
+	s = m.reviveDead(rec, now)
+	if over != nil {
+		// Its snapshot, which no record names now, is swept.
+		s.reason = fmt.Sprintf("it was snapshotted, but its limits are not allowed on this server: %s", strings.TrimPrefix(over.Error(), spec.ErrInvalid.Error()+": "))
+	}
+	return s
+}
+
+// reviveDead makes the dead session rec describes.
+func (m *Manager) reviveDead(rec state.Session, now time.Time) *session {
 	s := &session{
 		id: rec.ID, owner: rec.Owner, box: deadBox{}, state: StateDead, files: m.cfg.Files, store: m.cfg.Store,
 		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network, Root: spec.Root{Template: rec.Template, Digest: rec.TemplateDigest}},
@@ -323,12 +335,17 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 // when rec is not snapshotted or its snapshot is gone. Its box is a
 // deadBox until a resume starts one; it holds a snapshot slot (past
 // MaxSnapshots if a former server allowed more: it is the operator's to
-// delete) and its files' bytes of its owner's budget.
-func (m *Manager) reviveSnapshotted(rec state.Session, now time.Time) *session {
+// delete) and its snapshot's charge of its owner's budget. One whose
+// limits this server's ceilings refuse is nil too, with why (over): a
+// resume would start a box a create could not.
+func (m *Manager) reviveSnapshotted(rec state.Session, now time.Time) (s *session, over error) {
 	if rec.Snapshot == "" || m.cfg.Snapshots == nil || !m.cfg.Snapshots.Has(rec.Snapshot) || !rec.DiedAt.IsZero() {
-		return nil
+		return nil, nil
 	}
-	s := &session{
+	if err := m.allowed(spec.Spec{Limits: rec.Limits, Network: rec.Network, Env: rec.Env}); err != nil {
+		return nil, err
+	}
+	s = &session{
 		id: rec.ID, owner: rec.Owner, box: deadBox{}, boxClosed: true, state: StateSnapshotted, files: m.cfg.Files, store: m.cfg.Store,
 		spec: spec.Spec{
 			Limits: rec.Limits, Network: rec.Network, Env: rec.Env,
@@ -342,7 +359,7 @@ func (m *Manager) reviveSnapshotted(rec state.Session, now time.Time) *session {
 	if last := rec.CreatedAt.Add(m.cfg.MaxTTL); s.expires.After(last) {
 		s.expires = last
 	}
-	return s
+	return s, nil
 }
 
 // deadBox stands for the sandbox of a session recovered dead: there is

@@ -30,7 +30,7 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 		m.hold(s, held)
 		return fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	}
-	box, ws, lease, err := m.restoreBox(ctx, s, spc, name)
+	box, ws, root, lease, err := m.restoreBox(ctx, s, spc, name)
 	if err != nil {
 		m.release(s.owner, bytes)
 		m.hold(s, held)
@@ -46,6 +46,9 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 		return fmt.Errorf("%w: session %s ended while it was being resumed", ErrClosed, s.id)
 	}
 	s.box, s.ws, s.boxClosed, s.slot, s.snapSlot = box, ws, false, true, false
+	// A session revived by a new server finds its template again by
+	// name: the box runs on root, which its record and info now name.
+	s.spec.Root = root
 	s.state, s.snap, s.snapAt, s.snapStats, s.lastUsed = StateReady, "", time.Time{}, snapshot.Stats{}, time.Now()
 	if s.lease == nil {
 		s.lease = lease
@@ -69,27 +72,27 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 }
 
 // restoreBox starts a box of spec spc for s and restores snapshot name
-// into its workspace; lease holds the template the box runs on.
-func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, name string) (Box, string, func(), error) {
-	lease := func() {}
+// into its workspace; root is the template the box runs on, which lease
+// holds.
+func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, name string) (box Box, ws string, root spec.Root, lease func(), err error) {
+	lease = func() {}
 	if spc.Root.Dir == "" && spc.Root.Template != "" {
 		// Revived by a new server: the template is found again by name.
-		var err error
 		if spc.Root, lease, err = m.resolveTemplate(spc.Root.Template, s.owner); err != nil {
-			return nil, "", nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+			return nil, "", spec.Root{}, nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 		}
 	}
-	box, ws, err := m.startBox(ctx, spc)
+	box, ws, err = m.startBox(ctx, spc)
 	if err != nil {
 		lease()
-		return nil, "", nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+		return nil, "", spec.Root{}, nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	}
 	if err := m.restoreFiles(ctx, s, box, spc.Limits, name); err != nil {
 		m.discardBox(box, ws)
 		lease()
-		return nil, "", nil, err
+		return nil, "", spec.Root{}, nil, err
 	}
-	return box, ws, lease, nil
+	return box, ws, spc.Root, lease, nil
 }
 
 // restoreFiles copies snapshot name into box's empty workspace, as its

@@ -331,7 +331,7 @@ func TestSnapshotChargesEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const dirs = 2000
+	const dirs = 300
 	for i := range dirs {
 		if err := os.Mkdir(filepath.Join(x.b.last(), "d"+strconv.Itoa(i)), 0o755); err != nil {
 			t.Fatal(err)
@@ -386,4 +386,70 @@ func (s *session) isCopying() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.copying
+}
+
+// A template session snapshotted, revived by a new server and resumed
+// runs on its template's root again, and its spec names that root.
+func TestResumeAfterRestartKeepsTemplateRoot(t *testing.T) {
+	x := newSnapshotSetup(t)
+	ts := newFakeTemplates(pyRoot(t))
+	cfg := Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1, Templates: ts}
+	m := NewManager(x.b, cfg)
+	ctx := context.Background()
+	o := defaultOptions()
+	o.Template = "py"
+	in, err := m.Create(ctx, "o", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m2 := NewManager(x.b, cfg)
+	t.Cleanup(func() { m2.Close() })
+	if _, err := m2.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m2.lookup("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	got := s.spec.Root.Dir
+	s.mu.Unlock()
+	if want := ts.roots["py"].Dir; got != want {
+		t.Errorf("resumed session's root = %q; want the template's %q", got, want)
+	}
+}
+
+// A snapshotted session whose limits a new server's ceilings refuse
+// comes back dead, saying why, rather than snapshotted.
+func TestRevivedOverCeilingsIsDead(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, false)
+	ctx := context.Background()
+	o := defaultOptions()
+	o.Limits.MemoryBytes = 512 << 20
+	in, err := m.Create(ctx, "o", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m2 := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1,
+		Ceilings: spec.Ceilings{MemoryBytes: 256 << 20}})
+	t.Cleanup(func() { m2.Close() })
+	got, err := m2.Get("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != StateDead || !strings.Contains(got.Reason, "not allowed on this server") {
+		t.Errorf("revived over the ceilings: state %s, reason %q; want dead saying its limits are not allowed", got.State, got.Reason)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 0 {
+		t.Errorf("snapshots left: %v; want it swept", names)
+	}
 }
