@@ -19,9 +19,8 @@ import (
 // owner's budget. It keeps its id, template, limits, network, env and
 // TTL; its idle timer stops. A resume (or an exec, a spawn, a file call)
 // starts a fresh box of the same spec and restores the files: processes
-// and interpreters start fresh, as no backend keeps memory in a snapshot
-// yet (SnapshotInfo.Memory; a backend that can will plug in through
-// MemorySnapshotter).
+// and interpreters start fresh: memory snapshots are not wired yet
+// (SnapshotInfo.Memory is false).
 //
 // The steps, each leaving a state a crash recovers whole: the box is
 // paused (files stop changing); the files are copied into a temporary
@@ -32,16 +31,6 @@ import (
 // as it was (running or paused, which a restart reports dead, as ever)
 // and an orphan snapshot the next server sweeps; after it, a snapshotted
 // session the next server lists and resumes.
-
-// MemorySnapshotter is what a Box may implement when its backend can keep
-// its processes' memory in a snapshot (gVisor's runsc checkpoint), so a
-// resume restores them rather than starting fresh. No backend implements
-// it yet; the Manager keeps files only and says so (SnapshotInfo.Memory).
-type MemorySnapshotter interface {
-	// CheckpointTo writes the box's memory into dir, a private directory
-	// inside the snapshot, and stops the box.
-	CheckpointTo(ctx context.Context, dir string) error
-}
 
 // stepHook, when set (by tests only), is called at each step of a
 // snapshot and a resume from one, so a test can stop there as a crash
