@@ -157,8 +157,16 @@ func (m *Manager) forget(s *session) error {
 	if s.ws != "" {
 		err = errors.Join(err, m.cfg.Store.DropWorkspace(s.ws))
 	}
-	if s.snap != "" && m.cfg.Snapshots != nil {
-		err = errors.Join(err, m.cfg.Snapshots.Drop(s.snap))
+	if m.cfg.Snapshots == nil {
+		return err
+	}
+	s.mu.Lock()
+	names := []string{s.snap, s.staleSnap}
+	s.mu.Unlock()
+	for _, name := range names {
+		if name != "" {
+			err = errors.Join(err, m.cfg.Snapshots.Drop(name))
+		}
 	}
 	return err
 }

@@ -59,6 +59,9 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 	// is then kept too: a crash recovers the session snapshotted, its
 	// files as they were at the snapshot.
 	saveErr := m.saveDurablyLocked(s)
+	if saveErr != nil {
+		s.staleSnap = name // its end drops it (forget)
+	}
 	s.mu.Unlock()
 	m.watch(s, bytes)
 	m.giveSnapshotSlot(s.owner)
@@ -122,13 +125,19 @@ func (m *Manager) restoreFiles(ctx context.Context, s *session, box Box, l spec.
 	return nil
 }
 
-// hold makes s count bytes against its owner's budget again.
+// hold makes s count bytes against its owner's budget again, unless s
+// ended meanwhile: its end forgets s before it drops what s holds
+// (endOnce), both under m.mu, so bytes held after that would never be
+// given back.
 func (m *Manager) hold(s *session, bytes int64) {
 	if bytes <= 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.sessions[s.id] != s {
+		return
+	}
 	m.held[s.id] = bytes
 	m.bytesByOwner[s.owner] += bytes
 }

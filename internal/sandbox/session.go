@@ -50,6 +50,10 @@ type session struct {
 	snapStats snapshot.Stats
 	snapSlot  bool
 	boxClosed bool
+	// staleSnap names a snapshot the session resumed from whose record
+	// could not be updated, so it still names it: kept for a crash to
+	// recover from, and dropped with the session (see forget).
+	staleSnap string
 	// autoSnapshot snapshots the session at its idle timeout (before
 	// autoPause is considered).
 	autoSnapshot bool

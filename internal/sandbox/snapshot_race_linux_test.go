@@ -14,6 +14,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
 )
 
 // stopAt makes the next snapshot step name wait for release, once it
@@ -451,5 +452,96 @@ func TestRevivedOverCeilingsIsDead(t *testing.T) {
 	}
 	if names := snapshotNames(t, x.snaps); len(names) != 0 {
 		t.Errorf("snapshots left: %v; want it swept", names)
+	}
+}
+
+// A resume from a snapshot that fails after the session was deleted
+// meanwhile puts nothing back on its owner's budget.
+func TestResumeFailAfterDeleteHoldsNothing(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 8, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 40})
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileT(t, filepath.Join(x.b.last(), "f"), strings.Repeat("x", 4096))
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	x.b.beforeStart = func() {
+		close(started)
+		<-release
+	}
+	done := make(chan error, 1)
+	go func() { _, err := m.Resume(ctx, "o", in.ID); done <- err }()
+	<-started
+	if err := m.Delete(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err == nil {
+		t.Errorf("Resume() of a session deleted meanwhile = nil; want an error")
+	}
+	m.mu.Lock()
+	left, held := m.bytesByOwner["o"], m.held[in.ID]
+	m.mu.Unlock()
+	if left != 0 || held != 0 {
+		t.Errorf("after the delete: the key holds %d bytes, the session %d; want 0, 0", left, held)
+	}
+}
+
+// failSyncStore fails every fsync'd save while fail is set.
+type failSyncStore struct {
+	*fakeStore
+	fail bool
+}
+
+func (f *failSyncStore) SaveSessionSync(s state.Session) error {
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail {
+		return errors.New("disk failed")
+	}
+	return f.fakeStore.SaveSessionSync(s)
+}
+
+// A resume whose record cannot be written keeps the snapshot the record
+// still names, and the session's end drops it.
+func TestResumeSaveFailureDropsSnapshotAtEnd(t *testing.T) {
+	x := newSnapshotSetup(t)
+	st := &failSyncStore{fakeStore: x.store}
+	var storeErrs []error
+	m := NewManager(x.b, Config{Store: st, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1,
+		OnStoreError: func(err error) { storeErrs = append(storeErrs, err) }})
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	st.fail = true
+	st.mu.Unlock()
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(storeErrs) == 0 {
+		t.Errorf("a resume whose record failed reported no store error")
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 1 {
+		t.Errorf("snapshots after the failed record: %v; want the one it names kept", names)
+	}
+	if err := m.Delete(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 0 {
+		t.Errorf("snapshots after the delete: %v; want none", names)
 	}
 }
