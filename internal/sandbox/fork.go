@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -16,10 +17,10 @@ const MaxFork = 16
 
 // Fork makes count new sessions for owner from the current files of
 // session id: each a fresh box of the same spec (template, limits,
-// network, env, idle timeout, auto-pause) with a copy of its /workspace,
+// network, env, idle timeout, auto-pause and auto-snapshot) with a copy of its /workspace,
 // its own id, the rest of the source's TTL, fresh processes and its own
 // pacer. The source is snapshotted for the copy if it is not already
-// (taking a snapshot slot while the copy is made) and left in the state
+// (taking a snapshot slot and its charge of the budget until the forks are made) and left in the state
 // it was in. Nothing of the source's memory is copied, so there is no
 // random state or secret in memory to reseed: every new session starts
 // its processes fresh. If any new session cannot be made, none is kept.
@@ -75,46 +76,62 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 const forkParallel = 4
 
 // forkSource is a snapshot of s's files to copy from, and what to call
-// once the copies are made: s's own snapshot if it is snapshotted (held
-// from a resume until then), else a new one taken from its paused box.
+// once the copies are made: s's own snapshot if it is snapshotted,
+// pinned until then (a resume or a Delete meanwhile removes it only
+// after), else a new one taken from its paused box, which holds one of
+// s's owner's snapshot slots and its charge of the budget until then.
 func (m *Manager) forkSource(ctx context.Context, s *session) (name string, done func(), err error) {
 	s.pauseMu.Lock()
 	if s.currentState() == StateSnapshotted {
 		s.mu.Lock()
 		name = s.snap
 		s.mu.Unlock()
-		return name, s.pauseMu.Unlock, nil
+		unpin := m.pinSnapshot(name, s.id)
+		s.pauseMu.Unlock()
+		return name, unpin, nil
 	}
 	s.pauseMu.Unlock()
+	if err := m.takeSnapshotSlot(s.owner); err != nil {
+		return "", nil, err
+	}
+	name, stats, err := m.copyForFork(ctx, s)
+	if err != nil {
+		m.giveSnapshotSlot(s.owner)
+		return "", nil, err
+	}
+	m.chargeBytes(s.owner, stats.Charge())
+	return name, func() {
+		m.dropSnapshot(name, s.id)
+		m.unchargeBytes(s.owner, stats.Charge())
+		m.giveSnapshotSlot(s.owner)
+	}, nil
+}
+
+// copyForFork snapshots s's files, pausing it for the copy if it runs
+// (and resuming it after).
+func (m *Manager) copyForFork(ctx context.Context, s *session) (string, snapshot.Stats, error) {
 	wasPaused := s.currentState() == StatePaused
 	if !wasPaused {
 		if err := m.pauseForCopy(ctx, s); err != nil {
-			return "", nil, err
+			return "", snapshot.Stats{}, err
 		}
 	}
-	name, err = m.captureFork(ctx, s)
+	name, stats, err := m.captureFork(ctx, s)
 	if !wasPaused {
 		m.undoCopyPause(ctx, s, "fork's copy")
 	}
-	if err != nil {
-		if name != "" {
-			m.dropSnapshot(name, s.id)
-		}
-		return "", nil, err
-	}
-	return name, func() { m.dropSnapshot(name, s.id) }, nil
+	return name, stats, err
 }
 
 // captureFork copies paused s's files into a snapshot no record names
 // (a crash leaves it for the next server's sweep).
-func (m *Manager) captureFork(ctx context.Context, s *session) (string, error) {
+func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot.Stats, error) {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if st := s.currentState(); st != StatePaused {
-		return "", fmt.Errorf("%w: session %s was resumed or ended while it was being forked; retry", ErrBusy, s.id)
+		return "", snapshot.Stats{}, fmt.Errorf("%w: session %s was resumed or ended while it was being forked; retry", ErrBusy, s.id)
 	}
-	name, _, err := m.capture(ctx, s, s.currentBox())
-	return name, err
+	return m.capture(ctx, s, s.currentBox())
 }
 
 // forkOne makes one session like s, holding the files of snapshot name.
@@ -123,6 +140,7 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 	o := SessionOptions{
 		Limits: s.spec.Limits, Network: s.spec.Network, Env: s.spec.Env, IdleTimeout: s.idle,
 		TTL: max(time.Until(s.expires), time.Second), Template: s.spec.Root.Template, AutoPause: s.autoPause,
+		AutoSnapshot: s.autoSnapshot,
 	}
 	s.mu.Unlock()
 	o.TTL = min(o.TTL, m.cfg.MaxTTL)

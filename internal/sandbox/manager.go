@@ -189,6 +189,10 @@ type Manager struct {
 	bytesByOwner map[string]int64
 	held         map[string]int64
 	closed       bool
+	// pins counts the forks copying from each snapshot, by name, and
+	// unpinnedDrop names pinned ones dropped meanwhile (see pinSnapshot).
+	pins         map[string]int
+	unpinnedDrop map[string]bool
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -225,6 +229,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 	m := &Manager{
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, pausedByOwner: map[string]int{}, snapsByOwner: map[string]int{},
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
+		pins: map[string]int{}, unpinnedDrop: map[string]bool{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
@@ -312,6 +317,26 @@ func (m *Manager) release(owner string, bytes int64) {
 	}
 	m.unchargeLocked(owner, bytes)
 	m.mu.Unlock()
+}
+
+// chargeBytes counts bytes against owner's budget that no session holds
+// (a fork's temporary snapshot); unchargeBytes gives them back.
+func (m *Manager) chargeBytes(owner string, bytes int64) {
+	if m.cfg.MaxBytesPerOwner == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.bytesByOwner[owner] += bytes
+}
+
+func (m *Manager) unchargeBytes(owner string, bytes int64) {
+	if m.cfg.MaxBytesPerOwner == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unchargeLocked(owner, bytes)
 }
 
 func (m *Manager) unchargeLocked(owner string, bytes int64) {

@@ -165,7 +165,7 @@ func (m *Manager) forget(s *session) error {
 	s.mu.Unlock()
 	for _, name := range names {
 		if name != "" {
-			err = errors.Join(err, m.cfg.Snapshots.Drop(name))
+			err = errors.Join(err, m.dropUnpinned(name))
 		}
 	}
 	return err

@@ -74,6 +74,11 @@ func (m *Manager) snapshot(ctx context.Context, s *session) error {
 		}
 	}
 	err := m.snapshotPaused(ctx, s)
+	if errors.Is(err, errSnapshotted) {
+		// Another call snapshotted it meanwhile: what was asked is done.
+		m.giveSnapshotSlot(s.owner)
+		return nil
+	}
 	if err != nil {
 		m.giveSnapshotSlot(s.owner)
 		if !wasPaused {
@@ -97,7 +102,11 @@ func (m *Manager) undoCopyPause(ctx context.Context, s *session, doing string) {
 func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
-	if st := s.currentState(); st != StatePaused {
+	switch st := s.currentState(); st {
+	case StateSnapshotted:
+		return errSnapshotted
+	case StatePaused:
+	default:
 		return fmt.Errorf("%w: session %s was resumed or ended while it was being snapshotted; retry", ErrBusy, s.id)
 	}
 	name, stats, err := m.capture(ctx, s, s.currentBox())
@@ -242,8 +251,42 @@ func closeLogged(m *Manager, d *workspace.Dir, id string) {
 // dropSnapshot removes snapshot name, of session sid, logging a failure:
 // the next server's sweep removes what is left.
 func (m *Manager) dropSnapshot(name, sid string) {
-	if err := m.cfg.Snapshots.Drop(name); err != nil {
+	if err := m.dropUnpinned(name); err != nil {
 		m.cfg.Logger.Warn("removing a snapshot", "session", sid, "snapshot", name, "err", err)
+	}
+}
+
+// dropUnpinned removes snapshot name, or, while a fork copies from it,
+// has the fork's unpin remove it.
+func (m *Manager) dropUnpinned(name string) error {
+	m.mu.Lock()
+	if m.pins[name] > 0 {
+		m.unpinnedDrop[name] = true
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.Unlock()
+	return m.cfg.Snapshots.Drop(name)
+}
+
+// pinSnapshot keeps snapshot name on disk, whatever drops it meanwhile
+// (a resume, a Delete), until the returned unpin: a fork copies from it.
+func (m *Manager) pinSnapshot(name, sid string) (unpin func()) {
+	m.mu.Lock()
+	m.pins[name]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		m.pins[name]--
+		drop := m.pins[name] == 0 && m.unpinnedDrop[name]
+		if m.pins[name] == 0 {
+			delete(m.pins, name)
+			delete(m.unpinnedDrop, name)
+		}
+		m.mu.Unlock()
+		if drop {
+			m.dropSnapshot(name, sid)
+		}
 	}
 }
 

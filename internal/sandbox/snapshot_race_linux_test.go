@@ -545,3 +545,106 @@ func TestResumeSaveFailureDropsSnapshotAtEnd(t *testing.T) {
 		t.Errorf("snapshots after the delete: %v; want none", names)
 	}
 }
+
+// A Delete of a snapshotted source while it is forked leaves the fork
+// its files: the fork pins the snapshot, which goes once the fork ends.
+func TestForkPinsSourceSnapshot(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	o := defaultOptions()
+	o.AutoSnapshot = true
+	in, err := m.Create(ctx, "o", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileT(t, filepath.Join(x.b.last(), "f"), "forked")
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	var delErr error
+	x.b.beforeStart = func() { delErr = m.Delete(ctx, "o", in.ID) }
+	forks, err := m.Fork(ctx, "o", in.ID, 1)
+	if err != nil {
+		t.Fatalf("Fork() with its source deleted meanwhile = %v; want the fork made", err)
+	}
+	if delErr != nil {
+		t.Errorf("Delete() during the fork = %v", delErr)
+	}
+	if got := readFileT(t, filepath.Join(x.b.last(), "f")); got != "forked" {
+		t.Errorf("the fork's f = %q; want %q", got, "forked")
+	}
+	if !forks[0].AutoSnapshot {
+		t.Errorf("fork's AutoSnapshot = false; want the source's true")
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 0 {
+		t.Errorf("snapshots after the fork: %v; want the deleted source's gone", names)
+	}
+}
+
+// A fork of a running session holds a snapshot slot and the snapshot's
+// charge while it copies, and gives both back.
+func TestForkGivesBackSlotAndBudget(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 1, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 40})
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileT(t, filepath.Join(x.b.last(), "f"), "data")
+	counts := func() (int, int64) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.snapshotted, m.bytesByOwner["o"]
+	}
+	_, before := counts()
+	var during int
+	x.b.beforeStart = func() { during, _ = counts() }
+	forks, err := m.Fork(ctx, "o", in.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != 1 {
+		t.Errorf("snapshot slots taken during the fork = %d; want 1", during)
+	}
+	if err := m.Delete(ctx, "o", forks[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if snaps, after := counts(); snaps != 0 || after != before {
+		t.Errorf("after the fork: %d snapshot slots, %d bytes held; want 0, %d", snaps, after, before)
+	}
+}
+
+// Two snapshots of one session at once both succeed: the second finds
+// it snapshotted, which is what it asked for.
+func TestConcurrentSnapshotsBothSucceed(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached, release := stopAt(t, "captured")
+	first := make(chan error, 1)
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID); first <- err }()
+	<-reached
+	second := make(chan error, 1)
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID); second <- err }()
+	time.Sleep(20 * time.Millisecond) // the checks hold whatever its timing
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("first Snapshot() = %v", err)
+	}
+	if err := <-second; err != nil {
+		t.Errorf("second Snapshot() = %v; want nil (it is snapshotted)", err)
+	}
+	m.mu.Lock()
+	n := m.snapshotted
+	m.mu.Unlock()
+	if n != 1 {
+		t.Errorf("snapshot slots taken = %d; want 1", n)
+	}
+}
