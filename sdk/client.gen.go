@@ -1189,15 +1189,21 @@ type ClientInterface interface {
 	// ForkSessionWithBody Make new sessions from a session's files
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
-	// limits, network, env, idle timeout and auto-pause, the rest of the
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
-	// does; if any cannot be made, none is kept (429). A server without
-	// `--state-dir` answers 501.
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1207,15 +1213,21 @@ type ClientInterface interface {
 	// ForkSession Make new sessions from a session's files
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
-	// limits, network, env, idle timeout and auto-pause, the rest of the
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
-	// does; if any cannot be made, none is kept (429). A server without
-	// `--state-dir` answers 501.
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1291,14 +1303,22 @@ type ClientInterface interface {
 	// every backend (`snapshot.memory` is false): `/tmp`, the home
 	// directory, processes and interpreter variables are not kept, and a
 	// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
-	// sockets and devices are not copied (`snapshot.skipped` counts
-	// them); only permission bits are kept. `POST .../resume`, an exec or
-	// a file call restores it into a fresh sandbox, also after the server
-	// restarts. Snapshotting a snapshotted session does nothing. A
-	// session running an exec answers 409; no `--max-snapshots` slot
-	// left answers 429; a server without `--state-dir` answers 501; a
-	// full state directory answers 507. On any error the session is as
-	// it was.
+	// sockets and devices are not copied, nor what the sandbox user
+	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+	// counts them); files keep their permission bits, directories are
+	// made anew (0755). `POST .../resume`, an exec or a file call
+	// restores it into a fresh sandbox, also after the server restarts;
+	// file calls during the copy answer 409 (retry). Snapshotting a
+	// snapshotted session (or one being snapshotted) does nothing. A
+	// running session is paused for the copy, so it needs a backend
+	// that can pause. Answers: 400 a workspace over its disk or inode
+	// limit; 409 a session running an exec, or resumed or ended during
+	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// server without `--state-dir`, or a running session on a backend
+	// that cannot pause; 503 the backend's pause failed (the session is
+	// as it was; retry); 507 a full state directory (or under 5% of its
+	// blocks or inodes free); 500 anything else, in one line without
+	// host detail. On any error the session is as it was.
 	//
 	// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
 	SnapshotSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1742,15 +1762,21 @@ func (c *RawClient) MakeDirectory(ctx context.Context, id SessionID, params *Mak
 // ForkSessionWithBody Make new sessions from a session's files
 //
 // Makes `count` new sessions, each with a new id, the same template,
-// limits, network, env, idle timeout and auto-pause, the rest of the
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
-// does; if any cannot be made, none is kept (429). A server without
-// `--state-dir` answers 501.
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1770,15 +1796,21 @@ func (c *RawClient) ForkSessionWithBody(ctx context.Context, id SessionID, conte
 // ForkSession Make new sessions from a session's files
 //
 // Makes `count` new sessions, each with a new id, the same template,
-// limits, network, env, idle timeout and auto-pause, the rest of the
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
-// does; if any cannot be made, none is kept (429). A server without
-// `--state-dir` answers 501.
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1914,14 +1946,22 @@ func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors 
 // every backend (`snapshot.memory` is false): `/tmp`, the home
 // directory, processes and interpreter variables are not kept, and a
 // resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
-// sockets and devices are not copied (`snapshot.skipped` counts
-// them); only permission bits are kept. `POST .../resume`, an exec or
-// a file call restores it into a fresh sandbox, also after the server
-// restarts. Snapshotting a snapshotted session does nothing. A
-// session running an exec answers 409; no `--max-snapshots` slot
-// left answers 429; a server without `--state-dir` answers 501; a
-// full state directory answers 507. On any error the session is as
-// it was.
+// sockets and devices are not copied, nor what the sandbox user
+// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+// counts them); files keep their permission bits, directories are
+// made anew (0755). `POST .../resume`, an exec or a file call
+// restores it into a fresh sandbox, also after the server restarts;
+// file calls during the copy answer 409 (retry). Snapshotting a
+// snapshotted session (or one being snapshotted) does nothing. A
+// running session is paused for the copy, so it needs a backend
+// that can pause. Answers: 400 a workspace over its disk or inode
+// limit; 409 a session running an exec, or resumed or ended during
+// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// server without `--state-dir`, or a running session on a backend
+// that cannot pause; 503 the backend's pause failed (the session is
+// as it was; retry); 507 a full state directory (or under 5% of its
+// blocks or inodes free); 500 anything else, in one line without
+// host detail. On any error the session is as it was.
 //
 // Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
 func (c *RawClient) SnapshotSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3168,15 +3208,21 @@ type ClientWithResponsesInterface interface {
 	// ForkSessionWithBodyWithResponse Make new sessions from a session's files
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
-	// limits, network, env, idle timeout and auto-pause, the rest of the
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
-	// does; if any cannot be made, none is kept (429). A server without
-	// `--state-dir` answers 501.
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3186,15 +3232,21 @@ type ClientWithResponsesInterface interface {
 	// ForkSessionWithResponse Make new sessions from a session's files
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
-	// limits, network, env, idle timeout and auto-pause, the rest of the
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
-	// does; if any cannot be made, none is kept (429). A server without
-	// `--state-dir` answers 501.
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3276,14 +3328,22 @@ type ClientWithResponsesInterface interface {
 	// every backend (`snapshot.memory` is false): `/tmp`, the home
 	// directory, processes and interpreter variables are not kept, and a
 	// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
-	// sockets and devices are not copied (`snapshot.skipped` counts
-	// them); only permission bits are kept. `POST .../resume`, an exec or
-	// a file call restores it into a fresh sandbox, also after the server
-	// restarts. Snapshotting a snapshotted session does nothing. A
-	// session running an exec answers 409; no `--max-snapshots` slot
-	// left answers 429; a server without `--state-dir` answers 501; a
-	// full state directory answers 507. On any error the session is as
-	// it was.
+	// sockets and devices are not copied, nor what the sandbox user
+	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+	// counts them); files keep their permission bits, directories are
+	// made anew (0755). `POST .../resume`, an exec or a file call
+	// restores it into a fresh sandbox, also after the server restarts;
+	// file calls during the copy answer 409 (retry). Snapshotting a
+	// snapshotted session (or one being snapshotted) does nothing. A
+	// running session is paused for the copy, so it needs a backend
+	// that can pause. Answers: 400 a workspace over its disk or inode
+	// limit; 409 a session running an exec, or resumed or ended during
+	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// server without `--state-dir`, or a running session on a backend
+	// that cannot pause; 503 the backend's pause failed (the session is
+	// as it was; retry); 507 a full state directory (or under 5% of its
+	// blocks or inodes free); 500 anything else, in one line without
+	// host detail. On any error the session is as it was.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4464,6 +4524,8 @@ type ForkSessionResponse struct {
 	JSON500 *Internal
 	// JSON501 the response for an HTTP 501 `application/json` response
 	JSON501 *Unsupported
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// JSON507 the response for an HTTP 507 `application/json` response
 	JSON507 *InsufficientStorage
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4508,6 +4570,11 @@ func (r ForkSessionResponse) GetJSON500() *Internal {
 // GetJSON501 returns the response for an HTTP 501 `application/json` response
 func (r ForkSessionResponse) GetJSON501() *Unsupported {
 	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ForkSessionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetJSON507 returns the response for an HTTP 507 `application/json` response
@@ -4921,6 +4988,8 @@ type SnapshotSessionResponse struct {
 	JSON500 *Internal
 	// JSON501 the response for an HTTP 501 `application/json` response
 	JSON501 *Unsupported
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// JSON507 the response for an HTTP 507 `application/json` response
 	JSON507 *InsufficientStorage
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4965,6 +5034,11 @@ func (r SnapshotSessionResponse) GetJSON500() *Internal {
 // GetJSON501 returns the response for an HTTP 501 `application/json` response
 func (r SnapshotSessionResponse) GetJSON501() *Unsupported {
 	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SnapshotSessionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetJSON507 returns the response for an HTTP 507 `application/json` response
@@ -5424,15 +5498,21 @@ func (c *ClientWithResponses) MakeDirectoryWithResponse(ctx context.Context, id 
 // ForkSessionWithBodyWithResponse Make new sessions from a session's files
 //
 // Makes `count` new sessions, each with a new id, the same template,
-// limits, network, env, idle timeout and auto-pause, the rest of the
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
-// does; if any cannot be made, none is kept (429). A server without
-// `--state-dir` answers 501.
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5448,15 +5528,21 @@ func (c *ClientWithResponses) ForkSessionWithBodyWithResponse(ctx context.Contex
 // ForkSessionWithResponse Make new sessions from a session's files
 //
 // Makes `count` new sessions, each with a new id, the same template,
-// limits, network, env, idle timeout and auto-pause, the rest of the
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
-// does; if any cannot be made, none is kept (429). A server without
-// `--state-dir` answers 501.
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5574,14 +5660,22 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 // every backend (`snapshot.memory` is false): `/tmp`, the home
 // directory, processes and interpreter variables are not kept, and a
 // resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
-// sockets and devices are not copied (`snapshot.skipped` counts
-// them); only permission bits are kept. `POST .../resume`, an exec or
-// a file call restores it into a fresh sandbox, also after the server
-// restarts. Snapshotting a snapshotted session does nothing. A
-// session running an exec answers 409; no `--max-snapshots` slot
-// left answers 429; a server without `--state-dir` answers 501; a
-// full state directory answers 507. On any error the session is as
-// it was.
+// sockets and devices are not copied, nor what the sandbox user
+// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+// counts them); files keep their permission bits, directories are
+// made anew (0755). `POST .../resume`, an exec or a file call
+// restores it into a fresh sandbox, also after the server restarts;
+// file calls during the copy answer 409 (retry). Snapshotting a
+// snapshotted session (or one being snapshotted) does nothing. A
+// running session is paused for the copy, so it needs a backend
+// that can pause. Answers: 400 a workspace over its disk or inode
+// limit; 409 a session running an exec, or resumed or ended during
+// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// server without `--state-dir`, or a running session on a backend
+// that cannot pause; 503 the backend's pause failed (the session is
+// as it was; retry); 507 a full state directory (or under 5% of its
+// blocks or inodes free); 500 anything else, in one line without
+// host detail. On any error the session is as it was.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6612,6 +6706,13 @@ func ParseForkSessionResponse(rsp *http.Response) (*ForkSessionResponse, error) 
 		}
 		response.JSON501 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
 		var dest InsufficientStorage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7011,6 +7112,13 @@ func ParseSnapshotSessionResponse(rsp *http.Response) (*SnapshotSessionResponse,
 			return nil, err
 		}
 		response.JSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
 		var dest InsufficientStorage

@@ -120,7 +120,7 @@ func (m *Manager) restoreFiles(ctx context.Context, s *session, box Box, l spec.
 		return fmt.Errorf("restoring session %s: %w", id, err)
 	}
 	if _, err := m.cfg.Snapshots.Restore(ctx, name, dst, lim); err != nil {
-		return fmt.Errorf("restoring session %s: %w", id, err)
+		return m.snapshotError(id, "restoring", err)
 	}
 	return nil
 }

@@ -168,7 +168,7 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, sna
 	defer closeLogged(m, src, s.id)
 	p, err := m.cfg.Snapshots.Begin()
 	if err != nil {
-		return "", snapshot.Stats{}, storageError(err)
+		return "", snapshot.Stats{}, m.snapshotError(s.id, "snapshotting", err)
 	}
 	step("begun")
 	stats, err := p.Capture(ctx, src, lim)
@@ -179,7 +179,7 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, sna
 		m.cfg.Logger.Warn("removing an unfinished snapshot", "session", s.id, "err", aerr)
 	}
 	if err != nil {
-		return "", stats, fmt.Errorf("snapshotting session %s: %w", s.id, storageError(err))
+		return "", stats, m.snapshotError(s.id, "snapshotting", err)
 	}
 	return p.Name(), stats, nil
 }
@@ -222,18 +222,47 @@ func (s *session) endCopy() {
 	s.mu.Unlock()
 }
 
-// storageError marks a full or failing disk as state.ErrStorage, and a
-// workspace over its limits as invalid, so front ends answer each right.
-func storageError(err error) error {
+// storageError is what a caller is told of a snapshot's failed copy:
+// a full or failing disk as state.ErrStorage, a workspace over its
+// limits as invalid, so front ends answer each right. The store's own
+// errors name host paths under the state directory, so they are told
+// in a line of their own; public says err was replaced, and the caller
+// logs the full error for the operator.
+func storageError(err error) (told error, public bool) {
 	switch {
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return fmt.Errorf("%w: the state directory is full: free space there or delete snapshotted sessions (%w)", state.ErrStorage, err)
+		return fmt.Errorf("%w: the state directory is full: free space there or delete snapshotted sessions", state.ErrStorage), true
 	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.EROFS):
-		return fmt.Errorf("%w: the state directory cannot be written (%w)", state.ErrStorage, err)
+		return fmt.Errorf("%w: the state directory cannot be written", state.ErrStorage), true
 	case errors.Is(err, snapshot.ErrTooLarge):
-		return fmt.Errorf("%w: %w", spec.ErrInvalid, err)
+		return fmt.Errorf("%w: %w", spec.ErrInvalid, err), false // names workspace paths only
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), workspaceError(err):
+		return err, false
 	}
-	return err
+	return errors.New("the snapshot failed on the server's state directory; the server's log has the detail"), true
+}
+
+// workspaceError says err is workspace.Dir's, which names paths inside
+// /workspace only.
+func workspaceError(err error) bool {
+	for _, kind := range []error{workspace.ErrNotFound, workspace.ErrExists, workspace.ErrIsDir, workspace.ErrNotDir,
+		workspace.ErrNotEmpty, workspace.ErrDenied, workspace.ErrBadPath, workspace.ErrTooLarge, workspace.ErrTruncated,
+		workspace.ErrNotRegular, workspace.ErrHardLink, workspace.ErrLink} {
+		if errors.Is(err, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshotError is storageError for the copy (doing) of session id's
+// files, logging the full error when the caller is told another line.
+func (m *Manager) snapshotError(id, doing string, err error) error {
+	told, public := storageError(err)
+	if public {
+		m.cfg.Logger.Warn(doing+" a session's files failed", "session", id, "err", err)
+	}
+	return fmt.Errorf("%s session %s: %w", doing, id, told)
 }
 
 // snapshotLimits bound a session's snapshot by its own disk and inode

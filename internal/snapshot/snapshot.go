@@ -15,9 +15,10 @@
 // only through workspace.Dir, which refuses symbolic links and every way
 // out, acts as the sandbox user, and reads only regular files of one
 // name. Symbolic links, hard-linked files, FIFOs, sockets and devices are
-// skipped and counted (Stats.Skipped), never copied; only permission bits
-// are kept (no setuid, no owners: files belong to the sandbox user that
-// restores them). Sizes and counts are bounded by Limits.
+// skipped and counted (Stats.Skipped), never copied; only files'
+// permission bits are kept (no setuid, no owners: files belong to the
+// sandbox user that restores them; directories are made anew, with
+// workspace.Dir's default mode). Sizes and counts are bounded by Limits.
 package snapshot
 
 import (
