@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/warden-sandbox/warden/internal/state"
 )
 
 // tmpPrefix begins the name of a snapshot being written.
@@ -76,13 +78,13 @@ func (p *Pending) Commit() error {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	tmp := filepath.Join(p.store.path, tmpPrefix+p.name)
-	if err := syncDir(tmp); err != nil {
+	if err := state.SyncDir(tmp); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	if err := os.Rename(tmp, filepath.Join(p.store.path, p.name)); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
-	if err := syncDir(p.store.path); err != nil {
+	if err := state.SyncDir(p.store.path); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.store.Drop(p.name))
 	}
 	return nil
@@ -164,14 +166,4 @@ func validName(name string) bool {
 	}
 	_, err := hex.DecodeString(rest)
 	return err == nil
-}
-
-// syncDir fsyncs directory p, so the names in it reach the disk.
-func syncDir(p string) error {
-	d, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
 }

@@ -143,19 +143,9 @@ func writeFile(p string, b []byte, sync bool) error {
 		return errors.Join(err, os.Remove(tmp))
 	}
 	if sync {
-		return syncDir(filepath.Dir(p))
+		return SyncDir(filepath.Dir(p))
 	}
 	return nil
-}
-
-// syncDir fsyncs directory p, so a rename in it reaches the disk.
-func syncDir(p string) error {
-	d, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
 }
 
 // SaveSession writes (or replaces) s's record, as a crash of the server

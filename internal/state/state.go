@@ -16,6 +16,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 
@@ -100,4 +101,15 @@ func storageError(dir, doing string, err error) error {
 		return fmt.Errorf("%s in state directory %s: %w", doing, dir, err)
 	}
 	return fmt.Errorf("%w: %s: %s %s (%w)", ErrStorage, doing, dir, why, err)
+}
+
+// SyncDir fsyncs directory p, so a rename or a new entry in it reaches
+// the disk: the one way records and snapshots are made durable.
+func SyncDir(p string) error {
+	d, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
 }
