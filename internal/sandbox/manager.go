@@ -176,13 +176,9 @@ type Manager struct {
 	// by owner.
 	active  int
 	byOwner map[string]int
-	// paused counts paused sessions, in all and by owner (see MaxPaused).
-	paused        int
-	pausedByOwner map[string]int
-	// snapshotted counts snapshotted sessions, in all and by owner (see
-	// MaxSnapshots).
-	snapshotted  int
-	snapsByOwner map[string]int
+	// paused counts paused sessions (see MaxPaused), snapshots
+	// snapshotted ones (see MaxSnapshots).
+	paused, snapshots slotCount
 	// bytesByOwner is what each owner's sandboxes count against
 	// MaxBytesPerOwner, and held what each session counts of it, by id:
 	// its memory and disk while alive, its kept disk once dead.
@@ -227,7 +223,8 @@ type Manager struct {
 func NewManager(b Backend, cfg Config) *Manager {
 	cfg, _, _ = cfg.Fit(b)
 	m := &Manager{
-		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, pausedByOwner: map[string]int{}, snapsByOwner: map[string]int{},
+		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
+		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
 		pins: map[string]int{}, unpinnedDrop: map[string]bool{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},

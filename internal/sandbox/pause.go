@@ -299,26 +299,14 @@ func (m *Manager) takePaused(owner string) error {
 	if m.closed {
 		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
-	if m.paused >= m.cfg.MaxPaused {
-		return fmt.Errorf("%w: the server holds its limit of %d paused sessions (set by --max-paused); resume or delete one first",
-			ErrTooMany, m.cfg.MaxPaused)
-	}
-	if n, most := m.pausedByOwner[owner], Share(m.cfg.MaxPaused, m.cfg.Owners); n >= most {
-		return fmt.Errorf("%w: this key holds %d paused sessions, its share of --max-paused; resume or delete one first", ErrTooMany, n)
-	}
-	m.paused++
-	m.pausedByOwner[owner]++
-	return nil
+	return m.paused.take(owner, m.cfg.MaxPaused, Share(m.cfg.MaxPaused, m.cfg.Owners))
 }
 
 // givePaused gives back one of owner's paused slots.
 func (m *Manager) givePaused(owner string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.paused--
-	if m.pausedByOwner[owner]--; m.pausedByOwner[owner] <= 0 {
-		delete(m.pausedByOwner, owner)
-	}
+	m.paused.give(owner)
 }
 
 // takeSlot takes a run slot for a session resuming: the same limits as a

@@ -252,8 +252,7 @@ func (m *Manager) recoverSessions() Recovery {
 		}
 		m.sessions[s.id] = s
 		if s.snapSlot {
-			m.snapshotted++
-			m.snapsByOwner[s.owner]++
+			m.snapshots.add(s.owner)
 		}
 		if kept := m.keptDisk(s); kept > 0 {
 			m.held[s.id] = kept

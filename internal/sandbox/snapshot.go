@@ -340,26 +340,14 @@ func (m *Manager) takeSnapshotSlot(owner string) error {
 	if m.closed {
 		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
-	if m.snapshotted >= m.cfg.MaxSnapshots {
-		return fmt.Errorf("%w: the server holds its limit of %d snapshotted sessions (set by --max-snapshots); resume or delete one first",
-			ErrTooMany, m.cfg.MaxSnapshots)
-	}
-	if n, most := m.snapsByOwner[owner], Share(m.cfg.MaxSnapshots, m.cfg.Owners); n >= most {
-		return fmt.Errorf("%w: this key holds %d snapshotted sessions, its share of --max-snapshots; resume or delete one first", ErrTooMany, n)
-	}
-	m.snapshotted++
-	m.snapsByOwner[owner]++
-	return nil
+	return m.snapshots.take(owner, m.cfg.MaxSnapshots, Share(m.cfg.MaxSnapshots, m.cfg.Owners))
 }
 
 // giveSnapshotSlot gives back one of owner's snapshot slots.
 func (m *Manager) giveSnapshotSlot(owner string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.snapshotted--
-	if m.snapsByOwner[owner]--; m.snapsByOwner[owner] <= 0 {
-		delete(m.snapsByOwner, owner)
-	}
+	m.snapshots.give(owner)
 }
 
 // currentBox is s's box, which a resume from a snapshot replaces.

@@ -142,7 +142,7 @@ func TestSnapshotFailureAtCapacityResumes(t *testing.T) {
 	}
 	got, _ := m.Get("o", in.ID)
 	m.mu.Lock()
-	active, paused := m.active, m.paused
+	active, paused := m.active, m.paused.n
 	m.mu.Unlock()
 	if got.State != StateReady || active != 1 || paused != 0 {
 		t.Errorf("after the failed snapshot: state %s, %d run and %d paused slots taken; want %s, 1, 0", got.State, active, paused, StateReady)
@@ -597,7 +597,7 @@ func TestForkGivesBackSlotAndBudget(t *testing.T) {
 	counts := func() (int, int64) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.snapshotted, m.bytesByOwner["o"]
+		return m.snapshots.n, m.bytesByOwner["o"]
 	}
 	_, before := counts()
 	var during int
@@ -642,7 +642,7 @@ func TestConcurrentSnapshotsBothSucceed(t *testing.T) {
 		t.Errorf("second Snapshot() = %v; want nil (it is snapshotted)", err)
 	}
 	m.mu.Lock()
-	n := m.snapshotted
+	n := m.snapshots.n
 	m.mu.Unlock()
 	if n != 1 {
 		t.Errorf("snapshot slots taken = %d; want 1", n)
