@@ -234,7 +234,8 @@ func TestDeleteStopsSnapshotCopy(t *testing.T) {
 	go func() { delDone <- m.Delete(ctx, "o", in.ID) }()
 	// The Delete marks the session ending (which cancels the copy) before
 	// it waits on anything; let it get there.
-	for s, _ := m.lookup("o", in.ID); s != nil && s.currentState() != StateStopping && s.currentState() != StateGone; {
+	s, _ := m.lookup("o", in.ID)
+	for i := 0; i < 10000 && s != nil && s.currentState() != StateStopping && s.currentState() != StateGone; i++ {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
