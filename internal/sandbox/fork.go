@@ -131,6 +131,8 @@ func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot
 	if st := s.currentState(); st != StatePaused {
 		return "", snapshot.Stats{}, fmt.Errorf("%w: session %s was resumed or ended while it was being forked; retry", ErrBusy, s.id)
 	}
+	m.beginCopy(s)
+	defer s.endCopy()
 	return m.capture(ctx, s, s.currentBox())
 }
 

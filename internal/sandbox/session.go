@@ -58,8 +58,8 @@ type session struct {
 	// autoPause is considered).
 	autoSnapshot bool
 	// copying says the session's files are being copied into a snapshot
-	// (or a fork's): file calls are refused meanwhile, as a change then
-	// would be lost (see beginCopy).
+	// (or a fork's), and for a snapshot until it is recorded: file calls
+	// are refused meanwhile, as a change then would be lost (see beginCopy).
 	copying bool
 	// stopCopy cancels the copy into or out of a snapshot under way, if
 	// any, once the session begins to end (see stopOnEnd).
@@ -424,6 +424,11 @@ func (s *session) workspace() (*workspace.Dir, error) {
 	}
 	if s.copying {
 		return nil, fmt.Errorf("%w: session %s is being snapshotted; retry once that ends", ErrBusy, s.id)
+	}
+	if s.state == StateSnapshotted {
+		// Snapshotted between the caller's resume and here: its box is
+		// closed, so a workspace opened now would be thrown away.
+		return nil, fmt.Errorf("%w: session %s was snapshotted meanwhile; retry", ErrBusy, s.id)
 	}
 	if s.state != StateDead {
 		s.lastUsed = time.Now()

@@ -109,12 +109,18 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	default:
 		return fmt.Errorf("%w: session %s was resumed or ended while it was being snapshotted; retry", ErrBusy, s.id)
 	}
+	// File calls stay refused from before the copy until the record is
+	// written (or the copy failed and s is paused again): a write between
+	// the copy's end and the record would land in a box about to close.
+	m.beginCopy(s)
 	name, stats, err := m.capture(ctx, s, s.currentBox())
 	if err != nil {
+		s.endCopy()
 		return err
 	}
 	step("committed")
 	s.mu.Lock()
+	s.copying = false
 	if s.state != StatePaused {
 		s.mu.Unlock()
 		m.dropSnapshot(name, s.id)
@@ -148,10 +154,8 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 }
 
 // capture writes the files of box, s's, into a new committed snapshot.
-// File calls are refused meanwhile (see beginCopy).
+// Its caller refuses file calls meanwhile (see beginCopy).
 func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, snapshot.Stats, error) {
-	m.beginCopy(s)
-	defer s.endCopy()
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
 	done, err := m.copySlot(ctx)

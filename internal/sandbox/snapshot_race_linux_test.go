@@ -108,6 +108,45 @@ func TestFilesDuringSnapshotRefused(t *testing.T) {
 	}
 }
 
+// A file call after the copy ended but before the snapshot is recorded
+// is refused with a retry too: a write accepted then would go to the box
+// about to close and be lost.
+func TestFilesAfterCopyBeforeRecordRefused(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	ctx := context.Background()
+	in, err := m.Create(ctx, "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached, release := stopAt(t, "committed")
+	snapDone := make(chan error, 1)
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	<-reached
+	dir, ferr := m.Files("o", in.ID)
+	werr := ferr
+	if ferr == nil {
+		_, werr = dir.Write("late.txt", strings.NewReader("late"), 0o644)
+	}
+	close(release)
+	if err := <-snapDone; err != nil {
+		t.Fatalf("Snapshot() = %v; want nil", err)
+	}
+	if !errors.Is(ferr, ErrBusy) || !strings.Contains(ferr.Error(), "retry") {
+		t.Errorf("Files() between the copy and the record = %v; want ErrBusy saying retry", ferr)
+	}
+	if werr != nil {
+		return
+	}
+	d2, err := m.Files("o", in.ID)
+	if err != nil {
+		t.Fatalf("Files() after the snapshot = %v", err)
+	}
+	if _, _, err := d2.Read("late.txt"); err != nil {
+		t.Errorf("late.txt, whose write succeeded during the snapshot, is lost: %v", err)
+	}
+}
+
 // A snapshot whose copy fails leaves a running session running even at
 // capacity: its pause for the copy kept its run slot, which a Create
 // meanwhile could not take.
