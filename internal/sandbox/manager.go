@@ -641,7 +641,7 @@ func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
 	// A snapshotted session's files are on disk as the host's; they are
 	// served through a box again, as its sandbox user, like any other's.
 	if s.currentState() == StateSnapshotted {
-		ctx, cancel := context.WithTimeout(context.Background(), filesResumeWait)
+		ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
 		defer cancel()
 		if err := m.resumeSnapshot(ctx, s); err != nil {
 			return nil, err
@@ -650,9 +650,10 @@ func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
 	return s.workspace()
 }
 
-// filesResumeWait bounds the resume of a snapshotted session for a file
-// call, which has no context of its own.
-const filesResumeWait = time.Minute
+// resumeWait bounds the resume of a paused or snapshotted session for a
+// call that has no context of its own (a file call, an interpreter
+// reset), so a stuck restore cannot hold it forever.
+const resumeWait = time.Minute
 
 // Run runs a command or code once in a fresh sandbox built from o, for
 // owner (it holds one of owner's slots while it runs).
