@@ -376,7 +376,8 @@ const autoSnapshotWait = 5 * time.Minute
 // A session with auto-snapshot is snapshotted instead (see
 // Manager.Snapshot) and ends on any failure but a busy session or one
 // ending: a failure of the copy, which the sandbox's own files may cause
-// (a file over its disk limit), would fail every round after too.
+// (a file over its disk limit), would fail every round after too. A
+// wait for a copy slot that runs out is busy: it retries.
 func (m *Manager) autoPause(s *session) (end bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), autoPauseWait)
 	defer cancel()
@@ -395,14 +396,23 @@ func (m *Manager) autoPause(s *session) (end bool) {
 	default:
 		err = m.pause(ctx, s)
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return false
-	case snap && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosed),
-		errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany), errors.Is(err, state.ErrStorage), errors.Is(err, spec.ErrInvalid):
+	}
+	if autoPauseEnds(snap, err) {
 		m.cfg.Logger.Info("auto-pause cannot pause; the idle session ends instead", "session", s.id, "backend", m.backend.Name(), "err", err)
 		return true
 	}
 	m.cfg.Logger.Info("auto-pause failed; retrying at the next round", "session", s.id, "backend", m.backend.Name(), "err", err)
 	return false
+}
+
+// autoPauseEnds says whether err, from an auto-pause (or, with snap, an
+// auto-snapshot), ends the idle session rather than leaving it for the
+// next round (see autoPause).
+func autoPauseEnds(snap bool, err error) bool {
+	if snap && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosed) {
+		return true
+	}
+	return errors.Is(err, ErrUnsupported) || errors.Is(err, ErrTooMany) || errors.Is(err, state.ErrStorage) || errors.Is(err, spec.ErrInvalid)
 }

@@ -194,13 +194,16 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, sna
 const maxCopies = 2
 
 // copySlot waits for one of the server's copy slots, as long as ctx
-// lets it; done gives it back.
+// lets it; done gives it back. A wait that ends with ctx is ErrBusy (a
+// retry later may find a slot), so auto-snapshot retries the next round
+// instead of ending the session: other sessions' copies, perhaps all one
+// key's, are no fault of this one.
 func (m *Manager) copySlot(ctx context.Context) (done func(), err error) {
 	select {
 	case m.copies <- struct{}{}:
 		return func() { <-m.copies }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for other snapshot copies to end: %w", ctx.Err())
+		return nil, fmt.Errorf("%w: waiting for other snapshot copies to end; retry: %w", ErrBusy, ctx.Err())
 	}
 }
 

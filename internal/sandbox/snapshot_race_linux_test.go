@@ -423,6 +423,40 @@ func TestSnapshotWaitsForCopySlot(t *testing.T) {
 	}
 }
 
+// An auto-snapshot whose wait for a copy slot runs out (another key's
+// copies hold them all) is busy: the session is left for the reaper's
+// next round, not ended as idle with its files.
+func TestAutoSnapshotCopySlotWaitRetries(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := x.manager(t, true)
+	in, err := m.Create(context.Background(), "o", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.lookup("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxCopies {
+		m.copies <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	err = m.snapshot(ctx, s)
+	for range maxCopies {
+		<-m.copies
+	}
+	if !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("snapshot() with every copy slot taken past its wait = %v; want ErrBusy and DeadlineExceeded", err)
+	}
+	if autoPauseEnds(true, err) {
+		t.Errorf("autoPauseEnds(auto-snapshot, %v) = true; want false (retry the next round)", err)
+	}
+	if got, _ := m.Get("o", in.ID); got.State != StateReady {
+		t.Errorf("state = %s; want %s", got.State, StateReady)
+	}
+}
+
 func (s *session) isCopying() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
