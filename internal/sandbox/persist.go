@@ -136,7 +136,7 @@ func (m *Manager) recordLocked(s *session) state.Session {
 		Template: s.spec.Root.Template, TemplateDigest: s.spec.Root.Digest,
 		Paused: s.state == StatePaused, AutoPause: s.autoPause, AutoSnapshot: s.autoSnapshot, Env: env,
 		Snapshot: s.snap, SnapshottedAt: s.snapAt,
-		SnapshotBytes: s.snapStats.Bytes, SnapshotFiles: s.snapStats.Files, SnapshotSkipped: s.snapStats.Skipped,
+		SnapshotBytes: s.snapStats.Bytes, SnapshotFiles: s.snapStats.Files, SnapshotDirs: s.snapStats.Dirs, SnapshotSkipped: s.snapStats.Skipped,
 	}
 }
 
@@ -360,7 +360,7 @@ func (m *Manager) reviveSnapshotted(rec state.Session, now time.Time) (s *sessio
 		},
 		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: min(rec.IdleTimeout, m.cfg.MaxIdle),
 		gone: make(chan struct{}), autoPause: rec.AutoPause, autoSnapshot: rec.AutoSnapshot, snap: rec.Snapshot, snapAt: rec.SnapshottedAt, snapSlot: true,
-		snapStats: snapshot.Stats{Bytes: rec.SnapshotBytes, Files: rec.SnapshotFiles, Skipped: rec.SnapshotSkipped},
+		snapStats: snapshot.Stats{Bytes: rec.SnapshotBytes, Files: rec.SnapshotFiles, Dirs: rec.SnapshotDirs, Skipped: rec.SnapshotSkipped},
 		pace:      newExecPacer(rec.Limits.CPUs, m.cfg.ExecPace),
 	}
 	if last := rec.CreatedAt.Add(m.cfg.MaxTTL); s.expires.After(last) {

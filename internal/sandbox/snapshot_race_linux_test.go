@@ -364,9 +364,11 @@ func TestSetNetworkDuringResume(t *testing.T) {
 
 // A snapshot of empty directories is charged for its entries against
 // its owner's budget: they take the host's inodes and blocks all the same.
+// The next server charges them too (the record keeps the count).
 func TestSnapshotChargesEntries(t *testing.T) {
 	x := newSnapshotSetup(t)
-	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 8, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 40})
+	cfg := Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 8, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 40}
+	m := NewManager(x.b, cfg)
 	t.Cleanup(func() { m.Close() })
 	in, err := m.Create(context.Background(), "o", defaultOptions())
 	if err != nil {
@@ -381,12 +383,22 @@ func TestSnapshotChargesEntries(t *testing.T) {
 	if _, err := m.Snapshot(context.Background(), "o", in.ID); err != nil {
 		t.Fatal(err)
 	}
-	m.mu.Lock()
-	got := m.bytesByOwner["o"]
-	m.mu.Unlock()
-	if want := int64(dirs * snapshot.EntryCost); got != want {
+	want := int64(dirs * snapshot.EntryCost)
+	if got := ownerBytes(m, "o"); got != want {
 		t.Errorf("budget held by a snapshot of %d empty directories = %d; want %d", dirs, got, want)
 	}
+	m.Close()
+	m2 := NewManager(x.b, cfg)
+	t.Cleanup(func() { m2.Close() })
+	if got := ownerBytes(m2, "o"); got != want {
+		t.Errorf("budget held by the same snapshot after a restart = %d; want %d", got, want)
+	}
+}
+
+func ownerBytes(m *Manager, owner string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytesByOwner[owner]
 }
 
 // Snapshot copies wait for one of the server's copy slots; one whose

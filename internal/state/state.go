@@ -77,9 +77,13 @@ type Session struct {
 	// one names a complete snapshot.
 	Snapshot      string    `json:"snapshot,omitempty"`
 	SnapshottedAt time.Time `json:"snapshotted_at,omitzero"`
-	// SnapshotBytes, SnapshotFiles and SnapshotSkipped describe it.
+	// SnapshotBytes, SnapshotFiles, SnapshotDirs and SnapshotSkipped
+	// describe it; the next server charges the owner's budget from them
+	// (bytes plus a cost per file and directory), so the directories are
+	// kept too.
 	SnapshotBytes   int64 `json:"snapshot_bytes,omitempty"`
 	SnapshotFiles   int   `json:"snapshot_files,omitempty"`
+	SnapshotDirs    int   `json:"snapshot_dirs,omitempty"`
 	SnapshotSkipped int   `json:"snapshot_skipped,omitempty"`
 }
 
