@@ -140,8 +140,8 @@ $(GOLANGCI):
 # the test images build.
 lint-tool: $(GOLANGCI)
 lint: $(GOLANGCI)
-	PATH="$(dir $(GO)):$$PATH" $(GOLANGCI) run ./...
-	PATH="$(dir $(GO)):$$PATH" $(GOLANGCI) run --build-tags slim ./cmd/warden ./internal/template
+	PATH="$(dir $(GO)):$$PATH" $(GOLANGCI) run --allow-parallel-runners ./...
+	PATH="$(dir $(GO)):$$PATH" $(GOLANGCI) run --allow-parallel-runners --build-tags slim ./cmd/warden ./internal/template
 
 # fuzz runs every fuzz target: in make test for a fixed number of inputs
 # each (about 3 s apiece here), by hand for FUZZTIME (e.g. make fuzz
