@@ -76,6 +76,16 @@ type Frame struct {
 	// where the backend cannot, and Session.Pause then says so. Both are
 	// bounded by ctx.
 	Pause, Resume func(ctx context.Context) error
+	// Restored says the agent was restored from a checkpoint (gVisor's
+	// runsc restore) and serves already: it sends no ready event, so
+	// Attach waits for none. PriorIDs is the last process ID the session
+	// before the checkpoint gave out (Session.LastID): this session's
+	// start above it, and the events of the processes that still run from
+	// before (an interpreter started from a shell, say) are dropped, since
+	// no host book holds them any more; a process of the restored box is
+	// the box's, as any orphan is.
+	Restored bool
+	PriorIDs uint64
 	// Log receives the session's cleanup warnings (an exec's cgroup or
 	// process it could not remove), carrying the backend's attributes for
 	// the box (nil: slog.Default()).

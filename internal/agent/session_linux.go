@@ -88,7 +88,7 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 // session it serves. ctx bounds the wait only. On failure everything in f
 // is torn down, as Close would.
 func Attach(ctx context.Context, f Frame) (*Session, error) {
-	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{})}
+	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{}), nextID: f.PriorIDs}
 	if err := s.start(ctx); err != nil {
 		if terr := s.teardown(); terr != nil {
 			return nil, errors.Join(err, fmt.Errorf("tearing down the failed attach: %w", terr))
@@ -115,6 +115,9 @@ func (s *Session) boundSends() error {
 }
 
 func (s *Session) start(ctx context.Context) error {
+	if s.f.Restored && s.f.Stream {
+		return errors.New("a restored agent speaks over a descriptor, not the stream transport")
+	}
 	if !s.f.Stream {
 		s.ctl = int(s.f.Control.Fd())
 	}
@@ -133,6 +136,10 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}
 	var err error
+	if s.f.Restored {
+		// A restored agent said it was ready before its checkpoint.
+		return s.afterReady()
+	}
 	select {
 	case err = <-ready:
 		if errors.Is(err, errHungUp) {
@@ -151,6 +158,12 @@ func (s *Session) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.afterReady()
+}
+
+// afterReady opens what the session needs of a box whose agent is ready.
+func (s *Session) afterReady() error {
+	var err error
 	if s.workspace, err = s.f.OpenWorkspace(); err != nil {
 		return fmt.Errorf("opening the sandbox's workspace: %w", err)
 	}
@@ -253,7 +266,7 @@ func (s *Session) readEvents(ready chan<- error) {
 // is a stream session's connection before any stream, where a box may
 // only refuse or fail.
 func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
-	first := true
+	first := !s.f.Restored
 	var end error
 	for end == nil {
 		line, err := r.ReadSlice('\n')
@@ -359,6 +372,10 @@ const (
 // host never gave out, or never sent (its request failed), or one its
 // process has already reported, breaks the protocol.
 func (s *Session) dispatch(e nsinit.Event) error {
+	if e.ID != 0 && e.ID <= s.f.PriorIDs {
+		// A process from before the checkpoint (Frame.PriorIDs).
+		return nil
+	}
 	s.mu.Lock()
 	err := s.record(e)
 	p := s.procs[e.ID]
@@ -410,6 +427,15 @@ func (s *Session) record(e nsinit.Event) error {
 		s.seen[e.ID] = saw
 	}
 	return nil
+}
+
+// LastID is the last process ID the session has given out, which the
+// session of a box restored from a checkpoint of this one starts above
+// (Frame.PriorIDs).
+func (s *Session) LastID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextID
 }
 
 // Done is closed when the sandbox has ended: closed, or its init died.

@@ -1,0 +1,234 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// A checkpoint is a directory holding everything a box needs to start
+// again where it stood: runsc's image of the sandbox's memory and
+// processes (checkpoint.img), a copy of the box's scratch tmpfs
+// (scratch/: /workspace, /tmp, the home, /dev/shm), which lives on the
+// host outside gVisor's memory, and Warden's own record of it
+// (warden-checkpoint.json).
+const (
+	checkpointImage  = "checkpoint.img"
+	checkpointRecord = "warden-checkpoint.json"
+	checkpointFiles  = "scratch"
+)
+
+// checkpointFormat is the version of the record; Restore refuses others.
+const checkpointFormat = 1
+
+// record is what Warden keeps of a checkpoint beside runsc's image.
+type record struct {
+	Format int `json:"format"`
+	// LastID is the checkpointed session's last process ID (see
+	// agent.Frame.PriorIDs).
+	LastID uint64 `json:"last_id"`
+	// RootDir and RootDigest name the box's root: a restored box must
+	// mount the same one, which its processes have open.
+	RootDir    string `json:"root_dir,omitempty"`
+	RootDigest string `json:"root_digest,omitempty"`
+}
+
+// CheckpointWait bounds a checkpoint and a restore's start: runsc saves
+// or loads the whole of the box's memory (about 1 s per 200 MB measured).
+const CheckpointWait = 2 * time.Minute
+
+// ErrCannotCheckpoint is wrapped by Checkpoint's error when the box holds
+// something gVisor cannot save; the box is left running.
+var ErrCannotCheckpoint = errors.New("this sandbox cannot be checkpointed")
+
+// Checkpoint saves the whole box of sess, a session this Runtime started
+// or restored, to dir, a directory it creates (it must not exist): the
+// memory and processes of every task in it, interpreters that run in the
+// box included, and a copy of its files. The box then ends: the caller
+// closes sess as usual. Restore starts a new box from dir, as many times
+// as wanted (a fork).
+//
+// gVisor cannot save a descriptor that came from the host, except the
+// init's stdin, which runsc gives again on restore: a box whose processes
+// hold one (the pipes of a running exec or a persistent interpreter the
+// host drives, or the egress proxy's link) is refused with
+// ErrCannotCheckpoint and keeps running. On any failure dir is removed.
+func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string) (err error) {
+	b := r.boxOf(sess)
+	if b == nil {
+		return errors.New("checkpoint: the session is not a live box of this gvisor runtime")
+	}
+	if b.att != nil {
+		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("checkpoint: making the image directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				b.logger().Warn("removing a failed checkpoint's directory", "dir", dir, "err", rerr)
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
+	defer cancel()
+	// cleanup waits for the copy of the scratch: the box ends with the
+	// checkpoint, and its session may be closed at once.
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
+	if err := b.runscCtx(ctx, "checkpoint", "--image-path", dir, b.id); err != nil {
+		return checkpointError(err)
+	}
+	if err := copyTree(ctx, filepath.Join(b.dir, "scratch"), filepath.Join(dir, checkpointFiles)); err != nil {
+		return fmt.Errorf("checkpoint: copying the box's files: %w", err)
+	}
+	rec := record{Format: checkpointFormat, LastID: sess.LastID(), RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest}
+	return writeRecord(dir, rec)
+}
+
+// checkpointError is runsc checkpoint's error, told in one line where
+// its cause is known (runsc's own is a dump of gVisor's state).
+func checkpointError(err error) error {
+	msg := err.Error()
+	switch {
+	case bytes.Contains([]byte(msg), []byte("host.inode is not savable")):
+		return fmt.Errorf("%w: a process in it holds a descriptor from the host (a running exec's or a persistent interpreter's pipes): wait for execs to end and close interpreters first", ErrCannotCheckpoint)
+	case len(msg) > maxLogTail:
+		msg = msg[:maxLogTail] + "…"
+	}
+	return fmt.Errorf("checkpoint: %s", msg)
+}
+
+// Restore starts a new box of s from the checkpoint in dir (Checkpoint)
+// and returns the session of its agent, which serves where it stood: the
+// box's processes run on with their memory, its files are the copy's. s
+// must be the checkpointed session's spec (its root above all; its
+// limits apply to the new box). dir is only read: it can be restored
+// again. ctx bounds the restore's start.
+//
+// What repeats: every restored copy starts with the same memory, so a
+// process's own random state (Python's random module, a seeded PRNG) goes
+// on with the same numbers in each copy; the kernel's (getrandom(2),
+// /dev/urandom) is gVisor's, drawn from the host's, and differs.
+func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.Session, error) {
+	if s.Network.Mode == spec.NetProxy {
+		return nil, fmt.Errorf("%w: a gvisor box with the egress proxy cannot be restored from a checkpoint; use network none", spec.ErrInvalid)
+	}
+	rec, err := readRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	if rec.RootDir != s.Root.Dir || rec.RootDigest != s.Root.Digest {
+		return nil, fmt.Errorf("%w: checkpoint %s was taken of a box on another root (%q), restore it with its own session's spec", spec.ErrInvalid, dir, rec.RootDir)
+	}
+	b, tmpl, err := r.newBox(s)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
+	defer cancel()
+	fill := func(scratch string) error { return copyTree(ctx, filepath.Join(dir, checkpointFiles), scratch) }
+	if err := b.build(s, tmpl, fill); err != nil {
+		b.cleanup()
+		return nil, fmt.Errorf("restoring the box's files: %w", err)
+	}
+	ctl, err := b.launch("restore", "--image-path", dir, "--bundle", b.dir, b.id)
+	if err != nil {
+		b.cleanup()
+		return nil, err
+	}
+	b.ctl = ctl
+	f := b.frame(s, ctl)
+	f.Restored, f.PriorIDs = true, rec.LastID
+	sess, err := agent.Attach(ctx, f)
+	if err != nil {
+		return nil, b.explain(err)
+	}
+	r.track(sess, b)
+	return sess, nil
+}
+
+func writeRecord(dir string, rec record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, checkpointRecord), data, 0o600)
+}
+
+// maxRecord bounds the record Restore reads.
+const maxRecord = 64 << 10
+
+func readRecord(dir string) (record, error) {
+	var rec record
+	f, err := os.Open(filepath.Join(dir, checkpointRecord))
+	if err != nil {
+		return rec, fmt.Errorf("%w: %s is not a gvisor checkpoint: %w", spec.ErrInvalid, dir, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return rec, fmt.Errorf("reading the record of checkpoint %s: %w", dir, err)
+	}
+	if len(data) > maxRecord {
+		return rec, fmt.Errorf("%w: the record of checkpoint %s is longer than %d bytes", spec.ErrInvalid, dir, maxRecord)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, fmt.Errorf("%w: the record of checkpoint %s: %w", spec.ErrInvalid, dir, err)
+	}
+	if rec.Format != checkpointFormat {
+		return rec, fmt.Errorf("%w: checkpoint %s has format %d, this warden reads %d: take it again", spec.ErrInvalid, dir, rec.Format, checkpointFormat)
+	}
+	return rec, nil
+}
+
+// copyTree copies the tree src into dst (made if missing) as it is:
+// owners, modes, times, links as links (cp -a, which follows none).
+func copyTree(ctx context.Context, src, dst string) error {
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "cp", "-a", "--", src+"/.", dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cp -a %s: %w: %s", src, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// track records sess as b's, for Checkpoint.
+func (r *Runtime) track(sess *agent.Session, b *box) {
+	r.boxesMu.Lock()
+	defer r.boxesMu.Unlock()
+	if r.boxes == nil {
+		r.boxes = map[*agent.Session]*box{}
+	}
+	b.sess = sess
+	r.boxes[sess] = b
+}
+
+// untrack forgets b, at its cleanup.
+func (r *Runtime) untrack(b *box) {
+	r.boxesMu.Lock()
+	defer r.boxesMu.Unlock()
+	if b.sess != nil && r.boxes[b.sess] == b {
+		delete(r.boxes, b.sess)
+	}
+}
+
+// boxOf is the live box of sess, or nil.
+func (r *Runtime) boxOf(sess *agent.Session) *box {
+	r.boxesMu.Lock()
+	defer r.boxesMu.Unlock()
+	return r.boxes[sess]
+}
