@@ -438,6 +438,14 @@ func (s *Session) LastID() uint64 {
 	return s.nextID
 }
 
+// Running is how many processes the session started have not yet
+// reported their end.
+func (s *Session) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.procs)
+}
+
 // Done is closed when the sandbox has ended: closed, or its init died.
 func (s *Session) Done() <-chan struct{} { return s.done }
 

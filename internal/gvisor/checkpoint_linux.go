@@ -51,22 +51,37 @@ const CheckpointWait = 2 * time.Minute
 // something gVisor cannot save; the box is left running.
 var ErrCannotCheckpoint = errors.New("this sandbox cannot be checkpointed")
 
+// CheckpointOptions change what Checkpoint accepts.
+type CheckpointOptions struct {
+	// Running lets the checkpoint go on while processes the session
+	// started still run. Each was given the host's pipes, which gVisor
+	// cannot save, so only one that moved every descriptor off them (a
+	// server started as `exec prog </dev/null >/dev/null 2>&1`) can be
+	// saved; for any other runsc fails, and runsc 2022-12-19 then ends
+	// the box.
+	Running bool
+}
+
 // Checkpoint saves the whole box of sess, a session this Runtime started
 // or restored, to dir, a directory it creates (it must not exist): the
-// memory and processes of every task in it, interpreters that run in the
-// box included, and a copy of its files. The box then ends: the caller
-// closes sess as usual. Restore starts a new box from dir, as many times
-// as wanted (a fork).
+// memory and processes of every task in it and a copy of its files. The
+// box then ends: the caller closes sess as usual. Restore starts a new
+// box from dir, as many times as wanted (a fork).
 //
 // gVisor cannot save a descriptor that came from the host, except the
-// init's stdin, which runsc gives again on restore: a box whose processes
-// hold one (the pipes of a running exec or a persistent interpreter the
-// host drives, or the egress proxy's link) is refused with
-// ErrCannotCheckpoint and keeps running. On any failure dir is removed.
-func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string) (err error) {
+// init's stdin, which runsc gives again on restore, and a save that
+// fails ends the box. So Checkpoint refuses, with ErrCannotCheckpoint
+// and the box untouched, a box with the egress proxy (its link is a host
+// socket) and, unless o.Running, one with a process the session started
+// still running (an exec, a persistent interpreter: they hold the host's
+// pipes). On any failure dir is removed.
+func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string, o CheckpointOptions) (err error) {
 	b := r.boxOf(sess)
 	if b == nil {
 		return errors.New("checkpoint: the session is not a live box of this gvisor runtime")
+	}
+	if n := sess.Running(); n > 0 && !o.Running {
+		return fmt.Errorf("%w: %d of its processes run with the host's pipes, which gVisor cannot save (a persistent interpreter or an exec): end them first", ErrCannotCheckpoint, n)
 	}
 	if b.att != nil {
 		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
@@ -103,7 +118,7 @@ func checkpointError(err error) error {
 	msg := err.Error()
 	switch {
 	case bytes.Contains([]byte(msg), []byte("host.inode is not savable")):
-		return fmt.Errorf("%w: a process in it holds a descriptor from the host (a running exec's or a persistent interpreter's pipes): wait for execs to end and close interpreters first", ErrCannotCheckpoint)
+		return fmt.Errorf("%w: a process in it holds a descriptor from the host, which gVisor cannot save; runsc ended the box", ErrCannotCheckpoint)
 	case len(msg) > maxLogTail:
 		msg = msg[:maxLogTail] + "…"
 	}

@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -79,7 +80,8 @@ func checkpoint(t *testing.T, r *Runtime, sess *agent.Session) string {
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
 	defer cancel()
-	if err := r.Checkpoint(ctx, sess, dir); err != nil {
+	// pyServer runs, on the box's own /dev/null.
+	if err := r.Checkpoint(ctx, sess, dir, CheckpointOptions{Running: true}); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
 	if err := sess.Close(); err != nil {
@@ -141,4 +143,49 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Errorf("both copies read %s from os.urandom: the kernel's random state repeats", urandom[0])
 	}
 	t.Logf("random.random() in the two copies: %v (process memory: documented to repeat)", random)
+}
+
+// TestCheckpointRefusesHostPipes: a persistent interpreter the host
+// drives holds the host's pipes, which gVisor cannot save: Checkpoint
+// refuses the box while it runs, leaving no directory and the box
+// running; told to go on (Running), runsc fails and ends the box, as
+// CheckpointOptions says.
+func TestCheckpointRefusesHostPipes(t *testing.T) {
+	requireRunsc(t)
+	r := &Runtime{}
+	sess := startBoxOn(t, r, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	py, err := interp.New("python", sess, sess.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := py.Close(); err != nil {
+			t.Errorf("closing the interpreter: %v", err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
+	defer cancel()
+	if out, err := py.Run(ctx, "x = 42", nil, nil); err != nil || out.Exception != nil {
+		t.Fatalf("python: %+v, %v", out, err)
+	}
+	for _, o := range []CheckpointOptions{{}, {Running: true}} {
+		dir := filepath.Join(t.TempDir(), "ckpt")
+		if err := r.Checkpoint(ctx, sess, dir, o); !errors.Is(err, ErrCannotCheckpoint) {
+			t.Errorf("checkpoint with an interpreter, %+v: got %v, want ErrCannotCheckpoint", o, err)
+		}
+		if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+			t.Errorf("the failed checkpoint left %s: %v", dir, serr)
+		}
+		if o.Running {
+			break
+		}
+		if out, err := py.Run(ctx, "x", nil, nil); err != nil || out.Value != "42" {
+			t.Errorf("the interpreter after the refused checkpoint: %+v, %v", out, err)
+		}
+	}
+	select {
+	case <-sess.Done():
+	case <-time.After(time.Minute):
+		t.Errorf("the box runs on after runsc failed to save it")
+	}
 }
