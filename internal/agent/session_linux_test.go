@@ -267,3 +267,68 @@ func TestKillWhilePaused(t *testing.T) {
 		t.Errorf("Err() = %v, want the session alive", err)
 	}
 }
+
+// TestRestoredAttach: a session of an agent restored from a checkpoint
+// (Frame.Restored) attaches without a ready event, gives out IDs above
+// PriorIDs, drops the events of processes from before the checkpoint and
+// still takes any other line for a breach.
+func TestRestoredAttach(t *testing.T) {
+	tests := []struct {
+		name, line string
+		breach     bool
+	}{
+		{"a process from before the checkpoint ends", `{"kind":"exited","id":3,"status":{"exit_code":0}}`, false},
+		{"one from before starts", `{"kind":"started","id":5,"pid":9}`, false},
+		{"ready again", `{"kind":"ready"}`, true},
+		{"a process never started", `{"kind":"exited","id":9,"status":{"exit_code":0}}`, true},
+		{"garbage", "not json", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
+			fb := &fakeBox{box: box, killed: make(chan struct{})}
+			t.Cleanup(func() { box.Close() })
+			dir := t.TempDir()
+			f := Frame{
+				Control:       host,
+				OpenWorkspace: func() (*os.File, error) { return os.Open(dir) },
+				Kill:          func() { fb.once.Do(func() { close(fb.killed); box.Close() }) },
+				Exited:        fb.killed,
+				Cleanup:       func() {},
+				Restored:      true,
+				PriorIDs:      5,
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), testWait)
+			defer cancel()
+			s, err := Attach(ctx, f)
+			if err != nil {
+				t.Fatalf("Attach() = %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if got := s.LastID(); got != 5 {
+				t.Errorf("LastID() = %d, want 5", got)
+			}
+			fb.write(t, tt.line)
+			// A valid event from a process of this session, after the
+			// line: once it is settled, the line before it was read.
+			p := &Process{s: s, id: 6, started: make(chan struct{}), done: make(chan struct{})}
+			s.mu.Lock()
+			s.nextID, s.procs[6], s.seen[6] = 6, p, 0
+			s.mu.Unlock()
+			if !tt.breach {
+				fb.write(t, `{"kind":"exited","id":6,"status":{"exit_code":7}}`)
+			}
+			st, werr := p.Wait()
+			switch {
+			case tt.breach && (werr == nil || !strings.Contains(s.Err().Error(), "broke the host protocol")):
+				t.Errorf("after %q: process got %+v, %v, session %v; want the session ended for a breach", tt.line, st, werr, s.Err())
+			case !tt.breach && (werr != nil || st.Code != 7):
+				t.Errorf("after %q: process got %+v, %v; want exit 7 and the session alive", tt.line, st, werr)
+			}
+		})
+	}
+}
