@@ -190,3 +190,37 @@ func TestCheckpointRefusesHostPipes(t *testing.T) {
 		t.Errorf("the box runs on after runsc failed to save it")
 	}
 }
+
+// TestRestoreRefuses: Restore names what is wrong with a directory that
+// is no checkpoint of a box for the spec, before it starts anything.
+func TestRestoreRefuses(t *testing.T) {
+	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	proxy := s
+	proxy.Network.Mode = spec.NetProxy
+	tests := []struct {
+		name, record string
+		s            spec.Spec
+		want         string
+	}{
+		{"no record", "", s, "is not a gvisor checkpoint"},
+		{"not json", "{", s, "the record of checkpoint"},
+		{"another format", `{"format":2}`, s, "has format 2"},
+		{"too long", `{"format":1,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s, "longer than"},
+		{"another root", `{"format":1,"root_dir":"/elsewhere"}`, s, "another root"},
+		{"egress proxy", `{"format":1}`, proxy, "egress proxy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.record != "" {
+				if err := os.WriteFile(filepath.Join(dir, checkpointRecord), []byte(tt.record), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := (&Runtime{Runsc: "/nonexistent/runsc"}).Restore(context.Background(), tt.s, dir)
+			if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Restore() = %v, want ErrInvalid saying %q", err, tt.want)
+			}
+		})
+	}
+}
