@@ -131,6 +131,7 @@ func TestCheckpointRestore(t *testing.T) {
 			{"python's memory", pyAsk + "x", want},
 			{"files", "cat /workspace/f /tmp/g", "kept\ntmp"},
 			{"a new exec", "echo $((6*7))", "42"},
+			{"as the sandbox user, under seccomp", "id -u; grep -c '^Seccomp:[[:space:]]*2' /proc/self/status", "1000\n1"},
 		}
 		for _, c := range cases {
 			if got := run(t, copy, c.script); got != c.want {
