@@ -74,15 +74,14 @@ func startPython(t *testing.T, sess *agent.Session) {
 	run(t, sess, "for i in $(seq 600); do test -S /tmp/py.sock && exit 0; sleep 0.1; done; exit 1")
 }
 
-// checkpoint checkpoints sess into a new directory under t's and closes
-// it; it returns the directory.
-func checkpoint(t *testing.T, r *Runtime, sess *agent.Session) string {
+// checkpoint checkpoints sess with o into a new directory under t's and
+// closes it; it returns the directory.
+func checkpoint(t *testing.T, r *Runtime, sess *agent.Session, o CheckpointOptions) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
 	defer cancel()
-	// pyServer runs, on the box's own /dev/null.
-	if err := r.Checkpoint(ctx, sess, dir, CheckpointOptions{Running: true}); err != nil {
+	if err := r.Checkpoint(ctx, sess, dir, o); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
 	if err := sess.Close(); err != nil {
@@ -123,7 +122,8 @@ func TestCheckpointRestore(t *testing.T) {
 	if prefix := fmt.Sprintf("42 %d ", heldBytes); !strings.HasPrefix(want, prefix) {
 		t.Fatalf("before the checkpoint: got %q, want %q and a checksum", want, prefix)
 	}
-	dir := checkpoint(t, r, sess)
+	// pyServer runs, on the box's own /dev/null.
+	dir := checkpoint(t, r, sess, CheckpointOptions{Running: true})
 	var urandom, random []string
 	for i := range 2 {
 		copy := restore(t, r, s, dir)
@@ -223,5 +223,23 @@ func TestRestoreRefuses(t *testing.T) {
 				t.Errorf("Restore() = %v, want ErrInvalid saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestCheckpointPaused: a paused box (runsc pause) checkpoints as a
+// running one does, its session closes cleanly, and its restored copy
+// runs.
+func TestCheckpointPaused(t *testing.T) {
+	requireRunsc(t)
+	r := &Runtime{}
+	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	sess := startBoxOn(t, r, s)
+	run(t, sess, "echo kept > /tmp/a")
+	if err := sess.Pause(context.Background()); err != nil {
+		t.Fatalf("pausing: %v", err)
+	}
+	dir := checkpoint(t, r, sess, CheckpointOptions{})
+	if got := run(t, restore(t, r, s, dir), "cat /tmp/a"); got != "kept" {
+		t.Errorf("the restored copy of a paused box: got %q, want kept", got)
 	}
 }
