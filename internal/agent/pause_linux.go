@@ -72,6 +72,13 @@ func (s *Session) Resume(ctx context.Context) error {
 	return nil
 }
 
+// Paused says the box is paused (Pause, and no Resume since).
+func (s *Session) Paused() bool {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	return s.paused
+}
+
 // sinceRunning is how much of a grace d a wait on the box has left: all
 // of it while the box is paused, the rest of d counted from its last
 // resume, or nothing when it has run for d already.

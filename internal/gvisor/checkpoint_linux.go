@@ -98,18 +98,39 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	}()
 	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
 	defer cancel()
-	// cleanup waits for the copy of the scratch: the box ends with the
-	// checkpoint, and its session may be closed at once.
+	// cleanup waits for the copy of the scratch, should the session be
+	// closed meanwhile.
 	b.dirMu.Lock()
 	defer b.dirMu.Unlock()
-	if err := b.runscCtx(ctx, "checkpoint", "--image-path", dir, b.id); err != nil {
-		return checkpointError(err)
+	was := sess.Paused()
+	if err := sess.Pause(ctx); err != nil {
+		return fmt.Errorf("checkpoint: pausing the box: %w", err)
 	}
-	if err := copyTree(ctx, filepath.Join(b.dir, "scratch"), filepath.Join(dir, checkpointFiles)); err != nil {
-		return fmt.Errorf("checkpoint: copying the box's files: %w", err)
+	if err := b.save(ctx, dir); err != nil {
+		if !was {
+			// The box runs on, or, where runsc's save failed, goes on
+			// to the end runsc gave it.
+			if rerr := sess.Resume(ctx); rerr != nil {
+				return errors.Join(err, fmt.Errorf("resuming the box: %w", rerr))
+			}
+		}
+		return err
 	}
 	rec := record{Format: checkpointFormat, LastID: sess.LastID(), RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest}
 	return writeRecord(dir, rec)
+}
+
+// save copies the paused box's scratch into dir, while nothing in the
+// box can write, and has runsc save the box there (runsc saves a paused
+// box as a running one).
+func (b *box) save(ctx context.Context, dir string) error {
+	if err := copyTree(ctx, filepath.Join(b.dir, "scratch"), filepath.Join(dir, checkpointFiles)); err != nil {
+		return fmt.Errorf("checkpoint: copying the box's files: %w", err)
+	}
+	if err := b.runscCtx(ctx, "checkpoint", "--image-path", dir, b.id); err != nil {
+		return checkpointError(err)
+	}
+	return nil
 }
 
 // checkpointError is runsc checkpoint's error, told in one line where
