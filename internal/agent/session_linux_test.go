@@ -312,13 +312,14 @@ func TestRestoredAttach(t *testing.T) {
 			if got := s.LastID(); got != 5 {
 				t.Errorf("LastID() = %d, want 5", got)
 			}
-			fb.write(t, tt.line)
-			// A valid event from a process of this session, after the
-			// line: once it is settled, the line before it was read.
+			// A process of this session, whose valid end after the line
+			// says the line was read, or whose release says the session
+			// ended.
 			p := &Process{s: s, id: 6, started: make(chan struct{}), done: make(chan struct{})}
 			s.mu.Lock()
 			s.nextID, s.procs[6], s.seen[6] = 6, p, 0
 			s.mu.Unlock()
+			fb.write(t, tt.line)
 			if !tt.breach {
 				fb.write(t, `{"kind":"exited","id":6,"status":{"exit_code":7}}`)
 			}
