@@ -79,11 +79,11 @@ type Frame struct {
 	// Restored says the agent was restored from a checkpoint (gVisor's
 	// runsc restore) and serves already: it sends no ready event, so
 	// Attach waits for none. PriorIDs is the last process ID the session
-	// before the checkpoint gave out (Session.LastID): this session's
+	// before the checkpoint gave out (Session.LastID): this session's IDs
 	// start above it, and the events of the processes that still run from
-	// before (an interpreter started from a shell, say) are dropped, since
-	// no host book holds them any more; a process of the restored box is
-	// the box's, as any orphan is.
+	// before (a server the session started, say) are dropped, since no
+	// host book holds them any more; such a process is the box's now, as
+	// any orphan is.
 	Restored bool
 	PriorIDs uint64
 	// Log receives the session's cleanup warnings (an exec's cgroup or
