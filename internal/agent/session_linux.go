@@ -63,9 +63,9 @@ type Session struct {
 	cleanupErrs []error
 	moreErrs    int
 
-	// pauseMu serialises Pause, Resume and the resume at teardown, and
-	// guards paused, which says the box is stopped (see Pause), and
-	// resumed, when it last resumed.
+	// pauseMu serialises Pause, Resume, WhilePaused, a process's request
+	// and the resume at teardown, and guards paused, which says the box
+	// is stopped (see Pause), and resumed, when it last resumed.
 	pauseMu sync.Mutex
 	paused  bool
 	resumed time.Time
@@ -338,12 +338,17 @@ func (s *Session) dispatchLine(line []byte) error {
 // An end for a broken protocol is final: Err reports it even once the
 // box's own end is known, since that end was the host's doing.
 func (s *Session) end(err error) {
+	e := &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
+	if e.final {
+		e.is = nsinit.ErrProtocol
+	}
+	s.endWith(e)
+}
+
+// endWith is end with its cause e, unless the session has one already.
+func (s *Session) endWith(e *endedError) {
 	s.mu.Lock()
 	if s.err == nil {
-		e := &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
-		if e.final {
-			e.is = nsinit.ErrProtocol
-		}
 		s.err = e
 	}
 	// Done closes with s.err set and before any process is settled, so

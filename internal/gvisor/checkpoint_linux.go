@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
 // A checkpoint is a directory holding everything a box needs to start
@@ -41,6 +43,9 @@ type record struct {
 	// mount the same one, which its processes have open.
 	RootDir    string `json:"root_dir,omitempty"`
 	RootDigest string `json:"root_digest,omitempty"`
+	// ScratchBytes is what the box's scratch tmpfs held: a restored box
+	// needs a disk limit at least this large.
+	ScratchBytes int64 `json:"scratch_bytes"`
 }
 
 // CheckpointWait bounds a checkpoint and a restore's start: runsc saves
@@ -65,8 +70,17 @@ type CheckpointOptions struct {
 // Checkpoint saves the whole box of sess, a session this Runtime started
 // or restored, to dir, a directory it creates (it must not exist): the
 // memory and processes of every task in it and a copy of its files. The
-// box then ends: the caller closes sess as usual. Restore starts a new
-// box from dir, as many times as wanted (a fork).
+// box then ends, and so does sess (its Err wraps agent.ErrSaved): the
+// caller closes it as usual. Restore starts a new box from dir, as many
+// times as wanted (a fork).
+//
+// The box stays paused from before the copy of its files to the end of
+// runsc's save, and the pause is held (agent.Session.WhilePaused):
+// Resume, Close's resume and new processes wait for it. The caller must
+// hold its own calls on the box's files (the workspace API) meanwhile.
+// The copy opens every directory beneath the scratch without following
+// a link (workspace.CopyTree), so nothing the box left there leads it to
+// a host file.
 //
 // gVisor cannot save a descriptor that came from the host, except the
 // init's stdin, which runsc gives again on restore, and a save that
@@ -79,9 +93,6 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	b := r.boxOf(sess)
 	if b == nil {
 		return errors.New("checkpoint: the session is not a live box of this gvisor runtime")
-	}
-	if n := sess.Running(); n > 0 && !o.Running {
-		return fmt.Errorf("%w: %d of its processes run with the host's pipes, which gVisor cannot save (a persistent interpreter or an exec): end them first", ErrCannotCheckpoint, n)
 	}
 	if b.att != nil {
 		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
@@ -102,35 +113,58 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	// closed meanwhile.
 	b.dirMu.Lock()
 	defer b.dirMu.Unlock()
-	was := sess.Paused()
-	if err := sess.Pause(ctx); err != nil {
-		return fmt.Errorf("checkpoint: pausing the box: %w", err)
-	}
-	if err := b.save(ctx, dir); err != nil {
-		if !was {
-			// The box runs on, or, where runsc's save failed, goes on
-			// to the end runsc gave it.
-			if rerr := sess.Resume(ctx); rerr != nil {
-				return errors.Join(err, fmt.Errorf("resuming the box: %w", rerr))
-			}
+	// A box WhilePaused paused and fn failed on runs on, or, where
+	// runsc's save failed, goes on to the end runsc gave it.
+	err = sess.WhilePaused(ctx, func() (bool, error) {
+		if n := sess.Running(); n > 0 && !o.Running {
+			return false, fmt.Errorf("%w: %d of its processes run with the host's pipes, which gVisor cannot save (a persistent interpreter or an exec): end them first", ErrCannotCheckpoint, n)
 		}
-		return err
+		if err := b.save(ctx, dir, sess.LastID()); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	rec := record{Format: checkpointFormat, LastID: sess.LastID(), RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest}
-	return writeRecord(dir, rec)
+	return nil
 }
 
 // save copies the paused box's scratch into dir, while nothing in the
-// box can write, and has runsc save the box there (runsc saves a paused
-// box as a running one).
-func (b *box) save(ctx context.Context, dir string) error {
-	if err := copyTree(ctx, filepath.Join(b.dir, "scratch"), filepath.Join(dir, checkpointFiles)); err != nil {
-		return fmt.Errorf("checkpoint: copying the box's files: %w", err)
+// box can write, writes the record and has runsc save the box there
+// (runsc saves a paused box as a running one).
+func (b *box) save(ctx context.Context, dir string, lastID uint64) error {
+	used, err := scratchBytes(filepath.Join(b.dir, "scratch"))
+	if err != nil {
+		return err
+	}
+	files := filepath.Join(dir, checkpointFiles)
+	if err := os.Mkdir(files, 0o700); err != nil {
+		return fmt.Errorf("making the files' directory: %w", err)
+	}
+	if _, err := workspace.CopyTree(ctx, filepath.Join(b.dir, "scratch"), files); err != nil {
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			return fmt.Errorf("the host's disk under %s is full: the box's files are %d bytes", dir, used)
+		}
+		return fmt.Errorf("copying the box's files: %w", err)
+	}
+	rec := record{Format: checkpointFormat, LastID: lastID, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used}
+	if err := writeRecord(dir, rec); err != nil {
+		return fmt.Errorf("writing the record: %w", err)
 	}
 	if err := b.runscCtx(ctx, "checkpoint", "--image-path", dir, b.id); err != nil {
 		return checkpointError(err)
 	}
 	return nil
+}
+
+// scratchBytes is what the scratch tmpfs at dir holds.
+func scratchBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("measuring the box's files: %w", err)
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize, nil
 }
 
 // checkpointError is runsc checkpoint's error, told in one line where
@@ -143,7 +177,7 @@ func checkpointError(err error) error {
 	case len(msg) > maxLogTail:
 		msg = msg[:maxLogTail] + "…"
 	}
-	return fmt.Errorf("checkpoint: %s", msg)
+	return fmt.Errorf("runsc: %s", msg)
 }
 
 // Restore starts a new box of s from the checkpoint in dir (Checkpoint)
@@ -168,13 +202,22 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	if rec.RootDir != s.Root.Dir || rec.RootDigest != s.Root.Digest {
 		return nil, fmt.Errorf("%w: checkpoint %s was taken of a box on another root (%q), restore it with its own session's spec", spec.ErrInvalid, dir, rec.RootDir)
 	}
+	if s.Limits.DiskBytes < rec.ScratchBytes {
+		return nil, diskError(rec.ScratchBytes)
+	}
 	b, tmpl, err := r.newBox(s)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
 	defer cancel()
-	fill := func(scratch string) error { return copyTree(ctx, filepath.Join(dir, checkpointFiles), scratch) }
+	fill := func(scratch string) error {
+		_, err := workspace.CopyTree(ctx, filepath.Join(dir, checkpointFiles), scratch)
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			return diskError(rec.ScratchBytes)
+		}
+		return err
+	}
 	if err := b.build(s, tmpl, fill); err != nil {
 		b.cleanup()
 		return nil, fmt.Errorf("restoring the box's files: %w", err)
@@ -229,17 +272,10 @@ func readRecord(dir string) (record, error) {
 	return rec, nil
 }
 
-// copyTree copies the tree src into dst (made if missing) as it is:
-// owners, modes, times, links as links (cp -a, which follows none).
-func copyTree(ctx context.Context, src, dst string) error {
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return err
-	}
-	out, err := exec.CommandContext(ctx, "cp", "-a", "--", src+"/.", dst).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("cp -a %s: %w: %s", src, err, bytes.TrimSpace(out))
-	}
-	return nil
+// diskError is the refusal of a disk limit too small for a checkpoint's
+// files of n bytes.
+func diskError(n int64) error {
+	return fmt.Errorf("%w: raise the disk limit to at least %d bytes; the checkpoint's files are %d", spec.ErrInvalid, n, n)
 }
 
 // track records sess as b's, for Checkpoint.

@@ -202,17 +202,32 @@ func TestRestoreRefuses(t *testing.T) {
 		name, record string
 		s            spec.Spec
 		want         string
+		// noImage leaves out checkpoint.img; dirImage makes it a directory.
+		noImage, dirImage bool
 	}{
-		{"no record", "", s, "is not a gvisor checkpoint"},
-		{"not json", "{", s, "the record of checkpoint"},
-		{"another format", `{"format":2}`, s, "has format 2"},
-		{"too long", `{"format":1,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s, "longer than"},
-		{"another root", `{"format":1,"root_dir":"/elsewhere"}`, s, "another root"},
-		{"egress proxy", `{"format":1}`, proxy, "egress proxy"},
+		{name: "no record", s: s, want: "is not a gvisor checkpoint"},
+		{name: "not json", record: "{", s: s, want: "the record of checkpoint"},
+		{name: "another format", record: `{"format":2}`, s: s, want: "has format 2"},
+		{name: "too long", record: `{"format":1,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s: s, want: "longer than"},
+		{name: "another root", record: `{"format":1,"root_dir":"/elsewhere"}`, s: s, want: "another root"},
+		{name: "egress proxy", record: `{"format":1}`, s: proxy, want: "egress proxy"},
+		{name: "disk too small", record: fmt.Sprintf(`{"format":1,"scratch_bytes":%d}`, s.Limits.DiskBytes+1), s: s,
+			want: fmt.Sprintf("raise the disk limit to at least %d bytes", s.Limits.DiskBytes+1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
+			img := filepath.Join(dir, checkpointImage)
+			switch {
+			case tt.dirImage:
+				if err := os.Mkdir(img, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			case !tt.noImage:
+				if err := os.WriteFile(img, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if tt.record != "" {
 				if err := os.WriteFile(filepath.Join(dir, checkpointRecord), []byte(tt.record), 0o600); err != nil {
 					t.Fatal(err)
@@ -242,4 +257,83 @@ func TestCheckpointPaused(t *testing.T) {
 	if got := run(t, restore(t, r, s, dir), "cat /tmp/a"); got != "kept" {
 		t.Errorf("the restored copy of a paused box: got %q, want kept", got)
 	}
+}
+
+// TestCheckpointSwapToHost: a process in the box keeps swapping a
+// directory of its /tmp for a link to a host directory (a test's, with a
+// marker file) while the host checkpoints it and a Resume is tried over
+// and over: the copy follows no link, so the marker is not in the
+// checkpoint, and the Resumes wait for the checkpoint (they find the
+// session ended, never the box resumed mid-copy).
+func TestCheckpointSwapToHost(t *testing.T) {
+	requireRunsc(t)
+	r := &Runtime{}
+	sess := startBoxOn(t, r, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
+	host := t.TempDir()
+	const marker = "warden-test-marker"
+	if err := os.WriteFile(filepath.Join(host, marker), []byte(marker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	swap := fmt.Sprintf(`for i in $(seq 200000); do rm -rf /tmp/d; mkdir -p /tmp/d/e; rm -rf /tmp/d; ln -s %s /tmp/d; done`, host)
+	ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
+	defer cancel()
+	if _, err := sess.Spawn(ctx, interp.Command{
+		Argv:  []string{"sh", "-c", `exec sh -c "$0" </dev/null >/dev/null 2>&1`, swap},
+		Env:   sess.Env(),
+		Files: devNulls(t),
+	}); err != nil {
+		t.Fatalf("starting the swapper: %v", err)
+	}
+	run(t, sess, "for i in $(seq 600); do test -e /tmp/d && exit 0; sleep 0.1; done; exit 1")
+	stop := make(chan struct{})
+	resumes := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 100000 && err == nil; i++ {
+			select {
+			case <-stop:
+				i = 100000
+			default:
+				err = sess.Resume(context.Background())
+			}
+		}
+		resumes <- err
+	}()
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	err := r.Checkpoint(ctx, sess, dir, CheckpointOptions{Running: true})
+	close(stop)
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	if rerr := <-resumes; rerr != nil && !errors.Is(rerr, agent.ErrSessionEnded) {
+		t.Errorf("a Resume during the checkpoint: %v, want nil or the session ended", rerr)
+	}
+	if err := sess.Close(); err != nil {
+		t.Errorf("closing the checkpointed box: %v", err)
+	}
+	werr := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == marker {
+			t.Errorf("the host's marker was copied into the checkpoint at %s", p)
+		}
+		return err
+	})
+	if werr != nil {
+		t.Errorf("walking the checkpoint: %v", werr)
+	}
+}
+
+// devNulls is three opens of /dev/null, a process's stdio that holds no
+// pipe of the host's.
+func devNulls(t *testing.T) []*os.File {
+	t.Helper()
+	var files []*os.File
+	for range 3 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		files = append(files, f)
+	}
+	return files
 }
