@@ -199,6 +199,9 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	if err != nil {
 		return nil, err
 	}
+	if err := checkImage(dir); err != nil {
+		return nil, err
+	}
 	if rec.RootDir != s.Root.Dir || rec.RootDigest != s.Root.Digest {
 		return nil, fmt.Errorf("%w: checkpoint %s was taken of a box on another root (%q), restore it with its own session's spec", spec.ErrInvalid, dir, rec.RootDir)
 	}
@@ -222,6 +225,7 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 		b.cleanup()
 		return nil, fmt.Errorf("restoring the box's files: %w", err)
 	}
+	b.restored = true
 	ctl, err := b.launch("restore", "--image-path", dir, "--bundle", b.dir, b.id)
 	if err != nil {
 		b.cleanup()
@@ -244,6 +248,20 @@ func writeRecord(dir string, rec record) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, checkpointRecord), data, 0o600)
+}
+
+// checkImage refuses a checkpoint whose image is missing or no regular
+// file: runsc would fail only once the restored box runs, after Restore
+// returned.
+func checkImage(dir string) error {
+	fi, err := os.Lstat(filepath.Join(dir, checkpointImage))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: checkpoint %s has no image %s (%w): take the checkpoint again", spec.ErrInvalid, dir, checkpointImage, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: checkpoint %s's image %s is a %s, not a regular file: take the checkpoint again", spec.ErrInvalid, dir, checkpointImage, fi.Mode().Type())
+	}
+	return nil
 }
 
 // maxRecord bounds the record Restore reads.

@@ -211,6 +211,8 @@ func TestRestoreRefuses(t *testing.T) {
 		{name: "too long", record: `{"format":1,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s: s, want: "longer than"},
 		{name: "another root", record: `{"format":1,"root_dir":"/elsewhere"}`, s: s, want: "another root"},
 		{name: "egress proxy", record: `{"format":1}`, s: proxy, want: "egress proxy"},
+		{name: "no image", record: `{"format":1}`, s: s, want: "has no image checkpoint.img", noImage: true},
+		{name: "image not a file", record: `{"format":1}`, s: s, want: "not a regular file", dirImage: true},
 		{name: "disk too small", record: fmt.Sprintf(`{"format":1,"scratch_bytes":%d}`, s.Limits.DiskBytes+1), s: s,
 			want: fmt.Sprintf("raise the disk limit to at least %d bytes", s.Limits.DiskBytes+1)},
 	}
@@ -336,4 +338,38 @@ func devNulls(t *testing.T) []*os.File {
 		files = append(files, f)
 	}
 	return files
+}
+
+// TestRestoreBadImage: a checkpoint whose image runsc cannot load ends
+// the restored session, which says why in runsc's own words.
+func TestRestoreBadImage(t *testing.T) {
+	requireRunsc(t)
+	r := &Runtime{}
+	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	dir := t.TempDir()
+	for name, data := range map[string]string{checkpointRecord: `{"format":1}`, checkpointImage: "not an image"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, checkpointFiles), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
+	defer cancel()
+	sess, err := r.Restore(ctx, s, dir)
+	if err == nil {
+		defer sess.Close()
+		select {
+		case <-sess.Done():
+			<-sess.Exited()
+		case <-ctx.Done():
+			t.Fatal("the session restored from a bad image runs on")
+		}
+		err = sess.Err()
+	}
+	t.Logf("restoring a bad image: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "runsc:") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("restoring a bad image: %v, want one line with runsc's words", err)
+	}
 }

@@ -102,6 +102,12 @@ type box struct {
 	forced bool
 	// logTail is the end of runsc's log, kept by cleanup for explain.
 	logTail []byte
+	// restored says runsc restores the box (Runtime.Restore): its agent
+	// sends no ready event, so runsc's failure to restore shows only in
+	// its end, and runscEnd, set when runsc exits, is the last line of its
+	// log, for Frame.Ended.
+	restored bool
+	runscEnd string
 	// root holds the shared lock on a template's root (holdRoot), so gc
 	// of any store leaves it while the box lives; nil on the host's root.
 	root *os.File
@@ -168,7 +174,7 @@ func (b *box) frame(s spec.Spec, ctl *os.File) agent.Frame {
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
 		Exited:        b.exited,
-		Ended:         func() string { return b.cmd.ProcessState.String() },
+		Ended:         b.ended,
 		// runsc run exits with its container's init's status.
 		ExitCode: func() int { return b.cmd.ProcessState.ExitCode() },
 		Cleanup:  b.cleanup,
@@ -266,6 +272,9 @@ func (b *box) launch(args ...string) (*os.File, error) {
 		// runsc's own failures are in its log (explain), not in Wait's
 		// error.
 		_ = b.cmd.Wait()
+		if b.restored {
+			b.runscEnd = lastLine(tail(b.log))
+		}
 		close(b.exited)
 	}()
 	return host, nil
@@ -395,6 +404,23 @@ func (b *box) cleanup() {
 	if err := boxname.RemoveDir(b.dir); err != nil {
 		b.logger().Warn("removing the box's directory", "err", err)
 	}
+}
+
+// ended is how runsc ended, once it has (Frame.Ended), with the last
+// line of its log for a restored box.
+func (b *box) ended() string {
+	if b.runscEnd == "" {
+		return b.cmd.ProcessState.String()
+	}
+	return b.cmd.ProcessState.String() + "; runsc: " + b.runscEnd
+}
+
+// lastLine is the last line of log, one line at most maxLogTail bytes.
+func lastLine(log []byte) string {
+	if i := bytes.LastIndexByte(log, '\n'); i >= 0 {
+		log = log[i+1:]
+	}
+	return strings.ToValidUTF8(string(bytes.TrimSpace(log)), "?")
 }
 
 // logger is the Runtime's logger, for this box.
