@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -52,9 +53,14 @@ type record struct {
 // or loads the whole of the box's memory (about 1 s per 200 MB measured).
 const CheckpointWait = 2 * time.Minute
 
-// ErrCannotCheckpoint is wrapped by Checkpoint's error when the box holds
-// something gVisor cannot save; the box is left running.
+// ErrCannotCheckpoint is wrapped by Checkpoint's error when it refused
+// the box before runsc's save, for something gVisor cannot save: the box
+// is untouched and runs on.
 var ErrCannotCheckpoint = errors.New("this sandbox cannot be checkpointed")
+
+// ErrSaveFailed is wrapped by Checkpoint's error when runsc's save itself
+// failed: runsc 2022-12-19 then ends the box, so the session ends too.
+var ErrSaveFailed = errors.New("runsc failed to save the sandbox, which ended")
 
 // CheckpointOptions change what Checkpoint accepts.
 type CheckpointOptions struct {
@@ -63,7 +69,8 @@ type CheckpointOptions struct {
 	// cannot save, so only one that moved every descriptor off them (a
 	// server started as `exec prog </dev/null >/dev/null 2>&1`) can be
 	// saved; for any other runsc fails, and runsc 2022-12-19 then ends
-	// the box.
+	// the box (ErrSaveFailed). Set by a caller that knows its processes'
+	// descriptors, never from user input.
 	Running bool
 }
 
@@ -88,7 +95,8 @@ type CheckpointOptions struct {
 // and the box untouched, a box with the egress proxy (its link is a host
 // socket) and, unless o.Running, one with a process the session started
 // still running (an exec, a persistent interpreter: they hold the host's
-// pipes). On any failure dir is removed.
+// pipes). A save runsc itself fails (ErrSaveFailed) ends the box and sess.
+// On any failure dir is removed.
 func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string, o CheckpointOptions) (err error) {
 	b := r.boxOf(sess)
 	if b == nil {
@@ -173,11 +181,11 @@ func checkpointError(err error) error {
 	msg := err.Error()
 	switch {
 	case bytes.Contains([]byte(msg), []byte("host.inode is not savable")):
-		return fmt.Errorf("%w: a process in it holds a descriptor from the host, which gVisor cannot save; runsc ended the box", ErrCannotCheckpoint)
+		return fmt.Errorf("%w: a process in it holds a descriptor from the host, which gVisor cannot save", ErrSaveFailed)
 	case len(msg) > maxLogTail:
 		msg = msg[:maxLogTail] + "…"
 	}
-	return fmt.Errorf("runsc: %s", msg)
+	return fmt.Errorf("%w: runsc: %s", ErrSaveFailed, strings.Join(strings.Fields(msg), " "))
 }
 
 // Restore starts a new box of s from the checkpoint in dir (Checkpoint)

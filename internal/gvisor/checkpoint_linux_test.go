@@ -84,6 +84,14 @@ func checkpoint(t *testing.T, r *Runtime, sess *agent.Session, o CheckpointOptio
 	if err := r.Checkpoint(ctx, sess, dir, o); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
+	select {
+	case <-sess.Done():
+		if err := sess.Err(); !errors.Is(err, agent.ErrSaved) {
+			t.Errorf("the checkpointed session's Err() = %v, want agent.ErrSaved", err)
+		}
+	default:
+		t.Errorf("the checkpointed session is not done")
+	}
 	if err := sess.Close(); err != nil {
 		t.Errorf("closing the checkpointed box: %v", err)
 	}
@@ -172,8 +180,12 @@ func TestCheckpointRefusesHostPipes(t *testing.T) {
 	}
 	for _, o := range []CheckpointOptions{{}, {Running: true}} {
 		dir := filepath.Join(t.TempDir(), "ckpt")
-		if err := r.Checkpoint(ctx, sess, dir, o); !errors.Is(err, ErrCannotCheckpoint) {
-			t.Errorf("checkpoint with an interpreter, %+v: got %v, want ErrCannotCheckpoint", o, err)
+		want := ErrCannotCheckpoint
+		if o.Running {
+			want = ErrSaveFailed
+		}
+		if err := r.Checkpoint(ctx, sess, dir, o); !errors.Is(err, want) || errors.Is(err, agent.ErrSaved) {
+			t.Errorf("checkpoint with an interpreter, %+v: got %v, want %v", o, err, want)
 		}
 		if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
 			t.Errorf("the failed checkpoint left %s: %v", dir, serr)
