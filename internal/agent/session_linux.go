@@ -115,8 +115,13 @@ func (s *Session) boundSends() error {
 }
 
 func (s *Session) start(ctx context.Context) error {
-	if s.f.Restored && s.f.Stream {
-		return errors.New("a restored agent speaks over a descriptor, not the stream transport")
+	if err := s.checkRestored(); err != nil {
+		// No reader runs yet to end the session, which teardown awaits.
+		s.end(err)
+		return err
+	}
+	for id, saw := range s.f.Prior {
+		s.seen[id] = saw
 	}
 	if !s.f.Stream {
 		s.ctl = int(s.f.Control.Fd())
@@ -159,6 +164,14 @@ func (s *Session) start(ctx context.Context) error {
 		return err
 	}
 	return s.afterReady()
+}
+
+// checkRestored refuses a Frame of a restored agent that cannot be.
+func (s *Session) checkRestored() error {
+	if s.f.Restored && s.f.Stream {
+		return errors.New("a restored agent speaks over a descriptor, not the stream transport")
+	}
+	return s.f.Prior.check(s.f.PriorIDs)
 }
 
 // afterReady opens what the session needs of a box whose agent is ready.
@@ -377,10 +390,6 @@ const (
 // host never gave out, or never sent (its request failed), or one its
 // process has already reported, breaks the protocol.
 func (s *Session) dispatch(e nsinit.Event) error {
-	if e.ID != 0 && e.ID <= s.f.PriorIDs {
-		// A process from before the checkpoint (Frame.PriorIDs).
-		return nil
-	}
 	s.mu.Lock()
 	err := s.record(e)
 	p := s.procs[e.ID]
@@ -441,6 +450,41 @@ func (s *Session) LastID() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.nextID
+}
+
+// Unfinished are the processes the session told the agent of that have
+// not reported all their events, with those they have reported: what a
+// session restored from a checkpoint of this one may still receive
+// (Frame.Prior).
+func (s *Session) Unfinished() Unfinished {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := make(Unfinished, len(s.seen))
+	for id, saw := range s.seen {
+		u[id] = saw
+	}
+	return u
+}
+
+// Unfinished maps a process ID to the events its process has reported:
+// 0, 1 (started) or 2 (exited, which may come first).
+type Unfinished map[uint64]uint8
+
+// MaxUnfinished bounds the processes a checkpoint may carry unfinished.
+const MaxUnfinished = 1 << 16
+
+// check refuses u unless each ID is in 1..last and each value one of
+// Unfinished's.
+func (u Unfinished) check(last uint64) error {
+	if len(u) > MaxUnfinished {
+		return fmt.Errorf("the checkpoint carries %d unfinished processes, more than %d", len(u), MaxUnfinished)
+	}
+	for id, saw := range u {
+		if id == 0 || id > last || (saw != 0 && saw != sawStarted && saw != sawExited) {
+			return fmt.Errorf("the checkpoint's unfinished process %d (events %d) is out of range (IDs 1..%d, events 0..2)", id, saw, last)
+		}
+	}
+	return nil
 }
 
 // Running is how many processes the session started have not yet

@@ -16,6 +16,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/strictjson"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -40,6 +41,9 @@ type record struct {
 	// LastID is the checkpointed session's last process ID (see
 	// agent.Frame.PriorIDs).
 	LastID uint64 `json:"last_id"`
+	// Unfinished are the session's processes that had not reported all
+	// their events (agent.Frame.Prior).
+	Unfinished agent.Unfinished `json:"unfinished,omitempty"`
 	// RootDir and RootDigest name the box's root: a restored box must
 	// mount the same one, which its processes have open.
 	RootDir    string `json:"root_dir,omitempty"`
@@ -127,7 +131,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 		if n := sess.Running(); n > 0 && !o.Running {
 			return false, fmt.Errorf("%w: %d of its processes run with the host's pipes, which gVisor cannot save (a persistent interpreter or an exec): end them first", ErrCannotCheckpoint, n)
 		}
-		if err := b.save(ctx, dir, sess.LastID()); err != nil {
+		if err := b.save(ctx, dir, sess.LastID(), sess.Unfinished()); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -141,7 +145,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 // save copies the paused box's scratch into dir, while nothing in the
 // box can write, writes the record and has runsc save the box there
 // (runsc saves a paused box as a running one).
-func (b *box) save(ctx context.Context, dir string, lastID uint64) error {
+func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished agent.Unfinished) error {
 	used, err := scratchBytes(filepath.Join(b.dir, "scratch"))
 	if err != nil {
 		return err
@@ -156,7 +160,7 @@ func (b *box) save(ctx context.Context, dir string, lastID uint64) error {
 		}
 		return fmt.Errorf("copying the box's files: %w", err)
 	}
-	rec := record{Format: checkpointFormat, LastID: lastID, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used}
+	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used}
 	if err := writeRecord(dir, rec); err != nil {
 		return fmt.Errorf("writing the record: %w", err)
 	}
@@ -191,9 +195,13 @@ func checkpointError(err error) error {
 // Restore starts a new box of s from the checkpoint in dir (Checkpoint)
 // and returns the session of its agent, which serves where it stood: the
 // box's processes run on with their memory, its files are the copy's. s
-// must be the checkpointed session's spec (its root above all; its
-// limits apply to the new box). dir is only read: it can be restored
-// again. ctx bounds the restore's start.
+// must be the checkpointed session's spec (its root above all). Of its
+// limits only the cgroup's (memory, CPUs, PIDs) and the scratch tmpfs's
+// (disk, inodes) apply to the new box; what the agent set up inside the
+// box at its first start (its rlimits, its environment, the seccomp
+// filter) comes back from the saved memory as it was, whatever s says
+// now, and nothing checks that s matches it beyond the root. dir is only
+// read: it can be restored again. ctx bounds the restore's start.
 //
 // What repeats: every restored copy starts with the same memory, so a
 // process's own random state (Python's random module, a seeded PRNG) goes
@@ -241,7 +249,7 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	}
 	b.ctl = ctl
 	f := b.frame(s, ctl)
-	f.Restored, f.PriorIDs = true, rec.LastID
+	f.Restored, f.PriorIDs, f.Prior = true, rec.LastID, rec.Unfinished
 	sess, err := agent.Attach(ctx, f)
 	if err != nil {
 		return nil, b.explain(err)
@@ -275,13 +283,21 @@ func checkImage(dir string) error {
 // maxRecord bounds the record Restore reads.
 const maxRecord = 64 << 10
 
+// maxLastID bounds a record's last process ID: far above any session's,
+// and far below where the next ID would wrap.
+const maxLastID = 1 << 48
+
 func readRecord(dir string) (record, error) {
 	var rec record
-	f, err := os.Open(filepath.Join(dir, checkpointRecord))
+	fd, err := unix.Open(filepath.Join(dir, checkpointRecord), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return rec, fmt.Errorf("%w: %s is not a gvisor checkpoint: %w", spec.ErrInvalid, dir, err)
 	}
+	f := os.NewFile(uintptr(fd), checkpointRecord)
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return rec, fmt.Errorf("%w: the record of checkpoint %s is not a regular file", spec.ErrInvalid, dir)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
 	if err != nil {
 		return rec, fmt.Errorf("reading the record of checkpoint %s: %w", dir, err)
@@ -289,11 +305,14 @@ func readRecord(dir string) (record, error) {
 	if len(data) > maxRecord {
 		return rec, fmt.Errorf("%w: the record of checkpoint %s is longer than %d bytes", spec.ErrInvalid, dir, maxRecord)
 	}
-	if err := json.Unmarshal(data, &rec); err != nil {
+	if err := strictjson.Decode(data, &rec); err != nil {
 		return rec, fmt.Errorf("%w: the record of checkpoint %s: %w", spec.ErrInvalid, dir, err)
 	}
 	if rec.Format != checkpointFormat {
 		return rec, fmt.Errorf("%w: checkpoint %s has format %d, this warden reads %d: take it again", spec.ErrInvalid, dir, rec.Format, checkpointFormat)
+	}
+	if rec.LastID > maxLastID {
+		return rec, fmt.Errorf("%w: checkpoint %s's last process ID %d is above %d", spec.ErrInvalid, dir, rec.LastID, uint64(maxLastID))
 	}
 	return rec, nil
 }

@@ -223,6 +223,8 @@ func TestRestoreRefuses(t *testing.T) {
 		{name: "too long", record: `{"format":1,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s: s, want: "longer than"},
 		{name: "another root", record: `{"format":1,"root_dir":"/elsewhere"}`, s: s, want: "another root"},
 		{name: "egress proxy", record: `{"format":1}`, s: proxy, want: "egress proxy"},
+		{name: "unknown field", record: `{"format":1,"extra":1}`, s: s, want: "unknown field"},
+		{name: "last id too large", record: `{"format":1,"last_id":18446744073709551615}`, s: s, want: "last process ID"},
 		{name: "no image", record: `{"format":1}`, s: s, want: "has no image checkpoint.img", noImage: true},
 		{name: "image not a file", record: `{"format":1}`, s: s, want: "not a regular file", dirImage: true},
 		{name: "disk too small", record: fmt.Sprintf(`{"format":1,"scratch_bytes":%d}`, s.Limits.DiskBytes+1), s: s,
