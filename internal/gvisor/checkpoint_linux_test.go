@@ -13,6 +13,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // heldBytes is what the Python process of the checkpoint tests holds: the
@@ -121,6 +122,7 @@ func restore(t *testing.T, r *Runtime, s spec.Spec, dir string) *agent.Session {
 // the two, Python's own random module repeats (documented).
 func TestCheckpointRestore(t *testing.T) {
 	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
 	r := &Runtime{}
 	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	sess := startBoxOn(t, r, s)
@@ -162,6 +164,7 @@ func TestCheckpointRestore(t *testing.T) {
 // CheckpointOptions says.
 func TestCheckpointRefusesHostPipes(t *testing.T) {
 	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
 	r := &Runtime{}
 	sess := startBoxOn(t, r, spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}})
 	py, err := interp.New("python", sess, sess.Env())

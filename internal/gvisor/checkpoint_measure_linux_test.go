@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // checkpointRounds is how many of each TestMeasureCheckpoint takes.
@@ -25,6 +26,7 @@ func TestMeasureCheckpoint(t *testing.T) {
 		t.Skip("set WARDEN_MEASURE=1 to measure gVisor checkpoints and restores against a fresh start")
 	}
 	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
 	r := &Runtime{}
 	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	took := map[string][]time.Duration{}
