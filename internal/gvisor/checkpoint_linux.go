@@ -157,7 +157,9 @@ func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished ag
 	if err := os.Mkdir(files, 0o700); err != nil {
 		return fmt.Errorf("making the files' directory: %w", err)
 	}
-	if _, err := workspace.CopyTree(ctx, filepath.Join(b.dir, "scratch"), files); err != nil {
+	// The copy's data is at most the tmpfs's, unless hard links copied
+	// apart make it more: bounded by it, the box cannot fill the host.
+	if _, err := workspace.CopyTree(ctx, filepath.Join(b.dir, "scratch"), files, used); err != nil {
 		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 			return fmt.Errorf("the host's disk under %s is full: the box's files are %d bytes", dir, used)
 		}
@@ -235,7 +237,7 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
 	defer cancel()
 	fill := func(scratch string) error {
-		_, err := workspace.CopyTree(ctx, filepath.Join(dir, checkpointFiles), scratch)
+		_, err := workspace.CopyTree(ctx, filepath.Join(dir, checkpointFiles), scratch, s.Limits.DiskBytes)
 		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 			return diskError(rec.ScratchBytes)
 		}

@@ -28,9 +28,11 @@ const maxCopyDepth = 256
 // attributes. A directory already in dst is merged into; any other name
 // already there fails. The error is one line: the first failure and how
 // many more there were; it wraps the failure's errno (unix.ENOSPC for a
-// full dst).
-func CopyTree(ctx context.Context, src, dst string) (TreeCopy, error) {
-	c := &copier{ctx: ctx}
+// full dst). The copy stops with ErrTooLarge past maxBytes of file data:
+// a hard link is copied as a file of its own, so a tree that fits its
+// tmpfs may copy to far more.
+func CopyTree(ctx context.Context, src, dst string, maxBytes int64) (TreeCopy, error) {
+	c := &copier{ctx: ctx, limit: maxBytes}
 	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return c.done, fmt.Errorf("opening %s to copy: %w", src, err)
@@ -54,6 +56,7 @@ func CopyTree(ctx context.Context, src, dst string) (TreeCopy, error) {
 // copier is one CopyTree: what it copied and its first failure.
 type copier struct {
 	ctx   context.Context
+	limit int64
 	done  TreeCopy
 	first error
 	more  int
@@ -73,7 +76,7 @@ func (c *copier) stop() bool {
 	if c.first == nil && c.ctx.Err() != nil {
 		c.first = c.ctx.Err()
 	}
-	return c.first != nil && (c.ctx.Err() != nil || errors.Is(c.first, unix.ENOSPC) || errors.Is(c.first, unix.EDQUOT))
+	return c.first != nil && (c.ctx.Err() != nil || errors.Is(c.first, unix.ENOSPC) || errors.Is(c.first, unix.EDQUOT) || errors.Is(c.first, ErrTooLarge))
 }
 
 // dir copies the entries of the open directory sfd into dfd, then sets
@@ -184,16 +187,16 @@ func (c *copier) file(sfd, dfd int, name string) error {
 	}
 	dst := os.NewFile(uintptr(d), name)
 	defer dst.Close()
-	if err := copyData(dst, src, st.Size); err != nil {
+	if err := c.copyData(dst, src, st.Size); err != nil {
 		return err
 	}
-	c.done.Bytes += st.Size
 	return setAttrs(d, &st)
 }
 
 // copyData copies the first size bytes of src into dst, writing only its
-// data extents (SEEK_DATA), so holes stay holes.
-func copyData(dst, src *os.File, size int64) error {
+// data extents (SEEK_DATA), so holes stay holes, counted in c.done.Bytes
+// against c.limit.
+func (c *copier) copyData(dst, src *os.File, size int64) error {
 	for off := int64(0); off < size; {
 		data, err := unix.Seek(int(src.Fd()), off, unix.SEEK_DATA)
 		if err == unix.ENXIO {
@@ -210,6 +213,10 @@ func copyData(dst, src *os.File, size int64) error {
 		if data >= hole {
 			break
 		}
+		if c.done.Bytes+hole-data > c.limit {
+			return errorf(ErrTooLarge, "the files hold more than %d bytes of data (hard links are copied apart)", c.limit)
+		}
+		c.done.Bytes += hole - data
 		if _, err := dst.Seek(data, io.SeekStart); err != nil {
 			return err
 		}

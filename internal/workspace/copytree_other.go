@@ -9,6 +9,6 @@ import (
 )
 
 // CopyTree is Linux-only: it relies on openat2(2).
-func CopyTree(ctx context.Context, src, dst string) (TreeCopy, error) {
+func CopyTree(ctx context.Context, src, dst string, maxBytes int64) (TreeCopy, error) {
 	return TreeCopy{}, fmt.Errorf("copying %s: %w", src, errors.ErrUnsupported)
 }
