@@ -76,6 +76,19 @@ type Frame struct {
 	// where the backend cannot, and Session.Pause then says so. Both are
 	// bounded by ctx.
 	Pause, Resume func(ctx context.Context) error
+	// Restored says the agent was restored from a checkpoint (gVisor's
+	// runsc restore) and serves already: it sends no ready event, so
+	// Attach waits for none. PriorIDs is the last process ID the session
+	// before the checkpoint gave out (Session.LastID): this session's IDs
+	// start above it. Prior holds the processes of that session that had
+	// not reported all their events (Session.Unfinished): the events they
+	// still owe, each at most once, are dropped, since no host book holds
+	// them any more (such a process, a server the session started, is the
+	// box's now, as any orphan is); any other event of an ID up to
+	// PriorIDs breaks the protocol.
+	Restored bool
+	PriorIDs uint64
+	Prior    Unfinished
 	// Log receives the session's cleanup warnings (an exec's cgroup or
 	// process it could not remove), carrying the backend's attributes for
 	// the box (nil: slog.Default()).

@@ -72,6 +72,58 @@ func (s *Session) Resume(ctx context.Context) error {
 	return nil
 }
 
+// WhilePaused pauses the box (a paused one stays so) and runs fn while it
+// stays paused, holding the pause throughout: Pause, Resume, the resume
+// that ends a closed box (Close) and a new process (Spawn) wait until fn
+// returns, so fn finds the box as still as it left it, and Running, read
+// in fn, counts every process the session started. The caller must also
+// hold its own calls on the box's files (the workspace API) meanwhile.
+//
+// When fn fails, a box WhilePaused paused is resumed. When fn returns
+// saved true, the box is gone (a runtime saved and ended it): the session
+// ends with ErrSaved, reported by Err, and is left for Close.
+func (s *Session) WhilePaused(ctx context.Context, fn func() (saved bool, err error)) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if err := s.ifEnded(); err != nil {
+		return err
+	}
+	was := s.paused
+	if !was {
+		s.unsure = true
+		if err := s.freeze(ctx); err != nil {
+			native := s.f.Resume == nil && !errors.Is(err, ErrCannotPause)
+			s.unsure = native || errors.Is(err, ErrStateUnknown)
+			return err
+		}
+		s.paused, s.unsure = true, false
+	}
+	saved, err := fn()
+	switch {
+	case saved:
+		s.paused = false
+		s.endWith(&endedError{cause: ErrSaved.Error(), final: true, is: ErrSaved})
+	case err != nil && !was:
+		if rerr := s.thaw(ctx); rerr != nil {
+			s.unsure = true
+			return errors.Join(err, fmt.Errorf("resuming the box: %w", rerr))
+		}
+		s.paused, s.resumed = false, time.Now()
+	}
+	return err
+}
+
+// ErrSaved is the cause of a session whose box a runtime saved and ended
+// (WhilePaused).
+var ErrSaved = errors.New("its box was checkpointed; restore the checkpoint to go on")
+
+// Paused says the box is paused (Pause, and no Resume since).
+func (s *Session) Paused() bool {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	return s.paused
+}
+
 // sinceRunning is how much of a grace d a wait on the box has left: all
 // of it while the box is paused, the rest of d counted from its last
 // resume, or nothing when it has run for d already.

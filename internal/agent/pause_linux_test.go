@@ -3,7 +3,14 @@ package agent
 import (
 	"context"
 	"errors"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
 )
 
 // fakeRuntime is a runtime whose pause and resume switch its state and
@@ -74,4 +81,85 @@ func TestRuntimePauseFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWhilePaused: fn runs with the box paused and held so: a Resume and
+// a Spawn tried meanwhile wait for it; a failed fn leaves the box running
+// again; a saved one ends the session with ErrSaved.
+func TestWhilePaused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		saved bool
+		err   error
+	}{
+		{name: "fn fails", err: errors.New("copy failed")},
+		{name: "fn saves", saved: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := attachFake(t)
+			var inFn atomic.Bool
+			resumedInFn := make(chan struct{}, 1)
+			s.f.Resume = func(context.Context) error {
+				if inFn.Load() {
+					resumedInFn <- struct{}{}
+				}
+				return nil
+			}
+			var tried sync.WaitGroup
+			err := s.WhilePaused(context.Background(), func() (bool, error) {
+				inFn.Store(true)
+				defer inFn.Store(false)
+				tried.Add(2)
+				go func() { defer tried.Done(); _ = s.Resume(context.Background()) }()
+				go func() { defer tried.Done(); _, _ = s.Spawn(context.Background(), devNullCommand(t)) }()
+				// Give both a chance to run; neither may get through.
+				for range 100 {
+					runtime.Gosched()
+				}
+				time.Sleep(10 * time.Millisecond)
+				if !s.paused {
+					t.Errorf("the box is not paused inside fn")
+				}
+				if n := s.Running(); n != 1 {
+					t.Errorf("Running() inside fn = %d, want 1: a Spawn got through", n)
+				}
+				return tc.saved, tc.err
+			})
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Errorf("WhilePaused() = %v, want %v", err, tc.err)
+			}
+			select {
+			case <-resumedInFn:
+				t.Errorf("a Resume got through while fn ran")
+			default:
+			}
+			if tc.saved {
+				<-s.Done()
+				if !errors.Is(s.Err(), ErrSaved) {
+					t.Errorf("Err() = %v, want ErrSaved", s.Err())
+				}
+			} else if s.Paused() {
+				t.Errorf("after a failed fn the box is paused, want it resumed")
+			}
+			if err := s.Close(); err != nil && !tc.saved {
+				t.Errorf("Close() = %v", err)
+			}
+			tried.Wait()
+		})
+	}
+}
+
+// devNullCommand is sh with /dev/null for its stdio.
+func devNullCommand(t *testing.T) interp.Command {
+	t.Helper()
+	var files []*os.File
+	for range 3 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		files = append(files, f)
+	}
+	return interp.Command{Argv: []string{"sh"}, Files: files}
 }

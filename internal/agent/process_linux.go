@@ -62,6 +62,18 @@ type StartError struct {
 func (e *StartError) Error() string { return e.Message }
 
 func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error) {
+	p, err := s.request(c)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.awaitStart(ctx)
+}
+
+// request registers a process for c and sends its spawn, holding the
+// pause, so none starts while WhilePaused runs.
+func (s *Session) request(c interp.Command) (*Process, error) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return nil, fmt.Errorf("no command given")
 	}
@@ -110,7 +122,7 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 		p.settle(nil, nsinit.Event{})
 		return nil, descriptorError(err)
 	}
-	return p, p.awaitStart(ctx)
+	return p, nil
 }
 
 // sendSpawn sends a spawn with files, the process's fds, attached, and

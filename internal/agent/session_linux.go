@@ -63,9 +63,9 @@ type Session struct {
 	cleanupErrs []error
 	moreErrs    int
 
-	// pauseMu serialises Pause, Resume and the resume at teardown, and
-	// guards paused, which says the box is stopped (see Pause), and
-	// resumed, when it last resumed.
+	// pauseMu serialises Pause, Resume, WhilePaused, a process's request
+	// and the resume at teardown, and guards paused, which says the box
+	// is stopped (see Pause), and resumed, when it last resumed.
 	pauseMu sync.Mutex
 	paused  bool
 	resumed time.Time
@@ -88,7 +88,7 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 // session it serves. ctx bounds the wait only. On failure everything in f
 // is torn down, as Close would.
 func Attach(ctx context.Context, f Frame) (*Session, error) {
-	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{})}
+	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{}), nextID: f.PriorIDs}
 	if err := s.start(ctx); err != nil {
 		if terr := s.teardown(); terr != nil {
 			return nil, errors.Join(err, fmt.Errorf("tearing down the failed attach: %w", terr))
@@ -115,6 +115,14 @@ func (s *Session) boundSends() error {
 }
 
 func (s *Session) start(ctx context.Context) error {
+	if err := s.checkRestored(); err != nil {
+		// No reader runs yet to end the session, which teardown awaits.
+		s.end(err)
+		return err
+	}
+	for id, saw := range s.f.Prior {
+		s.seen[id] = saw
+	}
 	if !s.f.Stream {
 		s.ctl = int(s.f.Control.Fd())
 	}
@@ -133,6 +141,10 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}
 	var err error
+	if s.f.Restored {
+		// A restored agent said it was ready before its checkpoint.
+		return s.afterReady()
+	}
 	select {
 	case err = <-ready:
 		if errors.Is(err, errHungUp) {
@@ -151,6 +163,20 @@ func (s *Session) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.afterReady()
+}
+
+// checkRestored refuses a Frame of a restored agent that cannot be.
+func (s *Session) checkRestored() error {
+	if s.f.Restored && s.f.Stream {
+		return errors.New("a restored agent speaks over a descriptor, not the stream transport")
+	}
+	return s.f.Prior.check(s.f.PriorIDs)
+}
+
+// afterReady opens what the session needs of a box whose agent is ready.
+func (s *Session) afterReady() error {
+	var err error
 	if s.workspace, err = s.f.OpenWorkspace(); err != nil {
 		return fmt.Errorf("opening the sandbox's workspace: %w", err)
 	}
@@ -253,7 +279,7 @@ func (s *Session) readEvents(ready chan<- error) {
 // is a stream session's connection before any stream, where a box may
 // only refuse or fail.
 func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
-	first := true
+	first := !s.f.Restored
 	var end error
 	for end == nil {
 		line, err := r.ReadSlice('\n')
@@ -325,12 +351,17 @@ func (s *Session) dispatchLine(line []byte) error {
 // An end for a broken protocol is final: Err reports it even once the
 // box's own end is known, since that end was the host's doing.
 func (s *Session) end(err error) {
+	e := &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
+	if e.final {
+		e.is = nsinit.ErrProtocol
+	}
+	s.endWith(e)
+}
+
+// endWith is end with its cause e, unless the session has one already.
+func (s *Session) endWith(e *endedError) {
 	s.mu.Lock()
 	if s.err == nil {
-		e := &endedError{cause: err.Error(), final: errors.Is(err, nsinit.ErrProtocol)}
-		if e.final {
-			e.is = nsinit.ErrProtocol
-		}
 		s.err = e
 	}
 	// Done closes with s.err set and before any process is settled, so
@@ -410,6 +441,58 @@ func (s *Session) record(e nsinit.Event) error {
 		s.seen[e.ID] = saw
 	}
 	return nil
+}
+
+// LastID is the last process ID the session has given out, which the
+// session of a box restored from a checkpoint of this one starts above
+// (Frame.PriorIDs).
+func (s *Session) LastID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextID
+}
+
+// Unfinished are the processes the session told the agent of that have
+// not reported all their events, with those they have reported: what a
+// session restored from a checkpoint of this one may still receive
+// (Frame.Prior).
+func (s *Session) Unfinished() Unfinished {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := make(Unfinished, len(s.seen))
+	for id, saw := range s.seen {
+		u[id] = saw
+	}
+	return u
+}
+
+// Unfinished maps a process ID to the events its process has reported:
+// 0, 1 (started) or 2 (exited, which may come first).
+type Unfinished map[uint64]uint8
+
+// MaxUnfinished bounds the processes a checkpoint may carry unfinished.
+const MaxUnfinished = 1 << 16
+
+// check refuses u unless each ID is in 1..last and each value one of
+// Unfinished's.
+func (u Unfinished) check(last uint64) error {
+	if len(u) > MaxUnfinished {
+		return fmt.Errorf("the checkpoint carries %d unfinished processes, more than %d", len(u), MaxUnfinished)
+	}
+	for id, saw := range u {
+		if id == 0 || id > last || (saw != 0 && saw != sawStarted && saw != sawExited) {
+			return fmt.Errorf("the checkpoint's unfinished process %d (events %d) is out of range (IDs 1..%d, events 0..2)", id, saw, last)
+		}
+	}
+	return nil
+}
+
+// Running is how many processes the session started have not yet
+// reported their end.
+func (s *Session) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.procs)
 }
 
 // Done is closed when the sandbox has ended: closed, or its init died.

@@ -29,25 +29,7 @@ type fakeBox struct {
 // with process 1 started and waiting for its end.
 func attachFake(t *testing.T) (*Session, *fakeBox, *Process) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
-	fb := &fakeBox{box: box, killed: make(chan struct{})}
-	t.Cleanup(func() { box.Close() })
-	dir := t.TempDir()
-	f := Frame{
-		Control:       host,
-		OpenWorkspace: func() (*os.File, error) { return os.Open(dir) },
-		Kill:          func() { fb.once.Do(func() { close(fb.killed); box.Close() }) },
-		Exited:        fb.killed,
-		Cleanup:       func() {},
-		// The fake box "pauses" by not writing, which is all a frozen
-		// agent does.
-		Pause:  func(context.Context) error { return nil },
-		Resume: func(context.Context) error { return nil },
-	}
+	f, fb := fakeFrame(t)
 	fb.write(t, `{"kind":"ready"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
@@ -62,6 +44,30 @@ func attachFake(t *testing.T) (*Session, *fakeBox, *Process) {
 	s.mu.Unlock()
 	fb.write(t, `{"kind":"started","id":1,"pid":7}`)
 	return s, fb, p
+}
+
+// fakeFrame is the Frame of a fake box, whose agent is the test.
+func fakeFrame(t *testing.T) (Frame, *fakeBox) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
+	fb := &fakeBox{box: box, killed: make(chan struct{})}
+	t.Cleanup(func() { box.Close() })
+	dir := t.TempDir()
+	return Frame{
+		Control:       host,
+		OpenWorkspace: func() (*os.File, error) { return os.Open(dir) },
+		Kill:          func() { fb.once.Do(func() { close(fb.killed); box.Close() }) },
+		Exited:        fb.killed,
+		Cleanup:       func() {},
+		// The fake box "pauses" by not writing, which is all a frozen
+		// agent does.
+		Pause:  func(context.Context) error { return nil },
+		Resume: func(context.Context) error { return nil },
+	}, fb
 }
 
 func (fb *fakeBox) write(t *testing.T, line string) {
@@ -265,5 +271,77 @@ func TestKillWhilePaused(t *testing.T) {
 	}
 	if err := s.Err(); err != nil {
 		t.Errorf("Err() = %v, want the session alive", err)
+	}
+}
+
+// TestRestoredAttach: a session of an agent restored from a checkpoint
+// (Frame.Restored) attaches without a ready event, gives out IDs above
+// PriorIDs, drops the events the processes from before the checkpoint
+// still owe (Frame.Prior), each once, and takes any other line for a
+// breach.
+func TestRestoredAttach(t *testing.T) {
+	tests := []struct {
+		name, line string
+		breach     bool
+	}{
+		{"a started process from before the checkpoint ends", `{"kind":"exited","id":3,"status":{"exit_code":0}}`, false},
+		{"an unstarted one starts and ends", `{"kind":"started","id":5,"pid":9}` + "\n" + `{"kind":"exited","id":5,"status":{"exit_code":0}}`, false},
+		{"one ends twice", `{"kind":"exited","id":3,"status":{"exit_code":0}}` + "\n" + `{"kind":"exited","id":3,"status":{"exit_code":0}}`, true},
+		{"one starts again", `{"kind":"started","id":3,"pid":9}`, true},
+		{"a finished one from before ends", `{"kind":"exited","id":4,"status":{"exit_code":0}}`, true},
+		{"ready again", `{"kind":"ready"}`, true},
+		{"a process never started", `{"kind":"exited","id":9,"status":{"exit_code":0}}`, true},
+		{"garbage", "not json", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, fb := fakeFrame(t)
+			f.Restored, f.PriorIDs, f.Prior = true, 5, Unfinished{3: sawStarted, 5: 0}
+			ctx, cancel := context.WithTimeout(context.Background(), testWait)
+			defer cancel()
+			s, err := Attach(ctx, f)
+			if err != nil {
+				t.Fatalf("Attach() = %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			if got := s.LastID(); got != 5 {
+				t.Errorf("LastID() = %d, want 5", got)
+			}
+			// A process of this session, whose valid end after the line
+			// says the line was read, or whose release says the session
+			// ended.
+			p := &Process{s: s, id: 6, started: make(chan struct{}), done: make(chan struct{})}
+			s.mu.Lock()
+			s.nextID, s.procs[6], s.seen[6] = 6, p, 0
+			s.mu.Unlock()
+			fb.write(t, tt.line)
+			if !tt.breach {
+				fb.write(t, `{"kind":"exited","id":6,"status":{"exit_code":7}}`)
+			}
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				t.Fatalf("after %q: the process was never released", tt.line)
+			}
+			st, werr := p.Wait()
+			switch {
+			case tt.breach && (werr == nil || !strings.Contains(s.Err().Error(), "broke the host protocol")):
+				t.Errorf("after %q: process got %+v, %v, session %v; want the session ended for a breach", tt.line, st, werr, s.Err())
+			case !tt.breach && (werr != nil || st.Code != 7):
+				t.Errorf("after %q: process got %+v, %v; want exit 7 and the session alive", tt.line, st, werr)
+			}
+		})
+	}
+}
+
+// TestRestoredAttachRefuses: Attach refuses a Prior out of range.
+func TestRestoredAttachRefuses(t *testing.T) {
+	for _, prior := range []Unfinished{{6: 0}, {0: 0}, {3: 3}} {
+		f, _ := fakeFrame(t)
+		f.Restored, f.PriorIDs, f.Prior = true, 5, prior
+		if s, err := Attach(context.Background(), f); err == nil {
+			s.Close()
+			t.Errorf("Attach() with Prior %v succeeded, want a refusal", prior)
+		}
 	}
 }

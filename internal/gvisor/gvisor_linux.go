@@ -41,6 +41,10 @@ type Runtime struct {
 	once     sync.Once
 	template rootfs.Template
 	err      error
+
+	// boxes are the live boxes by session, for Checkpoint.
+	boxesMu sync.Mutex
+	boxes   map[*agent.Session]*box
 }
 
 // runscPath is the binary to run.
@@ -98,119 +102,103 @@ type box struct {
 	forced bool
 	// logTail is the end of runsc's log, kept by cleanup for explain.
 	logTail []byte
+	// restored says runsc restores the box (Runtime.Restore): its agent
+	// sends no ready event, so runsc's failure to restore shows only in
+	// its end, and runscEnd, set when runsc exits, is the last line of its
+	// log, for Frame.Ended.
+	restored bool
+	runscEnd string
 	// root holds the shared lock on a template's root (holdRoot), so gc
 	// of any store leaves it while the box lives; nil on the host's root.
 	root *os.File
+	// spec is the spec of the box's session.
+	spec spec.Spec
+	// sess is the box's session once attached (Runtime.track).
+	sess *agent.Session
+	// dirMu is held by a checkpoint while it copies the scratch, which
+	// cleanup removes only once it is free.
+	dirMu sync.Mutex
 }
 
 // Start builds a box for a session of s and returns once its agent is
 // ready; ctx bounds the start only.
 func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error) {
-	if err := s.ValidateSandbox(); err != nil {
-		return nil, err
-	}
-	if s.Workspace != "" {
-		return nil, fmt.Errorf("%w: the gvisor backend does not mount a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
-	}
-	if s.Scratch != "" {
-		return nil, fmt.Errorf("%w: the gvisor backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
-	}
-	runsc, err := r.runscPath()
+	b, tmpl, err := r.newBox(s)
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := r.prepare(runsc)
-	if err != nil {
-		return nil, err
-	}
-	b := &box{r: r, runsc: runsc, id: boxname.Box(), exited: make(chan struct{})}
-	b.dir = filepath.Join(StateDir, "box-"+b.id)
 	ctl, err := b.start(s, tmpl)
 	if err != nil {
 		b.cleanup()
 		return nil, err
 	}
-	f := agent.Frame{
+	sess, err := agent.Attach(ctx, b.frame(s, ctl))
+	if err != nil {
+		return nil, b.explain(err)
+	}
+	r.track(sess, b)
+	return sess, nil
+}
+
+// newBox checks s and names a new box for it, with the root template.
+func (r *Runtime) newBox(s spec.Spec) (*box, rootfs.Template, error) {
+	if err := s.ValidateSandbox(); err != nil {
+		return nil, rootfs.Template{}, err
+	}
+	if s.Workspace != "" {
+		return nil, rootfs.Template{}, fmt.Errorf("%w: the gvisor backend does not mount a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
+	}
+	if s.Scratch != "" {
+		return nil, rootfs.Template{}, fmt.Errorf("%w: the gvisor backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
+	}
+	runsc, err := r.runscPath()
+	if err != nil {
+		return nil, rootfs.Template{}, err
+	}
+	tmpl, err := r.prepare(runsc)
+	if err != nil {
+		return nil, rootfs.Template{}, err
+	}
+	b := &box{r: r, runsc: runsc, id: boxname.Box(), exited: make(chan struct{}), spec: s}
+	b.dir = filepath.Join(StateDir, "box-"+b.id)
+	return b, tmpl, nil
+}
+
+// frame is the agent.Frame of the box, a session of s, whose host end of
+// the control connection is ctl.
+func (b *box) frame(s spec.Spec, ctl *os.File) agent.Frame {
+	return agent.Frame{
 		Spec: s, Control: ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
 		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.kill,
 		Exited:        b.exited,
-		Ended:         func() string { return b.cmd.ProcessState.String() },
+		Ended:         b.ended,
 		// runsc run exits with its container's init's status.
 		ExitCode: func() int { return b.cmd.ProcessState.ExitCode() },
 		Cleanup:  b.cleanup,
 		Pause:    func(ctx context.Context) error { return b.runscCtx(ctx, "pause", b.id) },
 		Resume:   func(ctx context.Context) error { return b.runscCtx(ctx, "resume", b.id) },
 	}
-	sess, err := agent.Attach(ctx, f)
-	if err != nil {
-		return nil, b.explain(err)
-	}
-	return sess, nil
 }
 
 // start writes the bundle and starts runsc with the control socket as the
 // init's stdin; it returns the host's end.
 func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
-	if err := os.Mkdir(b.dir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := rootfs.MountScratch(filepath.Join(b.dir, "scratch"), s.Limits.DiskBytes, s.Limits.Inodes(), nsinit.SandboxUID, nsinit.SandboxGID); err != nil {
-		return nil, err
-	}
-	if err := scratch.SeedBox(filepath.Join(b.dir, "scratch"), s.Root); err != nil {
-		return nil, err
-	}
-	self, err := nsinit.BinaryPath()
-	if err != nil {
-		return nil, err
-	}
-	if !s.Root.IsHost() {
-		if tmpl, err = b.holdTemplateRoot(s.Root); err != nil {
-			return nil, err
-		}
-	}
-	bundle := Bundle{
-		Root: tmpl.Dir, Binds: tmpl.Binds, From: tmpl.From, VarTmp: tmpl.VarTmp, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
-		Init: self, InitPath: nsinit.BoxedPath, Args: []string{nsinit.BoxedPath, nsinit.BoxedStdin},
-		CgroupsPath: cgroupsPath(b.id), Limits: s.Limits,
-	}
-	cfgJSON, err := json.Marshal(bundle.Spec())
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(b.dir, "config.json"), cfgJSON, 0o600); err != nil {
+	if err := b.build(s, tmpl, func(dir string) error { return scratch.SeedBox(dir, s.Root) }); err != nil {
 		return nil, err
 	}
 	if s.Network.Mode == spec.NetProxy {
+		var err error
 		if b.att, err = agent.AttachEgress(b.id, s.Network, s.Limits.CPUs); err != nil {
 			return nil, err
 		}
 	}
-	host, child, err := socketpair()
+	host, err := b.launch("run", "--bundle", b.dir, b.id)
 	if err != nil {
 		return nil, err
 	}
-	defer child.Close()
-	if b.log, err = os.Create(filepath.Join(b.dir, "runsc.log")); err != nil {
-		host.Close()
-		return nil, err
-	}
-	b.cmd = exec.Command(b.runsc, b.r.args("run", "--bundle", b.dir, b.id)...)
-	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = child, b.log, b.log
-	b.cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
-	if err := b.cmd.Start(); err != nil {
-		host.Close()
-		return nil, fmt.Errorf("starting runsc: %w", err)
-	}
-	go func() {
-		// runsc run's own failures are in its log (explain), not in
-		// Wait's error.
-		_ = b.cmd.Wait()
-		close(b.exited)
-	}()
 	// gVisor (2022) lets every user read every task's /proc files and
 	// change its scheduling, so the agent hides itself from the user's PID
 	// namespace (nsinit.Config.HideAgent).
@@ -224,6 +212,71 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 		return nil, err
 	}
 	b.ctl = host
+	return host, nil
+}
+
+// build makes the box's directory: its scratch tmpfs, filled by fill, and
+// the bundle's config.json.
+func (b *box) build(s spec.Spec, tmpl rootfs.Template, fill func(scratch string) error) error {
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return err
+	}
+	if err := rootfs.MountScratch(filepath.Join(b.dir, "scratch"), s.Limits.DiskBytes, s.Limits.Inodes(), nsinit.SandboxUID, nsinit.SandboxGID); err != nil {
+		return err
+	}
+	if err := fill(filepath.Join(b.dir, "scratch")); err != nil {
+		return err
+	}
+	self, err := nsinit.BinaryPath()
+	if err != nil {
+		return err
+	}
+	if !s.Root.IsHost() {
+		if tmpl, err = b.holdTemplateRoot(s.Root); err != nil {
+			return err
+		}
+	}
+	bundle := Bundle{
+		Root: tmpl.Dir, Binds: tmpl.Binds, From: tmpl.From, VarTmp: tmpl.VarTmp, Scratch: filepath.Join(b.dir, "scratch"), ScratchDirs: rootfs.ScratchDirs,
+		Init: self, InitPath: nsinit.BoxedPath, Args: []string{nsinit.BoxedPath, nsinit.BoxedStdin},
+		CgroupsPath: cgroupsPath(b.id), Limits: s.Limits,
+	}
+	cfgJSON, err := json.Marshal(bundle.Spec())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.dir, "config.json"), cfgJSON, 0o600)
+}
+
+// launch starts runsc with args (run or restore) and the child's end of a
+// new control socketpair as the container's stdin; it returns the host's
+// end.
+func (b *box) launch(args ...string) (*os.File, error) {
+	host, child, err := socketpair()
+	if err != nil {
+		return nil, err
+	}
+	defer child.Close()
+	if b.log, err = os.Create(filepath.Join(b.dir, "runsc.log")); err != nil {
+		host.Close()
+		return nil, err
+	}
+	b.cmd = exec.Command(b.runsc, b.r.args(args...)...)
+	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = child, b.log, b.log
+	b.cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	if err := b.cmd.Start(); err != nil {
+		host.Close()
+		return nil, fmt.Errorf("starting runsc: %w", err)
+	}
+	go func() {
+		// runsc's own failures are in its log (explain), not in Wait's
+		// error.
+		_ = b.cmd.Wait()
+		if b.restored {
+			b.runscEnd = lastLine(tail(b.log))
+		}
+		close(b.exited)
+	}()
 	return host, nil
 }
 
@@ -345,9 +398,29 @@ func (b *box) cleanup() {
 		b.logTail = tail(b.log)
 		b.log.Close()
 	}
+	b.r.untrack(b)
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
 	if err := boxname.RemoveDir(b.dir); err != nil {
 		b.logger().Warn("removing the box's directory", "err", err)
 	}
+}
+
+// ended is how runsc ended, once it has (Frame.Ended), with the last
+// line of its log for a restored box.
+func (b *box) ended() string {
+	if b.runscEnd == "" {
+		return b.cmd.ProcessState.String()
+	}
+	return b.cmd.ProcessState.String() + "; runsc: " + b.runscEnd
+}
+
+// lastLine is the last line of log, one line at most maxLogTail bytes.
+func lastLine(log []byte) string {
+	if i := bytes.LastIndexByte(log, '\n'); i >= 0 {
+		log = log[i+1:]
+	}
+	return strings.ToValidUTF8(string(bytes.TrimSpace(log)), "?")
 }
 
 // logger is the Runtime's logger, for this box.

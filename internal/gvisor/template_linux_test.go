@@ -47,9 +47,15 @@ func treeEntries(t *testing.T, dir string) int {
 // startBox starts a box of s, closed when t ends.
 func startBox(t *testing.T, s spec.Spec) *agent.Session {
 	t.Helper()
+	return startBoxOn(t, &Runtime{}, s)
+}
+
+// startBoxOn starts a box of s with r, closed when t ends.
+func startBoxOn(t *testing.T, r *Runtime, s spec.Spec) *agent.Session {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sess, err := (&Runtime{}).Start(ctx, s)
+	sess, err := r.Start(ctx, s)
 	if err != nil {
 		t.Fatalf("starting a box on template %q: %v", s.Root.Template, err)
 	}

@@ -1,0 +1,357 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/strictjson"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// A checkpoint is a directory holding everything a box needs to start
+// again where it stood: runsc's image of the sandbox's memory and
+// processes (checkpoint.img), a copy of the box's scratch tmpfs
+// (scratch/: /workspace, /tmp, the home, /dev/shm), which lives on the
+// host outside gVisor's memory, and Warden's own record of it
+// (warden-checkpoint.json).
+const (
+	checkpointImage  = "checkpoint.img"
+	checkpointRecord = "warden-checkpoint.json"
+	checkpointFiles  = "scratch"
+)
+
+// checkpointFormat is the version of the record; Restore refuses others.
+const checkpointFormat = 1
+
+// record is what Warden keeps of a checkpoint beside runsc's image.
+type record struct {
+	Format int `json:"format"`
+	// LastID is the checkpointed session's last process ID (see
+	// agent.Frame.PriorIDs).
+	LastID uint64 `json:"last_id"`
+	// Unfinished are the session's processes that had not reported all
+	// their events (agent.Frame.Prior).
+	Unfinished agent.Unfinished `json:"unfinished,omitempty"`
+	// RootDir and RootDigest name the box's root: a restored box must
+	// mount the same one, which its processes have open.
+	RootDir    string `json:"root_dir,omitempty"`
+	RootDigest string `json:"root_digest,omitempty"`
+	// ScratchBytes is what the box's scratch tmpfs held: a restored box
+	// needs a disk limit at least this large.
+	ScratchBytes int64 `json:"scratch_bytes"`
+}
+
+// CheckpointWait bounds a checkpoint and a restore's start: runsc saves
+// or loads the whole of the box's memory (about 1 s per 200 MB measured).
+// Exported for the callers issue 22 will add, which bound their own
+// requests by it.
+const CheckpointWait = 2 * time.Minute
+
+// ErrCannotCheckpoint is wrapped by Checkpoint's error when it refused
+// the box before runsc's save, for something gVisor cannot save: the box
+// is untouched and runs on.
+var ErrCannotCheckpoint = errors.New("this sandbox cannot be checkpointed")
+
+// ErrSaveFailed is wrapped by Checkpoint's error when runsc's save itself
+// failed: runsc 2022-12-19 then ends the box, so the session ends too.
+var ErrSaveFailed = errors.New("runsc failed to save the sandbox, which ended")
+
+// CheckpointOptions change what Checkpoint accepts.
+type CheckpointOptions struct {
+	// Running lets the checkpoint go on while processes the session
+	// started still run. Each was given the host's pipes, which gVisor
+	// cannot save, so only one that moved every descriptor off them (a
+	// server started as `exec prog </dev/null >/dev/null 2>&1`) can be
+	// saved; for any other runsc fails, and runsc 2022-12-19 then ends
+	// the box (ErrSaveFailed). Set by a caller that knows its processes'
+	// descriptors, never from user input.
+	Running bool
+}
+
+// Checkpoint saves the whole box of sess, a session this Runtime started
+// or restored, to dir, a directory it creates (it must not exist): the
+// memory and processes of every task in it and a copy of its files. The
+// box then ends, and so does sess (its Err wraps agent.ErrSaved): the
+// caller closes it as usual. Restore starts a new box from dir, as many
+// times as wanted (a fork). Nothing in the API reaches Checkpoint yet:
+// the session snapshot and fork of issue 22 will call it.
+//
+// The box stays paused from before the copy of its files to the end of
+// runsc's save, and the pause is held (agent.Session.WhilePaused):
+// Resume, Close's resume and new processes wait for it. The caller must
+// hold its own calls on the box's files (the workspace API) meanwhile.
+// The copy opens every directory beneath the scratch without following
+// a link (workspace.CopyTree), so nothing the box left there leads it to
+// a host file.
+//
+// gVisor cannot save a descriptor that came from the host, except the
+// init's stdin, which runsc gives again on restore, and a save that
+// fails ends the box. So Checkpoint refuses, with ErrCannotCheckpoint
+// and the box untouched, a box with the egress proxy (its link is a host
+// socket) and, unless o.Running, one with a process the session started
+// still running (an exec, a persistent interpreter: they hold the host's
+// pipes). A save runsc itself fails (ErrSaveFailed) ends the box and sess.
+// On any failure dir is removed.
+func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string, o CheckpointOptions) (err error) {
+	b := r.boxOf(sess)
+	if b == nil {
+		return errors.New("checkpoint: the session is not a live box of this gvisor runtime")
+	}
+	if b.att != nil {
+		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("checkpoint: making the image directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				b.logger().Warn("removing a failed checkpoint's directory", "dir", dir, "err", rerr)
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
+	defer cancel()
+	// cleanup waits for the copy of the scratch, should the session be
+	// closed meanwhile.
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
+	// A box WhilePaused paused and fn failed on runs on, or, where
+	// runsc's save failed, goes on to the end runsc gave it.
+	err = sess.WhilePaused(ctx, func() (bool, error) {
+		if n := sess.Running(); n > 0 && !o.Running {
+			return false, fmt.Errorf("%w: %d of its processes run with the host's pipes, which gVisor cannot save (a persistent interpreter or an exec): end them first", ErrCannotCheckpoint, n)
+		}
+		if err := b.save(ctx, dir, sess.LastID(), sess.Unfinished()); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// save copies the paused box's scratch into dir, while nothing in the
+// box can write, writes the record and has runsc save the box there
+// (runsc saves a paused box as a running one).
+func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished agent.Unfinished) error {
+	used, err := scratchBytes(filepath.Join(b.dir, "scratch"))
+	if err != nil {
+		return err
+	}
+	files := filepath.Join(dir, checkpointFiles)
+	if err := os.Mkdir(files, 0o700); err != nil {
+		return fmt.Errorf("making the files' directory: %w", err)
+	}
+	// The copy's data is at most the tmpfs's, unless hard links copied
+	// apart make it more: bounded by it, the box cannot fill the host.
+	if _, err := workspace.CopyTree(ctx, filepath.Join(b.dir, "scratch"), files, used); err != nil {
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			return fmt.Errorf("the host's disk under %s is full: the box's files are %d bytes", dir, used)
+		}
+		return fmt.Errorf("copying the box's files: %w", err)
+	}
+	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used}
+	if err := writeRecord(dir, rec); err != nil {
+		return fmt.Errorf("writing the record: %w", err)
+	}
+	if err := b.runscCtx(ctx, "checkpoint", "--image-path", dir, b.id); err != nil {
+		return checkpointError(err)
+	}
+	return nil
+}
+
+// scratchBytes is what the scratch tmpfs at dir holds.
+func scratchBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("measuring the box's files: %w", err)
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize, nil
+}
+
+// checkpointError is runsc checkpoint's error, told in one line where
+// its cause is known (runsc's own is a dump of gVisor's state).
+func checkpointError(err error) error {
+	msg := err.Error()
+	switch {
+	case bytes.Contains([]byte(msg), []byte("host.inode is not savable")):
+		return fmt.Errorf("%w: a process in it holds a descriptor from the host, which gVisor cannot save", ErrSaveFailed)
+	case len(msg) > maxLogTail:
+		msg = msg[:maxLogTail] + "…"
+	}
+	return fmt.Errorf("%w: runsc: %s", ErrSaveFailed, strings.Join(strings.Fields(msg), " "))
+}
+
+// Restore starts a new box of s from the checkpoint in dir (Checkpoint)
+// and returns the session of its agent, which serves where it stood: the
+// box's processes run on with their memory, its files are the copy's. s
+// must be the checkpointed session's spec (its root above all). Of its
+// limits only the cgroup's (memory, CPUs, PIDs) and the scratch tmpfs's
+// (disk, inodes) apply to the new box; what the agent set up inside the
+// box at its first start (its rlimits, its environment, the seccomp
+// filter) comes back from the saved memory as it was, whatever s says
+// now, and nothing checks that s matches it beyond the root. dir is only
+// read: it can be restored again. ctx bounds the restore's start.
+// Nothing in the API reaches Restore yet: issue 22 will call it.
+//
+// What repeats: every restored copy starts with the same memory, so a
+// process's own random state (Python's random module, a seeded PRNG) goes
+// on with the same numbers in each copy; the kernel's (getrandom(2),
+// /dev/urandom) is gVisor's, drawn from the host's, and differs.
+func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.Session, error) {
+	if s.Network.Mode == spec.NetProxy {
+		return nil, fmt.Errorf("%w: a gvisor box with the egress proxy cannot be restored from a checkpoint; use network none", spec.ErrInvalid)
+	}
+	rec, err := readRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkImage(dir); err != nil {
+		return nil, err
+	}
+	if rec.RootDir != s.Root.Dir || rec.RootDigest != s.Root.Digest {
+		return nil, fmt.Errorf("%w: checkpoint %s was taken of a box on another root (%q), restore it with its own session's spec", spec.ErrInvalid, dir, rec.RootDir)
+	}
+	if s.Limits.DiskBytes < rec.ScratchBytes {
+		return nil, diskError(rec.ScratchBytes)
+	}
+	b, tmpl, err := r.newBox(s)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
+	defer cancel()
+	fill := func(scratch string) error {
+		_, err := workspace.CopyTree(ctx, filepath.Join(dir, checkpointFiles), scratch, s.Limits.DiskBytes)
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			return diskError(rec.ScratchBytes)
+		}
+		return err
+	}
+	if err := b.build(s, tmpl, fill); err != nil {
+		b.cleanup()
+		return nil, fmt.Errorf("restoring the box's files: %w", err)
+	}
+	b.restored = true
+	ctl, err := b.launch("restore", "--image-path", dir, "--bundle", b.dir, b.id)
+	if err != nil {
+		b.cleanup()
+		return nil, err
+	}
+	b.ctl = ctl
+	f := b.frame(s, ctl)
+	f.Restored, f.PriorIDs, f.Prior = true, rec.LastID, rec.Unfinished
+	sess, err := agent.Attach(ctx, f)
+	if err != nil {
+		return nil, b.explain(err)
+	}
+	r.track(sess, b)
+	return sess, nil
+}
+
+func writeRecord(dir string, rec record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, checkpointRecord), data, 0o600)
+}
+
+// checkImage refuses a checkpoint whose image is missing or no regular
+// file: runsc would fail only once the restored box runs, after Restore
+// returned.
+func checkImage(dir string) error {
+	fi, err := os.Lstat(filepath.Join(dir, checkpointImage))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: checkpoint %s has no image %s (%w): take the checkpoint again", spec.ErrInvalid, dir, checkpointImage, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: checkpoint %s's image %s is a %s, not a regular file: take the checkpoint again", spec.ErrInvalid, dir, checkpointImage, fi.Mode().Type())
+	}
+	return nil
+}
+
+// maxRecord bounds the record Restore reads.
+const maxRecord = 64 << 10
+
+// maxLastID bounds a record's last process ID: far above any session's,
+// and far below where the next ID would wrap.
+const maxLastID = 1 << 48
+
+func readRecord(dir string) (record, error) {
+	var rec record
+	fd, err := unix.Open(filepath.Join(dir, checkpointRecord), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return rec, fmt.Errorf("%w: %s is not a gvisor checkpoint: %w", spec.ErrInvalid, dir, err)
+	}
+	f := os.NewFile(uintptr(fd), checkpointRecord)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return rec, fmt.Errorf("%w: the record of checkpoint %s is not a regular file", spec.ErrInvalid, dir)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return rec, fmt.Errorf("reading the record of checkpoint %s: %w", dir, err)
+	}
+	if len(data) > maxRecord {
+		return rec, fmt.Errorf("%w: the record of checkpoint %s is longer than %d bytes", spec.ErrInvalid, dir, maxRecord)
+	}
+	if err := strictjson.Decode(data, &rec); err != nil {
+		return rec, fmt.Errorf("%w: the record of checkpoint %s: %w", spec.ErrInvalid, dir, err)
+	}
+	if rec.Format != checkpointFormat {
+		return rec, fmt.Errorf("%w: checkpoint %s has format %d, this warden reads %d: take it again", spec.ErrInvalid, dir, rec.Format, checkpointFormat)
+	}
+	if rec.LastID > maxLastID {
+		return rec, fmt.Errorf("%w: checkpoint %s's last process ID %d is above %d", spec.ErrInvalid, dir, rec.LastID, uint64(maxLastID))
+	}
+	return rec, nil
+}
+
+// diskError is the refusal of a disk limit too small for a checkpoint's
+// files of n bytes.
+func diskError(n int64) error {
+	return fmt.Errorf("%w: raise the disk limit to at least %d bytes; the checkpoint's files are %d", spec.ErrInvalid, n, n)
+}
+
+// track records sess as b's, for Checkpoint.
+func (r *Runtime) track(sess *agent.Session, b *box) {
+	r.boxesMu.Lock()
+	defer r.boxesMu.Unlock()
+	if r.boxes == nil {
+		r.boxes = map[*agent.Session]*box{}
+	}
+	b.sess = sess
+	r.boxes[sess] = b
+}
+
+// untrack forgets b, at its cleanup.
+func (r *Runtime) untrack(b *box) {
+	r.boxesMu.Lock()
+	defer r.boxesMu.Unlock()
+	if b.sess != nil && r.boxes[b.sess] == b {
+		delete(r.boxes, b.sess)
+	}
+}
+
+// boxOf is the live box of sess, or nil.
+func (r *Runtime) boxOf(sess *agent.Session) *box {
+	r.boxesMu.Lock()
+	defer r.boxesMu.Unlock()
+	return r.boxes[sess]
+}
