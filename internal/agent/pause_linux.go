@@ -83,6 +83,8 @@ func (s *Session) Resume(ctx context.Context) error {
 // saved true, the box is gone (a runtime saved and ended it): the session
 // ends with ErrSaved, reported by Err, and is left for Close.
 func (s *Session) WhilePaused(ctx context.Context, fn func() (saved bool, err error)) error {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if err := s.ifEnded(); err != nil {

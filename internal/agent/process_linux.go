@@ -69,11 +69,11 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 	return p, p.awaitStart(ctx)
 }
 
-// request registers a process for c and sends its spawn, holding the
-// pause, so none starts while WhilePaused runs.
+// request registers a process for c and sends its spawn, holding holdMu
+// shared, so none starts while WhilePaused runs.
 func (s *Session) request(c interp.Command) (*Process, error) {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
+	s.holdMu.RLock()
+	defer s.holdMu.RUnlock()
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return nil, fmt.Errorf("no command given")
 	}

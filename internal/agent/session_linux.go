@@ -63,9 +63,16 @@ type Session struct {
 	cleanupErrs []error
 	moreErrs    int
 
-	// pauseMu serialises Pause, Resume, WhilePaused, a process's request
-	// and the resume at teardown, and guards paused, which says the box
-	// is stopped (see Pause), and resumed, when it last resumed.
+	// holdMu keeps new processes out while WhilePaused runs: each
+	// request holds it shared while it registers and sends its process,
+	// so requests stay concurrent and a slow send never holds pauseMu
+	// (Close's thaw, Pause and Resume would wait behind it and the box be
+	// blamed for the send's timeout); WhilePaused holds it alone, taken
+	// before pauseMu.
+	holdMu sync.RWMutex
+	// pauseMu serialises Pause, Resume, WhilePaused and the resume at
+	// teardown, and guards paused, which says the box is stopped (see
+	// Pause), and resumed, when it last resumed.
 	pauseMu sync.Mutex
 	paused  bool
 	resumed time.Time

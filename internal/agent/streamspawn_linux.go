@@ -119,7 +119,8 @@ func (s *Session) openStream(sf streamFile) (*relay, error) {
 // slotWait bounds the wait for the box to free channels the host has
 // finished with: their close or stop is on its way, unless the box keeps
 // them back. The box's agent runs on the box's CPU quota, so it may be
-// slow; the wait holds no lock, so kills and other requests go on.
+// slow; the wait holds no lock a kill, a pause or another request waits
+// for (a request holds holdMu only shared), so they go on.
 const slotWait = sendTimeout
 
 // waitSlots waits until the stream has room for need more channels.
