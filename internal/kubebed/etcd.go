@@ -75,6 +75,7 @@ func httpOK(ctx context.Context, c *http.Client, url, token string) bool {
 	if err != nil {
 		return false
 	}
+	// a health probe's body is unread; closing it frees the connection and has nothing to report
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }

@@ -45,12 +45,14 @@ func startProcess(dir, name, path string, args, env []string) (*process, error) 
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = processGroup()
 	if err := cmd.Start(); err != nil {
+		// the log file was only opened for the program; the start's error is what matters
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, path, err)
 	}
 	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		// the log was written by the program and is read by path; a failed close loses nothing
 		_ = f.Close()
 		close(p.done)
 	}()

@@ -197,12 +197,13 @@ func TestMalformedSpawn(t *testing.T) {
 		name string
 		req  Request
 		fds  int
+		want string
 	}{
-		{"fewer files than promised", Request{Op: OpSpawn, ID: 1, Argv: ls, Files: 3}, 2},
-		{"more files than promised", Request{Op: OpSpawn, ID: 2, Argv: ls, Files: 3}, 4},
-		{"no stderr", Request{Op: OpSpawn, ID: 3, Argv: ls, Files: 2}, 2},
-		{"odd cgroup files", Request{Op: OpSpawn, ID: 4, Argv: ls, Files: 3, Cgroup: 1}, 4},
-		{"no argv", Request{Op: OpSpawn, ID: 5, Files: 3}, 3},
+		{"fewer files than promised", Request{Op: OpSpawn, ID: 1, Argv: ls, Files: 3}, 2, "open-files limit"},
+		{"more files than promised", Request{Op: OpSpawn, ID: 2, Argv: ls, Files: 3}, 4, "malformed spawn request"},
+		{"no stderr", Request{Op: OpSpawn, ID: 3, Argv: ls, Files: 2}, 2, "malformed spawn request"},
+		{"odd cgroup files", Request{Op: OpSpawn, ID: 4, Argv: ls, Files: 3, Cgroup: 1}, 4, "malformed spawn request"},
+		{"no argv", Request{Op: OpSpawn, ID: 5, Files: 3}, 3, "malformed spawn request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,8 +223,8 @@ func TestMalformedSpawn(t *testing.T) {
 			if err := json.Unmarshal(out.Bytes(), &e); err != nil {
 				t.Fatalf("the agent answered %q: %v", out.String(), err)
 			}
-			if e.Kind != EventExited || e.ID != tt.req.ID || e.Status == nil || !e.Status.StartFailed || e.Status.ExitCode != 126 || e.Status.Error != "malformed spawn request" {
-				t.Errorf("the agent answered %q, want a start failure (126) of process %d", out.String(), tt.req.ID)
+			if e.Kind != EventExited || e.ID != tt.req.ID || e.Status == nil || !e.Status.StartFailed || e.Status.ExitCode != 126 || !strings.Contains(e.Status.Error, tt.want) {
+				t.Errorf("the agent answered %q, want a start failure (126) of process %d saying %q", out.String(), tt.req.ID, tt.want)
 			}
 			if after := openFDs(t); after != before {
 				t.Errorf("%d descriptors open after the spawn, %d before: its descriptors leaked", after, before)
