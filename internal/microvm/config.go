@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/vmguest"
 	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
@@ -45,7 +47,29 @@ type Config struct {
 	Cmdline []string
 	// BootTimeout bounds the wait for the guest's hello; 0 means DefaultBootTimeout.
 	BootTimeout time.Duration
+	// Shares are the host directories the guest mounts over 9p.
+	Shares []Share
+	// ID is the host uid and gid QEMU runs as, leased by the caller where
+	// files QEMU writes to a share must belong to an id the caller knows
+	// (a box's scratch, which the host's file API reaches as that id);
+	// the caller releases it once the VM has ended and those files are
+	// gone. Nil leases one for this VM alone.
+	ID *hostid.Lease
 }
+
+// Share is a host directory the guest mounts over 9p.
+type Share struct {
+	// Tag is the 9p mount tag the guest names it by.
+	Tag string
+	// Dir is the host directory shared.
+	Dir string
+	// ReadOnly makes QEMU refuse the guest's writes.
+	ReadOnly bool
+}
+
+// maxShares is how many shares fit the microvm machine's virtio-mmio
+// transports (8 in QEMU 7.2) beside the serial port and the RNG.
+const maxShares = 6
 
 // Defaults and bounds for Config.
 const (
@@ -98,6 +122,9 @@ func (c Config) normalize() (Config, error) {
 	case c.Accel != "" && c.Accel != KVM && c.Accel != TCG:
 		return c, fmt.Errorf("microvm: accelerator %q is neither %q nor %q", c.Accel, KVM, TCG)
 	}
+	if err := checkShares(c.Shares); err != nil {
+		return c, err
+	}
 	for _, tok := range c.KernelArgs {
 		if err := checkToken(tok, fixedCmdline); err != nil {
 			return c, err
@@ -120,6 +147,53 @@ func (c Config) checkAccel(accel Accel) error {
 		return fmt.Errorf("microvm: %d vCPUs under TCG (software emulation): multi-vCPU TCG boots hang; use 1 vCPU or a host with KVM", c.CPUs)
 	}
 	return nil
+}
+
+// checkShares refuses more shares than the machine has transports for,
+// a repeated tag, a tag the guest would refuse, and a directory QEMU's
+// option parser would read otherwise (a comma) or relative to its "/".
+func checkShares(shares []Share) error {
+	if len(shares) > maxShares {
+		return fmt.Errorf("microvm: %d shares, more than the %d the microvm machine has room for", len(shares), maxShares)
+	}
+	seen := map[string]bool{}
+	for _, sh := range shares {
+		if err := vmguest.CheckTag(sh.Tag); err != nil {
+			return fmt.Errorf("microvm: share %q: %w", sh.Dir, err)
+		}
+		if seen[sh.Tag] {
+			return fmt.Errorf("microvm: share tag %q is used twice; give each share its own", sh.Tag)
+		}
+		seen[sh.Tag] = true
+		if !filepath.IsAbs(sh.Dir) || filepath.Clean(sh.Dir) != sh.Dir || strings.ContainsAny(sh.Dir, ",\x00") {
+			return fmt.Errorf("microvm: share directory %q must be a clean absolute path without a comma", sh.Dir)
+		}
+	}
+	return nil
+}
+
+// shareArgs are QEMU's arguments for the shares: each a 9p file system
+// device on the local backend. security_model=none: QEMU, under its own
+// unprivileged uid, does every operation as that uid and passes the
+// host's owners and modes through unchanged (passthrough would have to
+// chown files to the guest's ids, which needs root; mapped-xattr would
+// keep the guest's owners in xattrs the host's file API does not read).
+// A box's user runs as QEMU's uid in the guest (the caller's Config.ID),
+// so what it writes is its own on both sides. Read-only shares are
+// refused writes by QEMU itself (readonly=on) and remap the inode numbers
+// of any mount below them (multidevs=remap), so two files on different
+// host file systems never look alike to the guest.
+func shareArgs(shares []Share) []string {
+	var a []string
+	for i, sh := range shares {
+		id := "fs" + strconv.Itoa(i)
+		fsdev := "local,id=" + id + ",path=" + sh.Dir + ",security_model=none"
+		if sh.ReadOnly {
+			fsdev += ",readonly=on,multidevs=remap"
+		}
+		a = append(a, "-fsdev", fsdev, "-device", "virtio-9p-device,fsdev="+id+",mount_tag="+sh.Tag)
+	}
+	return a
 }
 
 // checkToken refuses a kernel parameter that could smuggle in more
@@ -159,7 +233,7 @@ func args(cfg Config, accel Accel) []string {
 		accelOpt += ",tb-size=" + strconv.Itoa(tbSizeMiB)
 		cpu = "max"
 	}
-	return []string{
+	return append([]string{
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		"-machine", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=off,rtc=on,acpi=off",
@@ -173,7 +247,7 @@ func args(cfg Config, accel Accel) []string {
 		"-chardev", "socket,id=agent,fd=" + strconv.Itoa(agentFD),
 		"-device", "virtserialport,chardev=agent,name=" + vmguest.PortName,
 		"-device", "virtio-rng-device",
-	}
+	}, shareArgs(cfg.Shares)...)
 }
 
 func fdPath(fd int) string { return "/dev/fd/" + strconv.Itoa(fd) }

@@ -69,13 +69,21 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.host, l.guest, err = socketPair(); err != nil {
 		return l, err
 	}
-	if l.id, err = hostid.Take(); err != nil {
+	if l.id, err = leaseID(cfg); err != nil {
 		return l, fmt.Errorf("microvm: QEMU's identity: %w", err)
 	}
 	if err := l.makeCgroup(); err != nil {
 		return l, err
 	}
 	return l, l.dupQEMU()
+}
+
+// leaseID is the caller's lease (Config.ID), or one for this VM alone.
+func leaseID(cfg Config) (*hostid.Lease, error) {
+	if cfg.ID != nil {
+		return cfg.ID, nil
+	}
+	return hostid.Take()
 }
 
 // pickAccel is cfg's accelerator, or the host's.
@@ -137,7 +145,7 @@ func (l *launch) run(cmd *exec.Cmd) (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	return &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}, nil
+	return &VM{cmd: cmd, conn: conn, id: l.id, ownID: l.cfg.ID == nil, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}, nil
 }
 
 // settle moves a started QEMU into its cgroup where it could not start
@@ -244,7 +252,7 @@ func (l *launch) closeHostEnds() {
 	if l.cg != nil {
 		deleteCgroup(l.cg)
 	}
-	if l.id != nil {
+	if l.id != nil && l.cfg.ID == nil {
 		l.id.Release()
 	}
 	l.logR, l.host, l.id, l.cg = nil, nil, nil, nil

@@ -36,6 +36,7 @@ type VM struct {
 	conn      net.Conn
 	closeConn sync.Once
 	id        *hostid.Lease
+	ownID     bool // id was leased for this VM (not Config.ID): released at its end
 	cg        cgroup.Cgroup
 	console   *consoleLog
 	boot      Boot
@@ -200,5 +201,7 @@ func (v *VM) reap() {
 	v.console.finish(drainGrace)
 	v.closePort()
 	deleteCgroup(v.cg)
-	v.id.Release() // after the reap: no process runs as it any more
+	if v.ownID {
+		v.id.Release() // after the reap: no process runs as it any more
+	}
 }
