@@ -53,6 +53,11 @@ const roCache = "loose"
 // 256 MiB guest (MemTotal - MemAvailable), with room to spare.
 const guestMiB = 48
 
+// bootTimeout bounds a box's boot to the guest's hello: the launcher's
+// default (10 s) was overrun under TCG on this 2-core host while a test
+// suite booted VMs back to back (boots of 2-4 s there took over 10 s).
+const bootTimeout = 30 * time.Second
+
 // hostAgentWrite bounds the host's writes of the boot message and the
 // agent's Config on the port, which a live guest reads at once.
 const hostAgentWrite = 10 * time.Second
@@ -135,6 +140,8 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		Exited:        b.vm.Done(),
 		Ended:         b.ended,
 		Cleanup:       b.cleanup,
+		Pause:         b.vm.Pause,
+		Resume:        b.vm.Resume,
 	}
 	b.ctl = nil // the session's from here on
 	sess, err := agent.Attach(ctx, f)
@@ -193,7 +200,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 	boot, shares := layout(tmpl, root, scratch)
 	cfg := microvm.Config{
 		KernelFile: kf, KernelArgs: args, Initrd: initrd, ID: b.lease, Shares: shares,
-		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel),
+		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), BootTimeout: bootTimeout,
 	}
 	// The VM outlives ctx (a session's); Start's own boot timeout bounds it.
 	if b.vm, err = microvm.Start(context.Background(), cfg); err != nil {
@@ -205,7 +212,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 // layout is the guest's boot message and the shares it names: the box's
 // root (assembled on the host, read-only) and its scratch.
 func layout(tmpl rootfs.Template, root, scratch string) (vmguest.Boot, []microvm.Share) {
-	boot := vmguest.Boot{Root: rootTag, Scratch: scratchTag, ScratchDirs: rootfs.ScratchDirs, VarTmp: tmpl.VarTmp, Cache: roCache}
+	boot := vmguest.Boot{Root: rootTag, Scratch: scratchTag, ScratchDirs: rootfs.ScratchDirs, VarTmp: tmpl.VarTmp, Cache: roCache, Hostname: agent.Hostname}
 	return boot, []microvm.Share{{Tag: rootTag, Dir: root, ReadOnly: true}, {Tag: scratchTag, Dir: scratch}}
 }
 

@@ -34,6 +34,9 @@ type Boot struct {
 	// VarTmp binds the scratch's tmp at /var/tmp too (a template image's
 	// own /var/tmp, rootfs.ImageVarTmp).
 	VarTmp bool `json:"var_tmp,omitempty"`
+	// Hostname is the box's host name, which the guest kernel holds (a
+	// runtime sets a container's; here the guest init does).
+	Hostname string `json:"hostname,omitempty"`
 	// Cache is the 9p cache mode of the read-only shares (the scratch's
 	// is always "none": the host's file API writes it too).
 	Cache string `json:"cache,omitempty"`
@@ -110,7 +113,7 @@ func ReadBoot(r io.Reader) (Boot, error) {
 // names a tag or path the guest would not mount.
 func (b Boot) check() error {
 	if b.Echo {
-		if b.Root != "" || b.Scratch != "" || len(b.ScratchDirs) > 0 || b.VarTmp || b.Cache != "" {
+		if b.Root != "" || b.Scratch != "" || len(b.ScratchDirs) > 0 || b.VarTmp || b.Cache != "" || b.Hostname != "" {
 			return fmt.Errorf("%w: an echo boot names a box too", ErrBadBoot)
 		}
 		return nil
@@ -120,6 +123,9 @@ func (b Boot) check() error {
 	}
 	if err := checkTag(b.Scratch, "scratch"); err != nil {
 		return err
+	}
+	if err := CheckTag(b.Hostname); err != nil {
+		return fmt.Errorf("%w: host name: %w", ErrBadBoot, err)
 	}
 	if !slices.Contains(cacheModes, b.Cache) {
 		return fmt.Errorf("%w: cache mode %q is none of %s", ErrBadBoot, b.Cache, strings.Join(cacheModes, ", "))

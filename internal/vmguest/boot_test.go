@@ -10,7 +10,7 @@ import (
 
 // goodBoot is a box's boot message as the microvm backend sends it.
 func goodBoot() Boot {
-	return Boot{Root: "root", Scratch: "scratch", Cache: "loose", ScratchDirs: map[string]string{"workspace": "/workspace", "tmp": "/tmp"}}
+	return Boot{Root: "root", Scratch: "scratch", Cache: "loose", Hostname: "sandbox", ScratchDirs: map[string]string{"workspace": "/workspace", "tmp": "/tmp"}}
 }
 
 func TestBootRoundTrip(t *testing.T) {
@@ -58,13 +58,14 @@ func TestBadBoot(t *testing.T) {
 		{"trailing data", frame(`{"echo":true}{}`), "bad microVM boot"},
 		{"nothing asked", frame(`{}`), "root tag"},
 		{"echo and box", frame(`{"echo":true,"root":"root"}`), "names a box too"},
-		{"bad tag", frame(`{"root":"root,x","scratch":"s","cache":"none"}`), `holds ','`},
-		{"long tag", frame(`{"root":"` + strings.Repeat("a", 32) + `","scratch":"s","cache":"none"}`), "1-31 bytes"},
-		{"bad cache", frame(`{"root":"r","scratch":"s","cache":"always"}`), "cache mode"},
-		{"relative dir", frame(`{"root":"r","scratch":"s","cache":"none","scratch_dirs":{"tmp":"tmp"}}`), "clean absolute"},
-		{"dotdot dir", frame(`{"root":"r","scratch":"s","cache":"none","scratch_dirs":{"tmp":"/a/../tmp"}}`), "clean absolute"},
-		{"dir over root", frame(`{"root":"r","scratch":"s","cache":"none","scratch_dirs":{"tmp":"/"}}`), "over the root"},
-		{"name with slash", frame(`{"root":"r","scratch":"s","cache":"none","scratch_dirs":{"../x":"/x"}}`), "plain name"},
+		{"bad tag", frame(`{"root":"root,x","scratch":"s","cache":"none","hostname":"h"}`), `holds ','`},
+		{"long tag", frame(`{"root":"` + strings.Repeat("a", 32) + `","scratch":"s","cache":"none","hostname":"h"}`), "1-31 bytes"},
+		{"no host name", frame(`{"root":"r","scratch":"s","cache":"none"}`), "host name"},
+		{"bad cache", frame(`{"root":"r","scratch":"s","cache":"always","hostname":"h"}`), "cache mode"},
+		{"relative dir", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","scratch_dirs":{"tmp":"tmp"}}`), "clean absolute"},
+		{"dotdot dir", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","scratch_dirs":{"tmp":"/a/../tmp"}}`), "clean absolute"},
+		{"dir over root", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","scratch_dirs":{"tmp":"/"}}`), "over the root"},
+		{"name with slash", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","scratch_dirs":{"../x":"/x"}}`), "plain name"},
 	}
 	for _, tt := range tests {
 		_, err := ReadBoot(bytes.NewReader(tt.in))

@@ -26,6 +26,9 @@ const devSize = "size=64k,nr_inodes=64,mode=755"
 // PID 1, the port its control connection (its stdin, nsinit.BoxedStdin).
 // It returns only on failure.
 func becomeBox(port *os.File, b Boot) error {
+	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
+		return fmt.Errorf("setting the host name: %w", err)
+	}
 	if err := assemble(b); err != nil {
 		return err
 	}

@@ -64,6 +64,7 @@ func TestSysinfoSignalFlood(t *testing.T) {
 		}
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
+			skipMicroVMIdle(t, b)
 			r := runJSON(t, "--backend", b, "--", "python3", "-c", sysinfoSignalPy)
 			f := strings.Fields(r.Stdout)
 			if r.ExitCode != 0 || len(f) != 4 {
@@ -104,6 +105,7 @@ func TestSysinfoAnswererPrivileges(t *testing.T) {
 		}
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
+			skipMicroVMIdle(t, b)
 			answererPrivileges(t, startServer(t, "--backend", b))
 		})
 	}
@@ -198,6 +200,7 @@ func TestSysinfoProtection(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
+			skipMicroVMIdle(t, b)
 			r := runJSON(t, "--backend", b, "--", "python3", "-c", sysinfoProtPy)
 			if got := strings.TrimSpace(r.Stdout); r.ExitCode != 0 || got != "14 14 14 0" {
 				t.Errorf("sysinfo at read-only, PROT_NONE, straddling and writable pages: exit %d, errnos %q, stderr %q; want \"14 14 14 0\"", r.ExitCode, got, r.Stderr)

@@ -71,6 +71,7 @@ func TestSysinfoFlood(t *testing.T) {
 		}
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
+			skipMicroVMIdle(t, b)
 			sysinfoFlood(t, startServer(t, "--backend", b))
 		})
 	}
@@ -109,6 +110,7 @@ func TestSysinfoEveryBackend(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
+			skipMicroVMIdle(t, b)
 			r := runJSON(t, "--backend", b, "--memory", "256m", "--", "python3", "-c", sysinfoPy)
 			f := strings.Fields(r.Stdout)
 			if r.ExitCode != 0 || len(f) != 9 {
