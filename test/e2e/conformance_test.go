@@ -108,22 +108,6 @@ func (c conformanceCase) skipNotYet(t *testing.T, b string) {
 	}
 }
 
-// microvmIdle is why the cases that wait while the guest idles do not
-// hold on microvm yet: under TCG here an idle guest is not woken by its
-// own timers (sleep 1 never returns) nor promptly by the host's bytes (a
-// kill, a closed stdin), so such an exec hangs until its kill's grace
-// ends the box. The guest kernel's timer under TCG is the follow-up.
-const microvmIdle = "microvm: an idle TCG guest is not woken by its timers or the host's bytes yet (sleep 1 never returns): the guest timer fix is the follow-up (issue 21)"
-
-// skipMicroVMIdle skips row b on microvm, whose idle guest is not woken
-// yet (microvmIdle): what a suite waits for there hangs.
-func skipMicroVMIdle(t *testing.T, b string) {
-	t.Helper()
-	if b == "microvm" {
-		t.Skip(microvmIdle)
-	}
-}
-
 // microvmNoNet is why the proxy cases do not hold on microvm yet.
 const microvmNoNet = "microvm has no network yet (--net none only): egress channels over the agent stream are the follow-up (issue 21)"
 
@@ -162,14 +146,14 @@ var conformanceCases = []conformanceCase{
 		if !r.TimedOut || r.ExitCode != 137 {
 			t.Errorf("timed_out %v, exit %d; want true, 137", r.TimedOut, r.ExitCode)
 		}
-	}, notYet: map[string]string{"microvm": microvmIdle}},
-	{name: "pids limit", flags: []string{"--pids", "20"}, script: "python3 -c '\nimport os, time\nn = 0\ntry:\n for i in range(100):\n  if os.fork() == 0:\n   time.sleep(2); os._exit(0)\n  n += 1\nexcept OSError:\n print(\"limited\")\nelse:\n print(\"forked\", n)'", check: wantExit(0, "limited"), notYet: map[string]string{"microvm": microvmIdle}},
+	}},
+	{name: "pids limit", flags: []string{"--pids", "20"}, script: "python3 -c '\nimport os, time\nn = 0\ntry:\n for i in range(100):\n  if os.fork() == 0:\n   time.sleep(2); os._exit(0)\n  n += 1\nexcept OSError:\n print(\"limited\")\nelse:\n print(\"forked\", n)'", check: wantExit(0, "limited")},
 	{name: "disk limit", flags: []string{"--disk", "8MiB"}, script: "dd if=/dev/zero of=/workspace/f bs=1M count=20 2>/dev/null || echo full", check: wantExit(0, "full")},
 	{name: "output limit", flags: []string{"--output-limit", "1KiB"}, script: "head -c 100000 /dev/zero | tr '\\0' a", check: func(t *testing.T, r spec.Result) {
 		if !r.StdoutTruncated || len(r.Stdout) != 1024 {
 			t.Errorf("truncated %v, %d bytes; want true, 1024", r.StdoutTruncated, len(r.Stdout))
 		}
-	}, notYet: map[string]string{"microvm": microvmIdle}},
+	}},
 	{name: "proxy refuses what the rules do not allow", flags: []string{"--net", "proxy", "--allow", "example.org"}, script: "curl -s -o /dev/null -w '%{http_code}' -m 10 http://169.254.169.254/; echo; curl -s -o /dev/null -w '%{http_code}' -m 10 http://api.github.com/", check: wantExit(0, "403\n403"), needs: "curl", notYet: map[string]string{"microvm": microvmNoNet}},
 }
 
@@ -246,7 +230,6 @@ func TestConformanceStdin(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			inv := warden(t, "hello\n", "run", "--backend", b, "--", "cat")
 			if inv.code != 0 || inv.stdout != "hello\n" {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 0, \"hello\\n\"", inv.code, inv.stdout, inv.stderr)
@@ -291,7 +274,6 @@ func TestConformanceSession(t *testing.T) {
 	for _, b := range sessionRows(conformanceBackends(t)) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			s := startServer(t, backendArgs(b)...)
 			id := s.newSession(t, keyA, nil)
 			s.code(t, keyA, id, "python", "x = 21", nil)

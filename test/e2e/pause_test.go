@@ -36,7 +36,6 @@ func TestPauseResume(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			srv := startServer(t, "--backend", b)
 			id := srv.newSession(t, keyA, nil)
 			if r := srv.code(t, keyA, id, "python", "x = 41\n"+spinProbe, nil); r.ExitCode != 0 || r.Exception != nil {
@@ -97,7 +96,6 @@ func TestPauseResumeLatency(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			srv := startServer(t, "--backend", b)
 			id := srv.newSession(t, keyA, nil)
 			if r := srv.code(t, keyA, id, "python", spinProbe, nil); r.ExitCode != 0 || r.Exception != nil {
@@ -148,7 +146,6 @@ func TestAutoPause(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			srv := startServer(t, "--backend", b)
 			id := srv.newSession(t, keyA, map[string]any{"auto_pause": true, "idle_timeout_seconds": 1})
 			if r := srv.code(t, keyA, id, "python", "x = 41", nil); r.ExitCode != 0 || r.Exception != nil {

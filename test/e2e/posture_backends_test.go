@@ -169,7 +169,6 @@ func TestBackendPosture(t *testing.T) {
 		}
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			for _, c := range cases[b] {
 				t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 					c.check(t, sh(t, c.script, append([]string{"--backend", b}, c.flags...)...))
@@ -227,7 +226,6 @@ func TestCPUsWithinWardens(t *testing.T) {
 		for _, cpus := range []string{"2", "0"} {
 			t.Run(b+"_cpus_"+cpus, func(t *testing.T) {
 				requireBackend(t, b)
-				skipMicroVMIdle(t, b)
 				inv := wardenAs(t, []string{"taskset", "-c", "0"}, "", "run", "--json", "--backend", b, "--cpus", cpus, "--", "sh", "-c", probe)
 				var r spec.Result
 				if err := json.Unmarshal([]byte(inv.stdout), &r); err != nil {
@@ -247,7 +245,6 @@ func TestCPUsAboveTheHost(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			r := sh(t, "nproc", "--backend", b, "--cpus", strconv.Itoa(runtime.NumCPU()+1))
 			wantExit(0, "")(t, r)
 		})

@@ -275,7 +275,6 @@ func TestPosture(t *testing.T) {
 		}
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			skipMicroVMIdle(t, b)
 			r := runJSON(t, "--backend", b, "--cpus", "1", "--memory", "256m", "--", "sh", "-c", postureScript)
 			if r.ExitCode != 0 {
 				t.Fatalf("probe: exit %d, stderr %q, error %q", r.ExitCode, r.Stderr, r.Error)
