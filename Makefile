@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 CC_DEPS := gcc libc6-dev
 DEPS    := $(CC_DEPS) python3 python3-numpy python3-matplotlib nodejs curl iproute2 bubblewrap util-linux ssl-cert runsc docker.io runc protobuf-compiler mmdebstrap qemu-system-x86 cpio
 
-.PHONY: build run test test-images microvm-kernel microvm-kernel-deps lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate
+.PHONY: build run test test-images microvm-kernel microvm-kernel-deps kube-tools kube-deps lint lint-tool fuzz deps dockerd e2b-deps bench benchmark benchmark-e2b benchmark-tenants benchmark-templates vet clean generate
 
 # warden is the slim build (no serve, session, mcp, template pull or
 # template import: every `warden run` starts it, and they are half its
@@ -94,10 +94,29 @@ microvm-kernel: microvm-kernel-deps
 	@if [ "$$(id -u)" = 0 ]; then internal/vmkernel/build.sh; \
 	else echo "the microVM kernel needs root to build into /var/cache/warden/microvm: microVM tests skip"; fi
 
+# kube-tools builds the Kubernetes test bed's programs (internal/kubebed,
+# docs/kubernetes.md) into bin/tools/kube: kube-apiserver (k8s.io/kubernetes)
+# and agent-sandbox's controller from tools/kube, helm and kustomize from
+# tools/deploy. Each module's go.mod and go.sum pin its tools' versions
+# (the one place for them); they are modules of their own so that warden
+# links none of it. go build's cache makes a second build a relink
+# (first-build times: docs/kubernetes.md).
+# kube-deps installs etcd, which the bed runs beside them (Debian's
+# etcd-server).
+KUBE_TOOLS := bin/tools/kube
+kube-deps:
+	@dpkg-query -W -f='$${Status}' etcd-server 2>/dev/null | grep -q 'ok installed' || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; \
+		else echo "etcd-server is missing (install it, or the Kubernetes test bed's tests skip)"; fi; }
+kube-tools: kube-deps
+	cd tools/kube && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/$(KUBE_TOOLS)/ tool
+	cd tools/deploy && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/$(KUBE_TOOLS)/ tool
+
 # test also runs the live gVisor template tests of internal/gvisor with
 # CGO_ENABLED=0: the test binary is their boxes' agent, which must lock
 # down all its threads (AllThreadsSyscall, which cgo disables).
-test: deps build e2b-deps test-images microvm-kernel
+test: deps build e2b-deps test-images microvm-kernel kube-tools
 	$(GO) vet ./...
 	$(GO) vet -tags slim ./cmd/warden ./internal/template
 	$(MAKE) --no-print-directory lint

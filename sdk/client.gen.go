@@ -186,13 +186,14 @@ func (e OutputEncoding) Valid() bool {
 
 // Defines values for SessionState.
 const (
-	SessionStateBusy     SessionState = "busy"
-	SessionStateCreating SessionState = "creating"
-	SessionStateDead     SessionState = "dead"
-	SessionStateGone     SessionState = "gone"
-	SessionStatePaused   SessionState = "paused"
-	SessionStateReady    SessionState = "ready"
-	SessionStateStopping SessionState = "stopping"
+	SessionStateBusy        SessionState = "busy"
+	SessionStateCreating    SessionState = "creating"
+	SessionStateDead        SessionState = "dead"
+	SessionStateGone        SessionState = "gone"
+	SessionStatePaused      SessionState = "paused"
+	SessionStateReady       SessionState = "ready"
+	SessionStateSnapshotted SessionState = "snapshotted"
+	SessionStateStopping    SessionState = "stopping"
 )
 
 // Valid indicates whether the value is a known member of the SessionState enum.
@@ -209,6 +210,8 @@ func (e SessionState) Valid() bool {
 	case SessionStatePaused:
 		return true
 	case SessionStateReady:
+		return true
+	case SessionStateSnapshotted:
 		return true
 	case SessionStateStopping:
 		return true
@@ -331,6 +334,12 @@ type FileList struct {
 
 // FileType defines model for FileType.
 type FileType string
+
+// ForkRequest defines model for ForkRequest.
+type ForkRequest struct {
+	// Count How many new sessions to make.
+	Count int `json:"count"`
+}
 
 // Health defines model for Health.
 type Health struct {
@@ -591,8 +600,11 @@ type RunRequest struct {
 // SessionInfo A long-lived sandbox.
 type SessionInfo struct {
 	// AutoPause The session pauses at its idle timeout instead of closing.
-	AutoPause bool      `json:"auto_pause,omitempty,omitzero"`
-	CreatedAt time.Time `json:"created_at"`
+	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
+
+	// AutoSnapshot The session is snapshotted at its idle timeout instead of closing.
+	AutoSnapshot bool      `json:"auto_snapshot,omitempty,omitzero"`
+	CreatedAt    time.Time `json:"created_at"`
 
 	// Execs How many execs the session has run (counted since the server started).
 	Execs int64 `json:"execs"`
@@ -635,10 +647,16 @@ type SessionInfo struct {
 	// Reason Why a `dead` session died; absent otherwise.
 	Reason string `json:"reason,omitempty,omitzero"`
 
+	// Snapshot What a `snapshotted` session's snapshot keeps; absent in every other state.
+	Snapshot SnapshotInfo `json:"snapshot,omitempty,omitzero"`
+
 	// State `creating`: the sandbox is being built. `ready`: idle, accepts an
 	// exec. `busy`: an exec is running (another answers 409). `paused`:
 	// its processes are stopped, memory kept (see
-	// `POST /v1/sessions/{id}/pause`); an exec resumes it. `stopping`:
+	// `POST /v1/sessions/{id}/pause`); an exec resumes it. `snapshotted`:
+	// its files are on disk and its sandbox is closed (see
+	// `POST /v1/sessions/{id}/snapshot`); an exec or a file call resumes
+	// it in a fresh sandbox. `stopping`:
 	// being closed. `gone`: closed; it will soon answer 404. `dead`: its
 	// sandbox died (it crashed, or the server stopped without ending it);
 	// `reason` says why. It stays until it is deleted or expires: where
@@ -655,6 +673,9 @@ type SessionInfo struct {
 type SessionCreate struct {
 	// AutoPause At the idle timeout, pause the session instead of closing it (see `POST /v1/sessions/{id}/pause`); the next exec resumes it. Its TTL still closes it. Where it cannot be paused (no `--max-paused` slot left, a backend that cannot) it is closed as without this.
 	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
+
+	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; files only, processes start fresh); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
+	AutoSnapshot bool `json:"auto_snapshot,omitempty,omitzero"`
 
 	// Env Environment variables, name to value, at most 256. Names must match
 	// `^[A-Za-z_][A-Za-z0-9_]{0,255}$` (checked by the server: OpenAPI 3.0
@@ -707,7 +728,10 @@ type SessionList struct {
 // SessionState `creating`: the sandbox is being built. `ready`: idle, accepts an
 // exec. `busy`: an exec is running (another answers 409). `paused`:
 // its processes are stopped, memory kept (see
-// `POST /v1/sessions/{id}/pause`); an exec resumes it. `stopping`:
+// `POST /v1/sessions/{id}/pause`); an exec resumes it. `snapshotted`:
+// its files are on disk and its sandbox is closed (see
+// `POST /v1/sessions/{id}/snapshot`); an exec or a file call resumes
+// it in a fresh sandbox. `stopping`:
 // being closed. `gone`: closed; it will soon answer 404. `dead`: its
 // sandbox died (it crashed, or the server stopped without ending it);
 // `reason` says why. It stays until it is deleted or expires: where
@@ -715,6 +739,22 @@ type SessionList struct {
 // its files can still be listed and downloaded (read-only); execs
 // and changes answer 409.
 type SessionState string
+
+// SnapshotInfo What a `snapshotted` session's snapshot keeps; absent in every other state.
+type SnapshotInfo struct {
+	// Bytes Bytes of the files kept.
+	Bytes int64 `json:"bytes"`
+
+	// Files Regular files kept.
+	Files int `json:"files"`
+
+	// Memory Whether processes' memory is kept; false on every backend today (files only).
+	Memory bool `json:"memory"`
+
+	// Skipped Entries not kept (symbolic links, hard-linked files, FIFOs, sockets, devices, unreadable files).
+	Skipped       int       `json:"skipped"`
+	SnapshottedAt time.Time `json:"snapshotted_at"`
+}
 
 // Template defines model for Template.
 type Template struct {
@@ -834,6 +874,9 @@ type ExecInSessionJSONRequestBody = ExecRequest
 
 // StreamExecInSessionJSONRequestBody defines body for StreamExecInSession for application/json ContentType.
 type StreamExecInSessionJSONRequestBody = ExecRequest
+
+// ForkSessionJSONRequestBody defines body for ForkSession for application/json ContentType.
+type ForkSessionJSONRequestBody = ForkRequest
 
 // SetSessionNetworkJSONRequestBody defines body for SetSessionNetwork for application/json ContentType.
 type SetSessionNetworkJSONRequestBody = NetworkRules
@@ -1143,6 +1186,54 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/files/mkdir (the `MakeDirectory` operationId).
 	MakeDirectory(ctx context.Context, id SessionID, params *MakeDirectoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ForkSessionWithBody Make new sessions from a session's files
+	//
+	// Makes `count` new sessions, each with a new id, the same template,
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+	// source's TTL, and a copy of the source's `/workspace` (files only,
+	// as a snapshot keeps them: processes start fresh, so no memory,
+	// random state or secret is shared between the copies). A running
+	// source is paused for the copy and resumed; a snapshotted one is
+	// copied from its snapshot and stays snapshotted. Every new session
+	// counts against `--max-sessions` and the key's limits as a create
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+	ForkSessionWithBody(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForkSession Make new sessions from a session's files
+	//
+	// Makes `count` new sessions, each with a new id, the same template,
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+	// source's TTL, and a copy of the source's `/workspace` (files only,
+	// as a snapshot keeps them: processes start fresh, so no memory,
+	// random state or secret is shared between the copies). A running
+	// source is paused for the copy and resumed; a snapshotted one is
+	// copied from its snapshot and stays snapshotted. Every new session
+	// counts against `--max-sessions` and the key's limits as a create
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+	ForkSession(ctx context.Context, id SessionID, body ForkSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetSessionNetwork The session's network policy and egress log
 	//
 	// Returns the session's network policy and every decision the egress
@@ -1189,15 +1280,48 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
 	PauseSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResumeSession Resume a paused session
+	// ResumeSession Resume a paused or snapshotted session
 	//
-	// Lets a paused session's processes run again, where they stopped. It
-	// needs a `--max-sessions` slot, as a create does (429 without one).
-	// Resuming a running session does nothing. An exec on a paused
-	// session resumes it without this call.
+	// Lets a paused session's processes run again, where they stopped. A
+	// snapshotted session gets a fresh sandbox of its spec with its files
+	// restored (processes and interpreters start fresh). It needs a
+	// `--max-sessions` slot, as a create does (429 without one).
+	// Resuming a running session does nothing. An exec on a paused or
+	// snapshotted session, or a file call on a snapshotted one, resumes
+	// it without this call.
 	//
 	// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
 	ResumeSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SnapshotSession Snapshot a session to disk
+	//
+	// Writes the session's `/workspace` to disk under the server's state
+	// directory and closes its sandbox, so it holds no memory and no
+	// `--max-sessions` or `--max-paused` slot, only one of
+	// `--max-snapshots`. It keeps its id, template, limits, network, env
+	// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
+	// every backend (`snapshot.memory` is false): `/tmp`, the home
+	// directory, processes and interpreter variables are not kept, and a
+	// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+	// sockets and devices are not copied, nor what the sandbox user
+	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+	// counts them); files keep their permission bits, directories are
+	// made anew (0755). `POST .../resume`, an exec or a file call
+	// restores it into a fresh sandbox, also after the server restarts;
+	// file calls during the copy answer 409 (retry). Snapshotting a
+	// snapshotted session (or one being snapshotted) does nothing. A
+	// running session is paused for the copy, so it needs a backend
+	// that can pause. Answers: 400 a workspace over its disk or inode
+	// limit; 409 a session running an exec, or resumed or ended during
+	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// server without `--state-dir`, or a running session on a backend
+	// that cannot pause; 503 the backend's pause failed (the session is
+	// as it was; retry); 507 a full state directory (or under 5% of its
+	// blocks or inodes free); 500 anything else, in one line without
+	// host detail. On any error the session is as it was.
+	//
+	// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+	SnapshotSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTemplates List the templates
 	//
@@ -1635,6 +1759,74 @@ func (c *RawClient) MakeDirectory(ctx context.Context, id SessionID, params *Mak
 	return c.Client.Do(req)
 }
 
+// ForkSessionWithBody Make new sessions from a session's files
+//
+// Makes `count` new sessions, each with a new id, the same template,
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+// source's TTL, and a copy of the source's `/workspace` (files only,
+// as a snapshot keeps them: processes start fresh, so no memory,
+// random state or secret is shared between the copies). A running
+// source is paused for the copy and resumed; a snapshotted one is
+// copied from its snapshot and stays snapshotted. Every new session
+// counts against `--max-sessions` and the key's limits as a create
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+func (c *RawClient) ForkSessionWithBody(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForkSessionRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForkSession Make new sessions from a session's files
+//
+// Makes `count` new sessions, each with a new id, the same template,
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+// source's TTL, and a copy of the source's `/workspace` (files only,
+// as a snapshot keeps them: processes start fresh, so no memory,
+// random state or secret is shared between the copies). A running
+// source is paused for the copy and resumed; a snapshotted one is
+// copied from its snapshot and stays snapshotted. Every new session
+// counts against `--max-sessions` and the key's limits as a create
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+func (c *RawClient) ForkSession(ctx context.Context, id SessionID, body ForkSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForkSessionRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetSessionNetwork The session's network policy and egress log
 //
 // Returns the session's network policy and every decision the egress
@@ -1721,16 +1913,59 @@ func (c *RawClient) PauseSession(ctx context.Context, id SessionID, reqEditors .
 	return c.Client.Do(req)
 }
 
-// ResumeSession Resume a paused session
+// ResumeSession Resume a paused or snapshotted session
 //
-// Lets a paused session's processes run again, where they stopped. It
-// needs a `--max-sessions` slot, as a create does (429 without one).
-// Resuming a running session does nothing. An exec on a paused
-// session resumes it without this call.
+// Lets a paused session's processes run again, where they stopped. A
+// snapshotted session gets a fresh sandbox of its spec with its files
+// restored (processes and interpreters start fresh). It needs a
+// `--max-sessions` slot, as a create does (429 without one).
+// Resuming a running session does nothing. An exec on a paused or
+// snapshotted session, or a file call on a snapshotted one, resumes
+// it without this call.
 //
 // Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
 func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeSessionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SnapshotSession Snapshot a session to disk
+//
+// Writes the session's `/workspace` to disk under the server's state
+// directory and closes its sandbox, so it holds no memory and no
+// `--max-sessions` or `--max-paused` slot, only one of
+// `--max-snapshots`. It keeps its id, template, limits, network, env
+// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
+// every backend (`snapshot.memory` is false): `/tmp`, the home
+// directory, processes and interpreter variables are not kept, and a
+// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+// sockets and devices are not copied, nor what the sandbox user
+// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+// counts them); files keep their permission bits, directories are
+// made anew (0755). `POST .../resume`, an exec or a file call
+// restores it into a fresh sandbox, also after the server restarts;
+// file calls during the copy answer 409 (retry). Snapshotting a
+// snapshotted session (or one being snapshotted) does nothing. A
+// running session is paused for the copy, so it needs a backend
+// that can pause. Answers: 400 a workspace over its disk or inode
+// limit; 409 a session running an exec, or resumed or ended during
+// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// server without `--state-dir`, or a running session on a backend
+// that cannot pause; 503 the backend's pause failed (the session is
+// as it was; retry); 507 a full state directory (or under 5% of its
+// blocks or inodes free); 500 anything else, in one line without
+// host detail. On any error the session is as it was.
+//
+// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+func (c *RawClient) SnapshotSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSnapshotSessionRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2418,6 +2653,53 @@ func NewMakeDirectoryRequest(server string, id SessionID, params *MakeDirectoryP
 	return req, nil
 }
 
+// NewForkSessionRequest calls the generic ForkSession builder with application/json body
+func NewForkSessionRequest(server string, id SessionID, body ForkSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewForkSessionRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewForkSessionRequestWithBody constructs an http.Request for the ForkSession method, with any body, and a specified content type
+func NewForkSessionRequestWithBody(server string, id SessionID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/fork", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetSessionNetworkRequest constructs an http.Request for the GetSessionNetwork method
 func NewGetSessionNetworkRequest(server string, id SessionID) (*http.Request, error) {
 	var err error
@@ -2550,6 +2832,40 @@ func NewResumeSessionRequest(server string, id SessionID) (*http.Request, error)
 	}
 
 	operationPath := fmt.Sprintf("/v1/sessions/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSnapshotSessionRequest constructs an http.Request for the SnapshotSession method
+func NewSnapshotSessionRequest(server string, id SessionID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/snapshot", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2889,6 +3205,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/files/mkdir (the `MakeDirectory` operationId).
 	MakeDirectoryWithResponse(ctx context.Context, id SessionID, params *MakeDirectoryParams, reqEditors ...RequestEditorFn) (*MakeDirectoryResponse, error)
 
+	// ForkSessionWithBodyWithResponse Make new sessions from a session's files
+	//
+	// Makes `count` new sessions, each with a new id, the same template,
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+	// source's TTL, and a copy of the source's `/workspace` (files only,
+	// as a snapshot keeps them: processes start fresh, so no memory,
+	// random state or secret is shared between the copies). A running
+	// source is paused for the copy and resumed; a snapshotted one is
+	// copied from its snapshot and stays snapshotted. Every new session
+	// counts against `--max-sessions` and the key's limits as a create
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+	ForkSessionWithBodyWithResponse(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForkSessionResponse, error)
+
+	// ForkSessionWithResponse Make new sessions from a session's files
+	//
+	// Makes `count` new sessions, each with a new id, the same template,
+	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+	// source's TTL, and a copy of the source's `/workspace` (files only,
+	// as a snapshot keeps them: processes start fresh, so no memory,
+	// random state or secret is shared between the copies). A running
+	// source is paused for the copy and resumed; a snapshotted one is
+	// copied from its snapshot and stays snapshotted. Every new session
+	// counts against `--max-sessions` and the key's limits as a create
+	// does; if any cannot be made, none is kept. Answers: 400 a count
+	// out of 1..16 or a workspace over its limits; 409 a source running
+	// an exec, or resumed or ended during the copy (retry); 429 no
+	// session slot, budget or `--max-snapshots` slot for the copy; 501
+	// a server without `--state-dir`, or a running source on a backend
+	// that cannot pause; 503 the backend's pause failed (retry); 507 a
+	// full state directory; 500 anything else, in one line without host
+	// detail.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+	ForkSessionWithResponse(ctx context.Context, id SessionID, body ForkSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*ForkSessionResponse, error)
+
 	// GetSessionNetworkWithResponse The session's network policy and egress log
 	//
 	// Returns the session's network policy and every decision the egress
@@ -2939,17 +3303,52 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
 	PauseSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*PauseSessionResponse, error)
 
-	// ResumeSessionWithResponse Resume a paused session
+	// ResumeSessionWithResponse Resume a paused or snapshotted session
 	//
-	// Lets a paused session's processes run again, where they stopped. It
-	// needs a `--max-sessions` slot, as a create does (429 without one).
-	// Resuming a running session does nothing. An exec on a paused
-	// session resumes it without this call.
+	// Lets a paused session's processes run again, where they stopped. A
+	// snapshotted session gets a fresh sandbox of its spec with its files
+	// restored (processes and interpreters start fresh). It needs a
+	// `--max-sessions` slot, as a create does (429 without one).
+	// Resuming a running session does nothing. An exec on a paused or
+	// snapshotted session, or a file call on a snapshotted one, resumes
+	// it without this call.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
 	ResumeSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*ResumeSessionResponse, error)
+
+	// SnapshotSessionWithResponse Snapshot a session to disk
+	//
+	// Writes the session's `/workspace` to disk under the server's state
+	// directory and closes its sandbox, so it holds no memory and no
+	// `--max-sessions` or `--max-paused` slot, only one of
+	// `--max-snapshots`. It keeps its id, template, limits, network, env
+	// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
+	// every backend (`snapshot.memory` is false): `/tmp`, the home
+	// directory, processes and interpreter variables are not kept, and a
+	// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+	// sockets and devices are not copied, nor what the sandbox user
+	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+	// counts them); files keep their permission bits, directories are
+	// made anew (0755). `POST .../resume`, an exec or a file call
+	// restores it into a fresh sandbox, also after the server restarts;
+	// file calls during the copy answer 409 (retry). Snapshotting a
+	// snapshotted session (or one being snapshotted) does nothing. A
+	// running session is paused for the copy, so it needs a backend
+	// that can pause. Answers: 400 a workspace over its disk or inode
+	// limit; 409 a session running an exec, or resumed or ended during
+	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// server without `--state-dir`, or a running session on a backend
+	// that cannot pause; 503 the backend's pause failed (the session is
+	// as it was; retry); 507 a full state directory (or under 5% of its
+	// blocks or inodes free); 500 anything else, in one line without
+	// host detail. On any error the session is as it was.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+	SnapshotSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error)
 
 	// ListTemplatesWithResponse List the templates
 	//
@@ -4101,6 +4500,117 @@ func (r MakeDirectoryResponse) ContentType() string {
 	return ""
 }
 
+// ForkSessionResponse429Headers the declared response headers of an HTTP 429 response for ForkSession
+type ForkSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+type ForkSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SessionList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManySessions
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *Unsupported
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// JSON507 the response for an HTTP 507 `application/json` response
+	JSON507 *InsufficientStorage
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ForkSessionResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r ForkSessionResponse) GetJSON201() *SessionList {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ForkSessionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ForkSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ForkSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ForkSessionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ForkSessionResponse) GetJSON429() *TooManySessions {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ForkSessionResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r ForkSessionResponse) GetJSON501() *Unsupported {
+	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ForkSessionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetJSON507 returns the response for an HTTP 507 `application/json` response
+func (r ForkSessionResponse) GetJSON507() *InsufficientStorage {
+	return r.JSON507
+}
+
+// GetBody returns the raw response body bytes
+func (r ForkSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForkSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForkSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForkSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetSessionNetworkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4448,6 +4958,117 @@ func (r ResumeSessionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SnapshotSessionResponse429Headers the declared response headers of an HTTP 429 response for SnapshotSession
+type SnapshotSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+type SnapshotSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SessionInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManySessions
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *Unsupported
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// JSON507 the response for an HTTP 507 `application/json` response
+	JSON507 *InsufficientStorage
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SnapshotSessionResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SnapshotSessionResponse) GetJSON200() *SessionInfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SnapshotSessionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SnapshotSessionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SnapshotSessionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SnapshotSessionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SnapshotSessionResponse) GetJSON429() *TooManySessions {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SnapshotSessionResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r SnapshotSessionResponse) GetJSON501() *Unsupported {
+	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SnapshotSessionResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetJSON507 returns the response for an HTTP 507 `application/json` response
+func (r SnapshotSessionResponse) GetJSON507() *InsufficientStorage {
+	return r.JSON507
+}
+
+// GetBody returns the raw response body bytes
+func (r SnapshotSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SnapshotSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SnapshotSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SnapshotSessionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4874,6 +5495,66 @@ func (c *ClientWithResponses) MakeDirectoryWithResponse(ctx context.Context, id 
 	return ParseMakeDirectoryResponse(rsp)
 }
 
+// ForkSessionWithBodyWithResponse Make new sessions from a session's files
+//
+// Makes `count` new sessions, each with a new id, the same template,
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+// source's TTL, and a copy of the source's `/workspace` (files only,
+// as a snapshot keeps them: processes start fresh, so no memory,
+// random state or secret is shared between the copies). A running
+// source is paused for the copy and resumed; a snapshotted one is
+// copied from its snapshot and stays snapshotted. Every new session
+// counts against `--max-sessions` and the key's limits as a create
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+func (c *ClientWithResponses) ForkSessionWithBodyWithResponse(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForkSessionResponse, error) {
+	rsp, err := c.ForkSessionWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForkSessionResponse(rsp)
+}
+
+// ForkSessionWithResponse Make new sessions from a session's files
+//
+// Makes `count` new sessions, each with a new id, the same template,
+// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
+// source's TTL, and a copy of the source's `/workspace` (files only,
+// as a snapshot keeps them: processes start fresh, so no memory,
+// random state or secret is shared between the copies). A running
+// source is paused for the copy and resumed; a snapshotted one is
+// copied from its snapshot and stays snapshotted. Every new session
+// counts against `--max-sessions` and the key's limits as a create
+// does; if any cannot be made, none is kept. Answers: 400 a count
+// out of 1..16 or a workspace over its limits; 409 a source running
+// an exec, or resumed or ended during the copy (retry); 429 no
+// session slot, budget or `--max-snapshots` slot for the copy; 501
+// a server without `--state-dir`, or a running source on a backend
+// that cannot pause; 503 the backend's pause failed (retry); 507 a
+// full state directory; 500 anything else, in one line without host
+// detail.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
+func (c *ClientWithResponses) ForkSessionWithResponse(ctx context.Context, id SessionID, body ForkSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*ForkSessionResponse, error) {
+	rsp, err := c.ForkSession(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForkSessionResponse(rsp)
+}
+
 // GetSessionNetworkWithResponse The session's network policy and egress log
 //
 // Returns the session's network policy and every decision the egress
@@ -4948,12 +5629,15 @@ func (c *ClientWithResponses) PauseSessionWithResponse(ctx context.Context, id S
 	return ParsePauseSessionResponse(rsp)
 }
 
-// ResumeSessionWithResponse Resume a paused session
+// ResumeSessionWithResponse Resume a paused or snapshotted session
 //
-// Lets a paused session's processes run again, where they stopped. It
-// needs a `--max-sessions` slot, as a create does (429 without one).
-// Resuming a running session does nothing. An exec on a paused
-// session resumes it without this call.
+// Lets a paused session's processes run again, where they stopped. A
+// snapshotted session gets a fresh sandbox of its spec with its files
+// restored (processes and interpreters start fresh). It needs a
+// `--max-sessions` slot, as a create does (429 without one).
+// Resuming a running session does nothing. An exec on a paused or
+// snapshotted session, or a file call on a snapshotted one, resumes
+// it without this call.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4964,6 +5648,44 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseResumeSessionResponse(rsp)
+}
+
+// SnapshotSessionWithResponse Snapshot a session to disk
+//
+// Writes the session's `/workspace` to disk under the server's state
+// directory and closes its sandbox, so it holds no memory and no
+// `--max-sessions` or `--max-paused` slot, only one of
+// `--max-snapshots`. It keeps its id, template, limits, network, env
+// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
+// every backend (`snapshot.memory` is false): `/tmp`, the home
+// directory, processes and interpreter variables are not kept, and a
+// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+// sockets and devices are not copied, nor what the sandbox user
+// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+// counts them); files keep their permission bits, directories are
+// made anew (0755). `POST .../resume`, an exec or a file call
+// restores it into a fresh sandbox, also after the server restarts;
+// file calls during the copy answer 409 (retry). Snapshotting a
+// snapshotted session (or one being snapshotted) does nothing. A
+// running session is paused for the copy, so it needs a backend
+// that can pause. Answers: 400 a workspace over its disk or inode
+// limit; 409 a session running an exec, or resumed or ended during
+// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// server without `--state-dir`, or a running session on a backend
+// that cannot pause; 503 the backend's pause failed (the session is
+// as it was; retry); 507 a full state directory (or under 5% of its
+// blocks or inodes free); 500 anything else, in one line without
+// host detail. On any error the session is as it was.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+func (c *ClientWithResponses) SnapshotSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error) {
+	rsp, err := c.SnapshotSession(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSnapshotSessionResponse(rsp)
 }
 
 // ListTemplatesWithResponse List the templates
@@ -5914,6 +6636,108 @@ func ParseMakeDirectoryResponse(rsp *http.Response) (*MakeDirectoryResponse, err
 	return response, nil
 }
 
+// ParseForkSessionResponse parses an HTTP response from a ForkSessionWithResponse call
+func ParseForkSessionResponse(rsp *http.Response) (*ForkSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForkSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SessionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManySessions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON507 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ForkSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetSessionNetworkResponse parses an HTTP response from a GetSessionNetworkWithResponse call
 func ParseGetSessionNetworkResponse(rsp *http.Response) (*GetSessionNetworkResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6206,6 +7030,108 @@ func ParseResumeSessionResponse(rsp *http.Response) (*ResumeSessionResponse, err
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ResumeSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSnapshotSessionResponse parses an HTTP response from a SnapshotSessionWithResponse call
+func ParseSnapshotSessionResponse(rsp *http.Response) (*SnapshotSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SnapshotSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SessionInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManySessions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest InsufficientStorage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON507 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SnapshotSessionResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

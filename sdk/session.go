@@ -38,11 +38,39 @@ func (s *Session) Pause(ctx context.Context) (*SessionInfo, error) {
 	return decodeJSON[SessionInfo]("pausing session "+s.id, resp, err, http.StatusOK)
 }
 
-// Resume lets a paused session's processes run again where they stopped;
-// a running session is left as it is.
+// Resume lets a paused session's processes run again where they stopped,
+// or restores a snapshotted one's files into a fresh sandbox (its
+// processes start fresh); a running session is left as it is.
 func (s *Session) Resume(ctx context.Context) (*SessionInfo, error) {
 	resp, err := s.c.api.ResumeSession(ctx, s.id)
 	return decodeJSON[SessionInfo]("resuming session "+s.id, resp, err, http.StatusOK)
+}
+
+// Snapshot writes the session's /workspace to disk on the server and
+// closes its sandbox, so it holds no memory and no run slot until the
+// next Exec, file call or Resume brings it back, also after the server
+// restarts. It keeps FILES ONLY (SnapshotInfo.Memory is false): processes
+// and interpreter variables start fresh on resume. A server without a
+// state directory answers ErrUnsupported.
+func (s *Session) Snapshot(ctx context.Context) (*SessionInfo, error) {
+	resp, err := s.c.api.SnapshotSession(ctx, s.id)
+	return decodeJSON[SessionInfo]("snapshotting session "+s.id, resp, err, http.StatusOK)
+}
+
+// Fork makes count (1 to 16) new sessions from the session's current
+// files, each with its own id, the same spec and fresh processes, and
+// returns handles on them.
+func (s *Session) Fork(ctx context.Context, count int) ([]*Session, error) {
+	resp, err := s.c.api.ForkSession(ctx, s.id, ForkRequest{Count: count})
+	list, err := decodeJSON[SessionList]("forking session "+s.id, resp, err, http.StatusCreated)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Session, 0, len(list.Sessions))
+	for _, in := range list.Sessions {
+		out = append(out, s.c.Session(in.ID))
+	}
+	return out, nil
 }
 
 // Exec runs one command or snippet of code in the session and waits for it.

@@ -39,6 +39,7 @@ type serveOptions struct {
 	metricsKeyFile string
 	maxSessions    int
 	maxPaused      int
+	maxSnapshots   int
 	maxPerKey      int
 	// maxBytesPerKey is --max-memory-per-key, or sandbox.ShareOfMemory
 	// when not given.
@@ -102,6 +103,7 @@ past it).`,
 	f.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "file of the operator's keys, one per line, which read the whole server's /metrics and nothing else (a tenant's key sees its own figures)")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
 	f.IntVar(&o.maxPaused, "max-paused", 0, "sessions paused at once, beside --max-sessions (0: as many as --max-sessions); a paused session keeps its memory but holds no --max-sessions slot")
+	f.IntVar(&o.maxSnapshots, "max-snapshots", 0, "sessions snapshotted to disk at once (0: four times --max-sessions); a snapshotted session holds no memory and no --max-sessions slot, only its files under --state-dir")
 	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: --max-sessions divided by the number of keys, rounded down)")
 	f.Var(sizeFlag{&o.maxBytesPerKey}, "max-memory-per-key", "memory plus disk the sandboxes of one API key may hold together, dead sessions' kept files included (default: the memory available to warden divided by the number of keys; 0: no budget)")
 	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
@@ -138,6 +140,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("--pool %d: must be at most %d, such as 8", o.pool, maxSandboxes)
 	case o.maxPaused < 0 || o.maxPaused > maxSandboxes:
 		return fmt.Errorf("--max-paused %d: must be 0 (as many as --max-sessions) up to %d, such as 64", o.maxPaused, maxSandboxes)
+	case o.maxSnapshots < 0 || o.maxSnapshots > maxSandboxes:
+		return fmt.Errorf("--max-snapshots %d: must be 0 (four times --max-sessions) up to %d, such as 256", o.maxSnapshots, maxSandboxes)
 	}
 	keys, err := loadKeys(o.keyFile, "WARDEN_API_KEYS", "API keys")
 	if err != nil {
@@ -163,7 +167,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	slog.SetDefault(log)
 	var srv *server.Server
 	cfg := sandbox.Config{
-		MaxSessions: o.maxSessions, MaxPaused: o.maxPaused, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
+		MaxSessions: o.maxSessions, MaxPaused: o.maxPaused, MaxSnapshots: o.maxSnapshots, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
 		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
 		MaxBytesPerOwner: o.maxBytesPerKey,
 		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
@@ -203,6 +207,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	if store != nil {
 		cfg.Store = store
 		cfg.OnStoreError = func(err error) { log.Error("state directory", "err", err) }
+		if cfg.Snapshots, err = openSnapshots(store); err != nil {
+			return err
+		}
 	}
 	if cfg.Templates, err = serveTemplates(o.stateDir, log); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/state"
 )
 
@@ -23,6 +24,16 @@ func openState(dir string) (*state.Dir, error) {
 		return nil, err
 	}
 	return state.Open(abs)
+}
+
+// openSnapshots opens <state-dir>/snapshots, where sessions' snapshots
+// are kept (see warden session snapshot).
+func openSnapshots(store *state.Dir) (*snapshot.Store, error) {
+	s, err := snapshot.Open(filepath.Join(store.Path(), "snapshots"))
+	if err != nil {
+		return nil, fmt.Errorf("--state-dir %s: %w", store.Path(), err)
+	}
+	return s, nil
 }
 
 // sweepCgroups removes, at start, the sandbox cgroups of Wardens that died
@@ -53,6 +64,9 @@ func stateLeft(store *state.Dir) string {
 	kept := map[string]bool{}
 	live := 0
 	for _, r := range recs {
+		if r.Snapshot != "" && r.DiedAt.IsZero() {
+			continue // snapshotted: kept on purpose, its box closed
+		}
 		if r.DiedAt.IsZero() {
 			live++
 		} else {
@@ -82,10 +96,10 @@ func reportState(log *slog.Logger, store *state.Dir, mgr *sandbox.Manager) {
 		log.Warn("session workspaces live inside their sandboxes: a crash of the server loses them (persistent workspaces need the native backend, root and Linux 6.3 or later)", "state_dir", store.Path())
 	}
 	r := mgr.Recovered()
-	if r.Sessions > 0 || r.Dropped > 0 || r.Stale > 0 {
-		log.Warn("recovered dead sessions: their files are readable until they are deleted or expire",
-			"state_dir", store.Path(), "sessions", r.Sessions, "workspaces_lost", r.Lost,
-			"orphan_workspaces_removed", r.Dropped, "records_of_deleted_sessions_removed", r.Stale)
+	if r.Sessions > 0 || r.Dropped > 0 || r.DroppedSnapshots > 0 || r.Stale > 0 {
+		log.Warn("recovered sessions: snapshotted ones resume on use, dead ones' files are readable until they are deleted or expire",
+			"state_dir", store.Path(), "sessions", r.Sessions, "snapshotted", r.Snapshotted, "workspaces_lost", r.Lost,
+			"orphan_workspaces_removed", r.Dropped, "orphan_snapshots_removed", r.DroppedSnapshots, "records_of_deleted_sessions_removed", r.Stale)
 	}
 	if r.Err != nil {
 		log.Error("some session records could not be recovered", "err", r.Err)

@@ -55,14 +55,14 @@ the key --api-key (or WARDEN_API_KEY).`,
 	// The key's default is read at use, not shown in --help.
 	cmd.PersistentFlags().StringVar(&o.key, "api-key", "", "API key (default $WARDEN_API_KEY)")
 	cmd.AddCommand(newSessionCreateCmd(o), newSessionExecCmd(o), newSessionCpCmd(o), newSessionRmCmd(o), newSessionLsCmd(o),
-		newSessionPauseCmd(o), newSessionResumeCmd(o))
+		newSessionPauseCmd(o), newSessionResumeCmd(o), newSessionSnapshotCmd(o), newSessionForkCmd(o))
 	return cmd
 }
 
 func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 	var ttl, idle time.Duration
 	var env []string
-	var autoPause bool
+	var autoPause, autoSnapshot bool
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a session and print its id",
@@ -72,7 +72,7 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := &sdk.SessionCreate{TTLSeconds: ttl.Seconds(), IdleTimeoutSeconds: idle.Seconds(), AutoPause: autoPause}
+			req := &sdk.SessionCreate{TTLSeconds: ttl.Seconds(), IdleTimeoutSeconds: idle.Seconds(), AutoPause: autoPause, AutoSnapshot: autoSnapshot}
 			if req.Env, err = envMap(env); err != nil {
 				return err
 			}
@@ -88,6 +88,7 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 	cmd.Flags().DurationVar(&idle, "idle-timeout", 0, "end the session after this long unused")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE for every exec (repeatable)")
 	cmd.Flags().BoolVar(&autoPause, "auto-pause", false, "pause the session at its idle timeout instead of ending it")
+	cmd.Flags().BoolVar(&autoSnapshot, "auto-snapshot", false, "snapshot the session to disk at its idle timeout instead of ending it (files only)")
 	return cmd
 }
 
@@ -108,7 +109,7 @@ func newSessionPauseCmd(o *clientOptions) *cobra.Command {
 func newSessionResumeCmd(o *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "resume ID...",
-		Short: "Resume paused sessions where they stopped",
+		Short: "Resume paused sessions where they stopped, or snapshotted ones in a fresh sandbox with their files",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return eachSession(cmd.Context(), o, args, func(ctx context.Context, s *sdk.Session) error {
@@ -117,6 +118,45 @@ func newSessionResumeCmd(o *clientOptions) *cobra.Command {
 			})
 		},
 	}
+}
+
+func newSessionSnapshotCmd(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "snapshot ID...",
+		Short: "Snapshot sessions to disk: files kept, sandbox closed, until resumed or the next exec (files only: processes start fresh)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return eachSession(cmd.Context(), o, args, func(ctx context.Context, s *sdk.Session) error {
+				_, err := s.Snapshot(ctx)
+				return err
+			})
+		},
+	}
+}
+
+func newSessionForkCmd(o *clientOptions) *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "fork ID",
+		Short: "Make new sessions from a session's files and print their ids",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			forks, err := c.Session(args[0]).Fork(cmd.Context(), count)
+			if err != nil {
+				return err
+			}
+			for _, f := range forks {
+				fmt.Fprintln(cmd.OutOrStdout(), f.ID())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 1, "how many sessions to make (1 to 16)")
+	return cmd
 }
 
 // eachSession does fn to each session of ids, all of them whatever fails,

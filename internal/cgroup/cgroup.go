@@ -107,7 +107,8 @@ type Cgroup interface {
 	Child(name string) (Cgroup, error)
 }
 
-// Placement is how a new process is born inside a cgroup. Exactly one field is set.
+// Placement is how a new process is born inside a cgroup: CloneInto on v2, ThreadFiles
+// (with ReturnFiles) on v1.
 type Placement struct {
 	// CloneInto (v2) is the cgroup directory: open it and pass the descriptor to clone3
 	// with CLONE_INTO_CGROUP (SysProcAttr.UseCgroupFD), so the child starts inside.
@@ -119,6 +120,11 @@ type Placement struct {
 	// credentials, so an unprivileged child can use descriptors root opened; the child
 	// must close them before running anything untrusted, or that could move itself out.
 	ThreadFiles []string
+	// ReturnFiles (v1) are the "tasks" files of the cgroups the caller was in when New made
+	// this one, in ThreadFiles' order: a thread of the caller that joined with ThreadFiles
+	// to fork a child inside goes back with them, so the cgroup holds the child alone (a
+	// thread left inside would make its cgroup.procs list the caller's pid).
+	ReturnFiles []string
 }
 
 var (

@@ -191,9 +191,9 @@ func TestCreateV1FakeCoMounted(t *testing.T) {
 		t.Errorf("cpu and cpuacct dirs = %q, %q; want both %q", c.byCtl["cpu"], c.byCtl["cpuacct"], dir)
 	}
 	want := []v1Dir{
-		{filepath.Join(root, "memory/own/warden/1-x"), "memory"},
-		{filepath.Join(root, "pids/warden/1-x"), "pids"},
-		{dir, "cpu,cpuacct"},
+		{filepath.Join(root, "memory/own/warden/1-x"), "memory", filepath.Join(root, "memory/own")},
+		{filepath.Join(root, "pids/warden/1-x"), "pids", filepath.Join(root, "pids")},
+		{dir, "cpu,cpuacct", filepath.Join(root, "cpu,cpuacct")},
 	}
 	if diff := cmp.Diff(want, c.dirs, cmp.AllowUnexported(v1Dir{})); diff != "" {
 		t.Errorf("dirs (-want +got):\n%s", diff)

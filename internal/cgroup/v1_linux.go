@@ -108,6 +108,9 @@ func hasCtl(ctls, ctl string) bool {
 type v1Dir struct {
 	path string
 	ctls string // as in v1Hier
+	// own is the caller's cgroup in the hierarchy when New made the sandbox's (<own>), which
+	// a thread that joined returns to (Placement.ReturnFiles).
+	own string
 }
 
 // v1Cgroup is a sandbox's cgroup on v1: a directory in each hierarchy.
@@ -153,7 +156,7 @@ func createV1(lay *v1Layout, name string, l Limits) (_ *v1Cgroup, skipped map[st
 		var problem, fix string
 		switch {
 		case err == nil:
-			c.dirs = append(c.dirs, v1Dir{path: dir, ctls: hr.ctls})
+			c.dirs = append(c.dirs, v1Dir{path: dir, ctls: hr.ctls, own: filepath.Dir(hr.base)})
 			for ctl := range strings.SplitSeq(hr.ctls, ",") {
 				c.byCtl[ctl] = dir
 			}
@@ -347,11 +350,12 @@ func (c *v1Cgroup) Delete() error {
 }
 
 // Path is the memory hierarchy's directory, or the first one there is.
-// Placement lists the tasks file of each hierarchy directory.
+// Placement lists the tasks file of each hierarchy directory, and of the caller's cgroup there.
 func (c *v1Cgroup) Placement() Placement {
-	p := Placement{ThreadFiles: make([]string, len(c.dirs))}
+	p := Placement{ThreadFiles: make([]string, len(c.dirs)), ReturnFiles: make([]string, len(c.dirs))}
 	for i, d := range c.dirs {
 		p.ThreadFiles[i] = filepath.Join(d.path, "tasks")
+		p.ReturnFiles[i] = filepath.Join(d.own, "tasks")
 	}
 	return p
 }
@@ -390,7 +394,7 @@ func (c *v1Cgroup) Child(name string) (Cgroup, error) {
 		if err := mkdirCgroup(dir); err != nil {
 			return nil, errors.Join(fmt.Errorf("creating cgroup %s: %w", dir, unwrapPath(err)), child.Delete())
 		}
-		child.dirs = append(child.dirs, v1Dir{path: dir, ctls: d.ctls})
+		child.dirs = append(child.dirs, v1Dir{path: dir, ctls: d.ctls, own: d.own})
 		for ctl := range strings.SplitSeq(d.ctls, ",") {
 			child.byCtl[ctl] = dir
 		}

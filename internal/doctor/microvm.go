@@ -20,6 +20,10 @@ import (
 // (microvm.GuestKernel; a variable for tests).
 var microVMKernel = microvm.GuestKernel
 
+// microVMConfinement says why QEMU cannot be confined here, or nil
+// (microvm.CheckConfinement; a variable for tests).
+var microVMConfinement = microvm.CheckConfinement
+
 // microVMCheck reports what the microVM launcher would use here: QEMU, the
 // accelerator and why, and the guest kernel. MicroVMs are optional, so a
 // gap is a warning.
@@ -30,6 +34,11 @@ func microVMCheck(ctx context.Context) Check {
 	if err != nil {
 		c.Status, c.Detail = Warn, err.Error()
 		c.Fix = "apt-get install qemu-system-x86"
+		return c
+	}
+	if err := microVMConfinement(); err != nil {
+		c.Status, c.Detail = Warn, fmt.Sprintf("%s, but QEMU cannot be confined here, so no microVM starts: %v", version, err)
+		c.Fix = "run warden as root on an amd64 host with Linux 5.12 or newer"
 		return c
 	}
 	kernel, _, err := microVMKernel(accel.Accel)

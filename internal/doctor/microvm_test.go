@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/microvm"
+	"github.com/warden-sandbox/warden/internal/testhost"
 	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
 
@@ -22,8 +23,9 @@ func TestMicroVMCheck(t *testing.T) {
 		}
 		return
 	}
-	saved, savedSource := microVMKernel, kernelSource
-	t.Cleanup(func() { microVMKernel, kernelSource = saved, savedSource })
+	saved, savedSource, savedConfine := microVMKernel, kernelSource, microVMConfinement
+	t.Cleanup(func() { microVMKernel, kernelSource, microVMConfinement = saved, savedSource, savedConfine })
+	microVMConfinement = func() error { return nil }
 	tests := []struct {
 		kernel    string
 		err       error
@@ -45,5 +47,18 @@ func TestMicroVMCheck(t *testing.T) {
 		if c.Status != tt.status || !strings.Contains(c.Detail, tt.want) || !strings.Contains(c.Fix, tt.fix) || !strings.Contains(c.Detail, "QEMU emulator version") || !strings.Contains(c.Detail, "accel ") {
 			t.Errorf("microVMCheck = %+v, want %s with %q, QEMU's version and the accel, fix %q", c, tt.status, tt.want, tt.fix)
 		}
+	}
+}
+
+// TestMicroVMCheckConfinement: a host that cannot confine QEMU gets a
+// warning saying so and what to do, before the guest kernel is looked at.
+func TestMicroVMCheckConfinement(t *testing.T) {
+	testhost.RequireTool(t, "qemu-system-x86_64") // the line without QEMU is TestMicroVMCheck's
+	saved := microVMConfinement
+	t.Cleanup(func() { microVMConfinement = saved })
+	microVMConfinement = func() error { return errors.New("open_tree: function not implemented") }
+	c := microVMCheck(context.Background())
+	if c.Status != Warn || !strings.Contains(c.Detail, "cannot be confined") || !strings.Contains(c.Detail, "open_tree") || !strings.Contains(c.Fix, "Linux 5.12") {
+		t.Errorf("microVMCheck on a host without open_tree = %+v, want a warning naming it and the fix", c)
 	}
 }

@@ -155,8 +155,8 @@ func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request, owner st
 	if err == nil {
 		sb, info, err = s.running(owner, r.PathValue("sandboxID"))
 	}
-	if err == nil && info.State == sandbox.StatePaused {
-		// Connecting resumes a paused sandbox, as on E2B.
+	if err == nil && asleep(info) {
+		// Connecting resumes a paused (or snapshotted) sandbox, as on E2B.
 		info, err = s.cfg.Sessions.Resume(r.Context(), owner, sb.ID)
 	}
 	if err == nil {
@@ -170,26 +170,27 @@ func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request, owner st
 }
 
 // pauseSandbox answers POST /sandboxes/{sandboxID}/pause: the session's
-// processes stop, memory kept (sandbox.Manager.Pause), 204; one already
-// paused answers 409, which E2B's SDK takes for "already paused". A
-// files-only snapshot (memory: false) is not built yet and is refused.
+// processes stop, memory kept (sandbox.Manager.Pause), 204; with
+// keepMemory false (`"memory": false`) the session is snapshotted instead,
+// files only (sandbox.Manager.Snapshot). One already paused or
+// snapshotted answers 409, which E2B's SDK takes for "already paused".
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner string) {
 	var body timeoutJSON
 	if err := s.decodeBody(w, r, owner, &body, false); err != nil {
 		s.writeControlError(w, err)
 		return
 	}
-	if body.Memory != nil && !*body.Memory {
-		writeError(w, http.StatusNotImplemented, "keepMemory: false (a files-only snapshot) is not supported by Warden yet: pause with keepMemory left at true")
-		return
-	}
 	sb, info, err := s.running(owner, r.PathValue("sandboxID"))
-	if err == nil && info.State == sandbox.StatePaused {
+	if err == nil && asleep(info) {
 		writeError(w, http.StatusConflict, "sandbox %q is already paused", sb.ID)
 		return
 	}
 	if err == nil {
-		_, err = s.cfg.Sessions.Pause(r.Context(), owner, sb.ID)
+		if body.Memory != nil && !*body.Memory {
+			_, err = s.cfg.Sessions.Snapshot(r.Context(), owner, sb.ID)
+		} else {
+			_, err = s.cfg.Sessions.Pause(r.Context(), owner, sb.ID)
+		}
 	}
 	if errors.Is(err, sandbox.ErrBusy) {
 		// Not the 409 of a busy session elsewhere: the SDK reads a 409
@@ -213,7 +214,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, owner str
 		return
 	}
 	sb, info, err := s.running(owner, r.PathValue("sandboxID"))
-	if err == nil && info.State != sandbox.StatePaused {
+	if err == nil && !asleep(info) {
 		writeError(w, http.StatusConflict, "sandbox %q is already running", sb.ID)
 		return
 	}
@@ -242,13 +243,20 @@ func (s *Server) running(owner, id string) (*Sandbox, sandbox.Info, error) {
 }
 
 // alive says whether a session can run code: an E2B sandbox "running",
-// or "paused", which the Manager resumes for the code it is asked to run.
+// or "paused" (paused or snapshotted), which the Manager resumes for the
+// code it is asked to run.
 func alive(info sandbox.Info) bool {
 	switch info.State {
-	case sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy, sandbox.StatePaused:
+	case sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy, sandbox.StatePaused, sandbox.StateSnapshotted:
 		return true
 	}
 	return false
+}
+
+// asleep says a session is what E2B calls paused: paused, or snapshotted
+// (E2B's pause without keepMemory).
+func asleep(info sandbox.Info) bool {
+	return info.State == sandbox.StatePaused || info.State == sandbox.StateSnapshotted
 }
 
 // ended says why a session that is not alive ended.

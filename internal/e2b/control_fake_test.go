@@ -128,10 +128,14 @@ func (f *controlFake) SetExpiry(owner, id string, ttl time.Duration) (sandbox.In
 
 func (f *controlFake) LifeCaps() (time.Duration, time.Duration) { return f.maxTTL, time.Hour }
 
-// Pause and Resume move a session between ready and paused, as the
-// Manager does.
+// Pause, Snapshot and Resume move a session between ready and paused or
+// snapshotted, as the Manager does.
 func (f *controlFake) Pause(_ context.Context, owner, id string) (sandbox.Info, error) {
 	return f.move(owner, id, sandbox.StatePaused)
+}
+
+func (f *controlFake) Snapshot(_ context.Context, owner, id string) (sandbox.Info, error) {
+	return f.move(owner, id, sandbox.StateSnapshotted)
 }
 
 func (f *controlFake) Resume(_ context.Context, owner, id string) (sandbox.Info, error) {

@@ -94,8 +94,9 @@ type lifecycleJSON struct {
 	OnTimeout  string `json:"onTimeout"`
 }
 
-// The SandboxStates of E2B: a Warden session is paused when it is
-// (sandbox.StatePaused), and running in every other state it is listed in.
+// The SandboxStates of E2B: a Warden session is paused when it is paused
+// or snapshotted (see asleep), and running in every other state it is
+// listed in.
 const (
 	stateRunning = "running"
 	statePaused  = "paused"
@@ -103,7 +104,7 @@ const (
 
 // e2bState is the SandboxState of a session E2B lists.
 func e2bState(info sandbox.Info) string {
-	if info.State == sandbox.StatePaused {
+	if asleep(info) {
 		return statePaused
 	}
 	return stateRunning

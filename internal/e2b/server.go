@@ -129,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) healthRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if sb := sandboxFrom(r.Context()); sb != nil {
-			if info, err := s.cfg.Sessions.Get(sb.Owner, sb.ID); err == nil && info.State == sandbox.StatePaused {
+			if info, err := s.cfg.Sessions.Get(sb.Owner, sb.ID); err == nil && asleep(info) {
 				writeDataError(w, r, http.StatusBadGateway, "unavailable", "sandbox "+sb.ID+" is paused: connect to it to resume it")
 				return
 			}

@@ -44,8 +44,8 @@ func TestBundleSpec(t *testing.T) {
 	if got := *r.Memory.Limit; got != l.MemoryBytes {
 		t.Errorf("memory limit = %d, want %d", got, l.MemoryBytes)
 	}
-	if got := *r.Pids.Limit; got != l.Pids+sentryTasks {
-		t.Errorf("pids limit = %d, want %d", got, l.Pids+sentryTasks)
+	if got := *r.Pids.Limit; got != l.Pids*hostTasksPerTask+sentryTasks {
+		t.Errorf("pids limit = %d, want %d", got, l.Pids*hostTasksPerTask+sentryTasks)
 	}
 	if got, want := *r.CPU.Quota, int64(l.CPUs*100000); got != want {
 		t.Errorf("cpu quota = %d, want %d", got, want)

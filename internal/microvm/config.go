@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,14 +17,17 @@ import (
 type Config struct {
 	// QEMU is the qemu-system-x86_64 binary; "" looks it up on PATH.
 	QEMU string
-	// Kernel is the guest's uncompressed vmlinux (PVH direct boot). It
-	// must be world-readable: QEMU, running under its own unprivileged
-	// uid, reopens the descriptor the host opened.
+	// Kernel is the guest's uncompressed vmlinux (PVH direct boot). The
+	// host opens and checks it, and QEMU's root binds the file that
+	// descriptor is (open_tree on it) at guestKernel, where QEMU, under
+	// its own unprivileged uid, opens it: so it must be world-readable.
 	Kernel string
 	// KernelFile is the guest kernel already opened and checked by the
-	// caller (GuestKernel's Kernel.Open), given instead of Kernel: the
-	// launcher passes QEMU a copy of this descriptor, so what boots is the
-	// file checked. The caller keeps and closes it.
+	// caller (GuestKernel's Kernel.Open), given instead of Kernel: QEMU's
+	// root binds the file this descriptor is, so what boots is the file
+	// checked. It must be a world-readable file on a mounted filesystem
+	// (open_tree copies its mount), not a memfd or other file of no
+	// mount. The caller keeps and closes it.
 	KernelFile *os.File
 	// Initrd is the initramfs archive (see Initramfs); InitrdPath names
 	// one on disk instead. Exactly one is set.
@@ -88,12 +90,17 @@ const (
 // boots were as fast as with the default.
 const tbSizeMiB = 128
 
-// agentFD etc. are the descriptor numbers QEMU gets: stdin is /dev/null,
-// stdout and stderr the console log pipe, then the ExtraFiles in order.
+// agentFD is the agent socket's descriptor number in QEMU: stdin is
+// /dev/null, stdout and stderr the console log pipe, then the agent socket.
+// QEMU reads the kernel and initrd by path in its own root (guestKernel,
+// guestInitrd; confine_linux.go), binds of the files the host opened.
+const agentFD = 3
+
+// guestKernel and guestInitrd are where QEMU's root holds the guest's
+// kernel and initrd, read-only.
 const (
-	kernelFD = 3
-	initrdFD = 4
-	agentFD  = 5
+	guestKernel = "/vm/vmlinux"
+	guestInitrd = "/vm/initrd"
 )
 
 // normalize fills defaults and checks cfg, with one line saying what is
@@ -145,29 +152,6 @@ func (c Config) normalize() (Config, error) {
 func (c Config) checkAccel(accel Accel) error {
 	if accel == TCG && c.CPUs > 1 {
 		return fmt.Errorf("microvm: %d vCPUs under TCG (software emulation): multi-vCPU TCG boots hang; use 1 vCPU or a host with KVM", c.CPUs)
-	}
-	return nil
-}
-
-// checkShares refuses more shares than the machine has transports for,
-// a repeated tag, a tag the guest would refuse, and a directory QEMU's
-// option parser would read otherwise (a comma) or relative to its "/".
-func checkShares(shares []Share) error {
-	if len(shares) > maxShares {
-		return fmt.Errorf("microvm: %d shares, more than the %d the microvm machine has room for", len(shares), maxShares)
-	}
-	seen := map[string]bool{}
-	for _, sh := range shares {
-		if err := vmguest.CheckTag(sh.Tag); err != nil {
-			return fmt.Errorf("microvm: share %q: %w", sh.Dir, err)
-		}
-		if seen[sh.Tag] {
-			return fmt.Errorf("microvm: share tag %q is used twice; give each share its own", sh.Tag)
-		}
-		seen[sh.Tag] = true
-		if !filepath.IsAbs(sh.Dir) || filepath.Clean(sh.Dir) != sh.Dir || strings.ContainsAny(sh.Dir, ",\x00") {
-			return fmt.Errorf("microvm: share directory %q must be a clean absolute path without a comma", sh.Dir)
-		}
 	}
 	return nil
 }
@@ -249,7 +233,7 @@ func args(cfg Config, accel Accel) []string {
 		"-machine", machineOpts,
 		"-accel", accelOpt, "-cpu", cpu,
 		"-m", strconv.Itoa(cfg.MemoryMiB), "-smp", strconv.Itoa(cfg.CPUs),
-		"-kernel", fdPath(kernelFD), "-initrd", fdPath(initrdFD),
+		"-kernel", guestKernel, "-initrd", guestInitrd,
 		"-append", strings.Join(cmdline, " "),
 		"-device", "virtio-serial-device",
 		"-chardev", "stdio,id=console,signal=off",
@@ -259,5 +243,3 @@ func args(cfg Config, accel Accel) []string {
 		"-device", "virtio-rng-device",
 	}, shareArgs(cfg.Shares)...)
 }
-
-func fdPath(fd int) string { return "/dev/fd/" + strconv.Itoa(fd) }

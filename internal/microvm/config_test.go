@@ -41,12 +41,12 @@ func TestNormalize(t *testing.T) {
 		{"shares", func(c *Config) { c.Shares = []Share{{"root", "/r", true}, {"scratch", "/s", false}} }, ""},
 		{"share tag twice", func(c *Config) { c.Shares = []Share{{"root", "/r", true}, {"root", "/s", false}} }, "used twice"},
 		{"share tag with comma", func(c *Config) { c.Shares = []Share{{"a,b", "/r", true}} }, `holds ','`},
-		{"share dir with comma", func(c *Config) { c.Shares = []Share{{"root", "/r,readonly=off", true}} }, "without a comma"},
-		{"relative share dir", func(c *Config) { c.Shares = []Share{{"root", "r", true}} }, "clean absolute"},
-		{"unclean share dir", func(c *Config) { c.Shares = []Share{{"root", "/r/../etc", true}} }, "clean absolute"},
+		{"share dir with comma", func(c *Config) { c.Shares = []Share{{"root", "/r,readonly=off", true}} }, "holds a comma"},
+		{"relative share dir", func(c *Config) { c.Shares = []Share{{"root", "r", true}} }, "not an absolute path"},
+		{"unclean share dir", func(c *Config) { c.Shares = []Share{{"root", "/r/../etc", true}} }, "not clean"},
 		{"too many shares", func(c *Config) {
 			for i := range maxShares + 1 {
-				c.Shares = append(c.Shares, Share{fmt.Sprintf("s%d", i), "/s", false})
+				c.Shares = append(c.Shares, Share{fmt.Sprintf("s%d", i), fmt.Sprintf("/s%d", i), false})
 			}
 		}, "more than the 6"},
 	}
@@ -76,9 +76,9 @@ func TestArgs(t *testing.T) {
 	for _, want := range [][]string{
 		{"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"},
 		{"-accel", "tcg,tb-size=128"},
-		{"-kernel", "/dev/fd/3"},
-		{"-initrd", "/dev/fd/4"},
-		{"-chardev", "socket,id=agent,fd=5"},
+		{"-kernel", "/vm/vmlinux"},
+		{"-initrd", "/vm/initrd"},
+		{"-chardev", "socket,id=agent,fd=3"},
 		{"-append", "console=hvc0 quiet rdinit=/init warden.vm=1 reboot=t loglevel=7"},
 		{"-m", "256"},
 		// The PIT and PIC calibrate the guest's LAPIC timer: without them an idle guest never wakes.

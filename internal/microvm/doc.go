@@ -5,8 +5,9 @@
 // that the host holds as a byte stream for the agent protocol
 // (streammux). QEMU itself is treated as exposed to a hostile guest: it
 // runs under a host uid leased for it alone with no capabilities, an
-// empty environment, only the descriptors warden gives it, QEMU's seccomp
-// sandbox, no network device, and in its own PID, network and IPC
-// namespaces. It still sees the host's files and is not yet under a
-// seccomp filter of warden's: docs/backends.md says what is missing.
+// empty environment, only the descriptors warden gives it, Warden's own
+// seccomp filter from before its exec with QEMU's seccomp sandbox on top,
+// no network device, and in its own PID, network, IPC, UTS and mount
+// namespaces, whose root is a read-only tmpfs holding only what QEMU
+// needs (docs/backends.md lists it and why).
 package microvm

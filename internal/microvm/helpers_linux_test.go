@@ -53,11 +53,16 @@ func testConfig(t testing.TB) Config {
 	return cfg
 }
 
-// needQEMU skips unless QEMU can be started confined here (as root).
+// needQEMU skips (a failure under WARDEN_CI=1) unless QEMU can be
+// started confined here: as root, with QEMU, on a host CheckConfinement
+// accepts.
 func needQEMU(t testing.TB) {
 	t.Helper()
 	testhost.RequireRoot(t)
 	testhost.RequireTool(t, "qemu-system-x86_64")
+	if err := CheckConfinement(); err != nil {
+		testhost.SkipOrFail(t, "QEMU cannot be confined here: "+err.Error())
+	}
 }
 
 // testInitramfs builds warden-init as make build does (static) and wraps

@@ -1,12 +1,12 @@
 package microvm
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -15,32 +15,43 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/hostid"
+	"github.com/warden-sandbox/warden/internal/plan"
 )
 
 // launch holds what one QEMU start needs, opened by the host: QEMU gets
-// each as a descriptor and opens none of warden's files by path (it does
-// open its own: firmware, libraries, /dev/urandom).
+// its descriptors (stdio, the agent socket), and its own root holds the
+// rest as read-only binds of what the host opened (confine_linux.go).
 type launch struct {
 	cfg     Config
 	accel   AccelChoice
-	qemu    *os.File // O_PATH of the trusted binary, executed as /proc/self/fd/N
-	qemuFD  int      // a duplicate of qemu above the numbers the child's set-up uses
+	qemu    *os.File // O_PATH of the trusted binary, bound as qemuBinary
 	devNull *os.File
 	logR    *os.File // host end of the console pipe
 	logW    *os.File
 	kernel  *os.File
-	initrd  *os.File
+	initrd  *os.File // an initrd file (InitrdPath), or nil: its bytes are written into QEMU's root
 	guest   *os.File // QEMU's end of the agent socketpair
 	host    *os.File
-	id      *hostid.Lease // QEMU's own uid and gid, no other process's
-	cg      cgroup.Cgroup
-	cgDir   *os.File // the cgroup's directory for CLONE_INTO_CGROUP (v2), or nil
-	started time.Time
+	// qmpGuest and qmpHost are the QMP socketpair's ends on a cgroup v2
+	// host, where QEMU starts stopped until settle moves it into its
+	// cgroup; nil on v1, where it is born inside.
+	qmpGuest, qmpHost *os.File
+	mounts            []mountAt     // QEMU's root's binds, detached until its thread attaches them
+	id                *hostid.Lease // QEMU's own uid and gid, no other process's
+	cg                cgroup.Cgroup
+	// tasks and ownTasks are the tasks files (v1) of cg and of warden's
+	// cgroups, which QEMU's thread joins before it forks QEMU and returns
+	// to after (joinCgroup).
+	tasks, ownTasks []*os.File
+	started         time.Time
+	// exited is closed once QEMU has exited, which ends the thread that
+	// forked it (fork).
+	exited chan struct{}
 }
 
 // prepare opens everything; on failure it closes what it opened.
 func prepare(cfg Config) (l *launch, err error) {
-	l = &launch{cfg: cfg, qemuFD: -1}
+	l = &launch{cfg: cfg, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			l.closeFiles()
@@ -63,7 +74,12 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.kernel, err = openKernel(cfg); err != nil {
 		return l, err
 	}
-	if l.initrd, err = openInitrd(cfg); err != nil {
+	if cfg.InitrdPath != "" {
+		if l.initrd, err = openGuestFile(cfg.InitrdPath, "initrd"); err != nil {
+			return l, err
+		}
+	}
+	if err := l.rootMounts(); err != nil {
 		return l, err
 	}
 	if l.host, l.guest, err = socketPair(); err != nil {
@@ -72,10 +88,7 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.id, err = leaseID(cfg); err != nil {
 		return l, fmt.Errorf("microvm: QEMU's identity: %w", err)
 	}
-	if err := l.makeCgroup(); err != nil {
-		return l, err
-	}
-	return l, l.dupQEMU()
+	return l, l.makeCgroup()
 }
 
 // leaseID is the caller's lease (Config.ID), or one for this VM alone.
@@ -105,56 +118,118 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	type result struct {
-		vm  *VM
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked QEMU ends, not
-		// warden: QEMU is started and reaped on this goroutine, locked
-		// to its thread for QEMU's whole life, so no other goroutine's
-		// locked thread ending (which the Go runtime then kills) can
-		// take QEMU with it.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		vm, err := l.run(cmd)
-		res <- result{vm, err}
-		if vm != nil {
-			vm.reap()
-		}
-	}()
-	r := <-res
-	return r.vm, r.err
-}
-
-// run starts QEMU on the calling thread and returns the VM before its
-// hello; the caller then reaps it on the same thread.
-func (l *launch) run(cmd *exec.Cmd) (*VM, error) {
-	l.started = time.Now()
-	if err := cmd.Start(); err != nil {
-		l.closeHostEnds()
-		return nil, fmt.Errorf("microvm: starting QEMU: %w", err)
-	}
-	conn, err := l.settle(cmd.Process.Pid)
-	if err != nil {
-		if kerr := cmd.Process.Kill(); kerr != nil {
-			warn("killing QEMU", kerr)
-		}
-		warn("reaping QEMU", cmd.Wait())
+	probePidfd()
+	started := make(chan error, 1)
+	go l.fork(cmd, started)
+	if err := <-started; err != nil {
 		l.closeHostEnds()
 		return nil, err
 	}
-	return &VM{cmd: cmd, conn: conn, id: l.id, ownID: l.cfg.ID == nil, cg: l.cg, accel: l.accel, done: make(chan struct{}), console: newConsoleLog(l.logR)}, nil
+	conn, err := l.settle(cmd.Process.Pid)
+	if err != nil {
+		stopQEMU(cmd)
+		close(l.exited)
+		l.closeHostEnds()
+		return nil, err
+	}
+	vm := &VM{cmd: cmd, conn: conn, id: l.id, ownID: l.cfg.ID == nil, cg: l.cg, accel: l.accel, done: make(chan struct{}), forker: l.exited, console: newConsoleLog(l.logR)}
+	go vm.reap()
+	return vm, nil
 }
 
-// settle moves a started QEMU into its cgroup where it could not start
-// inside (v1: before its guest's hello is awaited, within QEMU's first
-// milliseconds of set-up) and turns the agent socket into a connection.
+// fork confines the calling goroutine's thread (its own namespaces and
+// root, no_new_privs, Warden's filter for QEMU), forks QEMU from it
+// inside QEMU's cgroup (joining it just for the fork; if it cannot
+// rejoin warden's, QEMU is killed and reaped: it fails closed), says
+// on started how that went, and keeps the thread until QEMU has exited
+// (l.exited, closed by whoever sees it exit):
+// Pdeathsig fires when the thread that forked QEMU ends, not warden, so
+// QEMU lives exactly as long as this goroutine, and no other goroutine's
+// locked thread ending (which the Go runtime then kills) takes QEMU with
+// it. The thread is never unlocked: it stays confined, so the runtime
+// ends it with the goroutine rather than run other goroutines in QEMU's
+// namespaces under QEMU's filter. Everything that needs the host's files
+// (the cgroup's creation and removal, the reaper's clean-up) runs on other
+// goroutines; the cgroup is joined through files opened before.
+func (l *launch) fork(cmd *exec.Cmd, started chan<- error) {
+	runtime.LockOSThread()
+	if onMainThread() {
+		// Keep the main thread busy, so the new goroutine gets another.
+		relay := make(chan error, 1)
+		go l.fork(cmd, relay)
+		err := <-relay
+		runtime.UnlockOSThread()
+		started <- err
+		return
+	}
+	if err := l.confine(); err != nil {
+		started <- err
+		return
+	}
+	if err := joinCgroup(l.tasks); err != nil {
+		started <- err
+		return
+	}
+	l.started = time.Now()
+	err := cmd.Start()
+	lerr := joinCgroup(l.ownTasks)
+	switch {
+	case err != nil:
+		if lerr != nil {
+			warn("moving QEMU's thread back to warden's cgroup (the thread ends now, leaving it)", lerr)
+		}
+		started <- fmt.Errorf("microvm: starting QEMU: %w", err)
+		return
+	case lerr != nil:
+		stopQEMU(cmd)
+		started <- fmt.Errorf("%w; QEMU was stopped rather than run beside a thread of warden counted to its cgroup", lerr)
+		return
+	}
+	started <- nil
+	<-l.exited
+}
+
+// stopQEMU kills and reaps a QEMU that start will not hand on.
+func stopQEMU(cmd *exec.Cmd) {
+	if err := cmd.Process.Kill(); err != nil {
+		warn("killing QEMU", err)
+	}
+	warn("reaping QEMU", cmd.Wait())
+}
+
+// confine confines the calling thread: QEMU's namespaces and root
+// (rootPlan, writeInitrd), then no_new_privs and Warden's filter. It
+// refuses the process's main thread, which the runtime never ends: it
+// would stay confined, and /proc/<warden's pid> (its mounts, its root)
+// would show QEMU's namespaces.
+func (l *launch) confine() error {
+	if onMainThread() {
+		return errors.New("microvm: confining QEMU: refusing to confine warden's main thread, which would stay in QEMU's namespaces; start QEMU from another goroutine")
+	}
+	build, seal := l.rootPlan()
+	if err := plan.Apply(build); err != nil {
+		return fmt.Errorf("microvm: %w", err)
+	}
+	if err := l.writeInitrd(); err != nil {
+		return err
+	}
+	if err := plan.Apply(seal); err != nil {
+		return fmt.Errorf("microvm: %w", err)
+	}
+	return confineThread()
+}
+
+// settle turns the agent socket into a connection and, on cgroup v2,
+// moves the stopped QEMU into its cgroup and only then lets its guest run
+// (QMP cont): QEMU's own set-up before that, which runs no guest code, is
+// counted to warden's cgroup. On v1 QEMU was born inside (joinCgroup).
 func (l *launch) settle(pid int) (net.Conn, error) {
-	if l.cgDir == nil {
+	if l.qmpHost != nil {
 		if err := l.cg.AddProc(pid); err != nil {
 			return nil, fmt.Errorf("microvm: moving QEMU into its cgroup: %w", err)
+		}
+		if err := l.cont(); err != nil {
+			return nil, err
 		}
 	}
 	conn, err := fileConn(l.host)
@@ -162,22 +237,59 @@ func (l *launch) settle(pid int) (net.Conn, error) {
 	return conn, err
 }
 
-// command is QEMU's command: the trusted binary's descriptor executed
-// with a clean environment, in /, with only its descriptors.
+// cont continues the stopped QEMU over QMP, within qmpTimeout, and closes
+// the host's end of the monitor.
+func (l *launch) cont() error {
+	c, err := net.FileConn(l.qmpHost)
+	closeLogged(l.qmpHost, "QMP socket")
+	l.qmpHost = nil
+	if err != nil {
+		return fmt.Errorf("microvm: QMP socket: %w", err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			warn("closing QMP", err)
+		}
+	}()
+	if err := c.SetDeadline(time.Now().Add(qmpTimeout)); err != nil {
+		return fmt.Errorf("microvm: QMP socket: %w", err)
+	}
+	return qmpCont(c)
+}
+
+// openQMP makes the QMP socketpair for a QEMU started stopped.
+func (l *launch) openQMP() error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("microvm: socketpair for QMP: %w", err)
+	}
+	l.qmpHost, l.qmpGuest = os.NewFile(uintptr(fds[0]), "qmp-host"), os.NewFile(uintptr(fds[1]), "qmp-guest")
+	return nil
+}
+
+// command is QEMU's command: the trusted binary, bound into QEMU's own
+// root, executed with a clean environment, in /, with only its
+// descriptors.
 func (l *launch) command() (*exec.Cmd, error) {
 	attr, err := l.sysProcAttr()
 	if err != nil {
 		return nil, err
 	}
+	argv := append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel)...)
+	files := []*os.File{l.guest} // agentFD
+	if l.qmpGuest != nil {
+		argv = append(argv, qmpArgs()...)
+		files = append(files, l.qmpGuest) // qmpFD
+	}
 	return &exec.Cmd{
-		Path:        "/proc/self/fd/" + strconv.Itoa(l.qemuFD),
-		Args:        append([]string{"qemu-system-x86_64"}, args(l.cfg, l.accel.Accel)...),
+		Path:        qemuBinary,
+		Args:        argv,
 		Env:         []string{},
 		Dir:         "/",
 		Stdin:       l.devNull,
 		Stdout:      l.logW,
 		Stderr:      l.logW,
-		ExtraFiles:  []*os.File{l.kernel, l.initrd, l.guest}, // kernelFD, initrdFD, agentFD
+		ExtraFiles:  files,
 		SysProcAttr: attr,
 	}, nil
 }
@@ -185,11 +297,9 @@ func (l *launch) command() (*exec.Cmd, error) {
 // sysProcAttr confines QEMU: a uid and gid leased for this VM alone with
 // no supplementary groups (so no capabilities: the switch from root clears
 // them, and no other VM's QEMU can read its memory or signal it), its own
-// process group (killed whole), killed if warden dies, and its own PID,
-// network, IPC and UTS namespaces (it sees no other process to signal, no
-// network interface but loopback, no host System V IPC; it still sees the
-// host's files and /proc, see docs/backends.md). Under KVM its one group
-// is /dev/kvm's, to open it.
+// process group (killed whole), killed if warden dies. Its namespaces,
+// root and seccomp filter come from the thread that forks it (fork).
+// Under KVM its one group is /dev/kvm's, to open it.
 func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 	groups := []uint32{}
 	if l.accel.Accel == KVM {
@@ -202,16 +312,11 @@ func (l *launch) sysProcAttr() (*syscall.SysProcAttr, error) {
 		}
 		groups = []uint32{gid}
 	}
-	a := &syscall.SysProcAttr{
+	return &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(l.id.ID()), Gid: uint32(l.id.ID()), Groups: groups},
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
-		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-	}
-	if l.cgDir != nil {
-		a.UseCgroupFD, a.CgroupFD = true, int(l.cgDir.Fd())
-	}
-	return a, nil
+	}, nil
 }
 
 // fileConn turns a socket's file into a connection (with deadlines, as
@@ -227,24 +332,24 @@ func fileConn(f *os.File) (net.Conn, error) {
 
 // closeFiles closes the host's copies of what QEMU inherited.
 func (l *launch) closeFiles() {
-	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.cgDir} {
+	for _, f := range []*os.File{l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.qmpGuest} {
 		if f != nil {
 			closeLogged(f, f.Name())
 		}
 	}
-	if l.qemuFD >= 0 {
-		if err := unix.Close(l.qemuFD); err != nil {
-			warn("closing QEMU's descriptor", err)
-		}
-		l.qemuFD = -1
+	for _, m := range l.mounts {
+		closeLogged(m.f, m.f.Name())
 	}
-	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.cgDir = nil, nil, nil, nil, nil, nil, nil
+	for _, f := range append(l.tasks, l.ownTasks...) {
+		closeLogged(f, f.Name())
+	}
+	l.qemu, l.devNull, l.logW, l.kernel, l.initrd, l.guest, l.qmpGuest, l.mounts, l.tasks, l.ownTasks = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // closeHostEnds closes what the host keeps, when there is no VM to own it
 // (and no QEMU runs any more).
 func (l *launch) closeHostEnds() {
-	for _, f := range []*os.File{l.logR, l.host} {
+	for _, f := range []*os.File{l.logR, l.host, l.qmpHost} {
 		if f != nil {
 			closeLogged(f, f.Name())
 		}
@@ -255,12 +360,32 @@ func (l *launch) closeHostEnds() {
 	if l.id != nil && l.cfg.ID == nil {
 		l.id.Release()
 	}
-	l.logR, l.host, l.id, l.cg = nil, nil, nil, nil
+	l.logR, l.host, l.qmpHost, l.id, l.cg = nil, nil, nil, nil, nil
 }
 
 func closeLogged(f *os.File, what string) {
 	if err := f.Close(); err != nil {
 		warn("closing "+what, err)
+	}
+}
+
+// onMainThread says whether the calling thread is the process's first.
+func onMainThread() bool { return unix.Gettid() == unix.Getpid() }
+
+// probePidfd makes Go run its one-time pidfd probe (os.FindProcess uses
+// pidfd_open) here, on an ordinary thread, if it has not yet. Otherwise
+// QEMU's thread would run it at QEMU's start, after leaving the host's
+// PID namespace: the probe's own child (clone with CLONE_PIDFD) would
+// become that namespace's PID 1 and, exiting, end it, and QEMU's fork
+// would fail.
+func probePidfd() {
+	p, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		warn("finding warden's own process", err)
+		return
+	}
+	if err := p.Release(); err != nil {
+		warn("releasing warden's own process", err)
 	}
 }
 

@@ -30,18 +30,61 @@ func limits(cfg Config, accel Accel) cgroup.Limits {
 	return cgroup.Limits{MemoryBytes: int64(mib) << 20, Pids: qemuPids, CPUs: float64(cfg.CPUs)}
 }
 
-// makeCgroup creates QEMU's cgroup and, where the kernel can start a
-// process inside one (v2: CLONE_INTO_CGROUP), opens its directory for
-// that; on v1 QEMU is moved in just after it starts (see settle).
+// makeCgroup creates QEMU's cgroup and opens its tasks files (v1) and
+// those of warden's own, which the thread that forks QEMU writes to join
+// it just before the fork and to leave it just after (joinCgroup), so QEMU
+// is born inside: no moment outside its limits. The kernel checks the
+// opener's credentials, root's here. On v2 QEMU starts stopped (-S) and
+// runs its guest only once moved in (settle), over a QMP socket.
 func (l *launch) makeCgroup() error {
 	cg, err := cgroup.New(boxname.New(), limits(l.cfg, l.accel.Accel))
 	if err != nil {
 		return fmt.Errorf("microvm: QEMU's cgroup: %w", err)
 	}
 	l.cg = cg
-	if dir := cg.Placement().CloneInto; dir != "" {
-		if l.cgDir, err = os.Open(dir); err != nil {
-			return fmt.Errorf("microvm: opening QEMU's cgroup: %w", err)
+	p := cg.Placement()
+	if startStopped(p) {
+		if err := l.openQMP(); err != nil {
+			return err
+		}
+	}
+	if len(p.ThreadFiles) == 0 {
+		return nil
+	}
+	if l.tasks, err = openTasks(p.ThreadFiles); err == nil {
+		l.ownTasks, err = openTasks(p.ReturnFiles)
+	}
+	return err
+}
+
+// startStopped says whether QEMU starts stopped and is continued over QMP
+// once in its cgroup: on v2 (no ThreadFiles), where a thread cannot join
+// a cgroup alone and QEMU's filter refuses clone3's CLONE_INTO_CGROUP. A
+// variable so that tests take that path on a v1 host too.
+var startStopped = func(p cgroup.Placement) bool { return len(p.ThreadFiles) == 0 }
+
+// openTasks opens cgroup tasks files for writing.
+func openTasks(paths []string) ([]*os.File, error) {
+	var fs []*os.File
+	for _, p := range paths {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range fs {
+				closeLogged(f, f.Name())
+			}
+			return nil, fmt.Errorf("microvm: opening the cgroup file %s: %w", p, err)
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+// joinCgroup moves the calling thread, QEMU's, into the cgroups of tasks
+// in every hierarchy (v1 moves one thread: the rest of warden stays out).
+func joinCgroup(tasks []*os.File) error {
+	for _, f := range tasks {
+		if _, err := f.Write([]byte("0")); err != nil {
+			return fmt.Errorf("microvm: moving QEMU's thread into the cgroup of %s: %w", f.Name(), err)
 		}
 	}
 	return nil

@@ -29,22 +29,10 @@ func (l *launch) openQEMU() error {
 	return nil
 }
 
-// dupQEMU moves the binary's descriptor above every number os/exec's child
-// can write to before it executes (nsinit.ChildReach of the files command
-// passes), so it is still the binary at exec.
-func (l *launch) dupQEMU() error {
-	reach := nsinit.ChildReach([]*os.File{l.devNull, l.logW, l.logW, l.kernel, l.initrd, l.guest})
-	fd, err := unix.FcntlInt(l.qemu.Fd(), unix.F_DUPFD_CLOEXEC, reach+1)
-	if err != nil {
-		return fmt.Errorf("microvm: duplicating QEMU's descriptor: %w", err)
-	}
-	l.qemuFD = fd
-	return nil
-}
-
 // openKernel opens the guest kernel under nsinit's trust rule (whoever
 // could change it could run code as QEMU), readable by QEMU's own uid; a
 // KernelFile the caller checked is copied instead, still world-readable.
+// QEMU's root binds the file this descriptor is (rootMounts).
 func openKernel(cfg Config) (*os.File, error) {
 	if cfg.KernelFile != nil {
 		return copyKernel(cfg.KernelFile)
@@ -76,7 +64,8 @@ func copyKernel(f *os.File) (*os.File, error) {
 // openGuestFile opens a file QEMU loads into the guest: trusted as a
 // binary would be (root's or this user's, in such a directory, writable by
 // no one else, no symlink, checked on the descriptor QEMU gets) and
-// world-readable, since QEMU, under its own uid, reopens /dev/fd/N.
+// world-readable, since QEMU, under its own uid, opens the bind of it in
+// its root.
 func openGuestFile(p, what string) (*os.File, error) {
 	f, err := nsinit.OpenTrustedData(p)
 	if err != nil {
@@ -90,30 +79,6 @@ func openGuestFile(p, what string) (*os.File, error) {
 	case st.Mode().Perm()&0o004 == 0:
 		closeLogged(f, what)
 		return nil, fmt.Errorf("microvm: %s %s is not world-readable, so QEMU (under its own uid) cannot read it: chmod o+r it", what, p)
-	}
-	return f, nil
-}
-
-// openInitrd opens cfg's initrd, or puts its bytes in a sealed memfd:
-// QEMU reads it by reopening /dev/fd/N, which a memfd allows anyone, and
-// the seals keep its contents what the host wrote.
-func openInitrd(cfg Config) (*os.File, error) {
-	if cfg.InitrdPath != "" {
-		return openGuestFile(cfg.InitrdPath, "initrd")
-	}
-	fd, err := unix.MemfdCreate("warden-initrd", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("microvm: memfd for the initrd: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "warden-initrd")
-	if _, err := f.Write(cfg.Initrd); err != nil {
-		closeLogged(f, "initrd memfd")
-		return nil, fmt.Errorf("microvm: writing the initrd: %w", err)
-	}
-	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
-		closeLogged(f, "initrd memfd")
-		return nil, fmt.Errorf("microvm: sealing the initrd: %w", err)
 	}
 	return f, nil
 }

@@ -42,8 +42,11 @@ type VM struct {
 	boot      Boot
 	accel     AccelChoice
 
-	mu      sync.Mutex
-	exited  bool // QEMU has exited (not yet necessarily reaped): its pid may not be signalled
+	mu     sync.Mutex
+	exited bool // QEMU has exited (not yet necessarily reaped): its pid may not be signalled
+	// forker is closed once QEMU has exited, which ends the thread that
+	// forked it (launch.fork).
+	forker  chan struct{}
 	done    chan struct{}
 	waitErr error
 }
@@ -179,7 +182,8 @@ func (v *VM) watch(ctx context.Context) {
 }
 
 // reap waits for QEMU's exit without reaping it (WNOWAIT), marks it
-// exited under mu so Kill stops signalling its pid, then reaps it and
+// exited under mu so Kill stops signalling its pid, then reaps it (any
+// thread may: the one that forked QEMU only keeps it alive, see fork) and
 // closes the host ends: the agent port, and the console pipe after at
 // most drainGrace, so a hostile QEMU cannot hold teardown forever.
 func (v *VM) reap() {
@@ -197,6 +201,7 @@ func (v *VM) reap() {
 	v.mu.Lock()
 	v.exited = true
 	v.mu.Unlock()
+	close(v.forker)
 	v.waitErr = v.cmd.Wait()
 	v.console.finish(drainGrace)
 	v.closePort()

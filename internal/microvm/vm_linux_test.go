@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -62,7 +63,8 @@ func TestBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("boot %+v, accel %+v", vm.Boot(), vm.Accel())
-	checkConfined(t, vm, kernel)
+	checkConfined(t, vm)
+	checkRoot(t, vm, kernel, nil)
 	checkCgroup(t, vm)
 	closeVM(t, vm)
 	if _, err := os.Stat(vm.cg.Path()); !errors.Is(err, os.ErrNotExist) {
@@ -93,7 +95,7 @@ func TestKill(t *testing.T) {
 // and gid, no capabilities or groups, pid 1 of its own PID namespace, no
 // environment, and only the descriptors the launcher gave it besides
 // those QEMU made itself.
-func checkConfined(t *testing.T, vm *VM, kernel string) {
+func checkConfined(t *testing.T, vm *VM) {
 	t.Helper()
 	dir := "/proc/" + strconv.Itoa(vm.Pid())
 	status, err := os.ReadFile(dir + "/status")
@@ -114,15 +116,16 @@ func checkConfined(t *testing.T, vm *VM, kernel string) {
 	if env, err := os.ReadFile(dir + "/environ"); err != nil || len(env) != 0 {
 		t.Errorf("QEMU's environment = %q, %v; want empty", env, err)
 	}
-	checkFDs(t, dir, kernel)
+	checkFDs(t, dir)
 }
 
-// checkFDs: 0-5 are what the launcher passed; every other descriptor is
-// one QEMU makes itself (eventfds, a signalfd, /dev/null, its firmware),
-// never a pipe, socket or host file this process leaked to it.
-func checkFDs(t *testing.T, dir, kernel string) {
+// checkFDs: 0-3 are what the launcher passed; every other descriptor is
+// one QEMU makes itself (eventfds, a signalfd, /dev/null, its firmware,
+// the guest kernel and initrd in its own root), never a pipe, socket or
+// host file this process leaked to it.
+func checkFDs(t *testing.T, dir string) {
 	t.Helper()
-	want := map[string]string{"0": "/dev/null", "1": "pipe:", "2": "pipe:", "3": kernel, "4": "/memfd:warden-initrd", "5": "socket:"}
+	want := map[string]string{"0": "/dev/null", "1": "pipe:", "2": "pipe:", "3": "socket:"}
 	ents, err := os.ReadDir(dir + "/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +181,8 @@ func closeVM(t testing.TB, vm *VM) {
 
 // ownFD reports whether a descriptor's link is one QEMU opens itself.
 func ownFD(link string) bool {
-	return strings.HasPrefix(link, "anon_inode:") || link == "/dev/null" || link == "/dev/urandom" || strings.HasPrefix(link, "/usr/share/qemu/")
+	return strings.HasPrefix(link, "anon_inode:") || link == "/dev/null" || link == "/dev/urandom" || strings.HasPrefix(link, "/usr/share/qemu/") ||
+		link == guestKernel || link == guestInitrd
 }
 
 // TestBootTimeout shows a guest that does not say hello in time is killed
@@ -358,5 +362,117 @@ func TestStartThreadEnds(t *testing.T) {
 	}
 	if _, err := io.ReadFull(s.vm.Stream(), make([]byte, 1)); err != nil {
 		t.Errorf("echo after Start's thread ended: %v, want QEMU alive", err)
+	}
+}
+
+// firstChildEnv names the initrd file a test binary started by
+// TestStartFirstChild boots, its QEMU being the process's first child.
+const firstChildEnv = "WARDEN_TEST_FIRST_CHILD_INITRD"
+
+// TestStartFirstChild: Start works when QEMU is the process's first child,
+// so Go's one-time pidfd probe (which forks a child of its own) has not
+// run before: a fresh test binary starts one VM and closes it.
+func TestStartFirstChild(t *testing.T) {
+	needQEMU(t)
+	if initrd := os.Getenv(firstChildEnv); initrd != "" {
+		startFirstChild(t, initrd)
+		return
+	}
+	cfg := testConfig(t)
+	initrd := filepath.Join(t.TempDir(), "initrd")
+	if err := os.WriteFile(initrd, cfg.Initrd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStartFirstChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), firstChildEnv+"="+initrd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("a fresh process starting a VM as its first child: %v\n%s", err, out)
+	}
+}
+
+// startFirstChild is TestStartFirstChild in the fresh process: nothing
+// here forks before Start.
+func startFirstChild(t *testing.T, initrd string) {
+	k, args, err := GuestKernel(HostAccel().Accel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := k.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := os.ReadFile(initrd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Start(context.Background(), Config{KernelFile: f, KernelArgs: args, Initrd: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeVM(t, vm)
+}
+
+// TestStartStopped: QEMU started stopped (-S), moved into its cgroup and
+// continued over QMP, as on a cgroup v2 host (taken here whatever the
+// host's cgroups), boots and echoes.
+func TestStartStopped(t *testing.T) {
+	needQEMU(t)
+	cfg := testConfig(t)
+	saved := startStopped
+	t.Cleanup(func() { startStopped = saved })
+	startStopped = func(cgroup.Placement) bool { return true }
+	vm, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeVM(t, vm)
+	askEcho(t, vm)
+	if _, err := vm.Stream().Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(vm.Stream(), make([]byte, 1)); err != nil {
+		t.Errorf("echo from a VM continued over QMP: %v", err)
+	}
+}
+
+// TestStartFailsClosed: on cgroup v1, when QEMU's thread cannot rejoin
+// warden's cgroup after the fork (here its tasks file is opened
+// read-only), QEMU is killed and reaped, and start's error says so: no
+// QEMU is left in its cgroup, which start removes.
+func TestStartFailsClosed(t *testing.T) {
+	needQEMU(t)
+	cfg, err := testConfig(t).normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := prepare(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := l.cg.Path()
+	if len(l.ownTasks) == 0 {
+		l.closeFiles()
+		l.closeHostEnds()
+		t.Skip("QEMU's thread joins no cgroup on this host (cgroup v2)")
+	}
+	ro, err := os.Open(l.ownTasks[0].Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLogged(l.ownTasks[0], "tasks file")
+	l.ownTasks[0] = ro
+	vm, err := l.start()
+	l.closeFiles()
+	if err == nil {
+		closeVM(t, vm)
+		t.Fatal("start with an unwritable return tasks file started QEMU")
+	}
+	if !strings.Contains(err.Error(), "QEMU was stopped") {
+		t.Errorf("start = %v, want an error saying QEMU was stopped", err)
+	}
+	// start removed the cgroup, which fails while a process is left in it.
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("QEMU's cgroup %s after a failed start: %v, want removed (no QEMU left in it)", dir, err)
 	}
 }

@@ -264,7 +264,10 @@ func TestSessionSurvivesCanceledStarts(t *testing.T) {
 // killer's first choice and the agent its last.
 func TestSessionOOMScore(t *testing.T) {
 	s := startTestSession(t)
-	r := execSh(t, s, "cat /proc/self/oom_score_adj /proc/1/oom_score_adj", 0)
+	// The agent holds the high score from its fork until its exec's start
+	// is seen, so the exec may read the agent's before it is put back:
+	// the script waits for it a bounded while.
+	r := execSh(t, s, "cat /proc/self/oom_score_adj; for i in $(seq 100); do [ \"$(cat /proc/1/oom_score_adj)\" = 0 ] && break; sleep 0.02; done; cat /proc/1/oom_score_adj", 0)
 	if r.Stdout != "1000\n0\n" {
 		t.Errorf("oom_score_adj of an exec and the agent = %q, want 1000 and 0", r.Stdout)
 	}

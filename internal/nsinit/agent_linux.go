@@ -158,20 +158,19 @@ func (a *agent) kill(id uint64, sig int) {
 // the exec's cgroup only after one of them, so never this thread.
 func (a *agent) spawn(job spawnJob) {
 	req := job.req
-	if req.Files+req.Cgroup != len(job.fds) || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 || len(req.Streams) != 0 {
+	if err := spawnShape(req, len(job.fds)); err != nil {
 		closeAll(job.fds)
-		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: "malformed spawn request"})
+		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
 	files, tasks := job.fds[:req.Files], job.fds[req.Files:]
-	defer closeAll(tasks)
 	if err := restoreSched(); err != nil {
-		closeAll(files)
+		closeAll(job.fds)
 		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
 	if err := enterCgroup(tasks); err != nil {
-		closeAll(files)
+		closeAll(job.fds)
 		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
@@ -183,6 +182,11 @@ func (a *agent) spawn(job spawnJob) {
 	// host has its end it kills everything in the exec's cgroup, and
 	// this thread must be out of it by then or the host kills the agent.
 	lerr := leaveCgroup(tasks)
+	// Closed before any event of this exec is sent: the host may send
+	// the next request as soon as it has one, and under a low
+	// --open-files the agent needs these slots to receive its
+	// descriptors.
+	closeAll(tasks)
 	if st == nil {
 		a.running[pid] = req.ID
 		a.pgids[req.ID] = pid
@@ -203,6 +207,20 @@ func (a *agent) spawn(job spawnJob) {
 	}
 	// a send fails only once the host hung up, which ends the agent
 	_ = a.send(Event{Kind: EventStarted, ID: req.ID, Pid: pid})
+}
+
+// spawnShape checks a spawn request against the descriptors that came
+// with it. Fewer than it names means the kernel could not give the agent
+// the rest: its table was full at the session's open-files limit.
+func spawnShape(req Request, got int) error {
+	want := req.Files + req.Cgroup
+	switch {
+	case got < want && req.Files >= 3:
+		return fmt.Errorf("the agent received %d of the exec's %d descriptors: the session's open-files limit leaves it too few; raise --open-files or run fewer processes at once", got, want)
+	case got != want || req.Files < 3 || req.Cgroup%2 != 0 || len(req.Argv) == 0 || len(req.Streams) != 0:
+		return errors.New("malformed spawn request")
+	}
+	return nil
 }
 
 // enterCgroup moves this thread into the exec's cgroup: the first half of

@@ -343,3 +343,27 @@ func TestLockdownErrorUnwraps(t *testing.T) {
 		t.Errorf("lockdownError does not unwrap to its cause")
 	}
 }
+
+func TestSpawnShape(t *testing.T) {
+	ok := Request{Argv: []string{"true"}, Files: 3, Cgroup: 2}
+	tests := []struct {
+		name string
+		req  Request
+		got  int
+		want string
+	}{
+		{"whole", ok, 5, ""},
+		{"truncated by a full table", ok, 3, "open-files limit"},
+		{"more than named", ok, 6, "malformed"},
+		{"too few files named", Request{Argv: []string{"true"}, Files: 2}, 2, "malformed"},
+		{"odd cgroup files", Request{Argv: []string{"true"}, Files: 3, Cgroup: 1}, 4, "malformed"},
+		{"no argv", Request{Files: 3}, 3, "malformed"},
+		{"streams on the fd path", Request{Argv: []string{"true"}, Files: 3, Streams: []Stream{{}}}, 3, "malformed"},
+	}
+	for _, tt := range tests {
+		err := spawnShape(tt.req, tt.got)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: spawnShape() = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}

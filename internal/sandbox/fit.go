@@ -167,13 +167,27 @@ func (m *Manager) checkBudget(l spec.Limits) error {
 	return nil
 }
 
-// keptDisk is what dead session s still holds of its owner's budget: the
-// disk of its workspace, when one is kept (a tmpfs of that size).
+// keptDisk is what dead or snapshotted session s still holds of its
+// owner's budget: the disk of its workspace, when one is kept (a tmpfs
+// of that size), or its snapshot's charge (snapshot.Stats.Charge).
 func (m *Manager) keptDisk(s *session) int64 {
+	if s.snap != "" && m.cfg.MaxBytesPerOwner > 0 {
+		return s.snapStats.Charge()
+	}
 	if s.ws == "" || m.cfg.MaxBytesPerOwner == 0 {
 		return 0
 	}
 	return s.spec.Limits.DiskBytes
+}
+
+// allowed checks a revived session's spec as a create's is checked
+// (without its template, found again by name at its resume): a former
+// server's may be past this one's ceilings or rules.
+func (m *Manager) allowed(s spec.Spec) error {
+	if err := s.ValidateSandbox(); err != nil {
+		return err
+	}
+	return m.checkCeilings(s.Limits)
 }
 
 // checkCeilings is Ceilings.Check, a refusal naming the backend's bound

@@ -82,7 +82,9 @@ func (m *Manager) ResetInterpreter(owner, id, language, name string) error {
 	}
 	// Ending the interpreter needs its box running: in a frozen one it
 	// could not end, and the reset would wait out its exit grace.
-	if err := m.resumeIfPaused(context.Background(), s); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
+	defer cancel()
+	if err := m.resumeIfPaused(ctx, s); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -90,6 +91,13 @@ type Config struct {
 	// rather than nobody).
 	Logger *slog.Logger
 
+	// Snapshots, when set, is where Snapshot writes sessions' files
+	// (<state-dir>/snapshots); without it Snapshot and Fork answer
+	// ErrUnsupported. MaxSnapshots caps snapshotted sessions
+	// (4 × MaxSessions), each owner's share as for MaxPaused.
+	Snapshots    *snapshot.Store
+	MaxSnapshots int
+
 	// Templates, when set, is where sessions find the templates they
 	// name (SessionOptions.Template); without it only the host's root is
 	// served.
@@ -106,6 +114,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPaused <= 0 {
 		c.MaxPaused = c.MaxSessions
+	}
+	if c.MaxSnapshots <= 0 {
+		c.MaxSnapshots = 4 * c.MaxSessions
 	}
 	if c.MaxPerOwner == 0 {
 		c.MaxPerOwner = Share(c.MaxSessions, c.Owners)
@@ -155,6 +166,9 @@ func (c Config) withDefaults() Config {
 type Manager struct {
 	backend Backend
 	cfg     Config
+	// copies bounds the snapshot copies (captures and restores) under
+	// way at once, server-wide (see copySlot).
+	copies chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -162,15 +176,19 @@ type Manager struct {
 	// by owner.
 	active  int
 	byOwner map[string]int
-	// paused counts paused sessions, in all and by owner (see MaxPaused).
-	paused        int
-	pausedByOwner map[string]int
+	// paused counts paused sessions (see MaxPaused), snapshots
+	// snapshotted ones (see MaxSnapshots).
+	paused, snapshots slotCount
 	// bytesByOwner is what each owner's sandboxes count against
 	// MaxBytesPerOwner, and held what each session counts of it, by id:
 	// its memory and disk while alive, its kept disk once dead.
 	bytesByOwner map[string]int64
 	held         map[string]int64
 	closed       bool
+	// pins counts the forks copying from each snapshot, by name, and
+	// unpinnedDrop names pinned ones dropped meanwhile (see pinSnapshot).
+	pins         map[string]int
+	unpinnedDrop map[string]bool
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -205,8 +223,10 @@ type Manager struct {
 func NewManager(b Backend, cfg Config) *Manager {
 	cfg, _, _ = cfg.Fit(b)
 	m := &Manager{
-		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{}, pausedByOwner: map[string]int{},
-		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}),
+		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
+		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
+		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
+		pins: map[string]int{}, unpinnedDrop: map[string]bool{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
@@ -296,6 +316,26 @@ func (m *Manager) release(owner string, bytes int64) {
 	m.mu.Unlock()
 }
 
+// chargeBytes counts bytes against owner's budget that no session holds
+// (a fork's temporary snapshot); unchargeBytes gives them back.
+func (m *Manager) chargeBytes(owner string, bytes int64) {
+	if m.cfg.MaxBytesPerOwner == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.bytesByOwner[owner] += bytes
+}
+
+func (m *Manager) unchargeBytes(owner string, bytes int64) {
+	if m.cfg.MaxBytesPerOwner == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unchargeLocked(owner, bytes)
+}
+
 func (m *Manager) unchargeLocked(owner string, bytes int64) {
 	if m.bytesByOwner[owner] -= bytes; m.bytesByOwner[owner] <= 0 {
 		delete(m.bytesByOwner, owner)
@@ -347,6 +387,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
+		autoSnapshot: o.AutoSnapshot,
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)
@@ -472,7 +513,12 @@ func (m *Manager) counts(keep func(*session) bool) map[State]int {
 		}
 	}
 	m.mu.Unlock()
-	counts := map[State]int{StateCreating: 0, StateReady: 0, StateBusy: 0, StatePaused: 0, StateStopping: 0, StateDead: 0}
+	counts := map[State]int{}
+	for _, st := range States {
+		if st != StateGone {
+			counts[st] = 0
+		}
+	}
 	for _, s := range list {
 		counts[s.currentState()]++
 	}
@@ -535,7 +581,8 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, l
 	if err != nil {
 		return spec.Result{}, err
 	}
-	// A paused session resumes for the exec, whichever front end asks.
+	// A paused or snapshotted session resumes for the exec, whichever
+	// front end asks.
 	if err := m.resumeIfPaused(ctx, s); err != nil {
 		return spec.Result{}, err
 	}
@@ -554,9 +601,16 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 		return Info{}, err
 	}
 	// The rules live in the host's egress proxy: a paused session's
-	// change needs nothing of its frozen box, and it stays paused.
-	if err := s.box.SetNetwork(allow, deny); err != nil {
-		return Info{}, err
+	// change needs nothing of its frozen box, and it stays paused. A
+	// snapshotted one has no box: its next one starts with the rules.
+	// pauseMu keeps a snapshot or a resume from replacing the box
+	// meanwhile, which would start the new one with the old rules.
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if !s.isBoxClosed() {
+		if err := s.currentBox().SetNetwork(allow, deny); err != nil {
+			return Info{}, err
+		}
 	}
 	s.mu.Lock()
 	s.spec.Network.Allow, s.spec.Network.Deny = allow, deny
@@ -575,7 +629,7 @@ func (m *Manager) NetworkEvents(owner, id string) ([]spec.NetworkEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.box.NetworkEvents(), nil
+	return s.currentBox().NetworkEvents(), nil
 }
 
 // Files opens owner's session's /workspace for host-side access.
@@ -584,8 +638,22 @@ func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A snapshotted session's files are on disk as the host's; they are
+	// served through a box again, as its sandbox user, like any other's.
+	if s.currentState() == StateSnapshotted {
+		ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
+		defer cancel()
+		if err := m.resumeSnapshot(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	return s.workspace()
 }
+
+// resumeWait bounds the resume of a paused or snapshotted session for a
+// call that has no context of its own (a file call, an interpreter
+// reset), so a stuck restore cannot hold it forever.
+const resumeWait = time.Minute
 
 // Run runs a command or code once in a fresh sandbox built from o, for
 // owner (it holds one of owner's slots while it runs).
@@ -646,7 +714,9 @@ func (m *Manager) Close() error {
 	m.closed = true
 	list := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		if s.currentState() != StateDead {
+		// Dead and snapshotted sessions stay in the Store for the next
+		// server: their files are on disk.
+		if st := s.currentState(); st != StateDead && st != StateSnapshotted {
 			list = append(list, s)
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
 )
 
 // Pausing a session stops every process of its box where it stands (see
@@ -28,12 +31,32 @@ func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
 	return m.switchPaced(ctx, owner, id, m.pause)
 }
 
-// Resume resumes one of owner's paused sessions; resuming a running one
-// does nothing. It needs a run slot, as a Create does, and is paced as
-// Pause is (a resume on the way to an exec is paid for by the exec).
+// Resume resumes one of owner's paused or snapshotted sessions (see
+// Snapshot); resuming a running one does nothing. It needs a run slot,
+// as a Create does, and is paced as Pause is (a resume on the way to an
+// exec is paid for by the exec).
 func (m *Manager) Resume(ctx context.Context, owner, id string) (Info, error) {
-	return m.switchPaced(ctx, owner, id, m.resume)
+	return m.switchPaced(ctx, owner, id, m.resumeAny)
 }
+
+// resumeAny resumes s from a snapshot or from a pause, whichever it is in
+// once s's pauseMu is free: a snapshot that held it may have moved s
+// from paused to snapshotted meanwhile.
+func (m *Manager) resumeAny(ctx context.Context, s *session) error {
+	if s.currentState() == StateSnapshotted {
+		return m.resumeSnapshot(ctx, s)
+	}
+	err := m.resume(ctx, s)
+	if errors.Is(err, errSnapshotted) {
+		return m.resumeSnapshot(ctx, s)
+	}
+	return err
+}
+
+// errSnapshotted is resume's answer for a session snapshotted while it
+// waited: resumeAny resumes it from its snapshot instead, and a caller
+// undoing its own pause leaves it snapshotted.
+var errSnapshotted = fmt.Errorf("%w: the session was snapshotted", ErrClosed)
 
 // switchPaced finds owner's session id, charges its pacer a command exec
 // and pauses or resumes it (to).
@@ -57,17 +80,33 @@ func (m *Manager) MaxPaused() int { return m.cfg.MaxPaused }
 // pause moves s from ready to paused: it takes a paused slot, stops the
 // box, and only then gives back its run slot.
 func (m *Manager) pause(ctx context.Context, s *session) error {
+	return m.pauseBox(ctx, s, false)
+}
+
+// pauseForCopy pauses s for a snapshot's or a fork's copy of its files:
+// s keeps its run slot and takes no paused slot, so a failed copy always
+// finds the slot to resume in (see resume); a snapshot that succeeds
+// gives the run slot back.
+func (m *Manager) pauseForCopy(ctx context.Context, s *session) error {
+	return m.pauseBox(ctx, s, true)
+}
+
+func (m *Manager) pauseBox(ctx context.Context, s *session, keepSlot bool) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if done, err := s.toPausing(); done || err != nil {
 		return err
 	}
-	if err := m.takePaused(s.owner); err != nil {
+	takePaused, givePaused := m.takePaused, m.givePaused
+	if keepSlot {
+		takePaused, givePaused = func(string) error { return nil }, func(string) {}
+	}
+	if err := takePaused(s.owner); err != nil {
 		s.unpause(false)
 		return err
 	}
 	if err := s.box.Pause(ctx); err != nil {
-		m.givePaused(s.owner)
+		givePaused(s.owner)
 		if errors.Is(err, ErrPauseUnknown) {
 			return m.buryUnsure(s, "pausing", err)
 		}
@@ -78,11 +117,11 @@ func (m *Manager) pause(ctx context.Context, s *session) error {
 	if s.state != StatePaused {
 		// Deleted or expired meanwhile: its end thaws and kills the box.
 		s.mu.Unlock()
-		m.givePaused(s.owner)
+		givePaused(s.owner)
 		return fmt.Errorf("%w: session %s ended while it was being paused", ErrClosed, s.id)
 	}
-	slot := s.slot
-	s.slot, s.pausedSlot, s.pausedAt = false, true, time.Now()
+	slot := s.slot && !keepSlot
+	s.slot, s.pausedSlot, s.pausedAt = s.slot && keepSlot, !keepSlot, time.Now()
 	m.saveLocked(s)
 	s.mu.Unlock()
 	if slot {
@@ -144,7 +183,7 @@ func (s *session) toPausing() (done bool, err error) {
 		return false, err
 	}
 	switch s.state {
-	case StatePaused:
+	case StatePaused, StateSnapshotted:
 		return true, nil
 	case StateReady:
 		if s.starting > 0 {
@@ -172,19 +211,28 @@ func (s *session) unpause(used bool) {
 	}
 }
 
-// resume moves s from paused to ready: it takes a run slot, lets the box
-// run again, and gives back the paused slot.
+// resume moves s from paused to ready: it takes a run slot (unless s
+// kept its own, paused for a copy), lets the box run again, and gives
+// back the paused slot.
 func (m *Manager) resume(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if paused, err := s.isPaused(); !paused || err != nil {
 		return err
 	}
-	if err := m.takeSlot(s.owner); err != nil {
-		return err
+	kept := s.holdsSlot()
+	if !kept {
+		if err := m.takeSlot(s.owner); err != nil {
+			return err
+		}
+	}
+	giveSlot := func() {
+		if !kept {
+			m.release(s.owner, 0)
+		}
 	}
 	if err := s.box.Resume(ctx); err != nil {
-		m.release(s.owner, 0)
+		giveSlot()
 		if errors.Is(err, ErrPauseUnknown) {
 			return m.buryUnsure(s, "resuming", err)
 		}
@@ -193,7 +241,7 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 	s.mu.Lock()
 	if s.state != StatePaused {
 		s.mu.Unlock()
-		m.release(s.owner, 0)
+		giveSlot()
 		return fmt.Errorf("%w: session %s ended while it was being resumed", ErrClosed, s.id)
 	}
 	pausedSlot := s.pausedSlot
@@ -206,13 +254,22 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 	return nil
 }
 
-// resumeIfPaused resumes s if it is paused, for a call that needs its
-// box running; any other state is left for that call to judge.
+// holdsSlot says s holds a run slot.
+func (s *session) holdsSlot() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slot
+}
+
+// resumeIfPaused resumes s if it is paused or snapshotted, for a call
+// that needs its box running; any other state is left for that call to
+// judge.
 func (m *Manager) resumeIfPaused(ctx context.Context, s *session) error {
-	if s.currentState() != StatePaused {
-		return nil
+	switch s.currentState() {
+	case StatePaused, StateSnapshotted:
+		return m.resumeAny(ctx, s)
 	}
-	return m.resume(ctx, s)
+	return nil
 }
 
 // isPaused says s is paused, or why it cannot be resumed: nil for a
@@ -228,6 +285,8 @@ func (s *session) isPaused() (bool, error) {
 		return true, nil
 	case StateReady, StateBusy:
 		return false, nil
+	case StateSnapshotted:
+		return false, errSnapshotted
 	}
 	return false, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
@@ -240,26 +299,14 @@ func (m *Manager) takePaused(owner string) error {
 	if m.closed {
 		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
-	if m.paused >= m.cfg.MaxPaused {
-		return fmt.Errorf("%w: the server holds its limit of %d paused sessions (set by --max-paused); resume or delete one first",
-			ErrTooMany, m.cfg.MaxPaused)
-	}
-	if n, most := m.pausedByOwner[owner], Share(m.cfg.MaxPaused, m.cfg.Owners); n >= most {
-		return fmt.Errorf("%w: this key holds %d paused sessions, its share of --max-paused; resume or delete one first", ErrTooMany, n)
-	}
-	m.paused++
-	m.pausedByOwner[owner]++
-	return nil
+	return m.paused.take(owner, m.cfg.MaxPaused, Share(m.cfg.MaxPaused, m.cfg.Owners))
 }
 
 // givePaused gives back one of owner's paused slots.
 func (m *Manager) givePaused(owner string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.paused--
-	if m.pausedByOwner[owner]--; m.pausedByOwner[owner] <= 0 {
-		delete(m.pausedByOwner, owner)
-	}
+	m.paused.give(owner)
 }
 
 // takeSlot takes a run slot for a session resuming: the same limits as a
@@ -283,17 +330,21 @@ func (m *Manager) takeSlot(owner string) error {
 	return nil
 }
 
-// giveBack gives back whatever slot s holds, run or paused, once it ends.
+// giveBack gives back whatever slot s holds, run, paused or snapshot,
+// once it ends.
 func (m *Manager) giveBack(s *session) {
 	s.mu.Lock()
-	slot, paused := s.slot, s.pausedSlot
-	s.slot, s.pausedSlot = false, false
+	slot, paused, snap := s.slot, s.pausedSlot, s.snapSlot
+	s.slot, s.pausedSlot, s.snapSlot = false, false, false
 	s.mu.Unlock()
 	if slot {
 		m.release(s.owner, 0)
 	}
 	if paused {
 		m.givePaused(s.owner)
+	}
+	if snap {
+		m.giveSnapshotSlot(s.owner)
 	}
 }
 
@@ -312,22 +363,56 @@ func (m *Manager) saveLocked(s *session) {
 // autoPauseWait bounds the reaper's pause of an idle auto-pause session.
 const autoPauseWait = 10 * time.Second
 
+// autoSnapshotWait bounds the reaper's snapshot of an idle auto-snapshot
+// session, which copies its files: one that takes longer ends as idle.
+const autoSnapshotWait = 5 * time.Minute
+
 // autoPause pauses s, idle past its timeout, instead of ending it. It
 // says whether s ends instead, as idle, as one without auto-pause would:
 // only when it cannot be paused (no paused slot left, a backend or host
 // that cannot). Any other failure (an exec begun meanwhile, a runtime
 // that failed and undid the pause) leaves s for the reaper's next round.
+//
+// A session with auto-snapshot is snapshotted instead (see
+// Manager.Snapshot) and ends on any failure but a busy session or one
+// ending: a failure of the copy, which the sandbox's own files may cause
+// (a file over its disk limit), would fail every round after too. A
+// wait for a copy slot that runs out is busy: it retries.
 func (m *Manager) autoPause(s *session) (end bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), autoPauseWait)
 	defer cancel()
-	err := m.pause(ctx, s)
+	s.mu.Lock()
+	snap := s.autoSnapshot
+	s.mu.Unlock()
+	var err error
 	switch {
-	case err == nil:
+	case snap && m.cfg.Snapshots == nil:
+		err = fmt.Errorf("%w: no state directory for snapshots", ErrUnsupported)
+	case snap:
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), autoSnapshotWait)
+		defer cancel()
+		err = m.snapshot(ctx, s)
+	default:
+		err = m.pause(ctx, s)
+	}
+	if err == nil {
 		return false
-	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrTooMany):
+	}
+	if autoPauseEnds(snap, err) {
 		m.cfg.Logger.Info("auto-pause cannot pause; the idle session ends instead", "session", s.id, "backend", m.backend.Name(), "err", err)
 		return true
 	}
 	m.cfg.Logger.Info("auto-pause failed; retrying at the next round", "session", s.id, "backend", m.backend.Name(), "err", err)
 	return false
+}
+
+// autoPauseEnds says whether err, from an auto-pause (or, with snap, an
+// auto-snapshot), ends the idle session rather than leaving it for the
+// next round (see autoPause).
+func autoPauseEnds(snap bool, err error) bool {
+	if snap && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosed) {
+		return true
+	}
+	return errors.Is(err, ErrUnsupported) || errors.Is(err, ErrTooMany) || errors.Is(err, state.ErrStorage) || errors.Is(err, spec.ErrInvalid)
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/scratch"
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/state"
 )
@@ -18,6 +20,9 @@ import (
 // and persistent workspaces. *state.Dir is the real one.
 type Store interface {
 	SaveSession(state.Session) error
+	// SaveSessionSync is SaveSession fsync'd, for a snapshot's
+	// transitions, which a crash of the host must not undo either.
+	SaveSessionSync(state.Session) error
 	RemoveSession(id string) error
 	Sessions() ([]state.Session, error)
 	NewWorkspace(size, inodes int64) (state.Workspace, error)
@@ -40,14 +45,17 @@ type HostWorkspaces interface {
 // Recovery is what a Manager found in its Store at start: the sessions of
 // a server that died without ending them.
 type Recovery struct {
-	// Sessions is how many came back, all dead; Lost is how many of those
-	// had lost their workspace (the host restarted, or the backend kept
-	// it inside the sandbox).
-	Sessions, Lost int
+	// Sessions is how many came back: snapshotted ones (Snapshotted of
+	// them) as they were, resumable; all others dead. Lost is how many of
+	// the dead had lost their workspace (the host restarted, or the
+	// backend kept it inside the sandbox).
+	Sessions, Snapshotted, Lost int
 	// Dropped counts workspaces no record named (a create or a pooled
-	// sandbox the crash cut short), now removed; Stale counts records of
+	// sandbox the crash cut short), now removed, and DroppedSnapshots
+	// snapshots no record named (a snapshot or a fork the crash cut
+	// short); Stale counts records of
 	// sessions deleted when their record could not be removed, removed now.
-	Dropped, Stale int
+	Dropped, DroppedSnapshots, Stale int
 	// Err lists records that could not be read or updated.
 	Err error
 }
@@ -113,14 +121,22 @@ func (m *Manager) record(s *session) state.Session {
 	return m.recordLocked(s)
 }
 
-// recordLocked is record with s.mu held.
+// recordLocked is record with s.mu held. The env (which may hold keys)
+// is written only while s is snapshotted, the one state a next server
+// starts a box from it; a running session's stays in memory.
 func (m *Manager) recordLocked(s *session) state.Session {
+	var env []string
+	if s.snap != "" {
+		env = s.spec.Env
+	}
 	return state.Session{
 		ID: s.id, Owner: s.owner, Backend: m.backend.Name(), Workspace: s.ws, ServerPID: os.Getpid(),
 		CreatedAt: s.created, ExpiresAt: s.expires, IdleTimeout: s.idle,
 		Limits: s.spec.Limits, Network: s.spec.Network, DiedAt: s.diedAt, Reason: s.reason,
 		Template: s.spec.Root.Template, TemplateDigest: s.spec.Root.Digest,
-		Paused: s.state == StatePaused, AutoPause: s.autoPause,
+		Paused: s.state == StatePaused, AutoPause: s.autoPause, AutoSnapshot: s.autoSnapshot, Env: env,
+		Snapshot: s.snap, SnapshottedAt: s.snapAt,
+		SnapshotBytes: s.snapStats.Bytes, SnapshotFiles: s.snapStats.Files, SnapshotDirs: s.snapStats.Dirs, SnapshotSkipped: s.snapStats.Skipped,
 	}
 }
 
@@ -140,6 +156,17 @@ func (m *Manager) forget(s *session) error {
 	err := m.cfg.Store.RemoveSession(s.id)
 	if s.ws != "" {
 		err = errors.Join(err, m.cfg.Store.DropWorkspace(s.ws))
+	}
+	if m.cfg.Snapshots == nil {
+		return err
+	}
+	s.mu.Lock()
+	names := []string{s.snap, s.staleSnap}
+	s.mu.Unlock()
+	for _, name := range names {
+		if name != "" {
+			err = errors.Join(err, m.dropUnpinned(name))
+		}
 	}
 	return err
 }
@@ -204,7 +231,7 @@ func (m *Manager) recoverSessions() Recovery {
 	var r Recovery
 	recs, err := m.cfg.Store.Sessions()
 	r.Err = err
-	owned := map[string]bool{}
+	owned, snaps := map[string]bool{}, map[string]bool{}
 	now := time.Now()
 	for _, rec := range recs {
 		if rec.Workspace != "" && !m.cfg.Store.HasWorkspace(rec.Workspace) {
@@ -213,7 +240,10 @@ func (m *Manager) recoverSessions() Recovery {
 			continue
 		}
 		s := m.revive(rec, now)
-		if rec.Workspace != "" && s.ws == "" || rec.Workspace == "" {
+		if s.state == StateSnapshotted {
+			r.Snapshotted++
+			snaps[s.snap] = true
+		} else if rec.Workspace != "" && s.ws == "" || rec.Workspace == "" {
 			r.Lost++
 		}
 		owned[s.ws] = true
@@ -221,6 +251,9 @@ func (m *Manager) recoverSessions() Recovery {
 			r.Err = errors.Join(r.Err, err)
 		}
 		m.sessions[s.id] = s
+		if s.snapSlot {
+			m.snapshots.add(s.owner)
+		}
 		if kept := m.keptDisk(s); kept > 0 {
 			m.held[s.id] = kept
 			m.bytesByOwner[s.owner] += kept
@@ -229,6 +262,11 @@ func (m *Manager) recoverSessions() Recovery {
 	}
 	if r.Err != nil {
 		return r
+	}
+	if m.cfg.Snapshots != nil {
+		n, err := m.cfg.Snapshots.Sweep(snaps)
+		r.DroppedSnapshots = n
+		r.Err = errors.Join(r.Err, err)
 	}
 	names, err := m.cfg.Store.Workspaces()
 	r.Err = errors.Join(r.Err, err)
@@ -241,9 +279,24 @@ func (m *Manager) recoverSessions() Recovery {
 	return r
 }
 
-// revive makes the dead session rec describes. Its workspace is kept if
-// it is still mounted (the server died, the host did not), and sealed.
+// revive makes the session rec describes: snapshotted, as it was, when
+// its snapshot is there; else dead. A dead one's workspace is kept if it
+// is still mounted (the server died, the host did not), and sealed.
 func (m *Manager) revive(rec state.Session, now time.Time) *session {
+	s, over := m.reviveSnapshotted(rec, now)
+	if s != nil {
+		return s
+	}
+	s = m.reviveDead(rec, now)
+	if over != nil {
+		// Its snapshot, which no record names now, is swept.
+		s.reason = fmt.Sprintf("it was snapshotted, but its limits are not allowed on this server: %s", strings.TrimPrefix(over.Error(), spec.ErrInvalid.Error()+": "))
+	}
+	return s
+}
+
+// reviveDead makes the dead session rec describes.
+func (m *Manager) reviveDead(rec state.Session, now time.Time) *session {
 	s := &session{
 		id: rec.ID, owner: rec.Owner, box: deadBox{}, state: StateDead, files: m.cfg.Files, store: m.cfg.Store,
 		spec:    spec.Spec{Limits: rec.Limits, Network: rec.Network, Root: spec.Root{Template: rec.Template, Digest: rec.TemplateDigest}},
@@ -264,6 +317,9 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 			s.reason = fmt.Sprintf("the server (pid %d) stopped while the session was paused, and its sandbox was killed", rec.ServerPID)
 		}
 	}
+	if rec.Snapshot != "" {
+		s.reason = fmt.Sprintf("its snapshot %s is gone from the state directory", rec.Snapshot)
+	}
 	s.reason += m.templateGone(rec.Template, rec.Owner)
 	switch {
 	case rec.Workspace == "":
@@ -280,6 +336,37 @@ func (m *Manager) revive(rec state.Session, now time.Time) *session {
 		}
 	}
 	return s
+}
+
+// reviveSnapshotted makes the snapshotted session rec describes, or nil
+// when rec is not snapshotted or its snapshot is gone. Its box is a
+// deadBox until a resume starts one; it holds a snapshot slot (past
+// MaxSnapshots if a former server allowed more: it is the operator's to
+// delete) and its snapshot's charge of its owner's budget. One whose
+// limits this server's ceilings refuse is nil too, with why (over): a
+// resume would start a box a create could not.
+func (m *Manager) reviveSnapshotted(rec state.Session, now time.Time) (s *session, over error) {
+	if rec.Snapshot == "" || m.cfg.Snapshots == nil || !m.cfg.Snapshots.Has(rec.Snapshot) || !rec.DiedAt.IsZero() {
+		return nil, nil
+	}
+	if err := m.allowed(spec.Spec{Limits: rec.Limits, Network: rec.Network, Env: rec.Env}); err != nil {
+		return nil, err
+	}
+	s = &session{
+		id: rec.ID, owner: rec.Owner, box: deadBox{}, boxClosed: true, state: StateSnapshotted, files: m.cfg.Files, store: m.cfg.Store,
+		spec: spec.Spec{
+			Limits: rec.Limits, Network: rec.Network, Env: rec.Env,
+			Root: spec.Root{Template: rec.Template, Digest: rec.TemplateDigest},
+		},
+		created: rec.CreatedAt, lastUsed: now, expires: rec.ExpiresAt, idle: min(rec.IdleTimeout, m.cfg.MaxIdle),
+		gone: make(chan struct{}), autoPause: rec.AutoPause, autoSnapshot: rec.AutoSnapshot, snap: rec.Snapshot, snapAt: rec.SnapshottedAt, snapSlot: true,
+		snapStats: snapshot.Stats{Bytes: rec.SnapshotBytes, Files: rec.SnapshotFiles, Dirs: rec.SnapshotDirs, Skipped: rec.SnapshotSkipped},
+		pace:      newExecPacer(rec.Limits.CPUs, m.cfg.ExecPace),
+	}
+	if last := rec.CreatedAt.Add(m.cfg.MaxTTL); s.expires.After(last) {
+		s.expires = last
+	}
+	return s, nil
 }
 
 // deadBox stands for the sandbox of a session recovered dead: there is

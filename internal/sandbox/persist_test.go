@@ -32,7 +32,7 @@ type fakeStore struct {
 	readErr error
 }
 
-func newFakeStore(t *testing.T) *fakeStore {
+func newFakeStore(t testing.TB) *fakeStore {
 	return &fakeStore{dir: t.TempDir(), records: map[string]state.Session{}, mounted: map[string]bool{}, sealed: map[string]bool{}}
 }
 
@@ -42,6 +42,8 @@ func (f *fakeStore) SaveSession(s state.Session) error {
 	f.records[s.ID] = s
 	return nil
 }
+
+func (f *fakeStore) SaveSessionSync(s state.Session) error { return f.SaveSession(s) }
 
 func (f *fakeStore) RemoveSession(id string) error {
 	f.mu.Lock()

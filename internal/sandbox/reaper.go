@@ -61,11 +61,18 @@ func (m *Manager) reap(now time.Time) {
 // watchBox buries s the moment its sandbox dies, so that the session
 // answers as dead (its state, and 409 to an exec) from then on, not from
 // the reaper's next round; it returns when s ends or the Manager closes.
+//
+// A box closed for a snapshot is not a death: a session whose box is no
+// longer the one watched (snapshotted, maybe resumed with another box,
+// watched by another watchBox) is left alone.
 func (m *Manager) watchBox(s *session) {
 	defer m.wg.Done()
+	box := s.currentBox()
 	select {
-	case <-s.box.Done():
-		m.buryDied(s)
+	case <-box.Done():
+		if s.currentBox() == box && !s.isBoxClosed() {
+			m.buryDied(s)
+		}
 	case <-s.gone:
 	case <-m.stop:
 	}
@@ -74,8 +81,9 @@ func (m *Manager) watchBox(s *session) {
 // buryDied buries s, whose sandbox died, and reports it to OnReap once,
 // whichever of watchBox and the reaper comes first.
 func (m *Manager) buryDied(s *session) {
-	_ = settledErr(s.box) // for its wait: deathCause reads the settled error itself
-	if m.bury(s, deathCause(s.box)) {
+	box := s.currentBox()
+	_ = settledErr(box) // for its wait: deathCause reads the settled error itself
+	if m.bury(s, deathCause(box)) {
 		m.cfg.OnReap(s.owner, "died")
 	}
 }
@@ -102,7 +110,7 @@ func (s *session) expired(now time.Time) (reason string, dead bool) {
 	if s.state == StateStopping || s.state == StateGone {
 		return "", dead
 	}
-	if !dead {
+	if !dead && !s.boxClosed {
 		select {
 		case <-s.box.Done():
 			return "died", dead
@@ -112,7 +120,7 @@ func (s *session) expired(now time.Time) (reason string, dead bool) {
 	switch {
 	case !now.Before(s.expires):
 		return "ttl", dead
-	case s.state == StateReady && s.autoPause && now.Sub(s.lastUsed) >= s.idle:
+	case s.state == StateReady && (s.autoPause || s.autoSnapshot) && now.Sub(s.lastUsed) >= s.idle:
 		return "pause", dead
 	case (s.state == StateReady || dead) && now.Sub(s.lastUsed) >= s.idle:
 		return "idle", dead

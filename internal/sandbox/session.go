@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -39,7 +40,32 @@ type session struct {
 	// it; pausedAt is when a paused one was paused.
 	autoPause bool
 	pausedAt  time.Time
-	// pauseMu serialises pausing and resuming the session's box.
+	// snap names a snapshotted session's snapshot (see Manager.Snapshot),
+	// snapAt is when it was taken and snapStats what it holds; snapSlot
+	// says the session holds one of the Manager's snapshot slots.
+	// boxClosed says box is closed already (snapshotted, or revived
+	// snapshotted with a deadBox), so the session's end closes nothing.
+	snap      string
+	snapAt    time.Time
+	snapStats snapshot.Stats
+	snapSlot  bool
+	boxClosed bool
+	// staleSnap names a snapshot the session resumed from whose record
+	// could not be updated, so it still names it: kept for a crash to
+	// recover from, and dropped with the session (see forget).
+	staleSnap string
+	// autoSnapshot snapshots the session at its idle timeout (before
+	// autoPause is considered).
+	autoSnapshot bool
+	// copying says the session's files are being copied into a snapshot
+	// (or a fork's), and for a snapshot until it is recorded: file calls
+	// are refused meanwhile, as a change then would be lost (see beginCopy).
+	copying bool
+	// stopCopy cancels the copy into or out of a snapshot under way, if
+	// any, once the session begins to end (see stopOnEnd).
+	stopCopy context.CancelFunc
+	// pauseMu serialises pausing, resuming and snapshotting the
+	// session's box, and replacing it (a resume from a snapshot).
 	pauseMu sync.Mutex
 	// starting counts spawns between their state check and their box's
 	// answer: a pause then would freeze the start, leaving its caller
@@ -75,6 +101,10 @@ func (s *session) info() Info {
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
 		Template: s.spec.Root.Template, AutoPause: s.autoPause, PausedAt: s.pausedAt,
+		AutoSnapshot: s.autoSnapshot,
+	}
+	if s.state == StateSnapshotted {
+		in.Snapshot = &SnapshotInfo{At: s.snapAt, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}
 	}
 	if s.boxDiedLocked() {
 		in.State, in.Reason = StateDead, deathCause(s.box)
@@ -119,6 +149,8 @@ func (s *session) begin() error {
 		return fmt.Errorf("%w: session %s is running another exec; wait for it to finish", ErrBusy, s.id)
 	case StatePaused:
 		return fmt.Errorf("%w: session %s was paused again before the exec began; resume it and retry", ErrBusy, s.id)
+	case StateSnapshotted:
+		return fmt.Errorf("%w: session %s was snapshotted again before the exec began; retry (the exec resumes it)", ErrBusy, s.id)
 	}
 	return fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
@@ -151,7 +183,25 @@ func (s *session) stopping() bool {
 		return false
 	}
 	s.state = StateStopping
+	if s.stopCopy != nil {
+		s.stopCopy()
+	}
 	return true
+}
+
+// stopOnEnd is ctx, cancelled too once s begins to end, so a Delete or
+// the TTL stops a copy of its files; release it once the copy is done.
+func (s *session) stopOnEnd(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.stopCopy = cancel
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		s.stopCopy = nil
+		s.mu.Unlock()
+		cancel()
+	}
 }
 
 // close kills the interpreters and the box and marks the session gone.
@@ -159,9 +209,15 @@ func (s *session) close() error {
 	s.mu.Lock()
 	interps, dir := s.interps, s.dir
 	s.interps, s.dir = nil, nil
-	paused := s.pausedSlot
+	// A box paused for a copy holds no paused slot but is frozen all
+	// the same (see pauseForCopy).
+	paused, closed := s.pausedSlot || !s.pausedAt.IsZero(), s.boxClosed
+	s.boxClosed = true
 	s.mu.Unlock()
-	err := s.closeBox(paused, interps, dir)
+	var err error
+	if !closed {
+		err = s.closeBox(paused, interps, dir)
+	}
 	s.mu.Lock()
 	s.state = StateGone
 	s.mu.Unlock()
@@ -365,6 +421,14 @@ func (s *session) workspace() (*workspace.Dir, error) {
 	defer s.mu.Unlock()
 	if s.state == StateStopping || s.state == StateGone {
 		return nil, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
+	}
+	if s.copying {
+		return nil, fmt.Errorf("%w: session %s is being snapshotted; retry once that ends", ErrBusy, s.id)
+	}
+	if s.state == StateSnapshotted {
+		// Snapshotted between the caller's resume and here: its box is
+		// closed, so a workspace opened now would be thrown away.
+		return nil, fmt.Errorf("%w: session %s was snapshotted meanwhile; retry", ErrBusy, s.id)
 	}
 	if s.state != StateDead {
 		s.lastUsed = time.Now()

@@ -29,6 +29,12 @@ type Sessions interface {
 	// Exec or Spawn on a paused session resumes it first.
 	Pause(ctx context.Context, owner, id string) (Info, error)
 	Resume(ctx context.Context, owner, id string) (Info, error)
+	// Snapshot writes a session's files to disk and closes its box;
+	// Resume (or an Exec, a Spawn, Files) restores them into a fresh
+	// one (see Manager.Snapshot). Fork makes count new sessions from a
+	// session's files (see Manager.Fork).
+	Snapshot(ctx context.Context, owner, id string) (Info, error)
+	Fork(ctx context.Context, owner, id string, count int) ([]Info, error)
 	// Exec runs one step in a session; live, when its writers are set,
 	// receives the output as it happens. Cancelling ctx kills the exec.
 	Exec(ctx context.Context, owner, id string, req ExecRequest, live Stream) (spec.Result, error)

@@ -63,8 +63,10 @@ func (p *fakeProc) Kill() error {
 func spawnSession(t *testing.T) (*Manager, *session, *spawnBox, *fakeClock) {
 	t.Helper()
 	m, info, s, clock := pacedSession(t)
+	s.mu.Lock() // watchBox reads the box under s.mu
 	box := &spawnBox{fakeBox: s.box.(*fakeBox)}
 	s.box = box
+	s.mu.Unlock()
 	_ = info
 	return m, s, box, clock
 }
@@ -124,7 +126,9 @@ func TestSpawnRefusals(t *testing.T) {
 		{"bad env", []string{"true"}, []string{"NOEQUALS"}, nil, spec.ErrInvalid},
 		{"dead", []string{"true"}, nil, func(s *session, _ *spawnBox) { s.state, s.reason = StateDead, "oom" }, ErrDead},
 		{"stopping", []string{"true"}, nil, func(s *session, _ *spawnBox) { s.state = StateStopping }, ErrClosed},
-		{"box ended", []string{"true"}, nil, func(_ *session, b *spawnBox) { close(b.done) }, ErrClosed},
+		// The fake's Close must not close done again: the Manager buries
+		// the session (closing its box) as soon as it sees done closed.
+		{"box ended", []string{"true"}, nil, func(_ *session, b *spawnBox) { b.once.Do(func() {}); close(b.done) }, ErrClosed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,9 +149,6 @@ func TestSpawnRefusals(t *testing.T) {
 			s.mu.Lock()
 			s.state = StateReady
 			s.mu.Unlock()
-			if tt.name == "box ended" { // the fake's Close would close done again
-				box.once.Do(func() {})
-			}
 		})
 	}
 }

@@ -25,8 +25,10 @@ import (
 )
 
 // State is where a session is in its life. The only moves are
-// creating → ready ⇄ busy → stopping → gone, and ready ⇄ paused (see
-// Manager.Pause; paused → stopping too); creating may also go straight
+// creating → ready ⇄ busy → stopping → gone, ready ⇄ paused (see
+// Manager.Pause; paused → stopping too), and ready or paused →
+// snapshotted → ready (see Manager.Snapshot; snapshotted → stopping
+// too); creating may also go straight
 // to gone when the sandbox cannot be built. A session whose sandbox died
 // moves to dead instead, as do the sessions of a crashed server when the
 // next one starts: it stays to say why it died until it is deleted or
@@ -39,10 +41,19 @@ const (
 	StateReady    State = "ready"
 	StateBusy     State = "busy"
 	StatePaused   State = "paused"
-	StateStopping State = "stopping"
-	StateGone     State = "gone"
-	StateDead     State = "dead"
+	// StateSnapshotted: the session's box is closed and its files are
+	// on disk (see Manager.Snapshot); a resume or an exec starts a box.
+	StateSnapshotted State = "snapshotted"
+	StateStopping    State = "stopping"
+	StateGone        State = "gone"
+	StateDead        State = "dead"
 )
+
+// States lists every State, in the order of a session's life: the one
+// list metrics report and the API's SessionState enum must equal.
+var States = []State{
+	StateCreating, StateReady, StateBusy, StatePaused, StateSnapshotted, StateStopping, StateGone, StateDead,
+}
 
 // SessionOptions say how to build a session.
 type SessionOptions struct {
@@ -65,6 +76,9 @@ type SessionOptions struct {
 	// it (see Manager.Pause); its next exec resumes it. Its TTL still
 	// ends it.
 	AutoPause bool
+	// AutoSnapshot snapshots the session at its idle timeout instead
+	// (see Manager.Snapshot); it takes precedence over AutoPause.
+	AutoSnapshot bool
 }
 
 // Info is what a caller may know about a session.
@@ -88,6 +102,25 @@ type Info struct {
 	// ending; PausedAt is when a paused one was paused.
 	AutoPause bool
 	PausedAt  time.Time
+	// AutoSnapshot says the session is snapshotted at its idle timeout.
+	AutoSnapshot bool
+	// Snapshot describes a snapshotted session's snapshot; nil in every
+	// other state.
+	Snapshot *SnapshotInfo
+}
+
+// SnapshotInfo describes what a snapshot keeps.
+type SnapshotInfo struct {
+	// At is when the session was snapshotted.
+	At time.Time
+	// Memory says the snapshot holds the processes' memory too; false on
+	// every backend today: a snapshot keeps /workspace's files only, and
+	// a resume starts fresh processes and interpreters.
+	Memory bool
+	// Bytes, Files and Skipped are what snapshot.Stats says of it.
+	Bytes   int64
+	Files   int
+	Skipped int
 }
 
 // ExecRequest is one step in a session: a command, or code in a language.

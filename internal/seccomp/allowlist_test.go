@@ -4,7 +4,7 @@ package seccomp
 
 // allowlist holds the x86_64 syscalls allowed whatever their arguments:
 // Docker's default profile for a container without capabilities
-// (github.com/moby/profiles/seccomp), minus the names in denied and ruled.
+// (github.com/moby/profiles/seccomp), minus the names in Denied and ruled.
 // It is checked in as data so a dependency upgrade cannot widen the
 // policy unreviewed; TestAllowlistSubsetOfDocker keeps it within Docker's.
 var allowlist = []string{

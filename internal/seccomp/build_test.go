@@ -118,7 +118,7 @@ func buildAsm(notify bool) (*asm, error) {
 		notifyRule(&a, nr)
 	}
 	allowRules(&a, nr)
-	// Default: anything not allowed above, including every name in denied,
+	// Default: anything not allowed above, including every name in Denied,
 	// fails with EPERM, which programs treat as an ordinary refusal.
 	a.ret(retErrno | eperm)
 
@@ -411,11 +411,11 @@ func searchRuns(a *asm, runs []numRun, floor uint32, yes, no string) {
 
 // resolve maps every name the policy mentions to its x86_64 syscall number,
 // using go-seccomp-bpf's table (generated from the kernel's syscall_64.tbl).
-// An unknown name is an error, so a typo in denied is caught as surely as
+// An unknown name is an error, so a typo in Denied is caught as surely as
 // one in allowlist.
 func resolve() (map[string]uint32, error) {
 	nr := make(map[string]uint32)
-	for _, list := range [][]string{allowlist, ruled, denied} {
+	for _, list := range [][]string{allowlist, ruled, Denied} {
 		for _, name := range list {
 			n, ok := arch.X86_64.SyscallNames[name]
 			if !ok {
@@ -431,7 +431,7 @@ func resolve() (map[string]uint32, error) {
 // shadows one that has its own rule.
 func checkDisjoint() error {
 	for _, name := range allowlist {
-		if slices.Contains(denied, name) {
+		if slices.Contains(Denied, name) {
 			return fmt.Errorf("syscall %q is both allowed and denied", name)
 		}
 		if slices.Contains(ruled, name) {

@@ -20,11 +20,13 @@
 // filter written for one syscall table.
 //
 // The policy (policy_test.go, allowlist_test.go) and the assembler that
-// compiles it (build_test.go, assembler_test.go) build only into the tests.
-// Their output is checked in as zprogram_linux.go: the two programs
-// below (Program returns the first) and Notified, the numbers of the
-// syscalls the init answers, so starting a sandbox resolves no syscall
-// names and assembles nothing. After editing the policy,
+// compiles it (build_test.go, assembler_test.go) build only into the tests,
+// except Denied (denied.go), the never-allow list, which the microVM
+// backend's filter for QEMU refuses too. Their output is checked in as
+// zprogram_linux.go: the two programs below (Program returns the first),
+// Notified, the numbers of the syscalls the init answers, and
+// DeniedNumbers and HighestNumber, for QEMU's filter, so starting a
+// sandbox or a VM resolves no syscall names and assembles nothing. After editing the policy,
 // regenerate it with
 //
 //	go test ./internal/seccomp -run TestGenerateProgram -update

@@ -76,7 +76,7 @@ func generatedAllowlist() []string {
 		if _, ok := arch.X86_64.SyscallNames[name]; !ok {
 			continue // another architecture's syscall, such as chown32
 		}
-		if slices.Contains(denied, name) || slices.Contains(ruled, name) {
+		if slices.Contains(Denied, name) || slices.Contains(ruled, name) {
 			continue
 		}
 		names = append(names, name)
@@ -94,7 +94,7 @@ func TestGenerateAllowlist(t *testing.T) {
 	b.WriteString("package seccomp\n\n")
 	b.WriteString("// allowlist holds the x86_64 syscalls allowed whatever their arguments:\n")
 	b.WriteString("// Docker's default profile for a container without capabilities\n")
-	b.WriteString("// (github.com/moby/profiles/seccomp), minus the names in denied and ruled.\n")
+	b.WriteString("// (github.com/moby/profiles/seccomp), minus the names in Denied and ruled.\n")
 	b.WriteString("// It is checked in as data so a dependency upgrade cannot widen the\n")
 	b.WriteString("// policy unreviewed; TestAllowlistSubsetOfDocker keeps it within Docker's.\n")
 	b.WriteString("var allowlist = []string{\n")
@@ -141,7 +141,7 @@ func TestAllowlistSortedAndUnique(t *testing.T) {
 }
 
 func TestDeniedNotAllowed(t *testing.T) {
-	for _, name := range denied {
+	for _, name := range Denied {
 		if slices.Contains(allowlist, name) {
 			t.Errorf("denied syscall %q is in allowlist", name)
 		}

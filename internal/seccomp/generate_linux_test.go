@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -102,6 +103,9 @@ func programSource(progs [][]unix.SockFilter, listings [][]string) ([]byte, erro
 	if err := notifiedSource(&b); err != nil {
 		return nil, err
 	}
+	if err := deniedSource(&b); err != nil {
+		return nil, err
+	}
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("formatting %s: %w", programFile, err)
@@ -129,6 +133,43 @@ func notifiedSource(b *bytes.Buffer) error {
 	}
 	b.WriteString("}\n")
 	return nil
+}
+
+// deniedSource renders DeniedNumbers, Denied's numbers resolved as the
+// programs resolve them, and HighestNumber, the highest number of the
+// table they are resolved in, for filters that refuse what the policy
+// never denied or allowed by name (QEMU's, in internal/microvm).
+func deniedSource(b *bytes.Buffer) error {
+	nr, err := resolve()
+	if err != nil {
+		return fmt.Errorf("resolving the denied syscalls: %w", err)
+	}
+	b.WriteString(`
+// DeniedNumbers are the x86_64 numbers of Denied (denied.go), which every
+// filter of the project refuses, generated from it.
+`)
+	b.WriteString("var DeniedNumbers = [...]uint32{\n")
+	for _, name := range Denied {
+		fmt.Fprintf(b, "\t%d, // %s\n", nr[name], name)
+	}
+	b.WriteString("}\n")
+	fmt.Fprintf(b, `
+// HighestNumber is the highest x86_64 syscall number of the table the
+// policy was resolved with (go-seccomp-bpf's, from the kernel's
+// syscall_64.tbl): a filter that allows what it does not name (QEMU's)
+// returns ENOSYS above it, so a syscall newer than its review is refused.
+const HighestNumber = %d
+`, highestNumber())
+	return nil
+}
+
+// highestNumber is the highest syscall number in the table resolve uses.
+func highestNumber() int {
+	hi := 0
+	for _, n := range arch.X86_64.SyscallNames {
+		hi = max(hi, n)
+	}
+	return hi
 }
 
 // encodeAll encodes each of programs.

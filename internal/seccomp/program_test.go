@@ -339,7 +339,7 @@ func TestFilterEveryName(t *testing.T) {
 	for _, name := range allowlist {
 		check(name, allow)
 	}
-	for _, name := range denied {
+	for _, name := range Denied {
 		check(name, deny)
 	}
 }

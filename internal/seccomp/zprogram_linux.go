@@ -347,3 +347,69 @@ var programNotifying = [...]unix.SockFilter{
 var Notified = [...]int32{
 	99, // sysinfo
 }
+
+// DeniedNumbers are the x86_64 numbers of Denied (denied.go), which every
+// filter of the project refuses, generated from it.
+var DeniedNumbers = [...]uint32{
+	426, // io_uring_enter
+	427, // io_uring_register
+	425, // io_uring_setup
+	323, // userfaultfd
+	321, // bpf
+	298, // perf_event_open
+	248, // add_key
+	250, // keyctl
+	249, // request_key
+	161, // chroot
+	431, // fsconfig
+	432, // fsmount
+	430, // fsopen
+	433, // fspick
+	165, // mount
+	442, // mount_setattr
+	429, // move_mount
+	428, // open_tree
+	467, // open_tree_attr
+	155, // pivot_root
+	166, // umount2
+	308, // setns
+	272, // unshare
+	312, // kcmp
+	438, // pidfd_getfd
+	440, // process_madvise
+	310, // process_vm_readv
+	311, // process_vm_writev
+	101, // ptrace
+	163, // acct
+	176, // delete_module
+	313, // finit_module
+	175, // init_module
+	320, // kexec_file_load
+	246, // kexec_load
+	169, // reboot
+	168, // swapoff
+	167, // swapon
+	227, // clock_settime
+	300, // fanotify_init
+	173, // ioperm
+	172, // iopl
+	212, // lookup_dcookie
+	180, // nfsservctl
+	304, // open_by_handle_at
+	179, // quotactl
+	443, // quotactl_fd
+	171, // setdomainname
+	170, // sethostname
+	164, // settimeofday
+	103, // syslog
+	134, // uselib
+	153, // vhangup
+	156, // _sysctl
+	154, // modify_ldt
+}
+
+// HighestNumber is the highest x86_64 syscall number of the table the
+// policy was resolved with (go-seccomp-bpf's, from the kernel's
+// syscall_64.tbl): a filter that allows what it does not name (QEMU's)
+// returns ENOSYS above it, so a syscall newer than its review is refused.
+const HighestNumber = 467

@@ -95,7 +95,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, state.ErrStorage):
 		return &apiError{http.StatusInsufficientStorage, codeStorage, oneLine(err)}
 	case errors.Is(err, sandbox.ErrBusy):
-		return &apiError{http.StatusConflict, codeConflict, "session is busy running another exec"}
+		return &apiError{http.StatusConflict, codeConflict, busyMessage(err)}
 	case errors.Is(err, sandbox.ErrClosed):
 		// A stopping session will never serve again, so it answers as an
 		// ended one does (the spec's 404: "or it has ended"), with a
@@ -114,6 +114,16 @@ func toAPIError(err error) *apiError {
 		return ae
 	}
 	return &apiError{http.StatusInternalServerError, codeInternal, oneLine(err)}
+}
+
+// busyMessage is what a client is told of an ErrBusy: the Manager's
+// reason (the session is paused again, being snapshotted: retry), which
+// names no host detail, or the old line when it gives none.
+func busyMessage(err error) string {
+	if _, reason, ok := strings.Cut(oneLine(err), sandbox.ErrBusy.Error()+": "); ok && reason != "" {
+		return reason
+	}
+	return "session is busy running another exec"
 }
 
 // publicError is an error whose full line is for the operator (it may

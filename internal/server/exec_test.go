@@ -101,6 +101,7 @@ func TestErrorMapping(t *testing.T) {
 	}{
 		{sandbox.ErrNotFound, 404, "not_found", "session not found", false},
 		{fmt.Errorf("exec: %w", sandbox.ErrBusy), 409, "conflict", "session is busy running another exec", true},
+		{fmt.Errorf("%w: session ses_x is being snapshotted; retry once that ends", sandbox.ErrBusy), 409, "conflict", "session ses_x is being snapshotted; retry once that ends", true},
 		{fmt.Errorf("%w: session ses_x is stopping", sandbox.ErrClosed), 404, "not_found", "session is closed: session ses_x is stopping", false},
 		{fmt.Errorf("language cobol: %w", sandbox.ErrUnsupported), 501, "unsupported", "language cobol: not supported", true},
 		{fmt.Errorf("%w: cpus 2000 is out of range", spec.ErrInvalid), 400, "bad_request", "cpus 2000 is out of range", false},

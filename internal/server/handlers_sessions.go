@@ -110,6 +110,37 @@ func (a api) ResumeSession(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, toSessionJSON(info))
 }
 
+// SnapshotSession writes one of the caller's sessions to disk, closes
+// its sandbox and answers it, snapshotted.
+func (a api) SnapshotSession(w http.ResponseWriter, r *http.Request, id string) {
+	info, err := a.s.sessions.Snapshot(r.Context(), owner(r), id)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSessionJSON(info))
+}
+
+// ForkSession makes new sessions from one of the caller's sessions'
+// files and answers 201 with them.
+func (a api) ForkSession(w http.ResponseWriter, r *http.Request, id string) {
+	var body forkJSON
+	if err := a.s.decode(w, r, &body); err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	infos, err := a.s.sessions.Fork(r.Context(), owner(r), id, body.Count)
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	out := sessionListJSON{Sessions: make([]sessionJSON, 0, len(infos))}
+	for _, i := range infos {
+		out.Sessions = append(out.Sessions, toSessionJSON(i))
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
 // GetSessionNetwork answers a session's network policy and the egress
 // proxy's decisions for it so far.
 func (a api) GetSessionNetwork(w http.ResponseWriter, r *http.Request, id string) {

@@ -35,10 +35,7 @@ type familySet struct {
 
 // allStates are reported even at zero, so a dashboard's series never
 // vanish when no session is in a state.
-var allStates = []sandbox.State{
-	sandbox.StateCreating, sandbox.StateReady, sandbox.StateBusy, sandbox.StatePaused,
-	sandbox.StateStopping, sandbox.StateGone, sandbox.StateDead,
-}
+var allStates = sandbox.States
 
 // newMetrics registers the whole server's series and the process figures
 // in reg, and builds each owner's series in a registry of its own. The

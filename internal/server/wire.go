@@ -55,22 +55,46 @@ type sessionCreateJSON struct {
 	IdleTimeoutSeconds *float64          `json:"idle_timeout_seconds"`
 	Template           string            `json:"template"`
 	AutoPause          bool              `json:"auto_pause"`
+	AutoSnapshot       bool              `json:"auto_snapshot"`
 }
 
 type sessionJSON struct {
-	ID                 string      `json:"id"`
-	State              string      `json:"state"`
-	CreatedAt          time.Time   `json:"created_at"`
-	LastUsedAt         time.Time   `json:"last_used_at"`
-	ExpiresAt          time.Time   `json:"expires_at"`
-	IdleTimeoutSeconds float64     `json:"idle_timeout_seconds"`
-	Limits             limitsJSON  `json:"limits"`
-	Network            networkJSON `json:"network"`
-	Execs              int64       `json:"execs"`
-	Reason             string      `json:"reason,omitempty"`
-	Template           string      `json:"template,omitempty"`
-	AutoPause          bool        `json:"auto_pause,omitempty"`
-	PausedAt           *time.Time  `json:"paused_at,omitempty"`
+	ID                 string        `json:"id"`
+	State              string        `json:"state"`
+	CreatedAt          time.Time     `json:"created_at"`
+	LastUsedAt         time.Time     `json:"last_used_at"`
+	ExpiresAt          time.Time     `json:"expires_at"`
+	IdleTimeoutSeconds float64       `json:"idle_timeout_seconds"`
+	Limits             limitsJSON    `json:"limits"`
+	Network            networkJSON   `json:"network"`
+	Execs              int64         `json:"execs"`
+	Reason             string        `json:"reason,omitempty"`
+	Template           string        `json:"template,omitempty"`
+	AutoPause          bool          `json:"auto_pause,omitempty"`
+	AutoSnapshot       bool          `json:"auto_snapshot,omitempty"`
+	PausedAt           *time.Time    `json:"paused_at,omitempty"`
+	Snapshot           *snapshotJSON `json:"snapshot,omitempty"`
+}
+
+// snapshotJSON is the API's SnapshotInfo.
+type snapshotJSON struct {
+	At      time.Time `json:"snapshotted_at"`
+	Memory  bool      `json:"memory"`
+	Bytes   int64     `json:"bytes"`
+	Files   int       `json:"files"`
+	Skipped int       `json:"skipped"`
+}
+
+func toSnapshotJSON(i *sandbox.SnapshotInfo) *snapshotJSON {
+	if i == nil {
+		return nil
+	}
+	return &snapshotJSON{At: i.At.UTC(), Memory: i.Memory, Bytes: i.Bytes, Files: i.Files, Skipped: i.Skipped}
+}
+
+// forkJSON is the body of POST /v1/sessions/{id}/fork.
+type forkJSON struct {
+	Count int `json:"count"`
 }
 
 type sessionListJSON struct {
@@ -180,7 +204,7 @@ func envList(env map[string]string) ([]string, error) {
 
 // options builds the session's options, limits not given taking defaults.
 func (c *sessionCreateJSON) options(defaults spec.Limits) (sandbox.SessionOptions, error) {
-	o := sandbox.SessionOptions{Template: c.Template, AutoPause: c.AutoPause}
+	o := sandbox.SessionOptions{Template: c.Template, AutoPause: c.AutoPause, AutoSnapshot: c.AutoSnapshot}
 	var err error
 	if o.Limits, err = c.Limits.limits(defaults); err != nil {
 		return o, err
@@ -316,7 +340,9 @@ func toSessionJSON(i sandbox.Info) sessionJSON {
 		Reason:             i.Reason,
 		Template:           sandbox.TemplateName(i.Template),
 		AutoPause:          i.AutoPause,
+		AutoSnapshot:       i.AutoSnapshot,
 		PausedAt:           utcOrNil(i.PausedAt),
+		Snapshot:           toSnapshotJSON(i.Snapshot),
 	}
 }
 

@@ -92,7 +92,7 @@ func (d *Dir) takeLock() error {
 func (d *Dir) probe() error {
 	p := filepath.Join(d.path, ".probe")
 	want := bytes.Repeat([]byte("warden state probe\n"), 64)
-	if err := writeFile(p, want); err != nil {
+	if err := writeFile(p, want, false); err != nil {
 		return storageError(d.path, "writing a test file", err)
 	}
 	got, err := os.ReadFile(p)
@@ -120,14 +120,19 @@ func (d *Dir) Close() error {
 }
 
 // writeFile writes b to a temporary file beside p and renames it over p,
-// so a reader (or the next server, after a crash) sees all or nothing.
-func writeFile(p string, b []byte) error {
+// so a reader (or the next server, after a crash of the server) sees all
+// or nothing; with sync it fsyncs the file before the rename and the
+// directory after, so that holds after a crash of the host too.
+func writeFile(p string, b []byte, sync bool) error {
 	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(b)
+	if err == nil && sync {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -137,11 +142,26 @@ func writeFile(p string, b []byte) error {
 	if err != nil {
 		return errors.Join(err, os.Remove(tmp))
 	}
+	if sync {
+		return SyncDir(filepath.Dir(p))
+	}
 	return nil
 }
 
-// SaveSession writes (or replaces) s's record.
+// SaveSession writes (or replaces) s's record, as a crash of the server
+// keeps it (no fsync: a create stays about a millisecond).
 func (d *Dir) SaveSession(s Session) error {
+	return d.saveSession(s, false)
+}
+
+// SaveSessionSync is SaveSession made durable (fsync'd, and its
+// directory), for a change a crash of the host must not undo: a session
+// snapshotted to disk, or resumed from its snapshot.
+func (d *Dir) SaveSessionSync(s Session) error {
+	return d.saveSession(s, true)
+}
+
+func (d *Dir) saveSession(s Session, sync bool) error {
 	if !validName(s.ID) {
 		return fmt.Errorf("saving session %q: not a session id", s.ID)
 	}
@@ -150,7 +170,7 @@ func (d *Dir) SaveSession(s Session) error {
 	if err != nil {
 		return fmt.Errorf("saving session %s: %w", s.ID, err)
 	}
-	if err := writeFile(d.recordPath(s.ID), append(b, '\n')); err != nil {
+	if err := writeFile(d.recordPath(s.ID), append(b, '\n'), sync); err != nil {
 		return storageError(d.path, "saving session "+s.ID, err)
 	}
 	return nil
@@ -223,6 +243,8 @@ func readRecord(p string) (Session, error) {
 		return s, fmt.Errorf("id %q does not match the file name", s.ID)
 	case s.Workspace != "" && !validName(s.Workspace):
 		return s, fmt.Errorf("workspace name %q is not valid", s.Workspace)
+	case s.Snapshot != "" && !validName(s.Snapshot):
+		return s, fmt.Errorf("snapshot name %q is not valid", s.Snapshot)
 	}
 	return s, nil
 }

@@ -5,15 +5,18 @@
 // server dies without cleaning up, the next one finds the records, reports
 // those sessions as dead through the API, and still serves their files.
 //
-// Records are written to a temporary file and renamed into place, never
-// fsync'd: they guard against the server dying, which leaves the page
-// cache intact, not against the host dying, which also empties every
-// workspace tmpfs.
+// Records are written to a temporary file and renamed into place. Most
+// are not fsync'd: they guard against the server dying, which leaves the
+// page cache intact, not against the host dying, which also empties every
+// workspace tmpfs. The records of a snapshot's transitions are
+// (SaveSessionSync): a snapshot on disk outlives the host, so the record
+// that names it must too.
 package state
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 
@@ -60,8 +63,28 @@ type Session struct {
 	// was written; a server that finds it after a crash reports the
 	// session dead, as its box died with the server. AutoPause is the
 	// session's option to pause at its idle timeout.
-	Paused    bool `json:"paused,omitempty"`
-	AutoPause bool `json:"auto_pause,omitempty"`
+	Paused       bool `json:"paused,omitempty"`
+	AutoPause    bool `json:"auto_pause,omitempty"`
+	AutoSnapshot bool `json:"auto_snapshot,omitempty"`
+	// Env is a snapshotted session's environment (KEY=VALUE), which it
+	// starts with when resumed, maybe by another server; empty in every
+	// other state, as it may hold keys. It sits at rest in this record,
+	// mode 0600, until the session is resumed or ends.
+	Env []string `json:"env,omitempty"`
+	// Snapshot names the session's snapshot (see package snapshot) once
+	// it is snapshotted: its box is closed and its files are there. It
+	// is written only after the snapshot is whole, so a record naming
+	// one names a complete snapshot.
+	Snapshot      string    `json:"snapshot,omitempty"`
+	SnapshottedAt time.Time `json:"snapshotted_at,omitzero"`
+	// SnapshotBytes, SnapshotFiles, SnapshotDirs and SnapshotSkipped
+	// describe it; the next server charges the owner's budget from them
+	// (bytes plus a cost per file and directory), so the directories are
+	// kept too.
+	SnapshotBytes   int64 `json:"snapshot_bytes,omitempty"`
+	SnapshotFiles   int   `json:"snapshot_files,omitempty"`
+	SnapshotDirs    int   `json:"snapshot_dirs,omitempty"`
+	SnapshotSkipped int   `json:"snapshot_skipped,omitempty"`
 }
 
 // storageError explains an error writing in the state directory at dir:
@@ -82,4 +105,15 @@ func storageError(dir, doing string, err error) error {
 		return fmt.Errorf("%s in state directory %s: %w", doing, dir, err)
 	}
 	return fmt.Errorf("%w: %s: %s %s (%w)", ErrStorage, doing, dir, why, err)
+}
+
+// SyncDir fsyncs directory p, so a rename or a new entry in it reaches
+// the disk: the one way records and snapshots are made durable.
+func SyncDir(p string) error {
+	d, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
 }

@@ -31,6 +31,9 @@ func (d *Dir) Close() error { return nil }
 // SaveSession is Linux-only, like Open.
 func (d *Dir) SaveSession(Session) error { return errors.ErrUnsupported }
 
+// SaveSessionSync is Linux-only, like Open.
+func (d *Dir) SaveSessionSync(Session) error { return errors.ErrUnsupported }
+
 // RemoveSession is Linux-only, like Open.
 func (d *Dir) RemoveSession(string) error { return errors.ErrUnsupported }
 

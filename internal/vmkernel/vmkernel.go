@@ -58,9 +58,9 @@ type Kernel struct {
 // that the cache, every directory above it, the kernel's directory and
 // the file are root's and writable by no one else, and opening each
 // relative to the one checked before it without following a link. The
-// launcher passes this descriptor (-kernel /dev/fd/N), never the path,
-// so the file QEMU boots is the file checked, whatever is renamed in
-// the meantime. The caller closes it.
+// launcher binds this descriptor's file into QEMU's root, never looking
+// the path up again, so the file QEMU boots is the file checked, whatever
+// is renamed in the meantime. The caller closes it.
 func (k Kernel) Open() (*os.File, error) {
 	return k.open()
 }

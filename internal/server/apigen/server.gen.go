@@ -112,6 +112,9 @@ type ServerInterface interface {
 	// MakeDirectory Create a directory
 	// (POST /v1/sessions/{id}/files/mkdir)
 	MakeDirectory(w http.ResponseWriter, r *http.Request, id SessionID, params MakeDirectoryParams)
+	// ForkSession Make new sessions from a session's files
+	// (POST /v1/sessions/{id}/fork)
+	ForkSession(w http.ResponseWriter, r *http.Request, id SessionID)
 	// GetSessionNetwork The session's network policy and egress log
 	// (GET /v1/sessions/{id}/network)
 	GetSessionNetwork(w http.ResponseWriter, r *http.Request, id SessionID)
@@ -121,9 +124,12 @@ type ServerInterface interface {
 	// PauseSession Pause a session
 	// (POST /v1/sessions/{id}/pause)
 	PauseSession(w http.ResponseWriter, r *http.Request, id SessionID)
-	// ResumeSession Resume a paused session
+	// ResumeSession Resume a paused or snapshotted session
 	// (POST /v1/sessions/{id}/resume)
 	ResumeSession(w http.ResponseWriter, r *http.Request, id SessionID)
+	// SnapshotSession Snapshot a session to disk
+	// (POST /v1/sessions/{id}/snapshot)
+	SnapshotSession(w http.ResponseWriter, r *http.Request, id SessionID)
 	// ListTemplates List the templates
 	// (GET /v1/templates)
 	ListTemplates(w http.ResponseWriter, r *http.Request)
@@ -562,6 +568,32 @@ func (siw *ServerInterfaceWrapper) MakeDirectory(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ForkSession operation middleware
+func (siw *ServerInterfaceWrapper) ForkSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ForkSession(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetSessionNetwork operation middleware
 func (siw *ServerInterfaceWrapper) GetSessionNetwork(w http.ResponseWriter, r *http.Request) {
 
@@ -657,6 +689,32 @@ func (siw *ServerInterfaceWrapper) ResumeSession(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ResumeSession(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SnapshotSession operation middleware
+func (siw *ServerInterfaceWrapper) SnapshotSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SnapshotSession(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -815,10 +873,12 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sessions/{id}/files", wrapper.UploadFile)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sessions/{id}/files/list", wrapper.ListFiles)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/files/mkdir", wrapper.MakeDirectory)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/fork", wrapper.ForkSession)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.GetSessionNetwork)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/v1/sessions/{id}/network", wrapper.SetSessionNetwork)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/pause", wrapper.PauseSession)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/resume", wrapper.ResumeSession)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/sessions/{id}/snapshot", wrapper.SnapshotSession)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/templates", wrapper.ListTemplates)
 
 	return m

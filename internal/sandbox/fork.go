@@ -1,0 +1,162 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/snapshot"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// MaxFork bounds the sessions one Fork makes; the session caps
+// (--max-sessions, per key, the memory budget) bound them too.
+const MaxFork = 16
+
+// Fork makes count new sessions for owner from the current files of
+// session id: each a fresh box of the same spec (template, limits,
+// network, env, idle timeout, auto-pause and auto-snapshot) with a copy of its /workspace,
+// its own id, the rest of the source's TTL, fresh processes and its own
+// pacer. The source is snapshotted for the copy if it is not already
+// (taking a snapshot slot and its charge of the budget until the forks are made) and left in the state
+// it was in. Nothing of the source's memory is copied, so there is no
+// random state or secret in memory to reseed: every new session starts
+// its processes fresh. If any new session cannot be made, none is kept.
+func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info, error) {
+	if count < 1 || count > MaxFork {
+		return nil, fmt.Errorf("%w: count %d is out of range: fork makes 1 to %d sessions at once", spec.ErrInvalid, count, MaxFork)
+	}
+	if m.cfg.Snapshots == nil {
+		return nil, fmt.Errorf("%w: fork needs a state directory for its snapshot: start warden serve with --state-dir", ErrUnsupported)
+	}
+	s, err := m.lookup(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
+		return nil, err
+	}
+	name, drop, err := m.forkSource(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	infos, errs := make([]Info, count), make([]error, count)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, forkParallel)
+	for i := range count {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			infos[i], errs[i] = m.forkOne(ctx, s, name)
+		})
+	}
+	wg.Wait()
+	// The first failure says why; the others are most likely the same.
+	if i := slices.IndexFunc(errs, func(err error) bool { return err != nil }); i >= 0 {
+		err := errs[i]
+		for i, made := range infos {
+			if errs[i] != nil {
+				continue
+			}
+			if derr := m.Delete(context.Background(), owner, made.ID); derr != nil {
+				m.cfg.Logger.Warn("removing a fork after another failed", "session", made.ID, "err", derr)
+			}
+		}
+		return nil, fmt.Errorf("forking session %s: %w", s.id, err)
+	}
+	return infos, nil
+}
+
+// forkParallel is how many forks are made at once: each is mostly a copy
+// of files, which a few in parallel make faster without taking every
+// core of the host.
+const forkParallel = 4
+
+// forkSource is a snapshot of s's files to copy from, and what to call
+// once the copies are made: s's own snapshot if it is snapshotted,
+// pinned until then (a resume or a Delete meanwhile removes it only
+// after), else a new one taken from its paused box, which holds one of
+// s's owner's snapshot slots and its charge of the budget until then.
+func (m *Manager) forkSource(ctx context.Context, s *session) (name string, done func(), err error) {
+	s.pauseMu.Lock()
+	if s.currentState() == StateSnapshotted {
+		s.mu.Lock()
+		name = s.snap
+		s.mu.Unlock()
+		unpin := m.pinSnapshot(name, s.id)
+		s.pauseMu.Unlock()
+		return name, unpin, nil
+	}
+	s.pauseMu.Unlock()
+	if err := m.takeSnapshotSlot(s.owner); err != nil {
+		return "", nil, err
+	}
+	name, stats, err := m.copyForFork(ctx, s)
+	if err != nil {
+		m.giveSnapshotSlot(s.owner)
+		return "", nil, err
+	}
+	m.chargeBytes(s.owner, stats.Charge())
+	return name, func() {
+		m.dropSnapshot(name, s.id)
+		m.unchargeBytes(s.owner, stats.Charge())
+		m.giveSnapshotSlot(s.owner)
+	}, nil
+}
+
+// copyForFork snapshots s's files, pausing it for the copy if it runs
+// (and resuming it after).
+func (m *Manager) copyForFork(ctx context.Context, s *session) (string, snapshot.Stats, error) {
+	wasPaused := s.currentState() == StatePaused
+	if !wasPaused {
+		if err := m.pauseForCopy(ctx, s); err != nil {
+			return "", snapshot.Stats{}, err
+		}
+	}
+	name, stats, err := m.captureFork(ctx, s)
+	if !wasPaused {
+		m.undoCopyPause(ctx, s, "fork's copy")
+	}
+	return name, stats, err
+}
+
+// captureFork copies paused s's files into a snapshot no record names
+// (a crash leaves it for the next server's sweep).
+func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot.Stats, error) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if st := s.currentState(); st != StatePaused {
+		return "", snapshot.Stats{}, fmt.Errorf("%w: session %s was resumed or ended while it was being forked; retry", ErrBusy, s.id)
+	}
+	m.beginCopy(s)
+	defer s.endCopy()
+	return m.capture(ctx, s, s.currentBox())
+}
+
+// forkOne makes one session like s, holding the files of snapshot name.
+func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, error) {
+	s.mu.Lock()
+	o := SessionOptions{
+		Limits: s.spec.Limits, Network: s.spec.Network, Env: s.spec.Env, IdleTimeout: s.idle,
+		TTL: max(time.Until(s.expires), time.Second), Template: s.spec.Root.Template, AutoPause: s.autoPause,
+		AutoSnapshot: s.autoSnapshot,
+	}
+	s.mu.Unlock()
+	o.TTL = min(o.TTL, m.cfg.MaxTTL)
+	in, err := m.Create(ctx, s.owner, o)
+	if err != nil {
+		return Info{}, err
+	}
+	f, err := m.lookup(s.owner, in.ID)
+	if err != nil {
+		return Info{}, err // deleted meanwhile: nothing to end
+	}
+	if err := m.restoreFiles(ctx, f, f.currentBox(), f.spec.Limits, name); err != nil {
+		m.end(f)
+		return Info{}, err
+	}
+	return f.info(), nil
+}

@@ -1,0 +1,161 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/snapshot"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// resumeSnapshot moves s from snapshotted to ready: it takes a run slot
+// and the memory budget back (a Create's limits and start token, as a
+// box is built), starts a fresh box of s's spec, restores the files and
+// records s running before the snapshot is dropped, so a crash at any
+// step leaves s snapshotted (the snapshot still whole) or running.
+func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	s.mu.Lock()
+	st, name, spc, held := s.state, s.snap, s.spec, s.snapStats.Charge()
+	s.mu.Unlock()
+	if st != StateSnapshotted {
+		return nil // resumed meanwhile, or ending: the caller's call judges
+	}
+	bytes := m.charge(spc.Limits)
+	m.keep(s, 0)
+	if err := m.acquire(s.owner, false, bytes); err != nil {
+		m.hold(s, held)
+		return fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+	}
+	box, ws, root, lease, err := m.restoreBox(ctx, s, spc, name)
+	if err != nil {
+		m.release(s.owner, bytes)
+		m.hold(s, held)
+		return err
+	}
+	step("restored")
+	s.mu.Lock()
+	if s.state != StateSnapshotted || m.isClosed() {
+		s.mu.Unlock()
+		m.discardBox(box, ws)
+		lease()
+		m.release(s.owner, bytes)
+		return fmt.Errorf("%w: session %s ended while it was being resumed", ErrClosed, s.id)
+	}
+	s.box, s.ws, s.boxClosed, s.slot, s.snapSlot = box, ws, false, true, false
+	// A session revived by a new server finds its template again by
+	// name: the box runs on root, which its record and info now name.
+	s.spec.Root = root
+	s.state, s.snap, s.snapAt, s.snapStats, s.lastUsed = StateReady, "", time.Time{}, snapshot.Stats{}, time.Now()
+	if s.lease == nil {
+		s.lease = lease
+	} else {
+		lease() // the session still held its template
+	}
+	// A record that cannot be written keeps naming the snapshot, which
+	// is then kept too: a crash recovers the session snapshotted, its
+	// files as they were at the snapshot.
+	saveErr := m.saveDurablyLocked(s)
+	if saveErr != nil {
+		s.staleSnap = name // its end drops it (forget)
+	}
+	s.mu.Unlock()
+	m.watch(s, bytes)
+	m.giveSnapshotSlot(s.owner)
+	if saveErr != nil {
+		m.cfg.OnStoreError(saveErr)
+		return nil
+	}
+	step("resumed")
+	m.dropSnapshot(name, s.id)
+	return nil
+}
+
+// restoreBox starts a box of spec spc for s and restores snapshot name
+// into its workspace; root is the template the box runs on, which lease
+// holds.
+func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, name string) (box Box, ws string, root spec.Root, lease func(), err error) {
+	lease = func() {}
+	if spc.Root.Dir == "" && spc.Root.Template != "" {
+		// Revived by a new server: the template is found again by name.
+		if spc.Root, lease, err = m.resolveTemplate(spc.Root.Template, s.owner); err != nil {
+			return nil, "", spec.Root{}, nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+		}
+	}
+	box, ws, err = m.startBox(ctx, spc)
+	if err != nil {
+		lease()
+		return nil, "", spec.Root{}, nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+	}
+	if err := m.restoreFiles(ctx, s, box, spc.Limits, name); err != nil {
+		m.discardBox(box, ws)
+		lease()
+		return nil, "", spec.Root{}, nil, err
+	}
+	return box, ws, spc.Root, lease, nil
+}
+
+// restoreFiles copies snapshot name into box's empty workspace, as its
+// sandbox user, within the session's limits; s's end stops it.
+func (m *Manager) restoreFiles(ctx context.Context, s *session, box Box, l spec.Limits, name string) error {
+	ctx, release := s.stopOnEnd(ctx)
+	defer release()
+	id := s.id
+	done, err := m.copySlot(ctx)
+	if err != nil {
+		return fmt.Errorf("restoring session %s: %w", id, err)
+	}
+	defer done()
+	lim := snapshotLimits(l)
+	uid, gid := box.FileOwner()
+	dst, err := workspace.FromFile(box.Workspace(), "/workspace of "+id, uid, gid, snapshot.WorkspaceLimits(lim))
+	if err != nil {
+		return fmt.Errorf("opening the workspace of session %s: %w", id, err)
+	}
+	defer closeLogged(m, dst, id)
+	if err := snapshot.Clear(dst); err != nil {
+		return fmt.Errorf("restoring session %s: %w", id, err)
+	}
+	if _, err := m.cfg.Snapshots.Restore(ctx, name, dst, lim); err != nil {
+		return m.snapshotError(id, "restoring", err)
+	}
+	return nil
+}
+
+// hold makes s count bytes against its owner's budget again, unless s
+// ended meanwhile: its end forgets s before it drops what s holds
+// (endOnce), both under m.mu, so bytes held after that would never be
+// given back.
+func (m *Manager) hold(s *session, bytes int64) {
+	if bytes <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.id] != s {
+		return
+	}
+	m.held[s.id] = bytes
+	m.bytesByOwner[s.owner] += bytes
+}
+
+// watch records what s holds of its owner's budget and watches its new
+// box, as Create does for a new session.
+func (m *Manager) watch(s *session, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held[s.id] = bytes
+	if !m.closed {
+		m.wg.Add(1)
+		go m.watchBox(s)
+	}
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}

@@ -1,0 +1,372 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/snapshot"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// Snapshotting a session writes its /workspace to disk (Config.Snapshots)
+// and closes its box, so it holds no memory, no run slot and no paused
+// slot, only one of MaxSnapshots and the bytes of its files against its
+// owner's budget. It keeps its id, template, limits, network, env and
+// TTL; its idle timer stops. A resume (or an exec, a spawn, a file call)
+// starts a fresh box of the same spec and restores the files: processes
+// and interpreters start fresh: memory snapshots are not wired yet
+// (SnapshotInfo.Memory is false).
+//
+// The steps, each leaving a state a crash recovers whole: the box is
+// paused (files stop changing); the files are copied into a temporary
+// directory, fsync'd and renamed into place (snapshot.Pending.Commit);
+// the record is written, fsync'd, naming the snapshot (from here on the
+// session is snapshotted, also for the next server); the box is closed
+// and its workspace dropped. A crash before the record leaves the session
+// as it was (running or paused, which a restart reports dead, as ever)
+// and an orphan snapshot the next server sweeps; after it, a snapshotted
+// session the next server lists and resumes.
+
+// stepHook, when set (by tests only), is called at each step of a
+// snapshot and a resume from one, so a test can stop there as a crash
+// would; nil in every build of the server.
+var stepHook func(step string)
+
+func step(name string) {
+	if stepHook != nil {
+		stepHook(name)
+	}
+}
+
+// Snapshot writes one of owner's sessions to disk and closes its box;
+// snapshotting a snapshotted one does nothing. A session running an exec
+// answers ErrBusy, as for Pause; a server without a state directory,
+// ErrUnsupported; no snapshot slot left, ErrTooMany; a full disk,
+// state.ErrStorage. On any failure the session is as it was.
+func (m *Manager) Snapshot(ctx context.Context, owner, id string) (Info, error) {
+	if m.cfg.Snapshots == nil {
+		return Info{}, fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
+	}
+	return m.switchPaced(ctx, owner, id, m.snapshot)
+}
+
+// MaxSnapshots is how many sessions may be snapshotted at once.
+func (m *Manager) MaxSnapshots() int { return m.cfg.MaxSnapshots }
+
+func (m *Manager) snapshot(ctx context.Context, s *session) error {
+	st := s.currentState()
+	if st == StateSnapshotted {
+		return nil
+	}
+	if err := m.takeSnapshotSlot(s.owner); err != nil {
+		return err
+	}
+	wasPaused := st == StatePaused
+	if !wasPaused {
+		if err := m.pauseForCopy(ctx, s); err != nil {
+			m.giveSnapshotSlot(s.owner)
+			return err
+		}
+	}
+	err := m.snapshotPaused(ctx, s)
+	if errors.Is(err, errSnapshotted) {
+		// Another call snapshotted it meanwhile: what was asked is done.
+		m.giveSnapshotSlot(s.owner)
+		return nil
+	}
+	if err != nil {
+		m.giveSnapshotSlot(s.owner)
+		if !wasPaused {
+			m.undoCopyPause(ctx, s, "snapshot")
+		}
+	}
+	return err
+}
+
+// undoCopyPause resumes s, paused by pauseForCopy for a copy (doing)
+// that failed or ended; it kept its run slot for this. One snapshotted
+// (or ended) meanwhile by another call is left so.
+func (m *Manager) undoCopyPause(ctx context.Context, s *session, doing string) {
+	if err := m.resume(ctx, s); err != nil && !errors.Is(err, ErrClosed) {
+		m.cfg.Logger.Warn("resuming a session paused for a copy", "copy", doing, "session", s.id, "err", err)
+	}
+}
+
+// snapshotPaused copies paused s's files into a snapshot, records it and
+// closes the box; on failure s is still paused and nothing is kept.
+func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	switch st := s.currentState(); st {
+	case StateSnapshotted:
+		return errSnapshotted
+	case StatePaused:
+	default:
+		return fmt.Errorf("%w: session %s was resumed or ended while it was being snapshotted; retry", ErrBusy, s.id)
+	}
+	// File calls stay refused from before the copy until the record is
+	// written (or the copy failed and s is paused again): a write between
+	// the copy's end and the record would land in a box about to close.
+	m.beginCopy(s)
+	name, stats, err := m.capture(ctx, s, s.currentBox())
+	if err != nil {
+		s.endCopy()
+		return err
+	}
+	step("committed")
+	s.mu.Lock()
+	s.copying = false
+	if s.state != StatePaused {
+		s.mu.Unlock()
+		m.dropSnapshot(name, s.id)
+		return fmt.Errorf("%w: session %s ended while it was being snapshotted", ErrClosed, s.id)
+	}
+	ws := s.ws
+	s.state, s.snap, s.snapAt, s.snapStats, s.ws = StateSnapshotted, name, time.Now(), stats, ""
+	if err := m.saveDurablyLocked(s); err != nil {
+		s.state, s.snap, s.snapAt, s.snapStats, s.ws = StatePaused, "", time.Time{}, snapshot.Stats{}, ws
+		s.mu.Unlock()
+		m.dropSnapshot(name, s.id)
+		return err
+	}
+	interps, dir, pausedSlot, runSlot := s.interps, s.dir, s.pausedSlot, s.slot
+	s.interps, s.dir, s.boxClosed, s.snapSlot, s.pausedSlot, s.pausedAt = nil, nil, true, true, false, time.Time{}
+	s.slot = false
+	s.mu.Unlock()
+	step("recorded")
+	m.cleanedUp(s, s.closeBox(true, interps, dir))
+	if pausedSlot {
+		m.givePaused(s.owner)
+	}
+	if runSlot {
+		m.release(s.owner, 0)
+	}
+	if ws != "" {
+		m.dropWorkspace(ws, s.id)
+	}
+	m.keep(s, stats.Charge())
+	return nil
+}
+
+// capture writes the files of box, s's, into a new committed snapshot.
+// Its caller refuses file calls meanwhile (see beginCopy).
+func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, snapshot.Stats, error) {
+	ctx, release := s.stopOnEnd(ctx)
+	defer release()
+	done, err := m.copySlot(ctx)
+	if err != nil {
+		return "", snapshot.Stats{}, fmt.Errorf("snapshotting session %s: %w", s.id, err)
+	}
+	defer done()
+	lim := snapshotLimits(s.spec.Limits)
+	uid, gid := box.FileOwner()
+	src, err := workspace.FromFile(box.Workspace(), "/workspace of "+s.id, uid, gid, snapshot.WorkspaceLimits(lim))
+	if err != nil {
+		return "", snapshot.Stats{}, fmt.Errorf("opening the workspace of session %s: %w", s.id, err)
+	}
+	defer closeLogged(m, src, s.id)
+	p, err := m.cfg.Snapshots.Begin()
+	if err != nil {
+		return "", snapshot.Stats{}, m.snapshotError(s.id, "snapshotting", err)
+	}
+	step("begun")
+	stats, err := p.Capture(ctx, src, lim)
+	if err == nil {
+		step("captured")
+		err = p.Commit()
+	} else if aerr := p.Abort(); aerr != nil {
+		m.cfg.Logger.Warn("removing an unfinished snapshot", "session", s.id, "err", aerr)
+	}
+	if err != nil {
+		return "", stats, m.snapshotError(s.id, "snapshotting", err)
+	}
+	return p.Name(), stats, nil
+}
+
+// maxCopies is how many snapshot copies (captures and restores) run at
+// once on a server: each is disk I/O and fsyncs on the state directory's
+// disk, which many at once would take from every other session.
+const maxCopies = 2
+
+// copySlot waits for one of the server's copy slots, as long as ctx
+// lets it; done gives it back. A wait that ends with ctx is ErrBusy (a
+// retry later may find a slot), so auto-snapshot retries the next round
+// instead of ending the session: other sessions' copies, perhaps all one
+// key's, are no fault of this one.
+func (m *Manager) copySlot(ctx context.Context) (done func(), err error) {
+	select {
+	case m.copies <- struct{}{}:
+		return func() { <-m.copies }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: waiting for other snapshot copies to end; retry: %w", ErrBusy, ctx.Err())
+	}
+}
+
+// beginCopy marks s's files as being copied, so file calls are refused
+// (a write then would be missing from the copy, and lost once the box
+// closes), and closes s's open workspace, which waits for the file
+// calls already in it to end.
+func (m *Manager) beginCopy(s *session) {
+	s.mu.Lock()
+	s.copying = true
+	dir := s.dir
+	s.dir = nil
+	s.mu.Unlock()
+	if dir != nil {
+		closeLogged(m, dir, s.id)
+	}
+}
+
+// endCopy lets file calls reach s's files again.
+func (s *session) endCopy() {
+	s.mu.Lock()
+	s.copying = false
+	s.mu.Unlock()
+}
+
+// storageError is what a caller is told of a snapshot's failed copy:
+// a full or failing disk as state.ErrStorage, a workspace over its
+// limits as invalid, so front ends answer each right. The store's own
+// errors name host paths under the state directory, so they are told
+// in a line of their own; public says err was replaced, and the caller
+// logs the full error for the operator.
+func storageError(err error) (told error, public bool) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("%w: the state directory is full: free space there or delete snapshotted sessions", state.ErrStorage), true
+	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%w: the state directory cannot be written", state.ErrStorage), true
+	case errors.Is(err, snapshot.ErrTooLarge):
+		return fmt.Errorf("%w: %w", spec.ErrInvalid, err), false // names workspace paths only
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), workspaceError(err):
+		return err, false
+	}
+	return errors.New("the snapshot failed on the server's state directory; the server's log has the detail"), true
+}
+
+// workspaceError says err is workspace.Dir's, which names paths inside
+// /workspace only.
+func workspaceError(err error) bool {
+	for _, kind := range []error{workspace.ErrNotFound, workspace.ErrExists, workspace.ErrIsDir, workspace.ErrNotDir,
+		workspace.ErrNotEmpty, workspace.ErrDenied, workspace.ErrBadPath, workspace.ErrTooLarge, workspace.ErrTruncated,
+		workspace.ErrNotRegular, workspace.ErrHardLink, workspace.ErrLink} {
+		if errors.Is(err, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshotError is storageError for the copy (doing) of session id's
+// files, logging the full error when the caller is told another line.
+func (m *Manager) snapshotError(id, doing string, err error) error {
+	told, public := storageError(err)
+	if public {
+		m.cfg.Logger.Warn(doing+" a session's files failed", "session", id, "err", err)
+	}
+	return fmt.Errorf("%s session %s: %w", doing, id, told)
+}
+
+// snapshotLimits bound a session's snapshot by its own disk and inode
+// limits, which its files are within already.
+func snapshotLimits(l spec.Limits) snapshot.Limits {
+	return snapshot.Limits{MaxBytes: l.DiskBytes, MaxEntries: int(min(l.Inodes(), 1<<30))}
+}
+
+func closeLogged(m *Manager, d *workspace.Dir, id string) {
+	if err := d.Close(); err != nil {
+		m.cfg.Logger.Warn("closing a workspace", "session", id, "err", err)
+	}
+}
+
+// dropSnapshot removes snapshot name, of session sid, logging a failure:
+// the next server's sweep removes what is left.
+func (m *Manager) dropSnapshot(name, sid string) {
+	if err := m.dropUnpinned(name); err != nil {
+		m.cfg.Logger.Warn("removing a snapshot", "session", sid, "snapshot", name, "err", err)
+	}
+}
+
+// dropUnpinned removes snapshot name, or, while a fork copies from it,
+// has the fork's unpin remove it.
+func (m *Manager) dropUnpinned(name string) error {
+	m.mu.Lock()
+	if m.pins[name] > 0 {
+		m.unpinnedDrop[name] = true
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.Unlock()
+	return m.cfg.Snapshots.Drop(name)
+}
+
+// pinSnapshot keeps snapshot name on disk, whatever drops it meanwhile
+// (a resume, a Delete), until the returned unpin: a fork copies from it.
+func (m *Manager) pinSnapshot(name, sid string) (unpin func()) {
+	m.mu.Lock()
+	m.pins[name]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		m.pins[name]--
+		drop := m.pins[name] == 0 && m.unpinnedDrop[name]
+		if m.pins[name] == 0 {
+			delete(m.pins, name)
+			delete(m.unpinnedDrop, name)
+		}
+		m.mu.Unlock()
+		if drop {
+			m.dropSnapshot(name, sid)
+		}
+	}
+}
+
+// saveDurablyLocked writes s's record for a state change a crash must
+// not undo; without a Store the change is refused, as there is nothing
+// a snapshot could be found through. s.mu is held.
+func (m *Manager) saveDurablyLocked(s *session) error {
+	if m.cfg.Store == nil {
+		return fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
+	}
+	if err := m.cfg.Store.SaveSessionSync(m.recordLocked(s)); err != nil {
+		return fmt.Errorf("saving session %s: %w", s.id, err)
+	}
+	return nil
+}
+
+// takeSnapshotSlot takes one of the snapshot slots for owner, or fails
+// with ErrTooMany naming the flag that sets them.
+func (m *Manager) takeSnapshotSlot(owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
+	return m.snapshots.take(owner, m.cfg.MaxSnapshots, Share(m.cfg.MaxSnapshots, m.cfg.Owners))
+}
+
+// giveSnapshotSlot gives back one of owner's snapshot slots.
+func (m *Manager) giveSnapshotSlot(owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.snapshots.give(owner)
+}
+
+// currentBox is s's box, which a resume from a snapshot replaces.
+func (s *session) currentBox() Box {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.box
+}
+
+// isBoxClosed says s's box was closed for a snapshot or its end.
+func (s *session) isBoxClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boxClosed
+}

@@ -1,0 +1,129 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkSnapshotFiles measures, on a workspace of 100 MB (10 files of
+// 10 MB, in a tmpfs as native's persistent workspaces are), a snapshot
+// to the disk under the state directory, a resume from it (a fake box:
+// the restore of the files is what is measured; a real box's start comes
+// on top, see docs/performance.md) and a fork into 10, each as p50 and
+// p99 in ms and as a ratio to a plain copy of the same files to the same
+// disk in the same run (the baseline: io.Copy, no fsync).
+func BenchmarkSnapshotFiles(b *testing.B) {
+	shm, err := os.MkdirTemp("/dev/shm", "warden-bench-")
+	if err != nil {
+		b.Skipf("no tmpfs at /dev/shm for the workspaces: %v", err)
+	}
+	b.Cleanup(func() { _ = os.RemoveAll(shm) })
+	x := newSnapshotSetup(b)
+	x.b.dir = shm
+	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, ExecPace: -1, StartRate: -1})
+	b.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	o := defaultOptions()
+	o.Limits.DiskBytes = 256 << 20
+	in, err := m.Create(ctx, "o", o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := make([]byte, 10<<20)
+	for i := range chunk {
+		chunk[i] = byte(i * 7)
+	}
+	for i := range 10 {
+		if err := os.WriteFile(filepath.Join(x.b.last(), "f"+string(rune('0'+i))), chunk, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var copies, snaps, resumes, forks []time.Duration
+	var onDisk int64
+	for b.Loop() {
+		copies = append(copies, timed(b, func() error { return plainCopy(x.b.last(), b.TempDir()) }))
+		snaps = append(snaps, timed(b, func() error { _, err := m.Snapshot(ctx, "o", in.ID); return err }))
+		onDisk = diskUsage(b, x.snaps.Path())
+		resumes = append(resumes, timed(b, func() error { _, err := m.Resume(ctx, "o", in.ID); return err }))
+		var made []Info
+		forks = append(forks, timed(b, func() error { made, err = m.Fork(ctx, "o", in.ID, 10); return err }))
+		for _, f := range made {
+			if err := m.Delete(ctx, "o", f.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	base := pct(copies, 50)
+	for _, r := range []struct {
+		name string
+		d    []time.Duration
+	}{{"snapshot", snaps}, {"resume", resumes}, {"fork10", forks}, {"copy", copies}} {
+		b.ReportMetric(pct(r.d, 50).Seconds()*1000, r.name+"-p50-ms")
+		b.ReportMetric(pct(r.d, 99).Seconds()*1000, r.name+"-p99-ms")
+		b.ReportMetric(float64(pct(r.d, 50))/float64(base), r.name+"/copy")
+	}
+	b.ReportMetric(float64(onDisk)/(1<<20), "snapshot-MiB-on-disk")
+}
+
+func timed(b *testing.B, fn func() error) time.Duration {
+	b.Helper()
+	t := time.Now()
+	if err := fn(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t)
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+// plainCopy copies the files of dir src into dst, the baseline.
+func plainCopy(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		in, err := os.Open(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		out, err := os.Create(filepath.Join(dst, e.Name()))
+		if err == nil {
+			_, err = io.Copy(out, in)
+			out.Close()
+		}
+		in.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// diskUsage is the bytes the files under dir take on disk (st_blocks).
+func diskUsage(b *testing.B, dir string) int64 {
+	var n int64
+	err := filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,166 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// openWS opens dir as a workspace, acting as this process's user.
+func openWS(t *testing.T, dir string, lim Limits) *workspace.Dir {
+	t.Helper()
+	d, err := workspace.Open(dir, os.Getuid(), os.Getgid(), WorkspaceLimits(lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func mustWrite(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCaptureHostile: what a hostile sandbox plants in its workspace is
+// never followed or copied as such: links, hard links, FIFOs are skipped
+// and counted, setuid bits are dropped, regular files and directories
+// come back through a restore.
+func TestCaptureHostile(t *testing.T) {
+	src := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "secret")
+	mustWrite(t, outside, "host secret", 0o644)
+	mustWrite(t, filepath.Join(src, "a", "b.txt"), "plain", 0o640)
+	mustWrite(t, filepath.Join(src, "suid"), "x", 0o4755)
+	if err := os.Symlink(outside, filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(src, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(src, "hard")); err != nil {
+		t.Skipf("no hard link across temp dirs here: %v", err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store, err := Open(filepath.Join(t.TempDir(), "snaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{MaxBytes: 1 << 20, MaxEntries: 100}
+	p, err := store.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Capture(context.Background(), openWS(t, src, lim), lim)
+	if err != nil {
+		t.Fatalf("Capture: %v", err)
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Stats{Files: 2, Dirs: 1, Bytes: 6, Skipped: 4}); st != want {
+		t.Errorf("Capture stats: got %+v, want %+v", st, want)
+	}
+	dst := t.TempDir()
+	if _, err := store.Restore(context.Background(), p.Name(), openWS(t, dst, lim), lim); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "a", "b.txt")); err != nil || string(b) != "plain" {
+		t.Errorf("restored a/b.txt: %q, %v; want %q", b, err, "plain")
+	}
+	fi, err := os.Stat(filepath.Join(dst, "suid"))
+	if err != nil || fi.Mode()&os.ModeSetuid != 0 || fi.Mode().Perm() != 0o755 {
+		t.Errorf("restored suid: %v, %v; want 0755 without setuid", fi.Mode(), err)
+	}
+	for _, name := range []string{"link", "dirlink", "hard", "fifo"} {
+		if _, err := os.Lstat(filepath.Join(dst, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was restored (%v); want it skipped", name, err)
+		}
+	}
+}
+
+func TestCaptureBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lim  Limits
+		want string
+	}{
+		{"bytes", Limits{MaxBytes: 10, MaxEntries: 100}, "disk limit"},
+		{"entries", Limits{MaxBytes: 1 << 20, MaxEntries: 3}, "inode limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := t.TempDir()
+			for _, n := range []string{"a", "b", "c", "d"} {
+				mustWrite(t, filepath.Join(src, n), "0123456789", 0o644)
+			}
+			store, err := Open(filepath.Join(t.TempDir(), "snaps"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := store.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Capture(context.Background(), openWS(t, src, tc.lim), tc.lim)
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Capture over the %s bound: got %v, want ErrTooLarge naming the %s", tc.name, err, tc.want)
+			}
+			if err := p.Abort(); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := store.Sweep(nil); err != nil || n != 0 {
+				t.Errorf("Sweep after Abort: %d, %v; want nothing left", n, err)
+			}
+		})
+	}
+}
+
+func TestSweep(t *testing.T) {
+	store, err := Open(filepath.Join(t.TempDir(), "snaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for range 2 {
+		p, err := store.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name())
+	}
+	if _, err := store.Begin(); err != nil { // cut short by a "crash"
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(store.Path(), "not-ours"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.Sweep(map[string]bool{names[0]: true})
+	if err != nil || n != 2 {
+		t.Errorf("Sweep: removed %d, %v; want the unowned snapshot and the unfinished one", n, err)
+	}
+	if !store.Has(names[0]) || store.Has(names[1]) {
+		t.Errorf("after Sweep: has kept %v, has unowned %v; want true, false", store.Has(names[0]), store.Has(names[1]))
+	}
+	if _, err := os.Stat(filepath.Join(store.Path(), "not-ours")); err != nil {
+		t.Errorf("Sweep removed a directory that is not a snapshot: %v", err)
+	}
+}

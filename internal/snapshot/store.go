@@ -1,0 +1,169 @@
+package snapshot
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/warden-sandbox/warden/internal/state"
+)
+
+// tmpPrefix begins the name of a snapshot being written.
+const tmpPrefix = ".tmp-"
+
+// Store is the directory that holds snapshots, one subdirectory each.
+type Store struct {
+	path string
+}
+
+// Open makes (if needed) the private directory path and returns the
+// Store kept there.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, fmt.Errorf("making snapshot directory %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o700); err != nil {
+		return nil, fmt.Errorf("making snapshot directory %s private: %w", path, err)
+	}
+	return &Store{path: path}, nil
+}
+
+// Path is where the Store keeps its snapshots.
+func (s *Store) Path() string { return s.path }
+
+// Pending is a snapshot being written: nobody sees it until Commit.
+type Pending struct {
+	store *Store
+	name  string
+	root  *os.Root
+}
+
+// ReservePercent is how much of the state directory's disk, blocks and
+// inodes both, Begin leaves free.
+const ReservePercent = 5
+
+// Begin starts a new snapshot under a fresh random name, unless the state
+// directory's disk is nearly full (see checkFree).
+func (s *Store) Begin() (*Pending, error) {
+	if err := s.checkFree(); err != nil {
+		return nil, fmt.Errorf("starting a snapshot: %w", err)
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
+	p := &Pending{store: s, name: "snap_" + hex.EncodeToString(b[:])}
+	tmp := filepath.Join(s.path, tmpPrefix+p.name)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("starting a snapshot: %w", err)
+	}
+	r, err := os.OpenRoot(tmp)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("starting a snapshot: %w", err), os.Remove(tmp))
+	}
+	p.root = r
+	return p, nil
+}
+
+// Name is the name the snapshot gets once committed.
+func (p *Pending) Name() string { return p.name }
+
+// Commit makes the snapshot whole and visible: the tree is already
+// fsync'd by Capture; it is renamed into place and the parent directory
+// fsync'd, so after Commit a crash of the host keeps it.
+func (p *Pending) Commit() error {
+	if err := p.root.Close(); err != nil {
+		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
+	}
+	tmp := filepath.Join(p.store.path, tmpPrefix+p.name)
+	if err := state.SyncDir(tmp); err != nil {
+		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
+	}
+	if err := os.Rename(tmp, filepath.Join(p.store.path, p.name)); err != nil {
+		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
+	}
+	if err := state.SyncDir(p.store.path); err != nil {
+		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.store.Drop(p.name))
+	}
+	return nil
+}
+
+// Abort removes what was written of the snapshot.
+func (p *Pending) Abort() error {
+	_ = p.root.Close() // closing twice only says it was closed
+	if err := os.RemoveAll(filepath.Join(p.store.path, tmpPrefix+p.name)); err != nil {
+		return fmt.Errorf("removing an unfinished snapshot: %w", err)
+	}
+	return nil
+}
+
+// Drop removes snapshot name; a missing one is no error.
+func (s *Store) Drop(name string) error {
+	if !validName(name) {
+		return fmt.Errorf("removing snapshot %q: not a snapshot name", name)
+	}
+	if err := os.RemoveAll(filepath.Join(s.path, name)); err != nil {
+		return fmt.Errorf("removing snapshot %s: %w", name, err)
+	}
+	return nil
+}
+
+// Has says snapshot name exists (committed).
+func (s *Store) Has(name string) bool {
+	if !validName(name) {
+		return false
+	}
+	st, err := os.Lstat(filepath.Join(s.path, name))
+	return err == nil && st.IsDir()
+}
+
+// Sweep removes every unfinished snapshot (a crash cut it short) and
+// every committed one keep does not name (its session's record was never
+// written, or was removed), and says how many it removed.
+func (s *Store) Sweep(keep map[string]bool) (int, error) {
+	entries, err := os.ReadDir(s.path)
+	if err != nil {
+		return 0, fmt.Errorf("reading snapshot directory %s: %w", s.path, err)
+	}
+	var errs []error
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		if keep[name] {
+			continue
+		}
+		if !strings.HasPrefix(name, tmpPrefix) && !validName(name) {
+			continue // not one of ours: left for a person to look at
+		}
+		if err := os.RemoveAll(filepath.Join(s.path, name)); err != nil {
+			errs = append(errs, fmt.Errorf("removing leftover snapshot %s: %w", name, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+func (s *Store) open(name string) (*os.Root, error) {
+	if !validName(name) {
+		return nil, fmt.Errorf("opening snapshot %q: not a snapshot name", name)
+	}
+	r, err := os.OpenRoot(filepath.Join(s.path, name))
+	if err != nil {
+		return nil, fmt.Errorf("opening snapshot %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// validName accepts the names Begin makes, so a name read back from a
+// session record never walks out of the directory.
+func validName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "snap_")
+	if !ok || len(rest) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil
+}
