@@ -11,9 +11,10 @@ import (
 	"github.com/warden-sandbox/warden/internal/rootfs"
 )
 
-// roBind are the flags of every bind in a box's root: read-only, no
-// set-id programs, no devices.
-const roBind = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV
+// roAttrs are the attributes of every mount in a box's root, set on the
+// whole tree at once (AT_RECURSIVE, so a mount nested in a bound host
+// directory gets them too): read-only, no set-id programs, no devices.
+const roAttrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 
 // assembleRoot makes the box's root at dir on the host, as the gVisor
 // bundle's mounts make it: the template's directory, and each of its
@@ -21,29 +22,41 @@ const roBind = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV
 // under its From, all read-only. The VM gets dir as one 9p share (which
 // remaps the inode numbers of the mounts it spans): one device for the
 // whole root, whatever the template binds, and nothing of the host the
-// box would not see.
+// box would not see. The tree is private before anything is bound into
+// it: on a host whose mounts are shared (systemd's default) a bind into
+// a bind of the template would otherwise appear in the template itself
+// and every peer of /run, and outlive the box there.
 func assembleRoot(tmpl rootfs.Template, dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	if err := bindRO(tmpl.Dir, dir); err != nil {
+	if err := bind(tmpl.Dir, dir); err != nil {
+		return err
+	}
+	if err := setattr(dir, &unix.MountAttr{Propagation: unix.MS_PRIVATE}); err != nil {
 		return err
 	}
 	for _, p := range tmpl.Binds {
-		if err := bindRO(filepath.Join("/", tmpl.From, p), filepath.Join(dir, p)); err != nil {
+		if err := bind(filepath.Join("/", tmpl.From, p), filepath.Join(dir, p)); err != nil {
 			return err
 		}
+	}
+	return setattr(dir, &unix.MountAttr{Attr_set: roAttrs, Propagation: unix.MS_PRIVATE})
+}
+
+// bind binds src at dst with the mounts below src (the share spans them;
+// QEMU's remap keeps their inode numbers apart).
+func bind(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("binding %q at %q: %w", src, dst, err)
 	}
 	return nil
 }
 
-// bindRO binds src at dst read-only (a bind takes its flags on a remount).
-func bindRO(src, dst string) error {
-	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("binding %q at %q: %w", src, dst, err)
-	}
-	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|roBind, ""); err != nil {
-		return fmt.Errorf("making %q read-only: %w", dst, err)
+// setattr sets attr on the mount at dir and every mount below it.
+func setattr(dir string, attr *unix.MountAttr) error {
+	if err := unix.MountSetattr(unix.AT_FDCWD, dir, unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW, attr); err != nil {
+		return fmt.Errorf("setting the attributes of the mounts at %q: %w", dir, err)
 	}
 	return nil
 }
