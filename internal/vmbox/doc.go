@@ -6,8 +6,10 @@
 package vmbox
 
 // StateDir holds the microvm backend's host state: the root template the
-// guests share read-only, and one directory per box holding its scratch
-// tmpfs. It is searchable by every user (0711) but listable by root only:
-// each VM's QEMU runs under a host uid of its own and opens its shares by
-// path, so it is not under /run/warden, which only root may enter.
+// guests share read-only, and one directory per box holding its root and
+// its scratch tmpfs. It and each box's directory are root's alone (0700),
+// and a scratch's root is its box's leased uid's alone (0700): each VM's
+// QEMU gets its shares as descriptors its launcher opened (package
+// microvm), never by path, so no other uid, host user or box, has any
+// business inside.
 const StateDir = "/run/warden-microvm"

@@ -63,7 +63,7 @@ func TestAssembleRootPrivateReadOnly(t *testing.T) {
 		if err := assembleRoot(tmpl, root); err != nil {
 			return err
 		}
-		mi, err := os.ReadFile("/proc/self/mountinfo")
+		mi, err := os.ReadFile("/proc/thread-self/mountinfo")
 		if err != nil {
 			return err
 		}

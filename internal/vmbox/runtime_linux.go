@@ -69,6 +69,7 @@ func (r *Runtime) prepare() (rootfs.Template, []byte, error) {
 		if r.err = makeStateDir(); r.err != nil {
 			return
 		}
+		r.removeStale(StateDir)
 		if r.template, r.err = rootfs.SharedTemplate(StateDir); r.err != nil {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
@@ -78,12 +79,18 @@ func (r *Runtime) prepare() (rootfs.Template, []byte, error) {
 	return r.template, r.initrd, r.err
 }
 
-// makeStateDir makes StateDir root's, searchable by QEMU's uids (0711).
+// makeStateDir makes StateDir root's alone (0700): QEMU reaches its
+// shares through descriptors its launcher opened, never by path, so no
+// other uid needs to look in, and no box's QEMU or host user may list or
+// reach another box's scratch.
 func makeStateDir() error {
-	if err := os.MkdirAll(StateDir, 0o711); err != nil {
+	if err := os.MkdirAll(StateDir, 0o700); err != nil {
 		return err
 	}
-	return os.Chmod(StateDir, 0o711)
+	if err := os.Chown(StateDir, 0, 0); err != nil {
+		return err
+	}
+	return os.Chmod(StateDir, 0o700)
 }
 
 // guestInitramfs wraps the warden-init beside this warden (static, as
@@ -172,15 +179,8 @@ func refuse(s spec.Spec) error {
 // start makes the scratch, boots the VM with the shares, and hands the
 // guest its boot message and the agent its Config.
 func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
-	if err := os.Mkdir(b.dir, 0o711); err != nil {
-		return err
-	}
-	var err error
-	if b.lease, err = hostid.Take(); err != nil {
-		return err
-	}
-	scratch := filepath.Join(b.dir, "scratch")
-	if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
+	scratch, err := b.makeScratch(s.Limits)
+	if err != nil {
 		return err
 	}
 	accel := microvm.HostAccel().Accel
@@ -207,6 +207,29 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 		return err
 	}
 	return b.handOver(s, boot)
+}
+
+// makeScratch makes the box's directory (root's alone), leases the box's
+// uid and mounts the scratch owned by it; the scratch's root is the
+// lease's alone too (0700), since its tmp is 1777 and its paths show in
+// mountinfo and QEMU's command line: no other uid, host user or other
+// box's QEMU, is to reach it.
+func (b *box) makeScratch(l spec.Limits) (string, error) {
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return "", err
+	}
+	var err error
+	if b.lease, err = hostid.Take(); err != nil {
+		return "", err
+	}
+	scratch := filepath.Join(b.dir, "scratch")
+	if err := rootfs.MountScratch(scratch, l.DiskBytes, l.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(scratch, 0o700); err != nil {
+		return "", fmt.Errorf("making the scratch its box's alone: %w", err)
+	}
+	return scratch, nil
 }
 
 // layout is the guest's boot message and the shares it names: the box's
@@ -291,11 +314,11 @@ func (b *box) cleanup() {
 			b.logger().Warn("closing the agent port", "err", err)
 		}
 	}
-	if err := unmountRoot(filepath.Join(b.dir, "root")); err != nil {
-		b.logger().Warn("unmounting the box's root", "err", err)
-	}
-	if err := boxname.RemoveDir(b.dir); err != nil {
-		b.logger().Warn("removing the box's directory", "err", err)
+	if err := removeBox(b.dir); err != nil {
+		// The id may still own files in the scratch: keeping the lease
+		// for the process's life stops another box getting them.
+		b.logger().Warn("leaving the box's directory and keeping its uid leased", "dir", b.dir, "err", err)
+		return
 	}
 	if b.lease != nil {
 		// after the scratch is gone: no file of the id is left
@@ -304,10 +327,4 @@ func (b *box) cleanup() {
 }
 
 // logger is the Runtime's logger, for this box.
-func (b *box) logger() *slog.Logger {
-	l := b.r.Logger
-	if l == nil {
-		l = slog.Default()
-	}
-	return l.With("box", b.id)
-}
+func (b *box) logger() *slog.Logger { return b.r.logger().With("box", b.id) }
