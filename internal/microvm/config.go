@@ -209,15 +209,22 @@ func checkToken(tok string, set []string) error {
 // machine comes from Config.KernelArgs.
 var fixedCmdline = []string{"console=hvc0", "quiet", "rdinit=/init", vmguest.CmdlineKey}
 
-// machineOpts is microvm's machine line. pit=on,pic=on because the guest
-// kernel calibrates its local APIC timer against the PIT: without one
-// (TCG's APIC has no TSC-deadline mode and CPUID 0x15 no crystal) it logs
-// "APIC timer disabled due to verification failure" and an idle guest gets
-// no timer events at all, so sleep 1 never returned. pit=on alone fails
-// too ("Failed to register legacy timer interrupt": the PIT needs the PIC).
-// Boot time measured the same with them. KVM gets the same line: simpler,
-// and its kvmclock and TSC deadline make the PIT harmless there.
-const machineOpts = "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off"
+// machineOpts is microvm's machine line under accel. Under TCG it has
+// pit=on,pic=on, because the guest kernel calibrates its local APIC timer
+// against the PIT: without one (TCG's APIC has no TSC-deadline mode and
+// CPUID 0x15 no crystal) it logs "APIC timer disabled due to verification
+// failure" and an idle guest gets no timer events at all, so sleep 1 never
+// returned; pit=on alone fails too, as the PIT's interrupt needs the PIC.
+// Under KVM the guest has kvmclock and the TSC deadline timer, so the
+// machine keeps pit=off,pic=off: no in-kernel PIT or PIC emulation for a
+// guest to attack.
+func machineOpts(accel Accel) string {
+	legacy := "pit=off,pic=off"
+	if accel == TCG {
+		legacy = "pit=on,pic=on"
+	}
+	return "microvm,x-option-roms=off," + legacy + ",isa-serial=off,rtc=on,acpi=off"
+}
 
 // args builds QEMU's command line for cfg (normalized) under accel.
 func args(cfg Config, accel Accel) []string {
@@ -230,7 +237,7 @@ func args(cfg Config, accel Accel) []string {
 	return append([]string{
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-		"-machine", machineOpts,
+		"-machine", machineOpts(accel),
 		"-accel", accelOpt, "-cpu", cpu,
 		"-m", strconv.Itoa(cfg.MemoryMiB), "-smp", strconv.Itoa(cfg.CPUs),
 		"-kernel", guestKernel, "-initrd", guestInitrd,

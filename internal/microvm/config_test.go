@@ -96,6 +96,9 @@ func TestArgs(t *testing.T) {
 	if kvm := strings.Join(args(cfg, KVM), " "); !strings.Contains(kvm, "-accel kvm -cpu host") {
 		t.Errorf("KVM args = %s, want -accel kvm -cpu host", kvm)
 	}
+	if kvm := args(cfg, KVM); !containsPair(kvm, "-machine", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=off,rtc=on,acpi=off") {
+		t.Errorf("KVM args = %v, want the machine without the PIT and PIC (kvmclock and the TSC deadline timer need neither)", kvm)
+	}
 }
 
 // TestShareArgs: each share is a 9p device on the local backend under
