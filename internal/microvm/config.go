@@ -37,6 +37,11 @@ type Config struct {
 	MemoryMiB int
 	// CPUs is the number of vCPUs; 0 means 1.
 	CPUs int
+	// CPUQuota caps the CPU time QEMU's cgroup may use, in CPUs' worth
+	// (0.5 = half a CPU); 0 means CPUs. It lets a box get less than
+	// whole vCPUs (--cpus 0.5 still needs one vCPU) and may not exceed
+	// CPUs.
+	CPUQuota float64
 	// Accel is the accelerator; "" means HostAccel's choice.
 	Accel Accel
 	// KernelArgs are the parameters the guest kernel itself needs on
@@ -124,6 +129,8 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("microvm: memory %d MiB is outside %d-%d MiB", c.MemoryMiB, minMemoryMiB, maxMemoryMiB)
 	case c.CPUs < 1 || c.CPUs > maxCPUs:
 		return c, fmt.Errorf("microvm: %d vCPUs is outside 1-%d", c.CPUs, maxCPUs)
+	case c.CPUQuota < 0 || c.CPUQuota > float64(c.CPUs):
+		return c, fmt.Errorf("microvm: CPU quota %g is outside 0-%d (the vCPUs); give at most one CPU's worth per vCPU", c.CPUQuota, c.CPUs)
 	case c.BootTimeout < 0:
 		return c, fmt.Errorf("microvm: boot timeout %v is negative", c.BootTimeout)
 	case c.Accel != "" && c.Accel != KVM && c.Accel != TCG:

@@ -200,7 +200,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 	boot, shares := layout(tmpl, root, scratch)
 	cfg := microvm.Config{
 		KernelFile: kf, KernelArgs: args, Initrd: initrd, ID: b.lease, Shares: shares,
-		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), BootTimeout: bootTimeout,
+		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), CPUQuota: cpuQuota(s.Limits, accel), BootTimeout: bootTimeout,
 	}
 	// The VM outlives ctx (a session's); Start's own boot timeout bounds it.
 	if b.vm, err = microvm.Start(context.Background(), cfg); err != nil {
@@ -292,6 +292,14 @@ func vCPUs(l spec.Limits, accel microvm.Accel) int {
 		return 1
 	}
 	return int(math.Ceil(l.CPUs))
+}
+
+// cpuQuota is the CPU time of QEMU's cgroup: --cpus itself, so a
+// fraction of a CPU is kept (the vCPUs are rounded up), but no more than
+// the vCPUs (under TCG one, however many --cpus asks for); 0 (no limit)
+// leaves it at the vCPUs.
+func cpuQuota(l spec.Limits, accel microvm.Accel) float64 {
+	return math.Min(l.CPUs, float64(vCPUs(l, accel)))
 }
 
 // ended says how the VM ended, once it has.
