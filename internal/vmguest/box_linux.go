@@ -60,7 +60,10 @@ func assemble(b Boot) error {
 	if err := mountScratchDirs(b); err != nil {
 		return err
 	}
-	if err := mountIn("proc", "proc", "/proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	// hidepid=invisible: the agent (PID 1, root) and its threads are
+	// neither listed nor readable (/proc/1/status showed its name and
+	// ids) to the user's uid; the agent, root, still sees every task.
+	if err := mountIn("proc", "proc", "/proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 		return err
 	}
 	if err := makeDev(); err != nil {
