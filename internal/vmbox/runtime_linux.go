@@ -266,8 +266,9 @@ func (b *box) handOver(s spec.Spec, boot vmguest.Boot) error {
 	cfg := agent.BoxedConfig(s, false, true)
 	cfg.Stream = true
 	// The guest's kernel is the box's own: sysinfo(2) tells the VM's
-	// memory and CPUs, which are the box's limits, so the filter lets the
-	// call through as on gVisor. The agent need not hide: the box has no
+	// memory and CPUs (the VM's RAM, --memory plus guestMiB less what the
+	// guest kernel keeps, not --memory itself; the vCPUs), no host figure,
+	// so the filter lets the call through as on gVisor. The agent need not hide: the box has no
 	// other kernel sharing tasks with the host, and its /proc and
 	// devices are its own (HideAgent stays off; it cannot serve the
 	// stream anyway).

@@ -127,11 +127,13 @@ func TestSysinfoEveryBackend(t *testing.T) {
 
 // sysinfoTotalOK says whether total is a --memory 256m box's RAM on
 // backend b: exactly 256 MiB, but on microvm the guest kernel's own
-// figure, the VM's RAM (256 MiB plus the launcher's 48 MiB for the
-// guest kernel and agent) less what the kernel reserved for itself.
+// figure, which is not --memory: the VM's RAM (256 MiB plus the
+// backend's 48 MiB for the guest kernel and agent, 304 MiB) less what
+// the kernel keeps for itself (18 MiB measured: 286 MiB shown), so
+// within 32 MiB below 304 MiB.
 func sysinfoTotalOK(b string, total int64) bool {
 	if b == "microvm" {
-		return total > 256<<20 && total <= (256+48)<<20
+		return total > (256+48-32)<<20 && total <= (256+48)<<20
 	}
 	return total == 256<<20
 }
