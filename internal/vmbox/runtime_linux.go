@@ -123,7 +123,10 @@ type box struct {
 }
 
 // Start boots a VM for a session of s and returns once its agent is
-// ready; ctx bounds the start only.
+// ready. ctx bounds only the agent's attach: the boot itself runs under
+// the backend's own bootTimeout (the VM outlives ctx, which is often a
+// request's), and the session's life is its own, ended by Kill or the
+// VM's exit.
 func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error) {
 	if err := refuse(s); err != nil {
 		return nil, err

@@ -66,7 +66,7 @@ func assemble(b Boot) error {
 	if err := mountIn("proc", "proc", "/proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 		return err
 	}
-	if err := makeDev(); err != nil {
+	if err := makeDev(b); err != nil {
 		return err
 	}
 	return bindInit()
@@ -104,12 +104,23 @@ func mountScratchDirs(b Boot) error {
 			return err
 		}
 	}
-	if b.VarTmp {
-		if err := bindIn(filepath.Join(scratchDir, "tmp"), "/var/tmp", rw); err != nil {
+	if tmp, ok := scratchFor(b, "/tmp"); ok && b.VarTmp {
+		if err := bindIn(filepath.Join(scratchDir, tmp), "/var/tmp", rw); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// scratchFor is the name of the scratch directory the boot message
+// places at place (the host's rootfs.ScratchDirs, the one list of them).
+func scratchFor(b Boot, place string) (string, bool) {
+	for name, p := range b.ScratchDirs {
+		if p == place {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // bindIn binds src at dst inside the box with flags (a bind takes its
@@ -160,8 +171,8 @@ func boxPath(dst string) (string, error) {
 
 // makeDev mounts /dev as a small tmpfs holding the nodes every backend's
 // box has (rootfs.Devices, made by their numbers), the links into /proc,
-// and /dev/shm from the scratch.
-func makeDev() error {
+// and /dev/shm from the scratch where the boot message places one there.
+func makeDev(b Boot) error {
 	if err := mountIn("tmpfs", "tmpfs", "/dev", unix.MS_NOSUID|unix.MS_NOEXEC, devSize); err != nil {
 		return err
 	}
@@ -183,7 +194,11 @@ func makeDev() error {
 	if err := os.Mkdir(filepath.Join(dev, "shm"), 0o755); err != nil {
 		return fmt.Errorf("creating /dev/shm: %w", err)
 	}
-	return bindIn(filepath.Join(scratchDir, "shm"), "/dev/shm", unix.MS_NOSUID|unix.MS_NODEV)
+	shm, ok := scratchFor(b, "/dev/shm")
+	if !ok {
+		return nil
+	}
+	return bindIn(filepath.Join(scratchDir, shm), "/dev/shm", unix.MS_NOSUID|unix.MS_NODEV)
 }
 
 // bindInit shows this initramfs's /init (warden-init) at
