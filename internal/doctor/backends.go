@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -15,8 +16,9 @@ import (
 // liveSandbox checks), by name, each with the fix its failure needs; a
 // test checks that every registered backend has one.
 var backendChecks = map[string]func(context.Context) Check{
-	"gvisor": func(ctx context.Context) Check { return gvisorCheck(ctx, sandbox.BackendOptions{}) },
-	"docker": dockerCheck,
+	"gvisor":  func(ctx context.Context) Check { return gvisorCheck(ctx, sandbox.BackendOptions{}) },
+	"docker":  dockerCheck,
+	"microvm": microVMBackendCheck,
 }
 
 // optionalBackends checks every registered backend but the default, in the
@@ -62,6 +64,19 @@ func gvisorCheck(ctx context.Context, o sandbox.BackendOptions) Check {
 func dockerCheck(ctx context.Context) Check {
 	return runOn(ctx, Check{Name: "backend docker"}, "docker", sandbox.BackendOptions{}, "in a container",
 		"apt-get install docker.io and start dockerd (here: dockerd --iptables=false --bridge=none), or set DOCKER_HOST")
+}
+
+// microVMBackendCheck runs /bin/true on the microvm backend where the
+// launcher has what it needs (microVMCheck's inventory: QEMU and the
+// guest kernel, whose gap it reports with its fix instead). The result
+// names the accelerator: under TCG every box is emulated.
+func microVMBackendCheck(ctx context.Context) Check {
+	if inv := microVMCheck(ctx); inv.Status != OK {
+		return Check{Name: "backend microvm", Status: Warn, Detail: inv.Detail, Fix: inv.Fix}
+	}
+	accel := microvm.HostAccel()
+	return runOn(ctx, Check{Name: "backend microvm"}, "microvm", sandbox.BackendOptions{}, "in a microVM ("+string(accel.Accel)+")",
+		"run as root with warden-init beside warden (make build); the microvm line above says what QEMU and the guest kernel lack")
 }
 
 // runOn fills c with the outcome of running /bin/true on backend name:

@@ -9,16 +9,20 @@ import (
 	"github.com/warden-sandbox/warden/internal/docker"
 	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/template"
+	"github.com/warden-sandbox/warden/internal/vmbox"
 )
 
-// backendLeaks lists what dead Wardens left for the gvisor and docker
-// backends: state directories (scratch mounts among them) and containers.
+// backendLeaks lists what dead Wardens left for the gvisor, docker and
+// microvm backends: state directories (scratch and root mounts among
+// them) and containers.
 // The next Warden using the backend removes them itself.
 func backendLeaks() []Leak {
 	var leaks []Leak
-	for _, dir := range append(boxname.StaleDirs(gvisor.StateDir), boxname.StaleDirs(docker.StateDir)...) {
-		leaks = append(leaks, Leak{Kind: "backend state", What: dir,
-			Why: "its Warden (the pid in its name) is gone; the next Warden on that backend removes it"})
+	for _, state := range []string{gvisor.StateDir, docker.StateDir, vmbox.StateDir} {
+		for _, dir := range boxname.StaleDirs(state) {
+			leaks = append(leaks, Leak{Kind: "backend state", What: dir,
+				Why: "its Warden (the pid in its name) is gone; the next Warden on that backend removes it"})
+		}
 	}
 	e, err := docker.NewEngine()
 	if err != nil {

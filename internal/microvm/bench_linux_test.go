@@ -89,6 +89,7 @@ func BenchmarkPortRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer closeVM(b, vm)
+		askEcho(b, vm)
 		roundTrips(b, vm.Stream())
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/vmguest"
 	"github.com/warden-sandbox/warden/internal/vmkernel"
 )
@@ -36,6 +37,11 @@ type Config struct {
 	MemoryMiB int
 	// CPUs is the number of vCPUs; 0 means 1.
 	CPUs int
+	// CPUQuota caps the CPU time QEMU's cgroup may use, in CPUs' worth
+	// (0.5 = half a CPU); 0 means CPUs. It lets a box get less than
+	// whole vCPUs (--cpus 0.5 still needs one vCPU) and may not exceed
+	// CPUs.
+	CPUQuota float64
 	// Accel is the accelerator; "" means HostAccel's choice.
 	Accel Accel
 	// KernelArgs are the parameters the guest kernel itself needs on
@@ -48,8 +54,14 @@ type Config struct {
 	Cmdline []string
 	// BootTimeout bounds the wait for the guest's hello; 0 means DefaultBootTimeout.
 	BootTimeout time.Duration
-	// Shares are host directories the guest mounts over 9p.
+	// Shares are the host directories the guest mounts over 9p.
 	Shares []Share
+	// ID is the host uid and gid QEMU runs as, leased by the caller where
+	// files QEMU writes to a share must belong to an id the caller knows
+	// (a box's scratch, which the host's file API reaches as that id);
+	// the caller releases it once the VM has ended and those files are
+	// gone. Nil leases one for this VM alone.
+	ID *hostid.Lease
 }
 
 // Share is a host directory the guest mounts over 9p.
@@ -61,6 +73,10 @@ type Share struct {
 	// ReadOnly makes QEMU refuse the guest's writes.
 	ReadOnly bool
 }
+
+// maxShares is how many shares fit the microvm machine's virtio-mmio
+// transports (8 in QEMU 7.2) beside the serial port and the RNG.
+const maxShares = 6
 
 // Defaults and bounds for Config.
 const (
@@ -113,10 +129,15 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("microvm: memory %d MiB is outside %d-%d MiB", c.MemoryMiB, minMemoryMiB, maxMemoryMiB)
 	case c.CPUs < 1 || c.CPUs > maxCPUs:
 		return c, fmt.Errorf("microvm: %d vCPUs is outside 1-%d", c.CPUs, maxCPUs)
+	case c.CPUQuota < 0 || c.CPUQuota > float64(c.CPUs):
+		return c, fmt.Errorf("microvm: CPU quota %g is outside 0-%d (the vCPUs); give at most one CPU's worth per vCPU", c.CPUQuota, c.CPUs)
 	case c.BootTimeout < 0:
 		return c, fmt.Errorf("microvm: boot timeout %v is negative", c.BootTimeout)
 	case c.Accel != "" && c.Accel != KVM && c.Accel != TCG:
 		return c, fmt.Errorf("microvm: accelerator %q is neither %q nor %q", c.Accel, KVM, TCG)
+	}
+	if err := checkShares(c.Shares); err != nil {
+		return c, err
 	}
 	for _, tok := range c.KernelArgs {
 		if err := checkToken(tok, fixedCmdline); err != nil {
@@ -140,6 +161,30 @@ func (c Config) checkAccel(accel Accel) error {
 		return fmt.Errorf("microvm: %d vCPUs under TCG (software emulation): multi-vCPU TCG boots hang; use 1 vCPU or a host with KVM", c.CPUs)
 	}
 	return nil
+}
+
+// shareArgs are QEMU's arguments for the shares: each a 9p file system
+// device on the local backend. security_model=none: QEMU, under its own
+// unprivileged uid, does every operation as that uid and passes the
+// host's owners and modes through unchanged (passthrough would have to
+// chown files to the guest's ids, which needs root; mapped-xattr would
+// keep the guest's owners in xattrs the host's file API does not read).
+// A box's user runs as QEMU's uid in the guest (the caller's Config.ID),
+// so what it writes is its own on both sides. Read-only shares are
+// refused writes by QEMU itself (readonly=on) and remap the inode numbers
+// of any mount below them (multidevs=remap), so two files on different
+// host file systems never look alike to the guest.
+func shareArgs(shares []Share) []string {
+	var a []string
+	for i, sh := range shares {
+		id := "fs" + strconv.Itoa(i)
+		fsdev := "local,id=" + id + ",path=" + sh.Dir + ",security_model=none"
+		if sh.ReadOnly {
+			fsdev += ",readonly=on,multidevs=remap"
+		}
+		a = append(a, "-fsdev", fsdev, "-device", "virtio-9p-device,fsdev="+id+",mount_tag="+sh.Tag)
+	}
+	return a
 }
 
 // checkToken refuses a kernel parameter that could smuggle in more
@@ -171,6 +216,23 @@ func checkToken(tok string, set []string) error {
 // machine comes from Config.KernelArgs.
 var fixedCmdline = []string{"console=hvc0", "quiet", "rdinit=/init", vmguest.CmdlineKey}
 
+// machineOpts is microvm's machine line under accel. Under TCG it has
+// pit=on,pic=on, because the guest kernel calibrates its local APIC timer
+// against the PIT: without one (TCG's APIC has no TSC-deadline mode and
+// CPUID 0x15 no crystal) it logs "APIC timer disabled due to verification
+// failure" and an idle guest gets no timer events at all, so sleep 1 never
+// returned; pit=on alone fails too, as the PIT's interrupt needs the PIC.
+// Under KVM the guest has kvmclock and the TSC deadline timer, so the
+// machine keeps pit=off,pic=off: no in-kernel PIT or PIC emulation for a
+// guest to attack.
+func machineOpts(accel Accel) string {
+	legacy := "pit=off,pic=off"
+	if accel == TCG {
+		legacy = "pit=on,pic=on"
+	}
+	return "microvm,x-option-roms=off," + legacy + ",isa-serial=off,rtc=on,acpi=off"
+}
+
 // args builds QEMU's command line for cfg (normalized) under accel.
 func args(cfg Config, accel Accel) []string {
 	cmdline := append(append(append([]string{}, fixedCmdline...), cfg.KernelArgs...), cfg.Cmdline...)
@@ -179,10 +241,10 @@ func args(cfg Config, accel Accel) []string {
 		accelOpt += ",tb-size=" + strconv.Itoa(tbSizeMiB)
 		cpu = "max"
 	}
-	return []string{
+	return append([]string{
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-		"-machine", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=off,rtc=on,acpi=off",
+		"-machine", machineOpts(accel),
 		"-accel", accelOpt, "-cpu", cpu,
 		"-m", strconv.Itoa(cfg.MemoryMiB), "-smp", strconv.Itoa(cfg.CPUs),
 		"-kernel", guestKernel, "-initrd", guestInitrd,
@@ -193,5 +255,5 @@ func args(cfg Config, accel Accel) []string {
 		"-chardev", "socket,id=agent,fd=" + strconv.Itoa(agentFD),
 		"-device", "virtserialport,chardev=agent,name=" + vmguest.PortName,
 		"-device", "virtio-rng-device",
-	}
+	}, shareArgs(cfg.Shares)...)
 }

@@ -38,6 +38,20 @@ func TestNormalize(t *testing.T) {
 		{"space in kernel arg", func(c *Config) { c.KernelArgs = []string{"a b"} }, "one token"},
 		{"override vm key", func(c *Config) { c.Cmdline = []string{"warden.vm=0"} }, "overrides"},
 		{"fine param", func(c *Config) { c.Cmdline = []string{"loglevel=7"} }, ""},
+		{"fractional quota", func(c *Config) { c.CPUQuota = 0.5 }, ""},
+		{"quota over vCPUs", func(c *Config) { c.CPUQuota = 1.5 }, "CPU quota 1.5 is outside 0-1"},
+		{"negative quota", func(c *Config) { c.CPUQuota = -1 }, "CPU quota -1 is outside"},
+		{"shares", func(c *Config) { c.Shares = []Share{{"root", "/r", true}, {"scratch", "/s", false}} }, ""},
+		{"share tag twice", func(c *Config) { c.Shares = []Share{{"root", "/r", true}, {"root", "/s", false}} }, "used twice"},
+		{"share tag with comma", func(c *Config) { c.Shares = []Share{{"a,b", "/r", true}} }, `holds ','`},
+		{"share dir with comma", func(c *Config) { c.Shares = []Share{{"root", "/r,readonly=off", true}} }, "holds a comma"},
+		{"relative share dir", func(c *Config) { c.Shares = []Share{{"root", "r", true}} }, "not an absolute path"},
+		{"unclean share dir", func(c *Config) { c.Shares = []Share{{"root", "/r/../etc", true}} }, "not clean"},
+		{"too many shares", func(c *Config) {
+			for i := range maxShares + 1 {
+				c.Shares = append(c.Shares, Share{fmt.Sprintf("s%d", i), fmt.Sprintf("/s%d", i), false})
+			}
+		}, "more than the 6"},
 	}
 	for _, tt := range tests {
 		c := ok
@@ -70,6 +84,8 @@ func TestArgs(t *testing.T) {
 		{"-chardev", "socket,id=agent,fd=3"},
 		{"-append", "console=hvc0 quiet rdinit=/init warden.vm=1 reboot=t loglevel=7"},
 		{"-m", "256"},
+		// The PIT and PIC calibrate the guest's LAPIC timer: without them an idle guest never wakes.
+		{"-machine", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off"},
 	} {
 		if i := slices.Index(tcg, want[0]); !containsPair(tcg, want[0], want[1]) {
 			t.Errorf("TCG args lack %s %s (have %v at %d)", want[0], want[1], tcg, i)
@@ -82,6 +98,30 @@ func TestArgs(t *testing.T) {
 	}
 	if kvm := strings.Join(args(cfg, KVM), " "); !strings.Contains(kvm, "-accel kvm -cpu host") {
 		t.Errorf("KVM args = %s, want -accel kvm -cpu host", kvm)
+	}
+	if kvm := args(cfg, KVM); !containsPair(kvm, "-machine", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=off,rtc=on,acpi=off") {
+		t.Errorf("KVM args = %v, want the machine without the PIT and PIC (kvmclock and the TSC deadline timer need neither)", kvm)
+	}
+}
+
+// TestShareArgs: each share is a 9p device on the local backend under
+// security_model=none, a read-only one refused writes by QEMU and with its
+// mounts' inode numbers remapped.
+func TestShareArgs(t *testing.T) {
+	cfg, err := Config{Kernel: "/k", Initrd: []byte{}, Shares: []Share{{"root", "/run/r", true}, {"scratch", "/run/s", false}}}.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := args(cfg, TCG)
+	for _, want := range [][]string{
+		{"-fsdev", "local,id=fs0,path=/run/r,security_model=none,readonly=on,multidevs=remap"},
+		{"-device", "virtio-9p-device,fsdev=fs0,mount_tag=root"},
+		{"-fsdev", "local,id=fs1,path=/run/s,security_model=none"},
+		{"-device", "virtio-9p-device,fsdev=fs1,mount_tag=scratch"},
+	} {
+		if !containsPair(a, want[0], want[1]) {
+			t.Errorf("args lack %s %s: %v", want[0], want[1], a)
+		}
 	}
 }
 

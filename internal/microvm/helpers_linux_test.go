@@ -9,7 +9,20 @@ import (
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/testhost"
+	"github.com/warden-sandbox/warden/internal/vmguest"
 )
+
+// askEcho sends the guest the boot message that makes it echo the port.
+func askEcho(t testing.TB, vm *VM) {
+	t.Helper()
+	msg, err := vmguest.Boot{Echo: true}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vm.Stream().Write(msg); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // guestConfig is a VM of the guest kernel this build boots (GuestKernel,
 // opened by Kernel.Open as the backend does: the descriptor QEMU gets) and

@@ -62,9 +62,6 @@ func prepare(cfg Config) (l *launch, err error) {
 	if err := cfg.checkAccel(l.accel.Accel); err != nil {
 		return l, err
 	}
-	if err := checkShares(cfg.Shares); err != nil {
-		return l, err
-	}
 	if err := l.openQEMU(); err != nil {
 		return l, err
 	}
@@ -88,10 +85,18 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.host, l.guest, err = socketPair(); err != nil {
 		return l, err
 	}
-	if l.id, err = hostid.Take(); err != nil {
+	if l.id, err = leaseID(cfg); err != nil {
 		return l, fmt.Errorf("microvm: QEMU's identity: %w", err)
 	}
 	return l, l.makeCgroup()
+}
+
+// leaseID is the caller's lease (Config.ID), or one for this VM alone.
+func leaseID(cfg Config) (*hostid.Lease, error) {
+	if cfg.ID != nil {
+		return cfg.ID, nil
+	}
+	return hostid.Take()
 }
 
 // pickAccel is cfg's accelerator, or the host's.
@@ -127,7 +132,7 @@ func (l *launch) start() (*VM, error) {
 		l.closeHostEnds()
 		return nil, err
 	}
-	vm := &VM{cmd: cmd, conn: conn, id: l.id, cg: l.cg, accel: l.accel, done: make(chan struct{}), forker: l.exited, console: newConsoleLog(l.logR)}
+	vm := &VM{cmd: cmd, conn: conn, id: l.id, ownID: l.cfg.ID == nil, cg: l.cg, accel: l.accel, done: make(chan struct{}), forker: l.exited, console: newConsoleLog(l.logR)}
 	go vm.reap()
 	return vm, nil
 }
@@ -352,7 +357,7 @@ func (l *launch) closeHostEnds() {
 	if l.cg != nil {
 		deleteCgroup(l.cg)
 	}
-	if l.id != nil {
+	if l.id != nil && l.cfg.ID == nil {
 		l.id.Release()
 	}
 	l.logR, l.host, l.qmpHost, l.id, l.cg = nil, nil, nil, nil, nil

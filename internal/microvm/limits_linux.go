@@ -21,13 +21,17 @@ const (
 
 // limits are the kernel's caps on cfg's QEMU: memory for the guest, the
 // translation cache under TCG and QEMU itself; a few dozen threads; CPU
-// time as many CPUs as the guest has vCPUs.
+// time cfg's quota, else as many CPUs as the guest has vCPUs.
 func limits(cfg Config, accel Accel) cgroup.Limits {
 	mib := cfg.MemoryMiB + headroomMiB
 	if accel == TCG {
 		mib += tbSizeMiB
 	}
-	return cgroup.Limits{MemoryBytes: int64(mib) << 20, Pids: qemuPids, CPUs: float64(cfg.CPUs)}
+	cpus := float64(cfg.CPUs)
+	if cfg.CPUQuota > 0 {
+		cpus = cfg.CPUQuota
+	}
+	return cgroup.Limits{MemoryBytes: int64(mib) << 20, Pids: qemuPids, CPUs: cpus}
 }
 
 // makeCgroup creates QEMU's cgroup and opens its tasks files (v1) and

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/warden-sandbox/warden/internal/vmguest"
 )
 
 // bind is one host file or directory QEMU's own root holds, at Dst, read-only
@@ -76,34 +78,57 @@ func rootBinds(accel Accel, libDirs []string, initrdFile bool, shares []Share) [
 // QEMU's own procfs), or share the host kernel's (/sys).
 var reservedDirs = []string{"/usr", "/dev", "/vm", "/bin", "/lib", "/lib64", "/proc", "/sys"}
 
-// checkShares says in one line what is wrong with a share: a directory
-// that is not absolute and clean, one QEMU's root needs for itself, a path
-// shared twice, or one inside another share. Nesting is refused so that
-// QEMU's root never makes a mount point through a bind (which would reach
-// the host's directory as root); whether a share exists, is a directory
-// reached without a symlink and is on an ordinary filesystem is checked
-// when it is opened (openShare).
+// checkShares says in one line what is wrong with the shares: more than
+// the machine has transports for; a tag the guest would refuse or one used
+// twice; a directory that is not absolute and clean, holds a comma (QEMU's
+// option parser would read the rest as options), is "/", is one QEMU's
+// root needs for itself, is shared twice, or lies inside another share.
+// Nesting is refused so that QEMU's root never makes a mount point through
+// a bind (which would reach the host's directory as root); whether a share
+// exists, is a directory reached without a symlink and is on an ordinary
+// filesystem is checked when it is opened (openShare).
 func checkShares(shares []Share) error {
-	seen := map[string]bool{}
+	if len(shares) > maxShares {
+		return fmt.Errorf("microvm: %d shares, more than the %d the microvm machine has room for", len(shares), maxShares)
+	}
+	tags, dirs := map[string]bool{}, map[string]bool{}
 	for _, s := range shares {
-		d := s.Dir
-		switch {
-		case d == "" || !filepath.IsAbs(d):
-			return fmt.Errorf("microvm: share %q: directory %q is not an absolute path; give the host directory's full path", s.Tag, d)
-		case filepath.Clean(d) != d:
-			return fmt.Errorf("microvm: share %q: directory %q is not clean; give it as %q", s.Tag, d, filepath.Clean(d))
-		case d == "/":
-			return fmt.Errorf("microvm: share %q: the host's root cannot be shared; share a directory under it", s.Tag)
-		case seen[d]:
-			return fmt.Errorf("microvm: share %q: directory %q is shared twice; share it once", s.Tag, d)
+		if err := vmguest.CheckTag(s.Tag); err != nil {
+			return fmt.Errorf("microvm: share %q: %w", s.Dir, err)
 		}
-		if r := reservedOverlap(d); r != "" {
-			return fmt.Errorf("microvm: share %q: directory %q overlaps %s, which QEMU's own root holds; share another directory", s.Tag, d, r)
+		if tags[s.Tag] {
+			return fmt.Errorf("microvm: share tag %q is used twice; give each share its own", s.Tag)
 		}
-		if o := nestedShare(d, shares); o != "" {
-			return fmt.Errorf("microvm: share %q: directory %q is inside or holds the share %s; share directories apart", s.Tag, d, o)
+		tags[s.Tag] = true
+		if err := checkShareDir(s, shares, dirs); err != nil {
+			return err
 		}
-		seen[d] = true
+		dirs[s.Dir] = true
+	}
+	return nil
+}
+
+// checkShareDir is checkShares' verdict on one share's directory; seen
+// holds the directories of the shares before it.
+func checkShareDir(s Share, shares []Share, seen map[string]bool) error {
+	d := s.Dir
+	switch {
+	case d == "" || !filepath.IsAbs(d):
+		return fmt.Errorf("microvm: share %q: directory %q is not an absolute path; give the host directory's full path", s.Tag, d)
+	case filepath.Clean(d) != d:
+		return fmt.Errorf("microvm: share %q: directory %q is not clean; give it as %q", s.Tag, d, filepath.Clean(d))
+	case strings.ContainsAny(d, ",\x00"):
+		return fmt.Errorf("microvm: share %q: directory %q holds a comma or NUL, which QEMU's options cannot carry; share a directory without one", s.Tag, d)
+	case d == "/":
+		return fmt.Errorf("microvm: share %q: the host's root cannot be shared; share a directory under it", s.Tag)
+	case seen[d]:
+		return fmt.Errorf("microvm: share %q: directory %q is shared twice; share it once", s.Tag, d)
+	}
+	if r := reservedOverlap(d); r != "" {
+		return fmt.Errorf("microvm: share %q: directory %q overlaps %s, which QEMU's own root holds; share another directory", s.Tag, d, r)
+	}
+	if o := nestedShare(d, shares); o != "" {
+		return fmt.Errorf("microvm: share %q: directory %q is inside or holds the share %s; share directories apart", s.Tag, d, o)
 	}
 	return nil
 }

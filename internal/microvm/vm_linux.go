@@ -36,6 +36,7 @@ type VM struct {
 	conn      net.Conn
 	closeConn sync.Once
 	id        *hostid.Lease
+	ownID     bool // id was leased for this VM (not Config.ID): released at its end
 	cg        cgroup.Cgroup
 	console   *consoleLog
 	boot      Boot
@@ -205,5 +206,36 @@ func (v *VM) reap() {
 	v.console.finish(drainGrace)
 	v.closePort()
 	deleteCgroup(v.cg)
-	v.id.Release() // after the reap: no process runs as it any more
+	if v.ownID {
+		v.id.Release() // after the reap: no process runs as it any more
+	}
+}
+
+// pauseWait bounds a pause whose context has no deadline.
+const pauseWait = 5 * time.Second
+
+// Pause stops the whole VM where it stands, keeping its memory: every
+// thread of QEMU, through its cgroup's freezer, so the guest neither runs
+// nor sees a request until Resume. Its wait is bounded by ctx's deadline,
+// or pauseWait; a VM that does not stop in time is thawed again and the
+// error wraps cgroup.ErrFreezeTimeout, and a host without a freezer gives
+// an error wrapping errors.ErrUnsupported.
+func (v *VM) Pause(ctx context.Context) error {
+	wait := pauseWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = time.Until(d)
+	}
+	if err := v.cg.Freeze(wait); err != nil {
+		return fmt.Errorf("microvm: pausing the VM: %w", err)
+	}
+	return nil
+}
+
+// Resume lets a paused VM run again; the guest's clock then jumps by the
+// time it was paused, as a suspended machine's does.
+func (v *VM) Resume(context.Context) error {
+	if err := v.cg.Thaw(); err != nil {
+		return fmt.Errorf("microvm: resuming the VM: %w", err)
+	}
+	return nil
 }

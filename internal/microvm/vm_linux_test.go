@@ -150,7 +150,7 @@ func checkFDs(t *testing.T, dir string) {
 	t.Logf("QEMU's descriptors: %s", strings.Join(seen, " "))
 }
 
-// TestPortEcho: until the agent serves in the guest, its init echoes the
+// TestPortEcho: asked to echo (Boot.Echo), the guest's init echoes the
 // port, which proves bytes cross both ways after the hello.
 func TestPortEcho(t *testing.T) {
 	needQEMU(t)
@@ -159,6 +159,7 @@ func TestPortEcho(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeVM(t, vm)
+	askEcho(t, vm)
 	msg := []byte("ping over virtio-serial")
 	if _, err := vm.Stream().Write(msg); err != nil {
 		t.Fatal(err)
@@ -346,6 +347,7 @@ func TestStartThreadEnds(t *testing.T) {
 		t.Fatal(s.err)
 	}
 	defer closeVM(t, s.vm)
+	askEcho(t, s.vm)
 	for i := 0; ; i++ { // bounded: the runtime ends the thread at once
 		if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(s.tid)); errors.Is(err, os.ErrNotExist) {
 			break
@@ -425,6 +427,7 @@ func TestStartStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeVM(t, vm)
+	askEcho(t, vm)
 	if _, err := vm.Stream().Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}

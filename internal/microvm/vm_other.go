@@ -43,3 +43,9 @@ func (*VM) Close() error { return errors.ErrUnsupported }
 
 // QEMUVersion needs Linux.
 func QEMUVersion(context.Context, string) (string, error) { return "", errors.ErrUnsupported }
+
+// Pause is unreachable off Linux.
+func (*VM) Pause(context.Context) error { return errors.ErrUnsupported }
+
+// Resume is unreachable off Linux.
+func (*VM) Resume(context.Context) error { return errors.ErrUnsupported }

@@ -16,3 +16,8 @@ func newGVisor(name string, _ BackendOptions) (Backend, error) {
 func newDocker(name string, _ BackendOptions) (Backend, error) {
 	return nil, fmt.Errorf("backend %s: %w", name, errors.ErrUnsupported)
 }
+
+// newMicroVM is Linux-only: QEMU's confinement is Linux's.
+func newMicroVM(name string, _ BackendOptions) (Backend, error) {
+	return nil, fmt.Errorf("backend %s: %w", name, errors.ErrUnsupported)
+}

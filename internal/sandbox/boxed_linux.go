@@ -8,10 +8,11 @@ import (
 	"github.com/warden-sandbox/warden/internal/docker"
 	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/vmbox"
 )
 
 // boxed is a backend whose boxes a runtime builds around Warden's agent
-// (gVisor, Docker): start makes one, and a one-shot run is a box with one
+// (gVisor, Docker, a microVM): start makes one, and a one-shot run is a box with one
 // exec (runOnce).
 type boxed struct {
 	name  string
@@ -27,6 +28,13 @@ func newGVisor(name string, o BackendOptions) (Backend, error) {
 // newDocker is the docker backend, called name in the backend table.
 func newDocker(name string, o BackendOptions) (Backend, error) {
 	rt := &docker.Runtime{Image: o.Image, Logger: o.Logger}
+	return boxed{name: name, start: rt.Start}, nil
+}
+
+// newMicroVM is the microvm backend, called name in the backend table:
+// each box a QEMU microVM with its own guest kernel.
+func newMicroVM(name string, o BackendOptions) (Backend, error) {
+	rt := &vmbox.Runtime{Logger: o.Logger}
 	return boxed{name: name, start: rt.Start}, nil
 }
 

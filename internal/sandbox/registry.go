@@ -60,6 +60,7 @@ var backends = []backendEntry{
 	{DefaultBackend, newNative},
 	{"gvisor", newGVisor},
 	{"docker", newDocker},
+	{"microvm", newMicroVM},
 }
 
 // BackendNames returns the backends' names, in the order flags list them.

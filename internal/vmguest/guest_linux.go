@@ -27,8 +27,11 @@ func IsGuest(argv []string) bool {
 }
 
 // Main is the guest's PID 1: it mounts /proc, /sys and /dev, sends the
-// hello on the agent port, echoes what the host sends on it until the host
-// closes it, and ends the VM. It never returns; on any failure it says why
+// hello on the agent port and reads the host's Boot message. For a box it
+// mounts the box's tree from the host's shares and execs the boxed agent
+// in it, which stays PID 1 (its end panics the kernel, which ends the VM:
+// PANIC_TIMEOUT=-1 and QEMU's -no-reboot); asked to echo, it echoes the
+// port until the host closes it and ends the VM. It never returns; on any failure it says why
 // on the console (which the host reads as hostile text) and ends the VM,
 // since PID 1 exiting would only panic the kernel. The VM has no ACPI to
 // power off with, so it ends with a reset: QEMU runs with -no-reboot,
@@ -81,8 +84,15 @@ func run(start time.Duration) error {
 		return fmt.Errorf("writing the hello: %w", err)
 	}
 	wakeHost()
-	// Until the agent serves here, echo what the host sends: the port's
-	// round trip can be proved and measured. Plain reads and writes (no
+	b, err := ReadBoot(port)
+	if err != nil {
+		return err
+	}
+	if !b.Echo {
+		return becomeBox(port, b)
+	}
+	// Asked to echo, echo what the host sends: the port's round trip can
+	// be proved and measured without a box. Plain reads and writes (no
 	// ReaderFrom): a virtio port is a character device.
 	buf := make([]byte, 4096)
 	if _, err := io.CopyBuffer(struct{ io.Writer }{port}, struct{ io.Reader }{port}, buf); err != nil {

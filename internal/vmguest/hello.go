@@ -39,11 +39,12 @@ type Hello struct {
 	HelloTime time.Duration
 }
 
-// Version is the handshake version this build speaks. Version 1 is the
-// echo guest: after the hello its init echoes the agent port back (no
-// agent, no streammux) until the host closes it. The version changes when
-// the guest serves the agent there instead.
-const Version = 1
+// Version is the handshake version this build speaks, in the hello and
+// the boot message. Version 2: after the hello the guest reads one Boot,
+// then either echoes the port (Boot.Echo) or builds the box and becomes
+// its agent, serving the protocol over streammux on the port. (Version 1
+// only echoed.)
+const Version = 2
 
 // helloMagic opens the hello frame, so the host tells a Warden guest from
 // any other bytes on the port at the first read.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -18,7 +19,7 @@ import (
 var backendFlag = flag.String("backend", "", "comma-separated backends for the conformance suite (default: all)")
 
 // allBackends are the backends built so far.
-var allBackends = []string{"native", "gvisor", "docker"}
+var allBackends = []string{"native", "gvisor", "docker", "microvm"}
 
 // conformanceBackends lists the backends to test, each checked usable
 // here: a missing runtime skips, or fails in CI.
@@ -74,6 +75,11 @@ func requireBackend(t *testing.T, b string) {
 		if err := exec.Command("docker", "version").Run(); err != nil {
 			testhost.SkipOrFail(t, "no Docker engine answers (apt-get install docker.io; dockerd --iptables=false --bridge=none)")
 		}
+	case "microvm":
+		testhost.RequireTool(t, "qemu-system-x86_64")
+		if _, _, err := microvm.GuestKernel(microvm.HostAccel().Accel); err != nil {
+			testhost.SkipOrFail(t, "no microVM guest kernel: "+err.Error())
+		}
 	}
 }
 
@@ -89,7 +95,21 @@ type conformanceCase struct {
 	needs string
 	// hostOnly says why the case holds on the host's root only.
 	hostOnly string
+	// notYet says, by backend, why the case cannot hold there yet and
+	// which follow-up makes it.
+	notYet map[string]string
 }
+
+// skipNotYet skips c on backend b where it cannot hold yet.
+func (c conformanceCase) skipNotYet(t *testing.T, b string) {
+	t.Helper()
+	if why := c.notYet[b]; why != "" {
+		t.Skip(why)
+	}
+}
+
+// microvmNoNet is why the proxy cases do not hold on microvm yet.
+const microvmNoNet = "microvm has no network yet (--net none only): egress channels over the agent stream are the follow-up (issue 21)"
 
 func wantExit(code int, stdout string) func(*testing.T, spec.Result) {
 	return func(t *testing.T, r spec.Result) {
@@ -134,7 +154,7 @@ var conformanceCases = []conformanceCase{
 			t.Errorf("truncated %v, %d bytes; want true, 1024", r.StdoutTruncated, len(r.Stdout))
 		}
 	}},
-	{name: "proxy refuses what the rules do not allow", flags: []string{"--net", "proxy", "--allow", "example.org"}, script: "curl -s -o /dev/null -w '%{http_code}' -m 10 http://169.254.169.254/; echo; curl -s -o /dev/null -w '%{http_code}' -m 10 http://api.github.com/", check: wantExit(0, "403\n403"), needs: "curl"},
+	{name: "proxy refuses what the rules do not allow", flags: []string{"--net", "proxy", "--allow", "example.org"}, script: "curl -s -o /dev/null -w '%{http_code}' -m 10 http://169.254.169.254/; echo; curl -s -o /dev/null -w '%{http_code}' -m 10 http://api.github.com/", check: wantExit(0, "403\n403"), needs: "curl", notYet: map[string]string{"microvm": microvmNoNet}},
 }
 
 // TestConformance runs every case on every backend: the same request
@@ -146,6 +166,7 @@ func TestConformance(t *testing.T) {
 			requireBackend(t, b)
 			for _, c := range conformanceCases {
 				t.Run(c.name, func(t *testing.T) {
+					c.skipNotYet(t, b)
 					r := sh(t, c.script, append([]string{"--backend", b}, c.flags...)...)
 					c.check(t, r)
 				})
@@ -185,6 +206,9 @@ func TestConformanceTemplate(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
+			if b == "microvm" {
+				t.Skip("microvm runs on the host's root only yet: sharing a template's root into the VM is the follow-up (issue 21)")
+			}
 			for _, c := range append(conformanceCases, templateCases...) {
 				t.Run(c.name, func(t *testing.T) {
 					if c.hostOnly != "" {

@@ -393,7 +393,7 @@ func TestEscapeDescriptorsAndTerminal(t *testing.T) {
 	// got the host's control connection as an inherited descriptor: none
 	// may reach them. No host workspace there, so the probe is fstat's, which
 	// opens none itself.
-	for _, b := range []string{"native", "gvisor"} {
+	for _, b := range []string{"native", "gvisor", "microvm"} {
 		t.Run("only fds 0, 1, 2 of a process/"+b, func(t *testing.T) {
 			requireBackend(t, b)
 			r := sh(t, "exec python3 -c '"+fdsProbe+"'", "--backend", b)

@@ -39,6 +39,16 @@ func postureCases() map[string][]conformanceCase {
 					"awk '$5 == \"/proc/meminfo\" {split($6, o, \",\"); print $4, o[1]}' /proc/self/mountinfo; awk '/^MemTotal:/ {print $2}' /proc/meminfo",
 				check: wantExit(0, "444:0\n/view/meminfo ro\n262144")},
 		},
+		"microvm": {
+			// One box (each boots a VM): the guest's PID 1 is the agent,
+			// which the guest kernel keeps from the user's uid; the agent's
+			// port (/dev/vport*, the virtio-ports links) is no node of the
+			// box's /dev; and no host state path of Warden's is there.
+			{name: "agent, its port and Warden's state out of reach",
+				script: "for f in environ maps status; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; " +
+					"ls -d /dev/vport* /dev/virtio-ports /dev/hvc* 2>/dev/null; ls -d /run/warden /run/warden-microvm 2>/dev/null; echo done",
+				check: wantExit(0, "done")},
+		},
 		"gvisor": {
 			// runsc (2022) shows every task's files to every user by their
 			// mode alone: PID 1 of the user's namespace, the user's agent,

@@ -1,0 +1,15 @@
+// Package vmbox is the microvm backend: each box is one QEMU microVM
+// (package microvm, the launcher) whose guest init (package vmguest)
+// mounts the box's root and scratch from the host over 9p and becomes the
+// same boxed agent the gVisor and Docker backends run, serving the agent
+// protocol over a streammux stream on the VM's virtio-serial port.
+package vmbox
+
+// StateDir holds the microvm backend's host state: the root template the
+// guests share read-only, and one directory per box holding its root and
+// its scratch tmpfs. It and each box's directory are root's alone (0700),
+// and a scratch's root is its box's leased uid's alone (0700): each VM's
+// QEMU gets its shares as descriptors its launcher opened (package
+// microvm), never by path, so no other uid, host user or box, has any
+// business inside.
+const StateDir = "/run/warden-microvm"

@@ -1,0 +1,342 @@
+package vmbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/boxname"
+	"github.com/warden-sandbox/warden/internal/hostid"
+	"github.com/warden-sandbox/warden/internal/microvm"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/vmguest"
+)
+
+// Runtime starts boxes as microVMs. Its zero value is ready: the root
+// template, the guest initramfs and the kernel are found on first use.
+type Runtime struct {
+	// Logger receives the warnings of cleanups nobody waits on, with the
+	// box's id (nil: slog.Default()).
+	Logger *slog.Logger
+
+	once     sync.Once
+	template rootfs.Template
+	initrd   []byte
+	err      error
+}
+
+// Share tags: the box's root and its scratch.
+const (
+	rootTag    = "root"
+	scratchTag = "scratch"
+)
+
+// roCache is the 9p cache mode of the read-only shares: the root never
+// changes under a box (a template root is replaced, never edited), so the
+// guest may keep what it read ("loose"); the scratch is "none", since
+// the host's file API writes it too.
+const roCache = "loose"
+
+// guestMiB is the guest's own need on top of the box's --memory: its
+// kernel, page tables and the agent, measured at about 30 MiB of an idle
+// 256 MiB guest (MemTotal - MemAvailable), with room to spare.
+const guestMiB = 48
+
+// bootTimeout bounds a box's boot to the guest's hello: the launcher's
+// default (10 s) was overrun under TCG on this 2-core host while a test
+// suite booted VMs back to back (boots of 2-4 s there took over 10 s).
+const bootTimeout = 30 * time.Second
+
+// hostAgentWrite bounds the host's writes of the boot message and the
+// agent's Config on the port, which a live guest reads at once.
+const hostAgentWrite = 10 * time.Second
+
+// prepare writes the root template and builds the guest initramfs, once
+// per process.
+func (r *Runtime) prepare() (rootfs.Template, []byte, error) {
+	r.once.Do(func() {
+		if r.err = makeStateDir(); r.err != nil {
+			return
+		}
+		r.removeStale(StateDir)
+		if r.template, r.err = rootfs.SharedTemplate(StateDir); r.err != nil {
+			r.err = fmt.Errorf("writing the root template: %w", r.err)
+			return
+		}
+		r.initrd, r.err = guestInitramfs()
+	})
+	return r.template, r.initrd, r.err
+}
+
+// makeStateDir makes StateDir root's alone (0700): QEMU reaches its
+// shares through descriptors its launcher opened, never by path, so no
+// other uid needs to look in, and no box's QEMU or host user may list or
+// reach another box's scratch.
+func makeStateDir() error {
+	if err := os.MkdirAll(StateDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chown(StateDir, 0, 0); err != nil {
+		return err
+	}
+	return os.Chmod(StateDir, 0o700)
+}
+
+// guestInitramfs wraps the warden-init beside this warden (static, as
+// make build builds it) as the guest's /init.
+func guestInitramfs() ([]byte, error) {
+	p, err := nsinit.BinaryPath()
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Base(p) != nsinit.InitName {
+		return nil, fmt.Errorf("the microvm backend boots %s as the guest's /init: install it beside warden (make build)", nsinit.InitName)
+	}
+	f, err := nsinit.OpenTrustedData(p)
+	if err != nil {
+		return nil, fmt.Errorf("the guest's init: %w", err)
+	}
+	defer f.Close()
+	return microvm.Initramfs(f)
+}
+
+// box is one microVM and what the host keeps for it.
+type box struct {
+	r     *Runtime
+	id    string
+	dir   string
+	lease *hostid.Lease
+	vm    *microvm.VM
+	// ctl is the host's end of the agent port until the session owns it.
+	ctl *os.File
+}
+
+// Start boots a VM for a session of s and returns once its agent is
+// ready. ctx bounds only the agent's attach: the boot itself runs under
+// the backend's own bootTimeout (the VM outlives ctx, which is often a
+// request's), and the session's life is its own, ended by Kill or the
+// VM's exit.
+func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error) {
+	if err := refuse(s); err != nil {
+		return nil, err
+	}
+	tmpl, initrd, err := r.prepare()
+	if err != nil {
+		return nil, err
+	}
+	b := &box{r: r, id: boxname.Box()}
+	b.dir = filepath.Join(StateDir, "box-"+b.id)
+	if err := b.start(s, tmpl, initrd); err != nil {
+		b.cleanup()
+		return nil, err
+	}
+	f := agent.Frame{
+		Spec: s, Control: b.ctl, Stream: true, UID: b.lease.ID(), GID: b.lease.ID(),
+		Env:           func(extra []string) []string { return agent.ImageEnv(false, s.Root.Env, extra) },
+		Log:           b.logger(),
+		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
+		Kill:          b.vm.Kill,
+		Exited:        b.vm.Done(),
+		Ended:         b.ended,
+		Cleanup:       b.cleanup,
+		Pause:         b.vm.Pause,
+		Resume:        b.vm.Resume,
+	}
+	b.ctl = nil // the session's from here on
+	sess, err := agent.Attach(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("%w; guest console: %s", err, strings.Join(b.vm.Console(), " | "))
+	}
+	return sess, nil
+}
+
+// refuse says, in one line, what of s this backend does not do yet.
+func refuse(s spec.Spec) error {
+	if err := s.ValidateSandbox(); err != nil {
+		return err
+	}
+	switch {
+	case s.Workspace != "":
+		return fmt.Errorf("%w: the microvm backend does not share a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
+	case s.Scratch != "":
+		return fmt.Errorf("%w: the microvm backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
+	case !s.Root.IsHost():
+		return fmt.Errorf("%w: the microvm backend runs on the host's root only yet; run template %q on the native, gvisor or docker backend", spec.ErrInvalid, s.Root.Template)
+	case s.Network.Mode == spec.NetProxy:
+		return fmt.Errorf("%w: the microvm backend has no network yet (--net none only); the native, gvisor and docker backends have the egress proxy", spec.ErrInvalid)
+	}
+	return nil
+}
+
+// start makes the scratch, boots the VM with the shares, and hands the
+// guest its boot message and the agent its Config.
+func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
+	scratch, err := b.makeScratch(s.Limits)
+	if err != nil {
+		return err
+	}
+	accel := microvm.HostAccel().Accel
+	k, args, err := microvm.GuestKernel(accel)
+	if err != nil {
+		return err
+	}
+	kf, err := k.Open()
+	if err != nil {
+		return err
+	}
+	defer kf.Close()
+	root := filepath.Join(b.dir, "root")
+	if err := assembleRoot(tmpl, root); err != nil {
+		return err
+	}
+	boot, shares := layout(tmpl, root, scratch)
+	cfg := microvm.Config{
+		KernelFile: kf, KernelArgs: args, Initrd: initrd, ID: b.lease, Shares: shares,
+		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), CPUQuota: cpuQuota(s.Limits, accel), BootTimeout: bootTimeout,
+	}
+	// The VM outlives ctx (a session's); Start's own boot timeout bounds it.
+	if b.vm, err = microvm.Start(context.Background(), cfg); err != nil {
+		return err
+	}
+	return b.handOver(s, boot)
+}
+
+// makeScratch makes the box's directory (root's alone), leases the box's
+// uid and mounts the scratch owned by it; the scratch's root is the
+// lease's alone too (0700), since its tmp is 1777 and its paths show in
+// mountinfo and QEMU's command line: no other uid, host user or other
+// box's QEMU, is to reach it.
+func (b *box) makeScratch(l spec.Limits) (string, error) {
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return "", err
+	}
+	var err error
+	if b.lease, err = hostid.Take(); err != nil {
+		return "", err
+	}
+	scratch := filepath.Join(b.dir, "scratch")
+	if err := rootfs.MountScratch(scratch, l.DiskBytes, l.Inodes(), b.lease.ID(), b.lease.ID()); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(scratch, 0o700); err != nil {
+		return "", fmt.Errorf("making the scratch its box's alone: %w", err)
+	}
+	return scratch, nil
+}
+
+// layout is the guest's boot message and the shares it names: the box's
+// root (assembled on the host, read-only) and its scratch.
+func layout(tmpl rootfs.Template, root, scratch string) (vmguest.Boot, []microvm.Share) {
+	boot := vmguest.Boot{Root: rootTag, Scratch: scratchTag, ScratchDirs: rootfs.ScratchDirs, VarTmp: tmpl.VarTmp, Cache: roCache, Hostname: agent.Hostname}
+	return boot, []microvm.Share{{Tag: rootTag, Dir: root, ReadOnly: true}, {Tag: scratchTag, Dir: scratch}}
+}
+
+// handOver sends the boot message and the agent's Config on the port,
+// and keeps a descriptor of the port for the session.
+func (b *box) handOver(s spec.Spec, boot vmguest.Boot) error {
+	msg, err := boot.Marshal()
+	if err != nil {
+		return err
+	}
+	conn := b.vm.Stream()
+	if err := conn.SetWriteDeadline(time.Now().Add(hostAgentWrite)); err != nil {
+		return err
+	}
+	if _, err := conn.Write(msg); err != nil {
+		return fmt.Errorf("sending the guest its boot message: %w", err)
+	}
+	if err := conn.SetWriteDeadline(time.Time{}); err != nil {
+		return err
+	}
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("the agent port is a %T, not a unix socket", conn)
+	}
+	if b.ctl, err = uc.File(); err != nil {
+		return fmt.Errorf("the agent port: %w", err)
+	}
+	cfg := agent.BoxedConfig(s, false, true)
+	cfg.Stream = true
+	// The guest's kernel is the box's own: sysinfo(2) tells the VM's
+	// memory and CPUs (the VM's RAM, --memory plus guestMiB less what the
+	// guest kernel keeps, not --memory itself; the vCPUs), no host figure,
+	// so the filter lets the call through as on gVisor. The agent need not hide: the box has no
+	// other kernel sharing tasks with the host, and its /proc and
+	// devices are its own (HideAgent stays off; it cannot serve the
+	// stream anyway).
+	cfg.KernelSysinfo = true
+	cfg.UID, cfg.GID = b.lease.ID(), b.lease.ID()
+	return agent.HandOverBoxed(b.ctl, cfg, nil)
+}
+
+// memoryMiB is the VM's RAM: the box's --memory and the guest's own need
+// (guestMiB), or the launcher's default for a box without a limit.
+func memoryMiB(l spec.Limits) int {
+	if l.MemoryBytes <= 0 {
+		return microvm.DefaultMemoryMiB + guestMiB
+	}
+	return int((l.MemoryBytes+(1<<20)-1)>>20) + guestMiB
+}
+
+// vCPUs is the VM's vCPU count: --cpus rounded up, but one under TCG,
+// where more hang the boot (microvm.Config.checkAccel).
+func vCPUs(l spec.Limits, accel microvm.Accel) int {
+	if accel == microvm.TCG || l.CPUs <= 0 {
+		return 1
+	}
+	return int(math.Ceil(l.CPUs))
+}
+
+// cpuQuota is the CPU time of QEMU's cgroup: --cpus itself, so a
+// fraction of a CPU is kept (the vCPUs are rounded up), but no more than
+// the vCPUs (under TCG one, however many --cpus asks for); 0 (no limit)
+// leaves it at the vCPUs.
+func cpuQuota(l spec.Limits, accel microvm.Accel) float64 {
+	return math.Min(l.CPUs, float64(vCPUs(l, accel)))
+}
+
+// ended says how the VM ended, once it has.
+func (b *box) ended() string {
+	if err := b.vm.Wait(); err != nil {
+		return "QEMU: " + err.Error()
+	}
+	return "the VM ended"
+}
+
+// cleanup kills the VM and removes the scratch and the box's directory;
+// it is safe at any stage of start.
+func (b *box) cleanup() {
+	if b.vm != nil {
+		b.vm.Kill()
+		<-b.vm.Done()
+	}
+	if b.ctl != nil {
+		if err := b.ctl.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			b.logger().Warn("closing the agent port", "err", err)
+		}
+	}
+	if err := removeBox(b.dir); err != nil {
+		// The id may still own files in the scratch: keeping the lease
+		// for the process's life stops another box getting them.
+		b.logger().Warn("leaving the box's directory and keeping its uid leased", "dir", b.dir, "err", err)
+		return
+	}
+	if b.lease != nil {
+		// after the scratch is gone: no file of the id is left
+		b.lease.Release()
+	}
+}
+
+// logger is the Runtime's logger, for this box.
+func (b *box) logger() *slog.Logger { return b.r.logger().With("box", b.id) }
