@@ -9,7 +9,7 @@ package vmbox
 // guests share read-only, and one directory per box holding its root and
 // its scratch tmpfs. It and each box's directory are root's alone (0700),
 // and a scratch's root is its box's leased uid's alone (0700): each VM's
-// QEMU gets its shares as descriptors its launcher opened (package
-// microvm), never by path, so no other uid, host user or box, has any
-// business inside.
+// launcher opens its shares itself and binds copies into QEMU's own mount
+// namespace (package microvm), which holds only that box's shares, so no
+// other uid, host user or box, has any business inside.
 const StateDir = "/run/warden-microvm"

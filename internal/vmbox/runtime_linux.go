@@ -80,9 +80,9 @@ func (r *Runtime) prepare() (rootfs.Template, []byte, error) {
 }
 
 // makeStateDir makes StateDir root's alone (0700): QEMU reaches its
-// shares through descriptors its launcher opened, never by path, so no
-// other uid needs to look in, and no box's QEMU or host user may list or
-// reach another box's scratch.
+// shares through copies its launcher binds into QEMU's own mount
+// namespace, so no other uid needs to look in, and no box's QEMU or host
+// user may list or reach another box's scratch.
 func makeStateDir() error {
 	if err := os.MkdirAll(StateDir, 0o700); err != nil {
 		return err
