@@ -45,7 +45,7 @@ func TestCheckExecutor(t *testing.T) {
 		{"gvisor", "auto", ""},
 		{"gvisor", "go", "--executor go: only --backend native has a choice of executor"},
 		{"docker", "fast", "--executor fast: only --backend native has a choice of executor"},
-		{"bogus", "fast", `backend "bogus" is unknown: use native, gvisor or docker`},
+		{"bogus", "fast", `backend "bogus" is unknown: use ` + sandbox.BackendChoices()},
 	}
 	for _, tt := range tests {
 		err := checkExecutor(tt.backend, sandbox.BackendOptions{Executor: tt.executor})

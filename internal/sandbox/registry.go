@@ -73,7 +73,7 @@ func BackendNames() []string {
 }
 
 // BackendChoices is the backends' names as a help text or an error lists
-// them: "native, gvisor or docker".
+// them: "native, gvisor, docker or microvm".
 func BackendChoices() string {
 	names := BackendNames()
 	if len(names) < 2 {
