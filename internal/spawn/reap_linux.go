@@ -80,13 +80,16 @@ func pollExited(f *os.File) error {
 }
 
 // exited says, without waiting, whether the process of pidfd has exited
-// (its pidfd is readable). Any error, EINTR too, sends the caller to a
-// blocking wait, which is always right.
+// (its pidfd is readable), asking waitid with WNOWAIT, which leaves it
+// to be reaped. Not poll(2): poll fails with EINVAL while this process
+// may open no descriptor at all (a soft RLIMIT_NOFILE of 0), and every
+// reap would then fall back to a blocking wait and log why. Any error,
+// EINTR too, sends the caller to a blocking wait, which is always right.
 func exited(pidfd int) (bool, error) {
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	if err != nil {
-		return false, fmt.Errorf("polling the pidfd: %w", err)
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+		return false, fmt.Errorf("asking whether the pidfd's process exited: %w", err)
 	}
-	return n > 0, nil
+	// With WNOHANG and nothing to report, the kernel clears info.
+	return info.Signo != 0, nil
 }

@@ -99,6 +99,29 @@ func TestReapParks(t *testing.T) {
 	}
 }
 
+// TestReapWithoutDescriptors: Reap waits in the poller even while this
+// process may open no descriptor at all (a soft RLIMIT_NOFILE of 0, as a
+// server under a flood of connections is tested): it used to ask poll(2),
+// which then fails with EINVAL, so every reap fell back to a blocking
+// wait and logged "polling the pidfd: invalid argument".
+func TestReapWithoutDescriptors(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "exit 5")
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	pidfd := WithPidfd(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	release := testhost.DenyFDs(t)
+	e, err := Reap(cmd, *pidfd)
+	release()
+	if err != nil {
+		t.Errorf("Reap() with no descriptor to spare: %v, want the wait in the poller", err)
+	}
+	if got := e.Status.ExitStatus(); got != 5 {
+		t.Errorf("exit status %d, want 5", got)
+	}
+}
+
 // fdOpen says whether fd is open in this process as a pidfd.
 func fdOpen(fd int) bool {
 	l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
