@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,6 +86,43 @@ func TestLiveKillFrozen(t *testing.T) {
 		t.Fatalf("Thaw: %v", err)
 	}
 	killAndWait(t, c, cmd)
+}
+
+// TestLiveKillFrozenChild: the kill that ends a paused session reaches
+// the processes of its child cgroups (a session's execs, on v1) too, so
+// none of them runs again at the thaw. The process is not in a PID
+// namespace of its own here, so nothing but Kill ends it.
+func TestLiveKillFrozenChild(t *testing.T) {
+	c, _ := busyCgroup(t)
+	child, err := c.Child("e1")
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("child cgroups are made on cgroup v1 only: " + err.Error())
+	}
+	if err != nil {
+		t.Fatalf("Child: %v", err)
+	}
+	t.Cleanup(func() { _ = child.Kill(); _ = child.Delete() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	cmd, release := gated(t, ctx, "exec sleep 60")
+	if err := child.AddProc(cmd.Process.Pid); err != nil {
+		t.Fatalf("AddProc into the child: %v", err)
+	}
+	release()
+	if err := c.Freeze(freezeWait); err != nil {
+		t.Fatalf("Freeze: %v", err)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	if err := c.Thaw(); err != nil {
+		t.Fatalf("Thaw: %v", err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || ctx.Err() != nil {
+		t.Errorf("the child cgroup's process ended with %v (the test's bound passed: %v), want SIGKILL from the parent's Kill", err, ctx.Err() != nil)
+	}
 }
 
 // freezeWait bounds the tests' freezes, which a loaded host may slow.

@@ -298,6 +298,31 @@ func killAll(list func() ([]int, error)) error {
 	return fmt.Errorf("processes kept appearing after %d rounds of kills", killRounds)
 }
 
+// treePids lists the processes in dir and in any child cgroups.
+func treePids(dir string) ([]int, error) {
+	pids, err := readPids(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return pids, nil
+	}
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			sub, err := treePids(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			pids = append(pids, sub...)
+		}
+	}
+	return pids, nil
+}
+
 // waitFor polls cond every millisecond until it holds or timeout passes, and reports which.
 func waitFor(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)

@@ -305,9 +305,12 @@ func (c *v1Cgroup) Stats() (Stats, error) {
 	return s, nil
 }
 
-// Kill sends SIGKILL to each process, listing the cgroup again until no new process shows up
-// (bounded; see killAll). There is no freezer to stop a fork loop first: the sandbox's PID
-// namespace already ends every process when its init dies, so this is only a backstop.
+// Kill sends SIGKILL to each process in the cgroup and its child cgroups (a session's execs,
+// see Child), listing them again until no new process shows up (bounded; see killAll), as v2's
+// cgroup.kill does. There is no freezer to stop a fork loop first: the sandbox's PID
+// namespace already ends every process when its init dies, so this is only a backstop. But
+// it is the kill that ends a paused session (kill, then thaw): a process of a frozen child
+// it missed would run again at the thaw.
 func (c *v1Cgroup) Kill() error {
 	if err := killAll(c.procs); err != nil {
 		return fmt.Errorf("killing processes in cgroup %s: %w", c.Path(), err)
@@ -315,16 +318,13 @@ func (c *v1Cgroup) Kill() error {
 	return nil
 }
 
-// procs lists the processes in any of the cgroup's hierarchies (they should agree, unless an
-// AddProc failed half-way).
+// procs lists the processes in any of the cgroup's hierarchies and their child cgroups (the
+// hierarchies should agree, unless an AddProc failed half-way).
 func (c *v1Cgroup) procs() ([]int, error) {
 	var all []int
 	for _, d := range c.dirs {
-		pids, err := readPids(d.path)
+		pids, err := treePids(d.path)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
 			return nil, err
 		}
 		all = append(all, pids...)

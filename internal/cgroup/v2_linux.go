@@ -423,31 +423,6 @@ func (c *v2Cgroup) Kill() error {
 	return nil
 }
 
-// treePids lists the processes in dir and in any child cgroups.
-func treePids(dir string) ([]int, error) {
-	pids, err := readPids(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return pids, nil
-	}
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			sub, err := treePids(filepath.Join(dir, e.Name()))
-			if err != nil {
-				return nil, err
-			}
-			pids = append(pids, sub...)
-		}
-	}
-	return pids, nil
-}
-
 // Delete removes the directory, retrying briefly while exiting tasks are still listed.
 func (c *v2Cgroup) Delete() error {
 	c.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
+	"golang.org/x/sys/unix"
 )
 
 func startTestSession(t *testing.T) *agent.Session {
@@ -427,4 +428,80 @@ func TestCloseWithFullDescriptorTableLeavesNoCgroup(t *testing.T) {
 			t.Errorf("session cgroup %s after Close: %v (holding %d entries), want it gone", dir, err, len(entries))
 		}
 	}
+}
+
+// TestClosePausedSessionLeavesNothing pauses a session while a process it
+// spawned runs (in an exec cgroup of its own on v1), then closes it: the
+// kill that ends a frozen box must reach that process too, and every
+// cgroup of the session must be gone when Close returns (doctor --leaks
+// would list one left).
+func TestClosePausedSessionLeavesNothing(t *testing.T) {
+	s := startTestSession(t)
+	if s.Cgroup() == nil || len(s.Cgroup().Placement().ThreadFiles) == 0 {
+		testhost.SkipOrFail(t, "no per-exec cgroups on this host (cgroup v1 needed)")
+	}
+	var dirs []string
+	for _, f := range s.Cgroup().Placement().ThreadFiles {
+		dirs = append(dirs, filepath.Dir(f))
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	ctx := context.Background()
+	if _, err := s.Spawn(ctx, interp.Command{Argv: []string{"sleep", "3600"}, Env: s.Env(), Files: []*os.File{null, null, null}}); err != nil {
+		t.Fatalf("Spawn(sleep) = %v", err)
+	}
+	pidfds := execPidfds(t, dirs[0])
+	if err := s.Pause(ctx); err != nil {
+		t.Fatalf("Pause() = %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() of the paused session = %v", err)
+	}
+	for pid, fd := range pidfds {
+		if err := unix.PidfdSendSignal(fd, 0, nil, 0); !errors.Is(err, unix.ESRCH) {
+			t.Errorf("process %d of the paused session's exec cgroup after Close: signal 0 = %v, want ESRCH (ended and reaped)", pid, err)
+		}
+	}
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("session cgroup %s after Close: %v, want it gone", dir, err)
+		}
+	}
+}
+
+// execPidfds holds by a pidfd, closed at t's end, each process in the
+// exec cgroups under the session cgroup dir (a pid could be reused once
+// it ends, its pidfd never is), failing t when there is none.
+func execPidfds(t *testing.T, dir string) map[int]int {
+	t.Helper()
+	execs, err := filepath.Glob(filepath.Join(dir, "e*", "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfds := make(map[int]int)
+	for _, f := range execs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, field := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(field)
+			if err != nil {
+				t.Fatalf("reading %s: %v", f, err)
+			}
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				t.Fatalf("opening a pidfd for process %d of %s: %v", pid, f, err)
+			}
+			t.Cleanup(func() { unix.Close(fd) })
+			pidfds[pid] = fd
+		}
+	}
+	if len(pidfds) == 0 {
+		t.Fatalf("no process in an exec cgroup under %s (%d found), want the spawned sleep", dir, len(execs))
+	}
+	return pidfds
 }
