@@ -3,36 +3,13 @@ package rootfs
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
-)
 
-// inMountNamespace runs f on a thread of its own in a new, private mount
-// namespace, so the mounts f makes never reach the host's. The thread is
-// left locked and so ends with the goroutine, taking the namespace along.
-func inMountNamespace(t *testing.T, f func() error) error {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a mount namespace")
-	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			done <- err
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			done <- err
-			return
-		}
-		done <- f()
-	}()
-	return <-done
-}
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
 
 // TestImageEtcNeverShowsTheHost: an image whose etc is not a directory of
 // its own (a link out of the tree, absolute or by .., a file, nothing)
@@ -79,7 +56,7 @@ func TestImageEtcNeverShowsTheHost(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			err := inMountNamespace(t, func() error {
+			err := testhost.InMountNS(t, func() error {
 				if err := imageEtc(root, img, "box"); err != nil {
 					return err
 				}
@@ -128,7 +105,7 @@ func TestBindImageVar(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got string
-			err := inMountNamespace(t, func() error {
+			err := testhost.InMountNS(t, func() error {
 				fd, err := unix.Open(img, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 				if err != nil {
 					return err

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -14,35 +13,13 @@ import (
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
-// inMountNS runs f on a thread of its own in a new mount namespace whose
-// mounts are private, so nothing the test mounts reaches the host's; the
-// thread is never unlocked, so the runtime ends it with its namespace.
-func inMountNS(t *testing.T, f func() error) error {
-	t.Helper()
-	testhost.RequireRoot(t)
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			done <- err
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			done <- err
-			return
-		}
-		done <- f()
-	}()
-	return <-done
-}
-
 // TestAssembleRootPrivateReadOnly: on a host whose mounts are shared (as
 // systemd makes them), the binds into a box's root do not appear in the
 // template it binds, and a mount nested in a bound host directory is
 // read-only in the box's root too.
 func TestAssembleRootPrivateReadOnly(t *testing.T) {
 	base := t.TempDir()
-	err := inMountNS(t, func() error {
+	err := testhost.InMountNS(t, func() error {
 		if err := unix.Mount("t", base, "tmpfs", 0, ""); err != nil {
 			return err
 		}

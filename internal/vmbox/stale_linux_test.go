@@ -13,6 +13,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/boxname"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // deadPID is the pid of a process that has ended, or a skip.
@@ -39,7 +40,7 @@ func TestRemoveStale(t *testing.T) {
 	live := filepath.Join(state, "box-"+boxname.Prefix+self+"-bb")
 	stuck := filepath.Join(state, "box-"+boxname.Prefix+dead+"-cc")
 	keep := filepath.Join(stuck, "root", "keep")
-	err := inMountNS(t, func() error {
+	err := testhost.InMountNS(t, func() error {
 		for _, d := range []string{stale, live} {
 			if err := os.Mkdir(d, 0o700); err != nil {
 				return err
@@ -94,7 +95,7 @@ func TestScratchPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &box{r: &Runtime{}, id: "test", dir: filepath.Join(state, "box-test")}
-	err := inMountNS(t, func() error {
+	err := testhost.InMountNS(t, func() error {
 		scratch, err := b.makeScratch(spec.Limits{DiskBytes: 1 << 20})
 		if err != nil {
 			return err
