@@ -1,8 +1,7 @@
 package boxname
 
 import (
-	"errors"
-	"io/fs"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,12 +53,69 @@ func dirOwner(name string) (int, bool) {
 	return 0, false
 }
 
-// RemoveDir removes one entry StaleDirs listed: its scratch mount, if
-// any, then the directory.
+// RemoveDir removes a box's state directory dir, at the box's end or as
+// an entry StaleDirs listed: its scratch mount, if any, then the
+// directory. It removes nothing while anything is still mounted at or
+// below dir (the scratch's unmount failed, or something was mounted
+// there): RemoveAll would delete through the mount, the box's files or
+// whatever the mount shows. Such a directory stays for the stale sweep of
+// the next Warden to start once this one is gone (warden doctor --leaks
+// lists it then), and the error says so.
 func RemoveDir(dir string) error {
-	err := rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil // a template, or a box that ended before making one
+	uerr := rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
+	mounted, err := mountsAt(dir)
+	if err != nil {
+		return fmt.Errorf("leaving %s in place: %w", dir, err)
 	}
-	return errors.Join(err, os.RemoveAll(dir))
+	if len(mounted) > 0 {
+		why := fmt.Errorf("leaving %s in place for the stale sweep: %s is still mounted, and removing it would delete through the mount", dir, mounted[0])
+		if uerr != nil {
+			why = fmt.Errorf("%w (%w)", why, uerr)
+		}
+		return why
+	}
+	// Nothing mounted: whatever the unmount said (a scratch that was no
+	// mount, holding files), RemoveAll removes all there is.
+	return os.RemoveAll(dir)
 }
+
+// threadMountinfo is the mount table of the calling thread's mount
+// namespace, the one RemoveAll would walk.
+const threadMountinfo = "/proc/thread-self/mountinfo"
+
+// mountsAt lists the mount points at or below dir in threadMountinfo,
+// as it writes them (octal escapes for space, tab, newline and
+// backslash).
+func mountsAt(dir string) ([]string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %q: %w", dir, err)
+	}
+	b, err := os.ReadFile(threadMountinfo)
+	if err != nil {
+		return nil, fmt.Errorf("listing the mounts in %s: %w", abs, err)
+	}
+	return mountPointsAt(string(b), abs), nil
+}
+
+// mountPointsAt lists the mount points at or below the absolute, clean
+// path dir in the mountinfo text info (proc(5): the fifth field of each
+// line).
+func mountPointsAt(info, dir string) []string {
+	esc := mountinfoEscaper.Replace(dir)
+	var out []string
+	for line := range strings.Lines(info) {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if p := f[4]; p == esc || strings.HasPrefix(p, esc+"/") || esc == "/" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// mountinfoEscaper writes a path as the kernel writes mount points in
+// mountinfo.
+var mountinfoEscaper = strings.NewReplacer(" ", `\040`, "\t", `\011`, "\n", `\012`, `\`, `\134`)

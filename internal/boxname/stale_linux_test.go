@@ -1,6 +1,8 @@
 package boxname
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // TestStaleDirs: a state directory's entries named after a dead Warden
@@ -99,4 +105,97 @@ func TestDirOwner(t *testing.T) {
 			t.Errorf("dirOwner(%q) = %d, %v; want %d, %v", tt.name, got, ok, tt.want, tt.wantOK)
 		}
 	}
+}
+
+// TestMountPointsAt: the mount points at or below a directory, as
+// mountinfo writes them (escaped), and not a sibling sharing its prefix.
+func TestMountPointsAt(t *testing.T) {
+	const info = `22 1 0:21 / / rw - ext4 /dev/root rw
+30 22 0:40 / /var/lib/w/box-a rw - tmpfs tmpfs rw
+31 30 0:41 / /var/lib/w/box-a/scratch rw - tmpfs tmpfs rw
+32 22 0:42 / /var/lib/w/box-ab/scratch rw - tmpfs tmpfs rw
+33 22 0:43 / /var/lib/w/my\040box/scratch rw - tmpfs tmpfs rw
+`
+	tests := []struct {
+		dir  string
+		want []string
+	}{
+		{"/var/lib/w/box-a", []string{"/var/lib/w/box-a", "/var/lib/w/box-a/scratch"}},
+		{"/var/lib/w/box-ab", []string{"/var/lib/w/box-ab/scratch"}},
+		{"/var/lib/w/my box", []string{`/var/lib/w/my\040box/scratch`}},
+		{"/var/lib/w/box-b", nil},
+	}
+	for _, tt := range tests {
+		if got := mountPointsAt(info, tt.dir); !slices.Equal(got, tt.want) {
+			t.Errorf("mountPointsAt(%q) = %q, want %q", tt.dir, got, tt.want)
+		}
+	}
+}
+
+// TestRemoveDirLeavesMounts: RemoveDir removes a box directory with its
+// scratch mounted, or none, but never one in which something is still
+// mounted (a scratch mounted twice, whose unmount leaves the lower one; a
+// mount beside it): RemoveAll would delete the mount's files. Run in a
+// mount namespace of the test's own.
+func TestRemoveDirLeavesMounts(t *testing.T) {
+	tests := []struct {
+		name   string
+		mounts []string // tmpfs mounted in turn, each holding a file "kept"
+		left   string   // the file RemoveDir must leave, "" for none
+	}{
+		{"no scratch", nil, ""},
+		{"scratch mounted", []string{"scratch"}, ""},
+		{"scratch mounted twice", []string{"scratch", "scratch"}, "scratch/kept"},
+		{"a mount beside the scratch", []string{"scratch", "other"}, "other/kept"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "box-test")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "log"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := testhost.InMountNS(t, func() error {
+				for _, m := range tt.mounts {
+					if err := mountKept(filepath.Join(dir, m)); err != nil {
+						return err
+					}
+				}
+				rerr := RemoveDir(dir)
+				if tt.left == "" {
+					if rerr != nil {
+						return fmt.Errorf("RemoveDir() = %v, want nil", rerr)
+					}
+					if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+						return fmt.Errorf("after RemoveDir() the directory: %v, want it gone", err)
+					}
+					return nil
+				}
+				if rerr == nil || !strings.Contains(rerr.Error(), "still mounted") {
+					return fmt.Errorf("RemoveDir() = %v, want an error saying a mount is left", rerr)
+				}
+				if _, err := os.Stat(filepath.Join(dir, tt.left)); err != nil {
+					return fmt.Errorf("RemoveDir() deleted through a mount: %v", err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// mountKept mounts a small tmpfs at dir, made if need be, with a file
+// "kept" in it.
+func mountKept(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount("warden-test", dir, "tmpfs", 0, "size=64k"); err != nil {
+		return fmt.Errorf("mounting a tmpfs at %s: %w", dir, err)
+	}
+	return os.WriteFile(filepath.Join(dir, "kept"), []byte("x"), 0o600)
 }

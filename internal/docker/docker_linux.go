@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -608,7 +607,8 @@ func (b *box) kill() {
 }
 
 // cleanup removes the container, the scratch tmpfs and the box's
-// directory; it is safe at any stage of start.
+// directory (boxname.RemoveDir, which leaves a directory that still holds
+// a mount to the stale sweep); it is safe at any stage of start.
 func (b *box) cleanup() {
 	if b.id != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -637,10 +637,7 @@ func (b *box) cleanup() {
 			b.logger().Warn("closing the box's egress proxy socket", "err", err)
 		}
 	}
-	if err := rootfs.UnmountScratch(filepath.Join(b.dir, "scratch")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		b.logger().Warn("unmounting the box's scratch", "err", err)
-	}
-	if err := os.RemoveAll(b.dir); err != nil {
+	if err := boxname.RemoveDir(b.dir); err != nil {
 		b.logger().Warn("removing the box's directory", "err", err)
 	}
 }

@@ -373,7 +373,8 @@ func (b *box) runscCtx(ctx context.Context, args ...string) error {
 }
 
 // cleanup removes the container, the scratch tmpfs and the box's
-// directory; it is safe at any stage of start.
+// directory (boxname.RemoveDir, which leaves a directory that still holds
+// a mount to the stale sweep); it is safe at any stage of start.
 func (b *box) cleanup() {
 	if b.cmd != nil && b.cmd.Process != nil {
 		b.kill()
