@@ -291,23 +291,13 @@ func (s *session) isPaused() (bool, error) {
 	return false, fmt.Errorf("%w: session %s is %s", ErrClosed, s.id, s.state)
 }
 
-// takePaused takes one of the paused slots for owner, or fails with
-// ErrTooMany naming the flag that sets them.
+// takePaused takes one of the paused slots for owner (see takeCounted).
 func (m *Manager) takePaused(owner string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
-	}
-	return m.paused.take(owner, m.cfg.MaxPaused, Share(m.cfg.MaxPaused, m.cfg.Owners))
+	return m.takeCounted(&m.paused, m.cfg.MaxPaused, owner)
 }
 
 // givePaused gives back one of owner's paused slots.
-func (m *Manager) givePaused(owner string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.paused.give(owner)
-}
+func (m *Manager) givePaused(owner string) { m.giveCounted(&m.paused, owner) }
 
 // takeSlot takes a run slot for a session resuming: the same limits as a
 // Create's, but no start token (nothing is built) and no more of the

@@ -45,3 +45,23 @@ func (c *slotCount) give(owner string) {
 		delete(c.byOwner, owner)
 	}
 }
+
+// takeCounted takes one of c's slots (paused or snapshotted sessions)
+// for owner, within most, the server's cap, and owner's share of it, or
+// fails with ErrTooMany naming the flag that sets them; a server shutting
+// down gives none.
+func (m *Manager) takeCounted(c *slotCount, most int, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
+	return c.take(owner, most, Share(most, m.cfg.Owners))
+}
+
+// giveCounted gives back one of owner's slots of c.
+func (m *Manager) giveCounted(c *slotCount, owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c.give(owner)
+}

@@ -339,23 +339,14 @@ func (m *Manager) saveDurablyLocked(s *session) error {
 	return nil
 }
 
-// takeSnapshotSlot takes one of the snapshot slots for owner, or fails
-// with ErrTooMany naming the flag that sets them.
+// takeSnapshotSlot takes one of the snapshot slots for owner (see
+// takeCounted).
 func (m *Manager) takeSnapshotSlot(owner string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return fmt.Errorf("%w: the server is shutting down", ErrClosed)
-	}
-	return m.snapshots.take(owner, m.cfg.MaxSnapshots, Share(m.cfg.MaxSnapshots, m.cfg.Owners))
+	return m.takeCounted(&m.snapshots, m.cfg.MaxSnapshots, owner)
 }
 
 // giveSnapshotSlot gives back one of owner's snapshot slots.
-func (m *Manager) giveSnapshotSlot(owner string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.snapshots.give(owner)
-}
+func (m *Manager) giveSnapshotSlot(owner string) { m.giveCounted(&m.snapshots, owner) }
 
 // currentBox is s's box, which a resume from a snapshot replaces.
 func (s *session) currentBox() Box {

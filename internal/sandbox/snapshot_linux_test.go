@@ -116,6 +116,31 @@ func (x *snapshotSetup) manager(t *testing.T, closeAtEnd bool) *Manager {
 	return m
 }
 
+// session creates a session of owner "o" on m with o and, where file
+// (a slash-separated path in its workspace) is set, writes content there.
+func (x *snapshotSetup) session(t *testing.T, m *Manager, o SessionOptions, file, content string) Info {
+	t.Helper()
+	in, err := m.Create(context.Background(), "o", o)
+	if err != nil {
+		t.Fatalf("Create() = %v", err)
+	}
+	if file != "" {
+		writeFileT(t, filepath.Join(x.b.last(), filepath.FromSlash(file)), content)
+	}
+	return in
+}
+
+// snapshotted creates a session of owner "o" on m with o and snapshots
+// it.
+func (x *snapshotSetup) snapshotted(t *testing.T, m *Manager, o SessionOptions) Info {
+	t.Helper()
+	in := x.session(t, m, o, "", "")
+	if _, err := m.Snapshot(context.Background(), "o", in.ID); err != nil {
+		t.Fatalf("Snapshot() = %v", err)
+	}
+	return in
+}
+
 func writeFileT(t *testing.T, p, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -152,11 +177,7 @@ func TestSnapshotAndResume(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", withEnv(defaultOptions(), "A=1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "dir", "f.txt"), "hello")
+	in := x.session(t, m, withEnv(defaultOptions(), "A=1"), "dir/f.txt", "hello")
 	if err := os.Symlink("/etc/passwd", filepath.Join(x.b.last(), "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +221,7 @@ func TestSnapshotCapAndUnsupported(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for range 3 {
-		in, err := m.Create(ctx, "o", defaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
+		in := x.session(t, m, defaultOptions(), "", "")
 		ids = append(ids, in.ID)
 	}
 	for _, id := range ids[:2] {
@@ -232,11 +250,7 @@ func TestSnapshotSurvivesRestart(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, false)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "f"), "kept")
+	in := x.session(t, m, defaultOptions(), "f", "kept")
 	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -270,11 +284,7 @@ func TestSnapshotCrashAtEachStep(t *testing.T) {
 			x := newSnapshotSetup(t)
 			m := x.manager(t, false)
 			ctx := context.Background()
-			in, err := m.Create(ctx, "o", defaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeFileT(t, filepath.Join(x.b.last(), "f"), "data")
+			in := x.session(t, m, defaultOptions(), "f", "data")
 			stepHook = func(s string) {
 				if s == tc.step {
 					runtime.Goexit() // the server stops here, cleaning nothing up
@@ -323,13 +333,7 @@ func TestResumeCrashAtEachStep(t *testing.T) {
 			x := newSnapshotSetup(t)
 			m := x.manager(t, false)
 			ctx := context.Background()
-			in, err := m.Create(ctx, "o", defaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
-				t.Fatal(err)
-			}
+			in := x.snapshotted(t, m, defaultOptions())
 			stepHook = func(s string) {
 				if s == tc.step {
 					runtime.Goexit()
@@ -362,11 +366,7 @@ func TestFork(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", withEnv(defaultOptions(), "K=v"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "a", "b"), "forked")
+	in := x.session(t, m, withEnv(defaultOptions(), "K=v"), "a/b", "forked")
 	for _, n := range []int{0, MaxFork + 1} {
 		if _, err := m.Fork(ctx, "o", in.ID, n); !errors.Is(err, spec.ErrInvalid) {
 			t.Errorf("Fork count %d: got %v, want ErrInvalid", n, err)
@@ -422,16 +422,9 @@ func TestSnapshottedLifecycle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newSnapshotSetup(t)
 			m := x.manager(t, true)
-			ctx := context.Background()
 			o := defaultOptions()
 			o.IdleTimeout = time.Minute
-			in, err := m.Create(ctx, "o", o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
-				t.Fatal(err)
-			}
+			in := x.snapshotted(t, m, o)
 			if err := tc.do(m, in.ID); err != nil {
 				t.Fatal(err)
 			}

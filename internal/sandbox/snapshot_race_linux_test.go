@@ -38,11 +38,7 @@ func TestExecDuringSnapshotResumesIt(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "f"), "data")
+	in := x.session(t, m, defaultOptions(), "f", "data")
 	reached, release := stopAt(t, "captured")
 	snapDone := make(chan error, 1)
 	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
@@ -77,10 +73,7 @@ func TestFilesDuringSnapshotRefused(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := x.session(t, m, defaultOptions(), "", "")
 	early, err := m.Files("o", in.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -115,10 +108,7 @@ func TestFilesAfterCopyBeforeRecordRefused(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := x.session(t, m, defaultOptions(), "", "")
 	reached, release := stopAt(t, "committed")
 	snapDone := make(chan error, 1)
 	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
@@ -155,11 +145,7 @@ func TestSnapshotFailureAtCapacityResumes(t *testing.T) {
 	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSessions: 1, MaxPaused: 1, ExecPace: -1, StartRate: -1})
 	t.Cleanup(func() { m.Close() })
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "d", "f"), "data")
+	in := x.session(t, m, defaultOptions(), "d/f", "data")
 	var createErr error
 	stepHook = func(s string) {
 		if s != "begun" {
@@ -260,11 +246,7 @@ func TestDeleteStopsSnapshotCopy(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "f"), "data")
+	in := x.session(t, m, defaultOptions(), "f", "data")
 	reached, release := stopAt(t, "begun")
 	snapDone := make(chan error, 1)
 	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
@@ -295,10 +277,7 @@ func TestEnvRecordedOnlyWhileSnapshotted(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", withEnv(defaultOptions(), "OPENAI_API_KEY=sk-secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := x.session(t, m, withEnv(defaultOptions(), "OPENAI_API_KEY=sk-secret"), "", "")
 	env := func() []string {
 		x.store.mu.Lock()
 		defer x.store.mu.Unlock()
@@ -329,13 +308,7 @@ func TestSetNetworkDuringResume(t *testing.T) {
 	ctx := context.Background()
 	o := defaultOptions()
 	o.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"old.example"}}
-	in, err := m.Create(ctx, "o", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
-		t.Fatal(err)
-	}
+	in := x.snapshotted(t, m, o)
 	setDone := make(chan error, 1)
 	x.b.beforeStart = func() {
 		go func() {
@@ -485,13 +458,7 @@ func TestResumeAfterRestartKeepsTemplateRoot(t *testing.T) {
 	ctx := context.Background()
 	o := defaultOptions()
 	o.Template = "py"
-	in, err := m.Create(ctx, "o", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
-		t.Fatal(err)
-	}
+	in := x.snapshotted(t, m, o)
 	m.Close()
 	m2 := NewManager(x.b, cfg)
 	t.Cleanup(func() { m2.Close() })
@@ -515,16 +482,9 @@ func TestResumeAfterRestartKeepsTemplateRoot(t *testing.T) {
 func TestRevivedOverCeilingsIsDead(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, false)
-	ctx := context.Background()
 	o := defaultOptions()
 	o.Limits.MemoryBytes = 512 << 20
-	in, err := m.Create(ctx, "o", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
-		t.Fatal(err)
-	}
+	in := x.snapshotted(t, m, o)
 	m.Close()
 	m2 := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1,
 		Ceilings: spec.Ceilings{MemoryBytes: 256 << 20}})
@@ -548,10 +508,7 @@ func TestResumeFailAfterDeleteHoldsNothing(t *testing.T) {
 	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 8, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 40})
 	t.Cleanup(func() { m.Close() })
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := x.session(t, m, defaultOptions(), "", "")
 	writeFileT(t, filepath.Join(x.b.last(), "f"), strings.Repeat("x", 4096))
 	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
 		t.Fatal(err)
@@ -605,13 +562,7 @@ func TestResumeSaveFailureDropsSnapshotAtEnd(t *testing.T) {
 		OnStoreError: func(err error) { storeErrs = append(storeErrs, err) }})
 	t.Cleanup(func() { m.Close() })
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
-		t.Fatal(err)
-	}
+	in := x.snapshotted(t, m, defaultOptions())
 	st.mu.Lock()
 	st.fail = true
 	st.mu.Unlock()
@@ -640,11 +591,7 @@ func TestForkPinsSourceSnapshot(t *testing.T) {
 	ctx := context.Background()
 	o := defaultOptions()
 	o.AutoSnapshot = true
-	in, err := m.Create(ctx, "o", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "f"), "forked")
+	in := x.session(t, m, o, "f", "forked")
 	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -675,11 +622,7 @@ func TestForkGivesBackSlotAndBudget(t *testing.T) {
 	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 1, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 40})
 	t.Cleanup(func() { m.Close() })
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFileT(t, filepath.Join(x.b.last(), "f"), "data")
+	in := x.session(t, m, defaultOptions(), "f", "data")
 	counts := func() (int, int64) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -709,10 +652,7 @@ func TestConcurrentSnapshotsBothSucceed(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
 	ctx := context.Background()
-	in, err := m.Create(ctx, "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := x.session(t, m, defaultOptions(), "", "")
 	reached, release := stopAt(t, "captured")
 	first := make(chan error, 1)
 	go func() { _, err := m.Snapshot(ctx, "o", in.ID); first <- err }()
