@@ -72,13 +72,32 @@ func (e *Engine) Kill(ctx context.Context, id string) error {
 // engine freezes its cgroup), keeping its memory. When the engine answers
 // that the container is paused already, the container's state is read
 // back: only a container the engine reports paused counts as done.
+//
+// runc's "unable to freeze" is tried again, at most pauseTries times in
+// all, while ctx lasts: on cgroup v1, runc (1.1) gives a freeze some 1000
+// writes of FROZEN, a few hundred milliseconds, and thaws the cgroup
+// every 50 of them, so a box whose tasks are busy on a loaded host often
+// has not stopped when it gives up (docs/sessions.md has figures). runc then
+// thaws the container and the engine keeps it running, which is read
+// back before each new try: a container in any other state is not paused
+// again.
 func (e *Engine) Pause(ctx context.Context, id string) error {
 	err := e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
+	for try := 1; try < pauseTries && says(err, "unable to freeze") && ctx.Err() == nil; try++ {
+		if rerr := e.isIn(ctx, id, false, err); rerr != nil {
+			return rerr
+		}
+		err = e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
+	}
 	if !says(err, "is already paused") {
 		return err
 	}
 	return e.isIn(ctx, id, true, err)
 }
+
+// pauseTries bounds the engine pauses one Pause makes when runc could
+// not freeze the container in time (see Pause).
+const pauseTries = 5
 
 // Unpause lets a paused container's processes run again. When the engine
 // answers that the container is not paused, its state is read back: only

@@ -57,3 +57,48 @@ func TestPauseAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseTriesAgainAfterUnableToFreeze: runc's "unable to freeze" (a
+// busy box on a loaded host, which runc thawed again) is tried again while
+// the engine reports the container running and not paused, at most
+// pauseTries times in all; a container in another state is left alone.
+func TestPauseTriesAgainAfterUnableToFreeze(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		fails           int // pauses answered "unable to freeze" before one is done
+		paused, running bool
+		wantCalls       int
+		wantErr         bool
+	}{
+		{name: "second try freezes", fails: 1, running: true, wantCalls: 2},
+		{name: "last try freezes", fails: pauseTries - 1, running: true, wantCalls: pauseTries},
+		{name: "never freezes", fails: pauseTries + 3, running: true, wantCalls: pauseTries, wantErr: true},
+		{name: "stopped meanwhile", fails: 1, wantCalls: 1, wantErr: true},
+		{name: "paused after all", fails: 1, paused: true, running: true, wantCalls: 1, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/containers/c/json":
+					fmt.Fprintf(w, `{"State":{"Paused":%v,"Running":%v}}`, tc.paused, tc.running)
+				case "/containers/c/pause":
+					if calls++; calls <= tc.fails {
+						w.WriteHeader(http.StatusInternalServerError)
+						fmt.Fprint(w, `{"message":"Cannot pause container c: OCI runtime pause failed: unable to freeze: unknown"}`)
+						return
+					}
+					w.WriteHeader(http.StatusNoContent)
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer srv.Close()
+			e := &Engine{hc: srv.Client(), base: srv.URL}
+			err := e.Pause(context.Background(), "c")
+			if (err != nil) != tc.wantErr || calls != tc.wantCalls {
+				t.Errorf("Pause() = %v after %d engine pauses; want error %v after %d", err, calls, tc.wantErr, tc.wantCalls)
+			}
+		})
+	}
+}
