@@ -76,15 +76,7 @@ func TestLiveFreezeThaw(t *testing.T) {
 // which is how a paused session ends.
 func TestLiveKillFrozen(t *testing.T) {
 	c, cmd := busyCgroup(t)
-	if err := c.Freeze(freezeWait); err != nil {
-		t.Fatalf("Freeze: %v", err)
-	}
-	if err := c.Kill(); err != nil {
-		t.Fatalf("Kill: %v", err)
-	}
-	if err := c.Thaw(); err != nil {
-		t.Fatalf("Thaw: %v", err)
-	}
+	freezeKillThaw(t, c)
 	killAndWait(t, c, cmd)
 }
 
@@ -109,6 +101,17 @@ func TestLiveKillFrozenChild(t *testing.T) {
 		t.Fatalf("AddProc into the child: %v", err)
 	}
 	release()
+	freezeKillThaw(t, c)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || ctx.Err() != nil {
+		t.Errorf("the child cgroup's process ended with %v (the test's bound passed: %v), want SIGKILL from the parent's Kill", err, ctx.Err() != nil)
+	}
+}
+
+// freezeKillThaw ends c as a paused session ends: freeze, kill, thaw.
+func freezeKillThaw(t *testing.T, c Cgroup) {
+	t.Helper()
 	if err := c.Freeze(freezeWait); err != nil {
 		t.Fatalf("Freeze: %v", err)
 	}
@@ -117,11 +120,6 @@ func TestLiveKillFrozenChild(t *testing.T) {
 	}
 	if err := c.Thaw(); err != nil {
 		t.Fatalf("Thaw: %v", err)
-	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || ctx.Err() != nil {
-		t.Errorf("the child cgroup's process ended with %v (the test's bound passed: %v), want SIGKILL from the parent's Kill", err, ctx.Err() != nil)
 	}
 }
 

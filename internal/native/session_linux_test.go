@@ -401,13 +401,7 @@ func TestSessionDeathNamesItsCause(t *testing.T) {
 // so the session's removal failed with EBUSY in every hierarchy).
 func TestCloseWithFullDescriptorTableLeavesNoCgroup(t *testing.T) {
 	s := startTestSession(t)
-	if s.Cgroup() == nil || len(s.Cgroup().Placement().ThreadFiles) == 0 {
-		testhost.SkipOrFail(t, "no per-exec cgroups on this host (cgroup v1 needed)")
-	}
-	var dirs []string
-	for _, f := range s.Cgroup().Placement().ThreadFiles {
-		dirs = append(dirs, filepath.Dir(f))
-	}
+	dirs := sessionCgroupDirs(t, s)
 	out := &signalWriter{started: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
@@ -437,13 +431,7 @@ func TestCloseWithFullDescriptorTableLeavesNoCgroup(t *testing.T) {
 // would list one left).
 func TestClosePausedSessionLeavesNothing(t *testing.T) {
 	s := startTestSession(t)
-	if s.Cgroup() == nil || len(s.Cgroup().Placement().ThreadFiles) == 0 {
-		testhost.SkipOrFail(t, "no per-exec cgroups on this host (cgroup v1 needed)")
-	}
-	var dirs []string
-	for _, f := range s.Cgroup().Placement().ThreadFiles {
-		dirs = append(dirs, filepath.Dir(f))
-	}
+	dirs := sessionCgroupDirs(t, s)
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
@@ -470,6 +458,20 @@ func TestClosePausedSessionLeavesNothing(t *testing.T) {
 			t.Errorf("session cgroup %s after Close: %v, want it gone", dir, err)
 		}
 	}
+}
+
+// sessionCgroupDirs lists s's cgroup directories, one per hierarchy, or
+// skips t where the host makes no per-exec cgroups (they need cgroup v1).
+func sessionCgroupDirs(t *testing.T, s *agent.Session) []string {
+	t.Helper()
+	if s.Cgroup() == nil || len(s.Cgroup().Placement().ThreadFiles) == 0 {
+		testhost.SkipOrFail(t, "no per-exec cgroups on this host (cgroup v1 needed)")
+	}
+	var dirs []string
+	for _, f := range s.Cgroup().Placement().ThreadFiles {
+		dirs = append(dirs, filepath.Dir(f))
+	}
+	return dirs
 }
 
 // execPidfds holds by a pidfd, closed at t's end, each process in the
