@@ -1,7 +1,9 @@
 package boxname
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,12 +87,20 @@ const threadMountinfo = "/proc/thread-self/mountinfo"
 
 // mountsAt lists the mount points at or below dir in threadMountinfo,
 // as it writes them (octal escapes for space, tab, newline and
-// backslash).
+// backslash). Links in dir's parent are resolved, as mountinfo names
+// each mount by its real path; a dir that is not there holds none.
 func mountsAt(dir string) ([]string, error) {
-	abs, err := filepath.Abs(dir)
+	parent, err := filepath.Abs(filepath.Dir(dir))
+	if err == nil {
+		parent, err = filepath.EvalSymlinks(parent)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("resolving %q: %w", dir, err)
 	}
+	abs := filepath.Join(parent, filepath.Base(dir))
 	b, err := os.ReadFile(threadMountinfo)
 	if err != nil {
 		return nil, fmt.Errorf("listing the mounts in %s: %w", abs, err)

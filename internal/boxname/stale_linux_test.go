@@ -150,7 +150,12 @@ func TestRemoveDirLeavesMounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "box-test")
+			// Through a link, as a state directory may be reached.
+			link := filepath.Join(t.TempDir(), "state")
+			if err := os.Symlink(t.TempDir(), link); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(link, "box-test")
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
