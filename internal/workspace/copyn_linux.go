@@ -11,18 +11,18 @@ import (
 
 // CopyN copies n bytes from r into dst, as io.CopyN does (fewer only at
 // r's end, with io.EOF). When r is an *os.File or a reader Read returned,
-// the bytes go through sendfile(2): one copy, page cache to page cache,
-// in the kernel, where read(2) and write(2) through a buffer make two and
-// a system call pair per 32 KiB. That is most of a snapshot's, resume's
-// and fork's CPU time (BenchmarkSnapshotFiles in internal/sandbox:
-// docs/sessions.md). copy_file_range(2) would do better only within one
-// file system, and a workspace is a tmpfs of its own, the snapshots on
-// the state directory's disk. Other readers, and files sendfile cannot
-// take, are copied by io.CopyN. A Read reader still stops at the size
-// it was opened with.
+// and both are regular files, the bytes go through sendfile(2): one copy,
+// page cache to page cache, in the kernel, where read(2) and write(2)
+// through a buffer make two and a system call pair per 32 KiB. That is
+// most of a snapshot's, resume's and fork's CPU time
+// (BenchmarkSnapshotFiles in internal/sandbox: docs/sessions.md).
+// copy_file_range(2) would do better only within one file system, and a
+// workspace is a tmpfs of its own, the snapshots on the state directory's
+// disk. Other readers, and files sendfile cannot take, are copied by
+// io.CopyN. A Read reader still stops at the size it was opened with.
 func CopyN(dst *os.File, r io.Reader, n int64) (int64, error) {
 	src, lr := fileOf(r)
-	if src == nil {
+	if src == nil || !regular(src) || !regular(dst) {
 		return io.CopyN(dst, r, n)
 	}
 	want := n
@@ -54,6 +54,13 @@ func fileOf(r io.Reader) (*os.File, *io.LimitedReader) {
 		return r.f, r.r
 	}
 	return nil, nil
+}
+
+// regular says f is a regular file: one that is never in the runtime's
+// poller, so its Fd leaves it as it is (a pipe's would turn blocking).
+func regular(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode().IsRegular()
 }
 
 // errNoSendfile says sendfile copied nothing because it cannot take
