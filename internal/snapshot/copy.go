@@ -13,13 +13,14 @@ import (
 )
 
 // Capture copies the workspace src into the snapshot, every file and
-// directory fsync'd unless it is temporary (BeginTemporary); src should not change meanwhile (the session's box
-// is paused). src's Limits must allow files and listings as large as lim
-// (see WorkspaceLimits). What the sandbox made unreadable to its own user
-// (a directory it may not list, a path longer than MaxPath) is skipped
-// and counted like a link, so its content cannot make every snapshot
-// fail; a file over lim is ErrTooLarge. ctx is checked at each entry, so
-// a session deleted meanwhile stops its copy.
+// directory fsync'd unless it is temporary (BeginTemporary); src should
+// not change meanwhile (the session's box is paused). src's Limits must
+// allow files and listings as large as lim (see WorkspaceLimits). What
+// the sandbox made unreadable to its own user (a directory it may not
+// list, a path longer than MaxPath) is skipped and counted like a link,
+// so its content cannot make every snapshot fail; a file over lim is
+// ErrTooLarge. ctx is checked at each entry, so a session deleted
+// meanwhile stops its copy.
 func (p *Pending) Capture(ctx context.Context, src *workspace.Dir, lim Limits) (Stats, error) {
 	var st Stats
 	c := capture{ctx: ctx, src: src, lim: lim, st: &st}
