@@ -9,6 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // TestCopyN copies from each kind of reader CopyN knows (a file and a
@@ -173,4 +177,33 @@ func pipeT(t *testing.T, data []byte) *os.File {
 		w.Close()
 	}()
 	return r
+}
+
+// TestWriteFromFileFull: a Write from a file (the kernel's copy) into a
+// workspace whose tmpfs is full stops at the tmpfs's size, as a
+// session's --disk does, says so with ErrNoSpace and leaves nothing
+// behind.
+func TestWriteFromFileFull(t *testing.T) {
+	testhost.RequireRoot(t)
+	ws := t.TempDir()
+	if err := unix.Mount("warden-test", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=0755"); err != nil {
+		t.Fatalf("mounting a tmpfs for the workspace: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test's tmpfs %s: %v", ws, err)
+		}
+	})
+	d, err := Open(ws, os.Geteuid(), os.Getegid(), Limits{MaxFileBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, make([]byte, 256<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Write("big", openT(t, src), 0o644)
+	wantErr(t, "Write of 256 KiB from a file into a 64 KiB tmpfs", err, ErrNoSpace)
+	checkNames(t, ws)
 }
