@@ -124,7 +124,7 @@ func (m *Manager) copyForFork(ctx context.Context, s *session) (string, snapshot
 }
 
 // captureFork copies paused s's files into a snapshot no record names
-// (a crash leaves it for the next server's sweep).
+// (a crash leaves it for the next server's sweep, so it is not fsync'd).
 func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot.Stats, error) {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
@@ -133,7 +133,7 @@ func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot
 	}
 	m.beginCopy(s)
 	defer s.endCopy()
-	return m.capture(ctx, s, s.currentBox())
+	return m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.BeginTemporary)
 }
 
 // forkOne makes one session like s, holding the files of snapshot name.

@@ -113,7 +113,7 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	// written (or the copy failed and s is paused again): a write between
 	// the copy's end and the record would land in a box about to close.
 	m.beginCopy(s)
-	name, stats, err := m.capture(ctx, s, s.currentBox())
+	name, stats, err := m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.Begin)
 	if err != nil {
 		s.endCopy()
 		return err
@@ -153,9 +153,10 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	return nil
 }
 
-// capture writes the files of box, s's, into a new committed snapshot.
-// Its caller refuses file calls meanwhile (see beginCopy).
-func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, snapshot.Stats, error) {
+// capture writes the files of box, s's, into a new committed snapshot,
+// begun by begin (the store's Begin, or BeginTemporary for one no record
+// names). Its caller refuses file calls meanwhile (see beginCopy).
+func (m *Manager) capture(ctx context.Context, s *session, box Box, begin func() (*snapshot.Pending, error)) (string, snapshot.Stats, error) {
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
 	done, err := m.copySlot(ctx)
@@ -170,7 +171,7 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box) (string, sna
 		return "", snapshot.Stats{}, fmt.Errorf("opening the workspace of session %s: %w", s.id, err)
 	}
 	defer closeLogged(m, src, s.id)
-	p, err := m.cfg.Snapshots.Begin()
+	p, err := begin()
 	if err != nil {
 		return "", snapshot.Stats{}, m.snapshotError(s.id, "snapshotting", err)
 	}

@@ -13,13 +13,14 @@ import (
 )
 
 // Capture copies the workspace src into the snapshot, every file and
-// directory fsync'd; src should not change meanwhile (the session's box
-// is paused). src's Limits must allow files and listings as large as lim
-// (see WorkspaceLimits). What the sandbox made unreadable to its own user
-// (a directory it may not list, a path longer than MaxPath) is skipped
-// and counted like a link, so its content cannot make every snapshot
-// fail; a file over lim is ErrTooLarge. ctx is checked at each entry, so
-// a session deleted meanwhile stops its copy.
+// directory fsync'd unless it is temporary (BeginTemporary); src should
+// not change meanwhile (the session's box is paused). src's Limits must
+// allow files and listings as large as lim (see WorkspaceLimits). What
+// the sandbox made unreadable to its own user (a directory it may not
+// list, a path longer than MaxPath) is skipped and counted like a link,
+// so its content cannot make every snapshot fail; a file over lim is
+// ErrTooLarge. ctx is checked at each entry, so a session deleted
+// meanwhile stops its copy.
 func (p *Pending) Capture(ctx context.Context, src *workspace.Dir, lim Limits) (Stats, error) {
 	var st Stats
 	c := capture{ctx: ctx, src: src, lim: lim, st: &st}
@@ -69,7 +70,7 @@ func (p *Pending) captureDir(c capture, dir string, depth int) error {
 			return err
 		}
 	}
-	return syncIn(p.root, dir)
+	return p.syncIn(dir)
 }
 
 // unreadable says err is the workspace refusing an entry the sandbox
@@ -131,11 +132,11 @@ func (p *Pending) captureFile(src *workspace.Dir, e workspace.Entry, lim Limits,
 		return fmt.Errorf("copying %q: %w", e.Path, err)
 	}
 	// No more than the size charged, if the file grew meanwhile.
-	_, err = io.CopyN(f, r, ent.Size)
+	_, err = workspace.CopyN(f, r, ent.Size)
 	if errors.Is(err, io.EOF) {
 		err = nil // it shrank: what it holds is copied
 	}
-	if err == nil {
+	if err == nil && p.durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -147,9 +148,12 @@ func (p *Pending) captureFile(src *workspace.Dir, e workspace.Entry, lim Limits,
 	return nil
 }
 
-// syncIn fsyncs directory dir of r.
-func syncIn(r *os.Root, dir string) error {
-	d, err := r.Open(dir)
+// syncIn fsyncs directory dir of the snapshot if p is durable.
+func (p *Pending) syncIn(dir string) error {
+	if !p.durable {
+		return nil
+	}
+	d, err := p.root.Open(dir)
 	if err != nil {
 		return fmt.Errorf("syncing %q: %w", dir, err)
 	}

@@ -19,6 +19,23 @@
 // permission bits are kept (no setuid, no owners: files belong to the
 // sandbox user that restores them; directories are made anew, with
 // workspace.Dir's default mode). Sizes and counts are bounded by Limits.
+//
+// Every copy is a whole copy, made in the kernel (workspace.CopyN:
+// sendfile(2), one copy of each byte from page cache to page cache). A
+// fork copies a snapshot into each new session's workspace, and every
+// backend's workspace is a tmpfs of its own, sized by the session's
+// --disk: tmpfs has no reflink (FICLONE) to share the bytes, and an
+// overlay (the snapshot a read-only lower layer, each fork's workspace the
+// upper) would bound by --disk only what a fork changes, not what it
+// holds (a fork could hold --disk of its own beside the snapshot's), keep
+// the snapshot on the state directory's disk as long as any fork lives,
+// and need each backend to mount its workspace anew (gVisor's gofer, Docker's
+// bind mount, microvm's 9p share). Measured (BenchmarkSnapshotFiles in
+// internal/sandbox, docs/sessions.md), the kernel's copy took the CPU time
+// of a fork of 100 MB into 10 from 1.2-2.3 s to 0.86-1.0 s, nearly all of
+// it now the kernel writing 1 GB into tmpfs (the copy itself and the
+// pages' allocation); fsync is skipped only for a snapshot no record
+// names (BeginTemporary), which a crash leaves for Sweep.
 package snapshot
 
 import (

@@ -36,11 +36,28 @@ func mustWrite(t *testing.T, p, content string, mode os.FileMode) {
 	}
 }
 
+// begins are the two ways a snapshot is begun: each Capture test runs
+// on both.
+var begins = []struct {
+	name  string
+	begin func(*Store) (*Pending, error)
+}{
+	{"durable", (*Store).Begin},
+	{"temporary", (*Store).BeginTemporary},
+}
+
 // TestCaptureHostile: what a hostile sandbox plants in its workspace is
 // never followed or copied as such: links, hard links, FIFOs are skipped
 // and counted, setuid bits are dropped, regular files and directories
-// come back through a restore.
+// come back through a restore, in a durable snapshot as in a temporary
+// one.
 func TestCaptureHostile(t *testing.T) {
+	for _, b := range begins {
+		t.Run(b.name, func(t *testing.T) { testCaptureHostile(t, b.begin) })
+	}
+}
+
+func testCaptureHostile(t *testing.T, begin func(*Store) (*Pending, error)) {
 	src := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "secret")
 	mustWrite(t, outside, "host secret", 0o644)
@@ -63,7 +80,7 @@ func TestCaptureHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := Limits{MaxBytes: 1 << 20, MaxEntries: 100}
-	p, err := store.Begin()
+	p, err := begin(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +113,12 @@ func TestCaptureHostile(t *testing.T) {
 }
 
 func TestCaptureBounds(t *testing.T) {
+	for _, b := range begins {
+		t.Run(b.name, func(t *testing.T) { testCaptureBounds(t, b.begin) })
+	}
+}
+
+func testCaptureBounds(t *testing.T, begin func(*Store) (*Pending, error)) {
 	for _, tc := range []struct {
 		name string
 		lim  Limits
@@ -113,7 +136,7 @@ func TestCaptureBounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := store.Begin()
+			p, err := begin(store)
 			if err != nil {
 				t.Fatal(err)
 			}

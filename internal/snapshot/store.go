@@ -40,6 +40,9 @@ type Pending struct {
 	store *Store
 	name  string
 	root  *os.Root
+	// durable says every file and directory is fsync'd (Begin), so the
+	// snapshot outlives a crash of the host once committed.
+	durable bool
 }
 
 // ReservePercent is how much of the state directory's disk, blocks and
@@ -48,13 +51,22 @@ const ReservePercent = 5
 
 // Begin starts a new snapshot under a fresh random name, unless the state
 // directory's disk is nearly full (see checkFree).
-func (s *Store) Begin() (*Pending, error) {
+func (s *Store) Begin() (*Pending, error) { return s.begin(true) }
+
+// BeginTemporary starts a snapshot that no session record will name and
+// that is dropped once used (a fork's copy of a session that runs): a
+// crash at any point leaves it for Sweep, whole or not, so nothing of it
+// is fsync'd, which spares the copy a wait for the disk to write every
+// byte. The disk's reserve is checked as for Begin.
+func (s *Store) BeginTemporary() (*Pending, error) { return s.begin(false) }
+
+func (s *Store) begin(durable bool) (*Pending, error) {
 	if err := s.checkFree(); err != nil {
 		return nil, fmt.Errorf("starting a snapshot: %w", err)
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
-	p := &Pending{store: s, name: "snap_" + hex.EncodeToString(b[:])}
+	p := &Pending{store: s, name: "snap_" + hex.EncodeToString(b[:]), durable: durable}
 	tmp := filepath.Join(s.path, tmpPrefix+p.name)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("starting a snapshot: %w", err)
@@ -72,22 +84,31 @@ func (p *Pending) Name() string { return p.name }
 
 // Commit makes the snapshot whole and visible: the tree is already
 // fsync'd by Capture; it is renamed into place and the parent directory
-// fsync'd, so after Commit a crash of the host keeps it.
+// fsync'd, so after Commit a crash of the host keeps it. A temporary
+// snapshot is only renamed.
 func (p *Pending) Commit() error {
 	if err := p.root.Close(); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	tmp := filepath.Join(p.store.path, tmpPrefix+p.name)
-	if err := state.SyncDir(tmp); err != nil {
+	if err := p.syncDir(tmp); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	if err := os.Rename(tmp, filepath.Join(p.store.path, p.name)); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
-	if err := state.SyncDir(p.store.path); err != nil {
+	if err := p.syncDir(p.store.path); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.store.Drop(p.name))
 	}
 	return nil
+}
+
+// syncDir fsyncs directory dir if p is durable.
+func (p *Pending) syncDir(dir string) error {
+	if !p.durable {
+		return nil
+	}
+	return state.SyncDir(dir)
 }
 
 // Abort removes what was written of the snapshot.

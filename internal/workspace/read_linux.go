@@ -131,7 +131,7 @@ func (d *Dir) Read(p string) (io.ReadCloser, Entry, error) {
 	if err != nil {
 		return nil, Entry{}, err
 	}
-	return &fileReader{f: f, r: io.LimitReader(f, ent.Size)}, ent, nil
+	return &fileReader{f: f, r: &io.LimitedReader{R: f, N: ent.Size}}, ent, nil
 }
 
 // readable refuses what Read does not read.
@@ -154,10 +154,11 @@ func readable(p wsPath, st *unix.Stat_t, limit int64) error {
 	return nil
 }
 
-// fileReader reads at most the size seen at open from its own descriptor.
+// fileReader reads at most the size seen at open from its own descriptor;
+// CopyN reads f directly, within r's bound.
 type fileReader struct {
 	f *os.File
-	r io.Reader
+	r *io.LimitedReader
 }
 
 func (r *fileReader) Read(b []byte) (int, error) { return r.r.Read(b) }

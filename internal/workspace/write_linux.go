@@ -42,7 +42,10 @@ func (d *Dir) Write(p string, r io.Reader, mode fs.FileMode) (Entry, error) {
 	defer f.Close()
 	fd := int(f.Fd())
 	limit := d.lim.MaxFileBytes
-	n, err := io.Copy(f, io.LimitReader(r, limit+1))
+	n, err := CopyN(f, r, limit+1)
+	if errors.Is(err, io.EOF) {
+		err = nil // the whole content, within the limit
+	}
 	if err == nil && n > limit {
 		err = errorf(ErrTooLarge, "writing %q: the content is over the %d-byte limit; nothing was written", wp, limit)
 	} else if err != nil {

@@ -1,0 +1,99 @@
+package workspace
+
+import (
+	"errors"
+	"io"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// CopyN copies n bytes from r into dst, as io.CopyN does (fewer only at
+// r's end, with io.EOF). When r is an *os.File or a reader Read returned,
+// and both are regular files, the bytes go through sendfile(2): one copy,
+// page cache to page cache, in the kernel, where read(2) and write(2)
+// through a buffer make two and a system call pair per 32 KiB. That is
+// most of a snapshot's, resume's and fork's CPU time
+// (BenchmarkSnapshotFiles in internal/sandbox: docs/sessions.md).
+// copy_file_range(2) would do better only within one file system, and a
+// workspace is a tmpfs of its own, the snapshots on the state directory's
+// disk. Other readers, and files sendfile cannot take, are copied by
+// io.CopyN. A Read reader still stops at the size it was opened with.
+func CopyN(dst *os.File, r io.Reader, n int64) (int64, error) {
+	src, lr := fileOf(r)
+	if src == nil || !regular(src) || !regular(dst) {
+		return io.CopyN(dst, r, n)
+	}
+	want := n
+	if lr != nil {
+		want = min(want, lr.N)
+	}
+	written, err := sendfile(dst, src, want)
+	if lr != nil {
+		lr.N -= written
+	}
+	switch {
+	case errors.Is(err, errNoSendfile):
+		return io.CopyN(dst, r, n)
+	case err != nil:
+		return written, err
+	case written < n:
+		return written, io.EOF
+	}
+	return written, nil
+}
+
+// fileOf is the file r reads, and the bound on it when r is one of Read's
+// readers; nil when r is neither.
+func fileOf(r io.Reader) (*os.File, *io.LimitedReader) {
+	switch r := r.(type) {
+	case *os.File:
+		return r, nil
+	case *fileReader:
+		return r.f, r.r
+	}
+	return nil, nil
+}
+
+// regular says f is a regular file: one that is never in the runtime's
+// poller, so its Fd leaves it as it is (a pipe's would turn blocking).
+func regular(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode().IsRegular()
+}
+
+// errNoSendfile says sendfile copied nothing because it cannot take
+// these files.
+var errNoSendfile = errors.New("sendfile cannot copy between these files")
+
+// maxSendfile is the most one sendfile(2) is asked for; the kernel copies
+// at most about 2 GiB per call anyway.
+const maxSendfile = 1 << 30
+
+// sendfile copies up to n bytes from src's offset to dst's, each offset
+// moving on, until src's end. Every call either copies bytes, reaches
+// src's end or fails, so the loop ends.
+func sendfile(dst, src *os.File, n int64) (int64, error) {
+	defer runtime.KeepAlive(dst)
+	defer runtime.KeepAlive(src)
+	out, in := int(dst.Fd()), int(src.Fd())
+	var written int64
+	for written < n {
+		m, err := unix.Sendfile(out, in, nil, int(min(n-written, maxSendfile)))
+		if m > 0 {
+			written += int64(m)
+		}
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil && written == 0 && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP)):
+			return 0, errNoSendfile
+		case err != nil:
+			return written, err
+		case m == 0:
+			return written, nil
+		}
+	}
+	return written, nil
+}

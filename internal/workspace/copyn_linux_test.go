@@ -1,0 +1,209 @@
+package workspace
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// TestCopyN copies from each kind of reader CopyN knows (a file and a
+// Read reader, through sendfile; a pipe and a plain reader, through
+// io.CopyN) and into a file sendfile refuses (O_APPEND), short of,
+// exactly at and past the source's end: the bytes and count of io.CopyN
+// every time.
+func TestCopyN(t *testing.T) {
+	data := make([]byte, 300<<10) // several of io.Copy's buffers
+	rand.Read(data)
+	size := int64(len(data))
+	dir := t.TempDir()
+	srcPath := filepath.Join(dir, "src")
+	if err := os.WriteFile(srcPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, os.Geteuid(), os.Getegid(), Limits{})
+	writeFile(t, filepath.Join(e.ws, "src"), string(data), 0o644)
+	sources := []struct {
+		name string
+		open func(t *testing.T) io.Reader
+	}{
+		{"file", func(t *testing.T) io.Reader { return openT(t, srcPath) }},
+		{"Read reader", func(t *testing.T) io.Reader {
+			rc, _, err := e.d.Read("src")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rc.Close() })
+			return rc
+		}},
+		{"pipe", func(t *testing.T) io.Reader { return pipeT(t, data) }},
+		{"plain reader", func(t *testing.T) io.Reader { return bytes.NewReader(data) }},
+	}
+	for _, src := range sources {
+		for _, appendMode := range []bool{false, true} {
+			for _, n := range []int64{0, 1, size - 1, size, size + 1} {
+				r := src.open(t)
+				dst := createT(t, filepath.Join(t.TempDir(), "dst"), appendMode)
+				got, err := CopyN(dst, r, n)
+				want, wantErr := min(n, size), error(nil)
+				if n > size {
+					wantErr = io.EOF
+				}
+				if got != want || !errors.Is(err, wantErr) {
+					t.Errorf("%s, append %v: CopyN(%d) = %d, %v; want %d, %v", src.name, appendMode, n, got, err, want, wantErr)
+				}
+				if content := readT(t, dst.Name()); !bytes.Equal(content, data[:want]) {
+					t.Errorf("%s, append %v: CopyN(%d) wrote %d bytes, not the first %d of the source", src.name, appendMode, n, len(content), want)
+				}
+				// What is left is read on from where the copy stopped.
+				rest, err := io.ReadAll(r)
+				if err != nil || !bytes.Equal(rest, data[want:]) {
+					t.Errorf("%s, append %v: after CopyN(%d) the reader gave %d bytes, %v; want the last %d", src.name, appendMode, n, len(rest), err, size-want)
+				}
+			}
+		}
+	}
+}
+
+// TestCopyNStopsAtOpenSize: a Read reader of a file the sandbox grows
+// after the open copies what the file held at the open, through sendfile
+// as through Read.
+func TestCopyNStopsAtOpenSize(t *testing.T) {
+	e := newEnv(t, os.Geteuid(), os.Getegid(), Limits{})
+	path := filepath.Join(e.ws, "growing")
+	writeFile(t, path, "abc", 0o644)
+	rc, _, err := e.d.Read("growing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("def")
+	f.Close()
+	dst := createT(t, filepath.Join(t.TempDir(), "dst"), false)
+	n, err := CopyN(dst, rc, 100)
+	if got := readT(t, dst.Name()); n != 3 || !errors.Is(err, io.EOF) || string(got) != "abc" {
+		t.Errorf("CopyN of a file grown after open = %d %q, %v; want 3 \"abc\", EOF", n, got, err)
+	}
+}
+
+// TestWriteFromFile: Write from a file (the kernel's copy) keeps its
+// limit: a file of the limit is written, one a byte over is ErrTooLarge
+// and leaves nothing behind.
+func TestWriteFromFile(t *testing.T) {
+	forEachIdentity(t, Limits{MaxFileBytes: 100 << 10}, func(t *testing.T, e *env) {
+		dir := t.TempDir()
+		tests := []struct {
+			size int
+			want error
+		}{
+			{size: 0},
+			{size: 100 << 10},
+			{size: 100<<10 + 1, want: ErrTooLarge},
+		}
+		for _, tt := range tests {
+			data := make([]byte, tt.size)
+			rand.Read(data)
+			src := filepath.Join(dir, "src")
+			if err := os.WriteFile(src, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.d.Write("f", openT(t, src), 0o600)
+			wantErr(t, fmt.Sprintf("Write of a file of %d bytes", tt.size), err, tt.want)
+			if tt.want == nil {
+				if got, _, err := readAll(t, e.d, "f"); err != nil || !bytes.Equal(got, data) {
+					t.Errorf("Read after a Write of %d bytes from a file: %d bytes, %v; want them all", tt.size, len(got), err)
+				}
+			}
+		}
+		checkNames(t, e.ws, "f")
+	})
+}
+
+func openT(t *testing.T, p string) *os.File {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func createT(t *testing.T, p string, appendMode bool) *os.File {
+	t.Helper()
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if appendMode {
+		flags |= os.O_APPEND
+	}
+	f, err := os.OpenFile(p, flags, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func readT(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pipeT is a pipe's reading end that yields data, then its end.
+func pipeT(t *testing.T, data []byte) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	go func() {
+		_, _ = w.Write(data)
+		w.Close()
+	}()
+	return r
+}
+
+// TestWriteFromFileFull: a Write from a file (the kernel's copy) into a
+// workspace whose tmpfs is full stops at the tmpfs's size, as a
+// session's --disk does, says so with ErrNoSpace and leaves nothing
+// behind.
+func TestWriteFromFileFull(t *testing.T) {
+	testhost.RequireRoot(t)
+	ws := t.TempDir()
+	if err := unix.Mount("warden-test", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=0755"); err != nil {
+		t.Fatalf("mounting a tmpfs for the workspace: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test's tmpfs %s: %v", ws, err)
+		}
+	})
+	d, err := Open(ws, os.Geteuid(), os.Getegid(), Limits{MaxFileBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, make([]byte, 256<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Write("big", openT(t, src), 0o644)
+	wantErr(t, "Write of 256 KiB from a file into a 64 KiB tmpfs", err, ErrNoSpace)
+	checkNames(t, ws)
+}
