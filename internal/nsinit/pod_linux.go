@@ -58,6 +58,8 @@ func podSteps() []setupStep {
 // user the agent's own ids.
 func checkPodConfig(cfg *Config) error {
 	switch {
+	case !cfg.Session || !cfg.Boxed:
+		return errors.New("a Pod's agent serves boxed sessions only (Config.Session and Config.Boxed)")
 	case !cfg.Stream:
 		return errors.New("a Pod's agent serves the stream transport only (Config.Stream)")
 	case !cfg.KernelSysinfo:
