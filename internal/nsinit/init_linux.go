@@ -37,6 +37,9 @@ func Main() {
 	if isBoxed() && len(os.Args) > 1 && os.Args[1] == boxedUserAgent {
 		os.Exit(userAgent(os.Args[2:]))
 	}
+	if isBoxed() && len(os.Args) > 1 && os.Args[1] == boxedPodExec {
+		os.Exit(podExec(os.Args[2:]))
+	}
 	if isBoxed() {
 		if err := boxedControl(os.Args[1:]); err != nil {
 			fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,9 +51,70 @@ func podSteps() []setupStep {
 		{"checking the Pod's privileges", func(*Config) error { return checkUnprivileged() }},
 		{"closing inherited descriptors", func(*Config) error { return closeInherited() }},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
-		{"setting rlimits", setRlimits},
+		{"setting rlimits", setPodRlimits},
 		{"limiting the CPUs in view", limitCPUs},
 	}
+}
+
+// podProcesses is the RLIMIT_NPROC of the user's processes in a Pod,
+// which podExec sets in each of them rather than the agent in itself.
+var podProcesses uint64
+
+// setPodRlimits sets the rlimits but RLIMIT_NPROC, which counts every
+// process and thread of the uid, the agent's and the init's among them:
+// as the agent's own limit, a user's processes that reached it would
+// leave the agent no thread to start, and Go's runtime ends a process
+// that cannot start one. So the agent keeps the Pod's limit and each
+// process it starts sets the session's in itself before it runs the
+// user's program (podExec): the user's forks stop at the limit, the
+// agent's threads do not.
+func setPodRlimits(cfg *Config) error {
+	podProcesses = cfg.Rlimits.Processes
+	c := *cfg
+	c.Rlimits.Processes = 0
+	return setRlimits(&c)
+}
+
+// boxedPodExec, as a Pod's agent's first argument, makes it the
+// trampoline of a user's process: "BoxedPath boxedPodExec NPROC PATH
+// ARGV...". It is forked and started by the agent (podCommand) with the
+// process's descriptors, directory and environment, already under the
+// agent's seccomp filter and no_new_privs.
+const boxedPodExec = "pod-exec"
+
+// podCommand is the path and arguments that start the user's program
+// path with argv in a Pod: through podExec, which sets RLIMIT_NPROC
+// first.
+func podCommand(path string, argv []string) (string, []string) {
+	return "/proc/self/exe", append([]string{BoxedPath, boxedPodExec, strconv.FormatUint(podProcesses, 10), path}, argv...)
+}
+
+// podExec sets RLIMIT_NPROC, soft and hard, and execs the user's
+// program; it returns only on failure, with the exit code a shell would
+// give (127 for a missing file, 126 otherwise), having said why on the
+// program's stderr.
+func podExec(args []string) int {
+	if len(args) < 3 {
+		fmt.Fprintf(os.Stderr, "warden: usage: %s %s NPROC PATH ARGV...\n", BoxedPath, boxedPodExec)
+		return 126
+	}
+	n, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "warden: the process limit %q: %v\n", args[0], err)
+		return 126
+	}
+	if n > 0 {
+		if err := syscall.Setrlimit(unix.RLIMIT_NPROC, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+			fmt.Fprintf(os.Stderr, "warden: setting RLIMIT_NPROC=%d: %v\n", n, err)
+			return 126
+		}
+	}
+	err = unix.Exec(args[1], args[2:], os.Environ())
+	fmt.Fprintf(os.Stderr, "warden: starting %q: %v\n", args[2], err)
+	if errors.Is(err, unix.ENOENT) {
+		return 127
+	}
+	return 126
 }
 
 // checkPodConfig refuses what a Pod's agent cannot do, and makes the

@@ -45,3 +45,23 @@ func TestCheckUnprivilegedRefusesRoot(t *testing.T) {
 		t.Errorf("checkUnprivileged as root = %v, want the refusal of root", err)
 	}
 }
+
+// TestPodExecFails covers the trampoline's failures, each with a shell's
+// exit code; its success replaces the process, which the Pod tests in
+// internal/poddial cover.
+func TestPodExecFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"too few arguments", []string{"256", "/bin/true"}, 126},
+		{"a bad limit", []string{"many", "/bin/true", "true"}, 126},
+		{"a missing program", []string{"0", "/no/such/program", "program"}, 127},
+		{"a directory", []string{"0", "/", "root"}, 126},
+	} {
+		if got := podExec(tc.args); got != tc.want {
+			t.Errorf("%s: podExec(%q) = %d, want %d", tc.name, tc.args, got, tc.want)
+		}
+	}
+}

@@ -203,7 +203,7 @@ func TestPodSession(t *testing.T) {
 		{"the Pod's uid", "id -u; id -g", "65532\n65532\n"},
 		{"no capability, no_new_privs, Warden's filter", "grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t' ' '",
 			"CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n"},
-		{"the open-files rlimit", "ulimit -n", "77\n"},
+		{"the rlimits: open files, processes, CPU seconds", "ulimit -n; ulimit -p; ulimit -t", "77\n256\n120\n"},
 		{"a denied call", "unshare -U true 2>&1 || echo refused", "unshare: unshare failed: Operation not permitted\nrefused\n"},
 		{"the workspace", "pwd; echo kept > f; cat f", "/workspace\nkept\n"},
 	}
@@ -233,6 +233,35 @@ func TestPodSession(t *testing.T) {
 	}
 	if o, err := it.Run(ctx, "x * 2", io.Discard, io.Discard); err != nil || o.Value != "42" {
 		t.Errorf("x * 2 = %q, %v; want 42", o.Value, err)
+	}
+}
+
+// TestPodProcessLimit: the user's processes stop at the session's
+// RLIMIT_NPROC, which counts every process and thread of the Pod's uid,
+// the agent's too; the agent, which does not hold the limit itself,
+// still serves. The bomb reads its limit first, forks at most 64 past
+// it, and each child ends by itself (or with the exec).
+func TestPodProcessLimit(t *testing.T) {
+	p := startPod(t, dropAll)
+	s := attach(t, p, podinit.Adopted)
+	// dash ends at a fork it cannot make, so the bomb is a shell of its
+	// own that reports each fork it made.
+	r := execSh(t, s, `max=$(( $(ulimit -p) + 64 ))
+sh -c 'i=0; while [ $i -lt $1 ]; do sleep 2 & i=$((i+1)); echo $i; done' bomb $max >/tmp/bomb 2>/dev/null
+n=0; while read -r l; do n=$l; done </tmp/bomb
+echo "$n of $max"`)
+	var started, tried int
+	if _, err := fmt.Sscanf(r.Stdout, "%d of %d", &started, &tried); err != nil || started >= tried {
+		t.Errorf("the bomb printed %q (stderr %.200q), want fewer processes started than tried", r.Stdout, r.Stderr)
+	}
+	t.Logf("the bomb started %d of %d processes", started, tried)
+	if r := execSh(t, s, "echo alive"); r.Stdout != "alive\n" {
+		t.Errorf("after the bomb: %q, %q; want the session alive", r.Stdout, r.Stderr)
+	}
+	// The agent (the exec's parent) does not hold the session's limit.
+	r = execSh(t, s, "ulimit -p; grep '^Max processes' /proc/$PPID/limits")
+	if f := strings.Fields(r.Stdout); len(f) < 4 || f[0] != "256" || f[3] == "256" {
+		t.Errorf("the exec's and its agent's process limits: %q (stderr %q), want 256 for the exec only", r.Stdout, r.Stderr)
 	}
 }
 
