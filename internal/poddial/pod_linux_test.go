@@ -240,14 +240,14 @@ func TestPodSession(t *testing.T) {
 // RLIMIT_NPROC, which counts every process and thread of the Pod's uid,
 // the agent's too; the agent, which does not hold the limit itself,
 // still serves. The bomb reads its limit first, forks at most 64 past
-// it, and each child ends by itself (or with the exec).
+// it, and each child ends by itself within 30 s, or with the exec.
 func TestPodProcessLimit(t *testing.T) {
 	p := startPod(t, dropAll)
 	s := attach(t, p, podinit.Adopted)
 	// dash ends at a fork it cannot make, so the bomb is a shell of its
 	// own that reports each fork it made.
 	r := execSh(t, s, `max=$(( $(ulimit -p) + 64 ))
-sh -c 'i=0; while [ $i -lt $1 ]; do sleep 2 & i=$((i+1)); echo $i; done' bomb $max >/tmp/bomb 2>/dev/null
+sh -c 'i=0; while [ $i -lt $1 ]; do sleep 30 & i=$((i+1)); echo $i; done' bomb $max >/tmp/bomb 2>/dev/null
 n=0; while read -r l; do n=$l; done </tmp/bomb
 echo "$n of $max"`)
 	var started, tried int

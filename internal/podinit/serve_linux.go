@@ -124,6 +124,14 @@ func (s *server) loop() error {
 		if err != nil {
 			return fmt.Errorf("accepting on %s: %w", s.ln.Addr(), err)
 		}
+		if s.fromItself(c) {
+			// The Pod's own processes queued it during a session: they
+			// are gone, and waiting for each would only delay the next
+			// router.
+			closeConn(c, s.log)
+			s.log.Printf("refused %s: a connection from the Pod itself", c.RemoteAddr())
+			continue
+		}
 		a, err := s.admit(c)
 		if err != nil {
 			closeConn(c, s.log)
@@ -137,6 +145,24 @@ func (s *server) loop() error {
 		}
 		s.log.Printf("session of %s ended; the Pod is adoptable by its key again", c.RemoteAddr())
 	}
+}
+
+// fromItself says c comes from the Pod's own processes, never a router:
+// see itself.
+func (s *server) fromItself(c *net.TCPConn) bool {
+	listen, lok := s.ln.Addr().(*net.TCPAddr)
+	local, cok := c.LocalAddr().(*net.TCPAddr)
+	remote, rok := c.RemoteAddr().(*net.TCPAddr)
+	return lok && cok && rok && itself(listen.IP, local.IP, remote.IP)
+}
+
+// itself says a peer at remote that reached local, on a listener at
+// listen, is the Pod itself: it comes from the address it reached (the
+// Pod's address, or loopback), or from loopback while the init listens
+// beyond it (a router is never on the Pod's loopback; a test's listener
+// on a loopback address takes loopback peers).
+func itself(listen, local, remote net.IP) bool {
+	return remote.Equal(local) || (remote.IsLoopback() && !listen.IsLoopback())
 }
 
 // admit runs the handshake on c within s.handshake.

@@ -16,15 +16,17 @@ import (
 
 // testServer runs the accept loop on loopback with a serve that answers
 // "served" and hangs up, and returns its address and log.
-func testServer(t *testing.T, handshake time.Duration) (string, *testhost.SyncBuffer) {
+func testServer(t *testing.T, handshake, failWait time.Duration) (string, *testhost.SyncBuffer) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Not 127.0.0.1, the source of the tests' connections: one from the
+	// listener's own address is the Pod's own (fromItself).
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &testhost.SyncBuffer{}
 	s := &server{
-		ln: ln.(*net.TCPListener), log: log.New(logs, "", 0), handshake: handshake, failWait: time.Millisecond,
+		ln: ln.(*net.TCPListener), log: log.New(logs, "", 0), handshake: handshake, failWait: failWait,
 		serve: func(c *net.TCPConn) error {
 			defer c.Close()
 			_, err := c.Write([]byte("served"))
@@ -64,7 +66,7 @@ func dialPresent(t *testing.T, addr string, key ed25519.PrivateKey) (Adoption, s
 }
 
 func TestServeAdoptsOnce(t *testing.T) {
-	addr, logs := testServer(t, HandshakeTimeout)
+	addr, logs := testServer(t, HandshakeTimeout, time.Millisecond)
 	mine, theirs := testKey(t, "pod-1"), testKey(t, "pod-2")
 	steps := []struct {
 		name string
@@ -96,7 +98,7 @@ func TestServeAdoptsOnce(t *testing.T) {
 func TestServeCutsBadPeers(t *testing.T) {
 	// A peer that sends nothing is cut at the handshake's deadline, and
 	// one that sends garbage at once; the next honest peer is served.
-	addr, logs := testServer(t, 200*time.Millisecond)
+	addr, logs := testServer(t, 200*time.Millisecond, time.Millisecond)
 	peers := []struct {
 		name string
 		send []byte
@@ -127,6 +129,57 @@ func TestServeCutsBadPeers(t *testing.T) {
 	}
 	if a, served, err := dialPresent(t, addr, testKey(t, "pod-1")); err != nil || a != Adopted || served != "served" {
 		t.Errorf("after the bad peers: Present = %v, %q, %v; want adopted and served", a, served, err)
+	}
+}
+
+func TestServeDropsItsOwnConnections(t *testing.T) {
+	// A connection from the listener's own address is dropped with no
+	// wait (the next honest peer would otherwise wait an hour).
+	addr, logs := testServer(t, HandshakeTimeout, time.Hour)
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &net.TCPAddr{IP: net.ParseIP(host)}
+	for range 3 {
+		c, err := (&net.Dialer{LocalAddr: local}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := readAll(c); len(got) != 0 {
+			t.Errorf("the init sent %q to a connection from itself, want nothing", got)
+		}
+		c.Close()
+	}
+	if a, served, err := dialPresent(t, addr, testKey(t, "pod-1")); err != nil || a != Adopted || served != "served" {
+		t.Errorf("after the Pod's own connections: Present = %v, %q, %v; want adopted and served", a, served, err)
+	}
+	if n := strings.Count(logs.String(), "a connection from the Pod itself"); n != 3 {
+		t.Errorf("log has %d refusals of the Pod's own connections, want 3:\n%s", n, logs)
+	}
+}
+
+func TestItself(t *testing.T) {
+	ip := net.ParseIP
+	for _, tc := range []struct {
+		name                  string
+		listen, local, remote string
+		want                  bool
+	}{
+		{"a router", "::", "10.0.0.5", "10.0.1.9", false},
+		{"the Pod to its own address", "::", "10.0.0.5", "10.0.0.5", true},
+		{"the Pod to 127.0.0.1", "::", "127.0.0.1", "127.0.0.1", true},
+		{"the Pod to another loopback address", "0.0.0.0", "127.0.0.2", "127.0.0.1", true},
+		{"the Pod over IPv6 loopback", "::", "::1", "::1", true},
+		{"a test's router on loopback", "127.0.0.2", "127.0.0.2", "127.0.0.1", false},
+		{"a test's Pod to its own loopback address", "127.0.0.2", "127.0.0.2", "127.0.0.2", true},
+	} {
+		if got := itself(ip(tc.listen), ip(tc.local), ip(tc.remote)); got != tc.want {
+			t.Errorf("%s: itself(%s, %s, %s) = %v, want %v", tc.name, tc.listen, tc.local, tc.remote, got, tc.want)
+		}
 	}
 }
 
