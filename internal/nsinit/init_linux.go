@@ -90,8 +90,9 @@ func refuse(ctl *os.File, err error) int {
 
 // guardSignals makes the init immune to signals from the program when the
 // program could send them: only when both run as the same host uid (the
-// rootless mapping, or a Pod, where both are the Pod's uid). As root, the init keeps the host's uid, which is not
-// mapped in the sandbox, and the kernel already refuses the program's kill.
+// rootless mapping, or a Pod, where both are the Pod's uid). As root, the
+// init keeps the host's uid, which is not mapped in the sandbox, and the
+// kernel already refuses the program's kill.
 // The guard costs a signal-handling thread, over a millisecond of start-up,
 // hence the condition. It catches and drops rather than ignores: an ignored
 // disposition would be inherited by the program across exec, a caught one
