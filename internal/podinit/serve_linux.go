@@ -50,11 +50,8 @@ func Main() {
 		fmt.Fprintln(os.Stderr, "warden-init pod:", err)
 		os.Exit(2)
 	}
-	if err := run(addr); err != nil {
-		fmt.Fprintln(os.Stderr, "warden-init pod:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	fmt.Fprintln(os.Stderr, "warden-init pod:", run(addr))
+	os.Exit(1)
 }
 
 // listenAddr parses the pod mode's arguments.
@@ -68,6 +65,7 @@ func listenAddr(args []string) (string, error) {
 	return "", fmt.Errorf("usage: warden-init %s [--listen ADDR] (default :%d)", Arg, Port)
 }
 
+// run serves on addr until it cannot, and says why.
 func run(addr string) error {
 	if err := checkPID1(); err != nil {
 		return err
