@@ -159,3 +159,31 @@ func TestKey(t *testing.T) {
 		t.Errorf("Present with a short key: error = %v, want one saying to derive it with Key", err)
 	}
 }
+
+// FuzzAdmit feeds any bytes to the init's side of the handshake, for an
+// unadopted Pod and an adopted one: it reads at most a proof's bytes,
+// answers with at most its hello and one byte, and a proof that does not
+// verify never adopts nor returns.
+func FuzzAdmit(f *testing.F) {
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, ed25519.SeedSize))
+	f.Add([]byte{}, false)
+	f.Add(bytes.Repeat([]byte{0xff}, proofSize+10), true)
+	f.Add(append([]byte(key.Public().(ed25519.PublicKey)), make([]byte, ed25519.SignatureSize)...), false)
+	f.Fuzz(func(t *testing.T, peer []byte, adopted bool) {
+		var o Owner
+		if adopted {
+			o.key = key.Public().(ed25519.PublicKey)
+		}
+		c := &countingConn{Reader: bytes.NewReader(peer)}
+		a, err := o.Admit(c, bytes.NewReader(bytes.Repeat([]byte{9}, nonceSize)))
+		if c.read > proofSize || c.wrote.Len() > helloSize+1 {
+			t.Fatalf("read %d bytes and wrote %d, want at most %d and %d", c.read, c.wrote.Len(), proofSize, helloSize+1)
+		}
+		if err == nil || a != 0 {
+			t.Fatalf("Admit of a random proof = %v, %v; want a refusal", a, err)
+		}
+		if o.Adopted() != adopted {
+			t.Fatalf("a refused proof changed the Pod's adoption to %v", o.Adopted())
+		}
+	})
+}
