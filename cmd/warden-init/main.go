@@ -2,7 +2,8 @@
 // each sandbox's PID 1 when this binary sits next to it (see
 // nsinit.InitName). It links only the init's packages, so each sandbox
 // loads a third of warden's size; warden can still be its own init. It is
-// also a microVM guest's /init (vmguest), in the initramfs warden builds.
+// also a microVM guest's /init (vmguest), in the initramfs warden builds,
+// and a Kubernetes sandbox Pod's process ("warden-init pod", podinit).
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"runtime"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/podinit"
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/vmguest"
 )
@@ -22,6 +24,9 @@ func init() { runtime.LockOSThread() }
 func main() {
 	if vmguest.IsGuest(os.Args) {
 		vmguest.Main()
+	}
+	if podinit.IsPod(os.Args) {
+		podinit.Main()
 	}
 	if nsinit.IsInit(os.Args) {
 		nsinit.Main()

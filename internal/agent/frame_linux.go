@@ -55,7 +55,10 @@ type Frame struct {
 	Env func(extra []string) []string
 	// OpenWorkspace opens the box's /workspace, once the agent is ready,
 	// as an O_PATH directory the host reaches files through; it must make
-	// sure the descriptor is this box's and no one else's.
+	// sure the descriptor is this box's and no one else's. It is nil for
+	// a box whose files are not on this host (a Pod's): Workspace is then
+	// nil, and the host reaches no file of the box but through its
+	// processes.
 	OpenWorkspace func() (*os.File, error)
 	// Kill kills everything in the box; Exited is closed once its agent
 	// has ended. Cleanup then removes every trace of the box on the host.

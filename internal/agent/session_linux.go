@@ -183,9 +183,11 @@ func (s *Session) checkRestored() error {
 
 // afterReady opens what the session needs of a box whose agent is ready.
 func (s *Session) afterReady() error {
-	var err error
-	if s.workspace, err = s.f.OpenWorkspace(); err != nil {
-		return fmt.Errorf("opening the sandbox's workspace: %w", err)
+	if s.f.OpenWorkspace != nil {
+		var err error
+		if s.workspace, err = s.f.OpenWorkspace(); err != nil {
+			return fmt.Errorf("opening the sandbox's workspace: %w", err)
+		}
 	}
 	if s.f.Stream {
 		// No tasks descriptor can reach the agent: execs get no cgroup
@@ -558,7 +560,9 @@ func (e *endedError) Cause() string { return e.cause }
 
 // Workspace is the sandbox's /workspace, an O_PATH descriptor opened while
 // the sandbox was known alive; it stays valid until Close. Resolve nothing
-// below it without a link-refusing lookup: the sandbox writes there.
+// below it without a link-refusing lookup: the sandbox writes there. It
+// is nil for a box whose files are not on this host (Frame.OpenWorkspace
+// nil), which workspace.FromFile refuses by name.
 func (s *Session) Workspace() *os.File { return s.workspace }
 
 // FileOwner is the host uid and gid of the sandbox user, which host-side

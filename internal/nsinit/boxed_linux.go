@@ -28,7 +28,12 @@ import (
 func boxedControl(args []string) error {
 	var fd int
 	switch {
-	case len(args) == 1 && args[0] == BoxedStdin:
+	case len(args) == 1 && (args[0] == BoxedStdin || args[0] == BoxedPod):
+		if args[0] == BoxedPod {
+			if err := enterPodMode(); err != nil {
+				return err
+			}
+		}
 		var err error
 		if fd, err = unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, ControlFD); err != nil {
 			return err
@@ -50,7 +55,7 @@ func boxedControl(args []string) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("usage: %s %s | %s PATH", BoxedPath, BoxedStdin, BoxedConnect)
+		return fmt.Errorf("usage: %s %s | %s | %s PATH", BoxedPath, BoxedStdin, BoxedPod, BoxedConnect)
 	}
 	if err := moveFD(fd, ControlFD); err != nil {
 		return err

@@ -37,6 +37,9 @@ func Main() {
 	if isBoxed() && len(os.Args) > 1 && os.Args[1] == boxedUserAgent {
 		os.Exit(userAgent(os.Args[2:]))
 	}
+	if isBoxed() && len(os.Args) > 1 && os.Args[1] == boxedPodExec {
+		os.Exit(podExec(os.Args[2:]))
+	}
 	if isBoxed() {
 		if err := boxedControl(os.Args[1:]); err != nil {
 			fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)
@@ -87,14 +90,15 @@ func refuse(ctl *os.File, err error) int {
 
 // guardSignals makes the init immune to signals from the program when the
 // program could send them: only when both run as the same host uid (the
-// rootless mapping). As root, the init keeps the host's uid, which is not
-// mapped in the sandbox, and the kernel already refuses the program's kill.
+// rootless mapping, or a Pod, where both are the Pod's uid). As root, the
+// init keeps the host's uid, which is not mapped in the sandbox, and the
+// kernel already refuses the program's kill.
 // The guard costs a signal-handling thread, over a millisecond of start-up,
 // hence the condition. It catches and drops rather than ignores: an ignored
 // disposition would be inherited by the program across exec, a caught one
 // is reset to the default.
 func guardSignals() {
-	if os.Geteuid() != SandboxUID {
+	if os.Geteuid() != SandboxUID && !podMode {
 		return
 	}
 	// Every catchable signal: a SIGABRT or SIGSEGV sent with kill would
@@ -158,7 +162,10 @@ func session(cfg *Config, ctl *os.File) int {
 // step names itself in the error so a host problem is easy to diagnose.
 func setup(cfg *Config) error {
 	steps := nativeSteps()
-	if cfg.Boxed {
+	switch {
+	case podMode:
+		steps = podSteps()
+	case cfg.Boxed:
 		steps = boxedSteps()
 	}
 	for _, s := range steps {

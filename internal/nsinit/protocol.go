@@ -42,10 +42,14 @@ const Arg0 = "warden-init"
 // "BoxedPath BoxedConnect SOCKET" (it connects to the host there).
 const BoxedPath = "/.warden/warden-init"
 
-// How a boxed init finds its control connection.
+// How a boxed init finds its control connection. BoxedPod is BoxedStdin
+// in a Kubernetes Pod (internal/podinit): the box is the Pod's container,
+// the init runs as the Pod's non-root uid with no capability at all, and
+// the user's processes run as that same uid (see podSteps).
 const (
 	BoxedStdin   = "stdin"
 	BoxedConnect = "connect"
+	BoxedPod     = "pod-stdin"
 )
 
 // IsInit says argv is the init's, native or boxed.

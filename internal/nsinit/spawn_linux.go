@@ -268,8 +268,12 @@ func startProcess(req Request, files []int, sees string) (int, *Status) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return 0, &Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("working directory %q does not exist in the sandbox", dir)}
 	}
+	args := req.Argv
+	if podMode {
+		path, args = podCommand(path, args)
+	}
 	cmd := &exec.Cmd{
-		Path: path, Args: req.Argv, Env: req.Env, Dir: dir,
+		Path: path, Args: args, Env: req.Env, Dir: dir,
 		Stdin: osFiles[0], Stdout: osFiles[1], Stderr: osFiles[2], ExtraFiles: osFiles[3:],
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:     true,

@@ -15,13 +15,14 @@ const maxSweeps = 50
 
 // sweepOrphans kills what an exec left behind where no exec cgroup finds
 // it (a boxed init, cgroup v2): every process the PID namespace handed to
-// the agent (its parent is PID 1) that the agent did not start, with its
+// the agent (its parent is the agent: PID 1, or in a Pod the agent as
+// the child subreaper, podSteps) that the agent did not start, with its
 // process group and every process descending from it. A process that
 // left its exec's group by setsid and was orphaned is caught here once an
 // exec ends, and so is what it started, in its own session or not; one
 // whose parent still lives belongs to that parent's exec and ends with
 // it. It repeats until a pass finds no live orphan (bounded), since a
-// killed process's children reach PID 1 only once it has died, and a
+// killed process's children reach the agent only once it has died, and a
 // process may fork between a pass's look and its kill.
 func sweepOrphans(mine func(pid int) bool) {
 	for range maxSweeps {
@@ -39,11 +40,12 @@ func killOrphans(mine func(pid int) bool) int {
 	if err != nil {
 		return 0
 	}
+	self := os.Getpid()
 	children := map[int][]int{}
 	var orphans []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == 1 {
+		if err != nil || pid == self {
 			continue
 		}
 		ppid, zombie, ok := statOf(pid)
@@ -51,7 +53,7 @@ func killOrphans(mine func(pid int) bool) int {
 			continue
 		}
 		children[ppid] = append(children[ppid], pid)
-		if ppid == 1 && !mine(pid) {
+		if ppid == self && !mine(pid) {
 			orphans = append(orphans, pid)
 		}
 	}

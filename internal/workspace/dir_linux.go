@@ -44,6 +44,9 @@ func Open(dir string, uid, gid int, lim Limits) (*Dir, error) {
 // is still its process knows the descriptor is that process's workspace,
 // which a path could not promise once the pid might be reused.
 func FromFile(f *os.File, name string, uid, gid int, lim Limits) (*Dir, error) {
+	if f == nil {
+		return nil, fmt.Errorf("opening workspace %q: the box's files are not on this host (a Pod's); reach them through the box's processes", name)
+	}
 	if uid < 0 || gid < 0 {
 		return nil, fmt.Errorf("opening workspace %q: invalid uid %d or gid %d", name, uid, gid)
 	}

@@ -1,0 +1,166 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Pod's init (BoxedPod) is the boxed agent in a Kubernetes Pod's
+// container, started by internal/podinit for each authenticated
+// connection. The Pod runs it as a non-root uid with every capability
+// dropped (Pod Security's restricted profile), so it cannot change ids:
+// the user's processes run as the agent's own uid, and what the agent
+// still applies to them is no_new_privs, its seccomp filter, the rlimits
+// and the CPU affinity. The container and its RuntimeClass (gVisor) are
+// the box: namespaces, root, mounts and the Pod's cgroup.
+
+// podMode says this agent serves a Pod (BoxedPod).
+var podMode bool
+
+// enterPodMode sets pod mode before the agent reads its Config: it opens
+// oom_score_adj while the process is still dumpable (afterwards
+// /proc/self is root's, and a uid without capabilities cannot write it),
+// and makes the agent the child subreaper, so that the orphans of the
+// user's processes reach it (sweepOrphans) rather than the Pod's PID 1.
+func enterPodMode() error {
+	podMode = true
+	// The user's processes run as the agent's uid: it keeps no
+	// capability to hand them (lockdown keeps agentCaps).
+	agentCaps = nil
+	fd, err := unix.Open("/proc/self/oom_score_adj", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening oom_score_adj: %w", err)
+	}
+	oomScore = fd
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("becoming the child subreaper: %w", err)
+	}
+	return nil
+}
+
+// podSteps are setup's steps in a Pod: the user is the agent's own uid,
+// nothing is built, and no id or capability can change.
+func podSteps() []setupStep {
+	return []setupStep{
+		{"checking the Pod's Config", checkPodConfig},
+		{"checking the Pod's privileges", func(*Config) error { return checkUnprivileged() }},
+		{"closing inherited descriptors", func(*Config) error { return closeInherited() }},
+		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
+		{"setting rlimits", setPodRlimits},
+		{"limiting the CPUs in view", limitCPUs},
+	}
+}
+
+// podProcesses is the RLIMIT_NPROC of the user's processes in a Pod,
+// which podExec sets in each of them rather than the agent in itself.
+var podProcesses uint64
+
+// setPodRlimits sets the rlimits but RLIMIT_NPROC, which counts every
+// process and thread of the uid, the agent's and the init's among them:
+// as the agent's own limit, a user's processes that reached it would
+// leave the agent no thread to start, and Go's runtime ends a process
+// that cannot start one. So the agent keeps the Pod's limit and each
+// process it starts sets the session's in itself before it runs the
+// user's program (podExec): the user's forks stop at the limit, the
+// agent's threads do not.
+func setPodRlimits(cfg *Config) error {
+	podProcesses = cfg.Rlimits.Processes
+	c := *cfg
+	c.Rlimits.Processes = 0
+	return setRlimits(&c)
+}
+
+// boxedPodExec, as a Pod's agent's first argument, makes it the
+// trampoline of a user's process: "BoxedPath boxedPodExec NPROC PATH
+// ARGV...". It is forked and started by the agent (podCommand) with the
+// process's descriptors, directory and environment, already under the
+// agent's seccomp filter and no_new_privs.
+const boxedPodExec = "pod-exec"
+
+// podCommand is the path and arguments that start the user's program
+// path with argv in a Pod: through podExec, which sets RLIMIT_NPROC
+// first.
+func podCommand(path string, argv []string) (string, []string) {
+	return "/proc/self/exe", append([]string{BoxedPath, boxedPodExec, strconv.FormatUint(podProcesses, 10), path}, argv...)
+}
+
+// podExec sets RLIMIT_NPROC, soft and hard, and execs the user's
+// program; it returns only on failure, with the exit code a shell would
+// give (127 for a missing file, 126 otherwise), having said why on the
+// program's stderr.
+func podExec(args []string) int {
+	if len(args) < 3 {
+		fmt.Fprintf(os.Stderr, "warden: usage: %s %s NPROC PATH ARGV...\n", BoxedPath, boxedPodExec)
+		return 126
+	}
+	n, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "warden: the process limit %q: %v\n", args[0], err)
+		return 126
+	}
+	if n > 0 {
+		if err := syscall.Setrlimit(unix.RLIMIT_NPROC, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+			fmt.Fprintf(os.Stderr, "warden: setting RLIMIT_NPROC=%d: %v\n", n, err)
+			return 126
+		}
+	}
+	err = unix.Exec(args[1], args[2:], os.Environ())
+	fmt.Fprintf(os.Stderr, "warden: starting %q: %v\n", args[2], err)
+	if errors.Is(err, unix.ENOENT) {
+		return 127
+	}
+	return 126
+}
+
+// checkPodConfig refuses what a Pod's agent cannot do, and makes the
+// user the agent's own ids.
+func checkPodConfig(cfg *Config) error {
+	switch {
+	case !cfg.Session || !cfg.Boxed:
+		return errors.New("a Pod's agent serves boxed sessions only (Config.Session and Config.Boxed)")
+	case !cfg.Stream:
+		return errors.New("a Pod's agent serves the stream transport only (Config.Stream)")
+	case !cfg.KernelSysinfo:
+		return errors.New("a Pod's agent cannot answer sysinfo(2) (no cgroup of its own to read): set Config.KernelSysinfo and let the Pod's kernel (gVisor's) answer")
+	case cfg.HideAgent:
+		return errors.New("a Pod's agent cannot hide in a PID namespace of the user's (no CAP_SYS_ADMIN): leave Config.HideAgent unset")
+	case cfg.EgressPort != 0:
+		return errors.New("a Pod reaches the egress proxy over the cluster's network, not through the agent's bridge: leave Config.EgressPort unset")
+	case cfg.UID != 0 && cfg.UID != os.Getuid(), cfg.GID != 0 && cfg.GID != os.Getgid():
+		return fmt.Errorf("a Pod's user runs as the Pod's own uid and gid (%d:%d), not %d:%d: leave Config.UID and GID unset", os.Getuid(), os.Getgid(), cfg.UID, cfg.GID)
+	}
+	userUID, userGID = os.Getuid(), os.Getgid()
+	return nil
+}
+
+// checkUnprivileged refuses an agent that is root or holds any
+// capability, even in its bounding set, which it could not drop without
+// CAP_SETPCAP: the Pod's securityContext must drop them all, or a
+// setuid binary in the image or root's ids would undo every layer the
+// agent applies.
+func checkUnprivileged() error {
+	if os.Getuid() == 0 || os.Geteuid() == 0 || os.Getgid() == 0 || os.Getegid() == 0 {
+		return errors.New("running as root: a Pod's agent runs as a non-root uid (securityContext runAsNonRoot, runAsUser and runAsGroup, e.g. 65532)")
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading the capabilities: %w", err)
+	}
+	for _, d := range data {
+		if d.Permitted|d.Effective|d.Inheritable != 0 {
+			return errors.New("holding capabilities: the Pod must drop them all (securityContext.capabilities.drop: [\"ALL\"])")
+		}
+	}
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in != 0 {
+			return fmt.Errorf("capability %d is in the bounding set: the Pod must drop them all (securityContext.capabilities.drop: [\"ALL\"])", c)
+		}
+	}
+	return nil
+}

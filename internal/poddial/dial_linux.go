@@ -1,0 +1,144 @@
+// Package poddial is the router's side of a sandbox Pod's agent
+// (internal/podinit): it dials the Pod's init, proves the Pod's key and
+// attaches an agent session over the connection, as the microvm backend
+// does over a VM's serial port. It is apart from podinit so that
+// warden-init links none of the host's side.
+package poddial
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/podinit"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Dial connects to a Pod's init at addr ("PodIP:7070") and proves key
+// (podinit.Key of the Pod's UID), within ctx and podinit.HandshakeTimeout.
+// The Adoption says whether the key took the Pod now or owned it already;
+// a Pod another key owns fails with podinit.ErrTaken, and the router must
+// not use it.
+func Dial(ctx context.Context, addr string, key ed25519.PrivateKey) (*net.TCPConn, podinit.Adoption, error) {
+	ctx, cancel := context.WithTimeout(ctx, podinit.HandshakeTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("dialing the Pod's agent: %w", err)
+	}
+	tc := c.(*net.TCPConn)
+	a, err := present(ctx, tc, key)
+	if err != nil {
+		// the handshake's failure is the news; the close cannot add to it
+		_ = tc.Close()
+		return nil, 0, fmt.Errorf("the Pod's agent at %s: %w", addr, err)
+	}
+	if err := podinit.KeepAlive(tc); err != nil {
+		slog.Warn("setting keepalive on the connection to a Pod's agent", "addr", addr, "err", err)
+	}
+	return tc, a, nil
+}
+
+// present runs Present on c within ctx.
+func present(ctx context.Context, c *net.TCPConn, key ed25519.PrivateKey) (podinit.Adoption, error) {
+	deadline, _ := ctx.Deadline()
+	if err := c.SetDeadline(deadline); err != nil {
+		return 0, err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		// a connection whose deadline cannot be set is closed by the caller anyway
+		_ = c.SetDeadline(time.Unix(1, 0))
+	})
+	a, err := podinit.Present(c, key)
+	if !stop() && err != nil {
+		err = errors.Join(ctx.Err(), err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return a, c.SetDeadline(time.Time{})
+}
+
+// Attach starts a session of s on conn, a connection Dial admitted, and
+// returns once the Pod's agent is ready (ctx bounds only that wait); the
+// session owns conn, even on failure. The Pod's box is not the host's:
+// the session has no workspace on this host (Workspace is nil, and the
+// file API refuses it), cannot pause, and its Close ends the Pod's
+// processes by closing the connection, on which the Pod's init kills
+// every process the session left; deleting the Pod is the backstop the
+// host cannot watch. The agent applies s's rlimits (CPU time, file
+// size, open files, processes) and the CPU count in view; memory, CPU
+// time and disk are the Pod's resources, its template's, and its
+// network is what the install's NetworkPolicies allow.
+func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logger) (*agent.Session, error) {
+	f, err := conn.File()
+	if cerr := conn.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("taking the Pod's connection: %w", err)
+	}
+	if err := Refuse(s); err != nil {
+		// refused before a byte was sent; nothing to report of the close
+		_ = f.Close()
+		return nil, err
+	}
+	cfg := agent.BoxedConfig(s, false, true)
+	cfg.Stream = true
+	// The Pod's kernel (gVisor's) answers sysinfo(2) for the Pod.
+	cfg.KernelSysinfo = true
+	if err := agent.HandOverBoxed(f, cfg, nil); err != nil {
+		// the hand-over's failure is the news
+		_ = f.Close()
+		return nil, err
+	}
+	exited := make(chan struct{})
+	var once sync.Once
+	return agent.Attach(ctx, agent.Frame{
+		Spec: s, Control: f, Stream: true,
+		// No host ids: the box's files are not on this host.
+		UID: -1, GID: -1,
+		Env: func(extra []string) []string { return agent.ImageEnv(false, s.Root.Env, extra) },
+		Log: log,
+		// Kill only lets the session close the connection, which is
+		// what ends the Pod's processes (see above).
+		Kill:    func() { once.Do(func() { close(exited) }) },
+		Exited:  exited,
+		Ended:   func() string { return "the router closed its connection to the Pod's agent" },
+		Cleanup: func() {},
+		Pause:   cannotPause,
+		// Pause never succeeds, so there is never anything to resume.
+		Resume: func(context.Context) error { return nil },
+	})
+}
+
+// cannotPause is a Pod's Pause: the router reaches no freezer of the
+// Pod's.
+func cannotPause(context.Context) error {
+	return fmt.Errorf("%w: a Pod's processes cannot be frozen from the router", agent.ErrCannotPause)
+}
+
+// Refuse says, in one line, what of s a Pod's box cannot do.
+func Refuse(s spec.Spec) error {
+	if err := s.ValidateSandbox(); err != nil {
+		return err
+	}
+	switch {
+	case s.Workspace != "":
+		return fmt.Errorf("%w: a Pod's /workspace is its own volume; it takes no host --workspace", spec.ErrInvalid)
+	case s.Scratch != "":
+		return fmt.Errorf("%w: a Pod keeps its writable space in its own volumes; it takes no host scratch", spec.ErrInvalid)
+	case !s.Root.IsHost():
+		return fmt.Errorf("%w: a Pod's root is its SandboxTemplate's image, not Warden template %q", spec.ErrInvalid, s.Root.Template)
+	case s.Network.Mode == spec.NetProxy:
+		return fmt.Errorf("%w: a Pod reaches the egress proxy through the cluster's network, which the kubernetes backend will wire; use --net none", spec.ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,360 @@
+package poddial
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/podinit"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
+	"github.com/warden-sandbox/warden/internal/workspace"
+)
+
+// podUID is the simulated Pod's metadata.uid.
+const podUID = "5f0c1a52-7d5e-4b8e-9a51-000000000001"
+
+// podScript makes a Pod's container out of a PID and mount namespace the
+// test started as root: a tmpfs root holding the host's /usr and /etc
+// read-only, a few device nodes, /proc of the new PID namespace, and
+// tmpfs volumes at /workspace, /tmp and /home/sandbox as the default
+// template's emptyDirs, then execs warden-init there as PID 1, as uid
+// and gid 65532 with the capabilities setpriv's arguments leave it
+// (the default template drops them all). Nothing is mounted outside the
+// namespace: / is made private first.
+const podScript = `set -e
+R=$1 INIT=$2 ADDR=$3
+shift 3
+mount --make-rprivate /
+mount -t tmpfs -o size=1m,mode=755 pod-root "$R"
+cd "$R"
+mkdir usr etc proc dev workspace tmp home home/sandbox
+ln -s usr/bin bin; ln -s usr/lib lib; ln -s usr/lib64 lib64; ln -s usr/sbin sbin
+for d in usr etc; do mount --bind "/$d" "$d"; mount -o remount,bind,ro "$d"; done
+for n in null zero full random urandom; do touch "dev/$n"; mount --bind "/dev/$n" "dev/$n"; done
+mount -t proc -o nosuid,nodev,noexec proc proc
+mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 workspace workspace
+mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 home home/sandbox
+mount -t tmpfs -o size=16m,mode=1777 tmp tmp
+touch warden-init
+mount --bind "$INIT" warden-init
+mount -o remount,bind,ro warden-init
+exec chroot . setpriv --reuid=65532 --regid=65532 --clear-groups "$@" /warden-init pod --listen "$ADDR"
+`
+
+// dropAll are setpriv's arguments for a Pod that drops every capability.
+var dropAll = []string{"--inh-caps=-all", "--bounding-set=-all"}
+
+// binDir holds the warden-init the tests build, removed by TestMain.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		if err := os.RemoveAll(binDir); err != nil {
+			fmt.Fprintln(os.Stderr, "removing the test's warden-init:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// initBinary builds warden-init as make build does (static), once.
+var initBinary = sync.OnceValues(func() (string, error) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "warden-podinit-"); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(binDir, "warden-init")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building warden-init: %w: %s", err, out)
+	}
+	return bin, nil
+})
+
+// pod is a simulated Pod: warden-init in pod mode, and its log.
+type pod struct {
+	addr string
+	log  *testhost.SyncBuffer
+}
+
+// startPod starts warden-init in pod mode as PID 1 of its own PID
+// namespace on a random loopback address, port 7070, with setpriv's
+// capability arguments caps, and kills it at the test's end.
+func startPod(t *testing.T, caps []string) *pod {
+	t.Helper()
+	testhost.RequireRoot(t)
+	for _, tool := range []string{"go", "setpriv", "chroot", "mount"} {
+		testhost.RequireTool(t, tool)
+	}
+	bin, err := initBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pod{addr: fmt.Sprintf("127.%d.%d.%d:%d", rand.IntN(256), rand.IntN(256), 2+rand.IntN(250), podinit.Port), log: &testhost.SyncBuffer{}}
+	args := append([]string{"-c", podScript, "pod", t.TempDir(), bin, p.addr}, caps...)
+	cmd := exec.Command("sh", args...)
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		// its status is the log's story
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		// PID 1's death ends its namespace: every process of the Pod
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	testhost.WaitFor(t, "the Pod's init to listen", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("the Pod's init exited: %s", p.log)
+		default:
+		}
+		return strings.Contains(p.log.String(), "listening on")
+	})
+	return p
+}
+
+// routerKey is the test's routerKey.
+var routerKey = bytes.Repeat([]byte{0x5a}, podinit.MinRouterKey)
+
+// key is the Pod's key under routerKey, or another router's.
+func key(t *testing.T, router []byte) ed25519.PrivateKey {
+	t.Helper()
+	k, err := podinit.Key(router, podUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// podSpec is the spec of the test's sessions: Warden's defaults with a
+// file-descriptor limit to see.
+func podSpec() spec.Spec {
+	l := spec.DefaultLimits
+	l.OpenFiles = 77
+	return spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+}
+
+// attach dials the Pod and attaches a session, closed at the test's end.
+func attach(t *testing.T, p *pod, want podinit.Adoption) *agent.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, a, err := Dial(ctx, p.addr, key(t, routerKey))
+	if err != nil || a != want {
+		t.Fatalf("Dial = %v, %v; want %v; the Pod's log: %s", a, err, want, p.log)
+	}
+	s, err := Attach(ctx, conn, podSpec(), nil)
+	if err != nil {
+		t.Fatalf("Attach: %v; the Pod's log: %s", err, p.log)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("closing the session: %v", err)
+		}
+	})
+	return s
+}
+
+// execSh runs script in s and returns its result.
+func execSh(t *testing.T, s *agent.Session, script string) spec.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", script}}, agent.IO{})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return r
+}
+
+// TestPodSession runs warden-init in pod mode as a Pod's container would
+// (PID 1, uid 65532, no capability) and a router's session on it: execs
+// as the Pod's uid under Warden's seccomp filter, no_new_privs and
+// rlimits, a persistent interpreter, and what a remote box refuses.
+func TestPodSession(t *testing.T) {
+	p := startPod(t, dropAll)
+	s := attach(t, p, podinit.Adopted)
+	checks := []struct {
+		name, script, want string
+	}{
+		{"the Pod's uid", "id -u; id -g", "65532\n65532\n"},
+		{"no capability, no_new_privs, Warden's filter", "grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t' ' '",
+			"CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n"},
+		{"the rlimits: open files, processes, CPU seconds", "ulimit -n; ulimit -p; ulimit -t", "77\n256\n120\n"},
+		{"a denied call", "unshare -U true 2>&1 || echo refused", "unshare: unshare failed: Operation not permitted\nrefused\n"},
+		{"the workspace", "pwd; echo kept > f; cat f", "/workspace\nkept\n"},
+	}
+	for _, c := range checks {
+		if r := execSh(t, s, c.script); r.Stdout != c.want || r.ExitCode != 0 {
+			t.Errorf("%s: %q printed %q (exit %d, stderr %q), want %q", c.name, c.script, r.Stdout, r.ExitCode, r.Stderr, c.want)
+		}
+	}
+	if s.Workspace() != nil {
+		t.Error("Workspace() is not nil, want none: a Pod's files are not on the host")
+	}
+	if _, err := workspace.FromFile(s.Workspace(), "/workspace of a Pod", 0, 0, workspace.Limits{}); err == nil || !strings.Contains(err.Error(), "not on this host") {
+		t.Errorf("workspace.FromFile(nil) = %v, want a refusal saying the files are not on this host", err)
+	}
+	if err := s.Pause(context.Background()); !errors.Is(err, agent.ErrCannotPause) {
+		t.Errorf("Pause = %v, want ErrCannotPause", err)
+	}
+	it, err := interp.New("python", s, s.Env())
+	if err != nil {
+		testhost.SkipOrFail(t, fmt.Sprintf("no python interpreter: %v", err))
+	}
+	defer it.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := it.Run(ctx, "x = 21", io.Discard, io.Discard); err != nil {
+		t.Fatalf("Run(x = 21) = %v", err)
+	}
+	if o, err := it.Run(ctx, "x * 2", io.Discard, io.Discard); err != nil || o.Value != "42" {
+		t.Errorf("x * 2 = %q, %v; want 42", o.Value, err)
+	}
+}
+
+// TestPodProcessLimit: the user's processes stop at the session's
+// RLIMIT_NPROC, which counts every process and thread of the Pod's uid,
+// the agent's too; the agent, which does not hold the limit itself,
+// still serves. The bomb reads its limit first, forks at most 64 past
+// it, and each child ends by itself within 30 s, or with the exec.
+func TestPodProcessLimit(t *testing.T) {
+	p := startPod(t, dropAll)
+	s := attach(t, p, podinit.Adopted)
+	// dash ends at a fork it cannot make, so the bomb is a shell of its
+	// own that reports each fork it made.
+	r := execSh(t, s, `max=$(( $(ulimit -p) + 64 ))
+sh -c 'i=0; while [ $i -lt $1 ]; do sleep 30 & i=$((i+1)); echo $i; done' bomb $max >/tmp/bomb 2>/dev/null
+n=0; while read -r l; do n=$l; done </tmp/bomb
+echo "$n of $max"`)
+	var started, tried int
+	if _, err := fmt.Sscanf(r.Stdout, "%d of %d", &started, &tried); err != nil || started >= tried {
+		t.Errorf("the bomb printed %q (stderr %.200q), want fewer processes started than tried", r.Stdout, r.Stderr)
+	}
+	t.Logf("the bomb started %d of %d processes", started, tried)
+	if r := execSh(t, s, "echo alive"); r.Stdout != "alive\n" {
+		t.Errorf("after the bomb: %q, %q; want the session alive", r.Stdout, r.Stderr)
+	}
+	// The agent (the exec's parent) does not hold the session's limit.
+	r = execSh(t, s, "ulimit -p; grep '^Max processes' /proc/$PPID/limits")
+	if f := strings.Fields(r.Stdout); len(f) < 4 || f[0] != "256" || f[3] == "256" {
+		t.Errorf("the exec's and its agent's process limits: %q (stderr %q), want 256 for the exec only", r.Stdout, r.Stderr)
+	}
+}
+
+// TestPodReturns: once a router's session ends, the Pod's init kills
+// every process the session left and takes its key again, and only its
+// key: a replica of the router takes over with the Pod's files but none
+// of its processes, while another router key is refused.
+func TestPodReturns(t *testing.T) {
+	p := startPod(t, dropAll)
+	first := attach(t, p, podinit.Adopted)
+	if r := execSh(t, first, "echo kept > /workspace/f"); r.ExitCode != 0 {
+		t.Fatalf("writing a file: exit %d, stderr %q", r.ExitCode, r.Stderr)
+	}
+	// A persistent bash's child is alive when the session ends: it
+	// belongs to a live process, so no exec's end swept it, and it reads
+	// nothing the session's end would close.
+	sh, err := interp.New("bash", first, first.Env())
+	if err != nil {
+		t.Fatalf("starting a persistent bash: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := sh.Run(ctx, "sleep 1000 </dev/null >/dev/null 2>&1 &", io.Discard, io.Discard); err != nil {
+		t.Fatalf("starting sleep in the persistent bash: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// its session's end ended it; closing only lets go of its pipes
+	_ = sh.Close()
+	testhost.WaitFor(t, "the Pod's init to take connections again", func() bool {
+		return strings.Contains(p.log.String(), "the Pod is adoptable by its key again")
+	})
+	if _, _, err := Dial(ctx, p.addr, key(t, bytes.Repeat([]byte{1}, podinit.MinRouterKey))); !errors.Is(err, podinit.ErrTaken) {
+		t.Errorf("another router's key: Dial error = %v, want ErrTaken", err)
+	}
+	second := attach(t, p, podinit.Returned)
+	r := execSh(t, second, "cat /workspace/f; cat /proc/[0-9]*/comm | sort")
+	if !strings.HasPrefix(r.Stdout, "kept\n") || strings.Contains(r.Stdout, "sleep") || strings.Contains(r.Stdout, "bash") {
+		t.Errorf("after the return the Pod shows %q, want the file kept and no process of the first session", r.Stdout)
+	}
+}
+
+// TestPodRefusesPrivilege: a Pod whose securityContext leaves
+// capabilities is refused by its agent, which names the fix; the session
+// never starts.
+func TestPodRefusesPrivilege(t *testing.T) {
+	p := startPod(t, []string{"--inh-caps=-all"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, _, err := Dial(ctx, p.addr, key(t, routerKey))
+	if err != nil {
+		t.Fatalf("Dial: %v; the Pod's log: %s", err, p.log)
+	}
+	_, err = Attach(ctx, conn, podSpec(), nil)
+	want := `checking the Pod's privileges: capability 0 is in the bounding set: the Pod must drop them all (securityContext.capabilities.drop: ["ALL"])`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Attach error = %v, want one saying %q", err, want)
+	}
+}
+
+// TestPodModeNeedsPID1: outside a PID namespace of its own the pod mode
+// refuses to start, since a session's end kills every other process of
+// its namespace.
+func TestPodModeNeedsPID1(t *testing.T) {
+	testhost.RequireTool(t, "go")
+	bin, err := initBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "pod", "--listen", "127.0.0.1:0").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "the pod mode must be its container's first process (PID 1") {
+		t.Errorf("warden-init pod as pid %s: %v, %q; want exit 1 naming PID 1", "other than 1", err, out)
+	}
+}
+
+func TestRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*spec.Spec)
+		want string
+	}{
+		{"defaults", func(*spec.Spec) {}, ""},
+		{"host workspace", func(s *spec.Spec) { s.Workspace = "/srv/w" }, "takes no host --workspace"},
+		{"template", func(s *spec.Spec) { s.Root.Template, s.Root.Dir = "py", "/var/lib/warden/templates/py" }, `not Warden template "py"`},
+		{"proxy", func(s *spec.Spec) { s.Network.Mode = spec.NetProxy }, "use --net none"},
+	} {
+		s := podSpec()
+		tc.edit(&s)
+		err := Refuse(s)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Refuse = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

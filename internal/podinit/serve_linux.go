@@ -1,0 +1,281 @@
+package podinit
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/nsinit"
+)
+
+// HandshakeTimeout bounds a connection's handshake: a peer that sends
+// nothing, or too little, is cut then.
+const HandshakeTimeout = 5 * time.Second
+
+// failWait is how long the init waits after a refused handshake before
+// it accepts again: a peer cannot try keys at line rate, and a flood of
+// refusals logs one line a second.
+const failWait = time.Second
+
+// sweepTimeout bounds the kill of what a session left in the Pod.
+const sweepTimeout = 10 * time.Second
+
+// Keepalive figures of a served connection: a router that vanished
+// without a word (its node lost, the network cut) is noticed within
+// about a minute, and the Pod becomes adoptable by its key again.
+const (
+	keepIdle     = 15 * time.Second
+	keepInterval = 5 * time.Second
+	keepCount    = 4
+	userTimeout  = 60 * time.Second
+)
+
+// IsPod says argv starts warden-init's pod mode.
+func IsPod(argv []string) bool { return len(argv) >= 2 && argv[1] == Arg }
+
+// Main runs the pod mode and never returns: it exits 2 on a usage error
+// and 1 once it cannot serve on (the listener failed, or a session's
+// processes could not be killed, after which the Pod must not be used).
+func Main() {
+	addr, err := listenAddr(os.Args[2:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warden-init pod:", err)
+		os.Exit(2)
+	}
+	fmt.Fprintln(os.Stderr, "warden-init pod:", run(addr))
+	os.Exit(1)
+}
+
+// listenAddr parses the pod mode's arguments.
+func listenAddr(args []string) (string, error) {
+	switch {
+	case len(args) == 0:
+		return ":" + strconv.Itoa(Port), nil
+	case len(args) == 2 && args[0] == "--listen":
+		return args[1], nil
+	}
+	return "", fmt.Errorf("usage: warden-init %s [--listen ADDR] (default :%d)", Arg, Port)
+}
+
+// run serves on addr until it cannot, and says why.
+func run(addr string) error {
+	if err := checkPID1(); err != nil {
+		return err
+	}
+	if os.Getuid() == 0 || os.Geteuid() == 0 {
+		return errors.New("refusing to run as root: run the Pod as a non-root uid (securityContext runAsNonRoot, runAsUser, e.g. 65532)")
+	}
+	// Non-dumpable: the user's processes run as this uid, and must not
+	// read this process's memory or reach its descriptors (the listener)
+	// through /proc or ptrace.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the init non-dumpable: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening for the router: %w", err)
+	}
+	log.SetFlags(0)
+	log.SetPrefix("warden-init pod: ")
+	s := &server{ln: ln.(*net.TCPListener), log: log.Default(), handshake: HandshakeTimeout, failWait: failWait, serve: serveAgent}
+	s.log.Printf("listening on %s", ln.Addr())
+	return s.loop()
+}
+
+// checkPID1 refuses to run but as PID 1 of a PID namespace of the Pod's
+// own: the end of every session kills every other process there
+// (killAll), which is only the session's processes when the namespace is
+// the container's alone.
+func checkPID1() error {
+	if os.Getpid() != 1 {
+		return fmt.Errorf("running as pid %d: the pod mode must be its container's first process (PID 1; no shareProcessNamespace)", os.Getpid())
+	}
+	return nil
+}
+
+// server is the pod mode's accept loop: one connection at a time, each
+// admitted by owner, then served until it ends.
+type server struct {
+	ln        *net.TCPListener
+	owner     Owner
+	log       *log.Logger
+	handshake time.Duration
+	failWait  time.Duration
+	// serve serves an admitted connection until the session ends, and
+	// fails only when the Pod cannot serve on (serveAgent).
+	serve func(*net.TCPConn) error
+}
+
+// loop accepts and serves until the listener or a session's cleanup
+// fails.
+func (s *server) loop() error {
+	for {
+		c, err := s.ln.AcceptTCP()
+		if err != nil {
+			return fmt.Errorf("accepting on %s: %w", s.ln.Addr(), err)
+		}
+		if s.fromItself(c) {
+			// The Pod's own processes queued it during a session: they
+			// are gone, and waiting for each would only delay the next
+			// router.
+			closeConn(c, s.log)
+			s.log.Printf("refused %s: a connection from the Pod itself", c.RemoteAddr())
+			continue
+		}
+		a, err := s.admit(c)
+		if err != nil {
+			closeConn(c, s.log)
+			s.log.Printf("refused %s: %v", c.RemoteAddr(), err)
+			time.Sleep(s.failWait)
+			continue
+		}
+		s.log.Printf("serving %s (%s)", c.RemoteAddr(), a)
+		if err := s.serve(c); err != nil {
+			return err
+		}
+		s.log.Printf("session of %s ended; the Pod is adoptable by its key again", c.RemoteAddr())
+	}
+}
+
+// fromItself says c comes from the Pod's own processes, never a router:
+// see itself.
+func (s *server) fromItself(c *net.TCPConn) bool {
+	listen, lok := s.ln.Addr().(*net.TCPAddr)
+	local, cok := c.LocalAddr().(*net.TCPAddr)
+	remote, rok := c.RemoteAddr().(*net.TCPAddr)
+	return lok && cok && rok && itself(listen.IP, local.IP, remote.IP)
+}
+
+// itself says a peer at remote that reached local, on a listener at
+// listen, is the Pod itself: it comes from the address it reached (the
+// Pod's address, or loopback), or from loopback while the init listens
+// beyond it (a router is never on the Pod's loopback; a test's listener
+// on a loopback address takes loopback peers).
+func itself(listen, local, remote net.IP) bool {
+	return remote.Equal(local) || (remote.IsLoopback() && !listen.IsLoopback())
+}
+
+// admit runs the handshake on c within s.handshake.
+func (s *server) admit(c *net.TCPConn) (Adoption, error) {
+	if err := c.SetDeadline(time.Now().Add(s.handshake)); err != nil {
+		return 0, err
+	}
+	a, err := s.owner.Admit(c, rand.Reader)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return 0, err
+	}
+	return a, nil
+}
+
+// closeConn closes c, logging a failure.
+func closeConn(c *net.TCPConn, l *log.Logger) {
+	if err := c.Close(); err != nil {
+		l.Printf("closing the connection of %s: %v", c.RemoteAddr(), err)
+	}
+}
+
+// serveAgent runs the boxed agent (nsinit.BoxedPod) on c until it ends,
+// then kills every process the session left (killAll). Only the agent
+// holds the connection while it runs, so the router sees it close when
+// the agent ends.
+func serveAgent(c *net.TCPConn) error {
+	if err := KeepAlive(c); err != nil {
+		// The session still works; only a router that vanishes silently
+		// is then noticed late.
+		log.Printf("setting keepalive on the router's connection: %v", err)
+	}
+	f, err := c.File()
+	closeConn(c, log.Default())
+	if err != nil {
+		return fmt.Errorf("passing the connection to the agent: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:   "/proc/self/exe",
+		Args:   []string{nsinit.BoxedPath, nsinit.BoxedPod},
+		Env:    []string{"PATH=/usr/bin:/bin"},
+		Stdin:  f,
+		Stdout: os.Stderr,
+		Stderr: os.Stderr,
+	}
+	err = cmd.Start()
+	if cerr := f.Close(); cerr != nil {
+		log.Printf("closing the init's copy of the connection: %v", cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("starting the agent: %w", err)
+	}
+	// The agent's own status says nothing the router has not seen: its
+	// session's end reached the router on the connection.
+	_ = cmd.Wait()
+	return killAll(time.Now().Add(sweepTimeout))
+}
+
+// KeepAlive makes the kernel probe c's idle peer and give up on one that
+// stopped answering within about a minute: the init's end of a session
+// whose router vanished, and the router's end of a Pod that did.
+func KeepAlive(c *net.TCPConn) error {
+	if err := c.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepIdle, Interval: keepInterval, Count: keepCount}); err != nil {
+		return err
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(userTimeout/time.Millisecond))
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// killAll kills every process of the PID namespace but this one (kill
+// -1 from its PID 1) and reaps them, until none is left or deadline.
+func killAll(deadline time.Time) error {
+	for {
+		kerr := unix.Kill(-1, unix.SIGKILL)
+		if kerr != nil && !errors.Is(kerr, unix.ESRCH) {
+			return fmt.Errorf("killing the session's processes: %w", kerr)
+		}
+		werr := reapAll()
+		if errors.Is(kerr, unix.ESRCH) && errors.Is(werr, unix.ECHILD) {
+			return nil
+		}
+		if werr != nil && !errors.Is(werr, unix.ECHILD) {
+			return fmt.Errorf("reaping the session's processes: %w", werr)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the session's processes outlived SIGKILL for %v; the Pod cannot be reused", sweepTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// reapAll reaps every child that has ended, without waiting: ECHILD when
+// none is left at all.
+func reapAll() error {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return err
+		case pid == 0:
+			return nil
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package podinit
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"log"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// testServer runs the accept loop on loopback with a serve that answers
+// "served" and hangs up, and returns its address and log.
+func testServer(t *testing.T, handshake, failWait time.Duration) (string, *testhost.SyncBuffer) {
+	t.Helper()
+	// Not 127.0.0.1, the source of the tests' connections: one from the
+	// listener's own address is the Pod's own (fromItself).
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testhost.SyncBuffer{}
+	s := &server{
+		ln: ln.(*net.TCPListener), log: log.New(logs, "", 0), handshake: handshake, failWait: failWait,
+		serve: func(c *net.TCPConn) error {
+			defer c.Close()
+			_, err := c.Write([]byte("served"))
+			return err
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.loop() }()
+	t.Cleanup(func() {
+		ln.Close()
+		if err := <-done; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("loop ended with %v, want the listener's close", err)
+		}
+	})
+	return ln.Addr().String(), logs
+}
+
+// dialPresent connects to addr and presents key; a served connection
+// reads "served".
+func dialPresent(t *testing.T, addr string, key ed25519.PrivateKey) (Adoption, string, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Present(c, key)
+	if err != nil {
+		return 0, "", err
+	}
+	buf := make([]byte, 16)
+	n, _ := c.Read(buf)
+	return a, string(buf[:n]), nil
+}
+
+func TestServeAdoptsOnce(t *testing.T) {
+	addr, logs := testServer(t, HandshakeTimeout, time.Millisecond)
+	mine, theirs := testKey(t, "pod-1"), testKey(t, "pod-2")
+	steps := []struct {
+		name string
+		key  ed25519.PrivateKey
+		want Adoption
+		err  error
+	}{
+		{"first key adopts", mine, Adopted, nil},
+		{"a second adopter is refused", theirs, 0, ErrTaken},
+		{"the owner returns", mine, Returned, nil},
+	}
+	for _, s := range steps {
+		got, served, err := dialPresent(t, addr, s.key)
+		if got != s.want || !errors.Is(err, s.err) {
+			t.Errorf("%s: Present = %v, %v; want %v, %v", s.name, got, err, s.want, s.err)
+		}
+		if err == nil && served != "served" {
+			t.Errorf("%s: the connection read %q, want it served", s.name, served)
+		}
+	}
+	testhost.WaitFor(t, "the refusal's log line", func() bool { return strings.Contains(logs.String(), "refused") })
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.HasPrefix(line, "refused") && !strings.HasSuffix(line, ErrTaken.Error()) {
+			t.Errorf("log line %q, want the refusal to name the cause %q", line, ErrTaken)
+		}
+	}
+}
+
+func TestServeCutsBadPeers(t *testing.T) {
+	// A peer that sends nothing is cut at the handshake's deadline, and
+	// one that sends garbage at once; the next honest peer is served.
+	addr, logs := testServer(t, 200*time.Millisecond, time.Millisecond)
+	peers := []struct {
+		name string
+		send []byte
+		want string
+	}{
+		{"silent", nil, os.ErrDeadlineExceeded.Error()},
+		{"garbage", bytes.Repeat([]byte("GET / HTTP/1.1\r\n"), 1<<12), ErrBadProof.Error()},
+	}
+	for _, p := range peers {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.send) > 0 {
+			// the init reads only the proof's bytes and may hang up mid-write
+			_, _ = c.Write(p.send)
+		}
+		// The init closes the connection: the read ends.
+		rest, _ := readAll(c)
+		c.Close()
+		if len(rest) > helloSize+1 {
+			t.Errorf("%s: the init sent %d bytes, want at most its hello and an answer (%d)", p.name, len(rest), helloSize+1)
+		}
+		testhost.WaitFor(t, p.name+"'s refusal", func() bool { return strings.Contains(logs.String(), p.want) })
+	}
+	if a, served, err := dialPresent(t, addr, testKey(t, "pod-1")); err != nil || a != Adopted || served != "served" {
+		t.Errorf("after the bad peers: Present = %v, %q, %v; want adopted and served", a, served, err)
+	}
+}
+
+func TestServeDropsItsOwnConnections(t *testing.T) {
+	// A connection from the listener's own address is dropped with no
+	// wait (the next honest peer would otherwise wait an hour).
+	addr, logs := testServer(t, HandshakeTimeout, time.Hour)
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &net.TCPAddr{IP: net.ParseIP(host)}
+	for range 3 {
+		c, err := (&net.Dialer{LocalAddr: local}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := readAll(c); len(got) != 0 {
+			t.Errorf("the init sent %q to a connection from itself, want nothing", got)
+		}
+		c.Close()
+	}
+	if a, served, err := dialPresent(t, addr, testKey(t, "pod-1")); err != nil || a != Adopted || served != "served" {
+		t.Errorf("after the Pod's own connections: Present = %v, %q, %v; want adopted and served", a, served, err)
+	}
+	if n := strings.Count(logs.String(), "a connection from the Pod itself"); n != 3 {
+		t.Errorf("log has %d refusals of the Pod's own connections, want 3:\n%s", n, logs)
+	}
+}
+
+func TestItself(t *testing.T) {
+	ip := net.ParseIP
+	for _, tc := range []struct {
+		name                  string
+		listen, local, remote string
+		want                  bool
+	}{
+		{"a router", "::", "10.0.0.5", "10.0.1.9", false},
+		{"the Pod to its own address", "::", "10.0.0.5", "10.0.0.5", true},
+		{"the Pod to 127.0.0.1", "::", "127.0.0.1", "127.0.0.1", true},
+		{"the Pod to another loopback address", "0.0.0.0", "127.0.0.2", "127.0.0.1", true},
+		{"the Pod over IPv6 loopback", "::", "::1", "::1", true},
+		{"a test's router on loopback", "127.0.0.2", "127.0.0.2", "127.0.0.1", false},
+		{"a test's Pod to its own loopback address", "127.0.0.2", "127.0.0.2", "127.0.0.2", true},
+	} {
+		if got := itself(ip(tc.listen), ip(tc.local), ip(tc.remote)); got != tc.want {
+			t.Errorf("%s: itself(%s, %s, %s) = %v, want %v", tc.name, tc.listen, tc.local, tc.remote, got, tc.want)
+		}
+	}
+}
+
+// readAll reads c until its end or an error, at most 64 KiB.
+func readAll(c net.Conn) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 4096)
+	for len(out) < 64<<10 {
+		n, err := c.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func TestListenAddr(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+		err  bool
+	}{
+		{nil, ":7070", false},
+		{[]string{"--listen", "127.0.0.2:9"}, "127.0.0.2:9", false},
+		{[]string{"--listen"}, "", true},
+		{[]string{"7070"}, "", true},
+	}
+	for _, tt := range tests {
+		got, err := listenAddr(tt.args)
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("listenAddr(%q) = %q, %v; want %q, error %v", tt.args, got, err, tt.want, tt.err)
+		}
+	}
+	if !IsPod([]string{"/warden-init", "pod"}) || IsPod([]string{"warden-init"}) || IsPod([]string{"/.warden/warden-init", "stdin"}) {
+		t.Error("IsPod: want true for \"warden-init pod\" only")
+	}
+}
