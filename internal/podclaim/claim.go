@@ -139,8 +139,8 @@ func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.
 	}
 }
 
-// claimEvent is the claim an event carries: nil for one of no interest
-// (a bookmark, a deletion before Ready is an error).
+// claimEvent is the claim an event carries, nil for a bookmark; an
+// error event, or the claim's deletion before it was Ready, is an error.
 func claimEvent(ev watch.Event, name string) (*extv1.SandboxClaim, error) {
 	switch ev.Type {
 	case watch.Error:

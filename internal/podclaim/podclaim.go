@@ -84,6 +84,7 @@ type Request struct {
 
 // Session is a claimed sandbox Pod, as any replica sees it.
 type Session struct {
+	// ID, Owner and Template are the Request's, read back from labels.
 	ID, Owner, Template string
 	// Claim is the SandboxClaim's name, Sandbox the Sandbox it bound.
 	Claim, Sandbox string
@@ -98,7 +99,8 @@ type Session struct {
 	// IdleTimeout and LastActive decide the idle reap.
 	IdleTimeout time.Duration
 	LastActive  time.Time
-	Limits      spec.Limits
+	// Limits are the Request's, for the replica that serves an exec.
+	Limits spec.Limits
 
 	claimUID        types.UID
 	resourceVersion string

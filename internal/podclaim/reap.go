@@ -13,6 +13,7 @@ import (
 
 // Reaped is one session a Reap released, and why.
 type Reaped struct {
+	// Session and Claim name it; Reason is one line: TTL, idle or dead.
 	Session, Claim, Reason string
 }
 
