@@ -27,6 +27,14 @@ const (
 	controllerUser      = "system:serviceaccount:" + controllerNamespace + ":" + controllerAccount
 )
 
+// RouterUser is the identity of Bed.RouterConfig: the router's service
+// account as deploy/ installs it, so that tests of the router's calls
+// run with exactly the rights its Role grants once that is applied.
+const (
+	routerNamespace = "warden-system"
+	RouterUser      = "system:serviceaccount:" + routerNamespace + ":warden-router"
+)
+
 // apiServer is a running kube-apiserver and the credentials to reach it.
 type apiServer struct {
 	proc            *process
@@ -34,6 +42,7 @@ type apiServer struct {
 	caPEM           []byte
 	adminToken      string
 	controllerToken string
+	routerToken     string
 }
 
 // startAPIServer runs kube-apiserver on loopback against etcdURL with
@@ -77,18 +86,19 @@ func startAPIServer(ctx context.Context, dir, bin, etcdURL string) (*apiServer, 
 	return a, waitStarted(ctx, a.proc, "kube-apiserver's /readyz", ready)
 }
 
-// writeTokens makes the two bearer tokens and writes the API server's
-// token file.
+// writeTokens makes the bearer tokens and writes the API server's token
+// file.
 func (a *apiServer) writeTokens(dir string) (string, error) {
-	var err error
-	if a.adminToken, err = randomToken(); err != nil {
-		return "", err
+	for _, tok := range []*string{&a.adminToken, &a.controllerToken, &a.routerToken} {
+		var err error
+		if *tok, err = randomToken(); err != nil {
+			return "", err
+		}
 	}
-	if a.controllerToken, err = randomToken(); err != nil {
-		return "", err
-	}
-	lines := fmt.Sprintf("%s,kubebed-admin,kubebed-admin,\"system:masters\"\n%s,%s,%s,\"system:serviceaccounts,system:serviceaccounts:%s\"\n",
-		a.adminToken, a.controllerToken, controllerUser, controllerUser, controllerNamespace)
+	const account = "%s,%s,%s,\"system:serviceaccounts,system:serviceaccounts:%s\"\n"
+	lines := fmt.Sprintf("%s,kubebed-admin,kubebed-admin,\"system:masters\"\n", a.adminToken) +
+		fmt.Sprintf(account, a.controllerToken, controllerUser, controllerUser, controllerNamespace) +
+		fmt.Sprintf(account, a.routerToken, RouterUser, RouterUser, routerNamespace)
 	path := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		return "", fmt.Errorf("writing the API server's token file: %w", err)

@@ -56,6 +56,10 @@ type Bed struct {
 	Dir string
 	// Config reaches the API server as an admin, for more clients.
 	Config *rest.Config
+	// RouterConfig reaches it as the router's service account
+	// (RouterUser), which may do only what deploy/'s router Role grants
+	// once a test applies it.
+	RouterConfig *rest.Config
 	// Clientset is client-go's typed client of the built-in APIs.
 	Clientset kubernetes.Interface
 	// Dynamic reaches any resource, CRDs included.
@@ -143,6 +147,7 @@ func stopAtEnd(t testing.TB, p *process) {
 // connect makes the bed's admin clients.
 func (b *Bed) connect() error {
 	b.Config = b.api.restConfig(b.api.adminToken)
+	b.RouterConfig = b.api.restConfig(b.api.routerToken)
 	var err error
 	if b.Clientset, err = kubernetes.NewForConfig(b.Config); err != nil {
 		return fmt.Errorf("making the bed's clientset: %w", err)

@@ -1,0 +1,198 @@
+package podclaim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+)
+
+// claimsResource is the SandboxClaims' API resource.
+const claimsResource = "sandboxclaims"
+
+// readyCondition is the claim's condition that mirrors its Sandbox's
+// readiness: True once the Pod is Ready and has an IP.
+const readyCondition = string(sandboxv1.SandboxConditionReady)
+
+// hopeless are the Ready condition's reasons that no wait will cure:
+// the claim is released at once and the reason reported.
+var hopeless = map[string]string{
+	"WarmPoolNotFound":          "create a SandboxWarmPool named as the template",
+	"TemplateNotFound":          "create the SandboxTemplate the warm pool names",
+	"InvalidMetadata":           "fix the claim's metadata",
+	"VolumeClaimTemplatesError": "fix the template's volume claims",
+}
+
+// Claim creates a SandboxClaim for r against the warm pool of r's
+// template, waits (bounded by Config.ReadyTimeout, by a watch) until it
+// is Ready with a Pod IP, and records the Pod it got on the claim. A
+// claim that fails is released before Claim returns.
+func (c *Claimer) Claim(ctx context.Context, r Request) (*Session, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	claim, err := newClaim(c.cfg.Namespace, &r, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	// The watch starts before the create, so no change is missed, at
+	// resource version "0" (docs/kubernetes.md: the bed's etcd).
+	w, err := c.watchClaim(ctx, claim.Name, "0")
+	if err != nil {
+		return nil, err
+	}
+	var created extv1.SandboxClaim
+	if err := c.ext.Post().Namespace(c.cfg.Namespace).Resource(claimsResource).Body(claim).Do(ctx).Into(&created); err != nil {
+		w.Stop()
+		return nil, fmt.Errorf("creating claim %s for session %q: %w", claim.Name, r.Session, err)
+	}
+	s, err := c.awaitPod(ctx, w, &created)
+	if err != nil {
+		c.releaseFailed(&created, err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// newClaim is the claim of r, made at now.
+func newClaim(ns string, r *Request, now time.Time) (*extv1.SandboxClaim, error) {
+	limits, err := json.Marshal(r.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("encoding session %q's limits: %w", r.Session, err)
+	}
+	return &extv1.SandboxClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClaimName(r.Session), Namespace: ns,
+			Labels: map[string]string{
+				ManagedLabel: managedValue, SessionLabel: r.Session, OwnerLabel: r.Owner, TemplateLabel: r.Template,
+			},
+			Annotations: map[string]string{
+				IdleAnnotation:   r.IdleTimeout.String(),
+				ActiveAnnotation: now.UTC().Format(time.RFC3339Nano),
+				LimitsAnnotation: string(limits),
+			},
+		},
+		Spec: extv1.SandboxClaimSpec{
+			WarmPoolRef: extv1.SandboxWarmPoolRef{Name: r.Template},
+			Lifecycle: &extv1.Lifecycle{
+				ShutdownTime:   &metav1.Time{Time: now.Add(r.TTL)},
+				ShutdownPolicy: extv1.ShutdownPolicyDelete,
+			},
+		},
+	}, nil
+}
+
+// watchClaim watches the claim named name from resource version rv.
+func (c *Claimer) watchClaim(ctx context.Context, name, rv string) (watch.Interface, error) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv, Watch: true}
+	w, err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watching claim %s: %w", name, err)
+	}
+	return w, nil
+}
+
+// awaitPod waits for the claim's Ready condition on w, which it stops
+// (re-watching should the server end it), then finds and records the
+// claim's Pod.
+func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.SandboxClaim) (*Session, error) {
+	defer func() { w.Stop() }()
+	last := claim
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				next, err := c.watchClaim(ctx, claim.Name, last.ResourceVersion)
+				if err != nil {
+					return nil, err
+				}
+				w = next
+				continue
+			}
+			got, err := claimEvent(ev, claim.Name)
+			if err != nil {
+				return nil, err
+			}
+			if got == nil {
+				continue
+			}
+			last = got
+			done, err := readyOrHopeless(got)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				return c.record(ctx, got)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("claim %s was not Ready in time (%s): %w", claim.Name, conditionText(last), ctx.Err())
+		}
+	}
+}
+
+// claimEvent is the claim an event carries, nil for a bookmark; an
+// error event, or the claim's deletion before it was Ready, is an error.
+func claimEvent(ev watch.Event, name string) (*extv1.SandboxClaim, error) {
+	switch ev.Type {
+	case watch.Error:
+		return nil, fmt.Errorf("watching claim %s: %v", name, apiStatus(ev.Object))
+	case watch.Deleted:
+		return nil, fmt.Errorf("claim %s was deleted before it was Ready", name)
+	case watch.Bookmark:
+		return nil, nil
+	}
+	got, ok := ev.Object.(*extv1.SandboxClaim)
+	if !ok {
+		return nil, fmt.Errorf("watching claim %s: got a %T, want a SandboxClaim", name, ev.Object)
+	}
+	return got, nil
+}
+
+// apiStatus is the message of a watch's error event.
+func apiStatus(o any) string {
+	if s, ok := o.(*metav1.Status); ok {
+		return s.Message
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+// readyOrHopeless is true once the claim is Ready, and an error when
+// its condition says no wait helps.
+func readyOrHopeless(claim *extv1.SandboxClaim) (bool, error) {
+	cond := apimeta.FindStatusCondition(claim.Status.Conditions, readyCondition)
+	if cond == nil {
+		return false, nil
+	}
+	if fix, ok := hopeless[cond.Reason]; ok {
+		return false, fmt.Errorf("claim %s cannot be served (%s: %s): %s", claim.Name, cond.Reason, cond.Message, fix)
+	}
+	return cond.Status == metav1.ConditionTrue && len(claim.Status.SandboxStatus.PodIPs) > 0, nil
+}
+
+// conditionText describes the claim's Ready condition for an error.
+func conditionText(claim *extv1.SandboxClaim) string {
+	cond := apimeta.FindStatusCondition(claim.Status.Conditions, readyCondition)
+	if cond == nil {
+		return "no Ready condition yet"
+	}
+	return fmt.Sprintf("Ready %s, %s: %s", cond.Status, cond.Reason, cond.Message)
+}
+
+// releaseFailed deletes a claim that failed, logging a failure to: the
+// caller's context may be what ended, so it gets a bounded one of its own.
+func (c *Claimer) releaseFailed(claim *extv1.SandboxClaim, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.deleteClaim(ctx, claim.Name, claim.UID, ""); err != nil {
+		c.log.Warn("releasing a claim that failed", "claim", claim.Name, "cause", cause, "err", err)
+	}
+}

@@ -1,0 +1,92 @@
+package podclaim
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+)
+
+// Config says where a Claimer works and how often it writes.
+type Config struct {
+	// Namespace holds the warm pools and the claims (deploy/ installs
+	// warden-sandboxes, where the router's Role grants its rights).
+	Namespace string
+	// ActivityInterval bounds how often one replica writes a session's
+	// activity: at most once per interval, however many execs. The idle
+	// reap adds it to the idle timeout, so activity a replica had not
+	// yet written never gets a session reaped early.
+	ActivityInterval time.Duration
+	// ReadyTimeout bounds Claim's wait for the claim's Pod.
+	ReadyTimeout time.Duration
+	// Logger receives cleanup failures (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Claimer claims, finds, touches and releases sessions' sandbox Pods
+// with the rights of deploy/'s router Role, no more.
+type Claimer struct {
+	cfg   Config
+	ext   *rest.RESTClient // extensions.agents.x-k8s.io: claims
+	boxes *rest.RESTClient // agents.x-k8s.io: sandboxes
+	pods  kubernetes.Interface
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	written map[string]time.Time // claim name: this replica's last activity write
+}
+
+// New makes a Claimer reaching the API server with restConfig (the
+// router's service account in a cluster).
+func New(restConfig *rest.Config, cfg Config) (*Claimer, error) {
+	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) != 0 {
+		return nil, fmt.Errorf("claimer namespace %q: %s", cfg.Namespace, errs[0])
+	}
+	if cfg.ActivityInterval <= 0 || cfg.ReadyTimeout <= 0 {
+		return nil, fmt.Errorf("claimer: activity interval %v and ready timeout %v must both be positive", cfg.ActivityInterval, cfg.ReadyTimeout)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{sandboxv1.AddToScheme, extv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("registering agent-sandbox's types: %w", err)
+		}
+	}
+	c := &Claimer{cfg: cfg, log: cfg.Logger, written: map[string]time.Time{}}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	var err error
+	if c.ext, err = typedClient(restConfig, scheme, extv1.GroupVersion); err != nil {
+		return nil, err
+	}
+	if c.boxes, err = typedClient(restConfig, scheme, sandboxv1.GroupVersion); err != nil {
+		return nil, err
+	}
+	if c.pods, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return nil, fmt.Errorf("making a Pods client: %w", err)
+	}
+	return c, nil
+}
+
+// typedClient is a REST client of one agent-sandbox API group that
+// encodes and decodes its own Go types.
+func typedClient(base *rest.Config, scheme *runtime.Scheme, gv schema.GroupVersion) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	c, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("making a client for %s: %w", gv, err)
+	}
+	return c, nil
+}

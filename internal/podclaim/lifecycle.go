@@ -1,0 +1,155 @@
+package podclaim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// errGone is a delete that found the claim gone, or changed since it
+// was read (a precondition failed): both harmless to a reaper, which
+// decides again on its next pass.
+var errGone = errors.New("claim gone or changed since read")
+
+// deleteClaim deletes claim name, only if its UID (if not "", and then
+// its resource version if rv is not "") still match; the garbage collector then takes
+// its Sandbox and Pod.
+func (c *Claimer) deleteClaim(ctx context.Context, name string, uid types.UID, rv string) error {
+	bg := metav1.DeletePropagationBackground
+	opts := &metav1.DeleteOptions{PropagationPolicy: &bg}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		if rv != "" {
+			opts.Preconditions.ResourceVersion = &rv
+		}
+	}
+	err := c.ext.Delete().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Body(opts).Do(ctx).Error()
+	c.forget(name)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting claim %s: %w: %w", name, errGone, err)
+	}
+	if err != nil {
+		return fmt.Errorf("deleting claim %s: %w", name, err)
+	}
+	return nil
+}
+
+// Release deletes session id's claim, at the session's delete; its
+// Sandbox and Pod go with it (WaitPodGone waits for that). A session
+// already released is ErrNotFound, which a caller may ignore: deletes
+// are idempotent.
+func (c *Claimer) Release(ctx context.Context, id string) error {
+	err := c.deleteClaim(ctx, ClaimName(id), "", "")
+	if errors.Is(err, errGone) {
+		return fmt.Errorf("releasing session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("releasing session %q: %w", id, err)
+	}
+	return nil
+}
+
+// WaitPodGone waits, by a watch bounded by ctx, until session s's Pod is
+// deleted (or replaced by another under its name).
+func (c *Claimer) WaitPodGone(ctx context.Context, s *Session) error {
+	pods := c.pods.CoreV1().Pods(c.cfg.Namespace)
+	pod, err := pods.Get(ctx, s.Pod, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && pod.UID != s.PodUID) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading session %q's Pod %s: %w", s.ID, s.Pod, err)
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", s.Pod).String(), ResourceVersion: pod.ResourceVersion,
+	})
+	if err != nil {
+		return fmt.Errorf("watching session %q's Pod %s: %w", s.ID, s.Pod, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("the watch of session %q's Pod %s ended before it was deleted", s.ID, s.Pod)
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod && (ev.Type == watch.Deleted || p.UID != s.PodUID) {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("session %q's Pod %s is still there: %w", s.ID, s.Pod, ctx.Err())
+		}
+	}
+}
+
+// sweepAt is how many activity entries a Claimer keeps before it drops
+// those older than the interval (which no longer hold back a write).
+const sweepAt = 1024
+
+// Touch records activity on session id for its idle timeout. It writes
+// the claim's ActiveAnnotation (one merge patch) only when this replica
+// has not written it within Config.ActivityInterval: a session busy with
+// execs costs one write per interval per replica serving it, not one
+// per exec. The first Touch after Claim within the interval writes
+// nothing, as Claim wrote the time. A session gone is ErrNotFound.
+func (c *Claimer) Touch(ctx context.Context, id string) error {
+	name, now := ClaimName(id), time.Now().UTC()
+	c.mu.Lock()
+	if now.Sub(c.written[name]) < c.cfg.ActivityInterval {
+		c.mu.Unlock()
+		return nil
+	}
+	c.written[name] = now
+	if len(c.written) > sweepAt {
+		c.sweep(now)
+	}
+	c.mu.Unlock()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		ActiveAnnotation: now.Format(time.RFC3339Nano),
+	}}})
+	if err != nil {
+		return fmt.Errorf("encoding session %q's activity: %w", id, err)
+	}
+	err = c.ext.Patch(types.MergePatchType).Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Body(patch).Do(ctx).Error()
+	if err == nil {
+		return nil
+	}
+	c.forget(name)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("recording session %q's activity: %w", id, ErrNotFound)
+	}
+	return fmt.Errorf("recording session %q's activity on claim %s: %w", id, name, err)
+}
+
+// noteWritten notes that this replica wrote claim name's activity at t.
+func (c *Claimer) noteWritten(name string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.written[name] = t
+}
+
+// forget drops claim name's activity entry (released, or a write failed
+// and the next Touch must try again).
+func (c *Claimer) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.written, name)
+}
+
+// sweep drops entries older than the interval; c.mu is held.
+func (c *Claimer) sweep(now time.Time) {
+	for name, t := range c.written {
+		if now.Sub(t) >= c.cfg.ActivityInterval {
+			delete(c.written, name)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package podclaim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// goodRequest is a request check accepts.
+func goodRequest() Request {
+	return Request{Session: "s-1", Owner: "acme", Template: "default", TTL: time.Hour, IdleTimeout: 10 * time.Minute, Limits: spec.DefaultLimits}
+}
+
+func TestRequestCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Request)
+		want   string // "" for no error, else a part of it
+	}{
+		{"good", func(*Request) {}, ""},
+		{"no session", func(r *Request) { r.Session = "" }, "session id is empty"},
+		{"session not a label value", func(r *Request) { r.Session = "a b" }, `session id "a b" is not a Kubernetes label value`},
+		{"session too long", func(r *Request) { r.Session = strings.Repeat("a", 64) }, "is not a Kubernetes label value"},
+		{"owner selector injection", func(r *Request) { r.Owner = "a,b=c" }, `owner "a,b=c"`},
+		{"template with capitals", func(r *Request) { r.Template = "Default" }, "cannot name a SandboxWarmPool"},
+		{"no TTL", func(r *Request) { r.TTL = 0 }, "TTL 0s is not positive"},
+		{"idle over TTL", func(r *Request) { r.IdleTimeout = 2 * time.Hour }, "at most the TTL"},
+		{"no idle timeout", func(r *Request) { r.IdleTimeout = 0 }, "must be positive"},
+	}
+	for _, tt := range tests {
+		r := goodRequest()
+		tt.change(&r)
+		err := r.check()
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: got %v, want an error containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestClaimName(t *testing.T) {
+	a, b := ClaimName("Session-1"), ClaimName("session-1")
+	if a == b {
+		t.Errorf("ClaimName gives %q for ids differing in case", a)
+	}
+	if got := ClaimName("Session-1"); got != a {
+		t.Errorf("ClaimName is not stable: got %q, then %q", a, got)
+	}
+	if errs := validation.IsDNS1123Label(a); len(errs) != 0 {
+		t.Errorf("ClaimName %q is not a DNS label: %v", a, errs)
+	}
+}
+
+// claimOf is the claim newClaim makes for r, as the API server would
+// return it once the claiming replica recorded its Pod.
+func claimOf(t *testing.T, r Request, now time.Time) *extv1.SandboxClaim {
+	t.Helper()
+	c, err := newClaim("ns", &r, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Annotations[PodAnnotation] = "pod-a/uid-a"
+	c.Annotations[ReadyAnnotation] = now.Format(time.RFC3339Nano)
+	c.Status.SandboxStatus = extv1.SandboxStatus{Name: "pod-a", PodIPs: []string{"10.0.0.7"}}
+	return c
+}
+
+func TestSessionOf(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	tests := []struct {
+		name   string
+		change func(*extv1.SandboxClaim)
+		want   string
+	}{
+		{"as made", func(*extv1.SandboxClaim) {}, ""},
+		{"another session's label", func(c *extv1.SandboxClaim) { c.Labels[SessionLabel] = "s-2" }, "does not name it"},
+		{"idle not a duration", func(c *extv1.SandboxClaim) { c.Annotations[IdleAnnotation] = "soon" }, "not a positive duration"},
+		{"idle negative", func(c *extv1.SandboxClaim) { c.Annotations[IdleAnnotation] = "-1s" }, "not a positive duration"},
+		{"activity not a time", func(c *extv1.SandboxClaim) { c.Annotations[ActiveAnnotation] = "now" }, ActiveAnnotation},
+		{"limits with an unknown field", func(c *extv1.SandboxClaim) { c.Annotations[LimitsAnnotation] = `{"Root":true}` }, "unknown field"},
+		{"pod without uid", func(c *extv1.SandboxClaim) { c.Annotations[PodAnnotation] = "pod-a/" }, "not name/uid"},
+		{"not yet recorded", func(c *extv1.SandboxClaim) { delete(c.Annotations, PodAnnotation) }, ""},
+	}
+	for _, tt := range tests {
+		c := claimOf(t, goodRequest(), now)
+		tt.change(c)
+		s, err := sessionOf(c)
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: got %v, want an error containing %q", tt.name, err, tt.want)
+		}
+		if tt.name == "as made" && (s.Pod != "pod-a" || s.PodUID != "uid-a" || s.Limits != spec.DefaultLimits ||
+			!s.LastActive.Equal(now) || !s.Expires.Equal(now.Add(time.Hour)) || s.PodIP.String() != "10.0.0.7") {
+			t.Errorf("as made: got %+v, want Pod pod-a/uid-a, the default limits, active at %v, expiring an hour later", s, now)
+		}
+	}
+}
+
+// pod is a Pod named pod-a with uid and phase.
+func pod(uid string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-a", UID: ktypes.UID("uid-" + uid)}, Status: corev1.PodStatus{Phase: phase}}
+}
+
+func TestPodDeath(t *testing.T) {
+	s := &Session{Pod: "pod-a", PodUID: "uid-a"}
+	failed := pod("a", corev1.PodFailed)
+	failed.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "sandbox", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "planted\nby the sandbox"},
+	}}}
+	deleting := pod("a", corev1.PodRunning)
+	deleting.DeletionTimestamp = &metav1.Time{}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"running", pod("a", corev1.PodRunning), ""},
+		{"gone", nil, "its Pod pod-a was deleted"},
+		{"replaced", pod("b", corev1.PodRunning), "replaced by another"},
+		{"deleting", deleting, "is being deleted"},
+		{"failed", failed, `its Pod pod-a failed: container sandbox exited 3 ("Error")`},
+		{"succeeded", pod("a", corev1.PodSucceeded), "ended: no container reports how"},
+	}
+	for _, tt := range tests {
+		got := podDeath(s, tt.pod)
+		if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) || strings.Contains(got, "\n") || strings.Contains(got, "planted") {
+			t.Errorf("%s: got %q, want one line containing %q and nothing the sandbox wrote", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestReapDecision(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	const interval = 30 * time.Second
+	live := map[string]*corev1.Pod{"pod-a": pod("a", corev1.PodRunning)}
+	base := Session{Pod: "pod-a", PodUID: "uid-a", IdleTimeout: time.Minute, LastActive: now.Add(-time.Minute), Expires: now.Add(time.Hour)}
+	tests := []struct {
+		name   string
+		change func(*Session)
+		pods   map[string]*corev1.Pod
+		want   string
+	}{
+		{"idle for exactly the timeout", func(*Session) {}, live, ""},
+		{"idle within the interval's grace", func(s *Session) { s.LastActive = now.Add(-time.Minute - interval) }, live, ""},
+		{"idle past the grace", func(s *Session) { s.LastActive = now.Add(-2 * time.Minute) }, live, "idle for 2m0s (timeout 1m0s)"},
+		{"TTL ended", func(s *Session) { s.Expires = now }, live, "TTL ended"},
+		{"Pod deleted", func(*Session) {}, nil, "was deleted"},
+		{"still being claimed, Pod unknown", func(s *Session) { s.PodUID = "" }, nil, ""},
+	}
+	for _, tt := range tests {
+		s := base
+		tt.change(&s)
+		got := reapDecision(&s, tt.pods, now, interval)
+		if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestTouchWritesOncePerInterval counts the PATCHes that many Touches
+// send to a stand-in API server: one per session per interval, however
+// many execs, and a failed write is retried by the next Touch.
+func TestTouchWritesOncePerInterval(t *testing.T) {
+	var mu sync.Mutex
+	patches := map[string]int{}
+	fail := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method != http.MethodPatch {
+			http.Error(w, "unexpected "+r.Method, http.StatusBadRequest)
+			return
+		}
+		patches[r.URL.Path]++
+		if strings.HasSuffix(r.URL.Path, ClaimName("flaky")) && fail {
+			fail = false
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": extv1.GroupVersion.String(), "kind": "SandboxClaim"})
+	}))
+	defer srv.Close()
+	c, err := New(&rest.Config{Host: srv.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 100 {
+		for _, id := range []string{"a", "b"} {
+			if err := c.Touch(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.Touch(ctx, "flaky"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("a Touch the server refused: got %v, want its error", err)
+	}
+	if err := c.Touch(ctx, "flaky"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range []string{"a", "b"} {
+		if got := patches["/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims/"+ClaimName(id)]; got != 1 {
+			t.Errorf("session %s: %d activity writes for 100 Touches in one interval, want 1", id, got)
+		}
+	}
+	if got := patches["/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims/"+ClaimName("flaky")]; got != 2 {
+		t.Errorf("a failed activity write: %d writes for 2 Touches, want 2 (the failure retried)", got)
+	}
+}

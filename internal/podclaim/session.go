@@ -1,0 +1,264 @@
+package podclaim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/warden-sandbox/warden/internal/strictjson"
+)
+
+// record finds the Pod of a claim just Ready, checks it is the one the
+// claim reports, and writes it on the claim (one patch), so that every
+// replica later knows which Pod is the session's.
+func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
+	pod, err := c.claimPod(ctx, claim)
+	if err != nil {
+		return nil, err
+	}
+	if ip := claim.Status.SandboxStatus.PodIPs[0]; pod.Status.PodIP != ip {
+		return nil, fmt.Errorf("claim %s reports Pod IP %s, but its Pod %s has %q", claim.Name, ip, pod.Name, pod.Status.PodIP)
+	}
+	now := time.Now().UTC()
+	stamp := now.Format(time.RFC3339Nano)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp,
+	}}})
+	if err != nil {
+		return nil, fmt.Errorf("encoding claim %s's Pod: %w", claim.Name, err)
+	}
+	var patched extv1.SandboxClaim
+	if err := c.ext.Patch(types.MergePatchType).Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).
+		Body(patch).Do(ctx).Into(&patched); err != nil {
+		return nil, fmt.Errorf("recording Pod %s on claim %s: %w", pod.Name, claim.Name, err)
+	}
+	c.noteWritten(claim.Name, now)
+	s, err := sessionOf(&patched)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.setPod(pod)
+}
+
+// claimPod is the Pod of the claim's Sandbox: named by the Sandbox's
+// pod-name annotation, or as the Sandbox, and controlled by it.
+func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*corev1.Pod, error) {
+	var box sandboxv1.Sandbox
+	name := claim.Status.SandboxStatus.Name
+	if err := c.boxes.Get().Namespace(c.cfg.Namespace).Resource("sandboxes").Name(name).Do(ctx).Into(&box); err != nil {
+		return nil, fmt.Errorf("reading claim %s's Sandbox %q: %w", claim.Name, name, err)
+	}
+	podName := box.Name
+	if n := box.Annotations[sandboxv1.SandboxPodNameAnnotation]; n != "" {
+		podName = n
+	}
+	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading claim %s's Pod %s: %w", claim.Name, podName, err)
+	}
+	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
+		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
+	}
+	return pod, nil
+}
+
+// setPod takes the Pod's address, which must be one IP.
+func (s *Session) setPod(pod *corev1.Pod) error {
+	ip, err := netip.ParseAddr(pod.Status.PodIP)
+	if err != nil {
+		return fmt.Errorf("session %q's Pod %s has no usable IP %q: %w", s.ID, pod.Name, pod.Status.PodIP, err)
+	}
+	s.PodIP = ip
+	return nil
+}
+
+// sessionOf reads a session from its claim's labels, annotations and
+// spec, refusing what Warden would not have written.
+func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
+	s := &Session{
+		ID: claim.Labels[SessionLabel], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
+		Claim: claim.Name, Sandbox: claim.Status.SandboxStatus.Name, Created: claim.CreationTimestamp.Time,
+		claimUID: claim.UID, resourceVersion: claim.ResourceVersion,
+	}
+	if s.ID == "" || ClaimName(s.ID) != claim.Name {
+		return nil, fmt.Errorf("claim %s: label %s %q does not name it: not a claim Warden made", claim.Name, SessionLabel, s.ID)
+	}
+	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil {
+		s.Expires = lc.ShutdownTime.Time
+	}
+	a := claim.Annotations
+	var err error
+	if s.IdleTimeout, err = time.ParseDuration(a[IdleAnnotation]); err != nil || s.IdleTimeout <= 0 {
+		return nil, fmt.Errorf("claim %s: annotation %s %q is not a positive duration", claim.Name, IdleAnnotation, a[IdleAnnotation])
+	}
+	if s.LastActive, err = time.Parse(time.RFC3339Nano, a[ActiveAnnotation]); err != nil {
+		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, ActiveAnnotation, err)
+	}
+	if err := strictjson.Decode([]byte(a[LimitsAnnotation]), &s.Limits); err != nil {
+		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, LimitsAnnotation, err)
+	}
+	return s, s.readPod(claim)
+}
+
+// readPod reads the Pod annotation and Ready time, present once the
+// claiming replica recorded them (absent: the claim is still waiting,
+// or its replica died first and the idle reap will release it).
+func (s *Session) readPod(claim *extv1.SandboxClaim) error {
+	v, ok := claim.Annotations[PodAnnotation]
+	if !ok {
+		if ip := claim.Status.SandboxStatus.PodIPs; len(ip) > 0 {
+			s.PodIP, _ = netip.ParseAddr(ip[0]) // the zero Addr, if it does not parse, says as much.
+		}
+		return nil
+	}
+	name, uid, found := strings.Cut(v, "/")
+	if !found || name == "" || uid == "" {
+		return fmt.Errorf("claim %s: annotation %s %q is not name/uid", claim.Name, PodAnnotation, v)
+	}
+	s.Pod, s.PodUID = name, types.UID(uid)
+	ready, err := time.Parse(time.RFC3339Nano, claim.Annotations[ReadyAnnotation])
+	if err != nil {
+		return fmt.Errorf("claim %s: annotation %s: %w", claim.Name, ReadyAnnotation, err)
+	}
+	s.Ready = ready
+	if ip := claim.Status.SandboxStatus.PodIPs; len(ip) > 0 {
+		s.PodIP, _ = netip.ParseAddr(ip[0]) // Find replaces it with the Pod's own.
+	}
+	return nil
+}
+
+// Find is session id's claim and live Pod, read from the API server (one
+// GET of each), so any replica finds any session. A session whose Pod is
+// gone, replaced or ended is ErrDead with the reason in one line.
+func (c *Claimer) Find(ctx context.Context, id string) (*Session, error) {
+	var claim extv1.SandboxClaim
+	name := ClaimName(id)
+	err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Do(ctx).Into(&claim)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("session %q: %w (released, reaped, expired, or never made)", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading session %q's claim %s: %w", id, name, err)
+	}
+	if claim.Labels[SessionLabel] != id {
+		return nil, fmt.Errorf("session %q: %w (claim %s is session %q's)", id, ErrNotFound, name, claim.Labels[SessionLabel])
+	}
+	s, err := sessionOf(&claim)
+	if err != nil {
+		return nil, err
+	}
+	if claim.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("session %q: %w: its claim %s is being released", id, ErrDead, name)
+	}
+	if s.PodUID == "" {
+		return nil, fmt.Errorf("session %q is still being claimed (claim %s has no Pod recorded yet): retry shortly", id, name)
+	}
+	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading session %q's Pod %s: %w", id, s.Pod, err)
+	}
+	if err != nil {
+		pod = nil
+	}
+	if why := podDeath(s, pod); why != "" {
+		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
+	}
+	return s, s.setPod(pod)
+}
+
+// podDeath says in one line why pod (nil: not found) no longer runs
+// session s, or "" while it does. Only fields the kubelet writes are
+// quoted, never a container's termination message, which the sandbox
+// writes.
+func podDeath(s *Session, pod *corev1.Pod) string {
+	switch {
+	case pod == nil:
+		return fmt.Sprintf("its Pod %s was deleted", s.Pod)
+	case pod.UID != s.PodUID:
+		return fmt.Sprintf("its Pod %s was deleted and replaced by another; the session's files and processes went with it", s.Pod)
+	case pod.DeletionTimestamp != nil:
+		return fmt.Sprintf("its Pod %s is being deleted", s.Pod)
+	case pod.Status.Phase == corev1.PodFailed:
+		return fmt.Sprintf("its Pod %s failed: %s", s.Pod, termination(pod))
+	case pod.Status.Phase == corev1.PodSucceeded:
+		return fmt.Sprintf("its Pod %s ended: %s", s.Pod, termination(pod))
+	}
+	return ""
+}
+
+// termination describes how a finished Pod's first terminated container
+// ended.
+func termination(pod *corev1.Pod) string {
+	for _, st := range pod.Status.ContainerStatuses {
+		if t := st.State.Terminated; t != nil {
+			if t.Signal != 0 {
+				return fmt.Sprintf("container %s killed by signal %d (%q)", st.Name, t.Signal, t.Reason)
+			}
+			return fmt.Sprintf("container %s exited %d (%q)", st.Name, t.ExitCode, t.Reason)
+		}
+	}
+	if pod.Status.Reason != "" {
+		return fmt.Sprintf("%q", pod.Status.Reason)
+	}
+	return "no container reports how"
+}
+
+// List is every session's claim, or one owner's ("" for all), read with a
+// label selector in pages. Claims it cannot read are logged and left
+// out, so that one bad claim does not hide the rest. Pods are not read:
+// Find tells a live session from a dead one.
+func (c *Claimer) List(ctx context.Context, owner string) ([]*Session, error) {
+	claims, err := c.listClaims(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Session
+	for i := range claims {
+		s, err := sessionOf(&claims[i])
+		if err != nil {
+			c.log.Warn("listing sessions: skipping a claim", "err", err)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// listPage is how many claims one LIST returns at most.
+const listPage = 500
+
+// listClaims lists Warden's claims, one owner's if owner is not "".
+func (c *Claimer) listClaims(ctx context.Context, owner string) ([]extv1.SandboxClaim, error) {
+	selector := ManagedLabel + "=" + managedValue
+	if errs := validation.IsValidLabelValue(owner); len(errs) != 0 {
+		return nil, fmt.Errorf("listing sessions: owner %q is not a label value: %s", owner, errs[0])
+	}
+	if owner != "" {
+		selector += "," + OwnerLabel + "=" + owner
+	}
+	var all []extv1.SandboxClaim
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: listPage}
+	for {
+		var page extv1.SandboxClaimList
+		err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).
+			VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(&page)
+		if err != nil {
+			return nil, fmt.Errorf("listing claims (%s): %w", selector, err)
+		}
+		all = append(all, page.Items...)
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			return all, nil
+		}
+	}
+}
