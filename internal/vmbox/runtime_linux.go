@@ -15,6 +15,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/boxname"
+	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/nsinit"
@@ -118,6 +119,8 @@ type box struct {
 	dir   string
 	lease *hostid.Lease
 	vm    *microvm.VM
+	// att is the box's socket on the egress proxy with --net proxy.
+	att *egress.Attachment
 	// ctl is the host's end of the agent port until the session owns it.
 	ctl *os.File
 }
@@ -141,9 +144,23 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		b.cleanup()
 		return nil, err
 	}
-	f := agent.Frame{
+	f := b.frame(s)
+	b.ctl = nil // the session's from here on
+	sess, err := agent.Attach(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("%w; guest console: %s", err, strings.Join(b.vm.Console(), " | "))
+	}
+	return sess, nil
+}
+
+// frame is the agent.Frame of the box, a session of s: the session's
+// host end is the agent port (b.ctl), over which the box's egress bridge
+// opens its channels, which only a box with the proxy may.
+func (b *box) frame(s spec.Spec) agent.Frame {
+	return agent.Frame{
 		Spec: s, Control: b.ctl, Stream: true, UID: b.lease.ID(), GID: b.lease.ID(),
-		Env:           func(extra []string) []string { return agent.ImageEnv(false, s.Root.Env, extra) },
+		Egress: b.att, EgressChannels: b.att != nil,
+		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
 		Kill:          b.vm.Kill,
@@ -153,12 +170,6 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 		Pause:         b.vm.Pause,
 		Resume:        b.vm.Resume,
 	}
-	b.ctl = nil // the session's from here on
-	sess, err := agent.Attach(ctx, f)
-	if err != nil {
-		return nil, fmt.Errorf("%w; guest console: %s", err, strings.Join(b.vm.Console(), " | "))
-	}
-	return sess, nil
 }
 
 // refuse says, in one line, what of s this backend does not do yet.
@@ -173,8 +184,6 @@ func refuse(s spec.Spec) error {
 		return fmt.Errorf("%w: the microvm backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
 	case !s.Root.IsHost():
 		return fmt.Errorf("%w: the microvm backend runs on the host's root only yet; run template %q on the native, gvisor or docker backend", spec.ErrInvalid, s.Root.Template)
-	case s.Network.Mode == spec.NetProxy:
-		return fmt.Errorf("%w: the microvm backend has no network yet (--net none only); the native, gvisor and docker backends have the egress proxy", spec.ErrInvalid)
 	}
 	return nil
 }
@@ -184,6 +193,9 @@ func refuse(s spec.Spec) error {
 func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 	scratch, err := b.makeScratch(s.Limits)
 	if err != nil {
+		return err
+	}
+	if err := b.attachEgress(s); err != nil {
 		return err
 	}
 	accel := microvm.HostAccel().Accel
@@ -277,7 +289,7 @@ func (b *box) handOver(s spec.Spec, boot vmguest.Boot) error {
 	// stream anyway).
 	cfg.KernelSysinfo = true
 	cfg.UID, cfg.GID = b.lease.ID(), b.lease.ID()
-	return agent.HandOverBoxed(b.ctl, cfg, nil)
+	return agent.HandOverBoxed(b.ctl, cfg, b.att)
 }
 
 // memoryMiB is the VM's RAM: the box's --memory and the guest's own need
@@ -314,13 +326,14 @@ func (b *box) ended() string {
 	return "the VM ended"
 }
 
-// cleanup kills the VM and removes the scratch and the box's directory;
-// it is safe at any stage of start.
+// cleanup kills the VM, closes its egress proxy socket and removes the
+// scratch and the box's directory; it is safe at any stage of start.
 func (b *box) cleanup() {
 	if b.vm != nil {
 		b.vm.Kill()
 		<-b.vm.Done()
 	}
+	b.closeEgress()
 	if b.ctl != nil {
 		if err := b.ctl.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 			b.logger().Warn("closing the agent port", "err", err)

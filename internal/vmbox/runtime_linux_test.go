@@ -22,7 +22,7 @@ func TestRefuse(t *testing.T) {
 		{"workspace", func(s *spec.Spec) { s.Workspace = "/srv/w" }, "--workspace"},
 		{"scratch", func(s *spec.Spec) { s.Scratch = "/srv/s" }, "no host scratch"},
 		{"template", func(s *spec.Spec) { s.Root.Template = "py" }, `template "py"`},
-		{"proxy", func(s *spec.Spec) { s.Network.Mode = spec.NetProxy }, "--net none only"},
+		{"proxy", func(s *spec.Spec) { s.Network.Mode = spec.NetProxy }, ""},
 	} {
 		s := ok
 		tc.edit(&s)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/plan"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 )
 
@@ -28,6 +29,12 @@ const devSize = "size=64k,nr_inodes=64,mode=755"
 func becomeBox(port *os.File, b Boot) error {
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
 		return fmt.Errorf("setting the host name: %w", err)
+	}
+	// The VM has no network device: lo is the box's only interface, up
+	// as on every backend, where the agent's egress bridge listens with
+	// --net proxy.
+	if err := plan.ApplyOne(plan.Op{Code: plan.LinkUp, Strs: []string{"lo"}}); err != nil {
+		return fmt.Errorf("bringing up lo: %w", err)
 	}
 	if err := assemble(b); err != nil {
 		return err

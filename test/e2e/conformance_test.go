@@ -95,21 +95,7 @@ type conformanceCase struct {
 	needs string
 	// hostOnly says why the case holds on the host's root only.
 	hostOnly string
-	// notYet says, by backend, why the case cannot hold there yet and
-	// which follow-up makes it.
-	notYet map[string]string
 }
-
-// skipNotYet skips c on backend b where it cannot hold yet.
-func (c conformanceCase) skipNotYet(t *testing.T, b string) {
-	t.Helper()
-	if why := c.notYet[b]; why != "" {
-		t.Skip(why)
-	}
-}
-
-// microvmNoNet is why the proxy cases do not hold on microvm yet.
-const microvmNoNet = "microvm has no network yet (--net none only): egress channels over the agent stream are the follow-up (issue 21)"
 
 func wantExit(code int, stdout string) func(*testing.T, spec.Result) {
 	return func(t *testing.T, r spec.Result) {
@@ -154,7 +140,7 @@ var conformanceCases = []conformanceCase{
 			t.Errorf("truncated %v, %d bytes; want true, 1024", r.StdoutTruncated, len(r.Stdout))
 		}
 	}},
-	{name: "proxy refuses what the rules do not allow", flags: []string{"--net", "proxy", "--allow", "example.org"}, script: "curl -s -o /dev/null -w '%{http_code}' -m 10 http://169.254.169.254/; echo; curl -s -o /dev/null -w '%{http_code}' -m 10 http://api.github.com/", check: wantExit(0, "403\n403"), needs: "curl", notYet: map[string]string{"microvm": microvmNoNet}},
+	{name: "proxy refuses what the rules do not allow", flags: []string{"--net", "proxy", "--allow", "example.org"}, script: "curl -s -o /dev/null -w '%{http_code}' -m 10 http://169.254.169.254/; echo; curl -s -o /dev/null -w '%{http_code}' -m 10 http://api.github.com/", check: wantExit(0, "403\n403"), needs: "curl"},
 }
 
 // TestConformance runs every case on every backend: the same request
@@ -166,7 +152,6 @@ func TestConformance(t *testing.T) {
 			requireBackend(t, b)
 			for _, c := range conformanceCases {
 				t.Run(c.name, func(t *testing.T) {
-					c.skipNotYet(t, b)
 					r := sh(t, c.script, append([]string{"--backend", b}, c.flags...)...)
 					c.check(t, r)
 				})

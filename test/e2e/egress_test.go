@@ -132,13 +132,17 @@ func TestEgressNoBypass(t *testing.T) {
 }
 
 // TestEgressSession: a session made with the proxy reaches allowed hosts,
-// logs each decision, and takes new rules live, over either transport
-// to its agent (native's bridge reaches the proxy by its own descriptor,
-// not through the agent's connection).
+// logs each decision, and takes new rules live, on every backend and
+// over either transport to its agent (native's bridge reaches the proxy
+// by its own descriptor, not through the agent's connection; microvm's
+// by a channel of the agent stream per connection).
 func TestEgressSession(t *testing.T) {
 	n := startInternet(t)
-	for _, b := range sessionRows([]string{"native"}) {
-		t.Run(b, func(t *testing.T) { testEgressSession(t, n, b) })
+	for _, b := range sessionRows(conformanceBackends(t)) {
+		t.Run(b, func(t *testing.T) {
+			requireBackend(t, b)
+			testEgressSession(t, n, b)
+		})
 	}
 }
 
