@@ -23,12 +23,19 @@ const (
 const devSize = "size=64k,nr_inodes=64,mode=755"
 
 // becomeBox builds the box b describes and execs the boxed agent in it as
-// PID 1, the port its control connection (its stdin, nsinit.BoxedStdin).
+// PID 1, the port its control connection (its stdin, nsinit.BoxedStdin),
+// in the box's memory cgroup, whose memory.events it passes at
+// nsinit.MemoryEventsFD.
 // It returns only on failure.
 func becomeBox(port *os.File, b Boot) error {
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
 		return fmt.Errorf("setting the host name: %w", err)
 	}
+	events, err := limitBox(b.MemoryBytes)
+	if err != nil {
+		return err
+	}
+	defer events.Close()
 	if err := assemble(b); err != nil {
 		return err
 	}
@@ -40,8 +47,13 @@ func becomeBox(port *os.File, b Boot) error {
 	if err := unix.Dup3(int(port.Fd()), 0, 0); err != nil {
 		return fmt.Errorf("passing the agent port on: %w", err)
 	}
+	// After the port's move: this may close the port's own descriptor,
+	// which fd 0 now copies.
+	if err := passMemoryEvents(events); err != nil {
+		return err
+	}
 	env := []string{"GOMAXPROCS=1", "PATH=/usr/bin:/bin"}
-	err := unix.Exec(nsinit.BoxedPath, []string{nsinit.BoxedPath, nsinit.BoxedStdin}, env)
+	err = unix.Exec(nsinit.BoxedPath, []string{nsinit.BoxedPath, nsinit.BoxedStdin}, env)
 	return fmt.Errorf("starting the agent %s: %w", nsinit.BoxedPath, err)
 }
 
