@@ -93,4 +93,5 @@ func checkHeld(t *testing.T, stdout string) {
 	if err != nil || mb<<20 > oomLimit {
 		t.Errorf("the bomb last said it held %q MB, want a number of at most %d", last, oomLimit>>20)
 	}
+	t.Logf("the bomb was killed after it held %d MB under --memory %d MiB", mb, oomLimit>>20)
 }
