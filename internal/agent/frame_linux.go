@@ -40,6 +40,15 @@ type Frame struct {
 	// one, or undivided, execs are killed by process group and measured
 	// by rusage.
 	Cgroup cgroup.Cgroup
+	// GuestOOMs says the box counts its own OOM kills, in a memory cgroup
+	// the host cannot read (a microVM guest's): its agent was sent a
+	// Config with MemoryEvents and reports the cgroup's oom_kill count in
+	// every started and exited event. The session takes an exec's kills
+	// as the count's rise from its start to its end, and Usage's as the
+	// highest count reported; a box without GuestOOMs that reports one
+	// breaks the protocol. The box may lie about its own kills, which
+	// only its own results show; Cgroup is nil then.
+	GuestOOMs bool
 	// UID and GID are the host ids host-side access to the workspace must
 	// act as (see Session.FileOwner).
 	UID, GID int

@@ -26,6 +26,10 @@ type Process struct {
 	// session's process, whose base could be read.
 	countsSession bool
 	oomBase       uint64
+	// countsGuest says the process's OOM kills are the rise of the count
+	// its box reports (Frame.GuestOOMs) from oomBase: the highest count
+	// known when it was sent, raised to its started event's count.
+	countsGuest bool
 
 	started chan struct{}
 	done    chan struct{}
@@ -108,6 +112,9 @@ func (s *Session) request(c interp.Command) (*Process, error) {
 		p.oomBase, p.countsSession = s.sessionOOMs()
 	}
 	s.mu.Lock()
+	if s.f.GuestOOMs {
+		p.oomBase, p.countsGuest = s.guestOOMs, true
+	}
 	s.procs[p.id] = p
 	s.seen[p.id] = 0
 	s.mu.Unlock()
@@ -201,9 +208,14 @@ func (p *Process) awaitStart(ctx context.Context) error {
 	return nil
 }
 
-func (p *Process) markStarted(pid int) {
+// markStarted records the process's pid and, for a box that counts its
+// own OOM kills, the count its agent read just before the fork.
+func (p *Process) markStarted(pid int, ooms uint64) {
 	p.mu.Lock()
 	p.pid = pid
+	if p.countsGuest {
+		p.oomBase = max(p.oomBase, ooms)
+	}
 	p.mu.Unlock()
 	select {
 	case <-p.started:
@@ -235,6 +247,9 @@ func (p *Process) settle(st *nsinit.Status, e nsinit.Event) {
 		}
 		p.mu.Lock()
 		p.status, p.cpuUS, p.rssKiB = st, e.CPUTimeUS, e.MaxRSSKiB
+		if p.countsGuest {
+			p.stats.OOMKills = oomsSince(p.oomBase, e.OOMKills, st != nil)
+		}
 		p.mu.Unlock()
 		close(p.done)
 	})

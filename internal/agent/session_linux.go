@@ -55,6 +55,8 @@ type Session struct {
 	closed bool
 	// settledOOMs counts OOM kills in exec cgroups already removed.
 	settledOOMs uint64
+	// guestOOMs is the highest OOM kill count a GuestOOMs box reported.
+	guestOOMs uint64
 	// stranded are exec cgroups that could not be cleared for want of
 	// descriptors (see retire).
 	stranded []cgroup.Cgroup
@@ -401,6 +403,9 @@ const (
 func (s *Session) dispatch(e nsinit.Event) error {
 	s.mu.Lock()
 	err := s.record(e)
+	if err == nil {
+		err = s.recordOOMs(e)
+	}
 	p := s.procs[e.ID]
 	if err == nil && e.Kind == nsinit.EventExited {
 		delete(s.procs, e.ID)
@@ -411,7 +416,7 @@ func (s *Session) dispatch(e nsinit.Event) error {
 	}
 	switch e.Kind {
 	case nsinit.EventStarted:
-		p.markStarted(e.Pid)
+		p.markStarted(e.Pid, e.OOMKills)
 	case nsinit.EventExited:
 		st := *e.Status
 		s.finishing.Add(1)
@@ -419,6 +424,20 @@ func (s *Session) dispatch(e nsinit.Event) error {
 			defer s.finishing.Done()
 			p.settle(&st, e)
 		}()
+	}
+	return nil
+}
+
+// recordOOMs keeps the highest OOM kill count the box reported (ParseEvent
+// bounded it); one from a box that does not count its own breaks the
+// protocol. s.mu is held.
+func (s *Session) recordOOMs(e nsinit.Event) error {
+	switch {
+	case e.OOMKills == 0:
+	case !s.f.GuestOOMs:
+		return fmt.Errorf("%w: %q event for process %d reports OOM kills, which only a box that counts its own (a microVM's) may", nsinit.ErrProtocol, e.Kind, e.ID)
+	default:
+		s.guestOOMs = max(s.guestOOMs, e.OOMKills)
 	}
 	return nil
 }
@@ -584,6 +603,11 @@ func (s *Session) Env(extra ...string) []string {
 // cgroup and in its execs' (counted where the victim was, even after the
 // exec's cgroup was removed). Zero without a cgroup.
 func (s *Session) Usage() (cpu time.Duration, ooms uint64) {
+	if s.f.GuestOOMs {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return 0, s.guestOOMs
+	}
 	if s.f.Cgroup == nil {
 		return 0, 0
 	}

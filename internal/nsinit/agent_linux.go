@@ -175,6 +175,8 @@ func (a *agent) spawn(job spawnJob) {
 		return
 	}
 	a.mu.Lock()
+	// Read before the fork: a kill of this process must come after it.
+	ooms := boxOOMKills()
 	restore := raiseOOMScore()
 	pid, st := startProcess(req, files, a.sees)
 	restore()
@@ -206,7 +208,7 @@ func (a *agent) spawn(job spawnJob) {
 	default:
 	}
 	// a send fails only once the host hung up, which ends the agent
-	_ = a.send(Event{Kind: EventStarted, ID: req.ID, Pid: pid})
+	_ = a.send(Event{Kind: EventStarted, ID: req.ID, Pid: pid, OOMKills: ooms})
 }
 
 // spawnShape checks a spawn request against the descriptors that came
@@ -287,6 +289,9 @@ func (a *agent) reap() {
 		e := exitedEvent(id, statusOf(ws))
 		e.CPUTimeUS = ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
 		e.MaxRSSKiB = ru.Maxrss
+		// After the reap: the kernel counts an OOM kill before it sends
+		// the SIGKILL.
+		e.OOMKills = boxOOMKills()
 		a.sendEnded(e)
 	}
 }

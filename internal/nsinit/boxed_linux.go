@@ -104,6 +104,7 @@ func boxedSteps() []setupStep {
 		}},
 		{"receiving the egress link", receiveEgressLink},
 		{"closing inherited descriptors", func(*Config) error { return closeInherited() }},
+		{"opening the box's memory.events", openMemoryEvents},
 		{"opening oom_score_adj", openOOMScore},
 		{"setting file identity", setFileIdentity},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},

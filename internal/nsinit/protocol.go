@@ -89,6 +89,13 @@ const (
 	// template's home and /workspace from it into the scratch, then drops
 	// it with the scratch; it is never attached in the sandbox's root.
 	SeedFD = 7
+	// MemoryEventsFD, when Config.MemoryEvents is set, is the memory.events
+	// file of the cgroup v2 a microVM's guest init made for the box (its
+	// memory.max the box's --memory) and moved itself into before it
+	// became the agent: the agent reads the box's OOM kills there, since
+	// the host cannot (Event.OOMKills). Above every descriptor the host
+	// passes, so no move onto those numbers closes it.
+	MemoryEventsFD = 9
 	// EtcFD is where a plan holds the /etc template while it builds the
 	// root (rootfs.EtcFD); listed here so that no descriptor above takes
 	// it.
@@ -191,6 +198,11 @@ type Config struct {
 	// kernel is the host's, and the init answers the call itself
 	// (seccomp.InstallNotifying, answerer).
 	KernelSysinfo bool `json:"kernel_sysinfo,omitempty"`
+	// MemoryEvents, in a boxed session's Config, says MemoryEventsFD is
+	// open on the box's memory cgroup's memory.events: the agent reports
+	// the cgroup's oom_kill count in every started and exited event. A
+	// microVM's guest sets the cgroup up; the host cannot read it.
+	MemoryEvents bool `json:"memory_events,omitempty"`
 	// UID and GID, when set in a boxed Config, replace SandboxUID and
 	// SandboxGID for the user's processes (see userUID).
 	UID       int     `json:"uid,omitempty"`
@@ -239,7 +251,7 @@ const maxConfig = 16 << 20
 // differently. Bump it with every change to those messages; the golden
 // test in package spawn (testdata/protocol.golden) fails until then. A
 // warden from before protocol versioning sends no version at all.
-const Version = 8
+const Version = 9
 
 // configMagic opens every Config frame, before the version. An init from
 // before versioning reads it as a length far past maxConfig and exits
@@ -309,6 +321,9 @@ func readConfig(r io.Reader) (Config, error) {
 	if c.Stream && (!c.Session || c.HideAgent) {
 		return c, errStreamNotServed
 	}
+	if c.MemoryEvents && (!c.Session || !c.Boxed) {
+		return c, errMemoryEventsNotBoxed
+	}
 	return c, nil
 }
 
@@ -316,6 +331,11 @@ func readConfig(r io.Reader) (Config, error) {
 // only a session's own agent speaks it (the user's agent, behind
 // HideAgent, takes the connection as a socket).
 var errStreamNotServed = errors.New("the configuration asks for the stream transport (stream) outside a session or with the user's agent (hide_agent): only a session's own agent serves the stream")
+
+// errMemoryEventsNotBoxed refuses OOM reports from the box outside a
+// boxed session: only a boxed agent (a microVM guest's) is handed its
+// box's memory.events; native's host reads the cgroup itself.
+var errMemoryEventsNotBoxed = errors.New("the configuration asks the agent to report its box's OOM kills (memory_events) outside a boxed session: only a microVM guest's agent has its box's memory.events")
 
 // errAgentWithoutKernelSysinfo refuses a box that would hide its agent
 // behind the user's agent on a kernel that does not answer sysinfo(2)

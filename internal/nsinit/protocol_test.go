@@ -58,6 +58,8 @@ func TestConfigFrameErrors(t *testing.T) {
 		{"agent hidden on the host's kernel", frame(`{"command":["true"],"hide_agent":true}`), "only gVisor boxes may hide the agent"},
 		{"stream outside a session", frame(`{"command":["true"],"stream":true}`), "only a session's own agent serves the stream"},
 		{"stream to the user's agent", frame(`{"session":true,"stream":true,"hide_agent":true,"kernel_sysinfo":true}`), "only a session's own agent serves the stream"},
+		{"OOM reports from a native session", frame(`{"session":true,"memory_events":true}`), "only a microVM guest's agent has its box's memory.events"},
+		{"OOM reports from a one-shot box", frame(`{"command":["true"],"boxed":true,"memory_events":true}`), "only a microVM guest's agent has its box's memory.events"},
 	}
 	for _, tt := range tests {
 		_, err := readConfig(strings.NewReader(tt.in))

@@ -130,6 +130,11 @@ const (
 	maxRSSKiB    = math.MaxInt64 / 1024
 )
 
+// MaxOOMKills bounds the OOM kill count a box reports (Event.OOMKills):
+// 2^32 kills, far past what a box kills in its life at thousands a
+// second, far below what the host's sums of them could overflow.
+const MaxOOMKills = 1 << 32
+
 // validate says what is wrong with a Status, as its producers never make
 // it: exit codes are a byte, a signal's is 128 plus its number, a program
 // that could not start ended 126 or 127 with a reason.
@@ -179,7 +184,7 @@ func (e *Event) validate(first bool) error {
 	}
 	switch e.Kind {
 	case EventReady:
-		if e.ID != 0 || e.Pid != 0 || e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0 {
+		if e.ID != 0 || e.Pid != 0 || e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0 || e.OOMKills != 0 {
 			return protocolError("ready event with fields")
 		}
 	case EventFailed:
@@ -196,7 +201,7 @@ func (e *Event) validate(first bool) error {
 
 func (e *Event) validateFailed() error {
 	switch {
-	case e.ID != 0 || e.Pid != 0 || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0:
+	case e.ID != 0 || e.Pid != 0 || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0 || e.OOMKills != 0:
 		return protocolError("failed event with an id, a pid or figures")
 	case e.Status == nil || e.Status.Error == "":
 		return protocolError("failed event without a reason")
@@ -212,6 +217,8 @@ func (e *Event) validateStarted() error {
 		return protocolError("started event's pid %d is not 2-%d", e.Pid, maxPid)
 	case e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0:
 		return protocolError("started event with a status or figures")
+	case e.OOMKills > MaxOOMKills:
+		return protocolError("started event's oom_kills %d is more than %d", e.OOMKills, uint64(MaxOOMKills))
 	}
 	return nil
 }
@@ -228,6 +235,8 @@ func (e *Event) validateExited() error {
 		return protocolError("exited event's cpu_time_us %d is not 0-%d", e.CPUTimeUS, int64(maxCPUTimeUS))
 	case e.MaxRSSKiB < 0 || e.MaxRSSKiB > maxRSSKiB:
 		return protocolError("exited event's max_rss_kib %d is not 0-%d", e.MaxRSSKiB, int64(maxRSSKiB))
+	case e.OOMKills > MaxOOMKills:
+		return protocolError("exited event's oom_kills %d is more than %d", e.OOMKills, uint64(MaxOOMKills))
 	}
 	return e.Status.validate()
 }

@@ -75,6 +75,13 @@ type Event struct {
 	// counts the exec.
 	CPUTimeUS int64 `json:"cpu_time_us,omitempty"`
 	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
+	// OOMKills, in the started and exited events of an agent whose Config
+	// set MemoryEvents, is the oom_kill count of the box's memory cgroup
+	// so far: read before the process was forked (started) and after it
+	// was reaped (exited). The box counts them because the host cannot
+	// read its cgroup (a microVM guest's); the host takes an exec's OOM
+	// kills as the difference, and the number as hostile input.
+	OOMKills uint64 `json:"oom_kills,omitempty"`
 }
 
 // maxRequestFDs bounds the descriptors one Request may carry.

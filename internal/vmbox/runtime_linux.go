@@ -158,7 +158,7 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 // opens its channels, which only a box with the proxy may.
 func (b *box) frame(s spec.Spec) agent.Frame {
 	return agent.Frame{
-		Spec: s, Control: b.ctl, Stream: true, UID: b.lease.ID(), GID: b.lease.ID(),
+		Spec: s, Control: b.ctl, Stream: true, GuestOOMs: true, UID: b.lease.ID(), GID: b.lease.ID(),
 		Egress: b.att, EgressChannels: b.att != nil,
 		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		Log:           b.logger(),
@@ -212,7 +212,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 	if err := assembleRoot(tmpl, root); err != nil {
 		return err
 	}
-	boot, shares := layout(tmpl, root, scratch)
+	boot, shares := layout(tmpl, root, scratch, s.Limits)
 	cfg := microvm.Config{
 		KernelFile: kf, KernelArgs: args, Initrd: initrd, ID: b.lease, Shares: shares,
 		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), CPUQuota: cpuQuota(s.Limits, accel), BootTimeout: bootTimeout,
@@ -248,9 +248,10 @@ func (b *box) makeScratch(l spec.Limits) (string, error) {
 }
 
 // layout is the guest's boot message and the shares it names: the box's
-// root (assembled on the host, read-only) and its scratch.
-func layout(tmpl rootfs.Template, root, scratch string) (vmguest.Boot, []microvm.Share) {
-	boot := vmguest.Boot{Root: rootTag, Scratch: scratchTag, ScratchDirs: rootfs.ScratchDirs, VarTmp: tmpl.VarTmp, Cache: roCache, Hostname: agent.Hostname}
+// root (assembled on the host, read-only) and its scratch; the message
+// carries the box's memory limit l.
+func layout(tmpl rootfs.Template, root, scratch string, l spec.Limits) (vmguest.Boot, []microvm.Share) {
+	boot := vmguest.Boot{Root: rootTag, Scratch: scratchTag, ScratchDirs: rootfs.ScratchDirs, VarTmp: tmpl.VarTmp, Cache: roCache, Hostname: agent.Hostname, MemoryBytes: boxMemory(l)}
 	return boot, []microvm.Share{{Tag: rootTag, Dir: root, ReadOnly: true}, {Tag: scratchTag, Dir: scratch}}
 }
 
@@ -289,16 +290,25 @@ func (b *box) handOver(s spec.Spec, boot vmguest.Boot) error {
 	// stream anyway).
 	cfg.KernelSysinfo = true
 	cfg.UID, cfg.GID = b.lease.ID(), b.lease.ID()
+	// The guest init put the agent in the box's memory cgroup and passes
+	// its memory.events on: the agent reports the OOM kills there.
+	cfg.MemoryEvents = true
 	return agent.HandOverBoxed(b.ctl, cfg, b.att)
 }
 
-// memoryMiB is the VM's RAM: the box's --memory and the guest's own need
-// (guestMiB), or the launcher's default for a box without a limit.
+// memoryMiB is the VM's RAM: the box's memory (boxMemory) rounded up to
+// MiB, and the guest's own need (guestMiB).
 func memoryMiB(l spec.Limits) int {
+	return int((boxMemory(l)+(1<<20)-1)>>20) + guestMiB
+}
+
+// boxMemory is the memory.max of the box's cgroup in the guest: --memory,
+// or the launcher's default for a box without a limit.
+func boxMemory(l spec.Limits) int64 {
 	if l.MemoryBytes <= 0 {
-		return microvm.DefaultMemoryMiB + guestMiB
+		return microvm.DefaultMemoryMiB << 20
 	}
-	return int((l.MemoryBytes+(1<<20)-1)>>20) + guestMiB
+	return l.MemoryBytes
 }
 
 // vCPUs is the VM's vCPU count: --cpus rounded up, but one under TCG,

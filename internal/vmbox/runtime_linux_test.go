@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -39,14 +40,27 @@ func TestRefuse(t *testing.T) {
 }
 
 // TestLayout: the boot message the backend sends passes the guest's own
-// checks (Marshal refuses what the guest would), and names the shares it
-// gives QEMU: the root read-only, the scratch writable.
+// checks (Marshal refuses what the guest would), names the shares it
+// gives QEMU (the root read-only, the scratch writable), and holds the
+// box to --memory exactly, or to the VM's default without one.
 func TestLayout(t *testing.T) {
-	boot, shares := layout(rootfs.Template{VarTmp: true}, "/run/x/root", "/run/x/scratch")
-	if _, err := boot.Marshal(); err != nil {
-		t.Fatalf("layout's boot message: %v", err)
-	}
-	if len(shares) != 2 || shares[0].Tag != boot.Root || !shares[0].ReadOnly || shares[1].Tag != boot.Scratch || shares[1].ReadOnly {
-		t.Errorf("shares = %+v, want %s read-only and %s writable", shares, boot.Root, boot.Scratch)
+	for _, tc := range []struct {
+		l    spec.Limits
+		want int64
+	}{
+		{spec.Limits{MemoryBytes: 256<<20 + 1}, 256<<20 + 1},
+		{spec.Limits{MemoryBytes: spec.MinMemoryBytes}, spec.MinMemoryBytes},
+		{spec.Limits{}, microvm.DefaultMemoryMiB << 20},
+	} {
+		boot, shares := layout(rootfs.Template{VarTmp: true}, "/run/x/root", "/run/x/scratch", tc.l)
+		if _, err := boot.Marshal(); err != nil {
+			t.Fatalf("layout's boot message for %+v: %v", tc.l, err)
+		}
+		if boot.MemoryBytes != tc.want {
+			t.Errorf("boot memory limit for %+v = %d, want %d", tc.l, boot.MemoryBytes, tc.want)
+		}
+		if len(shares) != 2 || shares[0].Tag != boot.Root || !shares[0].ReadOnly || shares[1].Tag != boot.Scratch || shares[1].ReadOnly {
+			t.Errorf("shares = %+v, want %s read-only and %s writable", shares, boot.Root, boot.Scratch)
+		}
 	}
 }

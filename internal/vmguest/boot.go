@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
@@ -40,6 +41,12 @@ type Boot struct {
 	// Cache is the 9p cache mode of the read-only shares (the scratch's
 	// is always "none": the host's file API writes it too).
 	Cache string `json:"cache,omitempty"`
+	// MemoryBytes is the box's --memory: the memory.max of the cgroup v2
+	// the guest init makes and moves itself into before it becomes the
+	// agent, so the agent and everything it forks are held to it, as
+	// native's cgroup holds its box (the VM's RAM is more: the guest
+	// kernel's own need on top).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 }
 
 // bootMagic opens the boot message, so a guest tells it from stray bytes.
@@ -54,6 +61,9 @@ const (
 	maxTag         = 31 // the 9p mount tag QEMU and the guest agree on
 	maxPath        = 256
 	maxScratchDirs = 16
+	// maxMemory bounds MemoryBytes from above (spec.MinMemoryBytes from
+	// below): 1 TiB is past any VM this backend boots.
+	maxMemory = 1 << 40
 )
 
 // cacheModes are the 9p cache modes a read-only share may ask for.
@@ -113,7 +123,7 @@ func ReadBoot(r io.Reader) (Boot, error) {
 // names a tag or path the guest would not mount.
 func (b Boot) check() error {
 	if b.Echo {
-		if b.Root != "" || b.Scratch != "" || len(b.ScratchDirs) > 0 || b.VarTmp || b.Cache != "" || b.Hostname != "" {
+		if b.Root != "" || b.Scratch != "" || len(b.ScratchDirs) > 0 || b.VarTmp || b.Cache != "" || b.Hostname != "" || b.MemoryBytes != 0 {
 			return fmt.Errorf("%w: an echo boot names a box too", ErrBadBoot)
 		}
 		return nil
@@ -143,6 +153,9 @@ func (b Boot) check() error {
 		if dst == "/" {
 			return fmt.Errorf("%w: scratch directory %q over the root", ErrBadBoot, name)
 		}
+	}
+	if b.MemoryBytes < spec.MinMemoryBytes || b.MemoryBytes > maxMemory {
+		return fmt.Errorf("%w: memory limit %d bytes is not %d-%d", ErrBadBoot, b.MemoryBytes, int64(spec.MinMemoryBytes), int64(maxMemory))
 	}
 	return nil
 }

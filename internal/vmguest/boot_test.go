@@ -10,7 +10,7 @@ import (
 
 // goodBoot is a box's boot message as the microvm backend sends it.
 func goodBoot() Boot {
-	return Boot{Root: "root", Scratch: "scratch", Cache: "loose", Hostname: "sandbox", ScratchDirs: map[string]string{"workspace": "/workspace", "tmp": "/tmp"}}
+	return Boot{Root: "root", Scratch: "scratch", Cache: "loose", Hostname: "sandbox", ScratchDirs: map[string]string{"workspace": "/workspace", "tmp": "/tmp"}, MemoryBytes: 256 << 20}
 }
 
 func TestBootRoundTrip(t *testing.T) {
@@ -66,6 +66,11 @@ func TestBadBoot(t *testing.T) {
 		{"dotdot dir", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","scratch_dirs":{"tmp":"/a/../tmp"}}`), "clean absolute"},
 		{"dir over root", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","scratch_dirs":{"tmp":"/"}}`), "over the root"},
 		{"name with slash", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","scratch_dirs":{"../x":"/x"}}`), "plain name"},
+		{"no memory limit", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h"}`), "memory limit 0 bytes is not 4194304-1099511627776"},
+		{"memory limit too small", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","memory_bytes":4194303}`), "memory limit 4194303 bytes"},
+		{"memory limit too large", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","memory_bytes":1099511627777}`), "memory limit 1099511627777 bytes"},
+		{"negative memory limit", frame(`{"root":"r","scratch":"s","cache":"none","hostname":"h","memory_bytes":-1}`), "memory limit -1 bytes"},
+		{"echo with a memory limit", frame(`{"echo":true,"memory_bytes":268435456}`), "names a box too"},
 	}
 	for _, tt := range tests {
 		_, err := ReadBoot(bytes.NewReader(tt.in))

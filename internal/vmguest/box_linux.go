@@ -24,7 +24,9 @@ const (
 const devSize = "size=64k,nr_inodes=64,mode=755"
 
 // becomeBox builds the box b describes and execs the boxed agent in it as
-// PID 1, the port its control connection (its stdin, nsinit.BoxedStdin).
+// PID 1, the port its control connection (its stdin, nsinit.BoxedStdin),
+// in the box's memory cgroup, whose memory.events it passes at
+// nsinit.MemoryEventsFD.
 // It returns only on failure.
 func becomeBox(port *os.File, b Boot) error {
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
@@ -36,6 +38,11 @@ func becomeBox(port *os.File, b Boot) error {
 	if err := plan.ApplyOne(plan.Op{Code: plan.LinkUp, Strs: []string{"lo"}}); err != nil {
 		return fmt.Errorf("bringing up lo: %w", err)
 	}
+	events, err := limitBox(b.MemoryBytes)
+	if err != nil {
+		return err
+	}
+	defer events.Close()
 	if err := assemble(b); err != nil {
 		return err
 	}
@@ -47,8 +54,13 @@ func becomeBox(port *os.File, b Boot) error {
 	if err := unix.Dup3(int(port.Fd()), 0, 0); err != nil {
 		return fmt.Errorf("passing the agent port on: %w", err)
 	}
+	// After the port's move: this may close the port's own descriptor,
+	// which fd 0 now copies.
+	if err := passMemoryEvents(events); err != nil {
+		return err
+	}
 	env := []string{"GOMAXPROCS=1", "PATH=/usr/bin:/bin"}
-	err := unix.Exec(nsinit.BoxedPath, []string{nsinit.BoxedPath, nsinit.BoxedStdin}, env)
+	err = unix.Exec(nsinit.BoxedPath, []string{nsinit.BoxedPath, nsinit.BoxedStdin}, env)
 	return fmt.Errorf("starting the agent %s: %w", nsinit.BoxedPath, err)
 }
 

@@ -43,8 +43,8 @@ type Hello struct {
 // the boot message. Version 2: after the hello the guest reads one Boot,
 // then either echoes the port (Boot.Echo) or builds the box and becomes
 // its agent, serving the protocol over streammux on the port. (Version 1
-// only echoed.)
-const Version = 2
+// only echoed.) Version 3: the Boot carries the box's memory limit.
+const Version = 3
 
 // helloMagic opens the hello frame, so the host tells a Warden guest from
 // any other bytes on the port at the first read.
