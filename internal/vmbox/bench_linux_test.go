@@ -2,8 +2,10 @@ package vmbox
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 // steps: it starts boxes as the backend does (each a new VM), runs
 // /bin/true in each, ends it, and reports the median of every step of
 // the start (phases), of the VM's own split of the boot, of the exec and
-// of the end. The guest's /init is the warden-init beside the test
+// of the end (-test.v logs every boot's figures). The guest's /init is the warden-init beside the test
 // binary, so build both into bin/:
 //
 //	make build && go test -c -o bin/vmbox.test ./internal/vmbox &&
@@ -29,13 +31,16 @@ func BenchmarkStart(b *testing.B) {
 	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	took := map[string][]time.Duration{}
 	var order []string
+	var row strings.Builder
 	add := func(name string, d time.Duration) {
 		if _, ok := took[name]; !ok {
 			order = append(order, name)
 		}
 		took[name] = append(took[name], d)
+		fmt.Fprintf(&row, " %s=%.1f", name, float64(d.Microseconds())/1000)
 	}
 	for b.Loop() {
+		row.Reset()
 		t0 := time.Now()
 		sess, times, err := r.start(context.Background(), s)
 		if err != nil {
@@ -61,6 +66,7 @@ func BenchmarkStart(b *testing.B) {
 		}
 		add("close", time.Since(t2))
 		add("total", time.Since(t0))
+		b.Logf("boot (ms):%s", row.String()) // each boot, for medians across runs (-test.v)
 	}
 	for _, name := range order {
 		b.ReportMetric(median(took[name]), "p50-"+name+"-ms")
