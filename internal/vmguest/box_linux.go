@@ -35,7 +35,7 @@ var agentEnv = []string{"GOMAXPROCS=1", "PATH=/usr/bin:/bin"}
 // still PID 1, the port its control connection (its stdin,
 // nsinit.BoxedStdin). It does not exec the agent: this process is
 // warden-init already, and an exec would only start a second Go runtime
-// under emulation (docs/backends.md has its cost). It returns only on
+// under emulation (docs/performance.md has its cost). It returns only on
 // failure.
 func becomeBox(port *os.File, b Boot) error {
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
