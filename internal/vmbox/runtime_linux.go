@@ -194,7 +194,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 		return err
 	}
 	defer initrd.Close()
-	b.times.mark("kernel")
+	b.times.mark("kernel_initrd")
 	root := filepath.Join(b.dir, "root")
 	if err := assembleRoot(tmpl, root); err != nil {
 		return err
