@@ -29,10 +29,15 @@ type Config struct {
 	// (open_tree copies its mount), not a memfd or other file of no
 	// mount. The caller keeps and closes it.
 	KernelFile *os.File
-	// Initrd is the initramfs archive (see Initramfs); InitrdPath names
-	// one on disk instead. Exactly one is set.
+	// Initrd is the initramfs archive (see Initramfs), written into
+	// QEMU's root for this VM alone; InitrdPath names one on disk
+	// instead, and InitrdFile is one the caller opened and checked (as
+	// KernelFile is: world-readable, on a mounted filesystem; the caller
+	// keeps and closes it), so VMs can share one file rather than each
+	// holding a copy. Exactly one is set.
 	Initrd     []byte
 	InitrdPath string
+	InitrdFile *os.File
 	// MemoryMiB is the guest's RAM; 0 means DefaultMemoryMiB.
 	MemoryMiB int
 	// CPUs is the number of vCPUs; 0 means 1.
@@ -123,8 +128,8 @@ func (c Config) normalize() (Config, error) {
 	switch {
 	case (c.Kernel == "") == (c.KernelFile == nil):
 		return c, errors.New("microvm: give exactly one of Kernel and KernelFile (build a kernel with `make microvm-kernel`)")
-	case (c.Initrd == nil) == (c.InitrdPath == ""):
-		return c, errors.New("microvm: give exactly one of Initrd and InitrdPath")
+	case countSet(c.Initrd != nil, c.InitrdPath != "", c.InitrdFile != nil) != 1:
+		return c, errors.New("microvm: give exactly one of Initrd, InitrdPath and InitrdFile")
 	case c.MemoryMiB < minMemoryMiB || c.MemoryMiB > maxMemoryMiB:
 		return c, fmt.Errorf("microvm: memory %d MiB is outside %d-%d MiB", c.MemoryMiB, minMemoryMiB, maxMemoryMiB)
 	case c.CPUs < 1 || c.CPUs > maxCPUs:
@@ -151,6 +156,17 @@ func (c Config) normalize() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// countSet is how many of set are true.
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // checkAccel refuses what cfg cannot run under accel: more than one vCPU

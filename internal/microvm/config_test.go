@@ -23,6 +23,8 @@ func TestNormalize(t *testing.T) {
 		{"kernel by descriptor", func(c *Config) { c.Kernel, c.KernelFile = "", os.Stdin }, ""},
 		{"no initrd", func(c *Config) { c.Initrd = nil }, "exactly one"},
 		{"two initrds", func(c *Config) { c.InitrdPath = "/i" }, "exactly one"},
+		{"initrd by descriptor", func(c *Config) { c.Initrd, c.InitrdFile = nil, os.Stdin }, ""},
+		{"initrd bytes and descriptor", func(c *Config) { c.InitrdFile = os.Stdin }, "exactly one of Initrd, InitrdPath and InitrdFile"},
 		{"tiny memory", func(c *Config) { c.MemoryMiB = 8 }, "memory 8 MiB"},
 		{"the kernel's most cpus", func(c *Config) { c.CPUs = vmkernel.MaxCPUs }, ""},
 		{"one cpu past the kernel's", func(c *Config) { c.CPUs = vmkernel.MaxCPUs + 1 }, fmt.Sprintf("%d vCPUs", vmkernel.MaxCPUs+1)},

@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"bytes"
+	"io"
 	"os"
 
 	"github.com/warden-sandbox/warden/internal/initramfs"
@@ -17,7 +18,17 @@ import (
 // boot in 12 once the PIT let the guest's timers run).
 func Initramfs(init *os.File) ([]byte, error) {
 	var buf bytes.Buffer
-	w := initramfs.NewWriter(&buf)
+	if err := WriteInitramfs(&buf, init); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteInitramfs writes Initramfs's archive to out, straight from init
+// (read from where its offset stands), with no copy of it in memory:
+// for an initramfs kept as a file (Config.InitrdFile).
+func WriteInitramfs(out io.Writer, init *os.File) error {
+	w := initramfs.NewWriter(out)
 	for _, err := range []error{
 		w.Dir("dev", 0o755),
 		w.CharDev("dev/console", 0o600, 5, 1),
@@ -28,8 +39,8 @@ func Initramfs(init *os.File) ([]byte, error) {
 		w.Close(),
 	} {
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return buf.Bytes(), nil
+	return nil
 }

@@ -29,7 +29,7 @@ type launch struct {
 	logR    *os.File // host end of the console pipe
 	logW    *os.File
 	kernel  *os.File
-	initrd  *os.File // an initrd file (InitrdPath), or nil: its bytes are written into QEMU's root
+	initrd  *os.File // an initrd file (InitrdPath, InitrdFile), or nil: its bytes are written into QEMU's root
 	guest   *os.File // QEMU's end of the agent socketpair
 	host    *os.File
 	// qmpGuest and qmpHost are the QMP socketpair's ends on a cgroup v2
@@ -74,10 +74,8 @@ func prepare(cfg Config) (l *launch, err error) {
 	if l.kernel, err = openKernel(cfg); err != nil {
 		return l, err
 	}
-	if cfg.InitrdPath != "" {
-		if l.initrd, err = openGuestFile(cfg.InitrdPath, "initrd"); err != nil {
-			return l, err
-		}
+	if l.initrd, err = openInitrd(cfg); err != nil {
+		return l, err
 	}
 	if err := l.rootMounts(); err != nil {
 		return l, err

@@ -35,7 +35,7 @@ func (l *launch) openQEMU() error {
 // QEMU's root binds the file this descriptor is (rootMounts).
 func openKernel(cfg Config) (*os.File, error) {
 	if cfg.KernelFile != nil {
-		return copyKernel(cfg.KernelFile)
+		return copyGuestFile(cfg.KernelFile, "guest kernel")
 	}
 	f, err := openGuestFile(cfg.Kernel, "guest kernel")
 	if err != nil {
@@ -44,19 +44,34 @@ func openKernel(cfg Config) (*os.File, error) {
 	return f, nil
 }
 
-// copyKernel duplicates the caller's kernel descriptor for QEMU, so that
-// the launcher owns and closes its own copy.
-func copyKernel(f *os.File) (*os.File, error) {
+// openInitrd opens an initrd on disk (InitrdPath) as a guest file, or
+// copies the caller's descriptor (InitrdFile); nil when the initrd is
+// given as bytes, which are written into QEMU's root instead.
+func openInitrd(cfg Config) (*os.File, error) {
+	switch {
+	case cfg.InitrdFile != nil:
+		return copyGuestFile(cfg.InitrdFile, "initrd")
+	case cfg.InitrdPath != "":
+		return openGuestFile(cfg.InitrdPath, "initrd")
+	}
+	return nil, nil
+}
+
+// copyGuestFile duplicates a descriptor the caller opened and checked of
+// a file QEMU loads into the guest (what), which must be a
+// world-readable regular file, so that the launcher owns and closes its
+// own copy.
+func copyGuestFile(f *os.File, what string) (*os.File, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("microvm: guest kernel: %w", err)
+		return nil, fmt.Errorf("microvm: %s: %w", what, err)
 	}
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o004 == 0 {
-		return nil, fmt.Errorf("microvm: guest kernel %s is not a world-readable regular file, which QEMU (under its own uid) must read", f.Name())
+		return nil, fmt.Errorf("microvm: %s %s is not a world-readable regular file, which QEMU (under its own uid) must read", what, f.Name())
 	}
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("microvm: copying the guest kernel's descriptor: %w", err)
+		return nil, fmt.Errorf("microvm: copying the %s's descriptor: %w", what, err)
 	}
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }

@@ -173,5 +173,10 @@ func closeInherited() error {
 	return nil
 }
 
-// isBoxed says this process was started as a boxed init.
-func isBoxed() bool { return len(os.Args) > 0 && os.Args[0] == BoxedPath }
+// isBoxed says this process was started as a boxed init, or became one
+// without an exec (ServeBoxedStdin).
+func isBoxed() bool { return boxedHere || len(os.Args) > 0 && os.Args[0] == BoxedPath }
+
+// boxedHere is set once this process serves as the boxed agent without
+// having been executed as one (ServeBoxedStdin).
+var boxedHere bool

@@ -41,10 +41,30 @@ func Main() {
 		os.Exit(podExec(os.Args[2:]))
 	}
 	if isBoxed() {
-		if err := boxedControl(os.Args[1:]); err != nil {
-			fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)
-			os.Exit(exitNoHost)
-		}
+		serveBoxed(os.Args[1:])
+	}
+	os.Exit(run())
+}
+
+// ServeBoxedStdin is the boxed agent, run in this very process as
+// `BoxedPath BoxedStdin` runs it after an exec: for a microVM guest's
+// init (vmguest), which built the box itself and would otherwise start a
+// second Go runtime, under emulation, only to become the agent. The
+// control connection is fd 0; the caller has set the environment the
+// agent's processes inherit and runs on its locked main thread, as Main
+// requires. It never returns.
+func ServeBoxedStdin() {
+	runtime.LockOSThread()
+	boxedHere = true
+	serveBoxed([]string{BoxedStdin})
+}
+
+// serveBoxed takes the control connection as args say (boxedControl) and
+// serves it as the boxed agent; it never returns.
+func serveBoxed(args []string) {
+	if err := boxedControl(args); err != nil {
+		fmt.Fprintf(os.Stderr, "warden-init: connecting to the host: %v\n", err)
+		os.Exit(exitNoHost)
 	}
 	os.Exit(run())
 }

@@ -21,7 +21,7 @@ func openMemoryEvents(cfg *Config) error {
 	}
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(MemoryEventsFD, &st); err != nil {
-		return fmt.Errorf("the box's memory.events at descriptor %d: %w (the guest init opens it before it execs the agent)", MemoryEventsFD, err)
+		return fmt.Errorf("the box's memory.events at descriptor %d: %w (the guest init opens it before it becomes the agent)", MemoryEventsFD, err)
 	}
 	if st.Type != unix.CGROUP2_SUPER_MAGIC {
 		return fmt.Errorf("descriptor %d is not a cgroup v2 file (file system 0x%x), so not the box's memory.events", MemoryEventsFD, st.Type)

@@ -18,7 +18,6 @@ import (
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/microvm"
-	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/vmguest"
@@ -33,7 +32,7 @@ type Runtime struct {
 
 	once     sync.Once
 	template rootfs.Template
-	initrd   []byte
+	init     *guestInit
 	err      error
 }
 
@@ -63,9 +62,9 @@ const bootTimeout = 30 * time.Second
 // agent's Config on the port, which a live guest reads at once.
 const hostAgentWrite = 10 * time.Second
 
-// prepare writes the root template and builds the guest initramfs, once
+// prepare writes the root template and opens the guest's init, once
 // per process.
-func (r *Runtime) prepare() (rootfs.Template, []byte, error) {
+func (r *Runtime) prepare() (rootfs.Template, *guestInit, error) {
 	r.once.Do(func() {
 		if r.err = makeStateDir(); r.err != nil {
 			return
@@ -75,9 +74,9 @@ func (r *Runtime) prepare() (rootfs.Template, []byte, error) {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
 		}
-		r.initrd, r.err = guestInitramfs()
+		r.init, r.err = openGuestInit(StateDir)
 	})
-	return r.template, r.initrd, r.err
+	return r.template, r.init, r.err
 }
 
 // makeStateDir makes StateDir root's alone (0700): QEMU reaches its
@@ -94,24 +93,6 @@ func makeStateDir() error {
 	return os.Chmod(StateDir, 0o700)
 }
 
-// guestInitramfs wraps the warden-init beside this warden (static, as
-// make build builds it) as the guest's /init.
-func guestInitramfs() ([]byte, error) {
-	p, err := nsinit.BinaryPath()
-	if err != nil {
-		return nil, err
-	}
-	if filepath.Base(p) != nsinit.InitName {
-		return nil, fmt.Errorf("the microvm backend boots %s as the guest's /init: install it beside warden (make build)", nsinit.InitName)
-	}
-	f, err := nsinit.OpenTrustedData(p)
-	if err != nil {
-		return nil, fmt.Errorf("the guest's init: %w", err)
-	}
-	defer f.Close()
-	return microvm.Initramfs(f)
-}
-
 // box is one microVM and what the host keeps for it.
 type box struct {
 	r     *Runtime
@@ -121,6 +102,8 @@ type box struct {
 	vm    *microvm.VM
 	// att is the box's socket on the egress proxy with --net proxy.
 	att *egress.Attachment
+	// times are the steps of its start so far (phases).
+	times *phases
 	// ctl is the host's end of the agent port until the session owns it.
 	ctl *os.File
 }
@@ -131,26 +114,35 @@ type box struct {
 // request's), and the session's life is its own, ended by Kill or the
 // VM's exit.
 func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error) {
+	sess, _, err := r.start(ctx, s)
+	return sess, err
+}
+
+// start is Start, also returning how long each step took.
+func (r *Runtime) start(ctx context.Context, s spec.Spec) (*agent.Session, *phases, error) {
 	if err := refuse(s); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tmpl, initrd, err := r.prepare()
+	b := &box{r: r, id: boxname.Box(), times: newPhases()}
+	tmpl, gi, err := r.prepare()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	b := &box{r: r, id: boxname.Box()}
+	b.times.mark("prepare")
 	b.dir = filepath.Join(StateDir, "box-"+b.id)
-	if err := b.start(s, tmpl, initrd); err != nil {
+	if err := b.start(s, tmpl, gi); err != nil {
 		b.cleanup()
-		return nil, err
+		return nil, nil, err
 	}
 	f := b.frame(s)
 	b.ctl = nil // the session's from here on
 	sess, err := agent.Attach(ctx, f)
 	if err != nil {
-		return nil, fmt.Errorf("%w; guest console: %s", err, strings.Join(b.vm.Console(), " | "))
+		return nil, nil, fmt.Errorf("%w; guest console: %s", err, strings.Join(b.vm.Console(), " | "))
 	}
-	return sess, nil
+	b.times.mark("attach")
+	b.logger().Debug("microVM box started", b.times.attrs()...)
+	return sess, b.times, nil
 }
 
 // frame is the agent.Frame of the box, a session of s: the session's
@@ -190,7 +182,7 @@ func refuse(s spec.Spec) error {
 
 // start makes the scratch, boots the VM with the shares, and hands the
 // guest its boot message and the agent its Config.
-func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
+func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	scratch, err := b.makeScratch(s.Limits)
 	if err != nil {
 		return err
@@ -198,6 +190,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 	if err := b.attachEgress(s); err != nil {
 		return err
 	}
+	b.times.mark("scratch")
 	accel := microvm.HostAccel().Accel
 	k, args, err := microvm.GuestKernel(accel)
 	if err != nil {
@@ -208,20 +201,33 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, initrd []byte) error {
 		return err
 	}
 	defer kf.Close()
+	initrd, err := gi.open(b.logger())
+	if err != nil {
+		return err
+	}
+	defer initrd.Close()
+	b.times.mark("kernel_initrd")
 	root := filepath.Join(b.dir, "root")
 	if err := assembleRoot(tmpl, root); err != nil {
 		return err
 	}
+	b.times.mark("root")
 	boot, shares := layout(tmpl, root, scratch, s.Limits)
 	cfg := microvm.Config{
-		KernelFile: kf, KernelArgs: args, Initrd: initrd, ID: b.lease, Shares: shares,
+		KernelFile: kf, KernelArgs: args, InitrdFile: initrd, ID: b.lease, Shares: shares,
 		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), CPUQuota: cpuQuota(s.Limits, accel), BootTimeout: bootTimeout,
 	}
 	// The VM outlives ctx (a session's); Start's own boot timeout bounds it.
 	if b.vm, err = microvm.Start(context.Background(), cfg); err != nil {
 		return err
 	}
-	return b.handOver(s, boot)
+	b.times.mark("boot")
+	b.times.vm = b.vm.Boot()
+	if err := b.handOver(s, boot); err != nil {
+		return err
+	}
+	b.times.mark("handover")
+	return nil
 }
 
 // makeScratch makes the box's directory (root's alone), leases the box's

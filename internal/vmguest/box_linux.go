@@ -1,10 +1,13 @@
 package vmguest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -23,11 +26,19 @@ const (
 // devSize bounds the box's /dev tmpfs: a few nodes and links.
 const devSize = "size=64k,nr_inodes=64,mode=755"
 
-// becomeBox builds the box b describes and execs the boxed agent in it as
-// PID 1, the port its control connection (its stdin, nsinit.BoxedStdin),
-// in the box's memory cgroup, whose memory.events it passes at
-// nsinit.MemoryEventsFD.
-// It returns only on failure.
+// agentEnv is the environment the agent runs with, which the processes it
+// starts inherit where a request names none; the agent keeps to one
+// thread of Go code (GOMAXPROCS=1, set in the runtime too, as the
+// variable is read only at a Go program's start).
+var agentEnv = []string{"GOMAXPROCS=1", "PATH=/usr/bin:/bin"}
+
+// becomeBox builds the box b describes and becomes the boxed agent in it,
+// still PID 1, the port its control connection (its stdin,
+// nsinit.BoxedStdin), in the box's memory cgroup, whose memory.events it
+// keeps at nsinit.MemoryEventsFD. It does not exec the agent: this
+// process is warden-init already, and an exec would only start a second
+// Go runtime under emulation (docs/performance.md has its cost). It
+// returns only on failure.
 func becomeBox(port *os.File, b Boot) error {
 	if err := unix.Sethostname([]byte(b.Hostname)); err != nil {
 		return fmt.Errorf("setting the host name: %w", err)
@@ -49,19 +60,40 @@ func becomeBox(port *os.File, b Boot) error {
 	if err := switchRoot(boxDir); err != nil {
 		return err
 	}
-	// The port becomes the agent's stdin, kept across exec; the agent
-	// moves it to its control descriptor and points stdin at /dev/null.
+	// The port becomes the agent's stdin; the agent moves it to its
+	// control descriptor and points stdin at /dev/null. port itself is
+	// closed, so no finalizer of it closes that number later.
 	if err := unix.Dup3(int(port.Fd()), 0, 0); err != nil {
 		return fmt.Errorf("passing the agent port on: %w", err)
 	}
-	// After the port's move: this may close the port's own descriptor,
-	// which fd 0 now copies.
+	if err := port.Close(); err != nil {
+		return fmt.Errorf("passing the agent port on: %w", err)
+	}
+	// After the port's own descriptor is closed: the move to
+	// MemoryEventsFD may take that number. events stays open (its deferred
+	// Close holds it) for as long as the agent serves.
 	if err := passMemoryEvents(events); err != nil {
 		return err
 	}
-	env := []string{"GOMAXPROCS=1", "PATH=/usr/bin:/bin"}
-	err = unix.Exec(nsinit.BoxedPath, []string{nsinit.BoxedPath, nsinit.BoxedStdin}, env)
-	return fmt.Errorf("starting the agent %s: %w", nsinit.BoxedPath, err)
+	if err := setAgentEnv(); err != nil {
+		return err
+	}
+	runtime.GOMAXPROCS(1)
+	nsinit.ServeBoxedStdin()
+	return errors.New("the agent returned")
+}
+
+// setAgentEnv replaces the environment the kernel gave this init
+// (HOME, TERM and any unknown kernel parameter) with agentEnv.
+func setAgentEnv() error {
+	os.Clearenv()
+	for _, kv := range agentEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("setting the agent's environment: %w", err)
+		}
+	}
+	return nil
 }
 
 // assemble mounts the box's tree at boxDir as the gVisor bundle lays it

@@ -28,8 +28,8 @@ func IsGuest(argv []string) bool {
 
 // Main is the guest's PID 1: it mounts /proc, /sys and /dev, sends the
 // hello on the agent port and reads the host's Boot message. For a box it
-// mounts the box's tree from the host's shares and execs the boxed agent
-// in it, which stays PID 1 (its end panics the kernel, which ends the VM:
+// mounts the box's tree from the host's shares and becomes the boxed
+// agent in it, without an exec, still PID 1 (its end panics the kernel, which ends the VM:
 // PANIC_TIMEOUT=-1 and QEMU's -no-reboot); asked to echo, it echoes the
 // port until the host closes it and ends the VM. It never returns; on any failure it says why
 // on the console (which the host reads as hostile text) and ends the VM,
