@@ -379,13 +379,18 @@ func (s *Session) endWith(e *endedError) {
 	// whoever sees an exec fail with the session's end also finds Done
 	// closed (the server answers such an exec 409, not 500). end runs
 	// from the event reader and from a breach the host finds itself (see
-	// breach), possibly at once.
-	s.doneOnce.Do(func() { close(s.done) })
+	// breach), possibly at once. The settles are counted in s.finishing
+	// before Done closes: teardown waits for them after Done, and a
+	// settle it missed would strand its exec cgroup after teardown took
+	// the stranded ones, leaving it and the session's cgroup behind.
 	procs := s.procs
 	s.procs = map[uint64]*Process{}
+	s.finishing.Add(len(procs))
+	s.doneOnce.Do(func() { close(s.done) })
 	s.mu.Unlock()
 	for _, p := range procs {
 		p.settle(nil, nsinit.Event{})
+		s.finishing.Done()
 	}
 }
 

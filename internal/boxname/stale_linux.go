@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"golang.org/x/sys/unix"
 )
 
 // pidDirPrefixes start the entries of a backend's state directory that are
@@ -62,23 +63,38 @@ func dirOwner(name string) (int, bool) {
 // there): RemoveAll would delete through the mount, the box's files or
 // whatever the mount shows. Such a directory stays for the stale sweep of
 // the next Warden to start once this one is gone (warden doctor --leaks
-// lists it then), and the error says so.
+// lists it then), and the error says so and how to unmount it. A failed
+// unmount of the scratch is returned too, after the other error or alone
+// when the directory is gone, so that the caller logs it; only a scratch
+// that is missing or was no mount (ENOENT, ENOTEMPTY) goes unsaid.
 func RemoveDir(dir string) error {
 	uerr := rootfs.UnmountScratch(filepath.Join(dir, "scratch"))
+	if errors.Is(uerr, fs.ErrNotExist) || errors.Is(uerr, unix.ENOTEMPTY) {
+		uerr = nil
+	}
 	mounted, err := mountsAt(dir)
 	if err != nil {
-		return fmt.Errorf("leaving %s in place: %w", dir, err)
+		return withUnmount(fmt.Errorf("leaving %s in place: %w", dir, err), uerr)
 	}
 	if len(mounted) > 0 {
-		why := fmt.Errorf("leaving %s in place for the stale sweep: %s is still mounted, and removing it would delete through the mount", dir, mounted[0])
-		if uerr != nil {
-			why = fmt.Errorf("%w (%w)", why, uerr)
-		}
-		return why
+		p := mountinfoUnescaper.Replace(mounted[0])
+		return withUnmount(fmt.Errorf("leaving %s in place: %q is still mounted, and removing the directory "+
+			"would delete through the mount; unmount it (umount -l %q) and the next Warden's stale sweep "+
+			"removes the directory", dir, p, p), uerr)
 	}
-	// Nothing mounted: whatever the unmount said (a scratch that was no
-	// mount, holding files), RemoveAll removes all there is.
-	return os.RemoveAll(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return withUnmount(fmt.Errorf("removing %s: %w", dir, err), uerr)
+	}
+	return uerr
+}
+
+// withUnmount adds the scratch's unmount error uerr, if any, to err on
+// the same line, both kept for errors.Is.
+func withUnmount(err, uerr error) error {
+	if uerr == nil {
+		return err
+	}
+	return fmt.Errorf("%w (and %w)", err, uerr)
 }
 
 // threadMountinfo is the mount table of the calling thread's mount
@@ -90,17 +106,20 @@ const threadMountinfo = "/proc/thread-self/mountinfo"
 // backslash). Links in dir's parent are resolved, as mountinfo names
 // each mount by its real path; a dir that is not there holds none.
 func mountsAt(dir string) ([]string, error) {
-	parent, err := filepath.Abs(filepath.Dir(dir))
-	if err == nil {
-		parent, err = filepath.EvalSymlinks(parent)
+	// Abs cleans first: the Dir and Base of "box-x/" would be "box-x" and
+	// "box-x", naming a path below the directory that holds no mount.
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %q: %w", dir, err)
 	}
+	parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resolving %q: %w", dir, err)
 	}
-	abs := filepath.Join(parent, filepath.Base(dir))
+	abs = filepath.Join(parent, filepath.Base(abs))
 	b, err := os.ReadFile(threadMountinfo)
 	if err != nil {
 		return nil, fmt.Errorf("listing the mounts in %s: %w", abs, err)
@@ -126,6 +145,23 @@ func mountPointsAt(info, dir string) []string {
 	return out
 }
 
+// mountinfoEscapes are the characters the kernel escapes in mountinfo's
+// paths, each followed by its escape.
+var mountinfoEscapes = []string{" ", `\040`, "\t", `\011`, "\n", `\012`, `\`, `\134`}
+
 // mountinfoEscaper writes a path as the kernel writes mount points in
 // mountinfo.
-var mountinfoEscaper = strings.NewReplacer(" ", `\040`, "\t", `\011`, "\n", `\012`, `\`, `\134`)
+var mountinfoEscaper = strings.NewReplacer(mountinfoEscapes...)
+
+// mountinfoUnescaper reads a mount point as mountinfo writes it back into
+// the path, for messages that tell an operator what to unmount.
+var mountinfoUnescaper = strings.NewReplacer(swapPairs(mountinfoEscapes)...)
+
+// swapPairs turns old, new pairs for strings.NewReplacer into new, old.
+func swapPairs(pairs []string) []string {
+	out := make([]string, 0, len(pairs))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, pairs[i+1], pairs[i])
+	}
+	return out
+}

@@ -132,6 +132,28 @@ func TestMountPointsAt(t *testing.T) {
 	}
 }
 
+// TestMountinfoEscapes: a path written as mountinfo writes it, and read
+// back into the path for messages, a literal escape sequence included.
+func TestMountinfoEscapes(t *testing.T) {
+	tests := []struct{ path, want string }{
+		{"/w/box-a", "/w/box-a"},
+		{"/w/a b", `/w/a\040b`},
+		{"/w/a\tb\nc", `/w/a\011b\012c`},
+		{`/w/a\b`, `/w/a\134b`},
+		{`/w/a\040b`, `/w/a\134040b`},
+		{"/w/é", "/w/é"},
+	}
+	for _, tt := range tests {
+		got := mountinfoEscaper.Replace(tt.path)
+		if got != tt.want {
+			t.Errorf("mountinfoEscaper.Replace(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+		if back := mountinfoUnescaper.Replace(got); back != tt.path {
+			t.Errorf("mountinfoUnescaper.Replace(%q) = %q, want %q", got, back, tt.path)
+		}
+	}
+}
+
 // TestRemoveDirLeavesMounts: RemoveDir removes a box directory with its
 // scratch mounted, or none, but never one in which something is still
 // mounted (a scratch mounted twice, whose unmount leaves the lower one; a
@@ -141,12 +163,16 @@ func TestRemoveDirLeavesMounts(t *testing.T) {
 	tests := []struct {
 		name   string
 		mounts []string // tmpfs mounted in turn, each holding a file "kept"
+		suffix string   // added to the directory RemoveDir is given
 		left   string   // the file RemoveDir must leave, "" for none
 	}{
-		{"no scratch", nil, ""},
-		{"scratch mounted", []string{"scratch"}, ""},
-		{"scratch mounted twice", []string{"scratch", "scratch"}, "scratch/kept"},
-		{"a mount beside the scratch", []string{"scratch", "other"}, "other/kept"},
+		{"no scratch", nil, "", ""},
+		{"scratch mounted", []string{"scratch"}, "", ""},
+		{"scratch mounted twice", []string{"scratch", "scratch"}, "", "scratch/kept"},
+		{"a mount beside the scratch", []string{"scratch", "other"}, "", "other/kept"},
+		{"a trailing slash", []string{"scratch", "other"}, "/", "other/kept"},
+		{"two trailing slashes", []string{"scratch", "other"}, "//", "other/kept"},
+		{"a trailing slash and dot", []string{"scratch", "other"}, "/.", "other/kept"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,21 +194,28 @@ func TestRemoveDirLeavesMounts(t *testing.T) {
 						return err
 					}
 				}
-				rerr := RemoveDir(dir)
+				rerr := RemoveDir(dir + tt.suffix)
 				if tt.left == "" {
 					if rerr != nil {
-						return fmt.Errorf("RemoveDir() = %v, want nil", rerr)
+						return fmt.Errorf("RemoveDir() = %w, want nil", rerr)
 					}
-					if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
-						return fmt.Errorf("after RemoveDir() the directory: %v, want it gone", err)
+					_, err := os.Lstat(dir)
+					if err == nil {
+						return errors.New("after RemoveDir() the directory is still there, want it gone")
+					}
+					if !errors.Is(err, os.ErrNotExist) {
+						return fmt.Errorf("after RemoveDir() the directory: %w, want it gone", err)
 					}
 					return nil
 				}
-				if rerr == nil || !strings.Contains(rerr.Error(), "still mounted") {
-					return fmt.Errorf("RemoveDir() = %v, want an error saying a mount is left", rerr)
+				if rerr == nil {
+					return errors.New("RemoveDir() = nil, want an error saying a mount is left")
+				}
+				if msg := rerr.Error(); !strings.Contains(msg, "still mounted") || !strings.Contains(msg, "umount -l") {
+					return fmt.Errorf("RemoveDir() = %w, want an error saying a mount is left and how to unmount it", rerr)
 				}
 				if _, err := os.Stat(filepath.Join(dir, tt.left)); err != nil {
-					return fmt.Errorf("RemoveDir() deleted through a mount: %v", err)
+					return fmt.Errorf("RemoveDir() deleted through a mount: %w", err)
 				}
 				return nil
 			})

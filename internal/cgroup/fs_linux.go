@@ -298,7 +298,10 @@ func killAll(list func() ([]int, error)) error {
 	return fmt.Errorf("processes kept appearing after %d rounds of kills", killRounds)
 }
 
-// treePids lists the processes in dir and in any child cgroups.
+// treePids lists the processes in dir and in any child cgroups. A cgroup
+// removed meanwhile holds none; any other failure to list the children
+// (descriptors running out, say) is an error, as a kill that skipped them
+// would leave their processes running.
 func treePids(dir string) ([]int, error) {
 	pids, err := readPids(dir)
 	if err != nil {
@@ -309,7 +312,10 @@ func treePids(dir string) ([]int, error) {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return pids, nil
+		if err = goneAsNotExist(err); errors.Is(err, fs.ErrNotExist) {
+			return pids, nil
+		}
+		return nil, fmt.Errorf("listing the child cgroups of %s: %w", dir, err)
 	}
 	for _, e := range entries {
 		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {

@@ -80,19 +80,23 @@ func (e *Engine) Kill(ctx context.Context, id string) error {
 // has not stopped when it gives up (docs/sessions.md has figures). runc then
 // thaws the container and the engine keeps it running, which is read
 // back before each new try: a container in any other state is not paused
-// again.
+// again. An error after more than one try says how many were made.
 func (e *Engine) Pause(ctx context.Context, id string) error {
 	err := e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
-	for try := 1; try < pauseTries && says(err, "unable to freeze") && ctx.Err() == nil; try++ {
+	try := 1
+	for ; try < pauseTries && says(err, "unable to freeze") && ctx.Err() == nil; try++ {
 		if rerr := e.isIn(ctx, id, false, err); rerr != nil {
 			return rerr
 		}
 		err = e.call(ctx, http.MethodPost, "/containers/"+id+"/pause", nil, nil, nil)
 	}
-	if !says(err, "is already paused") {
-		return err
+	if says(err, "is already paused") {
+		return e.isIn(ctx, id, true, err)
 	}
-	return e.isIn(ctx, id, true, err)
+	if err != nil && try > 1 {
+		return fmt.Errorf("pausing after %d tries: %w", try, err)
+	}
+	return err
 }
 
 // pauseTries bounds the engine pauses one Pause makes when runc could

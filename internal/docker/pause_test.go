@@ -61,29 +61,41 @@ func TestPauseAnswers(t *testing.T) {
 // TestPauseTriesAgainAfterUnableToFreeze: runc's "unable to freeze" (a
 // busy box on a loaded host, which runc thawed again) is tried again while
 // the engine reports the container running and not paused, at most
-// pauseTries times in all; a container in another state is left alone.
+// pauseTries times in all and while the request lasts; a container in
+// another state is left alone. A failure after tries says how many.
 func TestPauseTriesAgainAfterUnableToFreeze(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		fails           int // pauses answered "unable to freeze" before one is done
+		cancelAt        int // the pause during which the request ends, 0 for none
 		paused, running bool
 		wantCalls       int
-		wantErr         bool
+		wantErr         string // in the error, "" for none
 	}{
 		{name: "second try freezes", fails: 1, running: true, wantCalls: 2},
 		{name: "last try freezes", fails: pauseTries - 1, running: true, wantCalls: pauseTries},
-		{name: "never freezes", fails: pauseTries + 3, running: true, wantCalls: pauseTries, wantErr: true},
-		{name: "stopped meanwhile", fails: 1, wantCalls: 1, wantErr: true},
-		{name: "paused after all", fails: 1, paused: true, running: true, wantCalls: 1, wantErr: true},
+		{name: "never freezes", fails: pauseTries + 3, running: true, wantCalls: pauseTries,
+			wantErr: fmt.Sprintf("pausing after %d tries: ", pauseTries)},
+		{name: "request ends between tries", fails: pauseTries, cancelAt: 2, running: true, wantCalls: 2,
+			wantErr: "pausing after 2 tries: "},
+		{name: "request ends after the first", fails: pauseTries, cancelAt: 1, running: true, wantCalls: 1,
+			wantErr: "pause"},
+		{name: "stopped meanwhile", fails: 1, wantCalls: 1, wantErr: "running false, paused false"},
+		{name: "paused after all", fails: 1, paused: true, running: true, wantCalls: 1, wantErr: "running true, paused true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			calls := 0
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				switch r.URL.Path {
 				case "/containers/c/json":
 					fmt.Fprintf(w, `{"State":{"Paused":%v,"Running":%v}}`, tc.paused, tc.running)
 				case "/containers/c/pause":
-					if calls++; calls <= tc.fails {
+					if calls++; calls == tc.cancelAt {
+						cancel()
+					}
+					if calls <= tc.fails {
 						w.WriteHeader(http.StatusInternalServerError)
 						fmt.Fprint(w, `{"message":"Cannot pause container c: OCI runtime pause failed: unable to freeze: unknown"}`)
 						return
@@ -95,9 +107,11 @@ func TestPauseTriesAgainAfterUnableToFreeze(t *testing.T) {
 			}))
 			defer srv.Close()
 			e := &Engine{hc: srv.Client(), base: srv.URL}
-			err := e.Pause(context.Background(), "c")
-			if (err != nil) != tc.wantErr || calls != tc.wantCalls {
-				t.Errorf("Pause() = %v after %d engine pauses; want error %v after %d", err, calls, tc.wantErr, tc.wantCalls)
+			err := e.Pause(ctx, "c")
+			gotOK := err == nil && tc.wantErr == ""
+			gotErr := err != nil && tc.wantErr != "" && strings.Contains(err.Error(), tc.wantErr)
+			if !gotOK && !gotErr || calls != tc.wantCalls {
+				t.Errorf("Pause() = %v after %d engine pauses; want error %q (\"\" for none) after %d", err, calls, tc.wantErr, tc.wantCalls)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package testhost
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -13,7 +14,10 @@ import (
 // its namespace, when f returns. It needs root (see RequireRoot). Code in
 // f that reads the mount table must read the thread's,
 // /proc/thread-self/mountinfo: /proc/self is the process's main thread,
-// which stays in the host's namespace.
+// which stays in the host's namespace. f runs on another goroutine, so it
+// must report failure by its error, never by t.Fatal, t.Skip or
+// t.FailNow: they would end that goroutine without an answer, and
+// InMountNS would wait for one forever.
 func InMountNS(t testing.TB, f func() error) error {
 	t.Helper()
 	RequireRoot(t)
@@ -21,11 +25,11 @@ func InMountNS(t testing.TB, f func() error) error {
 	go func() {
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			done <- err
+			done <- fmt.Errorf("unsharing the mount namespace: %w", err)
 			return
 		}
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			done <- err
+			done <- fmt.Errorf("making the mounts private: %w", err)
 			return
 		}
 		done <- f()
