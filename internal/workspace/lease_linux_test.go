@@ -19,7 +19,8 @@ import (
 const leaseWait = 10 * time.Second
 
 // TestLeasedFile takes a write lease (fcntl F_SETLEASE) on a workspace
-// file, as a process in the sandbox can on its own files, and checks that
+// file, as a process in the sandbox could on its own files were the
+// seccomp filter not refusing F_SETLEASE, and checks that
 // Read refuses it at once with ErrBusy instead of waiting for the lease
 // to break while holding a copy slot.
 func TestLeasedFile(t *testing.T) {
