@@ -159,6 +159,7 @@ var fsErrorKinds = []struct {
 	{workspace.ErrTruncated, connect.CodeFailedPrecondition, http.StatusRequestEntityTooLarge},
 	{workspace.ErrReadOnly, connect.CodeFailedPrecondition, http.StatusConflict},
 	{workspace.ErrNotEmpty, connect.CodeFailedPrecondition, http.StatusConflict},
+	{workspace.ErrBusy, connect.CodeFailedPrecondition, http.StatusConflict},
 	{workspace.ErrLink, connect.CodeInvalidArgument, http.StatusBadRequest},
 	{workspace.ErrBadPath, connect.CodeInvalidArgument, http.StatusBadRequest},
 	{workspace.ErrBadMode, connect.CodeInvalidArgument, http.StatusBadRequest},

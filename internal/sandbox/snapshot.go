@@ -255,7 +255,7 @@ func storageError(err error) (told error, public bool) {
 func workspaceError(err error) bool {
 	for _, kind := range []error{workspace.ErrNotFound, workspace.ErrExists, workspace.ErrIsDir, workspace.ErrNotDir,
 		workspace.ErrNotEmpty, workspace.ErrDenied, workspace.ErrBadPath, workspace.ErrTooLarge, workspace.ErrTruncated,
-		workspace.ErrNotRegular, workspace.ErrHardLink, workspace.ErrLink} {
+		workspace.ErrNotRegular, workspace.ErrHardLink, workspace.ErrLink, workspace.ErrBusy} {
 		if errors.Is(err, kind) {
 			return true
 		}

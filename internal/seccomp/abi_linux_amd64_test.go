@@ -23,6 +23,7 @@ func TestABIConstants(t *testing.T) {
 		{"ENOSYS", enosys, uint64(unix.ENOSYS)},
 		{"TIOCSTI", tiocsti, unix.TIOCSTI},
 		{"TIOCLINUX", tioclinux, unix.TIOCLINUX},
+		{"F_SETLEASE", fSetlease, unix.F_SETLEASE},
 		{"AF_UNIX", afUnix, unix.AF_UNIX},
 		{"AF_INET", afInet, unix.AF_INET},
 		{"AF_INET6", afInet6, unix.AF_INET6},

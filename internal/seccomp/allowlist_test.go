@@ -54,7 +54,6 @@ var allowlist = []string{
 	"fchdir",
 	"fchown",
 	"fchownat",
-	"fcntl",
 	"fdatasync",
 	"fgetxattr",
 	"flistxattr",

@@ -111,6 +111,7 @@ func buildAsm(notify bool) (*asm, error) {
 	openat2Rule(&a, nr)
 	cloneRules(&a, nr)
 	ioctlRule(&a, nr)
+	fcntlRule(&a, nr)
 	socketRule(&a, nr)
 	prlimitRule(&a, nr)
 	personalityRule(&a, nr)
@@ -243,6 +244,20 @@ func ioctlRule(a *asm, nr map[string]uint32) {
 	a.label("ioctl.deny")
 	a.ret(retErrno | eperm)
 	a.label("ioctl.next")
+}
+
+// fcntlRule allows fcntl except F_SETLEASE, with which a sandboxed process
+// could make every other opener of its files, the host included, wait for
+// the lease-break time. cmd is an unsigned int in the kernel, so the low
+// word decides whatever the high word holds.
+func fcntlRule(a *asm, nr map[string]uint32) {
+	a.jump("nr == fcntl", bpf.JumpEqual, nr["fcntl"], "", "fcntl.next")
+	a.load(argLow(1))
+	a.jump("args[1] == F_SETLEASE", bpf.JumpEqual, fSetlease, "", "fcntl.allow")
+	a.ret(retErrno | eperm)
+	a.label("fcntl.allow")
+	a.ret(retAllow)
+	a.label("fcntl.next")
 }
 
 // socketRule allows socket and socketpair for AF_UNIX with any protocol

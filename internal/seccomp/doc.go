@@ -7,7 +7,9 @@
 // tightens it: kernel interfaces that hostile code uses to escalate (io_uring, bpf,
 // userfaultfd, keyrings, mounts, namespaces, ptrace, ...) are refused, and a
 // few syscalls are allowed only for argument values a sandboxed program needs
-// (clone without namespace flags, ioctl without terminal injection, sockets
+// (clone without namespace flags, ioctl without terminal injection, fcntl
+// without F_SETLEASE, whose leases make other openers of a file, the
+// host's copies of the workspace among them, wait 45 s, sockets
 // of the ordinary families and, for IP, the ordinary protocols, so that no
 // call makes the kernel load a protocol module, personality only for
 // Docker's personas, prlimit64 without changing another process's limits,

@@ -20,6 +20,7 @@ var ruled = []string{
 	"fchmod",
 	"fchmodat",
 	"fchmodat2",
+	"fcntl",
 	"ioctl",
 	"mknod",
 	"mknodat",
@@ -82,6 +83,12 @@ const (
 	// tioclinux has subcommands that copy and paste console selections,
 	// the same injection through the Linux virtual console.
 	tioclinux = 0x541C
+
+	// fSetlease (F_SETLEASE) takes a lease on a file the caller owns: while
+	// a write lease is held, another process's open of the file waits up to
+	// fs.lease-break-time (45 s by default), the host's reads of the
+	// workspace and any other reader of the file among them.
+	fSetlease = 1024
 
 	afUnix    = 1  // AF_UNIX: local IPC, needed by many runtimes.
 	afInet    = 2  // AF_INET: networking (policy is enforced by the netns).

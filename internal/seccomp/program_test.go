@@ -112,6 +112,10 @@ func TestFilter(t *testing.T) {
 		tcgets   = 0x5401
 		fionread = 0x541B
 
+		fSetlk    = 6    // F_SETLK
+		fGetfl    = 3    // F_GETFL
+		fGetlease = 1025 // F_GETLEASE
+
 		afPacket     = 17
 		afAlg        = 38
 		afVsock      = 40
@@ -200,6 +204,13 @@ func TestFilter(t *testing.T) {
 		{name: "ioctl TIOCLINUX", sys: "ioctl", args: []uint64{0, tioclinux}, want: deny},
 		{name: "ioctl TIOCLINUX with high bits", sys: "ioctl", args: []uint64{0, high | tioclinux}, want: deny},
 		{name: "ioctl TIOCSTI in fd, not cmd", sys: "ioctl", args: []uint64{tiocsti, tcgets}, want: allow},
+
+		{name: "fcntl F_GETFL", sys: "fcntl", args: []uint64{0, fGetfl}, want: allow},
+		{name: "fcntl F_SETLK", sys: "fcntl", args: []uint64{0, fSetlk}, want: allow},
+		{name: "fcntl F_GETLEASE", sys: "fcntl", args: []uint64{0, fGetlease}, want: allow},
+		{name: "fcntl F_SETLEASE", sys: "fcntl", args: []uint64{0, fSetlease}, want: deny},
+		{name: "fcntl F_SETLEASE with high bits", sys: "fcntl", args: []uint64{0, high | fSetlease}, want: deny},
+		{name: "fcntl F_SETLEASE in fd, not cmd", sys: "fcntl", args: []uint64{fSetlease, fGetfl}, want: allow},
 
 		{name: "socket AF_UNIX", sys: "socket", args: []uint64{afUnix, sockStream, 0}, want: allow},
 		{name: "socket AF_INET", sys: "socket", args: []uint64{afInet, sockStream, 0}, want: allow},

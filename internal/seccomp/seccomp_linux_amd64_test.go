@@ -76,6 +76,8 @@ func TestInstallOnThread(t *testing.T) {
 		"ioctl(-1, TIOCSTI)":                "EPERM",
 		"ioctl(-1, 0xFFFFFFFF00005412)":     "EPERM",
 		"ioctl(-1, TIOCLINUX)":              "EPERM",
+		"fcntl(-1, F_GETLEASE)":             "EBADF",
+		"fcntl(-1, F_SETLEASE)":             "EPERM",
 		"clone3":                            "ENOSYS",
 		"bpf":                               "EPERM",
 		"io_uring_setup":                    "EPERM",
@@ -193,6 +195,8 @@ func probe() {
 	report("ioctl(-1, TIOCSTI)", rawSys(unix.SYS_IOCTL, invalidFD, unix.TIOCSTI, 0, false))
 	report("ioctl(-1, 0xFFFFFFFF00005412)", rawSys(unix.SYS_IOCTL, invalidFD, 0xFFFFFFFF_00000000|unix.TIOCSTI, 0, false))
 	report("ioctl(-1, TIOCLINUX)", rawSys(unix.SYS_IOCTL, invalidFD, unix.TIOCLINUX, 0, false))
+	report("fcntl(-1, F_GETLEASE)", rawSys(unix.SYS_FCNTL, invalidFD, unix.F_GETLEASE, 0, false))
+	report("fcntl(-1, F_SETLEASE)", rawSys(unix.SYS_FCNTL, invalidFD, unix.F_SETLEASE, unix.F_WRLCK, false))
 	report("clone3", rawSys(unix.SYS_CLONE3, 0, 0, 0, false)) // NULL args: EFAULT/EINVAL if it got through
 	report("bpf", rawSys(unix.SYS_BPF, invalidFD, 0, 0, false))
 	report("io_uring_setup", rawSys(unix.SYS_IO_URING_SETUP, 0, 0, 0, false))

@@ -51,126 +51,133 @@ var program = [...]unix.SockFilter{
 	{Code: 0x15, Jt: 1, Jf: 0, K: 0x0000541c},   // 35: if args[1] == TIOCLINUX goto 37
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 36: return ALLOW
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 37: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000029},   // 38: if nr == socket goto 40
-	{Code: 0x15, Jt: 0, Jf: 15, K: 0x00000035},  // 39: if nr == socketpair goto 40 else 55
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 40: A = args[0]
-	{Code: 0x15, Jt: 11, Jf: 0, K: 0x00000001},  // 41: if args[0] == AF_UNIX goto 53
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000002},   // 42: if args[0] == AF_INET goto 47
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x0000000a},   // 43: if args[0] == AF_INET6 goto 47
-	{Code: 0x15, Jt: 0, Jf: 9, K: 0x00000010},   // 44: if args[0] == AF_NETLINK goto 45 else 54
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 45: A = args[2]
-	{Code: 0x15, Jt: 6, Jf: 7, K: 0x00000000},   // 46: if args[2] == NETLINK_ROUTE goto 53 else 54
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 47: A = args[2]
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 48: if args[2] == IPPROTO_IP goto 53
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000006},   // 49: if args[2] == IPPROTO_TCP goto 53
-	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000011},   // 50: if args[2] == IPPROTO_UDP goto 53
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000001},   // 51: if args[2] == IPPROTO_ICMP goto 53
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x0000003a},   // 52: if args[2] == IPPROTO_ICMPV6 goto 53 else 54
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 53: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 54: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 0, Jf: 8, K: 0x0000012e},   // 55: if nr == prlimit64 goto 56 else 64
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 56: A = args[0]
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 57: if args[0] == 0 goto 62
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 58: A = args[2]
-	{Code: 0x15, Jt: 0, Jf: 3, K: 0x00000000},   // 59: if args[2] == 0 goto 60 else 63
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000024},   // 60: A = args[2] >> 32
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000000},   // 61: if args[2] >> 32 == 0 goto 62 else 63
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 62: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 63: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 0, Jf: 8, K: 0x00000087},   // 64: if nr == personality goto 65 else 73
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 65: A = args[0]
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0xffffffff},   // 66: if args[0] == 0xffffffff (query) goto 71
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000000},   // 67: if args[0] == PER_LINUX goto 71
-	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000008},   // 68: if args[0] == PER_LINUX32 goto 71
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00020000},   // 69: if args[0] == UNAME26 goto 71
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00020008},   // 70: if args[0] == PER_LINUX32|UNAME26 goto 71 else 72
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 71: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 72: return ERRNO(EPERM)
-	{Code: 0x35, Jt: 41, Jf: 0, K: 0x00000104},  // 73: if nr >= fchownat goto 115
-	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000089},  // 74: if nr >= statfs goto 94
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x00000039},   // 75: if nr >= fork goto 85
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000011},   // 76: if nr >= pread64 goto 80
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000003},   // 77: if nr >= close goto 79
-	{Code: 0x25, Jt: 78, Jf: 77, K: 0x00000001}, // 78: if nr > write goto 157 else 156
-	{Code: 0x25, Jt: 77, Jf: 76, K: 0x0000000f}, // 79: if nr > rt_sigreturn goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000002a},   // 80: if nr >= connect goto 82
-	{Code: 0x25, Jt: 75, Jf: 74, K: 0x00000028}, // 81: if nr > sendfile goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000036},   // 82: if nr >= setsockopt goto 84
-	{Code: 0x25, Jt: 73, Jf: 72, K: 0x00000034}, // 83: if nr > getpeername goto 157 else 156
-	{Code: 0x25, Jt: 72, Jf: 71, K: 0x00000037}, // 84: if nr > getsockopt goto 157 else 156
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000005c},   // 85: if nr >= chown goto 89
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000056},   // 86: if nr >= link goto 88
-	{Code: 0x25, Jt: 69, Jf: 68, K: 0x00000054}, // 87: if nr > rmdir goto 157 else 156
-	{Code: 0x25, Jt: 68, Jf: 67, K: 0x00000059}, // 88: if nr > readlink goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000066},   // 89: if nr >= getuid goto 91
-	{Code: 0x25, Jt: 66, Jf: 65, K: 0x00000064}, // 90: if nr > times goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000068},   // 91: if nr >= getgid goto 93
-	{Code: 0x25, Jt: 64, Jf: 63, K: 0x00000066}, // 92: if nr > getuid goto 157 else 156
-	{Code: 0x25, Jt: 63, Jf: 62, K: 0x00000084}, // 93: if nr > utime goto 157 else 156
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000000d5},   // 94: if nr >= epoll_create goto 104
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000009d},   // 95: if nr >= prctl goto 99
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000008c},   // 96: if nr >= getpriority goto 98
-	{Code: 0x25, Jt: 59, Jf: 58, K: 0x0000008a}, // 97: if nr > fstatfs goto 157 else 156
-	{Code: 0x25, Jt: 58, Jf: 57, K: 0x00000098}, // 98: if nr > munlockall goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000a2},   // 99: if nr >= sync goto 101
-	{Code: 0x25, Jt: 56, Jf: 55, K: 0x000000a0}, // 100: if nr > setrlimit goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000ba},   // 101: if nr >= gettid goto 103
-	{Code: 0x25, Jt: 54, Jf: 53, K: 0x000000a2}, // 102: if nr > sync goto 157 else 156
-	{Code: 0x25, Jt: 53, Jf: 52, K: 0x000000d3}, // 103: if nr > get_thread_area goto 157 else 156
-	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000000f7},   // 104: if nr >= waitid goto 110
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000e4},   // 105: if nr >= clock_gettime goto 107
-	{Code: 0x25, Jt: 50, Jf: 49, K: 0x000000e2}, // 106: if nr > timer_delete goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000f0},   // 107: if nr >= mq_open goto 109
-	{Code: 0x25, Jt: 48, Jf: 47, K: 0x000000eb}, // 108: if nr > utimes goto 157 else 156
-	{Code: 0x25, Jt: 47, Jf: 46, K: 0x000000f5}, // 109: if nr > mq_getsetattr goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000fb},   // 110: if nr >= ioprio_set goto 112
-	{Code: 0x25, Jt: 45, Jf: 44, K: 0x000000f7}, // 111: if nr > waitid goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000102},   // 112: if nr >= mkdirat goto 114
-	{Code: 0x25, Jt: 43, Jf: 42, K: 0x000000ff}, // 113: if nr > inotify_rm_watch goto 157 else 156
-	{Code: 0x25, Jt: 42, Jf: 41, K: 0x00000102}, // 114: if nr > mkdirat goto 157 else 156
-	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000142},  // 115: if nr >= execveat goto 135
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x0000012d},   // 116: if nr >= fanotify_mark goto 126
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000111},   // 117: if nr >= set_robust_list goto 121
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000010d},   // 118: if nr >= faccessat goto 120
-	{Code: 0x25, Jt: 37, Jf: 36, K: 0x0000010b}, // 119: if nr > readlinkat goto 157 else 156
-	{Code: 0x25, Jt: 36, Jf: 35, K: 0x0000010f}, // 120: if nr > ppoll goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000118},   // 121: if nr >= utimensat goto 123
-	{Code: 0x25, Jt: 34, Jf: 33, K: 0x00000116}, // 122: if nr > vmsplice goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012b},   // 123: if nr >= recvmmsg goto 125
-	{Code: 0x25, Jt: 32, Jf: 31, K: 0x00000129}, // 124: if nr > rt_tgsigqueueinfo goto 157 else 156
-	{Code: 0x25, Jt: 31, Jf: 30, K: 0x0000012b}, // 125: if nr > recvmmsg goto 157 else 156
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000131},   // 126: if nr >= clock_adjtime goto 130
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012f},   // 127: if nr >= name_to_handle_at goto 129
-	{Code: 0x25, Jt: 28, Jf: 27, K: 0x0000012d}, // 128: if nr > fanotify_mark goto 157 else 156
-	{Code: 0x25, Jt: 27, Jf: 26, K: 0x0000012f}, // 129: if nr > name_to_handle_at goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000135},   // 130: if nr >= getcpu goto 132
-	{Code: 0x25, Jt: 25, Jf: 24, K: 0x00000133}, // 131: if nr > sendmmsg goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000013a},   // 132: if nr >= sched_setattr goto 134
-	{Code: 0x25, Jt: 23, Jf: 22, K: 0x00000135}, // 133: if nr > getcpu goto 157 else 156
-	{Code: 0x25, Jt: 22, Jf: 21, K: 0x0000013f}, // 134: if nr > memfd_create goto 157 else 156
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000001b7},   // 135: if nr >= faccessat2 goto 145
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x000001a8},   // 136: if nr >= pidfd_send_signal goto 140
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000144},   // 137: if nr >= membarrier goto 139
-	{Code: 0x25, Jt: 18, Jf: 17, K: 0x00000142}, // 138: if nr > execveat goto 157 else 156
-	{Code: 0x25, Jt: 17, Jf: 16, K: 0x0000014f}, // 139: if nr > uretprobe goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b2},   // 140: if nr >= pidfd_open goto 142
-	{Code: 0x25, Jt: 15, Jf: 14, K: 0x000001a8}, // 141: if nr > pidfd_send_signal goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b4},   // 142: if nr >= close_range goto 144
-	{Code: 0x25, Jt: 13, Jf: 12, K: 0x000001b2}, // 143: if nr > pidfd_open goto 157 else 156
-	{Code: 0x25, Jt: 12, Jf: 11, K: 0x000001b4}, // 144: if nr > close_range goto 157 else 156
-	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000001c3},   // 145: if nr >= cachestat goto 151
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b9},   // 146: if nr >= epoll_pwait2 goto 148
-	{Code: 0x25, Jt: 9, Jf: 8, K: 0x000001b7},   // 147: if nr > faccessat2 goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001bc},   // 148: if nr >= landlock_create_ruleset goto 150
-	{Code: 0x25, Jt: 7, Jf: 6, K: 0x000001b9},   // 149: if nr > epoll_pwait2 goto 157 else 156
-	{Code: 0x25, Jt: 6, Jf: 5, K: 0x000001c1},   // 150: if nr > futex_waitv goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001c5},   // 151: if nr >= map_shadow_stack goto 153
-	{Code: 0x25, Jt: 4, Jf: 3, K: 0x000001c3},   // 152: if nr > cachestat goto 157 else 156
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001ce},   // 153: if nr >= mseal goto 155
-	{Code: 0x25, Jt: 2, Jf: 1, K: 0x000001ca},   // 154: if nr > listmount goto 157 else 156
-	{Code: 0x25, Jt: 1, Jf: 0, K: 0x000001d2},   // 155: if nr > removexattrat goto 157
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 156: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 157: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 4, K: 0x00000048},   // 38: if nr == fcntl goto 39 else 43
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000018},   // 39: A = args[1]
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000400},   // 40: if args[1] == F_SETLEASE goto 41 else 42
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 41: return ERRNO(EPERM)
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 42: return ALLOW
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000029},   // 43: if nr == socket goto 45
+	{Code: 0x15, Jt: 0, Jf: 15, K: 0x00000035},  // 44: if nr == socketpair goto 45 else 60
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 45: A = args[0]
+	{Code: 0x15, Jt: 11, Jf: 0, K: 0x00000001},  // 46: if args[0] == AF_UNIX goto 58
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000002},   // 47: if args[0] == AF_INET goto 52
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x0000000a},   // 48: if args[0] == AF_INET6 goto 52
+	{Code: 0x15, Jt: 0, Jf: 9, K: 0x00000010},   // 49: if args[0] == AF_NETLINK goto 50 else 59
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 50: A = args[2]
+	{Code: 0x15, Jt: 6, Jf: 7, K: 0x00000000},   // 51: if args[2] == NETLINK_ROUTE goto 58 else 59
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 52: A = args[2]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 53: if args[2] == IPPROTO_IP goto 58
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000006},   // 54: if args[2] == IPPROTO_TCP goto 58
+	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000011},   // 55: if args[2] == IPPROTO_UDP goto 58
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000001},   // 56: if args[2] == IPPROTO_ICMP goto 58
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x0000003a},   // 57: if args[2] == IPPROTO_ICMPV6 goto 58 else 59
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 58: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 59: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 8, K: 0x0000012e},   // 60: if nr == prlimit64 goto 61 else 69
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 61: A = args[0]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 62: if args[0] == 0 goto 67
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 63: A = args[2]
+	{Code: 0x15, Jt: 0, Jf: 3, K: 0x00000000},   // 64: if args[2] == 0 goto 65 else 68
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000024},   // 65: A = args[2] >> 32
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000000},   // 66: if args[2] >> 32 == 0 goto 67 else 68
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 67: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 68: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 8, K: 0x00000087},   // 69: if nr == personality goto 70 else 78
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 70: A = args[0]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0xffffffff},   // 71: if args[0] == 0xffffffff (query) goto 76
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000000},   // 72: if args[0] == PER_LINUX goto 76
+	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000008},   // 73: if args[0] == PER_LINUX32 goto 76
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00020000},   // 74: if args[0] == UNAME26 goto 76
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00020008},   // 75: if args[0] == PER_LINUX32|UNAME26 goto 76 else 77
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 76: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 77: return ERRNO(EPERM)
+	{Code: 0x35, Jt: 41, Jf: 0, K: 0x00000102},  // 78: if nr >= mkdirat goto 120
+	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000068},  // 79: if nr >= getgid goto 99
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x00000039},   // 80: if nr >= fork goto 90
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000011},   // 81: if nr >= pread64 goto 85
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000003},   // 82: if nr >= close goto 84
+	{Code: 0x25, Jt: 80, Jf: 79, K: 0x00000001}, // 83: if nr > write goto 164 else 163
+	{Code: 0x25, Jt: 79, Jf: 78, K: 0x0000000f}, // 84: if nr > rt_sigreturn goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000002a},   // 85: if nr >= connect goto 87
+	{Code: 0x25, Jt: 77, Jf: 76, K: 0x00000028}, // 86: if nr > sendfile goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000036},   // 87: if nr >= setsockopt goto 89
+	{Code: 0x25, Jt: 75, Jf: 74, K: 0x00000034}, // 88: if nr > getpeername goto 164 else 163
+	{Code: 0x25, Jt: 74, Jf: 73, K: 0x00000037}, // 89: if nr > getsockopt goto 164 else 163
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000056},   // 90: if nr >= link goto 94
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000049},   // 91: if nr >= flock goto 93
+	{Code: 0x25, Jt: 71, Jf: 70, K: 0x00000047}, // 92: if nr > msgctl goto 164 else 163
+	{Code: 0x25, Jt: 70, Jf: 69, K: 0x00000054}, // 93: if nr > rmdir goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000005c},   // 94: if nr >= chown goto 96
+	{Code: 0x25, Jt: 68, Jf: 67, K: 0x00000059}, // 95: if nr > readlink goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000066},   // 96: if nr >= getuid goto 98
+	{Code: 0x25, Jt: 66, Jf: 65, K: 0x00000064}, // 97: if nr > times goto 164 else 163
+	{Code: 0x25, Jt: 65, Jf: 64, K: 0x00000066}, // 98: if nr > getuid goto 164 else 163
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000000ba},   // 99: if nr >= gettid goto 109
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000008c},   // 100: if nr >= getpriority goto 104
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000089},   // 101: if nr >= statfs goto 103
+	{Code: 0x25, Jt: 61, Jf: 60, K: 0x00000084}, // 102: if nr > utime goto 164 else 163
+	{Code: 0x25, Jt: 60, Jf: 59, K: 0x0000008a}, // 103: if nr > fstatfs goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000009d},   // 104: if nr >= prctl goto 106
+	{Code: 0x25, Jt: 58, Jf: 57, K: 0x00000098}, // 105: if nr > munlockall goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000a2},   // 106: if nr >= sync goto 108
+	{Code: 0x25, Jt: 56, Jf: 55, K: 0x000000a0}, // 107: if nr > setrlimit goto 164 else 163
+	{Code: 0x25, Jt: 55, Jf: 54, K: 0x000000a2}, // 108: if nr > sync goto 164 else 163
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000000f0},   // 109: if nr >= mq_open goto 115
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000d5},   // 110: if nr >= epoll_create goto 112
+	{Code: 0x25, Jt: 52, Jf: 51, K: 0x000000d3}, // 111: if nr > get_thread_area goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000e4},   // 112: if nr >= clock_gettime goto 114
+	{Code: 0x25, Jt: 50, Jf: 49, K: 0x000000e2}, // 113: if nr > timer_delete goto 164 else 163
+	{Code: 0x25, Jt: 49, Jf: 48, K: 0x000000eb}, // 114: if nr > utimes goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000f7},   // 115: if nr >= waitid goto 117
+	{Code: 0x25, Jt: 47, Jf: 46, K: 0x000000f5}, // 116: if nr > mq_getsetattr goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000fb},   // 117: if nr >= ioprio_set goto 119
+	{Code: 0x25, Jt: 45, Jf: 44, K: 0x000000f7}, // 118: if nr > waitid goto 164 else 163
+	{Code: 0x25, Jt: 44, Jf: 43, K: 0x000000ff}, // 119: if nr > inotify_rm_watch goto 164 else 163
+	{Code: 0x35, Jt: 21, Jf: 0, K: 0x00000142},  // 120: if nr >= execveat goto 142
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x0000012b},   // 121: if nr >= recvmmsg goto 131
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000010d},   // 122: if nr >= faccessat goto 126
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000104},   // 123: if nr >= fchownat goto 125
+	{Code: 0x25, Jt: 39, Jf: 38, K: 0x00000102}, // 124: if nr > mkdirat goto 164 else 163
+	{Code: 0x25, Jt: 38, Jf: 37, K: 0x0000010b}, // 125: if nr > readlinkat goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000111},   // 126: if nr >= set_robust_list goto 128
+	{Code: 0x25, Jt: 36, Jf: 35, K: 0x0000010f}, // 127: if nr > ppoll goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000118},   // 128: if nr >= utimensat goto 130
+	{Code: 0x25, Jt: 34, Jf: 33, K: 0x00000116}, // 129: if nr > vmsplice goto 164 else 163
+	{Code: 0x25, Jt: 33, Jf: 32, K: 0x00000129}, // 130: if nr > rt_tgsigqueueinfo goto 164 else 163
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x00000131},   // 131: if nr >= clock_adjtime goto 137
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012d},   // 132: if nr >= fanotify_mark goto 134
+	{Code: 0x25, Jt: 30, Jf: 29, K: 0x0000012b}, // 133: if nr > recvmmsg goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012f},   // 134: if nr >= name_to_handle_at goto 136
+	{Code: 0x25, Jt: 28, Jf: 27, K: 0x0000012d}, // 135: if nr > fanotify_mark goto 164 else 163
+	{Code: 0x25, Jt: 27, Jf: 26, K: 0x0000012f}, // 136: if nr > name_to_handle_at goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000135},   // 137: if nr >= getcpu goto 139
+	{Code: 0x25, Jt: 25, Jf: 24, K: 0x00000133}, // 138: if nr > sendmmsg goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000013a},   // 139: if nr >= sched_setattr goto 141
+	{Code: 0x25, Jt: 23, Jf: 22, K: 0x00000135}, // 140: if nr > getcpu goto 164 else 163
+	{Code: 0x25, Jt: 22, Jf: 21, K: 0x0000013f}, // 141: if nr > memfd_create goto 164 else 163
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000001b7},   // 142: if nr >= faccessat2 goto 152
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x000001a8},   // 143: if nr >= pidfd_send_signal goto 147
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000144},   // 144: if nr >= membarrier goto 146
+	{Code: 0x25, Jt: 18, Jf: 17, K: 0x00000142}, // 145: if nr > execveat goto 164 else 163
+	{Code: 0x25, Jt: 17, Jf: 16, K: 0x0000014f}, // 146: if nr > uretprobe goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b2},   // 147: if nr >= pidfd_open goto 149
+	{Code: 0x25, Jt: 15, Jf: 14, K: 0x000001a8}, // 148: if nr > pidfd_send_signal goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b4},   // 149: if nr >= close_range goto 151
+	{Code: 0x25, Jt: 13, Jf: 12, K: 0x000001b2}, // 150: if nr > pidfd_open goto 164 else 163
+	{Code: 0x25, Jt: 12, Jf: 11, K: 0x000001b4}, // 151: if nr > close_range goto 164 else 163
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000001c3},   // 152: if nr >= cachestat goto 158
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b9},   // 153: if nr >= epoll_pwait2 goto 155
+	{Code: 0x25, Jt: 9, Jf: 8, K: 0x000001b7},   // 154: if nr > faccessat2 goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001bc},   // 155: if nr >= landlock_create_ruleset goto 157
+	{Code: 0x25, Jt: 7, Jf: 6, K: 0x000001b9},   // 156: if nr > epoll_pwait2 goto 164 else 163
+	{Code: 0x25, Jt: 6, Jf: 5, K: 0x000001c1},   // 157: if nr > futex_waitv goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001c5},   // 158: if nr >= map_shadow_stack goto 160
+	{Code: 0x25, Jt: 4, Jf: 3, K: 0x000001c3},   // 159: if nr > cachestat goto 164 else 163
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001ce},   // 160: if nr >= mseal goto 162
+	{Code: 0x25, Jt: 2, Jf: 1, K: 0x000001ca},   // 161: if nr > listmount goto 164 else 163
+	{Code: 0x25, Jt: 1, Jf: 0, K: 0x000001d2},   // 162: if nr > removexattrat goto 164
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 163: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 164: return ERRNO(EPERM)
 }
 
 // programNotifying is the seccomp filter that InstallNotifying loads in
@@ -216,128 +223,135 @@ var programNotifying = [...]unix.SockFilter{
 	{Code: 0x15, Jt: 1, Jf: 0, K: 0x0000541c},   // 35: if args[1] == TIOCLINUX goto 37
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 36: return ALLOW
 	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 37: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000029},   // 38: if nr == socket goto 40
-	{Code: 0x15, Jt: 0, Jf: 15, K: 0x00000035},  // 39: if nr == socketpair goto 40 else 55
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 40: A = args[0]
-	{Code: 0x15, Jt: 11, Jf: 0, K: 0x00000001},  // 41: if args[0] == AF_UNIX goto 53
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000002},   // 42: if args[0] == AF_INET goto 47
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x0000000a},   // 43: if args[0] == AF_INET6 goto 47
-	{Code: 0x15, Jt: 0, Jf: 9, K: 0x00000010},   // 44: if args[0] == AF_NETLINK goto 45 else 54
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 45: A = args[2]
-	{Code: 0x15, Jt: 6, Jf: 7, K: 0x00000000},   // 46: if args[2] == NETLINK_ROUTE goto 53 else 54
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 47: A = args[2]
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 48: if args[2] == IPPROTO_IP goto 53
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000006},   // 49: if args[2] == IPPROTO_TCP goto 53
-	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000011},   // 50: if args[2] == IPPROTO_UDP goto 53
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000001},   // 51: if args[2] == IPPROTO_ICMP goto 53
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x0000003a},   // 52: if args[2] == IPPROTO_ICMPV6 goto 53 else 54
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 53: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 54: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 0, Jf: 8, K: 0x0000012e},   // 55: if nr == prlimit64 goto 56 else 64
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 56: A = args[0]
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 57: if args[0] == 0 goto 62
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 58: A = args[2]
-	{Code: 0x15, Jt: 0, Jf: 3, K: 0x00000000},   // 59: if args[2] == 0 goto 60 else 63
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000024},   // 60: A = args[2] >> 32
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000000},   // 61: if args[2] >> 32 == 0 goto 62 else 63
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 62: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 63: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 0, Jf: 8, K: 0x00000087},   // 64: if nr == personality goto 65 else 73
-	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 65: A = args[0]
-	{Code: 0x15, Jt: 4, Jf: 0, K: 0xffffffff},   // 66: if args[0] == 0xffffffff (query) goto 71
-	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000000},   // 67: if args[0] == PER_LINUX goto 71
-	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000008},   // 68: if args[0] == PER_LINUX32 goto 71
-	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00020000},   // 69: if args[0] == UNAME26 goto 71
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00020008},   // 70: if args[0] == PER_LINUX32|UNAME26 goto 71 else 72
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 71: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 72: return ERRNO(EPERM)
-	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000063},   // 73: if nr == sysinfo goto 74 else 75
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fc00000},   // 74: return USER_NOTIF
-	{Code: 0x35, Jt: 41, Jf: 0, K: 0x00000104},  // 75: if nr >= fchownat goto 117
-	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000089},  // 76: if nr >= statfs goto 96
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x00000039},   // 77: if nr >= fork goto 87
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000011},   // 78: if nr >= pread64 goto 82
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000003},   // 79: if nr >= close goto 81
-	{Code: 0x25, Jt: 78, Jf: 77, K: 0x00000001}, // 80: if nr > write goto 159 else 158
-	{Code: 0x25, Jt: 77, Jf: 76, K: 0x0000000f}, // 81: if nr > rt_sigreturn goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000002a},   // 82: if nr >= connect goto 84
-	{Code: 0x25, Jt: 75, Jf: 74, K: 0x00000028}, // 83: if nr > sendfile goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000036},   // 84: if nr >= setsockopt goto 86
-	{Code: 0x25, Jt: 73, Jf: 72, K: 0x00000034}, // 85: if nr > getpeername goto 159 else 158
-	{Code: 0x25, Jt: 72, Jf: 71, K: 0x00000037}, // 86: if nr > getsockopt goto 159 else 158
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000005c},   // 87: if nr >= chown goto 91
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000056},   // 88: if nr >= link goto 90
-	{Code: 0x25, Jt: 69, Jf: 68, K: 0x00000054}, // 89: if nr > rmdir goto 159 else 158
-	{Code: 0x25, Jt: 68, Jf: 67, K: 0x00000059}, // 90: if nr > readlink goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000066},   // 91: if nr >= getuid goto 93
-	{Code: 0x25, Jt: 66, Jf: 65, K: 0x00000064}, // 92: if nr > times goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000068},   // 93: if nr >= getgid goto 95
-	{Code: 0x25, Jt: 64, Jf: 63, K: 0x00000066}, // 94: if nr > getuid goto 159 else 158
-	{Code: 0x25, Jt: 63, Jf: 62, K: 0x00000084}, // 95: if nr > utime goto 159 else 158
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000000d5},   // 96: if nr >= epoll_create goto 106
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000009d},   // 97: if nr >= prctl goto 101
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000008c},   // 98: if nr >= getpriority goto 100
-	{Code: 0x25, Jt: 59, Jf: 58, K: 0x0000008a}, // 99: if nr > fstatfs goto 159 else 158
-	{Code: 0x25, Jt: 58, Jf: 57, K: 0x00000098}, // 100: if nr > munlockall goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000a2},   // 101: if nr >= sync goto 103
-	{Code: 0x25, Jt: 56, Jf: 55, K: 0x000000a0}, // 102: if nr > setrlimit goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000ba},   // 103: if nr >= gettid goto 105
-	{Code: 0x25, Jt: 54, Jf: 53, K: 0x000000a2}, // 104: if nr > sync goto 159 else 158
-	{Code: 0x25, Jt: 53, Jf: 52, K: 0x000000d3}, // 105: if nr > get_thread_area goto 159 else 158
-	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000000f7},   // 106: if nr >= waitid goto 112
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000e4},   // 107: if nr >= clock_gettime goto 109
-	{Code: 0x25, Jt: 50, Jf: 49, K: 0x000000e2}, // 108: if nr > timer_delete goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000f0},   // 109: if nr >= mq_open goto 111
-	{Code: 0x25, Jt: 48, Jf: 47, K: 0x000000eb}, // 110: if nr > utimes goto 159 else 158
-	{Code: 0x25, Jt: 47, Jf: 46, K: 0x000000f5}, // 111: if nr > mq_getsetattr goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000fb},   // 112: if nr >= ioprio_set goto 114
-	{Code: 0x25, Jt: 45, Jf: 44, K: 0x000000f7}, // 113: if nr > waitid goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000102},   // 114: if nr >= mkdirat goto 116
-	{Code: 0x25, Jt: 43, Jf: 42, K: 0x000000ff}, // 115: if nr > inotify_rm_watch goto 159 else 158
-	{Code: 0x25, Jt: 42, Jf: 41, K: 0x00000102}, // 116: if nr > mkdirat goto 159 else 158
-	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000142},  // 117: if nr >= execveat goto 137
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x0000012d},   // 118: if nr >= fanotify_mark goto 128
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000111},   // 119: if nr >= set_robust_list goto 123
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000010d},   // 120: if nr >= faccessat goto 122
-	{Code: 0x25, Jt: 37, Jf: 36, K: 0x0000010b}, // 121: if nr > readlinkat goto 159 else 158
-	{Code: 0x25, Jt: 36, Jf: 35, K: 0x0000010f}, // 122: if nr > ppoll goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000118},   // 123: if nr >= utimensat goto 125
-	{Code: 0x25, Jt: 34, Jf: 33, K: 0x00000116}, // 124: if nr > vmsplice goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012b},   // 125: if nr >= recvmmsg goto 127
-	{Code: 0x25, Jt: 32, Jf: 31, K: 0x00000129}, // 126: if nr > rt_tgsigqueueinfo goto 159 else 158
-	{Code: 0x25, Jt: 31, Jf: 30, K: 0x0000012b}, // 127: if nr > recvmmsg goto 159 else 158
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000131},   // 128: if nr >= clock_adjtime goto 132
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012f},   // 129: if nr >= name_to_handle_at goto 131
-	{Code: 0x25, Jt: 28, Jf: 27, K: 0x0000012d}, // 130: if nr > fanotify_mark goto 159 else 158
-	{Code: 0x25, Jt: 27, Jf: 26, K: 0x0000012f}, // 131: if nr > name_to_handle_at goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000135},   // 132: if nr >= getcpu goto 134
-	{Code: 0x25, Jt: 25, Jf: 24, K: 0x00000133}, // 133: if nr > sendmmsg goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000013a},   // 134: if nr >= sched_setattr goto 136
-	{Code: 0x25, Jt: 23, Jf: 22, K: 0x00000135}, // 135: if nr > getcpu goto 159 else 158
-	{Code: 0x25, Jt: 22, Jf: 21, K: 0x0000013f}, // 136: if nr > memfd_create goto 159 else 158
-	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000001b7},   // 137: if nr >= faccessat2 goto 147
-	{Code: 0x35, Jt: 3, Jf: 0, K: 0x000001a8},   // 138: if nr >= pidfd_send_signal goto 142
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000144},   // 139: if nr >= membarrier goto 141
-	{Code: 0x25, Jt: 18, Jf: 17, K: 0x00000142}, // 140: if nr > execveat goto 159 else 158
-	{Code: 0x25, Jt: 17, Jf: 16, K: 0x0000014f}, // 141: if nr > uretprobe goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b2},   // 142: if nr >= pidfd_open goto 144
-	{Code: 0x25, Jt: 15, Jf: 14, K: 0x000001a8}, // 143: if nr > pidfd_send_signal goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b4},   // 144: if nr >= close_range goto 146
-	{Code: 0x25, Jt: 13, Jf: 12, K: 0x000001b2}, // 145: if nr > pidfd_open goto 159 else 158
-	{Code: 0x25, Jt: 12, Jf: 11, K: 0x000001b4}, // 146: if nr > close_range goto 159 else 158
-	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000001c3},   // 147: if nr >= cachestat goto 153
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b9},   // 148: if nr >= epoll_pwait2 goto 150
-	{Code: 0x25, Jt: 9, Jf: 8, K: 0x000001b7},   // 149: if nr > faccessat2 goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001bc},   // 150: if nr >= landlock_create_ruleset goto 152
-	{Code: 0x25, Jt: 7, Jf: 6, K: 0x000001b9},   // 151: if nr > epoll_pwait2 goto 159 else 158
-	{Code: 0x25, Jt: 6, Jf: 5, K: 0x000001c1},   // 152: if nr > futex_waitv goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001c5},   // 153: if nr >= map_shadow_stack goto 155
-	{Code: 0x25, Jt: 4, Jf: 3, K: 0x000001c3},   // 154: if nr > cachestat goto 159 else 158
-	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001ce},   // 155: if nr >= mseal goto 157
-	{Code: 0x25, Jt: 2, Jf: 1, K: 0x000001ca},   // 156: if nr > listmount goto 159 else 158
-	{Code: 0x25, Jt: 1, Jf: 0, K: 0x000001d2},   // 157: if nr > removexattrat goto 159
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 158: return ALLOW
-	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 159: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 4, K: 0x00000048},   // 38: if nr == fcntl goto 39 else 43
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000018},   // 39: A = args[1]
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000400},   // 40: if args[1] == F_SETLEASE goto 41 else 42
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 41: return ERRNO(EPERM)
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 42: return ALLOW
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000029},   // 43: if nr == socket goto 45
+	{Code: 0x15, Jt: 0, Jf: 15, K: 0x00000035},  // 44: if nr == socketpair goto 45 else 60
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 45: A = args[0]
+	{Code: 0x15, Jt: 11, Jf: 0, K: 0x00000001},  // 46: if args[0] == AF_UNIX goto 58
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000002},   // 47: if args[0] == AF_INET goto 52
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x0000000a},   // 48: if args[0] == AF_INET6 goto 52
+	{Code: 0x15, Jt: 0, Jf: 9, K: 0x00000010},   // 49: if args[0] == AF_NETLINK goto 50 else 59
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 50: A = args[2]
+	{Code: 0x15, Jt: 6, Jf: 7, K: 0x00000000},   // 51: if args[2] == NETLINK_ROUTE goto 58 else 59
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 52: A = args[2]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 53: if args[2] == IPPROTO_IP goto 58
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000006},   // 54: if args[2] == IPPROTO_TCP goto 58
+	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000011},   // 55: if args[2] == IPPROTO_UDP goto 58
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00000001},   // 56: if args[2] == IPPROTO_ICMP goto 58
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x0000003a},   // 57: if args[2] == IPPROTO_ICMPV6 goto 58 else 59
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 58: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 59: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 8, K: 0x0000012e},   // 60: if nr == prlimit64 goto 61 else 69
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 61: A = args[0]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0x00000000},   // 62: if args[0] == 0 goto 67
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000020},   // 63: A = args[2]
+	{Code: 0x15, Jt: 0, Jf: 3, K: 0x00000000},   // 64: if args[2] == 0 goto 65 else 68
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000024},   // 65: A = args[2] >> 32
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000000},   // 66: if args[2] >> 32 == 0 goto 67 else 68
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 67: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 68: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 8, K: 0x00000087},   // 69: if nr == personality goto 70 else 78
+	{Code: 0x20, Jt: 0, Jf: 0, K: 0x00000010},   // 70: A = args[0]
+	{Code: 0x15, Jt: 4, Jf: 0, K: 0xffffffff},   // 71: if args[0] == 0xffffffff (query) goto 76
+	{Code: 0x15, Jt: 3, Jf: 0, K: 0x00000000},   // 72: if args[0] == PER_LINUX goto 76
+	{Code: 0x15, Jt: 2, Jf: 0, K: 0x00000008},   // 73: if args[0] == PER_LINUX32 goto 76
+	{Code: 0x15, Jt: 1, Jf: 0, K: 0x00020000},   // 74: if args[0] == UNAME26 goto 76
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00020008},   // 75: if args[0] == PER_LINUX32|UNAME26 goto 76 else 77
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 76: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 77: return ERRNO(EPERM)
+	{Code: 0x15, Jt: 0, Jf: 1, K: 0x00000063},   // 78: if nr == sysinfo goto 79 else 80
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fc00000},   // 79: return USER_NOTIF
+	{Code: 0x35, Jt: 41, Jf: 0, K: 0x00000102},  // 80: if nr >= mkdirat goto 122
+	{Code: 0x35, Jt: 19, Jf: 0, K: 0x00000068},  // 81: if nr >= getgid goto 101
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x00000039},   // 82: if nr >= fork goto 92
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000011},   // 83: if nr >= pread64 goto 87
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000003},   // 84: if nr >= close goto 86
+	{Code: 0x25, Jt: 80, Jf: 79, K: 0x00000001}, // 85: if nr > write goto 166 else 165
+	{Code: 0x25, Jt: 79, Jf: 78, K: 0x0000000f}, // 86: if nr > rt_sigreturn goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000002a},   // 87: if nr >= connect goto 89
+	{Code: 0x25, Jt: 77, Jf: 76, K: 0x00000028}, // 88: if nr > sendfile goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000036},   // 89: if nr >= setsockopt goto 91
+	{Code: 0x25, Jt: 75, Jf: 74, K: 0x00000034}, // 90: if nr > getpeername goto 166 else 165
+	{Code: 0x25, Jt: 74, Jf: 73, K: 0x00000037}, // 91: if nr > getsockopt goto 166 else 165
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x00000056},   // 92: if nr >= link goto 96
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000049},   // 93: if nr >= flock goto 95
+	{Code: 0x25, Jt: 71, Jf: 70, K: 0x00000047}, // 94: if nr > msgctl goto 166 else 165
+	{Code: 0x25, Jt: 70, Jf: 69, K: 0x00000054}, // 95: if nr > rmdir goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000005c},   // 96: if nr >= chown goto 98
+	{Code: 0x25, Jt: 68, Jf: 67, K: 0x00000059}, // 97: if nr > readlink goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000066},   // 98: if nr >= getuid goto 100
+	{Code: 0x25, Jt: 66, Jf: 65, K: 0x00000064}, // 99: if nr > times goto 166 else 165
+	{Code: 0x25, Jt: 65, Jf: 64, K: 0x00000066}, // 100: if nr > getuid goto 166 else 165
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000000ba},   // 101: if nr >= gettid goto 111
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000008c},   // 102: if nr >= getpriority goto 106
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000089},   // 103: if nr >= statfs goto 105
+	{Code: 0x25, Jt: 61, Jf: 60, K: 0x00000084}, // 104: if nr > utime goto 166 else 165
+	{Code: 0x25, Jt: 60, Jf: 59, K: 0x0000008a}, // 105: if nr > fstatfs goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000009d},   // 106: if nr >= prctl goto 108
+	{Code: 0x25, Jt: 58, Jf: 57, K: 0x00000098}, // 107: if nr > munlockall goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000a2},   // 108: if nr >= sync goto 110
+	{Code: 0x25, Jt: 56, Jf: 55, K: 0x000000a0}, // 109: if nr > setrlimit goto 166 else 165
+	{Code: 0x25, Jt: 55, Jf: 54, K: 0x000000a2}, // 110: if nr > sync goto 166 else 165
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000000f0},   // 111: if nr >= mq_open goto 117
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000d5},   // 112: if nr >= epoll_create goto 114
+	{Code: 0x25, Jt: 52, Jf: 51, K: 0x000000d3}, // 113: if nr > get_thread_area goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000e4},   // 114: if nr >= clock_gettime goto 116
+	{Code: 0x25, Jt: 50, Jf: 49, K: 0x000000e2}, // 115: if nr > timer_delete goto 166 else 165
+	{Code: 0x25, Jt: 49, Jf: 48, K: 0x000000eb}, // 116: if nr > utimes goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000f7},   // 117: if nr >= waitid goto 119
+	{Code: 0x25, Jt: 47, Jf: 46, K: 0x000000f5}, // 118: if nr > mq_getsetattr goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000000fb},   // 119: if nr >= ioprio_set goto 121
+	{Code: 0x25, Jt: 45, Jf: 44, K: 0x000000f7}, // 120: if nr > waitid goto 166 else 165
+	{Code: 0x25, Jt: 44, Jf: 43, K: 0x000000ff}, // 121: if nr > inotify_rm_watch goto 166 else 165
+	{Code: 0x35, Jt: 21, Jf: 0, K: 0x00000142},  // 122: if nr >= execveat goto 144
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x0000012b},   // 123: if nr >= recvmmsg goto 133
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x0000010d},   // 124: if nr >= faccessat goto 128
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000104},   // 125: if nr >= fchownat goto 127
+	{Code: 0x25, Jt: 39, Jf: 38, K: 0x00000102}, // 126: if nr > mkdirat goto 166 else 165
+	{Code: 0x25, Jt: 38, Jf: 37, K: 0x0000010b}, // 127: if nr > readlinkat goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000111},   // 128: if nr >= set_robust_list goto 130
+	{Code: 0x25, Jt: 36, Jf: 35, K: 0x0000010f}, // 129: if nr > ppoll goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000118},   // 130: if nr >= utimensat goto 132
+	{Code: 0x25, Jt: 34, Jf: 33, K: 0x00000116}, // 131: if nr > vmsplice goto 166 else 165
+	{Code: 0x25, Jt: 33, Jf: 32, K: 0x00000129}, // 132: if nr > rt_tgsigqueueinfo goto 166 else 165
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x00000131},   // 133: if nr >= clock_adjtime goto 139
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012d},   // 134: if nr >= fanotify_mark goto 136
+	{Code: 0x25, Jt: 30, Jf: 29, K: 0x0000012b}, // 135: if nr > recvmmsg goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000012f},   // 136: if nr >= name_to_handle_at goto 138
+	{Code: 0x25, Jt: 28, Jf: 27, K: 0x0000012d}, // 137: if nr > fanotify_mark goto 166 else 165
+	{Code: 0x25, Jt: 27, Jf: 26, K: 0x0000012f}, // 138: if nr > name_to_handle_at goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000135},   // 139: if nr >= getcpu goto 141
+	{Code: 0x25, Jt: 25, Jf: 24, K: 0x00000133}, // 140: if nr > sendmmsg goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x0000013a},   // 141: if nr >= sched_setattr goto 143
+	{Code: 0x25, Jt: 23, Jf: 22, K: 0x00000135}, // 142: if nr > getcpu goto 166 else 165
+	{Code: 0x25, Jt: 22, Jf: 21, K: 0x0000013f}, // 143: if nr > memfd_create goto 166 else 165
+	{Code: 0x35, Jt: 9, Jf: 0, K: 0x000001b7},   // 144: if nr >= faccessat2 goto 154
+	{Code: 0x35, Jt: 3, Jf: 0, K: 0x000001a8},   // 145: if nr >= pidfd_send_signal goto 149
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x00000144},   // 146: if nr >= membarrier goto 148
+	{Code: 0x25, Jt: 18, Jf: 17, K: 0x00000142}, // 147: if nr > execveat goto 166 else 165
+	{Code: 0x25, Jt: 17, Jf: 16, K: 0x0000014f}, // 148: if nr > uretprobe goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b2},   // 149: if nr >= pidfd_open goto 151
+	{Code: 0x25, Jt: 15, Jf: 14, K: 0x000001a8}, // 150: if nr > pidfd_send_signal goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b4},   // 151: if nr >= close_range goto 153
+	{Code: 0x25, Jt: 13, Jf: 12, K: 0x000001b2}, // 152: if nr > pidfd_open goto 166 else 165
+	{Code: 0x25, Jt: 12, Jf: 11, K: 0x000001b4}, // 153: if nr > close_range goto 166 else 165
+	{Code: 0x35, Jt: 5, Jf: 0, K: 0x000001c3},   // 154: if nr >= cachestat goto 160
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001b9},   // 155: if nr >= epoll_pwait2 goto 157
+	{Code: 0x25, Jt: 9, Jf: 8, K: 0x000001b7},   // 156: if nr > faccessat2 goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001bc},   // 157: if nr >= landlock_create_ruleset goto 159
+	{Code: 0x25, Jt: 7, Jf: 6, K: 0x000001b9},   // 158: if nr > epoll_pwait2 goto 166 else 165
+	{Code: 0x25, Jt: 6, Jf: 5, K: 0x000001c1},   // 159: if nr > futex_waitv goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001c5},   // 160: if nr >= map_shadow_stack goto 162
+	{Code: 0x25, Jt: 4, Jf: 3, K: 0x000001c3},   // 161: if nr > cachestat goto 166 else 165
+	{Code: 0x35, Jt: 1, Jf: 0, K: 0x000001ce},   // 162: if nr >= mseal goto 164
+	{Code: 0x25, Jt: 2, Jf: 1, K: 0x000001ca},   // 163: if nr > listmount goto 166 else 165
+	{Code: 0x25, Jt: 1, Jf: 0, K: 0x000001d2},   // 164: if nr > removexattrat goto 166
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x7fff0000},   // 165: return ALLOW
+	{Code: 0x06, Jt: 0, Jf: 0, K: 0x00050001},   // 166: return ERRNO(EPERM)
 }
 
 // Notified are the numbers of the syscalls (x86_64) that programNotifying

@@ -170,7 +170,7 @@ func workspaceError(err error) *apiError {
 	case errors.Is(err, workspace.ErrTooLarge):
 		return &apiError{http.StatusRequestEntityTooLarge, codePayloadTooLarge, oneLine(err)}
 	case errors.Is(err, workspace.ErrExists), errors.Is(err, workspace.ErrNotEmpty),
-		errors.Is(err, workspace.ErrIsDir), errors.Is(err, workspace.ErrNotDir):
+		errors.Is(err, workspace.ErrIsDir), errors.Is(err, workspace.ErrNotDir), errors.Is(err, workspace.ErrBusy):
 		return &apiError{http.StatusConflict, codeConflict, oneLine(err)}
 	case errors.Is(err, workspace.ErrBadPath), errors.Is(err, workspace.ErrBadMode),
 		errors.Is(err, workspace.ErrNotRegular), errors.Is(err, workspace.ErrHardLink),

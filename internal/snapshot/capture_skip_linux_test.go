@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warden-sandbox/warden/internal/testhost"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -142,5 +144,43 @@ func TestCopyStopsOnContext(t *testing.T) {
 	}
 	if _, err := store.Restore(ctx, p.Name(), openWS(t, t.TempDir(), lim), lim); !errors.Is(err, context.Canceled) {
 		t.Errorf("Restore() with a cancelled context = %v; want context.Canceled", err)
+	}
+}
+
+// TestCaptureSkipsLeased: a file a sandbox process holds a write lease on
+// (fcntl F_SETLEASE) is skipped and counted at once, not waited on for the
+// lease-break time (45 s by default) while the copy holds its slot. The
+// wait is bounded far below that, so a broken Read fails the test.
+func TestCaptureSkipsLeased(t *testing.T) {
+	lim := Limits{MaxBytes: 1 << 20, MaxEntries: 1000}
+	src, ws := nobodyWS(t, lim)
+	mustWrite(t, filepath.Join(src, "leased"), "x", 0o644)
+	mustWrite(t, filepath.Join(src, "keep"), "data", 0o644)
+	holder, err := os.OpenFile(filepath.Join(src, "leased"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := unix.FcntlInt(holder.Fd(), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		testhost.SkipOrFail(t, "taking a write lease (fcntl F_SETLEASE): "+err.Error()+"; is fs.leases-enable 0?")
+	}
+	_, p := begin(t)
+	type result struct {
+		st  Stats
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := p.Capture(context.Background(), ws, lim)
+		done <- result{st, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || r.st.Skipped != 1 || r.st.Files != 1 {
+			t.Errorf("Capture() with a leased file = %+v, %v; want it skipped, 1 file copied", r.st, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		holder.Close() // breaks the lease, so the blocked Capture returns
+		t.Fatal("Capture() still waits on a leased file after 10s; it must skip it at once")
 	}
 }

@@ -74,9 +74,10 @@ func (p *Pending) captureDir(c capture, dir string, depth int) error {
 }
 
 // unreadable says err is the workspace refusing an entry the sandbox
-// made so (no permission, a link, gone, a path too long): it is skipped.
+// made so (no permission, a link, gone, a path too long, a lease): it is
+// skipped.
 func unreadable(err error) bool {
-	for _, kind := range []error{workspace.ErrHardLink, workspace.ErrDenied, workspace.ErrNotRegular,
+	for _, kind := range []error{workspace.ErrHardLink, workspace.ErrDenied, workspace.ErrNotRegular, workspace.ErrBusy,
 		workspace.ErrLink, workspace.ErrNotFound, workspace.ErrBadPath} {
 		if errors.Is(err, kind) {
 			return true

@@ -30,12 +30,11 @@
 // holds (a fork could hold --disk of its own beside the snapshot's), keep
 // the snapshot on the state directory's disk as long as any fork lives,
 // and need each backend to mount its workspace anew (gVisor's gofer, Docker's
-// bind mount, microvm's 9p share). Measured (BenchmarkSnapshotFiles in
-// internal/sandbox, docs/sessions.md), the kernel's copy took the CPU time
-// of a fork of 100 MB into 10 from 1.2-2.3 s to 0.86-1.0 s, nearly all of
-// it now the kernel writing 1 GB into tmpfs (the copy itself and the
-// pages' allocation); fsync is skipped only for a snapshot no record
-// names (BeginTemporary), which a crash leaves for Sweep.
+// bind mount, microvm's 9p share). What the kernel's copy saves is
+// measured by BenchmarkSnapshotFiles in internal/sandbox; docs/sessions.md
+// (Cost) has the figures, the one place they are kept. fsync is skipped
+// only for a snapshot no record names (BeginTemporary), which a crash
+// leaves for Sweep.
 package snapshot
 
 import (

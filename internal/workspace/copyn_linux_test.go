@@ -131,6 +131,63 @@ func TestWriteFromFile(t *testing.T) {
 	})
 }
 
+// TestSendfile: the kernel's copy itself, which CopyN falls back from
+// silently, works between the file systems Warden copies across (a
+// session's tmpfs and the state directory's): it copies every byte with
+// no error, so CopyN really takes it.
+func TestSendfile(t *testing.T) {
+	tmpfs, disk := testhost.Tmpfs(t, "4m"), t.TempDir()
+	tests := []struct {
+		name     string
+		from, to string
+		size     int
+	}{
+		{"tmpfs to disk", tmpfs, disk, 1 << 20},
+		{"disk to tmpfs", disk, tmpfs, 1 << 20},
+		{"tmpfs to disk, empty", tmpfs, disk, 0},
+	}
+	for i, tt := range tests {
+		data := make([]byte, tt.size)
+		rand.Read(data)
+		srcPath := filepath.Join(tt.from, fmt.Sprintf("src%d", i))
+		if err := os.WriteFile(srcPath, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dst := createT(t, filepath.Join(tt.to, fmt.Sprintf("dst%d", i)), false)
+		got, err := sendfile(dst, openT(t, srcPath), int64(tt.size))
+		if got != int64(tt.size) || err != nil {
+			t.Errorf("%s: sendfile of %d bytes = %d, %v; want %d, nil", tt.name, tt.size, got, err, tt.size)
+		}
+		if content := readT(t, dst.Name()); !bytes.Equal(content, data) {
+			t.Errorf("%s: sendfile wrote %d bytes, not the source's %d", tt.name, len(content), tt.size)
+		}
+	}
+}
+
+// TestCopyNPipeStaysNonblocking: CopyN from a pipe copies through
+// io.CopyN without calling its Fd, which would turn it blocking and take
+// it off Go's poller (a read from the sandbox could then hold a thread).
+func TestCopyNPipeStaysNonblocking(t *testing.T) {
+	data := []byte("from the pipe")
+	r := pipeT(t, data)
+	dst := createT(t, filepath.Join(t.TempDir(), "dst"), false)
+	if n, err := CopyN(dst, r, int64(len(data))); n != int64(len(data)) || err != nil {
+		t.Fatalf("CopyN from a pipe = %d, %v; want %d, nil", n, err, len(data))
+	}
+	sc, err := r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags int
+	var flagsErr error
+	if err := sc.Control(func(fd uintptr) { flags, flagsErr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || flagsErr != nil {
+		t.Fatalf("reading the pipe's flags: %v, %v", err, flagsErr)
+	}
+	if flags&unix.O_NONBLOCK == 0 {
+		t.Errorf("after CopyN the pipe's flags are %#x, without O_NONBLOCK; want it kept", flags)
+	}
+}
+
 func openT(t *testing.T, p string) *os.File {
 	t.Helper()
 	f, err := os.Open(p)
@@ -184,16 +241,7 @@ func pipeT(t *testing.T, data []byte) *os.File {
 // session's --disk does, says so with ErrNoSpace and leaves nothing
 // behind.
 func TestWriteFromFileFull(t *testing.T) {
-	testhost.RequireRoot(t)
-	ws := t.TempDir()
-	if err := unix.Mount("warden-test", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k,mode=0755"); err != nil {
-		t.Fatalf("mounting a tmpfs for the workspace: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting the test's tmpfs %s: %v", ws, err)
-		}
-	})
+	ws := testhost.Tmpfs(t, "64k")
 	d, err := Open(ws, os.Geteuid(), os.Getegid(), Limits{MaxFileBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,13 @@ var (
 	// a file outside the workspace that the sandbox linked in (judge0
 	// CVE-2024-28189), so Warden reads none of them.
 	ErrHardLink = errors.New("hard link")
+	// ErrBusy: Read met a file on which a process in the sandbox holds a
+	// lease (fcntl F_SETLEASE). Opening it would wait for the lease's
+	// break time (45 s by default) while holding a copy slot, so Warden
+	// opens without waiting and refuses the file instead. The seccomp
+	// filter refuses F_SETLEASE too; this is the second layer, for a
+	// filter that lets one through.
+	ErrBusy = errors.New("file busy")
 	// ErrLink: a path component is a symbolic link, or the path would
 	// leave the workspace (CVE-2024-28185). Warden never follows links
 	// from the host.

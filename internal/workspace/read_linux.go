@@ -118,11 +118,9 @@ func (d *Dir) Read(p string) (io.ReadCloser, Entry, error) {
 		if err := readable(wp, &st, d.lim.MaxFileBytes); err != nil {
 			return err
 		}
-		// Reopening the pinned inode through /proc/self/fd checks the
-		// sandbox user's read permission and cannot reach another file.
-		fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		fd, err := reopen(wp, pfd)
 		if err != nil {
-			return fsError("reading", wp, err)
+			return err
 		}
 		f = os.NewFile(uintptr(fd), wp.String())
 		ent = newEntry(wp, &st, pfd, "")
@@ -132,6 +130,27 @@ func (d *Dir) Read(p string) (io.ReadCloser, Entry, error) {
 		return nil, Entry{}, err
 	}
 	return &fileReader{f: f, r: &io.LimitedReader{R: f, N: ent.Size}}, ent, nil
+}
+
+// reopen opens the inode pinned by pfd for reading. Going through
+// /proc/self/fd checks the sandbox user's read permission and cannot
+// reach another file. O_NONBLOCK makes the open fail with EWOULDBLOCK,
+// instead of waiting for the lease-break time, when a process in the
+// sandbox holds a write lease on the file; the returned descriptor is
+// blocking again.
+func reopen(wp wsPath, pfd int) (int, error) {
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return -1, errorf(ErrBusy, "reading %q: file busy: a process in the sandbox holds a lease on it; release the lease (F_SETLEASE F_UNLCK) in the sandbox and retry", wp)
+	}
+	if err != nil {
+		return -1, fsError("reading", wp, err)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return -1, fsError("reading", wp, err)
+	}
+	return fd, nil
 }
 
 // readable refuses what Read does not read.
