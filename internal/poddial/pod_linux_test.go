@@ -358,3 +358,52 @@ func TestRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestPodStoppedAgent: the user's processes run as the agent's uid and
+// can SIGSTOP it, which no handler catches; the init kills a stopped
+// agent rather than wait for it, so the session ends, killAll sweeps
+// what it left, and the router can return.
+func TestPodStoppedAgent(t *testing.T) {
+	p := startPod(t, dropAll)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, _, err := Dial(ctx, p.addr, key(t, routerKey))
+	if err != nil {
+		t.Fatalf("Dial: %v; the Pod's log: %s", err, p.log)
+	}
+	s, err := Attach(ctx, conn, podSpec(), nil)
+	if err != nil {
+		t.Fatalf("Attach: %v; the Pod's log: %s", err, p.log)
+	}
+	// The exec's parent is the agent (the trampoline execs in place).
+	r, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", "sleep 1000 </dev/null >/dev/null 2>&1 & kill -STOP $PPID"}}, agent.IO{})
+	t.Logf("the exec that stopped its agent: %+v, %v", r, err)
+	if err := s.Close(); err != nil {
+		t.Logf("closing the session of the stopped agent: %v", err)
+	}
+	testhost.WaitFor(t, "the Pod's init to take connections again", func() bool {
+		return strings.Contains(p.log.String(), "the Pod is adoptable by its key again")
+	})
+	if !strings.Contains(p.log.String(), "the agent was stopped") {
+		t.Errorf("the Pod's log does not say the agent was stopped:\n%s", p.log)
+	}
+	second := attach(t, p, podinit.Returned)
+	if r := execSh(t, second, "cat /proc/[0-9]*/comm | sort"); strings.Contains(r.Stdout, "sleep") {
+		t.Errorf("after the stopped agent's session the Pod runs %q, want no process of that session", r.Stdout)
+	}
+}
+
+// TestPodInitDropsSignals: the user's processes, which run as the init's
+// uid, signal the Pod's PID 1 with every signal whose Go default ends a
+// process; the init lives on, and so does the session.
+func TestPodInitDropsSignals(t *testing.T) {
+	p := startPod(t, dropAll)
+	s := attach(t, p, podinit.Adopted)
+	sigs := "TERM HUP INT QUIT ABRT SEGV BUS USR1 USR2 PIPE ALRM"
+	if r := execSh(t, s, "for s in "+sigs+"; do kill -$s 1 || exit 1; done; echo sent"); r.Stdout != "sent\n" {
+		t.Fatalf("signalling the init: %q, %q (exit %d), want every signal sent", r.Stdout, r.Stderr, r.ExitCode)
+	}
+	if r := execSh(t, s, "kill -0 1 && echo alive"); r.Stdout != "alive\n" {
+		t.Errorf("after the signals (%s): %q, %q; want the init and the session alive; the Pod's log: %s", sigs, r.Stdout, r.Stderr, p.log)
+	}
+}

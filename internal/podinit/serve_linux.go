@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"time"
 
@@ -79,6 +80,7 @@ func run(addr string) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("making the init non-dumpable: %w", err)
 	}
+	dropSignals()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening for the router: %w", err)
@@ -88,6 +90,18 @@ func run(addr string) error {
 	s := &server{ln: ln.(*net.TCPListener), log: log.Default(), handshake: HandshakeTimeout, failWait: failWait, serve: serveAgent}
 	s.log.Printf("listening on %s", ln.Addr())
 	return s.loop()
+}
+
+// dropSignals catches and drops every signal Go relays. The user's
+// processes run as the init's uid and may signal it: the kernel drops a
+// signal sent from inside the namespace to its PID 1 only while the
+// signal's disposition is the default, and Go installs handlers whose
+// default is to exit. An init that exited would be restarted by the Pod
+// (restartPolicy Always) with the Pod's address and volumes, adoptable
+// by anyone on first use. Caught rather than ignored: an ignored
+// disposition would be inherited by the agent and the user's programs.
+func dropSignals() {
+	signal.Notify(make(chan os.Signal, 1))
 }
 
 // checkPID1 refuses to run but as PID 1 of a PID namespace of the Pod's
@@ -215,10 +229,56 @@ func serveAgent(c *net.TCPConn) error {
 	if err != nil {
 		return fmt.Errorf("starting the agent: %w", err)
 	}
-	// The agent's own status says nothing the router has not seen: its
-	// session's end reached the router on the connection.
-	_ = cmd.Wait()
+	waitAgent(cmd.Process.Pid)
+	// reaped by waitAgent; Release only closes the pidfd os/exec holds
+	if err := cmd.Process.Release(); err != nil {
+		log.Printf("releasing the agent's process: %v", err)
+	}
 	return killAll(time.Now().Add(sweepTimeout))
+}
+
+// waitAgent waits for the agent at pid to end and reaps it. It waits for
+// stops too: the user's processes run as the agent's uid and can SIGSTOP
+// it, which no handler can catch, and a stopped agent would never read
+// its router's end, so the init would wait for it, and killAll would
+// never run, for good. A stopped agent is killed at once, which ends its
+// session. Its end is logged unless it exited 0: the router saw the
+// session end on the connection, but only the Pod's log can say why an
+// agent crashed.
+func waitAgent(pid int) {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, unix.WUNTRACED, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			log.Printf("waiting for the agent: %v", err)
+			return
+		case ws.Stopped():
+			log.Printf("the agent was stopped (%v): killing it, which ends its session", ws.StopSignal())
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+				log.Printf("killing the stopped agent: %v", err)
+			}
+			continue
+		}
+		if s := agentEnd(ws); s != "" {
+			log.Printf("the agent ended: %s", s)
+		}
+		return
+	}
+}
+
+// agentEnd says how an agent that did not exit 0 ended, in a few words,
+// or "" for exit 0.
+func agentEnd(ws unix.WaitStatus) string {
+	switch {
+	case ws.Signaled():
+		return fmt.Sprintf("killed by %v", ws.Signal())
+	case ws.ExitStatus() != 0:
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	}
+	return ""
 }
 
 // KeepAlive makes the kernel probe c's idle peer and give up on one that
