@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/podinit"
@@ -107,9 +110,11 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		UID: -1, GID: -1,
 		Env: func(extra []string) []string { return agent.ImageEnv(false, s.Root.Env, extra) },
 		Log: log,
-		// Kill only lets the session close the connection, which is
-		// what ends the Pod's processes (see above).
-		Kill:    func() { once.Do(func() { close(exited) }) },
+		// Kill shuts the connection down, which ends the Pod's agent at
+		// once (it reads the end) and so every process of the session;
+		// the descriptor stays open, its number not reused, until the
+		// session closes it.
+		Kill:    func() { once.Do(func() { shutdown(f, log); close(exited) }) },
 		Exited:  exited,
 		Ended:   func() string { return "the router closed its connection to the Pod's agent" },
 		Cleanup: func() {},
@@ -117,6 +122,24 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		// Pause never succeeds, so there is never anything to resume.
 		Resume: func(context.Context) error { return nil },
 	})
+}
+
+// shutdown shuts down both directions of the connection f, logging a
+// failure.
+func shutdown(f *os.File, log *slog.Logger) {
+	rc, err := f.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) { err = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		if cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil && !errors.Is(err, unix.ENOTCONN) {
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("shutting down the connection to a Pod's agent", "err", err)
+	}
 }
 
 // cannotPause is a Pod's Pause: the router reaches no freezer of the
