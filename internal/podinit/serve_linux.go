@@ -165,16 +165,52 @@ func (s *server) fromItself(c *net.TCPConn) bool {
 	listen, lok := s.ln.Addr().(*net.TCPAddr)
 	local, cok := c.LocalAddr().(*net.TCPAddr)
 	remote, rok := c.RemoteAddr().(*net.TCPAddr)
-	return lok && cok && rok && itself(listen.IP, local.IP, remote.IP)
+	if !lok || !cok || !rok {
+		return false
+	}
+	return itself(listen.IP, local.IP, remote.IP, ownAddrs(s.log))
+}
+
+// ownAddrs are the addresses of the Pod's interfaces; none, logged, when
+// they cannot be read (loopback is still told apart).
+func ownAddrs(l *log.Logger) []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		l.Printf("reading the Pod's addresses: %v", err)
+		return nil
+	}
+	var ips []net.IP
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ips = append(ips, n.IP)
+		}
+	}
+	return ips
 }
 
 // itself says a peer at remote that reached local, on a listener at
-// listen, is the Pod itself: it comes from the address it reached (the
-// Pod's address, or loopback), or from loopback while the init listens
-// beyond it (a router is never on the Pod's loopback; a test's listener
-// on a loopback address takes loopback peers).
-func itself(listen, local, remote net.IP) bool {
-	return remote.Equal(local) || (remote.IsLoopback() && !listen.IsLoopback())
+// listen, is the Pod itself, given own, the Pod's addresses: it comes
+// from the address it reached, or, while the init listens beyond
+// loopback, either end is loopback (a router is never on the Pod's
+// loopback, and the Pod's code can bind its own address and connect to
+// loopback) or it comes from one of own. A test's listener on a loopback
+// address takes loopback peers, so there only the same address counts.
+func itself(listen, local, remote net.IP, own []net.IP) bool {
+	if remote.Equal(local) {
+		return true
+	}
+	if listen.IsLoopback() {
+		return false
+	}
+	if local.IsLoopback() || remote.IsLoopback() {
+		return true
+	}
+	for _, ip := range own {
+		if remote.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // admit runs the handshake on c within s.handshake.

@@ -164,20 +164,27 @@ func TestServeDropsItsOwnConnections(t *testing.T) {
 
 func TestItself(t *testing.T) {
 	ip := net.ParseIP
+	pod := []net.IP{ip("127.0.0.1"), ip("::1"), ip("10.1.1.1"), ip("10.1.1.2"), ip("fd01::1")}
 	for _, tc := range []struct {
 		name                  string
 		listen, local, remote string
 		want                  bool
 	}{
-		{"a router", "::", "10.0.0.5", "10.0.1.9", false},
-		{"the Pod to its own address", "::", "10.0.0.5", "10.0.0.5", true},
+		{"a router", "::", "10.1.1.1", "10.0.1.9", false},
+		{"a router to the Pod's second address", "::", "10.1.1.2", "10.0.1.9", false},
+		{"a router over IPv6", "::", "fd01::1", "fd02::9", false},
+		{"the Pod to its own address", "::", "10.1.1.1", "10.1.1.1", true},
 		{"the Pod to 127.0.0.1", "::", "127.0.0.1", "127.0.0.1", true},
 		{"the Pod to another loopback address", "0.0.0.0", "127.0.0.2", "127.0.0.1", true},
 		{"the Pod over IPv6 loopback", "::", "::1", "::1", true},
+		{"the Pod from its address to 127.0.0.1", "0.0.0.0", "127.0.0.1", "10.1.1.1", true},
+		{"the Pod from its address to ::1", "::", "::1", "fd01::1", true},
+		{"the Pod between two of its addresses", "::", "10.1.1.2", "10.1.1.1", true},
+		{"the Pod from loopback to its address", "::", "10.1.1.1", "127.0.0.1", true},
 		{"a test's router on loopback", "127.0.0.2", "127.0.0.2", "127.0.0.1", false},
 		{"a test's Pod to its own loopback address", "127.0.0.2", "127.0.0.2", "127.0.0.2", true},
 	} {
-		if got := itself(ip(tc.listen), ip(tc.local), ip(tc.remote)); got != tc.want {
+		if got := itself(ip(tc.listen), ip(tc.local), ip(tc.remote), pod); got != tc.want {
 			t.Errorf("%s: itself(%s, %s, %s) = %v, want %v", tc.name, tc.listen, tc.local, tc.remote, got, tc.want)
 		}
 	}
