@@ -21,10 +21,15 @@ import (
 // nothing, or too little, is cut then.
 const HandshakeTimeout = 5 * time.Second
 
-// failWait is how long the init waits after a refused handshake before
-// it accepts again: a peer cannot try keys at line rate, and a flood of
-// refusals logs one line a second.
-const failWait = time.Second
+// refusalBurst is how many refusals the init logs a refusalWindow; it
+// counts the others and logs their number with the next line. A flood of
+// refusals so costs the Pod's log a few lines a second and the init no
+// time: waiting after a refusal would only delay the next router, and a
+// peer cannot guess a key however fast it tries.
+const (
+	refusalBurst  = 10
+	refusalWindow = time.Second
+)
 
 // sweepTimeout bounds the kill of what a session left in the Pod.
 const sweepTimeout = 10 * time.Second
@@ -87,7 +92,7 @@ func run(addr string) error {
 	}
 	log.SetFlags(0)
 	log.SetPrefix("warden-init pod: ")
-	s := &server{ln: ln.(*net.TCPListener), log: log.Default(), handshake: HandshakeTimeout, failWait: failWait, serve: serveAgent}
+	s := &server{ln: ln.(*net.TCPListener), log: log.Default(), refusals: refusalLog{log: log.Default(), now: time.Now}, handshake: HandshakeTimeout, serve: serveAgent}
 	s.log.Printf("listening on %s", ln.Addr())
 	return s.loop()
 }
@@ -121,8 +126,8 @@ type server struct {
 	ln        *net.TCPListener
 	owner     Owner
 	log       *log.Logger
+	refusals  refusalLog
 	handshake time.Duration
-	failWait  time.Duration
 	// serve serves an admitted connection until the session ends, and
 	// fails only when the Pod cannot serve on (serveAgent).
 	serve func(*net.TCPConn) error
@@ -141,21 +146,53 @@ func (s *server) loop() error {
 			// are gone, and waiting for each would only delay the next
 			// router.
 			closeConn(c, s.log)
-			s.log.Printf("refused %s: a connection from the Pod itself", c.RemoteAddr())
+			s.refusals.printf("refused %s: a connection from the Pod itself", c.RemoteAddr())
 			continue
 		}
 		a, err := s.admit(c)
 		if err != nil {
 			closeConn(c, s.log)
-			s.log.Printf("refused %s: %v", c.RemoteAddr(), err)
-			time.Sleep(s.failWait)
+			s.refusals.printf("refused %s: %v", c.RemoteAddr(), err)
 			continue
 		}
+		s.refusals.flush()
 		s.log.Printf("serving %s (%s)", c.RemoteAddr(), a)
 		if err := s.serve(c); err != nil {
 			return err
 		}
 		s.log.Printf("session of %s ended; the Pod is adoptable by its key again", c.RemoteAddr())
+	}
+}
+
+// refusalLog logs at most refusalBurst refusals a refusalWindow, one
+// line each, and the number of those it left out with the next line.
+type refusalLog struct {
+	log     *log.Logger
+	now     func() time.Time
+	start   time.Time
+	n       int
+	dropped int
+}
+
+// printf logs a refusal, or counts it once the window's lines are spent.
+func (r *refusalLog) printf(format string, args ...any) {
+	if t := r.now(); t.Sub(r.start) >= refusalWindow {
+		r.flush()
+		r.start, r.n = t, 0
+	}
+	if r.n >= refusalBurst {
+		r.dropped++
+		return
+	}
+	r.n++
+	r.log.Printf(format, args...)
+}
+
+// flush logs how many refusals were left out, if any.
+func (r *refusalLog) flush() {
+	if r.dropped > 0 {
+		r.log.Printf("%d more refusals not logged (at most %d a second)", r.dropped, refusalBurst)
+		r.dropped = 0
 	}
 }
 
