@@ -407,3 +407,42 @@ func TestPodInitDropsSignals(t *testing.T) {
 		t.Errorf("after the signals (%s): %q, %q; want the init and the session alive; the Pod's log: %s", sigs, r.Stdout, r.Stderr, p.log)
 	}
 }
+
+// TestPodStartFailed: a program the trampoline cannot exec is a start
+// failure, as on every backend (a *StartError with a shell's code), not
+// an ordinary exit of the trampoline: the trampoline reports its exec's
+// error to the agent on a close-on-exec descriptor.
+func TestPodStartFailed(t *testing.T) {
+	p := startPod(t, dropAll)
+	s := attach(t, p, podinit.Adopted)
+	if r := execSh(t, s, "printf '#!/no/such/interp\\n' >/workspace/nointerp; printf 'echo hi\\n' >/workspace/noshebang; chmod +x /workspace/nointerp /workspace/noshebang"); r.ExitCode != 0 {
+		t.Fatalf("writing the scripts: exit %d, %q", r.ExitCode, r.Stderr)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for _, tc := range []struct {
+		name, path string
+		code       int
+		want       string
+	}{
+		{"a missing interpreter", "/workspace/nointerp", 127, `starting "/workspace/nointerp": fork/exec /workspace/nointerp: no such file or directory (a missing interpreter?)`},
+		{"no shebang", "/workspace/noshebang", 126, `starting "/workspace/noshebang": fork/exec /workspace/noshebang: exec format error`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		proc, err := s.Spawn(ctx, interp.Command{Argv: []string{tc.path}, Env: s.Env(), Files: []*os.File{null, null, null}})
+		cancel()
+		var start *agent.StartError
+		if !errors.As(err, &start) || start.Code != tc.code || start.Message != tc.want {
+			if proc != nil {
+				_ = proc.Kill() // the test reports the unexpected start; the session's end kills it anyway
+			}
+			t.Errorf("%s: Spawn = %v, %v; want a StartError, code %d, %q", tc.name, proc, err, tc.code, tc.want)
+		}
+	}
+	if r := execSh(t, s, "echo alive"); r.Stdout != "alive\n" {
+		t.Errorf("after the failed starts: %q, %q; want the session alive", r.Stdout, r.Stderr)
+	}
+}
