@@ -49,24 +49,33 @@ func Dial(ctx context.Context, addr string, key ed25519.PrivateKey) (*net.TCPCon
 	return tc, a, nil
 }
 
-// present runs Present on c within ctx.
+// present runs Present on c within ctx. A ctx that ends as the
+// handshake does fails it, even one that succeeded: the deadline set
+// when ctx ended may land after this clears it, and would cut the
+// session's first read.
 func present(ctx context.Context, c *net.TCPConn, key ed25519.PrivateKey) (podinit.Adoption, error) {
 	deadline, _ := ctx.Deadline()
 	if err := c.SetDeadline(deadline); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("setting the handshake's deadline: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		// a connection whose deadline cannot be set is closed by the caller anyway
 		_ = c.SetDeadline(time.Unix(1, 0))
 	})
 	a, err := podinit.Present(c, key)
-	if !stop() && err != nil {
-		err = errors.Join(ctx.Err(), err)
+	if !stop() {
+		if err == nil {
+			return 0, fmt.Errorf("%w as the handshake ended", ctx.Err())
+		}
+		return 0, fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	if err != nil {
 		return 0, err
 	}
-	return a, c.SetDeadline(time.Time{})
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return 0, fmt.Errorf("clearing the handshake's deadline: %w", err)
+	}
+	return a, nil
 }
 
 // Attach starts a session of s on conn, a connection Dial admitted, and
@@ -82,11 +91,15 @@ func present(ctx context.Context, c *net.TCPConn, key ed25519.PrivateKey) (podin
 // network is what the install's NetworkPolicies allow.
 func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logger) (*agent.Session, error) {
 	f, err := conn.File()
-	if cerr := conn.Close(); cerr != nil && err == nil {
-		err = cerr
-	}
+	cerr := conn.Close()
 	if err != nil {
 		return nil, fmt.Errorf("taking the Pod's connection: %w", err)
+	}
+	if cerr != nil {
+		if err := f.Close(); err != nil {
+			return nil, fmt.Errorf("taking the Pod's connection: %w (and closing its copy: %v)", cerr, err)
+		}
+		return nil, fmt.Errorf("taking the Pod's connection: %w", cerr)
 	}
 	if err := Refuse(s); err != nil {
 		// refused before a byte was sent; nothing to report of the close

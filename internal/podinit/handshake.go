@@ -2,8 +2,9 @@
 // listens for the router on the Pod's network (Port), lets in only the
 // router that proves the Pod's key, and serves each admitted connection
 // with the same boxed agent a microVM serves over its serial port (the
-// agent protocol over a streammux stream). The host side, Dial and
-// Attach, is here too. docs/kubernetes.md ("The sandbox Pod's agent")
+// agent protocol over a streammux stream). The host side is
+// internal/poddial, apart so that warden-init links none of it.
+// docs/kubernetes.md ("The sandbox Pod's agent")
 // has the design and the threat model.
 package podinit
 
@@ -128,7 +129,10 @@ func (o *Owner) Admit(rw io.ReadWriter, rand io.Reader) (Adoption, error) {
 	pub := ed25519.PublicKey(proof[:ed25519.PublicKeySize])
 	answer, adoption, refusal := o.judge(pub, nonce, proof[ed25519.PublicKeySize:])
 	if _, err := rw.Write([]byte{answer}); err != nil {
-		return 0, errors.Join(refusal, fmt.Errorf("sending the answer: %w", err))
+		if refusal == nil {
+			return 0, fmt.Errorf("sending the answer: %w", err)
+		}
+		return 0, fmt.Errorf("%w (and sending the answer: %v)", refusal, err)
 	}
 	if refusal != nil {
 		return 0, refusal
@@ -153,8 +157,8 @@ func (o *Owner) judge(pub ed25519.PublicKey, nonce, sig []byte) (byte, Adoption,
 	return answerTaken, 0, ErrTaken
 }
 
-// Adopted says a key owns the Pod.
-func (o *Owner) Adopted() bool { return o.key != nil }
+// adopted says a key owns the Pod.
+func (o *Owner) adopted() bool { return o.key != nil }
 
 // signed is what a proof signs: the context, the init's nonce and the
 // public key.

@@ -101,7 +101,7 @@ func TestAdmitRefusesBadProofs(t *testing.T) {
 		if c.read > proofSize {
 			t.Errorf("%s: the init read %d bytes of the peer's, want at most %d", tt.name, c.read, proofSize)
 		}
-		if o.Adopted() {
+		if o.adopted() {
 			t.Errorf("%s: a refused proof adopted the Pod", tt.name)
 		}
 	}
@@ -182,8 +182,8 @@ func FuzzAdmit(f *testing.F) {
 		if err == nil || a != 0 {
 			t.Fatalf("Admit of a random proof = %v, %v; want a refusal", a, err)
 		}
-		if o.Adopted() != adopted {
-			t.Fatalf("a refused proof changed the Pod's adoption to %v", o.Adopted())
+		if o.adopted() != adopted {
+			t.Fatalf("a refused proof changed the Pod's adoption to %v", o.adopted())
 		}
 	})
 }

@@ -253,14 +253,14 @@ func itself(listen, local, remote net.IP, own []net.IP) bool {
 // admit runs the handshake on c within s.handshake.
 func (s *server) admit(c *net.TCPConn) (Adoption, error) {
 	if err := c.SetDeadline(time.Now().Add(s.handshake)); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("setting the handshake's deadline: %w", err)
 	}
 	a, err := s.owner.Admit(c, rand.Reader)
 	if err != nil {
 		return 0, err
 	}
 	if err := c.SetDeadline(time.Time{}); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("clearing the handshake's deadline: %w", err)
 	}
 	return a, nil
 }
