@@ -62,7 +62,7 @@ func present(ctx context.Context, c *net.TCPConn, key ed25519.PrivateKey) (podin
 		// a connection whose deadline cannot be set is closed by the caller anyway
 		_ = c.SetDeadline(time.Unix(1, 0))
 	})
-	a, err := podinit.Present(c, key)
+	a, err := podinit.Present(c, key, c.RemoteAddr().String())
 	if !stop() {
 		if err == nil {
 			return 0, fmt.Errorf("%w as the handshake ended", ctx.Err())

@@ -255,7 +255,7 @@ func (s *server) admit(c *net.TCPConn) (Adoption, error) {
 	if err := c.SetDeadline(time.Now().Add(s.handshake)); err != nil {
 		return 0, fmt.Errorf("setting the handshake's deadline: %w", err)
 	}
-	a, err := s.owner.Admit(c, rand.Reader)
+	a, err := s.owner.Admit(c, rand.Reader, c.LocalAddr().String())
 	if err != nil {
 		return 0, err
 	}

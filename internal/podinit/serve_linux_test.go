@@ -57,7 +57,7 @@ func dialPresent(t *testing.T, addr string, key ed25519.PrivateKey) (Adoption, s
 	if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Present(c, key)
+	a, err := Present(c, key, c.RemoteAddr().String())
 	if err != nil {
 		return 0, "", err
 	}
