@@ -97,7 +97,7 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 	}
 	if cerr != nil {
 		if err := f.Close(); err != nil {
-			return nil, fmt.Errorf("taking the Pod's connection: %w (and closing its copy: %v)", cerr, err)
+			return nil, fmt.Errorf("taking the Pod's connection: %w (and closing its copy: %w)", cerr, err)
 		}
 		return nil, fmt.Errorf("taking the Pod's connection: %w", cerr)
 	}

@@ -137,7 +137,7 @@ func (o *Owner) Admit(rw io.ReadWriter, rand io.Reader, addr string) (Adoption, 
 		if refusal == nil {
 			return 0, fmt.Errorf("sending the answer: %w", err)
 		}
-		return 0, fmt.Errorf("%w (and sending the answer: %v)", refusal, err)
+		return 0, fmt.Errorf("%w (and sending the answer: %w)", refusal, err)
 	}
 	if refusal != nil {
 		return 0, refusal
