@@ -1,11 +1,14 @@
 package nsinit
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,26 +79,41 @@ func setPodRlimits(cfg *Config) error {
 }
 
 // boxedPodExec, as a Pod's agent's first argument, makes it the
-// trampoline of a user's process: "BoxedPath boxedPodExec NPROC PATH
-// ARGV...". It is forked and started by the agent (podCommand) with the
-// process's descriptors, directory and environment, already under the
-// agent's seccomp filter and no_new_privs.
+// trampoline of a user's process: "BoxedPath boxedPodExec NPROC ERRFD
+// PATH ARGV...". It is forked and started by the agent (podCommand) with
+// the process's descriptors, directory and environment, already under
+// the agent's seccomp filter and no_new_privs.
 const boxedPodExec = "pod-exec"
+
+// podStartWait bounds how long the agent waits for a trampoline to exec
+// or report its failure: the user's processes, which share its uid,
+// could stop it before it does, and the agent must not wait for good.
+const podStartWait = 30 * time.Second
+
+// A trampoline's report on its error descriptor: a stage byte, then the
+// errno, little-endian.
+const (
+	stageLimit = 'l' // setting RLIMIT_NPROC
+	stageExec  = 'x' // execve
+	reportSize = 5
+)
 
 // podCommand is the path and arguments that start the user's program
 // path with argv in a Pod: through podExec, which sets RLIMIT_NPROC
-// first.
-func podCommand(path string, argv []string) (string, []string) {
-	return "/proc/self/exe", append([]string{BoxedPath, boxedPodExec, strconv.FormatUint(podProcesses, 10), path}, argv...)
+// first and reports a failure on descriptor errFD.
+func podCommand(path string, argv []string, errFD int) (string, []string) {
+	return "/proc/self/exe", append([]string{BoxedPath, boxedPodExec, strconv.FormatUint(podProcesses, 10), strconv.Itoa(errFD), path}, argv...)
 }
 
 // podExec sets RLIMIT_NPROC, soft and hard, and execs the user's
 // program; it returns only on failure, with the exit code a shell would
-// give (127 for a missing file, 126 otherwise), having said why on the
-// program's stderr.
+// give (127 for a missing file, 126 otherwise), having reported why to
+// the agent on its error descriptor, close-on-exec (os/exec's way: the
+// agent reads its end until the exec closes it), or on the program's
+// stderr when there is none.
 func podExec(args []string) int {
-	if len(args) < 3 {
-		fmt.Fprintf(os.Stderr, "warden: usage: %s %s NPROC PATH ARGV...\n", BoxedPath, boxedPodExec)
+	if len(args) < 4 {
+		fmt.Fprintf(os.Stderr, "warden: usage: %s %s NPROC ERRFD PATH ARGV...\n", BoxedPath, boxedPodExec)
 		return 126
 	}
 	n, err := strconv.ParseUint(args[0], 10, 64)
@@ -103,18 +121,87 @@ func podExec(args []string) int {
 		fmt.Fprintf(os.Stderr, "warden: the process limit %q: %v\n", args[0], err)
 		return 126
 	}
+	fd, err := strconv.Atoi(args[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "warden: the error descriptor %q: %v\n", args[1], err)
+		return 126
+	}
+	unix.CloseOnExec(fd)
 	if n > 0 {
 		if err := syscall.Setrlimit(unix.RLIMIT_NPROC, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
-			fmt.Fprintf(os.Stderr, "warden: setting RLIMIT_NPROC=%d: %v\n", n, err)
-			return 126
+			return podExecFailed(fd, stageLimit, err)
 		}
 	}
-	err = unix.Exec(args[1], args[2:], os.Environ())
-	fmt.Fprintf(os.Stderr, "warden: starting %q: %v\n", args[2], err)
+	return podExecFailed(fd, stageExec, unix.Exec(args[2], args[3:], os.Environ()))
+}
+
+// podExecFailed reports err of stage on fd, or on stderr if it cannot,
+// and returns the trampoline's exit code.
+func podExecFailed(fd int, stage byte, err error) int {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		errno = syscall.EINVAL
+	}
+	msg := []byte{stage, 0, 0, 0, 0}
+	binary.LittleEndian.PutUint32(msg[1:], uint32(errno))
+	if _, werr := unix.Write(fd, msg); werr != nil {
+		fmt.Fprintf(os.Stderr, "warden: starting the program: %v\n", err)
+	}
 	if errors.Is(err, unix.ENOENT) {
 		return 127
 	}
 	return 126
+}
+
+// podStartReport reads a trampoline's report from r, the read end of its
+// error descriptor (the agent closed its copy of the write end): nil
+// when the program was exec'd (the descriptor closed, empty), or the
+// start's failure, also when the trampoline neither execs nor reports
+// within podStartWait. name is the command as asked, path as found.
+func podStartReport(r *os.File, name, path string) *Status {
+	var buf [reportSize]byte
+	err := r.SetReadDeadline(time.Now().Add(podStartWait))
+	n := 0
+	if err == nil {
+		n, err = io.ReadFull(r, buf[:])
+	}
+	if n == 0 && errors.Is(err, io.EOF) {
+		return nil
+	}
+	errno := syscall.Errno(binary.LittleEndian.Uint32(buf[1:]))
+	var st Status
+	switch {
+	case n == reportSize && buf[0] == stageExec:
+		st = startFailed(name, &os.PathError{Op: "fork/exec", Path: path, Err: errno})
+	case n == reportSize && buf[0] == stageLimit:
+		st = Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: setting RLIMIT_NPROC=%d: %v", name, podProcesses, errno)}
+	default:
+		st = Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: the trampoline neither ran it nor said why within %v (read %d bytes: %v)", name, podStartWait, n, err)}
+	}
+	return &st
+}
+
+// endTrampoline kills and reaps the trampoline at pid, which reported a
+// failure or nothing in time; pid is a child's, never 0 or negative
+// (kill(2) would reach a group or every process).
+func endTrampoline(pid int) {
+	if pid <= 0 {
+		return
+	}
+	// ESRCH only: it has ended already
+	_ = unix.Kill(pid, unix.SIGKILL)
+	reapOne(pid)
+}
+
+// reapOne reaps pid; ECHILD means the agent's reaper was first, which
+// finds no exec of it.
+func reapOne(pid int) {
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
 }
 
 // checkPodConfig refuses what a Pod's agent cannot do, and makes the

@@ -2,6 +2,8 @@ package nsinit
 
 import (
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,21 +49,44 @@ func TestCheckUnprivilegedRefusesRoot(t *testing.T) {
 }
 
 // TestPodExecFails covers the trampoline's failures, each with a shell's
-// exit code; its success replaces the process, which the Pod tests in
-// internal/poddial cover.
+// exit code and a report on its error descriptor that the agent turns
+// into StartFailed; its success replaces the process, which the Pod
+// tests in internal/poddial cover.
 func TestPodExecFails(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		want int
+		name   string
+		args   []string
+		want   int
+		report string // "" for none
 	}{
-		{"too few arguments", []string{"256", "/bin/true"}, 126},
-		{"a bad limit", []string{"many", "/bin/true", "true"}, 126},
-		{"a missing program", []string{"0", "/no/such/program", "program"}, 127},
-		{"a directory", []string{"0", "/", "root"}, 126},
+		{"too few arguments", []string{"256", "FD", "/bin/true"}, 126, ""},
+		{"a bad limit", []string{"many", "FD", "/bin/true", "true"}, 126, ""},
+		{"a bad descriptor", []string{"0", "three", "/bin/true", "true"}, 126, ""},
+		{"a missing program", []string{"0", "FD", "/no/such/program", "program"}, 127, `starting "program": fork/exec /no/such/program: no such file or directory (a missing interpreter?)`},
+		{"a directory", []string{"0", "FD", "/", "root"}, 126, `starting "root": fork/exec /: permission denied`},
 	} {
-		if got := podExec(tc.args); got != tc.want {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := slices.Clone(tc.args)
+		if args[1] == "FD" {
+			args[1] = strconv.Itoa(int(w.Fd()))
+		}
+		if got := podExec(args); got != tc.want {
 			t.Errorf("%s: podExec(%q) = %d, want %d", tc.name, tc.args, got, tc.want)
+		}
+		w.Close()
+		var got string
+		if st := podStartReport(r, args[len(args)-1], args[len(args)-2]); st != nil {
+			got = st.Error
+			if !st.StartFailed || st.ExitCode != tc.want {
+				t.Errorf("%s: the agent's status %+v, want StartFailed and exit %d", tc.name, *st, tc.want)
+			}
+		}
+		r.Close()
+		if got != tc.report {
+			t.Errorf("%s: the agent read %q, want %q", tc.name, got, tc.report)
 		}
 	}
 }

@@ -268,17 +268,26 @@ func startProcess(req Request, files []int, sees string) (int, *Status) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return 0, &Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("working directory %q does not exist in the sandbox", dir)}
 	}
-	args := req.Argv
-	if podMode {
-		path, args = podCommand(path, args)
-	}
 	cmd := &exec.Cmd{
-		Path: path, Args: args, Env: req.Env, Dir: dir,
+		Path: path, Args: req.Argv, Env: req.Env, Dir: dir,
 		Stdin: osFiles[0], Stdout: osFiles[1], Stderr: osFiles[2], ExtraFiles: osFiles[3:],
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:     true,
 			Credential: &syscall.Credential{Uid: uint32(userUID), Gid: uint32(userGID), NoSetGroups: true},
 		},
+	}
+	var errR *os.File
+	if podMode {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return 0, &Status{ExitCode: 126, StartFailed: true, Error: fmt.Sprintf("starting %q: a pipe for the trampoline's errors: %v", req.Argv[0], err)}
+		}
+		defer closeLogged(r, "closing the trampoline's error pipe")
+		errR = r
+		// closed with the others on return; before that, once started
+		osFiles = append(osFiles, w)
+		cmd.ExtraFiles = osFiles[3:]
+		cmd.Path, cmd.Args = podCommand(path, req.Argv, 2+len(cmd.ExtraFiles))
 	}
 	restore := unignoreSignals()
 	err = cmd.Start()
@@ -290,5 +299,13 @@ func startProcess(req Request, files []int, sees string) (int, *Status) {
 	// The agent reaps with wait4; the pidfd os/exec holds would only pile
 	// up until a garbage collection, against the session's open-files limit.
 	_ = cmd.Process.Release()
+	if errR != nil {
+		// The write end must be closed here for the read to end at the exec.
+		closeLogged(osFiles[len(osFiles)-1], "closing the trampoline's error pipe")
+		if st := podStartReport(errR, req.Argv[0], path); st != nil {
+			endTrampoline(pid)
+			return 0, st
+		}
+	}
 	return pid, nil
 }

@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/podinit"
@@ -46,24 +49,33 @@ func Dial(ctx context.Context, addr string, key ed25519.PrivateKey) (*net.TCPCon
 	return tc, a, nil
 }
 
-// present runs Present on c within ctx.
+// present runs Present on c within ctx. A ctx that ends as the
+// handshake does fails it, even one that succeeded: the deadline set
+// when ctx ended may land after this clears it, and would cut the
+// session's first read.
 func present(ctx context.Context, c *net.TCPConn, key ed25519.PrivateKey) (podinit.Adoption, error) {
 	deadline, _ := ctx.Deadline()
 	if err := c.SetDeadline(deadline); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("setting the handshake's deadline: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		// a connection whose deadline cannot be set is closed by the caller anyway
 		_ = c.SetDeadline(time.Unix(1, 0))
 	})
-	a, err := podinit.Present(c, key)
-	if !stop() && err != nil {
-		err = errors.Join(ctx.Err(), err)
+	a, err := podinit.Present(c, key, c.RemoteAddr().String())
+	if !stop() {
+		if err == nil {
+			return 0, fmt.Errorf("%w as the handshake ended", ctx.Err())
+		}
+		return 0, fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	if err != nil {
 		return 0, err
 	}
-	return a, c.SetDeadline(time.Time{})
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return 0, fmt.Errorf("clearing the handshake's deadline: %w", err)
+	}
+	return a, nil
 }
 
 // Attach starts a session of s on conn, a connection Dial admitted, and
@@ -79,11 +91,15 @@ func present(ctx context.Context, c *net.TCPConn, key ed25519.PrivateKey) (podin
 // network is what the install's NetworkPolicies allow.
 func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logger) (*agent.Session, error) {
 	f, err := conn.File()
-	if cerr := conn.Close(); cerr != nil && err == nil {
-		err = cerr
-	}
+	cerr := conn.Close()
 	if err != nil {
 		return nil, fmt.Errorf("taking the Pod's connection: %w", err)
+	}
+	if cerr != nil {
+		if err := f.Close(); err != nil {
+			return nil, fmt.Errorf("taking the Pod's connection: %w (and closing its copy: %w)", cerr, err)
+		}
+		return nil, fmt.Errorf("taking the Pod's connection: %w", cerr)
 	}
 	if err := Refuse(s); err != nil {
 		// refused before a byte was sent; nothing to report of the close
@@ -107,9 +123,11 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		UID: -1, GID: -1,
 		Env: func(extra []string) []string { return agent.ImageEnv(false, s.Root.Env, extra) },
 		Log: log,
-		// Kill only lets the session close the connection, which is
-		// what ends the Pod's processes (see above).
-		Kill:    func() { once.Do(func() { close(exited) }) },
+		// Kill shuts the connection down, which ends the Pod's agent at
+		// once (it reads the end) and so every process of the session;
+		// the descriptor stays open, its number not reused, until the
+		// session closes it.
+		Kill:    func() { once.Do(func() { shutdown(f, log); close(exited) }) },
 		Exited:  exited,
 		Ended:   func() string { return "the router closed its connection to the Pod's agent" },
 		Cleanup: func() {},
@@ -117,6 +135,24 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		// Pause never succeeds, so there is never anything to resume.
 		Resume: func(context.Context) error { return nil },
 	})
+}
+
+// shutdown shuts down both directions of the connection f, logging a
+// failure.
+func shutdown(f *os.File, log *slog.Logger) {
+	rc, err := f.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) { err = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		if cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil && !errors.Is(err, unix.ENOTCONN) {
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("shutting down the connection to a Pod's agent", "err", err)
+	}
 }
 
 // cannotPause is a Pod's Pause: the router reaches no freezer of the

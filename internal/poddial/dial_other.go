@@ -2,6 +2,8 @@
 
 // Package poddial is the router's side of a sandbox Pod's agent
 // (internal/podinit); agent sessions, and so this package, are Linux-only.
+// Attach has no form here: it returns an agent session, which exists on
+// Linux only, so its callers are Linux-only too.
 package poddial
 
 import (
@@ -9,7 +11,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 
 	"github.com/warden-sandbox/warden/internal/podinit"
@@ -24,10 +25,4 @@ func Dial(context.Context, string, ed25519.PrivateKey) (*net.TCPConn, podinit.Ad
 // Refuse refuses every spec off Linux, where no session runs.
 func Refuse(spec.Spec) error {
 	return fmt.Errorf("a Pod's session: %w", errors.ErrUnsupported)
-}
-
-// Attach is Linux-only: agent sessions are (its Linux form returns an
-// *agent.Session, which does not exist elsewhere).
-func Attach(context.Context, *net.TCPConn, spec.Spec, *slog.Logger) error {
-	return fmt.Errorf("attaching to a Pod's agent: %w", errors.ErrUnsupported)
 }

@@ -358,3 +358,91 @@ func TestRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestPodStoppedAgent: the user's processes run as the agent's uid and
+// can SIGSTOP it, which no handler catches; the init kills a stopped
+// agent rather than wait for it, so the session ends, killAll sweeps
+// what it left, and the router can return.
+func TestPodStoppedAgent(t *testing.T) {
+	p := startPod(t, dropAll)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, _, err := Dial(ctx, p.addr, key(t, routerKey))
+	if err != nil {
+		t.Fatalf("Dial: %v; the Pod's log: %s", err, p.log)
+	}
+	s, err := Attach(ctx, conn, podSpec(), nil)
+	if err != nil {
+		t.Fatalf("Attach: %v; the Pod's log: %s", err, p.log)
+	}
+	// The exec's parent is the agent (the trampoline execs in place).
+	r, err := s.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", "sleep 1000 </dev/null >/dev/null 2>&1 & kill -STOP $PPID"}}, agent.IO{})
+	t.Logf("the exec that stopped its agent: %+v, %v", r, err)
+	if err := s.Close(); err != nil {
+		t.Logf("closing the session of the stopped agent: %v", err)
+	}
+	testhost.WaitFor(t, "the Pod's init to take connections again", func() bool {
+		return strings.Contains(p.log.String(), "the Pod is adoptable by its key again")
+	})
+	if !strings.Contains(p.log.String(), "the agent was stopped") {
+		t.Errorf("the Pod's log does not say the agent was stopped:\n%s", p.log)
+	}
+	second := attach(t, p, podinit.Returned)
+	if r := execSh(t, second, "cat /proc/[0-9]*/comm | sort"); strings.Contains(r.Stdout, "sleep") {
+		t.Errorf("after the stopped agent's session the Pod runs %q, want no process of that session", r.Stdout)
+	}
+}
+
+// TestPodInitDropsSignals: the user's processes, which run as the init's
+// uid, signal the Pod's PID 1 with every signal whose Go default ends a
+// process; the init lives on, and so does the session.
+func TestPodInitDropsSignals(t *testing.T) {
+	p := startPod(t, dropAll)
+	s := attach(t, p, podinit.Adopted)
+	sigs := "TERM HUP INT QUIT ABRT SEGV BUS USR1 USR2 PIPE ALRM"
+	if r := execSh(t, s, "for s in "+sigs+"; do kill -$s 1 || exit 1; done; echo sent"); r.Stdout != "sent\n" {
+		t.Fatalf("signalling the init: %q, %q (exit %d), want every signal sent", r.Stdout, r.Stderr, r.ExitCode)
+	}
+	if r := execSh(t, s, "kill -0 1 && echo alive"); r.Stdout != "alive\n" {
+		t.Errorf("after the signals (%s): %q, %q; want the init and the session alive; the Pod's log: %s", sigs, r.Stdout, r.Stderr, p.log)
+	}
+}
+
+// TestPodStartFailed: a program the trampoline cannot exec is a start
+// failure, as on every backend (a *StartError with a shell's code), not
+// an ordinary exit of the trampoline: the trampoline reports its exec's
+// error to the agent on a close-on-exec descriptor.
+func TestPodStartFailed(t *testing.T) {
+	p := startPod(t, dropAll)
+	s := attach(t, p, podinit.Adopted)
+	if r := execSh(t, s, "printf '#!/no/such/interp\\n' >/workspace/nointerp; printf 'echo hi\\n' >/workspace/noshebang; chmod +x /workspace/nointerp /workspace/noshebang"); r.ExitCode != 0 {
+		t.Fatalf("writing the scripts: exit %d, %q", r.ExitCode, r.Stderr)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for _, tc := range []struct {
+		name, path string
+		code       int
+		want       string
+	}{
+		{"a missing interpreter", "/workspace/nointerp", 127, `starting "/workspace/nointerp": fork/exec /workspace/nointerp: no such file or directory (a missing interpreter?)`},
+		{"no shebang", "/workspace/noshebang", 126, `starting "/workspace/noshebang": fork/exec /workspace/noshebang: exec format error`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		proc, err := s.Spawn(ctx, interp.Command{Argv: []string{tc.path}, Env: s.Env(), Files: []*os.File{null, null, null}})
+		cancel()
+		var start *agent.StartError
+		if !errors.As(err, &start) || start.Code != tc.code || start.Message != tc.want {
+			if proc != nil {
+				_ = proc.Kill() // the test reports the unexpected start; the session's end kills it anyway
+			}
+			t.Errorf("%s: Spawn = %v, %v; want a StartError, code %d, %q", tc.name, proc, err, tc.code, tc.want)
+		}
+	}
+	if r := execSh(t, s, "echo alive"); r.Stdout != "alive\n" {
+		t.Errorf("after the failed starts: %q, %q; want the session alive", r.Stdout, r.Stderr)
+	}
+}

@@ -2,8 +2,9 @@
 // listens for the router on the Pod's network (Port), lets in only the
 // router that proves the Pod's key, and serves each admitted connection
 // with the same boxed agent a microVM serves over its serial port (the
-// agent protocol over a streammux stream). The host side, Dial and
-// Attach, is here too. docs/kubernetes.md ("The sandbox Pod's agent")
+// agent protocol over a streammux stream). The host side is
+// internal/poddial, apart so that warden-init links none of it.
+// docs/kubernetes.md ("The sandbox Pod's agent")
 // has the design and the threat model.
 package podinit
 
@@ -27,15 +28,19 @@ const Port = 7070
 
 // The handshake, before anything else on the connection: the init sends
 // its hello (magic and a fresh nonce); the router answers with a public
-// key and its signature over sigContext, the nonce and the key; the init
-// answers with one byte. Every message has a fixed size, so neither side
+// key and its signature over sigContext, the nonce, the key and the
+// address it reached (host:port); the init answers with one byte. The
+// address binds a proof to the Pod the router meant: a peer the router
+// dialed by mistake cannot relay a Pod's nonce and have the router's
+// signature admitted there (Pod-to-Pod traffic is not translated, so the
+// router's peer address is the init's local one). Every message has a fixed size, so neither side
 // reads more than the other owes.
 const (
 	magic      = "warden-pod/1\n"
 	nonceSize  = 32
 	helloSize  = len(magic) + nonceSize
 	proofSize  = ed25519.PublicKeySize + ed25519.SignatureSize
-	sigContext = "warden pod adoption v1\x00"
+	sigContext = "warden pod adoption v2\x00"
 	keyContext = "warden pod key v1\x00"
 )
 
@@ -77,7 +82,7 @@ func (a Adoption) String() string {
 var ErrTaken = errors.New("the Pod was adopted by another key")
 
 // ErrBadProof is the refusal of a signature that does not verify.
-var ErrBadProof = errors.New("the key's signature over the Pod's nonce does not verify")
+var ErrBadProof = errors.New("the key's signature over the Pod's nonce and address does not verify")
 
 // ErrNotPodInit is a peer whose hello is not a Warden Pod init's.
 var ErrNotPodInit = errors.New("the peer is not a Warden Pod init")
@@ -106,12 +111,13 @@ type Owner struct {
 	key ed25519.PublicKey
 }
 
-// Admit runs the init's side of the handshake on rw: it sends a hello
-// with a nonce from rand, reads the peer's proof (exactly proofSize
-// bytes, whatever the peer sends) and answers it. The first key whose
+// Admit runs the init's side of the handshake on rw, reached at addr
+// (the connection's local address, host:port): it sends a hello with a
+// nonce from rand, reads the peer's proof (exactly proofSize bytes,
+// whatever the peer sends) and answers it; the proof must sign addr. The first key whose
 // proof verifies adopts the Pod; later ones must be that key. Deadlines
 // are the caller's.
-func (o *Owner) Admit(rw io.ReadWriter, rand io.Reader) (Adoption, error) {
+func (o *Owner) Admit(rw io.ReadWriter, rand io.Reader, addr string) (Adoption, error) {
 	hello := make([]byte, helloSize)
 	copy(hello, magic)
 	nonce := hello[len(magic):]
@@ -126,9 +132,12 @@ func (o *Owner) Admit(rw io.ReadWriter, rand io.Reader) (Adoption, error) {
 		return 0, fmt.Errorf("reading the proof: %w", err)
 	}
 	pub := ed25519.PublicKey(proof[:ed25519.PublicKeySize])
-	answer, adoption, refusal := o.judge(pub, nonce, proof[ed25519.PublicKeySize:])
+	answer, adoption, refusal := o.judge(pub, signed(nonce, pub, addr), proof[ed25519.PublicKeySize:])
 	if _, err := rw.Write([]byte{answer}); err != nil {
-		return 0, errors.Join(refusal, fmt.Errorf("sending the answer: %w", err))
+		if refusal == nil {
+			return 0, fmt.Errorf("sending the answer: %w", err)
+		}
+		return 0, fmt.Errorf("%w (and sending the answer: %w)", refusal, err)
 	}
 	if refusal != nil {
 		return 0, refusal
@@ -140,8 +149,8 @@ func (o *Owner) Admit(rw io.ReadWriter, rand io.Reader) (Adoption, error) {
 }
 
 // judge is Admit's verdict on a proof.
-func (o *Owner) judge(pub ed25519.PublicKey, nonce, sig []byte) (byte, Adoption, error) {
-	if !ed25519.Verify(pub, signed(nonce, pub), sig) {
+func (o *Owner) judge(pub ed25519.PublicKey, msg, sig []byte) (byte, Adoption, error) {
+	if !ed25519.Verify(pub, msg, sig) {
 		return answerBadProof, 0, ErrBadProof
 	}
 	switch {
@@ -153,22 +162,25 @@ func (o *Owner) judge(pub ed25519.PublicKey, nonce, sig []byte) (byte, Adoption,
 	return answerTaken, 0, ErrTaken
 }
 
-// Adopted says a key owns the Pod.
-func (o *Owner) Adopted() bool { return o.key != nil }
+// adopted says a key owns the Pod.
+func (o *Owner) adopted() bool { return o.key != nil }
 
-// signed is what a proof signs: the context, the init's nonce and the
-// public key.
-func signed(nonce []byte, pub ed25519.PublicKey) []byte {
-	msg := make([]byte, 0, len(sigContext)+len(nonce)+len(pub))
+// signed is what a proof signs: the context, the init's nonce, the
+// public key and the address the router reached, the last field, so the
+// rest fixes where it starts.
+func signed(nonce []byte, pub ed25519.PublicKey, addr string) []byte {
+	msg := make([]byte, 0, len(sigContext)+len(nonce)+len(pub)+len(addr))
 	msg = append(msg, sigContext...)
 	msg = append(msg, nonce...)
-	return append(msg, pub...)
+	msg = append(msg, pub...)
+	return append(msg, addr...)
 }
 
-// Present runs the router's side of the handshake on rw: it reads the
-// init's hello, sends key's public half and its signature over the
-// hello's nonce, and reads the answer. Deadlines are the caller's.
-func Present(rw io.ReadWriter, key ed25519.PrivateKey) (Adoption, error) {
+// Present runs the router's side of the handshake on rw, connected to
+// addr (the connection's remote address, host:port): it reads the init's
+// hello, sends key's public half and its signature over the hello's
+// nonce and addr, and reads the answer. Deadlines are the caller's.
+func Present(rw io.ReadWriter, key ed25519.PrivateKey, addr string) (Adoption, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return 0, fmt.Errorf("the Pod's key has %d bytes, not an Ed25519 key's %d: derive it with Key", len(key), ed25519.PrivateKeySize)
 	}
@@ -180,7 +192,7 @@ func Present(rw io.ReadWriter, key ed25519.PrivateKey) (Adoption, error) {
 		return 0, fmt.Errorf("%w: its hello begins %q, not %q", ErrNotPodInit, hello[:len(magic)], magic)
 	}
 	pub := key.Public().(ed25519.PublicKey)
-	proof := append(append(make([]byte, 0, proofSize), pub...), ed25519.Sign(key, signed(hello[len(magic):], pub))...)
+	proof := append(append(make([]byte, 0, proofSize), pub...), ed25519.Sign(key, signed(hello[len(magic):], pub, addr))...)
 	if _, err := rw.Write(proof); err != nil {
 		return 0, fmt.Errorf("sending the proof: %w", err)
 	}

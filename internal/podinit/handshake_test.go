@@ -21,8 +21,16 @@ func testKey(t *testing.T, uid string) ed25519.PrivateKey {
 	return k
 }
 
+// podAddr is the address the tests' inits are reached at.
+const podAddr = "10.1.1.1:7070"
+
 // handshake runs Admit on one end of a pipe and Present on the other.
 func handshake(t *testing.T, o *Owner, key ed25519.PrivateKey) (admitted Adoption, admitErr error, presented Adoption, presentErr error) {
+	return handshakeAt(t, o, key, podAddr)
+}
+
+// handshakeAt is handshake with the router believing it reached dialed.
+func handshakeAt(t *testing.T, o *Owner, key ed25519.PrivateKey, dialed string) (admitted Adoption, admitErr error, presented Adoption, presentErr error) {
 	t.Helper()
 	a, b := net.Pipe()
 	defer a.Close()
@@ -30,9 +38,9 @@ func handshake(t *testing.T, o *Owner, key ed25519.PrivateKey) (admitted Adoptio
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		admitted, admitErr = o.Admit(a, rand.Reader)
+		admitted, admitErr = o.Admit(a, rand.Reader, podAddr)
 	}()
-	presented, presentErr = Present(b, key)
+	presented, presentErr = Present(b, key, dialed)
 	<-done
 	return
 }
@@ -77,6 +85,30 @@ func (c *countingConn) Read(p []byte) (int, error) {
 
 func (c *countingConn) Write(p []byte) (int, error) { return c.wrote.Write(p) }
 
+func TestAdmitChecksTheAddress(t *testing.T) {
+	// A proof signed for the address the router believes it reached
+	// (another Pod's, relayed by a peer it dialed by mistake) does not
+	// admit it at the init's address.
+	for _, tc := range []struct {
+		name, dialed string
+		want         Adoption
+		err          error
+	}{
+		{"another Pod's address", "10.1.1.2:7070", 0, ErrBadProof},
+		{"another port", "10.1.1.1:7071", 0, ErrBadProof},
+		{"the init's own address", podAddr, Adopted, nil},
+	} {
+		var o Owner
+		got, aerr, _, perr := handshakeAt(t, &o, testKey(t, "pod-1"), tc.dialed)
+		if got != tc.want || !errors.Is(aerr, tc.err) || !errors.Is(perr, tc.err) {
+			t.Errorf("%s: Admit = %v, %v and Present's error %v; want %v, %v", tc.name, got, aerr, perr, tc.want, tc.err)
+		}
+		if o.adopted() != (tc.err == nil) {
+			t.Errorf("%s: adopted = %v, want %v", tc.name, o.adopted(), tc.err == nil)
+		}
+	}
+}
+
 func TestAdmitRefusesBadProofs(t *testing.T) {
 	key := testKey(t, "pod-1")
 	pub := key.Public().(ed25519.PublicKey)
@@ -87,21 +119,21 @@ func TestAdmitRefusesBadProofs(t *testing.T) {
 	}{
 		{"garbage", bytes.Repeat([]byte("x"), proofSize), ErrBadProof.Error()},
 		{"oversized", bytes.Repeat([]byte{0xff}, 1<<20), ErrBadProof.Error()},
-		{"a signature over another nonce", append(append([]byte{}, pub...), ed25519.Sign(key, signed(make([]byte, nonceSize), pub))...), ErrBadProof.Error()},
+		{"a signature over another nonce", append(append([]byte{}, pub...), ed25519.Sign(key, signed(make([]byte, nonceSize), pub, podAddr))...), ErrBadProof.Error()},
 		{"short", []byte("warden"), "reading the proof: unexpected EOF"},
 		{"nothing", nil, "reading the proof: EOF"},
 	}
 	for _, tt := range tests {
 		var o Owner
 		c := &countingConn{Reader: bytes.NewReader(tt.peer)}
-		_, err := o.Admit(c, rand.Reader)
+		_, err := o.Admit(c, rand.Reader, podAddr)
 		if err == nil || err.Error() != tt.err {
 			t.Errorf("%s: Admit error = %v, want %q", tt.name, err, tt.err)
 		}
 		if c.read > proofSize {
 			t.Errorf("%s: the init read %d bytes of the peer's, want at most %d", tt.name, c.read, proofSize)
 		}
-		if o.Adopted() {
+		if o.adopted() {
 			t.Errorf("%s: a refused proof adopted the Pod", tt.name)
 		}
 	}
@@ -120,7 +152,7 @@ func TestPresentRefusesOtherPeers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := &countingConn{Reader: bytes.NewReader(tt.hello)}
-		_, err := Present(c, key)
+		_, err := Present(c, key, podAddr)
 		if err == nil || !strings.HasPrefix(err.Error(), tt.err) {
 			t.Errorf("%s: Present error = %v, want one starting %q", tt.name, err, tt.err)
 		}
@@ -155,7 +187,7 @@ func TestKey(t *testing.T) {
 			t.Errorf("%s: Key error = %v, want %q", tt.name, err, tt.err)
 		}
 	}
-	if _, err := Present(&countingConn{Reader: bytes.NewReader(nil)}, a[:10]); err == nil || !strings.Contains(err.Error(), "derive it with Key") {
+	if _, err := Present(&countingConn{Reader: bytes.NewReader(nil)}, a[:10], podAddr); err == nil || !strings.Contains(err.Error(), "derive it with Key") {
 		t.Errorf("Present with a short key: error = %v, want one saying to derive it with Key", err)
 	}
 }
@@ -175,15 +207,15 @@ func FuzzAdmit(f *testing.F) {
 			o.key = key.Public().(ed25519.PublicKey)
 		}
 		c := &countingConn{Reader: bytes.NewReader(peer)}
-		a, err := o.Admit(c, bytes.NewReader(bytes.Repeat([]byte{9}, nonceSize)))
+		a, err := o.Admit(c, bytes.NewReader(bytes.Repeat([]byte{9}, nonceSize)), podAddr)
 		if c.read > proofSize || c.wrote.Len() > helloSize+1 {
 			t.Fatalf("read %d bytes and wrote %d, want at most %d and %d", c.read, c.wrote.Len(), proofSize, helloSize+1)
 		}
 		if err == nil || a != 0 {
 			t.Fatalf("Admit of a random proof = %v, %v; want a refusal", a, err)
 		}
-		if o.Adopted() != adopted {
-			t.Fatalf("a refused proof changed the Pod's adoption to %v", o.Adopted())
+		if o.adopted() != adopted {
+			t.Fatalf("a refused proof changed the Pod's adoption to %v", o.adopted())
 		}
 	})
 }

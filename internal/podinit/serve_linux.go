@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"time"
 
@@ -20,10 +21,15 @@ import (
 // nothing, or too little, is cut then.
 const HandshakeTimeout = 5 * time.Second
 
-// failWait is how long the init waits after a refused handshake before
-// it accepts again: a peer cannot try keys at line rate, and a flood of
-// refusals logs one line a second.
-const failWait = time.Second
+// refusalBurst is how many refusals the init logs a refusalWindow; it
+// counts the others and logs their number with the next line. A flood of
+// refusals so costs the Pod's log a few lines a second and the init no
+// time: waiting after a refusal would only delay the next router, and a
+// peer cannot guess a key however fast it tries.
+const (
+	refusalBurst  = 10
+	refusalWindow = time.Second
+)
 
 // sweepTimeout bounds the kill of what a session left in the Pod.
 const sweepTimeout = 10 * time.Second
@@ -79,15 +85,28 @@ func run(addr string) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("making the init non-dumpable: %w", err)
 	}
+	dropSignals()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening for the router: %w", err)
 	}
 	log.SetFlags(0)
 	log.SetPrefix("warden-init pod: ")
-	s := &server{ln: ln.(*net.TCPListener), log: log.Default(), handshake: HandshakeTimeout, failWait: failWait, serve: serveAgent}
+	s := &server{ln: ln.(*net.TCPListener), log: log.Default(), refusals: refusalLog{log: log.Default(), now: time.Now}, handshake: HandshakeTimeout, serve: serveAgent}
 	s.log.Printf("listening on %s", ln.Addr())
 	return s.loop()
+}
+
+// dropSignals catches and drops every signal Go relays. The user's
+// processes run as the init's uid and may signal it: the kernel drops a
+// signal sent from inside the namespace to its PID 1 only while the
+// signal's disposition is the default, and Go installs handlers whose
+// default is to exit. An init that exited would be restarted by the Pod
+// (restartPolicy Always) with the Pod's address and volumes, adoptable
+// by anyone on first use. Caught rather than ignored: an ignored
+// disposition would be inherited by the agent and the user's programs.
+func dropSignals() {
+	signal.Notify(make(chan os.Signal, 1))
 }
 
 // checkPID1 refuses to run but as PID 1 of a PID namespace of the Pod's
@@ -107,8 +126,8 @@ type server struct {
 	ln        *net.TCPListener
 	owner     Owner
 	log       *log.Logger
+	refusals  refusalLog
 	handshake time.Duration
-	failWait  time.Duration
 	// serve serves an admitted connection until the session ends, and
 	// fails only when the Pod cannot serve on (serveAgent).
 	serve func(*net.TCPConn) error
@@ -127,21 +146,53 @@ func (s *server) loop() error {
 			// are gone, and waiting for each would only delay the next
 			// router.
 			closeConn(c, s.log)
-			s.log.Printf("refused %s: a connection from the Pod itself", c.RemoteAddr())
+			s.refusals.printf("refused %s: a connection from the Pod itself", c.RemoteAddr())
 			continue
 		}
 		a, err := s.admit(c)
 		if err != nil {
 			closeConn(c, s.log)
-			s.log.Printf("refused %s: %v", c.RemoteAddr(), err)
-			time.Sleep(s.failWait)
+			s.refusals.printf("refused %s: %v", c.RemoteAddr(), err)
 			continue
 		}
+		s.refusals.flush()
 		s.log.Printf("serving %s (%s)", c.RemoteAddr(), a)
 		if err := s.serve(c); err != nil {
 			return err
 		}
 		s.log.Printf("session of %s ended; the Pod is adoptable by its key again", c.RemoteAddr())
+	}
+}
+
+// refusalLog logs at most refusalBurst refusals a refusalWindow, one
+// line each, and the number of those it left out with the next line.
+type refusalLog struct {
+	log     *log.Logger
+	now     func() time.Time
+	start   time.Time
+	n       int
+	dropped int
+}
+
+// printf logs a refusal, or counts it once the window's lines are spent.
+func (r *refusalLog) printf(format string, args ...any) {
+	if t := r.now(); t.Sub(r.start) >= refusalWindow {
+		r.flush()
+		r.start, r.n = t, 0
+	}
+	if r.n >= refusalBurst {
+		r.dropped++
+		return
+	}
+	r.n++
+	r.log.Printf(format, args...)
+}
+
+// flush logs how many refusals were left out, if any.
+func (r *refusalLog) flush() {
+	if r.dropped > 0 {
+		r.log.Printf("%d more refusals not logged (at most %d a second)", r.dropped, refusalBurst)
+		r.dropped = 0
 	}
 }
 
@@ -151,29 +202,65 @@ func (s *server) fromItself(c *net.TCPConn) bool {
 	listen, lok := s.ln.Addr().(*net.TCPAddr)
 	local, cok := c.LocalAddr().(*net.TCPAddr)
 	remote, rok := c.RemoteAddr().(*net.TCPAddr)
-	return lok && cok && rok && itself(listen.IP, local.IP, remote.IP)
+	if !lok || !cok || !rok {
+		return false
+	}
+	return itself(listen.IP, local.IP, remote.IP, ownAddrs(s.log))
+}
+
+// ownAddrs are the addresses of the Pod's interfaces; none, logged, when
+// they cannot be read (loopback is still told apart).
+func ownAddrs(l *log.Logger) []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		l.Printf("reading the Pod's addresses: %v", err)
+		return nil
+	}
+	var ips []net.IP
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ips = append(ips, n.IP)
+		}
+	}
+	return ips
 }
 
 // itself says a peer at remote that reached local, on a listener at
-// listen, is the Pod itself: it comes from the address it reached (the
-// Pod's address, or loopback), or from loopback while the init listens
-// beyond it (a router is never on the Pod's loopback; a test's listener
-// on a loopback address takes loopback peers).
-func itself(listen, local, remote net.IP) bool {
-	return remote.Equal(local) || (remote.IsLoopback() && !listen.IsLoopback())
+// listen, is the Pod itself, given own, the Pod's addresses: it comes
+// from the address it reached, or, while the init listens beyond
+// loopback, either end is loopback (a router is never on the Pod's
+// loopback, and the Pod's code can bind its own address and connect to
+// loopback) or it comes from one of own. A test's listener on a loopback
+// address takes loopback peers, so there only the same address counts.
+func itself(listen, local, remote net.IP, own []net.IP) bool {
+	if remote.Equal(local) {
+		return true
+	}
+	if listen.IsLoopback() {
+		return false
+	}
+	if local.IsLoopback() || remote.IsLoopback() {
+		return true
+	}
+	for _, ip := range own {
+		if remote.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // admit runs the handshake on c within s.handshake.
 func (s *server) admit(c *net.TCPConn) (Adoption, error) {
 	if err := c.SetDeadline(time.Now().Add(s.handshake)); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("setting the handshake's deadline: %w", err)
 	}
-	a, err := s.owner.Admit(c, rand.Reader)
+	a, err := s.owner.Admit(c, rand.Reader, c.LocalAddr().String())
 	if err != nil {
 		return 0, err
 	}
 	if err := c.SetDeadline(time.Time{}); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("clearing the handshake's deadline: %w", err)
 	}
 	return a, nil
 }
@@ -215,10 +302,56 @@ func serveAgent(c *net.TCPConn) error {
 	if err != nil {
 		return fmt.Errorf("starting the agent: %w", err)
 	}
-	// The agent's own status says nothing the router has not seen: its
-	// session's end reached the router on the connection.
-	_ = cmd.Wait()
+	waitAgent(cmd.Process.Pid)
+	// reaped by waitAgent; Release only closes the pidfd os/exec holds
+	if err := cmd.Process.Release(); err != nil {
+		log.Printf("releasing the agent's process: %v", err)
+	}
 	return killAll(time.Now().Add(sweepTimeout))
+}
+
+// waitAgent waits for the agent at pid to end and reaps it. It waits for
+// stops too: the user's processes run as the agent's uid and can SIGSTOP
+// it, which no handler can catch, and a stopped agent would never read
+// its router's end, so the init would wait for it, and killAll would
+// never run, for good. A stopped agent is killed at once, which ends its
+// session. Its end is logged unless it exited 0: the router saw the
+// session end on the connection, but only the Pod's log can say why an
+// agent crashed.
+func waitAgent(pid int) {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, unix.WUNTRACED, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			log.Printf("waiting for the agent: %v", err)
+			return
+		case ws.Stopped():
+			log.Printf("the agent was stopped (%v): killing it, which ends its session", ws.StopSignal())
+			if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+				log.Printf("killing the stopped agent: %v", err)
+			}
+			continue
+		}
+		if s := agentEnd(ws); s != "" {
+			log.Printf("the agent ended: %s", s)
+		}
+		return
+	}
+}
+
+// agentEnd says how an agent that did not exit 0 ended, in a few words,
+// or "" for exit 0.
+func agentEnd(ws unix.WaitStatus) string {
+	switch {
+	case ws.Signaled():
+		return fmt.Sprintf("killed by %v", ws.Signal())
+	case ws.ExitStatus() != 0:
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	}
+	return ""
 }
 
 // KeepAlive makes the kernel probe c's idle peer and give up on one that

@@ -16,7 +16,7 @@ import (
 
 // testServer runs the accept loop on loopback with a serve that answers
 // "served" and hangs up, and returns its address and log.
-func testServer(t *testing.T, handshake, failWait time.Duration) (string, *testhost.SyncBuffer) {
+func testServer(t *testing.T, handshake time.Duration) (string, *testhost.SyncBuffer) {
 	t.Helper()
 	// Not 127.0.0.1, the source of the tests' connections: one from the
 	// listener's own address is the Pod's own (fromItself).
@@ -25,8 +25,9 @@ func testServer(t *testing.T, handshake, failWait time.Duration) (string, *testh
 		t.Fatal(err)
 	}
 	logs := &testhost.SyncBuffer{}
+	l := log.New(logs, "", 0)
 	s := &server{
-		ln: ln.(*net.TCPListener), log: log.New(logs, "", 0), handshake: handshake, failWait: failWait,
+		ln: ln.(*net.TCPListener), log: l, refusals: refusalLog{log: l, now: time.Now}, handshake: handshake,
 		serve: func(c *net.TCPConn) error {
 			defer c.Close()
 			_, err := c.Write([]byte("served"))
@@ -56,7 +57,7 @@ func dialPresent(t *testing.T, addr string, key ed25519.PrivateKey) (Adoption, s
 	if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Present(c, key)
+	a, err := Present(c, key, c.RemoteAddr().String())
 	if err != nil {
 		return 0, "", err
 	}
@@ -66,7 +67,7 @@ func dialPresent(t *testing.T, addr string, key ed25519.PrivateKey) (Adoption, s
 }
 
 func TestServeAdoptsOnce(t *testing.T) {
-	addr, logs := testServer(t, HandshakeTimeout, time.Millisecond)
+	addr, logs := testServer(t, HandshakeTimeout)
 	mine, theirs := testKey(t, "pod-1"), testKey(t, "pod-2")
 	steps := []struct {
 		name string
@@ -98,7 +99,7 @@ func TestServeAdoptsOnce(t *testing.T) {
 func TestServeCutsBadPeers(t *testing.T) {
 	// A peer that sends nothing is cut at the handshake's deadline, and
 	// one that sends garbage at once; the next honest peer is served.
-	addr, logs := testServer(t, 200*time.Millisecond, time.Millisecond)
+	addr, logs := testServer(t, 200*time.Millisecond)
 	peers := []struct {
 		name string
 		send []byte
@@ -133,9 +134,9 @@ func TestServeCutsBadPeers(t *testing.T) {
 }
 
 func TestServeDropsItsOwnConnections(t *testing.T) {
-	// A connection from the listener's own address is dropped with no
-	// wait (the next honest peer would otherwise wait an hour).
-	addr, logs := testServer(t, HandshakeTimeout, time.Hour)
+	// A connection from the listener's own address is dropped before
+	// any handshake, and the next honest peer is served.
+	addr, logs := testServer(t, HandshakeTimeout)
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -162,22 +163,55 @@ func TestServeDropsItsOwnConnections(t *testing.T) {
 	}
 }
 
+func TestRefusalLog(t *testing.T) {
+	// A burst of refusals logs refusalBurst lines, then one line with
+	// the number left out once the window has passed.
+	var buf bytes.Buffer
+	t0 := time.Unix(1000, 0)
+	now := t0
+	r := refusalLog{log: log.New(&buf, "", 0), now: func() time.Time { return now }}
+	for i := range refusalBurst + 15 {
+		r.printf("refused %d", i)
+	}
+	now = t0.Add(refusalWindow)
+	r.printf("refused late")
+	r.flush()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := refusalBurst + 2
+	if len(lines) != want {
+		t.Fatalf("%d lines logged, want %d:\n%s", len(lines), want, buf.String())
+	}
+	if got, want := lines[refusalBurst], "15 more refusals not logged (at most 10 a second)"; got != want {
+		t.Errorf("the summary line = %q, want %q", got, want)
+	}
+	if got, want := lines[refusalBurst+1], "refused late"; got != want {
+		t.Errorf("the line after the window = %q, want %q", got, want)
+	}
+}
+
 func TestItself(t *testing.T) {
 	ip := net.ParseIP
+	pod := []net.IP{ip("127.0.0.1"), ip("::1"), ip("10.1.1.1"), ip("10.1.1.2"), ip("fd01::1")}
 	for _, tc := range []struct {
 		name                  string
 		listen, local, remote string
 		want                  bool
 	}{
-		{"a router", "::", "10.0.0.5", "10.0.1.9", false},
-		{"the Pod to its own address", "::", "10.0.0.5", "10.0.0.5", true},
+		{"a router", "::", "10.1.1.1", "10.0.1.9", false},
+		{"a router to the Pod's second address", "::", "10.1.1.2", "10.0.1.9", false},
+		{"a router over IPv6", "::", "fd01::1", "fd02::9", false},
+		{"the Pod to its own address", "::", "10.1.1.1", "10.1.1.1", true},
 		{"the Pod to 127.0.0.1", "::", "127.0.0.1", "127.0.0.1", true},
 		{"the Pod to another loopback address", "0.0.0.0", "127.0.0.2", "127.0.0.1", true},
 		{"the Pod over IPv6 loopback", "::", "::1", "::1", true},
+		{"the Pod from its address to 127.0.0.1", "0.0.0.0", "127.0.0.1", "10.1.1.1", true},
+		{"the Pod from its address to ::1", "::", "::1", "fd01::1", true},
+		{"the Pod between two of its addresses", "::", "10.1.1.2", "10.1.1.1", true},
+		{"the Pod from loopback to its address", "::", "10.1.1.1", "127.0.0.1", true},
 		{"a test's router on loopback", "127.0.0.2", "127.0.0.2", "127.0.0.1", false},
 		{"a test's Pod to its own loopback address", "127.0.0.2", "127.0.0.2", "127.0.0.2", true},
 	} {
-		if got := itself(ip(tc.listen), ip(tc.local), ip(tc.remote)); got != tc.want {
+		if got := itself(ip(tc.listen), ip(tc.local), ip(tc.remote), pod); got != tc.want {
 			t.Errorf("%s: itself(%s, %s, %s) = %v, want %v", tc.name, tc.listen, tc.local, tc.remote, got, tc.want)
 		}
 	}
