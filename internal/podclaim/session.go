@@ -19,10 +19,39 @@ import (
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
+// recordTries bounds record's patches: a claim the controller changed
+// between its Ready event and the patch is read again and patched again.
+const recordTries = 3
+
 // record finds the Pod of a claim just Ready, checks it is the one the
-// claim reports, and writes it on the claim (one patch), so that every
+// claim reports, and writes it on the claim (one patch, conditional on
+// the claim's UID and resource version, so it never lands on another
+// claim of the same name nor on a state it did not check), so that every
 // replica later knows which Pod is the session's.
 func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
+	for try := 1; ; try++ {
+		s, err := c.recordOnce(ctx, claim)
+		if !apierrors.IsConflict(err) || try == recordTries {
+			return s, err
+		}
+		var fresh extv1.SandboxClaim
+		if err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).Do(ctx).Into(&fresh); err != nil {
+			return nil, fmt.Errorf("reading claim %s again: %w", claim.Name, err)
+		}
+		if fresh.UID != claim.UID {
+			return nil, fmt.Errorf("claim %s was replaced by another of the same name while Ready", claim.Name)
+		}
+		if ready, err := readyOrHopeless(&fresh); err != nil {
+			return nil, err
+		} else if !ready {
+			return nil, fmt.Errorf("claim %s is no longer Ready (%s)", claim.Name, conditionText(&fresh))
+		}
+		claim = &fresh
+	}
+}
+
+// recordOnce is one try of record.
+func (c *Claimer) recordOnce(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
 	pod, err := c.claimPod(ctx, claim)
 	if err != nil {
 		return nil, err
@@ -32,9 +61,10 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 	}
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp,
-	}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": claim.UID, "resourceVersion": claim.ResourceVersion,
+		"annotations": map[string]string{PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp},
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding claim %s's Pod: %w", claim.Name, err)
 	}
@@ -52,12 +82,17 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 }
 
 // claimPod is the Pod of the claim's Sandbox: named by the Sandbox's
-// pod-name annotation, or as the Sandbox, and controlled by it.
+// pod-name annotation, or as the Sandbox; the Sandbox must be controlled
+// by the claim (agent-sandbox sets that on adoption) and the Pod by the
+// Sandbox, and the Pod must not be being deleted.
 func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*corev1.Pod, error) {
 	var box sandboxv1.Sandbox
 	name := claim.Status.SandboxStatus.Name
 	if err := c.boxes.Get().Namespace(c.cfg.Namespace).Resource("sandboxes").Name(name).Do(ctx).Into(&box); err != nil {
 		return nil, fmt.Errorf("reading claim %s's Sandbox %q: %w", claim.Name, name, err)
+	}
+	if owner := metav1.GetControllerOf(&box); owner == nil || owner.UID != claim.UID {
+		return nil, fmt.Errorf("the Sandbox %s is not controlled by claim %s", box.Name, claim.Name)
 	}
 	podName := box.Name
 	if n := box.Annotations[sandboxv1.SandboxPodNameAnnotation]; n != "" {
@@ -69,6 +104,9 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 	}
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
 		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
+	}
+	if pod.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("claim %s's Pod %s is being deleted", claim.Name, podName)
 	}
 	return pod, nil
 }

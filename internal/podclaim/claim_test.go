@@ -1,0 +1,163 @@
+package podclaim
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+)
+
+// standIn is a stand-in API server holding Sandboxes and Pods by name,
+// answering a claim PATCH with the claim it was given, annotations
+// applied, and keeping the PATCH bodies.
+type standIn struct {
+	mu      sync.Mutex
+	objects map[string]runtime.Object // by "sandboxes/name" or "pods/name"
+	claim   *extv1.SandboxClaim
+	patches []map[string]any
+}
+
+func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	key := path.Base(path.Dir(r.URL.Path)) + "/" + path.Base(r.URL.Path)
+	switch {
+	case r.Method == http.MethodGet && s.objects[key] != nil:
+		_ = json.NewEncoder(w).Encode(s.objects[key])
+	case r.Method == http.MethodPatch && strings.Contains(key, "sandboxclaims/"):
+		body, _ := io.ReadAll(r.Body)
+		var p struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		var raw map[string]any
+		if json.Unmarshal(body, &p) != nil || json.Unmarshal(body, &raw) != nil {
+			http.Error(w, "bad patch", http.StatusBadRequest)
+			return
+		}
+		s.patches = append(s.patches, raw)
+		out := s.claim.DeepCopy()
+		for k, v := range p.Metadata.Annotations {
+			out.Annotations[k] = v
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	default:
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
+	}
+}
+
+// readyClaim is session id's claim with uid, Ready on Sandbox box at 10.0.0.7.
+func readyClaim(t *testing.T, id, uid, box string) *extv1.SandboxClaim {
+	t.Helper()
+	r := goodRequest()
+	r.Session = id
+	c, err := newClaim("ns", &r, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.UID, c.ResourceVersion = ktypes.UID(uid), "rv-"+uid
+	c.Status.SandboxStatus = extv1.SandboxStatus{Name: box, PodIPs: []string{"10.0.0.7"}}
+	c.Status.Conditions = []metav1.Condition{{Type: readyCondition, Status: metav1.ConditionTrue, Reason: "Ready"}}
+	return c
+}
+
+// boxAndPod are Sandbox box controlled by claim uid, and its Pod.
+func boxAndPod(box, claimUID string) (*sandboxv1.Sandbox, *corev1.Pod) {
+	yes := true
+	b := &sandboxv1.Sandbox{
+		TypeMeta: metav1.TypeMeta{APIVersion: sandboxv1.GroupVersion.String(), Kind: "Sandbox"},
+		ObjectMeta: metav1.ObjectMeta{Name: box, UID: ktypes.UID("box-" + box), OwnerReferences: []metav1.OwnerReference{
+			{Kind: "SandboxClaim", Name: "c", UID: ktypes.UID(claimUID), Controller: &yes},
+		}},
+	}
+	p := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: box, UID: ktypes.UID("pod-" + box), OwnerReferences: []metav1.OwnerReference{
+			{Kind: "Sandbox", Name: box, UID: b.UID, Controller: &yes},
+		}},
+		Status: corev1.PodStatus{PodIP: "10.0.0.7", Phase: corev1.PodRunning},
+	}
+	return b, p
+}
+
+// TestAwaitPodOwnClaimOnly feeds awaitPod, through a fake watch, events
+// of an earlier claim of the same name (as a watch cache may replay
+// them) before the created claim's: only the created claim's Pod may be
+// recorded, by a patch conditional on its UID and resource version; a
+// Sandbox another claim controls, or a Pod being deleted, is refused.
+func TestAwaitPodOwnClaimOnly(t *testing.T) {
+	tests := []struct {
+		name    string
+		before  []watch.EventType // events of the old claim, sent first
+		change  func(*sandboxv1.Sandbox, *corev1.Pod)
+		wantErr string
+	}{
+		{"old claim Ready first", []watch.EventType{watch.Added}, nil, ""},
+		{"old claim deleted first", []watch.EventType{watch.Modified, watch.Deleted}, nil, ""},
+		{"Sandbox of another claim", nil, func(b *sandboxv1.Sandbox, _ *corev1.Pod) { b.OwnerReferences[0].UID = "claim-old" }, "is not controlled by claim"},
+		{"Pod being deleted", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, "is being deleted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, created := readyClaim(t, "s-1", "claim-old", "old-box"), readyClaim(t, "s-1", "claim-new", "new-box")
+			oldBox, oldPod := boxAndPod("old-box", "claim-old")
+			newBox, newPod := boxAndPod("new-box", "claim-new")
+			if tt.change != nil {
+				tt.change(newBox, newPod)
+			}
+			srv := &standIn{claim: created, objects: map[string]runtime.Object{
+				"sandboxes/old-box": oldBox, "pods/old-box": oldPod, "sandboxes/new-box": newBox, "pods/new-box": newPod,
+			}}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := watch.NewFakeWithChanSize(len(tt.before)+1, false)
+			for _, ev := range tt.before {
+				w.Action(ev, old.DeepCopy())
+			}
+			w.Add(created.DeepCopy())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := c.awaitPod(ctx, w, created)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Pod != "new-box" || s.PodUID != "pod-new-box" {
+				t.Errorf("got Pod %s/%s, want new-box/pod-new-box (the created claim's)", s.Pod, s.PodUID)
+			}
+			if len(srv.patches) != 1 {
+				t.Fatalf("got %d patches, want 1", len(srv.patches))
+			}
+			meta, _ := srv.patches[0]["metadata"].(map[string]any)
+			if meta["uid"] != "claim-new" || meta["resourceVersion"] != "rv-claim-new" {
+				t.Errorf("the record patch's metadata: got uid %v, resourceVersion %v; want claim-new, rv-claim-new", meta["uid"], meta["resourceVersion"])
+			}
+		})
+	}
+}
