@@ -73,12 +73,13 @@ func newClaim(ns string, r *Request, now time.Time) (*extv1.SandboxClaim, error)
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ClaimName(r.Session), Namespace: ns,
 			Labels: map[string]string{
-				ManagedLabel: managedValue, SessionLabel: r.Session, OwnerLabel: r.Owner, TemplateLabel: r.Template,
+				ManagedLabel: managedValue, SessionLabel: ClaimName(r.Session), OwnerLabel: r.Owner, TemplateLabel: r.Template,
 			},
 			Annotations: map[string]string{
-				IdleAnnotation:   r.IdleTimeout.String(),
-				ActiveAnnotation: now.UTC().Format(time.RFC3339Nano),
-				LimitsAnnotation: string(limits),
+				SessionAnnotation: r.Session,
+				IdleAnnotation:    r.IdleTimeout.String(),
+				ActiveAnnotation:  now.UTC().Format(time.RFC3339Nano),
+				LimitsAnnotation:  string(limits),
 			},
 		},
 		Spec: extv1.SandboxClaimSpec{

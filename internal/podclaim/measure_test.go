@@ -53,7 +53,7 @@ func testLatency(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 			t.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))
-		if err := r.Release(ctx, id); err != nil {
+		if err := r.Release(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.WaitPodGone(ctx, s); err != nil {
@@ -151,10 +151,11 @@ func rawClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string) 
 func claimLoop(ctx context.Context, r *replica, id int) error {
 	for j := range perReplicaRuns {
 		name := fmt.Sprintf("s-tp-%d-%d", id, j)
-		if _, err := r.Claim(ctx, request(name)); err != nil {
+		s, err := r.Claim(ctx, request(name))
+		if err != nil {
 			return err
 		}
-		if err := r.Release(ctx, name); err != nil {
+		if err := r.Release(ctx, s); err != nil {
 			return err
 		}
 	}

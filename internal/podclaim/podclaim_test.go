@@ -34,8 +34,12 @@ func TestRequestCheck(t *testing.T) {
 	}{
 		{"good", func(*Request) {}, ""},
 		{"no session", func(r *Request) { r.Session = "" }, "session id is empty"},
-		{"session not a label value", func(r *Request) { r.Session = "a b" }, `session id "a b" is not a Kubernetes label value`},
-		{"session too long", func(r *Request) { r.Session = strings.Repeat("a", 64) }, "is not a Kubernetes label value"},
+		{"session with a space", func(r *Request) { r.Session = "a b" }, `session id "a b" has ' '`},
+		{"session too long", func(r *Request) { r.Session = strings.Repeat("a", 129) }, "over 128 bytes"},
+		{"session ending in '-'", func(r *Request) { r.Session = "ses_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA-" }, ""},
+		{"session ending in '_'", func(r *Request) { r.Session = "ses_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA_" }, ""},
+		{"limits out of range", func(r *Request) { r.Limits.Pids = -1 }, "limits: invalid"},
+		{"limits left zero", func(r *Request) { r.Limits = spec.Limits{} }, "limits: invalid"},
 		{"owner selector injection", func(r *Request) { r.Owner = "a,b=c" }, `owner "a,b=c"`},
 		{"template with capitals", func(r *Request) { r.Template = "Default" }, "cannot name a SandboxWarmPool"},
 		{"no TTL", func(r *Request) { r.TTL = 0 }, "TTL 0s is not positive"},
@@ -87,7 +91,12 @@ func TestSessionOf(t *testing.T) {
 		want   string
 	}{
 		{"as made", func(*extv1.SandboxClaim) {}, ""},
-		{"another session's label", func(c *extv1.SandboxClaim) { c.Labels[SessionLabel] = "s-2" }, "does not name it"},
+		{"another session's id", func(c *extv1.SandboxClaim) { c.Annotations[SessionAnnotation] = "s-2" }, "do not name it"},
+		{"another session's label", func(c *extv1.SandboxClaim) { c.Labels[SessionLabel] = ClaimName("s-2") }, "do not name it"},
+		{"limits left zero", func(c *extv1.SandboxClaim) { c.Annotations[LimitsAnnotation] = `{}` }, "invalid"},
+		{"limits out of range", func(c *extv1.SandboxClaim) {
+			c.Annotations[LimitsAnnotation] = `{"Timeout":8640000000000000,"Pids":-1}`
+		}, "invalid"},
 		{"idle not a duration", func(c *extv1.SandboxClaim) { c.Annotations[IdleAnnotation] = "soon" }, "not a positive duration"},
 		{"idle negative", func(c *extv1.SandboxClaim) { c.Annotations[IdleAnnotation] = "-1s" }, "not a positive duration"},
 		{"activity not a time", func(c *extv1.SandboxClaim) { c.Annotations[ActiveAnnotation] = "now" }, ActiveAnnotation},
@@ -199,17 +208,20 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	ses := func(id string) *Session {
+		return &Session{ID: id, Claim: ClaimName(id), claimUID: ktypes.UID("uid-" + id)}
+	}
 	for range 100 {
 		for _, id := range []string{"a", "b"} {
-			if err := c.Touch(ctx, id); err != nil {
+			if err := c.Touch(ctx, ses(id)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := c.Touch(ctx, "flaky"); err == nil || errors.Is(err, ErrNotFound) {
+	if err := c.Touch(ctx, ses("flaky")); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("a Touch the server refused: got %v, want its error", err)
 	}
-	if err := c.Touch(ctx, "flaky"); err != nil {
+	if err := c.Touch(ctx, ses("flaky")); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

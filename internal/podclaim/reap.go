@@ -60,7 +60,7 @@ func (c *Claimer) Reap(ctx context.Context) (ReapReport, error) {
 		case err != nil:
 			errs = append(errs, err)
 		default:
-			rep.Released = append(rep.Released, Reaped{Session: claim.Labels[SessionLabel], Claim: claim.Name, Reason: why})
+			rep.Released = append(rep.Released, Reaped{Session: claim.Annotations[SessionAnnotation], Claim: claim.Name, Reason: why})
 		}
 	}
 	return rep, errors.Join(errs...)
@@ -95,10 +95,15 @@ func reapDecision(s *Session, pods map[string]*corev1.Pod, now time.Time, interv
 	return podDeath(s, pods[s.Pod])
 }
 
-// listPods lists the namespace's Pods in pages, by name.
+// sandboxSelector selects sandbox Pods: deploy/'s template labels them
+// so (its NetworkPolicies select them by it too).
+const sandboxSelector = "app.kubernetes.io/component=warden-sandbox"
+
+// listPods lists the namespace's sandbox Pods in pages, by name: only
+// those, so that a pass holds no other Pod in memory.
 func (c *Claimer) listPods(ctx context.Context) (map[string]*corev1.Pod, error) {
 	out := map[string]*corev1.Pod{}
-	opts := metav1.ListOptions{Limit: listPage}
+	opts := metav1.ListOptions{LabelSelector: sandboxSelector, Limit: listPage}
 	for {
 		page, err := c.pods.CoreV1().Pods(c.cfg.Namespace).List(ctx, opts)
 		if err != nil {

@@ -3,6 +3,7 @@ package podclaim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -125,12 +126,12 @@ func (s *Session) setPod(pod *corev1.Pod) error {
 // spec, refusing what Warden would not have written.
 func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	s := &Session{
-		ID: claim.Labels[SessionLabel], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
+		ID: claim.Annotations[SessionAnnotation], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
 		Claim: claim.Name, Sandbox: claim.Status.SandboxStatus.Name, Created: claim.CreationTimestamp.Time,
-		claimUID: claim.UID, resourceVersion: claim.ResourceVersion,
+		claimUID: claim.UID,
 	}
-	if s.ID == "" || ClaimName(s.ID) != claim.Name {
-		return nil, fmt.Errorf("claim %s: label %s %q does not name it: not a claim Warden made", claim.Name, SessionLabel, s.ID)
+	if s.ID == "" || ClaimName(s.ID) != claim.Name || claim.Labels[SessionLabel] != claim.Name {
+		return nil, fmt.Errorf("claim %s: annotation %s and label %s do not name it: not a claim Warden made", claim.Name, SessionAnnotation, SessionLabel)
 	}
 	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil {
 		s.Expires = lc.ShutdownTime.Time
@@ -144,6 +145,9 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, ActiveAnnotation, err)
 	}
 	if err := strictjson.Decode([]byte(a[LimitsAnnotation]), &s.Limits); err != nil {
+		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, LimitsAnnotation, err)
+	}
+	if err := s.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, LimitsAnnotation, err)
 	}
 	return s, s.readPod(claim)
@@ -176,21 +180,22 @@ func (s *Session) readPod(claim *extv1.SandboxClaim) error {
 	return nil
 }
 
-// Find is session id's claim and live Pod, read from the API server (one
-// GET of each), so any replica finds any session. A session whose Pod is
-// gone, replaced or ended is ErrDead with the reason in one line.
-func (c *Claimer) Find(ctx context.Context, id string) (*Session, error) {
+// Find is owner's session id: its claim and live Pod, read from the API
+// server (one GET of each), so any replica finds any session. A session
+// of another owner is ErrNotFound, as one never made: a tenant learns
+// nothing of another's. A session whose Pod is gone, replaced or ended is
+// ErrDead with the reason in one line; one whose claiming replica has not
+// yet recorded its Pod is ErrPending, or ErrDead once that is older than
+// Config.ReadyTimeout (the replica died before recording it).
+func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) {
 	var claim extv1.SandboxClaim
 	name := ClaimName(id)
 	err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Do(ctx).Into(&claim)
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("session %q: %w (released, reaped, expired, or never made)", id, ErrNotFound)
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading session %q's claim %s: %w", id, name, err)
 	}
-	if claim.Labels[SessionLabel] != id {
-		return nil, fmt.Errorf("session %q: %w (claim %s is session %q's)", id, ErrNotFound, name, claim.Labels[SessionLabel])
+	if err != nil || claim.Annotations[SessionAnnotation] != id || claim.Labels[OwnerLabel] != owner {
+		return nil, fmt.Errorf("session %q: %w (released, reaped, expired, or never made)", id, ErrNotFound)
 	}
 	s, err := sessionOf(&claim)
 	if err != nil {
@@ -200,7 +205,7 @@ func (c *Claimer) Find(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("session %q: %w: its claim %s is being released", id, ErrDead, name)
 	}
 	if s.PodUID == "" {
-		return nil, fmt.Errorf("session %q is still being claimed (claim %s has no Pod recorded yet): retry shortly", id, name)
+		return nil, c.unrecorded(s)
 	}
 	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -213,6 +218,14 @@ func (c *Claimer) Find(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
 	}
 	return s, s.setPod(pod)
+}
+
+// unrecorded is Find's error for session s with no Pod recorded yet.
+func (c *Claimer) unrecorded(s *Session) error {
+	if time.Since(s.Created) > c.cfg.ReadyTimeout {
+		return fmt.Errorf("session %q: %w: its claiming replica never recorded a Pod on claim %s", s.ID, ErrDead, s.Claim)
+	}
+	return fmt.Errorf("session %q: %w (claim %s has no Pod recorded yet): retry shortly", s.ID, ErrPending, s.Claim)
 }
 
 // podDeath says in one line why pod (nil: not found) no longer runs
@@ -252,11 +265,27 @@ func termination(pod *corev1.Pod) string {
 	return "no container reports how"
 }
 
-// List is every session's claim, or one owner's ("" for all), read with a
-// label selector in pages. Claims it cannot read are logged and left
-// out, so that one bad claim does not hide the rest. Pods are not read:
-// Find tells a live session from a dead one.
+// List is owner's sessions, read with a label selector in pages. An
+// empty owner is refused, not read as "all": a keyless server's owner is
+// "", and it must not see every tenant's sessions (ListAll is for the
+// reaper and operators). Claims it cannot read are logged and left out,
+// so that one bad claim does not hide the rest. Pods are not read: Find
+// tells a live session from a dead one.
 func (c *Claimer) List(ctx context.Context, owner string) ([]*Session, error) {
+	if owner == "" {
+		return nil, errors.New("listing sessions: the owner is empty: give the tenant's, or use ListAll")
+	}
+	return c.sessions(ctx, owner)
+}
+
+// ListAll is every tenant's sessions, for the reaper and operators; a
+// tenant's request must use List.
+func (c *Claimer) ListAll(ctx context.Context) ([]*Session, error) {
+	return c.sessions(ctx, "")
+}
+
+// sessions is List's and ListAll's: owner's sessions, or all for "".
+func (c *Claimer) sessions(ctx context.Context, owner string) ([]*Session, error) {
 	claims, err := c.listClaims(ctx, owner)
 	if err != nil {
 		return nil, err
