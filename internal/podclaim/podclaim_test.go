@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -233,5 +234,35 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 	}
 	if got := patches["/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims/"+ClaimName("flaky")]; got != 2 {
 		t.Errorf("a failed activity write: %d writes for 2 Touches, want 2 (the failure retried)", got)
+	}
+}
+
+// TestSweepOncePerInterval checks that the table of activity writes is
+// swept when it grows past sweepAt, but at most once per interval, so a
+// table of many live sessions is not scanned on every Touch.
+func TestSweepOncePerInterval(t *testing.T) {
+	const interval = time.Minute
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	c := &Claimer{cfg: Config{ActivityInterval: interval}, written: map[string]time.Time{}}
+	fill := func(at time.Time) {
+		for i := range sweepAt + 1 {
+			c.written[fmt.Sprintf("%v-%d", at, i)] = at
+		}
+	}
+	fill(t0)
+	if !c.due("a", t0.Add(2*interval)) {
+		t.Fatal("a first write: got not due, want due")
+	}
+	if got := len(c.written); got != 1 {
+		t.Errorf("after the first sweep: got %d entries, want 1 (the stale ones dropped)", got)
+	}
+	fill(t0.Add(interval))
+	c.due("b", t0.Add(2*interval+time.Second))
+	if got, want := len(c.written), sweepAt+3; got != want {
+		t.Errorf("a second write within the interval: got %d entries, want %d (no second sweep)", got, want)
+	}
+	c.due("c", t0.Add(3*interval))
+	if got := len(c.written); got != 2 {
+		t.Errorf("a write an interval later: got %d entries, want 2 (swept again: b and c)", got)
 	}
 }
