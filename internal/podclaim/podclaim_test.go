@@ -146,6 +146,14 @@ func TestPodDeath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := podDeath(s, tt.pod)
+		if tt.pod != nil {
+			if slim := podDeath(s, slimPod(tt.pod)); slim != got {
+				t.Errorf("%s: a slimmed Pod: got %q, want %q as of the whole Pod", tt.name, slim, got)
+			}
+			if m := slimPod(tt.pod).Status.ContainerStatuses; len(m) > 0 && m[0].State.Terminated.Message != "" {
+				t.Errorf("%s: a slimmed Pod keeps the termination message %q, want it dropped", tt.name, m[0].State.Terminated.Message)
+			}
+		}
 		if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) || strings.Contains(got, "\n") || strings.Contains(got, "planted") {
 			t.Errorf("%s: got %q, want one line containing %q and nothing the sandbox wrote", tt.name, got, tt.want)
 		}

@@ -110,10 +110,28 @@ func (c *Claimer) listPods(ctx context.Context) (map[string]*corev1.Pod, error) 
 			return nil, fmt.Errorf("listing Pods: %w", err)
 		}
 		for i := range page.Items {
-			out[page.Items[i].Name] = &page.Items[i]
+			out[page.Items[i].Name] = slimPod(&page.Items[i])
 		}
 		if opts.Continue = page.Continue; opts.Continue == "" {
 			return out, nil
 		}
 	}
+}
+
+// slimPod is what podDeath reads of p, no more: a pass keeps that of
+// each sandbox Pod, not the whole object with the termination messages
+// and log tails a sandbox can fill (about 4 KiB a container).
+func slimPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID, DeletionTimestamp: p.DeletionTimestamp},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason},
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if t := st.State.Terminated; t != nil {
+			out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, corev1.ContainerStatus{Name: st.Name, State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason},
+			}})
+		}
+	}
+	return out
 }
