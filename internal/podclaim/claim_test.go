@@ -26,10 +26,11 @@ import (
 // answering a claim PATCH with the claim it was given, annotations
 // applied, and keeping the PATCH bodies.
 type standIn struct {
-	mu      sync.Mutex
-	objects map[string]runtime.Object // by "sandboxes/name" or "pods/name"
-	claim   *extv1.SandboxClaim
-	patches []map[string]any
+	mu        sync.Mutex
+	objects   map[string]runtime.Object // by "sandboxes/name" or "pods/name"
+	claim     *extv1.SandboxClaim
+	patches   []map[string]any
+	conflicts int // PATCHes to refuse with a 409 first
 }
 
 func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +54,13 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.patches = append(s.patches, raw)
+		if s.conflicts > 0 {
+			s.conflicts--
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+				Status: metav1.StatusFailure, Reason: metav1.StatusReasonConflict, Code: http.StatusConflict})
+			return
+		}
 		out := s.claim.DeepCopy()
 		for k, v := range p.Metadata.Annotations {
 			out.Annotations[k] = v
@@ -157,6 +165,56 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			meta, _ := srv.patches[0]["metadata"].(map[string]any)
 			if meta["uid"] != "claim-new" || meta["resourceVersion"] != "rv-claim-new" {
 				t.Errorf("the record patch's metadata: got uid %v, resourceVersion %v; want claim-new, rv-claim-new", meta["uid"], meta["resourceVersion"])
+			}
+		})
+	}
+}
+
+// TestRecordRetriesAConflict has the stand-in refuse the first record
+// patch with a 409, as the bed's controller causes by updating a claim
+// just Ready: the claim is read again and, still the same one, patched
+// again with its new resource version; replaced by another claim of the
+// same name, it is an error.
+func TestRecordRetriesAConflict(t *testing.T) {
+	tests := []struct {
+		name     string
+		freshUID string
+		wantErr  string
+	}{
+		{"same claim changed", "claim-new", ""},
+		{"claim replaced", "claim-other", "was replaced by another"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			created := readyClaim(t, "s-1", "claim-new", "new-box")
+			fresh := readyClaim(t, "s-1", tt.freshUID, "new-box")
+			fresh.ResourceVersion = "rv-fresh"
+			fresh.TypeMeta = metav1.TypeMeta{APIVersion: extv1.GroupVersion.String(), Kind: "SandboxClaim"}
+			box, pod := boxAndPod("new-box", "claim-new")
+			srv := &standIn{claim: created, conflicts: 1, objects: map[string]runtime.Object{
+				"sandboxes/new-box": box, "pods/new-box": pod, "sandboxclaims/" + created.Name: fresh,
+			}}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.record(context.Background(), created)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.PodUID != "pod-new-box" || len(srv.patches) != 2 {
+				t.Fatalf("got Pod UID %s after %d patches, want pod-new-box after 2", s.PodUID, len(srv.patches))
+			}
+			if meta, _ := srv.patches[1]["metadata"].(map[string]any); meta["resourceVersion"] != "rv-fresh" || meta["uid"] != "claim-new" {
+				t.Errorf("the second patch's metadata: got %v, want uid claim-new and resourceVersion rv-fresh", meta)
 			}
 		})
 	}

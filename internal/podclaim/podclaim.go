@@ -92,7 +92,8 @@ type Request struct {
 
 // Session is a claimed sandbox Pod, as any replica sees it.
 type Session struct {
-	// ID, Owner and Template are the Request's, read back from labels.
+	// ID, Owner and Template are the Request's, read back from the
+	// claim (the id from its annotation, the rest from labels).
 	ID, Owner, Template string
 	// Claim is the SandboxClaim's name, Sandbox the Sandbox it bound.
 	Claim, Sandbox string

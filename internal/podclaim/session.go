@@ -28,31 +28,10 @@ const recordTries = 3
 // claim reports, and writes it on the claim (one patch, conditional on
 // the claim's UID and resource version, so it never lands on another
 // claim of the same name nor on a state it did not check), so that every
-// replica later knows which Pod is the session's.
+// replica later knows which Pod is the session's. A claim changed since
+// (a 409) is read again: the same claim, still Ready on the same Sandbox
+// and IP, is patched again; anything else is an error.
 func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
-	for try := 1; ; try++ {
-		s, err := c.recordOnce(ctx, claim)
-		if !apierrors.IsConflict(err) || try == recordTries {
-			return s, err
-		}
-		var fresh extv1.SandboxClaim
-		if err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).Do(ctx).Into(&fresh); err != nil {
-			return nil, fmt.Errorf("reading claim %s again: %w", claim.Name, err)
-		}
-		if fresh.UID != claim.UID {
-			return nil, fmt.Errorf("claim %s was replaced by another of the same name while Ready", claim.Name)
-		}
-		if ready, err := readyOrHopeless(&fresh); err != nil {
-			return nil, err
-		} else if !ready {
-			return nil, fmt.Errorf("claim %s is no longer Ready (%s)", claim.Name, conditionText(&fresh))
-		}
-		claim = &fresh
-	}
-}
-
-// recordOnce is one try of record.
-func (c *Claimer) recordOnce(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
 	pod, err := c.claimPod(ctx, claim)
 	if err != nil {
 		return nil, err
@@ -60,6 +39,41 @@ func (c *Claimer) recordOnce(ctx context.Context, claim *extv1.SandboxClaim) (*S
 	if ip := claim.Status.SandboxStatus.PodIPs[0]; pod.Status.PodIP != ip {
 		return nil, fmt.Errorf("claim %s reports Pod IP %s, but its Pod %s has %q", claim.Name, ip, pod.Name, pod.Status.PodIP)
 	}
+	for try := 1; ; try++ {
+		s, err := c.writePod(ctx, claim, pod)
+		if !apierrors.IsConflict(err) || try == recordTries {
+			return s, err
+		}
+		if claim, err = c.sameClaim(ctx, claim); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sameClaim reads claim again, which must be the same claim (UID), still
+// Ready on the same Sandbox with the same Pod IP, so that what record
+// checked still holds.
+func (c *Claimer) sameClaim(ctx context.Context, claim *extv1.SandboxClaim) (*extv1.SandboxClaim, error) {
+	var fresh extv1.SandboxClaim
+	if err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).Do(ctx).Into(&fresh); err != nil {
+		return nil, fmt.Errorf("reading claim %s again: %w", claim.Name, err)
+	}
+	if fresh.UID != claim.UID {
+		return nil, fmt.Errorf("claim %s was replaced by another of the same name while Ready", claim.Name)
+	}
+	if ready, err := readyOrHopeless(&fresh); err != nil {
+		return nil, err
+	} else if !ready || fresh.Status.SandboxStatus.Name != claim.Status.SandboxStatus.Name ||
+		fresh.Status.SandboxStatus.PodIPs[0] != claim.Status.SandboxStatus.PodIPs[0] {
+		return nil, fmt.Errorf("claim %s changed while its Pod was recorded (now %s, Sandbox %q): claim again",
+			claim.Name, conditionText(&fresh), fresh.Status.SandboxStatus.Name)
+	}
+	return &fresh, nil
+}
+
+// writePod writes pod on claim, conditional on the claim's UID and
+// resource version, and is the session the patched claim holds.
+func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod) (*Session, error) {
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
