@@ -3,6 +3,7 @@ package podclaim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -217,5 +218,38 @@ func TestRecordRetriesAConflict(t *testing.T) {
 				t.Errorf("the second patch's metadata: got %v, want uid claim-new and resourceVersion rv-fresh", meta)
 			}
 		})
+	}
+}
+
+// TestRewatchCapped checks that a watch the server keeps ending is not
+// opened again past maxRewatch: the claim's wait fails, asking for the
+// API server's health, without another request.
+func TestRewatchCapped(t *testing.T) {
+	c := &Claimer{}
+	n := maxRewatch
+	_, err := c.rewatch(context.Background(), readyClaim(t, "s-1", "claim-new", "new-box"), &n)
+	if err == nil || !strings.Contains(err.Error(), "ended 10 watches") {
+		t.Errorf("got %v, want an error saying the server ended 10 watches", err)
+	}
+}
+
+// TestUnrecorded checks Find's answer for a claim with no Pod recorded:
+// pending while its claiming replica may still record it, dead once the
+// claim is older than the ready timeout.
+func TestUnrecorded(t *testing.T) {
+	c := &Claimer{cfg: Config{ReadyTimeout: time.Minute}}
+	tests := []struct {
+		name string
+		age  time.Duration
+		want error
+	}{
+		{"young", time.Second, ErrPending},
+		{"older than the ready timeout", 2 * time.Minute, ErrDead},
+	}
+	for _, tt := range tests {
+		err := c.unrecorded(&Session{ID: "s-1", Claim: ClaimName("s-1"), Created: time.Now().Add(-tt.age)})
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, err, tt.want)
+		}
 	}
 }
