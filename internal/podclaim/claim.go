@@ -73,12 +73,13 @@ func newClaim(ns string, r *Request, now time.Time) (*extv1.SandboxClaim, error)
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ClaimName(r.Session), Namespace: ns,
 			Labels: map[string]string{
-				ManagedLabel: managedValue, SessionLabel: r.Session, OwnerLabel: r.Owner, TemplateLabel: r.Template,
+				ManagedLabel: managedValue, SessionLabel: ClaimName(r.Session), OwnerLabel: r.Owner, TemplateLabel: r.Template,
 			},
 			Annotations: map[string]string{
-				IdleAnnotation:   r.IdleTimeout.String(),
-				ActiveAnnotation: now.UTC().Format(time.RFC3339Nano),
-				LimitsAnnotation: string(limits),
+				SessionAnnotation: r.Session,
+				IdleAnnotation:    r.IdleTimeout.String(),
+				ActiveAnnotation:  now.UTC().Format(time.RFC3339Nano),
+				LimitsAnnotation:  string(limits),
 			},
 		},
 		Spec: extv1.SandboxClaimSpec{
@@ -101,24 +102,34 @@ func (c *Claimer) watchClaim(ctx context.Context, name, rv string) (watch.Interf
 	return w, nil
 }
 
+// maxRewatch bounds how many times awaitPod re-watches a watch the
+// server ended, and rewatchPause is the pause before each, so a watch
+// that keeps closing at once is not a tight loop of requests.
+const (
+	maxRewatch   = 10
+	rewatchPause = 200 * time.Millisecond
+)
+
 // awaitPod waits for the claim's Ready condition on w, which it stops
-// (re-watching should the server end it), then finds and records the
-// claim's Pod.
+// (re-watching, a bounded number of times, should the server end it),
+// then finds and records the claim's Pod. Events of another claim of the
+// same name (an earlier one, replayed from the watch cache) are skipped:
+// only the created claim's UID counts.
 func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.SandboxClaim) (*Session, error) {
 	defer func() { w.Stop() }()
-	last := claim
+	last, rewatches := claim, 0
 	for {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				next, err := c.watchClaim(ctx, claim.Name, last.ResourceVersion)
+				next, err := c.rewatch(ctx, last, &rewatches)
 				if err != nil {
 					return nil, err
 				}
 				w = next
 				continue
 			}
-			got, err := claimEvent(ev, claim.Name)
+			got, err := claimEvent(ev, claim)
 			if err != nil {
 				return nil, err
 			}
@@ -139,20 +150,40 @@ func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.
 	}
 }
 
-// claimEvent is the claim an event carries, nil for a bookmark; an
-// error event, or the claim's deletion before it was Ready, is an error.
-func claimEvent(ev watch.Event, name string) (*extv1.SandboxClaim, error) {
+// rewatch watches the claim again from last's resource version, after a
+// pause, failing once the server has ended maxRewatch watches.
+func (c *Claimer) rewatch(ctx context.Context, last *extv1.SandboxClaim, n *int) (watch.Interface, error) {
+	if *n++; *n > maxRewatch {
+		return nil, fmt.Errorf("watching claim %s: the API server ended %d watches: check its health", last.Name, maxRewatch)
+	}
+	select {
+	case <-time.After(rewatchPause):
+	case <-ctx.Done():
+		return nil, fmt.Errorf("claim %s was not Ready in time (%s): %w", last.Name, conditionText(last), ctx.Err())
+	}
+	return c.watchClaim(ctx, last.Name, last.ResourceVersion)
+}
+
+// claimEvent is the created claim as an event carries it, nil for a
+// bookmark or an event of another claim of the same name (another UID);
+// an error event, or the created claim's deletion before it was Ready,
+// is an error.
+func claimEvent(ev watch.Event, created *extv1.SandboxClaim) (*extv1.SandboxClaim, error) {
 	switch ev.Type {
 	case watch.Error:
-		return nil, fmt.Errorf("watching claim %s: %v", name, apiStatus(ev.Object))
-	case watch.Deleted:
-		return nil, fmt.Errorf("claim %s was deleted before it was Ready", name)
+		return nil, fmt.Errorf("watching claim %s: %v", created.Name, apiStatus(ev.Object))
 	case watch.Bookmark:
 		return nil, nil
 	}
 	got, ok := ev.Object.(*extv1.SandboxClaim)
 	if !ok {
-		return nil, fmt.Errorf("watching claim %s: got a %T, want a SandboxClaim", name, ev.Object)
+		return nil, fmt.Errorf("watching claim %s: got a %T, want a SandboxClaim", created.Name, ev.Object)
+	}
+	if got.UID != created.UID {
+		return nil, nil
+	}
+	if ev.Type == watch.Deleted {
+		return nil, fmt.Errorf("claim %s was deleted before it was Ready", created.Name)
 	}
 	return got, nil
 }

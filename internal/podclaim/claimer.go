@@ -43,6 +43,7 @@ type Claimer struct {
 
 	mu      sync.Mutex
 	written map[string]time.Time // claim name: this replica's last activity write
+	swept   time.Time            // when written was last swept
 }
 
 // New makes a Claimer reaching the API server with restConfig (the

@@ -43,17 +43,22 @@ func (c *Claimer) deleteClaim(ctx context.Context, name string, uid types.UID, r
 	return nil
 }
 
-// Release deletes session id's claim, at the session's delete; its
-// Sandbox and Pod go with it (WaitPodGone waits for that). A session
+// Release deletes session s's claim (as Find or Claim returned it), at
+// the session's delete, only if it is still that claim (a UID
+// precondition): a claim made since under the same name is left alone.
+// Its Sandbox and Pod go with it (WaitPodGone waits for that). A session
 // already released is ErrNotFound, which a caller may ignore: deletes
 // are idempotent.
-func (c *Claimer) Release(ctx context.Context, id string) error {
-	err := c.deleteClaim(ctx, ClaimName(id), "", "")
+func (c *Claimer) Release(ctx context.Context, s *Session) error {
+	if s.claimUID == "" {
+		return fmt.Errorf("releasing session %q: it has no claim UID: release what Find or Claim returned", s.ID)
+	}
+	err := c.deleteClaim(ctx, s.Claim, s.claimUID, "")
 	if errors.Is(err, errGone) {
-		return fmt.Errorf("releasing session %q: %w", id, ErrNotFound)
+		return fmt.Errorf("releasing session %q: %w", s.ID, ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("releasing session %q: %w", id, err)
+		return fmt.Errorf("releasing session %q: %w", s.ID, err)
 	}
 	return nil
 }
@@ -92,42 +97,59 @@ func (c *Claimer) WaitPodGone(ctx context.Context, s *Session) error {
 }
 
 // sweepAt is how many activity entries a Claimer keeps before it drops
-// those older than the interval (which no longer hold back a write).
+// those older than the interval (which no longer hold back a write); it
+// does so at most once per interval, so the scan costs O(1) per Touch
+// on average however many sessions are active.
 const sweepAt = 1024
 
-// Touch records activity on session id for its idle timeout. It writes
-// the claim's ActiveAnnotation (one merge patch) only when this replica
-// has not written it within Config.ActivityInterval: a session busy with
-// execs costs one write per interval per replica serving it, not one
-// per exec. The first Touch after Claim within the interval writes
-// nothing, as Claim wrote the time. A session gone is ErrNotFound.
-func (c *Claimer) Touch(ctx context.Context, id string) error {
-	name, now := ClaimName(id), time.Now().UTC()
-	c.mu.Lock()
-	if now.Sub(c.written[name]) < c.cfg.ActivityInterval {
-		c.mu.Unlock()
+// Touch records activity on session s (as Find or Claim returned it) for
+// its idle timeout. It writes the claim's ActiveAnnotation (one merge
+// patch, conditional on the claim's UID) only when this replica has not
+// written it within Config.ActivityInterval: a session busy with execs
+// costs one write per interval per replica serving it, not one per exec.
+// The first Touch after Claim within the interval writes nothing, as
+// Claim wrote the time. When this Touch writes, a session gone (or its
+// claim replaced by another of the same name) is ErrNotFound; when it
+// does not write, it calls nothing and returns nil.
+func (c *Claimer) Touch(ctx context.Context, s *Session) error {
+	if s.claimUID == "" {
+		return fmt.Errorf("recording session %q's activity: it has no claim UID: touch what Find or Claim returned", s.ID)
+	}
+	name, now := s.Claim, time.Now().UTC()
+	if !c.due(name, now) {
 		return nil
 	}
-	c.written[name] = now
-	if len(c.written) > sweepAt {
-		c.sweep(now)
-	}
-	c.mu.Unlock()
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		ActiveAnnotation: now.Format(time.RFC3339Nano),
-	}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": s.claimUID, "annotations": map[string]string{ActiveAnnotation: now.Format(time.RFC3339Nano)},
+	}})
 	if err != nil {
-		return fmt.Errorf("encoding session %q's activity: %w", id, err)
+		return fmt.Errorf("encoding session %q's activity: %w", s.ID, err)
 	}
 	err = c.ext.Patch(types.MergePatchType).Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Body(patch).Do(ctx).Error()
 	if err == nil {
 		return nil
 	}
 	c.forget(name)
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("recording session %q's activity: %w", id, ErrNotFound)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return fmt.Errorf("recording session %q's activity: %w", s.ID, ErrNotFound)
 	}
-	return fmt.Errorf("recording session %q's activity on claim %s: %w", id, name, err)
+	return fmt.Errorf("recording session %q's activity on claim %s: %w", s.ID, name, err)
+}
+
+// due is whether claim name's activity is to be written at now, which
+// it then notes as written.
+func (c *Claimer) due(name string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.written[name]) < c.cfg.ActivityInterval {
+		return false
+	}
+	c.written[name] = now
+	if len(c.written) > sweepAt && now.Sub(c.swept) >= c.cfg.ActivityInterval {
+		c.sweep(now)
+		c.swept = now
+	}
+	return true
 }
 
 // noteWritten notes that this replica wrote claim name's activity at t.

@@ -27,9 +27,14 @@ const (
 	keyPrefix = "warden-sandbox.github.io/"
 	// ManagedLabel marks a claim as a Warden session, for List and Reap.
 	ManagedLabel = keyPrefix + "managed"
-	// SessionLabel holds the session's id; the claim's name is derived
-	// from it (ClaimName), the label guards against a collision.
+	// SessionLabel holds ClaimName of the session's id, a label-safe
+	// form (Warden's ids may end in '-' or '_', which a label value may
+	// not), so a claim Warden made is told by its labels alone.
 	SessionLabel = keyPrefix + "session"
+	// SessionAnnotation holds the session's id itself; the claim's name
+	// is derived from it (ClaimName), and Find and sessionOf compare the
+	// two, which guards against a collision.
+	SessionAnnotation = keyPrefix + "session"
 	// OwnerLabel holds the tenant that made the session, so that a list
 	// of one tenant's sessions is a label selector, not a scan.
 	OwnerLabel = keyPrefix + "owner"
@@ -61,12 +66,15 @@ var (
 	// ErrDead: the claim exists but its Pod is gone, replaced or ended,
 	// and the session's state with it.
 	ErrDead = errors.New("session is dead")
+	// ErrPending: the claim exists but its claiming replica has not yet
+	// recorded its Pod; a retry shortly may find it.
+	ErrPending = errors.New("session is still being claimed")
 )
 
 // Request is what a new session needs from a claim.
 type Request struct {
-	// Session is Warden's id of the session: a Kubernetes label value
-	// (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends).
+	// Session is Warden's id of the session: at most maxIDLen of
+	// [A-Za-z0-9._-] (sandbox.Manager's "ses_" and base64url fit).
 	Session string
 	// Owner is the tenant the session belongs to, a label value too.
 	Owner string
@@ -84,7 +92,8 @@ type Request struct {
 
 // Session is a claimed sandbox Pod, as any replica sees it.
 type Session struct {
-	// ID, Owner and Template are the Request's, read back from labels.
+	// ID, Owner and Template are the Request's, read back from the
+	// claim (the id from its annotation, the rest from labels).
 	ID, Owner, Template string
 	// Claim is the SandboxClaim's name, Sandbox the Sandbox it bound.
 	Claim, Sandbox string
@@ -100,10 +109,14 @@ type Session struct {
 	IdleTimeout time.Duration
 	LastActive  time.Time
 	// Limits are the Request's, for the replica that serves an exec.
+	// They are valid (spec.Limits.Validate), but the claim is a store
+	// other components can write: the serving replica must still clamp
+	// them with its own spec.Ceilings.
 	Limits spec.Limits
 
-	claimUID        types.UID
-	resourceVersion string
+	// claimUID is the claim's UID, which Release and Touch require, so
+	// they never act on another claim of the same name.
+	claimUID types.UID
 }
 
 // ClaimName is the name of the claim of session id: derived from the id
@@ -116,9 +129,31 @@ func ClaimName(id string) string {
 	return "warden-" + hex.EncodeToString(sum[:10])
 }
 
+// maxIDLen bounds a session id's length (sandbox.Manager's are 36).
+const maxIDLen = 128
+
+// checkID reports what is wrong with session id id, or nil.
+func checkID(id string) error {
+	if id == "" {
+		return errors.New("the session id is empty: give one")
+	}
+	if len(id) > maxIDLen {
+		return fmt.Errorf("the session id %q is over %d bytes: give a shorter one", id, maxIDLen)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("the session id %q has %q: use only letters, digits, '.', '_' and '-'", id, r)
+		}
+	}
+	return nil
+}
+
 // check reports the first thing wrong with r, saying how to fix it.
 func (r *Request) check() error {
-	for _, f := range []struct{ name, value string }{{"session id", r.Session}, {"owner", r.Owner}, {"template", r.Template}} {
+	if err := checkID(r.Session); err != nil {
+		return fmt.Errorf("claiming a sandbox: %w", err)
+	}
+	for _, f := range []struct{ name, value string }{{"owner", r.Owner}, {"template", r.Template}} {
 		if f.value == "" {
 			return fmt.Errorf("claiming a sandbox: the %s is empty: give one", f.name)
 		}
@@ -134,6 +169,9 @@ func (r *Request) check() error {
 	}
 	if r.IdleTimeout <= 0 || r.IdleTimeout > r.TTL {
 		return fmt.Errorf("claiming a sandbox: idle timeout %v must be positive and at most the TTL %v", r.IdleTimeout, r.TTL)
+	}
+	if err := r.Limits.Validate(); err != nil {
+		return fmt.Errorf("claiming a sandbox: limits: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,8 +35,12 @@ func TestRequestCheck(t *testing.T) {
 	}{
 		{"good", func(*Request) {}, ""},
 		{"no session", func(r *Request) { r.Session = "" }, "session id is empty"},
-		{"session not a label value", func(r *Request) { r.Session = "a b" }, `session id "a b" is not a Kubernetes label value`},
-		{"session too long", func(r *Request) { r.Session = strings.Repeat("a", 64) }, "is not a Kubernetes label value"},
+		{"session with a space", func(r *Request) { r.Session = "a b" }, `session id "a b" has ' '`},
+		{"session too long", func(r *Request) { r.Session = strings.Repeat("a", 129) }, "over 128 bytes"},
+		{"session ending in '-'", func(r *Request) { r.Session = "ses_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA-" }, ""},
+		{"session ending in '_'", func(r *Request) { r.Session = "ses_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA_" }, ""},
+		{"limits out of range", func(r *Request) { r.Limits.Pids = -1 }, "limits: invalid"},
+		{"limits left zero", func(r *Request) { r.Limits = spec.Limits{} }, "limits: invalid"},
 		{"owner selector injection", func(r *Request) { r.Owner = "a,b=c" }, `owner "a,b=c"`},
 		{"template with capitals", func(r *Request) { r.Template = "Default" }, "cannot name a SandboxWarmPool"},
 		{"no TTL", func(r *Request) { r.TTL = 0 }, "TTL 0s is not positive"},
@@ -87,7 +92,12 @@ func TestSessionOf(t *testing.T) {
 		want   string
 	}{
 		{"as made", func(*extv1.SandboxClaim) {}, ""},
-		{"another session's label", func(c *extv1.SandboxClaim) { c.Labels[SessionLabel] = "s-2" }, "does not name it"},
+		{"another session's id", func(c *extv1.SandboxClaim) { c.Annotations[SessionAnnotation] = "s-2" }, "do not name it"},
+		{"another session's label", func(c *extv1.SandboxClaim) { c.Labels[SessionLabel] = ClaimName("s-2") }, "do not name it"},
+		{"limits left zero", func(c *extv1.SandboxClaim) { c.Annotations[LimitsAnnotation] = `{}` }, "invalid"},
+		{"limits out of range", func(c *extv1.SandboxClaim) {
+			c.Annotations[LimitsAnnotation] = `{"Timeout":8640000000000000,"Pids":-1}`
+		}, "invalid"},
 		{"idle not a duration", func(c *extv1.SandboxClaim) { c.Annotations[IdleAnnotation] = "soon" }, "not a positive duration"},
 		{"idle negative", func(c *extv1.SandboxClaim) { c.Annotations[IdleAnnotation] = "-1s" }, "not a positive duration"},
 		{"activity not a time", func(c *extv1.SandboxClaim) { c.Annotations[ActiveAnnotation] = "now" }, ActiveAnnotation},
@@ -136,6 +146,14 @@ func TestPodDeath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := podDeath(s, tt.pod)
+		if tt.pod != nil {
+			if slim := podDeath(s, slimPod(tt.pod)); slim != got {
+				t.Errorf("%s: a slimmed Pod: got %q, want %q as of the whole Pod", tt.name, slim, got)
+			}
+			if m := slimPod(tt.pod).Status.ContainerStatuses; len(m) > 0 && m[0].State.Terminated.Message != "" {
+				t.Errorf("%s: a slimmed Pod keeps the termination message %q, want it dropped", tt.name, m[0].State.Terminated.Message)
+			}
+		}
 		if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) || strings.Contains(got, "\n") || strings.Contains(got, "planted") {
 			t.Errorf("%s: got %q, want one line containing %q and nothing the sandbox wrote", tt.name, got, tt.want)
 		}
@@ -199,17 +217,20 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	ses := func(id string) *Session {
+		return &Session{ID: id, Claim: ClaimName(id), claimUID: ktypes.UID("uid-" + id)}
+	}
 	for range 100 {
 		for _, id := range []string{"a", "b"} {
-			if err := c.Touch(ctx, id); err != nil {
+			if err := c.Touch(ctx, ses(id)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := c.Touch(ctx, "flaky"); err == nil || errors.Is(err, ErrNotFound) {
+	if err := c.Touch(ctx, ses("flaky")); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("a Touch the server refused: got %v, want its error", err)
 	}
-	if err := c.Touch(ctx, "flaky"); err != nil {
+	if err := c.Touch(ctx, ses("flaky")); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -221,5 +242,35 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 	}
 	if got := patches["/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/ns/sandboxclaims/"+ClaimName("flaky")]; got != 2 {
 		t.Errorf("a failed activity write: %d writes for 2 Touches, want 2 (the failure retried)", got)
+	}
+}
+
+// TestSweepOncePerInterval checks that the table of activity writes is
+// swept when it grows past sweepAt, but at most once per interval, so a
+// table of many live sessions is not scanned on every Touch.
+func TestSweepOncePerInterval(t *testing.T) {
+	const interval = time.Minute
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	c := &Claimer{cfg: Config{ActivityInterval: interval}, written: map[string]time.Time{}}
+	fill := func(at time.Time) {
+		for i := range sweepAt + 1 {
+			c.written[fmt.Sprintf("%v-%d", at, i)] = at
+		}
+	}
+	fill(t0)
+	if !c.due("a", t0.Add(2*interval)) {
+		t.Fatal("a first write: got not due, want due")
+	}
+	if got := len(c.written); got != 1 {
+		t.Errorf("after the first sweep: got %d entries, want 1 (the stale ones dropped)", got)
+	}
+	fill(t0.Add(interval))
+	c.due("b", t0.Add(2*interval+time.Second))
+	if got, want := len(c.written), sweepAt+3; got != want {
+		t.Errorf("a second write within the interval: got %d entries, want %d (no second sweep)", got, want)
+	}
+	c.due("c", t0.Add(3*interval))
+	if got := len(c.written); got != 2 {
+		t.Errorf("a write an interval later: got %d entries, want 2 (swept again: b and c)", got)
 	}
 }

@@ -60,7 +60,7 @@ func (c *Claimer) Reap(ctx context.Context) (ReapReport, error) {
 		case err != nil:
 			errs = append(errs, err)
 		default:
-			rep.Released = append(rep.Released, Reaped{Session: claim.Labels[SessionLabel], Claim: claim.Name, Reason: why})
+			rep.Released = append(rep.Released, Reaped{Session: claim.Annotations[SessionAnnotation], Claim: claim.Name, Reason: why})
 		}
 	}
 	return rep, errors.Join(errs...)
@@ -95,20 +95,43 @@ func reapDecision(s *Session, pods map[string]*corev1.Pod, now time.Time, interv
 	return podDeath(s, pods[s.Pod])
 }
 
-// listPods lists the namespace's Pods in pages, by name.
+// sandboxSelector selects sandbox Pods: deploy/'s template labels them
+// so (its NetworkPolicies select them by it too).
+const sandboxSelector = "app.kubernetes.io/component=warden-sandbox"
+
+// listPods lists the namespace's sandbox Pods in pages, by name: only
+// those, so that a pass holds no other Pod in memory.
 func (c *Claimer) listPods(ctx context.Context) (map[string]*corev1.Pod, error) {
 	out := map[string]*corev1.Pod{}
-	opts := metav1.ListOptions{Limit: listPage}
+	opts := metav1.ListOptions{LabelSelector: sandboxSelector, Limit: listPage}
 	for {
 		page, err := c.pods.CoreV1().Pods(c.cfg.Namespace).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing Pods: %w", err)
 		}
 		for i := range page.Items {
-			out[page.Items[i].Name] = &page.Items[i]
+			out[page.Items[i].Name] = slimPod(&page.Items[i])
 		}
 		if opts.Continue = page.Continue; opts.Continue == "" {
 			return out, nil
 		}
 	}
+}
+
+// slimPod is what podDeath reads of p, no more: a pass keeps that of
+// each sandbox Pod, not the whole object with the termination messages
+// and log tails a sandbox can fill (about 4 KiB a container).
+func slimPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID, DeletionTimestamp: p.DeletionTimestamp},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason},
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if t := st.State.Terminated; t != nil {
+			out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, corev1.ContainerStatus{Name: st.Name, State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason},
+			}})
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package podclaim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -19,9 +20,17 @@ import (
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
+// recordTries bounds record's patches: a claim the controller changed
+// between its Ready event and the patch is read again and patched again.
+const recordTries = 3
+
 // record finds the Pod of a claim just Ready, checks it is the one the
-// claim reports, and writes it on the claim (one patch), so that every
-// replica later knows which Pod is the session's.
+// claim reports, and writes it on the claim (one patch, conditional on
+// the claim's UID and resource version, so it never lands on another
+// claim of the same name nor on a state it did not check), so that every
+// replica later knows which Pod is the session's. A claim changed since
+// (a 409) is read again: the same claim, still Ready on the same Sandbox
+// and IP, is patched again; anything else is an error.
 func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
 	pod, err := c.claimPod(ctx, claim)
 	if err != nil {
@@ -30,11 +39,47 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 	if ip := claim.Status.SandboxStatus.PodIPs[0]; pod.Status.PodIP != ip {
 		return nil, fmt.Errorf("claim %s reports Pod IP %s, but its Pod %s has %q", claim.Name, ip, pod.Name, pod.Status.PodIP)
 	}
+	for try := 1; ; try++ {
+		s, err := c.writePod(ctx, claim, pod)
+		if !apierrors.IsConflict(err) || try == recordTries {
+			return s, err
+		}
+		if claim, err = c.sameClaim(ctx, claim); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sameClaim reads claim again, which must be the same claim (UID), still
+// Ready on the same Sandbox with the same Pod IP, so that what record
+// checked still holds.
+func (c *Claimer) sameClaim(ctx context.Context, claim *extv1.SandboxClaim) (*extv1.SandboxClaim, error) {
+	var fresh extv1.SandboxClaim
+	if err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).Do(ctx).Into(&fresh); err != nil {
+		return nil, fmt.Errorf("reading claim %s again: %w", claim.Name, err)
+	}
+	if fresh.UID != claim.UID {
+		return nil, fmt.Errorf("claim %s was replaced by another of the same name while Ready", claim.Name)
+	}
+	if ready, err := readyOrHopeless(&fresh); err != nil {
+		return nil, err
+	} else if !ready || fresh.Status.SandboxStatus.Name != claim.Status.SandboxStatus.Name ||
+		fresh.Status.SandboxStatus.PodIPs[0] != claim.Status.SandboxStatus.PodIPs[0] {
+		return nil, fmt.Errorf("claim %s changed while its Pod was recorded (now %s, Sandbox %q): claim again",
+			claim.Name, conditionText(&fresh), fresh.Status.SandboxStatus.Name)
+	}
+	return &fresh, nil
+}
+
+// writePod writes pod on claim, conditional on the claim's UID and
+// resource version, and is the session the patched claim holds.
+func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod) (*Session, error) {
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp,
-	}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": claim.UID, "resourceVersion": claim.ResourceVersion,
+		"annotations": map[string]string{PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp},
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding claim %s's Pod: %w", claim.Name, err)
 	}
@@ -52,12 +97,17 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 }
 
 // claimPod is the Pod of the claim's Sandbox: named by the Sandbox's
-// pod-name annotation, or as the Sandbox, and controlled by it.
+// pod-name annotation, or as the Sandbox; the Sandbox must be controlled
+// by the claim (agent-sandbox sets that on adoption) and the Pod by the
+// Sandbox, and the Pod must not be being deleted.
 func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*corev1.Pod, error) {
 	var box sandboxv1.Sandbox
 	name := claim.Status.SandboxStatus.Name
 	if err := c.boxes.Get().Namespace(c.cfg.Namespace).Resource("sandboxes").Name(name).Do(ctx).Into(&box); err != nil {
 		return nil, fmt.Errorf("reading claim %s's Sandbox %q: %w", claim.Name, name, err)
+	}
+	if owner := metav1.GetControllerOf(&box); owner == nil || owner.UID != claim.UID {
+		return nil, fmt.Errorf("the Sandbox %s is not controlled by claim %s", box.Name, claim.Name)
 	}
 	podName := box.Name
 	if n := box.Annotations[sandboxv1.SandboxPodNameAnnotation]; n != "" {
@@ -69,6 +119,9 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 	}
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
 		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
+	}
+	if pod.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("claim %s's Pod %s is being deleted", claim.Name, podName)
 	}
 	return pod, nil
 }
@@ -87,12 +140,12 @@ func (s *Session) setPod(pod *corev1.Pod) error {
 // spec, refusing what Warden would not have written.
 func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	s := &Session{
-		ID: claim.Labels[SessionLabel], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
+		ID: claim.Annotations[SessionAnnotation], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
 		Claim: claim.Name, Sandbox: claim.Status.SandboxStatus.Name, Created: claim.CreationTimestamp.Time,
-		claimUID: claim.UID, resourceVersion: claim.ResourceVersion,
+		claimUID: claim.UID,
 	}
-	if s.ID == "" || ClaimName(s.ID) != claim.Name {
-		return nil, fmt.Errorf("claim %s: label %s %q does not name it: not a claim Warden made", claim.Name, SessionLabel, s.ID)
+	if s.ID == "" || ClaimName(s.ID) != claim.Name || claim.Labels[SessionLabel] != claim.Name {
+		return nil, fmt.Errorf("claim %s: annotation %s and label %s do not name it: not a claim Warden made", claim.Name, SessionAnnotation, SessionLabel)
 	}
 	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil {
 		s.Expires = lc.ShutdownTime.Time
@@ -106,6 +159,9 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, ActiveAnnotation, err)
 	}
 	if err := strictjson.Decode([]byte(a[LimitsAnnotation]), &s.Limits); err != nil {
+		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, LimitsAnnotation, err)
+	}
+	if err := s.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, LimitsAnnotation, err)
 	}
 	return s, s.readPod(claim)
@@ -138,21 +194,22 @@ func (s *Session) readPod(claim *extv1.SandboxClaim) error {
 	return nil
 }
 
-// Find is session id's claim and live Pod, read from the API server (one
-// GET of each), so any replica finds any session. A session whose Pod is
-// gone, replaced or ended is ErrDead with the reason in one line.
-func (c *Claimer) Find(ctx context.Context, id string) (*Session, error) {
+// Find is owner's session id: its claim and live Pod, read from the API
+// server (one GET of each), so any replica finds any session. A session
+// of another owner is ErrNotFound, as one never made: a tenant learns
+// nothing of another's. A session whose Pod is gone, replaced or ended is
+// ErrDead with the reason in one line; one whose claiming replica has not
+// yet recorded its Pod is ErrPending, or ErrDead once that is older than
+// Config.ReadyTimeout (the replica died before recording it).
+func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) {
 	var claim extv1.SandboxClaim
 	name := ClaimName(id)
 	err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Do(ctx).Into(&claim)
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("session %q: %w (released, reaped, expired, or never made)", id, ErrNotFound)
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading session %q's claim %s: %w", id, name, err)
 	}
-	if claim.Labels[SessionLabel] != id {
-		return nil, fmt.Errorf("session %q: %w (claim %s is session %q's)", id, ErrNotFound, name, claim.Labels[SessionLabel])
+	if err != nil || claim.Annotations[SessionAnnotation] != id || claim.Labels[OwnerLabel] != owner {
+		return nil, fmt.Errorf("session %q: %w (released, reaped, expired, or never made)", id, ErrNotFound)
 	}
 	s, err := sessionOf(&claim)
 	if err != nil {
@@ -162,7 +219,7 @@ func (c *Claimer) Find(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("session %q: %w: its claim %s is being released", id, ErrDead, name)
 	}
 	if s.PodUID == "" {
-		return nil, fmt.Errorf("session %q is still being claimed (claim %s has no Pod recorded yet): retry shortly", id, name)
+		return nil, c.unrecorded(s)
 	}
 	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -175,6 +232,14 @@ func (c *Claimer) Find(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
 	}
 	return s, s.setPod(pod)
+}
+
+// unrecorded is Find's error for session s with no Pod recorded yet.
+func (c *Claimer) unrecorded(s *Session) error {
+	if time.Since(s.Created) > c.cfg.ReadyTimeout {
+		return fmt.Errorf("session %q: %w: its claiming replica never recorded a Pod on claim %s", s.ID, ErrDead, s.Claim)
+	}
+	return fmt.Errorf("session %q: %w (claim %s has no Pod recorded yet): retry shortly", s.ID, ErrPending, s.Claim)
 }
 
 // podDeath says in one line why pod (nil: not found) no longer runs
@@ -214,11 +279,27 @@ func termination(pod *corev1.Pod) string {
 	return "no container reports how"
 }
 
-// List is every session's claim, or one owner's ("" for all), read with a
-// label selector in pages. Claims it cannot read are logged and left
-// out, so that one bad claim does not hide the rest. Pods are not read:
-// Find tells a live session from a dead one.
+// List is owner's sessions, read with a label selector in pages. An
+// empty owner is refused, not read as "all": a keyless server's owner is
+// "", and it must not see every tenant's sessions (ListAll is for the
+// reaper and operators). Claims it cannot read are logged and left out,
+// so that one bad claim does not hide the rest. Pods are not read: Find
+// tells a live session from a dead one.
 func (c *Claimer) List(ctx context.Context, owner string) ([]*Session, error) {
+	if owner == "" {
+		return nil, errors.New("listing sessions: the owner is empty: give the tenant's, or use ListAll")
+	}
+	return c.sessions(ctx, owner)
+}
+
+// ListAll is every tenant's sessions, for the reaper and operators; a
+// tenant's request must use List.
+func (c *Claimer) ListAll(ctx context.Context) ([]*Session, error) {
+	return c.sessions(ctx, "")
+}
+
+// sessions is List's and ListAll's: owner's sessions, or all for "".
+func (c *Claimer) sessions(ctx context.Context, owner string) ([]*Session, error) {
 	claims, err := c.listClaims(ctx, owner)
 	if err != nil {
 		return nil, err

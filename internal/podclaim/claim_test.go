@@ -1,0 +1,255 @@
+package podclaim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+)
+
+// standIn is a stand-in API server holding Sandboxes and Pods by name,
+// answering a claim PATCH with the claim it was given, annotations
+// applied, and keeping the PATCH bodies.
+type standIn struct {
+	mu        sync.Mutex
+	objects   map[string]runtime.Object // by "sandboxes/name" or "pods/name"
+	claim     *extv1.SandboxClaim
+	patches   []map[string]any
+	conflicts int // PATCHes to refuse with a 409 first
+}
+
+func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	key := path.Base(path.Dir(r.URL.Path)) + "/" + path.Base(r.URL.Path)
+	switch {
+	case r.Method == http.MethodGet && s.objects[key] != nil:
+		_ = json.NewEncoder(w).Encode(s.objects[key])
+	case r.Method == http.MethodPatch && strings.Contains(key, "sandboxclaims/"):
+		body, _ := io.ReadAll(r.Body)
+		var p struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		var raw map[string]any
+		if json.Unmarshal(body, &p) != nil || json.Unmarshal(body, &raw) != nil {
+			http.Error(w, "bad patch", http.StatusBadRequest)
+			return
+		}
+		s.patches = append(s.patches, raw)
+		if s.conflicts > 0 {
+			s.conflicts--
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+				Status: metav1.StatusFailure, Reason: metav1.StatusReasonConflict, Code: http.StatusConflict})
+			return
+		}
+		out := s.claim.DeepCopy()
+		for k, v := range p.Metadata.Annotations {
+			out.Annotations[k] = v
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	default:
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
+	}
+}
+
+// readyClaim is session id's claim with uid, Ready on Sandbox box at 10.0.0.7.
+func readyClaim(t *testing.T, id, uid, box string) *extv1.SandboxClaim {
+	t.Helper()
+	r := goodRequest()
+	r.Session = id
+	c, err := newClaim("ns", &r, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.UID, c.ResourceVersion = ktypes.UID(uid), "rv-"+uid
+	c.Status.SandboxStatus = extv1.SandboxStatus{Name: box, PodIPs: []string{"10.0.0.7"}}
+	c.Status.Conditions = []metav1.Condition{{Type: readyCondition, Status: metav1.ConditionTrue, Reason: "Ready"}}
+	return c
+}
+
+// boxAndPod are Sandbox box controlled by claim uid, and its Pod.
+func boxAndPod(box, claimUID string) (*sandboxv1.Sandbox, *corev1.Pod) {
+	yes := true
+	b := &sandboxv1.Sandbox{
+		TypeMeta: metav1.TypeMeta{APIVersion: sandboxv1.GroupVersion.String(), Kind: "Sandbox"},
+		ObjectMeta: metav1.ObjectMeta{Name: box, UID: ktypes.UID("box-" + box), OwnerReferences: []metav1.OwnerReference{
+			{Kind: "SandboxClaim", Name: "c", UID: ktypes.UID(claimUID), Controller: &yes},
+		}},
+	}
+	p := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: box, UID: ktypes.UID("pod-" + box), OwnerReferences: []metav1.OwnerReference{
+			{Kind: "Sandbox", Name: box, UID: b.UID, Controller: &yes},
+		}},
+		Status: corev1.PodStatus{PodIP: "10.0.0.7", Phase: corev1.PodRunning},
+	}
+	return b, p
+}
+
+// TestAwaitPodOwnClaimOnly feeds awaitPod, through a fake watch, events
+// of an earlier claim of the same name (as a watch cache may replay
+// them) before the created claim's: only the created claim's Pod may be
+// recorded, by a patch conditional on its UID and resource version; a
+// Sandbox another claim controls, or a Pod being deleted, is refused.
+func TestAwaitPodOwnClaimOnly(t *testing.T) {
+	tests := []struct {
+		name    string
+		before  []watch.EventType // events of the old claim, sent first
+		change  func(*sandboxv1.Sandbox, *corev1.Pod)
+		wantErr string
+	}{
+		{"old claim Ready first", []watch.EventType{watch.Added}, nil, ""},
+		{"old claim deleted first", []watch.EventType{watch.Modified, watch.Deleted}, nil, ""},
+		{"Sandbox of another claim", nil, func(b *sandboxv1.Sandbox, _ *corev1.Pod) { b.OwnerReferences[0].UID = "claim-old" }, "is not controlled by claim"},
+		{"Pod being deleted", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, "is being deleted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, created := readyClaim(t, "s-1", "claim-old", "old-box"), readyClaim(t, "s-1", "claim-new", "new-box")
+			oldBox, oldPod := boxAndPod("old-box", "claim-old")
+			newBox, newPod := boxAndPod("new-box", "claim-new")
+			if tt.change != nil {
+				tt.change(newBox, newPod)
+			}
+			srv := &standIn{claim: created, objects: map[string]runtime.Object{
+				"sandboxes/old-box": oldBox, "pods/old-box": oldPod, "sandboxes/new-box": newBox, "pods/new-box": newPod,
+			}}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := watch.NewFakeWithChanSize(len(tt.before)+1, false)
+			for _, ev := range tt.before {
+				w.Action(ev, old.DeepCopy())
+			}
+			w.Add(created.DeepCopy())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := c.awaitPod(ctx, w, created)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Pod != "new-box" || s.PodUID != "pod-new-box" {
+				t.Errorf("got Pod %s/%s, want new-box/pod-new-box (the created claim's)", s.Pod, s.PodUID)
+			}
+			if len(srv.patches) != 1 {
+				t.Fatalf("got %d patches, want 1", len(srv.patches))
+			}
+			meta, _ := srv.patches[0]["metadata"].(map[string]any)
+			if meta["uid"] != "claim-new" || meta["resourceVersion"] != "rv-claim-new" {
+				t.Errorf("the record patch's metadata: got uid %v, resourceVersion %v; want claim-new, rv-claim-new", meta["uid"], meta["resourceVersion"])
+			}
+		})
+	}
+}
+
+// TestRecordRetriesAConflict has the stand-in refuse the first record
+// patch with a 409, as the bed's controller causes by updating a claim
+// just Ready: the claim is read again and, still the same one, patched
+// again with its new resource version; replaced by another claim of the
+// same name, it is an error.
+func TestRecordRetriesAConflict(t *testing.T) {
+	tests := []struct {
+		name     string
+		freshUID string
+		wantErr  string
+	}{
+		{"same claim changed", "claim-new", ""},
+		{"claim replaced", "claim-other", "was replaced by another"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			created := readyClaim(t, "s-1", "claim-new", "new-box")
+			fresh := readyClaim(t, "s-1", tt.freshUID, "new-box")
+			fresh.ResourceVersion = "rv-fresh"
+			fresh.TypeMeta = metav1.TypeMeta{APIVersion: extv1.GroupVersion.String(), Kind: "SandboxClaim"}
+			box, pod := boxAndPod("new-box", "claim-new")
+			srv := &standIn{claim: created, conflicts: 1, objects: map[string]runtime.Object{
+				"sandboxes/new-box": box, "pods/new-box": pod, "sandboxclaims/" + created.Name: fresh,
+			}}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.record(context.Background(), created)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.PodUID != "pod-new-box" || len(srv.patches) != 2 {
+				t.Fatalf("got Pod UID %s after %d patches, want pod-new-box after 2", s.PodUID, len(srv.patches))
+			}
+			if meta, _ := srv.patches[1]["metadata"].(map[string]any); meta["resourceVersion"] != "rv-fresh" || meta["uid"] != "claim-new" {
+				t.Errorf("the second patch's metadata: got %v, want uid claim-new and resourceVersion rv-fresh", meta)
+			}
+		})
+	}
+}
+
+// TestRewatchCapped checks that a watch the server keeps ending is not
+// opened again past maxRewatch: the claim's wait fails, asking for the
+// API server's health, without another request.
+func TestRewatchCapped(t *testing.T) {
+	c := &Claimer{}
+	n := maxRewatch
+	_, err := c.rewatch(context.Background(), readyClaim(t, "s-1", "claim-new", "new-box"), &n)
+	if err == nil || !strings.Contains(err.Error(), "ended 10 watches") {
+		t.Errorf("got %v, want an error saying the server ended 10 watches", err)
+	}
+}
+
+// TestUnrecorded checks Find's answer for a claim with no Pod recorded:
+// pending while its claiming replica may still record it, dead once the
+// claim is older than the ready timeout.
+func TestUnrecorded(t *testing.T) {
+	c := &Claimer{cfg: Config{ReadyTimeout: time.Minute}}
+	tests := []struct {
+		name string
+		age  time.Duration
+		want error
+	}{
+		{"young", time.Second, ErrPending},
+		{"older than the ready timeout", 2 * time.Minute, ErrDead},
+	}
+	for _, tt := range tests {
+		err := c.unrecorded(&Session{ID: "s-1", Claim: ClaimName("s-1"), Created: time.Now().Add(-tt.age)})
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}
