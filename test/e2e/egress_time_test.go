@@ -74,15 +74,16 @@ var requestKinds = []string{"first https", "second https", "first http"}
 // its start. Through the proxy, connect is the TCP connect to the box's
 // bridge on its own lo; appconnect (HTTPS only, else 0) ends the CONNECT
 // through the bridge and proxy and then the TLS handshake; total ends the
-// response. So total-appconnect of an HTTPS request is one request and
-// response through the open tunnel, with no handshake in it.
+// response. So appconnect-connect of an HTTPS request is the CONNECT and
+// the TLS handshake, and total-appconnect one request and response
+// through the open tunnel, with no handshake in it.
 type curlTimes struct{ connect, appconnect, total float64 }
 
 // String gives the times in milliseconds, with the tunnel's request apart.
 func (c curlTimes) String() string {
 	s := fmt.Sprintf("connect %.1f ms, total %.1f ms", c.connect*1000, c.total*1000)
 	if c.appconnect > 0 {
-		s += fmt.Sprintf(", appconnect (CONNECT+TLS) %.1f ms, request through the tunnel %.1f ms", c.appconnect*1000, (c.total-c.appconnect)*1000)
+		s += fmt.Sprintf(", appconnect %.1f ms (CONNECT+TLS %.1f ms), request through the tunnel %.1f ms", c.appconnect*1000, (c.appconnect-c.connect)*1000, (c.total-c.appconnect)*1000)
 	}
 	return s
 }
