@@ -18,6 +18,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/hostid"
 	"github.com/warden-sandbox/warden/internal/microvm"
+	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/vmguest"
@@ -183,11 +184,12 @@ func refuse(s spec.Spec) error {
 // start makes the scratch, boots the VM with the shares, and hands the
 // guest its boot message and the agent its Config.
 func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
-	scratch, err := b.makeScratch(s.Limits)
-	if err != nil {
+	// The proxy first: a rule only its parser refuses costs no mount.
+	if err := b.attachEgress(s); err != nil {
 		return err
 	}
-	if err := b.attachEgress(s); err != nil {
+	scratch, err := b.makeScratch(s.Limits)
+	if err != nil {
 		return err
 	}
 	b.times.mark("scratch")
@@ -285,21 +287,28 @@ func (b *box) handOver(s spec.Spec, boot vmguest.Boot) error {
 	if b.ctl, err = uc.File(); err != nil {
 		return fmt.Errorf("the agent port: %w", err)
 	}
+	return agent.HandOverBoxed(b.ctl, b.config(s), b.att)
+}
+
+// config is the guest agent's Config for a session of s: over the stream,
+// as the box's lease, and with the egress bridge's port, pace and proxy
+// env only when s asks for the proxy (agent.BoxedConfig).
+func (b *box) config(s spec.Spec) nsinit.Config {
 	cfg := agent.BoxedConfig(s, false, true)
 	cfg.Stream = true
 	// The guest's kernel is the box's own: sysinfo(2) tells the VM's
 	// memory and CPUs (the VM's RAM, --memory plus guestMiB less what the
-	// guest kernel keeps, not --memory itself; the vCPUs), no host figure,
-	// so the filter lets the call through as on gVisor. The agent need not hide: the box has no
-	// other kernel sharing tasks with the host, and its /proc and
-	// devices are its own (HideAgent stays off; it cannot serve the
-	// stream anyway).
+	// guest kernel keeps, not --memory itself; the vCPUs), no host
+	// figure, so the filter lets the call through as on gVisor. The agent
+	// need not hide: the box has no other kernel sharing tasks with the
+	// host, and its /proc and devices are its own (HideAgent stays off;
+	// it cannot serve the stream anyway).
 	cfg.KernelSysinfo = true
 	cfg.UID, cfg.GID = b.lease.ID(), b.lease.ID()
 	// The guest init put the agent in the box's memory cgroup and passes
 	// its memory.events on: the agent reports the OOM kills there.
 	cfg.MemoryEvents = true
-	return agent.HandOverBoxed(b.ctl, cfg, b.att)
+	return cfg
 }
 
 // memoryMiB is the VM's RAM: the box's memory (boxMemory) rounded up to

@@ -11,7 +11,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// The egress tests stand a web server in for the internet at 203.0.113.7
+// The egress tests stand a web server in for the internet at 3ffe:b00::7
 // (see startInternet). Names are pinned with WARDEN_EGRESS_HOSTS, as an
 // operator would.
 const internetIP = "3ffe:b00::7"
