@@ -28,9 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
-	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
+	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -160,14 +159,7 @@ func (b *Bed) connect() error {
 		return fmt.Errorf("making the bed's discovery client: %w", err)
 	}
 	b.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	scheme, err := sandboxScheme()
-	if err != nil {
-		return err
-	}
-	if b.Sandboxes, err = typedClient(b.Config, scheme, sandboxv1.GroupVersion); err != nil {
-		return err
-	}
-	b.Extensions, err = typedClient(b.Config, scheme, extv1.GroupVersion)
+	b.Sandboxes, b.Extensions, err = podclaim.SandboxClients(b.Config)
 	return err
 }
 

@@ -55,27 +55,39 @@ func New(restConfig *rest.Config, cfg Config) (*Claimer, error) {
 	if cfg.ActivityInterval <= 0 || cfg.ReadyTimeout <= 0 {
 		return nil, fmt.Errorf("claimer: activity interval %v and ready timeout %v must both be positive", cfg.ActivityInterval, cfg.ReadyTimeout)
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{sandboxv1.AddToScheme, extv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("registering agent-sandbox's types: %w", err)
-		}
-	}
 	c := &Claimer{cfg: cfg, log: cfg.Logger, written: map[string]time.Time{}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
 	var err error
-	if c.ext, err = typedClient(restConfig, scheme, extv1.GroupVersion); err != nil {
-		return nil, err
-	}
-	if c.boxes, err = typedClient(restConfig, scheme, sandboxv1.GroupVersion); err != nil {
+	if c.boxes, c.ext, err = SandboxClients(restConfig); err != nil {
 		return nil, err
 	}
 	if c.pods, err = kubernetes.NewForConfig(restConfig); err != nil {
 		return nil, fmt.Errorf("making a Pods client: %w", err)
 	}
 	return c, nil
+}
+
+// SandboxClients are REST clients of agent-sandbox's two API groups that
+// encode and decode its own Go types: Sandbox (boxes), and the extensions'
+// SandboxTemplate, SandboxWarmPool and SandboxClaim (ext). agent-sandbox
+// ships no typed clientset, so the router and the test bed both make
+// theirs here.
+func SandboxClients(base *rest.Config) (boxes, ext *rest.RESTClient, err error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{sandboxv1.AddToScheme, extv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, nil, fmt.Errorf("registering agent-sandbox's types: %w", err)
+		}
+	}
+	if boxes, err = typedClient(base, scheme, sandboxv1.GroupVersion); err != nil {
+		return nil, nil, err
+	}
+	if ext, err = typedClient(base, scheme, extv1.GroupVersion); err != nil {
+		return nil, nil, err
+	}
+	return boxes, ext, nil
 }
 
 // typedClient is a REST client of one agent-sandbox API group that
