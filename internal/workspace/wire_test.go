@@ -111,7 +111,7 @@ func TestFromWire(t *testing.T) {
 		})
 	}
 	for _, sec := range []int64{-1 << 62, 1 << 62} {
-		e, err := FromWire("f", with(func(w *WireEntry) { w.Sec, w.Nsec = sec, -1 << 40 }), false)
+		e, err := FromWire("f", with(func(w *WireEntry) { w.Sec, w.Nsec = sec, -1<<40 }), false)
 		if err != nil || e.ModTime.Before(minModTime) || e.ModTime.After(maxModTime) {
 			t.Errorf("FromWire(mtime %d s) = %v, %v; want a time in [%v, %v]", sec, e.ModTime, err, minModTime, maxModTime)
 		}
