@@ -64,7 +64,7 @@ func kindErrorf(kind error, format string, args ...any) error {
 // user's ids are "user", 0 is "root", anything else its number.
 type owners struct{ uid, gid uint32 }
 
-func ownersOf(dir *workspace.Dir) owners {
+func ownersOf(dir workspace.Files) owners {
 	uid, gid := dir.Owner()
 	return owners{uid: uint32(uid), gid: uint32(gid)}
 }
