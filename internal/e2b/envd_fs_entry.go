@@ -168,6 +168,10 @@ var fsErrorKinds = []struct {
 	{workspace.ErrNotRegular, connect.CodeInvalidArgument, http.StatusBadRequest},
 	{workspace.ErrHardLink, connect.CodeInvalidArgument, http.StatusBadRequest},
 	{errTooMany, connect.CodeResourceExhausted, http.StatusTooManyRequests},
+	// What the files cannot do where they are: a watch of a box whose
+	// files its agent serves (not on this host), or off Linux. These
+	// messages name box paths only.
+	{errors.ErrUnsupported, connect.CodeUnimplemented, http.StatusNotImplemented},
 	{errEventsLost, connect.CodeDataLoss, http.StatusInternalServerError},
 	{errStalled, connect.CodeDeadlineExceeded, http.StatusRequestTimeout},
 	// Only the workspace's own permission errors, whose messages name

@@ -29,6 +29,7 @@ func TestFSPermissionErrors(t *testing.T) {
 		{"host path", host, connect.CodeInternal, http.StatusInternalServerError},
 		{"wrapped host path", fmt.Errorf("opening the workspace: %w", host), connect.CodeInternal, http.StatusInternalServerError},
 		{"workspace's own", own, connect.CodePermissionDenied, http.StatusForbidden},
+		{"a watch of remote files", fmt.Errorf("watching %q: served by its agent: %w", "/workspace", errors.ErrUnsupported), connect.CodeUnimplemented, http.StatusNotImplemented},
 	}
 	for _, tt := range tests {
 		var ce *connect.Error
