@@ -44,7 +44,9 @@ type Box interface {
 	// Env is a process's whole environment: the base, the box's, extra.
 	Env(extra ...string) []string
 	// Workspace is the box's /workspace, held open by the box, and
-	// FileOwner the host ids that access there must act as.
+	// FileOwner the host ids that access there must act as. Workspace is
+	// nil for a box whose files are not on this host, whose agent serves
+	// them instead (RemoteFiler).
 	Workspace() *os.File
 	FileOwner() (uid, gid int)
 	// Usage is the CPU time the box's processes used and how many the OOM

@@ -469,7 +469,8 @@ func (s *session) remoteFiles() bool {
 	if !ok {
 		return false
 	}
-	files, err := rf.RemoteFiles(s.fileLimits())
+	// Only whether it serves them matters: no limits are needed to ask.
+	files, err := rf.RemoteFiles(workspace.Limits{})
 	if err != nil {
 		return false
 	}
