@@ -134,7 +134,7 @@ func FromWireError(w *WireError) (error, error) {
 			return nil, fmt.Errorf("unknown error code %q", code)
 		}
 		pe.kinds = append(pe.kinds, kind)
-		if kind == ErrDenied {
+		if errors.Is(kind, ErrDenied) {
 			pe.kinds = append(pe.kinds, syscall.EACCES)
 		}
 	}
