@@ -277,6 +277,9 @@ func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, w
 	}
 	req.MaxFileBytes, req.MaxEntries = r.lim.MaxFileBytes, r.lim.MaxEntries
 	c, err := r.s.sendFile(req)
+	if errors.Is(err, ErrNoChannel) {
+		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w (a file call in progress holds one too)", req.Op, req.Path, err)
+	}
 	if err != nil {
 		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, err)
 	}

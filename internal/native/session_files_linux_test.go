@@ -220,3 +220,45 @@ func TestRemoteFilesFullDisk(t *testing.T) {
 		t.Errorf("List(.) after the failed write = %v, %v; want nothing left", es, err)
 	}
 }
+
+// TestRemoteFilesAtOnce: more file calls at once than the stream has
+// channels each end, or fail at once with ErrNoChannel, never hang; the
+// channels come back, and the session serves on.
+func TestRemoteFilesAtOnce(t *testing.T) {
+	s, remote, _ := streamFiles(t, spec.DefaultLimits, workspace.Limits{})
+	if _, err := remote.Write("f", strings.NewReader(strings.Repeat("x", 1<<20)), 0); err != nil {
+		t.Fatalf("Write() = %v", err)
+	}
+	const calls = 64
+	errs := make(chan error, calls)
+	for range calls {
+		go func() { errs <- readErr(remote, "f") }()
+	}
+	var ok, full int
+	for range calls {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, agent.ErrNoChannel):
+			full++
+		default:
+			t.Errorf("a read among %d at once = %v, want success or ErrNoChannel", calls, err)
+		}
+	}
+	t.Logf("%d reads at once: %d served, %d refused for want of a channel", calls, ok, full)
+	if ok == 0 {
+		t.Errorf("none of %d reads at once was served", calls)
+	}
+	if _, err := read("f")(remote); err != nil {
+		t.Errorf("a read after the burst = %v, want the channels back", err)
+	}
+	if r := execSh(t, s, "echo alive", 0); r.Stdout != "alive\n" {
+		t.Errorf("an exec after the burst = %q, want alive", r.Stdout)
+	}
+}
+
+// readErr reads p whole and says how that went.
+func readErr(f workspace.Files, p string) error {
+	_, err := read(p)(f)
+	return err
+}
