@@ -49,6 +49,9 @@ func becomeBox(port *os.File, b Boot) error {
 	if err := plan.ApplyOne(plan.Op{Code: plan.LinkUp, Strs: []string{"lo"}}); err != nil {
 		return fmt.Errorf("bringing up lo: %w", err)
 	}
+	if err := forceShmRemoval(); err != nil {
+		return err
+	}
 	if err := mountCgroup(); err != nil {
 		return err
 	}
