@@ -6,61 +6,102 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/warden-sandbox/warden/internal/microvm"
 )
 
 // TestGuestInitramfsFile: the initramfs is written once as a file named
 // after its warden-init's identity, read-only to all and the same bytes
-// as the in-memory archive; a second box reuses it, other builds' files
-// are removed, one removed under a warden is written again, and a write
-// to the warden-init names a new file.
+// as the in-memory archive; other builds' files are removed when a warden
+// starts; every box gets the file the first box opened, reopened through
+// its descriptor, so a name
+// removed under a running warden fails no box and is not written again;
+// a warden-init rewritten in place is refused, not copied under the old
+// name; and a write to the warden-init names a new file.
 func TestGuestInitramfsFile(t *testing.T) {
 	dir := t.TempDir()
 	initPath := filepath.Join(t.TempDir(), "warden-init")
 	if err := os.WriteFile(initPath, []byte("\x7fELF not really an init"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := mustOpen(t, initPath)
-	name, err := initrdName(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &guestInit{f: f, name: filepath.Join(dir, name)}
 	other := filepath.Join(dir, initrdPrefix+"other")
 	if err := os.WriteFile(other, nil, 0o444); err != nil {
 		t.Fatal(err)
+	}
+	g := mustGuestInit(t, initPath, dir)
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("another build's initramfs after a warden started: stat = %v, want it removed", err)
 	}
 	want, err := microvm.Initramfs(mustOpen(t, initPath))
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := openInitrd(t, g, want)
-	if _, err := os.Stat(other); !os.IsNotExist(err) {
-		t.Errorf("another build's initramfs after the write: stat = %v, want it removed", err)
-	}
-	if got := openInitrd(t, g, want); !os.SameFile(got, first) {
-		t.Error("the second open wrote the initramfs again, want the first file reused")
+	named, err := os.Stat(g.name)
+	if err != nil || !os.SameFile(named, first) {
+		t.Fatalf("the initramfs at its name = %v, %v; want the file the box got", named, err)
 	}
 	if err := os.Remove(g.name); err != nil {
 		t.Fatal(err)
 	}
-	openInitrd(t, g, want)
-	later := time.Now().Add(time.Hour)
-	if err := os.Chtimes(initPath, later, later); err != nil {
+	if got := openInitrd(t, g, want); !os.SameFile(got, first) {
+		t.Error("a box after the name was removed got another file, want the first box's file reopened")
+	}
+	if _, err := os.Stat(g.name); !os.IsNotExist(err) {
+		t.Errorf("the initramfs's name after a later box: stat = %v, want it not written again", err)
+	}
+
+	// A second warden of the same binary, which is then rewritten in
+	// place before its first box: refused, and nothing is named.
+	again := mustGuestInit(t, initPath, dir)
+	w, err := os.OpenFile(initPath, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if renamed, err := initrdName(f); err != nil || renamed == name {
-		t.Errorf("initrdName after the init changed = %q, %v; want a name other than %q", renamed, err, name)
+	if _, err := w.WriteString("\x7fELF another init"); err != nil {
+		t.Fatal(err)
 	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := again.open(); err == nil || !strings.Contains(err.Error(), "restart warden") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("open after warden-init was rewritten in place = %v, want a refusal saying to restart warden", err)
+	}
+	if _, err := os.Stat(again.name); !os.IsNotExist(err) {
+		t.Errorf("the initramfs's name after the refusal: stat = %v, want nothing written", err)
+	}
+	if renamed := mustGuestInit(t, initPath, dir); renamed.name == g.name {
+		t.Errorf("initramfs name after warden-init changed = %q, want another", renamed.name)
+	}
+}
+
+// mustGuestInit is a guestInit of the binary at initPath, its initramfs
+// in dir, as openGuestInit makes at a warden's start.
+func mustGuestInit(t *testing.T, initPath, dir string) *guestInit {
+	t.Helper()
+	g, err := newGuestInit(mustOpen(t, initPath), dir, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if g.initrd != nil {
+			if err := g.initrd.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return g
 }
 
 // openInitrd opens g's initramfs and checks its bytes and mode.
 func openInitrd(t *testing.T, g *guestInit, want []byte) os.FileInfo {
 	t.Helper()
-	f, err := g.open(slog.Default())
+	f, err := g.open()
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
