@@ -37,8 +37,9 @@ type guestInit struct {
 	// digest of id.
 	name string
 	// initrd is the initramfs, opened by the first box and held: every
-	// box gets it reopened through this descriptor, so another build's warden
-	// removing the name (pruneInitrds, at its start) never fails a box.
+	// box gets it reopened through this descriptor, and a name another
+	// build's warden removed (pruneInitrds, at its start) is made again
+	// from it, never from warden-init.
 	initrd *os.File
 }
 
@@ -91,25 +92,19 @@ func initID(f *os.File) (string, error) {
 	return fmt.Sprintf("v%d %d %d %d %d.%d %d.%d", microvm.InitramfsLayout, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
 }
 
-// open returns the initramfs, reopened from the descriptor the first box
-// opened, checked as a guest
-// file (root's, writable by no one else, no symlink) when the first box
-// opens it, and written first if it is missing: every box of every
-// warden of this warden-init shares the one file, which QEMU's root
-// binds read-only, instead of each building its 7 MB in memory and
-// writing them into its own root.
+// open returns the initramfs, reopened from the descriptor this warden
+// holds, checked as a guest file (root's, writable by no one else, no
+// symlink) when the first box opened it by name, and written first if it
+// was missing: every box of every warden of this warden-init shares the
+// one file, which QEMU's root binds read-only, instead of each building
+// its 7 MB in memory and writing them into its own root.
 func (g *guestInit) open() (*os.File, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.initrd == nil {
-		f, err := g.first()
-		if err != nil {
-			return nil, fmt.Errorf("the guest's initramfs %s: %w", g.name, err)
-		}
-		g.initrd = f
+	if err := g.hold(); err != nil {
+		return nil, fmt.Errorf("the guest's initramfs %s: %w", g.name, err)
 	}
-	// Reopened through the held descriptor, not copied: the same file,
-	// never looked up by name, with an offset of its own.
+	// Reopened, not copied: the same file, with an offset of its own.
 	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", g.initrd.Fd()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reopening the guest's initramfs: %w", err)
@@ -117,55 +112,86 @@ func (g *guestInit) open() (*os.File, error) {
 	return os.NewFile(uintptr(fd), g.name), nil
 }
 
-// first opens the initramfs by its name, or writes it where missing.
+// hold makes g.initrd the initramfs with its name: opened by the first
+// box, and again from its own bytes when the name is gone (a warden of
+// another build removed it at its start): the kernel binds no file
+// without a name into QEMU's root, and warden-init is not read again.
+func (g *guestInit) hold() error {
+	if g.initrd != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(g.initrd.Fd()), &st); err != nil {
+			return err
+		}
+		if st.Nlink > 0 {
+			return nil
+		}
+		held := g.initrd
+		g.initrd = nil
+		err := g.write(func(out *os.File) error { return copyHeld(out, held, st.Size) })
+		if cerr := held.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing the unnamed copy: %w", cerr))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	f, err := g.first()
+	if err != nil {
+		return err
+	}
+	g.initrd = f
+	return nil
+}
+
+// copyHeld writes the size bytes of the held initramfs to out, readable
+// by all.
+func copyHeld(out, held *os.File, size int64) error {
+	if _, err := io.Copy(out, io.NewSectionReader(held, 0, size)); err != nil {
+		return err
+	}
+	return out.Chmod(0o444)
+}
+
+// first opens the initramfs by its name, writing it from warden-init
+// first where missing. It is opened by name even after this warden wrote
+// it: the descriptor O_TMPFILE gave has no name to bind. Another build's
+// warden removes the name only at its start, so a second miss is an
+// error.
 func (g *guestInit) first() (*os.File, error) {
 	f, err := nsinit.OpenTrustedData(g.name)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return f, err
 	}
-	return g.write()
+	if err := g.write(g.fill); err != nil {
+		return nil, err
+	}
+	return nsinit.OpenTrustedData(g.name)
 }
 
-// write writes the initramfs as an unnamed file (O_TMPFILE) and links it
-// at its name once complete, so no one sees it half written and a crash
-// leaves nothing (a warden that linked its own first wins: the same
-// bytes). It returns the written file opened for reading through its
-// descriptor, never by name.
-func (g *guestInit) write() (*os.File, error) {
+// write has fill write the initramfs to an unnamed file (O_TMPFILE) and
+// links it at its name once complete, so no one sees it half written and
+// a crash leaves nothing (a warden that linked its own first wins: the
+// same bytes).
+func (g *guestInit) write(fill func(*os.File) error) error {
 	fd, err := unix.Open(filepath.Dir(g.name), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) {
-		return nil, fmt.Errorf("writing it: %s's file system cannot make unnamed files (O_TMPFILE): put it on a tmpfs: %w", filepath.Dir(g.name), err)
+		return fmt.Errorf("writing it: %s's file system cannot make unnamed files (O_TMPFILE): put it on a tmpfs: %w", filepath.Dir(g.name), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("writing it: %w", err)
+		return fmt.Errorf("writing it: %w", err)
 	}
 	out := os.NewFile(uintptr(fd), g.name)
-	r, err := g.fillAndLink(out)
-	if cerr := out.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("writing it: %w", cerr)
+	err = fill(out)
+	if err == nil {
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, g.name, unix.AT_SYMLINK_FOLLOW)
 	}
-	if err != nil && r != nil {
-		err = errors.Join(err, r.Close())
-		r = nil
+	if errors.Is(err, unix.EEXIST) {
+		err = nil
 	}
-	return r, err
-}
-
-// fillAndLink fills out, reopens it for reading and links it at g's name.
-func (g *guestInit) fillAndLink(out *os.File) (*os.File, error) {
-	if err := g.fill(out); err != nil {
-		return nil, fmt.Errorf("writing it: %w", err)
-	}
-	self := fmt.Sprintf("/proc/self/fd/%d", out.Fd())
-	r, err := os.Open(self)
 	if err != nil {
-		return nil, fmt.Errorf("reopening it: %w", err)
+		err = fmt.Errorf("writing it: %w", err)
 	}
-	err = unix.Linkat(unix.AT_FDCWD, self, unix.AT_FDCWD, g.name, unix.AT_SYMLINK_FOLLOW)
-	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return r, fmt.Errorf("naming it: %w", err)
-	}
-	return r, nil
+	return errors.Join(err, out.Close())
 }
 
 // unchanged fails if g's binary is no longer what named the initramfs: a

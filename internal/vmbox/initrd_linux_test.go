@@ -15,11 +15,12 @@ import (
 // TestGuestInitramfsFile: the initramfs is written once as a file named
 // after its warden-init's identity, read-only to all and the same bytes
 // as the in-memory archive; other builds' files are removed when a warden
-// starts; every box gets the file the first box opened, reopened through
-// its descriptor, so a name
-// removed under a running warden fails no box and is not written again;
-// a warden-init rewritten in place is refused, not copied under the old
-// name; and a write to the warden-init names a new file.
+// starts; a warden holds the file its first box opened, and when its
+// name is removed under it (another build's warden starting), names it
+// again from those bytes, not from warden-init, which may have changed; a
+// warden that must write it from a warden-init rewritten in place
+// refuses, rather than name other bytes after the old binary; and a
+// write to the warden-init names a new file.
 func TestGuestInitramfsFile(t *testing.T) {
 	dir := t.TempDir()
 	initPath := filepath.Join(t.TempDir(), "warden-init")
@@ -39,31 +40,26 @@ func TestGuestInitramfsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := openInitrd(t, g, want)
-	named, err := os.Stat(g.name)
-	if err != nil || !os.SameFile(named, first) {
+	if named, err := os.Stat(g.name); err != nil || !os.SameFile(named, first) {
 		t.Fatalf("the initramfs at its name = %v, %v; want the file the box got", named, err)
 	}
+	if got := openInitrd(t, g, want); !os.SameFile(got, first) {
+		t.Error("a second box got another file, want the first box's")
+	}
+
+	again := mustGuestInit(t, initPath, dir)
 	if err := os.Remove(g.name); err != nil {
 		t.Fatal(err)
 	}
-	if got := openInitrd(t, g, want); !os.SameFile(got, first) {
-		t.Error("a box after the name was removed got another file, want the first box's file reopened")
-	}
-	if _, err := os.Stat(g.name); !os.IsNotExist(err) {
-		t.Errorf("the initramfs's name after a later box: stat = %v, want it not written again", err)
+	rewriteInPlace(t, initPath)
+	openInitrd(t, g, want)
+	if _, err := os.Stat(g.name); err != nil {
+		t.Errorf("the initramfs's name after a box of the warden holding it: %v, want it named again", err)
 	}
 
-	// A second warden of the same binary, which is then rewritten in
-	// place before its first box: refused, and nothing is named.
-	again := mustGuestInit(t, initPath, dir)
-	w, err := os.OpenFile(initPath, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteString("\x7fELF another init"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	// A warden of the old binary that had no box yet must write the
+	// file from the rewritten binary: refused, and nothing is named.
+	if err := os.Remove(g.name); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := again.open(); err == nil || !strings.Contains(err.Error(), "restart warden") {
@@ -77,6 +73,21 @@ func TestGuestInitramfsFile(t *testing.T) {
 	}
 	if renamed := mustGuestInit(t, initPath, dir); renamed.name == g.name {
 		t.Errorf("initramfs name after warden-init changed = %q, want another", renamed.name)
+	}
+}
+
+// rewriteInPlace writes other bytes into the file at p, keeping its inode.
+func rewriteInPlace(t *testing.T, p string) {
+	t.Helper()
+	w, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString("\x7fELF another init"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
