@@ -37,8 +37,9 @@ var shmRows = map[string]bool{"microvm": true, "native": true, nativeStream: tru
 // TestConformanceSessionShm: SysV shared memory left by a finished exec
 // is removed with it (kernel.shm_rmid_forced in the box's IPC namespace),
 // so segments filling --memory cannot wedge the session: the next exec
-// runs. Before the fix a microvm session at 64 MiB hung every later
-// process until its timeout.
+// runs. Without the setting the segments stayed (this test failed on
+// both backends), and 56 MiB of them at 64 MiB hung every later process
+// of a microvm session until its timeout.
 func TestConformanceSessionShm(t *testing.T) {
 	for _, b := range sessionRows(conformanceBackends(t)) {
 		t.Run(b, func(t *testing.T) {
