@@ -13,14 +13,16 @@ DEPS    := $(CC_DEPS) python3 python3-numpy python3-matplotlib nodejs curl iprou
 # warden is the slim build (no serve, session, mcp, template pull or
 # template import: every `warden run` starts it, and they are half its
 # package init); it hands those commands to warden-server, the same
-# program whole, installed beside it. warden-init is linked without its
-# symbol table and DWARF (-s -w): it is every microVM's initramfs, which
-# the guest copies under emulation, and is a third smaller so; Go's
-# tracebacks keep their function names and lines.
+# program whole, installed beside it. warden-init is linked with
+# INIT_LDFLAGS (no symbol table or DWARF: it is every microVM's
+# initramfs, which the guest copies under emulation, and is a third
+# smaller so), read from the one file the tests build it with too
+# (microvm.InitLDFlags).
+INIT_LDFLAGS := $(shell cat internal/microvm/init.ldflags)
 build:
 	CGO_ENABLED=0 $(GO) build -tags slim -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/warden
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(dir $(BIN))warden-server ./cmd/warden
-	CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o $(dir $(BIN))warden-init ./cmd/warden-init
+	CGO_ENABLED=0 $(GO) build -ldflags "$(INIT_LDFLAGS)" -o $(dir $(BIN))warden-init ./cmd/warden-init
 	@if command -v $(CC) >/dev/null; then \
 		echo "$(CC) $(EXEC_CFLAGS) -o $(dir $(BIN))warden-exec $(wildcard cmd/warden-exec/*.c)"; \
 		$(CC) $(EXEC_CFLAGS) -o $(dir $(BIN))warden-exec $(wildcard cmd/warden-exec/*.c); \

@@ -67,6 +67,7 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 	if err != nil {
 		return spec.Result{}, err
 	}
+	launched := time.Since(begin)
 	limit := s.f.Spec.Limits.OutputBytes
 	out := &Capture{limit: limit, live: stdio.Stdout}
 	errOut := &Capture{limit: limit, live: stdio.Stderr}
@@ -85,6 +86,9 @@ func (s *Session) Exec(ctx context.Context, e ExecSpec, stdio IO) (spec.Result, 
 		<-p.done
 	}
 	r.WallTimeMS = ms(time.Since(begin))
+	// Split for --verbose: the spawn's round trip to the agent's started
+	// event (its lockdown, fork and exec) against the process's run.
+	s.log().Debug("exec timed", "launch_ms", ms(launched), "run_ms", r.WallTimeMS-ms(launched))
 	x.finishDrain(drained)
 	return s.execResult(r, p, out, errOut, ctx.Err())
 }

@@ -1,10 +1,16 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -84,5 +90,43 @@ func TestGuestOOMsRefused(t *testing.T) {
 			}
 			await(t, res, "the exec")
 		})
+	}
+}
+
+// nullCgroup is a host cgroup that is never used but to be removed: Kill
+// and Delete succeed, anything else panics (the nil interface).
+type nullCgroup struct{ cgroup.Cgroup }
+
+func (nullCgroup) Kill() error   { return nil }
+func (nullCgroup) Delete() error { return nil }
+
+// TestGuestOOMsWithCgroup: a Frame that counts OOM kills both in the
+// guest and in a host cgroup is refused by Attach, in one line, before
+// any count could be taken twice.
+func TestGuestOOMsWithCgroup(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
+	defer box.Close()
+	exited := make(chan struct{})
+	var once sync.Once
+	f := Frame{
+		Control: host, Stream: true, GuestOOMs: true, Cgroup: nullCgroup{},
+		Env:     func(extra []string) []string { return extra },
+		Kill:    func() { once.Do(func() { close(exited) }) },
+		Exited:  exited,
+		Cleanup: func() {},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	s, err := Attach(ctx, f)
+	if err == nil {
+		s.Close()
+		t.Fatal("Attach with GuestOOMs and a Cgroup succeeded, want a refusal")
+	}
+	if want := "not both"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Attach() = %v, want an error saying %q", err, want)
 	}
 }

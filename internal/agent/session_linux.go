@@ -124,7 +124,7 @@ func (s *Session) boundSends() error {
 }
 
 func (s *Session) start(ctx context.Context) error {
-	if err := s.checkRestored(); err != nil {
+	if err := s.checkFrame(); err != nil {
 		// No reader runs yet to end the session, which teardown awaits.
 		s.end(err)
 		return err
@@ -175,8 +175,12 @@ func (s *Session) start(ctx context.Context) error {
 	return s.afterReady()
 }
 
-// checkRestored refuses a Frame of a restored agent that cannot be.
-func (s *Session) checkRestored() error {
+// checkFrame refuses a Frame that cannot be: one counting OOM kills in
+// two places, or a restored agent's over the stream.
+func (s *Session) checkFrame() error {
+	if s.f.GuestOOMs && s.f.Cgroup != nil {
+		return errors.New("a session counts its OOM kills in the guest (GuestOOMs) or in a host cgroup, not both: attach it with one")
+	}
 	if s.f.Restored && s.f.Stream {
 		return errors.New("a restored agent speaks over a descriptor, not the stream transport")
 	}
@@ -606,7 +610,9 @@ func (s *Session) Env(extra ...string) []string {
 // every process that ran in it (v1 and v2 count child cgroups in their
 // parent), and how many processes the OOM killer ended, in the session's
 // cgroup and in its execs' (counted where the victim was, even after the
-// exec's cgroup was removed). Zero without a cgroup.
+// exec's cgroup was removed). Zero without a cgroup. A GuestOOMs session
+// has no host cgroup: its CPU time is 0 and its kills the highest count
+// its box reported.
 func (s *Session) Usage() (cpu time.Duration, ooms uint64) {
 	if s.f.GuestOOMs {
 		s.mu.Lock()

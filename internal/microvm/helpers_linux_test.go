@@ -84,7 +84,7 @@ var builtInitramfs = sync.OnceValues(func() ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "warden-init")
-	cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
+	cmd := exec.Command("go", "build", "-ldflags", InitLDFlags(), "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building warden-init: %w: %s", err, out)

@@ -24,6 +24,12 @@ func Initramfs(init *os.File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// InitramfsLayout is the version of the archive's layout WriteInitramfs
+// writes (the entries beside /init): a change to them must bump it, as it
+// names the initramfs files kept on disk (vmbox), which a new layout must
+// not reuse.
+const InitramfsLayout = 1
+
 // WriteInitramfs writes Initramfs's archive to out, straight from init
 // (read from where its offset stands), with no copy of it in memory:
 // for an initramfs kept as a file (Config.InitrdFile).

@@ -12,7 +12,8 @@ import (
 
 // Descriptors a fast plan opens for warden-exec's sysinfo answerer, after
 // EtcFD: the box cgroup's memory usage (before the pivot, at its host
-// path) and the new root's /proc (after it).
+// path) and the new root's /proc (after it). UsageFD is MemoryEventsFD's
+// number too, which only a boxed session uses: ExecPlan refuses those.
 const (
 	UsageFD = EtcFD + 1
 	ProcFD  = EtcFD + 2

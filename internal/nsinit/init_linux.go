@@ -52,7 +52,11 @@ func Main() {
 // second Go runtime, under emulation, only to become the agent. The
 // control connection is fd 0; the caller has set the environment the
 // agent's processes inherit and runs on its locked main thread, as Main
-// requires. It never returns.
+// requires. It never returns. Its executable is then the initramfs's
+// /init below the box's root, so nothing it runs may resolve files beside
+// its own executable (findInit, Binary, BinaryPath, Executor): those are
+// the host's way to its binaries, and here they would look in the image's
+// root for warden-init and warden-exec.
 func ServeBoxedStdin() {
 	runtime.LockOSThread()
 	boxedHere = true
@@ -215,6 +219,7 @@ func nativeSteps() []setupStep {
 		{"reopening the workspace", reopenWorkspace},
 		{"reopening the template's root", reopenRoot},
 		{"opening oom_score_adj", openOOMScore},
+		{"forcing SysV shm removal", forceShmRemoval},
 		{"setting file identity", setFileIdentity},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"setting hostname", func(c *Config) error { return unix.Sethostname([]byte(c.Hostname)) }},

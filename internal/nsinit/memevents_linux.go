@@ -12,28 +12,35 @@ import (
 // has checked it, or -1: the agent then reports no OOM kills.
 var memoryEvents = -1
 
-// openMemoryEvents takes MemoryEventsFD for a Config with MemoryEvents:
-// it must be open on a cgroup v2 file (the guest init's memory.events),
-// and is made close-on-exec, so no process the agent forks inherits it.
+// openMemoryEvents takes MemoryEventsFD for a Config with MemoryEvents
+// (takeMemoryEvents).
 func openMemoryEvents(cfg *Config) error {
 	if !cfg.MemoryEvents {
 		return nil
 	}
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(MemoryEventsFD, &st); err != nil {
-		return fmt.Errorf("the box's memory.events at descriptor %d: %w (the guest init opens it before it becomes the agent)", MemoryEventsFD, err)
-	}
-	if st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return fmt.Errorf("descriptor %d is not a cgroup v2 file (file system 0x%x), so not the box's memory.events", MemoryEventsFD, st.Type)
-	}
-	if _, err := unix.FcntlInt(MemoryEventsFD, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		return fmt.Errorf("making the box's memory.events close-on-exec: %w", err)
-	}
-	if _, err := readOOMKills(MemoryEventsFD); err != nil {
+	if err := takeMemoryEvents(MemoryEventsFD); err != nil {
 		return err
 	}
 	memoryEvents = MemoryEventsFD
 	return nil
+}
+
+// takeMemoryEvents checks that fd is open on a cgroup v2 file (the guest
+// init's memory.events) with an oom_kill count, and makes it
+// close-on-exec, so no process the agent forks inherits it.
+func takeMemoryEvents(fd int) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		return fmt.Errorf("the box's memory.events at descriptor %d: %w (the guest init opens it before it becomes the agent)", fd, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return fmt.Errorf("descriptor %d is not a cgroup v2 file (file system 0x%x), so not the box's memory.events", fd, st.Type)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return fmt.Errorf("making the box's memory.events close-on-exec: %w", err)
+	}
+	_, err := readOOMKills(fd)
+	return err
 }
 
 // boxOOMKills is the box cgroup's OOM kills so far, or 0 where the agent

@@ -94,7 +94,9 @@ const (
 	// memory.max the box's --memory) and moved itself into before it
 	// became the agent: the agent reads the box's OOM kills there, since
 	// the host cannot (Event.OOMKills). Above every descriptor the host
-	// passes, so no move onto those numbers closes it.
+	// passes, so no move onto those numbers closes it. It is UsageFD's
+	// number too: the two never meet, as only a boxed session has memory
+	// events and ExecPlan refuses sessions and boxed Configs.
 	MemoryEventsFD = 9
 	// EtcFD is where a plan holds the /etc template while it builds the
 	// root (rootfs.EtcFD); listed here so that no descriptor above takes

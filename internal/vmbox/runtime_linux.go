@@ -75,7 +75,7 @@ func (r *Runtime) prepare() (rootfs.Template, *guestInit, error) {
 			r.err = fmt.Errorf("writing the root template: %w", r.err)
 			return
 		}
-		r.init, r.err = openGuestInit(StateDir)
+		r.init, r.err = openGuestInit(StateDir, r.logger())
 	})
 	return r.template, r.init, r.err
 }
@@ -202,12 +202,12 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	if err != nil {
 		return err
 	}
-	defer kf.Close()
-	initrd, err := gi.open(b.logger())
+	defer b.closeLogged(kf, "the guest kernel")
+	initrd, err := gi.open()
 	if err != nil {
 		return err
 	}
-	defer initrd.Close()
+	defer b.closeLogged(initrd, "the guest initramfs")
 	b.times.mark("kernel_initrd")
 	root := filepath.Join(b.dir, "root")
 	if err := assembleRoot(tmpl, root); err != nil {
@@ -373,6 +373,14 @@ func (b *box) cleanup() {
 	if b.lease != nil {
 		// after the scratch is gone: no file of the id is left
 		b.lease.Release()
+	}
+}
+
+// closeLogged closes the host's copy of a file the launcher took its own
+// of, logging a failure, which nothing waits on.
+func (b *box) closeLogged(f *os.File, what string) {
+	if err := f.Close(); err != nil {
+		b.logger().Warn("closing "+what, "err", err)
 	}
 }
 

@@ -49,7 +49,13 @@ func becomeBox(port *os.File, b Boot) error {
 	if err := plan.ApplyOne(plan.Op{Code: plan.LinkUp, Strs: []string{"lo"}}); err != nil {
 		return fmt.Errorf("bringing up lo: %w", err)
 	}
-	events, err := limitBox(b.MemoryBytes)
+	if err := forceShmRemoval(); err != nil {
+		return err
+	}
+	if err := mountCgroup(); err != nil {
+		return err
+	}
+	events, err := limitBox(cgroupDir, b.MemoryBytes)
 	if err != nil {
 		return err
 	}

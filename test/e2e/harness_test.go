@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
@@ -55,7 +56,7 @@ func TestMain(m *testing.M) {
 		}
 		// The small init beside it, and warden-exec where the tree has
 		// it, as make build ships them.
-		if out, err := goBuild(filepath.Join(dir, "warden-init"), "github.com/warden-sandbox/warden/cmd/warden-init", nil); err != nil {
+		if out, err := goBuild(filepath.Join(dir, "warden-init"), "github.com/warden-sandbox/warden/cmd/warden-init", nil, "-ldflags", microvm.InitLDFlags()); err != nil {
 			fmt.Fprintf(os.Stderr, "building warden-init: %v\n%s", err, out)
 			return 1
 		}

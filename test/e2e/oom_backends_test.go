@@ -53,7 +53,7 @@ func TestConformanceSessionOOM(t *testing.T) {
 				// The guest's box cgroup, whose memory.max the guest
 				// init set to --memory, holds the session's processes.
 				if r := run("cat", "/proc/self/cgroup"); r.Stdout != "0::/box\n" {
-					t.Fatalf("/proc/self/cgroup = %q (stderr %q), want the box's cgroup 0::/box: the limit is not in force", r.Stdout, r.Stderr)
+					t.Fatalf("/proc/self/cgroup = %q (stderr %q), want the box's cgroup 0::/box: the code is not in the box's cgroup", r.Stdout, r.Stderr)
 				}
 			}
 			r := run("python3", "-c", oomBomb)

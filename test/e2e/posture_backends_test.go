@@ -43,9 +43,12 @@ func postureCases() map[string][]conformanceCase {
 			// One box (each boots a VM): the guest's PID 1 is the agent,
 			// which the guest kernel keeps from the user's uid; the agent's
 			// port (/dev/vport*, the virtio-ports links) is no node of the
-			// box's /dev; and no host state path of Warden's is there.
+			// box's /dev; and no host state path of Warden's is there. Its
+			// exe is the initramfs's /init below the box's root, and its
+			// cmdline the kernel's: neither may be reached.
 			{name: "agent, its port and Warden's state out of reach",
-				script: "for f in environ maps status; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; " +
+				script: "for f in environ maps status cmdline; do cat /proc/1/$f >/dev/null 2>&1 && echo read $f; done; ls /proc/1/fd >/dev/null 2>&1 && echo listed fd; " +
+					"readlink /proc/1/exe >/dev/null 2>&1 && echo read exe; cat /proc/1/exe >/dev/null 2>&1 && echo opened exe; " +
 					"ls -d /dev/vport* /dev/virtio-ports /dev/hvc* 2>/dev/null; ls -d /run/warden /run/warden-microvm 2>/dev/null; echo done",
 				check: wantExit(0, "done")},
 		},
