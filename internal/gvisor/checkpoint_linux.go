@@ -68,6 +68,14 @@ var ErrCannotCheckpoint = errors.New("this sandbox cannot be checkpointed")
 // failed: runsc 2022-12-19 then ends the box, so the session ends too.
 var ErrSaveFailed = errors.New("runsc failed to save the sandbox, which ended")
 
+// errStreamRestore refuses a checkpoint or a restore of a box over the
+// stream transport (Runtime.Stream): runsc saves such a box, live
+// interpreters and all (TestStreamSavesLiveInterpreter), but a restored
+// agent's stream is mid-way (its channels and credits are in its memory)
+// and no host session can take it over yet, so what would be saved could
+// not be restored. Refused before anything is touched.
+var errStreamRestore = fmt.Errorf("%w: a session over the stream transport (--agent-transport stream) cannot be restored yet, since no host session can take over its agent's stream; use the descriptor transport", ErrCannotCheckpoint)
+
 // CheckpointOptions change what Checkpoint accepts.
 type CheckpointOptions struct {
 	// Running lets the checkpoint go on while processes the session
@@ -111,6 +119,9 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	}
 	if b.att != nil {
 		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
+	}
+	if b.r.Stream {
+		return errStreamRestore
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("checkpoint: making the image directory: %w", err)
@@ -214,6 +225,9 @@ func checkpointError(err error) error {
 // on with the same numbers in each copy; the kernel's (getrandom(2),
 // /dev/urandom) is gVisor's, drawn from the host's, and differs.
 func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.Session, error) {
+	if r.Stream {
+		return nil, errStreamRestore
+	}
 	if s.Network.Mode == spec.NetProxy {
 		return nil, fmt.Errorf("%w: a gvisor box with the egress proxy cannot be restored from a checkpoint; use network none", spec.ErrInvalid)
 	}

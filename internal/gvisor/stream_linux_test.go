@@ -5,13 +5,16 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // noNet is the spec of the stream tests' boxes: the stream transport
@@ -115,4 +118,65 @@ func timeExec(t *testing.T, sess *agent.Session, script string) time.Duration {
 		t.Fatalf("%s: %v, exit %d", script, err, r.ExitCode)
 	}
 	return took
+}
+
+// TestStreamSavesLiveInterpreter: over the stream transport a persistent
+// interpreter's pipes are the box's own, so runsc saves a box with one
+// running, which over descriptors fails and ends the box
+// (TestCheckpointRefusesHostPipes). Checkpoint itself still refuses the
+// box, untouched, since no host session can take over a restored agent's
+// stream yet (errStreamRestore); the save is driven here as Checkpoint
+// would drive it, to prove the half that works.
+func TestStreamSavesLiveInterpreter(t *testing.T) {
+	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
+	r := &Runtime{Stream: true}
+	sess := startBoxOn(t, r, noNet)
+	py, err := interp.New("python", sess, sess.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
+	defer cancel()
+	if out, err := py.Run(ctx, "x = 42", nil, nil); err != nil || out.Exception != nil {
+		t.Fatalf("python: %+v, %v", out, err)
+	}
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := r.Checkpoint(ctx, sess, dir, CheckpointOptions{Running: true}); !errors.Is(err, ErrCannotCheckpoint) || !strings.Contains(err.Error(), "use the descriptor transport") {
+		t.Errorf("Checkpoint of a stream box = %v, want ErrCannotCheckpoint naming the way out", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused checkpoint left %s: %v", dir, err)
+	}
+	if out, err := py.Run(ctx, "x", nil, nil); err != nil || out.Value != "42" {
+		t.Fatalf("the interpreter after the refused checkpoint: %+v, %v", out, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := r.boxOf(sess)
+	err = sess.WhilePaused(ctx, func() (bool, error) {
+		if n := sess.Running(); n != 1 {
+			t.Errorf("processes running in the session while paused: %d, want the interpreter", n)
+		}
+		return true, b.save(ctx, dir, sess.LastID(), sess.Unfinished())
+	})
+	if err != nil {
+		t.Fatalf("saving the box with a live interpreter over the stream: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, checkpointImage)); err != nil || st.Size() == 0 {
+		t.Errorf("the saved image: %v, %v", st, err)
+	}
+	if err := py.Close(); err != nil {
+		t.Logf("closing the interpreter of the saved box: %v (the box ended with the save)", err)
+	}
+}
+
+// TestStreamRestoreRefused: a runtime over the stream transport refuses
+// a restore before reading anything, with the way out.
+func TestStreamRestoreRefused(t *testing.T) {
+	_, err := (&Runtime{Stream: true}).Restore(context.Background(), noNet, t.TempDir())
+	if !errors.Is(err, ErrCannotCheckpoint) || !strings.Contains(err.Error(), "use the descriptor transport") {
+		t.Errorf("Restore over the stream = %v, want ErrCannotCheckpoint naming the way out", err)
+	}
 }

@@ -55,10 +55,31 @@ func sessionRows(backends []string) []string {
 	return rows
 }
 
+// gvisorStream is the row of gVisor with the agent protocol over the
+// stream (--agent-transport stream), which keeps the host's descriptors
+// out of the box for a memory checkpoint. It has no egress proxy, so
+// only TestConformanceSession adds it (withGVisorStream).
+const gvisorStream = "gvisor-stream"
+
+// withGVisorStream is rows with gvisorStream after gvisor.
+func withGVisorStream(rows []string) []string {
+	var out []string
+	for _, b := range rows {
+		out = append(out, b)
+		if b == "gvisor" {
+			out = append(out, gvisorStream)
+		}
+	}
+	return out
+}
+
 // backendArgs are the flags that pick row b.
 func backendArgs(b string) []string {
-	if b == nativeStream {
+	switch b {
+	case nativeStream:
 		return []string{"--backend", "native", "--agent-transport", "stream"}
+	case gvisorStream:
+		return []string{"--backend", "gvisor", "--agent-transport", "stream"}
 	}
 	return []string{"--backend", b}
 }
@@ -67,7 +88,7 @@ func backendArgs(b string) []string {
 func requireBackend(t *testing.T, b string) {
 	t.Helper()
 	switch b {
-	case "gvisor":
+	case "gvisor", gvisorStream:
 		if _, err := exec.LookPath("runsc"); err != nil {
 			testhost.SkipOrFail(t, "runsc is not installed (apt-get install runsc)")
 		}
@@ -256,7 +277,7 @@ var orphanMakers = []string{
 // TestConformanceSession checks a session's state, charts and files on
 // every backend, through the HTTP API.
 func TestConformanceSession(t *testing.T) {
-	for _, b := range sessionRows(conformanceBackends(t)) {
+	for _, b := range withGVisorStream(sessionRows(conformanceBackends(t))) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
 			s := startServer(t, backendArgs(b)...)
