@@ -15,7 +15,14 @@ import (
 // it consumes exactly its frame: the byte after it carries descriptors and
 // must be left for recvmsg.
 func TestConfigFrame(t *testing.T) {
-	want := Config{Command: []string{"python3", "-c", "print(1)"}, Env: []string{"A=b"}, AwaitCgroup: true, DiskBytes: 1 << 20}
+	testConfigFrame(t, Config{Command: []string{"python3", "-c", "print(1)"}, Env: []string{"A=b"}, AwaitCgroup: true, DiskBytes: 1 << 20})
+	// gVisor's session over the stream, served by the user's agent.
+	testConfigFrame(t, Config{Session: true, Boxed: true, Stream: true, HideAgent: true, KernelSysinfo: true})
+}
+
+// testConfigFrame checks that want comes through the wire unchanged.
+func testConfigFrame(t *testing.T, want Config) {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := WriteConfig(&buf, want); err != nil {
 		t.Fatal(err)
