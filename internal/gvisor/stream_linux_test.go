@@ -21,12 +21,26 @@ import (
 // carries no egress proxy on gVisor.
 var noNet = spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 
+// fdProbe prints the descriptors above stdio its Python process holds.
+const fdProbe = `exec python3 -c '
+import fcntl
+held = []
+for fd in range(3, 1024):
+    try:
+        fcntl.fcntl(fd, fcntl.F_GETFD)
+        held.append(fd)
+    except OSError:
+        pass
+print(held)'`
+
 // TestStreamHiddenAgent runs the same execs over descriptors and over the
 // stream transport, both behind the user's agent: the user is uid 1000,
-// stdin, stdout, stderr and the exit code come through, and the agent's
-// own /proc entry stays covered (its PID 1 in the user's namespace).
+// stdin, stdout, stderr and the exit code come through, the agent's own
+// /proc entry stays covered (its PID 1 in the user's namespace) and an
+// exec holds no descriptor but its stdio.
 func TestStreamHiddenAgent(t *testing.T) {
 	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
 	tests := []struct {
 		script, stdin, wantOut, wantErr string
 		wantCode                        int
@@ -35,6 +49,10 @@ func TestStreamHiddenAgent(t *testing.T) {
 		{"cat; echo oops >&2; exit 3", "hello\n", "hello\n", "oops\n", 3},
 		{"ls -A /proc/1 2>/dev/null | wc -l", "", "0\n", "", 0},
 		{"head -c 1000000 /dev/zero | wc -c", "", "1000000\n", "", 0},
+		// stdio only: no control connection, no pipe of the agent's
+		// relays, leaks into the user's processes (gVisor's /proc/N/fd
+		// is not listable here, so every descriptor is probed).
+		{fdProbe, "", "[]\n", "", 0},
 	}
 	for _, stream := range []bool{false, true} {
 		name := map[bool]string{false: "fd", true: "stream"}[stream]
