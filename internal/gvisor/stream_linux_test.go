@@ -198,3 +198,35 @@ func TestStreamRestoreRefused(t *testing.T) {
 		t.Errorf("Restore over the stream = %v, want ErrCannotCheckpoint naming the way out", err)
 	}
 }
+
+// TestStreamPauseResume: a paused gVisor box over the stream keeps its
+// persistent interpreter's state, and the interpreter answers again
+// after the resume through the same channels.
+func TestStreamPauseResume(t *testing.T) {
+	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
+	sess := startBoxOn(t, &Runtime{Stream: true}, noNet)
+	py, err := interp.New("python", sess, sess.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := py.Close(); err != nil {
+			t.Errorf("closing the interpreter: %v", err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := py.Run(ctx, "x = 42", nil, nil); err != nil || out.Exception != nil {
+		t.Fatalf("python: %+v, %v", out, err)
+	}
+	if err := sess.Pause(ctx); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if err := sess.Resume(ctx); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if out, err := py.Run(ctx, "x", nil, nil); err != nil || out.Value != "42" {
+		t.Errorf("x after pause and resume: got %+v, %v, want 42", out, err)
+	}
+}
