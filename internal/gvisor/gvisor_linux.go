@@ -38,7 +38,9 @@ type Runtime struct {
 	// passing descriptors: every process's stdio is then a pipe inside the
 	// box that the agent relays over the control connection, so no
 	// descriptor of the host's is left in the box but that connection,
-	// which runsc re-donates at a restore (see docs/backends.md,
+	// which runsc would re-donate at a restore. Checkpoint and Restore
+	// still refuse such a box (errStreamCheckpoint): no restored session
+	// can take over its agent's stream yet (see docs/backends.md,
 	// "Checkpoint and restore"). The user's agent still hides the agent
 	// (nsinit.Config.HideAgent). A box with the egress proxy is refused:
 	// its bridge stays in the uid-0 agent, which has no stream.

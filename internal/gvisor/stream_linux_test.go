@@ -143,8 +143,15 @@ func timeExec(t *testing.T, sess *agent.Session, script string) time.Duration {
 // running, which over descriptors fails and ends the box
 // (TestCheckpointRefusesHostPipes). Checkpoint itself still refuses the
 // box, untouched, since no host session can take over a restored agent's
-// stream yet (errStreamRestore); the save is driven here as Checkpoint
-// would drive it, to prove the half that works.
+// stream yet (errStreamCheckpoint); the save is driven here as Checkpoint
+// would drive it, to prove the half that works, and its record names the
+// stream (record.Stream), which an fd Runtime's Restore refuses.
+//
+// runsc ends the box with the save, so the cleanup logs runsc's warnings
+// ("cannot signal container in state paused", "runsc delete: panic:
+// invalid state transition paused => stopped"): they are expected, as
+// after any Checkpoint, and nothing is left behind (no runsc process, an
+// empty runsc state directory).
 func TestStreamSavesLiveInterpreter(t *testing.T) {
 	requireRunsc(t)
 	testhost.RequireTool(t, "python3")
@@ -184,6 +191,9 @@ func TestStreamSavesLiveInterpreter(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, checkpointImage)); err != nil || st.Size() == 0 {
 		t.Errorf("the saved image: %v, %v", st, err)
+	}
+	if rec, err := readRecord(dir); err != nil || !rec.Stream {
+		t.Errorf("the saved record = %+v, %v; want it to name the stream transport", rec, err)
 	}
 	if err := py.Close(); err != nil {
 		t.Logf("closing the interpreter of the saved box: %v (the box ended with the save)", err)
