@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/native"
@@ -75,7 +74,7 @@ func TransportBackends() string {
 			names = append(names, b.name)
 		}
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return spec.OrList(names)
 }
 
 // HasTransportChoice says backend name ("" is DefaultBackend) takes
@@ -104,11 +103,7 @@ func BackendNames() []string {
 // BackendChoices is the backends' names as a help text or an error lists
 // them: "native, gvisor, docker or microvm".
 func BackendChoices() string {
-	names := BackendNames()
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return spec.OrList(BackendNames())
 }
 
 // NewBackend returns the backend called name ("" is DefaultBackend), or a

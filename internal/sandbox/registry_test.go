@@ -25,7 +25,7 @@ func TestNewBackendNames(t *testing.T) {
 			t.Errorf("NewBackend(kata) error %q does not name %q", err, name)
 		}
 	}
-	if got, want := BackendChoices(), strings.Join(BackendNames()[:len(BackendNames())-1], ", ")+" or "+BackendNames()[len(BackendNames())-1]; got != want {
+	if got, want := BackendChoices(), spec.OrList(BackendNames()); got != want {
 		t.Errorf("BackendChoices() = %q, want %q", got, want)
 	}
 }
