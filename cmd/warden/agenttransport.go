@@ -15,7 +15,7 @@ import (
 // have it: they run sessions, the only sandboxes with an agent.
 func addAgentTransportFlag(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 	o.AgentTransport = native.TransportFD
-	f.StringVar((*string)(&o.AgentTransport), "agent-transport", string(native.TransportFD), "how a --backend native session reaches its agent: "+native.TransportChoices()+" (for testing the stream protocol; see docs/protocol.md)")
+	f.StringVar((*string)(&o.AgentTransport), "agent-transport", string(native.TransportFD), "how a --backend "+sandbox.TransportBackends()+" session reaches its agent: "+native.TransportChoices()+" (the stream keeps the host's descriptors out of a gVisor box; see docs/protocol.md)")
 	// the flag was just added, so MarkHidden cannot fail
 	_ = f.MarkHidden("agent-transport")
 }

@@ -39,8 +39,8 @@ func checkExecutor(backend string, o sandbox.BackendOptions) error {
 	if err := o.AgentTransport.Validate(); err != nil {
 		return fmt.Errorf("--agent-transport %q: want %s", o.AgentTransport, native.TransportChoices())
 	}
-	if backend != "" && backend != sandbox.DefaultBackend && o.AgentTransport == native.TransportStream {
-		return fmt.Errorf("--agent-transport stream: only --backend %s has a choice of agent transport", sandbox.DefaultBackend)
+	if o.AgentTransport == native.TransportStream && !sandbox.HasTransportChoice(backend) {
+		return fmt.Errorf("--agent-transport stream: only --backend %s have a choice of agent transport", sandbox.TransportBackends())
 	}
 	return nil
 }

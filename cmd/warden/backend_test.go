@@ -52,7 +52,8 @@ func TestAgentTransportFlag(t *testing.T) {
 		want      string
 	}{
 		{"native", "bogus", `--agent-transport "bogus": want fd or stream`},
-		{"gvisor", native.TransportStream, "--agent-transport stream: only --backend native has a choice of agent transport"},
+		{"docker", native.TransportStream, "--agent-transport stream: only --backend native or gvisor have a choice of agent transport"},
+		{"gvisor", native.TransportStream, ""},
 		{"native", native.TransportStream, ""},
 	} {
 		err := checkExecutor(tc.backend, sandbox.BackendOptions{AgentTransport: tc.transport})

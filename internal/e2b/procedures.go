@@ -5,7 +5,8 @@ import (
 	"net/http"
 	"path"
 	"slices"
-	"strings"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // knownProcedures serves h for the procedures of service (their full
@@ -18,7 +19,7 @@ func knownProcedures(service string, procedures []string, h http.Handler) http.H
 	for i, p := range procedures {
 		names[i] = path.Base(p)
 	}
-	use := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	use := spec.OrList(names)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if slices.Contains(procedures, r.URL.Path) {
 			h.ServeHTTP(w, r)

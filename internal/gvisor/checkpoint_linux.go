@@ -51,6 +51,11 @@ type record struct {
 	// ScratchBytes is what the box's scratch tmpfs held: a restored box
 	// needs a disk limit at least this large.
 	ScratchBytes int64 `json:"scratch_bytes"`
+	// Stream is the box's agent transport (Runtime.Stream): the restored
+	// agent goes on speaking the one it was saved with, so Restore
+	// refuses a Runtime of the other rather than fail on a protocol
+	// error. A record without it was taken over descriptors.
+	Stream bool `json:"stream"`
 }
 
 // CheckpointWait bounds a checkpoint and a restore's start: runsc saves
@@ -67,6 +72,14 @@ var ErrCannotCheckpoint = errors.New("this sandbox cannot be checkpointed")
 // ErrSaveFailed is wrapped by Checkpoint's error when runsc's save itself
 // failed: runsc 2022-12-19 then ends the box, so the session ends too.
 var ErrSaveFailed = errors.New("runsc failed to save the sandbox, which ended")
+
+// errStreamCheckpoint refuses a checkpoint or a restore of a box over
+// the stream transport (Runtime.Stream): runsc saves such a box, live
+// interpreters and all (TestStreamSavesLiveInterpreter), but a restored
+// agent's stream is mid-way (its channels and credits are in its memory)
+// and no host session can take it over yet, so what would be saved could
+// not be restored. Refused before anything is touched.
+var errStreamCheckpoint = fmt.Errorf("%w: a session over the stream transport cannot be checkpointed or restored yet, since no host session can take over its agent's stream; use the descriptor transport", ErrCannotCheckpoint)
 
 // CheckpointOptions change what Checkpoint accepts.
 type CheckpointOptions struct {
@@ -102,8 +115,10 @@ type CheckpointOptions struct {
 // and the box untouched, a box with the egress proxy (its link is a host
 // socket) and, unless o.Running, one with a process the session started
 // still running (an exec, a persistent interpreter: they hold the host's
-// pipes). A save runsc itself fails (ErrSaveFailed) ends the box and sess.
-// On any failure dir is removed.
+// pipes). It refuses a box over the stream transport too (Runtime.Stream,
+// errStreamCheckpoint): no restore could take over its agent's stream. A
+// save runsc itself fails (ErrSaveFailed) ends the box and sess. On any
+// failure dir is removed.
 func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string, o CheckpointOptions) (err error) {
 	b := r.boxOf(sess)
 	if b == nil {
@@ -111,6 +126,9 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	}
 	if b.att != nil {
 		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
+	}
+	if b.r.Stream {
+		return errStreamCheckpoint
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("checkpoint: making the image directory: %w", err)
@@ -165,7 +183,7 @@ func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished ag
 		}
 		return fmt.Errorf("copying the box's files: %w", err)
 	}
-	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used}
+	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used, Stream: b.r.Stream}
 	if err := writeRecord(dir, rec); err != nil {
 		return fmt.Errorf("writing the record: %w", err)
 	}
@@ -206,14 +224,20 @@ func checkpointError(err error) error {
 // box at its first start (its rlimits, its environment, the seccomp
 // filter) comes back from the saved memory as it was, whatever s says
 // now, and nothing checks that s matches it beyond the root. dir is only
-// read: it can be restored again. ctx bounds the restore's start.
-// Nothing in the API reaches Restore yet: issue 22 will call it.
+// read: it can be restored again. ctx bounds the restore's start. A
+// Runtime over the stream transport refuses (errStreamCheckpoint), and
+// so does any Runtime given a checkpoint taken over the other transport
+// (record.Stream). Nothing in the API reaches Restore yet: issue 22 will
+// call it.
 //
 // What repeats: every restored copy starts with the same memory, so a
 // process's own random state (Python's random module, a seeded PRNG) goes
 // on with the same numbers in each copy; the kernel's (getrandom(2),
 // /dev/urandom) is gVisor's, drawn from the host's, and differs.
 func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.Session, error) {
+	if r.Stream {
+		return nil, errStreamCheckpoint
+	}
 	if s.Network.Mode == spec.NetProxy {
 		return nil, fmt.Errorf("%w: a gvisor box with the egress proxy cannot be restored from a checkpoint; use network none", spec.ErrInvalid)
 	}
@@ -223,6 +247,9 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	}
 	if err := checkImage(dir); err != nil {
 		return nil, err
+	}
+	if rec.Stream != r.Stream {
+		return nil, fmt.Errorf("%w: checkpoint %s was taken over the %s transport and this runtime uses the %s transport: restore it with a runtime of the transport it was taken with", spec.ErrInvalid, dir, transportName(rec.Stream), transportName(r.Stream))
 	}
 	if rec.RootDir != s.Root.Dir || rec.RootDigest != s.Root.Digest {
 		return nil, fmt.Errorf("%w: checkpoint %s was taken of a box on another root (%q), restore it with its own session's spec", spec.ErrInvalid, dir, rec.RootDir)
@@ -321,6 +348,15 @@ func readRecord(dir string) (record, error) {
 		return rec, fmt.Errorf("%w: checkpoint %s's last process ID %d is above %d", spec.ErrInvalid, dir, rec.LastID, uint64(maxLastID))
 	}
 	return rec, nil
+}
+
+// transportName names the agent transport stream says, as Restore's
+// refusal of a mismatch does.
+func transportName(stream bool) string {
+	if stream {
+		return "stream"
+	}
+	return "descriptor"
 }
 
 // diskError is the refusal of a disk limit too small for a checkpoint's

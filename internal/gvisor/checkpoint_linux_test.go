@@ -224,6 +224,7 @@ func TestRestoreRefuses(t *testing.T) {
 		{name: "not json", record: "{", s: s, want: "the record of checkpoint"},
 		{name: "another format", record: `{"format":2}`, s: s, want: "has format 2"},
 		{name: "too long", record: `{"format":1,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s: s, want: "longer than"},
+		{name: "another transport", record: `{"format":1,"stream":true}`, s: s, want: "taken over the stream transport"},
 		{name: "another root", record: `{"format":1,"root_dir":"/elsewhere"}`, s: s, want: "another root"},
 		{name: "egress proxy", record: `{"format":1}`, s: proxy, want: "egress proxy"},
 		{name: "unknown field", record: `{"format":1,"extra":1}`, s: s, want: "unknown field"},

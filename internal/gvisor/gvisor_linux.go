@@ -33,6 +33,18 @@ type Runtime struct {
 	// Platform is runsc's platform (ptrace, systrap, kvm); empty is
 	// runsc's default.
 	Platform string
+	// Stream makes sessions speak to their agent over the stream
+	// transport (agent.Frame.Stream, nsinit.Config.Stream) instead of
+	// passing descriptors: every process's stdio is then a pipe inside the
+	// box that the agent relays over the control connection, so no
+	// descriptor of the host's is left in the box but that connection,
+	// which runsc would re-donate at a restore. Checkpoint and Restore
+	// still refuse such a box (errStreamCheckpoint): no restored session
+	// can take over its agent's stream yet (see docs/backends.md,
+	// "Checkpoint and restore"). The user's agent still hides the agent
+	// (nsinit.Config.HideAgent). A box with the egress proxy is refused:
+	// its bridge stays in the uid-0 agent, which has no stream.
+	Stream bool
 	// Logger receives the warnings of cleanups nobody waits on (a runsc
 	// container, mount or directory left behind), with the box's id (nil:
 	// slog.Default()).
@@ -151,6 +163,9 @@ func (r *Runtime) newBox(s spec.Spec) (*box, rootfs.Template, error) {
 	if s.Scratch != "" {
 		return nil, rootfs.Template{}, fmt.Errorf("%w: the gvisor backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
 	}
+	if r.Stream && s.Network.Mode == spec.NetProxy {
+		return nil, rootfs.Template{}, fmt.Errorf("%w: the gvisor backend's stream transport carries no egress proxy yet; use --network none or the descriptor transport", spec.ErrInvalid)
+	}
 	runsc, err := r.runscPath()
 	if err != nil {
 		return nil, rootfs.Template{}, err
@@ -168,7 +183,7 @@ func (r *Runtime) newBox(s spec.Spec) (*box, rootfs.Template, error) {
 // the control connection is ctl.
 func (b *box) frame(s spec.Spec, ctl *os.File) agent.Frame {
 	return agent.Frame{
-		Spec: s, Control: ctl, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
+		Spec: s, Control: ctl, Stream: b.r.Stream, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
 		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
@@ -207,6 +222,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	// gVisor's own kernel answers sysinfo(2) with the box's figures, and
 	// it refuses the seccomp listener the init would answer it through.
 	boot.KernelSysinfo = true
+	boot.Stream = b.r.Stream
 	if err := agent.HandOverBoxed(host, boot, b.att); err != nil {
 		host.Close()
 		return nil, err

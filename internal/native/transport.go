@@ -3,7 +3,8 @@ package native
 import (
 	"fmt"
 	"slices"
-	"strings"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // AgentTransport is how the host reaches a session's agent.
@@ -34,7 +35,7 @@ func TransportChoices() string {
 	for i, t := range AgentTransports {
 		names[i] = string(t)
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return spec.OrList(names)
 }
 
 // Validate refuses a transport other than those listed ("" is

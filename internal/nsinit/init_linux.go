@@ -177,7 +177,7 @@ func session(cfg *Config, ctl *os.File) int {
 		}
 	}
 	if cfg.HideAgent {
-		return serveThroughUserAgent(ctl)
+		return serveThroughUserAgent(cfg, ctl)
 	}
 	return serveSession(cfg, ctl)
 }

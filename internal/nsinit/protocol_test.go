@@ -15,7 +15,14 @@ import (
 // it consumes exactly its frame: the byte after it carries descriptors and
 // must be left for recvmsg.
 func TestConfigFrame(t *testing.T) {
-	want := Config{Command: []string{"python3", "-c", "print(1)"}, Env: []string{"A=b"}, AwaitCgroup: true, DiskBytes: 1 << 20}
+	testConfigFrame(t, Config{Command: []string{"python3", "-c", "print(1)"}, Env: []string{"A=b"}, AwaitCgroup: true, DiskBytes: 1 << 20})
+	// gVisor's session over the stream, served by the user's agent.
+	testConfigFrame(t, Config{Session: true, Boxed: true, Stream: true, HideAgent: true, KernelSysinfo: true})
+}
+
+// testConfigFrame checks that want comes through the wire unchanged.
+func testConfigFrame(t *testing.T, want Config) {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := WriteConfig(&buf, want); err != nil {
 		t.Fatal(err)
@@ -56,8 +63,8 @@ func TestConfigFrameErrors(t *testing.T) {
 		{"unknown field", frame(`{"command":["true"],"no_such_setting":true}`), `unknown field "no_such_setting"`},
 		{"two values", frame(`{}{}`), "more than one JSON value"},
 		{"agent hidden on the host's kernel", frame(`{"command":["true"],"hide_agent":true}`), "only gVisor boxes may hide the agent"},
-		{"stream outside a session", frame(`{"command":["true"],"stream":true}`), "only a session's own agent serves the stream"},
-		{"stream to the user's agent", frame(`{"session":true,"stream":true,"hide_agent":true,"kernel_sysinfo":true}`), "only a session's own agent serves the stream"},
+		{"stream outside a session", frame(`{"command":["true"],"stream":true}`), "only a session's agent serves the stream"},
+		{"stream to the user's agent with egress", frame(`{"session":true,"boxed":true,"stream":true,"hide_agent":true,"kernel_sysinfo":true,"egress_port":8080}`), "use the descriptor transport for a box with the egress proxy"},
 		{"OOM reports from a native session", frame(`{"session":true,"memory_events":true}`), "only a microVM guest's agent has its box's memory.events"},
 		{"OOM reports from a one-shot box", frame(`{"command":["true"],"boxed":true,"memory_events":true}`), "only a microVM guest's agent has its box's memory.events"},
 	}

@@ -47,13 +47,25 @@ func processLimit(cfg *Config) uint64 {
 	return n
 }
 
+// userAgentStream and userAgentFD, the user's agent's last argument, say
+// whether it serves the session over the stream transport (Config.Stream)
+// or over descriptors, as the uid-0 agent's Config asked.
+const (
+	userAgentStream = "stream"
+	userAgentFD     = "fd"
+)
+
 // serveThroughUserAgent starts the user's agent with the control
 // connection, locks this process down and waits for it; the session ends
 // with it.
-func serveThroughUserAgent(ctl *os.File) int {
+func serveThroughUserAgent(cfg *Config, ctl *os.File) int {
+	transport := userAgentFD
+	if cfg.Stream {
+		transport = userAgentStream
+	}
 	cmd := &exec.Cmd{
 		Path:        BoxedPath,
-		Args:        []string{BoxedPath, boxedUserAgent, strconv.Itoa(userUID), strconv.Itoa(userGID)},
+		Args:        []string{BoxedPath, boxedUserAgent, strconv.Itoa(userUID), strconv.Itoa(userGID), transport},
 		Env:         []string{},
 		ExtraFiles:  []*os.File{ctl},
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID},
@@ -132,7 +144,7 @@ func dropBoundingAllThreads() error {
 var userAgentConfig = &Config{KernelSysinfo: true}
 
 // userAgent is the user's agent's main: args are the sandbox user's uid
-// and gid.
+// and gid and the transport (userAgentStream or userAgentFD).
 func userAgent(args []string) int {
 	ctl := os.NewFile(ControlFD, "control")
 	// The connection came as an inherited descriptor, which every
@@ -148,14 +160,16 @@ func userAgent(args []string) int {
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "the user's agent: " + err.Error()}})
 		return 0
 	}
-	return serveSession(userAgentConfig, ctl)
+	cfg := *userAgentConfig
+	cfg.Stream = args[2] == userAgentStream
+	return serveSession(&cfg, ctl)
 }
 
 // becomeUserAgent gives the namespace its /proc and this process the
 // sandbox user's identity.
 func becomeUserAgent(args []string) error {
-	if len(args) != 2 {
-		return fmt.Errorf("want the user's uid and gid, got %q", args)
+	if len(args) != 3 || (args[2] != userAgentStream && args[2] != userAgentFD) {
+		return fmt.Errorf("want the user's uid, gid and transport (%s or %s), got %q", userAgentStream, userAgentFD, args)
 	}
 	uid, err := strconv.Atoi(args[0])
 	if err != nil {

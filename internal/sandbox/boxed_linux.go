@@ -7,6 +7,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/docker"
 	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/vmbox"
 )
@@ -21,7 +22,7 @@ type boxed struct {
 
 // newGVisor is the gvisor backend, called name in the backend table.
 func newGVisor(name string, o BackendOptions) (Backend, error) {
-	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform, Logger: o.Logger}
+	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform, Logger: o.Logger, Stream: o.AgentTransport == native.TransportStream}
 	return boxed{name: name, start: rt.Start}, nil
 }
 

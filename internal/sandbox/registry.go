@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/native"
@@ -46,10 +45,13 @@ type BackendOptions struct {
 const DefaultBackend = "native"
 
 // backendEntry is one backend: its name and how to make it. make is given
-// the name, so a backend's Name comes from this table too.
+// the name, so a backend's Name comes from this table too. stream says
+// the backend takes BackendOptions.AgentTransport (native.TransportStream
+// as well as the default).
 type backendEntry struct {
-	name string
-	make func(name string, o BackendOptions) (Backend, error)
+	name   string
+	make   func(name string, o BackendOptions) (Backend, error)
+	stream bool
 }
 
 // backends are every backend, in the order flags, errors and doctor list
@@ -57,10 +59,36 @@ type backendEntry struct {
 // factory in its own _linux.go file, with an _other.go stub), and every
 // flag, error and check derives its list from it.
 var backends = []backendEntry{
-	{DefaultBackend, newNative},
-	{"gvisor", newGVisor},
-	{"docker", newDocker},
-	{"microvm", newMicroVM},
+	{DefaultBackend, newNative, true},
+	{"gvisor", newGVisor, true},
+	{"docker", newDocker, false},
+	{"microvm", newMicroVM, false},
+}
+
+// TransportBackends returns the backends that have a choice of agent
+// transport, as help and errors list them: "native or gvisor".
+func TransportBackends() string {
+	var names []string
+	for _, b := range backends {
+		if b.stream {
+			names = append(names, b.name)
+		}
+	}
+	return spec.OrList(names)
+}
+
+// HasTransportChoice says backend name ("" is DefaultBackend) takes
+// BackendOptions.AgentTransport.
+func HasTransportChoice(name string) bool {
+	if name == "" {
+		name = DefaultBackend
+	}
+	for _, b := range backends {
+		if b.name == name {
+			return b.stream
+		}
+	}
+	return false
 }
 
 // BackendNames returns the backends' names, in the order flags list them.
@@ -75,11 +103,7 @@ func BackendNames() []string {
 // BackendChoices is the backends' names as a help text or an error lists
 // them: "native, gvisor, docker or microvm".
 func BackendChoices() string {
-	names := BackendNames()
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return spec.OrList(BackendNames())
 }
 
 // NewBackend returns the backend called name ("" is DefaultBackend), or a
@@ -100,13 +124,13 @@ func NewBackend(name string, o BackendOptions) (Backend, error) {
 }
 
 // checkTransport refuses an unknown agent transport, and the stream
-// transport for a backend other than native, which would ignore it.
+// transport for a backend without the choice, which would ignore it.
 func checkTransport(name string, t native.AgentTransport) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // ErrInvalid is what callers match
 	}
-	if t == native.TransportStream && name != DefaultBackend {
-		return fmt.Errorf("%w: agent transport %q: only backend %s has a choice of agent transport", spec.ErrInvalid, t, DefaultBackend)
+	if t == native.TransportStream && !HasTransportChoice(name) {
+		return fmt.Errorf("%w: agent transport %q: only backends %s have a choice of agent transport", spec.ErrInvalid, t, TransportBackends())
 	}
 	return nil
 }

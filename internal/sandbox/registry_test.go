@@ -25,7 +25,7 @@ func TestNewBackendNames(t *testing.T) {
 			t.Errorf("NewBackend(kata) error %q does not name %q", err, name)
 		}
 	}
-	if got, want := BackendChoices(), strings.Join(BackendNames()[:len(BackendNames())-1], ", ")+" or "+BackendNames()[len(BackendNames())-1]; got != want {
+	if got, want := BackendChoices(), spec.OrList(BackendNames()); got != want {
 		t.Errorf("BackendChoices() = %q, want %q", got, want)
 	}
 }
@@ -58,9 +58,9 @@ func TestNativeExecutorOption(t *testing.T) {
 	}
 }
 
-// TestAgentTransportOption: only native takes the stream transport; any
-// other backend given it fails rather than ignore it, and an unknown one
-// is refused.
+// TestAgentTransportOption: only native and gvisor take the stream
+// transport; any other backend given it fails rather than ignore it, and
+// an unknown one is refused.
 func TestAgentTransportOption(t *testing.T) {
 	for _, tc := range []struct {
 		backend   string
@@ -70,8 +70,8 @@ func TestAgentTransportOption(t *testing.T) {
 		{DefaultBackend, native.TransportStream, ""},
 		{DefaultBackend, native.TransportFD, ""},
 		{"gvisor", native.TransportFD, ""},
-		{"gvisor", native.TransportStream, `agent transport "stream": only backend native has a choice`},
-		{"docker", native.TransportStream, `agent transport "stream": only backend native has a choice`},
+		{"gvisor", native.TransportStream, ""},
+		{"docker", native.TransportStream, `agent transport "stream": only backends native or gvisor have a choice`},
 		{DefaultBackend, "bogus", `agent transport "bogus": want fd or stream`},
 	} {
 		_, err := NewBackend(tc.backend, BackendOptions{AgentTransport: tc.transport})
