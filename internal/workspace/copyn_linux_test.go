@@ -255,3 +255,51 @@ func TestWriteFromFileFull(t *testing.T) {
 	wantErr(t, "Write of 256 KiB from a file into a 64 KiB tmpfs", err, ErrNoSpace)
 	checkNames(t, ws)
 }
+
+// TestPresize: a new file opened to write is sized to what the copy will
+// bring (so that a huge-page tmpfs gives it huge pages) and nothing else
+// is: not a file that holds bytes, nor one opened to append.
+func TestPresize(t *testing.T) {
+	dir := t.TempDir()
+	srcPath := filepath.Join(dir, "src")
+	if err := os.WriteFile(srcPath, make([]byte, 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		skip, n    int64
+		appendMode bool
+		held       string
+		want       int64
+	}{
+		{"whole file", 0, 5000, false, "", 1000},
+		{"bounded by n", 0, 300, false, "", 300},
+		{"from the source's offset", 400, 5000, false, "", 600},
+		{"source at its end", 1000, 5000, false, "", 0},
+		{"destination holds bytes", 0, 5000, false, "x", 0},
+		{"destination appends", 0, 5000, true, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := openT(t, srcPath)
+			if _, err := src.Seek(tt.skip, io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			dst := createT(t, filepath.Join(t.TempDir(), "dst"), tt.appendMode)
+			if _, err := dst.WriteString(tt.held); err != nil {
+				t.Fatal(err)
+			}
+			got, err := presize(dst, src, tt.n)
+			if err != nil || got != tt.want {
+				t.Errorf("presize(n=%d) = %d, %v; want %d, nil", tt.n, got, err, tt.want)
+			}
+			st, err := dst.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantSize := max(tt.want, int64(len(tt.held))); st.Size() != wantSize {
+				t.Errorf("presize(n=%d) left the destination %d bytes long, want %d", tt.n, st.Size(), wantSize)
+			}
+		})
+	}
+}
