@@ -12,14 +12,15 @@ import (
 
 // CopyN copies n bytes from r into dst, as io.CopyN does (fewer only at
 // r's end, with io.EOF). When r is an *os.File or a reader Read returned,
-// and both are regular files, the bytes go through sendfile(2): one copy,
-// page cache to page cache, in the kernel, where read(2) and write(2)
-// through a buffer make two and a system call pair per 32 KiB. That is
+// and both are regular files, the bytes are spliced through a pipe
+// (kernelCopy; sendfile(2) when no pipe can be made): one copy, page
+// cache to page cache, in the kernel, where read(2) and write(2) through
+// a buffer make two and a system call pair per 32 KiB. That is
 // most of a snapshot's, resume's and fork's CPU time
 // (BenchmarkSnapshotFiles in internal/sandbox: docs/sessions.md).
 // copy_file_range(2) would do better only within one file system, and a
 // workspace is a tmpfs of its own, the snapshots on the state directory's
-// disk. Other readers, and files sendfile cannot take, are copied by
+// disk. Other readers, and files the kernel cannot splice, are copied by
 // io.CopyN. A Read reader still stops at the size it was opened with.
 func CopyN(dst *os.File, r io.Reader, n int64) (int64, error) {
 	src, lr := fileOf(r)
@@ -34,7 +35,7 @@ func CopyN(dst *os.File, r io.Reader, n int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	written, err := sendfile(dst, src, want)
+	written, err := kernelCopy(dst, src, want)
 	if lr != nil {
 		lr.N -= written
 	}

@@ -303,3 +303,47 @@ func TestPresize(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelCopy splices between a tmpfs and the disk, both ways, sizes
+// around the pipe's, and gives a destination that refuses splices
+// (O_APPEND) back to io.CopyN with the source's offset where it was.
+func TestKernelCopy(t *testing.T) {
+	tmpfs, disk := testhost.Tmpfs(t, "16m"), t.TempDir()
+	tests := []struct {
+		name       string
+		from, to   string
+		size       int
+		appendMode bool
+	}{
+		{"tmpfs to disk", tmpfs, disk, 3*splicePipeSize + 7, false},
+		{"disk to tmpfs", disk, tmpfs, 3*splicePipeSize + 7, false},
+		{"one pipe's worth", disk, tmpfs, splicePipeSize, false},
+		{"one byte past a pipe", disk, tmpfs, splicePipeSize + 1, false},
+		{"empty", tmpfs, disk, 0, false},
+		{"destination refuses", disk, tmpfs, splicePipeSize + 1, true},
+	}
+	for i, tt := range tests {
+		data := make([]byte, tt.size)
+		rand.Read(data)
+		srcPath := filepath.Join(tt.from, fmt.Sprintf("src%d", i))
+		if err := os.WriteFile(srcPath, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		src := openT(t, srcPath)
+		dst := createT(t, filepath.Join(tt.to, fmt.Sprintf("dst%d", i)), tt.appendMode)
+		got, err := kernelCopy(dst, src, int64(tt.size)+100)
+		if tt.appendMode {
+			off, serr := src.Seek(0, io.SeekCurrent)
+			if got != 0 || !errors.Is(err, errNoSendfile) || off != 0 || serr != nil {
+				t.Errorf("%s: kernelCopy = %d, %v with the source at %d (%v); want 0, errNoSendfile at 0", tt.name, got, err, off, serr)
+			}
+			continue
+		}
+		if got != int64(tt.size) || err != nil {
+			t.Errorf("%s: kernelCopy of %d bytes = %d, %v; want %d, nil", tt.name, tt.size, got, err, tt.size)
+		}
+		if content := readT(t, dst.Name()); !bytes.Equal(content, data) {
+			t.Errorf("%s: kernelCopy wrote %d bytes, not the source's %d", tt.name, len(content), tt.size)
+		}
+	}
+}
