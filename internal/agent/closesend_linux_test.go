@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -64,4 +66,45 @@ func fillHostToBox(t *testing.T, control *os.File) {
 		}
 	}
 	t.Fatal("the control socket never filled")
+}
+
+// TestRequestAfterEnd ends the session while a spawn's request is between
+// its first check of the session and the registration of its process
+// (requestHook). endWith settles only the processes registered when it
+// runs, so the request must see the end and fail: it used to register
+// the process after the end and send it to a box still reading, and hand
+// back a process nothing would ever settle.
+func TestRequestAfterEnd(t *testing.T) {
+	s, _ := startFakeSession(t, spec.Limits{}, fakeProgram{run: func([]*os.File) (nsinit.Status, bool) { return nsinit.Status{}, true }})
+	entered, gate := make(chan struct{}), make(chan struct{})
+	s.requestHook = func() {
+		close(entered)
+		<-gate
+	}
+	type result struct {
+		p   *Process
+		err error
+	}
+	requested := make(chan result, 1)
+	go func() {
+		p, err := s.request(devNullCommand(t))
+		requested <- result{p, err}
+	}()
+	<-entered
+	s.end(errors.New("a breach the host found"))
+	<-s.Done()
+	close(gate)
+	got := <-requested
+	if got.p != nil || got.err == nil {
+		t.Fatalf("request() across the session's end = process %v, %v; want no process and the session's end", got.p != nil, got.err)
+	}
+	if !strings.Contains(got.err.Error(), "a breach the host found") {
+		t.Errorf("request() across the session's end = %v, want the session's end (a breach the host found)", got.err)
+	}
+	s.mu.Lock()
+	left := len(s.procs)
+	s.mu.Unlock()
+	if left != 0 {
+		t.Errorf("after the session's end %d processes are registered, want none", left)
+	}
 }

@@ -74,7 +74,14 @@ func (s *Session) launch(ctx context.Context, c interp.Command) (*Process, error
 }
 
 // request registers a process for c and sends its spawn, holding holdMu
-// shared, so none starts while WhilePaused runs.
+// shared, so none starts while WhilePaused runs. It counts itself in
+// s.finishing from its first check of the session's end, made under s.mu
+// before Done can close, so teardown waits for it as for endWith's
+// settles (a settle teardown missed would strand the exec cgroup after
+// teardown took the stranded ones); and it checks again before it
+// registers the process, since the session may have ended while its
+// cgroup was made: endWith settles only the processes registered when it
+// ran, so one registered after would wait for ever.
 func (s *Session) request(c interp.Command) (*Process, error) {
 	s.holdMu.RLock()
 	defer s.holdMu.RUnlock()
@@ -85,14 +92,12 @@ func (s *Session) request(c interp.Command) (*Process, error) {
 		return nil, fmt.Errorf("a process needs at least stdin, stdout and stderr, got %d files", len(c.Files))
 	}
 	s.mu.Lock()
-	if s.err != nil || s.closed {
-		err := s.err
+	if err := s.endedLocked(); err != nil {
 		s.mu.Unlock()
-		if err == nil {
-			err = ErrSessionEnded
-		}
 		return nil, err
 	}
+	s.finishing.Add(1)
+	defer s.finishing.Done()
 	s.nextID++
 	p := &Process{s: s, id: s.nextID, started: make(chan struct{}), done: make(chan struct{})}
 	stranded := len(s.stranded) > 0
@@ -105,6 +110,9 @@ func (s *Session) request(c interp.Command) (*Process, error) {
 	if err != nil {
 		return nil, descriptorError(err)
 	}
+	if s.requestHook != nil {
+		s.requestHook()
+	}
 	// Published only now, with its cgroup set: from here on events and
 	// Usage may read it.
 	p.cg = cg
@@ -112,6 +120,12 @@ func (s *Session) request(c interp.Command) (*Process, error) {
 		p.oomBase, p.countsSession = s.sessionOOMs()
 	}
 	s.mu.Lock()
+	if err := s.endedLocked(); err != nil {
+		s.mu.Unlock()
+		closeFDs(tasks)
+		p.settle(nil, nsinit.Event{}) // removes its exec cgroup
+		return nil, err
+	}
 	if s.f.GuestOOMs {
 		p.oomBase, p.countsGuest = s.guestOOMs, true
 	}
@@ -130,6 +144,18 @@ func (s *Session) request(c interp.Command) (*Process, error) {
 		return nil, descriptorError(err)
 	}
 	return p, nil
+}
+
+// endedLocked is the error a request gets once the session has ended or
+// is closing, else nil; s.mu is held.
+func (s *Session) endedLocked() error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case s.closed:
+		return ErrSessionEnded
+	}
+	return nil
 }
 
 // sendSpawn sends a spawn with files, the process's fds, attached, and

@@ -82,8 +82,13 @@ type Session struct {
 	// frozen, so teardown ends it as a paused one (see resumeToEnd).
 	unsure bool
 
-	// finishing counts processes whose cgroup is still being torn down.
+	// finishing counts processes whose cgroup is still being torn down,
+	// and requests under way (see request).
 	finishing sync.WaitGroup
+	// requestHook, set only by tests, runs in request between the making
+	// of the process's cgroup and its registration, where the session
+	// may end.
+	requestHook func()
 	// done is closed when the agent is gone; err then says why.
 	done     chan struct{}
 	doneOnce sync.Once

@@ -255,7 +255,7 @@ func buildScratch(pl *planner, root string, o Options) error {
 	if o.HostScratch {
 		return bindHostScratch(pl, root, o)
 	}
-	pl.mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", o.DiskBytes, o.Inodes, o.UID, o.GID))
+	pl.mount("tmpfs", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, scratchTmpfsData(o.DiskBytes, o.Inodes, o.UID, o.GID))
 	for _, d := range scratchDirs {
 		p := filepath.Join(scratch, d.name)
 		pl.mkdir(p, 0o755)

@@ -1,9 +1,12 @@
 package rootfs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +28,7 @@ func MountScratch(dir string, size, inodes int64, uid, gid int) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := MountTmpfs(dir, "0755", size, inodes, uid, gid); err != nil {
+	if err := mountScratchTmpfs(dir, size, inodes, uid, gid); err != nil {
 		return err
 	}
 	for name := range ScratchDirs {
@@ -43,6 +46,58 @@ func MountScratch(dir string, size, inodes int64, uid, gid int) error {
 		if err := os.Lchown(p, uid, gid); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// shmemHugeKnob is the kernel's switch for transparent huge pages on
+// tmpfs; it exists only where the kernel has them (a variable so that
+// tests can point it at a file of their own).
+var shmemHugeKnob = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+
+// ScratchHuge is the tmpfs mount option that backs a scratch's files with
+// 2 MiB transparent huge pages ("huge=within_size"), or "" where the
+// kernel has none or its administrator denied them. Writing a large file
+// into huge pages costs the kernel a fraction of the page allocations and
+// page-cache inserts of 4 KiB pages, which is most of what a snapshot's
+// restore and a fork cost (docs/performance.md). within_size gives a file
+// a huge page only where its size covers the whole 2 MiB, so small files
+// keep small pages; the tmpfs size= bound counts every page, huge or not,
+// so --disk bounds a box's bytes exactly as before; only a sparse file
+// written here and there may take up to 2 MiB per region it touches and
+// so fill the bound sooner (docs/sessions.md).
+var ScratchHuge = sync.OnceValue(func() string { return hugeOption(shmemHugeKnob) })
+
+// hugeOption reads the kernel's tmpfs huge page switch at knob and says
+// which mount option a scratch takes.
+func hugeOption(knob string) string {
+	b, err := os.ReadFile(knob)
+	if err != nil || strings.Contains(string(b), "[deny]") {
+		return ""
+	}
+	return "huge=within_size"
+}
+
+// scratchTmpfsData is the mount data of a box's scratch tmpfs: its size
+// and inode bounds, its owner, and huge pages where the kernel has them.
+func scratchTmpfsData(size, inodes int64, uid, gid int) string {
+	data := tmpfsData("0755", size, inodes, uid, gid)
+	if huge := ScratchHuge(); huge != "" {
+		data += "," + huge
+	}
+	return data
+}
+
+// mountScratchTmpfs mounts a scratch tmpfs at dir; a kernel that refuses
+// the huge page option (EINVAL: built without it although the switch
+// reads otherwise) gets the mount without it, which only costs speed.
+func mountScratchTmpfs(dir string, size, inodes int64, uid, gid int) error {
+	err := unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, scratchTmpfsData(size, inodes, uid, gid))
+	if errors.Is(err, unix.EINVAL) && ScratchHuge() != "" {
+		err = unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", size, inodes, uid, gid))
+	}
+	if err != nil {
+		return fmt.Errorf("mounting scratch tmpfs at %q: %w", dir, err)
 	}
 	return nil
 }

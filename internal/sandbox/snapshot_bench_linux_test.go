@@ -9,10 +9,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // BenchmarkSnapshotFiles measures, on a workspace of 100 MB (10 files of
-// 10 MB, in a tmpfs as native's persistent workspaces are), a snapshot
+// 10 MB, each box's in a scratch tmpfs of its own mounted as the runtimes
+// mount theirs: rootfs.MountScratch, with the session's --disk), a snapshot
 // to the disk under the state directory, a resume from it (a fake box:
 // the restore of the files is what is measured; a real box's start comes
 // on top, see docs/performance.md) and a fork into 10, each as p50 and
@@ -22,13 +25,9 @@ import (
 // as p50 in ms: on a host shared with other work the wall time is mostly
 // the wait for a core, the CPU time what the copy itself costs.
 func BenchmarkSnapshotFiles(b *testing.B) {
-	shm, err := os.MkdirTemp("/dev/shm", "warden-bench-")
-	if err != nil {
-		b.Skipf("no tmpfs at /dev/shm for the workspaces: %v", err)
-	}
-	b.Cleanup(func() { _ = os.RemoveAll(shm) })
+	testhost.RequireRoot(b) // each box's workspace is a scratch tmpfs of its own
 	x := newSnapshotSetup(b)
-	x.b.dir = shm
+	x.b.scratch = true
 	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, ExecPace: -1, StartRate: -1})
 	b.Cleanup(func() { m.Close() })
 	ctx := context.Background()
@@ -49,11 +48,13 @@ func BenchmarkSnapshotFiles(b *testing.B) {
 	}
 	var copies, snaps, resumes, forks, copyCPU, snapCPU, resumeCPU, forkCPU []time.Duration
 	var onDisk int64
+	src := x.b.last()
 	for b.Loop() {
-		copies, copyCPU = timed(b, copies, copyCPU, func() error { return plainCopy(x.b.last(), b.TempDir()) })
+		copies, copyCPU = timed(b, copies, copyCPU, func() error { return plainCopy(src, b.TempDir()) })
 		snaps, snapCPU = timed(b, snaps, snapCPU, func() error { _, err := m.Snapshot(ctx, "o", in.ID); return err })
 		onDisk = diskUsage(b, x.snaps.Path())
 		resumes, resumeCPU = timed(b, resumes, resumeCPU, func() error { _, err := m.Resume(ctx, "o", in.ID); return err })
+		src = x.b.last() // the resumed box's: the forks' boxes come after it
 		var made []Info
 		forks, forkCPU = timed(b, forks, forkCPU, func() error { made, err = m.Fork(ctx, "o", in.ID, 10); return err })
 		for _, f := range made {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -25,11 +26,20 @@ type fsBackend struct {
 	boxes []string
 	// beforeStart, if set, runs before each Start but the first.
 	beforeStart func()
+	// scratch makes each box's workspace the workspace directory of a
+	// scratch tmpfs of its own (rootfs.MountScratch, as the runtimes
+	// mount them), unmounted when the box closes, instead of a plain
+	// directory in dir.
+	scratch bool
 }
 
 type fsBox struct {
 	*fakeBox
 	ws *os.File
+	// scratch is the scratch tmpfs the box's workspace is on, if it has
+	// one of its own; unmount unmounts it once.
+	scratch string
+	unmount sync.Once
 	// allow is the egress allow list the box enforces: its spec's, then
 	// SetNetwork's.
 	mu    sync.Mutex
@@ -47,6 +57,19 @@ func (x *fsBox) allowed() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.allow
+}
+
+// Close closes the box and unmounts its scratch tmpfs, if it has one,
+// so that a benchmark's boxes free their memory as real ones do.
+func (x *fsBox) Close() error {
+	err := x.fakeBox.Close()
+	x.unmount.Do(func() {
+		if x.scratch == "" {
+			return
+		}
+		err = errors.Join(err, x.ws.Close(), rootfs.UnmountScratch(x.scratch))
+	})
+	return err
 }
 
 func (x *fsBox) Workspace() *os.File   { return x.ws }
@@ -69,16 +92,24 @@ func (f *fsBackend) Start(ctx context.Context, s spec.Spec) (Box, error) {
 	f.mu.Lock()
 	f.n++
 	p := filepath.Join(f.dir, "box"+string(rune('a'+f.n)))
+	scratch := ""
+	if f.scratch {
+		p, scratch = filepath.Join(p, "workspace"), p
+	}
 	f.boxes = append(f.boxes, p)
 	f.mu.Unlock()
-	if err := os.Mkdir(p, 0o755); err != nil {
+	if scratch != "" {
+		if err := rootfs.MountScratch(scratch, s.Limits.DiskBytes, s.Limits.Inodes(), os.Getuid(), os.Getgid()); err != nil {
+			return nil, err
+		}
+	} else if err := os.Mkdir(p, 0o755); err != nil {
 		return nil, err
 	}
 	ws, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
-	return &fsBox{fakeBox: b.(*fakeBox), ws: ws, allow: s.Network.Allow}, nil
+	return &fsBox{fakeBox: b.(*fakeBox), ws: ws, scratch: scratch, allow: s.Network.Allow}, nil
 }
 
 func (f *fsBackend) last() string {

@@ -97,7 +97,16 @@ func (p *Pending) captureEntry(c capture, e workspace.Entry, depth int) error {
 			return err
 		}
 		c.st.Dirs++
-		if err := p.root.Mkdir(e.Path, e.Mode.Perm()|0o700); err != nil {
+		// The owner's bits are always rwx, so that a server that is not
+		// root can fill the directory and read it back, and the restore,
+		// as the sandbox user, fill it too; the group's and others' are
+		// kept. Set-id and sticky bits are not: the workspace has one
+		// user, so they guard nothing there.
+		// Chmod too, since Mkdir's bits go through the server's umask.
+		if err := p.root.Mkdir(e.Path, 0o700); err != nil {
+			return fmt.Errorf("copying %q: %w", e.Path, err)
+		}
+		if err := p.root.Chmod(e.Path, e.Mode.Perm()|0o700); err != nil {
 			return fmt.Errorf("copying %q: %w", e.Path, err)
 		}
 		return p.captureDir(c, e.Path, depth+1)
@@ -194,7 +203,13 @@ func restoreEntry(r *os.Root, dst *workspace.Dir, p string, d fs.DirEntry, lim L
 			return err
 		}
 		st.Dirs++
-		_, err := dst.Mkdir(p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		// The captured bits: the owner's are rwx (see captureEntry), the
+		// group's and others' the workspace's own.
+		_, err = dst.MkdirMode(p, info.Mode().Perm())
 		return err
 	case !d.Type().IsRegular():
 		st.Skipped++

@@ -187,3 +187,61 @@ func TestSweep(t *testing.T) {
 		t.Errorf("Sweep removed a directory that is not a snapshot: %v", err)
 	}
 }
+
+// TestDirectoryModesRoundTrip: a restore gives each directory the
+// group's and others' bits it had when captured, and the owner rwx
+// (what the snapshot keeps so that it can be filled and read back);
+// set-id and sticky bits are dropped. The server's umask changes none.
+func TestDirectoryModesRoundTrip(t *testing.T) {
+	tests := []struct {
+		name       string
+		mode, want os.FileMode
+	}{
+		{"private", 0o700, 0o700},
+		{"shared", 0o777, 0o777},
+		{"group only", 0o750, 0o750},
+		{"others only", 0o705, 0o705},
+		{"owner read-only", 0o555, 0o755},
+		{"setgid", 0o2775 | os.ModeSetgid, 0o775},
+		{"sticky", 0o1777 | os.ModeSticky, 0o777},
+	}
+	src := t.TempDir()
+	for _, tt := range tests {
+		p := filepath.Join(src, strings.ReplaceAll(tt.name, " ", "-"))
+		mustWrite(t, filepath.Join(p, "f"), "x", 0o644)
+		if err := os.Chmod(p, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	store, err := Open(filepath.Join(t.TempDir(), "snaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{MaxBytes: 1 << 20, MaxEntries: 100}
+	p, err := store.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Capture(context.Background(), openWS(t, src, lim), lim); err != nil {
+		t.Fatalf("Capture: %v", err)
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if _, err := store.Restore(context.Background(), p.Name(), openWS(t, dst, lim), lim); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for _, tt := range tests {
+		fi, err := os.Stat(filepath.Join(dst, strings.ReplaceAll(tt.name, " ", "-")))
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if got := fi.Mode() &^ os.ModeDir; got != tt.want {
+			t.Errorf("%s: a directory of mode %v was restored as %v, want %v", tt.name, tt.mode, got, tt.want)
+		}
+	}
+}

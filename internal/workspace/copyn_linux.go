@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -11,14 +12,15 @@ import (
 
 // CopyN copies n bytes from r into dst, as io.CopyN does (fewer only at
 // r's end, with io.EOF). When r is an *os.File or a reader Read returned,
-// and both are regular files, the bytes go through sendfile(2): one copy,
-// page cache to page cache, in the kernel, where read(2) and write(2)
-// through a buffer make two and a system call pair per 32 KiB. That is
+// and both are regular files, the bytes are spliced through a pipe
+// (kernelCopy; sendfile(2) when no pipe can be made): one copy, page
+// cache to page cache, in the kernel, where read(2) and write(2) through
+// a buffer make two and a system call pair per 32 KiB. That is
 // most of a snapshot's, resume's and fork's CPU time
 // (BenchmarkSnapshotFiles in internal/sandbox: docs/sessions.md).
 // copy_file_range(2) would do better only within one file system, and a
 // workspace is a tmpfs of its own, the snapshots on the state directory's
-// disk. Other readers, and files sendfile cannot take, are copied by
+// disk. Other readers, and files the kernel cannot splice, are copied by
 // io.CopyN. A Read reader still stops at the size it was opened with.
 func CopyN(dst *os.File, r io.Reader, n int64) (int64, error) {
 	src, lr := fileOf(r)
@@ -29,19 +31,62 @@ func CopyN(dst *os.File, r io.Reader, n int64) (int64, error) {
 	if lr != nil {
 		want = min(want, lr.N)
 	}
-	written, err := sendfile(dst, src, want)
+	sized, err := presize(dst, src, want)
+	if err != nil {
+		return 0, err
+	}
+	written, err := kernelCopy(dst, src, want)
 	if lr != nil {
 		lr.N -= written
 	}
+	if errors.Is(err, errNoSendfile) {
+		written, err = io.CopyN(dst, r, n)
+	}
+	if written < sized {
+		if terr := dst.Truncate(written); terr != nil {
+			return written, errors.Join(err, fmt.Errorf("cutting %s to the %d bytes copied: %w", dst.Name(), written, terr))
+		}
+	}
 	switch {
-	case errors.Is(err, errNoSendfile):
-		return io.CopyN(dst, r, n)
 	case err != nil:
 		return written, err
 	case written < n:
 		return written, io.EOF
 	}
 	return written, nil
+}
+
+// presize gives dst, when it is a new empty file not opened to append, the size of what src
+// holds from its offset (at most n) before any byte is copied, and says
+// what size it set (0: none). On a tmpfs mounted with huge=within_size
+// (a box's scratch: rootfs.ScratchHuge) the kernel gives a file 2 MiB
+// pages only where its size already covers them, and a copy writes 64
+// KiB at a time, so without this a restored file would get none. A
+// size takes no block on any file system; the caller cuts it back if
+// fewer bytes come.
+func presize(dst, src *os.File, n int64) (int64, error) {
+	var d, s unix.Stat_t
+	if err := unix.Fstat(int(dst.Fd()), &d); err != nil || d.Size != 0 {
+		return 0, nil // not new: CopyN's own writes say what is wrong
+	}
+	if fl, err := unix.FcntlInt(dst.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_APPEND != 0 {
+		return 0, nil // appends would go after the size set
+	}
+	if err := unix.Fstat(int(src.Fd()), &s); err != nil {
+		return 0, nil
+	}
+	off, err := src.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, nil
+	}
+	size := min(n, s.Size-off)
+	if size <= 0 {
+		return 0, nil
+	}
+	if err := dst.Truncate(size); err != nil {
+		return 0, fmt.Errorf("sizing %s to %d bytes: %w", dst.Name(), size, err)
+	}
+	return size, nil
 }
 
 // fileOf is the file r reads, and the bound on it when r is one of Read's

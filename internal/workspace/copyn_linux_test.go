@@ -255,3 +255,95 @@ func TestWriteFromFileFull(t *testing.T) {
 	wantErr(t, "Write of 256 KiB from a file into a 64 KiB tmpfs", err, ErrNoSpace)
 	checkNames(t, ws)
 }
+
+// TestPresize: a new file opened to write is sized to what the copy will
+// bring (so that a huge-page tmpfs gives it huge pages) and nothing else
+// is: not a file that holds bytes, nor one opened to append.
+func TestPresize(t *testing.T) {
+	dir := t.TempDir()
+	srcPath := filepath.Join(dir, "src")
+	if err := os.WriteFile(srcPath, make([]byte, 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		skip, n    int64
+		appendMode bool
+		held       string
+		want       int64
+	}{
+		{"whole file", 0, 5000, false, "", 1000},
+		{"bounded by n", 0, 300, false, "", 300},
+		{"from the source's offset", 400, 5000, false, "", 600},
+		{"source at its end", 1000, 5000, false, "", 0},
+		{"destination holds bytes", 0, 5000, false, "x", 0},
+		{"destination appends", 0, 5000, true, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := openT(t, srcPath)
+			if _, err := src.Seek(tt.skip, io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			dst := createT(t, filepath.Join(t.TempDir(), "dst"), tt.appendMode)
+			if _, err := dst.WriteString(tt.held); err != nil {
+				t.Fatal(err)
+			}
+			got, err := presize(dst, src, tt.n)
+			if err != nil || got != tt.want {
+				t.Errorf("presize(n=%d) = %d, %v; want %d, nil", tt.n, got, err, tt.want)
+			}
+			st, err := dst.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantSize := max(tt.want, int64(len(tt.held))); st.Size() != wantSize {
+				t.Errorf("presize(n=%d) left the destination %d bytes long, want %d", tt.n, st.Size(), wantSize)
+			}
+		})
+	}
+}
+
+// TestKernelCopy splices between a tmpfs and the disk, both ways, sizes
+// around the pipe's, and gives a destination that refuses splices
+// (O_APPEND) back to io.CopyN with the source's offset where it was.
+func TestKernelCopy(t *testing.T) {
+	tmpfs, disk := testhost.Tmpfs(t, "16m"), t.TempDir()
+	tests := []struct {
+		name       string
+		from, to   string
+		size       int
+		appendMode bool
+	}{
+		{"tmpfs to disk", tmpfs, disk, 3*splicePipeSize + 7, false},
+		{"disk to tmpfs", disk, tmpfs, 3*splicePipeSize + 7, false},
+		{"one pipe's worth", disk, tmpfs, splicePipeSize, false},
+		{"one byte past a pipe", disk, tmpfs, splicePipeSize + 1, false},
+		{"empty", tmpfs, disk, 0, false},
+		{"destination refuses", disk, tmpfs, splicePipeSize + 1, true},
+	}
+	for i, tt := range tests {
+		data := make([]byte, tt.size)
+		rand.Read(data)
+		srcPath := filepath.Join(tt.from, fmt.Sprintf("src%d", i))
+		if err := os.WriteFile(srcPath, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		src := openT(t, srcPath)
+		dst := createT(t, filepath.Join(tt.to, fmt.Sprintf("dst%d", i)), tt.appendMode)
+		got, err := kernelCopy(dst, src, int64(tt.size)+100)
+		if tt.appendMode {
+			off, serr := src.Seek(0, io.SeekCurrent)
+			if got != 0 || !errors.Is(err, errNoSendfile) || off != 0 || serr != nil {
+				t.Errorf("%s: kernelCopy = %d, %v with the source at %d (%v); want 0, errNoSendfile at 0", tt.name, got, err, off, serr)
+			}
+			continue
+		}
+		if got != int64(tt.size) || err != nil {
+			t.Errorf("%s: kernelCopy of %d bytes = %d, %v; want %d, nil", tt.name, tt.size, got, err, tt.size)
+		}
+		if content := readT(t, dst.Name()); !bytes.Equal(content, data) {
+			t.Errorf("%s: kernelCopy wrote %d bytes, not the source's %d", tt.name, len(content), tt.size)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -249,6 +250,44 @@ func TestMkdir(t *testing.T) {
 		}
 		if uid, gid := owner(t, filepath.Join(e.ws, "a/b/c")); uid != e.uid || gid != e.gid {
 			t.Errorf("a/b/c owned by %d:%d, want %d:%d", uid, gid, e.uid, e.gid)
+		}
+		checkNames(t, e.out)
+	})
+}
+
+// TestMkdirMode: MkdirMode sets the bits of a directory it makes or
+// finds, as the sandbox user, follows no link to do it, and refuses a
+// mode that is not permission bits.
+func TestMkdirMode(t *testing.T) {
+	forEachIdentity(t, Limits{}, func(t *testing.T, e *env) {
+		symlink(t, e.out, filepath.Join(e.ws, "link"))
+		e.give(t)
+		tests := []struct {
+			path string
+			mode fs.FileMode
+			want error
+		}{
+			{path: "new/deep", mode: 0o750},
+			{path: "new", mode: 0o705},
+			{path: "open", mode: 0o777},
+			{path: "link", mode: 0o777, want: ErrLink},
+			{path: "setgid", mode: 0o775 | fs.ModeSetgid, want: ErrBadMode},
+			{path: "sticky", mode: 0o777 | fs.ModeSticky, want: ErrBadMode},
+			{path: "none", mode: 0, want: ErrBadMode},
+		}
+		for _, tt := range tests {
+			_, err := e.d.MkdirMode(tt.path, tt.mode)
+			wantErr(t, fmt.Sprintf("MkdirMode(%s, %v)", tt.path, tt.mode), err, tt.want)
+			if err != nil {
+				continue
+			}
+			fi, err := os.Stat(filepath.Join(e.ws, tt.path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tt.mode {
+				t.Errorf("MkdirMode(%s, %v) left mode %v", tt.path, tt.mode, got)
+			}
 		}
 		checkNames(t, e.out)
 	})

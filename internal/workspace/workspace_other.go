@@ -44,6 +44,9 @@ func (d *Dir) Write(p string, r io.Reader, mode fs.FileMode) (Entry, error) {
 // Mkdir is Linux-only, like Open.
 func (d *Dir) Mkdir(p string) (Entry, error) { return Entry{}, unsupported(p) }
 
+// MkdirMode is Linux-only, like Open.
+func (d *Dir) MkdirMode(p string, mode fs.FileMode) (Entry, error) { return Entry{}, unsupported(p) }
+
 // Remove is Linux-only, like Open.
 func (d *Dir) Remove(p string, recursive bool) error { return unsupported(p) }
 

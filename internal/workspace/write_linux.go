@@ -111,6 +111,22 @@ func (d *Dir) createTemp(wp wsPath) (dirfd int, tmp string, f *os.File, err erro
 // ErrNotDir), on the way ErrNotDir. New directories are 0755 less the
 // process's umask, and belong to the sandbox user.
 func (d *Dir) Mkdir(p string) (Entry, error) {
+	return d.mkdir(p, 0)
+}
+
+// MkdirMode is Mkdir that then gives directory p the permission bits
+// mode (none of setuid, setgid or sticky: ErrBadMode), whether it made p
+// or found it, as the sandbox user: a snapshot's restore keeps each
+// directory's bits this way. p must be readable by its owner.
+func (d *Dir) MkdirMode(p string, mode fs.FileMode) (Entry, error) {
+	if mode&^fs.ModePerm != 0 || mode == 0 {
+		return Entry{}, errorf(ErrBadMode, "making directory %q: mode %v is not permission bits; give bits of 0777 only", p, mode)
+	}
+	return d.mkdir(p, mode)
+}
+
+// mkdir is Mkdir, and then a chmod of p to mode unless mode is 0.
+func (d *Dir) mkdir(p string, mode fs.FileMode) (Entry, error) {
 	wp, err := d.changing("making directory", p)
 	if err != nil {
 		return Entry{}, err
@@ -122,6 +138,11 @@ func (d *Dir) Mkdir(p string) (Entry, error) {
 			return err
 		}
 		defer unix.Close(fd)
+		if mode != 0 {
+			if err := chmodDir(fd, mode); err != nil {
+				return fsError("setting the mode of directory", wp, err)
+			}
+		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return fsError("creating directory", wp, err)
@@ -130,6 +151,18 @@ func (d *Dir) Mkdir(p string) (Entry, error) {
 		return nil
 	})
 	return ent, err
+}
+
+// chmodDir sets the permission bits of the directory pathFD (an O_PATH
+// descriptor, which fchmod refuses) through a descriptor of the same
+// directory opened from it: nothing is looked up by name.
+func chmodDir(pathFD int, mode fs.FileMode) error {
+	fd, err := unix.Openat(pathFD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, uint32(mode.Perm()))
 }
 
 // mkdirAll opens the directory made of p's first levels elements as
