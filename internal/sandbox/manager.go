@@ -238,6 +238,10 @@ func NewManager(b Backend, cfg Config) *Manager {
 	m.pool = newPool(m.startBox, m.discardBox, m.poolSpec, cfg.Pool, cfg.OnPoolError)
 	m.wg.Add(1)
 	go m.reapLoop()
+	if rb, ok := b.(RemoteBackend); ok {
+		m.wg.Add(1)
+		go m.remoteReapLoop(rb, remoteReapEvery)
+	}
 	return m
 }
 
@@ -362,29 +366,36 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if err != nil {
 		return Info{}, err
 	}
-	var lease func()
-	if s.Root, lease, err = m.resolveTemplate(o.Template, owner); err != nil {
-		return Info{}, err
+	rb, remote := m.backend.(RemoteBackend)
+	lease := func() {}
+	if !remote {
+		if s.Root, lease, err = m.resolveTemplate(o.Template, owner); err != nil {
+			return Info{}, err
+		}
 	}
 	bytes := m.charge(s.Limits)
 	if err := m.acquire(owner, false, bytes); err != nil {
 		lease()
 		return Info{}, err
 	}
-	box, ws := m.pool.take(s)
-	if box == nil {
+	id := newID()
+	var box Box
+	var ws string
+	if remote {
+		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: m.ttl(o.TTL), Idle: m.idle(o.IdleTimeout), Limits: s.Limits}, s)
+	} else if box, ws = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
-		if err != nil {
-			m.release(owner, bytes)
-			lease()
-			return Info{}, err
-		}
+	}
+	if err != nil {
+		m.release(owner, bytes)
+		lease()
+		return Info{}, err
 	}
 	now := time.Now()
 	pace := newExecPacer(s.Limits.CPUs, m.cfg.ExecPace)
 	pace.startWith(m.bursts.take(owner, pace.burst()))
 	ses := &session{
-		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
+		id: id, owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
 		autoSnapshot: o.AutoSnapshot,
@@ -455,14 +466,21 @@ func newID() string {
 
 // lookup finds owner's session; another owner's answers ErrNotFound, the
 // same as one that does not exist.
+//
+// On a RemoteBackend a session this Manager does not hold may be held
+// by the backend's store (another server made it, or this one before a
+// restart): it is attached and held from then on.
 func (m *Manager) lookup(owner, id string) (*session, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
-	if !ok || s.owner != owner {
-		return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	m.mu.Unlock()
+	if ok && s.owner == owner {
+		return s, nil
 	}
-	return s, nil
+	if rb, remote := m.backend.(RemoteBackend); remote && !ok {
+		return m.adopt(rb, owner, id)
+	}
+	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 }
 
 // Get returns what is known of a session.
@@ -532,8 +550,19 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 	if err != nil {
 		return err
 	}
-	m.end(s)
+	m.endReleasing(s)
 	return nil
+}
+
+// endReleasing is end for a session that ends for good (deleted,
+// expired): a remote one's session is released in its backend's store
+// too, which a server's Close leaves to the server that serves it next.
+func (m *Manager) endReleasing(s *session) bool {
+	if !m.endOnce(s) {
+		return false
+	}
+	m.releaseRemote(s)
+	return true
 }
 
 // end stops s and forgets it; a second call for the same session waits
