@@ -382,7 +382,9 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	var box Box
 	var ws string
 	if remote {
-		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: m.ttl(o.TTL), Idle: m.idle(o.IdleTimeout), Limits: s.Limits}, s)
+		// An idle timeout past the TTL would never end the session first.
+		ttl := m.ttl(o.TTL)
+		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: min(m.idle(o.IdleTimeout), ttl), Limits: s.Limits}, s)
 	} else if box, ws = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
 	}
