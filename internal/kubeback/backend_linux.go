@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 
 	"k8s.io/client-go/rest"
 
@@ -125,7 +126,7 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 	s := spec.Spec{Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	box, adoption, err := b.attach(ctx, ps, s)
 	if err != nil {
-		return nil, sandbox.RemoteSession{}, err
+		return nil, sandbox.RemoteSession{}, unanswered(err)
 	}
 	r := sandbox.RemoteSession{
 		ID: ps.ID, Owner: ps.Owner, Template: ps.Template, Idle: ps.IdleTimeout,
@@ -166,4 +167,15 @@ func (b *Backend) attach(ctx context.Context, ps *podclaim.Session, s spec.Spec)
 		return nil, 0, fmt.Errorf("session %q's Pod %s: %w", ps.ID, ps.Pod, err)
 	}
 	return &box{Box: sandbox.AgentBox(sess), b: b, ps: ps}, adoption, nil
+}
+
+// unanswered is err, from attaching a found session's Pod, as ErrBusy
+// when the Pod did not answer in time: its init serves one connection at
+// a time, so another replica most likely holds the session (see
+// docs/kubernetes.md, Replicas), and a retry may find it free.
+func unanswered(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: its Pod answered no new connection in time (it serves one at a time: another replica may hold the session); retry shortly: %w", sandbox.ErrBusy, err)
+	}
+	return err
 }
