@@ -166,7 +166,7 @@ func (b *Backend) attach(ctx context.Context, ps *podclaim.Session, s spec.Spec)
 	if err != nil {
 		return nil, 0, fmt.Errorf("session %q's Pod %s: %w", ps.ID, ps.Pod, err)
 	}
-	return &box{Box: sandbox.AgentBox(sess), b: b, ps: ps}, adoption, nil
+	return newBox(sandbox.AgentBox(sess), b, ps), adoption, nil
 }
 
 // unanswered is err, from attaching a found session's Pod, as ErrBusy

@@ -29,3 +29,18 @@ func TestUnanswered(t *testing.T) {
 		}
 	}
 }
+
+// TestPodDeathCause: a dead session's cause is Find's reason without
+// the session and ErrDead Find puts before it, and the whole error when
+// Find words it otherwise.
+func TestPodDeathCause(t *testing.T) {
+	prefix := `session "s1": session is dead: `
+	for _, c := range []struct{ err, want string }{
+		{prefix + "its Pod default-x was deleted", "its Pod default-x was deleted"},
+		{"reading session \"s1\"'s claim: timeout", "reading session \"s1\"'s claim: timeout"},
+	} {
+		if got := (podDeath{err: errors.New(c.err), prefix: prefix}).Cause(); got != c.want {
+			t.Errorf("Cause of %q: got %q, want %q", c.err, got, c.want)
+		}
+	}
+}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
@@ -19,8 +20,9 @@ const (
 	touchWait = 5 * time.Second
 	// releaseWait bounds releasing a claim.
 	releaseWait = 30 * time.Second
-	// causeWait bounds asking the API server why a Pod's stream ended.
-	causeWait = 10 * time.Second
+	// causeWait bounds asking the API server why a Pod's stream ended;
+	// under the 5 s the Manager waits for Exited.
+	causeWait = 4 * time.Second
 )
 
 // box is a claimed Pod's agent session: the agent's Box, with the
@@ -31,8 +33,47 @@ type box struct {
 	b  *Backend
 	ps *podclaim.Session
 
-	causeOnce sync.Once
-	cause     error
+	// closed says Close ended the box: no death to explain.
+	closed atomic.Bool
+	// settled is closed once cause is set (or known to stay nil), after
+	// the box ended.
+	settled chan struct{}
+	cause   error
+}
+
+// newBox is the box of session ps on the agent's box ab, explaining
+// its death once it ends.
+func newBox(ab sandbox.Box, b *Backend, ps *podclaim.Session) *box {
+	x := &box{Box: ab, b: b, ps: ps, settled: make(chan struct{})}
+	go x.explain()
+	return x
+}
+
+// explain waits for the box to end and, unless Close ended it, asks the
+// cluster why (a Pod deleted, replaced or failed under the session), so
+// that Err names it; bounded by causeWait.
+func (x *box) explain() {
+	defer close(x.settled)
+	<-x.Box.Done()
+	if x.closed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
+	defer cancel()
+	if _, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID); err != nil && !errors.Is(err, podclaim.ErrPending) {
+		x.cause = podDeath{err: err, prefix: fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)}
+	}
+}
+
+// Exited is closed once Err says all it will: the Manager waits for it
+// (at most 5 s) before it reads why a box died.
+func (x *box) Exited() <-chan struct{} { return x.settled }
+
+// Close ends the session's connection (the Pod's init then ends its
+// processes); the claim stays, for Release or another replica.
+func (x *box) Close() error {
+	x.closed.Store(true)
+	return x.Box.Close()
 }
 
 // Exec records activity on the claim (at most once per activity
@@ -69,32 +110,31 @@ func (x *box) Release(ctx context.Context) error {
 	return err
 }
 
-// Err is the agent session's end, with the cluster's word on the
-// session once the stream ended: a Pod deleted, replaced or failed under
-// the session is named (podclaim.ErrDead's reason) as its cause.
+// Err is the agent session's end, or, once explain has it, the
+// cluster's word on the session: a Pod deleted, replaced or failed under
+// it is named (podclaim.ErrDead's reason) as its cause. It never waits.
 func (x *box) Err() error {
-	err := x.Box.Err()
-	if err == nil {
-		return nil
-	}
-	x.causeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), causeWait)
-		defer cancel()
-		if _, ferr := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID); ferr != nil && !errors.Is(ferr, podclaim.ErrPending) {
-			x.cause = podDeath{ferr}
+	select {
+	case <-x.settled:
+		if x.cause != nil {
+			return x.cause
 		}
-	})
-	if x.cause != nil {
-		return x.cause
+	default:
 	}
-	return err
+	return x.Box.Err()
 }
 
-// podDeath is why a session's stream ended as the cluster tells it.
-type podDeath struct{ err error }
+// podDeath is why a session's stream ended as the cluster tells it;
+// prefix is what Find's error says before the reason, which the
+// session's own reason needs not repeat.
+type podDeath struct {
+	err    error
+	prefix string
+}
 
 func (d podDeath) Error() string { return d.err.Error() }
 func (d podDeath) Unwrap() error { return d.err }
 
-// Cause is the death as one clause for the session's reason.
-func (d podDeath) Cause() string { return d.err.Error() }
+// Cause is the death as one clause for the session's reason: Find's
+// reason (e.g. "its Pod default-x7k2p was deleted").
+func (d podDeath) Cause() string { return strings.TrimPrefix(d.err.Error(), d.prefix) }
