@@ -171,6 +171,7 @@ func TestOnBed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("session", func(t *testing.T) { testSession(ctx, t, a, admin) })
+	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin) })
 	t.Run("second replica", func(t *testing.T) { testSecondReplica(ctx, t, bed, a, admin) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
 	t.Run("ttl", func(t *testing.T) { testTTL(ctx, t, bed, a, admin) })
