@@ -189,6 +189,11 @@ type Manager struct {
 	// unpinnedDrop names pinned ones dropped meanwhile (see pinSnapshot).
 	pins         map[string]int
 	unpinnedDrop map[string]bool
+	// adopting holds, by id, the attach of a RemoteBackend's session
+	// under way, closed when it is done: concurrent requests for one
+	// session wait for it rather than dial the Pod a second time (which
+	// would find it taken by the first dial).
+	adopting map[string]chan struct{}
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -226,7 +231,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
 		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
-		pins: map[string]int{}, unpinnedDrop: map[string]bool{},
+		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]chan struct{}{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
@@ -378,13 +383,15 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		lease()
 		return Info{}, err
 	}
-	id := newID()
+	id, idle := newID(), m.idle(o.IdleTimeout)
 	var box Box
 	var ws string
 	if remote {
-		// An idle timeout past the TTL would never end the session first.
+		// The store refuses an idle timeout past the TTL, which could
+		// never end the session first.
 		ttl := m.ttl(o.TTL)
-		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: min(m.idle(o.IdleTimeout), ttl), Limits: s.Limits}, s)
+		idle = min(idle, ttl)
+		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits}, s)
 	} else if box, ws = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
 	}
@@ -398,7 +405,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	pace.startWith(m.bursts.take(owner, pace.burst()))
 	ses := &session{
 		id: id, owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
-		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
+		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: idle,
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
 		autoSnapshot: o.AutoSnapshot,
 	}
@@ -480,7 +487,46 @@ func (m *Manager) lookup(owner, id string) (*session, error) {
 		return s, nil
 	}
 	if rb, remote := m.backend.(RemoteBackend); remote && !ok {
-		return m.adopt(rb, owner, id)
+		return m.adoptOnce(rb, owner, id)
+	}
+	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+}
+
+// adoptOnce is adopt, once at a time per id: a request that finds an
+// attach of the same id under way waits for it and looks again.
+func (m *Manager) adoptOnce(rb RemoteBackend, owner, id string) (*session, error) {
+	m.mu.Lock()
+	if s, ok := m.sessions[id]; ok {
+		m.mu.Unlock()
+		if s.owner == owner {
+			return s, nil
+		}
+		return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	if wait, busy := m.adopting[id]; busy {
+		m.mu.Unlock()
+		<-wait
+		return m.lookupHeld(owner, id)
+	}
+	done := make(chan struct{})
+	m.adopting[id] = done
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.adopting, id)
+		m.mu.Unlock()
+		close(done)
+	}()
+	return m.adopt(rb, owner, id)
+}
+
+// lookupHeld is owner's session id if this Manager holds it, else
+// ErrNotFound (an attach that just failed answered its own request).
+func (m *Manager) lookupHeld(owner, id string) (*session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[id]; ok && s.owner == owner {
+		return s, nil
 	}
 	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // fakeRemote is a RemoteBackend whose store is a map shared by the
@@ -26,6 +27,9 @@ type remoteStore struct {
 	sessions map[string]RemoteSession
 	released []string
 	reaps    int
+	// finds counts Find's calls; gate, when set, holds each until closed.
+	finds int
+	gate  chan struct{}
 }
 
 func (f *fakeRemote) Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error) {
@@ -43,7 +47,12 @@ func (f *fakeRemote) Claim(ctx context.Context, r RemoteSession, s spec.Spec) (B
 func (f *fakeRemote) Find(ctx context.Context, owner, id string, _ spec.Ceilings) (Box, RemoteSession, error) {
 	f.store.mu.Lock()
 	r, ok := f.store.sessions[id]
+	f.store.finds++
+	gate := f.store.gate
 	f.store.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if !ok || r.Owner != owner {
 		return nil, RemoteSession{}, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 	}
@@ -154,5 +163,52 @@ func TestRemoteRefusals(t *testing.T) {
 	}
 	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Fork: got %v, want ErrUnsupported", err)
+	}
+}
+
+// TestRemoteAdoptOnce: requests arriving together for a session this
+// Manager does not hold attach it once (a second dial would find the
+// Pod taken by the first) and all get it.
+func TestRemoteAdoptOnce(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	store.mu.Lock()
+	store.gate = gate
+	store.mu.Unlock()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := b.Get("alice", info.ID)
+			errs <- err
+		}()
+	}
+	// Let the first Find through once one is under way; the others wait
+	// for it, or find the session held.
+	testhost.WaitFor(t, "a Find to begin", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds > 0
+	})
+	close(gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a concurrent Get: %v", err)
+		}
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.finds != 1 {
+		t.Errorf("Find called %d times for %d concurrent requests, want once", store.finds, n)
 	}
 }
