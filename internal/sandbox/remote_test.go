@@ -145,7 +145,7 @@ func TestRemoteSessions(t *testing.T) {
 }
 
 // TestRemoteRefusals: what a remote session's files cannot do here
-// (snapshot, fork) and a warm pool of the server's own are refused in
+// (snapshot, fork, the file API for now) and a warm pool of the server's own are refused in
 // one line each.
 func TestRemoteRefusals(t *testing.T) {
 	rb := &fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}
@@ -163,6 +163,9 @@ func TestRemoteRefusals(t *testing.T) {
 	}
 	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Fork: got %v, want ErrUnsupported", err)
+	}
+	if _, err := m.Files("alice", info.ID); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Files: got %v, want ErrUnsupported", err)
 	}
 }
 
