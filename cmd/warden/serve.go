@@ -98,6 +98,7 @@ past it).`,
 	f := cmd.Flags()
 	addBackendFlags(f, &o.backend, "isolation backend of every sandbox", &o.backendOpts)
 	addAgentTransportFlag(f, &o.backendOpts)
+	addKubeFlags(f, &o.backendOpts)
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.keyFile, "api-key-file", "", "file of API keys, one per line")
 	f.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "file of the operator's keys, one per line, which read the whole server's /metrics and nothing else (a tenant's key sees its own figures)")
@@ -154,6 +155,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkKubeKeys(o.backend, keys); err != nil {
+		return err
+	}
 	if err := checkKeys(keys, metricsKeys); err != nil {
 		return err
 	}
@@ -195,7 +199,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	// A state directory that cannot be used fails the start in one line,
 	// before anything is logged.
-	store, err := openState(o.stateDir)
+	store, err := openState(remoteStateDir(backend, o.stateDir, log))
 	if err != nil {
 		return err
 	}

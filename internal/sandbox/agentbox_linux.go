@@ -42,3 +42,8 @@ func unsure(err error) error {
 	}
 	return err
 }
+
+// AgentBox is the Box of an agent session a backend outside this package
+// attached (kubernetes: a Pod's agent over TCP), so that its execs,
+// interpreters and pause answer exactly as every other backend's.
+func AgentBox(s *agent.Session) Box { return agentBox{s} }

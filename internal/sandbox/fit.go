@@ -39,6 +39,9 @@ type HardLimited interface {
 func (c Config) Fit(b Backend) (Config, []string, error) {
 	c = c.withDefaults()
 	var notes []string
+	if _, remote := b.(RemoteBackend); remote && c.Pool > 0 {
+		return c, notes, fmt.Errorf("--pool %d: backend %s keeps its warm sandboxes in its own pool (the cluster's SandboxWarmPool): drop --pool", c.Pool, b.Name())
+	}
 	if h, ok := b.(HardLimited); ok {
 		for _, hc := range h.HardCeilings() {
 			note, err := c.fitHard(hc)

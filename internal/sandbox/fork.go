@@ -28,6 +28,9 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 	if count < 1 || count > MaxFork {
 		return nil, fmt.Errorf("%w: count %d is out of range: fork makes 1 to %d sessions at once", spec.ErrInvalid, count, MaxFork)
 	}
+	if err := m.refuseRemote("fork"); err != nil {
+		return nil, err
+	}
 	if m.cfg.Snapshots == nil {
 		return nil, fmt.Errorf("%w: fork needs a state directory for its snapshot: start warden serve with --state-dir", ErrUnsupported)
 	}

@@ -189,6 +189,11 @@ type Manager struct {
 	// unpinnedDrop names pinned ones dropped meanwhile (see pinSnapshot).
 	pins         map[string]int
 	unpinnedDrop map[string]bool
+	// adopting holds, by id, the attach of a RemoteBackend's session
+	// under way, closed when it is done: concurrent requests for one
+	// session wait for it rather than dial the Pod a second time (which
+	// would find it taken by the first dial).
+	adopting map[string]chan struct{}
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -226,7 +231,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
 		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
-		pins: map[string]int{}, unpinnedDrop: map[string]bool{},
+		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]chan struct{}{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
@@ -238,6 +243,10 @@ func NewManager(b Backend, cfg Config) *Manager {
 	m.pool = newPool(m.startBox, m.discardBox, m.poolSpec, cfg.Pool, cfg.OnPoolError)
 	m.wg.Add(1)
 	go m.reapLoop()
+	if rb, ok := b.(RemoteBackend); ok {
+		m.wg.Add(1)
+		go m.remoteReapLoop(rb, remoteReapEvery)
+	}
 	return m
 }
 
@@ -362,30 +371,41 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	if err != nil {
 		return Info{}, err
 	}
-	var lease func()
-	if s.Root, lease, err = m.resolveTemplate(o.Template, owner); err != nil {
-		return Info{}, err
+	rb, remote := m.backend.(RemoteBackend)
+	lease := func() {}
+	if !remote {
+		if s.Root, lease, err = m.resolveTemplate(o.Template, owner); err != nil {
+			return Info{}, err
+		}
 	}
 	bytes := m.charge(s.Limits)
 	if err := m.acquire(owner, false, bytes); err != nil {
 		lease()
 		return Info{}, err
 	}
-	box, ws := m.pool.take(s)
-	if box == nil {
+	id, idle := newID(), m.idle(o.IdleTimeout)
+	var box Box
+	var ws string
+	if remote {
+		// The store refuses an idle timeout past the TTL, which could
+		// never end the session first.
+		ttl := m.ttl(o.TTL)
+		idle = min(idle, ttl)
+		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits}, s)
+	} else if box, ws = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
-		if err != nil {
-			m.release(owner, bytes)
-			lease()
-			return Info{}, err
-		}
+	}
+	if err != nil {
+		m.release(owner, bytes)
+		lease()
+		return Info{}, err
 	}
 	now := time.Now()
 	pace := newExecPacer(s.Limits.CPUs, m.cfg.ExecPace)
 	pace.startWith(m.bursts.take(owner, pace.burst()))
 	ses := &session{
-		id: newID(), owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
-		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: m.idle(o.IdleTimeout),
+		id: id, owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
+		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: idle,
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
 		autoSnapshot: o.AutoSnapshot,
 	}
@@ -455,14 +475,60 @@ func newID() string {
 
 // lookup finds owner's session; another owner's answers ErrNotFound, the
 // same as one that does not exist.
+//
+// On a RemoteBackend a session this Manager does not hold may be held
+// by the backend's store (another server made it, or this one before a
+// restart): it is attached and held from then on.
 func (m *Manager) lookup(owner, id string) (*session, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
-	if !ok || s.owner != owner {
+	m.mu.Unlock()
+	if ok && s.owner == owner {
+		return s, nil
+	}
+	if rb, remote := m.backend.(RemoteBackend); remote && !ok {
+		return m.adoptOnce(rb, owner, id)
+	}
+	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+}
+
+// adoptOnce is adopt, once at a time per id: a request that finds an
+// attach of the same id under way waits for it and looks again.
+func (m *Manager) adoptOnce(rb RemoteBackend, owner, id string) (*session, error) {
+	m.mu.Lock()
+	if s, ok := m.sessions[id]; ok {
+		m.mu.Unlock()
+		if s.owner == owner {
+			return s, nil
+		}
 		return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 	}
-	return s, nil
+	if wait, busy := m.adopting[id]; busy {
+		m.mu.Unlock()
+		<-wait
+		return m.lookupHeld(owner, id)
+	}
+	done := make(chan struct{})
+	m.adopting[id] = done
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.adopting, id)
+		m.mu.Unlock()
+		close(done)
+	}()
+	return m.adopt(rb, owner, id)
+}
+
+// lookupHeld is owner's session id if this Manager holds it, else
+// ErrNotFound (an attach that just failed answered its own request).
+func (m *Manager) lookupHeld(owner, id string) (*session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[id]; ok && s.owner == owner {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 }
 
 // Get returns what is known of a session.
@@ -532,8 +598,19 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 	if err != nil {
 		return err
 	}
-	m.end(s)
+	m.endReleasing(s)
 	return nil
+}
+
+// endReleasing is end for a session that ends for good (deleted,
+// expired): a remote one's session is released in its backend's store
+// too, which a server's Close leaves to the server that serves it next.
+func (m *Manager) endReleasing(s *session) bool {
+	if !m.endOnce(s) {
+		return false
+	}
+	m.releaseRemote(s)
+	return true
 }
 
 // end stops s and forgets it; a second call for the same session waits
@@ -637,6 +714,9 @@ func (m *Manager) Files(owner, id string) (workspace.Files, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
 		return nil, err
+	}
+	if _, remote := m.backend.(RemoteBackend); remote {
+		return nil, fmt.Errorf("%w: files: a %s session's files are in its remote sandbox, which the file API does not reach yet: read and write them with an exec (cat, tee)", ErrUnsupported, m.backend.Name())
 	}
 	// A snapshotted session's files are on disk as the host's; they are
 	// served through a box again, as its sandbox user, like any other's.

@@ -51,7 +51,7 @@ func (m *Manager) reap(now time.Time) {
 			}
 			// A dead session was reported when it died; a session a
 			// later round picked before this end began is reported once.
-			if m.endOnce(s) && !dead[i] {
+			if m.endReleasing(s) && !dead[i] {
 				m.cfg.OnReap(s.owner, reason)
 			}
 		}()

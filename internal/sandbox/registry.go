@@ -39,6 +39,11 @@ type BackendOptions struct {
 	// native.TransportStream, the descriptor-free protocol a VM or pod
 	// backend needs, offered on native to prove and measure it.
 	AgentTransport native.AgentTransport
+	// Kubernetes makes the kubernetes backend, called name (see
+	// internal/kubeback): set by warden serve, which alone links the
+	// Kubernetes client, so that warden run and the slim build stay as
+	// small and quick to start as they are. Nil refuses the backend.
+	Kubernetes func(name string) (Backend, error)
 }
 
 // DefaultBackend is the backend used when none is named.
@@ -63,6 +68,7 @@ var backends = []backendEntry{
 	{"gvisor", newGVisor, true},
 	{"docker", newDocker, false},
 	{"microvm", newMicroVM, false},
+	{"kubernetes", newKubernetes, false},
 }
 
 // TransportBackends returns the backends that have a choice of agent
@@ -143,6 +149,16 @@ func newNative(_ string, o BackendOptions) (Backend, error) {
 		useSpawner()
 	}
 	return Native{Logger: o.Logger, Executor: o.Executor, AgentTransport: o.AgentTransport}, nil
+}
+
+// newKubernetes is the kubernetes backend, which the server makes
+// (BackendOptions.Kubernetes): its sessions are SandboxClaims that
+// outlive any one process, so there is nothing for a one-shot run.
+func newKubernetes(name string, o BackendOptions) (Backend, error) {
+	if o.Kubernetes == nil {
+		return nil, fmt.Errorf("%w: backend %s serves sessions only, from a cluster's sandbox Pods: use warden serve --backend %s", spec.ErrInvalid, name, name)
+	}
+	return o.Kubernetes(name)
 }
 
 // ended says the box has ended.

@@ -33,8 +33,11 @@ func TestNewBackendNames(t *testing.T) {
 // TestBackendNamesFromTable: every backend's Name is its name in the
 // table, made without starting anything (the factories only fill structs).
 func TestBackendNamesFromTable(t *testing.T) {
+	// The server makes the kubernetes backend; here a stand-in, named as
+	// the table asks.
+	opts := BackendOptions{Kubernetes: func(name string) (Backend, error) { return namedBackend{name: name}, nil }}
 	for _, e := range backends {
-		b, err := e.make(e.name, BackendOptions{})
+		b, err := e.make(e.name, opts)
 		if errors.Is(err, errors.ErrUnsupported) {
 			continue // a Linux-only backend elsewhere
 		}
@@ -81,5 +84,22 @@ func TestAgentTransportOption(t *testing.T) {
 		case tc.want != "" && (!errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("NewBackend(%q, %q) = %v, want ErrInvalid saying %q", tc.backend, tc.transport, err, tc.want)
 		}
+	}
+}
+
+// namedBackend is a Backend that is only a name, for the registry's tests.
+type namedBackend struct {
+	Backend
+	name string
+}
+
+func (b namedBackend) Name() string { return b.name }
+
+// TestKubernetesNeedsServe: without the server's maker (warden run, mcp)
+// the kubernetes backend is refused in one line saying where it runs.
+func TestKubernetesNeedsServe(t *testing.T) {
+	_, err := NewBackend("kubernetes", BackendOptions{})
+	if err == nil || !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "warden serve --backend kubernetes") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("NewBackend(kubernetes) without a maker: got %v, want one ErrInvalid line naming warden serve --backend kubernetes", err)
 	}
 }

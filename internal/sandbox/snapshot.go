@@ -49,6 +49,9 @@ func step(name string) {
 // ErrUnsupported; no snapshot slot left, ErrTooMany; a full disk,
 // state.ErrStorage. On any failure the session is as it was.
 func (m *Manager) Snapshot(ctx context.Context, owner, id string) (Info, error) {
+	if err := m.refuseRemote("snapshot"); err != nil {
+		return Info{}, err
+	}
 	if m.cfg.Snapshots == nil {
 		return Info{}, fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
 	}

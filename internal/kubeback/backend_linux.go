@@ -1,0 +1,181 @@
+package kubeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/warden-sandbox/warden/internal/podclaim"
+	"github.com/warden-sandbox/warden/internal/poddial"
+	"github.com/warden-sandbox/warden/internal/podinit"
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Backend is the kubernetes backend: sessions only (a sandbox.RemoteBackend),
+// each a SandboxClaim whose Pod's agent is its box.
+type Backend struct {
+	name      string
+	cfg       Config
+	claims    *podclaim.Claimer
+	routerKey []byte
+	log       *slog.Logger
+}
+
+// The Manager holds the backend's sessions as remote ones.
+var _ sandbox.RemoteBackend = (*Backend)(nil)
+
+// New is the backend called name, reaching the cluster as cfg says and
+// reading the router key, which it refuses to start without.
+func New(name string, cfg Config) (*Backend, error) {
+	key, err := cfg.RouterKey()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := cfg.RestConfig()
+	if err != nil {
+		return nil, err
+	}
+	return NewWith(name, rc, key, cfg)
+}
+
+// NewWith is New with the API server's config and the router key given
+// (tests, and callers that hold them already).
+func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backend, error) {
+	if len(routerKey) < podinit.MinRouterKey {
+		return nil, fmt.Errorf("the router key has %d bytes: it needs at least %d random ones", len(routerKey), podinit.MinRouterKey)
+	}
+	cfg = cfg.withDefaults()
+	c, err := podclaim.New(rc, podclaim.Config{Namespace: cfg.Namespace, ActivityInterval: cfg.ActivityInterval, ReadyTimeout: cfg.ReadyTimeout, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %w", name, err)
+	}
+	return &Backend{name: name, cfg: cfg, claims: c, routerKey: routerKey, log: cfg.Logger}, nil
+}
+
+// Name is the backend's name in the registry.
+func (b *Backend) Name() string { return b.name }
+
+// Start is refused: a Pod's session must be named before it is claimed,
+// which only the Manager's Claim does.
+func (b *Backend) Start(context.Context, spec.Spec) (sandbox.Box, error) {
+	return nil, fmt.Errorf("%w: backend %s starts sessions only through the server's Manager, which names them", sandbox.ErrUnsupported, b.name)
+}
+
+// Run is refused: a one-shot run would claim and release a warm Pod for
+// one command; create a session and exec in it instead.
+func (b *Backend) Run(context.Context, spec.Spec, io.Reader, sandbox.Stream) (spec.Result, error) {
+	return spec.Result{}, fmt.Errorf("%w: backend %s runs no one-shot sandboxes: create a session and exec in it", sandbox.ErrUnsupported, b.name)
+}
+
+// Claim claims a warm Pod for session r from r.Template's warm pool and
+// attaches its agent; a Pod that cannot be attached is released at once.
+func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spec) (sandbox.Box, error) {
+	if r.Owner == "" {
+		return nil, fmt.Errorf("%w: backend %s records each session's owner on its claim: start warden serve with API keys", spec.ErrInvalid, b.name)
+	}
+	if err := poddial.Refuse(s); err != nil {
+		return nil, err
+	}
+	tmpl := r.Template
+	if tmpl == "" {
+		tmpl = b.cfg.Template
+	}
+	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: r.Owner, Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits})
+	if err != nil {
+		return nil, err
+	}
+	box, _, err := b.attach(ctx, ps, s)
+	if err != nil {
+		b.release(ps)
+		return nil, err
+	}
+	return box, nil
+}
+
+// release releases ps after a failed attach, logging a failure (the
+// claim's TTL and the reaper are the backstop).
+func (b *Backend) release(ps *podclaim.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	defer cancel()
+	if err := b.claims.Release(ctx, ps); err != nil && !errors.Is(err, podclaim.ErrNotFound) {
+		b.log.Warn("releasing a claim whose Pod could not be attached", "session", ps.ID, "claim", ps.Claim, "err", err)
+	}
+}
+
+// Find attaches to owner's session id, which another replica claimed:
+// its Pod's files are kept, its processes are not (the Pod's init ends
+// them with the connection that started them), which Note says.
+func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings) (sandbox.Box, sandbox.RemoteSession, error) {
+	ps, err := b.claims.Find(ctx, owner, id)
+	switch {
+	case errors.Is(err, podclaim.ErrNotFound):
+		return nil, sandbox.RemoteSession{}, fmt.Errorf("%w: no session %q", sandbox.ErrNotFound, id)
+	case errors.Is(err, podclaim.ErrDead):
+		return nil, sandbox.RemoteSession{}, fmt.Errorf("%w: %w", sandbox.ErrDead, err)
+	case err != nil:
+		return nil, sandbox.RemoteSession{}, err
+	}
+	lim, _ := ceil.Clamp(ps.Limits)
+	s := spec.Spec{Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	box, adoption, err := b.attach(ctx, ps, s)
+	if err != nil {
+		return nil, sandbox.RemoteSession{}, unanswered(err)
+	}
+	r := sandbox.RemoteSession{
+		ID: ps.ID, Owner: ps.Owner, Template: ps.Template, Idle: ps.IdleTimeout,
+		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, Limits: lim,
+		Note: "attached to the session's Pod " + ps.Pod + ": its files are kept, its earlier processes and interpreters ended with the last server's connection",
+	}
+	if adoption == podinit.Adopted {
+		r.Note = "attached to the session's Pod " + ps.Pod + ", whose init had restarted: only its volumes' files are kept"
+	}
+	return box, r, nil
+}
+
+// Reap releases the sessions past their TTL or idle timeout, or whose
+// Pod died, whichever replica claimed them.
+func (b *Backend) Reap(ctx context.Context) error {
+	rep, err := b.claims.Reap(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range rep.Released {
+		b.log.Info("released a session's claim", "session", r.Session, "reason", r.Reason)
+	}
+	return nil
+}
+
+// attach dials ps's Pod, proves the Pod's key and attaches a session of s.
+func (b *Backend) attach(ctx context.Context, ps *podclaim.Session, s spec.Spec) (*box, podinit.Adoption, error) {
+	key, err := podinit.Key(b.routerKey, string(ps.PodUID))
+	if err != nil {
+		return nil, 0, err
+	}
+	conn, adoption, err := poddial.Dial(ctx, netip.AddrPortFrom(ps.PodIP, podinit.Port).String(), key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("session %q's Pod %s: %w", ps.ID, ps.Pod, err)
+	}
+	sess, err := poddial.Attach(ctx, conn, s, b.log.With("session", ps.ID))
+	if err != nil {
+		return nil, 0, fmt.Errorf("session %q's Pod %s: %w", ps.ID, ps.Pod, err)
+	}
+	return newBox(sandbox.AgentBox(sess), b, ps), adoption, nil
+}
+
+// unanswered is err, from attaching a found session's Pod, as ErrBusy
+// when the Pod did not answer in time: its init serves one connection at
+// a time, so another replica most likely holds the session (see
+// docs/kubernetes.md, Replicas), and a retry may find it free.
+func unanswered(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: its Pod answered no new connection in time (it serves one at a time: another replica may hold the session); retry shortly: %w", sandbox.ErrBusy, err)
+	}
+	return err
+}

@@ -1,0 +1,367 @@
+package kubeback_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/warden-sandbox/warden/internal/kubeback"
+	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/podclaim"
+	"github.com/warden-sandbox/warden/internal/podinit"
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+const (
+	// ns and pool are deploy/'s sandbox namespace and default warm pool.
+	ns   = "warden-sandboxes"
+	pool = "default"
+	// owner is the tenant of the tests' sessions.
+	owner = "acme"
+	// waitLong bounds each wait on the controller or kubelet.
+	waitLong = 2 * time.Minute
+)
+
+// podScript makes a Pod's container, as internal/poddial's tests do, in
+// the PID and mount namespaces unshare made for it: a tmpfs root with
+// the host's /usr and /etc read-only, the template's volumes as tmpfs,
+// and warden-init as PID 1, uid and gid 65532, every capability dropped.
+const podScript = `set -e
+R=$1 INIT=$2 ADDR=$3
+mount --make-rprivate /
+mount -t tmpfs -o size=1m,mode=755 pod-root "$R"
+cd "$R"
+mkdir usr etc proc dev workspace tmp home home/sandbox
+ln -s usr/bin bin; ln -s usr/lib lib; ln -s usr/lib64 lib64; ln -s usr/sbin sbin
+for d in usr etc; do mount --bind "/$d" "$d"; mount -o remount,bind,ro "$d"; done
+for n in null zero full random urandom; do touch "dev/$n"; mount --bind "/dev/$n" "dev/$n"; done
+mount -t proc -o nosuid,nodev,noexec proc proc
+mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 workspace workspace
+mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 home home/sandbox
+mount -t tmpfs -o size=16m,mode=1777 tmp tmp
+touch warden-init
+mount --bind "$INIT" warden-init
+mount -o remount,bind,ro warden-init
+exec chroot . setpriv --reuid=65532 --regid=65532 --clear-groups --inh-caps=-all --bounding-set=-all /warden-init pod --listen "$ADDR"
+`
+
+// routerKey is the tests' router key, shared by their replicas.
+var routerKey = bytes.Repeat([]byte{0x6b}, podinit.MinRouterKey)
+
+// podCommand is the bed kubelet's PodCommand: warden-init in pod mode as
+// PID 1 of new PID and mount namespaces (unshare's child, killed with
+// it), on the Pod's address.
+func podCommand(t *testing.T) kubebed.PodCommand {
+	testhost.RequireRoot(t)
+	for _, tool := range []string{"go", "unshare", "setpriv", "chroot", "mount"} {
+		testhost.RequireTool(t, tool)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "warden-init")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building warden-init: %v: %s", err, out)
+	}
+	var mu sync.Mutex
+	n := 0
+	return func(_ *corev1.Pod, addr netip.AddrPort) (string, []string, []string) {
+		mu.Lock()
+		n++
+		root := filepath.Join(dir, fmt.Sprintf("pod%d", n))
+		mu.Unlock()
+		if err := os.Mkdir(root, 0o700); err != nil {
+			// the Pod fails to start, which the test then reports
+			return "false", nil, nil
+		}
+		return "unshare", []string{"--pid", "--mount", "--fork", "--kill-child", "sh", "-c", podScript, "pod", root, bin, addr.String()}, nil
+	}
+}
+
+// install applies deploy/'s namespaces, router RBAC, RuntimeClass and
+// default template and warm pool, and the sandbox namespace's default
+// service account, then waits for the pool to fill.
+func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
+	t.Helper()
+	root, err := kubebed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range []string{"namespaces.yaml", "rbac.yaml", "runtimeclass.yaml", "template.yaml"} {
+		paths = append(paths, filepath.Join(root, "deploy", "kustomize", "warden", f))
+	}
+	objs, err := kubebed.ReadManifests(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.Apply(ctx, false, objs...); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := bed.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	waitPool(ctx, t, bed, 4)
+}
+
+// waitPool waits until the warm pool has n ready sandboxes.
+func waitPool(ctx context.Context, t *testing.T, bed *kubebed.Bed, n int32) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
+		var wp extv1.SandboxWarmPool
+		err := bed.Extensions.Get().Namespace(ns).Resource("sandboxwarmpools").Name(pool).Do(ctx).Into(&wp)
+		return err == nil && wp.Status.ReadyReplicas >= n
+	})
+}
+
+// waitFor polls cond every 50 ms for at most waitLong.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range int(waitLong / (50 * time.Millisecond)) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("gave up waiting for %s", what)
+}
+
+// replica is one router replica: the backend with the router's service
+// account's rights, and its Manager.
+func replica(t *testing.T, bed *kubebed.Bed) (*sandbox.Manager, *kubeback.Backend) {
+	t.Helper()
+	b, err := kubeback.NewWith("kubernetes", bed.RouterConfig, routerKey, kubeback.Config{Namespace: ns, ReadyTimeout: waitLong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sandbox.NewManager(b, sandbox.Config{})
+	t.Cleanup(func() { _ = m.Close() }) // Close always returns nil
+	return m, b
+}
+
+// TestOnBed serves sessions from the bed's warm pool, whose Pods run
+// the real warden-init in pod mode, through the Manager as warden serve
+// --backend kubernetes does, with the router's service account's rights.
+func TestOnBed(t *testing.T) {
+	bed := kubebed.Start(t, podCommand(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	install(ctx, t, bed)
+	a, _ := replica(t, bed)
+	admin, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: time.Hour, ReadyTimeout: waitLong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("session", func(t *testing.T) { testSession(ctx, t, a, admin) })
+	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin) })
+	t.Run("second replica", func(t *testing.T) { testSecondReplica(ctx, t, bed, a, admin) })
+	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
+	t.Run("ttl", func(t *testing.T) { testTTL(ctx, t, bed, a, admin) })
+	t.Run("latency", func(t *testing.T) { testLatency(ctx, t, bed, a, admin) })
+}
+
+// create makes a session of the default limits with ttl.
+func create(ctx context.Context, t *testing.T, m *sandbox.Manager, ttl time.Duration) sandbox.Info {
+	t.Helper()
+	info, err := m.Create(ctx, owner, sandbox.SessionOptions{Limits: spec.DefaultLimits, TTL: ttl})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return info
+}
+
+// run runs req in session id and returns its stdout, failing on an error
+// or a non-zero exit.
+func run(ctx context.Context, t *testing.T, m *sandbox.Manager, id string, req sandbox.ExecRequest) string {
+	t.Helper()
+	r, err := m.Exec(ctx, owner, id, req, sandbox.Stream{})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec %v%q: %+v, %v", req.Command, req.Code, r, err)
+	}
+	return r.Stdout
+}
+
+// sh is a shell command's request.
+func sh(script string) sandbox.ExecRequest {
+	return sandbox.ExecRequest{Command: []string{"sh", "-c", script}}
+}
+
+// testSession: a session's execs run in its Pod as uid 65532, a Python
+// interpreter keeps its state across execs, and Delete releases the
+// claim.
+func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *podclaim.Claimer) {
+	info := create(ctx, t, m, time.Hour)
+	if got := run(ctx, t, m, info.ID, sh("id -u; echo hi > /workspace/f; cat /workspace/f")); got != "65532\nhi\n" {
+		t.Errorf("first exec: got %q, want uid 65532 and the file's line", got)
+	}
+	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "x = 41"})
+	if got := run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "print(x + 1)"}); got != "42\n" {
+		t.Errorf("the interpreter's second run: got %q, want 42", got)
+	}
+	ps, err := admin.Find(ctx, owner, info.ID)
+	if err != nil {
+		t.Fatalf("the session's claim: %v", err)
+	}
+	if err := m.Delete(ctx, owner, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Find(ctx, owner, info.ID); !errors.Is(err, podclaim.ErrNotFound) {
+		t.Errorf("after Delete the claim: got %v, want ErrNotFound", err)
+	}
+	if err := admin.WaitPodGone(ctx, ps); err != nil {
+		t.Error(err)
+	}
+}
+
+// testSecondReplica: a second live replica is told the session is busy
+// while the first holds the Pod's one connection; a replica that never
+// saw a session serves it once the first is gone (its Close leaves the
+// claim), with the Pod's files and without its processes; another owner
+// cannot.
+func testSecondReplica(ctx context.Context, t *testing.T, bed *kubebed.Bed, a *sandbox.Manager, admin *podclaim.Claimer) {
+	first, _ := replica(t, bed)
+	info := create(ctx, t, first, time.Hour)
+	run(ctx, t, first, info.ID, sh("echo kept > /workspace/f"))
+	run(ctx, t, first, info.ID, sandbox.ExecRequest{Language: "python", Code: "x = 1"})
+	if _, err := a.Exec(ctx, owner, info.ID, sh("true"), sandbox.Stream{}); !errors.Is(err, sandbox.ErrBusy) {
+		t.Errorf("a second live replica's exec while the first holds the Pod: got %v, want ErrBusy", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Find(ctx, owner, info.ID); err != nil {
+		t.Fatalf("a replica's Close released its session: %v", err)
+	}
+	if _, err := a.Get("other", info.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("another owner's Get: got %v, want ErrNotFound", err)
+	}
+	if got := run(ctx, t, a, info.ID, sh("cat /workspace/f")); got != "kept\n" {
+		t.Errorf("the second replica reads %q, want the file the first wrote", got)
+	}
+	r, err := a.Exec(ctx, owner, info.ID, sandbox.ExecRequest{Language: "python", Code: "print(x)"}, sandbox.Stream{})
+	if err != nil || r.Exception == nil || r.Exception.Type != "NameError" {
+		t.Errorf("the first replica's interpreter state on the second: got %+v, %v; want a NameError (processes restart)", r, err)
+	}
+	if err := a.Delete(ctx, owner, info.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testPodDeleted: a Pod deleted under a live session ends it as dead,
+// the reason naming the Pod.
+func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Manager, admin *podclaim.Claimer) {
+	info := create(ctx, t, m, time.Hour)
+	run(ctx, t, m, info.ID, sh("true"))
+	ps, err := admin.Find(ctx, owner, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.Clientset.CoreV1().Pods(ns).Delete(ctx, ps.Pod, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Until the Manager buries it, the session answers as dead with the
+	// stream's end; the cluster's word, naming the Pod, follows.
+	var got sandbox.Info
+	waitFor(t, "the session to be dead, its reason naming its Pod", func() bool {
+		got, err = m.Get(owner, info.ID)
+		return err == nil && got.State == sandbox.StateDead && strings.Contains(got.Reason, ps.Pod)
+	})
+	t.Logf("dead session's reason: %s", got.Reason)
+	if _, err := m.Exec(ctx, owner, info.ID, sh("true"), sandbox.Stream{}); !errors.Is(err, sandbox.ErrDead) {
+		t.Errorf("exec on the dead session: got %v, want ErrDead", err)
+	}
+	if err := m.Delete(ctx, owner, info.ID); err != nil {
+		t.Error(err)
+	}
+}
+
+// testTTL: a session's TTL is its claim's shutdownTime: the claim goes
+// at the TTL, and the session with it.
+func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Manager, admin *podclaim.Claimer) {
+	waitPool(ctx, t, bed, 2)
+	info := create(ctx, t, m, 5*time.Second)
+	ps, err := admin.Find(ctx, owner, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ps.Expires.Sub(ps.Created); d < 4*time.Second || d > 6*time.Second {
+		t.Errorf("claim's shutdownTime is %v after its creation, want the TTL of 5s", d)
+	}
+	waitFor(t, "the session's claim to go at its TTL", func() bool {
+		_, err := admin.Find(ctx, owner, info.ID)
+		return errors.Is(err, podclaim.ErrNotFound)
+	})
+	waitFor(t, "the session to end at its TTL", func() bool {
+		_, err := m.Get(owner, info.ID)
+		return err != nil
+	})
+}
+
+// latencyRounds is how many sessions testLatency times, each against
+// a refilled pool and interleaved with a bare claim.
+const latencyRounds = 12
+
+// testLatency times a session's create to the end of its first exec
+// through the Manager, interleaved with a bare podclaim.Claim (create
+// to the claim's Pod recorded) as the baseline, each against a pool
+// refilled to 4; logged, never asserted.
+func testLatency(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Manager, admin *podclaim.Claimer) {
+	if testing.Short() {
+		t.Skip("timing is skipped under -short")
+	}
+	var full, creates, bare []time.Duration
+	for i := range latencyRounds {
+		waitPool(ctx, t, bed, 4)
+		begin := time.Now()
+		info := create(ctx, t, m, time.Hour)
+		creates = append(creates, time.Since(begin))
+		run(ctx, t, m, info.ID, sh("true"))
+		full = append(full, time.Since(begin))
+		if err := m.Delete(ctx, owner, info.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitPool(ctx, t, bed, 4)
+		begin = time.Now()
+		ps, err := admin.Claim(ctx, podclaim.Request{Session: fmt.Sprintf("bare-%d", i), Owner: owner, Template: pool, TTL: time.Hour, IdleTimeout: time.Hour, Limits: spec.DefaultLimits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare = append(bare, time.Since(begin))
+		if err := admin.Release(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.WaitPodGone(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fp50, fmax := quantiles(full)
+	cp50, cmax := quantiles(creates)
+	bp50, bmax := quantiles(bare)
+	t.Logf("create to first exec: p50 %v, max (p99 of %d) %v; of it the create (claim, dial, attach): p50 %v, max %v; bare podclaim.Claim: p50 %v, max %v; ratio of p50s %.2fx",
+		fp50, latencyRounds, fmax, cp50, cmax, bp50, bmax, float64(fp50)/float64(bp50))
+}
+
+// quantiles is the median and the maximum of d.
+func quantiles(d []time.Duration) (p50, maxd time.Duration) {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
+}

@@ -1,0 +1,140 @@
+package kubeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/podclaim"
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// Bounds of the API calls a box makes on its own.
+const (
+	// touchWait bounds recording a session's activity before an exec.
+	touchWait = 5 * time.Second
+	// releaseWait bounds releasing a claim.
+	releaseWait = 30 * time.Second
+	// causeWait bounds asking the API server why a Pod's stream ended;
+	// under the 5 s the Manager waits for Exited.
+	causeWait = 4 * time.Second
+)
+
+// box is a claimed Pod's agent session: the agent's Box, with the
+// session's activity recorded on its claim, its release, and the cause of
+// its death read from the cluster.
+type box struct {
+	sandbox.Box
+	b  *Backend
+	ps *podclaim.Session
+
+	// closed says Close ended the box: no death to explain.
+	closed atomic.Bool
+	// settled is closed once cause is set (or known to stay nil), after
+	// the box ended.
+	settled chan struct{}
+	cause   error
+}
+
+// newBox is the box of session ps on the agent's box ab, explaining
+// its death once it ends.
+func newBox(ab sandbox.Box, b *Backend, ps *podclaim.Session) *box {
+	x := &box{Box: ab, b: b, ps: ps, settled: make(chan struct{})}
+	go x.explain()
+	return x
+}
+
+// explain waits for the box to end and, unless Close ended it, asks the
+// cluster why (a Pod deleted, replaced or failed under the session), so
+// that Err names it; bounded by causeWait.
+func (x *box) explain() {
+	defer close(x.settled)
+	<-x.Box.Done()
+	if x.closed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
+	defer cancel()
+	if _, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID); err != nil && !errors.Is(err, podclaim.ErrPending) {
+		x.cause = podDeath{err: err, prefix: fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)}
+	}
+}
+
+// Exited is closed once Err says all it will: the Manager waits for it
+// (at most 5 s) before it reads why a box died.
+func (x *box) Exited() <-chan struct{} { return x.settled }
+
+// Close ends the session's connection (the Pod's init then ends its
+// processes); the claim stays, for Release or another replica.
+func (x *box) Close() error {
+	x.closed.Store(true)
+	return x.Box.Close()
+}
+
+// Exec records activity on the claim (at most once per activity
+// interval) and runs c.
+func (x *box) Exec(ctx context.Context, c sandbox.Command, live sandbox.Stream) (spec.Result, error) {
+	x.touch(ctx)
+	return x.Box.Exec(ctx, c, live)
+}
+
+// Spawn records activity as Exec does and starts c (an interpreter's or
+// a command's process).
+func (x *box) Spawn(ctx context.Context, c interp.Command) (interp.Process, error) {
+	x.touch(ctx)
+	return x.Box.Spawn(ctx, c)
+}
+
+// touch records activity, logging a failure: the exec is served all the
+// same, and the idle reap's grace covers one missed interval.
+func (x *box) touch(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, touchWait)
+	defer cancel()
+	if err := x.b.claims.Touch(ctx, x.ps); err != nil {
+		x.b.log.Warn("recording a session's activity on its claim", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
+	}
+}
+
+// Release deletes the session's claim (the cluster then deletes its
+// Pod): the session's end, at delete, TTL or idle timeout.
+func (x *box) Release(ctx context.Context) error {
+	err := x.b.claims.Release(ctx, x.ps)
+	if errors.Is(err, podclaim.ErrNotFound) {
+		return fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
+	}
+	return err
+}
+
+// Err is the agent session's end, or, once explain has it, the
+// cluster's word on the session: a Pod deleted, replaced or failed under
+// it is named (podclaim.ErrDead's reason) as its cause. It never waits.
+func (x *box) Err() error {
+	select {
+	case <-x.settled:
+		if x.cause != nil {
+			return x.cause
+		}
+	default:
+	}
+	return x.Box.Err()
+}
+
+// podDeath is why a session's stream ended as the cluster tells it;
+// prefix is what Find's error says before the reason, which the
+// session's own reason needs not repeat.
+type podDeath struct {
+	err    error
+	prefix string
+}
+
+func (d podDeath) Error() string { return d.err.Error() }
+func (d podDeath) Unwrap() error { return d.err }
+
+// Cause is the death as one clause for the session's reason: Find's
+// reason (e.g. "its Pod default-x7k2p was deleted").
+func (d podDeath) Cause() string { return strings.TrimPrefix(d.err.Error(), d.prefix) }

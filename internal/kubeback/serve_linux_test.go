@@ -1,0 +1,159 @@
+package kubeback_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/podclaim"
+)
+
+// apiKey is the served API's key in testServe; its tenant is the first
+// 16 hex digits of its SHA-256, as the server derives it.
+const apiKey = "kubeserve-test-key"
+
+// testServe runs warden serve --backend kubernetes itself (the full
+// build, as warden-server is), configured by its flags alone: a
+// kubeconfig of the router's service account, the router key and API
+// key files; then creates a session over HTTP, execs in it, and deletes
+// it, whose claim then goes.
+func testServe(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podclaim.Claimer) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "warden")
+	build := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building warden: %v: %s", err, out)
+	}
+	files := map[string][]byte{"router-key": routerKey, "api-keys": []byte(apiKey + "\n")}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["bed"] = &clientcmdapi.Cluster{Server: bed.RouterConfig.Host, CertificateAuthorityData: bed.RouterConfig.CAData}
+	kc.AuthInfos["router"] = &clientcmdapi.AuthInfo{Token: bed.RouterConfig.BearerToken}
+	kc.Contexts["bed"] = &clientcmdapi.Context{Cluster: "bed", AuthInfo: "router"}
+	kc.CurrentContext = "bed"
+	if err := clientcmd.WriteToFile(*kc, filepath.Join(dir, "kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	base := startServe(t, bin, dir)
+
+	var created struct{ ID string }
+	call(ctx, t, http.MethodPost, base+"/v1/sessions", `{}`, http.StatusCreated, &created)
+	var res struct{ Stdout string }
+	call(ctx, t, http.MethodPost, base+"/v1/sessions/"+created.ID+"/exec", `{"command":["sh","-c","echo hi; id -u"]}`, http.StatusOK, &res)
+	if res.Stdout != "hi\n65532\n" {
+		t.Errorf("exec over HTTP: stdout %q, want hi and uid 65532", res.Stdout)
+	}
+	sum := sha256.Sum256([]byte(apiKey))
+	tenant := hex.EncodeToString(sum[:8])
+	if _, err := admin.Find(ctx, tenant, created.ID); err != nil {
+		t.Errorf("the session's claim under its key's tenant %s: %v", tenant, err)
+	}
+	call(ctx, t, http.MethodDelete, base+"/v1/sessions/"+created.ID, "", http.StatusNoContent, nil)
+	if _, err := admin.Find(ctx, tenant, created.ID); !errors.Is(err, podclaim.ErrNotFound) {
+		t.Errorf("after DELETE the claim: got %v, want ErrNotFound", err)
+	}
+}
+
+// startServe starts warden serve on the bed from dir's files, on a
+// loopback port of its own, and returns its URL once it serves; it is
+// stopped (SIGTERM, then SIGKILL) at the test's end.
+func startServe(t *testing.T, bin, dir string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--backend", "kubernetes", "--listen", "127.0.0.1:0",
+		"--api-key-file", filepath.Join(dir, "api-keys"), "--kube-router-key", filepath.Join(dir, "router-key"),
+		"--kubeconfig", filepath.Join(dir, "kubeconfig"), "--kube-namespace", ns, "--state-dir", "none")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		if cmd.Process.Pid > 0 {
+			_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
+		}
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill() // bounded: it would not stop
+			<-exited
+		}
+	})
+	lines := make(chan string, 1)
+	var log bytes.Buffer
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if _, url, ok := strings.Cut(sc.Text(), "serving on "); ok {
+				lines <- strings.Fields(url)[0]
+			}
+		}
+		_ = cmd.Wait() // its log says why it ended
+	}()
+	select {
+	case url := <-lines:
+		return url
+	case <-exited:
+		t.Fatalf("warden serve ended before serving: %s", log.String())
+	case <-time.After(waitLong):
+		t.Fatal("warden serve did not start serving in time")
+	}
+	return ""
+}
+
+// call sends a request with the API key and decodes a reply of status
+// want into out.
+func call(ctx context.Context, t *testing.T, method, url, body string, want int, out any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: status %d (%s), want %d", method, url, resp.StatusCode, data, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatal(fmt.Errorf("decoding %s %s's answer %q: %w", method, url, data, err))
+		}
+	}
+}

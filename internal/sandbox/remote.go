@@ -1,0 +1,165 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// RemoteBackend is a Backend whose sessions live outside this process,
+// in a store several servers share (kubernetes: a SandboxClaim each), so
+// that any server answers for any session and a server's crash loses
+// none. The Manager names such a session before its box starts, asks the
+// backend for a session it does not hold, and leaves the warm pool and
+// the reaping of sessions no server holds to the backend.
+type RemoteBackend interface {
+	Backend
+	// Claim starts session r's box, recording r where every server
+	// finds it; ctx bounds the start only.
+	Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error)
+	// Find attaches to owner's session id, which another server (or an
+	// earlier life of this one) started: ErrNotFound when there is none
+	// or it is another owner's, ErrDead-wrapping when it died. The
+	// RemoteSession is the session as recorded, with a Note saying what
+	// the attach could not keep. The recorded limits are clamped to ceil:
+	// the store is one other components can write.
+	Find(ctx context.Context, owner, id string, ceil spec.Ceilings) (Box, RemoteSession, error)
+	// Reap ends the sessions no server holds that are past their TTL or
+	// idle timeout, or dead; several servers may run it at once.
+	Reap(ctx context.Context) error
+}
+
+// RemoteSession is a session of a RemoteBackend as its store records it.
+type RemoteSession struct {
+	ID, Owner string
+	// Template names the backend's template ("" for its default).
+	Template string
+	// TTL and Idle are asked at Claim; Created, Expires and LastActive
+	// are what Find read back.
+	TTL, Idle                    time.Duration
+	Created, Expires, LastActive time.Time
+	Limits                       spec.Limits
+	// Note says, in one line, what a Find's attach lost (a new box's
+	// processes), for the server's log.
+	Note string
+}
+
+// releaser is a Box whose session outlives the box's Close (a remote
+// one): Release ends the session itself, for Delete and expiry. A
+// server shutting down only closes, leaving the session to another.
+type releaser interface {
+	Release(ctx context.Context) error
+}
+
+// releaseWait bounds a remote session's release at its end.
+const releaseWait = 30 * time.Second
+
+// releaseRemote releases s's session in its backend's store, where the
+// box is a remote one, logging a failure: the session ends locally all
+// the same, and the backend's Reap is the backstop.
+func (m *Manager) releaseRemote(s *session) {
+	r, ok := s.currentBox().(releaser)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	defer cancel()
+	if err := r.Release(ctx); err != nil && !errors.Is(err, ErrNotFound) {
+		m.cfg.Logger.Warn("releasing the session's remote sandbox", "session", s.id, "backend", m.backend.Name(), "err", err)
+	}
+}
+
+// remoteReapEvery is how often a RemoteBackend's Reap runs: it lists
+// every session of the store, so not every second as the local reaper.
+const remoteReapEvery = 30 * time.Second
+
+// refuseRemote refuses op (snapshot, fork) on a RemoteBackend, whose
+// sessions' files are in the remote box, not on this host's disk where
+// snapshots are kept.
+func (m *Manager) refuseRemote(op string) error {
+	if _, ok := m.backend.(RemoteBackend); ok {
+		return fmt.Errorf("%w: %s: a %s session's files live in its remote sandbox, not on this server's disk where snapshots are kept", ErrUnsupported, op, m.backend.Name())
+	}
+	return nil
+}
+
+// remoteReapWait bounds one pass of a RemoteBackend's Reap.
+const remoteReapWait = time.Minute
+
+// remoteReapLoop runs the RemoteBackend's Reap every `every` until the
+// Manager closes, logging failures (the next pass tries again).
+func (m *Manager) remoteReapLoop(rb RemoteBackend, every time.Duration) {
+	defer m.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), remoteReapWait)
+			if err := rb.Reap(ctx); err != nil {
+				m.cfg.Logger.Warn("reaping remote sessions", "backend", m.backend.Name(), "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// remoteFindWait bounds the lookup of a session another server holds.
+const remoteFindWait = 30 * time.Second
+
+// adopt attaches owner's session id from the RemoteBackend's store,
+// which this Manager did not hold, and holds it from now on: as the
+// Manager's own, with the recorded TTL, idle timeout and limits.
+func (m *Manager) adopt(rb RemoteBackend, owner, id string) (*session, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), remoteFindWait)
+	defer cancel()
+	box, r, err := rb.Find(ctx, owner, id, m.cfg.Ceilings)
+	if err != nil {
+		return nil, err
+	}
+	s := spec.Spec{Limits: r.Limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	bytes := m.charge(s.Limits)
+	if err := m.acquire(owner, false, bytes); err != nil {
+		m.cleanedUpBox(id, box.Close())
+		return nil, err
+	}
+	now := time.Now()
+	ses := &session{
+		id: id, owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files,
+		created: r.Created, lastUsed: now, expires: r.Expires, idle: r.Idle,
+		slot: true, gone: make(chan struct{}), pace: newExecPacer(s.Limits.CPUs, m.cfg.ExecPace),
+		lease: func() {},
+	}
+	m.mu.Lock()
+	if held, ok := m.sessions[id]; ok || m.closed {
+		// Another request adopted it meanwhile, or the server is closing.
+		m.mu.Unlock()
+		m.cleanedUpBox(id, box.Close())
+		m.release(owner, bytes)
+		if ok && held.owner == owner {
+			return held, nil
+		}
+		return nil, fmt.Errorf("%w: the server is shutting down", ErrClosed)
+	}
+	m.sessions[id] = ses
+	m.held[id] = bytes
+	m.wg.Add(1)
+	go m.watchBox(ses)
+	m.mu.Unlock()
+	if r.Note != "" {
+		m.cfg.Logger.Info("serving a session another server started", "session", id, "backend", m.backend.Name(), "note", r.Note)
+	}
+	return ses, nil
+}
+
+// cleanedUpBox logs what closing session id's box failed at.
+func (m *Manager) cleanedUpBox(id string, err error) {
+	if err != nil {
+		m.cfg.Logger.Warn("closing the session's sandbox", "session", id, "backend", m.backend.Name(), "err", err)
+	}
+}

@@ -1,0 +1,217 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
+)
+
+// fakeRemote is a RemoteBackend whose store is a map shared by the
+// Managers given it, standing in for a cluster's claims.
+type fakeRemote struct {
+	fakeBackend
+	store *remoteStore
+}
+
+// remoteStore is fakeRemote's shared store: the recorded sessions, and
+// which ids were released.
+type remoteStore struct {
+	mu       sync.Mutex
+	sessions map[string]RemoteSession
+	released []string
+	reaps    int
+	// finds counts Find's calls; gate, when set, holds each until closed.
+	finds int
+	gate  chan struct{}
+}
+
+func (f *fakeRemote) Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error) {
+	b, err := f.Start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	r.Created, r.Expires = time.Now(), time.Now().Add(r.TTL)
+	f.store.sessions[r.ID] = r
+	return &remoteBox{fakeBox: b.(*fakeBox), id: r.ID, store: f.store}, nil
+}
+
+func (f *fakeRemote) Find(ctx context.Context, owner, id string, _ spec.Ceilings) (Box, RemoteSession, error) {
+	f.store.mu.Lock()
+	r, ok := f.store.sessions[id]
+	f.store.finds++
+	gate := f.store.gate
+	f.store.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	if !ok || r.Owner != owner {
+		return nil, RemoteSession{}, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	b, err := f.Start(ctx, spec.Spec{Limits: r.Limits})
+	if err != nil {
+		return nil, RemoteSession{}, err
+	}
+	r.Note = "processes restarted"
+	return &remoteBox{fakeBox: b.(*fakeBox), id: id, store: f.store}, r, nil
+}
+
+func (f *fakeRemote) Reap(context.Context) error {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	f.store.reaps++
+	return nil
+}
+
+// remoteBox is a fakeBox whose session Release removes from the store.
+type remoteBox struct {
+	*fakeBox
+	id    string
+	store *remoteStore
+}
+
+func (x *remoteBox) Release(context.Context) error {
+	x.store.mu.Lock()
+	defer x.store.mu.Unlock()
+	delete(x.store.sessions, x.id)
+	x.store.released = append(x.store.released, x.id)
+	return nil
+}
+
+// TestRemoteSessions: on a RemoteBackend the Manager claims each session
+// under the id it reports, a second Manager serves it by Find, a
+// Manager's Close leaves it to the others, and Delete releases it.
+func TestRemoteSessions(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	ctx := context.Background()
+	info, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits, TTL: time.Hour, IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	store.mu.Lock()
+	rec, ok := store.sessions[info.ID]
+	store.mu.Unlock()
+	if !ok || rec.Owner != "alice" || rec.TTL != time.Hour || rec.Idle != time.Minute {
+		t.Fatalf("store holds %+v for %s, want alice's session with TTL 1h and idle 1m", rec, info.ID)
+	}
+	short, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits, TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Create with a TTL under the default idle timeout: %v", err)
+	}
+	store.mu.Lock()
+	rec = store.sessions[short.ID]
+	store.mu.Unlock()
+	if rec.Idle != 5*time.Second {
+		t.Errorf("a 5s session's recorded idle timeout: got %v, want it lowered to the TTL", rec.Idle)
+	}
+	if _, err := b.Get("bob", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another owner's Get on the second Manager: got %v, want ErrNotFound", err)
+	}
+	got, err := b.Get("alice", info.ID)
+	if err != nil || got.ID != info.ID || got.IdleTimeout != time.Minute {
+		t.Fatalf("the second Manager's Get: got %+v, %v, want the session with idle 1m", got, err)
+	}
+	if r, err := b.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"echo", "hi"}}, Stream{}); err != nil || r.Stdout != "echo hi" {
+		t.Errorf("the second Manager's Exec: got %+v, %v, want stdout %q", r, err, "echo hi")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	store.mu.Lock()
+	_, kept := store.sessions[info.ID]
+	store.mu.Unlock()
+	if !kept {
+		t.Errorf("a Manager's Close released session %s, want it left to the other servers", info.ID)
+	}
+	if err := b.Delete(ctx, "alice", info.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if _, left := store.sessions[info.ID]; left || !slices.Contains(store.released, info.ID) {
+		t.Errorf("after Delete: store still holds it %v, released %v; want it released once", left, store.released)
+	}
+}
+
+// TestRemoteRefusals: what a remote session's files cannot do here
+// (snapshot, fork, the file API for now) and a warm pool of the server's own are refused in
+// one line each.
+func TestRemoteRefusals(t *testing.T) {
+	rb := &fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}
+	if _, _, err := (Config{Pool: 2}).Fit(rb); err == nil {
+		t.Errorf("Fit with --pool 2 on a remote backend: got nil, want an error naming --pool")
+	}
+	m := NewManager(rb, Config{Snapshots: nil})
+	defer m.Close()
+	info, err := m.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if _, err := m.Snapshot(context.Background(), "alice", info.ID); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Snapshot: got %v, want ErrUnsupported", err)
+	}
+	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Fork: got %v, want ErrUnsupported", err)
+	}
+	if _, err := m.Files("alice", info.ID); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Files: got %v, want ErrUnsupported", err)
+	}
+}
+
+// TestRemoteAdoptOnce: requests arriving together for a session this
+// Manager does not hold attach it once (a second dial would find the
+// Pod taken by the first) and all get it.
+func TestRemoteAdoptOnce(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	store.mu.Lock()
+	store.gate = gate
+	store.mu.Unlock()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := b.Get("alice", info.ID)
+			errs <- err
+		}()
+	}
+	// Let the first Find through once one is under way; the others wait
+	// for it, or find the session held.
+	testhost.WaitFor(t, "a Find to begin", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds > 0
+	})
+	close(gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a concurrent Get: %v", err)
+		}
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.finds != 1 {
+		t.Errorf("Find called %d times for %d concurrent requests, want once", store.finds, n)
+	}
+}
