@@ -32,11 +32,11 @@ const MaxCPUs = 8
 //     is built with (config.fragment) would only cost time. Under KVM
 //     the guest runs on the host's CPU and keeps them.
 //   - with tcg, no_timer_check and noapictimer, two timer checks that
-//     cost about a third of the kernel's boot under TCG and decide
+//     cost about a quarter of the kernel's boot under TCG and decide
 //     nothing on QEMU's microvm machine. no_timer_check skips the check
 //     that the PIT's interrupt arrives through the IO-APIC (a 100 ms
 //     busy wait for ten ticks; microvm wires it one fixed way, and under
-//     KVM, with pit=off, the check never runs). noapictimer keeps the
+//     KVM, with pic=off, the check never runs). noapictimer keeps the
 //     PIT, which microvm has under TCG only (pit=on), as the tick and
 //     the one-shot timer instead of the local APIC timer, whose
 //     frequency the kernel would otherwise measure against the PIT for
