@@ -233,11 +233,13 @@ func checkToken(tok string, set []string) error {
 var fixedCmdline = []string{"console=hvc0", "quiet", "rdinit=/init", vmguest.CmdlineKey}
 
 // machineOpts is microvm's machine line under accel. Under TCG it has
-// pit=on,pic=on, because the guest kernel calibrates its local APIC timer
-// against the PIT: without one (TCG's APIC has no TSC-deadline mode and
-// CPUID 0x15 no crystal) it logs "APIC timer disabled due to verification
-// failure" and an idle guest gets no timer events at all, so sleep 1 never
-// returned; pit=on alone fails too, as the PIT's interrupt needs the PIC.
+// pit=on,pic=on, because the PIT is the guest kernel's timer there (its
+// BootArgs skip the local APIC timer, which would only be calibrated
+// against the PIT): without one (TCG's APIC has no TSC-deadline mode and
+// CPUID 0x15 no crystal) it logged "APIC timer disabled due to
+// verification failure" and an idle guest got no timer events at all, so
+// sleep 1 never returned; pit=on alone fails too, as the PIT's interrupt
+// needs the PIC.
 // Under KVM the guest has kvmclock and the TSC deadline timer, so the
 // machine keeps pit=off,pic=off: no in-kernel PIT or PIC emulation for a
 // guest to attack.

@@ -88,7 +88,7 @@ func TestArgs(t *testing.T) {
 		{"-m", "256"},
 		// No ERMS: TCG runs rep movsb/stosb a byte per iteration.
 		{"-cpu", "max,erms=off"},
-		// The PIT and PIC calibrate the guest's LAPIC timer: without them an idle guest never wakes.
+		// The PIT is the guest's timer under TCG, its interrupt through the PIC: without them an idle guest never wakes.
 		{"-machine", "microvm,x-option-roms=off,pit=on,pic=on,isa-serial=off,rtc=on,acpi=off"},
 	} {
 		if i := slices.Index(tcg, want[0]); !containsPair(tcg, want[0], want[1]) {
