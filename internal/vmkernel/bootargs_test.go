@@ -8,7 +8,8 @@ import (
 )
 
 // TestBootArgs: the timing arguments only with a TSC frequency, lpj
-// from it and HZ; the CPU mitigations off only under TCG.
+// from it and HZ; the CPU mitigations and the timer checks off only
+// under TCG.
 func TestBootArgs(t *testing.T) {
 	tests := []struct {
 		khz  int
@@ -16,8 +17,8 @@ func TestBootArgs(t *testing.T) {
 		want []string
 	}{
 		{0, false, []string{"reboot=t"}},
-		{0, true, []string{"reboot=t", "mitigations=off"}},
-		{2300000, true, []string{"reboot=t", "mitigations=off", "tsc_early_khz=2300000", "lpj=23000000", "tsc=reliable"}},
+		{0, true, []string{"reboot=t", "mitigations=off", "no_timer_check", "noapictimer"}},
+		{2300000, true, []string{"reboot=t", "mitigations=off", "no_timer_check", "noapictimer", "tsc_early_khz=2300000", "lpj=23000000", "tsc=reliable"}},
 		{2300000, false, []string{"reboot=t", "tsc_early_khz=2300000", "lpj=23000000", "tsc=reliable"}},
 	}
 	for _, tt := range tests {
