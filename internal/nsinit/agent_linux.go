@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"sync"
 
@@ -427,41 +426,6 @@ func openOOMScore(cfg *Config) error {
 		return err
 	}
 	oomScore = fd
-	return nil
-}
-
-// ShmRmidForcedPath is the sysctl that makes the kernel remove a SysV
-// shared memory segment once no process is attached to it and its creator
-// has exited, instead of keeping it until IPC_RMID. One name for the
-// native init and the microVM's guest init, which both set it.
-const ShmRmidForcedPath = "/proc/sys/kernel/shm_rmid_forced"
-
-// forcesShmRemoval says whether the init sets ShmRmidForcedPath: only a
-// session outlives its processes, and only a rootful host's init is root
-// over the IPC namespace (the kernel lets only the euid its owner maps to
-// 0 write an IPC sysctl; a rootless box maps just the sandbox's uid, so
-// the write fails with EACCES). Rootless, segments a finished exec left
-// stay charged to the session's cgroup until they are removed or the
-// session ends (docs/protocol.md).
-func forcesShmRemoval(cfg *Config) bool {
-	return cfg.Session && !cfg.Rootless
-}
-
-// forceShmRemoval sets ShmRmidForcedPath in a session's own IPC
-// namespace, so a SysV shared memory segment goes once no process is
-// attached and its creator has exited: left behind, its pages stay
-// charged to the session's cgroup until the session ends.
-func forceShmRemoval(cfg *Config) error {
-	if !forcesShmRemoval(cfg) {
-		return nil
-	}
-	err := os.WriteFile(ShmRmidForcedPath, []byte("1"), 0)
-	if errors.Is(err, fs.ErrPermission) {
-		return fmt.Errorf("setting %s: %w (the init is not root over its IPC namespace: a host not running as root must set Config.Rootless)", ShmRmidForcedPath, err)
-	}
-	if err != nil {
-		return fmt.Errorf("setting %s: %w", ShmRmidForcedPath, err)
-	}
 	return nil
 }
 

@@ -173,7 +173,7 @@ type Config struct {
 	Session bool `json:"session,omitempty"`
 	// Rootless says the host runs as an ordinary user, so the init is
 	// not root over its IPC namespace and may not set its sysctls: a
-	// rootless session skips ShmRmidForcedPath (see forcesShmRemoval).
+	// rootless session skips LimitSessionIPC (see limitsSessionIPC).
 	Rootless bool `json:"rootless,omitempty"`
 	// Boxed says a container runtime built the box (see BoxedPath): the
 	// init skips the steps that build it. With EgressPort, the host then

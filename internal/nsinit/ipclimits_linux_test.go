@@ -2,10 +2,10 @@ package nsinit
 
 import "testing"
 
-// TestForcesShmRemoval checks which inits set kernel.shm_rmid_forced: a
+// TestLimitsSessionIPC checks which inits set the session IPC sysctls: a
 // rootless init is not root over its IPC namespace and would fail the
 // write, ending every rootless session at start (review vmfix S1).
-func TestForcesShmRemoval(t *testing.T) {
+func TestLimitsSessionIPC(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
@@ -17,8 +17,8 @@ func TestForcesShmRemoval(t *testing.T) {
 		{"rootless run", Config{Rootless: true}, false},
 	}
 	for _, tt := range tests {
-		if got := forcesShmRemoval(&tt.cfg); got != tt.want {
-			t.Errorf("%s: forcesShmRemoval = %v, want %v", tt.name, got, tt.want)
+		if got := limitsSessionIPC(&tt.cfg); got != tt.want {
+			t.Errorf("%s: limitsSessionIPC = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
