@@ -434,6 +434,7 @@ func (b *box) config() nsinit.Config {
 		HostScratch:      b.spec.Scratch != "",
 		AwaitCgroup:      b.lateCgroup,
 		Session:          b.session,
+		Rootless:         b.ids.rootless,
 		EgressPort:       b.egressPort(),
 		EgressRate:       b.egressPace().Rate,
 		EgressBurst:      b.egressPace().Burst,

@@ -429,17 +429,6 @@ func openOOMScore(cfg *Config) error {
 	return nil
 }
 
-// forceShmRemoval sets kernel.shm_rmid_forced in a session's own IPC
-// namespace, so a SysV shared memory segment goes once no process is
-// attached and its creator has exited: left behind, its pages stay
-// charged to the session's cgroup until the session ends.
-func forceShmRemoval(cfg *Config) error {
-	if !cfg.Session {
-		return nil
-	}
-	return os.WriteFile("/proc/sys/kernel/shm_rmid_forced", []byte("1"), 0)
-}
-
 // raiseOOMScore makes the next process forked start with the highest OOM
 // score, and returns how to put the agent's back: when a session reaches
 // its memory limit the kernel then kills the code, never the agent that

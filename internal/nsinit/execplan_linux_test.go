@@ -58,7 +58,7 @@ var notInPlan = map[string]string{
 	"reopening the workspace":       "ExecPlan refuses a workspace the init reopens by path; an idmapped one is the host's mount",
 	"reopening the template's root": "ExecPlan refuses a template's root",
 	"opening oom_score_adj":         "only a session's agent opens it, and ExecPlan refuses sessions",
-	"forcing SysV shm removal":      "only a session lives on after its process, and ExecPlan refuses sessions",
+	"limiting SysV IPC":             "only a session lives on after its process, and ExecPlan refuses sessions",
 	"starting the egress bridge":    "ExecPlan refuses --net proxy",
 }
 

@@ -219,7 +219,7 @@ func nativeSteps() []setupStep {
 		{"reopening the workspace", reopenWorkspace},
 		{"reopening the template's root", reopenRoot},
 		{"opening oom_score_adj", openOOMScore},
-		{"forcing SysV shm removal", forceShmRemoval},
+		{"limiting SysV IPC", limitSessionIPC},
 		{"setting file identity", setFileIdentity},
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"setting hostname", func(c *Config) error { return unix.Sethostname([]byte(c.Hostname)) }},

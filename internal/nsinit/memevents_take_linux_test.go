@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,7 @@ import (
 // holds an oom_kill count, and makes it close-on-exec; a pipe, a closed
 // descriptor or a plain file saying the same are refused.
 func TestTakeMemoryEvents(t *testing.T) {
-	v2 := cgroup2Mount(t)
+	v2 := testhost.CgroupV2(t)
 	plain := filepath.Join(t.TempDir(), "memory.events")
 	if err := os.WriteFile(plain, []byte("oom 0\noom_kill 0\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -39,19 +38,20 @@ func TestTakeMemoryEvents(t *testing.T) {
 			return p[0]
 		}, "not a cgroup v2 file", false},
 		{"closed", func(t *testing.T) int {
-			fd, err := unix.Open(plain, unix.O_RDONLY, 0)
-			if err != nil {
+			// Above the soft RLIMIT_NOFILE no descriptor can be open,
+			// unlike a just-closed number the runtime may reuse.
+			var lim unix.Rlimit
+			if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 				t.Fatal(err)
 			}
-			unix.Close(fd)
-			return fd
+			return int(min(lim.Cur, 1<<30))
 		}, "bad file descriptor", false},
 		{"plain file", func(t *testing.T) int { return openFD(t, plain) }, "not a cgroup v2 file", false},
 		{"cgroup v2 file without oom_kill", func(t *testing.T) int { return openFD(t, filepath.Join(v2, "cgroup.procs")) }, "no oom_kill line", true},
 		{"memory.events", func(t *testing.T) int {
-			p := memoryEventsBelow(v2)
+			p := memoryEventsBelow(testhost.CgroupV2Memory(t, "TestConformanceSessionOOM/microvm"))
 			if p == "" {
-				t.Skipf("no memory.events below %s (the memory controller is cgroup v1's here)", v2)
+				testhost.SkipOrFail(t, "no child of "+v2+" has memory.events")
 			}
 			return openFD(t, p)
 		}, "", true},
@@ -83,24 +83,6 @@ func openFD(t *testing.T, p string) int {
 	}
 	t.Cleanup(func() { unix.Close(fd) })
 	return fd
-}
-
-// cgroup2Mount is where this host mounts cgroup v2.
-func cgroup2Mount(t *testing.T) string {
-	t.Helper()
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) > 2 && fields[2] == "cgroup2" {
-			return fields[1]
-		}
-	}
-	testhost.SkipOrFail(t, "no cgroup v2 hierarchy is mounted")
-	return ""
 }
 
 // memoryEventsBelow is a memory.events file in a child of the cgroup v2

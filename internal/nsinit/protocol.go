@@ -171,6 +171,10 @@ type Config struct {
 	// Session makes the init stay as the sandbox's agent, starting a
 	// process for each Request, instead of running Command once.
 	Session bool `json:"session,omitempty"`
+	// Rootless says the host runs as an ordinary user, so the init is
+	// not root over its IPC namespace and may not set its sysctls: a
+	// rootless session skips LimitSessionIPC (see limitsSessionIPC).
+	Rootless bool `json:"rootless,omitempty"`
 	// Boxed says a container runtime built the box (see BoxedPath): the
 	// init skips the steps that build it. With EgressPort, the host then
 	// sends a connection to its egress link after the Config, and

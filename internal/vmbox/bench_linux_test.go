@@ -41,37 +41,54 @@ func BenchmarkStart(b *testing.B) {
 	}
 	for b.Loop() {
 		row.Reset()
-		t0 := time.Now()
-		sess, times, err := r.start(context.Background(), s)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, st := range times.steps {
-			add(st.name, st.took)
-		}
-		add("qemu-to-hello", times.vm.ToHello)
-		add("kernel-to-init", times.vm.KernelToInit)
-		add("init-to-hello", times.vm.InitToHello)
-		add("hello-to-ready", stepTook(b, times, "handover")+stepTook(b, times, "attach"))
-		t1 := time.Now()
-		res, err := sess.Exec(context.Background(), agent.ExecSpec{Command: []string{"/bin/true"}, Timeout: time.Minute}, agent.IO{})
-		if err != nil || res.ExitCode != 0 {
-			// the VM must not outlive the benchmark
-			b.Fatalf("exec of /bin/true: %+v, %v (closing the box: %v)", res, err, sess.Close())
-		}
-		add("exec", time.Since(t1))
-		add("start-to-exit", time.Since(t0))
-		t2 := time.Now()
-		if err := sess.Close(); err != nil {
-			b.Fatal(err)
-		}
-		add("close", time.Since(t2))
-		add("total", time.Since(t0))
+		bootOnce(b, r, s, add)
 		b.Logf("boot (ms):%s", row.String()) // each boot, for medians across runs (-test.v)
 	}
 	for _, name := range order {
 		b.ReportMetric(median(took[name]), "p50-"+name+"-ms")
 	}
+}
+
+// bootOnce starts one box, runs /bin/true in it and ends it, passing
+// each step's time to add. A failure after the start closes the box on
+// the way out (b.Fatal runs deferred calls), so no VM outlives the
+// benchmark.
+func bootOnce(b *testing.B, r *Runtime, s spec.Spec, add func(string, time.Duration)) {
+	t0 := time.Now()
+	sess, times, err := r.start(context.Background(), s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	open := true
+	defer func() {
+		if !open {
+			return
+		}
+		if err := sess.Close(); err != nil {
+			b.Errorf("closing the box after a failure: %v", err)
+		}
+	}()
+	for _, st := range times.steps {
+		add(st.name, st.took)
+	}
+	add("qemu-to-hello", times.vm.ToHello)
+	add("kernel-to-init", times.vm.KernelToInit)
+	add("init-to-hello", times.vm.InitToHello)
+	add("hello-to-ready", stepTook(b, times, "handover")+stepTook(b, times, "attach"))
+	t1 := time.Now()
+	res, err := sess.Exec(context.Background(), agent.ExecSpec{Command: []string{"/bin/true"}, Timeout: time.Minute}, agent.IO{})
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("exec of /bin/true: %+v, %v", res, err)
+	}
+	add("exec", time.Since(t1))
+	add("start-to-exit", time.Since(t0))
+	t2 := time.Now()
+	open = false
+	if err := sess.Close(); err != nil {
+		b.Fatal(err)
+	}
+	add("close", time.Since(t2))
+	add("total", time.Since(t0))
 }
 
 // needBoxes skips (a failure under WARDEN_CI=1) unless this host can boot

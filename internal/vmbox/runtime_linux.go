@@ -219,8 +219,7 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 		KernelFile: kf, KernelArgs: args, InitrdFile: initrd, ID: b.lease, Shares: shares,
 		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), CPUQuota: cpuQuota(s.Limits, accel), BootTimeout: bootTimeout,
 	}
-	// The VM outlives ctx (a session's); Start's own boot timeout bounds it.
-	if b.vm, err = microvm.Start(context.Background(), cfg); err != nil {
+	if b.vm, err = b.startVM(cfg, gi); err != nil {
 		return err
 	}
 	b.times.mark("boot")

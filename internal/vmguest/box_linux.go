@@ -49,7 +49,12 @@ func becomeBox(port *os.File, b Boot) error {
 	if err := plan.ApplyOne(plan.Op{Code: plan.LinkUp, Strs: []string{"lo"}}); err != nil {
 		return fmt.Errorf("bringing up lo: %w", err)
 	}
-	if err := forceShmRemoval(); err != nil {
+	// The guest is the box's IPC namespace. A SysV object's memory stays
+	// charged to the box's cgroup, and without swap nothing reclaims it:
+	// objects a finished process left filling --memory would leave every
+	// later process of the session to the OOM killer, or hung at the limit
+	// until its timeout.
+	if err := nsinit.LimitSessionIPC(); err != nil {
 		return err
 	}
 	if err := mountCgroup(); err != nil {

@@ -81,23 +81,6 @@ func writeCgroup(root, name, v string) error {
 	return nil
 }
 
-// shmRmidForced is the sysctl that makes the kernel remove a SysV shared
-// memory segment once no process is attached to it and its creator has
-// exited, instead of keeping it until IPC_RMID.
-const shmRmidForced = "/proc/sys/kernel/shm_rmid_forced"
-
-// forceShmRemoval sets shmRmidForced in the guest (the box's IPC
-// namespace). A segment's pages stay charged to the box's cgroup, and
-// without swap nothing reclaims them: segments a finished process left
-// filling --memory would leave every later process of the session to the
-// OOM killer, or hung at the limit until its timeout.
-func forceShmRemoval() error {
-	if err := os.WriteFile(shmRmidForced, []byte("1"), 0); err != nil {
-		return fmt.Errorf("setting %s: %w", shmRmidForced, err)
-	}
-	return nil
-}
-
 // passMemoryEvents leaves f open at nsinit.MemoryEventsFD across the
 // agent's exec (the agent makes it close-on-exec again at once).
 func passMemoryEvents(f *os.File) error {

@@ -1,7 +1,6 @@
 package vmguest
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -86,22 +85,18 @@ func limitBoxChild(root string) {
 
 // v2TestCgroup makes an empty cgroup for the test at the top of this
 // host's cgroup v2 hierarchy, with the memory controller, removed (with
-// its box) at the end.
+// its box) at the end. It only uses a memory controller the host's root
+// already hands to its children: enabling it there would change the whole
+// host, and nothing could safely undo it while other cgroups use it.
 func v2TestCgroup(t *testing.T) string {
 	t.Helper()
-	mnt := v2Mount(t)
-	ctrl, err := os.ReadFile(filepath.Join(mnt, "cgroup.controllers"))
+	mnt := testhost.CgroupV2Memory(t, "TestConformanceSessionOOM/microvm")
+	sub, err := os.ReadFile(filepath.Join(mnt, "cgroup.subtree_control"))
 	if err != nil {
-		testhost.SkipOrFail(t, "cannot read the cgroup v2 controllers: "+err.Error())
+		testhost.SkipOrFail(t, "cannot read the cgroup v2 root's subtree_control: "+err.Error())
 	}
-	if !slices.Contains(strings.Fields(string(ctrl)), "memory") {
-		// A hybrid host binds memory to cgroup v1; every microvm boot
-		// still checks memory.max (limitBox reads it back), which the
-		// e2e microvm tests run.
-		t.Skipf("the cgroup v2 hierarchy at %s has no memory controller (held by cgroup v1 here)", mnt)
-	}
-	if err := os.WriteFile(filepath.Join(mnt, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
-		testhost.SkipOrFail(t, "cannot enable memory below "+mnt+": "+err.Error())
+	if !slices.Contains(strings.Fields(string(sub)), "memory") {
+		testhost.SkipOrFail(t, "the cgroup v2 root "+mnt+" does not enable memory for its children; the test will not change the host's root: enable it with 'echo +memory > "+filepath.Join(mnt, "cgroup.subtree_control")+"'")
 	}
 	root := filepath.Join(mnt, fmt.Sprintf("warden-test-limitbox-%d", os.Getpid()))
 	if err := os.Mkdir(root, 0o755); err != nil {
@@ -115,22 +110,4 @@ func v2TestCgroup(t *testing.T) string {
 		}
 	})
 	return root
-}
-
-// v2Mount is where this host mounts its cgroup v2 hierarchy.
-func v2Mount(t *testing.T) string {
-	t.Helper()
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) > 2 && fields[2] == "cgroup2" {
-			return fields[1]
-		}
-	}
-	testhost.SkipOrFail(t, "no cgroup v2 hierarchy is mounted")
-	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -39,6 +40,29 @@ for sid in sys.argv[1:]:
     libc.shmctl(int(sid), 0, None)
 `
 
+// msgMaker makes SysV message queues until the kernel refuses one, at
+// most 64, prints their ids and leaves them: with the session's limit
+// (nsinit.MsgQueues) it stops early, and 64 empty queues are harmless
+// anywhere.
+const msgMaker = `
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for i in range(64):
+    q = libc.msgget(0, 0o1600)
+    if q < 0:
+        break
+    print(q, flush=True)
+`
+
+// msgRemover removes the message queues whose ids it is given, ignoring
+// ids already gone.
+const msgRemover = `
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for q in sys.argv[1:]:
+    libc.msgctl(int(q), 0, None)
+`
+
 // shmRows are the rows whose box has an IPC namespace Warden sets up
 // (gVisor's and Docker's are the runtime's own).
 var shmRows = map[string]bool{"microvm": true, "native": true, nativeStream: true}
@@ -46,7 +70,8 @@ var shmRows = map[string]bool{"microvm": true, "native": true, nativeStream: tru
 // TestConformanceSessionShm: SysV shared memory left by a finished exec
 // is removed with it (kernel.shm_rmid_forced in the box's IPC namespace),
 // so segments filling --memory cannot wedge the session: the next exec
-// runs. Without the setting the segments stayed (this test failed on
+// runs; SysV message queues, which nothing removes, are limited to
+// nsinit.MsgQueues. Without the setting the segments stayed (this test failed on
 // both backends), and 56 MiB of them at 64 MiB hung every later process
 // of a microvm session until its timeout.
 func TestConformanceSessionShm(t *testing.T) {
@@ -71,12 +96,28 @@ func TestConformanceSessionShm(t *testing.T) {
 			// Should the box share an IPC namespace it must not, the
 			// segments are removed all the same (already gone: EINVAL).
 			defer run("python3", "-c", shmRemover, ids[0], ids[1])
-			if r := run("cat", "/proc/sysvipc/shm"); len(strings.Split(strings.TrimSpace(r.Stdout), "\n")) != 1 {
-				t.Errorf("/proc/sysvipc/shm after the exec = %q (stderr %q), want only its header: the segments outlived their process", r.Stdout, r.Stderr)
+			if r := run("cat", "/proc/sysvipc/shm"); !onlyShmHeader(r) {
+				t.Errorf("/proc/sysvipc/shm after the exec = exit %d, %q (stderr %q), want exit 0 and only its header: the segments outlived their process", r.ExitCode, r.Stdout, r.Stderr)
+			}
+			// Message queues outlive their process too: the session holds
+			// only nsinit.MsgQueues of them.
+			q := run("python3", "-c", msgMaker)
+			qs := strings.Fields(q.Stdout)
+			defer run(append([]string{"python3", "-c", msgRemover}, qs...)...)
+			if q.ExitCode != 0 || len(qs) != nsinit.MsgQueues {
+				t.Errorf("making message queues = exit %d, %d queues (stderr %q); want exit 0 and %d: kernel.msgmni is not the session's limit", q.ExitCode, len(qs), q.Stderr, nsinit.MsgQueues)
 			}
 			if r := run("python3", "-c", "print(1)"); r.Stdout != "1\n" || r.TimedOut || r.OOMKilled {
 				t.Errorf("exec after the segments = %q, timed_out %v, oom_killed %v, stderr %q; want 1: the session is wedged", r.Stdout, r.TimedOut, r.OOMKilled, r.Stderr)
 			}
 		})
 	}
+}
+
+// onlyShmHeader says the read of /proc/sysvipc/shm succeeded and listed no
+// segment: one line, its header (which starts with "key"). A failed read
+// or an empty output proves nothing, so neither passes.
+func onlyShmHeader(r spec.Result) bool {
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	return r.ExitCode == 0 && len(lines) == 1 && strings.HasPrefix(strings.TrimSpace(lines[0]), "key")
 }
