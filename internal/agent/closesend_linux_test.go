@@ -86,8 +86,9 @@ func TestRequestAfterEnd(t *testing.T) {
 		err error
 	}
 	requested := make(chan result, 1)
+	cmd := devNullCommand(t) // off the test's goroutine its t.Fatal would not stop the test
 	go func() {
-		p, err := s.request(devNullCommand(t))
+		p, err := s.request(cmd)
 		requested <- result{p, err}
 	}()
 	<-entered

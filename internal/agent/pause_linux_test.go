@@ -110,8 +110,9 @@ func TestWhilePaused(t *testing.T) {
 				inFn.Store(true)
 				defer inFn.Store(false)
 				tried.Add(2)
+				cmd := devNullCommand(t) // its t.Fatal must run on the test's goroutine
 				go func() { defer tried.Done(); _ = s.Resume(context.Background()) }()
-				go func() { defer tried.Done(); _, _ = s.Spawn(context.Background(), devNullCommand(t)) }()
+				go func() { defer tried.Done(); _, _ = s.Spawn(context.Background(), cmd) }()
 				// Give both a chance to run; neither may get through.
 				for range 100 {
 					runtime.Gosched()

@@ -1,7 +1,6 @@
 package rootfs
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -88,15 +87,12 @@ func scratchTmpfsData(size, inodes int64, uid, gid int) string {
 	return data
 }
 
-// mountScratchTmpfs mounts a scratch tmpfs at dir; a kernel that refuses
-// the huge page option (EINVAL: built without it although the switch
-// reads otherwise) gets the mount without it, which only costs speed.
+// mountScratchTmpfs mounts a scratch tmpfs at dir with the same mount
+// data as native's own scratch (scratchTmpfsData), so both backends take
+// huge pages or neither does: the switch exists only in a kernel built
+// with tmpfs huge pages, which then takes the option.
 func mountScratchTmpfs(dir string, size, inodes int64, uid, gid int) error {
-	err := unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, scratchTmpfsData(size, inodes, uid, gid))
-	if errors.Is(err, unix.EINVAL) && ScratchHuge() != "" {
-		err = unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsData("0755", size, inodes, uid, gid))
-	}
-	if err != nil {
+	if err := unix.Mount("warden-scratch", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, scratchTmpfsData(size, inodes, uid, gid)); err != nil {
 		return fmt.Errorf("mounting scratch tmpfs at %q: %w", dir, err)
 	}
 	return nil

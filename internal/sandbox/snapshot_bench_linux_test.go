@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 )
 
 // BenchmarkSnapshotFiles measures, on a workspace of 100 MB (10 files of
-// 10 MB, each box's in a scratch tmpfs of its own mounted as the runtimes
+// 10 MB: "big") and on one of many small files (2000 of 3000 bytes, as a
+// node_modules holds: "small", where a copy's fixed cost per file
+// counts, not its bytes), each box's in a scratch tmpfs of its own mounted as the runtimes
 // mount theirs: rootfs.MountScratch, with the session's --disk), a snapshot
 // to the disk under the state directory, a resume from it (a fake box:
 // the restore of the files is what is measured; a real box's start comes
@@ -26,6 +29,13 @@ import (
 // the wait for a core, the CPU time what the copy itself costs.
 func BenchmarkSnapshotFiles(b *testing.B) {
 	testhost.RequireRoot(b) // each box's workspace is a scratch tmpfs of its own
+	b.Run("big", func(b *testing.B) { benchSnapshotFiles(b, 10, 10<<20) })
+	b.Run("small", func(b *testing.B) { benchSnapshotFiles(b, 2000, 3000) })
+}
+
+// benchSnapshotFiles is BenchmarkSnapshotFiles on a workspace of count
+// files of size bytes each.
+func benchSnapshotFiles(b *testing.B, count, size int) {
 	x := newSnapshotSetup(b)
 	x.b.scratch = true
 	m := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, ExecPace: -1, StartRate: -1})
@@ -37,12 +47,12 @@ func BenchmarkSnapshotFiles(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	chunk := make([]byte, 10<<20)
+	chunk := make([]byte, size)
 	for i := range chunk {
 		chunk[i] = byte(i * 7)
 	}
-	for i := range 10 {
-		if err := os.WriteFile(filepath.Join(x.b.last(), "f"+string(rune('0'+i))), chunk, 0o644); err != nil {
+	for i := range count {
+		if err := os.WriteFile(filepath.Join(x.b.last(), fmt.Sprintf("f%04d", i)), chunk, 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

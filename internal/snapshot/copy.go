@@ -205,7 +205,7 @@ func restoreEntry(r *os.Root, dst *workspace.Dir, p string, d fs.DirEntry, lim L
 		st.Dirs++
 		info, err := d.Info()
 		if err != nil {
-			return err
+			return fmt.Errorf("reading the mode of %q: %w", p, err)
 		}
 		// The captured bits: the owner's are rwx (see captureEntry), the
 		// group's and others' the workspace's own.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -289,7 +290,7 @@ func TestPresize(t *testing.T) {
 			if _, err := dst.WriteString(tt.held); err != nil {
 				t.Fatal(err)
 			}
-			got, err := presize(dst, src, tt.n)
+			got, err := presize(dst, min(tt.n, remaining(src)))
 			if err != nil || got != tt.want {
 				t.Errorf("presize(n=%d) = %d, %v; want %d, nil", tt.n, got, err, tt.want)
 			}
@@ -305,22 +306,28 @@ func TestPresize(t *testing.T) {
 }
 
 // TestKernelCopy splices between a tmpfs and the disk, both ways, sizes
-// around the pipe's, and gives a destination that refuses splices
-// (O_APPEND) back to io.CopyN with the source's offset where it was.
+// around the pipe's, from an offset not on a page's start (the pipe is
+// full with fewer than its size in bytes), a small file (sendfile), and
+// gives a destination that refuses splices (O_APPEND) back to io.CopyN
+// with the source's offset where it was. Each copy is bounded: a copy
+// that blocks fails the test instead of hanging it.
 func TestKernelCopy(t *testing.T) {
 	tmpfs, disk := testhost.Tmpfs(t, "16m"), t.TempDir()
 	tests := []struct {
 		name       string
 		from, to   string
-		size       int
+		size, skip int
 		appendMode bool
 	}{
-		{"tmpfs to disk", tmpfs, disk, 3*splicePipeSize + 7, false},
-		{"disk to tmpfs", disk, tmpfs, 3*splicePipeSize + 7, false},
-		{"one pipe's worth", disk, tmpfs, splicePipeSize, false},
-		{"one byte past a pipe", disk, tmpfs, splicePipeSize + 1, false},
-		{"empty", tmpfs, disk, 0, false},
-		{"destination refuses", disk, tmpfs, splicePipeSize + 1, true},
+		{"tmpfs to disk", tmpfs, disk, 3*splicePipeSize + 7, 0, false},
+		{"disk to tmpfs", disk, tmpfs, 3*splicePipeSize + 7, 0, false},
+		{"one pipe's worth", disk, tmpfs, splicePipeSize, 0, false},
+		{"one byte past a pipe", disk, tmpfs, splicePipeSize + 1, 0, false},
+		{"unaligned start on disk", disk, tmpfs, 3 * splicePipeSize, 100, false},
+		{"unaligned start on tmpfs", tmpfs, disk, 3 * splicePipeSize, 4095, false},
+		{"small file", disk, tmpfs, smallCopy, 0, false},
+		{"empty", tmpfs, disk, 0, 0, false},
+		{"destination refuses", disk, tmpfs, splicePipeSize + 1, 0, true},
 	}
 	for i, tt := range tests {
 		data := make([]byte, tt.size)
@@ -330,20 +337,142 @@ func TestKernelCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := openT(t, srcPath)
+		if _, err := src.Seek(int64(tt.skip), io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
 		dst := createT(t, filepath.Join(tt.to, fmt.Sprintf("dst%d", i)), tt.appendMode)
-		got, err := kernelCopy(dst, src, int64(tt.size)+100)
+		var got int64
+		var err error
+		bounded(t, tt.name, func() { got, err = kernelCopy(dst, src, int64(tt.size)+100, remaining(src)) })
 		if tt.appendMode {
 			off, serr := src.Seek(0, io.SeekCurrent)
-			if got != 0 || !errors.Is(err, errNoSendfile) || off != 0 || serr != nil {
-				t.Errorf("%s: kernelCopy = %d, %v with the source at %d (%v); want 0, errNoSendfile at 0", tt.name, got, err, off, serr)
+			if got != 0 || !errors.Is(err, errNoKernelCopy) || off != 0 || serr != nil {
+				t.Errorf("%s: kernelCopy = %d, %v with the source at %d (%v); want 0, errNoKernelCopy at 0", tt.name, got, err, off, serr)
 			}
 			continue
 		}
-		if got != int64(tt.size) || err != nil {
-			t.Errorf("%s: kernelCopy of %d bytes = %d, %v; want %d, nil", tt.name, tt.size, got, err, tt.size)
+		want := data[tt.skip:]
+		if got != int64(len(want)) || err != nil {
+			t.Errorf("%s: kernelCopy of %d bytes = %d, %v; want %d, nil", tt.name, len(want), got, err, len(want))
 		}
-		if content := readT(t, dst.Name()); !bytes.Equal(content, data) {
-			t.Errorf("%s: kernelCopy wrote %d bytes, not the source's %d", tt.name, len(content), tt.size)
+		if content := readT(t, dst.Name()); !bytes.Equal(content, want) {
+			t.Errorf("%s: kernelCopy wrote %d bytes, not the source's %d", tt.name, len(content), len(want))
 		}
+	}
+}
+
+// TestFillHostileSource drives fill and drain as splice does while the
+// source changes under the copy: a short read at the source's end, then
+// the source grows (the next read starts mid-page, so the pipe fills
+// with fewer than its size in bytes), and a source cut short mid-copy.
+// Each must return, not wait on a pipe only the same copy drains.
+func TestFillHostileSource(t *testing.T) {
+	t.Run("short read then growth", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "src")
+		data := make([]byte, 100+2*splicePipeSize)
+		rand.Read(data)
+		if err := os.WriteFile(path, data[:100], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		src := openT(t, path)
+		r, w, size := pipeSized(t, splicePipeSize)
+		var held, more int
+		var end, moreEnd bool
+		var err, moreErr error
+		bounded(t, "fill of a growing source", func() {
+			held, end, err = fill(int(src.Fd()), w, size)
+			if err != nil {
+				return
+			}
+			if werr := os.WriteFile(path, data, 0o600); werr != nil {
+				err = werr
+				return
+			}
+			more, moreEnd, moreErr = fill(int(src.Fd()), w, size-held)
+		})
+		if held != 100 || !end || err != nil {
+			t.Fatalf("fill of a 100-byte source = %d, %v, %v; want 100, true, nil", held, end, err)
+		}
+		if moreErr != nil || moreEnd || more <= 0 || held+more > size {
+			t.Fatalf("fill after growth = %d, %v, %v; want 0 < n <= %d, false, nil", more, moreEnd, moreErr, size-held)
+		}
+		dst := createT(t, filepath.Join(t.TempDir(), "dst"), false)
+		var got int64
+		bounded(t, "drain", func() { got, err = drain(r, int(dst.Fd()), held+more) })
+		if got != int64(held+more) || err != nil {
+			t.Fatalf("drain of %d bytes = %d, %v; want %d, nil", held+more, got, err, held+more)
+		}
+		if content := readT(t, dst.Name()); !bytes.Equal(content, data[:held+more]) {
+			t.Errorf("drain wrote %d bytes that differ from the source's first %d", len(content), held+more)
+		}
+	})
+	t.Run("truncated mid-copy", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "src")
+		if err := os.WriteFile(path, make([]byte, 3*splicePipeSize), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		src := openT(t, path)
+		dst := createT(t, filepath.Join(t.TempDir(), "dst"), false)
+		r, w, size := pipeSized(t, splicePipeSize)
+		var held, after int
+		var end bool
+		var got int64
+		var err, ferr, derr error
+		bounded(t, "copy of a source cut short", func() {
+			if held, _, err = fill(int(src.Fd()), w, size); err != nil {
+				return
+			}
+			if err = os.Truncate(path, splicePipeSize/2); err != nil {
+				return
+			}
+			got, derr = drain(r, int(dst.Fd()), held)
+			after, end, ferr = fill(int(src.Fd()), w, size)
+		})
+		if err != nil || held == 0 {
+			t.Fatalf("fill before the cut = %d, %v; want bytes, nil", held, err)
+		}
+		if after != 0 || !end || ferr != nil {
+			t.Errorf("fill past the cut = %d, %v, %v; want 0, true, nil", after, end, ferr)
+		}
+		if derr == nil && got != int64(held) {
+			t.Errorf("drain of %d bytes = %d, nil; want all of them or an error", held, got)
+		}
+	})
+}
+
+// pipeSized is a non-blocking pipe as kernelCopy makes one, of about
+// want bytes.
+func pipeSized(t *testing.T, want int64) (r, w, size int) {
+	t.Helper()
+	r, w, size, err := newPipe(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Close(r)
+		unix.Close(w)
+	})
+	return r, w, size
+}
+
+// hangBound is how long bounded waits for a copy before failing the
+// test: not a speed claim (a copy here takes milliseconds), only a bound
+// so that a copy blocked in the kernel fails instead of hanging the run.
+const hangBound = 2 * time.Minute
+
+// bounded runs f, failing the test when it has not returned within
+// hangBound; f's goroutine is then left blocked, so the test stops at
+// once rather than touching what f still uses.
+func bounded(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(hangBound):
+		t.Fatalf("%s still blocked after %v: the copy waits for ever", what, hangBound)
 	}
 }
