@@ -171,12 +171,35 @@ func countSet(set ...bool) int {
 
 // checkAccel refuses what cfg cannot run under accel: more than one vCPU
 // under TCG, where about one boot in five hung (the guest kernel's
-// measurement, with every TSC workaround it knows).
+// measurement, with every TSC workaround it knows), and under KVM a
+// kernel argument meant for TCG alone (vmkernel.TCGOnlyArgs), which would
+// drop the guest's CPU mitigations on the host's CPU or leave it no
+// timer. The kernel's arguments and the accelerator are chosen apart
+// (GuestKernel, Config.Accel), so this is where a mismatch is caught.
 func (c Config) checkAccel(accel Accel) error {
 	if accel == TCG && c.CPUs > 1 {
 		return fmt.Errorf("microvm: %d vCPUs under TCG (software emulation): multi-vCPU TCG boots hang; use 1 vCPU or a host with KVM", c.CPUs)
 	}
+	if accel == TCG {
+		return nil
+	}
+	for _, tok := range append(append([]string{}, c.KernelArgs...), c.Cmdline...) {
+		for _, only := range vmkernel.TCGOnlyArgs() {
+			if sameParam(tok, only) {
+				return fmt.Errorf("microvm: kernel parameter %q is for TCG only and unsafe under %s; take the kernel's arguments from GuestKernel with the VM's accelerator", tok, accel)
+			}
+		}
+	}
 	return nil
+}
+
+// sameParam reports whether kernel parameters a and b are the same
+// setting: the kernel treats '-' and '_' in a parameter's name alike.
+func sameParam(a, b string) bool {
+	ka, va, _ := strings.Cut(a, "=")
+	kb, vb, _ := strings.Cut(b, "=")
+	norm := func(k string) string { return strings.ReplaceAll(k, "-", "_") }
+	return norm(ka) == norm(kb) && va == vb
 }
 
 // shareArgs are QEMU's arguments for the shares: each a 9p file system
@@ -255,11 +278,9 @@ func machineOpts(accel Accel) string {
 // (fast rep movsb/stosb). With ERMS the guest kernel clears pages and
 // copies to and from user space with rep stosb and rep movsb, which TCG
 // (QEMU 7.2) runs one byte per translated-block iteration; without it
-// the kernel uses rep stosq and rep movsq, eight bytes an iteration.
-// Reading 64 MiB from /dev/zero in the guest took 63-290 ms without
-// ERMS against 508-1309 ms with it, faulting in 64 MiB 343-977 ms
-// against 834-2690 ms. ERMS is a speed hint only: no isolation depends
-// on it.
+// the kernel uses rep stosq and rep movsq, eight bytes an iteration
+// (docs/performance.md has the measurements). ERMS is a speed hint
+// only: no isolation depends on it.
 const tcgCPU = "max,erms=off"
 
 // args builds QEMU's command line for cfg (normalized) under accel.

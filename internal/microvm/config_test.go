@@ -131,14 +131,28 @@ func TestShareArgs(t *testing.T) {
 
 func TestCheckAccel(t *testing.T) {
 	tests := []struct {
+		name  string
 		accel Accel
-		cpus  int
-		ok    bool
-	}{{TCG, 1, true}, {TCG, 2, false}, {KVM, 2, true}}
+		cfg   Config
+		want  string // "" for ok, else a substring of the error
+	}{
+		{"one vCPU under TCG", TCG, Config{CPUs: 1}, ""},
+		{"two vCPUs under TCG", TCG, Config{CPUs: 2}, "2 vCPUs under TCG"},
+		{"two vCPUs under KVM", KVM, Config{CPUs: 2}, ""},
+		{"TCG's arguments under TCG", TCG, Config{CPUs: 1, KernelArgs: vmkernel.BootArgs(2300000, true)}, ""},
+		{"KVM's arguments under KVM", KVM, Config{CPUs: 1, KernelArgs: vmkernel.BootArgs(0, false)}, ""},
+		{"TCG's arguments under KVM", KVM, Config{CPUs: 1, KernelArgs: vmkernel.BootArgs(2300000, true)}, `"mitigations=off" is for TCG only`},
+		{"TCG timer argument in Cmdline under KVM", KVM, Config{CPUs: 1, Cmdline: []string{"noapictimer"}}, `"noapictimer" is for TCG only`},
+		{"dashed spelling under KVM", KVM, Config{CPUs: 1, Cmdline: []string{"no-timer-check"}}, `"no-timer-check" is for TCG only`},
+		{"other mitigations value under KVM", KVM, Config{CPUs: 1, Cmdline: []string{"mitigations=auto"}}, ""},
+	}
 	for _, tt := range tests {
-		err := Config{CPUs: tt.cpus}.checkAccel(tt.accel)
-		if (err == nil) != tt.ok {
-			t.Errorf("checkAccel(%s) with %d vCPUs = %v, want ok=%v", tt.accel, tt.cpus, err, tt.ok)
+		err, got := tt.cfg.checkAccel(tt.accel), ""
+		if err != nil {
+			got = err.Error()
+		}
+		if (tt.want == "") != (err == nil) || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: checkAccel(%s) = %q, want %q", tt.name, tt.accel, got, tt.want)
 		}
 	}
 }

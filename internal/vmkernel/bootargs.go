@@ -32,22 +32,24 @@ const MaxCPUs = 8
 //     is built with (config.fragment) would only cost time. Under KVM
 //     the guest runs on the host's CPU and keeps them.
 //   - with tcg, no_timer_check and noapictimer, two timer checks that
-//     cost about a quarter of the kernel's boot under TCG and decide
-//     nothing on QEMU's microvm machine. no_timer_check skips the check
-//     that the PIT's interrupt arrives through the IO-APIC (a 100 ms
-//     busy wait for ten ticks; microvm wires it one fixed way, and under
-//     KVM, with pic=off, the check never runs). noapictimer keeps the
-//     PIT, which microvm has under TCG only (pit=on), as the tick and
-//     the one-shot timer instead of the local APIC timer, whose
-//     frequency the kernel would otherwise measure against the PIT for
-//     ten ticks and verify for ten more (TCG's CPU has no TSC-deadline
-//     mode and no crystal frequency in CPUID to skip that). With one
-//     vCPU, all TCG boots (more hang), the PIT serves every timer;
-//     neither changes what the guest's code can reach.
+//     take a large share of the kernel's boot under TCG (measured in
+//     docs/performance.md) and decide nothing on QEMU's microvm machine.
+//     no_timer_check skips the check that the PIT's interrupt arrives
+//     through the IO-APIC (a busy wait for ten ticks; microvm wires it
+//     one fixed way, and under KVM, with pic=off, the check never runs).
+//     noapictimer keeps the PIT, which microvm has under TCG only
+//     (pit=on), as the tick and the one-shot timer instead of the local
+//     APIC timer, whose frequency the kernel would otherwise measure
+//     against the PIT for ten ticks and verify for ten more (TCG's CPU
+//     has no TSC-deadline mode and no crystal frequency in CPUID to skip
+//     that). With one vCPU, all TCG boots (more hang), the PIT serves
+//     every timer; neither changes what the guest's code can reach.
+//
+// The TCG-only arguments are TCGOnlyArgs.
 func BootArgs(tscKHz int, tcg bool) []string {
 	args := []string{"reboot=t"}
 	if tcg {
-		args = append(args, "mitigations=off", "no_timer_check", "noapictimer")
+		args = append(args, TCGOnlyArgs()...)
 	}
 	if tscKHz > 0 {
 		args = append(args,
@@ -56,4 +58,16 @@ func BootArgs(tscKHz int, tcg bool) []string {
 			"tsc=reliable")
 	}
 	return args
+}
+
+// TCGOnlyArgs are the arguments BootArgs adds under TCG alone (see there
+// why), the one list of them. Each is wrong under KVM, where the guest
+// runs on the host's CPU and microvm has no PIT: mitigations=off would
+// drop the guest kernel's CPU mitigations, and noapictimer would leave
+// the guest no timer, so its boot hangs. The launcher refuses them under
+// KVM (microvm's checkAccel), so a caller that pairs TCG's arguments with
+// KVM fails at once. It returns a new slice each call, so no caller can
+// change the list.
+func TCGOnlyArgs() []string {
+	return []string{"mitigations=off", "no_timer_check", "noapictimer"}
 }

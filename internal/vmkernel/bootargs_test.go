@@ -3,6 +3,7 @@ package vmkernel
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,25 @@ func TestBootArgs(t *testing.T) {
 		if got := BootArgs(tt.khz, tt.tcg); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("BootArgs(%d, %v): got %q, want %q", tt.khz, tt.tcg, got, tt.want)
 		}
+	}
+}
+
+// TestTCGOnlyArgs: the list the launcher refuses under KVM is exactly
+// what BootArgs adds under TCG, and callers get copies.
+func TestTCGOnlyArgs(t *testing.T) {
+	tcg, kvm := BootArgs(2300000, true), BootArgs(2300000, false)
+	var added []string
+	for _, a := range tcg {
+		if !slices.Contains(kvm, a) {
+			added = append(added, a)
+		}
+	}
+	if got := TCGOnlyArgs(); !reflect.DeepEqual(got, added) {
+		t.Errorf("TCGOnlyArgs() = %q, want what BootArgs adds under TCG, %q", got, added)
+	}
+	TCGOnlyArgs()[0] = "changed"
+	if got := TCGOnlyArgs()[0]; got == "changed" {
+		t.Errorf("TCGOnlyArgs()[0] = %q after a caller changed its copy, want the list unchanged", got)
 	}
 }
 
