@@ -17,7 +17,7 @@ import (
 type remoteBackend struct {
 	*fakeBackend
 	unsupported bool
-	box         *remoteBox
+	box         *agentFilesBox
 }
 
 func (r *remoteBackend) Start(ctx context.Context, s spec.Spec) (Box, error) {
@@ -25,19 +25,19 @@ func (r *remoteBackend) Start(ctx context.Context, s spec.Spec) (Box, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.box = &remoteBox{fakeBox: b.(*fakeBox), unsupported: r.unsupported}
+	r.box = &agentFilesBox{fakeBox: b.(*fakeBox), unsupported: r.unsupported}
 	return r.box, nil
 }
 
-// remoteBox is a fakeBox whose agent serves its files: stubFiles, made
+// agentFilesBox is a fakeBox whose agent serves its files: stubFiles, made
 // with the limits the session asked for.
-type remoteBox struct {
+type agentFilesBox struct {
 	*fakeBox
 	unsupported bool
 	lim         workspace.Limits
 }
 
-func (x *remoteBox) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
+func (x *agentFilesBox) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
 	if x.unsupported {
 		return nil, errors.ErrUnsupported
 	}
