@@ -114,8 +114,8 @@ func (r *remoteFiles) Remove(p string, recursive bool) error {
 		return err
 	}
 	c.done()
-	if rep.Entry != nil || rep.Entries != nil {
-		return r.breach(errors.New("a remove answered with entries"))
+	if rep.Entry != nil {
+		return r.breach(errors.New("a remove answered with an entry"))
 	}
 	return r.replyError(rep)
 }
@@ -135,9 +135,6 @@ func (r *remoteFiles) List(p string) ([]workspace.Entry, error) {
 	}
 	if rep.Error != nil && rep.Entries == nil {
 		return nil, r.replyError(rep)
-	}
-	if len(rep.Entries) > r.lim.MaxEntries {
-		return nil, r.breach(fmt.Errorf("a listing of %d entries, over the limit of %d", len(rep.Entries), r.lim.MaxEntries))
 	}
 	out := make([]workspace.Entry, 0, len(rep.Entries))
 	for _, w := range rep.Entries {
@@ -230,8 +227,6 @@ func (r *remoteFiles) entryCall(req nsinit.FileRequest, p string, body io.Reader
 // entry is the entry of wp an answer carries, or its error.
 func (r *remoteFiles) entry(wp string, rep workspace.Reply) (workspace.Entry, error) {
 	switch {
-	case rep.Entries != nil:
-		return workspace.Entry{}, r.breach(errors.New("a listing answered an operation on one path"))
 	case rep.Error != nil && rep.Entry != nil:
 		return workspace.Entry{}, r.breach(errors.New("an answer with both an entry and an error"))
 	case rep.Error != nil:
@@ -290,7 +285,11 @@ func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, w
 		}
 	}
 	c.ch.SetReadDeadline(time.Now().Add(fileReplyWait))
-	rep, err := workspace.ReadReply(c.ch)
+	maxEntries := 0 // ReadReply refuses a listing in any other answer
+	if req.Op == nsinit.FileList {
+		maxEntries = r.lim.MaxEntries
+	}
+	rep, err := workspace.ReadReply(c.ch, maxEntries)
 	if err != nil {
 		c.done()
 		return nil, workspace.Reply{}, r.replyFailed(req, err)

@@ -76,6 +76,7 @@ func TestRemoteFilesHostileAnswers(t *testing.T) {
 		{name: "multi-line message", call: stat, answer: send(rawReply(`{"uid":1,"gid":1,"error":{"msg":"a\nb"}}`)), want: "printable", breach: true},
 		{name: "setuid mode", call: stat, answer: send(rawReply(`{"uid":1,"gid":1,"entry":{"type":"file","size":1,"mode":2541,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":1}}`)), want: "permission bits", breach: true},
 		{name: "listing over the entry limit", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[` + strings.Repeat(strings.Replace(entry("1"), "{", `{"name":"a",`, 1)+",", 3) + strings.Replace(entry("1"), "{", `{"name":"b",`, 1) + `]}`)), want: "over the limit", breach: true},
+		{name: "listing of empty entries far over the limit, refused before decoding them", call: list, answer: sendUnread(rawReply(`{"entries":[{}` + strings.Repeat(",{}", 100000) + `]}`)), want: "over the limit of 3 entries", breach: true},
 		{name: "listed name leaving the directory", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[` + strings.Replace(entry("1"), "{", `{"name":"../etc"`+",", 1) + `]}`)), want: "no file name", breach: true},
 		{name: "listing with another error", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[],"error":{"codes":["not_found"],"msg":"x"}}`)), want: "not a truncation", breach: true},
 		{name: "read over the file limit", call: read, answer: send(rawReply(`{"uid":1,"gid":1,"entry":` + entry("101") + `}`)), want: "over the limit", breach: true},
@@ -139,6 +140,16 @@ func send(b []byte) func(*testing.T, nsinit.FileRequest, *streammux.Channel) {
 			t.Errorf("answering: %v", err)
 		}
 		// fails when the host took the answer for a breach and killed the box first
+		_ = ch.Close()
+	}
+}
+
+// sendUnread answers with b, which the host may refuse (ending the
+// session) before taking it all, then ends the channel.
+func sendUnread(b []byte) func(*testing.T, nsinit.FileRequest, *streammux.Channel) {
+	return func(_ *testing.T, _ nsinit.FileRequest, ch *streammux.Channel) {
+		// fails once the host took the answer for a breach and killed the box
+		_, _ = ch.Write(b)
 		_ = ch.Close()
 	}
 }

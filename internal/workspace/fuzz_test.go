@@ -46,7 +46,7 @@ func FuzzReply(f *testing.F) {
 		f.Add(frame(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rep, err := ReadReply(bytes.NewReader(b))
+		rep, err := ReadReply(bytes.NewReader(b), DefaultMaxEntries)
 		if err != nil {
 			return
 		}

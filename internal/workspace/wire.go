@@ -213,9 +213,13 @@ func EncodeReply(r Reply) ([]byte, error) {
 }
 
 // ReadReply reads one framed Reply from r, refusing one over
-// MaxReplyBytes before reading it, and decodes it strictly. It checks
-// the frame only; the caller checks the fields against its request.
-func ReadReply(r io.Reader) (Reply, error) {
+// MaxReplyBytes before reading it, and decodes it strictly as a stream:
+// memory grows only with the bytes that arrive, and a listing is
+// refused at its entry maxEntries+1, before that entry is decoded (an
+// operation that lists nothing passes 0, and a listing in its answer is
+// refused). It checks the frame only; the caller checks the fields
+// against its request.
+func ReadReply(r io.Reader, maxEntries int) (Reply, error) {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return Reply{}, fmt.Errorf("reading a file reply: %w", err)
@@ -224,15 +228,126 @@ func ReadReply(r io.Reader) (Reply, error) {
 	if n > MaxReplyBytes {
 		return Reply{}, fmt.Errorf("a file reply of %d bytes, over %d", n, MaxReplyBytes)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return Reply{}, fmt.Errorf("reading a file reply: %w", err)
+	src := &frameReader{r: r, left: int64(n)}
+	dec := json.NewDecoder(src)
+	dec.DisallowUnknownFields()
+	rep, err := decodeReply(dec, maxEntries)
+	if err == nil {
+		if _, err = dec.Token(); err == nil {
+			err = strictjson.ErrTrailing
+		} else if errors.Is(err, io.EOF) && src.left == 0 {
+			err = nil
+		}
 	}
-	var rep Reply
-	if err := strictjson.Decode(body, &rep); err != nil {
+	switch {
+	case src.err != nil:
+		return Reply{}, fmt.Errorf("reading a file reply: %w", src.err)
+	case err != nil:
 		return Reply{}, fmt.Errorf("decoding a file reply: %w", err)
 	}
 	return rep, nil
+}
+
+// frameReader reads the left bytes of a frame from r, remembering why r
+// failed (its end before the frame's is io.ErrUnexpectedEOF), so that a
+// cut or late answer is told from a malformed one.
+type frameReader struct {
+	r    io.Reader
+	left int64
+	err  error
+}
+
+func (f *frameReader) Read(b []byte) (int, error) {
+	if f.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > f.left {
+		b = b[:f.left]
+	}
+	n, err := f.r.Read(b)
+	f.left -= int64(n)
+	switch {
+	case errors.Is(err, io.EOF) && f.left > 0:
+		f.err = io.ErrUnexpectedEOF
+		return n, f.err
+	case err != nil && !errors.Is(err, io.EOF):
+		f.err = err
+	}
+	return n, err
+}
+
+// decodeReply decodes a Reply's object from dec field by field: each
+// field at most once, and the entries one at a time, at most maxEntries.
+func decodeReply(dec *json.Decoder, maxEntries int) (Reply, error) {
+	var rep Reply
+	if err := wantDelim(dec, '{'); err != nil {
+		return Reply{}, err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Reply{}, err
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return Reply{}, fmt.Errorf("field %q twice", key)
+		}
+		seen[key] = true
+		switch key {
+		case "uid":
+			err = dec.Decode(&rep.UID)
+		case "gid":
+			err = dec.Decode(&rep.GID)
+		case "entry":
+			err = dec.Decode(&rep.Entry)
+		case "error":
+			err = dec.Decode(&rep.Error)
+		case "entries":
+			rep.Entries, err = decodeEntries(dec, maxEntries)
+		default:
+			err = fmt.Errorf("unknown field %q", key)
+		}
+		if err != nil {
+			return Reply{}, err
+		}
+	}
+	return rep, wantDelim(dec, '}')
+}
+
+// decodeEntries decodes a listing's array one entry at a time, refusing
+// entry maxEntries+1 before decoding it.
+func decodeEntries(dec *json.Decoder, maxEntries int) ([]WireEntry, error) {
+	if maxEntries <= 0 {
+		return nil, errors.New("a listing in the answer to an operation that lists nothing")
+	}
+	if err := wantDelim(dec, '['); err != nil {
+		return nil, err
+	}
+	entries := []WireEntry{}
+	for dec.More() {
+		if len(entries) == maxEntries {
+			return nil, fmt.Errorf("a listing over the limit of %d entries", maxEntries)
+		}
+		var w WireEntry
+		if err := dec.Decode(&w); err != nil {
+			return nil, err
+		}
+		entries = append(entries, w)
+	}
+	return entries, wantDelim(dec, ']')
+}
+
+// wantDelim reads dec's next token, which must be d.
+func wantDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if got, ok := tok.(json.Delim); !ok || got != d {
+		return fmt.Errorf("%v where %q belongs", tok, d)
+	}
+	return nil
 }
 
 // The range of modification times an Entry reports: the years JSON and

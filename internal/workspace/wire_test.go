@@ -19,23 +19,32 @@ func frame(body string) []byte {
 // MaxReplyBytes, whatever the box sends.
 func TestReadReply(t *testing.T) {
 	huge := binary.BigEndian.AppendUint32(nil, MaxReplyBytes+1)
+	// a bomb: as many empty entries as fit in the bound, millions
+	bomb := frame(`{"entries":[{}` + strings.Repeat(",{}", (MaxReplyBytes-20)/3) + `]}`)
 	tests := []struct {
 		name string
 		in   []byte
+		list int    // the entries a listing may have; 0 for another operation
 		want string // "" for success
 	}{
-		{"entry", frame(`{"uid":1,"gid":2,"entry":{"type":"file","size":3,"mode":420,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":2}}`), ""},
-		{"over the bound, refused before it is read", huge, "over"},
-		{"unknown field", frame(`{"uid":1,"gid":2,"owner":"root"}`), "unknown field"},
-		{"two values", frame(`{"uid":1,"gid":2}{}`), "more than one"},
-		{"not JSON", frame(`garbage`), "decoding"},
-		{"short body", frame(`{"uid":1}`)[:6], "reading"},
-		{"no length", []byte{0, 0}, "reading"},
-		{"negative uid", frame(`{"uid":-1,"gid":2}`), "decoding"},
+		{"entry", frame(`{"uid":1,"gid":2,"entry":{"type":"file","size":3,"mode":420,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":2}}`), 0, ""},
+		{"over the bound, refused before it is read", huge, 0, "over"},
+		{"unknown field", frame(`{"uid":1,"gid":2,"owner":"root"}`), 0, "unknown field"},
+		{"two values", frame(`{"uid":1,"gid":2}{}`), 0, "more than one"},
+		{"not JSON", frame(`garbage`), 0, "decoding"},
+		{"short body", frame(`{"uid":1}`)[:6], 0, "reading"},
+		{"no length", []byte{0, 0}, 0, "reading"},
+		{"negative uid", frame(`{"uid":-1,"gid":2}`), 0, "decoding"},
+		{"8 MiB of empty entries, refused at the limit", bomb, 3, "over the limit of 3 entries"},
+		{"a listing answering another operation", frame(`{"entries":[]}`), 0, "lists nothing"},
+		{"a listing at the limit", frame(`{"entries":[{},{}]}`), 2, ""},
+		{"a field twice", frame(`{"uid":1,"uid":2}`), 0, "twice"},
+		{"a header and nothing more", binary.BigEndian.AppendUint32(nil, MaxReplyBytes), 0, "reading"},
+		{"whitespace after", frame("{\"uid\":1} \n"), 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ReadReply(bytes.NewReader(tt.in))
+			_, err := ReadReply(bytes.NewReader(tt.in), tt.list)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("ReadReply() = %v, want success", err)
@@ -43,6 +52,18 @@ func TestReadReply(t *testing.T) {
 				t.Errorf("ReadReply() = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadReplyBombStopsEarly: a listing of millions of empty entries
+// is refused at the entry over the limit, its bytes past that unread.
+func TestReadReplyBombStopsEarly(t *testing.T) {
+	r := bytes.NewReader(frame(`{"entries":[{}` + strings.Repeat(",{}", (MaxReplyBytes-20)/3) + `]}`))
+	if _, err := ReadReply(r, 3); err == nil {
+		t.Fatalf("ReadReply() = nil, want the listing refused")
+	}
+	if left := r.Len(); left < MaxReplyBytes/2 {
+		t.Errorf("ReadReply() read all but %d bytes of the bomb, want it stopped near the start", left)
 	}
 }
 
@@ -55,7 +76,7 @@ func TestReplyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EncodeReply() = %v", err)
 	}
-	out, err := ReadReply(bytes.NewReader(b))
+	out, err := ReadReply(bytes.NewReader(b), 1)
 	if err != nil {
 		t.Fatalf("ReadReply() = %v", err)
 	}
