@@ -279,7 +279,11 @@ func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, w
 		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, err)
 	}
 	if body != nil {
-		if err := r.upload(c, body); err != nil {
+		aborted, err := r.upload(c, body)
+		if aborted {
+			r.awaitAbort(c)
+		}
+		if err != nil {
 			c.done()
 			return nil, workspace.Reply{}, fmt.Errorf("writing %q: %w", req.Path, err)
 		}
@@ -313,22 +317,39 @@ func (r *remoteFiles) replyFailed(req nsinit.FileRequest, err error) error {
 }
 
 // upload sends at most the file limit and one byte of body on c's
-// channel, then its end: the agent refuses a file over the limit, which
-// the extra byte shows it. The agent stopping its reading early (it
-// refused the write) is no error here; its answer says why.
-func (r *remoteFiles) upload(c *fileCall, body io.Reader) error {
+// channel as an upload's chunks, then the end mark (only when the body
+// ended well) and the channel's half-close: the agent refuses a file
+// over the limit, which the extra byte shows it. The agent stopping its
+// reading early (it refused the write) is no error here; its answer
+// says why. A body that failed is aborted: no end mark, so the agent
+// keeps the old file, and the body's error.
+func (r *remoteFiles) upload(c *fileCall, body io.Reader) (aborted bool, err error) {
 	src := &sourceReader{r: io.LimitReader(body, r.lim.MaxFileBytes+1)}
-	_, err := io.Copy(idleWriter{c.ch}, src)
+	w := &workspace.UploadWriter{W: idleWriter{c.ch}}
+	_, err = io.Copy(w, src)
 	switch {
 	case src.err != nil:
-		return src.err
-	case err != nil && !errors.Is(err, streammux.ErrStopped):
-		return fmt.Errorf("sending to the sandbox: %w", err)
+		err = nil // no end mark
+	case err == nil:
+		err = w.End()
+	}
+	if err != nil && !errors.Is(err, streammux.ErrStopped) {
+		return false, fmt.Errorf("sending to the sandbox: %w", err)
 	}
 	if err := c.ch.CloseWrite(); err != nil && !errors.Is(err, streammux.ErrStopped) {
-		return fmt.Errorf("sending to the sandbox: %w", err)
+		return false, fmt.Errorf("sending to the sandbox: %w", err)
 	}
-	return nil
+	return src.err != nil, src.err
+}
+
+// awaitAbort waits, within fileReplyWait, for the agent's answer to an
+// aborted upload, so the call returns once the agent has removed what
+// it wrote; the answer (the abort's error) says nothing new.
+func (r *remoteFiles) awaitAbort(c *fileCall) {
+	c.ch.SetReadDeadline(time.Now().Add(fileReplyWait))
+	if _, err := workspace.ReadReply(c.ch, 0); err != nil && r.s.mux.Err() == nil {
+		r.s.log().Warn("reading the answer to an aborted upload", "err", err)
+	}
 }
 
 // sourceReader remembers its source's error, so that an upload that

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
@@ -87,12 +88,22 @@ func TestRemoteFilesHostileAnswers(t *testing.T) {
 			_, err := f.Write("big", strings.NewReader(strings.Repeat("x", 1000)), 0)
 			return err
 		}, answer: func(t *testing.T, req nsinit.FileRequest, ch *streammux.Channel) {
-			n, err := io.Copy(io.Discard, ch)
+			n, err := io.Copy(io.Discard, &workspace.UploadReader{R: ch})
 			if err != nil || n != fileLimits.MaxFileBytes+1 || req.MaxFileBytes != fileLimits.MaxFileBytes {
 				t.Errorf("the box got %d bytes (%v) under a limit of %d; want limit + 1", n, err, req.MaxFileBytes)
 			}
 			send(rawReply(`{"uid":1,"gid":1,"error":{"codes":["too_large"],"msg":"too large"}}`))(t, req, ch)
 		}, want: "too large", is: workspace.ErrTooLarge},
+		{name: "upload whose body fails is aborted, not committed", call: func(f workspace.Files) error {
+			_, err := f.Write("f", io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(errors.New("client went away"))), 0)
+			return err
+		}, answer: func(t *testing.T, req nsinit.FileRequest, ch *streammux.Channel) {
+			got, err := io.ReadAll(&workspace.UploadReader{R: ch})
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("the box read %q, %v; want io.ErrUnexpectedEOF (no end mark)", got, err)
+			}
+			send(rawReply(`{"uid":1,"gid":1,"error":{"msg":"writing \"f\": aborted"}}`))(t, req, ch)
+		}, want: "client went away"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

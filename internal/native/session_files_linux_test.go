@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -123,6 +124,19 @@ func write(p, content string, mode fs.FileMode) func(workspace.Files) (string, e
 	})
 }
 
+// errBodyFailed is the error of an upload's body that fails midway (the
+// caller went away, its upload stalled or went over the limit).
+var errBodyFailed = errors.New("the client went away")
+
+// failedWrite writes p with a body that fails after some bytes: the
+// write must leave p as it was, whatever arrived before the failure.
+func failedWrite(p string) func(workspace.Files) (string, error) {
+	return then(func(f workspace.Files) (string, error) {
+		e, err := f.Write(p, io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(errBodyFailed)), 0)
+		return describe(f, e), err
+	})
+}
+
 var fileCases = []fileCase{
 	{"stat a file", "printf hello > f", stat("f"), nil},
 	{"stat the workspace", "", stat("."), nil},
@@ -146,6 +160,7 @@ var fileCases = []fileCase{
 	{"write over a file", "echo old > f", write("f", "new", 0), nil},
 	{"write at the file limit", "", write("f", strings.Repeat("x", 1000), 0), nil},
 	{"write over the file limit leaves nothing", "", write("f", strings.Repeat("x", 1001), 0), workspace.ErrTooLarge},
+	{"write with a failing body leaves the old file", "echo old > f", failedWrite("f"), errBodyFailed},
 	{"write over a directory", "mkdir d", write("d", "x", 0), workspace.ErrIsDir},
 	{"write through a symbolic link", "ln -s /tmp t", write("t/x", "x", 0), workspace.ErrLink},
 	{"write a bad mode", "", write("f", "x", fs.ModeSetuid|0o755), workspace.ErrBadMode},

@@ -110,7 +110,8 @@ func runFile(dir *workspace.Dir, ch *streammux.Channel, req FileRequest) (worksp
 			return workspace.Reply{Entry: &w}, rc
 		}
 	case FileWrite:
-		e, err = dir.Write(req.Path, idleReader{ch}, fs.FileMode(req.Mode))
+		// only the end mark commits: a host that aborts leaves the old file
+		e, err = dir.Write(req.Path, &workspace.UploadReader{R: idleReader{ch}}, fs.FileMode(req.Mode))
 		ch.CloseRead() // the rest, if any, is not read: the host's write stops
 	case FileMkdir:
 		e, err = dir.Mkdir(req.Path)
