@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
@@ -105,16 +106,26 @@ func ToWireError(err error) *WireError {
 	if err == nil {
 		return nil
 	}
-	w := &WireError{Msg: err.Error()}
-	if len(w.Msg) > maxMessageBytes {
-		w.Msg = w.Msg[:maxMessageBytes]
-	}
+	w := &WireError{Msg: truncateUTF8(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxMessageBytes)}
 	for _, c := range errorCodes {
 		if errors.Is(err, c.err) {
 			w.Codes = append(w.Codes, c.code)
 		}
 	}
 	return w
+}
+
+// truncateUTF8 is s cut to at most n bytes at a rune's start, so that
+// it stays valid UTF-8 (JSON would turn a cut rune into a 3-byte U+FFFD,
+// over the bound the host checks).
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // FromWireError is the error w describes, wrapping the sentinels of its

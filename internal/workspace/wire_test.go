@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // frame is body framed as EncodeReply frames it.
@@ -159,6 +160,24 @@ func TestWireErrors(t *testing.T) {
 	}
 	if w := ToWireError(errors.New(strings.Repeat("m", 5000))); len(w.Msg) > maxMessageBytes {
 		t.Errorf("ToWireError kept a message of %d bytes, over %d", len(w.Msg), maxMessageBytes)
+	}
+	for _, msg := range []string{
+		"stat \"a" + strings.Repeat("é", 750) + "\": not found", // over the bound, a 2-byte rune cut at it
+		"x" + strings.Repeat("€", 500),                          // 3-byte runes
+		"bad \xff\xfe bytes " + strings.Repeat("m", 1100),       // not UTF-8
+	} {
+		b, err := EncodeReply(Reply{Error: ToWireError(errors.New(msg))})
+		if err != nil {
+			t.Fatalf("EncodeReply() = %v", err)
+		}
+		rep, err := ReadReply(bytes.NewReader(b), 0)
+		if err != nil {
+			t.Fatalf("ReadReply() = %v", err)
+		}
+		out, bad := FromWireError(rep.Error)
+		if bad != nil || utf8.ValidString(msg) && !strings.HasPrefix(msg, out.Error()) {
+			t.Errorf("a %d-byte message came back as %v (refused: %v), want it cut at a rune within %d bytes", len(msg), out, bad, maxMessageBytes)
+		}
 	}
 	for _, w := range []WireError{
 		{Msg: ""},
