@@ -34,6 +34,18 @@ const (
 	fileIdle      = time.Minute
 )
 
+// fileMinRate is the slowest an upload's or a read's bytes may cross as
+// a whole: with fileReplyWait it sets each transfer's overall deadline
+// from its size, so a box that trickles bytes just within fileIdle
+// cannot hold a call (its channel, its slot, a goroutine here) for
+// longer (64 MiB: about 18 min).
+const fileMinRate = 64 << 10
+
+// transferBy is the deadline of a transfer of n bytes starting now.
+func transferBy(n int64) time.Time {
+	return time.Now().Add(fileReplyWait + time.Duration(n/fileMinRate)*time.Second)
+}
+
 // RemoteFiles serves the file API through the agent, within lim, for a
 // stream session whose box has no files on this host, or whose Frame
 // asks for it (FilesByAgent). Any other session refuses with an error
@@ -59,10 +71,12 @@ func (s *Session) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
 type remoteFiles struct {
 	s   *Session
 	lim workspace.Limits
-	// mu is held shared by each call and whole by Close, which so waits
-	// for the calls in progress, as Dir's does.
-	mu     sync.RWMutex
+	// mu guards closed and calls, the calls in progress, whose
+	// channels Close cuts rather than waiting on a box that answers
+	// slowly (or never).
+	mu     sync.Mutex
 	closed bool
+	calls  map[*fileCall]struct{}
 	// idMu guards uid and gid, the ids the agent acts as, known from its
 	// first answer (-1 before).
 	idMu     sync.Mutex
@@ -175,7 +189,7 @@ func (r *remoteFiles) Read(p string) (io.ReadCloser, workspace.Entry, error) {
 		c.done()
 		return nil, workspace.Entry{}, r.breach(fmt.Errorf("a read of %q answered with %d bytes, over the limit of %d", wp, e.Size, r.lim.MaxFileBytes))
 	}
-	return &remoteReader{c: c, left: e.Size, size: e.Size, path: wp}, e, nil
+	return &remoteReader{c: c, left: e.Size, size: e.Size, path: wp, by: transferBy(e.Size)}, e, nil
 }
 
 // AddWatch is refused: inotify watches the host's own files, and a
@@ -200,14 +214,53 @@ func (r *remoteFiles) Owner() (uid, gid int) {
 	return r.uid, r.gid
 }
 
-// Close waits for the calls in progress and refuses later ones; readers
-// returned by Read stay valid until closed, as Dir's do.
+// Close refuses later calls and cuts the channels of those in progress,
+// which fail at once: the box sets the pace of a call, and a deleted or
+// expired box must not keep its session alive through one. Readers
+// returned by Read stay valid until closed, as Dir's do, each within
+// its own deadline.
 func (r *remoteFiles) Close() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.closed = true
+	calls := r.calls
+	r.calls = nil
+	r.mu.Unlock()
+	for c := range calls {
+		c.done()
+	}
 	return nil
 }
+
+// track adds c to the calls in progress, false once closed.
+func (r *remoteFiles) track(c *fileCall) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	if r.calls == nil {
+		r.calls = map[*fileCall]struct{}{}
+	}
+	r.calls[c] = struct{}{}
+	return true
+}
+
+// untrack removes c from the calls in progress.
+func (r *remoteFiles) untrack(c *fileCall) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.calls, c)
+}
+
+// isClosed says whether Close ran (a failed call was then cut by it).
+func (r *remoteFiles) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// errClosed is the error of a call on (or cut by) closed files.
+var errClosed = fmt.Errorf("the sandbox's workspace: %w", os.ErrClosed)
 
 // entryCall runs an operation that answers with one entry, that of
 // path p.
@@ -265,10 +318,8 @@ func (r *remoteFiles) breach(why error) error {
 // call sends req (with body's bytes, for a write) and reads its answer;
 // the caller ends the call once done with its channel.
 func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, workspace.Reply, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
-		return nil, workspace.Reply{}, fmt.Errorf("the sandbox's workspace: %w", os.ErrClosed)
+	if r.isClosed() {
+		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, errClosed)
 	}
 	req.MaxFileBytes, req.MaxEntries = r.lim.MaxFileBytes, r.lim.MaxEntries
 	c, err := r.s.sendFile(req)
@@ -278,6 +329,11 @@ func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, w
 	if err != nil {
 		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, err)
 	}
+	if !r.track(c) {
+		c.done()
+		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, errClosed)
+	}
+	defer r.untrack(c)
 	if body != nil {
 		aborted, err := r.upload(c, body)
 		if aborted {
@@ -285,6 +341,9 @@ func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, w
 		}
 		if err != nil {
 			c.done()
+			if r.isClosed() {
+				err = errClosed
+			}
 			return nil, workspace.Reply{}, fmt.Errorf("writing %q: %w", req.Path, err)
 		}
 	}
@@ -296,6 +355,9 @@ func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, w
 	rep, err := workspace.ReadReply(c.ch, maxEntries)
 	if err != nil {
 		c.done()
+		if r.isClosed() {
+			return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, errClosed)
+		}
 		return nil, workspace.Reply{}, r.replyFailed(req, err)
 	}
 	r.idMu.Lock()
@@ -325,7 +387,7 @@ func (r *remoteFiles) replyFailed(req nsinit.FileRequest, err error) error {
 // keeps the old file, and the body's error.
 func (r *remoteFiles) upload(c *fileCall, body io.Reader) (aborted bool, err error) {
 	src := &sourceReader{r: io.LimitReader(body, r.lim.MaxFileBytes+1)}
-	w := &workspace.UploadWriter{W: idleWriter{c.ch}}
+	w := &workspace.UploadWriter{W: idleWriter{ch: c.ch, by: transferBy(r.lim.MaxFileBytes + 1)}}
 	_, err = io.Copy(w, src)
 	switch {
 	case src.err != nil:
@@ -347,7 +409,7 @@ func (r *remoteFiles) upload(c *fileCall, body io.Reader) (aborted bool, err err
 // it wrote; the answer (the abort's error) says nothing new.
 func (r *remoteFiles) awaitAbort(c *fileCall) {
 	c.ch.SetReadDeadline(time.Now().Add(fileReplyWait))
-	if _, err := workspace.ReadReply(c.ch, 0); err != nil && r.s.mux.Err() == nil {
+	if _, err := workspace.ReadReply(c.ch, 0); err != nil && r.s.mux.Err() == nil && !r.isClosed() {
 		r.s.log().Warn("reading the answer to an aborted upload", "err", err)
 	}
 }
@@ -367,20 +429,33 @@ func (s *sourceReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// idleWriter writes a channel, each write within fileIdle.
-type idleWriter struct{ ch *streammux.Channel }
+// idleWriter writes a channel, each write within fileIdle and all of
+// them by the transfer's deadline.
+type idleWriter struct {
+	ch *streammux.Channel
+	by time.Time
+}
 
 func (w idleWriter) Write(b []byte) (int, error) {
-	w.ch.SetWriteDeadline(time.Now().Add(fileIdle))
+	w.ch.SetWriteDeadline(earliest(time.Now().Add(fileIdle), w.by))
 	return w.ch.Write(b)
 }
 
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // remoteReader is a read's content: exactly size bytes from the
-// channel, each wait within fileIdle; fewer is an error.
+// channel, each wait within fileIdle and all of them by the
+// transfer's deadline; fewer is an error.
 type remoteReader struct {
 	c          *fileCall
 	left, size int64
 	path       string
+	by         time.Time
 }
 
 func (rr *remoteReader) Read(b []byte) (int, error) {
@@ -390,7 +465,7 @@ func (rr *remoteReader) Read(b []byte) (int, error) {
 	if int64(len(b)) > rr.left {
 		b = b[:rr.left]
 	}
-	rr.c.ch.SetReadDeadline(time.Now().Add(fileIdle))
+	rr.c.ch.SetReadDeadline(earliest(time.Now().Add(fileIdle), rr.by))
 	n, err := rr.c.ch.Read(b)
 	rr.left -= int64(n)
 	if errors.Is(err, io.EOF) && rr.left > 0 {

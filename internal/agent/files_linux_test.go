@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -199,5 +200,48 @@ func TestRemoteFilesRefused(t *testing.T) {
 	}
 	if _, err := files.Stat("../x"); !errors.Is(err, workspace.ErrBadPath) {
 		t.Errorf("Stat(../x) = %v, want ErrBadPath before anything is sent", err)
+	}
+}
+
+// TestRemoteFilesCloseCutsCalls: Close does not wait for a call the box
+// holds (an answer that never comes, an upload it takes no bytes of):
+// the calls fail as closed, later ones are refused, and the session
+// lives on.
+func TestRemoteFilesCloseCutsCalls(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		call func(workspace.Files) error
+	}{
+		{"a stat never answered", stat},
+		{"an upload never taken", func(f workspace.Files) error {
+			_, err := f.Write("f", strings.NewReader(strings.Repeat("x", int(fileLimits.MaxFileBytes))), 0)
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, g, files := remoteOver(t)
+			got := make(chan error, 1)
+			go func() { got <- tt.call(files) }()
+			g.fileRequest() // and never answer
+			if err := files.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
+			select {
+			case err := <-got:
+				if !errors.Is(err, os.ErrClosed) {
+					t.Errorf("the call = %v, want os.ErrClosed", err)
+				}
+			case <-time.After(testWait):
+				t.Fatalf("the call did not end within %v of Close", testWait)
+			}
+			if err := stat(files); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("a call after Close = %v, want os.ErrClosed", err)
+			}
+			select {
+			case <-s.Done():
+				t.Errorf("the session ended (%v)", s.Err())
+			default:
+			}
+		})
 	}
 }
