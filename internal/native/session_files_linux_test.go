@@ -148,6 +148,7 @@ var fileCases = []fileCase{
 	{"list", "mkdir d && echo a > d/f && ln -s x d/l && mkfifo d/p", list("d"), nil},
 	{"list over the entry limit", "for i in 1 2 3 4 5; do : > $i; done", list("."), workspace.ErrTruncated},
 	{"list a file", ": > f", list("f"), workspace.ErrNotDir},
+	{"list names and link targets that are not UTF-8", `: > "$(head -c 200 /dev/zero | tr '\000' '\377')" && ln -s "$(head -c 1500 /dev/zero | tr '\000' '\376')" l`, list("."), nil},
 	{"read", "printf hello > f", read("f"), nil},
 	{"read an empty file", ": > f", read("f"), nil},
 	{"read over the file limit", "head -c 2000 /dev/zero > big", read("big"), workspace.ErrTooLarge},

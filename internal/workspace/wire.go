@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -66,9 +67,12 @@ type WireError struct {
 
 // WireEntry is an Entry on the wire. Its path is not sent: the host
 // knows which path it asked about (and, for a listing, joins the name).
+// Name and Link cross as bytes (base64 in JSON): a name need not be
+// UTF-8, and JSON would turn each invalid byte into a 3-byte U+FFFD,
+// losing the name and overrunning the bounds the host checks.
 type WireEntry struct {
 	// Name is the entry's name in a listing; empty in other answers.
-	Name string `json:"name,omitempty"`
+	Name []byte `json:"name,omitempty"`
 	Type string `json:"type"`
 	Size int64  `json:"size"`
 	Mode uint32 `json:"mode"`
@@ -76,7 +80,7 @@ type WireEntry struct {
 	Nsec int64  `json:"mtime_nsec"`
 	UID  uint32 `json:"uid"`
 	GID  uint32 `json:"gid"`
-	Link string `json:"link,omitempty"`
+	Link []byte `json:"link,omitempty"`
 }
 
 // Reply is the agent's answer to one file operation. UID and GID are the
@@ -94,9 +98,9 @@ type Reply struct {
 // ToWire is e for a Reply; name is kept for a listing's entries only.
 func ToWire(e Entry, listed bool) WireEntry {
 	w := WireEntry{Type: e.Type, Size: e.Size, Mode: uint32(e.Mode.Perm()), Sec: e.ModTime.Unix(),
-		Nsec: int64(e.ModTime.Nanosecond()), UID: e.UID, GID: e.GID, Link: e.LinkTarget}
+		Nsec: int64(e.ModTime.Nanosecond()), UID: e.UID, GID: e.GID, Link: []byte(e.LinkTarget)}
 	if listed {
-		w.Name = e.Name
+		w.Name = []byte(e.Name)
 	}
 	return w
 }
@@ -168,11 +172,11 @@ func notPrintable(r rune) bool { return !unicode.IsPrint(r) }
 // a listing's entry is p joined with its name.
 func FromWire(p string, w WireEntry, listed bool) (Entry, error) {
 	if listed {
-		if err := checkName(w.Name); err != nil {
+		if err := checkName(string(w.Name)); err != nil {
 			return Entry{}, err
 		}
-		p = path.Join(p, w.Name)
-	} else if w.Name != "" {
+		p = path.Join(p, string(w.Name))
+	} else if len(w.Name) != 0 {
 		return Entry{}, fmt.Errorf("a name %q outside a listing", w.Name)
 	}
 	switch {
@@ -182,13 +186,13 @@ func FromWire(p string, w WireEntry, listed bool) (Entry, error) {
 		return Entry{}, fmt.Errorf("entry %q has size %d", p, w.Size)
 	case w.Mode&^0o777 != 0:
 		return Entry{}, fmt.Errorf("entry %q has mode %#o, more than permission bits", p, w.Mode)
-	case w.Link != "" && w.Type != TypeSymlink:
+	case len(w.Link) != 0 && w.Type != TypeSymlink:
 		return Entry{}, fmt.Errorf("entry %q is a %s with a link target", p, w.Type)
-	case len(w.Link) > maxPathBytes || strings.IndexByte(w.Link, 0) >= 0:
+	case len(w.Link) > maxPathBytes || bytes.IndexByte(w.Link, 0) >= 0:
 		return Entry{}, fmt.Errorf("entry %q has a link target over %d bytes or holding a NUL", p, maxPathBytes)
 	}
 	e := Entry{Name: path.Base(p), Path: p, Type: w.Type, Size: w.Size, Mode: fs.FileMode(w.Mode),
-		ModTime: clampTime(w.Sec, w.Nsec), UID: w.UID, GID: w.GID, LinkTarget: w.Link}
+		ModTime: clampTime(w.Sec, w.Nsec), UID: w.UID, GID: w.GID, LinkTarget: string(w.Link)}
 	return e, nil
 }
 

@@ -68,6 +68,25 @@ func TestReadReplyBombStopsEarly(t *testing.T) {
 	}
 }
 
+// TestReplyRoundTripBytes: a listed name and a link target that are not
+// UTF-8 come back byte for byte, at the lengths the bounds allow.
+func TestReplyRoundTripBytes(t *testing.T) {
+	name, link := strings.Repeat("\xff", maxNameBytes), strings.Repeat("\xfe", maxPathBytes)
+	e := Entry{Name: name, Path: name, Type: TypeSymlink, Mode: 0o777, ModTime: time.Unix(0, 0), LinkTarget: link}
+	b, err := EncodeReply(Reply{Entries: []WireEntry{ToWire(e, true)}})
+	if err != nil {
+		t.Fatalf("EncodeReply() = %v", err)
+	}
+	out, err := ReadReply(bytes.NewReader(b), 1)
+	if err != nil {
+		t.Fatalf("ReadReply() = %v", err)
+	}
+	got, err := FromWire(".", out.Entries[0], true)
+	if err != nil || got.Name != name || got.LinkTarget != link {
+		t.Errorf("FromWire() = %q -> %q, %v; want the %d- and %d-byte originals", got.Name, got.LinkTarget, err, len(name), len(link))
+	}
+}
+
 // TestReplyRoundTrip: what EncodeReply frames, ReadReply reads back.
 func TestReplyRoundTrip(t *testing.T) {
 	mt := time.Date(2024, 5, 6, 7, 8, 9, 10, time.UTC)
@@ -106,18 +125,18 @@ func TestFromWire(t *testing.T) {
 		want   string // "" for success
 	}{
 		{"plain", ok, false, ""},
-		{"listed", with(func(w *WireEntry) { w.Name = "f" }), true, ""},
+		{"listed", with(func(w *WireEntry) { w.Name = []byte("f") }), true, ""},
 		{"listed without a name", ok, true, "no file name"},
-		{"listed name with a slash", with(func(w *WireEntry) { w.Name = "../etc" }), true, "no file name"},
-		{"listed name ..", with(func(w *WireEntry) { w.Name = ".." }), true, "no file name"},
-		{"listed name with NUL", with(func(w *WireEntry) { w.Name = "a\x00" }), true, "no file name"},
-		{"listed name too long", with(func(w *WireEntry) { w.Name = strings.Repeat("n", 256) }), true, "no file name"},
-		{"name outside a listing", with(func(w *WireEntry) { w.Name = "other" }), false, "outside a listing"},
+		{"listed name with a slash", with(func(w *WireEntry) { w.Name = []byte("../etc") }), true, "no file name"},
+		{"listed name ..", with(func(w *WireEntry) { w.Name = []byte("..") }), true, "no file name"},
+		{"listed name with NUL", with(func(w *WireEntry) { w.Name = []byte("a\x00") }), true, "no file name"},
+		{"listed name too long", with(func(w *WireEntry) { w.Name = []byte(strings.Repeat("n", 256)) }), true, "no file name"},
+		{"name outside a listing", with(func(w *WireEntry) { w.Name = []byte("other") }), false, "outside a listing"},
 		{"unknown type", with(func(w *WireEntry) { w.Type = "device" }), false, "type"},
 		{"negative size", with(func(w *WireEntry) { w.Size = -1 }), false, "size"},
 		{"setuid bit", with(func(w *WireEntry) { w.Mode = 0o4755 }), false, "permission bits"},
-		{"file with a link target", with(func(w *WireEntry) { w.Link = "/etc" }), false, "link target"},
-		{"link target too long", with(func(w *WireEntry) { w.Type = TypeSymlink; w.Link = strings.Repeat("l", 4097) }), false, "link target"},
+		{"file with a link target", with(func(w *WireEntry) { w.Link = []byte("/etc") }), false, "link target"},
+		{"link target too long", with(func(w *WireEntry) { w.Type = TypeSymlink; w.Link = []byte(strings.Repeat("l", 4097)) }), false, "link target"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
