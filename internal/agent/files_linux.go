@@ -396,10 +396,10 @@ func (r *remoteFiles) upload(c *fileCall, body io.Reader) (aborted bool, err err
 		err = w.End()
 	}
 	if err != nil && !errors.Is(err, streammux.ErrStopped) {
-		return false, fmt.Errorf("sending to the sandbox: %w", err)
+		return false, r.s.streamFailed("sending to the sandbox", err)
 	}
 	if err := c.ch.CloseWrite(); err != nil && !errors.Is(err, streammux.ErrStopped) {
-		return false, fmt.Errorf("sending to the sandbox: %w", err)
+		return false, r.s.streamFailed("sending to the sandbox", err)
 	}
 	return src.err != nil, src.err
 }
@@ -511,7 +511,7 @@ func (s *Session) trySendFile(req nsinit.FileRequest) (c *fileCall, sent bool, e
 	}
 	ch, err := s.mux.Open()
 	if err != nil {
-		return nil, true, fmt.Errorf("sending to the sandbox: %w", err)
+		return nil, true, s.streamFailed("sending to the sandbox", err)
 	}
 	s.relaysLive.Add(1)
 	c = &fileCall{s: s, ch: ch}
@@ -523,7 +523,19 @@ func (s *Session) trySendFile(req nsinit.FileRequest) (c *fileCall, sent bool, e
 	}
 	if err != nil {
 		c.done()
-		return nil, true, fmt.Errorf("sending to the sandbox: %w", err)
+		return nil, true, s.streamFailed("sending to the sandbox", err)
 	}
 	return c, true, nil
+}
+
+// streamFailed is a failure of the stream as a caller may see it: once
+// the stream ended, ErrSessionEnded, the transport's own text (which
+// can name a Pod's or the host's addresses) only logged; otherwise the
+// channel's error (a deadline, a close), with what failed.
+func (s *Session) streamFailed(what string, err error) error {
+	if s.mux.Err() != nil {
+		s.log().Warn(what, "err", err)
+		return ErrSessionEnded
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -245,3 +245,35 @@ func TestRemoteFilesCloseCutsCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteFilesStreamEnds: an upload whose stream ends midway fails as
+// ErrSessionEnded, without the transport's text.
+func TestRemoteFilesStreamEnds(t *testing.T) {
+	s, g, files := remoteOver(t)
+	pr, pw := io.Pipe()
+	got := make(chan error, 1)
+	go func() {
+		_, err := files.Write("f", pr, 0)
+		got <- err
+	}()
+	g.fileRequest()
+	if err := g.conn.Close(); err != nil {
+		t.Fatalf("closing the guest's end: %v", err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(testWait):
+		t.Fatalf("the session did not end within %v of its stream", testWait)
+	}
+	// the upload's next bytes meet the ended stream; the pipe's writer
+	// fails once the call stopped reading
+	go func() { _, _ = pw.Write([]byte(strings.Repeat("x", 50))); _ = pw.Close() }()
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrSessionEnded) || strings.Contains(err.Error(), "stream") {
+			t.Errorf("Write() = %v, want ErrSessionEnded without the transport's text", err)
+		}
+	case <-time.After(testWait):
+		t.Fatalf("the upload did not end within %v", testWait)
+	}
+}
