@@ -132,9 +132,15 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// FromWireError is the error w describes, wrapping the sentinels of its
-// codes (ErrDenied with EACCES, so it matches fs.ErrPermission as a
-// local one does), or why w is no valid error.
+// AgentPrefix starts the message of every error FromWireError makes:
+// the text is the box's, and the tenant must be able to tell it from
+// the daemon's own.
+const AgentPrefix = "the sandbox's agent: "
+
+// FromWireError is the error w describes, its message after
+// AgentPrefix, wrapping the sentinels of its codes (ErrDenied with
+// EACCES, so it matches fs.ErrPermission as a local one does), or why w
+// is no valid error.
 func FromWireError(w *WireError) (error, error) {
 	if len(w.Msg) == 0 || len(w.Msg) > maxMessageBytes || strings.IndexFunc(w.Msg, notPrintable) >= 0 {
 		return nil, fmt.Errorf("an error message of %d bytes that is empty, over %d bytes or not one printable line", len(w.Msg), maxMessageBytes)
@@ -142,7 +148,7 @@ func FromWireError(w *WireError) (error, error) {
 	if len(w.Codes) > len(errorCodes) {
 		return nil, fmt.Errorf("%d error codes, more than the %d there are", len(w.Codes), len(errorCodes))
 	}
-	pe := &pathError{msg: w.Msg}
+	pe := &pathError{msg: AgentPrefix + w.Msg}
 	for _, code := range w.Codes {
 		kind := codeError(code)
 		if kind == nil {

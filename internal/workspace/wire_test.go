@@ -166,7 +166,7 @@ func TestWireErrors(t *testing.T) {
 	for _, c := range errorCodes {
 		in := &pathError{msg: "op \"p\": " + c.code, kinds: []error{c.err}}
 		out, bad := FromWireError(ToWireError(in))
-		if bad != nil || !errors.Is(out, c.err) || out.Error() != in.Error() {
+		if bad != nil || !errors.Is(out, c.err) || out.Error() != AgentPrefix+in.Error() {
 			t.Errorf("%s: back as %v (refused: %v), want %q matching its sentinel", c.code, out, bad, in)
 		}
 	}
@@ -194,7 +194,7 @@ func TestWireErrors(t *testing.T) {
 			t.Fatalf("ReadReply() = %v", err)
 		}
 		out, bad := FromWireError(rep.Error)
-		if bad != nil || utf8.ValidString(msg) && !strings.HasPrefix(msg, out.Error()) {
+		if bad != nil || utf8.ValidString(msg) && !strings.HasPrefix(msg, strings.TrimPrefix(out.Error(), AgentPrefix)) {
 			t.Errorf("a %d-byte message came back as %v (refused: %v), want it cut at a rune within %d bytes", len(msg), out, bad, maxMessageBytes)
 		}
 	}
