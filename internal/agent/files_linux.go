@@ -94,8 +94,11 @@ type fileCall struct {
 // done closes the call's channel and gives its slot back, once.
 func (c *fileCall) done() {
 	c.once.Do(func() {
-		// the box learns of the end by the close; nothing is left to flush
-		_ = c.ch.Close()
+		// the box learns of the end by the close; once the stream ended,
+		// every close fails alike and the session's end is reported
+		if err := c.ch.Close(); err != nil && c.s.mux.Err() == nil {
+			c.s.log().Warn("closing a file channel", "err", err)
+		}
 		c.s.relaysLive.Add(-1)
 	})
 }

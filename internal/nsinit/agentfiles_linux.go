@@ -46,8 +46,8 @@ func (sr *streamRequests) file(req *FileRequest) {
 // serveFile runs one file operation and answers it on ch, which it
 // closes.
 func serveFile(ch *streammux.Channel, req FileRequest) {
-	// the host learns of the end by the close; nothing is left to flush
-	defer ch.Close()
+	// the host learns of the end by the close
+	defer closeReported("a file channel", ch)
 	if req.Op != FileWrite {
 		ch.CloseRead() // nothing more comes from the host
 	}
