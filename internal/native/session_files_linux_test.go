@@ -57,9 +57,7 @@ func describe(f workspace.Files, e workspace.Entry) string {
 // sentinels names every workspace sentinel err matches.
 func sentinels(err error) string {
 	var names []string
-	for _, s := range []error{workspace.ErrReadOnly, workspace.ErrNotFound, workspace.ErrExists, workspace.ErrIsDir, workspace.ErrNotDir,
-		workspace.ErrNotEmpty, workspace.ErrDenied, workspace.ErrBadPath, workspace.ErrBadMode, workspace.ErrTooLarge, workspace.ErrNoSpace,
-		workspace.ErrTruncated, workspace.ErrNotRegular, workspace.ErrHardLink, workspace.ErrBusy, workspace.ErrLink, fs.ErrPermission} {
+	for _, s := range append(workspace.Sentinels(), fs.ErrPermission) {
 		if errors.Is(err, s) {
 			names = append(names, s.Error())
 		}

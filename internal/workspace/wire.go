@@ -58,6 +58,16 @@ var errorCodes = []struct {
 	{"link", ErrLink},
 }
 
+// Sentinels is every sentinel that crosses the wire, in the order of
+// the one table of codes: what a test ranges over to compare errors.
+func Sentinels() []error {
+	out := make([]error, 0, len(errorCodes))
+	for _, c := range errorCodes {
+		out = append(out, c.err)
+	}
+	return out
+}
+
 // WireError is an operation's error: the codes of the sentinels it
 // wraps and its one-line message (naming workspace paths only).
 type WireError struct {
