@@ -26,17 +26,15 @@ import (
 // box can only hurt itself).
 
 // fileReplyWait bounds the wait for an operation's answer once the
-// request (and a write's bytes) went out, and fileIdle each wait for a
-// read's next bytes: the agent runs on the box's CPU quota, so they are
-// generous, but a box that never answers holds no call for ever.
-const (
-	fileReplyWait = time.Minute
-	fileIdle      = time.Minute
-)
+// request (and a write's bytes) went out, and nsinit.FileIdle each wait
+// for a read's next bytes: the agent runs on the box's CPU quota, so
+// they are generous, but a box that never answers holds no call for
+// ever.
+const fileReplyWait = time.Minute
 
 // fileMinRate is the slowest an upload's or a read's bytes may cross as
 // a whole: with fileReplyWait it sets each transfer's overall deadline
-// from its size, so a box that trickles bytes just within fileIdle
+// from its size, so a box that trickles bytes just within nsinit.FileIdle
 // cannot hold a call (its channel, its slot, a goroutine here) for
 // longer (64 MiB: about 18 min).
 const fileMinRate = 64 << 10
@@ -432,7 +430,7 @@ func (s *sourceReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// idleWriter writes a channel, each write within fileIdle and all of
+// idleWriter writes a channel, each write within nsinit.FileIdle and all of
 // them by the transfer's deadline.
 type idleWriter struct {
 	ch *streammux.Channel
@@ -440,7 +438,7 @@ type idleWriter struct {
 }
 
 func (w idleWriter) Write(b []byte) (int, error) {
-	w.ch.SetWriteDeadline(earliest(time.Now().Add(fileIdle), w.by))
+	w.ch.SetWriteDeadline(earliest(time.Now().Add(nsinit.FileIdle), w.by))
 	return w.ch.Write(b)
 }
 
@@ -452,7 +450,7 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // remoteReader is a read's content: exactly size bytes from the
-// channel, each wait within fileIdle and all of them by the
+// channel, each wait within nsinit.FileIdle and all of them by the
 // transfer's deadline; fewer is an error.
 type remoteReader struct {
 	c          *fileCall
@@ -468,7 +466,7 @@ func (rr *remoteReader) Read(b []byte) (int, error) {
 	if int64(len(b)) > rr.left {
 		b = b[:rr.left]
 	}
-	rr.c.ch.SetReadDeadline(earliest(time.Now().Add(fileIdle), rr.by))
+	rr.c.ch.SetReadDeadline(earliest(time.Now().Add(nsinit.FileIdle), rr.by))
 	n, err := rr.c.ch.Read(b)
 	rr.left -= int64(n)
 	if errors.Is(err, io.EOF) && rr.left > 0 {
