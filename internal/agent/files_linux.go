@@ -26,13 +26,23 @@ import (
 // box can only hurt itself).
 
 // fileReplyWait bounds the wait for an operation's answer once the
-// request (and a write's bytes) went out, and fileIdle each wait for a
-// read's next bytes: the agent runs on the box's CPU quota, so they are
-// generous, but a box that never answers holds no call for ever.
-const (
-	fileReplyWait = time.Minute
-	fileIdle      = time.Minute
-)
+// request (and a write's bytes) went out, and nsinit.FileIdle each wait
+// for a read's next bytes: the agent runs on the box's CPU quota, so
+// they are generous, but a box that never answers holds no call for
+// ever.
+const fileReplyWait = time.Minute
+
+// fileMinRate is the slowest an upload's or a read's bytes may cross as
+// a whole: with fileReplyWait it sets each transfer's overall deadline
+// from its size, so a box that trickles bytes just within nsinit.FileIdle
+// cannot hold a call (its channel, its slot, a goroutine here) for
+// longer (64 MiB: about 18 min).
+const fileMinRate = 64 << 10
+
+// transferBy is the deadline of a transfer of n bytes starting now.
+func transferBy(n int64) time.Time {
+	return time.Now().Add(fileReplyWait + time.Duration(n/fileMinRate)*time.Second)
+}
 
 // RemoteFiles serves the file API through the agent, within lim, for a
 // stream session whose box has no files on this host, or whose Frame
@@ -59,10 +69,12 @@ func (s *Session) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
 type remoteFiles struct {
 	s   *Session
 	lim workspace.Limits
-	// mu is held shared by each call and whole by Close, which so waits
-	// for the calls in progress, as Dir's does.
-	mu     sync.RWMutex
+	// mu guards closed and calls, the calls in progress, whose
+	// channels Close cuts rather than waiting on a box that answers
+	// slowly (or never).
+	mu     sync.Mutex
 	closed bool
+	calls  map[*fileCall]struct{}
 	// idMu guards uid and gid, the ids the agent acts as, known from its
 	// first answer (-1 before).
 	idMu     sync.Mutex
@@ -80,8 +92,11 @@ type fileCall struct {
 // done closes the call's channel and gives its slot back, once.
 func (c *fileCall) done() {
 	c.once.Do(func() {
-		// the box learns of the end by the close; nothing is left to flush
-		_ = c.ch.Close()
+		// the box learns of the end by the close; once the stream ended,
+		// every close fails alike and the session's end is reported
+		if err := c.ch.Close(); err != nil && c.s.mux.Err() == nil {
+			c.s.log().Warn("closing a file channel", "err", err)
+		}
 		c.s.relaysLive.Add(-1)
 	})
 }
@@ -114,8 +129,8 @@ func (r *remoteFiles) Remove(p string, recursive bool) error {
 		return err
 	}
 	c.done()
-	if rep.Entry != nil || rep.Entries != nil {
-		return r.breach(errors.New("a remove answered with entries"))
+	if rep.Entry != nil {
+		return r.breach(errors.New("a remove answered with an entry"))
 	}
 	return r.replyError(rep)
 }
@@ -135,9 +150,6 @@ func (r *remoteFiles) List(p string) ([]workspace.Entry, error) {
 	}
 	if rep.Error != nil && rep.Entries == nil {
 		return nil, r.replyError(rep)
-	}
-	if len(rep.Entries) > r.lim.MaxEntries {
-		return nil, r.breach(fmt.Errorf("a listing of %d entries, over the limit of %d", len(rep.Entries), r.lim.MaxEntries))
 	}
 	out := make([]workspace.Entry, 0, len(rep.Entries))
 	for _, w := range rep.Entries {
@@ -178,7 +190,7 @@ func (r *remoteFiles) Read(p string) (io.ReadCloser, workspace.Entry, error) {
 		c.done()
 		return nil, workspace.Entry{}, r.breach(fmt.Errorf("a read of %q answered with %d bytes, over the limit of %d", wp, e.Size, r.lim.MaxFileBytes))
 	}
-	return &remoteReader{c: c, left: e.Size, size: e.Size, path: wp}, e, nil
+	return &remoteReader{c: c, left: e.Size, size: e.Size, path: wp, by: transferBy(e.Size)}, e, nil
 }
 
 // AddWatch is refused: inotify watches the host's own files, and a
@@ -203,14 +215,53 @@ func (r *remoteFiles) Owner() (uid, gid int) {
 	return r.uid, r.gid
 }
 
-// Close waits for the calls in progress and refuses later ones; readers
-// returned by Read stay valid until closed, as Dir's do.
+// Close refuses later calls and cuts the channels of those in progress,
+// which fail at once: the box sets the pace of a call, and a deleted or
+// expired box must not keep its session alive through one. Readers
+// returned by Read stay valid until closed, as Dir's do, each within
+// its own deadline.
 func (r *remoteFiles) Close() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.closed = true
+	calls := r.calls
+	r.calls = nil
+	r.mu.Unlock()
+	for c := range calls {
+		c.done()
+	}
 	return nil
 }
+
+// track adds c to the calls in progress, false once closed.
+func (r *remoteFiles) track(c *fileCall) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	if r.calls == nil {
+		r.calls = map[*fileCall]struct{}{}
+	}
+	r.calls[c] = struct{}{}
+	return true
+}
+
+// untrack removes c from the calls in progress.
+func (r *remoteFiles) untrack(c *fileCall) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.calls, c)
+}
+
+// isClosed says whether Close ran (a failed call was then cut by it).
+func (r *remoteFiles) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// errClosed is the error of a call on (or cut by) closed files.
+var errClosed = fmt.Errorf("the sandbox's workspace: %w", os.ErrClosed)
 
 // entryCall runs an operation that answers with one entry, that of
 // path p.
@@ -230,8 +281,6 @@ func (r *remoteFiles) entryCall(req nsinit.FileRequest, p string, body io.Reader
 // entry is the entry of wp an answer carries, or its error.
 func (r *remoteFiles) entry(wp string, rep workspace.Reply) (workspace.Entry, error) {
 	switch {
-	case rep.Entries != nil:
-		return workspace.Entry{}, r.breach(errors.New("a listing answered an operation on one path"))
 	case rep.Error != nil && rep.Entry != nil:
 		return workspace.Entry{}, r.breach(errors.New("an answer with both an entry and an error"))
 	case rep.Error != nil:
@@ -270,10 +319,8 @@ func (r *remoteFiles) breach(why error) error {
 // call sends req (with body's bytes, for a write) and reads its answer;
 // the caller ends the call once done with its channel.
 func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, workspace.Reply, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
-		return nil, workspace.Reply{}, fmt.Errorf("the sandbox's workspace: %w", os.ErrClosed)
+	if r.isClosed() {
+		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, errClosed)
 	}
 	req.MaxFileBytes, req.MaxEntries = r.lim.MaxFileBytes, r.lim.MaxEntries
 	c, err := r.s.sendFile(req)
@@ -283,16 +330,35 @@ func (r *remoteFiles) call(req nsinit.FileRequest, body io.Reader) (*fileCall, w
 	if err != nil {
 		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, err)
 	}
+	if !r.track(c) {
+		c.done()
+		return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, errClosed)
+	}
+	defer r.untrack(c)
 	if body != nil {
-		if err := r.upload(c, body); err != nil {
+		aborted, err := r.upload(c, body)
+		if aborted {
+			r.awaitAbort(c)
+		}
+		if err != nil {
 			c.done()
+			if r.isClosed() {
+				err = errClosed
+			}
 			return nil, workspace.Reply{}, fmt.Errorf("writing %q: %w", req.Path, err)
 		}
 	}
 	c.ch.SetReadDeadline(time.Now().Add(fileReplyWait))
-	rep, err := workspace.ReadReply(c.ch)
+	maxEntries := 0 // ReadReply refuses a listing in any other answer
+	if req.Op == nsinit.FileList {
+		maxEntries = r.lim.MaxEntries
+	}
+	rep, err := workspace.ReadReply(c.ch, maxEntries)
 	if err != nil {
 		c.done()
+		if r.isClosed() {
+			return nil, workspace.Reply{}, fmt.Errorf("%s %q: %w", req.Op, req.Path, errClosed)
+		}
 		return nil, workspace.Reply{}, r.replyFailed(req, err)
 	}
 	r.idMu.Lock()
@@ -314,22 +380,39 @@ func (r *remoteFiles) replyFailed(req nsinit.FileRequest, err error) error {
 }
 
 // upload sends at most the file limit and one byte of body on c's
-// channel, then its end: the agent refuses a file over the limit, which
-// the extra byte shows it. The agent stopping its reading early (it
-// refused the write) is no error here; its answer says why.
-func (r *remoteFiles) upload(c *fileCall, body io.Reader) error {
+// channel as an upload's chunks, then the end mark (only when the body
+// ended well) and the channel's half-close: the agent refuses a file
+// over the limit, which the extra byte shows it. The agent stopping its
+// reading early (it refused the write) is no error here; its answer
+// says why. A body that failed is aborted: no end mark, so the agent
+// keeps the old file, and the body's error.
+func (r *remoteFiles) upload(c *fileCall, body io.Reader) (aborted bool, err error) {
 	src := &sourceReader{r: io.LimitReader(body, r.lim.MaxFileBytes+1)}
-	_, err := io.Copy(idleWriter{c.ch}, src)
+	w := &workspace.UploadWriter{W: idleWriter{ch: c.ch, by: transferBy(r.lim.MaxFileBytes + 1)}}
+	_, err = io.Copy(w, src)
 	switch {
 	case src.err != nil:
-		return src.err
-	case err != nil && !errors.Is(err, streammux.ErrStopped):
-		return fmt.Errorf("sending to the sandbox: %w", err)
+		err = nil // no end mark
+	case err == nil:
+		err = w.End()
+	}
+	if err != nil && !errors.Is(err, streammux.ErrStopped) {
+		return false, r.s.streamFailed("sending to the sandbox", err)
 	}
 	if err := c.ch.CloseWrite(); err != nil && !errors.Is(err, streammux.ErrStopped) {
-		return fmt.Errorf("sending to the sandbox: %w", err)
+		return false, r.s.streamFailed("sending to the sandbox", err)
 	}
-	return nil
+	return src.err != nil, src.err
+}
+
+// awaitAbort waits, within fileReplyWait, for the agent's answer to an
+// aborted upload, so the call returns once the agent has removed what
+// it wrote; the answer (the abort's error) says nothing new.
+func (r *remoteFiles) awaitAbort(c *fileCall) {
+	c.ch.SetReadDeadline(time.Now().Add(fileReplyWait))
+	if _, err := workspace.ReadReply(c.ch, 0); err != nil && r.s.mux.Err() == nil && !r.isClosed() {
+		r.s.log().Warn("reading the answer to an aborted upload", "err", err)
+	}
 }
 
 // sourceReader remembers its source's error, so that an upload that
@@ -347,20 +430,33 @@ func (s *sourceReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// idleWriter writes a channel, each write within fileIdle.
-type idleWriter struct{ ch *streammux.Channel }
+// idleWriter writes a channel, each write within nsinit.FileIdle and all of
+// them by the transfer's deadline.
+type idleWriter struct {
+	ch *streammux.Channel
+	by time.Time
+}
 
 func (w idleWriter) Write(b []byte) (int, error) {
-	w.ch.SetWriteDeadline(time.Now().Add(fileIdle))
+	w.ch.SetWriteDeadline(earliest(time.Now().Add(nsinit.FileIdle), w.by))
 	return w.ch.Write(b)
 }
 
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // remoteReader is a read's content: exactly size bytes from the
-// channel, each wait within fileIdle; fewer is an error.
+// channel, each wait within nsinit.FileIdle and all of them by the
+// transfer's deadline; fewer is an error.
 type remoteReader struct {
 	c          *fileCall
 	left, size int64
 	path       string
+	by         time.Time
 }
 
 func (rr *remoteReader) Read(b []byte) (int, error) {
@@ -370,7 +466,7 @@ func (rr *remoteReader) Read(b []byte) (int, error) {
 	if int64(len(b)) > rr.left {
 		b = b[:rr.left]
 	}
-	rr.c.ch.SetReadDeadline(time.Now().Add(fileIdle))
+	rr.c.ch.SetReadDeadline(earliest(time.Now().Add(nsinit.FileIdle), rr.by))
 	n, err := rr.c.ch.Read(b)
 	rr.left -= int64(n)
 	if errors.Is(err, io.EOF) && rr.left > 0 {
@@ -416,7 +512,7 @@ func (s *Session) trySendFile(req nsinit.FileRequest) (c *fileCall, sent bool, e
 	}
 	ch, err := s.mux.Open()
 	if err != nil {
-		return nil, true, fmt.Errorf("sending to the sandbox: %w", err)
+		return nil, true, s.streamFailed("sending to the sandbox", err)
 	}
 	s.relaysLive.Add(1)
 	c = &fileCall{s: s, ch: ch}
@@ -428,7 +524,19 @@ func (s *Session) trySendFile(req nsinit.FileRequest) (c *fileCall, sent bool, e
 	}
 	if err != nil {
 		c.done()
-		return nil, true, fmt.Errorf("sending to the sandbox: %w", err)
+		return nil, true, s.streamFailed("sending to the sandbox", err)
 	}
 	return c, true, nil
+}
+
+// streamFailed is a failure of the stream as a caller may see it: once
+// the stream ended, ErrSessionEnded, the transport's own text (which
+// can name a Pod's or the host's addresses) only logged; otherwise the
+// channel's error (a deadline, a close), with what failed.
+func (s *Session) streamFailed(what string, err error) error {
+	if s.mux.Err() != nil {
+		s.log().Warn(what, "err", err)
+		return ErrSessionEnded
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

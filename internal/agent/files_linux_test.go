@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/nsinit"
@@ -75,8 +77,9 @@ func TestRemoteFilesHostileAnswers(t *testing.T) {
 		{name: "unknown error code", call: stat, answer: send(rawReply(`{"uid":1,"gid":1,"error":{"codes":["root"],"msg":"x"}}`)), want: "unknown error code", breach: true},
 		{name: "multi-line message", call: stat, answer: send(rawReply(`{"uid":1,"gid":1,"error":{"msg":"a\nb"}}`)), want: "printable", breach: true},
 		{name: "setuid mode", call: stat, answer: send(rawReply(`{"uid":1,"gid":1,"entry":{"type":"file","size":1,"mode":2541,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":1}}`)), want: "permission bits", breach: true},
-		{name: "listing over the entry limit", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[` + strings.Repeat(strings.Replace(entry("1"), "{", `{"name":"a",`, 1)+",", 3) + strings.Replace(entry("1"), "{", `{"name":"b",`, 1) + `]}`)), want: "over the limit", breach: true},
-		{name: "listed name leaving the directory", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[` + strings.Replace(entry("1"), "{", `{"name":"../etc"`+",", 1) + `]}`)), want: "no file name", breach: true},
+		{name: "listing over the entry limit", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[` + strings.Repeat(strings.Replace(entry("1"), "{", `{"name":"YQ==",`, 1)+",", 3) + strings.Replace(entry("1"), "{", `{"name":"Yg==",`, 1) + `]}`)), want: "over the limit", breach: true},
+		{name: "listing of empty entries far over the limit, refused before decoding them", call: list, answer: sendUnread(rawReply(`{"entries":[{}` + strings.Repeat(",{}", 100000) + `]}`)), want: "over the limit of 3 entries", breach: true},
+		{name: "listed name leaving the directory", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[` + strings.Replace(entry("1"), "{", `{"name":"Li4vZXRj"`+",", 1) + `]}`)), want: "no file name", breach: true},
 		{name: "listing with another error", call: list, answer: send(rawReply(`{"uid":1,"gid":1,"entries":[],"error":{"codes":["not_found"],"msg":"x"}}`)), want: "not a truncation", breach: true},
 		{name: "read over the file limit", call: read, answer: send(rawReply(`{"uid":1,"gid":1,"entry":` + entry("101") + `}`)), want: "over the limit", breach: true},
 		{name: "read of a directory", call: read, answer: send(rawReply(`{"uid":1,"gid":1,"entry":{"type":"dir","size":1,"mode":493,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":1}}`)), want: "answered with a dir", breach: true},
@@ -86,12 +89,22 @@ func TestRemoteFilesHostileAnswers(t *testing.T) {
 			_, err := f.Write("big", strings.NewReader(strings.Repeat("x", 1000)), 0)
 			return err
 		}, answer: func(t *testing.T, req nsinit.FileRequest, ch *streammux.Channel) {
-			n, err := io.Copy(io.Discard, ch)
+			n, err := io.Copy(io.Discard, &workspace.UploadReader{R: ch})
 			if err != nil || n != fileLimits.MaxFileBytes+1 || req.MaxFileBytes != fileLimits.MaxFileBytes {
 				t.Errorf("the box got %d bytes (%v) under a limit of %d; want limit + 1", n, err, req.MaxFileBytes)
 			}
 			send(rawReply(`{"uid":1,"gid":1,"error":{"codes":["too_large"],"msg":"too large"}}`))(t, req, ch)
 		}, want: "too large", is: workspace.ErrTooLarge},
+		{name: "upload whose body fails is aborted, not committed", call: func(f workspace.Files) error {
+			_, err := f.Write("f", io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(errors.New("client went away"))), 0)
+			return err
+		}, answer: func(t *testing.T, req nsinit.FileRequest, ch *streammux.Channel) {
+			got, err := io.ReadAll(&workspace.UploadReader{R: ch})
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("the box read %q, %v; want io.ErrUnexpectedEOF (no end mark)", got, err)
+			}
+			send(rawReply(`{"uid":1,"gid":1,"error":{"msg":"writing \"f\": aborted"}}`))(t, req, ch)
+		}, want: "client went away"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,6 +156,16 @@ func send(b []byte) func(*testing.T, nsinit.FileRequest, *streammux.Channel) {
 	}
 }
 
+// sendUnread answers with b, which the host may refuse (ending the
+// session) before taking it all, then ends the channel.
+func sendUnread(b []byte) func(*testing.T, nsinit.FileRequest, *streammux.Channel) {
+	return func(_ *testing.T, _ nsinit.FileRequest, ch *streammux.Channel) {
+		// fails once the host took the answer for a breach and killed the box
+		_, _ = ch.Write(b)
+		_ = ch.Close()
+	}
+}
+
 func stat(f workspace.Files) error {
 	_, err := f.Stat("x")
 	return err
@@ -177,5 +200,80 @@ func TestRemoteFilesRefused(t *testing.T) {
 	}
 	if _, err := files.Stat("../x"); !errors.Is(err, workspace.ErrBadPath) {
 		t.Errorf("Stat(../x) = %v, want ErrBadPath before anything is sent", err)
+	}
+}
+
+// TestRemoteFilesCloseCutsCalls: Close does not wait for a call the box
+// holds (an answer that never comes, an upload it takes no bytes of):
+// the calls fail as closed, later ones are refused, and the session
+// lives on.
+func TestRemoteFilesCloseCutsCalls(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		call func(workspace.Files) error
+	}{
+		{"a stat never answered", stat},
+		{"an upload never taken", func(f workspace.Files) error {
+			_, err := f.Write("f", strings.NewReader(strings.Repeat("x", int(fileLimits.MaxFileBytes))), 0)
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, g, files := remoteOver(t)
+			got := make(chan error, 1)
+			go func() { got <- tt.call(files) }()
+			g.fileRequest() // and never answer
+			if err := files.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
+			select {
+			case err := <-got:
+				if !errors.Is(err, os.ErrClosed) {
+					t.Errorf("the call = %v, want os.ErrClosed", err)
+				}
+			case <-time.After(testWait):
+				t.Fatalf("the call did not end within %v of Close", testWait)
+			}
+			if err := stat(files); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("a call after Close = %v, want os.ErrClosed", err)
+			}
+			select {
+			case <-s.Done():
+				t.Errorf("the session ended (%v)", s.Err())
+			default:
+			}
+		})
+	}
+}
+
+// TestRemoteFilesStreamEnds: an upload whose stream ends midway fails as
+// ErrSessionEnded, without the transport's text.
+func TestRemoteFilesStreamEnds(t *testing.T) {
+	s, g, files := remoteOver(t)
+	pr, pw := io.Pipe()
+	got := make(chan error, 1)
+	go func() {
+		_, err := files.Write("f", pr, 0)
+		got <- err
+	}()
+	g.fileRequest()
+	if err := g.conn.Close(); err != nil {
+		t.Fatalf("closing the guest's end: %v", err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(testWait):
+		t.Fatalf("the session did not end within %v of its stream", testWait)
+	}
+	// the upload's next bytes meet the ended stream; the pipe's writer
+	// fails once the call stopped reading
+	go func() { _, _ = pw.Write([]byte(strings.Repeat("x", 50))); _ = pw.Close() }()
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrSessionEnded) || strings.Contains(err.Error(), "stream") {
+			t.Errorf("Write() = %v, want ErrSessionEnded without the transport's text", err)
+		}
+	case <-time.After(testWait):
+		t.Fatalf("the upload did not end within %v", testWait)
 	}
 }

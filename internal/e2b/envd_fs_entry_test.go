@@ -43,3 +43,26 @@ func TestFSPermissionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerNames: the sandbox user's ids are "user", 0 is "root", others
+// their number; when the files cannot say whom they act as (-1), every id
+// but 0 is "user", never 4294967295.
+func TestOwnerNames(t *testing.T) {
+	tests := []struct {
+		id   uint32
+		user int
+		want string
+	}{
+		{1000, 1000, e2bUser},
+		{0, 1000, "root"},
+		{1001, 1000, "1001"},
+		{1000, -1, e2bUser},
+		{0, -1, "root"},
+		{4294967295, 1000, "4294967295"},
+	}
+	for _, tt := range tests {
+		if got := (owners{}).name(tt.id, tt.user); got != tt.want {
+			t.Errorf("name(%d, user %d) = %q, want %q", tt.id, tt.user, got, tt.want)
+		}
+	}
+}

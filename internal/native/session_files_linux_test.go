@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -56,9 +57,7 @@ func describe(f workspace.Files, e workspace.Entry) string {
 // sentinels names every workspace sentinel err matches.
 func sentinels(err error) string {
 	var names []string
-	for _, s := range []error{workspace.ErrReadOnly, workspace.ErrNotFound, workspace.ErrExists, workspace.ErrIsDir, workspace.ErrNotDir,
-		workspace.ErrNotEmpty, workspace.ErrDenied, workspace.ErrBadPath, workspace.ErrBadMode, workspace.ErrTooLarge, workspace.ErrNoSpace,
-		workspace.ErrTruncated, workspace.ErrNotRegular, workspace.ErrHardLink, workspace.ErrBusy, workspace.ErrLink, fs.ErrPermission} {
+	for _, s := range append(workspace.Sentinels(), fs.ErrPermission) {
 		if errors.Is(err, s) {
 			names = append(names, s.Error())
 		}
@@ -123,6 +122,19 @@ func write(p, content string, mode fs.FileMode) func(workspace.Files) (string, e
 	})
 }
 
+// errBodyFailed is the error of an upload's body that fails midway (the
+// caller went away, its upload stalled or went over the limit).
+var errBodyFailed = errors.New("the client went away")
+
+// failedWrite writes p with a body that fails after some bytes: the
+// write must leave p as it was, whatever arrived before the failure.
+func failedWrite(p string) func(workspace.Files) (string, error) {
+	return then(func(f workspace.Files) (string, error) {
+		e, err := f.Write(p, io.MultiReader(strings.NewReader("partial"), iotest.ErrReader(errBodyFailed)), 0)
+		return describe(f, e), err
+	})
+}
+
 var fileCases = []fileCase{
 	{"stat a file", "printf hello > f", stat("f"), nil},
 	{"stat the workspace", "", stat("."), nil},
@@ -134,6 +146,7 @@ var fileCases = []fileCase{
 	{"list", "mkdir d && echo a > d/f && ln -s x d/l && mkfifo d/p", list("d"), nil},
 	{"list over the entry limit", "for i in 1 2 3 4 5; do : > $i; done", list("."), workspace.ErrTruncated},
 	{"list a file", ": > f", list("f"), workspace.ErrNotDir},
+	{"list names and link targets that are not UTF-8", `: > "$(head -c 200 /dev/zero | tr '\000' '\377')" && ln -s "$(head -c 1500 /dev/zero | tr '\000' '\376')" l`, list("."), nil},
 	{"read", "printf hello > f", read("f"), nil},
 	{"read an empty file", ": > f", read("f"), nil},
 	{"read over the file limit", "head -c 2000 /dev/zero > big", read("big"), workspace.ErrTooLarge},
@@ -146,6 +159,7 @@ var fileCases = []fileCase{
 	{"write over a file", "echo old > f", write("f", "new", 0), nil},
 	{"write at the file limit", "", write("f", strings.Repeat("x", 1000), 0), nil},
 	{"write over the file limit leaves nothing", "", write("f", strings.Repeat("x", 1001), 0), workspace.ErrTooLarge},
+	{"write with a failing body leaves the old file", "echo old > f", failedWrite("f"), errBodyFailed},
 	{"write over a directory", "mkdir d", write("d", "x", 0), workspace.ErrIsDir},
 	{"write through a symbolic link", "ln -s /tmp t", write("t/x", "x", 0), workspace.ErrLink},
 	{"write a bad mode", "", write("f", "x", fs.ModeSetuid|0o755), workspace.ErrBadMode},
@@ -184,7 +198,8 @@ func TestRemoteFiles(t *testing.T) {
 			if got[0] != got[1] {
 				t.Errorf("remote answered %q, the host %q", got[0], got[1])
 			}
-			if fmt.Sprint(errs[0]) != fmt.Sprint(errs[1]) || sentinels(errs[0]) != sentinels(errs[1]) {
+			// the agent's messages are the host's, marked as the box's
+			if strings.ReplaceAll(fmt.Sprint(errs[0]), workspace.AgentPrefix, "") != fmt.Sprint(errs[1]) || sentinels(errs[0]) != sentinels(errs[1]) {
 				t.Errorf("remote error %v [%s], the host's %v [%s]", errs[0], sentinels(errs[0]), errs[1], sentinels(errs[1]))
 			}
 		})

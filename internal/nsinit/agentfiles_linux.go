@@ -23,10 +23,10 @@ import (
 // filesRoot is the workspace the agent serves: the box's /workspace.
 var filesRoot = workdir
 
-// fileIdle bounds each wait of a file operation on its channel (the
-// host's next bytes of a write, its credit for a read), so a host that
-// stops reading or writing cannot hold the goroutine forever.
-const fileIdle = time.Minute
+// FileIdle bounds each wait of a file operation on its channel, on both
+// sides (the other side's next bytes, its credit), so a side that stops
+// reading or writing cannot hold the other's goroutine forever.
+const FileIdle = time.Minute
 
 // file claims req's channel and serves req on it in a goroutine; a
 // request without a channel that can be claimed is dropped (the host
@@ -46,8 +46,8 @@ func (sr *streamRequests) file(req *FileRequest) {
 // serveFile runs one file operation and answers it on ch, which it
 // closes.
 func serveFile(ch *streammux.Channel, req FileRequest) {
-	// the host learns of the end by the close; nothing is left to flush
-	defer ch.Close()
+	// the host learns of the end by the close
+	defer closeReported("a file channel", ch)
 	if req.Op != FileWrite {
 		ch.CloseRead() // nothing more comes from the host
 	}
@@ -66,7 +66,7 @@ func serveFile(ch *streammux.Channel, req FileRequest) {
 	defer closeReported("a file read", body)
 	if writeReply(ch, rep) {
 		// A host that stops taking the bytes fails the copy within
-		// fileIdle; it learns of the end by the channel's close.
+		// FileIdle; it learns of the end by the channel's close.
 		_, _ = io.Copy(idleWriter{ch}, body)
 	}
 }
@@ -89,7 +89,7 @@ func writeReply(ch *streammux.Channel, rep workspace.Reply) bool {
 			return false
 		}
 	}
-	ch.SetWriteDeadline(time.Now().Add(fileIdle))
+	ch.SetWriteDeadline(time.Now().Add(FileIdle))
 	_, err = ch.Write(frame)
 	return err == nil
 }
@@ -110,7 +110,8 @@ func runFile(dir *workspace.Dir, ch *streammux.Channel, req FileRequest) (worksp
 			return workspace.Reply{Entry: &w}, rc
 		}
 	case FileWrite:
-		e, err = dir.Write(req.Path, idleReader{ch}, fs.FileMode(req.Mode))
+		// only the end mark commits: a host that aborts leaves the old file
+		e, err = dir.Write(req.Path, &workspace.UploadReader{R: idleReader{ch}}, fs.FileMode(req.Mode))
 		ch.CloseRead() // the rest, if any, is not read: the host's write stops
 	case FileMkdir:
 		e, err = dir.Mkdir(req.Path)
@@ -154,18 +155,18 @@ func listReply(dir *workspace.Dir, p string) workspace.Reply {
 	return rep
 }
 
-// idleReader reads ch, each read within fileIdle.
+// idleReader reads ch, each read within FileIdle.
 type idleReader struct{ ch *streammux.Channel }
 
 func (r idleReader) Read(b []byte) (int, error) {
-	r.ch.SetReadDeadline(time.Now().Add(fileIdle))
+	r.ch.SetReadDeadline(time.Now().Add(FileIdle))
 	return r.ch.Read(b)
 }
 
-// idleWriter writes ch, each write within fileIdle.
+// idleWriter writes ch, each write within FileIdle.
 type idleWriter struct{ ch *streammux.Channel }
 
 func (w idleWriter) Write(b []byte) (int, error) {
-	w.ch.SetWriteDeadline(time.Now().Add(fileIdle))
+	w.ch.SetWriteDeadline(time.Now().Add(FileIdle))
 	return w.ch.Write(b)
 }

@@ -726,6 +726,11 @@ func (m *Manager) Files(owner, id string) (workspace.Files, error) {
 	case state == StatePaused && s.remoteFiles():
 		ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
 		defer cancel()
+		// paid as the Resume API and an exec pay, so pausing and then
+		// asking for a file cannot cycle a box at half the cost
+		if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
+			return nil, err
+		}
 		if err := m.resumeIfPaused(ctx, s); err != nil {
 			return nil, err
 		}

@@ -84,7 +84,12 @@ func TestFilesThroughTheAgent(t *testing.T) {
 		if _, err := m.Pause(ctx, "alice", info.ID); err != nil {
 			t.Fatalf("Pause() = %v", err)
 		}
+		s, _ := m.lookup("alice", info.ID)
+		clock := &fakeClock{}
+		clock.install(s.pace)
+		before := s.pace.lim.TokensAt(clock.t)
 		files, err := m.Files("alice", info.ID)
+		paid := before - s.pace.lim.TokensAt(clock.t)
 		if unsupported {
 			if err == nil || !strings.Contains(err.Error(), "not on this host") {
 				t.Errorf("Files() of a box with neither = %v, %v; want the host's path refusing a box without a workspace", files, err)
@@ -102,6 +107,9 @@ func TestFilesThroughTheAgent(t *testing.T) {
 		}
 		if b.box.isPaused() {
 			t.Errorf("the paused box was not resumed for a file call its agent serves")
+		}
+		if paid != commandExecCost {
+			t.Errorf("resuming for a file call took %g tokens, want %d (as a resume)", paid, commandExecCost)
 		}
 	}
 }

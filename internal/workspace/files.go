@@ -24,7 +24,8 @@ type Files interface {
 	// that are not on this host refuse it with errors.ErrUnsupported.
 	AddWatch(inotifyFD int, p string, mask uint32) (int, error)
 	// Owner is the uid and gid the files are accessed as, in the ids
-	// Entry.UID and Entry.GID use.
+	// Entry.UID and Entry.GID use; -1 for both when they cannot be
+	// known (a box's agent that did not answer).
 	Owner() (uid, gid int)
 	// Close releases what the Files hold; calls after it fail.
 	Close() error

@@ -40,13 +40,13 @@ func FuzzParsePath(f *testing.F) {
 func FuzzReply(f *testing.F) {
 	for _, s := range []string{
 		`{"uid":1,"gid":1,"entry":{"type":"file","size":3,"mode":420,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":1}}`,
-		`{"uid":1,"gid":1,"entries":[{"name":"a","type":"symlink","size":1,"mode":511,"mtime_sec":-99999999999,"mtime_nsec":5,"uid":1,"gid":1,"link":"/etc"}]}`,
+		`{"uid":1,"gid":1,"entries":[{"name":"YQ==","type":"symlink","size":1,"mode":511,"mtime_sec":-99999999999,"mtime_nsec":5,"uid":1,"gid":1,"link":"L2V0Yw=="}]}`,
 		`{"uid":1,"gid":1,"error":{"codes":["not_found","denied"],"msg":"stat \"x\": no such file"}}`,
 	} {
 		f.Add(frame(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rep, err := ReadReply(bytes.NewReader(b))
+		rep, err := ReadReply(bytes.NewReader(b), DefaultMaxEntries)
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
@@ -56,6 +58,16 @@ var errorCodes = []struct {
 	{"link", ErrLink},
 }
 
+// Sentinels is every sentinel that crosses the wire, in the order of
+// the one table of codes: what a test ranges over to compare errors.
+func Sentinels() []error {
+	out := make([]error, 0, len(errorCodes))
+	for _, c := range errorCodes {
+		out = append(out, c.err)
+	}
+	return out
+}
+
 // WireError is an operation's error: the codes of the sentinels it
 // wraps and its one-line message (naming workspace paths only).
 type WireError struct {
@@ -65,9 +77,12 @@ type WireError struct {
 
 // WireEntry is an Entry on the wire. Its path is not sent: the host
 // knows which path it asked about (and, for a listing, joins the name).
+// Name and Link cross as bytes (base64 in JSON): a name need not be
+// UTF-8, and JSON would turn each invalid byte into a 3-byte U+FFFD,
+// losing the name and overrunning the bounds the host checks.
 type WireEntry struct {
 	// Name is the entry's name in a listing; empty in other answers.
-	Name string `json:"name,omitempty"`
+	Name []byte `json:"name,omitempty"`
 	Type string `json:"type"`
 	Size int64  `json:"size"`
 	Mode uint32 `json:"mode"`
@@ -75,7 +90,7 @@ type WireEntry struct {
 	Nsec int64  `json:"mtime_nsec"`
 	UID  uint32 `json:"uid"`
 	GID  uint32 `json:"gid"`
-	Link string `json:"link,omitempty"`
+	Link []byte `json:"link,omitempty"`
 }
 
 // Reply is the agent's answer to one file operation. UID and GID are the
@@ -93,9 +108,9 @@ type Reply struct {
 // ToWire is e for a Reply; name is kept for a listing's entries only.
 func ToWire(e Entry, listed bool) WireEntry {
 	w := WireEntry{Type: e.Type, Size: e.Size, Mode: uint32(e.Mode.Perm()), Sec: e.ModTime.Unix(),
-		Nsec: int64(e.ModTime.Nanosecond()), UID: e.UID, GID: e.GID, Link: e.LinkTarget}
+		Nsec: int64(e.ModTime.Nanosecond()), UID: e.UID, GID: e.GID, Link: []byte(e.LinkTarget)}
 	if listed {
-		w.Name = e.Name
+		w.Name = []byte(e.Name)
 	}
 	return w
 }
@@ -105,10 +120,7 @@ func ToWireError(err error) *WireError {
 	if err == nil {
 		return nil
 	}
-	w := &WireError{Msg: err.Error()}
-	if len(w.Msg) > maxMessageBytes {
-		w.Msg = w.Msg[:maxMessageBytes]
-	}
+	w := &WireError{Msg: truncateUTF8(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxMessageBytes)}
 	for _, c := range errorCodes {
 		if errors.Is(err, c.err) {
 			w.Codes = append(w.Codes, c.code)
@@ -117,9 +129,28 @@ func ToWireError(err error) *WireError {
 	return w
 }
 
-// FromWireError is the error w describes, wrapping the sentinels of its
-// codes (ErrDenied with EACCES, so it matches fs.ErrPermission as a
-// local one does), or why w is no valid error.
+// truncateUTF8 is s cut to at most n bytes at a rune's start, so that
+// it stays valid UTF-8 (JSON would turn a cut rune into a 3-byte U+FFFD,
+// over the bound the host checks).
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// AgentPrefix starts the message of every error FromWireError makes:
+// the text is the box's, and the tenant must be able to tell it from
+// the daemon's own.
+const AgentPrefix = "the sandbox's agent: "
+
+// FromWireError is the error w describes, its message after
+// AgentPrefix, wrapping the sentinels of its codes (ErrDenied with
+// EACCES, so it matches fs.ErrPermission as a local one does), or why w
+// is no valid error.
 func FromWireError(w *WireError) (error, error) {
 	if len(w.Msg) == 0 || len(w.Msg) > maxMessageBytes || strings.IndexFunc(w.Msg, notPrintable) >= 0 {
 		return nil, fmt.Errorf("an error message of %d bytes that is empty, over %d bytes or not one printable line", len(w.Msg), maxMessageBytes)
@@ -127,7 +158,7 @@ func FromWireError(w *WireError) (error, error) {
 	if len(w.Codes) > len(errorCodes) {
 		return nil, fmt.Errorf("%d error codes, more than the %d there are", len(w.Codes), len(errorCodes))
 	}
-	pe := &pathError{msg: w.Msg}
+	pe := &pathError{msg: AgentPrefix + w.Msg}
 	for _, code := range w.Codes {
 		kind := codeError(code)
 		if kind == nil {
@@ -157,11 +188,11 @@ func notPrintable(r rune) bool { return !unicode.IsPrint(r) }
 // a listing's entry is p joined with its name.
 func FromWire(p string, w WireEntry, listed bool) (Entry, error) {
 	if listed {
-		if err := checkName(w.Name); err != nil {
+		if err := checkName(string(w.Name)); err != nil {
 			return Entry{}, err
 		}
-		p = path.Join(p, w.Name)
-	} else if w.Name != "" {
+		p = path.Join(p, string(w.Name))
+	} else if len(w.Name) != 0 {
 		return Entry{}, fmt.Errorf("a name %q outside a listing", w.Name)
 	}
 	switch {
@@ -171,13 +202,13 @@ func FromWire(p string, w WireEntry, listed bool) (Entry, error) {
 		return Entry{}, fmt.Errorf("entry %q has size %d", p, w.Size)
 	case w.Mode&^0o777 != 0:
 		return Entry{}, fmt.Errorf("entry %q has mode %#o, more than permission bits", p, w.Mode)
-	case w.Link != "" && w.Type != TypeSymlink:
+	case len(w.Link) != 0 && w.Type != TypeSymlink:
 		return Entry{}, fmt.Errorf("entry %q is a %s with a link target", p, w.Type)
-	case len(w.Link) > maxPathBytes || strings.IndexByte(w.Link, 0) >= 0:
+	case len(w.Link) > maxPathBytes || bytes.IndexByte(w.Link, 0) >= 0:
 		return Entry{}, fmt.Errorf("entry %q has a link target over %d bytes or holding a NUL", p, maxPathBytes)
 	}
 	e := Entry{Name: path.Base(p), Path: p, Type: w.Type, Size: w.Size, Mode: fs.FileMode(w.Mode),
-		ModTime: clampTime(w.Sec, w.Nsec), UID: w.UID, GID: w.GID, LinkTarget: w.Link}
+		ModTime: clampTime(w.Sec, w.Nsec), UID: w.UID, GID: w.GID, LinkTarget: string(w.Link)}
 	return e, nil
 }
 
@@ -213,9 +244,13 @@ func EncodeReply(r Reply) ([]byte, error) {
 }
 
 // ReadReply reads one framed Reply from r, refusing one over
-// MaxReplyBytes before reading it, and decodes it strictly. It checks
-// the frame only; the caller checks the fields against its request.
-func ReadReply(r io.Reader) (Reply, error) {
+// MaxReplyBytes before reading it, and decodes it strictly as a stream:
+// memory grows only with the bytes that arrive, and a listing is
+// refused at its entry maxEntries+1, before that entry is decoded (an
+// operation that lists nothing passes 0, and a listing in its answer is
+// refused). It checks the frame only; the caller checks the fields
+// against its request.
+func ReadReply(r io.Reader, maxEntries int) (Reply, error) {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return Reply{}, fmt.Errorf("reading a file reply: %w", err)
@@ -224,15 +259,126 @@ func ReadReply(r io.Reader) (Reply, error) {
 	if n > MaxReplyBytes {
 		return Reply{}, fmt.Errorf("a file reply of %d bytes, over %d", n, MaxReplyBytes)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return Reply{}, fmt.Errorf("reading a file reply: %w", err)
+	src := &frameReader{r: r, left: int64(n)}
+	dec := json.NewDecoder(src)
+	dec.DisallowUnknownFields()
+	rep, err := decodeReply(dec, maxEntries)
+	if err == nil {
+		if _, err = dec.Token(); err == nil {
+			err = strictjson.ErrTrailing
+		} else if errors.Is(err, io.EOF) && src.left == 0 {
+			err = nil
+		}
 	}
-	var rep Reply
-	if err := strictjson.Decode(body, &rep); err != nil {
+	switch {
+	case src.err != nil:
+		return Reply{}, fmt.Errorf("reading a file reply: %w", src.err)
+	case err != nil:
 		return Reply{}, fmt.Errorf("decoding a file reply: %w", err)
 	}
 	return rep, nil
+}
+
+// frameReader reads the left bytes of a frame from r, remembering why r
+// failed (its end before the frame's is io.ErrUnexpectedEOF), so that a
+// cut or late answer is told from a malformed one.
+type frameReader struct {
+	r    io.Reader
+	left int64
+	err  error
+}
+
+func (f *frameReader) Read(b []byte) (int, error) {
+	if f.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > f.left {
+		b = b[:f.left]
+	}
+	n, err := f.r.Read(b)
+	f.left -= int64(n)
+	switch {
+	case errors.Is(err, io.EOF) && f.left > 0:
+		f.err = io.ErrUnexpectedEOF
+		return n, f.err
+	case err != nil && !errors.Is(err, io.EOF):
+		f.err = err
+	}
+	return n, err
+}
+
+// decodeReply decodes a Reply's object from dec field by field: each
+// field at most once, and the entries one at a time, at most maxEntries.
+func decodeReply(dec *json.Decoder, maxEntries int) (Reply, error) {
+	var rep Reply
+	if err := wantDelim(dec, '{'); err != nil {
+		return Reply{}, err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Reply{}, err
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return Reply{}, fmt.Errorf("field %q twice", key)
+		}
+		seen[key] = true
+		switch key {
+		case "uid":
+			err = dec.Decode(&rep.UID)
+		case "gid":
+			err = dec.Decode(&rep.GID)
+		case "entry":
+			err = dec.Decode(&rep.Entry)
+		case "error":
+			err = dec.Decode(&rep.Error)
+		case "entries":
+			rep.Entries, err = decodeEntries(dec, maxEntries)
+		default:
+			err = fmt.Errorf("unknown field %q", key)
+		}
+		if err != nil {
+			return Reply{}, err
+		}
+	}
+	return rep, wantDelim(dec, '}')
+}
+
+// decodeEntries decodes a listing's array one entry at a time, refusing
+// entry maxEntries+1 before decoding it.
+func decodeEntries(dec *json.Decoder, maxEntries int) ([]WireEntry, error) {
+	if maxEntries <= 0 {
+		return nil, errors.New("a listing in the answer to an operation that lists nothing")
+	}
+	if err := wantDelim(dec, '['); err != nil {
+		return nil, err
+	}
+	entries := []WireEntry{}
+	for dec.More() {
+		if len(entries) == maxEntries {
+			return nil, fmt.Errorf("a listing over the limit of %d entries", maxEntries)
+		}
+		var w WireEntry
+		if err := dec.Decode(&w); err != nil {
+			return nil, err
+		}
+		entries = append(entries, w)
+	}
+	return entries, wantDelim(dec, ']')
+}
+
+// wantDelim reads dec's next token, which must be d.
+func wantDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if got, ok := tok.(json.Delim); !ok || got != d {
+		return fmt.Errorf("%v where %q belongs", tok, d)
+	}
+	return nil
 }
 
 // The range of modification times an Entry reports: the years JSON and

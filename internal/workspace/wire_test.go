@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // frame is body framed as EncodeReply frames it.
@@ -19,23 +20,32 @@ func frame(body string) []byte {
 // MaxReplyBytes, whatever the box sends.
 func TestReadReply(t *testing.T) {
 	huge := binary.BigEndian.AppendUint32(nil, MaxReplyBytes+1)
+	// a bomb: as many empty entries as fit in the bound, millions
+	bomb := frame(`{"entries":[{}` + strings.Repeat(",{}", (MaxReplyBytes-20)/3) + `]}`)
 	tests := []struct {
 		name string
 		in   []byte
+		list int    // the entries a listing may have; 0 for another operation
 		want string // "" for success
 	}{
-		{"entry", frame(`{"uid":1,"gid":2,"entry":{"type":"file","size":3,"mode":420,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":2}}`), ""},
-		{"over the bound, refused before it is read", huge, "over"},
-		{"unknown field", frame(`{"uid":1,"gid":2,"owner":"root"}`), "unknown field"},
-		{"two values", frame(`{"uid":1,"gid":2}{}`), "more than one"},
-		{"not JSON", frame(`garbage`), "decoding"},
-		{"short body", frame(`{"uid":1}`)[:6], "reading"},
-		{"no length", []byte{0, 0}, "reading"},
-		{"negative uid", frame(`{"uid":-1,"gid":2}`), "decoding"},
+		{"entry", frame(`{"uid":1,"gid":2,"entry":{"type":"file","size":3,"mode":420,"mtime_sec":0,"mtime_nsec":0,"uid":1,"gid":2}}`), 0, ""},
+		{"over the bound, refused before it is read", huge, 0, "over"},
+		{"unknown field", frame(`{"uid":1,"gid":2,"owner":"root"}`), 0, "unknown field"},
+		{"two values", frame(`{"uid":1,"gid":2}{}`), 0, "more than one"},
+		{"not JSON", frame(`garbage`), 0, "decoding"},
+		{"short body", frame(`{"uid":1}`)[:6], 0, "reading"},
+		{"no length", []byte{0, 0}, 0, "reading"},
+		{"negative uid", frame(`{"uid":-1,"gid":2}`), 0, "decoding"},
+		{"8 MiB of empty entries, refused at the limit", bomb, 3, "over the limit of 3 entries"},
+		{"a listing answering another operation", frame(`{"entries":[]}`), 0, "lists nothing"},
+		{"a listing at the limit", frame(`{"entries":[{},{}]}`), 2, ""},
+		{"a field twice", frame(`{"uid":1,"uid":2}`), 0, "twice"},
+		{"a header and nothing more", binary.BigEndian.AppendUint32(nil, MaxReplyBytes), 0, "reading"},
+		{"whitespace after", frame("{\"uid\":1} \n"), 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ReadReply(bytes.NewReader(tt.in))
+			_, err := ReadReply(bytes.NewReader(tt.in), tt.list)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("ReadReply() = %v, want success", err)
@@ -43,6 +53,37 @@ func TestReadReply(t *testing.T) {
 				t.Errorf("ReadReply() = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadReplyBombStopsEarly: a listing of millions of empty entries
+// is refused at the entry over the limit, its bytes past that unread.
+func TestReadReplyBombStopsEarly(t *testing.T) {
+	r := bytes.NewReader(frame(`{"entries":[{}` + strings.Repeat(",{}", (MaxReplyBytes-20)/3) + `]}`))
+	if _, err := ReadReply(r, 3); err == nil {
+		t.Fatalf("ReadReply() = nil, want the listing refused")
+	}
+	if left := r.Len(); left < MaxReplyBytes/2 {
+		t.Errorf("ReadReply() read all but %d bytes of the bomb, want it stopped near the start", left)
+	}
+}
+
+// TestReplyRoundTripBytes: a listed name and a link target that are not
+// UTF-8 come back byte for byte, at the lengths the bounds allow.
+func TestReplyRoundTripBytes(t *testing.T) {
+	name, link := strings.Repeat("\xff", maxNameBytes), strings.Repeat("\xfe", maxPathBytes)
+	e := Entry{Name: name, Path: name, Type: TypeSymlink, Mode: 0o777, ModTime: time.Unix(0, 0), LinkTarget: link}
+	b, err := EncodeReply(Reply{Entries: []WireEntry{ToWire(e, true)}})
+	if err != nil {
+		t.Fatalf("EncodeReply() = %v", err)
+	}
+	out, err := ReadReply(bytes.NewReader(b), 1)
+	if err != nil {
+		t.Fatalf("ReadReply() = %v", err)
+	}
+	got, err := FromWire(".", out.Entries[0], true)
+	if err != nil || got.Name != name || got.LinkTarget != link {
+		t.Errorf("FromWire() = %q -> %q, %v; want the %d- and %d-byte originals", got.Name, got.LinkTarget, err, len(name), len(link))
 	}
 }
 
@@ -55,7 +96,7 @@ func TestReplyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EncodeReply() = %v", err)
 	}
-	out, err := ReadReply(bytes.NewReader(b))
+	out, err := ReadReply(bytes.NewReader(b), 1)
 	if err != nil {
 		t.Fatalf("ReadReply() = %v", err)
 	}
@@ -84,18 +125,18 @@ func TestFromWire(t *testing.T) {
 		want   string // "" for success
 	}{
 		{"plain", ok, false, ""},
-		{"listed", with(func(w *WireEntry) { w.Name = "f" }), true, ""},
+		{"listed", with(func(w *WireEntry) { w.Name = []byte("f") }), true, ""},
 		{"listed without a name", ok, true, "no file name"},
-		{"listed name with a slash", with(func(w *WireEntry) { w.Name = "../etc" }), true, "no file name"},
-		{"listed name ..", with(func(w *WireEntry) { w.Name = ".." }), true, "no file name"},
-		{"listed name with NUL", with(func(w *WireEntry) { w.Name = "a\x00" }), true, "no file name"},
-		{"listed name too long", with(func(w *WireEntry) { w.Name = strings.Repeat("n", 256) }), true, "no file name"},
-		{"name outside a listing", with(func(w *WireEntry) { w.Name = "other" }), false, "outside a listing"},
+		{"listed name with a slash", with(func(w *WireEntry) { w.Name = []byte("../etc") }), true, "no file name"},
+		{"listed name ..", with(func(w *WireEntry) { w.Name = []byte("..") }), true, "no file name"},
+		{"listed name with NUL", with(func(w *WireEntry) { w.Name = []byte("a\x00") }), true, "no file name"},
+		{"listed name too long", with(func(w *WireEntry) { w.Name = []byte(strings.Repeat("n", 256)) }), true, "no file name"},
+		{"name outside a listing", with(func(w *WireEntry) { w.Name = []byte("other") }), false, "outside a listing"},
 		{"unknown type", with(func(w *WireEntry) { w.Type = "device" }), false, "type"},
 		{"negative size", with(func(w *WireEntry) { w.Size = -1 }), false, "size"},
 		{"setuid bit", with(func(w *WireEntry) { w.Mode = 0o4755 }), false, "permission bits"},
-		{"file with a link target", with(func(w *WireEntry) { w.Link = "/etc" }), false, "link target"},
-		{"link target too long", with(func(w *WireEntry) { w.Type = TypeSymlink; w.Link = strings.Repeat("l", 4097) }), false, "link target"},
+		{"file with a link target", with(func(w *WireEntry) { w.Link = []byte("/etc") }), false, "link target"},
+		{"link target too long", with(func(w *WireEntry) { w.Type = TypeSymlink; w.Link = []byte(strings.Repeat("l", 4097)) }), false, "link target"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,7 +166,7 @@ func TestWireErrors(t *testing.T) {
 	for _, c := range errorCodes {
 		in := &pathError{msg: "op \"p\": " + c.code, kinds: []error{c.err}}
 		out, bad := FromWireError(ToWireError(in))
-		if bad != nil || !errors.Is(out, c.err) || out.Error() != in.Error() {
+		if bad != nil || !errors.Is(out, c.err) || out.Error() != AgentPrefix+in.Error() {
 			t.Errorf("%s: back as %v (refused: %v), want %q matching its sentinel", c.code, out, bad, in)
 		}
 	}
@@ -138,6 +179,24 @@ func TestWireErrors(t *testing.T) {
 	}
 	if w := ToWireError(errors.New(strings.Repeat("m", 5000))); len(w.Msg) > maxMessageBytes {
 		t.Errorf("ToWireError kept a message of %d bytes, over %d", len(w.Msg), maxMessageBytes)
+	}
+	for _, msg := range []string{
+		"stat \"a" + strings.Repeat("é", 750) + "\": not found", // over the bound, a 2-byte rune cut at it
+		"x" + strings.Repeat("€", 500),                          // 3-byte runes
+		"bad \xff\xfe bytes " + strings.Repeat("m", 1100),       // not UTF-8
+	} {
+		b, err := EncodeReply(Reply{Error: ToWireError(errors.New(msg))})
+		if err != nil {
+			t.Fatalf("EncodeReply() = %v", err)
+		}
+		rep, err := ReadReply(bytes.NewReader(b), 0)
+		if err != nil {
+			t.Fatalf("ReadReply() = %v", err)
+		}
+		out, bad := FromWireError(rep.Error)
+		if bad != nil || utf8.ValidString(msg) && !strings.HasPrefix(msg, strings.TrimPrefix(out.Error(), AgentPrefix)) {
+			t.Errorf("a %d-byte message came back as %v (refused: %v), want it cut at a rune within %d bytes", len(msg), out, bad, maxMessageBytes)
+		}
 	}
 	for _, w := range []WireError{
 		{Msg: ""},
