@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +34,14 @@ type box struct {
 	sandbox.Box
 	b  *Backend
 	ps *podclaim.Session
+	// record writes the session's activity on its claim (the Claimer's
+	// Touch of ps); log receives its failures.
+	record func(context.Context) error
+	log    *slog.Logger
+
+	// unheld is closed by Close or Release: the heartbeat stops.
+	unheld     chan struct{}
+	unheldOnce sync.Once
 
 	// closed says Close ended the box: no death to explain.
 	closed atomic.Bool
@@ -44,10 +54,42 @@ type box struct {
 // newBox is the box of session ps on the agent's box ab, explaining
 // its death once it ends.
 func newBox(ab sandbox.Box, b *Backend, ps *podclaim.Session) *box {
-	x := &box{Box: ab, b: b, ps: ps, settled: make(chan struct{})}
+	x := &box{
+		Box: ab, b: b, ps: ps, log: b.log, settled: make(chan struct{}), unheld: make(chan struct{}),
+		record: func(ctx context.Context) error { return b.claims.Touch(ctx, ps) },
+	}
 	go x.explain()
+	go x.heartbeat(b.cfg.ActivityInterval)
 	return x
 }
+
+// heartbeat records the session's activity on its claim every half
+// interval while this replica holds it (until Close or Release, or the
+// box ends): the cluster's reaper must never delete the Pod of a session
+// in use, and a persistent interpreter's cells or a long exec call no
+// Exec or Spawn to touch it. Touch writes at most once per interval, so
+// the claim's activity is never older than 1.5 intervals, within the
+// reaper's grace of one interval past the idle timeout as long as that is
+// at least half an interval. A held session's idle timeout is the
+// Manager's reaper's, which releases the claim; the cluster's idle rule
+// covers only the sessions no replica holds.
+func (x *box) heartbeat(interval time.Duration) {
+	t := time.NewTicker(max(interval/2, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-x.unheld:
+			return
+		case <-x.Box.Done():
+			return
+		case <-t.C:
+			x.touch(context.Background())
+		}
+	}
+}
+
+// unhold stops the heartbeat.
+func (x *box) unhold() { x.unheldOnce.Do(func() { close(x.unheld) }) }
 
 // explain waits for the box to end and, unless Close ended it, asks the
 // cluster why (a Pod deleted, replaced or failed under the session), so
@@ -73,6 +115,7 @@ func (x *box) Exited() <-chan struct{} { return x.settled }
 // processes); the claim stays, for Release or another replica.
 func (x *box) Close() error {
 	x.closed.Store(true)
+	x.unhold()
 	return x.Box.Close()
 }
 
@@ -95,14 +138,15 @@ func (x *box) Spawn(ctx context.Context, c interp.Command) (interp.Process, erro
 func (x *box) touch(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, touchWait)
 	defer cancel()
-	if err := x.b.claims.Touch(ctx, x.ps); err != nil {
-		x.b.log.Warn("recording a session's activity on its claim", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
+	if err := x.record(ctx); err != nil {
+		x.log.Warn("recording a session's activity on its claim", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
 	}
 }
 
 // Release deletes the session's claim (the cluster then deletes its
 // Pod): the session's end, at delete, TTL or idle timeout.
 func (x *box) Release(ctx context.Context) error {
+	x.unhold()
 	err := x.b.claims.Release(ctx, x.ps)
 	if errors.Is(err, podclaim.ErrNotFound) {
 		return fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
