@@ -51,7 +51,12 @@ func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backe
 	if len(routerKey) < podinit.MinRouterKey {
 		return nil, fmt.Errorf("the router key has %d bytes: it needs at least %d random ones", len(routerKey), podinit.MinRouterKey)
 	}
+	if cfg.QPS < 0 || cfg.Burst < 0 {
+		return nil, fmt.Errorf("backend %s: --kube-qps %v and --kube-burst %d must not be negative: give positive ones, or 0 for the defaults (%d, %d)", name, cfg.QPS, cfg.Burst, DefaultQPS, DefaultBurst)
+	}
 	cfg = cfg.withDefaults()
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
 	c, err := podclaim.New(rc, podclaim.Config{Namespace: cfg.Namespace, ActivityInterval: cfg.ActivityInterval, ReadyTimeout: cfg.ReadyTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", name, err)

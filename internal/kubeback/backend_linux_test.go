@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
 )
@@ -41,6 +44,25 @@ func TestPodDeathCause(t *testing.T) {
 	} {
 		if got := (podDeath{err: errors.New(c.err), prefix: prefix}).Cause(); got != c.want {
 			t.Errorf("Cause of %q: got %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// TestAPIRate: a replica's API calls are bounded by explicit QPS and
+// burst (the defaults when not given, not client-go's 5 and 10), and
+// negative ones are refused in one line naming the flags.
+func TestAPIRate(t *testing.T) {
+	if got := (Config{}).withDefaults(); got.QPS != DefaultQPS || got.Burst != DefaultBurst {
+		t.Errorf("defaults: got QPS %v burst %d, want %v and %d", got.QPS, got.Burst, float32(DefaultQPS), DefaultBurst)
+	}
+	if got := (Config{QPS: 7, Burst: 9}).withDefaults(); got.QPS != 7 || got.Burst != 9 {
+		t.Errorf("given 7 and 9: got QPS %v burst %d", got.QPS, got.Burst)
+	}
+	key := make([]byte, 32)
+	for _, cfg := range []Config{{QPS: -1}, {Burst: -1}} {
+		_, err := NewWith("kubernetes", &rest.Config{Host: "http://127.0.0.1:1"}, key, cfg)
+		if err == nil || !strings.Contains(err.Error(), "--kube-qps") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("QPS %v burst %d: got %v, want one line naming --kube-qps", cfg.QPS, cfg.Burst, err)
 		}
 	}
 }

@@ -30,6 +30,12 @@ const (
 	DefaultActivityInterval = 30 * time.Second
 	// DefaultReadyTimeout bounds a claim's wait for a warm Pod.
 	DefaultReadyTimeout = 30 * time.Second
+	// DefaultQPS and DefaultBurst bound the replica's API calls (every
+	// session's Claim, Find, Touch, Release and the Reap share them):
+	// client-go's own 5 and 10 would let one tenant's lookups stall every
+	// other tenant's creates, touches and releases.
+	DefaultQPS   = 50
+	DefaultBurst = 100
 )
 
 // Config is what the backend needs of the cluster and of the operator.
@@ -51,6 +57,10 @@ type Config struct {
 	// ActivityInterval and ReadyTimeout are podclaim.Config's (the
 	// Default ones when zero).
 	ActivityInterval, ReadyTimeout time.Duration
+	// QPS and Burst bound this replica's calls to the API server
+	// (DefaultQPS and DefaultBurst when zero).
+	QPS   float32
+	Burst int
 	// Logger receives cleanup failures and notes (slog.Default()).
 	Logger *slog.Logger
 }
@@ -68,6 +78,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.QPS <= 0 {
+		c.QPS = DefaultQPS
+	}
+	if c.Burst <= 0 {
+		c.Burst = DefaultBurst
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

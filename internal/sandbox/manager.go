@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,6 +195,12 @@ type Manager struct {
 	// session wait for it rather than dial the Pod a second time (which
 	// would find it taken by the first dial).
 	adopting map[string]chan struct{}
+	// finds bounds the Finds of a RemoteBackend under way at once, and
+	// missing holds when each owner's id Find last answered ErrNotFound
+	// (see remoteMissing): one tenant's bogus ids cost the shared store
+	// little.
+	finds   chan struct{}
+	missing map[string]time.Time
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -232,6 +239,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
 		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]chan struct{}{},
+		finds: make(chan struct{}, remoteFinds), missing: map[string]time.Time{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
@@ -473,6 +481,23 @@ func newID() string {
 	return "ses_" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// idLen is the length of newID's ids.
+const idLen = len("ses_") + 32
+
+// madeByNewID is whether id has the shape of newID's ids: any other is
+// no session's, answered without asking a RemoteBackend's store.
+func madeByNewID(id string) bool {
+	if len(id) != idLen || !strings.HasPrefix(id, "ses_") {
+		return false
+	}
+	for _, r := range id[len("ses_"):] {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // lookup finds owner's session; another owner's answers ErrNotFound, the
 // same as one that does not exist.
 //
@@ -486,7 +511,7 @@ func (m *Manager) lookup(owner, id string) (*session, error) {
 	if ok && s.owner == owner {
 		return s, nil
 	}
-	if rb, remote := m.backend.(RemoteBackend); remote && !ok {
+	if rb, remote := m.backend.(RemoteBackend); remote && !ok && madeByNewID(id) && !m.knownMissing(owner, id) {
 		return m.adoptOnce(rb, owner, id)
 	}
 	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)

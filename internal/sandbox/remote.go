@@ -118,7 +118,7 @@ const remoteFindWait = 30 * time.Second
 func (m *Manager) adopt(rb RemoteBackend, owner, id string) (*session, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), remoteFindWait)
 	defer cancel()
-	box, r, err := rb.Find(ctx, owner, id, m.cfg.Ceilings)
+	box, r, err := m.find(ctx, rb, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -162,4 +162,61 @@ func (m *Manager) cleanedUpBox(id string, err error) {
 	if err != nil {
 		m.cfg.Logger.Warn("closing the session's sandbox", "session", id, "backend", m.backend.Name(), "err", err)
 	}
+}
+
+// Bounds of the lookups of sessions this Manager does not hold, which
+// any request naming an unknown id makes of the shared store.
+const (
+	// remoteFinds bounds the Finds under way at once.
+	remoteFinds = 16
+	// missingFor is how long an id Find answered ErrNotFound is answered
+	// so without asking again: ids are random, so none appears later.
+	missingFor = 10 * time.Second
+	// maxMissing bounds the ids remembered as missing.
+	maxMissing = 4096
+)
+
+// knownMissing is whether owner's id was answered ErrNotFound within
+// missingFor.
+func (m *Manager) knownMissing(owner, id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.missing[owner+"\x00"+id]
+	return ok && time.Since(t) < missingFor
+}
+
+// noteMissing remembers that owner's id is no session, dropping the
+// expired entries (or, when all are young, all of them) once full.
+func (m *Manager) noteMissing(owner, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.missing) >= maxMissing {
+		now := time.Now()
+		for k, t := range m.missing {
+			if now.Sub(t) >= missingFor {
+				delete(m.missing, k)
+			}
+		}
+		if len(m.missing) >= maxMissing {
+			clear(m.missing)
+		}
+	}
+	m.missing[owner+"\x00"+id] = time.Now()
+}
+
+// find is rb.Find within the bound of remoteFinds at once: a lookup
+// that finds them all taken until ctx ends is busy. An id found to be
+// no session is remembered as such (see knownMissing).
+func (m *Manager) find(ctx context.Context, rb RemoteBackend, owner, id string) (Box, RemoteSession, error) {
+	select {
+	case m.finds <- struct{}{}:
+	case <-ctx.Done():
+		return nil, RemoteSession{}, fmt.Errorf("%w: session %q: this server has %d lookups of sessions it does not hold under way; retry shortly", ErrBusy, id, remoteFinds)
+	}
+	box, r, err := rb.Find(ctx, owner, id, m.cfg.Ceilings)
+	<-m.finds
+	if errors.Is(err, ErrNotFound) {
+		m.noteMissing(owner, id)
+	}
+	return box, r, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,5 +214,46 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	defer store.mu.Unlock()
 	if store.finds != 1 {
 		t.Errorf("Find called %d times for %d concurrent requests, want once", store.finds, n)
+	}
+}
+
+// TestRemoteLookupBounds: an id newID cannot make is no session without
+// asking the store; an id the store answered not found is answered so
+// again without asking; and a lookup that finds every Find slot taken
+// is busy, not queued on the store.
+func TestRemoteLookupBounds(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	finds := func() int {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds
+	}
+	unknown := newID()
+	for _, c := range []struct {
+		id        string
+		wantFinds int
+	}{
+		{"nope", 0},
+		{"ses_" + strings.Repeat("a", 31) + "!", 0},
+		{newID() + "a", 0},
+		{unknown, 1},
+		{unknown, 1}, // remembered as missing
+	} {
+		if _, err := m.Get("alice", c.id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(%q): got %v, want ErrNotFound", c.id, err)
+		}
+		if got := finds(); got != c.wantFinds {
+			t.Errorf("after Get(%q): got %d Finds, want %d", c.id, got, c.wantFinds)
+		}
+	}
+	for range remoteFinds {
+		m.finds <- struct{}{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := m.find(ctx, &fakeRemote{store: store}, "alice", newID()); !errors.Is(err, ErrBusy) || finds() != 1 {
+		t.Errorf("a Find with every slot taken: got %v after %d Finds, want ErrBusy without a Find", err, finds())
 	}
 }
