@@ -80,7 +80,8 @@ func (b *Backend) Run(context.Context, spec.Spec, io.Reader, sandbox.Stream) (sp
 }
 
 // Claim claims a warm Pod for session r from r.Template's warm pool and
-// attaches its agent; a Pod that cannot be attached is released at once.
+// attaches its agent within the ready timeout; a Pod that cannot be
+// attached is released at once.
 func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spec) (sandbox.Box, error) {
 	if r.Owner == "" {
 		return nil, fmt.Errorf("%w: backend %s records each session's owner on its claim: start warden serve with API keys", spec.ErrInvalid, b.name)
@@ -96,7 +97,11 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 	if err != nil {
 		return nil, err
 	}
-	box, _, err := b.attach(ctx, ps, s)
+	// A Pod that shakes hands and never says ready must not hold the
+	// create and the claim until the client leaves.
+	actx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
+	defer cancel()
+	box, _, err := b.attach(actx, ps, s)
 	if err != nil {
 		b.release(ps)
 		return nil, err
