@@ -97,7 +97,14 @@ func reapDecision(s *Session, pods map[string]*corev1.Pod, now time.Time, interv
 
 // sandboxSelector selects sandbox Pods: deploy/'s template labels them
 // so (its NetworkPolicies select them by it too).
-const sandboxSelector = "app.kubernetes.io/component=warden-sandbox"
+const sandboxSelector = sandboxLabel + "=" + sandboxComponent
+
+// sandboxLabel and sandboxComponent are the label deploy/'s template
+// puts on sandbox Pods.
+const (
+	sandboxLabel     = "app.kubernetes.io/component"
+	sandboxComponent = "warden-sandbox"
+)
 
 // listPods lists the namespace's sandbox Pods in pages, by name: only
 // those, so that a pass holds no other Pod in memory.

@@ -231,7 +231,26 @@ func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) 
 	if why := podDeath(s, pod); why != "" {
 		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
 	}
+	if why := foreignPod(s, pod); why != "" {
+		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
+	}
 	return s, s.setPod(pod)
+}
+
+// foreignPod says in one line why pod, which claim annotations name for
+// session s, is not its Sandbox's sandbox Pod, or "" when it is: the
+// annotation is writable by whoever may patch claims, and must not
+// point a replica at another session's Pod. The Sandbox's name is the
+// claim's status, which only the controller writes.
+func foreignPod(s *Session, pod *corev1.Pod) string {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "Sandbox" || owner.Name != s.Sandbox || s.Sandbox == "" {
+		return fmt.Sprintf("its recorded Pod %s is not controlled by the claim's Sandbox %q", s.Pod, s.Sandbox)
+	}
+	if pod.Labels[sandboxLabel] != sandboxComponent {
+		return fmt.Sprintf("its recorded Pod %s has no label %s", s.Pod, sandboxSelector)
+	}
+	return ""
 }
 
 // unrecorded is Find's error for session s with no Pod recorded yet.
