@@ -93,6 +93,9 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 	if tmpl == "" {
 		tmpl = b.cfg.Template
 	}
+	if err := b.checkOwnerCount(ctx, r); err != nil {
+		return nil, err
+	}
 	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: r.Owner, Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits})
 	if err != nil {
 		return nil, err
@@ -107,6 +110,32 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 		return nil, err
 	}
 	return box, nil
+}
+
+// checkOwnerCount refuses r when its owner holds r.MaxPerOwner claims
+// already, counted across every replica (one label-selected LIST): a
+// replica's Manager counts only the sessions it holds, so behind a
+// Service a tenant could hold replicas times its limit. Replicas
+// creating at once may each pass the count: a namespace ResourceQuota is
+// the hard cap (docs/kubernetes.md).
+func (b *Backend) checkOwnerCount(ctx context.Context, r sandbox.RemoteSession) error {
+	if r.MaxPerOwner <= 0 {
+		return nil
+	}
+	held, err := b.claims.List(ctx, r.Owner)
+	if err != nil {
+		return fmt.Errorf("counting this key's sessions: %w", err)
+	}
+	return ownerCount(len(held), r.MaxPerOwner)
+}
+
+// ownerCount is ErrTooMany when an owner holding n sessions across the
+// cluster may not make another under its limit max.
+func ownerCount(n, max int) error {
+	if n >= max {
+		return fmt.Errorf("%w: this key holds %d sessions across the cluster's servers, its limit is %d (set by --max-sessions-per-key); delete a session or retry later", sandbox.ErrTooMany, n, max)
+	}
+	return nil
 }
 
 // release releases ps after a failed attach, logging a failure (the

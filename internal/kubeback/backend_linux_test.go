@@ -66,3 +66,17 @@ func TestAPIRate(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerCount: a key at its limit of claims across the cluster is
+// refused with ErrTooMany in one line naming the flag; under it passes.
+func TestOwnerCount(t *testing.T) {
+	for _, c := range []struct {
+		n, max int
+		refuse bool
+	}{{0, 1, false}, {2, 3, false}, {3, 3, true}, {5, 3, true}} {
+		err := ownerCount(c.n, c.max)
+		if c.refuse != (err != nil) || (err != nil && (!errors.Is(err, sandbox.ErrTooMany) || !strings.Contains(err.Error(), "--max-sessions-per-key") || strings.Contains(err.Error(), "\n"))) {
+			t.Errorf("%d held, limit %d: got %v, want refused %v with ErrTooMany naming --max-sessions-per-key", c.n, c.max, err, c.refuse)
+		}
+	}
+}

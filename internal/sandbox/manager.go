@@ -399,7 +399,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		// never end the session first.
 		ttl := m.ttl(o.TTL)
 		idle = min(idle, ttl)
-		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits}, s)
+		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits, MaxPerOwner: m.cfg.MaxPerOwner}, s)
 	} else if box, ws = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
 	}

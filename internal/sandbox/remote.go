@@ -18,7 +18,8 @@ import (
 type RemoteBackend interface {
 	Backend
 	// Claim starts session r's box, recording r where every server
-	// finds it; ctx bounds the start only.
+	// finds it; ctx bounds the start only. It refuses, with ErrTooMany,
+	// an owner holding r.MaxPerOwner sessions across every server.
 	Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error)
 	// Find attaches to owner's session id, which another server (or an
 	// earlier life of this one) started: ErrNotFound when there is none
@@ -42,6 +43,10 @@ type RemoteSession struct {
 	TTL, Idle                    time.Duration
 	Created, Expires, LastActive time.Time
 	Limits                       spec.Limits
+	// MaxPerOwner is Owner's limit of sessions (Config.MaxPerOwner), set
+	// at Claim: the Manager counts only its own, so Claim counts every
+	// server's and refuses past it with ErrTooMany (0: no limit).
+	MaxPerOwner int
 	// Note says, in one line, what a Find's attach lost (a new box's
 	// processes), for the server's log.
 	Note string

@@ -103,8 +103,8 @@ func TestRemoteSessions(t *testing.T) {
 	store.mu.Lock()
 	rec, ok := store.sessions[info.ID]
 	store.mu.Unlock()
-	if !ok || rec.Owner != "alice" || rec.TTL != time.Hour || rec.Idle != time.Minute {
-		t.Fatalf("store holds %+v for %s, want alice's session with TTL 1h and idle 1m", rec, info.ID)
+	if !ok || rec.Owner != "alice" || rec.TTL != time.Hour || rec.Idle != time.Minute || rec.MaxPerOwner != a.PerOwner() || rec.MaxPerOwner <= 0 {
+		t.Fatalf("store holds %+v for %s, want alice's session with TTL 1h, idle 1m and the per-key limit %d", rec, info.ID, a.PerOwner())
 	}
 	short, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits, TTL: 5 * time.Second})
 	if err != nil {
