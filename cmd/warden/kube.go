@@ -24,6 +24,7 @@ func addKubeFlags(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 	f.StringVar(&cfg.Namespace, "kube-namespace", kubeback.DefaultNamespace, "namespace of the sandbox Pods' warm pools and claims for --backend kubernetes")
 	f.StringVar(&cfg.RouterKeyFile, "kube-router-key", "", "file of the router key for --backend kubernetes (at least 32 random bytes, shared by every replica; required)")
 	f.StringVar(&cfg.Template, "kube-template", kubeback.DefaultTemplate, "SandboxTemplate and SandboxWarmPool of a session that names no template, for --backend kubernetes")
+	f.StringSliceVar(&cfg.Templates, "kube-templates", nil, "other SandboxTemplates (and warm pools) a session may name, for --backend kubernetes; any tenant may claim from each, and other names are refused")
 	f.Float32Var(&cfg.QPS, "kube-qps", kubeback.DefaultQPS, "API server requests per second this replica makes at most, for --backend kubernetes (every session's claims, lookups, activity and the reaper share them)")
 	f.IntVar(&cfg.Burst, "kube-burst", kubeback.DefaultBurst, "API server requests this replica may make in a burst above --kube-qps, for --backend kubernetes")
 	o.Kubernetes = func(name string) (sandbox.Backend, error) {

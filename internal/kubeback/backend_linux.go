@@ -89,6 +89,9 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 	if err := poddial.Refuse(s); err != nil {
 		return nil, err
 	}
+	if err := b.cfg.checkTemplate(r.Template); err != nil {
+		return nil, err
+	}
 	tmpl := r.Template
 	if tmpl == "" {
 		tmpl = b.cfg.Template

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // TestUnanswered: a Pod that answered no new connection in time is a busy
@@ -77,6 +78,22 @@ func TestOwnerCount(t *testing.T) {
 		err := ownerCount(c.n, c.max)
 		if c.refuse != (err != nil) || (err != nil && (!errors.Is(err, sandbox.ErrTooMany) || !strings.Contains(err.Error(), "--max-sessions-per-key") || strings.Contains(err.Error(), "\n"))) {
 			t.Errorf("%d held, limit %d: got %v, want refused %v with ErrTooMany naming --max-sessions-per-key", c.n, c.max, err, c.refuse)
+		}
+	}
+}
+
+// TestCheckTemplate: a session may name the default template or one of
+// --kube-templates; any other is refused as invalid (400) in one line
+// naming the flag.
+func TestCheckTemplate(t *testing.T) {
+	cfg := Config{Templates: []string{"big"}}.withDefaults()
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{{"", true}, {DefaultTemplate, true}, {"big", true}, {"tenant-b-gpu", false}} {
+		err := cfg.checkTemplate(c.name)
+		if c.ok != (err == nil) || (err != nil && (!errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "--kube-templates") || strings.Contains(err.Error(), "\n"))) {
+			t.Errorf("template %q: got %v, want allowed %v, else ErrInvalid naming --kube-templates", c.name, err, c.ok)
 		}
 	}
 }

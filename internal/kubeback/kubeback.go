@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warden-sandbox/warden/internal/podinit"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // Defaults of Config's zero fields.
@@ -54,6 +56,11 @@ type Config struct {
 	// name) of a session that names none (DefaultTemplate); a session's
 	// template names one directly.
 	Template string
+	// Templates are the other SandboxTemplates (and warm pools) a
+	// session may name: any tenant may claim from each. A pool an
+	// operator adds for one tenant must not be open to all, so a name
+	// neither here nor Template is refused.
+	Templates []string
 	// ActivityInterval and ReadyTimeout are podclaim.Config's (the
 	// Default ones when zero).
 	ActivityInterval, ReadyTimeout time.Duration
@@ -89,6 +96,15 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// checkTemplate refuses a session's template name that is neither
+// c.Template nor in c.Templates ("" is c.Template).
+func (c Config) checkTemplate(name string) error {
+	if name == "" || name == c.Template || slices.Contains(c.Templates, name) {
+		return nil
+	}
+	return fmt.Errorf("%w: template %q is not one this server serves: use %q or one of --kube-templates %q", spec.ErrInvalid, name, c.Template, c.Templates)
 }
 
 // RestConfig is how the backend reaches the API server: the kubeconfig
