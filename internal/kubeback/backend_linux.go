@@ -99,7 +99,7 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 	if err := b.checkOwnerCount(ctx, r); err != nil {
 		return nil, err
 	}
-	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: r.Owner, Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits})
+	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: OwnerLabel(b.routerKey, r.Owner), Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (b *Backend) checkOwnerCount(ctx context.Context, r sandbox.RemoteSession) 
 	if r.MaxPerOwner <= 0 {
 		return nil
 	}
-	held, err := b.claims.List(ctx, r.Owner)
+	held, err := b.claims.List(ctx, OwnerLabel(b.routerKey, r.Owner))
 	if err != nil {
 		return fmt.Errorf("counting this key's sessions: %w", err)
 	}
@@ -155,7 +155,7 @@ func (b *Backend) release(ps *podclaim.Session) {
 // its Pod's files are kept, its processes are not (the Pod's init ends
 // them with the connection that started them), which Note says.
 func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings) (sandbox.Box, sandbox.RemoteSession, error) {
-	ps, err := b.claims.Find(ctx, owner, id)
+	ps, err := b.claims.Find(ctx, OwnerLabel(b.routerKey, owner), id)
 	switch {
 	case errors.Is(err, podclaim.ErrNotFound):
 		return nil, sandbox.RemoteSession{}, fmt.Errorf("%w: no session %q", sandbox.ErrNotFound, id)
@@ -171,7 +171,7 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 		return nil, sandbox.RemoteSession{}, unanswered(err)
 	}
 	r := sandbox.RemoteSession{
-		ID: ps.ID, Owner: ps.Owner, Template: ps.Template, Idle: ps.IdleTimeout,
+		ID: ps.ID, Owner: owner, Template: ps.Template, Idle: ps.IdleTimeout,
 		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, Limits: lim,
 		Note: "attached to the session's Pod " + ps.Pod + ": its files are kept, its earlier processes and interpreters ended with the last server's connection",
 	}

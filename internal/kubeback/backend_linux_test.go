@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -95,5 +96,26 @@ func TestCheckTemplate(t *testing.T) {
 		if c.ok != (err == nil) || (err != nil && (!errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "--kube-templates") || strings.Contains(err.Error(), "\n"))) {
 			t.Errorf("template %q: got %v, want allowed %v, else ErrInvalid naming --kube-templates", c.name, err, c.ok)
 		}
+	}
+}
+
+// TestOwnerLabel: a claim's owner label is keyed by the router key (a
+// reader of claims without it cannot test guesses of an API key), stable
+// across replicas sharing the key, distinct per owner, and a valid label
+// value.
+func TestOwnerLabel(t *testing.T) {
+	k1, k2 := []byte(strings.Repeat("a", 32)), []byte(strings.Repeat("b", 32))
+	got := OwnerLabel(k1, "0123456789abcdef")
+	if again := OwnerLabel(k1, "0123456789abcdef"); again != got {
+		t.Errorf("same key and owner: got %q then %q, want the same", got, again)
+	}
+	if other := OwnerLabel(k2, "0123456789abcdef"); other == got {
+		t.Errorf("another router key: got %q, want a label other than %q", other, got)
+	}
+	if other := OwnerLabel(k1, "fedcba9876543210"); other == got {
+		t.Errorf("another owner: got %q, want a label other than %q", other, got)
+	}
+	if errs := validation.IsValidLabelValue(got); len(errs) != 0 || strings.Contains(got, "0123456789abcdef") {
+		t.Errorf("label %q: %v; want a valid label value not holding the owner", got, errs)
 	}
 }

@@ -216,14 +216,14 @@ func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *p
 	if got := run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "print(x + 1)"}); got != "42\n" {
 		t.Errorf("the interpreter's second run: got %q, want 42", got)
 	}
-	ps, err := admin.Find(ctx, owner, info.ID)
+	ps, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 	if err != nil {
 		t.Fatalf("the session's claim: %v", err)
 	}
 	if err := m.Delete(ctx, owner, info.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Find(ctx, owner, info.ID); !errors.Is(err, podclaim.ErrNotFound) {
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); !errors.Is(err, podclaim.ErrNotFound) {
 		t.Errorf("after Delete the claim: got %v, want ErrNotFound", err)
 	}
 	if err := admin.WaitPodGone(ctx, ps); err != nil {
@@ -247,7 +247,7 @@ func testSecondReplica(ctx context.Context, t *testing.T, bed *kubebed.Bed, a *s
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Find(ctx, owner, info.ID); err != nil {
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); err != nil {
 		t.Fatalf("a replica's Close released its session: %v", err)
 	}
 	if _, err := a.Get("other", info.ID); !errors.Is(err, sandbox.ErrNotFound) {
@@ -270,7 +270,7 @@ func testSecondReplica(ctx context.Context, t *testing.T, bed *kubebed.Bed, a *s
 func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Manager, admin *podclaim.Claimer) {
 	info := create(ctx, t, m, time.Hour)
 	run(ctx, t, m, info.ID, sh("true"))
-	ps, err := admin.Find(ctx, owner, info.ID)
+	ps, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sand
 func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Manager, admin *podclaim.Claimer) {
 	waitPool(ctx, t, bed, 2)
 	info := create(ctx, t, m, 5*time.Second)
-	ps, err := admin.Find(ctx, owner, info.ID)
+	ps, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Man
 		t.Errorf("claim's shutdownTime is %v after its creation, want the TTL of 5s", d)
 	}
 	waitFor(t, "the session's claim to go at its TTL", func() bool {
-		_, err := admin.Find(ctx, owner, info.ID)
+		_, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
 	waitFor(t, "the session to end at its TTL", func() bool {

@@ -6,6 +6,9 @@
 package kubeback
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -122,6 +125,20 @@ func (c Config) RestConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", c.Kubeconfig, err)
 	}
 	return rc, nil
+}
+
+// ownerContext separates OwnerLabel's HMAC from the router key's other
+// uses (a Pod's key is derived from it too).
+const ownerContext = "warden kube owner label\x00"
+
+// OwnerLabel is the owner label a claim of owner's sessions carries: an
+// HMAC of owner with the router key, so that whoever reads claims cannot
+// test guesses of a tenant's API key against it offline (owner is an
+// unsalted hash of the key). Operators find a tenant's claims by it.
+func OwnerLabel(routerKey []byte, owner string) string {
+	m := hmac.New(sha256.New, routerKey)
+	m.Write([]byte(ownerContext + owner))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // RouterKey reads the router key from c.RouterKeyFile, refusing a
