@@ -631,11 +631,7 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 // expired): a remote one's session is released in its backend's store
 // too, which a server's Close leaves to the server that serves it next.
 func (m *Manager) endReleasing(s *session) bool {
-	if !m.endOnce(s) {
-		return false
-	}
-	m.releaseRemote(s)
-	return true
+	return m.endWith(s, true)
 }
 
 // end stops s and forgets it; a second call for the same session waits
@@ -648,11 +644,22 @@ func (m *Manager) end(s *session) {
 // endOnce is end, saying whether this call ended s (false: another did),
 // so that the reaper reports only the ends it made.
 func (m *Manager) endOnce(s *session) bool {
+	return m.endWith(s, false)
+}
+
+// endWith is endOnce, releasing a remote session's store record too
+// when release says so: before the session leaves m.sessions, so that a
+// request arriving meanwhile finds it stopping rather than attaching
+// its Pod again from a record not yet released.
+func (m *Manager) endWith(s *session, release bool) bool {
 	if !s.stopping() {
 		<-s.gone
 		return false
 	}
 	m.cleanedUp(s, s.close())
+	if release {
+		m.releaseRemote(s)
+	}
 	s.releaseTemplate()
 	if ferr := m.forget(s); ferr != nil {
 		m.cfg.OnStoreError(ferr)

@@ -31,6 +31,10 @@ type remoteStore struct {
 	// finds counts Find's calls; gate, when set, holds each until closed.
 	finds int
 	gate  chan struct{}
+	// releasing counts Release's calls; releaseGate, when set, holds
+	// each until closed.
+	releasing   int
+	releaseGate chan struct{}
 }
 
 func (f *fakeRemote) Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error) {
@@ -80,6 +84,13 @@ type remoteBox struct {
 }
 
 func (x *remoteBox) Release(context.Context) error {
+	x.store.mu.Lock()
+	x.store.releasing++
+	gate := x.store.releaseGate
+	x.store.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	x.store.mu.Lock()
 	defer x.store.mu.Unlock()
 	delete(x.store.sessions, x.id)
@@ -255,5 +266,42 @@ func TestRemoteLookupBounds(t *testing.T) {
 	cancel()
 	if _, _, err := m.find(ctx, &fakeRemote{store: store}, "alice", newID()); !errors.Is(err, ErrBusy) || finds() != 1 {
 		t.Errorf("a Find with every slot taken: got %v after %d Finds, want ErrBusy without a Find", err, finds())
+	}
+}
+
+// TestRemoteDeleteReleasesFirst: while Delete releases a session's
+// record, the session is still held (stopping): a request arriving then
+// does not attach its Pod again from the record, and after Delete the
+// session is gone.
+func TestRemoteDeleteReleasesFirst(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}, releaseGate: make(chan struct{})}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- m.Delete(ctx, "alice", info.ID) }()
+	testhost.WaitFor(t, "Delete to begin the release", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.releasing > 0
+	})
+	if got, err := m.Get("alice", info.ID); err == nil && got.State == StateReady {
+		t.Errorf("Get during the release: got %s, want the session stopping or gone", got.State)
+	}
+	store.mu.Lock()
+	if store.finds != 0 {
+		t.Errorf("the store was asked %d times to find the session being deleted, want none (it is still held)", store.finds)
+	}
+	store.mu.Unlock()
+	close(store.releaseGate)
+	if err := <-deleted; err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get after Delete: got %v, want ErrNotFound", err)
 	}
 }
