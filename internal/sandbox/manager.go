@@ -194,7 +194,7 @@ type Manager struct {
 	// under way, closed when it is done: concurrent requests for one
 	// session wait for it rather than dial the Pod a second time (which
 	// would find it taken by the first dial).
-	adopting map[string]chan struct{}
+	adopting map[string]*adoption
 	// finds bounds the Finds of a RemoteBackend under way at once, and
 	// missing holds when each owner's id Find last answered ErrNotFound
 	// (see remoteMissing): one tenant's bogus ids cost the shared store
@@ -238,7 +238,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
 		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
-		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]chan struct{}{},
+		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]*adoption{},
 		finds: make(chan struct{}, remoteFinds), missing: map[string]time.Time{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
@@ -518,31 +518,60 @@ func (m *Manager) lookup(owner, id string) (*session, error) {
 }
 
 // adoptOnce is adopt, once at a time per id: a request that finds an
-// attach of the same id under way waits for it and looks again.
+// attach of the same id under way waits for it and answers as it did
+// (its error, such as ErrBusy, not a 404 for a live session). One
+// waiting on another owner's attach, whose answer is not its own, tries
+// once more itself.
 func (m *Manager) adoptOnce(rb RemoteBackend, owner, id string) (*session, error) {
+	s, again, err := m.adoptOrWait(rb, owner, id)
+	if again {
+		s, _, err = m.adoptOrWait(rb, owner, id)
+	}
+	return s, err
+}
+
+// adoption is an attach of a RemoteBackend's session under way: done is
+// closed once err, its answer to owner, is set.
+type adoption struct {
+	owner string
+	done  chan struct{}
+	err   error
+}
+
+// adoptOrWait adopts id, or waits for the attach under way; again says
+// that attach was another owner's and failed, so its answer is not this
+// owner's.
+func (m *Manager) adoptOrWait(rb RemoteBackend, owner, id string) (*session, bool, error) {
 	m.mu.Lock()
 	if s, ok := m.sessions[id]; ok {
 		m.mu.Unlock()
 		if s.owner == owner {
-			return s, nil
+			return s, false, nil
 		}
-		return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+		return nil, false, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 	}
-	if wait, busy := m.adopting[id]; busy {
+	if a, busy := m.adopting[id]; busy {
 		m.mu.Unlock()
-		<-wait
-		return m.lookupHeld(owner, id)
+		<-a.done
+		if a.err != nil {
+			if a.owner != owner {
+				return nil, true, nil
+			}
+			return nil, false, a.err
+		}
+		s, err := m.lookupHeld(owner, id)
+		return s, false, err
 	}
-	done := make(chan struct{})
-	m.adopting[id] = done
+	a := &adoption{owner: owner, done: make(chan struct{})}
+	m.adopting[id] = a
 	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.adopting, id)
-		m.mu.Unlock()
-		close(done)
-	}()
-	return m.adopt(rb, owner, id)
+	s, err := m.adopt(rb, owner, id)
+	m.mu.Lock()
+	delete(m.adopting, id)
+	a.err = err
+	m.mu.Unlock()
+	close(a.done)
+	return s, false, err
 }
 
 // lookupHeld is owner's session id if this Manager holds it, else

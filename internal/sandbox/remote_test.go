@@ -305,3 +305,44 @@ func TestRemoteDeleteReleasesFirst(t *testing.T) {
 		t.Errorf("Get after Delete: got %v, want ErrNotFound", err)
 	}
 }
+
+// TestRemoteAdoptFailureShared: when the one attach of a session fails,
+// the requests that waited for it get its error (a busy Pod: retry), not
+// a 404 for a live session.
+func TestRemoteAdoptFailureShared(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}, gate: make(chan struct{})}
+	m := NewManager(&busyRemote{fakeRemote{store: store}}, Config{})
+	defer m.Close()
+	const n = 4
+	id := newID()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := m.Get("alice", id)
+			errs <- err
+		}()
+	}
+	testhost.WaitFor(t, "a Find to begin", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds > 0
+	})
+	close(store.gate)
+	for range n {
+		if err := <-errs; !errors.Is(err, ErrBusy) {
+			t.Errorf("a concurrent Get: got %v, want ErrBusy as the attach answered", err)
+		}
+	}
+}
+
+// busyRemote is a fakeRemote whose Pods never answer: Find is ErrBusy.
+type busyRemote struct{ fakeRemote }
+
+func (f *busyRemote) Find(context.Context, string, string, spec.Ceilings) (Box, RemoteSession, error) {
+	f.store.mu.Lock()
+	f.store.finds++
+	gate := f.store.gate
+	f.store.mu.Unlock()
+	<-gate
+	return nil, RemoteSession{}, fmt.Errorf("%w: its Pod answered no new connection in time", ErrBusy)
+}
