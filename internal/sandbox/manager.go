@@ -419,6 +419,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)
+		m.releaseRemote(ses) // nobody learns its id: its record would hold a Pod until idle
 		m.release(owner, bytes)
 		lease()
 		return Info{}, err
@@ -433,8 +434,9 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	m.held[ses.id] = bytes // end, even the one below, gives it back
 	m.mu.Unlock()
 	if closed {
-		// Close has already ended the sessions it knew of.
-		m.end(ses)
+		// Close has already ended the sessions it knew of; nobody learns
+		// this one's id, so a remote one's record is released too.
+		m.endReleasing(ses)
 		return Info{}, fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	return ses.info(), nil
