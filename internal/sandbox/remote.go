@@ -141,14 +141,12 @@ func (m *Manager) adopt(rb RemoteBackend, owner, id string) (*session, error) {
 		lease: func() {},
 	}
 	m.mu.Lock()
-	if held, ok := m.sessions[id]; ok || m.closed {
-		// Another request adopted it meanwhile, or the server is closing.
+	// adoptOnce makes this the only attach of id, so only Close can
+	// have come between.
+	if m.closed {
 		m.mu.Unlock()
 		m.cleanedUpBox(id, box.Close())
 		m.release(owner, bytes)
-		if ok && held.owner == owner {
-			return held, nil
-		}
 		return nil, fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	m.sessions[id] = ses
