@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strings"
 
 	"k8s.io/client-go/rest"
 
@@ -164,7 +165,7 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 	case err != nil:
 		return nil, sandbox.RemoteSession{}, err
 	}
-	lim, _ := ceil.Clamp(ps.Limits)
+	lim, clamped := ceil.Clamp(ps.Limits)
 	s := spec.Spec{Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	box, adoption, err := b.attach(ctx, ps, s)
 	if err != nil {
@@ -178,7 +179,23 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 	if adoption == podinit.Adopted {
 		r.Note = "attached to the session's Pod " + ps.Pod + ", whose init had restarted: only its volumes' files are kept"
 	}
+	r.Note += lowered(clamped)
 	return box, r, nil
+}
+
+// lowered says, for a Note, which of a claim's recorded limits this
+// replica's ceilings lowered: the claim is store data other components
+// can write, which an operator wants to hear of.
+func lowered(clamped []*spec.CeilingError) string {
+	var b strings.Builder
+	for _, e := range clamped {
+		asked := e.Value
+		if e.Unlimited {
+			asked = "none"
+		}
+		fmt.Fprintf(&b, "; its recorded %s limit %s is lowered to %s, the ceiling set by --%s", e.Field.Name, asked, e.Ceiling, e.Field.Flag)
+	}
+	return b.String()
 }
 
 // Reap releases the sessions past their TTL or idle timeout, or whose

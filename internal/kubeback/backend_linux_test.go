@@ -119,3 +119,19 @@ func TestOwnerLabel(t *testing.T) {
 		t.Errorf("label %q: %v; want a valid label value not holding the owner", got, errs)
 	}
 }
+
+// TestLowered: the limits a replica's ceilings lowered on a found claim
+// are named in the attach's note, with the flag setting each ceiling.
+func TestLowered(t *testing.T) {
+	ceil := spec.Ceilings(spec.DefaultLimits)
+	asked := spec.DefaultLimits
+	asked.MemoryBytes *= 4
+	_, clamped := ceil.Clamp(asked)
+	got := lowered(clamped)
+	if !strings.Contains(got, "memory limit") || !strings.Contains(got, "--max-memory") || strings.Contains(got, "\n") {
+		t.Errorf("a claim asking 4x the memory ceiling: got note %q, want the memory limit and --max-memory named", got)
+	}
+	if _, none := ceil.Clamp(spec.DefaultLimits); lowered(none) != "" {
+		t.Errorf("limits within the ceilings: got note %q, want none", lowered(none))
+	}
+}
