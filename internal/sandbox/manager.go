@@ -293,6 +293,12 @@ func (m *Manager) PersistsWorkspaces() bool { return m.persist }
 // passed, so a start refused for them costs none of the owner's starts.
 // A run is also counted in m.runs, which Close waits for.
 func (m *Manager) acquire(owner string, run bool, bytes int64) error {
+	return m.acquireSlot(owner, run, true, bytes)
+}
+
+// acquireSlot is acquire, taking a start token only when paced says so:
+// a remote session another server started (adopt) starts nothing.
+func (m *Manager) acquireSlot(owner string, run, paced bool, bytes int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -310,8 +316,10 @@ func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 		return fmt.Errorf("%w: this key's sessions and runs hold %s of memory and disk, dead sessions' files included, and this one asks for %s more; the key's budget is %s (set by --max-memory-per-key): delete a session or ask for less",
 			ErrTooMany, spec.FormatSize(n), spec.FormatSize(bytes), spec.FormatSize(b))
 	}
-	if err := m.starts.take(owner); err != nil {
-		return err
+	if paced {
+		if err := m.starts.take(owner); err != nil {
+			return err
+		}
 	}
 	m.active++
 	m.byOwner[owner]++

@@ -129,7 +129,7 @@ func (m *Manager) adopt(rb RemoteBackend, owner, id string) (*session, error) {
 	}
 	s := spec.Spec{Limits: r.Limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	bytes := m.charge(s.Limits)
-	if err := m.acquire(owner, false, bytes); err != nil {
+	if err := m.acquireSlot(owner, false, false, bytes); err != nil {
 		m.cleanedUpBox(id, box.Close())
 		return nil, err
 	}

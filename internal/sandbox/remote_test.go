@@ -346,3 +346,33 @@ func (f *busyRemote) Find(context.Context, string, string, spec.Ceilings) (Box, 
 	<-gate
 	return nil, RemoteSession{}, fmt.Errorf("%w: its Pod answered no new connection in time", ErrBusy)
 }
+
+// TestRemoteAdoptTakesNoStart: attaching a session another server
+// started spends none of the owner's starts (--start-rate): a key whose
+// starts are used up here still reaches its sessions.
+func TestRemoteAdoptTakesNoStart(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	defer a.Close()
+	b := NewManager(&fakeRemote{store: store}, Config{StartRate: 1e-6, MaxSessions: 2 * MinStartBurst, MaxPerOwner: 2 * MinStartBurst})
+	defer b.Close()
+	ctx := context.Background()
+	info, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > MinStartBurst {
+			t.Fatalf("%d creates at a start rate of one per 11 days all passed: want the pacer to refuse past its burst", i)
+		}
+		var paced *StartPacedError
+		if _, err := b.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits}); errors.As(err, &paced) {
+			break
+		} else if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+	}
+	if _, err := b.Get("alice", info.ID); err != nil {
+		t.Errorf("attaching a session another server started, with the key's starts used up: got %v, want it attached", err)
+	}
+}
