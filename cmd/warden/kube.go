@@ -12,9 +12,6 @@ import (
 	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
-// kubeBackend is the kubernetes backend's name in the registry.
-const kubeBackend = "kubernetes"
-
 // addKubeFlags adds the kubernetes backend's settings to serve's flags
 // and makes the backend from them when --backend kubernetes asks for it:
 // only serve links the Kubernetes client (see BackendOptions.Kubernetes).
@@ -41,7 +38,7 @@ func addKubeFlags(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 // claims record each session's owner (an API key's tenant), and a
 // keyless server has none.
 func checkKubeKeys(backend string, keys []string) error {
-	if backend == kubeBackend && len(keys) == 0 {
+	if backend == sandbox.KubernetesBackend && len(keys) == 0 {
 		return errors.New("--backend kubernetes needs API keys (--api-key-file or WARDEN_API_KEYS): each session's claim records its key's tenant, which every replica checks")
 	}
 	return nil

@@ -145,7 +145,7 @@ func ownerCount(n, max int) error {
 // release releases ps after a failed attach, logging a failure (the
 // claim's TTL and the reaper are the backstop).
 func (b *Backend) release(ps *podclaim.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	ctx, cancel := context.WithTimeout(context.Background(), sandbox.ReleaseWait)
 	defer cancel()
 	if err := b.claims.Release(ctx, ps); err != nil && !errors.Is(err, podclaim.ErrNotFound) {
 		b.log.Warn("releasing a claim whose Pod could not be attached", "session", ps.ID, "claim", ps.Claim, "err", err)

@@ -20,8 +20,6 @@ import (
 const (
 	// touchWait bounds recording a session's activity before an exec.
 	touchWait = 5 * time.Second
-	// releaseWait bounds releasing a claim.
-	releaseWait = 30 * time.Second
 	// causeWait bounds asking the API server why a Pod's stream ended;
 	// under the 5 s the Manager waits for Exited.
 	causeWait = 4 * time.Second

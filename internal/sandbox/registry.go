@@ -50,6 +50,10 @@ type BackendOptions struct {
 // DefaultBackend is the backend used when none is named.
 const DefaultBackend = "native"
 
+// KubernetesBackend is the kubernetes backend's name, which serve's
+// kube flags and doctor key on too.
+const KubernetesBackend = "kubernetes"
+
 // backendEntry is one backend: its name and how to make it. make is given
 // the name, so a backend's Name comes from this table too.
 type backendEntry struct {
@@ -66,7 +70,7 @@ var backends = []backendEntry{
 	{"gvisor", newGVisor},
 	{"docker", newDocker},
 	{"microvm", newMicroVM},
-	{"kubernetes", newKubernetes},
+	{KubernetesBackend, newKubernetes},
 }
 
 // BackendNames returns the backends' names, in the order flags list them.

@@ -59,8 +59,9 @@ type releaser interface {
 	Release(ctx context.Context) error
 }
 
-// releaseWait bounds a remote session's release at its end.
-const releaseWait = 30 * time.Second
+// ReleaseWait bounds a remote session's release at its end (and a
+// RemoteBackend's own releases).
+const ReleaseWait = 30 * time.Second
 
 // releaseRemote releases s's session in its backend's store, where the
 // box is a remote one, logging a failure: the session ends locally all
@@ -70,7 +71,7 @@ func (m *Manager) releaseRemote(s *session) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	ctx, cancel := context.WithTimeout(context.Background(), ReleaseWait)
 	defer cancel()
 	if err := r.Release(ctx); err != nil && !errors.Is(err, ErrNotFound) {
 		m.cfg.Logger.Warn("releasing the session's remote sandbox", "session", s.id, "backend", m.backend.Name(), "err", err)
