@@ -22,6 +22,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 const (
@@ -142,7 +143,7 @@ func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 func waitPool(ctx context.Context, t *testing.T, bed *kubebed.Bed, n int32) {
 	t.Helper()
 	var wp extv1.SandboxWarmPool
-	waitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
+	testhost.WaitForWithin(t, waitLong, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
 		err := bed.Extensions.Get().Namespace(ns).Resource("sandboxwarmpools").Name(pool).Do(ctx).Into(&wp)
 		return err == nil && wp.Status.ReadyReplicas == n
 	})
@@ -293,7 +294,7 @@ func testTTL(ctx context.Context, t *testing.T, a, b *replica) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the controller to end the session at its TTL", func() bool {
+	testhost.WaitForWithin(t, waitLong, "the controller to end the session at its TTL", func() bool {
 		_, err := b.Find(ctx, "acme", "s-ttl")
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
@@ -317,7 +318,7 @@ func testTwoReapers(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 		}
 		sessions = append(sessions, s)
 	}
-	waitFor(t, "the sessions to be idle past their timeout and the activity interval", func() bool {
+	testhost.WaitForWithin(t, waitLong, "the sessions to be idle past their timeout and the activity interval", func() bool {
 		return time.Since(sessions[len(sessions)-1].LastActive) > 3*time.Second
 	})
 	var wg sync.WaitGroup
@@ -354,7 +355,7 @@ func testTwoReapers(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 func waitDead(ctx context.Context, t *testing.T, r *replica, id string) error {
 	t.Helper()
 	var err error
-	waitFor(t, "session "+id+" to be reported dead", func() bool {
+	testhost.WaitForWithin(t, waitLong, "session "+id+" to be reported dead", func() bool {
 		_, err = r.Find(ctx, "acme", id)
 		return errors.Is(err, podclaim.ErrDead)
 	})
@@ -369,7 +370,7 @@ func waitDead(ctx context.Context, t *testing.T, r *replica, id string) error {
 // did: it is gone).
 func waitReaped(ctx context.Context, t *testing.T, r *replica, id string) {
 	t.Helper()
-	waitFor(t, "a reaper to release dead session "+id, func() bool {
+	testhost.WaitForWithin(t, waitLong, "a reaper to release dead session "+id, func() bool {
 		rep, err := r.Reap(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -416,15 +417,4 @@ func httpGet(ctx context.Context, t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
 	}
 	return string(b)
-}
-
-// waitFor polls cond every 20 ms for at most waitLong.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(waitLong); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("gave up waiting %v for %s", waitLong, what)
 }

@@ -18,6 +18,7 @@ import (
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 // Sizes of the measurements: the warm pool, the sequential claims timed,
@@ -160,7 +161,7 @@ func rawClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string) 
 	if err := bed.Extensions.Delete().Namespace(ns).Resource("sandboxclaims").Name(name).Do(ctx).Error(); err != nil {
 		t.Fatalf("deleting claim %s: %v", name, err)
 	}
-	waitFor(t, "bare claim "+name+"'s Pod "+box+" to go", func() bool {
+	testhost.WaitForWithin(t, waitLong, "bare claim "+name+"'s Pod "+box+" to go", func() bool {
 		_, err := bed.Clientset.CoreV1().Pods(ns).Get(ctx, box, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
