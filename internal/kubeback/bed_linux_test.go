@@ -125,23 +125,11 @@ func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 // waitPool waits until the warm pool has n ready sandboxes.
 func waitPool(ctx context.Context, t *testing.T, bed *kubebed.Bed, n int32) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
+	testhost.WaitForWithin(t, waitLong, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
 		var wp extv1.SandboxWarmPool
 		err := bed.Extensions.Get().Namespace(ns).Resource("sandboxwarmpools").Name(pool).Do(ctx).Into(&wp)
 		return err == nil && wp.Status.ReadyReplicas >= n
 	})
-}
-
-// waitFor polls cond every 50 ms for at most waitLong.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range int(waitLong / (50 * time.Millisecond)) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("gave up waiting for %s", what)
 }
 
 // replica is one router replica: the backend with the router's service
@@ -171,6 +159,7 @@ func TestOnBed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("session", func(t *testing.T) { testSession(ctx, t, a, admin) })
+	t.Run("busy interpreter", func(t *testing.T) { testBusyInterpreter(ctx, t, bed) })
 	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin) })
 	t.Run("second replica", func(t *testing.T) { testSecondReplica(ctx, t, bed, a, admin) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
@@ -231,6 +220,45 @@ func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *p
 	}
 }
 
+// testBusyInterpreter: a held session whose interpreter cell runs past
+// idle timeout plus activity interval (2 s and 1 s here; a cell calls
+// no Exec or Spawn of the box) keeps its claim: a reap with the same
+// interval right after the cell finds it active.
+func testBusyInterpreter(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
+	const interval = time.Second
+	b, err := kubeback.NewWith("kubernetes", bed.RouterConfig, routerKey, kubeback.Config{Namespace: ns, ReadyTimeout: waitLong, ActivityInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sandbox.NewManager(b, sandbox.Config{})
+	defer func() { _ = m.Close() }() // Close always returns nil
+	reaper, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: waitLong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := m.Create(ctx, owner, sandbox.SessionOptions{Limits: spec.DefaultLimits, TTL: time.Hour, IdleTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "import time"})
+	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "time.sleep(5)"})
+	rep, err := reaper.Reap(ctx)
+	if err != nil {
+		t.Fatalf("Reap: %v", err)
+	}
+	for _, r := range rep.Released {
+		if r.Session == info.ID {
+			t.Errorf("the reap released the busy session: %s", r.Reason)
+		}
+	}
+	if _, err := reaper.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); err != nil {
+		t.Errorf("the busy session's claim after the reap: %v", err)
+	}
+	if err := m.Delete(ctx, owner, info.ID); err != nil {
+		t.Error(err)
+	}
+}
+
 // testSecondReplica: a second live replica is told the session is busy
 // while the first holds the Pod's one connection; a replica that never
 // saw a session serves it once the first is gone (its Close leaves the
@@ -280,7 +308,7 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sand
 	// Until the Manager buries it, the session answers as dead with the
 	// stream's end; the cluster's word, naming the Pod, follows.
 	var got sandbox.Info
-	waitFor(t, "the session to be dead, its reason naming its Pod", func() bool {
+	testhost.WaitForWithin(t, waitLong, "the session to be dead, its reason naming its Pod", func() bool {
 		got, err = m.Get(owner, info.ID)
 		return err == nil && got.State == sandbox.StateDead && strings.Contains(got.Reason, ps.Pod)
 	})
@@ -305,11 +333,11 @@ func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Man
 	if d := ps.Expires.Sub(ps.Created); d < 4*time.Second || d > 6*time.Second {
 		t.Errorf("claim's shutdownTime is %v after its creation, want the TTL of 5s", d)
 	}
-	waitFor(t, "the session's claim to go at its TTL", func() bool {
+	testhost.WaitForWithin(t, waitLong, "the session's claim to go at its TTL", func() bool {
 		_, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
-	waitFor(t, "the session to end at its TTL", func() bool {
+	testhost.WaitForWithin(t, waitLong, "the session to end at its TTL", func() bool {
 		_, err := m.Get(owner, info.ID)
 		return err != nil
 	})
