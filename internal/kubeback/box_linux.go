@@ -100,9 +100,16 @@ func (x *box) explain() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
 	defer cancel()
-	if _, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID); err != nil && !errors.Is(err, podclaim.ErrPending) {
-		x.cause = podDeath{err: err, prefix: fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)}
+	_, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID)
+	if err == nil || errors.Is(err, podclaim.ErrPending) {
+		return
 	}
+	prefix := fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)
+	if errors.Is(err, podclaim.ErrNotFound) {
+		// A reaper released the claim first (its Pod was being deleted).
+		err = fmt.Errorf("session %q: %w: its claim %s was released, and its Pod %s with it", x.ps.ID, podclaim.ErrDead, x.ps.Claim, x.ps.Pod)
+	}
+	x.cause = podDeath{err: err, prefix: prefix}
 }
 
 // Exited is closed once Err says all it will: the Manager waits for it
