@@ -51,10 +51,18 @@ func newReplica(t *testing.T, bed *kubebed.Bed, interval time.Duration) *replica
 	return &replica{Claimer: c, calls: calls}
 }
 
-// callCounter counts the API calls that go through it.
+// callCounter counts the API calls that go through it, and keeps when
+// each began and ended (for where a claim's time goes).
 type callCounter struct {
 	mu            sync.Mutex
 	reads, writes int
+	trace         []call
+}
+
+// call is one API call: its method, path and span.
+type call struct {
+	method, path string
+	start, end   time.Time
 }
 
 // roundTripFunc is a function as an http.RoundTripper.
@@ -74,8 +82,26 @@ func (c *callCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.writes++
 		}
 		c.mu.Unlock()
-		return rt.RoundTrip(r)
+		start := time.Now()
+		resp, err := rt.RoundTrip(r)
+		c.mu.Lock()
+		c.trace = append(c.trace, call{r.Method, r.URL.Path, start, time.Now()})
+		c.mu.Unlock()
+		return resp, err
 	})
+}
+
+// since is the calls begun at or after t, in the order they ended.
+func (c *callCounter) since(t time.Time) []call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []call
+	for _, k := range c.trace {
+		if !k.start.Before(t) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // counts is the reads and writes so far.
@@ -258,8 +284,25 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, a, b *r
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := a.WatchPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan error, 1)
+	stop, err := a.OnDeath(ctx, s, func(err error) { heard <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
 	if err := bed.Clientset.CoreV1().Pods(ns).Delete(ctx, s.Pod, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-heard:
+		if !errors.Is(err, podclaim.ErrDead) || !strings.Contains(err.Error(), "Pod "+s.Pod) {
+			t.Errorf("OnDeath of a Pod deleted under its claim: got %v, want ErrDead naming Pod %s", err, s.Pod)
+		}
+	case <-time.After(bedpod.WaitLong):
+		t.Fatalf("OnDeath did not hear of Pod %s's deletion within %v", s.Pod, bedpod.WaitLong)
 	}
 	dead := waitDead(ctx, t, b, "s-podgone")
 	if !strings.Contains(dead.Error(), "Pod "+s.Pod) {

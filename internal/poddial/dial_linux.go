@@ -138,7 +138,8 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 }
 
 // shutdown shuts down both directions of the connection f, logging a
-// failure.
+// failure. A descriptor the session closed already is no failure: its
+// close ended the connection, which only it held.
 func shutdown(f *os.File, log *slog.Logger) {
 	rc, err := f.SyscallConn()
 	if err == nil {
@@ -147,7 +148,7 @@ func shutdown(f *os.File, log *slog.Logger) {
 			err = cerr
 		}
 	}
-	if err != nil && !errors.Is(err, unix.ENOTCONN) {
+	if err != nil && !errors.Is(err, unix.ENOTCONN) && !errors.Is(err, os.ErrClosed) {
 		if log == nil {
 			log = slog.Default()
 		}
