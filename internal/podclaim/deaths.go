@@ -19,6 +19,7 @@ import (
 // death, by Pod name.
 type deaths struct {
 	store cache.Store
+	done  <-chan struct{} // closed when WatchPods' context ends the watch
 
 	mu    sync.Mutex
 	byPod map[string]map[*deathWatch]struct{}
@@ -41,13 +42,15 @@ func (d *deathWatch) fire(why string) {
 // once it has listed the sandbox namespace's Pods (or ctx ended first).
 // It watches every Pod of the namespace rather than those of a label,
 // so that a template that labels its Pods otherwise cannot hide a death;
-// the namespace holds only sandboxes (deploy/). A second call is an error.
+// the namespace holds only sandboxes (deploy/). A second call while the
+// first one's watch runs is an error; once its context ended, OnDeath
+// refuses until WatchPods is called again.
 func (c *Claimer) WatchPods(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(c.pods, 0, informers.WithNamespace(c.cfg.Namespace))
 	inf := f.Core().V1().Pods().Informer()
-	d := &deaths{store: inf.GetStore(), byPod: map[string]map[*deathWatch]struct{}{}}
+	d := &deaths{store: inf.GetStore(), done: ctx.Done(), byPod: map[string]map[*deathWatch]struct{}{}}
 	c.mu.Lock()
-	if c.deaths != nil {
+	if c.deaths != nil && !c.deaths.ended() {
 		c.mu.Unlock()
 		return errors.New("watching sandbox Pods: already watching: call WatchPods once per Claimer")
 	}
@@ -81,7 +84,7 @@ func (c *Claimer) OnDeath(ctx context.Context, s *Session, fn func(error)) (stop
 	c.mu.Lock()
 	d := c.deaths
 	c.mu.Unlock()
-	if d == nil {
+	if d == nil || d.ended() {
 		return nil, fmt.Errorf("watching session %q's Pod: WatchPods is not running: start it first", s.ID)
 	}
 	if s.Pod == "" || s.PodUID == "" {
@@ -121,6 +124,16 @@ func (c *Claimer) currentPod(ctx context.Context, d *deaths, s *Session) (*corev
 		return nil, fmt.Errorf("reading session %q's Pod %s: %w", s.ID, s.Pod, err)
 	}
 	return pod, nil
+}
+
+// ended is whether the watch's context ended it.
+func (d *deaths) ended() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // add registers w under its Pod's name.

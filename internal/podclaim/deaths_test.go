@@ -86,7 +86,8 @@ func TestOnDeath(t *testing.T) {
 
 // TestOnDeathAlreadyDead checks that a session whose Pod is already gone,
 // or was replaced by another under its name, hears of it at once, and
-// that OnDeath refuses without WatchPods or without a recorded Pod.
+// that OnDeath refuses without WatchPods (never started, or its context
+// ended) or without a recorded Pod.
 func TestOnDeathAlreadyDead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deathWait)
 	defer cancel()
@@ -99,6 +100,15 @@ func TestOnDeathAlreadyDead(t *testing.T) {
 	}
 	if err := c.WatchPods(ctx); err == nil {
 		t.Error("a second WatchPods: got nil, want an error")
+	}
+	ended, end := context.WithCancel(ctx)
+	e := &Claimer{cfg: Config{Namespace: "ns"}, pods: fake.NewClientset()}
+	if err := e.WatchPods(ended); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	if _, err := e.OnDeath(ctx, &Session{ID: "s-1", Pod: "box-1", PodUID: "uid-1"}, func(error) {}); err == nil || !strings.Contains(err.Error(), "WatchPods is not running") {
+		t.Errorf("OnDeath after WatchPods' context ended: got %v, want an error saying WatchPods is not running", err)
 	}
 	if _, err := c.OnDeath(ctx, &Session{ID: "s-1"}, func(error) {}); err == nil || !strings.Contains(err.Error(), "none recorded") {
 		t.Errorf("OnDeath of a session without a Pod: got %v, want an error saying it has none recorded", err)
