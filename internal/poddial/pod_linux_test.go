@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -128,7 +129,8 @@ func attach(t *testing.T, p *pod, want podinit.Adoption) *agent.Session {
 	if err != nil || a != want {
 		t.Fatalf("Dial = %v, %v; want %v; the Pod's log: %s", a, err, want, p.log)
 	}
-	s, err := Attach(ctx, conn, podSpec(), nil)
+	logged := &syncBuffer{}
+	s, err := Attach(ctx, conn, podSpec(), slog.New(slog.NewTextHandler(logged, nil)))
 	if err != nil {
 		t.Fatalf("Attach: %v; the Pod's log: %s", err, p.log)
 	}
@@ -136,8 +138,30 @@ func attach(t *testing.T, p *pod, want podinit.Adoption) *agent.Session {
 		if err := s.Close(); err != nil {
 			t.Errorf("closing the session: %v", err)
 		}
+		if got := logged.String(); got != "" {
+			t.Errorf("the session logged %q; want nothing (a session's Close is no failure)", got)
+		}
 	})
 	return s
+}
+
+// syncBuffer is a bytes.Buffer the session's goroutines may log to at
+// once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // execSh runs script in s and returns its result.
