@@ -27,11 +27,11 @@ import (
 // answering a claim PATCH with the claim it was given, annotations
 // applied, and keeping the PATCH bodies.
 type standIn struct {
-	mu        sync.Mutex
-	objects   map[string]runtime.Object // by "sandboxes/name" or "pods/name"
-	claim     *extv1.SandboxClaim
-	patches   []map[string]any
-	conflicts int // PATCHes to refuse with a 409 first
+	mu       sync.Mutex
+	objects  map[string]runtime.Object // by "sandboxes/name" or "pods/name"
+	claim    *extv1.SandboxClaim
+	patches  []map[string]any
+	replaced int // PATCHes to refuse first, as a real server refuses a changed metadata.uid
 }
 
 func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,11 +55,9 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.patches = append(s.patches, raw)
-		if s.conflicts > 0 {
-			s.conflicts--
-			w.WriteHeader(http.StatusConflict)
-			_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
-				Status: metav1.StatusFailure, Reason: metav1.StatusReasonConflict, Code: http.StatusConflict})
+		if s.replaced > 0 {
+			s.replaced--
+			refuseUID(w)
 			return
 		}
 		out := s.claim.DeepCopy()
@@ -70,6 +68,20 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
 	}
+}
+
+// refuseUID answers a merge patch whose metadata.uid is not the claim's
+// as a real API server does: with no UID precondition in a PATCH, the
+// changed uid fails validation (it is immutable), a 422 Invalid.
+func refuseUID(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnprocessableEntity)
+	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status: metav1.StatusFailure, Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity,
+		Message: `SandboxClaim.extensions.agents.x-k8s.io "c" is invalid: metadata.uid: Invalid value: "x": field is immutable`,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
+			Type: metav1.CauseTypeFieldValueInvalid, Field: "metadata.uid", Message: "Invalid value: \"x\": field is immutable",
+		}}}})
 }
 
 // readyClaim is session id's claim with uid, Ready on Sandbox box at 10.0.0.7.
@@ -180,7 +192,7 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 func TestRecordOnePatch(t *testing.T) {
 	tests := []struct {
 		name      string
-		conflicts int
+		replaced  int
 		patchedOn string // the Sandbox the patched claim names
 		wantErr   string
 	}{
@@ -195,7 +207,7 @@ func TestRecordOnePatch(t *testing.T) {
 			patched.ResourceVersion = "rv-after-the-controller"
 			patched.TypeMeta = metav1.TypeMeta{APIVersion: extv1.GroupVersion.String(), Kind: "SandboxClaim"}
 			box, pod := boxAndPod("new-box", "claim-new")
-			srv := &standIn{claim: patched, conflicts: tt.conflicts, objects: map[string]runtime.Object{
+			srv := &standIn{claim: patched, replaced: tt.replaced, objects: map[string]runtime.Object{
 				"sandboxes/new-box": box, "pods/new-box": pod,
 			}}
 			hs := httptest.NewServer(srv)

@@ -32,8 +32,9 @@ import (
 // recorded Pod to this claim is not the claim's status as read but
 // ownership, which claimPod checked (the Sandbox's controller is this
 // claim's UID, the Pod's is that Sandbox's UID, and agent-sandbox never
-// moves a claim to another Sandbox), and the UID precondition keeps the
-// patch off any other claim of the same name. A Pod that dies or is
+// moves a claim to another Sandbox), and the claim's UID in the patch
+// keeps it off any other claim of the same name: uid is immutable, so
+// the API server refuses the change (a 422 Invalid, see uidChanged). A Pod that dies or is
 // replaced after the record is Find's to report, as at any later time.
 // The patched claim must still name the Sandbox checked, or it is an
 // error.
@@ -48,7 +49,8 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 	return c.writePod(ctx, claim, pod)
 }
 
-// writePod writes pod on claim, conditional on the claim's UID, and is
+// writePod writes pod on claim, unless the claim of that name is
+// another than claim (its uid differs), and is
 // the session the patched claim holds.
 func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod) (*Session, error) {
 	now := time.Now().UTC()
@@ -63,7 +65,7 @@ func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *
 	var patched extv1.SandboxClaim
 	if err := c.ext.Patch(types.MergePatchType).Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).
 		Body(patch).Do(ctx).Into(&patched); err != nil {
-		if apierrors.IsConflict(err) {
+		if uidChanged(err) {
 			return nil, fmt.Errorf("recording Pod %s on claim %s: the claim was replaced by another of the same name: %w", pod.Name, claim.Name, err)
 		}
 		return nil, fmt.Errorf("recording Pod %s on claim %s: %w", pod.Name, claim.Name, err)
