@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,7 +48,7 @@ func TestOnDeath(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), deathWait)
 			defer cancel()
 			pod := runningPod("box-1", "uid-1")
-			cs := fake.NewClientset(pod.DeepCopy())
+			cs := fake.NewClientset(pod.DeepCopy(), runningPod("box-9", "uid-9"))
 			c := &Claimer{cfg: Config{Namespace: "ns"}, pods: cs}
 			if err := c.WatchPods(ctx); err != nil {
 				t.Fatal(err)
@@ -59,12 +58,16 @@ func TestOnDeath(t *testing.T) {
 			if _, err := c.OnDeath(ctx, s, func(err error) { heard <- err }); err != nil {
 				t.Fatal(err)
 			}
-			var stopped atomic.Bool
-			stop, err := c.OnDeath(ctx, &Session{ID: "s-stopped", Pod: "box-1", PodUID: "uid-1"}, func(error) { stopped.Store(true) })
+			stopped := make(chan error, 1)
+			stop, err := c.OnDeath(ctx, &Session{ID: "s-stopped", Pod: "box-1", PodUID: "uid-1"}, func(err error) { stopped <- err })
 			if err != nil {
 				t.Fatal(err)
 			}
 			stop()
+			later := make(chan error, 1)
+			if _, err := c.OnDeath(ctx, &Session{ID: "s-later", Pod: "box-9", PodUID: "uid-9"}, func(err error) { later <- err }); err != nil {
+				t.Fatal(err)
+			}
 			tt.change(ctx, t, cs, pod.DeepCopy())
 			select {
 			case err := <-heard:
@@ -77,8 +80,24 @@ func TestOnDeath(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatalf("the Pod's death was not heard within %v", deathWait)
 			}
-			if stopped.Load() {
-				t.Error("a stopped watch heard the death")
+			// An event the informer delivers after the first, heard by a
+			// third watch, so that a stopped watch wrongly fired by the
+			// first had its turn.
+			if err := cs.CoreV1().Pods("ns").Delete(ctx, "box-9", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-later:
+			case <-ctx.Done():
+				t.Fatalf("the second Pod's death was not heard within %v", deathWait)
+			}
+			select {
+			case err := <-stopped:
+				t.Errorf("a stopped watch heard %v", err)
+			default:
+			}
+			if n := watched(c); n != 0 {
+				t.Errorf("%d watches left registered after they fired or stopped, want 0", n)
 			}
 		})
 	}
@@ -141,5 +160,62 @@ func runningPod(name string, uid ktypes.UID) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: uid},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"},
+	}
+}
+
+// watched is the number of watches c's deaths holds.
+func watched(c *Claimer) int {
+	c.mu.Lock()
+	d := c.deaths
+	c.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, m := range d.byPod {
+		n += len(m)
+	}
+	return n
+}
+
+// TestOnDeathUnwatched: when WatchPods' context ends, a registered watch
+// is told (ErrUnwatched, not ErrDead: the session may live) and dropped,
+// rather than left waiting for a death it would not hear.
+func TestOnDeathUnwatched(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), deathWait)
+	defer cancel()
+	c := &Claimer{cfg: Config{Namespace: "ns"}, pods: fake.NewClientset(runningPod("box-1", "uid-1"))}
+	watching, end := context.WithCancel(ctx)
+	if err := c.WatchPods(watching); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan error, 1)
+	if _, err := c.OnDeath(ctx, &Session{ID: "s-1", Pod: "box-1", PodUID: "uid-1"}, func(err error) { heard <- err }); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	select {
+	case err := <-heard:
+		if !errors.Is(err, ErrUnwatched) || errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "call Find") {
+			t.Errorf("got %v, want ErrUnwatched saying to call Find", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the watch's end was not told within %v", deathWait)
+	}
+	if n := watched(c); n != 0 {
+		t.Errorf("%d watches left registered after the watch ended, want 0", n)
+	}
+}
+
+// TestDeathWatchStop: a callback whose goroutine runs after stop
+// returned calls nothing, and a watch stopped is fired no more.
+func TestDeathWatchStop(t *testing.T) {
+	called := 0
+	w := &deathWatch{d: &deaths{byPod: map[string]map[*deathWatch]struct{}{}}, s: &Session{ID: "s-1", Pod: "box-1"}, fn: func(error) { called++ }}
+	w.stop()
+	w.call(ErrDead)
+	w.fire(ErrDead)
+	w.call(ErrDead)
+	if called != 0 {
+		t.Errorf("the callback ran %d times after stop, want 0", called)
 	}
 }
