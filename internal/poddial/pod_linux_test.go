@@ -72,6 +72,7 @@ func startPod(t *testing.T, caps []string) *pod {
 	p := &pod{addr: fmt.Sprintf("127.%d.%d.%d:%d", rand.IntN(256), rand.IntN(256), 2+rand.IntN(250), podinit.Port), log: &testhost.SyncBuffer{}}
 	args := append([]string{"-c", testhost.PodContainerScript, "pod", t.TempDir(), bin, p.addr}, caps...)
 	cmd := exec.Command("sh", args...)
+	cmd.Env = append(os.Environ(), testhost.PodContainerEnv(t)...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

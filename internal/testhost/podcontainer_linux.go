@@ -5,7 +5,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
+
+// newMountNS is PodContainerScript's first line: it exits 1 unless the
+// shell runs in a mount namespace other than its caller's (named by
+// PodContainerEnv), where the mounts that follow would be the host's.
+// It fails closed: no caller's namespace, or none read of its own, is a
+// refusal. (The caller's, not PID 1's: /proc/1 may be unreadable, even
+// to root, where the tests run.)
+const newMountNS = `self=$(readlink /proc/self/ns/mnt) && [ -n "$self" ] && [ -n "$WARDEN_CALLER_MNTNS" ] && [ "$self" != "$WARDEN_CALLER_MNTNS" ] || ` +
+	`{ echo "PodContainerScript: not in a mount namespace of its own: run it under unshare --mount (or CLONE_NEWNS) with testhost.PodContainerEnv" >&2; exit 1; }`
+
+// PodContainerEnv is the environment PodContainerScript needs from its
+// caller, a test: the caller's mount namespace, which the script
+// refuses to mount in.
+func PodContainerEnv(t testing.TB) []string {
+	t.Helper()
+	ns, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatalf("reading the test's mount namespace for PodContainerScript: %v", err)
+	}
+	return []string{"WARDEN_CALLER_MNTNS=" + ns}
+}
 
 // PodContainerScript makes a Pod's container, for `sh -c` in a PID and
 // mount namespace a test started as root (unshare's, or clone flags): a
@@ -17,8 +39,10 @@ import (
 // default template drops them all: DropAllCaps). Its arguments: $0 a
 // name, then the root directory (made if missing), warden-init's path,
 // the address to listen on, and setpriv's capability arguments. Nothing
-// is mounted outside the namespace: / is made private first.
-const PodContainerScript = `set -e
+// is mounted outside the namespace: / is made private first, and the
+// script refuses to run in its caller's mount namespace; its caller
+// adds PodContainerEnv to its environment.
+const PodContainerScript = "set -e\n" + newMountNS + `
 R=$1 INIT=$2 ADDR=$3
 shift 3
 mount --make-rprivate /

@@ -32,9 +32,10 @@ func Init(t testing.TB) kubebed.PodCommand {
 	if err != nil {
 		t.Fatal(err)
 	}
+	env := testhost.PodContainerEnv(t)
 	return func(pod *corev1.Pod, addr netip.AddrPort) (string, []string, []string) {
 		root := filepath.Join(dir, "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 		args := []string{"--pid", "--mount", "--kill-child", "sh", "-c", testhost.PodContainerScript, "pod", root, bin, addr.String()}
-		return "unshare", append(args, testhost.DropAllCaps...), nil
+		return "unshare", append(args, testhost.DropAllCaps...), env
 	}
 }
