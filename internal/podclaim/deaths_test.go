@@ -87,7 +87,10 @@ func TestOnDeath(t *testing.T) {
 				t.Fatal(err)
 			}
 			select {
-			case <-later:
+			case err := <-later:
+				if !errors.Is(err, ErrDead) {
+					t.Errorf("the second Pod's watch: got %v, want ErrDead", err)
+				}
 			case <-ctx.Done():
 				t.Fatalf("the second Pod's death was not heard within %v", deathWait)
 			}
