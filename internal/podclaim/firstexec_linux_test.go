@@ -3,6 +3,7 @@ package podclaim_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
+	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/poddial"
 	"github.com/warden-sandbox/warden/internal/podinit"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -77,6 +79,14 @@ func firstExec(ctx context.Context, t *testing.T, r *replica, routerKey []byte, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	released := false
+	t.Cleanup(func() {
+		// a run that failed midway still frees its place in the pool
+		// for the bed's later tests
+		if !released {
+			releaseLeft(t, r, s)
+		}
+	})
 	claimed := time.Now()
 	st.created, st.ready, st.read, st.recorded = claimSteps(t, r.calls.since(start), start, claimed)
 	key, err := podinit.Key(routerKey, string(s.PodUID))
@@ -92,15 +102,25 @@ func firstExec(ctx context.Context, t *testing.T, r *replica, routerKey []byte, 
 	if err != nil {
 		t.Fatalf("attaching to session %s's Pod %s: %v", id, s.Pod, err)
 	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			if err := box.Close(); err != nil {
+				t.Logf("closing session %s after a failed run: %v", id, err)
+			}
+		}
+	})
 	attached := time.Now()
 	res, err := box.Exec(ctx, agent.ExecSpec{Command: command}, agent.IO{})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("session %s's first exec %q: %+v, %v", id, command, res, err)
 	}
 	st.dialed, st.attached, st.execd = dialed.Sub(claimed), attached.Sub(dialed), time.Since(attached)
+	closed = true
 	if err := box.Close(); err != nil {
 		t.Errorf("closing session %s: %v", id, err)
 	}
+	released = true
 	if err := r.Release(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +198,13 @@ func pick(runs []steps, get func(steps) time.Duration) []time.Duration {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// releaseLeft releases session s, which a failed run left claimed.
+func releaseLeft(t *testing.T, r *replica, s *podclaim.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.Release(ctx, s); err != nil && !errors.Is(err, podclaim.ErrNotFound) {
+		t.Logf("releasing session %s after a failed run: %v", s.ID, err)
+	}
 }
