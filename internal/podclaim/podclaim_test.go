@@ -203,6 +203,10 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 			return
 		}
 		patches[r.URL.Path]++
+		if strings.HasSuffix(r.URL.Path, ClaimName("replaced")) {
+			refuseUID(w)
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, ClaimName("flaky")) && fail {
 			fail = false
 			http.Error(w, "try later", http.StatusServiceUnavailable)
@@ -226,6 +230,9 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	if err := c.Touch(ctx, ses("replaced")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a Touch of a claim replaced under its name: got %v, want ErrNotFound", err)
 	}
 	if err := c.Touch(ctx, ses("flaky")); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("a Touch the server refused: got %v, want its error", err)
