@@ -164,7 +164,7 @@ FUZZ := internal/spec:FuzzParseSize:150000x internal/spec:FuzzParseDuration:2000
 	internal/template:FuzzUnpackLayer:2000x internal/plan:FuzzDecode:100000x \
 	internal/streammux:FuzzReader:20000x internal/streammux:FuzzLocalSide:15000x \
 	internal/vmguest:FuzzReadHello:100000x internal/initramfs:FuzzCpioAccepts:2000x \
-	internal/podinit:FuzzAdmit:20000x
+	internal/podinit:FuzzAdmit:20000x internal/workspace:FuzzReply:60000x
 fuzz:
 	@for t in $(FUZZ); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$(or $(FUZZTIME),$${rest#*:}); \

@@ -69,6 +69,12 @@ type Frame struct {
 	// nil, and the host reaches no file of the box but through its
 	// processes.
 	OpenWorkspace func() (*os.File, error)
+	// FilesByAgent, with Stream, has the file API served by the agent
+	// (RemoteFiles) though OpenWorkspace gives the host the files too:
+	// native's stream transport, which proves and measures the path a
+	// box whose files are not on this host (a Pod's) takes. Snapshots
+	// still copy through Workspace.
+	FilesByAgent bool
 	// Kill kills everything in the box; Exited is closed once its agent
 	// has ended. Cleanup then removes every trace of the box on the host.
 	Kill    func()

@@ -104,7 +104,7 @@ func (f *controlFake) Exec(context.Context, string, string, sandbox.ExecRequest,
 	return spec.Result{}, errors.ErrUnsupported
 }
 
-func (f *controlFake) Files(string, string) (*workspace.Dir, error) {
+func (f *controlFake) Files(string, string) (workspace.Files, error) {
 	return nil, errors.ErrUnsupported
 }
 

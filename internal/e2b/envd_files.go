@@ -144,7 +144,7 @@ func (t *transfers) acquire(ctx context.Context, id string) (release func(), err
 
 // filesAt opens the request's sandbox's workspace for /files and maps the
 // path, after checking the username query parameter.
-func (s *Server) filesAt(r *http.Request, p string) (*workspace.Dir, string, error) {
+func (s *Server) filesAt(r *http.Request, p string) (workspace.Files, string, error) {
 	if err := checkUser(r.URL.Query().Get("username")); err != nil {
 		return nil, "", err
 	}
@@ -383,7 +383,7 @@ func (c *capReader) Read(p []byte) (int, error) {
 }
 
 // uploadOne writes an octet-stream body to the path in the query.
-func uploadOne(dir *workspace.Dir, p string, body io.Reader) ([]uploadedFile, error) {
+func uploadOne(dir workspace.Files, p string, body io.Reader) ([]uploadedFile, error) {
 	if p == "" {
 		return nil, kindErrorf(workspace.ErrBadPath, "missing query parameter path: an application/octet-stream upload names its file there")
 	}
@@ -397,7 +397,7 @@ func uploadOne(dir *workspace.Dir, p string, body io.Reader) ([]uploadedFile, er
 // uploadParts writes each "file" part of a multipart body to the path its
 // file name gives (or qpath, when the query names one), skipping other
 // parts, as envd does.
-func uploadParts(dir *workspace.Dir, qpath string, body io.Reader, boundary string) ([]uploadedFile, error) {
+func uploadParts(dir workspace.Files, qpath string, body io.Reader, boundary string) ([]uploadedFile, error) {
 	if boundary == "" {
 		return nil, kindErrorf(workspace.ErrBadPath, "Content-Type multipart without a boundary parameter; send multipart/form-data; boundary=...")
 	}
@@ -497,7 +497,7 @@ func bodyError(err error) error {
 }
 
 // writeFile writes r to box path p.
-func writeFile(dir *workspace.Dir, p string, r io.Reader) (uploadedFile, error) {
+func writeFile(dir workspace.Files, p string, r io.Reader) (uploadedFile, error) {
 	e, err := dir.Write(p, r, 0o644)
 	if err != nil {
 		return uploadedFile{}, bodyError(err)

@@ -59,7 +59,7 @@ type fsService struct {
 
 // at opens the workspace of the request's sandbox and maps p into it,
 // after checking the user the request names.
-func (f *fsService) at(ctx context.Context, h http.Header, p string) (*workspace.Dir, string, error) {
+func (f *fsService) at(ctx context.Context, h http.Header, p string) (workspace.Files, string, error) {
 	if err := checkUser(basicUser(h)); err != nil {
 		return nil, "", fsConnectError(err)
 	}
@@ -184,7 +184,7 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[filesystem
 // treeWalk is one ListDir's walk: what it found and how many more
 // entries it may take.
 type treeWalk struct {
-	dir    *workspace.Dir
+	dir    workspace.Files
 	budget int
 	top    string
 	out    []workspace.Entry

@@ -61,20 +61,25 @@ func kindErrorf(kind error, format string, args ...any) error {
 }
 
 // owners names the host's file owners as E2B reports them: the sandbox
-// user's ids are "user", 0 is "root", anything else its number.
-type owners struct{ uid, gid uint32 }
-
-func ownersOf(dir *workspace.Dir) owners {
-	uid, gid := dir.Owner()
-	return owners{uid: uint32(uid), gid: uint32(gid)}
+// user's ids are "user", 0 is "root", anything else its number. When the
+// files cannot say whom they act as (Owner reports -1: a box's agent did
+// not answer), every id but 0 is named "user", the owner of a box's files
+// by default, rather than 4294967295.
+type owners struct {
+	uid, gid int
 }
 
-func (o owners) name(id, user uint32) string {
-	switch id {
-	case user:
-		return e2bUser
-	case 0:
+func ownersOf(dir workspace.Files) owners {
+	uid, gid := dir.Owner()
+	return owners{uid: uid, gid: gid}
+}
+
+func (o owners) name(id uint32, user int) string {
+	switch {
+	case id == 0:
 		return "root"
+	case user < 0 || int64(id) == int64(user):
+		return e2bUser
 	}
 	return strconv.FormatUint(uint64(id), 10)
 }
@@ -168,6 +173,10 @@ var fsErrorKinds = []struct {
 	{workspace.ErrNotRegular, connect.CodeInvalidArgument, http.StatusBadRequest},
 	{workspace.ErrHardLink, connect.CodeInvalidArgument, http.StatusBadRequest},
 	{errTooMany, connect.CodeResourceExhausted, http.StatusTooManyRequests},
+	// What the files cannot do where they are: a watch of a box whose
+	// files its agent serves (not on this host), or off Linux. These
+	// messages name box paths only.
+	{errors.ErrUnsupported, connect.CodeUnimplemented, http.StatusNotImplemented},
 	{errEventsLost, connect.CodeDataLoss, http.StatusInternalServerError},
 	{errStalled, connect.CodeDeadlineExceeded, http.StatusRequestTimeout},
 	// Only the workspace's own permission errors, whose messages name

@@ -29,6 +29,7 @@ func TestFSPermissionErrors(t *testing.T) {
 		{"host path", host, connect.CodeInternal, http.StatusInternalServerError},
 		{"wrapped host path", fmt.Errorf("opening the workspace: %w", host), connect.CodeInternal, http.StatusInternalServerError},
 		{"workspace's own", own, connect.CodePermissionDenied, http.StatusForbidden},
+		{"a watch of remote files", fmt.Errorf("watching %q: served by its agent: %w", "/workspace", errors.ErrUnsupported), connect.CodeUnimplemented, http.StatusNotImplemented},
 	}
 	for _, tt := range tests {
 		var ce *connect.Error
@@ -39,6 +40,29 @@ func TestFSPermissionErrors(t *testing.T) {
 		}
 		if got := fsStatus(tt.err); got != tt.status {
 			t.Errorf("%s: status %d, want %d", tt.name, got, tt.status)
+		}
+	}
+}
+
+// TestOwnerNames: the sandbox user's ids are "user", 0 is "root", others
+// their number; when the files cannot say whom they act as (-1), every id
+// but 0 is "user", never 4294967295.
+func TestOwnerNames(t *testing.T) {
+	tests := []struct {
+		id   uint32
+		user int
+		want string
+	}{
+		{1000, 1000, e2bUser},
+		{0, 1000, "root"},
+		{1001, 1000, "1001"},
+		{1000, -1, e2bUser},
+		{0, -1, "root"},
+		{4294967295, 1000, "4294967295"},
+	}
+	for _, tt := range tests {
+		if got := (owners{}).name(tt.id, tt.user); got != tt.want {
+			t.Errorf("name(%d, user %d) = %q, want %q", tt.id, tt.user, got, tt.want)
 		}
 	}
 }

@@ -32,7 +32,7 @@ type fsSessions struct {
 	fail             error // what Files answers, if set
 }
 
-func (f *fsSessions) Files(owner, id string) (*workspace.Dir, error) {
+func (f *fsSessions) Files(owner, id string) (workspace.Files, error) {
 	if f.fail != nil {
 		return nil, f.fail
 	}

@@ -28,7 +28,7 @@ const inotifyMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
 // sandbox user, so a planted link never moves a watch outside.
 type inotifyTree struct {
 	f         *os.File // the instance, non-blocking, read through the poller
-	dir       *workspace.Dir
+	dir       workspace.Files
 	root      string // box path of the watched directory
 	recursive bool
 	dirs      map[int32]string // watch descriptor -> box path of its directory
@@ -39,7 +39,7 @@ type inotifyTree struct {
 
 // startWatch watches root (a box path under /workspace), and every
 // directory below it when recursive, up to maxWatchDirs directories.
-func startWatch(dir *workspace.Dir, root string, recursive bool) (*inotifyTree, error) {
+func startWatch(dir workspace.Files, root string, recursive bool) (*inotifyTree, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("creating an inotify instance: %w", err)

@@ -13,7 +13,7 @@ import (
 type inotifyTree struct{}
 
 // startWatch is Linux-only.
-func startWatch(dir *workspace.Dir, root string, recursive bool) (*inotifyTree, error) {
+func startWatch(dir workspace.Files, root string, recursive bool) (*inotifyTree, error) {
 	return nil, fmt.Errorf("watching %q: %w", e2bPath(root), errors.ErrUnsupported)
 }
 

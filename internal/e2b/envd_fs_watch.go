@@ -174,7 +174,7 @@ func (f *fsService) watchStart(ctx context.Context, h http.Header, p string, rec
 // activeWatch is a started watch and what ending it releases.
 type activeWatch struct {
 	t       *inotifyTree
-	dir     *workspace.Dir
+	dir     workspace.Files
 	release func()
 	log     *slog.Logger
 	once    sync.Once

@@ -61,7 +61,7 @@ func (f *interpSessions) Exec(ctx context.Context, owner, id string, req sandbox
 	return run(ctx, req, live)
 }
 
-func (f *interpSessions) Files(string, string) (*workspace.Dir, error) {
+func (f *interpSessions) Files(string, string) (workspace.Files, error) {
 	return nil, errors.ErrUnsupported
 }
 

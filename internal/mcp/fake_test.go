@@ -111,7 +111,7 @@ func (f *fakeSessions) Run(_ context.Context, _ string, o sandbox.SessionOptions
 	return f.exec(req), nil
 }
 
-func (f *fakeSessions) Files(owner, id string) (*workspace.Dir, error) {
+func (f *fakeSessions) Files(owner, id string) (workspace.Files, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.lookup(owner, id); err != nil {

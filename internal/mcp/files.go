@@ -74,7 +74,7 @@ type entryInfo struct {
 }
 
 // files opens the caller's session's workspace.
-func (t *tools) files(req *sdk.CallToolRequest, tool, id string) (*workspace.Dir, error) {
+func (t *tools) files(req *sdk.CallToolRequest, tool, id string) (workspace.Files, error) {
 	dir, err := t.m.Files(t.owner(req), id)
 	if err != nil {
 		return nil, wardenError(tool, err)

@@ -49,6 +49,9 @@ func (rt Runtime) StartSession(ctx context.Context, s spec.Spec) (*agent.Session
 	exited, ended, code := watchExit(proc)
 	f := agent.Frame{
 		Spec: s, Control: b.ctlHost, Stream: stream, Cgroup: b.cg, UID: b.ids.uid, GID: b.ids.gid, Egress: b.egress,
+		// Over the stream the file API goes through the agent, the path
+		// a Pod's files take, so native proves and measures it.
+		FilesByAgent:  stream,
 		Env:           b.env,
 		Log:           b.log(),
 		OpenWorkspace: func() (*os.File, error) { return openInitWorkspace(proc) },

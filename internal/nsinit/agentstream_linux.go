@@ -149,6 +149,10 @@ func (sr *streamRequests) read() (Request, []int, error) {
 	if err := strictjson.Decode(body, &req); err != nil {
 		return req, nil, err
 	}
+	if req.Op == OpFile {
+		sr.file(req.File)
+		return req, nil, nil
+	}
 	if req.Op != OpSpawn {
 		return req, nil, nil
 	}

@@ -8,7 +8,47 @@ const (
 	OpSpawn = "spawn"
 	// OpKill signals a process started by OpSpawn, and its process group.
 	OpKill = "kill"
+	// OpFile, over the stream transport only, is one operation on the
+	// box's /workspace (Request.File), served by the agent as the
+	// sandbox user and answered on a channel of its own.
+	OpFile = "file"
 )
+
+// File operations, FileRequest.Op: the one list of them. Each is the
+// workspace.Dir method of the same name.
+const (
+	FileStat   = "stat"
+	FileList   = "list"
+	FileRead   = "read"
+	FileWrite  = "write"
+	FileMkdir  = "mkdir"
+	FileRemove = "remove"
+	FileRename = "rename"
+)
+
+// FileOps are the file operations an agent serves.
+var FileOps = []string{FileStat, FileList, FileRead, FileWrite, FileMkdir, FileRemove, FileRename}
+
+// FileRequest is one operation on the box's /workspace (Request.File).
+// The host opens channel Ch just before the request; a write's content
+// follows on it from the host, up to its end; the agent answers on it
+// with one framed workspace.Reply and, for a read, the file's bytes
+// (exactly the size the reply's entry says), then closes it.
+type FileRequest struct {
+	Ch uint32 `json:"ch"`
+	Op string `json:"op"`
+	// Path is the path operated on; To is a rename's destination.
+	Path string `json:"path"`
+	To   string `json:"to,omitempty"`
+	// Mode is a write's permission bits (0 for 0644).
+	Mode uint32 `json:"mode,omitempty"`
+	// Recursive is a remove's.
+	Recursive bool `json:"recursive,omitempty"`
+	// MaxFileBytes and MaxEntries are the session's workspace.Limits,
+	// which the agent applies as the host would.
+	MaxFileBytes int64 `json:"max_file_bytes"`
+	MaxEntries   int   `json:"max_entries"`
+}
 
 // Request is one order from the host to a session's agent. A spawn's
 // descriptors travel attached to the frame: first Files descriptors that
@@ -32,6 +72,8 @@ type Request struct {
 	// 1, 2, ... in order: each a channel the host opened just before this
 	// request, or StreamNull.
 	Streams []Stream `json:"streams,omitempty"`
+	// File is OpFile's operation.
+	File *FileRequest `json:"file,omitempty"`
 }
 
 // Stream directions: what a process's fd is over the stream transport.

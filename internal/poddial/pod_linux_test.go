@@ -433,3 +433,82 @@ func TestPodStartFailed(t *testing.T) {
 		t.Errorf("after the failed starts: %q, %q; want the session alive", r.Stdout, r.Stderr)
 	}
 }
+
+// TestPodFiles: a Pod's files, not on this host, are served by its
+// agent over the stream as the Pod's uid, within the limits the router
+// gives, with links the box plants refused as on the host's path.
+func TestPodFiles(t *testing.T) {
+	p := startPod(t, testhost.DropAllCaps)
+	s := attach(t, p, podinit.Adopted)
+	files, err := s.RemoteFiles(workspace.Limits{MaxFileBytes: 16})
+	if err != nil {
+		t.Fatalf("RemoteFiles() = %v", err)
+	}
+	defer func() {
+		if err := files.Close(); err != nil {
+			t.Errorf("closing the files: %v", err)
+		}
+	}()
+	if e, err := files.Write("d/up.txt", strings.NewReader("uploaded"), 0o600); err != nil || e.Size != 8 || e.Path != "d/up.txt" {
+		t.Fatalf("Write() = %+v, %v; want 8 bytes at d/up.txt", e, err)
+	}
+	if r := execSh(t, s, "cat d/up.txt; stat -c ' %u %a' d/up.txt; ln -s /etc/passwd d/link"); r.Stdout != "uploaded 65532 600\n" {
+		t.Errorf("the box sees the upload as %q, want it the Pod's uid's, mode 600", r.Stdout)
+	}
+	if uid, gid := files.Owner(); uid != 65532 || gid != 65532 {
+		t.Errorf("Owner() = %d:%d, want the Pod's 65532:65532", uid, gid)
+	}
+	es, err := files.List("d")
+	if err != nil || len(es) != 2 || es[0].Name != "link" || es[0].Type != workspace.TypeSymlink || es[1].Name != "up.txt" {
+		t.Errorf("List(d) = %+v, %v; want link (a symlink) and up.txt", es, err)
+	}
+	rc, e, err := files.Read("d/up.txt")
+	if err != nil {
+		t.Fatalf("Read() = %v", err)
+	}
+	got, err := io.ReadAll(rc)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || string(got) != "uploaded" || e.Size != 8 {
+		t.Errorf("Read() = %q (size %d), %v; want \"uploaded\"", got, e.Size, err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"a read through the planted link", readErr(files, "d/link/x"), workspace.ErrLink},
+		{"a read of the planted link", readErr(files, "d/link"), workspace.ErrLink},
+		{"an upload over the limit", writeErr(files, "big", strings.Repeat("x", 17)), workspace.ErrTooLarge},
+		{"a stat of a missing file", statErr(files, "missing"), workspace.ErrNotFound},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	if err := files.Remove("d", true); err != nil {
+		t.Errorf("Remove(d, recursive) = %v", err)
+	}
+	if r := execSh(t, s, "ls -A; cat /etc/passwd > /dev/null && echo passwd kept"); r.Stdout != "passwd kept\n" {
+		t.Errorf("after the removal the workspace holds %q, want nothing, and /etc/passwd kept", r.Stdout)
+	}
+}
+
+func readErr(f workspace.Files, p string) error {
+	rc, _, err := f.Read(p)
+	if err == nil {
+		err = rc.Close()
+	}
+	return err
+}
+
+func writeErr(f workspace.Files, p, content string) error {
+	_, err := f.Write(p, strings.NewReader(content), 0)
+	return err
+}
+
+func statErr(f workspace.Files, p string) error {
+	_, err := f.Stat(p)
+	return err
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
 // Backend is one way of isolating code: native (Linux namespaces built by
@@ -43,7 +44,9 @@ type Box interface {
 	// Env is a process's whole environment: the base, the box's, extra.
 	Env(extra ...string) []string
 	// Workspace is the box's /workspace, held open by the box, and
-	// FileOwner the host ids that access there must act as.
+	// FileOwner the host ids that access there must act as. Workspace is
+	// nil for a box whose files are not on this host, whose agent serves
+	// them instead (RemoteFiler).
 	Workspace() *os.File
 	FileOwner() (uid, gid int)
 	// Usage is the CPU time the box's processes used and how many the OOM
@@ -75,6 +78,17 @@ type Box interface {
 	// Close kills everything in the box and removes every trace of it,
 	// paused or not.
 	Close() error
+}
+
+// RemoteFiler is a Box whose file API its own agent serves (a box whose
+// /workspace is not on this host, such as a Kubernetes Pod's, or
+// native's over the stream transport): RemoteFiles returns the files
+// within lim, or an error wrapping errors.ErrUnsupported when the host
+// reaches them through Workspace instead. Watching its files (AddWatch)
+// is refused with errors.ErrUnsupported, and a snapshot, fork or restore,
+// which copies through Workspace, refuses a box whose Workspace is nil.
+type RemoteFiler interface {
+	RemoteFiles(lim workspace.Limits) (workspace.Files, error)
 }
 
 // ErrPauseUnknown is wrapped by a Box's Pause or Resume error when the

@@ -781,7 +781,7 @@ func (m *Manager) NetworkEvents(owner, id string) ([]spec.NetworkEvent, error) {
 }
 
 // Files opens owner's session's /workspace for host-side access.
-func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
+func (m *Manager) Files(owner, id string) (workspace.Files, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
 		return nil, err
@@ -791,7 +791,21 @@ func (m *Manager) Files(owner, id string) (*workspace.Dir, error) {
 	}
 	// A snapshotted session's files are on disk as the host's; they are
 	// served through a box again, as its sandbox user, like any other's.
-	if s.currentState() == StateSnapshotted {
+	// A paused box whose agent serves its files resumes, as for an exec:
+	// its frozen agent could not answer.
+	switch state := s.currentState(); {
+	case state == StatePaused && s.remoteFiles():
+		ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
+		defer cancel()
+		// paid as the Resume API and an exec pay, so pausing and then
+		// asking for a file cannot cycle a box at half the cost
+		if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
+			return nil, err
+		}
+		if err := m.resumeIfPaused(ctx, s); err != nil {
+			return nil, err
+		}
+	case state == StateSnapshotted:
 		ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
 		defer cancel()
 		if err := m.resumeSnapshot(ctx, s); err != nil {

@@ -29,7 +29,7 @@ type session struct {
 	idle     time.Duration
 	execs    int64
 	interps  map[string]interp.Interpreter
-	dir      *workspace.Dir
+	dir      workspace.Files
 	// ws names the session's persistent workspace in the Store ("" when
 	// /workspace lives in the sandbox).
 	ws string
@@ -230,7 +230,7 @@ func (s *session) close() error {
 // is frozen, and each would wait out its exit grace (5 s) before the box
 // ended them all at once. A running one's interpreters go first, so each
 // is ended as it asks.
-func (s *session) closeBox(paused bool, interps map[string]interp.Interpreter, dir *workspace.Dir) error {
+func (s *session) closeBox(paused bool, interps map[string]interp.Interpreter, dir workspace.Files) error {
 	if paused {
 		boxErr := s.box.Close()
 		return errors.Join(boxErr, closeHeld(interps, dir))
@@ -242,7 +242,7 @@ func (s *session) closeBox(paused bool, interps map[string]interp.Interpreter, d
 // closeHeld closes what a session held open on its sandbox (its
 // interpreters, its workspace descriptor), all of it whatever fails,
 // joining the failures for the caller to log.
-func closeHeld(interps map[string]interp.Interpreter, dir *workspace.Dir) error {
+func closeHeld(interps map[string]interp.Interpreter, dir workspace.Files) error {
 	var errs []error
 	for lang, in := range interps {
 		if err := in.Close(); err != nil {
@@ -416,7 +416,7 @@ func (s *session) interpreter(language, name string) (interp.Interpreter, error)
 // workspace opens the session's /workspace once, and marks a live session
 // used: file access counts as activity for the idle timeout (a dead one's
 // life is not prolonged by reading it).
-func (s *session) workspace() (*workspace.Dir, error) {
+func (s *session) workspace() (workspace.Files, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == StateStopping || s.state == StateGone {
@@ -439,8 +439,7 @@ func (s *session) workspace() (*workspace.Dir, error) {
 	if s.state == StateDead {
 		return s.deadWorkspace()
 	}
-	uid, gid := s.box.FileOwner()
-	dir, err := workspace.FromFile(s.box.Workspace(), "/workspace of "+s.id, uid, gid, s.fileLimits())
+	dir, err := s.liveFiles()
 	if err != nil {
 		return nil, fmt.Errorf("opening the session's workspace: %w", err)
 	}
@@ -448,9 +447,41 @@ func (s *session) workspace() (*workspace.Dir, error) {
 	return dir, nil
 }
 
+// liveFiles are a live box's files: through its agent when it serves
+// them (RemoteFiler), else through its Workspace descriptor; s.mu is
+// held.
+func (s *session) liveFiles() (workspace.Files, error) {
+	lim := s.fileLimits()
+	if rf, ok := s.box.(RemoteFiler); ok {
+		files, err := rf.RemoteFiles(lim)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return files, err
+		}
+	}
+	uid, gid := s.box.FileOwner()
+	return workspace.FromFile(s.box.Workspace(), "/workspace of "+s.id, uid, gid, lim)
+}
+
+// remoteFiles says s's box serves its files through its agent, which
+// must be running to answer.
+func (s *session) remoteFiles() bool {
+	rf, ok := s.currentBox().(RemoteFiler)
+	if !ok {
+		return false
+	}
+	// Only whether it serves them matters: no limits are needed to ask.
+	files, err := rf.RemoteFiles(workspace.Limits{})
+	if err != nil {
+		return false
+	}
+	// a remote client holds nothing until its first call
+	_ = files.Close()
+	return true
+}
+
 // deadWorkspace opens a dead session's workspace where the Store keeps
 // it, read-only (see Store.SealWorkspace); s.mu is held.
-func (s *session) deadWorkspace() (*workspace.Dir, error) {
+func (s *session) deadWorkspace() (workspace.Files, error) {
 	if s.ws == "" || s.store == nil {
 		return nil, s.deadError()
 	}

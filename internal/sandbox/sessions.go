@@ -40,7 +40,7 @@ type Sessions interface {
 	Exec(ctx context.Context, owner, id string, req ExecRequest, live Stream) (spec.Result, error)
 	// Files gives link-safe access to a session's /workspace and marks the
 	// session used; its errors are those of Get.
-	Files(owner, id string) (*workspace.Dir, error)
+	Files(owner, id string) (workspace.Files, error)
 	// Spawn starts a process in a session's box beside its execs (E2B's
 	// commands), which may outlive the request that started it.
 	Spawn(ctx context.Context, owner, id string, c interp.Command) (interp.Process, error)

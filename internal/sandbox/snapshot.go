@@ -282,7 +282,7 @@ func snapshotLimits(l spec.Limits) snapshot.Limits {
 	return snapshot.Limits{MaxBytes: l.DiskBytes, MaxEntries: int(min(l.Inodes(), 1<<30))}
 }
 
-func closeLogged(m *Manager, d *workspace.Dir, id string) {
+func closeLogged(m *Manager, d workspace.Files, id string) {
 	if err := d.Close(); err != nil {
 		m.cfg.Logger.Warn("closing a workspace", "session", id, "err", err)
 	}

@@ -153,7 +153,7 @@ func echo(live sandbox.Stream) (spec.Result, error) {
 	return spec.Result{Stdout: "out\n", Stderr: "err\n", WallTimeMS: 1.5}, nil
 }
 
-func (f *fakeSessions) Files(owner, id string) (*workspace.Dir, error) {
+func (f *fakeSessions) Files(owner, id string) (workspace.Files, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.lookup(owner, id); err != nil {

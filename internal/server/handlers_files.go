@@ -53,7 +53,7 @@ func toFileEntry(e workspace.Entry) fileEntryJSON {
 }
 
 // files opens the caller's session's workspace, or answers the error.
-func (a api) files(w http.ResponseWriter, r *http.Request, id string) (*workspace.Dir, bool) {
+func (a api) files(w http.ResponseWriter, r *http.Request, id string) (workspace.Files, bool) {
 	dir, err := a.s.sessions.Files(owner(r), id)
 	if err != nil {
 		a.s.writeError(w, err)
@@ -65,7 +65,7 @@ func (a api) files(w http.ResponseWriter, r *http.Request, id string) (*workspac
 // transfer opens the caller's session's workspace for an upload or a
 // download, which counts against MaxTransfersPerSession until done is
 // called, or answers the error.
-func (a api) transfer(w http.ResponseWriter, r *http.Request, id string) (dir *workspace.Dir, done func(), ok bool) {
+func (a api) transfer(w http.ResponseWriter, r *http.Request, id string) (dir workspace.Files, done func(), ok bool) {
 	dir, ok = a.files(w, r, id)
 	if !ok {
 		return nil, nil, false

@@ -45,7 +45,7 @@ func Open(dir string, uid, gid int, lim Limits) (*Dir, error) {
 // which a path could not promise once the pid might be reused.
 func FromFile(f *os.File, name string, uid, gid int, lim Limits) (*Dir, error) {
 	if f == nil {
-		return nil, fmt.Errorf("opening workspace %q: the box's files are not on this host (a Pod's); reach them through the box's processes", name)
+		return nil, fmt.Errorf("opening workspace %q: the box's files are not on this host (a Pod's): its agent serves the file API, but snapshots, forks and watches need them here", name)
 	}
 	if uid < 0 || gid < 0 {
 		return nil, fmt.Errorf("opening workspace %q: invalid uid %d or gid %d", name, uid, gid)

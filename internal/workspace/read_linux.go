@@ -210,34 +210,10 @@ func newEntry(p wsPath, st *unix.Stat_t, dirfd int, name string) Entry {
 	return e
 }
 
-// The range of modification times an Entry reports: the years JSON and
-// RFC 3339 can carry. The sandbox sets its files' times at will, and its
-// tmpfs keeps any 64-bit second: outside the range an Entry could not be
-// encoded, and a listing would fail for everyone who asks for it.
-var (
-	minModTime = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxModTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
-)
-
-// modTime is ts clamped to [minModTime, maxModTime]: by its seconds
-// first, which time.Unix could overflow on, then whole, since nanoseconds
-// outside 0-999999999 (which no kernel reports, but a fuzzer does) move
-// it across a bound.
+// modTime is ts as an Entry reports it (clampTime).
 func modTime(ts unix.Timespec) time.Time {
-	switch sec, _ := ts.Unix(); {
-	case sec < minModTime.Unix():
-		return minModTime
-	case sec > maxModTime.Unix():
-		return maxModTime
-	}
-	switch t := time.Unix(ts.Unix()); {
-	case t.Before(minModTime):
-		return minModTime
-	case t.After(maxModTime):
-		return maxModTime
-	default:
-		return t
-	}
+	sec, nsec := ts.Unix()
+	return clampTime(sec, nsec)
 }
 
 func entryType(mode uint32) string {

@@ -59,3 +59,45 @@ func TestSessionStreamTransport(t *testing.T) {
 		t.Errorf("after the OOM kill = %q, want the session alive", r.Stdout)
 	}
 }
+
+// TestSessionStreamFiles: over native's stream transport the file API
+// is served by the box's agent (the path a Pod's files take): upload,
+// list, download, a link the box planted and a missing file answer as
+// on the host's path, and a paused session resumes for a file call,
+// since its frozen agent could not answer one.
+func TestSessionStreamFiles(t *testing.T) {
+	requireSandbox(t)
+	srv := startServer(t, backendArgs(nativeStream)...)
+	id := srv.newSession(t, keyA, nil)
+	files := "/v1/sessions/" + id + "/files"
+	if code, body := srv.call(t, keyA, http.MethodPut, files+"?path=d/in.txt", strings.NewReader("uploaded"), "application/octet-stream"); code != http.StatusOK && code != http.StatusCreated {
+		t.Fatalf("upload = %d %s", code, body)
+	}
+	var r spec.Result
+	srv.jsonCall(t, keyA, http.MethodPost, "/v1/sessions/"+id+"/exec", map[string]any{"command": []string{"sh", "-c", "cat d/in.txt && ln -s /etc/passwd d/link"}}, http.StatusOK, &r)
+	if r.Stdout != "uploaded" {
+		t.Errorf("the box read the upload as %q, want \"uploaded\"", r.Stdout)
+	}
+	var list struct {
+		Entries []struct{ Name, Type string }
+	}
+	srv.jsonCall(t, keyA, http.MethodGet, files+"/list?path=d", nil, http.StatusOK, &list)
+	if len(list.Entries) != 2 || list.Entries[0].Name != "in.txt" || list.Entries[1].Type != "symlink" {
+		t.Errorf("listing = %+v, want in.txt and a symlink", list.Entries)
+	}
+	if code, body := srv.call(t, keyA, http.MethodGet, files+"?path=d/link", nil, ""); code == http.StatusOK {
+		t.Errorf("download through the box's link = 200 %q, want it refused", body)
+	}
+	if code, _ := srv.call(t, keyA, http.MethodGet, files+"?path=missing", nil, ""); code != http.StatusNotFound {
+		t.Errorf("download of a missing file = %d, want 404", code)
+	}
+	srv.jsonCall(t, keyA, http.MethodPost, "/v1/sessions/"+id+"/pause", nil, http.StatusOK, nil)
+	if code, body := srv.call(t, keyA, http.MethodGet, files+"?path=d/in.txt", nil, ""); code != http.StatusOK || string(body) != "uploaded" {
+		t.Errorf("download from the paused session = %d %q, want 200 \"uploaded\"", code, body)
+	}
+	var info struct{ State string }
+	srv.jsonCall(t, keyA, http.MethodGet, "/v1/sessions/"+id, nil, http.StatusOK, &info)
+	if info.State != "ready" {
+		t.Errorf("after a file call the paused session is %q, want ready (resumed)", info.State)
+	}
+}
