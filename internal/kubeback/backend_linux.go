@@ -30,7 +30,10 @@ type Backend struct {
 }
 
 // The Manager holds the backend's sessions as remote ones.
-var _ sandbox.RemoteBackend = (*Backend)(nil)
+var (
+	_ sandbox.RemoteBackend = (*Backend)(nil)
+	_ sandbox.RemoteFiler   = (*box)(nil)
+)
 
 // New is the backend called name, reaching the cluster as cfg says and
 // reading the router key, which it refuses to start without.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -201,6 +202,7 @@ func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *p
 	if got := run(ctx, t, m, info.ID, sh("id -u; echo hi > /workspace/f; cat /workspace/f")); got != "65532\nhi\n" {
 		t.Errorf("first exec: got %q, want uid 65532 and the file's line", got)
 	}
+	checkFiles(t, m, info.ID)
 	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "x = 41"})
 	if got := run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "print(x + 1)"}); got != "42\n" {
 		t.Errorf("the interpreter's second run: got %q, want 42", got)
@@ -217,6 +219,45 @@ func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *p
 	}
 	if err := admin.WaitPodGone(ctx, ps); err != nil {
 		t.Error(err)
+	}
+}
+
+// checkFiles: the session's file API is its Pod's agent's: an upload
+// lands in the Pod's /workspace as its uid, a download reads it back,
+// and a list shows it beside the file the first exec wrote.
+func checkFiles(t *testing.T, m *sandbox.Manager, id string) {
+	t.Helper()
+	files, err := m.Files(owner, id)
+	if err != nil {
+		t.Fatalf("Files: %v", err)
+	}
+	if e, err := files.Write("up.txt", strings.NewReader("uploaded"), 0o600); err != nil || e.Size != 8 {
+		t.Fatalf("upload: got %+v, %v; want 8 bytes written", e, err)
+	}
+	r, _, err := files.Read("up.txt")
+	if err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	got, err := io.ReadAll(r)
+	if cerr := r.Close(); cerr != nil {
+		t.Errorf("closing the download: %v", cerr)
+	}
+	if err != nil || string(got) != "uploaded" {
+		t.Errorf("download: got %q, %v; want %q", got, err, "uploaded")
+	}
+	list, err := files.List(".")
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	var names []string
+	for _, e := range list {
+		names = append(names, e.Path)
+	}
+	if !slices.Contains(names, "up.txt") || !slices.Contains(names, "f") {
+		t.Errorf("list: got %q, want up.txt and f among them", names)
+	}
+	if got := run(context.Background(), t, m, id, sh("stat -c '%u %s' /workspace/up.txt")); got != "65532 8\n" {
+		t.Errorf("the Pod sees the upload as %q, want uid 65532 and 8 bytes", got)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
 // Bounds of the API calls a box makes on its own.
@@ -25,7 +26,8 @@ const (
 	causeWait = 4 * time.Second
 )
 
-// box is a claimed Pod's agent session: the agent's Box, with the
+// box is a claimed Pod's agent session: the agent's Box (its files
+// served by the agent, sandbox.RemoteFiler), with the
 // session's activity recorded on its claim, its release, and the cause of
 // its death read from the cluster.
 type box struct {
@@ -136,6 +138,18 @@ func (x *box) Exec(ctx context.Context, c sandbox.Command, live sandbox.Stream) 
 func (x *box) Spawn(ctx context.Context, c interp.Command) (interp.Process, error) {
 	x.touch(ctx)
 	return x.Box.Spawn(ctx, c)
+}
+
+// RemoteFiles is the file API of the Pod's agent over its stream (the
+// Pod's files are not on this host), so the Manager serves a session's
+// files through it. It records no activity: the heartbeat keeps a held
+// session's claim, and the Manager's reaper counts the file call.
+func (x *box) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
+	rf, ok := x.Box.(sandbox.RemoteFiler)
+	if !ok {
+		return nil, fmt.Errorf("session %s: its agent's box serves no files: %w", x.ps.ID, errors.ErrUnsupported)
+	}
+	return rf.RemoteFiles(lim)
 }
 
 // touch records activity, logging a failure: the exec is served all the

@@ -786,9 +786,6 @@ func (m *Manager) Files(owner, id string) (workspace.Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, remote := m.backend.(RemoteBackend); remote {
-		return nil, fmt.Errorf("%w: files: a %s session's files are in its remote sandbox, which the file API does not reach yet: read and write them with an exec (cat, tee)", ErrUnsupported, m.backend.Name())
-	}
 	// A snapshotted session's files are on disk as the host's; they are
 	// served through a box again, as its sandbox user, like any other's.
 	// A paused box whose agent serves its files resumes, as for an exec:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
+	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
 // fakeRemote is a RemoteBackend whose store is a map shared by the
@@ -76,11 +77,16 @@ func (f *fakeRemote) Reap(context.Context) error {
 	return nil
 }
 
-// remoteBox is a fakeBox whose session Release removes from the store.
+// remoteBox is a fakeBox whose session Release removes from the store
+// and whose agent serves its files (stubFiles), as a Pod's does.
 type remoteBox struct {
 	*fakeBox
 	id    string
 	store *remoteStore
+}
+
+func (x *remoteBox) RemoteFiles(workspace.Limits) (workspace.Files, error) {
+	return stubFiles{}, nil
 }
 
 func (x *remoteBox) Release(context.Context) error {
@@ -157,8 +163,8 @@ func TestRemoteSessions(t *testing.T) {
 }
 
 // TestRemoteRefusals: what a remote session's files cannot do here
-// (snapshot, fork, the file API for now) and a warm pool of the server's own are refused in
-// one line each.
+// (snapshot, fork) and a warm pool of the server's own are refused in
+// one line each; its file API is its agent's.
 func TestRemoteRefusals(t *testing.T) {
 	rb := &fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}
 	if _, _, err := (Config{Pool: 2}).Fit(rb); err == nil {
@@ -176,8 +182,12 @@ func TestRemoteRefusals(t *testing.T) {
 	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Fork: got %v, want ErrUnsupported", err)
 	}
-	if _, err := m.Files("alice", info.ID); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Files: got %v, want ErrUnsupported", err)
+	files, err := m.Files("alice", info.ID)
+	if err != nil {
+		t.Fatalf("Files: got %v, want the box's agent's files", err)
+	}
+	if _, ok := files.(stubFiles); !ok {
+		t.Errorf("Files: got %T, want the box's agent's stubFiles", files)
 	}
 }
 
