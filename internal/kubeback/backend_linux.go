@@ -27,6 +27,9 @@ type Backend struct {
 	claims    *podclaim.Claimer
 	routerKey []byte
 	log       *slog.Logger
+	// stopWatch ends the Pod watch (WatchPods) the sessions' deaths
+	// are told by.
+	stopWatch context.CancelFunc
 }
 
 // The Manager holds the backend's sessions as remote ones.
@@ -65,7 +68,26 @@ func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backe
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", name, err)
 	}
-	return &Backend{name: name, cfg: cfg, claims: c, routerKey: routerKey, log: cfg.Logger}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Backend{name: name, cfg: cfg, claims: c, routerKey: routerKey, log: cfg.Logger, stopWatch: cancel}
+	go b.watchPods(ctx)
+	return b, nil
+}
+
+// watchPods runs the Pod watch until ctx ends: a session's Pod that dies
+// ends its session at once, with the cluster's reason. Until its first
+// list ends, or if it cannot start, a death is learned from the
+// session's stream instead.
+func (b *Backend) watchPods(ctx context.Context) {
+	if err := b.claims.WatchPods(ctx); err != nil && ctx.Err() == nil {
+		b.log.Warn("watching sandbox Pods: a session's death is learned when its stream ends", "err", err)
+	}
+}
+
+// Close ends the backend's Pod watch; its sessions' claims stay.
+func (b *Backend) Close() error {
+	b.stopWatch()
+	return nil
 }
 
 // Name is the backend's name in the registry.

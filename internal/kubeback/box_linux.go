@@ -21,9 +21,15 @@ import (
 const (
 	// touchWait bounds recording a session's activity before an exec.
 	touchWait = 5 * time.Second
-	// causeWait bounds asking the API server why a Pod's stream ended;
-	// under the 5 s the Manager waits for Exited.
+	// causeWait bounds learning why a Pod's stream ended, from the Pod
+	// watch and then the API server; under the 5 s the Manager waits
+	// for Exited.
 	causeWait = 4 * time.Second
+	// deathWait is the part of causeWait spent waiting for the Pod
+	// watch to tell a death (it lags the stream's end a little) before
+	// asking the API server, whose answer about a Pod agent-sandbox
+	// recreated under the same name may be about the new one.
+	deathWait = 2 * time.Second
 )
 
 // box is a claimed Pod's agent session: the agent's Box (its files
@@ -45,6 +51,13 @@ type box struct {
 
 	// closed says Close ended the box: no death to explain.
 	closed atomic.Bool
+	// stopWatch cancels the Pod watch's callback (nil: unwatched).
+	stopWatch func()
+	// dead is closed once death holds the Pod watch's word on the
+	// Pod's death (ErrDead, keyed on the Pod's UID).
+	dead     chan struct{}
+	deadOnce sync.Once
+	death    error
 	// settled is closed once cause is set (or known to stay nil), after
 	// the box ended.
 	settled chan struct{}
@@ -56,8 +69,10 @@ type box struct {
 func newBox(ab sandbox.Box, b *Backend, ps *podclaim.Session) *box {
 	x := &box{
 		Box: ab, b: b, ps: ps, log: b.log, settled: make(chan struct{}), unheld: make(chan struct{}),
+		dead:   make(chan struct{}),
 		record: func(ctx context.Context) error { return b.claims.Touch(ctx, ps) },
 	}
+	x.watchDeath()
 	go x.explain()
 	go x.heartbeat(b.cfg.ActivityInterval)
 	return x
@@ -88,25 +103,74 @@ func (x *box) heartbeat(interval time.Duration) {
 	}
 }
 
-// unhold stops the heartbeat.
-func (x *box) unhold() { x.unheldOnce.Do(func() { close(x.unheld) }) }
+// unhold stops the heartbeat and the Pod watch's callback.
+func (x *box) unhold() {
+	x.unheldOnce.Do(func() {
+		close(x.unheld)
+		if x.stopWatch != nil {
+			x.stopWatch()
+		}
+	})
+}
 
-// explain waits for the box to end and, unless Close ended it, asks the
-// cluster why (a Pod deleted, replaced or failed under the session), so
-// that Err names it; bounded by causeWait.
+// watchDeath asks the backend's Pod watch to tell the Pod's death
+// (podclaim.OnDeath, keyed on the Pod's UID), so that a Pod deleted,
+// replaced or failed under the session ends its stream at once and
+// names the cluster's reason. Unwatched (the watch not running yet),
+// the death is learned from the stream's end and Find, as before.
+func (x *box) watchDeath() {
+	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
+	defer cancel()
+	stop, err := x.b.claims.OnDeath(ctx, x.ps, x.died)
+	if err != nil {
+		x.log.Warn("the session's Pod is not watched: its death is learned when its stream ends", "session", x.ps.ID, "pod", x.ps.Pod, "err", err)
+		return
+	}
+	x.stopWatch = stop
+}
+
+// died is the Pod watch's word: a death (ErrDead) is recorded and ends
+// the session's stream, so the Manager marks it dead now rather than
+// when the connection times out; the watch's own end (ErrUnwatched)
+// leaves the session to its stream.
+func (x *box) died(err error) {
+	if !errors.Is(err, podclaim.ErrDead) {
+		x.log.Warn("the Pod watch ended: the session's death is learned when its stream ends", "session", x.ps.ID, "err", err)
+		return
+	}
+	x.deadOnce.Do(func() {
+		x.death = err
+		close(x.dead)
+	})
+	if cerr := x.Box.Close(); cerr != nil {
+		x.log.Warn("closing a dead Pod's stream", "session", x.ps.ID, "pod", x.ps.Pod, "err", cerr)
+	}
+}
+
+// explain waits for the box to end and, unless Close ended it, learns
+// why (a Pod deleted, replaced or failed under the session): from the
+// Pod watch, which knows the Pod by its UID, or, if it tells nothing
+// within deathWait, from the cluster (Find), so that Err names it;
+// bounded by causeWait.
 func (x *box) explain() {
 	defer close(x.settled)
 	<-x.Box.Done()
 	if x.closed.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
+	prefix := fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)
+	select {
+	case <-x.dead:
+		x.cause = podDeath{err: x.death, prefix: prefix}
+		return
+	case <-time.After(deathWait):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), causeWait-deathWait)
 	defer cancel()
 	_, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID)
 	if err == nil || errors.Is(err, podclaim.ErrPending) {
 		return
 	}
-	prefix := fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)
 	if errors.Is(err, podclaim.ErrNotFound) {
 		// A reaper released the claim first (its Pod was being deleted).
 		err = fmt.Errorf("session %q: %w: its claim %s was released, and its Pod %s with it", x.ps.ID, podclaim.ErrDead, x.ps.Claim, x.ps.Pod)
