@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,11 +19,11 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/kubeback"
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/podinit"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 const (
@@ -37,64 +33,11 @@ const (
 	// owner is the tenant of the tests' sessions.
 	owner = "acme"
 	// waitLong bounds each wait on the controller or kubelet.
-	waitLong = 2 * time.Minute
+	waitLong = bedpod.WaitLong
 )
-
-// podScript makes a Pod's container, as internal/poddial's tests do, in
-// the PID and mount namespaces unshare made for it: a tmpfs root with
-// the host's /usr and /etc read-only, the template's volumes as tmpfs,
-// and warden-init as PID 1, uid and gid 65532, every capability dropped.
-const podScript = `set -e
-R=$1 INIT=$2 ADDR=$3
-mount --make-rprivate /
-mount -t tmpfs -o size=1m,mode=755 pod-root "$R"
-cd "$R"
-mkdir usr etc proc dev workspace tmp home home/sandbox
-ln -s usr/bin bin; ln -s usr/lib lib; ln -s usr/lib64 lib64; ln -s usr/sbin sbin
-for d in usr etc; do mount --bind "/$d" "$d"; mount -o remount,bind,ro "$d"; done
-for n in null zero full random urandom; do touch "dev/$n"; mount --bind "/dev/$n" "dev/$n"; done
-mount -t proc -o nosuid,nodev,noexec proc proc
-mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 workspace workspace
-mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 home home/sandbox
-mount -t tmpfs -o size=16m,mode=1777 tmp tmp
-touch warden-init
-mount --bind "$INIT" warden-init
-mount -o remount,bind,ro warden-init
-exec chroot . setpriv --reuid=65532 --regid=65532 --clear-groups --inh-caps=-all --bounding-set=-all /warden-init pod --listen "$ADDR"
-`
 
 // routerKey is the tests' router key, shared by their replicas.
 var routerKey = bytes.Repeat([]byte{0x6b}, podinit.MinRouterKey)
-
-// podCommand is the bed kubelet's PodCommand: warden-init in pod mode as
-// PID 1 of new PID and mount namespaces (unshare's child, killed with
-// it), on the Pod's address.
-func podCommand(t *testing.T) kubebed.PodCommand {
-	testhost.RequireRoot(t)
-	for _, tool := range []string{"go", "unshare", "setpriv", "chroot", "mount"} {
-		testhost.RequireTool(t, tool)
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "warden-init")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building warden-init: %v: %s", err, out)
-	}
-	var mu sync.Mutex
-	n := 0
-	return func(_ *corev1.Pod, addr netip.AddrPort) (string, []string, []string) {
-		mu.Lock()
-		n++
-		root := filepath.Join(dir, fmt.Sprintf("pod%d", n))
-		mu.Unlock()
-		if err := os.Mkdir(root, 0o700); err != nil {
-			// the Pod fails to start, which the test then reports
-			return "false", nil, nil
-		}
-		return "unshare", []string{"--pid", "--mount", "--fork", "--kill-child", "sh", "-c", podScript, "pod", root, bin, addr.String()}, nil
-	}
-}
 
 // install applies deploy/'s namespaces, router RBAC, RuntimeClass and
 // default template and warm pool, and the sandbox namespace's default
@@ -126,7 +69,7 @@ func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 // waitPool waits until the warm pool has n ready sandboxes.
 func waitPool(ctx context.Context, t *testing.T, bed *kubebed.Bed, n int32) {
 	t.Helper()
-	testhost.WaitForWithin(t, waitLong, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
+	bedpod.WaitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
 		var wp extv1.SandboxWarmPool
 		err := bed.Extensions.Get().Namespace(ns).Resource("sandboxwarmpools").Name(pool).Do(ctx).Into(&wp)
 		return err == nil && wp.Status.ReadyReplicas >= n
@@ -141,6 +84,7 @@ func replica(t *testing.T, bed *kubebed.Bed) (*sandbox.Manager, *kubeback.Backen
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() }) // Close always returns nil
 	m := sandbox.NewManager(b, sandbox.Config{})
 	t.Cleanup(func() { _ = m.Close() }) // Close always returns nil
 	return m, b
@@ -150,7 +94,7 @@ func replica(t *testing.T, bed *kubebed.Bed) (*sandbox.Manager, *kubeback.Backen
 // the real warden-init in pod mode, through the Manager as warden serve
 // --backend kubernetes does, with the router's service account's rights.
 func TestOnBed(t *testing.T) {
-	bed := kubebed.Start(t, podCommand(t))
+	bed := kubebed.Start(t, bedpod.Init(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	install(ctx, t, bed)
@@ -271,6 +215,7 @@ func testBusyInterpreter(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = b.Close() }() // Close always returns nil
 	m := sandbox.NewManager(b, sandbox.Config{})
 	defer func() { _ = m.Close() }() // Close always returns nil
 	reaper, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: waitLong})
@@ -349,7 +294,7 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sand
 	// Until the Manager buries it, the session answers as dead with the
 	// stream's end; the cluster's word, naming the Pod, follows.
 	var got sandbox.Info
-	testhost.WaitForWithin(t, waitLong, "the session to be dead, its reason naming its Pod", func() bool {
+	bedpod.WaitFor(t, "the session to be dead, its reason naming its Pod", func() bool {
 		got, err = m.Get(owner, info.ID)
 		return err == nil && got.State == sandbox.StateDead && strings.Contains(got.Reason, ps.Pod)
 	})
@@ -374,11 +319,11 @@ func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Man
 	if d := ps.Expires.Sub(ps.Created); d < 4*time.Second || d > 6*time.Second {
 		t.Errorf("claim's shutdownTime is %v after its creation, want the TTL of 5s", d)
 	}
-	testhost.WaitForWithin(t, waitLong, "the session's claim to go at its TTL", func() bool {
+	bedpod.WaitFor(t, "the session's claim to go at its TTL", func() bool {
 		_, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
-	testhost.WaitForWithin(t, waitLong, "the session to end at its TTL", func() bool {
+	bedpod.WaitFor(t, "the session to end at its TTL", func() bool {
 		_, err := m.Get(owner, info.ID)
 		return err != nil
 	})
