@@ -12,9 +12,6 @@ import (
 	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
-// kubeBackend is the kubernetes backend's name in the registry.
-const kubeBackend = "kubernetes"
-
 // addKubeFlags adds the kubernetes backend's settings to serve's flags
 // and makes the backend from them when --backend kubernetes asks for it:
 // only serve links the Kubernetes client (see BackendOptions.Kubernetes).
@@ -24,6 +21,9 @@ func addKubeFlags(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 	f.StringVar(&cfg.Namespace, "kube-namespace", kubeback.DefaultNamespace, "namespace of the sandbox Pods' warm pools and claims for --backend kubernetes")
 	f.StringVar(&cfg.RouterKeyFile, "kube-router-key", "", "file of the router key for --backend kubernetes (at least 32 random bytes, shared by every replica; required)")
 	f.StringVar(&cfg.Template, "kube-template", kubeback.DefaultTemplate, "SandboxTemplate and SandboxWarmPool of a session that names no template, for --backend kubernetes")
+	f.StringSliceVar(&cfg.Templates, "kube-templates", nil, "other SandboxTemplates (and warm pools) a session may name, for --backend kubernetes; any tenant may claim from each, and other names are refused")
+	f.Float32Var(&cfg.QPS, "kube-qps", kubeback.DefaultQPS, "API server requests per second this replica makes at most, for --backend kubernetes (every session's claims, lookups, activity and the reaper share them)")
+	f.IntVar(&cfg.Burst, "kube-burst", kubeback.DefaultBurst, "API server requests this replica may make in a burst above --kube-qps, for --backend kubernetes")
 	o.Kubernetes = func(name string) (sandbox.Backend, error) {
 		cfg.Logger = o.Logger
 		b, err := kubeback.New(name, cfg)
@@ -38,7 +38,7 @@ func addKubeFlags(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 // claims record each session's owner (an API key's tenant), and a
 // keyless server has none.
 func checkKubeKeys(backend string, keys []string) error {
-	if backend == kubeBackend && len(keys) == 0 {
+	if backend == sandbox.KubernetesBackend && len(keys) == 0 {
 		return errors.New("--backend kubernetes needs API keys (--api-key-file or WARDEN_API_KEYS): each session's claim records its key's tenant, which every replica checks")
 	}
 	return nil

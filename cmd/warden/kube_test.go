@@ -21,8 +21,8 @@ func TestCheckKubeKeys(t *testing.T) {
 		keys    []string
 		want    string
 	}{
-		{kubeBackend, nil, "--api-key-file"},
-		{kubeBackend, []string{"k"}, ""},
+		{sandbox.KubernetesBackend, nil, "--api-key-file"},
+		{sandbox.KubernetesBackend, []string{"k"}, ""},
 		{"native", nil, ""},
 	} {
 		err := checkKubeKeys(c.backend, c.keys)
@@ -50,7 +50,7 @@ func TestKubeFlagsRefuseWithoutRouterKey(t *testing.T) {
 		if err := f.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		_, err := o.Kubernetes(kubeBackend)
+		_, err := o.Kubernetes(sandbox.KubernetesBackend)
 		if err == nil || !strings.Contains(err.Error(), "--kube-router-key") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("flags %q: got %v, want one line naming --kube-router-key", args, err)
 		}

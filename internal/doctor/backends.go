@@ -19,8 +19,8 @@ var backendChecks = map[string]func(context.Context) Check{
 	"gvisor":  func(ctx context.Context) Check { return gvisorCheck(ctx, sandbox.BackendOptions{}) },
 	"docker":  dockerCheck,
 	"microvm": microVMBackendCheck,
-	"kubernetes": func(context.Context) Check {
-		return Check{Name: "backend kubernetes", Status: Warn,
+	sandbox.KubernetesBackend: func(context.Context) Check {
+		return Check{Name: "backend kubernetes", Status: OK,
 			Detail: "not checked here: its sandboxes are a cluster's Pods, which only warden serve --backend kubernetes reaches",
 			Fix:    "install deploy/ in the cluster, and give warden serve --kube-router-key (a file of at least 32 random bytes) and a kubeconfig or the in-cluster service account"}
 	},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strings"
 
 	"k8s.io/client-go/rest"
 
@@ -26,10 +27,16 @@ type Backend struct {
 	claims    *podclaim.Claimer
 	routerKey []byte
 	log       *slog.Logger
+	// stopWatch ends the Pod watch (WatchPods) the sessions' deaths
+	// are told by.
+	stopWatch context.CancelFunc
 }
 
 // The Manager holds the backend's sessions as remote ones.
-var _ sandbox.RemoteBackend = (*Backend)(nil)
+var (
+	_ sandbox.RemoteBackend = (*Backend)(nil)
+	_ sandbox.RemoteFiler   = (*box)(nil)
+)
 
 // New is the backend called name, reaching the cluster as cfg says and
 // reading the router key, which it refuses to start without.
@@ -51,12 +58,36 @@ func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backe
 	if len(routerKey) < podinit.MinRouterKey {
 		return nil, fmt.Errorf("the router key has %d bytes: it needs at least %d random ones", len(routerKey), podinit.MinRouterKey)
 	}
+	if cfg.QPS < 0 || cfg.Burst < 0 {
+		return nil, fmt.Errorf("backend %s: --kube-qps %v and --kube-burst %d must not be negative: give positive ones, or 0 for the defaults (%d, %d)", name, cfg.QPS, cfg.Burst, DefaultQPS, DefaultBurst)
+	}
 	cfg = cfg.withDefaults()
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
 	c, err := podclaim.New(rc, podclaim.Config{Namespace: cfg.Namespace, ActivityInterval: cfg.ActivityInterval, ReadyTimeout: cfg.ReadyTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", name, err)
 	}
-	return &Backend{name: name, cfg: cfg, claims: c, routerKey: routerKey, log: cfg.Logger}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Backend{name: name, cfg: cfg, claims: c, routerKey: routerKey, log: cfg.Logger, stopWatch: cancel}
+	go b.watchPods(ctx)
+	return b, nil
+}
+
+// watchPods runs the Pod watch until ctx ends: a session's Pod that dies
+// ends its session at once, with the cluster's reason. Until its first
+// list ends, or if it cannot start, a death is learned from the
+// session's stream instead.
+func (b *Backend) watchPods(ctx context.Context) {
+	if err := b.claims.WatchPods(ctx); err != nil && ctx.Err() == nil {
+		b.log.Warn("watching sandbox Pods: a session's death is learned when its stream ends", "err", err)
+	}
+}
+
+// Close ends the backend's Pod watch; its sessions' claims stay.
+func (b *Backend) Close() error {
+	b.stopWatch()
+	return nil
 }
 
 // Name is the backend's name in the registry.
@@ -75,7 +106,8 @@ func (b *Backend) Run(context.Context, spec.Spec, io.Reader, sandbox.Stream) (sp
 }
 
 // Claim claims a warm Pod for session r from r.Template's warm pool and
-// attaches its agent; a Pod that cannot be attached is released at once.
+// attaches its agent within the ready timeout; a Pod that cannot be
+// attached is released at once.
 func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spec) (sandbox.Box, error) {
 	if r.Owner == "" {
 		return nil, fmt.Errorf("%w: backend %s records each session's owner on its claim: start warden serve with API keys", spec.ErrInvalid, b.name)
@@ -83,15 +115,25 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 	if err := poddial.Refuse(s); err != nil {
 		return nil, err
 	}
+	if err := b.cfg.checkTemplate(r.Template); err != nil {
+		return nil, err
+	}
 	tmpl := r.Template
 	if tmpl == "" {
 		tmpl = b.cfg.Template
 	}
-	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: r.Owner, Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits})
+	if err := b.checkOwnerCount(ctx, r); err != nil {
+		return nil, err
+	}
+	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: OwnerLabel(b.routerKey, r.Owner), Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits})
 	if err != nil {
 		return nil, err
 	}
-	box, _, err := b.attach(ctx, ps, s)
+	// A Pod that shakes hands and never says ready must not hold the
+	// create and the claim until the client leaves.
+	actx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
+	defer cancel()
+	box, _, err := b.attach(actx, ps, s)
 	if err != nil {
 		b.release(ps)
 		return nil, err
@@ -99,10 +141,36 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 	return box, nil
 }
 
+// checkOwnerCount refuses r when its owner holds r.MaxPerOwner claims
+// already, counted across every replica (one label-selected LIST): a
+// replica's Manager counts only the sessions it holds, so behind a
+// Service a tenant could hold replicas times its limit. Replicas
+// creating at once may each pass the count: a namespace ResourceQuota is
+// the hard cap (docs/kubernetes.md).
+func (b *Backend) checkOwnerCount(ctx context.Context, r sandbox.RemoteSession) error {
+	if r.MaxPerOwner <= 0 {
+		return nil
+	}
+	held, err := b.claims.List(ctx, OwnerLabel(b.routerKey, r.Owner))
+	if err != nil {
+		return fmt.Errorf("counting this key's sessions: %w", err)
+	}
+	return ownerCount(len(held), r.MaxPerOwner)
+}
+
+// ownerCount is ErrTooMany when an owner holding n sessions across the
+// cluster may not make another under its limit max.
+func ownerCount(n, max int) error {
+	if n >= max {
+		return fmt.Errorf("%w: this key holds %d sessions across the cluster's servers, its limit is %d (set by --max-sessions-per-key); delete a session or retry later", sandbox.ErrTooMany, n, max)
+	}
+	return nil
+}
+
 // release releases ps after a failed attach, logging a failure (the
 // claim's TTL and the reaper are the backstop).
 func (b *Backend) release(ps *podclaim.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	ctx, cancel := context.WithTimeout(context.Background(), sandbox.ReleaseWait)
 	defer cancel()
 	if err := b.claims.Release(ctx, ps); err != nil && !errors.Is(err, podclaim.ErrNotFound) {
 		b.log.Warn("releasing a claim whose Pod could not be attached", "session", ps.ID, "claim", ps.Claim, "err", err)
@@ -113,7 +181,7 @@ func (b *Backend) release(ps *podclaim.Session) {
 // its Pod's files are kept, its processes are not (the Pod's init ends
 // them with the connection that started them), which Note says.
 func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings) (sandbox.Box, sandbox.RemoteSession, error) {
-	ps, err := b.claims.Find(ctx, owner, id)
+	ps, err := b.claims.Find(ctx, OwnerLabel(b.routerKey, owner), id)
 	switch {
 	case errors.Is(err, podclaim.ErrNotFound):
 		return nil, sandbox.RemoteSession{}, fmt.Errorf("%w: no session %q", sandbox.ErrNotFound, id)
@@ -122,21 +190,37 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 	case err != nil:
 		return nil, sandbox.RemoteSession{}, err
 	}
-	lim, _ := ceil.Clamp(ps.Limits)
+	lim, clamped := ceil.Clamp(ps.Limits)
 	s := spec.Spec{Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	box, adoption, err := b.attach(ctx, ps, s)
 	if err != nil {
 		return nil, sandbox.RemoteSession{}, unanswered(err)
 	}
 	r := sandbox.RemoteSession{
-		ID: ps.ID, Owner: ps.Owner, Template: ps.Template, Idle: ps.IdleTimeout,
+		ID: ps.ID, Owner: owner, Template: ps.Template, Idle: ps.IdleTimeout,
 		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, Limits: lim,
 		Note: "attached to the session's Pod " + ps.Pod + ": its files are kept, its earlier processes and interpreters ended with the last server's connection",
 	}
 	if adoption == podinit.Adopted {
 		r.Note = "attached to the session's Pod " + ps.Pod + ", whose init had restarted: only its volumes' files are kept"
 	}
+	r.Note += lowered(clamped)
 	return box, r, nil
+}
+
+// lowered says, for a Note, which of a claim's recorded limits this
+// replica's ceilings lowered: the claim is store data other components
+// can write, which an operator wants to hear of.
+func lowered(clamped []*spec.CeilingError) string {
+	var b strings.Builder
+	for _, e := range clamped {
+		asked := e.Value
+		if e.Unlimited {
+			asked = "none"
+		}
+		fmt.Fprintf(&b, "; its recorded %s limit %s is lowered to %s, the ceiling set by --%s", e.Field.Name, asked, e.Ceiling, e.Field.Flag)
+	}
+	return b.String()
 }
 
 // Reap releases the sessions past their TTL or idle timeout, or whose

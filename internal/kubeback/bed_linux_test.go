@@ -5,13 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
-	"os"
-	"os/exec"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,11 +19,11 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/kubeback"
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/podinit"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
-	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
 const (
@@ -36,64 +33,11 @@ const (
 	// owner is the tenant of the tests' sessions.
 	owner = "acme"
 	// waitLong bounds each wait on the controller or kubelet.
-	waitLong = 2 * time.Minute
+	waitLong = bedpod.WaitLong
 )
-
-// podScript makes a Pod's container, as internal/poddial's tests do, in
-// the PID and mount namespaces unshare made for it: a tmpfs root with
-// the host's /usr and /etc read-only, the template's volumes as tmpfs,
-// and warden-init as PID 1, uid and gid 65532, every capability dropped.
-const podScript = `set -e
-R=$1 INIT=$2 ADDR=$3
-mount --make-rprivate /
-mount -t tmpfs -o size=1m,mode=755 pod-root "$R"
-cd "$R"
-mkdir usr etc proc dev workspace tmp home home/sandbox
-ln -s usr/bin bin; ln -s usr/lib lib; ln -s usr/lib64 lib64; ln -s usr/sbin sbin
-for d in usr etc; do mount --bind "/$d" "$d"; mount -o remount,bind,ro "$d"; done
-for n in null zero full random urandom; do touch "dev/$n"; mount --bind "/dev/$n" "dev/$n"; done
-mount -t proc -o nosuid,nodev,noexec proc proc
-mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 workspace workspace
-mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 home home/sandbox
-mount -t tmpfs -o size=16m,mode=1777 tmp tmp
-touch warden-init
-mount --bind "$INIT" warden-init
-mount -o remount,bind,ro warden-init
-exec chroot . setpriv --reuid=65532 --regid=65532 --clear-groups --inh-caps=-all --bounding-set=-all /warden-init pod --listen "$ADDR"
-`
 
 // routerKey is the tests' router key, shared by their replicas.
 var routerKey = bytes.Repeat([]byte{0x6b}, podinit.MinRouterKey)
-
-// podCommand is the bed kubelet's PodCommand: warden-init in pod mode as
-// PID 1 of new PID and mount namespaces (unshare's child, killed with
-// it), on the Pod's address.
-func podCommand(t *testing.T) kubebed.PodCommand {
-	testhost.RequireRoot(t)
-	for _, tool := range []string{"go", "unshare", "setpriv", "chroot", "mount"} {
-		testhost.RequireTool(t, tool)
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "warden-init")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building warden-init: %v: %s", err, out)
-	}
-	var mu sync.Mutex
-	n := 0
-	return func(_ *corev1.Pod, addr netip.AddrPort) (string, []string, []string) {
-		mu.Lock()
-		n++
-		root := filepath.Join(dir, fmt.Sprintf("pod%d", n))
-		mu.Unlock()
-		if err := os.Mkdir(root, 0o700); err != nil {
-			// the Pod fails to start, which the test then reports
-			return "false", nil, nil
-		}
-		return "unshare", []string{"--pid", "--mount", "--fork", "--kill-child", "sh", "-c", podScript, "pod", root, bin, addr.String()}, nil
-	}
-}
 
 // install applies deploy/'s namespaces, router RBAC, RuntimeClass and
 // default template and warm pool, and the sandbox namespace's default
@@ -125,23 +69,11 @@ func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 // waitPool waits until the warm pool has n ready sandboxes.
 func waitPool(ctx context.Context, t *testing.T, bed *kubebed.Bed, n int32) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
+	bedpod.WaitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
 		var wp extv1.SandboxWarmPool
 		err := bed.Extensions.Get().Namespace(ns).Resource("sandboxwarmpools").Name(pool).Do(ctx).Into(&wp)
 		return err == nil && wp.Status.ReadyReplicas >= n
 	})
-}
-
-// waitFor polls cond every 50 ms for at most waitLong.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range int(waitLong / (50 * time.Millisecond)) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("gave up waiting for %s", what)
 }
 
 // replica is one router replica: the backend with the router's service
@@ -152,6 +84,7 @@ func replica(t *testing.T, bed *kubebed.Bed) (*sandbox.Manager, *kubeback.Backen
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() }) // Close always returns nil
 	m := sandbox.NewManager(b, sandbox.Config{})
 	t.Cleanup(func() { _ = m.Close() }) // Close always returns nil
 	return m, b
@@ -161,7 +94,7 @@ func replica(t *testing.T, bed *kubebed.Bed) (*sandbox.Manager, *kubeback.Backen
 // the real warden-init in pod mode, through the Manager as warden serve
 // --backend kubernetes does, with the router's service account's rights.
 func TestOnBed(t *testing.T) {
-	bed := kubebed.Start(t, podCommand(t))
+	bed := kubebed.Start(t, bedpod.Init(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	install(ctx, t, bed)
@@ -171,6 +104,7 @@ func TestOnBed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("session", func(t *testing.T) { testSession(ctx, t, a, admin) })
+	t.Run("busy interpreter", func(t *testing.T) { testBusyInterpreter(ctx, t, bed) })
 	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin) })
 	t.Run("second replica", func(t *testing.T) { testSecondReplica(ctx, t, bed, a, admin) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
@@ -212,21 +146,101 @@ func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *p
 	if got := run(ctx, t, m, info.ID, sh("id -u; echo hi > /workspace/f; cat /workspace/f")); got != "65532\nhi\n" {
 		t.Errorf("first exec: got %q, want uid 65532 and the file's line", got)
 	}
+	checkFiles(t, m, info.ID)
 	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "x = 41"})
 	if got := run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "print(x + 1)"}); got != "42\n" {
 		t.Errorf("the interpreter's second run: got %q, want 42", got)
 	}
-	ps, err := admin.Find(ctx, owner, info.ID)
+	ps, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 	if err != nil {
 		t.Fatalf("the session's claim: %v", err)
 	}
 	if err := m.Delete(ctx, owner, info.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Find(ctx, owner, info.ID); !errors.Is(err, podclaim.ErrNotFound) {
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); !errors.Is(err, podclaim.ErrNotFound) {
 		t.Errorf("after Delete the claim: got %v, want ErrNotFound", err)
 	}
 	if err := admin.WaitPodGone(ctx, ps); err != nil {
+		t.Error(err)
+	}
+}
+
+// checkFiles: the session's file API is its Pod's agent's: an upload
+// lands in the Pod's /workspace as its uid, a download reads it back,
+// and a list shows it beside the file the first exec wrote.
+func checkFiles(t *testing.T, m *sandbox.Manager, id string) {
+	t.Helper()
+	files, err := m.Files(owner, id)
+	if err != nil {
+		t.Fatalf("Files: %v", err)
+	}
+	if e, err := files.Write("up.txt", strings.NewReader("uploaded"), 0o600); err != nil || e.Size != 8 {
+		t.Fatalf("upload: got %+v, %v; want 8 bytes written", e, err)
+	}
+	r, _, err := files.Read("up.txt")
+	if err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	got, err := io.ReadAll(r)
+	if cerr := r.Close(); cerr != nil {
+		t.Errorf("closing the download: %v", cerr)
+	}
+	if err != nil || string(got) != "uploaded" {
+		t.Errorf("download: got %q, %v; want %q", got, err, "uploaded")
+	}
+	list, err := files.List(".")
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	var names []string
+	for _, e := range list {
+		names = append(names, e.Path)
+	}
+	if !slices.Contains(names, "up.txt") || !slices.Contains(names, "f") {
+		t.Errorf("list: got %q, want up.txt and f among them", names)
+	}
+	if got := run(context.Background(), t, m, id, sh("stat -c '%u %s' /workspace/up.txt")); got != "65532 8\n" {
+		t.Errorf("the Pod sees the upload as %q, want uid 65532 and 8 bytes", got)
+	}
+}
+
+// testBusyInterpreter: a held session whose interpreter cell runs past
+// idle timeout plus activity interval (2 s and 1 s here; a cell calls
+// no Exec or Spawn of the box) keeps its claim: a reap with the same
+// interval right after the cell finds it active.
+func testBusyInterpreter(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
+	const interval = time.Second
+	b, err := kubeback.NewWith("kubernetes", bed.RouterConfig, routerKey, kubeback.Config{Namespace: ns, ReadyTimeout: waitLong, ActivityInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Close() }() // Close always returns nil
+	m := sandbox.NewManager(b, sandbox.Config{})
+	defer func() { _ = m.Close() }() // Close always returns nil
+	reaper, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: waitLong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := m.Create(ctx, owner, sandbox.SessionOptions{Limits: spec.DefaultLimits, TTL: time.Hour, IdleTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "import time"})
+	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "time.sleep(5)"})
+	rep, err := reaper.Reap(ctx)
+	if err != nil {
+		t.Fatalf("Reap: %v", err)
+	}
+	for _, r := range rep.Released {
+		if r.Session == info.ID {
+			t.Errorf("the reap released the busy session: %s", r.Reason)
+		}
+	}
+	if _, err := reaper.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); err != nil {
+		t.Errorf("the busy session's claim after the reap: %v", err)
+	}
+	if err := m.Delete(ctx, owner, info.ID); err != nil {
 		t.Error(err)
 	}
 }
@@ -247,7 +261,7 @@ func testSecondReplica(ctx context.Context, t *testing.T, bed *kubebed.Bed, a *s
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Find(ctx, owner, info.ID); err != nil {
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); err != nil {
 		t.Fatalf("a replica's Close released its session: %v", err)
 	}
 	if _, err := a.Get("other", info.ID); !errors.Is(err, sandbox.ErrNotFound) {
@@ -270,7 +284,7 @@ func testSecondReplica(ctx context.Context, t *testing.T, bed *kubebed.Bed, a *s
 func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Manager, admin *podclaim.Claimer) {
 	info := create(ctx, t, m, time.Hour)
 	run(ctx, t, m, info.ID, sh("true"))
-	ps, err := admin.Find(ctx, owner, info.ID)
+	ps, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +294,7 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sand
 	// Until the Manager buries it, the session answers as dead with the
 	// stream's end; the cluster's word, naming the Pod, follows.
 	var got sandbox.Info
-	waitFor(t, "the session to be dead, its reason naming its Pod", func() bool {
+	bedpod.WaitFor(t, "the session to be dead, its reason naming its Pod", func() bool {
 		got, err = m.Get(owner, info.ID)
 		return err == nil && got.State == sandbox.StateDead && strings.Contains(got.Reason, ps.Pod)
 	})
@@ -298,18 +312,18 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sand
 func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Manager, admin *podclaim.Claimer) {
 	waitPool(ctx, t, bed, 2)
 	info := create(ctx, t, m, 5*time.Second)
-	ps, err := admin.Find(ctx, owner, info.ID)
+	ps, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := ps.Expires.Sub(ps.Created); d < 4*time.Second || d > 6*time.Second {
 		t.Errorf("claim's shutdownTime is %v after its creation, want the TTL of 5s", d)
 	}
-	waitFor(t, "the session's claim to go at its TTL", func() bool {
-		_, err := admin.Find(ctx, owner, info.ID)
+	bedpod.WaitFor(t, "the session's claim to go at its TTL", func() bool {
+		_, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
-	waitFor(t, "the session to end at its TTL", func() bool {
+	bedpod.WaitFor(t, "the session to end at its TTL", func() bool {
 		_, err := m.Get(owner, info.ID)
 		return err != nil
 	})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,29 +14,50 @@ import (
 	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
 // Bounds of the API calls a box makes on its own.
 const (
 	// touchWait bounds recording a session's activity before an exec.
 	touchWait = 5 * time.Second
-	// releaseWait bounds releasing a claim.
-	releaseWait = 30 * time.Second
-	// causeWait bounds asking the API server why a Pod's stream ended;
-	// under the 5 s the Manager waits for Exited.
+	// causeWait bounds learning why a Pod's stream ended, from the Pod
+	// watch and then the API server; under the 5 s the Manager waits
+	// for Exited.
 	causeWait = 4 * time.Second
+	// deathWait is the part of causeWait spent waiting for the Pod
+	// watch to tell a death (it lags the stream's end a little) before
+	// asking the API server, whose answer about a Pod agent-sandbox
+	// recreated under the same name may be about the new one.
+	deathWait = 2 * time.Second
 )
 
-// box is a claimed Pod's agent session: the agent's Box, with the
+// box is a claimed Pod's agent session: the agent's Box (its files
+// served by the agent, sandbox.RemoteFiler), with the
 // session's activity recorded on its claim, its release, and the cause of
 // its death read from the cluster.
 type box struct {
 	sandbox.Box
 	b  *Backend
 	ps *podclaim.Session
+	// record writes the session's activity on its claim (the Claimer's
+	// Touch of ps); log receives its failures.
+	record func(context.Context) error
+	log    *slog.Logger
+
+	// unheld is closed by Close or Release: the heartbeat stops.
+	unheld     chan struct{}
+	unheldOnce sync.Once
 
 	// closed says Close ended the box: no death to explain.
 	closed atomic.Bool
+	// stopWatch cancels the Pod watch's callback (nil: unwatched).
+	stopWatch func()
+	// dead is closed once death holds the Pod watch's word on the
+	// Pod's death (ErrDead, keyed on the Pod's UID).
+	dead     chan struct{}
+	deadOnce sync.Once
+	death    error
 	// settled is closed once cause is set (or known to stay nil), after
 	// the box ended.
 	settled chan struct{}
@@ -44,25 +67,115 @@ type box struct {
 // newBox is the box of session ps on the agent's box ab, explaining
 // its death once it ends.
 func newBox(ab sandbox.Box, b *Backend, ps *podclaim.Session) *box {
-	x := &box{Box: ab, b: b, ps: ps, settled: make(chan struct{})}
+	x := &box{
+		Box: ab, b: b, ps: ps, log: b.log, settled: make(chan struct{}), unheld: make(chan struct{}),
+		dead:   make(chan struct{}),
+		record: func(ctx context.Context) error { return b.claims.Touch(ctx, ps) },
+	}
+	x.watchDeath()
 	go x.explain()
+	go x.heartbeat(b.cfg.ActivityInterval)
 	return x
 }
 
-// explain waits for the box to end and, unless Close ended it, asks the
-// cluster why (a Pod deleted, replaced or failed under the session), so
-// that Err names it; bounded by causeWait.
+// heartbeat records the session's activity on its claim every half
+// interval while this replica holds it (until Close or Release, or the
+// box ends): the cluster's reaper must never delete the Pod of a session
+// in use, and a persistent interpreter's cells or a long exec call no
+// Exec or Spawn to touch it. Touch writes at most once per interval, so
+// the claim's activity is never older than 1.5 intervals, within the
+// reaper's grace of one interval past the idle timeout as long as that is
+// at least half an interval. A held session's idle timeout is the
+// Manager's reaper's, which releases the claim; the cluster's idle rule
+// covers only the sessions no replica holds.
+func (x *box) heartbeat(interval time.Duration) {
+	t := time.NewTicker(max(interval/2, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-x.unheld:
+			return
+		case <-x.Box.Done():
+			return
+		case <-t.C:
+			x.touch(context.Background())
+		}
+	}
+}
+
+// unhold stops the heartbeat and the Pod watch's callback.
+func (x *box) unhold() {
+	x.unheldOnce.Do(func() {
+		close(x.unheld)
+		if x.stopWatch != nil {
+			x.stopWatch()
+		}
+	})
+}
+
+// watchDeath asks the backend's Pod watch to tell the Pod's death
+// (podclaim.OnDeath, keyed on the Pod's UID), so that a Pod deleted,
+// replaced or failed under the session ends its stream at once and
+// names the cluster's reason. Unwatched (the watch not running yet),
+// the death is learned from the stream's end and Find, as before.
+func (x *box) watchDeath() {
+	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
+	defer cancel()
+	stop, err := x.b.claims.OnDeath(ctx, x.ps, x.died)
+	if err != nil {
+		x.log.Warn("the session's Pod is not watched: its death is learned when its stream ends", "session", x.ps.ID, "pod", x.ps.Pod, "err", err)
+		return
+	}
+	x.stopWatch = stop
+}
+
+// died is the Pod watch's word: a death (ErrDead) is recorded and ends
+// the session's stream, so the Manager marks it dead now rather than
+// when the connection times out; the watch's own end (ErrUnwatched)
+// leaves the session to its stream.
+func (x *box) died(err error) {
+	if !errors.Is(err, podclaim.ErrDead) {
+		x.log.Warn("the Pod watch ended: the session's death is learned when its stream ends", "session", x.ps.ID, "err", err)
+		return
+	}
+	x.deadOnce.Do(func() {
+		x.death = err
+		close(x.dead)
+	})
+	if cerr := x.Box.Close(); cerr != nil {
+		x.log.Warn("closing a dead Pod's stream", "session", x.ps.ID, "pod", x.ps.Pod, "err", cerr)
+	}
+}
+
+// explain waits for the box to end and, unless Close ended it, learns
+// why (a Pod deleted, replaced or failed under the session): from the
+// Pod watch, which knows the Pod by its UID, or, if it tells nothing
+// within deathWait, from the cluster (Find), so that Err names it;
+// bounded by causeWait.
 func (x *box) explain() {
 	defer close(x.settled)
 	<-x.Box.Done()
 	if x.closed.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
-	defer cancel()
-	if _, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID); err != nil && !errors.Is(err, podclaim.ErrPending) {
-		x.cause = podDeath{err: err, prefix: fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)}
+	prefix := fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)
+	select {
+	case <-x.dead:
+		x.cause = podDeath{err: x.death, prefix: prefix}
+		return
+	case <-time.After(deathWait):
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), causeWait-deathWait)
+	defer cancel()
+	_, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID)
+	if err == nil || errors.Is(err, podclaim.ErrPending) {
+		return
+	}
+	if errors.Is(err, podclaim.ErrNotFound) {
+		// A reaper released the claim first (its Pod was being deleted).
+		err = fmt.Errorf("session %q: %w: its claim %s was released, and its Pod %s with it", x.ps.ID, podclaim.ErrDead, x.ps.Claim, x.ps.Pod)
+	}
+	x.cause = podDeath{err: err, prefix: prefix}
 }
 
 // Exited is closed once Err says all it will: the Manager waits for it
@@ -73,6 +186,7 @@ func (x *box) Exited() <-chan struct{} { return x.settled }
 // processes); the claim stays, for Release or another replica.
 func (x *box) Close() error {
 	x.closed.Store(true)
+	x.unhold()
 	return x.Box.Close()
 }
 
@@ -90,19 +204,32 @@ func (x *box) Spawn(ctx context.Context, c interp.Command) (interp.Process, erro
 	return x.Box.Spawn(ctx, c)
 }
 
+// RemoteFiles is the file API of the Pod's agent over its stream (the
+// Pod's files are not on this host), so the Manager serves a session's
+// files through it. It records no activity: the heartbeat keeps a held
+// session's claim, and the Manager's reaper counts the file call.
+func (x *box) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
+	rf, ok := x.Box.(sandbox.RemoteFiler)
+	if !ok {
+		return nil, fmt.Errorf("session %s: its agent's box serves no files: %w", x.ps.ID, errors.ErrUnsupported)
+	}
+	return rf.RemoteFiles(lim)
+}
+
 // touch records activity, logging a failure: the exec is served all the
 // same, and the idle reap's grace covers one missed interval.
 func (x *box) touch(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, touchWait)
 	defer cancel()
-	if err := x.b.claims.Touch(ctx, x.ps); err != nil {
-		x.b.log.Warn("recording a session's activity on its claim", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
+	if err := x.record(ctx); err != nil {
+		x.log.Warn("recording a session's activity on its claim", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
 	}
 }
 
 // Release deletes the session's claim (the cluster then deletes its
 // Pod): the session's end, at delete, TTL or idle timeout.
 func (x *box) Release(ctx context.Context) error {
+	x.unhold()
 	err := x.b.claims.Release(ctx, x.ps)
 	if errors.Is(err, podclaim.ErrNotFound) {
 		return fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)

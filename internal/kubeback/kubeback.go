@@ -6,15 +6,20 @@
 package kubeback
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warden-sandbox/warden/internal/podinit"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // Defaults of Config's zero fields.
@@ -30,6 +35,12 @@ const (
 	DefaultActivityInterval = 30 * time.Second
 	// DefaultReadyTimeout bounds a claim's wait for a warm Pod.
 	DefaultReadyTimeout = 30 * time.Second
+	// DefaultQPS and DefaultBurst bound the replica's API calls (every
+	// session's Claim, Find, Touch, Release and the Reap share them):
+	// client-go's own 5 and 10 would let one tenant's lookups stall every
+	// other tenant's creates, touches and releases.
+	DefaultQPS   = 50
+	DefaultBurst = 100
 )
 
 // Config is what the backend needs of the cluster and of the operator.
@@ -48,9 +59,18 @@ type Config struct {
 	// name) of a session that names none (DefaultTemplate); a session's
 	// template names one directly.
 	Template string
+	// Templates are the other SandboxTemplates (and warm pools) a
+	// session may name: any tenant may claim from each. A pool an
+	// operator adds for one tenant must not be open to all, so a name
+	// neither here nor Template is refused.
+	Templates []string
 	// ActivityInterval and ReadyTimeout are podclaim.Config's (the
 	// Default ones when zero).
 	ActivityInterval, ReadyTimeout time.Duration
+	// QPS and Burst bound this replica's calls to the API server
+	// (DefaultQPS and DefaultBurst when zero).
+	QPS   float32
+	Burst int
 	// Logger receives cleanup failures and notes (slog.Default()).
 	Logger *slog.Logger
 }
@@ -69,10 +89,25 @@ func (c Config) withDefaults() Config {
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
 	}
+	if c.QPS <= 0 {
+		c.QPS = DefaultQPS
+	}
+	if c.Burst <= 0 {
+		c.Burst = DefaultBurst
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// checkTemplate refuses a session's template name that is neither
+// c.Template nor in c.Templates ("" is c.Template).
+func (c Config) checkTemplate(name string) error {
+	if name == "" || name == c.Template || slices.Contains(c.Templates, name) {
+		return nil
+	}
+	return fmt.Errorf("%w: template %q is not one this server serves: use %q or one of --kube-templates %q", spec.ErrInvalid, name, c.Template, c.Templates)
 }
 
 // RestConfig is how the backend reaches the API server: the kubeconfig
@@ -90,6 +125,20 @@ func (c Config) RestConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", c.Kubeconfig, err)
 	}
 	return rc, nil
+}
+
+// ownerContext separates OwnerLabel's HMAC from the router key's other
+// uses (a Pod's key is derived from it too).
+const ownerContext = "warden kube owner label\x00"
+
+// OwnerLabel is the owner label a claim of owner's sessions carries: an
+// HMAC of owner with the router key, so that whoever reads claims cannot
+// test guesses of a tenant's API key against it offline (owner is an
+// unsalted hash of the key). Operators find a tenant's claims by it.
+func OwnerLabel(routerKey []byte, owner string) string {
+	m := hmac.New(sha256.New, routerKey)
+	m.Write([]byte(ownerContext + owner))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // RouterKey reads the router key from c.RouterKeyFile, refusing a

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/warden-sandbox/warden/internal/kubeback"
 	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/podclaim"
 )
@@ -68,11 +69,11 @@ func testServe(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podcl
 	}
 	sum := sha256.Sum256([]byte(apiKey))
 	tenant := hex.EncodeToString(sum[:8])
-	if _, err := admin.Find(ctx, tenant, created.ID); err != nil {
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, tenant), created.ID); err != nil {
 		t.Errorf("the session's claim under its key's tenant %s: %v", tenant, err)
 	}
 	call(ctx, t, http.MethodDelete, base+"/v1/sessions/"+created.ID, "", http.StatusNoContent, nil)
-	if _, err := admin.Find(ctx, tenant, created.ID); !errors.Is(err, podclaim.ErrNotFound) {
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, tenant), created.ID); !errors.Is(err, podclaim.ErrNotFound) {
 		t.Errorf("after DELETE the claim: got %v, want ErrNotFound", err)
 	}
 }

@@ -3,8 +3,6 @@ package kubebed_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -19,20 +17,19 @@ import (
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 )
 
 // Sizes of testWarmPoolClaims: the pool, and how many claims it times.
 const (
 	poolSize = 3
 	claims   = 20
-	// waitLong bounds each wait on the controller or kubelet.
-	waitLong = 2 * time.Minute
 )
 
 // TestBed starts one bed for the tests that need it: the start costs
 // seconds.
 func TestBed(t *testing.T) {
-	bed := kubebed.Start(t, stubCommand)
+	bed := kubebed.Start(t, bedpod.Stub)
 	t.Run("install", func(t *testing.T) { testInstall(t, bed) })
 	t.Run("router rbac", func(t *testing.T) { testRouterRBAC(t, bed) })
 	t.Run("pod security", func(t *testing.T) { testPodSecurity(t, bed) })
@@ -63,7 +60,7 @@ func testWarmPoolClaims(t *testing.T, bed *kubebed.Bed) {
 	slices.Sort(lat)
 	t.Logf("claim -> Ready over %d claims from a warm pool of %d: p50 %v, min %v, max %v (too few claims for a p99)",
 		claims, poolSize, lat[len(lat)/2], lat[0], lat[len(lat)-1])
-	waitFor(t, "the deleted claims' Pods to stop", func() bool { return bed.Kubelet.Running() == poolSize })
+	bedpod.WaitFor(t, "the deleted claims' Pods to stop", func() bool { return bed.Kubelet.Running() == poolSize })
 }
 
 // createPool makes the template (a stub container on port 8080) and the
@@ -95,7 +92,7 @@ func createPool(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 func waitPoolReady(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	t.Helper()
 	var pool extv1.SandboxWarmPool
-	waitFor(t, "the warm pool to be full and ready", func() bool {
+	bedpod.WaitFor(t, "the warm pool to be full and ready", func() bool {
 		err := bed.Extensions.Get().Namespace("default").Resource("sandboxwarmpools").Name("stub").Do(ctx).Into(&pool)
 		return err == nil && pool.Status.ReadyReplicas == poolSize
 	})
@@ -124,7 +121,7 @@ func timeClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string)
 	if err := bed.Extensions.Post().Namespace("default").Resource("sandboxclaims").Body(claim).Do(ctx).Error(); err != nil {
 		t.Fatalf("creating claim %s: %v", name, err)
 	}
-	timeout := time.After(waitLong)
+	timeout := time.After(bedpod.WaitLong)
 	for {
 		select {
 		case ev, ok := <-w.ResultChan():
@@ -143,7 +140,7 @@ func timeClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string)
 				return time.Since(start), &c
 			}
 		case <-timeout:
-			t.Fatalf("claim %s was not Ready within %v; the controller's log ends:\n%s", name, waitLong, bed.Log("agent-sandbox-controller"))
+			t.Fatalf("claim %s was not Ready within %v; the controller's log ends:\n%s", name, bedpod.WaitLong, bed.Log("agent-sandbox-controller"))
 		}
 	}
 }
@@ -156,7 +153,7 @@ func checkClaimedPod(ctx context.Context, t *testing.T, bed *kubebed.Bed, claim 
 	if sb.Name == "" || sb.Name == claim.Name || len(sb.PodIPs) != 1 {
 		t.Fatalf("claim %s's sandbox status is %+v, want a warm pool sandbox's name and one Pod IP", claim.Name, sb)
 	}
-	got := httpGet(ctx, t, "http://"+sb.PodIPs[0]+":8080/")
+	got := bedpod.Get(ctx, t, "http://"+sb.PodIPs[0]+":8080/")
 	pod, err := bed.Clientset.CoreV1().Pods("default").Get(ctx, got, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the process on claim %s's Pod IP %s says it is Pod %q: %v", claim.Name, sb.PodIPs[0], got, err)
@@ -172,37 +169,4 @@ func deleteClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name strin
 	if err := bed.Extensions.Delete().Namespace("default").Resource("sandboxclaims").Name(name).Do(ctx).Error(); err != nil {
 		t.Fatalf("deleting claim %s: %v", name, err)
 	}
-}
-
-// httpGet is the body of a GET of url, which must answer 200.
-func httpGet(ctx context.Context, t *testing.T, url string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
-	}
-	return string(b)
-}
-
-// waitFor polls cond every 20 ms for at most waitLong: the controller's
-// work on a loaded machine can take longer than testhost.WaitFor's 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(waitLong); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("gave up waiting %v for %s", waitLong, what)
 }

@@ -3,6 +3,7 @@ package kubebed_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,4 +241,44 @@ func render(t *testing.T, name string, args ...string) []byte {
 		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
 	}
 	return out
+}
+
+// TestRouterReadsItsSecrets: the router's Pod, as kustomize and helm
+// render it, runs as 65532 with fsGroup 65532, without which the kubelet
+// leaves the Secret volumes' 0400 files root's and the router cannot read
+// its key (it crash-loops).
+func TestRouterReadsItsSecrets(t *testing.T) {
+	root, err := kubebed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		name string
+		args []string
+	}{
+		{"kustomize", []string{"build", filepath.Join(root, "deploy", "kustomize")}},
+		{"helm", []string{"template", "warden", filepath.Join(root, "deploy", "helm", "warden")}},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			router := findObject(t, decode(t, r.name, render(t, r.name, r.args...)), "Deployment", "warden-router")
+			for _, f := range []string{"runAsUser", "runAsGroup", "fsGroup"} {
+				got, _, _ := unstructured.NestedFieldNoCopy(router.Object, "spec", "template", "spec", "securityContext", f)
+				if fmt.Sprint(got) != "65532" {
+					t.Errorf("the router Pod's securityContext.%s: got %v, want 65532", f, got)
+				}
+			}
+		})
+	}
+}
+
+// findObject is objs' object of kind and name, failing the test without one.
+func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
 }

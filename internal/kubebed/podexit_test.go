@@ -2,14 +2,13 @@ package kubebed_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 )
 
 // testPodExit runs a Pod, makes its stand-in exit, and waits for the
@@ -17,7 +16,7 @@ import (
 // terminated by that exit code, as a Pod deleted or crashed under a
 // session must be seen dead.
 func testPodExit(t *testing.T, bed *kubebed.Bed) {
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	ctx, cancel := context.WithTimeout(context.Background(), bedpod.WaitLong)
 	defer cancel()
 	pods := bed.Clientset.CoreV1().Pods("default")
 	pod := &corev1.Pod{
@@ -36,33 +35,20 @@ func testPodExit(t *testing.T, bed *kubebed.Bed) {
 	}
 	t.Cleanup(func() { _ = pods.Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
 	var ip string
-	waitFor(t, "the Pod to run", func() bool {
+	bedpod.WaitFor(t, "the Pod to run", func() bool {
 		got, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		ip = got.Status.PodIP
 		return err == nil && got.Status.Phase == corev1.PodRunning
 	})
-	killStub(ctx, "http://"+ip+":8080"+stubExitPath)
+	bedpod.AskExit(ctx, "http://"+ip+":8080")
 	var got *corev1.Pod
-	waitFor(t, "the Pod to be reported Failed", func() bool {
+	bedpod.WaitFor(t, "the Pod to be reported Failed", func() bool {
 		var err error
 		got, err = pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.PodFailed
 	})
 	cs := got.Status.ContainerStatuses
-	if len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != stubExitCode || cs[0].Ready {
-		t.Errorf("Failed Pod's container statuses: got %+v, want one terminated with exit code %d, not ready", cs, stubExitCode)
-	}
-}
-
-// killStub asks a stand-in to exit; the request fails as it does.
-func killStub(ctx context.Context, url string) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return
-	}
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		_ = resp.Body.Close()
+	if len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != bedpod.ExitCode || cs[0].Ready {
+		t.Errorf("Failed Pod's container statuses: got %+v, want one terminated with exit code %d, not ready", cs, bedpod.ExitCode)
 	}
 }

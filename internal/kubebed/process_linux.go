@@ -2,7 +2,10 @@
 
 package kubebed
 
-import "syscall"
+import (
+	"fmt"
+	"syscall"
+)
 
 // processesSupported: Linux has what the bed's processes need.
 func processesSupported() error { return nil }
@@ -14,5 +17,12 @@ func processGroup() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// signalGroup signals the process group led by pid.
-func signalGroup(pid int, sig syscall.Signal) error { return syscall.Kill(-pid, sig) }
+// signalGroup signals the process group led by pid. A pid <= 0 is
+// refused: kill(-pid) would then signal every process (-1) or the
+// test's own group (0).
+func signalGroup(pid int, sig syscall.Signal) error {
+	if pid <= 0 {
+		return fmt.Errorf("signalling process group %d: not a started process's pid", pid)
+	}
+	return syscall.Kill(-pid, sig)
+}

@@ -41,9 +41,11 @@ func testRouterRBAC(t *testing.T, bed *kubebed.Bed) {
 		{"create", "extensions.agents.x-k8s.io", "sandboxclaims", "", sandboxes, true},
 		{"patch", "extensions.agents.x-k8s.io", "sandboxclaims", "", sandboxes, true},
 		{"delete", "extensions.agents.x-k8s.io", "sandboxclaims", "", sandboxes, true},
-		{"watch", "agents.x-k8s.io", "sandboxes", "", sandboxes, true},
+		{"get", "agents.x-k8s.io", "sandboxes", "", sandboxes, true},
+		{"watch", "agents.x-k8s.io", "sandboxes", "", sandboxes, false},
 		{"list", "", "pods", "", sandboxes, true},
-		{"list", "extensions.agents.x-k8s.io", "sandboxwarmpools", "", sandboxes, true},
+		{"list", "extensions.agents.x-k8s.io", "sandboxwarmpools", "", sandboxes, false},
+		{"get", "extensions.agents.x-k8s.io", "sandboxtemplates", "", sandboxes, false},
 		{"update", "extensions.agents.x-k8s.io", "sandboxclaims", "status", sandboxes, false},
 		{"update", "extensions.agents.x-k8s.io", "sandboxtemplates", "", sandboxes, false},
 		{"create", "agents.x-k8s.io", "sandboxes", "", sandboxes, false},
@@ -79,8 +81,7 @@ func testRouterRBAC(t *testing.T, bed *kubebed.Bed) {
 // deploy/ must be added here too, so that none slips in unreviewed.
 var routerRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxclaims"}, Verbs: []string{"create", "delete", "get", "list", "watch", "patch"}},
-	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxtemplates", "sandboxwarmpools"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"get"}},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 }
 

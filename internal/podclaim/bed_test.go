@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -29,8 +29,6 @@ const (
 	ns = "warden-sandboxes"
 	// pool is deploy/'s default template and warm pool.
 	pool = "default"
-	// waitLong bounds each wait on the controller or kubelet.
-	waitLong = 2 * time.Minute
 )
 
 // replica is one router replica: a Claimer with the router's service
@@ -46,17 +44,25 @@ func newReplica(t *testing.T, bed *kubebed.Bed, interval time.Duration) *replica
 	cfg := rest.CopyConfig(bed.RouterConfig)
 	calls := &callCounter{}
 	cfg.Wrap(calls.wrap)
-	c, err := podclaim.New(cfg, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: waitLong})
+	c, err := podclaim.New(cfg, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: bedpod.WaitLong})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &replica{Claimer: c, calls: calls}
 }
 
-// callCounter counts the API calls that go through it.
+// callCounter counts the API calls that go through it, and keeps when
+// each began and ended (for where a claim's time goes).
 type callCounter struct {
 	mu            sync.Mutex
 	reads, writes int
+	trace         []call
+}
+
+// call is one API call: its method, path and span.
+type call struct {
+	method, path string
+	start, end   time.Time
 }
 
 // roundTripFunc is a function as an http.RoundTripper.
@@ -76,8 +82,26 @@ func (c *callCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.writes++
 		}
 		c.mu.Unlock()
-		return rt.RoundTrip(r)
+		start := time.Now()
+		resp, err := rt.RoundTrip(r)
+		c.mu.Lock()
+		c.trace = append(c.trace, call{r.Method, r.URL.Path, start, time.Now()})
+		c.mu.Unlock()
+		return resp, err
 	})
+}
+
+// since is the calls begun at or after t, in the order they ended.
+func (c *callCounter) since(t time.Time) []call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []call
+	for _, k := range c.trace {
+		if !k.start.Before(t) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // counts is the reads and writes so far.
@@ -96,7 +120,7 @@ func request(id string) podclaim.Request {
 // router RBAC, default template and warm pool, every call as the
 // router's service account: what it does is what the Role allows.
 func TestOnBed(t *testing.T) {
-	bed := kubebed.Start(t, stubCommand)
+	bed := kubebed.Start(t, bedpod.Stub)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	install(ctx, t, bed)
@@ -142,7 +166,7 @@ func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 func waitPool(ctx context.Context, t *testing.T, bed *kubebed.Bed, n int32) {
 	t.Helper()
 	var wp extv1.SandboxWarmPool
-	waitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
+	bedpod.WaitFor(t, fmt.Sprintf("the warm pool to hold %d ready sandboxes", n), func() bool {
 		err := bed.Extensions.Get().Namespace(ns).Resource("sandboxwarmpools").Name(pool).Do(ctx).Into(&wp)
 		return err == nil && wp.Status.ReadyReplicas == n
 	})
@@ -170,7 +194,7 @@ func testClaimFindRelease(ctx context.Context, t *testing.T, a, b *replica) {
 	if s.Sandbox == "" || s.Sandbox == s.Claim || s.Pod == "" || s.PodUID == "" || s.Ready.IsZero() {
 		t.Errorf("claimed session %+v: want a warm pool sandbox (not one named after the claim), its Pod and Ready time", s)
 	}
-	if got := httpGet(ctx, t, "http://"+s.PodIP.String()+":7070/"); got != s.Pod {
+	if got := bedpod.Get(ctx, t, "http://"+s.PodIP.String()+":7070/"); got != s.Pod {
 		t.Errorf("the process on the session's Pod IP %v says it is Pod %q, want %q", s.PodIP, got, s.Pod)
 	}
 	if _, err := b.Claim(ctx, request(findID)); !apierrors.IsAlreadyExists(err) {
@@ -260,8 +284,25 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, a, b *r
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := a.WatchPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan error, 1)
+	stop, err := a.OnDeath(ctx, s, func(err error) { heard <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
 	if err := bed.Clientset.CoreV1().Pods(ns).Delete(ctx, s.Pod, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-heard:
+		if !errors.Is(err, podclaim.ErrDead) || !strings.Contains(err.Error(), "Pod "+s.Pod) {
+			t.Errorf("OnDeath of a Pod deleted under its claim: got %v, want ErrDead naming Pod %s", err, s.Pod)
+		}
+	case <-time.After(bedpod.WaitLong):
+		t.Fatalf("OnDeath did not hear of Pod %s's deletion within %v", s.Pod, bedpod.WaitLong)
 	}
 	dead := waitDead(ctx, t, b, "s-podgone")
 	if !strings.Contains(dead.Error(), "Pod "+s.Pod) {
@@ -275,9 +316,9 @@ func testPodFailed(ctx context.Context, t *testing.T, a, b *replica) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	askExit(ctx, "http://"+s.PodIP.String()+":7070"+stubExitPath)
+	bedpod.AskExit(ctx, "http://"+s.PodIP.String()+":7070")
 	dead := waitDead(ctx, t, b, "s-podfail")
-	if want := fmt.Sprintf("Pod %s failed: container sandbox exited %d", s.Pod, stubExitCode); !strings.Contains(dead.Error(), want) {
+	if want := fmt.Sprintf("Pod %s failed: container sandbox exited %d", s.Pod, bedpod.ExitCode); !strings.Contains(dead.Error(), want) {
 		t.Errorf("a Pod whose process died: got %q, want %q", dead, want)
 	}
 	waitReaped(ctx, t, b, "s-podfail")
@@ -293,7 +334,7 @@ func testTTL(ctx context.Context, t *testing.T, a, b *replica) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the controller to end the session at its TTL", func() bool {
+	bedpod.WaitFor(t, "the controller to end the session at its TTL", func() bool {
 		_, err := b.Find(ctx, "acme", "s-ttl")
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
@@ -317,7 +358,7 @@ func testTwoReapers(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 		}
 		sessions = append(sessions, s)
 	}
-	waitFor(t, "the sessions to be idle past their timeout and the activity interval", func() bool {
+	bedpod.WaitFor(t, "the sessions to be idle past their timeout and the activity interval", func() bool {
 		return time.Since(sessions[len(sessions)-1].LastActive) > 3*time.Second
 	})
 	var wg sync.WaitGroup
@@ -354,7 +395,7 @@ func testTwoReapers(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 func waitDead(ctx context.Context, t *testing.T, r *replica, id string) error {
 	t.Helper()
 	var err error
-	waitFor(t, "session "+id+" to be reported dead", func() bool {
+	bedpod.WaitFor(t, "session "+id+" to be reported dead", func() bool {
 		_, err = r.Find(ctx, "acme", id)
 		return errors.Is(err, podclaim.ErrDead)
 	})
@@ -369,7 +410,7 @@ func waitDead(ctx context.Context, t *testing.T, r *replica, id string) error {
 // did: it is gone).
 func waitReaped(ctx context.Context, t *testing.T, r *replica, id string) {
 	t.Helper()
-	waitFor(t, "a reaper to release dead session "+id, func() bool {
+	bedpod.WaitFor(t, "a reaper to release dead session "+id, func() bool {
 		rep, err := r.Reap(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -382,49 +423,4 @@ func waitReaped(ctx context.Context, t *testing.T, r *replica, id string) {
 		}
 		return false
 	})
-}
-
-// askExit asks a stand-in to exit; it does not answer.
-func askExit(ctx context.Context, url string) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return
-	}
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		_ = resp.Body.Close()
-	}
-}
-
-// httpGet is the body of a GET of url, which must answer 200.
-func httpGet(ctx context.Context, t *testing.T, url string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
-	}
-	return string(b)
-}
-
-// waitFor polls cond every 20 ms for at most waitLong.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(waitLong); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("gave up waiting %v for %s", waitLong, what)
 }

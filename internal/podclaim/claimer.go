@@ -44,6 +44,7 @@ type Claimer struct {
 	mu      sync.Mutex
 	written map[string]time.Time // claim name: this replica's last activity write
 	swept   time.Time            // when written was last swept
+	deaths  *deaths              // WatchPods' watch, once started
 }
 
 // New makes a Claimer reaching the API server with restConfig (the

@@ -130,10 +130,32 @@ func (c *Claimer) Touch(ctx context.Context, s *Session) error {
 		return nil
 	}
 	c.forget(name)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	if apierrors.IsNotFound(err) || uidChanged(err) {
 		return fmt.Errorf("recording session %q's activity: %w", s.ID, ErrNotFound)
 	}
 	return fmt.Errorf("recording session %q's activity on claim %s: %w", s.ID, name, err)
+}
+
+// uidChanged is whether err is the API server's refusal of a merge
+// patch whose metadata.uid is not the claim's: a claim replaced under
+// the same name. A PATCH takes no UID precondition, so the server
+// refuses the immutable field's change in validation, a 422 Invalid
+// naming metadata.uid; a 409 Conflict is taken the same way, should a
+// server check it as a precondition.
+func uidChanged(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // due is whether claim name's activity is to be written at now, which

@@ -18,6 +18,7 @@ import (
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 )
 
 // Sizes of the measurements: the warm pool, the sequential claims timed,
@@ -142,7 +143,7 @@ func rawClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string) 
 	}
 	var d time.Duration
 	var box string
-	timeout := time.After(waitLong)
+	timeout := time.After(bedpod.WaitLong)
 	for d == 0 {
 		select {
 		case ev, ok := <-w.ResultChan():
@@ -154,13 +155,13 @@ func rawClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string) 
 				d, box = time.Since(start), c.Status.SandboxStatus.Name
 			}
 		case <-timeout:
-			t.Fatalf("claim %s was not Ready within %v", name, waitLong)
+			t.Fatalf("claim %s was not Ready within %v", name, bedpod.WaitLong)
 		}
 	}
 	if err := bed.Extensions.Delete().Namespace(ns).Resource("sandboxclaims").Name(name).Do(ctx).Error(); err != nil {
 		t.Fatalf("deleting claim %s: %v", name, err)
 	}
-	waitFor(t, "bare claim "+name+"'s Pod "+box+" to go", func() bool {
+	bedpod.WaitFor(t, "bare claim "+name+"'s Pod "+box+" to go", func() bool {
 		_, err := bed.Clientset.CoreV1().Pods(ns).Get(ctx, box, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

@@ -69,6 +69,10 @@ var (
 	// ErrPending: the claim exists but its claiming replica has not yet
 	// recorded its Pod; a retry shortly may find it.
 	ErrPending = errors.New("session is still being claimed")
+	// ErrUnwatched: OnDeath's watch ended (WatchPods' context did)
+	// before the session's Pod died, so its death would go unheard; Find
+	// says whether the session lives.
+	ErrUnwatched = errors.New("the Pod watch ended: call Find to learn whether the session lives")
 )
 
 // Request is what a new session needs from a claim.

@@ -203,6 +203,10 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 			return
 		}
 		patches[r.URL.Path]++
+		if strings.HasSuffix(r.URL.Path, ClaimName("replaced")) {
+			refuseUID(w)
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, ClaimName("flaky")) && fail {
 			fail = false
 			http.Error(w, "try later", http.StatusServiceUnavailable)
@@ -226,6 +230,9 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	if err := c.Touch(ctx, ses("replaced")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a Touch of a claim replaced under its name: got %v, want ErrNotFound", err)
 	}
 	if err := c.Touch(ctx, ses("flaky")); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("a Touch the server refused: got %v, want its error", err)
@@ -272,5 +279,39 @@ func TestSweepOncePerInterval(t *testing.T) {
 	c.due("c", t0.Add(3*interval))
 	if got := len(c.written); got != 2 {
 		t.Errorf("a write an interval later: got %d entries, want 2 (swept again: b and c)", got)
+	}
+}
+
+// TestForeignPod: Find attaches only to a Pod controlled by the claim's
+// Sandbox (named by the controller-written status) and labelled a
+// sandbox, whatever the claim's writable annotation names.
+func TestForeignPod(t *testing.T) {
+	s := &Session{Pod: "pod-a", PodUID: "uid-a", Sandbox: "box-a"}
+	own := func(kind, name string, labelled bool) *corev1.Pod {
+		p := pod("a", corev1.PodRunning)
+		yes := true
+		if kind != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, Name: name, Controller: &yes}}
+		}
+		if labelled {
+			p.Labels = map[string]string{sandboxLabel: sandboxComponent}
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"the claim's sandbox Pod", own("Sandbox", "box-a", true), ""},
+		{"no controller", own("", "", true), `not controlled by the claim's Sandbox "box-a"`},
+		{"another Sandbox's", own("Sandbox", "box-b", true), `not controlled by the claim's Sandbox "box-a"`},
+		{"another kind's", own("ReplicaSet", "box-a", true), `not controlled by the claim's Sandbox "box-a"`},
+		{"unlabelled", own("Sandbox", "box-a", false), "has no label " + sandboxSelector},
+	} {
+		got := foreignPod(s, c.pod)
+		if (got == "") != (c.want == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -97,7 +97,14 @@ func reapDecision(s *Session, pods map[string]*corev1.Pod, now time.Time, interv
 
 // sandboxSelector selects sandbox Pods: deploy/'s template labels them
 // so (its NetworkPolicies select them by it too).
-const sandboxSelector = "app.kubernetes.io/component=warden-sandbox"
+const sandboxSelector = sandboxLabel + "=" + sandboxComponent
+
+// sandboxLabel and sandboxComponent are the label deploy/'s template
+// puts on sandbox Pods.
+const (
+	sandboxLabel     = "app.kubernetes.io/component"
+	sandboxComponent = "warden-sandbox"
+)
 
 // listPods lists the namespace's sandbox Pods in pages, by name: only
 // those, so that a pass holds no other Pod in memory.
@@ -120,11 +127,16 @@ func (c *Claimer) listPods(ctx context.Context) (map[string]*corev1.Pod, error) 
 
 // slimPod is what podDeath reads of p, no more: a pass keeps that of
 // each sandbox Pod, not the whole object with the termination messages
-// and log tails a sandbox can fill (about 4 KiB a container).
+// and log tails a sandbox can fill (about 4 KiB a container), and so
+// does OnDeath's informer (which keys its cache by namespace and name,
+// and resumes its watch from the resource version).
 func slimPod(p *corev1.Pod) *corev1.Pod {
 	out := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID, DeletionTimestamp: p.DeletionTimestamp},
-		Status:     corev1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason},
 	}
 	for _, st := range p.Status.ContainerStatuses {
 		if t := st.State.Terminated; t != nil {

@@ -20,17 +20,24 @@ import (
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
-// recordTries bounds record's patches: a claim the controller changed
-// between its Ready event and the patch is read again and patched again.
-const recordTries = 3
-
 // record finds the Pod of a claim just Ready, checks it is the one the
-// claim reports, and writes it on the claim (one patch, conditional on
-// the claim's UID and resource version, so it never lands on another
-// claim of the same name nor on a state it did not check), so that every
-// replica later knows which Pod is the session's. A claim changed since
-// (a 409) is read again: the same claim, still Ready on the same Sandbox
-// and IP, is patched again; anything else is an error.
+// claim reports, and writes it on the claim (one merge patch,
+// conditional on the claim's UID), so that every replica later knows
+// which Pod is the session's.
+//
+// The patch carries no resource version, on purpose: agent-sandbox's
+// controller updates every claim once more just after it is Ready, so a
+// resource version precondition failed in every claim on the bed and
+// cost a read and a second patch. It would add nothing: what ties the
+// recorded Pod to this claim is not the claim's status as read but
+// ownership, which claimPod checked (the Sandbox's controller is this
+// claim's UID, the Pod's is that Sandbox's UID, and agent-sandbox never
+// moves a claim to another Sandbox), and the claim's UID in the patch
+// keeps it off any other claim of the same name: uid is immutable, so
+// the API server refuses the change (a 422 Invalid, see uidChanged). A Pod that dies or is
+// replaced after the record is Find's to report, as at any later time.
+// The patched claim must still name the Sandbox checked, or it is an
+// error.
 func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
 	pod, err := c.claimPod(ctx, claim)
 	if err != nil {
@@ -39,45 +46,17 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 	if ip := claim.Status.SandboxStatus.PodIPs[0]; pod.Status.PodIP != ip {
 		return nil, fmt.Errorf("claim %s reports Pod IP %s, but its Pod %s has %q", claim.Name, ip, pod.Name, pod.Status.PodIP)
 	}
-	for try := 1; ; try++ {
-		s, err := c.writePod(ctx, claim, pod)
-		if !apierrors.IsConflict(err) || try == recordTries {
-			return s, err
-		}
-		if claim, err = c.sameClaim(ctx, claim); err != nil {
-			return nil, err
-		}
-	}
+	return c.writePod(ctx, claim, pod)
 }
 
-// sameClaim reads claim again, which must be the same claim (UID), still
-// Ready on the same Sandbox with the same Pod IP, so that what record
-// checked still holds.
-func (c *Claimer) sameClaim(ctx context.Context, claim *extv1.SandboxClaim) (*extv1.SandboxClaim, error) {
-	var fresh extv1.SandboxClaim
-	if err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).Do(ctx).Into(&fresh); err != nil {
-		return nil, fmt.Errorf("reading claim %s again: %w", claim.Name, err)
-	}
-	if fresh.UID != claim.UID {
-		return nil, fmt.Errorf("claim %s was replaced by another of the same name while Ready", claim.Name)
-	}
-	if ready, err := readyOrHopeless(&fresh); err != nil {
-		return nil, err
-	} else if !ready || fresh.Status.SandboxStatus.Name != claim.Status.SandboxStatus.Name ||
-		fresh.Status.SandboxStatus.PodIPs[0] != claim.Status.SandboxStatus.PodIPs[0] {
-		return nil, fmt.Errorf("claim %s changed while its Pod was recorded (now %s, Sandbox %q): claim again",
-			claim.Name, conditionText(&fresh), fresh.Status.SandboxStatus.Name)
-	}
-	return &fresh, nil
-}
-
-// writePod writes pod on claim, conditional on the claim's UID and
-// resource version, and is the session the patched claim holds.
+// writePod writes pod on claim, unless the claim of that name is
+// another than claim (its uid differs), and is
+// the session the patched claim holds.
 func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod) (*Session, error) {
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": claim.UID, "resourceVersion": claim.ResourceVersion,
+		"uid":         claim.UID,
 		"annotations": map[string]string{PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp},
 	}})
 	if err != nil {
@@ -86,7 +65,13 @@ func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *
 	var patched extv1.SandboxClaim
 	if err := c.ext.Patch(types.MergePatchType).Namespace(c.cfg.Namespace).Resource(claimsResource).Name(claim.Name).
 		Body(patch).Do(ctx).Into(&patched); err != nil {
+		if uidChanged(err) {
+			return nil, fmt.Errorf("recording Pod %s on claim %s: the claim was replaced by another of the same name: %w", pod.Name, claim.Name, err)
+		}
 		return nil, fmt.Errorf("recording Pod %s on claim %s: %w", pod.Name, claim.Name, err)
+	}
+	if box := patched.Status.SandboxStatus.Name; box != claim.Status.SandboxStatus.Name {
+		return nil, fmt.Errorf("claim %s moved from Sandbox %s to %q while its Pod was recorded: claim again", claim.Name, claim.Status.SandboxStatus.Name, box)
 	}
 	c.noteWritten(claim.Name, now)
 	s, err := sessionOf(&patched)
@@ -99,24 +84,40 @@ func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *
 // claimPod is the Pod of the claim's Sandbox: named by the Sandbox's
 // pod-name annotation, or as the Sandbox; the Sandbox must be controlled
 // by the claim (agent-sandbox sets that on adoption) and the Pod by the
-// Sandbox, and the Pod must not be being deleted.
+// Sandbox, and the Pod must not be being deleted. The Pod is read named
+// as the Sandbox at the same time as the Sandbox (one round trip, not
+// two), and read again by the annotation's name only in the rare
+// adoption that names it otherwise.
 func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*corev1.Pod, error) {
-	var box sandboxv1.Sandbox
 	name := claim.Status.SandboxStatus.Name
-	if err := c.boxes.Get().Namespace(c.cfg.Namespace).Resource("sandboxes").Name(name).Do(ctx).Into(&box); err != nil {
-		return nil, fmt.Errorf("reading claim %s's Sandbox %q: %w", claim.Name, name, err)
+	pods := c.pods.CoreV1().Pods(c.cfg.Namespace)
+	type podRead struct {
+		pod *corev1.Pod
+		err error
+	}
+	guess := make(chan podRead, 1)
+	go func() {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		guess <- podRead{p, err}
+	}()
+	var box sandboxv1.Sandbox
+	boxErr := c.boxes.Get().Namespace(c.cfg.Namespace).Resource("sandboxes").Name(name).Do(ctx).Into(&box)
+	read := <-guess
+	if boxErr != nil {
+		return nil, fmt.Errorf("reading claim %s's Sandbox %q: %w", claim.Name, name, boxErr)
 	}
 	if owner := metav1.GetControllerOf(&box); owner == nil || owner.UID != claim.UID {
 		return nil, fmt.Errorf("the Sandbox %s is not controlled by claim %s", box.Name, claim.Name)
 	}
 	podName := box.Name
-	if n := box.Annotations[sandboxv1.SandboxPodNameAnnotation]; n != "" {
+	if n := box.Annotations[sandboxv1.SandboxPodNameAnnotation]; n != "" && n != box.Name {
 		podName = n
+		read.pod, read.err = pods.Get(ctx, podName, metav1.GetOptions{})
 	}
-	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, podName, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("reading claim %s's Pod %s: %w", claim.Name, podName, err)
+	if read.err != nil {
+		return nil, fmt.Errorf("reading claim %s's Pod %s: %w", claim.Name, podName, read.err)
 	}
+	pod := read.pod
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
 		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
 	}
@@ -231,7 +232,26 @@ func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) 
 	if why := podDeath(s, pod); why != "" {
 		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
 	}
+	if why := foreignPod(s, pod); why != "" {
+		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
+	}
 	return s, s.setPod(pod)
+}
+
+// foreignPod says in one line why pod, which claim annotations name for
+// session s, is not its Sandbox's sandbox Pod, or "" when it is: the
+// annotation is writable by whoever may patch claims, and must not
+// point a replica at another session's Pod. The Sandbox's name is the
+// claim's status, which only the controller writes.
+func foreignPod(s *Session, pod *corev1.Pod) string {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "Sandbox" || owner.Name != s.Sandbox || s.Sandbox == "" {
+		return fmt.Sprintf("its recorded Pod %s is not controlled by the claim's Sandbox %q", s.Pod, s.Sandbox)
+	}
+	if pod.Labels[sandboxLabel] != sandboxComponent {
+		return fmt.Sprintf("its recorded Pod %s has no label %s", s.Pod, sandboxSelector)
+	}
+	return ""
 }
 
 // unrecorded is Find's error for session s with no Pod recorded yet.

@@ -137,8 +137,34 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 	})
 }
 
+// errFileClosing is what SyscallConn().Control returns on a closed
+// *os.File: internal/poll's ErrFileClosing, which wraps no exported
+// error (not os.ErrClosed), so shutdown learns it from a file of its
+// own it closed.
+var errFileClosing = closedControlError()
+
+// closedControlError is Control's error on a closed pipe, or nil if no
+// pipe could be made (then shutdown warns of a closed file, as it would
+// of any failure).
+func closedControlError() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil
+	}
+	// closed to learn the error of a closed file; nothing was written
+	_ = w.Close()
+	_ = r.Close()
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc.Control(func(uintptr) {})
+}
+
 // shutdown shuts down both directions of the connection f, logging a
-// failure.
+// failure. A descriptor the session closed already (its stream closes
+// it when the Pod hangs up) is no failure: its close ended the
+// connection, which only it held.
 func shutdown(f *os.File, log *slog.Logger) {
 	rc, err := f.SyscallConn()
 	if err == nil {
@@ -147,7 +173,7 @@ func shutdown(f *os.File, log *slog.Logger) {
 			err = cerr
 		}
 	}
-	if err != nil && !errors.Is(err, unix.ENOTCONN) {
+	if err != nil && !errors.Is(err, unix.ENOTCONN) && (errFileClosing == nil || !errors.Is(err, errFileClosing)) {
 		if log == nil {
 			log = slog.Default()
 		}

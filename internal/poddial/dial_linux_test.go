@@ -1,7 +1,9 @@
 package poddial
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -35,5 +37,41 @@ func TestShutdownEndsThePeer(t *testing.T) {
 	}
 	if _, err := unix.FcntlInt(router.Fd(), unix.F_GETFD, 0); err != nil {
 		t.Errorf("the router's descriptor after the shutdown: %v, want it still open", err)
+	}
+}
+
+// TestShutdownClosedLogsNothing: shutting down a connection the session
+// closed already (its stream closes it when the Pod hangs up) is no
+// failure, and a failure that is one is logged.
+func TestShutdownClosedLogsNothing(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, closed := os.NewFile(uintptr(fds[0]), "open"), os.NewFile(uintptr(fds[1]), "closed")
+	defer open.Close()
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, tc := range []struct {
+		name string
+		f    *os.File
+		warn bool
+	}{
+		{"open socket", open, false},
+		{"closed by the session", closed, false},
+		{"not a socket", r, true},
+	} {
+		var buf bytes.Buffer
+		shutdown(tc.f, slog.New(slog.NewTextHandler(&buf, nil)))
+		if got := buf.Len() > 0; got != tc.warn {
+			t.Errorf("%s: logged %q; want a warning: %v", tc.name, buf.String(), tc.warn)
+		}
 	}
 }

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,37 +27,6 @@ import (
 
 // podUID is the simulated Pod's metadata.uid.
 const podUID = "5f0c1a52-7d5e-4b8e-9a51-000000000001"
-
-// podScript makes a Pod's container out of a PID and mount namespace the
-// test started as root: a tmpfs root holding the host's /usr and /etc
-// read-only, a few device nodes, /proc of the new PID namespace, and
-// tmpfs volumes at /workspace, /tmp and /home/sandbox as the default
-// template's emptyDirs, then execs warden-init there as PID 1, as uid
-// and gid 65532 with the capabilities setpriv's arguments leave it
-// (the default template drops them all). Nothing is mounted outside the
-// namespace: / is made private first.
-const podScript = `set -e
-R=$1 INIT=$2 ADDR=$3
-shift 3
-mount --make-rprivate /
-mount -t tmpfs -o size=1m,mode=755 pod-root "$R"
-cd "$R"
-mkdir usr etc proc dev workspace tmp home home/sandbox
-ln -s usr/bin bin; ln -s usr/lib lib; ln -s usr/lib64 lib64; ln -s usr/sbin sbin
-for d in usr etc; do mount --bind "/$d" "$d"; mount -o remount,bind,ro "$d"; done
-for n in null zero full random urandom; do touch "dev/$n"; mount --bind "/dev/$n" "dev/$n"; done
-mount -t proc -o nosuid,nodev,noexec proc proc
-mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 workspace workspace
-mount -t tmpfs -o size=16m,uid=65532,gid=65532,mode=755 home home/sandbox
-mount -t tmpfs -o size=16m,mode=1777 tmp tmp
-touch warden-init
-mount --bind "$INIT" warden-init
-mount -o remount,bind,ro warden-init
-exec chroot . setpriv --reuid=65532 --regid=65532 --clear-groups "$@" /warden-init pod --listen "$ADDR"
-`
-
-// dropAll are setpriv's arguments for a Pod that drops every capability.
-var dropAll = []string{"--inh-caps=-all", "--bounding-set=-all"}
 
 // binDir holds the warden-init the tests build, removed by TestMain.
 var binDir string
@@ -78,13 +47,7 @@ var initBinary = sync.OnceValues(func() (string, error) {
 	if binDir, err = os.MkdirTemp("", "warden-podinit-"); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(binDir, "warden-init")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden-init")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building warden-init: %w: %s", err, out)
-	}
-	return bin, nil
+	return testhost.BuildInit(binDir)
 })
 
 // pod is a simulated Pod: warden-init in pod mode, and its log.
@@ -99,7 +62,7 @@ type pod struct {
 func startPod(t *testing.T, caps []string) *pod {
 	t.Helper()
 	testhost.RequireRoot(t)
-	for _, tool := range []string{"go", "setpriv", "chroot", "mount"} {
+	for _, tool := range testhost.PodContainerTools {
 		testhost.RequireTool(t, tool)
 	}
 	bin, err := initBinary()
@@ -107,8 +70,9 @@ func startPod(t *testing.T, caps []string) *pod {
 		t.Fatal(err)
 	}
 	p := &pod{addr: fmt.Sprintf("127.%d.%d.%d:%d", rand.IntN(256), rand.IntN(256), 2+rand.IntN(250), podinit.Port), log: &testhost.SyncBuffer{}}
-	args := append([]string{"-c", podScript, "pod", t.TempDir(), bin, p.addr}, caps...)
+	args := append([]string{"-c", testhost.PodContainerScript, "pod", t.TempDir(), bin, p.addr}, caps...)
 	cmd := exec.Command("sh", args...)
+	cmd.Env = append(os.Environ(), testhost.PodContainerEnv(t)...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -166,7 +130,8 @@ func attach(t *testing.T, p *pod, want podinit.Adoption) *agent.Session {
 	if err != nil || a != want {
 		t.Fatalf("Dial = %v, %v; want %v; the Pod's log: %s", a, err, want, p.log)
 	}
-	s, err := Attach(ctx, conn, podSpec(), nil)
+	logged := &syncBuffer{}
+	s, err := Attach(ctx, conn, podSpec(), slog.New(slog.NewTextHandler(logged, nil)))
 	if err != nil {
 		t.Fatalf("Attach: %v; the Pod's log: %s", err, p.log)
 	}
@@ -174,8 +139,30 @@ func attach(t *testing.T, p *pod, want podinit.Adoption) *agent.Session {
 		if err := s.Close(); err != nil {
 			t.Errorf("closing the session: %v", err)
 		}
+		if got := logged.String(); got != "" {
+			t.Errorf("the session logged %q; want nothing (a session's Close is no failure)", got)
+		}
 	})
 	return s
+}
+
+// syncBuffer is a bytes.Buffer the session's goroutines may log to at
+// once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // execSh runs script in s and returns its result.
@@ -195,7 +182,7 @@ func execSh(t *testing.T, s *agent.Session, script string) spec.Result {
 // as the Pod's uid under Warden's seccomp filter, no_new_privs and
 // rlimits, a persistent interpreter, and what a remote box refuses.
 func TestPodSession(t *testing.T) {
-	p := startPod(t, dropAll)
+	p := startPod(t, testhost.DropAllCaps)
 	s := attach(t, p, podinit.Adopted)
 	checks := []struct {
 		name, script, want string
@@ -242,7 +229,7 @@ func TestPodSession(t *testing.T) {
 // still serves. The bomb reads its limit first, forks at most 64 past
 // it, and each child ends by itself within 30 s, or with the exec.
 func TestPodProcessLimit(t *testing.T) {
-	p := startPod(t, dropAll)
+	p := startPod(t, testhost.DropAllCaps)
 	s := attach(t, p, podinit.Adopted)
 	// dash ends at a fork it cannot make, so the bomb is a shell of its
 	// own that reports each fork it made.
@@ -270,7 +257,7 @@ echo "$n of $max"`)
 // key: a replica of the router takes over with the Pod's files but none
 // of its processes, while another router key is refused.
 func TestPodReturns(t *testing.T) {
-	p := startPod(t, dropAll)
+	p := startPod(t, testhost.DropAllCaps)
 	first := attach(t, p, podinit.Adopted)
 	if r := execSh(t, first, "echo kept > /workspace/f"); r.ExitCode != 0 {
 		t.Fatalf("writing a file: exit %d, stderr %q", r.ExitCode, r.Stderr)
@@ -364,7 +351,7 @@ func TestRefuse(t *testing.T) {
 // agent rather than wait for it, so the session ends, killAll sweeps
 // what it left, and the router can return.
 func TestPodStoppedAgent(t *testing.T) {
-	p := startPod(t, dropAll)
+	p := startPod(t, testhost.DropAllCaps)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, _, err := Dial(ctx, p.addr, key(t, routerKey))
@@ -397,7 +384,7 @@ func TestPodStoppedAgent(t *testing.T) {
 // uid, signal the Pod's PID 1 with every signal whose Go default ends a
 // process; the init lives on, and so does the session.
 func TestPodInitDropsSignals(t *testing.T) {
-	p := startPod(t, dropAll)
+	p := startPod(t, testhost.DropAllCaps)
 	s := attach(t, p, podinit.Adopted)
 	sigs := "TERM HUP INT QUIT ABRT SEGV BUS USR1 USR2 PIPE ALRM"
 	if r := execSh(t, s, "for s in "+sigs+"; do kill -$s 1 || exit 1; done; echo sent"); r.Stdout != "sent\n" {
@@ -413,7 +400,7 @@ func TestPodInitDropsSignals(t *testing.T) {
 // an ordinary exit of the trampoline: the trampoline reports its exec's
 // error to the agent on a close-on-exec descriptor.
 func TestPodStartFailed(t *testing.T) {
-	p := startPod(t, dropAll)
+	p := startPod(t, testhost.DropAllCaps)
 	s := attach(t, p, podinit.Adopted)
 	if r := execSh(t, s, "printf '#!/no/such/interp\\n' >/workspace/nointerp; printf 'echo hi\\n' >/workspace/noshebang; chmod +x /workspace/nointerp /workspace/noshebang"); r.ExitCode != 0 {
 		t.Fatalf("writing the scripts: exit %d, %q", r.ExitCode, r.Stderr)
@@ -451,7 +438,7 @@ func TestPodStartFailed(t *testing.T) {
 // agent over the stream as the Pod's uid, within the limits the router
 // gives, with links the box plants refused as on the host's path.
 func TestPodFiles(t *testing.T) {
-	p := startPod(t, dropAll)
+	p := startPod(t, testhost.DropAllCaps)
 	s := attach(t, p, podinit.Adopted)
 	files, err := s.RemoteFiles(workspace.Limits{MaxFileBytes: 16})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,7 +194,13 @@ type Manager struct {
 	// under way, closed when it is done: concurrent requests for one
 	// session wait for it rather than dial the Pod a second time (which
 	// would find it taken by the first dial).
-	adopting map[string]chan struct{}
+	adopting map[string]*adoption
+	// finds bounds the Finds of a RemoteBackend under way at once, and
+	// missing holds when each owner's id Find last answered ErrNotFound
+	// (see remoteMissing): one tenant's bogus ids cost the shared store
+	// little.
+	finds   chan struct{}
+	missing map[string]time.Time
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -231,7 +238,8 @@ func NewManager(b Backend, cfg Config) *Manager {
 		backend: b, cfg: cfg, sessions: map[string]*session{}, byOwner: map[string]int{},
 		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
-		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]chan struct{}{},
+		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]*adoption{},
+		finds: make(chan struct{}, remoteFinds), missing: map[string]time.Time{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
@@ -285,6 +293,12 @@ func (m *Manager) PersistsWorkspaces() bool { return m.persist }
 // passed, so a start refused for them costs none of the owner's starts.
 // A run is also counted in m.runs, which Close waits for.
 func (m *Manager) acquire(owner string, run bool, bytes int64) error {
+	return m.acquireSlot(owner, run, true, bytes)
+}
+
+// acquireSlot is acquire, taking a start token only when paced says so:
+// a remote session another server started (adopt) starts nothing.
+func (m *Manager) acquireSlot(owner string, run, paced bool, bytes int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -302,8 +316,10 @@ func (m *Manager) acquire(owner string, run bool, bytes int64) error {
 		return fmt.Errorf("%w: this key's sessions and runs hold %s of memory and disk, dead sessions' files included, and this one asks for %s more; the key's budget is %s (set by --max-memory-per-key): delete a session or ask for less",
 			ErrTooMany, spec.FormatSize(n), spec.FormatSize(bytes), spec.FormatSize(b))
 	}
-	if err := m.starts.take(owner); err != nil {
-		return err
+	if paced {
+		if err := m.starts.take(owner); err != nil {
+			return err
+		}
 	}
 	m.active++
 	m.byOwner[owner]++
@@ -391,7 +407,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		// never end the session first.
 		ttl := m.ttl(o.TTL)
 		idle = min(idle, ttl)
-		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits}, s)
+		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits, MaxPerOwner: m.cfg.MaxPerOwner}, s)
 	} else if box, ws = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
 	}
@@ -411,6 +427,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	}
 	if err := m.save(ses); err != nil {
 		m.discardBox(box, ws)
+		m.releaseRemote(ses) // nobody learns its id: its record would hold a Pod until idle
 		m.release(owner, bytes)
 		lease()
 		return Info{}, err
@@ -425,8 +442,9 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	m.held[ses.id] = bytes // end, even the one below, gives it back
 	m.mu.Unlock()
 	if closed {
-		// Close has already ended the sessions it knew of.
-		m.end(ses)
+		// Close has already ended the sessions it knew of; nobody learns
+		// this one's id, so a remote one's record is released too.
+		m.endReleasing(ses)
 		return Info{}, fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	return ses.info(), nil
@@ -473,6 +491,23 @@ func newID() string {
 	return "ses_" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// idLen is the length of newID's ids.
+const idLen = len("ses_") + 32
+
+// madeByNewID is whether id has the shape of newID's ids: any other is
+// no session's, answered without asking a RemoteBackend's store.
+func madeByNewID(id string) bool {
+	if len(id) != idLen || !strings.HasPrefix(id, "ses_") {
+		return false
+	}
+	for _, r := range id[len("ses_"):] {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // lookup finds owner's session; another owner's answers ErrNotFound, the
 // same as one that does not exist.
 //
@@ -486,38 +521,67 @@ func (m *Manager) lookup(owner, id string) (*session, error) {
 	if ok && s.owner == owner {
 		return s, nil
 	}
-	if rb, remote := m.backend.(RemoteBackend); remote && !ok {
+	if rb, remote := m.backend.(RemoteBackend); remote && !ok && madeByNewID(id) && !m.knownMissing(owner, id) {
 		return m.adoptOnce(rb, owner, id)
 	}
 	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 }
 
 // adoptOnce is adopt, once at a time per id: a request that finds an
-// attach of the same id under way waits for it and looks again.
+// attach of the same id under way waits for it and answers as it did
+// (its error, such as ErrBusy, not a 404 for a live session). One
+// waiting on another owner's attach, whose answer is not its own, tries
+// once more itself.
 func (m *Manager) adoptOnce(rb RemoteBackend, owner, id string) (*session, error) {
+	s, again, err := m.adoptOrWait(rb, owner, id)
+	if again {
+		s, _, err = m.adoptOrWait(rb, owner, id)
+	}
+	return s, err
+}
+
+// adoption is an attach of a RemoteBackend's session under way: done is
+// closed once err, its answer to owner, is set.
+type adoption struct {
+	owner string
+	done  chan struct{}
+	err   error
+}
+
+// adoptOrWait adopts id, or waits for the attach under way; again says
+// that attach was another owner's and failed, so its answer is not this
+// owner's.
+func (m *Manager) adoptOrWait(rb RemoteBackend, owner, id string) (*session, bool, error) {
 	m.mu.Lock()
 	if s, ok := m.sessions[id]; ok {
 		m.mu.Unlock()
 		if s.owner == owner {
-			return s, nil
+			return s, false, nil
 		}
-		return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+		return nil, false, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 	}
-	if wait, busy := m.adopting[id]; busy {
+	if a, busy := m.adopting[id]; busy {
 		m.mu.Unlock()
-		<-wait
-		return m.lookupHeld(owner, id)
+		<-a.done
+		if a.err != nil {
+			if a.owner != owner {
+				return nil, true, nil
+			}
+			return nil, false, a.err
+		}
+		s, err := m.lookupHeld(owner, id)
+		return s, false, err
 	}
-	done := make(chan struct{})
-	m.adopting[id] = done
+	a := &adoption{owner: owner, done: make(chan struct{})}
+	m.adopting[id] = a
 	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.adopting, id)
-		m.mu.Unlock()
-		close(done)
-	}()
-	return m.adopt(rb, owner, id)
+	s, err := m.adopt(rb, owner, id)
+	m.mu.Lock()
+	delete(m.adopting, id)
+	a.err = err
+	m.mu.Unlock()
+	close(a.done)
+	return s, false, err
 }
 
 // lookupHeld is owner's session id if this Manager holds it, else
@@ -606,11 +670,7 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 // expired): a remote one's session is released in its backend's store
 // too, which a server's Close leaves to the server that serves it next.
 func (m *Manager) endReleasing(s *session) bool {
-	if !m.endOnce(s) {
-		return false
-	}
-	m.releaseRemote(s)
-	return true
+	return m.endWith(s, true)
 }
 
 // end stops s and forgets it; a second call for the same session waits
@@ -623,11 +683,22 @@ func (m *Manager) end(s *session) {
 // endOnce is end, saying whether this call ended s (false: another did),
 // so that the reaper reports only the ends it made.
 func (m *Manager) endOnce(s *session) bool {
+	return m.endWith(s, false)
+}
+
+// endWith is endOnce, releasing a remote session's store record too
+// when release says so: before the session leaves m.sessions, so that a
+// request arriving meanwhile finds it stopping rather than attaching
+// its Pod again from a record not yet released.
+func (m *Manager) endWith(s *session, release bool) bool {
 	if !s.stopping() {
 		<-s.gone
 		return false
 	}
 	m.cleanedUp(s, s.close())
+	if release {
+		m.releaseRemote(s)
+	}
 	s.releaseTemplate()
 	if ferr := m.forget(s); ferr != nil {
 		m.cfg.OnStoreError(ferr)
@@ -714,9 +785,6 @@ func (m *Manager) Files(owner, id string) (workspace.Files, error) {
 	s, err := m.lookup(owner, id)
 	if err != nil {
 		return nil, err
-	}
-	if _, remote := m.backend.(RemoteBackend); remote {
-		return nil, fmt.Errorf("%w: files: a %s session's files are in its remote sandbox, which the file API does not reach yet: read and write them with an exec (cat, tee)", ErrUnsupported, m.backend.Name())
 	}
 	// A snapshotted session's files are on disk as the host's; they are
 	// served through a box again, as its sandbox user, like any other's.

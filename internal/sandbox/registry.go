@@ -49,6 +49,10 @@ type BackendOptions struct {
 // DefaultBackend is the backend used when none is named.
 const DefaultBackend = "native"
 
+// KubernetesBackend is the kubernetes backend's name, which serve's
+// kube flags and doctor key on too.
+const KubernetesBackend = "kubernetes"
+
 // backendEntry is one backend: its name and how to make it. make is given
 // the name, so a backend's Name comes from this table too. stream says
 // the backend takes BackendOptions.AgentTransport (native.TransportStream
@@ -68,7 +72,7 @@ var backends = []backendEntry{
 	{"gvisor", newGVisor, true},
 	{"docker", newDocker, false},
 	{"microvm", newMicroVM, false},
-	{"kubernetes", newKubernetes, false},
+	{KubernetesBackend, newKubernetes, false},
 }
 
 // TransportBackends returns the backends that have a choice of agent

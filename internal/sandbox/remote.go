@@ -18,7 +18,8 @@ import (
 type RemoteBackend interface {
 	Backend
 	// Claim starts session r's box, recording r where every server
-	// finds it; ctx bounds the start only.
+	// finds it; ctx bounds the start only. It refuses, with ErrTooMany,
+	// an owner holding r.MaxPerOwner sessions across every server.
 	Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error)
 	// Find attaches to owner's session id, which another server (or an
 	// earlier life of this one) started: ErrNotFound when there is none
@@ -42,6 +43,10 @@ type RemoteSession struct {
 	TTL, Idle                    time.Duration
 	Created, Expires, LastActive time.Time
 	Limits                       spec.Limits
+	// MaxPerOwner is Owner's limit of sessions (Config.MaxPerOwner), set
+	// at Claim: the Manager counts only its own, so Claim counts every
+	// server's and refuses past it with ErrTooMany (0: no limit).
+	MaxPerOwner int
 	// Note says, in one line, what a Find's attach lost (a new box's
 	// processes), for the server's log.
 	Note string
@@ -54,8 +59,9 @@ type releaser interface {
 	Release(ctx context.Context) error
 }
 
-// releaseWait bounds a remote session's release at its end.
-const releaseWait = 30 * time.Second
+// ReleaseWait bounds a remote session's release at its end (and a
+// RemoteBackend's own releases).
+const ReleaseWait = 30 * time.Second
 
 // releaseRemote releases s's session in its backend's store, where the
 // box is a remote one, logging a failure: the session ends locally all
@@ -65,7 +71,7 @@ func (m *Manager) releaseRemote(s *session) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	ctx, cancel := context.WithTimeout(context.Background(), ReleaseWait)
 	defer cancel()
 	if err := r.Release(ctx); err != nil && !errors.Is(err, ErrNotFound) {
 		m.cfg.Logger.Warn("releasing the session's remote sandbox", "session", s.id, "backend", m.backend.Name(), "err", err)
@@ -118,13 +124,13 @@ const remoteFindWait = 30 * time.Second
 func (m *Manager) adopt(rb RemoteBackend, owner, id string) (*session, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), remoteFindWait)
 	defer cancel()
-	box, r, err := rb.Find(ctx, owner, id, m.cfg.Ceilings)
+	box, r, err := m.find(ctx, rb, owner, id)
 	if err != nil {
 		return nil, err
 	}
 	s := spec.Spec{Limits: r.Limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	bytes := m.charge(s.Limits)
-	if err := m.acquire(owner, false, bytes); err != nil {
+	if err := m.acquireSlot(owner, false, false, bytes); err != nil {
 		m.cleanedUpBox(id, box.Close())
 		return nil, err
 	}
@@ -136,14 +142,12 @@ func (m *Manager) adopt(rb RemoteBackend, owner, id string) (*session, error) {
 		lease: func() {},
 	}
 	m.mu.Lock()
-	if held, ok := m.sessions[id]; ok || m.closed {
-		// Another request adopted it meanwhile, or the server is closing.
+	// adoptOnce makes this the only attach of id, so only Close can
+	// have come between.
+	if m.closed {
 		m.mu.Unlock()
 		m.cleanedUpBox(id, box.Close())
 		m.release(owner, bytes)
-		if ok && held.owner == owner {
-			return held, nil
-		}
 		return nil, fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
 	m.sessions[id] = ses
@@ -162,4 +166,61 @@ func (m *Manager) cleanedUpBox(id string, err error) {
 	if err != nil {
 		m.cfg.Logger.Warn("closing the session's sandbox", "session", id, "backend", m.backend.Name(), "err", err)
 	}
+}
+
+// Bounds of the lookups of sessions this Manager does not hold, which
+// any request naming an unknown id makes of the shared store.
+const (
+	// remoteFinds bounds the Finds under way at once.
+	remoteFinds = 16
+	// missingFor is how long an id Find answered ErrNotFound is answered
+	// so without asking again: ids are random, so none appears later.
+	missingFor = 10 * time.Second
+	// maxMissing bounds the ids remembered as missing.
+	maxMissing = 4096
+)
+
+// knownMissing is whether owner's id was answered ErrNotFound within
+// missingFor.
+func (m *Manager) knownMissing(owner, id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.missing[owner+"\x00"+id]
+	return ok && time.Since(t) < missingFor
+}
+
+// noteMissing remembers that owner's id is no session, dropping the
+// expired entries (or, when all are young, all of them) once full.
+func (m *Manager) noteMissing(owner, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.missing) >= maxMissing {
+		now := time.Now()
+		for k, t := range m.missing {
+			if now.Sub(t) >= missingFor {
+				delete(m.missing, k)
+			}
+		}
+		if len(m.missing) >= maxMissing {
+			clear(m.missing)
+		}
+	}
+	m.missing[owner+"\x00"+id] = time.Now()
+}
+
+// find is rb.Find within the bound of remoteFinds at once: a lookup
+// that finds them all taken until ctx ends is busy. An id found to be
+// no session is remembered as such (see knownMissing).
+func (m *Manager) find(ctx context.Context, rb RemoteBackend, owner, id string) (Box, RemoteSession, error) {
+	select {
+	case m.finds <- struct{}{}:
+	case <-ctx.Done():
+		return nil, RemoteSession{}, fmt.Errorf("%w: session %q: this server has %d lookups of sessions it does not hold under way; retry shortly", ErrBusy, id, remoteFinds)
+	}
+	box, r, err := rb.Find(ctx, owner, id, m.cfg.Ceilings)
+	<-m.finds
+	if errors.Is(err, ErrNotFound) {
+		m.noteMissing(owner, id)
+	}
+	return box, r, err
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
+	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
 // fakeRemote is a RemoteBackend whose store is a map shared by the
@@ -30,6 +32,10 @@ type remoteStore struct {
 	// finds counts Find's calls; gate, when set, holds each until closed.
 	finds int
 	gate  chan struct{}
+	// releasing counts Release's calls; releaseGate, when set, holds
+	// each until closed.
+	releasing   int
+	releaseGate chan struct{}
 }
 
 func (f *fakeRemote) Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error) {
@@ -71,14 +77,26 @@ func (f *fakeRemote) Reap(context.Context) error {
 	return nil
 }
 
-// remoteBox is a fakeBox whose session Release removes from the store.
+// remoteBox is a fakeBox whose session Release removes from the store
+// and whose agent serves its files (stubFiles), as a Pod's does.
 type remoteBox struct {
 	*fakeBox
 	id    string
 	store *remoteStore
 }
 
+func (x *remoteBox) RemoteFiles(workspace.Limits) (workspace.Files, error) {
+	return stubFiles{}, nil
+}
+
 func (x *remoteBox) Release(context.Context) error {
+	x.store.mu.Lock()
+	x.store.releasing++
+	gate := x.store.releaseGate
+	x.store.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	x.store.mu.Lock()
 	defer x.store.mu.Unlock()
 	delete(x.store.sessions, x.id)
@@ -102,8 +120,8 @@ func TestRemoteSessions(t *testing.T) {
 	store.mu.Lock()
 	rec, ok := store.sessions[info.ID]
 	store.mu.Unlock()
-	if !ok || rec.Owner != "alice" || rec.TTL != time.Hour || rec.Idle != time.Minute {
-		t.Fatalf("store holds %+v for %s, want alice's session with TTL 1h and idle 1m", rec, info.ID)
+	if !ok || rec.Owner != "alice" || rec.TTL != time.Hour || rec.Idle != time.Minute || rec.MaxPerOwner != a.PerOwner() || rec.MaxPerOwner <= 0 {
+		t.Fatalf("store holds %+v for %s, want alice's session with TTL 1h, idle 1m and the per-key limit %d", rec, info.ID, a.PerOwner())
 	}
 	short, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits, TTL: 5 * time.Second})
 	if err != nil {
@@ -145,8 +163,8 @@ func TestRemoteSessions(t *testing.T) {
 }
 
 // TestRemoteRefusals: what a remote session's files cannot do here
-// (snapshot, fork, the file API for now) and a warm pool of the server's own are refused in
-// one line each.
+// (snapshot, fork) and a warm pool of the server's own are refused in
+// one line each; its file API is its agent's.
 func TestRemoteRefusals(t *testing.T) {
 	rb := &fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}
 	if _, _, err := (Config{Pool: 2}).Fit(rb); err == nil {
@@ -164,8 +182,12 @@ func TestRemoteRefusals(t *testing.T) {
 	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Fork: got %v, want ErrUnsupported", err)
 	}
-	if _, err := m.Files("alice", info.ID); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Files: got %v, want ErrUnsupported", err)
+	files, err := m.Files("alice", info.ID)
+	if err != nil {
+		t.Fatalf("Files: got %v, want the box's agent's files", err)
+	}
+	if _, ok := files.(stubFiles); !ok {
+		t.Errorf("Files: got %T, want the box's agent's stubFiles", files)
 	}
 }
 
@@ -213,5 +235,154 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	defer store.mu.Unlock()
 	if store.finds != 1 {
 		t.Errorf("Find called %d times for %d concurrent requests, want once", store.finds, n)
+	}
+}
+
+// TestRemoteLookupBounds: an id newID cannot make is no session without
+// asking the store; an id the store answered not found is answered so
+// again without asking; and a lookup that finds every Find slot taken
+// is busy, not queued on the store.
+func TestRemoteLookupBounds(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	finds := func() int {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds
+	}
+	unknown := newID()
+	for _, c := range []struct {
+		id        string
+		wantFinds int
+	}{
+		{"nope", 0},
+		{"ses_" + strings.Repeat("a", 31) + "!", 0},
+		{newID() + "a", 0},
+		{unknown, 1},
+		{unknown, 1}, // remembered as missing
+	} {
+		if _, err := m.Get("alice", c.id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(%q): got %v, want ErrNotFound", c.id, err)
+		}
+		if got := finds(); got != c.wantFinds {
+			t.Errorf("after Get(%q): got %d Finds, want %d", c.id, got, c.wantFinds)
+		}
+	}
+	for range remoteFinds {
+		m.finds <- struct{}{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := m.find(ctx, &fakeRemote{store: store}, "alice", newID()); !errors.Is(err, ErrBusy) || finds() != 1 {
+		t.Errorf("a Find with every slot taken: got %v after %d Finds, want ErrBusy without a Find", err, finds())
+	}
+}
+
+// TestRemoteDeleteReleasesFirst: while Delete releases a session's
+// record, the session is still held (stopping): a request arriving then
+// does not attach its Pod again from the record, and after Delete the
+// session is gone.
+func TestRemoteDeleteReleasesFirst(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}, releaseGate: make(chan struct{})}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	info, err := m.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- m.Delete(ctx, "alice", info.ID) }()
+	testhost.WaitFor(t, "Delete to begin the release", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.releasing > 0
+	})
+	if got, err := m.Get("alice", info.ID); err == nil && got.State == StateReady {
+		t.Errorf("Get during the release: got %s, want the session stopping or gone", got.State)
+	}
+	store.mu.Lock()
+	if store.finds != 0 {
+		t.Errorf("the store was asked %d times to find the session being deleted, want none (it is still held)", store.finds)
+	}
+	store.mu.Unlock()
+	close(store.releaseGate)
+	if err := <-deleted; err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get after Delete: got %v, want ErrNotFound", err)
+	}
+}
+
+// TestRemoteAdoptFailureShared: when the one attach of a session fails,
+// the requests that waited for it get its error (a busy Pod: retry), not
+// a 404 for a live session.
+func TestRemoteAdoptFailureShared(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}, gate: make(chan struct{})}
+	m := NewManager(&busyRemote{fakeRemote{store: store}}, Config{})
+	defer m.Close()
+	const n = 4
+	id := newID()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := m.Get("alice", id)
+			errs <- err
+		}()
+	}
+	testhost.WaitFor(t, "a Find to begin", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds > 0
+	})
+	close(store.gate)
+	for range n {
+		if err := <-errs; !errors.Is(err, ErrBusy) {
+			t.Errorf("a concurrent Get: got %v, want ErrBusy as the attach answered", err)
+		}
+	}
+}
+
+// busyRemote is a fakeRemote whose Pods never answer: Find is ErrBusy.
+type busyRemote struct{ fakeRemote }
+
+func (f *busyRemote) Find(context.Context, string, string, spec.Ceilings) (Box, RemoteSession, error) {
+	f.store.mu.Lock()
+	f.store.finds++
+	gate := f.store.gate
+	f.store.mu.Unlock()
+	<-gate
+	return nil, RemoteSession{}, fmt.Errorf("%w: its Pod answered no new connection in time", ErrBusy)
+}
+
+// TestRemoteAdoptTakesNoStart: attaching a session another server
+// started spends none of the owner's starts (--start-rate): a key whose
+// starts are used up here still reaches its sessions.
+func TestRemoteAdoptTakesNoStart(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	defer a.Close()
+	b := NewManager(&fakeRemote{store: store}, Config{StartRate: 1e-6, MaxSessions: 2 * MinStartBurst, MaxPerOwner: 2 * MinStartBurst})
+	defer b.Close()
+	ctx := context.Background()
+	info, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > MinStartBurst {
+			t.Fatalf("%d creates at a start rate of one per 11 days all passed: want the pacer to refuse past its burst", i)
+		}
+		var paced *StartPacedError
+		if _, err := b.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits}); errors.As(err, &paced) {
+			break
+		} else if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+	}
+	if _, err := b.Get("alice", info.ID); err != nil {
+		t.Errorf("attaching a session another server started, with the key's starts used up: got %v, want it attached", err)
 	}
 }

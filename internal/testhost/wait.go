@@ -12,13 +12,20 @@ import (
 // test cannot join, never as a timed assertion.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for range 3000 {
+	WaitForWithin(t, 30*time.Second, what, cond)
+}
+
+// WaitForWithin is WaitFor with its own bound d, for waits on slower
+// work (a cluster's controller or kubelet).
+func WaitForWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for range max(1, int(d/(10*time.Millisecond))) {
 		if cond() {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("gave up waiting for %s", what)
+	t.Fatalf("gave up waiting %v for %s", d, what)
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent use, for a log that
