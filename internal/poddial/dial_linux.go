@@ -153,7 +153,7 @@ func closedControlError() error {
 	}
 	// closed to learn the error of a closed file; nothing was written
 	_ = w.Close()
-	_ = r.Close()
+	_ = r.Close() // as above: an empty pipe end, closed to get the error
 	rc, err := r.SyscallConn()
 	if err != nil {
 		return nil
