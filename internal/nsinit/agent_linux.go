@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -174,6 +175,7 @@ func (a *agent) spawn(job spawnJob) {
 		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
+	awaitReaper()
 	a.mu.Lock()
 	// Read before the fork: a kill of this process must come after it.
 	ooms := boxOOMKills()
@@ -293,6 +295,25 @@ func (a *agent) reap() {
 		// the SIGKILL.
 		e.OOMKills = boxOOMKills()
 		a.sendEnded(e)
+	}
+}
+
+// reaperCatchUp bounds how long a spawn waits for the reaper to reap
+// the children that have ended: they are dead, so past it the spawn goes
+// on rather than hold the session for a reaper that cannot keep up.
+const reaperCatchUp = 2 * time.Second
+
+// awaitReaper holds a spawn until the reaper has reaped every child of
+// the agent that has ended (bounded by reaperCatchUp). The processes an
+// exec left, killed when it ends or times out, reach the agent as orphans
+// and stay zombies, listed in /proc and counted against the pids limit,
+// until the reaper gets to them; on a loaded host that can be after the
+// host has answered the exec and sent the next one. Waiting here, the
+// next exec never sees the last one's processes.
+func awaitReaper() {
+	deadline := time.Now().Add(reaperCatchUp)
+	for endedChild() && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
 	}
 }
 

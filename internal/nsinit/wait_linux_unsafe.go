@@ -19,6 +19,15 @@ func waitExited() (int, error) {
 	return siginfoPid(&info), nil
 }
 
+// endedChild says a child of the agent has ended and is not reaped yet
+// (a zombie), without reaping it: the reaper has work left.
+func endedChild() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	// With WNOHANG and no ended child the kernel leaves si_pid 0.
+	return err == nil && siginfoPid(&info) != 0
+}
+
 // siginfoPid reads si_pid, which x/sys leaves in Siginfo's padding: on
 // 64-bit Linux the union after si_signo, si_errno and si_code starts at
 // byte 16, and for SIGCHLD it begins with the pid.
