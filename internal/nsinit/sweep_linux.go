@@ -9,9 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxSweeps bounds sweepOrphans' passes: each after the first finds only
-// what a killed process forked or left as it died, or one still dying.
-const maxSweeps = 50
+// sweepFor bounds sweepOrphans: each pass after the first finds only what
+// a killed process forked or left as it died, or one still dying, which
+// on a loaded host can take longer than fifty 1 ms pauses (the old bound,
+// which then reported the exec's end with its orphans still alive). It is
+// the host's wait for a killed exec cgroup to empty (cgroup.rmdirRetry),
+// which the sweep stands in for where there is no exec cgroup.
+const sweepFor = time.Second
 
 // sweepOrphans kills what an exec left behind where no exec cgroup finds
 // it (a boxed init, cgroup v2): every process the PID namespace handed to
@@ -21,14 +25,12 @@ const maxSweeps = 50
 // left its exec's group by setsid and was orphaned is caught here once an
 // exec ends, and so is what it started, in its own session or not; one
 // whose parent still lives belongs to that parent's exec and ends with
-// it. It repeats until a pass finds no live orphan (bounded), since a
-// killed process's children reach the agent only once it has died, and a
-// process may fork between a pass's look and its kill.
+// it. It repeats until a pass finds no live orphan (for at most
+// sweepFor), since a killed process's children reach the agent only once
+// it has died, and a process may fork between a pass's look and its kill.
 func sweepOrphans(mine func(pid int) bool) {
-	for range maxSweeps {
-		if killOrphans(mine) == 0 {
-			return
-		}
+	deadline := time.Now().Add(sweepFor)
+	for killOrphans(mine) > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond) // let the killed run their exits
 	}
 }
