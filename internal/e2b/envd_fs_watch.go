@@ -232,6 +232,11 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 		return err
 	}
 	defer aw.stop()
+	// Taken before the start event: a client that has it may kill the
+	// sandbox at once, and a kill before this call would find no channel
+	// to close, leaving the watch to its next keepalive.
+	sb := sandboxFrom(ctx)
+	killed := f.watchers.killedCh(sb.ID)
 	start := &filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Start{Start: &filesystempb.WatchDirResponse_StartEvent{}}}
 	if err := stream.Send(start); err != nil {
 		return err
@@ -254,8 +259,6 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 	every := keepaliveEvery(req.Header())
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	sb := sandboxFrom(ctx)
-	killed := f.watchers.killedCh(sb.ID)
 	for {
 		select {
 		case <-ctx.Done():
