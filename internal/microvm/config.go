@@ -57,7 +57,9 @@ type Config struct {
 	// Cmdline holds extra kernel parameters, one token each. They may not
 	// repeat a key the launcher or KernelArgs sets.
 	Cmdline []string
-	// BootTimeout bounds the wait for the guest's hello; 0 means DefaultBootTimeout.
+	// BootTimeout bounds the wait for the guest's hello, not counting the
+	// time QEMU waited for a CPU on a loaded host (at most maxBootStretch
+	// times it in all); 0 means DefaultBootTimeout.
 	BootTimeout time.Duration
 	// Shares are the host directories the guest mounts over 9p.
 	Shares []Share

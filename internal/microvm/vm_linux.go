@@ -51,9 +51,10 @@ type VM struct {
 	waitErr error
 }
 
-// Start starts a VM and waits (at most cfg.BootTimeout) for its guest's
-// hello. Cancelling ctx kills the VM at any time. On failure QEMU is
-// killed and the error is one line ending with the last console lines.
+// Start starts a VM and waits (at most cfg.BootTimeout, not counting
+// the time QEMU waited for a CPU) for its guest's hello. Cancelling ctx
+// kills the VM at any time. On failure QEMU is killed and the error is
+// one line ending with the last console lines.
 func Start(ctx context.Context, cfg Config) (*VM, error) {
 	cfg, err := cfg.normalize()
 	if err != nil {
@@ -153,17 +154,21 @@ func (v *VM) closePort() {
 	})
 }
 
-// handshake reads the guest's hello within timeout of QEMU's start.
+// handshake reads the guest's hello within timeout of QEMU's start, not
+// counting the time QEMU waited for a CPU (stretchDeadline).
 func (v *VM) handshake(timeout time.Duration, started time.Time) error {
-	if err := v.conn.SetReadDeadline(started.Add(timeout)); err != nil {
-		return fmt.Errorf("microvm: setting the boot deadline: %w", err)
+	stop, err := stretchDeadline(v.conn, v.Pid(), started, timeout)
+	if err != nil {
+		return err
 	}
 	h, err := vmguest.ReadHello(v.conn)
+	starved := stop()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("microvm: QEMU ended before the guest's hello: %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("microvm: no valid hello from the guest within %v: %w", timeout, err)
+		return fmt.Errorf("microvm: no valid hello from the guest within %v (and %v QEMU waited for a CPU, at most %d times the timeout in all): %w",
+			timeout, starved.Round(time.Millisecond), maxBootStretch, err)
 	}
 	v.boot = guestHello(h, time.Since(started))
 	if err := v.conn.SetReadDeadline(time.Time{}); err != nil {
