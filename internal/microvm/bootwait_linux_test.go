@@ -1,6 +1,8 @@
 package microvm
 
 import (
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,5 +86,25 @@ func TestLongestWaitReadsThisProcess(t *testing.T) {
 	}
 	if _, ok := readRunDelay(self); !ok {
 		t.Errorf("readRunDelay(%s) failed, want this thread's run_delay", self)
+	}
+}
+
+// TestStretchDeadlineStops runs the deadline's mover on this process for
+// a few rounds and stops it: stop returns, with the starved time seen,
+// and a read past the deadline it set fails with a deadline error.
+func TestStretchDeadlineStops(t *testing.T) {
+	host, guest := net.Pipe()
+	defer host.Close()
+	defer guest.Close()
+	stop, err := stretchDeadline(host, os.Getpid(), time.Now().Add(-time.Hour), time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * bootCheckEvery) // lets it move the deadline a few times
+	if starved := stop(); starved < 0 {
+		t.Errorf("starved = %v, want at least 0", starved)
+	}
+	if _, err := host.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read after the deadline = %v, want a deadline error", err)
 	}
 }
