@@ -698,6 +698,9 @@ func (m *Manager) endWith(s *session, release bool) bool {
 		return false
 	}
 	m.cleanedUp(s, s.close())
+	if s.firstExecEnded != nil {
+		s.firstExecEnded() // ended before its first exec: refill now
+	}
 	if release {
 		m.releaseRemote(s)
 	}

@@ -57,9 +57,10 @@ type session struct {
 	// autoSnapshot snapshots the session at its idle timeout (before
 	// autoPause is considered).
 	autoSnapshot bool
-	// firstExecEnded, if set, is called after each exec: a box taken from
-	// a warmed pool refills the pool once its first exec has ended
-	// (pool.take's refill, which runs once).
+	// firstExecEnded, if set, is called after each exec and at the
+	// session's end: a box taken from a warmed pool refills the pool once
+	// its first exec has ended, or the session did (pool.take's refill,
+	// which runs once).
 	firstExecEnded func()
 	// copying says the session's files are being copied into a snapshot
 	// (or a fork's), and for a snapshot until it is recorded: file calls

@@ -81,8 +81,8 @@ func TestWarmPoolRefillsAfterFirstExec(t *testing.T) {
 }
 
 // TestWarmPoolRefillsWithoutExec: a taken box that never execs holds the
-// refill back refillWait at most, and a pooled one-shot run's end
-// refills at once.
+// refill back refillWait at most, and a session's end before its first
+// exec or a pooled one-shot run's end refills at once.
 func TestWarmPoolRefillsWithoutExec(t *testing.T) {
 	tests := []struct {
 		name string
@@ -92,6 +92,13 @@ func TestWarmPoolRefillsWithoutExec(t *testing.T) {
 		{"session without exec", time.Millisecond, func(m *Manager) error {
 			_, err := m.Create(context.Background(), "alice", defaultOptions())
 			return err
+		}},
+		{"session deleted before its first exec", time.Hour, func(m *Manager) error {
+			info, err := m.Create(context.Background(), "alice", defaultOptions())
+			if err != nil {
+				return err
+			}
+			return m.Delete(context.Background(), "alice", info.ID)
 		}},
 		{"pooled run", time.Hour, func(m *Manager) error {
 			r, err := m.Run(context.Background(), "alice", defaultOptions(), ExecRequest{Command: []string{"echo", "pooled"}}, Stream{})
