@@ -36,8 +36,15 @@ func newDocker(name string, o BackendOptions) (Backend, error) {
 // each box a QEMU microVM with its own guest kernel.
 func newMicroVM(name string, o BackendOptions) (Backend, error) {
 	rt := &vmbox.Runtime{Logger: o.Logger}
-	return boxed{name: name, start: rt.Start}, nil
+	return microVM{boxed{name: name, start: rt.Start}}, nil
 }
+
+// microVM is the microvm backend: a boxed one whose pooled boxes are
+// warmed (Warmer).
+type microVM struct{ boxed }
+
+// WarmUp is vmbox's warm-up command.
+func (microVM) WarmUp() []string { return vmbox.WarmUp() }
 
 // Name is the backend's name.
 func (b boxed) Name() string { return b.name }

@@ -188,7 +188,7 @@ func TestPoolSaysWhyItFails(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	failing := func(context.Context, spec.Spec) (Box, string, error) { return nil, "", errors.New("no room") }
-	p := newPool(failing, func(Box, string) {}, spec.Spec{}, 1, func(err error) {
+	p := newPool(failing, func(Box, string) {}, nil, spec.Spec{}, 1, func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		errs = append(errs, err)

@@ -248,7 +248,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 	if cfg.Store != nil {
 		m.recovery = m.recoverSessions()
 	}
-	m.pool = newPool(m.startBox, m.discardBox, m.poolSpec, cfg.Pool, cfg.OnPoolError)
+	m.pool = newPool(m.startBox, m.discardBox, poolWarm(b), m.poolSpec, cfg.Pool, cfg.OnPoolError)
 	m.wg.Add(1)
 	go m.reapLoop()
 	if rb, ok := b.(RemoteBackend); ok {
@@ -402,13 +402,14 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 	id, idle := newID(), m.idle(o.IdleTimeout)
 	var box Box
 	var ws string
+	refill := func() {}
 	if remote {
 		// The store refuses an idle timeout past the TTL, which could
 		// never end the session first.
 		ttl := m.ttl(o.TTL)
 		idle = min(idle, ttl)
 		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits, MaxPerOwner: m.cfg.MaxPerOwner}, s)
-	} else if box, ws = m.pool.take(s); box == nil {
+	} else if box, ws, refill = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
 	}
 	if err != nil {
@@ -423,9 +424,10 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		id: id, owner: owner, box: box, spec: s, state: StateReady, files: m.cfg.Files, store: m.cfg.Store,
 		created: now, lastUsed: now, expires: now.Add(m.ttl(o.TTL)), idle: idle,
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
-		autoSnapshot: o.AutoSnapshot,
+		autoSnapshot: o.AutoSnapshot, firstExecEnded: refill,
 	}
 	if err := m.save(ses); err != nil {
+		refill()
 		m.discardBox(box, ws)
 		m.releaseRemote(ses) // nobody learns its id: its record would hold a Pod until idle
 		m.release(owner, bytes)
@@ -696,6 +698,9 @@ func (m *Manager) endWith(s *session, release bool) bool {
 		return false
 	}
 	m.cleanedUp(s, s.close())
+	if s.firstExecEnded != nil {
+		s.firstExecEnded() // ended before its first exec: refill now
+	}
 	if release {
 		m.releaseRemote(s)
 	}
@@ -856,7 +861,8 @@ func (m *Manager) Run(ctx context.Context, owner string, o SessionOptions, req E
 	if len(req.Stdin) > 0 {
 		stdin = req.Stdin
 	}
-	if box, ws := m.pool.take(m.runShape(s)); box != nil {
+	if box, ws, refill := m.pool.take(m.runShape(s)); box != nil {
+		defer refill()
 		return m.runPooled(ctx, owner, box, ws, s, readerOrNil(stdin), live)
 	}
 	defer m.release(owner, bytes)

@@ -20,12 +20,26 @@ const poolErrorEvery = time.Minute
 // builds the next.
 const refillDelay = 20 * time.Millisecond
 
+// refillWait bounds how long a warmed pool (see Warmer) holds back the
+// refill for a taken box whose first exec has not ended: a session that
+// never execs, or whose first exec runs long, must not leave the pool
+// short for good. Pooled microVMs' first execs took 0.25-1.34 s on a
+// loaded 2-core host (docs/performance.md). A variable for tests.
+var refillWait = 3 * time.Second
+
+// warmTimeout bounds a pooled box's warm-up exec (Warmer).
+const warmTimeout = 30 * time.Second
+
 // pool keeps sandboxes built ahead from one spec, so a Create that asks
 // for exactly that spec skips the build. A background filler replaces
-// each one taken; a failing build is retried after a pause.
+// each one taken; a failing build is retried after a pause. A pool with
+// warm (a Warmer backend's) runs it in every box it builds before the box
+// is handed out, and refills for a taken box only once its first exec
+// has ended (take's refill), or refillWait has passed.
 type pool struct {
 	start   startFunc
 	discard func(Box, string)
+	warm    func(context.Context, Box) error
 	spec    spec.Spec
 	size    int
 	// onError is told why a build failed, rate-limited by lastError.
@@ -48,8 +62,10 @@ type pooled struct {
 	ws  string
 }
 
-func newPool(start startFunc, discard func(Box, string), s spec.Spec, size int, onError func(error)) *pool {
-	p := &pool{start: start, discard: discard, spec: s, size: size, onError: onError, want: make(chan struct{}, 1)}
+// newPool starts filling a pool of size boxes built by start from s;
+// warm, if not nil, warms each (see pool).
+func newPool(start startFunc, discard func(Box, string), warm func(context.Context, Box) error, s spec.Spec, size int, onError func(error)) *pool {
+	p := &pool{start: start, discard: discard, warm: warm, spec: s, size: size, onError: onError, want: make(chan struct{}, 1)}
 	if size > 0 {
 		p.wg.Add(1)
 		go p.fill()
@@ -59,15 +75,19 @@ func newPool(start startFunc, discard func(Box, string), s spec.Spec, size int, 
 }
 
 // take returns a ready box built from s and its workspace's name, or a
-// nil box when the pool has none.
-func (p *pool) take(s spec.Spec) (Box, string) {
+// nil box when the pool has none. A box from a warmed pool comes with
+// refill, which the caller calls once the box's first exec has ended
+// (calling it again does nothing); the pool refills refillWait after
+// the take if it was not called by then. Otherwise refill is a no-op:
+// the refill has begun.
+func (p *pool) take(s spec.Spec) (box Box, ws string, refill func()) {
 	if p.size == 0 || !sameSandbox(s, p.spec) {
-		return nil, ""
+		return nil, "", func() {}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, ""
+		return nil, "", func() {}
 	}
 	for len(p.boxes) > 0 {
 		b := p.boxes[0]
@@ -82,11 +102,33 @@ func (p *pool) take(s spec.Spec) (Box, string) {
 			continue
 		default:
 		}
+		if p.warm != nil {
+			return b.box, b.ws, p.refillLater()
+		}
 		p.wake()
-		return b.box, b.ws
+		return b.box, b.ws, func() {}
 	}
 	p.wake()
-	return nil, ""
+	return nil, "", func() {}
+}
+
+// refillLater wakes the filler when the returned func is called, or
+// refillWait from now, whichever is first: a taken box's first exec
+// does not compete with the refill's build for the host's CPU (a
+// microVM booting beside it doubled it, docs/performance.md).
+func (p *pool) refillLater() func() {
+	wake := sync.OnceFunc(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.closed { // close closes want once closed is set
+			p.wake()
+		}
+	})
+	t := time.AfterFunc(refillWait, wake)
+	return func() {
+		t.Stop()
+		wake()
+	}
 }
 
 func (p *pool) wake() {
@@ -106,7 +148,7 @@ func (p *pool) fill() {
 		time.Sleep(refillDelay)
 		for p.missing() {
 			ctx, cancel := context.WithTimeout(context.Background(), poolStartTimeout)
-			b, ws, err := p.start(ctx, p.spec)
+			b, ws, err := p.build(ctx)
 			cancel()
 			if err != nil {
 				p.failed(err)
@@ -119,6 +161,20 @@ func (p *pool) fill() {
 			}
 		}
 	}
+}
+
+// build starts a box for the pool and warms it, if the pool warms;
+// a box whose warm-up failed is discarded.
+func (p *pool) build(ctx context.Context) (Box, string, error) {
+	b, ws, err := p.start(ctx, p.spec)
+	if err != nil || p.warm == nil {
+		return b, ws, err
+	}
+	if err := p.warm(ctx, b); err != nil {
+		p.discard(b, ws)
+		return nil, "", err
+	}
+	return b, ws, nil
 }
 
 // failed reports a failed build, unless one was reported within

@@ -57,6 +57,11 @@ type session struct {
 	// autoSnapshot snapshots the session at its idle timeout (before
 	// autoPause is considered).
 	autoSnapshot bool
+	// firstExecEnded, if set, is called after each exec and at the
+	// session's end: a box taken from a warmed pool refills the pool once
+	// its first exec has ended, or the session did (pool.take's refill,
+	// which runs once).
+	firstExecEnded func()
 	// copying says the session's files are being copied into a snapshot
 	// (or a fork's), and for a snapshot until it is recorded: file calls
 	// are refused meanwhile, as a change then would be lost (see beginCopy).
@@ -303,6 +308,9 @@ func (s *session) exec(ctx context.Context, req ExecRequest, live Stream) (spec.
 	defer s.finish()
 	seen := len(s.box.NetworkEvents())
 	r, err := s.run(ctx, req, live)
+	if s.firstExecEnded != nil {
+		s.firstExecEnded()
+	}
 	s.pace.charge(outputCost(r, live.Stdout != nil || live.Stderr != nil))
 	r.QueuedMS = ms(queued)
 	if events := s.box.NetworkEvents(); len(events) > seen {

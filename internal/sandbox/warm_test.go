@@ -1,0 +1,120 @@
+package sandbox
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// warmBackend is fakeBackend as a Warmer.
+type warmBackend struct{ *fakeBackend }
+
+func (warmBackend) WarmUp() []string { return []string{"/bin/warm"} }
+
+// newWarmManager is a Manager over a warmBackend with a pool of size,
+// whose refill for a taken box waits wait at most.
+func newWarmManager(t *testing.T, size int, wait time.Duration) (*Manager, *fakeBackend) {
+	t.Helper()
+	old := refillWait
+	refillWait = wait
+	t.Cleanup(func() { refillWait = old })
+	b := &fakeBackend{}
+	m := NewManager(warmBackend{b}, Config{Pool: size})
+	t.Cleanup(func() { m.Close() })
+	waitFor(t, "the pool to fill", func() bool { return b.alive() == size })
+	return m, b
+}
+
+// starts is how many boxes b has built.
+func (f *fakeBackend) startCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.starts
+}
+
+// TestPoolWarmsItsBoxes: a Warmer's pooled box has run the warm-up
+// before it is handed out; a box built for a session that found the
+// pool empty has not.
+func TestPoolWarmsItsBoxes(t *testing.T) {
+	m, _ := newWarmManager(t, 1, time.Hour)
+	info, err := m.Create(context.Background(), "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.lookup("alice", info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.box.(*fakeBox).ran.Argv; !slices.Equal(got, []string{"/bin/warm"}) {
+		t.Errorf("pooled box ran %q before its session, want the warm-up [/bin/warm]", got)
+	}
+	cold, err := m.Create(context.Background(), "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = m.lookup("alice", cold.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.box.(*fakeBox).ran.Argv; got != nil {
+		t.Errorf("a box built for its session ran %q before it, want nothing", got)
+	}
+}
+
+// TestWarmPoolRefillsAfterFirstExec: the pool refills for a taken box
+// once the box's first exec has ended, not before (the check before can
+// only miss a refill that came late, never fail wrongly).
+func TestWarmPoolRefillsAfterFirstExec(t *testing.T) {
+	m, b := newWarmManager(t, 1, time.Hour)
+	info, err := m.Create(context.Background(), "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // ten times refillDelay
+	if n := b.startCount(); n != 1 {
+		t.Errorf("%d boxes built before the taken box's first exec, want 1 (the refill waits)", n)
+	}
+	if _, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refill after the first exec", func() bool { return b.startCount() == 2 })
+}
+
+// TestWarmPoolRefillsWithoutExec: a taken box that never execs holds the
+// refill back refillWait at most, and a session's end before its first
+// exec or a pooled one-shot run's end refills at once.
+func TestWarmPoolRefillsWithoutExec(t *testing.T) {
+	tests := []struct {
+		name string
+		wait time.Duration
+		take func(*Manager) error
+	}{
+		{"session without exec", time.Millisecond, func(m *Manager) error {
+			_, err := m.Create(context.Background(), "alice", defaultOptions())
+			return err
+		}},
+		{"session deleted before its first exec", time.Hour, func(m *Manager) error {
+			info, err := m.Create(context.Background(), "alice", defaultOptions())
+			if err != nil {
+				return err
+			}
+			return m.Delete(context.Background(), "alice", info.ID)
+		}},
+		{"pooled run", time.Hour, func(m *Manager) error {
+			r, err := m.Run(context.Background(), "alice", defaultOptions(), ExecRequest{Command: []string{"echo", "pooled"}}, Stream{})
+			if err == nil && r.Stdout != "echo pooled" {
+				t.Errorf("run's stdout %q, want it run in the pooled box", r.Stdout)
+			}
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, b := newWarmManager(t, 1, tt.wait)
+			if err := tt.take(m); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the refill", func() bool { return b.startCount() == 2 })
+		})
+	}
+}
