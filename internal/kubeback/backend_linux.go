@@ -250,7 +250,7 @@ func (b *Backend) attach(ctx context.Context, ps *podclaim.Session, s spec.Spec)
 	if err != nil {
 		return nil, 0, fmt.Errorf("session %q's Pod %s: %w", ps.ID, ps.Pod, err)
 	}
-	return newBox(sandbox.AgentBox(sess), b, ps), adoption, nil
+	return newBox(ctx, sandbox.AgentBox(sess), sess, b, ps), adoption, nil
 }
 
 // unanswered is err, from attaching a found session's Pod, as ErrBusy
