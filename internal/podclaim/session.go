@@ -84,7 +84,9 @@ func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *
 // claimPod is the Pod of the claim's Sandbox: named by the Sandbox's
 // pod-name annotation, or as the Sandbox; the Sandbox must be controlled
 // by the claim (agent-sandbox sets that on adoption) and the Pod by the
-// Sandbox, and the Pod must not be being deleted. The Pod is read named
+// Sandbox, and the Pod must carry the sandbox label and not be being
+// deleted: Find requires the label too, so a template whose Pods lack it
+// is refused here, not claimed and then read as dead. The Pod is read named
 // as the Sandbox at the same time as the Sandbox (one round trip, not
 // two), and read again by the annotation's name only in the rare
 // adoption that names it otherwise.
@@ -120,6 +122,9 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 	pod := read.pod
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
 		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
+	}
+	if pod.Labels[sandboxLabel] != sandboxComponent {
+		return nil, fmt.Errorf("template %q's Pod %s has no label %s, which Warden finds its sandbox Pods by: add it to the SandboxTemplate's Pod labels, as deploy/'s template does", claim.Labels[TemplateLabel], podName, sandboxSelector)
 	}
 	if pod.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("claim %s's Pod %s is being deleted", claim.Name, podName)
