@@ -75,16 +75,21 @@ func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backe
 }
 
 // watchPods runs the Pod watch until ctx ends: a session's Pod that dies
-// ends its session at once, with the cluster's reason. Until its first
-// list ends, or if it cannot start, a death is learned from the
-// session's stream instead.
+// ends its session at once, with the cluster's reason. A session is
+// registered with it at once, before its first list ends (OnDeath reads
+// its Pod once, and the first list's events tell a death); while the
+// watch cannot list (no rights, the API server unreachable, which
+// WatchPods warns of), a death is learned from the session's stream and
+// Find instead.
 func (b *Backend) watchPods(ctx context.Context) {
 	if err := b.claims.WatchPods(ctx); err != nil && ctx.Err() == nil {
 		b.log.Warn("watching sandbox Pods: a session's death is learned when its stream ends", "err", err)
 	}
 }
 
-// Close ends the backend's Pod watch; its sessions' claims stay.
+// Close ends the backend's Pod watch; its sessions' claims stay. warden
+// serve never calls it (the watch lasts as long as the process); tests
+// and programs that make backends of their own do.
 func (b *Backend) Close() error {
 	b.stopWatch()
 	return nil
