@@ -238,6 +238,63 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	}
 }
 
+// TestRemoteAdoptCancel: a request whose context ends while the session
+// it names is being attached from the store stops waiting at once (the
+// Find is held on a gate, so the answer cannot be the attach's), and the
+// attach goes on for a concurrent request, which gets the session from
+// the one Find.
+func TestRemoteAdoptCancel(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	store.mu.Lock()
+	store.gate = gate
+	store.mu.Unlock()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := b.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{})
+		cancelled <- err
+	}()
+	testhost.WaitFor(t, "a Find to begin", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds > 0
+	})
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := b.Get("alice", info.ID)
+		waiter <- err
+	}()
+	cancel()
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled request: got %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute): // a bound, not a timing assertion
+		t.Fatalf("the cancelled request still waits for the held attach")
+	}
+	close(gate)
+	if err := <-waiter; err != nil {
+		t.Errorf("the concurrent Get: got %v, want the session", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.finds != 1 {
+		t.Errorf("Find called %d times, want once", store.finds)
+	}
+}
+
 // TestRemoteLookupBounds: an id newID cannot make is no session without
 // asking the store; an id the store answered not found is answered so
 // again without asking; and a lookup that finds every Find slot taken
