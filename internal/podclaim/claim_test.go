@@ -273,7 +273,7 @@ func TestRewatchCapped(t *testing.T) {
 
 // TestUnrecorded checks Find's answer for a claim with no Pod recorded:
 // pending while its claiming replica may still record it, dead once the
-// claim is older than the ready timeout.
+// claim is older than the ready timeout; none once its Pod is recorded.
 func TestUnrecorded(t *testing.T) {
 	c := &Claimer{cfg: Config{ReadyTimeout: time.Minute}}
 	tests := []struct {
@@ -285,9 +285,12 @@ func TestUnrecorded(t *testing.T) {
 		{"older than the ready timeout", 2 * time.Minute, ErrDead},
 	}
 	for _, tt := range tests {
-		err := c.unrecorded(&Session{ID: "s-1", Claim: ClaimName("s-1"), Created: time.Now().Add(-tt.age)})
+		err := c.Unrecorded(&Session{ID: "s-1", Claim: ClaimName("s-1"), Created: time.Now().Add(-tt.age)})
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s: got %v, want %v", tt.name, err, tt.want)
 		}
+	}
+	if err := c.Unrecorded(&Session{ID: "s-1", Pod: "p", PodUID: "u", Created: time.Now().Add(-time.Hour)}); err != nil {
+		t.Errorf("recorded: got %v, want nil", err)
 	}
 }

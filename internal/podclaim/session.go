@@ -148,7 +148,7 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	s := &Session{
 		ID: claim.Annotations[SessionAnnotation], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
 		Claim: claim.Name, Sandbox: claim.Status.SandboxStatus.Name, Created: claim.CreationTimestamp.Time,
-		claimUID: claim.UID,
+		Releasing: claim.DeletionTimestamp != nil, claimUID: claim.UID,
 	}
 	if s.ID == "" || ClaimName(s.ID) != claim.Name || claim.Labels[SessionLabel] != claim.Name {
 		return nil, fmt.Errorf("claim %s: annotation %s and label %s do not name it: not a claim Warden made", claim.Name, SessionAnnotation, SessionLabel)
@@ -221,11 +221,11 @@ func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) 
 	if err != nil {
 		return nil, err
 	}
-	if claim.DeletionTimestamp != nil {
+	if s.Releasing {
 		return nil, fmt.Errorf("session %q: %w: its claim %s is being released", id, ErrDead, name)
 	}
-	if s.PodUID == "" {
-		return nil, c.unrecorded(s)
+	if err := c.Unrecorded(s); err != nil {
+		return nil, err
 	}
 	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -259,8 +259,14 @@ func foreignPod(s *Session, pod *corev1.Pod) string {
 	return ""
 }
 
-// unrecorded is Find's error for session s with no Pod recorded yet.
-func (c *Claimer) unrecorded(s *Session) error {
+// Unrecorded is Find's error for session s (as Find or List read it)
+// with no Pod recorded yet: ErrPending, or ErrDead once that is older
+// than Config.ReadyTimeout; nil when its Pod is recorded. A listing
+// tells a session's state by it without reading its Pod.
+func (c *Claimer) Unrecorded(s *Session) error {
+	if s.PodUID != "" {
+		return nil
+	}
 	if time.Since(s.Created) > c.cfg.ReadyTimeout {
 		return fmt.Errorf("session %q: %w: its claiming replica never recorded a Pod on claim %s", s.ID, ErrDead, s.Claim)
 	}
