@@ -228,6 +228,50 @@ func lowered(clamped []*spec.CeilingError) string {
 	return b.String()
 }
 
+// List is owner's sessions as their claims record them, whichever
+// replica holds them: one label-selected LIST of the owner's claims
+// (podclaim.List, in pages), no Pod read. A claim being deleted is left
+// out (the session was deleted, reaped or expired). A claim's state is
+// what it says: creating until its claiming replica records its Pod,
+// dead if that never happened within the ready timeout (the replica
+// died first), else ready; a Pod that died since is told by Find, at
+// the session's next use.
+func (b *Backend) List(ctx context.Context, owner string) ([]sandbox.RemoteSession, error) {
+	held, err := b.claims.List(ctx, OwnerLabel(b.routerKey, owner))
+	if err != nil {
+		return nil, err
+	}
+	return b.listed(owner, held), nil
+}
+
+// listed is owner's sessions held, as List tells them.
+func (b *Backend) listed(owner string, held []*podclaim.Session) []sandbox.RemoteSession {
+	out := make([]sandbox.RemoteSession, 0, len(held))
+	for _, ps := range held {
+		if !ps.Releasing {
+			out = append(out, b.recorded(owner, ps))
+		}
+	}
+	return out
+}
+
+// recorded is session ps of owner with the state its claim tells.
+func (b *Backend) recorded(owner string, ps *podclaim.Session) sandbox.RemoteSession {
+	r := sandbox.RemoteSession{
+		ID: ps.ID, Owner: owner, Template: ps.Template, Idle: ps.IdleTimeout, Limits: ps.Limits,
+		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, State: sandbox.StateReady,
+	}
+	err := b.claims.Unrecorded(ps)
+	switch {
+	case errors.Is(err, podclaim.ErrDead):
+		prefix := fmt.Sprintf("session %q: %v: ", ps.ID, podclaim.ErrDead)
+		r.State, r.Reason = sandbox.StateDead, podDeath{err: err, prefix: prefix}.Cause()
+	case err != nil:
+		r.State = sandbox.StateCreating
+	}
+	return r
+}
+
 // Reap releases the sessions past their TTL or idle timeout, or whose
 // Pod died, whichever replica claimed them.
 func (b *Backend) Reap(ctx context.Context) error {

@@ -622,7 +622,17 @@ func (m *Manager) Get(owner, id string) (Info, error) {
 	return s.info(), nil
 }
 
-// List returns owner's sessions, oldest first.
+// ListEverywhere returns owner's sessions, oldest first: on a
+// RemoteBackend those every server holds (listRemote), else List's.
+func (m *Manager) ListEverywhere(ctx context.Context, owner string) ([]Info, error) {
+	infos := m.List(owner)
+	if rb, ok := m.backend.(RemoteBackend); ok {
+		return m.listRemote(ctx, rb, owner, infos)
+	}
+	return infos, nil
+}
+
+// List returns owner's sessions this Manager holds, oldest first.
 func (m *Manager) List(owner string) []Info {
 	m.mu.Lock()
 	var list []*session
