@@ -86,6 +86,7 @@ func TestOnBed(t *testing.T) {
 	t.Run("session", func(t *testing.T) { testSession(ctx, t, a, admin) })
 	t.Run("busy interpreter", func(t *testing.T) { testBusyInterpreter(ctx, t, bed) })
 	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin) })
+	t.Run("list everywhere", func(t *testing.T) { testListEverywhere(ctx, t, bed, a) })
 	t.Run("second replica", func(t *testing.T) { testSecondReplica(ctx, t, bed, a, admin) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
 	t.Run("ttl", func(t *testing.T) { testTTL(ctx, t, bed, a, admin) })
