@@ -70,10 +70,11 @@ func TestTooManySaysWhich(t *testing.T) {
 // store's detail, which only the log gets.
 func TestListUnavailable(t *testing.T) {
 	h := newHarness(t, nil)
-	h.fake.err = &sandbox.RemoteListError{Err: fmt.Errorf("listing claims (warden.dev/owner=abc): dial tcp 10.96.0.1:443: connection refused")}
+	failed := &sandbox.RemoteListError{Err: fmt.Errorf("listing claims (warden.dev/owner=abc): dial tcp 10.96.0.1:443: connection refused")}
+	h.fake.err = failed
 	resp := h.do("GET", "/v1/sessions", keyA, "")
 	code, msg := resp.errorMessage()
-	if resp.status != http.StatusServiceUnavailable || code != codeUnavailable || msg != h.fake.err.(*sandbox.RemoteListError).Public() {
+	if resp.status != http.StatusServiceUnavailable || code != codeUnavailable || msg != failed.Public() {
 		t.Errorf("got %d %s %q, want 503 %s with the public line", resp.status, code, msg, codeUnavailable)
 	}
 	if b := string(resp.body); strings.Contains(b, "10.96.0.1") || strings.Contains(b, "owner") {
