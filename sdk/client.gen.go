@@ -1005,7 +1005,10 @@ type ClientInterface interface {
 
 	// ListSessions List your sessions
 	//
-	// Lists the live sessions that belong to the caller's API key, oldest first.
+	// Lists the live sessions that belong to the caller's API key, oldest first. On a backend
+	// several servers share (kubernetes), every server's sessions of the key are listed, read
+	// from the cluster; when the cluster does not answer, the listing fails with 503 rather than
+	// list this server's alone.
 	//
 	// Corresponds with GET /v1/sessions (the `ListSessions` operationId).
 	ListSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1438,7 +1441,10 @@ func (c *RawClient) RunOnce(ctx context.Context, body RunOnceJSONRequestBody, re
 
 // ListSessions List your sessions
 //
-// Lists the live sessions that belong to the caller's API key, oldest first.
+// Lists the live sessions that belong to the caller's API key, oldest first. On a backend
+// several servers share (kubernetes), every server's sessions of the key are listed, read
+// from the cluster; when the cluster does not answer, the listing fails with 503 rather than
+// list this server's alone.
 //
 // Corresponds with GET /v1/sessions (the `ListSessions` operationId).
 func (c *RawClient) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3010,7 +3016,10 @@ type ClientWithResponsesInterface interface {
 
 	// ListSessionsWithResponse List your sessions
 	//
-	// Lists the live sessions that belong to the caller's API key, oldest first.
+	// Lists the live sessions that belong to the caller's API key, oldest first. On a backend
+	// several servers share (kubernetes), every server's sessions of the key are listed, read
+	// from the cluster; when the cluster does not answer, the listing fails with 503 rather than
+	// list this server's alone.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3610,6 +3619,8 @@ type ListSessionsResponse struct {
 	JSON401 *Unauthorized
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3625,6 +3636,11 @@ func (r ListSessionsResponse) GetJSON401() *Unauthorized {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ListSessionsResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSessionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -5216,7 +5232,10 @@ func (c *ClientWithResponses) RunOnceWithResponse(ctx context.Context, body RunO
 
 // ListSessionsWithResponse List your sessions
 //
-// Lists the live sessions that belong to the caller's API key, oldest first.
+// Lists the live sessions that belong to the caller's API key, oldest first. On a backend
+// several servers share (kubernetes), every server's sessions of the key are listed, read
+// from the cluster; when the cluster does not answer, the listing fails with 503 rather than
+// list this server's alone.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5924,6 +5943,13 @@ func ParseListSessionsResponse(rsp *http.Response) (*ListSessionsResponse, error
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

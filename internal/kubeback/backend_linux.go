@@ -75,16 +75,21 @@ func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backe
 }
 
 // watchPods runs the Pod watch until ctx ends: a session's Pod that dies
-// ends its session at once, with the cluster's reason. Until its first
-// list ends, or if it cannot start, a death is learned from the
-// session's stream instead.
+// ends its session at once, with the cluster's reason. A session is
+// registered with it at once, before its first list ends (OnDeath reads
+// its Pod once, and the first list's events tell a death); while the
+// watch cannot list (no rights, the API server unreachable, which
+// WatchPods warns of), a death is learned from the session's stream and
+// Find instead.
 func (b *Backend) watchPods(ctx context.Context) {
 	if err := b.claims.WatchPods(ctx); err != nil && ctx.Err() == nil {
 		b.log.Warn("watching sandbox Pods: a session's death is learned when its stream ends", "err", err)
 	}
 }
 
-// Close ends the backend's Pod watch; its sessions' claims stay.
+// Close ends the backend's Pod watch; its sessions' claims stay. warden
+// serve never calls it (the watch lasts as long as the process); tests
+// and programs that make backends of their own do.
 func (b *Backend) Close() error {
 	b.stopWatch()
 	return nil
@@ -223,6 +228,50 @@ func lowered(clamped []*spec.CeilingError) string {
 	return b.String()
 }
 
+// List is owner's sessions as their claims record them, whichever
+// replica holds them: one label-selected LIST of the owner's claims
+// (podclaim.List, in pages), no Pod read. A claim being deleted is left
+// out (the session was deleted, reaped or expired). A claim's state is
+// what it says: creating until its claiming replica records its Pod,
+// dead if that never happened within the ready timeout (the replica
+// died first), else ready; a Pod that died since is told by Find, at
+// the session's next use.
+func (b *Backend) List(ctx context.Context, owner string) ([]sandbox.RemoteSession, error) {
+	held, err := b.claims.List(ctx, OwnerLabel(b.routerKey, owner))
+	if err != nil {
+		return nil, err
+	}
+	return b.listed(owner, held), nil
+}
+
+// listed is owner's sessions held, as List tells them.
+func (b *Backend) listed(owner string, held []*podclaim.Session) []sandbox.RemoteSession {
+	out := make([]sandbox.RemoteSession, 0, len(held))
+	for _, ps := range held {
+		if !ps.Releasing {
+			out = append(out, b.recorded(owner, ps))
+		}
+	}
+	return out
+}
+
+// recorded is session ps of owner with the state its claim tells.
+func (b *Backend) recorded(owner string, ps *podclaim.Session) sandbox.RemoteSession {
+	r := sandbox.RemoteSession{
+		ID: ps.ID, Owner: owner, Template: ps.Template, Idle: ps.IdleTimeout, Limits: ps.Limits,
+		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, State: sandbox.StateReady,
+	}
+	err := b.claims.Unrecorded(ps)
+	switch {
+	case errors.Is(err, podclaim.ErrDead):
+		prefix := fmt.Sprintf("session %q: %v: ", ps.ID, podclaim.ErrDead)
+		r.State, r.Reason = sandbox.StateDead, podDeath{err: err, prefix: prefix}.Cause()
+	case err != nil:
+		r.State = sandbox.StateCreating
+	}
+	return r
+}
+
 // Reap releases the sessions past their TTL or idle timeout, or whose
 // Pod died, whichever replica claimed them.
 func (b *Backend) Reap(ctx context.Context) error {
@@ -250,7 +299,7 @@ func (b *Backend) attach(ctx context.Context, ps *podclaim.Session, s spec.Spec)
 	if err != nil {
 		return nil, 0, fmt.Errorf("session %q's Pod %s: %w", ps.ID, ps.Pod, err)
 	}
-	return newBox(sandbox.AgentBox(sess), b, ps), adoption, nil
+	return newBox(ctx, sandbox.AgentBox(sess), sess, b, ps), adoption, nil
 }
 
 // unanswered is err, from attaching a found session's Pod, as ErrBusy

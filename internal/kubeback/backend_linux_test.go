@@ -7,10 +7,12 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -133,5 +135,42 @@ func TestLowered(t *testing.T) {
 	}
 	if _, none := ceil.Clamp(spec.DefaultLimits); lowered(none) != "" {
 		t.Errorf("limits within the ceilings: got note %q, want none", lowered(none))
+	}
+}
+
+// TestListed: a listing tells each claim's state without reading its
+// Pod (ready once its Pod is recorded, creating before, dead with the
+// reason once the ready timeout passed unrecorded) and leaves out a
+// claim being deleted.
+func TestListed(t *testing.T) {
+	c, err := podclaim.New(&rest.Config{Host: "http://127.0.0.1:1"}, podclaim.Config{Namespace: "ns", ActivityInterval: time.Minute, ReadyTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Backend{claims: c}
+	now := time.Now()
+	held := []*podclaim.Session{
+		{ID: "s-ready", Pod: "p", PodUID: "u", Created: now.Add(-time.Hour)},
+		{ID: "s-new", Claim: "c-new", Created: now},
+		{ID: "s-lost", Claim: "c-lost", Created: now.Add(-2 * time.Minute)},
+		{ID: "s-gone", Pod: "p", PodUID: "u", Created: now.Add(-time.Hour), Releasing: true},
+	}
+	want := []struct {
+		id     string
+		state  sandbox.State
+		reason string
+	}{
+		{"s-ready", sandbox.StateReady, ""},
+		{"s-new", sandbox.StateCreating, ""},
+		{"s-lost", sandbox.StateDead, "its claiming replica never recorded a Pod on claim c-lost"},
+	}
+	got := b.listed("alice", held)
+	if len(got) != len(want) {
+		t.Fatalf("got %d sessions %+v, want %d", len(got), got, len(want))
+	}
+	for i, w := range want {
+		if g := got[i]; g.ID != w.id || g.Owner != "alice" || g.State != w.state || g.Reason != w.reason {
+			t.Errorf("session %d: got %s of %q, %s %q; want %s of alice, %s %q", i, g.ID, g.Owner, g.State, g.Reason, w.id, w.state, w.reason)
+		}
 	}
 }

@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
@@ -28,7 +25,7 @@ import (
 
 const (
 	// ns and pool are deploy/'s sandbox namespace and default warm pool.
-	ns   = "warden-sandboxes"
+	ns   = kubebed.SandboxNamespace
 	pool = "default"
 	// owner is the tenant of the tests' sessions.
 	owner = "acme"
@@ -39,28 +36,11 @@ const (
 // routerKey is the tests' router key, shared by their replicas.
 var routerKey = bytes.Repeat([]byte{0x6b}, podinit.MinRouterKey)
 
-// install applies deploy/'s namespaces, router RBAC, RuntimeClass and
-// default template and warm pool, and the sandbox namespace's default
-// service account, then waits for the pool to fill.
+// install installs Warden's side (kubebed.InstallWarden) and waits for
+// the warm pool to fill.
 func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	t.Helper()
-	root, err := kubebed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	for _, f := range []string{"namespaces.yaml", "rbac.yaml", "runtimeclass.yaml", "template.yaml"} {
-		paths = append(paths, filepath.Join(root, "deploy", "kustomize", "warden", f))
-	}
-	objs, err := kubebed.ReadManifests(paths...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.Apply(ctx, false, objs...); err != nil {
-		t.Fatal(err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := bed.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := bed.InstallWarden(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitPool(ctx, t, bed, 4)
@@ -106,6 +86,7 @@ func TestOnBed(t *testing.T) {
 	t.Run("session", func(t *testing.T) { testSession(ctx, t, a, admin) })
 	t.Run("busy interpreter", func(t *testing.T) { testBusyInterpreter(ctx, t, bed) })
 	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin) })
+	t.Run("list everywhere", func(t *testing.T) { testListEverywhere(ctx, t, bed, a) })
 	t.Run("second replica", func(t *testing.T) { testSecondReplica(ctx, t, bed, a, admin) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
 	t.Run("ttl", func(t *testing.T) { testTTL(ctx, t, bed, a, admin) })

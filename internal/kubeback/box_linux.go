@@ -27,19 +27,37 @@ const (
 	causeWait = 4 * time.Second
 	// deathWait is the part of causeWait spent waiting for the Pod
 	// watch to tell a death (it lags the stream's end a little) before
-	// asking the API server, whose answer about a Pod agent-sandbox
-	// recreated under the same name may be about the new one.
+	// asking the API server: the watch's word is the exact reason and
+	// costs no call, where Find reads the claim and the Pod under the
+	// replica's shared API rate.
 	deathWait = 2 * time.Second
+	// registerWait bounds registering a box with the Pod watch
+	// (OnDeath reads the Pod once if the watch has not seen it), within
+	// the attach's own deadline.
+	registerWait = 4 * time.Second
 )
 
-// box is a claimed Pod's agent session: the agent's Box (its files
-// served by the agent, sandbox.RemoteFiler), with the
-// session's activity recorded on its claim, its release, and the cause of
-// its death read from the cluster.
+// deathSource is what a box learns its Pod's death from: the Pod watch
+// (OnDeath) and the claim and Pod as the API server has them (Find).
+// The backend's Claimer is it; tests give a fake, so the death path is
+// proven without a cluster.
+type deathSource interface {
+	OnDeath(ctx context.Context, s *podclaim.Session, fn func(error)) (stop func(), err error)
+	Find(ctx context.Context, owner, id string) (*podclaim.Session, error)
+}
+
+// box is a claimed Pod's agent session: the agent's Box and its files
+// (served by the agent), with the session's activity recorded on its
+// claim, its release, and the cause of its death read from the cluster.
 type box struct {
 	sandbox.Box
-	b  *Backend
-	ps *podclaim.Session
+	files  sandbox.RemoteFiler
+	b      *Backend
+	ps     *podclaim.Session
+	deaths deathSource
+	// deathWait is how long explain waits for the Pod watch's word
+	// before it asks Find (the constant deathWait; tests set it).
+	deathWait time.Duration
 	// record writes the session's activity on its claim (the Claimer's
 	// Touch of ps); log receives its failures.
 	record func(context.Context) error
@@ -64,15 +82,16 @@ type box struct {
 	cause   error
 }
 
-// newBox is the box of session ps on the agent's box ab, explaining
-// its death once it ends.
-func newBox(ab sandbox.Box, b *Backend, ps *podclaim.Session) *box {
+// newBox is the box of session ps on the agent's box ab, whose files
+// its agent serves, explaining its death once it ends; ctx is the
+// attach's, which bounds the registration with the Pod watch too.
+func newBox(ctx context.Context, ab sandbox.Box, files sandbox.RemoteFiler, b *Backend, ps *podclaim.Session) *box {
 	x := &box{
-		Box: ab, b: b, ps: ps, log: b.log, settled: make(chan struct{}), unheld: make(chan struct{}),
-		dead:   make(chan struct{}),
+		Box: ab, files: files, b: b, ps: ps, deaths: b.claims, deathWait: deathWait, log: b.log,
+		settled: make(chan struct{}), unheld: make(chan struct{}), dead: make(chan struct{}),
 		record: func(ctx context.Context) error { return b.claims.Touch(ctx, ps) },
 	}
-	x.watchDeath()
+	x.watchDeath(ctx)
 	go x.explain()
 	go x.heartbeat(b.cfg.ActivityInterval)
 	return x
@@ -117,11 +136,13 @@ func (x *box) unhold() {
 // (podclaim.OnDeath, keyed on the Pod's UID), so that a Pod deleted,
 // replaced or failed under the session ends its stream at once and
 // names the cluster's reason. Unwatched (the watch not running yet),
-// the death is learned from the stream's end and Find, as before.
-func (x *box) watchDeath() {
-	ctx, cancel := context.WithTimeout(context.Background(), causeWait)
+// the death is learned from the stream's end and Find, as before. ctx
+// (the attach's) bounds it, within registerWait: a create or an
+// adoption never overruns its own deadline here.
+func (x *box) watchDeath(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, registerWait)
 	defer cancel()
-	stop, err := x.b.claims.OnDeath(ctx, x.ps, x.died)
+	stop, err := x.deaths.OnDeath(ctx, x.ps, x.died)
 	if err != nil {
 		x.log.Warn("the session's Pod is not watched: its death is learned when its stream ends", "session", x.ps.ID, "pod", x.ps.Pod, "err", err)
 		return
@@ -159,23 +180,37 @@ func (x *box) explain() {
 		return
 	}
 	prefix := fmt.Sprintf("session %q: %v: ", x.ps.ID, podclaim.ErrDead)
+	t := time.NewTimer(x.deathWait)
+	defer t.Stop()
 	select {
 	case <-x.dead:
 		x.cause = podDeath{err: x.death, prefix: prefix}
 		return
-	case <-time.After(deathWait):
+	case <-t.C:
 	}
+	x.cause = x.ask(prefix)
+}
+
+// ask is the cluster's word (Find) on a session whose stream ended with
+// the Pod watch silent: its death's reason, or nil when the cluster
+// says it lives or says nothing in time. A timeout or an API error names
+// no cause of the death, so it is logged and Err stays the stream's own
+// end rather than read as the session's reason.
+func (x *box) ask(prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), causeWait-deathWait)
 	defer cancel()
-	_, err := x.b.claims.Find(ctx, x.ps.Owner, x.ps.ID)
-	if err == nil || errors.Is(err, podclaim.ErrPending) {
-		return
-	}
-	if errors.Is(err, podclaim.ErrNotFound) {
+	_, err := x.deaths.Find(ctx, x.ps.Owner, x.ps.ID)
+	switch {
+	case err == nil || errors.Is(err, podclaim.ErrPending):
+		return nil
+	case errors.Is(err, podclaim.ErrNotFound):
 		// A reaper released the claim first (its Pod was being deleted).
-		err = fmt.Errorf("session %q: %w: its claim %s was released, and its Pod %s with it", x.ps.ID, podclaim.ErrDead, x.ps.Claim, x.ps.Pod)
+		return podDeath{err: fmt.Errorf("session %q: %w: its claim %s was released, and its Pod %s with it", x.ps.ID, podclaim.ErrDead, x.ps.Claim, x.ps.Pod), prefix: prefix}
+	case errors.Is(err, podclaim.ErrDead):
+		return podDeath{err: err, prefix: prefix}
 	}
-	x.cause = podDeath{err: err, prefix: prefix}
+	x.log.Warn("no word from the cluster on why a session's stream ended: its reason is the stream's own end", "session", x.ps.ID, "pod", x.ps.Pod, "err", err)
+	return nil
 }
 
 // Exited is closed once Err says all it will: the Manager waits for it
@@ -209,11 +244,7 @@ func (x *box) Spawn(ctx context.Context, c interp.Command) (interp.Process, erro
 // files through it. It records no activity: the heartbeat keeps a held
 // session's claim, and the Manager's reaper counts the file call.
 func (x *box) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
-	rf, ok := x.Box.(sandbox.RemoteFiler)
-	if !ok {
-		return nil, fmt.Errorf("session %s: its agent's box serves no files: %w", x.ps.ID, errors.ErrUnsupported)
-	}
-	return rf.RemoteFiles(lim)
+	return x.files.RemoteFiles(lim)
 }
 
 // touch records activity, logging a failure: the exec is served all the

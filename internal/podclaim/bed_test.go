@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,7 +24,7 @@ import (
 
 const (
 	// ns is deploy/'s sandbox namespace, where the router's Role is.
-	ns = "warden-sandboxes"
+	ns = kubebed.SandboxNamespace
 	// pool is deploy/'s default template and warm pool.
 	pool = "default"
 )
@@ -136,28 +134,10 @@ func TestOnBed(t *testing.T) {
 	t.Run("throughput", func(t *testing.T) { testThroughput(ctx, t, bed) })
 }
 
-// install applies deploy/'s namespaces, router RBAC, RuntimeClass and
-// default template and warm pool, and the sandbox namespace's default
-// service account (the bed runs no controller that would make it).
+// install installs Warden's side (kubebed.InstallWarden).
 func install(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	t.Helper()
-	root, err := kubebed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	for _, f := range []string{"namespaces.yaml", "rbac.yaml", "runtimeclass.yaml", "template.yaml"} {
-		paths = append(paths, filepath.Join(root, "deploy", "kustomize", "warden", f))
-	}
-	objs, err := kubebed.ReadManifests(paths...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.Apply(ctx, false, objs...); err != nil {
-		t.Fatal(err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := bed.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := bed.InstallWarden(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -110,9 +110,8 @@ func boxAndPod(box, claimUID string) (*sandboxv1.Sandbox, *corev1.Pod) {
 	}
 	p := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: box, UID: ktypes.UID("pod-" + box), OwnerReferences: []metav1.OwnerReference{
-			{Kind: "Sandbox", Name: box, UID: b.UID, Controller: &yes},
-		}},
+		ObjectMeta: metav1.ObjectMeta{Name: box, UID: ktypes.UID("pod-" + box), Labels: map[string]string{sandboxLabel: sandboxComponent},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Sandbox", Name: box, UID: b.UID, Controller: &yes}}},
 		Status: corev1.PodStatus{PodIP: "10.0.0.7", Phase: corev1.PodRunning},
 	}
 	return b, p
@@ -123,7 +122,8 @@ func boxAndPod(box, claimUID string) (*sandboxv1.Sandbox, *corev1.Pod) {
 // them) before the created claim's: only the created claim's Pod may be
 // recorded, by a patch conditional on its UID (not its resource
 // version: session.go's record says why); a
-// Sandbox another claim controls, or a Pod being deleted, is refused.
+// Sandbox another claim controls, a Pod being deleted, or one without
+// the sandbox label Find requires, is refused.
 func TestAwaitPodOwnClaimOnly(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -135,6 +135,7 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 		{"old claim deleted first", []watch.EventType{watch.Modified, watch.Deleted}, nil, ""},
 		{"Sandbox of another claim", nil, func(b *sandboxv1.Sandbox, _ *corev1.Pod) { b.OwnerReferences[0].UID = "claim-old" }, "is not controlled by claim"},
 		{"Pod being deleted", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, "is being deleted"},
+		{"Pod without the sandbox label", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { p.Labels = nil }, `template "default"'s Pod new-box has no label ` + sandboxSelector},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -272,7 +273,7 @@ func TestRewatchCapped(t *testing.T) {
 
 // TestUnrecorded checks Find's answer for a claim with no Pod recorded:
 // pending while its claiming replica may still record it, dead once the
-// claim is older than the ready timeout.
+// claim is older than the ready timeout; none once its Pod is recorded.
 func TestUnrecorded(t *testing.T) {
 	c := &Claimer{cfg: Config{ReadyTimeout: time.Minute}}
 	tests := []struct {
@@ -284,9 +285,12 @@ func TestUnrecorded(t *testing.T) {
 		{"older than the ready timeout", 2 * time.Minute, ErrDead},
 	}
 	for _, tt := range tests {
-		err := c.unrecorded(&Session{ID: "s-1", Claim: ClaimName("s-1"), Created: time.Now().Add(-tt.age)})
+		err := c.Unrecorded(&Session{ID: "s-1", Claim: ClaimName("s-1"), Created: time.Now().Add(-tt.age)})
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s: got %v, want %v", tt.name, err, tt.want)
 		}
+	}
+	if err := c.Unrecorded(&Session{ID: "s-1", Pod: "p", PodUID: "u", Created: time.Now().Add(-time.Hour)}); err != nil {
+		t.Errorf("recorded: got %v, want nil", err)
 	}
 }

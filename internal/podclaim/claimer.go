@@ -45,6 +45,9 @@ type Claimer struct {
 	written map[string]time.Time // claim name: this replica's last activity write
 	swept   time.Time            // when written was last swept
 	deaths  *deaths              // WatchPods' watch, once started
+	// syncWarn is how long WatchPods' first list may take before it is
+	// warned of (0: syncWarnAfter; tests shorten it).
+	syncWarn time.Duration
 }
 
 // New makes a Claimer reaching the API server with restConfig (the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -113,10 +115,46 @@ func (c *Claimer) WatchPods(ctx context.Context) error {
 		d.end()
 	}()
 	f.Start(ctx.Done())
+	synced := make(chan struct{})
+	defer close(synced)
+	go c.warnUnsynced(ctx, synced)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return fmt.Errorf("watching sandbox Pods in %s: the first list did not finish: %w", c.cfg.Namespace, ctx.Err())
 	}
 	return nil
+}
+
+// syncWarnAfter is how long WatchPods' first list may take before it is
+// warned of: the namespace's Pods are listed in well under a second by
+// a reachable API server that lets the router list them.
+const syncWarnAfter = 30 * time.Second
+
+// warnUnsynced warns once, through the Claimer's logger, when the Pod
+// watch's first list has not finished (synced is not closed) within
+// syncWarnAfter (c.syncWarn in tests) while ctx lives. A replica whose
+// service account may not list or watch Pods, or that cannot reach the
+// API server, would otherwise hear of no death and say nothing: client-
+// go retries, logging only to klog's stderr. WatchPods keeps waiting.
+func (c *Claimer) warnUnsynced(ctx context.Context, synced <-chan struct{}) {
+	after := c.syncWarn
+	if after <= 0 {
+		after = syncWarnAfter
+	}
+	t := time.NewTimer(after)
+	defer t.Stop()
+	select {
+	case <-synced:
+		return
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	log := c.log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("watching sandbox Pods: the first list has not finished: a session's death is learned only when its stream ends until it does; check that the router's service account may list and watch pods in the namespace, and that the API server is reachable",
+		"namespace", c.cfg.Namespace, "waited", after)
 }
 
 // slimCached is the informer's transform: slimPod of a Pod, so that

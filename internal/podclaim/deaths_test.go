@@ -3,14 +3,18 @@ package podclaim
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // deathWait bounds a wait for a death the test caused; the wait ends
@@ -220,5 +224,53 @@ func TestDeathWatchStop(t *testing.T) {
 	w.call(ErrDead)
 	if called != 0 {
 		t.Errorf("the callback ran %d times after stop, want 0", called)
+	}
+}
+
+// warnings is a slog handler that sends each record's message, for a
+// test to wait on.
+type warnings chan string
+
+func (w warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w warnings) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case w <- r.Message:
+	default: // the test reads the first few; more would be counted by cap
+	}
+	return nil
+}
+func (w warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnings) WithGroup(string) slog.Handler      { return w }
+
+// TestWatchPodsUnsyncedWarns: a Pod watch whose first list never
+// finishes (the router may not list Pods) is warned of once, through
+// the Claimer's logger, naming what to check, and WatchPods keeps
+// waiting until its context ends.
+func TestWatchPodsUnsyncedWarns(t *testing.T) {
+	pods := fake.NewClientset()
+	pods.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("the Role grants no list"))
+	})
+	logged := make(warnings, 8)
+	c := &Claimer{cfg: Config{Namespace: "ns"}, pods: pods, log: slog.New(logged), syncWarn: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- c.WatchPods(ctx) }()
+	select {
+	case msg := <-logged:
+		if !strings.Contains(msg, "first list has not finished") || !strings.Contains(msg, "list and watch pods") {
+			t.Errorf("the warning: got %q, want it to say the first list has not finished and to check the pods rights", msg)
+		}
+	case err := <-returned:
+		t.Fatalf("WatchPods returned %v before its context ended, want it waiting", err)
+	case <-time.After(deathWait):
+		t.Fatalf("no warning within %v of a first list that cannot finish", deathWait)
+	}
+	cancel()
+	if err := <-returned; err == nil {
+		t.Errorf("WatchPods: got nil, want the unfinished first list's error")
+	}
+	if n := len(logged); n != 0 {
+		t.Errorf("got %d more warnings, want the one only", n)
 	}
 }

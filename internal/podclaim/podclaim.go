@@ -109,6 +109,9 @@ type Session struct {
 	Created, Ready time.Time
 	// Expires is the claim's shutdownTime (zero: no TTL).
 	Expires time.Time
+	// Releasing says the claim is being deleted (a Release, a reap or
+	// its TTL): the session has ended, though the claim is still read.
+	Releasing bool
 	// IdleTimeout and LastActive decide the idle reap.
 	IdleTimeout time.Duration
 	LastActive  time.Time

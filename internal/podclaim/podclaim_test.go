@@ -113,9 +113,14 @@ func TestSessionOf(t *testing.T) {
 			t.Errorf("%s: got %v, want an error containing %q", tt.name, err, tt.want)
 		}
 		if tt.name == "as made" && (s.Pod != "pod-a" || s.PodUID != "uid-a" || s.Limits != spec.DefaultLimits ||
-			!s.LastActive.Equal(now) || !s.Expires.Equal(now.Add(time.Hour)) || s.PodIP.String() != "10.0.0.7") {
-			t.Errorf("as made: got %+v, want Pod pod-a/uid-a, the default limits, active at %v, expiring an hour later", s, now)
+			!s.LastActive.Equal(now) || !s.Expires.Equal(now.Add(time.Hour)) || s.PodIP.String() != "10.0.0.7" || s.Releasing) {
+			t.Errorf("as made: got %+v, want Pod pod-a/uid-a, the default limits, active at %v, expiring an hour later, not releasing", s, now)
 		}
+	}
+	c := claimOf(t, goodRequest(), now)
+	c.DeletionTimestamp = &metav1.Time{Time: now}
+	if s, err := sessionOf(c); err != nil || !s.Releasing {
+		t.Errorf("a claim being deleted: got %+v, %v; want Releasing", s, err)
 	}
 }
 

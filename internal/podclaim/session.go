@@ -84,7 +84,9 @@ func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *
 // claimPod is the Pod of the claim's Sandbox: named by the Sandbox's
 // pod-name annotation, or as the Sandbox; the Sandbox must be controlled
 // by the claim (agent-sandbox sets that on adoption) and the Pod by the
-// Sandbox, and the Pod must not be being deleted. The Pod is read named
+// Sandbox, and the Pod must carry the sandbox label and not be being
+// deleted: Find requires the label too, so a template whose Pods lack it
+// is refused here, not claimed and then read as dead. The Pod is read named
 // as the Sandbox at the same time as the Sandbox (one round trip, not
 // two), and read again by the annotation's name only in the rare
 // adoption that names it otherwise.
@@ -121,6 +123,9 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
 		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
 	}
+	if pod.Labels[sandboxLabel] != sandboxComponent {
+		return nil, fmt.Errorf("template %q's Pod %s has no label %s, which Warden finds its sandbox Pods by: add it to the SandboxTemplate's Pod labels, as deploy/'s template does", claim.Labels[TemplateLabel], podName, sandboxSelector)
+	}
 	if pod.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("claim %s's Pod %s is being deleted", claim.Name, podName)
 	}
@@ -143,7 +148,7 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	s := &Session{
 		ID: claim.Annotations[SessionAnnotation], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
 		Claim: claim.Name, Sandbox: claim.Status.SandboxStatus.Name, Created: claim.CreationTimestamp.Time,
-		claimUID: claim.UID,
+		Releasing: claim.DeletionTimestamp != nil, claimUID: claim.UID,
 	}
 	if s.ID == "" || ClaimName(s.ID) != claim.Name || claim.Labels[SessionLabel] != claim.Name {
 		return nil, fmt.Errorf("claim %s: annotation %s and label %s do not name it: not a claim Warden made", claim.Name, SessionAnnotation, SessionLabel)
@@ -216,11 +221,11 @@ func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) 
 	if err != nil {
 		return nil, err
 	}
-	if claim.DeletionTimestamp != nil {
+	if s.Releasing {
 		return nil, fmt.Errorf("session %q: %w: its claim %s is being released", id, ErrDead, name)
 	}
-	if s.PodUID == "" {
-		return nil, c.unrecorded(s)
+	if err := c.Unrecorded(s); err != nil {
+		return nil, err
 	}
 	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -254,8 +259,14 @@ func foreignPod(s *Session, pod *corev1.Pod) string {
 	return ""
 }
 
-// unrecorded is Find's error for session s with no Pod recorded yet.
-func (c *Claimer) unrecorded(s *Session) error {
+// Unrecorded is Find's error for session s (as Find or List read it)
+// with no Pod recorded yet: ErrPending, or ErrDead once that is older
+// than Config.ReadyTimeout; nil when its Pod is recorded. A listing
+// tells a session's state by it without reading its Pod.
+func (c *Claimer) Unrecorded(s *Session) error {
+	if s.PodUID != "" {
+		return nil
+	}
 	if time.Since(s.Created) > c.cfg.ReadyTimeout {
 		return fmt.Errorf("session %q: %w: its claiming replica never recorded a Pod on claim %s", s.ID, ErrDead, s.Claim)
 	}

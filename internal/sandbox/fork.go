@@ -34,7 +34,7 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 	if m.cfg.Snapshots == nil {
 		return nil, fmt.Errorf("%w: fork needs a state directory for its snapshot: start warden serve with --state-dir", ErrUnsupported)
 	}
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 	if err != nil {
 		return Info{}, err
 	}
-	f, err := m.lookup(s.owner, in.ID)
+	f, err := m.lookupCtx(ctx, s.owner, in.ID)
 	if err != nil {
 		return Info{}, err // deleted meanwhile: nothing to end
 	}

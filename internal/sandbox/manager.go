@@ -517,6 +517,14 @@ func madeByNewID(id string) bool {
 // by the backend's store (another server made it, or this one before a
 // restart): it is attached and held from then on.
 func (m *Manager) lookup(owner, id string) (*session, error) {
+	return m.lookupCtx(context.Background(), owner, id)
+}
+
+// lookupCtx is lookup for a request with a context: ctx ends the
+// request's wait for the attach of a session another server holds,
+// never the attach itself, which concurrent requests for the session
+// share.
+func (m *Manager) lookupCtx(ctx context.Context, owner, id string) (*session, error) {
 	m.mu.Lock()
 	s, ok := m.sessions[id]
 	m.mu.Unlock()
@@ -524,7 +532,7 @@ func (m *Manager) lookup(owner, id string) (*session, error) {
 		return s, nil
 	}
 	if rb, remote := m.backend.(RemoteBackend); remote && !ok && madeByNewID(id) && !m.knownMissing(owner, id) {
-		return m.adoptOnce(rb, owner, id)
+		return m.adoptOnce(ctx, rb, owner, id)
 	}
 	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 }
@@ -533,11 +541,12 @@ func (m *Manager) lookup(owner, id string) (*session, error) {
 // attach of the same id under way waits for it and answers as it did
 // (its error, such as ErrBusy, not a 404 for a live session). One
 // waiting on another owner's attach, whose answer is not its own, tries
-// once more itself.
-func (m *Manager) adoptOnce(rb RemoteBackend, owner, id string) (*session, error) {
-	s, again, err := m.adoptOrWait(rb, owner, id)
+// once more itself. A request whose ctx ends stops waiting; the attach
+// goes on, bounded by remoteFindWait, for the others.
+func (m *Manager) adoptOnce(ctx context.Context, rb RemoteBackend, owner, id string) (*session, error) {
+	s, again, err := m.adoptOrWait(ctx, rb, owner, id)
 	if again {
-		s, _, err = m.adoptOrWait(rb, owner, id)
+		s, _, err = m.adoptOrWait(ctx, rb, owner, id)
 	}
 	return s, err
 }
@@ -550,10 +559,10 @@ type adoption struct {
 	err   error
 }
 
-// adoptOrWait adopts id, or waits for the attach under way; again says
-// that attach was another owner's and failed, so its answer is not this
-// owner's.
-func (m *Manager) adoptOrWait(rb RemoteBackend, owner, id string) (*session, bool, error) {
+// adoptOrWait starts the attach of id unless one is under way, and waits
+// for it until ctx ends; again says that attach was another owner's and
+// failed, so its answer is not this owner's.
+func (m *Manager) adoptOrWait(ctx context.Context, rb RemoteBackend, owner, id string) (*session, bool, error) {
 	m.mu.Lock()
 	if s, ok := m.sessions[id]; ok {
 		m.mu.Unlock()
@@ -562,28 +571,37 @@ func (m *Manager) adoptOrWait(rb RemoteBackend, owner, id string) (*session, boo
 		}
 		return nil, false, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 	}
-	if a, busy := m.adopting[id]; busy {
-		m.mu.Unlock()
-		<-a.done
-		if a.err != nil {
-			if a.owner != owner {
-				return nil, true, nil
-			}
-			return nil, false, a.err
-		}
-		s, err := m.lookupHeld(owner, id)
-		return s, false, err
+	a, busy := m.adopting[id]
+	if !busy {
+		a = &adoption{owner: owner, done: make(chan struct{})}
+		m.adopting[id] = a
+		go m.runAdoption(rb, id, a)
 	}
-	a := &adoption{owner: owner, done: make(chan struct{})}
-	m.adopting[id] = a
 	m.mu.Unlock()
-	s, err := m.adopt(rb, owner, id)
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return nil, false, fmt.Errorf("session %q: the request ended while the session was being attached: %w", id, ctx.Err())
+	}
+	if a.err != nil {
+		if a.owner != owner {
+			return nil, true, nil
+		}
+		return nil, false, a.err
+	}
+	s, err := m.lookupHeld(owner, id)
+	return s, false, err
+}
+
+// runAdoption is attach a of id, for a.owner: detached from the request
+// that started it, whose waiters it answers (adopt bounds it).
+func (m *Manager) runAdoption(rb RemoteBackend, id string, a *adoption) {
+	_, err := m.adopt(rb, a.owner, id)
 	m.mu.Lock()
 	delete(m.adopting, id)
 	a.err = err
 	m.mu.Unlock()
 	close(a.done)
-	return s, false, err
 }
 
 // lookupHeld is owner's session id if this Manager holds it, else
@@ -606,7 +624,17 @@ func (m *Manager) Get(owner, id string) (Info, error) {
 	return s.info(), nil
 }
 
-// List returns owner's sessions, oldest first.
+// ListEverywhere returns owner's sessions, oldest first: on a
+// RemoteBackend those every server holds (listRemote), else List's.
+func (m *Manager) ListEverywhere(ctx context.Context, owner string) ([]Info, error) {
+	infos := m.List(owner)
+	if rb, ok := m.backend.(RemoteBackend); ok {
+		return m.listRemote(ctx, rb, owner, infos)
+	}
+	return infos, nil
+}
+
+// List returns owner's sessions this Manager holds, oldest first.
 func (m *Manager) List(owner string) []Info {
 	m.mu.Lock()
 	var list []*session
@@ -660,7 +688,7 @@ func (m *Manager) counts(keep func(*session) bool) map[State]int {
 // Delete ends a session, killing whatever runs in it, and removes every
 // trace of it on the host.
 func (m *Manager) Delete(ctx context.Context, owner, id string) error {
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return err
 	}
@@ -730,7 +758,7 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, l
 	if err := m.cfg.Ceilings.CheckTimeout(req.Timeout); err != nil {
 		return spec.Result{}, err
 	}
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return spec.Result{}, err
 	}

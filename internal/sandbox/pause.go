@@ -61,7 +61,7 @@ var errSnapshotted = fmt.Errorf("%w: the session was snapshotted", ErrClosed)
 // switchPaced finds owner's session id, charges its pacer a command exec
 // and pauses or resumes it (to).
 func (m *Manager) switchPaced(ctx context.Context, owner, id string, to func(context.Context, *session) error) (Info, error) {
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return Info{}, err
 	}

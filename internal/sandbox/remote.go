@@ -31,6 +31,10 @@ type RemoteBackend interface {
 	// Reap ends the sessions no server holds that are past their TTL or
 	// idle timeout, or dead; several servers may run it at once.
 	Reap(ctx context.Context) error
+	// List is owner's sessions as the store records them, whichever
+	// server holds them (one bounded read of the store, not of each
+	// session's box), each with the State its record tells.
+	List(ctx context.Context, owner string) ([]RemoteSession, error)
 }
 
 // RemoteSession is a session of a RemoteBackend as its store records it.
@@ -50,6 +54,75 @@ type RemoteSession struct {
 	// Note says, in one line, what a Find's attach lost (a new box's
 	// processes), for the server's log.
 	Note string
+	// State and Reason are what List's record tells of a session this
+	// server may not hold: StateCreating while its box is being
+	// started, StateDead (Reason saying why) when the record says it
+	// died, else StateReady (whether it is busy only its server knows).
+	State  State
+	Reason string
+}
+
+// remoteListWait bounds the store's listing of an owner's sessions.
+const remoteListWait = 10 * time.Second
+
+// listRemote is held (owner's sessions this Manager holds, as it holds
+// them) with owner's others in rb's store, as their records tell, oldest
+// first: a client behind several servers sees all its sessions wherever
+// it asks. The records' limits are clamped to this server's ceilings, as
+// an attach would; one past its expiry is left out (the store ends it).
+// The listing takes one of the remoteFinds slots, so that listings too
+// cannot use up the server's calls to the store.
+func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string, held []Info) ([]Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, remoteListWait)
+	defer cancel()
+	select {
+	case m.finds <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &RemoteListError{Err: fmt.Errorf("listing this key's sessions across the servers: this server has %d lookups of the store under way: %w", remoteFinds, ctx.Err())}
+	}
+	recs, err := rb.List(ctx, owner)
+	<-m.finds
+	if err != nil {
+		return nil, &RemoteListError{Err: fmt.Errorf("listing this key's sessions across the servers: %w", err)}
+	}
+	have := make(map[string]bool, len(held))
+	for _, i := range held {
+		have[i.ID] = true
+	}
+	out := held
+	now := time.Now()
+	for _, r := range recs {
+		if have[r.ID] || (!r.Expires.IsZero() && !now.Before(r.Expires)) {
+			continue
+		}
+		lim, _ := m.cfg.Ceilings.Clamp(r.Limits)
+		out = append(out, Info{
+			ID: r.ID, State: r.State, Reason: r.Reason, Template: r.Template,
+			CreatedAt: r.Created, LastUsedAt: r.LastActive, ExpiresAt: r.Expires, IdleTimeout: r.Idle,
+			Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone},
+		})
+	}
+	sortInfos(out)
+	return out, nil
+}
+
+// RemoteListError is a RemoteBackend's failed List: its Error names the
+// store's failure for the operator (it may name the cluster's address or
+// labels); Public is the one line for the tenant, which front ends
+// answer as a server that cannot serve now (503): failing the whole
+// listing rather than answering this server's sessions alone, which a
+// client would read as the others ended.
+type RemoteListError struct {
+	// Err is the store's failure, with its context.
+	Err error
+}
+
+func (e *RemoteListError) Error() string { return e.Err.Error() }
+func (e *RemoteListError) Unwrap() error { return e.Err }
+
+// Public says the listing failed without the store's detail.
+func (e *RemoteListError) Public() string {
+	return "listing this key's sessions: the sessions store shared by the servers did not answer; retry shortly"
 }
 
 // releaser is a Box whose session outlives the box's Close (a remote
@@ -171,7 +244,7 @@ func (m *Manager) cleanedUpBox(id string, err error) {
 // Bounds of the lookups of sessions this Manager does not hold, which
 // any request naming an unknown id makes of the shared store.
 const (
-	// remoteFinds bounds the Finds under way at once.
+	// remoteFinds bounds the Finds and Lists under way at once.
 	remoteFinds = 16
 	// missingFor is how long an id Find answered ErrNotFound is answered
 	// so without asking again: ids are random, so none appears later.

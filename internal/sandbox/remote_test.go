@@ -36,6 +36,9 @@ type remoteStore struct {
 	// each until closed.
 	releasing   int
 	releaseGate chan struct{}
+	// lists counts List's calls; listErr, when set, is its answer.
+	lists   int
+	listErr error
 }
 
 func (f *fakeRemote) Claim(ctx context.Context, r RemoteSession, s spec.Spec) (Box, error) {
@@ -68,6 +71,28 @@ func (f *fakeRemote) Find(ctx context.Context, owner, id string, _ spec.Ceilings
 	}
 	r.Note = "processes restarted"
 	return &remoteBox{fakeBox: b.(*fakeBox), id: id, store: f.store}, r, nil
+}
+
+// List is owner's recorded sessions, ready unless their record says
+// otherwise, in no order.
+func (f *fakeRemote) List(_ context.Context, owner string) ([]RemoteSession, error) {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	f.store.lists++
+	if f.store.listErr != nil {
+		return nil, f.store.listErr
+	}
+	var out []RemoteSession
+	for _, r := range f.store.sessions {
+		if r.Owner != owner {
+			continue
+		}
+		if r.State == "" {
+			r.State = StateReady
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 func (f *fakeRemote) Reap(context.Context) error {
@@ -238,6 +263,63 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	}
 }
 
+// TestRemoteAdoptCancel: a request whose context ends while the session
+// it names is being attached from the store stops waiting at once (the
+// Find is held on a gate, so the answer cannot be the attach's), and the
+// attach goes on for a concurrent request, which gets the session from
+// the one Find.
+func TestRemoteAdoptCancel(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	store.mu.Lock()
+	store.gate = gate
+	store.mu.Unlock()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := b.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{})
+		cancelled <- err
+	}()
+	testhost.WaitFor(t, "a Find to begin", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.finds > 0
+	})
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := b.Get("alice", info.ID)
+		waiter <- err
+	}()
+	cancel()
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled request: got %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute): // a bound, not a timing assertion
+		t.Fatalf("the cancelled request still waits for the held attach")
+	}
+	close(gate)
+	if err := <-waiter; err != nil {
+		t.Errorf("the concurrent Get: got %v, want the session", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.finds != 1 {
+		t.Errorf("Find called %d times, want once", store.finds)
+	}
+}
+
 // TestRemoteLookupBounds: an id newID cannot make is no session without
 // asking the store; an id the store answered not found is answered so
 // again without asking; and a lookup that finds every Find slot taken
@@ -384,5 +466,77 @@ func TestRemoteAdoptTakesNoStart(t *testing.T) {
 	}
 	if _, err := b.Get("alice", info.ID); err != nil {
 		t.Errorf("attaching a session another server started, with the key's starts used up: got %v, want it attached", err)
+	}
+}
+
+// TestRemoteListEverywhere: a Manager lists the owner's sessions every
+// server holds, each once and oldest first (its own as it holds them,
+// the others' as the store records them, with their limits clamped to
+// its ceilings and an expired record left out), never another owner's;
+// a store that does not answer fails the listing with a public line
+// naming no store detail.
+func TestRemoteListEverywhere(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	ceil := spec.Ceilings(spec.DefaultLimits)
+	a := NewManager(&fakeRemote{store: store}, Config{Ceilings: ceil})
+	defer a.Close()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	ctx := context.Background()
+	mine, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := b.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, "bob", SessionOptions{Limits: spec.DefaultLimits}); err != nil {
+		t.Fatal(err)
+	}
+	big := spec.DefaultLimits
+	big.MemoryBytes *= 64
+	store.mu.Lock()
+	store.sessions["ses_dying"] = RemoteSession{ID: "ses_dying", Owner: "alice", Created: time.Now(), State: StateDead, Reason: "its Pod was deleted", Limits: big}
+	store.sessions["ses_expired"] = RemoteSession{ID: "ses_expired", Owner: "alice", Created: time.Now(), Expires: time.Now().Add(-time.Second)}
+	store.mu.Unlock()
+	got, err := a.ListEverywhere(ctx, "alice")
+	if err != nil {
+		t.Fatalf("ListEverywhere: %v", err)
+	}
+	var ids []string
+	for _, i := range got {
+		ids = append(ids, i.ID)
+	}
+	if want := []string{mine.ID, theirs.ID, "ses_dying"}; !slices.Equal(ids, want) {
+		t.Fatalf("alice's sessions: got %v, want %v (each once, oldest first)", ids, want)
+	}
+	if got[1].State != StateReady || got[2].State != StateDead || got[2].Reason != "its Pod was deleted" {
+		t.Errorf("records' states: got %s and %s %q, want ready and dead with the record's reason", got[1].State, got[2].State, got[2].Reason)
+	}
+	if got[2].Limits.MemoryBytes != ceil.MemoryBytes {
+		t.Errorf("a record asking %d bytes of memory: got %d listed, want the ceiling %d", big.MemoryBytes, got[2].Limits.MemoryBytes, ceil.MemoryBytes)
+	}
+	if local := a.List("alice"); len(local) != 1 || local[0].ID != mine.ID {
+		t.Errorf("List: got %v, want only the session a holds", local)
+	}
+	store.mu.Lock()
+	store.listErr = errors.New("dial tcp 10.96.0.1:443: connection refused")
+	store.mu.Unlock()
+	_, err = a.ListEverywhere(ctx, "alice")
+	var pub *RemoteListError
+	if !errors.As(err, &pub) || strings.Contains(pub.Public(), "10.96.0.1") || !strings.Contains(err.Error(), "10.96.0.1") {
+		t.Errorf("a store that does not answer: got %v, want a RemoteListError whose public line names no address", err)
+	}
+	for range remoteFinds {
+		a.finds <- struct{}{}
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	store.mu.Lock()
+	before := store.lists
+	store.mu.Unlock()
+	if _, err := a.ListEverywhere(cancelled, "alice"); !errors.As(err, &pub) || store.lists != before {
+		t.Errorf("a listing with every lookup slot taken: got %v after %d more Lists, want a RemoteListError without a List", err, store.lists-before)
 	}
 }

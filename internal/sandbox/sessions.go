@@ -20,8 +20,13 @@ type Sessions interface {
 	Create(ctx context.Context, owner string, o SessionOptions) (Info, error)
 	// Get describes one of owner's sessions.
 	Get(owner, id string) (Info, error)
-	// List describes owner's live sessions, oldest first.
+	// List describes owner's live sessions this server holds, oldest
+	// first.
 	List(owner string) []Info
+	// ListEverywhere is List with, on a RemoteBackend, owner's sessions
+	// every other server holds, read from the shared store (which may
+	// fail): what a client behind several servers lists.
+	ListEverywhere(ctx context.Context, owner string) ([]Info, error)
 	// Delete ends one of owner's sessions and frees its sandbox.
 	Delete(ctx context.Context, owner, id string) error
 	// Pause stops every process of one of owner's sessions, keeping its

@@ -34,7 +34,7 @@ const spawnLimit = 30 * time.Second
 // Process's PayOutput takes from the session's pacer what sending it on
 // costs, waiting for it, so that output is paced as an exec's is.
 func (m *Manager) Spawn(ctx context.Context, owner, id string, c interp.Command) (interp.Process, error) {
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}

@@ -98,6 +98,16 @@ func (f *fakeSessions) Get(owner, id string) (sandbox.Info, error) {
 	return s.info, nil
 }
 
+func (f *fakeSessions) ListEverywhere(_ context.Context, owner string) ([]sandbox.Info, error) {
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return f.List(owner), nil
+}
+
 func (f *fakeSessions) List(owner string) []sandbox.Info {
 	f.mu.Lock()
 	defer f.mu.Unlock()

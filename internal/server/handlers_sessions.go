@@ -60,9 +60,13 @@ func (a api) CreateSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // ListSessions answers the caller's live sessions, never another
-// tenant's.
+// tenant's: on a backend shared by several servers, every server's.
 func (a api) ListSessions(w http.ResponseWriter, r *http.Request) {
-	infos := a.s.sessions.List(owner(r))
+	infos, err := a.s.sessions.ListEverywhere(r.Context(), owner(r))
+	if err != nil {
+		a.s.writeError(w, err)
+		return
+	}
 	out := sessionListJSON{Sessions: make([]sessionJSON, 0, len(infos))}
 	for _, i := range infos {
 		out.Sessions = append(out.Sessions, toSessionJSON(i))

@@ -64,3 +64,20 @@ func TestTooManySaysWhich(t *testing.T) {
 		}
 	}
 }
+
+// TestListUnavailable: a listing the shared sessions store did not
+// answer is a 503 unavailable with the public line, naming none of the
+// store's detail, which only the log gets.
+func TestListUnavailable(t *testing.T) {
+	h := newHarness(t, nil)
+	failed := &sandbox.RemoteListError{Err: fmt.Errorf("listing claims (warden.dev/owner=abc): dial tcp 10.96.0.1:443: connection refused")}
+	h.fake.err = failed
+	resp := h.do("GET", "/v1/sessions", keyA, "")
+	code, msg := resp.errorMessage()
+	if resp.status != http.StatusServiceUnavailable || code != codeUnavailable || msg != failed.Public() {
+		t.Errorf("got %d %s %q, want 503 %s with the public line", resp.status, code, msg, codeUnavailable)
+	}
+	if b := string(resp.body); strings.Contains(b, "10.96.0.1") || strings.Contains(b, "owner") {
+		t.Errorf("answer %s names the store's detail", resp.body)
+	}
+}
