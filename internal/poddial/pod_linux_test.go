@@ -335,7 +335,9 @@ func TestRefuse(t *testing.T) {
 		{"defaults", func(*spec.Spec) {}, ""},
 		{"host workspace", func(s *spec.Spec) { s.Workspace = "/srv/w" }, "takes no host --workspace"},
 		{"template", func(s *spec.Spec) { s.Root.Template, s.Root.Dir = "py", "/var/lib/warden/templates/py" }, `not Warden template "py"`},
-		{"proxy", func(s *spec.Spec) { s.Network.Mode = spec.NetProxy }, "use --net none"},
+		{"proxy", func(s *spec.Spec) {
+			s.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.org"}}
+		}, ""},
 	} {
 		s := podSpec()
 		tc.edit(&s)
