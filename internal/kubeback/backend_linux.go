@@ -204,7 +204,7 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 		Note: "attached to the session's Pod " + ps.Pod + ": its files are kept, its earlier processes and interpreters ended with the last server's connection",
 	}
 	if ps.Network.Mode == spec.NetProxy {
-		r.Note += "; its egress is this server's proxy with the recorded rules, and its audit events so far were the last server's"
+		r.Note += "; its egress is this server's proxy with the recorded rules, its audit events and the bytes counted against its budget so far were the last server's"
 	}
 	if adoption == podinit.Adopted {
 		r.Note = "attached to the session's Pod " + ps.Pod + ", whose init had restarted: only its volumes' files are kept"
