@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"runtime"
@@ -36,7 +37,8 @@ import (
 // namespace (no NetworkPolicy holds there), so the proof that a request
 // went through the proxy is the proxy's audit of it.
 func testEgress(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podclaim.Claimer) {
-	port := startOrigin(t)
+	o := startOrigin(t)
+	port := o.http
 	first, _ := replica(t, bed)
 	allowed := "allowed.test:" + strconv.Itoa(port)
 	info, err := first.Create(ctx, owner, sandbox.SessionOptions{
@@ -88,6 +90,7 @@ func testEgress(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podc
 		t.Fatal(err)
 	}
 	testNoBridge(ctx, t, second)
+	t.Run("latency", func(t *testing.T) { testEgressLatency(ctx, t, second, o) })
 }
 
 // testNoBridge: a --net none session's Pod has no bridge (nothing
@@ -117,14 +120,18 @@ func hasEvent(events []spec.NetworkEvent, host string, port int, allowed bool) b
 	})
 }
 
+// origin is the stand-in internet origin's ports on its one address:
+// plain HTTP, and HTTPS with httptest's certificate (curl -k takes it).
+type origin struct{ http, https int }
+
 // startOrigin starts a stand-in internet origin on a global unicast
 // address the proxy counts as public (3ffe::/16, the 6bone's, returned
 // in 2006 and routed nowhere since), in a network namespace of the
 // test's own joined to the host by a veth pair, pins allowed.test and
 // other.test to it for the egress proxy (agent.HostsEnv, read when the
 // process's proxy starts: no other test of this binary starts it
-// first), and returns its HTTP port. Everything is removed at the end.
-func startOrigin(t *testing.T) int {
+// first), and returns its ports. Everything is removed at the end.
+func startOrigin(t *testing.T) origin {
 	t.Helper()
 	testhost.RequireTool(t, "ip")
 	var b [3]byte
@@ -134,7 +141,7 @@ func startOrigin(t *testing.T) int {
 	tag := hex.EncodeToString(b[:])
 	ns, host, peer := "wke-"+tag, "wke"+tag+"h", "wke"+tag+"n"
 	prefix := "3ffe:b02:" + tag[:4] + ":"
-	origin, link := prefix+":7", prefix+"1::"
+	public, link := prefix+":7", prefix+"1::"
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -155,17 +162,25 @@ func startOrigin(t *testing.T) int {
 	ip("-n", ns, "link", "set", "lo", "up")
 	ip("addr", "add", link+"1/64", "dev", host, "nodad")
 	ip("-n", ns, "addr", "add", link+"2/64", "dev", peer, "nodad")
-	ip("-n", ns, "addr", "add", origin+"/128", "dev", "lo", "nodad")
-	ip("-6", "route", "replace", origin+"/128", "via", link+"2", "dev", host)
-	t.Cleanup(func() { cleanup("-6", "route", "del", origin+"/128", "dev", host) })
-	ln := listenIn(t, ns, net.JoinHostPort(origin, "0"))
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ip("-n", ns, "addr", "add", public+"/128", "dev", "lo", "nodad")
+	ip("-6", "route", "replace", public+"/128", "via", link+"2", "dev", host)
+	t.Cleanup(func() { cleanup("-6", "route", "del", public+"/128", "dev", host) })
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from the stand-in, %s", r.URL.Path)
-	})}
-	go func() { _ = srv.Serve(ln) }() // ends with Close below
-	t.Cleanup(func() { _ = srv.Close() })
-	t.Setenv(agent.HostsEnv, "allowed.test="+origin+",other.test="+origin)
-	return ln.Addr().(*net.TCPAddr).Port
+	})
+	ln := listenIn(t, ns, net.JoinHostPort(public, "0"))
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: hello}
+	go func() { _ = srv.Serve(ln) }()     // ends with Close below
+	t.Cleanup(func() { _ = srv.Close() }) // a stand-in's close error changes nothing the test checked
+	tls := httptest.NewUnstartedServer(hello)
+	if err := tls.Listener.Close(); err != nil { // httptest's own loopback listener, replaced
+		t.Fatal(err)
+	}
+	tls.Listener = listenIn(t, ns, net.JoinHostPort(public, "0"))
+	tls.StartTLS()
+	t.Cleanup(tls.Close)
+	t.Setenv(agent.HostsEnv, "allowed.test="+public+",other.test="+public)
+	return origin{ln.Addr().(*net.TCPAddr).Port, tls.Listener.Addr().(*net.TCPAddr).Port}
 }
 
 // listenIn listens on addr in the network namespace ns (a socket stays
