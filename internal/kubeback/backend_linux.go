@@ -130,7 +130,7 @@ func (b *Backend) Claim(ctx context.Context, r sandbox.RemoteSession, s spec.Spe
 	if err := b.checkOwnerCount(ctx, r); err != nil {
 		return nil, err
 	}
-	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: OwnerLabel(b.routerKey, r.Owner), Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits})
+	ps, err := b.claims.Claim(ctx, podclaim.Request{Session: r.ID, Owner: OwnerLabel(b.routerKey, r.Owner), Template: tmpl, TTL: r.TTL, IdleTimeout: r.Idle, Limits: s.Limits, Network: s.Network})
 	if err != nil {
 		return nil, err
 	}
@@ -196,15 +196,20 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 		return nil, sandbox.RemoteSession{}, err
 	}
 	lim, clamped := ceil.Clamp(ps.Limits)
-	s := spec.Spec{Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	// The recorded policy, not none: the session's egress is attached
+	// again, on this replica's proxy, with the rules last in force.
+	s := spec.Spec{Limits: lim, Network: ps.Network}
 	box, adoption, err := b.attach(ctx, ps, s)
 	if err != nil {
 		return nil, sandbox.RemoteSession{}, unanswered(err)
 	}
 	r := sandbox.RemoteSession{
 		ID: ps.ID, Owner: owner, Template: ps.Template, Idle: ps.IdleTimeout,
-		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, Limits: lim,
+		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, Limits: lim, Network: ps.Network,
 		Note: "attached to the session's Pod " + ps.Pod + ": its files are kept, its earlier processes and interpreters ended with the last server's connection",
+	}
+	if ps.Network.Mode == spec.NetProxy {
+		r.Note += "; its egress is this server's proxy with the recorded rules, its audit events and the bytes counted against its budget so far were the last server's"
 	}
 	if adoption == podinit.Adopted {
 		r.Note = "attached to the session's Pod " + ps.Pod + ", whose init had restarted: only its volumes' files are kept"

@@ -247,6 +247,34 @@ func (x *box) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
 	return x.files.RemoteFiles(lim)
 }
 
+// SetNetwork records the new rules on the session's claim, then puts
+// them in force on this replica's proxy: a replica that re-attaches the
+// session later reads them from the claim, so a change the claim could
+// not record is refused rather than left to be undone by a re-attach.
+func (x *box) SetNetwork(allow, deny []string) error {
+	n := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: allow, Deny: deny}
+	if x.ps.Network.Mode != spec.NetProxy {
+		// The agent's refusal, with no call: a session without the proxy has no way out to open.
+		return x.Box.SetNetwork(allow, deny)
+	}
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), touchWait)
+	defer cancel()
+	if err := x.b.claims.SetNetwork(ctx, x.ps, n); err != nil {
+		if errors.Is(err, podclaim.ErrNotFound) {
+			return fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
+		}
+		return err
+	}
+	if err := x.Box.SetNetwork(allow, deny); err != nil {
+		return err
+	}
+	x.ps.Network = n
+	return nil
+}
+
 // touch records activity, logging a failure: the exec is served all the
 // same, and the idle reap's grace covers one missed interval.
 func (x *box) touch(ctx context.Context) {

@@ -20,7 +20,11 @@ import (
 // the user's processes run as the agent's own uid, and what the agent
 // still applies to them is no_new_privs, its seccomp filter, the rlimits
 // and the CPU affinity. The container and its RuntimeClass (gVisor) are
-// the box: namespaces, root, mounts and the Pod's cgroup.
+// the box: namespaces, root, mounts and the Pod's cgroup. With the
+// egress proxy (Config.EgressPort) the agent runs the same bridge as a
+// microVM's: it listens on the Pod's 127.0.0.1 and opens a stream
+// channel per connection, which the router connects to the session's
+// socket on its own egress proxy; the Pod itself needs no egress.
 
 // podMode says this agent serves a Pod (BoxedPod).
 var podMode bool
@@ -56,6 +60,7 @@ func podSteps() []setupStep {
 		{"tying the sandbox to the host", func(*Config) error { return dieWithHost() }},
 		{"setting rlimits", setPodRlimits},
 		{"limiting the CPUs in view", limitCPUs},
+		{"starting the egress bridge", startBridge},
 	}
 }
 
@@ -216,8 +221,6 @@ func checkPodConfig(cfg *Config) error {
 		return errors.New("a Pod's agent cannot answer sysinfo(2) (no cgroup of its own to read): set Config.KernelSysinfo and let the Pod's kernel (gVisor's) answer")
 	case cfg.HideAgent:
 		return errors.New("a Pod's agent cannot hide in a PID namespace of the user's (no CAP_SYS_ADMIN): leave Config.HideAgent unset")
-	case cfg.EgressPort != 0:
-		return errors.New("a Pod reaches the egress proxy over the cluster's network, not through the agent's bridge: leave Config.EgressPort unset")
 	case cfg.UID != 0 && cfg.UID != os.Getuid(), cfg.GID != 0 && cfg.GID != os.Getgid():
 		return fmt.Errorf("a Pod's user runs as the Pod's own uid and gid (%d:%d), not %d:%d: leave Config.UID and GID unset", os.Getuid(), os.Getgid(), cfg.UID, cfg.GID)
 	}

@@ -94,6 +94,10 @@ func newClaim(ns string, r *Request, now time.Time) (*extv1.SandboxClaim, error)
 	if err != nil {
 		return nil, fmt.Errorf("encoding session %q's limits: %w", r.Session, err)
 	}
+	network, err := encodeNetwork(r.Network)
+	if err != nil {
+		return nil, fmt.Errorf("session %q: %w", r.Session, err)
+	}
 	return &extv1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ClaimName(r.Session), Namespace: ns,
@@ -105,6 +109,7 @@ func newClaim(ns string, r *Request, now time.Time) (*extv1.SandboxClaim, error)
 				IdleAnnotation:    r.IdleTimeout.String(),
 				ActiveAnnotation:  now.UTC().Format(time.RFC3339Nano),
 				LimitsAnnotation:  string(limits),
+				NetworkAnnotation: network,
 			},
 		},
 		Spec: extv1.SandboxClaimSpec{

@@ -53,6 +53,11 @@ const (
 	PodAnnotation = keyPrefix + "pod"
 	// ReadyAnnotation is when the claim was first seen Ready (RFC 3339).
 	ReadyAnnotation = keyPrefix + "ready"
+	// NetworkAnnotation is the session's network policy as JSON
+	// ({"mode":"proxy","allow":[...],"deny":[...]}), kept current by
+	// SetNetwork, so that a replica re-attaching the session attaches
+	// its egress with the rules in force.
+	NetworkAnnotation = keyPrefix + "network"
 )
 
 // managedValue is ManagedLabel's value.
@@ -92,6 +97,10 @@ type Request struct {
 	IdleTimeout time.Duration
 	// Limits are the session's limits, for whichever replica serves it.
 	Limits spec.Limits
+	// Network is the session's network policy (its mode and rules), for
+	// whichever replica serves it: its egress is the serving replica's
+	// proxy.
+	Network spec.NetworkPolicy
 }
 
 // Session is a claimed sandbox Pod, as any replica sees it.
@@ -120,6 +129,10 @@ type Session struct {
 	// other components can write: the serving replica must still clamp
 	// them with its own spec.Ceilings.
 	Limits spec.Limits
+	// Network is the recorded network policy (NetworkAnnotation), valid
+	// and parsed as the egress proxy parses it; --net none when the
+	// claim records none.
+	Network spec.NetworkPolicy
 
 	// claimUID is the claim's UID, which Release and Touch require, so
 	// they never act on another claim of the same name.
@@ -179,6 +192,9 @@ func (r *Request) check() error {
 	}
 	if err := r.Limits.Validate(); err != nil {
 		return fmt.Errorf("claiming a sandbox: limits: %w", err)
+	}
+	if _, err := encodeNetwork(r.Network); err != nil {
+		return fmt.Errorf("claiming a sandbox: network policy: %w", err)
 	}
 	return nil
 }

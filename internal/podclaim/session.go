@@ -170,6 +170,9 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	if err := s.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, LimitsAnnotation, err)
 	}
+	if s.Network, err = decodeNetwork(a[NetworkAnnotation]); err != nil {
+		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, NetworkAnnotation, err)
+	}
 	return s, s.readPod(claim)
 }
 

@@ -19,6 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/agent"
+	"github.com/warden-sandbox/warden/internal/boxname"
+	"github.com/warden-sandbox/warden/internal/egress"
 	"github.com/warden-sandbox/warden/internal/podinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -87,8 +89,15 @@ func present(ctx context.Context, c *net.TCPConn, key ed25519.PrivateKey) (podin
 // every process the session left; deleting the Pod is the backstop the
 // host cannot watch. The agent applies s's rlimits (CPU time, file
 // size, open files, processes) and the CPU count in view; memory, CPU
-// time and disk are the Pod's resources, its template's, and its
-// network is what the install's NetworkPolicies allow.
+// time and disk are the Pod's resources, its template's. Its network is
+// this process's: with --net proxy the session gets its own socket on
+// this process's egress proxy (agent.AttachEgress: the rules, audit,
+// byte budget and pace of every other backend's), and the Pod's agent
+// runs the egress bridge on the Pod's 127.0.0.1 (agent.EgressPort, the
+// HTTP(S)_PROXY of its execs), opening a stream channel per connection,
+// which the session relays to that socket; the Pod itself needs no
+// egress. Without the proxy a channel the Pod opens is a breach that
+// ends the session.
 func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logger) (*agent.Session, error) {
 	f, err := conn.File()
 	cerr := conn.Close()
@@ -106,13 +115,20 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		_ = f.Close()
 		return nil, err
 	}
+	att, err := attachEgress(s)
+	if err != nil {
+		// refused before a byte was sent; nothing to report of the close
+		_ = f.Close()
+		return nil, err
+	}
 	cfg := agent.BoxedConfig(s, false, true)
 	cfg.Stream = true
 	// The Pod's kernel (gVisor's) answers sysinfo(2) for the Pod.
 	cfg.KernelSysinfo = true
-	if err := agent.HandOverBoxed(f, cfg, nil); err != nil {
+	if err := agent.HandOverBoxed(f, cfg, att); err != nil {
 		// the hand-over's failure is the news
 		_ = f.Close()
+		closeEgress(att, log)
 		return nil, err
 	}
 	exited := make(chan struct{})
@@ -121,7 +137,8 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		Spec: s, Control: f, Stream: true,
 		// No host ids: the box's files are not on this host.
 		UID: -1, GID: -1,
-		Env: func(extra []string) []string { return agent.ImageEnv(false, s.Root.Env, extra) },
+		Egress: att, EgressChannels: att != nil,
+		Env: func(extra []string) []string { return agent.ImageEnv(att != nil, s.Root.Env, extra) },
 		Log: log,
 		// Kill shuts the connection down, which ends the Pod's agent at
 		// once (it reads the end) and so every process of the session;
@@ -130,7 +147,7 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		Kill:    func() { once.Do(func() { shutdown(f, log); close(exited) }) },
 		Exited:  exited,
 		Ended:   func() string { return "the router closed its connection to the Pod's agent" },
-		Cleanup: func() {},
+		Cleanup: func() { closeEgress(att, log) },
 		Pause:   cannotPause,
 		// Pause never succeeds, so there is never anything to resume.
 		Resume: func(context.Context) error { return nil },
@@ -199,8 +216,31 @@ func Refuse(s spec.Spec) error {
 		return fmt.Errorf("%w: a Pod keeps its writable space in its own volumes; it takes no host scratch", spec.ErrInvalid)
 	case !s.Root.IsHost():
 		return fmt.Errorf("%w: a Pod's root is its SandboxTemplate's image, not Warden template %q", spec.ErrInvalid, s.Root.Template)
-	case s.Network.Mode == spec.NetProxy:
-		return fmt.Errorf("%w: a Pod reaches the egress proxy through the cluster's network, which the kubernetes backend will wire; use --net none", spec.ErrInvalid)
 	}
 	return nil
+}
+
+// attachEgress gives a session of s with the proxy its own socket on this
+// process's egress proxy, named apart from every other (one process may
+// hold a session's earlier box still closing); nil without the proxy.
+func attachEgress(s spec.Spec) (*egress.Attachment, error) {
+	if s.Network.Mode != spec.NetProxy {
+		return nil, nil
+	}
+	return agent.AttachEgress(boxname.Box(), s.Network, s.Limits.CPUs)
+}
+
+// closeEgress closes a session's proxy socket (nil: none), once the
+// session has ended: its connections still open end, and their audit
+// events are final.
+func closeEgress(att *egress.Attachment, log *slog.Logger) {
+	if att == nil {
+		return
+	}
+	if err := att.Close(); err != nil {
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("closing a Pod session's egress proxy socket", "err", err)
+	}
 }

@@ -121,8 +121,15 @@ func podSpec() spec.Spec {
 	return spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 }
 
-// attach dials the Pod and attaches a session, closed at the test's end.
+// attach dials the Pod and attaches a session of podSpec, closed at the
+// test's end.
 func attach(t *testing.T, p *pod, want podinit.Adoption) *agent.Session {
+	t.Helper()
+	return attachSpec(t, p, want, podSpec())
+}
+
+// attachSpec is attach with the session's spec sp.
+func attachSpec(t *testing.T, p *pod, want podinit.Adoption, sp spec.Spec) *agent.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -131,7 +138,7 @@ func attach(t *testing.T, p *pod, want podinit.Adoption) *agent.Session {
 		t.Fatalf("Dial = %v, %v; want %v; the Pod's log: %s", a, err, want, p.log)
 	}
 	logged := &syncBuffer{}
-	s, err := Attach(ctx, conn, podSpec(), slog.New(slog.NewTextHandler(logged, nil)))
+	s, err := Attach(ctx, conn, sp, slog.New(slog.NewTextHandler(logged, nil)))
 	if err != nil {
 		t.Fatalf("Attach: %v; the Pod's log: %s", err, p.log)
 	}
@@ -335,7 +342,9 @@ func TestRefuse(t *testing.T) {
 		{"defaults", func(*spec.Spec) {}, ""},
 		{"host workspace", func(s *spec.Spec) { s.Workspace = "/srv/w" }, "takes no host --workspace"},
 		{"template", func(s *spec.Spec) { s.Root.Template, s.Root.Dir = "py", "/var/lib/warden/templates/py" }, `not Warden template "py"`},
-		{"proxy", func(s *spec.Spec) { s.Network.Mode = spec.NetProxy }, "use --net none"},
+		{"proxy", func(s *spec.Spec) {
+			s.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.org"}}
+		}, ""},
 	} {
 		s := podSpec()
 		tc.edit(&s)

@@ -47,6 +47,9 @@ type RemoteSession struct {
 	TTL, Idle                    time.Duration
 	Created, Expires, LastActive time.Time
 	Limits                       spec.Limits
+	// Network is the session's network policy as Find read it back (its
+	// box has its egress with these rules); the zero value is --net none.
+	Network spec.NetworkPolicy
 	// MaxPerOwner is Owner's limit of sessions (Config.MaxPerOwner), set
 	// at Claim: the Manager counts only its own, so Claim counts every
 	// server's and refuses past it with ErrTooMany (0: no limit).
@@ -201,7 +204,10 @@ func (m *Manager) adopt(rb RemoteBackend, owner, id string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := spec.Spec{Limits: r.Limits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+	s := spec.Spec{Limits: r.Limits, Network: r.Network}
+	if s.Network.Mode == "" {
+		s.Network.Mode = spec.NetNone
+	}
 	bytes := m.charge(s.Limits)
 	if err := m.acquireSlot(owner, false, false, bytes); err != nil {
 		m.cleanedUpBox(id, box.Close())

@@ -49,6 +49,7 @@ func (f *fakeRemote) Claim(ctx context.Context, r RemoteSession, s spec.Spec) (B
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
 	r.Created, r.Expires = time.Now(), time.Now().Add(r.TTL)
+	r.Network = s.Network // recorded for Find, as a claim records it
 	f.store.sessions[r.ID] = r
 	return &remoteBox{fakeBox: b.(*fakeBox), id: r.ID, store: f.store}, nil
 }
@@ -127,6 +128,35 @@ func (x *remoteBox) Release(context.Context) error {
 	delete(x.store.sessions, x.id)
 	x.store.released = append(x.store.released, x.id)
 	return nil
+}
+
+// TestRemoteAdoptKeepsNetwork: a Manager that adopts another's session
+// serves it with the network policy its backend recorded, not --net
+// none; a record without one is --net none.
+func TestRemoteAdoptKeepsNetwork(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	defer a.Close()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	ctx := context.Background()
+	for _, n := range []spec.NetworkPolicy{
+		{Mode: spec.NetProxy, Allow: []string{"example.org"}, Deny: []string{"bad.example.org"}},
+		{},
+	} {
+		info, err := a.Create(ctx, "alice", SessionOptions{Limits: spec.DefaultLimits, TTL: time.Hour, Network: n})
+		if err != nil {
+			t.Fatalf("Create with %+v: %v", n, err)
+		}
+		want := n
+		if want.Mode == "" {
+			want.Mode = spec.NetNone
+		}
+		got, err := b.Get("alice", info.ID)
+		if err != nil || got.Network.Mode != want.Mode || !slices.Equal(got.Network.Allow, want.Allow) || !slices.Equal(got.Network.Deny, want.Deny) {
+			t.Errorf("the adopting Manager's Get: network %+v, %v; want %+v", got.Network, err, want)
+		}
+	}
 }
 
 // TestRemoteSessions: on a RemoteBackend the Manager claims each session
