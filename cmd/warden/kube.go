@@ -3,13 +3,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 
 	"github.com/spf13/pflag"
 
 	"github.com/warden-sandbox/warden/internal/kubeback"
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/server"
 )
 
 // addKubeFlags adds the kubernetes backend's settings to serve's flags
@@ -23,6 +26,7 @@ func addKubeFlags(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 	f.StringVar(&cfg.Template, "kube-template", kubeback.DefaultTemplate, "SandboxTemplate and SandboxWarmPool of a session that names no template, for --backend kubernetes")
 	f.StringSliceVar(&cfg.Templates, "kube-templates", nil, "other SandboxTemplates (and warm pools) a session may name, for --backend kubernetes; any tenant may claim from each, and other names are refused")
 	f.Float32Var(&cfg.QPS, "kube-qps", kubeback.DefaultQPS, "API server requests per second this replica makes at most, for --backend kubernetes (every session's claims, lookups, activity and the reaper share them)")
+	f.StringVar(&cfg.Advertise, "kube-advertise", "", "this replica's IP:port as the other replicas reach it (its Pod IP and API port), for --backend kubernetes: recorded on its sessions' claims, so that the others forward those sessions' requests here (none: never forwarded to)")
 	f.IntVar(&cfg.Burst, "kube-burst", kubeback.DefaultBurst, "API server requests this replica may make in a burst above --kube-qps, for --backend kubernetes")
 	o.Kubernetes = func(name string) (sandbox.Backend, error) {
 		cfg.Logger = o.Logger
@@ -56,4 +60,22 @@ func remoteStateDir(b sandbox.Backend, dir string, log *slog.Logger) string {
 		log.Info("sessions' state is kept by the backend, not in --state-dir", "backend", b.Name(), "state-dir", dir)
 	}
 	return "none"
+}
+
+// holderBackend is a backend whose sessions are held by one server
+// replica of several at a time (kubernetes), which records the holder's
+// address where the others look it up.
+type holderBackend interface {
+	Holder(ctx context.Context, owner, id string) (netip.AddrPort, error)
+	ForwardKey() []byte
+}
+
+// replicas is how serve forwards a request for a session another replica
+// holds, for a backend with holders; nil for others.
+func replicas(b sandbox.Backend, mgr *sandbox.Manager) *server.Replicas {
+	hb, ok := b.(holderBackend)
+	if !ok {
+		return nil
+	}
+	return &server.Replicas{Key: hb.ForwardKey(), Holds: mgr.Holds, Holder: hb.Holder}
 }
