@@ -179,4 +179,3 @@ func measureForward(ctx context.Context, t *testing.T, a, b *liveReplica, id str
 	t.Logf("exec of true, %d interleaved rounds: at A p50 %v (max %v); through B p50 %v (max %v); ratio of p50s %.2fx",
 		rounds, dp, direct[rounds-1], fp, forwarded[rounds-1], float64(fp)/float64(dp))
 }
-
