@@ -44,8 +44,12 @@ var (
 )
 
 // New is the backend called name, reaching the cluster as cfg says and
-// reading the router key, which it refuses to start without.
+// reading the router key, which it refuses to start without, as it does
+// a malformed Config.Advertise.
 func New(name string, cfg Config) (*Backend, error) {
+	if _, err := ParseAdvertise(cfg.Advertise); err != nil {
+		return nil, err
+	}
 	key, err := cfg.RouterKey()
 	if err != nil {
 		return nil, err

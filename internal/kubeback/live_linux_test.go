@@ -4,15 +4,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/warden-sandbox/warden/internal/kubeback"
@@ -134,6 +137,7 @@ func testLive(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	if b.m.Holds(tenant(), id) {
 		t.Error("B holds the session after forwarding: it must have stayed A's")
 	}
+	checkForgedHolder(ctx, t, bed, b, id)
 	measureForward(ctx, t, a, b, id)
 	a.stop()
 	call(ctx, t, http.MethodPost, b.url+"/v1/sessions/"+id+"/exec", `{"language":"python","code":"print(x)"}`, http.StatusOK, &res)
@@ -178,4 +182,49 @@ func measureForward(ctx context.Context, t *testing.T, a, b *liveReplica, id str
 	dp, fp := direct[rounds/2], forwarded[rounds/2]
 	t.Logf("exec of true, %d interleaved rounds: at A p50 %v (max %v); through B p50 %v (max %v); ratio of p50s %.2fx",
 		rounds, dp, direct[rounds-1], fp, forwarded[rounds-1], float64(fp)/float64(dp))
+}
+
+// checkForgedHolder: a holder written on the claim without the router
+// key's proof (by whoever may edit claims) is not followed: B sends the
+// tenant's request (and key) nowhere, dials the Pod itself and finds it
+// busy, as A holds it.
+func checkForgedHolder(ctx context.Context, t *testing.T, bed *kubebed.Bed, b *liveReplica, id string) {
+	thief, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := thief.Accept()
+			if err != nil {
+				return // closed below
+			}
+			accepted.Add(1)
+			_ = c.Close() // nothing to report: it only counts
+		}
+	}()
+	defer thief.Close()
+	good := holderOf(ctx, t, bed, id)
+	setHolder(ctx, t, bed, id, thief.Addr().String()+"/"+strings.Repeat("00", 32))
+	defer setHolder(ctx, t, bed, id, good)
+	if status, body := send(ctx, t, http.MethodPost, b.url+"/v1/sessions/"+id+"/exec", "application/json", `{"command":["true"]}`); status != http.StatusConflict {
+		t.Errorf("exec at B with a forged holder: got %d %s, want 409 (the Pod is A's)", status, body)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the forged holder got %d connections, want none", n)
+	}
+}
+
+// setHolder writes v as session id's holder annotation, as anyone who
+// may patch claims can.
+func setHolder(ctx context.Context, t *testing.T, bed *kubebed.Bed, id, v string) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{podclaim.HolderAnnotation: v}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.Extensions.Patch(types.MergePatchType).Namespace(ns).Resource("sandboxclaims").Name(podclaim.ClaimName(id)).Body(patch).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
 }
