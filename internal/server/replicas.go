@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -84,11 +85,32 @@ func forwardTo(held, forwarded bool, holder netip.AddrPort) netip.AddrPort {
 	return holder
 }
 
+// Bounds of the forwarder's memory of sessions' holders.
+const (
+	// holderFor is how long a holder found is used without looking it
+	// up again: a session busy with requests at a replica not holding it
+	// costs that replica's backend one lookup per holderFor, not one per
+	// request. A holder that does not answer the dial is forgotten and
+	// looked up again at once (it may have moved).
+	holderFor = 5 * time.Second
+	// maxHolders bounds the holders remembered.
+	maxHolders = 4096
+)
+
 // forwarder forwards requests to replicas holding their sessions.
 type forwarder struct {
 	s     *Server
 	cfg   Replicas
 	proxy *httputil.ReverseProxy
+
+	mu      sync.Mutex
+	holders map[string]heldBy // by owner and session id
+}
+
+// heldBy is a session's holder as looked up at a time.
+type heldBy struct {
+	addr netip.AddrPort
+	at   time.Time
 }
 
 // forwardState carries one forward's target and outcome through the
@@ -112,7 +134,7 @@ func newForwarder(s *Server, cfg Replicas) *forwarder {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultHolderDial
 	}
-	f := &forwarder{s: s, cfg: cfg}
+	f := &forwarder{s: s, cfg: cfg, holders: map[string]heldBy{}}
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -175,39 +197,95 @@ func (f *forwarder) wrap(next http.Handler) http.Handler {
 		}
 		o := owner(r)
 		held := f.cfg.Holds(o, id)
-		var holder netip.AddrPort
-		if !held && !forwarded {
-			holder = f.holder(r.Context(), o, id)
-		}
-		target := forwardTo(held, forwarded, holder)
-		if !target.IsValid() {
+		if held || forwarded {
 			next.ServeHTTP(w, r)
 			return
 		}
-		st := &forwardState{target: target, id: id}
-		out := r.WithContext(context.WithValue(r.Context(), forwardStateKey{}, st))
-		if r.Body != nil && r.Body != http.NoBody {
-			// The proxy closes the body it sends; should the dial fail,
-			// nothing of it was read and this server serves it instead.
-			out.Body = io.NopCloser(r.Body)
+		holder, remembered := f.holder(r.Context(), o, id, false)
+		if f.forward(w, r, id, holder) {
+			return
 		}
-		f.proxy.ServeHTTP(w, out)
-		if st.dialFailed {
-			f.s.log.Info("the replica holding the session does not answer: taking it over", "session", id, "holder", target)
-			next.ServeHTTP(w, r)
+		if remembered {
+			// The holder remembered is gone: the session may have
+			// moved since, which one more lookup tells.
+			if holder, _ = f.holder(r.Context(), o, id, true); f.forward(w, r, id, holder) {
+				return
+			}
 		}
+		next.ServeHTTP(w, r)
 	})
 }
 
-// holder is the session's live holder as recorded, the zero AddrPort
-// when there is none or the lookup fails (the request is then served
-// here, whose own lookup answers as it finds).
-func (f *forwarder) holder(ctx context.Context, o, id string) netip.AddrPort {
+// forward sends r to holder unless forwardTo says to serve it here;
+// false says it was not sent (no holder, or it did not answer the dial,
+// and then it is forgotten) and this server is to serve it.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, holder netip.AddrPort) bool {
+	target := forwardTo(false, false, holder)
+	if !target.IsValid() {
+		return false
+	}
+	st := &forwardState{target: target, id: id}
+	out := r.WithContext(context.WithValue(r.Context(), forwardStateKey{}, st))
+	if r.Body != nil && r.Body != http.NoBody {
+		// The proxy closes the body it sends; should the dial fail,
+		// nothing of it was read and this server serves it instead.
+		out.Body = io.NopCloser(r.Body)
+	}
+	f.proxy.ServeHTTP(w, out)
+	if st.dialFailed {
+		f.forget(owner(r), id)
+		f.s.log.Info("the replica holding the session does not answer", "session", id, "holder", target)
+		return false
+	}
+	return true
+}
+
+// holder is the session's live holder: remembered from a lookup within
+// holderFor (unless fresh), else looked up and remembered; the zero
+// AddrPort when there is none or the lookup fails (the request is then
+// served here, whose own lookup answers as it finds). remembered says
+// the answer came from memory.
+func (f *forwarder) holder(ctx context.Context, o, id string, fresh bool) (addr netip.AddrPort, remembered bool) {
+	key := o + "\x00" + id
+	f.mu.Lock()
+	h, ok := f.holders[key]
+	f.mu.Unlock()
+	if ok && !fresh && time.Since(h.at) < holderFor {
+		return h.addr, true
+	}
 	ctx, cancel := context.WithTimeout(ctx, holderLookupWait)
 	defer cancel()
 	addr, err := f.cfg.Holder(ctx, o, id)
-	if err != nil {
-		return netip.AddrPort{}
+	if err != nil || !addr.IsValid() {
+		f.forget(o, id)
+		return netip.AddrPort{}, false
 	}
-	return addr
+	f.remember(key, addr)
+	return addr, false
+}
+
+// remember notes addr as the holder under key, dropping the expired
+// entries (or, when all are young, all of them) once full.
+func (f *forwarder) remember(key string, addr netip.AddrPort) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.holders) >= maxHolders {
+		now := time.Now()
+		for k, h := range f.holders {
+			if now.Sub(h.at) >= holderFor {
+				delete(f.holders, k)
+			}
+		}
+		if len(f.holders) >= maxHolders {
+			clear(f.holders)
+		}
+	}
+	f.holders[key] = heldBy{addr, time.Now()}
+}
+
+// forget drops owner o's session id's remembered holder.
+func (f *forwarder) forget(o, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.holders, o+"\x00"+id)
 }

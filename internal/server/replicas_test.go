@@ -62,19 +62,13 @@ func TestSessionOfPath(t *testing.T) {
 type replicaPair struct {
 	a, b       *harness
 	aURL, bURL string
+	aServer    *httptest.Server
 	holder     atomic.Pointer[netip.AddrPort]
 	asked      atomic.Int32 // B's lookups of a holder
 }
 
 func newReplicaPair(t *testing.T) *replicaPair {
-	p := &replicaPair{}
-	p.a = newHarness(t, func(c *Config) {
-		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return true },
-			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
-				t.Error("A asked for a holder: it holds every session")
-				return netip.AddrPort{}, nil
-			}}
-	})
+	p := &replicaPair{a: newHolder(t)}
 	p.b = newHarness(t, func(c *Config) {
 		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
 			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
@@ -85,10 +79,21 @@ func newReplicaPair(t *testing.T) *replicaPair {
 	as, bs := httptest.NewServer(p.a.srv.Handler()), httptest.NewServer(p.b.srv.Handler())
 	t.Cleanup(as.Close)
 	t.Cleanup(bs.Close)
-	p.aURL, p.bURL = as.URL, bs.URL
+	p.aURL, p.bURL, p.aServer = as.URL, bs.URL, as
 	a := netip.MustParseAddrPort(strings.TrimPrefix(as.URL, "http://"))
 	p.holder.Store(&a)
 	return p
+}
+
+// newHolder is a server over a fake as a replica holding every session.
+func newHolder(t *testing.T) *harness {
+	return newHarness(t, func(c *Config) {
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return true },
+			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
+				t.Error("a holder asked for a holder: it holds every session")
+				return netip.AddrPort{}, nil
+			}}
+	})
 }
 
 // post sends body to url with key keyA and extra headers, answering
@@ -126,14 +131,14 @@ func TestReplicasForward(t *testing.T) {
 		}
 		p.a.fake.lastExec = sandbox.ExecRequest{}
 	}
-	if got := p.asked.Load(); got != 2 {
-		t.Errorf("B's holder lookups: got %d, want 2", got)
+	if got := p.asked.Load(); got != 1 {
+		t.Errorf("B's holder lookups: got %d, want 1 (the second request's holder remembered)", got)
 	}
 	// B, marked as forwarded, must serve it itself (its fake has no
 	// such session, so 404), not ask for a holder.
 	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, map[string]string{ForwardedHeader: forwardMark(replicaKey, id)})
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || p.asked.Load() != 2 {
+	if resp.StatusCode != http.StatusNotFound || p.asked.Load() != 1 {
 		t.Errorf("a forwarded request at B: got %d after %d lookups, want 404 served at B with no lookup", resp.StatusCode, p.asked.Load())
 	}
 }
@@ -191,4 +196,27 @@ func TestReplicasStream(t *testing.T) {
 		t.Error("no event through B while the exec at A runs: the stream is buffered")
 	}
 	close(release)
+}
+
+// TestReplicasHolderMoved: a remembered holder that no longer answers is
+// looked up again, and the request goes to the session's new holder.
+func TestReplicasHolderMoved(t *testing.T) {
+	p := newReplicaPair(t)
+	c := newHolder(t)
+	cs := httptest.NewServer(c.srv.Handler())
+	defer cs.Close()
+	id := p.a.create(keyA)
+	if got := c.create(keyA); got != id {
+		t.Fatalf("C's fake made %q, want A's id %q", got, id)
+	}
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, nil)
+	resp.Body.Close()
+	p.aServer.Close()
+	moved := netip.MustParseAddrPort(strings.TrimPrefix(cs.URL, "http://"))
+	p.holder.Store(&moved)
+	resp = post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["echo","moved"]}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(c.fake.lastExec.Command) != 2 || p.asked.Load() != 2 {
+		t.Errorf("exec at B after its holder moved: got %d, C's last exec %v, %d lookups; want 200 run at C after 2", resp.StatusCode, c.fake.lastExec.Command, p.asked.Load())
+	}
 }
