@@ -3,16 +3,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"net/netip"
 
 	"github.com/spf13/pflag"
 
 	"github.com/warden-sandbox/warden/internal/kubeback"
 	"github.com/warden-sandbox/warden/internal/sandbox"
-	"github.com/warden-sandbox/warden/internal/server"
 )
 
 // addKubeFlags adds the kubernetes backend's settings to serve's flags
@@ -60,22 +57,4 @@ func remoteStateDir(b sandbox.Backend, dir string, log *slog.Logger) string {
 		log.Info("sessions' state is kept by the backend, not in --state-dir", "backend", b.Name(), "state-dir", dir)
 	}
 	return "none"
-}
-
-// holderBackend is a backend whose sessions are held by one server
-// replica of several at a time (kubernetes), which records the holder's
-// address where the others look it up.
-type holderBackend interface {
-	Holder(ctx context.Context, owner, id string) (netip.AddrPort, error)
-	ForwardKey() []byte
-}
-
-// replicas is how serve forwards a request for a session another replica
-// holds, for a backend with holders; nil for others.
-func replicas(b sandbox.Backend, mgr *sandbox.Manager) *server.Replicas {
-	hb, ok := b.(holderBackend)
-	if !ok {
-		return nil
-	}
-	return &server.Replicas{Key: hb.ForwardKey(), Holds: mgr.Holds, Holder: hb.Holder}
 }

@@ -49,7 +49,7 @@ func newLiveReplica(t *testing.T, bed *kubebed.Bed) *liveReplica {
 	m := sandbox.NewManager(b, sandbox.Config{})
 	srv, err := server.New(m, server.Config{
 		Keys: []string{apiKey}, Logger: slog.Default(),
-		Replicas: &server.Replicas{Key: b.ForwardKey(), Holds: m.Holds, Holder: b.Holder},
+		Replicas: server.ReplicasOf(b, m),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +137,8 @@ func testLive(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	if b.m.Holds(tenant(), id) {
 		t.Error("B holds the session after forwarding: it must have stayed A's")
 	}
-	checkForgedHolder(ctx, t, bed, b, id)
-	measureForward(ctx, t, a, b, id)
+	checkForgedHolder(ctx, t, bed, id)
+	measureForward(ctx, t, a.url, b.url, id)
 	a.stop()
 	call(ctx, t, http.MethodPost, b.url+"/v1/sessions/"+id+"/exec", `{"language":"python","code":"print(x)"}`, http.StatusOK, &res)
 	if res.Exception == nil || res.Exception.Type != "NameError" {
@@ -163,14 +163,14 @@ func tenant() string {
 // measureForward times an exec of true through B (forwarded) and
 // directly at A, interleaved, and logs the p50s and their ratio; never
 // asserted (a loaded machine).
-func measureForward(ctx context.Context, t *testing.T, a, b *liveReplica, id string) {
+func measureForward(ctx context.Context, t *testing.T, aURL, bURL, id string) {
 	const rounds = 15
 	var direct, forwarded []time.Duration
 	for range rounds {
-		for _, r := range []*liveReplica{a, b} {
+		for _, url := range []string{aURL, bURL} {
 			start := time.Now()
-			call(ctx, t, http.MethodPost, r.url+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, http.StatusOK, nil)
-			if r == a {
+			call(ctx, t, http.MethodPost, url+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, http.StatusOK, nil)
+			if url == aURL {
 				direct = append(direct, time.Since(start))
 			} else {
 				forwarded = append(forwarded, time.Since(start))
@@ -185,10 +185,13 @@ func measureForward(ctx context.Context, t *testing.T, a, b *liveReplica, id str
 }
 
 // checkForgedHolder: a holder written on the claim without the router
-// key's proof (by whoever may edit claims) is not followed: B sends the
-// tenant's request (and key) nowhere, dials the Pod itself and finds it
-// busy, as A holds it.
-func checkForgedHolder(ctx context.Context, t *testing.T, bed *kubebed.Bed, b *liveReplica, id string) {
+// key's proof (by whoever may edit claims) is not followed: a replica
+// that has not looked the holder up before (B remembers A's for 5 s)
+// sends the tenant's request (and key) nowhere, dials the Pod itself and
+// finds it busy, as A holds it.
+func checkForgedHolder(ctx context.Context, t *testing.T, bed *kubebed.Bed, id string) {
+	c := newLiveReplica(t, bed)
+	defer c.stop()
 	thief, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -208,8 +211,8 @@ func checkForgedHolder(ctx context.Context, t *testing.T, bed *kubebed.Bed, b *l
 	good := holderOf(ctx, t, bed, id)
 	setHolder(ctx, t, bed, id, thief.Addr().String()+"/"+strings.Repeat("00", 32))
 	defer setHolder(ctx, t, bed, id, good)
-	if status, body := send(ctx, t, http.MethodPost, b.url+"/v1/sessions/"+id+"/exec", "application/json", `{"command":["true"]}`); status != http.StatusConflict {
-		t.Errorf("exec at B with a forged holder: got %d %s, want 409 (the Pod is A's)", status, body)
+	if status, body := send(ctx, t, http.MethodPost, c.url+"/v1/sessions/"+id+"/exec", "application/json", `{"command":["true"]}`); status != http.StatusConflict {
+		t.Errorf("exec at C with a forged holder: got %d %s, want 409 (the Pod is A's)", status, body)
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("the forged holder got %d connections, want none", n)

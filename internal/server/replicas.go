@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
 // Replicas lets several servers serve one backend's sessions (the
@@ -35,6 +37,38 @@ type Replicas struct {
 	// that does not answer within it is taken to be gone, and this server
 	// takes the session over.
 	DialTimeout time.Duration
+}
+
+// HolderBackend is a backend whose sessions one server replica of
+// several holds at a time (kubernetes), recording the holder's address
+// where the others look it up.
+type HolderBackend interface {
+	// Holder is Replicas.Holder, unbounded.
+	Holder(ctx context.Context, owner, id string) (netip.AddrPort, error)
+	// ForwardKey is Replicas.Key.
+	ForwardKey() []byte
+}
+
+// ReplicasOf is how a server of m forwards a request for a session
+// another replica holds, for a HolderBackend b; nil for other backends.
+// The holder's lookup runs under m's bounds on lookups of sessions it
+// does not hold (GuardLookup), so that a tenant's unknown ids cost the
+// backend's store no more through forwarding than without.
+func ReplicasOf(b sandbox.Backend, m *sandbox.Manager) *Replicas {
+	hb, ok := b.(HolderBackend)
+	if !ok {
+		return nil
+	}
+	holder := func(ctx context.Context, owner, id string) (netip.AddrPort, error) {
+		var addr netip.AddrPort
+		err := m.GuardLookup(ctx, owner, id, func(ctx context.Context) error {
+			var err error
+			addr, err = hb.Holder(ctx, owner, id)
+			return err
+		})
+		return addr, err
+	}
+	return &Replicas{Key: hb.ForwardKey(), Holds: m.Holds, Holder: holder}
 }
 
 // minReplicaKey is the shortest Replicas.Key: the router key's own
