@@ -220,3 +220,58 @@ func TestReplicasHolderMoved(t *testing.T) {
 		t.Errorf("exec at B after its holder moved: got %d, C's last exec %v, %d lookups; want 200 run at C after 2", resp.StatusCode, c.fake.lastExec.Command, p.asked.Load())
 	}
 }
+
+// TestReplicasNoPrivilege: forwarding grants nothing. The holder checks
+// the tenant's key on a forwarded request as on any (a replica's mark
+// with a bad key is 401), another tenant's key does not reach the
+// session through a mark (404 at A), nor through B, even were B's lookup
+// to name A as the holder of another tenant's session.
+func TestReplicasNoPrivilege(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	mark := map[string]string{ForwardedHeader: forwardMark(replicaKey, id)}
+	for _, c := range []struct {
+		name, url, key string
+		header         map[string]string
+		want           int
+	}{
+		{"a bad key with a replica's mark, at A", p.aURL, "wrong", mark, http.StatusUnauthorized},
+		{"another tenant's key with a replica's mark, at A", p.aURL, keyB, mark, http.StatusNotFound},
+		{"another tenant's key through B", p.bURL, keyB, nil, http.StatusNotFound},
+	} {
+		req, err := http.NewRequest("POST", c.url+"/v1/sessions/"+id+"/exec", strings.NewReader(`{"command":["echo","stolen"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		p.a.fake.mu.Lock()
+		execs := p.a.fake.sessions[id].info.Execs
+		p.a.fake.mu.Unlock()
+		if resp.StatusCode != c.want || execs != 0 {
+			t.Errorf("%s: got %d, %d execs in A's session; want %d and none", c.name, resp.StatusCode, execs, c.want)
+		}
+	}
+}
+
+// TestReplicasBodyBound: a forwarded body is bounded as any, by the
+// holder that reads it (B streams it, holding none of it): an exec body
+// over DefaultMaxBodyBytes sent through B is forwarded and answered 413.
+func TestReplicasBodyBound(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	code := strings.Repeat("x", int(DefaultMaxBodyBytes))
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"language":"python","code":"`+code+`"}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || len(p.a.fake.lastExec.Code) != 0 || p.asked.Load() != 1 {
+		t.Errorf("an exec body over the bound through B: got %d, A ran %d bytes of code, B looked up %d holders; want 413 from A (forwarded) and nothing run", resp.StatusCode, len(p.a.fake.lastExec.Code), p.asked.Load())
+	}
+}
