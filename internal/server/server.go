@@ -242,7 +242,7 @@ func New(s sandbox.Sessions, cfg Config) (*Server, error) {
 			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, Tenants(cfg.Keys))),
 	}
 	srv.mux = srv.routes()
-	var inner http.Handler = srv.withValidation(srv.mux)
+	inner := srv.withValidation(srv.mux)
 	if cfg.Replicas != nil {
 		inner = newForwarder(srv, *cfg.Replicas).wrap(inner)
 	}
