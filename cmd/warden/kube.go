@@ -23,6 +23,7 @@ func addKubeFlags(f *pflag.FlagSet, o *sandbox.BackendOptions) {
 	f.StringVar(&cfg.Template, "kube-template", kubeback.DefaultTemplate, "SandboxTemplate and SandboxWarmPool of a session that names no template, for --backend kubernetes")
 	f.StringSliceVar(&cfg.Templates, "kube-templates", nil, "other SandboxTemplates (and warm pools) a session may name, for --backend kubernetes; any tenant may claim from each, and other names are refused")
 	f.Float32Var(&cfg.QPS, "kube-qps", kubeback.DefaultQPS, "API server requests per second this replica makes at most, for --backend kubernetes (every session's claims, lookups, activity and the reaper share them)")
+	f.StringVar(&cfg.Advertise, "kube-advertise", "", "this replica's IP:port as the other replicas reach it (its Pod IP and API port), for --backend kubernetes: recorded on its sessions' claims, so that the others forward those sessions' requests here (none: never forwarded to)")
 	f.IntVar(&cfg.Burst, "kube-burst", kubeback.DefaultBurst, "API server requests this replica may make in a burst above --kube-qps, for --backend kubernetes")
 	o.Kubernetes = func(name string) (sandbox.Backend, error) {
 		cfg.Logger = o.Logger

@@ -56,3 +56,25 @@ func TestKubeFlagsRefuseWithoutRouterKey(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeFlagsRefuseBadAdvertise: a malformed --kube-advertise fails the
+// backend's start in one line naming the flag, before any cluster is
+// reached.
+func TestKubeFlagsRefuseBadAdvertise(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"router:8080", "0.0.0.0:8080", "10.0.0.7"} {
+		var o sandbox.BackendOptions
+		f := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		addKubeFlags(f, &o)
+		if err := f.Parse([]string{"--kube-router-key", key, "--kube-advertise", addr}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := o.Kubernetes(sandbox.KubernetesBackend)
+		if err == nil || !strings.Contains(err.Error(), "--kube-advertise") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--kube-advertise %q: got %v, want one line naming --kube-advertise", addr, err)
+		}
+	}
+}

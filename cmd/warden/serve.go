@@ -232,7 +232,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	registry := metrics.NewRegistry()
 	scfg := server.Config{
 		Keys: keys, MetricsKeys: metricsKeys, AllowAnonymous: len(keys) == 0, Logger: log, Mount: map[string]http.Handler{"/mcp": mcpHandler},
-		BodyReadTimeout: o.bodyTimeout, Registry: registry, Templates: cfg.Templates,
+		BodyReadTimeout: o.bodyTimeout, Registry: registry, Templates: cfg.Templates, Replicas: server.ReplicasOf(backend, mgr),
 	}
 	if scfg.Front, err = e2bFront(mgr, scfg, log, &srv); err != nil {
 		return err

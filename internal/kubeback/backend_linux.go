@@ -2,6 +2,8 @@ package kubeback
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/warden-sandbox/warden/internal/podclaim"
@@ -26,7 +29,9 @@ type Backend struct {
 	cfg       Config
 	claims    *podclaim.Claimer
 	routerKey []byte
-	log       *slog.Logger
+	// self is Config.Advertise, the zero AddrPort when not given.
+	self netip.AddrPort
+	log  *slog.Logger
 	// stopWatch ends the Pod watch (WatchPods) the sessions' deaths
 	// are told by.
 	stopWatch context.CancelFunc
@@ -39,8 +44,12 @@ var (
 )
 
 // New is the backend called name, reaching the cluster as cfg says and
-// reading the router key, which it refuses to start without.
+// reading the router key, which it refuses to start without, as it does
+// a malformed Config.Advertise.
 func New(name string, cfg Config) (*Backend, error) {
+	if _, err := ParseAdvertise(cfg.Advertise); err != nil {
+		return nil, err
+	}
 	key, err := cfg.RouterKey()
 	if err != nil {
 		return nil, err
@@ -61,15 +70,23 @@ func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backe
 	if cfg.QPS < 0 || cfg.Burst < 0 {
 		return nil, fmt.Errorf("backend %s: --kube-qps %v and --kube-burst %d must not be negative: give positive ones, or 0 for the defaults (%d, %d)", name, cfg.QPS, cfg.Burst, DefaultQPS, DefaultBurst)
 	}
+	self, err := ParseAdvertise(cfg.Advertise)
+	if err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
-	c, err := podclaim.New(rc, podclaim.Config{Namespace: cfg.Namespace, ActivityInterval: cfg.ActivityInterval, ReadyTimeout: cfg.ReadyTimeout, Logger: cfg.Logger})
+	pc := podclaim.Config{Namespace: cfg.Namespace, ActivityInterval: cfg.ActivityInterval, ReadyTimeout: cfg.ReadyTimeout, Logger: cfg.Logger}
+	if self.IsValid() {
+		pc.Holder = func(uid types.UID) string { return holderValue(routerKey, uid, self.String()) }
+	}
+	c, err := podclaim.New(rc, pc)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", name, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{name: name, cfg: cfg, claims: c, routerKey: routerKey, log: cfg.Logger, stopWatch: cancel}
+	b := &Backend{name: name, cfg: cfg, claims: c, routerKey: routerKey, self: self, log: cfg.Logger, stopWatch: cancel}
 	go b.watchPods(ctx)
 	return b, nil
 }
@@ -203,6 +220,7 @@ func (b *Backend) Find(ctx context.Context, owner, id string, ceil spec.Ceilings
 	if err != nil {
 		return nil, sandbox.RemoteSession{}, unanswered(err)
 	}
+	b.hold(ctx, ps)
 	r := sandbox.RemoteSession{
 		ID: ps.ID, Owner: owner, Template: ps.Template, Idle: ps.IdleTimeout,
 		Created: ps.Created, Expires: ps.Expires, LastActive: ps.LastActive, Limits: lim, Network: ps.Network,
@@ -316,4 +334,51 @@ func unanswered(err error) error {
 		return fmt.Errorf("%w: its Pod answered no new connection in time (it serves one at a time: another replica may hold the session); retry shortly: %w", sandbox.ErrBusy, err)
 	}
 	return err
+}
+
+// hold records this replica as the holder of ps, just attached, so that
+// the other replicas forward its requests here rather than dial its Pod
+// (which answers none while this replica holds it). A failure is logged:
+// the session is served all the same, and a replica forwarding to the
+// earlier holder takes the session over only if that one does not answer.
+func (b *Backend) hold(ctx context.Context, ps *podclaim.Session) {
+	if err := b.claims.Hold(ctx, ps); err != nil {
+		b.log.Warn("recording this replica as the session's holder on its claim", "session", ps.ID, "err", err)
+	}
+}
+
+// Holder is the address of the live replica that holds owner's session
+// id as its claim records it (one GET), for a request this replica does
+// not hold: the zero AddrPort when none is recorded, it is this
+// replica's own, or its proof does not check (logged: someone who may
+// edit claims wrote it). A session that is none of owner's is
+// sandbox.ErrNotFound.
+func (b *Backend) Holder(ctx context.Context, owner, id string) (netip.AddrPort, error) {
+	ps, err := b.claims.Read(ctx, OwnerLabel(b.routerKey, owner), id)
+	switch {
+	case errors.Is(err, podclaim.ErrNotFound):
+		return netip.AddrPort{}, fmt.Errorf("%w: no session %q", sandbox.ErrNotFound, id)
+	case err != nil:
+		return netip.AddrPort{}, err
+	case ps.Holder == "":
+		return netip.AddrPort{}, nil
+	}
+	addr, err := holderAddr(b.routerKey, ps.ClaimUID(), ps.Holder)
+	if err != nil {
+		b.log.Warn("ignoring the holder recorded on a session's claim", "session", id, "claim", ps.Claim, "err", err)
+		return netip.AddrPort{}, nil
+	}
+	if addr == b.self {
+		return netip.AddrPort{}, nil
+	}
+	return addr, nil
+}
+
+// ForwardKey is the key replicas prove a forwarded request with
+// (server.Replicas.Key): derived from the router key, which every
+// replica has and no client does, and apart from its other uses.
+func (b *Backend) ForwardKey() []byte {
+	m := hmac.New(sha256.New, b.routerKey)
+	m.Write([]byte(forwardKeyContext))
+	return m.Sum(nil)
 }

@@ -85,9 +85,12 @@ func TestOnBed(t *testing.T) {
 	}
 	t.Run("session", func(t *testing.T) { testSession(ctx, t, a, admin) })
 	t.Run("busy interpreter", func(t *testing.T) { testBusyInterpreter(ctx, t, bed) })
-	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin) })
+	bin, dir := serveFiles(t, bed)
+	t.Run("serve", func(t *testing.T) { testServe(ctx, t, bed, admin, bin, dir) })
 	t.Run("list everywhere", func(t *testing.T) { testListEverywhere(ctx, t, bed, a) })
 	t.Run("second replica", func(t *testing.T) { testSecondReplica(ctx, t, bed, a, admin) })
+	t.Run("live replicas", func(t *testing.T) { testLive(ctx, t, bed) })
+	t.Run("serve replicas", func(t *testing.T) { testServeReplicas(ctx, t, bed, bin, dir) })
 	t.Run("egress", func(t *testing.T) { testEgress(ctx, t, bed, admin) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
 	t.Run("ttl", func(t *testing.T) { testTTL(ctx, t, bed, a, admin) })

@@ -71,6 +71,12 @@ type Config struct {
 	// (DefaultQPS and DefaultBurst when zero).
 	QPS   float32
 	Burst int
+	// Advertise is this replica's address as the other replicas reach
+	// it ("IP:port", ParseAdvertise; deploy/ gives the Pod IP and the
+	// API port), recorded on the claims of the sessions it holds so that
+	// they forward those sessions' requests here. "" records none: the
+	// replica still forwards to others, but is never forwarded to.
+	Advertise string
 	// Logger receives cleanup failures and notes (slog.Default()).
 	Logger *slog.Logger
 }

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,9 +34,31 @@ const apiKey = "kubeserve-test-key"
 // kubeconfig of the router's service account, the router key and API
 // key files; then creates a session over HTTP, execs in it, and deletes
 // it, whose claim then goes.
-func testServe(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podclaim.Claimer) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "warden")
+func testServe(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podclaim.Claimer, bin, dir string) {
+	base := startServe(t, bin, dir, "127.0.0.1:0").url
+	var created struct{ ID string }
+	call(ctx, t, http.MethodPost, base+"/v1/sessions", `{}`, http.StatusCreated, &created)
+	var res struct{ Stdout string }
+	call(ctx, t, http.MethodPost, base+"/v1/sessions/"+created.ID+"/exec", `{"command":["sh","-c","echo hi; id -u"]}`, http.StatusOK, &res)
+	if res.Stdout != "hi\n65532\n" {
+		t.Errorf("exec over HTTP: stdout %q, want hi and uid 65532", res.Stdout)
+	}
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, tenant()), created.ID); err != nil {
+		t.Errorf("the session's claim under its key's tenant %s: %v", tenant(), err)
+	}
+	call(ctx, t, http.MethodDelete, base+"/v1/sessions/"+created.ID, "", http.StatusNoContent, nil)
+	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, tenant()), created.ID); !errors.Is(err, podclaim.ErrNotFound) {
+		t.Errorf("after DELETE the claim: got %v, want ErrNotFound", err)
+	}
+}
+
+// serveFiles builds warden (the full build, as warden-server is) into a
+// directory with the files warden serve is configured by: the router
+// key, the API key and a kubeconfig of the router's service account.
+func serveFiles(t *testing.T, bed *kubebed.Bed) (bin, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "warden")
 	build := exec.Command("go", "build", "-o", bin, "github.com/warden-sandbox/warden/cmd/warden")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -58,34 +78,26 @@ func testServe(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podcl
 	if err := clientcmd.WriteToFile(*kc, filepath.Join(dir, "kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	base := startServe(t, bin, dir)
-
-	var created struct{ ID string }
-	call(ctx, t, http.MethodPost, base+"/v1/sessions", `{}`, http.StatusCreated, &created)
-	var res struct{ Stdout string }
-	call(ctx, t, http.MethodPost, base+"/v1/sessions/"+created.ID+"/exec", `{"command":["sh","-c","echo hi; id -u"]}`, http.StatusOK, &res)
-	if res.Stdout != "hi\n65532\n" {
-		t.Errorf("exec over HTTP: stdout %q, want hi and uid 65532", res.Stdout)
-	}
-	sum := sha256.Sum256([]byte(apiKey))
-	tenant := hex.EncodeToString(sum[:8])
-	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, tenant), created.ID); err != nil {
-		t.Errorf("the session's claim under its key's tenant %s: %v", tenant, err)
-	}
-	call(ctx, t, http.MethodDelete, base+"/v1/sessions/"+created.ID, "", http.StatusNoContent, nil)
-	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, tenant), created.ID); !errors.Is(err, podclaim.ErrNotFound) {
-		t.Errorf("after DELETE the claim: got %v, want ErrNotFound", err)
-	}
+	return bin, dir
 }
 
-// startServe starts warden serve on the bed from dir's files, on a
-// loopback port of its own, and returns its URL once it serves; it is
+// served is a running warden serve.
+type served struct {
+	url string
+	// kill ends it with SIGKILL, as a crash or an evicted Pod would, and
+	// waits for it to exit.
+	kill func()
+}
+
+// startServe starts warden serve on the bed from dir's files, listening
+// on listen with the extra flags, and returns it once it serves; it is
 // stopped (SIGTERM, then SIGKILL) at the test's end.
-func startServe(t *testing.T, bin, dir string) string {
+func startServe(t *testing.T, bin, dir, listen string, extra ...string) served {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--backend", "kubernetes", "--listen", "127.0.0.1:0",
+	args := append([]string{"serve", "--backend", "kubernetes", "--listen", listen,
 		"--api-key-file", filepath.Join(dir, "api-keys"), "--kube-router-key", filepath.Join(dir, "router-key"),
-		"--kubeconfig", filepath.Join(dir, "kubeconfig"), "--kube-namespace", ns, "--state-dir", "none")
+		"--kubeconfig", filepath.Join(dir, "kubeconfig"), "--kube-namespace", ns, "--state-dir", "none"}, extra...)
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -96,9 +108,7 @@ func startServe(t *testing.T, bin, dir string) string {
 	}
 	exited := make(chan struct{})
 	t.Cleanup(func() {
-		if cmd.Process.Pid > 0 {
-			_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
-		}
+		_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
 		select {
 		case <-exited:
 		case <-time.After(time.Minute):
@@ -119,15 +129,19 @@ func startServe(t *testing.T, bin, dir string) string {
 		}
 		_ = cmd.Wait() // its log says why it ended
 	}()
+	kill := func() {
+		_ = cmd.Process.Kill() // it may have exited already
+		<-exited
+	}
 	select {
 	case url := <-lines:
-		return url
+		return served{url: url, kill: kill}
 	case <-exited:
 		t.Fatalf("warden serve ended before serving: %s", log.String())
 	case <-time.After(waitLong):
 		t.Fatal("warden serve did not start serving in time")
 	}
-	return ""
+	return served{}
 }
 
 // call sends a request with the API key and decodes a reply of status

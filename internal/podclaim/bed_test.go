@@ -39,10 +39,17 @@ type replica struct {
 // newReplica makes a replica writing activity at most once per interval.
 func newReplica(t *testing.T, bed *kubebed.Bed, interval time.Duration) *replica {
 	t.Helper()
-	cfg := rest.CopyConfig(bed.RouterConfig)
+	return newReplicaWith(t, bed, podclaim.Config{ActivityInterval: interval})
+}
+
+// newReplicaWith makes a replica of cfg in the bed's sandbox namespace.
+func newReplicaWith(t *testing.T, bed *kubebed.Bed, cfg podclaim.Config) *replica {
+	t.Helper()
+	rc := rest.CopyConfig(bed.RouterConfig)
 	calls := &callCounter{}
-	cfg.Wrap(calls.wrap)
-	c, err := podclaim.New(cfg, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: bedpod.WaitLong})
+	rc.Wrap(calls.wrap)
+	cfg.Namespace, cfg.ReadyTimeout = ns, bedpod.WaitLong
+	c, err := podclaim.New(rc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -28,8 +29,22 @@ type Config struct {
 	ActivityInterval time.Duration
 	// ReadyTimeout bounds Claim's wait for the claim's Pod.
 	ReadyTimeout time.Duration
+	// Holder is HolderAnnotation's value for this replica on the claim
+	// of the given UID (its address and proof), written with the Pod's
+	// record at Claim and by Hold; nil or "" writes none (Hold then
+	// removes a recorded one, so no replica forwards to a holder that
+	// gave the session up).
+	Holder func(claimUID types.UID) string
 	// Logger receives cleanup failures (nil: slog.Default()).
 	Logger *slog.Logger
+}
+
+// holder is c's HolderAnnotation value for the claim uid, "" for none.
+func (c *Claimer) holder(uid types.UID) string {
+	if c.cfg.Holder == nil {
+		return ""
+	}
+	return c.cfg.Holder(uid)
 }
 
 // Claimer claims, finds, touches and releases sessions' sandbox Pods

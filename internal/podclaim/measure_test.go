@@ -15,10 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
+	"github.com/warden-sandbox/warden/internal/podclaim"
 )
 
 // Sizes of the measurements: the warm pool, the sequential claims timed,
@@ -87,25 +89,41 @@ func addWrites(sum, before, after map[string]float64) {
 
 // testThroughput has two replicas claim and release sessions as fast as
 // they can, in parallel, from the warm pool of measurePool, and logs the
-// sustained claims per second and the writes per claim.
+// sustained claims per second and the writes per claim: rounds without
+// and with a holder recorded (Config.Holder, as replicas started with
+// --kube-advertise do) interleaved.
 func testThroughput(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	if testing.Short() {
 		t.Skip("measures for minutes; not in -short")
 	}
 	setPool(ctx, t, bed, measurePool)
-	replicas := []*replica{newReplica(t, bed, time.Hour), newReplica(t, bed, time.Hour)}
+	for round, holder := range []bool{false, true, false, true} {
+		throughputRound(ctx, t, bed, round, holder)
+	}
+}
+
+// throughputRound is one round of testThroughput: two fresh replicas,
+// recording a holder or not, each claiming and releasing perReplicaRuns
+// sessions.
+func throughputRound(ctx context.Context, t *testing.T, bed *kubebed.Bed, round int, holder bool) {
+	cfg := podclaim.Config{ActivityInterval: time.Hour}
+	if holder {
+		cfg.Holder = func(uid types.UID) string { return "10.0.0.7:8080/" + string(uid) }
+	}
+	replicas := []*replica{newReplicaWith(t, bed, cfg), newReplicaWith(t, bed, cfg)}
+	waitPool(ctx, t, bed, measurePool)
 	before := apiWrites(ctx, t, bed)
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(replicas))
 	for i, r := range replicas {
-		wg.Go(func() { errs[i] = claimLoop(ctx, r, i) })
+		wg.Go(func() { errs[i] = claimLoop(ctx, r, fmt.Sprintf("s-tp-%d-%d", round, i)) })
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("replica %d: %v", i, err)
+			t.Fatalf("round %d, replica %d: %v", round, i, err)
 		}
 	}
 	n := len(replicas) * perReplicaRuns
@@ -114,10 +132,11 @@ func testThroughput(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 		_, w := r.calls.counts()
 		routerWrites += w
 	}
-	t.Logf("two replicas in parallel, %d claims each (claim, then release): %d claims in %v, %.1f claims/s (no same-run baseline: an absolute rate of this host)",
-		perReplicaRuns, n, ms(elapsed), float64(n)/elapsed.Seconds())
+	run := fmt.Sprintf("round %d, two replicas, holder recorded %v", round, holder)
+	t.Logf("%s, %d claims each in parallel (claim, then release): %d claims in %v, %.1f claims/s",
+		run, perReplicaRuns, n, ms(elapsed), float64(n)/elapsed.Seconds())
 	waitPool(ctx, t, bed, measurePool)
-	logWrites(t, "two replicas", float64(routerWrites)/float64(n), diffWrites(before, apiWrites(ctx, t, bed)), n)
+	logWrites(t, run, float64(routerWrites)/float64(n), diffWrites(before, apiWrites(ctx, t, bed)), n)
 }
 
 // rawClaim is the baseline of a claim: as an admin, the time from the
@@ -168,10 +187,11 @@ func rawClaim(ctx context.Context, t *testing.T, bed *kubebed.Bed, name string) 
 	return d
 }
 
-// claimLoop claims and releases perReplicaRuns sessions on r.
-func claimLoop(ctx context.Context, r *replica, id int) error {
+// claimLoop claims and releases perReplicaRuns sessions on r, named
+// after prefix.
+func claimLoop(ctx context.Context, r *replica, prefix string) error {
 	for j := range perReplicaRuns {
-		name := fmt.Sprintf("s-tp-%d-%d", id, j)
+		name := fmt.Sprintf("%s-%d", prefix, j)
 		s, err := r.Claim(ctx, request(name))
 		if err != nil {
 			return err

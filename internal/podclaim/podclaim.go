@@ -58,6 +58,12 @@ const (
 	// SetNetwork, so that a replica re-attaching the session attaches
 	// its egress with the rules in force.
 	NetworkAnnotation = keyPrefix + "network"
+	// HolderAnnotation is the address of the router replica holding the
+	// session's Pod connection, with its proof (Config.Holder's value,
+	// written with the Pod's record and again by Hold): other replicas
+	// forward the session's requests there. Whoever may patch claims may
+	// write it, so its reader checks the proof.
+	HolderAnnotation = keyPrefix + "holder"
 )
 
 // managedValue is ManagedLabel's value.
@@ -124,6 +130,9 @@ type Session struct {
 	// IdleTimeout and LastActive decide the idle reap.
 	IdleTimeout time.Duration
 	LastActive  time.Time
+	// Holder is HolderAnnotation's value as read ("" when absent):
+	// unchecked input, for the reader to verify with ClaimUID.
+	Holder string
 	// Limits are the Request's, for the replica that serves an exec.
 	// They are valid (spec.Limits.Validate), but the claim is a store
 	// other components can write: the serving replica must still clamp
@@ -138,6 +147,11 @@ type Session struct {
 	// they never act on another claim of the same name.
 	claimUID types.UID
 }
+
+// ClaimUID is the UID of the session's claim, which a holder's proof
+// (HolderAnnotation) is bound to, so that a proof copied from another
+// claim does not check.
+func (s *Session) ClaimUID() types.UID { return s.claimUID }
 
 // ClaimName is the name of the claim of session id: derived from the id
 // so that a session's claim is one GET away from any replica and a

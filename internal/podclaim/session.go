@@ -55,10 +55,11 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod) (*Session, error) {
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":         claim.UID,
-		"annotations": map[string]string{PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp},
-	}})
+	notes := map[string]string{PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp}
+	if h := c.holder(claim.UID); h != "" {
+		notes[HolderAnnotation] = h
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": claim.UID, "annotations": notes}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding claim %s's Pod: %w", claim.Name, err)
 	}
@@ -148,7 +149,7 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	s := &Session{
 		ID: claim.Annotations[SessionAnnotation], Owner: claim.Labels[OwnerLabel], Template: claim.Labels[TemplateLabel],
 		Claim: claim.Name, Sandbox: claim.Status.SandboxStatus.Name, Created: claim.CreationTimestamp.Time,
-		Releasing: claim.DeletionTimestamp != nil, claimUID: claim.UID,
+		Releasing: claim.DeletionTimestamp != nil, Holder: claim.Annotations[HolderAnnotation], claimUID: claim.UID,
 	}
 	if s.ID == "" || ClaimName(s.ID) != claim.Name || claim.Labels[SessionLabel] != claim.Name {
 		return nil, fmt.Errorf("claim %s: annotation %s and label %s do not name it: not a claim Warden made", claim.Name, SessionAnnotation, SessionLabel)
@@ -211,21 +212,9 @@ func (s *Session) readPod(claim *extv1.SandboxClaim) error {
 // yet recorded its Pod is ErrPending, or ErrDead once that is older than
 // Config.ReadyTimeout (the replica died before recording it).
 func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) {
-	var claim extv1.SandboxClaim
-	name := ClaimName(id)
-	err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Do(ctx).Into(&claim)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("reading session %q's claim %s: %w", id, name, err)
-	}
-	if err != nil || claim.Annotations[SessionAnnotation] != id || claim.Labels[OwnerLabel] != owner {
-		return nil, fmt.Errorf("session %q: %w (released, reaped, expired, or never made)", id, ErrNotFound)
-	}
-	s, err := sessionOf(&claim)
+	s, err := c.Read(ctx, owner, id)
 	if err != nil {
 		return nil, err
-	}
-	if s.Releasing {
-		return nil, fmt.Errorf("session %q: %w: its claim %s is being released", id, ErrDead, name)
 	}
 	if err := c.Unrecorded(s); err != nil {
 		return nil, err
@@ -244,6 +233,61 @@ func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) 
 		return nil, fmt.Errorf("session %q: %w: %s", id, ErrDead, why)
 	}
 	return s, s.setPod(pod)
+}
+
+// Read is owner's session id as its claim records it (one GET), its Pod
+// not read: enough to learn the session's holder (Session.Holder) before
+// forwarding a request there, where Find would cost a second call. Its
+// errors are Find's: ErrNotFound for none or another owner's, ErrDead
+// for a claim being released.
+func (c *Claimer) Read(ctx context.Context, owner, id string) (*Session, error) {
+	var claim extv1.SandboxClaim
+	name := ClaimName(id)
+	err := c.ext.Get().Namespace(c.cfg.Namespace).Resource(claimsResource).Name(name).Do(ctx).Into(&claim)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading session %q's claim %s: %w", id, name, err)
+	}
+	if err != nil || claim.Annotations[SessionAnnotation] != id || claim.Labels[OwnerLabel] != owner {
+		return nil, fmt.Errorf("session %q: %w (released, reaped, expired, or never made)", id, ErrNotFound)
+	}
+	s, err := sessionOf(&claim)
+	if err != nil {
+		return nil, err
+	}
+	if claim.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("session %q: %w: its claim %s is being released", id, ErrDead, name)
+	}
+	return s, nil
+}
+
+// Hold records this replica as session s's holder (Config.Holder's
+// value, or none) on its claim, one merge patch conditional on the
+// claim's UID: a replica that attached a session another claimed says
+// so, and the others forward to it from then on. A claim gone or
+// replaced is ErrNotFound.
+func (c *Claimer) Hold(ctx context.Context, s *Session) error {
+	if s.claimUID == "" {
+		return fmt.Errorf("recording session %q's holder: it has no claim UID: hold what Find or Claim returned", s.ID)
+	}
+	var h any
+	if v := c.holder(s.claimUID); v != "" {
+		h = v
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": s.claimUID, "annotations": map[string]any{HolderAnnotation: h},
+	}})
+	if err != nil {
+		return fmt.Errorf("encoding session %q's holder: %w", s.ID, err)
+	}
+	err = c.ext.Patch(types.MergePatchType).Namespace(c.cfg.Namespace).Resource(claimsResource).Name(s.Claim).Body(patch).Do(ctx).Error()
+	if apierrors.IsNotFound(err) || (err != nil && uidChanged(err)) {
+		return fmt.Errorf("recording session %q's holder: %w", s.ID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("recording session %q's holder on claim %s: %w", s.ID, s.Claim, err)
+	}
+	s.Holder, _ = h.(string) // nil (none) is ""
+	return nil
 }
 
 // foreignPod says in one line why pod, which claim annotations name for

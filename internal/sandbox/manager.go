@@ -615,6 +615,14 @@ func (m *Manager) lookupHeld(owner, id string) (*session, error) {
 	return nil, fmt.Errorf("%w: no session %q", ErrNotFound, id)
 }
 
+// Holds is whether this Manager holds owner's session id itself, without
+// asking a RemoteBackend's store: a server of several replicas forwards
+// a request for a session it does not hold to the replica that does.
+func (m *Manager) Holds(owner, id string) bool {
+	_, err := m.lookupHeld(owner, id)
+	return err == nil
+}
+
 // Get returns what is known of a session.
 func (m *Manager) Get(owner, id string) (Info, error) {
 	s, err := m.lookup(owner, id)

@@ -290,16 +290,41 @@ func (m *Manager) noteMissing(owner, id string) {
 // find is rb.Find within the bound of remoteFinds at once: a lookup
 // that finds them all taken until ctx ends is busy. An id found to be
 // no session is remembered as such (see knownMissing).
-func (m *Manager) find(ctx context.Context, rb RemoteBackend, owner, id string) (Box, RemoteSession, error) {
+func (m *Manager) find(ctx context.Context, rb RemoteBackend, owner, id string) (box Box, r RemoteSession, err error) {
+	err = m.bounded(ctx, owner, id, func(ctx context.Context) error {
+		box, r, err = rb.Find(ctx, owner, id, m.cfg.Ceilings)
+		return err
+	})
+	return box, r, err
+}
+
+// GuardLookup runs look, a lookup of owner's session id in a
+// RemoteBackend's store made beside the Manager (a server asking which
+// replica holds the session), under the bounds of the Manager's own, so
+// that a tenant's unknown ids cost the store no more that way: an id
+// newID cannot make, or one found missing within missingFor, is
+// ErrNotFound without a call; lookups share Find's remoteFinds slots
+// (busy when none frees before ctx ends); and ErrNotFound from look is
+// remembered.
+func (m *Manager) GuardLookup(ctx context.Context, owner, id string, look func(context.Context) error) error {
+	if !madeByNewID(id) || m.knownMissing(owner, id) {
+		return fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	return m.bounded(ctx, owner, id, look)
+}
+
+// bounded runs look in one of the remoteFinds slots, busy when none
+// frees before ctx ends, and remembers an id it finds missing.
+func (m *Manager) bounded(ctx context.Context, owner, id string, look func(context.Context) error) error {
 	select {
 	case m.finds <- struct{}{}:
 	case <-ctx.Done():
-		return nil, RemoteSession{}, fmt.Errorf("%w: session %q: this server has %d lookups of sessions it does not hold under way; retry shortly", ErrBusy, id, remoteFinds)
+		return fmt.Errorf("%w: session %q: this server has %d lookups of sessions it does not hold under way; retry shortly", ErrBusy, id, remoteFinds)
 	}
-	box, r, err := rb.Find(ctx, owner, id, m.cfg.Ceilings)
+	err := look(ctx)
 	<-m.finds
 	if errors.Is(err, ErrNotFound) {
 		m.noteMissing(owner, id)
 	}
-	return box, r, err
+	return err
 }

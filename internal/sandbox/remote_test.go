@@ -391,6 +391,51 @@ func TestRemoteLookupBounds(t *testing.T) {
 	}
 }
 
+// TestGuardLookup: a lookup made beside the Manager (a server asking
+// which replica holds a session) is bounded as the Manager's own: an id
+// newID cannot make or one found missing is not looked up, a missing one
+// found there is remembered for the Manager's own lookup too, and one
+// that finds every slot taken is busy without a call.
+func TestGuardLookup(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	looks := 0
+	missing := func(context.Context) error {
+		looks++
+		return fmt.Errorf("%w: none", ErrNotFound)
+	}
+	unknown := newID()
+	for _, c := range []struct {
+		id        string
+		wantLooks int
+	}{
+		{"nope", 0},
+		{newID() + "a", 0},
+		{unknown, 1},
+		{unknown, 1}, // remembered as missing
+	} {
+		if err := m.GuardLookup(ctx, "alice", c.id, missing); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GuardLookup(%q): got %v, want ErrNotFound", c.id, err)
+		}
+		if looks != c.wantLooks {
+			t.Errorf("after GuardLookup(%q): got %d lookups, want %d", c.id, looks, c.wantLooks)
+		}
+	}
+	if _, err := m.Get("alice", unknown); !errors.Is(err, ErrNotFound) || store.finds != 0 {
+		t.Errorf("Get of the id GuardLookup found missing: got %v after %d Finds, want ErrNotFound without a Find", err, store.finds)
+	}
+	for range remoteFinds {
+		m.finds <- struct{}{}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := m.GuardLookup(cctx, "alice", newID(), missing); !errors.Is(err, ErrBusy) || looks != 1 {
+		t.Errorf("a lookup with every slot taken: got %v after %d lookups, want ErrBusy without one", err, looks)
+	}
+}
+
 // TestRemoteDeleteReleasesFirst: while Delete releases a session's
 // record, the session is still held (stopping): a request arriving then
 // does not attach its Pod again from the record, and after Delete the

@@ -121,6 +121,12 @@ type Config struct {
 	// GET /v1/templates lists after the host's root (the same store the
 	// Manager resolves sessions' templates from). Tenants only read it.
 	Templates sandbox.Templates
+	// Replicas, when set, forwards the requests of the HTTP API's
+	// session routes (/v1/sessions/{id}/...) for sessions another live
+	// replica holds to it, after authentication and before validation
+	// (the holder validates). A Front's and Mount's requests are not
+	// forwarded.
+	Replicas *Replicas
 }
 
 // Server is the HTTP API over a Sessions. It is safe for concurrent use;
@@ -182,6 +188,9 @@ func New(s sandbox.Sessions, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r := cfg.Replicas; r != nil && (len(r.Key) < minReplicaKey || r.Holds == nil || r.Holder == nil) {
+		return nil, fmt.Errorf("server: Replicas needs a key of at least %d bytes, Holds and Holder", minReplicaKey)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -233,7 +242,11 @@ func New(s sandbox.Sessions, cfg Config) (*Server, error) {
 			fairShare(cfg.MaxInFlightBodyBytes, cfg.MaxBodyBytes, Tenants(cfg.Keys))),
 	}
 	srv.mux = srv.routes()
-	api := srv.withAuth(srv.withValidation(srv.mux))
+	inner := srv.withValidation(srv.mux)
+	if cfg.Replicas != nil {
+		inner = newForwarder(srv, *cfg.Replicas).wrap(inner)
+	}
+	api := srv.withAuth(inner)
 	if cfg.Front != nil {
 		api = cfg.Front(api)
 	}

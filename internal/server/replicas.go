@@ -1,0 +1,325 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+)
+
+// Replicas lets several servers serve one backend's sessions (the
+// kubernetes backend's router replicas): a request for a session this
+// server does not hold, which another live replica does, is forwarded
+// there, as only the holder reaches the session's sandbox.
+type Replicas struct {
+	// Key is shared by every replica (the router key): it proves a
+	// forwarded request came from a replica, so that one is never
+	// forwarded again, whatever a client sends.
+	Key []byte
+	// Holds is whether this server holds owner's session id itself.
+	Holds func(owner, id string) bool
+	// Holder is the address of the live replica holding owner's session
+	// id as the backend records it, the zero AddrPort to serve it here
+	// (none recorded, or this server's own).
+	Holder func(ctx context.Context, owner, id string) (netip.AddrPort, error)
+	// DialTimeout bounds the dial of the holder (DefaultHolderDial): one
+	// that does not answer within it is taken to be gone, and this server
+	// takes the session over.
+	DialTimeout time.Duration
+}
+
+// HolderBackend is a backend whose sessions one server replica of
+// several holds at a time (kubernetes), recording the holder's address
+// where the others look it up.
+type HolderBackend interface {
+	// Holder is Replicas.Holder, unbounded.
+	Holder(ctx context.Context, owner, id string) (netip.AddrPort, error)
+	// ForwardKey is Replicas.Key.
+	ForwardKey() []byte
+}
+
+// ReplicasOf is how a server of m forwards a request for a session
+// another replica holds, for a HolderBackend b; nil for other backends.
+// The holder's lookup runs under m's bounds on lookups of sessions it
+// does not hold (GuardLookup), so that a tenant's unknown ids cost the
+// backend's store no more through forwarding than without.
+func ReplicasOf(b sandbox.Backend, m *sandbox.Manager) *Replicas {
+	hb, ok := b.(HolderBackend)
+	if !ok {
+		return nil
+	}
+	holder := func(ctx context.Context, owner, id string) (netip.AddrPort, error) {
+		var addr netip.AddrPort
+		err := m.GuardLookup(ctx, owner, id, func(ctx context.Context) error {
+			var err error
+			addr, err = hb.Holder(ctx, owner, id)
+			return err
+		})
+		return addr, err
+	}
+	return &Replicas{Key: hb.ForwardKey(), Holds: m.Holds, Holder: holder}
+}
+
+// minReplicaKey is the shortest Replicas.Key: the router key's own
+// minimum (podinit.MinRouterKey).
+const minReplicaKey = 32
+
+// DefaultHolderDial is Replicas.DialTimeout's default.
+const DefaultHolderDial = 2 * time.Second
+
+// ForwardedHeader marks a request a replica forwarded, with the
+// Replicas.Key's proof for its session; a replica serves such a request
+// itself, whether it holds the session or not, so no request is
+// forwarded twice. A client's, without the proof, is dropped.
+const ForwardedHeader = "Warden-Forwarded"
+
+// forwardContext separates the forwarded mark's HMAC from the key's
+// other uses.
+const forwardContext = "warden forwarded\x00"
+
+// holderLookupWait bounds the lookup of a session's holder.
+const holderLookupWait = 10 * time.Second
+
+// forwardMark is the ForwardedHeader value of a request for session id.
+func forwardMark(key []byte, id string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(forwardContext + id))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// sessionOfPath is the session id a session route's path names
+// (/v1/sessions/{id} and below), "" for any other path.
+func sessionOfPath(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/sessions/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// forwardTo is where a request for a session goes: the zero AddrPort
+// serves it here. A session held here, or a request already forwarded,
+// is served here; else one with another live holder goes to it.
+func forwardTo(held, forwarded bool, holder netip.AddrPort) netip.AddrPort {
+	if held || forwarded || !holder.IsValid() {
+		return netip.AddrPort{}
+	}
+	return holder
+}
+
+// Bounds of the forwarder's memory of sessions' holders.
+const (
+	// holderFor is how long a holder found is used without looking it
+	// up again: a session busy with requests at a replica not holding it
+	// costs that replica's backend one lookup per holderFor, not one per
+	// request. A holder that does not answer the dial is forgotten and
+	// looked up again at once (it may have moved).
+	holderFor = 5 * time.Second
+	// maxHolders bounds the holders remembered.
+	maxHolders = 4096
+)
+
+// forwarder forwards requests to replicas holding their sessions.
+type forwarder struct {
+	s     *Server
+	cfg   Replicas
+	proxy *httputil.ReverseProxy
+
+	mu      sync.Mutex
+	holders map[string]heldBy // by owner and session id
+}
+
+// heldBy is a session's holder as looked up at a time.
+type heldBy struct {
+	addr netip.AddrPort
+	at   time.Time
+}
+
+// forwardState carries one forward's target and outcome through the
+// proxy: dialFailed says the holder did not answer, so nothing was sent.
+type forwardState struct {
+	target     netip.AddrPort
+	id         string
+	dialFailed bool
+}
+
+type forwardStateKey struct{}
+
+// dialError is a failed dial of a holder: nothing of the request went.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// newForwarder is the forwarder of cfg for s.
+func newForwarder(s *Server, cfg Replicas) *forwarder {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultHolderDial
+	}
+	f := &forwarder{s: s, cfg: cfg, holders: map[string]heldBy{}}
+	d := &net.Dialer{Timeout: cfg.DialTimeout}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return c, nil
+		},
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite:       f.rewrite,
+		Transport:     tr,
+		FlushInterval: -1, // exec output streams as it comes
+		ErrorHandler:  f.failed,
+	}
+	return f
+}
+
+// rewrite points the outgoing request at the holder, marked as
+// forwarded; the client's Authorization goes with it, for the holder to
+// check as usual.
+func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
+	st := pr.In.Context().Value(forwardStateKey{}).(*forwardState)
+	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", st.target.String()
+	pr.Out.Host = pr.In.Host
+	pr.Out.Header.Set(ForwardedHeader, forwardMark(f.cfg.Key, st.id))
+}
+
+// failed answers a forward that failed once the holder answered (it
+// went away mid-request: 503, retry), and notes a failed dial, which is
+// answered by taking over.
+func (f *forwarder) failed(w http.ResponseWriter, r *http.Request, err error) {
+	st := r.Context().Value(forwardStateKey{}).(*forwardState)
+	if de := (*dialError)(nil); errors.As(err, &de) {
+		st.dialFailed = true
+		return
+	}
+	f.s.log.Warn("forwarding a request to the replica holding its session", "session", st.id, "holder", st.target, "err", err)
+	f.s.writeError(w, &apiError{http.StatusServiceUnavailable, codeUnavailable,
+		"the server holding session " + st.id + " stopped answering during the request: retry"})
+}
+
+// wrap serves next for requests of sessions held here, forwards the
+// others to their live holders, and takes a session over (serves it
+// here) when its holder does not answer the dial.
+func (f *forwarder) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := sessionOfPath(r.URL.Path)
+		if id == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		forwarded := false
+		if v := r.Header.Get(ForwardedHeader); v != "" {
+			forwarded = hmac.Equal([]byte(v), []byte(forwardMark(f.cfg.Key, id)))
+			r.Header.Del(ForwardedHeader)
+		}
+		o := owner(r)
+		held := f.cfg.Holds(o, id)
+		if held || forwarded {
+			next.ServeHTTP(w, r)
+			return
+		}
+		holder, remembered := f.holder(r.Context(), o, id, false)
+		if f.forward(w, r, id, holder) {
+			return
+		}
+		if remembered {
+			// The holder remembered is gone: the session may have
+			// moved since, which one more lookup tells.
+			if holder, _ = f.holder(r.Context(), o, id, true); f.forward(w, r, id, holder) {
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// forward sends r to holder unless forwardTo says to serve it here;
+// false says it was not sent (no holder, or it did not answer the dial,
+// and then it is forgotten) and this server is to serve it.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, holder netip.AddrPort) bool {
+	target := forwardTo(false, false, holder)
+	if !target.IsValid() {
+		return false
+	}
+	st := &forwardState{target: target, id: id}
+	out := r.WithContext(context.WithValue(r.Context(), forwardStateKey{}, st))
+	if r.Body != nil && r.Body != http.NoBody {
+		// The proxy closes the body it sends; should the dial fail,
+		// nothing of it was read and this server serves it instead.
+		out.Body = io.NopCloser(r.Body)
+	}
+	f.proxy.ServeHTTP(w, out)
+	if st.dialFailed {
+		f.forget(owner(r), id)
+		f.s.log.Info("the replica holding the session does not answer", "session", id, "holder", target)
+		return false
+	}
+	return true
+}
+
+// holder is the session's live holder: remembered from a lookup within
+// holderFor (unless fresh), else looked up and remembered; the zero
+// AddrPort when there is none or the lookup fails (the request is then
+// served here, whose own lookup answers as it finds). remembered says
+// the answer came from memory.
+func (f *forwarder) holder(ctx context.Context, o, id string, fresh bool) (addr netip.AddrPort, remembered bool) {
+	key := o + "\x00" + id
+	f.mu.Lock()
+	h, ok := f.holders[key]
+	f.mu.Unlock()
+	if ok && !fresh && time.Since(h.at) < holderFor {
+		return h.addr, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, holderLookupWait)
+	defer cancel()
+	addr, err := f.cfg.Holder(ctx, o, id)
+	if err != nil || !addr.IsValid() {
+		f.forget(o, id)
+		return netip.AddrPort{}, false
+	}
+	f.remember(key, addr)
+	return addr, false
+}
+
+// remember notes addr as the holder under key, dropping the expired
+// entries (or, when all are young, all of them) once full.
+func (f *forwarder) remember(key string, addr netip.AddrPort) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.holders) >= maxHolders {
+		now := time.Now()
+		for k, h := range f.holders {
+			if now.Sub(h.at) >= holderFor {
+				delete(f.holders, k)
+			}
+		}
+		if len(f.holders) >= maxHolders {
+			clear(f.holders)
+		}
+	}
+	f.holders[key] = heldBy{addr, time.Now()}
+}
+
+// forget drops owner o's session id's remembered holder.
+func (f *forwarder) forget(o, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.holders, o+"\x00"+id)
+}

@@ -1,0 +1,277 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// replicaKey is the tests' Replicas.Key.
+var replicaKey = bytes.Repeat([]byte{7}, minReplicaKey)
+
+func TestForwardTo(t *testing.T) {
+	other := netip.MustParseAddrPort("10.0.0.2:8080")
+	for _, tt := range []struct {
+		name            string
+		held, forwarded bool
+		holder          netip.AddrPort
+		want            netip.AddrPort
+	}{
+		{"held here", true, false, other, netip.AddrPort{}},
+		{"forwarded already", false, true, other, netip.AddrPort{}},
+		{"held and forwarded", true, true, other, netip.AddrPort{}},
+		{"no holder recorded", false, false, netip.AddrPort{}, netip.AddrPort{}},
+		{"another holder", false, false, other, other},
+	} {
+		if got := forwardTo(tt.held, tt.forwarded, tt.holder); got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestSessionOfPath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1/sessions":                   "",
+		"/v1/sessions/":                  "",
+		"/v1/sessions/ses_1":             "ses_1",
+		"/v1/sessions/ses_1/exec/stream": "ses_1",
+		"/v1/templates":                  "",
+		"/mcp":                           "",
+	} {
+		if got := sessionOfPath(path); got != want {
+			t.Errorf("%q: got %q, want %q", path, got, want)
+		}
+	}
+}
+
+// replicaPair is two servers over fakes as replicas: B sends every
+// session it is asked for to holder (A's address unless a test says
+// otherwise), and holds none itself.
+type replicaPair struct {
+	a, b       *harness
+	aURL, bURL string
+	aServer    *httptest.Server
+	holder     atomic.Pointer[netip.AddrPort]
+	asked      atomic.Int32 // B's lookups of a holder
+}
+
+func newReplicaPair(t *testing.T) *replicaPair {
+	p := &replicaPair{a: newHolder(t)}
+	p.b = newHarness(t, func(c *Config) {
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
+			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
+				p.asked.Add(1)
+				return *p.holder.Load(), nil
+			}}
+	})
+	as, bs := httptest.NewServer(p.a.srv.Handler()), httptest.NewServer(p.b.srv.Handler())
+	t.Cleanup(as.Close)
+	t.Cleanup(bs.Close)
+	p.aURL, p.bURL, p.aServer = as.URL, bs.URL, as
+	a := netip.MustParseAddrPort(strings.TrimPrefix(as.URL, "http://"))
+	p.holder.Store(&a)
+	return p
+}
+
+// newHolder is a server over a fake as a replica holding every session.
+func newHolder(t *testing.T) *harness {
+	return newHarness(t, func(c *Config) {
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return true },
+			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
+				t.Error("a holder asked for a holder: it holds every session")
+				return netip.AddrPort{}, nil
+			}}
+	})
+}
+
+// post sends body to url with key keyA and extra headers, answering
+// the response (the caller closes its body).
+func post(t *testing.T, url, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestReplicasForward: an exec at B of a session A holds runs at A, a
+// client's own forwarded mark changes nothing, and a request A gets
+// with a replica's mark is served at A, never forwarded again.
+func TestReplicasForward(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	for _, header := range []map[string]string{nil, {ForwardedHeader: "forged"}} {
+		resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["echo","hi"]}`, header)
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || p.a.fake.lastExec.Command[1] != "hi" {
+			t.Errorf("exec at B with header %v: got %d %s, A's last exec %v; want 200 run at A", header, resp.StatusCode, data, p.a.fake.lastExec.Command)
+		}
+		p.a.fake.lastExec = sandbox.ExecRequest{}
+	}
+	if got := p.asked.Load(); got != 1 {
+		t.Errorf("B's holder lookups: got %d, want 1 (the second request's holder remembered)", got)
+	}
+	// B, marked as forwarded, must serve it itself (its fake has no
+	// such session, so 404), not ask for a holder.
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, map[string]string{ForwardedHeader: forwardMark(replicaKey, id)})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || p.asked.Load() != 1 {
+		t.Errorf("a forwarded request at B: got %d after %d lookups, want 404 served at B with no lookup", resp.StatusCode, p.asked.Load())
+	}
+}
+
+// TestReplicasTakeOver: a holder that refuses the dial is taken to be
+// gone, and B serves the request itself, with its body whole.
+func TestReplicasTakeOver(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	if got := p.b.create(keyA); got != id {
+		t.Fatalf("B's fake made %q, want A's id %q", got, id)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := netip.MustParseAddrPort(ln.Addr().String())
+	ln.Close()
+	p.holder.Store(&gone)
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["echo","taken"]}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(p.b.fake.lastExec.Command) != 2 || p.b.fake.lastExec.Command[1] != "taken" {
+		t.Errorf("exec at B with its holder gone: got %d, B's last exec %v; want 200 run at B", resp.StatusCode, p.b.fake.lastExec.Command)
+	}
+}
+
+// TestReplicasStream: a streamed exec's events reach the client through
+// B as A writes them, not when the exec ends.
+func TestReplicasStream(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	release := make(chan struct{})
+	p.a.fake.exec = func(ctx context.Context, _ sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
+		_, _ = io.WriteString(live.Stdout, "first\n")
+		select {
+		case <-release:
+		case <-ctx.Done():
+		case <-time.After(time.Minute): // bounded: the test failed
+		}
+		return spec.Result{Stdout: "first\n"}, nil
+	}
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec/stream", `{"command":["true"]}`, nil)
+	defer resp.Body.Close()
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		line <- l
+	}()
+	select {
+	case l := <-line:
+		if !strings.Contains(l, "first") {
+			t.Errorf("first event through B: got %q, want the stdout event", l)
+		}
+	case <-time.After(time.Minute):
+		t.Error("no event through B while the exec at A runs: the stream is buffered")
+	}
+	close(release)
+}
+
+// TestReplicasHolderMoved: a remembered holder that no longer answers is
+// looked up again, and the request goes to the session's new holder.
+func TestReplicasHolderMoved(t *testing.T) {
+	p := newReplicaPair(t)
+	c := newHolder(t)
+	cs := httptest.NewServer(c.srv.Handler())
+	defer cs.Close()
+	id := p.a.create(keyA)
+	if got := c.create(keyA); got != id {
+		t.Fatalf("C's fake made %q, want A's id %q", got, id)
+	}
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, nil)
+	resp.Body.Close()
+	p.aServer.Close()
+	moved := netip.MustParseAddrPort(strings.TrimPrefix(cs.URL, "http://"))
+	p.holder.Store(&moved)
+	resp = post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["echo","moved"]}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(c.fake.lastExec.Command) != 2 || p.asked.Load() != 2 {
+		t.Errorf("exec at B after its holder moved: got %d, C's last exec %v, %d lookups; want 200 run at C after 2", resp.StatusCode, c.fake.lastExec.Command, p.asked.Load())
+	}
+}
+
+// TestReplicasNoPrivilege: forwarding grants nothing. The holder checks
+// the tenant's key on a forwarded request as on any (a replica's mark
+// with a bad key is 401), another tenant's key does not reach the
+// session through a mark (404 at A), nor through B, even were B's lookup
+// to name A as the holder of another tenant's session.
+func TestReplicasNoPrivilege(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	mark := map[string]string{ForwardedHeader: forwardMark(replicaKey, id)}
+	for _, c := range []struct {
+		name, url, key string
+		header         map[string]string
+		want           int
+	}{
+		{"a bad key with a replica's mark, at A", p.aURL, "wrong", mark, http.StatusUnauthorized},
+		{"another tenant's key with a replica's mark, at A", p.aURL, keyB, mark, http.StatusNotFound},
+		{"another tenant's key through B", p.bURL, keyB, nil, http.StatusNotFound},
+	} {
+		req, err := http.NewRequest("POST", c.url+"/v1/sessions/"+id+"/exec", strings.NewReader(`{"command":["echo","stolen"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		p.a.fake.mu.Lock()
+		execs := p.a.fake.sessions[id].info.Execs
+		p.a.fake.mu.Unlock()
+		if resp.StatusCode != c.want || execs != 0 {
+			t.Errorf("%s: got %d, %d execs in A's session; want %d and none", c.name, resp.StatusCode, execs, c.want)
+		}
+	}
+}
+
+// TestReplicasBodyBound: a forwarded body is bounded as any, by the
+// holder that reads it (B streams it, holding none of it): an exec body
+// over DefaultMaxBodyBytes sent through B is forwarded and answered 413.
+func TestReplicasBodyBound(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	code := strings.Repeat("x", int(DefaultMaxBodyBytes))
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"language":"python","code":"`+code+`"}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || len(p.a.fake.lastExec.Code) != 0 || p.asked.Load() != 1 {
+		t.Errorf("an exec body over the bound through B: got %d, A ran %d bytes of code, B looked up %d holders; want 413 from A (forwarded) and nothing run", resp.StatusCode, len(p.a.fake.lastExec.Code), p.asked.Load())
+	}
+}
