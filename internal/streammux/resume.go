@@ -1,6 +1,8 @@
 package streammux
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -131,8 +133,35 @@ func WriteResume(w io.Writer, nonce []byte) error {
 // frame, and the same Config and side. The new stream's first frames are
 // each end's hello again; old's channels are gone with it.
 func Resume(old *Mux) (*Mux, error) {
+	return ResumeOn(old, nil)
+}
+
+// ResumeOn is Resume on conn, a new descriptor of old's connection (nil:
+// old's own), which then closes old's. A box restored by gVisor
+// (runsc 2022-12-19) needs it: a descriptor registered with the poller
+// before the checkpoint hears of no readiness after the restore (bytes
+// sit unread in its socket), while one registered after it does.
+func ResumeOn(old *Mux, conn Conn) (*Mux, error) {
 	if err := old.Err(); !errors.Is(err, ErrResumed) {
 		return nil, fmt.Errorf("resuming the stream: it was not ended by a resume frame (%v)", err)
 	}
-	return newMux(old.conn, old.rd, old.cfg, old.initiator, old.cfg.newPacer())
+	if conn == nil {
+		return newMux(old.conn, old.rd, old.cfg, old.initiator, old.cfg.newPacer())
+	}
+	// old.rd holds what was read past the resume frame; the rest comes
+	// from conn, which reads the same connection.
+	held, err := old.rd.Peek(old.rd.Buffered())
+	if err != nil {
+		return nil, fmt.Errorf("resuming the stream: %w", err)
+	}
+	rd := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(held), conn), 64<<10)
+	m, err := newMux(conn, rd, old.cfg, old.initiator, old.cfg.newPacer())
+	if err != nil {
+		return nil, err
+	}
+	if err := old.conn.Close(); err != nil {
+		_ = m.Close() // the new stream is given up with the old descriptor's failure
+		return nil, fmt.Errorf("resuming the stream: closing the old descriptor: %w", err)
+	}
+	return m, nil
 }
