@@ -65,6 +65,13 @@ func readAll(t *testing.T, ch *Channel, n int) string {
 // connection; the agent's old channels end with ErrResumed and new ones
 // carry bytes both ways.
 func TestQuiesceAndResume(t *testing.T) {
+	t.Run("same descriptor", func(t *testing.T) { quiesceAndResume(t, false) })
+	t.Run("fresh descriptor", func(t *testing.T) { quiesceAndResume(t, true) })
+}
+
+// quiesceAndResume is TestQuiesceAndResume, the agent resuming on a new
+// descriptor of its connection (ResumeOn) when fresh.
+func quiesceAndResume(t *testing.T, fresh bool) {
 	cfg := smallConfig()
 	a, b := loopbackPair(t)
 	old := &cuttable{Conn: a}
@@ -121,7 +128,11 @@ func TestQuiesceAndResume(t *testing.T) {
 	if _, err := aout.Read(make([]byte, 1)); !errors.Is(err, ErrResumed) {
 		t.Errorf("a read of an old channel = %v, want ErrResumed", err)
 	}
-	ag2, err := Resume(ag)
+	var conn Conn
+	if fresh {
+		conn = dupConn(t, b)
+	}
+	ag2, err := ResumeOn(ag, conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,4 +182,20 @@ func TestResumeRefused(t *testing.T) {
 	if err := WriteResume(&bytes.Buffer{}, []byte("short")); err == nil {
 		t.Error("WriteResume took a short nonce")
 	}
+}
+
+// dupConn is a new descriptor of c's connection.
+func dupConn(t *testing.T, c *net.TCPConn) net.Conn {
+	t.Helper()
+	f, err := c.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := net.FileConn(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
