@@ -146,7 +146,7 @@ func (r *streamRelay) run() {
 	// Either end may be closed already (a session that ended, or a
 	// process whose relays are cut); there is nothing left to report to.
 	_ = r.f.Close()
-	_ = ch.Close() // as above
+	_ = ch.Close() // closed already, or its slot is given back now
 }
 
 // detached says err stopped the relay for a checkpoint's cut, not for
