@@ -142,8 +142,11 @@ func Resume(old *Mux) (*Mux, error) {
 // before the checkpoint hears of no readiness after the restore (bytes
 // sit unread in its socket), while one registered after it does.
 func ResumeOn(old *Mux, conn Conn) (*Mux, error) {
-	if err := old.Err(); !errors.Is(err, ErrResumed) {
-		return nil, fmt.Errorf("resuming the stream: it was not ended by a resume frame (%v)", err)
+	switch err := old.Err(); {
+	case err == nil:
+		return nil, errors.New("resuming the stream: it was not ended by a resume frame (it is live)")
+	case !errors.Is(err, ErrResumed):
+		return nil, fmt.Errorf("resuming the stream: it was not ended by a resume frame: %w", err)
 	}
 	if conn == nil {
 		return newMux(old.conn, old.rd, old.cfg, old.initiator, old.cfg.newPacer())
