@@ -504,8 +504,11 @@ func (s *Session) sendFile(req nsinit.FileRequest) (*fileCall, error) {
 func (s *Session) trySendFile(req nsinit.FileRequest) (c *fileCall, sent bool, err error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	if s.ctlClosed || s.ctlCh == nil {
+	switch {
+	case s.ctlClosed || s.ctlCh == nil:
 		return nil, true, ErrSessionEnded
+	case s.quiesced:
+		return nil, true, ErrQuiesced
 	}
 	if free, _ := s.mux.Slots(); free < 1 {
 		return nil, false, nil

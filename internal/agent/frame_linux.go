@@ -104,9 +104,17 @@ type Frame struct {
 	// them any more (such a process, a server the session started, is the
 	// box's now, as any orphan is); any other event of an ID up to
 	// PriorIDs breaks the protocol.
-	Restored bool
-	PriorIDs uint64
-	Prior    Unfinished
+	//
+	// Over the stream (Stream), a restored agent's old stream was
+	// quiesced for the checkpoint (Session.Quiesce): the session opens a
+	// new one with a resume frame carrying ResumeNonce, the nonce
+	// Quiesce returned, and Attach waits for the agent's resumed event,
+	// which lists the processes that still run (Session.Live) for Adopt.
+	// An ID listed there that is not one of Prior's breaks the protocol.
+	Restored    bool
+	PriorIDs    uint64
+	Prior       Unfinished
+	ResumeNonce []byte
 	// Log receives the session's cleanup warnings (an exec's cgroup or
 	// process it could not remove), carrying the backend's attributes for
 	// the box (nil: slog.Default()).

@@ -45,13 +45,21 @@ type Session struct {
 	ctlCh *streammux.Channel
 	// relaysLive counts the stream relays not yet ended.
 	relaysLive atomic.Int64
+	// quiesced says Quiesce cut the stream for a checkpoint: no request
+	// goes out any more (guarded by sendMu); quiesceAck is closed by
+	// the agent's answer.
+	quiesced   bool
+	quiesceAck chan struct{}
 
 	mu     sync.Mutex
 	procs  map[uint64]*Process
 	nextID uint64
 	// seen holds the events (sawStarted, sawExited) each process the
 	// agent was told of has reported, until it has reported all it may.
-	seen   map[uint64]uint8
+	seen map[uint64]uint8
+	// live are the processes a restored agent listed as running over the
+	// stream (Frame.ResumeNonce) and Adopt has not yet taken.
+	live   map[uint64][]string
 	closed bool
 	// settledOOMs counts OOM kills in exec cgroups already removed.
 	settledOOMs uint64
@@ -102,7 +110,7 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 // session it serves. ctx bounds the wait only. On failure everything in f
 // is torn down, as Close would.
 func Attach(ctx context.Context, f Frame) (*Session, error) {
-	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{}), nextID: f.PriorIDs}
+	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{}), nextID: f.PriorIDs, quiesceAck: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		if terr := s.teardown(); terr != nil {
 			return nil, errors.Join(err, fmt.Errorf("tearing down the failed attach: %w", terr))
@@ -147,6 +155,12 @@ func (s *Session) start(ctx context.Context) error {
 			s.end(err)
 			return err
 		}
+		if s.f.Restored {
+			if err := streammux.WriteResume(s.f.Control, s.f.ResumeNonce); err != nil {
+				s.end(err)
+				return err
+			}
+		}
 		go s.readStreamEvents(ready, s.f.Control)
 	} else {
 		go s.readEvents(ready)
@@ -155,7 +169,7 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	}
 	var err error
-	if s.f.Restored {
+	if s.f.Restored && !s.f.Stream {
 		// A restored agent said it was ready before its checkpoint.
 		return s.afterReady()
 	}
@@ -186,8 +200,8 @@ func (s *Session) checkFrame() error {
 	if s.f.GuestOOMs && s.f.Cgroup != nil {
 		return errors.New("a session counts its OOM kills in the guest (GuestOOMs) or in a host cgroup, not both: attach it with one")
 	}
-	if s.f.Restored && s.f.Stream {
-		return errors.New("a restored agent speaks over a descriptor, not the stream transport")
+	if s.f.Restored && s.f.Stream && len(s.f.ResumeNonce) != streammux.ResumeNonceLen {
+		return fmt.Errorf("a restored agent over the stream needs the checkpoint's resume nonce of %d bytes (Session.Quiesce's)", streammux.ResumeNonceLen)
 	}
 	return s.f.Prior.check(s.f.PriorIDs)
 }
@@ -299,7 +313,9 @@ func (s *Session) readEvents(ready chan<- error) {
 // is a stream session's connection before any stream, where a box may
 // only refuse or fail.
 func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
-	first := !s.f.Restored
+	// A restored agent said it was ready before its checkpoint; over the
+	// stream its first event is the resumed one instead.
+	first := !s.f.Restored || s.f.Stream
 	var end error
 	for end == nil {
 		line, err := r.ReadSlice('\n')
@@ -309,6 +325,11 @@ func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
 		case err != nil:
 			// A reset is an agent that exited with bytes of ours unread.
 			end = streamEnd(err)
+		case first && s.f.Restored:
+			if end = s.resumedLine(line); end == nil {
+				first = false
+				ready <- nil
+			}
 		case first:
 			if end = s.boot(line); end == nil && raw {
 				end = fmt.Errorf("%w: it answered ready outside the stream it was asked for", nsinit.ErrProtocol)
@@ -361,8 +382,13 @@ func (s *Session) boot(line []byte) error {
 // dispatchLine parses and dispatches one event after ready.
 func (s *Session) dispatchLine(line []byte) error {
 	e, err := nsinit.ParseEvent(line, false)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case e.Kind == nsinit.EventQuiesced:
+		return s.quiescedEvent()
+	case e.Kind == nsinit.EventResumed:
+		return fmt.Errorf("%w: a resumed event outside the first event of a restored stream", nsinit.ErrProtocol)
 	}
 	return s.dispatch(e)
 }
@@ -423,6 +449,8 @@ func (s *Session) dispatch(e nsinit.Event) error {
 	p := s.procs[e.ID]
 	if err == nil && e.Kind == nsinit.EventExited {
 		delete(s.procs, e.ID)
+		// a restored process that ended before Adopt took it
+		delete(s.live, e.ID)
 	}
 	s.mu.Unlock()
 	if err != nil || p == nil {

@@ -267,9 +267,13 @@ func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan s
 func (s *Session) trySendStream(req nsinit.Request, sfs []streamFile, need int, done <-chan struct{}) (sent bool, err error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	if s.ctlClosed || s.ctlCh == nil {
+	switch {
+	case s.ctlClosed || s.ctlCh == nil:
 		closeStreamFiles(sfs)
 		return true, ErrSessionEnded
+	case s.quiesced:
+		closeStreamFiles(sfs)
+		return true, ErrQuiesced
 	}
 	if free, _ := s.mux.Slots(); free < need {
 		return false, nil

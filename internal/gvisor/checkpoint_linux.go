@@ -3,6 +3,7 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/streammux"
 	"github.com/warden-sandbox/warden/internal/strictjson"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -56,6 +58,9 @@ type record struct {
 	// refuses a Runtime of the other rather than fail on a protocol
 	// error. A record without it was taken over descriptors.
 	Stream bool `json:"stream"`
+	// ResumeNonce (hex) is a stream box's: the nonce its agent's quiesced
+	// stream accepts a resume frame with (agent.Frame.ResumeNonce).
+	ResumeNonce string `json:"resume_nonce,omitempty"`
 }
 
 // CheckpointWait bounds a checkpoint and a restore's start: runsc saves
@@ -73,23 +78,17 @@ var ErrCannotCheckpoint = errors.New("this sandbox cannot be checkpointed")
 // failed: runsc 2022-12-19 then ends the box, so the session ends too.
 var ErrSaveFailed = errors.New("runsc failed to save the sandbox, which ended")
 
-// errStreamCheckpoint refuses a checkpoint or a restore of a box over
-// the stream transport (Runtime.Stream): runsc saves such a box, live
-// interpreters and all (TestStreamSavesLiveInterpreter), but a restored
-// agent's stream is mid-way (its channels and credits are in its memory)
-// and no host session can take it over yet, so what would be saved could
-// not be restored. Refused before anything is touched.
-var errStreamCheckpoint = fmt.Errorf("%w: a session over the stream transport cannot be checkpointed or restored yet, since no host session can take over its agent's stream; use the descriptor transport", ErrCannotCheckpoint)
-
 // CheckpointOptions change what Checkpoint accepts.
 type CheckpointOptions struct {
-	// Running lets the checkpoint go on while processes the session
-	// started still run. Each was given the host's pipes, which gVisor
-	// cannot save, so only one that moved every descriptor off them (a
-	// server started as `exec prog </dev/null >/dev/null 2>&1`) can be
-	// saved; for any other runsc fails, and runsc 2022-12-19 then ends
-	// the box (ErrSaveFailed). Set by a caller that knows its processes'
-	// descriptors, never from user input.
+	// Running lets the checkpoint of a box over descriptors go on while
+	// processes the session started still run. Each was given the host's
+	// pipes, which gVisor cannot save, so only one that moved every
+	// descriptor off them (a server started as `exec prog </dev/null
+	// >/dev/null 2>&1`) can be saved; for any other runsc fails, and
+	// runsc 2022-12-19 then ends the box (ErrSaveFailed). Set by a
+	// caller that knows its processes' descriptors, never from user
+	// input. A box over the stream saves its running processes whatever
+	// it says: their pipes are the box's own.
 	Running bool
 }
 
@@ -113,12 +112,17 @@ type CheckpointOptions struct {
 // init's stdin, which runsc gives again on restore, and a save that
 // fails ends the box. So Checkpoint refuses, with ErrCannotCheckpoint
 // and the box untouched, a box with the egress proxy (its link is a host
-// socket) and, unless o.Running, one with a process the session started
-// still running (an exec, a persistent interpreter: they hold the host's
-// pipes). It refuses a box over the stream transport too (Runtime.Stream,
-// errStreamCheckpoint): no restore could take over its agent's stream. A
-// save runsc itself fails (ErrSaveFailed) ends the box and sess. On any
-// failure dir is removed.
+// socket) and, over descriptors and unless o.Running, one with a process
+// the session started still running (an exec, a persistent interpreter:
+// they hold the host's pipes). Over the stream transport (Runtime.Stream)
+// processes' pipes are the box's own, so running ones are saved: the
+// session's stream is first cut where both ends stand still
+// (agent.Session.Quiesce), and its nonce recorded for the restore, which
+// takes the stream over; from the cut on the session takes no request
+// (agent.ErrQuiesced), so a checkpoint of a stream box that fails after
+// it leaves a session to close. The caller keeps its interpreters idle
+// meanwhile. A save runsc itself fails (ErrSaveFailed) ends the box and
+// sess. On any failure dir is removed.
 func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string, o CheckpointOptions) (err error) {
 	b := r.boxOf(sess)
 	if b == nil {
@@ -126,9 +130,6 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	}
 	if b.att != nil {
 		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
-	}
-	if b.r.Stream {
-		return errStreamCheckpoint
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("checkpoint: making the image directory: %w", err)
@@ -146,13 +147,19 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	// closed meanwhile.
 	b.dirMu.Lock()
 	defer b.dirMu.Unlock()
+	var nonce []byte
+	if b.r.Stream {
+		if nonce, err = sess.Quiesce(ctx); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
 	// A box WhilePaused paused and fn failed on runs on, or, where
 	// runsc's save failed, goes on to the end runsc gave it.
 	err = sess.WhilePaused(ctx, func() (bool, error) {
-		if n := sess.Running(); n > 0 && !o.Running {
+		if n := sess.Running(); n > 0 && !o.Running && !b.r.Stream {
 			return false, fmt.Errorf("%w: %d of its processes run with the host's pipes, which gVisor cannot save (a persistent interpreter or an exec): end them first", ErrCannotCheckpoint, n)
 		}
-		if err := b.save(ctx, dir, sess.LastID(), sess.Unfinished()); err != nil {
+		if err := b.save(ctx, dir, sess.LastID(), sess.Unfinished(), nonce); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -166,7 +173,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 // save copies the paused box's scratch into dir, while nothing in the
 // box can write, writes the record and has runsc save the box there
 // (runsc saves a paused box as a running one).
-func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished agent.Unfinished) error {
+func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished agent.Unfinished, nonce []byte) error {
 	used, err := scratchBytes(filepath.Join(b.dir, "scratch"))
 	if err != nil {
 		return err
@@ -183,7 +190,7 @@ func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished ag
 		}
 		return fmt.Errorf("copying the box's files: %w", err)
 	}
-	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used, Stream: b.r.Stream}
+	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used, Stream: b.r.Stream, ResumeNonce: hex.EncodeToString(nonce)}
 	if err := writeRecord(dir, rec); err != nil {
 		return fmt.Errorf("writing the record: %w", err)
 	}
@@ -224,20 +231,18 @@ func checkpointError(err error) error {
 // box at its first start (its rlimits, its environment, the seccomp
 // filter) comes back from the saved memory as it was, whatever s says
 // now, and nothing checks that s matches it beyond the root. dir is only
-// read: it can be restored again. ctx bounds the restore's start. A
-// Runtime over the stream transport refuses (errStreamCheckpoint), and
-// so does any Runtime given a checkpoint taken over the other transport
-// (record.Stream). Nothing in the API reaches Restore yet: issue 22 will
-// call it.
+// read: it can be restored again. ctx bounds the restore's start. Any
+// Runtime refuses a checkpoint taken over the other transport
+// (record.Stream). A stream box's agent resumes the stream its
+// checkpoint quiesced (agent.Frame.ResumeNonce): the processes it still
+// runs are the session's Live, to Adopt. Nothing in the API reaches
+// Restore yet: issue 22 will call it.
 //
 // What repeats: every restored copy starts with the same memory, so a
 // process's own random state (Python's random module, a seeded PRNG) goes
 // on with the same numbers in each copy; the kernel's (getrandom(2),
 // /dev/urandom) is gVisor's, drawn from the host's, and differs.
 func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.Session, error) {
-	if r.Stream {
-		return nil, errStreamCheckpoint
-	}
 	if s.Network.Mode == spec.NetProxy {
 		return nil, fmt.Errorf("%w: a gvisor box with the egress proxy cannot be restored from a checkpoint; use network none", spec.ErrInvalid)
 	}
@@ -283,6 +288,10 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	b.ctl = ctl
 	f := b.frame(s, ctl)
 	f.Restored, f.PriorIDs, f.Prior = true, rec.LastID, rec.Unfinished
+	if rec.Stream {
+		// readRecord checked it decodes to a nonce of the right length
+		f.ResumeNonce, _ = hex.DecodeString(rec.ResumeNonce)
+	}
 	sess, err := agent.Attach(ctx, f)
 	if err != nil {
 		return nil, b.explain(err)
@@ -343,6 +352,9 @@ func readRecord(dir string) (record, error) {
 	}
 	if rec.Format != checkpointFormat {
 		return rec, fmt.Errorf("%w: checkpoint %s has format %d, this warden reads %d: take it again", spec.ErrInvalid, dir, rec.Format, checkpointFormat)
+	}
+	if n, err := hex.DecodeString(rec.ResumeNonce); rec.Stream && (err != nil || len(n) != streammux.ResumeNonceLen) {
+		return rec, fmt.Errorf("%w: checkpoint %s of a stream box has no resume nonce of %d bytes: take it again", spec.ErrInvalid, dir, streammux.ResumeNonceLen)
 	}
 	if rec.LastID > maxLastID {
 		return rec, fmt.Errorf("%w: checkpoint %s's last process ID %d is above %d", spec.ErrInvalid, dir, rec.LastID, uint64(maxLastID))

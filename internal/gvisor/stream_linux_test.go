@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -138,21 +137,19 @@ func timeExec(t *testing.T, sess *agent.Session, script string) time.Duration {
 	return took
 }
 
-// TestStreamSavesLiveInterpreter: over the stream transport a persistent
-// interpreter's pipes are the box's own, so runsc saves a box with one
-// running, which over descriptors fails and ends the box
-// (TestCheckpointRefusesHostPipes). Checkpoint itself still refuses the
-// box, untouched, since no host session can take over a restored agent's
-// stream yet (errStreamCheckpoint); the save is driven here as Checkpoint
-// would drive it, to prove the half that works, and its record names the
-// stream (record.Stream), which an fd Runtime's Restore refuses.
+// TestStreamRestoreLiveInterpreter: over the stream transport a
+// persistent interpreter's pipes are the box's own, so a box with one
+// running is checkpointed (its stream quiesced first) and restored: the
+// restored agent takes a fresh stream from the new session, lists the
+// interpreter as live, and the interpreter adopted from it answers x = 42
+// set before the checkpoint, in each of two restored copies.
 //
 // runsc ends the box with the save, so the cleanup logs runsc's warnings
 // ("cannot signal container in state paused", "runsc delete: panic:
 // invalid state transition paused => stopped"): they are expected, as
 // after any Checkpoint, and nothing is left behind (no runsc process, an
 // empty runsc state directory).
-func TestStreamSavesLiveInterpreter(t *testing.T) {
+func TestStreamRestoreLiveInterpreter(t *testing.T) {
 	requireRunsc(t)
 	testhost.RequireTool(t, "python3")
 	r := &Runtime{Stream: true}
@@ -166,46 +163,39 @@ func TestStreamSavesLiveInterpreter(t *testing.T) {
 	if out, err := py.Run(ctx, "x = 42", nil, nil); err != nil || out.Exception != nil {
 		t.Fatalf("python: %+v, %v", out, err)
 	}
-	dir := filepath.Join(t.TempDir(), "ckpt")
-	if err := r.Checkpoint(ctx, sess, dir, CheckpointOptions{Running: true}); !errors.Is(err, ErrCannotCheckpoint) || !strings.Contains(err.Error(), "use the descriptor transport") {
-		t.Errorf("Checkpoint of a stream box = %v, want ErrCannotCheckpoint naming the way out", err)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the refused checkpoint left %s: %v", dir, err)
-	}
-	if out, err := py.Run(ctx, "x", nil, nil); err != nil || out.Value != "42" {
-		t.Fatalf("the interpreter after the refused checkpoint: %+v, %v", out, err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	b := r.boxOf(sess)
-	err = sess.WhilePaused(ctx, func() (bool, error) {
-		if n := sess.Running(); n != 1 {
-			t.Errorf("processes running in the session while paused: %d, want the interpreter", n)
-		}
-		return true, b.save(ctx, dir, sess.LastID(), sess.Unfinished())
-	})
-	if err != nil {
-		t.Fatalf("saving the box with a live interpreter over the stream: %v", err)
-	}
-	if st, err := os.Stat(filepath.Join(dir, checkpointImage)); err != nil || st.Size() == 0 {
-		t.Errorf("the saved image: %v, %v", st, err)
-	}
-	if rec, err := readRecord(dir); err != nil || !rec.Stream {
-		t.Errorf("the saved record = %+v, %v; want it to name the stream transport", rec, err)
-	}
+	dir := checkpoint(t, r, sess, CheckpointOptions{})
 	if err := py.Close(); err != nil {
 		t.Logf("closing the interpreter of the saved box: %v (the box ended with the save)", err)
 	}
-}
-
-// TestStreamRestoreRefused: a runtime over the stream transport refuses
-// a restore before reading anything, with the way out.
-func TestStreamRestoreRefused(t *testing.T) {
-	_, err := (&Runtime{Stream: true}).Restore(context.Background(), noNet, t.TempDir())
-	if !errors.Is(err, ErrCannotCheckpoint) || !strings.Contains(err.Error(), "use the descriptor transport") {
-		t.Errorf("Restore over the stream = %v, want ErrCannotCheckpoint naming the way out", err)
+	if rec, err := readRecord(dir); err != nil || !rec.Stream || rec.ResumeNonce == "" {
+		t.Errorf("the saved record = %+v, %v; want it to name the stream transport and a resume nonce", rec, err)
+	}
+	for copyN := range 2 {
+		restored := restore(t, r, noNet, dir)
+		live := restored.Live()
+		if len(live) != 1 {
+			t.Fatalf("copy %d: live processes %v, want the interpreter", copyN, live)
+		}
+		var id uint64
+		for id = range live {
+		}
+		py2, err := interp.Adopt("python", restored, restored, id, restored.Env())
+		if err != nil {
+			t.Fatalf("copy %d: adopting the interpreter: %v", copyN, err)
+		}
+		out, err := py2.Run(ctx, "x", nil, nil)
+		if err != nil || out.Value != "42" || out.Started {
+			t.Errorf("copy %d: x after the restore = %+v, %v; want 42 from the adopted interpreter", copyN, out, err)
+		}
+		if out, err := py2.Run(ctx, "print('out'); x + 1", nil, nil); err != nil || out.Value != "43" {
+			t.Errorf("copy %d: x + 1 = %+v, %v; want 43", copyN, out, err)
+		}
+		if res, err := restored.Exec(ctx, agent.ExecSpec{Command: []string{"/bin/sh", "-c", "echo hi"}}, agent.IO{}); err != nil || res.ExitCode != 0 || res.Stdout != "hi\n" {
+			t.Errorf("copy %d: an exec in the restored box = %+v, %v; want hi", copyN, res, err)
+		}
+		if err := py2.Close(); err != nil {
+			t.Errorf("copy %d: closing the adopted interpreter: %v", copyN, err)
+		}
 	}
 }
 

@@ -174,6 +174,26 @@ func WithCPUs(cpus float64) Option {
 	return func(c *config) { c.cpus = max(cpus, 0) }
 }
 
+// Adopt returns an Interpreter for language, as New does, whose first
+// process is id, a driver of that language that a checkpointed session
+// started and its restored sandbox still runs, taken over through ad:
+// Runs talk to it, its variables as they were at the checkpoint; should
+// it die, the next Run starts a fresh one through sp. The process must
+// have been started by an Interpreter of the same language and options.
+func Adopt(language string, sp Spawner, ad Adopter, id uint64, env []string, opts ...Option) (Interpreter, error) {
+	in, err := New(language, sp, env, opts...)
+	if err != nil {
+		return nil, err
+	}
+	it := in.(*interpreter)
+	p, err := adopt(it.lang, ad, id, it.cfg)
+	if err != nil {
+		return nil, err
+	}
+	it.cur = p
+	return it, nil
+}
+
 // New returns an Interpreter for language whose processes sp starts with
 // env (the sandbox environment, KEY=VALUE). Nothing starts until the first
 // Run. It fails with ErrUnknownLanguage for a language this package does

@@ -48,6 +48,49 @@ type pipePair struct{ host, child *os.File }
 // start spawns the interpreter with stdin at EOF, stdout and stderr on
 // pumps, requests on descriptor 3 and replies on descriptor 4.
 func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg config) (*proc, error) {
+	cmd := Command{
+		Argv: append([]string{lang.program}, lang.args...),
+		Env:  lang.environ(env),
+		Dir:  cfg.dir,
+	}
+	return launch(lang, cfg, false, func(files []*os.File) (Process, error) {
+		// The interpreter outlives the Run that starts it, so the spawn
+		// must not be cancelled with that Run's context, but it is
+		// bounded alone.
+		spawnCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnLimit)
+		defer cancel()
+		cmd.Files = files
+		p, err := sp.Spawn(spawnCtx, cmd)
+		if err != nil {
+			return nil, fmt.Errorf("spawning %s: %w", lang.program, err)
+		}
+		return p, nil
+	})
+}
+
+// adopt takes over process id, a driver of lang a restored sandbox still
+// runs, through ad, binding new pipes to its descriptors as start's
+// spawn would; its stdin, at end of file since its start, is /dev/null
+// now. Its driver said it was ready long ago.
+func adopt(lang *language, ad Adopter, id uint64, cfg config) (*proc, error) {
+	p, err := launch(lang, cfg, true, func(files []*os.File) (Process, error) {
+		p, err := ad.Adopt(id, files)
+		if err != nil {
+			return nil, fmt.Errorf("adopting %s process %d: %w", lang.program, id, err)
+		}
+		return p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.stderr.disarm()
+	return p, nil
+}
+
+// launch makes the interpreter's pipes, has get bind their child ends to
+// a process (fds 0 to 4: stdin at end of file, or /dev/null when
+// nullStdin, stdout, stderr, requests, replies) and starts reading it.
+func launch(lang *language, cfg config, nullStdin bool, get func([]*os.File) (Process, error)) (*proc, error) {
 	var pairs [5]pipePair // stdin, stdout, stderr, ctl, rep
 	closeAll := func(hostToo bool) {
 		for _, pp := range pairs {
@@ -78,25 +121,24 @@ func start(ctx context.Context, lang *language, sp Spawner, env []string, cfg co
 	// interpreter's stdin see end of file.
 	pairs[0].host.Close()
 	pairs[0].host = nil
+	if nullStdin {
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			closeAll(true)
+			return nil, fmt.Errorf("opening %s: %w", os.DevNull, err)
+		}
+		pairs[0].child.Close()
+		pairs[0].child = null
+	}
 
 	files := make([]*os.File, len(pairs))
 	for i, pp := range pairs {
 		files[i] = pp.child
 	}
-	cmd := Command{
-		Argv:  append([]string{lang.program}, lang.args...),
-		Env:   lang.environ(env),
-		Dir:   cfg.dir,
-		Files: files,
-	}
-	// The interpreter outlives the Run that starts it, so the spawn must
-	// not be cancelled with that Run's context, but it is bounded alone.
-	spawnCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnLimit)
-	process, err := sp.Spawn(spawnCtx, cmd)
-	cancel()
+	process, err := get(files)
 	closeAll(err != nil)
 	if err != nil {
-		return nil, fmt.Errorf("spawning %s: %w", lang.program, err)
+		return nil, err
 	}
 	startErr := &limitedBuffer{limit: startupStderr}
 	exited := make(chan struct{})

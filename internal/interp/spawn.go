@@ -44,3 +44,12 @@ type Process interface {
 type Spawner interface {
 	Spawn(ctx context.Context, c Command) (Process, error)
 }
+
+// Adopter takes over a process already running in its sandbox: one a
+// checkpointed session started and its restored sandbox still runs
+// (agent.Session.Adopt over the stream transport). Files become its
+// descriptors 0, 1, 2, ... as Command.Files would, each going the way it
+// went at the spawn (/dev/null for one whose stream had ended).
+type Adopter interface {
+	Adopt(id uint64, files []*os.File) (Process, error)
+}

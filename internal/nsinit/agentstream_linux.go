@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,10 +36,19 @@ const acceptWait = 10 * time.Second
 // streamRequests reads requests from the control channel and turns each
 // spawn's streams into pipes relayed to their channels.
 type streamRequests struct {
+	// mux and ctl are the stream and its control channel; a takeover
+	// after a restore replaces both on the reader's goroutine, which
+	// alone reads mux. mu guards ctl (read by eventWriter) and swapped,
+	// which the takeover closes and replaces.
+	mu  sync.Mutex
 	mux *streammux.Mux
-	// events is the control channel, where events go.
+	// conn is the connection mux stands on (the reader's goroutine's).
+	conn    streammux.Conn
+	ctl     *streammux.Channel
+	swapped chan struct{}
+	// events is where events go: the control channel of the stream of
+	// the moment (eventWriter).
 	events io.Writer
-	ctl    *streammux.Channel
 	// pending are channels accepted and not yet claimed; last is the
 	// highest id accepted so far.
 	pending map[uint32]*streammux.Channel
@@ -59,19 +69,90 @@ type streamRequests struct {
 const outputLinger = 3 * time.Second
 
 // streamRelay is one stream of a process: the agent's end of its pipe
-// and its channel.
+// and its channel. After a restore its channel is gone with the old
+// stream, but its pipe end is kept for the channel the new host names
+// (detach, reattach).
 type streamRelay struct {
 	ch *streammux.Channel
 	f  *os.File
 	in bool
+	// done is closed when run returns; finished (run's, read after done)
+	// says it ended with its stream, the pipe's end closed, rather than
+	// detached from a channel a checkpoint cut. pending (likewise) are
+	// bytes read and not yet written when it detached, written first
+	// once reattached.
+	done     chan struct{}
+	finished bool
+	pending  []byte
+	// detaching is set when the agent takes the stream over: the pipe's
+	// side of the relay then fails by deadline and keeps its pipe.
+	detaching atomic.Bool
+	// parked says detachAll stopped the relay at its old channel and it
+	// waits for a reattach (relayMu guards it).
+	parked bool
+	// chMu guards ch, which a reattach replaces while cut may run.
+	chMu sync.Mutex
 }
 
+// channel is the relay's channel now.
+func (r *streamRelay) channel() *streammux.Channel {
+	r.chMu.Lock()
+	defer r.chMu.Unlock()
+	return r.ch
+}
+
+func newStreamRelay(ch *streammux.Channel, f *os.File, in bool) *streamRelay {
+	return &streamRelay{ch: ch, f: f, in: in, done: make(chan struct{})}
+}
+
+// run copies one way with one buffer until its source ends, then closes
+// both ends (the peer and the process see end of file or EPIPE), unless
+// the copy stopped because a checkpoint cut its channel (ErrResumed) or
+// the agent detached it: then the pipe's end stays open and what was
+// read and not written stays in pending.
 func (r *streamRelay) run() {
+	defer close(r.done)
+	ch := r.channel()
+	var src io.Reader = r.f
+	var dst io.Writer = ch
 	if r.in {
-		streamrelay.FromChannel(r.f, r.ch)
-	} else {
-		streamrelay.ToChannel(r.ch, r.f)
+		src, dst = ch, r.f
 	}
+	buf := make([]byte, streamrelay.Buffer)
+	pend := append(buf[:0], r.pending...)
+	r.pending = nil
+	for {
+		if len(pend) > 0 {
+			n, err := dst.Write(pend)
+			pend = pend[n:]
+			if err != nil {
+				if r.detached(err) {
+					r.pending = append([]byte(nil), pend...)
+					return
+				}
+				break
+			}
+		}
+		n, err := src.Read(buf)
+		pend = buf[:n]
+		if err != nil && n == 0 {
+			if r.detached(err) {
+				return
+			}
+			break
+		}
+	}
+	r.finished = true
+	// Either end may be closed already (a session that ended, or a
+	// process whose relays are cut); there is nothing left to report to.
+	_ = r.f.Close()
+	_ = ch.Close() // closed already, or its slot is given back now
+}
+
+// detached says err stopped the relay for a checkpoint's cut, not for
+// the end of its stream.
+func (r *streamRelay) detached(err error) bool {
+	return r.detaching.Load() || errors.Is(err, streammux.ErrResumed)
 }
 
 // cut ends the relay, running or done: closing the pipe's end ends a
@@ -80,7 +161,7 @@ func (r *streamRelay) run() {
 func (r *streamRelay) cut() {
 	// either may be closed already, by the relay's own end
 	_ = r.f.Close()
-	_ = r.ch.Close() // as above: closed already, or its slot given back now
+	_ = r.channel().Close() // as above: closed already, or its slot given back now
 }
 
 // ended cuts the relays of spawn id, whose process has ended (or never
@@ -93,6 +174,9 @@ func (sr *streamRequests) ended(id uint64) {
 	sr.relayMu.Unlock()
 	var outs []*streamRelay
 	for _, r := range relays {
+		if r == nil {
+			continue
+		}
 		if r.in {
 			r.cut()
 		} else {
@@ -119,14 +203,15 @@ func serveStream(conn streammux.Conn, e *egressStream) (*streamRequests, error) 
 		_ = conn.Close()
 		return nil, fmt.Errorf("starting the control stream: %w", err)
 	}
-	sr := &streamRequests{mux: mux, pending: map[uint32]*streammux.Channel{}, relays: map[uint64][]*streamRelay{}, linger: outputLinger}
+	sr := &streamRequests{mux: mux, conn: conn, swapped: make(chan struct{}), pending: map[uint32]*streammux.Channel{}, relays: map[uint64][]*streamRelay{}, linger: outputLinger}
+	sr.events = eventWriter{sr}
 	ch, err := sr.channel(controlChannel)
 	if err != nil {
 		// the stream is gone either way
 		_ = mux.Close()
 		return nil, fmt.Errorf("starting the control stream: %w", err)
 	}
-	sr.ctl, sr.events = ch, ch
+	sr.ctl = ch
 	e.serve(mux)
 	return sr, nil
 }
@@ -143,14 +228,27 @@ func (e *refusedSpawn) Error() string { return e.err.Error() }
 func (sr *streamRequests) read() (Request, []int, error) {
 	var req Request
 	body, err := readFrame(sr.ctl)
+	for err != nil && errors.Is(sr.mux.Err(), streammux.ErrResumed) {
+		if err := sr.takeOver(); err != nil {
+			return req, nil, err
+		}
+		body, err = readFrame(sr.ctl)
+	}
 	if err != nil {
 		return req, nil, err
 	}
 	if err := strictjson.Decode(body, &req); err != nil {
 		return req, nil, err
 	}
-	if req.Op == OpFile {
+	switch req.Op {
+	case OpFile:
 		sr.file(req.File)
+		return req, nil, nil
+	case OpQuiesce:
+		sr.quiesce(req.Nonce)
+		return req, nil, nil
+	case OpReattach:
+		sr.reattach(req)
 		return req, nil, nil
 	}
 	if req.Op != OpSpawn {
@@ -189,8 +287,10 @@ func (sr *streamRequests) claim(streams []Stream) ([]int, []*streamRelay, error)
 			return nil, nil, fmt.Errorf("spawn stream %d: %w", i, err)
 		}
 		fds = append(fds, fd)
+		// one entry per fd, nil for /dev/null: a restored agent lists
+		// them in order (EventResumed)
+		relays = append(relays, relay)
 		if relay != nil {
-			relays = append(relays, relay)
 			go relay.run()
 		}
 	}
@@ -231,14 +331,20 @@ func (sr *streamRequests) stream(st Stream) (int, *streamRelay, error) {
 		_ = ch.Close()
 		return -1, nil, fmt.Errorf("making its pipe: %w", err)
 	}
-	r := &streamRelay{ch: ch, f: os.NewFile(uintptr(mine), "stream"), in: st.Dir == StreamIn}
+	r := newStreamRelay(ch, os.NewFile(uintptr(mine), "stream"), st.Dir == StreamIn)
+	r.oneWay()
+	return child, r, nil
+}
+
+// oneWay closes the direction of r's channel the relay does not use.
+func (r *streamRelay) oneWay() {
+	ch := r.channel()
 	if r.in {
 		// nothing goes back on a stream the process reads
 		_ = ch.CloseWrite()
 	} else {
 		ch.CloseRead()
 	}
-	return child, r, nil
 }
 
 // channel claims channel id: accepted already and not claimed, or the

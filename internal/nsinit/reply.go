@@ -182,7 +182,16 @@ func (e *Event) validate(first bool) error {
 	if first != (e.Kind == EventReady || e.Kind == EventFailed) {
 		return protocolError("event %.40q out of turn", e.Kind)
 	}
+	if e.Live != nil && e.Kind != EventResumed {
+		return protocolError("%.40q event with a list of live processes", e.Kind)
+	}
 	switch e.Kind {
+	case EventQuiesced:
+		if e.ID != 0 || e.Pid != 0 || e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0 || e.OOMKills != 0 {
+			return protocolError("quiesced event with fields")
+		}
+	case EventResumed:
+		return e.validateResumed()
 	case EventReady:
 		if e.ID != 0 || e.Pid != 0 || e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0 || e.OOMKills != 0 {
 			return protocolError("ready event with fields")
@@ -195,6 +204,35 @@ func (e *Event) validate(first bool) error {
 		return e.validateExited()
 	default:
 		return protocolError("unknown event %.40q", e.Kind)
+	}
+	return nil
+}
+
+// validateResumed bounds EventResumed's list: at most MaxLive
+// processes, each ID once and not 0, each with at most maxRequestFDs
+// streams of a known direction. Whether each ID is one the host may
+// take is the session's to check.
+func (e *Event) validateResumed() error {
+	switch {
+	case e.ID != 0 || e.Pid != 0 || e.Status != nil || e.CPUTimeUS != 0 || e.MaxRSSKiB != 0 || e.OOMKills != 0:
+		return protocolError("resumed event with fields")
+	case len(e.Live) > MaxLive:
+		return protocolError("resumed event listing %d live processes, more than %d", len(e.Live), MaxLive)
+	}
+	ids := make(map[uint64]bool, len(e.Live))
+	for _, p := range e.Live {
+		switch {
+		case p.ID == 0 || ids[p.ID]:
+			return protocolError("resumed event listing process %d twice or as 0", p.ID)
+		case len(p.Streams) > maxRequestFDs:
+			return protocolError("resumed event listing %d streams of process %d, more than %d", len(p.Streams), p.ID, maxRequestFDs)
+		}
+		ids[p.ID] = true
+		for _, d := range p.Streams {
+			if d != StreamIn && d != StreamOut && d != StreamNull {
+				return protocolError("resumed event with a stream of process %d of direction %.20q", p.ID, d)
+			}
+		}
 	}
 	return nil
 }

@@ -12,6 +12,20 @@ const (
 	// box's /workspace (Request.File), served by the agent as the
 	// sandbox user and answered on a channel of its own.
 	OpFile = "file"
+	// OpQuiesce, over the stream transport only, readies the stream for
+	// a checkpoint of the box (protocol version 11): it is the host's
+	// last frame on the stream (streammux's WriteLast); the agent arms
+	// its end for a resume with Request.Nonce and answers EventQuiesced
+	// as its own last frame. After a restore the new host opens a new
+	// stream with a resume frame carrying the nonce, and the agent's
+	// first event on it is EventResumed.
+	OpQuiesce = "quiesce"
+	// OpReattach, over the stream transport only, binds a process the
+	// agent listed in EventResumed to new channels: Streams names, in
+	// the listing's order, a channel for each of its "in" and "out"
+	// streams and StreamNull for each "null" one. It may name each live
+	// process once.
+	OpReattach = "reattach"
 )
 
 // File operations, FileRequest.Op: the one list of them. Each is the
@@ -74,6 +88,9 @@ type Request struct {
 	Streams []Stream `json:"streams,omitempty"`
 	// File is OpFile's operation.
 	File *FileRequest `json:"file,omitempty"`
+	// Nonce is OpQuiesce's: the hex of the resume frame's nonce
+	// (streammux.ResumeNonceLen bytes).
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // Stream directions: what a process's fd is over the stream transport.
@@ -104,7 +121,29 @@ const (
 	EventStarted = "started"
 	// EventExited: process ID has ended, or never started (Status.StartFailed).
 	EventExited = "exited"
+	// EventQuiesced: the agent's answer to OpQuiesce, its last frame on
+	// the stream before a checkpoint.
+	EventQuiesced = "quiesced"
+	// EventResumed: the agent's first event on the stream a new host
+	// opened after a restore, listing the processes that still run
+	// (Live), for OpReattach.
+	EventResumed = "resumed"
 )
+
+// MaxLive bounds the processes an EventResumed may list: a live process
+// holds at least one stream channel, of which the host may have
+// streammux's MaxChannels (32) open; processes with no stream left count
+// too, so the bound is looser.
+const MaxLive = 256
+
+// LiveProcess is a process a restored agent still runs: its spawn ID
+// and what each of its fds 0, 1, 2, ... is now: StreamIn or StreamOut
+// for a pipe whose relay lives on (waiting for a channel), StreamNull
+// for one whose stream had ended or was /dev/null.
+type LiveProcess struct {
+	ID      uint64   `json:"id"`
+	Streams []string `json:"streams"`
+}
 
 // Event is one line from the agent.
 type Event struct {
@@ -124,6 +163,8 @@ type Event struct {
 	// read its cgroup (a microVM guest's); the host takes an exec's OOM
 	// kills as the difference, and the number as hostile input.
 	OOMKills uint64 `json:"oom_kills,omitempty"`
+	// Live is EventResumed's list of the processes that still run.
+	Live []LiveProcess `json:"live,omitempty"`
 }
 
 // maxRequestFDs bounds the descriptors one Request may carry.

@@ -26,7 +26,17 @@ const (
 	// frameHello is each end's first frame: id is the protocol version,
 	// the payload the sender's Window, MaxPayload and MaxChannels.
 	frameHello byte = 6
+	// frameResume is the first frame a peer sends on a connection that
+	// replaced the one a quiesced stream stood on (a box restored from a
+	// checkpoint): id is the protocol version, the payload the nonce the
+	// quiesced end was armed with (Mux.ArmResume). It ends the old stream
+	// where it stood and hands its connection on (Resume); anywhere else
+	// it is a breach.
+	frameResume byte = 7
 )
+
+// ResumeNonceLen is the length of a resume frame's nonce.
+const ResumeNonceLen = 16
 
 // version is the protocol version a hello carries.
 const version = 1
@@ -106,6 +116,10 @@ func parseHeader(b []byte, maxPayload int) (header, error) {
 		if h.n != helloLen {
 			return h, fmt.Errorf("%w: hello of %d bytes, not %d", ErrProtocol, h.n, helloLen)
 		}
+	case frameResume:
+		if h.n != ResumeNonceLen {
+			return h, fmt.Errorf("%w: resume of %d bytes, not %d", ErrProtocol, h.n, ResumeNonceLen)
+		}
 	default:
 		return h, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, h.typ)
 	}
@@ -125,6 +139,8 @@ func frameName(t byte) string {
 		return "stop"
 	case frameHello:
 		return "hello"
+	case frameResume:
+		return "resume"
 	default:
 		return "close"
 	}

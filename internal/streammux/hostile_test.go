@@ -55,12 +55,24 @@ func feed(t *testing.T, cfg Config, peer []byte) error {
 // feedRaw is feed without the hello.
 func feedRaw(t *testing.T, cfg Config, peer []byte) error {
 	t.Helper()
+	return feedArmed(t, cfg, nil, peer)
+}
+
+// feedArmed is feedRaw on a Mux armed for a resume with nonce (none if
+// nil).
+func feedArmed(t *testing.T, cfg Config, nonce, peer []byte) error {
+	t.Helper()
 	a, b := loopbackPair(t)
 	m, err := New(a, cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	if nonce != nil {
+		if err := m.ArmResume(nonce); err != nil {
+			t.Fatal(err)
+		}
+	}
 	go io.Copy(io.Discard, b) //nolint:errcheck // the credit the mux writes back
 	go func() {
 		b.Write(peer) //nolint:errcheck // the mux may end the stream part way
@@ -104,6 +116,8 @@ func TestHostileFramesEndTheStreamWithTheirCause(t *testing.T) {
 		{"credit after close and stop", "credit on channel 1 after its stop", cat(open1, frame(frameClose, 1, 0, nil), frame(frameStop, 1, 0, nil), frame(frameCredit, 1, 1, nil))},
 		{"stop on a channel never opened", "stop frame for channel 1, which is not open", frame(frameStop, 1, 0, nil)},
 		{"second hello", "a second hello", hi()},
+		{"resume on a stream never quiesced", "a resume frame on a stream that was not quiesced", frame(frameResume, version, ResumeNonceLen, testNonce)},
+		{"short resume", "resume of 4 bytes, not 16", frame(frameResume, version, 4, nil)},
 		{"short hello", "hello of 4 bytes, not 12", frame(frameHello, version, 4, nil)},
 		{"truncated header", "ended inside a frame", open1[:5]},
 		{"truncated payload", "ended inside a frame", cat(open1, frame(frameData, 1, 4, []byte{'y'}))},
@@ -124,6 +138,7 @@ func TestFirstFrameMustBeTheHello(t *testing.T) {
 		is         error
 	}{
 		{"open first", "its first frame, of type open, is not its hello", frame(frameOpen, 1, 0, nil), ErrProtocol},
+		{"resume first", "its first frame, of type resume, is not its hello", frame(frameResume, version, ResumeNonceLen, testNonce), ErrProtocol},
 		{"other version", "peer version 2", frame(frameHello, 2, helloLen, hello(smallConfig())), ErrMismatch},
 		{"other window", "Window 128 MaxPayload 16 MaxChannels 3, ours 1, 64, 16, 3", frame(frameHello, version, helloLen, hello(Config{Window: 128, MaxPayload: 16, MaxChannels: 3})), ErrMismatch},
 	} {

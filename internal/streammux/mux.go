@@ -72,6 +72,13 @@ type Mux struct {
 	paceDebt   int
 	paceCtx    context.Context
 	paceCancel context.CancelFunc
+
+	// initiator is New's; rd is the reader of conn (kept for Resume).
+	initiator bool
+	rd        *bufio.Reader
+	// resumeNonce, once ArmResume set it, is the nonce of the one resume
+	// frame this end accepts (mu guards it).
+	resumeNonce []byte
 }
 
 // New starts a Mux on conn, which it owns from then on. The two ends
@@ -82,11 +89,12 @@ func New(conn Conn, cfg Config, initiator bool) (*Mux, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	return newMux(conn, cfg, initiator, cfg.newPacer())
+	return newMux(conn, nil, cfg, initiator, cfg.newPacer())
 }
 
-// newMux is New with the reader's pacer given (nil: no bound).
-func newMux(conn Conn, cfg Config, initiator bool, pace pacer) (*Mux, error) {
+// newMux is New with the reader's pacer given (nil: no bound) and the
+// reader of conn, rd (nil: a new one).
+func newMux(conn Conn, rd *bufio.Reader, cfg Config, initiator bool, pace pacer) (*Mux, error) {
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return nil, fmt.Errorf("stream: its connection takes no deadline, so closing it may not end a pending read (a blocking file? open it non-blocking): %w", err)
 	}
@@ -98,10 +106,15 @@ func newMux(conn Conn, cfg Config, initiator bool, pace pacer) (*Mux, error) {
 		chans: map[uint32]*Channel{}, owing: map[*Channel]struct{}{},
 		freed:  make(chan struct{}),
 		nextID: 2, peerNext: 1,
-		accepted: make(chan *Channel, cfg.MaxChannels),
-		flush:    make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		pace:     pace,
+		accepted:  make(chan *Channel, cfg.MaxChannels),
+		flush:     make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		pace:      pace,
+		initiator: initiator,
+		rd:        rd,
+	}
+	if m.rd == nil {
+		m.rd = bufio.NewReaderSize(conn, 64<<10)
 	}
 	m.paceCtx, m.paceCancel = context.WithCancel(context.Background())
 	if initiator {
@@ -136,28 +149,43 @@ func (m *Mux) Close() error {
 // its reader and writers, and every waiting channel is woken. It returns
 // conn's Close error to the call that closed it.
 func (m *Mux) fail(cause error) error {
-	m.mu.Lock()
-	if m.err != nil {
-		m.mu.Unlock()
+	if !m.end(cause) {
 		return nil
+	}
+	m.wtimer.Stop()
+	err := m.conn.Close()
+	m.wakeAll()
+	if err != nil {
+		return fmt.Errorf("closing the stream: %w", err)
+	}
+	return nil
+}
+
+// end marks the stream ended with cause, once (false if it had ended
+// already), leaving its connection open.
+func (m *Mux) end(cause error) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return false
 	}
 	m.err = cause
 	close(m.done)
 	m.paceCancel()
+	return true
+}
+
+// wakeAll wakes every waiter on the stream's channels, once it ended.
+func (m *Mux) wakeAll() {
+	m.mu.Lock()
 	chans := make([]*Channel, 0, len(m.chans))
 	for _, ch := range m.chans {
 		chans = append(chans, ch)
 	}
 	m.mu.Unlock()
-	m.wtimer.Stop()
-	err := m.conn.Close()
 	for _, ch := range chans {
 		ch.wake()
 	}
-	if err != nil {
-		return fmt.Errorf("closing the stream: %w", err)
-	}
-	return nil
 }
 
 // Open opens a channel to the peer, which Accept hands it.
@@ -328,15 +356,19 @@ func (m *Mux) writeTimedOut() {
 
 // readLoop reads frames until the stream ends or breaks a rule.
 func (m *Mux) readLoop() {
-	r := bufio.NewReaderSize(m.conn, 64<<10)
+	r := m.rd
 	var hb [headerLen]byte
-	payload := make([]byte, max(m.cfg.MaxPayload, helloLen))
+	payload := make([]byte, max(m.cfg.MaxPayload, helloLen, ResumeNonceLen))
 	for first := true; ; first = false {
 		h, p, err := m.readFrame(r, hb[:], payload)
 		if err == nil {
 			err = m.paced(len(p))
 		}
-		if err == nil && (first || h.typ == frameHello) {
+		if err == nil && !first && h.typ == frameResume {
+			if err = m.resumed(p); err == nil {
+				return
+			}
+		} else if err == nil && (first || h.typ == frameHello) {
 			err = m.greeted(h, p, first)
 		} else if err == nil {
 			err = m.handle(h, p)
@@ -380,7 +412,7 @@ func (m *Mux) readFrame(r io.Reader, hb, payload []byte) (header, []byte, error)
 		return h, nil, err
 	}
 	p := payload[:0]
-	if h.typ == frameData || h.typ == frameHello {
+	if h.typ == frameData || h.typ == frameHello || h.typ == frameResume {
 		p = payload[:h.n]
 		if _, err := io.ReadFull(r, p); err != nil {
 			return h, nil, readError(err, true)

@@ -33,7 +33,7 @@ func TestReaderPacesEveryFrameAtLeastFrameCost(t *testing.T) {
 	}
 	a, b := loopbackPair(t)
 	p := &countingPacer{}
-	m, err := newMux(a, cfg, false, p)
+	m, err := newMux(a, nil, cfg, false, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestPacedWaitEndsWithTheStream(t *testing.T) {
 	p := blockingPacer{entered: make(chan struct{}), returned: make(chan struct{})}
 	cfg := smallConfig()
 	cfg.ReadRate, cfg.FrameCost = 1000, 20
-	m, err := newMux(a, cfg, false, p)
+	m, err := newMux(a, nil, cfg, false, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/streammux"
+)
+
+// A checkpoint of a box over the stream (see streammux's resume.go and
+// nsinit's agentresume_linux.go): Quiesce cuts the stream where both
+// ends stand still before the box is saved; the session of the restored
+// box (Frame.Restored with ResumeNonce) resumes it, learns which
+// processes still run (Live) and rebinds each one it wants (Adopt).
+
+// quiesceWait bounds the wait for the agent's answer to Quiesce.
+const quiesceWait = sendTimeout
+
+// ErrQuiesced is a request of a session whose stream Quiesce cut for a
+// checkpoint: nothing reaches its agent any more.
+var ErrQuiesced = errors.New("the session's stream is cut for a checkpoint: take the checkpoint, or end the session")
+
+// Quiesce cuts a stream session's stream for a checkpoint of its box and
+// returns the nonce its restore resumes it with (Frame.ResumeNonce): its
+// request is the session's last frame to the agent, and once it returns
+// the agent's answer was the agent's last frame, so neither end's frames
+// are cut in two by the save. From then on every request fails with
+// ErrQuiesced and no event comes: save the box and close the session.
+// The caller keeps new processes and file calls out meanwhile (the
+// interpreters idle): output a process writes after it is kept for the
+// restored session, not lost, but an exec in flight never hears its end.
+func (s *Session) Quiesce(ctx context.Context) ([]byte, error) {
+	if !s.f.Stream {
+		return nil, errors.New("quiescing: only a session over the stream transport has a stream to cut")
+	}
+	nonce := make([]byte, streammux.ResumeNonceLen)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("quiescing: %w", err)
+	}
+	frame, err := nsinit.EncodeRequest(nsinit.Request{Op: nsinit.OpQuiesce, Nonce: hex.EncodeToString(nonce)})
+	if err != nil {
+		return nil, fmt.Errorf("quiescing: %w", err)
+	}
+	if err := s.writeLast(frame); err != nil {
+		return nil, err
+	}
+	wait := time.NewTimer(quiesceWait)
+	defer wait.Stop()
+	select {
+	case <-s.quiesceAck:
+		return nonce, nil
+	case <-s.done:
+		return nil, fmt.Errorf("quiescing: %w", s.Err())
+	case <-ctx.Done():
+		return nil, fmt.Errorf("quiescing: %w", ctx.Err())
+	case <-wait.C:
+		err := fmt.Errorf("%w: it did not answer the quiesce for a checkpoint within %v", nsinit.ErrProtocol, quiesceWait)
+		s.breach(err)
+		return nil, err
+	}
+}
+
+// writeLast writes frame as the session's last on the control channel.
+func (s *Session) writeLast(frame []byte) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	switch {
+	case s.ctlClosed || s.ctlCh == nil:
+		return ErrSessionEnded
+	case s.quiesced:
+		return ErrQuiesced
+	}
+	s.quiesced = true
+	if err := s.ctlCh.WriteLast(frame, time.Now().Add(sendTimeout)); err != nil {
+		return fmt.Errorf("quiescing: %w", err)
+	}
+	return nil
+}
+
+// quiescedEvent takes the agent's answer to Quiesce; one not asked for
+// breaks the protocol.
+func (s *Session) quiescedEvent() error {
+	s.sendMu.Lock()
+	asked := s.quiesced
+	s.sendMu.Unlock()
+	if !asked {
+		return fmt.Errorf("%w: a quiesced event the host did not ask for", nsinit.ErrProtocol)
+	}
+	select {
+	case <-s.quiesceAck:
+		return fmt.Errorf("%w: a second quiesced event", nsinit.ErrProtocol)
+	default:
+		close(s.quiesceAck)
+	}
+	return nil
+}
+
+// resumedLine takes a restored stream agent's first event, which must
+// be its resumed event: each process it lists must be one the
+// checkpointed session had not heard the end of (Frame.Prior), and not
+// one whose end it had heard.
+func (s *Session) resumedLine(line []byte) error {
+	e, err := nsinit.ParseEvent(line, false)
+	switch {
+	case err != nil:
+		return err
+	case e.Kind != nsinit.EventResumed:
+		return fmt.Errorf("%w: a restored agent's first event is %.40q, not resumed", nsinit.ErrProtocol, e.Kind)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := make(map[uint64][]string, len(e.Live))
+	for _, p := range e.Live {
+		if saw, ok := s.seen[p.ID]; !ok || saw&sawExited != 0 {
+			return fmt.Errorf("%w: the restored agent lists process %d as running, which the checkpoint does not hold as running", nsinit.ErrProtocol, p.ID)
+		}
+		live[p.ID] = p.Streams
+	}
+	s.live = live
+	return nil
+}
+
+// Live is, for a restored stream session, the processes its agent still
+// runs that Adopt has not taken, by ID, with the direction of each of
+// their fds 0, 1, 2, ... (nsinit.StreamIn, StreamOut, or StreamNull for
+// /dev/null or a stream that had ended).
+func (s *Session) Live() map[uint64][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := make(map[uint64][]string, len(s.live))
+	for id, streams := range s.live {
+		live[id] = append([]string(nil), streams...)
+	}
+	return live
+}
+
+// Adopt takes over process id, one Live lists, binding its fds to
+// files as Spawn binds a new process's: files[i] must go the way Live
+// says (a pipe end the process reads for "in", one it writes for "out",
+// /dev/null for "null"). It returns the process, running, whose Wait and
+// Kill work as a spawned one's. Each process may be adopted once.
+func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
+	s.holdMu.RLock()
+	defer s.holdMu.RUnlock()
+	s.mu.Lock()
+	streams, ok := s.live[id]
+	err := s.endedLocked()
+	if err == nil && ok {
+		delete(s.live, id)
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("adopting process %d: the restored sandbox does not list it as running (or it was adopted already)", id)
+	}
+	if err := checkAdopted(streams, files); err != nil {
+		return nil, fmt.Errorf("adopting process %d: %w", id, err)
+	}
+	p := &Process{s: s, id: id, started: make(chan struct{}), done: make(chan struct{})}
+	s.mu.Lock()
+	if err := s.endedLocked(); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	if saw, ok := s.seen[id]; !ok || saw&sawExited != 0 {
+		// Its exited event came first: it ended during the restore.
+		s.mu.Unlock()
+		return nil, fmt.Errorf("adopting process %d: it ended during the restore", id)
+	}
+	s.procs[id] = p
+	s.mu.Unlock()
+	p.markStarted(0, 0)
+	req := nsinit.Request{Op: nsinit.OpReattach, ID: id}
+	if err := s.sendFailed(s.sendStream(req, files, p.done)); err != nil {
+		s.mu.Lock()
+		delete(s.procs, id)
+		s.mu.Unlock()
+		p.settle(nil, nsinit.Event{})
+		return nil, fmt.Errorf("adopting process %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// checkAdopted checks files against the directions a restored agent
+// listed for a process's fds.
+func checkAdopted(streams []string, files []*os.File) error {
+	if len(files) != len(streams) {
+		return fmt.Errorf("%d files given for a process of %d fds", len(files), len(streams))
+	}
+	for i, f := range files {
+		c, dir, err := streamFD(f)
+		if c != nil {
+			// only its direction was wanted; nothing read or wrote the copy
+			_ = c.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("fd %d: %w", i, err)
+		}
+		if dir != streams[i] {
+			return fmt.Errorf("fd %d is %q in the sandbox, and the file given is %q", i, streams[i], dir)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/nsinit"
+	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/streammux"
+)
+
+// TestStreamQuiesce: Quiesce sends the quiesce request with a fresh
+// nonce, returns that nonce once the agent answers, and from then on the
+// session sends nothing: an exec fails at once with ErrQuiesced.
+func TestStreamQuiesce(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	type result struct {
+		nonce []byte
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		n, err := s.Quiesce(ctx)
+		done <- result{n, err}
+	}()
+	req := g.request()
+	if req.Op != nsinit.OpQuiesce || len(req.Nonce) != 2*streammux.ResumeNonceLen {
+		t.Fatalf("the host sent %+v, want a quiesce with a nonce of %d bytes", req, streammux.ResumeNonceLen)
+	}
+	g.event(`{"kind":"quiesced"}`)
+	r := await(t, done, "Quiesce")
+	if r.err != nil || hex.EncodeToString(r.nonce) != req.Nonce {
+		t.Fatalf("Quiesce() = %x, %v; want the nonce it sent, %s", r.nonce, r.err, req.Nonce)
+	}
+	if o := await(t, execAsync(s, nil), "an exec after the quiesce"); !errors.Is(o.err, ErrQuiesced) {
+		t.Errorf("an exec after the quiesce = %+v, %v; want ErrQuiesced", o.r, o.err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if _, err := s.Quiesce(ctx); !errors.Is(err, ErrQuiesced) {
+		t.Errorf("a second Quiesce() = %v, want ErrQuiesced", err)
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err() = %v, want the session alive until it is closed", err)
+	}
+}
+
+// TestStreamCheckpointEventsOutOfTurn: a quiesced event the host did not
+// ask for, or a resumed event in a session that was not restored, is a
+// breach.
+func TestStreamCheckpointEventsOutOfTurn(t *testing.T) {
+	for _, tt := range []struct{ line, want string }{
+		{`{"kind":"quiesced"}`, "did not ask for"},
+		{`{"kind":"resumed","live":[]}`, "outside the first event"},
+		{`{"kind":"exited","id":1,"status":{"exit_code":0},"live":[]}`, "list of live processes"},
+	} {
+		s, g := attachStream(t, spec.DefaultLimits)
+		g.event(tt.line)
+		await(t, s.Done(), "the session's end")
+		if err := s.Err(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("after %s: Err() = %v, want a breach saying %q", tt.line, err, tt.want)
+		}
+	}
+}
+
+// resumeNonce is the checkpoint nonce of the restored-attach tests.
+var resumeNonce = []byte("0123456789abcdef")
+
+// restoredGuest plays a restored agent: it reads the resume frame (which
+// must carry resumeNonce), starts the new stream, takes the control
+// channel and answers first.
+func restoredGuest(t *testing.T, conn *os.File, first string) (*streamGuest, error) {
+	g := &streamGuest{t: t, conn: conn, killed: make(chan struct{})}
+	resume := make([]byte, 9+streammux.ResumeNonceLen)
+	if _, err := io.ReadFull(conn, resume); err != nil {
+		return nil, err
+	}
+	if resume[0] != 7 || !bytes.Equal(resume[9:], resumeNonce) {
+		return nil, errors.New("the host's first frame is not a resume with the checkpoint's nonce")
+	}
+	var err error
+	if g.mux, err = streammux.New(conn, streammux.DefaultConfig(), false); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if g.ctl, err = g.mux.Accept(ctx); err != nil {
+		return nil, err
+	}
+	_, err = g.ctl.Write([]byte(first + "\n"))
+	return g, err
+}
+
+// attachRestored attaches a restored stream session (PriorIDs 5, process
+// 3 started and 5 not yet) to a restored guest whose first event is first.
+func attachRestored(t *testing.T, first string) (*Session, *streamGuest, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, box := os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "box")
+	t.Cleanup(func() { box.Close() })
+	guest := make(chan *streamGuest, 1)
+	go func() {
+		g, err := restoredGuest(t, box, first)
+		if err != nil {
+			t.Logf("the restored guest: %v", err)
+		}
+		guest <- g
+	}()
+	killed := make(chan struct{})
+	var once sync.Once
+	f := Frame{
+		Spec: spec.Spec{Limits: spec.DefaultLimits}, Control: host, Stream: true,
+		Env:     func(extra []string) []string { return extra },
+		Kill:    func() { once.Do(func() { close(killed); box.Close() }) },
+		Exited:  killed,
+		Cleanup: func() {},
+		// a checkpoint's
+		Restored: true, PriorIDs: 5, Prior: Unfinished{3: sawStarted, 5: 0}, ResumeNonce: resumeNonce,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	s, err := Attach(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, await(t, guest, "the restored guest"), nil
+}
+
+// TestStreamRestoredAttach: a restored stream session resumes the stream
+// with the checkpoint's nonce, takes the processes the agent lists as
+// its Live, and Adopt rebinds one with a reattach request naming a
+// channel per pipe, once.
+func TestStreamRestoredAttach(t *testing.T) {
+	s, _, err := attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`)
+	if err != nil {
+		t.Fatalf("Attach() = %v", err)
+	}
+	if got := s.Live(); len(got) != 1 || strings.Join(got[3], ",") != "null,out,null" {
+		t.Fatalf("Live() = %v, want process 3 as null, out, null", got)
+	}
+	if got := s.LastID(); got != 5 {
+		t.Errorf("LastID() = %d, want 5", got)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := s.Adopt(3, []*os.File{null, null, null}); err == nil || !strings.Contains(err.Error(), `fd 1 is "out"`) {
+		t.Errorf("Adopt() with /dev/null for an output = %v, want a refusal naming fd 1", err)
+	}
+	// The refusal above took the listing: a process is adopted once.
+	if _, err := s.Adopt(3, []*os.File{null, w, null}); err == nil {
+		t.Error("a second Adopt() of process 3 succeeded")
+	}
+	w.Close()
+}
+
+// TestStreamRestoredAdopt: Adopt sends the reattach with a channel for
+// the output, whose bytes reach the file given, and the process's end
+// comes as a spawned one's.
+func TestStreamRestoredAdopt(t *testing.T) {
+	s, g, err := attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`)
+	if err != nil {
+		t.Fatalf("Attach() = %v", err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	type adoption struct {
+		p   interp.Process
+		err error
+	}
+	adopted := make(chan adoption, 1)
+	go func() {
+		p, err := s.Adopt(3, []*os.File{null, w, null})
+		adopted <- adoption{p, err}
+	}()
+	req, chans := g.spawned()
+	a := await(t, adopted, "Adopt")
+	if a.err != nil {
+		t.Fatalf("Adopt() = %v", a.err)
+	}
+	w.Close()
+	if req.Op != nsinit.OpReattach || req.ID != 3 || len(req.Streams) != 3 || req.Streams[1].Dir != nsinit.StreamOut || chans[1] == nil {
+		t.Fatalf("the host sent %+v, want a reattach of process 3 with a channel for fd 1", req)
+	}
+	if _, err := chans[1].Write([]byte("x = 42\n")); err != nil {
+		t.Fatal(err)
+	}
+	chans[1].Close()
+	got, err := io.ReadAll(r)
+	if err != nil || string(got) != "x = 42\n" {
+		t.Errorf("the adopted output read %q, %v; want what the agent relayed", got, err)
+	}
+	g.event(`{"kind":"exited","id":3,"status":{"exit_code":5}}`)
+	if st, err := a.p.Wait(); err != nil || st.Code != 5 {
+		t.Errorf("Wait() = %+v, %v; want exit 5", st, err)
+	}
+}
+
+// TestStreamRestoredAttachRefuses: a restored agent's first event must
+// be resumed, listing only processes the checkpoint held as running;
+// anything else fails the attach as a breach.
+func TestStreamRestoredAttachRefuses(t *testing.T) {
+	for _, tt := range []struct{ first, want string }{
+		{`{"kind":"ready"}`, "out of turn"},
+		{`{"kind":"exited","id":3,"status":{"exit_code":0}}`, "not resumed"},
+		{`{"kind":"resumed","live":[{"id":4,"streams":[]}]}`, "process 4 as running"},
+		{`{"kind":"resumed","live":[{"id":9,"streams":[]}]}`, "process 9 as running"},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["sideways"]}]}`, "direction"},
+		{`{"kind":"resumed","live":[{"id":3,"streams":[]},{"id":3,"streams":[]}]}`, "twice"},
+	} {
+		_, _, err := attachRestored(t, tt.first)
+		if !errors.Is(err, nsinit.ErrProtocol) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Attach() after %s = %v, want a breach saying %q", tt.first, err, tt.want)
+		}
+	}
+	f, _ := fakeFrame(t)
+	f.Stream, f.Restored, f.ResumeNonce = true, true, []byte("short")
+	if s, err := Attach(context.Background(), f); err == nil || !strings.Contains(err.Error(), "resume nonce") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Attach() with a short nonce = %v, want a refusal", err)
+	}
+}
