@@ -35,8 +35,10 @@ import (
 // re-attaches the session applies the rules last in force; a --net none
 // session has no bridge. The bed's Pods share the host's network
 // namespace (no NetworkPolicy holds there), so the proof that a request
-// went through the proxy is the proxy's audit of it.
+// went through the proxy is the proxy's audit of it; for the same reason
+// it holds the host's port 3128 against poddial's TestPodEgress.
 func testEgress(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podclaim.Claimer) {
+	testhost.HoldHostPort(t, agent.EgressPort)
 	o := startOrigin(t)
 	port := o.http
 	first, _ := replica(t, bed)

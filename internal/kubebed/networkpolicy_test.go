@@ -46,13 +46,27 @@ func TestNetworkPolicies(t *testing.T) {
 	}
 }
 
+// refusedSamples are addresses egress.Classify refuses, one or two in
+// each of its IPv4 blocks and its kinds of IPv6 address (those carrying
+// a non-public IPv4 address among them).
+var refusedSamples = []string{
+	"0.0.0.1", "10.1.2.3", "100.64.0.1", "127.0.0.1", "168.63.129.16", "169.254.169.254",
+	"172.16.0.1", "192.0.0.1", "192.0.2.1", "192.88.99.1", "192.168.1.1", "198.18.0.1",
+	"198.19.255.255", "198.51.100.1", "203.0.113.1", "224.0.0.1", "239.255.255.255",
+	"240.0.0.1", "255.255.255.255",
+	"::", "::1", "::a00:1", "::ffff:10.0.0.1", "64:ff9b::a00:1", "64:ff9b:1::a00:1",
+	"2001::1", "2001:db8::1", "2002:a00:1::1", "3fff::1", "fc00::1", "fd00::1",
+	"fe80::1", "fec0::1", "ff02::1",
+}
+
 // checkRouterEgress checks the router's egress rules at port 8443, which
-// no rule but the internet's opens: each address the proxy refuses is
-// left out, public ones are let through.
+// no rule but the internet's opens: each sample the proxy refuses is
+// left out, public ones are let through. (443 and 6443 are the API
+// server's rule's, open at every address until an operator narrows it.)
 func checkRouterEgress(t *testing.T, p *networkingv1.NetworkPolicy) {
 	t.Helper()
 	const port = 8443
-	for _, s := range []string{"10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1", "169.254.169.254", "127.0.0.1", "0.0.0.1", "fd00::1", "fe80::1", "::1"} {
+	for _, s := range refusedSamples {
 		a := netip.MustParseAddr(s)
 		if c := egress.Classify(a); c == egress.ClassPublic {
 			t.Fatalf("the sample %s is public to the proxy; want only addresses it refuses", a)
@@ -61,7 +75,7 @@ func checkRouterEgress(t *testing.T, p *networkingv1.NetworkPolicy) {
 			t.Errorf("the router's policy admits %s (refused by the proxy as %s) on port %d", a, egress.Classify(a), port)
 		}
 	}
-	for _, s := range []string{"8.8.8.8", "2001:4860:4860::8888"} {
+	for _, s := range []string{"8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "2606:4700:4700::1111"} {
 		if a := netip.MustParseAddr(s); !admits(p, a, port) {
 			t.Errorf("the router's policy does not admit the public %s on port %d, which an --allow rule may name", a, port)
 		}

@@ -52,8 +52,12 @@ func encodeNetwork(n spec.NetworkPolicy) (string, error) {
 }
 
 // decodeNetwork reads NetworkAnnotation's value v, refusing in one line
-// one too long, not exactly a networkRecord, or with a rule the egress
-// proxy would not parse. An empty v (a claim made before the record
+// one too long, not exactly a networkRecord, with a rule the egress
+// proxy would not parse, or not byte-equal to the canonical form
+// encodeNetwork writes (a duplicate or case-folded key, a null or empty
+// list, other spacing or order): a reader or admission policy that
+// takes the first of two keys must never see other rules than Warden
+// applies. An empty v (a claim made before the record
 // existed, when sessions had no egress) is --net none.
 func decodeNetwork(v string) (spec.NetworkPolicy, error) {
 	if v == "" {
@@ -74,6 +78,13 @@ func decodeNetwork(v string) (spec.NetworkPolicy, error) {
 		if _, err := egress.ParsePolicy(n.Allow, n.Deny); err != nil {
 			return spec.NetworkPolicy{}, fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // the sentinel is the category; the parse error is text only
 		}
+	}
+	canon, err := json.Marshal(r)
+	if err != nil {
+		return spec.NetworkPolicy{}, fmt.Errorf("re-encoding the network policy: %w", err)
+	}
+	if string(canon) != v {
+		return spec.NetworkPolicy{}, fmt.Errorf("%w: not the canonical form Warden writes (%s): a duplicate or case-folded key, a null or empty list, or other spacing or order; set the rules with warden's SetNetwork, not by hand", spec.ErrInvalid, canon)
 	}
 	return n, nil
 }

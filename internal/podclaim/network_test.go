@@ -53,6 +53,13 @@ func TestNetworkMalformedRefused(t *testing.T) {
 		{"a bad port", `{"mode":"proxy","allow":["example.com:99999"]}`, "invalid"},
 		{"trailing data", `{"mode":"none"} {"mode":"proxy"}`, "invalid"},
 		{"too long", `{"mode":"proxy","allow":["` + strings.Repeat("a", maxNetworkRecord) + `"]}`, "more than the"},
+		{"a duplicate key", `{"mode":"none","mode":"proxy"}`, "not the canonical form"},
+		{"a duplicate list", `{"mode":"proxy","allow":["a.test"],"allow":["b.test"]}`, "not the canonical form"},
+		{"case-folded keys", `{"MODE":"proxy","Allow":["example.com"]}`, "not the canonical form"},
+		{"a null list", `{"mode":"proxy","allow":null}`, "not the canonical form"},
+		{"an empty list", `{"mode":"proxy","deny":[]}`, "not the canonical form"},
+		{"keys out of order", `{"allow":["example.com"],"mode":"proxy"}`, "not the canonical form"},
+		{"spacing", `{"mode": "none"}`, "not the canonical form"},
 	}
 	for _, tt := range tests {
 		c := claimOf(t, goodRequest(), now)

@@ -20,6 +20,7 @@ import (
 // it. A --net none session has no proxy environment. Nothing leaves
 // this host: the proxy answers the refusal itself.
 func TestPodEgress(t *testing.T) {
+	testhost.HoldHostPort(t, agent.EgressPort)
 	requireEgressPortFree(t)
 	sp := podSpec()
 	sp.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"allowed.test"}}
@@ -40,7 +41,9 @@ func TestPodEgress(t *testing.T) {
 
 // requireEgressPortFree skips (fails under WARDEN_CI=1) while something
 // else holds 127.0.0.1:3128: the test's Pods share the host's network
-// namespace, where the Pod's bridge listens.
+// namespace, where the Pod's bridge listens. Other Warden tests that bind
+// it (kubeback's bed egress) are kept out by testhost.HoldHostPort; this
+// catches anything else on the host.
 func requireEgressPortFree(t *testing.T) {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(agent.EgressPort)))
