@@ -81,7 +81,7 @@ var resumeNonce = []byte("0123456789abcdef")
 // restoredGuest plays a restored agent: it reads the resume frame (which
 // must carry resumeNonce), starts the new stream, takes the control
 // channel and answers first.
-func restoredGuest(t *testing.T, conn *os.File, first string) (*streamGuest, error) {
+func restoredGuest(t *testing.T, conn *os.File, first string, raw bool) (*streamGuest, error) {
 	g := &streamGuest{t: t, conn: conn, killed: make(chan struct{})}
 	resume := make([]byte, 9+streammux.ResumeNonceLen)
 	if _, err := io.ReadFull(conn, resume); err != nil {
@@ -89,6 +89,10 @@ func restoredGuest(t *testing.T, conn *os.File, first string) (*streamGuest, err
 	}
 	if resume[0] != 7 || !bytes.Equal(resume[9:], resumeNonce) {
 		return nil, errors.New("the host's first frame is not a resume with the checkpoint's nonce")
+	}
+	if raw {
+		_, err := conn.Write([]byte(first + "\n"))
+		return g, err
 	}
 	var err error
 	if g.mux, err = streammux.New(conn, streammux.DefaultConfig(), false); err != nil {
@@ -106,6 +110,12 @@ func restoredGuest(t *testing.T, conn *os.File, first string) (*streamGuest, err
 // attachRestored attaches a restored stream session (PriorIDs 5, process
 // 3 started and 5 not yet) to a restored guest whose first event is first.
 func attachRestored(t *testing.T, first string) (*Session, *streamGuest, error) {
+	return attachRestoredRaw(t, first, false)
+}
+
+// attachRestoredRaw is attachRestored with a guest that writes first as a
+// raw line on the connection, outside any stream, when raw is set.
+func attachRestoredRaw(t *testing.T, first string, raw bool) (*Session, *streamGuest, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +124,7 @@ func attachRestored(t *testing.T, first string) (*Session, *streamGuest, error) 
 	t.Cleanup(func() { box.Close() })
 	guest := make(chan *streamGuest, 1)
 	go func() {
-		g, err := restoredGuest(t, box, first)
+		g, err := restoredGuest(t, box, first, raw)
 		if err != nil {
 			t.Logf("the restored guest: %v", err)
 		}
@@ -230,17 +240,21 @@ func TestStreamRestoredAdopt(t *testing.T) {
 // be resumed, listing only processes the checkpoint held as running;
 // anything else fails the attach as a breach.
 func TestStreamRestoredAttachRefuses(t *testing.T) {
-	for _, tt := range []struct{ first, want string }{
-		{`{"kind":"ready"}`, "out of turn"},
-		{`{"kind":"exited","id":3,"status":{"exit_code":0}}`, "not resumed"},
-		{`{"kind":"resumed","live":[{"id":4,"streams":[]}]}`, "process 4 as running"},
-		{`{"kind":"resumed","live":[{"id":9,"streams":[]}]}`, "process 9 as running"},
-		{`{"kind":"resumed","live":[{"id":3,"streams":["sideways"]}]}`, "direction"},
-		{`{"kind":"resumed","live":[{"id":3,"streams":[]},{"id":3,"streams":[]}]}`, "twice"},
+	for _, tt := range []struct {
+		first, want string
+		raw         bool
+	}{
+		{`{"kind":"ready"}`, "out of turn", false},
+		{`{"kind":"exited","id":3,"status":{"exit_code":0}}`, "not resumed", false},
+		{`{"kind":"resumed","live":[{"id":4,"streams":[]}]}`, "process 4 as running", false},
+		{`{"kind":"resumed","live":[{"id":9,"streams":[]}]}`, "process 9 as running", false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["sideways"]}]}`, "direction", false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":[]},{"id":3,"streams":[]}]}`, "twice", false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`, "outside the stream", true},
 	} {
-		_, _, err := attachRestored(t, tt.first)
+		_, _, err := attachRestoredRaw(t, tt.first, tt.raw)
 		if !errors.Is(err, nsinit.ErrProtocol) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Attach() after %s = %v, want a breach saying %q", tt.first, err, tt.want)
+			t.Errorf("Attach() after %s (raw %v) = %v, want a breach saying %q", tt.first, tt.raw, err, tt.want)
 		}
 	}
 	f, _ := fakeFrame(t)

@@ -325,6 +325,8 @@ func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
 		case err != nil:
 			// A reset is an agent that exited with bytes of ours unread.
 			end = streamEnd(err)
+		case first && s.f.Restored && raw:
+			end = fmt.Errorf("%w: it answered resumed outside the stream it was asked for", nsinit.ErrProtocol)
 		case first && s.f.Restored:
 			if end = s.resumedLine(line); end == nil {
 				first = false
