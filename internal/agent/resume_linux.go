@@ -145,23 +145,24 @@ func (s *Session) Live() map[uint64][]string {
 // files as Spawn binds a new process's: files[i] must go the way Live
 // says (a pipe end the process reads for "in", one it writes for "out",
 // /dev/null for "null"). It returns the process, running, whose Wait and
-// Kill work as a spawned one's. Each process may be adopted once.
+// Kill work as a spawned one's. Each process may be adopted once; files
+// that do not fit are refused and leave it listed. A listed process no
+// caller adopts runs, its output unread, until the session's Close.
 func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 	s.holdMu.RLock()
 	defer s.holdMu.RUnlock()
 	s.mu.Lock()
 	streams, ok := s.live[id]
 	err := s.endedLocked()
-	if err == nil && ok {
-		delete(s.live, id)
-	}
 	s.mu.Unlock()
 	switch {
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, fmt.Errorf("adopting process %d: the restored sandbox does not list it as running (or it was adopted already)", id)
+		return nil, notListed(id)
 	}
+	// Checked before the listing is taken: wrong files leave the process
+	// for a right Adopt.
 	if err := checkAdopted(streams, files); err != nil {
 		return nil, fmt.Errorf("adopting process %d: %w", id, err)
 	}
@@ -171,6 +172,12 @@ func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
+	if _, ok := s.live[id]; !ok {
+		// Another Adopt took it meanwhile.
+		s.mu.Unlock()
+		return nil, notListed(id)
+	}
+	delete(s.live, id)
 	if saw, ok := s.seen[id]; !ok || saw&sawExited != 0 {
 		// Its exited event came first: it ended during the restore.
 		s.mu.Unlock()
@@ -188,6 +195,11 @@ func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 		return nil, fmt.Errorf("adopting process %d: %w", id, err)
 	}
 	return p, nil
+}
+
+// notListed is Adopt's error for a process Live does not list.
+func notListed(id uint64) error {
+	return fmt.Errorf("adopting process %d: the restored sandbox does not list it as running (or it was adopted already)", id)
 }
 
 // checkAdopted checks files against the directions a restored agent

@@ -179,9 +179,9 @@ func TestStreamRestoredAttach(t *testing.T) {
 	if _, err := s.Adopt(3, []*os.File{null, null, null}); err == nil || !strings.Contains(err.Error(), `fd 1 is "out"`) {
 		t.Errorf("Adopt() with /dev/null for an output = %v, want a refusal naming fd 1", err)
 	}
-	// The refusal above took the listing: a process is adopted once.
-	if _, err := s.Adopt(3, []*os.File{null, w, null}); err == nil {
-		t.Error("a second Adopt() of process 3 succeeded")
+	// The refusal above left the listing for a right Adopt.
+	if got := s.Live(); len(got) != 1 {
+		t.Errorf("Live() after a refused Adopt = %v, want process 3 still listed", got)
 	}
 	w.Close()
 }
@@ -217,6 +217,9 @@ func TestStreamRestoredAdopt(t *testing.T) {
 	a := await(t, adopted, "Adopt")
 	if a.err != nil {
 		t.Fatalf("Adopt() = %v", a.err)
+	}
+	if _, err := s.Adopt(3, []*os.File{null, w, null}); err == nil || !strings.Contains(err.Error(), "adopted already") {
+		t.Errorf("a second Adopt() of process 3 = %v, want a refusal", err)
 	}
 	w.Close()
 	if req.Op != nsinit.OpReattach || req.ID != 3 || len(req.Streams) != 3 || req.Streams[1].Dir != nsinit.StreamOut || chans[1] == nil {
