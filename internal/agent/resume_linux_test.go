@@ -269,3 +269,47 @@ func TestStreamRestoredAttachRefuses(t *testing.T) {
 		t.Errorf("Attach() with a short nonce = %v, want a refusal", err)
 	}
 }
+
+// TestStreamCheckpointFailedAfterCut: a quiesced session's Kill answers
+// ErrQuiesced at once (no watch to blame the silent box), and EndCut, or
+// a Quiesce whose ctx ends, ends the session naming the failed
+// checkpoint, which every request then gets instead of ErrQuiesced.
+func TestStreamCheckpointFailedAfterCut(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	quiesced := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		_, err := s.Quiesce(ctx)
+		quiesced <- err
+	}()
+	g.request()
+	g.event(`{"kind":"quiesced"}`)
+	if err := await(t, quiesced, "Quiesce"); err != nil {
+		t.Fatalf("Quiesce() = %v", err)
+	}
+	p := &Process{s: s, id: 9, started: make(chan struct{}), done: make(chan struct{})}
+	killed := make(chan error, 1)
+	go func() { killed <- p.Kill() }()
+	if err := await(t, killed, "Kill"); !errors.Is(err, ErrQuiesced) {
+		t.Errorf("Kill() after the quiesce = %v, want ErrQuiesced", err)
+	}
+	s.EndCut(errors.New("checkpoint: the host's disk is full"))
+	await(t, s.Done(), "the session's end")
+	if err := s.Err(); !errors.Is(err, ErrCheckpointFailed) || !strings.Contains(err.Error(), "disk is full") {
+		t.Errorf("Err() after EndCut = %v, want ErrCheckpointFailed naming the cause", err)
+	}
+	if o := await(t, execAsync(s, nil), "an exec after EndCut"); !errors.Is(o.err, ErrSessionEnded) || errors.Is(o.err, ErrQuiesced) {
+		t.Errorf("an exec after EndCut = %v, want the session's end, not ErrQuiesced", o.err)
+	}
+
+	s, _ = attachStream(t, spec.DefaultLimits)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Quiesce(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Quiesce() with an ended ctx = %v, want context.Canceled", err)
+	}
+	if err := s.Err(); !errors.Is(err, ErrCheckpointFailed) {
+		t.Errorf("Err() after a Quiesce whose ctx ended = %v, want ErrCheckpointFailed", err)
+	}
+}

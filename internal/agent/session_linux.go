@@ -48,7 +48,9 @@ type Session struct {
 	// quiesced says Quiesce cut the stream for a checkpoint: no request
 	// goes out any more (guarded by sendMu); quiesceAck is closed by
 	// the agent's answer.
-	quiesced   bool
+	quiesced bool
+	// cutErr is EndCut's end of a quiesced session (guarded by sendMu).
+	cutErr     error
 	quiesceAck chan struct{}
 
 	mu     sync.Mutex
