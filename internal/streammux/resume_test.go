@@ -176,7 +176,7 @@ func TestResumeRefused(t *testing.T) {
 		})
 	}
 	host, _ := pair(t, cfg)
-	if _, err := Resume(host); err == nil || !strings.Contains(err.Error(), "not ended by a resume frame") {
+	if _, err := ResumeOn(host, nil); err == nil || !strings.Contains(err.Error(), "not ended by a resume frame") {
 		t.Errorf("Resume of a live stream = %v, want a refusal", err)
 	}
 	if err := WriteResume(&bytes.Buffer{}, []byte("short")); err == nil {
