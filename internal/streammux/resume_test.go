@@ -157,7 +157,7 @@ func quiesceAndResume(t *testing.T, fresh bool) {
 
 // TestResumeRefused: a resume with another nonce, or after a frame cut
 // in two (a cut that was not quiesced), ends the armed stream as a
-// breach; Resume refuses a stream no resume ended.
+// breach; ResumeOn refuses a stream no resume ended.
 func TestResumeRefused(t *testing.T) {
 	cfg := smallConfig()
 	resume := frame(frameResume, version, ResumeNonceLen, testNonce)
