@@ -508,7 +508,7 @@ func (s *Session) trySendFile(req nsinit.FileRequest) (c *fileCall, sent bool, e
 	case s.ctlClosed || s.ctlCh == nil:
 		return nil, true, ErrSessionEnded
 	case s.quiesced:
-		return nil, true, ErrQuiesced
+		return nil, true, s.quiescedErrLocked()
 	}
 	if free, _ := s.mux.Slots(); free < 1 {
 		return nil, false, nil

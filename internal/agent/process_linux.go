@@ -307,6 +307,11 @@ func (p *Process) Kill() error {
 		return nil
 	default:
 	}
+	// A cut stream takes no kill and brings no end: a watch would blame
+	// the box for the silence.
+	if cut, err := p.s.quiescedNow(); cut {
+		return err
+	}
 	p.watchOnce.Do(func() { go p.watchKill() })
 	select {
 	case <-p.started:

@@ -27,6 +27,11 @@ const quiesceWait = sendTimeout
 // checkpoint: nothing reaches its agent any more.
 var ErrQuiesced = errors.New("the session's stream is cut for a checkpoint: take the checkpoint, or end the session")
 
+// ErrCheckpointFailed is a session whose stream Quiesce cut for a
+// checkpoint that then failed: nothing can reach its agent again, so
+// EndCut ended it.
+var ErrCheckpointFailed = errors.New("a checkpoint failed after it cut the session's stream")
+
 // Quiesce cuts a stream session's stream for a checkpoint of its box and
 // returns the nonce its restore resumes it with (Frame.ResumeNonce): its
 // request is the session's last frame to the agent, and once it returns
@@ -49,6 +54,9 @@ func (s *Session) Quiesce(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("quiescing: %w", err)
 	}
 	if err := s.writeLast(frame); err != nil {
+		if !errors.Is(err, ErrQuiesced) {
+			s.EndCut(err)
+		}
 		return nil, err
 	}
 	wait := time.NewTimer(quiesceWait)
@@ -59,7 +67,9 @@ func (s *Session) Quiesce(ctx context.Context) ([]byte, error) {
 	case <-s.done:
 		return nil, fmt.Errorf("quiescing: %w", s.Err())
 	case <-ctx.Done():
-		return nil, fmt.Errorf("quiescing: %w", ctx.Err())
+		err := fmt.Errorf("quiescing: %w", ctx.Err())
+		s.EndCut(err)
+		return nil, err
 	case <-wait.C:
 		err := fmt.Errorf("%w: it did not answer the quiesce for a checkpoint within %v", nsinit.ErrProtocol, quiesceWait)
 		s.breach(err)
@@ -75,13 +85,50 @@ func (s *Session) writeLast(frame []byte) error {
 	case s.ctlClosed || s.ctlCh == nil:
 		return ErrSessionEnded
 	case s.quiesced:
-		return ErrQuiesced
+		return s.quiescedErrLocked()
 	}
 	s.quiesced = true
 	if err := s.ctlCh.WriteLast(frame, time.Now().Add(sendTimeout)); err != nil {
 		return fmt.Errorf("quiescing: %w", err)
 	}
 	return nil
+}
+
+// EndCut ends a session whose stream Quiesce cut, for a checkpoint that
+// failed with cause: no request can reach its agent again, so it fails
+// closed (its box killed) and every request and Err name the failed
+// checkpoint (ErrCheckpointFailed) rather than ErrQuiesced for good. It
+// does nothing to a session Quiesce did not cut.
+func (s *Session) EndCut(cause error) {
+	s.sendMu.Lock()
+	if !s.quiesced {
+		s.sendMu.Unlock()
+		return
+	}
+	e := &endedError{cause: fmt.Sprintf("%v, after cutting its stream: start a new session", cause), final: true, is: ErrCheckpointFailed}
+	if s.cutErr == nil {
+		s.cutErr = e
+	}
+	s.sendMu.Unlock()
+	s.endWith(e)
+	s.f.Kill()
+}
+
+// quiescedErrLocked is a request's error once Quiesce cut the stream:
+// ErrQuiesced, or EndCut's end (sendMu held).
+func (s *Session) quiescedErrLocked() error {
+	if s.cutErr != nil {
+		return s.cutErr
+	}
+	return ErrQuiesced
+}
+
+// quiescedNow reports whether Quiesce cut the stream, and the error a
+// request then gets.
+func (s *Session) quiescedNow() (bool, error) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.quiesced, s.quiescedErrLocked()
 }
 
 // quiescedEvent takes the agent's answer to Quiesce; one not asked for
@@ -145,23 +192,24 @@ func (s *Session) Live() map[uint64][]string {
 // files as Spawn binds a new process's: files[i] must go the way Live
 // says (a pipe end the process reads for "in", one it writes for "out",
 // /dev/null for "null"). It returns the process, running, whose Wait and
-// Kill work as a spawned one's. Each process may be adopted once.
+// Kill work as a spawned one's. Each process may be adopted once; files
+// that do not fit are refused and leave it listed. A listed process no
+// caller adopts runs, its output unread, until the session's Close.
 func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 	s.holdMu.RLock()
 	defer s.holdMu.RUnlock()
 	s.mu.Lock()
 	streams, ok := s.live[id]
 	err := s.endedLocked()
-	if err == nil && ok {
-		delete(s.live, id)
-	}
 	s.mu.Unlock()
 	switch {
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, fmt.Errorf("adopting process %d: the restored sandbox does not list it as running (or it was adopted already)", id)
+		return nil, notListed(id)
 	}
+	// Checked before the listing is taken: wrong files leave the process
+	// for a right Adopt.
 	if err := checkAdopted(streams, files); err != nil {
 		return nil, fmt.Errorf("adopting process %d: %w", id, err)
 	}
@@ -171,6 +219,12 @@ func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
+	if _, ok := s.live[id]; !ok {
+		// Another Adopt took it meanwhile.
+		s.mu.Unlock()
+		return nil, notListed(id)
+	}
+	delete(s.live, id)
 	if saw, ok := s.seen[id]; !ok || saw&sawExited != 0 {
 		// Its exited event came first: it ended during the restore.
 		s.mu.Unlock()
@@ -188,6 +242,11 @@ func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 		return nil, fmt.Errorf("adopting process %d: %w", id, err)
 	}
 	return p, nil
+}
+
+// notListed is Adopt's error for a process Live does not list.
+func notListed(id uint64) error {
+	return fmt.Errorf("adopting process %d: the restored sandbox does not list it as running (or it was adopted already)", id)
 }
 
 // checkAdopted checks files against the directions a restored agent

@@ -81,7 +81,7 @@ var resumeNonce = []byte("0123456789abcdef")
 // restoredGuest plays a restored agent: it reads the resume frame (which
 // must carry resumeNonce), starts the new stream, takes the control
 // channel and answers first.
-func restoredGuest(t *testing.T, conn *os.File, first string) (*streamGuest, error) {
+func restoredGuest(t *testing.T, conn *os.File, first string, raw bool) (*streamGuest, error) {
 	g := &streamGuest{t: t, conn: conn, killed: make(chan struct{})}
 	resume := make([]byte, 9+streammux.ResumeNonceLen)
 	if _, err := io.ReadFull(conn, resume); err != nil {
@@ -89,6 +89,10 @@ func restoredGuest(t *testing.T, conn *os.File, first string) (*streamGuest, err
 	}
 	if resume[0] != 7 || !bytes.Equal(resume[9:], resumeNonce) {
 		return nil, errors.New("the host's first frame is not a resume with the checkpoint's nonce")
+	}
+	if raw {
+		_, err := conn.Write([]byte(first + "\n"))
+		return g, err
 	}
 	var err error
 	if g.mux, err = streammux.New(conn, streammux.DefaultConfig(), false); err != nil {
@@ -106,6 +110,12 @@ func restoredGuest(t *testing.T, conn *os.File, first string) (*streamGuest, err
 // attachRestored attaches a restored stream session (PriorIDs 5, process
 // 3 started and 5 not yet) to a restored guest whose first event is first.
 func attachRestored(t *testing.T, first string) (*Session, *streamGuest, error) {
+	return attachRestoredRaw(t, first, false)
+}
+
+// attachRestoredRaw is attachRestored with a guest that writes first as a
+// raw line on the connection, outside any stream, when raw is set.
+func attachRestoredRaw(t *testing.T, first string, raw bool) (*Session, *streamGuest, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +124,7 @@ func attachRestored(t *testing.T, first string) (*Session, *streamGuest, error) 
 	t.Cleanup(func() { box.Close() })
 	guest := make(chan *streamGuest, 1)
 	go func() {
-		g, err := restoredGuest(t, box, first)
+		g, err := restoredGuest(t, box, first, raw)
 		if err != nil {
 			t.Logf("the restored guest: %v", err)
 		}
@@ -169,9 +179,9 @@ func TestStreamRestoredAttach(t *testing.T) {
 	if _, err := s.Adopt(3, []*os.File{null, null, null}); err == nil || !strings.Contains(err.Error(), `fd 1 is "out"`) {
 		t.Errorf("Adopt() with /dev/null for an output = %v, want a refusal naming fd 1", err)
 	}
-	// The refusal above took the listing: a process is adopted once.
-	if _, err := s.Adopt(3, []*os.File{null, w, null}); err == nil {
-		t.Error("a second Adopt() of process 3 succeeded")
+	// The refusal above left the listing for a right Adopt.
+	if got := s.Live(); len(got) != 1 {
+		t.Errorf("Live() after a refused Adopt = %v, want process 3 still listed", got)
 	}
 	w.Close()
 }
@@ -208,6 +218,9 @@ func TestStreamRestoredAdopt(t *testing.T) {
 	if a.err != nil {
 		t.Fatalf("Adopt() = %v", a.err)
 	}
+	if _, err := s.Adopt(3, []*os.File{null, w, null}); err == nil || !strings.Contains(err.Error(), "adopted already") {
+		t.Errorf("a second Adopt() of process 3 = %v, want a refusal", err)
+	}
 	w.Close()
 	if req.Op != nsinit.OpReattach || req.ID != 3 || len(req.Streams) != 3 || req.Streams[1].Dir != nsinit.StreamOut || chans[1] == nil {
 		t.Fatalf("the host sent %+v, want a reattach of process 3 with a channel for fd 1", req)
@@ -230,17 +243,21 @@ func TestStreamRestoredAdopt(t *testing.T) {
 // be resumed, listing only processes the checkpoint held as running;
 // anything else fails the attach as a breach.
 func TestStreamRestoredAttachRefuses(t *testing.T) {
-	for _, tt := range []struct{ first, want string }{
-		{`{"kind":"ready"}`, "out of turn"},
-		{`{"kind":"exited","id":3,"status":{"exit_code":0}}`, "not resumed"},
-		{`{"kind":"resumed","live":[{"id":4,"streams":[]}]}`, "process 4 as running"},
-		{`{"kind":"resumed","live":[{"id":9,"streams":[]}]}`, "process 9 as running"},
-		{`{"kind":"resumed","live":[{"id":3,"streams":["sideways"]}]}`, "direction"},
-		{`{"kind":"resumed","live":[{"id":3,"streams":[]},{"id":3,"streams":[]}]}`, "twice"},
+	for _, tt := range []struct {
+		first, want string
+		raw         bool
+	}{
+		{`{"kind":"ready"}`, "out of turn", false},
+		{`{"kind":"exited","id":3,"status":{"exit_code":0}}`, "not resumed", false},
+		{`{"kind":"resumed","live":[{"id":4,"streams":[]}]}`, "process 4 as running", false},
+		{`{"kind":"resumed","live":[{"id":9,"streams":[]}]}`, "process 9 as running", false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["sideways"]}]}`, "direction", false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":[]},{"id":3,"streams":[]}]}`, "twice", false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`, "outside the stream", true},
 	} {
-		_, _, err := attachRestored(t, tt.first)
+		_, _, err := attachRestoredRaw(t, tt.first, tt.raw)
 		if !errors.Is(err, nsinit.ErrProtocol) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Attach() after %s = %v, want a breach saying %q", tt.first, err, tt.want)
+			t.Errorf("Attach() after %s (raw %v) = %v, want a breach saying %q", tt.first, tt.raw, err, tt.want)
 		}
 	}
 	f, _ := fakeFrame(t)
@@ -250,5 +267,49 @@ func TestStreamRestoredAttachRefuses(t *testing.T) {
 			s.Close()
 		}
 		t.Errorf("Attach() with a short nonce = %v, want a refusal", err)
+	}
+}
+
+// TestStreamCheckpointFailedAfterCut: a quiesced session's Kill answers
+// ErrQuiesced at once (no watch to blame the silent box), and EndCut, or
+// a Quiesce whose ctx ends, ends the session naming the failed
+// checkpoint, which every request then gets instead of ErrQuiesced.
+func TestStreamCheckpointFailedAfterCut(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	quiesced := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		_, err := s.Quiesce(ctx)
+		quiesced <- err
+	}()
+	g.request()
+	g.event(`{"kind":"quiesced"}`)
+	if err := await(t, quiesced, "Quiesce"); err != nil {
+		t.Fatalf("Quiesce() = %v", err)
+	}
+	p := &Process{s: s, id: 9, started: make(chan struct{}), done: make(chan struct{})}
+	killed := make(chan error, 1)
+	go func() { killed <- p.Kill() }()
+	if err := await(t, killed, "Kill"); !errors.Is(err, ErrQuiesced) {
+		t.Errorf("Kill() after the quiesce = %v, want ErrQuiesced", err)
+	}
+	s.EndCut(errors.New("checkpoint: the host's disk is full"))
+	await(t, s.Done(), "the session's end")
+	if err := s.Err(); !errors.Is(err, ErrCheckpointFailed) || !strings.Contains(err.Error(), "disk is full") {
+		t.Errorf("Err() after EndCut = %v, want ErrCheckpointFailed naming the cause", err)
+	}
+	if o := await(t, execAsync(s, nil), "an exec after EndCut"); !errors.Is(o.err, ErrSessionEnded) || errors.Is(o.err, ErrQuiesced) {
+		t.Errorf("an exec after EndCut = %v, want the session's end, not ErrQuiesced", o.err)
+	}
+
+	s, _ = attachStream(t, spec.DefaultLimits)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Quiesce(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Quiesce() with an ended ctx = %v, want context.Canceled", err)
+	}
+	if err := s.Err(); !errors.Is(err, ErrCheckpointFailed) {
+		t.Errorf("Err() after a Quiesce whose ctx ended = %v, want ErrCheckpointFailed", err)
 	}
 }

@@ -48,7 +48,9 @@ type Session struct {
 	// quiesced says Quiesce cut the stream for a checkpoint: no request
 	// goes out any more (guarded by sendMu); quiesceAck is closed by
 	// the agent's answer.
-	quiesced   bool
+	quiesced bool
+	// cutErr is EndCut's end of a quiesced session (guarded by sendMu).
+	cutErr     error
 	quiesceAck chan struct{}
 
 	mu     sync.Mutex
@@ -325,6 +327,8 @@ func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
 		case err != nil:
 			// A reset is an agent that exited with bytes of ours unread.
 			end = streamEnd(err)
+		case first && s.f.Restored && raw:
+			end = fmt.Errorf("%w: it answered resumed outside the stream it was asked for", nsinit.ErrProtocol)
 		case first && s.f.Restored:
 			if end = s.resumedLine(line); end == nil {
 				first = false

@@ -273,7 +273,7 @@ func (s *Session) trySendStream(req nsinit.Request, sfs []streamFile, need int, 
 		return true, ErrSessionEnded
 	case s.quiesced:
 		closeStreamFiles(sfs)
-		return true, ErrQuiesced
+		return true, s.quiescedErrLocked()
 	}
 	if free, _ := s.mux.Slots(); free < need {
 		return false, nil

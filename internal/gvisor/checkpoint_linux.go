@@ -120,7 +120,7 @@ type CheckpointOptions struct {
 // (agent.Session.Quiesce), and its nonce recorded for the restore, which
 // takes the stream over; from the cut on the session takes no request
 // (agent.ErrQuiesced), so a checkpoint of a stream box that fails after
-// it leaves a session to close. The caller keeps its interpreters idle
+// it ends the session (agent.ErrCheckpointFailed). The caller keeps its interpreters idle
 // meanwhile. A save runsc itself fails (ErrSaveFailed) ends the box and
 // sess. On any failure dir is removed.
 func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string, o CheckpointOptions) (err error) {
@@ -165,7 +165,10 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		err = fmt.Errorf("checkpoint: %w", err)
+		// The cut stream cannot be joined again: the session fails closed.
+		sess.EndCut(err)
+		return err
 	}
 	return nil
 }

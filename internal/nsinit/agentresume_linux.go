@@ -203,6 +203,10 @@ func (sr *streamRequests) rebind(req Request) error {
 		}
 		chans[i] = ch
 	}
+	if err := sr.unpark(relays, wants); err != nil {
+		closeChannels(chans)
+		return err
+	}
 	for i, r := range relays {
 		if chans[i] != nil {
 			r.resume(chans[i])
@@ -213,7 +217,8 @@ func (sr *streamRequests) rebind(req Request) error {
 
 // parked are the relays of live process id and what each waits for: a
 // channel "in" or "out" for a relay detachAll parked, else StreamNull.
-// Each is unparked here: a process is reattached once.
+// They stay parked until unpark, once the request was checked, so a
+// refused reattach leaves the process for a right one.
 func (sr *streamRequests) parked(id uint64) ([]*streamRelay, []string, error) {
 	sr.relayMu.Lock()
 	defer sr.relayMu.Unlock()
@@ -225,10 +230,29 @@ func (sr *streamRequests) parked(id uint64) ([]*streamRelay, []string, error) {
 	for i, r := range relays {
 		wants[i] = StreamNull
 		if r != nil && r.parked {
-			wants[i], r.parked = r.dir(), false
+			wants[i] = r.dir()
 		}
 	}
 	return relays, wants, nil
+}
+
+// unpark takes the relays parked found waiting (wants), all or none: a
+// process is reattached once, and a second reattach that raced the first
+// is refused.
+func (sr *streamRequests) unpark(relays []*streamRelay, wants []string) error {
+	sr.relayMu.Lock()
+	defer sr.relayMu.Unlock()
+	for i, r := range relays {
+		if wants[i] != StreamNull && !r.parked {
+			return errors.New("the process was reattached already")
+		}
+	}
+	for i, r := range relays {
+		if wants[i] != StreamNull {
+			r.parked = false
+		}
+	}
+	return nil
 }
 
 // dir is r's direction as a Stream names it.

@@ -261,3 +261,33 @@ func readN(t *testing.T, ch *streammux.Channel, n int) string {
 	}
 	return string(b)
 }
+
+// TestStreamRebindKeepsParked: a reattach that does not fit the parked
+// relays (count or direction) leaves them parked, so a right one can
+// still take the process, and a second one is refused.
+func TestStreamRebindKeepsParked(t *testing.T) {
+	out := &streamRelay{parked: true}
+	sr := &streamRequests{relays: map[uint64][]*streamRelay{3: {nil, out, nil}}}
+	for _, streams := range [][]Stream{
+		{{Dir: StreamNull}, {Dir: StreamOut}},
+		{{Dir: StreamNull}, {Dir: StreamIn}, {Dir: StreamNull}},
+		{{Dir: StreamNull}, {Dir: StreamNull}, {Dir: StreamNull}},
+	} {
+		if err := sr.rebind(Request{Op: OpReattach, ID: 3, Streams: streams}); err == nil {
+			t.Errorf("rebind(%+v) = nil, want a refusal", streams)
+		}
+		if !out.parked {
+			t.Fatalf("rebind(%+v) unparked the output relay, want it kept for a right reattach", streams)
+		}
+	}
+	relays, wants, err := sr.parked(3)
+	if err != nil || wants[1] != StreamOut {
+		t.Fatalf("parked(3) = %v, %v; want fd 1 waiting for an output", wants, err)
+	}
+	if err := sr.unpark(relays, wants); err != nil || out.parked {
+		t.Fatalf("unpark() = %v (parked %v), want the relay taken", err, out.parked)
+	}
+	if err := sr.unpark(relays, wants); err == nil {
+		t.Error("a second unpark() = nil, want a refusal")
+	}
+}

@@ -58,7 +58,7 @@
 //     agent's ArmResume) and, once its box is restored on a new
 //     connection, taken over by a new stream that the new host opens with
 //     a resume frame carrying the checkpoint's nonce (WriteResume,
-//     Resume); a resume anywhere else is a breach (see resume.go).
+//     ResumeOn); a resume anywhere else is a breach (see resume.go).
 //
 // Why our own rather than github.com/hashicorp/yamux (v0.1.2, read for
 // this): it answers each ping in a goroutine of its own, which a peer

@@ -30,7 +30,7 @@ const (
 	// replaced the one a quiesced stream stood on (a box restored from a
 	// checkpoint): id is the protocol version, the payload the nonce the
 	// quiesced end was armed with (Mux.ArmResume). It ends the old stream
-	// where it stood and hands its connection on (Resume); anywhere else
+	// where it stood and hands its connection on (ResumeOn); anywhere else
 	// it is a breach.
 	frameResume byte = 7
 )

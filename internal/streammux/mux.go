@@ -73,7 +73,7 @@ type Mux struct {
 	paceCtx    context.Context
 	paceCancel context.CancelFunc
 
-	// initiator is New's; rd is the reader of conn (kept for Resume).
+	// initiator is New's; rd is the reader of conn (kept for ResumeOn).
 	initiator bool
 	rd        *bufio.Reader
 	// resumeNonce, once ArmResume set it, is the nonce of the one resume

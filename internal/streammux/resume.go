@@ -33,14 +33,14 @@ import (
 //     (WriteResume) and then starts a new stream, its hello first. The
 //     armed end's reader, which stood between frames, reads the resume
 //     frame, ends the old stream with ErrResumed without closing the
-//     connection, and Resume starts a new Mux on it with what the reader
+//     connection, and ResumeOn starts a new Mux on it with what the reader
 //     already read past the resume frame. A resume frame on a stream not
 //     armed, with another nonce, or first on a stream is a breach, as a
 //     second hello is; bytes of a frame cut in two would make the resume
 //     frame unreadable, so a cut that was not quiesced fails closed.
 
 // ErrResumed is the cause of a stream a resume frame ended: its
-// connection lives on for the Mux Resume starts on it.
+// connection lives on for the Mux ResumeOn starts on it.
 var ErrResumed = errors.New("the stream was cut by a checkpoint and taken over by a resumed peer")
 
 // ArmResume makes this end accept one resume frame carrying nonce
@@ -128,16 +128,12 @@ func WriteResume(w io.Writer, nonce []byte) error {
 	return nil
 }
 
-// Resume starts a new stream on the connection of old, which a resume
-// frame ended (ErrResumed), with the bytes its reader had read past that
-// frame, and the same Config and side. The new stream's first frames are
-// each end's hello again; old's channels are gone with it.
-func Resume(old *Mux) (*Mux, error) {
-	return ResumeOn(old, nil)
-}
-
-// ResumeOn is Resume on conn, a new descriptor of old's connection (nil:
-// old's own), which then closes old's. A box restored by gVisor
+// ResumeOn starts a new stream on conn, a new descriptor of the
+// connection of old, which a resume frame ended (ErrResumed), with the
+// bytes old's reader had read past that frame, and the same Config and
+// side; conn nil is old's own descriptor, else old's is closed. The new
+// stream's first frames are each end's hello again; old's channels are
+// gone with it. A box restored by gVisor
 // (runsc 2022-12-19) needs it: a descriptor registered with the poller
 // before the checkpoint hears of no readiness after the restore (bytes
 // sit unread in its socket), while one registered after it does.

@@ -157,7 +157,7 @@ func quiesceAndResume(t *testing.T, fresh bool) {
 
 // TestResumeRefused: a resume with another nonce, or after a frame cut
 // in two (a cut that was not quiesced), ends the armed stream as a
-// breach; Resume refuses a stream no resume ended.
+// breach; ResumeOn refuses a stream no resume ended.
 func TestResumeRefused(t *testing.T) {
 	cfg := smallConfig()
 	resume := frame(frameResume, version, ResumeNonceLen, testNonce)
@@ -176,7 +176,7 @@ func TestResumeRefused(t *testing.T) {
 		})
 	}
 	host, _ := pair(t, cfg)
-	if _, err := Resume(host); err == nil || !strings.Contains(err.Error(), "not ended by a resume frame") {
+	if _, err := ResumeOn(host, nil); err == nil || !strings.Contains(err.Error(), "not ended by a resume frame") {
 		t.Errorf("Resume of a live stream = %v, want a refusal", err)
 	}
 	if err := WriteResume(&bytes.Buffer{}, []byte("short")); err == nil {
