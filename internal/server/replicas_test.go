@@ -68,7 +68,12 @@ type replicaPair struct {
 }
 
 func newReplicaPair(t *testing.T) *replicaPair {
-	p := &replicaPair{a: newHolder(t)}
+	return newReplicaPairOf(t, newHolder(t))
+}
+
+// newReplicaPairOf is newReplicaPair with a as A.
+func newReplicaPairOf(t *testing.T, a *harness) *replicaPair {
+	p := &replicaPair{a: a}
 	p.b = newHarness(t, func(c *Config) {
 		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
 			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
@@ -80,8 +85,8 @@ func newReplicaPair(t *testing.T) *replicaPair {
 	t.Cleanup(as.Close)
 	t.Cleanup(bs.Close)
 	p.aURL, p.bURL, p.aServer = as.URL, bs.URL, as
-	a := netip.MustParseAddrPort(strings.TrimPrefix(as.URL, "http://"))
-	p.holder.Store(&a)
+	aAddr := netip.MustParseAddrPort(strings.TrimPrefix(as.URL, "http://"))
+	p.holder.Store(&aAddr)
 	return p
 }
 
@@ -140,6 +145,28 @@ func TestReplicasForward(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound || p.asked.Load() != 1 {
 		t.Errorf("a forwarded request at B: got %d after %d lookups, want 404 served at B with no lookup", resp.StatusCode, p.asked.Load())
+	}
+}
+
+// TestReplicasMarkOut: B marks what it forwards. A, which here does
+// not hold the session (it moved on) and whose lookup would name B,
+// serves B's request itself, with no lookup and no forward back to B.
+func TestReplicasMarkOut(t *testing.T) {
+	var aAsked atomic.Int32
+	a := newHarness(t, func(c *Config) {
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
+			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
+				aAsked.Add(1)
+				t.Error("A looked up a holder for a request B forwarded: B did not mark it")
+				return netip.AddrPort{}, nil
+			}}
+	})
+	p := newReplicaPairOf(t, a)
+	id := p.a.create(keyA)
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["echo","marked"]}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(p.a.fake.lastExec.Command) != 2 || aAsked.Load() != 0 || p.asked.Load() != 1 {
+		t.Errorf("exec forwarded B to A: got %d, A's last exec %v, A's lookups %d, B's %d; want 200 run at A, 0 and 1", resp.StatusCode, p.a.fake.lastExec.Command, aAsked.Load(), p.asked.Load())
 	}
 }
 
