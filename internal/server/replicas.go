@@ -201,14 +201,21 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // failed answers a forward that failed once the holder answered (it
-// went away mid-request: 503, retry), and notes a failed dial, which is
-// answered by taking over.
+// went away mid-request: 503, retry, and the holder is forgotten, to be
+// looked up again), and notes a failed dial, which is answered by taking
+// over. A client gone is neither: nothing is answered to it, and its
+// holder is not blamed.
 func (f *forwarder) failed(w http.ResponseWriter, r *http.Request, err error) {
 	st := r.Context().Value(forwardStateKey{}).(*forwardState)
+	if r.Context().Err() != nil {
+		f.s.log.Debug("the client left during a forwarded request", "session", st.id, "holder", st.target, "err", err)
+		return
+	}
 	if de := (*dialError)(nil); errors.As(err, &de) {
 		st.dialFailed = true
 		return
 	}
+	f.forget(owner(r), st.id)
 	f.s.log.Warn("forwarding a request to the replica holding its session", "session", st.id, "holder", st.target, "err", err)
 	f.s.writeError(w, &apiError{http.StatusServiceUnavailable, codeUnavailable,
 		"the server holding session " + st.id + " stopped answering during the request: retry"})

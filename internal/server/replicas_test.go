@@ -63,6 +63,7 @@ type replicaPair struct {
 	a, b       *harness
 	aURL, bURL string
 	aServer    *httptest.Server
+	bServer    *httptest.Server
 	holder     atomic.Pointer[netip.AddrPort]
 	asked      atomic.Int32 // B's lookups of a holder
 }
@@ -84,7 +85,7 @@ func newReplicaPairOf(t *testing.T, a *harness) *replicaPair {
 	as, bs := httptest.NewServer(p.a.srv.Handler()), httptest.NewServer(p.b.srv.Handler())
 	t.Cleanup(as.Close)
 	t.Cleanup(bs.Close)
-	p.aURL, p.bURL, p.aServer = as.URL, bs.URL, as
+	p.aURL, p.bURL, p.aServer, p.bServer = as.URL, bs.URL, as, bs
 	aAddr := netip.MustParseAddrPort(strings.TrimPrefix(as.URL, "http://"))
 	p.holder.Store(&aAddr)
 	return p
@@ -189,6 +190,91 @@ func TestReplicasTakeOver(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || len(p.b.fake.lastExec.Command) != 2 || p.b.fake.lastExec.Command[1] != "taken" {
 		t.Errorf("exec at B with its holder gone: got %d, B's last exec %v; want 200 run at B", resp.StatusCode, p.b.fake.lastExec.Command)
+	}
+}
+
+// fakeHolder is a holder at a loopback listener that accepts each
+// connection and passes it to serve; it is closed at the test's end.
+func fakeHolder(t *testing.T, serve func(net.Conn)) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for range 16 { // bounded: a test makes a few
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go serve(c)
+		}
+	}()
+	return netip.MustParseAddrPort(ln.Addr().String())
+}
+
+// TestReplicasHolderFails: a holder that takes the request and closes
+// the connection without answering gets the client a 503 (a POST cannot
+// be sent again), and is forgotten: the next request looks it up again.
+func TestReplicasHolderFails(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	h := fakeHolder(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 4096)) // the request's start; its error is the test's outcome
+		c.Close()
+	})
+	p.holder.Store(&h)
+	for i := range 2 {
+		resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, nil)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("request %d with the holder failing: got %d, want 503", i, resp.StatusCode)
+		}
+	}
+	if got := p.asked.Load(); got != 2 {
+		t.Errorf("B's holder lookups: got %d, want 2 (a failed holder is forgotten)", got)
+	}
+}
+
+// TestReplicasClientGone: a client that leaves while the holder works
+// is no failure of the holder: B logs no warning and answers nothing.
+func TestReplicasClientGone(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	got := make(chan struct{}, 1)
+	h := fakeHolder(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 4096)) // the request's start; the test waits for it
+		got <- struct{}{}
+		_, _ = io.Copy(io.Discard, c) // until B drops the connection; nothing to check
+	})
+	p.holder.Store(&h)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", p.bURL+"/v1/sessions/"+id+"/exec", strings.NewReader(`{"command":["true"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case <-got:
+	case <-time.After(time.Minute):
+		t.Fatal("the request never reached the holder")
+	}
+	cancel()
+	<-done
+	p.bServer.Close() // waits for B's handler to end
+	if logs := p.b.logs.String(); strings.Contains(logs, "level=WARN") || strings.Contains(logs, "does not answer") {
+		t.Errorf("B's logs after its client left: got\n%s\nwant no warning and no take-over", logs)
 	}
 }
 
