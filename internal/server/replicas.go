@@ -176,6 +176,9 @@ func newForwarder(s *Server, cfg Replicas) *forwarder {
 			if err != nil {
 				return nil, &dialError{err}
 			}
+			if err := keepHolder(c); err != nil {
+				f.s.log.Debug("bounding a dead holder's connection", "holder", addr, "err", err)
+			}
 			return c, nil
 		},
 		MaxIdleConnsPerHost: 16,
