@@ -245,19 +245,40 @@ func (f *forwarder) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		holder, remembered := f.holder(r.Context(), o, id, false)
+		holder, remembered, err := f.holder(r.Context(), o, id, false)
+		if err != nil {
+			f.lookupFailed(w, r, id, err)
+			return
+		}
 		if f.forward(w, r, id, holder) {
 			return
 		}
 		if remembered {
 			// The holder remembered is gone: the session may have
 			// moved since, which one more lookup tells.
-			if holder, _ = f.holder(r.Context(), o, id, true); f.forward(w, r, id, holder) {
+			if holder, _, err = f.holder(r.Context(), o, id, true); err != nil {
+				f.lookupFailed(w, r, id, err)
+				return
+			}
+			if f.forward(w, r, id, holder) {
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// lookupFailed answers a request whose session's holder could not be
+// looked up (the store busy or failing): 503 at once, retry, as serving
+// it here would cost the store more lookups and a dial of a Pod its
+// holder may well have (409 after the handshake). Nothing is answered to
+// a client gone.
+func (f *forwarder) lookupFailed(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	f.s.writeError(w, &apiError{http.StatusServiceUnavailable, codeUnavailable,
+		"looking up the server holding session " + id + ": " + oneLine(err) + "; retry"})
 }
 
 // forward sends r to holder unless forwardTo says to serve it here;
@@ -286,26 +307,30 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, h
 
 // holder is the session's live holder: remembered from a lookup within
 // holderFor (unless fresh), else looked up and remembered; the zero
-// AddrPort when there is none or the lookup fails (the request is then
-// served here, whose own lookup answers as it finds). remembered says
-// the answer came from memory.
-func (f *forwarder) holder(ctx context.Context, o, id string, fresh bool) (addr netip.AddrPort, remembered bool) {
+// AddrPort when there is none, or the session is missing or dead (the
+// request is then served here, whose own lookup answers as it finds).
+// A lookup failing otherwise (busy, the store's error) is the error.
+// remembered says the answer came from memory.
+func (f *forwarder) holder(ctx context.Context, o, id string, fresh bool) (addr netip.AddrPort, remembered bool, err error) {
 	key := o + "\x00" + id
 	f.mu.Lock()
 	h, ok := f.holders[key]
 	f.mu.Unlock()
 	if ok && !fresh && time.Since(h.at) < holderFor {
-		return h.addr, true
+		return h.addr, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, holderLookupWait)
 	defer cancel()
-	addr, err := f.cfg.Holder(ctx, o, id)
+	addr, err = f.cfg.Holder(ctx, o, id)
 	if err != nil || !addr.IsValid() {
 		f.forget(o, id)
-		return netip.AddrPort{}, false
+		if err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrDead) {
+			return netip.AddrPort{}, false, err
+		}
+		return netip.AddrPort{}, false, nil
 	}
 	f.remember(key, addr)
-	return addr, false
+	return addr, false, nil
 }
 
 // remember notes addr as the holder under key, dropping the expired

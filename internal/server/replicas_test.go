@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -275,6 +277,40 @@ func TestReplicasClientGone(t *testing.T) {
 	p.bServer.Close() // waits for B's handler to end
 	if logs := p.b.logs.String(); strings.Contains(logs, "level=WARN") || strings.Contains(logs, "does not answer") {
 		t.Errorf("B's logs after its client left: got\n%s\nwant no warning and no take-over", logs)
+	}
+}
+
+// TestReplicasLookupFails: a holder lookup that fails (busy, the
+// store's error) answers 503 at once, with nothing served at B; one
+// finding the session missing lets B answer as it finds (404).
+func TestReplicasLookupFails(t *testing.T) {
+	var lookErr atomic.Pointer[error]
+	b := newHarness(t, func(c *Config) {
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
+			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
+				return netip.AddrPort{}, *lookErr.Load()
+			}}
+	})
+	bs := httptest.NewServer(b.srv.Handler())
+	defer bs.Close()
+	id := b.create(keyA)
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"busy", fmt.Errorf("%w: no slot", sandbox.ErrBusy), http.StatusServiceUnavailable},
+		{"the store's error", errors.New("apiserver: 429"), http.StatusServiceUnavailable},
+		{"missing", fmt.Errorf("%w: gone", sandbox.ErrNotFound), http.StatusOK},
+	} {
+		lookErr.Store(&c.err)
+		b.fake.lastExec = sandbox.ExecRequest{}
+		resp := post(t, bs.URL+"/v1/sessions/"+id+"/exec", `{"command":["echo","here"]}`, nil)
+		resp.Body.Close()
+		ran := len(b.fake.lastExec.Command) != 0
+		if resp.StatusCode != c.want || ran != (c.want == http.StatusOK) {
+			t.Errorf("lookup %s: got %d, run at B %v; want %d, run at B only if 200", c.name, resp.StatusCode, ran, c.want)
+		}
 	}
 }
 
