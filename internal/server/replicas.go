@@ -109,16 +109,6 @@ func sessionOfPath(path string) string {
 	return id
 }
 
-// forwardTo is where a request for a session goes: the zero AddrPort
-// serves it here. A session held here, or a request already forwarded,
-// is served here; else one with another live holder goes to it.
-func forwardTo(held, forwarded bool, holder netip.AddrPort) netip.AddrPort {
-	if held || forwarded || !holder.IsValid() {
-		return netip.AddrPort{}
-	}
-	return holder
-}
-
 // Bounds of the forwarder's memory of sessions' holders.
 const (
 	// holderFor is how long a holder found is used without looking it
@@ -281,15 +271,15 @@ func (f *forwarder) lookupFailed(w http.ResponseWriter, r *http.Request, id stri
 		"looking up the server holding session " + id + ": " + oneLine(err) + "; retry"})
 }
 
-// forward sends r to holder unless forwardTo says to serve it here;
-// false says it was not sent (no holder, or it did not answer the dial,
-// and then it is forgotten) and this server is to serve it.
+// forward sends r to holder, a session's holder wrap found (neither
+// held here nor forwarded already); false says it was not sent (no
+// holder, or it did not answer the dial, and then it is forgotten) and
+// this server is to serve it.
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, holder netip.AddrPort) bool {
-	target := forwardTo(false, false, holder)
-	if !target.IsValid() {
+	if !holder.IsValid() {
 		return false
 	}
-	st := &forwardState{target: target, id: id}
+	st := &forwardState{target: holder, id: id}
 	out := r.WithContext(context.WithValue(r.Context(), forwardStateKey{}, st))
 	if r.Body != nil && r.Body != http.NoBody {
 		// The proxy closes the body it sends; should the dial fail,
@@ -299,7 +289,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, h
 	f.proxy.ServeHTTP(w, out)
 	if st.dialFailed {
 		f.forget(owner(r), id)
-		f.s.log.Info("the replica holding the session does not answer", "session", id, "holder", target)
+		f.s.log.Info("the replica holding the session does not answer", "session", id, "holder", holder)
 		return false
 	}
 	return true

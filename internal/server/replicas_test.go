@@ -23,26 +23,6 @@ import (
 // replicaKey is the tests' Replicas.Key.
 var replicaKey = bytes.Repeat([]byte{7}, minReplicaKey)
 
-func TestForwardTo(t *testing.T) {
-	other := netip.MustParseAddrPort("10.0.0.2:8080")
-	for _, tt := range []struct {
-		name            string
-		held, forwarded bool
-		holder          netip.AddrPort
-		want            netip.AddrPort
-	}{
-		{"held here", true, false, other, netip.AddrPort{}},
-		{"forwarded already", false, true, other, netip.AddrPort{}},
-		{"held and forwarded", true, true, other, netip.AddrPort{}},
-		{"no holder recorded", false, false, netip.AddrPort{}, netip.AddrPort{}},
-		{"another holder", false, false, other, other},
-	} {
-		if got := forwardTo(tt.held, tt.forwarded, tt.holder); got != tt.want {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestSessionOfPath(t *testing.T) {
 	for path, want := range map[string]string{
 		"/v1/sessions":                   "",
