@@ -109,16 +109,6 @@ func sessionOfPath(path string) string {
 	return id
 }
 
-// forwardTo is where a request for a session goes: the zero AddrPort
-// serves it here. A session held here, or a request already forwarded,
-// is served here; else one with another live holder goes to it.
-func forwardTo(held, forwarded bool, holder netip.AddrPort) netip.AddrPort {
-	if held || forwarded || !holder.IsValid() {
-		return netip.AddrPort{}
-	}
-	return holder
-}
-
 // Bounds of the forwarder's memory of sessions' holders.
 const (
 	// holderFor is how long a holder found is used without looking it
@@ -176,6 +166,9 @@ func newForwarder(s *Server, cfg Replicas) *forwarder {
 			if err != nil {
 				return nil, &dialError{err}
 			}
+			if err := keepHolder(c); err != nil {
+				f.s.log.Debug("bounding a dead holder's connection", "holder", addr, "err", err)
+			}
 			return c, nil
 		},
 		MaxIdleConnsPerHost: 16,
@@ -201,14 +194,21 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // failed answers a forward that failed once the holder answered (it
-// went away mid-request: 503, retry), and notes a failed dial, which is
-// answered by taking over.
+// went away mid-request: 503, retry, and the holder is forgotten, to be
+// looked up again), and notes a failed dial, which is answered by taking
+// over. A client gone is neither: nothing is answered to it, and its
+// holder is not blamed.
 func (f *forwarder) failed(w http.ResponseWriter, r *http.Request, err error) {
 	st := r.Context().Value(forwardStateKey{}).(*forwardState)
+	if r.Context().Err() != nil {
+		f.s.log.Debug("the client left during a forwarded request", "session", st.id, "holder", st.target, "err", err)
+		return
+	}
 	if de := (*dialError)(nil); errors.As(err, &de) {
 		st.dialFailed = true
 		return
 	}
+	f.forget(owner(r), st.id)
 	f.s.log.Warn("forwarding a request to the replica holding its session", "session", st.id, "holder", st.target, "err", err)
 	f.s.writeError(w, &apiError{http.StatusServiceUnavailable, codeUnavailable,
 		"the server holding session " + st.id + " stopped answering during the request: retry"})
@@ -235,14 +235,22 @@ func (f *forwarder) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		holder, remembered := f.holder(r.Context(), o, id, false)
+		holder, remembered, err := f.holder(r.Context(), o, id, false)
+		if err != nil {
+			f.lookupFailed(w, r, id, err)
+			return
+		}
 		if f.forward(w, r, id, holder) {
 			return
 		}
 		if remembered {
 			// The holder remembered is gone: the session may have
 			// moved since, which one more lookup tells.
-			if holder, _ = f.holder(r.Context(), o, id, true); f.forward(w, r, id, holder) {
+			if holder, _, err = f.holder(r.Context(), o, id, true); err != nil {
+				f.lookupFailed(w, r, id, err)
+				return
+			}
+			if f.forward(w, r, id, holder) {
 				return
 			}
 		}
@@ -250,15 +258,28 @@ func (f *forwarder) wrap(next http.Handler) http.Handler {
 	})
 }
 
-// forward sends r to holder unless forwardTo says to serve it here;
-// false says it was not sent (no holder, or it did not answer the dial,
-// and then it is forgotten) and this server is to serve it.
+// lookupFailed answers a request whose session's holder could not be
+// looked up (the store busy or failing): 503 at once, retry, as serving
+// it here would cost the store more lookups and a dial of a Pod its
+// holder may well have (409 after the handshake). Nothing is answered to
+// a client gone.
+func (f *forwarder) lookupFailed(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	f.s.writeError(w, &apiError{http.StatusServiceUnavailable, codeUnavailable,
+		"looking up the server holding session " + id + ": " + oneLine(err) + "; retry"})
+}
+
+// forward sends r to holder, a session's holder wrap found (neither
+// held here nor forwarded already); false says it was not sent (no
+// holder, or it did not answer the dial, and then it is forgotten) and
+// this server is to serve it.
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, holder netip.AddrPort) bool {
-	target := forwardTo(false, false, holder)
-	if !target.IsValid() {
+	if !holder.IsValid() {
 		return false
 	}
-	st := &forwardState{target: target, id: id}
+	st := &forwardState{target: holder, id: id}
 	out := r.WithContext(context.WithValue(r.Context(), forwardStateKey{}, st))
 	if r.Body != nil && r.Body != http.NoBody {
 		// The proxy closes the body it sends; should the dial fail,
@@ -268,7 +289,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, h
 	f.proxy.ServeHTTP(w, out)
 	if st.dialFailed {
 		f.forget(owner(r), id)
-		f.s.log.Info("the replica holding the session does not answer", "session", id, "holder", target)
+		f.s.log.Info("the replica holding the session does not answer", "session", id, "holder", holder)
 		return false
 	}
 	return true
@@ -276,26 +297,30 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, h
 
 // holder is the session's live holder: remembered from a lookup within
 // holderFor (unless fresh), else looked up and remembered; the zero
-// AddrPort when there is none or the lookup fails (the request is then
-// served here, whose own lookup answers as it finds). remembered says
-// the answer came from memory.
-func (f *forwarder) holder(ctx context.Context, o, id string, fresh bool) (addr netip.AddrPort, remembered bool) {
+// AddrPort when there is none, or the session is missing or dead (the
+// request is then served here, whose own lookup answers as it finds).
+// A lookup failing otherwise (busy, the store's error) is the error.
+// remembered says the answer came from memory.
+func (f *forwarder) holder(ctx context.Context, o, id string, fresh bool) (addr netip.AddrPort, remembered bool, err error) {
 	key := o + "\x00" + id
 	f.mu.Lock()
 	h, ok := f.holders[key]
 	f.mu.Unlock()
 	if ok && !fresh && time.Since(h.at) < holderFor {
-		return h.addr, true
+		return h.addr, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, holderLookupWait)
 	defer cancel()
-	addr, err := f.cfg.Holder(ctx, o, id)
+	addr, err = f.cfg.Holder(ctx, o, id)
 	if err != nil || !addr.IsValid() {
 		f.forget(o, id)
-		return netip.AddrPort{}, false
+		if err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrDead) {
+			return netip.AddrPort{}, false, err
+		}
+		return netip.AddrPort{}, false, nil
 	}
 	f.remember(key, addr)
-	return addr, false
+	return addr, false, nil
 }
 
 // remember notes addr as the holder under key, dropping the expired

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,26 +22,6 @@ import (
 
 // replicaKey is the tests' Replicas.Key.
 var replicaKey = bytes.Repeat([]byte{7}, minReplicaKey)
-
-func TestForwardTo(t *testing.T) {
-	other := netip.MustParseAddrPort("10.0.0.2:8080")
-	for _, tt := range []struct {
-		name            string
-		held, forwarded bool
-		holder          netip.AddrPort
-		want            netip.AddrPort
-	}{
-		{"held here", true, false, other, netip.AddrPort{}},
-		{"forwarded already", false, true, other, netip.AddrPort{}},
-		{"held and forwarded", true, true, other, netip.AddrPort{}},
-		{"no holder recorded", false, false, netip.AddrPort{}, netip.AddrPort{}},
-		{"another holder", false, false, other, other},
-	} {
-		if got := forwardTo(tt.held, tt.forwarded, tt.holder); got != tt.want {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
 
 func TestSessionOfPath(t *testing.T) {
 	for path, want := range map[string]string{
@@ -63,12 +45,18 @@ type replicaPair struct {
 	a, b       *harness
 	aURL, bURL string
 	aServer    *httptest.Server
+	bServer    *httptest.Server
 	holder     atomic.Pointer[netip.AddrPort]
 	asked      atomic.Int32 // B's lookups of a holder
 }
 
 func newReplicaPair(t *testing.T) *replicaPair {
-	p := &replicaPair{a: newHolder(t)}
+	return newReplicaPairOf(t, newHolder(t))
+}
+
+// newReplicaPairOf is newReplicaPair with a as A.
+func newReplicaPairOf(t *testing.T, a *harness) *replicaPair {
+	p := &replicaPair{a: a}
 	p.b = newHarness(t, func(c *Config) {
 		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
 			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
@@ -79,9 +67,9 @@ func newReplicaPair(t *testing.T) *replicaPair {
 	as, bs := httptest.NewServer(p.a.srv.Handler()), httptest.NewServer(p.b.srv.Handler())
 	t.Cleanup(as.Close)
 	t.Cleanup(bs.Close)
-	p.aURL, p.bURL, p.aServer = as.URL, bs.URL, as
-	a := netip.MustParseAddrPort(strings.TrimPrefix(as.URL, "http://"))
-	p.holder.Store(&a)
+	p.aURL, p.bURL, p.aServer, p.bServer = as.URL, bs.URL, as, bs
+	aAddr := netip.MustParseAddrPort(strings.TrimPrefix(as.URL, "http://"))
+	p.holder.Store(&aAddr)
 	return p
 }
 
@@ -143,6 +131,28 @@ func TestReplicasForward(t *testing.T) {
 	}
 }
 
+// TestReplicasMarkOut: B marks what it forwards. A, which here does
+// not hold the session (it moved on) and whose lookup would name B,
+// serves B's request itself, with no lookup and no forward back to B.
+func TestReplicasMarkOut(t *testing.T) {
+	var aAsked atomic.Int32
+	a := newHarness(t, func(c *Config) {
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
+			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
+				aAsked.Add(1)
+				t.Error("A looked up a holder for a request B forwarded: B did not mark it")
+				return netip.AddrPort{}, nil
+			}}
+	})
+	p := newReplicaPairOf(t, a)
+	id := p.a.create(keyA)
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["echo","marked"]}`, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(p.a.fake.lastExec.Command) != 2 || aAsked.Load() != 0 || p.asked.Load() != 1 {
+		t.Errorf("exec forwarded B to A: got %d, A's last exec %v, A's lookups %d, B's %d; want 200 run at A, 0 and 1", resp.StatusCode, p.a.fake.lastExec.Command, aAsked.Load(), p.asked.Load())
+	}
+}
+
 // TestReplicasTakeOver: a holder that refuses the dial is taken to be
 // gone, and B serves the request itself, with its body whole.
 func TestReplicasTakeOver(t *testing.T) {
@@ -162,6 +172,125 @@ func TestReplicasTakeOver(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || len(p.b.fake.lastExec.Command) != 2 || p.b.fake.lastExec.Command[1] != "taken" {
 		t.Errorf("exec at B with its holder gone: got %d, B's last exec %v; want 200 run at B", resp.StatusCode, p.b.fake.lastExec.Command)
+	}
+}
+
+// fakeHolder is a holder at a loopback listener that accepts each
+// connection and passes it to serve; it is closed at the test's end.
+func fakeHolder(t *testing.T, serve func(net.Conn)) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for range 16 { // bounded: a test makes a few
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go serve(c)
+		}
+	}()
+	return netip.MustParseAddrPort(ln.Addr().String())
+}
+
+// TestReplicasHolderFails: a holder that takes the request and closes
+// the connection without answering gets the client a 503 (a POST cannot
+// be sent again), and is forgotten: the next request looks it up again.
+func TestReplicasHolderFails(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	h := fakeHolder(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 4096)) // the request's start; its error is the test's outcome
+		c.Close()
+	})
+	p.holder.Store(&h)
+	for i := range 2 {
+		resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, nil)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("request %d with the holder failing: got %d, want 503", i, resp.StatusCode)
+		}
+	}
+	if got := p.asked.Load(); got != 2 {
+		t.Errorf("B's holder lookups: got %d, want 2 (a failed holder is forgotten)", got)
+	}
+}
+
+// TestReplicasClientGone: a client that leaves while the holder works
+// is no failure of the holder: B logs no warning and answers nothing.
+func TestReplicasClientGone(t *testing.T) {
+	p := newReplicaPair(t)
+	id := p.a.create(keyA)
+	got := make(chan struct{}, 1)
+	h := fakeHolder(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 4096)) // the request's start; the test waits for it
+		got <- struct{}{}
+		_, _ = io.Copy(io.Discard, c) // until B drops the connection; nothing to check
+	})
+	p.holder.Store(&h)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", p.bURL+"/v1/sessions/"+id+"/exec", strings.NewReader(`{"command":["true"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case <-got:
+	case <-time.After(time.Minute):
+		t.Fatal("the request never reached the holder")
+	}
+	cancel()
+	<-done
+	p.bServer.Close() // waits for B's handler to end
+	if logs := p.b.logs.String(); strings.Contains(logs, "level=WARN") || strings.Contains(logs, "does not answer") {
+		t.Errorf("B's logs after its client left: got\n%s\nwant no warning and no take-over", logs)
+	}
+}
+
+// TestReplicasLookupFails: a holder lookup that fails (busy, the
+// store's error) answers 503 at once, with nothing served at B; one
+// finding the session missing lets B answer as it finds (404).
+func TestReplicasLookupFails(t *testing.T) {
+	var lookErr atomic.Pointer[error]
+	b := newHarness(t, func(c *Config) {
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
+			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
+				return netip.AddrPort{}, *lookErr.Load()
+			}}
+	})
+	bs := httptest.NewServer(b.srv.Handler())
+	defer bs.Close()
+	id := b.create(keyA)
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"busy", fmt.Errorf("%w: no slot", sandbox.ErrBusy), http.StatusServiceUnavailable},
+		{"the store's error", errors.New("apiserver: 429"), http.StatusServiceUnavailable},
+		{"missing", fmt.Errorf("%w: gone", sandbox.ErrNotFound), http.StatusOK},
+	} {
+		lookErr.Store(&c.err)
+		b.fake.lastExec = sandbox.ExecRequest{}
+		resp := post(t, bs.URL+"/v1/sessions/"+id+"/exec", `{"command":["echo","here"]}`, nil)
+		resp.Body.Close()
+		ran := len(b.fake.lastExec.Command) != 0
+		if resp.StatusCode != c.want || ran != (c.want == http.StatusOK) {
+			t.Errorf("lookup %s: got %d, run at B %v; want %d, run at B only if 200", c.name, resp.StatusCode, ran, c.want)
+		}
 	}
 }
 
