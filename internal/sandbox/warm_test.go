@@ -25,11 +25,20 @@ func newWarmManager(t *testing.T, size int, wait time.Duration) (*Manager, *fake
 	b := &fakeBackend{}
 	m := NewManager(warmBackend{b}, Config{Pool: size})
 	t.Cleanup(func() { m.Close() })
-	waitFor(t, "the pool to fill", func() bool { return b.alive() == size })
+	// The pool holds a box only once its warm-up has run, after Start
+	// counted it: wait on the pool, or Create may find it empty.
+	waitFor(t, "the pool to fill", func() bool { return m.pool.held() == size })
 	return m, b
 }
 
-// starts is how many boxes b has built.
+// held is how many boxes p holds ready.
+func (p *pool) held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.boxes)
+}
+
+// startCount is how many boxes f has built.
 func (f *fakeBackend) startCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
