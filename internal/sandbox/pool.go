@@ -59,6 +59,9 @@ type pool struct {
 	boxes  []pooled
 	closed bool
 	want   chan struct{}
+	// pending are the timers of refillLater's refills not yet woken;
+	// close stops them.
+	pending map[*time.Timer]struct{}
 	// stop is closed by close: it ends the filler's pause after a failure.
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -76,7 +79,7 @@ type pooled struct {
 // newPool starts filling a pool of size boxes built by start from s;
 // warm, if not nil, warms each (see pool).
 func newPool(start startFunc, discard func(Box, string), warm func(context.Context, Box) error, s spec.Spec, size int, onError func(error)) *pool {
-	p := &pool{start: start, discard: discard, warm: warm, spec: s, size: size, onError: onError, want: make(chan struct{}, 1), stop: make(chan struct{})}
+	p := &pool{start: start, discard: discard, warm: warm, spec: s, size: size, onError: onError, want: make(chan struct{}, 1), stop: make(chan struct{}), pending: map[*time.Timer]struct{}{}}
 	if size > 0 {
 		p.wg.Add(1)
 		go p.fill()
@@ -126,16 +129,20 @@ func (p *pool) take(s spec.Spec) (box Box, ws string, refill func()) {
 // refillLater wakes the filler when the returned func is called, or
 // refillWait from now, whichever is first: a taken box's first exec
 // does not compete with the refill's build for the host's CPU (a
-// microVM booting beside it doubled it, docs/performance.md).
+// microVM booting beside it doubled it, docs/performance.md). The
+// caller holds p.mu (so the timer's wake, which takes it, sees t set).
 func (p *pool) refillLater() func() {
+	var t *time.Timer
 	wake := sync.OnceFunc(func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		delete(p.pending, t)
 		if !p.closed { // close closes want once closed is set
 			p.wake()
 		}
 	})
-	t := time.AfterFunc(refillWait, wake)
+	t = time.AfterFunc(refillWait, wake)
+	p.pending[t] = struct{}{}
 	return func() {
 		t.Stop()
 		wake()
@@ -237,10 +244,15 @@ func (p *pool) add(b pooled) bool {
 	return true
 }
 
-// close stops the filler and closes every pooled box.
+// close stops the filler and the pending refills' timers, and closes
+// every pooled box.
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
+	for t := range p.pending {
+		t.Stop()
+	}
+	p.pending = nil
 	boxes := p.boxes
 	p.boxes = nil
 	p.mu.Unlock()

@@ -204,3 +204,30 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestRefillAfterClose: Close stops a taken box's pending refill timer,
+// and the refill called after Close does nothing (without the pool's
+// closed check it would send on the closed want channel and panic).
+func TestRefillAfterClose(t *testing.T) {
+	m, _ := newWarmManager(t, 1, time.Hour)
+	box, ws, refill := m.pool.take(m.poolSpec)
+	if box == nil {
+		t.Fatal("the full pool handed out no box")
+	}
+	defer m.discardBox(box, ws)
+	m.pool.mu.Lock()
+	n := len(m.pool.pending)
+	m.pool.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d refill timers pending after a take, want 1", n)
+	}
+	m.Close()
+	m.pool.mu.Lock()
+	n = len(m.pool.pending)
+	m.pool.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d refill timers pending after Close, want 0", n)
+	}
+	refill()
+	refill()
+}
