@@ -201,7 +201,7 @@ func TestPoolSaysWhyItFails(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Errorf("%d errors reported in under a minute, want 1", n)
 	}
-	if msg := errs[0].Error(); msg != "building a pooled sandbox (retried every second): no room" {
+	if msg := errs[0].Error(); msg != "building a pooled sandbox (retried after 1m0s at most): no room" {
 		t.Errorf("error %q, want it to say what failed and that it is retried", msg)
 	}
 }

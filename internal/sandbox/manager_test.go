@@ -27,6 +27,8 @@ type fakeBackend struct {
 	holdRuns bool
 	// started are the specs Start and Run were given, in order.
 	started []spec.Spec
+	// execFail, if set, is the result of every box's Exec.
+	execFail *spec.Result
 }
 
 func (f *fakeBackend) Name() string { return "fake" }
@@ -110,7 +112,11 @@ func (x *fakeBox) Exec(ctx context.Context, c Command, _ Stream) (spec.Result, e
 	x.b.mu.Lock()
 	x.ran = c
 	x.b.lastExec = x
+	fail := x.b.execFail
 	x.b.mu.Unlock()
+	if fail != nil {
+		return *fail, nil
+	}
 	if x.block != nil {
 		select {
 		case <-x.block:

@@ -16,6 +16,15 @@ const poolStartTimeout = time.Minute
 // poolErrorEvery is how often a pool that keeps failing to build says why.
 const poolErrorEvery = time.Minute
 
+// retryFirst and retryMax bound the pause after a failed build: it starts
+// at retryFirst and doubles with each failure in a row up to retryMax, so
+// a build that always fails (a warm-up command missing from the root)
+// does not boot a microVM every second for ever. retryFirst is a
+// variable for tests.
+var retryFirst = time.Second
+
+const retryMax = time.Minute
+
 // refillDelay is how long the pool waits after a box is taken before it
 // builds the next.
 const refillDelay = 20 * time.Millisecond
@@ -50,7 +59,12 @@ type pool struct {
 	boxes  []pooled
 	closed bool
 	want   chan struct{}
-	wg     sync.WaitGroup
+	// pending are the timers of refillLater's refills not yet woken;
+	// close stops them.
+	pending map[*time.Timer]struct{}
+	// stop is closed by close: it ends the filler's pause after a failure.
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 // startFunc builds a box and names its persistent workspace, if any.
@@ -65,7 +79,7 @@ type pooled struct {
 // newPool starts filling a pool of size boxes built by start from s;
 // warm, if not nil, warms each (see pool).
 func newPool(start startFunc, discard func(Box, string), warm func(context.Context, Box) error, s spec.Spec, size int, onError func(error)) *pool {
-	p := &pool{start: start, discard: discard, warm: warm, spec: s, size: size, onError: onError, want: make(chan struct{}, 1)}
+	p := &pool{start: start, discard: discard, warm: warm, spec: s, size: size, onError: onError, want: make(chan struct{}, 1), stop: make(chan struct{}), pending: map[*time.Timer]struct{}{}}
 	if size > 0 {
 		p.wg.Add(1)
 		go p.fill()
@@ -115,16 +129,20 @@ func (p *pool) take(s spec.Spec) (box Box, ws string, refill func()) {
 // refillLater wakes the filler when the returned func is called, or
 // refillWait from now, whichever is first: a taken box's first exec
 // does not compete with the refill's build for the host's CPU (a
-// microVM booting beside it doubled it, docs/performance.md).
+// microVM booting beside it doubled it, docs/performance.md). The
+// caller holds p.mu (so the timer's wake, which takes it, sees t set).
 func (p *pool) refillLater() func() {
+	var t *time.Timer
 	wake := sync.OnceFunc(func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		delete(p.pending, t)
 		if !p.closed { // close closes want once closed is set
 			p.wake()
 		}
 	})
-	t := time.AfterFunc(refillWait, wake)
+	t = time.AfterFunc(refillWait, wake)
+	p.pending[t] = struct{}{}
 	return func() {
 		t.Stop()
 		wake()
@@ -141,6 +159,7 @@ func (p *pool) wake() {
 // fill builds boxes until the pool is full, each time it is woken.
 func (p *pool) fill() {
 	defer p.wg.Done()
+	failures := 0
 	for range p.want {
 		// Building a sandbox forks this process, which stalls its other
 		// threads while the page tables are copied: let the request that
@@ -151,10 +170,12 @@ func (p *pool) fill() {
 			b, ws, err := p.build(ctx)
 			cancel()
 			if err != nil {
+				failures++
 				p.failed(err)
-				time.Sleep(time.Second)
+				p.pause(retryAfter(failures))
 				continue
 			}
+			failures = 0
 			if !p.add(pooled{b, ws}) {
 				p.discard(b, ws)
 				return
@@ -177,13 +198,33 @@ func (p *pool) build(ctx context.Context) (Box, string, error) {
 	return b, ws, nil
 }
 
+// retryAfter is the pause after the n-th failed build in a row (n >= 1):
+// retryFirst doubled n-1 times, at most retryMax.
+func retryAfter(n int) time.Duration {
+	d := retryFirst
+	for i := 1; i < n && d < retryMax; i++ {
+		d *= 2
+	}
+	return min(d, retryMax)
+}
+
+// pause waits d, or until close.
+func (p *pool) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.stop:
+	}
+}
+
 // failed reports a failed build, unless one was reported within
-// poolErrorEvery: a pool that cannot build retries every second, and the
+// poolErrorEvery: a pool that cannot build keeps retrying, and the
 // operator needs the reason once, not a flood.
 func (p *pool) failed(err error) {
 	if now := time.Now(); p.lastError.IsZero() || now.Sub(p.lastError) >= poolErrorEvery {
 		p.lastError = now
-		p.onError(fmt.Errorf("building a pooled sandbox (retried every second): %w", err))
+		p.onError(fmt.Errorf("building a pooled sandbox (retried after %v at most): %w", retryMax, err))
 	}
 }
 
@@ -203,14 +244,20 @@ func (p *pool) add(b pooled) bool {
 	return true
 }
 
-// close stops the filler and closes every pooled box.
+// close stops the filler and the pending refills' timers, and closes
+// every pooled box.
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
+	for t := range p.pending {
+		t.Stop()
+	}
+	p.pending = nil
 	boxes := p.boxes
 	p.boxes = nil
 	p.mu.Unlock()
 	if p.size > 0 {
+		close(p.stop)
 		close(p.want)
 		p.wg.Wait()
 	}

@@ -30,11 +30,27 @@ func poolWarm(b Backend) func(context.Context, Box) error {
 	return func(ctx context.Context, box Box) error {
 		r, err := box.Exec(ctx, Command{Argv: argv, Timeout: warmTimeout}, Stream{})
 		if err == nil && (r.ExitCode != 0 || r.Signal != "" || r.TimedOut) {
-			err = fmt.Errorf("exit code %d, signal %q, timed out %v: %s", r.ExitCode, r.Signal, r.TimedOut, strings.TrimSpace(r.Stderr))
+			err = fmt.Errorf("exit code %d, signal %q, timed out %v: %s", r.ExitCode, r.Signal, r.TimedOut, stderrPrefix(r.Stderr))
 		}
 		if err != nil {
 			return fmt.Errorf("warming up a pooled sandbox with %q: %w", argv, err)
 		}
 		return nil
 	}
+}
+
+// warmStderrMax bounds how much of a failed warm-up's stderr, which a
+// broken root writes, goes into the pool's error.
+const warmStderrMax = 200
+
+// stderrPrefix is stderr's first line, at most warmStderrMax bytes.
+func stderrPrefix(stderr string) string {
+	line, _, cut := strings.Cut(strings.TrimSpace(stderr), "\n")
+	if len(line) > warmStderrMax {
+		line, cut = line[:warmStderrMax], true
+	}
+	if cut {
+		line += " ..."
+	}
+	return line
 }

@@ -3,8 +3,11 @@ package sandbox
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // warmBackend is fakeBackend as a Warmer.
@@ -22,11 +25,20 @@ func newWarmManager(t *testing.T, size int, wait time.Duration) (*Manager, *fake
 	b := &fakeBackend{}
 	m := NewManager(warmBackend{b}, Config{Pool: size})
 	t.Cleanup(func() { m.Close() })
-	waitFor(t, "the pool to fill", func() bool { return b.alive() == size })
+	// The pool holds a box only once its warm-up has run, after Start
+	// counted it: wait on the pool, or Create may find it empty.
+	waitFor(t, "the pool to fill", func() bool { return m.pool.held() == size })
 	return m, b
 }
 
-// starts is how many boxes b has built.
+// held is how many boxes p holds ready.
+func (p *pool) held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.boxes)
+}
+
+// startCount is how many boxes f has built.
 func (f *fakeBackend) startCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -117,4 +129,105 @@ func TestWarmPoolRefillsWithoutExec(t *testing.T) {
 			waitFor(t, "the refill", func() bool { return b.startCount() == 2 })
 		})
 	}
+}
+
+// TestPoolWarmUpFails: a box whose warm-up fails is discarded, the pool
+// reports why with a bounded stderr and backs off before it builds again
+// (an hour here: the check can only miss a retry that came too early,
+// never fail wrongly), and Close ends the pause.
+func TestPoolWarmUpFails(t *testing.T) {
+	old := retryFirst
+	retryFirst = time.Hour
+	t.Cleanup(func() { retryFirst = old })
+	tests := []struct {
+		name string
+		fail spec.Result
+		want string
+	}{
+		{"missing command", spec.Result{ExitCode: 127, Stderr: "no /bin/warm\nsecond line"}, `exit code 127, signal "", timed out false: no /bin/warm ...`},
+		{"long stderr", spec.Result{ExitCode: 1, Stderr: strings.Repeat("x", 5000)}, strings.Repeat("x", warmStderrMax) + " ..."},
+		{"killed", spec.Result{Signal: "killed"}, `signal "killed"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &fakeBackend{execFail: &tt.fail}
+			errs := make(chan error, 10)
+			m := NewManager(warmBackend{b}, Config{Pool: 1, OnPoolError: func(err error) {
+				select {
+				case errs <- err:
+				default:
+				}
+			}})
+			defer m.Close()
+			var err error
+			select {
+			case err = <-errs:
+			case <-time.After(time.Minute):
+				t.Fatal("no pool error after a minute")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "warming up a pooled sandbox") || !strings.Contains(msg, tt.want) {
+				t.Errorf("pool error %q, want the warm-up's failure with %q", msg, tt.want)
+			}
+			if len(msg) > warmStderrMax+200 {
+				t.Errorf("pool error is %d bytes long, want its stderr cut", len(msg))
+			}
+			waitFor(t, "the failed box's discard", func() bool { return b.alive() == 0 })
+			if n := b.startCount(); n != 1 {
+				t.Errorf("%d boxes built right after the first failure, want 1 (the retry waits %v)", n, retryFirst)
+			}
+		})
+	}
+}
+
+// TestPoolRetriesFailedWarmUp: the pool keeps retrying a failing warm-up
+// after its pause.
+func TestPoolRetriesFailedWarmUp(t *testing.T) {
+	old := retryFirst
+	retryFirst = time.Millisecond
+	t.Cleanup(func() { retryFirst = old })
+	b := &fakeBackend{execFail: &spec.Result{ExitCode: 127}}
+	m := NewManager(warmBackend{b}, Config{Pool: 1})
+	defer m.Close()
+	waitFor(t, "three builds", func() bool { return b.startCount() >= 3 })
+}
+
+// TestRetryAfter: the pause after failed builds doubles from retryFirst
+// up to retryMax.
+func TestRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want time.Duration
+	}{{1, retryFirst}, {2, 2 * retryFirst}, {3, 4 * retryFirst}, {7, retryMax}, {1000, retryMax}} {
+		if got := retryAfter(tt.n); got != tt.want {
+			t.Errorf("retryAfter(%d) = %v, want %v", tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestRefillAfterClose: Close stops a taken box's pending refill timer,
+// and the refill called after Close does nothing (without the pool's
+// closed check it would send on the closed want channel and panic).
+func TestRefillAfterClose(t *testing.T) {
+	m, _ := newWarmManager(t, 1, time.Hour)
+	box, ws, refill := m.pool.take(m.poolSpec)
+	if box == nil {
+		t.Fatal("the full pool handed out no box")
+	}
+	defer m.discardBox(box, ws)
+	m.pool.mu.Lock()
+	n := len(m.pool.pending)
+	m.pool.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d refill timers pending after a take, want 1", n)
+	}
+	m.Close()
+	m.pool.mu.Lock()
+	n = len(m.pool.pending)
+	m.pool.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d refill timers pending after Close, want 0", n)
+	}
+	refill()
+	refill()
 }
