@@ -153,6 +153,9 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	if s.ID == "" || ClaimName(s.ID) != claim.Name || claim.Labels[SessionLabel] != claim.Name {
 		return nil, fmt.Errorf("claim %s: annotation %s and label %s do not name it: not a claim Warden made", claim.Name, SessionAnnotation, SessionLabel)
 	}
+	if err := checkID(s.ID); err != nil {
+		return nil, fmt.Errorf("claim %s: annotation %s: %w: not a claim Warden made", claim.Name, SessionAnnotation, err)
+	}
 	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil {
 		s.Expires = lc.ShutdownTime.Time
 	}

@@ -69,7 +69,9 @@ const remoteListWait = 10 * time.Second
 // them) with owner's others in rb's store, as their records tell, oldest
 // first: a client behind several servers sees all its sessions wherever
 // it asks. The records' limits are clamped to this server's ceilings, as
-// an attach would; one past its expiry is left out (the store ends it).
+// an attach would; one past its expiry is left out (the store ends it),
+// and so is one whose id a lookup would refuse (not newID's shape): the
+// store is one other components can write.
 // The listing takes one of the remoteFinds slots, so that listings too
 // cannot use up the server's calls to the store.
 func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string, held []Info) ([]Info, error) {
@@ -91,7 +93,12 @@ func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string
 	}
 	out := held
 	now := time.Now()
+	bogus := 0
 	for _, r := range recs {
+		if !madeByNewID(r.ID) {
+			bogus++
+			continue
+		}
 		if have[r.ID] || (!r.Expires.IsZero() && !now.Before(r.Expires)) {
 			continue
 		}
@@ -101,6 +108,9 @@ func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string
 			CreatedAt: r.Created, LastUsedAt: r.LastActive, ExpiresAt: r.Expires, IdleTimeout: r.Idle,
 			Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone},
 		})
+	}
+	if bogus > 0 {
+		m.cfg.Logger.Warn("listing a key's sessions: skipped records whose id no session of this server's could have (written by another than Warden)", "records", bogus)
 	}
 	sortInfos(out)
 	return out, nil

@@ -497,8 +497,10 @@ func TestRemoteListEverywhere(t *testing.T) {
 	big := spec.DefaultLimits
 	big.MemoryBytes *= 64
 	store.mu.Lock()
-	store.sessions["ses_dying"] = RemoteSession{ID: "ses_dying", Owner: "alice", Created: time.Now(), State: StateDead, Reason: "its Pod was deleted", Limits: big}
-	store.sessions["ses_expired"] = RemoteSession{ID: "ses_expired", Owner: "alice", Created: time.Now(), Expires: time.Now().Add(-time.Second)}
+	dying, expired, planted := newID(), newID(), "ses_\x1b[31mlooks-like-another"
+	store.sessions[dying] = RemoteSession{ID: dying, Owner: "alice", Created: time.Now(), State: StateDead, Reason: "its Pod was deleted", Limits: big}
+	store.sessions[expired] = RemoteSession{ID: expired, Owner: "alice", Created: time.Now(), Expires: time.Now().Add(-time.Second)}
+	store.sessions[planted] = RemoteSession{ID: planted, Owner: "alice", Created: time.Now()}
 	store.mu.Unlock()
 	got, err := a.ListEverywhere(ctx, "alice")
 	if err != nil {
@@ -508,8 +510,8 @@ func TestRemoteListEverywhere(t *testing.T) {
 	for _, i := range got {
 		ids = append(ids, i.ID)
 	}
-	if want := []string{mine.ID, theirs.ID, "ses_dying"}; !slices.Equal(ids, want) {
-		t.Fatalf("alice's sessions: got %v, want %v (each once, oldest first)", ids, want)
+	if want := []string{mine.ID, theirs.ID, dying}; !slices.Equal(ids, want) {
+		t.Fatalf("alice's sessions: got %q, want %q (each once, oldest first, no id a lookup would refuse)", ids, want)
 	}
 	if got[1].State != StateReady || got[2].State != StateDead || got[2].Reason != "its Pod was deleted" {
 		t.Errorf("records' states: got %s and %s %q, want ready and dead with the record's reason", got[1].State, got[2].State, got[2].Reason)
