@@ -72,18 +72,22 @@ const remoteListWait = 10 * time.Second
 // an attach would; one past its expiry is left out (the store ends it),
 // and so is one whose id a lookup would refuse (not newID's shape): the
 // store is one other components can write.
-// The listing takes one of the remoteFinds slots, so that listings too
-// cannot use up the server's calls to the store.
+// The listing takes one of the remoteLists slots, its own and not the
+// lookups' (remoteFinds), so that listings cannot starve other keys'
+// attaches; one that finds them all taken until ctx ends is busy.
 func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string, held []Info) ([]Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, remoteListWait)
 	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing this key's sessions across the servers: %w", err)
+	}
 	select {
-	case m.finds <- struct{}{}:
+	case m.lists <- struct{}{}:
 	case <-ctx.Done():
-		return nil, &RemoteListError{Err: fmt.Errorf("listing this key's sessions across the servers: this server has %d lookups of the store under way: %w", remoteFinds, ctx.Err())}
+		return nil, fmt.Errorf("%w: listing this key's sessions across the servers: this server has %d listings under way; retry shortly", ErrBusy, remoteLists)
 	}
 	recs, err := rb.List(ctx, owner)
-	<-m.finds
+	<-m.lists
 	if err != nil {
 		return nil, &RemoteListError{Err: fmt.Errorf("listing this key's sessions across the servers: %w", err)}
 	}
@@ -254,8 +258,12 @@ func (m *Manager) cleanedUpBox(id string, err error) {
 // Bounds of the lookups of sessions this Manager does not hold, which
 // any request naming an unknown id makes of the shared store.
 const (
-	// remoteFinds bounds the Finds and Lists under way at once.
+	// remoteFinds bounds the Finds under way at once.
 	remoteFinds = 16
+	// remoteLists bounds the Lists under way at once, apart from
+	// remoteFinds: however many listings tenants keep open, the lookups
+	// that attaches need keep their slots.
+	remoteLists = 2
 	// missingFor is how long an id Find answered ErrNotFound is answered
 	// so without asking again: ids are random, so none appears later.
 	missingFor = 10 * time.Second

@@ -530,15 +530,30 @@ func TestRemoteListEverywhere(t *testing.T) {
 	if !errors.As(err, &pub) || strings.Contains(pub.Public(), "10.96.0.1") || !strings.Contains(err.Error(), "10.96.0.1") {
 		t.Errorf("a store that does not answer: got %v, want a RemoteListError whose public line names no address", err)
 	}
+	store.mu.Lock()
+	store.listErr = nil
+	store.mu.Unlock()
 	for range remoteFinds {
 		a.finds <- struct{}{}
 	}
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
+	if _, err := a.ListEverywhere(ctx, "alice"); err != nil {
+		t.Errorf("a listing with every lookup slot taken: got %v, want it served from its own slots", err)
+	}
+	for range remoteLists {
+		a.lists <- struct{}{}
+	}
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
 	store.mu.Lock()
 	before := store.lists
 	store.mu.Unlock()
-	if _, err := a.ListEverywhere(cancelled, "alice"); !errors.As(err, &pub) || store.lists != before {
-		t.Errorf("a listing with every lookup slot taken: got %v after %d more Lists, want a RemoteListError without a List", err, store.lists-before)
+	if _, err := a.ListEverywhere(short, "alice"); !errors.Is(err, ErrBusy) || store.lists != before {
+		t.Errorf("a listing with every listing slot taken: got %v after %d more Lists, want ErrBusy without a List", err, store.lists-before)
+	}
+	gone, cancelGone := context.WithCancel(ctx)
+	cancelGone()
+	<-a.lists
+	if _, err := a.ListEverywhere(gone, "alice"); err == nil || store.lists != before {
+		t.Errorf("a listing whose request ended: got %v after %d more Lists, want an error without a List", err, store.lists-before)
 	}
 }
