@@ -109,7 +109,7 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 		return nil, fmt.Errorf("reading claim %s's Sandbox %q: %w", claim.Name, name, boxErr)
 	}
 	if owner := metav1.GetControllerOf(&box); owner == nil || owner.UID != claim.UID {
-		return nil, fmt.Errorf("the Sandbox %s is not controlled by claim %s", box.Name, claim.Name)
+		return nil, misconfigured(claim, fmt.Errorf("the Sandbox %s is not controlled by claim %s", box.Name, claim.Name))
 	}
 	podName := box.Name
 	if n := box.Annotations[sandboxv1.SandboxPodNameAnnotation]; n != "" && n != box.Name {
@@ -121,15 +121,39 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 	}
 	pod := read.pod
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
-		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
+		return nil, misconfigured(claim, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name))
 	}
 	if pod.Labels[sandboxLabel] != sandboxComponent {
-		return nil, fmt.Errorf("template %q's Pod %s has no label %s, which Warden finds its sandbox Pods by: add it to the SandboxTemplate's Pod labels, as deploy/'s template does", claim.Labels[TemplateLabel], podName, sandboxSelector)
+		return nil, misconfigured(claim, fmt.Errorf("template %q's Pod %s has no label %s, which Warden finds its sandbox Pods by: add it to the SandboxTemplate's Pod labels, as deploy/'s template does", claim.Labels[TemplateLabel], podName, sandboxSelector))
 	}
 	if pod.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("claim %s's Pod %s is being deleted", claim.Name, podName)
 	}
 	return pod, nil
+}
+
+// MisconfiguredError is a claim refused for how the cluster is set up
+// (its template's Pods, its Sandbox's owner): Error names the Pod, the
+// labels and the fix, for the operator's log; Public is the one line for
+// the tenant, who may not read the cluster's names.
+type MisconfiguredError struct {
+	// Template is the claim's template, which the tenant named.
+	Template string
+	// Err says what is wrong and how to fix it.
+	Err error
+}
+
+func (e *MisconfiguredError) Error() string { return e.Err.Error() }
+func (e *MisconfiguredError) Unwrap() error { return e.Err }
+
+// Public says which template is misconfigured, without the cluster's detail.
+func (e *MisconfiguredError) Public() string {
+	return fmt.Sprintf("template %q is misconfigured on this server; tell the operator", e.Template)
+}
+
+// misconfigured is err, about claim's cluster setup, as a MisconfiguredError.
+func misconfigured(claim *extv1.SandboxClaim, err error) error {
+	return &MisconfiguredError{Template: claim.Labels[TemplateLabel], Err: err}
 }
 
 // setPod takes the Pod's address, which must be one IP.
