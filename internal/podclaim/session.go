@@ -374,8 +374,15 @@ func (c *Claimer) sessions(ctx context.Context, owner string) ([]*Session, error
 	return out, nil
 }
 
-// listPage is how many claims one LIST returns at most.
-const listPage = 500
+const (
+	// listPage is how many claims one LIST returns at most.
+	listPage = 500
+	// maxOwnerListed bounds one owner's listing, which a tenant's request
+	// makes: claims others plant under a tenant's owner label are not
+	// bounded by MaxPerOwner, so a listing past it fails closed rather
+	// than growing without bound.
+	maxOwnerListed = 2 * listPage
+)
 
 // listClaims lists Warden's claims, one owner's if owner is not "".
 func (c *Claimer) listClaims(ctx context.Context, owner string) ([]extv1.SandboxClaim, error) {
@@ -396,6 +403,9 @@ func (c *Claimer) listClaims(ctx context.Context, owner string) ([]extv1.Sandbox
 			return nil, fmt.Errorf("listing claims (%s): %w", selector, err)
 		}
 		all = append(all, page.Items...)
+		if owner != "" && len(all) > maxOwnerListed {
+			return nil, fmt.Errorf("listing claims (%s): over %d claims, more than Warden makes for one owner: delete the claims it did not make", selector, maxOwnerListed)
+		}
 		if opts.Continue = page.Continue; opts.Continue == "" {
 			return all, nil
 		}
