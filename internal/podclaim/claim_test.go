@@ -130,12 +130,15 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 		before  []watch.EventType // events of the old claim, sent first
 		change  func(*sandboxv1.Sandbox, *corev1.Pod)
 		wantErr string
+		// misconfigured: the error is the cluster's setup, told the
+		// tenant only by its public line.
+		misconfigured bool
 	}{
-		{"old claim Ready first", []watch.EventType{watch.Added}, nil, ""},
-		{"old claim deleted first", []watch.EventType{watch.Modified, watch.Deleted}, nil, ""},
-		{"Sandbox of another claim", nil, func(b *sandboxv1.Sandbox, _ *corev1.Pod) { b.OwnerReferences[0].UID = "claim-old" }, "is not controlled by claim"},
-		{"Pod being deleted", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, "is being deleted"},
-		{"Pod without the sandbox label", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { p.Labels = nil }, `template "default"'s Pod new-box has no label ` + sandboxSelector},
+		{"old claim Ready first", []watch.EventType{watch.Added}, nil, "", false},
+		{"old claim deleted first", []watch.EventType{watch.Modified, watch.Deleted}, nil, "", false},
+		{"Sandbox of another claim", nil, func(b *sandboxv1.Sandbox, _ *corev1.Pod) { b.OwnerReferences[0].UID = "claim-old" }, "is not controlled by claim", true},
+		{"Pod being deleted", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, "is being deleted", false},
+		{"Pod without the sandbox label", nil, func(_ *sandboxv1.Sandbox, p *corev1.Pod) { p.Labels = nil }, `template "default"'s Pod new-box has no label ` + sandboxSelector, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +168,10 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				var mis *MisconfiguredError
+				if ok := errors.As(err, &mis); ok != tt.misconfigured || ok && (strings.Contains(mis.Public(), "new-box") || strings.Contains(mis.Public(), sandboxSelector)) {
+					t.Errorf("got %v (misconfigured: %v), want misconfigured %v with a public line naming no Pod or selector", err, ok, tt.misconfigured)
 				}
 				return
 			}

@@ -104,6 +104,10 @@ func TestSessionOf(t *testing.T) {
 		{"limits with an unknown field", func(c *extv1.SandboxClaim) { c.Annotations[LimitsAnnotation] = `{"Root":true}` }, "unknown field"},
 		{"pod without uid", func(c *extv1.SandboxClaim) { c.Annotations[PodAnnotation] = "pod-a/" }, "not name/uid"},
 		{"not yet recorded", func(c *extv1.SandboxClaim) { delete(c.Annotations, PodAnnotation) }, ""},
+		{"id no session could have", func(c *extv1.SandboxClaim) {
+			id := "s-\x1b[31m" + strings.Repeat("a", maxIDLen)
+			c.Annotations[SessionAnnotation], c.Name, c.Labels[SessionLabel] = id, ClaimName(id), ClaimName(id)
+		}, "session id"},
 	}
 	for _, tt := range tests {
 		c := claimOf(t, goodRequest(), now)

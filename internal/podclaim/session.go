@@ -110,7 +110,7 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 		return nil, fmt.Errorf("reading claim %s's Sandbox %q: %w", claim.Name, name, boxErr)
 	}
 	if owner := metav1.GetControllerOf(&box); owner == nil || owner.UID != claim.UID {
-		return nil, fmt.Errorf("the Sandbox %s is not controlled by claim %s", box.Name, claim.Name)
+		return nil, misconfigured(claim, fmt.Errorf("the Sandbox %s is not controlled by claim %s", box.Name, claim.Name))
 	}
 	podName := box.Name
 	if n := box.Annotations[sandboxv1.SandboxPodNameAnnotation]; n != "" && n != box.Name {
@@ -122,15 +122,39 @@ func (c *Claimer) claimPod(ctx context.Context, claim *extv1.SandboxClaim) (*cor
 	}
 	pod := read.pod
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != box.UID {
-		return nil, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name)
+		return nil, misconfigured(claim, fmt.Errorf("the Pod %s is not controlled by claim %s's Sandbox %s", podName, claim.Name, box.Name))
 	}
 	if pod.Labels[sandboxLabel] != sandboxComponent {
-		return nil, fmt.Errorf("template %q's Pod %s has no label %s, which Warden finds its sandbox Pods by: add it to the SandboxTemplate's Pod labels, as deploy/'s template does", claim.Labels[TemplateLabel], podName, sandboxSelector)
+		return nil, misconfigured(claim, fmt.Errorf("template %q's Pod %s has no label %s, which Warden finds its sandbox Pods by: add it to the SandboxTemplate's Pod labels, as deploy/'s template does", claim.Labels[TemplateLabel], podName, sandboxSelector))
 	}
 	if pod.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("claim %s's Pod %s is being deleted", claim.Name, podName)
 	}
 	return pod, nil
+}
+
+// MisconfiguredError is a claim refused for how the cluster is set up
+// (its template's Pods, its Sandbox's owner): Error names the Pod, the
+// labels and the fix, for the operator's log; Public is the one line for
+// the tenant, who may not read the cluster's names.
+type MisconfiguredError struct {
+	// Template is the claim's template, which the tenant named.
+	Template string
+	// Err says what is wrong and how to fix it.
+	Err error
+}
+
+func (e *MisconfiguredError) Error() string { return e.Err.Error() }
+func (e *MisconfiguredError) Unwrap() error { return e.Err }
+
+// Public says which template is misconfigured, without the cluster's detail.
+func (e *MisconfiguredError) Public() string {
+	return fmt.Sprintf("template %q is misconfigured on this server; tell the operator", e.Template)
+}
+
+// misconfigured is err, about claim's cluster setup, as a MisconfiguredError.
+func misconfigured(claim *extv1.SandboxClaim, err error) error {
+	return &MisconfiguredError{Template: claim.Labels[TemplateLabel], Err: err}
 }
 
 // setPod takes the Pod's address, which must be one IP.
@@ -153,6 +177,9 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	}
 	if s.ID == "" || ClaimName(s.ID) != claim.Name || claim.Labels[SessionLabel] != claim.Name {
 		return nil, fmt.Errorf("claim %s: annotation %s and label %s do not name it: not a claim Warden made", claim.Name, SessionAnnotation, SessionLabel)
+	}
+	if err := checkID(s.ID); err != nil {
+		return nil, fmt.Errorf("claim %s: annotation %s: %w: not a claim Warden made", claim.Name, SessionAnnotation, err)
 	}
 	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil {
 		s.Expires = lc.ShutdownTime.Time
@@ -394,8 +421,15 @@ func (c *Claimer) sessions(ctx context.Context, owner string) ([]*Session, error
 	return out, nil
 }
 
-// listPage is how many claims one LIST returns at most.
-const listPage = 500
+const (
+	// listPage is how many claims one LIST returns at most.
+	listPage = 500
+	// maxOwnerListed bounds one owner's listing, which a tenant's request
+	// makes: claims others plant under a tenant's owner label are not
+	// bounded by MaxPerOwner, so a listing past it fails closed rather
+	// than growing without bound.
+	maxOwnerListed = 2 * listPage
+)
 
 // listClaims lists Warden's claims, one owner's if owner is not "".
 func (c *Claimer) listClaims(ctx context.Context, owner string) ([]extv1.SandboxClaim, error) {
@@ -416,6 +450,9 @@ func (c *Claimer) listClaims(ctx context.Context, owner string) ([]extv1.Sandbox
 			return nil, fmt.Errorf("listing claims (%s): %w", selector, err)
 		}
 		all = append(all, page.Items...)
+		if owner != "" && len(all) > maxOwnerListed {
+			return nil, fmt.Errorf("listing claims (%s): over %d claims, more than Warden makes for one owner: delete the claims it did not make", selector, maxOwnerListed)
+		}
 		if opts.Continue = page.Continue; opts.Continue == "" {
 			return all, nil
 		}

@@ -195,12 +195,13 @@ type Manager struct {
 	// session wait for it rather than dial the Pod a second time (which
 	// would find it taken by the first dial).
 	adopting map[string]*adoption
-	// finds bounds the Finds of a RemoteBackend under way at once, and
+	// finds bounds the Finds of a RemoteBackend under way at once, lists
+	// its Lists (apart, so that listings cannot starve lookups), and
 	// missing holds when each owner's id Find last answered ErrNotFound
 	// (see remoteMissing): one tenant's bogus ids cost the shared store
 	// little.
-	finds   chan struct{}
-	missing map[string]time.Time
+	finds, lists chan struct{}
+	missing      map[string]time.Time
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -239,7 +240,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		paused: newSlotCount("paused", "max-paused"), snapshots: newSlotCount("snapshotted", "max-snapshots"),
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
 		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]*adoption{},
-		finds: make(chan struct{}, remoteFinds), missing: map[string]time.Time{},
+		finds: make(chan struct{}, remoteFinds), lists: make(chan struct{}, remoteLists), missing: map[string]time.Time{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}

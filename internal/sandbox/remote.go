@@ -72,19 +72,25 @@ const remoteListWait = 10 * time.Second
 // them) with owner's others in rb's store, as their records tell, oldest
 // first: a client behind several servers sees all its sessions wherever
 // it asks. The records' limits are clamped to this server's ceilings, as
-// an attach would; one past its expiry is left out (the store ends it).
-// The listing takes one of the remoteFinds slots, so that listings too
-// cannot use up the server's calls to the store.
+// an attach would; one past its expiry is left out (the store ends it),
+// and so is one whose id a lookup would refuse (not newID's shape): the
+// store is one other components can write.
+// The listing takes one of the remoteLists slots, its own and not the
+// lookups' (remoteFinds), so that listings cannot starve other keys'
+// attaches; one that finds them all taken until ctx ends is busy.
 func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string, held []Info) ([]Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, remoteListWait)
 	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing this key's sessions across the servers: %w", err)
+	}
 	select {
-	case m.finds <- struct{}{}:
+	case m.lists <- struct{}{}:
 	case <-ctx.Done():
-		return nil, &RemoteListError{Err: fmt.Errorf("listing this key's sessions across the servers: this server has %d lookups of the store under way: %w", remoteFinds, ctx.Err())}
+		return nil, fmt.Errorf("%w: listing this key's sessions across the servers: this server has %d listings under way; retry shortly", ErrBusy, remoteLists)
 	}
 	recs, err := rb.List(ctx, owner)
-	<-m.finds
+	<-m.lists
 	if err != nil {
 		return nil, &RemoteListError{Err: fmt.Errorf("listing this key's sessions across the servers: %w", err)}
 	}
@@ -94,7 +100,12 @@ func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string
 	}
 	out := held
 	now := time.Now()
+	bogus := 0
 	for _, r := range recs {
+		if !madeByNewID(r.ID) {
+			bogus++
+			continue
+		}
 		if have[r.ID] || (!r.Expires.IsZero() && !now.Before(r.Expires)) {
 			continue
 		}
@@ -104,6 +115,9 @@ func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string
 			CreatedAt: r.Created, LastUsedAt: r.LastActive, ExpiresAt: r.Expires, IdleTimeout: r.Idle,
 			Limits: lim, Network: spec.NetworkPolicy{Mode: spec.NetNone},
 		})
+	}
+	if bogus > 0 {
+		m.cfg.Logger.Warn("listing a key's sessions: skipped records whose id no session of this server's could have (written by another than Warden)", "records", bogus)
 	}
 	sortInfos(out)
 	return out, nil
@@ -250,8 +264,12 @@ func (m *Manager) cleanedUpBox(id string, err error) {
 // Bounds of the lookups of sessions this Manager does not hold, which
 // any request naming an unknown id makes of the shared store.
 const (
-	// remoteFinds bounds the Finds and Lists under way at once.
+	// remoteFinds bounds the Finds under way at once.
 	remoteFinds = 16
+	// remoteLists bounds the Lists under way at once, apart from
+	// remoteFinds: however many listings tenants keep open, the lookups
+	// that attaches need keep their slots.
+	remoteLists = 2
 	// missingFor is how long an id Find answered ErrNotFound is answered
 	// so without asking again: ids are random, so none appears later.
 	missingFor = 10 * time.Second

@@ -572,8 +572,10 @@ func TestRemoteListEverywhere(t *testing.T) {
 	big := spec.DefaultLimits
 	big.MemoryBytes *= 64
 	store.mu.Lock()
-	store.sessions["ses_dying"] = RemoteSession{ID: "ses_dying", Owner: "alice", Created: time.Now(), State: StateDead, Reason: "its Pod was deleted", Limits: big}
-	store.sessions["ses_expired"] = RemoteSession{ID: "ses_expired", Owner: "alice", Created: time.Now(), Expires: time.Now().Add(-time.Second)}
+	dying, expired, planted := newID(), newID(), "ses_\x1b[31mlooks-like-another"
+	store.sessions[dying] = RemoteSession{ID: dying, Owner: "alice", Created: time.Now(), State: StateDead, Reason: "its Pod was deleted", Limits: big}
+	store.sessions[expired] = RemoteSession{ID: expired, Owner: "alice", Created: time.Now(), Expires: time.Now().Add(-time.Second)}
+	store.sessions[planted] = RemoteSession{ID: planted, Owner: "alice", Created: time.Now()}
 	store.mu.Unlock()
 	got, err := a.ListEverywhere(ctx, "alice")
 	if err != nil {
@@ -583,8 +585,8 @@ func TestRemoteListEverywhere(t *testing.T) {
 	for _, i := range got {
 		ids = append(ids, i.ID)
 	}
-	if want := []string{mine.ID, theirs.ID, "ses_dying"}; !slices.Equal(ids, want) {
-		t.Fatalf("alice's sessions: got %v, want %v (each once, oldest first)", ids, want)
+	if want := []string{mine.ID, theirs.ID, dying}; !slices.Equal(ids, want) {
+		t.Fatalf("alice's sessions: got %q, want %q (each once, oldest first, no id a lookup would refuse)", ids, want)
 	}
 	if got[1].State != StateReady || got[2].State != StateDead || got[2].Reason != "its Pod was deleted" {
 		t.Errorf("records' states: got %s and %s %q, want ready and dead with the record's reason", got[1].State, got[2].State, got[2].Reason)
@@ -603,15 +605,30 @@ func TestRemoteListEverywhere(t *testing.T) {
 	if !errors.As(err, &pub) || strings.Contains(pub.Public(), "10.96.0.1") || !strings.Contains(err.Error(), "10.96.0.1") {
 		t.Errorf("a store that does not answer: got %v, want a RemoteListError whose public line names no address", err)
 	}
+	store.mu.Lock()
+	store.listErr = nil
+	store.mu.Unlock()
 	for range remoteFinds {
 		a.finds <- struct{}{}
 	}
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
+	if _, err := a.ListEverywhere(ctx, "alice"); err != nil {
+		t.Errorf("a listing with every lookup slot taken: got %v, want it served from its own slots", err)
+	}
+	for range remoteLists {
+		a.lists <- struct{}{}
+	}
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
 	store.mu.Lock()
 	before := store.lists
 	store.mu.Unlock()
-	if _, err := a.ListEverywhere(cancelled, "alice"); !errors.As(err, &pub) || store.lists != before {
-		t.Errorf("a listing with every lookup slot taken: got %v after %d more Lists, want a RemoteListError without a List", err, store.lists-before)
+	if _, err := a.ListEverywhere(short, "alice"); !errors.Is(err, ErrBusy) || store.lists != before {
+		t.Errorf("a listing with every listing slot taken: got %v after %d more Lists, want ErrBusy without a List", err, store.lists-before)
+	}
+	gone, cancelGone := context.WithCancel(ctx)
+	cancelGone()
+	<-a.lists
+	if _, err := a.ListEverywhere(gone, "alice"); err == nil || store.lists != before {
+		t.Errorf("a listing whose request ended: got %v after %d more Lists, want an error without a List", err, store.lists-before)
 	}
 }
