@@ -309,10 +309,15 @@ const reaperCatchUp = 2 * time.Second
 // and stay zombies, listed in /proc and counted against the pids limit,
 // until the reaper gets to them; on a loaded host that can be after the
 // host has answered the exec and sent the next one. Waiting here, the
-// next exec never sees the last one's processes.
+// next exec does not see the last one's processes unless the wait gives
+// up, which it logs (rate-limited).
 func awaitReaper() {
 	deadline := time.Now().Add(reaperCatchUp)
-	for endedChild() && time.Now().Before(deadline) {
+	for endedChild() {
+		if !time.Now().Before(deadline) {
+			logGiveUp("the wait for the reaper", "an ended child still unreaped")
+			return
+		}
 		time.Sleep(200 * time.Microsecond)
 	}
 }
