@@ -165,6 +165,9 @@ func (a *agent) spawn(job spawnJob) {
 		return
 	}
 	files, tasks := job.fds[:req.Files], job.fds[req.Files:]
+	// Before the exec's cgroup and scheduling: the wait's polling is the
+	// agent's, not charged to the exec's cpu.stat, cpu.max or pids.
+	awaitReaper()
 	if err := restoreSched(); err != nil {
 		closeAll(job.fds)
 		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
@@ -175,7 +178,6 @@ func (a *agent) spawn(job spawnJob) {
 		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
-	awaitReaper()
 	a.mu.Lock()
 	// Read before the fork: a kill of this process must come after it.
 	ooms := boxOOMKills()
