@@ -31,9 +31,12 @@ const (
 )
 
 // bootDeadline is when a boot started at started with timeout fails,
-// given that QEMU has waited starved for a CPU so far.
+// given that QEMU has waited starved for a CPU so far. starved (read from
+// /proc, up to 2^63-1 ns) is clamped before it is added, so the sum cannot
+// wrap; timeout is at most maxBootTimeout (Config), so neither can the
+// bound.
 func bootDeadline(started time.Time, timeout, starved time.Duration) time.Time {
-	return started.Add(min(timeout+max(starved, 0), maxBootStretch*timeout))
+	return started.Add(timeout + min(max(starved, 0), (maxBootStretch-1)*timeout))
 }
 
 // stretchDeadline sets conn's read deadline for the hello and moves it

@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"errors"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ func TestBootDeadline(t *testing.T) {
 		{"starved 25 s", 25 * time.Second, 35 * time.Second},
 		{"starved past the bound", time.Hour, maxBootStretch * 10 * time.Second},
 		{"negative run_delay", -time.Second, 10 * time.Second},
+		{"run_delay at its most (would wrap)", math.MaxInt64, maxBootStretch * 10 * time.Second},
 	} {
 		if got := bootDeadline(start, 10*time.Second, c.starved).Sub(start); got != c.want {
 			t.Errorf("%s: deadline %v after the start, want %v", c.name, got, c.want)
