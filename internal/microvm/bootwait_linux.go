@@ -44,10 +44,16 @@ func bootDeadline(started time.Time, timeout, starved time.Duration) time.Time {
 // the returned stop ends that, after which the deadline no longer moves.
 // It returns the starved time last seen with it, for the error.
 func stretchDeadline(conn net.Conn, pid int, started time.Time, timeout time.Duration) (stop func() time.Duration, err error) {
+	tasks := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	return moveDeadline(conn, func() time.Duration { return longestWait(tasks) }, started, timeout)
+}
+
+// moveDeadline is stretchDeadline with the starved time read by waited,
+// which a test fakes.
+func moveDeadline(conn net.Conn, waited func() time.Duration, started time.Time, timeout time.Duration) (stop func() time.Duration, err error) {
 	if err := conn.SetReadDeadline(bootDeadline(started, timeout, 0)); err != nil {
 		return nil, fmt.Errorf("microvm: setting the boot deadline: %w", err)
 	}
-	tasks := filepath.Join("/proc", strconv.Itoa(pid), "task")
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	var starved time.Duration
@@ -62,7 +68,7 @@ func stretchDeadline(conn net.Conn, pid int, started time.Time, timeout time.Dur
 				return
 			case <-tick.C:
 			}
-			starved = max(starved, longestWait(tasks))
+			starved = max(starved, waited())
 			// A failure leaves the deadline where it was: the boot
 			// fails no later than without the stretch.
 			_ = conn.SetReadDeadline(bootDeadline(started, timeout, starved))
