@@ -59,7 +59,7 @@ type Config struct {
 	Cmdline []string
 	// BootTimeout bounds the wait for the guest's hello, not counting the
 	// time QEMU waited for a CPU on a loaded host (at most maxBootStretch
-	// times it in all); 0 means DefaultBootTimeout.
+	// times it in all); 0 means DefaultBootTimeout, at most maxBootTimeout.
 	BootTimeout time.Duration
 	// Shares are the host directories the guest mounts over 9p.
 	Shares []Share
