@@ -77,22 +77,9 @@ func newWatchers(owners int) *watchers {
 	}
 }
 
-// killedCh is closed when sandbox box is killed; the caller holds one of
-// the box's watcher slots.
-func (ws *watchers) killedCh(box string) <-chan struct{} {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	ch := ws.killed[box]
-	if ch == nil {
-		ch = make(chan struct{})
-		ws.killed[box] = ch
-	}
-	return ch
-}
-
 // sandboxKilled ends the watchers of sandbox box at once: its streamed
-// watches see killedCh closed, its polled ones are removed (a later
-// GetWatcherEvents finds no watcher, as on a sandbox gone).
+// watches see their reserve's killed channel closed, its polled ones are
+// removed (a later GetWatcherEvents finds no watcher, as on a sandbox gone).
 func (ws *watchers) sandboxKilled(box string) {
 	ws.mu.Lock()
 	if ch := ws.killed[box]; ch != nil {
@@ -114,21 +101,28 @@ func (ws *watchers) sandboxKilled(box string) {
 }
 
 // reserve takes a watcher slot of sandbox box of owner, or says which
-// bound is full; release gives it back, once.
-func (ws *watchers) reserve(owner, box string) (release func(), err error) {
+// bound is full; release gives it back, once. killed is closed when the
+// sandbox is killed: taken with the slot, under the same lock, so a kill
+// at any time after the slot is taken ends the watch at once.
+func (ws *watchers) reserve(owner, box string) (release func(), killed <-chan struct{}, err error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	switch {
 	case ws.perBox[box] >= maxWatchersPerSandbox:
-		return nil, kindErrorf(errTooMany, "the sandbox already has %d directory watchers, the most Warden allows; stop one first", maxWatchersPerSandbox)
+		return nil, nil, kindErrorf(errTooMany, "the sandbox already has %d directory watchers, the most Warden allows; stop one first", maxWatchersPerSandbox)
 	case ws.perOwner[owner] >= ws.ownerMax:
-		return nil, kindErrorf(errTooMany, "your sandboxes already have %d directory watchers, the most Warden allows one API key; stop one first", ws.ownerMax)
+		return nil, nil, kindErrorf(errTooMany, "your sandboxes already have %d directory watchers, the most Warden allows one API key; stop one first", ws.ownerMax)
 	case ws.total >= maxWatchersPerHost:
-		return nil, kindErrorf(errTooMany, "this Warden already runs %d directory watchers, the most it allows; retry later", maxWatchersPerHost)
+		return nil, nil, kindErrorf(errTooMany, "this Warden already runs %d directory watchers, the most it allows; retry later", maxWatchersPerHost)
 	}
 	ws.total++
 	ws.perBox[box]++
 	ws.perOwner[owner]++
+	ch := ws.killed[box]
+	if ch == nil {
+		ch = make(chan struct{})
+		ws.killed[box] = ch
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -141,7 +135,7 @@ func (ws *watchers) reserve(owner, box string) (release func(), err error) {
 			}
 			decrement(ws.perOwner, owner)
 		})
-	}, nil
+	}, ch, nil
 }
 
 // decrement lowers m[k], forgetting k at zero.
@@ -159,7 +153,7 @@ func (f *fsService) watchStart(ctx context.Context, h http.Header, p string, rec
 		return nil, err
 	}
 	sb := sandboxFrom(ctx)
-	release, err := f.watchers.reserve(sb.Owner, sb.ID)
+	release, killed, err := f.watchers.reserve(sb.Owner, sb.ID)
 	if err != nil {
 		return nil, fsConnectError(err)
 	}
@@ -168,7 +162,7 @@ func (f *fsService) watchStart(ctx context.Context, h http.Header, p string, rec
 		release()
 		return nil, fsConnectError(err)
 	}
-	return &activeWatch{t: t, dir: dir, release: release, log: f.s.log}, nil
+	return &activeWatch{t: t, dir: dir, release: release, killed: killed, log: f.s.log}, nil
 }
 
 // activeWatch is a started watch and what ending it releases.
@@ -176,8 +170,10 @@ type activeWatch struct {
 	t       *inotifyTree
 	dir     workspace.Files
 	release func()
-	log     *slog.Logger
-	once    sync.Once
+	// killed is closed when the sandbox is killed (watchers.reserve).
+	killed <-chan struct{}
+	log    *slog.Logger
+	once   sync.Once
 }
 
 // pump reads the watch's changes and hands each batch to deliver, until
@@ -232,11 +228,10 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 		return err
 	}
 	defer aw.stop()
-	// Taken before the start event: a client that has it may kill the
-	// sandbox at once, and a kill before this call would find no channel
-	// to close, leaving the watch to its next keepalive.
-	sb := sandboxFrom(ctx)
-	killed := f.watchers.killedCh(sb.ID)
+	// Taken with the slot, before the watch starts: a kill at any time
+	// after (a client with the start event may kill the sandbox at once)
+	// finds it and ends the watch rather than its next keepalive.
+	killed, sb := aw.killed, sandboxFrom(ctx)
 	start := &filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Start{Start: &filesystempb.WatchDirResponse_StartEvent{}}}
 	if err := stream.Send(start); err != nil {
 		return err

@@ -31,9 +31,12 @@ const (
 )
 
 // bootDeadline is when a boot started at started with timeout fails,
-// given that QEMU has waited starved for a CPU so far.
+// given that QEMU has waited starved for a CPU so far. starved (read from
+// /proc, up to 2^63-1 ns) is clamped before it is added, so the sum cannot
+// wrap; timeout is at most maxBootTimeout (Config), so neither can the
+// bound.
 func bootDeadline(started time.Time, timeout, starved time.Duration) time.Time {
-	return started.Add(min(timeout+max(starved, 0), maxBootStretch*timeout))
+	return started.Add(timeout + min(max(starved, 0), (maxBootStretch-1)*timeout))
 }
 
 // stretchDeadline sets conn's read deadline for the hello and moves it
@@ -41,10 +44,16 @@ func bootDeadline(started time.Time, timeout, starved time.Duration) time.Time {
 // the returned stop ends that, after which the deadline no longer moves.
 // It returns the starved time last seen with it, for the error.
 func stretchDeadline(conn net.Conn, pid int, started time.Time, timeout time.Duration) (stop func() time.Duration, err error) {
+	tasks := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	return moveDeadline(conn, func() time.Duration { return longestWait(tasks) }, started, timeout)
+}
+
+// moveDeadline is stretchDeadline with the starved time read by waited,
+// which a test fakes.
+func moveDeadline(conn net.Conn, waited func() time.Duration, started time.Time, timeout time.Duration) (stop func() time.Duration, err error) {
 	if err := conn.SetReadDeadline(bootDeadline(started, timeout, 0)); err != nil {
 		return nil, fmt.Errorf("microvm: setting the boot deadline: %w", err)
 	}
-	tasks := filepath.Join("/proc", strconv.Itoa(pid), "task")
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	var starved time.Duration
@@ -59,7 +68,7 @@ func stretchDeadline(conn net.Conn, pid int, started time.Time, timeout time.Dur
 				return
 			case <-tick.C:
 			}
-			starved = max(starved, longestWait(tasks))
+			starved = max(starved, waited())
 			// A failure leaves the deadline where it was: the boot
 			// fails no later than without the stretch.
 			_ = conn.SetReadDeadline(bootDeadline(started, timeout, starved))

@@ -1,11 +1,12 @@
 package microvm
 
 import (
-	"errors"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -24,6 +25,7 @@ func TestBootDeadline(t *testing.T) {
 		{"starved 25 s", 25 * time.Second, 35 * time.Second},
 		{"starved past the bound", time.Hour, maxBootStretch * 10 * time.Second},
 		{"negative run_delay", -time.Second, 10 * time.Second},
+		{"run_delay at its most (would wrap)", math.MaxInt64, maxBootStretch * 10 * time.Second},
 	} {
 		if got := bootDeadline(start, 10*time.Second, c.starved).Sub(start); got != c.want {
 			t.Errorf("%s: deadline %v after the start, want %v", c.name, got, c.want)
@@ -89,22 +91,64 @@ func TestLongestWaitReadsThisProcess(t *testing.T) {
 	}
 }
 
-// TestStretchDeadlineStops runs the deadline's mover on this process for
-// a few rounds and stops it: stop returns, with the starved time seen,
-// and a read past the deadline it set fails with a deadline error.
+// deadlineConn is a net.Conn that records the read deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	mu    sync.Mutex
+	set   []time.Time
+	moved chan struct{} // closed once a deadline equal to want is set
+	want  time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.set = append(c.set, t)
+	if t.Equal(c.want) && c.moved != nil {
+		close(c.moved)
+		c.moved = nil
+	}
+	return nil
+}
+
+func (c *deadlineConn) calls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.set)
+}
+
+// TestStretchDeadlineStops fakes QEMU's wait for a CPU: the first
+// deadline is the plain timeout, the mover then sets it later by the
+// starved time (a deadline that had passed, moved into the future), and
+// after stop it sets none. Without the mover, or with bootDeadline
+// ignoring starved, no deadline equals the moved one and the test fails.
 func TestStretchDeadlineStops(t *testing.T) {
-	host, guest := net.Pipe()
-	defer host.Close()
-	defer guest.Close()
-	stop, err := stretchDeadline(host, os.Getpid(), time.Now().Add(-time.Hour), time.Millisecond)
+	started := time.Unix(1000, 0)
+	const timeout, starved = 10 * time.Second, 25 * time.Second
+	conn := &deadlineConn{moved: make(chan struct{}), want: started.Add(timeout + starved)}
+	moved := conn.moved
+	stop, err := moveDeadline(conn, func() time.Duration { return starved }, started, timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * bootCheckEvery) // lets it move the deadline a few times
-	if starved := stop(); starved < 0 {
-		t.Errorf("starved = %v, want at least 0", starved)
+	select {
+	case <-moved:
+	case <-time.After(100 * bootCheckEvery): // a bound on a broken mover, not a timing check
+		stop()
+		t.Fatalf("no read deadline %v set in %v; %d set, the last %v", conn.want, 100*bootCheckEvery, len(conn.set), conn.set[len(conn.set)-1])
 	}
-	if _, err := host.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("read after the deadline = %v, want a deadline error", err)
+	if got := stop(); got != starved {
+		t.Errorf("stop() = %v, want the starved time %v", got, starved)
+	}
+	n := conn.calls()
+	if first := conn.set[0]; !first.Equal(started.Add(timeout)) {
+		t.Errorf("first deadline %v, want the plain timeout %v", first, started.Add(timeout))
+	}
+	// stop joined the mover, so nothing can set a deadline after it;
+	// give a leaked mover two rounds to show itself (it cannot pass
+	// wrongly for being slow, only miss a leak).
+	time.Sleep(2 * bootCheckEvery)
+	if got := conn.calls(); got != n {
+		t.Errorf("%d deadlines set after stop, want none", got-n)
 	}
 }

@@ -59,7 +59,7 @@ type Config struct {
 	Cmdline []string
 	// BootTimeout bounds the wait for the guest's hello, not counting the
 	// time QEMU waited for a CPU on a loaded host (at most maxBootStretch
-	// times it in all); 0 means DefaultBootTimeout.
+	// times it in all); 0 means DefaultBootTimeout, at most maxBootTimeout.
 	BootTimeout time.Duration
 	// Shares are the host directories the guest mounts over 9p.
 	Shares []Share
@@ -89,10 +89,13 @@ const maxShares = 6
 const (
 	DefaultMemoryMiB   = 256
 	DefaultBootTimeout = 10 * time.Second
-	minMemoryMiB       = 64
-	maxMemoryMiB       = 1 << 20
-	maxCPUs            = vmkernel.MaxCPUs // the guest kernel brings up no more
-	maxCmdlineToken    = 256
+	// maxBootTimeout keeps maxBootStretch times it far from overflowing
+	// and a hung guest's hold on its resources bounded.
+	maxBootTimeout  = time.Hour
+	minMemoryMiB    = 64
+	maxMemoryMiB    = 1 << 20
+	maxCPUs         = vmkernel.MaxCPUs // the guest kernel brings up no more
+	maxCmdlineToken = 256
 )
 
 // tbSizeMiB is TCG's translation cache (-accel tcg,tb-size=): QEMU 7.2's
@@ -138,8 +141,8 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("microvm: %d vCPUs is outside 1-%d", c.CPUs, maxCPUs)
 	case c.CPUQuota < 0 || c.CPUQuota > float64(c.CPUs):
 		return c, fmt.Errorf("microvm: CPU quota %g is outside 0-%d (the vCPUs); give at most one CPU's worth per vCPU", c.CPUQuota, c.CPUs)
-	case c.BootTimeout < 0:
-		return c, fmt.Errorf("microvm: boot timeout %v is negative", c.BootTimeout)
+	case c.BootTimeout < 0 || c.BootTimeout > maxBootTimeout:
+		return c, fmt.Errorf("microvm: boot timeout %v is outside 0-%v", c.BootTimeout, maxBootTimeout)
 	case c.Accel != "" && c.Accel != KVM && c.Accel != TCG:
 		return c, fmt.Errorf("microvm: accelerator %q is neither %q nor %q", c.Accel, KVM, TCG)
 	}

@@ -165,6 +165,9 @@ func (a *agent) spawn(job spawnJob) {
 		return
 	}
 	files, tasks := job.fds[:req.Files], job.fds[req.Files:]
+	// Before the exec's cgroup and scheduling: the wait's polling is the
+	// agent's, not charged to the exec's cpu.stat, cpu.max or pids.
+	awaitReaper()
 	if err := restoreSched(); err != nil {
 		closeAll(job.fds)
 		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
@@ -175,7 +178,6 @@ func (a *agent) spawn(job spawnJob) {
 		a.sendExited(req.ID, Status{ExitCode: 126, StartFailed: true, Error: err.Error()})
 		return
 	}
-	awaitReaper()
 	a.mu.Lock()
 	// Read before the fork: a kill of this process must come after it.
 	ooms := boxOOMKills()
@@ -309,10 +311,15 @@ const reaperCatchUp = 2 * time.Second
 // and stay zombies, listed in /proc and counted against the pids limit,
 // until the reaper gets to them; on a loaded host that can be after the
 // host has answered the exec and sent the next one. Waiting here, the
-// next exec never sees the last one's processes.
+// next exec does not see the last one's processes unless the wait gives
+// up, which it logs (rate-limited).
 func awaitReaper() {
 	deadline := time.Now().Add(reaperCatchUp)
-	for endedChild() && time.Now().Before(deadline) {
+	for endedChild() {
+		if !time.Now().Before(deadline) {
+			logGiveUp("the wait for the reaper", "an ended child still unreaped")
+			return
+		}
 		time.Sleep(200 * time.Microsecond)
 	}
 }

@@ -26,11 +26,19 @@ const sweepFor = time.Second
 // exec ends, and so is what it started, in its own session or not; one
 // whose parent still lives belongs to that parent's exec and ends with
 // it. It repeats until a pass finds no live orphan (for at most
-// sweepFor), since a killed process's children reach the agent only once
+// sweepFor, then it logs how many it last signalled and goes on), since a killed process's children reach the agent only once
 // it has died, and a process may fork between a pass's look and its kill.
 func sweepOrphans(mine func(pid int) bool) {
 	deadline := time.Now().Add(sweepFor)
-	for killOrphans(mine) > 0 && time.Now().Before(deadline) {
+	for {
+		n := killOrphans(mine)
+		if n == 0 {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			logGiveUp("the orphan sweep", strconv.Itoa(n)+" orphans still alive")
+			return
+		}
 		time.Sleep(time.Millisecond) // let the killed run their exits
 	}
 }
