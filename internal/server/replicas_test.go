@@ -253,7 +253,9 @@ func TestReplicasClientGone(t *testing.T) {
 		t.Fatal("the request never reached the holder")
 	}
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the client's request after it cancelled: got %v, want context.Canceled", err)
+	}
 	p.bServer.Close() // waits for B's handler to end
 	if logs := p.b.logs.String(); strings.Contains(logs, "level=WARN") || strings.Contains(logs, "does not answer") {
 		t.Errorf("B's logs after its client left: got\n%s\nwant no warning and no take-over", logs)
