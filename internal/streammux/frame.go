@@ -51,9 +51,10 @@ const headerLen = 9
 // the stream ends with it, and the error says which rule was broken.
 var ErrProtocol = errors.New("the peer broke the stream protocol")
 
-// ErrMismatch is a peer whose hello names another version or Config: the
-// two ends were built or configured apart, and the stream ends at once
-// naming both sides' figures.
+// ErrMismatch is a peer whose hello names another version or Config, or
+// whose resume frame another version: the two ends were built or
+// configured apart, and the stream ends at once naming both sides'
+// figures.
 var ErrMismatch = errors.New("the peer's stream config differs from ours")
 
 // hello is the payload of this end's hello for cfg.

@@ -365,7 +365,7 @@ func (m *Mux) readLoop() {
 			err = m.paced(len(p))
 		}
 		if err == nil && !first && h.typ == frameResume {
-			if err = m.resumed(p); err == nil {
+			if err = m.resumed(h, p); err == nil {
 				return
 			}
 		} else if err == nil && (first || h.typ == frameHello) {

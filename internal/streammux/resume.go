@@ -57,13 +57,16 @@ func (m *Mux) ArmResume(nonce []byte) error {
 	return nil
 }
 
-// resumed takes a resume frame's nonce p: on an armed end with its
-// nonce, the stream ends with ErrResumed, its connection left open.
-func (m *Mux) resumed(p []byte) error {
+// resumed takes a resume frame (h) and its nonce p: on an armed end
+// with its nonce, the stream ends with ErrResumed, its connection left
+// open. A resume of another version is refused as a hello of one is.
+func (m *Mux) resumed(h header, p []byte) error {
 	m.mu.Lock()
 	nonce := m.resumeNonce
 	m.mu.Unlock()
 	switch {
+	case h.id != version:
+		return fmt.Errorf("%w: a resume frame of version %d, ours %d; restore with a warden of the checkpoint's version", ErrMismatch, h.id, version)
 	case nonce == nil:
 		return fmt.Errorf("%w: a resume frame on a stream that was not quiesced for a checkpoint", ErrProtocol)
 	case subtle.ConstantTimeCompare(nonce, p) != 1:

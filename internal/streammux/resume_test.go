@@ -157,21 +157,24 @@ func quiesceAndResume(t *testing.T, fresh bool) {
 
 // TestResumeRefused: a resume with another nonce, or after a frame cut
 // in two (a cut that was not quiesced), ends the armed stream as a
-// breach; ResumeOn refuses a stream no resume ended.
+// breach, and one of another version as a mismatch; ResumeOn refuses
+// a stream no resume ended.
 func TestResumeRefused(t *testing.T) {
 	cfg := smallConfig()
 	resume := frame(frameResume, version, ResumeNonceLen, testNonce)
 	for _, tc := range []struct {
 		name, want string
 		peer       []byte
+		is         error
 	}{
-		{"another nonce", "another nonce than the checkpoint's", frame(frameResume, version, ResumeNonceLen, []byte("fedcba9876543210"))},
-		{"frame cut in two", "", cat(frame(frameOpen, 1, 0, nil), frame(frameData, 1, 12, []byte("abc")), resume)},
+		{"another nonce", "another nonce than the checkpoint's", frame(frameResume, version, ResumeNonceLen, []byte("fedcba9876543210")), ErrProtocol},
+		{"frame cut in two", "", cat(frame(frameOpen, 1, 0, nil), frame(frameData, 1, 12, []byte("abc")), resume), ErrProtocol},
+		{"another version", "resume frame of version 2", frame(frameResume, version+1, ResumeNonceLen, testNonce), ErrMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := feedArmed(t, cfg, testNonce, cat(hi(), tc.peer))
-			if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("got %v, want ErrProtocol saying %q", err, tc.want)
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %v saying %q", err, tc.is, tc.want)
 			}
 		})
 	}
