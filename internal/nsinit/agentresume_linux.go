@@ -128,16 +128,50 @@ func (sr *streamRequests) freshConn() (streammux.Conn, error) {
 
 // detachAll stops every relay of a running process at its old channel,
 // keeping its pipe, and lists the processes with each fd's direction:
-// StreamNull for /dev/null and for a stream that had ended.
+// StreamNull for /dev/null and for a stream that had ended. The relays
+// are taken under relayMu and stopped outside it, all at once and
+// within one detachWait, so a stuck relay holds up neither spawns nor
+// ended() nor the others; a process that ended meanwhile is not listed.
 func (sr *streamRequests) detachAll() []LiveProcess {
 	sr.relayMu.Lock()
-	defer sr.relayMu.Unlock()
-	live := make([]LiveProcess, 0, len(sr.relays))
+	procs := make(map[uint64][]*streamRelay, len(sr.relays))
 	for id, relays := range sr.relays {
+		procs[id] = relays
+	}
+	sr.relayMu.Unlock()
+	for _, relays := range procs {
+		for _, r := range relays {
+			if r != nil {
+				r.stop()
+			}
+		}
+	}
+	by := time.Now().Add(detachWait)
+	kept := map[*streamRelay]bool{}
+	for _, relays := range procs {
+		for _, r := range relays {
+			if r != nil && r.stopped(by) {
+				kept[r] = true
+			}
+		}
+	}
+	return sr.park(procs, kept)
+}
+
+// park marks the relays kept (detached from a live stream) parked and
+// lists procs, less those whose end cut their relays meanwhile.
+func (sr *streamRequests) park(procs map[uint64][]*streamRelay, kept map[*streamRelay]bool) []LiveProcess {
+	sr.relayMu.Lock()
+	defer sr.relayMu.Unlock()
+	live := make([]LiveProcess, 0, len(procs))
+	for id, relays := range procs {
+		if _, ok := sr.relays[id]; !ok {
+			continue
+		}
 		p := LiveProcess{ID: id, Streams: make([]string, len(relays))}
 		for i, r := range relays {
 			p.Streams[i] = StreamNull
-			if r != nil && r.detach() {
+			if kept[r] {
 				r.parked = true
 				p.Streams[i] = r.dir()
 			}
@@ -147,17 +181,24 @@ func (sr *streamRequests) detachAll() []LiveProcess {
 	return live
 }
 
-// detach stops r at its channel, keeping its pipe: true if the relay
-// waits for a new channel, false if its stream had ended (or it could
-// not be stopped in time, when it is cut).
-func (r *streamRelay) detach() bool {
+// stop makes r's copy stop at its pipe, which stays open: a pending read
+// or write of it ends by deadline.
+func (r *streamRelay) stop() {
 	r.detaching.Store(true)
-	// Ends a pending read or write of the pipe, which stays open; an
-	// error means the pipe's end is closed already, and the relay with it.
+	// An error means the pipe's end is closed already, and the relay
+	// with it.
 	_ = r.f.SetDeadline(time.Now())
+}
+
+// stopped waits until by for r, stopped, to return: true if it waits
+// for a new channel, false if its stream had ended (or it could not be
+// stopped in time, when it is cut).
+func (r *streamRelay) stopped(by time.Time) bool {
+	wait := time.NewTimer(time.Until(by))
+	defer wait.Stop()
 	select {
 	case <-r.done:
-	case <-time.After(detachWait):
+	case <-wait.C:
 		r.cut()
 		return false
 	}

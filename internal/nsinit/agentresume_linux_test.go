@@ -291,3 +291,33 @@ func TestStreamRebindKeepsParked(t *testing.T) {
 		t.Error("a second unpark() = nil, want a refusal")
 	}
 }
+
+// TestDetachAllWaitsUnlocked: detachAll waits for the relays outside
+// relayMu, so a process that ends meanwhile (ended, which takes the
+// lock) is not held up by a slow relay, and is not listed; the slow
+// relay, done in time, is listed as waiting for its channel.
+func TestDetachAllWaitsUnlocked(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	slow := &streamRelay{f: pw, done: make(chan struct{})}
+	sr := &streamRequests{relays: map[uint64][]*streamRelay{1: {nil, slow}, 2: {nil}}}
+	go func() {
+		for i := 0; i < 2000 && !slow.detaching.Load(); i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Without the lock free, this waits out detachWait.
+		sr.ended(2)
+		close(slow.done)
+	}()
+	live := sr.detachAll()
+	if len(live) != 1 || live[0].ID != 1 || len(live[0].Streams) != 2 || live[0].Streams[1] != StreamOut {
+		t.Errorf("detachAll() = %+v, want process 1 alone, its fd 1 waiting as out", live)
+	}
+	if !slow.parked {
+		t.Error("the slow relay is not parked, want it kept for a reattach")
+	}
+}
