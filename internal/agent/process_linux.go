@@ -130,7 +130,7 @@ func (s *Session) request(c interp.Command) (*Process, error) {
 		p.oomBase, p.countsGuest = s.guestOOMs, true
 	}
 	s.procs[p.id] = p
-	s.seen[p.id] = 0
+	s.seen[p.id] = Pending{}
 	s.mu.Unlock()
 	req := nsinit.Request{Op: nsinit.OpSpawn, ID: p.id, Argv: c.Argv, Env: c.Env, Dir: c.Dir}
 	if s.f.Stream {

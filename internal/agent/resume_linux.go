@@ -151,8 +151,8 @@ func (s *Session) quiescedEvent() error {
 
 // resumedLine takes a restored stream agent's first event, which must
 // be its resumed event: each process it lists must be one the
-// checkpointed session had not heard the end of (Frame.Prior), and not
-// one whose end it had heard.
+// checkpointed session had not heard the end of (Frame.Prior), and its
+// fds listed as no more than its spawn was granted (Pending).
 func (s *Session) resumedLine(line []byte) error {
 	e, err := nsinit.ParseEvent(line, false)
 	switch {
@@ -165,13 +165,34 @@ func (s *Session) resumedLine(line []byte) error {
 	defer s.mu.Unlock()
 	live := make(map[uint64][]string, len(e.Live))
 	for _, p := range e.Live {
-		if saw, ok := s.seen[p.ID]; !ok || saw&sawExited != 0 {
+		pend, ok := s.seen[p.ID]
+		if !ok || pend.Events&sawExited != 0 {
 			return fmt.Errorf("%w: the restored agent lists process %d as running, which the checkpoint does not hold as running", nsinit.ErrProtocol, p.ID)
+		}
+		if err := pend.checkListed(p.ID, p.Streams); err != nil {
+			return err
 		}
 		live[p.ID] = p.Streams
 	}
 	s.live = live
 	return nil
+}
+
+// maxLiveEntry bounds one process's entry in a resumed event as the
+// agent writes it: its ID (20 digits), and MaxRequestFDs directions.
+const maxLiveEntry = len(`{"id":18446744073709551615,"streams":[]},`) + nsinit.MaxRequestFDs*len(`"null",`)
+
+// resumedLineLimit bounds the resumed event's line: an event's, and an
+// entry for each process the checkpoint holds as running, which it may
+// list and no more (its list may hold up to nsinit.MaxLive).
+func (s *Session) resumedLineLimit() int {
+	n := 0
+	for _, p := range s.f.Prior {
+		if p.Events&sawExited == 0 {
+			n++
+		}
+	}
+	return maxEventLine + n*maxLiveEntry
 }
 
 // Live is, for a restored stream session, the processes its agent still
@@ -225,7 +246,7 @@ func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 		return nil, notListed(id)
 	}
 	delete(s.live, id)
-	if saw, ok := s.seen[id]; !ok || saw&sawExited != 0 {
+	if pend, ok := s.seen[id]; !ok || pend.Events&sawExited != 0 {
 		// Its exited event came first: it ended during the restore.
 		s.mu.Unlock()
 		return nil, fmt.Errorf("adopting process %d: it ended during the restore", id)

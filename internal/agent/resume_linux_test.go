@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/streammux"
+	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // TestStreamQuiesce: Quiesce sends the quiesce request with a fresh
@@ -107,15 +110,22 @@ func restoredGuest(t *testing.T, conn *os.File, first string, raw bool) (*stream
 	return g, err
 }
 
-// attachRestored attaches a restored stream session (PriorIDs 5, process
-// 3 started and 5 not yet) to a restored guest whose first event is first.
-func attachRestored(t *testing.T, first string) (*Session, *streamGuest, error) {
-	return attachRestoredRaw(t, first, false)
+// restoredPrior is the checkpoint of the restored-attach tests:
+// process 3 started with fd 1 its output, 5 not yet started.
+func restoredPrior() Unfinished {
+	return Unfinished{3: {Events: sawStarted, Streams: []string{"null", "out", "null"}}, 5: {}}
 }
 
-// attachRestoredRaw is attachRestored with a guest that writes first as a
-// raw line on the connection, outside any stream, when raw is set.
-func attachRestoredRaw(t *testing.T, first string, raw bool) (*Session, *streamGuest, error) {
+// attachRestored attaches a restored stream session (PriorIDs 5,
+// restoredPrior) to a restored guest whose first event is first.
+func attachRestored(t *testing.T, first string) (*Session, *streamGuest, error) {
+	return attachRestoredFrom(t, first, false, 5, restoredPrior())
+}
+
+// attachRestoredFrom is attachRestored from the checkpoint lastID,
+// prior, with a guest that writes first as a raw line on the connection,
+// outside any stream, when raw is set.
+func attachRestoredFrom(t *testing.T, first string, raw bool, lastID uint64, prior Unfinished) (*Session, *streamGuest, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +149,7 @@ func attachRestoredRaw(t *testing.T, first string, raw bool) (*Session, *streamG
 		Exited:  killed,
 		Cleanup: func() {},
 		// a checkpoint's
-		Restored: true, PriorIDs: 5, Prior: Unfinished{3: sawStarted, 5: 0}, ResumeNonce: resumeNonce,
+		Restored: true, PriorIDs: lastID, Prior: prior, ResumeNonce: resumeNonce,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
@@ -240,8 +250,9 @@ func TestStreamRestoredAdopt(t *testing.T) {
 }
 
 // TestStreamRestoredAttachRefuses: a restored agent's first event must
-// be resumed, listing only processes the checkpoint held as running;
-// anything else fails the attach as a breach.
+// be resumed, listing only processes the checkpoint held as running,
+// each with no more than the fds its spawn was granted, on a line no
+// longer than such a list; anything else fails the attach as a breach.
 func TestStreamRestoredAttachRefuses(t *testing.T) {
 	for _, tt := range []struct {
 		first, want string
@@ -254,8 +265,13 @@ func TestStreamRestoredAttachRefuses(t *testing.T) {
 		{`{"kind":"resumed","live":[{"id":3,"streams":["sideways"]}]}`, "direction", false},
 		{`{"kind":"resumed","live":[{"id":3,"streams":[]},{"id":3,"streams":[]}]}`, "twice", false},
 		{`{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`, "outside the stream", true},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["in","out","null"]}]}`, `fd 0 as "in", which was granted "null"`, false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["null","in","null"]}]}`, `fd 1 as "in", which was granted "out"`, false},
+		{`{"kind":"resumed","live":[{"id":3,"streams":["null","out"]}]}`, "spawned with 3", false},
+		{`{"kind":"resumed","live":[{"id":5,"streams":["out"]}]}`, `fd 0 as "out", which was granted "null"`, false},
+		{`{"kind":"resumed","live":[]}` + strings.Repeat(" ", maxEventLine+2*maxLiveEntry), "longer than", false},
 	} {
-		_, _, err := attachRestoredRaw(t, tt.first, tt.raw)
+		_, _, err := attachRestoredFrom(t, tt.first, tt.raw, 5, restoredPrior())
 		if !errors.Is(err, nsinit.ErrProtocol) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Attach() after %s (raw %v) = %v, want a breach saying %q", tt.first, tt.raw, err, tt.want)
 		}
@@ -311,5 +327,81 @@ func TestStreamCheckpointFailedAfterCut(t *testing.T) {
 	}
 	if err := s.Err(); !errors.Is(err, ErrCheckpointFailed) {
 		t.Errorf("Err() after a Quiesce whose ctx ended = %v, want ErrCheckpointFailed", err)
+	}
+}
+
+// TestStreamSpawnRecordsGrants: a spawn over the stream records the
+// direction of each fd it was granted, which Unfinished hands to the
+// checkpoint (Frame.Prior) to bound a restored agent's list.
+func TestStreamSpawnRecordsGrants(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	execAsync(s, nil)
+	req, _ := g.spawned()
+	want := make([]string, len(req.Streams))
+	for i, st := range req.Streams {
+		want[i] = st.Dir
+	}
+	if got := s.Unfinished()[req.ID]; got.Events != 0 || strings.Join(got.Streams, ",") != strings.Join(want, ",") {
+		t.Errorf("Unfinished()[%d] = %+v, want no events and the spawn's directions %v", req.ID, got, want)
+	}
+}
+
+// TestStreamRestoredListsWithin: a restored agent may list a process's
+// fd as "null" where it was granted "out" (its stream ended), and may
+// list more processes than an event line holds, as many as the
+// checkpoint held running.
+func TestStreamRestoredListsWithin(t *testing.T) {
+	s, _, err := attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","null","null"]}]}`)
+	if err != nil {
+		t.Fatalf("Attach() listing fd 1 ended = %v", err)
+	}
+	if got := s.Live(); strings.Join(got[3], ",") != "null,null,null" {
+		t.Errorf("Live() = %v, want process 3 with every fd null", got)
+	}
+
+	const n = 2000
+	prior := Unfinished{}
+	live := make([]string, 0, n)
+	for id := uint64(1); id <= n; id++ {
+		prior[id] = Pending{Events: sawStarted, Streams: []string{"in", "out", "out"}}
+		live = append(live, fmt.Sprintf(`{"id":%d,"streams":["in","out","out"]}`, id))
+	}
+	line := `{"kind":"resumed","live":[` + strings.Join(live, ",") + `]}`
+	if len(line) <= maxEventLine {
+		t.Fatalf("the listing is %d bytes, want more than an event line's %d", len(line), maxEventLine)
+	}
+	s, _, err = attachRestoredFrom(t, line, false, n, prior)
+	if err != nil {
+		t.Fatalf("Attach() listing %d processes = %v", n, err)
+	}
+	if got := len(s.Live()); got != n {
+		t.Errorf("Live() lists %d processes, want %d", got, n)
+	}
+}
+
+// TestPendingJSON: a checkpoint's record keeps a process with no
+// directions as its events alone (as before they were kept), one with
+// directions as an object, reads both back, and refuses fields it does
+// not know.
+func TestPendingJSON(t *testing.T) {
+	u := Unfinished{3: {Events: sawStarted}, 4: {Streams: []string{"in", "null"}}}
+	b, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"3":1,"4":{"events":0,"streams":["in","null"]}}`; string(b) != want {
+		t.Errorf("Marshal() = %s, want %s", b, want)
+	}
+	var back Unfinished
+	if err := strictjson.Decode(b, &back); err != nil || back[3].Events != sawStarted || back[3].Streams != nil || strings.Join(back[4].Streams, ",") != "in,null" {
+		t.Errorf("Decode(%s) = %+v, %v; want it back", b, back, err)
+	}
+	for _, in := range []string{`{"3":{"events":1,"streams":[],"extra":1}}`, `{"3":"1"}`, `{"3":{"events":1,"streams":["in"]} }x`} {
+		if err := strictjson.Decode([]byte(in), &back); err == nil {
+			t.Errorf("Decode(%s) = nil, want a refusal", in)
+		}
+	}
+	if err := (Unfinished{3: {Streams: []string{"sideways"}}}).check(5); err == nil || !strings.Contains(err.Error(), "direction") {
+		t.Errorf("check() of an unknown direction = %v, want a refusal", err)
 	}
 }

@@ -57,8 +57,9 @@ type Session struct {
 	procs  map[uint64]*Process
 	nextID uint64
 	// seen holds the events (sawStarted, sawExited) each process the
-	// agent was told of has reported, until it has reported all it may.
-	seen map[uint64]uint8
+	// agent was told of has reported, until it has reported all it may,
+	// and over the stream the directions its fds were granted.
+	seen map[uint64]Pending
 	// live are the processes a restored agent listed as running over the
 	// stream (Frame.ResumeNonce) and Adopt has not yet taken.
 	live   map[uint64][]string
@@ -112,7 +113,7 @@ var ErrSessionEnded = errors.New("the sandbox has ended")
 // session it serves. ctx bounds the wait only. On failure everything in f
 // is torn down, as Close would.
 func Attach(ctx context.Context, f Frame) (*Session, error) {
-	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]uint8{}, done: make(chan struct{}), nextID: f.PriorIDs, quiesceAck: make(chan struct{})}
+	s := &Session{f: f, ctl: -1, procs: map[uint64]*Process{}, seen: map[uint64]Pending{}, done: make(chan struct{}), nextID: f.PriorIDs, quiesceAck: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		if terr := s.teardown(); terr != nil {
 			return nil, errors.Join(err, fmt.Errorf("tearing down the failed attach: %w", terr))
@@ -144,8 +145,8 @@ func (s *Session) start(ctx context.Context) error {
 		s.end(err)
 		return err
 	}
-	for id, saw := range s.f.Prior {
-		s.seen[id] = saw
+	for id, p := range s.f.Prior {
+		s.seen[id] = p
 	}
 	if !s.f.Stream {
 		s.ctl = int(s.f.Control.Fd())
@@ -320,10 +321,14 @@ func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
 	first := !s.f.Restored || s.f.Stream
 	var end error
 	for end == nil {
-		line, err := r.ReadSlice('\n')
+		limit := maxEventLine
+		if first && s.f.Restored {
+			limit = s.resumedLineLimit()
+		}
+		line, err := readLine(r, limit)
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
-			end = fmt.Errorf("%w: an event line longer than %d bytes", nsinit.ErrProtocol, maxEventLine)
+			end = fmt.Errorf("%w: an event line longer than %d bytes", nsinit.ErrProtocol, limit)
 		case err != nil:
 			// A reset is an agent that exited with bytes of ours unread.
 			end = streamEnd(err)
@@ -346,6 +351,27 @@ func (s *Session) readLines(r *bufio.Reader, ready chan<- error, raw bool) {
 		}
 	}
 	s.finishEvents(ready, first, end)
+}
+
+// readLine reads a line of at most limit bytes from r, whose buffer
+// may be shorter (a restored agent's list of processes can be longer
+// than any event): past limit it fails with bufio.ErrBufferFull. The line
+// is r's own unless it is longer than r's buffer.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var long []byte
+	for {
+		part, err := r.ReadSlice('\n')
+		full := errors.Is(err, bufio.ErrBufferFull)
+		switch n := len(long) + len(part); {
+		case n > limit, full && n == limit:
+			return nil, bufio.ErrBufferFull
+		case !full && long == nil:
+			return part, err
+		case !full:
+			return append(long, part...), err
+		}
+		long = append(long, part...)
+	}
 }
 
 // finishEvents ends the session with end, the reason its events stopped
@@ -494,10 +520,11 @@ func (s *Session) record(e nsinit.Event) error {
 	if e.ID > s.nextID {
 		return fmt.Errorf("%w: event for process %d, which the host never started", nsinit.ErrProtocol, e.ID)
 	}
-	saw, ok := s.seen[e.ID]
+	pend, ok := s.seen[e.ID]
 	if !ok {
 		return fmt.Errorf("%w: %q event for process %d, which has already ended or was never sent", nsinit.ErrProtocol, e.Kind, e.ID)
 	}
+	saw := pend.Events
 	bit := sawStarted
 	if e.Kind == nsinit.EventExited {
 		bit = sawExited
@@ -512,7 +539,8 @@ func (s *Session) record(e nsinit.Event) error {
 	if saw == sawStarted|sawExited || e.Kind == nsinit.EventExited && e.Status.StartFailed {
 		delete(s.seen, e.ID)
 	} else {
-		s.seen[e.ID] = saw
+		pend.Events = saw
+		s.seen[e.ID] = pend
 	}
 	return nil
 }
@@ -527,38 +555,18 @@ func (s *Session) LastID() uint64 {
 }
 
 // Unfinished are the processes the session told the agent of that have
-// not reported all their events, with those they have reported: what a
-// session restored from a checkpoint of this one may still receive
+// not reported all their events, with those they have reported and,
+// over the stream, the directions their fds were granted: what a session
+// restored from a checkpoint of this one may still receive or list
 // (Frame.Prior).
 func (s *Session) Unfinished() Unfinished {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := make(Unfinished, len(s.seen))
-	for id, saw := range s.seen {
-		u[id] = saw
+	for id, p := range s.seen {
+		u[id] = Pending{Events: p.Events, Streams: append([]string(nil), p.Streams...)}
 	}
 	return u
-}
-
-// Unfinished maps a process ID to the events its process has reported:
-// 0, 1 (started) or 2 (exited, which may come first).
-type Unfinished map[uint64]uint8
-
-// MaxUnfinished bounds the processes a checkpoint may carry unfinished.
-const MaxUnfinished = 1 << 16
-
-// check refuses u unless each ID is in 1..last and each value one of
-// Unfinished's.
-func (u Unfinished) check(last uint64) error {
-	if len(u) > MaxUnfinished {
-		return fmt.Errorf("the checkpoint carries %d unfinished processes, more than %d", len(u), MaxUnfinished)
-	}
-	for id, saw := range u {
-		if id == 0 || id > last || (saw != 0 && saw != sawStarted && saw != sawExited) {
-			return fmt.Errorf("the checkpoint's unfinished process %d (events %d) is out of range (IDs 1..%d, events 0..2)", id, saw, last)
-		}
-	}
-	return nil
 }
 
 // Running is how many processes the session started have not yet

@@ -40,7 +40,7 @@ func attachFake(t *testing.T) (*Session, *fakeBox, *Process) {
 	t.Cleanup(func() { s.Close() })
 	p := &Process{s: s, id: 1, started: make(chan struct{}), done: make(chan struct{})}
 	s.mu.Lock()
-	s.nextID, s.procs[1], s.seen[1] = 1, p, 0
+	s.nextID, s.procs[1], s.seen[1] = 1, p, Pending{}
 	s.mu.Unlock()
 	fb.write(t, `{"kind":"started","id":1,"pid":7}`)
 	return s, fb, p
@@ -142,7 +142,7 @@ func TestValidExit(t *testing.T) {
 			s, fb, p1 := attachFake(t)
 			p := &Process{s: s, id: 2, started: make(chan struct{}), done: make(chan struct{})}
 			s.mu.Lock()
-			s.nextID, s.procs[2], s.seen[2] = 2, p, 0
+			s.nextID, s.procs[2], s.seen[2] = 2, p, Pending{}
 			s.mu.Unlock()
 			if tt.name == "after its start" {
 				fb.write(t, `{"kind":"started","id":2,"pid":8}`)
@@ -296,7 +296,7 @@ func TestRestoredAttach(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, fb := fakeFrame(t)
-			f.Restored, f.PriorIDs, f.Prior = true, 5, Unfinished{3: sawStarted, 5: 0}
+			f.Restored, f.PriorIDs, f.Prior = true, 5, Unfinished{3: {Events: sawStarted}, 5: {}}
 			ctx, cancel := context.WithTimeout(context.Background(), testWait)
 			defer cancel()
 			s, err := Attach(ctx, f)
@@ -312,7 +312,7 @@ func TestRestoredAttach(t *testing.T) {
 			// ended.
 			p := &Process{s: s, id: 6, started: make(chan struct{}), done: make(chan struct{})}
 			s.mu.Lock()
-			s.nextID, s.procs[6], s.seen[6] = 6, p, 0
+			s.nextID, s.procs[6], s.seen[6] = 6, p, Pending{}
 			s.mu.Unlock()
 			fb.write(t, tt.line)
 			if !tt.breach {
@@ -336,7 +336,7 @@ func TestRestoredAttach(t *testing.T) {
 
 // TestRestoredAttachRefuses: Attach refuses a Prior out of range.
 func TestRestoredAttachRefuses(t *testing.T) {
-	for _, prior := range []Unfinished{{6: 0}, {0: 0}, {3: 3}} {
+	for _, prior := range []Unfinished{{6: {}}, {0: {}}, {3: {Events: 3}}} {
 		f, _ := fakeFrame(t)
 		f.Restored, f.PriorIDs, f.Prior = true, 5, prior
 		if s, err := Attach(context.Background(), f); err == nil {

@@ -248,6 +248,9 @@ func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan s
 	if err != nil {
 		return err
 	}
+	if req.Op == nsinit.OpSpawn {
+		s.grant(req.ID, sfs)
+	}
 	by := time.Now().Add(slotWait)
 	for {
 		if err := s.waitSlots(need, by); err != nil {
@@ -257,6 +260,21 @@ func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan s
 		if sent, err := s.trySendStream(req, sfs, need, done); sent {
 			return err
 		}
+	}
+}
+
+// grant records the directions of spawn id's fds, which a restored
+// agent may list of it no more than (Pending).
+func (s *Session) grant(id uint64, sfs []streamFile) {
+	dirs := make([]string, len(sfs))
+	for i, sf := range sfs {
+		dirs[i] = sf.dir
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.seen[id]; ok {
+		p.Streams = dirs
+		s.seen[id] = p
 	}
 }
 

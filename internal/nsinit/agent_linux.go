@@ -352,7 +352,7 @@ func statusOf(ws unix.WaitStatus) Status {
 func readRequest(fd int) (Request, []int, error) {
 	var req Request
 	head := make([]byte, 4)
-	oob := make([]byte, unix.CmsgSpace(maxRequestFDs*4))
+	oob := make([]byte, unix.CmsgSpace(MaxRequestFDs*4))
 	n, oobn, _, _, err := RecvmsgRetry(fd, head, oob)
 	if err != nil {
 		return req, nil, err

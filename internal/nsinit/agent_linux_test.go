@@ -132,7 +132,7 @@ func TestEncodeRequestBoundsDescriptors(t *testing.T) {
 		files, cgroup int
 		wantErr       bool
 	}{
-		{3, 0, false}, {3, 13, false}, {maxRequestFDs, 0, false}, {3, 14, true}, {maxRequestFDs + 1, 0, true},
+		{3, 0, false}, {3, 13, false}, {MaxRequestFDs, 0, false}, {3, 14, true}, {MaxRequestFDs + 1, 0, true},
 	}
 	for _, tt := range tests {
 		_, err := EncodeRequest(Request{Op: OpSpawn, Files: tt.files, Cgroup: tt.cgroup})

@@ -301,7 +301,7 @@ func (sr *streamRequests) claim(streams []Stream) ([]int, []*streamRelay, error)
 // serves the other; StreamNull is the box's /dev/null, with no relay.
 func (sr *streamRequests) stream(st Stream) (int, *streamRelay, error) {
 	var p [2]int
-	if st.Dir != StreamIn && st.Dir != StreamOut && st.Dir != StreamNull {
+	if !KnownStream(st.Dir) {
 		return -1, nil, fmt.Errorf("direction %q is none of %q, %q or %q", st.Dir, StreamIn, StreamOut, StreamNull)
 	}
 	if st.Dir == StreamNull {

@@ -209,7 +209,7 @@ func (e *Event) validate(first bool) error {
 }
 
 // validateResumed bounds EventResumed's list: at most MaxLive
-// processes, each ID once and not 0, each with at most maxRequestFDs
+// processes, each ID once and not 0, each with at most MaxRequestFDs
 // streams of a known direction. Whether each ID is one the host may
 // take is the session's to check.
 func (e *Event) validateResumed() error {
@@ -224,12 +224,12 @@ func (e *Event) validateResumed() error {
 		switch {
 		case p.ID == 0 || ids[p.ID]:
 			return protocolError("resumed event listing process %d twice or as 0", p.ID)
-		case len(p.Streams) > maxRequestFDs:
-			return protocolError("resumed event listing %d streams of process %d, more than %d", len(p.Streams), p.ID, maxRequestFDs)
+		case len(p.Streams) > MaxRequestFDs:
+			return protocolError("resumed event listing %d streams of process %d, more than %d", len(p.Streams), p.ID, MaxRequestFDs)
 		}
 		ids[p.ID] = true
 		for _, d := range p.Streams {
-			if d != StreamIn && d != StreamOut && d != StreamNull {
+			if !KnownStream(d) {
 				return protocolError("resumed event with a stream of process %d of direction %.20q", p.ID, d)
 			}
 		}

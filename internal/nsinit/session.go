@@ -104,6 +104,11 @@ const (
 	StreamNull = "null"
 )
 
+// KnownStream says whether dir is one of the stream directions.
+func KnownStream(dir string) bool {
+	return dir == StreamIn || dir == StreamOut || dir == StreamNull
+}
+
 // Stream is one fd of a process spawned over the stream transport: a pipe
 // in the sandbox whose other end the agent relays to or from channel Ch.
 type Stream struct {
@@ -130,11 +135,11 @@ const (
 	EventResumed = "resumed"
 )
 
-// MaxLive bounds the processes an EventResumed may list: a live process
-// holds at least one stream channel, of which the host may have
-// streammux's MaxChannels (32) open; processes with no stream left count
-// too, so the bound is looser.
-const MaxLive = 256
+// MaxLive bounds the processes an EventResumed may list, whatever the
+// box: far above any session's. The host bounds the list by what it
+// holds of the checkpoint (agent.Frame.Prior): each process listed must
+// be one of its unfinished ones, and each at most once.
+const MaxLive = 1 << 16
 
 // LiveProcess is a process a restored agent still runs: its spawn ID
 // and what each of its fds 0, 1, 2, ... is now: StreamIn or StreamOut
@@ -167,17 +172,18 @@ type Event struct {
 	Live []LiveProcess `json:"live,omitempty"`
 }
 
-// maxRequestFDs bounds the descriptors one Request may carry.
-const maxRequestFDs = 16
+// MaxRequestFDs bounds the descriptors one Request may carry, and so
+// the streams one process is spawned with.
+const MaxRequestFDs = 16
 
 // EncodeRequest frames r for SendRequest's single sendmsg: its length,
 // then its JSON.
 func EncodeRequest(r Request) ([]byte, error) {
-	if r.Files+r.Cgroup > maxRequestFDs {
-		return nil, fmt.Errorf("request carries %d descriptors, more than %d", r.Files+r.Cgroup, maxRequestFDs)
+	if r.Files+r.Cgroup > MaxRequestFDs {
+		return nil, fmt.Errorf("request carries %d descriptors, more than %d", r.Files+r.Cgroup, MaxRequestFDs)
 	}
-	if len(r.Streams) > maxRequestFDs {
-		return nil, fmt.Errorf("request names %d streams, more than %d", len(r.Streams), maxRequestFDs)
+	if len(r.Streams) > MaxRequestFDs {
+		return nil, fmt.Errorf("request names %d streams, more than %d", len(r.Streams), MaxRequestFDs)
 	}
 	return encodeFrame(r)
 }
