@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/streammux"
@@ -39,8 +41,14 @@ var ErrCheckpointFailed = errors.New("a checkpoint failed after it cut the sessi
 // are cut in two by the save. From then on every request fails with
 // ErrQuiesced and no event comes: save the box and close the session.
 // The caller keeps new processes and file calls out meanwhile (the
-// interpreters idle): output a process writes after it is kept for the
-// restored session, not lost, but an exec in flight never hears its end.
+// interpreters idle). Output a process writes after it is kept for the
+// restored session if the process still runs when that session attaches
+// (Live, Adopt); a process that ends before then, or before Adopt takes
+// it, ends with its output after the cut lost, since no session holds a
+// reader for it. An exec in flight never hears its end here: once the
+// box ends, its Wait and Err say a checkpoint cut the stream (they match
+// ErrQuiesced and ErrSessionEnded); the restored session drops it
+// (DropLive) or adopts it.
 func (s *Session) Quiesce(ctx context.Context) ([]byte, error) {
 	if !s.f.Stream {
 		return nil, errors.New("quiescing: only a session over the stream transport has a stream to cut")
@@ -129,6 +137,19 @@ func (s *Session) quiescedNow() (bool, error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	return s.quiesced, s.quiescedErrLocked()
+}
+
+// cutEnd is the end (err) of a session Quiesce cut whose box then ended
+// (a checkpoint's save stops it): a process it ran, an exec in flight
+// among them, was not seen to end, and runs on only in a box restored
+// from the checkpoint, whose session lists it (Live).
+func cutEnd(err error) error {
+	cause := err.Error()
+	var e *endedError
+	if errors.As(err, &e) {
+		cause = e.cause
+	}
+	return &endedError{cause: fmt.Sprintf("a checkpoint cut its stream, and then %s: its processes were not seen to end here; they run on only in a box restored from the checkpoint (Session.Live there)", cause), final: true, is: ErrQuiesced}
 }
 
 // quiescedEvent takes the agent's answer to Quiesce; one not asked for
@@ -263,6 +284,34 @@ func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 		return nil, fmt.Errorf("adopting process %d: %w", id, err)
 	}
 	return p, nil
+}
+
+// DropLive releases process id, one Live lists, which the caller will
+// not adopt (an exec in flight at the checkpoint, whose caller is gone):
+// the agent kills it and its process group, and its end cuts the relays
+// parked for it, so none of its pipes stays held with output nobody
+// reads. Its end comes as an event the session drops (Frame.Prior). A
+// listed process neither adopted nor dropped runs until Close.
+func (s *Session) DropLive(id uint64) error {
+	s.holdMu.RLock()
+	defer s.holdMu.RUnlock()
+	s.mu.Lock()
+	_, ok := s.live[id]
+	err := s.endedLocked()
+	if err == nil && ok {
+		delete(s.live, id)
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("dropping process %d: the restored sandbox does not list it as running (or it was adopted or dropped already)", id)
+	}
+	if err := s.send(nsinit.Request{Op: nsinit.OpKill, ID: id, Signal: int(unix.SIGKILL)}, nil, false); err != nil {
+		return fmt.Errorf("dropping process %d: %w", id, err)
+	}
+	return nil
 }
 
 // notListed is Adopt's error for a process Live does not list.

@@ -405,3 +405,62 @@ func TestPendingJSON(t *testing.T) {
 		t.Errorf("check() of an unknown direction = %v, want a refusal", err)
 	}
 }
+
+// TestStreamRestoredDropLive: DropLive kills a listed process through
+// the agent and takes it off the listing, so no Adopt can take it and
+// a second drop is refused; its end then comes as a dropped event.
+func TestStreamRestoredDropLive(t *testing.T) {
+	s, g, err := attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`)
+	if err != nil {
+		t.Fatalf("Attach() = %v", err)
+	}
+	dropped := make(chan error, 1)
+	go func() { dropped <- s.DropLive(3) }()
+	req := g.request()
+	if err := await(t, dropped, "DropLive"); err != nil {
+		t.Fatalf("DropLive(3) = %v", err)
+	}
+	if req.Op != nsinit.OpKill || req.ID != 3 || req.Signal != int(unix.SIGKILL) {
+		t.Errorf("the host sent %+v, want a SIGKILL of process 3", req)
+	}
+	if got := s.Live(); len(got) != 0 {
+		t.Errorf("Live() after DropLive = %v, want nothing", got)
+	}
+	if err := s.DropLive(3); err == nil || !strings.Contains(err.Error(), "dropped already") {
+		t.Errorf("a second DropLive(3) = %v, want a refusal", err)
+	}
+	if _, err := s.Adopt(3, nil); err == nil || !strings.Contains(err.Error(), "does not list it") {
+		t.Errorf("Adopt(3) after DropLive = %v, want a refusal", err)
+	}
+	g.event(`{"kind":"exited","id":3,"status":{"exit_code":137,"signal":9}}`)
+	if err := s.DropLive(5); err == nil || s.Err() != nil {
+		t.Errorf("DropLive(5), not listed = %v, Err() = %v; want a refusal and the session alive", err, s.Err())
+	}
+}
+
+// TestStreamCutExecEnds: an exec in flight when Quiesce cut the stream
+// hears no end; once the box ends (the checkpoint's save stops it) it
+// fails with an error that names the checkpoint, not a bare end.
+func TestStreamCutExecEnds(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	exec := execAsync(s, nil)
+	req, _ := g.spawned()
+	g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, req.ID))
+	quiesced := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		_, err := s.Quiesce(ctx)
+		quiesced <- err
+	}()
+	g.request()
+	g.event(`{"kind":"quiesced"}`)
+	if err := await(t, quiesced, "Quiesce"); err != nil {
+		t.Fatalf("Quiesce() = %v", err)
+	}
+	s.f.Kill()
+	o := await(t, exec, "the exec in flight")
+	if !errors.Is(o.err, ErrQuiesced) || !errors.Is(o.err, ErrSessionEnded) || !strings.Contains(o.err.Error(), "checkpoint cut its stream") {
+		t.Errorf("the exec in flight = %+v, %v; want the session's end naming the checkpoint", o.r, o.err)
+	}
+}
