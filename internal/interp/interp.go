@@ -179,7 +179,9 @@ func WithCPUs(cpus float64) Option {
 // started and its restored sandbox still runs, taken over through ad:
 // Runs talk to it, its variables as they were at the checkpoint; should
 // it die, the next Run starts a fresh one through sp. The process must
-// have been started by an Interpreter of the same language and options.
+// have been started by an Interpreter of the same language and options:
+// nothing here can tell, and a driver of another language fails at the
+// first Run, as a protocol error (ErrProtocol).
 func Adopt(language string, sp Spawner, ad Adopter, id uint64, env []string, opts ...Option) (Interpreter, error) {
 	in, err := New(language, sp, env, opts...)
 	if err != nil {
@@ -190,7 +192,9 @@ func Adopt(language string, sp Spawner, ad Adopter, id uint64, env []string, opt
 	if err != nil {
 		return nil, err
 	}
+	it.mu.Lock()
 	it.cur = p
+	it.mu.Unlock()
 	return it, nil
 }
 
