@@ -161,77 +161,86 @@ func attachRestoredFrom(t *testing.T, first string, raw bool, lastID uint64, pri
 	return s, await(t, guest, "the restored guest"), nil
 }
 
-// TestStreamRestoredAttach: a restored stream session resumes the stream
-// with the checkpoint's nonce, takes the processes the agent lists as
-// its Live, and Adopt rebinds one with a reattach request naming a
-// channel per pipe, once.
-func TestStreamRestoredAttach(t *testing.T) {
-	s, _, err := attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`)
-	if err != nil {
-		t.Fatalf("Attach() = %v", err)
-	}
-	if got := s.Live(); len(got) != 1 || strings.Join(got[3], ",") != "null,out,null" {
-		t.Fatalf("Live() = %v, want process 3 as null, out, null", got)
-	}
-	if got := s.LastID(); got != 5 {
-		t.Errorf("LastID() = %d, want 5", got)
-	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := s.Adopt(3, []*os.File{null, null, null}); err == nil || !strings.Contains(err.Error(), `fd 1 is "out"`) {
-		t.Errorf("Adopt() with /dev/null for an output = %v, want a refusal naming fd 1", err)
-	}
-	// The refusal above left the listing for a right Adopt.
-	if got := s.Live(); len(got) != 1 {
-		t.Errorf("Live() after a refused Adopt = %v, want process 3 still listed", got)
-	}
-	w.Close()
+// restored is a restored session whose agent lists process 3 with fd 1
+// its output, and files to adopt it with: /dev/null and a pipe (w for
+// fd 1, r to read what reaches it), closed when the test ends.
+type restored struct {
+	s    *Session
+	g    *streamGuest
+	null *os.File
+	r, w *os.File
 }
 
-// TestStreamRestoredAdopt: Adopt sends the reattach with a channel for
-// the output, whose bytes reach the file given, and the process's end
-// comes as a spawned one's.
-func TestStreamRestoredAdopt(t *testing.T) {
-	s, g, err := attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`)
-	if err != nil {
+func attachListing(t *testing.T) restored {
+	t.Helper()
+	var x restored
+	var err error
+	if x.s, x.g, err = attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`); err != nil {
 		t.Fatalf("Attach() = %v", err)
 	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
+	if x.null, err = os.Open(os.DevNull); err != nil {
 		t.Fatal(err)
 	}
-	defer null.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
+	t.Cleanup(func() { x.null.Close() })
+	if x.r, x.w, err = os.Pipe(); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { x.r.Close(); x.w.Close() })
+	return x
+}
+
+// adopt adopts process 3 with x's files and returns the reattach the
+// guest read, with its channels.
+func (x restored) adopt(t *testing.T) (interp.Process, nsinit.Request, []*streammux.Channel) {
+	t.Helper()
 	type adoption struct {
 		p   interp.Process
 		err error
 	}
 	adopted := make(chan adoption, 1)
 	go func() {
-		p, err := s.Adopt(3, []*os.File{null, w, null})
+		p, err := x.s.Adopt(3, []*os.File{x.null, x.w, x.null})
 		adopted <- adoption{p, err}
 	}()
-	req, chans := g.spawned()
+	req, chans := x.g.spawned()
 	a := await(t, adopted, "Adopt")
 	if a.err != nil {
 		t.Fatalf("Adopt() = %v", a.err)
 	}
-	if _, err := s.Adopt(3, []*os.File{null, w, null}); err == nil || !strings.Contains(err.Error(), "adopted already") {
+	return a.p, req, chans
+}
+
+// TestStreamRestoredAttach: a restored stream session resumes the stream
+// with the checkpoint's nonce and takes the processes the agent lists as
+// its Live; an Adopt whose files do not fit is refused and leaves the
+// listing.
+func TestStreamRestoredAttach(t *testing.T) {
+	x := attachListing(t)
+	if got := x.s.Live(); len(got) != 1 || strings.Join(got[3], ",") != "null,out,null" {
+		t.Fatalf("Live() = %v, want process 3 as null, out, null", got)
+	}
+	if got := x.s.LastID(); got != 5 {
+		t.Errorf("LastID() = %d, want 5", got)
+	}
+	if _, err := x.s.Adopt(3, []*os.File{x.null, x.null, x.null}); err == nil || !strings.Contains(err.Error(), `fd 1 is "out"`) {
+		t.Errorf("Adopt() with /dev/null for an output = %v, want a refusal naming fd 1", err)
+	}
+	// The refusal above left the listing for a right Adopt.
+	if got := x.s.Live(); len(got) != 1 {
+		t.Errorf("Live() after a refused Adopt = %v, want process 3 still listed", got)
+	}
+}
+
+// TestStreamRestoredAdopt: Adopt sends the reattach with a channel for
+// the output, whose bytes reach the file given, once; the process's end
+// comes as a spawned one's.
+func TestStreamRestoredAdopt(t *testing.T) {
+	x := attachListing(t)
+	p, req, chans := x.adopt(t)
+	if _, err := x.s.Adopt(3, []*os.File{x.null, x.w, x.null}); err == nil || !strings.Contains(err.Error(), "adopted already") {
 		t.Errorf("a second Adopt() of process 3 = %v, want a refusal", err)
 	}
-	w.Close()
+	x.w.Close()
 	if req.Op != nsinit.OpReattach || req.ID != 3 || len(req.Streams) != 3 || req.Streams[1].Dir != nsinit.StreamOut || chans[1] == nil {
 		t.Fatalf("the host sent %+v, want a reattach of process 3 with a channel for fd 1", req)
 	}
@@ -239,13 +248,39 @@ func TestStreamRestoredAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	chans[1].Close()
-	got, err := io.ReadAll(r)
+	got, err := io.ReadAll(x.r)
 	if err != nil || string(got) != "x = 42\n" {
 		t.Errorf("the adopted output read %q, %v; want what the agent relayed", got, err)
 	}
-	g.event(`{"kind":"exited","id":3,"status":{"exit_code":5}}`)
-	if st, err := a.p.Wait(); err != nil || st.Code != 5 {
+	x.g.event(`{"kind":"exited","id":3,"status":{"exit_code":5}}`)
+	if st, err := p.Wait(); err != nil || st.Code != 5 {
 		t.Errorf("Wait() = %+v, %v; want exit 5", st, err)
+	}
+	if st, err := p.Wait(); err != nil || st.Code != 5 {
+		t.Errorf("a second Wait() = %+v, %v; want exit 5 again", st, err)
+	}
+}
+
+// TestStreamRestoredAdoptKill: an adopted process's Kill sends the
+// agent a SIGKILL of it, and the end the agent reports settles Wait.
+func TestStreamRestoredAdoptKill(t *testing.T) {
+	x := attachListing(t)
+	p, _, _ := x.adopt(t)
+	killed := make(chan error, 1)
+	go func() { killed <- p.Kill() }()
+	req := x.g.request()
+	if err := await(t, killed, "Kill"); err != nil {
+		t.Fatalf("Kill() = %v", err)
+	}
+	if req.Op != nsinit.OpKill || req.ID != 3 || req.Signal != int(unix.SIGKILL) {
+		t.Errorf("the host sent %+v, want a SIGKILL of process 3", req)
+	}
+	x.g.event(`{"kind":"exited","id":3,"status":{"exit_code":137,"signal":9}}`)
+	if st, err := p.Wait(); err != nil || st.Signal != 9 {
+		t.Errorf("Wait() after Kill = %+v, %v; want killed by signal 9", st, err)
+	}
+	if err := x.s.Err(); err != nil {
+		t.Errorf("Err() = %v, want the session alive", err)
 	}
 }
 
@@ -286,12 +321,9 @@ func TestStreamRestoredAttachRefuses(t *testing.T) {
 	}
 }
 
-// TestStreamCheckpointFailedAfterCut: a quiesced session's Kill answers
-// ErrQuiesced at once (no watch to blame the silent box), and EndCut, or
-// a Quiesce whose ctx ends, ends the session naming the failed
-// checkpoint, which every request then gets instead of ErrQuiesced.
-func TestStreamCheckpointFailedAfterCut(t *testing.T) {
-	s, g := attachStream(t, spec.DefaultLimits)
+// quiesce quiesces s, its guest g answering.
+func quiesce(t *testing.T, s *Session, g *streamGuest) {
+	t.Helper()
 	quiesced := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testWait)
@@ -304,6 +336,15 @@ func TestStreamCheckpointFailedAfterCut(t *testing.T) {
 	if err := await(t, quiesced, "Quiesce"); err != nil {
 		t.Fatalf("Quiesce() = %v", err)
 	}
+}
+
+// TestStreamCheckpointFailedAfterCut: a quiesced session's Kill answers
+// ErrQuiesced at once (no watch to blame the silent box), and EndCut, or
+// a Quiesce whose ctx ends, ends the session naming the failed
+// checkpoint, which every request then gets instead of ErrQuiesced.
+func TestStreamCheckpointFailedAfterCut(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	quiesce(t, s, g)
 	p := &Process{s: s, id: 9, started: make(chan struct{}), done: make(chan struct{})}
 	killed := make(chan error, 1)
 	go func() { killed <- p.Kill() }()
@@ -410,10 +451,8 @@ func TestPendingJSON(t *testing.T) {
 // the agent and takes it off the listing, so no Adopt can take it and
 // a second drop is refused; its end then comes as a dropped event.
 func TestStreamRestoredDropLive(t *testing.T) {
-	s, g, err := attachRestored(t, `{"kind":"resumed","live":[{"id":3,"streams":["null","out","null"]}]}`)
-	if err != nil {
-		t.Fatalf("Attach() = %v", err)
-	}
+	x := attachListing(t)
+	s, g := x.s, x.g
 	dropped := make(chan error, 1)
 	go func() { dropped <- s.DropLive(3) }()
 	req := g.request()
@@ -446,18 +485,7 @@ func TestStreamCutExecEnds(t *testing.T) {
 	exec := execAsync(s, nil)
 	req, _ := g.spawned()
 	g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, req.ID))
-	quiesced := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testWait)
-		defer cancel()
-		_, err := s.Quiesce(ctx)
-		quiesced <- err
-	}()
-	g.request()
-	g.event(`{"kind":"quiesced"}`)
-	if err := await(t, quiesced, "Quiesce"); err != nil {
-		t.Fatalf("Quiesce() = %v", err)
-	}
+	quiesce(t, s, g)
 	s.f.Kill()
 	o := await(t, exec, "the exec in flight")
 	if !errors.Is(o.err, ErrQuiesced) || !errors.Is(o.err, ErrSessionEnded) || !strings.Contains(o.err.Error(), "checkpoint cut its stream") {
