@@ -321,3 +321,34 @@ func TestDetachAllWaitsUnlocked(t *testing.T) {
 		t.Error("the slow relay is not parked, want it kept for a reattach")
 	}
 }
+
+// TestRelayStopTimesOut: a relay that does not return by the detach's
+// deadline (its goroutine starved) is cut, its pipe's end and channel
+// closed, and listed as ended ("null"), not parked; one whose stream had
+// ended is listed "null" too.
+func TestRelayStopTimesOut(t *testing.T) {
+	h := newStreamHost(t)
+	ch := h.open(1)[0]
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	stuck := &streamRelay{ch: ch, f: pw, done: make(chan struct{})}
+	ended := &streamRelay{f: pw, done: make(chan struct{}), finished: true}
+	close(ended.done)
+	stuck.stop()
+	if stuck.stopped(time.Now()) {
+		t.Error("stopped() of a relay that never returned = true, want it cut")
+	}
+	if _, err := pw.Write([]byte("x")); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("writing the cut relay's pipe end: %v, want it closed", err)
+	}
+	if ended.stopped(time.Now().Add(resumeWait)) {
+		t.Error("stopped() of a relay whose stream had ended = true, want false")
+	}
+	sr := &streamRequests{relays: map[uint64][]*streamRelay{4: {ended}}}
+	if live := sr.park(map[uint64][]*streamRelay{4: {ended}}, map[*streamRelay]bool{}); len(live) != 1 || live[0].Streams[0] != StreamNull || ended.parked {
+		t.Errorf("park() = %+v, want process 4's fd listed null and not parked", live)
+	}
+}
