@@ -106,8 +106,8 @@ func readEvent(t *testing.T, r *bufio.Reader) Event {
 // TestStreamTakeover: the host quiesces the stream with a process
 // running, a new host resumes it on the same connection, the agent lists
 // the process with its streams, and the reattach binds its pipes, never
-// closed, to new channels: bytes the process wrote during the cut and
-// an event sent during it arrive on the new stream.
+// closed, to new channels: bytes the process wrote during the cut, stdin
+// its relay held at the cut, and an event sent during it arrive.
 func TestStreamTakeover(t *testing.T) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
@@ -159,6 +159,13 @@ func TestStreamTakeover(t *testing.T) {
 	if got := readN(t, out1, 6); got != "before" {
 		t.Fatalf("the host read %q, want before", got)
 	}
+
+	// Stdin past what its pipe holds: the relay holds the rest across
+	// the cut.
+	if _, err := in1.Write(append(make([]byte, pipeSize), "held"...)); err != nil {
+		t.Fatal(err)
+	}
+	awaitPipeFull(t, procIn)
 
 	quiesce, err := EncodeRequest(Request{Op: OpQuiesce, Nonce: hex.EncodeToString(resumeNonce)})
 	if err != nil {
@@ -228,10 +235,31 @@ func TestStreamTakeover(t *testing.T) {
 	if _, err := in2.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, 5)
-	if _, err := io.ReadFull(procIn, got); err != nil || string(got) != "hello" {
-		t.Errorf("the process's stdin read %q, %v; want hello through the new channel", got, err)
+	got := make([]byte, pipeSize+len("held")+len("hello"))
+	if _, err := io.ReadFull(procIn, got); err != nil || string(got[pipeSize:]) != "heldhello" {
+		t.Errorf("the process's stdin ended %q, %v; want what the relay held across the cut, then hello through the new channel", got[pipeSize:], err)
 	}
+}
+
+// pipeSize is what a pipe holds by default.
+const pipeSize = 64 << 10
+
+// awaitPipeFull waits until r, a pipe's read end, holds pipeSize bytes.
+func awaitPipeFull(t *testing.T, r *os.File) {
+	t.Helper()
+	n := 0
+	for range 4000 {
+		var err error
+		// TIOCINQ is FIONREAD: the bytes the pipe holds.
+		if n, err = unix.IoctlGetInt(int(r.Fd()), unix.TIOCINQ); err != nil {
+			t.Fatal(err)
+		}
+		if n >= pipeSize {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("the pipe holds %d bytes, want it full (%d)", n, pipeSize)
 }
 
 // TestStreamReattachRefused: a reattach naming a process not listed, or
