@@ -264,11 +264,19 @@ func (s *Session) sendStream(req nsinit.Request, files []*os.File, done <-chan s
 }
 
 // grant records the directions of spawn id's fds, which a restored
-// agent may list of it no more than (Pending).
+// agent may list of it no more than (Pending). A spawn granted no stream
+// (every fd /dev/null) keeps none: a process with none recorded may be
+// listed with null fds alone, which is the same bound, and its record
+// stays a number (a checkpoint's record is bounded in size).
 func (s *Session) grant(id uint64, sfs []streamFile) {
 	dirs := make([]string, len(sfs))
+	granted := false
 	for i, sf := range sfs {
 		dirs[i] = sf.dir
+		granted = granted || sf.dir != nsinit.StreamNull
+	}
+	if !granted {
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
