@@ -46,9 +46,9 @@ var ErrCheckpointFailed = errors.New("a checkpoint failed after it cut the sessi
 // (Live, Adopt); a process that ends before then, or before Adopt takes
 // it, ends with its output after the cut lost, since no session holds a
 // reader for it. An exec in flight never hears its end here: once the
-// box ends, its Wait and Err say a checkpoint cut the stream (they match
-// ErrQuiesced and ErrSessionEnded); the restored session drops it
-// (DropLive) or adopts it.
+// checkpoint saved the box (WhilePaused), its Wait fails with the
+// session's end, ErrSaved; the restored session drops it (DropLive) or
+// adopts it.
 func (s *Session) Quiesce(ctx context.Context) ([]byte, error) {
 	if !s.f.Stream {
 		return nil, errors.New("quiescing: only a session over the stream transport has a stream to cut")
@@ -137,19 +137,6 @@ func (s *Session) quiescedNow() (bool, error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	return s.quiesced, s.quiescedErrLocked()
-}
-
-// cutEnd is the end (err) of a session Quiesce cut whose box then ended
-// (a checkpoint's save stops it): a process it ran, an exec in flight
-// among them, was not seen to end, and runs on only in a box restored
-// from the checkpoint, whose session lists it (Live).
-func cutEnd(err error) error {
-	cause := err.Error()
-	var e *endedError
-	if errors.As(err, &e) {
-		cause = e.cause
-	}
-	return &endedError{cause: fmt.Sprintf("a checkpoint cut its stream, and then %s: its processes were not seen to end here; they run on only in a box restored from the checkpoint (Session.Live there)", cause), final: true, is: ErrQuiesced}
 }
 
 // quiescedEvent takes the agent's answer to Quiesce; one not asked for

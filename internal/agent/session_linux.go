@@ -587,18 +587,6 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // reported with its real cause: killed, exited, its spawner gone, or the
 // broken message for which the host killed it.
 func (s *Session) Err() error {
-	err := s.endErr()
-	if err == nil {
-		return nil
-	}
-	if cut, qerr := s.quiescedNow(); cut && errors.Is(qerr, ErrQuiesced) {
-		return cutEnd(err)
-	}
-	return err
-}
-
-// endErr is Err but for a checkpoint's cut.
-func (s *Session) endErr() error {
 	s.mu.Lock()
 	err := s.err
 	s.mu.Unlock()
