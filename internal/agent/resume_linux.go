@@ -223,7 +223,7 @@ func (s *Session) Live() map[uint64][]string {
 // /dev/null for "null"). It returns the process, running, whose Wait and
 // Kill work as a spawned one's. Each process may be adopted once; files
 // that do not fit are refused and leave it listed. A listed process no
-// caller adopts runs, its output unread, until the session's Close.
+// caller adopts runs, its output unread, until DropLive or Close.
 func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 	s.holdMu.RLock()
 	defer s.holdMu.RUnlock()
