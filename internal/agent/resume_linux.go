@@ -266,6 +266,11 @@ func (s *Session) Adopt(id uint64, files []*os.File) (interp.Process, error) {
 	if err := s.sendFailed(s.sendStream(req, files, p.done)); err != nil {
 		s.mu.Lock()
 		delete(s.procs, id)
+		if s.endedLocked() == nil {
+			// Listed again, so a later Adopt or DropLive can still
+			// reach it: a refused send must not strand the process.
+			s.live[id] = streams
+		}
 		s.mu.Unlock()
 		p.settle(nil, nsinit.Event{})
 		return nil, fmt.Errorf("adopting process %d: %w", id, err)
@@ -283,7 +288,7 @@ func (s *Session) DropLive(id uint64) error {
 	s.holdMu.RLock()
 	defer s.holdMu.RUnlock()
 	s.mu.Lock()
-	_, ok := s.live[id]
+	streams, ok := s.live[id]
 	err := s.endedLocked()
 	if err == nil && ok {
 		delete(s.live, id)
@@ -296,6 +301,13 @@ func (s *Session) DropLive(id uint64) error {
 		return fmt.Errorf("dropping process %d: the restored sandbox does not list it as running (or it was adopted or dropped already)", id)
 	}
 	if err := s.send(nsinit.Request{Op: nsinit.OpKill, ID: id, Signal: int(unix.SIGKILL)}, nil, false); err != nil {
+		s.mu.Lock()
+		if s.endedLocked() == nil {
+			// Listed again: the kill did not go out, so a later
+			// DropLive must still be able to try.
+			s.live[id] = streams
+		}
+		s.mu.Unlock()
 		return fmt.Errorf("dropping process %d: %w", id, err)
 	}
 	return nil

@@ -180,8 +180,10 @@ func WithCPUs(cpus float64) Option {
 // Runs talk to it, its variables as they were at the checkpoint; should
 // it die, the next Run starts a fresh one through sp. The process must
 // have been started by an Interpreter of the same language and options:
-// nothing here can tell, and a driver of another language fails at the
-// first Run, as a protocol error (ErrProtocol).
+// nothing here can tell, and a driver of another language runs the code
+// it is sent as its own language would (a Python driver answers
+// JavaScript with a SyntaxError outcome, not an error), so the caller
+// must take the language from its own record of the checkpoint.
 func Adopt(language string, sp Spawner, ad Adopter, id uint64, env []string, opts ...Option) (Interpreter, error) {
 	in, err := New(language, sp, env, opts...)
 	if err != nil {

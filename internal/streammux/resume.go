@@ -65,10 +65,10 @@ func (m *Mux) resumed(h header, p []byte) error {
 	nonce := m.resumeNonce
 	m.mu.Unlock()
 	switch {
-	case h.id != version:
-		return fmt.Errorf("%w: a resume frame of version %d, ours %d; restore with a warden of the checkpoint's version", ErrMismatch, h.id, version)
 	case nonce == nil:
 		return fmt.Errorf("%w: a resume frame on a stream that was not quiesced for a checkpoint", ErrProtocol)
+	case h.id != version:
+		return fmt.Errorf("%w: a resume frame of version %d, ours %d; restore with a warden of the checkpoint's version", ErrMismatch, h.id, version)
 	case subtle.ConstantTimeCompare(nonce, p) != 1:
 		return fmt.Errorf("%w: a resume frame with another nonce than the checkpoint's", ErrProtocol)
 	}
