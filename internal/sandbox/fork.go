@@ -9,6 +9,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
 )
 
 // MaxFork bounds the sessions one Fork makes; the session caps
@@ -136,7 +137,7 @@ func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot
 	}
 	m.beginCopy(s)
 	defer s.endCopy()
-	return m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.BeginTemporary)
+	return m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.BeginTemporary, nil)
 }
 
 // forkOne makes one session like s, holding the files of snapshot name.
@@ -147,8 +148,12 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 		TTL: max(time.Until(s.expires), time.Second), Template: s.spec.Root.Template, AutoPause: s.autoPause,
 		AutoSnapshot: s.autoSnapshot,
 	}
+	recs := s.snapInterps
 	s.mu.Unlock()
 	o.TTL = min(o.TTL, m.cfg.MaxTTL)
+	if f := m.forkMemory(ctx, s, o, name, recs); f != nil {
+		return f.info(), nil
+	}
 	in, err := m.Create(ctx, s.owner, o)
 	if err != nil {
 		return Info{}, err
@@ -163,3 +168,36 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 	}
 	return f.info(), nil
 }
+
+// forkMemory makes one session like s from snapshot name's saved memory,
+// if it has one: a box restored from it, its files the saved box's, the
+// interpreters recs names adopted and their random state reseeded (see
+// reseed). It is nil where the snapshot has no memory, and where
+// the restore fails (said in the log), so that the fork is made from
+// the snapshot's files instead.
+func (m *Manager) forkMemory(ctx context.Context, s *session, o SessionOptions, name string, recs []state.Interpreter) *session {
+	mb, ok := m.backend.(MemoryBackend)
+	dir := m.cfg.Snapshots.MemoryPath(name)
+	if !ok || dir == "" {
+		return nil
+	}
+	f, err := m.create(ctx, s.owner, o, func(ctx context.Context, sp spec.Spec) (Box, string, error) {
+		box, err := mb.RestoreMemory(ctx, sp, dir)
+		return box, "", err
+	})
+	if err != nil {
+		m.cfg.Logger.Warn("forking a session from its saved memory failed; the fork gets its files only", "session", s.id, "snapshot", name, "err", err)
+		return nil
+	}
+	interps, procs := m.adoptInterpreters(f.id, f.box, f.spec, recs)
+	rctx, cancel := context.WithTimeout(ctx, reseedWait)
+	defer cancel()
+	m.reseed(rctx, f.id, interps)
+	f.mu.Lock()
+	f.interps, f.interpProcs = interps, procs
+	f.mu.Unlock()
+	return f
+}
+
+// reseedWait bounds the reseeding of one fork's interpreters.
+const reseedWait = 30 * time.Second
