@@ -24,7 +24,10 @@ const MaxFork = 16
 // (taking a snapshot slot and its charge of the budget until the forks are made) and left in the state
 // it was in. Nothing of the source's memory is copied, so there is no
 // random state or secret in memory to reseed: every new session starts
-// its processes fresh. If any new session cannot be made, none is kept.
+// its processes fresh; except from a snapshot that kept the box's memory
+// (forkMemory), where each copy is restored from it and its Python
+// interpreters' random state reseeded. If any new session cannot be
+// made, none is kept.
 func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info, error) {
 	if count < 1 || count > MaxFork {
 		return nil, fmt.Errorf("%w: count %d is out of range: fork makes 1 to %d sessions at once", spec.ErrInvalid, count, MaxFork)
@@ -192,7 +195,7 @@ func (m *Manager) forkMemory(ctx context.Context, s *session, o SessionOptions, 
 	interps, procs := m.adoptInterpreters(f.id, f.box, f.spec, recs)
 	rctx, cancel := context.WithTimeout(ctx, reseedWait)
 	defer cancel()
-	m.reseed(rctx, f.id, interps)
+	m.reseed(rctx, f.id, interps, procs)
 	f.mu.Lock()
 	f.interps, f.interpProcs = interps, procs
 	f.mu.Unlock()

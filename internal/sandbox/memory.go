@@ -260,21 +260,42 @@ func (m *Manager) adoptInterpreters(sid string, box Box, spc spec.Spec, recs []s
 	return interps, procs
 }
 
-// reseedCode reseeds Python's random module from os.urandom where the
-// code imported it, binding no name of the user's.
-const reseedCode = "(lambda m: m.seed() if m is not None else None)(__import__('sys').modules.get('random'))"
+// reseedCode is, by language, code that gives a restored copy of an
+// interpreter random state of its own, binding no name of the user's:
+// Python's random module and OpenSSL's generator behind ssl (ssl.RAND_add
+// makes OpenSSL 3 reseed its DRBGs), where the code imported them, from
+// os.urandom; bash's $RANDOM. JavaScript has none: V8's Math.random and
+// Node's crypto (OpenSSL's generator, which it gives no way to reseed)
+// cannot be reseeded from the code, so a copy does not keep a restored
+// JavaScript interpreter (see reseed).
+var reseedCode = map[string]string{
+	"python": "if 1:\n    (lambda m, u: (m.get('random') and m['random'].seed(), m.get('ssl') and m['ssl'].RAND_add(u(48), 48.0)))(__import__('sys').modules, __import__('os').urandom)\n",
+	"bash":   "if [ -n \"$SRANDOM\" ]; then RANDOM=$SRANDOM; else RANDOM=$(od -An -N2 -tu2 /dev/urandom); fi",
+}
 
-// reseed gives each Python interpreter of a box restored as a copy its
+// reseed gives each interpreter of a box restored as a copy (a fork) its
 // own random state: every copy starts with the same memory, so each
-// would draw the same numbers. A failure is logged: the copy runs on.
-func (m *Manager) reseed(ctx context.Context, sid string, interps map[string]interp.Interpreter) {
+// would draw the same numbers, and OpenSSL's the same keys. An
+// interpreter whose language has no reseedCode, or whose reseed failed,
+// is closed and dropped from interps and procs: its next run starts a
+// fresh process, its variables lost, rather than one that repeats
+// another copy's secrets.
+func (m *Manager) reseed(ctx context.Context, sid string, interps map[string]interp.Interpreter, procs map[string]*idSpawner) {
 	for key, in := range interps {
-		if key != "python" && !strings.HasPrefix(key, "python/") {
-			continue
+		language, _, _ := strings.Cut(key, "/")
+		code, ok := reseedCode[language]
+		if ok {
+			o, err := in.Run(ctx, code, nil, nil)
+			if err == nil && o.Exception == nil && o.ExitCode == 0 {
+				continue
+			}
+			m.cfg.Logger.Warn("reseeding a restored interpreter failed; it starts afresh", "session", sid, "interpreter", key, "err", err, "exit", o.ExitCode)
 		}
-		if o, err := in.Run(ctx, reseedCode, nil, nil); err != nil || o.Exception != nil {
-			m.cfg.Logger.Warn("reseeding a restored interpreter", "session", sid, "interpreter", key, "err", err, "outcome", o.Exception)
+		if err := in.Close(); err != nil {
+			m.cfg.Logger.Warn("closing a restored interpreter that cannot be reseeded", "session", sid, "interpreter", key, "err", err)
 		}
+		delete(interps, key)
+		delete(procs, key)
 	}
 }
 

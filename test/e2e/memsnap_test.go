@@ -39,6 +39,18 @@ func TestMemorySnapshotGVisorStream(t *testing.T) {
 		t.Fatalf("after the server's restart: %q %q %s, want x kept", r.Stdout, r.Stderr, r.Error)
 	}
 
+	// Met before the snapshot, so every fork starts with the same
+	// JavaScript and OpenSSL generators: measured before reseeding, both
+	// repeated in two forks (Math.random 0.517208555197396 and RAND_bytes
+	// 28ea1b1abafa7672 in each). A fork reseeds OpenSSL's through
+	// Python's ssl, and starts JavaScript afresh, as V8's Math.random and
+	// Node's crypto cannot be reseeded.
+	if r := s2.code(t, keyA, id, "javascript", "globalThis.seen = Math.random()", nil); r.ExitCode != 0 {
+		t.Fatalf("javascript: %+v", r)
+	}
+	if r := s2.code(t, keyA, id, "python", "import ssl\nssl.RAND_bytes(8)", nil); r.ExitCode != 0 {
+		t.Fatalf("python ssl: %+v", r)
+	}
 	snapshotMemory(t, s2, id)
 	var forks struct {
 		Sessions []struct {
@@ -49,7 +61,7 @@ func TestMemorySnapshotGVisorStream(t *testing.T) {
 	if len(forks.Sessions) != 2 {
 		t.Fatalf("fork = %+v, want two sessions", forks)
 	}
-	seen := map[string]bool{}
+	seen, seenJS, seenSSL := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, f := range forks.Sessions {
 		r := s2.code(t, keyA, f.ID, "python", "print(x, random.random())", nil)
 		got := strings.Fields(r.Stdout)
@@ -60,6 +72,16 @@ func TestMemorySnapshotGVisorStream(t *testing.T) {
 			t.Errorf("fork %s drew %s, as another fork did: its random state was not reseeded", f.ID, got[1])
 		}
 		seen[got[1]] = true
+		js := s2.code(t, keyA, f.ID, "javascript", "[typeof globalThis.seen, Math.random()].join(' ')", nil)
+		ossl := s2.code(t, keyA, f.ID, "python", "ssl.RAND_bytes(8).hex()", nil)
+		t.Logf("fork %s: javascript %s, OpenSSL RAND_bytes %s", f.ID, js.Value, ossl.Value)
+		if !strings.Contains(js.Value, "undefined") || seenJS[js.Value] {
+			t.Errorf("fork %s: javascript %q %s, want a fresh interpreter (seen undefined) drawing its own numbers", f.ID, js.Value, js.Stderr)
+		}
+		if ossl.Value == "" || seenSSL[ossl.Value] {
+			t.Errorf("fork %s: OpenSSL RAND_bytes %q %s, want bytes no other fork drew", f.ID, ossl.Value, ossl.Stderr)
+		}
+		seenJS[js.Value], seenSSL[ossl.Value] = true, true
 	}
 	if r := s2.code(t, keyA, id, "python", "print(x)", nil); r.Stdout != "43\n" {
 		t.Errorf("the source after the fork: %q %q, want x kept", r.Stdout, r.Stderr)
