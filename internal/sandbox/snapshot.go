@@ -19,8 +19,9 @@ import (
 // owner's budget. It keeps its id, template, limits, network, env and
 // TTL; its idle timer stops. A resume (or an exec, a spawn, a file call)
 // starts a fresh box of the same spec and restores the files: processes
-// and interpreters start fresh: memory snapshots are not wired yet
-// (SnapshotInfo.Memory is false).
+// and interpreters start fresh. On a MemoryBackend (gVisor over the
+// stream) the box is saved whole beside the files too, and a resume
+// restores it, interpreters adopted (see memory.go).
 //
 // The steps, each leaving a state a crash recovers whole: the box is
 // paused (files stop changing); the files are copied into a temporary
