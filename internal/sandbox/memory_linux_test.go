@@ -197,3 +197,40 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 		})
 	}
 }
+
+// TestMemorySnapshotRefusesBusySession: an exec in flight at a save
+// would never get its result, so a snapshot while one runs is refused
+// (ErrBusy, a 409), and the box is neither saved nor paused.
+func TestMemorySnapshotRefusesBusySession(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := memManager(t, x, &memBackend{fsBackend: x.b}, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	s, err := m.lookup("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := s.box.(*fsBox)
+	box.block = make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Exec(ctx, "o", in.ID, ExecRequest{Command: []string{"sleep"}}, Stream{})
+		done <- err
+	}()
+	if !waitUntil(func() bool { return s.currentState() == StateBusy }) {
+		t.Fatal("the exec never started")
+	}
+	if _, err := m.Snapshot(ctx, "o", in.ID); !errors.Is(err, ErrBusy) {
+		t.Errorf("Snapshot() during an exec = %v; want ErrBusy", err)
+	}
+	close(box.block)
+	if err := <-done; err != nil {
+		t.Errorf("Exec() = %v", err)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 0 || box.isPaused() {
+		t.Errorf("after a refused snapshot: snapshots %v, paused %v; want none, running", names, box.isPaused())
+	}
+	if info, err := m.Get("o", in.ID); err != nil || info.State != StateReady {
+		t.Errorf("session after a refused snapshot: %v, %v; want ready", info.State, err)
+	}
+}
