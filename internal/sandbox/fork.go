@@ -151,11 +151,13 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 		TTL: max(time.Until(s.expires), time.Second), Template: s.spec.Root.Template, AutoPause: s.autoPause,
 		AutoSnapshot: s.autoSnapshot,
 	}
-	recs := s.snapInterps
+	recs, memory := s.snapInterps, s.snapMemory > 0 && s.snap == name
 	s.mu.Unlock()
 	o.TTL = min(o.TTL, m.cfg.MaxTTL)
-	if f := m.forkMemory(ctx, s, o, name, recs); f != nil {
-		return f.info(), nil
+	if memory {
+		if f := m.forkMemory(ctx, s, o, name, recs); f != nil {
+			return f.info(), nil
+		}
 	}
 	in, err := m.Create(ctx, s.owner, o)
 	if err != nil {

@@ -213,12 +213,15 @@ func (s *session) awaitSave() {
 }
 
 // restoreMemory starts a box of spc from snapshot name's saved memory, or
-// says why not: nil, nil when the snapshot has none or this server's
-// backend cannot restore it.
+// says why not: nil, nil when the snapshot has none (by s's record,
+// which charged it, and on disk).
 func (m *Manager) restoreMemory(ctx context.Context, s *session, spc spec.Spec, name string) (Box, error) {
 	mb, ok := m.backend.(MemoryBackend)
+	s.mu.Lock()
+	recorded := s.snapMemory > 0
+	s.mu.Unlock()
 	dir := m.cfg.Snapshots.MemoryPath(name)
-	if dir == "" {
+	if !recorded || dir == "" {
 		return nil, nil
 	}
 	if !ok {
