@@ -418,6 +418,9 @@ func (s *session) interpreter(language, name string) (interp.Interpreter, error)
 		return nil, err
 	}
 	in, err := interp.New(language, s.spawnerFor(language, name), s.box.Env(), interpOptions(s.spec)...)
+	if err != nil {
+		delete(s.interpProcs, key)
+	}
 	switch {
 	case errors.Is(err, interp.ErrUnknownLanguage):
 		return nil, fmt.Errorf("%w: %w", spec.ErrInvalid, err)
