@@ -166,7 +166,7 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = m.Snapshot(ctx, "o", in.ID)
+				_, _ = m.Snapshot(ctx, "o", in.ID) // it never returns: the hook ends the goroutine
 			}()
 			<-done
 			stepHook = nil
