@@ -748,7 +748,7 @@ type SnapshotInfo struct {
 	// Files Regular files kept.
 	Files int `json:"files"`
 
-	// Memory Whether processes' memory is kept; false on every backend today (files only).
+	// Memory Whether the sandbox's memory and processes are kept too (gVisor over the stream transport); false for a snapshot of files only, whose resume starts processes and interpreters fresh.
 	Memory bool `json:"memory"`
 
 	// Skipped Entries not kept (symbolic links, hard-linked files, FIFOs, sockets, devices, unreadable files).
@@ -1195,7 +1195,11 @@ type ClientInterface interface {
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies). A running
+	// random state or secret is shared between the copies), except from
+	// a snapshot with `memory: true`: each copy is restored from its
+	// memory, interpreters' variables kept, Python's `random` reseeded
+	// in each copy (other in-process random state, such as
+	// JavaScript's `Math.random`, repeats in every copy). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -1219,7 +1223,11 @@ type ClientInterface interface {
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies). A running
+	// random state or secret is shared between the copies), except from
+	// a snapshot with `memory: true`: each copy is restored from its
+	// memory, interpreters' variables kept, Python's `random` reseeded
+	// in each copy (other in-process random state, such as
+	// JavaScript's `Math.random`, repeats in every copy). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -1302,10 +1310,16 @@ type ClientInterface interface {
 	// directory and closes its sandbox, so it holds no memory and no
 	// `--max-sessions` or `--max-paused` slot, only one of
 	// `--max-snapshots`. It keeps its id, template, limits, network, env
-	// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
-	// every backend (`snapshot.memory` is false): `/tmp`, the home
-	// directory, processes and interpreter variables are not kept, and a
-	// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+	// and TTL; its idle timeout stops. A snapshot keeps files on every
+	// backend; only gVisor over the stream transport (`warden serve
+	// --backend gvisor --agent-transport stream`) keeps the sandbox's
+	// memory too (`snapshot.memory` is true): its resume goes on where
+	// the processes and interpreters stood, their variables kept. On
+	// every other backend, or where the memory cannot be saved (the
+	// server's log says why), `snapshot.memory` is false: `/tmp`, the
+	// home directory, processes and interpreter variables are not kept,
+	// and a resume starts them fresh. A memory snapshot whose restore
+	// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
 	// sockets and devices are not copied, nor what the sandbox user
 	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
 	// counts them); files keep their permission bits, directories are
@@ -1771,7 +1785,11 @@ func (c *RawClient) MakeDirectory(ctx context.Context, id SessionID, params *Mak
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies). A running
+// random state or secret is shared between the copies), except from
+// a snapshot with `memory: true`: each copy is restored from its
+// memory, interpreters' variables kept, Python's `random` reseeded
+// in each copy (other in-process random state, such as
+// JavaScript's `Math.random`, repeats in every copy). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -1805,7 +1823,11 @@ func (c *RawClient) ForkSessionWithBody(ctx context.Context, id SessionID, conte
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies). A running
+// random state or secret is shared between the copies), except from
+// a snapshot with `memory: true`: each copy is restored from its
+// memory, interpreters' variables kept, Python's `random` reseeded
+// in each copy (other in-process random state, such as
+// JavaScript's `Math.random`, repeats in every copy). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -1948,10 +1970,16 @@ func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors 
 // directory and closes its sandbox, so it holds no memory and no
 // `--max-sessions` or `--max-paused` slot, only one of
 // `--max-snapshots`. It keeps its id, template, limits, network, env
-// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
-// every backend (`snapshot.memory` is false): `/tmp`, the home
-// directory, processes and interpreter variables are not kept, and a
-// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+// and TTL; its idle timeout stops. A snapshot keeps files on every
+// backend; only gVisor over the stream transport (`warden serve
+// --backend gvisor --agent-transport stream`) keeps the sandbox's
+// memory too (`snapshot.memory` is true): its resume goes on where
+// the processes and interpreters stood, their variables kept. On
+// every other backend, or where the memory cannot be saved (the
+// server's log says why), `snapshot.memory` is false: `/tmp`, the
+// home directory, processes and interpreter variables are not kept,
+// and a resume starts them fresh. A memory snapshot whose restore
+// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
 // sockets and devices are not copied, nor what the sandbox user
 // cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
 // counts them); files keep their permission bits, directories are
@@ -3220,7 +3248,11 @@ type ClientWithResponsesInterface interface {
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies). A running
+	// random state or secret is shared between the copies), except from
+	// a snapshot with `memory: true`: each copy is restored from its
+	// memory, interpreters' variables kept, Python's `random` reseeded
+	// in each copy (other in-process random state, such as
+	// JavaScript's `Math.random`, repeats in every copy). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -3244,7 +3276,11 @@ type ClientWithResponsesInterface interface {
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 	// source's TTL, and a copy of the source's `/workspace` (files only,
 	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies). A running
+	// random state or secret is shared between the copies), except from
+	// a snapshot with `memory: true`: each copy is restored from its
+	// memory, interpreters' variables kept, Python's `random` reseeded
+	// in each copy (other in-process random state, such as
+	// JavaScript's `Math.random`, repeats in every copy). A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -3333,10 +3369,16 @@ type ClientWithResponsesInterface interface {
 	// directory and closes its sandbox, so it holds no memory and no
 	// `--max-sessions` or `--max-paused` slot, only one of
 	// `--max-snapshots`. It keeps its id, template, limits, network, env
-	// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
-	// every backend (`snapshot.memory` is false): `/tmp`, the home
-	// directory, processes and interpreter variables are not kept, and a
-	// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+	// and TTL; its idle timeout stops. A snapshot keeps files on every
+	// backend; only gVisor over the stream transport (`warden serve
+	// --backend gvisor --agent-transport stream`) keeps the sandbox's
+	// memory too (`snapshot.memory` is true): its resume goes on where
+	// the processes and interpreters stood, their variables kept. On
+	// every other backend, or where the memory cannot be saved (the
+	// server's log says why), `snapshot.memory` is false: `/tmp`, the
+	// home directory, processes and interpreter variables are not kept,
+	// and a resume starts them fresh. A memory snapshot whose restore
+	// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
 	// sockets and devices are not copied, nor what the sandbox user
 	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
 	// counts them); files keep their permission bits, directories are
@@ -5520,7 +5562,11 @@ func (c *ClientWithResponses) MakeDirectoryWithResponse(ctx context.Context, id 
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies). A running
+// random state or secret is shared between the copies), except from
+// a snapshot with `memory: true`: each copy is restored from its
+// memory, interpreters' variables kept, Python's `random` reseeded
+// in each copy (other in-process random state, such as
+// JavaScript's `Math.random`, repeats in every copy). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -5550,7 +5596,11 @@ func (c *ClientWithResponses) ForkSessionWithBodyWithResponse(ctx context.Contex
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
 // source's TTL, and a copy of the source's `/workspace` (files only,
 // as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies). A running
+// random state or secret is shared between the copies), except from
+// a snapshot with `memory: true`: each copy is restored from its
+// memory, interpreters' variables kept, Python's `random` reseeded
+// in each copy (other in-process random state, such as
+// JavaScript's `Math.random`, repeats in every copy). A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -5675,10 +5725,16 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 // directory and closes its sandbox, so it holds no memory and no
 // `--max-sessions` or `--max-paused` slot, only one of
 // `--max-snapshots`. It keeps its id, template, limits, network, env
-// and TTL; its idle timeout stops. A snapshot keeps FILES ONLY, on
-// every backend (`snapshot.memory` is false): `/tmp`, the home
-// directory, processes and interpreter variables are not kept, and a
-// resume starts them fresh. Symbolic links, hard-linked files, FIFOs,
+// and TTL; its idle timeout stops. A snapshot keeps files on every
+// backend; only gVisor over the stream transport (`warden serve
+// --backend gvisor --agent-transport stream`) keeps the sandbox's
+// memory too (`snapshot.memory` is true): its resume goes on where
+// the processes and interpreters stood, their variables kept. On
+// every other backend, or where the memory cannot be saved (the
+// server's log says why), `snapshot.memory` is false: `/tmp`, the
+// home directory, processes and interpreter variables are not kept,
+// and a resume starts them fresh. A memory snapshot whose restore
+// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
 // sockets and devices are not copied, nor what the sandbox user
 // cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
 // counts them); files keep their permission bits, directories are

@@ -49,9 +49,11 @@ func (s *Session) Resume(ctx context.Context) (*SessionInfo, error) {
 // Snapshot writes the session's /workspace to disk on the server and
 // closes its sandbox, so it holds no memory and no run slot until the
 // next Exec, file call or Resume brings it back, also after the server
-// restarts. It keeps FILES ONLY (SnapshotInfo.Memory is false): processes
-// and interpreter variables start fresh on resume. A server without a
-// state directory answers ErrUnsupported.
+// restarts. It keeps files on every backend, and the sandbox's memory
+// too only on gVisor over the stream transport (SnapshotInfo.Memory
+// true: interpreter variables survive the resume); with Memory false
+// processes and interpreter variables start fresh on resume. A server
+// without a state directory answers ErrUnsupported.
 func (s *Session) Snapshot(ctx context.Context) (*SessionInfo, error) {
 	resp, err := s.c.api.SnapshotSession(ctx, s.id)
 	return decodeJSON[SessionInfo]("snapshotting session "+s.id, resp, err, http.StatusOK)

@@ -88,7 +88,7 @@ func newSessionCreateCmd(o *clientOptions) *cobra.Command {
 	cmd.Flags().DurationVar(&idle, "idle-timeout", 0, "end the session after this long unused")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE for every exec (repeatable)")
 	cmd.Flags().BoolVar(&autoPause, "auto-pause", false, "pause the session at its idle timeout instead of ending it")
-	cmd.Flags().BoolVar(&autoSnapshot, "auto-snapshot", false, "snapshot the session to disk at its idle timeout instead of ending it (files only)")
+	cmd.Flags().BoolVar(&autoSnapshot, "auto-snapshot", false, "snapshot the session to disk at its idle timeout instead of ending it (files; memory too on gvisor over the stream transport)")
 	return cmd
 }
 
@@ -123,7 +123,7 @@ func newSessionResumeCmd(o *clientOptions) *cobra.Command {
 func newSessionSnapshotCmd(o *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "snapshot ID...",
-		Short: "Snapshot sessions to disk: files kept, sandbox closed, until resumed or the next exec (files only: processes start fresh)",
+		Short: "Snapshot sessions to disk: files kept, sandbox closed, until resumed or the next exec (processes start fresh, except on gvisor over --agent-transport stream, which keeps memory too)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return eachSession(cmd.Context(), o, args, func(ctx context.Context, s *sdk.Session) error {

@@ -65,8 +65,7 @@ type record struct {
 
 // CheckpointWait bounds a checkpoint and a restore's start: runsc saves
 // or loads the whole of the box's memory (about 1 s per 200 MB measured).
-// Exported for the callers issue 22 will add, which bound their own
-// requests by it.
+// Exported for callers that bound their own requests by it.
 const CheckpointWait = 2 * time.Minute
 
 // ErrCannotCheckpoint is wrapped by Checkpoint's error when it refused
@@ -97,8 +96,8 @@ type CheckpointOptions struct {
 // memory and processes of every task in it and a copy of its files. The
 // box then ends, and so does sess (its Err wraps agent.ErrSaved): the
 // caller closes it as usual. Restore starts a new box from dir, as many
-// times as wanted (a fork). Nothing in the API reaches Checkpoint yet:
-// the session snapshot and fork of issue 22 will call it.
+// times as wanted (a fork). A session snapshot of a stream box calls it
+// (sandbox.MemoryBackend).
 //
 // The box stays paused from before the copy of its files to the end of
 // runsc's save, and the pause is held (agent.Session.WhilePaused):
@@ -238,8 +237,8 @@ func checkpointError(err error) error {
 // Runtime refuses a checkpoint taken over the other transport
 // (record.Stream). A stream box's agent resumes the stream its
 // checkpoint quiesced (agent.Frame.ResumeNonce): the processes it still
-// runs are the session's Live, to Adopt. Nothing in the API reaches
-// Restore yet: issue 22 will call it.
+// runs are the session's Live, to Adopt. A resume or fork of a session
+// snapshot with memory calls it (sandbox.MemoryBackend).
 //
 // What repeats: every restored copy starts with the same memory, so a
 // process's own random state (Python's random module, a seeded PRNG) goes

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 
 	"github.com/warden-sandbox/warden/internal/agent"
@@ -23,7 +25,50 @@ type boxed struct {
 // newGVisor is the gvisor backend, called name in the backend table.
 func newGVisor(name string, o BackendOptions) (Backend, error) {
 	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform, Logger: o.Logger, Stream: o.AgentTransport == native.TransportStream}
-	return boxed{name: name, start: rt.Start}, nil
+	return gvisorBackend{boxed{name: name, start: rt.Start}, rt}, nil
+}
+
+// gvisorBackend is the gvisor backend: a boxed one that saves boxes
+// whole (MemoryBackend) over the stream transport, where every process's
+// pipes are the box's own.
+type gvisorBackend struct {
+	boxed
+	rt *gvisor.Runtime
+}
+
+// SavesMemory refuses a box over descriptors (its interpreters' pipes
+// are the host's, which gVisor cannot save) and one with the egress
+// proxy (a host socket).
+func (g gvisorBackend) SavesMemory(s spec.Spec) error {
+	switch {
+	case !g.rt.Stream:
+		return fmt.Errorf("%w: over the descriptor transport its processes hold the host's pipes; start warden with --agent-transport stream to keep memory", ErrCannotSave)
+	case s.Network.Mode == spec.NetProxy:
+		return fmt.Errorf("%w: its link to the egress proxy is a host socket", ErrCannotSave)
+	}
+	return nil
+}
+
+// SaveMemory checkpoints box (gvisor.Runtime.Checkpoint).
+func (g gvisorBackend) SaveMemory(ctx context.Context, box Box, dir string) error {
+	ab, ok := box.(agentBox)
+	if !ok {
+		return fmt.Errorf("%w: not a gvisor box", ErrCannotSave)
+	}
+	err := g.rt.Checkpoint(ctx, ab.Session, dir, gvisor.CheckpointOptions{})
+	if errors.Is(err, gvisor.ErrCannotCheckpoint) {
+		return fmt.Errorf("%w: %w", ErrCannotSave, err)
+	}
+	return err
+}
+
+// RestoreMemory starts a box from a checkpoint (gvisor.Runtime.Restore).
+func (g gvisorBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string) (Box, error) {
+	sess, err := g.rt.Restore(ctx, s, dir)
+	if err != nil {
+		return nil, err
+	}
+	return agentBox{sess}, nil
 }
 
 // newDocker is the docker backend, called name in the backend table.

@@ -175,7 +175,7 @@ func (m *Manager) checkBudget(l spec.Limits) error {
 // of that size), or its snapshot's charge (snapshot.Stats.Charge).
 func (m *Manager) keptDisk(s *session) int64 {
 	if s.snap != "" && m.cfg.MaxBytesPerOwner > 0 {
-		return s.snapStats.Charge()
+		return s.snapCharge()
 	}
 	if s.ws == "" || m.cfg.MaxBytesPerOwner == 0 {
 		return 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
 )
 
 // MaxFork bounds the sessions one Fork makes; the session caps
@@ -23,7 +24,10 @@ const MaxFork = 16
 // (taking a snapshot slot and its charge of the budget until the forks are made) and left in the state
 // it was in. Nothing of the source's memory is copied, so there is no
 // random state or secret in memory to reseed: every new session starts
-// its processes fresh. If any new session cannot be made, none is kept.
+// its processes fresh; except from a snapshot that kept the box's memory
+// (forkMemory), where each copy is restored from it and its Python
+// interpreters' random state reseeded. If any new session cannot be
+// made, none is kept.
 func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info, error) {
 	if count < 1 || count > MaxFork {
 		return nil, fmt.Errorf("%w: count %d is out of range: fork makes 1 to %d sessions at once", spec.ErrInvalid, count, MaxFork)
@@ -136,7 +140,7 @@ func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot
 	}
 	m.beginCopy(s)
 	defer s.endCopy()
-	return m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.BeginTemporary)
+	return m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.BeginTemporary, nil)
 }
 
 // forkOne makes one session like s, holding the files of snapshot name.
@@ -147,8 +151,14 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 		TTL: max(time.Until(s.expires), time.Second), Template: s.spec.Root.Template, AutoPause: s.autoPause,
 		AutoSnapshot: s.autoSnapshot,
 	}
+	recs, memory := s.snapInterps, s.snapMemory > 0 && s.snap == name
 	s.mu.Unlock()
 	o.TTL = min(o.TTL, m.cfg.MaxTTL)
+	if memory {
+		if f := m.forkMemory(ctx, s, o, name, recs); f != nil {
+			return f.info(), nil
+		}
+	}
 	in, err := m.Create(ctx, s.owner, o)
 	if err != nil {
 		return Info{}, err
@@ -163,3 +173,36 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 	}
 	return f.info(), nil
 }
+
+// forkMemory makes one session like s from snapshot name's saved memory,
+// if it has one: a box restored from it, its files the saved box's, the
+// interpreters recs names adopted and their random state reseeded (see
+// reseed). It is nil where the snapshot has no memory, and where
+// the restore fails (said in the log), so that the fork is made from
+// the snapshot's files instead.
+func (m *Manager) forkMemory(ctx context.Context, s *session, o SessionOptions, name string, recs []state.Interpreter) *session {
+	mb, ok := m.backend.(MemoryBackend)
+	dir := m.cfg.Snapshots.MemoryPath(name)
+	if !ok || dir == "" {
+		return nil
+	}
+	f, err := m.create(ctx, s.owner, o, func(ctx context.Context, sp spec.Spec) (Box, string, error) {
+		box, err := mb.RestoreMemory(ctx, sp, dir)
+		return box, "", err
+	})
+	if err != nil {
+		m.cfg.Logger.Warn("forking a session from its saved memory failed; the fork gets its files only", "session", s.id, "snapshot", name, "err", err)
+		return nil
+	}
+	interps, procs := m.adoptInterpreters(f.id, f.box, f.spec, recs)
+	rctx, cancel := context.WithTimeout(ctx, reseedWait)
+	defer cancel()
+	m.reseed(rctx, f.id, interps, procs)
+	f.mu.Lock()
+	f.interps, f.interpProcs = interps, procs
+	f.mu.Unlock()
+	return f
+}
+
+// reseedWait bounds the reseeding of one fork's interpreters.
+const reseedWait = 30 * time.Second

@@ -92,6 +92,7 @@ func (m *Manager) ResetInterpreter(owner, id, language, name string) error {
 	key := interpKey(language, name)
 	in := s.interps[key]
 	delete(s.interps, key)
+	delete(s.interpProcs, key)
 	s.mu.Unlock()
 	switch state {
 	case StateDead:

@@ -384,21 +384,32 @@ func (m *Manager) keep(s *session, bytes int64) {
 
 // Create builds a session for owner and returns it ready.
 func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (Info, error) {
-	s, err := m.newSessionSpec(o)
+	ses, err := m.create(ctx, owner, o, nil)
 	if err != nil {
 		return Info{}, err
+	}
+	return ses.info(), nil
+}
+
+// create builds a session for owner, its box from start (a fork's
+// restore of a saved box), or, if start is nil, from the warm pool or
+// a fresh start, and returns it ready.
+func (m *Manager) create(ctx context.Context, owner string, o SessionOptions, start startFunc) (*session, error) {
+	s, err := m.newSessionSpec(o)
+	if err != nil {
+		return nil, err
 	}
 	rb, remote := m.backend.(RemoteBackend)
 	lease := func() {}
 	if !remote {
 		if s.Root, lease, err = m.resolveTemplate(o.Template, owner); err != nil {
-			return Info{}, err
+			return nil, err
 		}
 	}
 	bytes := m.charge(s.Limits)
 	if err := m.acquire(owner, false, bytes); err != nil {
 		lease()
-		return Info{}, err
+		return nil, err
 	}
 	id, idle := newID(), m.idle(o.IdleTimeout)
 	var box Box
@@ -410,13 +421,15 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		ttl := m.ttl(o.TTL)
 		idle = min(idle, ttl)
 		box, err = rb.Claim(ctx, RemoteSession{ID: id, Owner: owner, Template: o.Template, TTL: ttl, Idle: idle, Limits: s.Limits, MaxPerOwner: m.cfg.MaxPerOwner}, s)
+	} else if start != nil {
+		box, ws, err = start(ctx, s)
 	} else if box, ws, refill = m.pool.take(s); box == nil {
 		box, ws, err = m.startBox(ctx, s)
 	}
 	if err != nil {
 		m.release(owner, bytes)
 		lease()
-		return Info{}, err
+		return nil, err
 	}
 	now := time.Now()
 	pace := newExecPacer(s.Limits.CPUs, m.cfg.ExecPace)
@@ -433,7 +446,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		m.releaseRemote(ses) // nobody learns its id: its record would hold a Pod until idle
 		m.release(owner, bytes)
 		lease()
-		return Info{}, err
+		return nil, err
 	}
 	m.mu.Lock()
 	closed := m.closed
@@ -448,9 +461,9 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 		// Close has already ended the sessions it knew of; nobody learns
 		// this one's id, so a remote one's record is released too.
 		m.endReleasing(ses)
-		return Info{}, fmt.Errorf("%w: the server is shutting down", ErrClosed)
+		return nil, fmt.Errorf("%w: the server is shutting down", ErrClosed)
 	}
-	return ses.info(), nil
+	return ses, nil
 }
 
 func (m *Manager) newSessionSpec(o SessionOptions) (spec.Spec, error) {

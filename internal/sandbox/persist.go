@@ -137,6 +137,7 @@ func (m *Manager) recordLocked(s *session) state.Session {
 		Paused: s.state == StatePaused, AutoPause: s.autoPause, AutoSnapshot: s.autoSnapshot, Env: env,
 		Snapshot: s.snap, SnapshottedAt: s.snapAt,
 		SnapshotBytes: s.snapStats.Bytes, SnapshotFiles: s.snapStats.Files, SnapshotDirs: s.snapStats.Dirs, SnapshotSkipped: s.snapStats.Skipped,
+		SnapshotMemoryBytes: s.snapMemory, SnapshotInterpreters: s.snapInterps,
 	}
 }
 
@@ -362,6 +363,17 @@ func (m *Manager) reviveSnapshotted(rec state.Session, now time.Time) (s *sessio
 		gone: make(chan struct{}), autoPause: rec.AutoPause, autoSnapshot: rec.AutoSnapshot, snap: rec.Snapshot, snapAt: rec.SnapshottedAt, snapSlot: true,
 		snapStats: snapshot.Stats{Bytes: rec.SnapshotBytes, Files: rec.SnapshotFiles, Dirs: rec.SnapshotDirs, Skipped: rec.SnapshotSkipped},
 		pace:      newExecPacer(rec.Limits.CPUs, m.cfg.ExecPace),
+	}
+	// The record is the state directory's, written by a server, but read
+	// strictly all the same: a bad interpreter list costs only the
+	// interpreters, which then start afresh.
+	if rec.SnapshotMemoryBytes > 0 && m.cfg.Snapshots.MemoryPath(rec.Snapshot) != "" {
+		s.snapMemory = rec.SnapshotMemoryBytes
+		if err := validInterpreters(rec.SnapshotInterpreters); err != nil {
+			m.cfg.Logger.Warn("a snapshot's interpreters are not valid; they start afresh at its resume", "session", rec.ID, "err", err)
+		} else {
+			s.snapInterps = rec.SnapshotInterpreters
+		}
 	}
 	if last := rec.CreatedAt.Add(m.cfg.MaxTTL); s.expires.After(last) {
 		s.expires = last

@@ -70,6 +70,9 @@ func (m *Manager) watchBox(s *session) {
 	box := s.currentBox()
 	select {
 	case <-box.Done():
+		// A box saved whole for a memory snapshot ends with the save:
+		// the snapshot closes it, or, failed, leaves it dead.
+		s.awaitSave()
 		if s.currentBox() == box && !s.isBoxClosed() {
 			m.buryDied(s)
 		}
@@ -110,7 +113,7 @@ func (s *session) expired(now time.Time) (reason string, dead bool) {
 	if s.state == StateStopping || s.state == StateGone {
 		return "", dead
 	}
-	if !dead && !s.boxClosed {
+	if !dead && !s.boxClosed && s.saving == nil {
 		select {
 		case <-s.box.Done():
 			return "died", dead

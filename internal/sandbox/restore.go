@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
@@ -19,7 +20,7 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	s.mu.Lock()
-	st, name, spc, held := s.state, s.snap, s.spec, s.snapStats.Charge()
+	st, name, spc, held, recs := s.state, s.snap, s.spec, s.snapCharge(), s.snapInterps
 	s.mu.Unlock()
 	if st != StateSnapshotted {
 		return nil // resumed meanwhile, or ending: the caller's call judges
@@ -30,22 +31,33 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 		m.hold(s, held)
 		return fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	}
-	box, ws, root, lease, err := m.restoreBox(ctx, s, spc, name)
+	box, ws, root, lease, memory, err := m.restoreBox(ctx, s, spc, name)
 	if err != nil {
 		m.release(s.owner, bytes)
 		m.hold(s, held)
 		return err
 	}
 	step("restored")
+	spc.Root = root
+	var interps map[string]interp.Interpreter
+	var procs map[string]*idSpawner
+	if memory {
+		interps, procs = m.adoptInterpreters(s.id, box, spc, recs)
+	}
 	s.mu.Lock()
 	if s.state != StateSnapshotted || m.isClosed() {
 		s.mu.Unlock()
+		if err := closeHeld(interps, nil); err != nil {
+			m.cfg.Logger.Warn("closing the interpreters of an unused sandbox", "session", s.id, "err", err)
+		}
 		m.discardBox(box, ws)
 		lease()
 		m.release(s.owner, bytes)
 		return fmt.Errorf("%w: session %s ended while it was being resumed", ErrClosed, s.id)
 	}
 	s.box, s.ws, s.boxClosed, s.slot, s.snapSlot = box, ws, false, true, false
+	s.interps, s.interpProcs = interps, procs
+	s.snapMemory, s.snapInterps = 0, nil
 	// A session revived by a new server finds its template again by
 	// name: the box runs on root, which its record and info now name.
 	s.spec.Root = root
@@ -74,28 +86,38 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 	return nil
 }
 
-// restoreBox starts a box of spec spc for s and restores snapshot name
-// into its workspace; root is the template the box runs on, which lease
-// holds.
-func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, name string) (box Box, ws string, root spec.Root, lease func(), err error) {
+// restoreBox starts a box of spec spc for s from snapshot name: from
+// its saved memory where it has one (memory), else, or should that
+// restore fail (said in the log, never a failed resume: the files are
+// there too), a fresh box with the files restored into its workspace;
+// root is the template the box runs on, which lease holds.
+func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, name string) (box Box, ws string, root spec.Root, lease func(), memory bool, err error) {
 	lease = func() {}
 	if spc.Root.Dir == "" && spc.Root.Template != "" {
 		// Revived by a new server: the template is found again by name.
 		if spc.Root, lease, err = m.resolveTemplate(spc.Root.Template, s.owner); err != nil {
-			return nil, "", spec.Root{}, nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+			return nil, "", spec.Root{}, nil, false, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 		}
+	}
+	box, err = m.restoreMemory(ctx, s, spc, name)
+	switch {
+	case err != nil:
+		m.cfg.Logger.Warn("restoring a session's saved memory failed; it resumes from its files, its processes and interpreters fresh", "session", s.id, "snapshot", name, "err", err)
+	case box != nil:
+		step("memory restored")
+		return box, "", spc.Root, lease, true, nil
 	}
 	box, ws, err = m.startBox(ctx, spc)
 	if err != nil {
 		lease()
-		return nil, "", spec.Root{}, nil, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
+		return nil, "", spec.Root{}, nil, false, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	}
 	if err := m.restoreFiles(ctx, s, box, spc.Limits, name); err != nil {
 		m.discardBox(box, ws)
 		lease()
-		return nil, "", spec.Root{}, nil, err
+		return nil, "", spec.Root{}, nil, false, err
 	}
-	return box, ws, spc.Root, lease, nil
+	return box, ws, spc.Root, lease, false, nil
 }
 
 // restoreFiles copies snapshot name into box's empty workspace, as its

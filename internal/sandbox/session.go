@@ -10,6 +10,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/state"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -29,7 +30,10 @@ type session struct {
 	idle     time.Duration
 	execs    int64
 	interps  map[string]interp.Interpreter
-	dir      workspace.Files
+	// interpProcs keep the process IDs of interps where the box numbers
+	// its processes (see idSpawner), for a memory snapshot.
+	interpProcs map[string]*idSpawner
+	dir         workspace.Files
 	// ws names the session's persistent workspace in the Store ("" when
 	// /workspace lives in the sandbox).
 	ws string
@@ -50,6 +54,14 @@ type session struct {
 	snapStats snapshot.Stats
 	snapSlot  bool
 	boxClosed bool
+	// snapMemory is the size of the box's memory saved beside the
+	// snapshot (0: files only), and snapInterps the interpreters a
+	// resume adopts from it (see Manager.saveMemory).
+	snapMemory  int64
+	snapInterps []state.Interpreter
+	// saving is open while the box is being saved whole for a memory
+	// snapshot: its end then is the save's, not a death.
+	saving chan struct{}
 	// staleSnap names a snapshot the session resumed from whose record
 	// could not be updated, so it still names it: kept for a crash to
 	// recover from, and dropped with the session (see forget).
@@ -109,7 +121,7 @@ func (s *session) info() Info {
 		AutoSnapshot: s.autoSnapshot,
 	}
 	if s.state == StateSnapshotted {
-		in.Snapshot = &SnapshotInfo{At: s.snapAt, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}
+		in.Snapshot = &SnapshotInfo{At: s.snapAt, Memory: s.snapMemory > 0, MemoryBytes: s.snapMemory, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}
 	}
 	if s.boxDiedLocked() {
 		in.State, in.Reason = StateDead, deathCause(s.box)
@@ -122,7 +134,7 @@ func (s *session) info() Info {
 // (watchBox), and until it has, s answers as a dead session already.
 // s.mu is held.
 func (s *session) boxDiedLocked() bool {
-	if s.state != StateReady && s.state != StateBusy && s.state != StatePaused {
+	if s.state != StateReady && s.state != StateBusy && s.state != StatePaused || s.saving != nil {
 		return false
 	}
 	select {
@@ -213,7 +225,7 @@ func (s *session) stopOnEnd(ctx context.Context) (context.Context, func()) {
 func (s *session) close() error {
 	s.mu.Lock()
 	interps, dir := s.interps, s.dir
-	s.interps, s.dir = nil, nil
+	s.interps, s.interpProcs, s.dir = nil, nil, nil
 	// A box paused for a copy holds no paused slot but is frozen all
 	// the same (see pauseForCopy).
 	paused, closed := s.pausedSlot || !s.pausedAt.IsZero(), s.boxClosed
@@ -405,7 +417,10 @@ func (s *session) interpreter(language, name string) (interp.Interpreter, error)
 	if err := checkLanguage(s.spec.Root, language); err != nil {
 		return nil, err
 	}
-	in, err := interp.New(language, s.box, s.box.Env(), interp.WithCPUs(s.spec.Limits.CPUs), interp.WithRoot(s.spec.Root.Dir))
+	in, err := interp.New(language, s.spawnerFor(language, name), s.box.Env(), interpOptions(s.spec)...)
+	if err != nil {
+		delete(s.interpProcs, key)
+	}
 	switch {
 	case errors.Is(err, interp.ErrUnknownLanguage):
 		return nil, fmt.Errorf("%w: %w", spec.ErrInvalid, err)

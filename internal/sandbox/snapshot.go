@@ -19,8 +19,9 @@ import (
 // owner's budget. It keeps its id, template, limits, network, env and
 // TTL; its idle timer stops. A resume (or an exec, a spawn, a file call)
 // starts a fresh box of the same spec and restores the files: processes
-// and interpreters start fresh: memory snapshots are not wired yet
-// (SnapshotInfo.Memory is false).
+// and interpreters start fresh. On a MemoryBackend (gVisor over the
+// stream) the box is saved whole beside the files too, and a resume
+// restores it, interpreters adopted (see memory.go).
 //
 // The steps, each leaving a state a crash recovers whole: the box is
 // paused (files stop changing); the files are copied into a temporary
@@ -116,7 +117,11 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	// written (or the copy failed and s is paused again): a write between
 	// the copy's end and the record would land in a box about to close.
 	m.beginCopy(s)
-	name, stats, err := m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.Begin)
+	defer s.beginSave()()
+	var mem memorySaved
+	name, stats, err := m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.Begin, func(p *snapshot.Pending) {
+		mem = m.saveMemory(ctx, s, p)
+	})
 	if err != nil {
 		s.endCopy()
 		return err
@@ -131,14 +136,16 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	}
 	ws := s.ws
 	s.state, s.snap, s.snapAt, s.snapStats, s.ws = StateSnapshotted, name, time.Now(), stats, ""
+	s.snapMemory, s.snapInterps = mem.bytes, mem.interps
 	if err := m.saveDurablyLocked(s); err != nil {
 		s.state, s.snap, s.snapAt, s.snapStats, s.ws = StatePaused, "", time.Time{}, snapshot.Stats{}, ws
+		s.snapMemory, s.snapInterps = 0, nil
 		s.mu.Unlock()
 		m.dropSnapshot(name, s.id)
 		return err
 	}
 	interps, dir, pausedSlot, runSlot := s.interps, s.dir, s.pausedSlot, s.slot
-	s.interps, s.dir, s.boxClosed, s.snapSlot, s.pausedSlot, s.pausedAt = nil, nil, true, true, false, time.Time{}
+	s.interps, s.interpProcs, s.dir, s.boxClosed, s.snapSlot, s.pausedSlot, s.pausedAt = nil, nil, nil, true, true, false, time.Time{}
 	s.slot = false
 	s.mu.Unlock()
 	step("recorded")
@@ -152,14 +159,20 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	if ws != "" {
 		m.dropWorkspace(ws, s.id)
 	}
-	m.keep(s, stats.Charge())
+	m.keep(s, stats.Charge()+mem.bytes)
 	return nil
 }
 
+// snapCharge is what s's snapshot costs its owner's budget: its files'
+// charge and the size of its saved memory.
+func (s *session) snapCharge() int64 { return s.snapStats.Charge() + s.snapMemory }
+
 // capture writes the files of box, s's, into a new committed snapshot,
 // begun by begin (the store's Begin, or BeginTemporary for one no record
-// names). Its caller refuses file calls meanwhile (see beginCopy).
-func (m *Manager) capture(ctx context.Context, s *session, box Box, begin func() (*snapshot.Pending, error)) (string, snapshot.Stats, error) {
+// names), and, if more is not nil, has it add to the snapshot before the
+// commit (the box's memory). Its caller refuses file calls meanwhile
+// (see beginCopy).
+func (m *Manager) capture(ctx context.Context, s *session, box Box, begin func() (*snapshot.Pending, error), more func(*snapshot.Pending)) (string, snapshot.Stats, error) {
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
 	done, err := m.copySlot(ctx)
@@ -182,6 +195,9 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box, begin func()
 	stats, err := p.Capture(ctx, src, lim)
 	if err == nil {
 		step("captured")
+		if more != nil {
+			more(p)
+		}
 		err = p.Commit()
 	} else if aerr := p.Abort(); aerr != nil {
 		m.cfg.Logger.Warn("removing an unfinished snapshot", "session", s.id, "err", aerr)

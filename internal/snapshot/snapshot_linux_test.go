@@ -245,3 +245,59 @@ func TestDirectoryModesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryDirectory: a snapshot's memory directory (MemoryPath, the
+// backend's) is committed with it, found by name, dropped with it, and
+// swept with it or when a crash left it alone or half made.
+func TestMemoryDirectory(t *testing.T) {
+	store, err := Open(filepath.Join(t.TempDir(), "snaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withMemory := func() string {
+		t.Helper()
+		p, err := store.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(p.MemoryPath(), "scratch"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.MemoryPath(), "checkpoint.img"), []byte("image"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/etc/passwd", filepath.Join(p.MemoryPath(), "scratch", "link")); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Commit(); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+		return p.Name()
+	}
+	kept, dropped, swept := withMemory(), withMemory(), withMemory()
+	if store.MemoryPath(kept) == "" || store.MemoryPath("snap_"+strings.Repeat("0", 24)) != "" || store.MemoryPath("../x") != "" {
+		t.Errorf("MemoryPath: %q for a snapshot with memory; want it, and \"\" for one missing or a bad name", store.MemoryPath(kept))
+	}
+	if err := store.Drop(dropped); err != nil || store.MemoryPath(dropped) != "" || store.Has(dropped) {
+		t.Errorf("Drop: %v; memory %q, has %v; want both gone", err, store.MemoryPath(dropped), store.Has(dropped))
+	}
+	p, err := store.Begin() // cut short by a "crash" after the save
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p.MemoryPath(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A crash between the memory's rename and the snapshot's.
+	orphan := "snap_" + strings.Repeat("ab", 12) + memorySuffix
+	if err := os.Mkdir(filepath.Join(store.Path(), orphan), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.Sweep(map[string]bool{kept: true})
+	if err != nil || n != 5 {
+		t.Errorf("Sweep: removed %d, %v; want 5 (a snapshot and its memory, an unfinished one and its memory, an orphan memory)", n, err)
+	}
+	if store.MemoryPath(kept) == "" || store.MemoryPath(swept) != "" {
+		t.Errorf("after Sweep: kept memory %q, swept memory %q; want the kept one only", store.MemoryPath(kept), store.MemoryPath(swept))
+	}
+}

@@ -5,15 +5,23 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/warden-sandbox/warden/internal/state"
 )
 
 // tmpPrefix begins the name of a snapshot being written.
 const tmpPrefix = ".tmp-"
+
+// memorySuffix ends the name of the directory beside a snapshot that
+// holds its box's memory, where the backend can save it (MemoryPath):
+// the snapshot's own directory is the workspace's tree, whose names are
+// the sandbox's, so the memory cannot go inside it.
+const memorySuffix = ".mem"
 
 // Store is the directory that holds snapshots, one subdirectory each.
 type Store struct {
@@ -82,16 +90,34 @@ func (s *Store) begin(durable bool) (*Pending, error) {
 // Name is the name the snapshot gets once committed.
 func (p *Pending) Name() string { return p.name }
 
+// MemoryPath is where the backend saves the box's memory for this
+// snapshot (a directory it makes; it must not exist): beside the
+// snapshot, committed and dropped with it.
+func (p *Pending) MemoryPath() string {
+	return filepath.Join(p.store.path, tmpPrefix+p.name+memorySuffix)
+}
+
+// HasMemory says a memory directory was made at MemoryPath.
+func (p *Pending) HasMemory() bool {
+	fi, err := os.Lstat(p.MemoryPath())
+	return err == nil && fi.IsDir()
+}
+
 // Commit makes the snapshot whole and visible: the tree is already
-// fsync'd by Capture; it is renamed into place and the parent directory
-// fsync'd, so after Commit a crash of the host keeps it. A temporary
-// snapshot is only renamed.
+// fsync'd by Capture; the memory directory, if any, is fsync'd whole and
+// renamed into place first, then the snapshot, and the parent directory
+// fsync'd, so after Commit a crash of the host keeps both (a crash
+// between the renames leaves a memory directory no snapshot has, which
+// Sweep removes). A temporary snapshot is only renamed.
 func (p *Pending) Commit() error {
 	if err := p.root.Close(); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	tmp := filepath.Join(p.store.path, tmpPrefix+p.name)
 	if err := p.syncDir(tmp); err != nil {
+		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
+	}
+	if err := p.commitMemory(); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	if err := os.Rename(tmp, filepath.Join(p.store.path, p.name)); err != nil {
@@ -111,24 +137,76 @@ func (p *Pending) syncDir(dir string) error {
 	return state.SyncDir(dir)
 }
 
-// Abort removes what was written of the snapshot.
+// commitMemory fsyncs the memory directory, if the backend made one,
+// and renames it into place.
+func (p *Pending) commitMemory() error {
+	if !p.HasMemory() {
+		return nil
+	}
+	if p.durable {
+		if err := syncTree(p.MemoryPath()); err != nil {
+			return fmt.Errorf("syncing the memory image: %w", err)
+		}
+	}
+	if err := os.Rename(p.MemoryPath(), filepath.Join(p.store.path, p.name+memorySuffix)); err != nil {
+		return fmt.Errorf("placing the memory image: %w", err)
+	}
+	return nil
+}
+
+// syncTree fsyncs every regular file and directory under dir, which the
+// backend wrote (its copy of the box's files keeps their names, so
+// nothing but regular files and directories is opened, none followed).
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() && !d.IsDir() {
+			return nil
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		return errors.Join(f.Sync(), f.Close())
+	})
+}
+
+// Abort removes what was written of the snapshot, its memory included.
 func (p *Pending) Abort() error {
 	_ = p.root.Close() // closing twice only says it was closed
-	if err := os.RemoveAll(filepath.Join(p.store.path, tmpPrefix+p.name)); err != nil {
+	err := errors.Join(os.RemoveAll(filepath.Join(p.store.path, tmpPrefix+p.name)), os.RemoveAll(p.MemoryPath()))
+	if err != nil {
 		return fmt.Errorf("removing an unfinished snapshot: %w", err)
 	}
 	return nil
 }
 
-// Drop removes snapshot name; a missing one is no error.
+// Drop removes snapshot name and its memory; a missing one is no error.
 func (s *Store) Drop(name string) error {
 	if !validName(name) {
 		return fmt.Errorf("removing snapshot %q: not a snapshot name", name)
 	}
-	if err := os.RemoveAll(filepath.Join(s.path, name)); err != nil {
+	// The memory first: a snapshot left without it resumes from its files.
+	err := errors.Join(os.RemoveAll(filepath.Join(s.path, name+memorySuffix)), os.RemoveAll(filepath.Join(s.path, name)))
+	if err != nil {
 		return fmt.Errorf("removing snapshot %s: %w", name, err)
 	}
 	return nil
+}
+
+// MemoryPath is where committed snapshot name keeps its box's memory,
+// "" when it has none (a files-only snapshot, or not a snapshot name).
+func (s *Store) MemoryPath(name string) string {
+	if !validName(name) {
+		return ""
+	}
+	p := filepath.Join(s.path, name+memorySuffix)
+	if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return p
 }
 
 // Has says snapshot name exists (committed).
@@ -152,10 +230,10 @@ func (s *Store) Sweep(keep map[string]bool) (int, error) {
 	n := 0
 	for _, e := range entries {
 		name := e.Name()
-		if keep[name] {
+		if keep[strings.TrimSuffix(name, memorySuffix)] {
 			continue
 		}
-		if !strings.HasPrefix(name, tmpPrefix) && !validName(name) {
+		if !strings.HasPrefix(name, tmpPrefix) && !validName(strings.TrimSuffix(name, memorySuffix)) {
 			continue // not one of ours: left for a person to look at
 		}
 		if err := os.RemoveAll(filepath.Join(s.path, name)); err != nil {

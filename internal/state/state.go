@@ -85,6 +85,23 @@ type Session struct {
 	SnapshotFiles   int   `json:"snapshot_files,omitempty"`
 	SnapshotDirs    int   `json:"snapshot_dirs,omitempty"`
 	SnapshotSkipped int   `json:"snapshot_skipped,omitempty"`
+	// SnapshotMemoryBytes is the size of the box's saved memory kept
+	// beside the snapshot (gVisor over the stream transport); 0 for a
+	// snapshot of files only. The owner's budget is charged it too.
+	SnapshotMemoryBytes int64 `json:"snapshot_memory_bytes,omitempty"`
+	// SnapshotInterpreters are the session's persistent interpreters at
+	// a memory snapshot, each with the process that the restored box
+	// still runs, so a resume takes them over (interp.Adopt).
+	SnapshotInterpreters []Interpreter `json:"snapshot_interpreters,omitempty"`
+}
+
+// Interpreter is one persistent interpreter of a memory snapshot: its
+// language, its name ("" for the default one) and the ID the sandbox's
+// agent gave its process.
+type Interpreter struct {
+	Language string `json:"language"`
+	Name     string `json:"name,omitempty"`
+	Process  uint64 `json:"process"`
 }
 
 // storageError explains an error writing in the state directory at dir:

@@ -1,0 +1,236 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/spec"
+)
+
+// memBackend is an fsBackend that saves a box "whole" (MemoryBackend):
+// its save keeps the workspace's file f as the image and ends the box;
+// its restore starts a box holding the image as the file "memory", so a
+// test tells a box restored from memory from one restored from files.
+type memBackend struct {
+	*fsBackend
+	// restoreErr, if set, fails every restore.
+	restoreErr error
+}
+
+func (b *memBackend) SavesMemory(spec.Spec) error { return nil }
+
+func (b *memBackend) SaveMemory(_ context.Context, box Box, dir string) error {
+	x := box.(*fsBox)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	image, err := os.ReadFile(filepath.Join(x.ws.Name(), "f"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "image"), image, 0o600); err != nil {
+		return err
+	}
+	return x.Close() // a saved box ends with its save
+}
+
+func (b *memBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string) (Box, error) {
+	if b.restoreErr != nil {
+		return nil, b.restoreErr
+	}
+	image, err := os.ReadFile(filepath.Join(dir, "image"))
+	if err != nil {
+		return nil, err
+	}
+	box, err := b.fsBackend.Start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return box, os.WriteFile(filepath.Join(b.last(), "memory"), image, 0o600)
+}
+
+// memManager is a Manager of x's store and snapshots over mb.
+func memManager(t *testing.T, x *snapshotSetup, mb *memBackend, closeAtEnd bool) *Manager {
+	t.Helper()
+	m := NewManager(mb, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1})
+	if closeAtEnd {
+		t.Cleanup(func() { m.Close() })
+	}
+	return m
+}
+
+// TestMemorySnapshot: on a backend that saves boxes whole, a snapshot
+// keeps the box's memory beside its files (Memory true, its size charged
+// and recorded), a resume restores the box from it, and a fork of the
+// snapshot restores each copy from it too; the snapshot's memory goes
+// with it.
+func TestMemorySnapshot(t *testing.T) {
+	x := newSnapshotSetup(t)
+	mb := &memBackend{fsBackend: x.b}
+	m := memManager(t, x, mb, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	got, err := m.Snapshot(ctx, "o", in.ID)
+	if err != nil || got.Snapshot == nil || !got.Snapshot.Memory || got.Snapshot.MemoryBytes != int64(len("state")) {
+		t.Fatalf("Snapshot = %+v, %v; want memory of %d bytes", got.Snapshot, err, len("state"))
+	}
+	x.store.mu.Lock()
+	rec := x.store.records[in.ID]
+	x.store.mu.Unlock()
+	if rec.SnapshotMemoryBytes != int64(len("state")) {
+		t.Errorf("record's memory bytes = %d, want %d", rec.SnapshotMemoryBytes, len("state"))
+	}
+	forks, err := m.Fork(ctx, "o", in.ID, 2)
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	for _, f := range forks {
+		if f.State != StateReady {
+			t.Errorf("fork %s: state %s, want ready", f.ID, f.State)
+		}
+	}
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	x.b.mu.Lock()
+	boxes := slices.Clone(x.b.boxes[1:])
+	x.b.mu.Unlock()
+	if len(boxes) != 3 {
+		t.Fatalf("boxes after two forks and a resume: %v, want three", boxes)
+	}
+	for _, p := range boxes {
+		if got := readFileT(t, filepath.Join(p, "memory")); got != "state" {
+			t.Errorf("box %s: memory %q, want it restored from the saved one", p, got)
+		}
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 0 {
+		t.Errorf("snapshot directory after the resume: %v, want the snapshot and its memory gone", names)
+	}
+}
+
+// TestMemoryRestoreFailsFilesResume: a resume whose memory restore fails
+// resumes from the snapshot's files, a fresh box, as a files-only one.
+func TestMemoryRestoreFailsFilesResume(t *testing.T) {
+	x := newSnapshotSetup(t)
+	mb := &memBackend{fsBackend: x.b, restoreErr: errors.New("runsc: bad image")}
+	m := memManager(t, x, mb, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "files")
+	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	info, err := m.Resume(ctx, "o", in.ID)
+	if err != nil || info.State != StateReady {
+		t.Fatalf("Resume: %v, %v; want ready from the files", info.State, err)
+	}
+	if got := readFileT(t, filepath.Join(x.b.last(), "f")); got != "files" {
+		t.Errorf("restored file: %q, want %q", got, "files")
+	}
+	if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a box resumed from files holds a memory marker (%v)", err)
+	}
+}
+
+// TestMemorySnapshotCrashAtEachStep stops a memory snapshot at each step
+// as a crash would: before the record the next server reports the
+// session dead and sweeps the snapshot and its memory; after it, the
+// session is snapshotted and resumes from its memory.
+func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
+	for _, tc := range []struct {
+		step string
+		want State
+	}{
+		{"captured", StateDead},
+		{"memory", StateDead},
+		{"committed", StateDead},
+		{"recorded", StateSnapshotted},
+	} {
+		t.Run(tc.step, func(t *testing.T) {
+			x := newSnapshotSetup(t)
+			mb := &memBackend{fsBackend: x.b}
+			m := memManager(t, x, mb, false)
+			ctx := context.Background()
+			in := x.session(t, m, defaultOptions(), "f", "data")
+			stepHook = func(s string) {
+				if s == tc.step {
+					runtime.Goexit() // the server stops here, cleaning nothing up
+				}
+			}
+			t.Cleanup(func() { stepHook = nil })
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = m.Snapshot(ctx, "o", in.ID) // it never returns: the hook ends the goroutine
+			}()
+			<-done
+			stepHook = nil
+			m2 := memManager(t, x, mb, true)
+			info, err := m2.Get("o", in.ID)
+			if err != nil || info.State != tc.want {
+				t.Fatalf("after a crash at %s: state %s (%v), want %s", tc.step, info.State, err, tc.want)
+			}
+			names := snapshotNames(t, x.snaps)
+			if tc.want != StateSnapshotted {
+				if len(names) != 0 {
+					t.Errorf("snapshot directory after restart: %v, want nothing left", names)
+				}
+				return
+			}
+			if len(names) != 2 || !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".mem") }) {
+				t.Errorf("snapshot directory after restart: %v, want the snapshot and its memory", names)
+			}
+			if info.Snapshot == nil || !info.Snapshot.Memory {
+				t.Errorf("revived snapshot %+v, want its memory", info.Snapshot)
+			}
+			if _, err := m2.Resume(ctx, "o", in.ID); err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+			if got := readFileT(t, filepath.Join(x.b.last(), "memory")); got != "data" {
+				t.Errorf("resumed box's memory: %q, want %q", got, "data")
+			}
+		})
+	}
+}
+
+// TestMemorySnapshotRefusesBusySession: an exec in flight at a save
+// would never get its result, so a snapshot while one runs is refused
+// (ErrBusy, a 409), and the box is neither saved nor paused.
+func TestMemorySnapshotRefusesBusySession(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := memManager(t, x, &memBackend{fsBackend: x.b}, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	s, err := m.lookup("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := s.box.(*fsBox)
+	box.block = make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Exec(ctx, "o", in.ID, ExecRequest{Command: []string{"sleep"}}, Stream{})
+		done <- err
+	}()
+	if !waitUntil(func() bool { return s.currentState() == StateBusy }) {
+		t.Fatal("the exec never started")
+	}
+	if _, err := m.Snapshot(ctx, "o", in.ID); !errors.Is(err, ErrBusy) {
+		t.Errorf("Snapshot() during an exec = %v; want ErrBusy", err)
+	}
+	close(box.block)
+	if err := <-done; err != nil {
+		t.Errorf("Exec() = %v", err)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 0 || box.isPaused() {
+		t.Errorf("after a refused snapshot: snapshots %v, paused %v; want none, running", names, box.isPaused())
+	}
+	if info, err := m.Get("o", in.ID); err != nil || info.State != StateReady {
+		t.Errorf("session after a refused snapshot: %v, %v; want ready", info.State, err)
+	}
+}

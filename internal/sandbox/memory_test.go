@@ -1,0 +1,60 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+
+	"github.com/warden-sandbox/warden/internal/interp"
+	"github.com/warden-sandbox/warden/internal/state"
+)
+
+// countingBox numbers its spawns as an agent does; others is how many
+// processes someone else starts on it during each spawn.
+type countingBox struct {
+	Box
+	last, others uint64
+}
+
+func (b *countingBox) Spawn(context.Context, interp.Command) (interp.Process, error) {
+	b.last += 1 + b.others
+	return nil, nil
+}
+
+func (b *countingBox) LastID() uint64 { return b.last }
+
+// TestIDSpawner: an interpreter's process ID is kept only when no other
+// process started on the box during its spawn; else it is unknown (0),
+// and the interpreter starts afresh after a restore.
+func TestIDSpawner(t *testing.T) {
+	for _, tc := range []struct {
+		others uint64
+		want   uint64
+	}{{0, 1}, {1, 0}, {3, 0}} {
+		box := &countingBox{others: tc.others}
+		sp := &idSpawner{box: box, ids: box}
+		if _, err := sp.Spawn(context.Background(), interp.Command{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sp.id.Load(); got != tc.want {
+			t.Errorf("with %d other spawns: got ID %d, want %d", tc.others, got, tc.want)
+		}
+	}
+}
+
+// TestValidInterpreters: a record's interpreters are read strictly.
+func TestValidInterpreters(t *testing.T) {
+	for _, tc := range []struct {
+		recs []state.Interpreter
+		ok   bool
+	}{
+		{[]state.Interpreter{{Language: "python", Process: 3}, {Language: "python", Name: "a", Process: 4}}, true},
+		{[]state.Interpreter{{Language: "cobol", Process: 3}}, false},
+		{[]state.Interpreter{{Language: "python", Name: "../x", Process: 3}}, false},
+		{[]state.Interpreter{{Language: "python"}}, false},
+		{[]state.Interpreter{{Language: "python", Process: 3}, {Language: "python", Process: 4}}, false},
+	} {
+		if err := validInterpreters(tc.recs); (err == nil) != tc.ok {
+			t.Errorf("validInterpreters(%+v) = %v, want ok %v", tc.recs, err, tc.ok)
+		}
+	}
+}
