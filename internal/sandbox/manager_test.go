@@ -154,6 +154,22 @@ func newTestManager(t *testing.T, cfg Config) (*Manager, *fakeBackend) {
 	return m, b
 }
 
+// aliceSession creates a session of alice's on m with the default
+// options and returns it with the Manager's record of it, for the tests
+// that reach into a session (its box, interpreters, pacer).
+func aliceSession(t *testing.T, m *Manager) (Info, *session) {
+	t.Helper()
+	info, err := m.Create(context.Background(), "alice", defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.lookup("alice", info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, s
+}
+
 func defaultOptions() SessionOptions {
 	return SessionOptions{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 }

@@ -351,14 +351,7 @@ func TestEndPausedSessionClosesBoxFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
-			info, err := m.Create(context.Background(), "alice", defaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := m.lookup("alice", info.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
+			info, s := aliceSession(t, m)
 			in := &boxWatchInterp{box: s.box.(*fakeBox)}
 			s.mu.Lock()
 			s.interps = map[string]interp.Interpreter{"python": in}
@@ -411,14 +404,7 @@ func TestAutoPauseFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
-			info, err := m.Create(context.Background(), "alice", defaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := m.lookup("alice", info.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
+			info, s := aliceSession(t, m)
 			s.box.(*fakeBox).pauseErr = tc.err
 			if got := m.autoPause(s); got != tc.wantEnd {
 				t.Errorf("autoPause() says end %v, want %v", got, tc.wantEnd)
