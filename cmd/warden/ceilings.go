@@ -45,6 +45,23 @@ func addSessionCapFlags(f *pflag.FlagSet, c *sessionCaps) {
 	f.DurationVar(&c.idle, "max-idle-timeout", c.idle, "longest idle timeout a session may ask for (0: the API's own maximum, 24h)")
 }
 
+// serverBackend builds the backend a serving command (serve, mcp) runs
+// every sandbox on, logging to log, and checks that cfg fits it. The
+// notes say what Fit lowered, for logFit once the caller may log.
+func serverBackend(name string, opts sandbox.BackendOptions, cfg sandbox.Config, log *slog.Logger) (sandbox.Backend, []string, error) {
+	opts.Server = true
+	opts.Logger = log
+	backend, err := sandbox.NewBackend(name, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, notes, err := cfg.Fit(backend)
+	if err != nil {
+		return nil, nil, err
+	}
+	return backend, notes, nil
+}
+
 // logFit logs what Config.Fit lowered, so the operator sees every limit
 // that is not what the flags said, and why.
 func logFit(log *slog.Logger, notes []string) {

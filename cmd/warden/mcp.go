@@ -106,13 +106,7 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o.backendOpts.Server = true
-	o.backendOpts.Logger = log
-	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
-	if err != nil {
-		return err
-	}
-	_, notes, err := cfg.Fit(backend)
+	backend, notes, err := serverBackend(o.backend, o.backendOpts, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -187,13 +187,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	o.backendOpts.Server = true
-	o.backendOpts.Logger = log
-	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
-	if err != nil {
-		return err
-	}
-	_, notes, err := cfg.Fit(backend)
+	backend, notes, err := serverBackend(o.backend, o.backendOpts, cfg, log)
 	if err != nil {
 		return err
 	}
