@@ -36,6 +36,26 @@ func addCeilingFlags(f *pflag.FlagSet, c *spec.Ceilings) {
 	}
 }
 
+// sessionFlags are the flags every serving command (serve, mcp) shares
+// about its sessions' lives and limits, so both spell them one way.
+type sessionFlags struct {
+	ttl, idle time.Duration
+	caps      sessionCaps
+	ceilings  spec.Ceilings
+	paces     paces
+}
+
+// addSessionFlags adds --ttl, --idle-timeout, their caps, the ceilings
+// (defaulting to sandbox.DefaultCeilings) and the paces, setting s.
+func addSessionFlags(f *pflag.FlagSet, s *sessionFlags) {
+	s.ceilings = sandbox.DefaultCeilings()
+	f.DurationVar(&s.ttl, "ttl", time.Hour, "default session lifetime")
+	f.DurationVar(&s.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
+	addSessionCapFlags(f, &s.caps)
+	addCeilingFlags(f, &s.ceilings)
+	addPaceFlags(f, &s.paces)
+}
+
 // sessionCaps are the longest ttl and idle timeout a session may ask for.
 type sessionCaps struct{ ttl, idle time.Duration }
 
