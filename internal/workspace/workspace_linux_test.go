@@ -122,19 +122,7 @@ func TestReadErrors(t *testing.T) {
 
 func TestReadStopsAtOpenSize(t *testing.T) {
 	forEachIdentity(t, Limits{}, func(t *testing.T, e *env) {
-		path := filepath.Join(e.ws, "growing")
-		writeFile(t, path, "abc", 0o644)
-		rc, _, err := e.d.Read("growing")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = f.WriteString("def")
-		f.Close()
+		rc := e.readGrown(t)
 		got := new(bytes.Buffer)
 		_, _ = got.ReadFrom(rc)
 		if got.String() != "abc" {
