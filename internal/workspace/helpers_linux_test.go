@@ -208,6 +208,17 @@ func (e *env) readGrown(t *testing.T) io.ReadCloser {
 	return rc
 }
 
+// mkdirs makes each of dirs, with its parents, in the workspace (as the
+// test's user: give hands them to the acting one).
+func (e *env) mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		if err := os.MkdirAll(filepath.Join(e.ws, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // give hands everything in the workspace to the acting user, as if the
 // sandbox had created it.
 func (e *env) give(t *testing.T) {

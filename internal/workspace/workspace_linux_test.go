@@ -284,11 +284,7 @@ func TestMkdirMode(t *testing.T) {
 func TestRemove(t *testing.T) {
 	forEachIdentity(t, Limits{}, func(t *testing.T, e *env) {
 		outFile := newDecoy(t, filepath.Join(e.out, "keep"), 0o666)
-		for _, dir := range []string{"tree/a/b", "empty", "full"} {
-			if err := os.MkdirAll(filepath.Join(e.ws, dir), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		e.mkdirs(t, "tree/a/b", "empty", "full")
 		writeFile(t, filepath.Join(e.ws, "tree/a/b/f"), "x", 0o644)
 		writeFile(t, filepath.Join(e.ws, "full/f"), "x", 0o644)
 		writeFile(t, filepath.Join(e.ws, "file"), "x", 0o644)
