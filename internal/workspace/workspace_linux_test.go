@@ -173,26 +173,23 @@ func TestListAndStat(t *testing.T) {
 			t.Errorf("Stat(/workspace) = %+v, %v; want the workspace directory", ent, err)
 		}
 		for _, tt := range []struct {
-			path string
-			want error
+			op, path string
+			want     error
 		}{
-			{path: "evil/x", want: ErrLink},
-			{path: "f/x", want: ErrNotDir},
-			{path: "missing", want: ErrNotFound},
+			{"Stat", "evil/x", ErrLink},
+			{"Stat", "f/x", ErrNotDir},
+			{"Stat", "missing", ErrNotFound},
+			{"List", "evil", ErrLink},
+			{"List", "f", ErrNotDir},
+			{"List", "missing", ErrNotFound},
 		} {
-			_, err := e.d.Stat(tt.path)
-			wantErr(t, "Stat("+tt.path+")", err, tt.want)
-		}
-		for _, tt := range []struct {
-			path string
-			want error
-		}{
-			{path: "evil", want: ErrLink},
-			{path: "f", want: ErrNotDir},
-			{path: "missing", want: ErrNotFound},
-		} {
-			_, err := e.d.List(tt.path)
-			wantErr(t, "List("+tt.path+")", err, tt.want)
+			var err error
+			if tt.op == "List" {
+				_, err = e.d.List(tt.path)
+			} else {
+				_, err = e.d.Stat(tt.path)
+			}
+			wantErr(t, tt.op+"("+tt.path+")", err, tt.want)
 		}
 	})
 }
