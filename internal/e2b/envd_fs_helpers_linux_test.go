@@ -16,6 +16,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/e2b/filesystempb/filesystempbconnect"
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/testhost"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -107,6 +108,18 @@ func newFSHarness(t *testing.T) *fsHarness {
 
 // watchers is the service's watcher registry, for tests to look into.
 func (h *fsHarness) watchers() *watchers { return h.svc.watchers }
+
+// waitSlotsFree waits, bounded, until no watcher holds a slot: a
+// watcher's end frees its slot after the answer that says so.
+func (h *fsHarness) waitSlotsFree(t *testing.T, what string) {
+	t.Helper()
+	testhost.WaitFor(t, what, func() bool {
+		ws := h.watchers()
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		return ws.total == 0
+	})
+}
 
 // give hands everything in the workspace to the sandbox user, as if the
 // sandbox had made it.

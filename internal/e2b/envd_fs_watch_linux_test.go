@@ -338,19 +338,8 @@ func TestFSWatchWalkBound(t *testing.T) {
 	for st.Receive() {
 	}
 	wantCode(t, "WatchDir after a tree over the walk bound moved in", st.Err(), connect.CodeResourceExhausted)
-	for try := 0; ; try++ { // the handler releases its slot after its answer
-		ws := h.watchers()
-		ws.mu.Lock()
-		n := ws.total
-		ws.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if try == 2000 {
-			t.Fatalf("%d watchers still counted after both failed", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The handler releases its slot after its answer.
+	h.waitSlotsFree(t, "every watcher's slot freed after both failed")
 }
 
 // TestFSWatcherOverflow: a polled watcher keeps at most maxKeptEvents;
@@ -369,19 +358,8 @@ func TestFSWatcherOverflow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for try := 0; ; try++ { // until the pump has read past the bound
-		ws := h.watchers()
-		ws.mu.Lock()
-		n := ws.total
-		ws.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if try == 2000 {
-			t.Fatal("the overflowing watcher still holds its slot")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The pump frees the slot once it has read past the bound.
+	h.waitSlotsFree(t, "the overflowing watcher's slot freed")
 	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
 	wantCode(t, "GetWatcherEvents past the bound", err, connect.CodeDataLoss)
 	if err != nil && !strings.Contains(err.Error(), fmt.Sprint(maxKeptEvents)) {
