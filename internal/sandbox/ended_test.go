@@ -19,7 +19,7 @@ func (e causeError) Cause() string { return e.cause }
 // and as ErrDead (409): the session stays, dead.
 func TestExecNamesWhyItsSandboxDied(t *testing.T) {
 	m, b := newTestManager(t, Config{})
-	info, s := aliceSession(t, m)
+	info, s := sessionOf(t, m, "alice")
 	box := s.box.(*fakeBox)
 	box.block = make(chan struct{})
 	done := make(chan error, 1)

@@ -154,16 +154,16 @@ func newTestManager(t *testing.T, cfg Config) (*Manager, *fakeBackend) {
 	return m, b
 }
 
-// aliceSession creates a session of alice's on m with the default
-// options and returns it with the Manager's record of it, for the tests
-// that reach into a session (its box, interpreters, pacer).
-func aliceSession(t *testing.T, m *Manager) (Info, *session) {
+// sessionOf creates a session of owner's on m with the default options
+// and returns it with the Manager's record of it, for the tests that
+// reach into a session (its box, interpreters, pacer, copy slots).
+func sessionOf(t *testing.T, m *Manager, owner string) (Info, *session) {
 	t.Helper()
-	info, err := m.Create(context.Background(), "alice", defaultOptions())
+	info, err := m.Create(context.Background(), owner, defaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.lookup("alice", info.ID)
+	s, err := m.lookup(owner, info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func (c *fakeClock) install(p *execPacer) {
 func pacedSession(t *testing.T) (*Manager, Info, *session, *fakeClock) {
 	t.Helper()
 	m, _ := newTestManager(t, Config{})
-	info, s := aliceSession(t, m)
+	info, s := sessionOf(t, m, "alice")
 	clock := &fakeClock{}
 	clock.install(s.pace)
 	return m, info, s, clock

@@ -351,7 +351,7 @@ func TestEndPausedSessionClosesBoxFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
-			info, s := aliceSession(t, m)
+			info, s := sessionOf(t, m, "alice")
 			in := &boxWatchInterp{box: s.box.(*fakeBox)}
 			s.mu.Lock()
 			s.interps = map[string]interp.Interpreter{"python": in}
@@ -404,7 +404,7 @@ func TestAutoPauseFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
-			info, s := aliceSession(t, m)
+			info, s := sessionOf(t, m, "alice")
 			s.box.(*fakeBox).pauseErr = tc.err
 			if got := m.autoPause(s); got != tc.wantEnd {
 				t.Errorf("autoPause() says end %v, want %v", got, tc.wantEnd)

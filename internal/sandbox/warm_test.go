@@ -50,7 +50,7 @@ func (f *fakeBackend) startCount() int {
 // pool empty has not.
 func TestPoolWarmsItsBoxes(t *testing.T) {
 	m, _ := newWarmManager(t, 1, time.Hour)
-	_, s := aliceSession(t, m)
+	_, s := sessionOf(t, m, "alice")
 	if got := s.box.(*fakeBox).ran.Argv; !slices.Equal(got, []string{"/bin/warm"}) {
 		t.Errorf("pooled box ran %q before its session, want the warm-up [/bin/warm]", got)
 	}
