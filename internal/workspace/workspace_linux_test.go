@@ -172,24 +172,22 @@ func TestListAndStat(t *testing.T) {
 		if err != nil || ent.Type != TypeDir || ent.Path != "." {
 			t.Errorf("Stat(/workspace) = %+v, %v; want the workspace directory", ent, err)
 		}
+		stat := func(p string) error { _, err := e.d.Stat(p); return err }
+		list := func(p string) error { _, err := e.d.List(p); return err }
 		for _, tt := range []struct {
-			op, path string
-			want     error
+			name string
+			call func(path string) error
+			path string
+			want error
 		}{
-			{"Stat", "evil/x", ErrLink},
-			{"Stat", "f/x", ErrNotDir},
-			{"Stat", "missing", ErrNotFound},
-			{"List", "evil", ErrLink},
-			{"List", "f", ErrNotDir},
-			{"List", "missing", ErrNotFound},
+			{"Stat", stat, "evil/x", ErrLink},
+			{"Stat", stat, "f/x", ErrNotDir},
+			{"Stat", stat, "missing", ErrNotFound},
+			{"List", list, "evil", ErrLink},
+			{"List", list, "f", ErrNotDir},
+			{"List", list, "missing", ErrNotFound},
 		} {
-			var err error
-			if tt.op == "List" {
-				_, err = e.d.List(tt.path)
-			} else {
-				_, err = e.d.Stat(tt.path)
-			}
-			wantErr(t, tt.op+"("+tt.path+")", err, tt.want)
+			wantErr(t, tt.name+"("+tt.path+")", tt.call(tt.path), tt.want)
 		}
 	})
 }
