@@ -22,6 +22,17 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// picked is the names that wants picks, in order.
+func picked(names []string, wants func(string) bool) []string {
+	var got []string
+	for _, n := range names {
+		if wants(n) {
+			got = append(got, n)
+		}
+	}
+	return got
+}
+
 func TestWantsAttack(t *testing.T) {
 	names := []string{"1a slow", "1b slow", "2 flood", "8 loris"}
 	for _, tc := range []struct {
@@ -34,13 +45,7 @@ func TestWantsAttack(t *testing.T) {
 		{"9", nil},
 	} {
 		o := options{attacks: tc.attacks}
-		var got []string
-		for _, n := range names {
-			if o.wantsAttack(n) {
-				got = append(got, n)
-			}
-		}
-		if !slices.Equal(got, tc.want) {
+		if got := picked(names, o.wantsAttack); !slices.Equal(got, tc.want) {
 			t.Errorf("wantsAttack(%q): got %v, want %v", tc.attacks, got, tc.want)
 		}
 	}
@@ -58,13 +63,7 @@ func TestWantsPattern(t *testing.T) {
 		{"fork", nil},
 	} {
 		o := options{patterns: tc.patterns}
-		var got []string
-		for _, n := range names {
-			if o.wantsPattern(n) {
-				got = append(got, n)
-			}
-		}
-		if !slices.Equal(got, tc.want) {
+		if got := picked(names, o.wantsPattern); !slices.Equal(got, tc.want) {
 			t.Errorf("wantsPattern(%q): got %v, want %v", tc.patterns, got, tc.want)
 		}
 	}

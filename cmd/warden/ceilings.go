@@ -36,6 +36,26 @@ func addCeilingFlags(f *pflag.FlagSet, c *spec.Ceilings) {
 	}
 }
 
+// sessionFlags are the flags every serving command (serve, mcp) shares
+// about its sessions' lives and limits, so both spell them one way.
+type sessionFlags struct {
+	ttl, idle time.Duration
+	caps      sessionCaps
+	ceilings  spec.Ceilings
+	paces     paces
+}
+
+// addSessionFlags adds --ttl, --idle-timeout, their caps, the ceilings
+// (defaulting to sandbox.DefaultCeilings) and the paces, setting s.
+func addSessionFlags(f *pflag.FlagSet, s *sessionFlags) {
+	s.ceilings = sandbox.DefaultCeilings()
+	f.DurationVar(&s.ttl, "ttl", time.Hour, "default session lifetime")
+	f.DurationVar(&s.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
+	addSessionCapFlags(f, &s.caps)
+	addCeilingFlags(f, &s.ceilings)
+	addPaceFlags(f, &s.paces)
+}
+
 // sessionCaps are the longest ttl and idle timeout a session may ask for.
 type sessionCaps struct{ ttl, idle time.Duration }
 
@@ -43,6 +63,23 @@ func addSessionCapFlags(f *pflag.FlagSet, c *sessionCaps) {
 	c.ttl, c.idle = sandbox.DefaultMaxTTL, sandbox.DefaultMaxIdle
 	f.DurationVar(&c.ttl, "max-ttl", c.ttl, "longest lifetime a session may ask for (0: the API's own maximum, 24h)")
 	f.DurationVar(&c.idle, "max-idle-timeout", c.idle, "longest idle timeout a session may ask for (0: the API's own maximum, 24h)")
+}
+
+// serverBackend builds the backend a serving command (serve, mcp) runs
+// every sandbox on, logging to log, and checks that cfg fits it. The
+// notes say what Fit lowered, for logFit once the caller may log.
+func serverBackend(name string, opts sandbox.BackendOptions, cfg sandbox.Config, log *slog.Logger) (sandbox.Backend, []string, error) {
+	opts.Server = true
+	opts.Logger = log
+	backend, err := sandbox.NewBackend(name, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, notes, err := cfg.Fit(backend)
+	if err != nil {
+		return nil, nil, err
+	}
+	return backend, notes, nil
 }
 
 // logFit logs what Config.Fit lowered, so the operator sees every limit

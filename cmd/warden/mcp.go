@@ -27,18 +27,15 @@ type mcpOptions struct {
 	backend      string
 	backendOpts  sandbox.BackendOptions
 	limits       spec.Limits
-	ceilings     spec.Ceilings
 	maxSessions  int
-	ttl, idle    time.Duration
-	caps         sessionCaps
 	allowNetwork bool
 	verbose      bool
-	paces        paces
 	stateDir     string
+	sessionFlags
 }
 
 func newMCPCmd() *cobra.Command {
-	o := &mcpOptions{limits: spec.DefaultLimits, ceilings: sandbox.DefaultCeilings()}
+	o := &mcpOptions{limits: spec.DefaultLimits}
 	o.limits.Timeout = 30 * time.Second
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -66,11 +63,7 @@ given above its ceiling is refused, a default one above it is lowered to it.`,
 	f.Int64Var(&l.Pids, "pids", l.Pids, "processes and threads of each sandbox (0: none, only with --max-pids 0)")
 	f.Var(sizeFlag{&l.DiskBytes}, "disk", "writable disk of each sandbox: /workspace, /tmp and home")
 	f.IntVar(&o.maxSessions, "max-sessions", 8, "sessions and one-off runs alive at once")
-	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
-	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
-	addSessionCapFlags(f, &o.caps)
-	addCeilingFlags(f, &o.ceilings)
-	addPaceFlags(f, &o.paces)
+	addSessionFlags(f, &o.sessionFlags)
 	f.BoolVar(&o.allowNetwork, "allow-network", false, "let create_session give a sandbox egress to an allowlist of hosts")
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), `the state directory whose templates/ holds the templates create_session may name ("none": the host's root only)`)
 	f.BoolVar(&o.verbose, "verbose", false, "log MCP sessions connecting and ending, not just warnings, to stderr")
@@ -106,13 +99,7 @@ func (o *mcpOptions) run(ctx context.Context, given func(flag string) bool) erro
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o.backendOpts.Server = true
-	o.backendOpts.Logger = log
-	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
-	if err != nil {
-		return err
-	}
-	_, notes, err := cfg.Fit(backend)
+	backend, notes, err := serverBackend(o.backend, o.backendOpts, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -45,20 +45,16 @@ type serveOptions struct {
 	// when not given.
 	maxBytesPerKey int64
 	pool           int
-	ttl            time.Duration
-	idle           time.Duration
-	caps           sessionCaps
-	ceilings       spec.Ceilings
 	verbose        bool
 	shutdown       time.Duration
 	stateDir       string
 	bodyTimeout    time.Duration
 	maxConns       int
-	paces          paces
+	sessionFlags
 }
 
 func newServeCmd() *cobra.Command {
-	o := serveOptions{ceilings: sandbox.DefaultCeilings()}
+	o := serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: serveShort,
@@ -108,11 +104,7 @@ past it).`,
 	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: --max-sessions divided by the number of keys, rounded down)")
 	f.Var(sizeFlag{&o.maxBytesPerKey}, "max-memory-per-key", "memory plus disk the sandboxes of one API key may hold together, dead sessions' kept files included (default: the memory available to warden divided by the number of keys; 0: no budget)")
 	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
-	f.DurationVar(&o.ttl, "ttl", time.Hour, "default session lifetime")
-	f.DurationVar(&o.idle, "idle-timeout", 10*time.Minute, "default time an unused session lives")
-	addSessionCapFlags(f, &o.caps)
-	addCeilingFlags(f, &o.ceilings)
-	addPaceFlags(f, &o.paces)
+	addSessionFlags(f, &o.sessionFlags)
 	f.BoolVar(&o.verbose, "verbose", false, "log every request")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish before every session is killed")
 	f.DurationVar(&o.bodyTimeout, "body-timeout", server.DefaultBodyReadTimeout, "longest pause in a request body (which must also average 64 KiB/s); past it the answer is 408")
@@ -187,13 +179,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	o.backendOpts.Server = true
-	o.backendOpts.Logger = log
-	backend, err := sandbox.NewBackend(o.backend, o.backendOpts)
-	if err != nil {
-		return err
-	}
-	_, notes, err := cfg.Fit(backend)
+	backend, notes, err := serverBackend(o.backend, o.backendOpts, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -625,14 +625,7 @@ func TestKillFallbackFake(t *testing.T) {
 				writeFake(t, filepath.Join(dir, "cgroup.procs"), pid)
 				c = &v2Cgroup{dir: dir}
 			}
-			if err := c.Kill(); err != nil {
-				t.Fatalf("Kill: %v", err)
-			}
-			err := cmd.Wait()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Errorf("sleep ended with %v, want SIGKILL", err)
-			}
+			killAndWait(t, c, cmd)
 		})
 	}
 }

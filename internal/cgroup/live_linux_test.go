@@ -811,8 +811,9 @@ func TestLiveV2SupervisorHelper(t *testing.T) {
 	}
 }
 
-// killAndWait kills everything in c and checks that cmd, the shell the test
-// started in it, died of SIGKILL.
+// killAndWait kills everything in c and checks that cmd, the process the
+// test started in it (a shell, or a sleep in a fake hierarchy), died of
+// SIGKILL.
 func killAndWait(t *testing.T, c Cgroup, cmd *exec.Cmd) {
 	t.Helper()
 	if err := c.Kill(); err != nil {
@@ -821,6 +822,6 @@ func killAndWait(t *testing.T, c Cgroup, cmd *exec.Cmd) {
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Errorf("shell ended with %v, want SIGKILL", err)
+		t.Errorf("%s ended with %v, want SIGKILL", filepath.Base(cmd.Path), err)
 	}
 }

@@ -41,6 +41,21 @@ func dialer(t *testing.T, sock string) func() {
 	}
 }
 
+// launchedBox is a box launched on a fresh memEngine whose container's
+// init is this process dialling the control socket, for the tests of
+// what follows a launch; name is the case's, for the failure message.
+func launchedBox(t *testing.T, name string) (*memEngine, *box) {
+	t.Helper()
+	f := newMemEngine()
+	b := testBox(t, f, "")
+	ln, sock := listen(t, b)
+	f.pid, f.onStart = os.Getpid(), dialer(t, sock)
+	if err := b.launch(context.Background(), ContainerConfig{}, func() error { return nil }, ln); err != nil {
+		t.Fatalf("%s: launch: %v", name, err)
+	}
+	return f, b
+}
+
 // cleanupBounded runs b.cleanup as Start does after a failure (or the
 // session after its end) and fails the test if it does not return.
 func cleanupBounded(t *testing.T, b *box) {
@@ -143,13 +158,7 @@ func TestCleanupGoesOnPastFailures(t *testing.T) {
 		{"remove fails", "Remove", 1},
 	}
 	for _, tt := range tests {
-		f := newMemEngine()
-		b := testBox(t, f, "")
-		ln, sock := listen(t, b)
-		f.pid, f.onStart = os.Getpid(), dialer(t, sock)
-		if err := b.launch(context.Background(), ContainerConfig{}, func() error { return nil }, ln); err != nil {
-			t.Fatalf("%s: launch: %v", tt.name, err)
-		}
+		f, b := launchedBox(t, tt.name)
 		f.setFail(tt.fail, errors.New(tt.fail+" failed"))
 		b.keepLogs = true
 		cleanupBounded(t, b)
@@ -195,13 +204,7 @@ func TestWatchSeesTheContainerEnd(t *testing.T) {
 		}, "signal: killed", -1, nil},
 	}
 	for _, tt := range tests {
-		f := newMemEngine()
-		b := testBox(t, f, "")
-		ln, sock := listen(t, b)
-		f.pid, f.onStart = os.Getpid(), dialer(t, sock)
-		if err := b.launch(context.Background(), ContainerConfig{}, func() error { return nil }, ln); err != nil {
-			t.Fatalf("%s: launch: %v", tt.name, err)
-		}
+		f, b := launchedBox(t, tt.name)
 		f.awaitWaiting(t, 1)
 		tt.end(f, b)
 		select {
@@ -257,13 +260,7 @@ func TestKillFallsBackToTheEngine(t *testing.T) {
 		{"ignores the shutdown", false, 1},
 	}
 	for _, tt := range tests {
-		f := newMemEngine()
-		b := testBox(t, f, "")
-		ln, sock := listen(t, b)
-		f.pid, f.onStart = os.Getpid(), dialer(t, sock)
-		if err := b.launch(context.Background(), ContainerConfig{}, func() error { return nil }, ln); err != nil {
-			t.Fatalf("%s: launch: %v", tt.name, err)
-		}
+		f, b := launchedBox(t, tt.name)
 		if tt.ended {
 			f.die(b.id)
 			<-b.exited

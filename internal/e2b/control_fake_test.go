@@ -13,6 +13,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/sandbox/sandboxtest"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -24,7 +25,7 @@ type controlFake struct {
 	sandbox.Sessions // the calls this fake does not answer panic (nil)
 	mu               sync.Mutex
 	next             int
-	sessions         map[string]*controlFakeSession
+	sessions         sandboxtest.Records
 	// lastOptions is what Create was given last.
 	lastOptions sandbox.SessionOptions
 	// maxTTL is the ceiling SetExpiry and LifeCaps report.
@@ -34,13 +35,8 @@ type controlFake struct {
 	epoch time.Time
 }
 
-type controlFakeSession struct {
-	owner string
-	info  sandbox.Info
-}
-
 func newControlFake() *controlFake {
-	return &controlFake{sessions: map[string]*controlFakeSession{}, maxTTL: 6 * time.Hour, epoch: time.Now().UTC().Truncate(time.Second)}
+	return &controlFake{sessions: sandboxtest.Records{}, maxTTL: 6 * time.Hour, epoch: time.Now().UTC().Truncate(time.Second)}
 }
 
 func (f *controlFake) Create(_ context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error) {
@@ -56,48 +52,26 @@ func (f *controlFake) Create(_ context.Context, owner string, o sandbox.SessionO
 		ID: fmt.Sprintf("ses_%03d", f.next), State: sandbox.StateReady, CreatedAt: start,
 		ExpiresAt: start.Add(o.TTL), Limits: o.Limits, Network: o.Network,
 	}
-	f.sessions[info.ID] = &controlFakeSession{owner, info}
+	f.sessions[info.ID] = &sandboxtest.Record{Owner: owner, Info: info}
 	return info, nil
-}
-
-func (f *controlFake) find(owner, id string) (*controlFakeSession, error) {
-	s, ok := f.sessions[id]
-	if !ok || s.owner != owner {
-		return nil, fmt.Errorf("%w: no session %q", sandbox.ErrNotFound, id)
-	}
-	return s, nil
 }
 
 func (f *controlFake) Get(owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.find(owner, id)
-	if err != nil {
-		return sandbox.Info{}, err
-	}
-	return s.info, nil
+	return f.sessions.Get(owner, id)
 }
 
 func (f *controlFake) List(owner string) []sandbox.Info {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []sandbox.Info
-	for _, s := range f.sessions {
-		if s.owner == owner {
-			out = append(out, s.info)
-		}
-	}
-	return out
+	return f.sessions.List(owner)
 }
 
 func (f *controlFake) Delete(_ context.Context, owner, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.find(owner, id); err != nil {
-		return err
-	}
-	delete(f.sessions, id)
-	return nil
+	return f.sessions.Delete(owner, id)
 }
 
 func (f *controlFake) Exec(context.Context, string, string, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {
@@ -115,15 +89,15 @@ func (f *controlFake) Spawn(context.Context, string, string, interp.Command) (in
 func (f *controlFake) SetExpiry(owner, id string, ttl time.Duration) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.find(owner, id)
+	s, err := f.sessions.Find(owner, id)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
 	if ttl > f.maxTTL {
 		return sandbox.Info{}, fmt.Errorf("%w: past the longest life", spec.ErrInvalid)
 	}
-	s.info.ExpiresAt = time.Now().Add(ttl)
-	return s.info, nil
+	s.Info.ExpiresAt = time.Now().Add(ttl)
+	return s.Info, nil
 }
 
 func (f *controlFake) LifeCaps() (time.Duration, time.Duration) { return f.maxTTL, time.Hour }
@@ -145,19 +119,19 @@ func (f *controlFake) Resume(_ context.Context, owner, id string) (sandbox.Info,
 func (f *controlFake) move(owner, id string, to sandbox.State) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.find(owner, id)
+	s, err := f.sessions.Find(owner, id)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	s.info.State = to
-	return s.info, nil
+	s.Info.State = to
+	return s.Info, nil
 }
 
 // setState changes a session behind the front end's back.
 func (f *controlFake) setState(id string, st sandbox.State) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.sessions[id].info.State = st
+	f.sessions[id].Info.State = st
 }
 
 // drop ends a session behind the front end's back, as the reaper does.

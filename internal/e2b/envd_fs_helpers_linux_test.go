@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"log/slog"
@@ -14,8 +15,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	fspb "github.com/warden-sandbox/warden/internal/e2b/filesystempb"
 	"github.com/warden-sandbox/warden/internal/e2b/filesystempb/filesystempbconnect"
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/testhost"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
 
@@ -107,6 +110,28 @@ func newFSHarness(t *testing.T) *fsHarness {
 
 // watchers is the service's watcher registry, for tests to look into.
 func (h *fsHarness) watchers() *watchers { return h.svc.watchers }
+
+// watch creates a polled watcher of path and returns its id.
+func (h *fsHarness) watch(t *testing.T, path string) string {
+	t.Helper()
+	res, err := h.fs.CreateWatcher(context.Background(), connect.NewRequest(&fspb.CreateWatcherRequest{Path: path}))
+	if err != nil {
+		t.Fatalf("CreateWatcher(%s): %v", path, err)
+	}
+	return res.Msg.GetWatcherId()
+}
+
+// waitSlotsFree waits, bounded, until no watcher holds a slot: a
+// watcher's end frees its slot after the answer that says so.
+func (h *fsHarness) waitSlotsFree(t *testing.T, what string) {
+	t.Helper()
+	testhost.WaitFor(t, what, func() bool {
+		ws := h.watchers()
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		return ws.total == 0
+	})
+}
 
 // give hands everything in the workspace to the sandbox user, as if the
 // sandbox had made it.

@@ -150,11 +150,7 @@ func TestFSWatchers(t *testing.T) {
 	h := newFSHarness(t)
 	h.plant(t, map[string]string{"w/": "/"})
 	bg := context.Background()
-	res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.Msg.GetWatcherId()
+	id := h.watch(t, "w")
 	if err := os.WriteFile(filepath.Join(h.ws, "w/f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +171,7 @@ func TestFSWatchers(t *testing.T) {
 	// Another sandbox cannot see or end this watcher.
 	other := connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: id})
 	other.Header().Set("X-Test-Sandbox", "sbx-bob")
-	_, err = h.fs.RemoveWatcher(bg, other)
+	_, err := h.fs.RemoveWatcher(bg, other)
 	wantCode(t, "RemoveWatcher from another sandbox", err, connect.CodeNotFound)
 	_, err = h.fs.RemoveWatcher(bg, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: id}))
 	wantCode(t, "RemoveWatcher", err, 0)
@@ -185,11 +181,7 @@ func TestFSWatchers(t *testing.T) {
 	// A sandbox has at most maxWatchersPerSandbox; removing one frees it.
 	var ids []string
 	for range maxWatchersPerSandbox {
-		res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, res.Msg.GetWatcherId())
+		ids = append(ids, h.watch(t, "w"))
 	}
 	_, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
 	wantCode(t, "CreateWatcher past the bound", err, connect.CodeResourceExhausted)
@@ -198,7 +190,7 @@ func TestFSWatchers(t *testing.T) {
 	}
 	_, err = h.fs.RemoveWatcher(bg, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: ids[0]}))
 	wantCode(t, "RemoveWatcher", err, 0)
-	res, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
+	res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
 	wantCode(t, "CreateWatcher after one was removed", err, 0)
 	for _, id := range append(ids[1:], res.Msg.GetWatcherId()) {
 		_, err = h.fs.RemoveWatcher(bg, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: id}))
@@ -218,15 +210,12 @@ func TestFSWatcherEnds(t *testing.T) {
 	h := newFSHarness(t)
 	h.plant(t, map[string]string{"w/": "/"})
 	bg := context.Background()
-	res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := h.watch(t, "w")
 	if err := os.Remove(filepath.Join(h.ws, "w")); err != nil {
 		t.Fatal(err)
 	}
 	for try := 0; ; try++ {
-		_, err := h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+		_, err := h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: id}))
 		if err != nil {
 			wantCode(t, "GetWatcherEvents of a removed directory", err, connect.CodeNotFound)
 			break
@@ -241,15 +230,12 @@ func TestFSWatcherEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.give(t)
-	res, err = h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w2"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id2 := h.watch(t, "w2")
 	h.sess.gone = true
-	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+	_, err := h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: id2}))
 	wantCode(t, "GetWatcherEvents in an ended sandbox", err, connect.CodeNotFound)
 	h.sess.gone = false
-	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: id2}))
 	wantCode(t, "GetWatcherEvents after its sandbox ended", err, connect.CodeNotFound)
 	if n := len(h.watchers().polled); n != 0 {
 		t.Errorf("%d polled watchers left, want none", n)
@@ -338,19 +324,8 @@ func TestFSWatchWalkBound(t *testing.T) {
 	for st.Receive() {
 	}
 	wantCode(t, "WatchDir after a tree over the walk bound moved in", st.Err(), connect.CodeResourceExhausted)
-	for try := 0; ; try++ { // the handler releases its slot after its answer
-		ws := h.watchers()
-		ws.mu.Lock()
-		n := ws.total
-		ws.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if try == 2000 {
-			t.Fatalf("%d watchers still counted after both failed", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The handler releases its slot after its answer.
+	h.waitSlotsFree(t, "every watcher's slot freed after both failed")
 }
 
 // TestFSWatcherOverflow: a polled watcher keeps at most maxKeptEvents;
@@ -360,29 +335,15 @@ func TestFSWatcherOverflow(t *testing.T) {
 	h := newFSHarness(t)
 	h.plant(t, map[string]string{"w/": "/"})
 	bg := context.Background()
-	res, err := h.fs.CreateWatcher(bg, connect.NewRequest(&fspb.CreateWatcherRequest{Path: "w"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := h.watch(t, "w")
 	for i := range maxKeptEvents + 100 {
 		if err := os.WriteFile(filepath.Join(h.ws, "w", fmt.Sprint(i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for try := 0; ; try++ { // until the pump has read past the bound
-		ws := h.watchers()
-		ws.mu.Lock()
-		n := ws.total
-		ws.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if try == 2000 {
-			t.Fatal("the overflowing watcher still holds its slot")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	_, err = h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: res.Msg.GetWatcherId()}))
+	// The pump frees the slot once it has read past the bound.
+	h.waitSlotsFree(t, "the overflowing watcher's slot freed")
+	_, err := h.fs.GetWatcherEvents(bg, connect.NewRequest(&fspb.GetWatcherEventsRequest{WatcherId: id}))
 	wantCode(t, "GetWatcherEvents past the bound", err, connect.CodeDataLoss)
 	if err != nil && !strings.Contains(err.Error(), fmt.Sprint(maxKeptEvents)) {
 		t.Errorf("error %q does not name the bound %d", err, maxKeptEvents)

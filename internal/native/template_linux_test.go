@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -24,14 +25,9 @@ import (
 func TestTemplateSessionCharts(t *testing.T) {
 	testhost.RequireRoot(t)
 	root := templatetest.Root(t, "datasci")
-	l := spec.DefaultLimits
-	l.Timeout = 60 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
-	if err != nil {
-		t.Fatalf("StartSession on datasci: %v", err)
-	}
+	s := startOnTemplate(ctx, t, root, "", "on datasci")
 	defer s.Close()
 	checks := []struct{ script, want string }{
 		{"head -2 /etc/passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\n"},
@@ -68,6 +64,21 @@ func TestTemplateSessionCharts(t *testing.T) {
 	}
 }
 
+// startOnTemplate starts a session on the template root, with ws as its
+// host workspace when set, and a minute per exec (an image's python
+// takes a while to start); how says which start failed. The caller
+// closes it, before releasing any lease on root.
+func startOnTemplate(ctx context.Context, t *testing.T, root spec.Root, ws, how string) *agent.Session {
+	t.Helper()
+	l := spec.DefaultLimits
+	l.Timeout = 60 * time.Second
+	s, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root, Workspace: ws})
+	if err != nil {
+		t.Fatalf("StartSession %s: %v", how, err)
+	}
+	return s
+}
+
 func mimes(outs []spec.Output) []string {
 	var m []string
 	for _, o := range outs {
@@ -85,14 +96,9 @@ func mimes(outs []spec.Output) []string {
 func TestTemplateSeeded(t *testing.T) {
 	testhost.RequireRoot(t)
 	root := templatetest.Seeded(t, "minimal")
-	l := spec.DefaultLimits
-	l.Timeout = 60 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
-	if err != nil {
-		t.Fatalf("StartSession on a seeded template: %v", err)
-	}
+	s := startOnTemplate(ctx, t, root, "", "on a seeded template")
 	defer s.Close()
 	if r := execSh(t, s, templatetest.SeededScript, 20*time.Second); r.ExitCode != 0 || r.Stdout != templatetest.SeededWant {
 		t.Errorf("seeded files: got exit %d, stdout %q, stderr %q; want %q", r.ExitCode, r.Stdout, r.Stderr, templatetest.SeededWant)
@@ -108,10 +114,7 @@ func TestTemplateSeeded(t *testing.T) {
 	if err := os.Chown(ws, 1000, 1000); err != nil { // a workspace is a regular user's
 		t.Fatal(err)
 	}
-	w, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root, Workspace: ws})
-	if err != nil {
-		t.Fatalf("StartSession with a workspace on a seeded template: %v", err)
-	}
+	w := startOnTemplate(ctx, t, root, ws, "with a workspace on a seeded template")
 	defer w.Close()
 	if r := execSh(t, w, "cat ~/seeded.txt; test -e /workspace/in.csv || echo none", 20*time.Second); r.ExitCode != 0 || r.Stdout != "from the template\nnone\n" {
 		t.Errorf("with a host workspace: got exit %d, stdout %q, stderr %q; want the home seeded and no in.csv", r.ExitCode, r.Stdout, r.Stderr)

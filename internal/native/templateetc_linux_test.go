@@ -128,12 +128,7 @@ func TestTemplateEtcLinkShowsNoHostFiles(t *testing.T) {
 			}
 			defer release()
 			root := spec.Root{Template: tpl.Name, Dir: tpl.Root, Digest: tpl.Digest, Env: tpl.Config.Env}
-			l := spec.DefaultLimits
-			l.Timeout = 60 * time.Second
-			sess, err := Runtime{}.StartSession(ctx, spec.Spec{Limits: l, Network: spec.NetworkPolicy{Mode: spec.NetNone}, Root: root})
-			if err != nil {
-				t.Fatalf("StartSession on etc -> %s: %v", target, err)
-			}
+			sess := startOnTemplate(ctx, t, root, "", "on etc -> "+target)
 			defer sess.Close()
 			r := execSh(t, sess, "ls -A /etc", 20*time.Second)
 			if got := strings.Fields(r.Stdout); !slices.Equal(got, want) {

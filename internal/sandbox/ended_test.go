@@ -19,11 +19,7 @@ func (e causeError) Cause() string { return e.cause }
 // and as ErrDead (409): the session stays, dead.
 func TestExecNamesWhyItsSandboxDied(t *testing.T) {
 	m, b := newTestManager(t, Config{})
-	info, err := m.Create(context.Background(), "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := m.lookup("alice", info.ID)
+	info, s := sessionOf(t, m, "alice")
 	box := s.box.(*fakeBox)
 	box.block = make(chan struct{})
 	done := make(chan error, 1)
@@ -46,7 +42,7 @@ func TestExecNamesWhyItsSandboxDied(t *testing.T) {
 	box.err = causeError{"its init ended (signal: killed)"}
 	_ = box.Close()
 	close(box.block)
-	err = <-done
+	err := <-done
 	const want = "ended during the exec: its sandbox ended unexpectedly: its init ended (signal: killed)"
 	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), want) {
 		t.Errorf("Exec() when the sandbox died = %v, want ErrDead saying %q", err, want)

@@ -40,11 +40,7 @@ func (r *recordingInterp) Close() error {
 func namedSession(t *testing.T) (*Manager, Info, *session, map[string]*recordingInterp) {
 	t.Helper()
 	m, _ := newTestManager(t, Config{})
-	info, err := m.Create(context.Background(), "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := m.lookup("alice", info.ID)
+	info, s := sessionOf(t, m, "alice")
 	fakes := map[string]*recordingInterp{"": {}, "a": {}}
 	s.mu.Lock()
 	s.interps = map[string]interp.Interpreter{"bash": fakes[""], "bash/a": fakes["a"]}

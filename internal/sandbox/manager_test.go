@@ -154,6 +154,22 @@ func newTestManager(t *testing.T, cfg Config) (*Manager, *fakeBackend) {
 	return m, b
 }
 
+// sessionOf creates a session of owner's on m with the default options
+// and returns it with the Manager's record of it, for the tests that
+// reach into a session (its box, interpreters, pacer, copy slots).
+func sessionOf(t *testing.T, m *Manager, owner string) (Info, *session) {
+	t.Helper()
+	info, err := m.Create(context.Background(), owner, defaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.lookup(owner, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info, s
+}
+
 func defaultOptions() SessionOptions {
 	return SessionOptions{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 }

@@ -38,11 +38,7 @@ func (c *fakeClock) install(p *execPacer) {
 func pacedSession(t *testing.T) (*Manager, Info, *session, *fakeClock) {
 	t.Helper()
 	m, _ := newTestManager(t, Config{})
-	info, err := m.Create(context.Background(), "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := m.lookup("alice", info.ID)
+	info, s := sessionOf(t, m, "alice")
 	clock := &fakeClock{}
 	clock.install(s.pace)
 	return m, info, s, clock

@@ -24,11 +24,8 @@ func boxOf(t *testing.T, m *Manager, owner, id string) *fakeBox {
 func TestPauseResume(t *testing.T) {
 	m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
 	ctx := context.Background()
-	info, err := m.Create(ctx, "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	box := boxOf(t, m, "alice", info.ID)
+	info, s := sessionOf(t, m, "alice")
+	box := s.box.(*fakeBox)
 	got, err := m.Pause(ctx, "alice", info.ID)
 	if err != nil || got.State != StatePaused || got.PausedAt.IsZero() || !box.isPaused() {
 		t.Fatalf("Pause() = %+v, %v, box paused %v; want paused", got, err, box.isPaused())
@@ -70,11 +67,8 @@ func TestExecResumesPausedSession(t *testing.T) {
 func TestPauseRefusesBusySession(t *testing.T) {
 	m, b := newTestManager(t, Config{ReapEvery: time.Hour})
 	ctx := context.Background()
-	info, err := m.Create(ctx, "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	box := boxOf(t, m, "alice", info.ID)
+	info, s := sessionOf(t, m, "alice")
+	box := s.box.(*fakeBox)
 	box.block = make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -84,7 +78,7 @@ func TestPauseRefusesBusySession(t *testing.T) {
 	if !waitUntil(func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.lastExec != nil }) {
 		t.Fatal("the exec never started")
 	}
-	_, err = m.Pause(ctx, "alice", info.ID)
+	_, err := m.Pause(ctx, "alice", info.ID)
 	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "once the exec ends") {
 		t.Errorf("Pause() during an exec = %v; want ErrBusy saying to pause once it ends", err)
 	}
@@ -222,11 +216,8 @@ func TestAutoPause(t *testing.T) {
 func TestPauseFailureLeavesSessionReady(t *testing.T) {
 	m, _ := newTestManager(t, Config{ReapEvery: time.Hour, MaxPaused: 1})
 	ctx := context.Background()
-	info, err := m.Create(ctx, "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	box := boxOf(t, m, "alice", info.ID)
+	info, s := sessionOf(t, m, "alice")
+	box := s.box.(*fakeBox)
 	box.pauseErr = ErrUnsupported
 	if _, err := m.Pause(ctx, "alice", info.ID); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Pause() on a box that cannot = %v, want ErrUnsupported", err)
@@ -351,14 +342,7 @@ func TestEndPausedSessionClosesBoxFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
-			info, err := m.Create(context.Background(), "alice", defaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := m.lookup("alice", info.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
+			info, s := sessionOf(t, m, "alice")
 			in := &boxWatchInterp{box: s.box.(*fakeBox)}
 			s.mu.Lock()
 			s.interps = map[string]interp.Interpreter{"python": in}
@@ -411,14 +395,7 @@ func TestAutoPauseFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t, Config{ReapEvery: time.Hour})
-			info, err := m.Create(context.Background(), "alice", defaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := m.lookup("alice", info.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
+			info, s := sessionOf(t, m, "alice")
 			s.box.(*fakeBox).pauseErr = tc.err
 			if got := m.autoPause(s); got != tc.wantEnd {
 				t.Errorf("autoPause() says end %v, want %v", got, tc.wantEnd)

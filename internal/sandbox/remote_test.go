@@ -246,11 +246,12 @@ func TestRemoteRefusals(t *testing.T) {
 	}
 }
 
-// TestRemoteAdoptOnce: requests arriving together for a session this
-// Manager does not hold attach it once (a second dial would find the
-// Pod taken by the first) and all get it.
-func TestRemoteAdoptOnce(t *testing.T) {
-	store := &remoteStore{sessions: map[string]RemoteSession{}}
+// gatedLeftover is a session of alice's that a closed Manager left in a
+// fresh store, whose Finds wait until gate closes: what a server finds
+// when another started the session and went away.
+func gatedLeftover(t *testing.T) (store *remoteStore, info Info, gate chan struct{}) {
+	t.Helper()
+	store = &remoteStore{sessions: map[string]RemoteSession{}}
 	a := NewManager(&fakeRemote{store: store}, Config{})
 	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
 	if err != nil {
@@ -259,10 +260,29 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	gate := make(chan struct{})
+	gate = make(chan struct{})
 	store.mu.Lock()
 	store.gate = gate
 	store.mu.Unlock()
+	return store, info, gate
+}
+
+// waitFind waits until a Find on the store has begun (and, with a gate
+// set, is held on it).
+func (s *remoteStore) waitFind(t *testing.T) {
+	t.Helper()
+	testhost.WaitFor(t, "a Find to begin", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.finds > 0
+	})
+}
+
+// TestRemoteAdoptOnce: requests arriving together for a session this
+// Manager does not hold attach it once (a second dial would find the
+// Pod taken by the first) and all get it.
+func TestRemoteAdoptOnce(t *testing.T) {
+	store, info, gate := gatedLeftover(t)
 	b := NewManager(&fakeRemote{store: store}, Config{})
 	defer b.Close()
 	const n = 4
@@ -275,11 +295,7 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	}
 	// Let the first Find through once one is under way; the others wait
 	// for it, or find the session held.
-	testhost.WaitFor(t, "a Find to begin", func() bool {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		return store.finds > 0
-	})
+	store.waitFind(t)
 	close(gate)
 	for range n {
 		if err := <-errs; err != nil {
@@ -299,19 +315,7 @@ func TestRemoteAdoptOnce(t *testing.T) {
 // attach goes on for a concurrent request, which gets the session from
 // the one Find.
 func TestRemoteAdoptCancel(t *testing.T) {
-	store := &remoteStore{sessions: map[string]RemoteSession{}}
-	a := NewManager(&fakeRemote{store: store}, Config{})
-	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	store.mu.Lock()
-	store.gate = gate
-	store.mu.Unlock()
+	store, info, gate := gatedLeftover(t)
 	b := NewManager(&fakeRemote{store: store}, Config{})
 	defer b.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -320,11 +324,7 @@ func TestRemoteAdoptCancel(t *testing.T) {
 		_, err := b.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{})
 		cancelled <- err
 	}()
-	testhost.WaitFor(t, "a Find to begin", func() bool {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		return store.finds > 0
-	})
+	store.waitFind(t)
 	waiter := make(chan error, 1)
 	go func() {
 		_, err := b.Get("alice", info.ID)
@@ -489,11 +489,7 @@ func TestRemoteAdoptFailureShared(t *testing.T) {
 			errs <- err
 		}()
 	}
-	testhost.WaitFor(t, "a Find to begin", func() bool {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		return store.finds > 0
-	})
+	store.waitFind(t)
 	close(store.gate)
 	for range n {
 		if err := <-errs; !errors.Is(err, ErrBusy) {

@@ -414,20 +414,13 @@ func TestSnapshotWaitsForCopySlot(t *testing.T) {
 func TestAutoSnapshotCopySlotWaitRetries(t *testing.T) {
 	x := newSnapshotSetup(t)
 	m := x.manager(t, true)
-	in, err := m.Create(context.Background(), "o", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := m.lookup("o", in.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, s := sessionOf(t, m, "o")
 	for range maxCopies {
 		m.copies <- struct{}{}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	err = m.snapshot(ctx, s)
+	err := m.snapshot(ctx, s)
 	for range maxCopies {
 		<-m.copies
 	}

@@ -50,14 +50,7 @@ func (f *fakeBackend) startCount() int {
 // pool empty has not.
 func TestPoolWarmsItsBoxes(t *testing.T) {
 	m, _ := newWarmManager(t, 1, time.Hour)
-	info, err := m.Create(context.Background(), "alice", defaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := m.lookup("alice", info.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := sessionOf(t, m, "alice")
 	if got := s.box.(*fakeBox).ran.Argv; !slices.Equal(got, []string{"/bin/warm"}) {
 		t.Errorf("pooled box ran %q before its session, want the warm-up [/bin/warm]", got)
 	}

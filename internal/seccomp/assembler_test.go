@@ -43,6 +43,28 @@ func (a *asm) jump(test string, cond bpf.JumpTest, val uint32, jt, jf string) {
 	a.emit(bpf.JumpIf{Cond: cond, Val: val}, test)
 }
 
+// oneOf compares A with each of vals in turn (arg names the word loaded,
+// such as "args[2]"), continuing at match on the first equal and at miss
+// after the last: a rule's list of allowed values.
+func (a *asm) oneOf(arg string, vals []namedVal, match, miss string) {
+	for i, v := range vals {
+		jf := ""
+		if i == len(vals)-1 {
+			jf = miss
+		}
+		a.jump(arg+" == "+v.name, bpf.JumpEqual, v.val, match, jf)
+	}
+}
+
+// verdicts places rule's two ends, the labels rule.allow, which allows
+// the call, and rule.deny, which refuses it with EPERM.
+func (a *asm) verdicts(rule string) {
+	a.label(rule + ".allow")
+	a.ret(retAllow)
+	a.label(rule + ".deny")
+	a.ret(retErrno | eperm)
+}
+
 // ret ends the filter with a seccomp action.
 func (a *asm) ret(action uint32) {
 	a.emit(bpf.RetConstant{Val: action}, "")

@@ -185,10 +185,7 @@ func setIDRules(a *asm, nr map[string]uint32) {
 		a.load(argLow(arg))
 		a.jump(fmt.Sprintf("args[%d] & (S_ISUID|S_ISGID)", arg), bpf.JumpBitsSet, setIDBits, "setid.deny", "setid.allow")
 	}
-	a.label("setid.allow")
-	a.ret(retAllow)
-	a.label("setid.deny")
-	a.ret(retErrno | eperm)
+	a.verdicts("setid")
 	a.label("setid.next")
 }
 
@@ -280,17 +277,8 @@ func socketRule(a *asm, nr map[string]uint32) {
 	a.jump("args[2] == NETLINK_ROUTE", bpf.JumpEqual, netlinkRoute, "socket.allow", "socket.deny")
 	a.label("socket.inet")
 	a.load(argLow(2)) // protocol
-	for i, p := range inetProtocols {
-		jf := ""
-		if i == len(inetProtocols)-1 {
-			jf = "socket.deny"
-		}
-		a.jump("args[2] == "+p.name, bpf.JumpEqual, p.val, "socket.allow", jf)
-	}
-	a.label("socket.allow")
-	a.ret(retAllow)
-	a.label("socket.deny")
-	a.ret(retErrno | eperm)
+	a.oneOf("args[2]", inetProtocols, "socket.allow", "socket.deny")
+	a.verdicts("socket")
 	a.label("socket.next")
 }
 
@@ -315,10 +303,7 @@ func prlimitRule(a *asm, nr map[string]uint32) {
 	a.jump("args[2] == 0", bpf.JumpEqual, 0, "", "prlimit.deny")
 	a.load(argHigh(2))
 	a.jump("args[2] >> 32 == 0", bpf.JumpEqual, 0, "prlimit.allow", "prlimit.deny")
-	a.label("prlimit.allow")
-	a.ret(retAllow)
-	a.label("prlimit.deny")
-	a.ret(retErrno | eperm)
+	a.verdicts("prlimit")
 	a.label("prlimit.next")
 }
 
@@ -328,17 +313,8 @@ func prlimitRule(a *asm, nr map[string]uint32) {
 func personalityRule(a *asm, nr map[string]uint32) {
 	a.jump("nr == personality", bpf.JumpEqual, nr["personality"], "", "personality.next")
 	a.load(argLow(0)) // persona
-	for i, p := range personas {
-		jf := ""
-		if i == len(personas)-1 {
-			jf = "personality.deny"
-		}
-		a.jump("args[0] == "+p.name, bpf.JumpEqual, p.val, "personality.allow", jf)
-	}
-	a.label("personality.allow")
-	a.ret(retAllow)
-	a.label("personality.deny")
-	a.ret(retErrno | eperm)
+	a.oneOf("args[0]", personas, "personality.allow", "personality.deny")
+	a.verdicts("personality")
 	a.label("personality.next")
 }
 

@@ -145,15 +145,19 @@ const (
 // IPPROTO_ICMPV6 and AF_INET6 IPPROTO_ICMP: no module provides either
 // pairing, so the kernel answers EPROTONOSUPPORT, and one list keeps the
 // rule short.
-var inetProtocols = []struct {
-	name string
-	val  uint32
-}{
+var inetProtocols = []namedVal{
 	{"IPPROTO_IP", ipprotoIP},     // socket(AF_INET, SOCK_STREAM, 0), what most callers write
 	{"IPPROTO_TCP", ipprotoTCP},   // the same, spelled out
 	{"IPPROTO_UDP", ipprotoUDP},   // the same for datagrams
 	{"IPPROTO_ICMP", ipprotoICMP}, // unprivileged ping, where net.ipv4.ping_group_range admits the caller
 	{"IPPROTO_ICMPV6", ipprotoICMPv6},
+}
+
+// namedVal is an argument value a rule allows, with the name the
+// generated program's comment gives it.
+type namedVal struct {
+	name string
+	val  uint32
 }
 
 // personas lists the values personality accepts: exactly those Docker's
@@ -166,10 +170,7 @@ var inetProtocols = []struct {
 // page zero, the trick behind CVE-2009-1895's null-dereference exploits.
 // personality's argument is an unsigned int, so only the low word is
 // compared.
-var personas = []struct {
-	name string
-	val  uint32
-}{
+var personas = []namedVal{
 	{"0xffffffff (query)", personaQuery},
 	{"PER_LINUX", perLinux},
 	{"PER_LINUX32", perLinux32},

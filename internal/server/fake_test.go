@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/sandbox/sandboxtest"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/workspace"
 )
@@ -26,7 +27,7 @@ type fakeSessions struct {
 	root             string
 	max              int
 	next             int
-	sessions         map[string]*fakeSession
+	sessions         sandboxtest.Records
 	dirs             map[string]*workspace.Dir
 	// err, when set, is what every call that can fail returns.
 	err error
@@ -37,13 +38,8 @@ type fakeSessions struct {
 	lastOptions sandbox.SessionOptions
 }
 
-type fakeSession struct {
-	owner string
-	info  sandbox.Info
-}
-
 func newFake(root string) *fakeSessions {
-	return &fakeSessions{root: root, max: 4, sessions: map[string]*fakeSession{}, dirs: map[string]*workspace.Dir{}}
+	return &fakeSessions{root: root, max: 4, sessions: sandboxtest.Records{}, dirs: map[string]*workspace.Dir{}}
 }
 
 func (f *fakeSessions) Create(_ context.Context, owner string, o sandbox.SessionOptions) (sandbox.Info, error) {
@@ -72,30 +68,26 @@ func (f *fakeSessions) Create(_ context.Context, owner string, o sandbox.Session
 		Network:     o.Network,
 		Template:    o.Template,
 	}
-	f.sessions[info.ID] = &fakeSession{owner: owner, info: info}
+	f.sessions[info.ID] = &sandboxtest.Record{Owner: owner, Info: info}
 	return info, nil
 }
 
-// lookup returns owner's session id; another owner's session is missing.
-func (f *fakeSessions) lookup(owner, id string) (*fakeSession, error) {
+// lookup returns owner's session id, or f.err when set; another
+// owner's session is missing.
+func (f *fakeSessions) lookup(owner, id string) (*sandboxtest.Record, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	s, ok := f.sessions[id]
-	if !ok || s.owner != owner {
-		return nil, sandbox.ErrNotFound
-	}
-	return s, nil
+	return f.sessions.Find(owner, id)
 }
 
 func (f *fakeSessions) Get(owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.lookup(owner, id)
-	if err != nil {
-		return sandbox.Info{}, err
+	if f.err != nil {
+		return sandbox.Info{}, f.err
 	}
-	return s.info, nil
+	return f.sessions.Get(owner, id)
 }
 
 func (f *fakeSessions) ListEverywhere(_ context.Context, owner string) ([]sandbox.Info, error) {
@@ -111,33 +103,26 @@ func (f *fakeSessions) ListEverywhere(_ context.Context, owner string) ([]sandbo
 func (f *fakeSessions) List(owner string) []sandbox.Info {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []sandbox.Info
-	for _, s := range f.sessions {
-		if s.owner == owner {
-			out = append(out, s.info)
-		}
-	}
-	return out
+	return f.sessions.List(owner)
 }
 
 func (f *fakeSessions) Delete(_ context.Context, owner, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.lookup(owner, id); err != nil {
-		return err
+	if f.err != nil {
+		return f.err
 	}
-	delete(f.sessions, id)
-	return nil
+	return f.sessions.Delete(owner, id)
 }
 
 func (f *fakeSessions) Exec(ctx context.Context, owner, id string, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error) {
 	f.mu.Lock()
 	s, err := f.lookup(owner, id)
 	if err == nil {
-		if s.info.State == sandbox.StateBusy {
+		if s.Info.State == sandbox.StateBusy {
 			err = sandbox.ErrBusy
 		} else {
-			s.info.Execs++
+			s.Info.Execs++
 		}
 	}
 	f.lastExec = req
@@ -204,20 +189,20 @@ func (f *fakeSessions) Run(ctx context.Context, _ string, o sandbox.SessionOptio
 func (f *fakeSessions) DefaultLimits() spec.Limits { return spec.DefaultLimits }
 
 func (f *fakeSessions) Counts() map[sandbox.State]int {
-	return f.counts(func(*fakeSession) bool { return true })
+	return f.counts(func(*sandboxtest.Record) bool { return true })
 }
 
 func (f *fakeSessions) CountsOf(owner string) map[sandbox.State]int {
-	return f.counts(func(s *fakeSession) bool { return s.owner == owner })
+	return f.counts(func(s *sandboxtest.Record) bool { return s.Owner == owner })
 }
 
-func (f *fakeSessions) counts(keep func(*fakeSession) bool) map[sandbox.State]int {
+func (f *fakeSessions) counts(keep func(*sandboxtest.Record) bool) map[sandbox.State]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	counts := map[sandbox.State]int{}
 	for _, s := range f.sessions {
 		if keep(s) {
-			counts[s.info.State]++
+			counts[s.Info.State]++
 		}
 	}
 	return counts
@@ -227,7 +212,7 @@ func (f *fakeSessions) counts(keep func(*fakeSession) bool) map[sandbox.State]in
 func (f *fakeSessions) setState(id string, st sandbox.State) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.sessions[id].info.State = st
+	f.sessions[id].Info.State = st
 }
 
 func (f *fakeSessions) closeDirs() error {

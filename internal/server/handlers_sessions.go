@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -67,11 +69,7 @@ func (a api) ListSessions(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, err)
 		return
 	}
-	out := sessionListJSON{Sessions: make([]sessionJSON, 0, len(infos))}
-	for _, i := range infos {
-		out.Sessions = append(out.Sessions, toSessionJSON(i))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, toSessionListJSON(infos))
 }
 
 // GetSession answers one of the caller's sessions.
@@ -95,29 +93,26 @@ func (a api) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
 
 // PauseSession pauses one of the caller's sessions and answers it.
 func (a api) PauseSession(w http.ResponseWriter, r *http.Request, id string) {
-	info, err := a.s.sessions.Pause(r.Context(), owner(r), id)
-	if err != nil {
-		a.s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toSessionJSON(info))
+	a.step(w, r, id, a.s.sessions.Pause)
 }
 
 // ResumeSession resumes one of the caller's paused sessions and answers
 // it.
 func (a api) ResumeSession(w http.ResponseWriter, r *http.Request, id string) {
-	info, err := a.s.sessions.Resume(r.Context(), owner(r), id)
-	if err != nil {
-		a.s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, toSessionJSON(info))
+	a.step(w, r, id, a.s.sessions.Resume)
 }
 
 // SnapshotSession writes one of the caller's sessions to disk, closes
 // its sandbox and answers it, snapshotted.
 func (a api) SnapshotSession(w http.ResponseWriter, r *http.Request, id string) {
-	info, err := a.s.sessions.Snapshot(r.Context(), owner(r), id)
+	a.step(w, r, id, a.s.sessions.Snapshot)
+}
+
+// step moves one of the caller's sessions to another state with move
+// (Pause, Resume, Snapshot) and answers the session as move left it, so
+// every state change answers, and fails, the same way.
+func (a api) step(w http.ResponseWriter, r *http.Request, id string, move func(ctx context.Context, owner, id string) (sandbox.Info, error)) {
+	info, err := move(r.Context(), owner(r), id)
 	if err != nil {
 		a.s.writeError(w, err)
 		return
@@ -138,11 +133,7 @@ func (a api) ForkSession(w http.ResponseWriter, r *http.Request, id string) {
 		a.s.writeError(w, err)
 		return
 	}
-	out := sessionListJSON{Sessions: make([]sessionJSON, 0, len(infos))}
-	for _, i := range infos {
-		out.Sessions = append(out.Sessions, toSessionJSON(i))
-	}
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusCreated, toSessionListJSON(infos))
 }
 
 // GetSessionNetwork answers a session's network policy and the egress

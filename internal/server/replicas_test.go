@@ -385,7 +385,7 @@ func TestReplicasNoPrivilege(t *testing.T) {
 		}
 		resp.Body.Close()
 		p.a.fake.mu.Lock()
-		execs := p.a.fake.sessions[id].info.Execs
+		execs := p.a.fake.sessions[id].Info.Execs
 		p.a.fake.mu.Unlock()
 		if resp.StatusCode != c.want || execs != 0 {
 			t.Errorf("%s: got %d, %d execs in A's session; want %d and none", c.name, resp.StatusCode, execs, c.want)

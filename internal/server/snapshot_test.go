@@ -18,9 +18,9 @@ func (f *fakeSessions) Snapshot(_ context.Context, owner, id string) (sandbox.In
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	s.info.State = sandbox.StateSnapshotted
-	s.info.Snapshot = &sandbox.SnapshotInfo{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Bytes: 5, Files: 1}
-	return s.info, nil
+	s.Info.State = sandbox.StateSnapshotted
+	s.Info.Snapshot = &sandbox.SnapshotInfo{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Bytes: 5, Files: 1}
+	return s.Info, nil
 }
 
 // Fork makes count sessions like id.

@@ -326,6 +326,16 @@ func toNetworkJSON(n spec.NetworkPolicy) networkJSON {
 	return networkJSON{Mode: mode, Allow: n.Allow, Deny: n.Deny}
 }
 
+// toSessionListJSON is the one place a list of sessions becomes its
+// wire form, for a listing and a fork alike; never null on the wire.
+func toSessionListJSON(infos []sandbox.Info) sessionListJSON {
+	out := sessionListJSON{Sessions: make([]sessionJSON, 0, len(infos))}
+	for _, i := range infos {
+		out.Sessions = append(out.Sessions, toSessionJSON(i))
+	}
+	return out
+}
+
 func toSessionJSON(i sandbox.Info) sessionJSON {
 	return sessionJSON{
 		ID:                 i.ID,

@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
 // TestFlattenNeverFollowsLowerSymlinks stacks a layer whose directory
@@ -23,13 +21,7 @@ func TestFlattenNeverFollowsLowerSymlinks(t *testing.T) {
 	lower := testLayer(t, layerTar(t, symlink("escape", outside), symlink("rel", "../../../.."), file("keep", "k")))
 	upper := testLayer(t, layerTar(t, dir("escape"), file("escape/owned", "x"), dir("rel"), file("rel/.wh.keep", ""), file("rel/owned", "y")))
 	lp := filepath.Join(t.TempDir(), "layout")
-	p, err := layout.Write(lp, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(testImage(t, lower, upper)); err != nil {
-		t.Fatal(err)
-	}
+	writeLayout(t, lp, testImage(t, lower, upper))
 	s := openStore(t, Options{})
 	info, err := s.Import(context.Background(), lp, "stack")
 	if err != nil {
@@ -123,13 +115,7 @@ func TestWhiteoutThenSymlink(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lp := filepath.Join(t.TempDir(), "layout")
-			p, err := layout.Write(lp, empty.Index)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.AppendImage(testImage(t, lower, testLayer(t, layerTar(t, tt.entries...)))); err != nil {
-				t.Fatal(err)
-			}
+			writeLayout(t, lp, testImage(t, lower, testLayer(t, layerTar(t, tt.entries...))))
 			info, err := openStore(t, Options{}).Import(context.Background(), lp, "stack")
 			if err != nil {
 				t.Fatalf("importing: %v", err)
@@ -175,13 +161,7 @@ func TestWhiteoutThenSymlinkNotFollowed(t *testing.T) {
 				layers = append(layers, testLayer(t, layerTar(t, es...)))
 			}
 			lp := filepath.Join(t.TempDir(), "layout")
-			p, err := layout.Write(lp, empty.Index)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.AppendImage(testImage(t, layers...)); err != nil {
-				t.Fatal(err)
-			}
+			writeLayout(t, lp, testImage(t, layers...))
 			info, err := openStore(t, Options{}).Import(context.Background(), lp, "stack")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("importing: got %v, want an error: %v", err, tt.wantErr)

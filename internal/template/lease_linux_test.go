@@ -3,27 +3,10 @@
 package template
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
-
-// importBase imports a one-layer template called name into s.
-func importBase(t *testing.T, s *Store, name string) {
-	t.Helper()
-	lp := filepath.Join(t.TempDir(), "layout")
-	p, _ := layout.Write(lp, empty.Index)
-	if err := p.AppendImage(testImage(t, baseLayer(t))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Import(context.Background(), lp, name); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestLeaseBlocksRemove: Remove refuses a leased template (a lease taken
 // by another open of the store, as another process's would be) until

@@ -56,6 +56,19 @@ func baseLayer(t testing.TB) v1.Layer {
 		dir("opq"), file("opq/old", "old"), symlink("link", "etc/keep"), file("replaced", "file")))
 }
 
+// importBase imports a one-layer template (baseLayer's) called name
+// into s and returns its record.
+func importBase(t *testing.T, s *Store, name string) Info {
+	t.Helper()
+	lp := filepath.Join(t.TempDir(), "layout")
+	writeLayout(t, lp, testImage(t, baseLayer(t)))
+	info, err := s.Import(context.Background(), lp, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
 func topLayer(t testing.TB) v1.Layer {
 	return testLayer(t, layerTar(t, file("etc/.wh.gone", ""), dir("opq"), file("opq/.wh..wh..opq", ""),
 		file("opq/new", "new"), dir("replaced"), file("replaced/inside", "x")))
@@ -246,13 +259,7 @@ func TestPullCapLeavesNothing(t *testing.T) {
 func TestLayerDigestMismatch(t *testing.T) {
 	img := testImage(t, baseLayer(t))
 	lp := filepath.Join(t.TempDir(), "layout")
-	p, err := layout.Write(lp, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(img); err != nil {
-		t.Fatal(err)
-	}
+	writeLayout(t, lp, img)
 	ls, _ := img.Layers()
 	d, _ := ls[0].Digest()
 	evil, _ := testLayer(t, layerTar(t, file("evil", "x"))).Compressed()
@@ -261,7 +268,7 @@ func TestLayerDigestMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openStore(t, Options{})
-	_, err = s.Import(context.Background(), lp, "evil")
+	_, err := s.Import(context.Background(), lp, "evil")
 	if err == nil || !strings.Contains(err.Error(), "does not match its digest") {
 		t.Fatalf("got %v, want a digest mismatch", err)
 	}
@@ -277,15 +284,7 @@ func TestLayerDigestMismatch(t *testing.T) {
 // checks GC frees every layer.
 func TestCommitRemoveGC(t *testing.T) {
 	s := openStore(t, Options{})
-	lp := filepath.Join(t.TempDir(), "layout")
-	p, _ := layout.Write(lp, empty.Index)
-	if err := p.AppendImage(testImage(t, baseLayer(t))); err != nil {
-		t.Fatal(err)
-	}
-	base, err := s.Import(context.Background(), lp, "base")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := importBase(t, s, "base")
 	change := layerTar(t, file("etc/.wh.keep", ""), file("added", "new"))
 	c, err := s.Commit("base", base.Digest, bytes.NewReader(change), "child", []string{Everyone})
 	if err != nil {
@@ -325,14 +324,7 @@ func TestCommitRemoveGC(t *testing.T) {
 // a record without one, is refused and nothing is stored.
 func TestCommitRefusesAReplacedBase(t *testing.T) {
 	s := openStore(t, Options{})
-	lp := filepath.Join(t.TempDir(), "layout")
-	p, _ := layout.Write(lp, empty.Index)
-	if err := p.AppendImage(testImage(t, baseLayer(t))); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Import(context.Background(), lp, "base"); err != nil {
-		t.Fatal(err)
-	}
+	importBase(t, s, "base")
 	change := layerTar(t, file("added", "new"))
 	for _, digest := range []string{"sha256:" + strings.Repeat("0", 64), ""} {
 		_, err := s.Commit("base", digest, bytes.NewReader(change), "child", []string{Everyone})

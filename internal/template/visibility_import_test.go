@@ -4,14 +4,9 @@ package template
 
 import (
 	"bytes"
-	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
 // TestVisibilityStored: an import is everyone's, a commit its tenants'
@@ -19,15 +14,7 @@ import (
 // missing one, with the same error.
 func TestVisibilityStored(t *testing.T) {
 	s := openStore(t, Options{})
-	lp := filepath.Join(t.TempDir(), "layout")
-	p, _ := layout.Write(lp, empty.Index)
-	if err := p.AppendImage(testImage(t, baseLayer(t))); err != nil {
-		t.Fatal(err)
-	}
-	base, err := s.Import(context.Background(), lp, "base")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := importBase(t, s, "base")
 	if !slices.Equal(base.SharedWith, []string{Everyone}) {
 		t.Errorf("import: SharedWith = %q, want [all]", base.SharedWith)
 	}

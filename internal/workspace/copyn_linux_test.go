@@ -79,19 +79,7 @@ func TestCopyN(t *testing.T) {
 // as through Read.
 func TestCopyNStopsAtOpenSize(t *testing.T) {
 	e := newEnv(t, os.Geteuid(), os.Getegid(), Limits{})
-	path := filepath.Join(e.ws, "growing")
-	writeFile(t, path, "abc", 0o644)
-	rc, _, err := e.d.Read("growing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = f.WriteString("def")
-	f.Close()
+	rc := e.readGrown(t)
 	dst := createT(t, filepath.Join(t.TempDir(), "dst"), false)
 	n, err := CopyN(dst, rc, 100)
 	if got := readT(t, dst.Name()); n != 3 || !errors.Is(err, io.EOF) || string(got) != "abc" {

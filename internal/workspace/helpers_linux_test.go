@@ -182,6 +182,43 @@ func wantErr(t *testing.T, what string, err, want error) {
 	}
 }
 
+// readGrown opens a Read reader of "growing", a file of "abc" in the
+// workspace, and then appends "def" to the file, as a sandbox growing it
+// after the open; the reader is closed when the test ends.
+func (e *env) readGrown(t *testing.T) io.ReadCloser {
+	t.Helper()
+	path := filepath.Join(e.ws, "growing")
+	writeFile(t, path, "abc", 0o644)
+	rc, _, err := e.d.Read("growing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("def")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("growing the file after the open: %v", err)
+	}
+	return rc
+}
+
+// mkdirs makes each of dirs, with its parents, in the workspace (as the
+// test's user: give hands them to the acting one).
+func (e *env) mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		if err := os.MkdirAll(filepath.Join(e.ws, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // give hands everything in the workspace to the acting user, as if the
 // sandbox had created it.
 func (e *env) give(t *testing.T) {

@@ -13,11 +13,7 @@ import (
 func TestRename(t *testing.T) {
 	forEachIdentity(t, Limits{}, func(t *testing.T, e *env) {
 		outFile := newDecoy(t, filepath.Join(e.out, "keep"), 0o666)
-		for _, dir := range []string{"dir/sub", "full"} {
-			if err := os.MkdirAll(filepath.Join(e.ws, dir), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		e.mkdirs(t, "dir/sub", "full")
 		writeFile(t, filepath.Join(e.ws, "a"), "A", 0o644)
 		writeFile(t, filepath.Join(e.ws, "full/f"), "F", 0o644)
 		writeFile(t, filepath.Join(e.ws, "file"), "x", 0o644)

@@ -122,19 +122,7 @@ func TestReadErrors(t *testing.T) {
 
 func TestReadStopsAtOpenSize(t *testing.T) {
 	forEachIdentity(t, Limits{}, func(t *testing.T, e *env) {
-		path := filepath.Join(e.ws, "growing")
-		writeFile(t, path, "abc", 0o644)
-		rc, _, err := e.d.Read("growing")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = f.WriteString("def")
-		f.Close()
+		rc := e.readGrown(t)
 		got := new(bytes.Buffer)
 		_, _ = got.ReadFrom(rc)
 		if got.String() != "abc" {
@@ -184,27 +172,22 @@ func TestListAndStat(t *testing.T) {
 		if err != nil || ent.Type != TypeDir || ent.Path != "." {
 			t.Errorf("Stat(/workspace) = %+v, %v; want the workspace directory", ent, err)
 		}
+		stat := func(p string) error { _, err := e.d.Stat(p); return err }
+		list := func(p string) error { _, err := e.d.List(p); return err }
 		for _, tt := range []struct {
+			name string
+			call func(path string) error
 			path string
 			want error
 		}{
-			{path: "evil/x", want: ErrLink},
-			{path: "f/x", want: ErrNotDir},
-			{path: "missing", want: ErrNotFound},
+			{"Stat", stat, "evil/x", ErrLink},
+			{"Stat", stat, "f/x", ErrNotDir},
+			{"Stat", stat, "missing", ErrNotFound},
+			{"List", list, "evil", ErrLink},
+			{"List", list, "f", ErrNotDir},
+			{"List", list, "missing", ErrNotFound},
 		} {
-			_, err := e.d.Stat(tt.path)
-			wantErr(t, "Stat("+tt.path+")", err, tt.want)
-		}
-		for _, tt := range []struct {
-			path string
-			want error
-		}{
-			{path: "evil", want: ErrLink},
-			{path: "f", want: ErrNotDir},
-			{path: "missing", want: ErrNotFound},
-		} {
-			_, err := e.d.List(tt.path)
-			wantErr(t, "List("+tt.path+")", err, tt.want)
+			wantErr(t, tt.name+"("+tt.path+")", tt.call(tt.path), tt.want)
 		}
 	})
 }
@@ -296,11 +279,7 @@ func TestMkdirMode(t *testing.T) {
 func TestRemove(t *testing.T) {
 	forEachIdentity(t, Limits{}, func(t *testing.T, e *env) {
 		outFile := newDecoy(t, filepath.Join(e.out, "keep"), 0o666)
-		for _, dir := range []string{"tree/a/b", "empty", "full"} {
-			if err := os.MkdirAll(filepath.Join(e.ws, dir), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		e.mkdirs(t, "tree/a/b", "empty", "full")
 		writeFile(t, filepath.Join(e.ws, "tree/a/b/f"), "x", 0o644)
 		writeFile(t, filepath.Join(e.ws, "full/f"), "x", 0o644)
 		writeFile(t, filepath.Join(e.ws, "file"), "x", 0o644)

@@ -216,12 +216,14 @@ func catPid(nspid string) string {
 	return nspid
 }
 
-// forkCounter forks up to 32 sleepers, kills and reaps them, and prints
-// how many forks succeeded: the program's share of RLIMIT_NPROC.
-const forkCounter = `
-import os, signal, time
+// forkProbe is a python program (python3 -c forkProbe MOST) that forks
+// up to MOST sleepers, until a fork fails, kills and reaps them, and
+// prints how many forks succeeded: the program's share of RLIMIT_NPROC,
+// or of gVisor's bound on its pids.
+const forkProbe = `
+import os, signal, sys, time
 kids = []
-for _ in range(32):
+for _ in range(int(sys.argv[1])):
     try:
         pid = os.fork()
     except OSError:
@@ -247,7 +249,7 @@ func TestExecutorRootlessPids(t *testing.T) {
 	prefix := asNobody(t)
 	const pids = 8
 	for _, side := range p.sides {
-		args := append(append(append([]string{"run", "--json"}, side.flags...), rootlessFlags...), "--pids", strconv.Itoa(pids), "--timeout", "60s", "--", "python3", "-c", forkCounter)
+		args := append(append(append([]string{"run", "--json"}, side.flags...), rootlessFlags...), "--pids", strconv.Itoa(pids), "--timeout", "60s", "--", "python3", "-c", forkProbe, "32")
 		inv := wardenAs(t, prefix, "", args...)
 		var r struct {
 			ExitCode int    `json:"exit_code"`

@@ -277,24 +277,6 @@ func TestGVisorKilledAgentIsNamed(t *testing.T) {
 	}
 }
 
-// forkProbe forks sleeping children until a fork fails (at most 200) and
-// prints how many it forked, then kills them.
-const forkProbe = `
-import os, time
-kids = []
-for i in range(200):
-    try:
-        pid = os.fork()
-    except OSError:
-        break
-    if pid == 0:
-        time.sleep(30)
-        os._exit(0)
-    kids.append(pid)
-print(len(kids))
-for k in kids:
-    os.kill(k, 9)`
-
 // TestGVisorPidsBound: on gVisor the user's agent's threads run as the
 // sandbox user, so RLIMIT_NPROC gets room for them (userAgentTasks, 6),
 // which the user's processes may take when the agent has fewer: the
@@ -304,7 +286,7 @@ func TestGVisorPidsBound(t *testing.T) {
 	requireSandbox(t)
 	requireBackend(t, "gvisor")
 	const pids, room = 20, 6
-	r := runJSON(t, "--backend", "gvisor", "--pids", "20", "--", "python3", "-c", forkProbe)
+	r := runJSON(t, "--backend", "gvisor", "--pids", "20", "--", "python3", "-c", forkProbe, "200")
 	n, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
 	if err != nil || r.ExitCode != 0 {
 		t.Fatalf("fork probe: exit %d, stdout %q, stderr %q, error %q", r.ExitCode, r.Stdout, r.Stderr, r.Error)
