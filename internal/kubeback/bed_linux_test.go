@@ -79,7 +79,7 @@ func TestOnBed(t *testing.T) {
 	defer cancel()
 	install(ctx, t, bed)
 	a, _ := replica(t, bed)
-	admin, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: time.Hour, ReadyTimeout: waitLong})
+	admin, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, RouterKey: routerKey, ActivityInterval: time.Hour, ReadyTimeout: waitLong})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +92,7 @@ func TestOnBed(t *testing.T) {
 	t.Run("live replicas", func(t *testing.T) { testLive(ctx, t, bed) })
 	t.Run("serve replicas", func(t *testing.T) { testServeReplicas(ctx, t, bed, bin, dir) })
 	t.Run("egress", func(t *testing.T) { testEgress(ctx, t, bed, admin) })
+	t.Run("tampered network", func(t *testing.T) { testTamperedNetwork(ctx, t, bed) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
 	t.Run("ttl", func(t *testing.T) { testTTL(ctx, t, bed, a, admin) })
 	t.Run("latency", func(t *testing.T) { testLatency(ctx, t, bed, a, admin) })
@@ -203,7 +204,7 @@ func testBusyInterpreter(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	defer func() { _ = b.Close() }() // Close always returns nil
 	m := sandbox.NewManager(b, sandbox.Config{})
 	defer func() { _ = m.Close() }() // Close always returns nil
-	reaper, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: waitLong})
+	reaper, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, RouterKey: routerKey, ActivityInterval: interval, ReadyTimeout: waitLong})
 	if err != nil {
 		t.Fatal(err)
 	}

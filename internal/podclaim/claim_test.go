@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // standIn is a stand-in API server holding Sandboxes and Pods by name,
@@ -153,7 +155,7 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			}}
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
-			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +166,8 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			w.Add(created.DeepCopy())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s, err := c.awaitPod(ctx, w, created)
+			proxy := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.com"}}
+			s, err := c.awaitPod(ctx, w, created, proxy)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
@@ -187,6 +190,11 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			meta, _ := srv.patches[0]["metadata"].(map[string]any)
 			if rv, has := meta["resourceVersion"]; meta["uid"] != "claim-new" || has {
 				t.Errorf("the record patch's metadata: got uid %v, resourceVersion %v; want uid claim-new and no resource version", meta["uid"], rv)
+			}
+			notes, _ := meta["annotations"].(map[string]any)
+			v, _ := notes[NetworkAnnotation].(string)
+			if n, err := openNetwork(testKey, "claim-new", "s-1", v); err != nil || s.Network.Mode != spec.NetProxy || n.Mode != spec.NetProxy {
+				t.Errorf("the record patch's network %q opens to %+v, %v, and the session has %+v; want the policy given, sealed for the claim", v, n, err, s.Network)
 			}
 		})
 	}
@@ -220,11 +228,11 @@ func TestRecordOnePatch(t *testing.T) {
 			}}
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
-			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := c.record(context.Background(), created)
+			s, err := c.record(context.Background(), created, spec.NetworkPolicy{})
 			if len(srv.patches) != 1 {
 				t.Errorf("got %d patches, want 1", len(srv.patches))
 			}
@@ -256,7 +264,7 @@ func TestClaimPodByAnnotation(t *testing.T) {
 	srv := &standIn{claim: created, objects: map[string]runtime.Object{"sandboxes/new-box": box, "pods/legacy-pod": pod}}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+	c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
