@@ -309,3 +309,41 @@ func TestUnrecorded(t *testing.T) {
 		t.Errorf("recorded: got %v, want nil", err)
 	}
 }
+
+// TestHoldOnlyWhenChanged: Hold writes the holder only when the claim,
+// as read, records another (or one to remove); the same value is no
+// PATCH.
+func TestHoldOnlyWhenChanged(t *testing.T) {
+	tests := []struct {
+		name, mine, recorded string
+		patches              int
+	}{
+		{"already this replica", "10.0.0.7:8080/p", "10.0.0.7:8080/p", 0},
+		{"none to record, none recorded", "", "", 0},
+		{"another replica recorded", "10.0.0.7:8080/p", "10.0.0.8:8080/q", 1},
+		{"none recorded", "10.0.0.7:8080/p", "", 1},
+		{"one to remove", "", "10.0.0.8:8080/q", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := &standIn{claim: readyClaim(t, "s-1", "claim-new", "new-box")}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			cfg := Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute}
+			if tt.mine != "" {
+				cfg.Holder = func(ktypes.UID) string { return tt.mine }
+			}
+			c, err := New(&rest.Config{Host: hs.URL}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &Session{ID: "s-1", Claim: ClaimName("s-1"), Holder: tt.recorded, claimUID: "claim-new"}
+			if err := c.Hold(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			if len(srv.patches) != tt.patches || s.Holder != tt.mine {
+				t.Errorf("got %d patches and holder %q, want %d and %q", len(srv.patches), s.Holder, tt.patches, tt.mine)
+			}
+		})
+	}
+}

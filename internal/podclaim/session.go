@@ -304,13 +304,20 @@ func (c *Claimer) Read(ctx context.Context, owner, id string) (*Session, error) 
 // value, or none) on its claim, one merge patch conditional on the
 // claim's UID: a replica that attached a session another claimed says
 // so, and the others forward to it from then on. A claim gone or
-// replaced is ErrNotFound.
+// replaced is ErrNotFound. A claim that already records this value (as
+// Find read it: a replica re-attaching a session it held before, or
+// none recorded and none to record) is not written: every attach would
+// otherwise cost a PATCH.
 func (c *Claimer) Hold(ctx context.Context, s *Session) error {
 	if s.claimUID == "" {
 		return fmt.Errorf("recording session %q's holder: it has no claim UID: hold what Find or Claim returned", s.ID)
 	}
+	v := c.holder(s.claimUID)
+	if v == s.Holder {
+		return nil
+	}
 	var h any
-	if v := c.holder(s.claimUID); v != "" {
+	if v != "" {
 		h = v
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
