@@ -199,9 +199,12 @@ type Manager struct {
 	// its Lists (apart, so that listings cannot starve lookups), and
 	// missing holds when each owner's id Find last answered ErrNotFound
 	// (see remoteMissing): one tenant's bogus ids cost the shared store
-	// little.
-	finds, lists chan struct{}
-	missing      map[string]time.Time
+	// little. findsBy and listsBy count each owner's slots of finds and
+	// lists taken, against its share (remoteFindsPerKey,
+	// remoteListsPerKey).
+	finds, lists     chan struct{}
+	findsBy, listsBy map[string]int
+	missing          map[string]time.Time
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -241,6 +244,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
 		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]*adoption{},
 		finds: make(chan struct{}, remoteFinds), lists: make(chan struct{}, remoteLists), missing: map[string]time.Time{},
+		findsBy: map[string]int{}, listsBy: map[string]int{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}

@@ -632,3 +632,60 @@ func TestRemoteListEverywhere(t *testing.T) {
 		t.Errorf("a listing whose request ended: got %v after %d more Lists, want an error without a List", err, store.lists-before)
 	}
 }
+
+// TestLookupShare: one key whose lookups of sessions held elsewhere are
+// all waiting (a Find holds its slot through a slow Pod attach) takes
+// no more than its share of the slots: its next lookup is busy at once,
+// without a call, and another key's is served from the slots left.
+func TestLookupShare(t *testing.T) {
+	m := NewManager(&fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	in, release := make(chan struct{}), make(chan struct{})
+	stuck := func(context.Context) error { in <- struct{}{}; <-release; return nil }
+	var wg sync.WaitGroup
+	for range remoteFindsPerKey {
+		wg.Go(func() {
+			if err := m.GuardLookup(ctx, "alice", newID(), stuck); err != nil {
+				t.Errorf("alice's lookup within her share: %v", err)
+			}
+		})
+		<-in
+	}
+	looked := false
+	look := func(context.Context) error { looked = true; return nil }
+	if err := m.GuardLookup(ctx, "alice", newID(), look); !errors.Is(err, ErrBusy) || looked || !strings.Contains(err.Error(), "this key has") {
+		t.Errorf("alice's lookup past her share: got %v (looked: %v), want ErrBusy naming the key's share without a call", err, looked)
+	}
+	if err := m.GuardLookup(ctx, "bob", newID(), look); err != nil || !looked {
+		t.Errorf("bob's lookup while alice holds her share: got %v (looked: %v), want it served", err, looked)
+	}
+	close(release)
+	wg.Wait()
+	looked = false
+	if err := m.GuardLookup(ctx, "alice", newID(), look); err != nil || !looked {
+		t.Errorf("alice's lookup once hers ended: got %v (looked: %v), want it served", err, looked)
+	}
+}
+
+// TestListShare: a key with a listing under way is busy for a second
+// one at once, without a List, while another key's is served.
+func TestListShare(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	if !m.takeShare(m.listsBy, "alice", remoteListsPerKey) {
+		t.Fatal("alice's first listing found her share taken")
+	}
+	if _, err := m.ListEverywhere(ctx, "alice"); !errors.Is(err, ErrBusy) || store.lists != 0 {
+		t.Errorf("alice's second listing: got %v after %d Lists, want ErrBusy without a List", err, store.lists)
+	}
+	if _, err := m.ListEverywhere(ctx, "bob"); err != nil || store.lists != 1 {
+		t.Errorf("bob's listing while alice's is under way: got %v after %d Lists, want it served", err, store.lists)
+	}
+	m.giveShare(m.listsBy, "alice")
+	if _, err := m.ListEverywhere(ctx, "alice"); err != nil || len(m.listsBy) != 0 {
+		t.Errorf("alice's listing once hers ended: got %v with shares %v left, want it served and none left", err, m.listsBy)
+	}
+}
