@@ -68,7 +68,7 @@ func (f *controlFake) find(owner, id string) (*controlFakeSession, error) {
 	return s, nil
 }
 
-func (f *controlFake) Get(owner, id string) (sandbox.Info, error) {
+func (f *controlFake) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.find(owner, id)
@@ -104,7 +104,7 @@ func (f *controlFake) Exec(context.Context, string, string, sandbox.ExecRequest,
 	return spec.Result{}, errors.ErrUnsupported
 }
 
-func (f *controlFake) Files(string, string) (workspace.Files, error) {
+func (f *controlFake) Files(context.Context, string, string) (workspace.Files, error) {
 	return nil, errors.ErrUnsupported
 }
 
@@ -112,7 +112,7 @@ func (f *controlFake) Spawn(context.Context, string, string, interp.Command) (in
 	return nil, errors.ErrUnsupported
 }
 
-func (f *controlFake) SetExpiry(owner, id string, ttl time.Duration) (sandbox.Info, error) {
+func (f *controlFake) SetExpiry(_ context.Context, owner, id string, ttl time.Duration) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.find(owner, id)

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"log/slog"
@@ -32,7 +33,7 @@ type fsSessions struct {
 	fail             error // what Files answers, if set
 }
 
-func (f *fsSessions) Files(owner, id string) (workspace.Files, error) {
+func (f *fsSessions) Files(_ context.Context, owner, id string) (workspace.Files, error) {
 	if f.fail != nil {
 		return nil, f.fail
 	}
@@ -42,7 +43,7 @@ func (f *fsSessions) Files(owner, id string) (workspace.Files, error) {
 	return f.dir, nil
 }
 
-func (f *fsSessions) Get(owner, id string) (sandbox.Info, error) {
+func (f *fsSessions) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	if f.gone || owner != "alice" || id != "sbx-alice" {
 		return sandbox.Info{}, sandbox.ErrNotFound
 	}

@@ -157,7 +157,7 @@ func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *p
 // and a list shows it beside the file the first exec wrote.
 func checkFiles(t *testing.T, m *sandbox.Manager, id string) {
 	t.Helper()
-	files, err := m.Files(owner, id)
+	files, err := m.Files(context.Background(), owner, id)
 	if err != nil {
 		t.Fatalf("Files: %v", err)
 	}
@@ -250,7 +250,7 @@ func testSecondReplica(ctx context.Context, t *testing.T, bed *kubebed.Bed, a *s
 	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); err != nil {
 		t.Fatalf("a replica's Close released its session: %v", err)
 	}
-	if _, err := a.Get("other", info.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := a.Get(context.Background(), "other", info.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("another owner's Get: got %v, want ErrNotFound", err)
 	}
 	if got := run(ctx, t, a, info.ID, sh("cat /workspace/f")); got != "kept\n" {
@@ -281,7 +281,7 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sand
 	// stream's end; the cluster's word, naming the Pod, follows.
 	var got sandbox.Info
 	bedpod.WaitFor(t, "the session to be dead, its reason naming its Pod", func() bool {
-		got, err = m.Get(owner, info.ID)
+		got, err = m.Get(context.Background(), owner, info.ID)
 		return err == nil && got.State == sandbox.StateDead && strings.Contains(got.Reason, ps.Pod)
 	})
 	t.Logf("dead session's reason: %s", got.Reason)
@@ -310,7 +310,7 @@ func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Man
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
 	bedpod.WaitFor(t, "the session to end at its TTL", func() bool {
-		_, err := m.Get(owner, info.ID)
+		_, err := m.Get(context.Background(), owner, info.ID)
 		return err != nil
 	})
 }

@@ -152,7 +152,7 @@ func TestRemoteAdoptKeepsNetwork(t *testing.T) {
 		if want.Mode == "" {
 			want.Mode = spec.NetNone
 		}
-		got, err := b.Get("alice", info.ID)
+		got, err := b.Get(context.Background(), "alice", info.ID)
 		if err != nil || got.Network.Mode != want.Mode || !slices.Equal(got.Network.Allow, want.Allow) || !slices.Equal(got.Network.Deny, want.Deny) {
 			t.Errorf("the adopting Manager's Get: network %+v, %v; want %+v", got.Network, err, want)
 		}
@@ -188,10 +188,10 @@ func TestRemoteSessions(t *testing.T) {
 	if rec.Idle != 5*time.Second {
 		t.Errorf("a 5s session's recorded idle timeout: got %v, want it lowered to the TTL", rec.Idle)
 	}
-	if _, err := b.Get("bob", info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := b.Get(context.Background(), "bob", info.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another owner's Get on the second Manager: got %v, want ErrNotFound", err)
 	}
-	got, err := b.Get("alice", info.ID)
+	got, err := b.Get(context.Background(), "alice", info.ID)
 	if err != nil || got.ID != info.ID || got.IdleTimeout != time.Minute {
 		t.Fatalf("the second Manager's Get: got %+v, %v, want the session with idle 1m", got, err)
 	}
@@ -237,7 +237,7 @@ func TestRemoteRefusals(t *testing.T) {
 	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Fork: got %v, want ErrUnsupported", err)
 	}
-	files, err := m.Files("alice", info.ID)
+	files, err := m.Files(context.Background(), "alice", info.ID)
 	if err != nil {
 		t.Fatalf("Files: got %v, want the box's agent's files", err)
 	}
@@ -269,7 +269,7 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := b.Get("alice", info.ID)
+			_, err := b.Get(context.Background(), "alice", info.ID)
 			errs <- err
 		}()
 	}
@@ -327,7 +327,7 @@ func TestRemoteAdoptCancel(t *testing.T) {
 	})
 	waiter := make(chan error, 1)
 	go func() {
-		_, err := b.Get("alice", info.ID)
+		_, err := b.Get(context.Background(), "alice", info.ID)
 		waiter <- err
 	}()
 	cancel()
@@ -374,7 +374,7 @@ func TestRemoteLookupBounds(t *testing.T) {
 		{unknown, 1},
 		{unknown, 1}, // remembered as missing
 	} {
-		if _, err := m.Get("alice", c.id); !errors.Is(err, ErrNotFound) {
+		if _, err := m.Get(context.Background(), "alice", c.id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Get(%q): got %v, want ErrNotFound", c.id, err)
 		}
 		if got := finds(); got != c.wantFinds {
@@ -423,7 +423,7 @@ func TestGuardLookup(t *testing.T) {
 			t.Errorf("after GuardLookup(%q): got %d lookups, want %d", c.id, looks, c.wantLooks)
 		}
 	}
-	if _, err := m.Get("alice", unknown); !errors.Is(err, ErrNotFound) || store.finds != 0 {
+	if _, err := m.Get(context.Background(), "alice", unknown); !errors.Is(err, ErrNotFound) || store.finds != 0 {
 		t.Errorf("Get of the id GuardLookup found missing: got %v after %d Finds, want ErrNotFound without a Find", err, store.finds)
 	}
 	for range remoteFinds {
@@ -456,7 +456,7 @@ func TestRemoteDeleteReleasesFirst(t *testing.T) {
 		defer store.mu.Unlock()
 		return store.releasing > 0
 	})
-	if got, err := m.Get("alice", info.ID); err == nil && got.State == StateReady {
+	if got, err := m.Get(context.Background(), "alice", info.ID); err == nil && got.State == StateReady {
 		t.Errorf("Get during the release: got %s, want the session stopping or gone", got.State)
 	}
 	store.mu.Lock()
@@ -468,7 +468,7 @@ func TestRemoteDeleteReleasesFirst(t *testing.T) {
 	if err := <-deleted; err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(context.Background(), "alice", info.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get after Delete: got %v, want ErrNotFound", err)
 	}
 }
@@ -485,7 +485,7 @@ func TestRemoteAdoptFailureShared(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := m.Get("alice", id)
+			_, err := m.Get(context.Background(), "alice", id)
 			errs <- err
 		}()
 	}
@@ -539,7 +539,7 @@ func TestRemoteAdoptTakesNoStart(t *testing.T) {
 			t.Fatalf("Create: %v", err)
 		}
 	}
-	if _, err := b.Get("alice", info.ID); err != nil {
+	if _, err := b.Get(context.Background(), "alice", info.ID); err != nil {
 		t.Errorf("attaching a session another server started, with the key's starts used up: got %v, want it attached", err)
 	}
 }
@@ -687,5 +687,59 @@ func TestListShare(t *testing.T) {
 	m.giveShare(m.listsBy, "alice")
 	if _, err := m.ListEverywhere(ctx, "alice"); err != nil || len(m.listsBy) != 0 {
 		t.Errorf("alice's listing once hers ended: got %v with shares %v left, want it served and none left", err, m.listsBy)
+	}
+}
+
+// TestRemoteCallsTakeContext: every call naming a session another
+// server holds waits for its attach only as long as its own request:
+// Get, Files, SetNetwork, NetworkEvents, SetExpiry and ResetInterpreter
+// each end with context.Canceled once their context ends, while the
+// attach (held by a gated Find) goes on.
+func TestRemoteCallsTakeContext(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	defer close(gate)
+	store.mu.Lock()
+	store.gate = gate
+	store.mu.Unlock()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	id := info.ID
+	calls := map[string]func(context.Context) error{
+		"Get":           func(ctx context.Context) error { _, err := b.Get(ctx, "alice", id); return err },
+		"Files":         func(ctx context.Context) error { _, err := b.Files(ctx, "alice", id); return err },
+		"SetNetwork":    func(ctx context.Context) error { _, err := b.SetNetwork(ctx, "alice", id, nil, nil); return err },
+		"NetworkEvents": func(ctx context.Context) error { _, err := b.NetworkEvents(ctx, "alice", id); return err },
+		"SetExpiry":     func(ctx context.Context) error { _, err := b.SetExpiry(ctx, "alice", id, time.Hour); return err },
+		"ResetInterpreter": func(ctx context.Context) error {
+			return b.ResetInterpreter(ctx, "alice", id, "python", "default")
+		},
+	}
+	for name, call := range calls {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		testhost.WaitFor(t, "a Find to begin", func() bool {
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			return store.finds > 0
+		})
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s whose request ended: got %v, want context.Canceled", name, err)
+			}
+		case <-time.After(time.Minute): // a bound, not a timing assertion
+			t.Fatalf("%s whose request ended still waits for the held attach", name)
+		}
 	}
 }
