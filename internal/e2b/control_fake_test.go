@@ -56,7 +56,7 @@ func (f *controlFake) Create(_ context.Context, owner string, o sandbox.SessionO
 	return info, nil
 }
 
-func (f *controlFake) Get(owner, id string) (sandbox.Info, error) {
+func (f *controlFake) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sessions.Get(owner, id)
@@ -78,7 +78,7 @@ func (f *controlFake) Exec(context.Context, string, string, sandbox.ExecRequest,
 	return spec.Result{}, errors.ErrUnsupported
 }
 
-func (f *controlFake) Files(string, string) (workspace.Files, error) {
+func (f *controlFake) Files(context.Context, string, string) (workspace.Files, error) {
 	return nil, errors.ErrUnsupported
 }
 
@@ -86,7 +86,7 @@ func (f *controlFake) Spawn(context.Context, string, string, interp.Command) (in
 	return nil, errors.ErrUnsupported
 }
 
-func (f *controlFake) SetExpiry(owner, id string, ttl time.Duration) (sandbox.Info, error) {
+func (f *controlFake) SetExpiry(_ context.Context, owner, id string, ttl time.Duration) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.sessions.Find(owner, id)

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -107,7 +108,7 @@ func TestCreateSandbox(t *testing.T) {
 			if err := json.Unmarshal(w.Body.Bytes(), &sb); err != nil {
 				t.Fatal(err)
 			}
-			info, err := f.Get("alice", sb.SandboxID)
+			info, err := f.Get(context.Background(), "alice", sb.SandboxID)
 			if err != nil {
 				t.Fatalf("sandboxID %q is not the session's id: %v", sb.SandboxID, err)
 			}
@@ -202,7 +203,7 @@ func TestSandboxByID(t *testing.T) {
 			}
 		})
 	}
-	if _, err := f.Get("alice", id); err == nil {
+	if _, err := f.Get(context.Background(), "alice", id); err == nil {
 		t.Error("the session outlived its kill")
 	}
 }
@@ -244,14 +245,14 @@ func TestSandboxDetail(t *testing.T) {
 func TestConnectOnlyExtends(t *testing.T) {
 	_, f, h := newControlServer(t, nil)
 	sb := created(t, h, ctlKeyAlice, `{"templateID":"base","timeout":3600}`)
-	before, _ := f.Get("alice", sb.SandboxID)
+	before, _ := f.Get(context.Background(), "alice", sb.SandboxID)
 	controlCall(h, "POST", "/sandboxes/"+sb.SandboxID+"/connect", ctlKeyAlice, `{"timeout":10}`)
-	if after, _ := f.Get("alice", sb.SandboxID); !after.ExpiresAt.Equal(before.ExpiresAt) {
+	if after, _ := f.Get(context.Background(), "alice", sb.SandboxID); !after.ExpiresAt.Equal(before.ExpiresAt) {
 		t.Errorf("connect with a shorter timeout moved the expiry from %v to %v", before.ExpiresAt, after.ExpiresAt)
 	}
 	start := time.Now()
 	controlCall(h, "POST", "/sandboxes/"+sb.SandboxID+"/timeout", ctlKeyAlice, `{"timeout":10}`)
-	if after, _ := f.Get("alice", sb.SandboxID); after.ExpiresAt.Before(start.Add(10*time.Second)) || after.ExpiresAt.After(time.Now().Add(10*time.Second)) {
+	if after, _ := f.Get(context.Background(), "alice", sb.SandboxID); after.ExpiresAt.Before(start.Add(10*time.Second)) || after.ExpiresAt.After(time.Now().Add(10*time.Second)) {
 		t.Errorf("setTimeout(10) set the expiry to %v, want 10s from the call", after.ExpiresAt)
 	}
 }

@@ -149,7 +149,7 @@ func (s *Server) filesAt(r *http.Request, p string) (workspace.Files, string, er
 		return nil, "", err
 	}
 	sb := sandboxFrom(r.Context())
-	dir, err := s.cfg.Sessions.Files(sb.Owner, sb.ID)
+	dir, err := s.cfg.Sessions.Files(r.Context(), sb.Owner, sb.ID)
 	if err != nil {
 		return nil, "", err
 	}

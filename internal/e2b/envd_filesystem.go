@@ -68,7 +68,7 @@ func (f *fsService) at(ctx context.Context, h http.Header, p string) (workspace.
 		return nil, "", fsConnectError(err)
 	}
 	sb := sandboxFrom(ctx)
-	dir, err := f.s.cfg.Sessions.Files(sb.Owner, sb.ID)
+	dir, err := f.s.cfg.Sessions.Files(ctx, sb.Owner, sb.ID)
 	if err != nil {
 		return nil, "", fsConnectError(err)
 	}

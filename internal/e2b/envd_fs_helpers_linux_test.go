@@ -35,7 +35,7 @@ type fsSessions struct {
 	fail             error // what Files answers, if set
 }
 
-func (f *fsSessions) Files(owner, id string) (workspace.Files, error) {
+func (f *fsSessions) Files(_ context.Context, owner, id string) (workspace.Files, error) {
 	if f.fail != nil {
 		return nil, f.fail
 	}
@@ -45,7 +45,7 @@ func (f *fsSessions) Files(owner, id string) (workspace.Files, error) {
 	return f.dir, nil
 }
 
-func (f *fsSessions) Get(owner, id string) (sandbox.Info, error) {
+func (f *fsSessions) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	if f.gone || owner != "alice" || id != "sbx-alice" {
 		return sandbox.Info{}, sandbox.ErrNotFound
 	}

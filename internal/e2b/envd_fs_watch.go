@@ -261,7 +261,7 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 		case <-killed:
 			return fsConnectError(fmt.Errorf("%w: sandbox %s was killed", sandbox.ErrNotFound, sb.ID))
 		case <-tick.C:
-			if _, err := f.s.cfg.Sessions.Get(sb.Owner, sb.ID); err != nil {
+			if _, err := f.s.cfg.Sessions.Get(ctx, sb.Owner, sb.ID); err != nil {
 				return fsConnectError(err)
 			}
 			ka := &filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Keepalive{Keepalive: &filesystempb.WatchDirResponse_KeepAlive{}}}
@@ -354,7 +354,7 @@ func (f *fsService) GetWatcherEvents(ctx context.Context, req *connect.Request[f
 		return nil, err
 	}
 	if sb := sandboxFrom(ctx); sb != nil {
-		if _, err := f.s.cfg.Sessions.Get(sb.Owner, sb.ID); err != nil {
+		if _, err := f.s.cfg.Sessions.Get(ctx, sb.Owner, sb.ID); err != nil {
 			f.removeWatcher(req.Msg.GetWatcherId())
 			return nil, fsConnectError(err)
 		}

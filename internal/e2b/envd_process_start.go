@@ -69,7 +69,7 @@ func (ps *processService) start(ctx context.Context, sb *Sandbox, req *processpb
 	tb.add(p)
 	c, _ := p.out.attach(maxProcStreams) // a new log has room
 	cpus := 0.0
-	if info, err := ps.sessions.Get(sb.Owner, sb.ID); err == nil {
+	if info, err := ps.sessions.Get(ctx, sb.Owner, sb.ID); err == nil {
 		cpus = info.Limits.CPUs
 	}
 	go ps.run(sb.ID, tb, p, pp, cpus)

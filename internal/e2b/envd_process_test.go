@@ -48,7 +48,7 @@ func (f *procSessions) Create(context.Context, string, sandbox.SessionOptions) (
 	return sandbox.Info{}, errors.ErrUnsupported
 }
 
-func (f *procSessions) Get(owner, id string) (sandbox.Info, error) {
+func (f *procSessions) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	if owner != "alice" {
 		return sandbox.Info{}, sandbox.ErrNotFound
 	}
@@ -57,7 +57,7 @@ func (f *procSessions) Get(owner, id string) (sandbox.Info, error) {
 
 func (f *procSessions) List(string) []sandbox.Info                   { return nil }
 func (f *procSessions) Delete(context.Context, string, string) error { return nil }
-func (f *procSessions) Files(string, string) (workspace.Files, error) {
+func (f *procSessions) Files(context.Context, string, string) (workspace.Files, error) {
 	return nil, errors.ErrUnsupported
 }
 func (f *procSessions) Exec(context.Context, string, string, sandbox.ExecRequest, sandbox.Stream) (spec.Result, error) {

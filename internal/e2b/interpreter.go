@@ -52,7 +52,7 @@ const (
 // Sessions beyond the shared interface: *sandbox.Manager has it (a test
 // checks), and without it those two calls answer 501.
 type interpreterResetter interface {
-	ResetInterpreter(owner, id, language, name string) error
+	ResetInterpreter(ctx context.Context, owner, id, language, name string) error
 }
 
 // codeInterpreter serves the interpreter's routes for one Server.
@@ -140,7 +140,8 @@ func (ci *codeInterpreter) forgetRemoved(sb *Sandbox, c *codeContext) {
 	if !c.named || ci.reset == nil || ci.contexts.byID(sb, c.id) != nil {
 		return
 	}
-	if err := ci.reset.ResetInterpreter(sb.Owner, sb.ID, c.language, c.id); err != nil {
+	// A cleanup after the run, which no request waits for.
+	if err := ci.reset.ResetInterpreter(context.Background(), sb.Owner, sb.ID, c.language, c.id); err != nil {
 		ci.log.Warn("e2b: freeing the interpreter of a removed context", "sandbox", sb.ID, "err", err)
 	}
 }
@@ -405,7 +406,8 @@ func (ci *codeInterpreter) moveNew(w http.ResponseWriter, r *http.Request, sb *S
 	}
 	ci.contexts.remove(sb, c)
 	if ci.reset != nil {
-		if rerr := ci.reset.ResetInterpreter(sb.Owner, sb.ID, c.language, c.id); rerr != nil {
+		// A cleanup, which must not end with the client.
+		if rerr := ci.reset.ResetInterpreter(context.WithoutCancel(r.Context()), sb.Owner, sb.ID, c.language, c.id); rerr != nil {
 			ci.log.Warn("e2b: freeing the interpreter of a context that failed", "sandbox", sb.ID, "err", rerr)
 		}
 	}
@@ -443,7 +445,7 @@ func (ci *codeInterpreter) killContext(w http.ResponseWriter, r *http.Request) (
 	if !ok {
 		return nil, nil, false
 	}
-	if err := ci.reset.ResetInterpreter(sb.Owner, sb.ID, c.language, c.interpreterName()); err != nil {
+	if err := ci.reset.ResetInterpreter(r.Context(), sb.Owner, sb.ID, c.language, c.interpreterName()); err != nil {
 		ci.refuse(w, err)
 		return nil, nil, false
 	}

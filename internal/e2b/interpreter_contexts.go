@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -101,7 +102,7 @@ func (g *contextRegistry) box(sb *Sandbox) *boxContexts {
 		return b
 	}
 	for id, b := range g.boxes {
-		if _, err := g.sessions.Get(b.owner, id); errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := g.sessions.Get(context.Background(), b.owner, id); errors.Is(err, sandbox.ErrNotFound) { // a sweep of no request's
 			delete(g.boxes, id)
 		}
 	}

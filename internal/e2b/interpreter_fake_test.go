@@ -37,7 +37,7 @@ func (f *interpSessions) Create(context.Context, string, sandbox.SessionOptions)
 	return sandbox.Info{}, errors.ErrUnsupported
 }
 
-func (f *interpSessions) Get(owner, id string) (sandbox.Info, error) {
+func (f *interpSessions) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone[id] {
@@ -61,7 +61,7 @@ func (f *interpSessions) Exec(ctx context.Context, owner, id string, req sandbox
 	return run(ctx, req, live)
 }
 
-func (f *interpSessions) Files(string, string) (workspace.Files, error) {
+func (f *interpSessions) Files(context.Context, string, string) (workspace.Files, error) {
 	return nil, errors.ErrUnsupported
 }
 
@@ -69,7 +69,7 @@ func (f *interpSessions) Spawn(context.Context, string, string, interp.Command) 
 	return nil, errors.ErrUnsupported
 }
 
-func (f *interpSessions) ResetInterpreter(owner, id, language, name string) error {
+func (f *interpSessions) ResetInterpreter(_ context.Context, owner, id, language, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.resets = append(f.resets, language+"/"+name)

@@ -17,7 +17,7 @@ func (s *Server) extend(owner, id string, ttl time.Duration) error {
 	if s.cfg.Lifetimes == nil {
 		return errNoLifetimes
 	}
-	info, err := s.cfg.Lifetimes.SetExpiry(owner, id, ttl)
+	info, err := s.cfg.Lifetimes.SetExpiry(context.Background(), owner, id, ttl) // E2B's control calls pass no request context yet (docs/kubernetes.md)
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func (g *registry) len() int {
 // expiry (it may be dead: its box gone, its files kept), and forgets sb
 // if not.
 func (g *registry) live(sb *Sandbox) bool {
-	info, err := g.sessions.Get(sb.Owner, sb.ID)
+	info, err := g.sessions.Get(context.Background(), sb.Owner, sb.ID) // a check or sweep of no request's context (docs/kubernetes.md)
 	if errors.Is(err, sandbox.ErrNotFound) || (err == nil && g.expired(info)) {
 		g.forget(sb)
 		return false
@@ -190,7 +190,7 @@ func (g *registry) lookup(owner, id string) (*Sandbox, sandbox.Info, error) {
 	if sb == nil || sb.Owner != owner {
 		return nil, sandbox.Info{}, notFound(id)
 	}
-	info, err := g.sessions.Get(owner, id)
+	info, err := g.sessions.Get(context.Background(), owner, id) // E2B's control calls pass no request context yet (docs/kubernetes.md)
 	if errors.Is(err, sandbox.ErrNotFound) || (err == nil && g.expired(info)) {
 		g.forget(sb)
 		return nil, sandbox.Info{}, notFound(id)

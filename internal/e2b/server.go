@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,7 +69,7 @@ type Config struct {
 // Sessions: moving a session's expiry, and the ceilings of a session's
 // life (--max-ttl) and idle timeout (--max-idle-timeout).
 type Lifetimes interface {
-	SetExpiry(owner, id string, ttl time.Duration) (sandbox.Info, error)
+	SetExpiry(ctx context.Context, owner, id string, ttl time.Duration) (sandbox.Info, error)
 	LifeCaps() (ttl, idle time.Duration)
 }
 
@@ -129,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) healthRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if sb := sandboxFrom(r.Context()); sb != nil {
-			if info, err := s.cfg.Sessions.Get(sb.Owner, sb.ID); err == nil && asleep(info) {
+			if info, err := s.cfg.Sessions.Get(r.Context(), sb.Owner, sb.ID); err == nil && asleep(info) {
 				writeDataError(w, r, http.StatusBadGateway, "unavailable", "sandbox "+sb.ID+" is paused: connect to it to resume it")
 				return
 			}

@@ -3,7 +3,10 @@ package egress
 // This file classifies IP addresses for the egress policy: the proxy may
 // connect only to public addresses, however an internal address is written.
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // Class is what kind of address an IP is, for the egress policy. Every class
 // but ClassPublic names addresses that can reach the host itself, its
@@ -168,6 +171,31 @@ var (
 	addr6to4          = netip.MustParsePrefix("2002::/16")
 	addrGlobal        = netip.MustParsePrefix("2000::/3")
 )
+
+// Blocks are Classify's own tables, for a check that another layer
+// refuses what the proxy refuses (deploy/'s NetworkPolicies, in
+// internal/kubebed's TestNetworkPolicies), so the two cannot drift.
+type Blocks struct {
+	// Refused are the blocks refused whole: every non-public IPv4
+	// block, and the IPv6 blocks that carry no IPv4 address.
+	Refused []netip.Prefix
+	// Embedding are the IPv6 blocks judged by the IPv4 address they
+	// carry (IPv4-compatible, NAT64, Teredo, 6to4): refused when that
+	// address is not public.
+	Embedding []netip.Prefix
+	// Global is IPv6 global unicast: outside it and Embedding, every
+	// address is refused.
+	Global netip.Prefix
+}
+
+// RefusedBlocks are the blocks Classify refuses, as Blocks describes.
+func RefusedBlocks() Blocks {
+	b := Blocks{Embedding: []netip.Prefix{addrCompat, addrNAT64, addrNAT64Local, addrTeredo, addr6to4}, Global: addrGlobal}
+	for _, r := range append(slices.Clone(addrV4Ranges), addrV6Ranges...) {
+		b.Refused = append(b.Refused, r.prefix)
+	}
+	return b
+}
 
 // addrLookup returns the class of the first range holding a, or otherwise.
 func addrLookup(ranges []addrRange, a netip.Addr, otherwise Class) Class {

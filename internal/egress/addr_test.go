@@ -247,3 +247,34 @@ func TestClassAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedBlocks: every block RefusedBlocks names as refused whole
+// is refused by Classify at its first and last address, and global
+// unicast (outside the embedding blocks) is public; RefusedBlocks is
+// the tables Classify reads, not a copy.
+func TestRefusedBlocks(t *testing.T) {
+	b := RefusedBlocks()
+	if len(b.Refused) != len(addrV4Ranges)+len(addrV6Ranges) {
+		t.Fatalf("RefusedBlocks has %d refused blocks, want all %d of Classify's", len(b.Refused), len(addrV4Ranges)+len(addrV6Ranges))
+	}
+	for _, p := range b.Refused {
+		for _, a := range []netip.Addr{p.Addr(), lastAddr(p)} {
+			if c := Classify(a); c == ClassPublic {
+				t.Errorf("%s in the refused block %s: Classify = %s, want refused", a, p, c)
+			}
+		}
+	}
+	if a := netip.MustParseAddr("2606:4700::1"); !b.Global.Contains(a) || Classify(a) != ClassPublic {
+		t.Errorf("global unicast %s: in %s %v, class %s; want public inside Global", a, b.Global, b.Global.Contains(a), Classify(a))
+	}
+}
+
+// lastAddr is p's last address.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

@@ -77,7 +77,7 @@ func NewWith(name string, rc *rest.Config, routerKey []byte, cfg Config) (*Backe
 	cfg = cfg.withDefaults()
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
-	pc := podclaim.Config{Namespace: cfg.Namespace, ActivityInterval: cfg.ActivityInterval, ReadyTimeout: cfg.ReadyTimeout, Logger: cfg.Logger}
+	pc := podclaim.Config{Namespace: cfg.Namespace, RouterKey: routerKey, ActivityInterval: cfg.ActivityInterval, ReadyTimeout: cfg.ReadyTimeout, Logger: cfg.Logger}
 	if self.IsValid() {
 		pc.Holder = func(uid types.UID) string { return holderValue(routerKey, uid, self.String()) }
 	}

@@ -143,7 +143,7 @@ func TestLowered(t *testing.T) {
 // reason once the ready timeout passed unrecorded) and leaves out a
 // claim being deleted.
 func TestListed(t *testing.T) {
-	c, err := podclaim.New(&rest.Config{Host: "http://127.0.0.1:1"}, podclaim.Config{Namespace: "ns", ActivityInterval: time.Minute, ReadyTimeout: time.Minute})
+	c, err := podclaim.New(&rest.Config{Host: "http://127.0.0.1:1"}, podclaim.Config{Namespace: "ns", RouterKey: make([]byte, 32), ActivityInterval: time.Minute, ReadyTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestOnBed(t *testing.T) {
 	defer cancel()
 	install(ctx, t, bed)
 	a, _ := replica(t, bed)
-	admin, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: time.Hour, ReadyTimeout: waitLong})
+	admin, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, RouterKey: routerKey, ActivityInterval: time.Hour, ReadyTimeout: waitLong})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +92,7 @@ func TestOnBed(t *testing.T) {
 	t.Run("live replicas", func(t *testing.T) { testLive(ctx, t, bed) })
 	t.Run("serve replicas", func(t *testing.T) { testServeReplicas(ctx, t, bed, bin, dir) })
 	t.Run("egress", func(t *testing.T) { testEgress(ctx, t, bed, admin) })
+	t.Run("tampered network", func(t *testing.T) { testTamperedNetwork(ctx, t, bed) })
 	t.Run("pod deleted", func(t *testing.T) { testPodDeleted(ctx, t, bed, a, admin) })
 	t.Run("ttl", func(t *testing.T) { testTTL(ctx, t, bed, a, admin) })
 	t.Run("latency", func(t *testing.T) { testLatency(ctx, t, bed, a, admin) })
@@ -156,7 +157,7 @@ func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *p
 // and a list shows it beside the file the first exec wrote.
 func checkFiles(t *testing.T, m *sandbox.Manager, id string) {
 	t.Helper()
-	files, err := m.Files(owner, id)
+	files, err := m.Files(context.Background(), owner, id)
 	if err != nil {
 		t.Fatalf("Files: %v", err)
 	}
@@ -203,7 +204,7 @@ func testBusyInterpreter(ctx context.Context, t *testing.T, bed *kubebed.Bed) {
 	defer func() { _ = b.Close() }() // Close always returns nil
 	m := sandbox.NewManager(b, sandbox.Config{})
 	defer func() { _ = m.Close() }() // Close always returns nil
-	reaper, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, ActivityInterval: interval, ReadyTimeout: waitLong})
+	reaper, err := podclaim.New(bed.RouterConfig, podclaim.Config{Namespace: ns, RouterKey: routerKey, ActivityInterval: interval, ReadyTimeout: waitLong})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func testSecondReplica(ctx context.Context, t *testing.T, bed *kubebed.Bed, a *s
 	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID); err != nil {
 		t.Fatalf("a replica's Close released its session: %v", err)
 	}
-	if _, err := a.Get("other", info.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := a.Get(context.Background(), "other", info.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("another owner's Get: got %v, want ErrNotFound", err)
 	}
 	if got := run(ctx, t, a, info.ID, sh("cat /workspace/f")); got != "kept\n" {
@@ -280,7 +281,7 @@ func testPodDeleted(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sand
 	// stream's end; the cluster's word, naming the Pod, follows.
 	var got sandbox.Info
 	bedpod.WaitFor(t, "the session to be dead, its reason naming its Pod", func() bool {
-		got, err = m.Get(owner, info.ID)
+		got, err = m.Get(context.Background(), owner, info.ID)
 		return err == nil && got.State == sandbox.StateDead && strings.Contains(got.Reason, ps.Pod)
 	})
 	t.Logf("dead session's reason: %s", got.Reason)
@@ -309,7 +310,7 @@ func testTTL(ctx context.Context, t *testing.T, bed *kubebed.Bed, m *sandbox.Man
 		return errors.Is(err, podclaim.ErrNotFound)
 	})
 	bedpod.WaitFor(t, "the session to end at its TTL", func() bool {
-		_, err := m.Get(owner, info.ID)
+		_, err := m.Get(context.Background(), owner, info.ID)
 		return err != nil
 	})
 }

@@ -61,7 +61,10 @@ type box struct {
 	// record writes the session's activity on its claim (the Claimer's
 	// Touch of ps); log receives its failures.
 	record func(context.Context) error
-	log    *slog.Logger
+	// recordNetwork writes the session's network policy on its claim
+	// (the Claimer's SetNetwork of ps).
+	recordNetwork func(context.Context, spec.NetworkPolicy) error
+	log           *slog.Logger
 
 	// unheld is closed by Close or Release: the heartbeat stops.
 	unheld     chan struct{}
@@ -89,7 +92,8 @@ func newBox(ctx context.Context, ab sandbox.Box, files sandbox.RemoteFiler, b *B
 	x := &box{
 		Box: ab, files: files, b: b, ps: ps, deaths: b.claims, deathWait: deathWait, log: b.log,
 		settled: make(chan struct{}), unheld: make(chan struct{}), dead: make(chan struct{}),
-		record: func(ctx context.Context) error { return b.claims.Touch(ctx, ps) },
+		record:        func(ctx context.Context) error { return b.claims.Touch(ctx, ps) },
+		recordNetwork: func(ctx context.Context, n spec.NetworkPolicy) error { return b.claims.SetNetwork(ctx, ps, n) },
 	}
 	x.watchDeath(ctx)
 	go x.explain()
@@ -251,6 +255,11 @@ func (x *box) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
 // them in force on this replica's proxy: a replica that re-attaches the
 // session later reads them from the claim, so a change the claim could
 // not record is refused rather than left to be undone by a re-attach.
+// Rules the proxy refuses (or a session whose stream ended meanwhile)
+// put the record of the rules in force back, so that a later re-attach
+// never applies rules the tenant was told failed; a failure to is
+// logged (the session's rules in force are then the older ones only
+// while this replica holds it).
 func (x *box) SetNetwork(allow, deny []string) error {
 	n := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: allow, Deny: deny}
 	if x.ps.Network.Mode != spec.NetProxy {
@@ -262,17 +271,29 @@ func (x *box) SetNetwork(allow, deny []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), touchWait)
 	defer cancel()
-	if err := x.b.claims.SetNetwork(ctx, x.ps, n); err != nil {
+	if err := x.recordNetwork(ctx, n); err != nil {
 		if errors.Is(err, podclaim.ErrNotFound) {
 			return fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
 		}
 		return err
 	}
 	if err := x.Box.SetNetwork(allow, deny); err != nil {
+		x.restoreNetwork()
 		return err
 	}
 	x.ps.Network = n
 	return nil
+}
+
+// restoreNetwork records the rules in force again after a SetNetwork
+// whose rules were recorded but not applied, with a bound of its own
+// (the first write may have spent the SetNetwork's), logging a failure.
+func (x *box) restoreNetwork() {
+	ctx, cancel := context.WithTimeout(context.Background(), touchWait)
+	defer cancel()
+	if err := x.recordNetwork(ctx, x.ps.Network); err != nil {
+		x.log.Warn("putting back the session's network record after its new rules failed: a replica that re-attaches it applies the failed rules", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
+	}
 }
 
 // touch records activity, logging a failure: the exec is served all the

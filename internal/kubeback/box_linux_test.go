@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/warden-sandbox/warden/internal/podclaim"
 	"github.com/warden-sandbox/warden/internal/sandbox"
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // idleBox is an agent box nobody execs in (a persistent interpreter's
@@ -226,5 +228,36 @@ func TestDeathAfterStop(t *testing.T) {
 	case <-x.dead:
 		t.Errorf("a death after Close reached the box, want its watch stopped")
 	default:
+	}
+}
+
+// refusingBox is an agent box whose proxy refuses every SetNetwork.
+type refusingBox struct{ sandbox.Box }
+
+// errRulesRefused is refusingBox's SetNetwork error.
+var errRulesRefused = errors.New("the proxy refused the rules")
+
+func (refusingBox) SetNetwork([]string, []string) error { return errRulesRefused }
+
+// TestSetNetworkRestoresRecord: rules recorded on the claim that the
+// proxy then refuses are not left there for a re-attach to apply: the
+// record of the rules in force is written back, and the error is the
+// proxy's.
+func TestSetNetworkRestoresRecord(t *testing.T) {
+	old := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"old.example.com"}}
+	var recorded []spec.NetworkPolicy
+	x := &box{
+		Box: refusingBox{}, ps: &podclaim.Session{ID: "ses_x", Network: old}, log: slog.Default(),
+		recordNetwork: func(_ context.Context, n spec.NetworkPolicy) error { recorded = append(recorded, n); return nil },
+	}
+	err := x.SetNetwork([]string{"new.example.com"}, nil)
+	if !errors.Is(err, errRulesRefused) {
+		t.Errorf("SetNetwork = %v, want the proxy's refusal", err)
+	}
+	if len(recorded) != 2 || !slices.Equal(recorded[0].Allow, []string{"new.example.com"}) || !slices.Equal(recorded[1].Allow, old.Allow) || recorded[1].Mode != spec.NetProxy {
+		t.Errorf("records written = %+v, want the new rules, then the rules in force %+v back", recorded, old)
+	}
+	if !slices.Equal(x.ps.Network.Allow, old.Allow) {
+		t.Errorf("the session's rules after the refusal = %+v, want %+v", x.ps.Network, old)
 	}
 }

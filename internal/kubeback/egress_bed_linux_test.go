@@ -60,7 +60,7 @@ func testEgress(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podc
 	if got := get(first, "other.test"); !strings.HasSuffix(got, " 403") {
 		t.Errorf("an origin not allowed: got %q, want the proxy's 403", got)
 	}
-	events, err := first.NetworkEvents(owner, info.ID)
+	events, err := first.NetworkEvents(context.Background(), owner, info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func testEgress(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podc
 		t.Errorf("the proxy's audit = %+v, want allowed.test allowed and other.test refused", events)
 	}
 	other := "other.test:" + strconv.Itoa(port)
-	if _, err := first.SetNetwork(owner, info.ID, []string{allowed, other}, nil); err != nil {
+	if _, err := first.SetNetwork(context.Background(), owner, info.ID, []string{allowed, other}, nil); err != nil {
 		t.Fatalf("SetNetwork: %v", err)
 	}
 	ps, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, owner), info.ID)
@@ -85,7 +85,7 @@ func testEgress(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podc
 	if got := get(second, "other.test"); !strings.HasSuffix(got, " 200") {
 		t.Errorf("after the re-attach by another replica, other.test (allowed by SetNetwork): got %q, want 200", got)
 	}
-	if events, err := second.NetworkEvents(owner, info.ID); err != nil || !hasEvent(events, "other.test", port, true) {
+	if events, err := second.NetworkEvents(context.Background(), owner, info.ID); err != nil || !hasEvent(events, "other.test", port, true) {
 		t.Errorf("the re-attaching replica's audit = %+v, %v; want other.test allowed", events, err)
 	}
 	if err := second.Delete(ctx, owner, info.ID); err != nil {

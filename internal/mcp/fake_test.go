@@ -75,7 +75,7 @@ func (f *fakeSessions) lookup(owner, id string) error {
 	return nil
 }
 
-func (f *fakeSessions) Get(owner, id string) (sandbox.Info, error) {
+func (f *fakeSessions) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return sandbox.Info{ID: id, Limits: spec.Limits{Timeout: 30 * time.Second}}, f.lookup(owner, id)
@@ -111,7 +111,7 @@ func (f *fakeSessions) Run(_ context.Context, _ string, o sandbox.SessionOptions
 	return f.exec(req), nil
 }
 
-func (f *fakeSessions) Files(owner, id string) (workspace.Files, error) {
+func (f *fakeSessions) Files(_ context.Context, owner, id string) (workspace.Files, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.lookup(owner, id); err != nil {

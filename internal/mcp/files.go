@@ -74,8 +74,8 @@ type entryInfo struct {
 }
 
 // files opens the caller's session's workspace.
-func (t *tools) files(req *sdk.CallToolRequest, tool, id string) (workspace.Files, error) {
-	dir, err := t.m.Files(t.owner(req), id)
+func (t *tools) files(ctx context.Context, req *sdk.CallToolRequest, tool, id string) (workspace.Files, error) {
+	dir, err := t.m.Files(ctx, t.owner(req), id)
 	if err != nil {
 		return nil, wardenError(tool, err)
 	}
@@ -83,7 +83,7 @@ func (t *tools) files(req *sdk.CallToolRequest, tool, id string) (workspace.File
 }
 
 // writeFile writes text or base64 content to a file of the session.
-func (t *tools) writeFile(_ context.Context, req *sdk.CallToolRequest, in writeFileIn) (*sdk.CallToolResult, writeOut, error) {
+func (t *tools) writeFile(ctx context.Context, req *sdk.CallToolRequest, in writeFileIn) (*sdk.CallToolResult, writeOut, error) {
 	data := []byte(in.Content)
 	if in.ContentBase64 != "" {
 		if in.Content != "" {
@@ -97,7 +97,7 @@ func (t *tools) writeFile(_ context.Context, req *sdk.CallToolRequest, in writeF
 	if len(data) > maxWriteBytes {
 		return nil, writeOut{}, fmt.Errorf("write_file: %d bytes is over the %s limit; write the file in parts from code instead", len(data), spec.FormatSize(maxWriteBytes))
 	}
-	dir, err := t.files(req, "write_file", in.SessionID)
+	dir, err := t.files(ctx, req, "write_file", in.SessionID)
 	if err != nil {
 		return nil, writeOut{}, err
 	}
@@ -110,8 +110,8 @@ func (t *tools) writeFile(_ context.Context, req *sdk.CallToolRequest, in writeF
 }
 
 // readFile returns a file as text, an image or base64, bounded.
-func (t *tools) readFile(_ context.Context, req *sdk.CallToolRequest, in readFileIn) (*sdk.CallToolResult, readOut, error) {
-	dir, err := t.files(req, "read_file", in.SessionID)
+func (t *tools) readFile(ctx context.Context, req *sdk.CallToolRequest, in readFileIn) (*sdk.CallToolResult, readOut, error) {
+	dir, err := t.files(ctx, req, "read_file", in.SessionID)
 	if err != nil {
 		return nil, readOut{}, err
 	}
@@ -169,11 +169,11 @@ func trimPartialRune(b []byte, cut bool) []byte {
 }
 
 // listFiles lists one directory of the session's workspace.
-func (t *tools) listFiles(_ context.Context, req *sdk.CallToolRequest, in listFilesIn) (*sdk.CallToolResult, listOut, error) {
+func (t *tools) listFiles(ctx context.Context, req *sdk.CallToolRequest, in listFilesIn) (*sdk.CallToolResult, listOut, error) {
 	if in.Path == "" {
 		in.Path = "."
 	}
-	dir, err := t.files(req, "list_files", in.SessionID)
+	dir, err := t.files(ctx, req, "list_files", in.SessionID)
 	if err != nil {
 		return nil, listOut{}, err
 	}

@@ -97,7 +97,7 @@ func (t *tools) execIn(ctx context.Context, tool, owner, id string, ex sandbox.E
 	}
 	var timeout time.Duration
 	if res.TimedOut {
-		info, _ := t.m.Get(owner, id)
+		info, _ := t.m.Get(ctx, owner, id)
 		timeout = t.timeout(ex.Timeout, info)
 	}
 	return render(res, outcome{timeout: timeout, language: ex.Language, session: id}), toRunOut(res, id), nil

@@ -1,6 +1,7 @@
 package podclaim_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 	"github.com/warden-sandbox/warden/internal/podclaim"
+	"github.com/warden-sandbox/warden/internal/podinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -28,6 +30,9 @@ const (
 	// pool is deploy/'s default template and warm pool.
 	pool = "default"
 )
+
+// bedKey is the router key the replicas seal network records with.
+var bedKey = bytes.Repeat([]byte{0x6b}, podinit.MinRouterKey)
 
 // replica is one router replica: a Claimer with the router's service
 // account's rights, counting its API calls.
@@ -48,7 +53,7 @@ func newReplicaWith(t *testing.T, bed *kubebed.Bed, cfg podclaim.Config) *replic
 	rc := rest.CopyConfig(bed.RouterConfig)
 	calls := &callCounter{}
 	rc.Wrap(calls.wrap)
-	cfg.Namespace, cfg.ReadyTimeout = ns, bedpod.WaitLong
+	cfg.Namespace, cfg.ReadyTimeout, cfg.RouterKey = ns, bedpod.WaitLong, bedKey
 	c, err := podclaim.New(rc, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // claimsResource is the SandboxClaims' API resource.
@@ -48,7 +50,7 @@ func (c *Claimer) Claim(ctx context.Context, r Request) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.awaitPod(ctx, w, created)
+	s, err := c.awaitPod(ctx, w, created, r.Network)
 	if err != nil {
 		c.releaseFailed(created, err)
 		return nil, err
@@ -94,10 +96,6 @@ func newClaim(ns string, r *Request, now time.Time) (*extv1.SandboxClaim, error)
 	if err != nil {
 		return nil, fmt.Errorf("encoding session %q's limits: %w", r.Session, err)
 	}
-	network, err := encodeNetwork(r.Network)
-	if err != nil {
-		return nil, fmt.Errorf("session %q: %w", r.Session, err)
-	}
 	return &extv1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ClaimName(r.Session), Namespace: ns,
@@ -109,7 +107,6 @@ func newClaim(ns string, r *Request, now time.Time) (*extv1.SandboxClaim, error)
 				IdleAnnotation:    r.IdleTimeout.String(),
 				ActiveAnnotation:  now.UTC().Format(time.RFC3339Nano),
 				LimitsAnnotation:  string(limits),
-				NetworkAnnotation: network,
 			},
 		},
 		Spec: extv1.SandboxClaimSpec{
@@ -144,8 +141,9 @@ const (
 // (re-watching, a bounded number of times, should the server end it),
 // then finds and records the claim's Pod. Events of another claim of the
 // same name (an earlier one, replayed from the watch cache) are skipped:
-// only the created claim's UID counts.
-func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.SandboxClaim) (*Session, error) {
+// only the created claim's UID counts. n is the session's network
+// policy, recorded with the Pod.
+func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.SandboxClaim, n spec.NetworkPolicy) (*Session, error) {
 	defer func() { w.Stop() }()
 	last, rewatches := claim, 0
 	for {
@@ -172,7 +170,7 @@ func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.
 				return nil, err
 			}
 			if done {
-				return c.record(ctx, got)
+				return c.record(ctx, got, n)
 			}
 		case <-ctx.Done():
 			return nil, fmt.Errorf("claim %s was not Ready in time (%s): %w", claim.Name, conditionText(last), ctx.Err())

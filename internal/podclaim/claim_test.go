@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // standIn is a stand-in API server holding Sandboxes and Pods by name,
@@ -153,7 +155,7 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			}}
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
-			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +166,8 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			w.Add(created.DeepCopy())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s, err := c.awaitPod(ctx, w, created)
+			proxy := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.com"}}
+			s, err := c.awaitPod(ctx, w, created, proxy)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
@@ -187,6 +190,11 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			meta, _ := srv.patches[0]["metadata"].(map[string]any)
 			if rv, has := meta["resourceVersion"]; meta["uid"] != "claim-new" || has {
 				t.Errorf("the record patch's metadata: got uid %v, resourceVersion %v; want uid claim-new and no resource version", meta["uid"], rv)
+			}
+			notes, _ := meta["annotations"].(map[string]any)
+			v, _ := notes[NetworkAnnotation].(string)
+			if n, err := openNetwork(testKey, "claim-new", "s-1", v); err != nil || s.Network.Mode != spec.NetProxy || n.Mode != spec.NetProxy {
+				t.Errorf("the record patch's network %q opens to %+v, %v, and the session has %+v; want the policy given, sealed for the claim", v, n, err, s.Network)
 			}
 		})
 	}
@@ -220,11 +228,11 @@ func TestRecordOnePatch(t *testing.T) {
 			}}
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
-			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+			c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := c.record(context.Background(), created)
+			s, err := c.record(context.Background(), created, spec.NetworkPolicy{})
 			if len(srv.patches) != 1 {
 				t.Errorf("got %d patches, want 1", len(srv.patches))
 			}
@@ -256,7 +264,7 @@ func TestClaimPodByAnnotation(t *testing.T) {
 	srv := &standIn{claim: created, objects: map[string]runtime.Object{"sandboxes/new-box": box, "pods/legacy-pod": pod}}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+	c, err := New(&rest.Config{Host: hs.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,5 +307,43 @@ func TestUnrecorded(t *testing.T) {
 	}
 	if err := c.Unrecorded(&Session{ID: "s-1", Pod: "p", PodUID: "u", Created: time.Now().Add(-time.Hour)}); err != nil {
 		t.Errorf("recorded: got %v, want nil", err)
+	}
+}
+
+// TestHoldOnlyWhenChanged: Hold writes the holder only when the claim,
+// as read, records another (or one to remove); the same value is no
+// PATCH.
+func TestHoldOnlyWhenChanged(t *testing.T) {
+	tests := []struct {
+		name, mine, recorded string
+		patches              int
+	}{
+		{"already this replica", "10.0.0.7:8080/p", "10.0.0.7:8080/p", 0},
+		{"none to record, none recorded", "", "", 0},
+		{"another replica recorded", "10.0.0.7:8080/p", "10.0.0.8:8080/q", 1},
+		{"none recorded", "10.0.0.7:8080/p", "", 1},
+		{"one to remove", "", "10.0.0.8:8080/q", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := &standIn{claim: readyClaim(t, "s-1", "claim-new", "new-box")}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			cfg := Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute}
+			if tt.mine != "" {
+				cfg.Holder = func(ktypes.UID) string { return tt.mine }
+			}
+			c, err := New(&rest.Config{Host: hs.URL}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &Session{ID: "s-1", Claim: ClaimName("s-1"), Holder: tt.recorded, claimUID: "claim-new"}
+			if err := c.Hold(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			if len(srv.patches) != tt.patches || s.Holder != tt.mine {
+				t.Errorf("got %d patches and holder %q, want %d and %q", len(srv.patches), s.Holder, tt.patches, tt.mine)
+			}
+		})
 	}
 }

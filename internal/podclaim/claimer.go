@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/warden-sandbox/warden/internal/podinit"
 )
 
 // Config says where a Claimer works and how often it writes.
@@ -35,6 +37,11 @@ type Config struct {
 	// removes a recorded one, so no replica forwards to a holder that
 	// gave the session up).
 	Holder func(claimUID types.UID) string
+	// RouterKey (at least podinit.MinRouterKey bytes, every replica's the same)
+	// seals the network record (NetworkAnnotation): a record it does not
+	// check is refused, so whoever may patch claims cannot change a
+	// session's egress.
+	RouterKey []byte
 	// Logger receives cleanup failures (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -70,6 +77,9 @@ type Claimer struct {
 func New(restConfig *rest.Config, cfg Config) (*Claimer, error) {
 	if errs := validation.IsDNS1123Label(cfg.Namespace); len(errs) != 0 {
 		return nil, fmt.Errorf("claimer namespace %q: %s", cfg.Namespace, errs[0])
+	}
+	if len(cfg.RouterKey) < podinit.MinRouterKey {
+		return nil, fmt.Errorf("claimer: the router key has %d bytes, it needs at least %d: give the router key, which seals the sessions' network records", len(cfg.RouterKey), podinit.MinRouterKey)
 	}
 	if cfg.ActivityInterval <= 0 || cfg.ReadyTimeout <= 0 {
 		return nil, fmt.Errorf("claimer: activity interval %v and ready timeout %v must both be positive", cfg.ActivityInterval, cfg.ReadyTimeout)

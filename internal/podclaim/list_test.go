@@ -33,7 +33,7 @@ func TestListCapped(t *testing.T) {
 		})
 	}))
 	defer srv.Close()
-	c, err := New(&rest.Config{Host: srv.URL}, Config{Namespace: "ns", ActivityInterval: time.Second, ReadyTimeout: time.Minute})
+	c, err := New(&rest.Config{Host: srv.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Second, ReadyTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,13 @@ package podclaim
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,8 +23,70 @@ import (
 // crash) attaches its egress with the same rules, not none and not the
 // first ones: SetNetwork writes it before the new rules take effect. It
 // is not secret (the rules are the tenant's allowlist), but whoever may
-// patch claims can write it, so it is read as input: bounded, decoded
-// strictly and every rule parsed as the egress proxy parses it.
+// patch claims can write it, and a record they wrote would widen the
+// session's egress (none to proxy, a --deny dropped) at the next
+// re-attach. So the record is sealed: an HMAC with the router key over
+// a version, the claim's UID, the session's id and the rules
+// (networkSeal), checked before the rules are read; a record that fails
+// is refused, never read as --net none. It is read as input all the
+// same: bounded, decoded strictly and every rule parsed as the egress
+// proxy parses it.
+//
+// The seal binds the record to its claim and session, not to a time:
+// an earlier record of the same claim (rules the tenant set before a
+// SetNetwork) can be put back by whoever may patch claims. See
+// docs/kubernetes.md, "Egress".
+
+// networkVersion prefixes a sealed record ("v1.<hex HMAC>.<JSON>") and
+// is in its HMAC, so that a later format can never read as this one.
+const networkVersion = "v1"
+
+// networkContext separates the record's HMAC from the router key's
+// other uses (owner labels, holders' proofs, Pods' keys).
+const networkContext = "warden kube network record\x00"
+
+// errNetworkSeal is a network record whose seal does not check: written
+// by another than a Warden replica, or copied from another claim.
+var errNetworkSeal = errors.New("its seal is not the router key's for this claim and session")
+
+// networkSeal is the HMAC, with key, of the canonical record js of
+// session id on the claim uid.
+func networkSeal(key []byte, uid types.UID, id, js string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(networkContext + networkVersion + "\x00" + string(uid) + "\x00" + id + "\x00" + js))
+	return m.Sum(nil)
+}
+
+// sealNetwork is NetworkAnnotation's value recording n for session id
+// on the claim uid, sealed with key.
+func sealNetwork(key []byte, uid types.UID, id string, n spec.NetworkPolicy) (string, error) {
+	js, err := encodeNetwork(n)
+	if err != nil {
+		return "", err
+	}
+	return networkVersion + "." + hex.EncodeToString(networkSeal(key, uid, id, js)) + "." + js, nil
+}
+
+// openNetwork is the policy NetworkAnnotation's value v records for
+// session id on the claim uid, refusing, in one line, a value that is
+// missing (a claim whose Pod is recorded always has one), not of the
+// version Warden writes, whose seal does not check, or whose rules
+// decodeNetwork refuses.
+func openNetwork(key []byte, uid types.UID, id, v string) (spec.NetworkPolicy, error) {
+	if v == "" {
+		return spec.NetworkPolicy{}, errors.New("there is none")
+	}
+	rest, ok := strings.CutPrefix(v, networkVersion+".")
+	seal, js, found := strings.Cut(rest, ".")
+	if !ok || !found {
+		return spec.NetworkPolicy{}, fmt.Errorf("not %s.<seal>.<rules>, the form Warden writes", networkVersion)
+	}
+	got, err := hex.DecodeString(seal)
+	if err != nil || !hmac.Equal(got, networkSeal(key, uid, id, js)) {
+		return spec.NetworkPolicy{}, errNetworkSeal
+	}
+	return decodeNetwork(js)
+}
 
 // maxNetworkRecord bounds NetworkAnnotation's value, well under the API
 // server's 256 KiB for all of an object's annotations.
@@ -57,12 +124,8 @@ func encodeNetwork(n spec.NetworkPolicy) (string, error) {
 // encodeNetwork writes (a duplicate or case-folded key, a null or empty
 // list, other spacing or order): a reader or admission policy that
 // takes the first of two keys must never see other rules than Warden
-// applies. An empty v (a claim made before the record
-// existed, when sessions had no egress) is --net none.
+// applies.
 func decodeNetwork(v string) (spec.NetworkPolicy, error) {
-	if v == "" {
-		return spec.NetworkPolicy{Mode: spec.NetNone}, nil
-	}
 	if len(v) > maxNetworkRecord {
 		return spec.NetworkPolicy{}, fmt.Errorf("%w: %d bytes, more than the %d Warden writes", spec.ErrInvalid, len(v), maxNetworkRecord)
 	}
@@ -89,16 +152,16 @@ func decodeNetwork(v string) (spec.NetworkPolicy, error) {
 	return n, nil
 }
 
-// SetNetwork records n as session s's network policy on its claim (one
-// merge patch, conditional on the claim's UID), before the caller puts
-// it in force: a replica that re-attaches the session later must never
-// apply older rules than the ones in force. A session gone is
-// ErrNotFound.
+// SetNetwork records n as session s's network policy on its claim,
+// sealed (one merge patch, conditional on the claim's UID), before the
+// caller puts it in force: a replica that re-attaches the session later
+// must never apply older rules than the ones in force. A session gone
+// is ErrNotFound.
 func (c *Claimer) SetNetwork(ctx context.Context, s *Session, n spec.NetworkPolicy) error {
 	if s.claimUID == "" {
 		return fmt.Errorf("recording session %q's network policy: it has no claim UID: use what Find or Claim returned", s.ID)
 	}
-	v, err := encodeNetwork(n)
+	v, err := sealNetwork(c.cfg.RouterKey, s.claimUID, s.ID, n)
 	if err != nil {
 		return err
 	}
@@ -117,3 +180,20 @@ func (c *Claimer) SetNetwork(ctx context.Context, s *Session, n spec.NetworkPoli
 	}
 	return fmt.Errorf("recording session %q's network policy on claim %s: %w", s.ID, s.Claim, err)
 }
+
+// network is session s's recorded network policy, its seal checked with
+// the router key: a record that fails is logged in full for the
+// operator and is ErrDead for the tenant, in one line naming no detail,
+// never read as another policy.
+func (c *Claimer) network(s *Session) (spec.NetworkPolicy, error) {
+	n, err := openNetwork(c.cfg.RouterKey, s.claimUID, s.ID, s.networkRecord)
+	if err != nil {
+		c.log.Warn("refusing a session whose claim's network record fails its check: someone other than a Warden replica wrote it", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
+		return spec.NetworkPolicy{}, fmt.Errorf("session %q: %w: %s", s.ID, ErrDead, refusedNetwork)
+	}
+	return n, nil
+}
+
+// refusedNetwork is the tenant's reason for a session whose network
+// record fails its check.
+const refusedNetwork = "its recorded network policy was not written by this server (its claim was edited outside Warden), so it is refused; it is released at its idle timeout"

@@ -1,18 +1,25 @@
 package podclaim
 
 import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
-// TestNetworkRoundTrip: a session's network policy, written on its claim
-// at Claim, reads back the same from the claim.
+// TestNetworkRoundTrip: a session's network policy, recorded sealed on
+// its claim, reads back the same from the claim.
 func TestNetworkRoundTrip(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	c := &Claimer{cfg: Config{RouterKey: testKey}, log: slog.Default()}
 	for _, n := range []spec.NetworkPolicy{
 		{},
 		{Mode: spec.NetNone},
@@ -26,21 +33,70 @@ func TestNetworkRoundTrip(t *testing.T) {
 			t.Errorf("%+v: sessionOf = %v, want the session", n, err)
 			continue
 		}
+		got, err := c.network(s)
+		if err != nil {
+			t.Errorf("%+v: network = %v, want the policy", n, err)
+			continue
+		}
 		want := n
 		if want.Mode == "" {
 			want.Mode = spec.NetNone
 		}
-		if got := s.Network; got.Mode != want.Mode || !slices.Equal(got.Allow, want.Allow) || !slices.Equal(got.Deny, want.Deny) {
+		if got.Mode != want.Mode || !slices.Equal(got.Allow, want.Allow) || !slices.Equal(got.Deny, want.Deny) {
 			t.Errorf("network read back = %+v, want %+v", got, want)
 		}
 	}
 }
 
-// TestNetworkMalformedRefused: the claim's record is input (whoever may
-// patch claims can write it); a malformed one is refused in one line
-// naming the annotation, never read as a looser policy.
+// TestNetworkSealRefused: whoever may patch claims can write the record;
+// one the router key did not seal for this claim and session (rules
+// changed, copied from another claim or session, sealed with another
+// key, of another version, or unsealed as before records were sealed)
+// or none at all is refused, as ErrDead in one line that names no
+// detail (the log has it), never read as another policy or as none.
+func TestNetworkSealRefused(t *testing.T) {
+	const id, uid = "s-1", types.UID("claim-uid")
+	proxy := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.com"}, Deny: []string{"bad.example.com"}}
+	seal := func(key []byte, uid types.UID, id string, n spec.NetworkPolicy) string {
+		t.Helper()
+		v, err := sealNetwork(key, uid, id, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	good := seal(testKey, uid, id, spec.NetworkPolicy{Mode: spec.NetNone})
+	mac, _, _ := strings.Cut(strings.TrimPrefix(good, networkVersion+"."), ".")
+	otherKey := bytes.Repeat([]byte{0x6c}, len(testKey))
+	tests := []struct{ name, value, logged string }{
+		{"none turned into proxy", networkVersion + "." + mac + `.{"mode":"proxy","allow":["*"]}`, errNetworkSeal.Error()},
+		{"a deny rule dropped", networkVersion + "." + hex.EncodeToString(networkSeal(testKey, uid, id, `{"mode":"proxy","allow":["example.com"],"deny":["bad.example.com"]}`)) + `.{"mode":"proxy","allow":["example.com"]}`, errNetworkSeal.Error()},
+		{"another claim's record", seal(testKey, "other-claim", id, proxy), errNetworkSeal.Error()},
+		{"another session's record", seal(testKey, uid, "s-2", proxy), errNetworkSeal.Error()},
+		{"sealed with another key", seal(otherKey, uid, id, proxy), errNetworkSeal.Error()},
+		{"another version", "v2" + strings.TrimPrefix(seal(testKey, uid, id, proxy), networkVersion), "the form Warden writes"},
+		{"unsealed", `{"mode":"proxy","allow":["example.com"]}`, "the form Warden writes"},
+		{"a seal not hex", networkVersion + ".zz." + `{"mode":"none"}`, errNetworkSeal.Error()},
+		{"no rules", networkVersion + "." + mac, "the form Warden writes"},
+		{"none recorded", "", "there is none"},
+	}
+	for _, tt := range tests {
+		var log bytes.Buffer
+		c := &Claimer{cfg: Config{RouterKey: testKey}, log: slog.New(slog.NewTextHandler(&log, nil))}
+		got, err := c.network(&Session{ID: id, Claim: ClaimName(id), claimUID: uid, networkRecord: tt.value})
+		if !errors.Is(err, ErrDead) || !strings.HasSuffix(err.Error(), refusedNetwork) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: network = %+v, %v; want ErrDead in one line ending %q", tt.name, got, err, refusedNetwork)
+		}
+		if !strings.Contains(log.String(), tt.logged) || !strings.Contains(log.String(), ClaimName(id)) {
+			t.Errorf("%s: logged %q, want the claim and %q", tt.name, log.String(), tt.logged)
+		}
+	}
+}
+
+// TestNetworkMalformedRefused: a record is input even under a good seal
+// (a replica of another version may have written it); a malformed one
+// is refused in one line, never read as a looser policy.
 func TestNetworkMalformedRefused(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	tests := []struct {
 		name, value, want string
 	}{
@@ -60,20 +116,14 @@ func TestNetworkMalformedRefused(t *testing.T) {
 		{"an empty list", `{"mode":"proxy","deny":[]}`, "not the canonical form"},
 		{"keys out of order", `{"allow":["example.com"],"mode":"proxy"}`, "not the canonical form"},
 		{"spacing", `{"mode": "none"}`, "not the canonical form"},
+		{"empty", ``, "invalid"},
 	}
 	for _, tt := range tests {
-		c := claimOf(t, goodRequest(), now)
-		c.Annotations[NetworkAnnotation] = tt.value
-		_, err := sessionOf(c)
-		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), NetworkAnnotation) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: sessionOf = %v, want one line naming %s and containing %q", tt.name, err, NetworkAnnotation, tt.want)
+		sealed := networkVersion + "." + hex.EncodeToString(networkSeal(testKey, "u", "s-1", tt.value)) + "." + tt.value
+		_, err := openNetwork(testKey, "u", "s-1", sealed)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: openNetwork = %v, want one line containing %q", tt.name, err, tt.want)
 		}
-	}
-	// A claim made before the record existed had no egress.
-	c := claimOf(t, goodRequest(), now)
-	delete(c.Annotations, NetworkAnnotation)
-	if s, err := sessionOf(c); err != nil || s.Network.Mode != spec.NetNone {
-		t.Errorf("a claim without the record: sessionOf = %+v, %v, want --net none", s, err)
 	}
 }
 

@@ -54,9 +54,12 @@ const (
 	// ReadyAnnotation is when the claim was first seen Ready (RFC 3339).
 	ReadyAnnotation = keyPrefix + "ready"
 	// NetworkAnnotation is the session's network policy as JSON
-	// ({"mode":"proxy","allow":[...],"deny":[...]}), kept current by
-	// SetNetwork, so that a replica re-attaching the session attaches
-	// its egress with the rules in force.
+	// ({"mode":"proxy","allow":[...],"deny":[...]}) sealed with the
+	// router key ("v1.<seal>.<JSON>", sealNetwork), written with the
+	// Pod's record and kept current by SetNetwork, so that a replica
+	// re-attaching the session attaches its egress with the rules in
+	// force. Whoever may patch claims may write it, so its reader checks
+	// the seal.
 	NetworkAnnotation = keyPrefix + "network"
 	// HolderAnnotation is the address of the router replica holding the
 	// session's Pod connection, with its proof (Config.Holder's value,
@@ -138,10 +141,14 @@ type Session struct {
 	// other components can write: the serving replica must still clamp
 	// them with its own spec.Ceilings.
 	Limits spec.Limits
-	// Network is the recorded network policy (NetworkAnnotation), valid
-	// and parsed as the egress proxy parses it; --net none when the
-	// claim records none.
+	// Network is the recorded network policy (NetworkAnnotation), set
+	// by Find and Claim once its seal checked: valid and parsed as the
+	// egress proxy parses it. A listing leaves it zero.
 	Network spec.NetworkPolicy
+
+	// networkRecord is NetworkAnnotation's value as read: unchecked
+	// input until Claimer.network opens it.
+	networkRecord string
 
 	// claimUID is the claim's UID, which Release and Touch require, so
 	// they never act on another claim of the same name.

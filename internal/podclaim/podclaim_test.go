@@ -1,6 +1,7 @@
 package podclaim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,8 +20,12 @@ import (
 	"k8s.io/client-go/rest"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
+	"github.com/warden-sandbox/warden/internal/podinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
+
+// testKey is the tests' router key.
+var testKey = bytes.Repeat([]byte{0x6b}, podinit.MinRouterKey)
 
 // goodRequest is a request check accepts.
 func goodRequest() Request {
@@ -71,11 +76,16 @@ func TestClaimName(t *testing.T) {
 }
 
 // claimOf is the claim newClaim makes for r, as the API server would
-// return it once the claiming replica recorded its Pod.
+// return it once the claiming replica recorded its Pod and network
+// policy (sealed with testKey).
 func claimOf(t *testing.T, r Request, now time.Time) *extv1.SandboxClaim {
 	t.Helper()
 	c, err := newClaim("ns", &r, now)
 	if err != nil {
+		t.Fatal(err)
+	}
+	c.UID = "claim-uid"
+	if c.Annotations[NetworkAnnotation], err = sealNetwork(testKey, c.UID, r.Session, r.Network); err != nil {
 		t.Fatal(err)
 	}
 	c.Annotations[PodAnnotation] = "pod-a/uid-a"
@@ -225,7 +235,7 @@ func TestTouchWritesOncePerInterval(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": extv1.GroupVersion.String(), "kind": "SandboxClaim"})
 	}))
 	defer srv.Close()
-	c, err := New(&rest.Config{Host: srv.URL}, Config{Namespace: "ns", ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
+	c, err := New(&rest.Config{Host: srv.URL}, Config{Namespace: "ns", RouterKey: testKey, ActivityInterval: time.Hour, ReadyTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

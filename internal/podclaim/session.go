@@ -17,13 +17,18 @@ import (
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
+	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/strictjson"
 )
 
 // record finds the Pod of a claim just Ready, checks it is the one the
-// claim reports, and writes it on the claim (one merge patch,
-// conditional on the claim's UID), so that every replica later knows
-// which Pod is the session's.
+// claim reports, and writes it on the claim with the session's network
+// policy n, sealed (one merge patch, conditional on the claim's UID), so
+// that every replica later knows which Pod is the session's and which
+// egress it has. The record is written here, not at the claim's
+// creation, because its seal binds the claim's UID, which the API
+// server gives at creation; no replica attaches a claim whose Pod is
+// not recorded, so none reads a claim without it.
 //
 // The patch carries no resource version, on purpose: agent-sandbox's
 // controller updates every claim once more just after it is Ready, so a
@@ -38,7 +43,7 @@ import (
 // replaced after the record is Find's to report, as at any later time.
 // The patched claim must still name the Sandbox checked, or it is an
 // error.
-func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Session, error) {
+func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim, n spec.NetworkPolicy) (*Session, error) {
 	pod, err := c.claimPod(ctx, claim)
 	if err != nil {
 		return nil, err
@@ -46,16 +51,20 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim) (*Sessi
 	if ip := claim.Status.SandboxStatus.PodIPs[0]; pod.Status.PodIP != ip {
 		return nil, fmt.Errorf("claim %s reports Pod IP %s, but its Pod %s has %q", claim.Name, ip, pod.Name, pod.Status.PodIP)
 	}
-	return c.writePod(ctx, claim, pod)
+	return c.writePod(ctx, claim, pod, n)
 }
 
-// writePod writes pod on claim, unless the claim of that name is
-// another than claim (its uid differs), and is
+// writePod writes pod and the network policy n on claim, unless the
+// claim of that name is another than claim (its uid differs), and is
 // the session the patched claim holds.
-func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod) (*Session, error) {
+func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod, n spec.NetworkPolicy) (*Session, error) {
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
-	notes := map[string]string{PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp}
+	network, err := sealNetwork(c.cfg.RouterKey, claim.UID, claim.Annotations[SessionAnnotation], n)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", claim.Name, err)
+	}
+	notes := map[string]string{PodAnnotation: pod.Name + "/" + string(pod.UID), ReadyAnnotation: stamp, ActiveAnnotation: stamp, NetworkAnnotation: network}
 	if h := c.holder(claim.UID); h != "" {
 		notes[HolderAnnotation] = h
 	}
@@ -77,6 +86,9 @@ func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *
 	c.noteWritten(claim.Name, now)
 	s, err := sessionOf(&patched)
 	if err != nil {
+		return nil, err
+	}
+	if s.Network, err = c.network(s); err != nil {
 		return nil, err
 	}
 	return s, s.setPod(pod)
@@ -198,9 +210,7 @@ func sessionOf(claim *extv1.SandboxClaim) (*Session, error) {
 	if err := s.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, LimitsAnnotation, err)
 	}
-	if s.Network, err = decodeNetwork(a[NetworkAnnotation]); err != nil {
-		return nil, fmt.Errorf("claim %s: annotation %s: %w", claim.Name, NetworkAnnotation, err)
-	}
+	s.networkRecord = a[NetworkAnnotation]
 	return s, s.readPod(claim)
 }
 
@@ -244,6 +254,9 @@ func (c *Claimer) Find(ctx context.Context, owner, id string) (*Session, error) 
 		return nil, err
 	}
 	if err := c.Unrecorded(s); err != nil {
+		return nil, err
+	}
+	if s.Network, err = c.network(s); err != nil {
 		return nil, err
 	}
 	pod, err := c.pods.CoreV1().Pods(c.cfg.Namespace).Get(ctx, s.Pod, metav1.GetOptions{})
@@ -291,13 +304,20 @@ func (c *Claimer) Read(ctx context.Context, owner, id string) (*Session, error) 
 // value, or none) on its claim, one merge patch conditional on the
 // claim's UID: a replica that attached a session another claimed says
 // so, and the others forward to it from then on. A claim gone or
-// replaced is ErrNotFound.
+// replaced is ErrNotFound. A claim that already records this value (as
+// Find read it: a replica re-attaching a session it held before, or
+// none recorded and none to record) is not written: every attach would
+// otherwise cost a PATCH.
 func (c *Claimer) Hold(ctx context.Context, s *Session) error {
 	if s.claimUID == "" {
 		return fmt.Errorf("recording session %q's holder: it has no claim UID: hold what Find or Claim returned", s.ID)
 	}
+	v := c.holder(s.claimUID)
+	if v == s.Holder {
+		return nil
+	}
 	var h any
-	if v := c.holder(s.claimUID); v != "" {
+	if v != "" {
 		h = v
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

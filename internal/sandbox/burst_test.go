@@ -47,7 +47,7 @@ func TestSessionChurnRenewsNoBurst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, _ := m.lookup(owner, info.ID)
+		s, _ := m.lookupCtx(context.Background(), owner, info.ID)
 		got := s.pace.lim.TokensAt(time.Now())
 		if err := m.Delete(context.Background(), owner, info.ID); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // waits (bounded) until the Manager has buried it.
 func killAndBury(t *testing.T, m *Manager, owner, id string) *session {
 	t.Helper()
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(context.Background(), owner, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestDeadSessionShedsWhatOnlyALiveOneNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := m.lookup("alice", info.ID)
+	s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 	s.mu.Lock()
 	s.spec.Network.Allow, s.spec.Network.Deny = []string{"example.org"}, []string{"10.0.0.0/8"}
 	s.mu.Unlock()
@@ -46,8 +46,8 @@ func TestDeadSessionShedsWhatOnlyALiveOneNeeds(t *testing.T) {
 		t.Errorf("dead session kept env of %d entries, allow %q, deny %q; want none", len(env), allow, deny)
 	}
 	time.Sleep(2 * time.Millisecond)
-	_, _ = m.Files("alice", info.ID)
-	if got, _ := m.Get("alice", info.ID); !got.LastUsedAt.Equal(used) {
+	_, _ = m.Files(context.Background(), "alice", info.ID)
+	if got, _ := m.Get(context.Background(), "alice", info.ID); !got.LastUsedAt.Equal(used) {
 		t.Errorf("LastUsedAt after Files() on a dead session = %v, want %v (unchanged)", got.LastUsedAt, used)
 	}
 }
@@ -74,11 +74,11 @@ func TestDeadSessionWithoutFilesExpires(t *testing.T) {
 	died := s.diedAt
 	s.mu.Unlock()
 	m.reap(died.Add(deadGrace - time.Second))
-	if _, err := m.Get("alice", info.ID); err != nil {
+	if _, err := m.Get(context.Background(), "alice", info.ID); err != nil {
 		t.Fatalf("Get() before the grace is over = %v, want the dead session", err)
 	}
 	m.reap(died.Add(deadGrace))
-	if !waitUntil(func() bool { _, err := m.Get("alice", info.ID); return err != nil }) {
+	if !waitUntil(func() bool { _, err := m.Get(context.Background(), "alice", info.ID); return err != nil }) {
 		t.Fatalf("dead session without files still there %v after it died", deadGrace)
 	}
 	m.reap(died.Add(2 * deadGrace))
@@ -106,7 +106,7 @@ func TestDeadSessionsPerOwnerAreCapped(t *testing.T) {
 		t.Fatalf("alice holds %d dead sessions, want at most %d", m.CountsOf("alice")[StateDead], maxDeadPerOwner)
 	}
 	for i, id := range ids {
-		_, err := m.Get("alice", id)
+		_, err := m.Get(context.Background(), "alice", id)
 		if kept, want := err == nil, i >= 3; kept != want {
 			t.Errorf("session %d of %d kept = %v, want %v (the oldest go first)", i, len(ids), kept, want)
 		}

@@ -61,19 +61,19 @@ func TestDiedSessionAnswersDeadAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := m.lookup("alice", info.ID)
+	s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 	box := s.box.(*fakeBox)
 	const cause = "its init ended (signal: killed)"
 	box.err = causeError{cause}
 	_ = box.Close() // the sandbox dies on its own
-	if got, err := m.Get("alice", info.ID); err != nil || got.State != StateDead || !strings.Contains(got.Reason, cause) {
+	if got, err := m.Get(context.Background(), "alice", info.ID); err != nil || got.State != StateDead || !strings.Contains(got.Reason, cause) {
 		t.Errorf("Get() right after the sandbox died = %+v, %v; want dead, the reason naming %q", got, err, cause)
 	}
 	_, err = m.Exec(ctx, "alice", info.ID, ExecRequest{Command: []string{"true"}}, Stream{})
 	if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), cause) {
 		t.Errorf("Exec() right after the sandbox died = %v, want ErrDead naming %q", err, cause)
 	}
-	if _, err := m.SetNetwork("alice", info.ID, []string{"example.org"}, nil); !errors.Is(err, ErrDead) {
+	if _, err := m.SetNetwork(context.Background(), "alice", info.ID, []string{"example.org"}, nil); !errors.Is(err, ErrDead) {
 		t.Errorf("SetNetwork() right after the sandbox died = %v, want ErrDead", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -94,7 +94,7 @@ func TestDiedSessionAnswersDeadAtOnce(t *testing.T) {
 	if err := m.Delete(ctx, "alice", info.ID); err != nil {
 		t.Errorf("Delete() of the dead session = %v", err)
 	}
-	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(context.Background(), "alice", info.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get() after Delete() = %v, want ErrNotFound", err)
 	}
 }

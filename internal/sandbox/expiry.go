@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -12,9 +13,10 @@ import (
 // the time of the call). The session's longest life still holds: it
 // cannot be moved past its creation plus MaxTTL (--max-ttl), so a client
 // cannot keep a session alive beyond what the operator allows by calling
-// again. Another owner's session answers ErrNotFound.
-func (m *Manager) SetExpiry(owner, id string, ttl time.Duration) (Info, error) {
-	s, err := m.lookup(owner, id)
+// again. Another owner's session answers ErrNotFound. ctx ends the
+// wait for the attach of a session another server holds.
+func (m *Manager) SetExpiry(ctx context.Context, owner, id string, ttl time.Duration) (Info, error) {
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return Info{}, err
 	}

@@ -41,7 +41,7 @@ func TestSetExpiry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := time.Now()
-			got, err := m.SetExpiry(tt.owner, tt.id, tt.ttl)
+			got, err := m.SetExpiry(context.Background(), tt.owner, tt.id, tt.ttl)
 			after := time.Now()
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("SetExpiry(%s, %v) = %v, want %v", tt.owner, tt.ttl, err, tt.want)
@@ -52,7 +52,7 @@ func TestSetExpiry(t *testing.T) {
 			if got.ExpiresAt.Before(before.Add(tt.ttl)) || got.ExpiresAt.After(after.Add(tt.ttl)) {
 				t.Errorf("expires at %v, want %v from the call (%v..%v)", got.ExpiresAt, tt.ttl, before.Add(tt.ttl), after.Add(tt.ttl))
 			}
-			if now, _ := m.Get("alice", info.ID); !now.ExpiresAt.Equal(got.ExpiresAt) {
+			if now, _ := m.Get(context.Background(), "alice", info.ID); !now.ExpiresAt.Equal(got.ExpiresAt) {
 				t.Errorf("Get says expires at %v, SetExpiry said %v", now.ExpiresAt, got.ExpiresAt)
 			}
 		})
@@ -67,7 +67,7 @@ func TestSetExpiryReaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.SetExpiry("alice", info.ID, 20*time.Millisecond); err != nil {
+	if _, err := m.SetExpiry(context.Background(), "alice", info.ID, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

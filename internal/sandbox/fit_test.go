@@ -173,7 +173,7 @@ func TestRevivedSessionsGetTheCaps(t *testing.T) {
 	a.ExpiresAt, a.IdleTimeout = a.CreatedAt.Add(48*time.Hour), 24*time.Hour
 	st.records[a.ID] = a
 	m, _ := newStoreManager(t, st, Config{MaxTTL: time.Hour, MaxIdle: time.Minute})
-	s, err := m.lookup("alice", a.ID)
+	s, err := m.lookupCtx(context.Background(), "alice", a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,18 +71,19 @@ func (s *session) roomForInterpreter(name string) error {
 // does not count against the session's named interpreters. A run in
 // progress on it ends as a restarted interpreter. One never used is
 // nothing to reset and no error; a session that is dead or ending answers
-// why. A paused session is resumed first, as an exec resumes it.
-func (m *Manager) ResetInterpreter(owner, id, language, name string) error {
+// why. A paused session is resumed first, as an exec resumes it. ctx
+// ends the waits for an attach and a resume.
+func (m *Manager) ResetInterpreter(ctx context.Context, owner, id, language, name string) error {
 	if err := validInterpreterName(name); err != nil {
 		return err
 	}
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return err
 	}
 	// Ending the interpreter needs its box running: in a frozen one it
 	// could not end, and the reset would wait out its exit grace.
-	ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
+	ctx, cancel := context.WithTimeout(ctx, resumeWait)
 	defer cancel()
 	if err := m.resumeIfPaused(ctx, s); err != nil {
 		return err

@@ -65,7 +65,7 @@ func TestNamedInterpretersAreSeparate(t *testing.T) {
 			t.Errorf("interpreter %q ran %q, want %q", name, got, want)
 		}
 	}
-	if err := m.ResetInterpreter("alice", info.ID, "bash", "a"); err != nil {
+	if err := m.ResetInterpreter(context.Background(), "alice", info.ID, "bash", "a"); err != nil {
 		t.Fatalf("ResetInterpreter(a) = %v", err)
 	}
 	if !fakes["a"].closed || fakes[""].closed {
@@ -77,10 +77,10 @@ func TestNamedInterpretersAreSeparate(t *testing.T) {
 	if kept {
 		t.Errorf("a reset interpreter is still kept; want it forgotten so the next exec starts afresh")
 	}
-	if err := m.ResetInterpreter("alice", info.ID, "bash", "never-used"); err != nil {
+	if err := m.ResetInterpreter(context.Background(), "alice", info.ID, "bash", "never-used"); err != nil {
 		t.Errorf("resetting an interpreter never used = %v, want nil", err)
 	}
-	if err := m.ResetInterpreter("bob", info.ID, "bash", ""); !errors.Is(err, ErrNotFound) {
+	if err := m.ResetInterpreter(context.Background(), "bob", info.ID, "bash", ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another owner's reset = %v, want ErrNotFound", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestInterpreterNamesAreChecked(t *testing.T) {
 			t.Errorf("exec %+v = %v, want ErrInvalid", req, err)
 		}
 	}
-	if err := m.ResetInterpreter("alice", info.ID, "bash", "../x"); !errors.Is(err, spec.ErrInvalid) {
+	if err := m.ResetInterpreter(context.Background(), "alice", info.ID, "bash", "../x"); !errors.Is(err, spec.ErrInvalid) {
 		t.Errorf("reset of a bad name = %v, want ErrInvalid", err)
 	}
 	s.mu.Lock()

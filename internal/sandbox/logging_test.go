@@ -61,7 +61,7 @@ func TestCleanupFailureIsLogged(t *testing.T) {
 		}},
 		{"manager close", func(m *Manager, _ string) { m.Close() }},
 		{"died", func(m *Manager, id string) {
-			s, _ := m.lookup("alice", id)
+			s, _ := m.lookupCtx(context.Background(), "alice", id)
 			m.buryDied(s)
 		}},
 	}
@@ -73,7 +73,7 @@ func TestCleanupFailureIsLogged(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Create() = %v", tt.name, err)
 		}
-		s, _ := m.lookup("alice", info.ID)
+		s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 		s.box.(*fakeBox).closeErr = left
 		tt.end(m, info.ID)
 		warned := warnings(buf.records(t))

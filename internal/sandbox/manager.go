@@ -199,9 +199,12 @@ type Manager struct {
 	// its Lists (apart, so that listings cannot starve lookups), and
 	// missing holds when each owner's id Find last answered ErrNotFound
 	// (see remoteMissing): one tenant's bogus ids cost the shared store
-	// little.
-	finds, lists chan struct{}
-	missing      map[string]time.Time
+	// little. findsBy and listsBy count each owner's slots of finds and
+	// lists taken, against its share (remoteFindsPerKey,
+	// remoteListsPerKey).
+	finds, lists     chan struct{}
+	findsBy, listsBy map[string]int
+	missing          map[string]time.Time
 
 	// poolSpec is what the pool builds: the default limits, no network.
 	poolSpec spec.Spec
@@ -241,6 +244,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
 		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]*adoption{},
 		finds: make(chan struct{}, remoteFinds), lists: make(chan struct{}, remoteLists), missing: map[string]time.Time{},
+		findsBy: map[string]int{}, listsBy: map[string]int{},
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}
@@ -524,20 +528,14 @@ func madeByNewID(id string) bool {
 	return true
 }
 
-// lookup finds owner's session; another owner's answers ErrNotFound, the
-// same as one that does not exist.
+// lookupCtx finds owner's session; another owner's answers
+// ErrNotFound, the same as one that does not exist.
 //
 // On a RemoteBackend a session this Manager does not hold may be held
 // by the backend's store (another server made it, or this one before a
-// restart): it is attached and held from then on.
-func (m *Manager) lookup(owner, id string) (*session, error) {
-	return m.lookupCtx(context.Background(), owner, id)
-}
-
-// lookupCtx is lookup for a request with a context: ctx ends the
-// request's wait for the attach of a session another server holds,
-// never the attach itself, which concurrent requests for the session
-// share.
+// restart): it is attached and held from then on. ctx ends the
+// request's wait for that attach, never the attach itself, which
+// concurrent requests for the session share.
 func (m *Manager) lookupCtx(ctx context.Context, owner, id string) (*session, error) {
 	m.mu.Lock()
 	s, ok := m.sessions[id]
@@ -637,9 +635,10 @@ func (m *Manager) Holds(owner, id string) bool {
 	return err == nil
 }
 
-// Get returns what is known of a session.
-func (m *Manager) Get(owner, id string) (Info, error) {
-	s, err := m.lookup(owner, id)
+// Get returns what is known of a session; ctx ends the wait for the
+// attach of a session another server holds.
+func (m *Manager) Get(ctx context.Context, owner, id string) (Info, error) {
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return Info{}, err
 	}
@@ -794,9 +793,10 @@ func (m *Manager) Exec(ctx context.Context, owner, id string, req ExecRequest, l
 
 // SetNetwork replaces the allow and deny rules of owner's session, which
 // must have been made with the egress proxy; a paused session stays
-// paused.
-func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, error) {
-	s, err := m.lookup(owner, id)
+// paused. ctx ends the wait for the attach of a session another server
+// holds.
+func (m *Manager) SetNetwork(ctx context.Context, owner, id string, allow, deny []string) (Info, error) {
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return Info{}, err
 	}
@@ -826,18 +826,20 @@ func (m *Manager) SetNetwork(owner, id string, allow, deny []string) (Info, erro
 	return s.info(), nil
 }
 
-// NetworkEvents are the egress proxy's decisions for owner's session.
-func (m *Manager) NetworkEvents(owner, id string) ([]spec.NetworkEvent, error) {
-	s, err := m.lookup(owner, id)
+// NetworkEvents are the egress proxy's decisions for owner's session;
+// ctx ends the wait for the attach of a session another server holds.
+func (m *Manager) NetworkEvents(ctx context.Context, owner, id string) ([]spec.NetworkEvent, error) {
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
 	return s.currentBox().NetworkEvents(), nil
 }
 
-// Files opens owner's session's /workspace for host-side access.
-func (m *Manager) Files(owner, id string) (workspace.Files, error) {
-	s, err := m.lookup(owner, id)
+// Files opens owner's session's /workspace for host-side access; ctx
+// ends the waits for an attach and a resume.
+func (m *Manager) Files(ctx context.Context, owner, id string) (workspace.Files, error) {
+	s, err := m.lookupCtx(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -847,7 +849,7 @@ func (m *Manager) Files(owner, id string) (workspace.Files, error) {
 	// its frozen agent could not answer.
 	switch state := s.currentState(); {
 	case state == StatePaused && s.remoteFiles():
-		ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
+		ctx, cancel := context.WithTimeout(ctx, resumeWait)
 		defer cancel()
 		// paid as the Resume API and an exec pay, so pausing and then
 		// asking for a file cannot cycle a box at half the cost
@@ -858,7 +860,7 @@ func (m *Manager) Files(owner, id string) (workspace.Files, error) {
 			return nil, err
 		}
 	case state == StateSnapshotted:
-		ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
+		ctx, cancel := context.WithTimeout(ctx, resumeWait)
 		defer cancel()
 		if err := m.resumeSnapshot(ctx, s); err != nil {
 			return nil, err

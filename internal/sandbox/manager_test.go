@@ -163,7 +163,7 @@ func sessionOf(t *testing.T, m *Manager, owner string) (Info, *session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.lookup(owner, info.ID)
+	s, err := m.lookupCtx(context.Background(), owner, info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +188,10 @@ func TestManagerLifecycle(t *testing.T) {
 	if err != nil || r.Stdout != "echo hi" {
 		t.Errorf("Exec() = %+v, %v; want the command run", r, err)
 	}
-	if got, _ := m.Get("alice", info.ID); got.Execs != 1 || got.State != StateReady {
+	if got, _ := m.Get(context.Background(), "alice", info.ID); got.Execs != 1 || got.State != StateReady {
 		t.Errorf("after one exec Get() = %+v, want 1 exec, ready", got)
 	}
-	if _, err := m.Get("bob", info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(context.Background(), "bob", info.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another owner's Get() = %v, want ErrNotFound", err)
 	}
 	if err := m.Delete(ctx, "bob", info.ID); !errors.Is(err, ErrNotFound) {
@@ -203,7 +203,7 @@ func TestManagerLifecycle(t *testing.T) {
 	if err := m.Delete(ctx, "alice", info.ID); err != nil {
 		t.Fatalf("Delete() = %v", err)
 	}
-	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(context.Background(), "alice", info.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get() after Delete = %v, want ErrNotFound", err)
 	}
 	if b.alive() != 0 {
@@ -224,7 +224,7 @@ func TestManagerLimitAndBusy(t *testing.T) {
 	if _, err := m.Run(ctx, "alice", defaultOptions(), ExecRequest{Command: []string{"true"}}, Stream{}); !errors.Is(err, ErrTooMany) {
 		t.Errorf("Run() at the limit = %v, want ErrTooMany", err)
 	}
-	s, _ := m.lookup("alice", info.ID)
+	s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 	box := s.box.(*fakeBox)
 	box.block = make(chan struct{})
 	started := make(chan struct{})
@@ -276,7 +276,7 @@ func TestManagerReaper(t *testing.T) {
 		}
 	}
 	died, _ := m.Create(ctx, "carol", defaultOptions())
-	s, _ := m.lookup("carol", died.ID)
+	s, _ := m.lookupCtx(context.Background(), "carol", died.ID)
 	_ = s.box.Close()
 	left := func() int { return len(m.List("alice")) + len(m.List("bob")) }
 	dead := func() bool { c := m.List("carol"); return len(c) == 1 && c[0].State == StateDead }

@@ -171,7 +171,7 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 			<-done
 			stepHook = nil
 			m2 := memManager(t, x, mb, true)
-			info, err := m2.Get("o", in.ID)
+			info, err := m2.Get(context.Background(), "o", in.ID)
 			if err != nil || info.State != tc.want {
 				t.Fatalf("after a crash at %s: state %s (%v), want %s", tc.step, info.State, err, tc.want)
 			}
@@ -206,7 +206,7 @@ func TestMemorySnapshotRefusesBusySession(t *testing.T) {
 	m := memManager(t, x, &memBackend{fsBackend: x.b}, true)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "state")
-	s, err := m.lookup("o", in.ID)
+	s, err := m.lookupCtx(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestMemorySnapshotRefusesBusySession(t *testing.T) {
 	if names := snapshotNames(t, x.snaps); len(names) != 0 || box.isPaused() {
 		t.Errorf("after a refused snapshot: snapshots %v, paused %v; want none, running", names, box.isPaused())
 	}
-	if info, err := m.Get("o", in.ID); err != nil || info.State != StateReady {
+	if info, err := m.Get(context.Background(), "o", in.ID); err != nil || info.State != StateReady {
 		t.Errorf("session after a refused snapshot: %v, %v; want ready", info.State, err)
 	}
 }

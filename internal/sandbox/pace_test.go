@@ -110,7 +110,7 @@ func TestExecPacedByQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := m.lookup("alice", info.ID)
+	s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 	var clock fakeClock
 	clock.install(s.pace)
 	burst := minExecBurst / commandExecCost
@@ -131,7 +131,7 @@ func TestExecPacedByQuota(t *testing.T) {
 	if ran[1] == "past the burst" {
 		t.Error("the exec past the burst ran without waiting")
 	}
-	if got, _ := m.Get("alice", info.ID); got.State != StateReady || got.Execs != int64(burst) {
+	if got, _ := m.Get(context.Background(), "alice", info.ID); got.State != StateReady || got.Execs != int64(burst) {
 		t.Errorf("session after a refused exec = %s with %d execs, want ready with %d", got.State, got.Execs, burst)
 	}
 	r, err := m.Exec(context.Background(), "alice", info.ID, ExecRequest{Command: []string{"true", "queued"}}, Stream{})

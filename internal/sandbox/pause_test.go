@@ -14,7 +14,7 @@ import (
 // boxOf is the fake box of owner's session id.
 func boxOf(t *testing.T, m *Manager, owner, id string) *fakeBox {
 	t.Helper()
-	s, err := m.lookup(owner, id)
+	s, err := m.lookupCtx(context.Background(), owner, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestExecResumesPausedSession(t *testing.T) {
 	if err != nil || r.Stdout != "echo hi" {
 		t.Fatalf("Exec() on a paused session = %+v, %v; want it run", r, err)
 	}
-	if got, _ := m.Get("alice", info.ID); got.State != StateReady || boxOf(t, m, "alice", info.ID).isPaused() {
+	if got, _ := m.Get(context.Background(), "alice", info.ID); got.State != StateReady || boxOf(t, m, "alice", info.ID).isPaused() {
 		t.Errorf("after the exec: state %s, box paused %v; want ready and running", got.State, boxOf(t, m, "alice", info.ID).isPaused())
 	}
 }
@@ -108,13 +108,13 @@ func TestPausedSessionHoldsNoRunSlot(t *testing.T) {
 	if _, err := m.Pause(ctx, "alice", second.ID); !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "--max-paused") {
 		t.Errorf("Pause() past --max-paused = %v; want ErrTooMany naming the flag", err)
 	}
-	if got, _ := m.Get("alice", second.ID); got.State != StateReady {
+	if got, _ := m.Get(context.Background(), "alice", second.ID); got.State != StateReady {
 		t.Errorf("refused pause left the session %s, want ready", got.State)
 	}
 	if _, err := m.Resume(ctx, "alice", first.ID); !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "--max-sessions") {
 		t.Errorf("Resume() with every run slot taken = %v; want ErrTooMany naming --max-sessions", err)
 	}
-	if got, _ := m.Get("alice", first.ID); got.State != StatePaused {
+	if got, _ := m.Get(context.Background(), "alice", first.ID); got.State != StatePaused {
 		t.Errorf("refused resume left the session %s, want paused", got.State)
 	}
 	if err := m.Delete(ctx, "alice", second.ID); err != nil {
@@ -163,7 +163,7 @@ func TestPausedSessionTimers(t *testing.T) {
 	// Idle thirty times over: a paused session's idle timer is stopped,
 	// so the reaper picks nothing (it starts no end to wait for).
 	m.reap(time.Now().Add(30 * time.Minute))
-	if got, err := m.Get("alice", info.ID); err != nil || got.State != StatePaused {
+	if got, err := m.Get(context.Background(), "alice", info.ID); err != nil || got.State != StatePaused {
 		t.Fatalf("after its idle timeout: %+v, %v; want still paused", got, err)
 	}
 	m.reap(time.Now().Add(2 * time.Hour))
@@ -195,7 +195,7 @@ func TestAutoPause(t *testing.T) {
 	settled := waitUntil(func() bool {
 		paused, gone = 0, 0
 		for _, id := range []string{first.ID, second.ID} {
-			got, err := m.Get("alice", id)
+			got, err := m.Get(context.Background(), "alice", id)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				gone++
@@ -222,7 +222,7 @@ func TestPauseFailureLeavesSessionReady(t *testing.T) {
 	if _, err := m.Pause(ctx, "alice", info.ID); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Pause() on a box that cannot = %v, want ErrUnsupported", err)
 	}
-	if got, _ := m.Get("alice", info.ID); got.State != StateReady {
+	if got, _ := m.Get(context.Background(), "alice", info.ID); got.State != StateReady {
 		t.Errorf("state after a failed pause = %s, want ready", got.State)
 	}
 	box.pauseErr = nil
@@ -251,7 +251,7 @@ func TestPausedSessionRecord(t *testing.T) {
 	// A server that crashed with the session paused: the next finds it dead.
 	again := NewManager(&fakeBackend{}, Config{ReapEvery: time.Hour, Store: st})
 	defer again.Close()
-	got, err := again.Get("alice", info.ID)
+	got, err := again.Get(context.Background(), "alice", info.ID)
 	if err != nil || got.State != StateDead || !strings.Contains(got.Reason, "while the session was paused") {
 		t.Errorf("recovered paused session = %+v, %v; want dead, saying it was paused", got, err)
 	}
@@ -300,7 +300,7 @@ func TestPauseStateUnknownEndsSession(t *testing.T) {
 			if !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "unknown state") {
 				t.Errorf("got %v, want ErrDead naming the unknown state", err)
 			}
-			if got, _ := m.Get("alice", info.ID); got.State != StateDead {
+			if got, _ := m.Get(context.Background(), "alice", info.ID); got.State != StateDead {
 				t.Errorf("state = %s, want dead", got.State)
 			}
 			if _, err := m.Create(context.Background(), "alice", defaultOptions()); err != nil {
@@ -373,7 +373,7 @@ func TestSetNetworkLeavesPausedSession(t *testing.T) {
 	if _, err := m.Pause(context.Background(), "alice", info.ID); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.SetNetwork("alice", info.ID, []string{"example.com"}, nil)
+	got, err := m.SetNetwork(context.Background(), "alice", info.ID, []string{"example.com"}, nil)
 	if err != nil || got.State != StatePaused || !boxOf(t, m, "alice", info.ID).isPaused() {
 		t.Errorf("SetNetwork() on a paused session = %+v, %v; want it left paused", got, err)
 	}
@@ -400,7 +400,7 @@ func TestAutoPauseFailure(t *testing.T) {
 			if got := m.autoPause(s); got != tc.wantEnd {
 				t.Errorf("autoPause() says end %v, want %v", got, tc.wantEnd)
 			}
-			if got, _ := m.Get("alice", info.ID); got.State != StateReady {
+			if got, _ := m.Get(context.Background(), "alice", info.ID); got.State != StateReady {
 				t.Errorf("state after the failed auto-pause = %s, want ready", got.State)
 			}
 		})

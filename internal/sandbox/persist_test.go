@@ -198,27 +198,27 @@ func TestRecoveredSessionsAreDead(t *testing.T) {
 		t.Errorf("Recovered() = %+v, want 2 sessions, 1 lost, 1 dropped", r)
 	}
 	ctx := context.Background()
-	got, err := m.Get("alice", a.ID)
+	got, err := m.Get(context.Background(), "alice", a.ID)
 	if err != nil || got.State != StateDead || !strings.Contains(got.Reason, "pid 4242") {
 		t.Errorf("Get(alice) = %+v, %v; want dead, the reason naming pid 4242", got, err)
 	}
-	if _, err := m.Get("bob", a.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(context.Background(), "bob", a.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's Get of alice's session = %v, want ErrNotFound", err)
 	}
 	var dead *DeadError
 	if _, err := m.Exec(ctx, "alice", a.ID, ExecRequest{Command: []string{"true"}}, Stream{}); !errors.As(err, &dead) || !dead.FilesKept {
 		t.Errorf("Exec() in a dead session with a kept workspace = %v, want a DeadError with FilesKept", err)
 	}
-	if _, err := m.SetNetwork("alice", a.ID, nil, nil); !errors.Is(err, ErrDead) {
+	if _, err := m.SetNetwork(context.Background(), "alice", a.ID, nil, nil); !errors.Is(err, ErrDead) {
 		t.Errorf("SetNetwork() of a dead session = %v, want ErrDead", err)
 	}
 	if !st.sealed[a.Workspace] {
 		t.Error("the kept workspace was not sealed read-only")
 	}
-	if bob, _ := m.Get("bob", b.ID); !strings.Contains(bob.Reason, "lost") {
+	if bob, _ := m.Get(context.Background(), "bob", b.ID); !strings.Contains(bob.Reason, "lost") {
 		t.Errorf("bob's reason = %q, want it to say the workspace was lost", bob.Reason)
 	}
-	if _, err := m.Files("bob", b.ID); !errors.Is(err, ErrDead) {
+	if _, err := m.Files(context.Background(), "bob", b.ID); !errors.Is(err, ErrDead) {
 		t.Errorf("Files() of a lost workspace = %v, want ErrDead", err)
 	}
 	if st.records[a.ID].DiedAt.IsZero() {
@@ -249,7 +249,7 @@ func TestRecoveredWorkspaceIsReadable(t *testing.T) {
 		}
 	}
 	m, _ := newStoreManager(t, st, Config{})
-	dir, err := m.Files("alice", a.ID)
+	dir, err := m.Files(context.Background(), "alice", a.ID)
 	if err != nil {
 		t.Fatalf("Files() of a dead session = %v", err)
 	}
@@ -271,7 +271,7 @@ func TestDeadSessionsExpire(t *testing.T) {
 	m, _ := newStoreManager(t, st, Config{ReapEvery: 5 * time.Millisecond})
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := m.Get("alice", a.ID); errors.Is(err, ErrNotFound) {
+		if _, err := m.Get(context.Background(), "alice", a.ID); errors.Is(err, ErrNotFound) {
 			if _, ok := st.records[a.ID]; ok {
 				t.Error("the expired dead session's record is still in the store")
 			}
@@ -290,7 +290,7 @@ func TestDiedSessionIsBuried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := m.lookup("alice", info.ID)
+	s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 	s.box.(*fakeBox).err = errors.New("its init was killed by SIGKILL")
 	_ = s.box.Close() // the sandbox dies on its own
 	// Burial gives back the slot last: a Create succeeds once it is done.
@@ -305,7 +305,7 @@ func TestDiedSessionIsBuried(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	got, err := m.Get("alice", info.ID)
+	got, err := m.Get(context.Background(), "alice", info.ID)
 	if err != nil || got.State != StateDead || !strings.Contains(got.Reason, "its init was killed by SIGKILL") {
 		t.Fatalf("Get() after the sandbox died = %+v, %v; want dead with the box's cause as reason", got, err)
 	}
@@ -387,7 +387,7 @@ func TestRecoveryRemovesRecordsOfDeletedSessions(t *testing.T) {
 	if r := m.Recovered(); r.Stale != 1 || r.Sessions != 1 {
 		t.Errorf("Recovered() = %+v, want 1 stale record removed and 1 session", r)
 	}
-	if _, err := m.Get("alice", a.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(context.Background(), "alice", a.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a session deleted before the crash came back: Get() = %v", err)
 	}
 	if _, ok := st.records[a.ID]; ok {

@@ -84,6 +84,10 @@ func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("listing this key's sessions across the servers: %w", err)
 	}
+	if !m.takeShare(m.listsBy, owner, remoteListsPerKey) {
+		return nil, fmt.Errorf("%w: listing this key's sessions across the servers: this key has %d listing under way, its share; retry once it ends", ErrBusy, remoteListsPerKey)
+	}
+	defer m.giveShare(m.listsBy, owner)
 	select {
 	case m.lists <- struct{}{}:
 	case <-ctx.Done():
@@ -266,10 +270,20 @@ func (m *Manager) cleanedUpBox(id string, err error) {
 const (
 	// remoteFinds bounds the Finds under way at once.
 	remoteFinds = 16
+	// remoteFindsPerKey is one key's share of remoteFinds: a Find holds
+	// its slot through the Pod's attach (seconds when the Pod is busy),
+	// so without a share one tenant's requests for sessions held
+	// elsewhere could take every slot and leave every other tenant's
+	// lookups busy. Past it, that key's lookups alone are busy.
+	remoteFindsPerKey = remoteFinds / 4
 	// remoteLists bounds the Lists under way at once, apart from
 	// remoteFinds: however many listings tenants keep open, the lookups
 	// that attaches need keep their slots.
 	remoteLists = 2
+	// remoteListsPerKey is one key's share of remoteLists: each listing
+	// is a LIST of the shared store, and one key must leave the other
+	// slot to the rest.
+	remoteListsPerKey = 1
 	// missingFor is how long an id Find answered ErrNotFound is answered
 	// so without asking again: ids are random, so none appears later.
 	missingFor = 10 * time.Second
@@ -332,8 +346,13 @@ func (m *Manager) GuardLookup(ctx context.Context, owner, id string, look func(c
 }
 
 // bounded runs look in one of the remoteFinds slots, busy when none
-// frees before ctx ends, and remembers an id it finds missing.
+// frees before ctx ends or owner holds its share of them
+// (remoteFindsPerKey), and remembers an id it finds missing.
 func (m *Manager) bounded(ctx context.Context, owner, id string, look func(context.Context) error) error {
+	if !m.takeShare(m.findsBy, owner, remoteFindsPerKey) {
+		return fmt.Errorf("%w: session %q: this key has %d lookups of sessions this server does not hold under way, its share of the server's %d; retry shortly", ErrBusy, id, remoteFindsPerKey, remoteFinds)
+	}
+	defer m.giveShare(m.findsBy, owner)
 	select {
 	case m.finds <- struct{}{}:
 	case <-ctx.Done():
@@ -345,4 +364,25 @@ func (m *Manager) bounded(ctx context.Context, owner, id string, look func(conte
 		m.noteMissing(owner, id)
 	}
 	return err
+}
+
+// takeShare counts one of owner's slots in by (findsBy, listsBy),
+// false when owner holds most already.
+func (m *Manager) takeShare(by map[string]int, owner string, most int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if by[owner] >= most {
+		return false
+	}
+	by[owner]++
+	return true
+}
+
+// giveShare gives back one of owner's slots counted in by.
+func (m *Manager) giveShare(by map[string]int, owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if by[owner]--; by[owner] <= 0 {
+		delete(by, owner)
+	}
 }

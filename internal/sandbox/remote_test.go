@@ -152,7 +152,7 @@ func TestRemoteAdoptKeepsNetwork(t *testing.T) {
 		if want.Mode == "" {
 			want.Mode = spec.NetNone
 		}
-		got, err := b.Get("alice", info.ID)
+		got, err := b.Get(context.Background(), "alice", info.ID)
 		if err != nil || got.Network.Mode != want.Mode || !slices.Equal(got.Network.Allow, want.Allow) || !slices.Equal(got.Network.Deny, want.Deny) {
 			t.Errorf("the adopting Manager's Get: network %+v, %v; want %+v", got.Network, err, want)
 		}
@@ -188,10 +188,10 @@ func TestRemoteSessions(t *testing.T) {
 	if rec.Idle != 5*time.Second {
 		t.Errorf("a 5s session's recorded idle timeout: got %v, want it lowered to the TTL", rec.Idle)
 	}
-	if _, err := b.Get("bob", info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := b.Get(context.Background(), "bob", info.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another owner's Get on the second Manager: got %v, want ErrNotFound", err)
 	}
-	got, err := b.Get("alice", info.ID)
+	got, err := b.Get(context.Background(), "alice", info.ID)
 	if err != nil || got.ID != info.ID || got.IdleTimeout != time.Minute {
 		t.Fatalf("the second Manager's Get: got %+v, %v, want the session with idle 1m", got, err)
 	}
@@ -237,7 +237,7 @@ func TestRemoteRefusals(t *testing.T) {
 	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Fork: got %v, want ErrUnsupported", err)
 	}
-	files, err := m.Files("alice", info.ID)
+	files, err := m.Files(context.Background(), "alice", info.ID)
 	if err != nil {
 		t.Fatalf("Files: got %v, want the box's agent's files", err)
 	}
@@ -289,7 +289,7 @@ func TestRemoteAdoptOnce(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := b.Get("alice", info.ID)
+			_, err := b.Get(context.Background(), "alice", info.ID)
 			errs <- err
 		}()
 	}
@@ -327,7 +327,7 @@ func TestRemoteAdoptCancel(t *testing.T) {
 	store.waitFind(t)
 	waiter := make(chan error, 1)
 	go func() {
-		_, err := b.Get("alice", info.ID)
+		_, err := b.Get(context.Background(), "alice", info.ID)
 		waiter <- err
 	}()
 	cancel()
@@ -374,7 +374,7 @@ func TestRemoteLookupBounds(t *testing.T) {
 		{unknown, 1},
 		{unknown, 1}, // remembered as missing
 	} {
-		if _, err := m.Get("alice", c.id); !errors.Is(err, ErrNotFound) {
+		if _, err := m.Get(context.Background(), "alice", c.id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Get(%q): got %v, want ErrNotFound", c.id, err)
 		}
 		if got := finds(); got != c.wantFinds {
@@ -423,7 +423,7 @@ func TestGuardLookup(t *testing.T) {
 			t.Errorf("after GuardLookup(%q): got %d lookups, want %d", c.id, looks, c.wantLooks)
 		}
 	}
-	if _, err := m.Get("alice", unknown); !errors.Is(err, ErrNotFound) || store.finds != 0 {
+	if _, err := m.Get(context.Background(), "alice", unknown); !errors.Is(err, ErrNotFound) || store.finds != 0 {
 		t.Errorf("Get of the id GuardLookup found missing: got %v after %d Finds, want ErrNotFound without a Find", err, store.finds)
 	}
 	for range remoteFinds {
@@ -456,7 +456,7 @@ func TestRemoteDeleteReleasesFirst(t *testing.T) {
 		defer store.mu.Unlock()
 		return store.releasing > 0
 	})
-	if got, err := m.Get("alice", info.ID); err == nil && got.State == StateReady {
+	if got, err := m.Get(context.Background(), "alice", info.ID); err == nil && got.State == StateReady {
 		t.Errorf("Get during the release: got %s, want the session stopping or gone", got.State)
 	}
 	store.mu.Lock()
@@ -468,7 +468,7 @@ func TestRemoteDeleteReleasesFirst(t *testing.T) {
 	if err := <-deleted; err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if _, err := m.Get("alice", info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(context.Background(), "alice", info.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get after Delete: got %v, want ErrNotFound", err)
 	}
 }
@@ -485,7 +485,7 @@ func TestRemoteAdoptFailureShared(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
-			_, err := m.Get("alice", id)
+			_, err := m.Get(context.Background(), "alice", id)
 			errs <- err
 		}()
 	}
@@ -535,7 +535,7 @@ func TestRemoteAdoptTakesNoStart(t *testing.T) {
 			t.Fatalf("Create: %v", err)
 		}
 	}
-	if _, err := b.Get("alice", info.ID); err != nil {
+	if _, err := b.Get(context.Background(), "alice", info.ID); err != nil {
 		t.Errorf("attaching a session another server started, with the key's starts used up: got %v, want it attached", err)
 	}
 }
@@ -626,5 +626,116 @@ func TestRemoteListEverywhere(t *testing.T) {
 	<-a.lists
 	if _, err := a.ListEverywhere(gone, "alice"); err == nil || store.lists != before {
 		t.Errorf("a listing whose request ended: got %v after %d more Lists, want an error without a List", err, store.lists-before)
+	}
+}
+
+// TestLookupShare: one key whose lookups of sessions held elsewhere are
+// all waiting (a Find holds its slot through a slow Pod attach) takes
+// no more than its share of the slots: its next lookup is busy at once,
+// without a call, and another key's is served from the slots left.
+func TestLookupShare(t *testing.T) {
+	m := NewManager(&fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	in, release := make(chan struct{}), make(chan struct{})
+	stuck := func(context.Context) error { in <- struct{}{}; <-release; return nil }
+	var wg sync.WaitGroup
+	for range remoteFindsPerKey {
+		wg.Go(func() {
+			if err := m.GuardLookup(ctx, "alice", newID(), stuck); err != nil {
+				t.Errorf("alice's lookup within her share: %v", err)
+			}
+		})
+		<-in
+	}
+	looked := false
+	look := func(context.Context) error { looked = true; return nil }
+	if err := m.GuardLookup(ctx, "alice", newID(), look); !errors.Is(err, ErrBusy) || looked || !strings.Contains(err.Error(), "this key has") {
+		t.Errorf("alice's lookup past her share: got %v (looked: %v), want ErrBusy naming the key's share without a call", err, looked)
+	}
+	if err := m.GuardLookup(ctx, "bob", newID(), look); err != nil || !looked {
+		t.Errorf("bob's lookup while alice holds her share: got %v (looked: %v), want it served", err, looked)
+	}
+	close(release)
+	wg.Wait()
+	looked = false
+	if err := m.GuardLookup(ctx, "alice", newID(), look); err != nil || !looked {
+		t.Errorf("alice's lookup once hers ended: got %v (looked: %v), want it served", err, looked)
+	}
+}
+
+// TestListShare: a key with a listing under way is busy for a second
+// one at once, without a List, while another key's is served.
+func TestListShare(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	if !m.takeShare(m.listsBy, "alice", remoteListsPerKey) {
+		t.Fatal("alice's first listing found her share taken")
+	}
+	if _, err := m.ListEverywhere(ctx, "alice"); !errors.Is(err, ErrBusy) || store.lists != 0 {
+		t.Errorf("alice's second listing: got %v after %d Lists, want ErrBusy without a List", err, store.lists)
+	}
+	if _, err := m.ListEverywhere(ctx, "bob"); err != nil || store.lists != 1 {
+		t.Errorf("bob's listing while alice's is under way: got %v after %d Lists, want it served", err, store.lists)
+	}
+	m.giveShare(m.listsBy, "alice")
+	if _, err := m.ListEverywhere(ctx, "alice"); err != nil || len(m.listsBy) != 0 {
+		t.Errorf("alice's listing once hers ended: got %v with shares %v left, want it served and none left", err, m.listsBy)
+	}
+}
+
+// TestRemoteCallsTakeContext: every call naming a session another
+// server holds waits for its attach only as long as its own request:
+// Get, Files, SetNetwork, NetworkEvents, SetExpiry and ResetInterpreter
+// each end with context.Canceled once their context ends, while the
+// attach (held by a gated Find) goes on.
+func TestRemoteCallsTakeContext(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	a := NewManager(&fakeRemote{store: store}, Config{})
+	info, err := a.Create(context.Background(), "alice", SessionOptions{Limits: spec.DefaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	defer close(gate)
+	store.mu.Lock()
+	store.gate = gate
+	store.mu.Unlock()
+	b := NewManager(&fakeRemote{store: store}, Config{})
+	defer b.Close()
+	id := info.ID
+	calls := map[string]func(context.Context) error{
+		"Get":           func(ctx context.Context) error { _, err := b.Get(ctx, "alice", id); return err },
+		"Files":         func(ctx context.Context) error { _, err := b.Files(ctx, "alice", id); return err },
+		"SetNetwork":    func(ctx context.Context) error { _, err := b.SetNetwork(ctx, "alice", id, nil, nil); return err },
+		"NetworkEvents": func(ctx context.Context) error { _, err := b.NetworkEvents(ctx, "alice", id); return err },
+		"SetExpiry":     func(ctx context.Context) error { _, err := b.SetExpiry(ctx, "alice", id, time.Hour); return err },
+		"ResetInterpreter": func(ctx context.Context) error {
+			return b.ResetInterpreter(ctx, "alice", id, "python", "default")
+		},
+	}
+	for name, call := range calls {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		testhost.WaitFor(t, "a Find to begin", func() bool {
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			return store.finds > 0
+		})
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s whose request ended: got %v, want context.Canceled", name, err)
+			}
+		case <-time.After(time.Minute): // a bound, not a timing assertion
+			t.Fatalf("%s whose request ended still waits for the held attach", name)
+		}
 	}
 }

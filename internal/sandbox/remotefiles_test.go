@@ -84,11 +84,11 @@ func TestFilesThroughTheAgent(t *testing.T) {
 		if _, err := m.Pause(ctx, "alice", info.ID); err != nil {
 			t.Fatalf("Pause() = %v", err)
 		}
-		s, _ := m.lookup("alice", info.ID)
+		s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 		clock := &fakeClock{}
 		clock.install(s.pace)
 		before := s.pace.lim.TokensAt(clock.t)
-		files, err := m.Files("alice", info.ID)
+		files, err := m.Files(context.Background(), "alice", info.ID)
 		paid := before - s.pace.lim.TokensAt(clock.t)
 		if unsupported {
 			if err == nil || !strings.Contains(err.Error(), "not on this host") {

@@ -19,7 +19,7 @@ type Sessions interface {
 	// Create builds a session for owner.
 	Create(ctx context.Context, owner string, o SessionOptions) (Info, error)
 	// Get describes one of owner's sessions.
-	Get(owner, id string) (Info, error)
+	Get(ctx context.Context, owner, id string) (Info, error)
 	// List describes owner's live sessions this server holds, oldest
 	// first.
 	List(owner string) []Info
@@ -45,7 +45,7 @@ type Sessions interface {
 	Exec(ctx context.Context, owner, id string, req ExecRequest, live Stream) (spec.Result, error)
 	// Files gives link-safe access to a session's /workspace and marks the
 	// session used; its errors are those of Get.
-	Files(owner, id string) (workspace.Files, error)
+	Files(ctx context.Context, owner, id string) (workspace.Files, error)
 	// Spawn starts a process in a session's box beside its execs (E2B's
 	// commands), which may outlive the request that started it.
 	Spawn(ctx context.Context, owner, id string, c interp.Command) (interp.Process, error)
@@ -53,9 +53,9 @@ type Sessions interface {
 	Run(ctx context.Context, owner string, o SessionOptions, req ExecRequest, live Stream) (spec.Result, error)
 	// SetNetwork replaces the allow and deny rules of a session made with
 	// the egress proxy.
-	SetNetwork(owner, id string, allow, deny []string) (Info, error)
+	SetNetwork(ctx context.Context, owner, id string, allow, deny []string) (Info, error)
 	// NetworkEvents are the egress proxy's decisions for a session.
-	NetworkEvents(owner, id string) ([]spec.NetworkEvent, error)
+	NetworkEvents(ctx context.Context, owner, id string) ([]spec.NetworkEvent, error)
 	// Counts is how many sessions are in each state, for metrics.
 	Counts() map[State]int
 	// CountsOf is how many of owner's sessions are in each state, for

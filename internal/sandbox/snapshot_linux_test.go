@@ -238,7 +238,7 @@ func TestSnapshotAndResume(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(x.b.last(), "link")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the symbolic link was restored (%v); want it skipped", err)
 	}
-	if info, _ := m.Get("o", in.ID); info.State != StateReady || info.Snapshot != nil {
+	if info, _ := m.Get(context.Background(), "o", in.ID); info.State != StateReady || info.Snapshot != nil {
 		t.Errorf("after the exec: state %s, snapshot %+v; want ready, none", info.State, info.Snapshot)
 	}
 	if names := snapshotNames(t, x.snaps); len(names) != 0 {
@@ -264,7 +264,7 @@ func TestSnapshotCapAndUnsupported(t *testing.T) {
 	if !errors.Is(err, ErrTooMany) {
 		t.Fatalf("third Snapshot with --max-snapshots 2: got %v, want ErrTooMany", err)
 	}
-	if info, _ := m.Get("o", ids[2]); info.State != StateReady {
+	if info, _ := m.Get(context.Background(), "o", ids[2]); info.State != StateReady {
 		t.Errorf("refused session: state %s, want ready (as it was)", info.State)
 	}
 	plain, _ := newTestManager(t, Config{})
@@ -330,7 +330,7 @@ func TestSnapshotCrashAtEachStep(t *testing.T) {
 			<-done
 			stepHook = nil
 			m2 := x.manager(t, true)
-			info, err := m2.Get("o", in.ID)
+			info, err := m2.Get(context.Background(), "o", in.ID)
 			if err != nil || info.State != tc.want {
 				t.Fatalf("after a crash at %s: state %s (%v), want %s", tc.step, info.State, err, tc.want)
 			}
@@ -379,7 +379,7 @@ func TestResumeCrashAtEachStep(t *testing.T) {
 			<-done
 			stepHook = nil
 			m2 := x.manager(t, true)
-			if info, err := m2.Get("o", in.ID); err != nil || info.State != tc.want {
+			if info, err := m2.Get(context.Background(), "o", in.ID); err != nil || info.State != tc.want {
 				t.Fatalf("after a crash at %s: state %s (%v), want %s", tc.step, info.State, err, tc.want)
 			}
 			want := 0
@@ -422,7 +422,7 @@ func TestFork(t *testing.T) {
 			t.Errorf("fork's file in %s: got %q, want %q", p, got, "forked")
 		}
 	}
-	if info, _ := m.Get("o", in.ID); info.State != StateReady {
+	if info, _ := m.Get(context.Background(), "o", in.ID); info.State != StateReady {
 		t.Errorf("source after Fork: %s, want ready (as it was)", info.State)
 	}
 	if names := snapshotNames(t, x.snaps); len(names) != 0 {
@@ -448,7 +448,7 @@ func TestSnapshottedLifecycle(t *testing.T) {
 		{"idle", func(m *Manager, id string) error { m.reap(time.Now().Add(30 * time.Minute)); return nil }, false},
 		{"ttl", func(m *Manager, id string) error { m.reap(time.Now().Add(48 * time.Hour)); return nil }, true},
 		{"delete", func(m *Manager, id string) error { return m.Delete(context.Background(), "o", id) }, true},
-		{"files", func(m *Manager, id string) error { _, err := m.Files("o", id); return err }, false},
+		{"files", func(m *Manager, id string) error { _, err := m.Files(context.Background(), "o", id); return err }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newSnapshotSetup(t)
@@ -460,7 +460,7 @@ func TestSnapshottedLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.gone {
-				if !waitUntil(func() bool { _, err := m.Get("o", in.ID); return errors.Is(err, ErrNotFound) }) {
+				if !waitUntil(func() bool { _, err := m.Get(context.Background(), "o", in.ID); return errors.Is(err, ErrNotFound) }) {
 					t.Fatal("the session is still there")
 				}
 				if names := snapshotNames(t, x.snaps); len(names) != 0 {
@@ -471,7 +471,7 @@ func TestSnapshottedLifecycle(t *testing.T) {
 				}
 				return
 			}
-			info, err := m.Get("o", in.ID)
+			info, err := m.Get(context.Background(), "o", in.ID)
 			want := StateSnapshotted
 			if tc.name == "files" {
 				want = StateReady
@@ -511,14 +511,14 @@ func TestAutoSnapshot(t *testing.T) {
 			}
 			m.reap(time.Now().Add(30 * time.Minute))
 			ok := waitUntil(func() bool {
-				info, err := m.Get("o", in.ID)
+				info, err := m.Get(context.Background(), "o", in.ID)
 				if tc.want == "" {
 					return errors.Is(err, ErrNotFound)
 				}
 				return err == nil && info.State == tc.want
 			})
 			if !ok {
-				info, err := m.Get("o", in.ID)
+				info, err := m.Get(context.Background(), "o", in.ID)
 				t.Fatalf("after the idle timeout: %s, %v; want %q (\"\": ended)", info.State, err, tc.want)
 			}
 		})

@@ -58,7 +58,7 @@ func TestExecDuringSnapshotResumesIt(t *testing.T) {
 	if err := <-execDone; err != nil {
 		t.Errorf("Exec() during the snapshot = %v; want nil (the session resumed from its snapshot)", err)
 	}
-	if got, _ := m.Get("o", in.ID); got.State != StateReady {
+	if got, _ := m.Get(context.Background(), "o", in.ID); got.State != StateReady {
 		t.Errorf("state after the exec = %s; want %s", got.State, StateReady)
 	}
 	if got := readFileT(t, filepath.Join(x.b.last(), "f")); got != "data" {
@@ -74,7 +74,7 @@ func TestFilesDuringSnapshotRefused(t *testing.T) {
 	m := x.manager(t, true)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "", "")
-	early, err := m.Files("o", in.ID)
+	early, err := m.Files(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestFilesDuringSnapshotRefused(t *testing.T) {
 	snapDone := make(chan error, 1)
 	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
 	<-reached
-	if _, err := m.Files("o", in.ID); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "retry") {
+	if _, err := m.Files(context.Background(), "o", in.ID); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "retry") {
 		t.Errorf("Files() during the copy = %v; want ErrBusy saying retry", err)
 	}
 	if _, err := early.Write("late.txt", strings.NewReader("late"), 0o644); err == nil {
@@ -92,7 +92,7 @@ func TestFilesDuringSnapshotRefused(t *testing.T) {
 	if err := <-snapDone; err != nil {
 		t.Fatalf("Snapshot() = %v; want nil", err)
 	}
-	dir, err := m.Files("o", in.ID)
+	dir, err := m.Files(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatalf("Files() after the snapshot = %v; want the resumed workspace", err)
 	}
@@ -113,7 +113,7 @@ func TestFilesAfterCopyBeforeRecordRefused(t *testing.T) {
 	snapDone := make(chan error, 1)
 	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
 	<-reached
-	dir, ferr := m.Files("o", in.ID)
+	dir, ferr := m.Files(context.Background(), "o", in.ID)
 	werr := ferr
 	if ferr == nil {
 		_, werr = dir.Write("late.txt", strings.NewReader("late"), 0o644)
@@ -128,7 +128,7 @@ func TestFilesAfterCopyBeforeRecordRefused(t *testing.T) {
 	if werr != nil {
 		return
 	}
-	d2, err := m.Files("o", in.ID)
+	d2, err := m.Files(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatalf("Files() after the snapshot = %v", err)
 	}
@@ -165,7 +165,7 @@ func TestSnapshotFailureAtCapacityResumes(t *testing.T) {
 	if !errors.Is(createErr, ErrTooMany) {
 		t.Errorf("Create() during the copy = %v; want ErrTooMany (the session kept its run slot)", createErr)
 	}
-	got, _ := m.Get("o", in.ID)
+	got, _ := m.Get(context.Background(), "o", in.ID)
 	m.mu.Lock()
 	active, paused := m.active, m.paused.n
 	m.mu.Unlock()
@@ -223,16 +223,16 @@ func TestAutoSnapshotHostileContent(t *testing.T) {
 			}
 			writeFileT(t, filepath.Join(x.b.last(), "aaa-data"), "data")
 			tc.plant(t, x.b.last())
-			s, err := m.lookup("o", in.ID)
+			s, err := m.lookupCtx(context.Background(), "o", in.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := m.autoPause(s); got != tc.end {
-				info, _ := m.Get("o", in.ID)
+				info, _ := m.Get(context.Background(), "o", in.ID)
 				t.Errorf("autoPause() = %v (state %s); want %v", got, info.State, tc.end)
 			}
 			if !tc.end {
-				if info, _ := m.Get("o", in.ID); info.State != StateSnapshotted {
+				if info, _ := m.Get(context.Background(), "o", in.ID); info.State != StateSnapshotted {
 					t.Errorf("state = %s; want %s", info.State, StateSnapshotted)
 				}
 			}
@@ -255,7 +255,7 @@ func TestDeleteStopsSnapshotCopy(t *testing.T) {
 	go func() { delDone <- m.Delete(ctx, "o", in.ID) }()
 	// The Delete marks the session ending (which cancels the copy) before
 	// it waits on anything; let it get there.
-	s, _ := m.lookup("o", in.ID)
+	s, _ := m.lookupCtx(context.Background(), "o", in.ID)
 	for i := 0; i < 10000 && s != nil && s.currentState() != StateStopping && s.currentState() != StateGone; i++ {
 		time.Sleep(time.Millisecond)
 	}
@@ -312,7 +312,7 @@ func TestSetNetworkDuringResume(t *testing.T) {
 	setDone := make(chan error, 1)
 	x.b.beforeStart = func() {
 		go func() {
-			_, err := m.SetNetwork("o", in.ID, []string{"new.example"}, nil)
+			_, err := m.SetNetwork(context.Background(), "o", in.ID, []string{"new.example"}, nil)
 			setDone <- err
 		}()
 		// Time for the SetNetwork to reach the resume's lock; the checks
@@ -325,8 +325,8 @@ func TestSetNetworkDuringResume(t *testing.T) {
 	if err := <-setDone; err != nil {
 		t.Fatalf("SetNetwork() = %v", err)
 	}
-	info, _ := m.Get("o", in.ID)
-	s, err := m.lookup("o", in.ID)
+	info, _ := m.Get(context.Background(), "o", in.ID)
+	s, err := m.lookupCtx(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestSnapshotWaitsForCopySlot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := m.Snapshot(ctx, "o", in.ID); done <- err }()
-	s, err := m.lookup("o", in.ID)
+	s, err := m.lookupCtx(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestSnapshotWaitsForCopySlot(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Snapshot() with every copy slot taken = %v; want context.Canceled", err)
 	}
-	if got, _ := m.Get("o", in.ID); got.State != StateReady {
+	if got, _ := m.Get(context.Background(), "o", in.ID); got.State != StateReady {
 		t.Errorf("state = %s; want %s", got.State, StateReady)
 	}
 	for range maxCopies {
@@ -430,7 +430,7 @@ func TestAutoSnapshotCopySlotWaitRetries(t *testing.T) {
 	if autoPauseEnds(true, err) {
 		t.Errorf("autoPauseEnds(auto-snapshot, %v) = true; want false (retry the next round)", err)
 	}
-	if got, _ := m.Get("o", in.ID); got.State != StateReady {
+	if got, _ := m.Get(context.Background(), "o", in.ID); got.State != StateReady {
 		t.Errorf("state = %s; want %s", got.State, StateReady)
 	}
 }
@@ -458,7 +458,7 @@ func TestResumeAfterRestartKeepsTemplateRoot(t *testing.T) {
 	if _, err := m2.Resume(ctx, "o", in.ID); err != nil {
 		t.Fatal(err)
 	}
-	s, err := m2.lookup("o", in.ID)
+	s, err := m2.lookupCtx(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestRevivedOverCeilingsIsDead(t *testing.T) {
 	m2 := NewManager(x.b, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1,
 		Ceilings: spec.Ceilings{MemoryBytes: 256 << 20}})
 	t.Cleanup(func() { m2.Close() })
-	got, err := m2.Get("o", in.ID)
+	got, err := m2.Get(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

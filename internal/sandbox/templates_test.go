@@ -102,10 +102,10 @@ func TestSessionTemplateLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := m.lookup("alice", info.ID)
+	s, _ := m.lookupCtx(context.Background(), "alice", info.ID)
 	_ = s.box.Close() // the sandbox dies on its own
 	waitFor(t, "the dead session's lease to be released", func() bool { return ts.held("py") == 0 })
-	if got, _ := m.Get("alice", info.ID); got.State != StateDead || got.Template != "py" {
+	if got, _ := m.Get(context.Background(), "alice", info.ID); got.State != StateDead || got.Template != "py" {
 		t.Errorf("after its box died: %+v, want dead on py", got)
 	}
 
@@ -176,10 +176,10 @@ func TestRecoveredSessionTemplateGone(t *testing.T) {
 	st.records[a.ID], st.records[b.ID] = a, b
 	ts := newFakeTemplates(pyRoot(t))
 	m, _ := newStoreManager(t, st, Config{Templates: ts})
-	if got, _ := m.Get("alice", a.ID); got.Template != "py" || strings.Contains(got.Reason, "template") {
+	if got, _ := m.Get(context.Background(), "alice", a.ID); got.Template != "py" || strings.Contains(got.Reason, "template") {
 		t.Errorf("alice's session on a stored template: %+v, want py, no word of the template", got)
 	}
-	if got, _ := m.Get("bob", b.ID); got.Template != "gone" || !strings.Contains(got.Reason, `its template "gone" is gone`) {
+	if got, _ := m.Get(context.Background(), "bob", b.ID); got.Template != "gone" || !strings.Contains(got.Reason, `its template "gone" is gone`) {
 		t.Errorf("bob's session on a removed template: %+v, want its reason to say so", got)
 	}
 	if ts.held("py") != 0 {

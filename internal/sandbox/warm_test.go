@@ -58,7 +58,7 @@ func TestPoolWarmsItsBoxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err = m.lookup("alice", cold.ID); err != nil {
+	if s, err = m.lookupCtx(context.Background(), "alice", cold.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.box.(*fakeBox).ran.Argv; got != nil {

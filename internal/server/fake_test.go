@@ -81,7 +81,7 @@ func (f *fakeSessions) lookup(owner, id string) (*sandboxtest.Record, error) {
 	return f.sessions.Find(owner, id)
 }
 
-func (f *fakeSessions) Get(owner, id string) (sandbox.Info, error) {
+func (f *fakeSessions) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -148,7 +148,7 @@ func echo(live sandbox.Stream) (spec.Result, error) {
 	return spec.Result{Stdout: "out\n", Stderr: "err\n", WallTimeMS: 1.5}, nil
 }
 
-func (f *fakeSessions) Files(owner, id string) (workspace.Files, error) {
+func (f *fakeSessions) Files(_ context.Context, owner, id string) (workspace.Files, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.lookup(owner, id); err != nil {
@@ -225,8 +225,8 @@ func (f *fakeSessions) closeDirs() error {
 	return errors.Join(errs...)
 }
 
-func (f *fakeSessions) SetNetwork(owner, id string, allow, deny []string) (sandbox.Info, error) {
-	info, err := f.Get(owner, id)
+func (f *fakeSessions) SetNetwork(_ context.Context, owner, id string, allow, deny []string) (sandbox.Info, error) {
+	info, err := f.Get(context.Background(), owner, id)
 	if err != nil {
 		return info, err
 	}
@@ -234,8 +234,8 @@ func (f *fakeSessions) SetNetwork(owner, id string, allow, deny []string) (sandb
 	return info, nil
 }
 
-func (f *fakeSessions) NetworkEvents(owner, id string) ([]spec.NetworkEvent, error) {
-	if _, err := f.Get(owner, id); err != nil {
+func (f *fakeSessions) NetworkEvents(_ context.Context, owner, id string) ([]spec.NetworkEvent, error) {
+	if _, err := f.Get(context.Background(), owner, id); err != nil {
 		return nil, err
 	}
 	return []spec.NetworkEvent{{Method: "CONNECT", Host: "pypi.org", Port: 443, Allowed: true, Reason: "allowed by pypi.org"}}, nil

@@ -54,7 +54,7 @@ func toFileEntry(e workspace.Entry) fileEntryJSON {
 
 // files opens the caller's session's workspace, or answers the error.
 func (a api) files(w http.ResponseWriter, r *http.Request, id string) (workspace.Files, bool) {
-	dir, err := a.s.sessions.Files(owner(r), id)
+	dir, err := a.s.sessions.Files(r.Context(), owner(r), id)
 	if err != nil {
 		a.s.writeError(w, err)
 		return nil, false

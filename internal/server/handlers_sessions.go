@@ -74,7 +74,7 @@ func (a api) ListSessions(w http.ResponseWriter, r *http.Request) {
 
 // GetSession answers one of the caller's sessions.
 func (a api) GetSession(w http.ResponseWriter, r *http.Request, id string) {
-	info, err := a.s.sessions.Get(owner(r), id)
+	info, err := a.s.sessions.Get(r.Context(), owner(r), id)
 	if err != nil {
 		a.s.writeError(w, err)
 		return
@@ -139,12 +139,12 @@ func (a api) ForkSession(w http.ResponseWriter, r *http.Request, id string) {
 // GetSessionNetwork answers a session's network policy and the egress
 // proxy's decisions for it so far.
 func (a api) GetSessionNetwork(w http.ResponseWriter, r *http.Request, id string) {
-	info, err := a.s.sessions.Get(owner(r), id)
+	info, err := a.s.sessions.Get(r.Context(), owner(r), id)
 	if err != nil {
 		a.s.writeError(w, err)
 		return
 	}
-	events, err := a.s.sessions.NetworkEvents(owner(r), id)
+	events, err := a.s.sessions.NetworkEvents(r.Context(), owner(r), id)
 	if err != nil {
 		a.s.writeError(w, err)
 		return
@@ -162,7 +162,7 @@ func (a api) SetSessionNetwork(w http.ResponseWriter, r *http.Request, id string
 		a.s.writeError(w, err)
 		return
 	}
-	info, err := a.s.sessions.SetNetwork(owner(r), id, body.Allow, body.Deny)
+	info, err := a.s.sessions.SetNetwork(r.Context(), owner(r), id, body.Allow, body.Deny)
 	if err != nil {
 		a.s.writeError(w, err)
 		return

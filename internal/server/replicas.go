@@ -37,6 +37,13 @@ type Replicas struct {
 	// that does not answer within it is taken to be gone, and this server
 	// takes the session over.
 	DialTimeout time.Duration
+	// ProbeEvery is how often a forward under way asks its holder's
+	// /healthz whether the holder still answers (DefaultHolderProbe),
+	// each probe bounded by half of it: a holder whose kernel takes the
+	// connection but whose process answers nothing (stopped, deadlocked)
+	// fails the forward after holderProbeMisses probes in a row go
+	// unanswered, rather than holding it until the client leaves.
+	ProbeEvery time.Duration
 }
 
 // HolderBackend is a backend whose sessions one server replica of
@@ -77,6 +84,18 @@ const minReplicaKey = 32
 
 // DefaultHolderDial is Replicas.DialTimeout's default.
 const DefaultHolderDial = 2 * time.Second
+
+// DefaultHolderProbe is Replicas.ProbeEvery's default.
+const DefaultHolderProbe = 10 * time.Second
+
+// holderProbeMisses is how many probes in a row a holder may leave
+// unanswered before its forward fails: one lost to a pause (a GC, a
+// busy node) is no verdict.
+const holderProbeMisses = 2
+
+// errHolderHung is a forward's cancel cause when its holder stopped
+// answering probes.
+var errHolderHung = errors.New("the holder answers no probe")
 
 // ForwardedHeader marks a request a replica forwarded, with the
 // Replicas.Key's proof for its session; a replica serves such a request
@@ -126,6 +145,8 @@ type forwarder struct {
 	s     *Server
 	cfg   Replicas
 	proxy *httputil.ReverseProxy
+	// probe asks holders' /healthz (watchHolder).
+	probe *http.Client
 
 	mu      sync.Mutex
 	holders map[string]heldBy // by owner and session id
@@ -158,8 +179,12 @@ func newForwarder(s *Server, cfg Replicas) *forwarder {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultHolderDial
 	}
+	if cfg.ProbeEvery <= 0 {
+		cfg.ProbeEvery = DefaultHolderProbe
+	}
 	f := &forwarder{s: s, cfg: cfg, holders: map[string]heldBy{}}
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
+	f.probe = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
@@ -200,6 +225,13 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 // holder is not blamed.
 func (f *forwarder) failed(w http.ResponseWriter, r *http.Request, err error) {
 	st := r.Context().Value(forwardStateKey{}).(*forwardState)
+	if errors.Is(context.Cause(r.Context()), errHolderHung) {
+		f.forget(owner(r), st.id)
+		f.s.log.Warn("the replica holding the session answers no probe: its forward is failed", "session", st.id, "holder", st.target, "err", err)
+		f.s.writeError(w, &apiError{http.StatusServiceUnavailable, codeUnavailable,
+			"the server holding session " + st.id + " does not answer: retry"})
+		return
+	}
 	if r.Context().Err() != nil {
 		f.s.log.Debug("the client left during a forwarded request", "session", st.id, "holder", st.target, "err", err)
 		return
@@ -280,7 +312,10 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, h
 		return false
 	}
 	st := &forwardState{target: holder, id: id}
-	out := r.WithContext(context.WithValue(r.Context(), forwardStateKey{}, st))
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	go f.watchHolder(ctx, cancel, holder)
+	out := r.WithContext(context.WithValue(ctx, forwardStateKey{}, st))
 	if r.Body != nil && r.Body != http.NoBody {
 		// The proxy closes the body it sends; should the dial fail,
 		// nothing of it was read and this server serves it instead.
@@ -347,4 +382,50 @@ func (f *forwarder) forget(o, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.holders, o+"\x00"+id)
+}
+
+// watchHolder probes holder every ProbeEvery until ctx (a forward's)
+// ends, cancelling it with errHolderHung once holderProbeMisses probes
+// in a row go unanswered: a forward to a hung holder ends within about
+// that many periods, whatever the request's own length (a long exec's
+// forward costs one /healthz per period).
+func (f *forwarder) watchHolder(ctx context.Context, cancel context.CancelCauseFunc, holder netip.AddrPort) {
+	t := time.NewTicker(f.cfg.ProbeEvery)
+	defer t.Stop()
+	misses := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if f.answers(ctx, holder) {
+			misses = 0
+			continue
+		}
+		if misses++; misses >= holderProbeMisses {
+			cancel(errHolderHung)
+			return
+		}
+	}
+}
+
+// answers is whether holder answers a GET of /healthz (any status: a
+// holder too busy to serve says so, which is an answer) within half a
+// probe period.
+func (f *forwarder) answers(ctx context.Context, holder netip.AddrPort) bool {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.ProbeEvery/2)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+holder.String()+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := f.probe.Do(req)
+	if err != nil {
+		return false
+	}
+	// The status is the answer; the body is a few bytes at most, and a
+	// close error changes nothing the probe learned.
+	_ = resp.Body.Close()
+	return true
 }

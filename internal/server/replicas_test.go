@@ -56,9 +56,15 @@ func newReplicaPair(t *testing.T) *replicaPair {
 
 // newReplicaPairOf is newReplicaPair with a as A.
 func newReplicaPairOf(t *testing.T, a *harness) *replicaPair {
+	return newReplicaPairWith(t, a, 0)
+}
+
+// newReplicaPairWith is newReplicaPairOf with B probing its holders
+// every probe (0: the default).
+func newReplicaPairWith(t *testing.T, a *harness, probe time.Duration) *replicaPair {
 	p := &replicaPair{a: a}
 	p.b = newHarness(t, func(c *Config) {
-		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false },
+		c.Replicas = &Replicas{Key: replicaKey, Holds: func(string, string) bool { return false }, ProbeEvery: probe,
 			Holder: func(context.Context, string, string) (netip.AddrPort, error) {
 				p.asked.Add(1)
 				return *p.holder.Load(), nil
@@ -404,5 +410,65 @@ func TestReplicasBodyBound(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || len(p.a.fake.lastExec.Code) != 0 || p.asked.Load() != 1 {
 		t.Errorf("an exec body over the bound through B: got %d, A ran %d bytes of code, B looked up %d holders; want 413 from A (forwarded) and nothing run", resp.StatusCode, len(p.a.fake.lastExec.Code), p.asked.Load())
+	}
+}
+
+// testProbe is the probe period of the hung-holder tests: short, so
+// that they end soon; their waits are bounded apart from it.
+const testProbe = 50 * time.Millisecond
+
+// TestReplicasHolderHung: a holder whose kernel takes the connection
+// but which answers nothing (the request nor the probes of its
+// /healthz) gets the client a 503 saying so, not a wait until the
+// client leaves, and is forgotten: the next request looks it up again.
+func TestReplicasHolderHung(t *testing.T) {
+	p := newReplicaPairWith(t, newHolder(t), testProbe)
+	id := p.a.create(keyA)
+	h := fakeHolder(t, func(c net.Conn) {
+		_, _ = io.Copy(io.Discard, c) // reads, never answers, until B drops it; nothing to check
+	})
+	p.holder.Store(&h)
+	client := &http.Client{Timeout: time.Minute} // a bound on the test, not the probe's
+	for i := range 2 {
+		req, err := http.NewRequest("POST", p.bURL+"/v1/sessions/"+id+"/exec", strings.NewReader(`{"command":["true"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+keyA)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d to a hung holder: %v, want a 503 before the client gives up", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "does not answer") {
+			t.Errorf("request %d to a hung holder: got %d %s, want 503 saying the holder does not answer", i, resp.StatusCode, body)
+		}
+	}
+	if got := p.asked.Load(); got != 2 {
+		t.Errorf("B's holder lookups: got %d, want 2 (a hung holder is forgotten)", got)
+	}
+}
+
+// TestReplicasHolderSlow: a holder that takes many probe periods to
+// answer a request but answers its probes is waited for: the request's
+// answer comes through.
+func TestReplicasHolderSlow(t *testing.T) {
+	p := newReplicaPairWith(t, newHolder(t), testProbe)
+	id := p.a.create(keyA)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			time.Sleep(10 * testProbe)
+		}
+		fmt.Fprint(w, "answered")
+	}))
+	t.Cleanup(slow.Close)
+	h := netip.MustParseAddrPort(strings.TrimPrefix(slow.URL, "http://"))
+	p.holder.Store(&h)
+	resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, nil)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "answered" {
+		t.Errorf("a slow holder that answers its probes: got %d %s, want its 200 answered", resp.StatusCode, body)
 	}
 }

@@ -25,7 +25,7 @@ func (f *fakeSessions) Snapshot(_ context.Context, owner, id string) (sandbox.In
 
 // Fork makes count sessions like id.
 func (f *fakeSessions) Fork(ctx context.Context, owner, id string, count int) ([]sandbox.Info, error) {
-	src, err := f.Get(owner, id)
+	src, err := f.Get(context.Background(), owner, id)
 	if err != nil {
 		return nil, err
 	}
