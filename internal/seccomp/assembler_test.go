@@ -45,8 +45,13 @@ func (a *asm) jump(test string, cond bpf.JumpTest, val uint32, jt, jf string) {
 
 // oneOf compares A with each of vals in turn (arg names the word loaded,
 // such as "args[2]"), continuing at match on the first equal and at miss
-// after the last: a rule's list of allowed values.
+// after the last: a rule's list of allowed values. An empty list would
+// emit no check and fall through to whatever follows (fail open), so it
+// panics, as a duplicate label does.
 func (a *asm) oneOf(arg string, vals []namedVal, match, miss string) {
+	if len(vals) == 0 {
+		panic("seccomp assembler: oneOf(" + arg + ") with no values would allow every value")
+	}
 	for i, v := range vals {
 		jf := ""
 		if i == len(vals)-1 {
