@@ -63,12 +63,6 @@ type Stats struct {
 	// OOMKills counts processes the kernel's OOM killer killed because of this cgroup's
 	// memory limit; non-zero is how a sandbox's result is marked oom_killed.
 	OOMKills uint64
-	// Throttled is how long the CPU limit held the cgroup's processes off a CPU because its
-	// quota for the period was spent, summed over the CPUs (v2 cpu.stat throttled_usec, v1
-	// cpu.stat throttled_time); zero without a CPU limit. A thread's run_delay counts that
-	// wait too, so a caller telling the host's load from the limit's subtracts it (microvm's
-	// boot deadline). Unlike the other fields it is read while the processes run.
-	Throttled time.Duration
 }
 
 // Cgroup is one sandbox's control group, in every hierarchy Warden uses. Its methods are safe
@@ -78,8 +72,7 @@ type Cgroup interface {
 	// controller. Starting a process inside instead (see Placement) is cheaper and leaves no
 	// moment outside the limits; AddProc is for processes that already exist.
 	AddProc(pid int) error
-	// Stats reads what the cgroup counted; call it after the sandbox ended, before Delete,
-	// for the final figures (Throttled is also read during a VM's boot).
+	// Stats reads what the cgroup counted; call it after the sandbox ended, before Delete.
 	Stats() (Stats, error)
 	// Kill sends SIGKILL to every process in the cgroup. It is a backstop for processes
 	// that escaped the normal teardown (a double-forked daemon, say); it does not wait.

@@ -309,43 +309,6 @@ func TestLiveCPUTime(t *testing.T) {
 	t.Logf("stats: %+v", s)
 }
 
-// TestLiveThrottled: a busy loop under a tenth of a CPU spends most of its time throttled,
-// and Stats counts it (microvm's boot deadline subtracts it); without a limit nothing is.
-func TestLiveThrottled(t *testing.T) {
-	requireCgroups(t)
-	for _, tc := range []struct {
-		name      string
-		cpus      float64
-		throttled bool
-	}{{"a tenth of a CPU", 0.1, true}, {"no CPU limit", 0, false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(boxname.New(), Limits{CPUs: tc.cpus, Pids: 16})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			t.Cleanup(func() { _ = c.Kill(); _ = c.Delete() })
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			// About 100 ms of CPU: at a tenth of a CPU, a second of periods throttled.
-			cmd, release := gated(t, ctx, `i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done`)
-			if err := c.AddProc(cmd.Process.Pid); err != nil {
-				t.Fatalf("AddProc: %v", err)
-			}
-			release()
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("busy loop: %v", err)
-			}
-			s, err := c.Stats()
-			if err != nil {
-				t.Fatalf("Stats: %v", err)
-			}
-			if got := s.Throttled > 0; got != tc.throttled {
-				t.Errorf("Stats().Throttled = %v, want throttled %v", s.Throttled, tc.throttled)
-			}
-		})
-	}
-}
-
 // TestLiveNameCollision: a name in use is someone's live cgroup; New must refuse it, return a
 // nil Cgroup (not a typed nil), and leave the existing one alone.
 func TestLiveNameCollision(t *testing.T) {

@@ -67,27 +67,17 @@ func parseMemoryEvents(r io.Reader) (uint64, error) {
 }
 
 // parseCPUStat returns usage_usec of v2 cpu.stat, which the kernel keeps for every cgroup
-// whether or not the cpu controller is enabled, and throttled_usec, which it has only with
-// the cpu controller (zero without).
-func parseCPUStat(r io.Reader) (usage, throttled time.Duration, err error) {
-	kv, err := parseKeyed(r)
-	if err != nil {
-		return 0, 0, err
-	}
-	usec, ok := kv["usage_usec"]
-	if !ok {
-		return 0, 0, fmt.Errorf("no usage_usec in cpu.stat")
-	}
-	return usecToDuration(usec), usecToDuration(kv["throttled_usec"]), nil
-}
-
-// parseV1Throttled returns throttled_time (ns) of v1 cpu.stat, zero when it has none.
-func parseV1Throttled(r io.Reader) (time.Duration, error) {
+// whether or not the cpu controller is enabled.
+func parseCPUStat(r io.Reader) (time.Duration, error) {
 	kv, err := parseKeyed(r)
 	if err != nil {
 		return 0, err
 	}
-	return time.Duration(min(kv["throttled_time"], math.MaxInt64)), nil
+	usec, ok := kv["usage_usec"]
+	if !ok {
+		return 0, fmt.Errorf("no usage_usec in cpu.stat")
+	}
+	return usecToDuration(usec), nil
 }
 
 // usecToDuration converts without overflowing for absurd values.

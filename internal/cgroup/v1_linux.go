@@ -279,22 +279,10 @@ func (c *v1Cgroup) AddProc(pid int) error {
 	return nil
 }
 
-// Stats reads cpuacct.usage, memory.max_usage_in_bytes, the oom_kill count in
-// memory.oom_control and the cpu controller's throttled time.
+// Stats reads cpuacct.usage, memory.max_usage_in_bytes and the oom_kill count in
+// memory.oom_control.
 func (c *v1Cgroup) Stats() (Stats, error) {
 	var s Stats
-	if cpu := c.byCtl[ctlCPU]; cpu != "" {
-		b, err := readSmall(cpu + "/cpu.stat")
-		switch {
-		case errors.Is(err, fs.ErrNotExist): // a kernel without CFS bandwidth control: none
-		case err != nil:
-			return Stats{}, fmt.Errorf("reading CPU throttling: %w", err)
-		default:
-			if s.Throttled, err = parseV1Throttled(strings.NewReader(string(b))); err != nil {
-				return Stats{}, fmt.Errorf("reading CPU throttling in %s: %w", cpu, err)
-			}
-		}
-	}
 	if c.cpuacct != "" {
 		ns, err := readUint(c.cpuacct + "/cpuacct.usage")
 		if err != nil {

@@ -367,14 +367,14 @@ func (c *v2Cgroup) AddProc(pid int) error {
 	return nil
 }
 
-// Stats reads cpu.stat (CPU time and throttling), memory.peak and memory.events.
+// Stats reads cpu.stat, memory.peak and memory.events.
 func (c *v2Cgroup) Stats() (Stats, error) {
 	var s Stats
 	b, err := readSmall(c.dir + "/cpu.stat")
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading CPU time: %w", err)
 	}
-	s.CPUTime, s.Throttled, err = parseCPUStat(strings.NewReader(string(b)))
+	s.CPUTime, err = parseCPUStat(strings.NewReader(string(b)))
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading CPU time in %s: %w", c.dir, err)
 	}

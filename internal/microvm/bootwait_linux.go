@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/warden-sandbox/warden/internal/cgroup"
 )
 
 // A boot is CPU-bound work: under TCG the guest's kernel is emulated, so a
@@ -20,13 +18,9 @@ import (
 // therefore does not count the time the host kept QEMU waiting for a CPU:
 // the deadline moves out by the longest any of QEMU's threads has waited,
 // runnable, on a run queue (run_delay, the second field of
-// /proc/<pid>/task/<tid>/schedstat, in ns), up to maxBootStretch times the
-// timeout from QEMU's start, so a guest that never says hello still fails
-// in bounded time. run_delay also counts the time QEMU's own CPU quota
-// (its cgroup's cpu.max) held it off a CPU: a hung guest spinning under a
-// quota of half a CPU would be waiting half the time on an idle host and
-// stretch its deadline to the bound, so the cgroup's throttled time is
-// subtracted (starvedFor).
+// /proc/<pid>/task/<tid>/schedstat, in ns; its CPU quota's throttling
+// counts there too), up to maxBootStretch times the timeout from QEMU's
+// start, so a guest that never says hello still fails in bounded time.
 const (
 	// maxBootStretch bounds the moved deadline, in boot timeouts.
 	maxBootStretch = 6
@@ -46,32 +40,12 @@ func bootDeadline(started time.Time, timeout, starved time.Duration) time.Time {
 }
 
 // stretchDeadline sets conn's read deadline for the hello and moves it
-// out, every bootCheckEvery, by the time QEMU (pid, in the cgroup cg) has
-// waited for a CPU the host kept from it; the returned stop ends that,
-// after which the deadline no longer moves. It returns the starved time
-// last seen with it, for the error.
-func stretchDeadline(conn net.Conn, pid int, cg cgroup.Cgroup, started time.Time, timeout time.Duration) (stop func() time.Duration, err error) {
+// out, every bootCheckEvery, by the time QEMU (pid) has waited for a CPU;
+// the returned stop ends that, after which the deadline no longer moves.
+// It returns the starved time last seen with it, for the error.
+func stretchDeadline(conn net.Conn, pid int, started time.Time, timeout time.Duration) (stop func() time.Duration, err error) {
 	tasks := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	return moveDeadline(conn, func() time.Duration { return starvedFor(tasks, cg) }, started, timeout)
-}
-
-// starvedFor is the longest run_delay of the threads in tasks less the
-// time QEMU's cgroup cg (nil: none) was throttled by its CPU quota. The
-// throttled time is summed over the host's CPUs, so it is at least any
-// one thread's share of it, and it is read after run_delay, so it is at
-// least as recent: the difference never counts the quota's wait as the
-// host's. A cgroup whose throttling cannot be read leaves no stretch at
-// all: the boot then fails within its plain timeout, never later.
-func starvedFor(tasks string, cg cgroup.Cgroup) time.Duration {
-	waited := longestWait(tasks)
-	if cg == nil {
-		return waited
-	}
-	s, err := cg.Stats()
-	if err != nil {
-		return 0
-	}
-	return max(waited-s.Throttled, 0)
+	return moveDeadline(conn, func() time.Duration { return longestWait(tasks) }, started, timeout)
 }
 
 // moveDeadline is stretchDeadline with the starved time read by waited,

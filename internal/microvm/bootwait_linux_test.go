@@ -1,7 +1,6 @@
 package microvm
 
 import (
-	"errors"
 	"math"
 	"net"
 	"os"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/warden-sandbox/warden/internal/cgroup"
 )
 
 // TestBootDeadline checks the boot deadline's stretch: by the time QEMU
@@ -153,46 +150,5 @@ func TestStretchDeadlineStops(t *testing.T) {
 	time.Sleep(2 * bootCheckEvery)
 	if got := conn.calls(); got != n {
 		t.Errorf("%d deadlines set after stop, want none", got-n)
-	}
-}
-
-// statsCgroup is a cgroup whose Stats answer is fixed; nothing else of it
-// is called.
-type statsCgroup struct {
-	cgroup.Cgroup
-	stats cgroup.Stats
-	err   error
-}
-
-func (c statsCgroup) Stats() (cgroup.Stats, error) { return c.stats, c.err }
-
-// TestStarvedFor: the deadline's stretch is QEMU's longest run_delay less
-// its cgroup's throttled time, so a hung guest spinning under its own CPU
-// quota on an idle host gets no stretch, while a host's load still gives
-// one; an unreadable cgroup gives none.
-func TestStarvedFor(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// run_delay 5 s: the thread has waited, runnable, for 5 s.
-	if err := os.WriteFile(filepath.Join(dir, "1", "schedstat"), []byte("10 5000000000 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		cg   cgroup.Cgroup
-		want time.Duration
-	}{
-		{"no cgroup", nil, 5 * time.Second},
-		{"never throttled: the host's load", statsCgroup{}, 5 * time.Second},
-		{"throttled part of it", statsCgroup{stats: cgroup.Stats{Throttled: 2 * time.Second}}, 3 * time.Second},
-		{"all of it the quota's (a hung guest on an idle host)", statsCgroup{stats: cgroup.Stats{Throttled: 5 * time.Second}}, 0},
-		{"throttled on several CPUs, more than the wait", statsCgroup{stats: cgroup.Stats{Throttled: 9 * time.Second}}, 0},
-		{"throttling unreadable", statsCgroup{err: errors.New("gone")}, 0},
-	} {
-		if got := starvedFor(dir, c.cg); got != c.want {
-			t.Errorf("%s: starvedFor = %v, want %v", c.name, got, c.want)
-		}
 	}
 }

@@ -155,9 +155,9 @@ func (v *VM) closePort() {
 }
 
 // handshake reads the guest's hello within timeout of QEMU's start, not
-// counting the time the host kept QEMU waiting for a CPU (stretchDeadline).
+// counting the time QEMU waited for a CPU (stretchDeadline).
 func (v *VM) handshake(timeout time.Duration, started time.Time) error {
-	stop, err := stretchDeadline(v.conn, v.Pid(), v.cg, started, timeout)
+	stop, err := stretchDeadline(v.conn, v.Pid(), started, timeout)
 	if err != nil {
 		return err
 	}
