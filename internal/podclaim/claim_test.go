@@ -310,15 +310,16 @@ func TestUnrecorded(t *testing.T) {
 	}
 }
 
-// TestHoldOnlyWhenChanged: Hold writes the holder only when the claim,
-// as read, records another (or one to remove); the same value is no
-// PATCH.
+// TestHoldOnlyWhenChanged: Hold writes the holder unless there is none
+// to record and the claim, as read, recorded none; its own address as
+// read is written again (another replica may have recorded itself since
+// the read).
 func TestHoldOnlyWhenChanged(t *testing.T) {
 	tests := []struct {
 		name, mine, recorded string
 		patches              int
 	}{
-		{"already this replica", "10.0.0.7:8080/p", "10.0.0.7:8080/p", 0},
+		{"this replica as read", "10.0.0.7:8080/p", "10.0.0.7:8080/p", 1},
 		{"none to record, none recorded", "", "", 0},
 		{"another replica recorded", "10.0.0.7:8080/p", "10.0.0.8:8080/q", 1},
 		{"none recorded", "10.0.0.7:8080/p", "", 1},

@@ -304,16 +304,19 @@ func (c *Claimer) Read(ctx context.Context, owner, id string) (*Session, error) 
 // value, or none) on its claim, one merge patch conditional on the
 // claim's UID: a replica that attached a session another claimed says
 // so, and the others forward to it from then on. A claim gone or
-// replaced is ErrNotFound. A claim that already records this value (as
-// Find read it: a replica re-attaching a session it held before, or
-// none recorded and none to record) is not written: every attach would
-// otherwise cost a PATCH.
+// replaced is ErrNotFound. Only a replica with no address to record, on
+// a claim that recorded none when Find read it, does not write: that
+// skips the PATCH of every attach where replicas have no addresses. A
+// replica with an address writes even when Find read its own: another
+// replica may have recorded itself between that read and this attach
+// (its Pod connection ended within the dial), and skipping would leave
+// the claim naming it while this one holds the Pod.
 func (c *Claimer) Hold(ctx context.Context, s *Session) error {
 	if s.claimUID == "" {
 		return fmt.Errorf("recording session %q's holder: it has no claim UID: hold what Find or Claim returned", s.ID)
 	}
 	v := c.holder(s.claimUID)
-	if v == s.Holder {
+	if v == "" && s.Holder == "" {
 		return nil
 	}
 	var h any
