@@ -90,6 +90,12 @@ func TestNetworkSealRefused(t *testing.T) {
 		if !strings.Contains(log.String(), tt.logged) || !strings.Contains(log.String(), ClaimName(id)) {
 			t.Errorf("%s: logged %q, want the claim and %q", tt.name, log.String(), tt.logged)
 		}
+		// An unsealed record is most likely an earlier version's: the
+		// log must not send the operator looking for an attacker alone.
+		unsealed := strings.Contains(tt.logged, "the form Warden writes") || strings.Contains(tt.logged, "there is none")
+		if got := strings.Contains(log.String(), "before records were sealed"); got != unsealed {
+			t.Errorf("%s: logged %q: names an earlier version: %v, want %v", tt.name, log.String(), got, unsealed)
+		}
 	}
 }
 
