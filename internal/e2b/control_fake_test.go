@@ -32,6 +32,9 @@ type controlFake struct {
 	// epoch is when the first session starts; each next one a second
 	// later.
 	epoch time.Time
+	// doneCalls counts the Gets and SetExpiries whose context had ended
+	// (a request's, its client gone).
+	doneCalls int
 }
 
 type controlFakeSession struct {
@@ -68,9 +71,12 @@ func (f *controlFake) find(owner, id string) (*controlFakeSession, error) {
 	return s, nil
 }
 
-func (f *controlFake) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
+func (f *controlFake) Get(ctx context.Context, owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		f.doneCalls++
+	}
 	s, err := f.find(owner, id)
 	if err != nil {
 		return sandbox.Info{}, err
@@ -112,9 +118,12 @@ func (f *controlFake) Spawn(context.Context, string, string, interp.Command) (in
 	return nil, errors.ErrUnsupported
 }
 
-func (f *controlFake) SetExpiry(_ context.Context, owner, id string, ttl time.Duration) (sandbox.Info, error) {
+func (f *controlFake) SetExpiry(ctx context.Context, owner, id string, ttl time.Duration) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		f.doneCalls++
+	}
 	s, err := f.find(owner, id)
 	if err != nil {
 		return sandbox.Info{}, err
