@@ -163,11 +163,15 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			for _, ev := range tt.before {
 				w.Action(ev, old.DeepCopy())
 			}
-			w.Add(created.DeepCopy())
+			// The watched claim's session annotation is one a claim
+			// editor may have rewritten: the seal is for the request's.
+			edited := created.DeepCopy()
+			edited.Annotations[SessionAnnotation] = "s-2"
+			w.Add(edited)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			proxy := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.com"}}
-			s, err := c.awaitPod(ctx, w, created, proxy)
+			s, err := c.awaitPod(ctx, w, created, "s-1", proxy)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
@@ -232,7 +236,7 @@ func TestRecordOnePatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := c.record(context.Background(), created, spec.NetworkPolicy{})
+			s, err := c.record(context.Background(), created, "s-1", spec.NetworkPolicy{})
 			if len(srv.patches) != 1 {
 				t.Errorf("got %d patches, want 1", len(srv.patches))
 			}
