@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -193,15 +194,46 @@ func (c *Claimer) SetNetwork(ctx context.Context, s *Session, n spec.NetworkPoli
 // no detail, never read as another policy.
 func (c *Claimer) network(s *Session) (spec.NetworkPolicy, error) {
 	n, err := openNetwork(c.cfg.RouterKey, s.claimUID, s.ID, s.networkRecord)
-	switch {
-	case errors.Is(err, errNetworkUnsealed):
-		c.log.Warn("refusing a session whose claim's network record is not sealed: recorded by a replica of a version before records were sealed (such sessions end across the upgrade), or written by hand", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
-	case err != nil:
-		c.log.Warn("refusing a session whose claim's network record fails its check: someone other than a Warden replica wrote it", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
-	default:
+	if err == nil {
 		return n, nil
 	}
+	warn := c.log.Warn
+	if !c.warnRefusal(s.claimUID) {
+		warn = c.log.Debug
+	}
+	switch {
+	case errors.Is(err, errNetworkUnsealed):
+		warn("refusing a session whose claim's network record is not sealed: recorded by a replica of a version before records were sealed (such sessions end across the upgrade), or written by hand", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
+	default:
+		warn("refusing a session whose claim's network record fails its check: someone other than a Warden replica wrote it", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
+	}
 	return spec.NetworkPolicy{}, fmt.Errorf("session %q: %w: %s", s.ID, ErrDead, refusedNetwork)
+}
+
+// Bounds of the warnings of refused network records: a client retrying
+// a refused session must not turn each request into a warning.
+const (
+	// refusedWarnEvery is how often one claim's refusal is warned of;
+	// the others in between are logged at debug level.
+	refusedWarnEvery = 10 * time.Minute
+	// maxRefusedWarned bounds the claims remembered as warned of.
+	maxRefusedWarned = 1024
+)
+
+// warnRefusal is whether the refusal of the claim uid's network record
+// is to be warned of: not within refusedWarnEvery of the last.
+func (c *Claimer) warnRefusal(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if t, ok := c.refused[uid]; ok && now.Sub(t) < refusedWarnEvery {
+		return false
+	}
+	if c.refused == nil || len(c.refused) >= maxRefusedWarned {
+		c.refused = map[types.UID]time.Time{}
+	}
+	c.refused[uid] = now
+	return true
 }
 
 // refusedNetwork is the tenant's reason for a session whose network

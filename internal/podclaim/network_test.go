@@ -145,3 +145,22 @@ func TestNetworkTooLargeRefusedAtClaim(t *testing.T) {
 		t.Errorf("check of %d rules = %v, want the refusal of a record too large", len(r.Network.Allow), err)
 	}
 }
+
+// TestNetworkRefusalWarnedOnce: a client retrying a session whose record
+// is refused gets the refusal every time, but the operator one warning
+// per claim per refusedWarnEvery, not one per request.
+func TestNetworkRefusalWarnedOnce(t *testing.T) {
+	var log bytes.Buffer
+	c := &Claimer{cfg: Config{RouterKey: testKey}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	for range 3 {
+		if _, err := c.network(&Session{ID: "s-1", Claim: ClaimName("s-1"), claimUID: "claim-uid", networkRecord: `{"mode":"proxy"}`}); !errors.Is(err, ErrDead) {
+			t.Fatalf("network of an unsealed record: %v, want ErrDead", err)
+		}
+	}
+	if got := strings.Count(log.String(), "level=WARN"); got != 1 {
+		t.Errorf("three refusals of one claim: %d warnings, want 1:\n%s", got, log.String())
+	}
+	if _, err := c.network(&Session{ID: "s-2", Claim: ClaimName("s-2"), claimUID: "other-uid"}); !errors.Is(err, ErrDead) || strings.Count(log.String(), "level=WARN") != 2 {
+		t.Errorf("another claim's refusal: %v, with %d warnings in all; want ErrDead and its own warning", err, strings.Count(log.String(), "level=WARN"))
+	}
+}
