@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,7 +81,7 @@ func (s *Server) notBuilt(w http.ResponseWriter, r *http.Request, _ string) {
 
 // getSandbox answers GET /sandboxes/{sandboxID}: SandboxDetail.
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, owner string) {
-	sb, info, err := s.running(owner, r.PathValue("sandboxID"))
+	sb, info, err := s.running(r.Context(), owner, r.PathValue("sandboxID"))
 	if err != nil {
 		s.writeControlError(w, err)
 		return
@@ -91,7 +92,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, owner string
 // killSandbox answers DELETE /sandboxes/{sandboxID}: the session ends and
 // the sandbox is forgotten.
 func (s *Server) killSandbox(w http.ResponseWriter, r *http.Request, owner string) {
-	sb, _, err := s.sandboxes.lookup(owner, r.PathValue("sandboxID"))
+	sb, _, err := s.sandboxes.lookup(r.Context(), owner, r.PathValue("sandboxID"))
 	if err == nil {
 		err = s.cfg.Sessions.Delete(r.Context(), owner, sb.ID)
 	}
@@ -124,10 +125,10 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, owner string
 	}
 	ttl, err := timeoutSeconds(*body.Timeout)
 	if err == nil {
-		_, _, err = s.running(owner, r.PathValue("sandboxID"))
+		_, _, err = s.running(r.Context(), owner, r.PathValue("sandboxID"))
 	}
 	if err == nil {
-		err = s.extend(owner, r.PathValue("sandboxID"), ttl)
+		err = s.extend(r.Context(), owner, r.PathValue("sandboxID"), ttl)
 	}
 	if err != nil {
 		s.writeControlError(w, err)
@@ -153,14 +154,14 @@ func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request, owner st
 	var sb *Sandbox
 	var info sandbox.Info
 	if err == nil {
-		sb, info, err = s.running(owner, r.PathValue("sandboxID"))
+		sb, info, err = s.running(r.Context(), owner, r.PathValue("sandboxID"))
 	}
 	if err == nil && asleep(info) {
 		// Connecting resumes a paused (or snapshotted) sandbox, as on E2B.
 		info, err = s.cfg.Sessions.Resume(r.Context(), owner, sb.ID)
 	}
 	if err == nil {
-		err = s.extendOnly(owner, info, ttl)
+		err = s.extendOnly(r.Context(), owner, info, ttl)
 	}
 	if err != nil {
 		s.writeControlError(w, err)
@@ -180,7 +181,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner stri
 		s.writeControlError(w, err)
 		return
 	}
-	sb, info, err := s.running(owner, r.PathValue("sandboxID"))
+	sb, info, err := s.running(r.Context(), owner, r.PathValue("sandboxID"))
 	if err == nil && asleep(info) {
 		writeError(w, http.StatusConflict, "sandbox %q is already paused", sb.ID)
 		return
@@ -213,7 +214,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, owner str
 		s.writeControlError(w, err)
 		return
 	}
-	sb, info, err := s.running(owner, r.PathValue("sandboxID"))
+	sb, info, err := s.running(r.Context(), owner, r.PathValue("sandboxID"))
 	if err == nil && !asleep(info) {
 		writeError(w, http.StatusConflict, "sandbox %q is already running", sb.ID)
 		return
@@ -228,11 +229,12 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, owner str
 	writeJSON(w, http.StatusCreated, toSandboxJSON(sb))
 }
 
-// running is owner's sandbox id if its session can still run code. A dead
+// running is owner's sandbox id if its session can still run code (its
+// lookup bounded by ctx, the request's). A dead
 // session (its box died; Warden keeps its files for its own API) is no
 // running E2B sandbox and answers ErrNotFound, with the reason.
-func (s *Server) running(owner, id string) (*Sandbox, sandbox.Info, error) {
-	sb, info, err := s.sandboxes.lookup(owner, id)
+func (s *Server) running(ctx context.Context, owner, id string) (*Sandbox, sandbox.Info, error) {
+	sb, info, err := s.sandboxes.lookup(ctx, owner, id)
 	if err != nil {
 		return nil, info, err
 	}

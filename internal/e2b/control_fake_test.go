@@ -33,6 +33,9 @@ type controlFake struct {
 	// epoch is when the first session starts; each next one a second
 	// later.
 	epoch time.Time
+	// doneCalls counts the Gets and SetExpiries whose context had ended
+	// (a request's, its client gone).
+	doneCalls int
 }
 
 func newControlFake() *controlFake {
@@ -56,9 +59,12 @@ func (f *controlFake) Create(_ context.Context, owner string, o sandbox.SessionO
 	return info, nil
 }
 
-func (f *controlFake) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
+func (f *controlFake) Get(ctx context.Context, owner, id string) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		f.doneCalls++
+	}
 	return f.sessions.Get(owner, id)
 }
 
@@ -86,9 +92,12 @@ func (f *controlFake) Spawn(context.Context, string, string, interp.Command) (in
 	return nil, errors.ErrUnsupported
 }
 
-func (f *controlFake) SetExpiry(_ context.Context, owner, id string, ttl time.Duration) (sandbox.Info, error) {
+func (f *controlFake) SetExpiry(ctx context.Context, owner, id string, ttl time.Duration) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		f.doneCalls++
+	}
 	s, err := f.sessions.Find(owner, id)
 	if err != nil {
 		return sandbox.Info{}, err

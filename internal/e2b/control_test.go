@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"regexp"
 	"strings"
@@ -314,5 +315,34 @@ func TestReadBodyHook(t *testing.T) {
 	errorBody(t, controlCall(h, "POST", "/v2/sandboxes", ctlKeyAlice, `{"templateID":"base"}`), http.StatusServiceUnavailable, "server busy")
 	if strings.Join(owners, ",") != "bob,alice" || released != 2 {
 		t.Errorf("read for %v, released %d times; want bob then alice, 2", owners, released)
+	}
+}
+
+// TestControlTakesRequestContext: setTimeout and connect look the
+// sandbox up and move its expiry under the request's context, so that
+// a client gone stops their waits (an attach, on kubernetes): the fake
+// sees each of those calls with the request's context ended.
+func TestControlTakesRequestContext(t *testing.T) {
+	_, f, h := newControlServer(t, nil)
+	sb := created(t, h, ctlKeyAlice, `{"templateID":"base","timeout":60}`)
+	for _, call := range []struct{ target, body string }{
+		{"/sandboxes/" + sb.SandboxID + "/timeout", `{"timeout":600}`},
+		{"/sandboxes/" + sb.SandboxID + "/connect", `{"timeout":3600}`},
+	} {
+		f.mu.Lock()
+		f.doneCalls = 0
+		f.mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := httptest.NewRequest("POST", call.target, strings.NewReader(call.body)).WithContext(ctx)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-API-Key", ctlKeyAlice)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		f.mu.Lock()
+		got := f.doneCalls
+		f.mu.Unlock()
+		if got != 2 {
+			t.Errorf("%s with the client gone: %d lookups and expiry moves saw its context ended, want 2 (the lookup and the move)", call.target, got)
+		}
 	}
 }

@@ -12,12 +12,13 @@ import (
 // built without Config.Lifetimes.
 var errNoLifetimes = &controlError{http.StatusNotImplemented, "changing a sandbox's timeout is not supported by this server"}
 
-// extend makes owner's sandbox id expire ttl from now (setTimeout).
-func (s *Server) extend(owner, id string, ttl time.Duration) error {
+// extend makes owner's sandbox id expire ttl from now (setTimeout),
+// waiting no longer than ctx, the request's.
+func (s *Server) extend(ctx context.Context, owner, id string, ttl time.Duration) error {
 	if s.cfg.Lifetimes == nil {
 		return errNoLifetimes
 	}
-	info, err := s.cfg.Lifetimes.SetExpiry(context.Background(), owner, id, ttl) // E2B's control calls pass no request context yet (docs/kubernetes.md)
+	info, err := s.cfg.Lifetimes.SetExpiry(ctx, owner, id, ttl)
 	if err != nil {
 		return err
 	}
@@ -27,8 +28,9 @@ func (s *Server) extend(owner, id string, ttl time.Duration) error {
 
 // extendOnly makes the sandbox of info live at least ttl from now, within
 // the server's ceiling on a session's life, and never shortens it
-// (connect). Without Lifetimes it leaves the expiry alone.
-func (s *Server) extendOnly(owner string, info sandbox.Info, ttl time.Duration) error {
+// (connect), waiting no longer than ctx. Without Lifetimes it leaves the
+// expiry alone.
+func (s *Server) extendOnly(ctx context.Context, owner string, info sandbox.Info, ttl time.Duration) error {
 	if s.cfg.Lifetimes == nil {
 		return nil
 	}
@@ -40,7 +42,7 @@ func (s *Server) extendOnly(owner string, info sandbox.Info, ttl time.Duration) 
 	if !target.After(info.ExpiresAt) || !target.After(now) {
 		return nil
 	}
-	return s.extend(owner, info.ID, target.Sub(now))
+	return s.extend(ctx, owner, info.ID, target.Sub(now))
 }
 
 // setEndAt records a sandbox's new expiry in a new copy of it.

@@ -182,15 +182,16 @@ func (g *registry) expired(info sandbox.Info) bool {
 
 // lookup is owner's sandbox id and its session's state. Another owner's
 // sandbox, an unknown one and a gone one all answer sandbox.ErrNotFound,
-// so ids cannot be probed across tenants.
-func (g *registry) lookup(owner, id string) (*Sandbox, sandbox.Info, error) {
+// so ids cannot be probed across tenants. ctx (the request's) bounds
+// the session's lookup (an attach, on a backend several servers share).
+func (g *registry) lookup(ctx context.Context, owner, id string) (*Sandbox, sandbox.Info, error) {
 	g.mu.Lock()
 	sb := g.byID[id]
 	g.mu.Unlock()
 	if sb == nil || sb.Owner != owner {
 		return nil, sandbox.Info{}, notFound(id)
 	}
-	info, err := g.sessions.Get(context.Background(), owner, id) // E2B's control calls pass no request context yet (docs/kubernetes.md)
+	info, err := g.sessions.Get(ctx, owner, id)
 	if errors.Is(err, sandbox.ErrNotFound) || (err == nil && g.expired(info)) {
 		g.forget(sb)
 		return nil, sandbox.Info{}, notFound(id)

@@ -259,7 +259,9 @@ func (x *box) RemoteFiles(lim workspace.Limits) (workspace.Files, error) {
 // put the record of the rules in force back, so that a later re-attach
 // never applies rules the tenant was told failed; a failure to is
 // logged (the session's rules in force are then the older ones only
-// while this replica holds it).
+// while this replica holds it). So does a record write that failed
+// otherwise than for a claim gone: a timeout or a 5xx may come after
+// the API server wrote it.
 func (x *box) SetNetwork(allow, deny []string) error {
 	n := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: allow, Deny: deny}
 	if x.ps.Network.Mode != spec.NetProxy {
@@ -275,10 +277,14 @@ func (x *box) SetNetwork(allow, deny []string) error {
 		if errors.Is(err, podclaim.ErrNotFound) {
 			return fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
 		}
+		if !x.restoreNetwork() {
+			return fmt.Errorf("%w (the new rules may be recorded on the session's claim though not in force: set the rules again)", err)
+		}
 		return err
 	}
 	if err := x.Box.SetNetwork(allow, deny); err != nil {
-		x.restoreNetwork()
+		// Logged by restoreNetwork; the proxy's refusal is the answer.
+		_ = x.restoreNetwork()
 		return err
 	}
 	x.ps.Network = n
@@ -286,14 +292,17 @@ func (x *box) SetNetwork(allow, deny []string) error {
 }
 
 // restoreNetwork records the rules in force again after a SetNetwork
-// whose rules were recorded but not applied, with a bound of its own
-// (the first write may have spent the SetNetwork's), logging a failure.
-func (x *box) restoreNetwork() {
+// whose rules were (or may have been) recorded but not applied, with a
+// bound of its own (the first write may have spent the SetNetwork's),
+// logging a failure; false says it failed.
+func (x *box) restoreNetwork() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), touchWait)
 	defer cancel()
 	if err := x.recordNetwork(ctx, x.ps.Network); err != nil {
-		x.log.Warn("putting back the session's network record after its new rules failed: a replica that re-attaches it applies the failed rules", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
+		x.log.Warn("putting back the session's network record after its new rules failed: a replica that re-attaches it may apply the failed rules", "session", x.ps.ID, "claim", x.ps.Claim, "err", err)
+		return false
 	}
+	return true
 }
 
 // touch records activity, logging a failure: the exec is served all the

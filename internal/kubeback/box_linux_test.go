@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,5 +260,43 @@ func TestSetNetworkRestoresRecord(t *testing.T) {
 	}
 	if !slices.Equal(x.ps.Network.Allow, old.Allow) {
 		t.Errorf("the session's rules after the refusal = %+v, want %+v", x.ps.Network, old)
+	}
+}
+
+// TestSetNetworkRestoresAmbiguous: a record write that fails for a
+// reason that may come after the API server wrote it (a timeout) puts
+// the record of the rules in force back too, and one whose claim is gone
+// does not; when the put-back fails as well, the error says the new
+// rules may be recorded.
+func TestSetNetworkRestoresAmbiguous(t *testing.T) {
+	old := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"old.example.com"}}
+	tests := []struct {
+		name      string
+		errs      []error
+		last      []string // the last record's allow list
+		mayRecord bool
+	}{
+		{"a timeout", []error{context.DeadlineExceeded, nil}, old.Allow, false},
+		{"a timeout, the put-back failing", []error{context.DeadlineExceeded, context.DeadlineExceeded}, old.Allow, true},
+		{"the claim gone", []error{podclaim.ErrNotFound}, []string{"new.example.com"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var recorded []spec.NetworkPolicy
+			x := &box{
+				Box: refusingBox{}, ps: &podclaim.Session{ID: "ses_x", Network: old}, log: slog.Default(),
+				recordNetwork: func(_ context.Context, n spec.NetworkPolicy) error {
+					recorded = append(recorded, n)
+					return tt.errs[len(recorded)-1]
+				},
+			}
+			err := x.SetNetwork([]string{"new.example.com"}, nil)
+			if err == nil || len(recorded) != len(tt.errs) || !slices.Equal(recorded[len(recorded)-1].Allow, tt.last) {
+				t.Errorf("SetNetwork = %v after records %+v, want an error after %d writes, the last allowing %v", err, recorded, len(tt.errs), tt.last)
+			}
+			if got := err != nil && strings.Contains(err.Error(), "may be recorded"); got != tt.mayRecord {
+				t.Errorf("SetNetwork = %v: says the rules may be recorded: %v, want %v", err, got, tt.mayRecord)
+			}
+		})
 	}
 }

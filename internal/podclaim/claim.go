@@ -50,7 +50,7 @@ func (c *Claimer) Claim(ctx context.Context, r Request) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.awaitPod(ctx, w, created, r.Network)
+	s, err := c.awaitPod(ctx, w, created, r.Session, r.Network)
 	if err != nil {
 		c.releaseFailed(created, err)
 		return nil, err
@@ -141,9 +141,10 @@ const (
 // (re-watching, a bounded number of times, should the server end it),
 // then finds and records the claim's Pod. Events of another claim of the
 // same name (an earlier one, replayed from the watch cache) are skipped:
-// only the created claim's UID counts. n is the session's network
-// policy, recorded with the Pod.
-func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.SandboxClaim, n spec.NetworkPolicy) (*Session, error) {
+// only the created claim's UID counts. n is session id's network
+// policy, recorded with the Pod and sealed for id (the request's, not
+// what the watched claim says: whoever may edit claims writes that).
+func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.SandboxClaim, id string, n spec.NetworkPolicy) (*Session, error) {
 	defer func() { w.Stop() }()
 	last, rewatches := claim, 0
 	for {
@@ -170,7 +171,7 @@ func (c *Claimer) awaitPod(ctx context.Context, w watch.Interface, claim *extv1.
 				return nil, err
 			}
 			if done {
-				return c.record(ctx, got, n)
+				return c.record(ctx, got, id, n)
 			}
 		case <-ctx.Done():
 			return nil, fmt.Errorf("claim %s was not Ready in time (%s): %w", claim.Name, conditionText(last), ctx.Err())

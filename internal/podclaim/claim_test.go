@@ -163,11 +163,15 @@ func TestAwaitPodOwnClaimOnly(t *testing.T) {
 			for _, ev := range tt.before {
 				w.Action(ev, old.DeepCopy())
 			}
-			w.Add(created.DeepCopy())
+			// The watched claim's session annotation is one a claim
+			// editor may have rewritten: the seal is for the request's.
+			edited := created.DeepCopy()
+			edited.Annotations[SessionAnnotation] = "s-2"
+			w.Add(edited)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			proxy := spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.com"}}
-			s, err := c.awaitPod(ctx, w, created, proxy)
+			s, err := c.awaitPod(ctx, w, created, "s-1", proxy)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
@@ -232,7 +236,7 @@ func TestRecordOnePatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := c.record(context.Background(), created, spec.NetworkPolicy{})
+			s, err := c.record(context.Background(), created, "s-1", spec.NetworkPolicy{})
 			if len(srv.patches) != 1 {
 				t.Errorf("got %d patches, want 1", len(srv.patches))
 			}
@@ -310,15 +314,16 @@ func TestUnrecorded(t *testing.T) {
 	}
 }
 
-// TestHoldOnlyWhenChanged: Hold writes the holder only when the claim,
-// as read, records another (or one to remove); the same value is no
-// PATCH.
+// TestHoldOnlyWhenChanged: Hold writes the holder unless there is none
+// to record and the claim, as read, recorded none; its own address as
+// read is written again (another replica may have recorded itself since
+// the read).
 func TestHoldOnlyWhenChanged(t *testing.T) {
 	tests := []struct {
 		name, mine, recorded string
 		patches              int
 	}{
-		{"already this replica", "10.0.0.7:8080/p", "10.0.0.7:8080/p", 0},
+		{"this replica as read", "10.0.0.7:8080/p", "10.0.0.7:8080/p", 1},
 		{"none to record, none recorded", "", "", 0},
 		{"another replica recorded", "10.0.0.7:8080/p", "10.0.0.8:8080/q", 1},
 		{"none recorded", "10.0.0.7:8080/p", "", 1},

@@ -70,6 +70,9 @@ type Claimer struct {
 	// syncWarn is how long WatchPods' first list may take before it is
 	// warned of (0: syncWarnAfter; tests shorten it).
 	syncWarn time.Duration
+	// refused is when a claim's refused network record was last warned
+	// of, by claim UID (made on first use; see warnRefusal).
+	refused map[types.UID]time.Time
 }
 
 // New makes a Claimer reaching the API server with restConfig (the

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,6 +50,11 @@ const networkContext = "warden kube network record\x00"
 // by another than a Warden replica, or copied from another claim.
 var errNetworkSeal = errors.New("its seal is not the router key's for this claim and session")
 
+// errNetworkUnsealed is a network record not in the sealed form at all
+// (none, or bare rules): what a replica of a version before records were
+// sealed wrote, as well as what a hand may write.
+var errNetworkUnsealed = errors.New("not sealed")
+
 // networkSeal is the HMAC, with key, of the canonical record js of
 // session id on the claim uid.
 func networkSeal(key []byte, uid types.UID, id, js string) []byte {
@@ -74,12 +80,12 @@ func sealNetwork(key []byte, uid types.UID, id string, n spec.NetworkPolicy) (st
 // decodeNetwork refuses.
 func openNetwork(key []byte, uid types.UID, id, v string) (spec.NetworkPolicy, error) {
 	if v == "" {
-		return spec.NetworkPolicy{}, errors.New("there is none")
+		return spec.NetworkPolicy{}, fmt.Errorf("%w: there is none", errNetworkUnsealed)
 	}
 	rest, ok := strings.CutPrefix(v, networkVersion+".")
 	seal, js, found := strings.Cut(rest, ".")
 	if !ok || !found {
-		return spec.NetworkPolicy{}, fmt.Errorf("not %s.<seal>.<rules>, the form Warden writes", networkVersion)
+		return spec.NetworkPolicy{}, fmt.Errorf("%w: not %s.<seal>.<rules>, the form Warden writes", errNetworkUnsealed, networkVersion)
 	}
 	got, err := hex.DecodeString(seal)
 	if err != nil || !hmac.Equal(got, networkSeal(key, uid, id, js)) {
@@ -183,17 +189,53 @@ func (c *Claimer) SetNetwork(ctx context.Context, s *Session, n spec.NetworkPoli
 
 // network is session s's recorded network policy, its seal checked with
 // the router key: a record that fails is logged in full for the
-// operator and is ErrDead for the tenant, in one line naming no detail,
-// never read as another policy.
+// operator (an unsealed one as what it most likely is, a claim recorded
+// before an upgrade) and is ErrDead for the tenant, in one line naming
+// no detail, never read as another policy.
 func (c *Claimer) network(s *Session) (spec.NetworkPolicy, error) {
 	n, err := openNetwork(c.cfg.RouterKey, s.claimUID, s.ID, s.networkRecord)
-	if err != nil {
-		c.log.Warn("refusing a session whose claim's network record fails its check: someone other than a Warden replica wrote it", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
-		return spec.NetworkPolicy{}, fmt.Errorf("session %q: %w: %s", s.ID, ErrDead, refusedNetwork)
+	if err == nil {
+		return n, nil
 	}
-	return n, nil
+	warn := c.log.Warn
+	if !c.warnRefusal(s.claimUID) {
+		warn = c.log.Debug
+	}
+	switch {
+	case errors.Is(err, errNetworkUnsealed):
+		warn("refusing a session whose claim's network record is not sealed: recorded by a replica of a version before records were sealed (such sessions end across the upgrade), or written by hand", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
+	default:
+		warn("refusing a session whose claim's network record fails its check: someone other than a Warden replica wrote it", "session", s.ID, "claim", s.Claim, "annotation", NetworkAnnotation, "err", err)
+	}
+	return spec.NetworkPolicy{}, fmt.Errorf("session %q: %w: %s", s.ID, ErrDead, refusedNetwork)
+}
+
+// Bounds of the warnings of refused network records: a client retrying
+// a refused session must not turn each request into a warning.
+const (
+	// refusedWarnEvery is how often one claim's refusal is warned of;
+	// the others in between are logged at debug level.
+	refusedWarnEvery = 10 * time.Minute
+	// maxRefusedWarned bounds the claims remembered as warned of.
+	maxRefusedWarned = 1024
+)
+
+// warnRefusal is whether the refusal of the claim uid's network record
+// is to be warned of: not within refusedWarnEvery of the last.
+func (c *Claimer) warnRefusal(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if t, ok := c.refused[uid]; ok && now.Sub(t) < refusedWarnEvery {
+		return false
+	}
+	if c.refused == nil || len(c.refused) >= maxRefusedWarned {
+		c.refused = map[types.UID]time.Time{}
+	}
+	c.refused[uid] = now
+	return true
 }
 
 // refusedNetwork is the tenant's reason for a session whose network
 // record fails its check.
-const refusedNetwork = "its recorded network policy was not written by this server (its claim was edited outside Warden), so it is refused; it is released at its idle timeout"
+const refusedNetwork = "its recorded network policy is not one this server version sealed (recorded by an earlier version, or edited outside Warden), so it is refused; it is released at its idle timeout"

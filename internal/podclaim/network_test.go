@@ -90,6 +90,12 @@ func TestNetworkSealRefused(t *testing.T) {
 		if !strings.Contains(log.String(), tt.logged) || !strings.Contains(log.String(), ClaimName(id)) {
 			t.Errorf("%s: logged %q, want the claim and %q", tt.name, log.String(), tt.logged)
 		}
+		// An unsealed record is most likely an earlier version's: the
+		// log must not send the operator looking for an attacker alone.
+		unsealed := strings.Contains(tt.logged, "the form Warden writes") || strings.Contains(tt.logged, "there is none")
+		if got := strings.Contains(log.String(), "before records were sealed"); got != unsealed {
+			t.Errorf("%s: logged %q: names an earlier version: %v, want %v", tt.name, log.String(), got, unsealed)
+		}
 	}
 }
 
@@ -137,5 +143,24 @@ func TestNetworkTooLargeRefusedAtClaim(t *testing.T) {
 	}
 	if err := r.check(); err == nil || !strings.Contains(err.Error(), "give fewer or shorter --allow and --deny rules") {
 		t.Errorf("check of %d rules = %v, want the refusal of a record too large", len(r.Network.Allow), err)
+	}
+}
+
+// TestNetworkRefusalWarnedOnce: a client retrying a session whose record
+// is refused gets the refusal every time, but the operator one warning
+// per claim per refusedWarnEvery, not one per request.
+func TestNetworkRefusalWarnedOnce(t *testing.T) {
+	var log bytes.Buffer
+	c := &Claimer{cfg: Config{RouterKey: testKey}, log: slog.New(slog.NewTextHandler(&log, nil))}
+	for range 3 {
+		if _, err := c.network(&Session{ID: "s-1", Claim: ClaimName("s-1"), claimUID: "claim-uid", networkRecord: `{"mode":"proxy"}`}); !errors.Is(err, ErrDead) {
+			t.Fatalf("network of an unsealed record: %v, want ErrDead", err)
+		}
+	}
+	if got := strings.Count(log.String(), "level=WARN"); got != 1 {
+		t.Errorf("three refusals of one claim: %d warnings, want 1:\n%s", got, log.String())
+	}
+	if _, err := c.network(&Session{ID: "s-2", Claim: ClaimName("s-2"), claimUID: "other-uid"}); !errors.Is(err, ErrDead) || strings.Count(log.String(), "level=WARN") != 2 {
+		t.Errorf("another claim's refusal: %v, with %d warnings in all; want ErrDead and its own warning", err, strings.Count(log.String(), "level=WARN"))
 	}
 }

@@ -143,7 +143,8 @@ type Session struct {
 	Limits spec.Limits
 	// Network is the recorded network policy (NetworkAnnotation), set
 	// by Find and Claim once its seal checked: valid and parsed as the
-	// egress proxy parses it. A listing leaves it zero.
+	// egress proxy parses it. A listing and Read (the holder's lookup)
+	// leave it zero.
 	Network spec.NetworkPolicy
 
 	// networkRecord is NetworkAnnotation's value as read: unchecked

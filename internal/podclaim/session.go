@@ -43,7 +43,7 @@ import (
 // replaced after the record is Find's to report, as at any later time.
 // The patched claim must still name the Sandbox checked, or it is an
 // error.
-func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim, n spec.NetworkPolicy) (*Session, error) {
+func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim, id string, n spec.NetworkPolicy) (*Session, error) {
 	pod, err := c.claimPod(ctx, claim)
 	if err != nil {
 		return nil, err
@@ -51,16 +51,16 @@ func (c *Claimer) record(ctx context.Context, claim *extv1.SandboxClaim, n spec.
 	if ip := claim.Status.SandboxStatus.PodIPs[0]; pod.Status.PodIP != ip {
 		return nil, fmt.Errorf("claim %s reports Pod IP %s, but its Pod %s has %q", claim.Name, ip, pod.Name, pod.Status.PodIP)
 	}
-	return c.writePod(ctx, claim, pod, n)
+	return c.writePod(ctx, claim, pod, id, n)
 }
 
-// writePod writes pod and the network policy n on claim, unless the
-// claim of that name is another than claim (its uid differs), and is
-// the session the patched claim holds.
-func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod, n spec.NetworkPolicy) (*Session, error) {
+// writePod writes pod and session id's network policy n (sealed for id)
+// on claim, unless the claim of that name is another than claim (its uid
+// differs), and is the session the patched claim holds.
+func (c *Claimer) writePod(ctx context.Context, claim *extv1.SandboxClaim, pod *corev1.Pod, id string, n spec.NetworkPolicy) (*Session, error) {
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
-	network, err := sealNetwork(c.cfg.RouterKey, claim.UID, claim.Annotations[SessionAnnotation], n)
+	network, err := sealNetwork(c.cfg.RouterKey, claim.UID, id, n)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", claim.Name, err)
 	}
@@ -304,16 +304,19 @@ func (c *Claimer) Read(ctx context.Context, owner, id string) (*Session, error) 
 // value, or none) on its claim, one merge patch conditional on the
 // claim's UID: a replica that attached a session another claimed says
 // so, and the others forward to it from then on. A claim gone or
-// replaced is ErrNotFound. A claim that already records this value (as
-// Find read it: a replica re-attaching a session it held before, or
-// none recorded and none to record) is not written: every attach would
-// otherwise cost a PATCH.
+// replaced is ErrNotFound. Only a replica with no address to record, on
+// a claim that recorded none when Find read it, does not write: that
+// skips the PATCH of every attach where replicas have no addresses. A
+// replica with an address writes even when Find read its own: another
+// replica may have recorded itself between that read and this attach
+// (its Pod connection ended within the dial), and skipping would leave
+// the claim naming it while this one holds the Pod.
 func (c *Claimer) Hold(ctx context.Context, s *Session) error {
 	if s.claimUID == "" {
 		return fmt.Errorf("recording session %q's holder: it has no claim UID: hold what Find or Claim returned", s.ID)
 	}
 	v := c.holder(s.claimUID)
-	if v == s.Holder {
+	if v == "" && s.Holder == "" {
 		return nil
 	}
 	var h any

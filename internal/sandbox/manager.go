@@ -200,10 +200,11 @@ type Manager struct {
 	// missing holds when each owner's id Find last answered ErrNotFound
 	// (see remoteMissing): one tenant's bogus ids cost the shared store
 	// little. findsBy and listsBy count each owner's slots of finds and
-	// lists taken, against its share (remoteFindsPerKey,
-	// remoteListsPerKey).
+	// lists taken, against its share (see shares), and listPace paces
+	// each owner's listings (listRate).
 	finds, lists     chan struct{}
-	findsBy, listsBy map[string]int
+	findsBy, listsBy *shares
+	listPace         *ownerBuckets
 	missing          map[string]time.Time
 
 	// poolSpec is what the pool builds: the default limits, no network.
@@ -244,7 +245,7 @@ func NewManager(b Backend, cfg Config) *Manager {
 		bytesByOwner: map[string]int64{}, held: map[string]int64{}, stop: make(chan struct{}), copies: make(chan struct{}, maxCopies),
 		pins: map[string]int{}, unpinnedDrop: map[string]bool{}, adopting: map[string]*adoption{},
 		finds: make(chan struct{}, remoteFinds), lists: make(chan struct{}, remoteLists), missing: map[string]time.Time{},
-		findsBy: map[string]int{}, listsBy: map[string]int{},
+		findsBy: newShares(remoteFinds, remoteFindsPerKey), listsBy: newShares(remoteLists, remoteListsPerKey), listPace: newListPacer(),
 		poolSpec: spec.Spec{Limits: cfg.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}},
 		starts:   newStartPacer(cfg.StartRate), bursts: newExecBursts(cfg.ExecPace),
 	}

@@ -77,14 +77,19 @@ const remoteListWait = 10 * time.Second
 // store is one other components can write.
 // The listing takes one of the remoteLists slots, its own and not the
 // lookups' (remoteFinds), so that listings cannot starve other keys'
-// attaches; one that finds them all taken until ctx ends is busy.
+// attaches; one that finds them all taken until ctx ends is busy. And
+// each key's listings are paced (listRate, a *ListPacedError past it),
+// as each is a LIST of the store whose cost every tenant shares.
 func (m *Manager) listRemote(ctx context.Context, rb RemoteBackend, owner string, held []Info) ([]Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, remoteListWait)
 	defer cancel()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("listing this key's sessions across the servers: %w", err)
 	}
-	if !m.takeShare(m.listsBy, owner, remoteListsPerKey) {
+	if err := m.paceList(owner); err != nil {
+		return nil, fmt.Errorf("listing this key's sessions across the servers: %w", err)
+	}
+	if !m.takeShare(m.listsBy, owner) {
 		return nil, fmt.Errorf("%w: listing this key's sessions across the servers: this key has %d listing under way, its share; retry once it ends", ErrBusy, remoteListsPerKey)
 	}
 	defer m.giveShare(m.listsBy, owner)
@@ -274,7 +279,10 @@ const (
 	// its slot through the Pod's attach (seconds when the Pod is busy),
 	// so without a share one tenant's requests for sessions held
 	// elsewhere could take every slot and leave every other tenant's
-	// lookups busy. Past it, that key's lookups alone are busy.
+	// lookups busy. A key holds at most this many, and one holding any
+	// takes another only while more than this many stay free (see
+	// shares): past it, that key's lookups alone are busy, and busy keys
+	// together leave the last slots to keys holding none.
 	remoteFindsPerKey = remoteFinds / 4
 	// remoteLists bounds the Lists under way at once, apart from
 	// remoteFinds: however many listings tenants keep open, the lookups
@@ -346,11 +354,11 @@ func (m *Manager) GuardLookup(ctx context.Context, owner, id string, look func(c
 }
 
 // bounded runs look in one of the remoteFinds slots, busy when none
-// frees before ctx ends or owner holds its share of them
-// (remoteFindsPerKey), and remembers an id it finds missing.
+// frees before ctx ends or owner holds its share of them (see shares),
+// and remembers an id it finds missing.
 func (m *Manager) bounded(ctx context.Context, owner, id string, look func(context.Context) error) error {
-	if !m.takeShare(m.findsBy, owner, remoteFindsPerKey) {
-		return fmt.Errorf("%w: session %q: this key has %d lookups of sessions this server does not hold under way, its share of the server's %d; retry shortly", ErrBusy, id, remoteFindsPerKey, remoteFinds)
+	if !m.takeShare(m.findsBy, owner) {
+		return fmt.Errorf("%w: session %q: this key has lookups of sessions this server does not hold under way, as many as its share of the server's %d allows (at most %d, and none of the last %d, kept for other keys); retry shortly", ErrBusy, id, remoteFinds, remoteFindsPerKey, remoteFindsPerKey)
 	}
 	defer m.giveShare(m.findsBy, owner)
 	select {
@@ -358,31 +366,10 @@ func (m *Manager) bounded(ctx context.Context, owner, id string, look func(conte
 	case <-ctx.Done():
 		return fmt.Errorf("%w: session %q: this server has %d lookups of sessions it does not hold under way; retry shortly", ErrBusy, id, remoteFinds)
 	}
+	defer func() { <-m.finds }()
 	err := look(ctx)
-	<-m.finds
 	if errors.Is(err, ErrNotFound) {
 		m.noteMissing(owner, id)
 	}
 	return err
-}
-
-// takeShare counts one of owner's slots in by (findsBy, listsBy),
-// false when owner holds most already.
-func (m *Manager) takeShare(by map[string]int, owner string, most int) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if by[owner] >= most {
-		return false
-	}
-	by[owner]++
-	return true
-}
-
-// giveShare gives back one of owner's slots counted in by.
-func (m *Manager) giveShare(by map[string]int, owner string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if by[owner]--; by[owner] <= 0 {
-		delete(by, owner)
-	}
 }

@@ -671,7 +671,7 @@ func TestListShare(t *testing.T) {
 	m := NewManager(&fakeRemote{store: store}, Config{})
 	defer m.Close()
 	ctx := context.Background()
-	if !m.takeShare(m.listsBy, "alice", remoteListsPerKey) {
+	if !m.takeShare(m.listsBy, "alice") {
 		t.Fatal("alice's first listing found her share taken")
 	}
 	if _, err := m.ListEverywhere(ctx, "alice"); !errors.Is(err, ErrBusy) || store.lists != 0 {
@@ -681,8 +681,73 @@ func TestListShare(t *testing.T) {
 		t.Errorf("bob's listing while alice's is under way: got %v after %d Lists, want it served", err, store.lists)
 	}
 	m.giveShare(m.listsBy, "alice")
-	if _, err := m.ListEverywhere(ctx, "alice"); err != nil || len(m.listsBy) != 0 {
-		t.Errorf("alice's listing once hers ended: got %v with shares %v left, want it served and none left", err, m.listsBy)
+	if _, err := m.ListEverywhere(ctx, "alice"); err != nil || len(m.listsBy.by) != 0 || m.listsBy.taken != 0 {
+		t.Errorf("alice's listing once hers ended: got %v with shares %v (%d taken) left, want it served and none left", err, m.listsBy.by, m.listsBy.taken)
+	}
+}
+
+// TestListPaced: one key listing in a loop makes listBurst Lists of the
+// store, then is refused with a *ListPacedError (its wait at most a
+// second) without a List, while another key's listing is served.
+func TestListPaced(t *testing.T) {
+	store := &remoteStore{sessions: map[string]RemoteSession{}}
+	m := NewManager(&fakeRemote{store: store}, Config{})
+	defer m.Close()
+	ctx := context.Background()
+	var paced *ListPacedError
+	for i := range 100 {
+		_, err := m.ListEverywhere(ctx, "alice")
+		if errors.As(err, &paced) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("alice's listing %d: %v", i, err)
+		}
+	}
+	// The bucket refills at listRate while the loop runs, so a slow
+	// machine may allow one or two more.
+	if paced == nil || store.lists < listBurst || store.lists > listBurst+2 {
+		t.Fatalf("alice listing in a loop: %d Lists, refused %v; want about %d, then a *ListPacedError", store.lists, paced, listBurst)
+	}
+	if !errors.Is(paced, ErrTooMany) || paced.Wait <= 0 || paced.Wait > time.Second {
+		t.Errorf("alice's paced listing: got %v (wait %v), want an ErrTooMany with a wait within a second", paced, paced.Wait)
+	}
+	lists := store.lists
+	if _, err := m.ListEverywhere(ctx, "bob"); err != nil || store.lists != lists+1 {
+		t.Errorf("bob's listing while alice is paced: got %v after %d Lists, want it served", err, store.lists-lists)
+	}
+}
+
+// TestShareHeadroom: keys busy with lookups leave the last of the slots
+// to keys holding none. Table: the slots each key already holds, then
+// whether one more of a key's is counted (past remoteFinds, the slots
+// themselves make it wait).
+func TestShareHeadroom(t *testing.T) {
+	tests := []struct {
+		name string
+		held map[string]int
+		who  string
+		want bool
+	}{
+		{"first of an idle server", nil, "a", true},
+		{"within the share", map[string]int{"a": 3}, "a", true},
+		{"past the share", map[string]int{"a": 4}, "a", false},
+		{"a busy key into the last free slots", map[string]int{"a": 4, "b": 4, "c": 4, "d": 1}, "d", false},
+		{"a key holding none into the last free slots", map[string]int{"a": 4, "b": 4, "c": 4, "d": 1}, "e", true},
+		{"a key holding none into the last slot", map[string]int{"a": 4, "b": 4, "c": 4, "d": 1, "e": 1, "f": 1}, "g", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewManager(&fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}, Config{})
+			defer m.Close()
+			for who, n := range tt.held {
+				m.findsBy.by[who] = n
+				m.findsBy.taken += n
+			}
+			if got := m.takeShare(m.findsBy, tt.who); got != tt.want {
+				t.Errorf("%s's slot with %v held: got %v, want %v", tt.who, tt.held, got, tt.want)
+			}
+		})
 	}
 }
 
@@ -737,5 +802,22 @@ func TestRemoteCallsTakeContext(t *testing.T) {
 		case <-time.After(time.Minute): // a bound, not a timing assertion
 			t.Fatalf("%s whose request ended still waits for the held attach", name)
 		}
+	}
+}
+
+// TestLookupPanicFreesSlot: a lookup that panics (net/http recovers a
+// handler's) gives back its slot of remoteFinds and its share.
+func TestLookupPanicFreesSlot(t *testing.T) {
+	m := NewManager(&fakeRemote{store: &remoteStore{sessions: map[string]RemoteSession{}}}, Config{})
+	defer m.Close()
+	func() {
+		// The panic is the test's own, and the lookup's error is never
+		// returned: it panics.
+		defer func() { _ = recover() }()
+		_ = m.GuardLookup(context.Background(), "alice", newID(), func(context.Context) error { panic("look") })
+	}()
+
+	if len(m.finds) != 0 || m.findsBy.taken != 0 {
+		t.Errorf("after a panicking lookup: %d slots and %d shares taken, want none", len(m.finds), m.findsBy.taken)
 	}
 }

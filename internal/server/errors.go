@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -189,7 +190,7 @@ func oneLine(err error) string {
 
 // writeError answers with err mapped to its status and JSON body; the
 // log layer counts the refusal, for the request's tenant. A start refused
-// for start pacing says in Retry-After when the next may come.
+// for start or listing pacing says in Retry-After when the next may come.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := toAPIError(err)
 	s.logPublic(err)
@@ -207,15 +208,23 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 // huge number is a bug's, not an answer.
 const maxRetryAfter = 3600
 
-// retryAfter is the Retry-After of a start refused for start pacing:
-// whole seconds, rounded up, so a client that waits that long is not
-// refused again for it, and at most maxRetryAfter.
+// retryAfter is the Retry-After of a start refused for start pacing or
+// a listing refused for listing pacing: whole seconds, rounded up, so a
+// client that waits that long is not refused again for it, and at most
+// maxRetryAfter.
 func retryAfter(err error) (int, bool) {
+	var wait time.Duration
 	var paced *sandbox.StartPacedError
-	if !errors.As(err, &paced) {
+	var listed *sandbox.ListPacedError
+	switch {
+	case errors.As(err, &paced):
+		wait = paced.Wait
+	case errors.As(err, &listed):
+		wait = listed.Wait
+	default:
 		return 0, false
 	}
-	return min(maxRetryAfter, max(1, int(math.Ceil(paced.Wait.Seconds())))), true
+	return min(maxRetryAfter, max(1, int(math.Ceil(wait.Seconds())))), true
 }
 
 // writeJSON answers with v as JSON. An encoding error can only come from

@@ -37,12 +37,14 @@ type Replicas struct {
 	// that does not answer within it is taken to be gone, and this server
 	// takes the session over.
 	DialTimeout time.Duration
-	// ProbeEvery is how often a forward under way asks its holder's
-	// /healthz whether the holder still answers (DefaultHolderProbe),
-	// each probe bounded by half of it: a holder whose kernel takes the
-	// connection but whose process answers nothing (stopped, deadlocked)
-	// fails the forward after holderProbeMisses probes in a row go
-	// unanswered, rather than holding it until the client leaves.
+	// ProbeEvery is how often a holder with forwards under way is asked
+	// its /healthz, whether it still answers (DefaultHolderProbe), each
+	// probe bounded by half of it: a holder whose kernel takes the
+	// connection but whose process serves no HTTP (stopped, frozen)
+	// fails its forwards after holderProbeMisses probes in a row go
+	// unanswered, rather than holding them until their clients leave.
+	// /healthz touches no session, so a holder whose HTTP server runs
+	// but whose session handling is stuck is not told.
 	ProbeEvery time.Duration
 }
 
@@ -145,11 +147,24 @@ type forwarder struct {
 	s     *Server
 	cfg   Replicas
 	proxy *httputil.ReverseProxy
-	// probe asks holders' /healthz (watchHolder).
+	// probe asks holders' /healthz (probeHolder).
 	probe *http.Client
 
 	mu      sync.Mutex
 	holders map[string]heldBy // by owner and session id
+	// watches are the holders with forwards under way, each probed by
+	// one loop whatever its forwards' number (watchHolder).
+	watches   map[netip.AddrPort]*holderWatch
+	nextWatch uint64
+}
+
+// holderWatch is one holder's probe loop and the forwards it fails when
+// the holder stops answering: each forward's cancel, by a number of its
+// own. Its fields are under forwarder.mu.
+type holderWatch struct {
+	cancels map[uint64]context.CancelCauseFunc
+	// stop ends the loop, once the last forward ended.
+	stop context.CancelFunc
 }
 
 // heldBy is a session's holder as looked up at a time.
@@ -159,11 +174,13 @@ type heldBy struct {
 }
 
 // forwardState carries one forward's target and outcome through the
-// proxy: dialFailed says the holder did not answer, so nothing was sent.
+// proxy: dialFailed says the holder did not answer, so nothing was sent;
+// hungTold that failed answered (and logged) a hung holder.
 type forwardState struct {
 	target     netip.AddrPort
 	id         string
 	dialFailed bool
+	hungTold   bool
 }
 
 type forwardStateKey struct{}
@@ -182,9 +199,17 @@ func newForwarder(s *Server, cfg Replicas) *forwarder {
 	if cfg.ProbeEvery <= 0 {
 		cfg.ProbeEvery = DefaultHolderProbe
 	}
-	f := &forwarder{s: s, cfg: cfg, holders: map[string]heldBy{}}
+	f := &forwarder{s: s, cfg: cfg, holders: map[string]heldBy{}, watches: map[netip.AddrPort]*holderWatch{}}
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
-	f.probe = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}}
+	f.probe = &http.Client{
+		Transport: &http.Transport{
+			DialContext: d.DialContext, MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.ProbeEvery,
+			MaxResponseHeaderBytes: maxProbeHeader,
+		},
+		// A redirect is an answer: whoever answers at a recorded
+		// address must not send the router's GETs elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
@@ -226,8 +251,8 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 func (f *forwarder) failed(w http.ResponseWriter, r *http.Request, err error) {
 	st := r.Context().Value(forwardStateKey{}).(*forwardState)
 	if errors.Is(context.Cause(r.Context()), errHolderHung) {
-		f.forget(owner(r), st.id)
-		f.s.log.Warn("the replica holding the session answers no probe: its forward is failed", "session", st.id, "holder", st.target, "err", err)
+		st.hungTold = true
+		f.forgetHung(owner(r), st, err)
 		f.s.writeError(w, &apiError{http.StatusServiceUnavailable, codeUnavailable,
 			"the server holding session " + st.id + " does not answer: retry"})
 		return
@@ -314,7 +339,16 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, id string, h
 	st := &forwardState{target: holder, id: id}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	go f.watchHolder(ctx, cancel, holder)
+	defer f.watchHolder(holder, cancel)()
+	// A forward failed once its answer's headers went is not given to
+	// failed: the proxy panics with http.ErrAbortHandler, which cuts the
+	// client's connection. Its hung holder is forgotten and logged here,
+	// on the way out, panic or not.
+	defer func() {
+		if !st.hungTold && errors.Is(context.Cause(ctx), errHolderHung) {
+			f.forgetHung(owner(r), st, context.Cause(ctx))
+		}
+	}()
 	out := r.WithContext(context.WithValue(ctx, forwardStateKey{}, st))
 	if r.Body != nil && r.Body != http.NoBody {
 		// The proxy closes the body it sends; should the dial fail,
@@ -384,12 +418,50 @@ func (f *forwarder) forget(o, id string) {
 	delete(f.holders, o+"\x00"+id)
 }
 
-// watchHolder probes holder every ProbeEvery until ctx (a forward's)
-// ends, cancelling it with errHolderHung once holderProbeMisses probes
-// in a row go unanswered: a forward to a hung holder ends within about
-// that many periods, whatever the request's own length (a long exec's
-// forward costs one /healthz per period).
-func (f *forwarder) watchHolder(ctx context.Context, cancel context.CancelCauseFunc, holder netip.AddrPort) {
+// forgetHung forgets the hung holder of owner o's forward st and logs
+// why its forward failed.
+func (f *forwarder) forgetHung(o string, st *forwardState, err error) {
+	f.forget(o, st.id)
+	f.s.log.Warn("the replica holding the session answers no probe: its forward is failed", "session", st.id, "holder", st.target, "err", err)
+}
+
+// watchHolder has holder's probe loop (started by the first forward
+// to it) fail this forward, by cancel, once the holder stops answering;
+// the func it returns ends that, and the loop with its last forward. So
+// however many forwards to one holder are under way (long execs), the
+// holder gets one /healthz per ProbeEvery from this server.
+func (f *forwarder) watchHolder(holder netip.AddrPort, cancel context.CancelCauseFunc) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.watches[holder]
+	if w == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		w = &holderWatch{cancels: map[uint64]context.CancelCauseFunc{}, stop: stop}
+		f.watches[holder] = w
+		go f.probeHolder(ctx, holder, w)
+	}
+	f.nextWatch++
+	n := f.nextWatch
+	w.cancels[n] = cancel
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(w.cancels, n)
+		if len(w.cancels) == 0 {
+			w.stop()
+			if f.watches[holder] == w {
+				delete(f.watches, holder)
+			}
+		}
+	}
+}
+
+// probeHolder probes holder every ProbeEvery until ctx (its watch's)
+// ends, failing every forward of w with errHolderHung once
+// holderProbeMisses probes in a row go unanswered: a forward to a hung
+// holder ends within about that many periods, whatever the request's
+// own length. The next forward to it starts a new watch.
+func (f *forwarder) probeHolder(ctx context.Context, holder netip.AddrPort, w *holderWatch) {
 	t := time.NewTicker(f.cfg.ProbeEvery)
 	defer t.Stop()
 	misses := 0
@@ -403,16 +475,33 @@ func (f *forwarder) watchHolder(ctx context.Context, cancel context.CancelCauseF
 			misses = 0
 			continue
 		}
-		if misses++; misses >= holderProbeMisses {
-			cancel(errHolderHung)
-			return
+		if misses++; misses < holderProbeMisses {
+			continue
 		}
+		f.mu.Lock()
+		for _, cancel := range w.cancels {
+			cancel(errHolderHung)
+		}
+		if f.watches[holder] == w {
+			delete(f.watches, holder)
+		}
+		f.mu.Unlock()
+		return
 	}
 }
 
+// maxProbeHeader bounds a probe's answer's headers, and maxProbeBody the
+// body read of it (to keep its connection for the next probe): a
+// /healthz answers a few bytes, and whoever answers at a holder's
+// address is not trusted to.
+const (
+	maxProbeHeader = 4 << 10
+	maxProbeBody   = 4 << 10
+)
+
 // answers is whether holder answers a GET of /healthz (any status: a
-// holder too busy to serve says so, which is an answer) within half a
-// probe period.
+// holder too busy to serve says so, which is an answer; a redirect is
+// one too, not followed) within half a probe period.
 func (f *forwarder) answers(ctx context.Context, holder netip.AddrPort) bool {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.ProbeEvery/2)
 	defer cancel()
@@ -424,8 +513,11 @@ func (f *forwarder) answers(ctx context.Context, holder netip.AddrPort) bool {
 	if err != nil {
 		return false
 	}
-	// The status is the answer; the body is a few bytes at most, and a
-	// close error changes nothing the probe learned.
+	// The status is the answer. The body is read (a few bytes, bounded)
+	// so that its connection serves the next probe: a failed read
+	// changes nothing the probe learned.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	// Nor does a failed close.
 	_ = resp.Body.Close()
 	return true
 }

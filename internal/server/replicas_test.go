@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -415,7 +416,7 @@ func TestReplicasBodyBound(t *testing.T) {
 
 // testProbe is the probe period of the hung-holder tests: short, so
 // that they end soon; their waits are bounded apart from it.
-const testProbe = 50 * time.Millisecond
+const testProbe = 200 * time.Millisecond
 
 // TestReplicasHolderHung: a holder whose kernel takes the connection
 // but which answers nothing (the request nor the probes of its
@@ -470,5 +471,133 @@ func TestReplicasHolderSlow(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(body) != "answered" {
 		t.Errorf("a slow holder that answers its probes: got %d %s, want its 200 answered", resp.StatusCode, body)
+	}
+}
+
+// TestReplicasHolderHungAfterHeaders: a holder that sends its answer's
+// headers (a streamed exec does at once) and then hangs has the
+// client's connection cut, and is forgotten all the same: the next
+// request looks it up again.
+func TestReplicasHolderHungAfterHeaders(t *testing.T) {
+	p := newReplicaPairWith(t, newHolder(t), testProbe)
+	id := p.a.create(keyA)
+	h := fakeHolder(t, func(c net.Conn) {
+		start := make([]byte, 64)
+		n, _ := io.ReadAtLeast(c, start, len("GET /healthz")) // a short read is a request too; the test checks the outcome
+		if !strings.HasPrefix(string(start[:n]), "GET /healthz") {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") // a failed write is a hung holder too
+		}
+		_, _ = io.Copy(io.Discard, c) // reads, answers nothing more, until B drops it; nothing to check
+	})
+	p.holder.Store(&h)
+	client := &http.Client{Timeout: time.Minute} // a bound on the test, not the probe's
+	for i := range 2 {
+		req, err := http.NewRequest("POST", p.bURL+"/v1/sessions/"+id+"/exec/stream", strings.NewReader(`{"command":["true"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+keyA)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d to a holder hung after its headers: %v, want its headers", i, err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err == nil {
+			t.Errorf("request %d to a holder hung after its headers: got %d and a body read error %v, want 200 then the connection cut", i, resp.StatusCode, err)
+		}
+	}
+	if got := p.asked.Load(); got != 2 {
+		t.Errorf("B's holder lookups: got %d, want 2 (a holder hung after its headers is forgotten)", got)
+	}
+}
+
+// slowHolder is a holder whose answers to anything but /healthz take
+// 10 probe periods, with healthz answering its probes.
+func slowHolder(t *testing.T, healthz http.HandlerFunc) (netip.AddrPort, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			healthz(w, r)
+			return
+		}
+		time.Sleep(10 * testProbe)
+		fmt.Fprint(w, "answered")
+	}))
+	return netip.MustParseAddrPort(srv.Listener.Addr().String()), srv
+}
+
+// TestReplicasProbeAnswers: what a holder's /healthz answers is the
+// probe's verdict alone: a redirect is an answer, not followed (whoever
+// answers at a recorded address cannot send B's GETs elsewhere), and an
+// answer with headers past maxProbeHeader is none.
+func TestReplicasProbeAnswers(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(other.Close)
+	tests := []struct {
+		name    string
+		healthz http.HandlerFunc
+		want    int
+	}{
+		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other.URL, http.StatusFound) }, http.StatusOK},
+		{"huge headers", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Big", strings.Repeat("x", 2*maxProbeHeader))
+		}, http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			elsewhere.Store(0)
+			p := newReplicaPairWith(t, newHolder(t), testProbe)
+			id := p.a.create(keyA)
+			h, srv := slowHolder(t, tt.healthz)
+			srv.Start()
+			t.Cleanup(srv.Close)
+			p.holder.Store(&h)
+			resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, nil)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want || elsewhere.Load() != 0 {
+				t.Errorf("a holder whose /healthz answers a %s: got %d %s with %d GETs elsewhere, want %d and none", tt.name, resp.StatusCode, body, elsewhere.Load(), tt.want)
+			}
+		})
+	}
+}
+
+// TestReplicasProbeOneLoop: however many forwards to one holder are
+// under way, B probes it by one loop, on one connection kept from probe
+// to probe.
+func TestReplicasProbeOneLoop(t *testing.T) {
+	p := newReplicaPairWith(t, newHolder(t), testProbe)
+	id := p.a.create(keyA)
+	var probing, most, conns atomic.Int32
+	h, srv := slowHolder(t, func(http.ResponseWriter, *http.Request) {
+		if n := probing.Add(1); n > most.Load() {
+			most.Store(n)
+		}
+		time.Sleep(testProbe / 10)
+		probing.Add(-1)
+	})
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	p.holder.Store(&h)
+	const forwards = 4
+	var wg sync.WaitGroup
+	for range forwards {
+		wg.Go(func() {
+			resp := post(t, p.bURL+"/v1/sessions/"+id+"/exec", `{"command":["true"]}`, nil)
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	// A probe that takes over half a period on a loaded machine costs
+	// its connection; a few are slack for that.
+	if most.Load() > 1 || conns.Load() > forwards+3 {
+		t.Errorf("%d forwards to one holder: %d probes at once at most over %d connections, want 1 at once over about %d (one per forward, one for the probes)", forwards, most.Load(), conns.Load(), forwards+1)
 	}
 }

@@ -81,3 +81,17 @@ func TestListUnavailable(t *testing.T) {
 		t.Errorf("answer %s names the store's detail", resp.body)
 	}
 }
+
+// TestListPacedAnswer: a listing the Manager refuses for listing pacing
+// is a 429 with Retry-After in whole seconds, rounded up.
+func TestListPacedAnswer(t *testing.T) {
+	h := newHarness(t, nil)
+	h.fake.err = &sandbox.ListPacedError{Wait: 300 * time.Millisecond}
+	resp := h.do("GET", "/v1/sessions", keyA, "")
+	if code, _ := resp.errorMessage(); resp.status != http.StatusTooManyRequests || code != codeTooMany {
+		t.Errorf("a paced listing: got %d %s, want 429 %s", resp.status, resp.body, codeTooMany)
+	}
+	if got := resp.header.Get("Retry-After"); got != "1" {
+		t.Errorf("a paced listing: Retry-After %q, want \"1\"", got)
+	}
+}
