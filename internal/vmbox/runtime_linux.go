@@ -20,6 +20,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/scratch"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/vmguest"
 )
@@ -107,6 +108,10 @@ type box struct {
 	times *phases
 	// ctl is the host's end of the agent port until the session owns it.
 	ctl *os.File
+	// tmplRoot holds the shared lock on a template's root
+	// (rootfs.HoldImageTemplate) while the box's root binds it, so no
+	// store's gc removes it; nil on the host's root.
+	tmplRoot *os.File
 }
 
 // Start boots a VM for a session of s and returns once its agent is
@@ -175,8 +180,6 @@ func refuse(s spec.Spec) error {
 		return fmt.Errorf("%w: the microvm backend does not share a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
 	case s.Scratch != "":
 		return fmt.Errorf("%w: the microvm backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
-	case !s.Root.IsHost():
-		return fmt.Errorf("%w: the microvm backend runs on the host's root only yet; run template %q on the native, gvisor or docker backend", spec.ErrInvalid, s.Root.Template)
 	}
 	return nil
 }
@@ -188,8 +191,11 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	if err := b.attachEgress(s); err != nil {
 		return err
 	}
-	scratch, err := b.makeScratch(s.Limits)
+	scratchDir, err := b.makeScratch(s.Limits)
 	if err != nil {
+		return err
+	}
+	if err := scratch.SeedBox(scratchDir, s.Root); err != nil {
 		return err
 	}
 	b.times.mark("scratch")
@@ -209,12 +215,17 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	}
 	defer b.closeLogged(initrd, "the guest initramfs")
 	b.times.mark("kernel_initrd")
+	if !s.Root.IsHost() {
+		if tmpl, b.tmplRoot, err = rootfs.HoldImageTemplate(StateDir, s.Root.Template, s.Root.Dir, s.Root.Digest); err != nil {
+			return err
+		}
+	}
 	root := filepath.Join(b.dir, "root")
 	if err := assembleRoot(tmpl, root); err != nil {
 		return err
 	}
 	b.times.mark("root")
-	boot, shares := layout(tmpl, root, scratch, s.Limits)
+	boot, shares := layout(tmpl, root, scratchDir, s.Limits)
 	cfg := microvm.Config{
 		KernelFile: kf, KernelArgs: args, InitrdFile: initrd, ID: b.lease, Shares: shares,
 		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), CPUQuota: cpuQuota(s.Limits, accel), BootTimeout: bootTimeout,
@@ -365,9 +376,17 @@ func (b *box) cleanup() {
 	}
 	if err := removeBox(b.dir); err != nil {
 		// The id may still own files in the scratch: keeping the lease
-		// for the process's life stops another box getting them.
+		// for the process's life stops another box getting them. The
+		// root may still bind a template's: its lock is kept too, so no
+		// gc removes files through the bind.
 		b.logger().Warn("leaving the box's directory and keeping its uid leased", "dir", b.dir, "err", err)
 		return
+	}
+	if b.tmplRoot != nil {
+		// after the root is unmounted: nothing binds the template's root
+		if err := b.tmplRoot.Close(); err != nil {
+			b.logger().Warn("releasing the box's template root", "err", err)
+		}
 	}
 	if b.lease != nil {
 		// after the scratch is gone: no file of the id is left
