@@ -16,6 +16,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
+	"github.com/warden-sandbox/warden/internal/vmbox"
 )
 
 // templateOpts are the flags every template subcommand shares.
@@ -101,7 +102,7 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 			if err := s.Remove(args[0]); err != nil {
 				return err
 			}
-			return gcGVisorRoots(cmd, s)
+			return gcTemplateRoots(cmd, s)
 		},
 	}
 }
@@ -109,7 +110,7 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the layers no template uses, and the gvisor roots and docker images of removed templates",
+		Short: "Remove the layers no template uses, and the gvisor and microvm roots and docker images of removed templates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := o.store()
@@ -123,35 +124,50 @@ func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", rep.Layers, humanBytes(rep.BytesFreed)); err != nil {
 				return err
 			}
-			return errors.Join(gcGVisorRoots(cmd, s), gcDockerImages(cmd, s))
+			return errors.Join(gcTemplateRoots(cmd, s), gcDockerImages(cmd, s))
 		},
 	}
 }
 
-// gvisorRoots is where the gVisor backend keeps templates' shared roots
-// (a variable for the tests, which must not touch the host's).
-var gvisorRoots = gvisor.StateDir
+// gvisorRoots and microvmRoots are where the gVisor and microvm backends
+// keep templates' shared roots (variables for the tests, which must not
+// touch the host's).
+var (
+	gvisorRoots  = gvisor.StateDir
+	microvmRoots = vmbox.StateDir
+)
 
-// gcGVisorRoots removes the gVisor backend's shared roots of templates
-// the store no longer holds (gvisor.RemoveTemplateRoots), under the
-// store's lock, keeping any a box still runs on.
-func gcGVisorRoots(cmd *cobra.Command, s *template.Store) error {
+// gcTemplateRoots removes the shared roots of templates the store no
+// longer holds that the gVisor and microvm backends keep, each in its
+// own state directory (gvisor.RemoveTemplateRoots,
+// vmbox.RemoveTemplateRoots), under the store's lock, keeping any a box
+// still runs on.
+func gcTemplateRoots(cmd *cobra.Command, s *template.Store) error {
+	return errors.Join(
+		gcRoots(cmd, s, "gvisor", func(keep func(string) bool) ([]string, error) { return gvisor.RemoveTemplateRoots(gvisorRoots, keep) }),
+		gcRoots(cmd, s, "microvm", func(keep func(string) bool) ([]string, error) { return vmbox.RemoveTemplateRoots(microvmRoots, keep) }),
+	)
+}
+
+// gcRoots removes one backend's roots of removed templates with remove,
+// under the store's lock, and says how many went.
+func gcRoots(cmd *cobra.Command, s *template.Store, backend string, remove func(keep func(string) bool) ([]string, error)) error {
 	var removed []string
 	err := s.Collect(func(stored func(string) bool) error {
 		var err error
-		removed, err = gvisor.RemoveTemplateRoots(gvisorRoots, stored)
+		removed, err = remove(stored)
 		return err
 	})
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}
 	if len(removed) > 0 {
-		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d gvisor roots of removed templates\n", len(removed)); werr != nil {
+		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d %s roots of removed templates\n", len(removed), backend); werr != nil {
 			return werr
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("removing gvisor roots of removed templates: %w", err)
+		return fmt.Errorf("removing %s roots of removed templates: %w", backend, err)
 	}
 	return nil
 }

@@ -47,18 +47,20 @@ func TestTemplateCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	sd := "--state-dir=" + state
-	// The gVisor roots of the template (and of one no store holds), in a
-	// directory of the test's: rm removes both, the host's stay untouched.
-	roots := t.TempDir()
-	defer func(old string) { gvisorRoots = old }(gvisorRoots)
-	gvisorRoots = roots
+	// The gVisor and microvm roots of the template (and of one no store
+	// holds), in directories of the test's: rm removes both of each, the
+	// host's stay untouched.
+	defer func(g, m string) { gvisorRoots, microvmRoots = g, m }(gvisorRoots, microvmRoots)
+	gvisorRoots, microvmRoots = t.TempDir(), t.TempDir()
 	digest, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"img-" + digest.Hex + "-0011aabb/usr", "img-" + strings.Repeat("e", 64) + "-0011aabb", "runsc"} {
-		if err := os.MkdirAll(filepath.Join(roots, d), 0o700); err != nil {
-			t.Fatal(err)
+	for _, roots := range []string{gvisorRoots, microvmRoots} {
+		for _, d := range []string{"img-" + digest.Hex + "-0011aabb/usr", "img-" + strings.Repeat("e", 64) + "-0011aabb", "runsc"} {
+			if err := os.MkdirAll(filepath.Join(roots, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	steps := []struct {
@@ -76,7 +78,7 @@ func TestTemplateCLI(t *testing.T) {
 		{[]string{"share", "rand", "all", sd}, "rand\tshared with all", false},
 		{[]string{"rm", "host", sd}, "reserved", true},
 		{[]string{"ls", "--state-dir=none"}, "pass --state-dir", true},
-		{[]string{"rm", "rand", sd}, "removed 2 gvisor roots of removed templates", false},
+		{[]string{"rm", "rand", sd}, "removed 2 gvisor roots of removed templates\nremoved 2 microvm roots of removed templates", false},
 		{[]string{"gc", sd}, "removed 2 layers", false},
 		{[]string{"gc", sd}, "docker images not checked: no engine answers", false},
 	}
@@ -98,8 +100,10 @@ func TestTemplateCLI(t *testing.T) {
 		if s.args[0] == "rm" && !s.wantErr {
 			wantRoots = 1
 		}
-		if ents, _ := os.ReadDir(roots); len(ents) != wantRoots {
-			t.Errorf("after %v: %d entries in the gvisor state directory, want %d (3 before rm, only runsc after)", s.args, len(ents), wantRoots)
+		for _, roots := range []string{gvisorRoots, microvmRoots} {
+			if ents, _ := os.ReadDir(roots); len(ents) != wantRoots {
+				t.Errorf("after %v: %d entries in the state directory %s, want %d (3 before rm, only runsc after)", s.args, len(ents), roots, wantRoots)
+			}
 		}
 	}
 }
@@ -136,8 +140,8 @@ func TestTemplateGCHungEngine(t *testing.T) {
 		}
 	}()
 	t.Setenv("DOCKER_HOST", "unix://"+sock)
-	defer func(old string) { gvisorRoots = old }(gvisorRoots)
-	gvisorRoots = t.TempDir()
+	defer func(g, m string) { gvisorRoots, microvmRoots = g, m }(gvisorRoots, microvmRoots)
+	gvisorRoots, microvmRoots = t.TempDir(), t.TempDir()
 	defer func(old time.Duration) { dockerGCTimeout = old }(dockerGCTimeout)
 	dockerGCTimeout = 100 * time.Millisecond
 	done := make(chan error, 1)
