@@ -2,6 +2,8 @@ package vmbox
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,4 +63,115 @@ func TestAssembleRootPrivateReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAssembleImageRoot: a box's root on a template is Warden's shared
+// root of the image with the image's entries bound from its tree: the
+// very files of the tree, every mount of it read-only, nosuid and nodev
+// (a set-uid file planted in the tree included), nothing written into the
+// tree, and the root kept from gc while the box holds it.
+func TestAssembleImageRoot(t *testing.T) {
+	base, image := t.TempDir(), t.TempDir()
+	for _, d := range []string{"usr/bin", "var/tmp", "etc"} {
+		if err := os.MkdirAll(filepath.Join(image, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	suid := filepath.Join(image, "usr/bin/suid")
+	if err := os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(suid, 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("usr/bin", filepath.Join(image, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	before := treeNames(t, image)
+	err := testhost.InMountNS(t, func() error {
+		tmpl, held, err := rootfs.HoldImageTemplate(base, "t", image, digest)
+		if err != nil {
+			return err
+		}
+		root := filepath.Join(base, "root")
+		if err := assembleRoot(tmpl, root); err != nil {
+			return err
+		}
+		checkImageRoot(t, root, suid)
+		if gone, err := RemoveTemplateRoots(base, func(string) bool { return false }); err != nil || len(gone) != 0 {
+			t.Errorf("gc while the box holds its root: removed %q, %v; want nothing", gone, err)
+		}
+		if err := unmountRoot(root); err != nil {
+			return err
+		}
+		if err := held.Close(); err != nil {
+			return err
+		}
+		if gone, err := RemoveTemplateRoots(base, func(string) bool { return false }); err != nil || len(gone) != 1 {
+			t.Errorf("gc once the box is gone: removed %q, %v; want its root", gone, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := treeNames(t, image); after != before {
+		t.Errorf("the image's tree changed under the box:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// checkImageRoot checks the assembled root: the tree's own set-uid file
+// (the same inode), the image's link kept, every mount at or below root
+// read-only, nosuid and nodev.
+func checkImageRoot(t *testing.T, root, suid string) {
+	t.Helper()
+	var a, b unix.Stat_t
+	if err := unix.Stat(suid, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(filepath.Join(root, "usr/bin/suid"), &b); err != nil || a.Ino != b.Ino {
+		t.Errorf("the root's usr/bin/suid: %v, inode %d; want the tree's, %d", err, b.Ino, a.Ino)
+	}
+	if l, err := os.Readlink(filepath.Join(root, "bin")); err != nil || l != "usr/bin" {
+		t.Errorf("the root's bin: %q, %v; want the image's link to usr/bin", l, err)
+	}
+	mi, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || (f[4] != root && !strings.HasPrefix(f[4], root+"/")) {
+			continue
+		}
+		n++
+		opts := "," + f[5] + ","
+		for _, o := range []string{",ro,", ",nosuid,", ",nodev,"} {
+			if !strings.Contains(opts, o) {
+				t.Errorf("mount %s has options %s, want %s among them", f[4], f[5], strings.Trim(o, ","))
+			}
+		}
+	}
+	if n < 3 { // the root, and the image's usr and var (its /etc is copied)
+		t.Errorf("%d mounts at or below the root, want the root and the image's directories", n)
+	}
+}
+
+// treeNames lists every path and mode under dir, for comparing trees.
+func treeNames(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s:%v ", strings.TrimPrefix(p, dir), d.Type())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
