@@ -184,8 +184,10 @@ func refuse(s spec.Spec) error {
 	return nil
 }
 
-// start makes the scratch, boots the VM with the shares, and hands the
-// guest its boot message and the agent its Config.
+// start makes the scratch (seeded from a template's home and
+// /workspace), assembles the root (a template's held against gc), boots
+// the VM with the shares, and hands the guest its boot message and the
+// agent its Config.
 func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	// The proxy first: a rule only its parser refuses costs no mount.
 	if err := b.attachEgress(s); err != nil {
@@ -215,13 +217,8 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	}
 	defer b.closeLogged(initrd, "the guest initramfs")
 	b.times.mark("kernel_initrd")
-	if !s.Root.IsHost() {
-		if tmpl, b.tmplRoot, err = rootfs.HoldImageTemplate(StateDir, s.Root.Template, s.Root.Dir, s.Root.Digest); err != nil {
-			return err
-		}
-	}
 	root := filepath.Join(b.dir, "root")
-	if err := assembleRoot(tmpl, root); err != nil {
+	if tmpl, err = b.makeRoot(s.Root, tmpl, root); err != nil {
 		return err
 	}
 	b.times.mark("root")
@@ -240,6 +237,21 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	}
 	b.times.mark("handover")
 	return nil
+}
+
+// makeRoot assembles the box's root at dir from the host's root
+// template, or on a template from its shared root, which the box holds
+// (b.tmplRoot) so no store's gc removes it under the bind; it returns the
+// root template used.
+func (b *box) makeRoot(r spec.Root, host rootfs.Template, dir string) (rootfs.Template, error) {
+	tmpl := host
+	if !r.IsHost() {
+		var err error
+		if tmpl, b.tmplRoot, err = rootfs.HoldImageTemplate(StateDir, r.Template, r.Dir, r.Digest); err != nil {
+			return tmpl, err
+		}
+	}
+	return tmpl, assembleRoot(tmpl, dir)
 }
 
 // makeScratch makes the box's directory (root's alone), leases the box's

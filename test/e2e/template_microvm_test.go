@@ -20,8 +20,9 @@ import (
 // "hostile" into a store of the test's own (state-dir/templates) and
 // plants in its tree what unpacking never lets in, as a tampered store
 // could hold: a set-uid root copy of id and a device node (the memory's
-// null, 1:3, harmless whatever opens it). It returns the state directory.
-func hostileTemplate(t *testing.T) string {
+// null, 1:3, harmless whatever opens it). It returns the state directory
+// and the store.
+func hostileTemplate(t *testing.T) (string, *template.Store) {
 	t.Helper()
 	requireSandbox(t)
 	state := t.TempDir()
@@ -56,19 +57,20 @@ func hostileTemplate(t *testing.T) string {
 	if err := unix.Mknod(filepath.Join(tpl.Root, "usr/local/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 		t.Fatal(err)
 	}
-	return state
+	return state, st
 }
 
 // TestMicrovmTemplateHostile: a template's set-uid files and device
 // nodes give the box nothing on microvm: the root the guest mounts is
 // read-only, nosuid and nodev (the host's binds are too), so the planted
 // set-uid id runs as the box's user and opening the planted node is
-// refused. Then warden template rm refuses the template while a microvm
-// session runs on it (the store's lease) and removes it once the session
-// is gone.
+// refused. A template committed on it starts with its home and
+// /workspace seeded. Then a session on it runs the image's python, and
+// warden template rm refuses the template while that session runs (the
+// store's lease) and removes it once the session is gone.
 func TestMicrovmTemplateHostile(t *testing.T) {
 	requireBackend(t, "microvm")
-	state := hostileTemplate(t)
+	state, st := hostileTemplate(t)
 	flags := []string{"--backend", "microvm", "--state-dir", state, "--template", "hostile"}
 	r := sh(t, "id -u; /usr/local/bin/suid-id -u; (: > /usr/local/null) 2>/dev/null && echo opened || echo refused; grep -c ' / / ro,nosuid,nodev' /proc/self/mountinfo", flags...)
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
@@ -84,10 +86,16 @@ func TestMicrovmTemplateHostile(t *testing.T) {
 	if lines[3] != "1" {
 		t.Errorf("the root's mount options: %s root lines read-only, nosuid and nodev, want 1", lines[3])
 	}
+	templatetest.CommitSeeded(t, st, "hostile", "seeded")
+	seeded := []string{"--backend", "microvm", "--state-dir", state, "--template", "seeded"}
+	if r := sh(t, templatetest.SeededScript, seeded...); r.ExitCode != 0 || r.Stdout != templatetest.SeededWant {
+		t.Errorf("a seeded template: got stdout %q (exit %d, stderr %q, error %q), want %q", r.Stdout, r.ExitCode, r.Stderr, r.Error, templatetest.SeededWant)
+	}
 	testMicrovmTemplateRm(t, state)
 }
 
-// testMicrovmTemplateRm: rm refuses the template a microvm session uses.
+// testMicrovmTemplateRm: a session on the template runs its python, and
+// rm refuses the template while the session lives.
 func testMicrovmTemplateRm(t *testing.T, state string) {
 	srv := startServer(t, "--backend", "microvm", "--state-dir", state)
 	id := srv.newSession(t, keyA, map[string]any{"template": "hostile"})
@@ -95,6 +103,9 @@ func testMicrovmTemplateRm(t *testing.T, state string) {
 	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/exec"), map[string]any{"command": []string{"sh", "-c", "test -e /usr/local/bin/suid-id && echo image"}}, http.StatusOK, &r)
 	if r.Stdout != "image\n" {
 		t.Errorf("a session on the template: got %q (stderr %q), want image", r.Stdout, r.Stderr)
+	}
+	if r := srv.code(t, keyA, id, "python", "import sys\nsys.prefix", nil); r.Value != "'/usr'" {
+		t.Errorf("a python cell, from the image's python: got %q (stderr %q), want '/usr'", r.Value, r.Stderr)
 	}
 	if inv := warden(t, "", "template", "rm", "hostile", "--state-dir", state); inv.code == 0 || !strings.Contains(inv.stderr, "in use") {
 		t.Errorf("rm while a microvm session uses it: exit %d, stderr %q; want refused as in use", inv.code, inv.stderr)
