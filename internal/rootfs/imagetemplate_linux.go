@@ -32,7 +32,8 @@ var digestHex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 // SharedImageTemplate is a Template for a template's tree (image, its
 // spec.Root.Dir) that never writes to the tree, which every box on the
 // template shares: runsc's gofer makes each missing mount point in the
-// root's host directory, so the root must be Warden's. Dir holds the
+// root's host directory, and the microvm backend binds the image's
+// entries over mount points, so the root must be Warden's. Dir holds the
 // image's top-level links as they are, an empty mount point for each of
 // its other top-level directories and files (Binds, bound read-only from
 // under From = image), Warden's own mount points (MountPoints), and a
@@ -165,7 +166,7 @@ func writeImageTemplate(dir, image string) error {
 // imageMountPoint makes at dst what the root shows of the image's entry
 // e: its link as it is, or an empty directory or file to bind it over.
 // Both template roots use it: the native one's (bindImageEntry) and the
-// shared one of gvisor and docker (writeImageTemplate).
+// shared one of gvisor and microvm (writeImageTemplate).
 func imageMountPoint(dst, src string, e fs.DirEntry) error {
 	switch ImageEntry(e.Name(), e.Type()) {
 	case ImageLink:
