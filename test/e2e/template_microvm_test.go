@@ -14,6 +14,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
 	"github.com/warden-sandbox/warden/internal/template/templatetest"
+	"github.com/warden-sandbox/warden/internal/vmbox"
 )
 
 // hostileTemplate imports the minimal test image as the template
@@ -86,12 +87,21 @@ func TestMicrovmTemplateHostile(t *testing.T) {
 	if lines[3] != "1" {
 		t.Errorf("the root's mount options: %s root lines read-only, nosuid and nodev, want 1", lines[3])
 	}
-	templatetest.CommitSeeded(t, st, "hostile", "seeded")
+	root := templatetest.CommitSeeded(t, st, "hostile", "seeded")
 	seeded := []string{"--backend", "microvm", "--state-dir", state, "--template", "seeded"}
 	if r := sh(t, templatetest.SeededScript, seeded...); r.ExitCode != 0 || r.Stdout != templatetest.SeededWant {
 		t.Errorf("a seeded template: got stdout %q (exit %d, stderr %q, error %q), want %q", r.Stdout, r.ExitCode, r.Stderr, r.Error, templatetest.SeededWant)
 	}
 	testMicrovmTemplateRm(t, state)
+	// The run is over, so no box holds the seeded template's microvm root:
+	// rm removes it with the template.
+	if inv := warden(t, "", "template", "rm", "seeded", "--state-dir", state); inv.code != 0 || !strings.Contains(inv.stdout, "microvm roots of removed templates") {
+		t.Errorf("rm seeded: exit %d, stdout %q, stderr %q; want its microvm root removed", inv.code, inv.stdout, inv.stderr)
+	}
+	left, err := filepath.Glob(filepath.Join(vmbox.StateDir, "img-"+strings.TrimPrefix(root.Digest, "sha256:")+"-*"))
+	if err != nil || len(left) != 0 {
+		t.Errorf("the seeded template's microvm roots after rm: %q, %v; want none", left, err)
+	}
 }
 
 // testMicrovmTemplateRm: a session on the template runs its python, and
