@@ -69,7 +69,8 @@ func TestAssembleRootPrivateReadOnly(t *testing.T) {
 // root of the image with the image's entries bound from its tree: the
 // very files of the tree, every mount of it read-only, nosuid and nodev
 // (a set-uid file planted in the tree included), nothing written into the
-// tree, and the root kept from gc while the box holds it.
+// tree, and the root kept from gc while the box holds it, and while a
+// box directory's root binds it after the lock is gone (a dead Warden's).
 func TestAssembleImageRoot(t *testing.T) {
 	base, image := t.TempDir(), t.TempDir()
 	for _, d := range []string{"usr/bin", "var/tmp", "etc"} {
@@ -94,7 +95,10 @@ func TestAssembleImageRoot(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		root := filepath.Join(base, "root")
+		root := filepath.Join(base, "box-x", "root")
+		if err := os.Mkdir(filepath.Dir(root), 0o700); err != nil {
+			return err
+		}
 		if err := assembleRoot(tmpl, root); err != nil {
 			return err
 		}
@@ -102,10 +106,13 @@ func TestAssembleImageRoot(t *testing.T) {
 		if gone, err := RemoveTemplateRoots(base, func(string) bool { return false }); err != nil || len(gone) != 0 {
 			t.Errorf("gc while the box holds its root: removed %q, %v; want nothing", gone, err)
 		}
-		if err := unmountRoot(root); err != nil {
+		if err := held.Close(); err != nil {
 			return err
 		}
-		if err := held.Close(); err != nil {
+		if gone, err := RemoveTemplateRoots(base, func(string) bool { return false }); err != nil || len(gone) != 0 {
+			t.Errorf("gc while a box's root binds it, unlocked: removed %q, %v; want nothing", gone, err)
+		}
+		if err := unmountRoot(root); err != nil {
 			return err
 		}
 		if gone, err := RemoveTemplateRoots(base, func(string) bool { return false }); err != nil || len(gone) != 1 {
