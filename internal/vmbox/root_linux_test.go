@@ -182,3 +182,76 @@ func treeNames(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestAssembleRootForeignMountPoint: a shared root written for another
+// tree with the same digest, whose mount point for the tree's opt is a
+// link out of the root (the test's own directory), a file or missing, is
+// refused, and nothing is bound outside the root. Harmless if broken: the
+// link's target is a directory the test made, in a private mount
+// namespace.
+func TestAssembleRootForeignMountPoint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first func(tree, outside string) error
+	}{
+		{"link out", func(tree, outside string) error { return os.Symlink(outside, filepath.Join(tree, "opt")) }},
+		{"file", func(tree, _ string) error { return os.WriteFile(filepath.Join(tree, "opt"), nil, 0o644) }},
+		{"missing", func(string, string) error { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, first, tree, outside := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+			if err := tc.first(first, outside); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(tree, "opt"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tree, "opt", "marker"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := testhost.InMountNS(t, func() error {
+				return assembleForeign(t, base, first, tree, outside)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// assembleForeign writes the shared root for first, assembles a box's
+// root on tree with the same digest and checks it is refused with
+// nothing bound over outside.
+func assembleForeign(t *testing.T, base, first, tree, outside string) error {
+	digest := "sha256:" + strings.Repeat("cd", 32)
+	if _, err := rootfs.SharedImageTemplate(base, first, digest); err != nil {
+		return err
+	}
+	tmpl, held, err := rootfs.HoldImageTemplate(base, "t", tree, digest)
+	if err != nil {
+		return err
+	}
+	defer held.Close()
+	root := filepath.Join(base, "box-x", "root")
+	if err := os.Mkdir(filepath.Dir(root), 0o700); err != nil {
+		return err
+	}
+	aerr := assembleRoot(tmpl, root)
+	if !errors.Is(aerr, errForeignRoot) {
+		t.Errorf("assembleRoot on a root written for another tree: %v, want %v", aerr, errForeignRoot)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "marker")); err == nil {
+		t.Errorf("the tree's opt was bound over %s, outside the root", outside)
+	}
+	if err := unmountRoot(root); err != nil {
+		return err
+	}
+	mi, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return err
+	}
+	if strings.Contains(string(mi), " "+outside+" ") {
+		t.Errorf("a mount at %s outlived the box's root", outside)
+	}
+	return nil
+}
