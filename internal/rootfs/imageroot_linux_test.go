@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -76,5 +77,49 @@ func TestRemoveImageTemplates(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("left: got %q, want %q", got, want)
+	}
+}
+
+// TestHoldImageTemplateConcurrent: boxes starting at once in one Warden,
+// on one digest or on several whose roots are not written yet, each get
+// the root (no write removes another's half-written one), and nothing
+// but the roots is left.
+func TestHoldImageTemplateConcurrent(t *testing.T) {
+	base, img := t.TempDir(), imageTree(t)
+	digests := []string{testDigest, "sha256:" + strings.Repeat("e", 64)}
+	const workers, rounds = 4, 5
+	errs := make(chan error, workers*rounds*len(digests))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				d := digests[(w+r)%len(digests)]
+				_, f, err := HoldImageTemplate(base, "t", img, d)
+				if err == nil {
+					err = f.Close()
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a concurrent start: %v", err)
+		}
+	}
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != len(digests) {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("left in the state directory: %q, want the %d roots", names, len(digests))
 	}
 }

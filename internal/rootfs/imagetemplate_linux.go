@@ -54,8 +54,12 @@ func SharedImageTemplate(base, image, digest string) (Template, error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return t, nil
 	}
-	tmp := filepath.Join(base, fmt.Sprintf("tmp-%d-img", os.Getpid()))
-	_ = os.RemoveAll(tmp) // a dead attempt's leftovers; writeImageTemplate fails clearly if any stay
+	// A directory of this call's own: boxes start concurrently, on one
+	// digest or several (boxname.StaleDirs sweeps a dead Warden's).
+	tmp, err := os.MkdirTemp(base, fmt.Sprintf("tmp-%d-img-", os.Getpid()))
+	if err != nil {
+		return t, fmt.Errorf("writing the root of template %s: %w", digest, err)
+	}
 	if err := writeImageTemplate(tmp, image); err != nil {
 		_ = os.RemoveAll(tmp) // the write's error is the one to report; boxname.StaleDirs sweeps tmp-<pid> later
 		return t, fmt.Errorf("writing the root of template %s: %w", digest, err)
@@ -120,9 +124,9 @@ func imageBinds(image string) ([]string, error) {
 	return binds, nil
 }
 
-// writeImageTemplate fills dir (which must not exist) for image.
+// writeImageTemplate fills the empty directory dir for image.
 func writeImageTemplate(dir, image string) error {
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
 	ents, err := imageEntries(image)
