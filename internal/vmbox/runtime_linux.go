@@ -389,8 +389,9 @@ func (b *box) cleanup() {
 	if err := removeBox(b.dir); err != nil {
 		// The id may still own files in the scratch: keeping the lease
 		// for the process's life stops another box getting them. The
-		// root may still bind a template's: its lock is kept too, so no
-		// gc removes files through the bind.
+		// root may still bind a template's: its lock goes with the box,
+		// but gc keeps a root a box directory's root binds
+		// (boundRoots), so none removes files through the bind.
 		b.logger().Warn("leaving the box's directory and keeping its uid leased", "dir", b.dir, "err", err)
 		return
 	}
