@@ -121,8 +121,8 @@ type box struct {
 	restored bool
 	runscEnd string
 	// root holds the shared lock on a template's root
-	// (rootfs.HoldImageTemplate), so gc
-	// of any store leaves it while the box lives; nil on the host's root.
+	// (rootfs.HoldImageTemplate), so gc of any store leaves it while the
+	// box lives; nil on the host's root.
 	root *os.File
 	// spec is the spec of the box's session.
 	spec spec.Spec

@@ -13,8 +13,8 @@ import (
 // TestRemoveTemplateRoots lays out a state directory: the roots of a
 // stored template, of a removed one, of a removed one a box's bundle
 // still names, and of a removed one a box (of another store, starting)
-// holds (its shared flock, rootfs.HoldImageTemplate) with no bundle yet, beside entries that are no roots.
-// Only the removed, unused root goes.
+// holds (its shared flock, rootfs.HoldImageTemplate) with no bundle yet,
+// beside entries that are no roots. Only the removed, unused root goes.
 func TestRemoveTemplateRoots(t *testing.T) {
 	dir := t.TempDir()
 	hex := func(c string) string { return strings.Repeat(c, 64) }

@@ -11,8 +11,8 @@ import (
 
 // UnusedTemplateRoots lists the shared roots in dir (StateDir, but in
 // tests) of templates keep does not hold (keep gets "sha256:<hex>") that
-// no box holds or binds: what RemoveTemplateRoots would remove, for
-// doctor.
+// no box's root binds: what RemoveTemplateRoots would remove, for doctor
+// (which does not try the lock a box starting may hold yet).
 func UnusedTemplateRoots(dir string, keep func(digest string) bool) ([]string, error) {
 	used, err := boundRoots(dir)
 	if err != nil {
