@@ -166,7 +166,8 @@ func checkImageRoot(t *testing.T, root, suid string) {
 	}
 }
 
-// treeNames lists every path and mode under dir, for comparing trees.
+// treeNames lists every path under dir with its mode, size and
+// modification time, for comparing trees.
 func treeNames(t *testing.T, dir string) string {
 	t.Helper()
 	var b strings.Builder
@@ -174,7 +175,11 @@ func treeNames(t *testing.T, dir string) string {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "%s:%v ", strings.TrimPrefix(p, dir), d.Type())
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s:%v:%d:%d ", strings.TrimPrefix(p, dir), fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
 		return nil
 	})
 	if err != nil {
