@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -50,9 +51,9 @@ func backendLeaks() []Leak {
 // box wrote is unknown to dir's store, and a box on that template writes
 // it again.
 func TemplateRoots(dir string) []Leak {
-	stored, bad := storedDigests(dir)
-	if bad != "" {
-		return []Leak{{Kind: "template root", What: dir, Why: bad + ", so its gvisor and microvm roots were not checked"}}
+	stored, err := storedDigests(dir)
+	if err != nil {
+		return []Leak{{Kind: "template root", What: dir, Why: err.Error() + ", so its gvisor and microvm roots were not checked"}}
 	}
 	keep := func(d string) bool { return stored[d] }
 	var roots []Leak
@@ -78,21 +79,21 @@ func TemplateRoots(dir string) []Leak {
 
 // storedDigests are the digests of the templates the store at dir holds
 // (none without a store), or why the store cannot be read.
-func storedDigests(dir string) (map[string]bool, string) {
+func storedDigests(dir string) (map[string]bool, error) {
 	stored := map[string]bool{}
 	if _, err := os.Stat(dir); dir == "" || err != nil {
-		return stored, ""
+		return stored, nil
 	}
 	s, err := template.Open(dir, template.Options{})
 	if err != nil {
-		return nil, "the template store cannot be read (" + err.Error() + ")"
+		return nil, fmt.Errorf("the template store cannot be read (%w)", err)
 	}
 	ts, err := s.List()
 	if err != nil {
-		return nil, "the template store cannot be listed (" + err.Error() + ")"
+		return nil, fmt.Errorf("the template store cannot be listed (%w)", err)
 	}
 	for _, t := range ts {
 		stored[t.Digest] = true
 	}
-	return stored, ""
+	return stored, nil
 }
