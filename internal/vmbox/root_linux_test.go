@@ -82,7 +82,7 @@ func TestAssembleImageRoot(t *testing.T) {
 	if err := os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(suid, 0o4755); err != nil {
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil { // os.Chmod drops 0o4000: only ModeSetuid sets it
 		t.Fatal(err)
 	}
 	if err := os.Symlink("usr/bin", filepath.Join(image, "bin")); err != nil {
@@ -137,8 +137,8 @@ func checkImageRoot(t *testing.T, root, suid string) {
 	if err := unix.Stat(suid, &a); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Stat(filepath.Join(root, "usr/bin/suid"), &b); err != nil || a.Ino != b.Ino {
-		t.Errorf("the root's usr/bin/suid: %v, inode %d; want the tree's, %d", err, b.Ino, a.Ino)
+	if err := unix.Stat(filepath.Join(root, "usr/bin/suid"), &b); err != nil || a.Ino != b.Ino || b.Mode&unix.S_ISUID == 0 {
+		t.Errorf("the root's usr/bin/suid: %v, inode %d, mode %#o; want the tree's, %d, set-uid (nosuid is what stops it)", err, b.Ino, b.Mode, a.Ino)
 	}
 	if l, err := os.Readlink(filepath.Join(root, "bin")); err != nil || l != "usr/bin" {
 		t.Errorf("the root's bin: %q, %v; want the image's link to usr/bin", l, err)
