@@ -13,10 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warden-sandbox/warden/internal/docker"
-	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/doctor"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
-	"github.com/warden-sandbox/warden/internal/vmbox"
 )
 
 // templateOpts are the flags every template subcommand shares.
@@ -129,24 +128,20 @@ func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 	}
 }
 
-// gvisorRoots and microvmRoots are where the gVisor and microvm backends
-// keep templates' shared roots (variables for the tests, which must not
-// touch the host's).
-var (
-	gvisorRoots  = gvisor.StateDir
-	microvmRoots = vmbox.StateDir
-)
+// rootBackends are the backends that keep templates' shared roots, each
+// in its state directory (a variable for the tests, which must not touch
+// the host's).
+var rootBackends = doctor.RootBackends()
 
 // gcTemplateRoots removes the shared roots of templates the store no
-// longer holds that the gVisor and microvm backends keep, each in its
-// own state directory (gvisor.RemoveTemplateRoots,
-// vmbox.RemoveTemplateRoots), under the store's lock, keeping any a box
-// still runs on.
+// longer holds that the backends keep (doctor.RootBackends), under the
+// store's lock, keeping any a box still runs on.
 func gcTemplateRoots(cmd *cobra.Command, s *template.Store) error {
-	return errors.Join(
-		gcRoots(cmd, s, "gvisor", func(keep func(string) bool) ([]string, error) { return gvisor.RemoveTemplateRoots(gvisorRoots, keep) }),
-		gcRoots(cmd, s, "microvm", func(keep func(string) bool) ([]string, error) { return vmbox.RemoveTemplateRoots(microvmRoots, keep) }),
-	)
+	var errs []error
+	for _, b := range rootBackends {
+		errs = append(errs, gcRoots(cmd, s, b.Name, func(keep func(string) bool) ([]string, error) { return b.Remove(b.State, keep) }))
+	}
+	return errors.Join(errs...)
 }
 
 // gcRoots removes one backend's roots of removed templates with remove,

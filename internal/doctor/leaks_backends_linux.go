@@ -57,20 +57,15 @@ func TemplateRoots(dir string) []Leak {
 	}
 	keep := func(d string) bool { return stored[d] }
 	var roots []Leak
-	for _, b := range []struct {
-		kind, state string
-		unused      func(string, func(string) bool) ([]string, error)
-	}{
-		{"gvisor root", gvisor.StateDir, gvisor.UnusedTemplateRoots},
-		{"microvm root", vmbox.StateDir, vmbox.UnusedTemplateRoots},
-	} {
-		unused, err := b.unused(b.state, keep)
+	for _, b := range RootBackends() {
+		kind := b.Name + " root"
+		unused, err := b.Unused(b.State, keep)
 		if err != nil {
-			roots = append(roots, Leak{Kind: b.kind, What: b.state, Why: "not checked: " + err.Error()})
+			roots = append(roots, Leak{Kind: kind, What: b.State, Why: "not checked: " + err.Error()})
 			continue
 		}
 		for _, p := range unused {
-			roots = append(roots, Leak{Kind: b.kind, What: p,
+			roots = append(roots, Leak{Kind: kind, What: p,
 				Why: "the root of a template " + dir + " does not hold, used by no box (a cache of another store's or a gone template); warden template gc removes it"})
 		}
 	}
