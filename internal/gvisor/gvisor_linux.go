@@ -249,7 +249,7 @@ func (b *box) build(s spec.Spec, tmpl rootfs.Template, fill func(scratch string)
 		return err
 	}
 	if !s.Root.IsHost() {
-		if tmpl, b.root, err = rootfs.HoldImageTemplate(StateDir, s.Root.Template, s.Root.Dir, s.Root.Digest); err != nil {
+		if tmpl, b.root, err = rootfs.HoldImageTemplate(StateDir, s.Root); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // A template's shared root (img-<digest>-<layout> in a backend's state
@@ -34,14 +36,14 @@ const (
 )
 
 // HoldImageTemplate writes the shared root under base of the template
-// name (its tree image, its manifest's digest) once per digest, as
+// r (r.Dir its tree, r.Digest its manifest's digest) once per digest, as
 // SharedImageTemplate does, and takes a shared lock on it for a box: the
 // returned file holds it until closed, and gc (RemoveImageTemplates)
 // leaves the root while it is held. A root gc removed meanwhile is
 // written again.
-func HoldImageTemplate(base, name, image, digest string) (Template, *os.File, error) {
+func HoldImageTemplate(base string, r spec.Root) (Template, *os.File, error) {
 	for range holdTries {
-		tmpl, err := SharedImageTemplate(base, image, digest)
+		tmpl, err := SharedImageTemplate(base, r.Dir, r.Digest)
 		if err != nil {
 			return tmpl, nil, err
 		}
@@ -50,7 +52,7 @@ func HoldImageTemplate(base, name, image, digest string) (Template, *os.File, er
 			return tmpl, f, err
 		}
 	}
-	return Template{}, nil, fmt.Errorf("template %q: its root was removed %d times while the box started (warden template gc running?): start it again", name, holdTries)
+	return Template{}, nil, fmt.Errorf("template %q: its root was removed %d times while the box started (warden template gc running?): start it again", r.Template, holdTries)
 }
 
 // holdRoot takes a shared lock on the root dir for a box: the returned

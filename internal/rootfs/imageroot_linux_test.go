@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // TestHoldRootGone: a box locking a root gc renamed away (or that is not
@@ -96,7 +98,7 @@ func TestHoldImageTemplateConcurrent(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				d := digests[(w+r)%len(digests)]
-				_, f, err := HoldImageTemplate(base, "t", img, d)
+				_, f, err := HoldImageTemplate(base, spec.Root{Template: "t", Dir: img, Digest: d})
 				if err == nil {
 					err = f.Close()
 				}

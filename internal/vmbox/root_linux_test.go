@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -91,7 +92,7 @@ func TestAssembleImageRoot(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	before := treeNames(t, image)
 	err := testhost.InMountNS(t, func() error {
-		tmpl, held, err := rootfs.HoldImageTemplate(base, "t", image, digest)
+		tmpl, held, err := rootfs.HoldImageTemplate(base, spec.Root{Template: "t", Dir: image, Digest: digest})
 		if err != nil {
 			return err
 		}
@@ -232,7 +233,7 @@ func assembleForeign(t *testing.T, base, first, tree, outside string) error {
 	if _, err := rootfs.SharedImageTemplate(base, first, digest); err != nil {
 		return err
 	}
-	tmpl, held, err := rootfs.HoldImageTemplate(base, "t", tree, digest)
+	tmpl, held, err := rootfs.HoldImageTemplate(base, spec.Root{Template: "t", Dir: tree, Digest: digest})
 	if err != nil {
 		return err
 	}

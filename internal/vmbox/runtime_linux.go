@@ -247,7 +247,7 @@ func (b *box) makeRoot(r spec.Root, host rootfs.Template, dir string) (rootfs.Te
 	tmpl := host
 	if !r.IsHost() {
 		var err error
-		if tmpl, b.tmplRoot, err = rootfs.HoldImageTemplate(StateDir, r.Template, r.Dir, r.Digest); err != nil {
+		if tmpl, b.tmplRoot, err = rootfs.HoldImageTemplate(StateDir, r); err != nil {
 			return tmpl, err
 		}
 	}
