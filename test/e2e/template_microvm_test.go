@@ -52,7 +52,7 @@ func hostileTemplate(t *testing.T) (string, *template.Store) {
 	if err := os.Chown(suid, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(suid, 0o4755); err != nil {
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil { // os.Chmod drops 0o4000: only ModeSetuid sets it
 		t.Fatal(err)
 	}
 	if err := unix.Mknod(filepath.Join(tpl.Root, "usr/local/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
@@ -61,31 +61,71 @@ func hostileTemplate(t *testing.T) (string, *template.Store) {
 	return state, st
 }
 
+// hostileScript prints, from inside a box on the hostile template: the
+// box's uid; the planted set-uid id's owner, group and mode and the euid
+// it runs with; whether the planted node is there as the memory's null
+// and whether a read-only open of it (which only nodev refuses, whatever
+// the ro bit) succeeds; and from the mount flags (statvfs of their
+// directories: QEMU opens a path to answer statfs, and the host's nodev
+// refuses it the node) whether the mounts holding both files are nosuid
+// and nodev, with how many of the
+// guest's 9p mounts (the root and the scratch's) lack either. Every
+// process of a box runs with no_new_privs, under which the kernel
+// ignores set-uid bits whatever the mount: the euid alone cannot prove
+// nosuid, so the flags are read.
+const hostileScript = `id -u
+stat -c %u:%g:%a /usr/local/bin/suid-id
+/usr/local/bin/suid-id -u
+stat -c %F:%t:%T /usr/local/null
+head -c1 </usr/local/null >/dev/null 2>&1 && echo opened || echo refused
+python3 -c '
+import os
+want = os.ST_NOSUID | os.ST_NODEV
+files = all(os.statvfs(p).f_flag & want == want for p in ("/usr/local/bin", "/usr/local"))
+n = bad = 0
+for line in open("/proc/self/mountinfo"):
+    mount, sb = line.split(" - ", 1)
+    if sb.split()[0] == "9p":
+        opts = mount.split()[5].split(",")
+        n += 1
+        bad += not ("nosuid" in opts and "nodev" in opts)
+print(files, n, bad)
+'`
+
 // TestMicrovmTemplateHostile: a template's set-uid files and device
-// nodes give the box nothing on microvm: the root the guest mounts is
-// read-only, nosuid and nodev (the host's binds are too), so the planted
-// set-uid id runs as the box's user and opening the planted node is
-// refused. A template committed on it starts with its home and
-// /workspace seeded. Then a session on it runs the image's python, and
-// warden template rm refuses the template while that session runs (the
-// store's lease) and removes it once the session is gone.
+// nodes give the box nothing on microvm: the guest sees them as planted
+// (root's, set-uid; the memory's null), yet every 9p mount of the guest
+// (the root, read-only, and the scratch's) is nosuid and nodev, read
+// from the mount flags (hostileScript says why the euid cannot show
+// it), and opening the node is refused. A template committed on it
+// starts with its home and /workspace seeded. Then a session on it runs
+// the image's python, and warden template rm refuses the template while
+// that session runs (the store's lease) and removes it once the session
+// is gone.
 func TestMicrovmTemplateHostile(t *testing.T) {
 	requireBackend(t, "microvm")
 	state, st := hostileTemplate(t)
 	flags := []string{"--backend", "microvm", "--state-dir", state, "--template", "hostile"}
-	r := sh(t, "id -u; /usr/local/bin/suid-id -u; (: > /usr/local/null) 2>/dev/null && echo opened || echo refused; grep -c ' / / ro,nosuid,nodev' /proc/self/mountinfo", flags...)
+	r := sh(t, hostileScript, flags...)
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
-	if r.ExitCode != 0 || len(lines) != 4 {
-		t.Fatalf("got exit %d, stdout %q (stderr %q, error %q); want 4 lines", r.ExitCode, r.Stdout, r.Stderr, r.Error)
+	if r.ExitCode != 0 || len(lines) != 6 {
+		t.Fatalf("got exit %d, stdout %q (stderr %q, error %q); want 6 lines", r.ExitCode, r.Stdout, r.Stderr, r.Error)
 	}
-	if uid, err := strconv.Atoi(lines[0]); err != nil || uid == 0 || lines[1] != lines[0] {
-		t.Errorf("the box's uid %q, the set-uid root id's euid %q; want the same, not 0 (nosuid)", lines[0], lines[1])
+	if uid, err := strconv.Atoi(lines[0]); err != nil || uid == 0 || lines[2] != lines[0] {
+		t.Errorf("the box's uid %q, the set-uid root id's euid %q; want the same, not 0", lines[0], lines[2])
 	}
-	if lines[2] != "refused" {
-		t.Errorf("opening the template's device node: %s, want refused (nodev)", lines[2])
+	if lines[1] != "0:0:4755" {
+		t.Errorf("the planted id as the guest sees it: %s, want 0:0:4755 (root's, set-uid)", lines[1])
 	}
-	if lines[3] != "1" {
-		t.Errorf("the root's mount options: %s root lines read-only, nosuid and nodev, want 1", lines[3])
+	if lines[3] != "character special file:1:3" {
+		t.Errorf("the planted node as the guest sees it: %s, want the character device 1:3", lines[3])
+	}
+	if lines[4] != "refused" {
+		t.Errorf("a read-only open of the template's device node: %s, want refused (nodev)", lines[4])
+	}
+	f := strings.Fields(lines[5])
+	if n, err := strconv.Atoi(f[min(1, len(f)-1)]); len(f) != 3 || f[0] != "True" || err != nil || n < 2 || f[2] != "0" {
+		t.Errorf("mount flags: %q; want the files' mounts nosuid and nodev (True), the root and scratch 9p mounts (2 or more), none lacking either (0)", lines[5])
 	}
 	root := templatetest.CommitSeeded(t, st, "hostile", "seeded")
 	seeded := []string{"--backend", "microvm", "--state-dir", state, "--template", "seeded"}
