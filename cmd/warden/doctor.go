@@ -63,7 +63,7 @@ Exits 1 when something a default run needs is missing.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the state directory whose template store to report (as warden serve's)")
 	cmd.Flags().BoolVar(&microVMBoot, "microvm-boot", false, "also boot one microVM (QEMU, the guest kernel, warden-init beside warden as its /init) and report its boot-to-hello time")
-	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets); exit 1 if anything. Also notes, without failing, the gvisor roots of templates --state-dir's store does not hold (a cache warden template gc removes)")
+	cmd.Flags().BoolVar(&leaks, "leaks", false, "list what Wardens that are gone left behind (cgroups, processes, egress sockets); exit 1 if anything. Also notes, without failing, the gvisor and microvm roots of templates --state-dir's store does not hold (a cache warden template gc removes)")
 	return cmd
 }
 

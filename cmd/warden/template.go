@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warden-sandbox/warden/internal/docker"
-	"github.com/warden-sandbox/warden/internal/gvisor"
+	"github.com/warden-sandbox/warden/internal/doctor"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/template"
 )
@@ -101,7 +101,7 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 			if err := s.Remove(args[0]); err != nil {
 				return err
 			}
-			return gcGVisorRoots(cmd, s)
+			return gcTemplateRoots(cmd, s)
 		},
 	}
 }
@@ -109,7 +109,7 @@ func newTemplateRmCmd(o *templateOpts) *cobra.Command {
 func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the layers no template uses, and the gvisor roots and docker images of removed templates",
+		Short: "Remove the layers no template uses, and the gvisor and microvm roots and docker images of removed templates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := o.store()
@@ -123,35 +123,46 @@ func newTemplateGCCmd(o *templateOpts) *cobra.Command {
 			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", rep.Layers, humanBytes(rep.BytesFreed)); err != nil {
 				return err
 			}
-			return errors.Join(gcGVisorRoots(cmd, s), gcDockerImages(cmd, s))
+			return errors.Join(gcTemplateRoots(cmd, s), gcDockerImages(cmd, s))
 		},
 	}
 }
 
-// gvisorRoots is where the gVisor backend keeps templates' shared roots
-// (a variable for the tests, which must not touch the host's).
-var gvisorRoots = gvisor.StateDir
+// rootBackends are the backends that keep templates' shared roots, each
+// in its state directory (a variable for the tests, which must not touch
+// the host's).
+var rootBackends = doctor.RootBackends()
 
-// gcGVisorRoots removes the gVisor backend's shared roots of templates
-// the store no longer holds (gvisor.RemoveTemplateRoots), under the
+// gcTemplateRoots removes the shared roots of templates the store no
+// longer holds that the backends keep (doctor.RootBackends), under the
 // store's lock, keeping any a box still runs on.
-func gcGVisorRoots(cmd *cobra.Command, s *template.Store) error {
+func gcTemplateRoots(cmd *cobra.Command, s *template.Store) error {
+	var errs []error
+	for _, b := range rootBackends {
+		errs = append(errs, gcRoots(cmd, s, b.Name, func(keep func(string) bool) ([]string, error) { return b.Remove(b.State, keep) }))
+	}
+	return errors.Join(errs...)
+}
+
+// gcRoots removes one backend's roots of removed templates with remove,
+// under the store's lock, and says how many went.
+func gcRoots(cmd *cobra.Command, s *template.Store, backend string, remove func(keep func(string) bool) ([]string, error)) error {
 	var removed []string
 	err := s.Collect(func(stored func(string) bool) error {
 		var err error
-		removed, err = gvisor.RemoveTemplateRoots(gvisorRoots, stored)
+		removed, err = remove(stored)
 		return err
 	})
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}
 	if len(removed) > 0 {
-		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d gvisor roots of removed templates\n", len(removed)); werr != nil {
+		if _, werr := fmt.Fprintf(cmd.OutOrStdout(), "removed %d %s roots of removed templates\n", len(removed), backend); werr != nil {
 			return werr
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("removing gvisor roots of removed templates: %w", err)
+		return fmt.Errorf("removing %s roots of removed templates: %w", backend, err)
 	}
 	return nil
 }

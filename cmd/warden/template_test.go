@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,18 +48,19 @@ func TestTemplateCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	sd := "--state-dir=" + state
-	// The gVisor roots of the template (and of one no store holds), in a
-	// directory of the test's: rm removes both, the host's stay untouched.
-	roots := t.TempDir()
-	defer func(old string) { gvisorRoots = old }(gvisorRoots)
-	gvisorRoots = roots
+	// The gVisor and microvm roots of the template (and of one no store
+	// holds), in directories of the test's: rm removes both of each, the
+	// host's stay untouched.
+	testRootBackends(t)
 	digest, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"img-" + digest.Hex + "-0011aabb/usr", "img-" + strings.Repeat("e", 64) + "-0011aabb", "runsc"} {
-		if err := os.MkdirAll(filepath.Join(roots, d), 0o700); err != nil {
-			t.Fatal(err)
+	for _, b := range rootBackends {
+		for _, d := range []string{"img-" + digest.Hex + "-0011aabb/usr", "img-" + strings.Repeat("e", 64) + "-0011aabb", "runsc"} {
+			if err := os.MkdirAll(filepath.Join(b.State, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	steps := []struct {
@@ -76,7 +78,7 @@ func TestTemplateCLI(t *testing.T) {
 		{[]string{"share", "rand", "all", sd}, "rand\tshared with all", false},
 		{[]string{"rm", "host", sd}, "reserved", true},
 		{[]string{"ls", "--state-dir=none"}, "pass --state-dir", true},
-		{[]string{"rm", "rand", sd}, "removed 2 gvisor roots of removed templates", false},
+		{[]string{"rm", "rand", sd}, "removed 2 gvisor roots of removed templates\nremoved 2 microvm roots of removed templates", false},
 		{[]string{"gc", sd}, "removed 2 layers", false},
 		{[]string{"gc", sd}, "docker images not checked: no engine answers", false},
 	}
@@ -98,8 +100,10 @@ func TestTemplateCLI(t *testing.T) {
 		if s.args[0] == "rm" && !s.wantErr {
 			wantRoots = 1
 		}
-		if ents, _ := os.ReadDir(roots); len(ents) != wantRoots {
-			t.Errorf("after %v: %d entries in the gvisor state directory, want %d (3 before rm, only runsc after)", s.args, len(ents), wantRoots)
+		for _, b := range rootBackends {
+			if ents, _ := os.ReadDir(b.State); len(ents) != wantRoots {
+				t.Errorf("after %v: %d entries in the state directory %s, want %d (3 before rm, only runsc after)", s.args, len(ents), b.State, wantRoots)
+			}
 		}
 	}
 }
@@ -136,8 +140,7 @@ func TestTemplateGCHungEngine(t *testing.T) {
 		}
 	}()
 	t.Setenv("DOCKER_HOST", "unix://"+sock)
-	defer func(old string) { gvisorRoots = old }(gvisorRoots)
-	gvisorRoots = t.TempDir()
+	testRootBackends(t)
 	defer func(old time.Duration) { dockerGCTimeout = old }(dockerGCTimeout)
 	dockerGCTimeout = 100 * time.Millisecond
 	done := make(chan error, 1)
@@ -152,5 +155,16 @@ func TestTemplateGCHungEngine(t *testing.T) {
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("gc still waits on a hung Docker engine after 2 minutes, holding the store's lock")
+	}
+}
+
+// testRootBackends points the backends' template roots at directories
+// of the test's for its duration: the host's stay untouched.
+func testRootBackends(t *testing.T) {
+	old := rootBackends
+	t.Cleanup(func() { rootBackends = old })
+	rootBackends = slices.Clone(old)
+	for i := range rootBackends {
+		rootBackends[i].State = t.TempDir()
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // pidDirPrefixes start the entries of a backend's state directory that are
 // named after their Warden's pid: half-written templates and roots being
-// written or removed ("tmp-<pid>", "tmp-<pid>-img", "tmp-<pid>-gc-…")
+// written or removed ("tmp-<pid>", "tmp-<pid>-img-…", "tmp-<pid>-gc-…")
 // and older Wardens' per-process templates ("template-<pid>").
 var pidDirPrefixes = []string{"tmp-", "template-"}
 
@@ -41,7 +41,7 @@ func StaleDirs(dir string) []string {
 // dirOwner reads the pid a state directory entry carries: "box-" and a
 // name from Box (OwnerPID), or "tmp-<pid>" and "template-<pid>", each
 // perhaps followed by "-" and what the entry is (a shared root being
-// written, "tmp-<pid>-img", or removed, "tmp-<pid>-gc-img-…"), so a crash
+// written, "tmp-<pid>-img-…", or removed, "tmp-<pid>-gc-img-…"), so a crash
 // mid-write or mid-removal leaves nothing the sweep misses.
 func dirOwner(name string) (int, bool) {
 	if rest, ok := strings.CutPrefix(name, boxDirPrefix); ok {

@@ -77,7 +77,7 @@ func TestStaleDirs(t *testing.T) {
 
 // TestDirOwner: the pid of a state directory entry is read up to the
 // first "-" after its prefix, so the shared roots being written
-// (tmp-<pid>-img) or removed (tmp-<pid>-gc-img-…) are a Warden's too.
+// (tmp-<pid>-img-…) or removed (tmp-<pid>-gc-img-…) are a Warden's too.
 func TestDirOwner(t *testing.T) {
 	tests := []struct {
 		name   string

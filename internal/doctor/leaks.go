@@ -5,7 +5,7 @@ package doctor
 // leaks. TemplateRoots uses it too, for caches listed as information.
 type Leak struct {
 	// Kind is "cgroup", "process", "egress socket", "backend state",
-	// "container" or "gvisor root".
+	// "container", "gvisor root", "microvm root" or "template root".
 	Kind string `json:"kind"`
 	// What names it: a path, or a pid and its command.
 	What string `json:"what"`

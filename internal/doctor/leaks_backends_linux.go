@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -42,35 +43,52 @@ func backendLeaks() []Leak {
 	return leaks
 }
 
-// TemplateRoots lists, for information, the gVisor backend's shared roots
-// (in memory, /run) of templates the store at dir (state-dir/templates;
-// "" for none) does not hold and no box uses: `warden template gc`
-// removes them. They are no leaks: a root is a cache shared by every
-// store on the host, so one a test's or another store's box wrote is
-// unknown to dir's store, and a box on that template writes it again.
+// TemplateRoots lists, for information, the gVisor and microvm backends'
+// shared roots (in memory, /run) of templates the store at dir
+// (state-dir/templates; "" for none) does not hold and no box uses:
+// `warden template gc` removes them. They are no leaks: a root is a cache
+// shared by every store on the host, so one a test's or another store's
+// box wrote is unknown to dir's store, and a box on that template writes
+// it again.
 func TemplateRoots(dir string) []Leak {
-	stored := map[string]bool{}
-	if _, err := os.Stat(dir); dir != "" && err == nil {
-		s, err := template.Open(dir, template.Options{})
-		if err != nil {
-			return []Leak{{Kind: "gvisor root", What: dir, Why: "the template store cannot be read (" + err.Error() + "), so its gvisor roots were not checked"}}
-		}
-		ts, err := s.List()
-		if err != nil {
-			return []Leak{{Kind: "gvisor root", What: dir, Why: "the template store cannot be listed (" + err.Error() + "), so its gvisor roots were not checked"}}
-		}
-		for _, t := range ts {
-			stored[t.Digest] = true
-		}
-	}
-	unused, err := gvisor.UnusedTemplateRoots(gvisor.StateDir, func(d string) bool { return stored[d] })
+	stored, err := storedDigests(dir)
 	if err != nil {
-		return []Leak{{Kind: "gvisor root", What: gvisor.StateDir, Why: "not checked: " + err.Error()}}
+		return []Leak{{Kind: "template root", What: dir, Why: err.Error() + ", so its gvisor and microvm roots were not checked"}}
 	}
+	keep := func(d string) bool { return stored[d] }
 	var roots []Leak
-	for _, p := range unused {
-		roots = append(roots, Leak{Kind: "gvisor root", What: p,
-			Why: "the root of a template " + dir + " does not hold, used by no box (a cache of another store's or a gone template); warden template gc removes it"})
+	for _, b := range RootBackends() {
+		kind := b.Name + " root"
+		unused, err := b.Unused(b.State, keep)
+		if err != nil {
+			roots = append(roots, Leak{Kind: kind, What: b.State, Why: "not checked: " + err.Error()})
+			continue
+		}
+		for _, p := range unused {
+			roots = append(roots, Leak{Kind: kind, What: p,
+				Why: "the root of a template " + dir + " does not hold, used by no box (a cache of another store's or a gone template); warden template gc removes it"})
+		}
 	}
 	return roots
+}
+
+// storedDigests are the digests of the templates the store at dir holds
+// (none without a store), or why the store cannot be read.
+func storedDigests(dir string) (map[string]bool, error) {
+	stored := map[string]bool{}
+	if _, err := os.Stat(dir); dir == "" || err != nil {
+		return stored, nil
+	}
+	s, err := template.Open(dir, template.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("the template store cannot be read (%w)", err)
+	}
+	ts, err := s.List()
+	if err != nil {
+		return nil, fmt.Errorf("the template store cannot be listed (%w)", err)
+	}
+	for _, t := range ts {
+		stored[t.Digest] = true
+	}
+	return stored, nil
 }

@@ -120,8 +120,9 @@ type box struct {
 	// log, for Frame.Ended.
 	restored bool
 	runscEnd string
-	// root holds the shared lock on a template's root (holdRoot), so gc
-	// of any store leaves it while the box lives; nil on the host's root.
+	// root holds the shared lock on a template's root
+	// (rootfs.HoldImageTemplate), so gc of any store leaves it while the
+	// box lives; nil on the host's root.
 	root *os.File
 	// spec is the spec of the box's session.
 	spec spec.Spec
@@ -248,7 +249,7 @@ func (b *box) build(s spec.Spec, tmpl rootfs.Template, fill func(scratch string)
 		return err
 	}
 	if !s.Root.IsHost() {
-		if tmpl, err = b.holdTemplateRoot(s.Root); err != nil {
+		if tmpl, b.root, err = rootfs.HoldImageTemplate(StateDir, s.Root); err != nil {
 			return err
 		}
 	}
@@ -294,23 +295,6 @@ func (b *box) launch(args ...string) (*os.File, error) {
 		close(b.exited)
 	}()
 	return host, nil
-}
-
-// holdTemplateRoot writes the shared root of the template root (once
-// per digest) and holds it for the box (b.root), writing it again if gc
-// removed it meanwhile.
-func (b *box) holdTemplateRoot(root spec.Root) (rootfs.Template, error) {
-	for range lockRootTries {
-		tmpl, err := rootfs.SharedImageTemplate(StateDir, root.Dir, root.Digest)
-		if err != nil {
-			return tmpl, err
-		}
-		b.root, err = holdRoot(tmpl.Dir)
-		if !errors.Is(err, errRootGone) {
-			return tmpl, err
-		}
-	}
-	return rootfs.Template{}, fmt.Errorf("template %q: its root was removed %d times while the box started (warden template gc running?): start it again", root.Template, lockRootTries)
 }
 
 func socketpair() (host, child *os.File, err error) {

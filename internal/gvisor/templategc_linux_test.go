@@ -1,19 +1,20 @@
 package gvisor
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRemoveTemplateRoots lays out a state directory: the roots of a
 // stored template, of a removed one, of a removed one a box's bundle
 // still names, and of a removed one a box (of another store, starting)
-// holds (holdRoot) with no bundle yet, beside entries that are no roots.
-// Only the removed, unused root goes.
+// holds (its shared flock, rootfs.HoldImageTemplate) with no bundle yet,
+// beside entries that are no roots. Only the removed, unused root goes.
 func TestRemoveTemplateRoots(t *testing.T) {
 	dir := t.TempDir()
 	hex := func(c string) string { return strings.Repeat(c, 64) }
@@ -27,10 +28,7 @@ func TestRemoveTemplateRoots(t *testing.T) {
 	for _, p := range []string{stored + "/usr", gone + "/usr", gone + "/etc", inUse + "/usr", held + "/usr", "runsc", "box-x", "img-short-00", "tmp-1-img"} {
 		mk(p)
 	}
-	f, err := holdRoot(filepath.Join(dir, held))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := holdShared(t, filepath.Join(dir, held))
 	defer f.Close()
 	cfg := `{"root":{"path":"` + filepath.Join(dir, inUse) + `","readonly":true}}`
 	if err := os.WriteFile(filepath.Join(dir, "box-x", "config.json"), []byte(cfg), 0o600); err != nil {
@@ -56,34 +54,16 @@ func TestRemoveTemplateRoots(t *testing.T) {
 	}
 }
 
-// TestHoldRootGone: a box locking a root gc renamed away (or that is not
-// there) is told to write it again, and holds a root that stays.
-func TestHoldRootGone(t *testing.T) {
-	dir := t.TempDir()
-	root := filepath.Join(dir, "img-x")
-	if _, err := holdRoot(root); !errors.Is(err, errRootGone) {
-		t.Errorf("holding a missing root: got %v, want errRootGone", err)
-	}
-	if err := os.Mkdir(root, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(root)
+// holdShared takes a box's shared flock on the root dir, as
+// rootfs.HoldImageTemplate does.
+func holdShared(t *testing.T, dir string) *os.File {
+	t.Helper()
+	f, err := os.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := os.Rename(root, filepath.Join(dir, "tmp-gc")); err != nil {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(root, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if samePath(f, root) {
-		t.Errorf("a root renamed away and written again: got the same directory, want another")
-	}
-	h, err := holdRoot(root)
-	if err != nil {
-		t.Fatalf("holding a root: %v", err)
-	}
-	h.Close()
+	return f
 }

@@ -32,7 +32,8 @@ var digestHex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 // SharedImageTemplate is a Template for a template's tree (image, its
 // spec.Root.Dir) that never writes to the tree, which every box on the
 // template shares: runsc's gofer makes each missing mount point in the
-// root's host directory, so the root must be Warden's. Dir holds the
+// root's host directory, and the microvm backend binds the image's
+// entries over mount points, so the root must be Warden's. Dir holds the
 // image's top-level links as they are, an empty mount point for each of
 // its other top-level directories and files (Binds, bound read-only from
 // under From = image), Warden's own mount points (MountPoints), and a
@@ -53,8 +54,12 @@ func SharedImageTemplate(base, image, digest string) (Template, error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return t, nil
 	}
-	tmp := filepath.Join(base, fmt.Sprintf("tmp-%d-img", os.Getpid()))
-	_ = os.RemoveAll(tmp) // a dead attempt's leftovers; writeImageTemplate fails clearly if any stay
+	// A directory of this call's own: boxes start concurrently, on one
+	// digest or several (boxname.StaleDirs sweeps a dead Warden's).
+	tmp, err := os.MkdirTemp(base, fmt.Sprintf("tmp-%d-img-", os.Getpid()))
+	if err != nil {
+		return t, fmt.Errorf("writing the root of template %s: %w", digest, err)
+	}
 	if err := writeImageTemplate(tmp, image); err != nil {
 		_ = os.RemoveAll(tmp) // the write's error is the one to report; boxname.StaleDirs sweeps tmp-<pid> later
 		return t, fmt.Errorf("writing the root of template %s: %w", digest, err)
@@ -119,9 +124,9 @@ func imageBinds(image string) ([]string, error) {
 	return binds, nil
 }
 
-// writeImageTemplate fills dir (which must not exist) for image.
+// writeImageTemplate fills the empty directory dir for image.
 func writeImageTemplate(dir, image string) error {
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
 	ents, err := imageEntries(image)
@@ -165,7 +170,7 @@ func writeImageTemplate(dir, image string) error {
 // imageMountPoint makes at dst what the root shows of the image's entry
 // e: its link as it is, or an empty directory or file to bind it over.
 // Both template roots use it: the native one's (bindImageEntry) and the
-// shared one of gvisor and docker (writeImageTemplate).
+// shared one of gvisor and microvm (writeImageTemplate).
 func imageMountPoint(dst, src string, e fs.DirEntry) error {
 	switch ImageEntry(e.Name(), e.Type()) {
 	case ImageLink:

@@ -19,7 +19,7 @@ import (
 // rootDir (home/sandbox, workspace), owned as the scratch's own
 // directories are, so a session on a committed template finds what the
 // committed one left there. Every backend calls it before the sandbox
-// runs: gVisor and Docker on their host-side scratch, native in its init
+// runs: gVisor, Docker and microvm on their host-side scratch, native in its init
 // (or the Manager on a persistent workspace). The template is hostile
 // input: links are copied as links, never followed; devices, fifos and
 // sockets are skipped; set-id bits dropped; and the scratch's tmpfs bounds

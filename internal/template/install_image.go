@@ -8,6 +8,7 @@ package template
 // file is left out of it with them; commit.go uses only install.go.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -66,18 +67,21 @@ func (s *Store) install(ctx context.Context, name, ref string, progress io.Write
 // image checks img's declared sizes against the cap, then unpacks its
 // layers and writes the template.
 func (in *installer) image(img v1.Image, name, ref string) (Info, error) {
-	digest, err := img.Digest()
+	digest, rawM, m, err := manifestOf(img)
 	if err != nil {
-		return Info{}, fmt.Errorf("reading the image manifest: %w", err)
-	}
-	m, err := img.Manifest()
-	if err != nil {
-		return Info{}, fmt.Errorf("reading the image manifest: %w", err)
+		return Info{}, err
 	}
 	if err := in.declaredManifest(m); err != nil {
 		return Info{}, err
 	}
-	cfg, err := img.ConfigFile()
+	rawC, err := img.RawConfigFile()
+	if err != nil {
+		return Info{}, fmt.Errorf("reading the image config: %w", err)
+	}
+	if err := checkBlob(rawC, m.Config, "image config"); err != nil {
+		return Info{}, err
+	}
+	cfg, err := v1.ParseConfigFile(bytes.NewReader(rawC))
 	if err != nil {
 		return Info{}, fmt.Errorf("reading the image config: %w", err)
 	}
@@ -88,6 +92,9 @@ func (in *installer) image(img v1.Image, name, ref string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("reading the image's layers: %w", err)
 	}
+	if len(layers) != len(m.Layers) {
+		return Info{}, fmt.Errorf("the image has %d layers but its manifest lists %d: the image is malformed", len(layers), len(m.Layers))
+	}
 	var diffIDs []string
 	for i, l := range layers {
 		want := cfg.RootFS.DiffIDs[i].String()
@@ -96,16 +103,28 @@ func (in *installer) image(img v1.Image, name, ref string) (Info, error) {
 		}
 		diffIDs = append(diffIDs, want)
 	}
-	rawM, err := img.RawManifest()
-	if err != nil {
-		return Info{}, fmt.Errorf("reading the image manifest: %w", err)
-	}
-	rawC, err := img.RawConfigFile()
-	if err != nil {
-		return Info{}, fmt.Errorf("reading the image config: %w", err)
-	}
-	t := Template{Name: name, Digest: digest.String(), Ref: ref, Created: time.Now().UTC(), Layers: diffIDs, Config: configOf(cfg), SharedWith: []string{Everyone}}
+	t := Template{Name: name, Digest: digest, Ref: ref, Created: time.Now().UTC(), Layers: diffIDs, Config: configOf(cfg), SharedWith: []string{Everyone}}
 	return in.template(t, rawM, rawC)
+}
+
+// manifestOf is img's digest, raw and parsed manifest: the digest is
+// go-containerregistry's hash of the raw manifest for every source (a
+// layout's index only names the file it reads), and the manifest is
+// parsed from the same bytes.
+func manifestOf(img v1.Image) (string, []byte, *v1.Manifest, error) {
+	d, err := img.Digest()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	raw, err := img.RawManifest()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("reading the image manifest: %w", err)
+	}
+	return d.String(), raw, m, nil
 }
 
 // declaredManifest refuses, before the config is fetched or read, a

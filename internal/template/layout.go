@@ -22,7 +22,8 @@ import (
 // only regular files and directories, so a symlink anywhere (say blobs
 // pointing at another layout on the host, or index.json at /dev/zero) is
 // refused before anything is read, and index.json, the manifest and the
-// config are refused above their caps before they are read whole.
+// config are refused above their caps before they are read whole. Its
+// layers are hashed as they are read (verifiedLayout).
 func layoutImage(dir string) (v1.Image, error) {
 	dir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -60,7 +61,7 @@ func layoutImage(dir string) (v1.Image, error) {
 	if err := capFile(blobPath(dir, im.Config.Digest), "the image config", maxConfig); err != nil {
 		return nil, err
 	}
-	return img, nil
+	return verifiedLayout{img}, nil
 }
 
 // blobPath is where a layout keeps the blob h (NewHash checked h's

@@ -6,10 +6,13 @@
 package vmbox
 
 // StateDir holds the microvm backend's host state: the root template the
-// guests share read-only, and one directory per box holding its root and
-// its scratch tmpfs. It and each box's directory are root's alone (0700),
-// and a scratch's root is its box's leased uid's alone (0700): each VM's
-// launcher opens its shares itself and binds copies into QEMU's own mount
-// namespace (package microvm), which holds only that box's shares, so no
-// other uid, host user or box, has any business inside.
+// guests share read-only, the shared roots of the templates boxes ran on
+// (img-<digest>-<layout>, rootfs.HoldImageTemplate; warden template gc
+// removes those of removed templates), and one directory per box holding
+// its root and its scratch tmpfs. It and each box's directory are root's
+// alone (0700), and a scratch's root is its box's leased uid's alone
+// (0700): each VM's launcher opens its shares itself and binds copies
+// into QEMU's own mount namespace (package microvm), which holds only
+// that box's shares, so no other uid, host user or box, has any business
+// inside.
 const StateDir = "/run/warden-microvm"

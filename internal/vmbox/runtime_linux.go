@@ -20,6 +20,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/rootfs"
+	"github.com/warden-sandbox/warden/internal/scratch"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/vmguest"
 )
@@ -107,6 +108,10 @@ type box struct {
 	times *phases
 	// ctl is the host's end of the agent port until the session owns it.
 	ctl *os.File
+	// tmplRoot holds the shared lock on a template's root
+	// (rootfs.HoldImageTemplate) while the box's root binds it, so no
+	// store's gc removes it; nil on the host's root.
+	tmplRoot *os.File
 }
 
 // Start boots a VM for a session of s and returns once its agent is
@@ -175,21 +180,24 @@ func refuse(s spec.Spec) error {
 		return fmt.Errorf("%w: the microvm backend does not share a host --workspace yet; copy files in through the session's file API instead", spec.ErrInvalid)
 	case s.Scratch != "":
 		return fmt.Errorf("%w: the microvm backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
-	case !s.Root.IsHost():
-		return fmt.Errorf("%w: the microvm backend runs on the host's root only yet; run template %q on the native, gvisor or docker backend", spec.ErrInvalid, s.Root.Template)
 	}
 	return nil
 }
 
-// start makes the scratch, boots the VM with the shares, and hands the
-// guest its boot message and the agent its Config.
+// start makes the scratch (seeded from a template's home and
+// /workspace), assembles the root (a template's held against gc), boots
+// the VM with the shares, and hands the guest its boot message and the
+// agent its Config.
 func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	// The proxy first: a rule only its parser refuses costs no mount.
 	if err := b.attachEgress(s); err != nil {
 		return err
 	}
-	scratch, err := b.makeScratch(s.Limits)
+	scratchDir, err := b.makeScratch(s.Limits)
 	if err != nil {
+		return err
+	}
+	if err := scratch.SeedBox(scratchDir, s.Root); err != nil {
 		return err
 	}
 	b.times.mark("scratch")
@@ -210,11 +218,11 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	defer b.closeLogged(initrd, "the guest initramfs")
 	b.times.mark("kernel_initrd")
 	root := filepath.Join(b.dir, "root")
-	if err := assembleRoot(tmpl, root); err != nil {
+	if tmpl, err = b.makeRoot(s.Root, tmpl, root); err != nil {
 		return err
 	}
 	b.times.mark("root")
-	boot, shares := layout(tmpl, root, scratch, s.Limits)
+	boot, shares := layout(tmpl, root, scratchDir, s.Limits)
 	cfg := microvm.Config{
 		KernelFile: kf, KernelArgs: args, InitrdFile: initrd, ID: b.lease, Shares: shares,
 		MemoryMiB: memoryMiB(s.Limits), CPUs: vCPUs(s.Limits, accel), CPUQuota: cpuQuota(s.Limits, accel), BootTimeout: bootTimeout,
@@ -229,6 +237,21 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	}
 	b.times.mark("handover")
 	return nil
+}
+
+// makeRoot assembles the box's root at dir from the host's root
+// template, or on a template from its shared root, which the box holds
+// (b.tmplRoot) so no store's gc removes it under the bind; it returns the
+// root template used.
+func (b *box) makeRoot(r spec.Root, host rootfs.Template, dir string) (rootfs.Template, error) {
+	tmpl := host
+	if !r.IsHost() {
+		var err error
+		if tmpl, b.tmplRoot, err = rootfs.HoldImageTemplate(StateDir, r); err != nil {
+			return tmpl, err
+		}
+	}
+	return tmpl, assembleRoot(tmpl, dir)
 }
 
 // makeScratch makes the box's directory (root's alone), leases the box's
@@ -365,9 +388,18 @@ func (b *box) cleanup() {
 	}
 	if err := removeBox(b.dir); err != nil {
 		// The id may still own files in the scratch: keeping the lease
-		// for the process's life stops another box getting them.
+		// for the process's life stops another box getting them. The
+		// root may still bind a template's: its lock goes with the box,
+		// but gc keeps a root a box directory's root binds
+		// (boundRoots), so none removes files through the bind.
 		b.logger().Warn("leaving the box's directory and keeping its uid leased", "dir", b.dir, "err", err)
 		return
+	}
+	if b.tmplRoot != nil {
+		// after the root is unmounted: nothing binds the template's root
+		if err := b.tmplRoot.Close(); err != nil {
+			b.logger().Warn("releasing the box's template root", "err", err)
+		}
 	}
 	if b.lease != nil {
 		// after the scratch is gone: no file of the id is left

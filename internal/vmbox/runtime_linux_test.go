@@ -11,7 +11,8 @@ import (
 )
 
 // TestRefuse: what the backend does not do yet is refused with one line
-// naming it and where to go instead; a plain box is accepted.
+// naming it and where to go instead; a plain box, and one on a template,
+// are accepted.
 func TestRefuse(t *testing.T) {
 	ok := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	for _, tc := range []struct {
@@ -22,7 +23,8 @@ func TestRefuse(t *testing.T) {
 		{"plain", func(*spec.Spec) {}, ""},
 		{"workspace", func(s *spec.Spec) { s.Workspace = "/srv/w" }, "--workspace"},
 		{"scratch", func(s *spec.Spec) { s.Scratch = "/srv/s" }, "no host scratch"},
-		{"template", func(s *spec.Spec) { s.Root.Template = "py" }, `template "py"`},
+		{"template", func(s *spec.Spec) { s.Root = spec.Root{Template: "py", Dir: "/srv/t/py/rootfs"} }, ""},
+		{"template unresolved", func(s *spec.Spec) { s.Root.Template = "py" }, `template "py"`},
 		{"proxy", func(s *spec.Spec) { s.Network.Mode = spec.NetProxy }, ""},
 	} {
 		s := ok

@@ -206,9 +206,6 @@ func TestConformanceTemplate(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
-			if b == "microvm" {
-				t.Skip("microvm runs on the host's root only yet: sharing a template's root into the VM is the follow-up (issue 21)")
-			}
 			for _, c := range append(conformanceCases, templateCases...) {
 				t.Run(c.name, func(t *testing.T) {
 					if c.hostOnly != "" {

@@ -58,24 +58,32 @@ func TestLeaksFound(t *testing.T) {
 	}
 }
 
-// TestTemplateRootNoLeak plants a gVisor root of a template no store
-// holds (as a test, or a box of another store's template, leaves one):
-// warden doctor --leaks notes it but does not fail, as roots are a cache
-// that warden template gc collects, not something a Warden left behind.
+// TestTemplateRootNoLeak plants a gVisor and a microvm root of a template
+// no store holds (as a test, or a box of another store's template, leaves
+// one): warden doctor --leaks notes them but does not fail, as roots are a
+// cache that warden template gc collects, not something a Warden left
+// behind.
 func TestTemplateRootNoLeak(t *testing.T) {
 	requireSandbox(t)
-	planted := filepath.Join("/run/warden/gvisor", "img-"+strings.Repeat("e", 64)+"-0badcafe")
-	if err := os.MkdirAll(planted, 0o700); err != nil {
-		t.Fatal(err)
+	planted := map[string]string{
+		"gvisor root":  filepath.Join("/run/warden/gvisor", "img-"+strings.Repeat("e", 64)+"-0badcafe"),
+		"microvm root": filepath.Join("/run/warden-microvm", "img-"+strings.Repeat("e", 64)+"-0badcafe"),
 	}
-	t.Cleanup(func() {
-		if err := os.Remove(planted); err != nil {
-			t.Errorf("removing the planted root: %v", err)
+	for _, p := range planted {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
 		}
-	})
+		t.Cleanup(func() {
+			if err := os.Remove(p); err != nil {
+				t.Errorf("removing the planted root: %v", err)
+			}
+		})
+	}
 	inv := warden(t, "", "doctor", "--leaks", "--state-dir", t.TempDir())
-	if inv.code != 0 || !strings.Contains(inv.stdout, "note  gvisor root  "+planted) {
-		t.Errorf("doctor --leaks = %d %q %q, want exit 0 and a note naming %s", inv.code, inv.stdout, inv.stderr, planted)
+	for kind, p := range planted {
+		if inv.code != 0 || !strings.Contains(inv.stdout, "note  "+kind+"  "+p) {
+			t.Errorf("doctor --leaks = %d %q %q, want exit 0 and a note naming the %s %s", inv.code, inv.stdout, inv.stderr, kind, p)
+		}
 	}
 }
 
