@@ -1,0 +1,14 @@
+//go:build !linux
+
+package unixlisten
+
+import (
+	"errors"
+	"os"
+)
+
+// Check fails off Linux, where no sandbox takes a listener.
+func Check(*os.File) error { return errors.ErrUnsupported }
+
+// CheckFD fails off Linux, where no sandbox takes a listener.
+func CheckFD(int) error { return errors.ErrUnsupported }
