@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -18,19 +19,31 @@ var errNoResolve = errors.New("neither openat2 nor statx's mount id is available
 // before 5.6, or a seccomp filter, such as a native Warden sandbox's,
 // which denies openat2 because the mode it would create a file with is
 // in a struct seccomp cannot read (internal/seccomp). It opens rel below
-// dirfd one component at a time with openat and O_NOFOLLOW, refusing
-// what resolveFlags make openat2 refuse: an absolute path or ".."
-// (EXDEV; stricter than RESOLVE_BENEATH, which allows a ".." that stays
-// below), a symbolic link anywhere, magic /proc links included (ELOOP),
-// a component on a mount other than dirfd's (EXDEV, by statx's mount
-// id). It cannot see a concurrent rename move a directory it walks out
-// of the tree, which openat2 answers EAGAIN; the caller then reaches
-// only what its identity (the sandbox user's) can, and in a bind-mounted
-// workspace a rename cannot leave the mount.
+// dirfd one component at a time with openat, O_PATH and O_NOFOLLOW,
+// refusing what resolveFlags make openat2 refuse: an absolute path or
+// ".." (EXDEV; stricter than RESOLVE_BENEATH, which allows a ".." that
+// stays below), a symbolic link anywhere, magic /proc links included
+// (ELOOP), a component on a mount other than dirfd's (EXDEV, by statx's
+// mount id). Every component, the last too, is checked through an
+// O_PATH descriptor before anything opens it for real, so that, as with
+// openat2, a refused file is never opened (no O_TRUNC, no device's or
+// FIFO's open); the last is then reopened from that descriptor with the
+// caller's flags (reopenChecked). O_CREAT needs O_EXCL here, which opens
+// no existing file. It cannot see a concurrent rename move a directory
+// it walks out of the tree (openat2 retries its ".." steps on one); the
+// caller then reaches only what its identity (the sandbox user's) can,
+// and in a bind-mounted workspace a rename cannot leave the mount.
 func walkBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
-	parts, err := components(rel)
+	parts, slash, err := components(rel)
 	if err != nil {
 		return -1, err
+	}
+	switch {
+	case flags&unix.O_CREAT != 0 && flags&unix.O_EXCL == 0:
+		// O_CREAT alone would open an existing file before its check
+		return -1, unix.EINVAL
+	case flags&unix.O_CREAT != 0 && slash:
+		return -1, unix.EISDIR
 	}
 	mnt, err := mountID(dirfd)
 	if err != nil {
@@ -40,53 +53,68 @@ func walkBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	typ := uint16(unix.S_IFDIR)
 	for i, name := range parts {
 		last := i == len(parts)-1
 		f, m := unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(0)
-		if last {
+		if last && flags&unix.O_CREAT != 0 {
+			// O_EXCL: a new file or EEXIST, never one that is there
 			f, m = flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode
 		}
 		next, err := unix.Openat(cur, name, f, m)
-		if errors.Is(err, unix.ENOTDIR) && isLink(cur, name) {
-			// O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR; openat2 ELOOP
-			err = unix.ELOOP
-		}
 		unix.Close(cur)
 		if err != nil {
 			return -1, err
 		}
-		if err := checkStep(next, mnt, !last, last && flags&pathNoFollow == pathNoFollow); err != nil {
+		dir := !last || slash || flags&unix.O_DIRECTORY != 0
+		typ, err = checkStep(next, mnt, dir, last && !slash && flags&pathNoFollow == pathNoFollow)
+		if err != nil {
 			unix.Close(next)
 			return -1, err
 		}
 		cur = next
 	}
-	if len(parts) == 0 && flags&unix.O_PATH == 0 {
-		// "." itself, opened as asked rather than as a path
-		defer unix.Close(cur)
-		return unix.Openat(cur, ".", flags|unix.O_CLOEXEC, mode)
+	if flags&unix.O_PATH != 0 || (len(parts) > 0 && flags&unix.O_CREAT != 0) {
+		return cur, nil
 	}
-	return cur, nil
+	defer unix.Close(cur)
+	return reopenChecked(cur, typ, flags)
 }
 
-// components splits rel into its names, "." and empty ones dropped;
+// reopenChecked opens pfd, an O_PATH descriptor walkBeneath has checked,
+// with flags, following nothing but pfd itself: a directory as "." of
+// it, anything else through its /proc/self/fd link, which names the
+// very file pfd holds (O_NOFOLLOW dropped: that link is the one to
+// follow).
+func reopenChecked(pfd int, typ uint16, flags int) (int, error) {
+	if typ == unix.S_IFDIR {
+		return unix.Openat(pfd, ".", flags|unix.O_CLOEXEC, 0)
+	}
+	return unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), (flags&^unix.O_NOFOLLOW)|unix.O_CLOEXEC, 0)
+}
+
+// components splits rel into its names, "." and empty ones dropped, and
+// says whether it ends in "/" (the last must then be a directory);
 // EXDEV for an absolute path or a "..", as RESOLVE_BENEATH answers one
-// that leaves.
-func components(rel string) ([]string, error) {
-	if strings.HasPrefix(rel, "/") {
-		return nil, unix.EXDEV
+// that leaves, and ENOENT for "", as openat2 answers.
+func components(rel string) ([]string, bool, error) {
+	switch {
+	case rel == "":
+		return nil, false, unix.ENOENT
+	case strings.HasPrefix(rel, "/"):
+		return nil, false, unix.EXDEV
 	}
 	var parts []string
 	for _, name := range strings.Split(rel, "/") {
 		switch name {
 		case "", ".":
 		case "..":
-			return nil, unix.EXDEV
+			return nil, false, unix.EXDEV
 		default:
 			parts = append(parts, name)
 		}
 	}
-	return parts, nil
+	return parts, strings.HasSuffix(rel, "/"), nil
 }
 
 // pathNoFollow, in the caller's flags, asks for a final symbolic link
@@ -96,30 +124,26 @@ const pathNoFollow = unix.O_PATH | unix.O_NOFOLLOW
 
 // checkStep refuses fd, one component of the walk, if it is a symbolic
 // link (O_PATH|O_NOFOLLOW opens the link itself) unless link allows it,
-// not a directory when dir, or on a mount other than mnt.
-func checkStep(fd int, mnt uint64, dir, link bool) error {
+// not a directory when dir, or on a mount other than mnt; it returns
+// fd's file type.
+func checkStep(fd int, mnt uint64, dir, link bool) (uint16, error) {
 	var st unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE|unix.STATX_MNT_ID, &st); err != nil {
-		return err
+		return 0, err
 	}
 	if st.Mask&unix.STATX_MNT_ID == 0 {
-		return errNoResolve
+		return 0, errNoResolve
 	}
+	typ := st.Mode & unix.S_IFMT
 	switch {
-	case st.Mode&unix.S_IFMT == unix.S_IFLNK && !link:
-		return unix.ELOOP
-	case dir && st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return unix.ENOTDIR
+	case typ == unix.S_IFLNK && !link:
+		return 0, unix.ELOOP
+	case dir && typ != unix.S_IFDIR:
+		return 0, unix.ENOTDIR
 	case st.Mnt_id != mnt:
-		return unix.EXDEV
+		return 0, unix.EXDEV
 	}
-	return nil
-}
-
-// isLink says name in dirfd is a symbolic link.
-func isLink(dirfd int, name string) bool {
-	var st unix.Stat_t
-	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+	return typ, nil
 }
 
 // mountID is the id of the mount fd is on.

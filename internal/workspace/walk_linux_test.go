@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -82,6 +83,11 @@ func TestWalkBeneathLikeOpenat2(t *testing.T) {
 		{"a/../../x", unix.O_RDONLY, false, false, false},
 		{"/etc/passwd", unix.O_RDONLY, false, false, false},
 		{"a/b/f/g", unix.O_RDONLY, false, false, false},
+		{"a/b/f/", unix.O_RDONLY, false, false, false},
+		{"a/b/", unix.O_RDONLY, true, false, false},
+		{"", unix.O_PATH | unix.O_DIRECTORY, false, false, false},
+		{"a/end/", unix.O_PATH | unix.O_NOFOLLOW, false, false, false},
+		{"a/b/f", unix.O_WRONLY | unix.O_APPEND, true, false, false},
 		{"a/b/../b/f", unix.O_RDONLY, true, false, true},
 		{"mnt/x", unix.O_RDONLY, false, true, false},
 		{"mnt", unix.O_PATH | unix.O_DIRECTORY, false, true, false},
@@ -110,6 +116,50 @@ func TestWalkBeneathLikeOpenat2(t *testing.T) {
 	}
 	if !root {
 		t.Log("without root, the mount-crossing rows did not run")
+	}
+}
+
+// TestWalkOpensNothingAcrossMount: a file bind-mounted into the tree is
+// refused by the walk before it is opened, as openat2's RESOLVE_NO_XDEV
+// refuses it: O_TRUNC leaves it whole (the walk used to open the last
+// component with the caller's flags and check its mount after).
+func TestWalkOpensNothingAcrossMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to bind-mount a file into the tree")
+	}
+	dir, src := t.TempDir(), filepath.Join(t.TempDir(), "src")
+	writeFile(t, src, "1234", 0o644)
+	writeFile(t, filepath.Join(dir, "f"), "", 0o644)
+	if err := unix.Mount(src, filepath.Join(dir, "f"), "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(filepath.Join(dir, "f"), unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test's f: %v", err)
+		}
+	})
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dirfd)
+	for _, flags := range []int{unix.O_WRONLY | unix.O_TRUNC, unix.O_RDWR | unix.O_TRUNC | unix.O_NONBLOCK} {
+		fd, err := walkBeneath(dirfd, "f", flags, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		if !errors.Is(err, unix.EXDEV) {
+			t.Errorf("walk of a bind-mounted f (flags %#x): %v, want EXDEV", flags, err)
+		}
+		if fi, err := os.Stat(src); err != nil || fi.Size() != 4 {
+			t.Fatalf("the mount's source after the walk's refusal (flags %#x): %v, %v; want 4 bytes", flags, fi.Size(), err)
+		}
+	}
+	if fd, err := walkBeneath(dirfd, "f", unix.O_WRONLY|unix.O_CREAT, 0o600); !errors.Is(err, unix.EINVAL) {
+		if err == nil {
+			unix.Close(fd)
+		}
+		t.Errorf("walk with O_CREAT but no O_EXCL: %v, want EINVAL", err)
 	}
 }
 
