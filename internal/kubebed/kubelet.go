@@ -256,6 +256,9 @@ func (k *Kubelet) startCommand(pod *corev1.Pod, ap netip.AddrPort, c PodProcess)
 	if err != nil {
 		return nil, err
 	}
+	// serving first: close (after the program) must not race serve's
+	// start; connections queue in the unix listener until it accepts
+	r.serve()
 	proc, err := startProcessWith(k.dir, name, c.Path, c.Args, c.Env, ln, r.close)
 	// the program holds its own copy; the kubelet's is only closed
 	if cerr := ln.Close(); cerr != nil {
@@ -265,7 +268,6 @@ func (k *Kubelet) startCommand(pod *corev1.Pod, ap netip.AddrPort, c PodProcess)
 		r.close()
 		return nil, err
 	}
-	r.serve()
 	return proc, nil
 }
 

@@ -82,7 +82,8 @@ func (p *process) exited() bool {
 	}
 }
 
-// tail is the end of the process's log, for a failure message.
+// tail is the end of the process's log, for a failure message and for
+// the readiness check (PodProcess.Ready, the kubelet's serving).
 func (p *process) tail() string {
 	b, err := os.ReadFile(p.log)
 	if err != nil {

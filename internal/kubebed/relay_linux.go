@@ -18,11 +18,13 @@ import (
 )
 
 // Figures of a Pod's relay: at most maxRelayed connections at once (the
-// init serves one session at a time; routers waiting for it queue), and
-// a connection to the box's listener must succeed within relayDial.
+// init serves one session at a time; routers waiting for it queue), a
+// connection to the box's listener must succeed within relayDial, and
+// refusals at the bound are logged at most once a refusalLogEvery.
 const (
-	maxRelayed = 16
-	relayDial  = 5 * time.Second
+	maxRelayed      = 16
+	relayDial       = 5 * time.Second
+	refusalLogEvery = 10 * time.Second
 )
 
 // relay accepts TCP on a Pod's address in the host's network namespace
@@ -36,6 +38,15 @@ type relay struct {
 	tcp   *net.TCPListener
 	addr  string
 	slots chan struct{}
+	// linger is how long a client may still send once the box's side
+	// of its connection ended (podinit.HandshakeTimeout): a silent
+	// client would otherwise hold its slot for good.
+	linger time.Duration
+
+	// refused counts refusals at the bound since lastLog (the accept
+	// goroutine's alone).
+	refused int
+	lastLog time.Time
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -69,7 +80,7 @@ func newRelay(ap netip.AddrPort) (*relay, *os.File, error) {
 		closeLogged(f, "the relay's unix listener")
 		return nil, nil, fmt.Errorf("listening on %s for the Pod's program: %w", ap, err)
 	}
-	r := &relay{tcp: tl, addr: ul.Addr().String(), slots: make(chan struct{}, maxRelayed), conns: map[net.Conn]struct{}{}}
+	r := &relay{tcp: tl, addr: ul.Addr().String(), slots: make(chan struct{}, maxRelayed), linger: podinit.HandshakeTimeout, conns: map[net.Conn]struct{}{}}
 	return r, f, nil
 }
 
@@ -89,8 +100,7 @@ func (r *relay) serve() {
 			select {
 			case r.slots <- struct{}{}:
 			default:
-				log.Printf("kubebed kubelet: relay on %s: %d connections already; closing %s", r.tcp.Addr(), maxRelayed, tc.RemoteAddr())
-				closeLogged(tc, "a connection over the relay's bound")
+				r.refuse(tc)
 				continue
 			}
 			r.wg.Add(1)
@@ -103,9 +113,23 @@ func (r *relay) serve() {
 	}()
 }
 
+// refuse closes tc, a connection over the bound, logging the refusals
+// at most once a refusalLogEvery: a connect flood must not grow the
+// kubelet's log without limit.
+func (r *relay) refuse(tc *net.TCPConn) {
+	r.refused++
+	if now := time.Now(); now.Sub(r.lastLog) >= refusalLogEvery {
+		log.Printf("kubebed kubelet: relay on %s: %d connections already; closed %d over the bound, the latest from %s", r.tcp.Addr(), maxRelayed, r.refused, tc.RemoteAddr())
+		r.refused, r.lastLog = 0, now
+	}
+	closeLogged(tc, "a connection over the relay's bound")
+}
+
 // pipe carries tc to a new connection to the box's listener and back,
-// each direction closed for writing when its source ends, both closed
-// once both ended or the relay closes.
+// each direction closed for writing when its source ends; once the
+// box's side ended, tc may send for linger more, so that a silent client
+// cannot keep the slot; both closed once both ended, on an error, or
+// when the relay closes.
 func (r *relay) pipe(tc *net.TCPConn) {
 	if !r.track(tc) {
 		return
@@ -116,7 +140,7 @@ func (r *relay) pipe(tc *net.TCPConn) {
 	}
 	c, err := net.DialTimeout("unix", r.addr, relayDial)
 	if err != nil {
-		log.Printf("kubebed kubelet: relay on %s: reaching the Pod's program: %v", r.tcp.Addr(), err)
+		log.Printf("kubebed kubelet: relay on %s: reaching the Pod's program for %s: %v", r.tcp.Addr(), tc.RemoteAddr(), err)
 		return
 	}
 	uc := c.(*net.UnixConn)
@@ -130,6 +154,9 @@ func (r *relay) pipe(tc *net.TCPConn) {
 		half(uc, tc)
 	}()
 	half(tc, uc)
+	if err := tc.SetReadDeadline(time.Now().Add(r.linger)); err != nil && !errors.Is(err, net.ErrClosed) {
+		log.Printf("kubebed kubelet: relay: bounding %s's last words: %v", tc.RemoteAddr(), err)
+	}
 	<-done
 }
 
@@ -140,8 +167,9 @@ type halfConn interface {
 }
 
 // half copies src to dst (io.Copy's bounded buffer or splice) until src
-// ends, then closes dst for writing; on an error other than src's end it
-// closes both, which ends the other direction too.
+// ends, then closes dst for writing; on an error other than src's end
+// (a deadline pipe set included) it closes both, which ends the other
+// direction too.
 func half(dst, src halfConn) {
 	if _, err := io.Copy(dst, src); err != nil {
 		closeLogged(dst, "a relayed connection")

@@ -1,9 +1,11 @@
 package kubebed
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -103,4 +105,106 @@ func freeAddr(t *testing.T) netip.AddrPort {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// boxStub stands in for a Pod's boxed program on the relay's unix
+// listener f: with answer it writes "x" on each connection and closes
+// it at once (as the init closes one that does not prove its key);
+// without, it never accepts.
+func boxStub(t *testing.T, f *os.File, answer bool) {
+	t.Helper()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if !answer {
+		return
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// a write that fails only means the client went first
+			_, _ = c.Write([]byte("x"))
+			c.Close()
+		}
+	}()
+}
+
+// readOne reads c's first byte within 10 s: "" at EOF.
+func readOne(t *testing.T, c net.Conn) string {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	n, err := c.Read(b[:])
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("reading from the relay: %v", err)
+	}
+	return string(b[:n])
+}
+
+// dialRelay opens n connections to ap.
+func dialRelay(t *testing.T, ap netip.AddrPort, n int) []net.Conn {
+	t.Helper()
+	var cs []net.Conn
+	for range n {
+		c, err := net.DialTimeout("tcp", ap.String(), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// TestRelayBound: with maxRelayed connections relayed to a program that
+// never accepts, one more is closed at once; with a program that closes
+// every connection (an init refusing silent clients), maxRelayed
+// clients that stay open and silent free their slots within the
+// relay's linger, and a later connection is relayed again (they used to
+// keep them until the client closed).
+func TestRelayBound(t *testing.T) {
+	for _, answer := range []bool{false, true} {
+		ap := freeAddr(t)
+		r, f, err := newRelay(ap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		boxStub(t, f, answer)
+		r.linger = 100 * time.Millisecond
+		r.serve()
+		t.Cleanup(r.close)
+		cs := dialRelay(t, ap, maxRelayed)
+		if !answer {
+			testhost.WaitFor(t, "the relay's slots taken", func() bool { return len(r.slots) == maxRelayed })
+			if got := readOne(t, dialRelay(t, ap, 1)[0]); got != "" {
+				t.Errorf("connection %d to a program that never accepts: read %q, want EOF at once", maxRelayed+1, got)
+			}
+			continue
+		}
+		for i, c := range cs {
+			if got := readOne(t, c); got != "x" {
+				t.Fatalf("relayed connection %d: read %q, want %q", i, got, "x")
+			}
+		}
+		relayed := false
+		for try := 0; try < 100 && !relayed; try++ {
+			relayed = readOne(t, dialRelay(t, ap, 1)[0]) == "x"
+			if !relayed {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if !relayed {
+			t.Errorf("with %d silent clients the program has closed on, a new connection was never relayed: their slots stayed taken", maxRelayed)
+		}
+	}
 }
