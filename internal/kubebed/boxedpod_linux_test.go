@@ -33,8 +33,8 @@ const boxedInitArgs = "/workspace/warden-init\x00pod\x00--listen-fd\x000\x00--ad
 // (bedpod.Init) and checks, from the host, that the init is
 // boxed: no_new_privs, a seccomp filter, no capability, not root, a
 // network namespace other than the host's, a cgroup of Warden's, no
-// socket of the host's TCP in it or its PID 1 and a listening unix
-// socket of the host's (the relayed one); and, through a router's session on the Pod's address (relayed
+// socket of the host's TCP in it or its PID 1, a listening unix
+// socket of the host's (the relayed one) in it and none in its PID 1; and, through a router's session on the Pod's address (relayed
 // by the kubelet), that it serves the agent there, whose processes see
 // lo and no other network interface.
 func TestBoxedPod(t *testing.T) {
@@ -194,7 +194,7 @@ func checkBoxedFromHost(t *testing.T, dir string) {
 // (the boxed init and its PID 1) holds a TCP socket of the host's
 // network namespace, and that the init holds a listening unix socket of
 // the host's (the kubelet's relayed listener, which it took from its
-// stdin): the host's /proc/net lists its sockets by inode, and
+// stdin) and its PID 1 none (the Go init drops its copy): the host's /proc/net lists its sockets by inode, and
 // /proc/PID/fd links name theirs.
 func checkNoHostTCP(t *testing.T, dirs ...string) {
 	t.Helper()
@@ -215,6 +215,9 @@ func checkNoHostTCP(t *testing.T, dirs ...string) {
 			}
 			if tcp[ino] {
 				t.Errorf("%s is %s, a TCP socket of the host's network namespace", fd, link)
+			}
+			if i > 0 && listening[ino] {
+				t.Errorf("%s is %s, a listening unix socket of the host's: the box's PID 1 keeps a copy of the relayed listener", fd, link)
 			}
 			found = found || (i == 0 && listening[ino])
 		}
