@@ -37,8 +37,11 @@ func isListenerProbe(argv []string) bool { return len(argv) == 2 && argv[1] == p
 // the host's network namespace as fd 0: it accepts one connection and
 // tries, on the listener and the accepted socket, what an inet socket
 // would allow (disconnect with AF_UNSPEC, connect to a host address,
-// bind), then reaches the host's abstract address from a socket of its
-// own, and lists its network interfaces. It prints one line each; a
+// bind), then the peer's pidfd (peerPidfd), then reaches the host's abstract address from a socket of its
+// own, and lists its network interfaces. The AF_UNSPEC and host TCP
+// rows fail on any unix socket by their family (EINVAL), whatever its
+// state; the host abstract rows are the ones that test the listening
+// and connected states. It prints one line each; a
 // line ending "succeeded" is a weakness. Every wait is bounded.
 func listenerProbe() {
 	targets := strings.Fields(os.Getenv(probeTargetEnv))
@@ -71,10 +74,48 @@ func listenerProbe() {
 	report("accepted: connect(host TCP)", unix.Connect(c, inet))
 	report("accepted: bind(abstract)", unix.Bind(c, &unix.SockaddrUnix{Name: "@warden-probe-squat"}))
 	report("accepted: sendto(host abstract)", unix.Sendto(c, []byte("x"), 0, abstract))
+	peerPidfd(c)
 	report("own socket: connect(host abstract)", ownConnect(abstract))
 	report("listener: shutdown, then connect(host abstract)", shutdownConnect(abstract))
 	fmt.Println(interfaces())
 	os.Exit(0)
+}
+
+// pidfdGetNetNamespace is PIDFD_GET_NET_NAMESPACE, _IO(0xFF, 4), the
+// pidfd ioctl that returns a descriptor of the process's network
+// namespace (Linux 6.11; x/sys/unix has no name for it).
+const pidfdGetNetNamespace = 0xff04
+
+// unavailablePeerPidfd is the line peerPidfd prints where the kernel
+// has no SO_PEERPIDFD (before 6.5): its rows cannot run there.
+const unavailablePeerPidfd = "accepted: SO_PEERPIDFD unavailable"
+
+// peerPidfd takes a pidfd of the accepted connection's peer (on the
+// host, a root process: the relay, or here the test) with SO_PEERPIDFD,
+// which the kernel gives any peer, and tries to reach the host with
+// it: its network namespace by the pidfd ioctl, a descriptor of it by
+// pidfd_getfd, and setns into its network namespace. Three report lines,
+// or one saying SO_PEERPIDFD is unavailable.
+func peerPidfd(c int) {
+	pidfd, err := unix.GetsockoptInt(c, unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+	if err != nil {
+		fmt.Printf("%s (%v)\n", unavailablePeerPidfd, err)
+		return
+	}
+	defer unix.Close(pidfd)
+	ns, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(pidfd), pidfdGetNetNamespace, 0)
+	if errno == 0 {
+		unix.Close(int(ns))
+		report("peer pidfd: ioctl(PIDFD_GET_NET_NAMESPACE)", nil)
+	} else {
+		report("peer pidfd: ioctl(PIDFD_GET_NET_NAMESPACE)", errno)
+	}
+	fd, err := unix.PidfdGetfd(pidfd, 0, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	report("peer pidfd: pidfd_getfd(0)", err)
+	report("peer pidfd: setns(CLONE_NEWNET)", unix.Setns(pidfd, unix.CLONE_NEWNET))
 }
 
 // report prints what's attempt did: the error, or "succeeded".
@@ -146,8 +187,11 @@ func interfaces() string {
 // and runs listenerProbe in it: on the listener and on an accepted
 // connection, connect(AF_UNSPEC), a connect to a host abstract unix
 // address and to a host TCP port on loopback, a bind and a sendto must
-// all fail, a socket of the box's own must not reach the host's abstract
-// address, the box must see lo alone, and the targets (which the test
+// all fail, a pidfd of the accepted connection's peer (a root process
+// of the host's; SO_PEERPIDFD, where the kernel has it) must give
+// neither the peer's network namespace (pidfd ioctl, setns) nor its
+// descriptors, a socket of the box's own must not reach the host's
+// abstract address, the box must see lo alone, and the targets (which the test
 // made, in the host's network namespace, on loopback) must get no
 // connection. This keeps the claim that such a listener is safe beside
 // --net none true on future kernels.
@@ -191,8 +235,13 @@ func TestListenerStdinHostile(t *testing.T) {
 	}
 	t.Logf("the probe in the box:\n%s", out.String())
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 11 || lines[10] != "ifs=lo," {
-		t.Errorf("the probe's output: got %d lines ending %q, want 10 attempts then ifs=lo,:\n%s", len(lines), lines[len(lines)-1], out.String())
+	want := 14 // 13 attempts, the 3 of the peer's pidfd included, then ifs=lo,
+	if strings.Contains(out.String(), unavailablePeerPidfd) {
+		t.Log("the peer pidfd rows did not run: this kernel has no SO_PEERPIDFD (Linux 6.5)")
+		want = 12
+	}
+	if len(lines) != want || lines[want-1] != "ifs=lo," {
+		t.Errorf("the probe's output: got %d lines ending %q, want %d then ifs=lo,:\n%s", len(lines), lines[len(lines)-1], want-1, out.String())
 	}
 	for _, line := range lines {
 		if strings.HasSuffix(line, "succeeded") {
