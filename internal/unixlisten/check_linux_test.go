@@ -32,10 +32,10 @@ func TestCheck(t *testing.T) {
 			}
 			return f
 		}, "is not a socket"},
-		{"listening TCP", func(t *testing.T) *os.File { return listenerFile(t, "tcp", "127.0.0.1:0") }, "not a unix stream socket"},
-		{"UDP", func(t *testing.T) *os.File { return socketFile(t, unix.AF_INET, unix.SOCK_DGRAM) }, "not a unix stream socket"},
-		{"unix datagram", func(t *testing.T) *os.File { return socketFile(t, unix.AF_UNIX, unix.SOCK_DGRAM) }, "not a unix stream socket"},
-		{"unix seqpacket", func(t *testing.T) *os.File { return socketFile(t, unix.AF_UNIX, unix.SOCK_SEQPACKET) }, "not a unix stream socket"},
+		{"listening TCP", func(t *testing.T) *os.File { return listenerFile(t, "tcp", "127.0.0.1:0") }, "family AF_INET, type SOCK_STREAM, not a unix stream socket"},
+		{"UDP", func(t *testing.T) *os.File { return socketFile(t, unix.AF_INET, unix.SOCK_DGRAM) }, "family AF_INET, type SOCK_DGRAM, not"},
+		{"unix datagram", func(t *testing.T) *os.File { return socketFile(t, unix.AF_UNIX, unix.SOCK_DGRAM) }, "family AF_UNIX, type SOCK_DGRAM, not"},
+		{"unix seqpacket", func(t *testing.T) *os.File { return socketFile(t, unix.AF_UNIX, unix.SOCK_SEQPACKET) }, "family AF_UNIX, type SOCK_SEQPACKET, not"},
 		{"unix stream not listening", func(t *testing.T) *os.File { return socketFile(t, unix.AF_UNIX, unix.SOCK_STREAM) }, "does not listen"},
 		{"connected unix stream", func(t *testing.T) *os.File {
 			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)

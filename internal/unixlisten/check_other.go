@@ -9,6 +9,3 @@ import (
 
 // Check fails off Linux, where no sandbox takes a listener.
 func Check(*os.File) error { return errors.ErrUnsupported }
-
-// CheckFD fails off Linux, where no sandbox takes a listener.
-func CheckFD(int) error { return errors.ErrUnsupported }
