@@ -28,6 +28,9 @@ type runOptions struct {
 	json        bool
 	// template and stateDir choose the root the program runs on.
 	template, stateDir string
+	// stdinListener hands this process's stdin, a listening unix stream
+	// socket, to the program as its own (native.Runtime.ListenerStdin).
+	stdinListener bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -70,6 +73,13 @@ program.`,
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "the state directory whose templates/ holds --template's store (as warden serve's)")
 	addBackendFlags(f, &o.backend, "isolation backend", &o.backendOpts)
 	f.BoolVar(&o.json, "json", false, "print one JSON Result instead of streaming output")
+	// Hidden: for launchers such as the Kubernetes test bed's kubelet
+	// (docs/kubernetes.md), which accept TCP on a host address and relay
+	// each connection into the box; only a listening unix stream socket
+	// and --net none are accepted.
+	f.BoolVar(&o.stdinListener, "stdin-listener", false, "with --backend native and --net none: stdin is a listening unix stream socket, handed to the program as its stdin")
+	// the flag was just added, so MarkHidden cannot fail
+	_ = f.MarkHidden("stdin-listener")
 	return cmd
 }
 
@@ -114,6 +124,9 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 	// ignored, so the sandbox does not inherit an ignored SIGPIPE.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stdio := native.IO{Stdin: os.Stdin}
+	if o.stdinListener {
+		stdio.Stdin = nil
+	}
 	if !o.json {
 		stdio.Stdout, stdio.Stderr = os.Stdout, os.Stderr
 	}
@@ -166,7 +179,20 @@ func (o *runOptions) check() error {
 	if err := checkExecutor(o.backend, o.backendOpts); err != nil {
 		return err
 	}
+	if err := o.checkStdinListener(); err != nil {
+		return err
+	}
 	return o.spec.Validate()
+}
+
+// checkStdinListener refuses --stdin-listener but with the native
+// backend, the only one that takes a listener (native.Runtime.ListenerStdin);
+// what the listener must be, and --net none, native.Runtime.Run checks.
+func (o *runOptions) checkStdinListener() error {
+	if o.stdinListener && o.backend != "native" {
+		return fmt.Errorf("--stdin-listener works with --backend native only, not %s", o.backend)
+	}
+	return nil
 }
 
 // execute runs the spec on the chosen backend; native runs directly,
@@ -176,7 +202,11 @@ func (o *runOptions) execute(ctx context.Context, stdio native.IO) (spec.Result,
 		if s, ok := fontcache.DefaultStore(); ok {
 			native.UseFontCache(s)
 		}
-		return native.Runtime{Logger: o.backendOpts.Logger, Executor: o.backendOpts.Executor}.Run(ctx, o.spec, stdio)
+		rt := native.Runtime{Logger: o.backendOpts.Logger, Executor: o.backendOpts.Executor}
+		if o.stdinListener {
+			rt.ListenerStdin = os.Stdin
+		}
+		return rt.Run(ctx, o.spec, stdio)
 	}
 	b, err := sandbox.NewBackend(o.backend, o.backendOpts)
 	if err != nil {

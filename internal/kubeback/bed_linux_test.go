@@ -73,6 +73,10 @@ func replica(t *testing.T, bed *kubebed.Bed) (*sandbox.Manager, *kubeback.Backen
 // TestOnBed serves sessions from the bed's warm pool, whose Pods run
 // the real warden-init in pod mode, through the Manager as warden serve
 // --backend kubernetes does, with the router's service account's rights.
+// Its Pods' inits are in a native Warden sandbox (bedpod.Init), as
+// every bed Pod's is, so its sessions run as bedpod.InitUID, and the
+// file API goes through the agent's walk below the workspace, where the
+// sandbox's seccomp filter denies openat2.
 func TestOnBed(t *testing.T) {
 	bed := kubebed.Start(t, bedpod.Init(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -124,13 +128,14 @@ func sh(script string) sandbox.ExecRequest {
 	return sandbox.ExecRequest{Command: []string{"sh", "-c", script}}
 }
 
-// testSession: a session's execs run in its Pod as uid 65532, a Python
+// testSession: a session's execs run in its Pod as its uid
+// (bedpod.InitUID), a Python
 // interpreter keeps its state across execs, and Delete releases the
 // claim.
 func testSession(ctx context.Context, t *testing.T, m *sandbox.Manager, admin *podclaim.Claimer) {
 	info := create(ctx, t, m, time.Hour)
-	if got := run(ctx, t, m, info.ID, sh("id -u; echo hi > /workspace/f; cat /workspace/f")); got != "65532\nhi\n" {
-		t.Errorf("first exec: got %q, want uid 65532 and the file's line", got)
+	if got, want := run(ctx, t, m, info.ID, sh("id -u; echo hi > /workspace/f; cat /workspace/f")), fmt.Sprintf("%d\nhi\n", bedpod.InitUID); got != want {
+		t.Errorf("first exec: got %q, want %q (the Pod's uid and the file's line)", got, want)
 	}
 	checkFiles(t, m, info.ID)
 	run(ctx, t, m, info.ID, sandbox.ExecRequest{Language: "python", Code: "x = 41"})
@@ -186,8 +191,8 @@ func checkFiles(t *testing.T, m *sandbox.Manager, id string) {
 	if !slices.Contains(names, "up.txt") || !slices.Contains(names, "f") {
 		t.Errorf("list: got %q, want up.txt and f among them", names)
 	}
-	if got := run(context.Background(), t, m, id, sh("stat -c '%u %s' /workspace/up.txt")); got != "65532 8\n" {
-		t.Errorf("the Pod sees the upload as %q, want uid 65532 and 8 bytes", got)
+	if got, want := run(context.Background(), t, m, id, sh("stat -c '%u %s' /workspace/up.txt")), fmt.Sprintf("%d 8\n", bedpod.InitUID); got != want {
+		t.Errorf("the Pod sees the upload as %q, want %q (the Pod's uid and 8 bytes)", got, want)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/kubeback"
 	"github.com/warden-sandbox/warden/internal/kubebed"
+	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
 	"github.com/warden-sandbox/warden/internal/podclaim"
 )
 
@@ -40,8 +41,8 @@ func testServe(ctx context.Context, t *testing.T, bed *kubebed.Bed, admin *podcl
 	call(ctx, t, http.MethodPost, base+"/v1/sessions", `{}`, http.StatusCreated, &created)
 	var res struct{ Stdout string }
 	call(ctx, t, http.MethodPost, base+"/v1/sessions/"+created.ID+"/exec", `{"command":["sh","-c","echo hi; id -u"]}`, http.StatusOK, &res)
-	if res.Stdout != "hi\n65532\n" {
-		t.Errorf("exec over HTTP: stdout %q, want hi and uid 65532", res.Stdout)
+	if want := fmt.Sprintf("hi\n%d\n", bedpod.InitUID); res.Stdout != want {
+		t.Errorf("exec over HTTP: stdout %q, want %q (hi and the Pod's uid)", res.Stdout, want)
 	}
 	if _, err := admin.Find(ctx, kubeback.OwnerLabel(routerKey, tenant()), created.ID); err != nil {
 		t.Errorf("the session's claim under its key's tenant %s: %v", tenant(), err)

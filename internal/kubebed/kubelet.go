@@ -2,12 +2,14 @@ package kubebed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,11 +31,35 @@ const NodeName = "kubebed-node"
 // connections on its port before the Pod is marked failed.
 const readyWait = 30 * time.Second
 
-// PodCommand says what local program stands in for a Pod's containers:
-// its path, arguments and extra environment, given the Pod and the
-// address it must listen on (the Pod's IP and its first container's
-// first port; port 0 when the Pod declares none).
-type PodCommand func(pod *corev1.Pod, addr netip.AddrPort) (path string, args, env []string)
+// PodCommand says what local program stands in for a Pod's containers,
+// given the Pod and the address it must serve on (the Pod's IP and its
+// first container's first port; port 0 when the Pod declares none).
+type PodCommand func(pod *corev1.Pod, addr netip.AddrPort) PodProcess
+
+// PodProcess is a Pod's program: its path, arguments and extra
+// environment, and how it gets its address.
+type PodProcess struct {
+	Path string
+	Args []string
+	Env  []string
+	// ListenerStdin makes the kubelet listen on the Pod's address itself
+	// and relay each connection to a listening unix stream socket it
+	// hands the program as its standard input (inetd's way, never a
+	// socket of the host's network): for a program in a network
+	// namespace of its own (bedpod.Init's native Warden sandbox), where
+	// it cannot bind the host's address. The Pod must declare a port,
+	// and Ready must be set.
+	ListenerStdin bool
+	// Ready, when set, is what the program logs once it serves: the Pod
+	// is Ready when its log says so. With ListenerStdin it is required
+	// (startCommand refuses its lack), since the relay takes connections
+	// before the program accepts any; without, a connection that
+	// succeeds is Ready.
+	Ready string
+	// Err, when set, says why the Pod's program cannot be made; the
+	// kubelet reports the Pod Failed with it and starts nothing.
+	Err error
+}
 
 // Kubelet simulates a node's kubelet with local processes: it registers a
 // Node, binds every unscheduled Pod to it (the bed runs no scheduler),
@@ -191,8 +217,8 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	ap := netip.AddrPortFrom(addr, podPort(pod))
-	path, args, env := k.command(pod, ap)
-	proc, err := startProcess(k.dir, pod.Namespace+"_"+pod.Name, path, args, env)
+	c := k.command(pod, ap)
+	proc, err := k.startCommand(pod, ap, c)
 	if err != nil {
 		k.addrs.put(addr)
 		k.fail(ctx, pod, err)
@@ -201,12 +227,48 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) {
 	if !k.started(pod.UID, addr, proc) {
 		return
 	}
-	if err := waitListening(ctx, proc, ap); err != nil {
+	if err := waitReady(ctx, proc, ap, c.Ready); err != nil {
 		k.fail(ctx, pod, err)
 		return
 	}
 	k.setStatus(ctx, pod, func(s *corev1.PodStatus) { runningStatus(s, pod, addr) })
 	k.goPod(func() { k.watchExit(ctx, pod, proc) })
+}
+
+// startCommand starts c as pod's program on ap, first, if it takes its
+// listener as stdin, starting the relay that carries ap's connections
+// to it; the relay closes once the program ended.
+func (k *Kubelet) startCommand(pod *corev1.Pod, ap netip.AddrPort, c PodProcess) (*process, error) {
+	name := pod.Namespace + "_" + pod.Name
+	if c.Err != nil {
+		return nil, fmt.Errorf("making the Pod's program: %w", c.Err)
+	}
+	if !c.ListenerStdin {
+		return startProcess(k.dir, name, c.Path, c.Args, c.Env)
+	}
+	if ap.Port() == 0 {
+		return nil, errors.New("the Pod declares no container port to relay to its program (PodProcess.ListenerStdin)")
+	}
+	if c.Ready == "" {
+		return nil, errors.New("PodProcess.ListenerStdin needs Ready, the line the program logs once it serves: the relay takes connections before the program does")
+	}
+	r, ln, err := newRelay(ap)
+	if err != nil {
+		return nil, err
+	}
+	// serving first: close (after the program) must not race serve's
+	// start; connections queue in the unix listener until it accepts
+	r.serve()
+	proc, err := startProcessWith(k.dir, name, c.Path, c.Args, c.Env, ln, r.close)
+	// the program holds its own copy; the kubelet's is only closed
+	if cerr := ln.Close(); cerr != nil {
+		log.Printf("kubebed kubelet: closing the kubelet's copy of %s's listener: %v", name, cerr)
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return proc, nil
 }
 
 // watchExit waits for pod's command to end and, unless the kubelet
@@ -275,27 +337,43 @@ func podPort(pod *corev1.Pod) uint16 {
 	return 0
 }
 
-// waitListening waits (bounded) for a connection to ap to succeed; a Pod
-// without a port is ready as soon as its command runs.
-func waitListening(ctx context.Context, proc *process, ap netip.AddrPort) error {
+// waitReady waits (bounded) for the Pod's program to serve on ap: for
+// its log to say ready when that is set, else for a connection to ap to
+// succeed; a Pod without a port is ready as soon as its program runs.
+func waitReady(ctx context.Context, proc *process, ap netip.AddrPort, ready string) error {
 	if ap.Port() == 0 {
 		return nil
 	}
 	deadline := time.Now().Add(readyWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		c, err := net.DialTimeout("tcp", ap.String(), time.Second)
-		if err == nil {
-			return c.Close()
+		if serving(proc, ap, ready) {
+			return nil
 		}
 		if proc.exited() {
-			return fmt.Errorf("%w before listening on %s; its log ends:\n%s", proc.exitError(), ap, proc.tail())
+			return fmt.Errorf("%w before serving on %s; its log ends:\n%s", proc.exitError(), ap, proc.tail())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("waiting for the Pod's command to listen on %s: %w", ap, err)
+		return fmt.Errorf("waiting for the Pod's command to serve on %s: %w", ap, err)
 	}
-	return fmt.Errorf("the Pod's command did not listen on %s within %v", ap, readyWait)
+	return fmt.Errorf("the Pod's command did not serve on %s within %v", ap, readyWait)
+}
+
+// serving says whether proc serves on ap: its log holds ready, when set,
+// or a connection to ap succeeds.
+func serving(proc *process, ap netip.AddrPort, ready string) bool {
+	if ready != "" {
+		return strings.Contains(proc.tail(), ready)
+	}
+	c, err := net.DialTimeout("tcp", ap.String(), time.Second)
+	if err != nil {
+		return false
+	}
+	if err := c.Close(); err != nil {
+		log.Printf("kubebed kubelet: closing a readiness probe of %s: %v", ap, err)
+	}
+	return true
 }
 
 // runningStatus is what a kubelet reports for a started, ready Pod.

@@ -32,6 +32,13 @@ type process struct {
 // startProcess runs path with args, writing its output to dir/name.log.
 // Off Linux it returns errors.ErrUnsupported.
 func startProcess(dir, name, path string, args, env []string) (*process, error) {
+	return startProcessWith(dir, name, path, args, env, nil, nil)
+}
+
+// startProcessWith is startProcess with stdin as the program's standard
+// input (nil: /dev/null), which the caller keeps and closes, and after,
+// when set, called once the program ended (not if it failed to start).
+func startProcessWith(dir, name, path string, args, env []string, stdin *os.File, after func()) (*process, error) {
 	if err := processesSupported(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -42,6 +49,9 @@ func startProcess(dir, name, path string, args, env []string) (*process, error) 
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = processGroup()
 	if err := cmd.Start(); err != nil {
@@ -54,6 +64,9 @@ func startProcess(dir, name, path string, args, env []string) (*process, error) 
 		p.err = cmd.Wait()
 		// the log was written by the program and is read by path; a failed close loses nothing
 		_ = f.Close()
+		if after != nil {
+			after()
+		}
 		close(p.done)
 	}()
 	return p, nil
@@ -69,7 +82,8 @@ func (p *process) exited() bool {
 	}
 }
 
-// tail is the end of the process's log, for a failure message.
+// tail is the end of the process's log, for a failure message and for
+// the readiness check (PodProcess.Ready, the kubelet's serving).
 func (p *process) tail() string {
 	b, err := os.ReadFile(p.log)
 	if err != nil {

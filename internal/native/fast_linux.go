@@ -33,7 +33,13 @@ func (b *box) chooseExecutor(cfg *nsinit.Config) error {
 	if b.rt.Executor == ExecutorGo {
 		return nil
 	}
-	f, whyNot := newFastRun(cfg)
+	var f *fastRun
+	var whyNot error
+	if b.rt.ListenerStdin != nil {
+		whyNot = errListenerNotFast
+	} else {
+		f, whyNot = newFastRun(cfg)
+	}
 	e, err := b.rt.Executor.pick(whyNot)
 	if err != nil {
 		return err
@@ -62,6 +68,12 @@ func (b *box) start(cfg *nsinit.Config) (*initProc, error) {
 	*cfg = b.config()
 	return launch(b)
 }
+
+// errListenerNotFast is why a run with Runtime.ListenerStdin takes the
+// Go init: it points its own fd 0 at /dev/null once the program is
+// started, so the box's PID 1 keeps no copy of the listener, while
+// warden-exec's PID 1 would keep it for the box's life.
+var errListenerNotFast = &nsinit.NotFastError{Feature: "a listener as stdin", Detail: "--stdin-listener: warden-exec's PID 1 would keep it"}
 
 // fallbackOnce logs start's first fallback to the Go init: in serve or
 // mcp every later run would repeat it.

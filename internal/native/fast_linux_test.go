@@ -120,3 +120,25 @@ func TestStartRetriesWithoutExecutor(t *testing.T) {
 		})
 	}
 }
+
+// TestListenerStdinTakesGoInit: a run with a listener as stdin gets the
+// Go init, which drops its own copy of fd 0, under auto, and a one-line
+// refusal naming the listener under fast (warden-exec's PID 1 would
+// keep the listener for the box's life).
+func TestListenerStdinTakesGoInit(t *testing.T) {
+	for _, tt := range []struct {
+		executor Executor
+		wantErr  string
+	}{
+		{ExecutorAuto, ""},
+		{"", ""},
+		{ExecutorGo, ""},
+		{ExecutorFast, "--executor fast: a listener as stdin (--stdin-listener"},
+	} {
+		b := &box{spec: &spec.Spec{}, ids: &idMapping{}, rt: Runtime{Executor: tt.executor, ListenerStdin: os.Stdin}}
+		err := b.chooseExecutor(&nsinit.Config{})
+		if b.fast != nil || (err == nil) != (tt.wantErr == "") || (err != nil && (!strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n"))) {
+			t.Errorf("executor %q with a listener: fast %v, error %v; want the Go init, error containing %q", tt.executor, b.fast != nil, err, tt.wantErr)
+		}
+	}
+}

@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if nsinit.IsInit(os.Args) {
 		nsinit.Main()
 	}
+	if isListenerProbe(os.Args) {
+		listenerProbe()
+	}
 	if IsFontBuilder(os.Args) {
 		if report := os.Getenv("WARDEN_TEST_BUILDER_REPORT"); report != "" {
 			reportBuilder(report)

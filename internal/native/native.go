@@ -9,6 +9,7 @@ package native
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/warden-sandbox/warden/internal/agent"
@@ -26,6 +27,18 @@ type Runtime struct {
 	// AgentTransport is how StartSession's host side reaches the agent
 	// (zero: TransportFD); one-shot runs have no agent and ignore it.
 	AgentTransport AgentTransport
+	// ListenerStdin, when set, is a one-shot run's standard input itself,
+	// handed to the program as its descriptor 0 instead of a pipe fed
+	// from IO.Stdin (which it replaces): a listening unix stream socket
+	// (checked by unixlisten.Check), for an inetd-style program in a box
+	// with --net none whose launcher accepts TCP on a host address and
+	// relays each connection into the box over a connection to it (the
+	// test bed's kubelet; `warden run --stdin-listener`, hidden). Never
+	// an inet socket: one of the host's network namespace would be the
+	// box's way out (unixlisten's doc says why). Run refuses it but with
+	// --net none and such a socket; StartSession refuses it; the HTTP API
+	// never sets it.
+	ListenerStdin *os.File
 }
 
 // log is the Runtime's logger, for a box named name.

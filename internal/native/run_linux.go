@@ -22,6 +22,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/rootfs"
 	"github.com/warden-sandbox/warden/internal/spawn"
 	"github.com/warden-sandbox/warden/internal/spec"
+	"github.com/warden-sandbox/warden/internal/unixlisten"
 )
 
 // Run is Runtime.Run with the default logger.
@@ -39,11 +40,30 @@ func (rt Runtime) Run(ctx context.Context, s spec.Spec, stdio IO) (spec.Result, 
 	if err := rt.Executor.Validate(); err != nil {
 		return spec.Result{Error: err.Error()}, err
 	}
+	if err := rt.checkListenerStdin(s.Network.Mode); err != nil {
+		return spec.Result{Error: err.Error()}, err
+	}
 	r, err := rt.run(ctx, &s, stdio)
 	if err != nil {
 		r.Error = err.Error()
 	}
 	return r, err
+}
+
+// checkListenerStdin refuses a ListenerStdin but with --net none and a
+// listening unix stream socket: the listener is to be the box's only way
+// in, and no socket of the host's network may be its way out.
+func (rt Runtime) checkListenerStdin(net spec.NetMode) error {
+	if rt.ListenerStdin == nil {
+		return nil
+	}
+	if net != spec.NetNone {
+		return fmt.Errorf("a listener as stdin needs --net none, not %s: the listener is to be the sandbox's only way in", net)
+	}
+	if err := unixlisten.Check(rt.ListenerStdin); err != nil {
+		return fmt.Errorf("the listener given as stdin: %w", err)
+	}
+	return nil
 }
 
 func (rt Runtime) run(ctx context.Context, s *spec.Spec, stdio IO) (spec.Result, error) {
@@ -374,15 +394,28 @@ func (b *box) makePipes() error {
 	if b.stderr, b.child.stderr, err = os.Pipe(); err != nil {
 		return fmt.Errorf("creating stderr pipe: %w", err)
 	}
-	if b.stdio.Stdin == nil {
+	switch {
+	case b.rt.ListenerStdin != nil:
+		b.child.stdin, err = dupFile(b.rt.ListenerStdin)
+	case b.stdio.Stdin == nil:
 		b.child.stdin, err = os.Open(os.DevNull)
-	} else {
+	default:
 		b.child.stdin, b.stdinW, err = os.Pipe()
 	}
 	if err != nil {
 		return fmt.Errorf("creating stdin: %w", err)
 	}
 	return nil
+}
+
+// dupFile is a copy of f the box may close with its other inherited
+// descriptors, leaving the caller's open.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("copying the listener given as stdin: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // nullStdio gives a session's agent /dev/null for its standard streams:

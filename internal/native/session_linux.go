@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -21,6 +22,9 @@ func (rt Runtime) StartSession(ctx context.Context, s spec.Spec) (*agent.Session
 	}
 	if err := rt.AgentTransport.Validate(); err != nil {
 		return nil, err
+	}
+	if rt.ListenerStdin != nil {
+		return nil, errors.New("a listener as stdin is for one-shot runs only: a session's agent has its own standard streams; leave Runtime.ListenerStdin unset")
 	}
 	stream := rt.AgentTransport == TransportStream
 	b := &box{spec: &s, session: true, rt: rt}

@@ -151,6 +151,16 @@ func start(cfg *Config) Status {
 	case err != nil:
 		return startFailed(cfg.Command[0], err)
 	}
+	// The program has its own copy of stdin; the init keeps none (a
+	// listener handed in, say, with native.Runtime.ListenerStdin), as the
+	// boxed agent does. A failure ends the run rather than leave it open.
+	if err := nullStdin(); err != nil {
+		if kerr := unix.Kill(pid, unix.SIGKILL); kerr != nil {
+			fmt.Fprintf(os.Stderr, "warden-init: killing the program: %v\n", kerr)
+		}
+		reap(pid)
+		return Status{Error: "pointing the init's stdin at /dev/null: " + err.Error()}
+	}
 	return reap(pid)
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/kubebed/bedpod"
@@ -24,10 +26,11 @@ import (
 const firstExecs = 24
 
 // TestFirstExecOnBed runs issue 23's path end to end on the bed with
-// Warden's init as every Pod's process (bedpod.Init): a router replica
-// claims a session from deploy/'s warm pool, dials the claimed Pod with
-// the key derived from its UID, attaches a session and runs its first
-// exec, which must run as the Pod's uid 65532. Without -short it then
+// Warden's init in a native Warden sandbox as every Pod's process
+// (bedpod.Init): a router replica claims a session from deploy/'s warm
+// pool, dials the claimed Pod with the key derived from its UID,
+// attaches a session and runs its first exec, which must run as the
+// Pod's uid (bedpod.InitUID). Without -short it then
 // times firstExecs such runs, each interleaved with a bare claim (the
 // baseline), and logs where the time goes by step; never asserted.
 func TestFirstExecOnBed(t *testing.T) {
@@ -42,8 +45,8 @@ func TestFirstExecOnBed(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, out := firstExec(ctx, t, r, routerKey, "s-first-0", []string{"id", "-u"})
-	if out != "65532\n" {
-		t.Errorf("the first exec's id -u: got %q, want %q (the Pod's uid)", out, "65532\n")
+	if want := fmt.Sprintf("%d\n", bedpod.InitUID); out != want {
+		t.Errorf("the first exec's id -u: got %q, want %q (the Pod's uid)", out, want)
 	}
 	t.Logf("one claim to first exec: %v", st)
 	if testing.Short() {
@@ -52,9 +55,11 @@ func TestFirstExecOnBed(t *testing.T) {
 	measureFirstExec(ctx, t, bed, r, routerKey)
 }
 
-// steps is where one claim-to-first-exec run's time went.
+// steps is where one claim-to-first-exec run's time went, and which
+// Pod it had.
 type steps struct {
 	created, ready, read, recorded, dialed, attached, execd time.Duration
+	pod                                                     types.UID
 }
 
 // total is the run's whole time, from Claim's call to the exec's result.
@@ -88,6 +93,7 @@ func firstExec(ctx context.Context, t *testing.T, r *replica, routerKey []byte, 
 		}
 	})
 	claimed := time.Now()
+	st.pod = s.PodUID
 	st.created, st.ready, st.read, st.recorded = claimSteps(t, r.calls.since(start), start, claimed)
 	key, err := podinit.Key(routerKey, string(s.PodUID))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -51,29 +52,72 @@ func IsPod(argv []string) bool { return len(argv) >= 2 && argv[1] == Arg }
 // and 1 once it cannot serve on (the listener failed, or a session's
 // processes could not be killed, after which the Pod must not be used).
 func Main() {
-	addr, err := listenAddr(os.Args[2:])
+	a, err := parseArgs(os.Args[2:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warden-init pod:", err)
 		os.Exit(2)
 	}
-	fmt.Fprintln(os.Stderr, "warden-init pod:", run(addr))
+	fmt.Fprintln(os.Stderr, "warden-init pod:", run(a))
 	os.Exit(1)
 }
 
-// listenAddr parses the pod mode's arguments.
-func listenAddr(args []string) (string, error) {
-	switch {
-	case len(args) == 0:
-		return ":" + strconv.Itoa(Port), nil
-	case len(args) == 2 && args[0] == "--listen":
-		return args[1], nil
-	}
-	return "", fmt.Errorf("usage: warden-init %s [--listen ADDR] (default :%d)", Arg, Port)
+// podArgs are the pod mode's arguments.
+type podArgs struct {
+	// addr is where to listen, unless fd is set; with fd, the address
+	// routers reach the Pod at (--addr), which their proofs sign.
+	addr string
+	// fd, when not -1, is an inherited listening unix stream socket to
+	// serve on instead (--listen-fd): for a launcher that accepts TCP on
+	// the Pod's address outside the init's network namespace and relays
+	// each connection into it.
+	fd int
+	// inWarden says the init is a native Warden sandbox's program rather
+	// than PID 1 (--in-warden-sandbox; checkUnderWardenInit).
+	inWarden bool
 }
 
-// run serves on addr until it cannot, and says why.
-func run(addr string) error {
-	if err := checkPID1(); err != nil {
+// usage is the pod mode's synopsis, for a usage error.
+var usage = fmt.Sprintf("usage: warden-init %s [--listen ADDR | --listen-fd N --addr IP:PORT] [--in-warden-sandbox] (default: --listen :%d)", Arg, Port)
+
+// parseArgs parses the pod mode's arguments.
+func parseArgs(args []string) (podArgs, error) {
+	a := podArgs{addr: ":" + strconv.Itoa(Port), fd: -1}
+	listen, addr := false, false
+	for len(args) > 0 {
+		switch {
+		case args[0] == "--in-warden-sandbox" && !a.inWarden:
+			a.inWarden, args = true, args[1:]
+		case args[0] == "--listen" && len(args) >= 2 && !listen && !addr:
+			a.addr, listen, args = args[1], true, args[2:]
+		case args[0] == "--listen-fd" && len(args) >= 2 && !listen:
+			fd, err := strconv.Atoi(args[1])
+			if err != nil || fd < 0 {
+				return podArgs{}, fmt.Errorf("--listen-fd %.20q is not a descriptor number; %s", args[1], usage)
+			}
+			a.fd, listen, args = fd, true, args[2:]
+		case args[0] == "--addr" && len(args) >= 2 && !addr && a.fd >= 0:
+			ap, err := netip.ParseAddrPort(args[1])
+			if err != nil {
+				return podArgs{}, fmt.Errorf("--addr %.60q is not IP:PORT, the address routers reach the Pod at; %s", args[1], usage)
+			}
+			a.addr, addr, args = ap.String(), true, args[2:]
+		default:
+			return podArgs{}, errors.New(usage)
+		}
+	}
+	if a.fd >= 0 && !addr {
+		return podArgs{}, fmt.Errorf("--listen-fd needs --addr IP:PORT, the address routers reach the Pod at (their proofs sign it); %s", usage)
+	}
+	return a, nil
+}
+
+// run serves as a says until it cannot, and says why.
+func run(a podArgs) error {
+	check := checkPID1
+	if a.inWarden {
+		check = checkUnderWardenInit
+	}
+	if err := check(); err != nil {
 		return err
 	}
 	if os.Getuid() == 0 || os.Geteuid() == 0 {
@@ -86,15 +130,31 @@ func run(addr string) error {
 		return fmt.Errorf("making the init non-dumpable: %w", err)
 	}
 	dropSignals()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(a)
 	if err != nil {
-		return fmt.Errorf("listening for the router: %w", err)
+		return err
 	}
 	log.SetFlags(0)
-	log.SetPrefix("warden-init pod: ")
-	s := &server{ln: ln.(*net.TCPListener), log: log.Default(), refusals: refusalLog{log: log.Default(), now: time.Now}, handshake: HandshakeTimeout, serve: serveAgent}
-	s.log.Printf("listening on %s", ln.Addr())
+	log.SetPrefix(logPrefix)
+	s := &server{ln: ln, log: log.Default(), refusals: refusalLog{log: log.Default(), now: time.Now}, handshake: HandshakeTimeout, serve: serveAgent}
+	addr := ln.Addr().String()
+	if a.fd >= 0 {
+		s.addr, addr = a.addr, a.addr
+	}
+	s.log.Print(listening(addr))
 	return s.loop()
+}
+
+// listen is the listener a asks for: the inherited one or a new one.
+func listen(a podArgs) (net.Listener, error) {
+	if a.fd >= 0 {
+		return inheritedListener(a.fd)
+	}
+	ln, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for the router: %w", err)
+	}
+	return ln, nil
 }
 
 // dropSignals catches and drops every signal Go relays. The user's
@@ -123,21 +183,25 @@ func checkPID1() error {
 // server is the pod mode's accept loop: one connection at a time, each
 // admitted by owner, then served until it ends.
 type server struct {
-	ln        *net.TCPListener
+	ln net.Listener
+	// addr, when set, is the Pod's address that proofs sign, for a
+	// listener whose connections are relayed (unix ones) and so do not
+	// carry it; unset, a connection's local address is.
+	addr      string
 	owner     Owner
 	log       *log.Logger
 	refusals  refusalLog
 	handshake time.Duration
 	// serve serves an admitted connection until the session ends, and
 	// fails only when the Pod cannot serve on (serveAgent).
-	serve func(*net.TCPConn) error
+	serve func(net.Conn) error
 }
 
 // loop accepts and serves until the listener or a session's cleanup
 // fails.
 func (s *server) loop() error {
 	for {
-		c, err := s.ln.AcceptTCP()
+		c, err := s.ln.Accept()
 		if err != nil {
 			return fmt.Errorf("accepting on %s: %w", s.ln.Addr(), err)
 		}
@@ -146,21 +210,21 @@ func (s *server) loop() error {
 			// are gone, and waiting for each would only delay the next
 			// router.
 			closeConn(c, s.log)
-			s.refusals.printf("refused %s: a connection from the Pod itself", c.RemoteAddr())
+			s.refusals.printf("refused %s: a connection from the Pod itself", peer(c))
 			continue
 		}
 		a, err := s.admit(c)
 		if err != nil {
 			closeConn(c, s.log)
-			s.refusals.printf("refused %s: %v", c.RemoteAddr(), err)
+			s.refusals.printf("refused %s: %v", peer(c), err)
 			continue
 		}
 		s.refusals.flush()
-		s.log.Printf("serving %s (%s)", c.RemoteAddr(), a)
+		s.log.Printf("serving %s (%s)", peer(c), a)
 		if err := s.serve(c); err != nil {
 			return err
 		}
-		s.log.Printf("session of %s ended; the Pod is adoptable by its key again", c.RemoteAddr())
+		s.log.Printf("session of %s ended; the Pod is adoptable by its key again", peer(c))
 	}
 }
 
@@ -196,9 +260,19 @@ func (r *refusalLog) flush() {
 	}
 }
 
+// peer names c's peer for the log: its address, or for a relayed (unix)
+// connection, which carries none, that it was relayed.
+func peer(c net.Conn) string {
+	if _, ok := c.(*net.UnixConn); ok {
+		return "a relayed connection"
+	}
+	return c.RemoteAddr().String()
+}
+
 // fromItself says c comes from the Pod's own processes, never a router:
-// see itself.
-func (s *server) fromItself(c *net.TCPConn) bool {
+// see itself. A relayed (unix) connection never does: the listener's
+// address is the launcher's, in a network namespace the Pod is not in.
+func (s *server) fromItself(c net.Conn) bool {
 	listen, lok := s.ln.Addr().(*net.TCPAddr)
 	local, cok := c.LocalAddr().(*net.TCPAddr)
 	remote, rok := c.RemoteAddr().(*net.TCPAddr)
@@ -251,11 +325,15 @@ func itself(listen, local, remote net.IP, own []net.IP) bool {
 }
 
 // admit runs the handshake on c within s.handshake.
-func (s *server) admit(c *net.TCPConn) (Adoption, error) {
+func (s *server) admit(c net.Conn) (Adoption, error) {
 	if err := c.SetDeadline(time.Now().Add(s.handshake)); err != nil {
 		return 0, fmt.Errorf("setting the handshake's deadline: %w", err)
 	}
-	a, err := s.owner.Admit(c, rand.Reader, c.LocalAddr().String())
+	addr := s.addr
+	if addr == "" {
+		addr = c.LocalAddr().String()
+	}
+	a, err := s.owner.Admit(c, rand.Reader, addr)
 	if err != nil {
 		return 0, err
 	}
@@ -266,23 +344,30 @@ func (s *server) admit(c *net.TCPConn) (Adoption, error) {
 }
 
 // closeConn closes c, logging a failure.
-func closeConn(c *net.TCPConn, l *log.Logger) {
+func closeConn(c net.Conn, l *log.Logger) {
 	if err := c.Close(); err != nil {
-		l.Printf("closing the connection of %s: %v", c.RemoteAddr(), err)
+		l.Printf("closing the connection of %s: %v", peer(c), err)
 	}
 }
 
 // serveAgent runs the boxed agent (nsinit.BoxedPod) on c until it ends,
 // then kills every process the session left (killAll). Only the agent
 // holds the connection while it runs, so the router sees it close when
-// the agent ends.
-func serveAgent(c *net.TCPConn) error {
-	if err := KeepAlive(c); err != nil {
-		// The session still works; only a router that vanishes silently
-		// is then noticed late.
-		log.Printf("setting keepalive on the router's connection: %v", err)
+// the agent ends. A relayed connection's keepalive is its relay's.
+func serveAgent(c net.Conn) error {
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := KeepAlive(tc); err != nil {
+			// The session still works; only a router that vanishes
+			// silently is then noticed late.
+			log.Printf("setting keepalive on the router's connection: %v", err)
+		}
 	}
-	f, err := c.File()
+	fc, ok := c.(interface{ File() (*os.File, error) })
+	if !ok {
+		closeConn(c, log.Default())
+		return fmt.Errorf("passing the connection to the agent: a %T has no descriptor", c)
+	}
+	f, err := fc.File()
 	closeConn(c, log.Default())
 	if err != nil {
 		return fmt.Errorf("passing the connection to the agent: %w", err)

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ func testServer(t *testing.T, handshake time.Duration) (string, *testhost.SyncBu
 	logs := &testhost.SyncBuffer{}
 	l := log.New(logs, "", 0)
 	s := &server{
-		ln: ln.(*net.TCPListener), log: l, refusals: refusalLog{log: l, now: time.Now}, handshake: handshake,
-		serve: func(c *net.TCPConn) error {
+		ln: ln, log: l, refusals: refusalLog{log: l, now: time.Now}, handshake: handshake,
+		serve: func(c net.Conn) error {
 			defer c.Close()
 			_, err := c.Write([]byte("served"))
 			return err
@@ -231,24 +232,97 @@ func readAll(c net.Conn) ([]byte, error) {
 	return out, nil
 }
 
-func TestListenAddr(t *testing.T) {
+func TestParseArgs(t *testing.T) {
 	tests := []struct {
 		args []string
-		want string
-		err  bool
+		want podArgs
+		err  string
 	}{
-		{nil, ":7070", false},
-		{[]string{"--listen", "127.0.0.2:9"}, "127.0.0.2:9", false},
-		{[]string{"--listen"}, "", true},
-		{[]string{"7070"}, "", true},
+		{nil, podArgs{addr: ":7070", fd: -1}, ""},
+		{[]string{"--listen", "127.0.0.2:9"}, podArgs{addr: "127.0.0.2:9", fd: -1}, ""},
+		{[]string{"--listen-fd", "0", "--addr", "127.0.0.9:7070", "--in-warden-sandbox"}, podArgs{addr: "127.0.0.9:7070", fd: 0, inWarden: true}, ""},
+		{[]string{"--in-warden-sandbox", "--listen-fd", "3", "--addr", "[::1]:80"}, podArgs{addr: "[::1]:80", fd: 3, inWarden: true}, ""},
+		{[]string{"--listen-fd", "0"}, podArgs{}, "--listen-fd needs --addr"},
+		{[]string{"--listen-fd", "0", "--addr", "pod.local:7070"}, podArgs{}, "is not IP:PORT"},
+		{[]string{"--listen-fd", "0", "--addr", "127.0.0.9"}, podArgs{}, "is not IP:PORT"},
+		{[]string{"--addr", "127.0.0.9:7070", "--listen-fd", "0"}, podArgs{}, "usage:"},
+		{[]string{"--listen", "127.0.0.2:9", "--addr", "127.0.0.9:7070"}, podArgs{}, "usage:"},
+		{[]string{"--listen-fd", "0", "--addr", "127.0.0.9:1", "--addr", "127.0.0.9:2"}, podArgs{}, "usage:"},
+		{[]string{"--listen-fd", "-1"}, podArgs{}, "is not a descriptor number"},
+		{[]string{"--listen-fd", "x"}, podArgs{}, "is not a descriptor number"},
+		{[]string{"--listen", "127.0.0.2:9", "--listen-fd", "3"}, podArgs{}, "usage:"},
+		{[]string{"--in-warden-sandbox", "--in-warden-sandbox"}, podArgs{}, "usage:"},
+		{[]string{"--listen"}, podArgs{}, "usage:"},
+		{[]string{"7070"}, podArgs{}, "usage:"},
 	}
 	for _, tt := range tests {
-		got, err := listenAddr(tt.args)
-		if got != tt.want || (err != nil) != tt.err {
-			t.Errorf("listenAddr(%q) = %q, %v; want %q, error %v", tt.args, got, err, tt.want, tt.err)
+		got, err := parseArgs(tt.args)
+		if got != tt.want || !errorSays(err, tt.err) {
+			t.Errorf("parseArgs(%q) = %+v, %v; want %+v, error containing %q", tt.args, got, err, tt.want, tt.err)
 		}
 	}
 	if !IsPod([]string{"/warden-init", "pod"}) || IsPod([]string{"warden-init"}) || IsPod([]string{"/.warden/warden-init", "stdin"}) {
 		t.Error("IsPod: want true for \"warden-init pod\" only")
 	}
+}
+
+// errorSays is whether err is nil for an empty want, or says want.
+func errorSays(err error, want string) bool {
+	if want == "" {
+		return err == nil
+	}
+	return err != nil && strings.Contains(err.Error(), want)
+}
+
+// TestServeRelayed: on a unix listener (a relay's), the proof must sign
+// the Pod's address given to the server, which the connection does not
+// carry; a proof over any other address is refused, and the log names
+// the connection as relayed.
+func TestServeRelayed(t *testing.T) {
+	const podAddr = "127.0.0.9:7070"
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testhost.SyncBuffer{}
+	l := log.New(logs, "", 0)
+	s := &server{
+		ln: ln, addr: podAddr, log: l, refusals: refusalLog{log: l, now: time.Now}, handshake: HandshakeTimeout,
+		serve: func(c net.Conn) error {
+			defer c.Close()
+			_, err := c.Write([]byte("served"))
+			return err
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.loop() }()
+	defer func() {
+		ln.Close()
+		if err := <-done; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("loop ended with %v, want the listener's close", err)
+		}
+	}()
+	key := testKey(t, "pod-1")
+	for _, tt := range []struct {
+		signed string
+		want   error
+	}{
+		{"127.0.0.10:7070", ErrBadProof},
+		{podAddr, nil},
+	} {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Present(c, key, tt.signed)
+		c.Close()
+		if !errors.Is(err, tt.want) {
+			t.Errorf("a proof over %s: Present = %v, want %v", tt.signed, err, tt.want)
+		}
+	}
+	testhost.WaitFor(t, "the served line", func() bool { return strings.Contains(logs.String(), "serving a relayed connection") })
 }

@@ -110,7 +110,7 @@ func (c *copier) dir(sfd, dfd int, rel string, depth int) {
 // readNames lists the directory fd without moving fd's own offset for
 // later reads (a duplicate is read).
 func readNames(fd int) ([]string, error) {
-	dup, err := unix.Openat2(fd, ".", &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveFlags})
+	dup, err := openBeneath(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -67,15 +67,12 @@ func (d *Dir) changing(doing, p string) (wsPath, error) {
 	return wp, err
 }
 
-// fromFD checks that fd is a directory openat2 can resolve below, and
-// makes the Dir that owns it.
+// fromFD checks that fd is a directory openBeneath can resolve below,
+// and makes the Dir that owns it.
 func fromFD(fd int, dir string, uid, gid int, lim Limits) (*Dir, error) {
 	probe, err := openBeneath(fd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		unix.Close(fd)
-		if errors.Is(err, unix.ENOSYS) {
-			return nil, fmt.Errorf("opening workspace %q: openat2 is missing; Warden needs Linux 5.6 or later", dir)
-		}
 		return nil, fmt.Errorf("opening workspace %q: %w", dir, err)
 	}
 	unix.Close(probe)
@@ -123,14 +120,18 @@ func (d *Dir) do(fn func(root int) error) error {
 // of the starting directory and any mount crossing.
 const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
-// openBeneath opens rel below dirfd with openat2 and resolveFlags. It
-// retries EAGAIN, which openat2 returns when a concurrent rename might
-// have raced the walk, and EINTR, a few times.
+// openBeneath opens rel below dirfd with openat2 and resolveFlags, or
+// where openat2 answers ENOSYS with walkBeneath, which refuses the same.
+// It retries EAGAIN, which openat2 returns when a concurrent rename
+// might have raced the walk, and EINTR, a few times.
 func openBeneath(dirfd int, rel string, flags int, mode uint32) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolveFlags}
 	for try := 0; ; try++ {
-		fd, err := unix.Openat2(dirfd, rel, &how)
-		if (err == unix.EAGAIN || err == unix.EINTR) && try < 16 {
+		fd, err := openat2(dirfd, rel, &how)
+		if errors.Is(err, unix.ENOSYS) {
+			fd, err = walkBeneath(dirfd, rel, flags, mode)
+		}
+		if (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)) && try < 16 {
 			continue
 		}
 		return fd, err

@@ -1,8 +1,10 @@
 // Package bedpod holds what stands in for a Pod's process on the test
 // bed (internal/kubebed), shared by every package whose tests run a bed:
 // a stub HTTP server (the test binary itself), Warden's init in pod mode
-// in namespaces of its own, and the small helpers their tests use to
-// reach and wait for them. It is for tests only.
+// in a native Warden sandbox (Init) or, as the baseline of what that
+// sandbox costs, in namespaces of its own (Unboxed), and the small
+// helpers their tests use to reach and wait for them. It is for tests
+// only.
 package bedpod
 
 import (
@@ -21,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/warden-sandbox/warden/internal/kubebed"
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
@@ -59,8 +62,8 @@ func ServeIfStub() {
 
 // Stub is a PodCommand (kubebed.Start's): the running test binary as a
 // stub server on the Pod's address. Its TestMain must call ServeIfStub.
-func Stub(pod *corev1.Pod, addr netip.AddrPort) (path string, args, env []string) {
-	return os.Args[0], nil, []string{stubAddrEnv + "=" + addr.String(), stubPodEnv + "=" + pod.Name}
+func Stub(pod *corev1.Pod, addr netip.AddrPort) kubebed.PodProcess {
+	return kubebed.PodProcess{Path: os.Args[0], Env: []string{stubAddrEnv + "=" + addr.String(), stubPodEnv + "=" + pod.Name}}
 }
 
 // serveStub answers every request on addr with pod's name until SIGTERM
