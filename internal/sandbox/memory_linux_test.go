@@ -52,7 +52,9 @@ func (b *memBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string)
 	if err != nil {
 		return nil, err
 	}
-	return box, os.WriteFile(filepath.Join(b.last(), "memory"), image, 0o600)
+	// Into the box Start made, not the backend's last: a fork restores
+	// several at once.
+	return box, os.WriteFile(filepath.Join(box.(*fsBox).ws.Name(), "memory"), image, 0o600)
 }
 
 // memManager is a Manager of x's store and snapshots over mb.
