@@ -78,7 +78,7 @@ func TestMemorySnapshot(t *testing.T) {
 	m := memManager(t, x, mb, true)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "state")
-	got, err := m.Snapshot(ctx, "o", in.ID)
+	got, err := m.Snapshot(ctx, "o", in.ID, memOn)
 	if err != nil || got.Snapshot == nil || !got.Snapshot.Memory || got.Snapshot.MemoryBytes != int64(len("state")) {
 		t.Fatalf("Snapshot = %+v, %v; want memory of %d bytes", got.Snapshot, err, len("state"))
 	}
@@ -124,7 +124,7 @@ func TestMemoryRestoreFailsFilesResume(t *testing.T) {
 	m := memManager(t, x, mb, true)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "files")
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
 	}
 	info, err := m.Resume(ctx, "o", in.ID)
@@ -168,7 +168,7 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = m.Snapshot(ctx, "o", in.ID) // it never returns: the hook ends the goroutine
+				_, _ = m.Snapshot(ctx, "o", in.ID, memOn) // it never returns: the hook ends the goroutine
 			}()
 			<-done
 			stepHook = nil
@@ -222,7 +222,7 @@ func TestMemorySnapshotRefusesBusySession(t *testing.T) {
 	if !waitUntil(func() bool { return s.currentState() == StateBusy }) {
 		t.Fatal("the exec never started")
 	}
-	if _, err := m.Snapshot(ctx, "o", in.ID); !errors.Is(err, ErrBusy) {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); !errors.Is(err, ErrBusy) {
 		t.Errorf("Snapshot() during an exec = %v; want ErrBusy", err)
 	}
 	close(box.block)
@@ -234,5 +234,29 @@ func TestMemorySnapshotRefusesBusySession(t *testing.T) {
 	}
 	if info, err := m.Get("o", in.ID); err != nil || info.State != StateReady {
 		t.Errorf("session after a refused snapshot: %v, %v; want ready", info.State, err)
+	}
+}
+
+// TestSnapshotFilesOnlyOption: a snapshot that does not ask for memory
+// (E2B's keepMemory:false, the API's "memory": false) keeps files only
+// on a backend that could save the box whole: no .mem is written, and
+// the resume restores the files into a fresh box.
+func TestSnapshotFilesOnlyOption(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := memManager(t, x, &memBackend{fsBackend: x.b}, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "files")
+	got, err := m.Snapshot(ctx, "o", in.ID, SnapshotOptions{Memory: false})
+	if err != nil || got.Snapshot == nil || got.Snapshot.Memory {
+		t.Fatalf("Snapshot(files only) = %+v, %v; want a snapshot without memory", got.Snapshot, err)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 1 || strings.HasSuffix(names[0], ".mem") {
+		t.Errorf("snapshot directory: %v, want the files' snapshot alone", names)
+	}
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a files-only snapshot's resume holds a memory marker (%v)", err)
 	}
 }

@@ -58,3 +58,7 @@ func TestValidInterpreters(t *testing.T) {
 		}
 	}
 }
+
+// memOn asks a test's snapshot for the box's memory where the backend
+// can save it, as the API's default does.
+var memOn = SnapshotOptions{Memory: true}

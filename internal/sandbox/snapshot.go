@@ -48,21 +48,22 @@ func step(name string) {
 // snapshotting a snapshotted one does nothing. A session running an exec
 // answers ErrBusy, as for Pause; a server without a state directory,
 // ErrUnsupported; no snapshot slot left, ErrTooMany; a full disk,
-// state.ErrStorage. On any failure the session is as it was.
-func (m *Manager) Snapshot(ctx context.Context, owner, id string) (Info, error) {
+// state.ErrStorage. On any failure the session is as it was. o.Memory
+// asks for the box's memory too, where the backend can save it.
+func (m *Manager) Snapshot(ctx context.Context, owner, id string, o SnapshotOptions) (Info, error) {
 	if err := m.refuseRemote("snapshot"); err != nil {
 		return Info{}, err
 	}
 	if m.cfg.Snapshots == nil {
 		return Info{}, fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
 	}
-	return m.switchPaced(ctx, owner, id, m.snapshot)
+	return m.switchPaced(ctx, owner, id, func(ctx context.Context, s *session) error { return m.snapshot(ctx, s, o) })
 }
 
 // MaxSnapshots is how many sessions may be snapshotted at once.
 func (m *Manager) MaxSnapshots() int { return m.cfg.MaxSnapshots }
 
-func (m *Manager) snapshot(ctx context.Context, s *session) error {
+func (m *Manager) snapshot(ctx context.Context, s *session, o SnapshotOptions) error {
 	st := s.currentState()
 	if st == StateSnapshotted {
 		return nil
@@ -77,7 +78,7 @@ func (m *Manager) snapshot(ctx context.Context, s *session) error {
 			return err
 		}
 	}
-	err := m.snapshotPaused(ctx, s)
+	err := m.snapshotPaused(ctx, s, o)
 	if errors.Is(err, errSnapshotted) {
 		// Another call snapshotted it meanwhile: what was asked is done.
 		m.giveSnapshotSlot(s.owner)
@@ -103,7 +104,7 @@ func (m *Manager) undoCopyPause(ctx context.Context, s *session, doing string) {
 
 // snapshotPaused copies paused s's files into a snapshot, records it and
 // closes the box; on failure s is still paused and nothing is kept.
-func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
+func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOptions) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	switch st := s.currentState(); st {
@@ -120,7 +121,9 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	defer s.beginSave()()
 	var mem memorySaved
 	name, stats, err := m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.Begin, func(p *snapshot.Pending) {
-		mem = m.saveMemory(ctx, s, p)
+		if o.Memory {
+			mem = m.saveMemory(ctx, s, p)
+		}
 	})
 	if err != nil {
 		s.endCopy()

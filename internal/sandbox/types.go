@@ -109,6 +109,16 @@ type Info struct {
 	Snapshot *SnapshotInfo
 }
 
+// SnapshotOptions say what a snapshot keeps besides the session's files.
+type SnapshotOptions struct {
+	// Memory asks for the box's memory and processes too, where the
+	// backend can save them (MemoryBackend): everything the session's
+	// processes hold in memory (keys, tokens) is then on the state disk
+	// until the snapshot is resumed or deleted. False keeps files only,
+	// whatever the backend.
+	Memory bool
+}
+
 // SnapshotInfo describes what a snapshot keeps.
 type SnapshotInfo struct {
 	// At is when the session was snapshotted.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
 
@@ -15,6 +16,16 @@ import (
 // validator has already checked the same body against the spec; this is
 // the second line of defence for anything it let through.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return s.decodeBody(w, r, v, true)
+}
+
+// decodeOptional is decode for an operation whose body may be left out:
+// v then keeps its zero value.
+func (s *Server) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	return s.decodeBody(w, r, v, false)
+}
+
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -25,6 +36,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		if end := dec.InputOffset(); !atEOF(dec) {
 			return badRequest("request body has more data after its JSON value at byte %d", end)
 		}
+		return nil
+	case errors.Is(err, io.EOF) && !required:
 		return nil
 	case errors.Is(err, io.EOF):
 		return badRequest("request body: is required (send {} for the defaults)")
@@ -116,8 +129,16 @@ func (a api) ResumeSession(w http.ResponseWriter, r *http.Request, id string) {
 
 // SnapshotSession writes one of the caller's sessions to disk, closes
 // its sandbox and answers it, snapshotted.
+// Its memory is kept where the backend can, unless the body says
+// "memory": false.
 func (a api) SnapshotSession(w http.ResponseWriter, r *http.Request, id string) {
-	info, err := a.s.sessions.Snapshot(r.Context(), owner(r), id)
+	var body snapshotRequestJSON
+	if err := a.s.decodeOptional(w, r, &body); err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	o := sandbox.SnapshotOptions{Memory: body.Memory == nil || *body.Memory}
+	info, err := a.s.sessions.Snapshot(r.Context(), owner(r), id, o)
 	if err != nil {
 		a.s.writeError(w, err)
 		return
