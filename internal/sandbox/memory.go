@@ -115,58 +115,76 @@ func (s *session) interpreterProcsLocked() []state.Interpreter {
 
 // memorySaved is what a memory snapshot kept: the size of the box's
 // saved memory (0: none, the snapshot is of files only) and the
-// interpreters to adopt at the restore.
+// interpreters to adopt at the restore; ended says the save ended the
+// box, kept or not, so the snapshot is all that is left of the session.
 type memorySaved struct {
 	bytes   int64
 	interps []state.Interpreter
+	ended   bool
 }
 
-// saveMemory saves paused s's box whole beside the snapshot p, where its
-// backend can; what it cannot save leaves a snapshot of files only, said
-// in the server's log, never a failed snapshot: p already holds the
-// files. The box is resumed for the save, which cuts its agent's stream
-// (a frozen agent could not answer) and pauses it again itself; it ends
-// with the save, or, refused before it, is paused again. Execs and file
-// calls stay out meanwhile (s is paused, pauseMu held, its files being
-// copied), and s's watcher takes the box's end for the save's, not a
-// death, until the snapshot is recorded or has failed (beginSave).
+// saveMemory saves paused s's box whole beside the snapshot p, whose
+// files are committed, where its backend can; what it cannot save
+// leaves a snapshot of files only, said in the server's log, never a
+// failed snapshot. The box is resumed for the save, which cuts its
+// agent's stream (a frozen agent could not answer) and pauses it again
+// itself; it ends with the save, or, refused before it (ErrCannotSave,
+// or too little room on the disk for its image), is paused again. Execs
+// and file calls stay out meanwhile (s is paused, pauseMu held, its
+// files being copied), and s's watcher takes the box's end for the
+// save's, not a death, until the snapshot is recorded or has failed
+// (beginSave). ctx is capture's, which s's end cancels.
 func (m *Manager) saveMemory(ctx context.Context, s *session, p *snapshot.Pending) memorySaved {
 	mb, ok := m.backend.(MemoryBackend)
 	if !ok {
 		return memorySaved{}
 	}
-	filesOnly := func(why string, err error) memorySaved {
+	filesOnly := func(why string, err error, ended bool) memorySaved {
 		m.cfg.Logger.Warn("the snapshot keeps the session's files only", "session", s.id, "why", why, "err", err)
-		return memorySaved{}
+		return memorySaved{ended: ended}
 	}
 	if err := mb.SavesMemory(s.spec); err != nil {
 		m.cfg.Logger.Info("the snapshot keeps the session's files only", "session", s.id, "why", err)
 		return memorySaved{}
 	}
+	if err := m.cfg.Snapshots.Room(memoryImageBytes(s.spec.Limits)); err != nil {
+		return filesOnly("no room on the state directory's disk for the box's image", err, false)
+	}
 	s.mu.Lock()
 	interps := s.interpreterProcsLocked()
 	s.mu.Unlock()
 	if err := s.box.Resume(ctx); err != nil {
-		return filesOnly("resuming the box for its save failed", err)
+		return filesOnly("resuming the box for its save failed", err, false)
 	}
 	if err := mb.SaveMemory(ctx, s.box, p.MemoryPath()); err != nil {
-		if errors.Is(err, ErrCannotSave) {
+		refused := errors.Is(err, ErrCannotSave)
+		if refused {
 			if perr := s.box.Pause(ctx); perr != nil {
 				m.cfg.Logger.Warn("pausing a box again after its save was refused", "session", s.id, "err", perr)
 			}
 		}
-		return filesOnly("saving the box failed", err)
+		if rerr := os.RemoveAll(p.MemoryPath()); rerr != nil {
+			m.cfg.Logger.Warn("removing a failed save's image", "session", s.id, "err", rerr)
+		}
+		return filesOnly("saving the box failed", err, !refused)
 	}
 	step("memory")
 	n, err := dirBytes(p.MemoryPath())
-	if err != nil {
-		if rerr := os.RemoveAll(p.MemoryPath()); rerr != nil {
-			m.cfg.Logger.Warn("removing an unmeasured memory image", "session", s.id, "err", rerr)
-		}
-		return filesOnly("measuring the saved box failed", err)
+	if err == nil {
+		err = p.CommitMemory()
+	} else if rerr := os.RemoveAll(p.MemoryPath()); rerr != nil {
+		m.cfg.Logger.Warn("removing an unmeasured memory image", "session", s.id, "err", rerr)
 	}
-	return memorySaved{bytes: max(n, 1), interps: interps}
+	if err != nil {
+		return filesOnly("keeping the saved box failed", err, true)
+	}
+	step("memory committed")
+	return memorySaved{bytes: max(n, 1), interps: interps, ended: true}
 }
+
+// memoryImageBytes is about what a box of limits l's saved image takes
+// on disk at most: its memory and a copy of its scratch.
+func memoryImageBytes(l spec.Limits) int64 { return l.MemoryBytes + l.DiskBytes }
 
 // dirBytes is the size of the regular files under dir.
 func dirBytes(dir string) (int64, error) {

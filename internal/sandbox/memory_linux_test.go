@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -21,12 +22,30 @@ type memBackend struct {
 	*fsBackend
 	// restoreErr, if set, fails every restore.
 	restoreErr error
+	// savesErr is what SavesMemory answers; saveErr, if set, fails every
+	// save: one wrapping ErrCannotSave before it, else after the box
+	// ended; afterSave, if set, is called with the saved image's path.
+	savesErr  error
+	saveErr   error
+	afterSave func(dir string)
+	// saves counts the saves tried.
+	saves atomic.Int32
 }
 
-func (b *memBackend) SavesMemory(spec.Spec) error { return nil }
+func (b *memBackend) SavesMemory(spec.Spec) error { return b.savesErr }
 
 func (b *memBackend) SaveMemory(_ context.Context, box Box, dir string) error {
+	b.saves.Add(1)
 	x := box.(*fsBox)
+	switch {
+	case errors.Is(b.saveErr, ErrCannotSave):
+		return b.saveErr
+	case b.saveErr != nil:
+		return errors.Join(b.saveErr, x.Close()) // cut: the box ends
+	}
+	if b.afterSave != nil {
+		defer b.afterSave(dir)
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
@@ -150,6 +169,7 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 	}{
 		{"captured", StateDead},
 		{"memory", StateDead},
+		{"memory committed", StateDead},
 		{"committed", StateDead},
 		{"recorded", StateSnapshotted},
 	} {

@@ -1,0 +1,154 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestMemorySnapshotFallsBackToFiles: a memory save that is not asked
+// of the backend, refused, failed, or whose image cannot be kept, leaves
+// a snapshot of the session's files, never a failed snapshot or a lost
+// session: Memory false, no .mem, snapshotted, and the resume restores
+// the files into a fresh box. A refused save pauses the box again.
+func TestMemorySnapshotFallsBackToFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		set        func(*memBackend, *session)
+		saves      int32
+		pausedOnce bool
+	}{
+		{"backend says no", func(b *memBackend, _ *session) {
+			b.savesErr = fmt.Errorf("%w: egress proxy", ErrCannotSave)
+		}, 0, false},
+		{"no room for the image", func(_ *memBackend, s *session) {
+			s.mu.Lock()
+			s.spec.Limits.MemoryBytes = 1 << 61
+			s.mu.Unlock()
+		}, 0, false},
+		{"save refused", func(b *memBackend, _ *session) {
+			b.saveErr = fmt.Errorf("%w: a spawn holds a host socket", ErrCannotSave)
+		}, 1, true},
+		{"save failed after the cut", func(b *memBackend, _ *session) {
+			b.saveErr = errors.New("runsc checkpoint: killed")
+		}, 1, false},
+		{"image cannot be placed", func(b *memBackend, _ *session) {
+			b.afterSave = func(dir string) {
+				placed := filepath.Join(filepath.Dir(dir), strings.TrimPrefix(filepath.Base(dir), ".tmp-"), "x")
+				if err := os.MkdirAll(placed, 0o700); err != nil {
+					panic(err)
+				}
+			}
+		}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newSnapshotSetup(t)
+			mb := &memBackend{fsBackend: x.b}
+			m := memManager(t, x, mb, true)
+			ctx := context.Background()
+			in := x.session(t, m, defaultOptions(), "f", "state")
+			s, err := m.lookup("o", in.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			box := s.box.(*fsBox)
+			tc.set(mb, s)
+			got, err := m.Snapshot(ctx, "o", in.ID, memOn)
+			if err != nil || got.State != StateSnapshotted || got.Snapshot == nil || got.Snapshot.Memory {
+				t.Fatalf("Snapshot = %v %+v, %v; want snapshotted, files only", got.State, got.Snapshot, err)
+			}
+			if n := mb.saves.Load(); n != tc.saves {
+				t.Errorf("saves tried: %d, want %d", n, tc.saves)
+			}
+			if tc.pausedOnce && !box.isPaused() {
+				t.Error("a box whose save was refused was not paused again")
+			}
+			names := snapshotNames(t, x.snaps)
+			if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, ".tmp-") }) {
+				t.Errorf("snapshot directory: %v, want nothing unfinished", names)
+			}
+			if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+			if got := readFileT(t, filepath.Join(x.b.last(), "f")); got != "state" {
+				t.Errorf("resumed file: %q, want %q", got, "state")
+			}
+			if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a files-only snapshot's resume holds a memory marker (%v)", err)
+			}
+		})
+	}
+}
+
+// TestMemorySnapshotRecordFails: once the save has ended the box, a
+// record that cannot be written must not cost the session its files:
+// it stays snapshotted (its store error reported), its snapshot and
+// memory kept, and resumes from its memory.
+func TestMemorySnapshotRecordFails(t *testing.T) {
+	x := newSnapshotSetup(t)
+	st := &failSyncStore{fakeStore: x.store}
+	var storeErrs []error
+	m := NewManager(&memBackend{fsBackend: x.b}, Config{Store: st, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1,
+		OnStoreError: func(err error) { storeErrs = append(storeErrs, err) }})
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	st.mu.Lock()
+	st.fail = true
+	st.mu.Unlock()
+	got, err := m.Snapshot(ctx, "o", in.ID, memOn)
+	if err != nil || got.State != StateSnapshotted || got.Snapshot == nil || !got.Snapshot.Memory {
+		t.Fatalf("Snapshot with a failing record = %v %+v, %v; want snapshotted with memory", got.State, got.Snapshot, err)
+	}
+	if len(storeErrs) != 1 {
+		t.Errorf("store errors reported: %v, want the record's", storeErrs)
+	}
+	if info, err := m.Get("o", in.ID); err != nil || info.State != StateSnapshotted {
+		t.Fatalf("Get after: %v, %v; want snapshotted, not buried", info.State, err)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 2 {
+		t.Errorf("snapshot directory: %v, want the snapshot and its memory", names)
+	}
+	st.mu.Lock()
+	st.fail = false
+	st.mu.Unlock()
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if got := readFileT(t, filepath.Join(x.b.last(), "memory")); got != "state" {
+		t.Errorf("resumed box's memory: %q, want %q", got, "state")
+	}
+}
+
+// TestUnrecordedMemoryNotRestored: a .mem beside a snapshot whose
+// record names no memory (a files-only snapshot) is not restored: the
+// resume is from the files.
+func TestUnrecordedMemoryNotRestored(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := memManager(t, x, &memBackend{fsBackend: x.b}, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "files")
+	if _, err := m.Snapshot(ctx, "o", in.ID, SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	names := snapshotNames(t, x.snaps)
+	if len(names) != 1 {
+		t.Fatalf("snapshot directory: %v, want one snapshot", names)
+	}
+	planted := filepath.Join(x.snaps.Path(), names[0]+".mem")
+	if err := os.Mkdir(planted, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFileT(t, filepath.Join(planted, "image"), "planted")
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an unrecorded memory image was restored (%v)", err)
+	}
+}
