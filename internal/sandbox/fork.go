@@ -187,7 +187,7 @@ func (m *Manager) forkMemory(ctx context.Context, s *session, o SessionOptions, 
 		return nil
 	}
 	f, err := m.create(ctx, s.owner, o, func(ctx context.Context, sp spec.Spec) (Box, string, error) {
-		box, err := mb.RestoreMemory(ctx, sp, dir)
+		box, err := m.restoreSlotted(ctx, mb, sp, dir)
 		return box, "", err
 	})
 	if err != nil {

@@ -247,6 +247,19 @@ func (m *Manager) restoreMemory(ctx context.Context, s *session, spc spec.Spec, 
 	}
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
+	return m.restoreSlotted(ctx, mb, spc, dir)
+}
+
+// restoreSlotted restores a box of spc from the saved memory in dir
+// holding one of the server's copy slots (see maxCopies): runsc reads
+// the whole image and copies the scratch, disk I/O as heavy as a copy
+// of files.
+func (m *Manager) restoreSlotted(ctx context.Context, mb MemoryBackend, spc spec.Spec, dir string) (Box, error) {
+	done, err := m.copySlot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("restoring a saved sandbox: %w", err)
+	}
+	defer done()
 	return mb.RestoreMemory(ctx, spc, dir)
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMemorySnapshotFallsBackToFiles: a memory save that is not asked
@@ -150,5 +151,63 @@ func TestUnrecordedMemoryNotRestored(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an unrecorded memory image was restored (%v)", err)
+	}
+}
+
+// TestMemoryRestoreTakesCopySlot: a resume from memory waits for one of
+// the server's copy slots, as a files' restore does: with every slot
+// taken it is busy, restoring nothing, and once one is free it restores.
+func TestMemoryRestoreTakesCopySlot(t *testing.T) {
+	x := newSnapshotSetup(t)
+	mb := &memBackend{fsBackend: x.b}
+	m := memManager(t, x, mb, true)
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	if _, err := m.Snapshot(context.Background(), "o", in.ID, memOn); err != nil {
+		t.Fatal(err)
+	}
+	for range maxCopies {
+		m.copies <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := m.Resume(ctx, "o", in.ID); !errors.Is(err, ErrBusy) || mb.restores.Load() != 0 {
+		t.Errorf("Resume with every copy slot taken: %v, %d restores; want ErrBusy, none", err, mb.restores.Load())
+	}
+	for range maxCopies {
+		<-m.copies
+	}
+	if _, err := m.Resume(context.Background(), "o", in.ID); err != nil || mb.restores.Load() != 1 {
+		t.Errorf("Resume: %v, %d restores; want one from memory", err, mb.restores.Load())
+	}
+}
+
+// TestDeleteStopsMemorySave: a Delete during a memory save cancels it
+// (its context is the snapshot copy's, which the session's end stops)
+// rather than waiting for it to end.
+func TestDeleteStopsMemorySave(t *testing.T) {
+	x := newSnapshotSetup(t)
+	mb := &memBackend{fsBackend: x.b, saving: make(chan struct{}, 1)}
+	m := memManager(t, x, mb, true)
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Snapshot(context.Background(), "o", in.ID, memOn)
+		done <- err
+	}()
+	select {
+	case <-mb.saving:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the save never started")
+	}
+	if err := m.Delete(context.Background(), "o", in.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the snapshot never ended")
+	}
+	if !mb.stopped.Load() {
+		t.Error("the save ran to its own end: the Delete did not cancel it")
 	}
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -28,15 +30,28 @@ type memBackend struct {
 	savesErr  error
 	saveErr   error
 	afterSave func(dir string)
-	// saves counts the saves tried.
-	saves atomic.Int32
+	// saving, if set, makes a save say so on it and wait for its ctx
+	// (at most 10 s; stopped says ctx ended it), then fail as cut.
+	saving  chan struct{}
+	stopped atomic.Bool
+	// saves and restores count the saves and restores tried.
+	saves, restores atomic.Int32
 }
 
 func (b *memBackend) SavesMemory(spec.Spec) error { return b.savesErr }
 
-func (b *memBackend) SaveMemory(_ context.Context, box Box, dir string) error {
+func (b *memBackend) SaveMemory(ctx context.Context, box Box, dir string) error {
 	b.saves.Add(1)
 	x := box.(*fsBox)
+	if b.saving != nil {
+		b.saving <- struct{}{}
+		select {
+		case <-ctx.Done():
+			b.stopped.Store(true)
+		case <-time.After(10 * time.Second):
+		}
+		return errors.Join(fmt.Errorf("save stopped: %w", context.Cause(ctx)), x.Close())
+	}
 	switch {
 	case errors.Is(b.saveErr, ErrCannotSave):
 		return b.saveErr
@@ -60,6 +75,7 @@ func (b *memBackend) SaveMemory(_ context.Context, box Box, dir string) error {
 }
 
 func (b *memBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string) (Box, error) {
+	b.restores.Add(1)
 	if b.restoreErr != nil {
 		return nil, b.restoreErr
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -101,6 +102,10 @@ func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, nam
 	}
 	box, err = m.restoreMemory(ctx, s, spc, name)
 	switch {
+	case errors.Is(err, ErrBusy):
+		// No copy slot in time: a files' restore would wait for one too.
+		lease()
+		return nil, "", spec.Root{}, nil, false, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	case err != nil:
 		m.cfg.Logger.Warn("restoring a session's saved memory failed; it resumes from its files, its processes and interpreters fresh", "session", s.id, "snapshot", name, "err", err)
 	case box != nil:
