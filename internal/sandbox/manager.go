@@ -384,7 +384,7 @@ func (m *Manager) keep(s *session, bytes int64) {
 
 // Create builds a session for owner and returns it ready.
 func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (Info, error) {
-	ses, err := m.create(ctx, owner, o, nil)
+	ses, err := m.create(ctx, owner, o, nil, nil)
 	if err != nil {
 		return Info{}, err
 	}
@@ -393,8 +393,10 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 
 // create builds a session for owner, its box from start (a fork's
 // restore of a saved box), or, if start is nil, from the warm pool or
-// a fresh start, and returns it ready.
-func (m *Manager) create(ctx context.Context, owner string, o SessionOptions, start startFunc) (*session, error) {
+// a fresh start, and returns it ready. setup, if not nil, gives the new
+// session what start made for it (a fork's adopted interpreters) before
+// anyone can find it.
+func (m *Manager) create(ctx context.Context, owner string, o SessionOptions, start startFunc, setup func(*session)) (*session, error) {
 	s, err := m.newSessionSpec(o)
 	if err != nil {
 		return nil, err
@@ -440,8 +442,14 @@ func (m *Manager) create(ctx context.Context, owner string, o SessionOptions, st
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
 		autoSnapshot: o.AutoSnapshot, firstExecEnded: refill,
 	}
+	if setup != nil {
+		setup(ses)
+	}
 	if err := m.save(ses); err != nil {
 		refill()
+		if cerr := closeHeld(ses.interps, nil); cerr != nil {
+			m.cfg.Logger.Warn("closing the interpreters of an unused sandbox", "session", ses.id, "err", cerr)
+		}
 		m.discardBox(box, ws)
 		m.releaseRemote(ses) // nobody learns its id: its record would hold a Pod until idle
 		m.release(owner, bytes)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -209,5 +210,38 @@ func TestDeleteStopsMemorySave(t *testing.T) {
 	}
 	if !mb.stopped.Load() {
 		t.Error("the save ran to its own end: the Delete did not cancel it")
+	}
+}
+
+// TestForkHiddenUntilReseeded: a fork from memory has its interpreters
+// adopted and reseeded before it is registered, so no List, Get or run
+// can reach it (and make an interpreter its adoption would overwrite)
+// before then.
+func TestForkHiddenUntilReseeded(t *testing.T) {
+	x := newSnapshotSetup(t)
+	mb := &memBackend{fsBackend: x.b}
+	m := memManager(t, x, mb, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Int32
+	stepHook = func(s string) {
+		if s == "fork reseeded" {
+			seen.Store(int32(len(m.List("o"))))
+		}
+	}
+	t.Cleanup(func() { stepHook = nil })
+	forks, err := m.Fork(ctx, "o", in.ID, 1)
+	stepHook = nil
+	if err != nil || len(forks) != 1 {
+		t.Fatalf("Fork: %v, %v", forks, err)
+	}
+	if n := seen.Load(); n != 1 {
+		t.Errorf("sessions listed when the fork was reseeded: %d, want the source alone", n)
+	}
+	if mb.restores.Load() != 1 {
+		t.Errorf("restores: %d, want the fork's from memory", mb.restores.Load())
 	}
 }
