@@ -373,6 +373,10 @@ func (m *Manager) unchargeLocked(owner string, bytes int64) {
 func (m *Manager) keep(s *session, bytes int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.keepLocked(s, bytes)
+}
+
+func (m *Manager) keepLocked(s *session, bytes int64) {
 	if held, ok := m.held[s.id]; ok && bytes < held {
 		m.unchargeLocked(s.owner, held-bytes)
 		m.held[s.id] = bytes
@@ -380,6 +384,26 @@ func (m *Manager) keep(s *session, bytes int64) {
 	if bytes == 0 {
 		delete(m.held, s.id)
 	}
+}
+
+// settle makes what session s counts against its owner's budget bytes,
+// raising it too: a memory snapshot can hold more than the box did (its
+// image and its files both), which the budget counts at once rather
+// than after a restart. One that ended meanwhile is left as its end
+// left it.
+func (m *Manager) settle(s *session, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held, ok := m.held[s.id]
+	if !ok || m.sessions[s.id] != s {
+		return
+	}
+	if bytes > held && m.cfg.MaxBytesPerOwner != 0 {
+		m.bytesByOwner[s.owner] += bytes - held
+		m.held[s.id] = bytes
+		return
+	}
+	m.keepLocked(s, bytes)
 }
 
 // Create builds a session for owner and returns it ready.

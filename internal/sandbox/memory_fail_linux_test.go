@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/warden-sandbox/warden/internal/spec"
 )
 
 // TestMemorySnapshotFallsBackToFiles: a memory save that is not asked
@@ -243,5 +245,42 @@ func TestForkHiddenUntilReseeded(t *testing.T) {
 	}
 	if mb.restores.Load() != 1 {
 		t.Errorf("restores: %d, want the fork's from memory", mb.restores.Load())
+	}
+}
+
+// TestMemorySnapshotChargesImage: a memory snapshot whose image and
+// files together outweigh the box's charge counts all of it against the
+// owner's budget at once, as a restart would count it.
+func TestMemorySnapshotChargesImage(t *testing.T) {
+	x := newSnapshotSetup(t)
+	big := 2 * (spec.DefaultLimits.MemoryBytes + spec.DefaultLimits.DiskBytes)
+	mb := &memBackend{fsBackend: x.b, afterSave: func(dir string) {
+		f, err := os.Create(filepath.Join(dir, "pages"))
+		if err == nil {
+			err = errors.Join(f.Truncate(big), f.Close()) // sparse: its size is what counts
+		}
+		if err != nil {
+			panic(err)
+		}
+	}}
+	m := NewManager(mb, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1, MaxBytesPerOwner: 1 << 50})
+	t.Cleanup(func() { m.Close() })
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	got, err := m.Snapshot(context.Background(), "o", in.ID, memOn)
+	if err != nil || got.Snapshot == nil || !got.Snapshot.Memory {
+		t.Fatalf("Snapshot = %+v, %v", got.Snapshot, err)
+	}
+	s, err := m.lookup("o", in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	want := s.snapCharge()
+	s.mu.Unlock()
+	m.mu.Lock()
+	charged := m.bytesByOwner["o"]
+	m.mu.Unlock()
+	if want <= big || charged != want {
+		t.Errorf("owner charged %d after the snapshot, want its image and files, %d (> %d)", charged, want, big)
 	}
 }

@@ -170,7 +170,7 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOpti
 	if ws != "" {
 		m.dropWorkspace(ws, s.id)
 	}
-	m.keep(s, stats.Charge()+mem.bytes)
+	m.settle(s, s.snapCharge())
 	if saveErr != nil {
 		// The save ended the box: the snapshot is all that is left of
 		// the session, so it stays snapshotted here though its record
