@@ -1206,9 +1206,16 @@ type ClientInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -1234,9 +1241,16 @@ type ClientInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -1842,9 +1856,16 @@ func (c *RawClient) MakeDirectory(ctx context.Context, id SessionID, params *Mak
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -1880,9 +1901,16 @@ func (c *RawClient) ForkSessionWithBody(ctx context.Context, id SessionID, conte
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -3374,9 +3402,16 @@ type ClientWithResponsesInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -3402,9 +3437,16 @@ type ClientWithResponsesInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -5732,9 +5774,16 @@ func (c *ClientWithResponses) MakeDirectoryWithResponse(ctx context.Context, id 
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -5766,9 +5815,16 @@ func (c *ClientWithResponses) ForkSessionWithBodyWithResponse(ctx context.Contex
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create

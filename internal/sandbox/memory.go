@@ -296,14 +296,16 @@ func (m *Manager) adoptInterpreters(sid string, box Box, spc spec.Spec, recs []s
 
 // reseedCode is, by language, code that gives a restored copy of an
 // interpreter random state of its own, binding no name of the user's:
-// Python's random module and OpenSSL's generator behind ssl (ssl.RAND_add
-// makes OpenSSL 3 reseed its DRBGs), where the code imported them, from
-// os.urandom; bash's $RANDOM. JavaScript has none: V8's Math.random and
+// Python's random module, OpenSSL's generator behind ssl (ssl.RAND_add
+// makes OpenSSL 3 reseed its DRBGs), NumPy's global generator and
+// tempfile's name sequence, where the code imported them, from
+// os.urandom; bash's $RANDOM. What it does not reach (other generators,
+// a bundled OpenSSL, the hash seed) docs/sessions.md lists. JavaScript has none: V8's Math.random and
 // Node's crypto (OpenSSL's generator, which it gives no way to reseed)
 // cannot be reseeded from the code, so a copy does not keep a restored
 // JavaScript interpreter (see reseed).
 var reseedCode = map[string]string{
-	"python": "if 1:\n    (lambda m, u: (m.get('random') and m['random'].seed(), m.get('ssl') and m['ssl'].RAND_add(u(48), 48.0)))(__import__('sys').modules, __import__('os').urandom)\n",
+	"python": "if 1:\n    (lambda m, u: (m.get('random') and m['random'].seed(), m.get('ssl') and m['ssl'].RAND_add(u(48), 48.0), m.get('numpy.random') and m['numpy.random'].seed(), m.get('tempfile') and setattr(m['tempfile'], '_name_sequence', None)))(__import__('sys').modules, __import__('os').urandom)\n",
 	"bash":   "if [ -n \"$SRANDOM\" ]; then RANDOM=$SRANDOM; else RANDOM=$(od -An -N2 -tu2 /dev/urandom); fi",
 }
 
