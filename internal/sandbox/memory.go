@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 
 	"github.com/warden-sandbox/warden/internal/interp"
@@ -318,8 +317,7 @@ var reseedCode = map[string]string{
 // another copy's secrets.
 func (m *Manager) reseed(ctx context.Context, sid string, interps map[string]interp.Interpreter, procs map[string]*idSpawner) {
 	for key, in := range interps {
-		language, _, _ := strings.Cut(key, "/")
-		code, ok := reseedCode[language]
+		code, ok := reseedCode[procs[key].language]
 		if ok {
 			o, err := in.Run(ctx, code, nil, nil)
 			if err == nil && o.Exception == nil && o.ExitCode == 0 {

@@ -14,9 +14,11 @@ import (
 
 // resumeSnapshot moves s from snapshotted to ready: it takes a run slot
 // and the memory budget back (a Create's limits and start token, as a
-// box is built), starts a fresh box of s's spec, restores the files and
-// records s running before the snapshot is dropped, so a crash at any
-// step leaves s snapshotted (the snapshot still whole) or running.
+// box is built), restores the box from the snapshot's saved memory, its
+// interpreters adopted, or else starts a fresh box of s's spec and
+// restores the files (restoreBox), and records s running before the
+// snapshot is dropped, so a crash at any step leaves s snapshotted (the
+// snapshot still whole) or running.
 func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
