@@ -100,6 +100,7 @@ func TestSnapshotMemoryField(t *testing.T) {
 	}{
 		{"no body", "", http.StatusOK, true},
 		{"empty object", "{}", http.StatusOK, true},
+		{"white space only", "  \n", http.StatusBadRequest, false},
 		{"memory true", `{"memory":true}`, http.StatusOK, true},
 		{"memory false", `{"memory":false}`, http.StatusOK, false},
 		{"memory not a boolean", `{"memory":"no"}`, http.StatusBadRequest, false},
