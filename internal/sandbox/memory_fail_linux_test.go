@@ -206,7 +206,10 @@ func TestDeleteStopsMemorySave(t *testing.T) {
 		t.Fatalf("Delete: %v", err)
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Snapshot of a session deleted during its save = %v, want ErrClosed", err)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the snapshot never ended")
 	}
