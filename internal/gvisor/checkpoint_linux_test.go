@@ -398,16 +398,18 @@ func TestRestoreBadImage(t *testing.T) {
 // not written, and the checkpoint is refused (ErrCannotCheckpoint), so
 // no checkpoint is taken that its restore would refuse.
 func TestWriteRecordRefusesTooLong(t *testing.T) {
+	// Each entry the element type's zero value (big[0], never set), so
+	// the test holds whatever an unfinished process records.
 	big := agent.Unfinished{}
 	for id := range uint64(maxRecord / 8) {
-		big[id+1] = 1
+		big[id+1] = big[0]
 	}
 	for _, tt := range []struct {
 		name string
 		rec  record
 		ok   bool
 	}{
-		{"small", record{Format: checkpointFormat, LastID: 3, Unfinished: agent.Unfinished{3: 1}}, true},
+		{"small", record{Format: checkpointFormat, LastID: 3, Unfinished: agent.Unfinished{3: big[0]}}, true},
 		{"too many unfinished", record{Format: checkpointFormat, LastID: uint64(len(big)), Unfinished: big}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
