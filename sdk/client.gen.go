@@ -674,7 +674,7 @@ type SessionCreate struct {
 	// AutoPause At the idle timeout, pause the session instead of closing it (see `POST /v1/sessions/{id}/pause`); the next exec resumes it. Its TTL still closes it. Where it cannot be paused (no `--max-paused` slot left, a backend that cannot) it is closed as without this.
 	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
 
-	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; files only, processes start fresh); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
+	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; as a snapshot without a body, so files only and processes start fresh, except on gVisor over the stream transport, which keeps the sandbox's memory too); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
 	AutoSnapshot bool `json:"auto_snapshot,omitempty,omitzero"`
 
 	// Env Environment variables, name to value, at most 256. Names must match
