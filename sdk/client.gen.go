@@ -674,7 +674,7 @@ type SessionCreate struct {
 	// AutoPause At the idle timeout, pause the session instead of closing it (see `POST /v1/sessions/{id}/pause`); the next exec resumes it. Its TTL still closes it. Where it cannot be paused (no `--max-paused` slot left, a backend that cannot) it is closed as without this.
 	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
 
-	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; files only, processes start fresh); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
+	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; as a snapshot without a body, so files only and processes start fresh, except on gVisor over the stream transport, which keeps the sandbox's memory too); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
 	AutoSnapshot bool `json:"auto_snapshot,omitempty,omitzero"`
 
 	// Env Environment variables, name to value, at most 256. Names must match
@@ -754,6 +754,12 @@ type SnapshotInfo struct {
 	// Skipped Entries not kept (symbolic links, hard-linked files, FIFOs, sockets, devices, unreadable files).
 	Skipped       int       `json:"skipped"`
 	SnapshottedAt time.Time `json:"snapshotted_at"`
+}
+
+// SnapshotRequest defines model for SnapshotRequest.
+type SnapshotRequest struct {
+	// Memory Keep the sandbox's memory and processes too where the backend can (gVisor over the stream transport); false keeps files only on every backend, so nothing the processes held in memory reaches the disk. No body is the same as `{}`.
+	Memory *bool `json:"memory,omitempty"`
 }
 
 // Template defines model for Template.
@@ -880,6 +886,9 @@ type ForkSessionJSONRequestBody = ForkRequest
 
 // SetSessionNetworkJSONRequestBody defines body for SetSessionNetwork for application/json ContentType.
 type SetSessionNetworkJSONRequestBody = NetworkRules
+
+// SnapshotSessionJSONRequestBody defines body for SnapshotSession for application/json ContentType.
+type SnapshotSessionJSONRequestBody = SnapshotRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1197,9 +1206,16 @@ type ClientInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -1225,9 +1241,16 @@ type ClientInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -1304,7 +1327,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
 	ResumeSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SnapshotSession Snapshot a session to disk
+	// SnapshotSessionWithBody Snapshot a session to disk
 	//
 	// Writes the session's `/workspace` to disk under the server's state
 	// directory and closes its sandbox, so it holds no memory and no
@@ -1313,8 +1336,11 @@ type ClientInterface interface {
 	// and TTL; its idle timeout stops. A snapshot keeps files on every
 	// backend; only gVisor over the stream transport (`warden serve
 	// --backend gvisor --agent-transport stream`) keeps the sandbox's
-	// memory too (`snapshot.memory` is true): its resume goes on where
-	// the processes and interpreters stood, their variables kept. On
+	// memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false`: its resume goes on where the processes and
+	// interpreters stood, their variables kept. Everything the processes
+	// hold in memory (keys, tokens) is then on the server's disk until
+	// the session is resumed or deleted. With `"memory": false`, on
 	// every other backend, or where the memory cannot be saved (the
 	// server's log says why), `snapshot.memory` is false: `/tmp`, the
 	// home directory, processes and interpreter variables are not kept,
@@ -1337,8 +1363,51 @@ type ClientInterface interface {
 	// blocks or inodes free); 500 anything else, in one line without
 	// host detail. On any error the session is as it was.
 	//
+	// Takes any type of body and a specified content type.
+	//
 	// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
-	SnapshotSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SnapshotSessionWithBody(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SnapshotSession Snapshot a session to disk
+	//
+	// Writes the session's `/workspace` to disk under the server's state
+	// directory and closes its sandbox, so it holds no memory and no
+	// `--max-sessions` or `--max-paused` slot, only one of
+	// `--max-snapshots`. It keeps its id, template, limits, network, env
+	// and TTL; its idle timeout stops. A snapshot keeps files on every
+	// backend; only gVisor over the stream transport (`warden serve
+	// --backend gvisor --agent-transport stream`) keeps the sandbox's
+	// memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false`: its resume goes on where the processes and
+	// interpreters stood, their variables kept. Everything the processes
+	// hold in memory (keys, tokens) is then on the server's disk until
+	// the session is resumed or deleted. With `"memory": false`, on
+	// every other backend, or where the memory cannot be saved (the
+	// server's log says why), `snapshot.memory` is false: `/tmp`, the
+	// home directory, processes and interpreter variables are not kept,
+	// and a resume starts them fresh. A memory snapshot whose restore
+	// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
+	// sockets and devices are not copied, nor what the sandbox user
+	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+	// counts them); files keep their permission bits, directories are
+	// made anew (0755). `POST .../resume`, an exec or a file call
+	// restores it into a fresh sandbox, also after the server restarts;
+	// file calls during the copy answer 409 (retry). Snapshotting a
+	// snapshotted session (or one being snapshotted) does nothing. A
+	// running session is paused for the copy, so it needs a backend
+	// that can pause. Answers: 400 a workspace over its disk or inode
+	// limit; 409 a session running an exec, or resumed or ended during
+	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// server without `--state-dir`, or a running session on a backend
+	// that cannot pause; 503 the backend's pause failed (the session is
+	// as it was; retry); 507 a full state directory (or under 5% of its
+	// blocks or inodes free); 500 anything else, in one line without
+	// host detail. On any error the session is as it was.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+	SnapshotSession(ctx context.Context, id SessionID, body SnapshotSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTemplates List the templates
 	//
@@ -1787,9 +1856,16 @@ func (c *RawClient) MakeDirectory(ctx context.Context, id SessionID, params *Mak
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -1825,9 +1901,16 @@ func (c *RawClient) ForkSessionWithBody(ctx context.Context, id SessionID, conte
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -1964,7 +2047,7 @@ func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors 
 	return c.Client.Do(req)
 }
 
-// SnapshotSession Snapshot a session to disk
+// SnapshotSessionWithBody Snapshot a session to disk
 //
 // Writes the session's `/workspace` to disk under the server's state
 // directory and closes its sandbox, so it holds no memory and no
@@ -1973,8 +2056,11 @@ func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors 
 // and TTL; its idle timeout stops. A snapshot keeps files on every
 // backend; only gVisor over the stream transport (`warden serve
 // --backend gvisor --agent-transport stream`) keeps the sandbox's
-// memory too (`snapshot.memory` is true): its resume goes on where
-// the processes and interpreters stood, their variables kept. On
+// memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false`: its resume goes on where the processes and
+// interpreters stood, their variables kept. Everything the processes
+// hold in memory (keys, tokens) is then on the server's disk until
+// the session is resumed or deleted. With `"memory": false`, on
 // every other backend, or where the memory cannot be saved (the
 // server's log says why), `snapshot.memory` is false: `/tmp`, the
 // home directory, processes and interpreter variables are not kept,
@@ -1997,9 +2083,62 @@ func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors 
 // blocks or inodes free); 500 anything else, in one line without
 // host detail. On any error the session is as it was.
 //
+// Takes any type of body and a specified content type.
+//
 // Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
-func (c *RawClient) SnapshotSession(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSnapshotSessionRequest(c.Server, id)
+func (c *RawClient) SnapshotSessionWithBody(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSnapshotSessionRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SnapshotSession Snapshot a session to disk
+//
+// Writes the session's `/workspace` to disk under the server's state
+// directory and closes its sandbox, so it holds no memory and no
+// `--max-sessions` or `--max-paused` slot, only one of
+// `--max-snapshots`. It keeps its id, template, limits, network, env
+// and TTL; its idle timeout stops. A snapshot keeps files on every
+// backend; only gVisor over the stream transport (`warden serve
+// --backend gvisor --agent-transport stream`) keeps the sandbox's
+// memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false`: its resume goes on where the processes and
+// interpreters stood, their variables kept. Everything the processes
+// hold in memory (keys, tokens) is then on the server's disk until
+// the session is resumed or deleted. With `"memory": false`, on
+// every other backend, or where the memory cannot be saved (the
+// server's log says why), `snapshot.memory` is false: `/tmp`, the
+// home directory, processes and interpreter variables are not kept,
+// and a resume starts them fresh. A memory snapshot whose restore
+// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
+// sockets and devices are not copied, nor what the sandbox user
+// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+// counts them); files keep their permission bits, directories are
+// made anew (0755). `POST .../resume`, an exec or a file call
+// restores it into a fresh sandbox, also after the server restarts;
+// file calls during the copy answer 409 (retry). Snapshotting a
+// snapshotted session (or one being snapshotted) does nothing. A
+// running session is paused for the copy, so it needs a backend
+// that can pause. Answers: 400 a workspace over its disk or inode
+// limit; 409 a session running an exec, or resumed or ended during
+// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// server without `--state-dir`, or a running session on a backend
+// that cannot pause; 503 the backend's pause failed (the session is
+// as it was; retry); 507 a full state directory (or under 5% of its
+// blocks or inodes free); 500 anything else, in one line without
+// host detail. On any error the session is as it was.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+func (c *RawClient) SnapshotSession(ctx context.Context, id SessionID, body SnapshotSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSnapshotSessionRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2883,8 +3022,19 @@ func NewResumeSessionRequest(server string, id SessionID) (*http.Request, error)
 	return req, nil
 }
 
-// NewSnapshotSessionRequest constructs an http.Request for the SnapshotSession method
-func NewSnapshotSessionRequest(server string, id SessionID) (*http.Request, error) {
+// NewSnapshotSessionRequest calls the generic SnapshotSession builder with application/json body
+func NewSnapshotSessionRequest(server string, id SessionID, body SnapshotSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSnapshotSessionRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSnapshotSessionRequestWithBody constructs an http.Request for the SnapshotSession method, with any body, and a specified content type
+func NewSnapshotSessionRequestWithBody(server string, id SessionID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2909,10 +3059,12 @@ func NewSnapshotSessionRequest(server string, id SessionID) (*http.Request, erro
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3250,9 +3402,16 @@ type ClientWithResponsesInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -3278,9 +3437,16 @@ type ClientWithResponsesInterface interface {
 	// as a snapshot keeps them: processes start fresh, so no memory,
 	// random state or secret is shared between the copies), except from
 	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, interpreters' variables kept, Python's `random` reseeded
-	// in each copy (other in-process random state, such as
-	// JavaScript's `Math.random`, repeats in every copy). A running
+	// memory, Python and bash interpreters' variables kept, their
+	// random state reseeded in each copy (Python's `random` module,
+	// OpenSSL's generator behind `ssl`, NumPy's global generator,
+	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+	// cannot be reseeded, so each copy closes them and starts them
+	// afresh, variables lost. Other in-memory state repeats in every
+	// copy: other `random.Random` instances and library generators, an
+	// OpenSSL a library bundles (pyca/cryptography), Python's hash
+	// seed, other processes left running, and keys or tokens made
+	// before the snapshot. A running
 	// source is paused for the copy and resumed; a snapshotted one is
 	// copied from its snapshot and stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
@@ -3363,7 +3529,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/resume (the `ResumeSession` operationId).
 	ResumeSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*ResumeSessionResponse, error)
 
-	// SnapshotSessionWithResponse Snapshot a session to disk
+	// SnapshotSessionWithBodyWithResponse Snapshot a session to disk
 	//
 	// Writes the session's `/workspace` to disk under the server's state
 	// directory and closes its sandbox, so it holds no memory and no
@@ -3372,8 +3538,11 @@ type ClientWithResponsesInterface interface {
 	// and TTL; its idle timeout stops. A snapshot keeps files on every
 	// backend; only gVisor over the stream transport (`warden serve
 	// --backend gvisor --agent-transport stream`) keeps the sandbox's
-	// memory too (`snapshot.memory` is true): its resume goes on where
-	// the processes and interpreters stood, their variables kept. On
+	// memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false`: its resume goes on where the processes and
+	// interpreters stood, their variables kept. Everything the processes
+	// hold in memory (keys, tokens) is then on the server's disk until
+	// the session is resumed or deleted. With `"memory": false`, on
 	// every other backend, or where the memory cannot be saved (the
 	// server's log says why), `snapshot.memory` is false: `/tmp`, the
 	// home directory, processes and interpreter variables are not kept,
@@ -3396,10 +3565,51 @@ type ClientWithResponsesInterface interface {
 	// blocks or inodes free); 500 anything else, in one line without
 	// host detail. On any error the session is as it was.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
-	SnapshotSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error)
+	SnapshotSessionWithBodyWithResponse(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error)
+
+	// SnapshotSessionWithResponse Snapshot a session to disk
+	//
+	// Writes the session's `/workspace` to disk under the server's state
+	// directory and closes its sandbox, so it holds no memory and no
+	// `--max-sessions` or `--max-paused` slot, only one of
+	// `--max-snapshots`. It keeps its id, template, limits, network, env
+	// and TTL; its idle timeout stops. A snapshot keeps files on every
+	// backend; only gVisor over the stream transport (`warden serve
+	// --backend gvisor --agent-transport stream`) keeps the sandbox's
+	// memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false`: its resume goes on where the processes and
+	// interpreters stood, their variables kept. Everything the processes
+	// hold in memory (keys, tokens) is then on the server's disk until
+	// the session is resumed or deleted. With `"memory": false`, on
+	// every other backend, or where the memory cannot be saved (the
+	// server's log says why), `snapshot.memory` is false: `/tmp`, the
+	// home directory, processes and interpreter variables are not kept,
+	// and a resume starts them fresh. A memory snapshot whose restore
+	// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
+	// sockets and devices are not copied, nor what the sandbox user
+	// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+	// counts them); files keep their permission bits, directories are
+	// made anew (0755). `POST .../resume`, an exec or a file call
+	// restores it into a fresh sandbox, also after the server restarts;
+	// file calls during the copy answer 409 (retry). Snapshotting a
+	// snapshotted session (or one being snapshotted) does nothing. A
+	// running session is paused for the copy, so it needs a backend
+	// that can pause. Answers: 400 a workspace over its disk or inode
+	// limit; 409 a session running an exec, or resumed or ended during
+	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// server without `--state-dir`, or a running session on a backend
+	// that cannot pause; 503 the backend's pause failed (the session is
+	// as it was; retry); 507 a full state directory (or under 5% of its
+	// blocks or inodes free); 500 anything else, in one line without
+	// host detail. On any error the session is as it was.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+	SnapshotSessionWithResponse(ctx context.Context, id SessionID, body SnapshotSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error)
 
 	// ListTemplatesWithResponse List the templates
 	//
@@ -5564,9 +5774,16 @@ func (c *ClientWithResponses) MakeDirectoryWithResponse(ctx context.Context, id 
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -5598,9 +5815,16 @@ func (c *ClientWithResponses) ForkSessionWithBodyWithResponse(ctx context.Contex
 // as a snapshot keeps them: processes start fresh, so no memory,
 // random state or secret is shared between the copies), except from
 // a snapshot with `memory: true`: each copy is restored from its
-// memory, interpreters' variables kept, Python's `random` reseeded
-// in each copy (other in-process random state, such as
-// JavaScript's `Math.random`, repeats in every copy). A running
+// memory, Python and bash interpreters' variables kept, their
+// random state reseeded in each copy (Python's `random` module,
+// OpenSSL's generator behind `ssl`, NumPy's global generator,
+// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
+// cannot be reseeded, so each copy closes them and starts them
+// afresh, variables lost. Other in-memory state repeats in every
+// copy: other `random.Random` instances and library generators, an
+// OpenSSL a library bundles (pyca/cryptography), Python's hash
+// seed, other processes left running, and keys or tokens made
+// before the snapshot. A running
 // source is paused for the copy and resumed; a snapshotted one is
 // copied from its snapshot and stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
@@ -5719,7 +5943,7 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 	return ParseResumeSessionResponse(rsp)
 }
 
-// SnapshotSessionWithResponse Snapshot a session to disk
+// SnapshotSessionWithBodyWithResponse Snapshot a session to disk
 //
 // Writes the session's `/workspace` to disk under the server's state
 // directory and closes its sandbox, so it holds no memory and no
@@ -5728,8 +5952,11 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 // and TTL; its idle timeout stops. A snapshot keeps files on every
 // backend; only gVisor over the stream transport (`warden serve
 // --backend gvisor --agent-transport stream`) keeps the sandbox's
-// memory too (`snapshot.memory` is true): its resume goes on where
-// the processes and interpreters stood, their variables kept. On
+// memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false`: its resume goes on where the processes and
+// interpreters stood, their variables kept. Everything the processes
+// hold in memory (keys, tokens) is then on the server's disk until
+// the session is resumed or deleted. With `"memory": false`, on
 // every other backend, or where the memory cannot be saved (the
 // server's log says why), `snapshot.memory` is false: `/tmp`, the
 // home directory, processes and interpreter variables are not kept,
@@ -5752,11 +5979,58 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 // blocks or inodes free); 500 anything else, in one line without
 // host detail. On any error the session is as it was.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
-func (c *ClientWithResponses) SnapshotSessionWithResponse(ctx context.Context, id SessionID, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error) {
-	rsp, err := c.SnapshotSession(ctx, id, reqEditors...)
+func (c *ClientWithResponses) SnapshotSessionWithBodyWithResponse(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error) {
+	rsp, err := c.SnapshotSessionWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSnapshotSessionResponse(rsp)
+}
+
+// SnapshotSessionWithResponse Snapshot a session to disk
+//
+// Writes the session's `/workspace` to disk under the server's state
+// directory and closes its sandbox, so it holds no memory and no
+// `--max-sessions` or `--max-paused` slot, only one of
+// `--max-snapshots`. It keeps its id, template, limits, network, env
+// and TTL; its idle timeout stops. A snapshot keeps files on every
+// backend; only gVisor over the stream transport (`warden serve
+// --backend gvisor --agent-transport stream`) keeps the sandbox's
+// memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false`: its resume goes on where the processes and
+// interpreters stood, their variables kept. Everything the processes
+// hold in memory (keys, tokens) is then on the server's disk until
+// the session is resumed or deleted. With `"memory": false`, on
+// every other backend, or where the memory cannot be saved (the
+// server's log says why), `snapshot.memory` is false: `/tmp`, the
+// home directory, processes and interpreter variables are not kept,
+// and a resume starts them fresh. A memory snapshot whose restore
+// fails resumes from its files, processes fresh. Symbolic links, hard-linked files, FIFOs,
+// sockets and devices are not copied, nor what the sandbox user
+// cannot read or list, nor paths over 4000 bytes (`snapshot.skipped`
+// counts them); files keep their permission bits, directories are
+// made anew (0755). `POST .../resume`, an exec or a file call
+// restores it into a fresh sandbox, also after the server restarts;
+// file calls during the copy answer 409 (retry). Snapshotting a
+// snapshotted session (or one being snapshotted) does nothing. A
+// running session is paused for the copy, so it needs a backend
+// that can pause. Answers: 400 a workspace over its disk or inode
+// limit; 409 a session running an exec, or resumed or ended during
+// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// server without `--state-dir`, or a running session on a backend
+// that cannot pause; 503 the backend's pause failed (the session is
+// as it was; retry); 507 a full state directory (or under 5% of its
+// blocks or inodes free); 500 anything else, in one line without
+// host detail. On any error the session is as it was.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{id}/snapshot (the `SnapshotSession` operationId).
+func (c *ClientWithResponses) SnapshotSessionWithResponse(ctx context.Context, id SessionID, body SnapshotSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*SnapshotSessionResponse, error) {
+	rsp, err := c.SnapshotSession(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

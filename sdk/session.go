@@ -55,7 +55,14 @@ func (s *Session) Resume(ctx context.Context) (*SessionInfo, error) {
 // processes and interpreter variables start fresh on resume. A server
 // without a state directory answers ErrUnsupported.
 func (s *Session) Snapshot(ctx context.Context) (*SessionInfo, error) {
-	resp, err := s.c.api.SnapshotSession(ctx, s.id)
+	return s.SnapshotWith(ctx, SnapshotRequest{})
+}
+
+// SnapshotWith is Snapshot with the request's options: Memory false
+// keeps files only, whatever the server's backend, so nothing the
+// session's processes hold in memory reaches the server's disk.
+func (s *Session) SnapshotWith(ctx context.Context, req SnapshotRequest) (*SessionInfo, error) {
+	resp, err := s.c.api.SnapshotSession(ctx, s.id, req)
 	return decodeJSON[SessionInfo]("snapshotting session "+s.id, resp, err, http.StatusOK)
 }
 

@@ -121,17 +121,21 @@ func newSessionResumeCmd(o *clientOptions) *cobra.Command {
 }
 
 func newSessionSnapshotCmd(o *clientOptions) *cobra.Command {
-	return &cobra.Command{
+	var filesOnly bool
+	cmd := &cobra.Command{
 		Use:   "snapshot ID...",
-		Short: "Snapshot sessions to disk: files kept, sandbox closed, until resumed or the next exec (processes start fresh, except on gvisor over --agent-transport stream, which keeps memory too)",
+		Short: "Snapshot sessions to disk: files kept, sandbox closed, until resumed or the next exec (processes start fresh, except on gvisor over --agent-transport stream, which keeps memory too unless --files-only)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			memory := !filesOnly
 			return eachSession(cmd.Context(), o, args, func(ctx context.Context, s *sdk.Session) error {
-				_, err := s.Snapshot(ctx)
+				_, err := s.SnapshotWith(ctx, sdk.SnapshotRequest{Memory: &memory})
 				return err
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&filesOnly, "files-only", false, "keep files only, never the sandbox's memory (nothing its processes hold in memory reaches the server's disk)")
+	return cmd
 }
 
 func newSessionForkCmd(o *clientOptions) *cobra.Command {

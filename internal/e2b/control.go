@@ -188,7 +188,9 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner stri
 	}
 	if err == nil {
 		if body.Memory != nil && !*body.Memory {
-			_, err = s.cfg.Sessions.Snapshot(r.Context(), owner, sb.ID)
+			// Files only, whatever the backend: the client asked for its
+			// memory not to be kept.
+			_, err = s.cfg.Sessions.Snapshot(r.Context(), owner, sb.ID, sandbox.SnapshotOptions{Memory: false})
 		} else {
 			_, err = s.cfg.Sessions.Pause(r.Context(), owner, sb.ID)
 		}

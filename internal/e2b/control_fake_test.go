@@ -117,7 +117,12 @@ func (f *controlFake) Pause(_ context.Context, owner, id string) (sandbox.Info, 
 	return f.move(owner, id, sandbox.StatePaused)
 }
 
-func (f *controlFake) Snapshot(_ context.Context, owner, id string) (sandbox.Info, error) {
+// Snapshot refuses a request for memory: E2B's only snapshot is its
+// keepMemory:false pause, which must keep files only.
+func (f *controlFake) Snapshot(_ context.Context, owner, id string, o sandbox.SnapshotOptions) (sandbox.Info, error) {
+	if o.Memory {
+		return sandbox.Info{}, errors.New("a snapshot with memory for a pause that asked for none")
+	}
 	return f.move(owner, id, sandbox.StateSnapshotted)
 }
 

@@ -34,8 +34,11 @@ const (
 	checkpointFiles  = "scratch"
 )
 
-// checkpointFormat is the version of the record; Restore refuses others.
-const checkpointFormat = 1
+// checkpointFormat is the version of the record; Restore refuses others,
+// asking for the checkpoint to be taken again. 2: taken by a warden
+// whose agent may record each unfinished process's streams (format 1's
+// numeric Unfinished would restore with their directions lost).
+const checkpointFormat = 2
 
 // record is what Warden keeps of a checkpoint beside runsc's image.
 type record struct {
@@ -65,7 +68,7 @@ type record struct {
 
 // CheckpointWait bounds a checkpoint and a restore's start: runsc saves
 // or loads the whole of the box's memory (about 1 s per 200 MB measured).
-// Exported for callers that bound their own requests by it.
+// Tests bound their own waits by it.
 const CheckpointWait = 2 * time.Minute
 
 // ErrCannotCheckpoint is wrapped by Checkpoint's error when it refused
@@ -146,6 +149,12 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	// closed meanwhile.
 	b.dirMu.Lock()
 	defer b.dirMu.Unlock()
+	// The record is refused here, box untouched, if it would already be
+	// too long for a Restore to read; save checks it again after the cut.
+	if _, err := encodeRecord(record{Format: checkpointFormat, LastID: sess.LastID(), Unfinished: sess.Unfinished(),
+		RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, Stream: b.r.Stream, ResumeNonce: strings.Repeat("0", 2*streammux.ResumeNonceLen)}); err != nil {
+		return err
+	}
 	var nonce []byte
 	if b.r.Stream {
 		if nonce, err = sess.Quiesce(ctx); err != nil {
@@ -303,11 +312,25 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 }
 
 func writeRecord(dir string, rec record) error {
-	data, err := json.Marshal(rec)
+	data, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, checkpointRecord), data, 0o600)
+}
+
+// encodeRecord is rec as written, refused (ErrCannotCheckpoint) when it
+// is longer than Restore reads (maxRecord): a checkpoint Restore would
+// refuse is not taken.
+func encodeRecord(rec record) ([]byte, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxRecord {
+		return nil, fmt.Errorf("%w: its record would be %d bytes, over the %d a restore reads (%d processes unfinished): end some of its processes first", ErrCannotCheckpoint, len(data), maxRecord, len(rec.Unfinished))
+	}
+	return data, nil
 }
 
 // checkImage refuses a checkpoint whose image is missing or no regular
@@ -353,7 +376,7 @@ func readRecord(dir string) (record, error) {
 		return rec, fmt.Errorf("%w: the record of checkpoint %s: %w", spec.ErrInvalid, dir, err)
 	}
 	if rec.Format != checkpointFormat {
-		return rec, fmt.Errorf("%w: checkpoint %s has format %d, this warden reads %d: take it again", spec.ErrInvalid, dir, rec.Format, checkpointFormat)
+		return rec, fmt.Errorf("%w: checkpoint %s has format %d, this warden reads %d: take the checkpoint again", spec.ErrInvalid, dir, rec.Format, checkpointFormat)
 	}
 	if n, err := hex.DecodeString(rec.ResumeNonce); rec.Stream && (err != nil || len(n) != streammux.ResumeNonceLen) {
 		return rec, fmt.Errorf("%w: checkpoint %s of a stream box has no resume nonce of %d bytes: take it again", spec.ErrInvalid, dir, streammux.ResumeNonceLen)

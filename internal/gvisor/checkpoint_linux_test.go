@@ -222,18 +222,18 @@ func TestRestoreRefuses(t *testing.T) {
 	}{
 		{name: "no record", s: s, want: "is not a gvisor checkpoint"},
 		{name: "not json", record: "{", s: s, want: "the record of checkpoint"},
-		{name: "another format", record: `{"format":2}`, s: s, want: "has format 2"},
-		{name: "too long", record: `{"format":1,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s: s, want: "longer than"},
-		{name: "another transport", record: `{"format":1,"stream":true,"resume_nonce":"00112233445566778899aabbccddeeff"}`, s: s, want: "taken over the stream transport"},
-		{name: "stream without a nonce", record: `{"format":1,"stream":true}`, s: s, want: "no resume nonce of 16 bytes"},
-		{name: "stream with a short nonce", record: `{"format":1,"stream":true,"resume_nonce":"0011"}`, s: s, want: "no resume nonce of 16 bytes"},
-		{name: "another root", record: `{"format":1,"root_dir":"/elsewhere"}`, s: s, want: "another root"},
-		{name: "egress proxy", record: `{"format":1}`, s: proxy, want: "egress proxy"},
-		{name: "unknown field", record: `{"format":1,"extra":1}`, s: s, want: "unknown field"},
-		{name: "last id too large", record: `{"format":1,"last_id":18446744073709551615}`, s: s, want: "last process ID"},
-		{name: "no image", record: `{"format":1}`, s: s, want: "has no image checkpoint.img", noImage: true},
-		{name: "image not a file", record: `{"format":1}`, s: s, want: "not a regular file", dirImage: true},
-		{name: "disk too small", record: fmt.Sprintf(`{"format":1,"scratch_bytes":%d}`, s.Limits.DiskBytes+1), s: s,
+		{name: "an older format", record: `{"format":1}`, s: s, want: "has format 1, this warden reads 2: take the checkpoint again"},
+		{name: "too long", record: `{"format":2,"root_dir":"` + strings.Repeat("x", maxRecord) + `"}`, s: s, want: "longer than"},
+		{name: "another transport", record: `{"format":2,"stream":true,"resume_nonce":"00112233445566778899aabbccddeeff"}`, s: s, want: "taken over the stream transport"},
+		{name: "stream without a nonce", record: `{"format":2,"stream":true}`, s: s, want: "no resume nonce of 16 bytes"},
+		{name: "stream with a short nonce", record: `{"format":2,"stream":true,"resume_nonce":"0011"}`, s: s, want: "no resume nonce of 16 bytes"},
+		{name: "another root", record: `{"format":2,"root_dir":"/elsewhere"}`, s: s, want: "another root"},
+		{name: "egress proxy", record: `{"format":2}`, s: proxy, want: "egress proxy"},
+		{name: "unknown field", record: `{"format":2,"extra":1}`, s: s, want: "unknown field"},
+		{name: "last id too large", record: `{"format":2,"last_id":18446744073709551615}`, s: s, want: "last process ID"},
+		{name: "no image", record: `{"format":2}`, s: s, want: "has no image checkpoint.img", noImage: true},
+		{name: "image not a file", record: `{"format":2}`, s: s, want: "not a regular file", dirImage: true},
+		{name: "disk too small", record: fmt.Sprintf(`{"format":2,"scratch_bytes":%d}`, s.Limits.DiskBytes+1), s: s,
 			want: fmt.Sprintf("raise the disk limit to at least %d bytes", s.Limits.DiskBytes+1)},
 	}
 	for _, tt := range tests {
@@ -367,7 +367,7 @@ func TestRestoreBadImage(t *testing.T) {
 	r := &Runtime{}
 	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 	dir := t.TempDir()
-	for name, data := range map[string]string{checkpointRecord: `{"format":1}`, checkpointImage: "not an image"} {
+	for name, data := range map[string]string{checkpointRecord: `{"format":2}`, checkpointImage: "not an image"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -391,5 +391,42 @@ func TestRestoreBadImage(t *testing.T) {
 	t.Logf("restoring a bad image: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "runsc:") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("restoring a bad image: %v, want one line with runsc's words", err)
+	}
+}
+
+// TestWriteRecordRefusesTooLong: a record longer than Restore reads is
+// not written, and the checkpoint is refused (ErrCannotCheckpoint), so
+// no checkpoint is taken that its restore would refuse.
+func TestWriteRecordRefusesTooLong(t *testing.T) {
+	// Each entry the element type's zero value (big[0], never set), so
+	// the test holds whatever an unfinished process records.
+	big := agent.Unfinished{}
+	for id := range uint64(maxRecord / 8) {
+		big[id+1] = big[0]
+	}
+	for _, tt := range []struct {
+		name string
+		rec  record
+		ok   bool
+	}{
+		{"small", record{Format: checkpointFormat, LastID: 3, Unfinished: agent.Unfinished{3: big[0]}}, true},
+		{"too many unfinished", record{Format: checkpointFormat, LastID: uint64(len(big)), Unfinished: big}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := writeRecord(dir, tt.rec)
+			_, serr := os.Stat(filepath.Join(dir, checkpointRecord))
+			switch {
+			case tt.ok && (err != nil || serr != nil):
+				t.Errorf("writeRecord() = %v (record %v), want it written", err, serr)
+			case !tt.ok && (!errors.Is(err, ErrCannotCheckpoint) || serr == nil):
+				t.Errorf("writeRecord() = %v (record written: %v), want ErrCannotCheckpoint and none", err, serr == nil)
+			}
+			if tt.ok {
+				if _, err := readRecord(dir); err != nil {
+					t.Errorf("readRecord() of the written record = %v", err)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/snapshot"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/state"
@@ -45,7 +46,7 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
 		return nil, err
 	}
-	name, drop, err := m.forkSource(ctx, s)
+	src, drop, err := m.forkSource(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			infos[i], errs[i] = m.forkOne(ctx, s, name)
+			infos[i], errs[i] = m.forkOne(ctx, s, src)
 		})
 	}
 	wg.Wait()
@@ -82,32 +83,42 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 // core of the host.
 const forkParallel = 4
 
+// forkFrom is the snapshot a Fork copies from: its name, whether it
+// holds the box's memory, and the interpreters to adopt from it, read
+// once so that every copy of one Fork is made alike, even if the source
+// is resumed meanwhile (its pinned snapshot stays).
+type forkFrom struct {
+	name   string
+	memory bool
+	recs   []state.Interpreter
+}
+
 // forkSource is a snapshot of s's files to copy from, and what to call
 // once the copies are made: s's own snapshot if it is snapshotted,
 // pinned until then (a resume or a Delete meanwhile removes it only
 // after), else a new one taken from its paused box, which holds one of
 // s's owner's snapshot slots and its charge of the budget until then.
-func (m *Manager) forkSource(ctx context.Context, s *session) (name string, done func(), err error) {
+func (m *Manager) forkSource(ctx context.Context, s *session) (src forkFrom, done func(), err error) {
 	s.pauseMu.Lock()
 	if s.currentState() == StateSnapshotted {
 		s.mu.Lock()
-		name = s.snap
+		src = forkFrom{name: s.snap, memory: s.snapMemory > 0, recs: s.snapInterps}
 		s.mu.Unlock()
-		unpin := m.pinSnapshot(name, s.id)
+		unpin := m.pinSnapshot(src.name, s.id)
 		s.pauseMu.Unlock()
-		return name, unpin, nil
+		return src, unpin, nil
 	}
 	s.pauseMu.Unlock()
 	if err := m.takeSnapshotSlot(s.owner); err != nil {
-		return "", nil, err
+		return forkFrom{}, nil, err
 	}
 	name, stats, err := m.copyForFork(ctx, s)
 	if err != nil {
 		m.giveSnapshotSlot(s.owner)
-		return "", nil, err
+		return forkFrom{}, nil, err
 	}
 	m.chargeBytes(s.owner, stats.Charge())
-	return name, func() {
+	return forkFrom{name: name}, func() {
 		m.dropSnapshot(name, s.id)
 		m.unchargeBytes(s.owner, stats.Charge())
 		m.giveSnapshotSlot(s.owner)
@@ -143,19 +154,18 @@ func (m *Manager) captureFork(ctx context.Context, s *session) (string, snapshot
 	return m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.BeginTemporary, nil)
 }
 
-// forkOne makes one session like s, holding the files of snapshot name.
-func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, error) {
+// forkOne makes one session like s from snapshot src.
+func (m *Manager) forkOne(ctx context.Context, s *session, src forkFrom) (Info, error) {
 	s.mu.Lock()
 	o := SessionOptions{
 		Limits: s.spec.Limits, Network: s.spec.Network, Env: s.spec.Env, IdleTimeout: s.idle,
 		TTL: max(time.Until(s.expires), time.Second), Template: s.spec.Root.Template, AutoPause: s.autoPause,
 		AutoSnapshot: s.autoSnapshot,
 	}
-	recs, memory := s.snapInterps, s.snapMemory > 0 && s.snap == name
 	s.mu.Unlock()
 	o.TTL = min(o.TTL, m.cfg.MaxTTL)
-	if memory {
-		if f := m.forkMemory(ctx, s, o, name, recs); f != nil {
+	if src.memory {
+		if f := m.forkMemory(ctx, s, o, src); f != nil {
 			return f.info(), nil
 		}
 	}
@@ -167,40 +177,47 @@ func (m *Manager) forkOne(ctx context.Context, s *session, name string) (Info, e
 	if err != nil {
 		return Info{}, err // deleted meanwhile: nothing to end
 	}
-	if err := m.restoreFiles(ctx, f, f.currentBox(), f.spec.Limits, name); err != nil {
+	if err := m.restoreFiles(ctx, f, f.currentBox(), f.spec.Limits, src.name); err != nil {
 		m.end(f)
 		return Info{}, err
 	}
 	return f.info(), nil
 }
 
-// forkMemory makes one session like s from snapshot name's saved memory,
+// forkMemory makes one session like s from snapshot src's saved memory,
 // if it has one: a box restored from it, its files the saved box's, the
-// interpreters recs names adopted and their random state reseeded (see
-// reseed). It is nil where the snapshot has no memory, and where
-// the restore fails (said in the log), so that the fork is made from
-// the snapshot's files instead.
-func (m *Manager) forkMemory(ctx context.Context, s *session, o SessionOptions, name string, recs []state.Interpreter) *session {
+// interpreters src names adopted and their random state reseeded (see
+// reseed), all before the session can be found (List, Get, a run), so
+// nothing runs in it before its reseed. It is nil where the snapshot
+// has no memory, and where the restore fails (said in the log), so that
+// the fork is made from the snapshot's files instead.
+func (m *Manager) forkMemory(ctx context.Context, s *session, o SessionOptions, src forkFrom) *session {
 	mb, ok := m.backend.(MemoryBackend)
-	dir := m.cfg.Snapshots.MemoryPath(name)
+	dir := m.cfg.Snapshots.MemoryPath(src.name)
 	if !ok || dir == "" {
 		return nil
 	}
+	var interps map[string]interp.Interpreter
+	var procs map[string]*idSpawner
+	logName := "fork of " + s.id
 	f, err := m.create(ctx, s.owner, o, func(ctx context.Context, sp spec.Spec) (Box, string, error) {
-		box, err := mb.RestoreMemory(ctx, sp, dir)
-		return box, "", err
+		box, err := m.restoreSlotted(ctx, mb, sp, dir)
+		if err != nil {
+			return nil, "", err
+		}
+		interps, procs = m.adoptInterpreters(logName, box, sp, src.recs)
+		rctx, cancel := context.WithTimeout(ctx, reseedWait)
+		defer cancel()
+		m.reseed(rctx, logName, interps, procs)
+		step("fork reseeded")
+		return box, "", nil
+	}, func(f *session) {
+		f.interps, f.interpProcs = interps, procs
 	})
 	if err != nil {
-		m.cfg.Logger.Warn("forking a session from its saved memory failed; the fork gets its files only", "session", s.id, "snapshot", name, "err", err)
+		m.cfg.Logger.Warn("forking a session from its saved memory failed; the fork gets its files only", "session", s.id, "snapshot", src.name, "err", err)
 		return nil
 	}
-	interps, procs := m.adoptInterpreters(f.id, f.box, f.spec, recs)
-	rctx, cancel := context.WithTimeout(ctx, reseedWait)
-	defer cancel()
-	m.reseed(rctx, f.id, interps, procs)
-	f.mu.Lock()
-	f.interps, f.interpProcs = interps, procs
-	f.mu.Unlock()
 	return f
 }
 

@@ -378,6 +378,10 @@ func (m *Manager) unchargeLocked(owner string, bytes int64) {
 func (m *Manager) keep(s *session, bytes int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.keepLocked(s, bytes)
+}
+
+func (m *Manager) keepLocked(s *session, bytes int64) {
 	if held, ok := m.held[s.id]; ok && bytes < held {
 		m.unchargeLocked(s.owner, held-bytes)
 		m.held[s.id] = bytes
@@ -387,9 +391,29 @@ func (m *Manager) keep(s *session, bytes int64) {
 	}
 }
 
+// settle makes what session s counts against its owner's budget bytes,
+// raising it too: a memory snapshot can hold more than the box did (its
+// image and its files both), which the budget counts at once rather
+// than after a restart. One that ended meanwhile is left as its end
+// left it.
+func (m *Manager) settle(s *session, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held, ok := m.held[s.id]
+	if !ok || m.sessions[s.id] != s {
+		return
+	}
+	if bytes > held && m.cfg.MaxBytesPerOwner != 0 {
+		m.bytesByOwner[s.owner] += bytes - held
+		m.held[s.id] = bytes
+		return
+	}
+	m.keepLocked(s, bytes)
+}
+
 // Create builds a session for owner and returns it ready.
 func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (Info, error) {
-	ses, err := m.create(ctx, owner, o, nil)
+	ses, err := m.create(ctx, owner, o, nil, nil)
 	if err != nil {
 		return Info{}, err
 	}
@@ -398,8 +422,10 @@ func (m *Manager) Create(ctx context.Context, owner string, o SessionOptions) (I
 
 // create builds a session for owner, its box from start (a fork's
 // restore of a saved box), or, if start is nil, from the warm pool or
-// a fresh start, and returns it ready.
-func (m *Manager) create(ctx context.Context, owner string, o SessionOptions, start startFunc) (*session, error) {
+// a fresh start, and returns it ready. setup, if not nil, gives the new
+// session what start made for it (a fork's adopted interpreters) before
+// anyone can find it.
+func (m *Manager) create(ctx context.Context, owner string, o SessionOptions, start startFunc, setup func(*session)) (*session, error) {
 	s, err := m.newSessionSpec(o)
 	if err != nil {
 		return nil, err
@@ -445,8 +471,14 @@ func (m *Manager) create(ctx context.Context, owner string, o SessionOptions, st
 		ws: ws, slot: true, gone: make(chan struct{}), pace: pace, lease: lease, autoPause: o.AutoPause,
 		autoSnapshot: o.AutoSnapshot, firstExecEnded: refill,
 	}
+	if setup != nil {
+		setup(ses)
+	}
 	if err := m.save(ses); err != nil {
 		refill()
+		if cerr := closeHeld(ses.interps, nil); cerr != nil {
+			m.cfg.Logger.Warn("closing the interpreters of an unused sandbox", "session", ses.id, "err", cerr)
+		}
 		m.discardBox(box, ws)
 		m.releaseRemote(ses) // nobody learns its id: its record would hold a Pod until idle
 		m.release(owner, bytes)

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 
 	"github.com/warden-sandbox/warden/internal/interp"
@@ -46,6 +45,11 @@ type liveAdopter interface {
 	interp.Adopter
 	Live() map[uint64][]string
 }
+
+// liveDropper is a restored box that can end a process it lists which
+// nobody will adopt (agent.Session.DropLive): a front end's command or an
+// interpreter not taken over, whose output nobody reads any more.
+type liveDropper interface{ DropLive(id uint64) error }
 
 // processCounter is a box whose agent numbers the processes it starts
 // (agent.Session.LastID), so an interpreter's process can be named in a
@@ -115,58 +119,76 @@ func (s *session) interpreterProcsLocked() []state.Interpreter {
 
 // memorySaved is what a memory snapshot kept: the size of the box's
 // saved memory (0: none, the snapshot is of files only) and the
-// interpreters to adopt at the restore.
+// interpreters to adopt at the restore; ended says the save ended the
+// box, kept or not, so the snapshot is all that is left of the session.
 type memorySaved struct {
 	bytes   int64
 	interps []state.Interpreter
+	ended   bool
 }
 
-// saveMemory saves paused s's box whole beside the snapshot p, where its
-// backend can; what it cannot save leaves a snapshot of files only, said
-// in the server's log, never a failed snapshot: p already holds the
-// files. The box is resumed for the save, which cuts its agent's stream
-// (a frozen agent could not answer) and pauses it again itself; it ends
-// with the save, or, refused before it, is paused again. Execs and file
-// calls stay out meanwhile (s is paused, pauseMu held, its files being
-// copied), and s's watcher takes the box's end for the save's, not a
-// death, until the snapshot is recorded or has failed (beginSave).
+// saveMemory saves paused s's box whole beside the snapshot p, whose
+// files are committed, where its backend can; what it cannot save
+// leaves a snapshot of files only, said in the server's log, never a
+// failed snapshot. The box is resumed for the save, which cuts its
+// agent's stream (a frozen agent could not answer) and pauses it again
+// itself; it ends with the save, or, refused before it (ErrCannotSave,
+// or too little room on the disk for its image), is paused again. Execs
+// and file calls stay out meanwhile (s is paused, pauseMu held, its
+// files being copied), and s's watcher takes the box's end for the
+// save's, not a death, until the snapshot is recorded or has failed
+// (beginSave). ctx is capture's, which s's end cancels.
 func (m *Manager) saveMemory(ctx context.Context, s *session, p *snapshot.Pending) memorySaved {
 	mb, ok := m.backend.(MemoryBackend)
 	if !ok {
 		return memorySaved{}
 	}
-	filesOnly := func(why string, err error) memorySaved {
+	filesOnly := func(why string, err error, ended bool) memorySaved {
 		m.cfg.Logger.Warn("the snapshot keeps the session's files only", "session", s.id, "why", why, "err", err)
-		return memorySaved{}
+		return memorySaved{ended: ended}
 	}
 	if err := mb.SavesMemory(s.spec); err != nil {
 		m.cfg.Logger.Info("the snapshot keeps the session's files only", "session", s.id, "why", err)
 		return memorySaved{}
 	}
+	if err := m.cfg.Snapshots.Room(memoryImageBytes(s.spec.Limits)); err != nil {
+		return filesOnly("no room on the state directory's disk for the box's image", err, false)
+	}
 	s.mu.Lock()
 	interps := s.interpreterProcsLocked()
 	s.mu.Unlock()
 	if err := s.box.Resume(ctx); err != nil {
-		return filesOnly("resuming the box for its save failed", err)
+		return filesOnly("resuming the box for its save failed", err, false)
 	}
 	if err := mb.SaveMemory(ctx, s.box, p.MemoryPath()); err != nil {
-		if errors.Is(err, ErrCannotSave) {
+		refused := errors.Is(err, ErrCannotSave)
+		if refused {
 			if perr := s.box.Pause(ctx); perr != nil {
 				m.cfg.Logger.Warn("pausing a box again after its save was refused", "session", s.id, "err", perr)
 			}
 		}
-		return filesOnly("saving the box failed", err)
+		if rerr := os.RemoveAll(p.MemoryPath()); rerr != nil {
+			m.cfg.Logger.Warn("removing a failed save's image", "session", s.id, "err", rerr)
+		}
+		return filesOnly("saving the box failed", err, !refused)
 	}
 	step("memory")
 	n, err := dirBytes(p.MemoryPath())
-	if err != nil {
-		if rerr := os.RemoveAll(p.MemoryPath()); rerr != nil {
-			m.cfg.Logger.Warn("removing an unmeasured memory image", "session", s.id, "err", rerr)
-		}
-		return filesOnly("measuring the saved box failed", err)
+	if err == nil {
+		err = p.CommitMemory()
+	} else if rerr := os.RemoveAll(p.MemoryPath()); rerr != nil {
+		m.cfg.Logger.Warn("removing an unmeasured memory image", "session", s.id, "err", rerr)
 	}
-	return memorySaved{bytes: max(n, 1), interps: interps}
+	if err != nil {
+		return filesOnly("keeping the saved box failed", err, true)
+	}
+	step("memory committed")
+	return memorySaved{bytes: max(n, 1), interps: interps, ended: true}
 }
+
+// memoryImageBytes is about what a box of limits l's saved image takes
+// on disk at most: its memory and a copy of its scratch.
+func memoryImageBytes(l spec.Limits) int64 { return l.MemoryBytes + l.DiskBytes }
 
 // dirBytes is the size of the regular files under dir.
 func dirBytes(dir string) (int64, error) {
@@ -229,6 +251,19 @@ func (m *Manager) restoreMemory(ctx context.Context, s *session, spc spec.Spec, 
 	}
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
+	return m.restoreSlotted(ctx, mb, spc, dir)
+}
+
+// restoreSlotted restores a box of spc from the saved memory in dir
+// holding one of the server's copy slots (see maxCopies): runsc reads
+// the whole image and copies the scratch, disk I/O as heavy as a copy
+// of files.
+func (m *Manager) restoreSlotted(ctx context.Context, mb MemoryBackend, spc spec.Spec, dir string) (Box, error) {
+	done, err := m.copySlot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("restoring a saved sandbox: %w", err)
+	}
+	defer done()
 	return mb.RestoreMemory(ctx, spc, dir)
 }
 
@@ -239,6 +274,7 @@ func (m *Manager) restoreMemory(ctx context.Context, s *session, spc spec.Spec, 
 // session's: it runs on, unread, within the box's limits until the
 // session ends.
 func (m *Manager) adoptInterpreters(sid string, box Box, spc spec.Spec, recs []state.Interpreter) (map[string]interp.Interpreter, map[string]*idSpawner) {
+	defer m.dropUnadopted(sid, box)
 	ad, ok := box.(liveAdopter)
 	ids, counted := box.(processCounter)
 	if !ok || !counted || len(recs) == 0 {
@@ -263,16 +299,36 @@ func (m *Manager) adoptInterpreters(sid string, box Box, spc spec.Spec, recs []s
 	return interps, procs
 }
 
+// dropUnadopted ends every process a restored box still lists once the
+// interpreters are adopted: nothing on the host holds them, so they would
+// run on with their memory, their output unread (and, in a fork,
+// unreseeded) until the session ends. A refusal is logged: the process
+// then runs until the session ends, as before.
+func (m *Manager) dropUnadopted(sid string, box Box) {
+	ad, listed := box.(liveAdopter)
+	dr, drops := box.(liveDropper)
+	if !listed || !drops {
+		return
+	}
+	for id := range ad.Live() {
+		if err := dr.DropLive(id); err != nil {
+			m.cfg.Logger.Warn("ending a restored process nobody adopts", "session", sid, "process", id, "err", err)
+		}
+	}
+}
+
 // reseedCode is, by language, code that gives a restored copy of an
 // interpreter random state of its own, binding no name of the user's:
-// Python's random module and OpenSSL's generator behind ssl (ssl.RAND_add
-// makes OpenSSL 3 reseed its DRBGs), where the code imported them, from
-// os.urandom; bash's $RANDOM. JavaScript has none: V8's Math.random and
+// Python's random module, OpenSSL's generator behind ssl (ssl.RAND_add
+// makes OpenSSL 3 reseed its DRBGs), NumPy's global generator and
+// tempfile's name sequence, where the code imported them, from
+// os.urandom; bash's $RANDOM. What it does not reach (other generators,
+// a bundled OpenSSL, the hash seed) docs/sessions.md lists. JavaScript has none: V8's Math.random and
 // Node's crypto (OpenSSL's generator, which it gives no way to reseed)
 // cannot be reseeded from the code, so a copy does not keep a restored
 // JavaScript interpreter (see reseed).
 var reseedCode = map[string]string{
-	"python": "if 1:\n    (lambda m, u: (m.get('random') and m['random'].seed(), m.get('ssl') and m['ssl'].RAND_add(u(48), 48.0)))(__import__('sys').modules, __import__('os').urandom)\n",
+	"python": "if 1:\n    (lambda m, u: (m.get('random') and m['random'].seed(), m.get('ssl') and m['ssl'].RAND_add(u(48), 48.0), m.get('numpy.random') and m['numpy.random'].seed(), m.get('tempfile') and setattr(m['tempfile'], '_name_sequence', None)))(__import__('sys').modules, __import__('os').urandom)\n",
 	"bash":   "if [ -n \"$SRANDOM\" ]; then RANDOM=$SRANDOM; else RANDOM=$(od -An -N2 -tu2 /dev/urandom); fi",
 }
 
@@ -285,8 +341,7 @@ var reseedCode = map[string]string{
 // another copy's secrets.
 func (m *Manager) reseed(ctx context.Context, sid string, interps map[string]interp.Interpreter, procs map[string]*idSpawner) {
 	for key, in := range interps {
-		language, _, _ := strings.Cut(key, "/")
-		code, ok := reseedCode[language]
+		code, ok := reseedCode[procs[key].language]
 		if ok {
 			o, err := in.Run(ctx, code, nil, nil)
 			if err == nil && o.Exception == nil && o.ExitCode == 0 {

@@ -3,12 +3,15 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -21,12 +24,43 @@ type memBackend struct {
 	*fsBackend
 	// restoreErr, if set, fails every restore.
 	restoreErr error
+	// savesErr is what SavesMemory answers; saveErr, if set, fails every
+	// save: one wrapping ErrCannotSave before it, else after the box
+	// ended; afterSave, if set, is called with the saved image's path.
+	savesErr  error
+	saveErr   error
+	afterSave func(dir string)
+	// saving, if set, makes a save say so on it and wait for its ctx
+	// (at most 10 s; stopped says ctx ended it), then fail as cut.
+	saving  chan struct{}
+	stopped atomic.Bool
+	// saves and restores count the saves and restores tried.
+	saves, restores atomic.Int32
 }
 
-func (b *memBackend) SavesMemory(spec.Spec) error { return nil }
+func (b *memBackend) SavesMemory(spec.Spec) error { return b.savesErr }
 
-func (b *memBackend) SaveMemory(_ context.Context, box Box, dir string) error {
+func (b *memBackend) SaveMemory(ctx context.Context, box Box, dir string) error {
+	b.saves.Add(1)
 	x := box.(*fsBox)
+	if b.saving != nil {
+		b.saving <- struct{}{}
+		select {
+		case <-ctx.Done():
+			b.stopped.Store(true)
+		case <-time.After(10 * time.Second):
+		}
+		return errors.Join(fmt.Errorf("save stopped: %w", context.Cause(ctx)), x.Close())
+	}
+	switch {
+	case errors.Is(b.saveErr, ErrCannotSave):
+		return b.saveErr
+	case b.saveErr != nil:
+		return errors.Join(b.saveErr, x.Close()) // cut: the box ends
+	}
+	if b.afterSave != nil {
+		defer b.afterSave(dir)
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
@@ -41,6 +75,7 @@ func (b *memBackend) SaveMemory(_ context.Context, box Box, dir string) error {
 }
 
 func (b *memBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string) (Box, error) {
+	b.restores.Add(1)
 	if b.restoreErr != nil {
 		return nil, b.restoreErr
 	}
@@ -52,7 +87,9 @@ func (b *memBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string)
 	if err != nil {
 		return nil, err
 	}
-	return box, os.WriteFile(filepath.Join(b.last(), "memory"), image, 0o600)
+	// Into the box Start made, not the backend's last: a fork restores
+	// several at once.
+	return box, os.WriteFile(filepath.Join(box.(*fsBox).ws.Name(), "memory"), image, 0o600)
 }
 
 // memManager is a Manager of x's store and snapshots over mb.
@@ -76,9 +113,9 @@ func TestMemorySnapshot(t *testing.T) {
 	m := memManager(t, x, mb, true)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "state")
-	got, err := m.Snapshot(ctx, "o", in.ID)
-	if err != nil || got.Snapshot == nil || !got.Snapshot.Memory || got.Snapshot.MemoryBytes != int64(len("state")) {
-		t.Fatalf("Snapshot = %+v, %v; want memory of %d bytes", got.Snapshot, err, len("state"))
+	got, err := m.Snapshot(ctx, "o", in.ID, memOn)
+	if err != nil || got.Snapshot == nil || !got.Snapshot.Memory {
+		t.Fatalf("Snapshot = %+v, %v; want memory", got.Snapshot, err)
 	}
 	x.store.mu.Lock()
 	rec := x.store.records[in.ID]
@@ -122,7 +159,7 @@ func TestMemoryRestoreFailsFilesResume(t *testing.T) {
 	m := memManager(t, x, mb, true)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "files")
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
 	}
 	info, err := m.Resume(ctx, "o", in.ID)
@@ -148,6 +185,7 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 	}{
 		{"captured", StateDead},
 		{"memory", StateDead},
+		{"memory committed", StateDead},
 		{"committed", StateDead},
 		{"recorded", StateSnapshotted},
 	} {
@@ -166,7 +204,7 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = m.Snapshot(ctx, "o", in.ID) // it never returns: the hook ends the goroutine
+				_, _ = m.Snapshot(ctx, "o", in.ID, memOn) // it never returns: the hook ends the goroutine
 			}()
 			<-done
 			stepHook = nil
@@ -220,7 +258,7 @@ func TestMemorySnapshotRefusesBusySession(t *testing.T) {
 	if !waitUntil(func() bool { return s.currentState() == StateBusy }) {
 		t.Fatal("the exec never started")
 	}
-	if _, err := m.Snapshot(ctx, "o", in.ID); !errors.Is(err, ErrBusy) {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); !errors.Is(err, ErrBusy) {
 		t.Errorf("Snapshot() during an exec = %v; want ErrBusy", err)
 	}
 	close(box.block)
@@ -232,5 +270,29 @@ func TestMemorySnapshotRefusesBusySession(t *testing.T) {
 	}
 	if info, err := m.Get(context.Background(), "o", in.ID); err != nil || info.State != StateReady {
 		t.Errorf("session after a refused snapshot: %v, %v; want ready", info.State, err)
+	}
+}
+
+// TestSnapshotFilesOnlyOption: a snapshot that does not ask for memory
+// (E2B's keepMemory:false, the API's "memory": false) keeps files only
+// on a backend that could save the box whole: no .mem is written, and
+// the resume restores the files into a fresh box.
+func TestSnapshotFilesOnlyOption(t *testing.T) {
+	x := newSnapshotSetup(t)
+	m := memManager(t, x, &memBackend{fsBackend: x.b}, true)
+	ctx := context.Background()
+	in := x.session(t, m, defaultOptions(), "f", "files")
+	got, err := m.Snapshot(ctx, "o", in.ID, SnapshotOptions{Memory: false})
+	if err != nil || got.Snapshot == nil || got.Snapshot.Memory {
+		t.Fatalf("Snapshot(files only) = %+v, %v; want a snapshot without memory", got.Snapshot, err)
+	}
+	if names := snapshotNames(t, x.snaps); len(names) != 1 || strings.HasSuffix(names[0], ".mem") {
+		t.Errorf("snapshot directory: %v, want the files' snapshot alone", names)
+	}
+	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a files-only snapshot's resume holds a memory marker (%v)", err)
 	}
 }

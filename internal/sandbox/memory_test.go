@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"os/exec"
 	"testing"
 
 	"github.com/warden-sandbox/warden/internal/interp"
@@ -56,5 +57,44 @@ func TestValidInterpreters(t *testing.T) {
 		if err := validInterpreters(tc.recs); (err == nil) != tc.ok {
 			t.Errorf("validInterpreters(%+v) = %v, want ok %v", tc.recs, err, tc.ok)
 		}
+	}
+}
+
+// memOn asks a test's snapshot for the box's memory where the backend
+// can save it, as the API's default does.
+var memOn = SnapshotOptions{Memory: true}
+
+// TestReseedCodePython runs the Python reseed on the host's python3: it
+// reseeds random (a state set before differs after), drops tempfile's
+// name sequence, and reseeds NumPy's global generator where NumPy is
+// installed; where a module was not imported it imports nothing.
+func TestReseedCodePython(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on the host")
+	}
+	probe := `import sys
+assert 'tempfile' not in sys.modules and 'numpy' not in sys.modules
+exec(sys.argv[1])
+assert 'tempfile' not in sys.modules, 'the reseed imported tempfile'
+import random, tempfile
+random.seed(1); next(tempfile._get_candidate_names())
+before = random.getstate()
+exec(sys.argv[1])
+assert random.getstate() != before, 'random not reseeded'
+assert tempfile._name_sequence is None, 'tempfile names not reseeded'
+try:
+    import numpy
+except ImportError:
+    sys.exit(0)
+numpy.random.seed(1)
+exec(sys.argv[1])
+numpy.random.seed(1); a = numpy.random.random()
+exec(sys.argv[1])
+assert numpy.random.random() != a, 'numpy not reseeded'
+`
+	out, err := exec.Command(py, "-S", "-c", probe, reseedCode["python"]).CombinedOutput()
+	if err != nil {
+		t.Errorf("the reseed on python3: %v\n%s", err, out)
 	}
 }

@@ -382,7 +382,7 @@ func (m *Manager) autoPause(s *session) (end bool) {
 		cancel()
 		ctx, cancel = context.WithTimeout(context.Background(), autoSnapshotWait)
 		defer cancel()
-		err = m.snapshot(ctx, s)
+		err = m.snapshot(ctx, s, SnapshotOptions{Memory: true})
 	default:
 		err = m.pause(ctx, s)
 	}

@@ -231,7 +231,7 @@ func TestRemoteRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if _, err := m.Snapshot(context.Background(), "alice", info.ID); !errors.Is(err, ErrUnsupported) {
+	if _, err := m.Snapshot(context.Background(), "alice", info.ID, memOn); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Snapshot: got %v, want ErrUnsupported", err)
 	}
 	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {

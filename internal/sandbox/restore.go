@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 
 // resumeSnapshot moves s from snapshotted to ready: it takes a run slot
 // and the memory budget back (a Create's limits and start token, as a
-// box is built), starts a fresh box of s's spec, restores the files and
-// records s running before the snapshot is dropped, so a crash at any
-// step leaves s snapshotted (the snapshot still whole) or running.
+// box is built), restores the box from the snapshot's saved memory, its
+// interpreters adopted, or else starts a fresh box of s's spec and
+// restores the files (restoreBox), and records s running before the
+// snapshot is dropped, so a crash at any step leaves s snapshotted (the
+// snapshot still whole) or running.
 func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
@@ -101,6 +104,10 @@ func (m *Manager) restoreBox(ctx context.Context, s *session, spc spec.Spec, nam
 	}
 	box, err = m.restoreMemory(ctx, s, spc, name)
 	switch {
+	case errors.Is(err, ErrBusy):
+		// No copy slot in time: a files' restore would wait for one too.
+		lease()
+		return nil, "", spec.Root{}, nil, false, fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	case err != nil:
 		m.cfg.Logger.Warn("restoring a session's saved memory failed; it resumes from its files, its processes and interpreters fresh", "session", s.id, "snapshot", name, "err", err)
 	case box != nil:

@@ -121,7 +121,7 @@ func (s *session) info() Info {
 		AutoSnapshot: s.autoSnapshot,
 	}
 	if s.state == StateSnapshotted {
-		in.Snapshot = &SnapshotInfo{At: s.snapAt, Memory: s.snapMemory > 0, MemoryBytes: s.snapMemory, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}
+		in.Snapshot = &SnapshotInfo{At: s.snapAt, Memory: s.snapMemory > 0, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}
 	}
 	if s.boxDiedLocked() {
 		in.State, in.Reason = StateDead, deathCause(s.box)

@@ -38,7 +38,7 @@ type Sessions interface {
 	// Resume (or an Exec, a Spawn, Files) restores them into a fresh
 	// one (see Manager.Snapshot). Fork makes count new sessions from a
 	// session's files (see Manager.Fork).
-	Snapshot(ctx context.Context, owner, id string) (Info, error)
+	Snapshot(ctx context.Context, owner, id string, o SnapshotOptions) (Info, error)
 	Fork(ctx context.Context, owner, id string, count int) ([]Info, error)
 	// Exec runs one step in a session; live, when its writers are set,
 	// receives the output as it happens. Cancelling ctx kills the exec.

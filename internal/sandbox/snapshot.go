@@ -26,12 +26,17 @@ import (
 // The steps, each leaving a state a crash recovers whole: the box is
 // paused (files stop changing); the files are copied into a temporary
 // directory, fsync'd and renamed into place (snapshot.Pending.Commit);
-// the record is written, fsync'd, naming the snapshot (from here on the
-// session is snapshotted, also for the next server); the box is closed
-// and its workspace dropped. A crash before the record leaves the session
-// as it was (running or paused, which a restart reports dead, as ever)
-// and an orphan snapshot the next server sweeps; after it, a snapshotted
-// session the next server lists and resumes.
+// on a MemoryBackend, the box is saved, which ends it, and its image
+// fsync'd and renamed beside the files (Pending.CommitMemory; a failure
+// drops the image only); the record is written, fsync'd, naming the
+// snapshot (from here on the session is snapshotted, also for the next
+// server); the box is closed and its workspace dropped. A crash before
+// the record leaves the session as it was (running or paused, which a
+// restart reports dead, as ever) and an orphan snapshot the next server
+// sweeps; after it, a snapshotted session the next server lists and
+// resumes. Once a save has ended the box, a record that cannot be
+// written leaves the session snapshotted in this server (see
+// snapshotPaused).
 
 // stepHook, when set (by tests only), is called at each step of a
 // snapshot and a resume from one, so a test can stop there as a crash
@@ -48,21 +53,22 @@ func step(name string) {
 // snapshotting a snapshotted one does nothing. A session running an exec
 // answers ErrBusy, as for Pause; a server without a state directory,
 // ErrUnsupported; no snapshot slot left, ErrTooMany; a full disk,
-// state.ErrStorage. On any failure the session is as it was.
-func (m *Manager) Snapshot(ctx context.Context, owner, id string) (Info, error) {
+// state.ErrStorage. On any failure the session is as it was. o.Memory
+// asks for the box's memory too, where the backend can save it.
+func (m *Manager) Snapshot(ctx context.Context, owner, id string, o SnapshotOptions) (Info, error) {
 	if err := m.refuseRemote("snapshot"); err != nil {
 		return Info{}, err
 	}
 	if m.cfg.Snapshots == nil {
 		return Info{}, fmt.Errorf("%w: snapshots need a state directory: start warden serve with --state-dir", ErrUnsupported)
 	}
-	return m.switchPaced(ctx, owner, id, m.snapshot)
+	return m.switchPaced(ctx, owner, id, func(ctx context.Context, s *session) error { return m.snapshot(ctx, s, o) })
 }
 
 // MaxSnapshots is how many sessions may be snapshotted at once.
 func (m *Manager) MaxSnapshots() int { return m.cfg.MaxSnapshots }
 
-func (m *Manager) snapshot(ctx context.Context, s *session) error {
+func (m *Manager) snapshot(ctx context.Context, s *session, o SnapshotOptions) error {
 	st := s.currentState()
 	if st == StateSnapshotted {
 		return nil
@@ -77,7 +83,7 @@ func (m *Manager) snapshot(ctx context.Context, s *session) error {
 			return err
 		}
 	}
-	err := m.snapshotPaused(ctx, s)
+	err := m.snapshotPaused(ctx, s, o)
 	if errors.Is(err, errSnapshotted) {
 		// Another call snapshotted it meanwhile: what was asked is done.
 		m.giveSnapshotSlot(s.owner)
@@ -102,8 +108,10 @@ func (m *Manager) undoCopyPause(ctx context.Context, s *session, doing string) {
 }
 
 // snapshotPaused copies paused s's files into a snapshot, records it and
-// closes the box; on failure s is still paused and nothing is kept.
-func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
+// closes the box; on failure s is still paused and nothing is kept,
+// except once a memory save has ended the box: the snapshot is then all
+// there is of s, which stays snapshotted, its record failure reported.
+func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOptions) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	switch st := s.currentState(); st {
@@ -119,8 +127,10 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	m.beginCopy(s)
 	defer s.beginSave()()
 	var mem memorySaved
-	name, stats, err := m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.Begin, func(p *snapshot.Pending) {
-		mem = m.saveMemory(ctx, s, p)
+	name, stats, err := m.capture(ctx, s, s.currentBox(), m.cfg.Snapshots.Begin, func(ctx context.Context, p *snapshot.Pending) {
+		if o.Memory {
+			mem = m.saveMemory(ctx, s, p)
+		}
 	})
 	if err != nil {
 		s.endCopy()
@@ -137,12 +147,13 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	ws := s.ws
 	s.state, s.snap, s.snapAt, s.snapStats, s.ws = StateSnapshotted, name, time.Now(), stats, ""
 	s.snapMemory, s.snapInterps = mem.bytes, mem.interps
-	if err := m.saveDurablyLocked(s); err != nil {
+	saveErr := m.saveDurablyLocked(s)
+	if saveErr != nil && !mem.ended {
 		s.state, s.snap, s.snapAt, s.snapStats, s.ws = StatePaused, "", time.Time{}, snapshot.Stats{}, ws
 		s.snapMemory, s.snapInterps = 0, nil
 		s.mu.Unlock()
 		m.dropSnapshot(name, s.id)
-		return err
+		return saveErr
 	}
 	interps, dir, pausedSlot, runSlot := s.interps, s.dir, s.pausedSlot, s.slot
 	s.interps, s.interpProcs, s.dir, s.boxClosed, s.snapSlot, s.pausedSlot, s.pausedAt = nil, nil, nil, true, true, false, time.Time{}
@@ -159,7 +170,16 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session) error {
 	if ws != "" {
 		m.dropWorkspace(ws, s.id)
 	}
-	m.keep(s, stats.Charge()+mem.bytes)
+	m.settle(s, s.snapCharge())
+	if saveErr != nil {
+		// The save ended the box: the snapshot is all that is left of
+		// the session, so it stays snapshotted here though its record
+		// still says otherwise. A resume or the session's end writes
+		// the record again; a crash before then loses it (the next
+		// server reports it dead and sweeps the snapshot).
+		m.cfg.Logger.Warn("the record of a snapshotted session could not be written; it stays snapshotted in this server only", "session", s.id, "err", saveErr)
+		m.cfg.OnStoreError(saveErr)
+	}
 	return nil
 }
 
@@ -169,10 +189,11 @@ func (s *session) snapCharge() int64 { return s.snapStats.Charge() + s.snapMemor
 
 // capture writes the files of box, s's, into a new committed snapshot,
 // begun by begin (the store's Begin, or BeginTemporary for one no record
-// names), and, if more is not nil, has it add to the snapshot before the
-// commit (the box's memory). Its caller refuses file calls meanwhile
-// (see beginCopy).
-func (m *Manager) capture(ctx context.Context, s *session, box Box, begin func() (*snapshot.Pending, error), more func(*snapshot.Pending)) (string, snapshot.Stats, error) {
+// names), and, if more is not nil, has it add to the snapshot once its
+// files are committed (the box's memory), with a ctx s's end cancels:
+// whatever more does, the files are kept. Its caller refuses file calls
+// meanwhile (see beginCopy).
+func (m *Manager) capture(ctx context.Context, s *session, box Box, begin func() (*snapshot.Pending, error), more func(context.Context, *snapshot.Pending)) (string, snapshot.Stats, error) {
 	ctx, release := s.stopOnEnd(ctx)
 	defer release()
 	done, err := m.copySlot(ctx)
@@ -195,15 +216,15 @@ func (m *Manager) capture(ctx context.Context, s *session, box Box, begin func()
 	stats, err := p.Capture(ctx, src, lim)
 	if err == nil {
 		step("captured")
-		if more != nil {
-			more(p)
-		}
 		err = p.Commit()
 	} else if aerr := p.Abort(); aerr != nil {
 		m.cfg.Logger.Warn("removing an unfinished snapshot", "session", s.id, "err", aerr)
 	}
 	if err != nil {
 		return "", stats, m.snapshotError(s.id, "snapshotting", err)
+	}
+	if more != nil {
+		more(ctx, p)
 	}
 	return p.Name(), stats, nil
 }

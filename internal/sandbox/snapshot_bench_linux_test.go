@@ -61,7 +61,7 @@ func benchSnapshotFiles(b *testing.B, count, size int) {
 	src := x.b.last()
 	for b.Loop() {
 		copies, copyCPU = timed(b, copies, copyCPU, func() error { return plainCopy(src, b.TempDir()) })
-		snaps, snapCPU = timed(b, snaps, snapCPU, func() error { _, err := m.Snapshot(ctx, "o", in.ID); return err })
+		snaps, snapCPU = timed(b, snaps, snapCPU, func() error { _, err := m.Snapshot(ctx, "o", in.ID, memOn); return err })
 		onDisk = diskUsage(b, x.snaps.Path())
 		resumes, resumeCPU = timed(b, resumes, resumeCPU, func() error { _, err := m.Resume(ctx, "o", in.ID); return err })
 		src = x.b.last() // the resumed box's: the forks' boxes come after it

@@ -166,7 +166,7 @@ func (x *snapshotSetup) session(t *testing.T, m *Manager, o SessionOptions, file
 func (x *snapshotSetup) snapshotted(t *testing.T, m *Manager, o SessionOptions) Info {
 	t.Helper()
 	in := x.session(t, m, o, "", "")
-	if _, err := m.Snapshot(context.Background(), "o", in.ID); err != nil {
+	if _, err := m.Snapshot(context.Background(), "o", in.ID, memOn); err != nil {
 		t.Fatalf("Snapshot() = %v", err)
 	}
 	return in
@@ -212,7 +212,7 @@ func TestSnapshotAndResume(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(x.b.last(), "link")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Snapshot(ctx, "o", in.ID)
+	got, err := m.Snapshot(ctx, "o", in.ID, memOn)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
@@ -225,7 +225,7 @@ func TestSnapshotAndResume(t *testing.T) {
 	if rec := x.store.records[in.ID]; rec.Snapshot == "" || len(rec.Env) != 1 {
 		t.Errorf("record after Snapshot: %+v; want it to name the snapshot and keep the env", rec)
 	}
-	if again, err := m.Snapshot(ctx, "o", in.ID); err != nil || again.State != StateSnapshotted {
+	if again, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil || again.State != StateSnapshotted {
 		t.Errorf("second Snapshot: %v, %v; want it to do nothing", again.State, err)
 	}
 	// An exec resumes it, with the files back and a fresh box.
@@ -256,11 +256,11 @@ func TestSnapshotCapAndUnsupported(t *testing.T) {
 		ids = append(ids, in.ID)
 	}
 	for _, id := range ids[:2] {
-		if _, err := m.Snapshot(ctx, "o", id); err != nil {
+		if _, err := m.Snapshot(ctx, "o", id, memOn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := m.Snapshot(ctx, "o", ids[2])
+	_, err := m.Snapshot(ctx, "o", ids[2], memOn)
 	if !errors.Is(err, ErrTooMany) {
 		t.Fatalf("third Snapshot with --max-snapshots 2: got %v, want ErrTooMany", err)
 	}
@@ -272,7 +272,7 @@ func TestSnapshotCapAndUnsupported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plain.Snapshot(ctx, "o", in.ID); !errors.Is(err, ErrUnsupported) {
+	if _, err := plain.Snapshot(ctx, "o", in.ID, memOn); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Snapshot without a state directory: got %v, want ErrUnsupported", err)
 	}
 }
@@ -282,7 +282,7 @@ func TestSnapshotSurvivesRestart(t *testing.T) {
 	m := x.manager(t, false)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "kept")
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
 	}
 	m.Close() // a clean stop keeps snapshotted sessions, as a crash does
@@ -325,7 +325,7 @@ func TestSnapshotCrashAtEachStep(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = m.Snapshot(ctx, "o", in.ID)
+				_, _ = m.Snapshot(ctx, "o", in.ID, memOn)
 			}()
 			<-done
 			stepHook = nil

@@ -41,7 +41,7 @@ func TestExecDuringSnapshotResumesIt(t *testing.T) {
 	in := x.session(t, m, defaultOptions(), "f", "data")
 	reached, release := stopAt(t, "captured")
 	snapDone := make(chan error, 1)
-	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID, memOn); snapDone <- err }()
 	<-reached
 	execDone := make(chan error, 1)
 	go func() {
@@ -80,7 +80,7 @@ func TestFilesDuringSnapshotRefused(t *testing.T) {
 	}
 	reached, release := stopAt(t, "begun")
 	snapDone := make(chan error, 1)
-	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID, memOn); snapDone <- err }()
 	<-reached
 	if _, err := m.Files(context.Background(), "o", in.ID); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "retry") {
 		t.Errorf("Files() during the copy = %v; want ErrBusy saying retry", err)
@@ -111,7 +111,7 @@ func TestFilesAfterCopyBeforeRecordRefused(t *testing.T) {
 	in := x.session(t, m, defaultOptions(), "", "")
 	reached, release := stopAt(t, "committed")
 	snapDone := make(chan error, 1)
-	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID, memOn); snapDone <- err }()
 	<-reached
 	dir, ferr := m.Files(context.Background(), "o", in.ID)
 	werr := ferr
@@ -159,7 +159,7 @@ func TestSnapshotFailureAtCapacityResumes(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { stepHook = nil })
-	if _, err := m.Snapshot(ctx, "o", in.ID); err == nil {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err == nil {
 		t.Fatal("Snapshot() = nil; want the failed copy's error")
 	}
 	if !errors.Is(createErr, ErrTooMany) {
@@ -249,7 +249,7 @@ func TestDeleteStopsSnapshotCopy(t *testing.T) {
 	in := x.session(t, m, defaultOptions(), "f", "data")
 	reached, release := stopAt(t, "begun")
 	snapDone := make(chan error, 1)
-	go func() { _, err := m.Snapshot(ctx, "o", in.ID); snapDone <- err }()
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID, memOn); snapDone <- err }()
 	<-reached
 	delDone := make(chan error, 1)
 	go func() { delDone <- m.Delete(ctx, "o", in.ID) }()
@@ -286,7 +286,7 @@ func TestEnvRecordedOnlyWhileSnapshotted(t *testing.T) {
 	if got := env(); len(got) != 0 {
 		t.Errorf("record of a running session holds env %q; want none", got)
 	}
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
 	}
 	if got := env(); len(got) != 1 {
@@ -353,7 +353,7 @@ func TestSnapshotChargesEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.Snapshot(context.Background(), "o", in.ID); err != nil {
+	if _, err := m.Snapshot(context.Background(), "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
 	}
 	want := int64(dirs * snapshot.EntryCost)
@@ -388,7 +388,7 @@ func TestSnapshotWaitsForCopySlot(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := m.Snapshot(ctx, "o", in.ID); done <- err }()
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID, memOn); done <- err }()
 	s, err := m.lookupCtx(context.Background(), "o", in.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +420,7 @@ func TestAutoSnapshotCopySlotWaitRetries(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	err := m.snapshot(ctx, s)
+	err := m.snapshot(ctx, s, memOn)
 	for range maxCopies {
 		<-m.copies
 	}
@@ -503,7 +503,7 @@ func TestResumeFailAfterDeleteHoldsNothing(t *testing.T) {
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "", "")
 	writeFileT(t, filepath.Join(x.b.last(), "f"), strings.Repeat("x", 4096))
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
 	}
 	started, release := make(chan struct{}), make(chan struct{})
@@ -585,7 +585,7 @@ func TestForkPinsSourceSnapshot(t *testing.T) {
 	o := defaultOptions()
 	o.AutoSnapshot = true
 	in := x.session(t, m, o, "f", "forked")
-	if _, err := m.Snapshot(ctx, "o", in.ID); err != nil {
+	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
 	}
 	var delErr error
@@ -648,10 +648,10 @@ func TestConcurrentSnapshotsBothSucceed(t *testing.T) {
 	in := x.session(t, m, defaultOptions(), "", "")
 	reached, release := stopAt(t, "captured")
 	first := make(chan error, 1)
-	go func() { _, err := m.Snapshot(ctx, "o", in.ID); first <- err }()
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID, memOn); first <- err }()
 	<-reached
 	second := make(chan error, 1)
-	go func() { _, err := m.Snapshot(ctx, "o", in.ID); second <- err }()
+	go func() { _, err := m.Snapshot(ctx, "o", in.ID, memOn); second <- err }()
 	time.Sleep(20 * time.Millisecond) // the checks hold whatever its timing
 	close(release)
 	if err := <-first; err != nil {

@@ -109,17 +109,26 @@ type Info struct {
 	Snapshot *SnapshotInfo
 }
 
+// SnapshotOptions say what a snapshot keeps besides the session's files.
+type SnapshotOptions struct {
+	// Memory asks for the box's memory and processes too, where the
+	// backend can save them (MemoryBackend): everything the session's
+	// processes hold in memory (keys, tokens) is then on the state disk
+	// until the snapshot is resumed or deleted. False keeps files only,
+	// whatever the backend.
+	Memory bool
+}
+
 // SnapshotInfo describes what a snapshot keeps.
 type SnapshotInfo struct {
 	// At is when the session was snapshotted.
 	At time.Time
 	// Memory says the snapshot holds the box's memory and processes too
-	// (gVisor over the stream transport, see MemoryBackend), of
-	// MemoryBytes on disk: a resume goes on where the box stood, its
-	// interpreters' variables kept. False for a snapshot of files only,
-	// whose resume starts fresh processes and interpreters.
-	Memory      bool
-	MemoryBytes int64
+	// (gVisor over the stream transport, see MemoryBackend): a resume
+	// goes on where the box stood, its interpreters' variables kept.
+	// False for a snapshot of files only, whose resume starts fresh
+	// processes and interpreters.
+	Memory bool
 	// Bytes, Files and Skipped are what snapshot.Stats says of it.
 	Bytes   int64
 	Files   int

@@ -17,6 +17,16 @@ import (
 // validator has already checked the same body against the spec; this is
 // the second line of defence for anything it let through.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return s.decodeBody(w, r, v, true)
+}
+
+// decodeOptional is decode for an operation whose body may be left out:
+// v then keeps its zero value.
+func (s *Server) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	return s.decodeBody(w, r, v, false)
+}
+
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -27,6 +37,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		if end := dec.InputOffset(); !atEOF(dec) {
 			return badRequest("request body has more data after its JSON value at byte %d", end)
 		}
+		return nil
+	case errors.Is(err, io.EOF) && !required:
 		return nil
 	case errors.Is(err, io.EOF):
 		return badRequest("request body: is required (send {} for the defaults)")
@@ -104,8 +116,18 @@ func (a api) ResumeSession(w http.ResponseWriter, r *http.Request, id string) {
 
 // SnapshotSession writes one of the caller's sessions to disk, closes
 // its sandbox and answers it, snapshotted.
+// Its memory is kept where the backend can, unless the body says
+// "memory": false.
 func (a api) SnapshotSession(w http.ResponseWriter, r *http.Request, id string) {
-	a.step(w, r, id, a.s.sessions.Snapshot)
+	var body snapshotRequestJSON
+	if err := a.s.decodeOptional(w, r, &body); err != nil {
+		a.s.writeError(w, err)
+		return
+	}
+	o := sandbox.SnapshotOptions{Memory: body.Memory == nil || *body.Memory}
+	a.step(w, r, id, func(ctx context.Context, owner, id string) (sandbox.Info, error) {
+		return a.s.sessions.Snapshot(ctx, owner, id, o)
+	})
 }
 
 // step moves one of the caller's sessions to another state with move

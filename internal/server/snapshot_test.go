@@ -11,7 +11,8 @@ import (
 )
 
 // Snapshot marks the fake session snapshotted, as the Manager does.
-func (f *fakeSessions) Snapshot(_ context.Context, owner, id string) (sandbox.Info, error) {
+// It keeps memory when asked, as a MemoryBackend's would.
+func (f *fakeSessions) Snapshot(_ context.Context, owner, id string, o sandbox.SnapshotOptions) (sandbox.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.lookup(owner, id)
@@ -19,7 +20,7 @@ func (f *fakeSessions) Snapshot(_ context.Context, owner, id string) (sandbox.In
 		return sandbox.Info{}, err
 	}
 	s.Info.State = sandbox.StateSnapshotted
-	s.Info.Snapshot = &sandbox.SnapshotInfo{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Bytes: 5, Files: 1}
+	s.Info.Snapshot = &sandbox.SnapshotInfo{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Memory: o.Memory, Bytes: 5, Files: 1}
 	return s.Info, nil
 }
 
@@ -78,7 +79,48 @@ func TestSnapshotAndForkEndpoints(t *testing.T) {
 	if err := json.Unmarshal(r.body, &after); err != nil {
 		t.Fatal(err)
 	}
-	if after.State != "snapshotted" || after.Snapshot == nil || after.Snapshot.Memory {
-		t.Errorf("after snapshot: state %q, snapshot %+v; want snapshotted, files only", after.State, after.Snapshot)
+	if after.State != "snapshotted" || after.Snapshot == nil || !after.Snapshot.Memory {
+		t.Errorf("after snapshot: state %q, snapshot %+v; want snapshotted, memory asked for (the default)", after.State, after.Snapshot)
+	}
+}
+
+// TestSnapshotMemoryField: a snapshot asks the Manager for memory unless
+// its body says "memory": false; a bad body is a 400.
+func TestSnapshotMemoryField(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.do("POST", "/v1/sessions", keyA, `{}`)
+	var ses sessionJSON
+	if err := json.Unmarshal(r.body, &ses); err != nil || ses.ID == "" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       int
+		memory     bool
+	}{
+		{"no body", "", http.StatusOK, true},
+		{"empty object", "{}", http.StatusOK, true},
+		{"white space only", "  \n", http.StatusBadRequest, false},
+		{"memory true", `{"memory":true}`, http.StatusOK, true},
+		{"memory false", `{"memory":false}`, http.StatusOK, false},
+		{"memory not a boolean", `{"memory":"no"}`, http.StatusBadRequest, false},
+		{"unknown field", `{"files":true}`, http.StatusBadRequest, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := h.do("POST", "/v1/sessions/"+ses.ID+"/snapshot", keyA, tc.body)
+			if got.status != tc.want {
+				t.Fatalf("snapshot %s: got %d %s, want %d", tc.body, got.status, got.body, tc.want)
+			}
+			if tc.want != http.StatusOK {
+				return
+			}
+			var after sessionJSON
+			if err := json.Unmarshal(got.body, &after); err != nil {
+				t.Fatal(err)
+			}
+			if after.Snapshot == nil || after.Snapshot.Memory != tc.memory {
+				t.Errorf("snapshot %s: %+v, want memory %v asked for", tc.body, after.Snapshot, tc.memory)
+			}
+		})
 	}
 }

@@ -89,7 +89,12 @@ func (s *Server) validate(w http.ResponseWriter, r *http.Request, op *operation,
 		return op.checkParams(r)
 	}
 	buf, value, err := s.readBody(w, r, &b.charge)
-	if err != nil {
+	if errors.Is(err, errBlankBody) && !op.body.required {
+		// Neither absent nor JSON: a body that may be left out is sent
+		// empty or as a value, as OpenAPI readers (kin-openapi) take it.
+		return badRequest("request body: is only white space: send a JSON object, or no body for the defaults")
+	}
+	if err != nil && !errors.Is(err, errBlankBody) {
 		return err
 	}
 	r.Body = &heldBody{rest: buf, release: b.release}
@@ -175,7 +180,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *charge) ([]
 	// connection under a long exec.
 	s.setReadDeadline(w, time.Time{})
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, nil
+		return nil, nil, errBlankBody
 	}
 	if err := s.shape.prescan(body); err != nil {
 		return nil, nil, err
@@ -191,6 +196,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *charge) ([]
 	}
 	return body, v, nil
 }
+
+// errBlankBody is readBody's answer for a body of white space only,
+// which an operation that needs a body refuses as missing.
+var errBlankBody = errors.New("request body: only white space")
 
 // atEOF says whether nothing but white space follows the decoded value.
 func atEOF(dec *json.Decoder) bool {

@@ -92,6 +92,12 @@ func toSnapshotJSON(i *sandbox.SnapshotInfo) *snapshotJSON {
 	return &snapshotJSON{At: i.At.UTC(), Memory: i.Memory, Bytes: i.Bytes, Files: i.Files, Skipped: i.Skipped}
 }
 
+// snapshotRequestJSON is the optional body of POST /v1/sessions/{id}/snapshot:
+// Memory nil is true.
+type snapshotRequestJSON struct {
+	Memory *bool `json:"memory"`
+}
+
 // forkJSON is the body of POST /v1/sessions/{id}/fork.
 type forkJSON struct {
 	Count int `json:"count"`

@@ -11,3 +11,8 @@ import (
 func (s *Store) checkFree() error {
 	return fmt.Errorf("checking the free space of the snapshot directory: %w", errors.ErrUnsupported)
 }
+
+// Room cannot check the free space here.
+func (s *Store) Room(int64) error {
+	return fmt.Errorf("checking the free space of the snapshot directory: %w", errors.ErrUnsupported)
+}

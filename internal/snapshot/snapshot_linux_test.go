@@ -260,6 +260,9 @@ func TestMemoryDirectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := p.Commit(); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
 		if err := os.MkdirAll(filepath.Join(p.MemoryPath(), "scratch"), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -269,8 +272,8 @@ func TestMemoryDirectory(t *testing.T) {
 		if err := os.Symlink("/etc/passwd", filepath.Join(p.MemoryPath(), "scratch", "link")); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Commit(); err != nil {
-			t.Fatalf("Commit: %v", err)
+		if err := p.CommitMemory(); err != nil {
+			t.Fatalf("CommitMemory: %v", err)
 		}
 		return p.Name()
 	}
@@ -288,7 +291,8 @@ func TestMemoryDirectory(t *testing.T) {
 	if err := os.Mkdir(p.MemoryPath(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// A crash between the memory's rename and the snapshot's.
+	// A crash between the memory's rename and the record, its snapshot
+	// since removed.
 	orphan := "snap_" + strings.Repeat("ab", 12) + memorySuffix
 	if err := os.Mkdir(filepath.Join(store.Path(), orphan), 0o700); err != nil {
 		t.Fatal(err)
@@ -299,5 +303,56 @@ func TestMemoryDirectory(t *testing.T) {
 	}
 	if store.MemoryPath(kept) == "" || store.MemoryPath(swept) != "" {
 		t.Errorf("after Sweep: kept memory %q, swept memory %q; want the kept one only", store.MemoryPath(kept), store.MemoryPath(swept))
+	}
+}
+
+// TestCommitMemoryFailureKeepsFiles: a memory directory that cannot be
+// committed (here its place is taken) is removed, and the snapshot's
+// files, committed before it, stay: the snapshot is one of files only.
+func TestCommitMemoryFailureKeepsFiles(t *testing.T) {
+	store, err := Open(filepath.Join(t.TempDir(), "snaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := store.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p.MemoryPath(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	taken := filepath.Join(store.Path(), p.Name()+memorySuffix, "not ours")
+	if err := os.MkdirAll(taken, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CommitMemory(); err == nil {
+		t.Fatal("CommitMemory over a taken place: nil, want an error")
+	}
+	if _, err := os.Lstat(p.MemoryPath()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the uncommitted memory is still there (%v)", err)
+	}
+	if _, err := os.Lstat(taken); err != nil {
+		t.Errorf("what held the memory's place was removed: %v", err)
+	}
+	if !store.Has(p.Name()) {
+		t.Error("the snapshot's files went with its memory")
+	}
+}
+
+// TestRoom: a write larger than the disk's free space beyond its reserve
+// is refused as a full disk; a small one is not.
+func TestRoom(t *testing.T) {
+	store, err := Open(filepath.Join(t.TempDir(), "snaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Room(1 << 62); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("Room(4 EiB) = %v, want ENOSPC", err)
+	}
+	if err := store.Room(1); err != nil {
+		t.Errorf("Room(1) = %v, want nil", err)
 	}
 }

@@ -91,33 +91,30 @@ func (s *Store) begin(durable bool) (*Pending, error) {
 func (p *Pending) Name() string { return p.name }
 
 // MemoryPath is where the backend saves the box's memory for this
-// snapshot (a directory it makes; it must not exist): beside the
-// snapshot, committed and dropped with it.
+// snapshot (a directory it makes; it must not exist), once the snapshot
+// is committed: beside it, placed by CommitMemory and dropped with it.
 func (p *Pending) MemoryPath() string {
 	return filepath.Join(p.store.path, tmpPrefix+p.name+memorySuffix)
 }
 
-// HasMemory says a memory directory was made at MemoryPath.
-func (p *Pending) HasMemory() bool {
+// hasMemory says a memory directory was made at MemoryPath.
+func (p *Pending) hasMemory() bool {
 	fi, err := os.Lstat(p.MemoryPath())
 	return err == nil && fi.IsDir()
 }
 
-// Commit makes the snapshot whole and visible: the tree is already
-// fsync'd by Capture; the memory directory, if any, is fsync'd whole and
-// renamed into place first, then the snapshot, and the parent directory
-// fsync'd, so after Commit a crash of the host keeps both (a crash
-// between the renames leaves a memory directory no snapshot has, which
-// Sweep removes). A temporary snapshot is only renamed.
+// Commit makes the snapshot's files whole and visible: the tree is
+// already fsync'd by Capture; it is renamed into place and the parent
+// directory fsync'd, so after Commit a crash of the host keeps it. A
+// temporary snapshot is only renamed. The box's memory comes after
+// (CommitMemory), so that a failure of the files leaves the box as it
+// was, and one of the memory only the memory.
 func (p *Pending) Commit() error {
 	if err := p.root.Close(); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	tmp := filepath.Join(p.store.path, tmpPrefix+p.name)
 	if err := p.syncDir(tmp); err != nil {
-		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
-	}
-	if err := p.commitMemory(); err != nil {
 		return errors.Join(fmt.Errorf("committing snapshot %s: %w", p.name, err), p.Abort())
 	}
 	if err := os.Rename(tmp, filepath.Join(p.store.path, p.name)); err != nil {
@@ -129,29 +126,59 @@ func (p *Pending) Commit() error {
 	return nil
 }
 
+// CommitMemory fsyncs the memory directory the backend made at
+// MemoryPath after Commit, renames it beside the snapshot and fsyncs the
+// parent. On failure the memory is removed, the snapshot's files kept:
+// the snapshot is then one of files only (a crash before the session's
+// record leaves both for Sweep).
+func (p *Pending) CommitMemory() error {
+	if !p.hasMemory() {
+		return fmt.Errorf("committing the memory of snapshot %s: the backend made no memory directory", p.name)
+	}
+	placed := filepath.Join(p.store.path, p.name+memorySuffix)
+	err := p.placeMemory(placed)
+	if err == nil {
+		return nil
+	}
+	if rerr := errors.Join(os.RemoveAll(p.MemoryPath()), removeIfPlaced(placed, err)); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	return fmt.Errorf("committing the memory of snapshot %s: %w", p.name, err)
+}
+
+// errPlaced marks a failure after the memory was renamed into place.
+var errPlaced = errors.New("after placing it")
+
+func (p *Pending) placeMemory(placed string) error {
+	if p.durable {
+		if err := syncTree(p.MemoryPath()); err != nil {
+			return fmt.Errorf("syncing the memory image: %w", err)
+		}
+	}
+	if err := os.Rename(p.MemoryPath(), placed); err != nil {
+		return fmt.Errorf("placing the memory image: %w", err)
+	}
+	if err := p.syncDir(p.store.path); err != nil {
+		return fmt.Errorf("%w: %w", errPlaced, err)
+	}
+	return nil
+}
+
+// removeIfPlaced removes the placed memory directory when err says the
+// failure came after its rename; else what is there is not ours.
+func removeIfPlaced(placed string, err error) error {
+	if !errors.Is(err, errPlaced) {
+		return nil
+	}
+	return os.RemoveAll(placed)
+}
+
 // syncDir fsyncs directory dir if p is durable.
 func (p *Pending) syncDir(dir string) error {
 	if !p.durable {
 		return nil
 	}
 	return state.SyncDir(dir)
-}
-
-// commitMemory fsyncs the memory directory, if the backend made one,
-// and renames it into place.
-func (p *Pending) commitMemory() error {
-	if !p.HasMemory() {
-		return nil
-	}
-	if p.durable {
-		if err := syncTree(p.MemoryPath()); err != nil {
-			return fmt.Errorf("syncing the memory image: %w", err)
-		}
-	}
-	if err := os.Rename(p.MemoryPath(), filepath.Join(p.store.path, p.name+memorySuffix)); err != nil {
-		return fmt.Errorf("placing the memory image: %w", err)
-	}
-	return nil
 }
 
 // syncTree fsyncs every regular file and directory under dir, which the

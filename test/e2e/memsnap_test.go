@@ -86,6 +86,16 @@ func TestMemorySnapshotGVisorStream(t *testing.T) {
 	if r := s2.code(t, keyA, id, "python", "print(x)", nil); r.Stdout != "43\n" {
 		t.Errorf("the source after the fork: %q %q, want x kept", r.Stdout, r.Stderr)
 	}
+
+	// Asked for files only, the same box keeps no memory: x is gone.
+	var snap snapshotted
+	s2.jsonCall(t, keyA, "POST", sessionPath(id, "/snapshot"), map[string]any{"memory": false}, http.StatusOK, &snap)
+	if snap.State != "snapshotted" || snap.Snapshot == nil || snap.Snapshot.Memory {
+		t.Fatalf("snapshot with memory false = %+v, want snapshotted, files only", snap)
+	}
+	if r := s2.code(t, keyA, id, "python", "print('x' in globals(), open('/workspace/f').read())", nil); r.Stdout != "False kept\n" {
+		t.Errorf("after a files-only snapshot: %q %q, want fresh interpreters and the file kept", r.Stdout, r.Stderr)
+	}
 }
 
 // snapshotMemory snapshots session id and fails unless the snapshot
