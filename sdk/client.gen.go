@@ -1017,7 +1017,8 @@ type ClientInterface interface {
 	// Lists the live sessions that belong to the caller's API key, oldest first. On a backend
 	// several servers share (kubernetes), every server's sessions of the key are listed, read
 	// from the cluster; when the cluster does not answer, the listing fails with 503 rather than
-	// list this server's alone.
+	// list this server's alone. There each key's listings are paced (one a second after a burst
+	// of five, as each is a read of the cluster): past it, 429 with Retry-After.
 	//
 	// Corresponds with GET /v1/sessions (the `ListSessions` operationId).
 	ListSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1527,7 +1528,8 @@ func (c *RawClient) RunOnce(ctx context.Context, body RunOnceJSONRequestBody, re
 // Lists the live sessions that belong to the caller's API key, oldest first. On a backend
 // several servers share (kubernetes), every server's sessions of the key are listed, read
 // from the cluster; when the cluster does not answer, the listing fails with 503 rather than
-// list this server's alone.
+// list this server's alone. There each key's listings are paced (one a second after a burst
+// of five, as each is a read of the cluster): past it, 429 with Retry-After.
 //
 // Corresponds with GET /v1/sessions (the `ListSessions` operationId).
 func (c *RawClient) ListSessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3199,7 +3201,8 @@ type ClientWithResponsesInterface interface {
 	// Lists the live sessions that belong to the caller's API key, oldest first. On a backend
 	// several servers share (kubernetes), every server's sessions of the key are listed, read
 	// from the cluster; when the cluster does not answer, the listing fails with 503 rather than
-	// list this server's alone.
+	// list this server's alone. There each key's listings are paced (one a second after a burst
+	// of five, as each is a read of the cluster): past it, 429 with Retry-After.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3862,6 +3865,11 @@ func (r RunOnceResponse) ContentType() string {
 	return ""
 }
 
+// ListSessionsResponse429Headers the declared response headers of an HTTP 429 response for ListSessions
+type ListSessionsResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListSessionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3869,10 +3877,14 @@ type ListSessionsResponse struct {
 	JSON200 *SessionList
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManySessions
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSessionsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3883,6 +3895,11 @@ func (r ListSessionsResponse) GetJSON200() *SessionList {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListSessionsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSessionsResponse) GetJSON429() *TooManySessions {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -5487,7 +5504,8 @@ func (c *ClientWithResponses) RunOnceWithResponse(ctx context.Context, body RunO
 // Lists the live sessions that belong to the caller's API key, oldest first. On a backend
 // several servers share (kubernetes), every server's sessions of the key are listed, read
 // from the cluster; when the cluster does not answer, the listing fails with 503 rather than
-// list this server's alone.
+// list this server's alone. There each key's listings are paced (one a second after a burst
+// of five, as each is a read of the cluster): past it, 429 with Retry-After.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6267,6 +6285,13 @@ func ParseListSessionsResponse(rsp *http.Response) (*ListSessionsResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManySessions
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6281,6 +6306,19 @@ func ParseListSessionsResponse(rsp *http.Response) (*ListSessionsResponse, error
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSessionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
