@@ -121,12 +121,7 @@ func TestMemorySnapshotRecordFails(t *testing.T) {
 	st.mu.Lock()
 	st.fail = false
 	st.mu.Unlock()
-	if _, err := m.Resume(ctx, "o", in.ID); err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
-	if got := readFileT(t, filepath.Join(x.b.last(), "memory")); got != "state" {
-		t.Errorf("resumed box's memory: %q, want %q", got, "state")
-	}
+	resumeFromMemory(t, m, x, in.ID, "state")
 }
 
 // TestUnrecordedMemoryNotRestored: a .mem beside a snapshot whose

@@ -226,13 +226,20 @@ func TestMemorySnapshotCrashAtEachStep(t *testing.T) {
 			if info.Snapshot == nil || !info.Snapshot.Memory {
 				t.Errorf("revived snapshot %+v, want its memory", info.Snapshot)
 			}
-			if _, err := m2.Resume(ctx, "o", in.ID); err != nil {
-				t.Fatalf("Resume: %v", err)
-			}
-			if got := readFileT(t, filepath.Join(x.b.last(), "memory")); got != "data" {
-				t.Errorf("resumed box's memory: %q, want %q", got, "data")
-			}
+			resumeFromMemory(t, m2, x, in.ID, "data")
 		})
+	}
+}
+
+// resumeFromMemory resumes owner "o"'s session id and checks that the box
+// it started was restored from the saved memory holding want.
+func resumeFromMemory(t *testing.T, m *Manager, x *snapshotSetup, id, want string) {
+	t.Helper()
+	if _, err := m.Resume(context.Background(), "o", id); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if got := readFileT(t, filepath.Join(x.b.last(), "memory")); got != want {
+		t.Errorf("resumed box's memory: %q, want %q", got, want)
 	}
 }
 
