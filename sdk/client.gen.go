@@ -339,6 +339,9 @@ type FileType string
 type ForkRequest struct {
 	// Count How many new sessions to make.
 	Count int `json:"count"`
+
+	// Memory As `SnapshotRequest.memory`, for the copies. True copies the source's memory where it is kept or can be saved (see the operation), false copies its files only on every backend, from any source (a snapshot that kept memory included), never writes its memory to disk, and leaves its processes untouched but for the pause of the copy.
+	Memory *bool `json:"memory,omitempty"`
 }
 
 // Health defines model for Health.
@@ -674,7 +677,7 @@ type SessionCreate struct {
 	// AutoPause At the idle timeout, pause the session instead of closing it (see `POST /v1/sessions/{id}/pause`); the next exec resumes it. Its TTL still closes it. Where it cannot be paused (no `--max-paused` slot left, a backend that cannot) it is closed as without this.
 	AutoPause bool `json:"auto_pause,omitempty,omitzero"`
 
-	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; as a snapshot without a body, so files only and processes start fresh, except on gVisor over the stream transport, which keeps the sandbox's memory too); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
+	// AutoSnapshot At the idle timeout, snapshot the session to disk instead of closing it (see `POST /v1/sessions/{id}/snapshot`; as a snapshot without a body, so files only and processes start fresh, except on gVisor, whose default stream transport keeps the sandbox's memory too, everything its processes hold written under the server's state directory, unless the operator runs the server with `--snapshot-memory=false`); the next exec or file call resumes it. It takes precedence over `auto_pause`. Its TTL still closes it. Where it cannot be snapshotted (no `--state-dir`, no `--max-snapshots` slot, a full disk, a backend that cannot pause for the copy) it is closed as without this.
 	AutoSnapshot bool `json:"auto_snapshot,omitempty,omitzero"`
 
 	// Env Environment variables, name to value, at most 256. Names must match
@@ -1199,26 +1202,43 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/files/mkdir (the `MakeDirectory` operationId).
 	MakeDirectory(ctx context.Context, id SessionID, params *MakeDirectoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ForkSessionWithBody Make new sessions from a session's files
+	// ForkSessionWithBody Make new sessions from a session
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-	// source's TTL, and a copy of the source's `/workspace` (files only,
-	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies), except from
-	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, Python and bash interpreters' variables kept, their
-	// random state reseeded in each copy (Python's `random` module,
-	// OpenSSL's generator behind `ssl`, NumPy's global generator,
-	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-	// cannot be reseeded, so each copy closes them and starts them
-	// afresh, variables lost. Other in-memory state repeats in every
-	// copy: other `random.Random` instances and library generators, an
-	// OpenSSL a library bundles (pyca/cryptography), Python's hash
-	// seed, other processes left running, and keys or tokens made
-	// before the snapshot. A running
-	// source is paused for the copy and resumed; a snapshotted one is
-	// copied from its snapshot and stays snapshotted. Every new session
+	// source's TTL, and a copy of the source's `/workspace`.
+	//
+	// Memory: by default (`memory` true, on a server not run with
+	// `--snapshot-memory=false`) each copy also gets the source's
+	// memory where it is kept or can be saved: from a snapshot
+	// with `memory: true`, and on a backend that saves a sandbox whole
+	// (gVisor over the stream transport, the gVisor default) from a
+	// running source, which is snapshotted with its memory for the
+	// fork. This is a change from earlier servers, whose
+	// copies of a running gVisor session got files only. Each copy is
+	// then restored from that memory, Python and bash interpreters'
+	// variables kept, their random state reseeded in each copy
+	// (Python's `random` module, OpenSSL's generator behind `ssl`,
+	// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+	// JavaScript interpreters cannot be reseeded, so each copy closes
+	// them and starts them afresh, variables lost. Other in-memory state
+	// repeats in every copy: other `random.Random` instances and library
+	// generators, an OpenSSL a library bundles (pyca/cryptography),
+	// Python's hash seed, other processes left running, and keys or
+	// tokens made before the snapshot. With `"memory": false`, on every
+	// other backend, and where the memory cannot be saved (the server
+	// logs why), the copies get the files only: processes start fresh,
+	// so no memory, random state or secret is shared between the
+	// copies, and the source's memory is never written to disk.
+	//
+	// The source ends in the state it was in: a running one is paused
+	// for a copy of its files and resumed, or, where its memory is
+	// kept, resumed from the saved memory once the copies are made, in
+	// the session slot it held (its processes and interpreters run on;
+	// should that resume fail, it stays `snapshotted` and its next use
+	// resumes it); a paused one is copied as it is, files only, and
+	// stays paused; a snapshotted one is copied from its snapshot and
+	// stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
 	// does; if any cannot be made, none is kept. Answers: 400 a count
 	// out of 1..16 or a workspace over its limits; 409 a source running
@@ -1234,26 +1254,43 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
 	ForkSessionWithBody(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ForkSession Make new sessions from a session's files
+	// ForkSession Make new sessions from a session
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-	// source's TTL, and a copy of the source's `/workspace` (files only,
-	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies), except from
-	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, Python and bash interpreters' variables kept, their
-	// random state reseeded in each copy (Python's `random` module,
-	// OpenSSL's generator behind `ssl`, NumPy's global generator,
-	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-	// cannot be reseeded, so each copy closes them and starts them
-	// afresh, variables lost. Other in-memory state repeats in every
-	// copy: other `random.Random` instances and library generators, an
-	// OpenSSL a library bundles (pyca/cryptography), Python's hash
-	// seed, other processes left running, and keys or tokens made
-	// before the snapshot. A running
-	// source is paused for the copy and resumed; a snapshotted one is
-	// copied from its snapshot and stays snapshotted. Every new session
+	// source's TTL, and a copy of the source's `/workspace`.
+	//
+	// Memory: by default (`memory` true, on a server not run with
+	// `--snapshot-memory=false`) each copy also gets the source's
+	// memory where it is kept or can be saved: from a snapshot
+	// with `memory: true`, and on a backend that saves a sandbox whole
+	// (gVisor over the stream transport, the gVisor default) from a
+	// running source, which is snapshotted with its memory for the
+	// fork. This is a change from earlier servers, whose
+	// copies of a running gVisor session got files only. Each copy is
+	// then restored from that memory, Python and bash interpreters'
+	// variables kept, their random state reseeded in each copy
+	// (Python's `random` module, OpenSSL's generator behind `ssl`,
+	// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+	// JavaScript interpreters cannot be reseeded, so each copy closes
+	// them and starts them afresh, variables lost. Other in-memory state
+	// repeats in every copy: other `random.Random` instances and library
+	// generators, an OpenSSL a library bundles (pyca/cryptography),
+	// Python's hash seed, other processes left running, and keys or
+	// tokens made before the snapshot. With `"memory": false`, on every
+	// other backend, and where the memory cannot be saved (the server
+	// logs why), the copies get the files only: processes start fresh,
+	// so no memory, random state or secret is shared between the
+	// copies, and the source's memory is never written to disk.
+	//
+	// The source ends in the state it was in: a running one is paused
+	// for a copy of its files and resumed, or, where its memory is
+	// kept, resumed from the saved memory once the copies are made, in
+	// the session slot it held (its processes and interpreters run on;
+	// should that resume fail, it stays `snapshotted` and its next use
+	// resumes it); a paused one is copied as it is, files only, and
+	// stays paused; a snapshotted one is copied from its snapshot and
+	// stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
 	// does; if any cannot be made, none is kept. Answers: 400 a count
 	// out of 1..16 or a workspace over its limits; 409 a source running
@@ -1308,8 +1345,8 @@ type ClientInterface interface {
 	// processes survive, and it uses no CPU. A paused session holds no
 	// `--max-sessions` slot but one of `--max-paused`; its idle timeout
 	// stops, its TTL still ends it. An exec resumes it. Pausing a paused
-	// session does nothing. A session running an exec answers 409 (pause
-	// it once the exec ends); a backend or host that cannot pause answers
+	// session does nothing. A session running an exec, or held by a fork
+	// that will resume it, answers 409 (pause it once that ends); a backend or host that cannot pause answers
 	// 501; no paused slot left answers 429.
 	//
 	// Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
@@ -1335,10 +1372,11 @@ type ClientInterface interface {
 	// `--max-sessions` or `--max-paused` slot, only one of
 	// `--max-snapshots`. It keeps its id, template, limits, network, env
 	// and TTL; its idle timeout stops. A snapshot keeps files on every
-	// backend; only gVisor over the stream transport (`warden serve
-	// --backend gvisor --agent-transport stream`) keeps the sandbox's
-	// memory too (`snapshot.memory` is true), unless the request says
-	// `"memory": false`: its resume goes on where the processes and
+	// backend; only gVisor over the stream transport (its default;
+	// `warden serve --backend gvisor --agent-transport fd` turns it off)
+	// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false` or the operator runs the server with
+	// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 	// interpreters stood, their variables kept. Everything the processes
 	// hold in memory (keys, tokens) is then on the server's disk until
 	// the session is resumed or deleted. With `"memory": false`, on
@@ -1356,8 +1394,8 @@ type ClientInterface interface {
 	// snapshotted session (or one being snapshotted) does nothing. A
 	// running session is paused for the copy, so it needs a backend
 	// that can pause. Answers: 400 a workspace over its disk or inode
-	// limit; 409 a session running an exec, or resumed or ended during
-	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// limit; 409 a session running an exec, held by a fork that will
+	// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 	// server without `--state-dir`, or a running session on a backend
 	// that cannot pause; 503 the backend's pause failed (the session is
 	// as it was; retry); 507 a full state directory (or under 5% of its
@@ -1376,10 +1414,11 @@ type ClientInterface interface {
 	// `--max-sessions` or `--max-paused` slot, only one of
 	// `--max-snapshots`. It keeps its id, template, limits, network, env
 	// and TTL; its idle timeout stops. A snapshot keeps files on every
-	// backend; only gVisor over the stream transport (`warden serve
-	// --backend gvisor --agent-transport stream`) keeps the sandbox's
-	// memory too (`snapshot.memory` is true), unless the request says
-	// `"memory": false`: its resume goes on where the processes and
+	// backend; only gVisor over the stream transport (its default;
+	// `warden serve --backend gvisor --agent-transport fd` turns it off)
+	// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false` or the operator runs the server with
+	// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 	// interpreters stood, their variables kept. Everything the processes
 	// hold in memory (keys, tokens) is then on the server's disk until
 	// the session is resumed or deleted. With `"memory": false`, on
@@ -1397,8 +1436,8 @@ type ClientInterface interface {
 	// snapshotted session (or one being snapshotted) does nothing. A
 	// running session is paused for the copy, so it needs a backend
 	// that can pause. Answers: 400 a workspace over its disk or inode
-	// limit; 409 a session running an exec, or resumed or ended during
-	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// limit; 409 a session running an exec, held by a fork that will
+	// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 	// server without `--state-dir`, or a running session on a backend
 	// that cannot pause; 503 the backend's pause failed (the session is
 	// as it was; retry); 507 a full state directory (or under 5% of its
@@ -1850,26 +1889,43 @@ func (c *RawClient) MakeDirectory(ctx context.Context, id SessionID, params *Mak
 	return c.Client.Do(req)
 }
 
-// ForkSessionWithBody Make new sessions from a session's files
+// ForkSessionWithBody Make new sessions from a session
 //
 // Makes `count` new sessions, each with a new id, the same template,
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-// source's TTL, and a copy of the source's `/workspace` (files only,
-// as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies), except from
-// a snapshot with `memory: true`: each copy is restored from its
-// memory, Python and bash interpreters' variables kept, their
-// random state reseeded in each copy (Python's `random` module,
-// OpenSSL's generator behind `ssl`, NumPy's global generator,
-// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-// cannot be reseeded, so each copy closes them and starts them
-// afresh, variables lost. Other in-memory state repeats in every
-// copy: other `random.Random` instances and library generators, an
-// OpenSSL a library bundles (pyca/cryptography), Python's hash
-// seed, other processes left running, and keys or tokens made
-// before the snapshot. A running
-// source is paused for the copy and resumed; a snapshotted one is
-// copied from its snapshot and stays snapshotted. Every new session
+// source's TTL, and a copy of the source's `/workspace`.
+//
+// Memory: by default (`memory` true, on a server not run with
+// `--snapshot-memory=false`) each copy also gets the source's
+// memory where it is kept or can be saved: from a snapshot
+// with `memory: true`, and on a backend that saves a sandbox whole
+// (gVisor over the stream transport, the gVisor default) from a
+// running source, which is snapshotted with its memory for the
+// fork. This is a change from earlier servers, whose
+// copies of a running gVisor session got files only. Each copy is
+// then restored from that memory, Python and bash interpreters'
+// variables kept, their random state reseeded in each copy
+// (Python's `random` module, OpenSSL's generator behind `ssl`,
+// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+// JavaScript interpreters cannot be reseeded, so each copy closes
+// them and starts them afresh, variables lost. Other in-memory state
+// repeats in every copy: other `random.Random` instances and library
+// generators, an OpenSSL a library bundles (pyca/cryptography),
+// Python's hash seed, other processes left running, and keys or
+// tokens made before the snapshot. With `"memory": false`, on every
+// other backend, and where the memory cannot be saved (the server
+// logs why), the copies get the files only: processes start fresh,
+// so no memory, random state or secret is shared between the
+// copies, and the source's memory is never written to disk.
+//
+// The source ends in the state it was in: a running one is paused
+// for a copy of its files and resumed, or, where its memory is
+// kept, resumed from the saved memory once the copies are made, in
+// the session slot it held (its processes and interpreters run on;
+// should that resume fail, it stays `snapshotted` and its next use
+// resumes it); a paused one is copied as it is, files only, and
+// stays paused; a snapshotted one is copied from its snapshot and
+// stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
 // does; if any cannot be made, none is kept. Answers: 400 a count
 // out of 1..16 or a workspace over its limits; 409 a source running
@@ -1895,26 +1951,43 @@ func (c *RawClient) ForkSessionWithBody(ctx context.Context, id SessionID, conte
 	return c.Client.Do(req)
 }
 
-// ForkSession Make new sessions from a session's files
+// ForkSession Make new sessions from a session
 //
 // Makes `count` new sessions, each with a new id, the same template,
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-// source's TTL, and a copy of the source's `/workspace` (files only,
-// as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies), except from
-// a snapshot with `memory: true`: each copy is restored from its
-// memory, Python and bash interpreters' variables kept, their
-// random state reseeded in each copy (Python's `random` module,
-// OpenSSL's generator behind `ssl`, NumPy's global generator,
-// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-// cannot be reseeded, so each copy closes them and starts them
-// afresh, variables lost. Other in-memory state repeats in every
-// copy: other `random.Random` instances and library generators, an
-// OpenSSL a library bundles (pyca/cryptography), Python's hash
-// seed, other processes left running, and keys or tokens made
-// before the snapshot. A running
-// source is paused for the copy and resumed; a snapshotted one is
-// copied from its snapshot and stays snapshotted. Every new session
+// source's TTL, and a copy of the source's `/workspace`.
+//
+// Memory: by default (`memory` true, on a server not run with
+// `--snapshot-memory=false`) each copy also gets the source's
+// memory where it is kept or can be saved: from a snapshot
+// with `memory: true`, and on a backend that saves a sandbox whole
+// (gVisor over the stream transport, the gVisor default) from a
+// running source, which is snapshotted with its memory for the
+// fork. This is a change from earlier servers, whose
+// copies of a running gVisor session got files only. Each copy is
+// then restored from that memory, Python and bash interpreters'
+// variables kept, their random state reseeded in each copy
+// (Python's `random` module, OpenSSL's generator behind `ssl`,
+// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+// JavaScript interpreters cannot be reseeded, so each copy closes
+// them and starts them afresh, variables lost. Other in-memory state
+// repeats in every copy: other `random.Random` instances and library
+// generators, an OpenSSL a library bundles (pyca/cryptography),
+// Python's hash seed, other processes left running, and keys or
+// tokens made before the snapshot. With `"memory": false`, on every
+// other backend, and where the memory cannot be saved (the server
+// logs why), the copies get the files only: processes start fresh,
+// so no memory, random state or secret is shared between the
+// copies, and the source's memory is never written to disk.
+//
+// The source ends in the state it was in: a running one is paused
+// for a copy of its files and resumed, or, where its memory is
+// kept, resumed from the saved memory once the copies are made, in
+// the session slot it held (its processes and interpreters run on;
+// should that resume fail, it stays `snapshotted` and its next use
+// resumes it); a paused one is copied as it is, files only, and
+// stays paused; a snapshotted one is copied from its snapshot and
+// stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
 // does; if any cannot be made, none is kept. Answers: 400 a count
 // out of 1..16 or a workspace over its limits; 409 a source running
@@ -2009,8 +2082,8 @@ func (c *RawClient) SetSessionNetwork(ctx context.Context, id SessionID, body Se
 // processes survive, and it uses no CPU. A paused session holds no
 // `--max-sessions` slot but one of `--max-paused`; its idle timeout
 // stops, its TTL still ends it. An exec resumes it. Pausing a paused
-// session does nothing. A session running an exec answers 409 (pause
-// it once the exec ends); a backend or host that cannot pause answers
+// session does nothing. A session running an exec, or held by a fork
+// that will resume it, answers 409 (pause it once that ends); a backend or host that cannot pause answers
 // 501; no paused slot left answers 429.
 //
 // Corresponds with POST /v1/sessions/{id}/pause (the `PauseSession` operationId).
@@ -2056,10 +2129,11 @@ func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors 
 // `--max-sessions` or `--max-paused` slot, only one of
 // `--max-snapshots`. It keeps its id, template, limits, network, env
 // and TTL; its idle timeout stops. A snapshot keeps files on every
-// backend; only gVisor over the stream transport (`warden serve
-// --backend gvisor --agent-transport stream`) keeps the sandbox's
-// memory too (`snapshot.memory` is true), unless the request says
-// `"memory": false`: its resume goes on where the processes and
+// backend; only gVisor over the stream transport (its default;
+// `warden serve --backend gvisor --agent-transport fd` turns it off)
+// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false` or the operator runs the server with
+// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 // interpreters stood, their variables kept. Everything the processes
 // hold in memory (keys, tokens) is then on the server's disk until
 // the session is resumed or deleted. With `"memory": false`, on
@@ -2077,8 +2151,8 @@ func (c *RawClient) ResumeSession(ctx context.Context, id SessionID, reqEditors 
 // snapshotted session (or one being snapshotted) does nothing. A
 // running session is paused for the copy, so it needs a backend
 // that can pause. Answers: 400 a workspace over its disk or inode
-// limit; 409 a session running an exec, or resumed or ended during
-// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// limit; 409 a session running an exec, held by a fork that will
+// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 // server without `--state-dir`, or a running session on a backend
 // that cannot pause; 503 the backend's pause failed (the session is
 // as it was; retry); 507 a full state directory (or under 5% of its
@@ -2107,10 +2181,11 @@ func (c *RawClient) SnapshotSessionWithBody(ctx context.Context, id SessionID, c
 // `--max-sessions` or `--max-paused` slot, only one of
 // `--max-snapshots`. It keeps its id, template, limits, network, env
 // and TTL; its idle timeout stops. A snapshot keeps files on every
-// backend; only gVisor over the stream transport (`warden serve
-// --backend gvisor --agent-transport stream`) keeps the sandbox's
-// memory too (`snapshot.memory` is true), unless the request says
-// `"memory": false`: its resume goes on where the processes and
+// backend; only gVisor over the stream transport (its default;
+// `warden serve --backend gvisor --agent-transport fd` turns it off)
+// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false` or the operator runs the server with
+// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 // interpreters stood, their variables kept. Everything the processes
 // hold in memory (keys, tokens) is then on the server's disk until
 // the session is resumed or deleted. With `"memory": false`, on
@@ -2128,8 +2203,8 @@ func (c *RawClient) SnapshotSessionWithBody(ctx context.Context, id SessionID, c
 // snapshotted session (or one being snapshotted) does nothing. A
 // running session is paused for the copy, so it needs a backend
 // that can pause. Answers: 400 a workspace over its disk or inode
-// limit; 409 a session running an exec, or resumed or ended during
-// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// limit; 409 a session running an exec, held by a fork that will
+// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 // server without `--state-dir`, or a running session on a backend
 // that cannot pause; 503 the backend's pause failed (the session is
 // as it was; retry); 507 a full state directory (or under 5% of its
@@ -3397,26 +3472,43 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/files/mkdir (the `MakeDirectory` operationId).
 	MakeDirectoryWithResponse(ctx context.Context, id SessionID, params *MakeDirectoryParams, reqEditors ...RequestEditorFn) (*MakeDirectoryResponse, error)
 
-	// ForkSessionWithBodyWithResponse Make new sessions from a session's files
+	// ForkSessionWithBodyWithResponse Make new sessions from a session
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-	// source's TTL, and a copy of the source's `/workspace` (files only,
-	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies), except from
-	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, Python and bash interpreters' variables kept, their
-	// random state reseeded in each copy (Python's `random` module,
-	// OpenSSL's generator behind `ssl`, NumPy's global generator,
-	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-	// cannot be reseeded, so each copy closes them and starts them
-	// afresh, variables lost. Other in-memory state repeats in every
-	// copy: other `random.Random` instances and library generators, an
-	// OpenSSL a library bundles (pyca/cryptography), Python's hash
-	// seed, other processes left running, and keys or tokens made
-	// before the snapshot. A running
-	// source is paused for the copy and resumed; a snapshotted one is
-	// copied from its snapshot and stays snapshotted. Every new session
+	// source's TTL, and a copy of the source's `/workspace`.
+	//
+	// Memory: by default (`memory` true, on a server not run with
+	// `--snapshot-memory=false`) each copy also gets the source's
+	// memory where it is kept or can be saved: from a snapshot
+	// with `memory: true`, and on a backend that saves a sandbox whole
+	// (gVisor over the stream transport, the gVisor default) from a
+	// running source, which is snapshotted with its memory for the
+	// fork. This is a change from earlier servers, whose
+	// copies of a running gVisor session got files only. Each copy is
+	// then restored from that memory, Python and bash interpreters'
+	// variables kept, their random state reseeded in each copy
+	// (Python's `random` module, OpenSSL's generator behind `ssl`,
+	// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+	// JavaScript interpreters cannot be reseeded, so each copy closes
+	// them and starts them afresh, variables lost. Other in-memory state
+	// repeats in every copy: other `random.Random` instances and library
+	// generators, an OpenSSL a library bundles (pyca/cryptography),
+	// Python's hash seed, other processes left running, and keys or
+	// tokens made before the snapshot. With `"memory": false`, on every
+	// other backend, and where the memory cannot be saved (the server
+	// logs why), the copies get the files only: processes start fresh,
+	// so no memory, random state or secret is shared between the
+	// copies, and the source's memory is never written to disk.
+	//
+	// The source ends in the state it was in: a running one is paused
+	// for a copy of its files and resumed, or, where its memory is
+	// kept, resumed from the saved memory once the copies are made, in
+	// the session slot it held (its processes and interpreters run on;
+	// should that resume fail, it stays `snapshotted` and its next use
+	// resumes it); a paused one is copied as it is, files only, and
+	// stays paused; a snapshotted one is copied from its snapshot and
+	// stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
 	// does; if any cannot be made, none is kept. Answers: 400 a count
 	// out of 1..16 or a workspace over its limits; 409 a source running
@@ -3432,26 +3524,43 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sessions/{id}/fork (the `ForkSession` operationId).
 	ForkSessionWithBodyWithResponse(ctx context.Context, id SessionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForkSessionResponse, error)
 
-	// ForkSessionWithResponse Make new sessions from a session's files
+	// ForkSessionWithResponse Make new sessions from a session
 	//
 	// Makes `count` new sessions, each with a new id, the same template,
 	// limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-	// source's TTL, and a copy of the source's `/workspace` (files only,
-	// as a snapshot keeps them: processes start fresh, so no memory,
-	// random state or secret is shared between the copies), except from
-	// a snapshot with `memory: true`: each copy is restored from its
-	// memory, Python and bash interpreters' variables kept, their
-	// random state reseeded in each copy (Python's `random` module,
-	// OpenSSL's generator behind `ssl`, NumPy's global generator,
-	// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-	// cannot be reseeded, so each copy closes them and starts them
-	// afresh, variables lost. Other in-memory state repeats in every
-	// copy: other `random.Random` instances and library generators, an
-	// OpenSSL a library bundles (pyca/cryptography), Python's hash
-	// seed, other processes left running, and keys or tokens made
-	// before the snapshot. A running
-	// source is paused for the copy and resumed; a snapshotted one is
-	// copied from its snapshot and stays snapshotted. Every new session
+	// source's TTL, and a copy of the source's `/workspace`.
+	//
+	// Memory: by default (`memory` true, on a server not run with
+	// `--snapshot-memory=false`) each copy also gets the source's
+	// memory where it is kept or can be saved: from a snapshot
+	// with `memory: true`, and on a backend that saves a sandbox whole
+	// (gVisor over the stream transport, the gVisor default) from a
+	// running source, which is snapshotted with its memory for the
+	// fork. This is a change from earlier servers, whose
+	// copies of a running gVisor session got files only. Each copy is
+	// then restored from that memory, Python and bash interpreters'
+	// variables kept, their random state reseeded in each copy
+	// (Python's `random` module, OpenSSL's generator behind `ssl`,
+	// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+	// JavaScript interpreters cannot be reseeded, so each copy closes
+	// them and starts them afresh, variables lost. Other in-memory state
+	// repeats in every copy: other `random.Random` instances and library
+	// generators, an OpenSSL a library bundles (pyca/cryptography),
+	// Python's hash seed, other processes left running, and keys or
+	// tokens made before the snapshot. With `"memory": false`, on every
+	// other backend, and where the memory cannot be saved (the server
+	// logs why), the copies get the files only: processes start fresh,
+	// so no memory, random state or secret is shared between the
+	// copies, and the source's memory is never written to disk.
+	//
+	// The source ends in the state it was in: a running one is paused
+	// for a copy of its files and resumed, or, where its memory is
+	// kept, resumed from the saved memory once the copies are made, in
+	// the session slot it held (its processes and interpreters run on;
+	// should that resume fail, it stays `snapshotted` and its next use
+	// resumes it); a paused one is copied as it is, files only, and
+	// stays paused; a snapshotted one is copied from its snapshot and
+	// stays snapshotted. Every new session
 	// counts against `--max-sessions` and the key's limits as a create
 	// does; if any cannot be made, none is kept. Answers: 400 a count
 	// out of 1..16 or a workspace over its limits; 409 a source running
@@ -3508,8 +3617,8 @@ type ClientWithResponsesInterface interface {
 	// processes survive, and it uses no CPU. A paused session holds no
 	// `--max-sessions` slot but one of `--max-paused`; its idle timeout
 	// stops, its TTL still ends it. An exec resumes it. Pausing a paused
-	// session does nothing. A session running an exec answers 409 (pause
-	// it once the exec ends); a backend or host that cannot pause answers
+	// session does nothing. A session running an exec, or held by a fork
+	// that will resume it, answers 409 (pause it once that ends); a backend or host that cannot pause answers
 	// 501; no paused slot left answers 429.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3539,10 +3648,11 @@ type ClientWithResponsesInterface interface {
 	// `--max-sessions` or `--max-paused` slot, only one of
 	// `--max-snapshots`. It keeps its id, template, limits, network, env
 	// and TTL; its idle timeout stops. A snapshot keeps files on every
-	// backend; only gVisor over the stream transport (`warden serve
-	// --backend gvisor --agent-transport stream`) keeps the sandbox's
-	// memory too (`snapshot.memory` is true), unless the request says
-	// `"memory": false`: its resume goes on where the processes and
+	// backend; only gVisor over the stream transport (its default;
+	// `warden serve --backend gvisor --agent-transport fd` turns it off)
+	// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false` or the operator runs the server with
+	// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 	// interpreters stood, their variables kept. Everything the processes
 	// hold in memory (keys, tokens) is then on the server's disk until
 	// the session is resumed or deleted. With `"memory": false`, on
@@ -3560,8 +3670,8 @@ type ClientWithResponsesInterface interface {
 	// snapshotted session (or one being snapshotted) does nothing. A
 	// running session is paused for the copy, so it needs a backend
 	// that can pause. Answers: 400 a workspace over its disk or inode
-	// limit; 409 a session running an exec, or resumed or ended during
-	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// limit; 409 a session running an exec, held by a fork that will
+	// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 	// server without `--state-dir`, or a running session on a backend
 	// that cannot pause; 503 the backend's pause failed (the session is
 	// as it was; retry); 507 a full state directory (or under 5% of its
@@ -3580,10 +3690,11 @@ type ClientWithResponsesInterface interface {
 	// `--max-sessions` or `--max-paused` slot, only one of
 	// `--max-snapshots`. It keeps its id, template, limits, network, env
 	// and TTL; its idle timeout stops. A snapshot keeps files on every
-	// backend; only gVisor over the stream transport (`warden serve
-	// --backend gvisor --agent-transport stream`) keeps the sandbox's
-	// memory too (`snapshot.memory` is true), unless the request says
-	// `"memory": false`: its resume goes on where the processes and
+	// backend; only gVisor over the stream transport (its default;
+	// `warden serve --backend gvisor --agent-transport fd` turns it off)
+	// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+	// `"memory": false` or the operator runs the server with
+	// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 	// interpreters stood, their variables kept. Everything the processes
 	// hold in memory (keys, tokens) is then on the server's disk until
 	// the session is resumed or deleted. With `"memory": false`, on
@@ -3601,8 +3712,8 @@ type ClientWithResponsesInterface interface {
 	// snapshotted session (or one being snapshotted) does nothing. A
 	// running session is paused for the copy, so it needs a backend
 	// that can pause. Answers: 400 a workspace over its disk or inode
-	// limit; 409 a session running an exec, or resumed or ended during
-	// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+	// limit; 409 a session running an exec, held by a fork that will
+	// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 	// server without `--state-dir`, or a running session on a backend
 	// that cannot pause; 503 the backend's pause failed (the session is
 	// as it was; retry); 507 a full state directory (or under 5% of its
@@ -5784,26 +5895,43 @@ func (c *ClientWithResponses) MakeDirectoryWithResponse(ctx context.Context, id 
 	return ParseMakeDirectoryResponse(rsp)
 }
 
-// ForkSessionWithBodyWithResponse Make new sessions from a session's files
+// ForkSessionWithBodyWithResponse Make new sessions from a session
 //
 // Makes `count` new sessions, each with a new id, the same template,
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-// source's TTL, and a copy of the source's `/workspace` (files only,
-// as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies), except from
-// a snapshot with `memory: true`: each copy is restored from its
-// memory, Python and bash interpreters' variables kept, their
-// random state reseeded in each copy (Python's `random` module,
-// OpenSSL's generator behind `ssl`, NumPy's global generator,
-// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-// cannot be reseeded, so each copy closes them and starts them
-// afresh, variables lost. Other in-memory state repeats in every
-// copy: other `random.Random` instances and library generators, an
-// OpenSSL a library bundles (pyca/cryptography), Python's hash
-// seed, other processes left running, and keys or tokens made
-// before the snapshot. A running
-// source is paused for the copy and resumed; a snapshotted one is
-// copied from its snapshot and stays snapshotted. Every new session
+// source's TTL, and a copy of the source's `/workspace`.
+//
+// Memory: by default (`memory` true, on a server not run with
+// `--snapshot-memory=false`) each copy also gets the source's
+// memory where it is kept or can be saved: from a snapshot
+// with `memory: true`, and on a backend that saves a sandbox whole
+// (gVisor over the stream transport, the gVisor default) from a
+// running source, which is snapshotted with its memory for the
+// fork. This is a change from earlier servers, whose
+// copies of a running gVisor session got files only. Each copy is
+// then restored from that memory, Python and bash interpreters'
+// variables kept, their random state reseeded in each copy
+// (Python's `random` module, OpenSSL's generator behind `ssl`,
+// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+// JavaScript interpreters cannot be reseeded, so each copy closes
+// them and starts them afresh, variables lost. Other in-memory state
+// repeats in every copy: other `random.Random` instances and library
+// generators, an OpenSSL a library bundles (pyca/cryptography),
+// Python's hash seed, other processes left running, and keys or
+// tokens made before the snapshot. With `"memory": false`, on every
+// other backend, and where the memory cannot be saved (the server
+// logs why), the copies get the files only: processes start fresh,
+// so no memory, random state or secret is shared between the
+// copies, and the source's memory is never written to disk.
+//
+// The source ends in the state it was in: a running one is paused
+// for a copy of its files and resumed, or, where its memory is
+// kept, resumed from the saved memory once the copies are made, in
+// the session slot it held (its processes and interpreters run on;
+// should that resume fail, it stays `snapshotted` and its next use
+// resumes it); a paused one is copied as it is, files only, and
+// stays paused; a snapshotted one is copied from its snapshot and
+// stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
 // does; if any cannot be made, none is kept. Answers: 400 a count
 // out of 1..16 or a workspace over its limits; 409 a source running
@@ -5825,26 +5953,43 @@ func (c *ClientWithResponses) ForkSessionWithBodyWithResponse(ctx context.Contex
 	return ParseForkSessionResponse(rsp)
 }
 
-// ForkSessionWithResponse Make new sessions from a session's files
+// ForkSessionWithResponse Make new sessions from a session
 //
 // Makes `count` new sessions, each with a new id, the same template,
 // limits, network, env, idle timeout, auto-pause and auto-snapshot, the rest of the
-// source's TTL, and a copy of the source's `/workspace` (files only,
-// as a snapshot keeps them: processes start fresh, so no memory,
-// random state or secret is shared between the copies), except from
-// a snapshot with `memory: true`: each copy is restored from its
-// memory, Python and bash interpreters' variables kept, their
-// random state reseeded in each copy (Python's `random` module,
-// OpenSSL's generator behind `ssl`, NumPy's global generator,
-// `tempfile`'s names, bash's `$RANDOM`); JavaScript interpreters
-// cannot be reseeded, so each copy closes them and starts them
-// afresh, variables lost. Other in-memory state repeats in every
-// copy: other `random.Random` instances and library generators, an
-// OpenSSL a library bundles (pyca/cryptography), Python's hash
-// seed, other processes left running, and keys or tokens made
-// before the snapshot. A running
-// source is paused for the copy and resumed; a snapshotted one is
-// copied from its snapshot and stays snapshotted. Every new session
+// source's TTL, and a copy of the source's `/workspace`.
+//
+// Memory: by default (`memory` true, on a server not run with
+// `--snapshot-memory=false`) each copy also gets the source's
+// memory where it is kept or can be saved: from a snapshot
+// with `memory: true`, and on a backend that saves a sandbox whole
+// (gVisor over the stream transport, the gVisor default) from a
+// running source, which is snapshotted with its memory for the
+// fork. This is a change from earlier servers, whose
+// copies of a running gVisor session got files only. Each copy is
+// then restored from that memory, Python and bash interpreters'
+// variables kept, their random state reseeded in each copy
+// (Python's `random` module, OpenSSL's generator behind `ssl`,
+// NumPy's global generator, `tempfile`'s names, bash's `$RANDOM`);
+// JavaScript interpreters cannot be reseeded, so each copy closes
+// them and starts them afresh, variables lost. Other in-memory state
+// repeats in every copy: other `random.Random` instances and library
+// generators, an OpenSSL a library bundles (pyca/cryptography),
+// Python's hash seed, other processes left running, and keys or
+// tokens made before the snapshot. With `"memory": false`, on every
+// other backend, and where the memory cannot be saved (the server
+// logs why), the copies get the files only: processes start fresh,
+// so no memory, random state or secret is shared between the
+// copies, and the source's memory is never written to disk.
+//
+// The source ends in the state it was in: a running one is paused
+// for a copy of its files and resumed, or, where its memory is
+// kept, resumed from the saved memory once the copies are made, in
+// the session slot it held (its processes and interpreters run on;
+// should that resume fail, it stays `snapshotted` and its next use
+// resumes it); a paused one is copied as it is, files only, and
+// stays paused; a snapshotted one is copied from its snapshot and
+// stays snapshotted. Every new session
 // counts against `--max-sessions` and the key's limits as a create
 // does; if any cannot be made, none is kept. Answers: 400 a count
 // out of 1..16 or a workspace over its limits; 409 a source running
@@ -5925,8 +6070,8 @@ func (c *ClientWithResponses) SetSessionNetworkWithResponse(ctx context.Context,
 // processes survive, and it uses no CPU. A paused session holds no
 // `--max-sessions` slot but one of `--max-paused`; its idle timeout
 // stops, its TTL still ends it. An exec resumes it. Pausing a paused
-// session does nothing. A session running an exec answers 409 (pause
-// it once the exec ends); a backend or host that cannot pause answers
+// session does nothing. A session running an exec, or held by a fork
+// that will resume it, answers 409 (pause it once that ends); a backend or host that cannot pause answers
 // 501; no paused slot left answers 429.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5968,10 +6113,11 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 // `--max-sessions` or `--max-paused` slot, only one of
 // `--max-snapshots`. It keeps its id, template, limits, network, env
 // and TTL; its idle timeout stops. A snapshot keeps files on every
-// backend; only gVisor over the stream transport (`warden serve
-// --backend gvisor --agent-transport stream`) keeps the sandbox's
-// memory too (`snapshot.memory` is true), unless the request says
-// `"memory": false`: its resume goes on where the processes and
+// backend; only gVisor over the stream transport (its default;
+// `warden serve --backend gvisor --agent-transport fd` turns it off)
+// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false` or the operator runs the server with
+// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 // interpreters stood, their variables kept. Everything the processes
 // hold in memory (keys, tokens) is then on the server's disk until
 // the session is resumed or deleted. With `"memory": false`, on
@@ -5989,8 +6135,8 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, id 
 // snapshotted session (or one being snapshotted) does nothing. A
 // running session is paused for the copy, so it needs a backend
 // that can pause. Answers: 400 a workspace over its disk or inode
-// limit; 409 a session running an exec, or resumed or ended during
-// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// limit; 409 a session running an exec, held by a fork that will
+// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 // server without `--state-dir`, or a running session on a backend
 // that cannot pause; 503 the backend's pause failed (the session is
 // as it was; retry); 507 a full state directory (or under 5% of its
@@ -6015,10 +6161,11 @@ func (c *ClientWithResponses) SnapshotSessionWithBodyWithResponse(ctx context.Co
 // `--max-sessions` or `--max-paused` slot, only one of
 // `--max-snapshots`. It keeps its id, template, limits, network, env
 // and TTL; its idle timeout stops. A snapshot keeps files on every
-// backend; only gVisor over the stream transport (`warden serve
-// --backend gvisor --agent-transport stream`) keeps the sandbox's
-// memory too (`snapshot.memory` is true), unless the request says
-// `"memory": false`: its resume goes on where the processes and
+// backend; only gVisor over the stream transport (its default;
+// `warden serve --backend gvisor --agent-transport fd` turns it off)
+// keeps the sandbox's memory too (`snapshot.memory` is true), unless the request says
+// `"memory": false` or the operator runs the server with
+// `--snapshot-memory=false` (files only for every snapshot): its resume goes on where the processes and
 // interpreters stood, their variables kept. Everything the processes
 // hold in memory (keys, tokens) is then on the server's disk until
 // the session is resumed or deleted. With `"memory": false`, on
@@ -6036,8 +6183,8 @@ func (c *ClientWithResponses) SnapshotSessionWithBodyWithResponse(ctx context.Co
 // snapshotted session (or one being snapshotted) does nothing. A
 // running session is paused for the copy, so it needs a backend
 // that can pause. Answers: 400 a workspace over its disk or inode
-// limit; 409 a session running an exec, or resumed or ended during
-// the copy (retry); 429 no `--max-snapshots` slot left; 501 a
+// limit; 409 a session running an exec, held by a fork that will
+// resume it, or resumed or ended during the copy (retry); 429 no `--max-snapshots` slot left; 501 a
 // server without `--state-dir`, or a running session on a backend
 // that cannot pause; 503 the backend's pause failed (the session is
 // as it was; retry); 507 a full state directory (or under 5% of its

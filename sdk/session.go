@@ -66,11 +66,23 @@ func (s *Session) SnapshotWith(ctx context.Context, req SnapshotRequest) (*Sessi
 	return decodeJSON[SessionInfo]("snapshotting session "+s.id, resp, err, http.StatusOK)
 }
 
-// Fork makes count (1 to 16) new sessions from the session's current
-// files, each with its own id, the same spec and fresh processes, and
-// returns handles on them.
+// Fork makes count (1 to 16) new sessions from the session, each with
+// its own id and the same spec, and returns handles on them. Each gets a
+// copy of the session's files; on gVisor over the stream transport its
+// memory too (interpreter variables kept, their random state reseeded;
+// other in-memory state, keys and tokens included, is shared between
+// the copies), elsewhere fresh processes. ForkWith with Memory false
+// copies files only.
 func (s *Session) Fork(ctx context.Context, count int) ([]*Session, error) {
-	resp, err := s.c.api.ForkSession(ctx, s.id, ForkRequest{Count: count})
+	return s.ForkWith(ctx, ForkRequest{Count: count})
+}
+
+// ForkWith is Fork with the request's options: Memory false copies the
+// session's files only, whatever the server's backend, so the copies
+// start fresh processes, share nothing the session held in memory, and
+// its memory never reaches the server's disk.
+func (s *Session) ForkWith(ctx context.Context, req ForkRequest) ([]*Session, error) {
+	resp, err := s.c.api.ForkSession(ctx, s.id, req)
 	list, err := decodeJSON[SessionList]("forking session "+s.id, resp, err, http.StatusCreated)
 	if err != nil {
 		return nil, err

@@ -144,8 +144,14 @@ func bwrap() *contender {
 // tool doing what Warden's box does, without Warden.
 func ociContender(tool, warden string) *contender {
 	c := &contender{name: tool + " run"}
-	if _, err := exec.LookPath(tool); err != nil {
-		c.skipped = tool + " not installed (apt-get install " + tool + ")"
+	bin, err := exec.LookPath(tool)
+	if tool == "runsc" {
+		// The runsc warden's gvisor boxes run (the pinned one where
+		// make runsc installed it), so that the two compare alike.
+		bin, err = gvisor.FindRunsc("")
+	}
+	if err != nil {
+		c.skipped = tool + " not found: " + err.Error()
 		return c
 	}
 	dir, err := os.MkdirTemp("", "warden-harness-"+tool+"-")
@@ -184,7 +190,7 @@ func ociContender(tool, warden string) *contender {
 		if err := writeBundle(b, bundle); err != nil {
 			return []string{"sh", "-c", "echo " + err.Error() + "; exit 1"}
 		}
-		argv := []string{tool, "--root", filepath.Join(dir, "state")}
+		argv := []string{bin, "--root", filepath.Join(dir, "state")}
 		if tool == "runsc" {
 			argv = append(argv, "--network=none")
 		}

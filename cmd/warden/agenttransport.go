@@ -9,13 +9,12 @@ import (
 	"github.com/warden-sandbox/warden/internal/sandbox"
 )
 
-// addAgentTransportFlag adds --agent-transport, hidden: it proves and
-// measures the agent protocol over one byte stream on native (the path a
-// VM or pod backend needs), and is no user feature. Only serve and mcp
-// have it: they run sessions, the only sandboxes with an agent.
+// addAgentTransportFlag adds --agent-transport. Only serve and mcp have
+// it: they run sessions, the only sandboxes with an agent. Its default,
+// "", is each backend's own (sandbox.SessionTransport): descriptors on
+// native, the faster; the stream on gVisor, whose snapshots then keep
+// memory. The trade-offs are in docs/backends.md, not the help.
 func addAgentTransportFlag(f *pflag.FlagSet, o *sandbox.BackendOptions) {
-	o.AgentTransport = native.TransportFD
-	f.StringVar((*string)(&o.AgentTransport), "agent-transport", string(native.TransportFD), "how a --backend "+sandbox.TransportBackends()+" session reaches its agent: "+native.TransportChoices()+" (the stream keeps the host's descriptors out of a gVisor box; see docs/protocol.md)")
-	// the flag was just added, so MarkHidden cannot fail
-	_ = f.MarkHidden("agent-transport")
+	f.StringVar((*string)(&o.AgentTransport), "agent-transport", "", "how a --backend "+sandbox.TransportBackends()+" session reaches its agent: "+native.TransportChoices()+
+		" (default: "+sandbox.TransportDefaults()+"; docs/backends.md, \"Checkpoint and restore\")")
 }

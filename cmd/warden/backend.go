@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 )
@@ -16,7 +17,7 @@ import (
 // same everywhere: what builds a native one-shot sandbox.
 func addBackendFlags(f *pflag.FlagSet, name *string, what string, o *sandbox.BackendOptions) {
 	f.StringVar(name, "backend", sandbox.DefaultBackend, what+": "+sandbox.BackendChoices())
-	f.StringVar(&o.Runsc, "runsc", "", "runsc binary for --backend gvisor (default: runsc on PATH)")
+	f.StringVar(&o.Runsc, "runsc", "", "runsc binary for --backend gvisor (default: "+gvisor.DefaultRunsc+", which make runsc installs, else runsc on PATH)")
 	f.StringVar(&o.Platform, "runsc-platform", "", "runsc platform for --backend gvisor: ptrace, systrap or kvm (default: runsc's)")
 	f.StringVar(&o.Image, "image", "", "image for --backend docker (default: an image Warden builds from the host's root, as native sees it)")
 	o.Executor = native.ExecutorAuto

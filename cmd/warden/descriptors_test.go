@@ -29,14 +29,26 @@ func TestDescriptorReserve(t *testing.T) {
 }
 
 // TestDescriptorReserveStream: a stream session may hold a descriptor
-// per channel each end has open besides (64), so serve reserves them.
+// per channel each end has open besides (64), so serve reserves them:
+// for gVisor's sessions by default (the flag's "", which
+// descriptorsReserved resolves per backend itself), and for any backend
+// asked to take the stream.
 func TestDescriptorReserveStream(t *testing.T) {
 	for _, tc := range []struct {
+		backend   string
 		transport native.AgentTransport
 		want      int
-	}{{native.TransportFD, 745}, {"", 745}, {native.TransportStream, 745 + 64}} {
-		if got := descriptorsReserved(tc.transport); got != tc.want {
-			t.Errorf("descriptorsReserved(%q) = %d, want %d", tc.transport, got, tc.want)
+	}{
+		{"native", "", 745},
+		{"native", native.TransportFD, 745},
+		{"native", native.TransportStream, 745 + 64},
+		{"gvisor", "", 745 + 64},
+		{"gvisor", native.TransportFD, 745},
+		{"gvisor", native.TransportStream, 745 + 64},
+		{"docker", "", 745},
+	} {
+		if got := descriptorsReserved(tc.backend, tc.transport); got != tc.want {
+			t.Errorf("descriptorsReserved(%s, %q) = %d, want %d", tc.backend, tc.transport, got, tc.want)
 		}
 	}
 }

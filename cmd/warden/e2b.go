@@ -45,10 +45,12 @@ func e2bFront(mgr *sandbox.Manager, cfg server.Config, log *slog.Logger, api **s
 // and what E2B's API (served on every listener) may hold for it.
 const descriptorsPerSandbox = sandbox.DescriptorsPerSandbox + server.TransferDescriptors + e2b.DescriptorsPerSandbox
 
-// descriptorsReserved is descriptorsPerSandbox for sessions whose agent
-// is reached by transport: the stream transport's relays hold more.
-func descriptorsReserved(transport native.AgentTransport) int {
-	if transport == native.TransportStream {
+// descriptorsReserved is descriptorsPerSandbox for sessions of backend
+// whose agent is reached by transport ("": the backend's default, which
+// it resolves itself, so no caller can reserve for the wrong one): the
+// stream transport's relays hold more.
+func descriptorsReserved(backend string, transport native.AgentTransport) int {
+	if sandbox.SessionTransport(backend, transport) == native.TransportStream {
 		return descriptorsPerSandbox + sandbox.StreamDescriptors()
 	}
 	return descriptorsPerSandbox

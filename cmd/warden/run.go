@@ -84,16 +84,7 @@ program.`,
 }
 
 func (o *runOptions) run(cmd *cobra.Command, args []string) error {
-	o.spec.Command = args
-	o.spec.Network.Mode = spec.NetMode(o.net)
-	if o.spec.Workspace != "" {
-		abs, err := filepath.Abs(o.spec.Workspace)
-		if err != nil {
-			return fmt.Errorf("workspace %q: %w", o.spec.Workspace, err)
-		}
-		o.spec.Workspace = abs
-	}
-	release, err := o.resolveTemplate()
+	release, err := o.prepare(args)
 	if err == nil {
 		defer release()
 		err = o.check()
@@ -169,6 +160,25 @@ func (o *runOptions) resolveTemplate() (func(), error) {
 	}
 	o.spec.Root = root
 	return release, nil
+}
+
+// prepare fills o's spec from the command line (args, --net, an absolute
+// --workspace) and resolves --template. The agent transport is the
+// backend's own (sandbox.SessionTransport), as for the server's one-shot
+// runs and sessions: one rule, so on gVisor a run, too, leaves no host
+// descriptor in the box but its stdin (egress goes over the stream).
+func (o *runOptions) prepare(args []string) (release func(), err error) {
+	o.spec.Command = args
+	o.spec.Network.Mode = spec.NetMode(o.net)
+	o.backendOpts.AgentTransport = sandbox.SessionTransport(o.backend, "")
+	if o.spec.Workspace != "" {
+		abs, err := filepath.Abs(o.spec.Workspace)
+		if err != nil {
+			return nil, fmt.Errorf("workspace %q: %w", o.spec.Workspace, err)
+		}
+		o.spec.Workspace = abs
+	}
+	return o.resolveTemplate()
 }
 
 // check refuses a bad request before anything is built.

@@ -82,3 +82,28 @@ func TestExecutorFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTransportIsTheBackendsDefault: warden run takes each backend's
+// own agent transport, as the server's one-shots and sessions do (one
+// rule): the stream on gvisor, descriptors on native.
+func TestRunTransportIsTheBackendsDefault(t *testing.T) {
+	tests := []struct {
+		backend string
+		want    native.AgentTransport
+	}{
+		{"gvisor", native.TransportStream},
+		{"native", native.TransportFD},
+		{"docker", native.TransportFD},
+	}
+	for _, tt := range tests {
+		o := runOptions{backend: tt.backend, net: string(spec.NetNone)}
+		release, err := o.prepare([]string{"true"})
+		if err != nil {
+			t.Fatalf("--backend %s: prepare: %v", tt.backend, err)
+		}
+		release()
+		if got := o.backendOpts.AgentTransport; got != tt.want {
+			t.Errorf("warden run --backend %s: agent transport %q, want %q", tt.backend, got, tt.want)
+		}
+	}
+}

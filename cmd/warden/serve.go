@@ -21,6 +21,7 @@ import (
 
 	"github.com/warden-sandbox/warden/internal/cgroup"
 	"github.com/warden-sandbox/warden/internal/connlimit"
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	wardenmcp "github.com/warden-sandbox/warden/internal/mcp"
 	"github.com/warden-sandbox/warden/internal/metrics"
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -40,6 +41,9 @@ type serveOptions struct {
 	maxSessions    int
 	maxPaused      int
 	maxSnapshots   int
+	// snapshotMemory is --snapshot-memory: whether a snapshot keeps the
+	// box's memory where the backend can save it.
+	snapshotMemory bool
 	maxPerKey      int
 	// maxBytesPerKey is --max-memory-per-key, or sandbox.ShareOfMemory
 	// when not given.
@@ -100,7 +104,11 @@ past it).`,
 	f.StringVar(&o.metricsKeyFile, "metrics-key-file", "", "file of the operator's keys, one per line, which read the whole server's /metrics and nothing else (a tenant's key sees its own figures)")
 	f.IntVar(&o.maxSessions, "max-sessions", 64, "sessions and one-shot runs alive at once; more are answered 429")
 	f.IntVar(&o.maxPaused, "max-paused", 0, "sessions paused at once, beside --max-sessions (0: as many as --max-sessions); a paused session keeps its memory but holds no --max-sessions slot")
-	f.IntVar(&o.maxSnapshots, "max-snapshots", 0, "sessions snapshotted to disk at once (0: four times --max-sessions); a snapshotted session holds no memory and no --max-sessions slot, only its files under --state-dir")
+	f.IntVar(&o.maxSnapshots, "max-snapshots", 0, "sessions snapshotted to disk at once (0: four times --max-sessions); a snapshotted session holds no --max-sessions slot, only its files (and, see --snapshot-memory, its memory's image) under --state-dir")
+	f.BoolVar(&o.snapshotMemory, "snapshot-memory", true, "where the backend can (gVisor over the stream), a snapshot or auto-snapshot keeps the box's memory under --state-dir, so a resume or fork keeps its processes; false keeps files only (see docs/sessions.md)")
+	f.StringVar((*string)(&o.backendOpts.SnapshotCompression), "snapshot-compression", string(gvisor.CompressionNone), "how a --backend "+sandbox.MemoryBackends()+
+		" snapshot or fork with memory (see --snapshot-memory) writes the box's memory: "+gvisor.CompressionChoices()+
+		"; none costs as many bytes on disk and of --max-memory-per-key as the memory the box holds that is not zero, and resumes while its pages load; fast flate-compresses it on the box's own CPUs (far fewer bytes where it compresses; a box too large for its CPUs to compress in time is written uncompressed) and resumes once all is read; snapshots of either kind resume whatever it says now (see docs/sessions.md)")
 	f.IntVar(&o.maxPerKey, "max-sessions-per-key", 0, "sessions and runs one API key may hold (0: --max-sessions divided by the number of keys, rounded down)")
 	f.Var(sizeFlag{&o.maxBytesPerKey}, "max-memory-per-key", "memory plus disk the sandboxes of one API key may hold together, dead sessions' kept files included (default: the memory available to warden divided by the number of keys; 0: no budget)")
 	f.IntVar(&o.pool, "pool", 0, "sandboxes kept built ahead, so creating a default session is instant")
@@ -120,6 +128,9 @@ const maxSandboxes = 1 << 20
 
 func serve(ctx context.Context, o serveOptions) error {
 	if err := checkExecutor(o.backend, o.backendOpts); err != nil {
+		return err
+	}
+	if err := checkSnapshotCompression(o.backend, o.backendOpts, o.snapshotMemory, o.stateDir); err != nil {
 		return err
 	}
 	switch {
@@ -165,8 +176,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	cfg := sandbox.Config{
 		MaxSessions: o.maxSessions, MaxPaused: o.maxPaused, MaxSnapshots: o.maxSnapshots, MaxPerOwner: o.maxPerKey, Owners: server.Tenants(keys), Pool: o.pool,
 		DefaultTTL: o.ttl, DefaultIdle: o.idle, MaxTTL: o.caps.ttl, MaxIdle: o.caps.idle, Ceilings: o.ceilings,
-		MaxBytesPerOwner: o.maxBytesPerKey,
-		OnPoolError:      func(err error) { log.Error("pool", "err", err) },
+		MaxBytesPerOwner: o.maxBytesPerKey, FilesOnlySnapshots: !o.snapshotMemory,
+		OnPoolError: func(err error) { log.Error("pool", "err", err) },
 		OnReap: func(owner, reason string) {
 			if srv != nil {
 				srv.ObserveReap(owner, reason)
@@ -237,7 +248,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	fmt.Fprintf(os.Stderr, "warden: serving on http://%s (%s)\n", ln.Addr(), auth)
 	// A paused session holds its descriptors as a running one does.
-	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + mgr.MaxPaused() + o.pool, PerSandbox: descriptorsReserved(o.backendOpts.AgentTransport)}
+	reserve := connlimit.Reserve{Sandboxes: mgr.MaxSessions() + mgr.MaxPaused() + o.pool, PerSandbox: descriptorsReserved(o.backend, o.backendOpts.AgentTransport)}
 	limited := connlimit.ForSandboxes(ln, connlimit.Options{Reserve: reserve, Keyless: len(keys) == 0, Pool: o.pool, MaxConns: o.maxConns, Tenants: server.ConnectionOwners(keys, metricsKeys), Log: log})
 	if err := registry.Register(limited.Collectors()...); err != nil {
 		return fmt.Errorf("registering the connection metrics: %w", err)

@@ -124,7 +124,7 @@ func newSessionSnapshotCmd(o *clientOptions) *cobra.Command {
 	var filesOnly bool
 	cmd := &cobra.Command{
 		Use:   "snapshot ID...",
-		Short: "Snapshot sessions to disk: files kept, sandbox closed, until resumed or the next exec (processes start fresh, except on gvisor over --agent-transport stream, which keeps memory too unless --files-only)",
+		Short: "Snapshot sessions to disk: files kept, sandbox closed, until resumed or the next exec (processes start fresh, except on gvisor over its default stream transport, which keeps memory too unless --files-only)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			memory := !filesOnly
@@ -140,16 +140,18 @@ func newSessionSnapshotCmd(o *clientOptions) *cobra.Command {
 
 func newSessionForkCmd(o *clientOptions) *cobra.Command {
 	var count int
+	var filesOnly bool
 	cmd := &cobra.Command{
 		Use:   "fork ID",
-		Short: "Make new sessions from a session's files and print their ids",
+		Short: "Make new sessions from a session and print their ids (files copied; memory too on gvisor over its default stream transport unless --files-only)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			forks, err := c.Session(args[0]).Fork(cmd.Context(), count)
+			memory := !filesOnly
+			forks, err := c.Session(args[0]).ForkWith(cmd.Context(), sdk.ForkRequest{Count: count, Memory: &memory})
 			if err != nil {
 				return err
 			}
@@ -160,6 +162,7 @@ func newSessionForkCmd(o *clientOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 1, "how many sessions to make (1 to 16)")
+	cmd.Flags().BoolVar(&filesOnly, "files-only", false, "copy files only, never the session's memory (the copies start fresh processes and share nothing it held in memory)")
 	return cmd
 }
 

@@ -86,6 +86,17 @@ func AttachEgress(name string, n spec.NetworkPolicy, cpus float64) (*egress.Atta
 	return a, nil
 }
 
+// AttachEgressFor gives a sandbox of s named name its own socket on this
+// process's egress proxy (AttachEgress) when s asks for the proxy, and
+// nil without it: every backend's one check of the mode before it
+// attaches, so none attaches a box of network none by mistake.
+func AttachEgressFor(name string, s spec.Spec) (*egress.Attachment, error) {
+	if s.Network.Mode != spec.NetProxy {
+		return nil, nil
+	}
+	return AttachEgress(name, s.Network, s.Limits.CPUs)
+}
+
 // SetNetwork replaces a session's allow and deny rules; connections
 // already open keep going, new ones meet the new rules. A session made
 // without the proxy has no way out to open: it must be created with it.

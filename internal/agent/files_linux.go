@@ -97,7 +97,7 @@ func (c *fileCall) done() {
 		if err := c.ch.Close(); err != nil && c.s.mux.Err() == nil {
 			c.s.log().Warn("closing a file channel", "err", err)
 		}
-		c.s.relaysLive.Add(-1)
+		c.s.held.files.Add(-1)
 	})
 }
 
@@ -517,7 +517,7 @@ func (s *Session) trySendFile(req nsinit.FileRequest) (c *fileCall, sent bool, e
 	if err != nil {
 		return nil, true, s.streamFailed("sending to the sandbox", err)
 	}
-	s.relaysLive.Add(1)
+	s.held.files.Add(1)
 	c = &fileCall{s: s, ch: ch}
 	req.Ch = ch.ID()
 	frame, err := nsinit.EncodeRequest(nsinit.Request{Op: nsinit.OpFile, File: &req})

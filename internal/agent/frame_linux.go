@@ -94,6 +94,11 @@ type Frame struct {
 	// where the backend cannot, and Session.Pause then says so. Both are
 	// bounded by ctx.
 	Pause, Resume func(ctx context.Context) error
+	// KillsPaused says Kill ends a paused box where it stands, without
+	// letting it run again: teardown then skips the Resume it would run
+	// first, which let the box's code run between the resume and the
+	// kill (a kill for a breach included).
+	KillsPaused bool
 	// Restored says the agent was restored from a checkpoint (gVisor's
 	// runsc restore) and serves already: it sends no ready event, so
 	// Attach waits for none. PriorIDs is the last process ID the session

@@ -101,6 +101,9 @@ func (s *Session) WhilePaused(ctx context.Context, fn func() (saved bool, err er
 		s.paused, s.unsure = true, false
 	}
 	saved, err := fn()
+	if errors.Is(err, ErrStateUnknown) {
+		s.unsure = true
+	}
 	switch {
 	case saved:
 		s.paused = false
@@ -209,8 +212,9 @@ func runtimeCall(ctx context.Context, call func(context.Context) error) error {
 // start of teardown: a frozen process handles no signal, SIGKILL
 // included, until it is thawed, so the box's init would never exit.
 // Where the host holds the box's cgroup, every process in it is killed
-// first, so none runs again; a runtime's box (gVisor, Docker) is resumed
-// and then ended as a running one.
+// first, so none runs again; a runtime's box is resumed and then ended
+// as a running one (Docker), unless its Kill ends a paused box itself
+// (Frame.KillsPaused: gVisor).
 //
 // A box whose last pause or resume failed half way (unsure) is treated
 // as paused: killing and thawing a running cgroup, or resuming a running
@@ -222,6 +226,9 @@ func (s *Session) resumeToEnd() error {
 		return nil
 	}
 	s.paused, s.unsure = false, false
+	if s.f.KillsPaused {
+		return nil
+	}
 	if s.f.Resume == nil {
 		return errors.Join(s.f.Cgroup.Kill(), s.f.Cgroup.Thaw())
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"sync"
@@ -163,4 +164,46 @@ func devNullCommand(t *testing.T) interp.Command {
 		files = append(files, f)
 	}
 	return interp.Command{Argv: []string{"sh"}, Files: files}
+}
+
+// TestWhilePausedUnknownState: an fn on a box paused before that fails
+// with ErrStateUnknown (a checkpoint that could not keep the box paused)
+// leaves the session unsure, so teardown treats it as maybe paused.
+func TestWhilePausedUnknownState(t *testing.T) {
+	r := &fakeRuntime{}
+	s := &Session{f: r.frame(), done: make(chan struct{})}
+	if err := s.Pause(context.Background()); err != nil {
+		t.Fatalf("Pause() = %v", err)
+	}
+	lost := fmt.Errorf("%w: the box runs", ErrStateUnknown)
+	if err := s.WhilePaused(context.Background(), func() (bool, error) { return false, lost }); !errors.Is(err, ErrStateUnknown) {
+		t.Fatalf("WhilePaused() = %v, want ErrStateUnknown", err)
+	}
+	if !s.unsure {
+		t.Error("after an fn that lost the box's state: unsure false, want true")
+	}
+}
+
+// TestResumeToEndKillsPaused: teardown does not resume a paused box
+// whose Kill ends it where it stands (Frame.KillsPaused), and still
+// resumes one whose Kill does not.
+func TestResumeToEndKillsPaused(t *testing.T) {
+	for _, killsPaused := range []bool{true, false} {
+		r := &fakeRuntime{}
+		f := r.frame()
+		f.KillsPaused = killsPaused
+		s := &Session{f: f, done: make(chan struct{})}
+		if err := s.Pause(context.Background()); err != nil {
+			t.Fatalf("Pause() = %v", err)
+		}
+		if err := s.resumeToEnd(); err != nil {
+			t.Fatalf("resumeToEnd() = %v", err)
+		}
+		if got, want := !r.paused, !killsPaused; got != want {
+			t.Errorf("KillsPaused %v: teardown resumed the box: %v, want %v", killsPaused, got, want)
+		}
+		if s.paused || s.unsure {
+			t.Errorf("KillsPaused %v: after resumeToEnd paused %v, unsure %v; want neither", killsPaused, s.paused, s.unsure)
+		}
+	}
 }

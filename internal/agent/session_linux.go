@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,8 +42,8 @@ type Session struct {
 	// (Frame.Stream), also guarded by sendMu.
 	mux   *streammux.Mux
 	ctlCh *streammux.Channel
-	// relaysLive counts the stream relays not yet ended.
-	relaysLive atomic.Int64
+	// held counts the stream channels only the host can free.
+	held heldChannels
 	// quiesced says Quiesce cut the stream for a checkpoint: no request
 	// goes out any more (guarded by sendMu); quiesceAck is closed by
 	// the agent's answer.

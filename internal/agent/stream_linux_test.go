@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warden-sandbox/warden/internal/egress"
+	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/streammux"
@@ -136,11 +137,18 @@ func (g *streamGuest) spawned() (nsinit.Request, []*streammux.Channel) {
 	return req, chans
 }
 
-// execAsync runs an exec of the session in the background.
+// execAsync runs an exec of the session in the background, for at most
+// testWait.
 func execAsync(s *Session, stdin io.Reader) <-chan execOutcome {
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	return execIn(ctx, cancel, s, stdin)
+}
+
+// execIn runs an exec of the session in the background under ctx, and
+// calls cancel once it returned.
+func execIn(ctx context.Context, cancel context.CancelFunc, s *Session, stdin io.Reader) <-chan execOutcome {
 	out := make(chan execOutcome, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testWait)
 		defer cancel()
 		r, err := s.Exec(ctx, ExecSpec{Command: []string{"x"}}, IO{Stdin: stdin})
 		out <- execOutcome{r, err}
@@ -335,21 +343,40 @@ func TestStreamGuestStalls(t *testing.T) {
 // TestStreamFloodOneByteFrames: a guest writing stdout one byte a frame
 // is held to the output limit and its window; the host's heap stays
 // bounded (nothing grows with what the guest sends) and the exec ends.
+//
+// The flood lasts as long as the host's reader paces it (at least
+// flood*FrameCost/ReadRate, longer on a busy host), so neither the
+// exec's context nor the session's timeout spans it. Progress is
+// bounded instead: each floodStep frames must go out within testWait,
+// and the whole flood ends before the test binary's own deadline, so a
+// slow reader fails here, not as a timeout panic of the package.
 func TestStreamFloodOneByteFrames(t *testing.T) {
 	l := spec.DefaultLimits
 	l.OutputBytes = 1024
+	l.Timeout = 0
 	s, g := attachStream(t, l)
-	res := execAsync(s, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	res := execIn(ctx, cancel, s, nil)
 	req, chans := g.spawned()
 	g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, req.ID))
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	// Past the window (128 KiB) twice over, so credit had to come back.
-	const flood = 512 << 10
+	const flood, floodStep = 512 << 10, 4 << 10
 	b := []byte{'a'}
-	for range flood {
+	last, bounded := t.Deadline()
+	last = last.Add(-testWait)
+	for i := range flood {
+		if i%floodStep == 0 {
+			by := time.Now().Add(testWait)
+			if bounded && by.After(last) {
+				by = last
+			}
+			chans[1].SetWriteDeadline(by)
+		}
 		if _, err := chans[1].Write(b); err != nil {
-			t.Fatalf("writing a byte: %v", err)
+			t.Fatalf("writing byte %d of %d (each %d within %v, all before the test's deadline less %v): %v", i, flood, floodStep, testWait, testWait, err)
 		}
 	}
 	var after runtime.MemStats
@@ -431,13 +458,64 @@ func TestStreamEgressRelay(t *testing.T) {
 
 // TestStreamGuestHoldsChannels: a guest that never closes its outputs
 // keeps their slots once the host has dropped them; when the stream has
-// none left for the next exec, though the host's relays have all ended,
-// the host ends the session as a breach rather than fail every exec.
+// none left for the next exec, the host ends the session as a breach
+// rather than fail every exec: whether the exec comes once the host has
+// cut the outputs, or while they still drain (it waits, and the outputs
+// are cut and owed long enough before its wait ends).
 func TestStreamGuestHoldsChannels(t *testing.T) {
-	s, g := attachStream(t, spec.DefaultLimits)
-	// Fifteen execs of two channels each (stdin is /dev/null) and the
-	// control channel fill the 32 slots.
-	const execs = 15
+	for _, tt := range []struct {
+		name      string
+		afterCuts bool
+	}{
+		{"once the outputs are cut", true},
+		{"while the outputs drain", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, g := attachStream(t, spec.DefaultLimits)
+			const execs = 15
+			fillEnded(t, s, g, execs)
+			if tt.afterCuts {
+				awaitOwed(t, s, 2*execs)
+				// Closes owed only just now are no breach: the
+				// request fails, and the session lives on.
+				if err := s.waitSlots(2, time.Now().Add(100*time.Millisecond)); !errors.Is(err, ErrNoChannel) {
+					t.Fatalf("waitSlots on closes owed since just now = %v, want ErrNoChannel", err)
+				}
+				if err := s.Err(); err != nil {
+					t.Fatalf("the session ended on closes owed since just now: %v", err)
+				}
+			}
+			if o := await(t, execAsync(s, nil), "the exec past the bound"); o.err == nil {
+				t.Errorf("an exec on a full stream ran")
+			}
+			await(t, s.Done(), "the session's end")
+			if err := s.Err(); err == nil || !strings.Contains(err.Error(), "stream channels the host has finished with") {
+				t.Errorf("Err() = %v, want a breach for the channels it holds", err)
+			}
+		})
+	}
+}
+
+// fillRunning starts execs execs of two channels each (stdin is
+// /dev/null) that run until the guest says otherwise: their outcomes,
+// spawn requests and the guest's ends of their channels.
+func fillRunning(s *Session, g *streamGuest, execs int) ([]<-chan execOutcome, []nsinit.Request, [][]*streammux.Channel) {
+	results := make([]<-chan execOutcome, execs)
+	reqs := make([]nsinit.Request, execs)
+	chans := make([][]*streammux.Channel, execs)
+	for i := range results {
+		results[i] = execAsync(s, nil)
+		reqs[i], chans[i] = g.spawned()
+		g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, reqs[i].ID))
+	}
+	return results, reqs, chans
+}
+
+// fillEnded runs execs execs of two channels each (stdin is /dev/null)
+// that end at once, their outputs left open by the guest: with the
+// control channel, fifteen fill the 32 slots.
+func fillEnded(t *testing.T, s *Session, g *streamGuest, execs int) {
+	t.Helper()
 	results := make([]<-chan execOutcome, execs)
 	for i := range results {
 		results[i] = execAsync(s, nil)
@@ -450,18 +528,102 @@ func TestStreamGuestHoldsChannels(t *testing.T) {
 			t.Fatalf("exec %d: %v", i, o.err)
 		}
 	}
-	// Their outputs' relays end outputLinger after each exec.
-	for wait := time.Now().Add(testWait); s.relaysLive.Load() > 0; time.Sleep(10 * time.Millisecond) {
+}
+
+// awaitOwed waits until the guest owes the close of want channels the
+// host cut (outputLinger after each process's end).
+func awaitOwed(t *testing.T, s *Session, want int) {
+	t.Helper()
+	for wait := time.Now().Add(testWait); ; time.Sleep(10 * time.Millisecond) {
+		_, owed := s.mux.Slots()
+		if owed == want {
+			return
+		}
 		if time.Now().After(wait) {
-			t.Fatalf("%d relays still run %s after their execs", s.relaysLive.Load(), testWait)
+			t.Fatalf("the box owes %d closes %s after the execs, want %d", owed, testWait, want)
 		}
 	}
+}
+
+// TestStreamGuestFloodsEndedOutput: a guest that writes on and on to an
+// ended process's output, while the host still reads it, does not keep
+// the slot: the host cuts it outputLinger after the end, and a guest
+// that then keeps it is a breach like any other.
+func TestStreamGuestFloodsEndedOutput(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	files := []*os.File{null}
+	for range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		go slowReader(r)
+		files = append(files, w)
+	}
+	spawned := make(chan error, 1)
+	go func() {
+		_, err := s.Spawn(context.Background(), interp.Command{Argv: []string{"x"}, Files: files})
+		spawned <- err
+	}()
+	req, chans := g.spawned()
+	g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, req.ID))
+	if err := await(t, spawned, "the spawn"); err != nil {
+		t.Fatal(err)
+	}
+	g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":0}}`, req.ID))
+	for _, ch := range chans[1:] {
+		go func() {
+			chunk := make([]byte, 4096)
+			for range 1 << 16 { // bounded: 256 MiB at most, and it stops at the host's stop
+				if _, err := ch.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// Fourteen running execs, the control channel and the two flooded
+	// outputs leave one slot: the next exec needs two.
+	fillRunning(s, g, 14) // they run until the session ends
 	if o := await(t, execAsync(s, nil), "the exec past the bound"); o.err == nil {
 		t.Errorf("an exec on a full stream ran")
 	}
 	await(t, s.Done(), "the session's end")
 	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "stream channels the host has finished with") {
-		t.Errorf("Err() = %v, want a breach for the channels it holds", err)
+		t.Errorf("Err() = %v, want a breach for the flooded channels it holds", err)
+	}
+}
+
+// slowReader reads r as slowly as a host consumer that keeps a pipe
+// full may, until r is closed: the relay of a flooded output then always
+// has data to give.
+func slowReader(r *os.File) {
+	buf := make([]byte, 4096)
+	for {
+		if _, err := r.Read(buf); err != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStreamOwedGraceFitsTheWait: the outputs of a process that ended as
+// a request began its wait are cut, and owed for owedGrace, before the
+// wait ends, with 2 s to spare for late timers, so a guest that keeps
+// them is found out by that request; and an honest guest has at least
+// 5 s to answer a close.
+func TestStreamOwedGraceFitsTheWait(t *testing.T) {
+	if spare := slotWait - outputLinger - owedGrace; spare < 2*time.Second {
+		t.Errorf("slotWait %v - outputLinger %v - owedGrace %v = %v, want at least 2s", slotWait, outputLinger, owedGrace, spare)
+	}
+	if owedGrace < 5*time.Second {
+		t.Errorf("owedGrace = %v, want at least 5s for an agent on a small CPU quota", owedGrace)
 	}
 }
 
@@ -474,14 +636,7 @@ func TestStreamFullStreamFailsOnlyTheExec(t *testing.T) {
 	// Fifteen running execs of two channels each (stdin is /dev/null)
 	// and the control channel hold 31 of the 32 slots.
 	const execs = 15
-	results := make([]<-chan execOutcome, execs)
-	reqs := make([]nsinit.Request, execs)
-	chans := make([][]*streammux.Channel, execs)
-	for i := range results {
-		results[i] = execAsync(s, nil)
-		reqs[i], chans[i] = g.spawned()
-		g.event(fmt.Sprintf(`{"kind":"started","id":%d,"pid":7}`, reqs[i].ID))
-	}
+	results, reqs, chans := fillRunning(s, g, execs)
 	for try := range 2 {
 		o := await(t, execAsync(s, nil), "an exec on a full stream")
 		if !errors.Is(o.err, ErrNoChannel) {
@@ -508,6 +663,31 @@ func TestStreamFullStreamFailsOnlyTheExec(t *testing.T) {
 	}
 	if err := s.Err(); err != nil {
 		t.Errorf("the session ended: %v", err)
+	}
+}
+
+// TestStreamEndedProcessOutputsAreWaitedFor: the outputs of a process
+// that has ended no longer count as the host's once it is reported
+// ended, though their channels still drain; an exec that needs their
+// slots waits for them rather than fail with ErrNoChannel (a code
+// context deleted, then another run at once).
+func TestStreamEndedProcessOutputsAreWaitedFor(t *testing.T) {
+	s, g := attachStream(t, spec.DefaultLimits)
+	const execs = 15
+	results, reqs, chans := fillRunning(s, g, execs)
+	// The first process ends; the box keeps its outputs open for now.
+	g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":0}}`, reqs[0].ID))
+	await(t, results[0], "the first exec")
+	if got, want := s.held.count(), 2*(execs-1); got != want {
+		t.Errorf("channels held after the first process ended = %d, want %d (its draining outputs do not count)", got, want)
+	}
+	res := execAsync(s, nil)
+	chans[0][1].Close()
+	chans[0][2].Close()
+	req, _ := g.spawned()
+	g.event(fmt.Sprintf(`{"kind":"exited","id":%d,"status":{"exit_code":3}}`, req.ID))
+	if o := await(t, res, "the exec after one ended"); o.err != nil || o.r.ExitCode != 3 {
+		t.Errorf("the exec after one ended = exit %d, %v; want 3, nil", o.r.ExitCode, o.err)
 	}
 }
 

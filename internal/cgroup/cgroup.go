@@ -107,6 +107,18 @@ type Cgroup interface {
 	Child(name string) (Cgroup, error)
 }
 
+// Freezer stops and restarts the processes of a cgroup that Warden did not make but knows
+// by name (OpenFreezer): a gVisor box's, which runsc makes. Its Freeze and Thaw behave as
+// Cgroup's; Procs lists the processes directly in it, so that the caller can check that the
+// cgroup holds what it means to stop before it trusts a Freeze (freezing an empty cgroup
+// succeeds and stops nothing).
+type Freezer interface {
+	Freeze(timeout time.Duration) error
+	Thaw() error
+	Procs() ([]int, error)
+	Path() string
+}
+
 // Placement is how a new process is born inside a cgroup: CloneInto on v2, ThreadFiles
 // (with ReturnFiles) on v1.
 type Placement struct {

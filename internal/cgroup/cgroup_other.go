@@ -34,3 +34,8 @@ func Version() string { return "" }
 
 // Stale finds nothing: no cgroup hierarchy exists off Linux.
 func Stale(func(pid int) bool) ([]string, error) { return nil, nil }
+
+// OpenFreezer is Linux-only: cgroups are a Linux kernel feature.
+func OpenFreezer(name string) (Freezer, error) {
+	return nil, fmt.Errorf("opening cgroup %q to freeze it: %w", name, errors.ErrUnsupported)
+}

@@ -315,10 +315,8 @@ func (b *box) start(ctx context.Context, s spec.Spec) error {
 	if err := scratch.SeedBox(tmpfs, s.Root); err != nil {
 		return err
 	}
-	if s.Network.Mode == spec.NetProxy {
-		if b.att, err = agent.AttachEgress(b.name, s.Network, s.Limits.CPUs); err != nil {
-			return err
-		}
+	if b.att, err = agent.AttachEgressFor(b.name, s); err != nil {
+		return err
 	}
 	path, err := nsinit.BinaryPath()
 	if err != nil {

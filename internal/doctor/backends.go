@@ -3,10 +3,10 @@ package doctor
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/sandbox"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -48,20 +48,51 @@ func optionalBackends(ctx context.Context) []Check {
 
 // gvisorCheck runs /bin/true on the gvisor backend: runsc found is not
 // runsc working (a platform the host cannot run, cgroups it cannot make).
-// The backend is optional, so its absence is only a warning.
+// Doctor has no --agent-transport: it runs over gVisor's default
+// transport, the one the servers' sessions take unless told otherwise,
+// and says which (gvisorWhere). The backend is optional, so its absence
+// is only a warning; runscCheck reports which runsc it runs.
 func gvisorCheck(ctx context.Context, o sandbox.BackendOptions) Check {
 	c := Check{Name: "backend gvisor"}
-	name := o.Runsc
-	if name == "" {
-		name = "runsc"
-	}
-	if _, err := exec.LookPath(name); err != nil {
-		c.Status, c.Detail = Warn, "runsc not found: --backend gvisor is unavailable"
-		c.Fix = "apt-get install runsc (or pass --runsc PATH)"
+	if _, err := gvisor.FindRunsc(o.Runsc); err != nil {
+		c.Status, c.Detail, c.Fix = Warn, "--backend gvisor is unavailable: "+err.Error(), runscFix
 		return c
 	}
-	return runOn(ctx, c, "gvisor", o, "in gVisor",
+	return runOn(ctx, c, "gvisor", o, gvisorWhere(),
 		"run as root with cgroups; try --runsc-platform ptrace (kvm needs a guest-capable /dev/kvm)")
+}
+
+// runscFix is the fix of a runsc missing, untrusted or old.
+const runscFix = "make runsc (builds the pinned runsc and installs it as " + gvisor.DefaultRunsc + "), or pass --runsc PATH"
+
+// runscCheck names the runsc the gvisor backend runs and its version,
+// warning of one older than the pin (Debian's is 2022-12-19) or of no
+// known version.
+func runscCheck(ctx context.Context, name string) Check {
+	c := Check{Name: "runsc", Status: Warn, Fix: runscFix}
+	p, err := gvisor.FindRunsc(name)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	v, err := gvisor.ReadRunscVersion(ctx, p)
+	switch {
+	case err != nil:
+		c.Detail = err.Error()
+	case v.Date == "":
+		c.Detail = fmt.Sprintf("%s says version %s, of no known date: it may lack the pinned runsc's fixes (%s)", p, v.Version, gvisor.PinnedRunscDate)
+	case v.OlderThanPin():
+		c.Detail = fmt.Sprintf("%s is runsc %s, older than the pinned %s: no lazy restore or OOM handling of its own, gVisor's later fixes missing", p, v.Version, gvisor.PinnedRunscDate)
+	default:
+		c.Status, c.Detail, c.Fix = OK, fmt.Sprintf("%s, version %s", p, v.Version), ""
+	}
+	return c
+}
+
+// gvisorWhere is where gvisorCheck's run took place: gVisor over its
+// default agent transport, the only one it checks.
+func gvisorWhere() string {
+	return "in gVisor over the " + string(sandbox.SessionTransport("gvisor", "")) + " transport (the servers' default; --agent-transport fd is not checked)"
 }
 
 // dockerCheck runs /bin/true on the docker backend when an engine

@@ -23,3 +23,12 @@ func TestEveryBackendChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestGVisorWhere: doctor's gVisor line names the transport it ran over,
+// gVisor's default (the stream), and that the other one is not checked.
+func TestGVisorWhere(t *testing.T) {
+	want := "in gVisor over the stream transport (the servers' default; --agent-transport fd is not checked)"
+	if got := gvisorWhere(); got != want {
+		t.Errorf("gvisorWhere() = %q, want %q", got, want)
+	}
+}

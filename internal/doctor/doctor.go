@@ -43,6 +43,7 @@ func Run(ctx context.Context) []Check {
 	checks := []Check{userNamespaces(), seccompCheck(), persistCheck(), executorCheck()}
 	checks = append(checks, cgroupChecks(rep)...)
 	checks = append(checks, liveSandbox(ctx, rep.CanCreate))
+	checks = append(checks, runscCheck(ctx, ""))
 	checks = append(checks, optionalBackends(ctx)...)
 	return append(checks, microVMCheck(ctx))
 }

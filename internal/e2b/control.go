@@ -174,7 +174,10 @@ func (s *Server) connectSandbox(w http.ResponseWriter, r *http.Request, owner st
 // processes stop, memory kept (sandbox.Manager.Pause), 204; with
 // keepMemory false (`"memory": false`) the session is snapshotted instead,
 // files only (sandbox.Manager.Snapshot). One already paused or
-// snapshotted answers 409, which E2B's SDK takes for "already paused".
+// snapshotted answers 409, which E2B's SDK takes for "already paused";
+// one paused only for a snapshot's or a fork's copy (Info.CopyPaused) is
+// not paused by its user, and is paused, so it stays paused once the
+// copy ends.
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner string) {
 	var body timeoutJSON
 	if err := s.decodeBody(w, r, owner, &body, false); err != nil {
@@ -182,7 +185,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner stri
 		return
 	}
 	sb, info, err := s.running(r.Context(), owner, r.PathValue("sandboxID"))
-	if err == nil && asleep(info) {
+	if err == nil && asleep(info) && !info.CopyPaused {
 		writeError(w, http.StatusConflict, "sandbox %q is already paused", sb.ID)
 		return
 	}

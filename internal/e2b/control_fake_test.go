@@ -137,8 +137,16 @@ func (f *controlFake) move(owner, id string, to sandbox.State) (sandbox.Info, er
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	s.Info.State = to
+	s.Info.State, s.Info.CopyPaused = to, false
 	return s.Info, nil
+}
+
+// copyPause pauses a session for a copy behind the front end's back, as
+// a native API's snapshot or fork of it does.
+func (f *controlFake) copyPause(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sessions[id].Info.State, f.sessions[id].Info.CopyPaused = sandbox.StatePaused, true
 }
 
 // setState changes a session behind the front end's back.

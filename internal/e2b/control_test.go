@@ -209,6 +209,25 @@ func TestSandboxByID(t *testing.T) {
 	}
 }
 
+// TestPauseDuringCopy: a sandbox paused only for a native snapshot's or
+// fork's copy is not paused by its user, so E2B's pause pauses it (204,
+// the Manager's Pause making the pause the user's) rather than answering
+// 409 "already paused" and leaving the copy's end to resume it (issue
+// 22); once paused by that call, a pause again answers 409.
+func TestPauseDuringCopy(t *testing.T) {
+	_, f, h := newControlServer(t, nil)
+	id := created(t, h, ctlKeyAlice, `{"templateID":"base"}`).SandboxID
+	f.copyPause(id)
+	if w := controlCall(h, "POST", "/sandboxes/"+id+"/pause", ctlKeyAlice, ""); w.Code != http.StatusNoContent {
+		t.Fatalf("pause during a copy = %d %s, want 204", w.Code, w.Body)
+	}
+	got, err := f.Get(context.Background(), "alice", id)
+	if err != nil || got.State != sandbox.StatePaused || got.CopyPaused {
+		t.Errorf("after the pause: state %s, copy paused %v, %v; want %s by its user", got.State, got.CopyPaused, err, sandbox.StatePaused)
+	}
+	errorBody(t, controlCall(h, "POST", "/sandboxes/"+id+"/pause", ctlKeyAlice, ""), http.StatusConflict, "already paused")
+}
+
 // TestSandboxDetail: GET answers SandboxDetail with the session's figures,
 // and connect answers the same tokens create did.
 func TestSandboxDetail(t *testing.T) {

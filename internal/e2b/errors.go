@@ -65,6 +65,7 @@ var managerAnswers = []managerAnswer{
 	{isErr(sandbox.ErrPaced), connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests, ""},
 	{isErr(errFull), connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests, ""},
 	{isErr(sandbox.ErrBusy), connect.CodeUnavailable, http.StatusConflict, http.StatusServiceUnavailable, "retry in a moment"},
+	{isErr(sandbox.ErrNoChannel), connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests, "kill a command or delete a code context"},
 	{sandbox.OutOfDescriptors, connect.CodeUnavailable, http.StatusServiceUnavailable, http.StatusServiceUnavailable, "retry in a moment"},
 	{isErr(sandbox.ErrUnsupported), connect.CodeUnimplemented, http.StatusNotImplemented, http.StatusNotImplemented, ""},
 }

@@ -31,6 +31,7 @@ func TestManagerErrorsAgree(t *testing.T) {
 		{sandbox.ErrClosed, connect.CodeFailedPrecondition, http.StatusConflict, http.StatusBadGateway},
 		{spec.ErrInvalid, connect.CodeInvalidArgument, http.StatusBadRequest, http.StatusBadRequest},
 		{sandbox.ErrTooMany, connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests},
+		{sandbox.ErrNoChannel, connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests},
 		{sandbox.ErrPaced, connect.CodeResourceExhausted, http.StatusTooManyRequests, http.StatusTooManyRequests},
 		{sandbox.ErrBusy, connect.CodeUnavailable, http.StatusConflict, http.StatusServiceUnavailable},
 		{sandbox.ErrUnsupported, connect.CodeUnimplemented, http.StatusNotImplemented, http.StatusNotImplemented},

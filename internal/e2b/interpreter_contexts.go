@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -94,17 +95,31 @@ func newContextRegistry(sessions sandbox.Sessions) *contextRegistry {
 
 // box returns sb's contexts, made with the default ones on first use.
 // Making one first drops those of sandboxes whose session is gone, so the
-// registry holds no more than the live sandboxes that used it.
+// registry holds no more than the live sandboxes that used it. That
+// sweep asks the sessions outside mu: a lookup may wait (on a remote
+// backend it may reach the cluster), and it must not hold every other
+// sandbox's code contexts meanwhile.
 func (g *contextRegistry) box(sb *Sandbox) *boxContexts {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if b, ok := g.boxes[sb.ID]; ok && b.owner == sb.Owner {
+		g.mu.Unlock()
 		return b
 	}
+	known := make(map[string]*boxContexts, len(g.boxes))
 	for id, b := range g.boxes {
-		if _, err := g.sessions.Get(context.Background(), b.owner, id); errors.Is(err, sandbox.ErrNotFound) { // a sweep of no request's
+		known[id] = b
+	}
+	g.mu.Unlock()
+	gone := g.goneOf(known)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, b := range gone {
+		if g.boxes[id] == b {
 			delete(g.boxes, id)
 		}
+	}
+	if b, ok := g.boxes[sb.ID]; ok && b.owner == sb.Owner {
+		return b // made by another request meanwhile
 	}
 	b := &boxContexts{owner: sb.Owner, turn: make(chan struct{}, 1)}
 	for _, lang := range defaultContextLanguages {
@@ -113,6 +128,25 @@ func (g *contextRegistry) box(sb *Sandbox) *boxContexts {
 	g.boxes[sb.ID] = b
 	return b
 }
+
+// goneOf is the entries of known whose session no longer exists, each
+// looked up within sweepLookupWait.
+func (g *contextRegistry) goneOf(known map[string]*boxContexts) map[string]*boxContexts {
+	gone := map[string]*boxContexts{}
+	for id, b := range known {
+		ctx, cancel := context.WithTimeout(context.Background(), sweepLookupWait)
+		_, err := g.sessions.Get(ctx, b.owner, id) // a sweep of no request's
+		cancel()
+		if errors.Is(err, sandbox.ErrNotFound) {
+			gone[id] = b
+		}
+	}
+	return gone
+}
+
+// sweepLookupWait bounds each lookup of the sweep: an entry whose lookup
+// takes longer is kept, and looked up again at the next sweep.
+const sweepLookupWait = 5 * time.Second
 
 // byID is sb's context called id, or nil.
 func (g *contextRegistry) byID(sb *Sandbox, id string) *codeContext {

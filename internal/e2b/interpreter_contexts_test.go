@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/interp"
 	"github.com/warden-sandbox/warden/internal/sandbox"
@@ -204,6 +206,42 @@ func TestContextRegistryForgetsGoneSandboxes(t *testing.T) {
 	if _, kept := g.boxes[ciAlice.ID]; kept || len(g.boxes) != 1 {
 		t.Errorf("registry holds %d sandboxes (alice's kept: %v), want only bob's", len(g.boxes), kept)
 	}
+}
+
+// TestContextSweepHoldsNoLock: while the sweep a new sandbox starts
+// waits on a slow session lookup, a sandbox already known gets its
+// contexts at once.
+func TestContextSweepHoldsNoLock(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	fake := &interpSessions{}
+	g := newContextRegistry(fake)
+	alice := g.box(ciAlice)
+	var once sync.Once
+	fake.lookup = func(ctx context.Context, _ string) {
+		once.Do(func() { close(entered) })
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		g.box(ciBob)
+	}()
+	<-entered
+	got := make(chan *boxContexts, 1)
+	go func() { got <- g.box(ciAlice) }()
+	select {
+	case b := <-got:
+		if b != alice {
+			t.Errorf("alice's contexts were made again during the sweep")
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("alice's contexts waited on the sweep's lookup")
+	}
+	close(release)
+	<-swept
 }
 
 // TestSessionsCanResetInterpreters: the Manager has what restarting and

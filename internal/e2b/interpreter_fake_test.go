@@ -31,13 +31,18 @@ type interpSessions struct {
 	run func(ctx context.Context, req sandbox.ExecRequest, live sandbox.Stream) (spec.Result, error)
 	// gone are the session ids Get no longer finds.
 	gone map[string]bool
+	// lookup, when set, is called by Get first, outside mu.
+	lookup func(ctx context.Context, id string)
 }
 
 func (f *interpSessions) Create(context.Context, string, sandbox.SessionOptions) (sandbox.Info, error) {
 	return sandbox.Info{}, errors.ErrUnsupported
 }
 
-func (f *interpSessions) Get(_ context.Context, owner, id string) (sandbox.Info, error) {
+func (f *interpSessions) Get(ctx context.Context, owner, id string) (sandbox.Info, error) {
+	if f.lookup != nil {
+		f.lookup(ctx, id)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone[id] {

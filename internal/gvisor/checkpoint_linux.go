@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,8 @@ import (
 
 // A checkpoint is a directory holding everything a box needs to start
 // again where it stood: runsc's image of the sandbox's memory and
-// processes (checkpoint.img), a copy of the box's scratch tmpfs
+// processes (checkpoint.img, and with a runsc that writes memory
+// uncompressed pages.img and pages_meta.img), a copy of the box's scratch tmpfs
 // (scratch/: /workspace, /tmp, the home, /dev/shm), which lives on the
 // host outside gVisor's memory, and Warden's own record of it
 // (warden-checkpoint.json).
@@ -32,6 +34,10 @@ const (
 	checkpointImage  = "checkpoint.img"
 	checkpointRecord = "warden-checkpoint.json"
 	checkpointFiles  = "scratch"
+	// checkpointPages and checkpointPagesMeta are the memory's pages and
+	// their map, written by a runsc with features.uncompressed.
+	checkpointPages     = "pages.img"
+	checkpointPagesMeta = "pages_meta.img"
 )
 
 // checkpointFormat is the version of the record; Restore refuses others,
@@ -64,10 +70,39 @@ type record struct {
 	// ResumeNonce (hex) is a stream box's: the nonce its agent's quiesced
 	// stream accepts a resume frame with (agent.Frame.ResumeNonce).
 	ResumeNonce string `json:"resume_nonce,omitempty"`
+	// Uncompressed says runsc wrote the memory uncompressed, as
+	// checkpointPages and checkpointPagesMeta: set from the files runsc
+	// wrote (settleRecord), whatever Runtime.Compression asked. Restore
+	// follows it, never its own Runtime's setting, so either kind
+	// restores on either. Only a runsc with features.uncompressed
+	// restores such an image, and one with features.background loads its
+	// pages after the restore returned.
+	Uncompressed bool `json:"uncompressed,omitempty"`
+	// Compression is the checkpoint --compression value runsc was given
+	// (runscNone, runscFlateBestSpeed), "" for runsc 2022-12-19, which
+	// has no such flag: a compressed image of a runsc that had it is
+	// refused by one that has not (features.savesListeners) before its
+	// restore, which could not read it.
+	Compression string `json:"compression,omitempty"`
+	// PagesBytes is checkpointPages' size as runsc wrote it: Restore
+	// refuses one of another size (cut short on disk) before runsc reads
+	// it. It sizes nothing on Warden's side.
+	PagesBytes int64 `json:"pages_bytes,omitempty"`
+	// Proxy says the box had the egress proxy (spec.NetProxy): its
+	// restored processes keep the bridge and HTTP_PROXY they had, so
+	// Restore refuses a spec of the other network mode, before runsc
+	// starts, rather than let the box die on its first connection. A
+	// record without it was of a box with network mode none: no warden
+	// that wrote one without it could checkpoint a box with the proxy.
+	Proxy bool `json:"proxy,omitempty"`
 }
 
 // CheckpointWait bounds a checkpoint and a restore's start: runsc saves
-// or loads the whole of the box's memory (about 1 s per 200 MB measured).
+// or loads the whole of the box's memory, uncompressed at about 1 s per
+// 200 MB measured; flate-compressed (CompressionFast) about 6 s per
+// 200 MB of random bytes at load 16, paced by the box's own CPU quota,
+// which is why a box its CPUs could not compress in half of it is saved
+// uncompressed (compressionFor). A save cut here ends the session.
 // Tests bound their own waits by it.
 const CheckpointWait = 2 * time.Minute
 
@@ -113,16 +148,21 @@ type CheckpointOptions struct {
 // gVisor cannot save a descriptor that came from the host, except the
 // init's stdin, which runsc gives again on restore, and a save that
 // fails ends the box. So Checkpoint refuses, with ErrCannotCheckpoint
-// and the box untouched, a box with the egress proxy (its link is a host
-// socket) and, over descriptors and unless o.Running, one with a process
-// the session started still running (an exec, a persistent interpreter:
-// they hold the host's pipes). Over the stream transport (Runtime.Stream)
-// processes' pipes are the box's own, so running ones are saved: the
-// session's stream is first cut where both ends stand still
-// (agent.Session.Quiesce), and its nonce recorded for the restore, which
-// takes the stream over; from the cut on the session takes no request
-// (agent.ErrQuiesced), so a checkpoint of a stream box that fails after
-// it ends the session (agent.ErrCheckpointFailed). The caller keeps its interpreters idle
+// and the box untouched, a box over descriptors with the egress proxy
+// (its link is a host socket) and, over descriptors and unless
+// o.Running, one with a process the session started still running (an
+// exec, a persistent interpreter: they hold the host's pipes).
+//
+// Over the stream transport (Runtime.Stream) a box's way to the proxy is
+// the stream's channels, so one with the proxy is saved where the box's
+// runsc can save its bridge's listening socket (SavesEgress); the
+// connections it had open through it are cut. Processes' pipes are the
+// box's own, so running ones are saved: the session's stream is first
+// cut where both ends stand still (agent.Session.Quiesce), and its nonce
+// recorded for the restore, which takes the stream over; from the cut on
+// the session takes no request (agent.ErrQuiesced), so a checkpoint of a
+// stream box that fails after it ends the session
+// (agent.ErrCheckpointFailed). The caller keeps its interpreters idle
 // meanwhile. A save runsc itself fails (ErrSaveFailed) ends the box and
 // sess. On any failure dir is removed.
 func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir string, o CheckpointOptions) (err error) {
@@ -130,8 +170,14 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	if b == nil {
 		return errors.New("checkpoint: the session is not a live box of this gvisor runtime")
 	}
+	feat, err := runscFeatures(ctx, b.runsc)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotCheckpoint, err)
+	}
 	if b.att != nil {
-		return fmt.Errorf("%w: its link to the egress proxy is a host socket gVisor cannot save (checkpoint sessions with --network none)", ErrCannotCheckpoint)
+		if err := r.savesEgress(b.runsc, feat); err != nil {
+			return err
+		}
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("checkpoint: making the image directory: %w", err)
@@ -150,9 +196,11 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	b.dirMu.Lock()
 	defer b.dirMu.Unlock()
 	// The record is refused here, box untouched, if it would already be
-	// too long for a Restore to read; save checks it again after the cut.
+	// too long for a Restore to read, with the longest of what save adds
+	// after runsc ran; save checks it again after the cut.
 	if _, err := encodeRecord(record{Format: checkpointFormat, LastID: sess.LastID(), Unfinished: sess.Unfinished(),
-		RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, Stream: b.r.Stream, ResumeNonce: strings.Repeat("0", 2*streammux.ResumeNonceLen)}); err != nil {
+		RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, Stream: b.r.Stream, ResumeNonce: strings.Repeat("0", 2*streammux.ResumeNonceLen),
+		Uncompressed: true, PagesBytes: math.MaxInt64, Compression: runscFlateBestSpeed, Proxy: b.spec.Network.Mode == spec.NetProxy}); err != nil {
 		return err
 	}
 	var nonce []byte
@@ -161,19 +209,26 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
+	// runsc saves only a box runsc paused, not a frozen one.
+	b.pauseWithRunsc(true)
+	defer b.pauseWithRunsc(false)
 	// A box WhilePaused paused and fn failed on runs on, or, where
 	// runsc's save failed, goes on to the end runsc gave it.
 	err = sess.WhilePaused(ctx, func() (bool, error) {
 		if n := sess.Running(); n > 0 && !o.Running && !b.r.Stream {
 			return false, fmt.Errorf("%w: %d of its processes run with the host's pipes, which gVisor cannot save (a persistent interpreter or an exec): end them first", ErrCannotCheckpoint, n)
 		}
-		if err := b.save(ctx, dir, sess.LastID(), sess.Unfinished(), nonce); err != nil {
+		if err := b.stillForSave(ctx); err != nil {
 			return false, err
 		}
+		if err := b.save(ctx, dir, feat, sess.LastID(), sess.Unfinished(), nonce); err != nil {
+			return false, err
+		}
+		b.markSaved()
 		return true, nil
 	})
 	if err != nil {
-		err = fmt.Errorf("checkpoint: %w", err)
+		err = cutError(b.r.Stream, err)
 		// The cut stream cannot be joined again: the session fails closed.
 		sess.EndCut(err)
 		return err
@@ -181,10 +236,25 @@ func (r *Runtime) Checkpoint(ctx context.Context, sess *agent.Session, dir strin
 	return nil
 }
 
+// cutError is Checkpoint's error for err, met once its stream, if the
+// box has one (stream), was cut: a refusal there (ErrCannotCheckpoint,
+// such as a record grown too long with the scratch's real size) no
+// longer leaves the box untouched, as the session ends with the cut, so
+// it is told as agent.ErrCheckpointFailed and never as a refusal, which
+// a caller takes for a box that runs on.
+func cutError(stream bool, err error) error {
+	if stream && errors.Is(err, ErrCannotCheckpoint) {
+		return fmt.Errorf("checkpoint: %w: %s", agent.ErrCheckpointFailed, err.Error())
+	}
+	return fmt.Errorf("checkpoint: %w", err)
+}
+
 // save copies the paused box's scratch into dir, while nothing in the
 // box can write, writes the record and has runsc save the box there
-// (runsc saves a paused box as a running one).
-func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished agent.Unfinished, nonce []byte) error {
+// (runsc saves a paused box as a running one), compressed or not as
+// b.r.Compression asks where runsc can (feat): an uncompressed image's
+// restore may load its pages in the background.
+func (b *box) save(ctx context.Context, dir string, feat features, lastID uint64, unfinished agent.Unfinished, nonce []byte) error {
 	used, err := scratchBytes(filepath.Join(b.dir, "scratch"))
 	if err != nil {
 		return err
@@ -201,14 +271,110 @@ func (b *box) save(ctx context.Context, dir string, lastID uint64, unfinished ag
 		}
 		return fmt.Errorf("copying the box's files: %w", err)
 	}
-	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest, ScratchBytes: used, Stream: b.r.Stream, ResumeNonce: hex.EncodeToString(nonce)}
+	c := b.compression(feat)
+	args, uncompressed := checkpointArgs(feat, c, dir, b.id)
+	value, _ := feat.compression(c)
+	if uncompressed {
+		value = "" // the kind a record without the field names, so a warden without it reads the record
+	}
+	rec := record{Format: checkpointFormat, LastID: lastID, Unfinished: unfinished, RootDir: b.spec.Root.Dir, RootDigest: b.spec.Root.Digest,
+		ScratchBytes: used, Stream: b.r.Stream, ResumeNonce: hex.EncodeToString(nonce), Uncompressed: uncompressed, Compression: value,
+		Proxy: b.spec.Network.Mode == spec.NetProxy}
 	if err := writeRecord(dir, rec); err != nil {
 		return fmt.Errorf("writing the record: %w", err)
 	}
-	if err := b.runscCtx(ctx, "checkpoint", "--image-path", dir, b.id); err != nil {
+	if err := b.runscCtx(ctx, args...); err != nil {
 		return checkpointError(err)
 	}
+	// The box has ended with runsc's save: a failure from here fails the
+	// checkpoint, whose directory is removed.
+	asked := rec.Uncompressed
+	if err := settleRecord(dir, &rec); err != nil {
+		return fmt.Errorf("%w: %w", ErrSaveFailed, err)
+	}
+	if rec.Uncompressed != asked {
+		b.logger().Warn("runsc did not write the checkpoint's memory as it was asked; its record says what it wrote",
+			"box", b.id, "asked_uncompressed", asked, "uncompressed", rec.Uncompressed)
+	}
 	return nil
+}
+
+// compression is the compression b is checkpointed with by a runsc of
+// features feat: b.r.Compression, unless compressionFor says the box's
+// CPUs could not compress its memory in time, which is logged where it
+// changes what runsc writes.
+func (b *box) compression(feat features) Compression {
+	c, why := compressionFor(b.r.Compression, b.spec.Limits)
+	if _, uncompressed := feat.compression(c); why != "" && feat.flate && uncompressed {
+		b.logger().Info("checkpointing uncompressed, not fast as --snapshot-compression asks", "box", b.id, "why", why)
+	}
+	return c
+}
+
+// settleRecord sets rec's kind from the files runsc wrote into dir,
+// whatever it was asked (runsc tells an image's kind by its pages map,
+// checkpointPagesMeta), with the size of the pages of an uncompressed
+// one, and writes it there if it changed: a runsc that ignored what it was asked
+// leaves a record that restores, not one checkImage refuses.
+func settleRecord(dir string, rec *record) error {
+	was := rec.Uncompressed
+	_, err := os.Lstat(filepath.Join(dir, checkpointPagesMeta))
+	switch {
+	case err == nil:
+		rec.Uncompressed = true
+	case errors.Is(err, os.ErrNotExist):
+		rec.Uncompressed, rec.PagesBytes = false, 0
+	default:
+		return fmt.Errorf("checking runsc's image: %w", err)
+	}
+	if !rec.Uncompressed && !was {
+		return nil
+	}
+	if rec.Uncompressed {
+		if rec.PagesBytes, err = pagesBytes(dir); err != nil {
+			return err
+		}
+	}
+	if err := writeRecord(dir, *rec); err != nil {
+		return fmt.Errorf("writing the record: %w", err)
+	}
+	return nil
+}
+
+// checkpointArgs are runsc's arguments to save box id into dir with a
+// runsc of features feat asked for compression c, and whether the image
+// will be uncompressed (features.compression).
+func checkpointArgs(feat features, c Compression, dir, id string) (args []string, uncompressed bool) {
+	args = []string{"checkpoint"}
+	value, uncompressed := feat.compression(c)
+	if value != "" {
+		args = append(args, "--compression", value)
+	}
+	if feat.zeroPages {
+		args = append(args, "--exclude-committed-zero-pages")
+	}
+	return append(args, "--image-path", dir, id), uncompressed
+}
+
+// pagesBytes is the size of the pages runsc wrote uncompressed into dir,
+// which must be there with their map.
+func pagesBytes(dir string) (int64, error) {
+	if _, err := regularSize(dir, checkpointPagesMeta); err != nil {
+		return 0, err
+	}
+	return regularSize(dir, checkpointPages)
+}
+
+// regularSize is the size of dir's regular file name, which runsc wrote.
+func regularSize(dir, name string) (int64, error) {
+	fi, err := os.Lstat(filepath.Join(dir, name))
+	if err != nil {
+		return 0, fmt.Errorf("runsc wrote no %s of the memory uncompressed: %w", name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("runsc's %s is a %s, not a regular file", name, fi.Mode().Type())
+	}
+	return fi.Size(), nil
 }
 
 // scratchBytes is what the scratch tmpfs at dir holds.
@@ -241,31 +407,45 @@ func checkpointError(err error) error {
 // (disk, inodes) apply to the new box; what the agent set up inside the
 // box at its first start (its rlimits, its environment, the seccomp
 // filter) comes back from the saved memory as it was, whatever s says
-// now, and nothing checks that s matches it beyond the root. dir is only
-// read: it can be restored again. ctx bounds the restore's start. Any
+// now, and nothing checks that s matches it beyond the root and the
+// network mode (record.Proxy): its rules are s's. dir is only
+// read: it can be restored again. ctx bounds the restore's start, and
+// Restore returns once runsc records the box running (awaitRestored),
+// when the sandbox holds the image's files: dir may be removed from
+// then on, even while the memory still loads (restoreArgs). Any
 // Runtime refuses a checkpoint taken over the other transport
 // (record.Stream). A stream box's agent resumes the stream its
 // checkpoint quiesced (agent.Frame.ResumeNonce): the processes it still
 // runs are the session's Live, to Adopt. A resume or fork of a session
 // snapshot with memory calls it (sandbox.MemoryBackend).
 //
+// A box with the egress proxy (s.Network) gets a new socket on it with
+// s's rules, whatever rules the checkpointed box had: its caller passes
+// the session's spec of the moment (a rule changed live after the
+// checkpoint holds). Connections that were open through the proxy at
+// the checkpoint were cut with the old stream; new ones go out through
+// the new socket.
+//
 // What repeats: every restored copy starts with the same memory, so a
 // process's own random state (Python's random module, a seeded PRNG) goes
 // on with the same numbers in each copy; the kernel's (getrandom(2),
 // /dev/urandom) is gVisor's, drawn from the host's, and differs.
 func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.Session, error) {
-	if s.Network.Mode == spec.NetProxy {
-		return nil, fmt.Errorf("%w: a gvisor box with the egress proxy cannot be restored from a checkpoint; use network none", spec.ErrInvalid)
-	}
 	rec, err := readRecord(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkImage(dir); err != nil {
+	if err := checkImage(dir, rec); err != nil {
 		return nil, err
 	}
 	if rec.Stream != r.Stream {
 		return nil, fmt.Errorf("%w: checkpoint %s was taken over the %s transport and this runtime uses the %s transport: restore it with a runtime of the transport it was taken with", spec.ErrInvalid, dir, transportName(rec.Stream), transportName(r.Stream))
+	}
+	if s.Network.Mode == spec.NetProxy && !rec.Stream {
+		return nil, fmt.Errorf("%w: checkpoint %s was taken over the descriptor transport, which cannot save a box with the egress proxy: restore it with network none", spec.ErrInvalid, dir)
+	}
+	if want := recordMode(rec); s.Network.Mode != want {
+		return nil, fmt.Errorf("%w: checkpoint %s was taken of a box with network mode %s, and the spec asks for %s: restore it with network mode %s", spec.ErrInvalid, dir, want, s.Network.Mode, want)
 	}
 	if rec.RootDir != s.Root.Dir || rec.RootDigest != s.Root.Digest {
 		return nil, fmt.Errorf("%w: checkpoint %s was taken of a box on another root (%q), restore it with its own session's spec", spec.ErrInvalid, dir, rec.RootDir)
@@ -279,6 +459,10 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	}
 	ctx, cancel := context.WithTimeout(ctx, CheckpointWait)
 	defer cancel()
+	args, background, err := restoreArgs(ctx, b, rec, dir)
+	if err != nil {
+		return nil, err
+	}
 	fill := func(scratch string) error {
 		_, err := workspace.CopyTree(ctx, filepath.Join(dir, checkpointFiles), scratch, s.Limits.DiskBytes)
 		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
@@ -290,8 +474,15 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 		b.cleanup()
 		return nil, fmt.Errorf("restoring the box's files: %w", err)
 	}
+	// The restored box's bridge opens its channels on the new stream
+	// (Frame.EgressChannels); they lead to a socket of its own, with s's
+	// rules: the one its checkpointed box had was closed with it.
+	if b.att, err = agent.AttachEgressFor(b.id, s); err != nil {
+		b.cleanup()
+		return nil, err
+	}
 	b.restored = true
-	ctl, err := b.launch("restore", "--image-path", dir, "--bundle", b.dir, b.id)
+	ctl, err := b.launch(args...)
 	if err != nil {
 		b.cleanup()
 		return nil, err
@@ -307,8 +498,55 @@ func (r *Runtime) Restore(ctx context.Context, s spec.Spec, dir string) (*agent.
 	if err != nil {
 		return nil, b.explain(err)
 	}
+	if err := b.awaitRestored(ctx); err != nil {
+		if cerr := sess.Close(); cerr != nil {
+			b.logger().Warn("closing a box whose restore failed", "err", cerr)
+		}
+		return nil, err
+	}
+	if background {
+		b.loaded = make(chan struct{})
+		go b.awaitLoaded()
+	}
 	r.track(sess, b)
 	return sess, nil
+}
+
+// restoreArgs are runsc's arguments to restore b from the checkpoint in
+// dir of record rec. An uncompressed image loads its pages in the
+// background where runsc can: runsc restore then returns once the
+// kernel's state is loaded, and the box runs while its memory still
+// loads, each page awaited on first touch. The sandbox reads the image
+// through the descriptors runsc opened at the restore and closes them
+// when the load is over, so removing, renaming or replacing dir or its
+// files meanwhile (a snapshot's delete or sweep, another restore) changes
+// nothing it reads; only a write into those very files would, and
+// Warden writes an image once, into a directory it made (Checkpoint). A
+// load that fails in the background (an image cut short or unreadable
+// on disk) makes runsc kill the box's kernel and the session ends; until
+// the kill, a process in the box touching a page that failed to load
+// gets EIO from a system call or SIGBUS, and may answer meanwhile, after
+// the resume or fork already answered success.
+func restoreArgs(ctx context.Context, b *box, rec record, dir string) (args []string, background bool, err error) {
+	args = []string{"restore", "--image-path", dir, "--bundle", b.dir, b.id}
+	if !rec.Uncompressed && rec.Compression == "" {
+		return args, false, nil
+	}
+	feat, err := runscFeatures(ctx, b.runsc)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case !rec.Uncompressed && !feat.savesListeners:
+		return nil, false, fmt.Errorf("%w: checkpoint %s was written by a runsc with checkpoint --compression, whose images %s (without it) cannot read: restore it with the runsc that took it (--runsc)", spec.ErrInvalid, dir, b.runsc)
+	case !rec.Uncompressed:
+		return args, false, nil
+	case !feat.uncompressed:
+		return nil, false, fmt.Errorf("%w: checkpoint %s holds memory uncompressed, which %s cannot restore: restore it with the runsc that took it (--runsc)", spec.ErrInvalid, dir, b.runsc)
+	case feat.background:
+		return append([]string{"restore", "--background"}, args[1:]...), true, nil
+	}
+	return args, false, nil
 }
 
 func writeRecord(dir string, rec record) error {
@@ -333,16 +571,49 @@ func encodeRecord(rec record) ([]byte, error) {
 	return data, nil
 }
 
-// checkImage refuses a checkpoint whose image is missing or no regular
-// file: runsc would fail only once the restored box runs, after Restore
-// returned.
-func checkImage(dir string) error {
-	fi, err := os.Lstat(filepath.Join(dir, checkpointImage))
+// checkImage refuses a checkpoint of record rec whose image files are
+// missing or no regular files, or whose pages are not the size the
+// record says (or it says none: a save that ended between its record's
+// two writes): runsc would fail only in the restore, or, where the pages
+// load in the background, after Restore returned. A compressed image
+// with a pages map beside it is refused too: runsc tells an image's kind
+// by that file, and would read it as the uncompressed one the record
+// says it is not.
+func checkImage(dir string, rec record) error {
+	names := []string{checkpointImage}
 	switch {
-	case err != nil:
-		return fmt.Errorf("%w: checkpoint %s has no image %s (%w): take the checkpoint again", spec.ErrInvalid, dir, checkpointImage, err)
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%w: checkpoint %s's image %s is a %s, not a regular file: take the checkpoint again", spec.ErrInvalid, dir, checkpointImage, fi.Mode().Type())
+	case !rec.Uncompressed:
+		if err := checkNoPages(dir); err != nil {
+			return err
+		}
+	case rec.PagesBytes <= 0:
+		return fmt.Errorf("%w: checkpoint %s's record gives its pages no size, as a save that did not finish leaves it: take the checkpoint again", spec.ErrInvalid, dir)
+	default:
+		names = append(names, checkpointPagesMeta, checkpointPages)
+	}
+	for _, name := range names {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: checkpoint %s has no image %s (%w): take the checkpoint again", spec.ErrInvalid, dir, name, err)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("%w: checkpoint %s's image %s is a %s, not a regular file: take the checkpoint again", spec.ErrInvalid, dir, name, fi.Mode().Type())
+		case name == checkpointPages && fi.Size() != rec.PagesBytes:
+			return fmt.Errorf("%w: checkpoint %s's image %s is %d bytes, its record says %d: the disk lost part of it, take the checkpoint again", spec.ErrInvalid, dir, name, fi.Size(), rec.PagesBytes)
+		}
+	}
+	return nil
+}
+
+// checkNoPages refuses the checkpoint in dir, compressed by its record,
+// if a pages map is beside its image (checkImage).
+func checkNoPages(dir string) error {
+	_, err := os.Lstat(filepath.Join(dir, checkpointPagesMeta))
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: checkpoint %s's record says its memory is compressed, but %s is beside it: take the checkpoint again", spec.ErrInvalid, dir, checkpointPagesMeta)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("checking checkpoint %s's image: %w", dir, err)
 	}
 	return nil
 }
@@ -394,6 +665,14 @@ func transportName(stream bool) string {
 		return "stream"
 	}
 	return "descriptor"
+}
+
+// recordMode is the network mode of the box rec is a checkpoint of.
+func recordMode(rec record) spec.NetMode {
+	if rec.Proxy {
+		return spec.NetProxy
+	}
+	return spec.NetNone
 }
 
 // diskError is the refusal of a disk limit too small for a checkpoint's

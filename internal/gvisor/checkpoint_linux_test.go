@@ -150,6 +150,13 @@ func TestCheckpointRestore(t *testing.T) {
 		}
 		urandom = append(urandom, run(t, copy, pyAsk+"urandom"))
 		random = append(random, run(t, copy, pyAsk+"random"))
+		id := r.boxOf(copy).id
+		if err := copy.Close(); err != nil {
+			t.Errorf("closing copy %d: %v", i, err)
+		}
+		if ids, _ := filepath.Glob(filepath.Join(StateDir, "runsc", "*_sandbox:"+id+".state")); len(ids) > 0 {
+			t.Errorf("copy %d, closed, left its runsc container's record: %v", i, ids)
+		}
 	}
 	if urandom[0] == urandom[1] {
 		t.Errorf("both copies read %s from os.urandom: the kernel's random state repeats", urandom[0])
@@ -217,8 +224,10 @@ func TestRestoreRefuses(t *testing.T) {
 		name, record string
 		s            spec.Spec
 		want         string
-		// noImage leaves out checkpoint.img; dirImage makes it a directory.
-		noImage, dirImage bool
+		// noImage leaves out checkpoint.img; dirImage makes it a directory;
+		// pages writes empty pages files beside it; stream restores with a
+		// Runtime over the stream.
+		noImage, dirImage, pages, stream bool
 	}{
 		{name: "no record", s: s, want: "is not a gvisor checkpoint"},
 		{name: "not json", record: "{", s: s, want: "the record of checkpoint"},
@@ -229,10 +238,18 @@ func TestRestoreRefuses(t *testing.T) {
 		{name: "stream with a short nonce", record: `{"format":2,"stream":true,"resume_nonce":"0011"}`, s: s, want: "no resume nonce of 16 bytes"},
 		{name: "another root", record: `{"format":2,"root_dir":"/elsewhere"}`, s: s, want: "another root"},
 		{name: "egress proxy", record: `{"format":2}`, s: proxy, want: "egress proxy"},
+		{name: "a proxy box restored without", record: `{"format":2,"proxy":true}`, s: s,
+			want: "taken of a box with network mode proxy, and the spec asks for none: restore it with network mode proxy"},
+		{name: "a box without the proxy restored with it", record: `{"format":2,"stream":true,"resume_nonce":"00112233445566778899aabbccddeeff"}`,
+			s: proxy, stream: true, want: "taken of a box with network mode none, and the spec asks for proxy"},
 		{name: "unknown field", record: `{"format":2,"extra":1}`, s: s, want: "unknown field"},
 		{name: "last id too large", record: `{"format":2,"last_id":18446744073709551615}`, s: s, want: "last process ID"},
 		{name: "no image", record: `{"format":2}`, s: s, want: "has no image checkpoint.img", noImage: true},
 		{name: "image not a file", record: `{"format":2}`, s: s, want: "not a regular file", dirImage: true},
+		{name: "uncompressed without its pages", record: `{"format":2,"uncompressed":true,"pages_bytes":4096}`, s: s, want: "has no image pages_meta.img"},
+		{name: "uncompressed without a pages size", record: `{"format":2,"uncompressed":true}`, s: s, pages: true, want: "gives its pages no size"},
+		{name: "pages cut short", record: `{"format":2,"uncompressed":true,"pages_bytes":4096}`, s: s, pages: true,
+			want: "pages.img is 0 bytes, its record says 4096: the disk lost part of it"},
 		{name: "disk too small", record: fmt.Sprintf(`{"format":2,"scratch_bytes":%d}`, s.Limits.DiskBytes+1), s: s,
 			want: fmt.Sprintf("raise the disk limit to at least %d bytes", s.Limits.DiskBytes+1)},
 	}
@@ -250,12 +267,19 @@ func TestRestoreRefuses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tt.pages {
+				for _, name := range []string{checkpointPagesMeta, checkpointPages} {
+					if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			if tt.record != "" {
 				if err := os.WriteFile(filepath.Join(dir, checkpointRecord), []byte(tt.record), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
-			_, err := (&Runtime{Runsc: "/nonexistent/runsc"}).Restore(context.Background(), tt.s, dir)
+			_, err := (&Runtime{Runsc: "/nonexistent/runsc", Stream: tt.stream}).Restore(context.Background(), tt.s, dir)
 			if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Restore() = %v, want ErrInvalid saying %q", err, tt.want)
 			}
@@ -263,21 +287,31 @@ func TestRestoreRefuses(t *testing.T) {
 	}
 }
 
-// TestCheckpointPaused: a paused box (runsc pause) checkpoints as a
-// running one does, its session closes cleanly, and its restored copy
-// runs.
+// TestCheckpointPaused: a paused box (frozen on the ptrace platform, or
+// paused by its sentry on systrap, which the checkpoint turns into a
+// runsc pause) checkpoints as a running one does, its session closes
+// cleanly, and its restored copy runs.
 func TestCheckpointPaused(t *testing.T) {
 	requireRunsc(t)
-	r := &Runtime{}
-	s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
-	sess := startBoxOn(t, r, s)
-	run(t, sess, "echo kept > /tmp/a")
-	if err := sess.Pause(context.Background()); err != nil {
-		t.Fatalf("pausing: %v", err)
-	}
-	dir := checkpoint(t, r, sess, CheckpointOptions{})
-	if got := run(t, restore(t, r, s, dir), "cat /tmp/a"); got != "kept" {
-		t.Errorf("the restored copy of a paused box: got %q, want kept", got)
+	for _, platform := range []string{freezablePlatform, "systrap"} {
+		t.Run(platform, func(t *testing.T) {
+			r := &Runtime{Platform: platform}
+			s := spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
+			sess := startBoxOn(t, r, s)
+			run(t, sess, "echo kept > /tmp/a")
+			if err := sess.Pause(context.Background()); err != nil {
+				t.Fatalf("pausing: %v", err)
+			}
+			if platform == freezablePlatform {
+				requireFrozen(t, r, sess)
+			} else if !r.boxOf(sess).pz.sentryPaused.Load() {
+				t.Fatal("the systrap box was not paused by its sentry")
+			}
+			dir := checkpoint(t, r, sess, CheckpointOptions{})
+			if got := run(t, restore(t, r, s, dir), "cat /tmp/a"); got != "kept" {
+				t.Errorf("the restored copy of a paused box: got %q, want kept", got)
+			}
+		})
 	}
 }
 
@@ -426,6 +460,36 @@ func TestWriteRecordRefusesTooLong(t *testing.T) {
 				if _, err := readRecord(dir); err != nil {
 					t.Errorf("readRecord() of the written record = %v", err)
 				}
+			}
+		})
+	}
+}
+
+// TestCutError: a refusal met after a stream box's cut is told as a
+// failed checkpoint, never as a refusal (which says the box runs on);
+// without a stream, and for other errors, the error is kept.
+func TestCutError(t *testing.T) {
+	refused := fmt.Errorf("%w: the record is too long", ErrCannotCheckpoint)
+	for _, tc := range []struct {
+		name          string
+		stream        bool
+		err           error
+		refusal, fail bool
+	}{
+		{"refusal after the cut", true, refused, false, true},
+		{"refusal without a stream", false, refused, true, false},
+		{"save failed after the cut", true, fmt.Errorf("%w: killed", ErrSaveFailed), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := cutError(tc.stream, tc.err)
+			if r := errors.Is(got, ErrCannotCheckpoint); r != tc.refusal {
+				t.Errorf("cutError(%v, %v) = %v: a refusal %v, want %v", tc.stream, tc.err, got, r, tc.refusal)
+			}
+			if f := errors.Is(got, agent.ErrCheckpointFailed); f != tc.fail {
+				t.Errorf("cutError(%v, %v) = %v: a failed checkpoint %v, want %v", tc.stream, tc.err, got, f, tc.fail)
+			}
+			if !strings.Contains(got.Error(), "the record is too long") && !strings.Contains(got.Error(), "killed") {
+				t.Errorf("cutError(%v, %v) = %v: the cause is lost", tc.stream, tc.err, got)
 			}
 		})
 	}

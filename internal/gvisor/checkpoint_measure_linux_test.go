@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -218,4 +220,242 @@ func closeAll(t *testing.T, py interp.Interpreter, sess *agent.Session) {
 	if err := sess.Close(); err != nil {
 		t.Logf("closing the session: %v", err)
 	}
+}
+
+// TestMeasureBackgroundRestore measures issue 22's target: a stream
+// box whose persistent Python holds 200 MB, checkpointed and restored to
+// the adopted interpreter's first answer, with Debian's runsc (a
+// compressed image read whole), a newer runsc (WARDEN_NEW_RUNSC, default
+// /opt/runsc-new/runsc) without restore --background (an uncompressed
+// image read whole) and with it (pages loaded after the restore
+// returned): each round runs the three in turn, so load falls on all
+// alike; p50 and p99 (nearest rank) of the rounds, and the image's bytes
+// on disk. It asserts no timing; run it with WARDEN_MEASURE=1,
+// CGO_ENABLED=0 and WARDEN_MEASURE_ROUNDS (default 6).
+func TestMeasureBackgroundRestore(t *testing.T) {
+	if os.Getenv("WARDEN_MEASURE") == "" {
+		t.Skip("set WARDEN_MEASURE=1 to measure restores with and without runsc's background page loading")
+	}
+	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
+	newRunsc := os.Getenv("WARDEN_NEW_RUNSC")
+	if newRunsc == "" {
+		newRunsc = "/opt/runsc-new/runsc"
+	}
+	if f, err := runscFeatures(context.Background(), newRunsc); err != nil || !f.background {
+		t.Skipf("%s cannot restore in the background (%+v, %v): set WARDEN_NEW_RUNSC", newRunsc, f, err)
+	}
+	oldRunsc, err := exec.LookPath("runsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := checkpointRounds
+	if n, err := strconv.Atoi(os.Getenv("WARDEN_MEASURE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	variants := []struct{ name, runsc string }{
+		{"old runsc", oldRunsc},
+		{"new, no background", foregroundRunsc(t, newRunsc)},
+		{"new, background", newRunsc},
+	}
+	took := map[string][]time.Duration{}
+	bytes := map[string]int64{}
+	for range rounds {
+		for _, v := range variants {
+			r := &Runtime{Stream: true, Runsc: v.runsc}
+			sess := startBoxOn(t, r, noNet)
+			py, err := interp.New("python", sess, sess.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ask(t, py, fmt.Sprintf("x = 42\nimport random\nbig = bytearray(random.randbytes(%d))", heldBytes), "")
+			dir := filepath.Join(t.TempDir(), "ckpt")
+			ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
+			begin := time.Now()
+			err = r.Checkpoint(ctx, sess, dir, CheckpointOptions{})
+			took[v.name+" checkpoint"] = append(took[v.name+" checkpoint"], time.Since(begin))
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: checkpoint: %v", v.name, err)
+			}
+			closeAll(t, py, sess)
+			bytes[v.name] = treeBytes(t, dir)
+			begin = time.Now()
+			ctx, cancel = context.WithTimeout(context.Background(), CheckpointWait)
+			restored, err := r.Restore(ctx, noNet, dir)
+			took[v.name+" Restore returns"] = append(took[v.name+" Restore returns"], time.Since(begin))
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: restore: %v", v.name, err)
+			}
+			py2 := adoptPython(t, restored)
+			ask(t, py2, "x", "42")
+			took[v.name+" restore to answer"] = append(took[v.name+" restore to answer"], time.Since(begin))
+			ask(t, py2, "len(big)", strconv.Itoa(heldBytes))
+			closeAll(t, py2, restored)
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("removing the checkpoint: %v", err)
+			}
+		}
+	}
+	for _, v := range variants {
+		for _, k := range []string{"checkpoint", "Restore returns", "restore to answer"} {
+			d := took[v.name+" "+k]
+			t.Logf("%-18s %-17s p50 %8v p99 %8v of %d, all %v", v.name, k, percentile(d, 50).Round(time.Millisecond), percentile(d, 99).Round(time.Millisecond), len(d), d)
+		}
+		t.Logf("%-18s on disk %d bytes (%.1f MiB)", v.name, bytes[v.name], float64(bytes[v.name])/(1<<20))
+	}
+}
+
+// percentile is the p-th percentile of d by nearest rank.
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[max(0, (p*len(s)+99)/100-1)]
+}
+
+// foregroundRunsc is a runsc that runs real without restore
+// --background: its restores load every page before they return.
+func foregroundRunsc(t *testing.T, real string) string {
+	return strippingRunsc(t, real, "--background")
+}
+
+// strippingRunsc is a runsc that runs real with flag left out of its
+// arguments.
+func strippingRunsc(t *testing.T, real, flag string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "runsc")
+	script := "#!/bin/sh\nfor a; do shift; [ \"$a\" = " + flag + " ] || set -- \"$@\" \"$a\"; done\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestMeasureImageBytes measures what a checkpoint of a Python holding
+// 200 MB costs on disk, which a session's snapshot is charged, and its
+// checkpoint's and restore's (to the adopted interpreter's first answer)
+// time: random bytes, zeros it wrote and one repeated byte, with
+// Debian's runsc (a compressed image), a newer runsc (WARDEN_NEW_RUNSC)
+// uncompressed keeping its zero pages, uncompressed leaving them out
+// (CompressionNone, Warden's default) and flate-compressed
+// (CompressionFast); each image restored and Python's data compared by
+// CRC. Each round runs every variant in turn, so load falls on all
+// alike; medians of WARDEN_MEASURE_ROUNDS rounds (default 1). It asserts
+// no timing; run it with WARDEN_MEASURE=1 and CGO_ENABLED=0.
+func TestMeasureImageBytes(t *testing.T) {
+	if os.Getenv("WARDEN_MEASURE") == "" {
+		t.Skip("set WARDEN_MEASURE=1 to measure checkpoint images on disk")
+	}
+	requireRunsc(t)
+	testhost.RequireTool(t, "python3")
+	newRunsc := os.Getenv("WARDEN_NEW_RUNSC")
+	if newRunsc == "" {
+		newRunsc = "/opt/runsc-new/runsc"
+	}
+	if f, err := runscFeatures(context.Background(), newRunsc); err != nil || !f.zeroPages || !f.flate {
+		t.Skipf("%s cannot leave zero pages out or compress (%+v, %v): set WARDEN_NEW_RUNSC", newRunsc, f, err)
+	}
+	oldRunsc, err := exec.LookPath("runsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := 1
+	if n, err := strconv.Atoi(os.Getenv("WARDEN_MEASURE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	contents := []struct{ name, code string }{
+		{"random", fmt.Sprintf("bytearray(random.randbytes(%d))", heldBytes)},
+		{"zeros", fmt.Sprintf("bytearray(bytes(1) * %d)", heldBytes)},
+		{"one byte", fmt.Sprintf("bytearray(b'x' * %d)", heldBytes)},
+	}
+	variants := []imageVariant{
+		{"old runsc", oldRunsc, ""},
+		{"new, zero pages kept", strippingRunsc(t, newRunsc, "--exclude-committed-zero-pages"), CompressionNone},
+		{"new, none", newRunsc, CompressionNone},
+		{"new, fast", newRunsc, CompressionFast},
+	}
+	took := map[string][]time.Duration{}
+	bytes := map[string]int64{}
+	for range rounds {
+		for _, c := range contents {
+			for _, v := range variants {
+				key := c.name + ", " + v.name
+				ckpt, rest, n := measureImage(t, v, c.code)
+				took[key+" checkpoint"] = append(took[key+" checkpoint"], ckpt)
+				took[key+" restore"] = append(took[key+" restore"], rest)
+				bytes[key] = n
+			}
+		}
+	}
+	for _, c := range contents {
+		for _, v := range variants {
+			key := c.name + ", " + v.name
+			t.Logf("%-8s %-22s on disk %6.1f MiB, checkpoint median %7v, restore to answer median %7v (of %d; all %v, %v)", c.name, v.name,
+				float64(bytes[key])/(1<<20), median(took[key+" checkpoint"]).Round(time.Millisecond), median(took[key+" restore"]).Round(time.Millisecond),
+				rounds, took[key+" checkpoint"], took[key+" restore"])
+		}
+	}
+}
+
+// imageVariant is a runsc and the compression a Runtime asks it for.
+type imageVariant struct {
+	name        string
+	runsc       string
+	compression Compression
+}
+
+// measureImage checkpoints a stream box of v whose Python holds what
+// code makes, restores it and checks Python's data by CRC: it returns
+// the checkpoint's time, the restore's to the adopted interpreter's first
+// answer, and the image's bytes on disk.
+func measureImage(t *testing.T, v imageVariant, code string) (ckpt, rest time.Duration, n int64) {
+	t.Helper()
+	r := &Runtime{Stream: true, Runsc: v.runsc, Compression: v.compression}
+	sess := startBoxOn(t, r, noNet)
+	py, err := interp.New("python", sess, sess.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask(t, py, "import random, zlib\nbig = "+code, "")
+	crc := askValue(t, py, "zlib.crc32(big)")
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	ctx, cancel := context.WithTimeout(context.Background(), CheckpointWait)
+	begin := time.Now()
+	err = r.Checkpoint(ctx, sess, dir, CheckpointOptions{})
+	ckpt = time.Since(begin)
+	cancel()
+	if err != nil {
+		t.Fatalf("%s: checkpoint: %v", v.name, err)
+	}
+	closeAll(t, py, sess)
+	n = treeBytes(t, dir)
+	ctx, cancel = context.WithTimeout(context.Background(), CheckpointWait)
+	defer cancel()
+	begin = time.Now()
+	restored, err := r.Restore(ctx, noNet, dir)
+	if err != nil {
+		t.Fatalf("%s: restore: %v", v.name, err)
+	}
+	py2 := adoptPython(t, restored)
+	ask(t, py2, "1", "1")
+	rest = time.Since(begin)
+	ask(t, py2, "zlib.crc32(big)", crc)
+	closeAll(t, py2, restored)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("removing the checkpoint: %v", err)
+	}
+	return ckpt, rest, n
+}
+
+// askValue is the value of code run in py.
+func askValue(t *testing.T, py interp.Interpreter, code string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := py.Run(ctx, code, nil, nil)
+	if err != nil || out.Exception != nil || out.Value == "" {
+		t.Fatalf("python %q: %+v, %v; want a value", code, out, err)
+	}
+	return out.Value
 }

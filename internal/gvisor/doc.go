@@ -9,3 +9,7 @@ package gvisor
 // (root-<hash>/ for the host's, img-<digest>-<layout>/ per template) and
 // one directory per box (box-*/).
 const StateDir = "/run/warden/gvisor"
+
+// runscRoot is runsc's --root, where it keeps its containers' state and
+// the pinned runsc their control sockets (controlSocket).
+const runscRoot = StateDir + "/runsc"

@@ -26,9 +26,10 @@ import (
 )
 
 // Runtime starts boxes with one runsc binary. Its zero value finds runsc
-// on PATH and keeps state under StateDir.
+// as FindRunsc does and keeps state under StateDir.
 type Runtime struct {
-	// Runsc is the runsc binary; empty means "runsc" on PATH.
+	// Runsc is the runsc binary; empty means DefaultRunsc where make
+	// runsc installed it, else "runsc" on PATH (FindRunsc).
 	Runsc string
 	// Platform is runsc's platform (ptrace, systrap, kvm); empty is
 	// runsc's default.
@@ -38,13 +39,21 @@ type Runtime struct {
 	// passing descriptors: every process's stdio is then a pipe inside the
 	// box that the agent relays over the control connection, so no
 	// descriptor of the host's is left in the box but that connection,
-	// which runsc would re-donate at a restore. Checkpoint and Restore
-	// still refuse such a box (errStreamCheckpoint): no restored session
-	// can take over its agent's stream yet (see docs/backends.md,
-	// "Checkpoint and restore"). The user's agent still hides the agent
-	// (nsinit.Config.HideAgent). A box with the egress proxy is refused:
-	// its bridge stays in the uid-0 agent, which has no stream.
+	// which runsc would re-donate at a restore, so Checkpoint saves such a
+	// box whole, its processes' memory too, and a restored session takes
+	// over its agent's stream (see docs/backends.md, "Checkpoint and
+	// restore"). The sandbox package makes it the backend's default
+	// (sandbox.SessionTransport). The user's agent still hides the agent
+	// (nsinit.Config.HideAgent). With the egress proxy the bridge, which
+	// the user's agent then serves, opens a stream channel per connection
+	// that the session relays to the box's proxy socket
+	// (agent.Frame.EgressChannels): no host socket enters the box.
 	Stream bool
+	// Compression is how Checkpoint writes a box's memory where its
+	// runsc can choose (features.compression); empty is CompressionNone.
+	// Restore reads either kind whatever it says: each checkpoint's
+	// record says which it is.
+	Compression Compression
 	// Logger receives the warnings of cleanups nobody waits on (a runsc
 	// container, mount or directory left behind), with the box's id (nil:
 	// slog.Default()).
@@ -54,27 +63,29 @@ type Runtime struct {
 	template rootfs.Template
 	err      error
 
+	// defaultPlatform is each runsc's default platform by its path, once
+	// read (Runtime.platform).
+	platformMu      sync.Mutex
+	defaultPlatform map[string]string
+
+	// control is what the probe of each runsc binary, by its path, found
+	// of its sentries' control socket (speaksControl).
+	controlMu sync.Mutex
+	control   map[string]controlProbe
+
 	// boxes are the live boxes by session, for Checkpoint.
 	boxesMu sync.Mutex
 	boxes   map[*agent.Session]*box
 }
 
-// runscPath is the binary to run.
+// runscPath is the binary to run (FindRunsc).
 func (r *Runtime) runscPath() (string, error) {
-	name := r.Runsc
-	if name == "" {
-		name = "runsc"
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("the gvisor backend needs runsc (Debian package runsc, or --runsc PATH): %w", err)
-	}
-	return p, nil
+	return FindRunsc(r.Runsc)
 }
 
 // args are runsc's global flags, then rest.
 func (r *Runtime) args(rest ...string) []string {
-	a := []string{"--root", filepath.Join(StateDir, "runsc"), "--network=none"}
+	a := []string{"--root", runscRoot, "--network=none"}
 	if r.Platform != "" {
 		a = append(a, "--platform="+r.Platform)
 	}
@@ -110,8 +121,11 @@ type box struct {
 	exited chan struct{}
 	// ctl is the host's end of the control connection.
 	ctl *os.File
-	// forced says runsc run was killed rather than left to return.
-	forced bool
+	// forced says runsc run was killed rather than left to return;
+	// sentryKilled that kill killed its paused sentry, or every process
+	// of its frozen cgroup (endPause). Either
+	// leaves runsc's container to cleanup's runsc delete --force.
+	forced, sentryKilled bool
 	// logTail is the end of runsc's log, kept by cleanup for explain.
 	logTail []byte
 	// restored says runsc restores the box (Runtime.Restore): its agent
@@ -120,6 +134,9 @@ type box struct {
 	// log, for Frame.Ended.
 	restored bool
 	runscEnd string
+	// loaded, for a box restored with --background, is closed once its
+	// memory's load has ended (Runtime.Loaded); nil otherwise.
+	loaded chan struct{}
 	// root holds the shared lock on a template's root
 	// (rootfs.HoldImageTemplate), so gc of any store leaves it while the
 	// box lives; nil on the host's root.
@@ -131,6 +148,8 @@ type box struct {
 	// dirMu is held by a checkpoint while it copies the scratch, which
 	// cleanup removes only once it is free.
 	dirMu sync.Mutex
+	// pz is how the box is paused (pause_linux.go).
+	pz pauser
 }
 
 // Start builds a box for a session of s and returns once its agent is
@@ -164,9 +183,6 @@ func (r *Runtime) newBox(s spec.Spec) (*box, rootfs.Template, error) {
 	if s.Scratch != "" {
 		return nil, rootfs.Template{}, fmt.Errorf("%w: the gvisor backend keeps its writable space in its own scratch; it takes no host scratch", spec.ErrInvalid)
 	}
-	if r.Stream && s.Network.Mode == spec.NetProxy {
-		return nil, rootfs.Template{}, fmt.Errorf("%w: the gvisor backend's stream transport carries no egress proxy yet; use --network none or the descriptor transport", spec.ErrInvalid)
-	}
 	runsc, err := r.runscPath()
 	if err != nil {
 		return nil, rootfs.Template{}, err
@@ -184,7 +200,10 @@ func (r *Runtime) newBox(s spec.Spec) (*box, rootfs.Template, error) {
 // the control connection is ctl.
 func (b *box) frame(s spec.Spec, ctl *os.File) agent.Frame {
 	return agent.Frame{
-		Spec: s, Control: ctl, Stream: b.r.Stream, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID, Egress: b.att,
+		Spec: s, Control: ctl, Stream: b.r.Stream, UID: nsinit.SandboxUID, GID: nsinit.SandboxGID,
+		// Over the stream the bridge reaches the proxy by channels the
+		// session relays; over descriptors by its egress link.
+		Egress: b.att, EgressChannels: b.att != nil && b.r.Stream,
 		Env:           func(extra []string) []string { return agent.ImageEnv(b.att != nil, s.Root.Env, extra) },
 		Log:           b.logger(),
 		OpenWorkspace: func() (*os.File, error) { return rootfs.OpenScratchWorkspace(filepath.Join(b.dir, "scratch")) },
@@ -194,8 +213,10 @@ func (b *box) frame(s spec.Spec, ctl *os.File) agent.Frame {
 		// runsc run exits with its container's init's status.
 		ExitCode: func() int { return b.cmd.ProcessState.ExitCode() },
 		Cleanup:  b.cleanup,
-		Pause:    func(ctx context.Context) error { return b.runscCtx(ctx, "pause", b.id) },
-		Resume:   func(ctx context.Context) error { return b.runscCtx(ctx, "resume", b.id) },
+		Pause:    b.pause,
+		Resume:   b.resume,
+		// kill ends a paused box itself (endPause).
+		KillsPaused: true,
 	}
 }
 
@@ -205,12 +226,11 @@ func (b *box) start(s spec.Spec, tmpl rootfs.Template) (*os.File, error) {
 	if err := b.build(s, tmpl, func(dir string) error { return scratch.SeedBox(dir, s.Root) }); err != nil {
 		return nil, err
 	}
-	if s.Network.Mode == spec.NetProxy {
-		var err error
-		if b.att, err = agent.AttachEgress(b.id, s.Network, s.Limits.CPUs); err != nil {
-			return nil, err
-		}
+	att, err := agent.AttachEgressFor(b.id, s)
+	if err != nil {
+		return nil, err
 	}
+	b.att = att
 	host, err := b.launch("run", "--bundle", b.dir, b.id)
 	if err != nil {
 		return nil, err
@@ -309,7 +329,11 @@ func socketpair() (host, child *os.File, err error) {
 // this process's own cgroup in each hierarchy (runsc reads a relative
 // path so), named as theirs are (<pid>-<hex>), so cgroup.Stale and
 // doctor --leaks find it if this Warden dies.
-func cgroupsPath(id string) string { return "warden/" + strings.TrimPrefix(id, boxname.Prefix) }
+func cgroupsPath(id string) string { return "warden/" + cgroupName(id) }
+
+// cgroupName is the name of the box's cgroup in warden/, the one
+// cgroup.OpenFreezer takes.
+func cgroupName(id string) string { return strings.TrimPrefix(id, boxname.Prefix) }
 
 // killTimeout bounds each runsc command the host runs to end a box.
 const killTimeout = 10 * time.Second
@@ -327,6 +351,9 @@ func (b *box) kill() {
 		return
 	default:
 	}
+	// A paused box is ended where it stands, never let run again
+	// (Frame.KillsPaused).
+	b.endPause()
 	// The agent is PID 1: once its control connection shuts, it exits and
 	// gVisor ends every process of the box with it, without a runsc kill.
 	if b.ctl != nil {
@@ -366,10 +393,13 @@ func (b *box) runscCmd(args ...string) error {
 // what runsc said when it fails.
 func (b *box) runscCtx(ctx context.Context, args ...string) error {
 	out, err := exec.CommandContext(ctx, b.runsc, b.r.args(args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("runsc %s: %w: %s", args[0], err, bytes.TrimSpace(out))
+	if err == nil {
+		return nil
 	}
-	return nil
+	if said := bytes.TrimSpace(out); len(said) > 0 {
+		return fmt.Errorf("runsc %s: %w: %s", args[0], err, said)
+	}
+	return fmt.Errorf("runsc %s: %w", args[0], err)
 }
 
 // cleanup removes the container, the scratch tmpfs and the box's
@@ -379,8 +409,11 @@ func (b *box) cleanup() {
 	if b.cmd != nil && b.cmd.Process != nil {
 		b.kill()
 		<-b.exited
-		if b.forced {
-			if err := b.runscCmd("delete", "--force", b.id); err != nil {
+		// runsc run deletes its container when it ends by itself; a
+		// restored box's record stays after runsc restore ends, and a
+		// killed sentry's after runsc run does.
+		if b.forced || b.restored || b.sentryKilled {
+			if err := b.runscCmd("delete", "--force", b.id); err != nil && !strings.Contains(err.Error(), "does not exist") {
 				b.logger().Warn("deleting the box's runsc container", "err", err)
 			}
 		}

@@ -2,10 +2,6 @@ package gvisor
 
 import (
 	"context"
-	"errors"
-	"io"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +12,7 @@ import (
 	"github.com/warden-sandbox/warden/internal/testhost"
 )
 
-// noNet is the spec of the stream tests' boxes: the stream transport
-// carries no egress proxy on gVisor.
+// noNet is the spec of the stream tests' boxes without a way out.
 var noNet = spec.Spec{Limits: spec.DefaultLimits, Network: spec.NetworkPolicy{Mode: spec.NetNone}}
 
 // fdProbe prints the descriptors above stdio its Python process holds.
@@ -70,71 +65,6 @@ func TestStreamHiddenAgent(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestStreamRefusesEgress: the stream transport on gVisor has no way to
-// the egress proxy (the bridge stays in the uid-0 agent), so a box asking
-// for it is refused before anything starts, with the way out.
-func TestStreamRefusesEgress(t *testing.T) {
-	s := noNet
-	s.Network = spec.NetworkPolicy{Mode: spec.NetProxy, Allow: []string{"example.com"}}
-	_, err := (&Runtime{Stream: true}).Start(context.Background(), s)
-	if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "use --network none or the descriptor transport") {
-		t.Errorf("Start(stream, proxy) = %v, want spec.ErrInvalid naming the way out", err)
-	}
-}
-
-// streamRounds is how many rounds TestMeasureStreamExec runs.
-const streamRounds = 5
-
-// streamExecs is how many execs of each kind a round runs on each box.
-const streamExecs = 20
-
-// TestMeasureStreamExec compares an exec on a gVisor box over the stream
-// transport with one over descriptors, both boxes live at once and their
-// execs interleaved within each round so load falls on both alike: per
-// round the median of streamExecs execs of `true` and of `head -c 8M`
-// to stdout on each, and the round's ratio stream/fd. It asserts no
-// timing (the host is shared); run it with WARDEN_MEASURE=1 and
-// CGO_ENABLED=0.
-func TestMeasureStreamExec(t *testing.T) {
-	if os.Getenv("WARDEN_MEASURE") == "" {
-		t.Skip("set WARDEN_MEASURE=1 to measure execs over the stream transport against descriptors on gVisor")
-	}
-	requireRunsc(t)
-	boxes := map[string]*agent.Session{
-		"fd":     startBoxOn(t, &Runtime{}, noNet),
-		"stream": startBoxOn(t, &Runtime{Stream: true}, noNet),
-	}
-	for _, script := range []string{"true", "head -c 8388608 /dev/zero"} {
-		var ratios []float64
-		for round := range streamRounds {
-			took := map[string][]time.Duration{}
-			for i := range 2 * streamExecs {
-				name := []string{"fd", "stream"}[(i+round)%2]
-				took[name] = append(took[name], timeExec(t, boxes[name], script))
-			}
-			fd, st := median(took["fd"]), median(took["stream"])
-			ratios = append(ratios, float64(st)/float64(fd))
-			t.Logf("%s, round %d, median of %d: fd %v, stream %v (%.2fx)", script, round, streamExecs, fd, st, float64(st)/float64(fd))
-		}
-		slices.Sort(ratios)
-		t.Logf("%s: stream/fd per-round ratio median %.2fx, range %.2fx to %.2fx", script, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
-	}
-}
-
-// timeExec runs script in sess and returns how long the exec took.
-func timeExec(t *testing.T, sess *agent.Session, script string) time.Duration {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	begin := time.Now()
-	r, err := sess.Exec(ctx, agent.ExecSpec{Command: []string{"sh", "-c", script}}, agent.IO{Stdout: io.Discard})
-	took := time.Since(begin)
-	if err != nil || r.ExitCode != 0 {
-		t.Fatalf("%s: %v, exit %d", script, err, r.ExitCode)
-	}
-	return took
 }
 
 // TestStreamRestoreLiveInterpreter: over the stream transport a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,8 +24,8 @@ func requireRunsc(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testhost.SkipOrFail(t, "gVisor boxes need root")
 	}
-	if _, err := exec.LookPath("runsc"); err != nil {
-		testhost.SkipOrFail(t, "runsc is not installed (apt-get install runsc)")
+	if _, err := FindRunsc(""); err != nil {
+		testhost.SkipOrFail(t, "no runsc: "+err.Error())
 	}
 }
 

@@ -262,6 +262,7 @@ func TestWardenErrorHints(t *testing.T) {
 		{fmt.Errorf("%w: no session", sandbox.ErrNotFound), "create_session"},
 		{fmt.Errorf("%w: busy", sandbox.ErrBusy), "one call at a time"},
 		{&sandbox.StartPacedError{Rate: 5, Burst: 100, Wait: time.Second}, "keep using the sessions you have"},
+		{fmt.Errorf("exec: %w (31 of 32 channels in use, 4 more wanted)", sandbox.ErrNoChannel), "close_session it"},
 	}
 	for _, tt := range tests {
 		if got := wardenError("running", tt.err).Error(); !strings.Contains(got, tt.want) {

@@ -153,6 +153,8 @@ func wardenError(what string, err error) error {
 		hint = "; nothing of it can be used again, its files included: call create_session for a new sandbox, and close_session this one"
 	case errors.Is(err, sandbox.ErrBusy):
 		hint = "; a session runs one call at a time: wait for the other call to finish, or use another session"
+	case errors.Is(err, sandbox.ErrNoChannel):
+		hint = "; each language's interpreter this session has used holds channels until the session ends: run this in a language the session already uses, or close_session it and create_session a new one"
 	case errors.Is(err, sandbox.ErrTooMany):
 		hint = "; close_session sessions you no longer need"
 	}

@@ -74,8 +74,9 @@ func (sr *streamRequests) quiesce(nonce string) {
 }
 
 // takeOver starts the new stream after a resume frame ended the old one,
-// takes the new host's control channel, detaches the relays and sends
-// EventResumed, then lets waiting events go out on the new stream.
+// points the egress bridge at it, takes the new host's control channel,
+// detaches the relays and sends EventResumed, then lets waiting events
+// go out on the new stream.
 func (sr *streamRequests) takeOver() error {
 	conn, err := sr.freshConn()
 	if err != nil {
@@ -85,6 +86,12 @@ func (sr *streamRequests) takeOver() error {
 	if err != nil {
 		return err
 	}
+	// The egress bridge opens its channels on the resumed stream from
+	// now on, before the host hears of the resume: on the old one every
+	// Open fails (ErrResumed), and a connection the box makes once the
+	// host holds the resume done must not be reset. The host takes the
+	// box's channels from the stream's start (Frame.EgressChannels).
+	sr.egress.serve(mux)
 	// The reader's goroutine alone reads sr.mux; eventWriter reads only
 	// sr.ctl and sr.swapped, under sr.mu, set below.
 	sr.mux, sr.pending, sr.last = mux, map[uint32]*streammux.Channel{}, 0

@@ -2,6 +2,7 @@ package nsinit
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -107,7 +108,9 @@ func readEvent(t *testing.T, r *bufio.Reader) Event {
 // running, a new host resumes it on the same connection, the agent lists
 // the process with its streams, and the reattach binds its pipes, never
 // closed, to new channels: bytes the process wrote during the cut, stdin
-// its relay held at the cut, and an event sent during it arrive.
+// its relay held at the cut, and an event sent during it arrive. The
+// egress bridge's connection made as soon as the resumed event arrives
+// is a channel of the resumed stream.
 func TestStreamTakeover(t *testing.T) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
@@ -121,9 +124,10 @@ func TestStreamTakeover(t *testing.T) {
 	hostFile.Close()
 	t.Cleanup(func() { hc.Close() })
 	old := &oldHost{Conn: hc}
+	bridge := newEgressStream()
 	served := make(chan *streamRequests, 1)
 	go func() {
-		sr, err := serveStream(box, newEgressStream())
+		sr, err := serveStream(box, bridge)
 		if err != nil {
 			t.Error(err)
 		}
@@ -213,6 +217,9 @@ func TestStreamTakeover(t *testing.T) {
 		e.Live[0].Streams[0] != StreamIn || e.Live[0].Streams[1] != StreamOut || e.Live[0].Streams[2] != StreamNull {
 		t.Fatalf("the first event after the resume = %+v, want resumed listing process 1 as in, out, null", e)
 	}
+	// As soon as the host hears of the resume, the bridge's connections
+	// go on the resumed stream.
+	checkBridgeResumed(t, bridge, h2)
 	if e := readEvent(t, events); e.Kind != EventExited || e.ID != 1 {
 		t.Errorf("the event sent during the cut came as %+v, want it after resumed", e)
 	}
@@ -238,6 +245,27 @@ func TestStreamTakeover(t *testing.T) {
 	got := make([]byte, pipeSize+len("held")+len("hello"))
 	if _, err := io.ReadFull(procIn, got); err != nil || string(got[pipeSize:]) != "heldhello" {
 		t.Errorf("the process's stdin ended %q, %v; want what the relay held across the cut, then hello through the new channel", got[pipeSize:], err)
+	}
+}
+
+// checkBridgeResumed checks that bridge, the egress bridge of an agent
+// whose stream was taken over, opens its next channel on the resumed
+// stream, which h, the new host, accepts.
+func checkBridgeResumed(t *testing.T, bridge *egressStream, h *streammux.Mux) {
+	t.Helper()
+	c, err := bridge.dial()
+	if err != nil {
+		t.Fatalf("the bridge's connection after the resume: %v; want a channel of the resumed stream", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), resumeWait)
+	defer cancel()
+	got, err := h.Accept(ctx)
+	if err != nil {
+		t.Fatalf("the new host's accept of the bridge's channel: %v", err)
+	}
+	if want := c.(*streammux.Channel).ID(); got.ID() != want {
+		t.Errorf("the new host accepted channel %d, want the bridge's %d", got.ID(), want)
 	}
 }
 

@@ -42,6 +42,8 @@ type streamRequests struct {
 	// which the takeover closes and replaces.
 	mu  sync.Mutex
 	mux *streammux.Mux
+	// egress is the bridge's way out, told of each new mux.
+	egress *egressStream
 	// conn is the connection mux stands on (the reader's goroutine's).
 	conn    streammux.Conn
 	ctl     *streammux.Channel
@@ -203,7 +205,7 @@ func serveStream(conn streammux.Conn, e *egressStream) (*streamRequests, error) 
 		_ = conn.Close()
 		return nil, fmt.Errorf("starting the control stream: %w", err)
 	}
-	sr := &streamRequests{mux: mux, conn: conn, swapped: make(chan struct{}), pending: map[uint32]*streammux.Channel{}, relays: map[uint64][]*streamRelay{}, linger: outputLinger}
+	sr := &streamRequests{mux: mux, egress: e, conn: conn, swapped: make(chan struct{}), pending: map[uint32]*streammux.Channel{}, relays: map[uint64][]*streamRelay{}, linger: outputLinger}
 	sr.events = eventWriter{sr}
 	ch, err := sr.channel(controlChannel)
 	if err != nil {
@@ -417,7 +419,10 @@ func (sr *streamRequests) dropPending() {
 type egressStream struct {
 	once  sync.Once
 	ready chan struct{}
-	mux   *streammux.Mux
+	// mu guards mux, which a takeover after a restore replaces: the
+	// channels of a connection made after it must go on the new stream.
+	mu  sync.Mutex
+	mux *streammux.Mux
 }
 
 func newEgressStream() *egressStream {
@@ -429,12 +434,14 @@ func newEgressStream() *egressStream {
 // share it. The init process runs one of each.
 var streamEgress = newEgressStream()
 
-// serve makes the stream the bridge's from now on.
+// serve makes mux the bridge's stream from now on: the first one, or
+// the one a takeover resumed (a connection open on the old one was cut
+// with it).
 func (e *egressStream) serve(mux *streammux.Mux) {
-	e.once.Do(func() {
-		e.mux = mux
-		close(e.ready)
-	})
+	e.mu.Lock()
+	e.mux = mux
+	e.mu.Unlock()
+	e.once.Do(func() { close(e.ready) })
 }
 
 // dial opens a channel to the proxy.
@@ -446,7 +453,10 @@ func (e *egressStream) dial() (egressConn, error) {
 	case <-wait.C:
 		return nil, errors.New("the control stream has not started")
 	}
-	ch, err := e.mux.Open()
+	e.mu.Lock()
+	mux := e.mux
+	e.mu.Unlock()
+	ch, err := mux.Open()
 	if err != nil {
 		return nil, err
 	}

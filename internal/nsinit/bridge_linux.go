@@ -2,8 +2,10 @@ package nsinit
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -46,12 +48,41 @@ func startBridge(cfg *Config) error {
 	if cfg.EgressRelay {
 		pass = relay
 	}
+	if cfg.Boxed && cfg.Stream && cfg.HideAgent {
+		// The stream will be the user's agent's, in another process:
+		// the listener goes to it (serveThroughUserAgent).
+		return keepBridgeListener(ln)
+	}
 	if cfg.Boxed && cfg.Stream {
 		// A channel per connection: nothing can be handed over a stream.
 		dial, pass = streamEgress.dial, relay
 	}
-	lim := egress.Pace{Rate: cfg.EgressRate, Burst: cfg.EgressBurst}.Limiter()
-	go serveBridge(ln, lim, time.Sleep, func(c net.Conn) { bridge(c, dial, pass) })
+	serveBridgeOn(ln, egress.Pace{Rate: cfg.EgressRate, Burst: cfg.EgressBurst}, dial, pass)
+	return nil
+}
+
+// serveBridgeOn serves the bridge on ln from other goroutines, paced by
+// pace, each connection given to the proxy through dial and pass.
+func serveBridgeOn(ln net.Listener, pace egress.Pace, dial func() (egressConn, error), pass func(c net.Conn, p egressConn)) {
+	go serveBridge(ln, pace.Limiter(), time.Sleep, func(c net.Conn) { bridge(c, dial, pass) })
+}
+
+// bridgeListener is the bridge's listener a uid-0 agent keeps for the
+// user's agent (keepBridgeListener), or nil.
+var bridgeListener *os.File
+
+// keepBridgeListener keeps ln's socket for the user's agent, which
+// serves the bridge over its stream: the port is bound here, before any
+// user code runs, and served there, where the stream's channels are.
+func keepBridgeListener(ln net.Listener) error {
+	f, err := ln.(*net.TCPListener).File()
+	if cerr := ln.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("keeping the bridge's listener for the user's agent: %w", err)
+	}
+	bridgeListener = f
 	return nil
 }
 

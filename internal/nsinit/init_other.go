@@ -17,6 +17,9 @@ func Main() {
 // OpenTrusted refuses: binaries next to warden are run only on Linux.
 func OpenTrusted(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 
+// OpenTrustedTree refuses: binaries are run only on Linux.
+func OpenTrustedTree(string) (*os.File, error) { return nil, errors.ErrUnsupported }
+
 // OpenTrustedData refuses: the files it opens are loaded only on Linux.
 func OpenTrustedData(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 

@@ -327,9 +327,6 @@ func readConfig(r io.Reader) (Config, error) {
 	if c.Stream && !c.Session {
 		return c, errStreamNotServed
 	}
-	if c.Stream && c.HideAgent && c.EgressPort != 0 {
-		return c, errStreamEgressHidden
-	}
 	if c.MemoryEvents && (!c.Session || !c.Boxed) {
 		return c, errMemoryEventsNotBoxed
 	}
@@ -340,11 +337,6 @@ func readConfig(r io.Reader) (Config, error) {
 // only a session's agent speaks it (its own, or the user's agent behind
 // HideAgent, which then serves the stream the same way).
 var errStreamNotServed = errors.New("the configuration asks for the stream transport (stream) outside a session: only a session's agent serves the stream")
-
-// errStreamEgressHidden refuses the egress bridge over the stream behind
-// the user's agent: the bridge stays in the uid-0 agent while the stream,
-// whose channels it would open, is the user's agent's, in another process.
-var errStreamEgressHidden = errors.New("the configuration asks for the egress bridge (egress_port) over the stream transport (stream) with the user's agent (hide_agent): the bridge cannot reach the user's agent's stream; use the descriptor transport for a box with the egress proxy")
 
 // errMemoryEventsNotBoxed refuses OOM reports from the box outside a
 // boxed session: only a boxed agent (a microVM guest's) is handed its

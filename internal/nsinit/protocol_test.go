@@ -64,7 +64,6 @@ func TestConfigFrameErrors(t *testing.T) {
 		{"two values", frame(`{}{}`), "more than one JSON value"},
 		{"agent hidden on the host's kernel", frame(`{"command":["true"],"hide_agent":true}`), "only gVisor boxes may hide the agent"},
 		{"stream outside a session", frame(`{"command":["true"],"stream":true}`), "only a session's agent serves the stream"},
-		{"stream to the user's agent with egress", frame(`{"session":true,"boxed":true,"stream":true,"hide_agent":true,"kernel_sysinfo":true,"egress_port":8080}`), "use the descriptor transport for a box with the egress proxy"},
 		{"OOM reports from a native session", frame(`{"session":true,"memory_events":true}`), "only a microVM guest's agent has its box's memory.events"},
 		{"OOM reports from a one-shot box", frame(`{"command":["true"],"boxed":true,"memory_events":true}`), "only a microVM guest's agent has its box's memory.events"},
 	}

@@ -88,6 +88,49 @@ func trustedDir(dir string) error {
 	return nil
 }
 
+// OpenTrustedTree is OpenTrusted with every directory above p's held to
+// account too, for a binary that is run again by its path after the check
+// (runsc, which warden runs as root for each step of a box): anyone who
+// could rename a directory above it could put another tree in its place
+// after the check. A directory writable by group or others passes only
+// with its sticky bit set and the entry below it owned by root or this
+// user, whom the sticky bit lets alone rename it (/tmp/x of root's). p
+// must be absolute and free of symbolic links (filepath.EvalSymlinks).
+func OpenTrustedTree(p string) (*os.File, error) {
+	if err := trustedAncestors(filepath.Dir(p)); err != nil {
+		return nil, err
+	}
+	return OpenTrusted(p)
+}
+
+// trustedAncestors checks each directory above dir, down from /, for
+// OpenTrustedTree.
+func trustedAncestors(dir string) error {
+	for d := filepath.Clean(dir); d != "/"; d = filepath.Dir(d) {
+		parent := filepath.Dir(d)
+		var pst, dst unix.Stat_t
+		if err := unix.Stat(parent, &pst); err != nil {
+			return fmt.Errorf("stat %s: %w", parent, err)
+		}
+		if !trustedOwner(pst.Uid) {
+			return fmt.Errorf("%w: directory %s is owned by uid %d, neither root nor this user", ErrUntrusted, parent, pst.Uid)
+		}
+		if pst.Mode&0o022 == 0 {
+			continue
+		}
+		if pst.Mode&unix.S_ISVTX == 0 {
+			return fmt.Errorf("%w: directory %s is writable by group or others", ErrUntrusted, parent)
+		}
+		if err := unix.Lstat(d, &dst); err != nil {
+			return fmt.Errorf("stat %s: %w", d, err)
+		}
+		if !trustedOwner(dst.Uid) {
+			return fmt.Errorf("%w: %s, in sticky directory %s, is owned by uid %d, neither root nor this user", ErrUntrusted, d, parent, dst.Uid)
+		}
+	}
+	return nil
+}
+
 func trustedOwner(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
 
 // ExecFD replaces this process with the program open at f (from

@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warden-sandbox/warden/internal/egress"
 )
 
 // The user's agent (Config.HideAgent). A box whose kernel shows every
@@ -32,10 +35,14 @@ const boxedUserAgent = "user-agent"
 
 // userAgentTasks is the allowance RLIMIT_NPROC gets for the user's
 // agent's threads, which run as the sandbox user and so count against
-// it: six, as many as Go's runtime had started for it, measured. The
-// box's pids cgroup, which has head-room for gVisor, still
+// it: a third more than Go's runtime started for it, measured on gVisor
+// over the stream with the egress proxy (TestUserAgentThreadsEgress): 6
+// or 7 idle, 8 or 9 with its bridge holding 64 relays while an
+// interpreter and an exec run. Fewer, and a user who filled
+// RLIMIT_NPROC first would make its next thread fail, and the session
+// with it. The box's pids cgroup, which has head-room for gVisor, still
 // bounds the whole box.
-const userAgentTasks = 6
+const userAgentTasks = 12
 
 // processLimit is the sandbox's RLIMIT_NPROC, with room for the user's
 // agent where there is one.
@@ -55,6 +62,11 @@ const (
 	userAgentFD     = "fd"
 )
 
+// userAgentBridgeFD is the egress bridge's listener in a user's agent
+// that serves it over the stream (keepBridgeListener): the uid-0 agent
+// bound it before any user code ran.
+const userAgentBridgeFD = ControlFD + 1
+
 // serveThroughUserAgent starts the user's agent with the control
 // connection, locks this process down and waits for it; the session ends
 // with it.
@@ -70,13 +82,26 @@ func serveThroughUserAgent(cfg *Config, ctl *os.File) int {
 		ExtraFiles:  []*os.File{ctl},
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID},
 	}
-	if err := cmd.Start(); err != nil {
+	if bridgeListener != nil {
+		// The bridge over the stream is the user's agent's: its listener
+		// is userAgentBridgeFD there, and its pace follows the transport.
+		cmd.ExtraFiles = append(cmd.ExtraFiles, bridgeListener)
+		cmd.Args = append(cmd.Args, strconv.FormatFloat(cfg.EgressRate, 'g', -1, 64), strconv.Itoa(cfg.EgressBurst))
+	}
+	err := cmd.Start()
+	if bridgeListener != nil {
+		// the user's agent holds its own copy now, or never started
+		_ = bridgeListener.Close()
+		bridgeListener = nil
+	}
+	if err != nil {
 		// the host reads this; it fails only once the host hung up, and then nobody is left to tell
 		_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "starting the user's agent: " + err.Error()}})
 		return 0
 	}
-	// The user's agent owns the connection now; this process keeps only
-	// what its egress bridge needs, which is no capability.
+	// The user's agent owns the connection now (and over the stream the
+	// bridge too); this process keeps only what its egress bridge over
+	// descriptors needs, which is no capability.
 	ctl.Close()
 	if err := lockdownAllThreads(); err != nil {
 		// Unlocked, this process must not outlive the session's start:
@@ -88,7 +113,7 @@ func serveThroughUserAgent(cfg *Config, ctl *os.File) int {
 		}
 		return ExitAgentUnlocked
 	}
-	err := cmd.Wait()
+	err = cmd.Wait()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.Exited() {
 		return exit.ExitCode()
@@ -103,9 +128,9 @@ func serveThroughUserAgent(cfg *Config, ctl *os.File) int {
 // agent, once the user's agent has started) every capability, its
 // bounding and ambient sets, and sets no_new_privs on each; then it locks
 // this thread down as lockdown does (seccomp). What the process still
-// does, waiting for the user's agent and serving the egress bridge
-// (accept on loopback, passing descriptors over unix sockets), needs no
-// capability.
+// does, waiting for the user's agent and, over descriptors, serving the
+// egress bridge (accept on loopback, passing descriptors over unix
+// sockets), needs no capability.
 func lockdownAllThreads() error {
 	if err := dropBoundingAllThreads(); err != nil {
 		return err
@@ -162,14 +187,60 @@ func userAgent(args []string) int {
 	}
 	cfg := *userAgentConfig
 	cfg.Stream = args[2] == userAgentStream
+	if len(args) == 5 {
+		if err := serveUserBridge(args[3], args[4]); err != nil {
+			// the host reads this; it fails only once the host hung up, and then nobody is left to tell
+			_ = json.NewEncoder(ctl).Encode(Event{Kind: EventFailed, Status: &Status{Error: "the user's agent: " + err.Error()}})
+			return 0
+		}
+	}
 	return serveSession(&cfg, ctl)
+}
+
+// serveUserBridge serves the egress bridge on the listener the uid-0
+// agent handed over (userAgentBridgeFD), paced by rate and burst, a
+// channel of this agent's stream per connection (streamEgress). The
+// bridge is no boundary: whatever the user's code sends through it, the
+// host's proxy, on the far end of every channel, decides.
+func serveUserBridge(rate, burst string) error {
+	r, err := strconv.ParseFloat(rate, 64)
+	if err != nil || r < 0 {
+		return fmt.Errorf("the bridge's rate %q is no rate", rate)
+	}
+	b, err := strconv.Atoi(burst)
+	if err != nil || b < 0 {
+		return fmt.Errorf("the bridge's burst %q is no burst", burst)
+	}
+	f := os.NewFile(userAgentBridgeFD, "egress bridge")
+	ln, err := net.FileListener(f)
+	// FileListener made its own descriptor, close-on-exec
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("taking the egress bridge's listener: %w", err)
+	}
+	serveBridgeOn(ln, egress.Pace{Rate: r, Burst: b}, streamEgress.dial, relay)
+	return nil
+}
+
+// userAgentArgsOK says whether args are the user's agent's: uid, gid
+// and transport, and over the stream maybe two more, the egress bridge's
+// pace (serveUserBridge).
+func userAgentArgsOK(args []string) bool {
+	switch len(args) {
+	case 3:
+		return args[2] == userAgentStream || args[2] == userAgentFD
+	case 5:
+		return args[2] == userAgentStream
+	default:
+		return false
+	}
 }
 
 // becomeUserAgent gives the namespace its /proc and this process the
 // sandbox user's identity.
 func becomeUserAgent(args []string) error {
-	if len(args) != 3 || (args[2] != userAgentStream && args[2] != userAgentFD) {
-		return fmt.Errorf("want the user's uid, gid and transport (%s or %s), got %q", userAgentStream, userAgentFD, args)
+	if !userAgentArgsOK(args) {
+		return fmt.Errorf("want the user's uid, gid and transport (%s or %s), with %s maybe the egress bridge's rate and burst, got %q", userAgentStream, userAgentFD, userAgentStream, args)
 	}
 	uid, err := strconv.Atoi(args[0])
 	if err != nil {

@@ -39,6 +39,8 @@ func TestUserAgentArgsRefused(t *testing.T) {
 		{"no transport, as before the stream", []string{"1000", "1000"}},
 		{"unknown transport", []string{"1000", "1000", "pipe"}},
 		{"one too many", []string{"1000", "1000", userAgentStream, "x"}},
+		{"a bridge's pace without the stream", []string{"1000", "1000", userAgentFD, "1", "2"}},
+		{"three too many", []string{"1000", "1000", userAgentStream, "1", "2", "3"}},
 	}
 	for _, tt := range tests {
 		err := becomeUserAgent(tt.args)

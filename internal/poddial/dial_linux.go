@@ -115,7 +115,9 @@ func Attach(ctx context.Context, conn *net.TCPConn, s spec.Spec, log *slog.Logge
 		_ = f.Close()
 		return nil, err
 	}
-	att, err := attachEgress(s)
+	// Its socket is named apart from every other: one process may hold
+	// a session's earlier box still closing.
+	att, err := agent.AttachEgressFor(boxname.Box(), s)
 	if err != nil {
 		// refused before a byte was sent; nothing to report of the close
 		_ = f.Close()
@@ -218,16 +220,6 @@ func Refuse(s spec.Spec) error {
 		return fmt.Errorf("%w: a Pod's root is its SandboxTemplate's image, not Warden template %q", spec.ErrInvalid, s.Root.Template)
 	}
 	return nil
-}
-
-// attachEgress gives a session of s with the proxy its own socket on this
-// process's egress proxy, named apart from every other (one process may
-// hold a session's earlier box still closing); nil without the proxy.
-func attachEgress(s spec.Spec) (*egress.Attachment, error) {
-	if s.Network.Mode != spec.NetProxy {
-		return nil, nil
-	}
-	return agent.AttachEgress(boxname.Box(), s.Network, s.Limits.CPUs)
 }
 
 // closeEgress closes a session's proxy socket (nil: none), once the

@@ -291,8 +291,10 @@ func TestServeRelayed(t *testing.T) {
 		ln: ln, addr: podAddr, log: l, refusals: refusalLog{log: l, now: time.Now}, handshake: HandshakeTimeout,
 		serve: func(c net.Conn) error {
 			defer c.Close()
-			_, err := c.Write([]byte("served"))
-			return err
+			// the client closes once Present returns, perhaps before this
+			// write: a broken pipe here is the race, not the server's fault
+			_, _ = c.Write([]byte("served"))
+			return nil
 		},
 	}
 	done := make(chan error, 1)

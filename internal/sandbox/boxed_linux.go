@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/warden-sandbox/warden/internal/agent"
 	"github.com/warden-sandbox/warden/internal/docker"
@@ -22,9 +23,21 @@ type boxed struct {
 	start func(context.Context, spec.Spec) (*agent.Session, error)
 }
 
-// newGVisor is the gvisor backend, called name in the backend table.
+// newGVisor is the gvisor backend, called name in the backend table. A
+// runsc that cannot write gvisor.CompressionFast's images, which only
+// its help tells, is warned of once here, at the server's start.
 func newGVisor(name string, o BackendOptions) (Backend, error) {
-	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform, Logger: o.Logger, Stream: o.AgentTransport == native.TransportStream}
+	rt := &gvisor.Runtime{Runsc: o.Runsc, Platform: o.Platform, Logger: o.Logger, Stream: o.AgentTransport == native.TransportStream,
+		Compression: o.SnapshotCompression}
+	if o.SnapshotCompression == gvisor.CompressionFast {
+		if err := rt.WritesCompression(gvisor.CompressionFast); err != nil {
+			logger := o.Logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			logger.Warn("--snapshot-compression fast is not honoured", "err", err)
+		}
+	}
 	return gvisorBackend{boxed{name: name, start: rt.Start}, rt}, nil
 }
 
@@ -36,15 +49,20 @@ type gvisorBackend struct {
 	rt *gvisor.Runtime
 }
 
-// SavesMemory refuses a box over descriptors (its interpreters' pipes
-// are the host's, which gVisor cannot save) and one with the egress
-// proxy (a host socket).
+// SavesMemory refuses a box over descriptors: its interpreters' pipes
+// and its egress link are the host's, which gVisor cannot save. Over the
+// stream a box with the egress proxy is saved too, where the runsc can
+// save its bridge's listening socket (gvisor.Runtime.SavesEgress): its
+// way out is the stream's channels, and its restore gets a new proxy
+// socket with the spec it is restored with (gvisor.Runtime.Restore).
 func (g gvisorBackend) SavesMemory(s spec.Spec) error {
-	switch {
-	case !g.rt.Stream:
-		return fmt.Errorf("%w: over the descriptor transport its processes hold the host's pipes; start warden with --agent-transport stream to keep memory", ErrCannotSave)
-	case s.Network.Mode == spec.NetProxy:
-		return fmt.Errorf("%w: its link to the egress proxy is a host socket", ErrCannotSave)
+	if !g.rt.Stream {
+		return fmt.Errorf("%w: over the descriptor transport its processes hold the host's pipes; start warden with --agent-transport stream (gvisor's default) to keep memory", ErrCannotSave)
+	}
+	if s.Network.Mode == spec.NetProxy {
+		if err := g.rt.SavesEgress(); err != nil {
+			return fmt.Errorf("%w: %w", ErrCannotSave, err)
+		}
 	}
 	return nil
 }
@@ -69,6 +87,17 @@ func (g gvisorBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir strin
 		return nil, err
 	}
 	return agentBox{sess}, nil
+}
+
+// Loaded is closed once box's memory, restored by RestoreMemory, has
+// loaded in the background (gvisor.Runtime.Loaded), and at once for a
+// box that is no gvisor box.
+func (g gvisorBackend) Loaded(box Box) <-chan struct{} {
+	ab, ok := box.(agentBox)
+	if !ok {
+		return g.rt.Loaded(nil)
+	}
+	return g.rt.Loaded(ab.Session)
 }
 
 // newDocker is the docker backend, called name in the backend table.

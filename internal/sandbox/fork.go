@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -17,19 +18,24 @@ import (
 // (--max-sessions, per key, the memory budget) bound them too.
 const MaxFork = 16
 
-// Fork makes count new sessions for owner from the current files of
-// session id: each a fresh box of the same spec (template, limits,
-// network, env, idle timeout, auto-pause and auto-snapshot) with a copy of its /workspace,
-// its own id, the rest of the source's TTL, fresh processes and its own
-// pacer. The source is snapshotted for the copy if it is not already
-// (taking a snapshot slot and its charge of the budget until the forks are made) and left in the state
-// it was in. Nothing of the source's memory is copied, so there is no
-// random state or secret in memory to reseed: every new session starts
-// its processes fresh; except from a snapshot that kept the box's memory
-// (forkMemory), where each copy is restored from it and its Python
-// interpreters' random state reseeded. If any new session cannot be
-// made, none is kept.
-func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info, error) {
+// Fork makes count new sessions for owner from session id: each a fresh
+// box of the same spec (template, limits, network, env, idle timeout,
+// auto-pause and auto-snapshot) with a copy of its /workspace, its own
+// id, the rest of the source's TTL and its own pacer. What else a copy
+// gets is one rule: with o.Memory, the source's memory where it is kept
+// (a snapshot that kept it) or can be saved (forkSaved: a running
+// source on a backend that saves boxes whole), each copy restored from
+// it (forkMemory) and its interpreters' random state reseeded; else,
+// and wherever the memory cannot be had, its files only, its processes
+// started fresh. The source ends in the state it was in: a running one
+// is paused for a copy of its files, or snapshotted with its memory
+// keeping its run slot, and resumed once the forks are made; a paused
+// one is copied paused (files only: see forkSource); a snapshotted one
+// stays so. A server that keeps files only (Config.FilesOnlySnapshots)
+// forks files only. A copy taken for the fork holds a snapshot slot and its
+// charge of the budget until the forks are made. If any new session
+// cannot be made, none is kept.
+func (m *Manager) Fork(ctx context.Context, owner, id string, count int, o ForkOptions) ([]Info, error) {
 	if count < 1 || count > MaxFork {
 		return nil, fmt.Errorf("%w: count %d is out of range: fork makes 1 to %d sessions at once", spec.ErrInvalid, count, MaxFork)
 	}
@@ -46,11 +52,16 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, count int) ([]Info
 	if _, err := s.pace.wait(ctx, commandExecCost); err != nil {
 		return nil, err
 	}
-	src, drop, err := m.forkSource(ctx, s)
+	src, drop, err := m.forkSource(ctx, s, o)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
+	// The source's save outlives a caller that went away (forkSaved);
+	// the copies are not made for it: nobody would learn of them.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("forking session %s: %w", s.id, err)
+	}
 	infos, errs := make([]Info, count), make([]error, count)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, forkParallel)
@@ -93,22 +104,33 @@ type forkFrom struct {
 	recs   []state.Interpreter
 }
 
-// forkSource is a snapshot of s's files to copy from, and what to call
-// once the copies are made: s's own snapshot if it is snapshotted,
-// pinned until then (a resume or a Delete meanwhile removes it only
-// after), else a new one taken from its paused box, which holds one of
+// forkSource is a snapshot of s to copy from, and what to call once the
+// copies are made: s's own snapshot if it is snapshotted, pinned until
+// then (a resume or a Delete meanwhile removes it only after), its
+// memory copied only if o asks; else, where o asks for memory, s runs
+// and its box can be saved whole, a snapshot of s with its memory
+// (forkSaved); else, or should that save fail (logged once), a new
+// snapshot of s's files taken from its paused box, which holds one of
 // s's owner's snapshot slots and its charge of the budget until then.
-func (m *Manager) forkSource(ctx context.Context, s *session) (src forkFrom, done func(), err error) {
-	s.pauseMu.Lock()
-	if s.currentState() == StateSnapshotted {
-		s.mu.Lock()
-		src = forkFrom{name: s.snap, memory: s.snapMemory > 0, recs: s.snapInterps}
-		s.mu.Unlock()
-		unpin := m.pinSnapshot(src.name, s.id)
-		s.pauseMu.Unlock()
+// A paused s is never saved whole: that would leave it snapshotted,
+// holding a snapshot slot and its charge until its next use, or need a
+// run slot, which a paused session gave back, to restore and pause it
+// again; its files are copied from its paused box, left as it was.
+func (m *Manager) forkSource(ctx context.Context, s *session, o ForkOptions) (src forkFrom, done func(), err error) {
+	if src, unpin, ok := m.forkSnapshotted(s); ok {
+		src.memory = src.memory && o.Memory
 		return src, unpin, nil
 	}
-	s.pauseMu.Unlock()
+	if o.Memory && s.currentState() != StatePaused && m.savesMemoryOf(s) {
+		src, done, err := m.forkSaved(ctx, s)
+		if err == nil || forkSavedFailed(ctx, err) {
+			return src, done, err
+		}
+		// A refused save (errNoMemory) has said why in the log already.
+		if !errors.Is(err, errNotRunning) && !errors.Is(err, errNoMemory) {
+			m.cfg.Logger.Warn("saving a session's memory for a fork failed; the forks get its files only", "session", s.id, "err", err)
+		}
+	}
 	if err := m.takeSnapshotSlot(s.owner); err != nil {
 		return forkFrom{}, nil, err
 	}
@@ -126,18 +148,16 @@ func (m *Manager) forkSource(ctx context.Context, s *session) (src forkFrom, don
 }
 
 // copyForFork snapshots s's files, pausing it for the copy if it runs
-// (and resuming it after).
+// (and resuming it after, unless its user paused it meanwhile: see
+// undoCopyPause).
 func (m *Manager) copyForFork(ctx context.Context, s *session) (string, snapshot.Stats, error) {
-	wasPaused := s.currentState() == StatePaused
-	if !wasPaused {
-		if err := m.pauseForCopy(ctx, s); err != nil {
-			return "", snapshot.Stats{}, err
-		}
+	cp, err := m.pauseForCopy(ctx, s)
+	if err != nil {
+		return "", snapshot.Stats{}, err
 	}
+	step("copy paused")
 	name, stats, err := m.captureFork(ctx, s)
-	if !wasPaused {
-		m.undoCopyPause(ctx, s, "fork's copy")
-	}
+	m.undoCopyPause(ctx, s, cp, "fork's copy")
 	return name, stats, err
 }
 

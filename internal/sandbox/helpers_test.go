@@ -78,3 +78,7 @@ func TestLanguagesAccepted(t *testing.T) {
 
 // third is f's error, to test a call's error in an expression.
 func third[T, U any](_ T, _ U, err error) error { return err }
+
+// withMemory is a Fork's default options, as a request without
+// "memory" asks: the source's memory where it can be had.
+var withMemory = ForkOptions{Memory: true}

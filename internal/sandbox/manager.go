@@ -98,6 +98,14 @@ type Config struct {
 	// (4 × MaxSessions), each owner's share as for MaxPaused.
 	Snapshots    *snapshot.Store
 	MaxSnapshots int
+	// FilesOnlySnapshots keeps every snapshot to the session's files,
+	// even on a MemoryBackend and when the snapshot asks for memory (an
+	// auto-snapshot, the API's default): no image of the box's memory,
+	// which holds whatever secrets its processes hold, is written under
+	// the state directory, and a fork copies files only. A memory
+	// snapshot kept before (by a server run without it) still resumes
+	// whole. The zero value keeps memory where the backend can.
+	FilesOnlySnapshots bool
 
 	// Templates, when set, is where sessions find the templates they
 	// name (SessionOptions.Template); without it only the host's root is
@@ -371,6 +379,17 @@ func (m *Manager) unchargeLocked(owner string, bytes int64) {
 	if m.bytesByOwner[owner] -= bytes; m.bytesByOwner[owner] <= 0 {
 		delete(m.bytesByOwner, owner)
 	}
+}
+
+// detachHeld takes what session s holds of its owner's budget off s,
+// still counted against the owner, and returns it for its caller to
+// hold (see heldRun).
+func (m *Manager) detachHeld(s *session) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	bytes := m.held[s.id]
+	delete(m.held, s.id)
+	return bytes
 }
 
 // keep lowers what session s counts against its owner's budget to

@@ -23,7 +23,7 @@ import (
 // snapshot keeps files only.
 type MemoryBackend interface {
 	// SavesMemory says why a box of s cannot be saved whole (the stream
-	// transport is off, the egress proxy's link is a host socket), or nil.
+	// transport is off, runsc cannot save the egress bridge's listener), or nil.
 	SavesMemory(s spec.Spec) error
 	// SaveMemory saves running box into dir, a directory it makes. The
 	// box ends with the save; one refused before it (ErrCannotSave)
@@ -33,6 +33,10 @@ type MemoryBackend interface {
 	// it can be restored again (a fork).
 	RestoreMemory(ctx context.Context, s spec.Spec, dir string) (Box, error)
 }
+
+// errFilesOnly is why a server with Config.FilesOnlySnapshots keeps no
+// box's memory.
+var errFilesOnly = errors.New("the server keeps snapshots to files (--snapshot-memory=false)")
 
 // ErrCannotSave is wrapped by SaveMemory's error when the box was refused
 // before the save and runs on as it was.
@@ -147,6 +151,10 @@ func (m *Manager) saveMemory(ctx context.Context, s *session, p *snapshot.Pendin
 		m.cfg.Logger.Warn("the snapshot keeps the session's files only", "session", s.id, "why", why, "err", err)
 		return memorySaved{ended: ended}
 	}
+	if m.cfg.FilesOnlySnapshots {
+		m.cfg.Logger.Info("the snapshot keeps the session's files only", "session", s.id, "why", errFilesOnly)
+		return memorySaved{}
+	}
 	if err := mb.SavesMemory(s.spec); err != nil {
 		m.cfg.Logger.Info("the snapshot keeps the session's files only", "session", s.id, "why", err)
 		return memorySaved{}
@@ -257,14 +265,40 @@ func (m *Manager) restoreMemory(ctx context.Context, s *session, spc spec.Spec, 
 // restoreSlotted restores a box of spc from the saved memory in dir
 // holding one of the server's copy slots (see maxCopies): runsc reads
 // the whole image and copies the scratch, disk I/O as heavy as a copy
-// of files.
+// of files. A box whose memory goes on loading after RestoreMemory
+// returned (memoryLoader) keeps the slot until that load is over, so
+// no more images are read at once than there are slots, while its
+// resume or fork answers at once.
 func (m *Manager) restoreSlotted(ctx context.Context, mb MemoryBackend, spc spec.Spec, dir string) (Box, error) {
 	done, err := m.copySlot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("restoring a saved sandbox: %w", err)
 	}
-	defer done()
-	return mb.RestoreMemory(ctx, spc, dir)
+	box, err := mb.RestoreMemory(ctx, spc, dir)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	ml, ok := mb.(memoryLoader)
+	if !ok {
+		done()
+		return box, nil
+	}
+	loaded := ml.Loaded(box)
+	go func() {
+		<-loaded
+		done()
+	}()
+	return box, nil
+}
+
+// memoryLoader is a MemoryBackend whose restored box may read its saved
+// memory after RestoreMemory returned (gVisor's background restore).
+type memoryLoader interface {
+	// Loaded is closed once box's memory has loaded, its load has failed
+	// or the backend's bound on the load has passed; at once for a box
+	// that loads nothing more.
+	Loaded(box Box) <-chan struct{}
 }
 
 // adoptInterpreters takes over, in box restored from a memory snapshot,

@@ -156,9 +156,7 @@ func TestUnrecordedMemoryNotRestored(t *testing.T) {
 // the server's copy slots, as a files' restore does: with every slot
 // taken it is busy, restoring nothing, and once one is free it restores.
 func TestMemoryRestoreTakesCopySlot(t *testing.T) {
-	x := newSnapshotSetup(t)
-	mb := &memBackend{fsBackend: x.b}
-	m := memManager(t, x, mb, true)
+	x, mb, m := memSetup(t)
 	in := x.session(t, m, defaultOptions(), "f", "state")
 	if _, err := m.Snapshot(context.Background(), "o", in.ID, memOn); err != nil {
 		t.Fatal(err)
@@ -176,6 +174,43 @@ func TestMemoryRestoreTakesCopySlot(t *testing.T) {
 	}
 	if _, err := m.Resume(context.Background(), "o", in.ID); err != nil || mb.restores.Load() != 1 {
 		t.Errorf("Resume: %v, %d restores; want one from memory", err, mb.restores.Load())
+	}
+}
+
+// loadingBackend is a memBackend whose restored boxes go on loading
+// their memory until loaded is closed (memoryLoader).
+type loadingBackend struct {
+	*memBackend
+	loaded chan struct{}
+}
+
+func (b loadingBackend) Loaded(Box) <-chan struct{} { return b.loaded }
+
+// TestMemoryLoadHoldsCopySlot: a resume whose box goes on loading its
+// memory after the restore returned answers at once, but keeps its copy
+// slot until the load is over, so no more images are read at once than
+// there are slots.
+func TestMemoryLoadHoldsCopySlot(t *testing.T) {
+	x := newSnapshotSetup(t)
+	lb := loadingBackend{memBackend: &memBackend{fsBackend: x.b}, loaded: make(chan struct{})}
+	m := NewManager(lb, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 2, ExecPace: -1, StartRate: -1})
+	t.Cleanup(func() { m.Close() })
+	in := x.session(t, m, defaultOptions(), "f", "state")
+	if _, err := m.Snapshot(context.Background(), "o", in.ID, memOn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Resume(context.Background(), "o", in.ID); err != nil || lb.restores.Load() != 1 {
+		t.Fatalf("Resume: %v, %d restores; want one from memory", err, lb.restores.Load())
+	}
+	if got := len(m.copies); got != 1 {
+		t.Errorf("copy slots held while the memory loads: %d, want 1", got)
+	}
+	close(lb.loaded)
+	for i := 0; len(m.copies) != 0; i++ {
+		if i == 1000 {
+			t.Fatal("the copy slot was not given back once the memory loaded")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -218,9 +253,7 @@ func TestDeleteStopsMemorySave(t *testing.T) {
 // can reach it (and make an interpreter its adoption would overwrite)
 // before then.
 func TestForkHiddenUntilReseeded(t *testing.T) {
-	x := newSnapshotSetup(t)
-	mb := &memBackend{fsBackend: x.b}
-	m := memManager(t, x, mb, true)
+	x, mb, m := memSetup(t)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "state")
 	if _, err := m.Snapshot(ctx, "o", in.ID, memOn); err != nil {
@@ -233,7 +266,7 @@ func TestForkHiddenUntilReseeded(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { stepHook = nil })
-	forks, err := m.Fork(ctx, "o", in.ID, 1)
+	forks, err := m.Fork(ctx, "o", in.ID, 1, withMemory)
 	stepHook = nil
 	if err != nil || len(forks) != 1 {
 		t.Fatalf("Fork: %v, %v", forks, err)

@@ -22,8 +22,12 @@ import (
 // test tells a box restored from memory from one restored from files.
 type memBackend struct {
 	*fsBackend
-	// restoreErr, if set, fails every restore.
-	restoreErr error
+	// restoreErr, if set, fails every restore; restoreErrAfter, if not
+	// 0, every restore after that many; startErr, if set, every Start
+	// but a restore's.
+	restoreErr      error
+	restoreErrAfter int32
+	startErr        error
 	// savesErr is what SavesMemory answers; saveErr, if set, fails every
 	// save: one wrapping ErrCannotSave before it, else after the box
 	// ended; afterSave, if set, is called with the saved image's path.
@@ -31,25 +35,29 @@ type memBackend struct {
 	saveErr   error
 	afterSave func(dir string)
 	// saving, if set, makes a save say so on it and wait for its ctx
-	// (at most 10 s; stopped says ctx ended it), then fail as cut.
-	saving  chan struct{}
-	stopped atomic.Bool
+	// (at most 10 s; stopped says ctx ended it), then fail as cut; or,
+	// once savingGo is closed, go on with the save unless its ctx has
+	// ended by then.
+	saving   chan struct{}
+	savingGo chan struct{}
+	stopped  atomic.Bool
 	// saves and restores count the saves and restores tried.
 	saves, restores atomic.Int32
 }
 
 func (b *memBackend) SavesMemory(spec.Spec) error { return b.savesErr }
 
+func (b *memBackend) Start(ctx context.Context, s spec.Spec) (Box, error) {
+	if b.startErr != nil {
+		return nil, b.startErr
+	}
+	return b.fsBackend.Start(ctx, s)
+}
+
 func (b *memBackend) SaveMemory(ctx context.Context, box Box, dir string) error {
 	b.saves.Add(1)
 	x := box.(*fsBox)
-	if b.saving != nil {
-		b.saving <- struct{}{}
-		select {
-		case <-ctx.Done():
-			b.stopped.Store(true)
-		case <-time.After(10 * time.Second):
-		}
+	if b.saving != nil && !b.awaitGo(ctx) {
 		return errors.Join(fmt.Errorf("save stopped: %w", context.Cause(ctx)), x.Close())
 	}
 	switch {
@@ -74,10 +82,30 @@ func (b *memBackend) SaveMemory(ctx context.Context, box Box, dir string) error 
 	return x.Close() // a saved box ends with its save
 }
 
+// awaitGo says a save has started on b.saving and waits for its ctx, or
+// savingGo, or 10 s: it says whether the save goes on.
+func (b *memBackend) awaitGo(ctx context.Context) bool {
+	b.saving <- struct{}{}
+	select {
+	case <-ctx.Done():
+	case <-b.savingGo:
+		if ctx.Err() == nil {
+			return true
+		}
+	case <-time.After(10 * time.Second):
+		return false
+	}
+	b.stopped.Store(true)
+	return false
+}
+
 func (b *memBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string) (Box, error) {
-	b.restores.Add(1)
+	n := b.restores.Add(1)
 	if b.restoreErr != nil {
 		return nil, b.restoreErr
+	}
+	if b.restoreErrAfter > 0 && n > b.restoreErrAfter {
+		return nil, errors.New("restore failed")
 	}
 	image, err := os.ReadFile(filepath.Join(dir, "image"))
 	if err != nil {
@@ -90,6 +118,15 @@ func (b *memBackend) RestoreMemory(ctx context.Context, s spec.Spec, dir string)
 	// Into the box Start made, not the backend's last: a fork restores
 	// several at once.
 	return box, os.WriteFile(filepath.Join(box.(*fsBox).ws.Name(), "memory"), image, 0o600)
+}
+
+// memSetup is a snapshot setup, a memBackend over its backend and a
+// Manager over that, closed at the test's end: most memory tests' start.
+func memSetup(t *testing.T) (*snapshotSetup, *memBackend, *Manager) {
+	t.Helper()
+	x := newSnapshotSetup(t)
+	mb := &memBackend{fsBackend: x.b}
+	return x, mb, memManager(t, x, mb, true)
 }
 
 // memManager is a Manager of x's store and snapshots over mb.
@@ -108,9 +145,7 @@ func memManager(t *testing.T, x *snapshotSetup, mb *memBackend, closeAtEnd bool)
 // snapshot restores each copy from it too; the snapshot's memory goes
 // with it.
 func TestMemorySnapshot(t *testing.T) {
-	x := newSnapshotSetup(t)
-	mb := &memBackend{fsBackend: x.b}
-	m := memManager(t, x, mb, true)
+	x, _, m := memSetup(t)
 	ctx := context.Background()
 	in := x.session(t, m, defaultOptions(), "f", "state")
 	got, err := m.Snapshot(ctx, "o", in.ID, memOn)
@@ -123,7 +158,7 @@ func TestMemorySnapshot(t *testing.T) {
 	if rec.SnapshotMemoryBytes != int64(len("state")) {
 		t.Errorf("record's memory bytes = %d, want %d", rec.SnapshotMemoryBytes, len("state"))
 	}
-	forks, err := m.Fork(ctx, "o", in.ID, 2)
+	forks, err := m.Fork(ctx, "o", in.ID, 2, withMemory)
 	if err != nil {
 		t.Fatalf("Fork: %v", err)
 	}
@@ -302,4 +337,39 @@ func TestSnapshotFilesOnlyOption(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a files-only snapshot's resume holds a memory marker (%v)", err)
 	}
+}
+
+// TestFilesOnlySnapshotsServer: a server that keeps snapshots to files
+// (--snapshot-memory=false) saves no box's memory even when a snapshot
+// asks for it (the API's default, every auto-snapshot), and forks a
+// memory snapshot an earlier server run kept into files-only copies;
+// that snapshot's own resume still restores the box whole.
+func TestFilesOnlySnapshotsServer(t *testing.T) {
+	x := newSnapshotSetup(t)
+	mb := &memBackend{fsBackend: x.b}
+	before := memManager(t, x, mb, false)
+	ctx := context.Background()
+	kept := x.session(t, before, defaultOptions(), "f", "kept")
+	if got, err := before.Snapshot(ctx, "o", kept.ID, memOn); err != nil || !got.Snapshot.Memory {
+		t.Fatalf("Snapshot before the flag = %+v, %v; want memory", got.Snapshot, err)
+	}
+	m := NewManager(mb, Config{Store: x.store, Snapshots: x.snaps, MaxSnapshots: 4, ExecPace: -1, StartRate: -1, FilesOnlySnapshots: true})
+	t.Cleanup(func() { m.Close() })
+	saves := mb.saves.Load()
+	in := x.session(t, m, defaultOptions(), "f", "secret")
+	got, err := m.Snapshot(ctx, "o", in.ID, memOn)
+	if err != nil || got.Snapshot == nil || got.Snapshot.Memory {
+		t.Fatalf("Snapshot(memory) on a files-only server = %+v, %v; want files only", got.Snapshot, err)
+	}
+	if n := mb.saves.Load() - saves; n != 0 {
+		t.Errorf("files-only server tried %d saves of a box, want none", n)
+	}
+	forks, err := m.Fork(ctx, "o", kept.ID, 1, withMemory)
+	if err != nil || len(forks) != 1 {
+		t.Fatalf("Fork of the earlier memory snapshot = %v, %v", forks, err)
+	}
+	if _, err := os.Stat(filepath.Join(x.b.last(), "memory")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a files-only server's fork was restored from memory (%v), want files only", err)
+	}
+	resumeFromMemory(t, m, x, kept.ID, "kept")
 }

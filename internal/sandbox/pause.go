@@ -24,7 +24,11 @@ import (
 // pause once the exec ends. Nor is one starting a spawned process: the
 // frozen box could not answer the start, whose caller would wait on it.
 
-// Pause pauses one of owner's sessions; pausing a paused one does nothing.
+// Pause pauses one of owner's sessions for its user; pausing one its
+// user paused already does nothing. One paused only for a snapshot's or
+// a fork's copy (Info.CopyPaused) is made its user's: it then stays
+// paused once the copy ends, and needs a --max-paused slot for that
+// (ErrTooMany at the cap leaves it to the copy, which resumes it).
 // It is paced as a command exec (see execPacer): a runtime's pause is a
 // runsc process or an Engine call, host CPU no cgroup counts.
 func (m *Manager) Pause(ctx context.Context, owner, id string) (Info, error) {
@@ -78,53 +82,141 @@ func (m *Manager) switchPaced(ctx context.Context, owner, id string, to func(con
 func (m *Manager) MaxPaused() int { return m.cfg.MaxPaused }
 
 // pause moves s from ready to paused: it takes a paused slot, stops the
-// box, and only then gives back its run slot.
+// box, and only then gives back its run slot. One paused for a copy
+// (pauseForCopy) is paused by its user from then on (takeOverCopyPause).
 func (m *Manager) pause(ctx context.Context, s *session) error {
-	return m.pauseBox(ctx, s, false)
-}
-
-// pauseForCopy pauses s for a snapshot's or a fork's copy of its files:
-// s keeps its run slot and takes no paused slot, so a failed copy always
-// finds the slot to resume in (see resume); a snapshot that succeeds
-// gives the run slot back.
-func (m *Manager) pauseForCopy(ctx context.Context, s *session) error {
-	return m.pauseBox(ctx, s, true)
-}
-
-func (m *Manager) pauseBox(ctx context.Context, s *session, keepSlot bool) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
-	if done, err := s.toPausing(); done || err != nil {
+	if taken, err := m.takeOverCopyPause(s); taken {
 		return err
 	}
+	_, err := m.pauseBox(ctx, s, nil)
+	return err
+}
+
+// copyPause is one pause of a running session for copies of its files
+// (pauseForCopy), told apart from its user's: held counts the copies
+// under way in it (s.mu guards it), and the last to end resumes the
+// session if it is still in this pause. A Pause meanwhile (its user's or
+// auto-pause's) takes it over, a Resume (or an exec) ends it, and so does
+// a snapshot that succeeds: the copies then leave the session as it is.
+// A fresh one per pause, so a copy never resumes a later pause.
+type copyPause struct{ held int }
+
+// pauseForCopy pauses running s for a snapshot's or a fork's copy of its
+// files, or joins the copy pause it is in; cp is for undoCopyPause once
+// the copy ends, nil where s was paused by its user or snapshotted (the
+// copy leaves it so). s keeps its run slot and takes no paused slot, so
+// a failed copy always finds the slot to resume in (see resume); a
+// snapshot that succeeds gives the run slot back.
+func (m *Manager) pauseForCopy(ctx context.Context, s *session) (cp *copyPause, err error) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if cp := s.joinCopyPause(); cp != nil {
+		return cp, nil
+	}
+	cp = &copyPause{held: 1}
+	paused, err := m.pauseBox(ctx, s, cp)
+	if !paused {
+		return nil, err // paused by its user, or snapshotted, before: left so
+	}
+	return cp, nil
+}
+
+// joinCopyPause is the copy pause s is in, held once more, or nil.
+func (s *session) joinCopyPause() *copyPause {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.copyPausedLocked() {
+		return nil
+	}
+	s.copyPause.held++
+	return s.copyPause
+}
+
+// copyPausedLocked says s is paused only for a copy (see copyPause);
+// s.mu is held.
+func (s *session) copyPausedLocked() bool {
+	return s.state == StatePaused && s.copyPause != nil
+}
+
+// errCopyPauseLeft marks a Pause that could not take over a copy's pause
+// (see takeOverCopyPause): the copy's end resumes the session, so
+// auto-pause tries again at its next round rather than ending it.
+var errCopyPauseLeft = errors.New("it stays paused for its copy, which resumes it once ended")
+
+// takeOverCopyPause makes the copy pause s is in, if any, its user's
+// pause, as pauseBox would have paused it: s takes a paused slot and
+// gives back the run slot the copy kept, and the copies, once ended,
+// leave it paused. Its PausedAt is the user's pause from then on. taken
+// says s was in one; s.pauseMu is held.
+func (m *Manager) takeOverCopyPause(s *session) (taken bool, err error) {
+	s.mu.Lock()
+	in := s.copyPausedLocked()
+	if in {
+		err = s.deadLocked()
+	}
+	s.mu.Unlock()
+	if !in || err != nil {
+		return in, err
+	}
+	if err := m.takePaused(s.owner); err != nil {
+		return true, fmt.Errorf("%w; %w", err, errCopyPauseLeft)
+	}
+	if err := m.settlePause(s, nil); err != nil {
+		m.givePaused(s.owner)
+		return true, err
+	}
+	return true, nil
+}
+
+// pauseBox pauses running s, for its user (cp nil: s takes a paused slot
+// and gives back its run slot) or in copy pause cp (it keeps its run slot
+// and takes no paused slot); paused says it paused s, which was not
+// paused or snapshotted already. s.pauseMu is held.
+func (m *Manager) pauseBox(ctx context.Context, s *session, cp *copyPause) (paused bool, err error) {
+	if done, err := s.toPausing(); done || err != nil {
+		return false, err
+	}
 	takePaused, givePaused := m.takePaused, m.givePaused
-	if keepSlot {
+	if cp != nil {
 		takePaused, givePaused = func(string) error { return nil }, func(string) {}
 	}
 	if err := takePaused(s.owner); err != nil {
 		s.unpause(false)
-		return err
+		return false, err
 	}
 	if err := s.box.Pause(ctx); err != nil {
 		givePaused(s.owner)
 		if errors.Is(err, ErrPauseUnknown) {
-			return m.buryUnsure(s, "pausing", err)
+			return false, m.buryUnsure(s, "pausing", err)
 		}
 		s.unpause(false)
-		return boxError(s.id, "pausing", err)
+		return false, boxError(s.id, "pausing", err)
 	}
+	if err := m.settlePause(s, cp); err != nil {
+		// Deleted or expired meanwhile: its end thaws and kills the box.
+		givePaused(s.owner)
+		return false, err
+	}
+	return true, nil
+}
+
+// settlePause records paused s as in copy pause cp, keeping its run
+// slot, or (cp nil) as its user's, holding the paused slot its caller
+// took and giving back the run slot; an s that ended meanwhile is
+// refused and left as it is. s.pauseMu is held.
+func (m *Manager) settlePause(s *session, cp *copyPause) error {
 	s.mu.Lock()
 	if s.state != StatePaused {
-		// Deleted or expired meanwhile: its end thaws and kills the box.
 		s.mu.Unlock()
-		givePaused(s.owner)
 		return fmt.Errorf("%w: session %s ended while it was being paused", ErrClosed, s.id)
 	}
-	slot := s.slot && !keepSlot
-	s.slot, s.pausedSlot, s.pausedAt = s.slot && keepSlot, !keepSlot, time.Now()
+	release := s.slot && cp == nil
+	s.slot, s.pausedSlot, s.pausedAt, s.copyPause = s.slot && cp != nil, cp == nil, time.Now(), cp
 	m.saveLocked(s)
 	s.mu.Unlock()
-	if slot {
+	if release {
 		m.release(s.owner, 0)
 	}
 	return nil
@@ -183,7 +275,12 @@ func (s *session) toPausing() (done bool, err error) {
 		return false, err
 	}
 	switch s.state {
-	case StatePaused, StateSnapshotted:
+	case StateSnapshotted:
+		if s.forkHeld {
+			return false, fmt.Errorf("%w: session %s is being forked and runs on after; pause it once the fork has answered", ErrBusy, s.id)
+		}
+		return true, nil
+	case StatePaused:
 		return true, nil
 	case StateReady:
 		if s.starting > 0 {
@@ -213,10 +310,16 @@ func (s *session) unpause(used bool) {
 
 // resume moves s from paused to ready: it takes a run slot (unless s
 // kept its own, paused for a copy), lets the box run again, and gives
-// back the paused slot.
+// back the paused slot. It ends a copy pause too: the copies then leave
+// s running.
 func (m *Manager) resume(ctx context.Context, s *session) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
+	return m.resumeLocked(ctx, s)
+}
+
+// resumeLocked is resume with s.pauseMu held.
+func (m *Manager) resumeLocked(ctx context.Context, s *session) error {
 	if paused, err := s.isPaused(); !paused || err != nil {
 		return err
 	}
@@ -246,6 +349,7 @@ func (m *Manager) resume(ctx context.Context, s *session) error {
 	}
 	pausedSlot := s.pausedSlot
 	s.state, s.slot, s.pausedSlot, s.pausedAt, s.lastUsed = StateReady, true, false, time.Time{}, time.Now()
+	s.copyPause = nil
 	m.saveLocked(s)
 	s.mu.Unlock()
 	if pausedSlot {
@@ -361,7 +465,9 @@ const autoSnapshotWait = 5 * time.Minute
 // says whether s ends instead, as idle, as one without auto-pause would:
 // only when it cannot be paused (no paused slot left, a backend or host
 // that cannot). Any other failure (an exec begun meanwhile, a runtime
-// that failed and undid the pause) leaves s for the reaper's next round.
+// that failed and undid the pause, no paused slot for one a copy paused
+// meanwhile, which the copy's end resumes) leaves s for the reaper's
+// next round.
 //
 // A session with auto-snapshot is snapshotted instead (see
 // Manager.Snapshot) and ends on any failure but a busy session or one
@@ -401,6 +507,9 @@ func (m *Manager) autoPause(s *session) (end bool) {
 // auto-snapshot), ends the idle session rather than leaving it for the
 // next round (see autoPause).
 func autoPauseEnds(snap bool, err error) bool {
+	if errors.Is(err, errCopyPauseLeft) {
+		return false
+	}
 	if snap && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrClosed) {
 		return true
 	}

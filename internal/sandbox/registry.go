@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/nsinit"
 	"github.com/warden-sandbox/warden/internal/spec"
@@ -15,7 +17,8 @@ import (
 
 // BackendOptions are the settings of the backends that need any.
 type BackendOptions struct {
-	// Runsc is the gvisor backend's runsc binary ("" finds it on PATH).
+	// Runsc is the gvisor backend's runsc binary ("": gvisor.FindRunsc's
+	// default, make runsc's pinned one where installed).
 	Runsc string
 	// Platform is runsc's platform ("" is runsc's default).
 	Platform string
@@ -34,11 +37,17 @@ type BackendOptions struct {
 	// has no box for); sessions and pooled boxes keep the Go init, which
 	// stays as their agent. Zero is native.ExecutorAuto.
 	Executor native.Executor
-	// AgentTransport is how the native backend's sessions (and pooled
-	// boxes) reach their agent: native.TransportFD (zero) or
+	// AgentTransport is how the native and gvisor backends' sessions
+	// (and pooled boxes) reach their agent: native.TransportFD or
 	// native.TransportStream, the descriptor-free protocol a VM or pod
-	// backend needs, offered on native to prove and measure it.
+	// backend needs; "" is the backend's default (DefaultTransport).
 	AgentTransport native.AgentTransport
+	// SnapshotCompression is how the gvisor backend writes a box's
+	// memory for a snapshot (gvisor.Runtime.Compression; "": none, the
+	// default, whose restore loads pages in the background). Either kind
+	// of image restores whatever it is now: warden serve's
+	// --snapshot-compression.
+	SnapshotCompression gvisor.Compression
 	// Kubernetes makes the kubernetes backend, called name (see
 	// internal/kubeback): set by warden serve, which alone links the
 	// Kubernetes client, so that warden run and the slim build stay as
@@ -54,25 +63,32 @@ const DefaultBackend = "native"
 const KubernetesBackend = "kubernetes"
 
 // backendEntry is one backend: its name and how to make it. make is given
-// the name, so a backend's Name comes from this table too. stream says
-// the backend takes BackendOptions.AgentTransport (native.TransportStream
-// as well as the default).
+// the name, so a backend's Name comes from this table too. transport is
+// its default agent transport when it takes BackendOptions.AgentTransport
+// (either transport), "" when it has no choice. memory says it writes a
+// box's memory for a snapshot (MemoryBackend) over the stream transport,
+// so it takes BackendOptions.SnapshotCompression.
 type backendEntry struct {
-	name   string
-	make   func(name string, o BackendOptions) (Backend, error)
-	stream bool
+	name      string
+	make      func(name string, o BackendOptions) (Backend, error)
+	transport native.AgentTransport
+	memory    bool
 }
 
 // backends are every backend, in the order flags, errors and doctor list
 // them. It is the one list of backends: a new one is added here (its
 // factory in its own _linux.go file, with an _other.go stub), and every
 // flag, error and check derives its list from it.
+//
+// Native defaults to descriptors, the faster; gVisor to the stream, which
+// keeps the host's descriptors out of the box and so lets a snapshot or
+// fork keep the box's memory (docs/backends.md).
 var backends = []backendEntry{
-	{DefaultBackend, newNative, true},
-	{"gvisor", newGVisor, true},
-	{"docker", newDocker, false},
-	{"microvm", newMicroVM, false},
-	{KubernetesBackend, newKubernetes, false},
+	{DefaultBackend, newNative, native.TransportFD, false},
+	{"gvisor", newGVisor, native.TransportStream, true},
+	{"docker", newDocker, "", false},
+	{"microvm", newMicroVM, "", false},
+	{KubernetesBackend, newKubernetes, "", false},
 }
 
 // TransportBackends returns the backends that have a choice of agent
@@ -80,25 +96,92 @@ var backends = []backendEntry{
 func TransportBackends() string {
 	var names []string
 	for _, b := range backends {
-		if b.stream {
+		if b.transport != "" {
 			names = append(names, b.name)
 		}
 	}
 	return spec.OrList(names)
 }
 
+// MemoryBackends returns the backends that write a box's memory for a
+// snapshot, as help and errors list them: "gvisor".
+func MemoryBackends() string {
+	var names []string
+	for _, b := range backends {
+		if b.memory {
+			names = append(names, b.name)
+		}
+	}
+	return spec.OrList(names)
+}
+
+// CompressionUnused says why backend name ("" is DefaultBackend) over
+// agent transport t ("" is its default) would write no memory image for
+// gvisor.CompressionFast to compress, and what to change, or "" where it
+// writes them.
+func CompressionUnused(name string, t native.AgentTransport) string {
+	if name == "" {
+		name = DefaultBackend
+	}
+	for _, b := range backends {
+		switch {
+		case b.name != name:
+		case !b.memory:
+			return "only --backend " + MemoryBackends() + " writes memory snapshots: use it, or drop --snapshot-compression"
+		case SessionTransport(name, t) != native.TransportStream:
+			return "--backend " + name + " over --agent-transport " + string(SessionTransport(name, t)) + " writes no memory snapshot: use --agent-transport stream (its default), or drop --snapshot-compression"
+		default:
+			return ""
+		}
+	}
+	return "backend " + name + " is unknown"
+}
+
 // HasTransportChoice says backend name ("" is DefaultBackend) takes
 // BackendOptions.AgentTransport.
 func HasTransportChoice(name string) bool {
+	return defaultTransport(name) != ""
+}
+
+// defaultTransport is backend name's ("" is DefaultBackend) default agent
+// transport, "" for a backend without the choice or an unknown one.
+func defaultTransport(name string) native.AgentTransport {
 	if name == "" {
 		name = DefaultBackend
 	}
 	for _, b := range backends {
 		if b.name == name {
-			return b.stream
+			return b.transport
 		}
 	}
-	return false
+	return ""
+}
+
+// SessionTransport is the agent transport backend name's ("" is
+// DefaultBackend) sessions use when t ("" is the backend's default) is
+// asked for: the servers key the descriptors they reserve on it. A
+// backend without the choice has its own link to its agent, counted as
+// descriptors.
+func SessionTransport(name string, t native.AgentTransport) native.AgentTransport {
+	if t != "" {
+		return t
+	}
+	if d := defaultTransport(name); d != "" {
+		return d
+	}
+	return native.TransportFD
+}
+
+// TransportDefaults says which transport each backend with the choice
+// defaults to, as help lists it: "fd on native, stream on gvisor".
+func TransportDefaults() string {
+	var parts []string
+	for _, b := range backends {
+		if b.transport != "" {
+			parts = append(parts, string(b.transport)+" on "+b.name)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // BackendNames returns the backends' names, in the order flags list them.
@@ -127,6 +210,10 @@ func NewBackend(name string, o BackendOptions) (Backend, error) {
 			if err := checkTransport(name, o.AgentTransport); err != nil {
 				return nil, err
 			}
+			if err := checkCompression(name, o); err != nil {
+				return nil, err
+			}
+			o.AgentTransport = SessionTransport(name, o.AgentTransport)
 			return b.make(b.name, o)
 		}
 	}
@@ -141,6 +228,22 @@ func checkTransport(name string, t native.AgentTransport) error {
 	}
 	if t == native.TransportStream && !HasTransportChoice(name) {
 		return fmt.Errorf("%w: agent transport %q: only backends %s have a choice of agent transport", spec.ErrInvalid, t, TransportBackends())
+	}
+	return nil
+}
+
+// checkCompression refuses an unknown snapshot compression, and
+// gvisor.CompressionFast where the backend, over its transport, writes
+// no memory image, which would ignore it.
+func checkCompression(name string, o BackendOptions) error {
+	if err := o.SnapshotCompression.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", spec.ErrInvalid, err) //nolint:errorlint // ErrInvalid is what callers match
+	}
+	if o.SnapshotCompression != gvisor.CompressionFast {
+		return nil
+	}
+	if why := CompressionUnused(name, o.AgentTransport); why != "" {
+		return fmt.Errorf("%w: snapshot compression %s: %s", spec.ErrInvalid, o.SnapshotCompression, why)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/native"
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -87,6 +88,32 @@ func TestAgentTransportOption(t *testing.T) {
 	}
 }
 
+// TestSessionTransport: each backend with the choice has its own default
+// (descriptors on native, the stream on gvisor), an asked-for transport
+// wins, and a backend without the choice counts as descriptors.
+func TestSessionTransport(t *testing.T) {
+	for _, tc := range []struct {
+		backend   string
+		transport native.AgentTransport
+		want      native.AgentTransport
+	}{
+		{"", "", native.TransportFD},
+		{DefaultBackend, "", native.TransportFD},
+		{DefaultBackend, native.TransportStream, native.TransportStream},
+		{"gvisor", "", native.TransportStream},
+		{"gvisor", native.TransportFD, native.TransportFD},
+		{"docker", "", native.TransportFD},
+		{"microvm", "", native.TransportFD},
+	} {
+		if got := SessionTransport(tc.backend, tc.transport); got != tc.want {
+			t.Errorf("SessionTransport(%q, %q) = %q, want %q", tc.backend, tc.transport, got, tc.want)
+		}
+	}
+	if got, want := TransportDefaults(), "fd on native, stream on gvisor"; got != want {
+		t.Errorf("TransportDefaults() = %q, want %q", got, want)
+	}
+}
+
 // namedBackend is a Backend that is only a name, for the registry's tests.
 type namedBackend struct {
 	Backend
@@ -101,5 +128,32 @@ func TestKubernetesNeedsServe(t *testing.T) {
 	_, err := NewBackend("kubernetes", BackendOptions{})
 	if err == nil || !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "warden serve --backend kubernetes") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("NewBackend(kubernetes) without a maker: got %v, want one ErrInvalid line naming warden serve --backend kubernetes", err)
+	}
+}
+
+// TestSnapshotCompressionOption: NewBackend refuses an unknown snapshot
+// compression, and fast where no memory image is written for it
+// (off gvisor, or gvisor over descriptors), rather than ignore it.
+func TestSnapshotCompressionOption(t *testing.T) {
+	for _, tc := range []struct {
+		backend   string
+		transport native.AgentTransport
+		c         gvisor.Compression
+		want      string
+	}{
+		{DefaultBackend, "", "", ""},
+		{DefaultBackend, "", gvisor.CompressionNone, ""},
+		{DefaultBackend, "", "zstd", `snapshot compression "zstd": want none or fast`},
+		{DefaultBackend, "", gvisor.CompressionFast, "snapshot compression fast: only --backend gvisor writes memory snapshots"},
+		{"docker", "", gvisor.CompressionFast, "only --backend gvisor writes memory snapshots"},
+		{"gvisor", native.TransportFD, gvisor.CompressionFast, "--backend gvisor over --agent-transport fd writes no memory snapshot"},
+	} {
+		_, err := NewBackend(tc.backend, BackendOptions{AgentTransport: tc.transport, SnapshotCompression: tc.c})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("NewBackend(%q, %q, %q) = %v, want a backend", tc.backend, tc.transport, tc.c, err)
+		case tc.want != "" && (!errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("NewBackend(%q, %q, %q) = %v, want ErrInvalid saying %q", tc.backend, tc.transport, tc.c, err, tc.want)
+		}
 	}
 }

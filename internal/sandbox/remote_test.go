@@ -234,7 +234,7 @@ func TestRemoteRefusals(t *testing.T) {
 	if _, err := m.Snapshot(context.Background(), "alice", info.ID, memOn); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Snapshot: got %v, want ErrUnsupported", err)
 	}
-	if _, err := m.Fork(context.Background(), "alice", info.ID, 1); !errors.Is(err, ErrUnsupported) {
+	if _, err := m.Fork(context.Background(), "alice", info.ID, 1, withMemory); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Fork: got %v, want ErrUnsupported", err)
 	}
 	files, err := m.Files(context.Background(), "alice", info.ID)

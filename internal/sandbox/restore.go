@@ -20,17 +20,35 @@ import (
 // snapshot is dropped, so a crash at any step leaves s snapshotted (the
 // snapshot still whole) or running.
 func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
+	return m.resumeSnapshotIn(ctx, s, nil)
+}
+
+// resumeSnapshotIn is resumeSnapshot in run, a run slot and charge held
+// for s already (a fork's source's, see SnapshotOptions.keepRun), if it
+// holds them: no other is taken, nor a start token; s keeps them, or,
+// should the resume fail or s be resumed or ended meanwhile, they are
+// given back. With run, s is resumed only while the fork holds it
+// (forkHeld): a snapshot made after another call resumed it is left.
+func (m *Manager) resumeSnapshotIn(ctx context.Context, s *session, run *heldRun) error {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
+	if run != nil {
+		defer s.setForkHeld(false)
+	}
 	s.mu.Lock()
-	st, name, spc, held, recs := s.state, s.snap, s.spec, s.snapCharge(), s.snapInterps
+	st, name, spc, held, recs, forked := s.state, s.snap, s.spec, s.snapCharge(), s.snapInterps, s.forkHeld
 	s.mu.Unlock()
-	if st != StateSnapshotted {
-		return nil // resumed meanwhile, or ending: the caller's call judges
+	if st != StateSnapshotted || (run != nil && !forked) {
+		// Resumed meanwhile (and perhaps snapshotted again by another
+		// call), or ending: the caller's call judges.
+		run.giveBack(m, s.owner)
+		return nil
 	}
 	bytes := m.charge(spc.Limits)
 	m.keep(s, 0)
-	if err := m.acquire(s.owner, false, bytes); err != nil {
+	if run != nil && run.held {
+		bytes, run.held = run.bytes, false // from here on s's: released as its own
+	} else if err := m.acquire(s.owner, false, bytes); err != nil {
 		m.hold(s, held)
 		return fmt.Errorf("resuming session %s from its snapshot: %w", s.id, err)
 	}
@@ -60,7 +78,7 @@ func (m *Manager) resumeSnapshot(ctx context.Context, s *session) error {
 	}
 	s.box, s.ws, s.boxClosed, s.slot, s.snapSlot = box, ws, false, true, false
 	s.interps, s.interpProcs = interps, procs
-	s.snapMemory, s.snapInterps = 0, nil
+	s.snapMemory, s.snapInterps, s.forkHeld = 0, nil, false
 	// A session revived by a new server finds its template again by
 	// name: the box runs on root, which its record and info now name.
 	s.spec.Root = root

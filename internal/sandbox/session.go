@@ -44,6 +44,10 @@ type session struct {
 	// it; pausedAt is when a paused one was paused.
 	autoPause bool
 	pausedAt  time.Time
+	// copyPause is the pause a paused session is in when a snapshot's or
+	// a fork's copy paused it (nil: its user did), so that the copy's end
+	// resumes only a session its user has not paused meanwhile.
+	copyPause *copyPause
 	// snap names a snapshotted session's snapshot (see Manager.Snapshot),
 	// snapAt is when it was taken and snapStats what it holds; snapSlot
 	// says the session holds one of the Manager's snapshot slots.
@@ -59,6 +63,10 @@ type session struct {
 	// resume adopts from it (see Manager.saveMemory).
 	snapMemory  int64
 	snapInterps []state.Interpreter
+	// forkHeld says the session is snapshotted for a fork that resumes
+	// it once its copies are made (SnapshotOptions.keepRun): a Pause or
+	// Snapshot meanwhile is refused, which that resume would undo.
+	forkHeld bool
 	// saving is open while the box is being saved whole for a memory
 	// snapshot: its end then is the save's, not a death.
 	saving chan struct{}
@@ -118,13 +126,13 @@ func (s *session) info() Info {
 		ID: s.id, State: s.state, CreatedAt: s.created, LastUsedAt: s.lastUsed, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, Limits: s.spec.Limits, Network: s.spec.Network, Execs: s.execs, Reason: s.reason,
 		Template: s.spec.Root.Template, AutoPause: s.autoPause, PausedAt: s.pausedAt,
-		AutoSnapshot: s.autoSnapshot,
+		AutoSnapshot: s.autoSnapshot, CopyPaused: s.copyPausedLocked(),
 	}
 	if s.state == StateSnapshotted {
 		in.Snapshot = &SnapshotInfo{At: s.snapAt, Memory: s.snapMemory > 0, Bytes: s.snapStats.Bytes, Files: s.snapStats.Files, Skipped: s.snapStats.Skipped}
 	}
 	if s.boxDiedLocked() {
-		in.State, in.Reason = StateDead, deathCause(s.box)
+		in.State, in.Reason, in.CopyPaused = StateDead, deathCause(s.box), false
 	}
 	return in
 }

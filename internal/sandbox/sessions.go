@@ -37,9 +37,10 @@ type Sessions interface {
 	// Snapshot writes a session's files to disk and closes its box;
 	// Resume (or an Exec, a Spawn, Files) restores them into a fresh
 	// one (see Manager.Snapshot). Fork makes count new sessions from a
-	// session's files (see Manager.Fork).
+	// session's files, and its memory where o asks and it can be kept
+	// (see Manager.Fork).
 	Snapshot(ctx context.Context, owner, id string, o SnapshotOptions) (Info, error)
-	Fork(ctx context.Context, owner, id string, count int) ([]Info, error)
+	Fork(ctx context.Context, owner, id string, count int, o ForkOptions) ([]Info, error)
 	// Exec runs one step in a session; live, when its writers are set,
 	// receives the output as it happens. Cancelling ctx kills the exec.
 	Exec(ctx context.Context, owner, id string, req ExecRequest, live Stream) (spec.Result, error)

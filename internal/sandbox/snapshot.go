@@ -39,8 +39,9 @@ import (
 // snapshotPaused).
 
 // stepHook, when set (by tests only), is called at each step of a
-// snapshot and a resume from one, so a test can stop there as a crash
-// would; nil in every build of the server.
+// snapshot, a resume from one and a fork's copy, so a test can stop
+// there as a crash would, or act there as another call would; nil in
+// every build of the server.
 var stepHook func(step string)
 
 func step(name string) {
@@ -70,41 +71,70 @@ func (m *Manager) MaxSnapshots() int { return m.cfg.MaxSnapshots }
 
 func (m *Manager) snapshot(ctx context.Context, s *session, o SnapshotOptions) error {
 	st := s.currentState()
+	if o.keepRun != nil && st == StatePaused {
+		return errNotRunning
+	}
 	if st == StateSnapshotted {
-		return nil
+		return s.refuseForkHeld("snapshot")
 	}
 	if err := m.takeSnapshotSlot(s.owner); err != nil {
 		return err
 	}
-	wasPaused := st == StatePaused
-	if !wasPaused {
-		if err := m.pauseForCopy(ctx, s); err != nil {
-			m.giveSnapshotSlot(s.owner)
-			return err
-		}
+	cp, err := m.pauseForCopy(ctx, s)
+	if err != nil {
+		m.giveSnapshotSlot(s.owner)
+		return err
 	}
-	err := m.snapshotPaused(ctx, s, o)
-	if errors.Is(err, errSnapshotted) {
+	step("copy paused")
+	err = m.snapshotPaused(ctx, s, o)
+	switch {
+	case errors.Is(err, errSnapshotted):
 		// Another call snapshotted it meanwhile: what was asked is done.
 		m.giveSnapshotSlot(s.owner)
 		return nil
+	case errors.Is(err, errNotRunning):
+		// Paused by another call meanwhile: left paused.
+		m.giveSnapshotSlot(s.owner)
+		m.undoCopyPause(ctx, s, cp, "snapshot")
+		return err
 	}
 	if err != nil {
 		m.giveSnapshotSlot(s.owner)
-		if !wasPaused {
-			m.undoCopyPause(ctx, s, "snapshot")
-		}
+		m.undoCopyPause(ctx, s, cp, "snapshot")
 	}
 	return err
 }
 
-// undoCopyPause resumes s, paused by pauseForCopy for a copy (doing)
-// that failed or ended; it kept its run slot for this. One snapshotted
-// (or ended) meanwhile by another call is left so.
-func (m *Manager) undoCopyPause(ctx context.Context, s *session, doing string) {
-	if err := m.resume(ctx, s); err != nil && !errors.Is(err, ErrClosed) {
+// undoCopyPause ends a copy's (doing's) hold on copy pause cp, taken by
+// pauseForCopy, once the copy failed or ended: the last copy to end
+// resumes s in the run slot it kept. s is left as it is if it is no
+// longer in cp: paused by its user or auto-pause meanwhile (who took the
+// pause over), resumed, snapshotted or ended. cp nil holds nothing.
+func (m *Manager) undoCopyPause(ctx context.Context, s *session, cp *copyPause, doing string) {
+	step("undo copy pause")
+	if cp == nil {
+		return
+	}
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if !s.dropCopyHold(cp) {
+		return
+	}
+	if err := m.resumeLocked(ctx, s); err != nil && !errors.Is(err, ErrClosed) {
 		m.cfg.Logger.Warn("resuming a session paused for a copy", "copy", doing, "session", s.id, "err", err)
 	}
+}
+
+// dropCopyHold gives up one copy's hold on cp, and says whether s is
+// still in it with no other copy holding it, for that copy to resume.
+func (s *session) dropCopyHold(cp *copyPause) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StatePaused || s.copyPause != cp {
+		return false
+	}
+	cp.held--
+	return cp.held == 0
 }
 
 // snapshotPaused copies paused s's files into a snapshot, records it and
@@ -121,6 +151,9 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOpti
 	default:
 		return fmt.Errorf("%w: session %s was resumed or ended while it was being snapshotted; retry", ErrBusy, s.id)
 	}
+	if o.keepRun != nil && !s.holdsRunSlot() {
+		return errNotRunning
+	}
 	// File calls stay refused from before the copy until the record is
 	// written (or the copy failed and s is paused again): a write between
 	// the copy's end and the record would land in a box about to close.
@@ -132,6 +165,10 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOpti
 			mem = m.saveMemory(ctx, s, p)
 		}
 	})
+	if err == nil && o.memoryOrNothing && mem.bytes == 0 && !mem.ended {
+		m.dropSnapshot(name, s.id)
+		err = errNoMemory
+	}
 	if err != nil {
 		s.endCopy()
 		return err
@@ -144,13 +181,13 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOpti
 		m.dropSnapshot(name, s.id)
 		return fmt.Errorf("%w: session %s ended while it was being snapshotted", ErrClosed, s.id)
 	}
-	ws := s.ws
+	ws, cp := s.ws, s.copyPause
 	s.state, s.snap, s.snapAt, s.snapStats, s.ws = StateSnapshotted, name, time.Now(), stats, ""
-	s.snapMemory, s.snapInterps = mem.bytes, mem.interps
+	s.snapMemory, s.snapInterps, s.copyPause = mem.bytes, mem.interps, nil
 	saveErr := m.saveDurablyLocked(s)
 	if saveErr != nil && !mem.ended {
 		s.state, s.snap, s.snapAt, s.snapStats, s.ws = StatePaused, "", time.Time{}, snapshot.Stats{}, ws
-		s.snapMemory, s.snapInterps = 0, nil
+		s.snapMemory, s.snapInterps, s.copyPause = 0, nil, cp
 		s.mu.Unlock()
 		m.dropSnapshot(name, s.id)
 		return saveErr
@@ -164,13 +201,20 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOpti
 	if pausedSlot {
 		m.givePaused(s.owner)
 	}
-	if runSlot {
+	switch {
+	case runSlot && o.keepRun != nil:
+		*o.keepRun = heldRun{held: true, bytes: m.detachHeld(s)}
+		s.setForkHeld(true)
+		m.hold(s, s.snapCharge())
+	case runSlot:
 		m.release(s.owner, 0)
+		m.settle(s, s.snapCharge())
+	default:
+		m.settle(s, s.snapCharge())
 	}
 	if ws != "" {
 		m.dropWorkspace(ws, s.id)
 	}
-	m.settle(s, s.snapCharge())
 	if saveErr != nil {
 		// The save ended the box: the snapshot is all that is left of
 		// the session, so it stays snapshotted here though its record
@@ -182,6 +226,38 @@ func (m *Manager) snapshotPaused(ctx context.Context, s *session, o SnapshotOpti
 	}
 	return nil
 }
+
+// refuseForkHeld is ErrBusy for doing to s while a fork holds it
+// snapshotted (forkHeld), else nil.
+func (s *session) refuseForkHeld(doing string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forkHeld {
+		return fmt.Errorf("%w: session %s is being forked and runs on after; %s it once the fork has answered", ErrBusy, s.id, doing)
+	}
+	return nil
+}
+
+func (s *session) setForkHeld(held bool) {
+	s.mu.Lock()
+	s.forkHeld = held
+	s.mu.Unlock()
+}
+
+// errNotRunning is a keepRun snapshot's answer for a session that is
+// paused, not running: it has no run slot to keep, and is left paused.
+var errNotRunning = errors.New("the session is paused")
+
+// holdsRunSlot says s holds a run slot (it runs, or is paused for a copy).
+func (s *session) holdsRunSlot() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slot
+}
+
+// errNoMemory is a memoryOrNothing snapshot's answer when the box's
+// memory could not be saved and the box runs on (the log says why).
+var errNoMemory = errors.New("the sandbox's memory could not be saved")
 
 // snapCharge is what s's snapshot costs its owner's budget: its files'
 // charge and the size of its saved memory.

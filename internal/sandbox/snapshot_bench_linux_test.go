@@ -66,7 +66,7 @@ func benchSnapshotFiles(b *testing.B, count, size int) {
 		resumes, resumeCPU = timed(b, resumes, resumeCPU, func() error { _, err := m.Resume(ctx, "o", in.ID); return err })
 		src = x.b.last() // the resumed box's: the forks' boxes come after it
 		var made []Info
-		forks, forkCPU = timed(b, forks, forkCPU, func() error { made, err = m.Fork(ctx, "o", in.ID, 10); return err })
+		forks, forkCPU = timed(b, forks, forkCPU, func() error { made, err = m.Fork(ctx, "o", in.ID, 10, withMemory); return err })
 		for _, f := range made {
 			if err := m.Delete(ctx, "o", f.ID); err != nil {
 				b.Fatal(err)

@@ -399,11 +399,11 @@ func TestFork(t *testing.T) {
 	ctx := context.Background()
 	in := x.session(t, m, withEnv(defaultOptions(), "K=v"), "a/b", "forked")
 	for _, n := range []int{0, MaxFork + 1} {
-		if _, err := m.Fork(ctx, "o", in.ID, n); !errors.Is(err, spec.ErrInvalid) {
+		if _, err := m.Fork(ctx, "o", in.ID, n, withMemory); !errors.Is(err, spec.ErrInvalid) {
 			t.Errorf("Fork count %d: got %v, want ErrInvalid", n, err)
 		}
 	}
-	forks, err := m.Fork(ctx, "o", in.ID, 3)
+	forks, err := m.Fork(ctx, "o", in.ID, 3, withMemory)
 	if err != nil {
 		t.Fatalf("Fork: %v", err)
 	}

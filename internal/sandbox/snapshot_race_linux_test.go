@@ -590,7 +590,7 @@ func TestForkPinsSourceSnapshot(t *testing.T) {
 	}
 	var delErr error
 	x.b.beforeStart = func() { delErr = m.Delete(ctx, "o", in.ID) }
-	forks, err := m.Fork(ctx, "o", in.ID, 1)
+	forks, err := m.Fork(ctx, "o", in.ID, 1, withMemory)
 	if err != nil {
 		t.Fatalf("Fork() with its source deleted meanwhile = %v; want the fork made", err)
 	}
@@ -624,7 +624,7 @@ func TestForkGivesBackSlotAndBudget(t *testing.T) {
 	_, before := counts()
 	var during int
 	x.b.beforeStart = func() { during, _ = counts() }
-	forks, err := m.Fork(ctx, "o", in.ID, 1)
+	forks, err := m.Fork(ctx, "o", in.ID, 1, withMemory)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,11 @@ type Info struct {
 	// ending; PausedAt is when a paused one was paused.
 	AutoPause bool
 	PausedAt  time.Time
+	// CopyPaused says a paused session is paused only for a snapshot's
+	// or a fork's copy of its files, not by its user: the copy's end
+	// resumes it, and a Pause makes the pause its user's (so E2B, whose
+	// pause answers 409 for one paused already, still pauses it).
+	CopyPaused bool
 	// AutoSnapshot says the session is snapshotted at its idle timeout.
 	AutoSnapshot bool
 	// Snapshot describes a snapshotted session's snapshot; nil in every
@@ -116,6 +121,45 @@ type SnapshotOptions struct {
 	// processes hold in memory (keys, tokens) is then on the state disk
 	// until the snapshot is resumed or deleted. False keeps files only,
 	// whatever the backend.
+	Memory bool
+	// memoryOrNothing, with Memory, refuses a snapshot whose save of the
+	// box's memory was not made and left the box as it was: a fork of a
+	// running session then copies its files instead (copyForFork), its
+	// source untouched, rather than leave it snapshotted with its
+	// processes gone.
+	memoryOrNothing bool
+	// keepRun, when not nil, keeps the run slot and the budget's charge
+	// of a session snapshotted from running for its caller instead of
+	// giving them back (keepRun says so): a fork's source resumes in
+	// them once the copies are made (resumeSnapshotIn), so neither the
+	// copies nor another key can take them meanwhile.
+	keepRun *heldRun
+}
+
+// heldRun is a run slot and a charge of the budget (bytes), counted
+// against a session's owner, that no session holds: a snapshot kept
+// them for its caller (held).
+type heldRun struct {
+	held  bool
+	bytes int64
+}
+
+// giveBack gives r's slot and charge back, if it holds them.
+func (r *heldRun) giveBack(m *Manager, owner string) {
+	if r != nil && r.held {
+		r.held = false
+		m.release(owner, r.bytes)
+	}
+}
+
+// ForkOptions are what a Fork may ask besides its count.
+type ForkOptions struct {
+	// Memory asks for the source's memory in the copies, where it is
+	// kept (a snapshot that kept it) or can be saved (a MemoryBackend).
+	// False copies its files only, whatever the backend and the source,
+	// so nothing its processes hold in memory is shared between the
+	// copies or reaches the state disk, and its processes are left
+	// running (paused for the copy only).
 	Memory bool
 }
 
@@ -184,8 +228,8 @@ var (
 	// for its turn; the error says when to retry and how to avoid it.
 	ErrPaced = errors.New("exec pacing")
 	// ErrNoChannel: a session over the stream transport runs as many
-	// processes at once as its stream carries; the exec can be retried
-	// once one ends.
+	// processes and interpreters at once as its stream carries; the exec
+	// can be retried once one ends or is closed (an interpreter reset).
 	ErrNoChannel = agent.ErrNoChannel
 )
 

@@ -104,7 +104,9 @@ func toAPIError(err error) *apiError {
 		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
 	case errors.Is(err, sandbox.ErrPaced):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
-	case sandbox.OutOfDescriptors(err), errors.Is(err, sandbox.ErrNoChannel):
+	case errors.Is(err, sandbox.ErrNoChannel):
+		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err) + noChannelHint}
+	case sandbox.OutOfDescriptors(err):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, oneLine(err)}
 	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, errors.ErrUnsupported):
 		return &apiError{http.StatusNotImplemented, codeUnsupported, oneLine(err)}
@@ -116,6 +118,11 @@ func toAPIError(err error) *apiError {
 	}
 	return &apiError{http.StatusInternalServerError, codeInternal, oneLine(err)}
 }
+
+// noChannelHint ends the answer to an exec refused for want of stream
+// channels: each interpreter the session started (default or named)
+// holds some until the session ends, which this API cannot close.
+const noChannelHint = ": run it in an interpreter the session already has, or create a new session"
 
 // busyMessage is what a client is told of an ErrBusy: the Manager's
 // reason (the session is paused again, being snapshotted: retry), which

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -30,5 +31,16 @@ func TestOutOfDescriptorsIsRetryable(t *testing.T) {
 				t.Errorf("toAPIError(%v) = %d %s, want 503 %s", tt.err, got.status, got.code, codeUnavailable)
 			}
 		})
+	}
+}
+
+// TestNoChannelSaysHowToFreeOne: a stream at its channel bound is full of
+// interpreters the API cannot close, so its answer says what the client
+// can do instead (reuse one, or a new session), in one line.
+func TestNoChannelSaysHowToFreeOne(t *testing.T) {
+	err := fmt.Errorf("exec: %w (31 of 32 channels in use, 4 more wanted)", sandbox.ErrNoChannel)
+	got := toAPIError(err)
+	if !strings.HasSuffix(got.message, noChannelHint) || strings.Contains(got.message, "\n") {
+		t.Errorf("toAPIError(%v).message = %q, want one line ending %q", err, got.message, noChannelHint)
 	}
 }

@@ -36,6 +36,8 @@ type fakeSessions struct {
 	// lastExec and lastOptions are what the server passed last.
 	lastExec    sandbox.ExecRequest
 	lastOptions sandbox.SessionOptions
+	// lastFork is what the server asked of the last Fork.
+	lastFork sandbox.ForkOptions
 }
 
 func newFake(root string) *fakeSessions {

@@ -142,15 +142,17 @@ func (a api) step(w http.ResponseWriter, r *http.Request, id string, move func(c
 	writeJSON(w, http.StatusOK, toSessionJSON(info))
 }
 
-// ForkSession makes new sessions from one of the caller's sessions'
-// files and answers 201 with them.
+// ForkSession makes new sessions from one of the caller's sessions (its
+// files, and its memory unless the body says "memory": false) and
+// answers 201 with them.
 func (a api) ForkSession(w http.ResponseWriter, r *http.Request, id string) {
 	var body forkJSON
 	if err := a.s.decode(w, r, &body); err != nil {
 		a.s.writeError(w, err)
 		return
 	}
-	infos, err := a.s.sessions.Fork(r.Context(), owner(r), id, body.Count)
+	o := sandbox.ForkOptions{Memory: body.Memory == nil || *body.Memory}
+	infos, err := a.s.sessions.Fork(r.Context(), owner(r), id, body.Count, o)
 	if err != nil {
 		a.s.writeError(w, err)
 		return

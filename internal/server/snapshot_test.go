@@ -24,8 +24,11 @@ func (f *fakeSessions) Snapshot(_ context.Context, owner, id string, o sandbox.S
 	return s.Info, nil
 }
 
-// Fork makes count sessions like id.
-func (f *fakeSessions) Fork(ctx context.Context, owner, id string, count int) ([]sandbox.Info, error) {
+// Fork makes count sessions like id, noting o.
+func (f *fakeSessions) Fork(ctx context.Context, owner, id string, count int, o sandbox.ForkOptions) ([]sandbox.Info, error) {
+	f.mu.Lock()
+	f.lastFork = o
+	f.mu.Unlock()
 	src, err := f.Get(context.Background(), owner, id)
 	if err != nil {
 		return nil, err
@@ -65,7 +68,7 @@ func TestSnapshotAndForkEndpoints(t *testing.T) {
 		{"fork none", base + "/fork", keyA, `{"count":0}`, http.StatusBadRequest},
 		{"fork too many", base + "/fork", keyA, `{"count":17}`, http.StatusBadRequest},
 		{"fork without a count", base + "/fork", keyA, `{}`, http.StatusBadRequest},
-		{"fork with an unknown field", base + "/fork", keyA, `{"count":1,"memory":true}`, http.StatusBadRequest},
+		{"fork with an unknown field", base + "/fork", keyA, `{"count":1,"files":true}`, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := h.do("POST", tc.path, tc.key, tc.body)
@@ -120,6 +123,47 @@ func TestSnapshotMemoryField(t *testing.T) {
 			}
 			if after.Snapshot == nil || after.Snapshot.Memory != tc.memory {
 				t.Errorf("snapshot %s: %+v, want memory %v asked for", tc.body, after.Snapshot, tc.memory)
+			}
+		})
+	}
+}
+
+// TestForkMemoryField: a fork asks the Manager for memory unless its body
+// says "memory": false, as a snapshot does; a bad body is a 400.
+func TestForkMemoryField(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.do("POST", "/v1/sessions", keyA, `{}`)
+	var ses sessionJSON
+	if err := json.Unmarshal(r.body, &ses); err != nil || ses.ID == "" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       int
+		memory     bool
+	}{
+		{"count only", `{"count":1}`, http.StatusCreated, true},
+		{"memory true", `{"count":1,"memory":true}`, http.StatusCreated, true},
+		{"memory false", `{"count":1,"memory":false}`, http.StatusCreated, false},
+		{"memory not a boolean", `{"count":1,"memory":"no"}`, http.StatusBadRequest, false},
+		{"memory null", `{"count":1,"memory":null}`, http.StatusBadRequest, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.fake.mu.Lock()
+			h.fake.lastFork = sandbox.ForkOptions{Memory: !tc.memory}
+			h.fake.mu.Unlock()
+			got := h.do("POST", "/v1/sessions/"+ses.ID+"/fork", keyA, tc.body)
+			if got.status != tc.want {
+				t.Fatalf("fork %s: got %d %s, want %d", tc.body, got.status, got.body, tc.want)
+			}
+			if tc.want != http.StatusCreated {
+				return
+			}
+			h.fake.mu.Lock()
+			asked := h.fake.lastFork.Memory
+			h.fake.mu.Unlock()
+			if asked != tc.memory {
+				t.Errorf("fork %s: memory %v asked of the Manager, want %v", tc.body, asked, tc.memory)
 			}
 		})
 	}

@@ -98,9 +98,11 @@ type snapshotRequestJSON struct {
 	Memory *bool `json:"memory"`
 }
 
-// forkJSON is the body of POST /v1/sessions/{id}/fork.
+// forkJSON is the body of POST /v1/sessions/{id}/fork: Memory nil is
+// true, as for a snapshot.
 type forkJSON struct {
-	Count int `json:"count"`
+	Count  int   `json:"count"`
+	Memory *bool `json:"memory"`
 }
 
 type sessionListJSON struct {

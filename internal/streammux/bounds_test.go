@@ -331,6 +331,14 @@ func TestWaitSlotsWaitsForThePeersClose(t *testing.T) {
 	if free, waiting := host.Slots(); free != 0 || waiting != 1 {
 		t.Fatalf("Slots() = %d free, %d waiting; want 0, 1", free, waiting)
 	}
+	// OwedFor counts it from our close on: not yet for an hour, already
+	// for no time at all.
+	if got := host.OwedFor(time.Hour); got != 0 {
+		t.Errorf("OwedFor(1h) just after our close = %d, want 0", got)
+	}
+	if got := host.OwedFor(0); got != 1 {
+		t.Errorf("OwedFor(0) = %d, want 1", got)
+	}
 	waited := make(chan error, 1)
 	go func() { waited <- host.WaitSlots(1, time.Now().Add(testWait)) }()
 	if err := in.Close(); err != nil {
@@ -343,6 +351,9 @@ func TestWaitSlotsWaitsForThePeersClose(t *testing.T) {
 	})
 	if free, waiting := host.Slots(); free != 1 || waiting != 0 {
 		t.Errorf("Slots() = %d free, %d waiting; want 1, 0", free, waiting)
+	}
+	if got := host.OwedFor(0); got != 0 {
+		t.Errorf("OwedFor(0) after the peer's close = %d, want 0", got)
 	}
 }
 

@@ -43,6 +43,9 @@ type Channel struct {
 	closing, sentClose bool
 	// readClosed: CloseRead was called; sentStop: our stop went out.
 	readClosed, sentStop bool
+	// doneAt is when both our close and our stop had gone out: since
+	// then the peer owes its own (Mux.OwedFor).
+	doneAt time.Time
 	// peerClosed: the peer writes no more; peerStopped: it reads no more.
 	peerClosed, peerStopped bool
 	// waiting counts the Reads and Writes waiting on cond.
@@ -338,6 +341,9 @@ func (ch *Channel) sendEnd(typ byte) error {
 	} else {
 		ch.sentStop = true
 	}
+	if ch.sentClose && ch.sentStop && ch.doneAt.IsZero() {
+		ch.doneAt = time.Now()
+	}
 	fin := ch.finished()
 	ch.mu.Unlock()
 	if fin {
@@ -353,6 +359,13 @@ func (ch *Channel) doneHere() bool {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	return ch.sentClose && ch.sentStop
+}
+
+// doneBefore says this end had sent both its close and its stop by t.
+func (ch *Channel) doneBefore(t time.Time) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.sentClose && ch.sentStop && !ch.doneAt.After(t)
 }
 
 // finished says both ends closed and stopped: nothing more may come on

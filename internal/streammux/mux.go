@@ -235,6 +235,23 @@ func (m *Mux) waitingLocked() int {
 	return waiting
 }
 
+// OwedFor counts this end's channels whose close or stop the peer has
+// owed for at least d (Slots' waiting, less those closed here lately): a
+// close in flight is not one, so a protocol above can tell a peer that
+// keeps slots back from a slow one.
+func (m *Mux) OwedFor(d time.Duration) int {
+	by := time.Now().Add(-d)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, ch := range m.chans {
+		if ch.ours && ch.doneBefore(by) {
+			n++
+		}
+	}
+	return n
+}
+
 // MaxChannels is the most channels each end may have open at once (its
 // Config's).
 func (m *Mux) MaxChannels() int { return m.cfg.MaxChannels }

@@ -1,10 +1,5 @@
 package vmbox
 
-import (
-	"github.com/warden-sandbox/warden/internal/agent"
-	"github.com/warden-sandbox/warden/internal/spec"
-)
-
 // The VM has no network device at all, whatever --net says: its guest
 // kernel has only lo. With --net proxy the boxed agent's egress bridge
 // listens on the guest's lo (agent.EgressPort, the HTTP(S)_PROXY the
@@ -14,20 +9,6 @@ import (
 // gVisor and Docker backends use, so its rules, audit events, live rule
 // changes and connection pace are theirs. Without the proxy the box has
 // no way out, and a channel it opens is a breach that ends the session.
-
-// attachEgress gives the box its socket on the egress proxy when s asks
-// for the proxy, and leaves it without one otherwise.
-func (b *box) attachEgress(s spec.Spec) error {
-	if s.Network.Mode != spec.NetProxy {
-		return nil
-	}
-	att, err := agent.AttachEgress(b.id, s.Network, s.Limits.CPUs)
-	if err != nil {
-		return err
-	}
-	b.att = att
-	return nil
-}
 
 // closeEgress closes the box's proxy socket, once its VM is gone: the
 // connections still open end, and their audit events are final.

@@ -42,9 +42,10 @@ func TestAttachEgress(t *testing.T) {
 			t.Fatalf("%s: spec.Validate refuses the rule (%v); the row is for one only the proxy's parser refuses", tc.name, err)
 		}
 		b := &box{r: &Runtime{}, id: boxname.Box(), lease: lease, vm: &microvm.VM{}}
-		err := b.attachEgress(s)
+		var err error
+		b.att, err = agent.AttachEgressFor(b.id, s)
 		if !errors.Is(err, tc.err) || (b.att != nil) != tc.proxy {
-			t.Errorf("%s: attachEgress = %v, socket %v; want error %v, a socket %v", tc.name, err, b.att != nil, tc.err, tc.proxy)
+			t.Errorf("%s: AttachEgressFor = %v, socket %v; want error %v, a socket %v", tc.name, err, b.att != nil, tc.err, tc.proxy)
 		}
 		if err == nil {
 			checkGuestEgress(t, tc.name, b, s, tc.proxy)

@@ -190,9 +190,11 @@ func refuse(s spec.Spec) error {
 // agent its Config.
 func (b *box) start(s spec.Spec, tmpl rootfs.Template, gi *guestInit) error {
 	// The proxy first: a rule only its parser refuses costs no mount.
-	if err := b.attachEgress(s); err != nil {
+	att, err := agent.AttachEgressFor(b.id, s)
+	if err != nil {
 		return err
 	}
+	b.att = att
 	scratchDir, err := b.makeScratch(s.Limits)
 	if err != nil {
 		return err

@@ -48,6 +48,12 @@ func TestGVisorRootAgentKeepsNoCapabilities(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
+	// The box's runsc must read its state: warden's (FindRunsc), not
+	// whichever is first on PATH.
+	bin, err := gvisor.FindRunsc("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	runsc := []string{"--root", filepath.Join(gvisor.StateDir, "runsc")}
 	var id string
 	glob := filepath.Join(gvisor.StateDir, "box-warden-"+strconv.Itoa(cmd.Process.Pid)+"-*")
@@ -58,7 +64,7 @@ func TestGVisorRootAgentKeepsNoCapabilities(t *testing.T) {
 			return false
 		}
 		id = strings.TrimPrefix(filepath.Base(boxes[0]), "box-")
-		b, _ := exec.CommandContext(ctx, "runsc", append(runsc, "exec", "--user", "0:0", "--cap", "CAP_SYS_ADMIN", id, "/bin/sh", "-c", agentThreadsProbe)...).CombinedOutput()
+		b, _ := exec.CommandContext(ctx, bin, append(runsc, "exec", "--user", "0:0", "--cap", "CAP_SYS_ADMIN", id, "/bin/sh", "-c", agentThreadsProbe)...).CombinedOutput()
 		out = string(b)
 		// The agent locks down just after starting the user's agent, so
 		// a read can land before it: wait, bounded, for the end state.

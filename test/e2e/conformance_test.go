@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warden-sandbox/warden/internal/gvisor"
 	"github.com/warden-sandbox/warden/internal/microvm"
 	"github.com/warden-sandbox/warden/internal/spec"
 	"github.com/warden-sandbox/warden/internal/testhost"
@@ -42,25 +43,27 @@ func conformanceBackends(t *testing.T) []string {
 // or pod backend needs: it runs wherever native does.
 const nativeStream = "native-stream"
 
-// gvisorStream is the row of gVisor with the agent protocol over the
-// stream (--agent-transport stream), which keeps the host's descriptors
-// out of the box for a memory checkpoint. It has no egress proxy: the
-// egress tests skip it (egressNotSame).
-const gvisorStream = "gvisor-stream"
+// gvisorFD is the row of gVisor with the agent protocol over descriptors
+// (--agent-transport fd): the gvisor row is over the stream, gVisor's
+// default, which keeps the host's descriptors out of the box for a
+// memory checkpoint; this row keeps the descriptor path proven.
+const gvisorFD = "gvisor-fd"
 
-// streamRows are the stream row each backend with a choice of agent
-// transport adds after its own.
-var streamRows = map[string]string{"native": nativeStream, "gvisor": gvisorStream}
+// transportRows are the row each backend with a choice of agent
+// transport adds after its own, over the transport it does not default
+// to.
+var transportRows = map[string]string{"native": nativeStream, "gvisor": gvisorFD}
 
 // sessionRows are the backends session tests run on: each of backends,
-// and after native and gvisor their stream rows (streamRows). A test
+// and after native and gvisor their other transport's rows
+// (transportRows). A test
 // that cannot hold on a row skips it with a reason from a table of its
-// own (oomNotSame, egressNotSame), so the rows stay one list.
+// own (oomNotSame), so the rows stay one list.
 func sessionRows(backends []string) []string {
 	var rows []string
 	for _, b := range backends {
 		rows = append(rows, b)
-		if s, ok := streamRows[b]; ok {
+		if s, ok := transportRows[b]; ok {
 			rows = append(rows, s)
 		}
 	}
@@ -72,8 +75,8 @@ func backendArgs(b string) []string {
 	switch b {
 	case nativeStream:
 		return []string{"--backend", "native", "--agent-transport", "stream"}
-	case gvisorStream:
-		return []string{"--backend", "gvisor", "--agent-transport", "stream"}
+	case gvisorFD:
+		return []string{"--backend", "gvisor", "--agent-transport", "fd"}
 	}
 	return []string{"--backend", b}
 }
@@ -82,9 +85,9 @@ func backendArgs(b string) []string {
 func requireBackend(t *testing.T, b string) {
 	t.Helper()
 	switch b {
-	case "gvisor", gvisorStream:
-		if _, err := exec.LookPath("runsc"); err != nil {
-			testhost.SkipOrFail(t, "runsc is not installed (apt-get install runsc)")
+	case "gvisor", gvisorFD:
+		if _, err := gvisor.FindRunsc(""); err != nil {
+			testhost.SkipOrFail(t, "no runsc: "+err.Error())
 		}
 	case "docker":
 		if err := exec.Command("docker", "version").Run(); err != nil {

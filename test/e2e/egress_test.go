@@ -131,24 +131,16 @@ func TestEgressNoBypass(t *testing.T) {
 	}
 }
 
-// egressNotSame says why a session row has no egress proxy: those rows
-// are skipped here.
-var egressNotSame = map[string]string{
-	gvisorStream: "a gVisor box over the stream transport refuses the egress proxy (its bridge stays in the uid-0 agent, which has no stream): docs/backends.md, Checkpoint and restore",
-}
-
 // TestEgressSession: a session made with the proxy reaches allowed hosts,
 // logs each decision, and takes new rules live, on every backend and
 // over either transport to its agent (native's bridge reaches the proxy
 // by its own descriptor, not through the agent's connection; microvm's
-// by a channel of the agent stream per connection).
+// and gVisor's over the stream by a channel of the agent stream per
+// connection).
 func TestEgressSession(t *testing.T) {
 	n := startInternet(t)
 	for _, b := range sessionRows(conformanceBackends(t)) {
 		t.Run(b, func(t *testing.T) {
-			if why := egressNotSame[b]; why != "" {
-				t.Skip(why)
-			}
 			requireBackend(t, b)
 			testEgressSession(t, n, b)
 		})

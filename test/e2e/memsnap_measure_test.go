@@ -17,24 +17,27 @@ import (
 // (gvisor over descriptors) of a session whose Python holds 200 MB of
 // random bytes, each to the interpreter's first answer, and a pause and
 // resume on both; the two servers run at once and every round does one
-// of each, so both see the same load. It logs each round and the
-// medians; docs/sessions.md keeps the figures.
+// of each, so both see the same load. With WARDEN_NEW_RUNSC (a runsc
+// that restores in the background, as /opt/runsc-new/runsc) a third
+// server, gvisor over the stream on it, resumes from memory too. It logs
+// each round, the medians and every kind's p50 and p99 (nearest rank);
+// docs/sessions.md keeps the figures.
 func TestMeasureMemoryResume(t *testing.T) {
 	if os.Getenv("WARDEN_MEASURE") == "" {
 		t.Skip("a measurement: set WARDEN_MEASURE=1")
 	}
-	requireBackend(t, gvisorStream)
+	requireBackend(t, "gvisor")
 	rounds := 3
 	if n, err := strconv.Atoi(os.Getenv("WARDEN_MEASURE_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
-	kinds := []struct {
-		name   string
-		srv    *apiServer
-		memory bool
-	}{
-		{"memory", startServer(t, append(backendArgs(gvisorStream), "--state-dir", filepath.Join(t.TempDir(), "s"))...), true},
-		{"files", startServer(t, append(backendArgs("gvisor"), "--state-dir", filepath.Join(t.TempDir(), "s"))...), false},
+	kinds := []resumeKind{
+		{"memory", startServer(t, append(backendArgs("gvisor"), "--state-dir", filepath.Join(t.TempDir(), "s"))...), true},
+		{"files", startServer(t, append(backendArgs(gvisorFD), "--state-dir", filepath.Join(t.TempDir(), "s"))...), false},
+	}
+	if newRunsc := os.Getenv("WARDEN_NEW_RUNSC"); newRunsc != "" {
+		srv := startServer(t, append(backendArgs("gvisor"), "--runsc", newRunsc, "--state-dir", filepath.Join(t.TempDir(), "s"))...)
+		kinds = append(kinds, resumeKind{"memory, new runsc", srv, true})
 	}
 	took := map[string][]time.Duration{}
 	for round := range rounds {
@@ -54,6 +57,19 @@ func TestMeasureMemoryResume(t *testing.T) {
 	t.Logf("medians of %d: resume from memory %v, from files %v (%.2fx); pause+resume on the memory server %v, on the files one %v (%.2fx)",
 		rounds, med("memory resume"), med("files resume"), float64(med("memory resume"))/float64(med("files resume")),
 		med("memory pause+resume"), med("files pause+resume"), float64(med("memory pause+resume"))/float64(med("files pause+resume")))
+	for _, k := range kinds {
+		d := slices.Clone(took[k.name+" resume"])
+		slices.Sort(d)
+		t.Logf("%s: resume p50 %v, p99 %v of %d", k.name, d[(len(d)+1)/2-1], d[max(0, (99*len(d)+99)/100-1)], len(d))
+	}
+}
+
+// resumeKind is one server of TestMeasureMemoryResume and whether its
+// snapshots keep memory.
+type resumeKind struct {
+	name   string
+	srv    *apiServer
+	memory bool
 }
 
 // measureOne makes a session on srv holding 200 MB in Python, times a
@@ -102,7 +118,7 @@ func TestMeasurePauseBaseline(t *testing.T) {
 	if os.Getenv("WARDEN_MEASURE") == "" || base == "" {
 		t.Skip("a measurement: set WARDEN_MEASURE=1 and WARDEN_BASELINE_BIN")
 	}
-	requireBackend(t, gvisorStream)
+	requireBackend(t, "gvisor")
 	rounds := 3
 	if n, err := strconv.Atoi(os.Getenv("WARDEN_MEASURE_ROUNDS")); err == nil && n > 0 {
 		rounds = n
@@ -111,8 +127,8 @@ func TestMeasurePauseBaseline(t *testing.T) {
 		name string
 		srv  *apiServer
 	}{
-		{"before", startServerBin(t, nil, base, backendArgs(gvisorStream)...)},
-		{"after", startServer(t, backendArgs(gvisorStream)...)},
+		{"before", startServerBin(t, nil, base, backendArgs("gvisor")...)},
+		{"after", startServer(t, backendArgs("gvisor")...)},
 	}
 	ids := make([]string, len(servers))
 	for i, s := range servers {

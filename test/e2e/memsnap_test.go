@@ -16,9 +16,9 @@ import (
 // and draw different random.random() numbers (their random state is
 // reseeded), while the source, resumed, still has it.
 func TestMemorySnapshotGVisorStream(t *testing.T) {
-	requireBackend(t, gvisorStream)
+	requireBackend(t, "gvisor")
 	stateDir := filepath.Join(t.TempDir(), "state")
-	flags := append(backendArgs(gvisorStream), "--state-dir", stateDir)
+	flags := append(backendArgs("gvisor"), "--state-dir", stateDir)
 	s1 := startServer(t, flags...)
 	id := s1.newSession(t, keyA, nil)
 	if r := s1.code(t, keyA, id, "python", "import random\nx = 42\nopen('/workspace/f', 'w').write('kept')", nil); r.ExitCode != 0 {

@@ -26,9 +26,9 @@ print("survived", flush=True)
 // oomNotSame says why a backend's OOM report differs (README's backend
 // table): those rows are skipped here.
 var oomNotSame = map[string]string{
-	"gvisor":     "gVisor's OOM kill ends the whole box (Debian's runsc has no OOM killer of its own): README's backend table",
-	gvisorStream: "gVisor's OOM kill ends the whole box over either transport (Debian's runsc has no OOM killer of its own): README's backend table",
-	"docker":     "Docker's kill is reported as SIGKILL with oom_killed false (the engine owns the container's cgroup): README's backend table",
+	"gvisor": "gVisor's own OOM kill (the pinned runsc's) reads as SIGKILL with oom_killed false; Debian's runsc has none and the whole box ends: README's backend table",
+	gvisorFD: "gVisor's own OOM kill (the pinned runsc's) reads as SIGKILL with oom_killed false over either transport; Debian's runsc has none and the whole box ends: README's backend table",
+	"docker": "Docker's kill is reported as SIGKILL with oom_killed false (the engine owns the container's cgroup): README's backend table",
 }
 
 // TestConformanceSessionOOM: a memory bomb in a session is killed at

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,28 +201,116 @@ func processCPU(t *testing.T, pid int) time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
-// TestSnapshotBackends: on every backend, a snapshot closes the box and
-// keeps the files with their permission bits (never a setuid bit, if the
-// sandbox could set one), not a symbolic link, and an exec restores them
-// into a fresh box.
+// plantHostile makes session id's /workspace hold a file it tries to
+// make setuid and a symbolic link to a host-looking path, as a hostile
+// box would before a snapshot.
+func (s *apiServer) plantHostile(t *testing.T, id string) {
+	t.Helper()
+	if r := s.code(t, keyA, id, "bash", "mkdir -p /workspace/d && echo made > /workspace/d/f && chmod 755 /workspace/d/f && ln -s /etc/hostname /workspace/l; chmod 4755 /workspace/d/f 2>/dev/null; true", nil); r.ExitCode != 0 {
+		t.Fatalf("setting up: %+v", r)
+	}
+}
+
+// TestSnapshotBackends: on every backend, a files-only snapshot closes
+// the box and keeps the files with their permission bits (never a setuid
+// bit, if the sandbox could set one), not a symbolic link, and an exec
+// restores them into a fresh box. It asks for files only; gVisor's
+// default, a memory snapshot, is TestSnapshotGVisorMemoryHostile's.
 func TestSnapshotBackends(t *testing.T) {
 	for _, b := range conformanceBackends(t) {
 		t.Run(b, func(t *testing.T) {
 			requireBackend(t, b)
 			srv := startServer(t, "--backend", b, "--state-dir", filepath.Join(t.TempDir(), "state"))
 			id := srv.newSession(t, keyA, nil)
-			if r := srv.code(t, keyA, id, "bash", "mkdir -p /workspace/d && echo made > /workspace/d/f && chmod 755 /workspace/d/f && ln -s /etc/hostname /workspace/l; chmod 4755 /workspace/d/f 2>/dev/null; true", nil); r.ExitCode != 0 {
-				t.Fatalf("setting up: %+v", r)
-			}
+			srv.plantHostile(t, id)
 			var snap snapshotted
-			srv.jsonCall(t, keyA, "POST", sessionPath(id, "/snapshot"), nil, http.StatusOK, &snap)
-			if snap.State != "snapshotted" || snap.Snapshot == nil || snap.Snapshot.Files != 1 {
-				t.Fatalf("snapshot = %+v, want snapshotted with 1 file", snap)
+			srv.jsonCall(t, keyA, "POST", sessionPath(id, "/snapshot"), map[string]any{"memory": false}, http.StatusOK, &snap)
+			if snap.State != "snapshotted" || snap.Snapshot == nil || snap.Snapshot.Files != 1 || snap.Snapshot.Memory {
+				t.Fatalf("snapshot = %+v, want snapshotted with 1 file, files only", snap)
 			}
 			r := srv.code(t, keyA, id, "python", "import os\nprint(open('/workspace/d/f').read().strip(), oct(os.stat('/workspace/d/f').st_mode & 0o7777), os.path.lexists('/workspace/l'))", nil)
 			if r.Stdout != "made 0o755 False\n" {
 				t.Errorf("after resume: %q %q, want the file without setuid, no link", r.Stdout, r.Stderr)
 			}
 		})
+	}
+}
+
+// TestSnapshotGVisorMemoryHostile: gVisor's default snapshot (the stream,
+// a body asking for nothing: the box's memory too) of a box that planted
+// a setuid file and a link keeps, under the state directory, no file
+// with a set-id bit and no link that leads out (the scratch's copy,
+// workspace.CopyTree); after the resume the box's file has no set-id bit
+// and its link is still a link inside the box, not the file it names.
+// Both runscs here refuse the box the bit itself (its chmod 4755 leaves
+// 0755, logged), so the set-id half guards a runsc that would allow it;
+// CopyTree's own tests prove it clears the bit.
+func TestSnapshotGVisorMemoryHostile(t *testing.T) {
+	requireBackend(t, "gvisor")
+	state := filepath.Join(t.TempDir(), "state")
+	srv := startServer(t, append(backendArgs("gvisor"), "--state-dir", state)...)
+	id := srv.newSession(t, keyA, nil)
+	srv.plantHostile(t, id)
+	before := srv.code(t, keyA, id, "python", "import os\nprint(oct(os.stat('/workspace/d/f').st_mode & 0o7777))", nil)
+	t.Logf("the planted file's mode in the box before the snapshot: %q %q (0o4755: the box set the bit)", before.Stdout, before.Stderr)
+	var snap snapshotted
+	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/snapshot"), nil, http.StatusOK, &snap)
+	if snap.State != "snapshotted" || snap.Snapshot == nil || !snap.Snapshot.Memory {
+		t.Fatalf("snapshot = %+v, want snapshotted with the box's memory", snap)
+	}
+	setIDUnder(t, filepath.Join(state, "snapshots"))
+	r := srv.code(t, keyA, id, "python", "import os\nprint(open('/workspace/d/f').read().strip(), oct(os.stat('/workspace/d/f').st_mode & 0o7777), os.path.islink('/workspace/l'), os.readlink('/workspace/l'))", nil)
+	if r.Stdout != "made 0o755 True /etc/hostname\n" {
+		t.Errorf("after the memory resume: %q %q, want the file without setuid and the link still a link", r.Stdout, r.Stderr)
+	}
+}
+
+// setIDUnder fails the test for every file under dir with a set-id bit,
+// and logs the links it holds (a link in a saved scratch is the box's,
+// recreated as a link, never followed by the copy).
+func setIDUnder(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+			t.Errorf("%s under the state directory has mode %v: a set-id bit the box planted", p, fi.Mode())
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			t.Logf("link in the saved snapshot: %s -> %q (%v)", p, target, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", dir, err)
+	}
+}
+
+// TestSnapshotMemoryOff: warden serve --snapshot-memory=false on gVisor's
+// default (the stream) keeps a snapshot that asks for memory (no body)
+// to files: snapshot.memory is false and no memory image is written
+// under the state directory.
+func TestSnapshotMemoryOff(t *testing.T) {
+	requireBackend(t, "gvisor")
+	state := filepath.Join(t.TempDir(), "state")
+	srv := startServer(t, append(backendArgs("gvisor"), "--state-dir", state, "--snapshot-memory=false")...)
+	id := srv.newSession(t, keyA, nil)
+	if r := srv.code(t, keyA, id, "python", "secret = 'kept in memory only'", nil); r.ExitCode != 0 {
+		t.Fatalf("setting up: %+v", r)
+	}
+	var snap snapshotted
+	srv.jsonCall(t, keyA, "POST", sessionPath(id, "/snapshot"), nil, http.StatusOK, &snap)
+	if snap.State != "snapshotted" || snap.Snapshot == nil || snap.Snapshot.Memory {
+		t.Fatalf("snapshot = %+v, want snapshotted, files only", snap)
+	}
+	mems, err := filepath.Glob(filepath.Join(state, "snapshots", "*.mem"))
+	if err != nil || len(mems) != 0 {
+		t.Errorf("memory images under the state directory: %v (%v), want none", mems, err)
 	}
 }

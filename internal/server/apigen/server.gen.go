@@ -112,7 +112,7 @@ type ServerInterface interface {
 	// MakeDirectory Create a directory
 	// (POST /v1/sessions/{id}/files/mkdir)
 	MakeDirectory(w http.ResponseWriter, r *http.Request, id SessionID, params MakeDirectoryParams)
-	// ForkSession Make new sessions from a session's files
+	// ForkSession Make new sessions from a session
 	// (POST /v1/sessions/{id}/fork)
 	ForkSession(w http.ResponseWriter, r *http.Request, id SessionID)
 	// GetSessionNetwork The session's network policy and egress log
