@@ -75,44 +75,83 @@ const probeRetry = 30 * time.Second
 
 // controlProbe is what the probe of one runsc binary found: speaks says
 // its sentries answer as the pinned urpc does; until, when set, that a
-// "no" holds only until then.
+// "no" holds only until then; probing that a probe is under way, and
+// nothing is known yet.
 type controlProbe struct {
-	speaks bool
-	until  time.Time
+	speaks  bool
+	until   time.Time
+	probing bool
 }
 
-// speaksControl says the sentries of b's runsc binary speak the pinned
-// urpc: the first pause of the binary's boxes probes it through b's
-// sentry (sentryProbe, within probeWait) and the answer is kept by the
-// binary's path, a format of its own (errOtherFormat) for good, a probe
-// that got no answer for probeRetry. An error wraps errBadPeer: b's
-// socket is not its sentry's, which says nothing of the binary.
+// known says p is an answer that holds now.
+func (p controlProbe) known() bool {
+	return !p.probing && (p.until.IsZero() || time.Now().Before(p.until))
+}
+
+// speaksControl says the sentries of b's runsc binary (box.bin) speak the
+// pinned urpc: the first pause of the binary's boxes probes it through
+// b's sentry (sentryProbe, within probeWait) and the answer is kept by
+// the binary, so a runsc replaced at the same path is probed again
+// through its own boxes: a format of its own (errOtherFormat) for good,
+// a probe that got no answer for probeRetry. An error wraps errBadPeer:
+// b's socket is not its sentry's, which says nothing of the binary and
+// is not kept. No box waits for another's probe: while one of the
+// binary's is under way, b is told "no" (false, nil), which is kept for
+// no one, and pauses with runsc pause this time. The mutex is held only
+// to look up and record, never across the probe.
 func (r *Runtime) speaksControl(ctx context.Context, b *box) (bool, error) {
-	r.controlMu.Lock()
-	defer r.controlMu.Unlock()
-	if p, ok := r.control[b.runsc]; ok && (p.until.IsZero() || time.Now().Before(p.until)) {
+	if p, probe := r.claimProbe(b.bin); !probe {
 		return p.speaks, nil
 	}
+	p, err := r.probe(ctx, b)
+	r.controlMu.Lock()
+	defer r.controlMu.Unlock()
+	if err != nil {
+		delete(r.control, b.bin)
+		return false, err
+	}
+	r.control[b.bin] = p
+	return p.speaks, nil
+}
+
+// claimProbe is what is known of bin's sentries; probe says nothing is,
+// and the caller is now the one to probe (controlProbe.probing is set),
+// which only it records. While another's probe is under way it is a "no".
+func (r *Runtime) claimProbe(bin runscKey) (p controlProbe, probe bool) {
+	r.controlMu.Lock()
+	defer r.controlMu.Unlock()
+	p, ok := r.control[bin]
+	switch {
+	case p.probing:
+		r.logger().Debug("another box's probe of this runsc's sentry is under way; this pause uses runsc pause", "runsc", bin.path)
+		return controlProbe{}, false
+	case ok && p.known():
+		return p, false
+	}
+	if r.control == nil {
+		r.control = map[runscKey]controlProbe{}
+	}
+	r.control[bin] = controlProbe{probing: true}
+	return controlProbe{}, true
+}
+
+// probe asks b's sentry sentryProbe within probeWait and says what its
+// answer tells of b's runsc binary; an error wraps errBadPeer.
+func (r *Runtime) probe(ctx context.Context, b *box) (controlProbe, error) {
 	pctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
 	err := b.callSentry(pctx, sentryProbe)
-	var p controlProbe
 	switch {
 	case errors.Is(err, errBadPeer):
-		return false, err
+		return controlProbe{}, err
 	case err == nil:
-		p.speaks = true
+		return controlProbe{speaks: true}, nil
 	case errors.Is(err, errOtherFormat):
 		r.logger().Warn("this runsc's sentry speaks another control format; its boxes pause with runsc pause", "runsc", b.runsc, "err", err)
-	default:
-		p.until = time.Now().Add(probeRetry)
-		r.logger().Debug("probing this runsc's sentry got no answer; its boxes pause with runsc pause for a while", "runsc", b.runsc, "retry", probeRetry, "err", err)
+		return controlProbe{}, nil
 	}
-	if r.control == nil {
-		r.control = map[string]controlProbe{}
-	}
-	r.control[b.runsc] = p
-	return p.speaks, nil
+	r.logger().Debug("probing this runsc's sentry got no answer; its boxes pause with runsc pause for a while", "runsc", b.runsc, "retry", probeRetry, "err", err)
+	return controlProbe{until: time.Now().Add(probeRetry)}, nil
 }
 
 // errNotSent says a control call failed before the sentry could have

@@ -3,6 +3,7 @@ package gvisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -267,5 +268,172 @@ func TestTruncate(t *testing.T) {
 		if got := truncate(tt.s, tt.n); got != tt.want {
 			t.Errorf("truncate(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
 		}
+	}
+}
+
+// keyedBox is a box of r whose runsc binary is bin and whose sentry is
+// call (pauser.call); it starts nothing.
+func keyedBox(r *Runtime, bin runscKey, call func(ctx context.Context, method string) error) *box {
+	b := &box{r: r, runsc: bin.path, bin: bin, id: "keyed"}
+	b.pz.call = call
+	return b
+}
+
+// TestSpeaksControl: a probe's answer is kept by the runsc binary, so a
+// second box of that binary is not probed again while another binary at
+// the same path is; another format is kept for good, no answer for
+// probeRetry, and a listener that is not the sentry fails the probe
+// without keeping anything.
+func TestSpeaksControl(t *testing.T) {
+	old := runscKey{path: "/usr/local/lib/warden/runsc", ino: 1, size: 10}
+	replaced := runscKey{path: old.path, ino: 2, size: 10}
+	badPeer := fmt.Errorf("%w: %w, but pid 1 of uid 0", errNotSent, errBadPeer)
+	for _, tt := range []struct {
+		name    string
+		answer  error
+		speaks  bool
+		badPeer bool
+		probes  int32 // after two boxes of old and one of replaced
+		retry   bool  // a kept "no" holds only for probeRetry
+	}{
+		{name: "pinned urpc", speaks: true, probes: 2},
+		{name: "other format", answer: fmt.Errorf("%w: it answered %q", errOtherFormat, "?"), probes: 2},
+		{name: "no answer", answer: errTimedOut, probes: 2, retry: true},
+		{name: "bad peer", answer: badPeer, badPeer: true, probes: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Runtime{}
+			var probes atomic.Int32
+			call := func(_ context.Context, method string) error {
+				if method != sentryProbe {
+					t.Errorf("called %s, want only the probe", method)
+				}
+				probes.Add(1)
+				return tt.answer
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for _, b := range []*box{keyedBox(r, old, call), keyedBox(r, old, call), keyedBox(r, replaced, call)} {
+				got, err := r.speaksControl(ctx, b)
+				if got != tt.speaks || errors.Is(err, errBadPeer) != tt.badPeer || (err != nil) != tt.badPeer {
+					t.Errorf("speaksControl(a box of %+v) = %v, %v; want %v, bad peer %v", b.bin, got, err, tt.speaks, tt.badPeer)
+				}
+			}
+			if got := probes.Load(); got != tt.probes {
+				t.Errorf("%d probes for two boxes of one binary and one of another at its path, want %d", got, tt.probes)
+			}
+			r.controlMu.Lock()
+			defer r.controlMu.Unlock()
+			for _, bin := range []runscKey{old, replaced} {
+				p, kept := r.control[bin]
+				switch {
+				case kept == tt.badPeer:
+					t.Errorf("probe of %+v kept %v (%+v), want %v", bin, kept, p, !tt.badPeer)
+				case kept && (p.speaks != tt.speaks || !p.until.IsZero() != tt.retry || p.probing):
+					t.Errorf("probe of %+v kept %+v, want speaks %v, a retry due %v, no probe under way", bin, p, tt.speaks, tt.retry)
+				}
+			}
+		})
+	}
+}
+
+// TestSpeaksControlAsksAgain: a "no" for want of an answer is asked
+// again once probeRetry has passed, and the new answer kept.
+func TestSpeaksControlAsksAgain(t *testing.T) {
+	r := &Runtime{}
+	bin := runscKey{path: "/fake/runsc", ino: 1}
+	answers := []error{errTimedOut, nil}
+	b := keyedBox(r, bin, func(context.Context, string) error {
+		a := answers[0]
+		answers = answers[1:]
+		return a
+	})
+	for i, want := range []bool{false, false, true, true} {
+		if i == 2 {
+			r.controlMu.Lock()
+			r.control[bin] = controlProbe{until: time.Now().Add(-time.Second)}
+			r.controlMu.Unlock()
+		}
+		if got, err := r.speaksControl(context.Background(), b); got != want || err != nil {
+			t.Errorf("call %d: speaksControl() = %v, %v; want %v, nil", i, got, err, want)
+		}
+	}
+	if len(answers) != 0 {
+		t.Errorf("%d probes left unasked, want one probe before the retry and one after", len(answers))
+	}
+}
+
+// TestSpeaksControlNoWait: while one box's probe of a binary is under
+// way (held here), another box of that binary is told "no" at once,
+// without waiting for it or probing, and nothing is kept for it; a box
+// of another binary probes on its own meanwhile; the probe's answer is
+// then kept for both boxes of its binary.
+func TestSpeaksControlNoWait(t *testing.T) {
+	r := &Runtime{}
+	bin := runscKey{path: "/fake/runsc", ino: 1}
+	other := runscKey{path: "/other/runsc", ino: 2}
+	started, release := make(chan struct{}), make(chan struct{})
+	var probes atomic.Int32
+	first := keyedBox(r, bin, func(ctx context.Context, _ string) error {
+		probes.Add(1)
+		close(started)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	count := func(context.Context, string) error { probes.Add(1); return nil }
+	second, third := keyedBox(r, bin, count), keyedBox(r, other, count)
+	type answer struct {
+		speaks bool
+		err    error
+	}
+	ask := func(b *box) <-chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			ok, err := r.speaksControl(context.Background(), b)
+			c <- answer{ok, err}
+		}()
+		return c
+	}
+	// Well below probeWait, which would end the held probe: a caller
+	// that waited for it would not answer in time.
+	const bound = probeWait / 2
+	firsts := ask(first)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first box's probe did not start within 10 s")
+	}
+	for _, tt := range []struct {
+		b    *box
+		want bool
+	}{{second, false}, {third, true}} {
+		select {
+		case got := <-ask(tt.b):
+			if got.speaks != tt.want || got.err != nil {
+				t.Errorf("speaksControl(a box of %+v) during a probe of %+v = %v, %v; want %v, nil", tt.b.bin, bin, got.speaks, got.err, tt.want)
+			}
+		case <-time.After(bound):
+			t.Fatalf("speaksControl(a box of %+v) waited over %v for another box's probe", tt.b.bin, bound)
+		}
+	}
+	r.controlMu.Lock()
+	held := r.control[bin]
+	r.controlMu.Unlock()
+	if !held.probing {
+		t.Errorf("during the probe the binary's entry is %+v, want the probe under way, nothing kept for the box that did not wait", held)
+	}
+	close(release)
+	if got := <-firsts; !got.speaks || got.err != nil {
+		t.Errorf("speaksControl(the probing box) = %v, %v; want true, nil", got.speaks, got.err)
+	}
+	if got, err := r.speaksControl(context.Background(), second); !got || err != nil {
+		t.Errorf("speaksControl(the box that did not wait) after the probe = %v, %v; want the kept true, nil", got, err)
+	}
+	if got := probes.Load(); got != 2 {
+		t.Errorf("%d probes, want 2: one per binary", got)
 	}
 }

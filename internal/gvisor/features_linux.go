@@ -47,16 +47,34 @@ type features struct {
 	savesListeners bool
 }
 
-// featureKey names one runsc binary: its path and which file is there,
-// so a binary replaced at the same path is asked again.
-type featureKey struct {
+// runscKey names one runsc binary: its path and which file is there (its
+// device, inode, size and modification time), so a binary replaced at
+// the same path (make runsc with a new pin while warden serve runs) is a
+// new key, asked again, while what was learnt of the old file stays with
+// it. It keys every per-binary cache: features (featureCache), the
+// default platform (Runtime.platform) and the control probe
+// (Runtime.speaksControl).
+type runscKey struct {
 	path       string
 	dev, ino   uint64
 	size       int64
 	mtimeNanos int64
 }
 
-// featureCache holds features by featureKey: runsc is asked once per
+// runscKeyOf is the key of the file at path now.
+func runscKeyOf(path string) (runscKey, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return runscKey{}, fmt.Errorf("reading which runsc binary %q is: %w", path, err)
+	}
+	key := runscKey{path: path, size: fi.Size(), mtimeNanos: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		key.dev, key.ino = st.Dev, st.Ino
+	}
+	return key, nil
+}
+
+// featureCache holds features by runscKey: runsc is asked once per
 // binary for the process's life.
 var featureCache sync.Map
 
@@ -65,13 +83,9 @@ var featureCache sync.Map
 // to ask is returned, not cached, and the caller fails: a runsc that
 // cannot print its help would not checkpoint either.
 func runscFeatures(ctx context.Context, path string) (features, error) {
-	fi, err := os.Stat(path)
+	key, err := runscKeyOf(path)
 	if err != nil {
 		return features{}, fmt.Errorf("asking runsc what it supports: %w", err)
-	}
-	key := featureKey{path: path, size: fi.Size(), mtimeNanos: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		key.dev, key.ino = st.Dev, st.Ino
 	}
 	if f, ok := featureCache.Load(key); ok {
 		return f.(features), nil

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warden-sandbox/warden/internal/spec"
 )
@@ -321,5 +322,60 @@ func TestWritesCompression(t *testing.T) {
 		if (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr))) {
 			t.Errorf("%s: WritesCompression(%q) = %v, want %q", tt.name, tt.c, err, tt.wantErr)
 		}
+	}
+}
+
+// TestRunscKey: the same file at the same path is one key; a file
+// replaced at that path (renamed over it, rewritten, or only touched) is
+// another, so what was learnt of the old one is not taken for it; a path
+// with no file is an error naming it.
+func TestRunscKey(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(t *testing.T, path string)
+		same   bool
+	}{
+		{name: "unchanged", change: func(*testing.T, string) {}, same: true},
+		{name: "renamed over", change: func(t *testing.T, path string) {
+			writeExec(t, path+".new", "#!/bin/sh\nexit 0\n")
+			if err := os.Rename(path+".new", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "rewritten", change: func(t *testing.T, path string) { writeExec(t, path, "#!/bin/sh\nexit 1\n# longer\n") }},
+		{name: "touched", change: func(t *testing.T, path string) {
+			if err := os.Chtimes(path, time.Time{}, time.Now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "runsc")
+			writeExec(t, path, "#!/bin/sh\nexit 0\n")
+			before, err := runscKeyOf(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.change(t, path)
+			after, err := runscKeyOf(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := before == after; got != tt.same || after.path != path {
+				t.Errorf("keys %+v then %+v: same %v, want %v, both of path %s", before, after, got, tt.same, path)
+			}
+		})
+	}
+	missing := filepath.Join(t.TempDir(), "runsc")
+	if _, err := runscKeyOf(missing); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("runscKeyOf(a missing file) = %v, want an error naming %s", err, missing)
+	}
+}
+
+// writeExec writes an executable file at path.
+func writeExec(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o700); err != nil {
+		t.Fatal(err)
 	}
 }

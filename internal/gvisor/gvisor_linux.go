@@ -63,15 +63,18 @@ type Runtime struct {
 	template rootfs.Template
 	err      error
 
-	// defaultPlatform is each runsc's default platform by its path, once
-	// read (Runtime.platform).
+	// defaultPlatform is each runsc binary's default platform, or a read
+	// of it under way (Runtime.platform); platformMu is held only to read
+	// or write the map, never across the read.
 	platformMu      sync.Mutex
-	defaultPlatform map[string]string
+	defaultPlatform map[runscKey]platformRead
 
-	// control is what the probe of each runsc binary, by its path, found
-	// of its sentries' control socket (speaksControl).
+	// control is what the probe of each runsc binary found of its
+	// sentries' control socket, or a probe under way (speaksControl);
+	// controlMu is held only to read or write the map, never across the
+	// probe.
 	controlMu sync.Mutex
-	control   map[string]controlProbe
+	control   map[runscKey]controlProbe
 
 	// boxes are the live boxes by session, for Checkpoint.
 	boxesMu sync.Mutex
@@ -117,6 +120,11 @@ type box struct {
 	cmd   *exec.Cmd
 	log   *os.File
 	att   *egress.Attachment
+	// bin is the runsc binary the box was made with (the file at runsc
+	// then), which keys what is known of its sentry and platform: a
+	// binary replaced at the same path later runs none of this box. The
+	// stale sweep's boxes, which never pause, have none.
+	bin runscKey
 	// exited is closed when runsc run has returned.
 	exited chan struct{}
 	// ctl is the host's end of the control connection.
@@ -172,7 +180,8 @@ func (r *Runtime) Start(ctx context.Context, s spec.Spec) (*agent.Session, error
 	return sess, nil
 }
 
-// newBox checks s and names a new box for it, with the root template.
+// newBox checks s and names a new box for it, with the root template
+// and the runsc binary it is to run (box.bin).
 func (r *Runtime) newBox(s spec.Spec) (*box, rootfs.Template, error) {
 	if err := s.ValidateSandbox(); err != nil {
 		return nil, rootfs.Template{}, err
@@ -191,7 +200,11 @@ func (r *Runtime) newBox(s spec.Spec) (*box, rootfs.Template, error) {
 	if err != nil {
 		return nil, rootfs.Template{}, err
 	}
-	b := &box{r: r, runsc: runsc, id: boxname.Box(), exited: make(chan struct{}), spec: s}
+	bin, err := runscKeyOf(runsc)
+	if err != nil {
+		return nil, rootfs.Template{}, fmt.Errorf("starting a gVisor box: %w (is runsc being reinstalled? retry, or install it again: make runsc)", err)
+	}
+	b := &box{r: r, runsc: runsc, bin: bin, id: boxname.Box(), exited: make(chan struct{}), spec: s}
 	b.dir = filepath.Join(StateDir, "box-"+b.id)
 	return b, tmpl, nil
 }
@@ -314,7 +327,23 @@ func (b *box) launch(args ...string) (*os.File, error) {
 		}
 		close(b.exited)
 	}()
+	b.checkBinary()
 	return host, nil
+}
+
+// checkBinary makes sure the runsc launch started is the binary the box
+// was made with (bin): one replaced at its path between newBox and the
+// exec started another file, of whose sentry and platform what is known
+// of bin says nothing, so such a box never freezes and never asks its
+// sentry directly, only runsc pause, which any runsc can. The file is
+// read after the exec: one that is still bin is the one exec ran.
+func (b *box) checkBinary() {
+	key, err := runscKeyOf(b.runsc)
+	if err == nil && key == b.bin {
+		return
+	}
+	b.pz.noFreezer, b.pz.noControl = true, true
+	b.logger().Warn("runsc was replaced while the box started; it pauses with runsc pause", "runsc", b.runsc, "err", err)
 }
 
 func socketpair() (host, child *os.File, err error) {

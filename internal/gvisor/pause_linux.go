@@ -58,8 +58,9 @@ type pauser struct {
 	// resume it was not paused for. Such a box is never resumed (resume
 	// fails with agent.ErrStateUnknown), only ended (endPause).
 	inDoubt bool
-	// badPeer, once set, is why the box never pauses: its control
-	// socket's listener is not its sentry (errBadPeer).
+	// badPeer, once set, is why the box never pauses, every pause's
+	// error: its control socket's listener is not its sentry (it wraps
+	// errBadPeer and agent.ErrCannotPause).
 	badPeer error
 	// call, when set (tests only), replaces the call to the box's sentry
 	// (callSentry) for every method.
@@ -93,7 +94,7 @@ func (b *box) pause(ctx context.Context) error {
 	b.pz.mu.Lock()
 	defer b.pz.mu.Unlock()
 	if b.pz.badPeer != nil {
-		return fmt.Errorf("the box cannot be paused: %w", b.pz.badPeer)
+		return b.pz.badPeer
 	}
 	if err := b.doubtLocked(); err != nil {
 		return err
@@ -164,12 +165,15 @@ func (b *box) sentryPause(ctx context.Context) (done bool, err error) {
 
 // noSentryPause is sentryPause's answer when the box is not to be asked:
 // a listener that is not its sentry (err wraps errBadPeer) fails this
-// pause and every later one (badPeer); otherwise the box pauses with
+// pause and every later one (badPeer) as agent.ErrCannotPause, so the
+// session layer takes the box for one that cannot pause (the user is
+// answered so, and auto-pause ends the idle session rather than retry
+// each round while it holds its run slot); otherwise the box pauses with
 // runsc pause, now and from now on where its socket is not there.
 func (b *box) noSentryPause(err error) (done bool, _ error) {
 	if errors.Is(err, errBadPeer) {
-		b.pz.badPeer = err
-		return true, fmt.Errorf("the box cannot be paused: %w", err)
+		b.pz.badPeer = fmt.Errorf("%w: %w", agent.ErrCannotPause, err)
+		return true, b.pz.badPeer
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		b.pz.noControl = true
@@ -466,13 +470,14 @@ func (b *box) markSaved() {
 }
 
 // freezerLocked is the box's freezer, opened at the first call; nil when
-// the box has none, or runs on a platform the freezer breaks, which is
-// said once in a debug log.
+// the box has none, or runs on a platform the freezer breaks or one not
+// known then (Runtime.platform), which is said once in a debug log and
+// holds for the box's life.
 func (b *box) freezerLocked() cgroup.Freezer {
 	if b.pz.fz != nil || b.pz.noFreezer {
 		return b.pz.fz
 	}
-	if p := b.r.platform(b.runsc); p != freezablePlatform {
+	if p := b.r.platform(b); p != freezablePlatform {
 		b.pz.noFreezer = true
 		b.logger().Debug("the box pauses through its sentry: only runsc's ptrace platform survives the cgroup freezer", "platform", p)
 		return nil
@@ -545,34 +550,94 @@ func isSentryOf(pid, run int) bool {
 // where runsc pause lost none. kvm was not tried.
 const freezablePlatform = "ptrace"
 
-// platform is the platform runsc runs boxes on: Platform, else runsc's
-// default, read from `runsc flags` once per runsc binary path (the runsc
-// is found again for each box: one installed while warden runs has its
-// own default) until a read works ("" while it
-// cannot be read, which a warning says: the box then pauses through its
-// sentry). A failure is not kept, so one slow read under load does not
-// keep every later box from the freezer.
-func (r *Runtime) platform(runsc string) string {
+// platformRead is what is known of one runsc binary's default platform:
+// name, once read, or that a read is under way (reading).
+type platformRead struct {
+	name    string
+	reading bool
+}
+
+// platform is the platform b runs on: Platform, else the default of b's
+// runsc binary (box.bin), read from `runsc flags` once per binary until a
+// read works, so a runsc installed at the same path while warden runs is
+// read again for its own boxes while older boxes keep their binary's.
+// "" says it is not known, which is never freezable: the box then pauses
+// through its sentry, which is safe on every platform. That is so while
+// the read fails (a warning says so; a failure is not kept, so one slow
+// read under load does not keep every later box from the freezer), while
+// another box's read of the same binary is under way (no box waits for
+// another's read, which may take killTimeout), and when the file at the
+// path is no longer b's binary (its flags say nothing of b's). The mutex
+// is held only to look up and record, never across the read.
+func (r *Runtime) platform(b *box) string {
 	if r.Platform != "" {
 		return r.Platform
 	}
+	if p, read := r.claimPlatformRead(b.bin); !read {
+		return p
+	}
+	p, err := b.readDefaultPlatform()
 	r.platformMu.Lock()
 	defer r.platformMu.Unlock()
-	if p, ok := r.defaultPlatform[runsc]; ok {
-		return p
+	if err != nil {
+		delete(r.defaultPlatform, b.bin)
+		b.logger().Warn("runsc's default platform cannot be read; the box pauses through its sentry", "runsc", b.runsc, "err", err)
+		return ""
+	}
+	r.defaultPlatform[b.bin] = platformRead{name: p}
+	return p
+}
+
+// claimPlatformRead is the default platform of bin, when it was read or a
+// read is under way ("" then); read says it was neither, and the caller
+// is now the one to read it (platformRead.reading is set), which only it
+// records.
+func (r *Runtime) claimPlatformRead(bin runscKey) (p string, read bool) {
+	r.platformMu.Lock()
+	defer r.platformMu.Unlock()
+	if e, ok := r.defaultPlatform[bin]; ok {
+		if e.reading {
+			r.logger().Debug("another box's read of this runsc's default platform is under way; this box pauses through its sentry", "runsc", bin.path)
+		}
+		return e.name, false
+	}
+	if r.defaultPlatform == nil {
+		r.defaultPlatform = map[runscKey]platformRead{}
+	}
+	r.defaultPlatform[bin] = platformRead{reading: true}
+	return "", true
+}
+
+// readDefaultPlatform runs `runsc flags` of b's runsc within killTimeout
+// and reads its default platform from it, only while the file at its
+// path is b's binary, before the run and after it.
+func (b *box) readDefaultPlatform() (string, error) {
+	if err := b.sameBinary(); err != nil {
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, runsc, "flags").CombinedOutput()
+	out, err := exec.CommandContext(ctx, b.runsc, "flags").CombinedOutput()
 	if err != nil {
-		r.logger().Warn("reading runsc's default platform; boxes pause through their sentry until it is read", "err", err)
-		return ""
+		return "", fmt.Errorf("running %s flags: %w", b.runsc, err)
 	}
-	if r.defaultPlatform == nil {
-		r.defaultPlatform = map[string]string{}
+	if err := b.sameBinary(); err != nil {
+		return "", err
 	}
-	r.defaultPlatform[runsc] = defaultPlatform(string(out))
-	return r.defaultPlatform[runsc]
+	return defaultPlatform(string(out)), nil
+}
+
+// sameBinary is an error when the file at b's runsc path is not the
+// binary b was made with (box.bin).
+func (b *box) sameBinary() error {
+	key, err := runscKeyOf(b.runsc)
+	if err != nil {
+		return err
+	}
+	if key != b.bin {
+		return fmt.Errorf("%s was replaced since the box started: its platform is that of a binary no longer there", b.runsc)
+	}
+	return nil
 }
 
 // defaultPlatform is the default of the -platform flag in the output of

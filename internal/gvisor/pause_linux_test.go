@@ -383,7 +383,7 @@ func TestPauseSystrapAsksSentry(t *testing.T) {
 		t.Errorf("paused systrap box: frozen %v, runsc-paused %v, sentry-paused %v; want sentry-paused only", frozen, runscPaused, sentryPaused)
 	}
 	r.controlMu.Lock()
-	probe, probed := r.control[b.runsc]
+	probe, probed := r.control[b.bin]
 	r.controlMu.Unlock()
 	if !probed || !probe.speaks {
 		t.Errorf("probe of %s: %+v (probed %v), want its sentry to answer as the pinned urpc does", b.runsc, probe, probed)
@@ -415,5 +415,150 @@ func TestDefaultPlatform(t *testing.T) {
 		if got := defaultPlatform(tt.flags); got != tt.want {
 			t.Errorf("defaultPlatform(%q) = %q, want %q", tt.flags, got, tt.want)
 		}
+	}
+}
+
+// flagsRunsc writes at path a runsc whose `runsc flags` prints a
+// -platform block whose default is platform (and fails for ""), after
+// dir's hold file is gone (within 5 s), recording each run in dir's
+// calls file; it is written aside and renamed into place, so a runsc
+// replaced so is another file.
+func flagsRunsc(t *testing.T, dir, path, platform string) {
+	t.Helper()
+	script := `#!/bin/sh
+d="` + dir + `"
+echo "$1" >> "$d/calls"
+i=0
+while [ -f "$d/hold" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
+[ -n "` + platform + `" ] || exit 1
+printf '  -platform string\n    \tspecifies which platform to use. (default "%s")\n  -profile\n' "` + platform + `"
+`
+	writeExec(t, path+".new", script)
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flagsCalls is how many times a flagsRunsc in dir ran.
+func flagsCalls(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "calls"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "flags\n")
+}
+
+// boxOfFile is a box of r whose runsc is the file at path now; it starts
+// nothing.
+func boxOfFile(t *testing.T, r *Runtime, path string) *box {
+	t.Helper()
+	bin, err := runscKeyOf(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &box{r: r, runsc: path, bin: bin, id: "platform"}
+}
+
+// TestPlatform: the default platform is read once per runsc binary and
+// kept by it: a runsc replaced at the same path is read again for its
+// own boxes, and the boxes of the old file keep its platform; a box
+// whose file was replaced before its first read gets "" (not freezable)
+// without running the new file, and a read that fails is not kept.
+// Platform, when set, is the answer with no read.
+func TestPlatform(t *testing.T) {
+	type ask struct {
+		box   string // which box asks: "old" (made before the replace) or "new"
+		want  string
+		calls int // runs of runsc flags after the ask
+	}
+	for _, tt := range []struct {
+		name     string
+		platform string // Runtime.Platform
+		before   []ask  // asks before the file is replaced
+		after    []ask  // and after, by a new file
+		first    string // the first file's default ("" fails)
+		second   string // the second file's default
+	}{
+		{name: "read once per binary", first: "ptrace", second: "systrap",
+			before: []ask{{"old", "ptrace", 1}, {"old", "ptrace", 1}},
+			after:  []ask{{"new", "systrap", 2}, {"new", "systrap", 2}, {"old", "ptrace", 2}}},
+		{name: "replaced before the first read", first: "ptrace", second: "systrap",
+			after: []ask{{"old", "", 0}, {"old", "", 0}, {"new", "systrap", 1}}},
+		{name: "failed read is not kept", first: "", second: "systrap",
+			before: []ask{{"old", "", 1}, {"old", "", 2}},
+			after:  []ask{{"new", "systrap", 3}}},
+		{name: "platform set", platform: "kvm", first: "ptrace", second: "systrap",
+			before: []ask{{"old", "kvm", 0}}, after: []ask{{"new", "kvm", 0}, {"old", "kvm", 0}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "runsc")
+			flagsRunsc(t, dir, path, tt.first)
+			r := &Runtime{Platform: tt.platform}
+			boxes := map[string]*box{"old": boxOfFile(t, r, path)}
+			check := func(a ask) {
+				t.Helper()
+				if got := r.platform(boxes[a.box]); got != a.want {
+					t.Errorf("platform(the %s box) = %q, want %q", a.box, got, a.want)
+				}
+				if got := flagsCalls(t, dir); got != a.calls {
+					t.Errorf("after the %s box's ask runsc flags ran %d times, want %d", a.box, got, a.calls)
+				}
+			}
+			for _, a := range tt.before {
+				check(a)
+			}
+			flagsRunsc(t, dir, path, tt.second)
+			boxes["new"] = boxOfFile(t, r, path)
+			for _, a := range tt.after {
+				check(a)
+			}
+		})
+	}
+}
+
+// TestPlatformNoWait: while one box's read of its runsc's default
+// platform is under way (held here), another box of that binary gets ""
+// (not freezable: it pauses through its sentry) at once, without waiting
+// for it or reading; the read's answer is then kept for both.
+func TestPlatformNoWait(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "runsc")
+	flagsRunsc(t, dir, path, "ptrace")
+	writeScript(t, dir, "hold", "")
+	r := &Runtime{}
+	first, second := boxOfFile(t, r, path), boxOfFile(t, r, path)
+	firsts := make(chan string, 1)
+	go func() { firsts <- r.platform(first) }()
+	for deadline := time.Now().Add(10 * time.Second); flagsCalls(t, dir) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first box's read did not start within 10 s")
+		}
+	}
+	seconds := make(chan string, 1)
+	go func() { seconds <- r.platform(second) }()
+	select {
+	case got := <-seconds:
+		if got != "" {
+			t.Errorf("platform(another box) during a read = %q, want \"\"", got)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("platform(another box) waited over 1 s for another box's read")
+	}
+	if err := os.Remove(filepath.Join(dir, "hold")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-firsts; got != "ptrace" {
+		t.Errorf("platform(the reading box) = %q, want ptrace", got)
+	}
+	if got := r.platform(second); got != "ptrace" {
+		t.Errorf("platform(the box that did not wait) after the read = %q, want the kept ptrace", got)
+	}
+	if got := flagsCalls(t, dir); got != 1 {
+		t.Errorf("runsc flags ran %d times, want once", got)
 	}
 }

@@ -96,7 +96,11 @@ func writeScript(t *testing.T, dir, name, text string) {
 func scriptedBox(t *testing.T, r *Runtime, s *scriptedSentry) (*box, string) {
 	t.Helper()
 	runsc, dir := scriptedRunsc(t)
-	b := &box{r: r, runsc: runsc, id: "scripted"}
+	bin, err := runscKeyOf(runsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &box{r: r, runsc: runsc, bin: bin, id: "scripted"}
 	b.pz.call = s.call
 	return b, dir
 }
@@ -116,14 +120,15 @@ func sessionPause(ctx context.Context, b *box) error {
 }
 
 // pauseTwiceRefused pauses b twice: the first must fail for a listener
-// that is not the box's sentry; the second's error is the step's.
+// that is not the box's sentry, as a box that cannot pause; the second's
+// error is the step's.
 func pauseTwiceRefused(ctx context.Context, b *box) error {
 	err := sessionPause(ctx, b)
 	if err == nil {
 		return errors.New("the first pause worked, want the listener refused")
 	}
-	if !errors.Is(err, errBadPeer) {
-		return fmt.Errorf("first pause: %w, want the listener refused", err)
+	if !errors.Is(err, errBadPeer) || !errors.Is(err, agent.ErrCannotPause) {
+		return fmt.Errorf("first pause: %w, want the listener refused as a box that cannot pause", err)
 	}
 	return sessionPause(ctx, b)
 }
@@ -139,7 +144,8 @@ var errTimedOut = fmt.Errorf("reading the sentry's reply: %w", os.ErrDeadlineExc
 // sentry may or may not have done (no reply) is never followed by
 // another resume, and leaves the state unknown (the session ends the box);
 // a checkpoint undoes the sentry's pause only once runsc surely paused
-// the box.
+// the box. A box that fails for its listener says it cannot pause
+// (agent.ErrCannotPause), which the session layer answers as such.
 func TestSentryPauseFailures(t *testing.T) {
 	badPeer := fmt.Errorf("%w: %w, but pid 1 of uid 0", errNotSent, errBadPeer)
 	for _, tt := range []struct {
@@ -148,6 +154,7 @@ func TestSentryPauseFailures(t *testing.T) {
 		runsc   map[string]string // the scripted runsc's files
 		steps   func(ctx context.Context, b *box) error
 		unknown bool     // the steps' error wraps agent.ErrStateUnknown
+		cannot  bool     // the steps' error wraps agent.ErrCannotPause
 		wantErr string   // the steps' error says so ("" for none)
 		resumes int      // resumes the sentry got
 		pauses  int      // pauses the sentry got
@@ -222,12 +229,12 @@ func TestSentryPauseFailures(t *testing.T) {
 		name:    "listener that is not the sentry fails every pause, without runsc",
 		answers: map[string][]error{sentryPause: {badPeer, badPeer}},
 		steps:   pauseTwiceRefused,
-		wantErr: "is not the box's sentry", pauses: 1, flags: "badPeer",
+		wantErr: "is not the box's sentry", cannot: true, pauses: 1, flags: "badPeer",
 	}, {
 		name:    "listener the probe finds is not the sentry fails every pause, without runsc",
 		answers: map[string][]error{sentryProbe: {badPeer}},
 		steps:   pauseTwiceRefused,
-		wantErr: "is not the box's sentry", flags: "badPeer",
+		wantErr: "is not the box's sentry", cannot: true, flags: "badPeer",
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &scriptedSentry{answers: tt.answers}
@@ -245,6 +252,8 @@ func TestSentryPauseFailures(t *testing.T) {
 				t.Errorf("steps: %v, want an error saying %q", err, tt.wantErr)
 			case errors.Is(err, agent.ErrStateUnknown) != tt.unknown:
 				t.Errorf("steps: %v, state unknown %v, want %v", err, errors.Is(err, agent.ErrStateUnknown), tt.unknown)
+			case errors.Is(err, agent.ErrCannotPause) != tt.cannot:
+				t.Errorf("steps: %v, cannot pause %v, want %v", err, errors.Is(err, agent.ErrCannotPause), tt.cannot)
 			}
 			if got := s.count(sentryPause); got != tt.pauses {
 				t.Errorf("the sentry got %d pauses, want %d (calls %v)", got, tt.pauses, s.calls)
@@ -316,7 +325,7 @@ func TestProbeOncePerRunsc(t *testing.T) {
 			s := &scriptedSentry{answers: map[string][]error{sentryProbe: {tt.probe, tt.probe}}}
 			first, _ := scriptedBox(t, r, s)
 			second, _ := scriptedBox(t, r, s)
-			second.runsc = first.runsc
+			second.runsc, second.bin = first.runsc, first.bin
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			for i, b := range []*box{first, second} {
@@ -331,7 +340,7 @@ func TestProbeOncePerRunsc(t *testing.T) {
 				t.Errorf("%d probes for two boxes of one runsc, want %d", got, tt.probes)
 			}
 			r.controlMu.Lock()
-			p := r.control[first.runsc]
+			p := r.control[first.bin]
 			r.controlMu.Unlock()
 			if due := !p.until.IsZero(); due != tt.retry {
 				t.Errorf("a later probe due %v (until %v), want %v", due, p.until, tt.retry)
