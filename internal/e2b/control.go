@@ -201,7 +201,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request, owner stri
 	if errors.Is(err, sandbox.ErrBusy) {
 		// Not the 409 of a busy session elsewhere: the SDK reads a 409
 		// here as "already paused".
-		err = &controlError{http.StatusServiceUnavailable, err.Error()}
+		err = &controlError{http.StatusServiceUnavailable, tenantLine(err)}
 	}
 	if err != nil {
 		s.writeControlError(w, err)

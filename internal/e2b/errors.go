@@ -80,12 +80,41 @@ func answerOf(err error) (managerAnswer, bool) {
 	return managerAnswer{}, false
 }
 
-// advised is err's message with the row's advice, if any.
+// advised is err's line for the caller (tenantLine) with the row's
+// advice, if any.
 func (a managerAnswer) advised(err error) string {
 	if a.advice == "" {
-		return err.Error()
+		return tenantLine(err)
 	}
-	return err.Error() + ": " + a.advice
+	return tenantLine(err) + ": " + a.advice
+}
+
+// publicError is an error whose full line is for the operator (it may
+// name a host path, a pid, runsc's output) and whose Public line is for
+// the tenant, such as sandbox.PauseError: E2B answers it with Public, as
+// Warden's own API does (internal/server's publicAPIError).
+type publicError interface {
+	error
+	Public() string
+}
+
+// tenantLine is what a caller is told of err: its Public line where it
+// has one, else its message.
+func tenantLine(err error) string {
+	var pub publicError
+	if errors.As(err, &pub) {
+		return pub.Public()
+	}
+	return err.Error()
+}
+
+// logPublic logs the full line of an error answered by its Public line,
+// so the operator has what the tenant was not told.
+func logPublic(log *slog.Logger, err error) {
+	var pub publicError
+	if errors.As(err, &pub) {
+		log.Warn("e2b: request refused", "err", err)
+	}
 }
 
 // connectError maps the Manager's errors to Connect errors the SDKs turn
@@ -102,6 +131,7 @@ func connectError(err error) error {
 		return ce
 	}
 	if a, ok := answerOf(err); ok {
+		logPublic(slog.Default(), err)
 		return connect.NewError(a.code, errors.New(a.advised(err)))
 	}
 	switch {
@@ -129,8 +159,9 @@ func badRequest(format string, args ...any) error {
 }
 
 // writeControlError answers a control-plane call that failed: its own
-// controlError, or the status E2B gives the Manager's error. A cause that
-// is not the caller's is logged and answered without detail.
+// controlError, or the status E2B gives the Manager's error, with its
+// Public line where it has one (tenantLine; the full line is logged). A
+// cause that is not the caller's is logged and answered without detail.
 func (s *Server) writeControlError(w http.ResponseWriter, err error) {
 	var ce *controlError
 	a, known := answerOf(err)
@@ -138,7 +169,8 @@ func (s *Server) writeControlError(w http.ResponseWriter, err error) {
 	case errors.As(err, &ce):
 		writeError(w, ce.status, "%s", oneLine(err.Error()))
 	case known:
-		msg := strings.TrimPrefix(err.Error(), sandbox.ErrNotFound.Error()+": ")
+		logPublic(s.log, err)
+		msg := strings.TrimPrefix(tenantLine(err), sandbox.ErrNotFound.Error()+": ")
 		writeError(w, a.control, "%s", oneLine(msg))
 	default:
 		s.log.Error("e2b: control plane", "err", err)

@@ -505,6 +505,7 @@ func (ci *codeInterpreter) refuse(w http.ResponseWriter, err error) {
 		ci.internal(w, err)
 		return
 	}
+	logPublic(ci.log, err)
 	interpError(w, ref.status, ref.msg)
 }
 
