@@ -83,9 +83,9 @@ type controlProbe struct {
 	probing bool
 }
 
-// known says p is an answer that holds now.
+// known says p, an answer (no probe under way), holds now.
 func (p controlProbe) known() bool {
-	return !p.probing && (p.until.IsZero() || time.Now().Before(p.until))
+	return p.until.IsZero() || time.Now().Before(p.until)
 }
 
 // speaksControl says the sentries of b's runsc binary (box.bin) speak the
@@ -97,20 +97,30 @@ func (p controlProbe) known() bool {
 // b's socket is not its sentry's, which says nothing of the binary and
 // is not kept. No box waits for another's probe: while one of the
 // binary's is under way, b is told "no" (false, nil), which is kept for
-// no one, and pauses with runsc pause this time. The mutex is held only
-// to look up and record, never across the probe.
+// no one, and pauses with runsc pause this time (after a look at its
+// socket's listener: sentryPause). The mutex is held only to look up and
+// record, never across the probe; a probe that does not record, by an
+// error or a panic, releases its claim, so no marker outlives it.
 func (r *Runtime) speaksControl(ctx context.Context, b *box) (bool, error) {
 	if p, probe := r.claimProbe(b.bin); !probe {
 		return p.speaks, nil
 	}
+	kept := false
+	defer func() {
+		if !kept {
+			r.controlMu.Lock()
+			delete(r.control, b.bin)
+			r.controlMu.Unlock()
+		}
+	}()
 	p, err := r.probe(ctx, b)
-	r.controlMu.Lock()
-	defer r.controlMu.Unlock()
 	if err != nil {
-		delete(r.control, b.bin)
 		return false, err
 	}
+	r.controlMu.Lock()
 	r.control[b.bin] = p
+	r.controlMu.Unlock()
+	kept = true
 	return p.speaks, nil
 }
 
@@ -162,6 +172,8 @@ var errNotSent = errors.New("the request was not sent")
 // root can put a socket under runscRoot, so it is a bug or tampering,
 // and the box is never paused through it, nor with runsc pause, which
 // would ask the same socket without looking (it is also errNotSent).
+// Its text names no pid or uid, as it may reach a tenant: checkPeer
+// logs them.
 var errBadPeer = errors.New("the control socket's listener is not the box's sentry")
 
 // errRefused says the sentry answered that the call failed: for a pause,
@@ -182,20 +194,34 @@ var errOtherFormat = errors.New("the sentry's answer is not the pinned runsc's u
 func callSentry(ctx context.Context, log *slog.Logger, sock string, run int, method string) error {
 	ctx, cancel := context.WithTimeout(ctx, agent.RuntimeWait)
 	defer cancel()
+	conn, err := dialSentry(ctx, log, sock, run)
+	if err != nil {
+		return err
+	}
+	defer closeLogged(log, conn)
+	return exchange(ctx, conn, method)
+}
+
+// dialSentry connects to the control socket sock of runsc run (pid run)
+// and makes sure its listener is the box's sentry (checkPeer), sending
+// nothing. An error wraps errNotSent, and errBadPeer for a listener that
+// is not the sentry; the caller closes the connection.
+func dialSentry(ctx context.Context, log *slog.Logger, sock string, run int) (*net.UnixConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
-		return fmt.Errorf("%w: connecting to the sentry: %w", errNotSent, err)
+		return nil, fmt.Errorf("%w: connecting to the sentry: %w", errNotSent, err)
 	}
-	defer closeLogged(log, c)
 	conn, ok := c.(*net.UnixConn)
 	if !ok {
-		return fmt.Errorf("%w: the connection to %s is a %T, not a unix socket", errNotSent, sock, c)
+		closeLogged(log, c)
+		return nil, fmt.Errorf("%w: the connection to %s is a %T, not a unix socket", errNotSent, sock, c)
 	}
-	if err := checkPeer(conn, run); err != nil {
-		return fmt.Errorf("%w: %w", errNotSent, err)
+	if err := checkPeer(log, conn, run); err != nil {
+		closeLogged(log, conn)
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
-	return exchange(ctx, conn, method)
+	return conn, nil
 }
 
 // exchange sends the call on conn and reads the reply, both by ctx's
@@ -218,8 +244,9 @@ func exchange(ctx context.Context, conn net.Conn, method string) error {
 // checkPeer makes sure the socket's listener is the box's sentry: the
 // kernel's credentials of the peer (who called listen) name a
 // runsc-sandbox child of run, so a stale socket of another box, or one
-// any other process made, is never asked.
-func checkPeer(conn *net.UnixConn, run int) error {
+// any other process made, is never asked. Who the listener is goes to
+// log, not into the error, which may reach a tenant.
+func checkPeer(log *slog.Logger, conn *net.UnixConn, run int) error {
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("reading the control socket's peer: %w", err)
@@ -235,7 +262,8 @@ func checkPeer(conn *net.UnixConn, run int) error {
 		return fmt.Errorf("reading the control socket's peer: %w", cerr)
 	}
 	if cred.Uid != 0 || !isSentryOf(int(cred.Pid), run) {
-		return fmt.Errorf("%w, a runsc-sandbox child of runsc (pid %d), but pid %d of uid %d", errBadPeer, run, cred.Pid, cred.Uid)
+		log.Warn("the box's control socket's listener is not its sentry, a runsc-sandbox child of its runsc", "runsc_pid", run, "listener_pid", cred.Pid, "listener_uid", cred.Uid)
+		return errBadPeer
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -344,6 +345,10 @@ func TestSpeaksControlAsksAgain(t *testing.T) {
 	bin := runscKey{path: "/fake/runsc", ino: 1}
 	answers := []error{errTimedOut, nil}
 	b := keyedBox(r, bin, func(context.Context, string) error {
+		if len(answers) == 0 {
+			t.Error("a probe past the two expected")
+			return nil
+		}
 		a := answers[0]
 		answers = answers[1:]
 		return a
@@ -364,25 +369,25 @@ func TestSpeaksControlAsksAgain(t *testing.T) {
 }
 
 // TestSpeaksControlNoWait: while one box's probe of a binary is under
-// way (held here), another box of that binary is told "no" at once,
-// without waiting for it or probing, and nothing is kept for it; a box
-// of another binary probes on its own meanwhile; the probe's answer is
-// then kept for both boxes of its binary.
+// way (held here until the test lets it go, whatever probeWait says),
+// another box of that binary is told "no" at once, without waiting for
+// it or probing, and nothing is kept for it; a box of another binary
+// probes on its own meanwhile; the probe's answer is then kept for both
+// boxes of its binary.
 func TestSpeaksControlNoWait(t *testing.T) {
 	r := &Runtime{}
 	bin := runscKey{path: "/fake/runsc", ino: 1}
 	other := runscKey{path: "/other/runsc", ino: 2}
 	started, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	let := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(let)
 	var probes atomic.Int32
-	first := keyedBox(r, bin, func(ctx context.Context, _ string) error {
+	first := keyedBox(r, bin, func(context.Context, string) error {
 		probes.Add(1)
 		close(started)
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		<-release
+		return nil
 	})
 	count := func(context.Context, string) error { probes.Add(1); return nil }
 	second, third := keyedBox(r, bin, count), keyedBox(r, other, count)
@@ -398,9 +403,9 @@ func TestSpeaksControlNoWait(t *testing.T) {
 		}()
 		return c
 	}
-	// Well below probeWait, which would end the held probe: a caller
-	// that waited for it would not answer in time.
-	const bound = probeWait / 2
+	// A caller that waited for the held probe would wait until the test
+	// lets it go, so only a failing run pays this bound.
+	const bound = 10 * time.Second
 	firsts := ask(first)
 	select {
 	case <-started:
@@ -426,7 +431,7 @@ func TestSpeaksControlNoWait(t *testing.T) {
 	if !held.probing {
 		t.Errorf("during the probe the binary's entry is %+v, want the probe under way, nothing kept for the box that did not wait", held)
 	}
-	close(release)
+	let()
 	if got := <-firsts; !got.speaks || got.err != nil {
 		t.Errorf("speaksControl(the probing box) = %v, %v; want true, nil", got.speaks, got.err)
 	}
@@ -435,5 +440,30 @@ func TestSpeaksControlNoWait(t *testing.T) {
 	}
 	if got := probes.Load(); got != 2 {
 		t.Errorf("%d probes, want 2: one per binary", got)
+	}
+}
+
+// TestSpeaksControlPanicReleases: a probe that panics leaves no "probe
+// under way" behind, so the next box of the binary probes it again
+// rather than taking "no" for the process's life.
+func TestSpeaksControlPanicReleases(t *testing.T) {
+	r := &Runtime{}
+	bin := runscKey{path: "/fake/runsc", ino: 1}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the probe's panic did not come through")
+			}
+		}()
+		_, _ = r.speaksControl(context.Background(), keyedBox(r, bin, func(context.Context, string) error { panic("probe") }))
+	}()
+	r.controlMu.Lock()
+	p, kept := r.control[bin]
+	r.controlMu.Unlock()
+	if kept {
+		t.Errorf("after a panicking probe the binary's entry is %+v, want none", p)
+	}
+	if got, err := r.speaksControl(context.Background(), keyedBox(r, bin, func(context.Context, string) error { return nil })); !got || err != nil {
+		t.Errorf("speaksControl() after a panicking probe = %v, %v; want a new probe's true, nil", got, err)
 	}
 }

@@ -338,12 +338,10 @@ func (b *box) launch(args ...string) (*os.File, error) {
 // sentry directly, only runsc pause, which any runsc can. The file is
 // read after the exec: one that is still bin is the one exec ran.
 func (b *box) checkBinary() {
-	key, err := runscKeyOf(b.runsc)
-	if err == nil && key == b.bin {
-		return
+	if err := b.sameBinary(); err != nil {
+		b.pz.noFreezer, b.pz.noControl = true, true
+		b.logger().Warn("runsc was replaced while the box started; it pauses with runsc pause", "err", err)
 	}
-	b.pz.noFreezer, b.pz.noControl = true, true
-	b.logger().Warn("runsc was replaced while the box started; it pauses with runsc pause", "runsc", b.runsc, "err", err)
 }
 
 func socketpair() (host, child *os.File, err error) {

@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type pauser struct {
 	// call, when set (tests only), replaces the call to the box's sentry
 	// (callSentry) for every method.
 	call func(ctx context.Context, method string) error
+	// sock, when set (tests only), is the box's control socket in place
+	// of controlSocket(id).
+	sock string
 	// fz is the box's freezer, opened at its first pause, unless
 	// noFreezer says it has none.
 	fz        cgroup.Freezer
@@ -127,14 +131,24 @@ func (b *box) doubtLocked() error {
 	return nil
 }
 
-// sentryPause asks the box's sentry to pause (callSentry) if its runsc
-// speaks the pinned urpc (Runtime.speaksControl); done is false when
-// the call did not happen, and the box is to pause with runsc pause. A
-// call that may have happened (sent, then no good reply in time) counts
-// as a pause in doubt: resume refuses it, and the session ends the box
-// (agent.ErrStateUnknown). A socket whose listener is not the sentry is
-// a failure of its own, with no fallback (errBadPeer).
+// sentryPause asks the box's sentry to pause (askSentry); done is false
+// when the call did not happen, and the box is to pause with runsc pause,
+// which it then may only once its socket's listener was looked at
+// (beforeRunscPause). A socket whose listener is not the sentry is a
+// failure of its own, with no fallback (errBadPeer).
 func (b *box) sentryPause(ctx context.Context) (done bool, err error) {
+	if done, err := b.askSentry(ctx); done {
+		return true, err
+	}
+	return b.beforeRunscPause(ctx)
+}
+
+// askSentry asks the box's sentry to pause (callSentry) if its runsc
+// speaks the pinned urpc (Runtime.speaksControl); done is false when the
+// call did not happen. A call that may have happened (sent, then no good
+// reply in time) counts as a pause in doubt: resume refuses it, and the
+// session ends the box (agent.ErrStateUnknown).
+func (b *box) askSentry(ctx context.Context) (done bool, err error) {
 	if b.pz.noControl {
 		return false, nil
 	}
@@ -161,6 +175,51 @@ func (b *box) sentryPause(ctx context.Context) (done bool, err error) {
 	b.pz.sentryPaused.Store(true)
 	b.pz.inDoubt = true
 	return true, fmt.Errorf("%w: pausing the box through its sentry: %w", agent.ErrStateUnknown, err)
+}
+
+// beforeRunscPause makes sure a runsc pause sentryPause chose (a binary
+// not known to speak the pinned urpc: its probe under way in another
+// box, another format, a probe's "no" for probeRetry; a box with no
+// control or whose call was not sent) does not reach a listener that is
+// not the box's sentry, as runsc pause asks the same socket without
+// looking: it connects and checks the listener (dialSentry), sending
+// nothing. A socket not there, or not reached, goes on to runsc pause
+// (which reaches it no better); a listener that is not the sentry fails
+// as noSentryPause does, with no runsc pause.
+func (b *box) beforeRunscPause(ctx context.Context) (done bool, err error) {
+	err = b.lookAtListener(ctx)
+	switch {
+	case errors.Is(err, errBadPeer):
+		return b.noSentryPause(err)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		b.logger().Debug("the box's control socket could not be looked at; pausing it with runsc pause", "err", err)
+	}
+	return false, nil
+}
+
+// lookAtListener connects to the box's control socket and checks its
+// listener (dialSentry), within ctx and agent.RuntimeWait, sending
+// nothing.
+func (b *box) lookAtListener(ctx context.Context) error {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return fmt.Errorf("%w: the box's runsc has not started", errNotSent)
+	}
+	ctx, cancel := context.WithTimeout(ctx, agent.RuntimeWait)
+	defer cancel()
+	conn, err := dialSentry(ctx, b.logger(), b.socket(), b.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	closeLogged(b.logger(), conn)
+	return nil
+}
+
+// socket is the box's control socket (controlSocket, or pauser.sock).
+func (b *box) socket() string {
+	if b.pz.sock != "" {
+		return b.pz.sock
+	}
+	return controlSocket(b.id)
 }
 
 // noSentryPause is sentryPause's answer when the box is not to be asked:
@@ -205,7 +264,7 @@ func (b *box) callSentry(ctx context.Context, method string) error {
 	if b.cmd == nil || b.cmd.Process == nil {
 		return fmt.Errorf("%w: the box's runsc has not started", errNotSent)
 	}
-	return callSentry(ctx, b.logger(), controlSocket(b.id), b.cmd.Process.Pid, method)
+	return callSentry(ctx, b.logger(), b.socket(), b.cmd.Process.Pid, method)
 }
 
 // freezeLocked freezes the box within freezeTimeout. Freeze thawed the
@@ -568,7 +627,9 @@ type platformRead struct {
 // another box's read of the same binary is under way (no box waits for
 // another's read, which may take killTimeout), and when the file at the
 // path is no longer b's binary (its flags say nothing of b's). The mutex
-// is held only to look up and record, never across the read.
+// is held only to look up and record, never across the read; a read that
+// does not record, by an error or a panic, releases its claim, so no
+// marker outlives it.
 func (r *Runtime) platform(b *box) string {
 	if r.Platform != "" {
 		return r.Platform
@@ -576,15 +637,23 @@ func (r *Runtime) platform(b *box) string {
 	if p, read := r.claimPlatformRead(b.bin); !read {
 		return p
 	}
+	kept := false
+	defer func() {
+		if !kept {
+			r.platformMu.Lock()
+			delete(r.defaultPlatform, b.bin)
+			r.platformMu.Unlock()
+		}
+	}()
 	p, err := b.readDefaultPlatform()
-	r.platformMu.Lock()
-	defer r.platformMu.Unlock()
 	if err != nil {
-		delete(r.defaultPlatform, b.bin)
 		b.logger().Warn("runsc's default platform cannot be read; the box pauses through its sentry", "runsc", b.runsc, "err", err)
 		return ""
 	}
+	r.platformMu.Lock()
 	r.defaultPlatform[b.bin] = platformRead{name: p}
+	r.platformMu.Unlock()
+	kept = true
 	return p
 }
 
@@ -618,8 +687,11 @@ func (b *box) readDefaultPlatform() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, b.runsc, "flags").CombinedOutput()
+	if said := lastLine(bytes.TrimSpace(out)); err != nil && said != "" {
+		return "", fmt.Errorf("running %q flags: %w: %s", b.runsc, err, said)
+	}
 	if err != nil {
-		return "", fmt.Errorf("running %s flags: %w", b.runsc, err)
+		return "", fmt.Errorf("running %q flags: %w", b.runsc, err)
 	}
 	if err := b.sameBinary(); err != nil {
 		return "", err
@@ -628,14 +700,14 @@ func (b *box) readDefaultPlatform() (string, error) {
 }
 
 // sameBinary is an error when the file at b's runsc path is not the
-// binary b was made with (box.bin).
+// binary b was made with (box.bin), or cannot be read.
 func (b *box) sameBinary() error {
 	key, err := runscKeyOf(b.runsc)
 	if err != nil {
 		return err
 	}
 	if key != b.bin {
-		return fmt.Errorf("%s was replaced since the box started: its platform is that of a binary no longer there", b.runsc)
+		return fmt.Errorf("runsc %q is no longer the binary the box started with (reinstalled while the box ran)", b.runsc)
 	}
 	return nil
 }

@@ -419,17 +419,22 @@ func TestDefaultPlatform(t *testing.T) {
 }
 
 // flagsRunsc writes at path a runsc whose `runsc flags` prints a
-// -platform block whose default is platform (and fails for ""), after
-// dir's hold file is gone (within 5 s), recording each run in dir's
+// -platform block whose default is platform (and fails for ""), once
+// dir's hold file is gone (removed at the test's end at the latest, and
+// the run is killed at killTimeout anyway), recording each run in dir's
 // calls file; it is written aside and renamed into place, so a runsc
 // replaced so is another file.
 func flagsRunsc(t *testing.T, dir, path, platform string) {
 	t.Helper()
+	t.Cleanup(func() {
+		if err := os.Remove(filepath.Join(dir, "hold")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("letting runsc flags go: %v", err)
+		}
+	})
 	script := `#!/bin/sh
 d="` + dir + `"
 echo "$1" >> "$d/calls"
-i=0
-while [ -f "$d/hold" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
+while [ -f "$d/hold" ]; do sleep 0.01; done
 [ -n "` + platform + `" ] || exit 1
 printf '  -platform string\n    \tspecifies which platform to use. (default "%s")\n  -profile\n' "` + platform + `"
 `
@@ -546,8 +551,8 @@ func TestPlatformNoWait(t *testing.T) {
 		if got != "" {
 			t.Errorf("platform(another box) during a read = %q, want \"\"", got)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("platform(another box) waited over 1 s for another box's read")
+	case <-time.After(10 * time.Second): // a caller that waited would wait until hold is gone
+		t.Fatal("platform(another box) waited over 10 s for another box's read")
 	}
 	if err := os.Remove(filepath.Join(dir, "hold")); err != nil {
 		t.Fatal(err)
@@ -560,5 +565,41 @@ func TestPlatformNoWait(t *testing.T) {
 	}
 	if got := flagsCalls(t, dir); got != 1 {
 		t.Errorf("runsc flags ran %d times, want once", got)
+	}
+}
+
+// TestCheckBinary: a box whose runsc file is still the one it was made
+// with after the exec keeps the freezer and its sentry; one whose file
+// was replaced (renamed over, as make runsc installs) or removed in
+// between pauses with runsc pause only: no freezer, no control.
+func TestCheckBinary(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(t *testing.T, path string)
+		want   bool // noFreezer and noControl
+	}{
+		{name: "unchanged", change: func(*testing.T, string) {}},
+		{name: "replaced", want: true, change: func(t *testing.T, path string) {
+			writeExec(t, path+".new", "#!/bin/sh\nexit 0\n")
+			if err := os.Rename(path+".new", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "removed", want: true, change: func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "runsc")
+			writeExec(t, path, "#!/bin/sh\nexit 0\n")
+			b := boxOfFile(t, &Runtime{}, path)
+			tt.change(t, path)
+			b.checkBinary()
+			if b.pz.noFreezer != tt.want || b.pz.noControl != tt.want {
+				t.Errorf("after checkBinary noFreezer, noControl = %v, %v; want %v, %v", b.pz.noFreezer, b.pz.noControl, tt.want, tt.want)
+			}
+		})
 	}
 }

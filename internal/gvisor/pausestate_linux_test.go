@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,5 +349,78 @@ func TestProbeOncePerRunsc(t *testing.T) {
 				t.Errorf("a later probe due %v (until %v), want %v", due, p.until, tt.retry)
 			}
 		})
+	}
+}
+
+// TestRunscPauseLooksAtListener: before a runsc pause the box's sentry
+// was not asked for (its binary's probe under way in another box,
+// another format, a probe's "no" for a while, no control socket seen
+// before), the box's control socket is connected to and its listener
+// checked, with nothing sent: a socket not there goes on to runsc pause;
+// a listener that is not the box's sentry (the test itself here) fails
+// the pause as a box that cannot pause, with no runsc pause, and so does
+// every later pause.
+func TestRunscPauseLooksAtListener(t *testing.T) {
+	for _, why := range []struct {
+		name  string
+		known *controlProbe // the binary's entry, if any
+		noCtl bool          // the box saw no control socket before
+	}{
+		{name: "probe under way", known: &controlProbe{probing: true}},
+		{name: "other format", known: &controlProbe{}},
+		{name: "no answer for a while", known: &controlProbe{until: time.Now().Add(time.Hour)}},
+		{name: "no control socket before", noCtl: true},
+	} {
+		for _, sock := range []struct {
+			name    string
+			listen  bool
+			runscs  []string
+			badPeer bool
+		}{
+			{name: "socket not there", runscs: []string{"pause"}},
+			{name: "listener not the sentry", listen: true, badPeer: true},
+		} {
+			t.Run(why.name+"/"+sock.name, func(t *testing.T) {
+				r := &Runtime{Platform: "systrap"}
+				s := &scriptedSentry{}
+				b, dir := scriptedBox(t, r, s)
+				run, err := os.FindProcess(os.Getppid()) // whose child the test is not
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.cmd = &exec.Cmd{Process: run}
+				b.pz.noControl = why.noCtl
+				if why.known != nil {
+					r.control = map[runscKey]controlProbe{b.bin: *why.known}
+				}
+				b.pz.sock = filepath.Join(t.TempDir(), "none.sock")
+				if sock.listen {
+					var asked atomic.Bool
+					t.Cleanup(func() {
+						if asked.Load() {
+							t.Error("the listener got a request")
+						}
+					})
+					b.pz.sock, _ = fakeSentry(t, func(_ *net.UnixConn, req string) { asked.Store(req != "") })
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				err = b.pause(ctx)
+				if sock.badPeer != (errors.Is(err, errBadPeer) && errors.Is(err, agent.ErrCannotPause)) || (err != nil) != sock.badPeer {
+					t.Errorf("pause() = %v, want a box that cannot pause %v", err, sock.badPeer)
+				}
+				if sock.badPeer {
+					if again := b.pause(ctx); !errors.Is(again, agent.ErrCannotPause) {
+						t.Errorf("second pause() = %v, want it refused too", again)
+					}
+				}
+				if got := runscCalls(t, dir); !slices.Equal(got, sock.runscs) {
+					t.Errorf("runsc ran %q, want %q", got, sock.runscs)
+				}
+				if len(s.calls) != 0 {
+					t.Errorf("the sentry was asked %q, want nothing", s.calls)
+				}
+			})
+		}
 	}
 }
