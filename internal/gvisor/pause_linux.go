@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -183,18 +184,22 @@ func (b *box) askSentry(ctx context.Context) (done bool, err error) {
 // control or whose call was not sent) does not reach a listener that is
 // not the box's sentry, as runsc pause asks the same socket without
 // looking: it connects and checks the listener (dialSentry), sending
-// nothing. A socket not there, or not reached, goes on to runsc pause
-// (which reaches it no better); a listener that is not the sentry fails
-// as noSentryPause does, with no runsc pause.
+// nothing. A socket not there, or with no listener (ECONNREFUSED), goes
+// on to runsc pause, which reaches no one there either; a listener that
+// is not the sentry fails as noSentryPause does, with no runsc pause. A
+// look that could not be made (a listener whose queue is full, a
+// timeout) fails this pause, which did nothing (a retry may look again):
+// runsc pause would then reach a listener no one checked.
 func (b *box) beforeRunscPause(ctx context.Context) (done bool, err error) {
 	err = b.lookAtListener(ctx)
 	switch {
+	case err == nil, errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
+		return false, nil
 	case errors.Is(err, errBadPeer):
 		return b.noSentryPause(err)
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		b.logger().Debug("the box's control socket could not be looked at; pausing it with runsc pause", "err", err)
 	}
-	return false, nil
+	b.logger().Warn("the box's control socket could not be looked at; the pause fails, to be retried", "err", err)
+	return true, fmt.Errorf("pausing the box: its control socket's listener could not be checked: %w", err)
 }
 
 // lookAtListener connects to the box's control socket and checks its

@@ -1,6 +1,8 @@
 package gvisor
 
 import (
+	"golang.org/x/sys/unix"
+
 	"context"
 	"errors"
 	"fmt"
@@ -374,17 +376,21 @@ func TestRunscPauseLooksAtListener(t *testing.T) {
 		for _, sock := range []struct {
 			name    string
 			listen  bool
+			bound   func(t *testing.T, path string) // makes a socket there that is not a listening sentry
 			runscs  []string
 			badPeer bool
+			fails   bool // the pause fails, nothing done, the box still pausable
 		}{
 			{name: "socket not there", runscs: []string{"pause"}},
+			{name: "socket with no listener", bound: boundNotListening, runscs: []string{"pause"}},
 			{name: "listener not the sentry", listen: true, badPeer: true},
+			{name: "listener whose queue is full", bound: fullListener, fails: true},
 		} {
 			t.Run(why.name+"/"+sock.name, func(t *testing.T) {
 				r := &Runtime{Platform: "systrap"}
 				s := &scriptedSentry{}
 				b, dir := scriptedBox(t, r, s)
-				run, err := os.FindProcess(os.Getppid()) // whose child the test is not
+				run, err := os.FindProcess(os.Getpid()) // no listener here is its runsc-sandbox child
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -403,11 +409,17 @@ func TestRunscPauseLooksAtListener(t *testing.T) {
 					})
 					b.pz.sock, _ = fakeSentry(t, func(_ *net.UnixConn, req string) { asked.Store(req != "") })
 				}
+				if sock.bound != nil {
+					sock.bound(t, b.pz.sock)
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				err = b.pause(ctx)
-				if sock.badPeer != (errors.Is(err, errBadPeer) && errors.Is(err, agent.ErrCannotPause)) || (err != nil) != sock.badPeer {
-					t.Errorf("pause() = %v, want a box that cannot pause %v", err, sock.badPeer)
+				if sock.badPeer != (errors.Is(err, errBadPeer) && errors.Is(err, agent.ErrCannotPause)) || (err != nil) != (sock.badPeer || sock.fails) {
+					t.Errorf("pause() = %v, want a box that cannot pause %v, a failed pause %v", err, sock.badPeer, sock.fails)
+				}
+				if sock.fails && (b.pz.badPeer != nil || b.pz.inDoubt || b.pz.sentryPaused.Load()) {
+					t.Errorf("after a look that could not be made: badPeer %v, inDoubt %v, sentryPaused %v; want the box as it was", b.pz.badPeer, b.pz.inDoubt, b.pz.sentryPaused.Load())
 				}
 				if sock.badPeer {
 					if again := b.pause(ctx); !errors.Is(again, agent.ErrCannotPause) {
@@ -423,4 +435,45 @@ func TestRunscPauseLooksAtListener(t *testing.T) {
 			})
 		}
 	}
+}
+
+// boundNotListening makes a unix socket at path that is bound but does
+// not listen: a connect to it is refused (ECONNREFUSED), as to a stale
+// socket whose sentry is gone.
+func boundNotListening(t *testing.T, path string) {
+	t.Helper()
+	fd := unixSocketAt(t, path)
+	t.Cleanup(func() { unix.Close(fd) })
+}
+
+// fullListener makes a unix socket at path that listens with a backlog
+// of 0 and fills that backlog with one connection no one accepts: a
+// further connect fails at once (EAGAIN), so its listener cannot be
+// looked at.
+func fullListener(t *testing.T, path string) {
+	t.Helper()
+	fd := unixSocketAt(t, path)
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("filling the listener's queue: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+}
+
+// unixSocketAt is a unix stream socket bound at path.
+func unixSocketAt(t *testing.T, path string) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		t.Fatalf("binding %s: %v", path, err)
+	}
+	return fd
 }
