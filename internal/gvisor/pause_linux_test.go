@@ -54,15 +54,39 @@ func spawnQuiet(t *testing.T, sess *agent.Session, script string) {
 	}
 }
 
-// requireFrozen checks that r's box of sess is frozen, skipping (failing
-// under WARDEN_CI=1) where the host cannot freeze it. The box must run
-// on freezablePlatform.
+// freezeTries bounds requireFrozen's pauses of one box.
+const freezeTries = 3
+
+// requireFrozen checks that r's box of sess, just paused, is frozen,
+// skipping (failing under WARDEN_CI=1) where the host cannot freeze it.
+// The box must run on freezablePlatform. A freeze that stalled (see
+// freezeTimeout: now and then under ptrace) pauses the box through its
+// sentry instead, as it should; since it is the freezer these tests are
+// about, the box is then resumed and paused again, freezeTries times in
+// all.
 func requireFrozen(t *testing.T, r *Runtime, sess *agent.Session) {
 	t.Helper()
 	b := r.boxOf(sess)
-	b.pz.mu.Lock()
-	frozen, runscPaused, noFreezer := b.pz.frozen.Load(), b.pz.runscPaused.Load(), b.pz.noFreezer
-	b.pz.mu.Unlock()
+	var frozen, runscPaused, noFreezer bool
+	for try := 1; ; try++ {
+		b.pz.mu.Lock()
+		frozen, runscPaused, noFreezer = b.pz.frozen.Load(), b.pz.runscPaused.Load(), b.pz.noFreezer
+		sentryPaused := b.pz.sentryPaused.Load()
+		b.pz.mu.Unlock()
+		if frozen || runscPaused || noFreezer || !sentryPaused || try == freezeTries {
+			break
+		}
+		t.Logf("pause %d: the freeze stalled and the box paused through its sentry; resuming it to pause again", try)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := sess.Resume(ctx)
+		if err == nil {
+			err = sess.Pause(ctx)
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("pausing again after a stalled freeze: %v", err)
+		}
+	}
 	if noFreezer {
 		testhost.SkipOrFail(t, "this host cannot freeze a gVisor box's cgroup (see the debug log); it pauses with runsc pause")
 	}
